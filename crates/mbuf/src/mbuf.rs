@@ -1,0 +1,506 @@
+//! [`Mbuf`]: a packet header plus a chain of segments, and the chain operations
+//! of `uipc_mbuf.c`.
+//!
+//! Chain invariants (checked by `check` in the tests):
+//! - `len` is the sum of the segment lengths (`m_pkthdr.len`);
+//! - every segment is non-empty, except possibly the first, which then only
+//!   carries headroom for prepends (as the empty cluster of [`Mbuf::new`]);
+//! - a buffer is written only when this segment holds its only reference;
+//!   shared buffers (after [`Mbuf::try_clone`] or [`Mbuf::split`]) are copied
+//!   first (FreeBSD `M_WRITABLE`), so no holder ever sees another's writes.
+
+use std::fmt;
+
+use crate::pool::{Buf, Class};
+use crate::seglist::{Seg, SegList};
+use crate::{NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
+
+/// A packet: header plus a chain of reference-counted buffer segments.
+pub struct Mbuf {
+    /// The packet header; copied by `split` and `try_clone`.
+    pub hdr: PktHdr,
+    pub(crate) len: usize,
+    pub(crate) segs: SegList,
+}
+
+/// Bytes to add to a chain: a slice, or zeros (`m_copyback` past the end).
+#[derive(Clone, Copy)]
+enum Fill<'a> {
+    Bytes(&'a [u8]),
+    Zeros(usize),
+}
+
+impl Fill<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Fill::Bytes(b) => b.len(),
+            Fill::Zeros(n) => *n,
+        }
+    }
+    fn write(&self, dst: &mut [u8], from: usize) {
+        match self {
+            Fill::Bytes(b) => dst.copy_from_slice(&b[from..from + dst.len()]),
+            Fill::Zeros(_) => dst.fill(0),
+        }
+    }
+}
+
+/// Copies bytes `[off, off + out.len())` of the chain `segs` into `out`.
+/// The caller has checked the range.
+pub(crate) fn gather(segs: &[Seg], mut off: usize, out: &mut [u8]) {
+    let mut done = 0;
+    for s in segs {
+        if done == out.len() {
+            break;
+        }
+        let d = s.data();
+        if off >= d.len() {
+            off -= d.len();
+            continue;
+        }
+        let n = (d.len() - off).min(out.len() - done);
+        out[done..done + n].copy_from_slice(&d[off..off + n]);
+        done += n;
+        off = 0;
+    }
+    debug_assert_eq!(done, out.len(), "gather beyond the chain");
+}
+
+/// Removes `n` bytes from the front of the segments starting at index `from`,
+/// dropping the segments it empties. The caller adjusts the packet length.
+pub(crate) fn trim_segs_front(segs: &mut SegList, from: usize, mut n: usize) {
+    while n > 0 && from < segs.len() {
+        let s = &mut segs.as_mut_slice()[from];
+        if s.len() <= n {
+            n -= s.len();
+            drop(segs.remove(from));
+        } else {
+            s.trim_front(n);
+            n = 0;
+        }
+    }
+    debug_assert_eq!(n, 0, "trim beyond the chain");
+}
+
+impl Mbuf {
+    pub(crate) fn empty(hdr: PktHdr) -> Mbuf {
+        Mbuf {
+            hdr,
+            len: 0,
+            segs: SegList::new(),
+        }
+    }
+
+    /// An empty packet in one cluster, with [`DEFAULT_HEADROOM`] bytes of
+    /// headroom for prepends and the rest of the cluster as tailroom for appends.
+    pub fn new() -> Result<Mbuf, NoBufs> {
+        let mut m = Mbuf::empty(PktHdr::default());
+        m.segs
+            .push(Seg::new(Buf::alloc(Class::Cluster)?, DEFAULT_HEADROOM, 0));
+        Ok(m)
+    }
+
+    /// A packet holding `data`: [`DEFAULT_HEADROOM`] bytes of headroom in the first
+    /// cluster, then as many clusters as the data needs.
+    pub fn from_slice(data: &[u8]) -> Result<Mbuf, NoBufs> {
+        let mut m = Mbuf::new()?;
+        m.append(data)?;
+        Ok(m)
+    }
+
+    /// A received frame laid out as NetBSD's `m_devget` lays it out, which is the
+    /// layout the m_pulldown paper measured:
+    /// - `len <= MHLEN`: one packet-header small buffer;
+    /// - `len <= MHLEN + MLEN`: a header small buffer with `MHLEN` bytes and a
+    ///   second small buffer with the rest;
+    /// - longer: clusters of `MCLBYTES`, no headroom.
+    pub fn devget(data: &[u8]) -> Result<Mbuf, NoBufs> {
+        let mut m = Mbuf::empty(PktHdr::default());
+        if data.len() <= MHLEN + MLEN {
+            let (a, b) = data.split_at(data.len().min(MHLEN));
+            let mut buf = Buf::alloc(Class::Small)?;
+            fill_new(&mut buf, MH_OFF, a)?;
+            m.segs.push(Seg::new(buf, MH_OFF, a.len()));
+            if !b.is_empty() {
+                let mut buf = Buf::alloc(Class::Small)?;
+                fill_new(&mut buf, 0, b)?;
+                m.segs.push(Seg::new(buf, 0, b.len()));
+            }
+        } else {
+            for chunk in data.chunks(MCLBYTES) {
+                let mut buf = Buf::alloc(Class::Cluster)?;
+                fill_new(&mut buf, 0, chunk)?;
+                m.segs.push(Seg::new(buf, 0, chunk.len()));
+            }
+        }
+        m.len = data.len();
+        Ok(m)
+    }
+
+    /// A packet with one segment per non-empty part, each at the start of its own
+    /// buffer (a small buffer if the part fits in `MLEN`, else a cluster; a part
+    /// longer than `MCLBYTES` takes several clusters). Tests and benchmarks use it
+    /// to build exact layouts.
+    pub fn from_parts(parts: &[&[u8]]) -> Result<Mbuf, NoBufs> {
+        let mut m = Mbuf::empty(PktHdr::default());
+        for part in parts {
+            for chunk in part.chunks(MCLBYTES) {
+                let mut buf = Buf::alloc(Class::for_len(chunk.len()))?;
+                fill_new(&mut buf, 0, chunk)?;
+                m.segs.push(Seg::new(buf, 0, chunk.len()));
+                m.len += chunk.len();
+            }
+        }
+        Ok(m)
+    }
+
+    /// Packet length in bytes (`m_pkthdr.len`).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of segments in the chain.
+    pub fn nsegs(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// The data of each segment, in order (the first may be empty).
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        self.segs.as_slice().iter().map(Seg::data)
+    }
+
+    /// The data of the first segment (`mtod`); empty if there is none, or if the
+    /// first segment only carries headroom — use [`Mbuf::pulldown`] to reach
+    /// bytes wherever they are.
+    pub fn first(&self) -> &[u8] {
+        self.segs.first().map_or(&[], Seg::data)
+    }
+
+    /// The first segment's data, writable: copied first if its buffer is shared.
+    /// Returns an empty slice if that copy needed a buffer and the pool had none
+    /// (see [`Mbuf::try_first_mut`] to tell the two apart).
+    pub fn first_mut(&mut self) -> &mut [u8] {
+        self.try_first_mut().unwrap_or_default()
+    }
+
+    /// Like [`Mbuf::first_mut`], with the pool failure reported.
+    pub fn try_first_mut(&mut self) -> Result<&mut [u8], NoBufs> {
+        if self.segs.len() == 0 {
+            return Ok(&mut []);
+        }
+        self.make_writable(0)?;
+        let s = &mut self.segs.as_mut_slice()[0];
+        let n = s.len();
+        s.data_mut(0, n).ok_or(NoBufs)
+    }
+
+    /// Usable space before the data (`M_LEADINGSPACE`): 0 if the first buffer is
+    /// shared.
+    pub fn headroom(&self) -> usize {
+        self.segs.first().map_or(0, Seg::headroom)
+    }
+
+    /// `M_PREPEND`: `len` new bytes at the front, contiguous, returned for the
+    /// caller to fill (their contents are unspecified). Uses the first buffer's
+    /// headroom if it is unshared and large enough; otherwise adds a new leading
+    /// buffer with the bytes at its end, so later prepends find headroom again.
+    /// `len` must be at most `MCLBYTES` (else `NoBufs`).
+    pub fn prepend(&mut self, len: usize) -> Result<&mut [u8], NoBufs> {
+        if len > MCLBYTES {
+            return Err(NoBufs);
+        }
+        if len == 0 {
+            return Ok(&mut []);
+        }
+        let fits = self.segs.first().is_some_and(|s| s.headroom() >= len);
+        if fits {
+            if let Some(s) = self.segs.first_mut() {
+                s.grow_front(len);
+            }
+        } else {
+            let buf = Buf::alloc(Class::for_len(len))?;
+            let off = buf.cap() - len;
+            if self.segs.first().is_some_and(|s| s.len() == 0) {
+                drop(self.segs.remove(0));
+            }
+            self.segs.insert(0, Seg::new(buf, off, len));
+        }
+        self.len += len;
+        self.segs.as_mut_slice()[0].data_mut(0, len).ok_or(NoBufs)
+    }
+
+    /// `m_adj`: trims `n` bytes from the head if `n > 0`, `-n` bytes from the tail
+    /// if `n < 0`; trimming more than the packet empties it.
+    pub fn adj(&mut self, n: isize) {
+        let k = n.unsigned_abs().min(self.len);
+        if n >= 0 {
+            self.trim_head(k);
+        } else {
+            self.truncate(self.len - k);
+        }
+    }
+
+    fn trim_head(&mut self, mut n: usize) {
+        self.len -= n;
+        while n > 0 {
+            let more = self.segs.len() > 1;
+            let s = &mut self.segs.as_mut_slice()[0];
+            if s.len() <= n && more {
+                n -= s.len();
+                drop(self.segs.remove(0));
+            } else {
+                let k = n.min(s.len());
+                s.trim_front(k);
+                n -= k;
+                debug_assert_eq!(n, 0);
+                break;
+            }
+        }
+    }
+
+    /// Shortens the packet to `len` bytes (no effect if it is not longer). The
+    /// first segment is kept, possibly empty, so its headroom survives.
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        let mut rem = len;
+        let mut cut = self.segs.len();
+        for (i, s) in self.segs.as_mut_slice().iter_mut().enumerate() {
+            if rem <= s.len() {
+                s.set_len(rem);
+                cut = if rem == 0 && i > 0 { i } else { i + 1 };
+                break;
+            }
+            rem -= s.len();
+        }
+        self.segs.truncate(cut);
+        self.len = len;
+    }
+
+    /// `m_split`: this packet keeps `[0, off)`, the returned one holds the rest
+    /// (with a copy of the header). Nothing is copied: a segment cut in two is
+    /// shared by both packets (reference count), and becomes read-only for both
+    /// until one lets go. `off >= len` returns an empty packet.
+    pub fn split(&mut self, off: usize) -> Result<Mbuf, NoBufs> {
+        let mut rest = Mbuf::empty(self.hdr);
+        if off >= self.len {
+            return Ok(rest);
+        }
+        let (k, loff) = self.locate(off);
+        if loff == 0 {
+            rest.segs = self.segs.split_off(k);
+        } else {
+            let tail = self.segs.split_off(k + 1);
+            let s = &mut self.segs.as_mut_slice()[k];
+            let second = s.share(loff, s.len() - loff);
+            s.set_len(loff);
+            rest.segs.push(second);
+            rest.segs.append(tail);
+        }
+        rest.len = self.len - off;
+        self.len = off;
+        Ok(rest)
+    }
+
+    /// `m_cat`: appends `other`'s segments (no copy); its header is dropped.
+    pub fn cat(&mut self, other: Mbuf) {
+        if other.len == 0 {
+            return;
+        }
+        let mut segs = other.segs;
+        if segs.first().is_some_and(|s| s.len() == 0) {
+            drop(segs.remove(0));
+        }
+        self.len += other.len;
+        self.segs.append(segs);
+    }
+
+    /// `m_append`: appends `data`, filling the last buffer's tailroom (if it is
+    /// unshared) and then new clusters. On `NoBufs` the packet is unchanged.
+    pub fn append(&mut self, data: &[u8]) -> Result<(), NoBufs> {
+        self.extend(Fill::Bytes(data))
+    }
+
+    fn extend(&mut self, fill: Fill<'_>) -> Result<(), NoBufs> {
+        let total = fill.len();
+        let orig = self.len;
+        let mut done = 0;
+        if let Some(last) = self.segs.last_mut() {
+            let n = last.tailroom().min(total);
+            if n > 0 {
+                let end = last.end();
+                if let Some(dst) = last.buf.bytes_mut(end, n) {
+                    fill.write(dst, 0);
+                    last.set_len(last.len() + n);
+                    done = n;
+                }
+            }
+        }
+        while done < total {
+            let mut buf = match Buf::alloc(Class::Cluster) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.len = orig + done;
+                    self.truncate(orig);
+                    return Err(e);
+                }
+            };
+            let n = (total - done).min(MCLBYTES);
+            if let Some(dst) = buf.bytes_mut(0, n) {
+                fill.write(dst, done);
+            }
+            self.segs.push(Seg::new(buf, 0, n));
+            done += n;
+        }
+        self.len = orig + total;
+        Ok(())
+    }
+
+    /// `m_copydata`: copies `[off, off + out.len())` into `out`.
+    pub fn copydata(&self, off: usize, out: &mut [u8]) -> Result<(), PullError> {
+        match off.checked_add(out.len()) {
+            Some(end) if end <= self.len => {
+                gather(self.segs.as_slice(), off, out);
+                Ok(())
+            }
+            _ => Err(PullError::OutOfRange),
+        }
+    }
+
+    /// `m_copyback`: writes `data` at `off`, copying shared segments first, and
+    /// extending the packet (zero-filling any gap) if it ends past the end. On
+    /// `NoBufs` the packet is unchanged.
+    pub fn copyback(&mut self, off: usize, data: &[u8]) -> Result<(), NoBufs> {
+        let end = off.checked_add(data.len()).ok_or(NoBufs)?;
+        let orig = self.len;
+        if end > orig {
+            if off > orig {
+                self.extend(Fill::Zeros(off - orig))?;
+            }
+            let from = orig.max(off) - off;
+            if let Err(e) = self.extend(Fill::Bytes(&data[from..])) {
+                self.truncate(orig);
+                return Err(e);
+            }
+        }
+        let over_end = end.min(orig);
+        if off >= over_end {
+            return Ok(());
+        }
+        // Make every touched segment writable before writing any byte, so that a
+        // failure leaves the packet as it was.
+        let (k0, loff0) = self.locate(off);
+        let mut pos = off - loff0;
+        let mut i = k0;
+        while pos < over_end {
+            if let Err(e) = self.make_writable(i) {
+                self.truncate(orig);
+                return Err(e);
+            }
+            pos += self.segs.as_slice()[i].len();
+            i += 1;
+        }
+        let mut src = &data[..over_end - off];
+        let mut loff = loff0;
+        for s in &mut self.segs.as_mut_slice()[k0..i] {
+            let n = (s.len() - loff).min(src.len());
+            if let Some(dst) = s.data_mut(loff, n) {
+                dst.copy_from_slice(&src[..n]);
+            }
+            src = &src[n..];
+            loff = 0;
+        }
+        debug_assert!(src.is_empty());
+        Ok(())
+    }
+
+    /// `m_copypacket`: a second packet sharing every buffer (reference counts);
+    /// only the header and the segment list are copied. Writes through either
+    /// packet copy the written segment first.
+    pub fn try_clone(&self) -> Result<Mbuf, NoBufs> {
+        Ok(Mbuf {
+            hdr: self.hdr,
+            len: self.len,
+            segs: self.segs.clone(),
+        })
+    }
+
+    /// The packet's bytes, gathered.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len);
+        for s in self.segments() {
+            v.extend_from_slice(s);
+        }
+        v
+    }
+
+    /// The segment holding byte `off` and the offset within it; for `off ==
+    /// len`, `(nsegs, 0)`. Segments that end at `off` are skipped, so the byte is
+    /// always inside the returned segment (as m_pulldown's walk).
+    pub(crate) fn locate(&self, mut off: usize) -> (usize, usize) {
+        for (i, s) in self.segs.as_slice().iter().enumerate() {
+            if s.len() > off {
+                return (i, off);
+            }
+            off -= s.len();
+        }
+        (self.segs.len(), off)
+    }
+
+    /// Copies segment `i` into a buffer of its own if its buffer is shared,
+    /// keeping the same offsets so its headroom and tailroom survive.
+    pub(crate) fn make_writable(&mut self, i: usize) -> Result<(), NoBufs> {
+        let s = &mut self.segs.as_mut_slice()[i];
+        if s.buf.is_unique() {
+            return Ok(());
+        }
+        let mut buf = Buf::alloc(s.buf.class())?;
+        fill_new(&mut buf, s.off(), s.data())?;
+        *s = Seg::new(buf, s.off(), s.len());
+        Ok(())
+    }
+
+    /// Asserts the chain invariants (tests).
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        let segs = self.segs.as_slice();
+        assert_eq!(segs.iter().map(Seg::len).sum::<usize>(), self.len);
+        for s in segs.iter().skip(1) {
+            assert!(s.len() > 0, "empty segment after the first: {self:?}");
+        }
+        for s in segs {
+            assert!(s.end() <= s.buf.cap());
+        }
+    }
+}
+
+/// Writes `data` at `off` of a freshly allocated (unshared) buffer.
+pub(crate) fn fill_new(buf: &mut Buf, off: usize, data: &[u8]) -> Result<(), NoBufs> {
+    buf.bytes_mut(off, data.len())
+        .ok_or(NoBufs)?
+        .copy_from_slice(data);
+    Ok(())
+}
+
+impl fmt::Debug for Mbuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Segs<'a>(&'a [Seg]);
+        impl fmt::Debug for Segs<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list()
+                    .entries(self.0.iter().map(|s| (s.off(), s.len(), s.buf.cap())))
+                    .finish()
+            }
+        }
+        f.debug_struct("Mbuf")
+            .field("hdr", &self.hdr)
+            .field("len", &self.len)
+            .field("segs(off,len,cap)", &Segs(self.segs.as_slice()))
+            .finish()
+    }
+}

@@ -1,0 +1,514 @@
+//! The buffer pool: reference-counted buffers in two size classes, carved from
+//! slabs, handed out through per-thread caches.
+//!
+//! What it owns: every byte a packet lives in. Each buffer starts with a small
+//! header (an atomic reference count and the capacity) followed by its data:
+//! a *small* buffer holds [`MLEN`] bytes (the whole buffer, header included, is
+//! [`MSIZE`] bytes, as a 4.4BSD mbuf was), a *cluster* holds [`MCLBYTES`].
+//!
+//! How it allocates (the FreeBSD UMA / VPP buffer-pool pattern):
+//! - [`Buf::alloc`] and the drop of the last reference touch only the calling
+//!   thread's cache (a `thread_local` stack of free buffers per class). No lock,
+//!   no heap allocation, no shared cache line written.
+//! - An empty cache refills [`BATCH`] buffers from the global free list under one
+//!   lock; a cache that reaches [`CACHE_HIGH`] gives [`BATCH`] back the same way.
+//!   A buffer freed on another thread simply joins that thread's cache.
+//! - When the global list is empty the pool grows by one slab (64 clusters or
+//!   256 small buffers in one zeroed heap allocation), up to the limit set by
+//!   [`set_limit`]. Beyond it allocation fails with [`NoBufs`] and is counted.
+//! - Slabs are never returned to the heap: buffers are spread over every thread's
+//!   cache, so a slab is rarely entirely free, and the limit already bounds the
+//!   memory. The slabs stay listed in the global pool, so they are reachable for
+//!   the process's lifetime (Miri's leak checker agrees; no `-Zmiri-ignore-leaks`).
+//! - A thread's cache goes back to the global list when the thread exits.
+//!
+//! Slabs are zeroed when created and bytes stay initialised from then on, so a
+//! recycled buffer may hold bytes of an earlier packet, exactly as a recycled
+//! mbuf does; they are never exposed except through `prepend`, whose caller
+//! overwrites them.
+//!
+//! [`MSIZE`]: crate::MSIZE
+//! [`MLEN`]: crate::MLEN
+//! [`MCLBYTES`]: crate::MCLBYTES
+
+use std::alloc::{self, Layout};
+use std::cell::RefCell;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::{NoBufs, MCLBYTES, MLEN, MSIZE};
+
+/// Header at the start of every buffer. `cap` is written once, when the slab is
+/// created; `refcnt` is only ever touched atomically.
+#[repr(C)]
+struct BufHdr {
+    refcnt: AtomicU32,
+    cap: u32,
+    _reserved: u64,
+}
+
+const HDR: usize = std::mem::size_of::<BufHdr>();
+const SMALL_STRIDE: usize = MSIZE;
+/// Header + 2 KiB rounded up to a cache line, so no two clusters share a line.
+const CLUSTER_STRIDE: usize = (HDR + MCLBYTES).div_ceil(64) * 64;
+const SLAB_ALIGN: usize = 64;
+const SMALL_PER_SLAB: usize = 256;
+const CLUSTERS_PER_SLAB: usize = 64;
+/// Buffers moved between a thread cache and the global list under one lock.
+pub(crate) const BATCH: usize = 32;
+/// A thread cache holding this many free buffers of a class gives [`BATCH`] back.
+pub(crate) const CACHE_HIGH: usize = 2 * BATCH;
+/// Small buffers allowed per cluster of the limit: the same bytes (16 × 128 B ≈ 2 KiB).
+const SMALL_PER_CLUSTER_LIMIT: usize = 16;
+/// Default bound: 131072 clusters (272 MiB of clusters) and 16× as many small buffers.
+pub const DEFAULT_CLUSTER_LIMIT: usize = 1 << 17;
+/// Reference counts above this abort, as `Arc` does, instead of wrapping.
+const MAX_REFS: u32 = i32::MAX as u32;
+
+const _: () = assert!(HDR == 16);
+const _: () = assert!(HDR + MLEN <= SMALL_STRIDE);
+const _: () = assert!(SMALL_STRIDE % 16 == 0 && CLUSTER_STRIDE % SLAB_ALIGN == 0);
+
+/// The two size classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Class {
+    Small = 0,
+    Cluster = 1,
+}
+
+impl Class {
+    pub(crate) const fn cap(self) -> usize {
+        match self {
+            Class::Small => MLEN,
+            Class::Cluster => MCLBYTES,
+        }
+    }
+    const fn stride(self) -> usize {
+        match self {
+            Class::Small => SMALL_STRIDE,
+            Class::Cluster => CLUSTER_STRIDE,
+        }
+    }
+    const fn per_slab(self) -> usize {
+        match self {
+            Class::Small => SMALL_PER_SLAB,
+            Class::Cluster => CLUSTERS_PER_SLAB,
+        }
+    }
+    /// The smallest class that holds `len` bytes.
+    pub(crate) const fn for_len(len: usize) -> Class {
+        if len <= MLEN {
+            Class::Small
+        } else {
+            Class::Cluster
+        }
+    }
+}
+
+/// A free buffer, owned by whichever free list holds it.
+struct FreePtr(NonNull<BufHdr>);
+
+// SAFETY: a free buffer has no owner but the list holding it and no thread-affine
+// state; handing it to another thread's list moves that sole ownership.
+unsafe impl Send for FreePtr {}
+
+/// One slab allocation, kept for the life of the process.
+struct Slab {
+    _base: NonNull<u8>,
+    _layout: Layout,
+}
+
+// SAFETY: the slab record is never dereferenced; it only keeps the allocation
+// reachable. The buffers inside are handed out through `FreePtr`/`Buf`.
+unsafe impl Send for Slab {}
+
+struct Global {
+    free: [Vec<FreePtr>; 2],
+    total: [usize; 2],
+    slabs: Vec<Slab>,
+    cluster_limit: usize,
+}
+
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+    free: [Vec::new(), Vec::new()],
+    total: [0, 0],
+    slabs: Vec::new(),
+    cluster_limit: DEFAULT_CLUSTER_LIMIT,
+});
+static ALLOC_FAIL: AtomicU64 = AtomicU64::new(0);
+
+fn global() -> MutexGuard<'static, Global> {
+    // The lists stay consistent even if a holder panicked (pushes and pops only).
+    GLOBAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Global {
+    fn limit(&self, class: Class) -> usize {
+        match class {
+            Class::Small => self.cluster_limit.saturating_mul(SMALL_PER_CLUSTER_LIMIT),
+            Class::Cluster => self.cluster_limit,
+        }
+    }
+
+    /// Adds one slab of `class` buffers to the free list; false at the limit or
+    /// if the heap refuses.
+    fn grow(&mut self, class: Class) -> bool {
+        let c = class as usize;
+        let n = class
+            .per_slab()
+            .min(self.limit(class).saturating_sub(self.total[c]));
+        if n == 0 {
+            return false;
+        }
+        let Ok(layout) = Layout::from_size_align(n * class.stride(), SLAB_ALIGN) else {
+            return false;
+        };
+        // SAFETY: `layout` has a non-zero size (n >= 1, stride >= 128).
+        let base = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(base) = NonNull::new(base) else {
+            return false;
+        };
+        let want = self.total[c] + n;
+        let list = &mut self.free[c];
+        if list.capacity() < want {
+            // Room for every buffer of the class, so that gives never reallocate.
+            list.reserve_exact(want - list.len());
+        }
+        for i in 0..n {
+            // SAFETY: i * stride + HDR <= n * stride, inside the allocation; the
+            // offset is a multiple of 16, so the header is aligned.
+            let hdr = unsafe { base.as_ptr().add(i * class.stride()) }.cast::<BufHdr>();
+            // SAFETY: `hdr` is valid for writes and aligned (above); nobody else
+            // can see this fresh memory yet.
+            unsafe {
+                ptr::write(
+                    hdr,
+                    BufHdr {
+                        refcnt: AtomicU32::new(0),
+                        cap: class.cap() as u32,
+                        _reserved: 0,
+                    },
+                );
+            }
+            // SAFETY: derived from a non-null slab pointer plus an in-bounds offset.
+            list.push(FreePtr(unsafe { NonNull::new_unchecked(hdr) }));
+        }
+        self.total[c] = want;
+        self.slabs.push(Slab {
+            _base: base,
+            _layout: layout,
+        });
+        true
+    }
+}
+
+/// A thread's free buffers, per class.
+struct Cache {
+    free: [Vec<FreePtr>; 2],
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let mut g = global();
+        for c in 0..2 {
+            g.free[c].append(&mut self.free[c]);
+        }
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = const {
+        RefCell::new(Cache { free: [Vec::new(), Vec::new()] })
+    };
+}
+
+/// Takes up to [`BATCH`] buffers from the global list into `local`, growing the
+/// pool if the global list is empty.
+fn refill(local: &mut Vec<FreePtr>, class: Class) -> bool {
+    if local.capacity() < CACHE_HIGH {
+        local.reserve_exact(CACHE_HIGH);
+    }
+    let mut g = global();
+    let c = class as usize;
+    if g.free[c].is_empty() && !g.grow(class) {
+        return false;
+    }
+    let list = &mut g.free[c];
+    let at = list.len().saturating_sub(BATCH);
+    local.extend(list.drain(at..));
+    true
+}
+
+fn take(class: Class) -> Option<FreePtr> {
+    let from_cache = CACHE.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let local = &mut cache.free[class as usize];
+        if local.is_empty() && !refill(local, class) {
+            return None;
+        }
+        local.pop()
+    });
+    match from_cache {
+        Ok(p) => p,
+        // The thread is exiting and its cache is gone: go to the global list.
+        Err(_) => {
+            let mut g = global();
+            let c = class as usize;
+            if g.free[c].is_empty() && !g.grow(class) {
+                return None;
+            }
+            g.free[c].pop()
+        }
+    }
+}
+
+fn give(p: FreePtr, class: Class) {
+    let mut p = Some(p);
+    let _ = CACHE.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let local = &mut cache.free[class as usize];
+        if let Some(p) = p.take() {
+            local.push(p);
+        }
+        if local.len() >= CACHE_HIGH {
+            let at = local.len() - BATCH;
+            global().free[class as usize].extend(local.drain(at..));
+        }
+    });
+    if let Some(p) = p {
+        global().free[class as usize].push(p);
+    }
+}
+
+/// One counted reference to a pool buffer. Dropping the last reference returns
+/// the buffer to the dropping thread's cache.
+///
+/// Invariant: while a `Buf` exists the buffer's count is >= 1 and counts it.
+/// Bytes are written only through [`Buf::bytes_mut`], which requires the count to
+/// be exactly 1 — then this handle is the only one, and `&mut self` excludes
+/// every reader. Shared buffers are read-only (FreeBSD's `M_WRITABLE`).
+pub(crate) struct Buf(NonNull<BufHdr>);
+
+// SAFETY: the count is atomic; bytes are only written through a unique handle
+// (count 1, `&mut self`), so handles on different threads only ever read.
+unsafe impl Send for Buf {}
+// SAFETY: `&Buf` allows reads of the bytes and atomic increments of the count only.
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    /// A fresh buffer of `class` with a count of 1, or `NoBufs` (counted) at the
+    /// pool limit.
+    pub(crate) fn alloc(class: Class) -> Result<Buf, NoBufs> {
+        match take(class) {
+            Some(FreePtr(p)) => {
+                // SAFETY: `p` points to an initialised header inside a live slab;
+                // a free buffer is referenced by no `Buf`, so we are alone here.
+                unsafe { (*p.as_ptr()).refcnt.store(1, Ordering::Relaxed) };
+                Ok(Buf(p))
+            }
+            None => {
+                ALLOC_FAIL.fetch_add(1, Ordering::Relaxed);
+                Err(NoBufs)
+            }
+        }
+    }
+
+    fn hdr(&self) -> &BufHdr {
+        // SAFETY: by the type invariant the buffer is live (count >= 1) and its
+        // header initialised; `cap` is immutable and `refcnt` atomic, so a shared
+        // reference is sound while other handles touch the count.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn cap(&self) -> usize {
+        self.hdr().cap as usize
+    }
+
+    pub(crate) fn class(&self) -> Class {
+        Class::for_len(self.cap())
+    }
+
+    /// True if this is the only reference, i.e. the bytes may be written.
+    pub(crate) fn is_unique(&self) -> bool {
+        // Acquire pairs with the Release decrement of the other holders, so their
+        // reads happen before our writes.
+        self.hdr().refcnt.load(Ordering::Acquire) == 1
+    }
+
+    fn data(&self) -> *mut u8 {
+        // SAFETY: the data area starts right after the header, inside the slab
+        // allocation (HDR + cap <= stride).
+        unsafe { self.0.as_ptr().cast::<u8>().add(HDR) }
+    }
+
+    /// Bytes `[off, off + len)` of the buffer.
+    ///
+    /// # Panics
+    /// If the range is outside the buffer (a bug in this crate, never input).
+    pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off <= self.cap() && len <= self.cap() - off);
+        // SAFETY: in bounds (checked above); slab bytes are always initialised
+        // (zeroed at creation); nobody writes them while this handle exists
+        // unless through `bytes_mut` on *this* handle, which `&self` excludes.
+        unsafe { std::slice::from_raw_parts(self.data().add(off), len) }
+    }
+
+    /// Bytes `[off, off + len)` for writing, or `None` if the buffer is shared.
+    ///
+    /// # Panics
+    /// If the range is outside the buffer (a bug in this crate, never input).
+    pub(crate) fn bytes_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
+        assert!(off <= self.cap() && len <= self.cap() - off);
+        if !self.is_unique() {
+            return None;
+        }
+        // SAFETY: in bounds and initialised as in `bytes`; the count is 1, so this
+        // handle is the only one and `&mut self` makes the borrow exclusive.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) })
+    }
+}
+
+impl Clone for Buf {
+    fn clone(&self) -> Buf {
+        // Relaxed, as `Arc::clone`: a new reference is made from an existing one.
+        let old = self.hdr().refcnt.fetch_add(1, Ordering::Relaxed);
+        if old > MAX_REFS {
+            std::process::abort();
+        }
+        Buf(self.0)
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        if self.hdr().refcnt.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Pairs with the Release decrements of the other holders: their accesses
+        // happen before the buffer is recycled.
+        fence(Ordering::Acquire);
+        let class = self.class();
+        give(FreePtr(self.0), class);
+    }
+}
+
+impl std::fmt::Debug for Buf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buf")
+            .field("cap", &self.cap())
+            .field("refcnt", &self.hdr().refcnt.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Pool-wide counters (global, not per thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Clusters carved from slabs so far.
+    pub clusters_total: u64,
+    /// Clusters on the global free list (not counting thread caches).
+    pub clusters_free_global: u64,
+    /// Small buffers carved from slabs so far.
+    pub small_total: u64,
+    /// Small buffers on the global free list (not counting thread caches).
+    pub small_free_global: u64,
+    /// Allocations refused at the limit (or by the heap): ENOBUFS.
+    pub alloc_fail: u64,
+    /// Slabs allocated from the heap.
+    pub slabs: u64,
+    /// The cluster limit in force (small buffers: 16× this).
+    pub cluster_limit: u64,
+}
+
+/// A snapshot of the pool counters.
+pub fn stats() -> PoolStats {
+    let g = global();
+    PoolStats {
+        clusters_total: g.total[Class::Cluster as usize] as u64,
+        clusters_free_global: g.free[Class::Cluster as usize].len() as u64,
+        small_total: g.total[Class::Small as usize] as u64,
+        small_free_global: g.free[Class::Small as usize].len() as u64,
+        alloc_fail: ALLOC_FAIL.load(Ordering::Relaxed),
+        slabs: g.slabs.len() as u64,
+        cluster_limit: g.cluster_limit as u64,
+    }
+}
+
+/// Bounds the pool to `max_clusters` clusters (and 16× as many small buffers).
+/// Allocation beyond the bound fails with [`NoBufs`] and counts in
+/// [`PoolStats::alloc_fail`]. Lowering the limit below what is already carved
+/// stops further growth; memory already carved is kept. Up to [`CACHE_HIGH`]
+/// free buffers per class may sit in each thread's cache, so a thread can see
+/// `NoBufs` while another thread's cache still holds free buffers.
+pub fn set_limit(max_clusters: usize) {
+    global().cluster_limit = max_clusters;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_is_unique_and_clone_shares() {
+        let mut a = Buf::alloc(Class::Cluster).unwrap();
+        assert_eq!(a.cap(), MCLBYTES);
+        assert!(a.is_unique());
+        a.bytes_mut(0, 4).unwrap().copy_from_slice(b"abcd");
+        let mut b = a.clone();
+        assert!(!a.is_unique() && !b.is_unique());
+        assert!(b.bytes_mut(0, 1).is_none(), "shared buffers are read-only");
+        assert_eq!(b.bytes(0, 4), b"abcd");
+        drop(a);
+        assert!(b.is_unique());
+        assert!(b.bytes_mut(0, 1).is_some());
+    }
+
+    #[test]
+    fn small_class_holds_mlen() {
+        let s = Buf::alloc(Class::Small).unwrap();
+        assert_eq!(s.cap(), MLEN);
+        assert_eq!(s.class(), Class::Small);
+        assert_eq!(s.bytes(MLEN, 0).len(), 0);
+    }
+
+    #[test]
+    fn freed_buffers_are_reused_from_the_thread_cache() {
+        let a = Buf::alloc(Class::Small).unwrap();
+        let p = a.0;
+        drop(a);
+        let b = Buf::alloc(Class::Small).unwrap();
+        assert_eq!(b.0, p, "LIFO thread cache hands back the buffer just freed");
+    }
+
+    #[test]
+    fn many_buffers_cross_batches() {
+        let n = if cfg!(miri) { 80 } else { 1000 };
+        let v: Vec<Buf> = (0..n).map(|_| Buf::alloc(Class::Small).unwrap()).collect();
+        let s = stats();
+        assert!(s.small_total as usize >= n);
+        drop(v);
+    }
+
+    #[test]
+    fn buffers_freed_on_another_thread_join_that_threads_cache() {
+        let mut a = Buf::alloc(Class::Cluster).unwrap();
+        a.bytes_mut(0, 3).unwrap().copy_from_slice(b"xyz");
+        let b = a.clone();
+        let t = std::thread::spawn(move || {
+            assert_eq!(b.bytes(0, 3), b"xyz");
+            drop(b);
+        });
+        t.join().unwrap();
+        assert!(a.is_unique());
+        let h = std::thread::spawn(move || drop(a));
+        h.join().unwrap();
+    }
+
+    #[test]
+    #[should_panic]
+    fn out_of_bounds_bytes_panics() {
+        let s = Buf::alloc(Class::Small).unwrap();
+        let _ = s.bytes(MLEN, 1);
+    }
+}

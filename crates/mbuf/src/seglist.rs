@@ -1,0 +1,302 @@
+//! The segment list of a packet: up to [`INLINE`] segments stored inline (no
+//! heap allocation, which covers almost every packet: devget makes at most two,
+//! a prepend adds one), spilling to a `Vec` beyond.
+
+use std::mem::MaybeUninit;
+
+use crate::pool::Buf;
+
+/// Segments held without a heap allocation.
+pub(crate) const INLINE: usize = 4;
+
+/// A window `[off, off + len)` into a buffer, holding one reference to it.
+#[derive(Clone, Debug)]
+pub(crate) struct Seg {
+    pub(crate) buf: Buf,
+    off: u32,
+    len: u32,
+}
+
+impl Seg {
+    pub(crate) fn new(buf: Buf, off: usize, len: usize) -> Seg {
+        debug_assert!(off + len <= buf.cap());
+        Seg {
+            buf,
+            off: off as u32,
+            len: len as u32,
+        }
+    }
+    pub(crate) fn off(&self) -> usize {
+        self.off as usize
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+    pub(crate) fn end(&self) -> usize {
+        self.off() + self.len()
+    }
+    pub(crate) fn set_len(&mut self, len: usize) {
+        debug_assert!(self.off() + len <= self.buf.cap());
+        self.len = len as u32;
+    }
+    /// Drops `n` bytes from the front of the window.
+    pub(crate) fn trim_front(&mut self, n: usize) {
+        debug_assert!(n <= self.len());
+        self.off += n as u32;
+        self.len -= n as u32;
+    }
+    /// Grows the window `n` bytes to the front (into headroom).
+    pub(crate) fn grow_front(&mut self, n: usize) {
+        debug_assert!(n <= self.off());
+        self.off -= n as u32;
+        self.len += n as u32;
+    }
+    pub(crate) fn data(&self) -> &[u8] {
+        self.buf.bytes(self.off(), self.len())
+    }
+    /// `[from, from + len)` of the window, writable; `None` if the buffer is shared.
+    pub(crate) fn data_mut(&mut self, from: usize, len: usize) -> Option<&mut [u8]> {
+        debug_assert!(from + len <= self.len());
+        let off = self.off();
+        self.buf.bytes_mut(off + from, len)
+    }
+    /// Usable space before the data: 0 if the buffer is shared (M_LEADINGSPACE).
+    pub(crate) fn headroom(&self) -> usize {
+        if self.buf.is_unique() {
+            self.off()
+        } else {
+            0
+        }
+    }
+    /// Usable space after the data: 0 if the buffer is shared (M_TRAILINGSPACE).
+    pub(crate) fn tailroom(&self) -> usize {
+        if self.buf.is_unique() {
+            self.buf.cap() - self.end()
+        } else {
+            0
+        }
+    }
+    /// A new segment for `[from, from + len)` of this one, sharing the buffer.
+    pub(crate) fn share(&self, from: usize, len: usize) -> Seg {
+        debug_assert!(from + len <= self.len());
+        Seg::new(self.buf.clone(), self.off() + from, len)
+    }
+}
+
+/// A small vector of segments.
+pub(crate) enum SegList {
+    /// The first `len` entries of `segs` are initialised.
+    Inline {
+        len: usize,
+        segs: [MaybeUninit<Seg>; INLINE],
+    },
+    Heap(Vec<Seg>),
+}
+
+impl SegList {
+    pub(crate) const fn new() -> SegList {
+        SegList::Inline {
+            len: 0,
+            segs: [const { MaybeUninit::uninit() }; INLINE],
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[Seg] {
+        match self {
+            // SAFETY: the first `len` entries are initialised (type invariant) and
+            // `MaybeUninit<Seg>` has the layout of `Seg`.
+            SegList::Inline { len, segs } => unsafe {
+                std::slice::from_raw_parts(segs.as_ptr().cast::<Seg>(), *len)
+            },
+            SegList::Heap(v) => v,
+        }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [Seg] {
+        match self {
+            // SAFETY: as in `as_slice`, and `&mut self` makes the borrow exclusive.
+            SegList::Inline { len, segs } => unsafe {
+                std::slice::from_raw_parts_mut(segs.as_mut_ptr().cast::<Seg>(), *len)
+            },
+            SegList::Heap(v) => v,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            SegList::Inline { len, .. } => *len,
+            SegList::Heap(v) => v.len(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, seg: Seg) {
+        match self {
+            SegList::Inline { len, segs } if *len < INLINE => {
+                segs[*len].write(seg);
+                *len += 1;
+            }
+            SegList::Inline { len, segs } => {
+                let n = std::mem::replace(len, 0);
+                let mut v = Vec::with_capacity(2 * INLINE);
+                for s in &segs[..n] {
+                    // SAFETY: entries below `n` are initialised; `len` is already 0,
+                    // so each is read (moved) out exactly once and never dropped here.
+                    v.push(unsafe { s.assume_init_read() });
+                }
+                v.push(seg);
+                *self = SegList::Heap(v);
+            }
+            SegList::Heap(v) => v.push(seg),
+        }
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Seg> {
+        match self {
+            SegList::Inline { len, segs } => {
+                if *len == 0 {
+                    return None;
+                }
+                *len -= 1;
+                // SAFETY: entry `len` was initialised and is now outside the
+                // initialised prefix, so it is moved out exactly once.
+                Some(unsafe { segs[*len].assume_init_read() })
+            }
+            SegList::Heap(v) => v.pop(),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, at: usize, seg: Seg) {
+        debug_assert!(at <= self.len());
+        self.push(seg);
+        self.as_mut_slice()[at..].rotate_right(1);
+    }
+
+    pub(crate) fn remove(&mut self, at: usize) -> Seg {
+        self.as_mut_slice()[at..].rotate_left(1);
+        match self.pop() {
+            Some(s) => s,
+            None => unreachable!("remove from an empty segment list"),
+        }
+    }
+
+    pub(crate) fn truncate(&mut self, n: usize) {
+        while self.len() > n {
+            drop(self.pop());
+        }
+    }
+
+    /// Moves segments `[at..]` into a new list.
+    pub(crate) fn split_off(&mut self, at: usize) -> SegList {
+        let mut rest = SegList::new();
+        if let SegList::Heap(v) = self {
+            if v.len() - at > INLINE {
+                return SegList::Heap(v.split_off(at));
+            }
+        }
+        let n = self.len() - at;
+        self.as_mut_slice()[at..].reverse();
+        for _ in 0..n {
+            if let Some(s) = self.pop() {
+                rest.push(s);
+            }
+        }
+        rest
+    }
+
+    /// Moves all of `other`'s segments to the end of this list.
+    pub(crate) fn append(&mut self, mut other: SegList) {
+        other.as_mut_slice().reverse();
+        while let Some(s) = other.pop() {
+            self.push(s);
+        }
+    }
+
+    pub(crate) fn first(&self) -> Option<&Seg> {
+        self.as_slice().first()
+    }
+    pub(crate) fn first_mut(&mut self) -> Option<&mut Seg> {
+        self.as_mut_slice().first_mut()
+    }
+    pub(crate) fn last_mut(&mut self) -> Option<&mut Seg> {
+        self.as_mut_slice().last_mut()
+    }
+}
+
+impl Clone for SegList {
+    fn clone(&self) -> SegList {
+        let mut l = SegList::new();
+        if self.len() > INLINE {
+            l = SegList::Heap(Vec::with_capacity(self.len()));
+        }
+        for s in self.as_slice() {
+            l.push(s.clone());
+        }
+        l
+    }
+}
+
+impl Drop for SegList {
+    fn drop(&mut self) {
+        if let SegList::Inline { .. } = self {
+            self.truncate(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::Class;
+
+    fn seg(tag: u8) -> Seg {
+        let mut b = Buf::alloc(Class::Small).unwrap();
+        b.bytes_mut(0, 1).unwrap()[0] = tag;
+        Seg::new(b, 0, 1)
+    }
+    fn tags(l: &SegList) -> Vec<u8> {
+        l.as_slice().iter().map(|s| s.data()[0]).collect()
+    }
+
+    #[test]
+    fn push_spills_past_inline_and_keeps_order() {
+        let mut l = SegList::new();
+        for t in 0..7 {
+            l.push(seg(t));
+        }
+        assert!(matches!(l, SegList::Heap(_)));
+        assert_eq!(tags(&l), [0, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn insert_remove_split_append() {
+        let mut l = SegList::new();
+        for t in [1, 2, 4] {
+            l.push(seg(t));
+        }
+        l.insert(0, seg(0));
+        l.insert(3, seg(3));
+        assert_eq!(tags(&l), [0, 1, 2, 3, 4]);
+        assert_eq!(l.remove(2).data()[0], 2);
+        let rest = l.split_off(1);
+        assert_eq!(tags(&l), [0]);
+        assert_eq!(tags(&rest), [1, 3, 4]);
+        l.append(rest);
+        assert_eq!(tags(&l), [0, 1, 3, 4]);
+        let c = l.clone();
+        assert!(!c.as_slice()[0].buf.is_unique());
+        l.truncate(1);
+        assert_eq!(tags(&c), [0, 1, 3, 4]);
+        assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn split_off_of_long_heap_list() {
+        let mut l = SegList::new();
+        for t in 0..12 {
+            l.push(seg(t));
+        }
+        let rest = l.split_off(2);
+        assert_eq!(tags(&l), [0, 1]);
+        assert_eq!(tags(&rest), (2..12).collect::<Vec<u8>>());
+    }
+}

@@ -1,0 +1,387 @@
+//! Unit tests of the chain operations (the pull strategies are tested in
+//! `pull.rs`). Small enough to run under Miri.
+
+use crate::{Mbuf, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
+
+fn bytes(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 13 + 1) as u8).collect()
+}
+fn lens(m: &Mbuf) -> Vec<usize> {
+    m.segments().map(<[u8]>::len).collect()
+}
+
+#[test]
+fn new_is_an_empty_cluster_with_headroom() {
+    let m = Mbuf::new().unwrap();
+    assert!(m.is_empty());
+    assert_eq!((m.len(), m.nsegs(), m.headroom()), (0, 1, DEFAULT_HEADROOM));
+    assert_eq!(m.first(), &[] as &[u8]);
+    m.check();
+}
+
+#[test]
+fn from_slice_spans_clusters_after_headroom() {
+    let data = bytes(3000);
+    let m = Mbuf::from_slice(&data).unwrap();
+    assert_eq!(
+        lens(&m),
+        [
+            MCLBYTES - DEFAULT_HEADROOM,
+            3000 - (MCLBYTES - DEFAULT_HEADROOM)
+        ]
+    );
+    assert_eq!(m.headroom(), DEFAULT_HEADROOM);
+    assert_eq!(m.to_vec(), data);
+    m.check();
+    let e = Mbuf::from_slice(&[]).unwrap();
+    assert_eq!((e.len(), e.nsegs()), (0, 1));
+}
+
+#[test]
+fn devget_follows_the_m_devget_policy() {
+    for (n, want) in [
+        (0, vec![0]),
+        (60, vec![60]),
+        (MHLEN, vec![MHLEN]),
+        (MHLEN + 1, vec![MHLEN, 1]),
+        (MHLEN + MLEN, vec![MHLEN, MLEN]),
+        (MHLEN + MLEN + 1, vec![MHLEN + MLEN + 1]),
+        (5000, vec![MCLBYTES, MCLBYTES, 5000 - 2 * MCLBYTES]),
+    ] {
+        let data = bytes(n);
+        let m = Mbuf::devget(&data).unwrap();
+        assert_eq!(lens(&m), want, "len {n}");
+        assert_eq!(m.to_vec(), data);
+        m.check();
+    }
+    let m = Mbuf::devget(&bytes(50)).unwrap();
+    assert_eq!(m.segs.as_slice()[0].off(), MH_OFF);
+    assert_eq!(Mbuf::devget(&bytes(300)).unwrap().headroom(), 0);
+}
+
+#[test]
+fn from_parts_makes_one_segment_per_part() {
+    let m = Mbuf::from_parts(&[b"abc", b"", &bytes(200), &bytes(MCLBYTES + 1)]).unwrap();
+    assert_eq!(lens(&m), [3, 200, MCLBYTES, 1]);
+    assert_eq!(m.segs.as_slice()[0].buf.cap(), MLEN);
+    assert_eq!(m.segs.as_slice()[1].buf.cap(), MCLBYTES);
+    m.check();
+}
+
+#[test]
+fn prepend_uses_headroom_then_a_new_leading_buffer() {
+    let mut m = Mbuf::from_slice(b"payload").unwrap();
+    m.prepend(8).unwrap().copy_from_slice(b"udp hdr!");
+    assert_eq!((m.nsegs(), m.headroom()), (1, DEFAULT_HEADROOM - 8));
+    m.prepend(DEFAULT_HEADROOM - 8).unwrap().fill(b'i');
+    assert_eq!((m.nsegs(), m.headroom()), (1, 0));
+    m.prepend(14).unwrap().fill(b'e');
+    assert_eq!(m.nsegs(), 2);
+    assert_eq!(m.first(), &[b'e'; 14]);
+    assert_eq!(
+        m.headroom(),
+        MLEN - 14,
+        "new small buffer, bytes at its end"
+    );
+    let v = m.to_vec();
+    assert_eq!(v.len(), 14 + DEFAULT_HEADROOM + 7);
+    assert!(v.ends_with(b"udp hdr!payload"));
+    m.prepend(500).unwrap().fill(1);
+    assert_eq!(m.segs.as_slice()[0].buf.cap(), MCLBYTES);
+    assert_eq!(m.len(), v.len() + 500);
+    assert_eq!(m.prepend(0).unwrap().len(), 0);
+    assert!(m.prepend(MCLBYTES + 1).is_err());
+    m.check();
+}
+
+#[test]
+fn prepend_does_not_write_into_a_shared_buffer() {
+    let mut m = Mbuf::from_slice(b"data").unwrap();
+    let c = m.try_clone().unwrap();
+    assert_eq!(m.headroom(), 0, "shared: no usable headroom");
+    m.prepend(4).unwrap().copy_from_slice(b"hdr:");
+    assert_eq!(m.to_vec(), b"hdr:data");
+    assert_eq!(c.to_vec(), b"data");
+    drop(c);
+    assert_eq!(m.nsegs(), 2);
+    m.check();
+}
+
+#[test]
+fn prepend_to_an_emptied_packet_reuses_its_first_buffer() {
+    let mut m = Mbuf::from_slice(&bytes(100)).unwrap();
+    m.truncate(0);
+    assert_eq!((m.nsegs(), m.headroom()), (1, DEFAULT_HEADROOM));
+    m.prepend(20).unwrap().fill(3);
+    assert_eq!((m.nsegs(), m.to_vec()), (1, vec![3; 20]));
+    // A shared empty first segment is replaced, not kept behind the new one.
+    let mut e = Mbuf::new().unwrap();
+    let _c = e.try_clone().unwrap();
+    e.prepend(4).unwrap().fill(9);
+    assert_eq!((e.nsegs(), e.to_vec()), (1, vec![9; 4]));
+    e.check();
+}
+
+#[test]
+fn adj_trims_head_and_tail_and_clamps() {
+    let data = bytes(300);
+    let mut m = Mbuf::from_parts(&[&data[..100], &data[100..200], &data[200..]]).unwrap();
+    m.adj(100);
+    assert_eq!(
+        lens(&m),
+        [100, 100],
+        "a segment emptied from the head goes away"
+    );
+    m.adj(-150);
+    assert_eq!(m.to_vec(), &data[100..150]);
+    assert_eq!(lens(&m), [50]);
+    m.adj(0);
+    assert_eq!(m.len(), 50);
+    m.adj(isize::MAX);
+    assert_eq!((m.len(), m.nsegs()), (0, 1));
+    m.adj(5);
+    m.adj(-5);
+    assert!(m.is_empty());
+    m.check();
+    let mut n = Mbuf::from_slice(&data).unwrap();
+    n.adj(isize::MIN);
+    assert!(n.is_empty());
+    n.check();
+}
+
+#[test]
+fn truncate_keeps_the_first_segment() {
+    let data = bytes(300);
+    let mut m = Mbuf::from_parts(&[&data[..100], &data[100..200], &data[200..]]).unwrap();
+    m.truncate(400);
+    assert_eq!(m.len(), 300);
+    m.truncate(200);
+    assert_eq!(lens(&m), [100, 100]);
+    m.truncate(100);
+    assert_eq!(lens(&m), [100]);
+    m.truncate(0);
+    assert_eq!(lens(&m), [0]);
+    m.check();
+}
+
+#[test]
+fn split_shares_the_cut_segment_and_copies_nothing() {
+    let data = bytes(300);
+    let mut m = Mbuf::from_parts(&[&data[..100], &data[100..]]).unwrap();
+    m.hdr.rcvif = 7;
+    let mut rest = m.split(150).unwrap();
+    assert_eq!(
+        (m.to_vec(), rest.to_vec()),
+        (data[..150].to_vec(), data[150..].to_vec())
+    );
+    assert_eq!(rest.hdr.rcvif, 7);
+    assert!(!m.segs.as_slice()[1].buf.is_unique());
+    assert!(
+        m.segs.as_slice()[0].buf.is_unique(),
+        "uncut segment stays unshared"
+    );
+    // Writes copy first: neither packet sees the other's.
+    rest.first_mut()[0] = 0xaa;
+    m.copyback(149, &[0xbb]).unwrap();
+    assert_eq!(rest.to_vec()[0], 0xaa);
+    assert_eq!(m.to_vec()[149], 0xbb);
+    assert_eq!(rest.to_vec()[1..], data[151..]);
+    m.check();
+    rest.check();
+}
+
+#[test]
+fn split_at_edges() {
+    let data = bytes(200);
+    let mut m = Mbuf::from_parts(&[&data[..100], &data[100..]]).unwrap();
+    let r = m.split(100).unwrap();
+    assert_eq!((lens(&m), lens(&r)), (vec![100], vec![100]));
+    assert!(
+        m.segs.as_slice()[0].buf.is_unique(),
+        "cut at a boundary: nothing shared"
+    );
+    let r2 = m.split(100).unwrap();
+    assert!(r2.is_empty());
+    let r3 = m.split(1000).unwrap();
+    assert!(r3.is_empty() && m.len() == 100);
+    let r4 = m.split(0).unwrap();
+    assert_eq!((m.len(), r4.len()), (0, 100));
+    m.check();
+    r4.check();
+}
+
+#[test]
+fn cat_moves_segments_and_drops_an_empty_leading_one() {
+    let mut a = Mbuf::from_slice(b"head").unwrap();
+    let mut b = Mbuf::new().unwrap();
+    b.append(b"tail").unwrap();
+    a.cat(b);
+    assert_eq!(a.to_vec(), b"headtail");
+    a.cat(Mbuf::new().unwrap());
+    let mut e = Mbuf::new().unwrap();
+    e.truncate(0);
+    a.cat(Mbuf::from_parts(&[b"", b"!"]).unwrap());
+    assert_eq!(a.to_vec(), b"headtail!");
+    a.check();
+    // An empty packet's first segment stays (it carries the headroom).
+    let mut n = Mbuf::new().unwrap();
+    n.cat(Mbuf::from_slice(b"xyz").unwrap());
+    assert_eq!(lens(&n), [0, 3]);
+    assert_eq!(n.first(), &[] as &[u8]);
+    n.pullup(3).unwrap();
+    assert_eq!(n.first(), b"xyz");
+    n.check();
+}
+
+#[test]
+fn append_fills_tailroom_then_clusters() {
+    let mut m = Mbuf::devget(&bytes(10)).unwrap();
+    m.append(&bytes(86)).unwrap();
+    assert_eq!(lens(&m), [96], "header buffer filled to MHLEN");
+    m.append(&bytes(5000)).unwrap();
+    assert_eq!(lens(&m), [96, MCLBYTES, MCLBYTES, 5000 - 2 * MCLBYTES]);
+    m.append(&[]).unwrap();
+    m.check();
+    let mut want = bytes(10);
+    want.extend(bytes(86));
+    want.extend(bytes(5000));
+    assert_eq!(m.to_vec(), want);
+}
+
+#[test]
+fn append_never_writes_into_a_shared_tail() {
+    let data = bytes(100);
+    let mut m = Mbuf::from_slice(&data).unwrap();
+    let rest = m.split(50).unwrap();
+    m.append(b"new bytes").unwrap();
+    assert_eq!(
+        rest.to_vec(),
+        &data[50..],
+        "tailroom of a shared buffer is not ours"
+    );
+    assert_eq!(m.len(), 59);
+    m.check();
+}
+
+#[test]
+fn copydata_reads_across_segments() {
+    let data = bytes(300);
+    let m = Mbuf::from_parts(&[&data[..7], &data[7..150], &data[150..]]).unwrap();
+    let mut out = [0u8; 200];
+    m.copydata(5, &mut out).unwrap();
+    assert_eq!(out[..], data[5..205]);
+    m.copydata(300, &mut []).unwrap();
+    assert_eq!(m.copydata(101, &mut out), Err(PullError::OutOfRange));
+    assert_eq!(m.copydata(usize::MAX, &mut out), Err(PullError::OutOfRange));
+}
+
+#[test]
+fn copyback_writes_copies_shared_and_extends() {
+    let data = bytes(300);
+    let mut m = Mbuf::from_parts(&[&data[..100], &data[100..]]).unwrap();
+    let c = m.try_clone().unwrap();
+    m.copyback(90, &[0; 20]).unwrap();
+    let mut want = data.clone();
+    want[90..110].fill(0);
+    assert_eq!(m.to_vec(), want);
+    assert_eq!(c.to_vec(), data, "clone unchanged");
+    m.copyback(295, b"0123456789").unwrap();
+    want.truncate(295);
+    want.extend_from_slice(b"0123456789");
+    assert_eq!(m.to_vec(), want);
+    m.copyback(310, b"gap").unwrap();
+    want.extend_from_slice(&[0, 0, 0, 0, 0]);
+    want.extend_from_slice(b"gap");
+    assert_eq!(m.to_vec(), want);
+    m.copyback(313, &[]).unwrap();
+    assert_eq!(m.len(), 313);
+    assert!(m.copyback(usize::MAX, b"x").is_err());
+    m.check();
+}
+
+#[test]
+fn try_clone_shares_buffers() {
+    let data = bytes(3000);
+    let mut m = Mbuf::from_slice(&data).unwrap();
+    m.hdr.rss_hash = 42;
+    let mut c = m.try_clone().unwrap();
+    assert_eq!(c.hdr.rss_hash, 42);
+    assert_eq!(c.to_vec(), data);
+    for (a, b) in m.segs.as_slice().iter().zip(c.segs.as_slice()) {
+        assert!(!a.buf.is_unique() && !b.buf.is_unique());
+    }
+    c.first_mut()[0] ^= 0xff;
+    assert_eq!(m.to_vec(), data);
+    assert_eq!(c.to_vec()[0], data[0] ^ 0xff);
+    assert!(
+        c.segs.as_slice()[0].buf.is_unique(),
+        "written segment copied"
+    );
+    assert!(!c.segs.as_slice()[1].buf.is_unique(), "others still shared");
+    assert_eq!(c.headroom(), DEFAULT_HEADROOM, "copy keeps the geometry");
+    c.check();
+}
+
+#[test]
+fn first_mut_of_no_segment_is_empty() {
+    let mut m = Mbuf::from_parts(&[]).unwrap();
+    assert_eq!(m.first_mut().len(), 0);
+    assert_eq!(m.nsegs(), 0);
+    assert_eq!(m.headroom(), 0);
+    m.append(b"x").unwrap();
+    assert_eq!(m.to_vec(), b"x");
+    m.check();
+}
+
+#[test]
+fn long_chains_spill_and_still_work() {
+    let data = bytes(1000);
+    let parts: Vec<&[u8]> = data.chunks(50).collect();
+    let mut m = Mbuf::from_parts(&parts).unwrap();
+    assert_eq!(m.nsegs(), 20);
+    let mut r = m.split(333).unwrap();
+    assert_eq!(r.pulldown(10, 200).unwrap(), &data[343..543]);
+    m.cat(r);
+    assert_eq!(m.to_vec(), data);
+    m.check();
+}
+
+#[test]
+fn packets_move_between_threads() {
+    let data = bytes(500);
+    let m = Mbuf::from_slice(&data).unwrap();
+    let c = m.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut c = c;
+        c.copyback(0, b"other thread").unwrap();
+        c.to_vec()
+    });
+    let theirs = t.join().unwrap();
+    assert_eq!(&theirs[..12], b"other thread");
+    assert_eq!(m.to_vec(), data);
+    let t = std::thread::spawn(move || drop(m));
+    t.join().unwrap();
+}
+
+#[test]
+fn debug_shows_layout() {
+    let m = Mbuf::devget(&bytes(100)).unwrap();
+    let s = format!("{m:?}");
+    assert!(s.contains("len: 100"), "{s}");
+}
+
+#[test]
+fn errors_display() {
+    assert_eq!(
+        crate::NoBufs.to_string(),
+        "no buffer space available (ENOBUFS)"
+    );
+    assert!(PullError::TooBig.to_string().contains("longer"));
+    assert_eq!(PullError::from(crate::NoBufs), PullError::NoBufs);
+}
+
+#[test]
+fn packets_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Mbuf>();
+}
