@@ -1,0 +1,98 @@
+//! Devices: where packets enter and leave mpstack.
+//!
+//! A [`Device`] is a named link with one or more queue pairs. A worker takes the
+//! queues it owns with [`Device::into_queues`] and from then on talks only to its
+//! [`Queue`]s, in bursts: `rx_burst` fills a batch of [`Mbuf`]s, `tx_burst` drains one.
+//! Nothing here knows about protocols except RSS, which reads addresses and ports to
+//! steer a flow to one queue (the way a NIC does).
+//!
+//! Time is passed in: a device never reads the clock itself, so the same memory wire
+//! runs in real time on worker threads and in virtual time in `sim`.
+//!
+//! This crate and `mbuf` are the only ones allowed `unsafe` (TAP ioctls, poll).
+
+pub mod alloc_count;
+pub mod impair;
+pub mod mem;
+pub mod pcap;
+pub mod poll;
+pub mod rng;
+pub mod rss;
+pub mod tap;
+pub mod time;
+
+pub use mbuf::Mbuf;
+pub use time::{Duration, Instant};
+
+use std::os::fd::RawFd;
+
+/// Counters of one queue (per direction), in the style of `netstat -i`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub ipackets: u64,
+    pub ibytes: u64,
+    pub ierrors: u64,
+    pub opackets: u64,
+    pub obytes: u64,
+    pub oerrors: u64,
+    /// Frames dropped by the device: queue full, impairment loss, no buffers.
+    pub odrops: u64,
+    pub idrops: u64,
+}
+
+impl std::ops::AddAssign for QueueStats {
+    fn add_assign(&mut self, o: Self) {
+        self.ipackets += o.ipackets;
+        self.ibytes += o.ibytes;
+        self.ierrors += o.ierrors;
+        self.opackets += o.opackets;
+        self.obytes += o.obytes;
+        self.oerrors += o.oerrors;
+        self.odrops += o.odrops;
+        self.idrops += o.idrops;
+    }
+}
+
+/// One receive/transmit queue pair of a device, owned by exactly one worker.
+///
+/// Call order: `rx_burst` and `tx_burst` in any order, as often as wanted; `poll_at`
+/// says when a frame in flight becomes receivable (memory wires with delay), `fd`
+/// gives a file descriptor that becomes readable when frames arrive (real devices),
+/// so a worker can sleep in `poll(2)` until either.
+pub trait Queue: Send {
+    /// Receives up to `max` frames, appending them to `out`. Returns how many were added.
+    /// Never blocks.
+    fn rx_burst(&mut self, now: Instant, out: &mut Vec<Mbuf>, max: usize) -> usize;
+    /// Transmits the frames in `pkts`, draining it. Frames the device cannot take are
+    /// dropped and counted in `odrops`. Returns how many were accepted. Never blocks.
+    fn tx_burst(&mut self, now: Instant, pkts: &mut Vec<Mbuf>) -> usize;
+    /// The earliest time at which `rx_burst` will have a frame that it has not now,
+    /// for devices that know (memory wires); `None` otherwise.
+    fn poll_at(&self) -> Option<Instant> {
+        None
+    }
+    /// A descriptor that is readable when frames wait (real devices); `None` otherwise.
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Counters of this queue.
+    fn stats(&self) -> QueueStats;
+}
+
+/// What a device is, before its queues are handed out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub name: String,
+    /// Largest L3 packet (excluding the 14-byte Ethernet header).
+    pub mtu: usize,
+    pub num_queues: usize,
+    /// The link-layer address the device suggests for the stack side, if any.
+    pub hw_addr: Option<[u8; 6]>,
+}
+
+/// A link with one or more queue pairs.
+pub trait Device: Send {
+    fn info(&self) -> DeviceInfo;
+    /// Hands out the queue pairs, one per worker that will own it.
+    fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>>;
+}

@@ -1,0 +1,464 @@
+//! Memory links: a point-to-point [`wire`] and a shared-segment [`Hub`].
+//!
+//! A wire is a hub with two ports. A frame sent on one port reaches every other
+//! port, each receiver drawing its own loss, delay and duplication from the
+//! sender's seeded [`Impairer`](crate::impair::Impairer). Frames are not copied:
+//! each receiver gets a reference to the same buffers (`m_copypacket`), and a
+//! receiver that writes into one gets its own copy of the written segment.
+//!
+//! Receive queues are time-ordered (arrival time, then send order), bounded by
+//! [`WireConfig::queue_limit`] frames; a frame that finds the queue full is
+//! dropped and counted in the sender's `odrops`. With several queues per port, a
+//! frame goes to the queue its RSS hash picks, as on a multi-queue NIC.
+
+use crate::impair::{Impairer, Impairments};
+use crate::rss;
+use crate::{Device, DeviceInfo, Instant, Mbuf, Queue, QueueStats};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// How a memory link behaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WireConfig {
+    pub impair: Impairments,
+    /// Queue pairs per port (for multi-worker stacks).
+    pub num_queues: usize,
+    /// Largest L3 packet; longer frames are dropped as `oerrors`.
+    pub mtu: usize,
+    /// Frames in flight towards one receive queue before drops start.
+    pub queue_limit: usize,
+    /// Seed of the impairment randomness.
+    pub seed: u64,
+}
+
+impl Default for WireConfig {
+    fn default() -> Self {
+        WireConfig {
+            impair: Impairments::default(),
+            num_queues: 1,
+            mtu: 1500,
+            queue_limit: 1024,
+            seed: 0,
+        }
+    }
+}
+
+/// Largest frame a port accepts: MTU plus Ethernet header and one 802.1Q tag.
+fn max_frame(mtu: usize) -> usize {
+    mtu + 14 + 4
+}
+
+struct InFlight {
+    at: Instant,
+    seq: u64,
+    m: Mbuf,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, o: &Self) -> bool {
+        self.at == o.at && self.seq == o.seq
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for InFlight {
+    /// Reversed, so the max-heap pops the earliest arrival (then the earliest sent).
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.at.cmp(&self.at).then(o.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Default)]
+struct Inbox {
+    heap: BinaryHeap<InFlight>,
+    seq: u64,
+}
+
+struct Port {
+    inboxes: Vec<Mutex<Inbox>>,
+    tx: Mutex<Impairer>,
+}
+
+struct Segment {
+    cfg: WireConfig,
+    name: String,
+    ports: RwLock<Vec<Arc<Port>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shared segment: every frame sent on a port reaches every other port.
+#[derive(Clone)]
+pub struct Hub {
+    seg: Arc<Segment>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.seg.ports.read().map(|p| p.len()).unwrap_or(0);
+        f.debug_struct("Hub")
+            .field("name", &self.seg.name)
+            .field("ports", &n)
+            .finish()
+    }
+}
+
+impl Hub {
+    pub fn new(cfg: WireConfig) -> Hub {
+        Hub::named("hub", cfg)
+    }
+
+    pub fn named(name: &str, mut cfg: WireConfig) -> Hub {
+        cfg.num_queues = cfg.num_queues.max(1);
+        cfg.queue_limit = cfg.queue_limit.max(1);
+        Hub {
+            seg: Arc::new(Segment {
+                cfg,
+                name: name.to_string(),
+                ports: RwLock::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// A new port on the hub, as a device with `num_queues` queue pairs.
+    pub fn port(&self) -> MemDevice {
+        let mut ports = self.seg.ports.write().unwrap_or_else(|e| e.into_inner());
+        let idx = ports.len();
+        let cfg = self.seg.cfg;
+        // Each port's randomness is its own stream, derived from the hub's seed.
+        let seed = cfg.seed ^ (idx as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let port = Arc::new(Port {
+            inboxes: (0..cfg.num_queues)
+                .map(|_| Mutex::new(Inbox::default()))
+                .collect(),
+            tx: Mutex::new(Impairer::new(cfg.impair, seed)),
+        });
+        ports.push(port);
+        MemDevice {
+            seg: self.seg.clone(),
+            idx,
+        }
+    }
+}
+
+/// Two devices joined back to back.
+pub fn wire(cfg: WireConfig) -> (MemDevice, MemDevice) {
+    let hub = Hub::named("wire", cfg);
+    (hub.port(), hub.port())
+}
+
+/// One port of a hub or end of a wire.
+pub struct MemDevice {
+    seg: Arc<Segment>,
+    idx: usize,
+}
+
+impl std::fmt::Debug for MemDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemDevice")
+            .field("segment", &self.seg.name)
+            .field("port", &self.idx)
+            .finish()
+    }
+}
+
+impl Device for MemDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: format!(
+                "{}{}",
+                if self.seg.name == "wire" { "mw" } else { "mh" },
+                self.idx
+            ),
+            mtu: self.seg.cfg.mtu,
+            num_queues: self.seg.cfg.num_queues,
+            hw_addr: None,
+        }
+    }
+    fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {
+        (0..self.seg.cfg.num_queues)
+            .map(|q| {
+                Box::new(MemQueue {
+                    seg: self.seg.clone(),
+                    port: self.idx,
+                    queue: q,
+                    stats: QueueStats::default(),
+                }) as Box<dyn Queue>
+            })
+            .collect()
+    }
+}
+
+/// One queue pair of a memory port.
+pub struct MemQueue {
+    seg: Arc<Segment>,
+    port: usize,
+    queue: usize,
+    stats: QueueStats,
+}
+
+impl std::fmt::Debug for MemQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemQueue")
+            .field("port", &self.port)
+            .field("queue", &self.queue)
+            .finish()
+    }
+}
+
+impl MemQueue {
+    fn my_port(&self) -> Arc<Port> {
+        self.seg.ports.read().unwrap_or_else(|e| e.into_inner())[self.port].clone()
+    }
+}
+
+impl Queue for MemQueue {
+    fn rx_burst(&mut self, now: Instant, out: &mut Vec<Mbuf>, max: usize) -> usize {
+        let ports = self.seg.ports.read().unwrap_or_else(|e| e.into_inner());
+        let mut inbox = lock(&ports[self.port].inboxes[self.queue]);
+        let mut n = 0;
+        while n < max {
+            match inbox.heap.peek() {
+                Some(f) if f.at <= now => {}
+                _ => break,
+            }
+            let Some(f) = inbox.heap.pop() else { break };
+            let mut m = f.m;
+            m.hdr.rxq = self.queue as u16;
+            self.stats.ipackets += 1;
+            self.stats.ibytes += m.len() as u64;
+            out.push(m);
+            n += 1;
+        }
+        n
+    }
+
+    fn tx_burst(&mut self, now: Instant, pkts: &mut Vec<Mbuf>) -> usize {
+        if pkts.is_empty() {
+            return 0;
+        }
+        let ports = self.seg.ports.read().unwrap_or_else(|e| e.into_inner());
+        let cfg = self.seg.cfg;
+        let mut imp = lock(&ports[self.port].tx);
+        let mut accepted = 0;
+        let mut when = [Instant::ZERO; 2];
+        for m in pkts.drain(..) {
+            let len = m.len();
+            if len > max_frame(cfg.mtu) || len < 14 {
+                self.stats.oerrors += 1;
+                continue;
+            }
+            accepted += 1;
+            self.stats.opackets += 1;
+            self.stats.obytes += len as u64;
+            let sent = imp.serialise(now, len);
+            let hash = if cfg.num_queues > 1 {
+                let mut head = [0u8; 78];
+                let h = len.min(head.len());
+                let _ = m.copydata(0, &mut head[..h]);
+                rss::frame_hash(&head[..h])
+            } else {
+                0
+            };
+            let q = rss::queue_of(hash, cfg.num_queues);
+            for (i, port) in ports.iter().enumerate() {
+                if i == self.port {
+                    continue;
+                }
+                let n = imp.deliveries(sent, &mut when);
+                for &at in &when[..n] {
+                    let mut inbox = lock(&port.inboxes[q]);
+                    if inbox.heap.len() >= cfg.queue_limit {
+                        self.stats.odrops += 1;
+                        continue;
+                    }
+                    let Ok(mut copy) = m.try_clone() else {
+                        self.stats.odrops += 1;
+                        continue;
+                    };
+                    copy.hdr = mbuf::PktHdr {
+                        rss_hash: hash,
+                        ..Default::default()
+                    };
+                    let seq = inbox.seq;
+                    inbox.seq += 1;
+                    inbox.heap.push(InFlight { at, seq, m: copy });
+                }
+            }
+        }
+        accepted
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        let port = self.my_port();
+        let inbox = lock(&port.inboxes[self.queue]);
+        inbox.heap.peek().map(|f| f.at)
+    }
+
+    fn stats(&self) -> QueueStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Duration;
+
+    fn frame(tag: u8, len: usize) -> Mbuf {
+        let mut v = vec![tag; len];
+        v[12] = 0x88;
+        v[13] = 0xb5; // local experimental ethertype
+        Mbuf::from_slice(&v).unwrap()
+    }
+
+    fn queues(d: MemDevice) -> Vec<Box<dyn Queue>> {
+        Box::new(d).into_queues()
+    }
+
+    #[test]
+    fn wire_carries_frames_both_ways_in_order() {
+        let (a, b) = wire(WireConfig::default());
+        let mut a = queues(a).remove(0);
+        let mut b = queues(b).remove(0);
+        let mut batch: Vec<Mbuf> = (0..5).map(|i| frame(i, 60)).collect();
+        assert_eq!(a.tx_burst(Instant::ZERO, &mut batch), 5);
+        assert!(batch.is_empty());
+        let mut got = Vec::new();
+        assert_eq!(b.rx_burst(Instant::ZERO, &mut got, 3), 3);
+        assert_eq!(b.rx_burst(Instant::ZERO, &mut got, 32), 2);
+        let tags: Vec<u8> = got.iter().map(|m| m.to_vec()[0]).collect();
+        assert_eq!(tags, [0, 1, 2, 3, 4]);
+        assert_eq!(
+            a.rx_burst(Instant::ZERO, &mut got, 32),
+            0,
+            "no echo to the sender"
+        );
+        let mut back = vec![frame(9, 100)];
+        b.tx_burst(Instant::ZERO, &mut back);
+        got.clear();
+        assert_eq!(a.rx_burst(Instant::ZERO, &mut got, 32), 1);
+        assert_eq!(a.stats().ipackets, 1);
+        assert_eq!(b.stats().opackets, 1);
+        assert_eq!(b.stats().ipackets, 5);
+    }
+
+    #[test]
+    fn delay_is_honoured_and_announced() {
+        let cfg = WireConfig {
+            impair: Impairments {
+                delay: Duration::from_millis(5),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let (a, b) = wire(cfg);
+        let mut a = queues(a).remove(0);
+        let mut b = queues(b).remove(0);
+        a.tx_burst(Instant::from_millis(1), &mut vec![frame(1, 60)]);
+        let mut got = Vec::new();
+        assert_eq!(b.rx_burst(Instant::from_millis(5), &mut got, 8), 0);
+        assert_eq!(b.poll_at(), Some(Instant::from_millis(6)));
+        assert_eq!(b.rx_burst(Instant::from_millis(6), &mut got, 8), 1);
+        assert_eq!(b.poll_at(), None);
+    }
+
+    #[test]
+    fn hub_floods_to_every_other_port() {
+        let hub = Hub::new(WireConfig::default());
+        let mut ports: Vec<Box<dyn Queue>> = (0..4).map(|_| queues(hub.port()).remove(0)).collect();
+        ports[2].tx_burst(Instant::ZERO, &mut vec![frame(7, 64)]);
+        for (i, p) in ports.iter_mut().enumerate() {
+            let mut got = Vec::new();
+            let n = p.rx_burst(Instant::ZERO, &mut got, 8);
+            assert_eq!(n, usize::from(i != 2), "port {i}");
+        }
+    }
+
+    #[test]
+    fn oversize_and_runt_frames_are_errors_and_full_queue_drops() {
+        let (a, b) = wire(WireConfig {
+            queue_limit: 4,
+            ..Default::default()
+        });
+        let mut a = queues(a).remove(0);
+        let _b = queues(b);
+        let mut batch = vec![frame(1, 1519), Mbuf::from_slice(&[0u8; 13]).unwrap()];
+        assert_eq!(a.tx_burst(Instant::ZERO, &mut batch), 0);
+        assert_eq!(a.stats().oerrors, 2);
+        let mut batch: Vec<Mbuf> = (0..10).map(|i| frame(i, 60)).collect();
+        a.tx_burst(Instant::ZERO, &mut batch);
+        assert_eq!(a.stats().odrops, 6);
+    }
+
+    #[test]
+    fn multi_queue_ports_steer_flows_by_rss() {
+        let cfg = WireConfig {
+            num_queues: 2,
+            ..Default::default()
+        };
+        let (a, b) = wire(cfg);
+        let mut a = queues(a).remove(0);
+        let mut bq = queues(b);
+        // UDP frames from 64 source ports: both queues get some, each flow one queue.
+        for sp in 0..64u16 {
+            let mut f = vec![0u8; 42];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[23] = 17;
+            f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+            f[30..34].copy_from_slice(&[198, 18, 0, 2]);
+            f[34..36].copy_from_slice(&sp.to_be_bytes());
+            let m = Mbuf::from_slice(&f).unwrap();
+            a.tx_burst(Instant::ZERO, &mut vec![m.try_clone().unwrap(), m]);
+        }
+        let mut counts = [0; 2];
+        for (q, queue) in bq.iter_mut().enumerate() {
+            let mut got = Vec::new();
+            counts[q] = queue.rx_burst(Instant::ZERO, &mut got, 1000);
+            for m in &got {
+                assert_eq!(usize::from(m.hdr.rxq), q);
+                assert_eq!(rss::queue_of(m.hdr.rss_hash, 2), q);
+            }
+        }
+        assert_eq!(counts[0] + counts[1], 128);
+        assert!(counts[0] > 0 && counts[1] > 0, "{counts:?}");
+        assert!(
+            counts[0] % 2 == 0,
+            "both copies of a flow land on one queue"
+        );
+    }
+
+    #[test]
+    fn same_seed_same_deliveries() {
+        let run = |seed| {
+            let cfg = WireConfig {
+                impair: Impairments {
+                    loss: 0.3,
+                    jitter: Duration::from_millis(2),
+                    duplicate: 0.1,
+                    ..Default::default()
+                },
+                seed,
+                ..Default::default()
+            };
+            let (a, b) = wire(cfg);
+            let mut a = queues(a).remove(0);
+            let mut b = queues(b).remove(0);
+            let mut batch: Vec<Mbuf> = (0..200).map(|i| frame(i as u8, 60)).collect();
+            a.tx_burst(Instant::ZERO, &mut batch);
+            let mut got = Vec::new();
+            b.rx_burst(Instant::from_secs(1), &mut got, 1000);
+            got.iter().map(|m| m.to_vec()[0]).collect::<Vec<u8>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+}
