@@ -1,0 +1,242 @@
+//! Ethernet input and output, and ARP input (`ether_input`, `ether_demux`,
+//! `ether_output`, `in_arpinput`).
+
+use crate::arp::{ArpOutput, Resolve};
+use crate::iface::Ifnet;
+use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
+use crate::stats::DropReason;
+use crate::worker::Cx;
+use mbuf::Mbuf;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame};
+
+pub(crate) const ETHER_HDR_LEN: usize = 14;
+
+/// `ether_input`: validates the link header, runs the layer-2 hooks, and hands the
+/// payload to ARP or IPv4.
+pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
+    cx.stats.ether.ipackets += 1;
+    m.hdr.rcvif = ifp.index.0;
+    let (dst, src, ethertype) = {
+        let Ok(h) = m.pulldown(0, ETHER_HDR_LEN) else {
+            return cx.drop_pkt(m, DropReason::EtherTooShort);
+        };
+        let f = EthernetFrame::new_unchecked(&h[..]);
+        (f.dst_addr(), f.src_addr(), f.ethertype())
+    };
+    // A frame from a multicast source is invalid (IEEE 802.3); one from ourselves is
+    // our own echo on a shared medium.
+    if src.is_multicast() || src == ifp.mac {
+        return cx.drop_pkt(m, DropReason::EtherBadAddr);
+    }
+    if dst.is_broadcast() {
+        m.hdr.flags |= mbuf::M_BCAST;
+    } else if dst.is_multicast() {
+        m.hdr.flags |= mbuf::M_MCAST;
+    } else if dst != ifp.mac {
+        return cx.drop_pkt(m, DropReason::EtherNotOurs);
+    }
+    if !cx.cfg.pfil.is_empty(PfilPoint::Ether, Dir::In) {
+        let pcx = PfilCtx {
+            point: PfilPoint::Ether,
+            dir: Dir::In,
+            ifindex: ifp.index,
+            worker: cx.worker,
+            now: cx.now,
+        };
+        m = match cx.cfg.pfil.run(m, &pcx) {
+            Verdict::Pass(m) => m,
+            Verdict::Dropped => return DropReason::PfilEtherIn.count(cx.stats),
+            Verdict::Consumed => {
+                cx.stats.pfil.consumed += 1;
+                return;
+            }
+        };
+    }
+    match ethertype {
+        EtherType::Ipv4 => {
+            m.adj(ETHER_HDR_LEN as isize);
+            crate::ip::ip_input(cx, ifp, m);
+        }
+        EtherType::Arp => {
+            m.adj(ETHER_HDR_LEN as isize);
+            arp_input(cx, ifp, m);
+        }
+        // No VLAN interfaces yet: tagged frames are not ours.
+        EtherType::Vlan | EtherType::QinQ => cx.drop_pkt(m, DropReason::EtherVlan),
+        _ => cx.drop_pkt(m, DropReason::EtherNoProto),
+    }
+}
+
+/// Prepends the link header and queues the frame for transmission (`ether_output`
+/// once the destination is resolved).
+pub(crate) fn ether_output(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    mut m: Mbuf,
+    dst: EthernetAddress,
+    ty: EtherType,
+) {
+    match m.prepend(ETHER_HDR_LEN) {
+        Ok(h) => {
+            let mut f = EthernetFrame::new_unchecked(h);
+            f.set_dst_addr(dst);
+            f.set_src_addr(ifp.mac);
+            f.set_ethertype(ty);
+        }
+        Err(_) => return cx.drop_pkt(m, DropReason::EtherOutDropped),
+    }
+    if !cx.cfg.pfil.is_empty(PfilPoint::Ether, Dir::Out) {
+        let pcx = PfilCtx {
+            point: PfilPoint::Ether,
+            dir: Dir::Out,
+            ifindex: ifp.index,
+            worker: cx.worker,
+            now: cx.now,
+        };
+        m = match cx.cfg.pfil.run(m, &pcx) {
+            Verdict::Pass(m) => m,
+            Verdict::Dropped => return DropReason::PfilEtherOut.count(cx.stats),
+            Verdict::Consumed => {
+                cx.stats.pfil.consumed += 1;
+                return;
+            }
+        };
+    }
+    cx.stats.ether.opackets += 1;
+    cx.tx[ifp.index.get()].push(m);
+}
+
+/// RFC 1112 §6.4: an IPv4 multicast group maps onto 01:00:5e and its low 23 bits.
+pub(crate) fn multicast_mac(ip: Ipv4Addr) -> EthernetAddress {
+    let o = ip.octets();
+    EthernetAddress([0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]])
+}
+
+/// Resolves the next hop of an IPv4 packet (no link header yet) and sends it:
+/// lock-free through the published neighbour snapshot, else through the table's slow
+/// path (`arpresolve`), which may hold the packet and ask.
+pub(crate) fn arp_resolve_output(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    nexthop: Ipv4Addr,
+    bcast: bool,
+) {
+    if bcast {
+        return ether_output(cx, ifp, m, EthernetAddress::BROADCAST, EtherType::Ipv4);
+    }
+    if nexthop.is_multicast() {
+        return ether_output(cx, ifp, m, multicast_mac(nexthop), EtherType::Ipv4);
+    }
+    if let Some(mac) = cx.arp_lookup(ifp.index, nexthop) {
+        return ether_output(cx, ifp, m, mac, EtherType::Ipv4);
+    }
+    let mut out = std::mem::take(cx.arp_out);
+    if let Resolve::Now(m, mac) = ifp.arp.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
+        ether_output(cx, ifp, m, mac, EtherType::Ipv4);
+    }
+    arp_flush(cx, ifp, &mut out);
+    *cx.arp_out = out;
+}
+
+/// Sends what the neighbour table asked for: requests and released packets.
+pub(crate) fn arp_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<ArpOutput>) {
+    for o in out.drain(..) {
+        match o {
+            ArpOutput::Packet { m, mac } => ether_output(cx, ifp, m, mac, EtherType::Ipv4),
+            ArpOutput::Request { target, unicast } => arp_request(cx, ifp, target, unicast),
+        }
+    }
+}
+
+/// `arprequest`: who has `target`? tell us.
+pub(crate) fn arp_request(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    target: Ipv4Addr,
+    unicast: Option<EthernetAddress>,
+) {
+    let Some(src) = ifp.source_for(target) else {
+        return;
+    };
+    let repr = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr: ifp.mac,
+        source_protocol_addr: src,
+        target_hardware_addr: EthernetAddress([0; 6]),
+        target_protocol_addr: target,
+    };
+    let Ok(mut m) = Mbuf::new() else {
+        return DropReason::EtherOutDropped.count(cx.stats);
+    };
+    if m.append(&[0u8; 28]).is_err() {
+        return DropReason::EtherOutDropped.count(cx.stats);
+    }
+    repr.emit(&mut ArpPacket::new_unchecked(m.first_mut()));
+    ether_output(
+        cx,
+        ifp,
+        m,
+        unicast.unwrap_or(EthernetAddress::BROADCAST),
+        EtherType::Arp,
+    );
+}
+
+/// `in_arpinput`: RFC 826 with the merge rule, answering requests for our addresses
+/// in place (the request buffer becomes the reply).
+pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
+    cx.stats.arp.received += 1;
+    let repr = {
+        let Ok(h) = m.pulldown(0, 28) else {
+            return cx.drop_pkt(m, DropReason::ArpBadLen);
+        };
+        let p = ArpPacket::new_unchecked(&h[..]);
+        match ArpRepr::parse(&p) {
+            Ok(r) => r,
+            Err(wire::Error::Truncated) => return cx.drop_pkt(m, DropReason::ArpBadLen),
+            Err(_) => return cx.drop_pkt(m, DropReason::ArpBadProto),
+        }
+    };
+    let ArpRepr::EthernetIpv4 {
+        operation,
+        source_hardware_addr: sha,
+        source_protocol_addr: spa,
+        target_protocol_addr: tpa,
+        ..
+    } = repr;
+    if sha.is_multicast() || sha == ifp.mac {
+        return cx.drop_pkt(m, DropReason::ArpBadAddr);
+    }
+    if ifp.has_addr(spa) {
+        // Someone else claims one of our addresses (FreeBSD logs "duplicate IP").
+        return cx.drop_pkt(m, DropReason::ArpDupIp);
+    }
+    let for_us = ifp.has_addr(tpa);
+    match operation {
+        ArpOperation::Request => cx.stats.arp.rxrequests += 1,
+        ArpOperation::Reply => cx.stats.arp.rxreplies += 1,
+        ArpOperation::Unknown(_) => return cx.drop_pkt(m, DropReason::ArpBadProto),
+    }
+    // RFC 5227 probes come from 0.0.0.0: answer, but learn nothing.
+    if !spa.is_unspecified() && !spa.is_broadcast() {
+        let mut out = std::mem::take(cx.arp_out);
+        ifp.arp.input(cx.now, spa, sha, for_us, cx.stats, &mut out);
+        arp_flush(cx, ifp, &mut out);
+        *cx.arp_out = out;
+    }
+    if operation == ArpOperation::Request && for_us {
+        let reply = ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Reply,
+            source_hardware_addr: ifp.mac,
+            source_protocol_addr: tpa,
+            target_hardware_addr: sha,
+            target_protocol_addr: spa,
+        };
+        m.truncate(28);
+        reply.emit(&mut ArpPacket::new_unchecked(m.first_mut()));
+        cx.stats.arp.txreplies += 1;
+        ether_output(cx, ifp, m, sha, EtherType::Arp);
+    }
+}

@@ -1,0 +1,216 @@
+//! ICMPv4 (RFC 792, RFC 1122 §3.2.2): echo, errors, and ping sockets.
+
+use crate::iface::Ifnet;
+use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
+use crate::socket::{RxDatagram, SockShared, TxDatagram};
+use crate::stats::DropReason;
+use crate::worker::Cx;
+use mbuf::Mbuf;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use wire::{Icmpv4Message, Icmpv4Packet, IpProtocol, Ipv4Packet};
+
+pub(crate) const ICMP_HDR_LEN: usize = 8;
+/// RFC 1812 §4.3.2.3: an error carries as much of the original as fits in 576 bytes.
+const ICMP_ERR_MAX: usize = 576;
+
+/// The one's complement sum of `len` bytes of `m` from `off` (not complemented),
+/// across segment boundaries.
+pub(crate) fn mbuf_sum(m: &Mbuf, off: usize, len: usize) -> u16 {
+    let end = off + len;
+    let mut sum: u32 = 0;
+    let mut pos = 0usize;
+    let mut odd = false;
+    for seg in m.segments() {
+        let start = pos;
+        pos += seg.len();
+        if pos <= off {
+            continue;
+        }
+        if start >= end {
+            break;
+        }
+        let a = off.saturating_sub(start);
+        let b = seg.len().min(end - start);
+        let s = wire::checksum::data(&seg[a..b]);
+        sum += if odd { s.swap_bytes() } else { s } as u32;
+        if (b - a) % 2 == 1 {
+            odd = !odd;
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// `icmp_input`.
+pub(crate) fn icmp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
+    let icmplen = m.len() - info.hlen;
+    if icmplen < ICMP_HDR_LEN {
+        return cx.drop_pkt(m, DropReason::IcmpTooShort);
+    }
+    if mbuf_sum(&m, info.hlen, icmplen) != 0xffff {
+        return cx.drop_pkt(m, DropReason::IcmpChecksum);
+    }
+    let (ty, ident, seq) = {
+        let Ok(h) = m.pulldown(info.hlen, ICMP_HDR_LEN) else {
+            return cx.drop_pkt(m, DropReason::IcmpTooShort);
+        };
+        let p = Icmpv4Packet::new_unchecked(&h[..]);
+        (p.msg_type(), p.echo_ident(), p.echo_seq_no())
+    };
+    match ty {
+        Icmpv4Message::EchoRequest => {
+            cx.stats.icmp.inecho += 1;
+            // RFC 1122 §3.2.2.6 allows silence for broadcast echo; FreeBSD's default.
+            if info.bcast {
+                return cx.drop_pkt(m, DropReason::IcmpBmcastEcho);
+            }
+            // Reflect in place: drop the old IP header (and its options), turn the
+            // request into a reply with an incremental checksum update (RFC 1624),
+            // and let ip_output build a fresh header from the same buffer.
+            m.adj(info.hlen as isize);
+            {
+                let h = m.first_mut();
+                let mut p = Icmpv4Packet::new_unchecked(h);
+                let old = p.checksum();
+                p.set_msg_type(Icmpv4Message::EchoReply);
+                p.set_checksum(wire::checksum::update(old, 0x0800, 0x0000));
+            }
+            cx.stats.icmp.reflect += 1;
+            cx.stats.icmp.outechoreply += 1;
+            ip::ip_output(
+                cx,
+                m,
+                IpOut {
+                    src: info.dst,
+                    dst: info.src,
+                    proto: IpProtocol::Icmp,
+                    ttl: DEFAULT_TTL,
+                },
+            );
+        }
+        Icmpv4Message::EchoReply => {
+            cx.stats.icmp.inechoreply += 1;
+            let Some(s) = cx.cfg.echo.get(&ident) else {
+                return cx.drop_pkt(m, DropReason::IcmpNoPort);
+            };
+            let s = s.clone();
+            m.adj((info.hlen + ICMP_HDR_LEN) as isize);
+            let d = RxDatagram {
+                m,
+                from: SocketAddrV4::new(info.src, 0),
+                seq,
+            };
+            if let Err(d) = s.rxq.push(d) {
+                drop(d);
+                DropReason::UdpFullSock.count(cx.stats);
+            } else {
+                cx.wake_socket(&s);
+            }
+        }
+        Icmpv4Message::DstUnreachable => cx.stats.icmp.inunreach += 1,
+        Icmpv4Message::TimeExceeded => cx.stats.icmp.intimxceed += 1,
+        _ => cx.drop_pkt(m, DropReason::IcmpOther),
+    }
+}
+
+/// `icmp_error`: answers the datagram in `m` (which still carries its IP header)
+/// with an ICMP error of `ty`/`code`. RFC 1122 §3.2.2: never about an ICMP error,
+/// a broadcast or multicast, or a non-initial fragment; rate limited.
+pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
+    cx.stats.icmp.error += 1;
+    let (src, dst, hlen, proto, frag_off) = {
+        let Ok(h) = m.pulldown(0, ip::IP_HDR_LEN) else {
+            cx.stats.icmp.oldshort += 1;
+            return;
+        };
+        let p = Ipv4Packet::new_unchecked(&h[..]);
+        (
+            p.src_addr(),
+            p.dst_addr(),
+            p.header_len() as usize,
+            p.next_header(),
+            p.frag_offset(),
+        )
+    };
+    if frag_off != 0
+        || src.is_broadcast()
+        || src.is_multicast()
+        || src.is_unspecified()
+        || dst.is_multicast()
+        || dst.is_broadcast()
+    {
+        return;
+    }
+    if proto == IpProtocol::Icmp {
+        let inner_type = m.pulldown(hlen, 1).map(|b| b[0]).unwrap_or(0);
+        // Errors (not queries) are never answered with errors.
+        if !matches!(inner_type, 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18) {
+            cx.stats.icmp.oldicmp += 1;
+            return;
+        }
+    }
+    if !cx.icmp_bucket.take(cx.now) {
+        cx.stats.icmp.ratelim += 1;
+        return;
+    }
+    m.truncate(m.len().min(ICMP_ERR_MAX - ip::IP_HDR_LEN - ICMP_HDR_LEN));
+    let Ok(h) = m.prepend(ICMP_HDR_LEN) else {
+        return;
+    };
+    {
+        let mut p = Icmpv4Packet::new_unchecked(&mut h[..]);
+        p.set_msg_type(ty);
+        p.set_msg_code(code);
+        p.set_checksum(0);
+    }
+    // Bytes 4..8: unused, or the next-hop MTU for fragmentation needed (RFC 1191).
+    h[4..6].copy_from_slice(&[0, 0]);
+    h[6..8].copy_from_slice(&mtu.to_be_bytes());
+    let sum = !mbuf_sum(&m, 0, m.len());
+    m.first_mut()[2..4].copy_from_slice(&sum.to_be_bytes());
+    if ty == Icmpv4Message::DstUnreachable {
+        cx.stats.icmp.outunreach += 1;
+    }
+    ip::ip_output(
+        cx,
+        m,
+        IpOut {
+            src: dst,
+            dst: src,
+            proto: IpProtocol::Icmp,
+            ttl: DEFAULT_TTL,
+        },
+    );
+}
+
+/// Sends an echo request from a ping socket.
+pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
+    let TxDatagram { mut m, to, seq } = d;
+    let Ok(h) = m.prepend(ICMP_HDR_LEN) else {
+        return cx.drop_pkt(m, DropReason::IpOutDropped);
+    };
+    {
+        let mut p = Icmpv4Packet::new_unchecked(&mut h[..]);
+        p.set_msg_type(Icmpv4Message::EchoRequest);
+        p.set_msg_code(0);
+        p.set_checksum(0);
+        p.set_echo_ident(s.local.port());
+        p.set_echo_seq_no(seq);
+    }
+    let sum = !mbuf_sum(&m, 0, m.len());
+    m.first_mut()[2..4].copy_from_slice(&sum.to_be_bytes());
+    cx.stats.icmp.outecho += 1;
+    ip::ip_output(
+        cx,
+        m,
+        IpOut {
+            src: Ipv4Addr::UNSPECIFIED,
+            dst: *to.ip(),
+            proto: IpProtocol::Icmp,
+            ttl: DEFAULT_TTL,
+        },
+    );
+}

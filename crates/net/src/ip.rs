@@ -1,0 +1,263 @@
+//! IPv4 input and output (`ip_input`, `ip_output`), RFC 791 and RFC 1122 §3.2.1.
+//!
+//! Input validates the header in FreeBSD's order, one named counter per failure, then
+//! delivers locally. This is a host: packets for other addresses are counted in
+//! `ip.cantforward` and dropped (forwarding is the router's job, with the FIB).
+//! Output picks the interface and next hop from the connected subnets and the
+//! default gateway, runs the output hooks, and resolves the link address.
+
+use crate::ether;
+use crate::iface::{IfIndex, Ifnet};
+use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
+use crate::stats::DropReason;
+use crate::worker::Cx;
+use mbuf::Mbuf;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use wire::{IpProtocol, Ipv4Packet};
+
+pub(crate) const IP_HDR_LEN: usize = 20;
+pub(crate) const DEFAULT_TTL: u8 = 64;
+
+/// The fields of a received header that upper layers need.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IpInfo {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub hlen: usize,
+    pub proto: IpProtocol,
+    /// Sent to a broadcast or multicast address.
+    pub bcast: bool,
+}
+
+/// `ip_input`.
+pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
+    cx.stats.ip.total += 1;
+    let len = m.len();
+    if len < IP_HDR_LEN {
+        return cx.drop_pkt(m, DropReason::IpTooSmall);
+    }
+    let (hlen, total_len) = {
+        let Ok(h) = m.pulldown(0, IP_HDR_LEN) else {
+            return cx.drop_pkt(m, DropReason::IpTooSmall);
+        };
+        let p = Ipv4Packet::new_unchecked(&h[..]);
+        if p.version() != 4 {
+            return cx.drop_pkt(m, DropReason::IpBadVers);
+        }
+        let hlen = p.header_len() as usize;
+        if hlen < IP_HDR_LEN {
+            return cx.drop_pkt(m, DropReason::IpBadHlen);
+        }
+        (hlen, p.total_len() as usize)
+    };
+    if hlen > len {
+        return cx.drop_pkt(m, DropReason::IpBadHlen);
+    }
+    let info = {
+        let Ok(h) = m.pulldown(0, hlen) else {
+            return cx.drop_pkt(m, DropReason::IpBadHlen);
+        };
+        let p = Ipv4Packet::new_unchecked(&h[..]);
+        // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
+        if wire::checksum::data(&h[..hlen]) != 0xffff {
+            return cx.drop_pkt(m, DropReason::IpBadSum);
+        }
+        if total_len < hlen {
+            return cx.drop_pkt(m, DropReason::IpBadLen);
+        }
+        if total_len > len {
+            return cx.drop_pkt(m, DropReason::IpTooShort);
+        }
+        let src = p.src_addr();
+        let dst = p.dst_addr();
+        // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is invalid.
+        if src.is_broadcast() || src.is_multicast() || ifp.is_broadcast(src) {
+            return cx.drop_pkt(m, DropReason::IpBadAddr);
+        }
+        if p.more_frags() || p.frag_offset() != 0 {
+            // Reassembly arrives with the IPv6/fragmentation work; until then a
+            // fragment is counted and dropped, never half-delivered.
+            cx.stats.ip.fragments += 1;
+            return cx.drop_pkt(m, DropReason::IpFragDropped);
+        }
+        let bcast = dst.is_multicast() || ifp.is_broadcast(dst);
+        IpInfo {
+            src,
+            dst,
+            hlen,
+            proto: p.next_header(),
+            bcast,
+        }
+    };
+    if total_len < len {
+        // Link padding (Ethernet minimum frame) beyond the datagram.
+        m.adj(-((len - total_len) as isize));
+    }
+    if !cx.cfg.pfil.is_empty(PfilPoint::Inet, Dir::In) {
+        let pcx = PfilCtx {
+            point: PfilPoint::Inet,
+            dir: Dir::In,
+            ifindex: ifp.index,
+            worker: cx.worker,
+            now: cx.now,
+        };
+        m = match cx.cfg.pfil.run(m, &pcx) {
+            Verdict::Pass(m) => m,
+            Verdict::Dropped => return DropReason::PfilIpIn.count(cx.stats),
+            Verdict::Consumed => {
+                cx.stats.pfil.consumed += 1;
+                return;
+            }
+        };
+    }
+    // Strong end system model would insist on the arrival interface; like FreeBSD we
+    // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
+    let ours = info.bcast
+        && (info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst))
+        || cx.cfg.is_local(info.dst);
+    if !ours {
+        return cx.drop_pkt(m, DropReason::IpCantForward);
+    }
+    cx.stats.ip.delivered += 1;
+    match info.proto {
+        IpProtocol::Icmp => crate::icmp::icmp_input(cx, ifp, m, info),
+        IpProtocol::Udp => crate::udp::udp_input(cx, ifp, m, info),
+        _ => {
+            // RFC 1122 §3.2.2.1: protocol unreachable for unknown transports.
+            if !info.bcast {
+                crate::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 2, 0);
+                cx.stats.ip.noproto += 1;
+            } else {
+                cx.drop_pkt(m, DropReason::IpNoProto);
+            }
+        }
+    }
+}
+
+/// Multicast groups a host is in without asking: all-hosts (RFC 1112).
+fn is_joined(a: Ipv4Addr) -> bool {
+    a == Ipv4Addr::new(224, 0, 0, 1)
+}
+
+/// The route to `dst`: interface, next hop, and whether it is a broadcast.
+pub(crate) fn ip_route(cx: &Cx<'_>, dst: Ipv4Addr) -> Option<(Arc<Ifnet>, Ipv4Addr, bool)> {
+    let ifs = &cx.cfg.ifaces;
+    if dst.is_broadcast() || dst.is_multicast() {
+        return ifs
+            .iter()
+            .find(|i| !i.addrs.is_empty())
+            .map(|i| (i.clone(), dst, dst.is_broadcast()));
+    }
+    for i in ifs {
+        for a in &i.addrs {
+            if a.broadcast() == Some(dst) {
+                return Some((i.clone(), dst, true));
+            }
+            if a.contains(dst) {
+                return Some((i.clone(), dst, false));
+            }
+        }
+    }
+    let gw = cx.cfg.default_gw?;
+    ifs.iter()
+        .find(|i| i.addrs.iter().any(|a| a.contains(gw)))
+        .map(|i| (i.clone(), gw, false))
+}
+
+/// Parameters of a header `ip_output` builds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IpOut {
+    /// Unspecified: pick the outgoing interface's address.
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub proto: IpProtocol,
+    pub ttl: u8,
+}
+
+/// `ip_output` for a payload without an IPv4 header: routes, builds the header, sends.
+/// Returns the source address used (for transport checksums computed before).
+pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
+    let Some((ifp, nexthop, bcast)) = ip_route(cx, o.dst) else {
+        return cx.drop_pkt(m, DropReason::IpNoRoute);
+    };
+    let src = if o.src.is_unspecified() {
+        match ifp.source_for(o.dst) {
+            Some(s) => s,
+            None => return cx.drop_pkt(m, DropReason::IpNoRoute),
+        }
+    } else {
+        o.src
+    };
+    let total = m.len() + IP_HDR_LEN;
+    if total > 65535 {
+        return cx.drop_pkt(m, DropReason::IpTooLong);
+    }
+    let id = cx.next_ip_id();
+    match m.prepend(IP_HDR_LEN) {
+        Ok(h) => {
+            let mut p = Ipv4Packet::new_unchecked(h);
+            p.set_version(4);
+            p.set_header_len(IP_HDR_LEN as u8);
+            p.set_dscp(0);
+            p.set_ecn(0);
+            p.set_total_len(total as u16);
+            p.set_ident(id);
+            p.set_dont_frag(false);
+            p.set_more_frags(false);
+            p.set_frag_offset(0);
+            p.set_hop_limit(o.ttl);
+            p.set_next_header(o.proto);
+            p.set_src_addr(src);
+            p.set_dst_addr(o.dst);
+            p.fill_checksum();
+        }
+        Err(_) => return cx.drop_pkt(m, DropReason::IpOutDropped),
+    }
+    cx.stats.ip.localout += 1;
+    ip_send(cx, &ifp, m, o.dst, nexthop, bcast);
+}
+
+fn ip_send(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    mut m: Mbuf,
+    dst: Ipv4Addr,
+    nexthop: Ipv4Addr,
+    bcast: bool,
+) {
+    if !cx.cfg.pfil.is_empty(PfilPoint::Inet, Dir::Out) {
+        let pcx = PfilCtx {
+            point: PfilPoint::Inet,
+            dir: Dir::Out,
+            ifindex: ifp.index,
+            worker: cx.worker,
+            now: cx.now,
+        };
+        m = match cx.cfg.pfil.run(m, &pcx) {
+            Verdict::Pass(m) => m,
+            Verdict::Dropped => return DropReason::PfilIpOut.count(cx.stats),
+            Verdict::Consumed => {
+                cx.stats.pfil.consumed += 1;
+                return;
+            }
+        };
+    }
+    if cx.cfg.is_local(dst) {
+        // To ourselves: loop back without touching the wire.
+        cx.loopq.push((ifp.index, m));
+        return;
+    }
+    if m.len() > ifp.mtu {
+        // Fragmentation on output comes with the fragmentation work; until then the
+        // datagram is refused, counted, never silently truncated.
+        return cx.drop_pkt(m, DropReason::IpTooLong);
+    }
+    ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+}
+
+/// Which interface a packet arrived on, for error replies.
+#[allow(dead_code)]
+pub(crate) fn rcvif(m: &Mbuf) -> IfIndex {
+    IfIndex(m.hdr.rcvif)
+}

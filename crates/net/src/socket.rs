@@ -1,0 +1,391 @@
+//! Sockets: how applications talk to the stack (netchannels, in the paper's words).
+//!
+//! A socket is a pair of bounded lock-free queues between one application and the
+//! socket's home worker: the worker pushes received datagrams into `rxq`, the
+//! application pushes datagrams to send into `txq` and pokes the home worker's
+//! notifier. The application never touches protocol state, and the worker never
+//! blocks on the application: a full receive queue is a counted drop (`udp.fullsock`).
+//!
+//! Blocking calls park the application thread; the worker unparks it once per batch
+//! in which it delivered something, and only if the application said it was waiting.
+
+use crate::stack::Shared;
+use crossbeam_queue::ArrayQueue;
+use mbuf::Mbuf;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+use std::time::Duration;
+
+/// What kind of endpoint a socket is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockKind {
+    Udp,
+    /// ICMP echo, keyed by identifier (Linux "ping sockets").
+    IcmpEcho,
+}
+
+/// A received datagram: the payload bytes and who sent it.
+#[derive(Debug)]
+pub(crate) struct RxDatagram {
+    pub m: Mbuf,
+    pub from: SocketAddrV4,
+    /// For ICMP echo: the sequence number.
+    pub seq: u16,
+}
+
+/// A datagram to send.
+#[derive(Debug)]
+pub(crate) struct TxDatagram {
+    pub m: Mbuf,
+    pub to: SocketAddrV4,
+    pub seq: u16,
+}
+
+/// State shared between an application handle and the home worker.
+#[derive(Debug)]
+pub(crate) struct SockShared {
+    pub id: u64,
+    pub kind: SockKind,
+    /// Local address; the port is the ICMP identifier for echo sockets.
+    pub local: SocketAddrV4,
+    pub home: usize,
+    pub rxq: ArrayQueue<RxDatagram>,
+    pub txq: ArrayQueue<TxDatagram>,
+    waiting: AtomicBool,
+    waiter: Mutex<Option<Thread>>,
+    /// Datagrams the application could not queue (send buffer full).
+    pub tx_full: AtomicU64,
+}
+
+impl SockShared {
+    pub fn new(id: u64, kind: SockKind, local: SocketAddrV4, home: usize, cap: usize) -> Self {
+        SockShared {
+            id,
+            kind,
+            local,
+            home,
+            rxq: ArrayQueue::new(cap.max(1)),
+            txq: ArrayQueue::new(cap.max(1)),
+            waiting: AtomicBool::new(false),
+            waiter: Mutex::new(None),
+            tx_full: AtomicU64::new(0),
+        }
+    }
+
+    /// True if an application thread is parked on this socket (worker side, per batch).
+    #[inline]
+    pub fn has_waiter(&self) -> bool {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    /// Wakes the parked application thread, if any (worker side).
+    pub fn wake(&self) {
+        if self.waiting.swap(false, Ordering::AcqRel) {
+            let g = self.waiter.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = g.as_ref() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Blocks until `rxq` has something, the deadline passes, or forever (app side).
+    fn wait_readable(&self, deadline: Option<std::time::Instant>) -> bool {
+        loop {
+            if !self.rxq.is_empty() {
+                return true;
+            }
+            {
+                let mut g = self.waiter.lock().unwrap_or_else(|e| e.into_inner());
+                *g = Some(std::thread::current());
+            }
+            self.waiting.store(true, Ordering::Release);
+            // Re-check after announcing ourselves: the worker may have pushed just before.
+            if !self.rxq.is_empty() {
+                self.waiting.store(false, Ordering::Release);
+                return true;
+            }
+            match deadline {
+                None => std::thread::park_timeout(Duration::from_millis(100)),
+                Some(d) => {
+                    let now = std::time::Instant::now();
+                    if now >= d {
+                        self.waiting.store(false, Ordering::Release);
+                        return false;
+                    }
+                    std::thread::park_timeout((d - now).min(Duration::from_millis(100)));
+                }
+            }
+        }
+    }
+}
+
+/// Why a bind failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindError {
+    /// Another socket holds the address (`EADDRINUSE`).
+    AddrInUse(SocketAddrV4),
+    /// The address is not one of the stack's (`EADDRNOTAVAIL`).
+    AddrNotAvailable(Ipv4Addr),
+    /// No ephemeral port left.
+    NoPorts,
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BindError::AddrInUse(a) => write!(f, "address {a} already in use"),
+            BindError::AddrNotAvailable(a) => {
+                write!(f, "address {a} is not configured on this stack")
+            }
+            BindError::NoPorts => f.write_str("no ephemeral port available"),
+        }
+    }
+}
+
+impl std::error::Error for BindError {}
+
+impl From<BindError> for io::Error {
+    fn from(e: BindError) -> io::Error {
+        let kind = match e {
+            BindError::AddrInUse(_) => io::ErrorKind::AddrInUse,
+            BindError::AddrNotAvailable(_) => io::ErrorKind::AddrNotAvailable,
+            BindError::NoPorts => io::ErrorKind::AddrInUse,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Common handle logic of datagram sockets.
+#[derive(Debug)]
+struct Handle {
+    stack: Arc<Shared>,
+    sock: Arc<SockShared>,
+    nonblocking: AtomicBool,
+    /// Read timeout in nanoseconds; 0 = none.
+    read_timeout: AtomicU64,
+    peer: Mutex<Option<SocketAddrV4>>,
+}
+
+impl Handle {
+    fn new(stack: Arc<Shared>, sock: Arc<SockShared>) -> Self {
+        Handle {
+            stack,
+            sock,
+            nonblocking: AtomicBool::new(false),
+            read_timeout: AtomicU64::new(0),
+            peer: Mutex::new(None),
+        }
+    }
+
+    fn send(&self, m: Mbuf, to: SocketAddrV4, seq: u16) -> io::Result<()> {
+        if let Err(d) = self.sock.txq.push(TxDatagram { m, to, seq }) {
+            drop(d);
+            self.sock.tx_full.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "socket send queue full",
+            ));
+        }
+        self.stack.notify_worker(self.sock.home);
+        Ok(())
+    }
+
+    fn recv(&self) -> io::Result<RxDatagram> {
+        loop {
+            if let Some(d) = self.sock.rxq.pop() {
+                return Ok(d);
+            }
+            if self.nonblocking.load(Ordering::Relaxed) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let t = self.read_timeout.load(Ordering::Relaxed);
+            let deadline = (t != 0).then(|| std::time::Instant::now() + Duration::from_nanos(t));
+            if !self.sock.wait_readable(deadline) {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "receive timed out"));
+            }
+        }
+    }
+
+    fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        if d == Some(Duration::ZERO) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "zero timeout"));
+        }
+        let ns = d
+            .map(|d| d.as_nanos().min(u64::MAX as u128) as u64)
+            .unwrap_or(0);
+        self.read_timeout.store(ns, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.stack.unbind(&self.sock);
+    }
+}
+
+fn v4(addr: SocketAddr) -> io::Result<SocketAddrV4> {
+    match addr {
+        SocketAddr::V4(a) => Ok(a),
+        SocketAddr::V6(_) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "IPv6 is not supported by this stack yet",
+        )),
+    }
+}
+
+/// A UDP socket on an mpstack [`crate::Stack`], mirroring `std::net::UdpSocket`.
+#[derive(Debug)]
+pub struct UdpSocket {
+    h: Handle,
+}
+
+impl UdpSocket {
+    pub(crate) fn new(stack: Arc<Shared>, sock: Arc<SockShared>) -> Self {
+        UdpSocket {
+            h: Handle::new(stack, sock),
+        }
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(self.h.sock.local))
+    }
+
+    /// Sends `buf` to `addr`. Never blocks: a full send queue is `WouldBlock`.
+    pub fn send_to(&self, buf: &[u8], addr: impl Into<SocketAddr>) -> io::Result<usize> {
+        let to = v4(addr.into())?;
+        if buf.len() > 65_507 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "datagram too large",
+            ));
+        }
+        let m = Mbuf::from_slice(buf)
+            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "no buffers (ENOBUFS)"))?;
+        self.h.send(m, to, 0)?;
+        Ok(buf.len())
+    }
+
+    /// Receives one datagram into `buf` (truncated to fit, as `recvfrom(2)` does).
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        let d = self.h.recv()?;
+        let n = d.m.len().min(buf.len());
+        d.m.copydata(0, &mut buf[..n])
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok((n, SocketAddr::V4(d.from)))
+    }
+
+    /// Sets the default peer for `send`/`recv`; `recv` then ignores other senders.
+    pub fn connect(&self, addr: impl Into<SocketAddr>) -> io::Result<()> {
+        let a = v4(addr.into())?;
+        *self.h.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
+        Ok(())
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.peer().map(SocketAddr::V4)
+    }
+
+    fn peer(&self) -> io::Result<SocketAddrV4> {
+        self.h
+            .peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "socket is not connected"))
+    }
+
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        let p = self.peer()?;
+        self.send_to(buf, p)
+    }
+
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let p = self.peer()?;
+        loop {
+            let (n, from) = self.recv_from(buf)?;
+            if from == SocketAddr::V4(p) {
+                return Ok(n);
+            }
+        }
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.h.nonblocking.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.h.set_read_timeout(d)
+    }
+
+    /// Datagrams waiting to be read.
+    pub fn pending(&self) -> usize {
+        self.h.sock.rxq.len()
+    }
+}
+
+/// An echo reply as a [`PingSocket`] returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EchoReply {
+    pub from: Ipv4Addr,
+    pub seq: u16,
+    /// Bytes of echo data (after the 8-byte ICMP header).
+    pub len: usize,
+}
+
+/// An ICMP echo socket ("ping socket"): sends echo requests with its identifier and
+/// receives the matching replies.
+#[derive(Debug)]
+pub struct PingSocket {
+    h: Handle,
+}
+
+impl PingSocket {
+    pub(crate) fn new(stack: Arc<Shared>, sock: Arc<SockShared>) -> Self {
+        PingSocket {
+            h: Handle::new(stack, sock),
+        }
+    }
+
+    pub fn ident(&self) -> u16 {
+        self.h.sock.local.port()
+    }
+
+    /// Sends an echo request carrying `data`.
+    pub fn send_echo(&self, to: Ipv4Addr, seq: u16, data: &[u8]) -> io::Result<()> {
+        if data.len() > 65_507 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "echo data too large",
+            ));
+        }
+        let m = Mbuf::from_slice(data)
+            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "no buffers (ENOBUFS)"))?;
+        self.h.send(m, SocketAddrV4::new(to, 0), seq)
+    }
+
+    /// Receives one echo reply, copying its data into `buf`.
+    pub fn recv_reply(&self, buf: &mut [u8]) -> io::Result<EchoReply> {
+        let d = self.h.recv()?;
+        let n = d.m.len().min(buf.len());
+        d.m.copydata(0, &mut buf[..n])
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(EchoReply {
+            from: *d.from.ip(),
+            seq: d.seq,
+            len: d.m.len(),
+        })
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.h.nonblocking.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.h.set_read_timeout(d)
+    }
+}

@@ -1,0 +1,499 @@
+//! `Stack`: one virtual host (FreeBSD's VNET) — its interfaces, neighbour tables,
+//! sockets, packet filter hooks, workers and counters.
+//!
+//! The configuration the data path reads ([`NetConfig`]) is published read-mostly:
+//! writers serialize on `writer`, clone the current version, change it, and publish
+//! it with one atomic pointer swap; workers load it once per batch without locks, and
+//! the old version is freed when the last worker lets go of it (the grace period).
+
+use crate::arp::{ArpParams, ArpTable};
+use crate::iface::{flags, IfConfig, IfIndex, Ifnet, InetAddr};
+use crate::pfil::{Dir, PfilHeads, PfilHook, PfilPoint};
+use crate::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
+use crate::stats::{Stats, StatsSlot};
+use crate::worker::Worker;
+use crate::FxBuild;
+use arc_swap::ArcSwap;
+use crossbeam_queue::ArrayQueue;
+use dev::poll::Notifier;
+use dev::time::{Clock, MonotonicClock};
+use dev::{Device, Instant};
+use mbuf::Mbuf;
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use wire::EthernetAddress;
+
+/// Tunables of a stack.
+#[derive(Clone, Debug)]
+pub struct StackConfig {
+    /// Name used in logs and derived MAC addresses.
+    pub name: String,
+    /// Worker threads (or, in `sim`, step functions). At least 1.
+    pub workers: usize,
+    pub arp: ArpParams,
+    /// Datagrams a socket queues in each direction.
+    pub socket_queue: usize,
+    /// Frames received per burst.
+    pub burst: usize,
+    /// ICMP errors per second per worker (FreeBSD `net.inet.icmp.icmplim`).
+    pub icmp_limit: u32,
+    /// Frames waiting to be handed to the worker that owns an interface's queue.
+    pub handoff_queue: usize,
+}
+
+impl Default for StackConfig {
+    fn default() -> Self {
+        StackConfig {
+            name: "mpstack".into(),
+            workers: 1,
+            arp: ArpParams::default(),
+            socket_queue: 256,
+            burst: 64,
+            icmp_limit: 200,
+            handoff_queue: 1024,
+        }
+    }
+}
+
+/// The configuration the data path reads, published as a whole.
+#[derive(Clone, Debug, Default)]
+pub struct NetConfig {
+    pub generation: u64,
+    pub ifaces: Vec<Arc<Ifnet>>,
+    pub default_gw: Option<Ipv4Addr>,
+    pub pfil: PfilHeads,
+    pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
+    pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
+    /// Sockets by home worker, so each worker drains only its own send queues.
+    pub(crate) by_worker: Vec<Vec<Arc<SockShared>>>,
+    /// Frames for an interface from workers that own none of its queues.
+    pub(crate) handoff: Vec<Arc<ArrayQueue<Mbuf>>>,
+}
+
+impl NetConfig {
+    /// True if `a` is one of the stack's addresses.
+    pub fn is_local(&self, a: Ipv4Addr) -> bool {
+        self.ifaces.iter().any(|i| i.has_addr(a))
+    }
+}
+
+/// How a worker is woken from its sleep in `poll(2)`.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerWake {
+    pub sleeping: AtomicBool,
+    pub notifier: std::sync::OnceLock<Notifier>,
+}
+
+/// What the stack's handles share with its workers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub cfg: ArcSwap<NetConfig>,
+    pub params: StackConfig,
+    writer: Mutex<()>,
+    pub stats: Vec<StatsSlot>,
+    pub wake: Vec<WorkerWake>,
+    next_sock_id: AtomicU64,
+    next_port: AtomicU16,
+    /// Stats of control-plane actions (not per worker).
+    pub ctl_stats: Mutex<Stats>,
+}
+
+impl Shared {
+    /// Publishes a changed configuration (RCU update).
+    pub fn update<R>(&self, f: impl FnOnce(&mut NetConfig) -> R) -> R {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = NetConfig::clone(&self.cfg.load());
+        let r = f(&mut next);
+        next.generation += 1;
+        self.cfg.store(Arc::new(next));
+        r
+    }
+
+    /// Wakes worker `w` if it sleeps.
+    pub fn notify_worker(&self, w: usize) {
+        if let Some(k) = self.wake.get(w) {
+            if k.sleeping.swap(false, Ordering::SeqCst) {
+                if let Some(n) = k.notifier.get() {
+                    n.notify();
+                }
+            }
+        }
+    }
+
+    pub(crate) fn unbind(&self, s: &Arc<SockShared>) {
+        self.update(|c| {
+            match s.kind {
+                SockKind::Udp => {
+                    if let Some(v) = c.udp.get_mut(&s.local.port()) {
+                        v.retain(|x| x.id != s.id);
+                        if v.is_empty() {
+                            c.udp.remove(&s.local.port());
+                        }
+                    }
+                }
+                SockKind::IcmpEcho => {
+                    c.echo.remove(&s.local.port());
+                }
+            }
+            if let Some(v) = c.by_worker.get_mut(s.home) {
+                v.retain(|x| x.id != s.id);
+            }
+        });
+    }
+
+    fn bind(&self, kind: SockKind, local: SocketAddrV4) -> Result<Arc<SockShared>, BindError> {
+        let id = self.next_sock_id.fetch_add(1, Ordering::Relaxed);
+        let nworkers = self.wake.len();
+        self.update(|c| {
+            if !local.ip().is_unspecified() && !c.is_local(*local.ip()) {
+                return Err(BindError::AddrNotAvailable(*local.ip()));
+            }
+            let mut port = local.port();
+            let in_use = |c: &NetConfig, p: u16| match kind {
+                SockKind::Udp => c.udp.get(&p).is_some_and(|v| {
+                    v.iter().any(|s| {
+                        s.local.ip().is_unspecified()
+                            || local.ip().is_unspecified()
+                            || s.local.ip() == local.ip()
+                    })
+                }),
+                SockKind::IcmpEcho => c.echo.contains_key(&p),
+            };
+            if port == 0 {
+                // Ephemeral range 49152-65535 (RFC 6335), scanned from a rolling cursor.
+                let mut found = None;
+                for _ in 0..16384 {
+                    let p = 49152 + self.next_port.fetch_add(1, Ordering::Relaxed) % 16384;
+                    if !in_use(c, p) {
+                        found = Some(p);
+                        break;
+                    }
+                }
+                port = found.ok_or(BindError::NoPorts)?;
+            } else if in_use(c, port) {
+                return Err(BindError::AddrInUse(local));
+            }
+            let local = SocketAddrV4::new(*local.ip(), port);
+            let home = port as usize % nworkers;
+            let s = Arc::new(SockShared::new(
+                id,
+                kind,
+                local,
+                home,
+                self.params.socket_queue,
+            ));
+            match kind {
+                SockKind::Udp => c.udp.entry(port).or_default().push(s.clone()),
+                SockKind::IcmpEcho => {
+                    c.echo.insert(port, s.clone());
+                }
+            }
+            c.by_worker[home].push(s.clone());
+            Ok(s)
+        })
+    }
+}
+
+/// Error attaching an interface.
+#[derive(Debug)]
+pub enum StackError {
+    /// Interfaces can only be attached before the workers start.
+    Running,
+    /// An address is already configured on another interface.
+    DuplicateAddress(Ipv4Addr),
+    Io(io::Error),
+}
+
+impl std::fmt::Display for StackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StackError::Running => {
+                f.write_str("the stack is running: attach interfaces before start")
+            }
+            StackError::DuplicateAddress(a) => write!(f, "address {a} is already configured"),
+            StackError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StackError {}
+
+/// One virtual host or router: interfaces, tables, sockets and the workers that run it.
+///
+/// Two ways to run it: call [`Stack::poll`] with the time (simulations and single-
+/// threaded embedding), or [`Stack::start`] worker threads on the real clock.
+#[derive(Debug)]
+pub struct Stack {
+    shared: Arc<Shared>,
+    workers: Vec<Worker>,
+    threads: Vec<JoinHandle<Worker>>,
+    stop: Arc<AtomicBool>,
+    mac_seed: u32,
+}
+
+impl Stack {
+    pub fn new(mut cfg: StackConfig) -> Stack {
+        cfg.workers = cfg.workers.max(1);
+        cfg.burst = cfg.burst.clamp(1, 1024);
+        let n = cfg.workers;
+        let net = NetConfig {
+            by_worker: vec![Vec::new(); n],
+            ..NetConfig::default()
+        };
+        let mac_seed = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
+            (h ^ b as u32).wrapping_mul(0x0100_0193)
+        });
+        let shared = Arc::new(Shared {
+            cfg: ArcSwap::from_pointee(net),
+            writer: Mutex::new(()),
+            stats: (0..n).map(|_| StatsSlot::default()).collect(),
+            wake: (0..n).map(|_| WorkerWake::default()).collect(),
+            next_sock_id: AtomicU64::new(1),
+            next_port: AtomicU16::new((mac_seed % 16384) as u16),
+            ctl_stats: Mutex::new(Stats::default()),
+            params: cfg,
+        });
+        let workers = (0..n).map(|i| Worker::new(i, shared.clone())).collect();
+        Stack {
+            shared,
+            workers,
+            threads: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            mac_seed,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.params.name
+    }
+
+    pub fn num_workers(&self) -> usize {
+        self.shared.wake.len()
+    }
+
+    /// Attaches a device as a new interface. Queue `q` of the device goes to worker
+    /// `q % workers`; workers without a queue on this interface hand their frames to
+    /// the owner of queue 0 through a lock-free queue.
+    pub fn add_interface(
+        &mut self,
+        dev: Box<dyn Device>,
+        ic: IfConfig,
+    ) -> Result<IfIndex, StackError> {
+        if !self.threads.is_empty() {
+            return Err(StackError::Running);
+        }
+        let info = dev.info();
+        let cur = self.shared.cfg.load();
+        for a in &ic.addrs {
+            if cur.is_local(a.addr) {
+                return Err(StackError::DuplicateAddress(a.addr));
+            }
+        }
+        let index = IfIndex(cur.ifaces.len() as u16);
+        drop(cur);
+        let mac = ic.mac.unwrap_or_else(|| match info.hw_addr {
+            Some(m) => EthernetAddress(m),
+            None => {
+                let s = self.mac_seed.to_be_bytes();
+                EthernetAddress([0x02, s[0], s[1], s[2], s[3], index.0 as u8])
+            }
+        });
+        let ifp = Arc::new(Ifnet {
+            index,
+            name: ic.name.clone().unwrap_or(info.name.clone()),
+            mac,
+            mtu: ic.mtu.unwrap_or(info.mtu),
+            flags: flags::IFF_UP | flags::IFF_BROADCAST,
+            addrs: ic.addrs.clone(),
+            arp: Arc::new(ArpTable::new(self.shared.params.arp)),
+            num_queues: info.num_queues.max(1),
+        });
+        let nworkers = self.workers.len();
+        let queues = dev.into_queues();
+        for (q, queue) in queues.into_iter().enumerate() {
+            self.workers[q % nworkers].attach_queue(index, queue);
+        }
+        let hq = self.shared.params.handoff_queue;
+        self.shared.update(|c| {
+            c.ifaces.push(ifp);
+            c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
+        });
+        Ok(index)
+    }
+
+    /// Adds an address to an interface.
+    pub fn add_address(&self, ifindex: IfIndex, a: InetAddr) -> Result<(), StackError> {
+        self.shared.update(|c| {
+            if c.is_local(a.addr) {
+                return Err(StackError::DuplicateAddress(a.addr));
+            }
+            let Some(old) = c.ifaces.get(ifindex.get()) else {
+                return Err(StackError::Io(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no such interface",
+                )));
+            };
+            let mut addrs = old.addrs.clone();
+            addrs.push(a);
+            c.ifaces[ifindex.get()] = Arc::new(Ifnet {
+                index: old.index,
+                name: old.name.clone(),
+                mac: old.mac,
+                mtu: old.mtu,
+                flags: old.flags,
+                addrs,
+                arp: old.arp.clone(),
+                num_queues: old.num_queues,
+            });
+            Ok(())
+        })
+    }
+
+    /// Sets (or clears) the IPv4 default gateway.
+    pub fn set_default_gateway(&self, gw: Option<Ipv4Addr>) {
+        self.shared.update(|c| c.default_gw = gw);
+    }
+
+    /// Appends a packet filter hook at one point.
+    pub fn add_pfil_hook(&self, point: PfilPoint, dir: Dir, hook: Arc<dyn PfilHook>) {
+        self.shared
+            .update(|c| c.pfil.head_mut(point, dir).push(hook));
+    }
+
+    /// The configuration as workers see it now.
+    pub fn config(&self) -> Arc<NetConfig> {
+        self.shared.cfg.load_full()
+    }
+
+    pub fn interfaces(&self) -> Vec<Arc<Ifnet>> {
+        self.shared.cfg.load().ifaces.clone()
+    }
+
+    /// Binds a UDP socket (port 0: an ephemeral port).
+    pub fn udp_bind(&self, addr: SocketAddrV4) -> Result<UdpSocket, BindError> {
+        let s = self.shared.bind(SockKind::Udp, addr)?;
+        Ok(UdpSocket::new(self.shared.clone(), s))
+    }
+
+    /// Opens an ICMP echo socket with identifier `ident` (0: any free one).
+    pub fn ping_socket(&self, ident: u16) -> Result<PingSocket, BindError> {
+        let s = self.shared.bind(
+            SockKind::IcmpEcho,
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, ident),
+        )?;
+        Ok(PingSocket::new(self.shared.clone(), s))
+    }
+
+    /// Counters summed over all workers.
+    pub fn stats(&self) -> Stats {
+        let mut s = *self
+            .shared
+            .ctl_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for slot in &self.shared.stats {
+            slot.add_into(&mut s);
+        }
+        s
+    }
+
+    /// Counters of one worker.
+    pub fn worker_stats(&self, w: usize) -> Option<Stats> {
+        let slot = self.shared.stats.get(w)?;
+        let mut s = Stats::default();
+        slot.add_into(&mut s);
+        Some(s)
+    }
+
+    /// Device queue counters, per worker, per owned queue: (worker, ifindex, stats).
+    pub fn queue_stats(&self) -> Vec<(usize, IfIndex, dev::QueueStats)> {
+        self.workers.iter().flat_map(|w| w.queue_stats()).collect()
+    }
+
+    /// Runs every worker once at `now` (no threads). Returns when the stack next wants
+    /// to run: at once (`<= now`) if work remains, at a timer, or `None` if idle.
+    pub fn poll(&mut self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for w in &mut self.workers {
+            if let Some(t) = w.poll(now) {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        // A later worker may have handed frames to worker 0, which already ran.
+        if self
+            .shared
+            .cfg
+            .load()
+            .handoff
+            .iter()
+            .any(|hq| !hq.is_empty())
+        {
+            return Some(now);
+        }
+        next
+    }
+
+    /// Starts one thread per worker on the real monotonic clock.
+    pub fn start(&mut self) -> io::Result<()> {
+        self.start_with_clock(Arc::new(MonotonicClock::new()))
+    }
+
+    pub fn start_with_clock(&mut self, clock: Arc<dyn Clock>) -> io::Result<()> {
+        if !self.threads.is_empty() {
+            return Ok(());
+        }
+        for w in &self.shared.wake {
+            if w.notifier.get().is_none() {
+                let _ = w.notifier.set(Notifier::new()?);
+            }
+        }
+        self.stop.store(false, Ordering::SeqCst);
+        for mut w in std::mem::take(&mut self.workers) {
+            let stop = self.stop.clone();
+            let clock = clock.clone();
+            let name = format!("{}-w{}", self.shared.params.name, w.id());
+            let h = std::thread::Builder::new().name(name).spawn(move || {
+                w.run(&*clock, &stop);
+                w
+            })?;
+            self.threads.push(h);
+        }
+        Ok(())
+    }
+
+    /// Stops the worker threads and waits for them.
+    pub fn stop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        for i in 0..self.shared.wake.len() {
+            if let Some(n) = self.shared.wake[i].notifier.get() {
+                n.notify();
+            }
+        }
+        let mut ws: Vec<Worker> = Vec::new();
+        for h in self.threads.drain(..) {
+            match h.join() {
+                Ok(w) => ws.push(w),
+                Err(_) => eprintln!("mpstack: a worker thread panicked"),
+            }
+        }
+        ws.sort_by_key(|w| w.id());
+        self.workers = ws;
+    }
+
+    pub fn is_running(&self) -> bool {
+        !self.threads.is_empty()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,334 @@
+//! Named counters, `netstat -s` style, kept per worker and summed when read.
+//!
+//! A worker owns a plain [`Stats`] and bumps fields with no atomics; once per batch it
+//! publishes the whole block into its [`StatsSlot`] with relaxed stores (one cache line
+//! run written by one thread only). Readers sum the slots of all workers. Every drop on
+//! the data path has a [`DropReason`], and every `DropReason` maps onto exactly one counter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counter_group {
+    ($(#[$meta:meta])* $name:ident, $prefix:literal, { $($field:ident),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $(pub $field: u64,)*
+        }
+
+        impl $name {
+            /// The group's name as `netstat -s` users know it.
+            pub const PREFIX: &'static str = $prefix;
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// Calls `f` with each counter's short name and value, in declaration order.
+            pub fn for_each(&self, mut f: impl FnMut(&'static str, u64)) {
+                $(f(stringify!($field), self.$field);)*
+            }
+
+            fn write_to(&self, slots: &[AtomicU64], i: &mut usize) {
+                $(slots[*i].store(self.$field, Ordering::Relaxed); *i += 1;)*
+            }
+
+            fn add_from(&mut self, slots: &[AtomicU64], i: &mut usize) {
+                $(self.$field += slots[*i].load(Ordering::Relaxed); *i += 1;)*
+            }
+        }
+
+        impl std::ops::AddAssign for $name {
+            fn add_assign(&mut self, o: Self) {
+                $(self.$field += o.$field;)*
+            }
+        }
+    };
+}
+
+counter_group!(
+    /// Link layer (`ether_input`/`ether_output`).
+    EtherStat, "ether", {
+        ipackets, opackets, tooshort, badaddr, notours, noproto, vlandrop, odropped,
+    }
+);
+
+counter_group!(
+    /// ARP, named as FreeBSD's `arpstat`.
+    ArpStat, "arp", {
+        received, rxrequests, rxreplies, txrequests, txreplies, badlen, badproto,
+        badaddr, dupips, dropped, timeouts, evicted, entries_created,
+    }
+);
+
+counter_group!(
+    /// IPv4, named as FreeBSD's `ipstat` (without the `ips_` prefix).
+    IpStat, "ip", {
+        total, tooshort, toosmall, badsum, badhlen, badlen, badvers, badaddr,
+        badoptions, fragments, fragdropped, cantforward, noproto, delivered,
+        localout, noroute, odropped, toolong,
+    }
+);
+
+counter_group!(
+    /// ICMPv4, named as FreeBSD's `icmpstat` (without the `icps_` prefix).
+    IcmpStat, "icmp", {
+        error, oldicmp, oldshort, tooshort, checksum, badlen, badcode, reflect,
+        bmcastecho, ratelim, inecho, inechoreply, inunreach, intimxceed, inother,
+        outecho, outechoreply, outunreach, noport,
+    }
+);
+
+counter_group!(
+    /// UDP, named as FreeBSD's `udpstat` (without the `udps_` prefix).
+    UdpStat, "udp", {
+        ipackets, hdrops, badsum, nosum, badlen, noport, noportbcast, fullsock,
+        delivered, opackets, odropped,
+    }
+);
+
+counter_group!(
+    /// Packet filter hook points.
+    PfilStat, "pfil", {
+        ether_in_drop, ether_out_drop, ip_in_drop, ip_out_drop, consumed,
+    }
+);
+
+/// All counters of one worker, or the sum over workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub ether: EtherStat,
+    pub arp: ArpStat,
+    pub ip: IpStat,
+    pub icmp: IcmpStat,
+    pub udp: UdpStat,
+    pub pfil: PfilStat,
+}
+
+const NUM_COUNTERS: usize = EtherStat::NAMES.len()
+    + ArpStat::NAMES.len()
+    + IpStat::NAMES.len()
+    + IcmpStat::NAMES.len()
+    + UdpStat::NAMES.len()
+    + PfilStat::NAMES.len();
+
+impl Stats {
+    /// Calls `f` with every counter's full name (`ip.badsum`) and value.
+    pub fn for_each(&self, mut f: impl FnMut(&'static str, &'static str, u64)) {
+        self.ether.for_each(|n, v| f(EtherStat::PREFIX, n, v));
+        self.arp.for_each(|n, v| f(ArpStat::PREFIX, n, v));
+        self.ip.for_each(|n, v| f(IpStat::PREFIX, n, v));
+        self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
+        self.udp.for_each(|n, v| f(UdpStat::PREFIX, n, v));
+        self.pfil.for_each(|n, v| f(PfilStat::PREFIX, n, v));
+    }
+
+    /// Looks a counter up by its full name, e.g. `"udp.noport"`.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        let mut found = None;
+        self.for_each(|g, n, v| {
+            if found.is_none() && name.len() == g.len() + 1 + n.len() {
+                if let Some(rest) = name.strip_prefix(g).and_then(|r| r.strip_prefix('.')) {
+                    if rest == n {
+                        found = Some(v);
+                    }
+                }
+            }
+        });
+        found
+    }
+
+    /// Sum of every drop counter (all counters named by a [`DropReason`]).
+    pub fn total_drops(&self) -> u64 {
+        DropReason::ALL
+            .iter()
+            .map(|r| self.get(r.counter()).unwrap_or(0))
+            .sum()
+    }
+
+    /// Writes `netstat -s`-like text: one line per non-zero counter, grouped.
+    pub fn write_netstat(&self, out: &mut impl std::fmt::Write, all: bool) -> std::fmt::Result {
+        let mut last = "";
+        let mut res = Ok(());
+        self.for_each(|g, n, v| {
+            if res.is_err() || (v == 0 && !all) {
+                return;
+            }
+            if g != last {
+                res = writeln!(out, "{g}:");
+                last = g;
+            }
+            if res.is_ok() {
+                res = writeln!(out, "\t{v:>12} {g}.{n}");
+            }
+        });
+        res
+    }
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Self) {
+        self.ether += o.ether;
+        self.arp += o.arp;
+        self.ip += o.ip;
+        self.icmp += o.icmp;
+        self.udp += o.udp;
+        self.pfil += o.pfil;
+    }
+}
+
+/// A worker's published counters: written only by that worker, read by anyone.
+#[derive(Debug)]
+pub struct StatsSlot {
+    slots: Box<[AtomicU64]>,
+}
+
+impl Default for StatsSlot {
+    fn default() -> Self {
+        StatsSlot {
+            slots: (0..NUM_COUNTERS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl StatsSlot {
+    /// Publishes a worker's block (relaxed stores; readers may see a mix of two batches,
+    /// which is fine for counters).
+    pub fn publish(&self, s: &Stats) {
+        let mut i = 0;
+        s.ether.write_to(&self.slots, &mut i);
+        s.arp.write_to(&self.slots, &mut i);
+        s.ip.write_to(&self.slots, &mut i);
+        s.icmp.write_to(&self.slots, &mut i);
+        s.udp.write_to(&self.slots, &mut i);
+        s.pfil.write_to(&self.slots, &mut i);
+    }
+
+    /// Adds this slot's values into `acc`.
+    pub fn add_into(&self, acc: &mut Stats) {
+        let mut i = 0;
+        acc.ether.add_from(&self.slots, &mut i);
+        acc.arp.add_from(&self.slots, &mut i);
+        acc.ip.add_from(&self.slots, &mut i);
+        acc.icmp.add_from(&self.slots, &mut i);
+        acc.udp.add_from(&self.slots, &mut i);
+        acc.pfil.add_from(&self.slots, &mut i);
+    }
+}
+
+macro_rules! drop_reasons {
+    ($($variant:ident => $group:ident . $field:ident),* $(,)?) => {
+        /// Why a packet was dropped. Each reason bumps exactly one named counter.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DropReason {
+            $($variant,)*
+        }
+
+        impl DropReason {
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
+
+            /// The counter this reason bumps, e.g. `"ip.badsum"`.
+            pub fn counter(self) -> &'static str {
+                match self {
+                    $(DropReason::$variant => concat!(stringify!($group), ".", stringify!($field)),)*
+                }
+            }
+
+            /// Counts one drop.
+            #[inline]
+            pub fn count(self, s: &mut Stats) {
+                match self {
+                    $(DropReason::$variant => s.$group.$field += 1,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for DropReason {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.counter())
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    EtherTooShort => ether.tooshort,
+    EtherBadAddr => ether.badaddr,
+    EtherNotOurs => ether.notours,
+    EtherNoProto => ether.noproto,
+    EtherVlan => ether.vlandrop,
+    EtherOutDropped => ether.odropped,
+    ArpBadLen => arp.badlen,
+    ArpBadProto => arp.badproto,
+    ArpBadAddr => arp.badaddr,
+    ArpDupIp => arp.dupips,
+    ArpHoldDropped => arp.dropped,
+    IpTooShort => ip.tooshort,
+    IpTooSmall => ip.toosmall,
+    IpBadSum => ip.badsum,
+    IpBadHlen => ip.badhlen,
+    IpBadLen => ip.badlen,
+    IpBadVers => ip.badvers,
+    IpBadAddr => ip.badaddr,
+    IpFragDropped => ip.fragdropped,
+    IpCantForward => ip.cantforward,
+    IpNoProto => ip.noproto,
+    IpNoRoute => ip.noroute,
+    IpOutDropped => ip.odropped,
+    IpTooLong => ip.toolong,
+    IcmpTooShort => icmp.tooshort,
+    IcmpChecksum => icmp.checksum,
+    IcmpBadLen => icmp.badlen,
+    IcmpBmcastEcho => icmp.bmcastecho,
+    IcmpOther => icmp.inother,
+    IcmpNoPort => icmp.noport,
+    UdpHdrops => udp.hdrops,
+    UdpBadSum => udp.badsum,
+    UdpBadLen => udp.badlen,
+    UdpNoPort => udp.noport,
+    UdpNoPortBcast => udp.noportbcast,
+    UdpFullSock => udp.fullsock,
+    PfilEtherIn => pfil.ether_in_drop,
+    PfilEtherOut => pfil.ether_out_drop,
+    PfilIpIn => pfil.ip_in_drop,
+    PfilIpOut => pfil.ip_out_drop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_drop_reason_names_a_real_counter_once() {
+        let s = Stats::default();
+        let mut seen = std::collections::HashSet::new();
+        for r in DropReason::ALL {
+            assert!(
+                s.get(r.counter()).is_some(),
+                "{} is not a counter",
+                r.counter()
+            );
+            assert!(seen.insert(r.counter()), "{} named twice", r.counter());
+            let mut t = Stats::default();
+            r.count(&mut t);
+            assert_eq!(t.get(r.counter()), Some(1));
+            assert_eq!(t.total_drops(), 1);
+        }
+    }
+
+    #[test]
+    fn publish_and_sum() {
+        let a = StatsSlot::default();
+        let b = StatsSlot::default();
+        let mut s = Stats::default();
+        s.ip.badsum = 3;
+        s.pfil.consumed = 1;
+        a.publish(&s);
+        s.ip.badsum = 4;
+        b.publish(&s);
+        let mut sum = Stats::default();
+        a.add_into(&mut sum);
+        b.add_into(&mut sum);
+        assert_eq!(sum.ip.badsum, 7);
+        assert_eq!(sum.get("pfil.consumed"), Some(2));
+        let mut txt = String::new();
+        sum.write_netstat(&mut txt, false).unwrap();
+        assert!(txt.contains("ip.badsum"), "{txt}");
+    }
+}

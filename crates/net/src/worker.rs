@@ -1,0 +1,410 @@
+//! Workers: run to completion, in batches, one per core.
+//!
+//! A worker owns some device queues and everything per-flow that lives on it. One
+//! [`Worker::poll`] receives a burst from each owned queue, runs every frame through
+//! the pipeline (`ether_input` → `arp_input` / `ip_input` → `icmp_input` /
+//! `udp_input`), drains the send queues of the sockets homed here, runs due timers,
+//! and flushes what it produced with one `tx_burst` per queue. The configuration is
+//! loaded once per poll (an RCU read section); counters are plain fields published
+//! once per poll. Nothing here takes a lock on the fast path or allocates per packet.
+
+use crate::arp::{ArpOutput, ArpSnapshot};
+use crate::iface::IfIndex;
+use crate::socket::SockShared;
+use crate::stack::{NetConfig, Shared};
+use crate::stats::{DropReason, Stats};
+use crate::{ether, icmp, udp};
+use arc_swap::{ArcSwap, Cache};
+use dev::time::Clock;
+use dev::{Duration, Instant, Queue, QueueStats};
+use mbuf::Mbuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub(crate) type ArpCache = Cache<Arc<ArcSwap<ArpSnapshot>>, Arc<ArpSnapshot>>;
+
+/// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).
+#[derive(Debug)]
+pub(crate) struct TokenBucket {
+    per_sec: u32,
+    tokens: u32,
+    last: Instant,
+}
+
+impl TokenBucket {
+    fn new(per_sec: u32) -> Self {
+        TokenBucket {
+            per_sec,
+            tokens: per_sec,
+            last: Instant::ZERO,
+        }
+    }
+
+    pub fn take(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.last) >= Duration::from_secs(1) {
+            self.tokens = self.per_sec;
+            self.last = now;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+/// What protocol code may touch while processing one batch.
+pub(crate) struct Cx<'a> {
+    pub now: Instant,
+    pub worker: usize,
+    pub cfg: &'a NetConfig,
+    pub stats: &'a mut Stats,
+    /// Frames to transmit, per interface index.
+    pub tx: &'a mut [Vec<Mbuf>],
+    /// Packets addressed to ourselves, processed after the batch: (ifindex, IPv4 packet).
+    pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
+    pub arp_out: &'a mut Vec<ArpOutput>,
+    pub arp_snaps: &'a mut [ArpCache],
+    pub wake: &'a mut Vec<Arc<SockShared>>,
+    pub icmp_bucket: &'a mut TokenBucket,
+    pub ip_id: &'a mut u16,
+}
+
+impl Cx<'_> {
+    /// Counts a drop and frees the packet.
+    #[inline]
+    pub fn drop_pkt(&mut self, m: Mbuf, why: DropReason) {
+        why.count(self.stats);
+        drop(m);
+    }
+
+    /// The fresh neighbour entry for `ip` on interface `i`, lock-free.
+    #[inline]
+    pub fn arp_lookup(
+        &mut self,
+        i: IfIndex,
+        ip: std::net::Ipv4Addr,
+    ) -> Option<wire::EthernetAddress> {
+        let now = self.now;
+        self.arp_snaps
+            .get_mut(i.get())
+            .and_then(|c| c.load().lookup(ip, now))
+    }
+
+    /// Schedules a socket's application for wake-up at the end of the batch.
+    #[inline]
+    pub fn wake_socket(&mut self, s: &Arc<SockShared>) {
+        if s.has_waiter() && !self.wake.iter().any(|x| x.id == s.id) {
+            self.wake.push(s.clone());
+        }
+    }
+
+    pub fn next_ip_id(&mut self) -> u16 {
+        *self.ip_id = self.ip_id.wrapping_add(1);
+        *self.ip_id
+    }
+}
+
+struct OwnedQueue {
+    ifindex: IfIndex,
+    q: Box<dyn Queue>,
+}
+
+/// One worker: its queues, batches, caches and counters.
+pub(crate) struct Worker {
+    id: usize,
+    pub(crate) shared: Arc<Shared>,
+    queues: Vec<OwnedQueue>,
+    /// For each interface, the owned queue used to transmit, if any.
+    txq_of_if: Vec<Option<usize>>,
+    rx: Vec<Mbuf>,
+    tx: Vec<Vec<Mbuf>>,
+    loopq: Vec<(IfIndex, Mbuf)>,
+    arp_out: Vec<ArpOutput>,
+    arp_snaps: Vec<ArpCache>,
+    wake: Vec<Arc<SockShared>>,
+    stats: Stats,
+    cfg_gen: u64,
+    icmp_bucket: TokenBucket,
+    ip_id: u16,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("id", &self.id)
+            .field("queues", &self.queues.len())
+            .finish()
+    }
+}
+
+impl Worker {
+    pub fn new(id: usize, shared: Arc<Shared>) -> Self {
+        let burst = shared.params.burst;
+        let icmp_limit = shared.params.icmp_limit;
+        Worker {
+            id,
+            shared,
+            queues: Vec::new(),
+            txq_of_if: Vec::new(),
+            rx: Vec::with_capacity(burst),
+            tx: Vec::new(),
+            loopq: Vec::with_capacity(burst),
+            arp_out: Vec::with_capacity(32),
+            arp_snaps: Vec::new(),
+            wake: Vec::with_capacity(16),
+            stats: Stats::default(),
+            cfg_gen: u64::MAX,
+            icmp_bucket: TokenBucket::new(icmp_limit),
+            ip_id: (id as u16).wrapping_mul(0x2f1d),
+        }
+    }
+
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    pub fn attach_queue(&mut self, ifindex: IfIndex, q: Box<dyn Queue>) {
+        let idx = self.queues.len();
+        self.queues.push(OwnedQueue { ifindex, q });
+        if self.txq_of_if.len() <= ifindex.get() {
+            self.txq_of_if.resize(ifindex.get() + 1, None);
+        }
+        if self.txq_of_if[ifindex.get()].is_none() {
+            self.txq_of_if[ifindex.get()] = Some(idx);
+        }
+    }
+
+    pub fn queue_stats(&self) -> Vec<(usize, IfIndex, QueueStats)> {
+        self.queues
+            .iter()
+            .map(|q| (self.id, q.ifindex, q.q.stats()))
+            .collect()
+    }
+
+    /// Rebuilds per-interface state after the configuration changed (rare: allocation
+    /// here is fine).
+    fn refresh(&mut self, cfg: &NetConfig) {
+        self.cfg_gen = cfg.generation;
+        let n = cfg.ifaces.len();
+        self.tx.resize_with(n, || Vec::with_capacity(256));
+        if self.txq_of_if.len() < n {
+            self.txq_of_if.resize(n, None);
+        }
+        self.arp_snaps = cfg
+            .ifaces
+            .iter()
+            .map(|i| Cache::new(i.arp.snapshot_handle()))
+            .collect();
+    }
+
+    /// One run of the pipeline at `now`. Returns when to run next: `<= now` if work
+    /// remains, a timer, or `None` when idle until a frame or a socket arrives.
+    pub fn poll(&mut self, now: Instant) -> Option<Instant> {
+        let cfg = self.shared.cfg.load_full();
+        if cfg.generation != self.cfg_gen {
+            self.refresh(&cfg);
+        }
+        let burst = self.shared.params.burst;
+        let mut more = false;
+        let Worker {
+            id,
+            queues,
+            txq_of_if,
+            rx,
+            tx,
+            loopq,
+            arp_out,
+            arp_snaps,
+            wake,
+            stats,
+            icmp_bucket,
+            ip_id,
+            ..
+        } = self;
+        let mut cx = Cx {
+            now,
+            worker: *id,
+            cfg: &cfg,
+            stats,
+            tx,
+            loopq,
+            arp_out,
+            arp_snaps,
+            wake,
+            icmp_bucket,
+            ip_id,
+        };
+
+        // 1. Receive and process one burst per owned queue.
+        for oq in queues.iter_mut() {
+            let n = oq.q.rx_burst(now, rx, burst);
+            if n >= burst {
+                more = true;
+            }
+            let Some(ifp) = cfg.ifaces.get(oq.ifindex.get()) else {
+                rx.clear();
+                continue;
+            };
+            for m in rx.drain(..) {
+                ether::ether_input(&mut cx, ifp, m);
+            }
+        }
+
+        // 2. Frames handed over by workers that own no queue of an interface.
+        // Queue 0 of every interface belongs to worker 0, which drains them.
+        for (i, hq) in cfg.handoff.iter().enumerate() {
+            if *id == 0 {
+                for _ in 0..burst {
+                    match hq.pop() {
+                        Some(m) => cx.tx[i].push(m),
+                        None => break,
+                    }
+                }
+                if !hq.is_empty() {
+                    more = true;
+                }
+            }
+        }
+
+        // 3. Sockets homed here: their send queues.
+        if let Some(socks) = cfg.by_worker.get(*id) {
+            for s in socks {
+                for _ in 0..burst {
+                    let Some(d) = s.txq.pop() else { break };
+                    match s.kind {
+                        crate::socket::SockKind::Udp => udp::udp_output(&mut cx, s, d),
+                        crate::socket::SockKind::IcmpEcho => icmp::echo_output(&mut cx, s, d),
+                    }
+                }
+                if !s.txq.is_empty() {
+                    more = true;
+                }
+            }
+        }
+
+        // 4. Packets to ourselves, looped back after the batch (bounded per poll).
+        let mut rounds = 0;
+        while !cx.loopq.is_empty() && rounds < 4 {
+            rounds += 1;
+            let n = cx.loopq.len();
+            for k in 0..n {
+                let (ifi, m) = cx.loopq.swap_remove(n - 1 - k);
+                if let Some(ifp) = cfg.ifaces.get(ifi.get()) {
+                    crate::ip::ip_input(&mut cx, ifp, m);
+                }
+            }
+        }
+        if !cx.loopq.is_empty() {
+            more = true;
+        }
+
+        // 5. Timers: the neighbour tables, run by worker 0.
+        let mut next: Option<Instant> = None;
+        if *id == 0 {
+            for ifp in cfg.ifaces.iter() {
+                if let Some(t) = ifp.arp.poll_at() {
+                    if t <= now {
+                        let mut out = std::mem::take(cx.arp_out);
+                        ifp.arp.timer(now, cx.stats, &mut out);
+                        ether::arp_flush(&mut cx, ifp, &mut out);
+                        *cx.arp_out = out;
+                    }
+                }
+                if let Some(t) = ifp.arp.poll_at() {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+            }
+        }
+
+        // 6. Flush: one tx burst per interface, or hand over to the queue's owner.
+        for (i, out) in cx.tx.iter_mut().enumerate() {
+            if out.is_empty() {
+                continue;
+            }
+            match txq_of_if.get(i).copied().flatten() {
+                Some(qi) => {
+                    queues[qi].q.tx_burst(now, out);
+                    // Whatever the device did not take it has counted and dropped.
+                    out.clear();
+                }
+                None => {
+                    let hq = &cfg.handoff[i];
+                    for m in out.drain(..) {
+                        if hq.push(m).is_err() {
+                            DropReason::EtherOutDropped.count(cx.stats);
+                        }
+                    }
+                    // Queue 0 of every interface belongs to worker 0.
+                    self.shared.notify_worker(0);
+                }
+            }
+        }
+
+        // 7. Publish counters, wake applications.
+        self.shared.stats[*id].publish(cx.stats);
+        for s in cx.wake.drain(..) {
+            s.wake();
+        }
+
+        for oq in queues.iter() {
+            if let Some(t) = oq.q.poll_at() {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        if more {
+            return Some(now);
+        }
+        next
+    }
+
+    /// True if something is waiting that a device fd would not announce.
+    fn has_pending(&self) -> bool {
+        let cfg = self.shared.cfg.load();
+        let handoff = self.id == 0 && cfg.handoff.iter().any(|hq| !hq.is_empty());
+        handoff
+            || cfg
+                .by_worker
+                .get(self.id)
+                .is_some_and(|v| v.iter().any(|s| !s.txq.is_empty()))
+    }
+
+    /// The worker thread's loop: poll, then sleep in `poll(2)` until a frame, a
+    /// notification or the next timer.
+    pub fn run(&mut self, clock: &dyn Clock, stop: &AtomicBool) {
+        let mut poller = dev::poll::Poller::new();
+        let mut fds: Vec<std::os::fd::RawFd> =
+            self.queues.iter().filter_map(|q| q.q.fd()).collect();
+        let wake = &self.shared.wake[self.id];
+        let notifier_fd = wake.notifier.get().map(|n| n.fd());
+        fds.extend(notifier_fd);
+        while !stop.load(Ordering::SeqCst) {
+            let now = clock.now();
+            let next = self.poll(now);
+            if next.is_some_and(|t| t <= now) {
+                continue;
+            }
+            let wake = &self.shared.wake[self.id];
+            wake.sleeping.store(true, Ordering::SeqCst);
+            if self.has_pending() || stop.load(Ordering::SeqCst) {
+                wake.sleeping.store(false, Ordering::SeqCst);
+                continue;
+            }
+            // Memory wires have no fd: poll them at least every millisecond.
+            let cap = if self.queues.iter().any(|q| q.q.fd().is_none()) {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(100)
+            };
+            let timeout = next
+                .map(|t| t.saturating_duration_since(clock.now()))
+                .unwrap_or(cap)
+                .min(cap);
+            let _ = poller.wait(&fds, Some(timeout));
+            wake.sleeping.store(false, Ordering::SeqCst);
+            if let Some(n) = wake.notifier.get() {
+                n.drain();
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Steady-state ping and UDP echo do no heap allocation per packet: a counting global
+//! allocator watches 1,000 exchanges of each after a warm-up, for 1 and 2 workers.
+
+use dev::mem::WireConfig;
+use dev::Duration;
+use sim::Sim;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+#[global_allocator]
+static A: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
+
+fn ip(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, n)
+}
+
+fn steady_state(workers: usize) -> (u64, u64) {
+    let mut s = Sim::new(1);
+    let hub = s.add_hub(WireConfig::default());
+    let a = s.add_host("a", workers);
+    let b = s.add_host("b", workers);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    let ping = s.host(a).ping_socket(0).unwrap();
+    ping.set_nonblocking(true).unwrap();
+    let server = s
+        .host(b)
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
+        .unwrap();
+    server.set_nonblocking(true).unwrap();
+    let client = s
+        .host(a)
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+        .unwrap();
+    client.set_nonblocking(true).unwrap();
+    let to = SocketAddrV4::new(ip(2), 7);
+    let mut buf = [0u8; 2048];
+    let data = [0x5au8; 1000];
+
+    let mut round = |s: &mut Sim, seq: u16| -> (u32, u32) {
+        let (mut pings, mut echoes) = (0, 0);
+        ping.send_echo(ip(2), seq, &data[..56]).unwrap();
+        client.send_to(&data[..512], to).unwrap();
+        s.run_for(Duration::from_micros(200));
+        while let Ok((n, from)) = server.recv_from(&mut buf) {
+            server.send_to(&buf[..n], from).unwrap();
+        }
+        s.run_for(Duration::from_micros(200));
+        while ping.recv_reply(&mut buf).is_ok() {
+            pings += 1;
+        }
+        while client.recv_from(&mut buf).is_ok() {
+            echoes += 1;
+        }
+        (pings, echoes)
+    };
+    for seq in 0..200 {
+        round(&mut s, seq);
+    }
+    dev::alloc_count::start();
+    let (mut p, mut e) = (0, 0);
+    for seq in 200..1200 {
+        let (a, b) = round(&mut s, seq);
+        p += a;
+        e += b;
+    }
+    let (allocs, _bytes) = dev::alloc_count::stop();
+    assert_eq!(
+        (p, e),
+        (1000, 1000),
+        "workers={workers}: every exchange completed"
+    );
+    (allocs, 2000)
+}
+
+#[test]
+fn steady_state_ping_and_udp_echo_do_not_allocate() {
+    // One test function: the counter is global, so the cases must not run in parallel.
+    for workers in [1, 2] {
+        let (allocs, exchanges) = steady_state(workers);
+        assert_eq!(
+            allocs, 0,
+            "workers={workers}: {allocs} heap allocations over {exchanges} exchanges"
+        );
+    }
+}
