@@ -1,0 +1,95 @@
+//! `mpstack`: the command-line front end — a demo network, a host on a TAP device,
+//! and (later) BSD-style control commands and benchmarks.
+
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+
+mod demo;
+mod run;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mpstack",
+    version,
+    about = "A multicore userspace TCP/IP stack, router, bridge and firewall",
+    long_about = "mpstack runs a userspace network stack: as a virtual network inside one \
+process (`demo`), or as a host on a real TAP device (`run`).\n\nExamples:\n  \
+mpstack demo\n  sudo mpstack run --tap mp0 --inet 198.18.0.2/24"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
+    Demo(DemoArgs),
+    /// Run a host on a TAP device: answers ARP and ping, UDP echo on port 7.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Seed for the virtual network's randomness; the same seed gives the same run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workers per host.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// Echo requests from alpha to each other host.
+    #[arg(long, default_value_t = 3)]
+    pub pings: u16,
+    /// Bytes of data in each echo request.
+    #[arg(long, default_value_t = 56, value_parser = clap::value_parser!(u16).range(0..=1472))]
+    pub size: u16,
+    /// Write every frame to this pcap file (readable by tcpdump and Wireshark).
+    #[arg(long)]
+    pub pcap: Option<std::path::PathBuf>,
+    /// Print all counters, including zeros.
+    #[arg(long)]
+    pub all_counters: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// TAP device to open (created if missing; needs root or CAP_NET_ADMIN).
+    #[arg(long, value_name = "NAME")]
+    pub tap: String,
+    /// The host's address on the TAP link, ADDRESS/PREFIXLEN.
+    #[arg(long, value_name = "ADDR/LEN")]
+    pub inet: String,
+    /// Default gateway.
+    #[arg(long, value_name = "ADDR")]
+    pub gw: Option<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// TAP queues (multi-queue TAP when more than 1); defaults to the worker count.
+    #[arg(long)]
+    pub queues: Option<u16>,
+    /// Record every frame received and sent to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<std::path::PathBuf>,
+    /// Link-layer address (default: derived from the TAP name).
+    #[arg(long, value_name = "MAC")]
+    pub mac: Option<String>,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Demo(a) => demo::main(a),
+        Cmd::Run(a) => run::main(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mpstack: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! `mpstack run`: a host on a TAP device.
+
+use crate::RunArgs;
+use net::{IfConfig, InetAddr, Stack, StackConfig};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn main(a: RunArgs) -> Result<ExitCode, String> {
+    let inet: InetAddr = a.inet.parse().map_err(|e| format!("--inet: {e}"))?;
+    let gw: Option<Ipv4Addr> = match &a.gw {
+        Some(g) => Some(
+            g.parse()
+                .map_err(|_| format!("--gw: '{g}' is not an IPv4 address"))?,
+        ),
+        None => None,
+    };
+    if let Some(g) = gw {
+        if !inet.contains(g) {
+            return Err(format!(
+                "--gw: {g} is not on the interface's subnet {}/{}",
+                inet.network(),
+                inet.prefix_len
+            ));
+        }
+    }
+    let mac = match &a.mac {
+        Some(m) => Some(
+            m.parse::<wire::EthernetAddress>()
+                .map_err(|_| format!("--mac: '{m}' is not a MAC address"))?,
+        ),
+        None => None,
+    };
+    let workers = a.workers as usize;
+    let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
+
+    let tap =
+        dev::tap::TapDevice::open(&a.tap, queues).map_err(|e| format!("TAP '{}': {e}", a.tap))?;
+    let device: Box<dyn dev::Device> = match &a.pcap {
+        Some(path) => {
+            let w = dev::pcap::PcapWriter::create(path)
+                .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
+            Box::new(dev::pcap::PcapDevice::new(Box::new(tap), w))
+        }
+        None => Box::new(tap),
+    };
+
+    let mut stack = Stack::new(StackConfig {
+        name: format!("mpstack-{}", a.tap),
+        workers,
+        ..StackConfig::default()
+    });
+    let ifindex = stack
+        .add_interface(
+            device,
+            IfConfig {
+                addrs: vec![inet],
+                mac,
+                ..IfConfig::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    stack.set_default_gateway(gw);
+    let echo = stack
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
+        .map_err(|e| format!("UDP echo service: {e}"))?;
+    echo.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    stack
+        .start()
+        .map_err(|e| format!("starting workers: {e}"))?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    let ifp = &stack.interfaces()[ifindex.get()];
+    println!(
+        "mpstack: up on {} ({}, {}), {} worker(s), {} queue(s); UDP echo on port 7; SIGINT or SIGTERM stops",
+        a.tap, ifp.mac, inet, workers, queues
+    );
+
+    let echo_stop = stop.clone();
+    let echo_thread = std::thread::Builder::new()
+        .name("udp-echo".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            let mut served = 0u64;
+            while !echo_stop.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = echo.recv_from(&mut buf) {
+                    if echo.send_to(&buf[..n], from).is_ok() {
+                        served += 1;
+                    }
+                }
+            }
+            served
+        })
+        .map_err(|e| e.to_string())?;
+
+    let started = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        if a.duration
+            .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+        {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+    let served = echo_thread.join().unwrap_or(0);
+    stack.stop();
+
+    println!(
+        "mpstack: stopping after {:.1}s; UDP echo served {served} datagram(s)",
+        started.elapsed().as_secs_f64()
+    );
+    for (w, i, q) in stack.queue_stats() {
+        println!(
+            "queue w{w}/if{}: ipackets {} ibytes {} idrops {} opackets {} obytes {} odrops {}",
+            i.0, q.ipackets, q.ibytes, q.idrops, q.opackets, q.obytes, q.odrops
+        );
+    }
+    let mut s = String::new();
+    let _ = stack.stats().write_netstat(&mut s, false);
+    print!("{s}");
+    for e in stack.interfaces().iter().flat_map(|i| i.arp.entries()) {
+        let mac = e
+            .mac
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "(incomplete)".into());
+        println!("arp: {} at {mac} [{}]", e.ip, e.state);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,377 @@
+//! Interop with the Linux kernel: `mpstack run` on a TAP device moved into a network
+//! namespace that the test creates; Linux's own `ping`, `arping` and `socat` talk to
+//! it, and 10,000 malformed frames are written onto the link with AF_PACKET.
+//!
+//! Needs root, /dev/net/tun and the tools (the README's test command installs them);
+//! elsewhere each test prints why it skips. Addresses are from 198.18.0.0/15 only.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Why this machine cannot run the interop tests, if it cannot.
+fn skip_reason(tools: &[&str]) -> Option<String> {
+    if !is_root() {
+        return Some("not root (interop tests create namespaces and TAP devices)".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun".into());
+    }
+    for t in tools {
+        if !have(t) {
+            return Some(format!(
+                "'{t}' is not installed (the README's test command installs it)"
+            ));
+        }
+    }
+    None
+}
+
+macro_rules! skip_unless {
+    ($($tool:expr),*) => {
+        if let Some(why) = skip_reason(&[$($tool),*]) {
+            eprintln!("SKIPPED {}: {why}", module_path!());
+            return;
+        }
+    };
+}
+
+fn sh(cmd: &str) -> (bool, String) {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("run sh");
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), s)
+}
+
+/// A network namespace with the node's TAP inside, deleted on drop.
+struct Lab {
+    ns: String,
+    tap: String,
+    node: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    output: Vec<String>,
+    mac: String,
+}
+
+impl Lab {
+    fn start(tag: &str, workers: u16) -> Lab {
+        let id = std::process::id() % 10000;
+        let ns = format!("mpst-{tag}-{id}");
+        let tap = format!("mp{tag}{id}");
+        assert!(tap.len() <= 15);
+        let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
+        let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+            .args([
+                "run",
+                "--tap",
+                &tap,
+                "--inet",
+                "198.18.0.2/24",
+                "--workers",
+                &workers.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mpstack");
+        let (tx, rx) = mpsc::channel();
+        for r in [
+            Box::new(node.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(node.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(r).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut lab = Lab {
+            ns,
+            tap,
+            node: Some(node),
+            lines: rx,
+            output: Vec::new(),
+            mac: String::new(),
+        };
+        let up = lab.wait_line("up on", Duration::from_secs(20));
+        let up = up.unwrap_or_else(|| panic!("mpstack did not come up: {:?}", lab.output));
+        lab.mac = up.split(['(', ',']).nth(1).unwrap_or("").trim().to_string();
+        for c in [
+            format!("ip netns add {}", lab.ns),
+            format!("ip link set {} netns {}", lab.tap, lab.ns),
+            format!("ip -n {} link set lo up", lab.ns),
+            format!("ip -n {} addr add 198.18.0.1/24 dev {}", lab.ns, lab.tap),
+            format!("ip -n {} link set {} txqueuelen 10000", lab.ns, lab.tap),
+            format!("ip -n {} link set {} up", lab.ns, lab.tap),
+        ] {
+            let (ok, out) = sh(&c);
+            assert!(ok, "{c}: {out}");
+        }
+        lab
+    }
+
+    fn wait_line(&mut self, pat: &str, t: Duration) -> Option<String> {
+        let end = Instant::now() + t;
+        while Instant::now() < end {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    self.output.push(l.clone());
+                    if l.contains(pat) {
+                        return Some(l);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn exec(&self, cmd: &str) -> (bool, String) {
+        sh(&format!("ip netns exec {} {cmd}", self.ns))
+    }
+
+    /// Stops the node with SIGTERM and returns its counters: name → value.
+    fn stop(&mut self) -> std::collections::HashMap<String, u64> {
+        if let Some(mut node) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", node.id()));
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(st)) = node.try_wait() {
+                    assert!(st.success(), "mpstack exited with {st}");
+                    break;
+                }
+                assert!(Instant::now() < end, "mpstack did not stop on SIGTERM");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(300)) {
+            self.output.push(l);
+        }
+        let mut m = std::collections::HashMap::new();
+        for l in &self.output {
+            let mut it = l.split_whitespace();
+            if let (Some(v), Some(name), None) = (it.next(), it.next(), it.next()) {
+                if let Ok(v) = v.parse::<u64>() {
+                    m.insert(name.to_string(), v);
+                }
+            }
+        }
+        m
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut n) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", n.id()));
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = n.kill();
+            let _ = n.wait();
+        }
+        let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
+    }
+}
+
+fn ping_test(tag: &str, workers: u16) {
+    let mut lab = Lab::start(tag, workers);
+    let (ok, out) = lab.exec("ping -c 100 -i 0.01 -W 2 198.18.0.2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    assert!(out.contains("100 received"), "{out}");
+    // 1472 bytes of data: a 1500-byte IPv4 packet, the largest unfragmented one.
+    let (ok, out) = lab.exec("ping -c 20 -i 0.01 -W 2 -s 1472 -M do 198.18.0.2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    let c = lab.stop();
+    assert!(
+        c.get("icmp.outechoreply").copied().unwrap_or(0) >= 120,
+        "{c:?}"
+    );
+}
+
+#[test]
+fn linux_pings_mpstack_one_worker() {
+    skip_unless!("ip", "ping");
+    ping_test("p1", 1);
+}
+
+#[test]
+fn linux_pings_mpstack_two_workers() {
+    skip_unless!("ip", "ping");
+    ping_test("p2", 2);
+}
+
+#[test]
+fn linux_arpings_mpstack() {
+    skip_unless!("ip", "arping");
+    let mut lab = Lab::start("ar", 1);
+    let (ok, out) = lab.exec(&format!("arping -c 3 -w 5 -I {} 198.18.0.2", lab.tap));
+    assert!(ok, "{out}");
+    let lower = out.to_lowercase();
+    assert!(
+        lower.contains(&lab.mac.to_lowercase()),
+        "reply must carry mpstack's MAC {}: {out}",
+        lab.mac
+    );
+    let c = lab.stop();
+    assert!(c.get("arp.txreplies").copied().unwrap_or(0) >= 3, "{c:?}");
+}
+
+#[test]
+fn udp_echo_round_trip_with_socat() {
+    skip_unless!("ip", "socat");
+    let mut lab = Lab::start("ue", 2);
+    for i in 0..5 {
+        let msg = format!("mpstack interop datagram {i}");
+        let (ok, out) = lab.exec(&format!(
+            "sh -c 'printf \"{msg}\" | socat -t 2 - UDP:198.18.0.2:7'"
+        ));
+        assert!(ok && out.contains(&msg), "{out}");
+    }
+    let c = lab.stop();
+    assert!(c.get("udp.delivered").copied().unwrap_or(0) >= 5, "{c:?}");
+}
+
+#[test]
+fn malformed_frames_are_counted_and_ping_still_works() {
+    skip_unless!("ip", "ping", "python3");
+    let mut lab = Lab::start("mf", 1);
+    // Resolve both ways first, so the bad frames are the only anomaly.
+    let (ok, out) = lab.exec("ping -c 2 -i 0.1 -W 2 198.18.0.2");
+    assert!(ok, "{out}");
+    let mac: wire::EthernetAddress = lab.mac.parse().expect("mac from the node's banner");
+    let peer_mac: wire::EthernetAddress = {
+        let (_, o) = lab.exec(&format!("cat /sys/class/net/{}/address", lab.tap));
+        o.trim().parse().expect("tap mac")
+    };
+    let kinds: Vec<usize> = (1..sim::malformed::KINDS).collect();
+    let frames = sim::malformed::frames_of_kinds(
+        10_000,
+        (mac, "198.18.0.2".parse().unwrap()),
+        (peer_mac, "198.18.0.1".parse().unwrap()),
+        42,
+        &kinds,
+    );
+    let path = std::env::temp_dir().join(format!("mpstack-malformed-{}.bin", std::process::id()));
+    let mut blob = Vec::new();
+    for f in &frames {
+        blob.extend_from_slice(&(f.frame.len() as u16).to_be_bytes());
+        blob.extend_from_slice(&f.frame);
+    }
+    std::fs::write(&path, &blob).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/send_frames.py");
+    let (ok, out) = lab.exec(&format!("python3 {script} {} {}", lab.tap, path.display()));
+    let _ = std::fs::remove_file(&path);
+    assert!(ok, "{out}");
+    assert!(out.contains("sent 10000"), "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let (ok, out) = lab.exec("ping -c 10 -i 0.05 -W 2 198.18.0.2");
+    assert!(
+        ok && out.contains(" 0% packet loss"),
+        "ping after the flood: {out}"
+    );
+    let (_, dropped) = lab.exec(&format!(
+        "cat /sys/class/net/{}/statistics/tx_dropped",
+        lab.tap
+    ));
+    let kernel_dropped: u64 = dropped.trim().parse().unwrap_or(0);
+    let c = lab.stop();
+    let mut accounted = 0;
+    for (counter, n) in sim::malformed::expected_counts(&frames) {
+        let got = c.get(counter).copied().unwrap_or(0);
+        accounted += got.min(n);
+        if kernel_dropped == 0 {
+            if counter == "ether.noproto" {
+                // Linux sends IPv6 frames of its own, which this IPv4 host does not speak.
+                assert!(got >= n, "{counter}: {got} < {n}");
+            } else {
+                assert_eq!(got, n, "{counter}");
+            }
+        }
+    }
+    assert!(
+        accounted + kernel_dropped >= 10_000,
+        "accounted {accounted} + kernel drops {kernel_dropped}: {c:?}"
+    );
+    eprintln!("malformed: {accounted} frames accounted for by named counters, {kernel_dropped} dropped by the kernel");
+}
+
+#[test]
+fn run_rejects_bad_arguments_clearly() {
+    let bin = env!("CARGO_BIN_EXE_mpstack");
+    let o = Command::new(bin)
+        .args(["run", "--tap", "mpbad0", "--inet", "198.18.0.300/24"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not an IPv4 address"),
+        "{o:?}"
+    );
+    let o = Command::new(bin)
+        .args([
+            "run",
+            "--tap",
+            "mpbad0",
+            "--inet",
+            "198.18.0.2/24",
+            "--gw",
+            "198.19.0.1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not on the interface's subnet"),
+        "{o:?}"
+    );
+    let o = Command::new(bin)
+        .args([
+            "run",
+            "--tap",
+            "a-name-much-too-long-for-linux",
+            "--inet",
+            "198.18.0.2/24",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("TAP"), "{o:?}");
+}
+
+#[test]
+fn demo_runs_and_exits_zero() {
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .arg("demo")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("demo: OK"), "{out}");
+    assert!(out.contains("ARP, Request who-has"), "{out}");
+}
