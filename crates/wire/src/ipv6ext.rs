@@ -967,12 +967,12 @@ mod tests {
     use crate::test_util::hex;
     use proptest::prelude::*;
 
-    /// The shared test vector, read at test time (not compiled in) so that the file stays
-    /// the one source of truth for every crate that tests against it.
+    /// The project's test vector from the m_pulldown paper, copied verbatim into
+    /// `tests/data` so a clone of this repository tests on its own.
     fn vector() -> Vec<u8> {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/vectors/ipv6-rthdr0-icmp6-echo.hex"
+            "/tests/data/ipv6-rthdr0-icmp6-echo.hex"
         );
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         hex(&text)
