@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs every mpstack test: unit, property, scenario (sim), no-allocation, interop with
+# the Linux kernel (as root: network namespaces and TAP devices), and Miri over the
+# buffer pool. Installs the Linux tools the interop tests use when run as root on a
+# Debian-like machine. Fails loudly on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==> %s\n' "$*"; }
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    need=()
+    command -v ip >/dev/null || need+=(iproute2)
+    command -v ping >/dev/null || need+=(iputils-ping)
+    command -v arping >/dev/null || need+=(iputils-arping)
+    command -v socat >/dev/null || need+=(socat)
+    command -v tcpdump >/dev/null || need+=(tcpdump)
+    command -v python3 >/dev/null || need+=(python3)
+    if [ ${#need[@]} -gt 0 ]; then
+        say "installing test tools: ${need[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+else
+    echo "note: not root: interop tests will report SKIPPED (they need namespaces and TAP devices)"
+fi
+
+say "cargo test --workspace (unit, property, scenario, no-allocation, interop)"
+cargo test --workspace --all-targets -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
+
+say "doc tests"
+cargo test --workspace --doc
+
+if [ "${MPSTACK_SKIP_MIRI:-0}" != 1 ]; then
+    if ! cargo +nightly miri --version >/dev/null 2>&1; then
+        rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1 || true
+    fi
+    if cargo +nightly miri --version >/dev/null 2>&1; then
+        say "Miri: the mbuf pool's unsafe code"
+        MIRIFLAGS="${MIRIFLAGS:-}" cargo +nightly miri test -p mbuf --lib
+    else
+        echo "Miri: SKIPPED (no nightly toolchain with miri on this machine)"
+    fi
+fi
+say "all tests passed"
