@@ -375,3 +375,32 @@ fn demo_runs_and_exits_zero() {
     assert!(out.contains("demo: OK"), "{out}");
     assert!(out.contains("ARP, Request who-has"), "{out}");
 }
+
+#[test]
+fn demo_pcap_is_read_by_tcpdump() {
+    if !have("tcpdump") {
+        eprintln!("SKIPPED demo_pcap_is_read_by_tcpdump: 'tcpdump' is not installed (the README's test command installs it)");
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("mpstack-demo-{}.pcap", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .arg("demo")
+        .arg("--pcap")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let (ok, out) = sh(&format!("tcpdump -nn -r {} 2>&1", path.display()));
+    let _ = std::fs::remove_file(&path);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("ICMP echo request") && out.contains("ARP, Request who-has 198.18.0.2"),
+        "{out}"
+    );
+    assert!(out.contains("UDP, length 16"), "{out}");
+    let packets = out
+        .lines()
+        .filter(|l| l.contains(" IP ") || l.contains(" ARP, "))
+        .count();
+    assert!(packets >= 20, "tcpdump read {packets} packets:\n{out}");
+}
