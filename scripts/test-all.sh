@@ -26,7 +26,10 @@ else
 fi
 
 say "cargo test --workspace (unit, property, scenario, no-allocation, interop)"
-cargo test --workspace --all-targets -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
+cargo test --workspace --lib --bins --tests -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
+
+say "benchmarks, each run once as a test (criterion's test mode)"
+cargo test --workspace --benches
 
 say "doc tests"
 cargo test --workspace --doc
