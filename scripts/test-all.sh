@@ -16,6 +16,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v socat >/dev/null || need+=(socat)
     command -v tcpdump >/dev/null || need+=(tcpdump)
     command -v python3 >/dev/null || need+=(python3)
+    command -v setpriv >/dev/null || need+=(util-linux)
     if [ ${#need[@]} -gt 0 ]; then
         say "installing test tools: ${need[*]}"
         apt-get update -qq

@@ -404,3 +404,32 @@ fn demo_pcap_is_read_by_tcpdump() {
         .count();
     assert!(packets >= 20, "tcpdump read {packets} packets:\n{out}");
 }
+
+#[test]
+fn run_explains_tap_errors() {
+    skip_unless!("setpriv");
+    let bin = env!("CARGO_BIN_EXE_mpstack");
+    // A name that exists but is not a TAP.
+    let o = Command::new(bin)
+        .args(["run", "--tap", "lo", "--inet", "198.18.0.2/24"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("exists but cannot be attached as a TAP"),
+        "{err}"
+    );
+    // No permission: the same command as an unprivileged user without capabilities.
+    let copy = std::env::temp_dir().join(format!("mpstack-perm-{}", std::process::id()));
+    std::fs::copy(bin, &copy).unwrap();
+    let (_, out) = sh(&format!(
+        "chmod 755 {p} && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all {p} run --tap mpperm0 --inet 198.18.0.2/24; echo rc=$?",
+        p = copy.display()
+    ));
+    let _ = std::fs::remove_file(&copy);
+    assert!(
+        out.contains("rc=2") && out.contains("needs root or CAP_NET_ADMIN"),
+        "{out}"
+    );
+}
