@@ -30,7 +30,7 @@ say "cargo test --workspace (unit, property, scenario, no-allocation, interop)"
 cargo test --workspace --lib --bins --tests -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
 
 say "benchmarks, each run once as a test (criterion's test mode)"
-cargo test --workspace --benches
+cargo test --workspace --bench '*'
 
 say "doc tests"
 cargo test --workspace --doc
