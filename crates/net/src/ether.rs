@@ -3,7 +3,7 @@
 
 use crate::arp::{ArpOutput, Resolve};
 use crate::iface::Ifnet;
-use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
+use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use mbuf::Mbuf;
@@ -37,23 +37,15 @@ pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     } else if dst != ifp.mac {
         return cx.drop_pkt(m, DropReason::EtherNotOurs);
     }
-    if !cx.cfg.pfil.is_empty(PfilPoint::Ether, Dir::In) {
-        let pcx = PfilCtx {
-            point: PfilPoint::Ether,
-            dir: Dir::In,
-            ifindex: ifp.index,
-            worker: cx.worker,
-            now: cx.now,
-        };
-        m = match cx.cfg.pfil.run(m, &pcx) {
-            Verdict::Pass(m) => m,
-            Verdict::Dropped => return DropReason::PfilEtherIn.count(cx.stats),
-            Verdict::Consumed => {
-                cx.stats.pfil.consumed += 1;
-                return;
-            }
-        };
-    }
+    let Some(mut m) = cx.pfil(
+        PfilPoint::Ether,
+        Dir::In,
+        ifp.index,
+        m,
+        DropReason::PfilEtherIn,
+    ) else {
+        return;
+    };
     match ethertype {
         EtherType::Ipv4 => {
             m.adj(ETHER_HDR_LEN as isize);
@@ -87,23 +79,15 @@ pub(crate) fn ether_output(
         }
         Err(_) => return cx.drop_pkt(m, DropReason::EtherOutDropped),
     }
-    if !cx.cfg.pfil.is_empty(PfilPoint::Ether, Dir::Out) {
-        let pcx = PfilCtx {
-            point: PfilPoint::Ether,
-            dir: Dir::Out,
-            ifindex: ifp.index,
-            worker: cx.worker,
-            now: cx.now,
-        };
-        m = match cx.cfg.pfil.run(m, &pcx) {
-            Verdict::Pass(m) => m,
-            Verdict::Dropped => return DropReason::PfilEtherOut.count(cx.stats),
-            Verdict::Consumed => {
-                cx.stats.pfil.consumed += 1;
-                return;
-            }
-        };
-    }
+    let Some(m) = cx.pfil(
+        PfilPoint::Ether,
+        Dir::Out,
+        ifp.index,
+        m,
+        DropReason::PfilEtherOut,
+    ) else {
+        return;
+    };
     cx.stats.ether.opackets += 1;
     cx.tx[ifp.index.get()].push(m);
 }

@@ -8,7 +8,7 @@
 
 use crate::ether;
 use crate::iface::{IfIndex, Ifnet};
-use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
+use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use mbuf::Mbuf;
@@ -94,23 +94,9 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         // Link padding (Ethernet minimum frame) beyond the datagram.
         m.adj(-((len - total_len) as isize));
     }
-    if !cx.cfg.pfil.is_empty(PfilPoint::Inet, Dir::In) {
-        let pcx = PfilCtx {
-            point: PfilPoint::Inet,
-            dir: Dir::In,
-            ifindex: ifp.index,
-            worker: cx.worker,
-            now: cx.now,
-        };
-        m = match cx.cfg.pfil.run(m, &pcx) {
-            Verdict::Pass(m) => m,
-            Verdict::Dropped => return DropReason::PfilIpIn.count(cx.stats),
-            Verdict::Consumed => {
-                cx.stats.pfil.consumed += 1;
-                return;
-            }
-        };
-    }
+    let Some(m) = cx.pfil(PfilPoint::Inet, Dir::In, ifp.index, m, DropReason::PfilIpIn) else {
+        return;
+    };
     // Strong end system model would insist on the arrival interface; like FreeBSD we
     // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
     let ours = info.bcast
@@ -221,28 +207,20 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
 fn ip_send(
     cx: &mut Cx<'_>,
     ifp: &Arc<Ifnet>,
-    mut m: Mbuf,
+    m: Mbuf,
     dst: Ipv4Addr,
     nexthop: Ipv4Addr,
     bcast: bool,
 ) {
-    if !cx.cfg.pfil.is_empty(PfilPoint::Inet, Dir::Out) {
-        let pcx = PfilCtx {
-            point: PfilPoint::Inet,
-            dir: Dir::Out,
-            ifindex: ifp.index,
-            worker: cx.worker,
-            now: cx.now,
-        };
-        m = match cx.cfg.pfil.run(m, &pcx) {
-            Verdict::Pass(m) => m,
-            Verdict::Dropped => return DropReason::PfilIpOut.count(cx.stats),
-            Verdict::Consumed => {
-                cx.stats.pfil.consumed += 1;
-                return;
-            }
-        };
-    }
+    let Some(m) = cx.pfil(
+        PfilPoint::Inet,
+        Dir::Out,
+        ifp.index,
+        m,
+        DropReason::PfilIpOut,
+    ) else {
+        return;
+    };
     if cx.cfg.is_local(dst) {
         // To ourselves: loop back without touching the wire.
         cx.loopq.push((ifp.index, m));

@@ -10,6 +10,7 @@
 
 use crate::arp::{ArpOutput, ArpSnapshot};
 use crate::iface::IfIndex;
+use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
 use crate::socket::SockShared;
 use crate::stack::{NetConfig, Shared};
 use crate::stats::{DropReason, Stats};
@@ -71,6 +72,40 @@ pub(crate) struct Cx<'a> {
 }
 
 impl Cx<'_> {
+    /// Runs the pfil hooks at (`point`, `dir`): the packet back if they pass it;
+    /// `None` if a hook dropped it (counted as `dropped`) or kept it (`pfil.consumed`).
+    #[inline]
+    pub(crate) fn pfil(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        ifindex: IfIndex,
+        m: Mbuf,
+        dropped: DropReason,
+    ) -> Option<Mbuf> {
+        if self.cfg.pfil.is_empty(point, dir) {
+            return Some(m);
+        }
+        let pcx = PfilCtx {
+            point,
+            dir,
+            ifindex,
+            worker: self.worker,
+            now: self.now,
+        };
+        match self.cfg.pfil.run(m, &pcx) {
+            Verdict::Pass(m) => Some(m),
+            Verdict::Dropped => {
+                dropped.count(self.stats);
+                None
+            }
+            Verdict::Consumed => {
+                self.stats.pfil.consumed += 1;
+                None
+            }
+        }
+    }
+
     /// Counts a drop and frees the packet.
     #[inline]
     pub fn drop_pkt(&mut self, m: Mbuf, why: DropReason) {
