@@ -58,6 +58,9 @@ pub(crate) struct SockShared {
     waiter: Mutex<Option<Thread>>,
     /// Datagrams the application could not queue (send buffer full).
     pub tx_full: AtomicU64,
+    /// The application closed the socket with datagrams still queued: the home worker
+    /// sends them, then forgets the socket (a close does not discard sent data).
+    pub closed: AtomicBool,
 }
 
 impl SockShared {
@@ -72,6 +75,7 @@ impl SockShared {
             waiting: AtomicBool::new(false),
             waiter: Mutex::new(None),
             tx_full: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 

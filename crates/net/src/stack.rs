@@ -139,8 +139,23 @@ impl Shared {
                     c.echo.remove(&s.local.port());
                 }
             }
-            if let Some(v) = c.by_worker.get_mut(s.home) {
-                v.retain(|x| x.id != s.id);
+            // Datagrams still queued go out first: the home worker drops the socket
+            // from its list once the queue is empty (`forget_drained`).
+            s.closed.store(true, Ordering::Release);
+            if s.txq.is_empty() {
+                if let Some(v) = c.by_worker.get_mut(s.home) {
+                    v.retain(|x| x.id != s.id);
+                }
+            }
+        });
+        self.notify_worker(s.home);
+    }
+
+    /// Removes closed sockets whose send queues have drained from worker `w`'s list.
+    pub(crate) fn forget_drained(&self, w: usize) {
+        self.update(|c| {
+            if let Some(v) = c.by_worker.get_mut(w) {
+                v.retain(|x| !(x.closed.load(Ordering::Acquire) && x.txq.is_empty()));
             }
         });
     }

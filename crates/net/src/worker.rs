@@ -303,6 +303,7 @@ impl Worker {
         }
 
         // 3. Sockets homed here: their send queues.
+        let mut drained_closed = false;
         if let Some(socks) = cfg.by_worker.get(*id) {
             for s in socks {
                 for _ in 0..burst {
@@ -314,6 +315,8 @@ impl Worker {
                 }
                 if !s.txq.is_empty() {
                     more = true;
+                } else if s.closed.load(Ordering::Acquire) {
+                    drained_closed = true;
                 }
             }
         }
@@ -374,6 +377,11 @@ impl Worker {
                     self.shared.notify_worker(0);
                 }
             }
+        }
+
+        // Closed sockets that have sent everything leave the configuration (rare).
+        if drained_closed {
+            self.shared.forget_drained(*id);
         }
 
         // 7. Publish counters, wake applications.

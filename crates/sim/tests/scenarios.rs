@@ -405,3 +405,42 @@ fn pfil_hooks_see_pass_drop_and_keep_packets_at_every_point() {
         );
     }
 }
+
+#[test]
+fn closing_a_socket_still_sends_what_it_queued_and_frees_the_port() {
+    for workers in [1, 2] {
+        let (mut s, a, b, _) = pair(workers, 23);
+        let server = s
+            .host(b)
+            .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9))
+            .unwrap();
+        server.set_nonblocking(true).unwrap();
+        let client = s
+            .host(a)
+            .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 4000))
+            .unwrap();
+        for i in 0..5u8 {
+            client
+                .send_to(&[i; 20], SocketAddrV4::new(ip(2), 9))
+                .unwrap();
+        }
+        drop(client);
+        s.run_for(Duration::from_millis(100));
+        let mut buf = [0u8; 64];
+        let mut got = 0;
+        while let Ok((n, from)) = server.recv_from(&mut buf) {
+            assert_eq!((n, from.port()), (20, 4000));
+            got += 1;
+        }
+        assert_eq!(
+            got, 5,
+            "workers={workers}: datagrams queued before close are sent"
+        );
+        assert!(
+            s.host(a)
+                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 4000))
+                .is_ok(),
+            "port free again"
+        );
+    }
+}
