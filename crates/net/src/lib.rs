@@ -16,6 +16,7 @@ pub mod pfil;
 pub mod socket;
 pub mod stack;
 pub mod stats;
+pub mod tcp;
 mod udp;
 mod worker;
 

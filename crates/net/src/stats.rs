@@ -90,6 +90,19 @@ counter_group!(
     }
 );
 
+counter_group!(
+    /// TCP, named as FreeBSD's `tcpstat` (without the `tcps_` prefix).
+    TcpStat, "tcp", {
+        connattempt, accepts, connects, drops, conndrops, closed, timeoutdrop,
+        sndtotal, sndpack, sndbyte, sndrexmitpack, sndrexmitbyte, sndacks, delack,
+        sndprobe, sndrst, sndwinup, rcvtotal, rcvpack, rcvbyte, rcvduppack, rcvdupbyte,
+        rcvpartduppack, rcvoopack, rcvoobyte, rcvoodrop, rcvpackafterwin, rcvafterclose,
+        rcvdupack, rcvacktoomuch, rcvackpack, rcvackbyte, rcvwinprobe, rcvwinupd,
+        pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
+        fastrexmit, rttupdated, segstimed,
+    }
+);
+
 /// All counters of one worker, or the sum over workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -99,6 +112,7 @@ pub struct Stats {
     pub icmp: IcmpStat,
     pub udp: UdpStat,
     pub pfil: PfilStat,
+    pub tcp: TcpStat,
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
@@ -106,7 +120,8 @@ const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + IpStat::NAMES.len()
     + IcmpStat::NAMES.len()
     + UdpStat::NAMES.len()
-    + PfilStat::NAMES.len();
+    + PfilStat::NAMES.len()
+    + TcpStat::NAMES.len();
 
 impl Stats {
     /// Calls `f` with every counter's full name (`ip.badsum`) and value.
@@ -117,6 +132,7 @@ impl Stats {
         self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
         self.udp.for_each(|n, v| f(UdpStat::PREFIX, n, v));
         self.pfil.for_each(|n, v| f(PfilStat::PREFIX, n, v));
+        self.tcp.for_each(|n, v| f(TcpStat::PREFIX, n, v));
     }
 
     /// Looks a counter up by its full name, e.g. `"udp.noport"`.
@@ -170,6 +186,7 @@ impl std::ops::AddAssign for Stats {
         self.icmp += o.icmp;
         self.udp += o.udp;
         self.pfil += o.pfil;
+        self.tcp += o.tcp;
     }
 }
 
@@ -198,6 +215,7 @@ impl StatsSlot {
         s.icmp.write_to(&self.slots, &mut i);
         s.udp.write_to(&self.slots, &mut i);
         s.pfil.write_to(&self.slots, &mut i);
+        s.tcp.write_to(&self.slots, &mut i);
     }
 
     /// Adds this slot's values into `acc`.
@@ -209,6 +227,7 @@ impl StatsSlot {
         acc.icmp.add_from(&self.slots, &mut i);
         acc.udp.add_from(&self.slots, &mut i);
         acc.pfil.add_from(&self.slots, &mut i);
+        acc.tcp.add_from(&self.slots, &mut i);
     }
 }
 

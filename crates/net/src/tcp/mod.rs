@@ -1,0 +1,7 @@
+//! TCP. This step holds the connection state machine ([`tcb`]), sans IO and tested
+//! against itself over a lossy, reordering, duplicating link in virtual time; the
+//! worker demux, listeners and sockets that put it on the wire come next.
+
+pub mod tcb;
+
+pub use tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};

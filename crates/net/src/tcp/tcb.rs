@@ -1,0 +1,1412 @@
+//! The TCP control block: one connection's state machine, sans IO.
+//!
+//! A [`Tcb`] knows sequence numbers, windows, timers and buffers; it knows nothing of
+//! addresses, ports, packets or clocks. The worker that owns the flow feeds it parsed
+//! segments ([`SegIn`]) with `now`, asks it what to send ([`Tcb::output`], which also runs
+//! due timers) and when to call again ([`Tcb::poll_at`]). Data to transmit stays in the
+//! send buffer until acknowledged; an outgoing segment names its range and the caller
+//! copies the bytes out with [`Tcb::copy_payload`] straight into a packet buffer.
+//!
+//! What is here (RFC 9293 unless said): the full state machine with simultaneous open and
+//! close, half-close and TIME_WAIT; MSS; window scaling and timestamps with PAWS
+//! (RFC 7323); RTO estimation and exponential backoff (RFC 6298) with Karn's rule;
+//! slow start, congestion avoidance, fast retransmit and NewReno fast recovery
+//! (RFC 5681, RFC 6582); delayed ACKs (every second full segment, bounded delay) and
+//! Nagle, both switchable; zero-window probing; the RST and SYN checks of RFC 5961 with
+//! challenge ACKs; a bounded out-of-order queue. SACK, CUBIC, keepalive and SYN cookies
+//! come in later steps.
+
+use crate::stats::TcpStat;
+use dev::{Duration, Instant};
+use std::collections::VecDeque;
+
+/// `a < b` in sequence space.
+#[inline]
+fn lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+#[inline]
+fn le(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) <= 0
+}
+#[inline]
+fn diff(a: u32, b: u32) -> u32 {
+    a.wrapping_sub(b)
+}
+
+/// Connection states (RFC 9293 §3.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Closed,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+impl State {
+    /// Whether the peer may still send us data.
+    fn can_receive(self) -> bool {
+        matches!(self, State::Established | State::FinWait1 | State::FinWait2)
+    }
+    fn synchronized(self) -> bool {
+        !matches!(self, State::Closed | State::SynSent | State::SynReceived)
+    }
+}
+
+/// Why a connection ended abnormally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpError {
+    /// The peer answered our SYN with a reset.
+    Refused,
+    /// The peer reset an established connection.
+    Reset,
+    /// Retransmissions were not acknowledged in time.
+    TimedOut,
+}
+
+/// Settings of one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// The MSS we advertise and the largest segment we send (IPv4 over 1500: 1460).
+    pub mss: u16,
+    pub sndbuf: usize,
+    pub rcvbuf: usize,
+    pub window_scaling: bool,
+    pub timestamps: bool,
+    /// Disables Nagle's algorithm (`TCP_NODELAY`).
+    pub nodelay: bool,
+    /// Delayed-ACK timeout; zero acknowledges every segment at once.
+    pub delack: Duration,
+    pub init_rto: Duration,
+    pub min_rto: Duration,
+    pub max_rto: Duration,
+    /// Retransmissions of one segment before the connection is dropped.
+    pub max_retries: u32,
+    /// Retransmissions of a SYN (or SYN-ACK) before giving up.
+    pub syn_retries: u32,
+    /// Time spent in TIME_WAIT (2 MSL).
+    pub time_wait: Duration,
+    /// Out-of-order segments held for reassembly.
+    pub ooo_max_segs: usize,
+    /// Initial window in segments (RFC 6928).
+    pub init_cwnd_segs: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            sndbuf: 256 * 1024,
+            rcvbuf: 256 * 1024,
+            window_scaling: true,
+            timestamps: true,
+            nodelay: false,
+            delack: Duration::from_millis(40),
+            init_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            max_retries: 12,
+            syn_retries: 6,
+            time_wait: Duration::from_secs(60),
+            ooo_max_segs: 64,
+            init_cwnd_segs: 10,
+        }
+    }
+}
+
+/// A received segment, parsed (see `SegIn::from_repr`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegIn<'a> {
+    pub seq: u32,
+    /// The acknowledgment number, when the ACK flag is set.
+    pub ack: Option<u32>,
+    pub syn: bool,
+    pub fin: bool,
+    pub rst: bool,
+    /// Window as on the wire (unscaled).
+    pub wnd: u16,
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_perm: bool,
+    /// (TSval, TSecr).
+    pub ts: Option<(u32, u32)>,
+    pub payload: &'a [u8],
+}
+
+impl<'a> SegIn<'a> {
+    pub fn from_repr(r: &wire::TcpRepr<'a>) -> Self {
+        use wire::TcpFlags as F;
+        SegIn {
+            seq: r.seq_number.0,
+            ack: r.flags.contains(F::ACK).then_some(r.ack_number.0),
+            syn: r.flags.contains(F::SYN),
+            fin: r.flags.contains(F::FIN),
+            rst: r.flags.contains(F::RST),
+            wnd: r.window_len,
+            mss: r.max_seg_size,
+            wscale: r.window_scale,
+            sack_perm: r.sack_permitted,
+            ts: r.timestamp.map(|t| (t.tsval, t.tsecr)),
+            payload: r.payload,
+        }
+    }
+
+    /// Sequence space the segment occupies.
+    pub fn seg_len(&self) -> u32 {
+        self.payload.len() as u32 + u32::from(self.syn) + u32::from(self.fin)
+    }
+}
+
+/// A segment to send. Its data are `data_len` bytes of the send buffer starting at
+/// sequence number `seq` (after the SYN, if it carries one); see [`Tcb::copy_payload`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegOut {
+    pub seq: u32,
+    /// Acknowledgment number; meaningful when `ack_flag` is set.
+    pub ack: u32,
+    pub ack_flag: bool,
+    pub syn: bool,
+    pub fin: bool,
+    pub rst: bool,
+    pub psh: bool,
+    pub wnd: u16,
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_perm: bool,
+    pub ts: Option<(u32, u32)>,
+    pub data_len: usize,
+}
+
+impl SegOut {
+    /// The `wire` representation with `payload` as data.
+    pub fn to_repr<'p>(
+        &self,
+        src_port: u16,
+        dst_port: u16,
+        payload: &'p [u8],
+    ) -> wire::TcpRepr<'p> {
+        use wire::TcpFlags as F;
+        let mut flags = F::EMPTY;
+        flags.set(F::SYN, self.syn);
+        flags.set(F::FIN, self.fin);
+        flags.set(F::RST, self.rst);
+        flags.set(F::PSH, self.psh);
+        flags.set(F::ACK, self.ack_flag);
+        wire::TcpRepr {
+            src_port,
+            dst_port,
+            seq_number: wire::TcpSeqNumber(self.seq),
+            ack_number: wire::TcpSeqNumber(if self.ack_flag { self.ack } else { 0 }),
+            flags,
+            window_len: self.wnd,
+            urgent_at: 0,
+            max_seg_size: self.mss,
+            window_scale: self.wscale,
+            sack_permitted: self.sack_perm,
+            sack_ranges: [None; 4],
+            timestamp: self
+                .ts
+                .map(|(tsval, tsecr)| wire::TcpTimestampRepr { tsval, tsecr }),
+            payload,
+        }
+    }
+}
+
+/// The reset answering a segment that belongs to no connection (RFC 9293 §3.10.7.1).
+/// `None` for a segment that is itself a reset.
+pub fn reset_for(seg: &SegIn<'_>) -> Option<SegOut> {
+    if seg.rst {
+        return None;
+    }
+    Some(match seg.ack {
+        Some(a) => SegOut {
+            seq: a,
+            rst: true,
+            ..SegOut::default()
+        },
+        None => SegOut {
+            seq: 0,
+            ack: seg.seq.wrapping_add(seg.seg_len()),
+            ack_flag: true,
+            rst: true,
+            ..SegOut::default()
+        },
+    })
+}
+
+/// Out-of-order data waiting for the hole before it.
+#[derive(Debug)]
+struct OooSeg {
+    seq: u32,
+    data: Vec<u8>,
+    fin: bool,
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+pub struct Tcb {
+    cfg: TcpConfig,
+    state: State,
+    error: Option<TcpError>,
+    /// Opened by `connect` (not from a listener).
+    active: bool,
+
+    // Send side.
+    iss: u32,
+    snd_una: u32,
+    snd_nxt: u32,
+    snd_max: u32,
+    snd_wnd: u32,
+    snd_wl1: u32,
+    snd_wl2: u32,
+    /// Shift applied to the peer's advertised window.
+    snd_wscale: u8,
+    /// Both sides offered window scaling.
+    wscale_ok: bool,
+    /// Largest segment we send.
+    snd_mss: u32,
+    /// Sequence number of `sndbuf[0]`.
+    buf_seq: u32,
+    sndbuf: VecDeque<u8>,
+    /// The application closed (or shut down) its sending side: a FIN follows the data.
+    fin_queued: bool,
+
+    // Receive side.
+    irs: u32,
+    rcv_nxt: u32,
+    rcv_wscale: u8,
+    rcvbuf: VecDeque<u8>,
+    ooo: Vec<OooSeg>,
+    /// The peer's FIN has been received in order.
+    rcv_fin: bool,
+    last_ack_sent: u32,
+    /// Right edge of the window last advertised, to never shrink it.
+    rcv_adv: u32,
+
+    // Timestamps.
+    ts_enabled: bool,
+    ts_recent: u32,
+    ts_offset: u32,
+    sack_perm: bool,
+
+    // Timers and retransmission.
+    rto: Duration,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rtx_deadline: Option<Instant>,
+    rtx_count: u32,
+    /// (sequence timed, when sent) when timestamps are off (Karn).
+    timed: Option<(u32, Instant)>,
+    persist_deadline: Option<Instant>,
+    persist_backoff: u32,
+    delack_deadline: Option<Instant>,
+    tw_deadline: Option<Instant>,
+
+    // Congestion control (NewReno).
+    cwnd: u32,
+    ssthresh: u32,
+    dupacks: u32,
+    recover: Option<u32>,
+
+    // What to send next.
+    ack_now: bool,
+    /// Out-of-order arrivals since the last output: each is owed its own duplicate ACK
+    /// (RFC 5681 §4.2), even when a batch delivered several at once.
+    dupacks_owed: u32,
+    unacked_segs: u32,
+    rexmit_one: bool,
+    probe_one: bool,
+    rst_pending: Option<SegOut>,
+}
+
+impl Tcb {
+    fn new(cfg: TcpConfig, iss: u32, active: bool) -> Tcb {
+        let rcv_wscale = if cfg.window_scaling {
+            let mut s = 0u8;
+            while (cfg.rcvbuf >> s) > 65_535 && s < 14 {
+                s += 1;
+            }
+            s
+        } else {
+            0
+        };
+        let mss = u32::from(cfg.mss.max(64));
+        Tcb {
+            cfg,
+            state: State::Closed,
+            error: None,
+            active,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: 0,
+            snd_wscale: 0,
+            wscale_ok: false,
+            snd_mss: 536.min(mss),
+            buf_seq: iss.wrapping_add(1),
+            sndbuf: VecDeque::new(),
+            fin_queued: false,
+            irs: 0,
+            rcv_nxt: 0,
+            rcv_wscale,
+            rcvbuf: VecDeque::new(),
+            ooo: Vec::new(),
+            rcv_fin: false,
+            last_ack_sent: 0,
+            rcv_adv: 0,
+            ts_enabled: cfg.timestamps,
+            ts_recent: 0,
+            ts_offset: iss.rotate_left(13) ^ 0x5bd1_e995,
+            sack_perm: false,
+            rto: cfg.init_rto,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rtx_deadline: None,
+            rtx_count: 0,
+            timed: None,
+            persist_deadline: None,
+            persist_backoff: 0,
+            delack_deadline: None,
+            tw_deadline: None,
+            cwnd: 0,
+            ssthresh: u32::MAX,
+            dupacks: 0,
+            recover: None,
+            ack_now: false,
+            dupacks_owed: 0,
+            unacked_segs: 0,
+            rexmit_one: false,
+            probe_one: false,
+            rst_pending: None,
+        }
+    }
+
+    /// An active open: the SYN goes out at the next [`Tcb::output`].
+    pub fn connect(cfg: TcpConfig, iss: u32, st: &mut TcpStat) -> Tcb {
+        let mut t = Tcb::new(cfg, iss, true);
+        t.state = State::SynSent;
+        st.connattempt += 1;
+        t
+    }
+
+    /// A passive open from a listener's SYN: the SYN-ACK goes out at the next
+    /// [`Tcb::output`]. `None` if `syn` is not a plain SYN.
+    pub fn accept(cfg: TcpConfig, iss: u32, syn: &SegIn<'_>) -> Option<Tcb> {
+        if !syn.syn || syn.rst || syn.ack.is_some() {
+            return None;
+        }
+        let mut t = Tcb::new(cfg, iss, false);
+        t.state = State::SynReceived;
+        t.take_syn_options(syn);
+        t.irs = syn.seq;
+        t.rcv_nxt = syn.seq.wrapping_add(1);
+        t.rcv_adv = t.rcv_nxt;
+        t.last_ack_sent = t.rcv_nxt;
+        t.snd_wnd = u32::from(syn.wnd);
+        t.snd_wl1 = syn.seq;
+        Some(t)
+    }
+
+    fn take_syn_options(&mut self, syn: &SegIn<'_>) {
+        let peer_mss = u32::from(syn.mss.unwrap_or(536)).max(64);
+        self.snd_mss = peer_mss.min(u32::from(self.cfg.mss.max(64)));
+        match (self.cfg.window_scaling, syn.wscale) {
+            (true, Some(s)) => {
+                self.snd_wscale = s.min(14);
+                self.wscale_ok = true;
+            }
+            _ => {
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+            }
+        }
+        self.ts_enabled = self.cfg.timestamps && syn.ts.is_some();
+        if let Some((tsval, _)) = syn.ts {
+            self.ts_recent = tsval;
+        }
+        self.sack_perm = syn.sack_perm;
+        self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    pub fn error(&self) -> Option<TcpError> {
+        self.error
+    }
+
+    /// The MSS this connection sends with.
+    pub fn mss(&self) -> u32 {
+        self.snd_mss
+    }
+
+    pub fn cwnd(&self) -> u32 {
+        self.cwnd
+    }
+
+    pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    /// Bytes the application may still queue.
+    pub fn send_space(&self) -> usize {
+        if self.fin_queued || matches!(self.state, State::Closed | State::TimeWait) {
+            return 0;
+        }
+        self.cfg.sndbuf.saturating_sub(self.sndbuf.len())
+    }
+
+    /// Queues data to send; returns how much was taken (0 when the buffer is full or
+    /// the sending side is closed).
+    pub fn send(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.send_space());
+        self.sndbuf.extend(&data[..n]);
+        n
+    }
+
+    /// Bytes waiting for the application.
+    pub fn recv_available(&self) -> usize {
+        self.rcvbuf.len()
+    }
+
+    /// True when the peer has closed its side and everything it sent has been read.
+    pub fn recv_finished(&self) -> bool {
+        (self.rcv_fin && self.rcvbuf.is_empty()) || self.state == State::Closed
+    }
+
+    /// Reads received data; a window update is sent if reading opened the window much.
+    pub fn recv(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.rcvbuf.len());
+        let (a, b) = self.rcvbuf.as_slices();
+        let na = n.min(a.len());
+        buf[..na].copy_from_slice(&a[..na]);
+        buf[na..n].copy_from_slice(&b[..n - na]);
+        self.rcvbuf.drain(..n);
+        if self.state.can_receive() {
+            // Announce a window that grew by two segments or half the buffer (RFC 1122 SWS).
+            let new_edge = self.rcv_nxt.wrapping_add(self.rcv_window());
+            let grown = diff(new_edge, self.rcv_adv);
+            if lt(self.rcv_adv, new_edge)
+                && (grown >= 2 * self.snd_mss || grown as usize >= self.cfg.rcvbuf / 2)
+            {
+                self.ack_now = true;
+            }
+        }
+        n
+    }
+
+    /// Closes the sending side (shutdown(SHUT_WR) or close): a FIN follows the data.
+    pub fn close(&mut self) {
+        match self.state {
+            State::SynSent | State::Closed => {
+                self.state = State::Closed;
+            }
+            _ => self.fin_queued = true,
+        }
+    }
+
+    /// Aborts with a reset (SO_LINGER 0).
+    pub fn abort(&mut self) {
+        if self.state.synchronized() || self.state == State::SynReceived {
+            self.rst_pending = Some(SegOut {
+                seq: self.snd_nxt,
+                rst: true,
+                ..SegOut::default()
+            });
+        }
+        self.enter_closed();
+    }
+
+    fn enter_closed(&mut self) {
+        self.state = State::Closed;
+        self.rtx_deadline = None;
+        self.persist_deadline = None;
+        self.delack_deadline = None;
+        self.tw_deadline = None;
+    }
+
+    /// Window still open from what we advertised (never negative).
+    fn adv_room(&self) -> u32 {
+        if lt(self.rcv_nxt, self.rcv_adv) {
+            diff(self.rcv_adv, self.rcv_nxt)
+        } else {
+            0
+        }
+    }
+
+    fn rcv_window(&self) -> u32 {
+        let free = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+        let max = 65_535usize << self.rcv_wscale;
+        free.min(max) as u32
+    }
+
+    fn tsval(&self, now: Instant) -> u32 {
+        (now.as_millis() as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// When [`Tcb::output`] has timers to run.
+    pub fn poll_at(&self) -> Option<Instant> {
+        [
+            self.rtx_deadline,
+            self.persist_deadline,
+            self.delack_deadline,
+            self.tw_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Whether output has something to send right now without a timer.
+    pub fn wants_output(&self) -> bool {
+        self.ack_now || self.rexmit_one || self.rst_pending.is_some() || self.can_send_data()
+    }
+
+    fn fin_seq(&self) -> u32 {
+        self.buf_seq.wrapping_add(self.sndbuf.len() as u32)
+    }
+
+    fn flight(&self) -> u32 {
+        diff(self.snd_max, self.snd_una)
+    }
+
+    fn can_send_data(&self) -> bool {
+        match self.state {
+            State::SynSent | State::SynReceived => self.snd_nxt == self.iss,
+            State::Established
+            | State::CloseWait
+            | State::FinWait1
+            | State::Closing
+            | State::LastAck => {
+                let end = self.fin_seq();
+                let unsent = diff(end, self.snd_nxt) as usize;
+                let fin_unsent = self.fin_queued && le(self.snd_nxt, end);
+                (unsent > 0 && self.send_allowance() > 0) || fin_unsent
+            }
+            _ => false,
+        }
+    }
+
+    fn send_allowance(&self) -> u32 {
+        let wnd = self.snd_wnd.min(self.cwnd);
+        wnd.saturating_sub(diff(self.snd_nxt, self.snd_una))
+    }
+
+    /// Runs due timers, then appends every segment to send now to `out`.
+    pub fn output(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        self.run_timers(now, st);
+        if let Some(r) = self.rst_pending.take() {
+            st.sndrst += 1;
+            st.sndtotal += 1;
+            out.push(r);
+        }
+        if self.state == State::Closed {
+            return;
+        }
+        if self.rexmit_one {
+            self.rexmit_one = false;
+            self.send_rexmit_one(now, st, out);
+        }
+        if self.probe_one {
+            self.probe_one = false;
+            self.send_probe(now, st, out);
+        }
+        // Duplicate ACKs owed for out-of-order arrivals, but the last, which the
+        // segment below (data or a pure ACK) carries.
+        let owed = std::mem::take(&mut self.dupacks_owed).min(16);
+        for _ in 1..owed {
+            let seg = self.header(now, self.snd_nxt);
+            st.sndacks += 1;
+            self.push(seg, st, out);
+            self.ack_now = true;
+        }
+        let mut sent_any = false;
+        for _ in 0..4096 {
+            if !self.send_one(now, st, out) {
+                break;
+            }
+            sent_any = true;
+        }
+        if !sent_any && self.ack_now && self.state != State::SynSent {
+            let seg = self.header(now, self.snd_nxt);
+            st.sndacks += 1;
+            self.push(seg, st, out);
+        }
+        self.arm_persist(now);
+    }
+
+    fn run_timers(&mut self, now: Instant, st: &mut TcpStat) {
+        if self.tw_deadline.is_some_and(|t| t <= now) {
+            self.enter_closed();
+            st.closed += 1;
+            return;
+        }
+        if self.delack_deadline.is_some_and(|t| t <= now) {
+            self.delack_deadline = None;
+            self.ack_now = true;
+            st.delack += 1;
+        }
+        if self.rtx_deadline.is_some_and(|t| t <= now) {
+            self.rtx_deadline = None;
+            self.on_rto(st);
+        }
+        if self.persist_deadline.is_some_and(|t| t <= now) {
+            self.persist_deadline = None;
+            st.persisttimeo += 1;
+            self.probe_one = true;
+            self.persist_backoff = (self.persist_backoff + 1).min(8);
+        }
+    }
+
+    fn on_rto(&mut self, st: &mut TcpStat) {
+        let limit = if self.state.synchronized() {
+            self.cfg.max_retries
+        } else {
+            self.cfg.syn_retries
+        };
+        if self.rtx_count >= limit {
+            st.timeoutdrop += 1;
+            st.drops += 1;
+            self.error = Some(TcpError::TimedOut);
+            self.enter_closed();
+            return;
+        }
+        self.rtx_count += 1;
+        st.rexmttimeo += 1;
+        self.rto = (self.rto * 2).min(self.cfg.max_rto);
+        if self.state.synchronized() || self.state == State::SynReceived {
+            let mss = self.snd_mss;
+            self.ssthresh = (self.flight() / 2).max(2 * mss);
+            self.cwnd = mss;
+        }
+        self.dupacks = 0;
+        self.recover = None;
+        self.timed = None;
+        // Go back N: everything from the first unacknowledged byte goes again.
+        self.snd_nxt = self.snd_una;
+    }
+
+    fn arm_persist(&mut self, now: Instant) {
+        // Data wait, the window is shut, and nothing but (at most) a probe is out.
+        let pending = diff(self.fin_seq(), self.snd_una) > 0 && lt(self.snd_una, self.fin_seq());
+        let stalled = self.snd_wnd == 0
+            && pending
+            && diff(self.snd_nxt, self.snd_una) <= 1
+            && self.state.synchronized();
+        if stalled {
+            if self.persist_deadline.is_none() && self.rtx_deadline.is_none() {
+                let d = (self.rto * (1 << self.persist_backoff))
+                    .clamp(self.cfg.min_rto, self.cfg.max_rto);
+                self.persist_deadline = Some(now + d);
+            }
+        } else {
+            self.persist_deadline = None;
+            if self.snd_wnd > 0 {
+                self.persist_backoff = 0;
+            }
+        }
+    }
+
+    /// A header with our current ACK, window and timestamp.
+    fn header(&mut self, now: Instant, seq: u32) -> SegOut {
+        let wnd = self.rcv_window();
+        // Never shrink the window already offered (RFC 9293 §3.8.6.2.2).
+        let edge = self.rcv_nxt.wrapping_add(wnd);
+        let edge = if lt(edge, self.rcv_adv) {
+            self.rcv_adv
+        } else {
+            edge
+        };
+        let wnd_adv = diff(edge, self.rcv_nxt);
+        SegOut {
+            seq,
+            ack: self.rcv_nxt,
+            ack_flag: true,
+            wnd: (wnd_adv >> self.rcv_wscale).min(65_535) as u16,
+            ts: self.ts_enabled.then(|| (self.tsval(now), self.ts_recent)),
+            ..SegOut::default()
+        }
+    }
+
+    fn push(&mut self, seg: SegOut, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        if seg.ack_flag {
+            self.last_ack_sent = seg.ack;
+            let shift = if seg.syn { 0 } else { self.rcv_wscale };
+            let edge = seg.ack.wrapping_add(u32::from(seg.wnd) << shift);
+            if lt(self.rcv_adv, edge) {
+                self.rcv_adv = edge;
+            }
+            self.ack_now = false;
+            self.unacked_segs = 0;
+            self.delack_deadline = None;
+        }
+        st.sndtotal += 1;
+        out.push(seg);
+    }
+
+    fn arm_rtx(&mut self, now: Instant) {
+        if self.rtx_deadline.is_none() {
+            self.rtx_deadline = Some(now + self.rto);
+        }
+    }
+
+    /// Sends the next new (or go-back-N) segment, if the windows and Nagle allow.
+    fn send_one(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) -> bool {
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                if self.snd_nxt != self.iss {
+                    return false;
+                }
+                let mut seg = self.header(now, self.iss);
+                seg.syn = true;
+                seg.mss = Some(self.cfg.mss);
+                if self.state == State::SynSent {
+                    seg.ack_flag = false;
+                    seg.ack = 0;
+                    seg.ts = self.cfg.timestamps.then(|| (self.tsval(now), 0));
+                    seg.wscale = self.cfg.window_scaling.then_some(self.rcv_wscale);
+                    seg.sack_perm = true;
+                    seg.wnd = self.rcv_window().min(65_535) as u16;
+                } else {
+                    seg.wscale =
+                        (self.cfg.window_scaling && self.wscale_ok).then_some(self.rcv_wscale);
+                    seg.sack_perm = self.sack_perm;
+                    seg.wnd = self.rcv_window().min(65_535) as u16;
+                }
+                if diff(self.snd_max, self.iss) > 0 {
+                    st.sndrexmitpack += 1;
+                }
+                self.snd_nxt = self.iss.wrapping_add(1);
+                if lt(self.snd_max, self.snd_nxt) {
+                    self.snd_max = self.snd_nxt;
+                }
+                if self.timed.is_none() && self.rtx_count == 0 {
+                    self.timed = Some((self.iss, now));
+                }
+                self.arm_rtx(now);
+                self.push(seg, st, out);
+                true
+            }
+            State::Established
+            | State::CloseWait
+            | State::FinWait1
+            | State::Closing
+            | State::LastAck => {
+                let end = self.fin_seq();
+                let unsent = diff(end, self.snd_nxt);
+                if lt(end, self.snd_nxt) {
+                    // Only the FIN is beyond, and it has been sent.
+                    return false;
+                }
+                let allowance = self.send_allowance();
+                let len = unsent.min(self.snd_mss).min(allowance);
+                let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
+                if len == 0 && !(fin_here && unsent == 0) {
+                    return false;
+                }
+                // Nagle: a short segment waits while data are unacknowledged, unless it
+                // ends the stream.
+                if len < self.snd_mss
+                    && !self.cfg.nodelay
+                    && self.snd_una != self.snd_nxt
+                    && !fin_here
+                {
+                    return false;
+                }
+                let mut seg = self.header(now, self.snd_nxt);
+                seg.data_len = len as usize;
+                seg.fin = fin_here;
+                seg.psh = len > 0 && self.snd_nxt.wrapping_add(len) == end;
+                let rexmit = lt(self.snd_nxt, self.snd_max);
+                if rexmit {
+                    st.sndrexmitpack += 1;
+                    st.sndrexmitbyte += u64::from(len);
+                } else if len > 0 {
+                    st.sndpack += 1;
+                    st.sndbyte += u64::from(len);
+                    if self.timed.is_none() && !self.ts_enabled {
+                        self.timed = Some((self.snd_nxt, now));
+                        st.segstimed += 1;
+                    }
+                }
+                self.snd_nxt = self.snd_nxt.wrapping_add(len + u32::from(fin_here));
+                if lt(self.snd_max, self.snd_nxt) {
+                    self.snd_max = self.snd_nxt;
+                }
+                if fin_here {
+                    self.state = match self.state {
+                        State::Established => State::FinWait1,
+                        State::CloseWait => State::LastAck,
+                        s => s,
+                    };
+                }
+                self.arm_rtx(now);
+                self.push(seg, st, out);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Retransmits the first unacknowledged segment (fast retransmit, partial ACK).
+    fn send_rexmit_one(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        if !self.state.synchronized() {
+            return;
+        }
+        let end = self.fin_seq();
+        let avail = diff(end, self.snd_una);
+        let len = avail.min(self.snd_mss);
+        let fin = self.fin_queued && self.snd_una.wrapping_add(len) == end && lt(end, self.snd_max);
+        if len == 0 && !fin {
+            return;
+        }
+        let mut seg = self.header(now, self.snd_una);
+        seg.data_len = len as usize;
+        seg.fin = fin;
+        st.sndrexmitpack += 1;
+        st.sndrexmitbyte += u64::from(len);
+        self.timed = None;
+        self.push(seg, st, out);
+        if lt(
+            self.snd_nxt,
+            self.snd_una.wrapping_add(len + u32::from(fin)),
+        ) {
+            self.snd_nxt = self.snd_una.wrapping_add(len + u32::from(fin));
+        }
+        self.arm_rtx(now);
+    }
+
+    /// A zero-window probe: the first unacknowledged byte, beyond what the peer allows.
+    fn send_probe(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        let end = self.fin_seq();
+        if !lt(self.snd_una, end) {
+            return;
+        }
+        let mut seg = self.header(now, self.snd_una);
+        seg.data_len = 1;
+        st.sndprobe += 1;
+        if diff(self.snd_nxt, self.snd_una) == 0 {
+            self.snd_nxt = self.snd_una.wrapping_add(1);
+        }
+        if lt(self.snd_max, self.snd_nxt) {
+            self.snd_max = self.snd_nxt;
+        }
+        self.push(seg, st, out);
+        // The probe is in flight: if the window stays shut, the persist timer (not the
+        // retransmission timer) sends the next one.
+    }
+
+    /// Copies the data of `seg` into `dst` (`dst.len() == seg.data_len`).
+    pub fn copy_payload(&self, seg: &SegOut, dst: &mut [u8]) {
+        let off = diff(seg.seq, self.buf_seq) as usize;
+        let n = dst.len().min(seg.data_len);
+        let (a, b) = self.sndbuf.as_slices();
+        let mut done = 0;
+        let mut pos = off;
+        while done < n {
+            let (src, at) = if pos < a.len() {
+                (a, pos)
+            } else {
+                (b, pos - a.len())
+            };
+            let k = (src.len().saturating_sub(at)).min(n - done);
+            if k == 0 {
+                break;
+            }
+            dst[done..done + k].copy_from_slice(&src[at..at + k]);
+            done += k;
+            pos += k;
+        }
+    }
+
+    /// Processes one received segment.
+    pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        st.rcvtotal += 1;
+        match self.state {
+            State::Closed => {
+                st.rcvafterclose += 1;
+            }
+            State::SynSent => self.input_syn_sent(seg, now, st),
+            _ => self.input_synchronized(seg, now, st),
+        }
+    }
+
+    fn input_syn_sent(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        if let Some(a) = seg.ack {
+            if le(a, self.iss) || lt(self.snd_max, a) {
+                if !seg.rst {
+                    self.rst_pending = reset_for(seg);
+                }
+                return;
+            }
+        }
+        if seg.rst {
+            if seg.ack.is_some() {
+                self.error = Some(TcpError::Refused);
+                st.conndrops += 1;
+                self.enter_closed();
+            }
+            return;
+        }
+        if !seg.syn {
+            return;
+        }
+        self.take_syn_options(seg);
+        self.irs = seg.seq;
+        self.rcv_nxt = seg.seq.wrapping_add(1);
+        self.rcv_adv = self.rcv_nxt;
+        self.last_ack_sent = self.rcv_nxt;
+        self.snd_wnd = u32::from(seg.wnd);
+        self.snd_wl1 = seg.seq;
+        match seg.ack {
+            Some(a) => {
+                self.snd_wl2 = a;
+                self.ack_advance(a, seg, now, st);
+                self.state = State::Established;
+                st.connects += 1;
+                self.ack_now = true;
+            }
+            None => {
+                // Simultaneous open: answer with SYN-ACK.
+                self.state = State::SynReceived;
+                self.snd_nxt = self.iss;
+                self.rtx_deadline = None;
+            }
+        }
+    }
+
+    fn input_synchronized(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
+        // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
+        // and make sure the peer hears our ACK (as BSD's tcp_input does).
+        let trimmed;
+        let seg = if seg.syn && seg.seq == self.irs {
+            trimmed = SegIn {
+                syn: false,
+                seq: seg.seq.wrapping_add(1),
+                ..*seg
+            };
+            self.ack_now = true;
+            &trimmed
+        } else {
+            seg
+        };
+        // PAWS (RFC 7323 §5).
+        if self.ts_enabled && !seg.rst {
+            if let Some((tsval, _)) = seg.ts {
+                if lt(tsval, self.ts_recent) {
+                    st.pawsdrop += 1;
+                    self.ack_now = true;
+                    return;
+                }
+            }
+        }
+
+        // Acceptability (RFC 9293 §3.10.7.4).
+        let rcv_wnd = self.rcv_window().max(self.adv_room());
+        let seg_len = seg.seg_len();
+        let seq = seg.seq;
+        let acceptable = if seg_len == 0 {
+            if rcv_wnd == 0 {
+                seq == self.rcv_nxt
+            } else {
+                le(self.rcv_nxt, seq) && lt(seq, self.rcv_nxt.wrapping_add(rcv_wnd))
+            }
+        } else if rcv_wnd == 0 {
+            false
+        } else {
+            let last = seq.wrapping_add(seg_len - 1);
+            (le(self.rcv_nxt, seq) && lt(seq, self.rcv_nxt.wrapping_add(rcv_wnd)))
+                || (le(self.rcv_nxt, last) && lt(last, self.rcv_nxt.wrapping_add(rcv_wnd)))
+        };
+        if !acceptable {
+            if seg.rst {
+                st.rcvbadrst += 1;
+                return;
+            }
+            if seg_len > 0 && lt(seq, self.rcv_nxt) {
+                st.rcvduppack += 1;
+                st.rcvdupbyte += u64::from(seg_len);
+            } else if seg_len > 0 {
+                st.rcvpackafterwin += 1;
+                if rcv_wnd == 0 && seq == self.rcv_nxt {
+                    st.rcvwinprobe += 1;
+                }
+            }
+            self.ack_now = true;
+            if self.state == State::TimeWait && seg.fin {
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
+            return;
+        }
+
+        // RST (RFC 5961 §3).
+        if seg.rst {
+            if seq == self.rcv_nxt {
+                if self.state == State::SynReceived && !self.active {
+                    st.drops += 1;
+                } else {
+                    self.error = Some(TcpError::Reset);
+                    st.drops += 1;
+                }
+                self.enter_closed();
+            } else {
+                st.rcvbadrst += 1;
+                st.challengeack += 1;
+                self.ack_now = true;
+            }
+            return;
+        }
+
+        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
+        if seg.syn && self.state != State::SynReceived {
+            st.rcvbadsyn += 1;
+            st.challengeack += 1;
+            self.ack_now = true;
+            return;
+        }
+        let Some(ack) = seg.ack else {
+            return;
+        };
+
+        // Timestamps: remember the peer's clock (RFC 7323 §4.3).
+        if let Some((tsval, _)) = seg.ts {
+            if self.ts_enabled && le(seq, self.last_ack_sent) && !lt(tsval, self.ts_recent) {
+                self.ts_recent = tsval;
+            }
+        }
+
+        if self.state == State::SynReceived {
+            if lt(self.snd_una, ack) && le(ack, self.snd_max) {
+                self.state = State::Established;
+                st.accepts += 1;
+                self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+                self.snd_wl1 = seq;
+                self.snd_wl2 = ack;
+            } else {
+                self.rst_pending = reset_for(seg);
+                return;
+            }
+        }
+
+        // ACK processing.
+        if lt(self.snd_max, ack) {
+            st.rcvacktoomuch += 1;
+            self.ack_now = true;
+            return;
+        }
+        let wnd = u32::from(seg.wnd) << self.snd_wscale;
+        if lt(self.snd_una, ack) {
+            self.ack_advance(ack, seg, now, st);
+        } else if ack == self.snd_una
+            && seg.payload.is_empty()
+            && !seg.fin
+            && wnd == self.snd_wnd
+            && wnd != 0
+            && self.snd_max != self.snd_una
+        {
+            st.rcvdupack += 1;
+            self.on_dupack(st);
+        }
+        // Window update.
+        if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {
+            if wnd > self.snd_wnd {
+                st.rcvwinupd += 1;
+            }
+            self.snd_wnd = wnd;
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+        }
+
+        // Our FIN acknowledged?
+        let fin_acked =
+            self.fin_queued && lt(self.fin_seq(), self.snd_max) && self.snd_una == self.snd_max;
+        if fin_acked {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    st.closed += 1;
+                    self.enter_closed();
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait {
+            if seg.fin {
+                self.ack_now = true;
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
+            return;
+        }
+
+        // Data and FIN.
+        if !seg.payload.is_empty() || seg.fin {
+            self.receive_data(seg, now, st);
+        }
+    }
+
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.rtx_deadline = None;
+        self.persist_deadline = None;
+        self.delack_deadline = None;
+        self.tw_deadline = Some(now + self.cfg.time_wait);
+    }
+
+    fn ack_advance(&mut self, ack: u32, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        let acked = diff(ack, self.snd_una);
+        // Bytes of the send buffer acknowledged (the SYN and FIN are not in it).
+        let data_end = self.fin_seq();
+        let upto = if lt(data_end, ack) { data_end } else { ack };
+        if lt(self.buf_seq, upto) {
+            let n = diff(upto, self.buf_seq) as usize;
+            self.sndbuf.drain(..n.min(self.sndbuf.len()));
+            self.buf_seq = upto;
+            st.rcvackbyte += n as u64;
+        }
+        st.rcvackpack += 1;
+
+        // RTT sample (RFC 7323 §4.1 with timestamps; else Karn's timed segment).
+        let sample = match (self.ts_enabled, seg.ts) {
+            (true, Some((_, tsecr))) if tsecr != 0 => {
+                let ms = self.tsval(now).wrapping_sub(tsecr);
+                (ms < 600_000).then(|| Duration::from_millis(u64::from(ms)))
+            }
+            _ => match self.timed {
+                Some((s, t)) if lt(s, ack) => {
+                    self.timed = None;
+                    Some(now.saturating_duration_since(t))
+                }
+                _ => None,
+            },
+        };
+        if let Some(r) = sample {
+            self.rtt_update(r);
+            st.rttupdated += 1;
+        }
+
+        // Congestion control (NewReno).
+        let mss = self.snd_mss;
+        match self.recover {
+            Some(rec) if lt(ack, rec) => {
+                // Partial ACK: retransmit the next hole, deflate.
+                self.cwnd = self.cwnd.saturating_sub(acked).saturating_add(mss);
+                self.rexmit_one = true;
+                self.rtx_deadline = None;
+            }
+            Some(_) => {
+                self.cwnd = self
+                    .ssthresh
+                    .min(self.flight().saturating_sub(acked) + mss)
+                    .max(mss);
+                self.recover = None;
+                self.dupacks = 0;
+            }
+            None => {
+                self.dupacks = 0;
+                if self.cwnd < self.ssthresh {
+                    self.cwnd = self.cwnd.saturating_add(acked.min(mss));
+                } else {
+                    self.cwnd = self
+                        .cwnd
+                        .saturating_add((mss * mss / self.cwnd.max(1)).max(1));
+                }
+            }
+        }
+
+        self.snd_una = ack;
+        if lt(self.snd_nxt, self.snd_una) {
+            self.snd_nxt = self.snd_una;
+        }
+        self.rtx_count = 0;
+        self.rtx_deadline = None;
+        if self.snd_una != self.snd_max {
+            self.arm_rtx(now);
+        }
+    }
+
+    fn rtt_update(&mut self, r: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(srtt) => {
+                let delta = srtt.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + delta) / 4;
+                self.srtt = Some((srtt * 7 + r) / 8);
+            }
+        }
+        let srtt = self.srtt.unwrap_or(r);
+        let rto = srtt + (self.rttvar * 4).max(Duration::from_millis(1));
+        self.rto = rto.clamp(self.cfg.min_rto, self.cfg.max_rto);
+    }
+
+    fn on_dupack(&mut self, st: &mut TcpStat) {
+        self.dupacks += 1;
+        let mss = self.snd_mss;
+        match self.recover {
+            None if self.dupacks == 3 => {
+                st.fastrexmit += 1;
+                self.ssthresh = (self.flight() / 2).max(2 * mss);
+                self.cwnd = self.ssthresh + 3 * mss;
+                self.recover = Some(self.snd_max);
+                self.rexmit_one = true;
+                self.timed = None;
+            }
+            Some(_) => self.cwnd = self.cwnd.saturating_add(mss),
+            None => {}
+        }
+    }
+
+    fn receive_data(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        if !self.state.can_receive() {
+            return;
+        }
+        let mut seq = seg.seq;
+        let mut data = seg.payload;
+        let mut fin = seg.fin;
+        // Trim what we already have.
+        if lt(seq, self.rcv_nxt) {
+            let dup = diff(self.rcv_nxt, seq) as usize;
+            if dup >= data.len() {
+                // Only a FIN (or nothing) is new.
+                st.rcvpartduppack += u64::from(!data.is_empty());
+                data = &[];
+                seq = self.rcv_nxt;
+                if !fin || diff(self.rcv_nxt, seg.seq) as usize > seg.payload.len() {
+                    fin = false;
+                }
+            } else {
+                st.rcvpartduppack += 1;
+                st.rcvdupbyte += dup as u64;
+                data = &data[dup..];
+                seq = self.rcv_nxt;
+            }
+        }
+        // Trim what does not fit the window.
+        let room = self.rcv_window().max(self.adv_room()) as usize;
+        let off = diff(seq, self.rcv_nxt) as usize;
+        if off + data.len() > room {
+            let keep = room.saturating_sub(off);
+            data = &data[..keep.min(data.len())];
+            fin = false;
+            st.rcvpackafterwin += 1;
+        }
+        if seq == self.rcv_nxt {
+            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+            let n = data.len().min(space);
+            self.rcvbuf.extend(&data[..n]);
+            self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            if n > 0 {
+                st.rcvpack += 1;
+                st.rcvbyte += n as u64;
+            }
+            if n < data.len() {
+                fin = false;
+            }
+            let had_ooo = !self.ooo.is_empty();
+            if fin {
+                self.take_fin(now);
+            } else {
+                self.drain_ooo(now, st);
+            }
+            self.unacked_segs += 1;
+            if had_ooo || fin || self.unacked_segs >= 2 || self.cfg.delack.is_zero() {
+                self.ack_now = true;
+            } else if self.delack_deadline.is_none() {
+                self.delack_deadline = Some(now + self.cfg.delack);
+            }
+        } else {
+            // Out of order: keep it (bounded) and send a duplicate ACK at once.
+            st.rcvoopack += 1;
+            st.rcvoobyte += data.len() as u64;
+            self.dupacks_owed += 1;
+            if self.ooo.len() < self.cfg.ooo_max_segs && (!data.is_empty() || fin) {
+                if !self
+                    .ooo
+                    .iter()
+                    .any(|o| o.seq == seq && o.data.len() >= data.len())
+                {
+                    let pos = self
+                        .ooo
+                        .iter()
+                        .position(|o| lt(seq, o.seq))
+                        .unwrap_or(self.ooo.len());
+                    self.ooo.insert(
+                        pos,
+                        OooSeg {
+                            seq,
+                            data: data.to_vec(),
+                            fin,
+                        },
+                    );
+                }
+            } else {
+                st.rcvoodrop += 1;
+            }
+            self.ack_now = true;
+        }
+    }
+
+    fn drain_ooo(&mut self, now: Instant, st: &mut TcpStat) {
+        loop {
+            let Some(i) = self.ooo.iter().position(|o| le(o.seq, self.rcv_nxt)) else {
+                return;
+            };
+            let o = self.ooo.remove(i);
+            let skip = diff(self.rcv_nxt, o.seq) as usize;
+            if skip > o.data.len() || (skip == o.data.len() && !o.fin) {
+                continue;
+            }
+            let new = &o.data[skip..];
+            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+            let n = new.len().min(space);
+            self.rcvbuf.extend(&new[..n]);
+            self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            st.rcvbyte += n as u64;
+            if o.fin && n == new.len() {
+                self.take_fin(now);
+                self.ooo.clear();
+                return;
+            }
+        }
+    }
+
+    fn take_fin(&mut self, now: Instant) {
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+        self.rcv_fin = true;
+        self.ack_now = true;
+        self.state = match self.state {
+            State::Established => State::CloseWait,
+            State::FinWait1 => {
+                if self.snd_una == self.snd_max && self.fin_queued {
+                    self.enter_time_wait(now);
+                    State::TimeWait
+                } else {
+                    State::Closing
+                }
+            }
+            State::FinWait2 => {
+                self.enter_time_wait(now);
+                State::TimeWait
+            }
+            s => s,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests;

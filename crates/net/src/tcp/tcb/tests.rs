@@ -1,0 +1,770 @@
+//! Two control blocks talking over a seeded link in virtual time.
+
+use super::*;
+use dev::rng::Rng;
+
+/// A segment in flight: header plus its bytes.
+#[derive(Clone, Debug)]
+struct Wire {
+    seg: SegOut,
+    data: Vec<u8>,
+}
+
+fn to_in(w: &Wire) -> SegIn<'_> {
+    SegIn {
+        seq: w.seg.seq,
+        ack: w.seg.ack_flag.then_some(w.seg.ack),
+        syn: w.seg.syn,
+        fin: w.seg.fin,
+        rst: w.seg.rst,
+        wnd: w.seg.wnd,
+        mss: w.seg.mss,
+        wscale: w.seg.wscale,
+        sack_perm: w.seg.sack_perm,
+        ts: w.seg.ts,
+        payload: &w.data,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    delay: Duration,
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link {
+            delay: Duration::from_millis(5),
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+        }
+    }
+}
+
+struct Pair {
+    now: Instant,
+    a: Tcb,
+    b: Option<Tcb>,
+    sa: TcpStat,
+    sb: TcpStat,
+    /// In flight: (arrival, sequence, to_b, segment).
+    flight: Vec<(Instant, u64, bool, Wire)>,
+    n: u64,
+    rng: Rng,
+    link: Link,
+    cfg_b: TcpConfig,
+    /// Segments A and B sent (for tests that inspect them).
+    log: Vec<(bool, SegOut)>,
+    /// Drop everything (a dead peer) when true.
+    blackhole: bool,
+}
+
+impl Pair {
+    fn new(cfg_a: TcpConfig, cfg_b: TcpConfig, link: Link, seed: u64) -> Pair {
+        let mut sa = TcpStat::default();
+        let a = Tcb::connect(cfg_a, 0xfff0_0000 ^ seed as u32, &mut sa);
+        Pair {
+            now: Instant::from_secs(1),
+            a,
+            b: None,
+            sa,
+            sb: TcpStat::default(),
+            flight: Vec::new(),
+            n: 0,
+            rng: Rng::new(seed),
+            link,
+            cfg_b,
+            log: Vec::new(),
+            blackhole: false,
+        }
+    }
+
+    fn b(&mut self) -> &mut Tcb {
+        self.b.as_mut().expect("b exists")
+    }
+
+    fn send(&mut self, from_a: bool, segs: Vec<SegOut>) {
+        for seg in segs {
+            let t = if from_a {
+                &self.a
+            } else {
+                self.b.as_ref().unwrap()
+            };
+            let mut data = vec![0u8; seg.data_len];
+            t.copy_payload(&seg, &mut data);
+            self.log.push((from_a, seg));
+            if self.blackhole || self.rng.chance(self.link.loss) {
+                continue;
+            }
+            let copies = if self.rng.chance(self.link.dup) { 2 } else { 1 };
+            for _ in 0..copies {
+                let mut at = self.now + self.link.delay;
+                if self.rng.chance(self.link.reorder) {
+                    at += Duration::from_millis(3);
+                }
+                self.n += 1;
+                self.flight.push((
+                    at,
+                    self.n,
+                    from_a,
+                    Wire {
+                        seg,
+                        data: data.clone(),
+                    },
+                ));
+            }
+        }
+    }
+
+    /// Lets both sides send what they want now.
+    fn flush(&mut self) {
+        for _ in 0..64 {
+            let mut out = Vec::new();
+            self.a.output(self.now, &mut self.sa, &mut out);
+            let any_a = !out.is_empty();
+            self.send(true, out);
+            let mut out = Vec::new();
+            if let Some(b) = self.b.as_mut() {
+                b.output(self.now, &mut self.sb, &mut out);
+            }
+            let any_b = !out.is_empty();
+            self.send(false, out);
+            if !any_a && !any_b {
+                break;
+            }
+        }
+    }
+
+    /// Advances to the next event (arrival or timer); false when nothing is pending.
+    fn step(&mut self) -> bool {
+        self.flush();
+        let next_arrival = self.flight.iter().map(|f| (f.0, f.1)).min();
+        let timers = [Some(self.a.poll_at()), self.b.as_ref().map(|b| b.poll_at())];
+        let next_timer = timers.into_iter().flatten().flatten().min();
+        let t = match (next_arrival.map(|x| x.0), next_timer) {
+            (Some(x), Some(y)) => x.min(y),
+            (Some(x), None) | (None, Some(x)) => x,
+            (None, None) => return false,
+        };
+        self.now = self.now.max(t);
+        // Deliver everything due, in order.
+        while let Some(i) = self
+            .flight
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.0 <= self.now)
+            .min_by_key(|(_, f)| (f.0, f.1))
+            .map(|(i, _)| i)
+        {
+            let (_, _, to_b, w) = self.flight.remove(i);
+            let seg = to_in(&w);
+            if to_b {
+                match self.b.as_mut() {
+                    Some(b) => b.input(&seg, self.now, &mut self.sb),
+                    None => {
+                        if let Some(t) = Tcb::accept(self.cfg_b, 0x1234_5678, &seg) {
+                            self.b = Some(t);
+                        }
+                    }
+                }
+            } else {
+                self.a.input(&seg, self.now, &mut self.sa);
+            }
+        }
+        true
+    }
+
+    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
+        let end = self.now + limit;
+        while self.now < end {
+            if done(self) {
+                return true;
+            }
+            if !self.step() {
+                return done(self);
+            }
+        }
+        done(self)
+    }
+
+    /// Sends `total` bytes from A to B (and, if `both`, B to A), reading as they come.
+    fn transfer(&mut self, total: usize, both: bool, limit: Duration) -> (Vec<u8>, Vec<u8>) {
+        let src: Vec<u8> = (0..total).map(|i| (i * 31 + i / 251) as u8).collect();
+        let (mut sent_a, mut sent_b) = (0, 0);
+        let (mut got_b, mut got_a) = (Vec::new(), Vec::new());
+        let mut buf = vec![0u8; 65536];
+        let ok = self.run_until(limit, |p| {
+            if p.a.state() == State::Established || p.a.state() == State::CloseWait {
+                sent_a += p.a.send(&src[sent_a..]);
+            }
+            if let Some(b) = p.b.as_mut() {
+                if both && matches!(b.state(), State::Established | State::CloseWait) {
+                    sent_b += b.send(&src[sent_b..]);
+                }
+                loop {
+                    let n = b.recv(&mut buf);
+                    if n == 0 {
+                        break;
+                    }
+                    got_b.extend_from_slice(&buf[..n]);
+                }
+            }
+            loop {
+                let n = p.a.recv(&mut buf);
+                if n == 0 {
+                    break;
+                }
+                got_a.extend_from_slice(&buf[..n]);
+            }
+            got_b.len() == total && (!both || got_a.len() == total)
+        });
+        assert!(
+            ok,
+            "transfer did not finish: a={} b={} of {total}; {:?}",
+            got_a.len(),
+            got_b.len(),
+            self.a
+        );
+        assert_eq!(got_b, src, "A→B bytes differ");
+        if both {
+            assert_eq!(got_a, src, "B→A bytes differ");
+        }
+        (got_a, got_b)
+    }
+
+    fn established(&mut self) {
+        let ok = self.run_until(Duration::from_secs(30), |p| {
+            p.a.state() == State::Established
+                && p.b
+                    .as_ref()
+                    .is_some_and(|b| b.state() == State::Established)
+        });
+        assert!(
+            ok,
+            "no handshake: a={:?} b={:?}",
+            self.a.state(),
+            self.b.as_ref().map(|b| b.state())
+        );
+    }
+}
+
+fn quick() -> TcpConfig {
+    TcpConfig {
+        time_wait: Duration::from_secs(2),
+        ..TcpConfig::default()
+    }
+}
+
+#[test]
+fn handshake_negotiates_mss_window_scale_and_timestamps() {
+    let mut p = Pair::new(
+        quick(),
+        TcpConfig {
+            mss: 1200,
+            ..quick()
+        },
+        Link::default(),
+        1,
+    );
+    p.established();
+    assert_eq!(p.a.mss(), 1200);
+    assert_eq!(p.b().mss(), 1200);
+    assert!(p.a.ts_enabled && p.b.as_ref().unwrap().ts_enabled);
+    assert_eq!(p.a.snd_wscale, p.b.as_ref().unwrap().rcv_wscale);
+    assert!(p.a.rcv_wscale > 0, "256 KiB buffers need scaling");
+    assert_eq!(p.sa.connects, 1);
+    assert_eq!(p.sb.accepts, 1);
+    // Without options on one side, neither scaling nor timestamps.
+    let plain = TcpConfig {
+        window_scaling: false,
+        timestamps: false,
+        ..quick()
+    };
+    let mut p = Pair::new(quick(), plain, Link::default(), 2);
+    p.established();
+    assert!(!p.a.ts_enabled && !p.b.as_ref().unwrap().ts_enabled);
+    assert_eq!((p.a.snd_wscale, p.a.rcv_wscale), (0, 0));
+}
+
+#[test]
+fn bulk_transfer_both_ways_is_byte_exact() {
+    let mut p = Pair::new(quick(), quick(), Link::default(), 3);
+    p.established();
+    p.transfer(2_000_000, true, Duration::from_secs(120));
+    assert_eq!(p.sa.sndrexmitpack, 0, "no loss, no retransmission");
+    assert!(p.a.cwnd() > 10 * p.a.mss(), "slow start opened the window");
+}
+
+#[test]
+fn transfers_survive_loss_reordering_and_duplication() {
+    for (i, link) in [
+        Link {
+            loss: 0.01,
+            ..Link::default()
+        },
+        Link {
+            loss: 0.05,
+            ..Link::default()
+        },
+        Link {
+            loss: 0.20,
+            ..Link::default()
+        },
+        Link {
+            reorder: 0.2,
+            dup: 0.1,
+            ..Link::default()
+        },
+        Link {
+            delay: Duration::from_millis(50),
+            loss: 0.05,
+            reorder: 0.05,
+            dup: 0.05,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = Pair::new(quick(), quick(), link, 10 + i as u64);
+        p.established();
+        // One way (ACKs without data: duplicate ACKs count), then both ways.
+        p.transfer(300_000, false, Duration::from_secs(3600));
+        p.transfer(100_000, true, Duration::from_secs(3600));
+        if link.loss > 0.0 {
+            assert!(
+                p.sa.sndrexmitpack > 0,
+                "{link:?}: losses were repaired by retransmission"
+            );
+        }
+        if link.loss >= 0.05 && link.delay < Duration::from_millis(50) {
+            assert!(
+                p.sa.fastrexmit + p.sb.fastrexmit > 0,
+                "{link:?}: fast retransmit used: {:?}",
+                p.sa
+            );
+        }
+    }
+}
+
+#[test]
+fn orderly_close_passes_through_time_wait() {
+    let mut p = Pair::new(quick(), quick(), Link::default(), 4);
+    p.established();
+    p.transfer(10_000, false, Duration::from_secs(10));
+    p.a.close();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.b().state()
+        == State::CloseWait
+        && p.a.state() == State::FinWait2));
+    assert!(p.b().recv_finished());
+    // Half-close: B may still send.
+    assert_eq!(p.b().send(b"late words"), 10);
+    let mut buf = [0u8; 32];
+    assert!(p.run_until(Duration::from_secs(5), |p| p.a.recv_available() == 10));
+    assert_eq!(p.a.recv(&mut buf), 10);
+    p.b().close();
+    assert!(p.run_until(Duration::from_secs(5), |p| p.b().state() == State::Closed));
+    assert_eq!(p.a.state(), State::TimeWait);
+    // TIME_WAIT lasts 2 MSL (2 s here), then the block is closed.
+    let t0 = p.now;
+    assert!(p.run_until(Duration::from_secs(10), |p| p.a.state() == State::Closed));
+    assert!(
+        p.now - t0 >= Duration::from_secs(2) - Duration::from_millis(20),
+        "{:?}",
+        p.now - t0
+    );
+    assert_eq!(p.a.error(), None);
+    assert_eq!(p.b().error(), None);
+}
+
+#[test]
+fn simultaneous_close_goes_through_closing() {
+    let mut p = Pair::new(quick(), quick(), Link::default(), 5);
+    p.established();
+    p.a.close();
+    p.b().close();
+    assert!(
+        p.run_until(Duration::from_secs(1), |p| p.a.state() == State::TimeWait
+            && p.b().state() == State::TimeWait)
+    );
+    assert!(p.log.iter().any(|_| true));
+}
+
+#[test]
+fn simultaneous_open() {
+    let cfg = quick();
+    let (mut sa, mut sb) = (TcpStat::default(), TcpStat::default());
+    let mut a = Tcb::connect(cfg, 100, &mut sa);
+    let mut b = Tcb::connect(cfg, 9000, &mut sb);
+    let now = Instant::from_secs(1);
+    let (mut oa, mut ob) = (Vec::new(), Vec::new());
+    a.output(now, &mut sa, &mut oa);
+    b.output(now, &mut sb, &mut ob);
+    let wa: Vec<Wire> = oa
+        .iter()
+        .map(|s| Wire {
+            seg: *s,
+            data: vec![],
+        })
+        .collect();
+    let wb: Vec<Wire> = ob
+        .iter()
+        .map(|s| Wire {
+            seg: *s,
+            data: vec![],
+        })
+        .collect();
+    for w in &wb {
+        a.input(&to_in(w), now, &mut sa);
+    }
+    for w in &wa {
+        b.input(&to_in(w), now, &mut sb);
+    }
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::SynReceived, State::SynReceived)
+    );
+    // Each answers with SYN-ACK; each SYN-ACK completes the other side.
+    let (mut oa, mut ob) = (Vec::new(), Vec::new());
+    a.output(now, &mut sa, &mut oa);
+    b.output(now, &mut sb, &mut ob);
+    assert!(oa.iter().any(|s| s.syn && s.ack_flag));
+    for s in &ob {
+        a.input(
+            &to_in(&Wire {
+                seg: *s,
+                data: vec![],
+            }),
+            now,
+            &mut sa,
+        );
+    }
+    for s in &oa {
+        b.input(
+            &to_in(&Wire {
+                seg: *s,
+                data: vec![],
+            }),
+            now,
+            &mut sb,
+        );
+    }
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
+}
+
+#[test]
+fn rto_backs_off_exponentially_then_gives_up() {
+    let cfg = TcpConfig {
+        max_retries: 5,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 6);
+    p.blackhole = true;
+    p.a.send(&[7u8; 1000]);
+    let start = p.log.len();
+    assert!(p.run_until(Duration::from_secs(600), |p| p.a.state() == State::Closed));
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    assert_eq!(p.sa.timeoutdrop, 1);
+    // The first send plus 5 retransmissions, each gap twice the one before.
+    let sends = p.log[start..]
+        .iter()
+        .filter(|(a, s)| *a && s.data_len > 0)
+        .count();
+    assert_eq!(
+        sends,
+        6,
+        "original + max_retries retransmissions: {:?}",
+        &p.log[start..]
+    );
+    assert_eq!(p.sa.rexmttimeo, 5);
+}
+
+#[test]
+fn rto_doubles_per_timeout() {
+    let cfg = quick();
+    let mut p = quiet_pair_with(cfg, 7);
+    p.blackhole = true;
+    p.a.send(&[1u8; 100]);
+    p.flush();
+    let mut rtos = vec![p.a.rto()];
+    for _ in 0..4 {
+        let before = p.sa.rexmttimeo;
+        assert!(p.run_until(Duration::from_secs(600), |p| p.sa.rexmttimeo > before));
+        rtos.push(p.a.rto());
+    }
+    for w in rtos.windows(2) {
+        assert_eq!(w[1], (w[0] * 2).min(cfg.max_rto), "{rtos:?}");
+    }
+}
+
+#[test]
+fn connecting_to_a_silent_host_retries_the_syn_then_times_out() {
+    let cfg = TcpConfig {
+        syn_retries: 3,
+        ..quick()
+    };
+    let mut p = Pair::new(cfg, cfg, Link::default(), 8);
+    p.blackhole = true;
+    assert!(p.run_until(Duration::from_secs(600), |p| p.a.state() == State::Closed));
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    assert_eq!(p.log.iter().filter(|(_, s)| s.syn).count(), 4);
+}
+
+#[test]
+fn refused_connection() {
+    let mut st = TcpStat::default();
+    let mut a = Tcb::connect(quick(), 500, &mut st);
+    let mut out = Vec::new();
+    a.output(Instant::ZERO, &mut st, &mut out);
+    let syn = Wire {
+        seg: out[0],
+        data: vec![],
+    };
+    let rst = reset_for(&to_in(&syn)).unwrap();
+    assert!(rst.rst && rst.ack_flag && rst.ack == 501);
+    a.input(
+        &to_in(&Wire {
+            seg: rst,
+            data: vec![],
+        }),
+        Instant::ZERO,
+        &mut st,
+    );
+    assert_eq!(
+        (a.state(), a.error()),
+        (State::Closed, Some(TcpError::Refused))
+    );
+}
+
+/// An established pair with nothing in flight, for hand-made segments.
+fn quiet_pair(seed: u64) -> Pair {
+    quiet_pair_with(quick(), seed)
+}
+
+fn quiet_pair_with(cfg: TcpConfig, seed: u64) -> Pair {
+    let mut p = Pair::new(cfg, cfg, Link::default(), seed);
+    p.established();
+    p.transfer(1000, false, Duration::from_secs(5));
+    let quiet = p.run_until(Duration::from_secs(1), |p| {
+        let b = p.b.as_ref().unwrap();
+        p.flight.is_empty()
+            && p.a.snd_una == p.a.snd_max
+            && b.snd_una == b.snd_max
+            && p.a.delack_deadline.is_none()
+            && b.delack_deadline.is_none()
+    });
+    assert!(quiet);
+    p
+}
+
+fn seg_to_a(p: &Pair) -> SegIn<'static> {
+    SegIn {
+        seq: p.a.rcv_nxt,
+        ack: Some(p.a.snd_nxt),
+        wnd: 1000,
+        ts: p.a.ts_enabled.then_some((p.a.ts_recent, 0)),
+        ..SegIn::default()
+    }
+}
+
+#[test]
+fn rst_checks_of_rfc_5961() {
+    // In the window but not exact: challenge ACK, connection kept.
+    let mut p = quiet_pair(9);
+    let mut s = seg_to_a(&p);
+    s.rst = true;
+    s.seq = p.a.rcv_nxt.wrapping_add(100);
+    let now = p.now;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.sa.challengeack, 1);
+    let mut out = Vec::new();
+    p.a.output(now, &mut p.sa, &mut out);
+    assert!(
+        out.iter()
+            .any(|o| o.ack_flag && !o.rst && o.ack == p.a.rcv_nxt),
+        "challenge ACK sent"
+    );
+    // Outside the window: ignored silently.
+    s.seq = p.a.rcv_nxt.wrapping_add(10_000_000);
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.sa.rcvbadrst, 2);
+    // Exactly at RCV.NXT: reset.
+    s.seq = p.a.rcv_nxt;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(
+        (p.a.state(), p.a.error()),
+        (State::Closed, Some(TcpError::Reset))
+    );
+}
+
+#[test]
+fn syn_on_an_established_connection_gets_a_challenge_ack() {
+    let mut p = quiet_pair(10);
+    let mut s = seg_to_a(&p);
+    s.syn = true;
+    s.ack = None;
+    let now = p.now;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!((p.sa.rcvbadsyn, p.sa.challengeack), (1, 1));
+}
+
+#[test]
+fn paws_drops_an_old_duplicate() {
+    let mut p = quiet_pair(11);
+    let mut s = seg_to_a(&p);
+    let old = p.a.ts_recent.wrapping_sub(1000);
+    s.ts = Some((old, 0));
+    s.payload = b"stale data from an old incarnation";
+    let now = p.now;
+    let before = p.a.recv_available();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.pawsdrop, 1);
+    assert_eq!(
+        p.a.recv_available(),
+        before,
+        "the segment's data were not taken"
+    );
+    // The same bytes with a current timestamp are taken.
+    s.ts = Some((p.a.ts_recent.wrapping_add(1), 0));
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.recv_available(), before + s.payload.len());
+}
+
+#[test]
+fn zero_window_is_probed_until_it_opens() {
+    let small = TcpConfig {
+        rcvbuf: 8192,
+        window_scaling: false,
+        ..quick()
+    };
+    let mut p = Pair::new(quick(), small, Link::default(), 12);
+    p.established();
+    let data = vec![9u8; 40_000];
+    let mut sent = p.a.send(&data);
+    // B does not read: its window closes; A must keep probing, not give up.
+    p.run_until(Duration::from_secs(60), |p| {
+        sent += p.a.send(&data[sent..]);
+        false
+    });
+    assert!(
+        p.sa.sndprobe >= 2,
+        "probes: {} a={:?} b={:?}",
+        p.sa.sndprobe,
+        p.a,
+        p.b
+    );
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.b().recv_available(), 8192);
+    // Now B reads everything; the transfer completes.
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    assert!(p.run_until(Duration::from_secs(120), |p| {
+        sent += p.a.send(&data[sent..]);
+        loop {
+            let n = p.b().recv(&mut buf);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    }));
+    assert_eq!(got, data);
+}
+
+#[test]
+fn delayed_ack_acknowledges_every_second_segment_or_after_the_timeout() {
+    let mut p = quiet_pair(13);
+    let acks_before = p.log.iter().filter(|(a, s)| !*a && s.data_len == 0).count();
+    // One small segment: B waits up to the delayed-ACK timeout.
+    let delacks = p.sb.delack;
+    p.a.send(b"x");
+    p.flush();
+    let t0 = p.now;
+    assert!(p.run_until(Duration::from_secs(1), |p| p.sb.delack > delacks));
+    assert!(p.now - t0 >= Duration::from_millis(40));
+    let acks = p.log.iter().filter(|(a, s)| !*a && s.data_len == 0).count();
+    assert_eq!(acks, acks_before + 1);
+}
+
+#[test]
+fn nagle_coalesces_small_writes_unless_disabled() {
+    for nodelay in [false, true] {
+        let cfg = TcpConfig { nodelay, ..quick() };
+        let mut p = Pair::new(cfg, quick(), Link::default(), 14);
+        p.established();
+        let before = p.log.iter().filter(|(a, s)| *a && s.data_len > 0).count();
+        for _ in 0..10 {
+            p.a.send(b"tiny");
+            p.flush();
+        }
+        p.run_until(Duration::from_secs(2), |_| false);
+        let segs = p.log.iter().filter(|(a, s)| *a && s.data_len > 0).count() - before;
+        if nodelay {
+            assert_eq!(segs, 10, "nodelay: one segment per write: {:?}", p.sb);
+        } else {
+            assert!(segs < 10, "Nagle coalesced: {segs} segments");
+        }
+        assert_eq!(p.b().recv_available(), 40);
+    }
+}
+
+#[test]
+fn out_of_order_queue_is_bounded() {
+    let mut p = quiet_pair(15);
+    let now = p.now;
+    let base = p.a.rcv_nxt;
+    for i in 0..1000u32 {
+        let mut s = seg_to_a(&p);
+        s.seq = base.wrapping_add(10 + i * 2);
+        s.payload = b"z";
+        p.a.input(&s, now, &mut p.sa);
+    }
+    assert!(p.a.ooo.len() <= p.a.cfg.ooo_max_segs);
+    assert!(p.sa.rcvoodrop > 0);
+    assert_eq!(p.a.state(), State::Established);
+}
+
+#[test]
+fn many_seeds_of_a_hostile_link_all_complete_byte_exact() {
+    for seed in 0..24u64 {
+        let link = Link {
+            delay: Duration::from_millis(1 + seed % 20),
+            loss: [0.0, 0.02, 0.1, 0.2][(seed % 4) as usize],
+            dup: if seed % 3 == 0 { 0.05 } else { 0.0 },
+            reorder: if seed % 5 == 0 { 0.1 } else { 0.0 },
+        };
+        let small = TcpConfig {
+            rcvbuf: 16 * 1024 + (seed as usize * 997),
+            nodelay: seed % 2 == 0,
+            ..quick()
+        };
+        let mut p = Pair::new(quick(), small, link, 100 + seed);
+        p.established();
+        p.transfer(60_000, seed % 2 == 1, Duration::from_secs(3600));
+        p.a.close();
+        p.b().close();
+        let closed = p.run_until(Duration::from_secs(3600), |p| {
+            matches!(p.a.state(), State::TimeWait | State::Closed)
+                && matches!(
+                    p.b.as_ref().unwrap().state(),
+                    State::TimeWait | State::Closed
+                )
+        });
+        assert!(
+            closed,
+            "seed {seed}: {:?} / {:?}",
+            p.a.state(),
+            p.b.as_ref().unwrap().state()
+        );
+    }
+}
