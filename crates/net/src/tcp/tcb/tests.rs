@@ -768,3 +768,56 @@ fn many_seeds_of_a_hostile_link_all_complete_byte_exact() {
         );
     }
 }
+
+#[test]
+fn random_segments_never_panic_and_keep_invariants() {
+    let mut rng = Rng::new(77);
+    for round in 0..200 {
+        let mut p = quiet_pair(200 + round);
+        let now = p.now;
+        let payload = [0xabu8; 3000];
+        for _ in 0..200 {
+            let base_seq = p.a.rcv_nxt;
+            let base_ack = p.a.snd_una;
+            let jitter = |r: &mut Rng| -> u32 {
+                match r.below(4) {
+                    0 => 0,
+                    1 => r.below(5000) as u32,
+                    2 => (r.below(5000) as u32).wrapping_neg(),
+                    _ => r.next_u32(),
+                }
+            };
+            let seg = SegIn {
+                seq: base_seq.wrapping_add(jitter(&mut rng)),
+                ack: rng
+                    .chance(0.9)
+                    .then(|| base_ack.wrapping_add(jitter(&mut rng))),
+                syn: rng.chance(0.05),
+                fin: rng.chance(0.05),
+                rst: rng.chance(0.03),
+                wnd: rng.next_u32() as u16,
+                mss: rng.chance(0.1).then(|| rng.next_u32() as u16),
+                wscale: rng.chance(0.1).then(|| rng.next_u32() as u8),
+                sack_perm: rng.chance(0.1),
+                ts: rng
+                    .chance(0.9)
+                    .then(|| (p.a.ts_recent.wrapping_add(jitter(&mut rng)), rng.next_u32())),
+                payload: &payload[..rng.below(3000) as usize],
+            };
+            p.a.input(&seg, now, &mut p.sa);
+            let mut out = Vec::new();
+            p.a.output(now, &mut p.sa, &mut out);
+            for o in &out {
+                let mut buf = vec![0u8; o.data_len];
+                p.a.copy_payload(o, &mut buf);
+                assert!(o.data_len <= p.a.mss() as usize);
+            }
+            assert!(p.a.ooo.len() <= p.a.cfg.ooo_max_segs);
+            assert!(p.a.rcvbuf.len() <= p.a.cfg.rcvbuf);
+            assert!(p.a.sndbuf.len() <= p.a.cfg.sndbuf);
+            if p.a.state() == State::Closed {
+                break;
+            }
+        }
+    }
+}
