@@ -109,6 +109,13 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     match info.proto {
         IpProtocol::Icmp => crate::icmp::icmp_input(cx, ifp, m, info),
         IpProtocol::Udp => crate::udp::udp_input(cx, ifp, m, info),
+        IpProtocol::Tcp => match cx.tcp.take() {
+            Some(tw) => {
+                crate::tcp::layer::tcp_input(cx, tw, m, info);
+                cx.tcp = Some(tw);
+            }
+            None => cx.drop_pkt(m, DropReason::IpNoProto),
+        },
         _ => {
             // RFC 1122 §3.2.2.1: protocol unreachable for unknown transports.
             if !info.bcast {

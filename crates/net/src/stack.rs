@@ -11,6 +11,9 @@ use crate::iface::{flags, IfConfig, IfIndex, Ifnet, InetAddr};
 use crate::pfil::{Dir, PfilHeads, PfilHook, PfilPoint};
 use crate::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
 use crate::stats::{Stats, StatsSlot};
+use crate::tcp::chan::ListenShared;
+use crate::tcp::layer::TcpMsg;
+use crate::tcp::{TcpListener, TcpStream};
 use crate::worker::Worker;
 use crate::FxBuild;
 use arc_swap::ArcSwap;
@@ -43,6 +46,15 @@ pub struct StackConfig {
     pub icmp_limit: u32,
     /// Frames waiting to be handed to the worker that owns an interface's queue.
     pub handoff_queue: usize,
+    /// Settings of every TCP connection.
+    pub tcp: crate::tcp::TcpConfig,
+    /// TCP connections per worker (a hard bound; SYNs beyond it are dropped and counted).
+    pub tcp_max_conns: usize,
+    /// TCP messages (segments, connects, wake-ups) a worker's inbox holds.
+    pub tcp_inbox: usize,
+    /// Secret of the initial sequence numbers (RFC 6528). `None`: drawn from the
+    /// operating system's randomness; simulations pass one for reproducible runs.
+    pub isn_secret: Option<u64>,
 }
 
 impl Default for StackConfig {
@@ -55,6 +67,10 @@ impl Default for StackConfig {
             burst: 64,
             icmp_limit: 200,
             handoff_queue: 1024,
+            tcp: crate::tcp::TcpConfig::default(),
+            tcp_max_conns: 65_536,
+            tcp_inbox: 4096,
+            isn_secret: None,
         }
     }
 }
@@ -72,6 +88,8 @@ pub struct NetConfig {
     pub(crate) by_worker: Vec<Vec<Arc<SockShared>>>,
     /// Frames for an interface from workers that own none of its queues.
     pub(crate) handoff: Vec<Arc<ArrayQueue<Mbuf>>>,
+    /// TCP listeners by port.
+    pub(crate) tcp_listen: HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
 }
 
 impl NetConfig {
@@ -79,6 +97,20 @@ impl NetConfig {
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
         self.ifaces.iter().any(|i| i.has_addr(a))
     }
+}
+
+/// The source address for a packet to `dst`: an address on the subnet that holds it,
+/// else on the default gateway's.
+fn source_address(cfg: &NetConfig, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+    if cfg.is_local(dst) {
+        return Some(dst);
+    }
+    let on_link = |d: Ipv4Addr| {
+        cfg.ifaces
+            .iter()
+            .find_map(|i| i.addrs.iter().find(|a| a.contains(d)).map(|a| a.addr))
+    };
+    on_link(dst).or_else(|| cfg.default_gw.and_then(on_link))
 }
 
 /// How a worker is woken from its sleep in `poll(2)`.
@@ -96,10 +128,14 @@ pub(crate) struct Shared {
     writer: Mutex<()>,
     pub stats: Vec<StatsSlot>,
     pub wake: Vec<WorkerWake>,
-    next_sock_id: AtomicU64,
-    next_port: AtomicU16,
+    pub(crate) next_sock_id: AtomicU64,
+    pub(crate) next_port: AtomicU16,
     /// Stats of control-plane actions (not per worker).
     pub ctl_stats: Mutex<Stats>,
+    /// Per worker: TCP work from applications and other workers.
+    pub tcp_inbox: Vec<ArrayQueue<TcpMsg>>,
+    /// The RFC 6528 secret of this stack's initial sequence numbers.
+    pub isn_secret: u64,
 }
 
 impl Shared {
@@ -149,6 +185,18 @@ impl Shared {
             }
         });
         self.notify_worker(s.home);
+    }
+
+    /// Removes a listener from the configuration.
+    pub(crate) fn tcp_unlisten(&self, l: &Arc<ListenShared>) {
+        self.update(|c| {
+            if let Some(v) = c.tcp_listen.get_mut(&l.local.port()) {
+                v.retain(|x| x.id != l.id);
+                if v.is_empty() {
+                    c.tcp_listen.remove(&l.local.port());
+                }
+            }
+        });
     }
 
     /// Removes closed sockets whose send queues have drained from worker `w`'s list.
@@ -270,6 +318,15 @@ impl Stack {
             next_sock_id: AtomicU64::new(1),
             next_port: AtomicU16::new((mac_seed % 16384) as u16),
             ctl_stats: Mutex::new(Stats::default()),
+            tcp_inbox: (0..n)
+                .map(|_| ArrayQueue::new(cfg.tcp_inbox.max(16)))
+                .collect(),
+            isn_secret: cfg.isn_secret.unwrap_or_else(|| {
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(0x6528);
+                h.finish()
+            }),
             params: cfg,
         });
         let workers = (0..n).map(|i| Worker::new(i, shared.clone())).collect();
@@ -392,6 +449,71 @@ impl Stack {
     pub fn udp_bind(&self, addr: SocketAddrV4) -> Result<UdpSocket, BindError> {
         let s = self.shared.bind(SockKind::Udp, addr)?;
         Ok(UdpSocket::new(self.shared.clone(), s))
+    }
+
+    /// Listens for TCP connections on `addr` (port 0: an ephemeral port) with room for
+    /// `backlog` connections that are half open or not yet accepted.
+    pub fn tcp_listen(&self, addr: SocketAddrV4, backlog: usize) -> Result<TcpListener, BindError> {
+        let id = self.shared.next_sock_id.fetch_add(1, Ordering::Relaxed);
+        let l = self.shared.update(|c| {
+            if !addr.ip().is_unspecified() && !c.is_local(*addr.ip()) {
+                return Err(BindError::AddrNotAvailable(*addr.ip()));
+            }
+            let in_use = |c: &NetConfig, p: u16| {
+                c.tcp_listen.get(&p).is_some_and(|v| {
+                    v.iter().any(|l| {
+                        l.local.ip().is_unspecified()
+                            || addr.ip().is_unspecified()
+                            || l.local.ip() == addr.ip()
+                    })
+                })
+            };
+            let mut port = addr.port();
+            if port == 0 {
+                port = (0..16384)
+                    .map(|_| 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384)
+                    .find(|p| !in_use(c, *p))
+                    .ok_or(BindError::NoPorts)?;
+            } else if in_use(c, port) {
+                return Err(BindError::AddrInUse(addr));
+            }
+            let l = Arc::new(ListenShared::new(
+                id,
+                SocketAddrV4::new(*addr.ip(), port),
+                backlog,
+            ));
+            c.tcp_listen.entry(port).or_default().push(l.clone());
+            Ok(l)
+        })?;
+        Ok(TcpListener::new(self.shared.clone(), l))
+    }
+
+    /// Opens a TCP connection and waits for the handshake (at most `timeout`; `None`:
+    /// until the SYN retries give up). Needs running workers (`start`); in a simulation
+    /// use [`Stack::tcp_connect_nonblocking`].
+    pub fn tcp_connect(
+        &self,
+        remote: SocketAddrV4,
+        timeout: Option<std::time::Duration>,
+    ) -> io::Result<TcpStream> {
+        let s = self.tcp_connect_nonblocking(remote)?;
+        s.wait_connected(timeout)?;
+        Ok(s)
+    }
+
+    /// Starts a TCP connection; the stream becomes writable and readable once
+    /// [`TcpStream::is_connected`] (writes before that are queued).
+    pub fn tcp_connect_nonblocking(&self, remote: SocketAddrV4) -> io::Result<TcpStream> {
+        let cfg = self.shared.cfg.load();
+        let src = source_address(&cfg, *remote.ip()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NetworkUnreachable,
+                format!("no route to {}", remote.ip()),
+            )
+        })?;
+        drop(cfg);
+        let port = 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384;
+        crate::tcp::socket::connect(self.shared.clone(), SocketAddrV4::new(src, port), remote)
     }
 
     /// Opens an ICMP echo socket with identifier `ident` (0: any free one).

@@ -99,7 +99,8 @@ counter_group!(
         rcvpartduppack, rcvoopack, rcvoobyte, rcvoodrop, rcvpackafterwin, rcvafterclose,
         rcvdupack, rcvacktoomuch, rcvackpack, rcvackbyte, rcvwinprobe, rcvwinupd,
         pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
-        fastrexmit, rttupdated, segstimed,
+        fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
+        listendrop, handoff,
     }
 );
 
@@ -303,6 +304,11 @@ drop_reasons! {
     UdpNoPort => udp.noport,
     UdpNoPortBcast => udp.noportbcast,
     UdpFullSock => udp.fullsock,
+    TcpShort => tcp.rcvshort,
+    TcpBadOff => tcp.rcvbadoff,
+    TcpBadSum => tcp.rcvbadsum,
+    TcpNoPort => tcp.noport,
+    TcpListenDrop => tcp.listendrop,
     PfilEtherIn => pfil.ether_in_drop,
     PfilEtherOut => pfil.ether_out_drop,
     PfilIpIn => pfil.ip_in_drop,

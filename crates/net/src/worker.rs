@@ -14,6 +14,8 @@ use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
 use crate::socket::SockShared;
 use crate::stack::{NetConfig, Shared};
 use crate::stats::{DropReason, Stats};
+use crate::tcp::layer::{TcpMsg, TcpWorker};
+use crate::tcp::TcpConfig;
 use crate::{ether, icmp, udp};
 use arc_swap::{ArcSwap, Cache};
 use dev::time::Clock;
@@ -69,6 +71,12 @@ pub(crate) struct Cx<'a> {
     pub wake: &'a mut Vec<Arc<SockShared>>,
     pub icmp_bucket: &'a mut TokenBucket,
     pub ip_id: &'a mut u16,
+    /// This worker's TCP connections; taken out while TCP code runs.
+    pub tcp: Option<&'a mut TcpWorker>,
+    pub shared: &'a Shared,
+    pub nworkers: usize,
+    pub isn_secret: u64,
+    pub tcp_cfg: TcpConfig,
 }
 
 impl Cx<'_> {
@@ -134,6 +142,19 @@ impl Cx<'_> {
         }
     }
 
+    /// Hands TCP work to worker `w` (its inbox) and wakes it.
+    pub(crate) fn handoff_tcp(&mut self, w: usize, msg: TcpMsg) {
+        match self.shared.tcp_inbox.get(w) {
+            Some(q) => {
+                if q.push(msg).is_err() {
+                    DropReason::IpOutDropped.count(self.stats);
+                }
+                self.shared.notify_worker(w);
+            }
+            None => DropReason::IpOutDropped.count(self.stats),
+        }
+    }
+
     pub fn next_ip_id(&mut self) -> u16 {
         *self.ip_id = self.ip_id.wrapping_add(1);
         *self.ip_id
@@ -162,6 +183,7 @@ pub(crate) struct Worker {
     cfg_gen: u64,
     icmp_bucket: TokenBucket,
     ip_id: u16,
+    tcp: TcpWorker,
 }
 
 impl std::fmt::Debug for Worker {
@@ -177,6 +199,7 @@ impl Worker {
     pub fn new(id: usize, shared: Arc<Shared>) -> Self {
         let burst = shared.params.burst;
         let icmp_limit = shared.params.icmp_limit;
+        let shared_max_conns = shared.params.tcp_max_conns;
         Worker {
             id,
             shared,
@@ -192,6 +215,7 @@ impl Worker {
             cfg_gen: u64::MAX,
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
+            tcp: TcpWorker::new(shared_max_conns),
         }
     }
 
@@ -255,8 +279,11 @@ impl Worker {
             stats,
             icmp_bucket,
             ip_id,
+            tcp,
+            shared,
             ..
         } = self;
+        let shared: &Shared = shared;
         let mut cx = Cx {
             now,
             worker: *id,
@@ -269,6 +296,11 @@ impl Worker {
             wake,
             icmp_bucket,
             ip_id,
+            tcp: Some(tcp),
+            shared,
+            nworkers: shared.wake.len(),
+            isn_secret: shared.isn_secret,
+            tcp_cfg: shared.params.tcp,
         };
 
         // 1. Receive and process one burst per owned queue.
@@ -319,6 +351,21 @@ impl Worker {
                     drained_closed = true;
                 }
             }
+        }
+
+        // 3b. TCP: work handed over by applications and other workers, then timers.
+        if let Some(tw) = cx.tcp.take() {
+            if let Some(inbox) = shared.tcp_inbox.get(*id) {
+                for _ in 0..burst * 4 {
+                    let Some(msg) = inbox.pop() else { break };
+                    crate::tcp::layer::tcp_msg(&mut cx, tw, msg);
+                }
+                if !inbox.is_empty() {
+                    more = true;
+                }
+            }
+            crate::tcp::layer::tcp_timers(&mut cx, tw);
+            cx.tcp = Some(tw);
         }
 
         // 4. Packets to ourselves, looped back after the batch (bounded per poll).
@@ -374,18 +421,21 @@ impl Worker {
                         }
                     }
                     // Queue 0 of every interface belongs to worker 0.
-                    self.shared.notify_worker(0);
+                    shared.notify_worker(0);
                 }
             }
         }
 
         // Closed sockets that have sent everything leave the configuration (rare).
         if drained_closed {
-            self.shared.forget_drained(*id);
+            shared.forget_drained(*id);
+        }
+        if let Some(t) = cx.tcp.as_ref().and_then(|tw| tw.poll_at()) {
+            next = Some(next.map_or(t, |n: Instant| n.min(t)));
         }
 
         // 7. Publish counters, wake applications.
-        self.shared.stats[*id].publish(cx.stats);
+        shared.stats[*id].publish(cx.stats);
         for s in cx.wake.drain(..) {
             s.wake();
         }
@@ -405,7 +455,13 @@ impl Worker {
     fn has_pending(&self) -> bool {
         let cfg = self.shared.cfg.load();
         let handoff = self.id == 0 && cfg.handoff.iter().any(|hq| !hq.is_empty());
+        let tcp = self
+            .shared
+            .tcp_inbox
+            .get(self.id)
+            .is_some_and(|q| !q.is_empty());
         handoff
+            || tcp
             || cfg
                 .by_worker
                 .get(self.id)

@@ -2,6 +2,10 @@
 //! against itself over a lossy, reordering, duplicating link in virtual time; the
 //! worker demux, listeners and sockets that put it on the wire come next.
 
+pub(crate) mod chan;
+pub(crate) mod layer;
+pub mod socket;
 pub mod tcb;
 
+pub use socket::{TcpListener, TcpStream};
 pub use tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};

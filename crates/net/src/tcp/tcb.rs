@@ -450,6 +450,13 @@ impl Tcb {
         self.snd_mss
     }
 
+    /// Data bytes per full segment: the MSS less the options every segment carries
+    /// (RFC 6691: the MSS counts no options).
+    pub fn seg_size(&self) -> u32 {
+        let opts = if self.ts_enabled { 12 } else { 0 };
+        self.snd_mss.saturating_sub(opts).max(1)
+    }
+
     pub fn cwnd(&self) -> u32 {
         self.cwnd
     }
@@ -809,14 +816,14 @@ impl Tcb {
                     return false;
                 }
                 let allowance = self.send_allowance();
-                let len = unsent.min(self.snd_mss).min(allowance);
+                let len = unsent.min(self.seg_size()).min(allowance);
                 let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
                 if len == 0 && !(fin_here && unsent == 0) {
                     return false;
                 }
                 // Nagle: a short segment waits while data are unacknowledged, unless it
                 // ends the stream.
-                if len < self.snd_mss
+                if len < self.seg_size()
                     && !self.cfg.nodelay
                     && self.snd_una != self.snd_nxt
                     && !fin_here
@@ -865,7 +872,7 @@ impl Tcb {
         }
         let end = self.fin_seq();
         let avail = diff(end, self.snd_una);
-        let len = avail.min(self.snd_mss);
+        let len = avail.min(self.seg_size());
         let fin = self.fin_queued && self.snd_una.wrapping_add(len) == end && lt(end, self.snd_max);
         if len == 0 && !fin {
             return;

@@ -810,7 +810,7 @@ fn random_segments_never_panic_and_keep_invariants() {
             for o in &out {
                 let mut buf = vec![0u8; o.data_len];
                 p.a.copy_payload(o, &mut buf);
-                assert!(o.data_len <= p.a.mss() as usize);
+                assert!(o.data_len <= p.a.seg_size() as usize);
             }
             assert!(p.a.ooo.len() <= p.a.cfg.ooo_max_segs);
             assert!(p.a.rcvbuf.len() <= p.a.cfg.rcvbuf);

@@ -1,0 +1,347 @@
+//! What a TCP connection's application handle shares with its worker: two byte
+//! channels built from lock-free queues of chunks, and a few atomic flags.
+//!
+//! A byte channel passes `Vec<u8>` chunks through a bounded `ArrayQueue` and returns
+//! the emptied chunks through a second one, so in the steady state nobody allocates
+//! and nobody takes a lock: the worker is the only consumer of `tx` and the only
+//! producer of `rx`; the application (one reader, one writer at a time, serialised by
+//! the handle) is the other side.
+
+use crossbeam_queue::ArrayQueue;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+use std::time::Duration;
+
+/// Bytes per chunk.
+pub(crate) const CHUNK: usize = 16 * 1024;
+
+/// A bounded, single-producer single-consumer stream of bytes in chunks.
+#[derive(Debug)]
+pub(crate) struct ByteChan {
+    q: ArrayQueue<Vec<u8>>,
+    free: ArrayQueue<Vec<u8>>,
+    bytes: AtomicUsize,
+    cap: usize,
+}
+
+impl ByteChan {
+    pub fn new(cap: usize) -> Self {
+        // Room for many small chunks: a producer that pushes a segment at a time
+        // must not run out of slots before it runs out of bytes.
+        let chunks = cap.div_ceil(1024).max(1) + 2;
+        ByteChan {
+            q: ArrayQueue::new(chunks),
+            free: ArrayQueue::new(chunks),
+            bytes: AtomicUsize::new(0),
+            cap,
+        }
+    }
+
+    /// Bytes queued.
+    pub fn len(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Room left (0 when every chunk slot is taken).
+    pub fn space(&self) -> usize {
+        if self.q.is_full() {
+            return 0;
+        }
+        self.cap.saturating_sub(self.len())
+    }
+
+    /// Producer: queues as much of `data` as fits; returns how much.
+    pub fn push(&self, mut data: &[u8]) -> usize {
+        let mut done = 0;
+        while !data.is_empty() {
+            let n = data.len().min(self.space()).min(CHUNK);
+            if n == 0 {
+                break;
+            }
+            let mut c = self.free.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK));
+            c.clear();
+            c.extend_from_slice(&data[..n]);
+            if let Err(c) = self.q.push(c) {
+                let _ = self.free.push(c);
+                break;
+            }
+            self.bytes.fetch_add(n, Ordering::AcqRel);
+            data = &data[n..];
+            done += n;
+        }
+        done
+    }
+
+    /// Consumer: copies up to `buf.len()` bytes out; `partial` holds the chunk being
+    /// read (consumer-side state) as (chunk, offset).
+    pub fn pop_into(&self, partial: &mut Option<(Vec<u8>, usize)>, buf: &mut [u8]) -> usize {
+        let mut done = 0;
+        while done < buf.len() {
+            if partial.is_none() {
+                match self.q.pop() {
+                    Some(c) => *partial = Some((c, 0)),
+                    None => break,
+                }
+            }
+            let Some((c, off)) = partial.as_mut() else {
+                break;
+            };
+            let n = (c.len() - *off).min(buf.len() - done);
+            buf[done..done + n].copy_from_slice(&c[*off..*off + n]);
+            *off += n;
+            done += n;
+            if *off == c.len() {
+                if let Some((c, _)) = partial.take() {
+                    let _ = self.free.push(c);
+                }
+            }
+        }
+        self.bytes.fetch_sub(done, Ordering::AcqRel);
+        done
+    }
+
+    /// Consumer: hands up to `max` bytes to `f` chunk piece by chunk piece; `f` returns
+    /// how many it took (stops early when it takes less).
+    pub fn drain_with(
+        &self,
+        partial: &mut Option<(Vec<u8>, usize)>,
+        max: usize,
+        mut f: impl FnMut(&[u8]) -> usize,
+    ) -> usize {
+        let mut done = 0;
+        while done < max {
+            if partial.is_none() {
+                match self.q.pop() {
+                    Some(c) => *partial = Some((c, 0)),
+                    None => break,
+                }
+            }
+            let Some((c, off)) = partial.as_mut() else {
+                break;
+            };
+            let want = (c.len() - *off).min(max - done);
+            let took = f(&c[*off..*off + want]).min(want);
+            *off += took;
+            done += took;
+            if *off == c.len() {
+                if let Some((c, _)) = partial.take() {
+                    let _ = self.free.push(c);
+                }
+            }
+            if took < want {
+                break;
+            }
+        }
+        self.bytes.fetch_sub(done, Ordering::AcqRel);
+        done
+    }
+}
+
+/// Connection state as the application sees it.
+pub(crate) mod phase {
+    pub const CONNECTING: u8 = 0;
+    pub const ESTABLISHED: u8 = 1;
+    /// The connection is over (closed normally or with `error`).
+    pub const CLOSED: u8 = 2;
+}
+
+/// Error codes carried in [`StreamShared::error`].
+pub(crate) mod err {
+    pub const NONE: u8 = 0;
+    pub const REFUSED: u8 = 1;
+    pub const RESET: u8 = 2;
+    pub const TIMED_OUT: u8 = 3;
+}
+
+/// Shared by a `TcpStream` and its connection on the home worker.
+#[derive(Debug)]
+pub(crate) struct StreamShared {
+    pub local: SocketAddrV4,
+    pub remote: SocketAddrV4,
+    pub home: usize,
+    pub tx: ByteChan,
+    pub rx: ByteChan,
+    pub phase: AtomicU8,
+    pub error: AtomicU8,
+    /// The peer closed its side and every byte has been queued to `rx`.
+    pub rx_eof: AtomicBool,
+    /// The application shut down its sending side.
+    pub wr_shut: AtomicBool,
+    /// The application dropped its handle.
+    pub dropped: AtomicBool,
+    /// A wake-up message is already queued for the worker.
+    pub queued: AtomicBool,
+    waiting: AtomicBool,
+    waiter: Mutex<Option<Thread>>,
+}
+
+impl StreamShared {
+    pub fn new(
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        home: usize,
+        sndbuf: usize,
+        rcvbuf: usize,
+    ) -> Self {
+        StreamShared {
+            local,
+            remote,
+            home,
+            tx: ByteChan::new(sndbuf),
+            rx: ByteChan::new(rcvbuf),
+            phase: AtomicU8::new(phase::CONNECTING),
+            error: AtomicU8::new(err::NONE),
+            rx_eof: AtomicBool::new(false),
+            wr_shut: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
+            queued: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
+            waiter: Mutex::new(None),
+        }
+    }
+
+    pub fn has_waiter(&self) -> bool {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    /// Wakes a parked application thread (worker side).
+    pub fn wake(&self) {
+        if self.waiting.swap(false, Ordering::AcqRel) {
+            if let Some(t) = self
+                .waiter
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Parks the application until `ready()` or the deadline (app side).
+    pub fn wait(&self, deadline: Option<std::time::Instant>, ready: impl Fn() -> bool) -> bool {
+        wait_on(&self.waiting, &self.waiter, deadline, ready)
+    }
+}
+
+/// Shared by a `TcpListener` and the workers that create its connections.
+#[derive(Debug)]
+pub(crate) struct ListenShared {
+    pub id: u64,
+    pub local: SocketAddrV4,
+    /// Established connections waiting for `accept`.
+    pub accept_q: ArrayQueue<Arc<StreamShared>>,
+    /// Connections in SYN_RECEIVED plus those in `accept_q`: bounded by the backlog.
+    pub pending: AtomicUsize,
+    pub backlog: usize,
+    pub closed: AtomicBool,
+    waiting: AtomicBool,
+    waiter: Mutex<Option<Thread>>,
+}
+
+impl ListenShared {
+    pub fn new(id: u64, local: SocketAddrV4, backlog: usize) -> Self {
+        let backlog = backlog.clamp(1, 65_536);
+        ListenShared {
+            id,
+            local,
+            accept_q: ArrayQueue::new(backlog),
+            pending: AtomicUsize::new(0),
+            backlog,
+            closed: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
+            waiter: Mutex::new(None),
+        }
+    }
+
+    pub fn wake(&self) {
+        if self.waiting.swap(false, Ordering::AcqRel) {
+            if let Some(t) = self
+                .waiter
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            {
+                t.unpark();
+            }
+        }
+    }
+
+    pub fn wait(&self, deadline: Option<std::time::Instant>) -> bool {
+        wait_on(&self.waiting, &self.waiter, deadline, || {
+            !self.accept_q.is_empty()
+        })
+    }
+}
+
+fn wait_on(
+    waiting: &AtomicBool,
+    waiter: &Mutex<Option<Thread>>,
+    deadline: Option<std::time::Instant>,
+    ready: impl Fn() -> bool,
+) -> bool {
+    loop {
+        if ready() {
+            return true;
+        }
+        *waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+        waiting.store(true, Ordering::Release);
+        if ready() {
+            waiting.store(false, Ordering::Release);
+            return true;
+        }
+        let slice = Duration::from_millis(100);
+        match deadline {
+            None => std::thread::park_timeout(slice),
+            Some(d) => {
+                let now = std::time::Instant::now();
+                if now >= d {
+                    waiting.store(false, Ordering::Release);
+                    return ready();
+                }
+                std::thread::park_timeout((d - now).min(slice));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_chan_moves_bytes_in_order_and_bounds_them() {
+        let c = ByteChan::new(40_000);
+        let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let n = c.push(&data);
+        assert_eq!(n, 40_000);
+        assert_eq!(c.space(), 0);
+        let mut partial = None;
+        let mut out = vec![0u8; 1000];
+        let mut got = Vec::new();
+        loop {
+            let k = c.pop_into(&mut partial, &mut out);
+            if k == 0 {
+                break;
+            }
+            got.extend_from_slice(&out[..k]);
+        }
+        assert_eq!(got, data[..40_000]);
+        assert!(c.is_empty());
+        // Chunks are recycled: the next push reuses them.
+        assert_eq!(c.push(&data[..5]), 5);
+        let mut taken = Vec::new();
+        let k = c.drain_with(&mut partial, 3, |b| {
+            taken.extend_from_slice(b);
+            b.len()
+        });
+        assert_eq!((k, &taken[..]), (3, &data[..3]));
+        assert_eq!(c.len(), 2);
+    }
+}

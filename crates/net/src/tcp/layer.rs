@@ -1,0 +1,486 @@
+//! TCP on a worker: demultiplexing segments to connections, listeners and resets;
+//! building segments; moving bytes between control blocks and their applications.
+//!
+//! Every flow has a home worker, a symmetric Toeplitz hash of its 4-tuple modulo the
+//! worker count, so any worker computes it alike. A segment that arrives elsewhere
+//! is handed to its home through that worker's lock-free inbox; with RSS steering
+//! that matches (the memory links steer by the same hash) that never happens.
+
+use super::chan::{err, phase, ListenShared, StreamShared};
+use super::tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpError};
+use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
+use crate::stats::DropReason;
+use crate::worker::Cx;
+use crate::FxBuild;
+use mbuf::Mbuf;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddrV4};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use wire::{IpProtocol, TcpPacket, TcpRepr};
+
+/// Work handed to a worker by applications or by other workers.
+#[derive(Debug)]
+pub(crate) enum TcpMsg {
+    /// An IPv4 packet carrying a segment of a flow homed here.
+    Segment(Mbuf, IpInfo),
+    /// An application asks for a connection.
+    Connect(Arc<StreamShared>),
+    /// An application wrote, shut down or dropped its handle.
+    Wake(Arc<StreamShared>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Tuple {
+    pub local: SocketAddrV4,
+    pub remote: SocketAddrV4,
+}
+
+/// The home worker of a flow (symmetric: both directions agree).
+pub(crate) fn flow_home(a: SocketAddrV4, b: SocketAddrV4, nworkers: usize) -> usize {
+    if nworkers <= 1 {
+        return 0;
+    }
+    let mut input = [0u8; 12];
+    input[0..4].copy_from_slice(&a.ip().octets());
+    input[4..8].copy_from_slice(&b.ip().octets());
+    input[8..10].copy_from_slice(&a.port().to_be_bytes());
+    input[10..12].copy_from_slice(&b.port().to_be_bytes());
+    dev::rss::queue_of(
+        dev::rss::toeplitz(&dev::rss::SYMMETRIC_KEY, &input),
+        nworkers,
+    )
+}
+
+struct Conn {
+    tuple: Tuple,
+    tcb: Tcb,
+    s: Arc<StreamShared>,
+    listener: Option<Arc<ListenShared>>,
+    /// Handed to the listener's accept queue (or never will be).
+    announced: bool,
+    fin_requested: bool,
+    tx_partial: Option<(Vec<u8>, usize)>,
+}
+
+/// A worker's TCP state: its connections and scratch space.
+pub(crate) struct TcpWorker {
+    conns: HashMap<Tuple, usize, FxBuild>,
+    slab: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    segs: Vec<SegOut>,
+    scratch: Vec<u8>,
+    next_timer: Option<dev::Instant>,
+    pub max_conns: usize,
+}
+
+impl std::fmt::Debug for TcpWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpWorker")
+            .field("conns", &self.conns.len())
+            .finish()
+    }
+}
+
+impl TcpWorker {
+    pub fn new(max_conns: usize) -> Self {
+        TcpWorker {
+            conns: HashMap::default(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            segs: Vec::with_capacity(64),
+            scratch: vec![0u8; 65_536],
+            next_timer: None,
+            max_conns,
+        }
+    }
+
+    pub fn poll_at(&self) -> Option<dev::Instant> {
+        self.next_timer
+    }
+
+    fn insert(&mut self, c: Conn) -> usize {
+        let t = c.tuple;
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slab[i] = Some(c);
+                i
+            }
+            None => {
+                self.slab.push(Some(c));
+                self.slab.len() - 1
+            }
+        };
+        self.conns.insert(t, i);
+        i
+    }
+
+    fn remove(&mut self, i: usize, t: &Tuple) {
+        self.conns.remove(t);
+        self.slab[i] = None;
+        self.free.push(i);
+    }
+}
+
+/// RFC 6528: ISN = M + F(4-tuple, secret), M a 4 µs clock.
+fn isn(secret: u64, t: &Tuple, now: dev::Instant) -> u32 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    secret.hash(&mut h);
+    t.hash(&mut h);
+    (h.finish() as u32).wrapping_add((now.as_nanos() / 4_000) as u32)
+}
+
+/// `tcp_input` from `ip_input`: validates, then processes here or hands to the home.
+pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: IpInfo) {
+    let len = m.len().saturating_sub(info.hlen);
+    if len < 20 {
+        return cx.drop_pkt(m, DropReason::TcpShort);
+    }
+    let mut ports = [0u8; 4];
+    if m.copydata(info.hlen, &mut ports).is_err() {
+        return cx.drop_pkt(m, DropReason::TcpShort);
+    }
+    let sport = u16::from_be_bytes([ports[0], ports[1]]);
+    let dport = u16::from_be_bytes([ports[2], ports[3]]);
+    let local = SocketAddrV4::new(info.dst, dport);
+    let remote = SocketAddrV4::new(info.src, sport);
+    let home = flow_home(local, remote, cx.nworkers);
+    if home != cx.worker {
+        cx.stats.tcp.handoff += 1;
+        cx.handoff_tcp(home, TcpMsg::Segment(m, info));
+        return;
+    }
+    tcp_input_local(cx, tw, m, info);
+}
+
+/// Processes a segment of a flow homed on this worker.
+pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: IpInfo) {
+    let len = m.len() - info.hlen;
+    if len > tw.scratch.len() {
+        return cx.drop_pkt(m, DropReason::TcpShort);
+    }
+    let mut scratch = std::mem::take(&mut tw.scratch);
+    if m.copydata(info.hlen, &mut scratch[..len]).is_err() {
+        tw.scratch = scratch;
+        return cx.drop_pkt(m, DropReason::TcpShort);
+    }
+    drop(m);
+    let (src, dst) = (IpAddr::V4(info.src), IpAddr::V4(info.dst));
+    let parsed = match TcpPacket::new_checked(&scratch[..len]) {
+        Err(_) => Err(DropReason::TcpBadOff),
+        Ok(p) => {
+            if !p.verify_checksum(&src, &dst) {
+                Err(DropReason::TcpBadSum)
+            } else {
+                TcpRepr::parse(&p, &src, &dst, false).map_err(|_| DropReason::TcpBadOff)
+            }
+        }
+    };
+    let repr = match parsed {
+        Ok(r) => r,
+        Err(why) => {
+            why.count(cx.stats);
+            tw.scratch = scratch;
+            return;
+        }
+    };
+    let seg = SegIn::from_repr(&repr);
+    let tuple = Tuple {
+        local: SocketAddrV4::new(info.dst, repr.dst_port),
+        remote: SocketAddrV4::new(info.src, repr.src_port),
+    };
+    if info.bcast {
+        tw.scratch = scratch;
+        return DropReason::TcpNoPort.count(cx.stats);
+    }
+    if let Some(&i) = tw.conns.get(&tuple) {
+        if let Some(c) = tw.slab[i].as_mut() {
+            c.tcb.input(&seg, cx.now, &mut cx.stats.tcp);
+        }
+        tw.scratch = scratch;
+        service(cx, tw, i);
+        return;
+    }
+    // No connection: a listener's SYN, or a reset.
+    let listener = if seg.syn && seg.ack.is_none() && !seg.rst {
+        cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {
+            v.iter()
+                .find(|l| *l.local.ip() == info.dst)
+                .or_else(|| v.iter().find(|l| l.local.ip().is_unspecified()))
+                .cloned()
+        })
+    } else {
+        None
+    };
+    let Some(l) = listener else {
+        DropReason::TcpNoPort.count(cx.stats);
+        if let Some(r) = reset_for(&seg) {
+            send_segment(cx, &tuple, &r, &[]);
+        }
+        tw.scratch = scratch;
+        return;
+    };
+    if l.closed.load(Ordering::Acquire)
+        || l.pending.load(Ordering::Acquire) >= l.backlog
+        || tw.conns.len() >= tw.max_conns
+    {
+        // SYN cookies will answer here when the queue overflows (a later step).
+        tw.scratch = scratch;
+        return DropReason::TcpListenDrop.count(cx.stats);
+    }
+    let iss = isn(cx.isn_secret, &tuple, cx.now);
+    let Some(tcb) = Tcb::accept(cx.tcp_cfg, iss, &seg) else {
+        tw.scratch = scratch;
+        return;
+    };
+    tw.scratch = scratch;
+    l.pending.fetch_add(1, Ordering::AcqRel);
+    let s = Arc::new(StreamShared::new(
+        tuple.local,
+        tuple.remote,
+        cx.worker,
+        cx.tcp_cfg.sndbuf,
+        cx.tcp_cfg.rcvbuf,
+    ));
+    let i = tw.insert(Conn {
+        tuple,
+        tcb,
+        s,
+        listener: Some(l),
+        announced: false,
+        fin_requested: false,
+        tx_partial: None,
+    });
+    service(cx, tw, i);
+}
+
+/// Messages from applications and other workers.
+pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
+    match msg {
+        TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
+        TcpMsg::Connect(s) => {
+            let tuple = Tuple {
+                local: s.local,
+                remote: s.remote,
+            };
+            if tw.conns.contains_key(&tuple) || tw.conns.len() >= tw.max_conns {
+                s.error.store(err::REFUSED, Ordering::Release);
+                s.phase.store(phase::CLOSED, Ordering::Release);
+                s.wake();
+                return;
+            }
+            let iss = isn(cx.isn_secret, &tuple, cx.now);
+            let tcb = Tcb::connect(cx.tcp_cfg, iss, &mut cx.stats.tcp);
+            let i = tw.insert(Conn {
+                tuple,
+                tcb,
+                s,
+                listener: None,
+                announced: true,
+                fin_requested: false,
+                tx_partial: None,
+            });
+            service(cx, tw, i);
+        }
+        TcpMsg::Wake(s) => {
+            s.queued.store(false, Ordering::Release);
+            let tuple = Tuple {
+                local: s.local,
+                remote: s.remote,
+            };
+            if let Some(&i) = tw.conns.get(&tuple) {
+                service(cx, tw, i);
+            }
+        }
+    }
+}
+
+/// Runs due timers of every connection (only when the earliest is due).
+pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+    match tw.next_timer {
+        Some(t) if t <= cx.now => {}
+        _ => return,
+    }
+    tw.next_timer = None;
+    for i in 0..tw.slab.len() {
+        let due = match tw.slab[i].as_ref() {
+            Some(c) => c.tcb.poll_at(),
+            None => continue,
+        };
+        match due {
+            Some(t) if t <= cx.now => service(cx, tw, i),
+            Some(t) => tw.next_timer = Some(tw.next_timer.map_or(t, |n| n.min(t))),
+            None => {}
+        }
+    }
+}
+
+/// Moves bytes between a connection and its application, sends what is due, updates
+/// what the application sees, and frees a finished connection.
+fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
+    let Some(mut c) = tw.slab.get_mut(i).and_then(Option::take) else {
+        return;
+    };
+    let s = c.s.clone();
+    // Application → control block.
+    {
+        let Conn {
+            tcb, tx_partial, ..
+        } = &mut c;
+        let space = tcb.send_space();
+        if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
+            s.tx.drain_with(tx_partial, space, |b| tcb.send(b));
+        }
+    }
+    let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
+    if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
+        c.fin_requested = true;
+        c.tcb.close();
+    }
+    // Control block → wire, then → application (reading may open the window, so the
+    // window update goes out in the second round).
+    for round in 0..2 {
+        tw.segs.clear();
+        let mut segs = std::mem::take(&mut tw.segs);
+        c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
+        for seg in &segs {
+            let n = seg.data_len.min(tw.scratch.len());
+            c.tcb.copy_payload(seg, &mut tw.scratch[..n]);
+            send_segment(cx, &c.tuple, seg, &tw.scratch[..n]);
+        }
+        tw.segs = segs;
+        if round == 1 {
+            break;
+        }
+        let mut moved = false;
+        // One chunk at a time, never more than the channel takes: this worker is its
+        // only producer, so the room it sees cannot shrink before the push.
+        while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
+            let n = c
+                .tcb
+                .recv_available()
+                .min(s.rx.space())
+                .min(super::chan::CHUNK);
+            let k = c.tcb.recv(&mut tw.scratch[..n]);
+            let pushed = s.rx.push(&tw.scratch[..k]);
+            debug_assert_eq!(pushed, k, "the channel took less than its room");
+            moved = true;
+        }
+        if !c.tcb.wants_output() {
+            if moved {
+                wake_stream(cx, &s);
+            }
+            break;
+        }
+        if moved {
+            wake_stream(cx, &s);
+        }
+    }
+    if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
+        s.rx_eof.store(true, Ordering::Release);
+        wake_stream(cx, &s);
+    }
+    // What the application sees.
+    match c.tcb.state() {
+        State::SynSent | State::SynReceived => {}
+        State::Closed => {
+            let e = match c.tcb.error() {
+                None => err::NONE,
+                Some(TcpError::Refused) => err::REFUSED,
+                Some(TcpError::Reset) => err::RESET,
+                Some(TcpError::TimedOut) => err::TIMED_OUT,
+            };
+            s.error.store(e, Ordering::Release);
+            s.rx_eof.store(true, Ordering::Release);
+            s.phase.store(phase::CLOSED, Ordering::Release);
+            wake_stream(cx, &s);
+            if let Some(l) = &c.listener {
+                if !c.announced {
+                    l.pending.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            tw.remove(i, &c.tuple);
+            return;
+        }
+        _ => {
+            if s.phase.load(Ordering::Acquire) == phase::CONNECTING {
+                s.phase.store(phase::ESTABLISHED, Ordering::Release);
+                wake_stream(cx, &s);
+            }
+            if !c.announced {
+                c.announced = true;
+                if let Some(l) = &c.listener {
+                    if l.accept_q.push(s.clone()).is_err() {
+                        l.pending.fetch_sub(1, Ordering::AcqRel);
+                        c.tcb.abort();
+                    } else {
+                        l.wake();
+                    }
+                }
+            }
+        }
+    }
+    if let Some(t) = c.tcb.poll_at() {
+        tw.next_timer = Some(tw.next_timer.map_or(t, |n| n.min(t)));
+    }
+    let aborted = c.tcb.state() == State::Closed;
+    tw.slab[i] = Some(c);
+    if aborted {
+        service(cx, tw, i);
+    }
+}
+
+fn wake_stream(_cx: &mut Cx<'_>, s: &Arc<StreamShared>) {
+    if s.has_waiter() {
+        s.wake();
+    }
+}
+
+/// Builds one segment and sends it down `ip_output`.
+fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: &[u8]) {
+    let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
+    let hlen = repr.header_len();
+    let mut hdr = [0u8; 60];
+    {
+        let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
+        repr.emit(
+            &mut p,
+            &IpAddr::V4(*t.local.ip()),
+            &IpAddr::V4(*t.remote.ip()),
+            false,
+        );
+    }
+    let Ok(mut m) = Mbuf::new() else {
+        return DropReason::IpOutDropped.count(cx.stats);
+    };
+    if m.append(&hdr[..hlen]).is_err() || m.append(payload).is_err() {
+        return DropReason::IpOutDropped.count(cx.stats);
+    }
+    let total = hlen + payload.len();
+    let sum = add(
+        crate::icmp::mbuf_sum(&m, 0, total),
+        wire::checksum::pseudo_header(
+            &IpAddr::V4(*t.local.ip()),
+            &IpAddr::V4(*t.remote.ip()),
+            IpProtocol::Tcp,
+            total as u32,
+        ),
+    );
+    m.first_mut()[16..18].copy_from_slice(&(!sum).to_be_bytes());
+    ip::ip_output(
+        cx,
+        m,
+        IpOut {
+            src: *t.local.ip(),
+            dst: *t.remote.ip(),
+            proto: IpProtocol::Tcp,
+            ttl: DEFAULT_TTL,
+        },
+    );
+}
+
+fn add(a: u16, b: u16) -> u16 {
+    let s = a as u32 + b as u32;
+    ((s & 0xffff) + (s >> 16)) as u16
+}

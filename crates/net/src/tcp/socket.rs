@@ -1,0 +1,323 @@
+//! `TcpListener` and `TcpStream`, mirroring `std::net`. A handle never touches protocol
+//! state: it moves bytes through its connection's channels and tells the home worker
+//! through that worker's inbox (one wake-up message outstanding at a time).
+
+use super::chan::{err, phase, ListenShared, StreamShared};
+use super::layer::TcpMsg;
+use crate::stack::Shared;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn deadline(ns: u64) -> Option<std::time::Instant> {
+    (ns != 0).then(|| std::time::Instant::now() + Duration::from_nanos(ns))
+}
+
+fn timeout_ns(d: Option<Duration>) -> io::Result<u64> {
+    match d {
+        Some(Duration::ZERO) => Err(io::Error::new(io::ErrorKind::InvalidInput, "zero timeout")),
+        Some(d) => Ok(d.as_nanos().min(u64::MAX as u128) as u64),
+        None => Ok(0),
+    }
+}
+
+/// A listening socket.
+#[derive(Debug)]
+pub struct TcpListener {
+    stack: Arc<Shared>,
+    l: Arc<ListenShared>,
+    nonblocking: AtomicBool,
+}
+
+impl TcpListener {
+    pub(crate) fn new(stack: Arc<Shared>, l: Arc<ListenShared>) -> Self {
+        TcpListener {
+            stack,
+            l,
+            nonblocking: AtomicBool::new(false),
+        }
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(self.l.local))
+    }
+
+    /// Takes the next established connection, blocking unless non-blocking.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        loop {
+            if let Some(s) = self.l.accept_q.pop() {
+                self.l.pending.fetch_sub(1, Ordering::AcqRel);
+                let remote = s.remote;
+                return Ok((
+                    TcpStream::new(self.stack.clone(), s),
+                    SocketAddr::V4(remote),
+                ));
+            }
+            if self.nonblocking.load(Ordering::Relaxed) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.l.wait(None);
+        }
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.nonblocking.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Connections waiting for `accept`.
+    pub fn pending(&self) -> usize {
+        self.l.accept_q.len()
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        self.l.closed.store(true, Ordering::Release);
+        self.stack.tcp_unlisten(&self.l);
+        // Connections never accepted are closed (FreeBSD's soabort of the queue).
+        while let Some(s) = self.l.accept_q.pop() {
+            drop(TcpStream::new(self.stack.clone(), s));
+        }
+    }
+}
+
+/// A TCP connection.
+#[derive(Debug)]
+pub struct TcpStream {
+    stack: Arc<Shared>,
+    s: Arc<StreamShared>,
+    nonblocking: AtomicBool,
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+    rx_partial: Mutex<Option<(Vec<u8>, usize)>>,
+}
+
+impl TcpStream {
+    pub(crate) fn new(stack: Arc<Shared>, s: Arc<StreamShared>) -> Self {
+        TcpStream {
+            stack,
+            s,
+            nonblocking: AtomicBool::new(false),
+            read_timeout: AtomicU64::new(0),
+            write_timeout: AtomicU64::new(0),
+            rx_partial: Mutex::new(None),
+        }
+    }
+
+    fn kick(&self) {
+        if !self.s.queued.swap(true, Ordering::AcqRel) {
+            if let Some(q) = self.stack.tcp_inbox.get(self.s.home) {
+                if q.push(TcpMsg::Wake(self.s.clone())).is_err() {
+                    self.s.queued.store(false, Ordering::Release);
+                }
+            }
+        }
+        self.stack.notify_worker(self.s.home);
+    }
+
+    fn error(&self) -> Option<io::Error> {
+        match self.s.error.load(Ordering::Acquire) {
+            err::NONE => None,
+            err::REFUSED => Some(io::ErrorKind::ConnectionRefused.into()),
+            err::RESET => Some(io::ErrorKind::ConnectionReset.into()),
+            err::TIMED_OUT => Some(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "connection timed out",
+            )),
+            _ => Some(io::Error::new(
+                io::ErrorKind::HostUnreachable,
+                "no route to host",
+            )),
+        }
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(self.s.local))
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(self.s.remote))
+    }
+
+    /// True once the handshake completed (it may have closed since).
+    pub fn is_connected(&self) -> bool {
+        self.s.phase.load(Ordering::Acquire) != phase::CONNECTING && self.error().is_none()
+    }
+
+    /// Waits for the handshake (after a non-blocking connect).
+    pub fn wait_connected(&self, timeout: Option<Duration>) -> io::Result<()> {
+        let d = timeout.map(|t| std::time::Instant::now() + t);
+        self.s.wait(d, || {
+            self.s.phase.load(Ordering::Acquire) != phase::CONNECTING
+        });
+        if let Some(e) = self.error() {
+            return Err(e);
+        }
+        match self.s.phase.load(Ordering::Acquire) {
+            phase::CONNECTING => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.nonblocking.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.read_timeout.store(timeout_ns(d)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.write_timeout.store(timeout_ns(d)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards what
+    /// arrives from now on.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            self.s.wr_shut.store(true, Ordering::Release);
+            self.kick();
+        }
+        Ok(())
+    }
+
+    fn do_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let dl = deadline(self.read_timeout.load(Ordering::Relaxed));
+        loop {
+            let n = {
+                let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
+                self.s.rx.pop_into(&mut p, buf)
+            };
+            if n > 0 {
+                // Room in the channel: the worker may move more and open the window.
+                self.kick();
+                return Ok(n);
+            }
+            if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
+                if let Some(e) = self.error() {
+                    if self.s.error.load(Ordering::Acquire) != err::NONE {
+                        return Err(e);
+                    }
+                }
+                return Ok(0);
+            }
+            if self.nonblocking.load(Ordering::Relaxed) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let s = &self.s;
+            if !s.wait(dl, || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire)) {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out"));
+            }
+        }
+    }
+
+    fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
+        if self.s.wr_shut.load(Ordering::Acquire) {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "socket shut down for writing",
+            ));
+        }
+        let dl = deadline(self.write_timeout.load(Ordering::Relaxed));
+        loop {
+            if let Some(e) = self.error() {
+                return Err(e);
+            }
+            if self.s.phase.load(Ordering::Acquire) == phase::CLOSED {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "connection closed",
+                ));
+            }
+            let n = self.s.tx.push(buf);
+            if n > 0 || buf.is_empty() {
+                self.kick();
+                return Ok(n);
+            }
+            if self.nonblocking.load(Ordering::Relaxed) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.kick();
+            let s = &self.s;
+            if !s.wait(dl, || {
+                s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED
+            }) {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"));
+            }
+        }
+    }
+
+    /// Bytes waiting to be read.
+    pub fn available(&self) -> usize {
+        self.s.rx.len()
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_read(buf)
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_read(buf)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.do_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.do_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        self.s.dropped.store(true, Ordering::Release);
+        self.kick();
+    }
+}
+
+/// Creates the shared state of an outgoing connection and asks its home worker to open it.
+pub(crate) fn connect(
+    stack: Arc<Shared>,
+    local: SocketAddrV4,
+    remote: SocketAddrV4,
+) -> io::Result<TcpStream> {
+    let home = super::layer::flow_home(local, remote, stack.wake.len());
+    let p = &stack.params.tcp;
+    let s = Arc::new(StreamShared::new(local, remote, home, p.sndbuf, p.rcvbuf));
+    let q = stack
+        .tcp_inbox
+        .get(home)
+        .ok_or_else(|| io::Error::other("no worker"))?;
+    if q.push(TcpMsg::Connect(s.clone())).is_err() {
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "worker inbox full",
+        ));
+    }
+    stack.notify_worker(home);
+    Ok(TcpStream::new(stack, s))
+}

@@ -1,0 +1,229 @@
+//! TCP between virtual hosts: connect, transfer, echo, close, refused connections,
+//! with one and two workers and on lossy, reordering links (virtual time).
+
+use dev::impair::Impairments;
+use dev::mem::WireConfig;
+use dev::Duration;
+use sim::{HostId, Sim};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+fn ip(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, n)
+}
+
+fn pair(workers: usize, seed: u64, impair: Impairments) -> (Sim, HostId, HostId) {
+    let mut s = Sim::new(seed);
+    let hub = s.add_hub(WireConfig {
+        impair,
+        ..WireConfig::default()
+    });
+    let a = s.add_host("a", workers);
+    let b = s.add_host("b", workers);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    (s, a, b)
+}
+
+/// A sends `total` bytes to B's echo server and reads them back; B echoes with
+/// non-blocking sockets driven from the simulation loop.
+fn echo(
+    workers: usize,
+    seed: u64,
+    impair: Impairments,
+    total: usize,
+) -> (sim::Sim, HostId, HostId) {
+    let (mut s, a, b) = pair(workers, seed, impair);
+    let listener = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7), 16)
+        .unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let mut client = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 7))
+        .unwrap();
+    client.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..total).map(|i| (i * 7 + i / 300) as u8).collect();
+    let (mut sent, mut back) = (0usize, Vec::with_capacity(total));
+    let mut server: Option<net::TcpStream> = None;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    let done = s.run_until(Duration::from_secs(600), |_| {
+        if server.is_none() {
+            if let Ok((c, from)) = listener.accept() {
+                assert_eq!(
+                    from,
+                    std::net::SocketAddr::V4(SocketAddrV4::new(ip(1), from.port()))
+                );
+                c.set_nonblocking(true).unwrap();
+                server = Some(c);
+            }
+        }
+        if let Some(srv) = server.as_mut() {
+            loop {
+                match srv.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("server read: {e}"),
+                }
+            }
+            while !pending.is_empty() {
+                match srv.write(&pending) {
+                    Ok(n) => {
+                        pending.drain(..n);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("server write: {e}"),
+                }
+            }
+        }
+        if client.is_connected() && sent < total {
+            match client.write(&data[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("client write: {e}"),
+            }
+        }
+        loop {
+            match client.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => back.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("client read: {e}"),
+            }
+        }
+        back.len() == total
+    });
+    if !done {
+        let mut out = String::new();
+        s.host(a).stats().write_netstat(&mut out, false).unwrap();
+        s.host(b).stats().write_netstat(&mut out, false).unwrap();
+        panic!(
+            "workers={workers}: echoed {} of {total}, sent {sent}, pending {}\n{out}",
+            back.len(),
+            pending.len()
+        );
+    }
+    assert!(back == data, "workers={workers}: echo differs");
+    // Orderly close: the client shuts down, the server sees EOF and closes too.
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    let srv = server.take().unwrap();
+    let eof = s.run_until(Duration::from_secs(60), |_| {
+        matches!((&srv).read(&mut [0u8; 16]), Ok(0))
+    });
+    assert!(eof, "server saw EOF");
+    drop(srv);
+    let closed = s.run_until(Duration::from_secs(60), |_| {
+        matches!(client.read(&mut [0u8; 16]), Ok(0))
+    });
+    assert!(closed, "client saw EOF");
+    drop(client);
+    (s, a, b)
+}
+
+#[test]
+fn tcp_echo_one_and_two_workers() {
+    for workers in [1, 2] {
+        let (s, a, b) = echo(
+            workers,
+            1,
+            Impairments {
+                delay: Duration::from_micros(200),
+                ..Default::default()
+            },
+            1 << 20,
+        );
+        let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+        assert_eq!(sa.tcp.connects, 1);
+        assert_eq!(sb.tcp.accepts, 1);
+        assert_eq!(sa.tcp.sndrexmitpack, 0, "no loss, no retransmission");
+        assert_eq!(
+            sa.tcp.handoff + sb.tcp.handoff,
+            0,
+            "RSS steers every segment to its home worker"
+        );
+    }
+}
+
+#[test]
+fn tcp_echo_under_loss_reordering_and_duplication() {
+    for (i, impair) in [
+        Impairments {
+            delay: Duration::from_millis(1),
+            loss: 0.01,
+            ..Default::default()
+        },
+        Impairments {
+            delay: Duration::from_millis(1),
+            loss: 0.05,
+            ..Default::default()
+        },
+        Impairments {
+            delay: Duration::from_millis(5),
+            loss: 0.2,
+            ..Default::default()
+        },
+        Impairments {
+            delay: Duration::from_millis(2),
+            jitter: Duration::from_millis(2),
+            duplicate: 0.05,
+            reorder: 0.05,
+            ..Default::default()
+        },
+        Impairments {
+            delay: Duration::from_millis(50),
+            loss: 0.02,
+            ..Default::default()
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for workers in [1, 2] {
+            let (s, a, b) = echo(workers, 10 + i as u64, impair, 200_000);
+            let rexmit = s.host(a).stats().tcp.sndrexmitpack + s.host(b).stats().tcp.sndrexmitpack;
+            if impair.loss >= 0.05 {
+                assert!(rexmit > 0, "{impair:?}: losses were repaired");
+            }
+        }
+    }
+}
+
+#[test]
+fn tcp_connection_to_a_closed_port_is_refused() {
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 3, Impairments::default());
+        let c = s
+            .host(a)
+            .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 4444))
+            .unwrap();
+        s.run_for(Duration::from_millis(100));
+        let e = c
+            .wait_connected(Some(std::time::Duration::ZERO))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "workers={workers}");
+        assert_eq!(s.host(b).stats().tcp.noport, 1);
+    }
+}
+
+#[test]
+fn tcp_backlog_is_bounded() {
+    let (mut s, a, b) = pair(1, 4, Impairments::default());
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4)
+        .unwrap();
+    let clients: Vec<_> = (0..10)
+        .map(|_| {
+            s.host(a)
+                .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+                .unwrap()
+        })
+        .collect();
+    s.run_for(Duration::from_millis(50));
+    assert_eq!(l.pending(), 4, "never more than the backlog");
+    assert!(s.host(b).stats().tcp.listendrop >= 6);
+    assert_eq!(clients.iter().filter(|c| c.is_connected()).count(), 4);
+}
