@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod demo;
 mod run;
+mod services;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,7 +26,7 @@ struct Cli {
 enum Cmd {
     /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
     Demo(DemoArgs),
-    /// Run a host on a TAP device: answers ARP and ping, UDP echo on port 7.
+    /// Run a host on a TAP device: answers ARP and ping; echo/discard/chargen services.
     Run(RunArgs),
 }
 
@@ -74,6 +75,10 @@ pub struct RunArgs {
     /// Link-layer address (default: derived from the TAP name).
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
+    /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP 9),
+    /// chargen (TCP 19), or none.
+    #[arg(long, value_name = "LIST", default_value = "echo")]
+    pub serve: String,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,

@@ -33,6 +33,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         ),
         None => None,
     };
+    let services = crate::services::parse_list(&a.serve)?;
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
 
@@ -77,10 +78,22 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("signal handler: {e}"))?;
     }
+    let tcp_counters = Arc::new(crate::services::Counters::default());
+    let tcp_threads =
+        crate::services::start(&stack, &services, stop.clone(), tcp_counters.clone())?;
+    let svc_names: Vec<String> = services
+        .iter()
+        .map(|s| format!("{} (TCP {})", s.name(), s.port()))
+        .collect();
     let ifp = &stack.interfaces()[ifindex.get()];
     println!(
-        "mpstack: up on {} ({}, {}), {} worker(s), {} queue(s); UDP echo on port 7; SIGINT or SIGTERM stops",
-        a.tap, ifp.mac, inet, workers, queues
+        "mpstack: up on {} ({}, {}), {} worker(s), {} queue(s); UDP echo on port 7; services: {}; SIGINT or SIGTERM stops",
+        a.tap,
+        ifp.mac,
+        inet,
+        workers,
+        queues,
+        if svc_names.is_empty() { "none".to_string() } else { svc_names.join(", ") }
     );
 
     let echo_stop = stop.clone();
@@ -110,7 +123,18 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
     }
     let served = echo_thread.join().unwrap_or(0);
+    for t in tcp_threads {
+        let _ = t.join();
+    }
     stack.stop();
+    println!(
+        "mpstack: TCP services: {} connection(s), {} refused (over {}), {} byte(s) in, {} out",
+        tcp_counters.connections.load(Ordering::Relaxed),
+        tcp_counters.refused.load(Ordering::Relaxed),
+        crate::services::MAX_CONNS,
+        tcp_counters.bytes_in.load(Ordering::Relaxed),
+        tcp_counters.bytes_out.load(Ordering::Relaxed),
+    );
 
     println!(
         "mpstack: stopping after {:.1}s; UDP echo served {served} datagram(s)",

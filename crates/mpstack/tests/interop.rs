@@ -94,6 +94,8 @@ impl Lab {
                 "198.18.0.2/24",
                 "--workers",
                 &workers.to_string(),
+                "--serve",
+                "echo,discard,chargen",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -432,4 +434,113 @@ fn run_explains_tap_errors() {
         out.contains("rc=2") && out.contains("needs root or CAP_NET_ADMIN"),
         "{out}"
     );
+}
+
+fn tcp_services(tag: &str, workers: u16) {
+    skip_unless!("socat", "sha256sum");
+    let mut lab = Lab::start(tag, workers);
+    let dir = std::env::temp_dir().join(format!("mpstack-tcp-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("data");
+    let (ok, out) = sh(&format!("head -c 20000000 /dev/urandom > {}", f.display()));
+    assert!(ok, "{out}");
+    // Echo: 20 MB through mpstack and back, byte-identical.
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'timeout 120 socat -t 30 - TCP:198.18.0.2:7 < {f} | sha256sum; sha256sum < {f}'",
+        f = f.display()
+    ));
+    assert!(ok, "{out}");
+    let sums: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(sums.len(), 2, "{out}");
+    assert_eq!(sums[0], sums[1], "echoed data differs");
+    // Discard: 50 MB from Linux.
+    let (ok, out) =
+        lab.exec("sh -c 'head -c 50000000 /dev/zero | timeout 120 socat -u - TCP:198.18.0.2:9'");
+    assert!(ok, "discard: {out}");
+    // Chargen: read 1 MB of RFC 864 lines.
+    let (ok, out) = lab.exec(
+        "sh -c 'timeout 60 socat -u TCP:198.18.0.2:19 - 2>/dev/null | head -c 1000000 | wc -c'",
+    );
+    assert!(ok && out.trim() == "1000000", "chargen: {out}");
+    // A port nobody listens on is refused with a reset.
+    let (ok, out) = lab.exec("timeout 10 socat -u - TCP:198.18.0.2:4444");
+    assert!(!ok && out.contains("Connection refused"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = lab.stop();
+    assert!(c.get("tcp.accepts").copied().unwrap_or(0) >= 3, "{c:?}");
+    assert!(c.get("tcp.noport").copied().unwrap_or(0) >= 1, "{c:?}");
+    let report = lab
+        .output
+        .iter()
+        .find(|l| l.contains("TCP services:"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(report.contains("3 connection(s)"), "{report}");
+    let bytes_in: u64 = report
+        .split(", ")
+        .find(|p| p.ends_with("byte(s) in"))
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(bytes_in >= 70_000_000, "{report}");
+}
+
+#[test]
+fn tcp_echo_discard_chargen_with_linux_one_worker() {
+    tcp_services("t1", 1);
+}
+
+#[test]
+fn tcp_echo_discard_chargen_with_linux_two_workers() {
+    tcp_services("t2", 2);
+}
+
+/// Echo through mpstack while Linux drops `p` of the packets in each direction
+/// (`iptables -m statistic`: the kernel has no netem).
+fn tcp_echo_with_loss(tag: &str, p: f64) {
+    skip_unless!("socat", "sha256sum", "iptables");
+    let mut lab = Lab::start(tag, 2);
+    for chain in [
+        format!("OUTPUT -o {}", lab.tap),
+        format!("INPUT -i {}", lab.tap),
+    ] {
+        let (ok, out) = lab.exec(&format!(
+            "iptables -A {chain} -p tcp -m statistic --mode random --probability {p} -j DROP"
+        ));
+        assert!(ok, "iptables: {out}");
+    }
+    let dir = std::env::temp_dir().join(format!("mpstack-loss-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("data");
+    let (ok, out) = sh(&format!("head -c 5000000 /dev/urandom > {}", f.display()));
+    assert!(ok, "{out}");
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'timeout 300 socat -t 60 - TCP:198.18.0.2:7 < {f} | sha256sum; sha256sum < {f}'",
+        f = f.display()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{out}");
+    let sums: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(sums.len(), 2, "{out}");
+    assert_eq!(sums[0], sums[1], "echoed data differs under {p} loss");
+    let c = lab.stop();
+    let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);
+    assert!(rexmit > 0, "losses were repaired by retransmission: {c:?}");
+    eprintln!("loss {p}: 5 MB echoed intact, {rexmit} segments retransmitted by mpstack");
+}
+
+#[test]
+fn tcp_echo_with_one_percent_loss_both_ways() {
+    tcp_echo_with_loss("l1", 0.01);
+}
+
+#[test]
+fn tcp_echo_with_five_percent_loss_both_ways() {
+    tcp_echo_with_loss("l5", 0.05);
 }
