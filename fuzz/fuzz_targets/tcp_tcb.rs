@@ -42,6 +42,7 @@ fn to_in<'a>(s: &SegOut, data: &'a [u8]) -> SegIn<'a> {
         wscale: s.wscale,
         sack_perm: s.sack_perm,
         ts: s.ts,
+        sack: s.sack,
         payload: data,
     }
 }
@@ -76,6 +77,10 @@ fuzz_target!(|data: &[u8]| {
             wscale: (flags & 32 != 0).then(|| inp.u8()),
             sack_perm: flags & 64 != 0,
             ts: (flags & 128 != 0).then(|| (inp.u32(), inp.u32())),
+            sack: [0; 4].map(|_| {
+                let l = 1000u32.wrapping_add(u32::from(inp.u16()));
+                (inp.u8() & 1 == 1).then(|| (l, l.wrapping_add(u32::from(inp.u16()))))
+            }),
             payload: &payload[..usize::from(inp.u16()) % payload.len()],
         };
         t.input(&seg, now, &mut st);

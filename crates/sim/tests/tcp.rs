@@ -49,6 +49,7 @@ fn echo(
     let mut server: Option<net::TcpStream> = None;
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
+    let mut failure: Option<String> = None;
     let done = s.run_until(Duration::from_secs(600), |_| {
         if server.is_none() {
             if let Ok((c, from)) = listener.accept() {
@@ -66,7 +67,10 @@ fn echo(
                     Ok(0) => break,
                     Ok(n) => pending.extend_from_slice(&buf[..n]),
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => panic!("server read: {e}"),
+                    Err(e) => {
+                        failure = Some(format!("server read: {e}"));
+                        return true;
+                    }
                 }
             }
             while !pending.is_empty() {
@@ -75,7 +79,10 @@ fn echo(
                         pending.drain(..n);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => panic!("server write: {e}"),
+                    Err(e) => {
+                        failure = Some(format!("server write: {e}"));
+                        return true;
+                    }
                 }
             }
         }
@@ -83,7 +90,10 @@ fn echo(
             match client.write(&data[sent..]) {
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => panic!("client write: {e}"),
+                Err(e) => {
+                    failure = Some(format!("client write: {e}"));
+                    return true;
+                }
             }
         }
         loop {
@@ -91,12 +101,15 @@ fn echo(
                 Ok(0) => break,
                 Ok(n) => back.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) => panic!("client read: {e}"),
+                Err(e) => {
+                    failure = Some(format!("client read: {e}"));
+                    return true;
+                }
             }
         }
         back.len() == total
     });
-    if !done {
+    if !done || failure.is_some() {
         let mut out = String::new();
         s.host(a).stats().write_netstat(&mut out, false).unwrap();
         s.host(b).stats().write_netstat(&mut out, false).unwrap();
@@ -107,6 +120,13 @@ fn echo(
         );
     }
     assert!(back == data, "workers={workers}: echo differs");
+    for h in [a, b] {
+        assert_eq!(
+            s.host(h).stats().ip.toolong,
+            0,
+            "no segment exceeds the MTU, options included"
+        );
+    }
     // Orderly close: the client shuts down, the server sees EOF and closes too.
     client.shutdown(std::net::Shutdown::Write).unwrap();
     let srv = server.take().unwrap();
@@ -182,6 +202,7 @@ fn tcp_echo_under_loss_reordering_and_duplication() {
     .enumerate()
     {
         for workers in [1, 2] {
+            eprintln!("scenario {i} workers {workers}: {impair:?}");
             let (s, a, b) = echo(workers, 10 + i as u64, impair, 200_000);
             let rexmit = s.host(a).stats().tcp.sndrexmitpack + s.host(b).stats().tcp.sndrexmitpack;
             if impair.loss >= 0.05 {

@@ -96,6 +96,8 @@ pub struct TcpConfig {
     pub ooo_max_segs: usize,
     /// Initial window in segments (RFC 6928).
     pub init_cwnd_segs: u32,
+    /// Selective acknowledgments (RFC 2018), offered and used when the peer agrees.
+    pub sack: bool,
 }
 
 impl Default for TcpConfig {
@@ -116,6 +118,7 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(60),
             ooo_max_segs: 64,
             init_cwnd_segs: 10,
+            sack: true,
         }
     }
 }
@@ -136,6 +139,8 @@ pub struct SegIn<'a> {
     pub sack_perm: bool,
     /// (TSval, TSecr).
     pub ts: Option<(u32, u32)>,
+    /// SACK blocks (left edge, right edge).
+    pub sack: [Option<(u32, u32)>; 4],
     pub payload: &'a [u8],
 }
 
@@ -153,6 +158,7 @@ impl<'a> SegIn<'a> {
             wscale: r.window_scale,
             sack_perm: r.sack_permitted,
             ts: r.timestamp.map(|t| (t.tsval, t.tsecr)),
+            sack: r.sack_ranges,
             payload: r.payload,
         }
     }
@@ -180,6 +186,8 @@ pub struct SegOut {
     pub wscale: Option<u8>,
     pub sack_perm: bool,
     pub ts: Option<(u32, u32)>,
+    /// SACK blocks of data held out of order.
+    pub sack: [Option<(u32, u32)>; 4],
     pub data_len: usize,
 }
 
@@ -209,7 +217,7 @@ impl SegOut {
             max_seg_size: self.mss,
             window_scale: self.wscale,
             sack_permitted: self.sack_perm,
-            sack_ranges: [None; 4],
+            sack_ranges: self.sack,
             timestamp: self
                 .ts
                 .map(|(tsval, tsecr)| wire::TcpTimestampRepr { tsval, tsecr }),
@@ -312,7 +320,16 @@ pub struct Tcb {
     cwnd: u32,
     ssthresh: u32,
     dupacks: u32,
+    /// Limited transmit's allowance beyond `cwnd`, reset by new data acknowledged.
+    limited_extra: u32,
     recover: Option<u32>,
+    /// Sender's scoreboard: ranges the peer holds above `snd_una`, sorted, merged.
+    sacked: Vec<(u32, u32)>,
+    /// Next sequence number a hole retransmission may start from.
+    sack_next: u32,
+    /// Receiver: the start of the out-of-order segment that arrived last (its block
+    /// goes first, RFC 2018 §4).
+    last_ooo: u32,
 
     // What to send next.
     ack_now: bool,
@@ -320,7 +337,9 @@ pub struct Tcb {
     /// (RFC 5681 §4.2), even when a batch delivered several at once.
     dupacks_owed: u32,
     unacked_segs: u32,
-    rexmit_one: bool,
+    /// Retransmissions owed: the first unacknowledged segment, or with SACK the next
+    /// holes below the highest SACKed byte.
+    rexmit_owed: u32,
     probe_one: bool,
     rst_pending: Option<SegOut>,
 }
@@ -380,11 +399,15 @@ impl Tcb {
             cwnd: 0,
             ssthresh: u32::MAX,
             dupacks: 0,
+            limited_extra: 0,
             recover: None,
+            sacked: Vec::new(),
+            sack_next: iss,
+            last_ooo: 0,
             ack_now: false,
             dupacks_owed: 0,
             unacked_segs: 0,
-            rexmit_one: false,
+            rexmit_owed: 0,
             probe_one: false,
             rst_pending: None,
         }
@@ -433,7 +456,7 @@ impl Tcb {
         if let Some((tsval, _)) = syn.ts {
             self.ts_recent = tsval;
         }
-        self.sack_perm = syn.sack_perm;
+        self.sack_perm = self.cfg.sack && syn.sack_perm;
         self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
     }
 
@@ -448,6 +471,14 @@ impl Tcb {
     /// The MSS this connection sends with.
     pub fn mss(&self) -> u32 {
         self.snd_mss
+    }
+
+    /// Data bytes that fit in the next segment: [`Tcb::seg_size`] less the SACK
+    /// blocks it will carry (NOP, NOP, kind, length and 8 bytes a block).
+    fn data_room(&self) -> u32 {
+        let blocks = self.sack_blocks().iter().flatten().count() as u32;
+        let sack = if blocks > 0 { 4 + 8 * blocks } else { 0 };
+        self.seg_size().saturating_sub(sack).max(1)
     }
 
     /// Data bytes per full segment: the MSS less the options every segment carries
@@ -576,7 +607,7 @@ impl Tcb {
 
     /// Whether output has something to send right now without a timer.
     pub fn wants_output(&self) -> bool {
-        self.ack_now || self.rexmit_one || self.rst_pending.is_some() || self.can_send_data()
+        self.ack_now || self.rexmit_owed > 0 || self.rst_pending.is_some() || self.can_send_data()
     }
 
     fn fin_seq(&self) -> u32 {
@@ -605,7 +636,9 @@ impl Tcb {
     }
 
     fn send_allowance(&self) -> u32 {
-        let wnd = self.snd_wnd.min(self.cwnd);
+        let wnd = self
+            .snd_wnd
+            .min(self.cwnd.saturating_add(self.limited_extra));
         wnd.saturating_sub(diff(self.snd_nxt, self.snd_una))
     }
 
@@ -620,9 +653,11 @@ impl Tcb {
         if self.state == State::Closed {
             return;
         }
-        if self.rexmit_one {
-            self.rexmit_one = false;
-            self.send_rexmit_one(now, st, out);
+        let owed = std::mem::take(&mut self.rexmit_owed).min(64);
+        for _ in 0..owed {
+            if !self.send_rexmit(now, st, out) {
+                break;
+            }
         }
         if self.probe_one {
             self.probe_one = false;
@@ -699,7 +734,8 @@ impl Tcb {
         self.dupacks = 0;
         self.recover = None;
         self.timed = None;
-        // Go back N: everything from the first unacknowledged byte goes again.
+        self.sack_next = self.snd_una;
+        // Go back N (skipping what the peer has SACKed): everything from the first unacknowledged byte goes again.
         self.snd_nxt = self.snd_una;
     }
 
@@ -741,6 +777,7 @@ impl Tcb {
             ack_flag: true,
             wnd: (wnd_adv >> self.rcv_wscale).min(65_535) as u16,
             ts: self.ts_enabled.then(|| (self.tsval(now), self.ts_recent)),
+            sack: self.sack_blocks(),
             ..SegOut::default()
         }
     }
@@ -782,7 +819,7 @@ impl Tcb {
                     seg.ack = 0;
                     seg.ts = self.cfg.timestamps.then(|| (self.tsval(now), 0));
                     seg.wscale = self.cfg.window_scaling.then_some(self.rcv_wscale);
-                    seg.sack_perm = true;
+                    seg.sack_perm = self.cfg.sack;
                     seg.wnd = self.rcv_window().min(65_535) as u16;
                 } else {
                     seg.wscale =
@@ -809,6 +846,14 @@ impl Tcb {
             | State::FinWait1
             | State::Closing
             | State::LastAck => {
+                while let Some(r) = self
+                    .sacked
+                    .iter()
+                    .copied()
+                    .find(|r| le(r.0, self.snd_nxt) && lt(self.snd_nxt, r.1))
+                {
+                    self.snd_nxt = r.1;
+                }
                 let end = self.fin_seq();
                 let unsent = diff(end, self.snd_nxt);
                 if lt(end, self.snd_nxt) {
@@ -816,18 +861,21 @@ impl Tcb {
                     return false;
                 }
                 let allowance = self.send_allowance();
-                let len = unsent.min(self.seg_size()).min(allowance);
+                let room = self.data_room();
+                let mut len = unsent.min(room).min(allowance);
+                // Resending after a timeout: not what the peer has SACKed.
+                if lt(self.snd_nxt, self.snd_max) {
+                    if let Some(r) = self.sacked.iter().find(|r| lt(self.snd_nxt, r.0)) {
+                        len = len.min(diff(r.0, self.snd_nxt));
+                    }
+                }
                 let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
                 if len == 0 && !(fin_here && unsent == 0) {
                     return false;
                 }
                 // Nagle: a short segment waits while data are unacknowledged, unless it
                 // ends the stream.
-                if len < self.seg_size()
-                    && !self.cfg.nodelay
-                    && self.snd_una != self.snd_nxt
-                    && !fin_here
-                {
+                if len < room && !self.cfg.nodelay && self.snd_una != self.snd_nxt && !fin_here {
                     return false;
                 }
                 let mut seg = self.header(now, self.snd_nxt);
@@ -865,32 +913,163 @@ impl Tcb {
         }
     }
 
-    /// Retransmits the first unacknowledged segment (fast retransmit, partial ACK).
-    fn send_rexmit_one(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
-        if !self.state.synchronized() {
-            return;
-        }
+    /// The next hole to retransmit: with SACK the first range at or after `sack_next`
+    /// that the peer lacks below its highest SACKed byte; without, the segment at
+    /// `snd_una` (once per call of the loss recovery).
+    fn next_hole(&self) -> Option<(u32, u32)> {
         let end = self.fin_seq();
-        let avail = diff(end, self.snd_una);
-        let len = avail.min(self.seg_size());
-        let fin = self.fin_queued && self.snd_una.wrapping_add(len) == end && lt(end, self.snd_max);
-        if len == 0 && !fin {
-            return;
+        let limit =
+            |p: u32, hole_end: u32| diff(hole_end, p).min(self.seg_size()).min(diff(end, p));
+        if !self.sack_perm || self.sacked.is_empty() {
+            if self.sack_next != self.snd_una && lt(self.snd_una, self.sack_next) {
+                return None;
+            }
+            let len = limit(self.snd_una, end);
+            return (len > 0).then_some((self.snd_una, len));
         }
-        let mut seg = self.header(now, self.snd_una);
+        let high = self.sacked.last().map(|r| r.1)?;
+        let mut p = if lt(self.sack_next, self.snd_una) {
+            self.snd_una
+        } else {
+            self.sack_next
+        };
+        while lt(p, high) {
+            if let Some(r) = self.sacked.iter().find(|r| le(r.0, p) && lt(p, r.1)) {
+                p = r.1;
+                continue;
+            }
+            let hole_end = self
+                .sacked
+                .iter()
+                .find(|r| lt(p, r.0))
+                .map_or(high, |r| r.0);
+            let len = limit(p, hole_end);
+            return (len > 0).then_some((p, len));
+        }
+        None
+    }
+
+    /// Retransmits one hole (fast retransmit, partial ACK, SACK recovery).
+    fn send_rexmit(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) -> bool {
+        if !self.state.synchronized() {
+            return false;
+        }
+        let Some((p, len)) = self.next_hole() else {
+            // Only a FIN may be outstanding.
+            let end = self.fin_seq();
+            if self.fin_queued && self.snd_una == end && lt(end, self.snd_max) {
+                let mut seg = self.header(now, end);
+                seg.fin = true;
+                st.sndrexmitpack += 1;
+                self.push(seg, st, out);
+                self.arm_rtx(now);
+                return true;
+            }
+            return false;
+        };
+        let mut seg = self.header(now, p);
         seg.data_len = len as usize;
-        seg.fin = fin;
         st.sndrexmitpack += 1;
         st.sndrexmitbyte += u64::from(len);
         self.timed = None;
         self.push(seg, st, out);
-        if lt(
-            self.snd_nxt,
-            self.snd_una.wrapping_add(len + u32::from(fin)),
-        ) {
-            self.snd_nxt = self.snd_una.wrapping_add(len + u32::from(fin));
+        self.sack_next = p.wrapping_add(len);
+        if lt(self.snd_nxt, self.sack_next) {
+            self.snd_nxt = self.sack_next;
         }
         self.arm_rtx(now);
+        true
+    }
+
+    /// Records the SACK blocks of an acknowledgment in the scoreboard.
+    fn sack_update(&mut self, seg: &SegIn<'_>) -> u32 {
+        if !self.sack_perm || seg.sack[0].is_none() {
+            return 0;
+        }
+        let before = self.sacked_bytes();
+        for (l, r) in seg.sack.iter().flatten().copied() {
+            if !(lt(self.snd_una, r) && lt(l, r) && le(r, self.snd_max)) {
+                continue;
+            }
+            let l = if lt(l, self.snd_una) { self.snd_una } else { l };
+            // Insert and merge (sorted by left edge, relative to snd_una).
+            let base = self.snd_una;
+            let key = |x: u32| diff(x, base);
+            let pos = self
+                .sacked
+                .iter()
+                .position(|x| key(x.0) > key(l))
+                .unwrap_or(self.sacked.len());
+            self.sacked.insert(pos, (l, r));
+            let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.sacked.len());
+            for &(a, b) in &self.sacked {
+                match merged.last_mut() {
+                    Some(m) if key(a) <= key(m.1) => {
+                        if key(b) > key(m.1) {
+                            m.1 = b;
+                        }
+                    }
+                    _ => merged.push((a, b)),
+                }
+            }
+            merged.truncate(64);
+            self.sacked = merged;
+        }
+        self.sacked_bytes().saturating_sub(before)
+    }
+
+    fn sacked_bytes(&self) -> u32 {
+        self.sacked.iter().map(|r| diff(r.1, r.0)).sum()
+    }
+
+    /// Forgets scoreboard ranges at or below `ack`.
+    fn sack_prune(&mut self, ack: u32) {
+        self.sacked.retain(|r| lt(ack, r.1));
+        if let Some(first) = self.sacked.first_mut() {
+            if lt(first.0, ack) {
+                first.0 = ack;
+            }
+        }
+    }
+
+    /// SACK blocks describing the out-of-order queue, the latest arrival's first.
+    fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
+        let mut out = [None; 4];
+        if !self.sack_perm || self.ooo.is_empty() {
+            return out;
+        }
+        let max = if self.ts_enabled { 3 } else { 4 };
+        let mut ranges: [(u32, u32); 8] = [(0, 0); 8];
+        let mut n = 0;
+        for o in self.ooo.iter().filter(|o| !o.data.is_empty()) {
+            let (a, b) = (o.seq, o.seq.wrapping_add(o.data.len() as u32));
+            if n > 0 && le(a, ranges[n - 1].1) {
+                if lt(ranges[n - 1].1, b) {
+                    ranges[n - 1].1 = b;
+                }
+            } else if n < ranges.len() {
+                ranges[n] = (a, b);
+                n += 1;
+            }
+        }
+        let first = ranges[..n]
+            .iter()
+            .position(|r| le(r.0, self.last_ooo) && lt(self.last_ooo, r.1));
+        let mut k = 0;
+        if let Some(f) = first {
+            out[0] = Some(ranges[f]);
+            k = 1;
+        }
+        for (i, r) in ranges[..n].iter().enumerate() {
+            if k >= max {
+                break;
+            }
+            if Some(i) != first {
+                out[k] = Some(*r);
+                k += 1;
+            }
+        }
+        out
     }
 
     /// A zero-window probe: the first unacknowledged byte, beyond what the peer allows.
@@ -1113,15 +1292,15 @@ impl Tcb {
             return;
         }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
+        let newly_sacked = self.sack_update(seg);
         if lt(self.snd_una, ack) {
             self.ack_advance(ack, seg, now, st);
         } else if ack == self.snd_una
-            && seg.payload.is_empty()
-            && !seg.fin
-            && wnd == self.snd_wnd
-            && wnd != 0
             && self.snd_max != self.snd_una
+            && (newly_sacked > 0
+                || (seg.payload.is_empty() && !seg.fin && wnd == self.snd_wnd && wnd != 0))
         {
+            // RFC 5681's duplicate ACK, or RFC 6675's: one that SACKs new data.
             st.rcvdupack += 1;
             self.on_dupack(st);
         }
@@ -1210,7 +1389,7 @@ impl Tcb {
             Some(rec) if lt(ack, rec) => {
                 // Partial ACK: retransmit the next hole, deflate.
                 self.cwnd = self.cwnd.saturating_sub(acked).saturating_add(mss);
-                self.rexmit_one = true;
+                self.rexmit_owed += 1;
                 self.rtx_deadline = None;
             }
             Some(_) => {
@@ -1234,6 +1413,8 @@ impl Tcb {
         }
 
         self.snd_una = ack;
+        self.limited_extra = 0;
+        self.sack_prune(ack);
         if lt(self.snd_nxt, self.snd_una) {
             self.snd_nxt = self.snd_una;
         }
@@ -1264,16 +1445,37 @@ impl Tcb {
     fn on_dupack(&mut self, st: &mut TcpStat) {
         self.dupacks += 1;
         let mss = self.snd_mss;
+        // Early retransmit (RFC 5827): with nothing new to send and fewer than four
+        // segments out, three duplicate ACKs may never come.
+        let unsent = lt(self.snd_max, self.fin_seq());
+        let out_segs = self.flight().div_ceil(self.seg_size().max(1));
+        let dupthresh = if unsent {
+            3
+        } else {
+            out_segs.saturating_sub(1).clamp(1, 3)
+        };
         match self.recover {
-            None if self.dupacks == 3 => {
+            None if self.dupacks < dupthresh => {
+                // Limited transmit (RFC 3042): each of the first two duplicate ACKs
+                // lets one new segment out, to keep the ACK clock running.
+                self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+            }
+            None if self.dupacks == dupthresh => {
                 st.fastrexmit += 1;
                 self.ssthresh = (self.flight() / 2).max(2 * mss);
                 self.cwnd = self.ssthresh + 3 * mss;
                 self.recover = Some(self.snd_max);
-                self.rexmit_one = true;
+                self.sack_next = self.snd_una;
+                self.rexmit_owed += 1;
                 self.timed = None;
             }
-            Some(_) => self.cwnd = self.cwnd.saturating_add(mss),
+            Some(_) => {
+                self.cwnd = self.cwnd.saturating_add(mss);
+                // With SACK each further duplicate ACK clocks out the next hole.
+                if self.sack_perm && !self.sacked.is_empty() {
+                    self.rexmit_owed += 1;
+                }
+            }
             None => {}
         }
     }
@@ -1341,6 +1543,7 @@ impl Tcb {
             st.rcvoopack += 1;
             st.rcvoobyte += data.len() as u64;
             self.dupacks_owed += 1;
+            self.last_ooo = seq;
             if self.ooo.len() < self.cfg.ooo_max_segs && (!data.is_empty() || fin) {
                 if !self
                     .ooo

@@ -22,6 +22,7 @@ fn to_in(w: &Wire) -> SegIn<'_> {
         wscale: w.seg.wscale,
         sack_perm: w.seg.sack_perm,
         ts: w.seg.ts,
+        sack: w.seg.sack,
         payload: &w.data,
     }
 }
@@ -61,6 +62,8 @@ struct Pair {
     log: Vec<(bool, SegOut)>,
     /// Drop everything (a dead peer) when true.
     blackhole: bool,
+    /// Data bytes from A that the link lost.
+    lost_a_bytes: u64,
 }
 
 impl Pair {
@@ -80,6 +83,7 @@ impl Pair {
             cfg_b,
             log: Vec::new(),
             blackhole: false,
+            lost_a_bytes: 0,
         }
     }
 
@@ -98,6 +102,9 @@ impl Pair {
             t.copy_payload(&seg, &mut data);
             self.log.push((from_a, seg));
             if self.blackhole || self.rng.chance(self.link.loss) {
+                if from_a {
+                    self.lost_a_bytes += seg.data_len as u64;
+                }
                 continue;
             }
             let copies = if self.rng.chance(self.link.dup) { 2 } else { 1 };
@@ -802,6 +809,12 @@ fn random_segments_never_panic_and_keep_invariants() {
                 ts: rng
                     .chance(0.9)
                     .then(|| (p.a.ts_recent.wrapping_add(jitter(&mut rng)), rng.next_u32())),
+                sack: [0; 4].map(|_| {
+                    rng.chance(0.3).then(|| {
+                        let l = base_ack.wrapping_add(jitter(&mut rng));
+                        (l, l.wrapping_add(rng.below(4000) as u32))
+                    })
+                }),
                 payload: &payload[..rng.below(3000) as usize],
             };
             p.a.input(&seg, now, &mut p.sa);
@@ -810,6 +823,11 @@ fn random_segments_never_panic_and_keep_invariants() {
             for o in &out {
                 let mut buf = vec![0u8; o.data_len];
                 p.a.copy_payload(o, &mut buf);
+                let repr = o.to_repr(1, 2, &buf);
+                assert!(
+                    repr.header_len() - 20 + o.data_len <= p.a.mss() as usize,
+                    "options and data fit the MSS"
+                );
                 assert!(o.data_len <= p.a.seg_size() as usize);
             }
             assert!(p.a.ooo.len() <= p.a.cfg.ooo_max_segs);
@@ -819,5 +837,40 @@ fn random_segments_never_panic_and_keep_invariants() {
                 break;
             }
         }
+    }
+}
+
+#[test]
+fn sack_recovery_retransmits_little_more_than_was_lost() {
+    for loss in [0.01, 0.03, 0.05, 0.10] {
+        let mut results = Vec::new();
+        for sack in [true, false] {
+            let cfg = TcpConfig { sack, ..quick() };
+            let link = Link {
+                loss,
+                delay: Duration::from_millis(10),
+                ..Link::default()
+            };
+            let mut p = Pair::new(cfg, cfg, link, (loss * 1000.0) as u64);
+            p.established();
+            assert_eq!(p.a.sack_perm, sack);
+            p.transfer(1_000_000, false, Duration::from_secs(36_000));
+            let sent_blocks = p.log.iter().any(|(a, s)| !*a && s.sack[0].is_some());
+            assert_eq!(sent_blocks, sack, "SACK blocks only when negotiated");
+            results.push((p.lost_a_bytes, p.sa.sndrexmitbyte, p.sa.rexmttimeo, p.now));
+        }
+        let (lost, rexmit, rtos, t_sack) = results[0];
+        let (lost_n, rexmit_n, rtos_n, t_plain) = results[1];
+        eprintln!(
+            "loss {loss}: SACK lost {lost} B, resent {rexmit} B ({:.2}x), {rtos} RTOs, done at {t_sack}; \
+             NewReno lost {lost_n} B, resent {rexmit_n} B ({:.2}x), {rtos_n} RTOs, done at {t_plain}",
+            rexmit as f64 / lost.max(1) as f64,
+            rexmit_n as f64 / lost_n.max(1) as f64
+        );
+        assert!(lost > 0);
+        assert!(
+            rexmit as f64 <= 1.5 * lost as f64,
+            "loss {loss}: resent {rexmit} for {lost} lost"
+        );
     }
 }
