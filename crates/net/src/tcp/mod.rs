@@ -2,10 +2,12 @@
 //! against itself over a lossy, reordering, duplicating link in virtual time; the
 //! worker demux, listeners and sockets that put it on the wire come next.
 
+pub mod cc;
 pub(crate) mod chan;
 pub(crate) mod layer;
 pub mod socket;
 pub mod tcb;
 
+pub use cc::CongestionControl;
 pub use socket::{TcpListener, TcpStream};
 pub use tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};

@@ -16,6 +16,7 @@
 //! challenge ACKs; a bounded out-of-order queue. SACK, CUBIC, keepalive and SYN cookies
 //! come in later steps.
 
+use super::cc::{CcState, CongestionControl};
 use crate::stats::TcpStat;
 use dev::{Duration, Instant};
 use std::collections::VecDeque;
@@ -98,6 +99,8 @@ pub struct TcpConfig {
     pub init_cwnd_segs: u32,
     /// Selective acknowledgments (RFC 2018), offered and used when the peer agrees.
     pub sack: bool,
+    /// Congestion control algorithm (CUBIC by default).
+    pub cc: CongestionControl,
 }
 
 impl Default for TcpConfig {
@@ -119,6 +122,7 @@ impl Default for TcpConfig {
             ooo_max_segs: 64,
             init_cwnd_segs: 10,
             sack: true,
+            cc: CongestionControl::Cubic,
         }
     }
 }
@@ -322,6 +326,7 @@ pub struct Tcb {
     dupacks: u32,
     /// Limited transmit's allowance beyond `cwnd`, reset by new data acknowledged.
     limited_extra: u32,
+    cc: CcState,
     recover: Option<u32>,
     /// Sender's scoreboard: ranges the peer holds above `snd_una`, sorted, merged.
     sacked: Vec<(u32, u32)>,
@@ -400,6 +405,7 @@ impl Tcb {
             ssthresh: u32::MAX,
             dupacks: 0,
             limited_extra: 0,
+            cc: CcState::new(cfg.cc),
             recover: None,
             sacked: Vec::new(),
             sack_next: iss,
@@ -728,7 +734,8 @@ impl Tcb {
         self.rto = (self.rto * 2).min(self.cfg.max_rto);
         if self.state.synchronized() || self.state == State::SynReceived {
             let mss = self.snd_mss;
-            self.ssthresh = (self.flight() / 2).max(2 * mss);
+            self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+            self.cc.on_timeout();
             self.cwnd = mss;
         }
         self.dupacks = 0;
@@ -918,8 +925,8 @@ impl Tcb {
     /// `snd_una` (once per call of the loss recovery).
     fn next_hole(&self) -> Option<(u32, u32)> {
         let end = self.fin_seq();
-        let limit =
-            |p: u32, hole_end: u32| diff(hole_end, p).min(self.seg_size()).min(diff(end, p));
+        let room = self.data_room();
+        let limit = |p: u32, hole_end: u32| diff(hole_end, p).min(room).min(diff(end, p));
         if !self.sack_perm || self.sacked.is_empty() {
             if self.sack_next != self.snd_una && lt(self.snd_una, self.sack_next) {
                 return None;
@@ -1405,9 +1412,9 @@ impl Tcb {
                 if self.cwnd < self.ssthresh {
                     self.cwnd = self.cwnd.saturating_add(acked.min(mss));
                 } else {
-                    self.cwnd = self
-                        .cwnd
-                        .saturating_add((mss * mss / self.cwnd.max(1)).max(1));
+                    let srtt = self.srtt.unwrap_or(Duration::ZERO);
+                    let inc = self.cc.avoid(now, self.cwnd, acked, mss, srtt);
+                    self.cwnd = self.cwnd.saturating_add(inc);
                 }
             }
         }
@@ -1462,7 +1469,7 @@ impl Tcb {
             }
             None if self.dupacks == dupthresh => {
                 st.fastrexmit += 1;
-                self.ssthresh = (self.flight() / 2).max(2 * mss);
+                self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
                 self.cwnd = self.ssthresh + 3 * mss;
                 self.recover = Some(self.snd_max);
                 self.sack_next = self.snd_una;
