@@ -100,7 +100,7 @@ counter_group!(
         rcvdupack, rcvacktoomuch, rcvackpack, rcvackbyte, rcvwinprobe, rcvwinupd,
         pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
-        listendrop, handoff,
+        listendrop, handoff, keeptimeo, keepprobe, keepdrops,
     }
 );
 

@@ -248,3 +248,42 @@ fn tcp_backlog_is_bounded() {
     assert!(s.host(b).stats().tcp.listendrop >= 6);
     assert_eq!(clients.iter().filter(|c| c.is_connected()).count(), 4);
 }
+
+#[test]
+fn tcp_socket_options_reach_the_connection() {
+    let (mut s, a, b) = pair(2, 5, Impairments::default());
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 22), 4)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 22))
+        .unwrap();
+    s.run_for(Duration::from_millis(10));
+    let (srv, _) = l.accept().unwrap();
+    assert!(c.is_connected());
+    assert!(!c.nodelay().unwrap());
+    c.set_nodelay(true).unwrap();
+    assert!(c.nodelay().unwrap());
+    // Keepalive after 1 s idle: an idle connection is probed, and survives.
+    c.set_keepalive(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    s.run_for(Duration::from_secs(10));
+    let st = s.host(a).stats().tcp;
+    assert!(st.keepprobe >= 1, "{st:?}");
+    assert_eq!(st.keepdrops, 0);
+    assert!(c.is_connected());
+    // Nodelay: ten small writes leave as ten segments at once.
+    let before = s.host(a).stats().tcp.sndpack;
+    for _ in 0..10 {
+        (&c).write_all(b"x").unwrap();
+        s.run_for(Duration::from_micros(10));
+    }
+    s.run_for(Duration::from_millis(10));
+    assert_eq!(s.host(a).stats().tcp.sndpack - before, 10);
+    let mut got = [0u8; 16];
+    srv.set_nonblocking(true).unwrap();
+    assert_eq!((&srv).read(&mut got).unwrap(), 10);
+}

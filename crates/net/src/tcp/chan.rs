@@ -9,7 +9,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::Duration;
@@ -177,6 +177,11 @@ pub(crate) struct StreamShared {
     pub dropped: AtomicBool,
     /// A wake-up message is already queued for the worker.
     pub queued: AtomicBool,
+    /// Options the application set, applied by the worker when `opts_dirty`.
+    pub opt_nodelay: AtomicBool,
+    /// Keepalive idle time in nanoseconds; 0 = off.
+    pub opt_keepalive_ns: AtomicU64,
+    pub opts_dirty: AtomicBool,
     waiting: AtomicBool,
     waiter: Mutex<Option<Thread>>,
 }
@@ -201,6 +206,9 @@ impl StreamShared {
             wr_shut: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             queued: AtomicBool::new(false),
+            opt_nodelay: AtomicBool::new(false),
+            opt_keepalive_ns: AtomicU64::new(0),
+            opts_dirty: AtomicBool::new(false),
             waiting: AtomicBool::new(false),
             waiter: Mutex::new(None),
         }

@@ -243,6 +243,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         cx.tcp_cfg.sndbuf,
         cx.tcp_cfg.rcvbuf,
     ));
+    s.opt_nodelay.store(cx.tcp_cfg.nodelay, Ordering::Release);
     let i = tw.insert(Conn {
         tuple,
         tcb,
@@ -323,6 +324,12 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         return;
     };
     let s = c.s.clone();
+    if s.opts_dirty.swap(false, Ordering::AcqRel) {
+        c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
+        let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
+        c.tcb
+            .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
+    }
     // Application → control block.
     {
         let Conn {

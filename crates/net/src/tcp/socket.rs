@@ -177,6 +177,28 @@ impl TcpStream {
         Ok(())
     }
 
+    /// `TCP_NODELAY`: send small writes at once instead of coalescing them (Nagle).
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.s.opt_nodelay.store(on, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    pub fn nodelay(&self) -> io::Result<bool> {
+        Ok(self.s.opt_nodelay.load(Ordering::Acquire))
+    }
+
+    /// `SO_KEEPALIVE` with `TCP_KEEPIDLE`: probe the peer after `idle` without traffic
+    /// (`None`: off). Interval and count come from the stack's `TcpConfig`.
+    pub fn set_keepalive(&self, idle: Option<Duration>) -> io::Result<()> {
+        let ns = timeout_ns(idle)?;
+        self.s.opt_keepalive_ns.store(ns, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
     /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards what
     /// arrives from now on.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
@@ -308,6 +330,7 @@ pub(crate) fn connect(
     let home = super::layer::flow_home(local, remote, stack.wake.len());
     let p = &stack.params.tcp;
     let s = Arc::new(StreamShared::new(local, remote, home, p.sndbuf, p.rcvbuf));
+    s.opt_nodelay.store(p.nodelay, Ordering::Release);
     let q = stack
         .tcp_inbox
         .get(home)

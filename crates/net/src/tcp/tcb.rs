@@ -101,6 +101,13 @@ pub struct TcpConfig {
     pub sack: bool,
     /// Congestion control algorithm (CUBIC by default).
     pub cc: CongestionControl,
+    /// Keepalive (`SO_KEEPALIVE` with `TCP_KEEPIDLE`): probe after this long without
+    /// hearing from the peer; `None` (the default) sends none.
+    pub keepalive: Option<Duration>,
+    /// Between unanswered keepalive probes (`TCP_KEEPINTVL`).
+    pub keepalive_interval: Duration,
+    /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
+    pub keepalive_probes: u32,
 }
 
 impl Default for TcpConfig {
@@ -123,6 +130,9 @@ impl Default for TcpConfig {
             init_cwnd_segs: 10,
             sack: true,
             cc: CongestionControl::Cubic,
+            keepalive: None,
+            keepalive_interval: Duration::from_secs(75),
+            keepalive_probes: 8,
         }
     }
 }
@@ -327,6 +337,9 @@ pub struct Tcb {
     /// Limited transmit's allowance beyond `cwnd`, reset by new data acknowledged.
     limited_extra: u32,
     cc: CcState,
+    ka_deadline: Option<Instant>,
+    ka_probes: u32,
+    ka_send: bool,
     recover: Option<u32>,
     /// Sender's scoreboard: ranges the peer holds above `snd_una`, sorted, merged.
     sacked: Vec<(u32, u32)>,
@@ -406,6 +419,9 @@ impl Tcb {
             dupacks: 0,
             limited_extra: 0,
             cc: CcState::new(cfg.cc),
+            ka_deadline: None,
+            ka_probes: 0,
+            ka_send: false,
             recover: None,
             sacked: Vec::new(),
             sack_next: iss,
@@ -577,6 +593,7 @@ impl Tcb {
         self.persist_deadline = None;
         self.delack_deadline = None;
         self.tw_deadline = None;
+        self.ka_deadline = None;
     }
 
     /// Window still open from what we advertised (never negative).
@@ -605,6 +622,7 @@ impl Tcb {
             self.persist_deadline,
             self.delack_deadline,
             self.tw_deadline,
+            self.ka_deadline,
         ]
         .into_iter()
         .flatten()
@@ -658,6 +676,13 @@ impl Tcb {
         }
         if self.state == State::Closed {
             return;
+        }
+        if std::mem::take(&mut self.ka_send) {
+            // A keepalive probe: one byte before SND.UNA, no data, so the peer answers
+            // with an ACK (RFC 1122 §4.2.3.6, as BSD sends it).
+            let seg = self.header(now, self.snd_una.wrapping_sub(1));
+            st.keepprobe += 1;
+            self.push(seg, st, out);
         }
         let owed = std::mem::take(&mut self.rexmit_owed).min(64);
         for _ in 0..owed {
@@ -714,6 +739,45 @@ impl Tcb {
             self.probe_one = true;
             self.persist_backoff = (self.persist_backoff + 1).min(8);
         }
+        if self.ka_deadline.is_some_and(|t| t <= now) {
+            self.ka_deadline = None;
+            st.keeptimeo += 1;
+            if self.snd_una != self.snd_max {
+                // Data outstanding: the retransmission timer watches the peer.
+                self.arm_keepalive(now);
+            } else if self.ka_probes >= self.cfg.keepalive_probes {
+                st.keepdrops += 1;
+                st.drops += 1;
+                self.error = Some(TcpError::TimedOut);
+                self.enter_closed();
+            } else {
+                self.ka_probes += 1;
+                self.ka_send = true;
+                self.ka_deadline = Some(now + self.cfg.keepalive_interval);
+            }
+        }
+    }
+
+    /// Restarts the idle clock of keepalive (after hearing from the peer).
+    fn arm_keepalive(&mut self, now: Instant) {
+        self.ka_deadline = match (self.cfg.keepalive, self.state) {
+            (Some(idle), State::Established | State::CloseWait | State::FinWait2) => {
+                Some(now + idle)
+            }
+            _ => None,
+        };
+    }
+
+    /// Turns keepalive on (with this idle time) or off.
+    pub fn set_keepalive(&mut self, idle: Option<Duration>, now: Instant) {
+        self.cfg.keepalive = idle;
+        self.ka_probes = 0;
+        self.arm_keepalive(now);
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&mut self, on: bool) {
+        self.cfg.nodelay = on;
     }
 
     fn on_rto(&mut self, st: &mut TcpStat) {
@@ -1132,6 +1196,10 @@ impl Tcb {
             State::SynSent => self.input_syn_sent(seg, now, st),
             _ => self.input_synchronized(seg, now, st),
         }
+        if self.cfg.keepalive.is_some() && !seg.rst {
+            self.ka_probes = 0;
+            self.arm_keepalive(now);
+        }
     }
 
     fn input_syn_sent(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
@@ -1352,6 +1420,7 @@ impl Tcb {
 
     fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
+        self.ka_deadline = None;
         self.rtx_deadline = None;
         self.persist_deadline = None;
         self.delack_deadline = None;

@@ -903,3 +903,43 @@ fn cubic_and_newreno_both_deliver_and_cubic_regrows_faster_on_a_long_path() {
         "CUBIC recovers its window faster: {times:?}"
     );
 }
+
+#[test]
+fn keepalive_probes_an_idle_peer_and_drops_a_dead_one() {
+    let cfg = TcpConfig {
+        keepalive: Some(Duration::from_secs(10)),
+        keepalive_interval: Duration::from_secs(2),
+        keepalive_probes: 3,
+        ..quick()
+    };
+    let mut p = Pair::new(cfg, quick(), Link::default(), 31);
+    p.established();
+    p.transfer(1000, false, Duration::from_secs(5));
+    // An idle but live peer answers every probe: the connection stays.
+    p.run_until(Duration::from_secs(60), |_| false);
+    assert_eq!(p.a.state(), State::Established);
+    assert!(p.sa.keepprobe >= 4, "probes: {}", p.sa.keepprobe);
+    let probe = p
+        .log
+        .iter()
+        .rev()
+        .find(|(a, s)| *a && s.data_len == 0 && s.seq == p.a.snd_una.wrapping_sub(1));
+    assert!(probe.is_some(), "a probe carries SND.UNA - 1");
+    // A dead peer: after idle + 3 intervals of silence, dropped as timed out.
+    p.blackhole = true;
+    let t0 = p.now;
+    assert!(p.run_until(Duration::from_secs(60), |p| p.a.state() == State::Closed));
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    assert_eq!(p.sa.keepdrops, 1);
+    assert!(
+        p.now - t0 <= Duration::from_secs(10 + 3 * 2 + 2),
+        "{:?}",
+        p.now - t0
+    );
+    // Without keepalive an idle connection sends nothing at all.
+    let mut q = quiet_pair(32);
+    let n = q.log.len();
+    q.run_until(Duration::from_secs(600), |_| false);
+    assert_eq!(q.log.len(), n);
+    assert_eq!(q.a.state(), State::Established);
+}
