@@ -100,7 +100,8 @@ counter_group!(
         rcvdupack, rcvacktoomuch, rcvackpack, rcvackbyte, rcvwinprobe, rcvwinupd,
         pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
-        listendrop, handoff, keeptimeo, keepprobe, keepdrops,
+        listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
+        syncookiesrecvd, pcbcount,
     }
 );
 

@@ -434,6 +434,10 @@ impl Worker {
             next = Some(next.map_or(t, |n: Instant| n.min(t)));
         }
 
+        if let Some(tw) = cx.tcp.as_ref() {
+            cx.stats.tcp.pcbcount = tw.count() as u64;
+        }
+
         // 7. Publish counters, wake applications.
         shared.stats[*id].publish(cx.stats);
         for s in cx.wake.drain(..) {

@@ -244,9 +244,18 @@ fn tcp_backlog_is_bounded() {
         })
         .collect();
     s.run_for(Duration::from_millis(50));
-    assert_eq!(l.pending(), 4, "never more than the backlog");
-    assert!(s.host(b).stats().tcp.listendrop >= 6);
+    assert_eq!(
+        l.pending(),
+        4,
+        "never more than the backlog waits for accept"
+    );
+    assert_eq!(s.host(b).stats().tcp.listendrop, 6);
     assert_eq!(clients.iter().filter(|c| c.is_connected()).count(), 4);
+    let refused = clients
+        .iter()
+        .filter(|c| c.wait_connected(Some(std::time::Duration::ZERO)).is_err())
+        .count();
+    assert_eq!(refused, 6, "the others are reset, not left hanging");
 }
 
 #[test]
@@ -286,4 +295,131 @@ fn tcp_socket_options_reach_the_connection() {
     let mut got = [0u8; 16];
     srv.set_nonblocking(true).unwrap();
     assert_eq!((&srv).read(&mut got).unwrap(), 10);
+}
+
+/// A SYN to `dst:dport` from `src:sport`, as a full Ethernet frame.
+fn syn_frame(
+    dst_mac: wire::EthernetAddress,
+    src: Ipv4Addr,
+    sport: u16,
+    dst: Ipv4Addr,
+    dport: u16,
+    seq: u32,
+) -> Vec<u8> {
+    use std::net::IpAddr;
+    let tcp = wire::TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq_number: wire::TcpSeqNumber(seq),
+        ack_number: wire::TcpSeqNumber(0),
+        flags: wire::TcpFlags::SYN,
+        window_len: 65535,
+        urgent_at: 0,
+        max_seg_size: Some(1460),
+        window_scale: None,
+        sack_permitted: false,
+        sack_ranges: [None; 4],
+        timestamp: None,
+        payload: &[],
+    };
+    let tlen = tcp.buffer_len();
+    let mut f = vec![0u8; 14 + 20 + tlen];
+    f[0..6].copy_from_slice(&dst_mac.0);
+    f[6..12].copy_from_slice(&[2, 0xee, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + tlen) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&src.octets());
+    ip[16..20].copy_from_slice(&dst.octets());
+    let sum = !wire::checksum::data(&f[14..34]);
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    let mut p = wire::TcpPacket::new_unchecked(&mut f[34..]);
+    tcp.emit(&mut p, &IpAddr::V4(src), &IpAddr::V4(dst), true);
+    f
+}
+
+#[test]
+fn syn_flood_engages_cookies_and_leaves_established_and_new_connections_working() {
+    let (mut s, a, b) = pair(1, 6, Impairments::default());
+    let hub = sim::HubId(0);
+    let mut attacker = s.attach_raw(hub);
+    let b_mac = s.host(b).interfaces()[0].mac;
+    let backlog = 32;
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), backlog)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let old = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+        .unwrap();
+    old.set_nonblocking(true).unwrap();
+    s.run_for(Duration::from_millis(10));
+    let (old_srv, _) = l.accept().unwrap();
+    old_srv.set_nonblocking(true).unwrap();
+    // Ten seconds of 5,000 SYNs a second from spoofed, unreachable sources.
+    let mut rng = dev::rng::Rng::new(7);
+    let mut new_client = None;
+    let mut max_pcbs = 0;
+    for ms in 0..10_000u32 {
+        let mut batch = Vec::new();
+        for _ in 0..5 {
+            let src = Ipv4Addr::new(198, 19, rng.below(256) as u8, 1 + rng.below(254) as u8);
+            let f = syn_frame(
+                b_mac,
+                src,
+                1024 + rng.below(60_000) as u16,
+                ip(2),
+                80,
+                rng.next_u32(),
+            );
+            batch.push(mbuf::Mbuf::from_slice(&f).unwrap());
+        }
+        let now = s.now();
+        attacker.tx_burst(now, &mut batch);
+        s.run_for(Duration::from_millis(1));
+        max_pcbs = max_pcbs.max(s.host(b).stats().tcp.pcbcount);
+        if ms == 5_000 {
+            // A new client in the middle of the flood.
+            let c = s
+                .host(a)
+                .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+                .unwrap();
+            c.set_nonblocking(true).unwrap();
+            new_client = Some(c);
+        }
+        if ms % 500 == 0 {
+            // The established connection keeps working throughout.
+            (&old).write_all(b"ping").unwrap();
+        }
+    }
+    let st = s.host(b).stats().tcp;
+    assert!(st.syncookiessent > 40_000, "{st:?}");
+    assert!(
+        max_pcbs <= backlog as u64 + 2,
+        "state stays bounded: {max_pcbs} control blocks"
+    );
+    let mut buf = [0u8; 256];
+    let n = (&old_srv).read(&mut buf).unwrap();
+    assert_eq!(n, 4 * 20, "every write on the old connection arrived");
+    // The new client got through on a cookie.
+    let c = new_client.unwrap();
+    assert!(c.is_connected(), "{st:?}");
+    assert!(st.syncookiesrecvd >= 1);
+    let mut accepted = None;
+    while let Ok((x, from)) = l.accept() {
+        if from == c.local_addr().unwrap() {
+            accepted = Some(x);
+        }
+    }
+    let srv = accepted.expect("the new connection was queued for accept");
+    (&c).write_all(b"through the flood").unwrap();
+    s.run_for(Duration::from_millis(10));
+    srv.set_nonblocking(true).unwrap();
+    let n = (&srv).read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"through the flood");
 }

@@ -245,8 +245,9 @@ pub(crate) struct ListenShared {
     pub local: SocketAddrV4,
     /// Established connections waiting for `accept`.
     pub accept_q: ArrayQueue<Arc<StreamShared>>,
-    /// Connections in SYN_RECEIVED plus those in `accept_q`: bounded by the backlog.
-    pub pending: AtomicUsize,
+    /// Connections in SYN_RECEIVED (the SYN queue), bounded by the backlog; beyond it
+    /// SYNs are answered with cookies.
+    pub half_open: AtomicUsize,
     pub backlog: usize,
     pub closed: AtomicBool,
     waiting: AtomicBool,
@@ -260,7 +261,7 @@ impl ListenShared {
             id,
             local,
             accept_q: ArrayQueue::new(backlog),
-            pending: AtomicUsize::new(0),
+            half_open: AtomicUsize::new(0),
             backlog,
             closed: AtomicBool::new(false),
             waiting: AtomicBool::new(false),

@@ -60,6 +60,8 @@ struct Conn {
     listener: Option<Arc<ListenShared>>,
     /// Handed to the listener's accept queue (or never will be).
     announced: bool,
+    /// Counted in the listener's SYN queue (`half_open`).
+    half_open: bool,
     fin_requested: bool,
     tx_partial: Option<(Vec<u8>, usize)>,
 }
@@ -100,6 +102,11 @@ impl TcpWorker {
         self.next_timer
     }
 
+    /// Connections (control blocks) this worker holds.
+    pub fn count(&self) -> usize {
+        self.conns.len()
+    }
+
     fn insert(&mut self, c: Conn) -> usize {
         let t = c.tuple;
         let i = match self.free.pop() {
@@ -129,6 +136,37 @@ fn isn(secret: u64, t: &Tuple, now: dev::Instant) -> u32 {
     secret.hash(&mut h);
     t.hash(&mut h);
     (h.finish() as u32).wrapping_add((now.as_nanos() / 4_000) as u32)
+}
+
+/// The MSS values a SYN cookie can carry (3 bits; RFC 4987's classic encoding).
+const COOKIE_MSS: [u16; 8] = [216, 536, 1024, 1200, 1220, 1360, 1440, 1460];
+
+fn cookie_hash(secret: u64, t: &Tuple, epoch: u32) -> u32 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (secret ^ 0xc00c_1e5a_u64).hash(&mut h);
+    t.hash(&mut h);
+    epoch.hash(&mut h);
+    h.finish() as u32
+}
+
+/// A SYN cookie: 5 bits of a 64-second clock, 3 bits of MSS, 24 bits of keyed hash.
+fn cookie_make(secret: u64, t: &Tuple, now: dev::Instant, mss: u16) -> u32 {
+    let epoch = (now.as_nanos() / 64_000_000_000) as u32;
+    let idx = COOKIE_MSS.iter().rposition(|&m| m <= mss).unwrap_or(0) as u32;
+    ((epoch & 0x1f) << 27) | (idx << 24) | (cookie_hash(secret, t, epoch) & 0x00ff_ffff)
+}
+
+/// The MSS a valid cookie (from this or the previous 64 s) carries.
+fn cookie_check(secret: u64, t: &Tuple, cookie: u32, now: dev::Instant) -> Option<u16> {
+    let cur = (now.as_nanos() / 64_000_000_000) as u32;
+    for epoch in [cur, cur.wrapping_sub(1)] {
+        if (epoch & 0x1f) == cookie >> 27
+            && cookie_hash(secret, t, epoch) & 0x00ff_ffff == cookie & 0x00ff_ffff
+        {
+            return Some(COOKIE_MSS[((cookie >> 24) & 7) as usize]);
+        }
+    }
+    None
 }
 
 /// `tcp_input` from `ip_input`: validates, then processes here or hands to the home.
@@ -202,18 +240,61 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         service(cx, tw, i);
         return;
     }
-    // No connection: a listener's SYN, or a reset.
-    let listener = if seg.syn && seg.ack.is_none() && !seg.rst {
-        cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {
-            v.iter()
-                .find(|l| *l.local.ip() == info.dst)
-                .or_else(|| v.iter().find(|l| l.local.ip().is_unspecified()))
-                .cloned()
-        })
-    } else {
-        None
-    };
-    let Some(l) = listener else {
+    // No connection: a listener's SYN, the ACK of a SYN cookie, or a reset.
+    let listener = cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {
+        v.iter()
+            .find(|l| *l.local.ip() == info.dst)
+            .or_else(|| v.iter().find(|l| l.local.ip().is_unspecified()))
+            .cloned()
+    });
+    let listener = listener.filter(|l| !l.closed.load(Ordering::Acquire));
+    let is_syn = seg.syn && seg.ack.is_none() && !seg.rst;
+    if let (Some(l), false, false, Some(ack)) = (&listener, seg.syn, seg.rst, seg.ack) {
+        if let Some(mss) = cookie_check(cx.isn_secret, &tuple, ack.wrapping_sub(1), cx.now) {
+            cx.stats.tcp.syncookiesrecvd += 1;
+            if l.accept_q.is_full() || tw.conns.len() >= tw.max_conns {
+                // No room: refuse with a reset rather than leave the client believing
+                // it is connected (Linux's tcp_abort_on_overflow).
+                DropReason::TcpListenDrop.count(cx.stats);
+                let rst = reset_for(&seg);
+                tw.scratch = scratch;
+                if let Some(r) = rst {
+                    send_segment(cx, &tuple, &r, &[]);
+                }
+                return;
+            }
+            let mut tcb = Tcb::from_cookie(
+                cx.tcp_cfg,
+                ack.wrapping_sub(1),
+                seg.seq.wrapping_sub(1),
+                mss,
+                seg.wnd,
+            );
+            tcb.input(&seg, cx.now, &mut cx.stats.tcp);
+            tw.scratch = scratch;
+            cx.stats.tcp.accepts += 1;
+            let s = Arc::new(StreamShared::new(
+                tuple.local,
+                tuple.remote,
+                cx.worker,
+                cx.tcp_cfg.sndbuf,
+                cx.tcp_cfg.rcvbuf,
+            ));
+            s.opt_nodelay.store(cx.tcp_cfg.nodelay, Ordering::Release);
+            let i = tw.insert(Conn {
+                tuple,
+                tcb,
+                s,
+                listener: listener.clone(),
+                announced: false,
+                half_open: false,
+                fin_requested: false,
+                tx_partial: None,
+            });
+            return service(cx, tw, i);
+        }
+    }
+    let Some(l) = listener.filter(|_| is_syn) else {
         DropReason::TcpNoPort.count(cx.stats);
         if let Some(r) = reset_for(&seg) {
             send_segment(cx, &tuple, &r, &[]);
@@ -221,13 +302,22 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         tw.scratch = scratch;
         return;
     };
-    if l.closed.load(Ordering::Acquire)
-        || l.pending.load(Ordering::Acquire) >= l.backlog
-        || tw.conns.len() >= tw.max_conns
-    {
-        // SYN cookies will answer here when the queue overflows (a later step).
+    if l.half_open.load(Ordering::Acquire) >= l.backlog || tw.conns.len() >= tw.max_conns {
+        // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
+        cx.stats.tcp.syncookiessent += 1;
+        let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
+        let synack = SegOut {
+            seq: cookie,
+            ack: seg.seq.wrapping_add(1),
+            ack_flag: true,
+            syn: true,
+            wnd: cx.tcp_cfg.rcvbuf.min(65_535) as u16,
+            mss: Some(cx.tcp_cfg.mss),
+            ..SegOut::default()
+        };
         tw.scratch = scratch;
-        return DropReason::TcpListenDrop.count(cx.stats);
+        send_segment(cx, &tuple, &synack, &[]);
+        return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
     let Some(tcb) = Tcb::accept(cx.tcp_cfg, iss, &seg) else {
@@ -235,7 +325,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return;
     };
     tw.scratch = scratch;
-    l.pending.fetch_add(1, Ordering::AcqRel);
+    l.half_open.fetch_add(1, Ordering::AcqRel);
     let s = Arc::new(StreamShared::new(
         tuple.local,
         tuple.remote,
@@ -250,6 +340,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         s,
         listener: Some(l),
         announced: false,
+        half_open: true,
         fin_requested: false,
         tx_partial: None,
     });
@@ -279,6 +370,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 s,
                 listener: None,
                 announced: true,
+                half_open: false,
                 fin_requested: false,
                 tx_partial: None,
             });
@@ -403,8 +495,8 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             s.phase.store(phase::CLOSED, Ordering::Release);
             wake_stream(cx, &s);
             if let Some(l) = &c.listener {
-                if !c.announced {
-                    l.pending.fetch_sub(1, Ordering::AcqRel);
+                if c.half_open {
+                    l.half_open.fetch_sub(1, Ordering::AcqRel);
                 }
             }
             tw.remove(i, &c.tuple);
@@ -418,8 +510,12 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             if !c.announced {
                 c.announced = true;
                 if let Some(l) = &c.listener {
+                    if std::mem::take(&mut c.half_open) {
+                        l.half_open.fetch_sub(1, Ordering::AcqRel);
+                    }
                     if l.accept_q.push(s.clone()).is_err() {
-                        l.pending.fetch_sub(1, Ordering::AcqRel);
+                        // The accept queue is full: refuse, as a full listen queue does.
+                        DropReason::TcpListenDrop.count(cx.stats);
                         c.tcb.abort();
                     } else {
                         l.wake();

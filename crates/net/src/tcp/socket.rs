@@ -48,7 +48,6 @@ impl TcpListener {
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         loop {
             if let Some(s) = self.l.accept_q.pop() {
-                self.l.pending.fetch_sub(1, Ordering::AcqRel);
                 let remote = s.remote;
                 return Ok((
                     TcpStream::new(self.stack.clone(), s),

@@ -461,6 +461,32 @@ impl Tcb {
         Some(t)
     }
 
+    /// A connection rebuilt from the ACK of a SYN cookie (RFC 4987): established at
+    /// once, with the MSS the cookie carried and no other options (the SYN-ACK offered
+    /// none).
+    pub fn from_cookie(cfg: TcpConfig, iss: u32, irs: u32, mss: u16, wnd: u16) -> Tcb {
+        let mut t = Tcb::new(cfg, iss, false);
+        t.state = State::Established;
+        t.snd_una = iss.wrapping_add(1);
+        t.snd_nxt = t.snd_una;
+        t.snd_max = t.snd_una;
+        t.sack_next = t.snd_una;
+        t.irs = irs;
+        t.rcv_nxt = irs.wrapping_add(1);
+        t.rcv_adv = t.rcv_nxt.wrapping_add(cfg.rcvbuf.min(65_535) as u32);
+        t.last_ack_sent = t.rcv_nxt;
+        t.snd_mss = u32::from(mss.max(64)).min(u32::from(cfg.mss.max(64)));
+        t.snd_wscale = 0;
+        t.rcv_wscale = 0;
+        t.ts_enabled = false;
+        t.sack_perm = false;
+        t.snd_wnd = u32::from(wnd);
+        t.snd_wl1 = irs;
+        t.snd_wl2 = t.snd_una;
+        t.cwnd = cfg.init_cwnd_segs.max(1) * t.snd_mss;
+        t
+    }
+
     fn take_syn_options(&mut self, syn: &SegIn<'_>) {
         let peer_mss = u32::from(syn.mss.unwrap_or(536)).max(64);
         self.snd_mss = peer_mss.min(u32::from(self.cfg.mss.max(64)));
