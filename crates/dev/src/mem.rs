@@ -12,10 +12,12 @@
 //! frame goes to the queue its RSS hash picks, as on a multi-queue NIC.
 
 use crate::impair::{Impairer, Impairments};
+use crate::poll::Notifier;
 use crate::rss;
 use crate::{Device, DeviceInfo, Instant, Mbuf, Queue, QueueStats};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// How a memory link behaves.
@@ -85,7 +87,49 @@ struct Port {
     /// hand (or never), whose stale frames must not keep a simulator awake.
     watched: bool,
     inboxes: Vec<Mutex<Inbox>>,
+    /// Per receive queue: an eventfd that a worker thread sleeping in `poll(2)` waits
+    /// on. Armed only once someone asks for the queue's descriptor, so simulations
+    /// make no system calls.
+    wakers: Vec<Waker>,
     tx: Mutex<Impairer>,
+}
+
+struct Waker {
+    notifier: Option<Notifier>,
+    armed: AtomicBool,
+    pending: AtomicBool,
+}
+
+impl Waker {
+    fn new() -> Self {
+        Waker {
+            notifier: Notifier::new().ok(),
+            armed: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+        }
+    }
+
+    /// Producer side: frames were queued.
+    fn wake(&self) {
+        if self.armed.load(AtomicOrdering::Acquire)
+            && !self.pending.swap(true, AtomicOrdering::AcqRel)
+        {
+            if let Some(n) = &self.notifier {
+                n.notify();
+            }
+        }
+    }
+
+    /// Consumer side: about to look at the queue.
+    fn clear(&self) {
+        if self.armed.load(AtomicOrdering::Relaxed)
+            && self.pending.swap(false, AtomicOrdering::AcqRel)
+        {
+            if let Some(n) = &self.notifier {
+                n.drain();
+            }
+        }
+    }
 }
 
 struct Segment {
@@ -158,6 +202,7 @@ impl Hub {
         let port = Arc::new(Port {
             watched,
             inboxes: (0..queues).map(|_| Mutex::new(Inbox::default())).collect(),
+            wakers: (0..queues).map(|_| Waker::new()).collect(),
             tx: Mutex::new(Impairer::new(cfg.impair, seed)),
         });
         ports.push(port);
@@ -281,6 +326,7 @@ impl MemQueue {
 impl Queue for MemQueue {
     fn rx_burst(&mut self, now: Instant, out: &mut Vec<Mbuf>, max: usize) -> usize {
         let ports = self.seg.ports.read().unwrap_or_else(|e| e.into_inner());
+        ports[self.port].wakers[self.queue].clear();
         let mut inbox = lock(&ports[self.port].inboxes[self.queue]);
         let mut n = 0;
         while n < max {
@@ -332,6 +378,9 @@ impl Queue for MemQueue {
                 }
                 let n = imp.deliveries(sent, &mut when);
                 let q = rss::queue_of(hash, port.inboxes.len());
+                if n > 0 {
+                    port.wakers[q].wake();
+                }
                 for &at in &when[..n] {
                     let mut inbox = lock(&port.inboxes[q]);
                     if inbox.heap.len() >= cfg.queue_limit {
@@ -359,6 +408,19 @@ impl Queue for MemQueue {
         let port = self.my_port();
         let inbox = lock(&port.inboxes[self.queue]);
         inbox.heap.peek().map(|f| f.at)
+    }
+
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        let port = self.my_port();
+        let w = &port.wakers[self.queue];
+        let fd = w.notifier.as_ref()?.fd();
+        w.armed.store(true, AtomicOrdering::Release);
+        // Frames may already wait: make the first poll(2) return at once.
+        w.pending.store(true, AtomicOrdering::Release);
+        if let Some(n) = &w.notifier {
+            n.notify();
+        }
+        Some(fd)
     }
 
     fn stats(&self) -> QueueStats {

@@ -4,6 +4,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod demo;
 mod run;
 mod services;
@@ -28,6 +29,28 @@ enum Cmd {
     Demo(DemoArgs),
     /// Run a host on a TAP device: answers ARP and ping; echo/discard/chargen services.
     Run(RunArgs),
+    /// Measure mpstack beside a peer in the same run (`tcp`: single-flow throughput
+    /// against the Linux kernel over loopback).
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// What to measure: tcp.
+    #[arg(default_value = "tcp")]
+    pub what: String,
+    /// MiB per transfer.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub mbytes: u64,
+    /// Rounds (the best of each is compared; the machines are shared and noisy).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Worker threads per mpstack stack.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// One JSON object per result instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -89,6 +112,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Demo(a) => demo::main(a),
         Cmd::Run(a) => run::main(a),
+        Cmd::Bench(a) => bench::main(a),
     };
     match r {
         Ok(code) => code,

@@ -429,7 +429,11 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         } = &mut c;
         let space = tcb.send_space();
         if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
-            s.tx.drain_with(tx_partial, space, |b| tcb.send(b));
+            let took = s.tx.drain_with(tx_partial, space, |b| tcb.send(b));
+            if took > 0 && s.has_waiter() {
+                // A writer may be waiting for room in the channel.
+                s.wake();
+            }
         }
     }
     let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
