@@ -544,3 +544,34 @@ fn tcp_echo_with_one_percent_loss_both_ways() {
 fn tcp_echo_with_five_percent_loss_both_ways() {
     tcp_echo_with_loss("l5", 0.05);
 }
+
+#[test]
+fn bench_tcp_runs_and_prints_json() {
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["bench", "tcp", "--mbytes", "4", "--rounds", "1", "--json"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].contains("\"impl\":\"mpstack\"") && lines[0].contains("\"bytes\":4194304"),
+        "{out}"
+    );
+    assert!(lines[1].contains("\"impl\":\"linux-loopback\""), "{out}");
+    assert!(
+        lines[2].contains("ratio_mpstack_to_linux_loopback"),
+        "{out}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["bench", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown benchmark"));
+}
