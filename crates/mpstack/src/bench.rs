@@ -129,6 +129,31 @@ fn host(
     Ok(s)
 }
 
+/// Reads until end of stream; returns the byte count.
+fn drain(mut r: impl Read) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got = 0u64;
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            return Ok(got);
+        }
+        got += n as u64;
+    }
+}
+
+/// Writes `bytes` bytes in 256 KiB writes.
+fn pump(mut w: impl Write, bytes: u64) -> std::io::Result<()> {
+    let chunk = vec![0x5au8; 256 * 1024];
+    let mut sent = 0u64;
+    while sent < bytes {
+        let n = ((bytes - sent) as usize).min(chunk.len());
+        w.write_all(&chunk[..n])?;
+        sent += n as u64;
+    }
+    Ok(())
+}
+
 fn ours(bytes: u64, workers: usize) -> std::result::Result<Result, String> {
     let (da, db) = wire(WireConfig {
         num_queues: workers,
@@ -143,19 +168,11 @@ fn ours(bytes: u64, workers: usize) -> std::result::Result<Result, String> {
     a.start().map_err(|e| e.to_string())?;
     b.start().map_err(|e| e.to_string())?;
     let sink = std::thread::spawn(move || -> std::io::Result<u64> {
-        let (mut c, _) = l.accept()?;
+        let (c, _) = l.accept()?;
         c.set_read_timeout(Some(Duration::from_secs(30)))?;
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut got = 0u64;
-        loop {
-            let n = c.read(&mut buf)?;
-            if n == 0 {
-                return Ok(got);
-            }
-            got += n as u64;
-        }
+        drain(c)
     });
-    let mut c = a
+    let c = a
         .tcp_connect(
             SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 5001),
             Some(Duration::from_secs(10)),
@@ -163,15 +180,8 @@ fn ours(bytes: u64, workers: usize) -> std::result::Result<Result, String> {
         .map_err(|e| format!("connect: {e}"))?;
     c.set_write_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
-    let chunk = vec![0x5au8; 256 * 1024];
     let t0 = Instant::now();
-    let mut sent = 0u64;
-    while sent < bytes {
-        let n = ((bytes - sent) as usize).min(chunk.len());
-        c.write_all(&chunk[..n])
-            .map_err(|e| format!("write: {e}"))?;
-        sent += n as u64;
-    }
+    pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
     c.shutdown(std::net::Shutdown::Write)
         .map_err(|e| e.to_string())?;
     let got = sink
@@ -195,27 +205,10 @@ fn ours(bytes: u64, workers: usize) -> std::result::Result<Result, String> {
 fn kernel(bytes: u64) -> std::result::Result<Result, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let addr = l.local_addr().map_err(|e| e.to_string())?;
-    let sink = std::thread::spawn(move || -> std::io::Result<u64> {
-        let (mut c, _) = l.accept()?;
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut got = 0u64;
-        loop {
-            let n = c.read(&mut buf)?;
-            if n == 0 {
-                return Ok(got);
-            }
-            got += n as u64;
-        }
-    });
-    let mut c = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    let chunk = vec![0x5au8; 256 * 1024];
+    let sink = std::thread::spawn(move || -> std::io::Result<u64> { drain(l.accept()?.0) });
+    let c = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    let mut sent = 0u64;
-    while sent < bytes {
-        let n = ((bytes - sent) as usize).min(chunk.len());
-        c.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
-        sent += n as u64;
-    }
+    pump(&c, bytes).map_err(|e| e.to_string())?;
     c.shutdown(std::net::Shutdown::Write)
         .map_err(|e| e.to_string())?;
     let got = sink

@@ -436,26 +436,37 @@ fn run_explains_tap_errors() {
     );
 }
 
-fn tcp_services(tag: &str, workers: u16) {
-    skip_unless!("socat", "sha256sum");
-    let mut lab = Lab::start(tag, workers);
-    let dir = std::env::temp_dir().join(format!("mpstack-tcp-{tag}-{}", std::process::id()));
+/// Sends `mb` MB of random bytes from Linux through mpstack's TCP echo service and
+/// checks they come back byte-identical (sha256).
+fn echo_intact(lab: &Lab, tag: &str, mb: usize, timeout_s: u32) {
+    let dir = std::env::temp_dir().join(format!("mpstack-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("data");
-    let (ok, out) = sh(&format!("head -c 20000000 /dev/urandom > {}", f.display()));
+    let (ok, out) = sh(&format!(
+        "head -c {} /dev/urandom > {}",
+        mb * 1_000_000,
+        f.display()
+    ));
     assert!(ok, "{out}");
-    // Echo: 20 MB through mpstack and back, byte-identical.
     let (ok, out) = lab.exec(&format!(
-        "sh -c 'timeout 120 socat -t 30 - TCP:198.18.0.2:7 < {f} | sha256sum; sha256sum < {f}'",
+        "sh -c 'timeout {timeout_s} socat -t 60 - TCP:198.18.0.2:7 < {f} | sha256sum; sha256sum < {f}'",
         f = f.display()
     ));
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(ok, "{out}");
     let sums: Vec<&str> = out
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(sums.len(), 2, "{out}");
-    assert_eq!(sums[0], sums[1], "echoed data differs");
+    assert_eq!(sums[0], sums[1], "echoed data differs ({tag})");
+}
+
+fn tcp_services(tag: &str, workers: u16) {
+    skip_unless!("socat", "sha256sum");
+    let mut lab = Lab::start(tag, workers);
+    // Echo: 20 MB through mpstack and back, byte-identical.
+    echo_intact(&lab, tag, 20, 120);
     // Discard: 50 MB from Linux.
     let (ok, out) =
         lab.exec("sh -c 'head -c 50000000 /dev/zero | timeout 120 socat -u - TCP:198.18.0.2:9'");
@@ -468,7 +479,6 @@ fn tcp_services(tag: &str, workers: u16) {
     // A port nobody listens on is refused with a reset.
     let (ok, out) = lab.exec("timeout 10 socat -u - TCP:198.18.0.2:4444");
     assert!(!ok && out.contains("Connection refused"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
     let c = lab.stop();
     assert!(c.get("tcp.accepts").copied().unwrap_or(0) >= 3, "{c:?}");
     assert!(c.get("tcp.noport").copied().unwrap_or(0) >= 1, "{c:?}");
@@ -512,23 +522,7 @@ fn tcp_echo_with_loss(tag: &str, p: f64) {
         ));
         assert!(ok, "iptables: {out}");
     }
-    let dir = std::env::temp_dir().join(format!("mpstack-loss-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("data");
-    let (ok, out) = sh(&format!("head -c 5000000 /dev/urandom > {}", f.display()));
-    assert!(ok, "{out}");
-    let (ok, out) = lab.exec(&format!(
-        "sh -c 'timeout 300 socat -t 60 - TCP:198.18.0.2:7 < {f} | sha256sum; sha256sum < {f}'",
-        f = f.display()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(ok, "{out}");
-    let sums: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(sums.len(), 2, "{out}");
-    assert_eq!(sums[0], sums[1], "echoed data differs under {p} loss");
+    echo_intact(&lab, tag, 5, 300);
     let c = lab.stop();
     let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);
     assert!(rexmit > 0, "losses were repaired by retransmission: {c:?}");

@@ -182,8 +182,7 @@ pub(crate) struct StreamShared {
     /// Keepalive idle time in nanoseconds; 0 = off.
     pub opt_keepalive_ns: AtomicU64,
     pub opts_dirty: AtomicBool,
-    waiting: AtomicBool,
-    waiter: Mutex<Option<Thread>>,
+    parker: Parker,
 }
 
 impl StreamShared {
@@ -209,32 +208,22 @@ impl StreamShared {
             opt_nodelay: AtomicBool::new(false),
             opt_keepalive_ns: AtomicU64::new(0),
             opts_dirty: AtomicBool::new(false),
-            waiting: AtomicBool::new(false),
-            waiter: Mutex::new(None),
+            parker: Parker::default(),
         }
     }
 
     pub fn has_waiter(&self) -> bool {
-        self.waiting.load(Ordering::Acquire)
+        self.parker.has_waiter()
     }
 
     /// Wakes a parked application thread (worker side).
     pub fn wake(&self) {
-        if self.waiting.swap(false, Ordering::AcqRel) {
-            if let Some(t) = self
-                .waiter
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            {
-                t.unpark();
-            }
-        }
+        self.parker.wake();
     }
 
     /// Parks the application until `ready()` or the deadline (app side).
     pub fn wait(&self, deadline: Option<std::time::Instant>, ready: impl Fn() -> bool) -> bool {
-        wait_on(&self.waiting, &self.waiter, deadline, ready)
+        self.parker.wait(deadline, ready)
     }
 }
 
@@ -250,8 +239,7 @@ pub(crate) struct ListenShared {
     pub half_open: AtomicUsize,
     pub backlog: usize,
     pub closed: AtomicBool,
-    waiting: AtomicBool,
-    waiter: Mutex<Option<Thread>>,
+    parker: Parker,
 }
 
 impl ListenShared {
@@ -264,12 +252,32 @@ impl ListenShared {
             half_open: AtomicUsize::new(0),
             backlog,
             closed: AtomicBool::new(false),
-            waiting: AtomicBool::new(false),
-            waiter: Mutex::new(None),
+            parker: Parker::default(),
         }
     }
 
     pub fn wake(&self) {
+        self.parker.wake();
+    }
+
+    pub fn wait(&self, deadline: Option<std::time::Instant>) -> bool {
+        self.parker.wait(deadline, || !self.accept_q.is_empty())
+    }
+}
+
+/// One application thread that may sleep until a worker has news for it.
+#[derive(Debug, Default)]
+struct Parker {
+    waiting: AtomicBool,
+    waiter: Mutex<Option<Thread>>,
+}
+
+impl Parker {
+    fn has_waiter(&self) -> bool {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    fn wake(&self) {
         if self.waiting.swap(false, Ordering::AcqRel) {
             if let Some(t) = self
                 .waiter
@@ -282,10 +290,8 @@ impl ListenShared {
         }
     }
 
-    pub fn wait(&self, deadline: Option<std::time::Instant>) -> bool {
-        wait_on(&self.waiting, &self.waiter, deadline, || {
-            !self.accept_q.is_empty()
-        })
+    fn wait(&self, deadline: Option<std::time::Instant>, ready: impl Fn() -> bool) -> bool {
+        wait_on(&self.waiting, &self.waiter, deadline, ready)
     }
 }
 

@@ -66,6 +66,31 @@ struct Conn {
     tx_partial: Option<(Vec<u8>, usize)>,
 }
 
+impl Conn {
+    /// A connection a listener's SYN (`half_open`) or a SYN cookie created.
+    fn passive(cx: &Cx<'_>, tuple: Tuple, tcb: Tcb, l: Arc<ListenShared>, half_open: bool) -> Conn {
+        let p = &cx.tcp_cfg;
+        let s = Arc::new(StreamShared::new(
+            tuple.local,
+            tuple.remote,
+            cx.worker,
+            p.sndbuf,
+            p.rcvbuf,
+        ));
+        s.opt_nodelay.store(p.nodelay, Ordering::Release);
+        Conn {
+            tuple,
+            tcb,
+            s,
+            listener: Some(l),
+            announced: false,
+            half_open,
+            fin_requested: false,
+            tx_partial: None,
+        }
+    }
+}
+
 /// A worker's TCP state: its connections and scratch space.
 pub(crate) struct TcpWorker {
     conns: HashMap<Tuple, usize, FxBuild>,
@@ -273,24 +298,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             tcb.input(&seg, cx.now, &mut cx.stats.tcp);
             tw.scratch = scratch;
             cx.stats.tcp.accepts += 1;
-            let s = Arc::new(StreamShared::new(
-                tuple.local,
-                tuple.remote,
-                cx.worker,
-                cx.tcp_cfg.sndbuf,
-                cx.tcp_cfg.rcvbuf,
-            ));
-            s.opt_nodelay.store(cx.tcp_cfg.nodelay, Ordering::Release);
-            let i = tw.insert(Conn {
-                tuple,
-                tcb,
-                s,
-                listener: listener.clone(),
-                announced: false,
-                half_open: false,
-                fin_requested: false,
-                tx_partial: None,
-            });
+            let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
             return service(cx, tw, i);
         }
     }
@@ -326,24 +334,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     };
     tw.scratch = scratch;
     l.half_open.fetch_add(1, Ordering::AcqRel);
-    let s = Arc::new(StreamShared::new(
-        tuple.local,
-        tuple.remote,
-        cx.worker,
-        cx.tcp_cfg.sndbuf,
-        cx.tcp_cfg.rcvbuf,
-    ));
-    s.opt_nodelay.store(cx.tcp_cfg.nodelay, Ordering::Release);
-    let i = tw.insert(Conn {
-        tuple,
-        tcb,
-        s,
-        listener: Some(l),
-        announced: false,
-        half_open: true,
-        fin_requested: false,
-        tx_partial: None,
-    });
+    let i = tw.insert(Conn::passive(cx, tuple, tcb, l, true));
     service(cx, tw, i);
 }
 
