@@ -99,7 +99,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
     /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP 9),
-    /// chargen (TCP 19), or none.
+    /// chargen (TCP 19), http=DIR (static files on TCP 80), or none.
     #[arg(long, value_name = "LIST", default_value = "echo")]
     pub serve: String,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).

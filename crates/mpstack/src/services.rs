@@ -1,5 +1,7 @@
 //! The small TCP services of `mpstack run --serve` (inetd's internal services):
-//! echo (RFC 862, port 7), discard (RFC 863, port 9) and chargen (RFC 864, port 19).
+//! echo (RFC 862, port 7), discard (RFC 863, port 9) and chargen (RFC 864, port 19);
+//! and a small HTTP/1.1 server for the static files of a directory (port 80: GET and
+//! HEAD, keep-alive, `Content-Length`; no ranges).
 //! One thread per connection, at most [`MAX_CONNS`] at once; every thread watches the
 //! stop flag so SIGINT/SIGTERM ends them within a read timeout.
 
@@ -14,26 +16,30 @@ use std::time::Duration;
 /// Connections served at once, over all services.
 pub const MAX_CONNS: usize = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Service {
     Echo,
     Discard,
     Chargen,
+    /// Static files from this directory.
+    Http(std::path::PathBuf),
 }
 
 impl Service {
-    pub fn port(self) -> u16 {
+    pub fn port(&self) -> u16 {
         match self {
             Service::Echo => 7,
             Service::Discard => 9,
             Service::Chargen => 19,
+            Service::Http(_) => 80,
         }
     }
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Service::Echo => "echo",
             Service::Discard => "discard",
             Service::Chargen => "chargen",
+            Service::Http(_) => "http",
         }
     }
 }
@@ -47,9 +53,16 @@ pub fn parse_list(s: &str) -> Result<Vec<Service>, String> {
             "discard" => Service::Discard,
             "chargen" => Service::Chargen,
             "none" => continue,
+            http if http.starts_with("http=") => {
+                let dir = std::path::PathBuf::from(&http[5..]);
+                if !dir.is_dir() {
+                    return Err(format!("--serve: http={}: not a directory", dir.display()));
+                }
+                Service::Http(dir)
+            }
             other => {
                 return Err(format!(
-                    "--serve: unknown service '{other}' (known: echo, discard, chargen, none)"
+                    "--serve: unknown service '{other}' (known: echo, discard, chargen, http=DIR, none)"
                 ))
             }
         };
@@ -78,14 +91,15 @@ pub fn start(
 ) -> Result<Vec<JoinHandle<()>>, String> {
     let active = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::new();
-    for &svc in services {
+    for svc in services.iter().cloned() {
         let l = stack
             .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()), 128)
             .map_err(|e| format!("{} service (TCP {}): {e}", svc.name(), svc.port()))?;
         l.set_nonblocking(true).map_err(|e| e.to_string())?;
         let (stop, counters, active) = (stop.clone(), counters.clone(), active.clone());
+        let name = svc.name();
         let t = std::thread::Builder::new()
-            .name(format!("tcp-{}", svc.name()))
+            .name(format!("tcp-{name}"))
             .spawn(move || listen_loop(svc, l, stop, counters, active))
             .map_err(|e| e.to_string())?;
         threads.push(t);
@@ -112,10 +126,11 @@ fn listen_loop(
                 }
                 counters.connections.fetch_add(1, Ordering::Relaxed);
                 let (stop2, counters2, active2) = (stop.clone(), counters.clone(), active.clone());
+                let svc2 = svc.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("{}-conn", svc.name()))
                     .spawn(move || {
-                        serve(svc, c, &stop2, &counters2);
+                        serve(svc2, c, &stop2, &counters2);
                         active2.fetch_sub(1, Ordering::AcqRel);
                     });
                 match spawned {
@@ -158,6 +173,7 @@ fn serve(svc: Service, mut c: TcpStream, stop: &AtomicBool, counters: &Counters)
                 Err(_) => return,
             }
         },
+        Service::Http(dir) => http::serve(&dir, &mut c, stop, counters),
         Service::Chargen => {
             let mut line = 0usize;
             loop {
@@ -180,7 +196,12 @@ fn serve(svc: Service, mut c: TcpStream, stop: &AtomicBool, counters: &Counters)
     let _ = c.shutdown(std::net::Shutdown::Write);
 }
 
-fn write_all(c: &mut TcpStream, mut data: &[u8], stop: &AtomicBool, counters: &Counters) -> bool {
+pub(crate) fn write_all(
+    c: &mut TcpStream,
+    mut data: &[u8],
+    stop: &AtomicBool,
+    counters: &Counters,
+) -> bool {
     while !data.is_empty() {
         if stop.load(Ordering::Relaxed) {
             return false;
@@ -196,6 +217,8 @@ fn write_all(c: &mut TcpStream, mut data: &[u8], stop: &AtomicBool, counters: &C
     }
     true
 }
+
+mod http;
 
 #[cfg(test)]
 mod tests {

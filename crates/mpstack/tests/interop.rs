@@ -70,6 +70,7 @@ fn sh(cmd: &str) -> (bool, String) {
 
 /// A network namespace with the node's TAP inside, deleted on drop.
 struct Lab {
+    tag: String,
     ns: String,
     tap: String,
     node: Option<Child>,
@@ -85,6 +86,8 @@ impl Lab {
         let tap = format!("mp{tag}{id}");
         assert!(tap.len() <= 15);
         let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
+        let www = www_dir(tag);
+        std::fs::create_dir_all(&www).unwrap();
         let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
             .args([
                 "run",
@@ -95,7 +98,7 @@ impl Lab {
                 "--workers",
                 &workers.to_string(),
                 "--serve",
-                "echo,discard,chargen",
+                &format!("echo,discard,chargen,http={}", www.display()),
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -114,6 +117,7 @@ impl Lab {
             });
         }
         let mut lab = Lab {
+            tag: tag.to_string(),
             ns,
             tap,
             node: Some(node),
@@ -198,6 +202,7 @@ impl Drop for Lab {
             let _ = n.wait();
         }
         let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
+        let _ = std::fs::remove_dir_all(www_dir(&self.tag));
     }
 }
 
@@ -568,4 +573,58 @@ fn bench_tcp_runs_and_prints_json() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown benchmark"));
+}
+
+/// The directory a lab's HTTP service serves (created by `Lab::start`, removed on drop).
+fn www_dir(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("mpstack-www-{tag}-{}", std::process::id()))
+}
+
+#[test]
+fn http_service_serves_files_to_curl() {
+    skip_unless!("curl", "sha256sum");
+    let www = www_dir("h");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("index.html"), "<h1>mpstack</h1>\n").unwrap();
+    let (ok, out) = sh(&format!(
+        "head -c 30000000 /dev/urandom > {}/big.bin",
+        www.display()
+    ));
+    assert!(ok, "{out}");
+    let mut lab = Lab::start("h", 2);
+    // Two files over one persistent connection, byte-identical.
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'curl -sS --max-time 120 -o /dev/stdout http://198.18.0.2/big.bin http://198.18.0.2/ -w \"%{{num_connects}}\\n\" | tail -c 200; curl -sS --max-time 120 http://198.18.0.2/big.bin | sha256sum; sha256sum < {}/big.bin'",
+        www.display()
+    ));
+    assert!(ok, "{out}");
+    assert!(out.contains("<h1>mpstack</h1>"), "{out}");
+    assert!(
+        out.contains("</h1>\n0\n"),
+        "the second file reused the connection: {out}"
+    );
+    let sums: Vec<&str> = out
+        .lines()
+        .rev()
+        .take(2)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(sums.len(), 2, "{out}");
+    assert_eq!(sums[0], sums[1], "downloaded file differs");
+    // HEAD, 404, a path escaping the root, an unsupported method.
+    let (_, out) = lab.exec("curl -sS -I http://198.18.0.2/big.bin");
+    assert!(
+        out.contains("200 OK") && out.contains("Content-Length: 30000000"),
+        "{out}"
+    );
+    let (_, out) = lab.exec("curl -sS -o /dev/null -w %{http_code} http://198.18.0.2/nothing-here");
+    assert_eq!(out.trim(), "404");
+    let (_, out) = lab.exec(
+        "curl -sS --path-as-is -o /dev/null -w %{http_code} http://198.18.0.2/../../etc/passwd",
+    );
+    assert_eq!(out.trim(), "404");
+    let (_, out) = lab.exec("curl -sS -X DELETE -o /dev/null -w %{http_code} http://198.18.0.2/");
+    assert_eq!(out.trim(), "405");
+    let c = lab.stop();
+    assert!(c.get("tcp.accepts").copied().unwrap_or(0) >= 5, "{c:?}");
 }
