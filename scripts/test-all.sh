@@ -18,6 +18,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v python3 >/dev/null || need+=(python3)
     command -v setpriv >/dev/null || need+=(util-linux)
     command -v iptables >/dev/null || need+=(iptables)
+    command -v curl >/dev/null || need+=(curl)
     command -v sha256sum >/dev/null || need+=(coreutils)
     if [ ${#need[@]} -gt 0 ]; then
         say "installing test tools: ${need[*]}"
