@@ -625,6 +625,18 @@ fn http_service_serves_files_to_curl() {
     assert_eq!(out.trim(), "404");
     let (_, out) = lab.exec("curl -sS -X DELETE -o /dev/null -w %{http_code} http://198.18.0.2/");
     assert_eq!(out.trim(), "405");
+    // mpstack closes first under HTTP/1.0, so it holds TIME_WAIT; the same client port
+    // again at once is a new incarnation that must be let in (RFC 6191).
+    for _ in 0..2 {
+        let (ok, out) =
+            lab.exec("curl -sS --http1.0 --local-port 40123 --max-time 20 http://198.18.0.2/");
+        assert!(ok && out.contains("<h1>mpstack</h1>"), "{out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let c = lab.stop();
+    assert!(
+        c.get("tcp.timewaitreuse").copied().unwrap_or(0) >= 1,
+        "{c:?}"
+    );
     assert!(c.get("tcp.accepts").copied().unwrap_or(0) >= 5, "{c:?}");
 }

@@ -101,7 +101,7 @@ counter_group!(
         pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
-        syncookiesrecvd, pcbcount,
+        syncookiesrecvd, pcbcount, timewaitreuse,
     }
 );
 

@@ -258,12 +258,21 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return DropReason::TcpNoPort.count(cx.stats);
     }
     if let Some(&i) = tw.conns.get(&tuple) {
-        if let Some(c) = tw.slab[i].as_mut() {
-            c.tcb.input(&seg, cx.now, &mut cx.stats.tcp);
+        let reuse = tw.slab[i]
+            .as_ref()
+            .is_some_and(|c| c.tcb.time_wait_accepts_syn(&seg));
+        if reuse {
+            // A new incarnation of the 4-tuple ends the old TIME_WAIT early.
+            cx.stats.tcp.timewaitreuse += 1;
+            tw.remove(i, &tuple);
+        } else {
+            if let Some(c) = tw.slab[i].as_mut() {
+                c.tcb.input(&seg, cx.now, &mut cx.stats.tcp);
+            }
+            tw.scratch = scratch;
+            service(cx, tw, i);
+            return;
         }
-        tw.scratch = scratch;
-        service(cx, tw, i);
-        return;
     }
     // No connection: a listener's SYN, the ACK of a SYN cookie, or a reset.
     let listener = cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {

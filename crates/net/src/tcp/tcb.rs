@@ -461,6 +461,19 @@ impl Tcb {
         Some(t)
     }
 
+    /// Whether a new SYN for this 4-tuple may end our TIME_WAIT and open a new
+    /// connection (RFC 6191 with timestamps, RFC 1122 4.2.2.13 without): its sequence
+    /// number lies beyond what the old connection used, or its timestamp is newer.
+    pub fn time_wait_accepts_syn(&self, syn: &SegIn<'_>) -> bool {
+        if self.state != State::TimeWait || !syn.syn || syn.ack.is_some() || syn.rst {
+            return false;
+        }
+        match (self.ts_enabled, syn.ts) {
+            (true, Some((tsval, _))) => lt(self.ts_recent, tsval),
+            _ => lt(self.rcv_nxt, syn.seq),
+        }
+    }
+
     /// A connection rebuilt from the ACK of a SYN cookie (RFC 4987): established at
     /// once, with the MSS the cookie carried and no other options (the SYN-ACK offered
     /// none).
@@ -1337,7 +1350,11 @@ impl Tcb {
             return;
         }
 
-        // RST (RFC 5961 §3).
+        // RST (RFC 5961 §3); in TIME_WAIT ignored, against assassination (RFC 1337).
+        if seg.rst && self.state == State::TimeWait {
+            st.rcvbadrst += 1;
+            return;
+        }
         if seg.rst {
             if seq == self.rcv_nxt {
                 if self.state == State::SynReceived && !self.active {

@@ -943,3 +943,60 @@ fn keepalive_probes_an_idle_peer_and_drops_a_dead_one() {
     assert_eq!(q.log.len(), n);
     assert_eq!(q.a.state(), State::Established);
 }
+
+#[test]
+fn time_wait_ignores_resets_and_admits_only_a_newer_incarnation() {
+    let mut p = Pair::new(quick(), quick(), Link::default(), 41);
+    p.established();
+    p.a.close();
+    p.b().close();
+    assert!(p.run_until(Duration::from_secs(1), |p| p.a.state() == State::TimeWait));
+    let now = p.now;
+    // RFC 1337: a reset does not cut TIME_WAIT short.
+    let rst = SegIn {
+        seq: p.a.rcv_nxt,
+        rst: true,
+        ..SegIn::default()
+    };
+    p.a.input(&rst, now, &mut p.sa);
+    assert_eq!(p.a.state(), State::TimeWait);
+    // RFC 6191: a SYN with a newer timestamp may reuse the 4-tuple, an older one not.
+    let newer = SegIn {
+        seq: 1,
+        syn: true,
+        ts: Some((p.a.ts_recent.wrapping_add(10), 0)),
+        ..SegIn::default()
+    };
+    let older = SegIn {
+        seq: 1,
+        syn: true,
+        ts: Some((p.a.ts_recent.wrapping_sub(10), 0)),
+        ..SegIn::default()
+    };
+    assert!(p.a.time_wait_accepts_syn(&newer));
+    assert!(!p.a.time_wait_accepts_syn(&older));
+    // Without timestamps: only a sequence number beyond the old connection's.
+    let plain = TcpConfig {
+        timestamps: false,
+        ..quick()
+    };
+    let mut q = Pair::new(plain, plain, Link::default(), 42);
+    q.established();
+    q.a.close();
+    q.b().close();
+    assert!(q.run_until(Duration::from_secs(1), |q| q.a.state() == State::TimeWait));
+    let beyond = SegIn {
+        seq: q.a.rcv_nxt.wrapping_add(100_000),
+        syn: true,
+        ..SegIn::default()
+    };
+    let behind = SegIn {
+        seq: q.a.rcv_nxt.wrapping_sub(100_000),
+        syn: true,
+        ..SegIn::default()
+    };
+    assert!(q.a.time_wait_accepts_syn(&beyond));
+    assert!(!q.a.time_wait_accepts_syn(&behind));
+    let live = quiet_pair(43);
+    assert!(!live.a.time_wait_accepts_syn(&newer), "only in TIME_WAIT");
+}
