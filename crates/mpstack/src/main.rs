@@ -27,7 +27,7 @@ struct Cli {
 enum Cmd {
     /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
     Demo(DemoArgs),
-    /// Run a host on a TAP device: answers ARP and ping; echo/discard/chargen services.
+    /// Run a host on a TAP device: answers ARP and ping; echo, discard, chargen, http services.
     Run(RunArgs),
     /// Measure mpstack beside a peer in the same run (`tcp`: single-flow throughput
     /// against the Linux kernel over loopback).
