@@ -45,7 +45,7 @@ pub(crate) fn mbuf_sum(m: &Mbuf, off: usize, len: usize) -> u16 {
 }
 
 /// `icmp_input`.
-pub(crate) fn icmp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
+pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
     let icmplen = m.len() - info.hlen;
     if icmplen < ICMP_HDR_LEN {
         return cx.drop_pkt(m, DropReason::IcmpTooShort);
@@ -93,10 +93,11 @@ pub(crate) fn icmp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
         }
         Icmpv4Message::EchoReply => {
             cx.stats.icmp.inechoreply += 1;
-            let Some(s) = cx.cfg.echo.get(&ident) else {
+            // Borrowed from the batch's configuration: no reference count per reply.
+            let cfg: &'a crate::stack::NetConfig = cx.cfg;
+            let Some(s) = cfg.echo.get(&ident) else {
                 return cx.drop_pkt(m, DropReason::IcmpNoPort);
             };
-            let s = s.clone();
             m.adj((info.hlen + ICMP_HDR_LEN) as isize);
             let d = RxDatagram {
                 m,
@@ -107,7 +108,7 @@ pub(crate) fn icmp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                 drop(d);
                 DropReason::UdpFullSock.count(cx.stats);
             } else {
-                cx.wake_socket(&s);
+                cx.wake_socket(s);
             }
         }
         Icmpv4Message::DstUnreachable => cx.stats.icmp.inunreach += 1,

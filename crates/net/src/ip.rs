@@ -7,7 +7,7 @@
 //! default gateway, runs the output hooks, and resolves the link address.
 
 use crate::ether;
-use crate::iface::{IfIndex, Ifnet};
+use crate::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -133,29 +133,32 @@ fn is_joined(a: Ipv4Addr) -> bool {
     a == Ipv4Addr::new(224, 0, 0, 1)
 }
 
-/// The route to `dst`: interface, next hop, and whether it is a broadcast.
-pub(crate) fn ip_route(cx: &Cx<'_>, dst: Ipv4Addr) -> Option<(Arc<Ifnet>, Ipv4Addr, bool)> {
-    let ifs = &cx.cfg.ifaces;
+/// The route to `dst`: interface, next hop, and whether it is a broadcast. The
+/// interface is borrowed from the batch's configuration: no reference count is
+/// touched per packet.
+pub(crate) fn ip_route<'a>(cx: &Cx<'a>, dst: Ipv4Addr) -> Option<(&'a Arc<Ifnet>, Ipv4Addr, bool)> {
+    let cfg: &'a crate::stack::NetConfig = cx.cfg;
+    let ifs = &cfg.ifaces;
     if dst.is_broadcast() || dst.is_multicast() {
         return ifs
             .iter()
             .find(|i| !i.addrs.is_empty())
-            .map(|i| (i.clone(), dst, dst.is_broadcast()));
+            .map(|i| (i, dst, dst.is_broadcast()));
     }
     for i in ifs {
         for a in &i.addrs {
             if a.broadcast() == Some(dst) {
-                return Some((i.clone(), dst, true));
+                return Some((i, dst, true));
             }
             if a.contains(dst) {
-                return Some((i.clone(), dst, false));
+                return Some((i, dst, false));
             }
         }
     }
-    let gw = cx.cfg.default_gw?;
+    let gw = cfg.default_gw?;
     ifs.iter()
         .find(|i| i.addrs.iter().any(|a| a.contains(gw)))
-        .map(|i| (i.clone(), gw, false))
+        .map(|i| (i, gw, false))
 }
 
 /// Parameters of a header `ip_output` builds.
@@ -208,7 +211,7 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
         Err(_) => return cx.drop_pkt(m, DropReason::IpOutDropped),
     }
     cx.stats.ip.localout += 1;
-    ip_send(cx, &ifp, m, o.dst, nexthop, bcast);
+    ip_send(cx, ifp, m, o.dst, nexthop, bcast);
 }
 
 fn ip_send(
@@ -239,10 +242,4 @@ fn ip_send(
         return cx.drop_pkt(m, DropReason::IpTooLong);
     }
     ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
-}
-
-/// Which interface a packet arrived on, for error replies.
-#[allow(dead_code)]
-pub(crate) fn rcvif(m: &Mbuf) -> IfIndex {
-    IfIndex(m.hdr.rcvif)
 }

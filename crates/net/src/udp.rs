@@ -27,7 +27,7 @@ fn add(a: u16, b: u16) -> u16 {
 }
 
 /// `udp_input`.
-pub(crate) fn udp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbuf, info: IpInfo) {
+pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbuf, info: IpInfo) {
     cx.stats.udp.ipackets += 1;
     let iplen = m.len() - info.hlen;
     let (sport, dport, ulen, csum) = {
@@ -54,7 +54,10 @@ pub(crate) fn udp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbuf, i
     } else {
         cx.stats.udp.nosum += 1;
     }
-    let sock = cx.cfg.udp.get(&dport).and_then(|v| {
+    // Borrowed from the batch's configuration, not from `cx`: no reference count is
+    // touched per datagram.
+    let cfg: &'a crate::stack::NetConfig = cx.cfg;
+    let sock = cfg.udp.get(&dport).and_then(|v| {
         v.iter()
             .find(|s| *s.local.ip() == info.dst)
             .or_else(|| v.iter().find(|s| s.local.ip().is_unspecified()))
@@ -66,7 +69,6 @@ pub(crate) fn udp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbuf, i
         DropReason::UdpNoPort.count(cx.stats);
         return crate::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 3, 0);
     };
-    let s = s.clone();
     m.adj((info.hlen + UDP_HDR_LEN) as isize);
     let d = RxDatagram {
         m,
@@ -76,7 +78,7 @@ pub(crate) fn udp_input(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbuf, i
     match s.rxq.push(d) {
         Ok(()) => {
             cx.stats.udp.delivered += 1;
-            cx.wake_socket(&s);
+            cx.wake_socket(s);
         }
         Err(d) => {
             drop(d);
