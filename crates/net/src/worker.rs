@@ -180,7 +180,9 @@ pub(crate) struct Worker {
     arp_snaps: Vec<ArpCache>,
     wake: Vec<Arc<SockShared>>,
     stats: Stats,
-    cfg_gen: u64,
+    /// The configuration this worker last saw; compared by pointer each poll, cloned
+    /// only when a new one is published.
+    cfg: Arc<NetConfig>,
     icmp_bucket: TokenBucket,
     ip_id: u16,
     tcp: TcpWorker,
@@ -212,7 +214,7 @@ impl Worker {
             arp_snaps: Vec::new(),
             wake: Vec::with_capacity(16),
             stats: Stats::default(),
-            cfg_gen: u64::MAX,
+            cfg: Arc::new(NetConfig::default()),
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             tcp: TcpWorker::new(shared_max_conns),
@@ -244,7 +246,6 @@ impl Worker {
     /// Rebuilds per-interface state after the configuration changed (rare: allocation
     /// here is fine).
     fn refresh(&mut self, cfg: &NetConfig) {
-        self.cfg_gen = cfg.generation;
         let n = cfg.ifaces.len();
         self.tx.resize_with(n, || Vec::with_capacity(256));
         if self.txq_of_if.len() < n {
@@ -260,9 +261,13 @@ impl Worker {
     /// One run of the pipeline at `now`. Returns when to run next: `<= now` if work
     /// remains, a timer, or `None` when idle until a frame or a socket arrives.
     pub fn poll(&mut self, now: Instant) -> Option<Instant> {
-        let cfg = self.shared.cfg.load_full();
-        if cfg.generation != self.cfg_gen {
-            self.refresh(&cfg);
+        {
+            let cur = self.shared.cfg.load();
+            if !Arc::ptr_eq(&cur, &self.cfg) {
+                let cur = arc_swap::Guard::into_inner(cur);
+                self.refresh(&cur);
+                self.cfg = cur;
+            }
         }
         let burst = self.shared.params.burst;
         let mut more = false;
@@ -281,13 +286,15 @@ impl Worker {
             ip_id,
             tcp,
             shared,
+            cfg,
             ..
         } = self;
+        let cfg: &NetConfig = cfg;
         let shared: &Shared = shared;
         let mut cx = Cx {
             now,
             worker: *id,
-            cfg: &cfg,
+            cfg,
             stats,
             tx,
             loopq,
