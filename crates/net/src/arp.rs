@@ -241,9 +241,7 @@ impl ArpTable {
         let mut g = self.lock();
         let found = g.entries.remove(&ip);
         if let Some(e) = &found {
-            for _ in 0..e.hold.len() {
-                DropReason::ArpHoldDropped.count(stats);
-            }
+            drop_held(e, stats);
             self.publish(&g);
         }
         found.is_some()
@@ -278,9 +276,7 @@ impl ArpTable {
         if let Some(ip) = victim {
             if let Some(e) = g.entries.remove(&ip) {
                 stats.arp.evicted += 1;
-                for _ in 0..e.hold.len() {
-                    DropReason::ArpHoldDropped.count(stats);
-                }
+                drop_held(&e, stats);
             }
         }
     }
@@ -464,13 +460,16 @@ impl ArpTable {
         }
         for ip in dead {
             if let Some(e) = g.entries.remove(&ip) {
-                for _ in 0..e.hold.len() {
-                    DropReason::ArpHoldDropped.count(stats);
-                }
+                drop_held(&e, stats);
             }
         }
         self.publish(&g);
     }
+}
+
+/// Counts the packets an entry still held as dropped (they go with the entry).
+fn drop_held(e: &Lle, stats: &mut Stats) {
+    DropReason::ArpHoldDropped.count_n(stats, e.hold.len() as u64);
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ counter_group!(
         pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
-        syncookiesrecvd, pcbcount, timewaitreuse,
+        syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop,
     }
 );
 
@@ -254,8 +254,14 @@ macro_rules! drop_reasons {
             /// Counts one drop.
             #[inline]
             pub fn count(self, s: &mut Stats) {
+                self.count_n(s, 1);
+            }
+
+            /// Counts `n` drops at once (a queue of packets discarded together).
+            #[inline]
+            pub fn count_n(self, s: &mut Stats, n: u64) {
                 match self {
-                    $(DropReason::$variant => s.$group.$field += 1,)*
+                    $(DropReason::$variant => s.$group.$field += n,)*
                 }
             }
         }
@@ -310,6 +316,7 @@ drop_reasons! {
     TcpBadSum => tcp.rcvbadsum,
     TcpNoPort => tcp.noport,
     TcpListenDrop => tcp.listendrop,
+    TcpHandoffDrop => tcp.handoffdrop,
     PfilEtherIn => pfil.ether_in_drop,
     PfilEtherOut => pfil.ether_out_drop,
     PfilIpIn => pfil.ip_in_drop,

@@ -147,11 +147,11 @@ impl Cx<'_> {
         match self.shared.tcp_inbox.get(w) {
             Some(q) => {
                 if q.push(msg).is_err() {
-                    DropReason::IpOutDropped.count(self.stats);
+                    DropReason::TcpHandoffDrop.count(self.stats);
                 }
                 self.shared.notify_worker(w);
             }
-            None => DropReason::IpOutDropped.count(self.stats),
+            None => DropReason::TcpHandoffDrop.count(self.stats),
         }
     }
 
