@@ -354,6 +354,8 @@ impl Queue for MemQueue {
         let mut imp = lock(&ports[self.port].tx);
         let mut accepted = 0;
         let mut when = [Instant::ZERO; 2];
+        // Only a multi-queue receiver needs the RSS hash; decided once per burst.
+        let need_hash = ports.iter().any(|p| p.inboxes.len() > 1);
         for m in pkts.drain(..) {
             let len = m.len();
             if len > max_frame(cfg.mtu) {
@@ -364,7 +366,7 @@ impl Queue for MemQueue {
             self.stats.opackets += 1;
             self.stats.obytes += len as u64;
             let sent = imp.serialise(now, len);
-            let hash = if ports.iter().any(|p| p.inboxes.len() > 1) {
+            let hash = if need_hash {
                 let mut head = [0u8; 78];
                 let h = len.min(head.len());
                 let _ = m.copydata(0, &mut head[..h]);

@@ -82,28 +82,11 @@ impl ByteChan {
     /// read (consumer-side state) as (chunk, offset).
     pub fn pop_into(&self, partial: &mut Option<(Vec<u8>, usize)>, buf: &mut [u8]) -> usize {
         let mut done = 0;
-        while done < buf.len() {
-            if partial.is_none() {
-                match self.q.pop() {
-                    Some(c) => *partial = Some((c, 0)),
-                    None => break,
-                }
-            }
-            let Some((c, off)) = partial.as_mut() else {
-                break;
-            };
-            let n = (c.len() - *off).min(buf.len() - done);
-            buf[done..done + n].copy_from_slice(&c[*off..*off + n]);
-            *off += n;
-            done += n;
-            if *off == c.len() {
-                if let Some((c, _)) = partial.take() {
-                    let _ = self.free.push(c);
-                }
-            }
-        }
-        self.bytes.fetch_sub(done, Ordering::AcqRel);
-        done
+        self.drain_with(partial, buf.len(), |b| {
+            buf[done..done + b.len()].copy_from_slice(b);
+            done += b.len();
+            b.len()
+        })
     }
 
     /// Consumer: hands up to `max` bytes to `f` chunk piece by chunk piece; `f` returns
