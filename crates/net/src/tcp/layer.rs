@@ -208,7 +208,13 @@ pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: IpIn
     let dport = u16::from_be_bytes([ports[2], ports[3]]);
     let local = SocketAddrV4::new(info.dst, dport);
     let remote = SocketAddrV4::new(info.src, sport);
-    let home = flow_home(local, remote, cx.nworkers);
+    // The device's RSS hash is the flow's hash when it has one (the symmetric key
+    // makes both directions agree); otherwise compute it.
+    let home = if m.hdr.rss_hash != 0 && cx.nworkers > 1 {
+        dev::rss::queue_of(m.hdr.rss_hash, cx.nworkers)
+    } else {
+        flow_home(local, remote, cx.nworkers)
+    };
     if home != cx.worker {
         cx.stats.tcp.handoff += 1;
         cx.handoff_tcp(home, TcpMsg::Segment(m, info));
@@ -224,13 +230,19 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return cx.drop_pkt(m, DropReason::TcpShort);
     }
     let mut scratch = std::mem::take(&mut tw.scratch);
-    if m.copydata(info.hlen, &mut scratch[..len]).is_err() {
-        tw.scratch = scratch;
-        return cx.drop_pkt(m, DropReason::TcpShort);
-    }
-    drop(m);
+    // Parse in place when the packet is one segment (what devices deliver); gather
+    // into the worker's scratch buffer only when it is a chain.
+    let bytes: &[u8] = if m.nsegs() == 1 {
+        &m.first()[info.hlen..info.hlen + len]
+    } else {
+        if m.copydata(info.hlen, &mut scratch[..len]).is_err() {
+            tw.scratch = scratch;
+            return cx.drop_pkt(m, DropReason::TcpShort);
+        }
+        &scratch[..len]
+    };
     let (src, dst) = (IpAddr::V4(info.src), IpAddr::V4(info.dst));
-    let parsed = match TcpPacket::new_checked(&scratch[..len]) {
+    let parsed = match TcpPacket::new_checked(bytes) {
         Err(_) => Err(DropReason::TcpBadOff),
         Ok(p) => {
             if !p.verify_checksum(&src, &dst) {
@@ -590,4 +602,37 @@ fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: &[u8]) {
 fn add(a: u16, b: u16) -> u16 {
     let s = a as u32 + b as u32;
     ((s & 0xffff) + (s >> 16)) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The home computed from the 4-tuple is the one a device's RSS hash of the frame
+    /// gives, in both directions, so either may be used.
+    #[test]
+    fn flow_home_agrees_with_the_device_hash() {
+        let frame = |src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16| {
+            let mut f = vec![0u8; 14 + 20 + 20];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[14 + 9] = 6;
+            f[26..30].copy_from_slice(&src);
+            f[30..34].copy_from_slice(&dst);
+            f[34..36].copy_from_slice(&sp.to_be_bytes());
+            f[36..38].copy_from_slice(&dp.to_be_bytes());
+            f
+        };
+        let a = SocketAddrV4::new([198, 18, 0, 1].into(), 40_000);
+        for port in [7u16, 80, 5001, 65_000] {
+            let b = SocketAddrV4::new([198, 18, 0, 2].into(), port);
+            let to_b = dev::rss::frame_hash(&frame([198, 18, 0, 1], [198, 18, 0, 2], 40_000, port));
+            let to_a = dev::rss::frame_hash(&frame([198, 18, 0, 2], [198, 18, 0, 1], port, 40_000));
+            assert_eq!(to_a, to_b);
+            for n in 2..9 {
+                assert_eq!(flow_home(b, a, n), dev::rss::queue_of(to_b, n));
+                assert_eq!(flow_home(a, b, n), dev::rss::queue_of(to_a, n));
+            }
+        }
+    }
 }
