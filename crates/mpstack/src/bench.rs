@@ -4,7 +4,7 @@
 
 use crate::BenchArgs;
 use dev::mem::{wire, WireConfig};
-use net::{IfConfig, Stack, StackConfig};
+use net::Stack;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
@@ -113,20 +113,7 @@ fn host(
     dev: dev::mem::MemDevice,
     addr: &str,
 ) -> std::result::Result<Stack, String> {
-    let mut s = Stack::new(StackConfig {
-        name: name.into(),
-        workers,
-        ..StackConfig::default()
-    });
-    s.add_interface(
-        Box::new(dev),
-        IfConfig {
-            addrs: vec![addr.parse().map_err(|e| format!("{e}"))?],
-            ..IfConfig::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(s)
+    sim::standalone_host(name, workers, Box::new(dev), addr)
 }
 
 /// Reads until end of stream; returns the byte count.

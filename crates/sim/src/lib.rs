@@ -311,6 +311,31 @@ impl Sim {
     }
 }
 
+/// A stack with one interface on `dev` at `addr` (`"198.18.0.1/24"`), outside any
+/// simulation: for programs and tests that run it on worker threads (`Stack::start`).
+pub fn standalone_host(
+    name: &str,
+    workers: usize,
+    dev: Box<dyn Device>,
+    addr: &str,
+) -> Result<Stack, String> {
+    let addr: InetAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let mut s = Stack::new(StackConfig {
+        name: name.into(),
+        workers,
+        ..StackConfig::default()
+    });
+    s.add_interface(
+        dev,
+        IfConfig {
+            addrs: vec![addr],
+            ..IfConfig::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
 impl Sim {
     /// A raw port on a hub for tests that write frames by hand (an attacker, a sniffer).
     pub fn attach_raw(&mut self, hub: HubId) -> Box<dyn Queue> {

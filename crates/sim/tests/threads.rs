@@ -3,25 +3,12 @@
 //! the path `mpstack run` takes, minus the TAP, so it runs without root.
 
 use dev::mem::{wire, WireConfig};
-use net::{IfConfig, Stack, StackConfig};
+use net::Stack;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 fn host(name: &str, workers: usize, dev: dev::mem::MemDevice, addr: &str) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        name: name.into(),
-        workers,
-        ..StackConfig::default()
-    });
-    s.add_interface(
-        Box::new(dev),
-        IfConfig {
-            addrs: vec![addr.parse().unwrap()],
-            ..IfConfig::default()
-        },
-    )
-    .unwrap();
-    s
+    sim::standalone_host(name, workers, Box::new(dev), addr).unwrap()
 }
 
 #[test]
