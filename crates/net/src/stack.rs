@@ -560,17 +560,6 @@ impl Stack {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
-        // A later worker may have handed frames to worker 0, which already ran.
-        if self
-            .shared
-            .cfg
-            .load()
-            .handoff
-            .iter()
-            .any(|hq| !hq.is_empty())
-        {
-            return Some(now);
-        }
         next
     }
 

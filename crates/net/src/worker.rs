@@ -77,6 +77,9 @@ pub(crate) struct Cx<'a> {
     pub nworkers: usize,
     pub isn_secret: u64,
     pub tcp_cfg: TcpConfig,
+    /// Work was given to another worker this poll: whoever drives the workers must
+    /// run them again (a simulation may have polled that worker already).
+    pub handed_off: bool,
 }
 
 impl Cx<'_> {
@@ -149,6 +152,7 @@ impl Cx<'_> {
                 if q.push(msg).is_err() {
                     DropReason::TcpHandoffDrop.count(self.stats);
                 }
+                self.handed_off = true;
                 self.shared.notify_worker(w);
             }
             None => DropReason::TcpHandoffDrop.count(self.stats),
@@ -308,6 +312,7 @@ impl Worker {
             nworkers: shared.wake.len(),
             isn_secret: shared.isn_secret,
             tcp_cfg: shared.params.tcp,
+            handed_off: false,
         };
 
         // 1. Receive and process one burst per owned queue.
@@ -428,6 +433,7 @@ impl Worker {
                         }
                     }
                     // Queue 0 of every interface belongs to worker 0.
+                    cx.handed_off = true;
                     shared.notify_worker(0);
                 }
             }
@@ -456,7 +462,7 @@ impl Worker {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
-        if more {
+        if more || cx.handed_off {
             return Some(now);
         }
         next
