@@ -195,10 +195,6 @@ impl StreamShared {
         }
     }
 
-    pub fn has_waiter(&self) -> bool {
-        self.parker.has_waiter()
-    }
-
     /// Wakes a parked application thread (worker side).
     pub fn wake(&self) {
         self.parker.wake();
@@ -256,12 +252,10 @@ struct Parker {
 }
 
 impl Parker {
-    fn has_waiter(&self) -> bool {
-        self.waiting.load(Ordering::Acquire)
-    }
-
+    /// Wakes the parked thread, if any; a plain load when nobody waits (the common
+    /// case on the worker's path).
     fn wake(&self) {
-        if self.waiting.swap(false, Ordering::AcqRel) {
+        if self.waiting.load(Ordering::Acquire) && self.waiting.swap(false, Ordering::AcqRel) {
             if let Some(t) = self
                 .waiter
                 .lock()

@@ -427,7 +427,9 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     let Some(mut c) = tw.slab.get_mut(i).and_then(Option::take) else {
         return;
     };
-    let s = c.s.clone();
+    // Borrowed, not cloned: the stream's reference count is shared with the
+    // application thread.
+    let s = &c.s;
     if s.opts_dirty.swap(false, Ordering::AcqRel) {
         c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
         let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
@@ -436,13 +438,11 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     // Application → control block.
     {
-        let Conn {
-            tcb, tx_partial, ..
-        } = &mut c;
+        let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
         let space = tcb.send_space();
         if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
             let took = s.tx.drain_with(tx_partial, space, |b| tcb.send(b));
-            if took > 0 && s.has_waiter() {
+            if took > 0 {
                 // A writer may be waiting for room in the channel.
                 s.wake();
             }
@@ -484,17 +484,17 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         }
         if !c.tcb.wants_output() {
             if moved {
-                wake_stream(cx, &s);
+                s.wake();
             }
             break;
         }
         if moved {
-            wake_stream(cx, &s);
+            s.wake();
         }
     }
     if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
         s.rx_eof.store(true, Ordering::Release);
-        wake_stream(cx, &s);
+        s.wake();
     }
     // What the application sees.
     match c.tcb.state() {
@@ -509,7 +509,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             s.error.store(e, Ordering::Release);
             s.rx_eof.store(true, Ordering::Release);
             s.phase.store(phase::CLOSED, Ordering::Release);
-            wake_stream(cx, &s);
+            s.wake();
             if let Some(l) = &c.listener {
                 if c.half_open {
                     l.half_open.fetch_sub(1, Ordering::AcqRel);
@@ -521,7 +521,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         _ => {
             if s.phase.load(Ordering::Acquire) == phase::CONNECTING {
                 s.phase.store(phase::ESTABLISHED, Ordering::Release);
-                wake_stream(cx, &s);
+                s.wake();
             }
             if !c.announced {
                 c.announced = true;
@@ -547,12 +547,6 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     tw.slab[i] = Some(c);
     if aborted {
         service(cx, tw, i);
-    }
-}
-
-fn wake_stream(_cx: &mut Cx<'_>, s: &Arc<StreamShared>) {
-    if s.has_waiter() {
-        s.wake();
     }
 }
 
