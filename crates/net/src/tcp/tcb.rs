@@ -305,6 +305,9 @@ pub struct Tcb {
     rcv_wscale: u8,
     rcvbuf: VecDeque<u8>,
     ooo: Vec<OooSeg>,
+    /// Buffers of out-of-order segments already delivered, reused for the next ones
+    /// (at most `ooo_max_segs`), so loss recovery does not allocate per segment.
+    ooo_free: Vec<Vec<u8>>,
     /// The peer's FIN has been received in order.
     rcv_fin: bool,
     last_ack_sent: u32,
@@ -397,6 +400,7 @@ impl Tcb {
             rcv_wscale,
             rcvbuf: VecDeque::new(),
             ooo: Vec::new(),
+            ooo_free: Vec::new(),
             rcv_fin: false,
             last_ack_sent: 0,
             rcv_adv: 0,
@@ -1111,19 +1115,20 @@ impl Tcb {
                 .position(|x| key(x.0) > key(l))
                 .unwrap_or(self.sacked.len());
             self.sacked.insert(pos, (l, r));
-            let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.sacked.len());
-            for &(a, b) in &self.sacked {
-                match merged.last_mut() {
-                    Some(m) if key(a) <= key(m.1) => {
-                        if key(b) > key(m.1) {
-                            m.1 = b;
-                        }
+            // Coalesce overlapping ranges in place (no allocation per ACK).
+            let mut w = 0;
+            for i in 0..self.sacked.len() {
+                let (a, b) = self.sacked[i];
+                if w > 0 && key(a) <= key(self.sacked[w - 1].1) {
+                    if key(b) > key(self.sacked[w - 1].1) {
+                        self.sacked[w - 1].1 = b;
                     }
-                    _ => merged.push((a, b)),
+                } else {
+                    self.sacked[w] = (a, b);
+                    w += 1;
                 }
             }
-            merged.truncate(64);
-            self.sacked = merged;
+            self.sacked.truncate(w.min(64));
         }
         self.sacked_bytes().saturating_sub(before)
     }
@@ -1674,11 +1679,14 @@ impl Tcb {
                         .iter()
                         .position(|o| lt(seq, o.seq))
                         .unwrap_or(self.ooo.len());
+                    let mut buf = self.ooo_free.pop().unwrap_or_default();
+                    buf.clear();
+                    buf.extend_from_slice(data);
                     self.ooo.insert(
                         pos,
                         OooSeg {
                             seq,
-                            data: data.to_vec(),
+                            data: buf,
                             fin,
                         },
                     );
@@ -1697,20 +1705,32 @@ impl Tcb {
             };
             let o = self.ooo.remove(i);
             let skip = diff(self.rcv_nxt, o.seq) as usize;
-            if skip > o.data.len() || (skip == o.data.len() && !o.fin) {
-                continue;
-            }
-            let new = &o.data[skip..];
-            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
-            let n = new.len().min(space);
-            self.rcvbuf.extend(&new[..n]);
+            let (n, complete) = if skip > o.data.len() || (skip == o.data.len() && !o.fin) {
+                (0, false)
+            } else {
+                let new = &o.data[skip..];
+                let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+                let n = new.len().min(space);
+                self.rcvbuf.extend(&new[..n]);
+                (n, n == new.len())
+            };
             self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
             st.rcvbyte += n as u64;
-            if o.fin && n == new.len() {
+            let fin = o.fin && complete;
+            self.recycle_ooo(o.data);
+            if fin {
                 self.take_fin(now);
-                self.ooo.clear();
+                while let Some(o) = self.ooo.pop() {
+                    self.recycle_ooo(o.data);
+                }
                 return;
             }
+        }
+    }
+
+    fn recycle_ooo(&mut self, buf: Vec<u8>) {
+        if self.ooo_free.len() < self.cfg.ooo_max_segs {
+            self.ooo_free.push(buf);
         }
     }
 
