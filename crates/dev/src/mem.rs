@@ -287,10 +287,12 @@ impl Device for MemDevice {
         }
     }
     fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {
+        let me = self.seg.ports.read().unwrap_or_else(|e| e.into_inner())[self.idx].clone();
         (0..self.nqueues())
             .map(|q| {
                 Box::new(MemQueue {
                     seg: self.seg.clone(),
+                    me: me.clone(),
                     port: self.idx,
                     queue: q,
                     stats: QueueStats::default(),
@@ -303,6 +305,9 @@ impl Device for MemDevice {
 /// One queue pair of a memory port.
 pub struct MemQueue {
     seg: Arc<Segment>,
+    /// This queue's own port (ports are never removed): receiving needs no lock on
+    /// the segment's port list.
+    me: Arc<Port>,
     port: usize,
     queue: usize,
     stats: QueueStats,
@@ -317,17 +322,10 @@ impl std::fmt::Debug for MemQueue {
     }
 }
 
-impl MemQueue {
-    fn my_port(&self) -> Arc<Port> {
-        self.seg.ports.read().unwrap_or_else(|e| e.into_inner())[self.port].clone()
-    }
-}
-
 impl Queue for MemQueue {
     fn rx_burst(&mut self, now: Instant, out: &mut Vec<Mbuf>, max: usize) -> usize {
-        let ports = self.seg.ports.read().unwrap_or_else(|e| e.into_inner());
-        ports[self.port].wakers[self.queue].clear();
-        let mut inbox = lock(&ports[self.port].inboxes[self.queue]);
+        self.me.wakers[self.queue].clear();
+        let mut inbox = lock(&self.me.inboxes[self.queue]);
         let mut n = 0;
         while n < max {
             match inbox.heap.peek() {
@@ -407,14 +405,12 @@ impl Queue for MemQueue {
     }
 
     fn poll_at(&self) -> Option<Instant> {
-        let port = self.my_port();
-        let inbox = lock(&port.inboxes[self.queue]);
+        let inbox = lock(&self.me.inboxes[self.queue]);
         inbox.heap.peek().map(|f| f.at)
     }
 
     fn fd(&self) -> Option<std::os::fd::RawFd> {
-        let port = self.my_port();
-        let w = &port.wakers[self.queue];
+        let w = &self.me.wakers[self.queue];
         let fd = w.notifier.as_ref()?.fd();
         w.armed.store(true, AtomicOrdering::Release);
         // Frames may already wait: make the first poll(2) return at once.

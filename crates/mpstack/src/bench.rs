@@ -10,19 +10,19 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-struct Result {
+struct Measurement {
     name: &'static str,
     bytes: u64,
     secs: f64,
 }
 
-impl Result {
+impl Measurement {
     fn gbps(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.secs / 1e9
     }
 }
 
-pub fn main(a: BenchArgs) -> std::result::Result<ExitCode, String> {
+pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
     match a.what.as_str() {
         "tcp" => tcp(&a),
         other => Err(format!("bench: unknown benchmark '{other}' (known: tcp)")),
@@ -35,7 +35,7 @@ fn progress(a: &BenchArgs, msg: &str) {
     }
 }
 
-fn tcp(a: &BenchArgs) -> std::result::Result<ExitCode, String> {
+fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
     let bytes = a.mbytes * 1024 * 1024;
     let mut results = Vec::new();
     for round in 0..a.rounds {
@@ -65,7 +65,7 @@ fn tcp(a: &BenchArgs) -> std::result::Result<ExitCode, String> {
         results
             .iter()
             .filter(|r| r.name == name)
-            .map(Result::gbps)
+            .map(Measurement::gbps)
             .fold(0.0f64, f64::max)
     };
     let (o, k) = (best("mpstack"), best("linux-loopback"));
@@ -107,12 +107,7 @@ fn tcp(a: &BenchArgs) -> std::result::Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn host(
-    name: &str,
-    workers: usize,
-    dev: dev::mem::MemDevice,
-    addr: &str,
-) -> std::result::Result<Stack, String> {
+fn host(name: &str, workers: usize, dev: dev::mem::MemDevice, addr: &str) -> Result<Stack, String> {
     sim::standalone_host(name, workers, Box::new(dev), addr)
 }
 
@@ -141,7 +136,7 @@ fn pump(mut w: impl Write, bytes: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-fn ours(bytes: u64, workers: usize) -> std::result::Result<Result, String> {
+fn ours(bytes: u64, workers: usize) -> Result<Measurement, String> {
     let (da, db) = wire(WireConfig {
         num_queues: workers,
         queue_limit: 4096,
@@ -182,14 +177,14 @@ fn ours(bytes: u64, workers: usize) -> std::result::Result<Result, String> {
     if got != bytes {
         return Err(format!("mpstack delivered {got} of {bytes} bytes"));
     }
-    Ok(Result {
+    Ok(Measurement {
         name: "mpstack",
         bytes,
         secs,
     })
 }
 
-fn kernel(bytes: u64) -> std::result::Result<Result, String> {
+fn kernel(bytes: u64) -> Result<Measurement, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let addr = l.local_addr().map_err(|e| e.to_string())?;
     let sink = std::thread::spawn(move || -> std::io::Result<u64> { drain(l.accept()?.0) });
@@ -206,7 +201,7 @@ fn kernel(bytes: u64) -> std::result::Result<Result, String> {
     if got != bytes {
         return Err(format!("kernel delivered {got} of {bytes} bytes"));
     }
-    Ok(Result {
+    Ok(Measurement {
         name: "linux-loopback",
         bytes,
         secs,
