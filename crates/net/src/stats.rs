@@ -45,7 +45,7 @@ macro_rules! counter_group {
 counter_group!(
     /// Link layer (`ether_input`/`ether_output`).
     EtherStat, "ether", {
-        ipackets, opackets, tooshort, badaddr, notours, noproto, vlandrop, odropped,
+        ipackets, opackets, tooshort, badaddr, notours, noproto, vlandrop, odropped, noif,
     }
 );
 
@@ -281,6 +281,7 @@ drop_reasons! {
     EtherNoProto => ether.noproto,
     EtherVlan => ether.vlandrop,
     EtherOutDropped => ether.odropped,
+    EtherNoIf => ether.noif,
     ArpBadLen => arp.badlen,
     ArpBadProto => arp.badproto,
     ArpBadAddr => arp.badaddr,

@@ -322,6 +322,8 @@ impl Worker {
                 more = true;
             }
             let Some(ifp) = cfg.ifaces.get(oq.ifindex.get()) else {
+                // A queue whose interface is gone from the configuration.
+                DropReason::EtherNoIf.count_n(cx.stats, rx.len() as u64);
                 rx.clear();
                 continue;
             };
