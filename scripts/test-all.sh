@@ -20,6 +20,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v iptables >/dev/null || need+=(iptables)
     command -v curl >/dev/null || need+=(curl)
     command -v sha256sum >/dev/null || need+=(coreutils)
+    command -v nc >/dev/null || need+=(netcat-openbsd)
+    command -v iperf3 >/dev/null || need+=(iperf3)
+    command -v hping3 >/dev/null || need+=(hping3)
+    command -v nmap >/dev/null || need+=(nmap)
     if [ ${#need[@]} -gt 0 ]; then
         say "installing test tools: ${need[*]}"
         apt-get update -qq

@@ -1,0 +1,217 @@
+//! What the interop and robustness tests share: a network namespace with an
+//! `mpstack run` node's TAP inside (`Lab`), shell helpers, and the skip rules (root,
+//! /dev/net/tun, the tools). Addresses are from 198.18.0.0/15 only.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Why this machine cannot run the interop tests, if it cannot.
+pub fn skip_reason(tools: &[&str]) -> Option<String> {
+    if !is_root() {
+        return Some("not root (interop tests create namespaces and TAP devices)".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun".into());
+    }
+    for t in tools {
+        if !have(t) {
+            return Some(format!(
+                "'{t}' is not installed (the README's test command installs it)"
+            ));
+        }
+    }
+    None
+}
+
+#[macro_export]
+macro_rules! skip_unless {
+    ($($tool:expr),*) => {
+        if let Some(why) = skip_reason(&[$($tool),*]) {
+            eprintln!("SKIPPED {}: {why}", module_path!());
+            return;
+        }
+    };
+}
+
+pub fn sh(cmd: &str) -> (bool, String) {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("run sh");
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), s)
+}
+
+/// A network namespace with the node's TAP inside, deleted on drop.
+pub struct Lab {
+    pub tag: String,
+    pub ns: String,
+    pub tap: String,
+    pub node: Option<Child>,
+    pub lines: mpsc::Receiver<String>,
+    pub output: Vec<String>,
+    pub mac: String,
+}
+
+impl Lab {
+    pub fn start(tag: &str, workers: u16) -> Lab {
+        Lab::start_with(tag, workers, &[])
+    }
+
+    /// Like `start`, with more arguments for `mpstack run`.
+    pub fn start_with(tag: &str, workers: u16, extra: &[&str]) -> Lab {
+        let id = std::process::id() % 10000;
+        let ns = format!("mpst-{tag}-{id}");
+        let tap = format!("mp{tag}{id}");
+        assert!(tap.len() <= 15);
+        let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
+        let www = www_dir(tag);
+        std::fs::create_dir_all(&www).unwrap();
+        let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+            .args([
+                "run",
+                "--tap",
+                &tap,
+                "--inet",
+                "198.18.0.2/24",
+                "--workers",
+                &workers.to_string(),
+                "--serve",
+                &format!("echo,discard,chargen,http={}", www.display()),
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mpstack");
+        let (tx, rx) = mpsc::channel();
+        for r in [
+            Box::new(node.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(node.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(r).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut lab = Lab {
+            tag: tag.to_string(),
+            ns,
+            tap,
+            node: Some(node),
+            lines: rx,
+            output: Vec::new(),
+            mac: String::new(),
+        };
+        let up = lab.wait_line("up on", Duration::from_secs(20));
+        let up = up.unwrap_or_else(|| panic!("mpstack did not come up: {:?}", lab.output));
+        lab.mac = up.split(['(', ',']).nth(1).unwrap_or("").trim().to_string();
+        for c in [
+            format!("ip netns add {}", lab.ns),
+            format!("ip link set {} netns {}", lab.tap, lab.ns),
+            format!("ip -n {} link set lo up", lab.ns),
+            format!("ip -n {} addr add 198.18.0.1/24 dev {}", lab.ns, lab.tap),
+            format!("ip -n {} link set {} txqueuelen 10000", lab.ns, lab.tap),
+            format!("ip -n {} link set {} up", lab.ns, lab.tap),
+        ] {
+            let (ok, out) = sh(&c);
+            assert!(ok, "{c}: {out}");
+        }
+        lab
+    }
+
+    pub fn wait_line(&mut self, pat: &str, t: Duration) -> Option<String> {
+        let end = Instant::now() + t;
+        while Instant::now() < end {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    self.output.push(l.clone());
+                    if l.contains(pat) {
+                        return Some(l);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    pub fn exec(&self, cmd: &str) -> (bool, String) {
+        sh(&format!("ip netns exec {} {cmd}", self.ns))
+    }
+
+    /// Stops the node with SIGTERM and returns its counters: name → value.
+    pub fn stop(&mut self) -> std::collections::HashMap<String, u64> {
+        if let Some(mut node) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", node.id()));
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(st)) = node.try_wait() {
+                    assert!(st.success(), "mpstack exited with {st}");
+                    break;
+                }
+                assert!(Instant::now() < end, "mpstack did not stop on SIGTERM");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(300)) {
+            self.output.push(l);
+        }
+        let mut m = std::collections::HashMap::new();
+        for l in &self.output {
+            let mut it = l.split_whitespace();
+            if let (Some(v), Some(name), None) = (it.next(), it.next(), it.next()) {
+                if let Ok(v) = v.parse::<u64>() {
+                    m.insert(name.to_string(), v);
+                }
+            }
+        }
+        m
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut n) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", n.id()));
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = n.kill();
+            let _ = n.wait();
+        }
+        let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
+        let _ = std::fs::remove_dir_all(www_dir(&self.tag));
+    }
+}
+
+/// The directory a lab's HTTP service serves (created by `Lab::start`, removed on drop).
+pub fn www_dir(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("mpstack-www-{tag}-{}", std::process::id()))
+}
