@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
+mod client;
 mod demo;
 mod run;
 mod services;
@@ -105,6 +106,17 @@ pub struct RunArgs {
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
+    /// Client: connect to this TCP server once up, send `--send` bytes, shut down
+    /// the sending side, read until the peer closes, print both directions' byte
+    /// counts and SHA-256, and exit (status 1 if the transfer failed).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub connect: Option<String>,
+    /// Bytes the client sends (a seeded pseudo-random stream): 1000, 64K, 100M, 1G.
+    #[arg(long, value_name = "BYTES", default_value = "0", requires = "connect")]
+    pub send: String,
+    /// Seed of the client's byte stream.
+    #[arg(long, default_value_t = 1, requires = "connect")]
+    pub seed: u64,
 }
 
 fn main() -> ExitCode {

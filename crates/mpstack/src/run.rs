@@ -34,6 +34,14 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let services = crate::services::parse_list(&a.serve)?;
+    let connect: Option<SocketAddrV4> = match &a.connect {
+        Some(c) => Some(
+            c.parse()
+                .map_err(|_| format!("--connect: '{c}' is not ADDRESS:PORT (IPv4)"))?,
+        ),
+        None => None,
+    };
+    let send = crate::client::parse_bytes(&a.send).map_err(|e| format!("--send: {e}"))?;
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
 
@@ -114,6 +122,25 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
 
     let started = std::time::Instant::now();
+    let mut code = ExitCode::SUCCESS;
+    if let Some(to) = connect {
+        match crate::client::run(&stack, to, send, a.seed, &stop) {
+            Ok(r) => println!(
+                "mpstack: client: sent {} byte(s) sha256 {}, received {} byte(s) sha256 {}, in {:.3}s ({:.3} Gbit/s out)",
+                r.sent,
+                r.sent_sha256,
+                r.received,
+                r.received_sha256,
+                r.secs,
+                r.sent as f64 * 8.0 / r.secs.max(1e-9) / 1e9
+            ),
+            Err(e) => {
+                eprintln!("mpstack: client: {e}");
+                code = ExitCode::FAILURE;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
         if a.duration
@@ -156,5 +183,5 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             .unwrap_or_else(|| "(incomplete)".into());
         println!("arp: {} at {mac} [{}]", e.ip, e.state);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
