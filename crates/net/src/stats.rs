@@ -101,7 +101,8 @@ counter_group!(
         pawsdrop, rcvbadrst, rcvbadsyn, challengeack, rexmttimeo, persisttimeo,
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
-        syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop,
+        syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
+        rexmitlost,
     }
 );
 

@@ -126,7 +126,7 @@ impl Default for TcpConfig {
             max_retries: 12,
             syn_retries: 6,
             time_wait: Duration::from_secs(60),
-            ooo_max_segs: 64,
+            ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,
             cc: CongestionControl::Cubic,
@@ -363,7 +363,26 @@ pub struct Tcb {
     rexmit_owed: u32,
     probe_one: bool,
     rst_pending: Option<SegOut>,
+
+    // Loss detection beyond RFC 6675.
+    /// Tail loss probe (RFC 8985 §7): when no ACK comes for a PTO while data are out.
+    tlp_deadline: Option<Instant>,
+    /// A probe is out and unanswered (one per episode).
+    tlp_out: bool,
+    /// The probe is due in the next output.
+    tlp_fire: bool,
+    /// Before the first timeout of an episode: (cwnd, ssthresh, our timestamp then),
+    /// to undo the reduction if the timeout proves spurious (Eifel, RFC 3522).
+    rto_undo: Option<(u32, u32, u32)>,
+    /// Holes retransmitted in this recovery, in send order: (start, end, `snd_max` at
+    /// the time). A hole still missing when data sent after it has arrived was lost
+    /// again (RACK's insight, RFC 8985) and goes once more without waiting for the
+    /// timer. At most [`REXMIT_TRACK`] entries.
+    rexmits: Vec<(u32, u32, u32)>,
 }
+
+/// Retransmissions remembered per recovery for lost-retransmission detection.
+const REXMIT_TRACK: usize = 32;
 
 impl Tcb {
     fn new(cfg: TcpConfig, iss: u32, active: bool) -> Tcb {
@@ -436,6 +455,11 @@ impl Tcb {
             rexmit_owed: 0,
             probe_one: false,
             rst_pending: None,
+            tlp_deadline: None,
+            tlp_out: false,
+            tlp_fire: false,
+            rto_undo: None,
+            rexmits: Vec::new(),
         }
     }
 
@@ -666,6 +690,7 @@ impl Tcb {
             self.delack_deadline,
             self.tw_deadline,
             self.ka_deadline,
+            self.tlp_deadline,
         ]
         .into_iter()
         .flatten()
@@ -737,6 +762,9 @@ impl Tcb {
             self.probe_one = false;
             self.send_probe(now, st, out);
         }
+        if std::mem::take(&mut self.tlp_fire) {
+            self.send_tlp(now, st, out);
+        }
         // Duplicate ACKs owed for out-of-order arrivals, but the last, which the
         // segment below (data or a pure ACK) carries.
         let owed = std::mem::take(&mut self.dupacks_owed).min(16);
@@ -774,7 +802,20 @@ impl Tcb {
         }
         if self.rtx_deadline.is_some_and(|t| t <= now) {
             self.rtx_deadline = None;
-            self.on_rto(st);
+            self.tlp_deadline = None;
+            self.on_rto(now, st);
+        }
+        if self.tlp_deadline.is_some_and(|t| t <= now) {
+            self.tlp_deadline = None;
+            if self.recover.is_none()
+                && !self.tlp_out
+                && self.flight() > 0
+                && self.state.synchronized()
+            {
+                self.tlp_fire = true;
+                self.tlp_out = true;
+                st.tlpprobes += 1;
+            }
         }
         if self.persist_deadline.is_some_and(|t| t <= now) {
             self.persist_deadline = None;
@@ -823,7 +864,7 @@ impl Tcb {
         self.cfg.nodelay = on;
     }
 
-    fn on_rto(&mut self, st: &mut TcpStat) {
+    fn on_rto(&mut self, now: Instant, st: &mut TcpStat) {
         let limit = if self.state.synchronized() {
             self.cfg.max_retries
         } else {
@@ -839,6 +880,10 @@ impl Tcb {
         self.rtx_count += 1;
         st.rexmttimeo += 1;
         self.rto = (self.rto * 2).min(self.cfg.max_rto);
+        if self.rtx_count == 1 && self.ts_enabled && self.state.synchronized() {
+            self.rto_undo = Some((self.cwnd, self.ssthresh, self.tsval(now)));
+        }
+        self.rexmits.clear();
         if self.state.synchronized() || self.state == State::SynReceived {
             let mss = self.snd_mss;
             self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
@@ -1003,6 +1048,7 @@ impl Tcb {
                 } else if len > 0 {
                     st.sndpack += 1;
                     st.sndbyte += u64::from(len);
+                    self.arm_tlp(now);
                     if self.timed.is_none() && !self.ts_enabled {
                         self.timed = Some((self.snd_nxt, now));
                         st.segstimed += 1;
@@ -1087,12 +1133,103 @@ impl Tcb {
         st.sndrexmitbyte += u64::from(len);
         self.timed = None;
         self.push(seg, st, out);
+        if self.recover.is_some() && self.sack_perm {
+            if self.rexmits.len() >= REXMIT_TRACK {
+                self.rexmits.remove(0);
+            }
+            self.rexmits.push((p, p.wrapping_add(len), self.snd_max));
+        }
         self.sack_next = p.wrapping_add(len);
         if lt(self.snd_nxt, self.sack_next) {
             self.snd_nxt = self.sack_next;
         }
         self.arm_rtx(now);
         true
+    }
+
+    /// Arms the tail loss probe: PTO = 2·SRTT (at least 10 ms, as FreeBSD's RACK
+    /// stack), plus a delayed-ACK allowance when one segment is out; never past the
+    /// retransmission timer.
+    fn arm_tlp(&mut self, now: Instant) {
+        if self.tlp_out || self.recover.is_some() || !self.sack_perm {
+            return;
+        }
+        let Some(srtt) = self.srtt else {
+            return;
+        };
+        let mut pto = (srtt * 2).max(Duration::from_millis(10));
+        if self.flight() <= self.seg_size() {
+            pto = pto.max(srtt * 3 / 2 + Duration::from_millis(200));
+        }
+        let at = now + pto;
+        self.tlp_deadline = match self.rtx_deadline {
+            Some(r) if r <= at => None,
+            _ => Some(at),
+        };
+    }
+
+    /// The probe: a new segment if the peer's window has room (cwnd notwithstanding),
+    /// else the last segment sent again; either way the peer answers at once and its
+    /// ACK (with SACK) starts recovery without waiting for the timer.
+    fn send_tlp(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        let end = self.fin_seq();
+        let unsent = lt(self.snd_nxt, end) && self.snd_nxt == self.snd_max;
+        let peer_room = self
+            .snd_wnd
+            .saturating_sub(diff(self.snd_nxt, self.snd_una));
+        if unsent && peer_room >= self.seg_size().min(diff(end, self.snd_nxt)) {
+            self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+            if self.send_one(now, st, out) {
+                return;
+            }
+        }
+        let hi = if lt(end, self.snd_max) { end } else { self.snd_max };
+        let out_bytes = diff(hi, self.snd_una);
+        if out_bytes == 0 || !lt(self.snd_una, hi) {
+            return;
+        }
+        let len = out_bytes.min(self.data_room());
+        let mut seg = self.header(now, hi.wrapping_sub(len));
+        seg.data_len = len as usize;
+        st.sndrexmitpack += 1;
+        st.sndrexmitbyte += u64::from(len);
+        self.push(seg, st, out);
+        self.arm_rtx(now);
+    }
+
+    /// Lost retransmissions: a hole retransmitted before data that has since
+    /// arrived (SACKed or acknowledged), but still missing itself, was lost again.
+    fn detect_lost_rexmits(&mut self, st: &mut TcpStat) {
+        if self.rexmits.is_empty() {
+            return;
+        }
+        let high = self.sacked.last().map(|r| r.1);
+        let una = self.snd_una;
+        let mut later_arrived = false;
+        let mut i = self.rexmits.len();
+        while i > 0 {
+            i -= 1;
+            let (a, b, mark) = self.rexmits[i];
+            let arrived = le(b, una)
+                || self
+                    .sacked
+                    .iter()
+                    .any(|r| le(r.0, a) && le(b, r.1));
+            if arrived {
+                later_arrived = true;
+                self.rexmits.remove(i);
+                continue;
+            }
+            if later_arrived || high.is_some_and(|h| lt(mark, h)) {
+                self.rexmits.remove(i);
+                st.rexmitlost += 1;
+                let from = if lt(a, una) { una } else { a };
+                if lt(from, self.sack_next) || self.sack_next == from {
+                    self.sack_next = from;
+                }
+                self.rexmit_owed += 1;
+            }
+        }
     }
 
     /// Records the SACK blocks of an acknowledgment in the scoreboard.
@@ -1427,6 +1564,9 @@ impl Tcb {
             st.rcvdupack += 1;
             self.on_dupack(st);
         }
+        if self.recover.is_some() {
+            self.detect_lost_rexmits(st);
+        }
         // Window update.
         if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {
             if wnd > self.snd_wnd {
@@ -1507,6 +1647,24 @@ impl Tcb {
             st.rttupdated += 1;
         }
 
+        // A timeout proved spurious: the ACK echoes a timestamp from before it, so the
+        // original transmission arrived (Eifel detection, RFC 3522; the response
+        // restores the window and stops the go-back-N, as RFC 4015 allows).
+        if let Some((cwnd, ssthresh, ts_rto)) = self.rto_undo.take() {
+            if let Some((_, tsecr)) = seg.ts {
+                if tsecr != 0 && lt(tsecr, ts_rto) {
+                    st.sndrexmitbad += 1;
+                    self.cwnd = cwnd;
+                    self.ssthresh = ssthresh;
+                    self.rto = self.rto_from_estimate();
+                    if lt(self.snd_nxt, self.snd_max) {
+                        self.snd_nxt = self.snd_max;
+                    }
+                }
+            }
+        }
+        self.tlp_out = false;
+
         // Congestion control (NewReno).
         let mss = self.snd_mss;
         match self.recover {
@@ -1523,6 +1681,7 @@ impl Tcb {
                     .max(mss);
                 self.recover = None;
                 self.dupacks = 0;
+                self.rexmits.clear();
             }
             None => {
                 self.dupacks = 0;
@@ -1544,8 +1703,10 @@ impl Tcb {
         }
         self.rtx_count = 0;
         self.rtx_deadline = None;
+        self.tlp_deadline = None;
         if self.snd_una != self.snd_max {
             self.arm_rtx(now);
+            self.arm_tlp(now);
         }
     }
 
@@ -1561,9 +1722,18 @@ impl Tcb {
                 self.srtt = Some((srtt * 7 + r) / 8);
             }
         }
-        let srtt = self.srtt.unwrap_or(r);
-        let rto = srtt + (self.rttvar * 4).max(Duration::from_millis(1));
-        self.rto = rto.clamp(self.cfg.min_rto, self.cfg.max_rto);
+        self.rto = self.rto_from_estimate();
+    }
+
+    /// RFC 6298's RTO from the current estimate, clamped to the configured bounds.
+    fn rto_from_estimate(&self) -> Duration {
+        match self.srtt {
+            Some(srtt) => {
+                let rto = srtt + (self.rttvar * 4).max(Duration::from_millis(1));
+                rto.clamp(self.cfg.min_rto, self.cfg.max_rto)
+            }
+            None => self.rto,
+        }
     }
 
     fn on_dupack(&mut self, st: &mut TcpStat) {
