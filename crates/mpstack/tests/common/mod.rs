@@ -168,6 +168,30 @@ impl Lab {
         sh(&format!("ip netns exec {} {cmd}", self.ns))
     }
 
+    /// The node's process id (panics once it has been stopped).
+    pub fn pid(&self) -> u32 {
+        self.node.as_ref().expect("the node is running").id()
+    }
+
+    /// The node's resident set size in KiB (`VmRSS` in /proc/PID/status).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read the node's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS in /proc status")
+    }
+
+    /// Whether the node is still running (it has neither exited nor been stopped).
+    pub fn alive(&mut self) -> bool {
+        self.node
+            .as_mut()
+            .is_some_and(|n| matches!(n.try_wait(), Ok(None)))
+    }
+
     /// Stops the node with SIGTERM and returns its counters: name → value.
     pub fn stop(&mut self) -> std::collections::HashMap<String, u64> {
         if let Some(mut node) = self.node.take() {
