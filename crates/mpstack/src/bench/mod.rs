@@ -1,6 +1,19 @@
-//! `mpstack bench tcp`: single-flow TCP throughput between two mpstack stacks in one
-//! process (worker threads, a memory wire, the real clock), beside the Linux kernel's
-//! TCP over loopback measured in the same run with the same workload.
+//! `mpstack bench tcp`: single-flow TCP throughput of mpstack beside its baseline and
+//! its peers, all measured in the same run with the same workload (one connection, N
+//! MiB from client to server, the receiver drains and counts; timed from the first
+//! write until the receiver has seen every byte and the FIN):
+//!
+//! - `mpstack`: two mpstack stacks in one process (worker threads, a memory wire with
+//!   MTU 1500, the real clock), through `TcpStream`;
+//! - `smoltcp`: two smoltcp 0.14 interfaces polled in one thread over in-memory
+//!   Ethernet devices, MTU 1500 ([`smol`]);
+//! - `linux-loopback`: the kernel's TCP over 127.0.0.1 (MTU 65536) through `std::net`;
+//! - `linux-veth`: the kernel's TCP between two network namespaces over a veth pair
+//!   (MTU 1500), driven by iperf3 ([`veth`]); skipped, with the reason, where it
+//!   cannot run.
+
+mod smol;
+mod veth;
 
 use crate::BenchArgs;
 use dev::mem::{wire, WireConfig};
@@ -8,6 +21,8 @@ use net::Stack;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 struct Measurement {
@@ -19,6 +34,30 @@ struct Measurement {
 impl Measurement {
     fn gbps(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.secs / 1e9
+    }
+}
+
+/// An implementation measured by `bench tcp`, in the order the rounds run them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Impl {
+    /// Two mpstack stacks in one process over a memory wire.
+    Mpstack,
+    /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
+    Smoltcp,
+    /// The Linux kernel's TCP over 127.0.0.1.
+    LinuxLoopback,
+    /// The Linux kernel's TCP between two namespaces over veth, with iperf3.
+    LinuxVeth,
+}
+
+impl Impl {
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Mpstack => "mpstack",
+            Impl::Smoltcp => "smoltcp",
+            Impl::LinuxLoopback => "linux-loopback",
+            Impl::LinuxVeth => "linux-veth",
+        }
     }
 }
 
@@ -37,40 +76,102 @@ fn progress(a: &BenchArgs, msg: &str) {
 
 fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
     let bytes = a.mbytes * 1024 * 1024;
-    let mut results = Vec::new();
-    for round in 0..a.rounds {
-        progress(
-            a,
-            &format!(
-                "round {}/{}: mpstack, {} worker(s) per stack, {} MiB",
-                round + 1,
-                a.rounds,
-                a.workers,
-                a.mbytes
-            ),
-        );
-        results.push(ours(bytes, a.workers as usize)?);
-        progress(
-            a,
-            &format!(
-                "round {}/{}: Linux kernel TCP over loopback, {} MiB",
-                round + 1,
-                a.rounds,
-                a.mbytes
-            ),
-        );
-        results.push(kernel(bytes)?);
+    let mut only = a.only.clone();
+    only.sort();
+    only.dedup();
+    let mut skipped: Vec<(Impl, String)> = Vec::new();
+    // Made once for all rounds; its Drop deletes the namespaces on every way out of here.
+    let mut lab = None;
+    if only.contains(&Impl::LinuxVeth) {
+        match veth::unavailable().map_or_else(veth::Lab::new, Err) {
+            Ok(l) => lab = Some(l),
+            Err(why) => skipped.push((Impl::LinuxVeth, why)),
+        }
     }
-    let best = |name: &str| {
+    // While namespaces exist, SIGINT and SIGTERM end the bench between two
+    // measurements, through the normal return, so that the Lab's Drop still runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    if lab.is_some() {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone())
+                .map_err(|e| format!("signal handler: {e}"))?;
+        }
+    }
+    let mut results = Vec::new();
+    for round in 1..=a.rounds {
+        for &im in &only {
+            if stop.load(Ordering::Relaxed) {
+                return Err("interrupted (network namespaces removed)".into());
+            }
+            if skipped.iter().any(|(s, _)| *s == im) {
+                continue;
+            }
+            let what = match im {
+                Impl::Mpstack => format!("mpstack, {} worker(s) per stack", a.workers),
+                Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
+                Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
+                Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
+            };
+            progress(
+                a,
+                &format!("round {round}/{}: {what}, {} MiB", a.rounds, a.mbytes),
+            );
+            match im {
+                Impl::Mpstack => results.push(ours(bytes, a.workers as usize)?),
+                Impl::Smoltcp => results.push(smol::transfer(bytes)?),
+                Impl::LinuxLoopback => results.push(kernel(bytes)?),
+                // A peer outside this program that fails is reported, not fatal: the
+                // rows measured so far still stand.
+                Impl::LinuxVeth => match lab.as_ref().map(|l| l.iperf3(bytes)) {
+                    Some(Ok(m)) => results.push(m),
+                    Some(Err(why)) => {
+                        progress(a, &format!("linux-veth: {why}"));
+                        skipped.push((im, format!("round {round}: {why}")));
+                    }
+                    None => {}
+                },
+            }
+        }
+    }
+    drop(lab);
+    report(a, &only, &results, &skipped);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `s` as the inside of a JSON string.
+fn json_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The ratios printed, ours over each other implementation.
+const RATIOS: [Impl; 3] = [Impl::Smoltcp, Impl::LinuxVeth, Impl::LinuxLoopback];
+
+fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Impl, String)]) {
+    let best = |im: Impl| {
         results
             .iter()
-            .filter(|r| r.name == name)
+            .filter(|r| r.name == im.name())
             .map(Measurement::gbps)
-            .fold(0.0f64, f64::max)
+            .reduce(f64::max)
     };
-    let (o, k) = (best("mpstack"), best("linux-loopback"));
+    let ratios: Vec<(Impl, f64, f64)> = match best(Impl::Mpstack) {
+        Some(o) => RATIOS
+            .iter()
+            .filter_map(|&im| best(im).map(|b| (im, o, b)))
+            .collect(),
+        None => Vec::new(),
+    };
     if a.json {
-        for r in &results {
+        for r in results {
             println!(
                 "{{\"bench\":\"tcp\",\"impl\":\"{}\",\"bytes\":{},\"seconds\":{:.6},\"gbit_per_s\":{:.4}}}",
                 r.name,
@@ -79,32 +180,68 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 r.gbps()
             );
         }
-        println!(
-            "{{\"bench\":\"tcp\",\"ratio_mpstack_to_linux_loopback\":{:.4}}}",
-            o / k.max(1e-9)
-        );
-    } else {
-        println!(
-            "{:<16} {:>10} {:>10} {:>12}",
-            "implementation", "MiB", "seconds", "Gbit/s"
-        );
-        for r in &results {
+        for (im, why) in skipped {
             println!(
-                "{:<16} {:>10} {:>10.3} {:>12.3}",
-                r.name,
-                r.bytes / (1024 * 1024),
-                r.secs,
-                r.gbps()
+                "{{\"bench\":\"tcp\",\"impl\":\"{}\",\"skipped\":\"{}\"}}",
+                im.name(),
+                json_escape(why)
             );
         }
-        println!(
-            "\nbest of {}: mpstack {o:.3} Gbit/s, Linux loopback {k:.3} Gbit/s, ratio {:.2}",
-            a.rounds,
-            o / k.max(1e-9)
-        );
-        println!("(mpstack: two stacks, {} worker thread(s) each, MTU 1500 memory wire; Linux: 127.0.0.1, MTU 65536)", a.workers);
+        for (im, o, b) in ratios {
+            let key = im.name().replace('-', "_");
+            println!(
+                "{{\"bench\":\"tcp\",\"ratio_mpstack_to_{key}\":{:.4},\"mpstack_gbit_per_s\":{o:.4},\"{key}_gbit_per_s\":{b:.4}}}",
+                o / b.max(1e-9)
+            );
+        }
+        return;
     }
-    Ok(ExitCode::SUCCESS)
+    println!(
+        "{:<16} {:>10} {:>10} {:>12}",
+        "implementation", "MiB", "seconds", "Gbit/s"
+    );
+    for r in results {
+        println!(
+            "{:<16} {:>10} {:>10.3} {:>12.3}",
+            r.name,
+            r.bytes / (1024 * 1024),
+            r.secs,
+            r.gbps()
+        );
+    }
+    for (im, why) in skipped {
+        println!("{:<16} skipped: {why}", im.name());
+    }
+    let bests: Vec<String> = only
+        .iter()
+        .filter_map(|&im| best(im).map(|b| format!("{} {b:.3}", im.name())))
+        .collect();
+    if bests.is_empty() {
+        println!("\nnothing measured");
+    } else {
+        println!("\nbest of {} (Gbit/s): {}", a.rounds, bests.join(", "));
+    }
+    if !ratios.is_empty() {
+        let r: Vec<String> = ratios
+            .iter()
+            .map(|(im, o, b)| format!("mpstack/{} {:.2}", im.name(), o / b.max(1e-9)))
+            .collect();
+        println!("ratios: {}", r.join(", "));
+    }
+    for &im in only {
+        let setup = match im {
+            Impl::Mpstack => format!(
+                "two stacks, {} worker thread(s) each, MTU 1500 memory wire",
+                a.workers
+            ),
+            Impl::Smoltcp => {
+                "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
+            }
+            Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
+            Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
+        };
+        println!("({}: {setup})", im.name());
+    }
 }
 
 fn host(name: &str, workers: usize, dev: dev::mem::MemDevice, addr: &str) -> Result<Stack, String> {
@@ -206,4 +343,44 @@ fn kernel(bytes: u64) -> Result<Measurement, String> {
         bytes,
         secs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn bench_args(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        let argv = ["mpstack", "bench", "tcp"].iter().chain(args);
+        match crate::Cli::try_parse_from(argv)?.cmd {
+            crate::Cmd::Bench(a) => Ok(a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_defaults_to_every_implementation() {
+        let a = bench_args(&[]).unwrap();
+        assert_eq!(
+            a.only,
+            [
+                Impl::Mpstack,
+                Impl::Smoltcp,
+                Impl::LinuxLoopback,
+                Impl::LinuxVeth
+            ]
+        );
+    }
+
+    #[test]
+    fn only_takes_a_comma_list_and_rejects_unknown_names() {
+        let a = bench_args(&["--only", "smoltcp,linux-veth"]).unwrap();
+        assert_eq!(a.only, [Impl::Smoltcp, Impl::LinuxVeth]);
+        assert!(bench_args(&["--only", "smoltcp,lwip"]).is_err());
+    }
+
+    #[test]
+    fn skip_reasons_are_valid_json_strings() {
+        assert_eq!(json_escape("a \"b\"\\\n"), "a \\\"b\\\"\\\\\\u000a");
+    }
 }
