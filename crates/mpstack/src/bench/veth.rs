@@ -134,14 +134,18 @@ impl Lab {
         let json = loop {
             let out = run_with_limit(&client, limit)?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            if out.status.success() {
+            // iperf3 3.12 with -J exits 0 even when it could not connect: its JSON's
+            // "error" is what says so.
+            let error = json_str(&text, "error");
+            if out.status.success() && error.is_none() {
                 break text;
             }
-            if started.elapsed() > Duration::from_secs(5) || !text.contains("refused") {
-                return Err(format!(
-                    "iperf3 -c failed: {}",
-                    json_str(&text, "error").unwrap_or_else(|| text.trim().to_string())
-                ));
+            let why = error.unwrap_or_else(|| {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                format!("{} {}", text.trim(), stderr.trim())
+            });
+            if started.elapsed() > Duration::from_secs(5) || !why.contains("refused") {
+                return Err(format!("iperf3 -c: {why}"));
             }
             std::thread::sleep(Duration::from_millis(20));
         };
@@ -287,7 +291,18 @@ mod tests {
 
     #[test]
     fn iperf3_error_text_is_found() {
-        let j = r#"{ "start": {}, "error": "unable to connect to server: Connection refused" }"#;
+        // What iperf3 3.12 prints, with exit status 0, when the server is not up yet.
+        let j = r#"{
+	"start":	{
+		"connected":	[],
+		"version":	"iperf 3.12"
+	},
+	"intervals":	[],
+	"end":	{
+	},
+	"error":	"unable to connect to server: Connection refused"
+}"#;
+        assert!(!j.contains("\"sum_received\""));
         assert_eq!(
             json_str(j, "error").as_deref(),
             Some("unable to connect to server: Connection refused")
