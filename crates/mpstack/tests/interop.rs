@@ -361,14 +361,25 @@ fn bench_tcp_runs_and_prints_json() {
         String::from_utf8_lossy(&o.stderr)
     );
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    // One round: mpstack, smoltcp, linux-loopback, then linux-veth measured or skipped
+    // (it needs root and iperf3), then a ratio per peer measured.
     assert!(
         lines[0].contains("\"impl\":\"mpstack\"") && lines[0].contains("\"bytes\":4194304"),
         "{out}"
     );
-    assert!(lines[1].contains("\"impl\":\"linux-loopback\""), "{out}");
     assert!(
-        lines[2].contains("ratio_mpstack_to_linux_loopback"),
+        lines[1].contains("\"impl\":\"smoltcp\"") && lines[1].contains("\"bytes\":4194304"),
+        "{out}"
+    );
+    assert!(lines[2].contains("\"impl\":\"linux-loopback\""), "{out}");
+    assert!(lines[3].contains("\"impl\":\"linux-veth\""), "{out}");
+    let veth_ran = !lines[3].contains("\"skipped\"");
+    assert_eq!(lines.len(), if veth_ran { 7 } else { 6 }, "{out}");
+    assert!(out.contains("\"ratio_mpstack_to_smoltcp\""), "{out}");
+    assert!(out.contains("\"ratio_mpstack_to_linux_loopback\""), "{out}");
+    assert_eq!(
+        out.contains("\"ratio_mpstack_to_linux_veth\""),
+        veth_ran,
         "{out}"
     );
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))

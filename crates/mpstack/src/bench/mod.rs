@@ -1,0 +1,386 @@
+//! `mpstack bench tcp`: single-flow TCP throughput of mpstack beside its baseline and
+//! its peers, all measured in the same run with the same workload (one connection, N
+//! MiB from client to server, the receiver drains and counts; timed from the first
+//! write until the receiver has seen every byte and the FIN):
+//!
+//! - `mpstack`: two mpstack stacks in one process (worker threads, a memory wire with
+//!   MTU 1500, the real clock), through `TcpStream`;
+//! - `smoltcp`: two smoltcp 0.14 interfaces polled in one thread over in-memory
+//!   Ethernet devices, MTU 1500 ([`smol`]);
+//! - `linux-loopback`: the kernel's TCP over 127.0.0.1 (MTU 65536) through `std::net`;
+//! - `linux-veth`: the kernel's TCP between two network namespaces over a veth pair
+//!   (MTU 1500), driven by iperf3 ([`veth`]); skipped, with the reason, where it
+//!   cannot run.
+
+mod smol;
+mod veth;
+
+use crate::BenchArgs;
+use dev::mem::{wire, WireConfig};
+use net::Stack;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Measurement {
+    name: &'static str,
+    bytes: u64,
+    secs: f64,
+}
+
+impl Measurement {
+    fn gbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.secs / 1e9
+    }
+}
+
+/// An implementation measured by `bench tcp`, in the order the rounds run them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Impl {
+    /// Two mpstack stacks in one process over a memory wire.
+    Mpstack,
+    /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
+    Smoltcp,
+    /// The Linux kernel's TCP over 127.0.0.1.
+    LinuxLoopback,
+    /// The Linux kernel's TCP between two namespaces over veth, with iperf3.
+    LinuxVeth,
+}
+
+impl Impl {
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Mpstack => "mpstack",
+            Impl::Smoltcp => "smoltcp",
+            Impl::LinuxLoopback => "linux-loopback",
+            Impl::LinuxVeth => "linux-veth",
+        }
+    }
+}
+
+pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
+    match a.what.as_str() {
+        "tcp" => tcp(&a),
+        other => Err(format!("bench: unknown benchmark '{other}' (known: tcp)")),
+    }
+}
+
+fn progress(a: &BenchArgs, msg: &str) {
+    if !a.json {
+        eprintln!("bench: {msg}");
+    }
+}
+
+fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
+    let bytes = a.mbytes * 1024 * 1024;
+    let mut only = a.only.clone();
+    only.sort();
+    only.dedup();
+    let mut skipped: Vec<(Impl, String)> = Vec::new();
+    // Made once for all rounds; its Drop deletes the namespaces on every way out of here.
+    let mut lab = None;
+    if only.contains(&Impl::LinuxVeth) {
+        match veth::unavailable().map_or_else(veth::Lab::new, Err) {
+            Ok(l) => lab = Some(l),
+            Err(why) => skipped.push((Impl::LinuxVeth, why)),
+        }
+    }
+    // While namespaces exist, SIGINT and SIGTERM end the bench between two
+    // measurements, through the normal return, so that the Lab's Drop still runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    if lab.is_some() {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone())
+                .map_err(|e| format!("signal handler: {e}"))?;
+        }
+    }
+    let mut results = Vec::new();
+    for round in 1..=a.rounds {
+        for &im in &only {
+            if stop.load(Ordering::Relaxed) {
+                return Err("interrupted (network namespaces removed)".into());
+            }
+            if skipped.iter().any(|(s, _)| *s == im) {
+                continue;
+            }
+            let what = match im {
+                Impl::Mpstack => format!("mpstack, {} worker(s) per stack", a.workers),
+                Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
+                Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
+                Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
+            };
+            progress(
+                a,
+                &format!("round {round}/{}: {what}, {} MiB", a.rounds, a.mbytes),
+            );
+            match im {
+                Impl::Mpstack => results.push(ours(bytes, a.workers as usize)?),
+                Impl::Smoltcp => results.push(smol::transfer(bytes)?),
+                Impl::LinuxLoopback => results.push(kernel(bytes)?),
+                // A peer outside this program that fails is reported, not fatal: the
+                // rows measured so far still stand.
+                Impl::LinuxVeth => match lab.as_ref().map(|l| l.iperf3(bytes)) {
+                    Some(Ok(m)) => results.push(m),
+                    Some(Err(why)) => {
+                        progress(a, &format!("linux-veth: {why}"));
+                        skipped.push((im, format!("round {round}: {why}")));
+                    }
+                    None => {}
+                },
+            }
+        }
+    }
+    drop(lab);
+    report(a, &only, &results, &skipped);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `s` as the inside of a JSON string.
+fn json_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The ratios printed, ours over each other implementation.
+const RATIOS: [Impl; 3] = [Impl::Smoltcp, Impl::LinuxVeth, Impl::LinuxLoopback];
+
+fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Impl, String)]) {
+    let best = |im: Impl| {
+        results
+            .iter()
+            .filter(|r| r.name == im.name())
+            .map(Measurement::gbps)
+            .reduce(f64::max)
+    };
+    let ratios: Vec<(Impl, f64, f64)> = match best(Impl::Mpstack) {
+        Some(o) => RATIOS
+            .iter()
+            .filter_map(|&im| best(im).map(|b| (im, o, b)))
+            .collect(),
+        None => Vec::new(),
+    };
+    if a.json {
+        for r in results {
+            println!(
+                "{{\"bench\":\"tcp\",\"impl\":\"{}\",\"bytes\":{},\"seconds\":{:.6},\"gbit_per_s\":{:.4}}}",
+                r.name,
+                r.bytes,
+                r.secs,
+                r.gbps()
+            );
+        }
+        for (im, why) in skipped {
+            println!(
+                "{{\"bench\":\"tcp\",\"impl\":\"{}\",\"skipped\":\"{}\"}}",
+                im.name(),
+                json_escape(why)
+            );
+        }
+        for (im, o, b) in ratios {
+            let key = im.name().replace('-', "_");
+            println!(
+                "{{\"bench\":\"tcp\",\"ratio_mpstack_to_{key}\":{:.4},\"mpstack_gbit_per_s\":{o:.4},\"{key}_gbit_per_s\":{b:.4}}}",
+                o / b.max(1e-9)
+            );
+        }
+        return;
+    }
+    println!(
+        "{:<16} {:>10} {:>10} {:>12}",
+        "implementation", "MiB", "seconds", "Gbit/s"
+    );
+    for r in results {
+        println!(
+            "{:<16} {:>10} {:>10.3} {:>12.3}",
+            r.name,
+            r.bytes / (1024 * 1024),
+            r.secs,
+            r.gbps()
+        );
+    }
+    for (im, why) in skipped {
+        println!("{:<16} skipped: {why}", im.name());
+    }
+    let bests: Vec<String> = only
+        .iter()
+        .filter_map(|&im| best(im).map(|b| format!("{} {b:.3}", im.name())))
+        .collect();
+    if bests.is_empty() {
+        println!("\nnothing measured");
+    } else {
+        println!("\nbest of {} (Gbit/s): {}", a.rounds, bests.join(", "));
+    }
+    if !ratios.is_empty() {
+        let r: Vec<String> = ratios
+            .iter()
+            .map(|(im, o, b)| format!("mpstack/{} {:.2}", im.name(), o / b.max(1e-9)))
+            .collect();
+        println!("ratios: {}", r.join(", "));
+    }
+    for &im in only {
+        let setup = match im {
+            Impl::Mpstack => format!(
+                "two stacks, {} worker thread(s) each, MTU 1500 memory wire",
+                a.workers
+            ),
+            Impl::Smoltcp => {
+                "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
+            }
+            Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
+            Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
+        };
+        println!("({}: {setup})", im.name());
+    }
+}
+
+fn host(name: &str, workers: usize, dev: dev::mem::MemDevice, addr: &str) -> Result<Stack, String> {
+    sim::standalone_host(name, workers, Box::new(dev), addr)
+}
+
+/// Reads until end of stream; returns the byte count.
+fn drain(mut r: impl Read) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got = 0u64;
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            return Ok(got);
+        }
+        got += n as u64;
+    }
+}
+
+/// Writes `bytes` bytes in 256 KiB writes.
+fn pump(mut w: impl Write, bytes: u64) -> std::io::Result<()> {
+    let chunk = vec![0x5au8; 256 * 1024];
+    let mut sent = 0u64;
+    while sent < bytes {
+        let n = ((bytes - sent) as usize).min(chunk.len());
+        w.write_all(&chunk[..n])?;
+        sent += n as u64;
+    }
+    Ok(())
+}
+
+fn ours(bytes: u64, workers: usize) -> Result<Measurement, String> {
+    let (da, db) = wire(WireConfig {
+        num_queues: workers,
+        queue_limit: 4096,
+        ..WireConfig::default()
+    });
+    let mut a = host("bench-a", workers, da, "198.18.0.1/24")?;
+    let mut b = host("bench-b", workers, db, "198.18.0.2/24")?;
+    let l = b
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5001), 4)
+        .map_err(|e| e.to_string())?;
+    a.start().map_err(|e| e.to_string())?;
+    b.start().map_err(|e| e.to_string())?;
+    let sink = std::thread::spawn(move || -> std::io::Result<u64> {
+        let (c, _) = l.accept()?;
+        c.set_read_timeout(Some(Duration::from_secs(30)))?;
+        drain(c)
+    });
+    let c = a
+        .tcp_connect(
+            SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 5001),
+            Some(Duration::from_secs(10)),
+        )
+        .map_err(|e| format!("connect: {e}"))?;
+    c.set_write_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
+    c.shutdown(std::net::Shutdown::Write)
+        .map_err(|e| e.to_string())?;
+    let got = sink
+        .join()
+        .map_err(|_| "sink panicked".to_string())?
+        .map_err(|e| format!("read: {e}"))?;
+    let secs = t0.elapsed().as_secs_f64();
+    drop(c);
+    a.stop();
+    b.stop();
+    if got != bytes {
+        return Err(format!("mpstack delivered {got} of {bytes} bytes"));
+    }
+    Ok(Measurement {
+        name: "mpstack",
+        bytes,
+        secs,
+    })
+}
+
+fn kernel(bytes: u64) -> Result<Measurement, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = l.local_addr().map_err(|e| e.to_string())?;
+    let sink = std::thread::spawn(move || -> std::io::Result<u64> { drain(l.accept()?.0) });
+    let c = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    pump(&c, bytes).map_err(|e| e.to_string())?;
+    c.shutdown(std::net::Shutdown::Write)
+        .map_err(|e| e.to_string())?;
+    let got = sink
+        .join()
+        .map_err(|_| "sink panicked".to_string())?
+        .map_err(|e| e.to_string())?;
+    let secs = t0.elapsed().as_secs_f64();
+    if got != bytes {
+        return Err(format!("kernel delivered {got} of {bytes} bytes"));
+    }
+    Ok(Measurement {
+        name: "linux-loopback",
+        bytes,
+        secs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn bench_args(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        let argv = ["mpstack", "bench", "tcp"].iter().chain(args);
+        match crate::Cli::try_parse_from(argv)?.cmd {
+            crate::Cmd::Bench(a) => Ok(a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_defaults_to_every_implementation() {
+        let a = bench_args(&[]).unwrap();
+        assert_eq!(
+            a.only,
+            [
+                Impl::Mpstack,
+                Impl::Smoltcp,
+                Impl::LinuxLoopback,
+                Impl::LinuxVeth
+            ]
+        );
+    }
+
+    #[test]
+    fn only_takes_a_comma_list_and_rejects_unknown_names() {
+        let a = bench_args(&["--only", "smoltcp,linux-veth"]).unwrap();
+        assert_eq!(a.only, [Impl::Smoltcp, Impl::LinuxVeth]);
+        assert!(bench_args(&["--only", "smoltcp,lwip"]).is_err());
+    }
+
+    #[test]
+    fn skip_reasons_are_valid_json_strings() {
+        assert_eq!(json_escape("a \"b\"\\\n"), "a \\\"b\\\"\\\\\\u000a");
+    }
+}
