@@ -12,6 +12,7 @@ mod ether;
 mod icmp;
 pub mod iface;
 mod ip;
+mod park;
 pub mod pfil;
 pub mod socket;
 pub mod stack;
