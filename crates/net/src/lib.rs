@@ -8,6 +8,8 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+#[cfg(feature = "tokio")]
+pub mod async_io;
 mod ether;
 mod icmp;
 pub mod iface;
