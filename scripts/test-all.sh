@@ -36,6 +36,9 @@ fi
 say "cargo test --workspace (unit, property, scenario, no-allocation, interop)"
 cargo test --workspace --lib --bins --tests -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
 
+say "the async sockets (feature tokio): unit, crates/net/tests/tokio.rs, the doc example"
+cargo test -p net --features tokio -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
+
 say "benchmarks, each run once as a test (criterion's test mode)"
 cargo test --workspace --bench '*'
 

@@ -8,10 +8,13 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+#[cfg(feature = "tokio")]
+pub mod async_io;
 mod ether;
 mod icmp;
 pub mod iface;
 mod ip;
+mod park;
 pub mod pfil;
 pub mod socket;
 pub mod stack;

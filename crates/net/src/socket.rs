@@ -6,9 +6,11 @@
 //! notifier. The application never touches protocol state, and the worker never
 //! blocks on the application: a full receive queue is a counted drop (`udp.fullsock`).
 //!
-//! Blocking calls park the application thread; the worker unparks it once per batch
-//! in which it delivered something, and only if the application said it was waiting.
+//! Blocking calls park the application thread, async calls (feature `tokio`) register
+//! their task's waker; the worker wakes them once per batch in which it delivered
+//! something or emptied the send queue, and only if the application said it was waiting.
 
+use crate::park::Parker;
 use crate::stack::Shared;
 use crossbeam_queue::ArrayQueue;
 use mbuf::Mbuf;
@@ -16,7 +18,6 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::Thread;
 use std::time::Duration;
 
 /// What kind of endpoint a socket is.
@@ -54,8 +55,7 @@ pub(crate) struct SockShared {
     pub home: usize,
     pub rxq: ArrayQueue<RxDatagram>,
     pub txq: ArrayQueue<TxDatagram>,
-    waiting: AtomicBool,
-    waiter: Mutex<Option<Thread>>,
+    pub parker: Parker,
     /// Datagrams the application could not queue (send buffer full).
     pub tx_full: AtomicU64,
     /// The application closed the socket with datagrams still queued: the home worker
@@ -72,57 +72,27 @@ impl SockShared {
             home,
             rxq: ArrayQueue::new(cap.max(1)),
             txq: ArrayQueue::new(cap.max(1)),
-            waiting: AtomicBool::new(false),
-            waiter: Mutex::new(None),
+            parker: Parker::default(),
             tx_full: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
     }
 
-    /// True if an application thread is parked on this socket (worker side, per batch).
+    /// True if an application thread or task waits on this socket (worker side, per
+    /// batch).
     #[inline]
     pub fn has_waiter(&self) -> bool {
-        self.waiting.load(Ordering::Acquire)
+        self.parker.has_waiter()
     }
 
-    /// Wakes the parked application thread, if any (worker side).
+    /// Wakes the application's parked thread and tasks, if any (worker side).
     pub fn wake(&self) {
-        if self.waiting.swap(false, Ordering::AcqRel) {
-            let g = self.waiter.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(t) = g.as_ref() {
-                t.unpark();
-            }
-        }
+        self.parker.wake();
     }
 
     /// Blocks until `rxq` has something, the deadline passes, or forever (app side).
     fn wait_readable(&self, deadline: Option<std::time::Instant>) -> bool {
-        loop {
-            if !self.rxq.is_empty() {
-                return true;
-            }
-            {
-                let mut g = self.waiter.lock().unwrap_or_else(|e| e.into_inner());
-                *g = Some(std::thread::current());
-            }
-            self.waiting.store(true, Ordering::Release);
-            // Re-check after announcing ourselves: the worker may have pushed just before.
-            if !self.rxq.is_empty() {
-                self.waiting.store(false, Ordering::Release);
-                return true;
-            }
-            match deadline {
-                None => std::thread::park_timeout(Duration::from_millis(100)),
-                Some(d) => {
-                    let now = std::time::Instant::now();
-                    if now >= d {
-                        self.waiting.store(false, Ordering::Release);
-                        return false;
-                    }
-                    std::thread::park_timeout((d - now).min(Duration::from_millis(100)));
-                }
-            }
-        }
+        self.parker.wait(deadline, || !self.rxq.is_empty())
     }
 }
 
@@ -197,10 +167,19 @@ impl Handle {
         Ok(())
     }
 
+    /// One receive that never blocks: a datagram or `WouldBlock`.
+    fn recv_now(&self) -> io::Result<RxDatagram> {
+        self.sock
+            .rxq
+            .pop()
+            .ok_or_else(|| io::ErrorKind::WouldBlock.into())
+    }
+
     fn recv(&self) -> io::Result<RxDatagram> {
         loop {
-            if let Some(d) = self.sock.rxq.pop() {
-                return Ok(d);
+            match self.recv_now() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
             }
             if self.nonblocking.load(Ordering::Relaxed) {
                 return Err(io::ErrorKind::WouldBlock.into());
@@ -275,11 +254,26 @@ impl UdpSocket {
 
     /// Receives one datagram into `buf` (truncated to fit, as `recvfrom(2)` does).
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let d = self.h.recv()?;
-        let n = d.m.len().min(buf.len());
-        d.m.copydata(0, &mut buf[..n])
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        Ok((n, SocketAddr::V4(d.from)))
+        copy_out(self.h.recv()?, buf)
+    }
+
+    /// `recv_from` that never blocks: `WouldBlock` when nothing is queued.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn recv_from_now(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        copy_out(self.h.recv_now()?, buf)
+    }
+
+    /// True if the send queue has room for a datagram.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn send_room(&self) -> bool {
+        !self.h.sock.txq.is_full()
+    }
+
+    /// Registers a task to wake when a datagram arrives (`Read`) or the home worker
+    /// empties the send queue (`Write`); the caller re-checks after it.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register(&self, interest: crate::park::Interest, waker: &std::task::Waker) {
+        self.h.sock.parker.register(interest, waker);
     }
 
     /// Sets the default peer for `send`/`recv`; `recv` then ignores other senders.
@@ -329,6 +323,14 @@ impl UdpSocket {
     pub fn pending(&self) -> usize {
         self.h.sock.rxq.len()
     }
+}
+
+/// Copies a received datagram into `buf` (truncated to fit).
+fn copy_out(d: RxDatagram, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+    let n = d.m.len().min(buf.len());
+    d.m.copydata(0, &mut buf[..n])
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok((n, SocketAddr::V4(d.from)))
 }
 
 /// An echo reply as a [`PingSocket`] returns it.

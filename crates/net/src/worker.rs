@@ -352,12 +352,18 @@ impl Worker {
         let mut drained_closed = false;
         if let Some(socks) = cfg.by_worker.get(*id) {
             for s in socks {
+                let mut sent = false;
                 for _ in 0..burst {
                     let Some(d) = s.txq.pop() else { break };
+                    sent = true;
                     match s.kind {
                         crate::socket::SockKind::Udp => udp::udp_output(&mut cx, s, d),
                         crate::socket::SockKind::IcmpEcho => icmp::echo_output(&mut cx, s, d),
                     }
+                }
+                if sent {
+                    // A task may wait for room in the send queue.
+                    cx.wake_socket(s);
                 }
                 if !s.txq.is_empty() {
                     more = true;

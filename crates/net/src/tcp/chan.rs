@@ -7,12 +7,11 @@
 //! producer of `rx`; the application (one reader, one writer at a time, serialised by
 //! the handle) is the other side.
 
+use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::Thread;
-use std::time::Duration;
+use std::sync::Arc;
 
 /// Bytes per chunk.
 pub(crate) const CHUNK: usize = 16 * 1024;
@@ -195,7 +194,7 @@ impl StreamShared {
         }
     }
 
-    /// Wakes a parked application thread (worker side).
+    /// Wakes the application's parked thread and tasks (worker side).
     pub fn wake(&self) {
         self.parker.wake();
     }
@@ -203,6 +202,12 @@ impl StreamShared {
     /// Parks the application until `ready()` or the deadline (app side).
     pub fn wait(&self, deadline: Option<std::time::Instant>, ready: impl Fn() -> bool) -> bool {
         self.parker.wait(deadline, ready)
+    }
+
+    /// Registers a task to wake on news (app side; re-check after it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub fn register(&self, interest: Interest, waker: &std::task::Waker) {
+        self.parker.register(interest, waker);
     }
 }
 
@@ -242,64 +247,11 @@ impl ListenShared {
     pub fn wait(&self, deadline: Option<std::time::Instant>) -> bool {
         self.parker.wait(deadline, || !self.accept_q.is_empty())
     }
-}
 
-/// One application thread that may sleep until a worker has news for it.
-#[derive(Debug, Default)]
-struct Parker {
-    waiting: AtomicBool,
-    waiter: Mutex<Option<Thread>>,
-}
-
-impl Parker {
-    /// Wakes the parked thread, if any; a plain load when nobody waits (the common
-    /// case on the worker's path).
-    fn wake(&self) {
-        if self.waiting.load(Ordering::Acquire) && self.waiting.swap(false, Ordering::AcqRel) {
-            if let Some(t) = self
-                .waiter
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            {
-                t.unpark();
-            }
-        }
-    }
-
-    fn wait(&self, deadline: Option<std::time::Instant>, ready: impl Fn() -> bool) -> bool {
-        wait_on(&self.waiting, &self.waiter, deadline, ready)
-    }
-}
-
-fn wait_on(
-    waiting: &AtomicBool,
-    waiter: &Mutex<Option<Thread>>,
-    deadline: Option<std::time::Instant>,
-    ready: impl Fn() -> bool,
-) -> bool {
-    loop {
-        if ready() {
-            return true;
-        }
-        *waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
-        waiting.store(true, Ordering::Release);
-        if ready() {
-            waiting.store(false, Ordering::Release);
-            return true;
-        }
-        let slice = Duration::from_millis(100);
-        match deadline {
-            None => std::thread::park_timeout(slice),
-            Some(d) => {
-                let now = std::time::Instant::now();
-                if now >= d {
-                    waiting.store(false, Ordering::Release);
-                    return ready();
-                }
-                std::thread::park_timeout((d - now).min(slice));
-            }
-        }
+    /// Registers the accepting task (app side; re-check after it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub fn register(&self, waker: &std::task::Waker) {
+        self.parker.register(Interest::Read, waker);
     }
 }
 

@@ -47,18 +47,31 @@ impl TcpListener {
     /// Takes the next established connection, blocking unless non-blocking.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         loop {
-            if let Some(s) = self.l.accept_q.pop() {
-                let remote = s.remote;
-                return Ok((
-                    TcpStream::new(self.stack.clone(), s),
-                    SocketAddr::V4(remote),
-                ));
+            match self.accept_now() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
             }
             if self.nonblocking.load(Ordering::Relaxed) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             self.l.wait(None);
         }
+    }
+
+    /// `accept` that never blocks: `WouldBlock` when no connection waits.
+    pub(crate) fn accept_now(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let s = self.l.accept_q.pop().ok_or(io::ErrorKind::WouldBlock)?;
+        let remote = s.remote;
+        Ok((
+            TcpStream::new(self.stack.clone(), s),
+            SocketAddr::V4(remote),
+        ))
+    }
+
+    /// Registers the accepting task (re-check after it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register(&self, waker: &std::task::Waker) {
+        self.l.register(waker);
     }
 
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
@@ -152,13 +165,30 @@ impl TcpStream {
         self.s.wait(d, || {
             self.s.phase.load(Ordering::Acquire) != phase::CONNECTING
         });
+        match self.connected_now() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
+            }
+            r => r,
+        }
+    }
+
+    /// The handshake's outcome so far: done, failed (refused, timed out, ...), or
+    /// `WouldBlock` while it runs.
+    pub(crate) fn connected_now(&self) -> io::Result<()> {
         if let Some(e) = self.error() {
             return Err(e);
         }
         match self.s.phase.load(Ordering::Acquire) {
-            phase::CONNECTING => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+            phase::CONNECTING => Err(io::ErrorKind::WouldBlock.into()),
             _ => Ok(()),
         }
+    }
+
+    /// Registers a task to wake on news for its `interest` (re-check after it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register(&self, interest: crate::park::Interest, waker: &std::task::Waker) {
+        self.s.register(interest, waker);
     }
 
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
@@ -208,28 +238,38 @@ impl TcpStream {
         Ok(())
     }
 
+    /// One read that never blocks: bytes, 0 at the end of the stream, the
+    /// connection's error once everything before it was read, or `WouldBlock`.
+    pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
+            self.s.rx.pop_into(&mut p, buf)
+        };
+        if n > 0 {
+            // Room in the channel: the worker may move more and open the window.
+            self.kick();
+            return Ok(n);
+        }
+        // The worker raises `rx_eof` after its last push, so an empty channel seen
+        // after it is the end.
+        if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
+            return match self.error() {
+                Some(e) => Err(e),
+                None => Ok(0),
+            };
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
     fn do_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
         let dl = deadline(self.read_timeout.load(Ordering::Relaxed));
         loop {
-            let n = {
-                let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
-                self.s.rx.pop_into(&mut p, buf)
-            };
-            if n > 0 {
-                // Room in the channel: the worker may move more and open the window.
-                self.kick();
-                return Ok(n);
-            }
-            if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
-                if let Some(e) = self.error() {
-                    if self.s.error.load(Ordering::Acquire) != err::NONE {
-                        return Err(e);
-                    }
-                }
-                return Ok(0);
+            match self.read_now(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
             }
             if self.nonblocking.load(Ordering::Relaxed) {
                 return Err(io::ErrorKind::WouldBlock.into());
@@ -241,33 +281,44 @@ impl TcpStream {
         }
     }
 
-    fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
+    /// One write that never blocks: how much of `buf` was queued, the connection's
+    /// error, `BrokenPipe` after a shutdown or close, or `WouldBlock` when the send
+    /// channel is full (the home worker is told to drain it).
+    pub(crate) fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
         if self.s.wr_shut.load(Ordering::Acquire) {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "socket shut down for writing",
             ));
         }
+        if let Some(e) = self.error() {
+            return Err(e);
+        }
+        if self.s.phase.load(Ordering::Acquire) == phase::CLOSED {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "connection closed",
+            ));
+        }
+        let n = self.s.tx.push(buf);
+        self.kick();
+        if n > 0 || buf.is_empty() {
+            Ok(n)
+        } else {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+    }
+
+    fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
         let dl = deadline(self.write_timeout.load(Ordering::Relaxed));
         loop {
-            if let Some(e) = self.error() {
-                return Err(e);
-            }
-            if self.s.phase.load(Ordering::Acquire) == phase::CLOSED {
-                return Err(io::Error::new(
-                    io::ErrorKind::BrokenPipe,
-                    "connection closed",
-                ));
-            }
-            let n = self.s.tx.push(buf);
-            if n > 0 || buf.is_empty() {
-                self.kick();
-                return Ok(n);
+            match self.write_now(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
             }
             if self.nonblocking.load(Ordering::Relaxed) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
-            self.kick();
             let s = &self.s;
             if !s.wait(dl, || {
                 s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED
