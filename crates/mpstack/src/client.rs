@@ -7,7 +7,7 @@ use net::Stack;
 use sha2::{Digest, Sha256};
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Parses a byte count: `1000`, `64K`, `100M`, `1G` (powers of 1024; `KB`, `MB`, `GB`
@@ -27,7 +27,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "KB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (K, M, G, KB, MB, GB)")),
+        _ => {
+            return Err(format!(
+                "'{s}': unknown unit '{unit}' (K, M, G, KB, MB, GB)"
+            ))
+        }
     };
     n.checked_mul(mul)
         .ok_or_else(|| format!("'{s}' is too large"))
@@ -81,6 +85,14 @@ pub fn run(
         .map_err(|e| format!("connect to {to}: {e}"))?;
     let t0 = Instant::now();
     let idle = Duration::from_secs(60);
+    // Milliseconds since t0 of the last progress in either direction: a sender whose
+    // peer never answers (`nc -l > file`) is not idle while its writes move.
+    let progress = AtomicU64::new(0);
+    let stalled = || {
+        let last = Duration::from_millis(progress.load(Ordering::Relaxed));
+        t0.elapsed().saturating_sub(last) > idle
+    };
+    let moved = || progress.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(Duration::from_millis(200)))
@@ -90,21 +102,20 @@ pub fn run(
             let mut h = Sha256::new();
             let mut buf = vec![0u8; 256 * 1024];
             let mut got = 0u64;
-            let mut last = Instant::now();
             loop {
                 match (&s).read(&mut buf) {
                     Ok(0) => return Ok((got, hex(&h.finalize()))),
                     Ok(n) => {
                         h.update(&buf[..n]);
                         got += n as u64;
-                        last = Instant::now();
+                        moved();
                     }
                     Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                         if stop.load(Ordering::Relaxed) {
                             return Err("stopped".into());
                         }
-                        if last.elapsed() > idle {
-                            return Err(format!("nothing received for {idle:?}"));
+                        if stalled() {
+                            return Err(format!("no progress either way for {idle:?}"));
                         }
                     }
                     Err(e) => return Err(format!("read: {e}")),
@@ -115,7 +126,6 @@ pub fn run(
         let mut p = Pattern::new(seed);
         let mut buf = vec![0u8; 256 * 1024];
         let mut sent = 0u64;
-        let mut last = Instant::now();
         while sent < bytes {
             let n = ((bytes - sent) as usize).min(buf.len());
             p.fill(&mut buf[..n]);
@@ -125,14 +135,14 @@ pub fn run(
                 match (&s).write(&buf[off..n]) {
                     Ok(k) => {
                         off += k;
-                        last = Instant::now();
+                        moved();
                     }
                     Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                         if stop.load(Ordering::Relaxed) {
                             return Err("stopped".into());
                         }
-                        if last.elapsed() > idle {
-                            return Err(format!("no progress sending for {idle:?}"));
+                        if stalled() {
+                            return Err(format!("no progress either way for {idle:?}"));
                         }
                     }
                     Err(e) => return Err(format!("write after {sent} bytes: {e}")),
@@ -168,7 +178,9 @@ mod tests {
         assert_eq!(parse_bytes("100MB"), Ok(100_000_000));
         assert!(parse_bytes("").is_err());
         assert!(parse_bytes("12Q").unwrap_err().contains("unknown unit"));
-        assert!(parse_bytes("99999999999999G").unwrap_err().contains("too large"));
+        assert!(parse_bytes("99999999999999G")
+            .unwrap_err()
+            .contains("too large"));
     }
 
     #[test]

@@ -121,7 +121,7 @@ impl Default for TcpConfig {
             nodelay: false,
             delack: Duration::from_millis(40),
             init_rto: Duration::from_secs(1),
-            min_rto: Duration::from_millis(200),
+            min_rto: Duration::from_millis(30),
             max_rto: Duration::from_secs(60),
             max_retries: 12,
             syn_retries: 6,
@@ -728,10 +728,43 @@ impl Tcb {
     }
 
     fn send_allowance(&self) -> u32 {
+        let peer = self
+            .snd_wnd
+            .saturating_sub(diff(self.snd_nxt, self.snd_una));
+        if self.sack_recovery() {
+            // RFC 6675: what the congestion window leaves beside the pipe.
+            let cc = self
+                .cwnd
+                .saturating_add(self.limited_extra)
+                .saturating_sub(self.pipe());
+            return cc.min(peer);
+        }
         let wnd = self
             .snd_wnd
             .min(self.cwnd.saturating_add(self.limited_extra));
         wnd.saturating_sub(diff(self.snd_nxt, self.snd_una))
+    }
+
+    /// In loss recovery with a SACK scoreboard.
+    fn sack_recovery(&self) -> bool {
+        self.recover.is_some() && self.sack_perm
+    }
+
+    /// RFC 6675's pipe, simplified: the bytes beyond the highest SACKed byte (in
+    /// flight), plus the retransmissions not yet delivered. Holes below the highest
+    /// SACKed byte that have not been retransmitted count as lost.
+    fn pipe(&self) -> u32 {
+        let fack = match self.sacked.last() {
+            Some(r) if lt(self.snd_una, r.1) => r.1,
+            _ => self.snd_una,
+        };
+        let beyond = if lt(fack, self.snd_max) {
+            diff(self.snd_max, fack)
+        } else {
+            0
+        };
+        let rexmit: u32 = self.rexmits.iter().map(|r| diff(r.1, r.0)).sum();
+        beyond.saturating_add(rexmit)
     }
 
     /// Runs due timers, then appends every segment to send now to `out`.
@@ -756,6 +789,22 @@ impl Tcb {
         for _ in 0..owed {
             if !self.send_rexmit(now, st, out) {
                 break;
+            }
+        }
+        if self.sack_recovery() {
+            // RFC 6675 §5 (NextSeg): while the window has room beside the pipe, the
+            // next hole, else new data.
+            for _ in 0..256 {
+                if self.send_allowance() < self.seg_size().min(self.snd_wnd.max(1)) {
+                    break;
+                }
+                if self.next_hole().is_some() {
+                    if !self.send_rexmit(now, st, out) {
+                        break;
+                    }
+                } else if !self.send_one(now, st, out) {
+                    break;
+                }
             }
         }
         if self.probe_one {
@@ -1048,7 +1097,6 @@ impl Tcb {
                 } else if len > 0 {
                     st.sndpack += 1;
                     st.sndbyte += u64::from(len);
-                    self.arm_tlp(now);
                     if self.timed.is_none() && !self.ts_enabled {
                         self.timed = Some((self.snd_nxt, now));
                         st.segstimed += 1;
@@ -1066,6 +1114,10 @@ impl Tcb {
                     };
                 }
                 self.arm_rtx(now);
+                if !rexmit && len > 0 {
+                    // After `snd_max` moved: the probe's timeout depends on the flight.
+                    self.arm_tlp(now);
+                }
                 self.push(seg, st, out);
                 true
             }
@@ -1183,7 +1235,11 @@ impl Tcb {
                 return;
             }
         }
-        let hi = if lt(end, self.snd_max) { end } else { self.snd_max };
+        let hi = if lt(end, self.snd_max) {
+            end
+        } else {
+            self.snd_max
+        };
         let out_bytes = diff(hi, self.snd_una);
         if out_bytes == 0 || !lt(self.snd_una, hi) {
             return;
@@ -1210,11 +1266,7 @@ impl Tcb {
         while i > 0 {
             i -= 1;
             let (a, b, mark) = self.rexmits[i];
-            let arrived = le(b, una)
-                || self
-                    .sacked
-                    .iter()
-                    .any(|r| le(r.0, a) && le(b, r.1));
+            let arrived = le(b, una) || self.sacked.iter().any(|r| le(r.0, a) && le(b, r.1));
             if arrived {
                 later_arrived = true;
                 self.rexmits.remove(i);
@@ -1668,6 +1720,10 @@ impl Tcb {
         // Congestion control (NewReno).
         let mss = self.snd_mss;
         match self.recover {
+            Some(rec) if lt(ack, rec) && self.sack_perm => {
+                // Partial ACK with SACK: the pipe shrank; `output` fills it.
+                self.rtx_deadline = None;
+            }
             Some(rec) if lt(ack, rec) => {
                 // Partial ACK: retransmit the next hole, deflate.
                 self.cwnd = self.cwnd.saturating_sub(acked).saturating_add(mss);
@@ -1675,10 +1731,11 @@ impl Tcb {
                 self.rtx_deadline = None;
             }
             Some(_) => {
-                self.cwnd = self
-                    .ssthresh
-                    .min(self.flight().saturating_sub(acked) + mss)
-                    .max(mss);
+                // Full ACK: leave recovery at ssthresh (RFC 6582 §3.2 step 3's second
+                // option). The first option, FlightSize + SMSS, falls to one segment
+                // when the ACK covers everything, and a Linux receiver then holds
+                // its ACK of that lone segment for its delayed-ACK time.
+                self.cwnd = self.ssthresh.max(mss);
                 self.recover = None;
                 self.dupacks = 0;
                 self.rexmits.clear();
@@ -1748,27 +1805,38 @@ impl Tcb {
         } else {
             out_segs.saturating_sub(1).clamp(1, 3)
         };
+        // RFC 6675's IsLost: enough SACKed above the first hole counts as the
+        // duplicate ACKs that a small window never produces.
+        let sack_lost = self.sack_perm && self.sacked_bytes() > (dupthresh - 1) * mss;
+        if self.recover.is_none() && sack_lost && self.dupacks < dupthresh {
+            self.dupacks = dupthresh;
+        }
         match self.recover {
             None if self.dupacks < dupthresh => {
                 // Limited transmit (RFC 3042): each of the first two duplicate ACKs
                 // lets one new segment out, to keep the ACK clock running.
                 self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
             }
-            None if self.dupacks == dupthresh => {
+            None if self.dupacks >= dupthresh => {
                 st.fastrexmit += 1;
                 self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
-                self.cwnd = self.ssthresh + 3 * mss;
+                // With SACK the pipe, not an inflated window, says what may go out.
+                self.cwnd = if self.sack_perm && !self.sacked.is_empty() {
+                    self.ssthresh
+                } else {
+                    self.ssthresh + 3 * mss
+                };
+                self.rexmits.clear();
                 self.recover = Some(self.snd_max);
                 self.sack_next = self.snd_una;
                 self.rexmit_owed += 1;
                 self.timed = None;
             }
+            Some(_) if self.sack_perm && !self.sacked.is_empty() => {
+                // The pipe governs (see `output`).
+            }
             Some(_) => {
                 self.cwnd = self.cwnd.saturating_add(mss);
-                // With SACK each further duplicate ACK clocks out the next hole.
-                if self.sack_perm && !self.sacked.is_empty() {
-                    self.rexmit_owed += 1;
-                }
             }
             None => {}
         }

@@ -1000,3 +1000,31 @@ fn time_wait_ignores_resets_and_admits_only_a_newer_incarnation() {
     let live = quiet_pair(43);
     assert!(!live.a.time_wait_accepts_syn(&newer), "only in TIME_WAIT");
 }
+
+#[test]
+fn tail_loss_probe_goes_out_before_the_timeout() {
+    let mut p = quiet_pair_with(quick(), 21);
+    p.blackhole = true;
+    let mss = p.a.seg_size() as usize;
+    let start = p.log.len();
+    p.a.send(&vec![3u8; 3 * mss]);
+    p.flush();
+    let due = p.a.tlp_deadline.expect("a probe is scheduled");
+    assert!(
+        due < p.a.rtx_deadline.unwrap(),
+        "before the retransmission timer"
+    );
+    assert!(p.run_until(Duration::from_secs(5), |p| p.sa.tlpprobes > 0
+        || p.sa.rexmttimeo > 0));
+    assert_eq!(p.sa.tlpprobes, 1, "a probe, not a timeout, came first");
+    assert_eq!(p.sa.rexmttimeo, 0);
+    let sent: Vec<_> = p.log[start..]
+        .iter()
+        .filter(|(a, s)| *a && s.data_len > 0)
+        .collect();
+    assert_eq!(sent.len(), 4, "three segments and the probe: {sent:?}");
+    // One probe per episode: the next event is the timeout.
+    let before = p.sa.tlpprobes;
+    assert!(p.run_until(Duration::from_secs(5), |p| p.sa.rexmttimeo > 0));
+    assert_eq!(p.sa.tlpprobes, before);
+}
