@@ -80,9 +80,21 @@ pub fn run(
     seed: u64,
     stop: &AtomicBool,
 ) -> Result<Report, String> {
-    let s = stack
-        .tcp_connect(to, Some(Duration::from_secs(10)))
-        .map_err(|e| format!("connect to {to}: {e}"))?;
+    // Like `nc -w`: a server that is not listening yet (refused) is tried again,
+    // for up to 30 seconds.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let s = loop {
+        match stack.tcp_connect(to, Some(Duration::from_secs(10))) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused && Instant::now() < give_up => {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("stopped".into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(format!("connect to {to}: {e}")),
+        }
+    };
     let t0 = Instant::now();
     let idle = Duration::from_secs(60);
     // Milliseconds since t0 of the last progress in either direction: a sender whose

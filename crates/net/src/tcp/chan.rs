@@ -11,31 +11,47 @@ use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Bytes per chunk.
 pub(crate) const CHUNK: usize = 16 * 1024;
 
 /// A bounded, single-producer single-consumer stream of bytes in chunks.
+///
+/// The queues are made on first use: an idle connection (the common case among
+/// thousands) pays for none of them.
 #[derive(Debug)]
 pub(crate) struct ByteChan {
-    q: ArrayQueue<Vec<u8>>,
-    free: ArrayQueue<Vec<u8>>,
+    qs: OnceLock<Queues>,
     bytes: AtomicUsize,
     cap: usize,
 }
 
+#[derive(Debug)]
+struct Queues {
+    q: ArrayQueue<Vec<u8>>,
+    free: ArrayQueue<Vec<u8>>,
+}
+
 impl ByteChan {
     pub fn new(cap: usize) -> Self {
-        // Room for many small chunks: a producer that pushes a segment at a time
-        // must not run out of slots before it runs out of bytes.
-        let chunks = cap.div_ceil(1024).max(1) + 2;
         ByteChan {
-            q: ArrayQueue::new(chunks),
-            free: ArrayQueue::new(chunks),
+            qs: OnceLock::new(),
             bytes: AtomicUsize::new(0),
             cap,
         }
+    }
+
+    fn queues(&self) -> &Queues {
+        self.qs.get_or_init(|| {
+            // Room for many small chunks: a producer that pushes a segment at a time
+            // must not run out of slots before it runs out of bytes.
+            let chunks = self.cap.div_ceil(1024).max(1) + 2;
+            Queues {
+                q: ArrayQueue::new(chunks),
+                free: ArrayQueue::new(chunks),
+            }
+        })
     }
 
     /// Bytes queued.
@@ -49,7 +65,7 @@ impl ByteChan {
 
     /// Room left (0 when every chunk slot is taken).
     pub fn space(&self) -> usize {
-        if self.q.is_full() {
+        if self.qs.get().is_some_and(|qs| qs.q.is_full()) {
             return 0;
         }
         self.cap.saturating_sub(self.len())
@@ -57,17 +73,21 @@ impl ByteChan {
 
     /// Producer: queues as much of `data` as fits; returns how much.
     pub fn push(&self, mut data: &[u8]) -> usize {
+        if data.is_empty() {
+            return 0;
+        }
+        let qs = self.queues();
         let mut done = 0;
         while !data.is_empty() {
             let n = data.len().min(self.space()).min(CHUNK);
             if n == 0 {
                 break;
             }
-            let mut c = self.free.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK));
+            let mut c = qs.free.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK));
             c.clear();
             c.extend_from_slice(&data[..n]);
-            if let Err(c) = self.q.push(c) {
-                let _ = self.free.push(c);
+            if let Err(c) = qs.q.push(c) {
+                let _ = qs.free.push(c);
                 break;
             }
             self.bytes.fetch_add(n, Ordering::AcqRel);
@@ -96,10 +116,13 @@ impl ByteChan {
         max: usize,
         mut f: impl FnMut(&[u8]) -> usize,
     ) -> usize {
+        let Some(qs) = self.qs.get() else {
+            return 0;
+        };
         let mut done = 0;
         while done < max {
             if partial.is_none() {
-                match self.q.pop() {
+                match qs.q.pop() {
                     Some(c) => *partial = Some((c, 0)),
                     None => break,
                 }
@@ -113,7 +136,7 @@ impl ByteChan {
             done += took;
             if *off == c.len() {
                 if let Some((c, _)) = partial.take() {
-                    let _ = self.free.push(c);
+                    let _ = qs.free.push(c);
                 }
             }
             if took < want {

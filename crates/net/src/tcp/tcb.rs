@@ -121,7 +121,7 @@ impl Default for TcpConfig {
             nodelay: false,
             delack: Duration::from_millis(40),
             init_rto: Duration::from_secs(1),
-            min_rto: Duration::from_millis(30),
+            min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             max_retries: 12,
             syn_retries: 6,
@@ -379,7 +379,13 @@ pub struct Tcb {
     /// again (RACK's insight, RFC 8985) and goes once more without waiting for the
     /// timer. At most [`REXMIT_TRACK`] entries.
     rexmits: Vec<(u32, u32, u32)>,
+    /// The retransmission timer was armed for a lone segment.
+    rtx_lone: bool,
 }
+
+/// The longest a peer holds the ACK of a lone segment (RFC 1122 allows 500 ms;
+/// Linux and FreeBSD use at most 200 ms): the floor of the timeout for one segment.
+const DELACK_ALLOWANCE: Duration = Duration::from_millis(200);
 
 /// Retransmissions remembered per recovery for lost-retransmission detection.
 const REXMIT_TRACK: usize = 32;
@@ -460,6 +466,7 @@ impl Tcb {
             tlp_fire: false,
             rto_undo: None,
             rexmits: Vec::new(),
+            rtx_lone: false,
         }
     }
 
@@ -1006,9 +1013,26 @@ impl Tcb {
         out.push(seg);
     }
 
+    /// Arms the retransmission timer. A lone segment may sit in the peer's
+    /// delayed-ACK timer, so its timeout allows for that ([`DELACK_ALLOWANCE`]); once
+    /// more is in flight the peer acknowledges at once and the plain RTO applies.
     fn arm_rtx(&mut self, now: Instant) {
-        if self.rtx_deadline.is_none() {
-            self.rtx_deadline = Some(now + self.rto);
+        let lone = self.flight() <= self.seg_size();
+        match self.rtx_deadline {
+            None => {
+                let d = if lone {
+                    self.rto.max(DELACK_ALLOWANCE)
+                } else {
+                    self.rto
+                };
+                self.rtx_deadline = Some(now + d);
+                self.rtx_lone = lone;
+            }
+            Some(t) if self.rtx_lone && !lone => {
+                self.rtx_deadline = Some(t.min(now + self.rto));
+                self.rtx_lone = false;
+            }
+            Some(_) => {}
         }
     }
 

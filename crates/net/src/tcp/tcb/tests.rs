@@ -1003,7 +1003,12 @@ fn time_wait_ignores_resets_and_admits_only_a_newer_incarnation() {
 
 #[test]
 fn tail_loss_probe_goes_out_before_the_timeout() {
-    let mut p = quiet_pair_with(quick(), 21);
+    // A minimum RTO well above two round trips, so a probe has room before it.
+    let cfg = TcpConfig {
+        min_rto: Duration::from_millis(200),
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 21);
     p.blackhole = true;
     let mss = p.a.seg_size() as usize;
     let start = p.log.len();
