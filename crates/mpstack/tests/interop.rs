@@ -450,3 +450,144 @@ fn http_service_serves_files_to_curl() {
     );
     assert!(c.get("tcp.accepts").copied().unwrap_or(0) >= 5, "{c:?}");
 }
+
+/// Bytes for a big transfer at loss `p`: 1 GiB, as issue 3 asks; at 5% loss, where
+/// mpstack's sender manages ~20 Mbit/s against Linux's delayed ACKs and 200 ms
+/// timeouts, 64 MiB unless MPSTACK_INTEROP_FULL=1 (the full run takes ~15 minutes).
+fn big_size(p: f64) -> u64 {
+    if p >= 0.05 && std::env::var_os("MPSTACK_INTEROP_FULL").is_none() {
+        64 << 20
+    } else {
+        1 << 30
+    }
+}
+
+fn drop_randomly(lab: &Lab, p: f64) {
+    if p == 0.0 {
+        return;
+    }
+    for chain in [
+        format!("OUTPUT -o {}", lab.tap),
+        format!("INPUT -i {}", lab.tap),
+    ] {
+        let (ok, out) = lab.exec(&format!(
+            "iptables -A {chain} -p tcp -m statistic --mode random --probability {p} -j DROP"
+        ));
+        assert!(ok, "iptables: {out}");
+    }
+}
+
+/// Linux <-> mpstack over TAP at loss `p` (each way): curl downloads a big file from
+/// the HTTP service (SHA-256 compared), 100 MB through echo, Linux sends a big stream
+/// to discard; then mpstack's client sends a big stream to `nc -l` (SHA-256 compared).
+fn big_transfers(tag: &str, p: f64) {
+    skip_unless!("curl", "socat", "nc", "sha256sum", "iptables");
+    let n = big_size(p);
+    let t = 1800;
+    let www = www_dir(tag);
+    std::fs::create_dir_all(&www).unwrap();
+    let file = www.join("big.bin");
+    let (ok, out) = sh(&format!("head -c {n} /dev/urandom > {}", file.display()));
+    assert!(ok, "{out}");
+    let mut lab = Lab::start(tag, 2);
+    drop_randomly(&lab, p);
+    let started = std::time::Instant::now();
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'curl -sS --max-time {t} http://198.18.0.2/big.bin | sha256sum; sha256sum < {}'",
+        file.display()
+    ));
+    assert!(ok, "curl: {out}");
+    let sums: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(sums.len(), 2, "{out}");
+    assert_eq!(sums[0], sums[1], "curl got different bytes at loss {p}");
+    let curl_s = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&file);
+
+    let started = std::time::Instant::now();
+    echo_intact(&lab, tag, 100, t as u32);
+    let echo_s = started.elapsed().as_secs_f64();
+
+    let started = std::time::Instant::now();
+    // `nc -N` half-closes at the end of its input and exits when the service, having
+    // read everything, closes too.
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'head -c {n} /dev/zero | timeout {t} nc -N 198.18.0.2 9'"
+    ));
+    assert!(ok, "discard: {out}");
+    let discard_s = started.elapsed().as_secs_f64();
+    let c = lab.stop();
+    let report = lab
+        .output
+        .iter()
+        .find(|l| l.contains("TCP services:"))
+        .cloned()
+        .unwrap_or_default();
+    let bytes_in: u64 = report
+        .split(", ")
+        .find(|p| p.ends_with("byte(s) in"))
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        bytes_in >= n + 100_000_000,
+        "discard and echo took everything: {report}"
+    );
+    let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);
+    drop(lab);
+
+    // mpstack -> Linux: the node's own client connects to `nc -l`.
+    let mut lab = Lab::start_with(
+        &format!("{tag}c"),
+        1,
+        &["--connect", "198.18.0.1:5001", "--send", &n.to_string()],
+    );
+    drop_randomly(&lab, p);
+    let started = std::time::Instant::now();
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'timeout {t} nc -l 198.18.0.1 5001 | sha256sum'"
+    ));
+    assert!(ok, "nc: {out}");
+    let got = out.split_whitespace().next().unwrap_or("").to_string();
+    let line = lab
+        .wait_line("client:", Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("no client report: {:?}", lab.output));
+    let nc_s = started.elapsed().as_secs_f64();
+    assert!(
+        line.contains(&format!("sent {n} byte(s) sha256 {got}")),
+        "{line} vs {got}"
+    );
+    let c2 = lab.stop();
+    let mbps = |b: u64, s: f64| b as f64 * 8.0 / s / 1e6;
+    eprintln!(
+        "loss {p}: curl {n} B in {curl_s:.1} s ({:.0} Mbit/s), echo 100 MB in {echo_s:.1} s, \
+         discard {n} B in {discard_s:.1} s ({:.0} Mbit/s), mpstack->nc {n} B in {nc_s:.1} s \
+         ({:.0} Mbit/s); mpstack retransmitted {rexmit} + {} segments, {} timeouts ({} spurious)",
+        mbps(n, curl_s),
+        mbps(n, discard_s),
+        mbps(n, nc_s),
+        c2.get("tcp.sndrexmitpack").copied().unwrap_or(0),
+        c2.get("tcp.rexmttimeo").copied().unwrap_or(0),
+        c2.get("tcp.sndrexmitbad").copied().unwrap_or(0),
+    );
+    if p > 0.0 {
+        assert!(rexmit > 0, "losses were repaired: {c:?}");
+    }
+}
+
+#[test]
+fn gigabyte_transfers_both_ways_without_loss() {
+    big_transfers("g0", 0.0);
+}
+
+#[test]
+fn gigabyte_transfers_both_ways_with_one_percent_loss() {
+    big_transfers("g1", 0.01);
+}
+
+#[test]
+fn big_transfers_both_ways_with_five_percent_loss() {
+    big_transfers("g5", 0.05);
+}
