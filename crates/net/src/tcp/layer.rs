@@ -323,6 +323,13 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             return service(cx, tw, i);
         }
     }
+    if listener.is_some() && !is_syn && seg.ack.is_none() {
+        // LISTEN, "other control or text" without SYN or ACK (a FIN, Xmas or null
+        // probe), or a RST: drop silently (RFC 9293 §3.10.7.2), as BSD and Linux do.
+        cx.stats.tcp.listennosyn += 1;
+        tw.scratch = scratch;
+        return;
+    }
     let Some(l) = listener.filter(|_| is_syn) else {
         DropReason::TcpNoPort.count(cx.stats);
         if let Some(r) = reset_for(&seg) {
