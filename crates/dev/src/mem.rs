@@ -121,13 +121,16 @@ impl Waker {
     }
 
     /// Consumer side: about to look at the queue.
+    /// Drains the descriptor first, then lowers the flag: lowering it first would
+    /// let a producer's token land in between and be drained with the flag up, and a
+    /// later producer, seeing the flag up, would not write one.
     fn clear(&self) {
-        if self.armed.load(AtomicOrdering::Relaxed)
-            && self.pending.swap(false, AtomicOrdering::AcqRel)
+        if self.armed.load(AtomicOrdering::Relaxed) && self.pending.load(AtomicOrdering::Acquire)
         {
             if let Some(n) = &self.notifier {
                 n.drain();
             }
+            self.pending.store(false, AtomicOrdering::SeqCst);
         }
     }
 }
@@ -324,7 +327,6 @@ impl std::fmt::Debug for MemQueue {
 
 impl Queue for MemQueue {
     fn rx_burst(&mut self, now: Instant, out: &mut Vec<Mbuf>, max: usize) -> usize {
-        self.me.wakers[self.queue].clear();
         let mut inbox = lock(&self.me.inboxes[self.queue]);
         let mut n = 0;
         while n < max {
@@ -339,6 +341,14 @@ impl Queue for MemQueue {
             self.stats.ibytes += m.len() as u64;
             out.push(m);
             n += 1;
+        }
+        if n == 0 {
+            // Going idle: take down the wake-up, so the next frame raises it. While
+            // frames keep coming it stays up and producers make no system call. A
+            // frame that lands between the look above and this is seen by
+            // `poll_at` before the worker sleeps.
+            drop(inbox);
+            self.me.wakers[self.queue].clear();
         }
         n
     }
@@ -378,9 +388,6 @@ impl Queue for MemQueue {
                 }
                 let n = imp.deliveries(sent, &mut when);
                 let q = rss::queue_of(hash, port.inboxes.len());
-                if n > 0 {
-                    port.wakers[q].wake();
-                }
                 for &at in &when[..n] {
                     let mut inbox = lock(&port.inboxes[q]);
                     if inbox.heap.len() >= cfg.queue_limit {
@@ -398,6 +405,11 @@ impl Queue for MemQueue {
                     let seq = inbox.seq;
                     inbox.seq += 1;
                     inbox.heap.push(InFlight { at, seq, m: copy });
+                }
+                // After the push: a consumer that drained the queue and cleared its
+                // wake-up before this frame landed sees the frame or the wake-up.
+                if n > 0 {
+                    port.wakers[q].wake();
                 }
             }
         }
