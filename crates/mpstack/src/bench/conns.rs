@@ -14,7 +14,7 @@ use net::{IfConfig, InetAddr, Stack, StackConfig, TcpListener, TcpStream};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,11 @@ pub struct ConnRate {
     pub failed: u64,
     pub secs: f64,
     pub first_error: Option<String>,
+    /// Slowest handshake and slowest request-answer-close (seconds).
+    pub max_connect: f64,
+    pub max_exchange: f64,
+    /// Connections that took 100 ms or more.
+    pub slow: u64,
 }
 
 impl ConnRate {
@@ -150,11 +155,23 @@ fn request<S: Read + Write>(mut s: S) -> io::Result<()> {
 #[derive(Default)]
 struct Tally {
     ok: AtomicU64,
+    /// Slowest handshake and slowest request-answer-close, in microseconds.
+    max_connect_us: AtomicU64,
+    max_exchange_us: AtomicU64,
+    /// Connections that took 100 ms or more.
+    slow: AtomicU64,
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
 }
 
 impl Tally {
+    fn first(&self) -> Option<String> {
+        self.first_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     fn fail(&self, what: &str, e: &dyn std::fmt::Display) {
         self.failed.fetch_add(1, Ordering::Relaxed);
         let mut f = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
@@ -199,7 +216,23 @@ fn drive<S: Read + Write>(
             sc.spawn(|| {
                 while Instant::now() < deadline {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    match connect(i).and_then(request) {
+                    let t = Instant::now();
+                    let r = connect(i).and_then(|s| {
+                        let c = t.elapsed();
+                        tally
+                            .max_connect_us
+                            .fetch_max(c.as_micros() as u64, Ordering::Relaxed);
+                        request(s)?;
+                        let x = t.elapsed() - c;
+                        tally
+                            .max_exchange_us
+                            .fetch_max(x.as_micros() as u64, Ordering::Relaxed);
+                        Ok(())
+                    });
+                    if t.elapsed() >= Duration::from_millis(100) {
+                        tally.slow.fetch_add(1, Ordering::Relaxed);
+                    }
+                    match r {
                         Ok(()) => {
                             tally.ok.fetch_add(1, Ordering::Relaxed);
                         }
@@ -220,71 +253,64 @@ pub fn rate_mpstack(secs: f64, workers: usize) -> Result<ConnRate, String> {
     a.start().map_err(|e| e.to_string())?;
     b.start().map_err(|e| e.to_string())?;
     // A `Stack` is not `Sync`; the lock covers only the start of a connect (a message
-    // to a worker), the handshake is awaited outside it.
-    let a = Mutex::new(a);
-    let connect = |to: SocketAddrV4, timeout: Option<Duration>| -> io::Result<TcpStream> {
-        let s = a
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .tcp_connect_nonblocking(to)?;
+    // to a worker), the handshake is awaited outside it. Under the lock, connection
+    // `n` takes client port 49152 + n % 16384 (the stack's cursor, which nothing else
+    // on this stack moves) and server port BASE_PORT + (n / 16384) % RATE_PORTS, so a
+    // 4-tuple comes back only after 16384 * RATE_PORTS connections: mpstack does not
+    // reliably reuse a 4-tuple that the server holds in TIME_WAIT.
+    let a = Mutex::new((a, 0u64));
+    let connect = |timeout: Option<Duration>| -> io::Result<TcpStream> {
+        let s = {
+            let mut g = a.lock().unwrap_or_else(|p| p.into_inner());
+            let port = BASE_PORT + ((g.1 / EPHEMERAL) % u64::from(RATE_PORTS)) as u16;
+            g.1 += 1;
+            g.0.tcp_connect_nonblocking(SocketAddrV4::new(SERVER_IP, port))?
+        };
         s.wait_connected(timeout)?;
         Ok(s)
     };
-    let stop = AtomicBool::new(false);
-    let tally = Tally::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
     let timeout = Some(Duration::from_secs(5));
-    let addr = |port: u16| SocketAddrV4::new(SERVER_IP, port);
-    let secs = thread::scope(|sc| {
-        for l in &listeners {
-            let (stop, tally) = (&stop, &tally);
-            sc.spawn(move || {
-                let accept = || {
-                    let (s, _) = l.accept()?;
-                    s.set_nodelay(true)?;
-                    s.set_read_timeout(timeout)?;
-                    s.set_write_timeout(timeout)?;
-                    Ok(s)
-                };
-                serve(accept, stop, tally)
-            });
-        }
-        let secs = drive(
-            secs,
-            |i| {
-                // Server port by blocks of the client's port cycle, so that a 4-tuple
-                // comes back only after 16384 * RATE_PORTS connections.
-                let port = BASE_PORT + ((i / EPHEMERAL) % u64::from(RATE_PORTS)) as u16;
-                let s = connect(addr(port), timeout)?;
+    // The server threads are left parked in `accept` when the run ends (until the
+    // process exits): mpstack's accept has no timeout, and a last connection to wake
+    // each one would have to reuse a 4-tuple the server holds in TIME_WAIT.
+    for l in listeners {
+        let (stop, tally) = (stop.clone(), tally.clone());
+        thread::spawn(move || {
+            let accept = || {
+                let (s, _) = l.accept()?;
                 s.set_nodelay(true)?;
                 s.set_read_timeout(timeout)?;
                 s.set_write_timeout(timeout)?;
                 Ok(s)
-            },
-            &tally,
-        );
-        stop.store(true, Ordering::Release);
-        // One more connection per listener wakes its server thread to see `stop`.
-        for i in 0..RATE_PORTS {
-            if let Err(e) = connect(addr(BASE_PORT + i), timeout) {
-                // Its thread would never return: scope's join would hang.
-                eprintln!("bench: cannot wake server thread {i}: {e}; aborting");
-                std::process::exit(2);
-            }
-        }
-        secs
-    });
-    drop(listeners);
-    a.into_inner().unwrap_or_else(|p| p.into_inner()).stop();
+            };
+            serve(accept, &stop, &tally)
+        });
+    }
+    let secs = drive(
+        secs,
+        |_| {
+            let s = connect(timeout)?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(timeout)?;
+            s.set_write_timeout(timeout)?;
+            Ok(s)
+        },
+        &tally,
+    );
+    stop.store(true, Ordering::Release);
+    a.into_inner().unwrap_or_else(|p| p.into_inner()).0.stop();
     b.stop();
     Ok(ConnRate {
         name: "mpstack",
         conns: tally.ok.load(Ordering::Relaxed),
         failed: tally.failed.load(Ordering::Relaxed),
         secs,
-        first_error: tally
-            .first_error
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner()),
+        max_connect: tally.max_connect_us.load(Ordering::Relaxed) as f64 / 1e6,
+        max_exchange: tally.max_exchange_us.load(Ordering::Relaxed) as f64 / 1e6,
+        slow: tally.slow.load(Ordering::Relaxed),
+        first_error: tally.first(),
     })
 }
 
@@ -342,10 +368,10 @@ pub fn rate_kernel(secs: f64) -> Result<ConnRate, String> {
         conns: tally.ok.load(Ordering::Relaxed),
         failed: tally.failed.load(Ordering::Relaxed),
         secs,
-        first_error: tally
-            .first_error
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner()),
+        max_connect: tally.max_connect_us.load(Ordering::Relaxed) as f64 / 1e6,
+        max_exchange: tally.max_exchange_us.load(Ordering::Relaxed) as f64 / 1e6,
+        slow: tally.slow.load(Ordering::Relaxed),
+        first_error: tally.first(),
     })
 }
 

@@ -319,12 +319,15 @@ fn report_conns(a: &BenchArgs, f: &ConnFigures) {
     if a.json {
         for r in &f.rates {
             println!(
-                "{{\"bench\":\"tcp\",\"what\":\"conns_per_s\",\"impl\":\"{}\",\"connections\":{},\"failed\":{},\"seconds\":{:.6},\"conns_per_s\":{:.1},\"client_threads\":{},\"server_ports\":{}{}}}",
+                "{{\"bench\":\"tcp\",\"what\":\"conns_per_s\",\"impl\":\"{}\",\"connections\":{},\"failed\":{},\"seconds\":{:.6},\"conns_per_s\":{:.1},\"max_connect_s\":{:.6},\"max_exchange_s\":{:.6},\"slow_100ms\":{},\"client_threads\":{},\"server_ports\":{}{}}}",
                 r.name,
                 r.conns,
                 r.failed,
                 r.secs,
                 r.per_s(),
+                r.max_connect,
+                r.max_exchange,
+                r.slow,
                 conns::CLIENTS,
                 conns::RATE_PORTS,
                 r.first_error
@@ -361,17 +364,27 @@ fn report_conns(a: &BenchArgs, f: &ConnFigures) {
     }
     if !f.rates.is_empty() {
         println!(
-            "\n{:<16} {:>12} {:>8} {:>10} {:>12}",
-            "connections", "completed", "failed", "seconds", "conns/s"
+            "\n{:<16} {:>10} {:>7} {:>8} {:>10} {:>12} {:>12} {:>9}",
+            "connections",
+            "completed",
+            "failed",
+            "seconds",
+            "conns/s",
+            "max open ms",
+            "max xchg ms",
+            ">=100ms"
         );
         for r in &f.rates {
             println!(
-                "{:<16} {:>12} {:>8} {:>10.3} {:>12.0}",
+                "{:<16} {:>10} {:>7} {:>8.3} {:>10.0} {:>12.1} {:>12.1} {:>9}",
                 r.name,
                 r.conns,
                 r.failed,
                 r.secs,
-                r.per_s()
+                r.per_s(),
+                r.max_connect * 1e3,
+                r.max_exchange * 1e3,
+                r.slow
             );
             if let Some(e) = &r.first_error {
                 println!("{:<16} first failure: {e}", "");
