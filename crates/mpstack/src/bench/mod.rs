@@ -550,9 +550,38 @@ mod tests {
                 Impl::Mpstack,
                 Impl::Smoltcp,
                 Impl::LinuxLoopback,
-                Impl::LinuxVeth
+                Impl::LinuxVeth,
+                Impl::Conns,
+                Impl::Idle
             ]
         );
+    }
+
+    #[test]
+    fn only_takes_the_connection_figures() {
+        let a = bench_args(&["--only", "conns,idle", "--conns-secs", "0.5"]).unwrap();
+        assert_eq!(a.only, [Impl::Conns, Impl::Idle]);
+        assert_eq!(a.conns_secs, 0.5);
+        assert_eq!(a.idle_conns, 100_000);
+        assert!(bench_args(&["--conns-secs", "0"]).is_err());
+        assert!(bench_args(&["--idle-conns", "0"]).is_err());
+    }
+
+    #[test]
+    fn connection_figures_with_tiny_parameters() {
+        let ours = conns::rate_mpstack(0.2, 1).unwrap();
+        assert_eq!(ours.failed, 0, "{:?}", ours.first_error);
+        assert!(ours.conns > 0 && ours.per_s() > 0.0, "{ours:?}");
+        assert!(ours.secs >= 0.2 && ours.secs < 10.0, "{ours:?}");
+        let linux = conns::rate_kernel(0.2).unwrap();
+        assert!(linux.conns > 0, "{linux:?}");
+        let m = conns::idle(200, 1, Duration::from_secs(30), &|_| {}).unwrap();
+        assert_eq!((m.requested, m.conns), (200, 200), "{m:?}");
+        assert!(m.short.is_none(), "{m:?}");
+        // Each end holds at least its control block; and not absurdly more.
+        let per_pair = m.heap_per_pair();
+        let tcb = std::mem::size_of::<net::tcp::Tcb>() as f64;
+        assert!(per_pair > 2.0 * tcb && per_pair < 4e6, "{m:?}");
     }
 
     #[test]
