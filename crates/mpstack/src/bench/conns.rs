@@ -413,29 +413,38 @@ pub fn idle(
     let mut failed = 0usize;
     let mut first_error: Option<String> = None;
     let r = thread::scope(|sc| {
-        for l in &listeners {
-            let (servers, accepted, stop, accept_error) =
-                (&servers, &accepted, &stop, &accept_error);
-            l.set_nonblocking(true).ok();
-            sc.spawn(move || {
-                while !stop.load(Ordering::Acquire) {
-                    match l.accept() {
-                        Ok((s, _)) => {
-                            servers.lock().unwrap_or_else(|p| p.into_inner()).push(s);
-                            accepted.fetch_add(1, Ordering::Release);
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            thread::sleep(Duration::from_micros(200));
-                        }
-                        Err(e) => {
-                            *accept_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some(e.to_string());
-                            return;
+        // One thread takes the connections of every listener (taking is cheap); it
+        // sleeps a millisecond when none waits, so as not to compete with the stacks.
+        let (listeners, servers, accepted, stop, accept_error) =
+            (&listeners, &servers, &accepted, &stop, &accept_error);
+        sc.spawn(move || {
+            for l in listeners {
+                l.set_nonblocking(true).ok();
+            }
+            while !stop.load(Ordering::Acquire) {
+                let mut took = 0;
+                for l in listeners {
+                    loop {
+                        match l.accept() {
+                            Ok((s, _)) => {
+                                servers.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+                                accepted.fetch_add(1, Ordering::Release);
+                                took += 1;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) => {
+                                *accept_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                                    Some(e.to_string());
+                                return;
+                            }
                         }
                     }
                 }
-            });
-        }
+                if took == 0 {
+                    thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
         thread::sleep(Duration::from_millis(100));
         let heap0 = dev::alloc_count::live_bytes();
         let rss0 = rss_bytes();
