@@ -4,13 +4,28 @@
 //! `mbuf` may use. Install it in a test binary with
 //! `#[global_allocator] static A: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;`
 //! and bracket the code under test with [`start`] and [`stop`].
+//!
+//! Independently of [`start`]/[`stop`], it always keeps the number of heap bytes in use
+//! ([`live_bytes`]: allocated and not yet freed, by the requested sizes), for
+//! measurements of memory per object.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
+/// Bytes allocated minus bytes freed since the process started (signed: a block freed
+/// here may, in principle, come from before the allocator was installed).
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+fn live_add(n: usize) {
+    LIVE.fetch_add(n as i64, Ordering::Relaxed);
+}
+
+fn live_sub(n: usize) {
+    LIVE.fetch_sub(n as i64, Ordering::Relaxed);
+}
 
 /// Forwards to the system allocator, counting allocations while enabled.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +40,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
             BYTES.fetch_add(l.size() as u64, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's, forwarded unchanged.
-        unsafe { System.alloc(l) }
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            live_add(l.size());
+        }
+        p
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
@@ -34,12 +53,17 @@ unsafe impl GlobalAlloc for CountingAlloc {
             BYTES.fetch_add(l.size() as u64, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's, forwarded unchanged.
-        unsafe { System.alloc_zeroed(l) }
+        let p = unsafe { System.alloc_zeroed(l) };
+        if !p.is_null() {
+            live_add(l.size());
+        }
+        p
     }
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         // SAFETY: `p` was returned by `System` for layout `l` (all our allocations are).
-        unsafe { System.dealloc(p, l) }
+        unsafe { System.dealloc(p, l) };
+        live_sub(l.size());
     }
 
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
@@ -48,7 +72,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
             BYTES.fetch_add(n as u64, Ordering::Relaxed);
         }
         // SAFETY: `p` was returned by `System` for layout `l`; `n` is the caller's.
-        unsafe { System.realloc(p, l, n) }
+        let q = unsafe { System.realloc(p, l, n) };
+        // On failure the old block stays allocated, unchanged.
+        if !q.is_null() {
+            live_sub(l.size());
+            live_add(n);
+        }
+        q
     }
 }
 
@@ -63,4 +93,10 @@ pub fn start() {
 pub fn stop() -> (u64, u64) {
     COUNTING.store(false, Ordering::SeqCst);
     (ALLOCS.load(Ordering::SeqCst), BYTES.load(Ordering::SeqCst))
+}
+
+/// Heap bytes in use (requested sizes, allocator overhead not included) through this
+/// allocator; 0 when it is not the global allocator.
+pub fn live_bytes() -> u64 {
+    LIVE.load(Ordering::Relaxed).max(0) as u64
 }

@@ -10,6 +10,10 @@ mod demo;
 mod run;
 mod services;
 
+/// Counts heap bytes in use for `bench tcp`'s idle-connection figure.
+#[global_allocator]
+static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "mpstack",
@@ -39,6 +43,13 @@ enum Cmd {
     /// loopback, and Linux TCP between two network namespaces over veth with iperf3
     /// (needs root, ip and iperf3; otherwise printed as skipped). Prints the ratios
     /// mpstack/smoltcp, mpstack/linux-veth and mpstack/linux-loopback.
+    ///
+    /// In the same run (after the rounds, once each): `conns`, connections per second
+    /// for --conns-secs with 4 client threads, each connection opened, a 64-byte request
+    /// answered with 64 bytes and closed (server first), mpstack beside Linux TCP over
+    /// loopback, with their ratio; and `idle`, --idle-conns connections opened between
+    /// two mpstack stacks and kept idle, with the growth of the heap (a counting
+    /// allocator) and of VmRSS per connection and per endpoint.
     Bench(BenchArgs),
 }
 
@@ -56,19 +67,39 @@ pub struct BenchArgs {
     /// Worker threads per mpstack stack.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
-    /// Implementations to run, comma-separated (default: all).
+    /// What to run, comma-separated (default: all): the throughput rows mpstack, smoltcp,
+    /// linux-loopback, linux-veth, and the connection figures conns and idle.
     #[arg(
         long,
         value_name = "LIST",
         value_enum,
         value_delimiter = ',',
-        default_value = "mpstack,smoltcp,linux-loopback,linux-veth"
+        default_value = "mpstack,smoltcp,linux-loopback,linux-veth,conns,idle"
     )]
     pub only: Vec<bench::Impl>,
+    /// Seconds of the connections-per-second workload (for each of mpstack and Linux).
+    #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = secs_arg)]
+    pub conns_secs: f64,
+    /// Idle connections to open for the memory figure.
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub idle_conns: u64,
+    /// Time allowed to open the idle connections; the figure covers those reached.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = secs_arg)]
+    pub idle_secs: f64,
     /// One JSON object per line for each result, skipped peer and ratio, instead of the
     /// table (and no progress lines on stderr).
     #[arg(long)]
     pub json: bool,
+}
+
+/// A positive number of seconds, at most a day.
+fn secs_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}': expected seconds, more than 0 and at most 86400"
+        )),
+    }
 }
 
 #[derive(Args, Debug)]

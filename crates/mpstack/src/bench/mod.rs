@@ -11,7 +11,13 @@
 //! - `linux-veth`: the kernel's TCP between two network namespaces over a veth pair
 //!   (MTU 1500), driven by iperf3 ([`veth`]); skipped, with the reason, where it
 //!   cannot run.
+//!
+//! In the same run, two connection figures ([`conns`]): connections per second (open,
+//! a 64-byte request and answer, close) of mpstack beside Linux over loopback, and the
+//! heap and RSS each idle established mpstack connection takes with `--idle-conns` of
+//! them open.
 
+mod conns;
 mod smol;
 mod veth;
 
@@ -48,6 +54,10 @@ pub enum Impl {
     LinuxLoopback,
     /// The Linux kernel's TCP between two namespaces over veth, with iperf3.
     LinuxVeth,
+    /// Connections per second, mpstack and Linux over loopback (not a throughput row).
+    Conns,
+    /// Heap and RSS per idle established mpstack connection (not a throughput row).
+    Idle,
 }
 
 impl Impl {
@@ -57,8 +67,22 @@ impl Impl {
             Impl::Smoltcp => "smoltcp",
             Impl::LinuxLoopback => "linux-loopback",
             Impl::LinuxVeth => "linux-veth",
+            Impl::Conns => "conns",
+            Impl::Idle => "idle",
         }
     }
+
+    /// A single-flow throughput measurement (the rounds), not a connection figure.
+    fn is_throughput(self) -> bool {
+        !matches!(self, Impl::Conns | Impl::Idle)
+    }
+}
+
+/// What the connection figures measured.
+#[derive(Default)]
+struct ConnFigures {
+    rates: Vec<conns::ConnRate>,
+    idle: Option<conns::IdleMem>,
 }
 
 pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
@@ -103,7 +127,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             if stop.load(Ordering::Relaxed) {
                 return Err("interrupted (network namespaces removed)".into());
             }
-            if skipped.iter().any(|(s, _)| *s == im) {
+            if !im.is_throughput() || skipped.iter().any(|(s, _)| *s == im) {
                 continue;
             }
             let what = match im {
@@ -111,6 +135,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
                 Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
+                Impl::Conns | Impl::Idle => unreachable!("not a throughput row"),
             };
             progress(
                 a,
@@ -130,11 +155,46 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     }
                     None => {}
                 },
+                Impl::Conns | Impl::Idle => {}
             }
         }
     }
     drop(lab);
+    let mut figs = ConnFigures::default();
+    if only.contains(&Impl::Conns) {
+        progress(
+            a,
+            &format!(
+                "conns: mpstack, {} worker(s) per stack, {} client threads, {} server ports, {} s",
+                a.workers,
+                conns::CLIENTS,
+                conns::RATE_PORTS,
+                a.conns_secs
+            ),
+        );
+        figs.rates
+            .push(conns::rate_mpstack(a.conns_secs, a.workers as usize)?);
+        progress(a, "conns: Linux kernel TCP over loopback");
+        figs.rates.push(conns::rate_kernel(a.conns_secs)?);
+    }
+    if only.contains(&Impl::Idle) {
+        progress(
+            a,
+            &format!(
+                "idle: opening {} connections, {} worker(s) per stack",
+                a.idle_conns, a.workers
+            ),
+        );
+        let p = |m: &str| progress(a, m);
+        figs.idle = Some(conns::idle(
+            a.idle_conns as usize,
+            a.workers as usize,
+            Duration::from_secs_f64(a.idle_secs),
+            &p,
+        )?);
+    }
     report(a, &only, &results, &skipped);
+    report_conns(a, &figs);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -156,6 +216,9 @@ fn json_escape(s: &str) -> String {
 const RATIOS: [Impl; 3] = [Impl::Smoltcp, Impl::LinuxVeth, Impl::LinuxLoopback];
 
 fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Impl, String)]) {
+    if !only.iter().any(|im| im.is_throughput()) {
+        return;
+    }
     let best = |im: Impl| {
         results
             .iter()
@@ -239,8 +302,128 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             }
             Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
             Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
+            Impl::Conns | Impl::Idle => continue,
         };
         println!("({}: {setup})", im.name());
+    }
+}
+
+/// The connection figures: lines for people, or one JSON object per result.
+fn report_conns(a: &BenchArgs, f: &ConnFigures) {
+    let ratio = match f.rates.as_slice() {
+        [ours, linux] => Some(ours.per_s() / linux.per_s().max(1e-9)),
+        _ => None,
+    };
+    let size_tcb = std::mem::size_of::<net::tcp::Tcb>();
+    let size_stream = std::mem::size_of::<net::TcpStream>();
+    if a.json {
+        for r in &f.rates {
+            println!(
+                "{{\"bench\":\"tcp\",\"what\":\"conns_per_s\",\"impl\":\"{}\",\"connections\":{},\"failed\":{},\"seconds\":{:.6},\"conns_per_s\":{:.1},\"max_connect_s\":{:.6},\"max_exchange_s\":{:.6},\"slow_100ms\":{},\"client_threads\":{},\"server_ports\":{}{}}}",
+                r.name,
+                r.conns,
+                r.failed,
+                r.secs,
+                r.per_s(),
+                r.max_connect,
+                r.max_exchange,
+                r.slow,
+                conns::CLIENTS,
+                conns::RATE_PORTS,
+                r.first_error
+                    .as_ref()
+                    .map(|e| format!(",\"first_error\":\"{}\"", json_escape(e)))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(r) = ratio {
+            println!(
+                "{{\"bench\":\"tcp\",\"what\":\"conns_per_s\",\"ratio_mpstack_to_linux_loopback\":{r:.4}}}"
+            );
+        }
+        if let Some(m) = &f.idle {
+            println!(
+                "{{\"bench\":\"tcp\",\"what\":\"idle_conn_bytes\",\"impl\":\"mpstack\",\"requested\":{},\"connections\":{},\"heap_bytes\":{},\"heap_bytes_per_pair\":{:.1},\"heap_bytes_per_endpoint\":{:.1},\"rss_bytes\":{},\"rss_bytes_per_pair\":{:.1},\"rss_bytes_per_endpoint\":{:.1},\"open_seconds\":{:.3},\"server_ports\":{},\"size_of_tcb\":{size_tcb},\"size_of_tcp_stream\":{size_stream}{}}}",
+                m.requested,
+                m.conns,
+                m.heap_bytes,
+                m.heap_per_pair(),
+                m.heap_per_pair() / 2.0,
+                m.rss_bytes,
+                m.rss_per_pair(),
+                m.rss_per_pair() / 2.0,
+                m.open_secs,
+                m.server_ports,
+                m.short
+                    .as_ref()
+                    .map(|e| format!(",\"short\":\"{}\"", json_escape(e)))
+                    .unwrap_or_default()
+            );
+        }
+        return;
+    }
+    if !f.rates.is_empty() {
+        println!(
+            "\n{:<16} {:>10} {:>7} {:>8} {:>10} {:>12} {:>12} {:>9}",
+            "connections",
+            "completed",
+            "failed",
+            "seconds",
+            "conns/s",
+            "max open ms",
+            "max xchg ms",
+            ">=100ms"
+        );
+        for r in &f.rates {
+            println!(
+                "{:<16} {:>10} {:>7} {:>8.3} {:>10.0} {:>12.1} {:>12.1} {:>9}",
+                r.name,
+                r.conns,
+                r.failed,
+                r.secs,
+                r.per_s(),
+                r.max_connect * 1e3,
+                r.max_exchange * 1e3,
+                r.slow
+            );
+            if let Some(e) = &r.first_error {
+                println!("{:<16} first failure: {e}", "");
+            }
+        }
+        if let Some(r) = ratio {
+            println!("ratio: mpstack/linux-loopback {r:.2}");
+        }
+        println!(
+            "(each: open, {} bytes each way, server closes first; {} client threads, {} server ports with a thread each; mpstack: {} worker(s) per stack, memory wire; linux: 127.0.0.1)",
+            conns::MSG,
+            conns::CLIENTS,
+            conns::RATE_PORTS,
+            a.workers
+        );
+    }
+    if let Some(m) = &f.idle {
+        println!(
+            "\nidle connections: {} of {} open ({} server ports, opened in {:.1} s)",
+            m.conns, m.requested, m.server_ports, m.open_secs
+        );
+        if let Some(why) = &m.short {
+            println!("  short of the goal: {why}");
+        }
+        println!(
+            "  heap: {:.0} bytes per connection (both ends), {:.0} per endpoint; {} MiB in all",
+            m.heap_per_pair(),
+            m.heap_per_pair() / 2.0,
+            m.heap_bytes / (1024 * 1024)
+        );
+        println!(
+            "  RSS:  {:.0} bytes per connection (both ends), {:.0} per endpoint; {} MiB in all",
+            m.rss_per_pair(),
+            m.rss_per_pair() / 2.0,
+            m.rss_bytes / (1024 * 1024)
+        );
+        println!(
+            "  (of which inline: Tcb {size_tcb} bytes, TcpStream handle {size_stream} bytes; the rest is the connection's shared state, its byte channels and the worker's tables)"
+        );
     }
 }
 
@@ -367,9 +550,38 @@ mod tests {
                 Impl::Mpstack,
                 Impl::Smoltcp,
                 Impl::LinuxLoopback,
-                Impl::LinuxVeth
+                Impl::LinuxVeth,
+                Impl::Conns,
+                Impl::Idle
             ]
         );
+    }
+
+    #[test]
+    fn only_takes_the_connection_figures() {
+        let a = bench_args(&["--only", "conns,idle", "--conns-secs", "0.5"]).unwrap();
+        assert_eq!(a.only, [Impl::Conns, Impl::Idle]);
+        assert_eq!(a.conns_secs, 0.5);
+        assert_eq!(a.idle_conns, 100_000);
+        assert!(bench_args(&["--conns-secs", "0"]).is_err());
+        assert!(bench_args(&["--idle-conns", "0"]).is_err());
+    }
+
+    #[test]
+    fn connection_figures_with_tiny_parameters() {
+        let ours = conns::rate_mpstack(0.2, 1).unwrap();
+        assert_eq!(ours.failed, 0, "{:?}", ours.first_error);
+        assert!(ours.conns > 0 && ours.per_s() > 0.0, "{ours:?}");
+        assert!(ours.secs >= 0.2 && ours.secs < 10.0, "{ours:?}");
+        let linux = conns::rate_kernel(0.2).unwrap();
+        assert!(linux.conns > 0, "{linux:?}");
+        let m = conns::idle(200, 1, Duration::from_secs(30), &|_| {}).unwrap();
+        assert_eq!((m.requested, m.conns), (200, 200), "{m:?}");
+        assert!(m.short.is_none(), "{m:?}");
+        // Each end holds at least its control block; and not absurdly more.
+        let per_pair = m.heap_per_pair();
+        let tcb = std::mem::size_of::<net::tcp::Tcb>() as f64;
+        assert!(per_pair > 2.0 * tcb && per_pair < 4e6, "{m:?}");
     }
 
     #[test]
