@@ -22,7 +22,8 @@ pub(crate) const CHUNK: usize = 16 * 1024;
 /// thousands) pays for none of them.
 #[derive(Debug)]
 pub(crate) struct ByteChan {
-    qs: OnceLock<Queues>,
+    /// Boxed: an unused channel costs a pointer, not two cache-padded queues.
+    qs: OnceLock<Box<Queues>>,
     bytes: AtomicUsize,
     cap: usize,
 }
@@ -47,10 +48,10 @@ impl ByteChan {
             // Room for many small chunks: a producer that pushes a segment at a time
             // must not run out of slots before it runs out of bytes.
             let chunks = self.cap.div_ceil(1024).max(1) + 2;
-            Queues {
+            Box::new(Queues {
                 q: ArrayQueue::new(chunks),
                 free: ArrayQueue::new(chunks),
-            }
+            })
         })
     }
 
