@@ -125,8 +125,7 @@ impl Waker {
     /// let a producer's token land in between and be drained with the flag up, and a
     /// later producer, seeing the flag up, would not write one.
     fn clear(&self) {
-        if self.armed.load(AtomicOrdering::Relaxed) && self.pending.load(AtomicOrdering::Acquire)
-        {
+        if self.armed.load(AtomicOrdering::Relaxed) && self.pending.load(AtomicOrdering::Acquire) {
             if let Some(n) = &self.notifier {
                 n.drain();
             }

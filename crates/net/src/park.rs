@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 /// Which task slot a waker goes in: a socket has at most one reading and one writing
 /// task waiting (as with tokio's own sockets, the last one to register wins).
-#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Interest {
     Read,
@@ -31,16 +30,24 @@ pub(crate) enum Interest {
 /// The waiters of one socket.
 #[derive(Debug, Default)]
 pub(crate) struct Parker {
-    /// Somebody registered since the last wake-up.
-    waiting: AtomicBool,
+    /// Per side (read, write): somebody registered since the last wake-up.
+    waiting: [AtomicBool; 2],
     waiters: Mutex<Waiters>,
 }
 
+/// Per side (read, write): a parked thread and a task. A reader and a writer
+/// blocked on one `&TcpStream` from two threads each have their own slot.
 #[derive(Debug, Default)]
 struct Waiters {
-    thread: Option<Thread>,
-    read: Option<Waker>,
-    write: Option<Waker>,
+    thread: [Option<Thread>; 2],
+    task: [Option<Waker>; 2],
+}
+
+fn side(i: Interest) -> usize {
+    match i {
+        Interest::Read => 0,
+        Interest::Write => 1,
+    }
 }
 
 impl Parker {
@@ -52,41 +59,49 @@ impl Parker {
     #[inline]
     pub fn has_waiter(&self) -> bool {
         fence(Ordering::SeqCst);
-        self.waiting.load(Ordering::Acquire)
+        self.waiting[0].load(Ordering::Acquire) || self.waiting[1].load(Ordering::Acquire)
     }
 
     /// Wakes every waiter (worker side, after publishing its news).
     #[inline]
     pub fn wake(&self) {
         if self.has_waiter() {
-            self.wake_all();
+            self.wake_side(0);
+            self.wake_side(1);
+        }
+    }
+
+    /// Wakes the waiters of one side only (worker side): a writer need not be woken
+    /// for bytes to read, nor a reader for room to write.
+    #[inline]
+    pub fn wake_one(&self, i: Interest) {
+        fence(Ordering::SeqCst);
+        if self.waiting[side(i)].load(Ordering::Acquire) {
+            self.wake_side(side(i));
         }
     }
 
     #[cold]
-    fn wake_all(&self) {
-        if !self.waiting.swap(false, Ordering::AcqRel) {
+    fn wake_side(&self, k: usize) {
+        if !self.waiting[k].swap(false, Ordering::AcqRel) {
             return;
         }
-        let (read, write) = {
+        let task = {
             let mut w = self.waiters();
-            if let Some(t) = w.thread.take() {
+            if let Some(t) = w.thread[k].take() {
                 t.unpark();
             }
-            (w.read.take(), w.write.take())
+            w.task[k].take()
         };
         // Outside the lock: a waker may run code of the executor's.
-        if let Some(r) = read {
-            r.wake();
-        }
-        if let Some(w) = write {
-            w.wake();
+        if let Some(t) = task {
+            t.wake();
         }
     }
 
     /// Raises `waiting` after a registration; the caller re-checks its condition next.
-    fn announce(&self) {
-        self.waiting.store(true, Ordering::Release);
+    fn announce(&self, k: usize) {
+        self.waiting[k].store(true, Ordering::Release);
         fence(Ordering::SeqCst);
     }
 
@@ -94,32 +109,35 @@ impl Parker {
     /// re-check its condition afterwards and return `Pending` only if it still fails.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub fn register(&self, interest: Interest, waker: &Waker) {
+        let k = side(interest);
         {
             let mut w = self.waiters();
-            let slot = match interest {
-                Interest::Read => &mut w.read,
-                Interest::Write => &mut w.write,
-            };
-            match slot {
+            match &w.task[k] {
                 Some(old) if old.will_wake(waker) => {}
-                _ => *slot = Some(waker.clone()),
+                _ => w.task[k] = Some(waker.clone()),
             }
         }
-        self.announce();
+        self.announce(k);
     }
 
     /// Parks the calling thread until `ready()` or the deadline; returns `ready()`
     /// (application side).
-    pub fn wait(&self, deadline: Option<Instant>, ready: impl Fn() -> bool) -> bool {
-        // Threads sleep in slices: there is one thread slot, and two threads blocked on
-        // one socket (a reader and a writer on `&TcpStream`) take it from each other.
+    pub fn wait(
+        &self,
+        interest: Interest,
+        deadline: Option<Instant>,
+        ready: impl Fn() -> bool,
+    ) -> bool {
+        let k = side(interest);
+        // Threads sleep in slices, as a guard: two threads waiting on one side of a
+        // socket take the slot from each other.
         let slice = Duration::from_millis(100);
         loop {
             if ready() {
                 return true;
             }
-            self.waiters().thread = Some(std::thread::current());
-            self.announce();
+            self.waiters().thread[k] = Some(std::thread::current());
+            self.announce(k);
             // `waiting` stays raised on the way out: a task may have registered too,
             // and the worker's next wake-up lowers it.
             if ready() {
@@ -195,9 +213,11 @@ mod tests {
         let (p2, f2) = (p.clone(), flag.clone());
         let t0 = Instant::now();
         let h = std::thread::spawn(move || {
-            p2.wait(Some(Instant::now() + Duration::from_secs(10)), || {
-                f2.load(Ordering::Acquire)
-            })
+            p2.wait(
+                Interest::Read,
+                Some(Instant::now() + Duration::from_secs(10)),
+                || f2.load(Ordering::Acquire),
+            )
         });
         while !p.has_waiter() {
             std::thread::yield_now();

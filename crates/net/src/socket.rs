@@ -10,7 +10,7 @@
 //! their task's waker; the worker wakes them once per batch in which it delivered
 //! something or emptied the send queue, and only if the application said it was waiting.
 
-use crate::park::Parker;
+use crate::park::{Interest, Parker};
 use crate::stack::Shared;
 use crossbeam_queue::ArrayQueue;
 use mbuf::Mbuf;
@@ -92,7 +92,8 @@ impl SockShared {
 
     /// Blocks until `rxq` has something, the deadline passes, or forever (app side).
     fn wait_readable(&self, deadline: Option<std::time::Instant>) -> bool {
-        self.parker.wait(deadline, || !self.rxq.is_empty())
+        self.parker
+            .wait(Interest::Read, deadline, || !self.rxq.is_empty())
     }
 }
 

@@ -190,13 +190,7 @@ pub(crate) struct Worker {
     icmp_bucket: TokenBucket,
     ip_id: u16,
     tcp: TcpWorker,
-    /// The last poll received, sent or handled something (the run loop spins a
-    /// little after work instead of sleeping at once).
-    worked: bool,
 }
-
-/// How long a worker keeps polling after its last work before it sleeps.
-const SPIN_AFTER_WORK: Duration = Duration::from_micros(0);
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -228,7 +222,6 @@ impl Worker {
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             tcp: TcpWorker::new(shared_max_conns),
-            worked: false,
         }
     }
 
@@ -298,7 +291,6 @@ impl Worker {
             tcp,
             shared,
             cfg,
-            worked: worked_flag,
             ..
         } = self;
         let cfg: &NetConfig = cfg;
@@ -324,10 +316,8 @@ impl Worker {
         };
 
         // 1. Receive and process one burst per owned queue.
-        let mut worked = false;
         for oq in queues.iter_mut() {
             let n = oq.q.rx_burst(now, rx, burst);
-            worked |= n > 0;
             if n >= burst {
                 more = true;
             }
@@ -372,7 +362,6 @@ impl Worker {
                     }
                 }
                 if sent {
-                    worked = true;
                     // A task may wait for room in the send queue.
                     cx.wake_socket(s);
                 }
@@ -389,7 +378,6 @@ impl Worker {
             if let Some(inbox) = shared.tcp_inbox.get(*id) {
                 for _ in 0..burst * 4 {
                     let Some(msg) = inbox.pop() else { break };
-                    worked = true;
                     crate::tcp::layer::tcp_msg(&mut cx, tw, msg);
                 }
                 if !inbox.is_empty() {
@@ -482,7 +470,6 @@ impl Worker {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
-        *worked_flag = worked;
         if more || cx.handed_off {
             return Some(now);
         }
@@ -515,20 +502,10 @@ impl Worker {
         let wake = &self.shared.wake[self.id];
         let notifier_fd = wake.notifier.get().map(|n| n.fd());
         fds.extend(notifier_fd);
-        let mut last_work = clock.now();
         while !stop.load(Ordering::SeqCst) {
             let now = clock.now();
             let next = self.poll(now);
             if next.is_some_and(|t| t <= now) {
-                continue;
-            }
-            // Right after work more usually follows within microseconds: poll again
-            // instead of paying for poll(2), an eventfd and a context switch.
-            if self.worked {
-                last_work = now;
-            }
-            if now.saturating_duration_since(last_work) < SPIN_AFTER_WORK {
-                std::hint::spin_loop();
                 continue;
             }
             let wake = &self.shared.wake[self.id];

@@ -55,6 +55,11 @@ impl ByteChan {
         })
     }
 
+    /// The bound, in bytes.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// Bytes queued.
     pub fn len(&self) -> usize {
         self.bytes.load(Ordering::Acquire)
@@ -223,9 +228,24 @@ impl StreamShared {
         self.parker.wake();
     }
 
+    /// Wakes only a writer waiting for room (worker side).
+    pub fn wake_writer(&self) {
+        self.parker.wake_one(Interest::Write);
+    }
+
+    /// Wakes only a reader waiting for bytes (worker side).
+    pub fn wake_reader(&self) {
+        self.parker.wake_one(Interest::Read);
+    }
+
     /// Parks the application until `ready()` or the deadline (app side).
-    pub fn wait(&self, deadline: Option<std::time::Instant>, ready: impl Fn() -> bool) -> bool {
-        self.parker.wait(deadline, ready)
+    pub fn wait(
+        &self,
+        interest: Interest,
+        deadline: Option<std::time::Instant>,
+        ready: impl Fn() -> bool,
+    ) -> bool {
+        self.parker.wait(interest, deadline, ready)
     }
 
     /// Registers a task to wake on news (app side; re-check after it).
@@ -269,7 +289,8 @@ impl ListenShared {
     }
 
     pub fn wait(&self, deadline: Option<std::time::Instant>) -> bool {
-        self.parker.wait(deadline, || !self.accept_q.is_empty())
+        self.parker
+            .wait(Interest::Read, deadline, || !self.accept_q.is_empty())
     }
 
     /// Registers the accepting task (app side; re-check after it).

@@ -449,9 +449,11 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         let space = tcb.send_space();
         if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
             let took = s.tx.drain_with(tx_partial, space, |b| tcb.send(b));
-            if took > 0 {
-                // A writer may be waiting for room in the channel.
-                s.wake();
+            // A writer may be waiting for room: wake it once a quarter of the channel
+            // is free (or all of it), not for every segment's worth, so a bulk writer
+            // and the worker do not trade a wake-up per burst.
+            if took > 0 && (s.tx.is_empty() || s.tx.space() >= s.tx.cap() / 4) {
+                s.wake_writer();
             }
         }
     }
@@ -491,12 +493,12 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         }
         if !c.tcb.wants_output() {
             if moved {
-                s.wake();
+                s.wake_reader();
             }
             break;
         }
         if moved {
-            s.wake();
+            s.wake_reader();
         }
     }
     if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {

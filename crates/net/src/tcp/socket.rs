@@ -4,6 +4,7 @@
 
 use super::chan::{err, phase, ListenShared, StreamShared};
 use super::layer::TcpMsg;
+use crate::park::Interest;
 use crate::stack::Shared;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
@@ -162,7 +163,7 @@ impl TcpStream {
     /// Waits for the handshake (after a non-blocking connect).
     pub fn wait_connected(&self, timeout: Option<Duration>) -> io::Result<()> {
         let d = timeout.map(|t| std::time::Instant::now() + t);
-        self.s.wait(d, || {
+        self.s.wait(Interest::Write, d, || {
             self.s.phase.load(Ordering::Acquire) != phase::CONNECTING
         });
         match self.connected_now() {
@@ -275,7 +276,9 @@ impl TcpStream {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let s = &self.s;
-            if !s.wait(dl, || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire)) {
+            if !s.wait(Interest::Read, dl, || {
+                !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire)
+            }) {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out"));
             }
         }
@@ -320,7 +323,7 @@ impl TcpStream {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let s = &self.s;
-            if !s.wait(dl, || {
+            if !s.wait(Interest::Write, dl, || {
                 s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED
             }) {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"));
