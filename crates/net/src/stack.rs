@@ -516,6 +516,35 @@ impl Stack {
         crate::tcp::socket::connect(self.shared.clone(), SocketAddrV4::new(src, port), remote)
     }
 
+    /// Like [`Stack::tcp_connect_nonblocking`], from a chosen local port (bind, then
+    /// connect). A 4-tuple still in use is refused; one in TIME_WAIT at the peer is
+    /// taken over when the peer's rules allow (RFC 6191).
+    pub fn tcp_connect_from_nonblocking(
+        &self,
+        local_port: u16,
+        remote: SocketAddrV4,
+    ) -> io::Result<TcpStream> {
+        if local_port == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "local port 0: use tcp_connect_nonblocking for an ephemeral port",
+            ));
+        }
+        let cfg = self.shared.cfg.load();
+        let src = source_address(&cfg, *remote.ip()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NetworkUnreachable,
+                format!("no route to {}", remote.ip()),
+            )
+        })?;
+        drop(cfg);
+        crate::tcp::socket::connect(
+            self.shared.clone(),
+            SocketAddrV4::new(src, local_port),
+            remote,
+        )
+    }
+
     /// Opens an ICMP echo socket with identifier `ident` (0: any free one).
     pub fn ping_socket(&self, ident: u16) -> Result<PingSocket, BindError> {
         let s = self.shared.bind(

@@ -487,3 +487,45 @@ fn handoffs_between_workers_lose_nothing() {
     assert!(st.tcp.handoff > 0, "some flows are homed on worker 1");
     assert_eq!(st.tcp.handoffdrop + st.ether.odropped, 0);
 }
+
+/// The server closes first, so its end of the 4-tuple waits in TIME_WAIT; the client
+/// comes back from the same port at once, and the server takes the newer incarnation
+/// over (its timestamps are higher: RFC 6191) instead of leaving it to time out.
+#[test]
+fn a_four_tuple_in_time_wait_is_reused_by_a_newer_incarnation() {
+    let (mut s, a, b) = pair(1, 9, Impairments::default());
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    for round in 0..3 {
+        let c = s
+            .host(a)
+            .tcp_connect_from_nonblocking(40_000, SocketAddrV4::new(ip(2), 80))
+            .unwrap();
+        c.set_nonblocking(true).unwrap();
+        s.run_for(Duration::from_millis(20));
+        c.wait_connected(Some(std::time::Duration::ZERO))
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let (srv, _) = l.accept().expect("accepted");
+        srv.set_nonblocking(true).unwrap();
+        (&c).write_all(b"hello").unwrap();
+        s.run_for(Duration::from_millis(20));
+        let mut buf = [0u8; 16];
+        assert_eq!((&srv).read(&mut buf).unwrap(), 5);
+        // The server closes first; the client reads the end and closes too.
+        drop(srv);
+        s.run_for(Duration::from_millis(20));
+        assert_eq!(
+            (&c).read(&mut buf).unwrap(),
+            0,
+            "round {round}: end of stream"
+        );
+        drop(c);
+        s.run_for(Duration::from_millis(50));
+    }
+    let st = s.host(b).stats().tcp;
+    assert_eq!(st.timewaitreuse, 2, "{st:?}");
+    assert_eq!(st.accepts, 3);
+}

@@ -163,6 +163,17 @@ fn isn(secret: u64, t: &Tuple, now: dev::Instant) -> u32 {
     (h.finish() as u32).wrapping_add((now.as_nanos() / 4_000) as u32)
 }
 
+/// The timestamp clock's offset for a pair of hosts (RFC 7323 §7.1 allows one per
+/// connection; one per address pair, as Linux keys it, keeps TSval rising across
+/// incarnations of a 4-tuple, which TIME_WAIT reuse by timestamp relies on).
+fn ts_offset(secret: u64, t: &Tuple) -> u32 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (secret ^ 0x7e57_a3b1_u64).hash(&mut h);
+    t.local.ip().hash(&mut h);
+    t.remote.ip().hash(&mut h);
+    h.finish() as u32
+}
+
 /// The MSS values a SYN cookie can carry (3 bits; RFC 4987's classic encoding).
 const COOKIE_MSS: [u16; 8] = [216, 536, 1024, 1200, 1220, 1360, 1440, 1460];
 
@@ -316,6 +327,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 mss,
                 seg.wnd,
             );
+            tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             tcb.input(&seg, cx.now, &mut cx.stats.tcp);
             tw.scratch = scratch;
             cx.stats.tcp.accepts += 1;
@@ -356,10 +368,11 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
-    let Some(tcb) = Tcb::accept(cx.tcp_cfg, iss, &seg) else {
+    let Some(mut tcb) = Tcb::accept(cx.tcp_cfg, iss, &seg) else {
         tw.scratch = scratch;
         return;
     };
+    tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
     tw.scratch = scratch;
     l.half_open.fetch_add(1, Ordering::AcqRel);
     let i = tw.insert(Conn::passive(cx, tuple, tcb, l, true));
@@ -382,7 +395,8 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 return;
             }
             let iss = isn(cx.isn_secret, &tuple, cx.now);
-            let tcb = Tcb::connect(cx.tcp_cfg, iss, &mut cx.stats.tcp);
+            let mut tcb = Tcb::connect(cx.tcp_cfg, iss, &mut cx.stats.tcp);
+            tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             let i = tw.insert(Conn {
                 tuple,
                 tcb,

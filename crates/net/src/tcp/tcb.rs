@@ -556,6 +556,12 @@ impl Tcb {
         self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
     }
 
+    /// Sets the offset of our timestamp clock (before the first segment goes out);
+    /// by default it derives from the ISS.
+    pub fn set_ts_offset(&mut self, offset: u32) {
+        self.ts_offset = offset;
+    }
+
     pub fn state(&self) -> State {
         self.state
     }
