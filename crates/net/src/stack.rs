@@ -134,6 +134,10 @@ pub(crate) struct Shared {
     pub ctl_stats: Mutex<Stats>,
     /// Per worker: TCP work from applications and other workers.
     pub tcp_inbox: Vec<ArrayQueue<TcpMsg>>,
+    /// Per worker: streams whose wake-up did not fit in the inbox (a burst of closes
+    /// from an application dropping thousands of streams at once). Rare, so a lock;
+    /// a wake-up is never lost, or a dropped stream would never close.
+    pub tcp_overflow: Vec<Mutex<Vec<Arc<crate::tcp::chan::StreamShared>>>>,
     /// The RFC 6528 secret of this stack's initial sequence numbers.
     pub isn_secret: u64,
 }
@@ -321,6 +325,7 @@ impl Stack {
             tcp_inbox: (0..n)
                 .map(|_| ArrayQueue::new(cfg.tcp_inbox.max(16)))
                 .collect(),
+            tcp_overflow: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
             isn_secret: cfg.isn_secret.unwrap_or_else(|| {
                 use std::hash::{BuildHasher, Hasher};
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();

@@ -163,6 +163,12 @@ impl Sim {
         HostId(self.hosts.len() - 1)
     }
 
+    /// Adds a host with its own configuration (its `name` as given).
+    pub fn add_host_with(&mut self, cfg: StackConfig) -> HostId {
+        self.hosts.push(Stack::new(cfg));
+        HostId(self.hosts.len() - 1)
+    }
+
     pub fn host(&self, h: HostId) -> &Stack {
         &self.hosts[h.0]
     }

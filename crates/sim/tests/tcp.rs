@@ -529,3 +529,56 @@ fn a_four_tuple_in_time_wait_is_reused_by_a_newer_incarnation() {
     assert_eq!(st.timewaitreuse, 2, "{st:?}");
     assert_eq!(st.accepts, 3);
 }
+
+/// An application that drops many streams at once overflows its worker's inbox of
+/// wake-ups; none is lost: every connection still sends its FIN.
+#[test]
+fn dropping_more_streams_than_the_inbox_holds_closes_them_all() {
+    let mut s = Sim::new(10);
+    let hub = s.add_hub(WireConfig::default());
+    let a = s.add_host_with(net::StackConfig {
+        name: "a".into(),
+        workers: 1,
+        tcp_inbox: 16,
+        ..net::StackConfig::default()
+    });
+    let b = s.add_host("b", 1);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 512)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let n = 200;
+    let mut clients = Vec::new();
+    let mut servers = Vec::new();
+    for _ in 0..n {
+        clients.push(
+            s.host(a)
+                .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+                .unwrap(),
+        );
+        if clients.len() % 10 == 0 {
+            s.run_for(Duration::from_millis(5));
+        }
+        while let Ok((c, _)) = l.accept() {
+            c.set_nonblocking(true).unwrap();
+            servers.push(c);
+        }
+    }
+    s.run_for(Duration::from_millis(50));
+    while let Ok((c, _)) = l.accept() {
+        c.set_nonblocking(true).unwrap();
+        servers.push(c);
+    }
+    assert_eq!(servers.len(), n);
+    drop(clients);
+    s.run_for(Duration::from_millis(200));
+    let mut buf = [0u8; 8];
+    let ended = servers
+        .iter()
+        .filter(|c| matches!((&**c).read(&mut buf), Ok(0)))
+        .count();
+    assert_eq!(ended, n, "every dropped stream sent its FIN");
+}

@@ -123,8 +123,12 @@ impl TcpStream {
     fn kick(&self) {
         if !self.s.queued.swap(true, Ordering::AcqRel) {
             if let Some(q) = self.stack.tcp_inbox.get(self.s.home) {
-                if q.push(TcpMsg::Wake(self.s.clone())).is_err() {
-                    self.s.queued.store(false, Ordering::Release);
+                if let Err(TcpMsg::Wake(s)) = q.push(TcpMsg::Wake(self.s.clone())) {
+                    // Full: the overflow list, which the worker also drains; `queued`
+                    // stays up, as the stream is queued there.
+                    if let Some(o) = self.stack.tcp_overflow.get(self.s.home) {
+                        o.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+                    }
                 }
             }
         }
