@@ -95,7 +95,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .collect();
     let ifp = &stack.interfaces()[ifindex.get()];
     println!(
-        "mpstack: up on {} ({}, {}), {} worker(s), {} queue(s); UDP echo on port 7; services: {}; SIGINT or SIGTERM stops",
+        "mpstack: up on {} ({}, {}), {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
         a.tap,
         ifp.mac,
         inet,
@@ -104,22 +104,30 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         if svc_names.is_empty() { "none".to_string() } else { svc_names.join(", ") }
     );
 
-    let echo_stop = stop.clone();
-    let echo_thread = std::thread::Builder::new()
-        .name("udp-echo".into())
-        .spawn(move || {
-            let mut buf = vec![0u8; 65536];
-            let mut served = 0u64;
-            while !echo_stop.load(Ordering::Relaxed) {
-                if let Ok((n, from)) = echo.recv_from(&mut buf) {
-                    if echo.send_to(&buf[..n], from).is_ok() {
-                        served += 1;
-                    }
-                }
-            }
-            served
-        })
-        .map_err(|e| e.to_string())?;
+    // UDP: echo always; discard and chargen with their TCP namesakes.
+    let mut udp = vec![(crate::services::Service::Echo, echo)];
+    for svc in &services {
+        if matches!(
+            svc,
+            crate::services::Service::Discard | crate::services::Service::Chargen
+        ) {
+            let sock = stack
+                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()))
+                .map_err(|e| format!("UDP {} service: {e}", svc.name()))?;
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .map_err(|e| e.to_string())?;
+            udp.push((svc.clone(), sock));
+        }
+    }
+    let mut udp_threads = Vec::new();
+    for (svc, sock) in udp {
+        let stop = stop.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("udp-{}", svc.name()))
+            .spawn(move || udp_service(&svc, &sock, &stop))
+            .map_err(|e| e.to_string())?;
+        udp_threads.push(t);
+    }
 
     let started = std::time::Instant::now();
     let mut code = ExitCode::SUCCESS;
@@ -149,7 +157,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             stop.store(true, Ordering::Relaxed);
         }
     }
-    let served = echo_thread.join().unwrap_or(0);
+    let served: Vec<u64> = udp_threads
+        .into_iter()
+        .map(|t| t.join().unwrap_or(0))
+        .collect();
     for t in tcp_threads {
         let _ = t.join();
     }
@@ -164,8 +175,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     );
 
     println!(
-        "mpstack: stopping after {:.1}s; UDP echo served {served} datagram(s)",
-        started.elapsed().as_secs_f64()
+        "mpstack: stopping after {:.1}s; UDP services answered {} datagram(s) (echo {})",
+        started.elapsed().as_secs_f64(),
+        served.iter().sum::<u64>(),
+        served.first().copied().unwrap_or(0)
     );
     for (w, i, q) in stack.queue_stats() {
         println!(
@@ -184,4 +197,40 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         println!("arp: {} at {mac} [{}]", e.ip, e.state);
     }
     Ok(code)
+}
+
+/// One UDP service (RFC 862 echo, RFC 863 discard, RFC 864 chargen: each datagram is
+/// answered with 0 to 512 characters of the rotating pattern); returns the datagrams
+/// handled.
+fn udp_service(svc: &crate::services::Service, sock: &net::UdpSocket, stop: &AtomicBool) -> u64 {
+    use crate::services::Service;
+    let mut buf = vec![0u8; 65536];
+    let mut out = vec![0u8; 512];
+    let mut served = 0u64;
+    let mut line = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        match svc {
+            Service::Echo => {
+                if sock.send_to(&buf[..n], from).is_ok() {
+                    served += 1;
+                }
+            }
+            Service::Chargen => {
+                // A length that varies per request, as RFC 864 suggests.
+                let len = (served as usize * 7919 + n) % 513;
+                for (k, b) in out[..len].iter_mut().enumerate() {
+                    *b = b' ' + ((line + k) % 95) as u8;
+                }
+                line = (line + 1) % 95;
+                if sock.send_to(&out[..len], from).is_ok() {
+                    served += 1;
+                }
+            }
+            _ => served += 1,
+        }
+    }
+    served
 }

@@ -481,6 +481,9 @@ impl Worker {
         for s in cx.wake.drain(..) {
             s.wake();
         }
+        if let Some(tw) = cx.tcp.as_mut() {
+            tw.wake_readers();
+        }
 
         for oq in queues.iter() {
             if let Some(t) = oq.q.poll_at() {

@@ -100,6 +100,9 @@ pub(crate) struct TcpWorker {
     scratch: Vec<u8>,
     next_timer: Option<dev::Instant>,
     pub max_conns: usize,
+    /// Readers to wake at the end of the worker's batch: one wake-up for all the
+    /// segments of a burst, not one for the first of them.
+    readers: Vec<Arc<StreamShared>>,
 }
 
 impl std::fmt::Debug for TcpWorker {
@@ -111,12 +114,20 @@ impl std::fmt::Debug for TcpWorker {
 }
 
 impl TcpWorker {
+    /// Wakes the readers collected during the batch (end of a worker's poll).
+    pub fn wake_readers(&mut self) {
+        for s in self.readers.drain(..) {
+            s.wake_reader();
+        }
+    }
+
     pub fn new(max_conns: usize) -> Self {
         TcpWorker {
             conns: HashMap::default(),
             slab: Vec::new(),
             free: Vec::new(),
             segs: Vec::with_capacity(64),
+            readers: Vec::with_capacity(64),
             scratch: vec![0u8; 65_536],
             next_timer: None,
             max_conns,
@@ -505,14 +516,11 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             debug_assert_eq!(pushed, k, "the channel took less than its room");
             moved = true;
         }
-        if !c.tcb.wants_output() {
-            if moved {
-                s.wake_reader();
-            }
-            break;
+        if moved && s.reader_waiting() && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
+            tw.readers.push(s.clone());
         }
-        if moved {
-            s.wake_reader();
+        if !c.tcb.wants_output() {
+            break;
         }
     }
     if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
