@@ -351,7 +351,17 @@ fn tcp_echo_with_five_percent_loss_both_ways() {
 #[test]
 fn bench_tcp_runs_and_prints_json() {
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .args(["bench", "tcp", "--mbytes", "4", "--rounds", "1", "--json"])
+        .args([
+            "bench",
+            "tcp",
+            "--mbytes",
+            "4",
+            "--rounds",
+            "1",
+            "--json",
+            "--only",
+            "mpstack,smoltcp,linux-loopback,linux-veth",
+        ])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -382,6 +392,33 @@ fn bench_tcp_runs_and_prints_json() {
         veth_ran,
         "{out}"
     );
+    // The connection figures, small.
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args([
+            "bench",
+            "tcp",
+            "--json",
+            "--only",
+            "conns,idle",
+            "--conns-secs",
+            "0.3",
+            "--idle-conns",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("\"what\":\"conns_per_s\",\"impl\":\"mpstack\""),
+        "{out}"
+    );
+    assert!(out.contains("\"what\":\"idle_conn_bytes\""), "{out}");
+    assert!(out.contains("\"connections\":300"), "{out}");
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
         .args(["bench", "nonsense"])
         .output()
