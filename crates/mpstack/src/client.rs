@@ -105,6 +105,20 @@ pub fn run(
         t0.elapsed().saturating_sub(last) > idle
     };
     let moved = || progress.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+    // A timed-out read or write is a pause, unless the run is stopping or stalled;
+    // any other error ends the run.
+    let waited = |e: &std::io::Error, what: &str| -> Result<(), String> {
+        if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            return Err(format!("{what}: {e}"));
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err("stopped".into());
+        }
+        if stalled() {
+            return Err(format!("no progress either way for {idle:?}"));
+        }
+        Ok(())
+    };
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(Duration::from_millis(200)))
@@ -122,15 +136,7 @@ pub fn run(
                         got += n as u64;
                         moved();
                     }
-                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                        if stop.load(Ordering::Relaxed) {
-                            return Err("stopped".into());
-                        }
-                        if stalled() {
-                            return Err(format!("no progress either way for {idle:?}"));
-                        }
-                    }
-                    Err(e) => return Err(format!("read: {e}")),
+                    Err(e) => waited(&e, "read")?,
                 }
             }
         });
@@ -149,15 +155,7 @@ pub fn run(
                         off += k;
                         moved();
                     }
-                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                        if stop.load(Ordering::Relaxed) {
-                            return Err("stopped".into());
-                        }
-                        if stalled() {
-                            return Err(format!("no progress either way for {idle:?}"));
-                        }
-                    }
-                    Err(e) => return Err(format!("write after {sent} bytes: {e}")),
+                    Err(e) => waited(&e, &format!("write after {sent} bytes"))?,
                 }
             }
             sent += n as u64;

@@ -348,28 +348,34 @@ fn tcp_echo_with_five_percent_loss_both_ways() {
     tcp_echo_with_loss("l5", 0.05);
 }
 
-#[test]
-fn bench_tcp_runs_and_prints_json() {
+/// Runs `mpstack ARGS`, asserts success, returns its standard output.
+fn mpstack_ok(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .args([
-            "bench",
-            "tcp",
-            "--mbytes",
-            "4",
-            "--rounds",
-            "1",
-            "--json",
-            "--only",
-            "mpstack,smoltcp,linux-loopback,linux-veth",
-        ])
+        .args(args)
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
         "{out}{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    out
+}
+
+#[test]
+fn bench_tcp_runs_and_prints_json() {
+    let out = mpstack_ok(&[
+        "bench",
+        "tcp",
+        "--mbytes",
+        "4",
+        "--rounds",
+        "1",
+        "--json",
+        "--only",
+        "mpstack,smoltcp,linux-loopback,linux-veth",
+    ]);
     let lines: Vec<&str> = out.lines().collect();
     // One round: mpstack, smoltcp, linux-loopback, then linux-veth measured or skipped
     // (it needs root and iperf3), then a ratio per peer measured.
@@ -393,26 +399,17 @@ fn bench_tcp_runs_and_prints_json() {
         "{out}"
     );
     // The connection figures, small.
-    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .args([
-            "bench",
-            "tcp",
-            "--json",
-            "--only",
-            "conns,idle",
-            "--conns-secs",
-            "0.3",
-            "--idle-conns",
-            "300",
-        ])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = mpstack_ok(&[
+        "bench",
+        "tcp",
+        "--json",
+        "--only",
+        "conns,idle",
+        "--conns-secs",
+        "0.3",
+        "--idle-conns",
+        "300",
+    ]);
     assert!(
         out.contains("\"what\":\"conns_per_s\",\"impl\":\"mpstack\""),
         "{out}"

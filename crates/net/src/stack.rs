@@ -506,17 +506,21 @@ impl Stack {
         Ok(s)
     }
 
-    /// Starts a TCP connection; the stream becomes writable and readable once
-    /// [`TcpStream::is_connected`] (writes before that are queued).
-    pub fn tcp_connect_nonblocking(&self, remote: SocketAddrV4) -> io::Result<TcpStream> {
+    /// The source address for a connection to `remote`, or why there is none.
+    fn tcp_source(&self, remote: SocketAddrV4) -> io::Result<Ipv4Addr> {
         let cfg = self.shared.cfg.load();
-        let src = source_address(&cfg, *remote.ip()).ok_or_else(|| {
+        source_address(&cfg, *remote.ip()).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NetworkUnreachable,
                 format!("no route to {}", remote.ip()),
             )
-        })?;
-        drop(cfg);
+        })
+    }
+
+    /// Starts a TCP connection; the stream becomes writable and readable once
+    /// [`TcpStream::is_connected`] (writes before that are queued).
+    pub fn tcp_connect_nonblocking(&self, remote: SocketAddrV4) -> io::Result<TcpStream> {
+        let src = self.tcp_source(remote)?;
         let port = 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384;
         crate::tcp::socket::connect(self.shared.clone(), SocketAddrV4::new(src, port), remote)
     }
@@ -535,14 +539,7 @@ impl Stack {
                 "local port 0: use tcp_connect_nonblocking for an ephemeral port",
             ));
         }
-        let cfg = self.shared.cfg.load();
-        let src = source_address(&cfg, *remote.ip()).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NetworkUnreachable,
-                format!("no route to {}", remote.ip()),
-            )
-        })?;
-        drop(cfg);
+        let src = self.tcp_source(remote)?;
         crate::tcp::socket::connect(
             self.shared.clone(),
             SocketAddrV4::new(src, local_port),
