@@ -506,14 +506,12 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         // One chunk at a time, never more than the channel takes: this worker is its
         // only producer, so the room it sees cannot shrink before the push.
         while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
-            let n = c
-                .tcb
-                .recv_available()
-                .min(s.rx.space())
-                .min(super::chan::CHUNK);
-            let k = c.tcb.recv(&mut tw.scratch[..n]);
-            let pushed = s.rx.push(&tw.scratch[..k]);
-            debug_assert_eq!(pushed, k, "the channel took less than its room");
+            let room = s.rx.space();
+            // Straight from the receive buffer into the channel's chunks.
+            let k = c.tcb.recv_with(room, |b| s.rx.push(b));
+            if k == 0 {
+                break;
+            }
             moved = true;
         }
         if moved && s.reader_waiting() && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {

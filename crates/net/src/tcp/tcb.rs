@@ -631,6 +631,32 @@ impl Tcb {
         let na = n.min(a.len());
         buf[..na].copy_from_slice(&a[..na]);
         buf[na..n].copy_from_slice(&b[..n - na]);
+        self.consumed(n);
+        n
+    }
+
+    /// Hands up to `max` received bytes to `f` in place (one or two slices of the
+    /// receive buffer); `f` returns how many it took. No intermediate copy.
+    pub fn recv_with(&mut self, max: usize, mut f: impl FnMut(&[u8]) -> usize) -> usize {
+        let (a, b) = self.rcvbuf.as_slices();
+        let mut n = 0;
+        for part in [a, b] {
+            let want = part.len().min(max - n);
+            if want == 0 {
+                continue;
+            }
+            let took = f(&part[..want]).min(want);
+            n += took;
+            if took < want {
+                break;
+            }
+        }
+        self.consumed(n);
+        n
+    }
+
+    /// Drops `n` bytes the application has taken and announces a grown window.
+    fn consumed(&mut self, n: usize) {
         self.rcvbuf.drain(..n);
         if self.state.can_receive() {
             // Announce a window that grew by two segments or half the buffer (RFC 1122 SWS).
@@ -642,7 +668,6 @@ impl Tcb {
                 self.ack_now = true;
             }
         }
-        n
     }
 
     /// Closes the sending side (shutdown(SHUT_WR) or close): a FIN follows the data.
