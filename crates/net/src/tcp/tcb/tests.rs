@@ -1033,3 +1033,90 @@ fn tail_loss_probe_goes_out_before_the_timeout() {
     assert!(p.run_until(Duration::from_secs(5), |p| p.sa.rexmttimeo > 0));
     assert_eq!(p.sa.tlpprobes, before);
 }
+
+/// Moves A's segments to B and returns B's answers, held back (not delivered).
+fn a_to_b_holding_answers(p: &mut Pair) -> Vec<Wire> {
+    let mut out = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut out);
+    let b = p.b.as_mut().unwrap();
+    for seg in out {
+        let mut data = vec![0u8; seg.data_len];
+        p.a.copy_payload(&seg, &mut data);
+        b.input(&to_in(&Wire { seg, data }), p.now, &mut p.sb);
+    }
+    let mut answers = Vec::new();
+    b.output(p.now, &mut p.sb, &mut answers);
+    answers
+        .into_iter()
+        .map(|seg| Wire { seg, data: vec![] })
+        .collect()
+}
+
+#[test]
+fn spurious_timeout_is_undone_when_the_ack_echoes_an_older_timestamp() {
+    let cfg = TcpConfig {
+        delack: Duration::ZERO,
+        ..quick()
+    };
+    let mut p = Pair::new(cfg, cfg, Link::default(), 22);
+    p.established();
+    let mss = p.a.seg_size() as usize;
+    p.transfer(100 * mss, false, Duration::from_secs(30));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()
+        && p.a.snd_una == p.a.snd_max));
+    let (cwnd, ssthresh) = (p.a.cwnd(), p.a.ssthresh);
+    // Four segments reach B; B's ACKs are held back past A's timeout.
+    p.a.send(&vec![4u8; 4 * mss]);
+    let held = a_to_b_holding_answers(&mut p);
+    assert!(!held.is_empty());
+    let rto_at = p.a.rtx_deadline.expect("timer armed");
+    p.now = rto_at;
+    // The timeout: A resends the first segment (B sees a duplicate).
+    let _ = a_to_b_holding_answers(&mut p);
+    assert_eq!(p.sa.rexmttimeo, 1);
+    assert!(p.a.cwnd() < cwnd, "the timeout cut the window");
+    // Now the held ACKs arrive: they echo the original transmissions' timestamps.
+    p.now += Duration::from_millis(1);
+    for w in &held {
+        p.a.input(&to_in(w), p.now, &mut p.sa);
+    }
+    assert_eq!(p.sa.sndrexmitbad, 1, "the timeout was seen to be spurious");
+    // Restored (then grown by the ACKs after the first, as slow start does).
+    assert_eq!(p.a.ssthresh, ssthresh);
+    assert!(
+        p.a.cwnd() >= cwnd,
+        "window restored: {} < {cwnd}",
+        p.a.cwnd()
+    );
+    assert_eq!(
+        p.a.snd_una, p.a.snd_max,
+        "everything acknowledged, no go-back-N"
+    );
+}
+
+#[test]
+fn a_real_timeout_is_not_undone() {
+    let cfg = TcpConfig {
+        delack: Duration::ZERO,
+        ..quick()
+    };
+    let mut p = Pair::new(cfg, cfg, Link::default(), 23);
+    p.established();
+    let mss = p.a.seg_size() as usize;
+    p.transfer(20 * mss, false, Duration::from_secs(30));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()
+        && p.a.snd_una == p.a.snd_max));
+    // The segment is lost: B never sees it; only the retransmission arrives.
+    p.a.send(&vec![5u8; mss]);
+    let mut lost = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut lost);
+    p.now = p.a.rtx_deadline.expect("timer armed");
+    let answers = a_to_b_holding_answers(&mut p);
+    assert_eq!(p.sa.rexmttimeo, 1);
+    p.now += Duration::from_millis(1);
+    for w in &answers {
+        p.a.input(&to_in(w), p.now, &mut p.sa);
+    }
+    assert_eq!(p.a.snd_una, p.a.snd_max);
+    assert_eq!(p.sa.sndrexmitbad, 0, "the ACK echoes the retransmission");
+}
