@@ -28,7 +28,7 @@ pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
 pub use stack::{NetConfig, Stack, StackConfig, StackError};
 pub use stats::{DropReason, Stats};
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp::{TcpBuffers, TcpListener, TcpStream};
 
 /// FxHash (rustc's hasher): tables keyed by addresses and ports on the data path need
 /// speed, not DoS resistance — their size is bounded and their keys are not chosen

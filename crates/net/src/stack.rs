@@ -13,7 +13,7 @@ use crate::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
 use crate::stats::{Stats, StatsSlot};
 use crate::tcp::chan::ListenShared;
 use crate::tcp::layer::TcpMsg;
-use crate::tcp::{TcpListener, TcpStream};
+use crate::tcp::{TcpBuffers, TcpListener, TcpStream};
 use crate::worker::Worker;
 use crate::FxBuild;
 use arc_swap::ArcSwap;
@@ -459,6 +459,22 @@ impl Stack {
     /// Listens for TCP connections on `addr` (port 0: an ephemeral port) with room for
     /// `backlog` connections that are half open or not yet accepted.
     pub fn tcp_listen(&self, addr: SocketAddrV4, backlog: usize) -> Result<TcpListener, BindError> {
+        let p = &self.shared.params.tcp;
+        let b = TcpBuffers {
+            send: p.sndbuf,
+            recv: p.rcvbuf,
+        };
+        self.tcp_listen_with(addr, backlog, b)
+    }
+
+    /// Like [`Stack::tcp_listen`], with the buffer sizes of the accepted connections.
+    pub fn tcp_listen_with(
+        &self,
+        addr: SocketAddrV4,
+        backlog: usize,
+        buffers: TcpBuffers,
+    ) -> Result<TcpListener, BindError> {
+        let b = buffers.clamped();
         let id = self.shared.next_sock_id.fetch_add(1, Ordering::Relaxed);
         let l = self.shared.update(|c| {
             if !addr.ip().is_unspecified() && !c.is_local(*addr.ip()) {
@@ -486,6 +502,7 @@ impl Stack {
                 id,
                 SocketAddrV4::new(*addr.ip(), port),
                 backlog,
+                (b.send, b.recv),
             ));
             c.tcp_listen.entry(port).or_default().push(l.clone());
             Ok(l)
@@ -522,7 +539,39 @@ impl Stack {
     pub fn tcp_connect_nonblocking(&self, remote: SocketAddrV4) -> io::Result<TcpStream> {
         let src = self.tcp_source(remote)?;
         let port = 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384;
-        crate::tcp::socket::connect(self.shared.clone(), SocketAddrV4::new(src, port), remote)
+        crate::tcp::socket::connect(
+            self.shared.clone(),
+            SocketAddrV4::new(src, port),
+            remote,
+            None,
+        )
+    }
+
+    /// Starts a TCP connection with its own buffer sizes (`SO_SNDBUF`/`SO_RCVBUF`
+    /// before `connect`), from `local_port` if given (else an ephemeral port).
+    pub fn tcp_connect_with(
+        &self,
+        remote: SocketAddrV4,
+        local_port: Option<u16>,
+        buffers: TcpBuffers,
+    ) -> io::Result<TcpStream> {
+        let src = self.tcp_source(remote)?;
+        let port = match local_port {
+            Some(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "local port 0: pass None for an ephemeral port",
+                ))
+            }
+            Some(p) => p,
+            None => 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384,
+        };
+        crate::tcp::socket::connect(
+            self.shared.clone(),
+            SocketAddrV4::new(src, port),
+            remote,
+            Some(buffers),
+        )
     }
 
     /// Like [`Stack::tcp_connect_nonblocking`], from a chosen local port (bind, then
@@ -544,6 +593,7 @@ impl Stack {
             self.shared.clone(),
             SocketAddrV4::new(src, local_port),
             remote,
+            None,
         )
     }
 

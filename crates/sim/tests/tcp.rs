@@ -582,3 +582,56 @@ fn dropping_more_streams_than_the_inbox_holds_closes_them_all() {
         .count();
     assert_eq!(ended, n, "every dropped stream sent its FIN");
 }
+
+/// Per-connection buffer sizes (SO_SNDBUF/SO_RCVBUF): small buffers on both sides
+/// still carry a bulk transfer byte-exact; sizes are reported and clamped.
+#[test]
+fn small_per_connection_buffers_carry_a_transfer() {
+    let (mut s, a, b) = pair(1, 11, Impairments::default());
+    let small = net::TcpBuffers {
+        send: 8 * 1024,
+        recv: 6 * 1024,
+    };
+    let l = s
+        .host(b)
+        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4, small)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, small)
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    assert_eq!((c.send_buffer_size(), c.recv_buffer_size()), (8192, 6144));
+    s.run_for(Duration::from_millis(20));
+    let (srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    assert_eq!(srv.recv_buffer_size(), 6144);
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    let mut buf = [0u8; 4096];
+    s.run_until(Duration::from_secs(60), |_| {
+        if sent < data.len() {
+            if let Ok(n) = (&c).write(&data[sent..]) {
+                sent += n;
+            }
+        }
+        while let Ok(n) = (&srv).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert_eq!(got, data);
+    let tiny = s
+        .host(a)
+        .tcp_connect_with(
+            SocketAddrV4::new(ip(2), 80),
+            None,
+            net::TcpBuffers { send: 1, recv: 1 },
+        )
+        .unwrap();
+    assert_eq!(tiny.send_buffer_size(), 4096, "clamped to 4 KiB");
+}

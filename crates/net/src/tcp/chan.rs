@@ -265,6 +265,8 @@ impl StreamShared {
 pub(crate) struct ListenShared {
     pub id: u64,
     pub local: SocketAddrV4,
+    /// Send and receive buffer sizes of the connections it accepts.
+    pub buffers: (usize, usize),
     /// Established connections waiting for `accept`.
     pub accept_q: ArrayQueue<Arc<StreamShared>>,
     /// Connections in SYN_RECEIVED (the SYN queue), bounded by the backlog; beyond it
@@ -276,11 +278,12 @@ pub(crate) struct ListenShared {
 }
 
 impl ListenShared {
-    pub fn new(id: u64, local: SocketAddrV4, backlog: usize) -> Self {
+    pub fn new(id: u64, local: SocketAddrV4, backlog: usize, buffers: (usize, usize)) -> Self {
         let backlog = backlog.clamp(1, 65_536);
         ListenShared {
             id,
             local,
+            buffers,
             accept_q: ArrayQueue::new(backlog),
             half_open: AtomicUsize::new(0),
             backlog,

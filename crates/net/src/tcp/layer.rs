@@ -7,7 +7,7 @@
 //! that matches (the memory links steer by the same hash) that never happens.
 
 use super::chan::{err, phase, ListenShared, StreamShared};
-use super::tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpError};
+use super::tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};
 use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -74,8 +74,8 @@ impl Conn {
             tuple.local,
             tuple.remote,
             cx.worker,
-            p.sndbuf,
-            p.rcvbuf,
+            l.buffers.0,
+            l.buffers.1,
         ));
         s.opt_nodelay.store(p.nodelay, Ordering::Release);
         Conn {
@@ -331,8 +331,13 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 }
                 return;
             }
+            let cfg = TcpConfig {
+                sndbuf: l.buffers.0,
+                rcvbuf: l.buffers.1,
+                ..cx.tcp_cfg
+            };
             let mut tcb = Tcb::from_cookie(
-                cx.tcp_cfg,
+                cfg,
                 ack.wrapping_sub(1),
                 seg.seq.wrapping_sub(1),
                 mss,
@@ -379,7 +384,12 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
-    let Some(mut tcb) = Tcb::accept(cx.tcp_cfg, iss, &seg) else {
+    let cfg = TcpConfig {
+        sndbuf: l.buffers.0,
+        rcvbuf: l.buffers.1,
+        ..cx.tcp_cfg
+    };
+    let Some(mut tcb) = Tcb::accept(cfg, iss, &seg) else {
         tw.scratch = scratch;
         return;
     };
@@ -406,7 +416,12 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 return;
             }
             let iss = isn(cx.isn_secret, &tuple, cx.now);
-            let mut tcb = Tcb::connect(cx.tcp_cfg, iss, &mut cx.stats.tcp);
+            let cfg = TcpConfig {
+                sndbuf: s.tx.cap(),
+                rcvbuf: s.rx.cap(),
+                ..cx.tcp_cfg
+            };
+            let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             let i = tw.insert(Conn {
                 tuple,

@@ -9,5 +9,5 @@ pub mod socket;
 pub mod tcb;
 
 pub use cc::CongestionControl;
-pub use socket::{TcpListener, TcpStream};
+pub use socket::{TcpBuffers, TcpListener, TcpStream};
 pub use tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};

@@ -108,7 +108,37 @@ pub struct TcpStream {
     rx_partial: Mutex<Option<(Vec<u8>, usize)>>,
 }
 
+/// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes: what the
+/// application may queue to send, and what the stack holds for it to read (which also
+/// bounds the window it offers). Clamped to 4 KiB ..= 64 MiB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpBuffers {
+    pub send: usize,
+    pub recv: usize,
+}
+
+impl TcpBuffers {
+    pub(crate) fn clamped(self) -> Self {
+        const MIN: usize = 4 * 1024;
+        const MAX: usize = 64 * 1024 * 1024;
+        TcpBuffers {
+            send: self.send.clamp(MIN, MAX),
+            recv: self.recv.clamp(MIN, MAX),
+        }
+    }
+}
+
 impl TcpStream {
+    /// The send buffer's size (`SO_SNDBUF`).
+    pub fn send_buffer_size(&self) -> usize {
+        self.s.tx.cap()
+    }
+
+    /// The receive buffer's size (`SO_RCVBUF`).
+    pub fn recv_buffer_size(&self) -> usize {
+        self.s.rx.cap()
+    }
+
     pub(crate) fn new(stack: Arc<Shared>, s: Arc<StreamShared>) -> Self {
         TcpStream {
             stack,
@@ -383,10 +413,17 @@ pub(crate) fn connect(
     stack: Arc<Shared>,
     local: SocketAddrV4,
     remote: SocketAddrV4,
+    buffers: Option<TcpBuffers>,
 ) -> io::Result<TcpStream> {
     let home = super::layer::flow_home(local, remote, stack.wake.len());
     let p = &stack.params.tcp;
-    let s = Arc::new(StreamShared::new(local, remote, home, p.sndbuf, p.rcvbuf));
+    let b = buffers
+        .unwrap_or(TcpBuffers {
+            send: p.sndbuf,
+            recv: p.rcvbuf,
+        })
+        .clamped();
+    let s = Arc::new(StreamShared::new(local, remote, home, b.send, b.recv));
     s.opt_nodelay.store(p.nodelay, Ordering::Release);
     let q = stack
         .tcp_inbox
