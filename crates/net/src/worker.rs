@@ -474,6 +474,7 @@ impl Worker {
 
         if let Some(tw) = cx.tcp.as_ref() {
             cx.stats.tcp.pcbcount = tw.count() as u64;
+            cx.stats.tcp.timerentries = tw.timer_entries() as u64;
         }
 
         // 7. Publish counters, wake applications.

@@ -635,3 +635,60 @@ fn small_per_connection_buffers_carry_a_transfer() {
         .unwrap();
     assert_eq!(tiny.send_buffer_size(), 4096, "clamped to 4 KiB");
 }
+
+/// Deadlines that move (delayed ACK, retransmission, a keepalive hours away) leave
+/// stale entries in the worker's timer heap; the heap stays within a few entries per
+/// connection however long the connections talk.
+#[test]
+fn the_timer_heap_stays_proportional_to_the_connections() {
+    let (mut s, a, b) = pair(1, 12, Impairments::default());
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 64)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let n = 40;
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let c = s
+            .host(a)
+            .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+            .unwrap();
+        c.set_nonblocking(true).unwrap();
+        c.set_keepalive(Some(std::time::Duration::from_secs(3600)))
+            .unwrap();
+        clients.push(c);
+    }
+    // SYNs beyond the ARP hold queue go again after the first timeout.
+    let mut servers = Vec::new();
+    s.run_until(Duration::from_secs(5), |_| {
+        while let Ok((c, _)) = l.accept() {
+            c.set_nonblocking(true).unwrap();
+            servers.push(c);
+        }
+        servers.len() == n
+    });
+    assert_eq!(servers.len(), n);
+    let mut buf = [0u8; 64];
+    let mut max_entries = 0;
+    for _ in 0..50 {
+        for c in &clients {
+            (&*c).write_all(b"ping").unwrap();
+        }
+        s.run_for(Duration::from_millis(60));
+        for c in &servers {
+            while matches!((&*c).read(&mut buf), Ok(k) if k > 0) {}
+        }
+        s.run_for(Duration::from_millis(60));
+        max_entries = max_entries.max(s.host(a).stats().tcp.timerentries);
+    }
+    let bound = 4 * n as u64 + 64;
+    assert!(
+        max_entries <= bound,
+        "timer heap reached {max_entries} entries for {n} connections (bound {bound})"
+    );
+    assert!(
+        max_entries >= n as u64,
+        "every connection has a timer: {max_entries}"
+    );
+}

@@ -13,7 +13,8 @@ use crate::stats::DropReason;
 use crate::worker::Cx;
 use crate::FxBuild;
 use mbuf::Mbuf;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddrV4};
 use std::sync::atomic::Ordering;
@@ -64,6 +65,8 @@ struct Conn {
     half_open: bool,
     fin_requested: bool,
     tx_partial: Option<(Vec<u8>, usize)>,
+    /// The deadline this connection has in the worker's timer heap, if any.
+    timer_at: Option<dev::Instant>,
 }
 
 impl Conn {
@@ -87,6 +90,7 @@ impl Conn {
             half_open,
             fin_requested: false,
             tx_partial: None,
+            timer_at: None,
         }
     }
 }
@@ -98,7 +102,15 @@ pub(crate) struct TcpWorker {
     free: Vec<usize>,
     segs: Vec<SegOut>,
     scratch: Vec<u8>,
-    next_timer: Option<dev::Instant>,
+    /// Connections' next deadlines, earliest first: (deadline, slot, generation).
+    /// An entry is current while its connection's `timer_at` names it; a deadline
+    /// that moves later keeps its entry, which, when it comes up early, is pushed
+    /// again for the real deadline. So at most a few entries per connection, and a
+    /// due timer costs O(log n), not a scan of every connection.
+    timers: BinaryHeap<Reverse<(dev::Instant, usize, u32)>>,
+    /// Per slab slot: bumped when the slot's connection goes, so stale entries of a
+    /// reused slot are told apart.
+    gens: Vec<u32>,
     pub max_conns: usize,
     /// Readers to wake at the end of the worker's batch: one wake-up for all the
     /// segments of a burst, not one for the first of them.
@@ -129,13 +141,44 @@ impl TcpWorker {
             segs: Vec::with_capacity(64),
             readers: Vec::with_capacity(64),
             scratch: vec![0u8; 65_536],
-            next_timer: None,
+            timers: BinaryHeap::new(),
+            gens: Vec::new(),
             max_conns,
         }
     }
 
     pub fn poll_at(&self) -> Option<dev::Instant> {
-        self.next_timer
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// Registers slot `i`'s connection's next deadline (after it was serviced).
+    fn arm(&mut self, i: usize, c: &mut Conn) {
+        if let Some(t) = c.tcb.poll_at() {
+            if c.timer_at.is_none_or(|r| t < r) {
+                c.timer_at = Some(t);
+                self.timers.push(Reverse((t, i, self.gens[i])));
+                // Stale entries (deadlines that moved) leave only when their time
+                // comes, which for a keepalive is hours: sweep them when they
+                // outnumber the connections, so the heap stays O(connections).
+                if self.timers.len() > 4 * self.conns.len() + 64 {
+                    let (slab, gens) = (&self.slab, &self.gens);
+                    let (here, at) = (i, t);
+                    self.timers.retain(|Reverse((t, j, g))| {
+                        (*j == here && *t == at)
+                            || (gens.get(*j) == Some(g)
+                                && slab
+                                    .get(*j)
+                                    .and_then(Option::as_ref)
+                                    .is_some_and(|c| c.timer_at == Some(*t)))
+                    });
+                }
+            }
+        }
+    }
+
+    /// Entries in the timer heap (current and stale), a gauge.
+    pub fn timer_entries(&self) -> usize {
+        self.timers.len()
     }
 
     /// Connections (control blocks) this worker holds.
@@ -152,6 +195,7 @@ impl TcpWorker {
             }
             None => {
                 self.slab.push(Some(c));
+                self.gens.push(0);
                 self.slab.len() - 1
             }
         };
@@ -162,6 +206,7 @@ impl TcpWorker {
     fn remove(&mut self, i: usize, t: &Tuple) {
         self.conns.remove(t);
         self.slab[i] = None;
+        self.gens[i] = self.gens[i].wrapping_add(1);
         self.free.push(i);
     }
 }
@@ -432,6 +477,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 half_open: false,
                 fin_requested: false,
                 tx_partial: None,
+                timer_at: None,
             });
             service(cx, tw, i);
         }
@@ -448,21 +494,37 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     }
 }
 
-/// Runs due timers of every connection (only when the earliest is due).
+/// Runs the timers that are due, earliest first, from the worker's heap.
 pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
-    match tw.next_timer {
-        Some(t) if t <= cx.now => {}
-        _ => return,
-    }
-    tw.next_timer = None;
-    for i in 0..tw.slab.len() {
-        let due = match tw.slab[i].as_ref() {
-            Some(c) => c.tcb.poll_at(),
-            None => continue,
+    // Bounded per poll, so a burst of expiries cannot starve the rest of the loop.
+    for _ in 0..4096 {
+        match tw.timers.peek() {
+            Some(Reverse((t, _, _))) if *t <= cx.now => {}
+            _ => return,
+        }
+        let Some(Reverse((t, i, g))) = tw.timers.pop() else {
+            return;
+        };
+        if tw.gens.get(i) != Some(&g) {
+            continue;
+        }
+        let due = match tw.slab.get_mut(i).and_then(Option::as_mut) {
+            Some(c) if c.timer_at == Some(t) => {
+                c.timer_at = None;
+                c.tcb.poll_at()
+            }
+            // Stale: the connection holds an earlier entry, or none.
+            _ => continue,
         };
         match due {
-            Some(t) if t <= cx.now => service(cx, tw, i),
-            Some(t) => tw.next_timer = Some(tw.next_timer.map_or(t, |n| n.min(t))),
+            Some(d) if d <= cx.now => service(cx, tw, i),
+            Some(d) => {
+                // Came up early (the deadline moved later): wait for the real one.
+                if let Some(c) = tw.slab[i].as_mut() {
+                    c.timer_at = Some(d);
+                }
+                tw.timers.push(Reverse((d, i, g)));
+            }
             None => {}
         }
     }
@@ -584,9 +646,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             }
         }
     }
-    if let Some(t) = c.tcb.poll_at() {
-        tw.next_timer = Some(tw.next_timer.map_or(t, |n| n.min(t)));
-    }
+    tw.arm(i, &mut c);
     let aborted = c.tcb.state() == State::Closed;
     tw.slab[i] = Some(c);
     if aborted {
