@@ -102,7 +102,7 @@ counter_group!(
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
-        rexmitlost, listennosyn, timerentries,
+        rexmitlost, listennosyn, timerentries, rcvacktooold,
     }
 );
 

@@ -285,6 +285,8 @@ pub struct Tcb {
     snd_nxt: u32,
     snd_max: u32,
     snd_wnd: u32,
+    /// The largest window the peer has offered (RFC 5961 §5.2's MAX.SND.WND).
+    max_snd_wnd: u32,
     snd_wl1: u32,
     snd_wl2: u32,
     /// Shift applied to the peer's advertised window.
@@ -412,6 +414,7 @@ impl Tcb {
             snd_nxt: iss,
             snd_max: iss,
             snd_wnd: 0,
+            max_snd_wnd: 0,
             snd_wl1: 0,
             snd_wl2: 0,
             snd_wscale: 0,
@@ -1516,6 +1519,7 @@ impl Tcb {
         self.rcv_adv = self.rcv_nxt;
         self.last_ack_sent = self.rcv_nxt;
         self.snd_wnd = u32::from(seg.wnd);
+        self.max_snd_wnd = self.snd_wnd;
         self.snd_wl1 = seg.seq;
         match seg.ack {
             Some(a) => {
@@ -1644,6 +1648,7 @@ impl Tcb {
                 self.state = State::Established;
                 st.accepts += 1;
                 self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+                self.max_snd_wnd = self.snd_wnd;
                 self.snd_wl1 = seq;
                 self.snd_wl2 = ack;
             } else {
@@ -1655,6 +1660,15 @@ impl Tcb {
         // ACK processing.
         if lt(self.snd_max, ack) {
             st.rcvacktoomuch += 1;
+            self.ack_now = true;
+            return;
+        }
+        // RFC 5961 §5.2: an ACK older than anything the peer's largest window could
+        // still be acknowledging is blind injection or an old duplicate: drop the
+        // segment (its data too) and send a challenge ACK.
+        if self.max_snd_wnd > 0 && lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
+            st.rcvacktooold += 1;
+            st.challengeack += 1;
             self.ack_now = true;
             return;
         }
@@ -1680,6 +1694,7 @@ impl Tcb {
                 st.rcvwinupd += 1;
             }
             self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
             self.snd_wl1 = seq;
             self.snd_wl2 = ack;
         }

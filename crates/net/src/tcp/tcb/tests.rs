@@ -1120,3 +1120,31 @@ fn a_real_timeout_is_not_undone() {
     assert_eq!(p.a.snd_una, p.a.snd_max);
     assert_eq!(p.sa.sndrexmitbad, 0, "the ACK echoes the retransmission");
 }
+
+#[test]
+fn data_with_an_ack_too_old_for_any_window_is_dropped_with_a_challenge_ack() {
+    let mut p = quiet_pair(24);
+    // Move SND.UNA well past the largest window the peer offered.
+    p.transfer(2_000_000, false, Duration::from_secs(60));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()));
+    let before = p.a.recv_available();
+    let payload = [9u8; 100];
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_una.wrapping_sub(p.a.max_snd_wnd).wrapping_sub(1000));
+    s.payload = &payload;
+    let now = p.now;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!((p.sa.rcvacktooold, p.sa.challengeack), (1, 1));
+    assert_eq!(
+        p.a.recv_available(),
+        before,
+        "the injected data was not taken"
+    );
+    assert_eq!(p.a.state(), State::Established);
+    // An ACK inside the window is still fine.
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_una);
+    s.payload = &payload;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.recv_available(), before + 100);
+}
