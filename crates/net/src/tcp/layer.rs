@@ -361,7 +361,8 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             .cloned()
     });
     let listener = listener.filter(|l| !l.closed.load(Ordering::Acquire));
-    let is_syn = seg.syn && seg.ack.is_none() && !seg.rst;
+    // SYN+FIN is no way to open a connection (Linux drops it too).
+    let is_syn = seg.syn && seg.ack.is_none() && !seg.rst && !seg.fin;
     if let (Some(l), false, false, Some(ack)) = (&listener, seg.syn, seg.rst, seg.ack) {
         if let Some(mss) = cookie_check(cx.isn_secret, &tuple, ack.wrapping_sub(1), cx.now) {
             cx.stats.tcp.syncookiesrecvd += 1;
