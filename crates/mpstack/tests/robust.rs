@@ -333,10 +333,10 @@ fn random_flag_probes_leave_the_node_serving() {
         }
     }
     // Blind ones at the held connection's 4-tuple: resets, SYNs, FINs and ACKs at
-    // random sequence numbers must not close or stall it (RFC 5961). Without data: the
-    // node does not check an acknowledgment number against SND.UNA - MAX.SND.WND (RFC
-    // 5961 §5.2, a MAY), so data at a random in-window sequence number (p ≈ window /
-    // 2^32 per probe) would be taken, and the echo compared below would differ.
+    // random sequence numbers must not close or stall it (RFC 5961). Without data:
+    // data with an in-window sequence number and an acceptable acknowledgment number
+    // (RFC 5961 §5.2; p ≈ (window / 2^32)^2 per probe, but not zero) would be taken,
+    // and the echo compared below would differ.
     for flags in [
         "-R", "-R -A", "-S", "-S -A", "-F", "-F -A", "-A", "-P -A", "-U -A",
     ] {
