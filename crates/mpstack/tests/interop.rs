@@ -322,15 +322,7 @@ fn tcp_echo_discard_chargen_with_linux_two_workers() {
 fn tcp_echo_with_loss(tag: &str, p: f64) {
     skip_unless!("socat", "sha256sum", "iptables");
     let mut lab = Lab::start(tag, 2);
-    for chain in [
-        format!("OUTPUT -o {}", lab.tap),
-        format!("INPUT -i {}", lab.tap),
-    ] {
-        let (ok, out) = lab.exec(&format!(
-            "iptables -A {chain} -p tcp -m statistic --mode random --probability {p} -j DROP"
-        ));
-        assert!(ok, "iptables: {out}");
-    }
+    drop_randomly(&lab, p);
     echo_intact(&lab, tag, 5, 300);
     let c = lab.stop();
     let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);

@@ -165,6 +165,20 @@ struct Tally {
 }
 
 impl Tally {
+    /// The figures of a run that lasted `secs`.
+    fn rate(&self, name: &'static str, secs: f64) -> ConnRate {
+        ConnRate {
+            name,
+            conns: self.ok.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            secs,
+            max_connect: self.max_connect_us.load(Ordering::Relaxed) as f64 / 1e6,
+            max_exchange: self.max_exchange_us.load(Ordering::Relaxed) as f64 / 1e6,
+            slow: self.slow.load(Ordering::Relaxed),
+            first_error: self.first(),
+        }
+    }
+
     fn first(&self) -> Option<String> {
         self.first_error
             .lock()
@@ -302,16 +316,7 @@ pub fn rate_mpstack(secs: f64, workers: usize) -> Result<ConnRate, String> {
     stop.store(true, Ordering::Release);
     a.into_inner().unwrap_or_else(|p| p.into_inner()).0.stop();
     b.stop();
-    Ok(ConnRate {
-        name: "mpstack",
-        conns: tally.ok.load(Ordering::Relaxed),
-        failed: tally.failed.load(Ordering::Relaxed),
-        secs,
-        max_connect: tally.max_connect_us.load(Ordering::Relaxed) as f64 / 1e6,
-        max_exchange: tally.max_exchange_us.load(Ordering::Relaxed) as f64 / 1e6,
-        slow: tally.slow.load(Ordering::Relaxed),
-        first_error: tally.first(),
-    })
+    Ok(tally.rate("mpstack", secs))
 }
 
 /// The same workload through the Linux kernel over 127.0.0.1 (`std::net`).
@@ -363,16 +368,7 @@ pub fn rate_kernel(secs: f64) -> Result<ConnRate, String> {
         }
         secs
     });
-    Ok(ConnRate {
-        name: "linux-loopback",
-        conns: tally.ok.load(Ordering::Relaxed),
-        failed: tally.failed.load(Ordering::Relaxed),
-        secs,
-        max_connect: tally.max_connect_us.load(Ordering::Relaxed) as f64 / 1e6,
-        max_exchange: tally.max_exchange_us.load(Ordering::Relaxed) as f64 / 1e6,
-        slow: tally.slow.load(Ordering::Relaxed),
-        first_error: tally.first(),
-    })
+    Ok(tally.rate("linux-loopback", secs))
 }
 
 /// VmRSS of this process in bytes (0 where /proc is missing).
