@@ -418,7 +418,7 @@ fn bench_tcp_runs_and_prints_json() {
 
 #[test]
 fn http_service_serves_files_to_curl() {
-    skip_unless!("curl", "sha256sum");
+    skip_unless!("curl", "nc", "sha256sum");
     let www = www_dir("h");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("index.html"), "<h1>mpstack</h1>\n").unwrap();
@@ -462,10 +462,13 @@ fn http_service_serves_files_to_curl() {
     let (_, out) = lab.exec("curl -sS -X DELETE -o /dev/null -w %{http_code} http://198.18.0.2/");
     assert_eq!(out.trim(), "405");
     // mpstack closes first under HTTP/1.0, so it holds TIME_WAIT; the same client port
-    // again at once is a new incarnation that must be let in (RFC 6191).
+    // again at once is a new incarnation that must be let in (RFC 6191). `nc` reads
+    // until mpstack closes (curl, having read Content-Length bytes, may close first and
+    // leave Linux's end in TIME_WAIT, and its next bind fails).
     for _ in 0..2 {
-        let (ok, out) =
-            lab.exec("curl -sS --http1.0 --local-port 40123 --max-time 20 http://198.18.0.2/");
+        let (ok, out) = lab.exec(
+            "sh -c 'printf \"GET / HTTP/1.0\\r\\n\\r\\n\" | timeout 20 nc -p 40123 198.18.0.2 80'",
+        );
         assert!(ok && out.contains("<h1>mpstack</h1>"), "{out}");
         std::thread::sleep(Duration::from_millis(200));
     }
