@@ -7,7 +7,9 @@
 //! that matches (the memory links steer by the same hash) that never happens.
 
 use super::chan::{err, phase, ListenShared, StreamShared};
-use super::tcb::{reset_for, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};
+use super::tcb::{
+    reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
+};
 use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -382,12 +384,18 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 rcvbuf: l.buffers.1,
                 ..cx.tcp_cfg
             };
+            let opts = seg.ts.map(|(tsval, tsecr)| CookieOpts {
+                wscale: Some((tsecr & 0xf) as u8).filter(|w| *w != 0xf),
+                sack: tsecr & 0x10 != 0,
+                ts: (tsval, tsecr),
+            });
             let mut tcb = Tcb::from_cookie(
                 cfg,
                 ack.wrapping_sub(1),
                 seg.seq.wrapping_sub(1),
                 mss,
                 seg.wnd,
+                opts,
             );
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             tcb.input(&seg, cx.now, &mut cx.stats.tcp);
@@ -416,15 +424,35 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
         cx.stats.tcp.syncookiessent += 1;
         let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
-        let synack = SegOut {
+        let cfg = TcpConfig {
+            sndbuf: l.buffers.0,
+            rcvbuf: l.buffers.1,
+            ..cx.tcp_cfg
+        };
+        let mut synack = SegOut {
             seq: cookie,
             ack: seg.seq.wrapping_add(1),
             ack_flag: true,
             syn: true,
-            wnd: cx.tcp_cfg.rcvbuf.min(65_535) as u16,
-            mss: Some(cx.tcp_cfg.mss),
+            wnd: cfg.rcvbuf.min(65_535) as u16,
+            mss: Some(cfg.mss),
             ..SegOut::default()
         };
+        // With timestamps the cookie keeps the SYN's other options too: the low six
+        // bits of our TSval carry the peer's window scale and SACK permitted, and the
+        // ACK echoes them back (as Linux does).
+        if let (true, Some((peer_ts, _))) = (cfg.timestamps, seg.ts) {
+            let ws = seg.wscale.filter(|_| cfg.window_scaling);
+            let bits = u32::from(ws.map_or(0xf, |w| w.min(14)))
+                | (u32::from(seg.sack_perm && cfg.sack) << 4);
+            let clock = (cx.now.as_millis() as u32).wrapping_add(ts_offset(cx.isn_secret, &tuple));
+            // At or below the clock, so later timestamps never run backwards.
+            let tsval =
+                ((clock & !0x3f) | bits).wrapping_sub(if bits > (clock & 0x3f) { 64 } else { 0 });
+            synack.ts = Some((tsval, peer_ts));
+            synack.wscale = ws.map(|_| wscale_for(&cfg));
+            synack.sack_perm = seg.sack_perm && cfg.sack;
+        }
         tw.scratch = scratch;
         send_segment(cx, &tuple, &synack, &[]);
         return;

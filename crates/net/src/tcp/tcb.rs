@@ -60,6 +60,30 @@ impl State {
     }
 }
 
+/// The window scale we ask for: the smallest shift that lets the receive buffer be
+/// offered whole (0 without window scaling).
+pub fn wscale_for(cfg: &TcpConfig) -> u8 {
+    if !cfg.window_scaling {
+        return 0;
+    }
+    let mut s = 0u8;
+    while (cfg.rcvbuf >> s) > 65_535 && s < 14 {
+        s += 1;
+    }
+    s
+}
+
+/// Options a SYN cookie connection recovers from the timestamp it echoes (see
+/// [`Tcb::from_cookie`]): the peer's window scale, SACK permitted, and the echo itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CookieOpts {
+    /// The peer's window scale, if it offered one.
+    pub wscale: Option<u8>,
+    pub sack: bool,
+    /// The ACK's (TSval, TSecr).
+    pub ts: (u32, u32),
+}
+
 /// Why a connection ended abnormally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TcpError {
@@ -394,15 +418,7 @@ const REXMIT_TRACK: usize = 32;
 
 impl Tcb {
     fn new(cfg: TcpConfig, iss: u32, active: bool) -> Tcb {
-        let rcv_wscale = if cfg.window_scaling {
-            let mut s = 0u8;
-            while (cfg.rcvbuf >> s) > 65_535 && s < 14 {
-                s += 1;
-            }
-            s
-        } else {
-            0
-        };
+        let rcv_wscale = wscale_for(&cfg);
         let mss = u32::from(cfg.mss.max(64));
         Tcb {
             cfg,
@@ -515,7 +531,14 @@ impl Tcb {
     /// A connection rebuilt from the ACK of a SYN cookie (RFC 4987): established at
     /// once, with the MSS the cookie carried and no other options (the SYN-ACK offered
     /// none).
-    pub fn from_cookie(cfg: TcpConfig, iss: u32, irs: u32, mss: u16, wnd: u16) -> Tcb {
+    pub fn from_cookie(
+        cfg: TcpConfig,
+        iss: u32,
+        irs: u32,
+        mss: u16,
+        wnd: u16,
+        opts: Option<CookieOpts>,
+    ) -> Tcb {
         let mut t = Tcb::new(cfg, iss, false);
         t.state = State::Established;
         t.snd_una = iss.wrapping_add(1);
@@ -531,7 +554,19 @@ impl Tcb {
         t.rcv_wscale = 0;
         t.ts_enabled = false;
         t.sack_perm = false;
-        t.snd_wnd = u32::from(wnd);
+        if let Some(o) = opts.filter(|_| cfg.timestamps) {
+            // The SYN-ACK offered what the peer's SYN did; the echoed timestamp says
+            // what that was (Linux's encoding).
+            t.ts_enabled = true;
+            t.ts_recent = o.ts.0;
+            t.sack_perm = cfg.sack && o.sack;
+            if let (true, Some(ws)) = (cfg.window_scaling, o.wscale) {
+                t.snd_wscale = ws.min(14);
+                t.rcv_wscale = wscale_for(&cfg);
+                t.wscale_ok = true;
+            }
+        }
+        t.snd_wnd = u32::from(wnd) << t.snd_wscale;
         t.snd_wl1 = irs;
         t.snd_wl2 = t.snd_una;
         t.cwnd = cfg.init_cwnd_segs.max(1) * t.snd_mss;

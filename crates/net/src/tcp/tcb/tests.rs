@@ -1148,3 +1148,23 @@ fn data_with_an_ack_too_old_for_any_window_is_dropped_with_a_challenge_ack() {
     p.a.input(&s, now, &mut p.sa);
     assert_eq!(p.a.recv_available(), before + 100);
 }
+
+#[test]
+fn a_cookie_connection_takes_its_options_from_the_echoed_timestamp() {
+    let cfg = quick();
+    let opts = CookieOpts {
+        wscale: Some(7),
+        sack: true,
+        ts: (1000, 0x1234_5657),
+    };
+    let t = Tcb::from_cookie(cfg, 100, 200, 1460, 1000, Some(opts));
+    assert_eq!(t.state(), State::Established);
+    assert!(t.ts_enabled && t.sack_perm && t.wscale_ok);
+    assert_eq!((t.snd_wscale, t.rcv_wscale), (7, wscale_for(&cfg)));
+    assert_eq!(t.snd_wnd, 1000 << 7, "the ACK's window is scaled");
+    assert_eq!(t.ts_recent, 1000);
+    // Without timestamps the cookie carries only the MSS.
+    let t = Tcb::from_cookie(cfg, 100, 200, 1460, 1000, None);
+    assert!(!t.ts_enabled && !t.sack_perm);
+    assert_eq!((t.snd_wscale, t.rcv_wscale, t.snd_wnd), (0, 0, 1000));
+}
