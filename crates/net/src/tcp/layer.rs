@@ -375,7 +375,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 let rst = reset_for(&seg);
                 tw.scratch = scratch;
                 if let Some(r) = rst {
-                    send_segment(cx, &tuple, &r, &[]);
+                    send_segment(cx, &tuple, &r, (&[], &[]));
                 }
                 return;
             }
@@ -415,7 +415,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     let Some(l) = listener.filter(|_| is_syn) else {
         DropReason::TcpNoPort.count(cx.stats);
         if let Some(r) = reset_for(&seg) {
-            send_segment(cx, &tuple, &r, &[]);
+            send_segment(cx, &tuple, &r, (&[], &[]));
         }
         tw.scratch = scratch;
         return;
@@ -454,7 +454,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             synack.sack_perm = seg.sack_perm && cfg.sack;
         }
         tw.scratch = scratch;
-        send_segment(cx, &tuple, &synack, &[]);
+        send_segment(cx, &tuple, &synack, (&[], &[]));
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
@@ -600,21 +600,18 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         let mut segs = std::mem::take(&mut tw.segs);
         c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
         for seg in &segs {
-            let n = seg.data_len.min(tw.scratch.len());
-            c.tcb.copy_payload(seg, &mut tw.scratch[..n]);
-            send_segment(cx, &c.tuple, seg, &tw.scratch[..n]);
+            // Straight from the send buffer into the packet.
+            send_segment(cx, &c.tuple, seg, c.tcb.payload(seg));
         }
         tw.segs = segs;
         if round == 1 {
             break;
         }
         let mut moved = false;
-        // One chunk at a time, never more than the channel takes: this worker is its
-        // only producer, so the room it sees cannot shrink before the push.
+        // Straight from the receive buffer into the channel's chunks, as much as the
+        // channel takes (this worker is its only producer).
         while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
-            let room = s.rx.space();
-            // Straight from the receive buffer into the channel's chunks.
-            let k = c.tcb.recv_with(room, |b| s.rx.push(b));
+            let k = c.tcb.recv_with(s.rx.space(), |b| s.rx.push(b));
             if k == 0 {
                 break;
             }
@@ -684,7 +681,8 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
 }
 
 /// Builds one segment and sends it down `ip_output`.
-fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: &[u8]) {
+/// `payload` is the segment's data in one or two pieces.
+fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8])) {
     let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
     let hlen = repr.header_len();
     let mut hdr = [0u8; 60];
@@ -700,10 +698,13 @@ fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: &[u8]) {
     let Ok(mut m) = Mbuf::new() else {
         return DropReason::IpOutDropped.count(cx.stats);
     };
-    if m.append(&hdr[..hlen]).is_err() || m.append(payload).is_err() {
+    if m.append(&hdr[..hlen]).is_err()
+        || m.append(payload.0).is_err()
+        || m.append(payload.1).is_err()
+    {
         return DropReason::IpOutDropped.count(cx.stats);
     }
-    let total = hlen + payload.len();
+    let total = hlen + payload.0.len() + payload.1.len();
     let sum = add(
         crate::icmp::mbuf_sum(&m, 0, total),
         wire::checksum::pseudo_header(

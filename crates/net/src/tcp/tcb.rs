@@ -1491,24 +1491,25 @@ impl Tcb {
 
     /// Copies the data of `seg` into `dst` (`dst.len() == seg.data_len`).
     pub fn copy_payload(&self, seg: &SegOut, dst: &mut [u8]) {
-        let off = diff(seg.seq, self.buf_seq) as usize;
-        let n = dst.len().min(seg.data_len);
+        let (a, b) = self.payload(seg);
+        let na = a.len().min(dst.len());
+        dst[..na].copy_from_slice(&a[..na]);
+        let nb = b.len().min(dst.len() - na);
+        dst[na..na + nb].copy_from_slice(&b[..nb]);
+    }
+
+    /// The data of `seg` in place: one or two slices of the send buffer (it may wrap),
+    /// `data_len` bytes in all, for the caller to copy straight into a packet.
+    pub fn payload(&self, seg: &SegOut) -> (&[u8], &[u8]) {
         let (a, b) = self.sndbuf.as_slices();
-        let mut done = 0;
-        let mut pos = off;
-        while done < n {
-            let (src, at) = if pos < a.len() {
-                (a, pos)
-            } else {
-                (b, pos - a.len())
-            };
-            let k = (src.len().saturating_sub(at)).min(n - done);
-            if k == 0 {
-                break;
-            }
-            dst[done..done + k].copy_from_slice(&src[at..at + k]);
-            done += k;
-            pos += k;
+        let off = (diff(seg.seq, self.buf_seq) as usize).min(a.len() + b.len());
+        let n = seg.data_len.min(a.len() + b.len() - off);
+        if off >= a.len() {
+            let at = off - a.len();
+            (&b[at..at + n], &[])
+        } else {
+            let na = n.min(a.len() - off);
+            (&a[off..off + na], &b[..n - na])
         }
     }
 
