@@ -137,7 +137,7 @@ pub(crate) struct Shared {
     /// Per worker: streams whose wake-up did not fit in the inbox (a burst of closes
     /// from an application dropping thousands of streams at once). Rare, so a lock;
     /// a wake-up is never lost, or a dropped stream would never close.
-    pub tcp_overflow: Vec<Mutex<Vec<Arc<crate::tcp::chan::StreamShared>>>>,
+    pub tcp_overflow: Vec<crate::tcp::chan::Overflow>,
     /// The RFC 6528 secret of this stack's initial sequence numbers.
     pub isn_secret: u64,
 }
@@ -325,7 +325,9 @@ impl Stack {
             tcp_inbox: (0..n)
                 .map(|_| ArrayQueue::new(cfg.tcp_inbox.max(16)))
                 .collect(),
-            tcp_overflow: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+            tcp_overflow: (0..n)
+                .map(|_| crate::tcp::chan::Overflow::default())
+                .collect(),
             isn_secret: cfg.isn_secret.unwrap_or_else(|| {
                 use std::hash::{BuildHasher, Hasher};
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();

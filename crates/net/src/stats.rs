@@ -103,6 +103,7 @@ counter_group!(
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
         rexmitlost, listennosyn, timerentries, rcvacktooold,
+        connaddrinuse, conntablefull,
     }
 );
 

@@ -192,15 +192,6 @@ pub(crate) struct Worker {
     tcp: TcpWorker,
 }
 
-/// Whether a worker's overflow list holds streams (a lock, but only taken after a
-/// full inbox; `try_lock` keeps the fast path from waiting on an application).
-fn inbox_overflowed(o: &std::sync::Mutex<Vec<Arc<crate::tcp::chan::StreamShared>>>) -> bool {
-    match o.try_lock() {
-        Ok(v) => !v.is_empty(),
-        Err(_) => true,
-    }
-}
-
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
@@ -393,12 +384,9 @@ impl Worker {
                     more = true;
                 }
             }
-            if let Some(o) = shared.tcp_overflow.get(*id) {
-                if inbox_overflowed(o) {
-                    let spill = std::mem::take(&mut *o.lock().unwrap_or_else(|e| e.into_inner()));
-                    for s in spill {
-                        crate::tcp::layer::tcp_msg(&mut cx, tw, TcpMsg::Wake(s));
-                    }
+            if let Some(o) = shared.tcp_overflow.get(*id).filter(|o| o.pending()) {
+                for s in o.take() {
+                    crate::tcp::layer::tcp_msg(&mut cx, tw, TcpMsg::Wake(s));
                 }
             }
             crate::tcp::layer::tcp_timers(&mut cx, tw);
@@ -510,7 +498,7 @@ impl Worker {
                 .shared
                 .tcp_overflow
                 .get(self.id)
-                .is_some_and(inbox_overflowed);
+                .is_some_and(|o| o.pending());
         handoff
             || tcp
             || cfg

@@ -154,6 +154,35 @@ impl ByteChan {
     }
 }
 
+/// A worker's overflow list: streams whose wake-up did not fit in its inbox. The flag
+/// lets the worker look with one load per poll; the lock is taken only when it is up.
+#[derive(Debug, Default)]
+pub(crate) struct Overflow {
+    any: AtomicBool,
+    list: std::sync::Mutex<Vec<Arc<StreamShared>>>,
+}
+
+impl Overflow {
+    /// Application side: queues a stream's wake-up.
+    pub fn push(&self, s: Arc<StreamShared>) {
+        self.list.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// Worker side: whether anything waits (a plain load).
+    pub fn pending(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    /// Worker side: takes what waits.
+    pub fn take(&self) -> Vec<Arc<StreamShared>> {
+        if !self.any.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.list.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// Connection state as the application sees it.
 pub(crate) mod phase {
     pub const CONNECTING: u8 = 0;

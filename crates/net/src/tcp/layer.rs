@@ -483,7 +483,13 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 local: s.local,
                 remote: s.remote,
             };
-            if tw.conns.contains_key(&tuple) || tw.conns.len() >= tw.max_conns {
+            let in_use = tw.conns.contains_key(&tuple);
+            if in_use || tw.conns.len() >= tw.max_conns {
+                if in_use {
+                    cx.stats.tcp.connaddrinuse += 1;
+                } else {
+                    cx.stats.tcp.conntablefull += 1;
+                }
                 s.error.store(err::REFUSED, Ordering::Release);
                 s.phase.store(phase::CLOSED, Ordering::Release);
                 s.wake();

@@ -157,7 +157,7 @@ impl TcpStream {
                     // Full: the overflow list, which the worker also drains; `queued`
                     // stays up, as the stream is queued there.
                     if let Some(o) = self.stack.tcp_overflow.get(self.s.home) {
-                        o.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+                        o.push(s);
                     }
                 }
             }
