@@ -263,12 +263,17 @@ fn echo_intact(lab: &Lab, tag: &str, mb: usize, timeout_s: u32) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(ok, "{out}");
+    assert_same_sums(&out, &format!("echoed data ({tag})"));
+}
+
+/// `out` holds two `sha256sum` lines (what came back, what was sent): they agree.
+fn assert_same_sums(out: &str, what: &str) {
     let sums: Vec<&str> = out
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(sums.len(), 2, "{out}");
-    assert_eq!(sums[0], sums[1], "echoed data differs ({tag})");
+    assert_eq!(sums[0], sums[1], "{what} differs");
 }
 
 fn tcp_services(tag: &str, workers: u16) {
@@ -526,12 +531,7 @@ fn big_transfers(tag: &str, p: f64) {
         file.display()
     ));
     assert!(ok, "curl: {out}");
-    let sums: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(sums.len(), 2, "{out}");
-    assert_eq!(sums[0], sums[1], "curl got different bytes at loss {p}");
+    assert_same_sums(&out, &format!("curl's download at loss {p}"));
     let curl_s = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&file);
 

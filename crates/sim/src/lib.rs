@@ -325,12 +325,25 @@ pub fn standalone_host(
     dev: Box<dyn Device>,
     addr: &str,
 ) -> Result<Stack, String> {
+    standalone_host_with(
+        StackConfig {
+            name: name.into(),
+            workers,
+            ..StackConfig::default()
+        },
+        dev,
+        addr,
+    )
+}
+
+/// Like [`standalone_host`], with a configuration of its own.
+pub fn standalone_host_with(
+    cfg: StackConfig,
+    dev: Box<dyn Device>,
+    addr: &str,
+) -> Result<Stack, String> {
     let addr: InetAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
-    let mut s = Stack::new(StackConfig {
-        name: name.into(),
-        workers,
-        ..StackConfig::default()
-    });
+    let mut s = Stack::new(cfg);
     s.add_interface(
         dev,
         IfConfig {

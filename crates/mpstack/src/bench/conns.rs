@@ -10,7 +10,7 @@
 //!   heap (a counting global allocator) and of VmRSS divided by N.
 
 use dev::mem::{wire, WireConfig};
-use net::{IfConfig, InetAddr, Stack, StackConfig, TcpListener, TcpStream};
+use net::{Stack, StackConfig, TcpListener, TcpStream};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -89,22 +89,16 @@ fn stack(
     dev: dev::mem::MemDevice,
     addr: &str,
 ) -> Result<Stack, String> {
-    let addr: InetAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
-    let mut s = Stack::new(StackConfig {
-        name: name.into(),
-        workers,
-        tcp_max_conns: max_conns,
-        ..StackConfig::default()
-    });
-    s.add_interface(
-        Box::new(dev),
-        IfConfig {
-            addrs: vec![addr],
-            ..IfConfig::default()
+    sim::standalone_host_with(
+        StackConfig {
+            name: name.into(),
+            workers,
+            tcp_max_conns: max_conns,
+            ..StackConfig::default()
         },
+        Box::new(dev),
+        addr,
     )
-    .map_err(|e| e.to_string())?;
-    Ok(s)
 }
 
 /// Two stacks (client 198.18.0.1, server 198.18.0.2) on a memory wire, not started.
