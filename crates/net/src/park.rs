@@ -81,13 +81,6 @@ impl Parker {
         }
     }
 
-    /// True if a reader may be waiting (worker side, after publishing its news).
-    #[inline]
-    pub fn reader_waiting(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.waiting[0].load(Ordering::Acquire)
-    }
-
     #[cold]
     fn wake_side(&self, k: usize) {
         if !self.waiting[k].swap(false, Ordering::AcqRel) {

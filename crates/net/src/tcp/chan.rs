@@ -262,11 +262,6 @@ impl StreamShared {
         self.parker.wake_one(Interest::Write);
     }
 
-    /// True if a reader may be waiting (worker side).
-    pub fn reader_waiting(&self) -> bool {
-        self.parker.reader_waiting()
-    }
-
     /// Wakes only a reader waiting for bytes (worker side).
     pub fn wake_reader(&self) {
         self.parker.wake_one(Interest::Read);

@@ -623,7 +623,8 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             }
             moved = true;
         }
-        if moved && s.reader_waiting() && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
+        // Whether a reader waits is asked once per batch (a fence), not per segment.
+        if moved && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
             tw.readers.push(s.clone());
         }
         if !c.tcb.wants_output() {
