@@ -111,7 +111,10 @@ impl Waker {
 
     /// Producer side: frames were queued.
     fn wake(&self) {
+        // A plain load first: while the flag is up (a busy consumer) a frame costs no
+        // read-modify-write on the shared line.
         if self.armed.load(AtomicOrdering::Acquire)
+            && !self.pending.load(AtomicOrdering::Acquire)
             && !self.pending.swap(true, AtomicOrdering::AcqRel)
         {
             if let Some(n) = &self.notifier {
@@ -120,7 +123,7 @@ impl Waker {
         }
     }
 
-    /// Consumer side: about to look at the queue.
+    /// Consumer side: the queue was found empty and the consumer may sleep.
     /// Drains the descriptor first, then lowers the flag: lowering it first would
     /// let a producer's token land in between and be drained with the flag up, and a
     /// later producer, seeing the flag up, would not write one.
