@@ -300,20 +300,37 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let dl = deadline(self.read_timeout.load(Ordering::Relaxed));
+        let s = &self.s;
+        self.blocking(
+            &self.read_timeout,
+            Interest::Read,
+            "read timed out",
+            || self.read_now(buf),
+            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire),
+        )
+    }
+
+    /// Runs `op` until it does not say `WouldBlock`, parking for `ready` in between
+    /// (blocking mode, up to the timeout in `timeout_ns`); in non-blocking mode once.
+    fn blocking<T>(
+        &self,
+        timeout_ns: &AtomicU64,
+        interest: Interest,
+        timed_out: &'static str,
+        mut op: impl FnMut() -> io::Result<T>,
+        ready: impl Fn() -> bool,
+    ) -> io::Result<T> {
+        let dl = deadline(timeout_ns.load(Ordering::Relaxed));
         loop {
-            match self.read_now(buf) {
+            match op() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return r,
             }
             if self.nonblocking.load(Ordering::Relaxed) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
-            let s = &self.s;
-            if !s.wait(Interest::Read, dl, || {
-                !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire)
-            }) {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out"));
+            if !self.s.wait(interest, dl, &ready) {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, timed_out));
             }
         }
     }
@@ -347,22 +364,14 @@ impl TcpStream {
     }
 
     fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
-        let dl = deadline(self.write_timeout.load(Ordering::Relaxed));
-        loop {
-            match self.write_now(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            if self.nonblocking.load(Ordering::Relaxed) {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            let s = &self.s;
-            if !s.wait(Interest::Write, dl, || {
-                s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED
-            }) {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"));
-            }
-        }
+        let s = &self.s;
+        self.blocking(
+            &self.write_timeout,
+            Interest::Write,
+            "write timed out",
+            || self.write_now(buf),
+            || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED,
+        )
     }
 
     /// Bytes waiting to be read.
