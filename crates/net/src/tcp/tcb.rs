@@ -1913,21 +1913,20 @@ impl Tcb {
         };
         // RFC 6675's IsLost: enough SACKed above the first hole counts as the
         // duplicate ACKs that a small window never produces.
-        let sack_lost = self.sack_perm && self.sacked_bytes() > (dupthresh - 1) * mss;
-        if self.recover.is_none() && sack_lost && self.dupacks < dupthresh {
-            self.dupacks = dupthresh;
-        }
+        let lost = self.dupacks >= dupthresh
+            || (self.sack_perm && self.sacked_bytes() > (dupthresh - 1) * mss);
+        let scoreboard = self.sack_perm && !self.sacked.is_empty();
         match self.recover {
-            None if self.dupacks < dupthresh => {
+            None if !lost => {
                 // Limited transmit (RFC 3042): each of the first two duplicate ACKs
                 // lets one new segment out, to keep the ACK clock running.
                 self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
             }
-            None if self.dupacks >= dupthresh => {
+            None => {
                 st.fastrexmit += 1;
                 self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
                 // With SACK the pipe, not an inflated window, says what may go out.
-                self.cwnd = if self.sack_perm && !self.sacked.is_empty() {
+                self.cwnd = if scoreboard {
                     self.ssthresh
                 } else {
                     self.ssthresh + 3 * mss
@@ -1938,13 +1937,9 @@ impl Tcb {
                 self.rexmit_owed += 1;
                 self.timed = None;
             }
-            Some(_) if self.sack_perm && !self.sacked.is_empty() => {
-                // The pipe governs (see `output`).
-            }
-            Some(_) => {
-                self.cwnd = self.cwnd.saturating_add(mss);
-            }
-            None => {}
+            // NewReno inflation; with a scoreboard the pipe governs (see `output`).
+            Some(_) if !scoreboard => self.cwnd = self.cwnd.saturating_add(mss),
+            Some(_) => {}
         }
     }
 
