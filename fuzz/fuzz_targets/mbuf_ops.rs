@@ -6,31 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use mbuf::{Mbuf, PullError, MCLBYTES, MHLEN};
-
-/// Reads the input as little-endian fields; runs dry as zeros.
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> usize {
-        usize::from(self.u8()) | usize::from(self.u8()) << 8
-    }
-    fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let n = self.u16() % max;
-        let n = n.min(self.0.len());
-        let (b, rest) = self.0.split_at(n);
-        self.0 = rest;
-        b.to_vec()
-    }
-}
+use mpstack_fuzz::Input;
 
 fn build(kind: u8, d: &[u8]) -> Option<Mbuf> {
     match kind % 3 {
@@ -66,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
         let i = usize::from(inp.u8()) % n;
         match op % 14 {
             0 => {
-                let (len, b) = (inp.u16() % 300, inp.u8());
+                let (len, b) = (usize::from(inp.u16()) % 300, inp.u8());
                 let (m, v) = &mut pkts[i];
                 m.prepend(len).unwrap().fill(b);
                 v.splice(0..0, std::iter::repeat_n(b, len));
@@ -83,13 +59,13 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             2 => {
-                let len = inp.u16() % 5000;
+                let len = usize::from(inp.u16()) % 5000;
                 let (m, v) = &mut pkts[i];
                 m.truncate(len);
                 v.truncate(len);
             }
             3 => {
-                let off = inp.u16() % 5000;
+                let off = usize::from(inp.u16()) % 5000;
                 let (m, v) = &mut pkts[i];
                 let rest = m.split(off).unwrap();
                 let vr = v.split_off(off.min(v.len()));
@@ -114,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
                 v.extend(d);
             }
             6 => {
-                let off = inp.u16() % 5000;
+                let off = usize::from(inp.u16()) % 5000;
                 let d = inp.bytes(400);
                 let (m, v) = &mut pkts[i];
                 m.copyback(off, &d).unwrap();
@@ -124,7 +100,11 @@ fuzz_target!(|data: &[u8]| {
                 v[off..off + d.len()].copy_from_slice(&d);
             }
             7 => {
-                let (off, len, b) = (inp.u16() % 5000, inp.u16() % 2200, inp.u8());
+                let (off, len, b) = (
+                    usize::from(inp.u16()) % 5000,
+                    usize::from(inp.u16()) % 2200,
+                    inp.u8(),
+                );
                 let (m, v) = &mut pkts[i];
                 match m.pulldown(off, len) {
                     Ok(s) => {
@@ -139,7 +119,7 @@ fuzz_target!(|data: &[u8]| {
             }
             8 | 9 => {
                 let two = op % 14 == 9;
-                let len = inp.u16() % 2200;
+                let len = usize::from(inp.u16()) % 2200;
                 let (m, v) = &mut pkts[i];
                 let r = if two { m.pullup2(len) } else { m.pullup(len) };
                 match r {
@@ -166,7 +146,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             12 => {
-                let (off, len) = (inp.u16() % 5000, inp.u16() % 400);
+                let (off, len) = (usize::from(inp.u16()) % 5000, usize::from(inp.u16()) % 400);
                 let (m, v) = &pkts[i];
                 let mut out = vec![0; len];
                 match m.copydata(off, &mut out) {

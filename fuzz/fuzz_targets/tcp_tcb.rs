@@ -7,48 +7,21 @@
 
 use dev::Instant;
 use libfuzzer_sys::fuzz_target;
+use mpstack_fuzz::Input;
 use net::stats::TcpStat;
 use net::tcp::{SegIn, SegOut, Tcb, TcpConfig};
 
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from(self.u8()) | u16::from(self.u8()) << 8
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from(self.u16()) | u32::from(self.u16()) << 16
-    }
-}
-
 fn to_in<'a>(s: &SegOut, data: &'a [u8]) -> SegIn<'a> {
-    SegIn {
-        seq: s.seq,
-        ack: s.ack_flag.then_some(s.ack),
-        syn: s.syn,
-        fin: s.fin,
-        rst: s.rst,
-        wnd: s.wnd,
-        mss: s.mss,
-        wscale: s.wscale,
-        sack_perm: s.sack_perm,
-        ts: s.ts,
-        sack: s.sack,
-        payload: data,
-    }
+    SegIn::from_out(s, data)
 }
 
 fuzz_target!(|data: &[u8]| {
-    let cfg = TcpConfig { rcvbuf: 8192, sndbuf: 8192, ooo_max_segs: 8, ..TcpConfig::default() };
+    let cfg = TcpConfig {
+        rcvbuf: 8192,
+        sndbuf: 8192,
+        ooo_max_segs: 8,
+        ..TcpConfig::default()
+    };
     let mut st = TcpStat::default();
     let mut now = Instant::from_secs(1);
     let mut a = Tcb::connect(cfg, 1000, &mut st);
@@ -67,7 +40,9 @@ fuzz_target!(|data: &[u8]| {
         let t = if which & 1 == 0 { &mut a } else { &mut b };
         let flags = inp.u8();
         let seg = SegIn {
-            seq: 1000u32.wrapping_add(inp.u32()).wrapping_add(u32::from(inp.u16())),
+            seq: 1000u32
+                .wrapping_add(inp.u32())
+                .wrapping_add(u32::from(inp.u16())),
             ack: (flags & 1 != 0).then(|| 5000u32.wrapping_add(u32::from(inp.u16()))),
             syn: flags & 2 != 0,
             fin: flags & 4 != 0,

@@ -201,6 +201,25 @@ impl<'a> SegIn<'a> {
         }
     }
 
+    /// What the peer parses from `seg` carrying `payload` (tests and fuzzing join
+    /// two control blocks without the wire format).
+    pub fn from_out(seg: &SegOut, payload: &'a [u8]) -> Self {
+        SegIn {
+            seq: seg.seq,
+            ack: seg.ack_flag.then_some(seg.ack),
+            syn: seg.syn,
+            fin: seg.fin,
+            rst: seg.rst,
+            wnd: seg.wnd,
+            mss: seg.mss,
+            wscale: seg.wscale,
+            sack_perm: seg.sack_perm,
+            ts: seg.ts,
+            sack: seg.sack,
+            payload,
+        }
+    }
+
     /// Sequence space the segment occupies.
     pub fn seg_len(&self) -> u32 {
         self.payload.len() as u32 + u32::from(self.syn) + u32::from(self.fin)

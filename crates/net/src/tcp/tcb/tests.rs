@@ -11,20 +11,7 @@ struct Wire {
 }
 
 fn to_in(w: &Wire) -> SegIn<'_> {
-    SegIn {
-        seq: w.seg.seq,
-        ack: w.seg.ack_flag.then_some(w.seg.ack),
-        syn: w.seg.syn,
-        fin: w.seg.fin,
-        rst: w.seg.rst,
-        wnd: w.seg.wnd,
-        mss: w.seg.mss,
-        wscale: w.seg.wscale,
-        sack_perm: w.seg.sack_perm,
-        ts: w.seg.ts,
-        sack: w.seg.sack,
-        payload: &w.data,
-    }
+    SegIn::from_out(&w.seg, &w.data)
 }
 
 #[derive(Clone, Copy, Debug)]
