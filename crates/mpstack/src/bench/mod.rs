@@ -18,6 +18,7 @@
 //! them open.
 
 mod conns;
+mod polled;
 mod smol;
 mod veth;
 
@@ -48,6 +49,8 @@ impl Measurement {
 pub enum Impl {
     /// Two mpstack stacks in one process over a memory wire.
     Mpstack,
+    /// The same, both stacks and both applications polled in one thread.
+    MpstackPolled,
     /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
     Smoltcp,
     /// The Linux kernel's TCP over 127.0.0.1.
@@ -64,6 +67,7 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::Mpstack => "mpstack",
+            Impl::MpstackPolled => "mpstack-polled",
             Impl::Smoltcp => "smoltcp",
             Impl::LinuxLoopback => "linux-loopback",
             Impl::LinuxVeth => "linux-veth",
@@ -132,6 +136,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             }
             let what = match im {
                 Impl::Mpstack => format!("mpstack, {} worker(s) per stack", a.workers),
+                Impl::MpstackPolled => "mpstack, two stacks polled in one thread".into(),
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
                 Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
@@ -143,6 +148,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             );
             match im {
                 Impl::Mpstack => results.push(ours(bytes, a.workers as usize)?),
+                Impl::MpstackPolled => results.push(polled::transfer(bytes)?),
                 Impl::Smoltcp => results.push(smol::transfer(bytes)?),
                 Impl::LinuxLoopback => results.push(kernel(bytes)?),
                 // A peer outside this program that fails is reported, not fatal: the
@@ -297,6 +303,9 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
                 "two stacks, {} worker thread(s) each, MTU 1500 memory wire",
                 a.workers
             ),
+            Impl::MpstackPolled => {
+                "two stacks and both applications polled in one thread, MTU 1500 memory wire".into()
+            }
             Impl::Smoltcp => {
                 "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
             }
@@ -548,6 +557,7 @@ mod tests {
             a.only,
             [
                 Impl::Mpstack,
+                Impl::MpstackPolled,
                 Impl::Smoltcp,
                 Impl::LinuxLoopback,
                 Impl::LinuxVeth,
