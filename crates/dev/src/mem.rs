@@ -413,9 +413,6 @@ impl Queue for MemQueue {
         let mut when = [Instant::ZERO; 2];
         // Only a multi-queue receiver needs the RSS hash; decided once per burst.
         let need_hash = ports.iter().any(|p| p.inboxes.len() > 1);
-        // The last port that receives: it gets the frame itself, the others a
-        // shared copy (on a point-to-point wire, no copy at all).
-        let last_port = (0..ports.len()).rev().find(|&i| i != self.port);
         for m in pkts.drain(..) {
             let len = m.len();
             if len > max_frame(cfg.mtu) {
@@ -434,26 +431,19 @@ impl Queue for MemQueue {
             } else {
                 0
             };
-            let mut m = Some(m);
             for (i, port) in ports.iter().enumerate() {
                 if i == self.port {
                     continue;
                 }
                 let n = imp.deliveries(sent, &mut when);
                 let q = rss::queue_of(hash, port.inboxes.len());
-                for (k, &at) in when[..n].iter().enumerate() {
+                for &at in &when[..n] {
                     let mut inbox = lock(&port.inboxes[q]);
                     if inbox.len() >= cfg.queue_limit {
                         self.stats.odrops += 1;
                         continue;
                     }
-                    let last = Some(i) == last_port && k + 1 == n;
-                    let copy = match m.as_ref() {
-                        Some(_) if last => m.take(),
-                        Some(orig) => orig.try_clone().ok(),
-                        None => None,
-                    };
-                    let Some(mut copy) = copy else {
+                    let Ok(mut copy) = m.try_clone() else {
                         self.stats.odrops += 1;
                         continue;
                     };
