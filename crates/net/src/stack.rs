@@ -55,6 +55,11 @@ pub struct StackConfig {
     /// Secret of the initial sequence numbers (RFC 6528). `None`: drawn from the
     /// operating system's randomness; simulations pass one for reproducible runs.
     pub isn_secret: Option<u64>,
+    /// How long a worker thread keeps polling (yielding the CPU between polls) after
+    /// its last work before it sleeps in `poll(2)`, as Linux's `net.core.busy_poll`:
+    /// an answer that comes within this time costs no wake-up through the kernel.
+    /// Zero sleeps at once (least CPU when idle, slowest request-response).
+    pub busy_poll: std::time::Duration,
 }
 
 impl Default for StackConfig {
@@ -71,6 +76,7 @@ impl Default for StackConfig {
             tcp_max_conns: 65_536,
             tcp_inbox: 4096,
             isn_secret: None,
+            busy_poll: std::time::Duration::from_micros(200),
         }
     }
 }

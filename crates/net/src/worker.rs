@@ -190,6 +190,9 @@ pub(crate) struct Worker {
     icmp_bucket: TokenBucket,
     ip_id: u16,
     tcp: TcpWorker,
+    /// Whether the last poll received, sent or handled anything (the spin policy of
+    /// [`Worker::run`]).
+    worked: bool,
 }
 
 impl std::fmt::Debug for Worker {
@@ -222,6 +225,7 @@ impl Worker {
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             tcp: TcpWorker::new(shared_max_conns),
+            worked: false,
         }
     }
 
@@ -291,8 +295,10 @@ impl Worker {
             tcp,
             shared,
             cfg,
+            worked,
             ..
         } = self;
+        *worked = false;
         let cfg: &NetConfig = cfg;
         let shared: &Shared = shared;
         let mut cx = Cx {
@@ -318,6 +324,7 @@ impl Worker {
         // 1. Receive and process one burst per owned queue.
         for oq in queues.iter_mut() {
             let n = oq.q.rx_burst(now, rx, burst);
+            *worked |= n > 0;
             if n >= burst {
                 more = true;
             }
@@ -356,6 +363,7 @@ impl Worker {
                 for _ in 0..burst {
                     let Some(d) = s.txq.pop() else { break };
                     sent = true;
+                    *worked = true;
                     match s.kind {
                         crate::socket::SockKind::Udp => udp::udp_output(&mut cx, s, d),
                         crate::socket::SockKind::IcmpEcho => icmp::echo_output(&mut cx, s, d),
@@ -378,6 +386,7 @@ impl Worker {
             if let Some(inbox) = shared.tcp_inbox.get(*id) {
                 for _ in 0..burst * 4 {
                     let Some(msg) = inbox.pop() else { break };
+                    *worked = true;
                     crate::tcp::layer::tcp_msg(&mut cx, tw, msg);
                 }
                 if !inbox.is_empty() {
@@ -511,15 +520,39 @@ impl Worker {
     /// notification or the next timer.
     pub fn run(&mut self, clock: &dyn Clock, stop: &AtomicBool) {
         let mut poller = dev::poll::Poller::new();
+        // Asked once: `fd()` arms a queue's wake-up (and raises it, in case frames
+        // already wait), so asking again on every sleep would make every sleep
+        // return at once.
         let mut fds: Vec<std::os::fd::RawFd> =
             self.queues.iter().filter_map(|q| q.q.fd()).collect();
+        // A queue without a descriptor is polled at least every millisecond.
+        let cap = if fds.len() < self.queues.len() {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(100)
+        };
         let wake = &self.shared.wake[self.id];
         let notifier_fd = wake.notifier.get().map(|n| n.fd());
         fds.extend(notifier_fd);
+        // When the last work was at most `busy_poll` ago, the worker yields the CPU
+        // and polls again instead of sleeping: in a request-response exchange the
+        // answer often comes within microseconds, and a real sleep costs a wake-up
+        // through the kernel (tens of microseconds on virtual machines) on each side.
+        // Yielding, not spinning, so that on a machine with fewer cores than busy
+        // threads the applications this worker waits for still get to run.
+        let spin = self.shared.params.busy_poll;
+        let mut last_work = clock.now();
         while !stop.load(Ordering::SeqCst) {
             let now = clock.now();
             let next = self.poll(now);
             if next.is_some_and(|t| t <= now) {
+                continue;
+            }
+            if self.worked {
+                last_work = now;
+            }
+            if now.saturating_duration_since(last_work) < spin {
+                std::thread::yield_now();
                 continue;
             }
             let wake = &self.shared.wake[self.id];
@@ -528,12 +561,6 @@ impl Worker {
                 wake.sleeping.store(false, Ordering::SeqCst);
                 continue;
             }
-            // Memory wires have no fd: poll them at least every millisecond.
-            let cap = if self.queues.iter().any(|q| q.q.fd().is_none()) {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_millis(100)
-            };
             let timeout = next
                 .map(|t| t.saturating_duration_since(clock.now()))
                 .unwrap_or(cap)
