@@ -55,6 +55,13 @@ impl ByteChan {
         })
     }
 
+    /// Frees the queues and the chunks in them (the channel is made again on next
+    /// use); whatever was queued is dropped. Returns whether there were any.
+    pub fn release(&mut self) -> bool {
+        *self.bytes.get_mut() = 0;
+        self.qs.take().is_some()
+    }
+
     /// The bound, in bytes.
     pub fn cap(&self) -> usize {
         self.cap
@@ -226,6 +233,14 @@ pub(crate) struct StreamShared {
 }
 
 impl StreamShared {
+    /// Frees both byte channels' memory: for a connection whose application is
+    /// gone (the caller holds the only reference). Returns whether any was held.
+    pub fn release_channels(&mut self) -> bool {
+        let tx = self.tx.release();
+        let rx = self.rx.release();
+        tx || rx
+    }
+
     pub fn new(
         local: SocketAddrV4,
         remote: SocketAddrV4,

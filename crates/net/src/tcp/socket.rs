@@ -194,6 +194,13 @@ impl TcpStream {
         self.s.phase.load(Ordering::Acquire) != phase::CONNECTING && self.error().is_none()
     }
 
+    /// The connection's error, if it failed (refused, reset, timed out, unreachable),
+    /// as `std::net::TcpStream::take_error`; the error stays, as the connection stays
+    /// failed. How a polling application learns that a non-blocking connect failed.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        Ok(self.error())
+    }
+
     /// Waits for the handshake (after a non-blocking connect).
     pub fn wait_connected(&self, timeout: Option<Duration>) -> io::Result<()> {
         let d = timeout.map(|t| std::time::Instant::now() + t);

@@ -1783,6 +1783,17 @@ impl Tcb {
         }
     }
 
+    /// Frees the send and receive buffers' memory and the out-of-order queue, for a
+    /// connection in TIME_WAIT whose application is gone: everything sent was
+    /// acknowledged, and nobody will read what was received.
+    pub fn release_buffers(&mut self) {
+        if self.state == State::TimeWait {
+            self.sndbuf = VecDeque::new();
+            self.rcvbuf = VecDeque::new();
+            self.ooo = Vec::new();
+        }
+    }
+
     fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
         self.ka_deadline = None;
