@@ -551,3 +551,179 @@ pub fn idle(
         short,
     })
 }
+
+/// Connections open at once in the polled workload.
+pub const POLLED_INFLIGHT: usize = 64;
+
+/// A connection of the polled workload, client side.
+struct PolledClient {
+    s: TcpStream,
+    started: Instant,
+    connected: bool,
+    sent: usize,
+    got: usize,
+}
+
+/// A connection of the polled workload, server side.
+struct PolledServer {
+    s: TcpStream,
+    got: usize,
+    sent: usize,
+}
+
+/// Connections per second with both stacks and every application in one thread
+/// (`Stack::poll`, non-blocking streams), the way the smoltcp row runs: the same
+/// exchange as [`rate_mpstack`] (open, 64 bytes each way, the server closes first,
+/// the client closes on end of stream), [`POLLED_INFLIGHT`] connections in flight,
+/// no worker thread and no wake-up.
+pub fn rate_polled(secs: f64) -> Result<ConnRate, String> {
+    use dev::time::{Clock, MonotonicClock};
+    let (mut a, mut b) = pair(1, 1 << 20)?;
+    let listeners = listen_all(&b, RATE_PORTS, 4096)?;
+    for l in &listeners {
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    }
+    let clock = MonotonicClock::new();
+    let tally = Tally::default();
+    let mut clients: Vec<PolledClient> = Vec::with_capacity(POLLED_INFLIGHT);
+    let mut servers: Vec<PolledServer> = Vec::new();
+    let mut opened = 0u64;
+    // One connection until the first handshake is done, so that address resolution
+    // (whose hold queue keeps a few packets, as FreeBSD's) does not drop the SYNs of
+    // the first burst.
+    let mut resolved = false;
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs_f64(secs);
+    let req = [0x5au8; MSG];
+    let mut buf = [0u8; MSG];
+    let would_block = |e: &io::Error| e.kind() == io::ErrorKind::WouldBlock;
+    loop {
+        let now = Instant::now();
+        let running = now < deadline;
+        if !running && clients.is_empty() {
+            break;
+        }
+        if now > deadline + Duration::from_secs(10) {
+            tally.fail("client", &"connections still open 10 s after the run");
+            break;
+        }
+        let inflight = if resolved { POLLED_INFLIGHT } else { 1 };
+        while running && clients.len() < inflight {
+            let port = BASE_PORT + ((opened / EPHEMERAL) % u64::from(RATE_PORTS)) as u16;
+            opened += 1;
+            match a.tcp_connect_nonblocking(SocketAddrV4::new(SERVER_IP, port)) {
+                Ok(s) => {
+                    s.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    s.set_nodelay(true).map_err(|e| e.to_string())?;
+                    clients.push(PolledClient {
+                        s,
+                        started: Instant::now(),
+                        connected: false,
+                        sent: 0,
+                        got: 0,
+                    });
+                }
+                Err(e) => {
+                    tally.fail("connect", &e);
+                    break;
+                }
+            }
+        }
+        let t = clock.now();
+        a.poll(t);
+        b.poll(t);
+        for l in &listeners {
+            loop {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+                        s.set_nodelay(true).map_err(|e| e.to_string())?;
+                        servers.push(PolledServer { s, got: 0, sent: 0 });
+                    }
+                    Err(e) if would_block(&e) => break,
+                    Err(e) => {
+                        tally.fail("accept", &e);
+                        break;
+                    }
+                }
+            }
+        }
+        // Server: read the request, answer, close (by dropping the stream).
+        servers.retain_mut(|c| {
+            while c.got < MSG {
+                match (&c.s).read(&mut buf[..MSG - c.got]) {
+                    Ok(0) => {
+                        tally.fail("server", &"end of stream before the request");
+                        return false;
+                    }
+                    Ok(n) => c.got += n,
+                    Err(e) if would_block(&e) => return true,
+                    Err(e) => {
+                        tally.fail("server", &e);
+                        return false;
+                    }
+                }
+            }
+            while c.sent < MSG {
+                match (&c.s).write(&req[c.sent..]) {
+                    Ok(n) => c.sent += n,
+                    Err(e) if would_block(&e) => return true,
+                    Err(e) => {
+                        tally.fail("server", &e);
+                        return false;
+                    }
+                }
+            }
+            false
+        });
+        // Client: once connected send the request, read the answer and the end of
+        // stream, then close.
+        clients.retain_mut(|c| {
+            let fail = |e: &dyn std::fmt::Display| {
+                tally.fail("client", e);
+                false
+            };
+            if !c.connected {
+                if !c.s.is_connected() {
+                    return match c.s.take_error() {
+                        Ok(Some(e)) | Err(e) => fail(&e),
+                        Ok(None) => true,
+                    };
+                }
+                c.connected = true;
+                resolved = true;
+                let us = c.started.elapsed().as_micros() as u64;
+                tally.max_connect_us.fetch_max(us, Ordering::Relaxed);
+            }
+            while c.sent < MSG {
+                match (&c.s).write(&req[c.sent..]) {
+                    Ok(n) => c.sent += n,
+                    Err(e) if would_block(&e) => return true,
+                    Err(e) => return fail(&e),
+                }
+            }
+            loop {
+                match (&c.s).read(&mut buf) {
+                    Ok(0) if c.got == MSG => {
+                        let took = c.started.elapsed();
+                        tally
+                            .max_exchange_us
+                            .fetch_max(took.as_micros() as u64, Ordering::Relaxed);
+                        if took >= Duration::from_millis(100) {
+                            tally.slow.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tally.ok.fetch_add(1, Ordering::Relaxed);
+                        return false;
+                    }
+                    Ok(0) => return fail(&"end of stream before the answer"),
+                    Ok(n) if c.got + n > MSG => return fail(&"data after the answer"),
+                    Ok(n) => c.got += n,
+                    Err(e) if would_block(&e) => return true,
+                    Err(e) => return fail(&e),
+                }
+            }
+        });
+    }
+    let secs = t0.elapsed().as_secs_f64().min(secs.max(1e-9) + 10.0);
+    Ok(tally.rate("mpstack-polled", secs.max(1e-9)))
+}

@@ -180,6 +180,15 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
         );
         figs.rates
             .push(conns::rate_mpstack(a.conns_secs, a.workers as usize)?);
+        progress(
+            a,
+            &format!(
+                "conns: mpstack, two stacks polled in one thread, {} connections in flight, {} s",
+                conns::POLLED_INFLIGHT,
+                a.conns_secs
+            ),
+        );
+        figs.rates.push(conns::rate_polled(a.conns_secs)?);
         progress(a, "conns: Linux kernel TCP over loopback");
         figs.rates.push(conns::rate_kernel(a.conns_secs)?);
     }
@@ -319,9 +328,16 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
 
 /// The connection figures: lines for people, or one JSON object per result.
 fn report_conns(a: &BenchArgs, f: &ConnFigures) {
-    let ratio = match f.rates.as_slice() {
-        [ours, linux] => Some(ours.per_s() / linux.per_s().max(1e-9)),
-        _ => None,
+    // Each mpstack row over the Linux baseline.
+    let linux = f.rates.iter().find(|r| r.name == "linux-loopback");
+    let ratios: Vec<(&'static str, f64)> = match linux {
+        Some(l) => f
+            .rates
+            .iter()
+            .filter(|r| r.name != l.name)
+            .map(|r| (r.name, r.per_s() / l.per_s().max(1e-9)))
+            .collect(),
+        None => Vec::new(),
     };
     let size_tcb = std::mem::size_of::<net::tcp::Tcb>();
     let size_stream = std::mem::size_of::<net::TcpStream>();
@@ -345,9 +361,9 @@ fn report_conns(a: &BenchArgs, f: &ConnFigures) {
                     .unwrap_or_default()
             );
         }
-        if let Some(r) = ratio {
+        for (name, r) in &ratios {
             println!(
-                "{{\"bench\":\"tcp\",\"what\":\"conns_per_s\",\"ratio_mpstack_to_linux_loopback\":{r:.4}}}"
+                "{{\"bench\":\"tcp\",\"what\":\"conns_per_s\",\"impl\":\"{name}\",\"ratio_to_linux_loopback\":{r:.4}}}"
             );
         }
         if let Some(m) = &f.idle {
@@ -399,15 +415,20 @@ fn report_conns(a: &BenchArgs, f: &ConnFigures) {
                 println!("{:<16} first failure: {e}", "");
             }
         }
-        if let Some(r) = ratio {
-            println!("ratio: mpstack/linux-loopback {r:.2}");
+        if !ratios.is_empty() {
+            let r: Vec<String> = ratios
+                .iter()
+                .map(|(name, r)| format!("{name}/linux-loopback {r:.2}"))
+                .collect();
+            println!("ratios: {}", r.join(", "));
         }
         println!(
-            "(each: open, {} bytes each way, server closes first; {} client threads, {} server ports with a thread each; mpstack: {} worker(s) per stack, memory wire; linux: 127.0.0.1)",
+            "(each: open, {} bytes each way, server closes first; {} client threads, {} server ports with a thread each; mpstack: {} worker(s) per stack, memory wire; mpstack-polled: both stacks and every application in one thread, {} connections in flight; linux: 127.0.0.1)",
             conns::MSG,
             conns::CLIENTS,
             conns::RATE_PORTS,
-            a.workers
+            a.workers,
+            conns::POLLED_INFLIGHT
         );
     }
     if let Some(m) = &f.idle {
