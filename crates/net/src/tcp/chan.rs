@@ -15,6 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 /// Bytes per chunk.
 pub(crate) const CHUNK: usize = 16 * 1024;
+/// Smallest chunk allocated.
+const MIN_CHUNK: usize = 256;
 
 /// A bounded, single-producer single-consumer stream of bytes in chunks.
 ///
@@ -96,7 +98,11 @@ impl ByteChan {
             if n == 0 {
                 break;
             }
-            let mut c = qs.free.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK));
+            // A new chunk is as large as this piece needs (a 64-byte request does not
+            // take 16 KiB); a reused one grows to what it is asked to hold.
+            let mut c = qs.free.pop().unwrap_or_else(|| {
+                Vec::with_capacity(n.next_power_of_two().clamp(MIN_CHUNK, CHUNK))
+            });
             c.clear();
             c.extend_from_slice(&data[..n]);
             if let Err(c) = qs.q.push(c) {
