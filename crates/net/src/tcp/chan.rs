@@ -30,10 +30,95 @@ pub(crate) struct ByteChan {
     cap: usize,
 }
 
+/// A channel's queues in two tiers. Most connections move a few small messages, and
+/// a queue with a slot for every KiB of the bound (258 for 256 KiB) costs more to make
+/// than their whole exchange: so a channel starts with [`SMALL`] slots each way and
+/// adds the full-size queues the first time the small one is full. The producer
+/// never goes back to the small tier once the large one exists, and the consumer
+/// looks for the large tier before it empties the small one, so the order holds.
 #[derive(Debug)]
 struct Queues {
     q: ArrayQueue<Vec<u8>>,
     free: ArrayQueue<Vec<u8>>,
+    big: OnceLock<Box<Tier>>,
+    /// Slots of the large tier.
+    big_slots: usize,
+}
+
+#[derive(Debug)]
+struct Tier {
+    q: ArrayQueue<Vec<u8>>,
+    free: ArrayQueue<Vec<u8>>,
+}
+
+/// Slots of a channel's first tier.
+const SMALL: usize = 8;
+
+impl Queues {
+    fn new(big_slots: usize) -> Self {
+        Queues {
+            q: ArrayQueue::new(SMALL),
+            free: ArrayQueue::new(SMALL),
+            big: OnceLock::new(),
+            big_slots,
+        }
+    }
+
+    /// Producer: queues a chunk, or gives it back when every slot is taken.
+    fn push(&self, c: Vec<u8>) -> Result<(), Vec<u8>> {
+        if let Some(t) = self.big.get() {
+            return t.q.push(c);
+        }
+        match self.q.push(c) {
+            Ok(()) => Ok(()),
+            Err(c) if self.big_slots > 0 => self
+                .big
+                .get_or_init(|| {
+                    Box::new(Tier {
+                        q: ArrayQueue::new(self.big_slots),
+                        free: ArrayQueue::new(self.big_slots),
+                    })
+                })
+                .q
+                .push(c),
+            Err(c) => Err(c),
+        }
+    }
+
+    /// Consumer: the next chunk in order.
+    fn pop(&self) -> Option<Vec<u8>> {
+        // The large tier first (an acquire): every chunk the producer put on the
+        // small one before making it is then visible below.
+        let big = self.big.get();
+        self.q.pop().or_else(|| big.and_then(|t| t.q.pop()))
+    }
+
+    /// Whether a push would fail now.
+    fn is_full(&self) -> bool {
+        match self.big.get() {
+            Some(t) => t.q.is_full(),
+            None => self.big_slots == 0 && self.q.is_full(),
+        }
+    }
+
+    /// Producer: an emptied chunk to reuse.
+    fn take_free(&self) -> Option<Vec<u8>> {
+        self.free
+            .pop()
+            .or_else(|| self.big.get().and_then(|t| t.free.pop()))
+    }
+
+    /// Consumer: returns an emptied chunk (dropped when there is no room).
+    fn give_free(&self, c: Vec<u8>) {
+        let c = match self.big.get() {
+            Some(t) => match t.free.push(c) {
+                Ok(()) => return,
+                Err(c) => c,
+            },
+            None => c,
+        };
+        let _ = self.free.push(c);
+    }
 }
 
 impl ByteChan {
@@ -50,10 +135,7 @@ impl ByteChan {
             // Room for many small chunks: a producer that pushes a segment at a time
             // must not run out of slots before it runs out of bytes.
             let chunks = self.cap.div_ceil(1024).max(1) + 2;
-            Box::new(Queues {
-                q: ArrayQueue::new(chunks),
-                free: ArrayQueue::new(chunks),
-            })
+            Box::new(Queues::new(chunks.saturating_sub(SMALL)))
         })
     }
 
@@ -80,7 +162,7 @@ impl ByteChan {
 
     /// Room left (0 when every chunk slot is taken).
     pub fn space(&self) -> usize {
-        if self.qs.get().is_some_and(|qs| qs.q.is_full()) {
+        if self.qs.get().is_some_and(|qs| qs.is_full()) {
             return 0;
         }
         self.cap.saturating_sub(self.len())
@@ -100,13 +182,13 @@ impl ByteChan {
             }
             // A new chunk is as large as this piece needs (a 64-byte request does not
             // take 16 KiB); a reused one grows to what it is asked to hold.
-            let mut c = qs.free.pop().unwrap_or_else(|| {
+            let mut c = qs.take_free().unwrap_or_else(|| {
                 Vec::with_capacity(n.next_power_of_two().clamp(MIN_CHUNK, CHUNK))
             });
             c.clear();
             c.extend_from_slice(&data[..n]);
-            if let Err(c) = qs.q.push(c) {
-                let _ = qs.free.push(c);
+            if let Err(c) = qs.push(c) {
+                qs.give_free(c);
                 break;
             }
             self.bytes.fetch_add(n, Ordering::AcqRel);
@@ -141,7 +223,7 @@ impl ByteChan {
         let mut done = 0;
         while done < max {
             if partial.is_none() {
-                match qs.q.pop() {
+                match qs.pop() {
                     Some(c) => *partial = Some((c, 0)),
                     None => break,
                 }
@@ -155,7 +237,7 @@ impl ByteChan {
             done += took;
             if *off == c.len() {
                 if let Some((c, _)) = partial.take() {
-                    let _ = qs.free.push(c);
+                    qs.give_free(c);
                 }
             }
             if took < want {
@@ -385,5 +467,78 @@ mod tests {
         });
         assert_eq!((k, &taken[..]), (3, &data[..3]));
         assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn small_pushes_spill_into_the_large_tier_in_order() {
+        // 100-byte pushes: the first SMALL fill the small tier, the rest go to the
+        // large one, made on the spot; the reader sees them in push order, and the
+        // slot bound (42 for 40,000 bytes) stops the writer before the byte bound.
+        let c = ByteChan::new(40_000);
+        let mut pushed = Vec::new();
+        for i in 0..1000u32 {
+            let piece = [i as u8; 100];
+            if c.push(&piece) == 0 {
+                break;
+            }
+            pushed.extend_from_slice(&piece);
+        }
+        assert_eq!(pushed.len(), 100 * 42, "one chunk per slot");
+        assert_eq!(c.space(), 0);
+        let mut partial = None;
+        let mut out = vec![0u8; 333];
+        let mut got = Vec::new();
+        loop {
+            let k = c.pop_into(&mut partial, &mut out);
+            if k == 0 {
+                break;
+            }
+            got.extend_from_slice(&out[..k]);
+        }
+        assert_eq!(got, pushed);
+    }
+
+    #[test]
+    fn a_writer_and_a_reader_thread_keep_the_byte_order() {
+        // The tier switch happens while the reader drains: no byte is lost,
+        // duplicated or reordered.
+        let c = Arc::new(ByteChan::new(64 * 1024));
+        const TOTAL: usize = 4 << 20;
+        let w = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let mut sent = 0usize;
+                let mut sizes = [7usize, 1, 300, 1448, 20_000, 64].iter().cycle();
+                while sent < TOTAL {
+                    let n = (*sizes.next().unwrap()).min(TOTAL - sent);
+                    let piece: Vec<u8> = (sent..sent + n).map(|i| (i % 251) as u8).collect();
+                    let mut off = 0;
+                    while off < n {
+                        let k = c.push(&piece[off..]);
+                        if k == 0 {
+                            std::thread::yield_now();
+                        }
+                        off += k;
+                    }
+                    sent += n;
+                }
+            })
+        };
+        let mut partial = None;
+        let mut out = vec![0u8; 4096];
+        let mut at = 0usize;
+        while at < TOTAL {
+            let k = c.pop_into(&mut partial, &mut out);
+            if k == 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            for (j, b) in out[..k].iter().enumerate() {
+                assert_eq!(*b, ((at + j) % 251) as u8, "byte {}", at + j);
+            }
+            at += k;
+        }
+        w.join().unwrap();
+        assert!(c.is_empty());
     }
 }
