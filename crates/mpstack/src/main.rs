@@ -166,6 +166,10 @@ pub struct RunArgs {
     /// Seed of the client's byte stream.
     #[arg(long, default_value_t = 1, requires = "connect")]
     pub seed: u64,
+    /// Microseconds a worker keeps polling (yielding the CPU) after its last packet
+    /// before it sleeps: lower saves CPU on an idle node, higher answers faster.
+    #[arg(long, value_name = "USECS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub busy_poll: u64,
 }
 
 fn main() -> ExitCode {

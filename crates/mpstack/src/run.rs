@@ -59,6 +59,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let mut stack = Stack::new(StackConfig {
         name: format!("mpstack-{}", a.tap),
         workers,
+        busy_poll: std::time::Duration::from_micros(a.busy_poll),
         ..StackConfig::default()
     });
     let ifindex = stack
