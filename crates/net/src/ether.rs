@@ -55,6 +55,10 @@ pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
             m.adj(ETHER_HDR_LEN as isize);
             arp_input(cx, ifp, m);
         }
+        EtherType::Ipv6 => {
+            m.adj(ETHER_HDR_LEN as isize);
+            crate::ip6::ip6_input(cx, ifp, m);
+        }
         // No VLAN interfaces yet: tagged frames are not ours.
         EtherType::Vlan | EtherType::QinQ => cx.drop_pkt(m, DropReason::EtherVlan),
         _ => cx.drop_pkt(m, DropReason::EtherNoProto),

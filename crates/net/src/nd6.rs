@@ -1,0 +1,324 @@
+//! IPv6 neighbour discovery (RFC 4861) and duplicate address detection (RFC 4862).
+//!
+//! Each interface has its own neighbour table, the IPv6 instance of [`crate::lle`]
+//! (the split L2/L3 design: no neighbour entry in any route). This module sends and
+//! receives neighbour solicitations and advertisements, resolves next hops for
+//! [`crate::ip6::ip6_send`], and runs DAD for every address an interface gets:
+//! the address stays tentative (it takes no traffic) until `DupAddrDetectTransmits`
+//! solicitations from the unspecified address went unanswered for `RetransTimer`;
+//! an advertisement for it, or another node's probe for it, marks it duplicated.
+
+use crate::iface::{solicited_node, AddrState, IfIndex, Ifnet, ALL_NODES};
+use crate::ip6::{Ip6Info, Ip6Out};
+use crate::lle::{LlTable, LleEntry, LleFamily, LleOutput, Resolve};
+use crate::stats::{DropReason, Stats};
+use crate::worker::Cx;
+use dev::{Duration, Instant};
+use mbuf::Mbuf;
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+use wire::{
+    EtherType, EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpProtocol, NdiscNeighborFlags, NdiscRepr,
+};
+
+/// IPv6: neighbour discovery's counters.
+#[derive(Debug)]
+pub struct Inet6;
+
+impl LleFamily for Inet6 {
+    type Addr = Ipv6Addr;
+    fn count_created(s: &mut Stats) {
+        s.nd6.entries_created += 1;
+    }
+    fn count_evicted(s: &mut Stats) {
+        s.nd6.evicted += 1;
+    }
+    fn count_timeout(s: &mut Stats) {
+        s.nd6.timeouts += 1;
+    }
+    fn count_request(s: &mut Stats) {
+        s.nd6.txsolicit += 1;
+    }
+    const HOLD_DROPPED: DropReason = DropReason::Nd6HoldDropped;
+}
+
+/// The IPv6 neighbour table of one interface.
+pub type Nd6Table = LlTable<Inet6>;
+/// One entry as `ndp -a` shows it.
+pub type Nd6Entry = LleEntry<Ipv6Addr>;
+type Nd6Output = LleOutput<Ipv6Addr>;
+
+/// RFC 4861 §6.1.2 / §7.1: ND messages travel with hop limit 255, so that a receiver
+/// knows they come from the link.
+const ND_HLIM: u8 = 255;
+/// RFC 4862 §5.1: `DupAddrDetectTransmits`, default 1.
+pub const DAD_TRANSMITS: u8 = 1;
+/// RFC 4861 §10: `RETRANS_TIMER`, 1 s.
+pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
+
+/// Sends what the neighbour table asked for: solicitations and released packets.
+pub(crate) fn nd6_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
+    for o in out.drain(..) {
+        match o {
+            LleOutput::Packet { m, mac } => {
+                crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
+            }
+            LleOutput::Request { target, unicast } => {
+                nd6_ns_output(cx, ifp, target, unicast, false)
+            }
+        }
+    }
+}
+
+/// `nd6_resolve`: sends an IPv6 packet (header built) to `nexthop` on `ifp`, through
+/// the published snapshot when the neighbour is reachable, else through the table's
+/// slow path, which may hold the packet and solicit.
+pub(crate) fn nd6_resolve_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, nexthop: Ipv6Addr) {
+    let mac = ifp.nd6.snapshot().load().lookup(nexthop, cx.now);
+    if let Some(mac) = mac {
+        return crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    }
+    let mut out = Vec::new();
+    if let Resolve::Now(m, mac) = ifp.nd6.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
+        crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    }
+    nd6_flush(cx, ifp, &mut out);
+}
+
+/// Builds an ICMPv6 message and sends it with `ip6_output`. `src` unspecified picks
+/// one (unless `keep_unspec`, for DAD probes).
+pub(crate) fn icmp6_send(cx: &mut Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
+    let Some((ifp, _)) = crate::ip6::ip6_route(cx, o.dst, o.ifindex) else {
+        return DropReason::Ip6NoRoute.count(cx.stats);
+    };
+    let src = if o.src.is_unspecified() && !o.keep_unspec {
+        match ifp.source6_for(o.dst) {
+            Some(s) => s,
+            None => return DropReason::Ip6NoRoute.count(cx.stats),
+        }
+    } else {
+        o.src
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), &src, &o.dst);
+    let Ok(m) = Mbuf::from_slice(&buf) else {
+        return DropReason::Ip6OutDropped.count(cx.stats);
+    };
+    crate::ip6::ip6_output(cx, m, Ip6Out { src, ..o });
+}
+
+/// `nd6_ns_output`: a neighbour solicitation for `target`: to its solicited-node
+/// group, or unicast to `unicast` when probing reachability; from the unspecified
+/// address without a source link-layer option for a DAD probe (RFC 4862 §5.4.2).
+pub(crate) fn nd6_ns_output(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    target: Ipv6Addr,
+    unicast: Option<EthernetAddress>,
+    dad: bool,
+) {
+    let dst = if unicast.is_some() {
+        target
+    } else {
+        solicited_node(target)
+    };
+    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: target,
+        lladdr: (!dad).then_some(ifp.mac),
+    });
+    cx.stats.icmp6.outneighborsolicit += 1;
+    if dad {
+        cx.stats.nd6.dadsent += 1;
+    }
+    icmp6_send(
+        cx,
+        &repr,
+        Ip6Out {
+            src: Ipv6Addr::UNSPECIFIED,
+            dst,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: dad,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
+/// `nd6_na_output`: advertises our `target` to `dst`.
+fn nd6_na_output(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    target: Ipv6Addr,
+    dst: Ipv6Addr,
+    solicited: bool,
+) {
+    let mut flags = NdiscNeighborFlags::OVERRIDE;
+    if solicited {
+        flags = flags | NdiscNeighborFlags::SOLICITED;
+    }
+    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags,
+        target_addr: target,
+        lladdr: Some(ifp.mac),
+    });
+    cx.stats.icmp6.outneighboradvert += 1;
+    icmp6_send(
+        cx,
+        &repr,
+        Ip6Out {
+            src: target,
+            dst,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: false,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
+/// `nd6_ns_input`: RFC 4861 §7.1.1 validity checks, §7.2.3 processing; RFC 4862
+/// §5.4.3 for a target that is tentative here.
+pub(crate) fn nd6_ns_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    target: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+) {
+    let from_unspec = info.src.is_unspecified();
+    // §7.1.1: hop limit 255 (checked by the caller), target not multicast; from the
+    // unspecified address only to a solicited-node group and without a source
+    // link-layer option.
+    if target.is_multicast()
+        || (from_unspec && (info.dst != solicited_node(target) || lladdr.is_some()))
+    {
+        return DropReason::Icmp6BadNs.count(cx.stats);
+    }
+    let Some(ours) = ifp.addr6(target).cloned() else {
+        // Not for us (we are no proxy): nothing to answer.
+        return;
+    };
+    match ours.state() {
+        AddrState::Tentative => {
+            if from_unspec {
+                // RFC 4862 §5.4.3: another node is probing the same address: ours is
+                // a duplicate too.
+                dad_duplicate(cx, ifp, &ours);
+            }
+            // From a real address: "the solicitation is processed ... as for any
+            // other" is for non-tentative targets; for a tentative one it is ignored.
+            return;
+        }
+        AddrState::Duplicated => return,
+        AddrState::Preferred => {}
+    }
+    if let (false, Some(mac)) = (from_unspec, lladdr) {
+        let mut out = Vec::new();
+        ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    if from_unspec {
+        // §7.2.4: to all-nodes, Solicited clear.
+        nd6_na_output(cx, ifp, target, ALL_NODES, false);
+    } else {
+        nd6_na_output(cx, ifp, target, info.src, true);
+    }
+}
+
+/// `nd6_na_input`: RFC 4861 §7.1.2 validity checks, §7.2.5 processing; an
+/// advertisement for one of our addresses means another node holds it.
+pub(crate) fn nd6_na_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    flags: NdiscNeighborFlags,
+    target: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+) {
+    let solicited = flags.contains(NdiscNeighborFlags::SOLICITED);
+    // §7.1.2: target not multicast; Solicited clear when sent to a multicast group.
+    if target.is_multicast() || (info.mcast && solicited) {
+        return DropReason::Icmp6BadNa.count(cx.stats);
+    }
+    if let Some(ours) = ifp.addr6(target).cloned() {
+        match ours.state() {
+            // RFC 4862 §5.4.4: "If the target address is tentative, the tentative
+            // address is not unique."
+            AddrState::Tentative => dad_duplicate(cx, ifp, &ours),
+            // Someone claims an address we hold (FreeBSD logs "duplicate address").
+            AddrState::Preferred | AddrState::Duplicated => cx.stats.nd6.dadcollision += 1,
+        }
+        return;
+    }
+    let mut out = Vec::new();
+    ifp.nd6.nd_advert(
+        cx.now,
+        target,
+        lladdr,
+        solicited,
+        flags.contains(NdiscNeighborFlags::OVERRIDE),
+        cx.stats,
+        &mut out,
+    );
+    nd6_flush(cx, ifp, &mut out);
+}
+
+fn dad_duplicate(cx: &mut Cx<'_>, ifp: &Ifnet, a: &crate::iface::In6Ifaddr) {
+    if a.state() != AddrState::Duplicated {
+        a.set_state(AddrState::Duplicated);
+        cx.stats.nd6.dadcollision += 1;
+        eprintln!(
+            "mpstack: {}: duplicate IPv6 address {} detected, not used",
+            ifp.name, a.addr
+        );
+    }
+}
+
+/// Worker 0's neighbour-discovery timers for one interface: the table's state
+/// machine, and duplicate address detection. Returns the next deadline.
+pub(crate) fn nd6_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !ifp.inet6() {
+        return None;
+    }
+    if ifp.nd6.poll_at().is_some_and(|t| t <= cx.now) {
+        let mut out = Vec::new();
+        ifp.nd6.timer(cx.now, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    let mut next = ifp.nd6.poll_at();
+    for a in &ifp.addrs6 {
+        if a.state() != AddrState::Tentative {
+            continue;
+        }
+        let due = match a.dad_next() {
+            None => {
+                // RFC 4862 §5.4.2 asks for a random delay before the first probe only
+                // when it is the interface's first message; a stack that starts with
+                // its addresses configured sends it at once.
+                true
+            }
+            Some(t) => t <= cx.now,
+        };
+        if due {
+            if a.dad_sent() >= DAD_TRANSMITS {
+                // §5.4.5: no answer within RetransTimer of the last probe: unique.
+                a.set_state(AddrState::Preferred);
+                cx.stats.nd6.dadok += 1;
+                continue;
+            }
+            a.dad_probe(cx.now + RETRANS_TIMER);
+            nd6_ns_output(cx, ifp, a.addr.addr, None, true);
+        }
+        if let Some(t) = a.dad_next() {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+    }
+    next
+}
+
+/// The neighbour table's entries of every interface, for `ndp -a`.
+pub fn entries(ifs: &[Arc<Ifnet>]) -> Vec<(IfIndex, Nd6Entry)> {
+    ifs.iter()
+        .flat_map(|i| i.nd6.entries().into_iter().map(move |e| (i.index, e)))
+        .collect()
+}

@@ -1,0 +1,618 @@
+//! IPv6 scenarios in virtual time: duplicate address detection, neighbour discovery
+//! (resolution, NUD to stale and back through delay and probe), echo, and the
+//! extension-header rules of RFC 8200 with their Parameter Problems. A raw port on the
+//! hub plays the other node, so every frame on the wire is checked byte by byte.
+
+use dev::mem::WireConfig;
+use dev::{Duration, Queue};
+use net::iface::{AddrState, IfIndex};
+use net::lle::LleState;
+use sim::{HostId, Sim};
+use std::net::Ipv6Addr;
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet,
+    Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
+};
+
+const PEER_MAC: EthernetAddress = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x99]);
+
+fn a6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+fn peer() -> Ipv6Addr {
+    a6("2001:2::99")
+}
+
+/// Host b on a hub with 2001:2::2/64, and a raw port as the peer 2001:2::99.
+fn setup(workers: usize) -> (Sim, HostId, Box<dyn Queue>) {
+    let mut s = Sim::new(11);
+    let hub = s.add_hub(WireConfig::default());
+    let b = s.add_host("b", workers);
+    s.connect(b, hub, "198.18.0.2/24");
+    let raw = s.attach_raw(hub);
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    (s, b, raw)
+}
+
+/// One IPv6 frame seen on the wire.
+#[derive(Debug)]
+struct Seen {
+    dst_mac: EthernetAddress,
+    ip: Ipv6Repr,
+    /// The bytes after the IPv6 header.
+    payload: Vec<u8>,
+}
+
+impl Seen {
+    fn icmp(&self) -> Icmpv6Repr<'_> {
+        let p = Icmpv6Packet::new_checked(&self.payload[..]).unwrap();
+        Icmpv6Repr::parse(&p, &self.ip.src_addr, &self.ip.dst_addr, true).expect("valid ICMPv6")
+    }
+}
+
+fn recv(s: &mut Sim, raw: &mut Box<dyn Queue>) -> Vec<Seen> {
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    raw.rx_burst(s.now(), &mut got, 1024);
+    for m in got {
+        let v = m.to_vec();
+        let f = EthernetFrame::new_checked(&v[..]).unwrap();
+        if f.ethertype() != EtherType::Ipv6 {
+            continue;
+        }
+        let p = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let ip = Ipv6Repr::parse(&p).unwrap();
+        out.push(Seen {
+            dst_mac: f.dst_addr(),
+            ip,
+            payload: p.payload()[..ip.payload_len].to_vec(),
+        });
+    }
+    out
+}
+
+/// An IPv6 frame from the peer: `ext` is the raw extension-header chain (first header
+/// `first`), then an ICMPv6 message.
+fn frame(
+    dst_mac: EthernetAddress,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hlim: u8,
+    first: IpProtocol,
+    ext: &[u8],
+    icmp: &Icmpv6Repr<'_>,
+) -> mbuf::Mbuf {
+    let ilen = icmp.buffer_len();
+    let mut icmp_bytes = vec![0u8; ilen];
+    icmp.emit(
+        &mut Icmpv6Packet::new_unchecked(&mut icmp_bytes[..]),
+        &src,
+        &dst,
+    );
+    let mut v = vec![0u8; 14 + 40];
+    {
+        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
+        f.set_dst_addr(dst_mac);
+        f.set_src_addr(PEER_MAC);
+        f.set_ethertype(EtherType::Ipv6);
+    }
+    Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: if ext.is_empty() {
+            IpProtocol::Icmpv6
+        } else {
+            first
+        },
+        payload_len: ext.len() + ilen,
+        hop_limit: hlim,
+    }
+    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
+    v.extend_from_slice(ext);
+    v.extend_from_slice(&icmp_bytes);
+    mbuf::Mbuf::from_slice(&v).unwrap()
+}
+
+fn send(s: &mut Sim, raw: &mut Box<dyn Queue>, m: mbuf::Mbuf) {
+    let now = s.now();
+    raw.tx_burst(now, &mut vec![m]);
+    s.run_for(Duration::from_millis(1));
+}
+
+fn solicited(a: Ipv6Addr) -> Ipv6Addr {
+    net::iface::solicited_node(a)
+}
+
+fn b_mac(s: &Sim, b: HostId) -> EthernetAddress {
+    s.host(b).interfaces()[0].mac
+}
+
+fn echo(seq: u16) -> Icmpv6Repr<'static> {
+    Icmpv6Repr::EchoRequest {
+        ident: 0x77,
+        seq_no: seq,
+        data: b"mpstack ipv6 echo",
+    }
+}
+
+/// The peer's neighbour advertisement for itself, solicited.
+fn na_from_peer(b: EthernetAddress, to: Ipv6Addr, solicited: bool) -> mbuf::Mbuf {
+    let mut flags = NdiscNeighborFlags::OVERRIDE;
+    if solicited {
+        flags = flags | NdiscNeighborFlags::SOLICITED;
+    }
+    frame(
+        b,
+        peer(),
+        to,
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags,
+            target_addr: peer(),
+            lladdr: Some(PEER_MAC),
+        }),
+    )
+}
+
+/// Runs DAD to completion and checks what went on the wire.
+fn dad_completes(s: &mut Sim, b: HostId, raw: &mut Box<dyn Queue>) {
+    s.run_for(Duration::from_millis(10));
+    let probes = recv(s, raw);
+    let targets: Vec<Ipv6Addr> = probes
+        .iter()
+        .filter_map(|f| match f.icmp() {
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+                target_addr,
+                lladdr: None,
+            }) if f.ip.src_addr.is_unspecified()
+                && f.ip.dst_addr == solicited(target_addr)
+                && f.ip.hop_limit == 255 =>
+            {
+                Some(target_addr)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        targets.len(),
+        2,
+        "one DAD probe each, link-local and global: {probes:?}"
+    );
+    assert!(targets.contains(&a6("2001:2::2")));
+    assert!(s
+        .host(b)
+        .addresses6()
+        .iter()
+        .all(|(_, _, st)| *st == AddrState::Tentative));
+    s.run_for(Duration::from_millis(1100));
+    let st = s.host(b).addresses6();
+    assert!(
+        st.iter().all(|(_, _, st)| *st == AddrState::Preferred),
+        "{st:?}"
+    );
+    assert_eq!(s.host(b).stats().nd6.dadok, 2);
+}
+
+#[test]
+fn ndp_dad_then_resolution_and_echo() {
+    for workers in [1, 2] {
+        let (mut s, b, mut raw) = setup(workers);
+        dad_completes(&mut s, b, &mut raw);
+        let bm = b_mac(&s, b);
+        // An echo request from the peer: b must resolve the peer first.
+        send(
+            &mut s,
+            &mut raw,
+            frame(
+                bm,
+                peer(),
+                a6("2001:2::2"),
+                64,
+                IpProtocol::Icmpv6,
+                &[],
+                &echo(1),
+            ),
+        );
+        let out = recv(&mut s, &mut raw);
+        let ns = out
+            .iter()
+            .find(|f| {
+                matches!(
+                    f.icmp(),
+                    Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { .. })
+                )
+            })
+            .expect("b solicits the peer");
+        assert_eq!(ns.ip.dst_addr, solicited(peer()));
+        assert_eq!(ns.dst_mac, EthernetAddress([0x33, 0x33, 0xff, 0, 0, 0x99]));
+        assert!(matches!(
+            ns.icmp(),
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, lladdr: Some(m) }) if target_addr == peer() && m == bm
+        ));
+        send(&mut s, &mut raw, na_from_peer(bm, ns.ip.src_addr, true));
+        let out = recv(&mut s, &mut raw);
+        let reply = out
+            .iter()
+            .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+            .unwrap_or_else(|| panic!("echo reply released from the hold queue: {out:?}"));
+        assert_eq!(reply.dst_mac, PEER_MAC);
+        assert_eq!(
+            (reply.ip.src_addr, reply.ip.dst_addr),
+            (a6("2001:2::2"), peer())
+        );
+        assert!(matches!(
+            reply.icmp(),
+            Icmpv6Repr::EchoReply { ident: 0x77, seq_no: 1, data } if data == b"mpstack ipv6 echo"
+        ));
+        let nd = s.host(b).interfaces()[0].nd6.entries();
+        assert_eq!((nd[0].ip, nd[0].state), (peer(), LleState::Reachable));
+        // An echo to the all-nodes group is answered from our unicast address.
+        send(
+            &mut s,
+            &mut raw,
+            frame(
+                EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+                peer(),
+                a6("ff02::1"),
+                64,
+                IpProtocol::Icmpv6,
+                &[],
+                &echo(2),
+            ),
+        );
+        let out = recv(&mut s, &mut raw);
+        assert!(out.iter().any(
+            |f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 2, .. })
+                && !f.ip.src_addr.is_multicast()
+        ));
+        let st = s.host(b).stats();
+        assert_eq!(
+            (st.icmp6.inecho, st.icmp6.outechoreply),
+            (2, 2),
+            "workers={workers}"
+        );
+    }
+}
+
+#[test]
+fn ndp_answers_a_solicitation_and_learns_the_sender() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: a6("2001:2::2"),
+        lladdr: Some(PEER_MAC),
+    });
+    let sn = solicited(a6("2001:2::2"));
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2]),
+            peer(),
+            sn,
+            255,
+            IpProtocol::Icmpv6,
+            &[],
+            &ns,
+        ),
+    );
+    let out = recv(&mut s, &mut raw);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        out[0].dst_mac, PEER_MAC,
+        "answered without asking: the NS taught b"
+    );
+    match out[0].icmp() {
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags,
+            target_addr,
+            lladdr,
+        }) => {
+            assert_eq!(target_addr, a6("2001:2::2"));
+            assert_eq!(lladdr, Some(b_mac(&s, b)));
+            assert!(flags.contains(NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Learnt STALE from the solicitation (RFC 4861 §7.2.3), then the advertisement
+    // sent to it moved it to DELAY (§7.3.3).
+    assert_eq!(
+        s.host(b).interfaces()[0].nd6.entries()[0].state,
+        LleState::Delay
+    );
+    // The same with a hop limit of 254 did not come from the link: dropped, counted.
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2]),
+            peer(),
+            sn,
+            254,
+            IpProtocol::Icmpv6,
+            &[],
+            &ns,
+        ),
+    );
+    assert!(recv(&mut s, &mut raw).is_empty());
+    assert_eq!(s.host(b).stats().icmp6.badns, 1);
+}
+
+#[test]
+fn ndp_dad_detects_a_duplicate() {
+    let (mut s, b, mut raw) = setup(1);
+    s.run_for(Duration::from_millis(10));
+    let probes = recv(&mut s, &mut raw);
+    assert!(!probes.is_empty());
+    // The peer already holds 2001:2::2 and defends it (RFC 4862 §5.4.4).
+    let bm = b_mac(&s, b);
+    let na = frame(
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        a6("2001:2::2"),
+        a6("ff02::1"),
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::OVERRIDE,
+            target_addr: a6("2001:2::2"),
+            lladdr: Some(PEER_MAC),
+        }),
+    );
+    let _ = bm;
+    send(&mut s, &mut raw, na);
+    s.run_for(Duration::from_secs(2));
+    let addrs = s.host(b).addresses6();
+    let global = addrs
+        .iter()
+        .find(|(_, a, _)| a.addr == a6("2001:2::2"))
+        .unwrap();
+    assert_eq!(global.2, AddrState::Duplicated);
+    let ll = addrs
+        .iter()
+        .find(|(_, a, _)| a.addr != a6("2001:2::2"))
+        .unwrap();
+    assert_eq!(
+        ll.2,
+        AddrState::Preferred,
+        "the link-local address is unique"
+    );
+    assert_eq!(s.host(b).stats().nd6.dadcollision, 1);
+    // A duplicated address takes no traffic.
+    recv(&mut s, &mut raw);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(9),
+        ),
+    );
+    s.run_for(Duration::from_millis(10));
+    assert!(recv(&mut s, &mut raw)
+        .iter()
+        .all(|f| !matches!(f.icmp(), Icmpv6Repr::EchoReply { .. })));
+}
+
+#[test]
+fn nud_goes_stale_then_delay_probe_and_back_to_reachable() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(1),
+        ),
+    );
+    recv(&mut s, &mut raw);
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+    let state = |s: &Sim| s.host(b).interfaces()[0].nd6.entries()[0].state;
+    assert_eq!(state(&s), LleState::Reachable);
+    s.run_for(Duration::from_secs(31));
+    assert_eq!(state(&s), LleState::Stale, "REACHABLE_TIME passed");
+    // Traffic to a stale neighbour goes out at once and starts DELAY.
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(2),
+        ),
+    );
+    let out = recv(&mut s, &mut raw);
+    assert!(out
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 2, .. })));
+    assert_eq!(state(&s), LleState::Delay);
+    s.run_for(Duration::from_secs(5));
+    assert_eq!(state(&s), LleState::Probe);
+    let out = recv(&mut s, &mut raw);
+    let probe = out
+        .iter()
+        .find(|f| {
+            matches!(
+                f.icmp(),
+                Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { .. })
+            )
+        })
+        .expect("a unicast probe");
+    assert_eq!((probe.ip.dst_addr, probe.dst_mac), (peer(), PEER_MAC));
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    assert_eq!(state(&s), LleState::Reachable);
+}
+
+/// The echo request behind `ext` (first header `first`) and what b sends back.
+fn with_ext(
+    s: &mut Sim,
+    b: HostId,
+    raw: &mut Box<dyn Queue>,
+    first: IpProtocol,
+    ext: &[u8],
+) -> Vec<Seen> {
+    let bm = b_mac(s, b);
+    send(
+        s,
+        raw,
+        frame(bm, peer(), a6("2001:2::2"), 64, first, ext, &echo(5)),
+    );
+    s.run_for(Duration::from_millis(5));
+    recv(s, raw)
+}
+
+fn param_problem(out: &[Seen]) -> Option<(u8, u32)> {
+    out.iter().find_map(|f| match f.icmp() {
+        Icmpv6Repr::ParamProblem {
+            reason, pointer, ..
+        } => Some((u8::from(reason), pointer)),
+        _ => None,
+    })
+}
+
+#[test]
+fn extension_headers_follow_rfc_8200() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    // Teach b the peer, so answers need no resolution.
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(0),
+        ),
+    );
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+    let icmp6 = 58u8;
+    let is_reply = |out: &[Seen]| {
+        out.iter()
+            .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+    };
+
+    // Hop-by-hop with PadN and a router alert: processed, answered.
+    let hbh = [icmp6, 0, 5, 2, 0, 0, 1, 0];
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::HopByHop,
+        &hbh
+    )));
+    // Unknown option, action bits 00: skipped.
+    let skip = [icmp6, 0, 0x1e, 4, 0, 0, 0, 0];
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Ipv6Opts,
+        &skip
+    )));
+    // Action bits 01: discarded silently.
+    let discard = [icmp6, 0, 0x5e, 4, 0, 0, 0, 0];
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &discard);
+    assert!(out.is_empty(), "{out:?}");
+    // Action bits 10: Parameter Problem code 2 pointing at the option type (40 + 2).
+    let send_all = [icmp6, 0, 0x9e, 4, 0, 0, 0, 0];
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &send_all);
+    assert_eq!(param_problem(&out), Some((2, 42)), "{out:?}");
+    // Action bits 11, unicast destination: the same.
+    let send_uni = [icmp6, 0, 0xde, 4, 0, 0, 0, 0];
+    assert_eq!(
+        param_problem(&with_ext(
+            &mut s,
+            b,
+            &mut raw,
+            IpProtocol::Ipv6Opts,
+            &send_uni
+        )),
+        Some((2, 42))
+    );
+    // Routing header type 0 with segments left: RFC 5095, code 0 at the type (40 + 2).
+    let mut rh0 = vec![icmp6, 2, 0, 1, 0, 0, 0, 0];
+    rh0.extend_from_slice(&a6("2001:2::77").octets());
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Route, &rh0);
+    assert_eq!(param_problem(&out), Some((0, 42)), "{out:?}");
+    // Type 0 with segments left 0: the header is ignored.
+    rh0[3] = 0;
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Ipv6Route,
+        &rh0
+    )));
+    // Hop-by-hop anywhere but first: code 1, pointing at the Next Header that named it.
+    let dst_then_hbh = [0u8, 0, 1, 4, 0, 0, 0, 0, icmp6, 0, 1, 4, 0, 0, 0, 0];
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &dst_then_hbh);
+    assert_eq!(param_problem(&out), Some((1, 40)), "{out:?}");
+    // An unknown next header: code 1 at the byte that names it (the fixed header's).
+    let out = with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::from(253),
+        &[icmp6, 0, 1, 4, 0, 0, 0, 0],
+    );
+    assert_eq!(param_problem(&out), Some((1, 6)), "{out:?}");
+    // An atomic fragment (offset 0, M clear; RFC 6946): processed at once.
+    let atomic = [icmp6, 0, 0, 0, 0, 0, 0x12, 0x34];
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Ipv6Frag,
+        &atomic
+    )));
+    // ESP: recognised and counted, nothing to answer.
+    assert!(with_ext(&mut s, b, &mut raw, IpProtocol::Esp, &[0u8; 16]).is_empty());
+    // A chain of 40 empty destination-options headers: refused, bounded work.
+    let mut long = Vec::new();
+    for _ in 0..39 {
+        long.extend_from_slice(&[60, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    long.extend_from_slice(&[icmp6, 0, 1, 4, 0, 0, 0, 0]);
+    assert!(with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &long).is_empty());
+    let st = s.host(b).stats();
+    assert_eq!(st.ip6.rthdr0, 2);
+    assert_eq!(st.ip6.esp, 1);
+    assert_eq!(st.ip6.toomanyhdr, 1);
+    assert_eq!(st.icmp6.outparamprob, 5);
+    // Still answering.
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Icmpv6,
+        &[]
+    )));
+}
