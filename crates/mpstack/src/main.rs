@@ -136,6 +136,17 @@ pub struct RunArgs {
     /// Default gateway.
     #[arg(long, value_name = "ADDR")]
     pub gw: Option<String>,
+    /// IPv6 address with prefix length, e.g. 2001:2::2/64 (repeatable). The first
+    /// also turns IPv6 on with a link-local address from the MAC; every address goes
+    /// through duplicate address detection (about a second) before it is used.
+    #[arg(long, value_name = "ADDR6/LEN")]
+    pub inet6: Vec<String>,
+    /// IPv6 default router (a link-local or on-link address).
+    #[arg(long, value_name = "ADDR6")]
+    pub gw6: Option<String>,
+    /// Duplicate address detection probes per IPv6 address, one a second (0: off).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub dad_transmits: u8,
     /// Worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,

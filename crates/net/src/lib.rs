@@ -27,7 +27,7 @@ pub mod tcp;
 mod udp;
 mod worker;
 
-pub use iface::{IfConfig, IfIndex, Ifnet, InetAddr};
+pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
 pub use stack::{NetConfig, Stack, StackConfig, StackError};

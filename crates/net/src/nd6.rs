@@ -51,7 +51,7 @@ type Nd6Output = LleOutput<Ipv6Addr>;
 /// RFC 4861 §6.1.2 / §7.1: ND messages travel with hop limit 255, so that a receiver
 /// knows they come from the link.
 const ND_HLIM: u8 = 255;
-/// RFC 4862 §5.1: `DupAddrDetectTransmits`, default 1.
+/// RFC 4862 §5.1: `DupAddrDetectTransmits`, default 1 (`StackConfig::dad_transmits`).
 pub const DAD_TRANSMITS: u8 = 1;
 /// RFC 4861 §10: `RETRANS_TIMER`, 1 s.
 pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
@@ -300,7 +300,7 @@ pub(crate) fn nd6_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
             Some(t) => t <= cx.now,
         };
         if due {
-            if a.dad_sent() >= DAD_TRANSMITS {
+            if a.dad_sent() >= cx.shared.params.dad_transmits {
                 // §5.4.5: no answer within RetransTimer of the last probe: unique.
                 a.set_state(AddrState::Preferred);
                 cx.stats.nd6.dadok += 1;
