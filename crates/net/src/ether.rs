@@ -19,7 +19,7 @@ pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     cx.stats.ether.ipackets += 1;
     m.hdr.rcvif = ifp.index.0;
     let (dst, src, ethertype) = {
-        let Ok(h) = m.pulldown(0, ETHER_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ETHER_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::EtherTooShort);
         };
         let f = EthernetFrame::new_unchecked(&h[..]);
@@ -177,7 +177,7 @@ pub(crate) fn arp_request(
 pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     cx.stats.arp.received += 1;
     let repr = {
-        let Ok(h) = m.pulldown(0, 28) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 28) else {
             return cx.drop_pkt(m, DropReason::ArpBadLen);
         };
         let p = ArpPacket::new_unchecked(&h[..]);

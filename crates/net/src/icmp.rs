@@ -54,7 +54,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
         return cx.drop_pkt(m, DropReason::IcmpChecksum);
     }
     let (ty, ident, seq) = {
-        let Ok(h) = m.pulldown(info.hlen, ICMP_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::IcmpTooShort);
         };
         let p = Icmpv4Packet::new_unchecked(&h[..]);

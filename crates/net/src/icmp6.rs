@@ -40,7 +40,7 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
     }
     // The whole message contiguous: messages are small (the echo data aside, which
     // pulldown copies only when the link split it).
-    let Ok(b) = m.pulldown(info.off, len) else {
+    let Ok(b) = crate::hdr::hdr(cx.access, &mut m, info.off, len) else {
         return cx.drop_pkt(m, DropReason::Icmp6TooShort);
     };
     let p = Icmpv6Packet::new_unchecked(&b[..len]);

@@ -38,7 +38,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         return cx.drop_pkt(m, DropReason::IpTooSmall);
     }
     let (hlen, total_len) = {
-        let Ok(h) = m.pulldown(0, IP_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::IpTooSmall);
         };
         let p = Ipv4Packet::new_unchecked(&h[..]);
@@ -55,7 +55,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         return cx.drop_pkt(m, DropReason::IpBadHlen);
     }
     let info = {
-        let Ok(h) = m.pulldown(0, hlen) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
             return cx.drop_pkt(m, DropReason::IpBadHlen);
         };
         let p = Ipv4Packet::new_unchecked(&h[..]);

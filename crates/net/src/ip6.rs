@@ -14,6 +14,7 @@
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
 //! interface's neighbour table ([`crate::nd6`]).
 
+use crate::hdr::{hdr, HdrAccess};
 use crate::iface::{is_link_local, Ifnet};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -56,7 +57,7 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         return cx.drop_pkt(m, DropReason::Ip6TooSmall);
     }
     let (src, dst, hlim, first, plen) = {
-        let Ok(h) = m.pulldown(0, IP6_HDR_LEN) else {
+        let Ok(h) = hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::Ip6TooSmall);
         };
         let p = Ipv6Packet::new_unchecked(&h[..]);
@@ -116,10 +117,10 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                 if proto == IpProtocol::HopByHop && off != IP6_HDR_LEN {
                     return param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
                 }
-                let Some((next, hlen)) = ext_len(&mut m, proto, off) else {
+                let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
                     return cx.drop_pkt(m, DropReason::Ip6TooShort);
                 };
-                match options(&mut m, off, hlen, mcast) {
+                match options(cx.access, &mut m, off, hlen) {
                     Opts::Ok => {}
                     Opts::Drop => return cx.drop_pkt(m, DropReason::Ip6BadOptions),
                     Opts::Problem(at) => {
@@ -144,10 +145,10 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                 proto = next;
             }
             IpProtocol::Ipv6Route => {
-                let Some((next, hlen)) = ext_len(&mut m, proto, off) else {
+                let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
                     return cx.drop_pkt(m, DropReason::Ip6TooShort);
                 };
-                let (rtype, segleft) = match m.pulldown(off, 4) {
+                let (rtype, segleft) = match hdr(cx.access, &mut m, off, 4) {
                     Ok(h) => (h[2], h[3]),
                     Err(_) => return cx.drop_pkt(m, DropReason::Ip6TooShort),
                 };
@@ -167,7 +168,7 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                 proto = next;
             }
             IpProtocol::Ipv6Frag => {
-                let (next, offset, more) = match m.pulldown(off, 8) {
+                let (next, offset, more) = match hdr(cx.access, &mut m, off, 8) {
                     Ok(h) => (
                         IpProtocol::from(h[0]),
                         u16::from_be_bytes([h[2], h[3]]) >> 3,
@@ -248,10 +249,9 @@ fn local6(cx: &Cx<'_>, a: Ipv6Addr) -> Option<bool> {
 }
 
 /// Length and next header of the options or routing header at `off`.
-fn ext_len(m: &mut Mbuf, proto: IpProtocol, off: usize) -> Option<(IpProtocol, usize)> {
-    let h = m.pulldown(off, 2).ok()?;
+fn ext_len(a: HdrAccess, m: &mut Mbuf, off: usize) -> Option<(IpProtocol, usize)> {
+    let h = hdr(a, m, off, 2).ok()?;
     let (next, len_byte) = (IpProtocol::from(h[0]), h[1]);
-    let _ = proto;
     let hlen = (usize::from(len_byte) + 1) * 8;
     if off + hlen > m.len() {
         return None;
@@ -271,9 +271,8 @@ enum Opts {
 
 /// RFC 8200 §4.2: the options of a hop-by-hop or destination options header of
 /// `hlen` bytes at `off`. We know Pad1, PadN and router alert (RFC 2711).
-fn options(m: &mut Mbuf, off: usize, hlen: usize, mcast: bool) -> Opts {
-    let _ = mcast;
-    let Ok(h) = m.pulldown(off, hlen) else {
+fn options(a: HdrAccess, m: &mut Mbuf, off: usize, hlen: usize) -> Opts {
+    let Ok(h) = hdr(a, m, off, hlen) else {
         return Opts::Drop;
     };
     let mut rest = &h[2..hlen];

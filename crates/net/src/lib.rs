@@ -11,6 +11,7 @@ pub mod arp;
 #[cfg(feature = "tokio")]
 pub mod async_io;
 mod ether;
+pub mod hdr;
 mod icmp;
 mod icmp6;
 pub mod iface;

@@ -64,6 +64,9 @@ pub struct StackConfig {
     /// address is used (RFC 4862 `DupAddrDetectTransmits`, FreeBSD's
     /// `net.inet6.ip6.dad_count`), one a second; 0 turns DAD off.
     pub dad_transmits: u8,
+    /// How the input path makes headers contiguous: `pulldown` (the default), or the
+    /// `pullup`/`pullup2` of the m_pulldown paper's comparison (`mpstack bench mbuf`).
+    pub hdr_access: crate::hdr::HdrAccess,
 }
 
 impl Default for StackConfig {
@@ -82,6 +85,7 @@ impl Default for StackConfig {
             isn_secret: None,
             busy_poll: std::time::Duration::from_micros(200),
             dad_transmits: crate::nd6::DAD_TRANSMITS,
+            hdr_access: crate::hdr::HdrAccess::Pulldown,
         }
     }
 }

@@ -77,6 +77,8 @@ pub(crate) struct Cx<'a> {
     pub nworkers: usize,
     pub isn_secret: u64,
     pub tcp_cfg: TcpConfig,
+    /// How input code makes headers contiguous.
+    pub access: crate::hdr::HdrAccess,
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,
@@ -318,6 +320,7 @@ impl Worker {
             nworkers: shared.wake.len(),
             isn_secret: shared.isn_secret,
             tcp_cfg: shared.params.tcp,
+            access: shared.params.hdr_access,
             handed_off: false,
         };
 
