@@ -22,7 +22,7 @@ pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ETHER_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::EtherTooShort);
         };
-        let f = EthernetFrame::new_unchecked(&h[..]);
+        let f = EthernetFrame::new_unchecked(h);
         (f.dst_addr(), f.src_addr(), f.ethertype())
     };
     // A frame from a multicast source is invalid (IEEE 802.3); one from ourselves is
@@ -180,7 +180,7 @@ pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 28) else {
             return cx.drop_pkt(m, DropReason::ArpBadLen);
         };
-        let p = ArpPacket::new_unchecked(&h[..]);
+        let p = ArpPacket::new_unchecked(h);
         match ArpRepr::parse(&p) {
             Ok(r) => r,
             Err(wire::Error::Truncated) => return cx.drop_pkt(m, DropReason::ArpBadLen),

@@ -57,7 +57,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::IcmpTooShort);
         };
-        let p = Icmpv4Packet::new_unchecked(&h[..]);
+        let p = Icmpv4Packet::new_unchecked(h);
         (p.msg_type(), p.echo_ident(), p.echo_seq_no())
     };
     match ty {

@@ -41,7 +41,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::IpTooSmall);
         };
-        let p = Ipv4Packet::new_unchecked(&h[..]);
+        let p = Ipv4Packet::new_unchecked(h);
         if p.version() != 4 {
             return cx.drop_pkt(m, DropReason::IpBadVers);
         }
@@ -58,7 +58,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
             return cx.drop_pkt(m, DropReason::IpBadHlen);
         };
-        let p = Ipv4Packet::new_unchecked(&h[..]);
+        let p = Ipv4Packet::new_unchecked(h);
         // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
         if wire::checksum::data(&h[..hlen]) != 0xffff {
             return cx.drop_pkt(m, DropReason::IpBadSum);

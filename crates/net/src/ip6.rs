@@ -60,7 +60,7 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         let Ok(h) = hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::Ip6TooSmall);
         };
-        let p = Ipv6Packet::new_unchecked(&h[..]);
+        let p = Ipv6Packet::new_unchecked(h);
         if p.version() != 6 {
             return cx.drop_pkt(m, DropReason::Ip6BadVers);
         }

@@ -34,7 +34,7 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, UDP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::UdpHdrops);
         };
-        let p = UdpPacket::new_unchecked(&h[..]);
+        let p = UdpPacket::new_unchecked(h);
         (p.src_port(), p.dst_port(), p.len() as usize, p.checksum())
     };
     if ulen < UDP_HDR_LEN || ulen > iplen {
