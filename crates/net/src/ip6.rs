@@ -7,8 +7,9 @@
 //! header (type 0 refused per RFC 5095, any unknown type per §4.4), the fragment
 //! header (atomic fragments, RFC 6946, go on at once), and counting AH and ESP. A
 //! Parameter Problem points at the offending byte where §4 asks for one. Then the
-//! upper layer: ICMPv6 ([`crate::icmp6`]); UDP and TCP over IPv6 have no sockets yet
-//! and are answered with port unreachable.
+//! upper layer: ICMPv6 ([`crate::icmp6`]); UDP and TCP over IPv6 ([`crate::inet6`])
+//! have no sockets yet: their headers and checksums are checked, then a port
+//! unreachable or a reset answers.
 //!
 //! Output routes on the interfaces' prefixes and the default router, picks a source
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
@@ -220,18 +221,8 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     cx.stats.ip6.delivered += 1;
     match proto {
         IpProtocol::Icmpv6 => crate::icmp6::icmp6_input(cx, ifp, m, info),
-        IpProtocol::Udp | IpProtocol::Tcp => {
-            // No IPv6 sockets yet: as a host with no listener on the port.
-            if mcast {
-                return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
-            }
-            cx.stats.udp.noport += 1;
-            crate::icmp6::icmp6_error(
-                cx,
-                m,
-                crate::icmp6::Error6::Unreach(wire::Icmpv6DstUnreachable::PortUnreachable),
-            );
-        }
+        IpProtocol::Udp => crate::inet6::udp6_input(cx, m, info),
+        IpProtocol::Tcp => crate::inet6::tcp6_input(cx, m, info),
         _ => {
             cx.stats.ip6.unknownhdr += 1;
             param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at)

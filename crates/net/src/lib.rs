@@ -15,6 +15,7 @@ pub mod hdr;
 mod icmp;
 mod icmp6;
 pub mod iface;
+mod inet6;
 mod ip;
 mod ip6;
 pub mod lle;

@@ -616,3 +616,109 @@ fn extension_headers_follow_rfc_8200() {
         &[]
     )));
 }
+
+/// An IPv6 frame from the peer to b carrying `payload` as protocol `next`.
+fn frame_raw(dst_mac: EthernetAddress, next: IpProtocol, payload: &[u8]) -> mbuf::Mbuf {
+    let mut v = vec![0u8; 14 + 40];
+    {
+        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
+        f.set_dst_addr(dst_mac);
+        f.set_src_addr(PEER_MAC);
+        f.set_ethertype(EtherType::Ipv6);
+    }
+    Ipv6Repr {
+        src_addr: peer(),
+        dst_addr: a6("2001:2::2"),
+        next_header: next,
+        payload_len: payload.len(),
+        hop_limit: 64,
+    }
+    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
+    v.extend_from_slice(payload);
+    mbuf::Mbuf::from_slice(&v).unwrap()
+}
+
+/// Fills the checksum at `at` of an upper-layer message from the peer to b.
+fn fill_sum(msg: &mut [u8], next: IpProtocol, at: usize) {
+    msg[at..at + 2].copy_from_slice(&[0, 0]);
+    let s = !wire::checksum::combine(&[
+        wire::checksum::data(msg),
+        wire::checksum::pseudo_header(
+            &std::net::IpAddr::V6(peer()),
+            &std::net::IpAddr::V6(a6("2001:2::2")),
+            next,
+            msg.len() as u32,
+        ),
+    ]);
+    msg[at..at + 2].copy_from_slice(&s.to_be_bytes());
+}
+
+#[test]
+fn udp_and_tcp_over_ipv6_to_closed_ports_get_unreachable_and_reset() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(0),
+        ),
+    );
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+
+    // UDP to port 9999: port unreachable quoting the datagram.
+    let mut udp = vec![0x30, 0x39, 0x27, 0x0f, 0, 12, 0, 0, b'p', b'i', b'n', b'g'];
+    fill_sum(&mut udp, IpProtocol::Udp, 6);
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Udp, &udp));
+    let out = recv(&mut s, &mut raw);
+    let unreach = out.iter().find_map(|f| match f.icmp() {
+        Icmpv6Repr::DstUnreachable { reason, data } => Some((u8::from(reason), data.len())),
+        _ => None,
+    });
+    assert_eq!(unreach, Some((4, 40 + 12)), "{out:?}");
+    // A zero checksum is not allowed over IPv6 (RFC 8200 §8.1): dropped silently.
+    udp[6..8].copy_from_slice(&[0, 0]);
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Udp, &udp));
+    assert!(recv(&mut s, &mut raw).is_empty());
+
+    // TCP SYN to port 80 with an MSS option: a reset, ACK = SEQ + 1.
+    let mut syn = vec![0u8; 24];
+    syn[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    syn[2..4].copy_from_slice(&80u16.to_be_bytes());
+    syn[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    syn[12] = 6 << 4;
+    syn[13] = 0x02;
+    syn[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    syn[20..24].copy_from_slice(&[2, 4, 0x05, 0xa0]);
+    fill_sum(&mut syn, IpProtocol::Tcp, 16);
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Tcp, &syn));
+    let out = recv(&mut s, &mut raw);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let r = &out[0];
+    assert_eq!(
+        (r.ip.next_header, r.ip.src_addr, r.ip.dst_addr),
+        (IpProtocol::Tcp, a6("2001:2::2"), peer())
+    );
+    let t = wire::TcpPacket::new_checked(&r.payload[..]).unwrap();
+    assert!(t.verify_checksum(
+        &std::net::IpAddr::V6(r.ip.src_addr),
+        &std::net::IpAddr::V6(r.ip.dst_addr)
+    ));
+    assert!(t.rst() && t.ack() && !t.syn());
+    assert_eq!((t.src_port(), t.dst_port()), (80, 40000));
+    assert_eq!((t.seq_number().0, t.ack_number().0), (0, 1001));
+    // A bad checksum: dropped, counted, no answer.
+    syn[16] ^= 0xff;
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Tcp, &syn));
+    assert!(recv(&mut s, &mut raw).is_empty());
+    let st = s.host(b).stats();
+    assert_eq!((st.udp.badsum, st.tcp.rcvbadsum, st.tcp.sndrst), (1, 1, 1));
+}
