@@ -55,9 +55,13 @@ enum Cmd {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// What to measure: tcp.
+    /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
+    /// Linux), or mbuf (the m_pulldown paper's Table 2 on the input path).
     #[arg(default_value = "tcp")]
     pub what: String,
+    /// bench mbuf: packets per traffic mix and strategy.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub packets: u64,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,

@@ -38,15 +38,50 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
     if len < 4 {
         return cx.drop_pkt(m, DropReason::Icmp6TooShort);
     }
-    // The whole message contiguous: messages are small (the echo data aside, which
-    // pulldown copies only when the link split it).
+    // The checksum over the chain as it lies: no byte of the message is moved for it.
+    let sum = wire::checksum::combine(&[
+        crate::icmp::mbuf_sum(&m, info.off, len),
+        wire::checksum::pseudo_header(
+            &std::net::IpAddr::V6(info.src),
+            &std::net::IpAddr::V6(info.dst),
+            IpProtocol::Icmpv6,
+            len as u32,
+        ),
+    ]);
+    if sum != 0xffff {
+        return cx.drop_pkt(m, DropReason::Icmp6Checksum);
+    }
+    let ty = match crate::hdr::hdr(cx.access, &mut m, info.off, 4) {
+        Ok(h) => (Icmpv6Message::from(h[0]), h[1]),
+        Err(_) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
+    };
+    if ty == (Icmpv6Message::EchoRequest, 0) {
+        // Echo: the 8-byte header contiguous, the data copied once, into the reply.
+        if len < 8 {
+            return cx.drop_pkt(m, DropReason::Icmp6BadLen);
+        }
+        let (ident, seq_no) = match crate::hdr::hdr(cx.access, &mut m, info.off, 8) {
+            Ok(h) => (
+                u16::from_be_bytes([h[4], h[5]]),
+                u16::from_be_bytes([h[6], h[7]]),
+            ),
+            Err(_) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
+        };
+        let mut data = vec![0u8; len - 8];
+        if m.copydata(info.off + 8, &mut data).is_err() {
+            return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+        }
+        drop(m);
+        return echo_reply(cx, ifp, info, ident, seq_no, &data);
+    }
+    // Everything else is small (neighbour discovery, MLD) or rare (errors): the whole
+    // message contiguous, parsed as one.
     let Ok(b) = crate::hdr::hdr(cx.access, &mut m, info.off, len) else {
         return cx.drop_pkt(m, DropReason::Icmp6TooShort);
     };
-    let p = Icmpv6Packet::new_unchecked(&b[..len]);
-    let repr = match Icmpv6Repr::parse(&p, &info.src, &info.dst, true) {
+    let p = Icmpv6Packet::new_unchecked(b);
+    let repr = match Icmpv6Repr::parse(&p, &info.src, &info.dst, false) {
         Ok(r) => r,
-        Err(wire::Error::Checksum) => return cx.drop_pkt(m, DropReason::Icmp6Checksum),
         Err(wire::Error::Truncated) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
         Err(wire::Error::Unsupported) => {
             // Unknown informational types are silently discarded (§2.4(b)); MLDv1.
@@ -58,42 +93,8 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
         return cx.drop_pkt(m, DropReason::Ip6CantForward);
     }
     match repr {
-        Icmpv6Repr::EchoRequest {
-            ident,
-            seq_no,
-            data,
-        } => {
-            cx.stats.icmp6.inecho += 1;
-            // RFC 4443 §4.2: the reply goes to the request's source; to a request sent
-            // to a multicast group, from one of our unicast addresses.
-            if info.src.is_unspecified() {
-                return cx.drop_pkt(m, DropReason::Icmp6Other);
-            }
-            let src = if info.mcast {
-                Ipv6Addr::UNSPECIFIED
-            } else {
-                info.dst
-            };
-            let data = data.to_vec();
-            drop(m);
-            cx.stats.icmp6.outechoreply += 1;
-            icmp6_send(
-                cx,
-                &Icmpv6Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data: &data,
-                },
-                Ip6Out {
-                    src,
-                    dst: info.src,
-                    proto: IpProtocol::Icmpv6,
-                    hlim: crate::ip6::DEFAULT_HLIM,
-                    keep_unspec: false,
-                    ifindex: Some(ifp.index),
-                },
-            );
-        }
+        // Answered above.
+        Icmpv6Repr::EchoRequest { .. } => drop(m),
         Icmpv6Repr::EchoReply { .. } => cx.stats.icmp6.inechoreply += 1,
         Icmpv6Repr::DstUnreachable { .. } => cx.stats.icmp6.indstunreach += 1,
         Icmpv6Repr::PktTooBig { .. } => cx.stats.icmp6.inpkttoobig += 1,
@@ -140,21 +141,62 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
     }
 }
 
+/// RFC 4443 §4.2: the reply goes to the request's source; to a request sent to a
+/// multicast group, from one of our unicast addresses.
+fn echo_reply(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    ident: u16,
+    seq_no: u16,
+    data: &[u8],
+) {
+    cx.stats.icmp6.inecho += 1;
+    if info.tentative {
+        return DropReason::Ip6CantForward.count(cx.stats);
+    }
+    if info.src.is_unspecified() {
+        return DropReason::Icmp6Other.count(cx.stats);
+    }
+    let src = if info.mcast {
+        Ipv6Addr::UNSPECIFIED
+    } else {
+        info.dst
+    };
+    cx.stats.icmp6.outechoreply += 1;
+    icmp6_send(
+        cx,
+        &Icmpv6Repr::EchoReply {
+            ident,
+            seq_no,
+            data,
+        },
+        Ip6Out {
+            src,
+            dst: info.src,
+            proto: IpProtocol::Icmpv6,
+            hlim: crate::ip6::DEFAULT_HLIM,
+            keep_unspec: false,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
 /// `icmp6_error`: answers `m` (a received IPv6 packet) with an error, under the rules
 /// of RFC 4443 §2.4(e) and the shared error rate limit (§2.4(f)).
 pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
     cx.stats.icmp6.error += 1;
     let (src, dst, next) = {
-        let Ok(h) = m.pulldown(0, IP6_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::Icmp6NoError);
         };
-        let p = Ipv6Packet::new_unchecked(&h[..]);
+        let p = Ipv6Packet::new_unchecked(h);
         (p.src_addr(), p.dst_addr(), p.next_header())
     };
     // §2.4(e): never about an ICMPv6 error message (the first header only: a chain in
     // front of it is rare, and the rule is a SHOULD against loops).
     if next == IpProtocol::Icmpv6 {
-        if let Ok(t) = m.pulldown(IP6_HDR_LEN, 1) {
+        if let Ok(t) = crate::hdr::hdr(cx.access, &mut m, IP6_HDR_LEN, 1) {
             if Icmpv6Message::from(t[0]).is_error() {
                 return cx.drop_pkt(m, DropReason::Icmp6NoError);
             }
