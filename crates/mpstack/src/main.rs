@@ -148,6 +148,11 @@ pub struct RunArgs {
     /// IPv6 default router (a link-local or on-link address).
     #[arg(long, value_name = "ADDR6")]
     pub gw6: Option<String>,
+    /// Stateless address autoconfiguration: solicit routers when IPv6 comes up and
+    /// form an address from each advertised /64 (RFC 4862). Default routers and
+    /// on-link prefixes are taken from advertisements either way.
+    #[arg(long)]
+    pub slaac: bool,
     /// Duplicate address detection probes per IPv6 address, one a second (0: off).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub dad_transmits: u8,

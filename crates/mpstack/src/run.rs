@@ -41,6 +41,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     if gw6.is_some() && inet6.is_empty() {
         return Err("--gw6 needs an IPv6 address on the interface (--inet6)".into());
     }
+    if a.slaac && inet6.is_empty() {
+        return Err("--slaac needs IPv6 on the interface: give it an address with --inet6 (the link-local one comes with it)".into());
+    }
     let mac = match &a.mac {
         Some(m) => Some(
             m.parse::<wire::EthernetAddress>()
@@ -76,6 +79,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         workers,
         busy_poll: std::time::Duration::from_micros(a.busy_poll),
         dad_transmits: a.dad_transmits,
+        slaac: a.slaac,
         ..StackConfig::default()
     });
     let ifindex = stack

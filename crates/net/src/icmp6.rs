@@ -134,8 +134,26 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                 }
                 // A host ignores solicitations for routers (RFC 4861 §6.2.6).
                 NdiscRepr::RouterSolicit { .. } => cx.stats.icmp6.inroutersolicit += 1,
-                NdiscRepr::RouterAdvert { .. } => cx.stats.icmp6.inrouteradvert += 1,
-                NdiscRepr::Redirect { .. } => cx.stats.icmp6.inredirect += 1,
+                NdiscRepr::RouterAdvert {
+                    router_lifetime,
+                    options,
+                    ..
+                } => {
+                    cx.stats.icmp6.inrouteradvert += 1;
+                    let options = options.to_vec();
+                    drop(m);
+                    crate::nd6::nd6_ra_input(cx, ifp, info, router_lifetime, &options);
+                }
+                NdiscRepr::Redirect {
+                    target_addr,
+                    dest_addr,
+                    lladdr,
+                    ..
+                } => {
+                    cx.stats.icmp6.inredirect += 1;
+                    drop(m);
+                    crate::nd6::nd6_redirect_input(cx, ifp, info, target_addr, dest_addr, lladdr);
+                }
             }
         }
     }

@@ -335,6 +335,20 @@ pub(crate) fn ip6_route<'a>(
             .or_else(|| ifs.iter().find(|i| i.inet6()))
             .map(|i| (i, dst));
     }
+    // A redirect for this destination first (RFC 4861 §8.3), then the on-link
+    // prefixes of our addresses and of advertisements, then the static default
+    // router, then a learnt one.
+    let by = |(nh, i): (Ipv6Addr, crate::iface::IfIndex)| {
+        ifs.get(i.get()).filter(|i| i.inet6()).map(|i| (i, nh))
+    };
+    if let Some(r) = cfg
+        .nd6
+        .redirects
+        .iter()
+        .find(|r| r.dst == dst && r.expires > cx.now)
+    {
+        return by((r.target, r.ifindex));
+    }
     for i in ifs.iter().filter(|i| i.inet6()) {
         if i.addrs6
             .iter()
@@ -343,9 +357,13 @@ pub(crate) fn ip6_route<'a>(
             return Some((i, dst));
         }
     }
-    let (gw, gif) = cfg.default_gw6?;
-    let i = ifs.get(gif.get()).filter(|i| i.inet6())?;
-    Some((i, gw))
+    if let Some(hop) = cfg.nd6.next_hop(dst, cx.now, true) {
+        return by(hop);
+    }
+    if let Some(hop) = cfg.default_gw6 {
+        return by(hop);
+    }
+    cfg.nd6.next_hop(dst, cx.now, false).and_then(by)
 }
 
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper

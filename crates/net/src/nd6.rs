@@ -322,3 +322,322 @@ pub fn entries(ifs: &[Arc<Ifnet>]) -> Vec<(IfIndex, Nd6Entry)> {
         .flat_map(|i| i.nd6.entries().into_iter().map(move |e| (i.index, e)))
         .collect()
 }
+
+/// A default router learnt from an advertisement (RFC 4861 §6.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Router6 {
+    pub addr: Ipv6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// An on-link prefix learnt from an advertisement (the L flag, RFC 4861 §6.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prefix6 {
+    pub prefix: crate::iface::Inet6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// A redirect received (RFC 4861 §8.3): traffic to `dst` goes to `target` instead
+/// (`target == dst`: the destination is on-link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Redirect6 {
+    pub dst: Ipv6Addr,
+    pub target: Ipv6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// Routers, prefixes and redirects from neighbour discovery, in the published
+/// configuration (read lock-free by `ip6_route`, replaced by the rare message that
+/// changes them). Each list is bounded; an expired entry is ignored by lookups and
+/// replaced first.
+#[derive(Clone, Debug, Default)]
+pub struct NdState {
+    pub routers: Vec<Router6>,
+    pub prefixes: Vec<Prefix6>,
+    pub redirects: Vec<Redirect6>,
+    /// Router solicitation per interface: (interface, sent, next due; nanoseconds).
+    pub(crate) rtsol: Vec<(IfIndex, u8, u64)>,
+}
+
+/// Bounds of the lists in [`NdState`].
+pub const MAX_ROUTERS: usize = 8;
+pub const MAX_PREFIXES: usize = 16;
+pub const MAX_REDIRECTS: usize = 64;
+/// RFC 4861 §10: MAX_RTR_SOLICITATIONS and RTR_SOLICITATION_INTERVAL.
+const MAX_RTR_SOLICITATIONS: u8 = 3;
+const RTR_SOLICITATION_INTERVAL: Duration = Duration::from_secs(4);
+/// How long a redirect is kept (FreeBSD expires redirect routes after 10 minutes).
+const REDIRECT_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Inserts or refreshes `v` (matched by `same`), replacing an expired entry, else the
+/// one expiring first, when the list is at its bound.
+fn upsert<T: Copy>(
+    list: &mut Vec<T>,
+    v: T,
+    same: impl Fn(&T) -> bool,
+    expires: impl Fn(&T) -> Instant,
+    max: usize,
+) {
+    if let Some(e) = list.iter_mut().find(|e| same(e)) {
+        *e = v;
+    } else if list.len() < max {
+        list.push(v);
+    } else if let Some(e) = list.iter_mut().min_by_key(|e| expires(e)) {
+        *e = v;
+    }
+}
+
+impl NdState {
+    /// The next hop towards `dst`, from a redirect, an advertised on-link prefix or a
+    /// learnt default router, at `now`.
+    pub fn next_hop(
+        &self,
+        dst: Ipv6Addr,
+        now: Instant,
+        onlink_only: bool,
+    ) -> Option<(Ipv6Addr, IfIndex)> {
+        if let Some(r) = self
+            .redirects
+            .iter()
+            .find(|r| r.dst == dst && r.expires > now)
+        {
+            return Some((r.target, r.ifindex));
+        }
+        if let Some(p) = self
+            .prefixes
+            .iter()
+            .find(|p| p.expires > now && p.prefix.contains(dst))
+        {
+            return Some((dst, p.ifindex));
+        }
+        if onlink_only {
+            return None;
+        }
+        self.routers
+            .iter()
+            .find(|r| r.expires > now)
+            .map(|r| (r.addr, r.ifindex))
+    }
+}
+
+/// The SLAAC address of `prefix` on an interface with `mac` (RFC 4862 §5.5.3, the
+/// modified EUI-64 interface identifier of RFC 4291 appendix A).
+fn slaac_addr(prefix: Ipv6Addr, mac: EthernetAddress) -> Ipv6Addr {
+    let ll = crate::iface::Inet6Addr::link_local(mac).addr.octets();
+    let mut o = prefix.octets();
+    o[8..].copy_from_slice(&ll[8..]);
+    Ipv6Addr::from(o)
+}
+
+/// `nd6_ra_input`: RFC 4861 §6.1.2 validity checks (hop limit 255 and code 0 were
+/// checked by the caller), §6.3.4 processing.
+pub(crate) fn nd6_ra_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    router_lifetime: u16,
+    options: &[u8],
+) {
+    // "IP Source Address is a link-local address."
+    if !crate::iface::is_link_local(info.src) {
+        return DropReason::Icmp6BadRa.count(cx.stats);
+    }
+    let mut lladdr = None;
+    let mut prefixes = Vec::new();
+    for o in wire::NdiscOptionsIter::new(options) {
+        match o {
+            Ok(wire::NdiscOptionRepr::SourceLinkLayerAddr(m)) => lladdr = Some(m),
+            Ok(wire::NdiscOptionRepr::PrefixInformation(p)) => prefixes.push(p),
+            Ok(_) => {}
+            // "All included options have a length that is greater than zero."
+            Err(_) => return DropReason::Icmp6BadRa.count(cx.stats),
+        }
+    }
+    if let Some(mac) = lladdr {
+        let mut out = Vec::new();
+        ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    let params = &cx.shared.params;
+    if !params.accept_rtadv {
+        return;
+    }
+    let now = cx.now;
+    let mut slaac = Vec::new();
+    cx.shared.update(|c| {
+        let st = &mut c.nd6;
+        st.rtsol.retain(|r| r.0 != ifp.index);
+        let r = Router6 {
+            addr: info.src,
+            ifindex: ifp.index,
+            expires: now + Duration::from_secs(u64::from(router_lifetime)),
+        };
+        if router_lifetime == 0 {
+            // "If the address is already present in the host's Default Router List
+            // and the received Router Lifetime value is zero, immediately time-out
+            // the entry."
+            st.routers
+                .retain(|x| !(x.addr == r.addr && x.ifindex == r.ifindex));
+        } else {
+            upsert(
+                &mut st.routers,
+                r,
+                |x| x.addr == r.addr && x.ifindex == r.ifindex,
+                |x| x.expires,
+                MAX_ROUTERS,
+            );
+        }
+        for p in &prefixes {
+            // §6.3.4: the link-local prefix is ignored.
+            if crate::iface::is_link_local(p.prefix) || p.prefix_len > 128 {
+                continue;
+            }
+            let prefix = crate::iface::Inet6Addr::new(p.prefix, p.prefix_len);
+            if p.flags.contains(wire::NdiscPrefixFlags::ON_LINK) {
+                let e = Prefix6 {
+                    prefix,
+                    ifindex: ifp.index,
+                    expires: now + Duration::from_secs(u64::from(p.valid_lifetime)),
+                };
+                if p.valid_lifetime == 0 {
+                    st.prefixes.retain(|x| x.prefix != prefix);
+                } else {
+                    upsert(
+                        &mut st.prefixes,
+                        e,
+                        |x| x.prefix == prefix,
+                        |x| x.expires,
+                        MAX_PREFIXES,
+                    );
+                }
+            }
+            // RFC 4862 §5.5.3: autonomous flag, preferred <= valid, a /64 for an
+            // Ethernet interface identifier.
+            if params.slaac
+                && p.flags.contains(wire::NdiscPrefixFlags::ADDRCONF)
+                && p.preferred_lifetime <= p.valid_lifetime
+                && p.valid_lifetime > 0
+                && p.prefix_len == 64
+            {
+                slaac.push(crate::iface::Inet6Addr::new(
+                    slaac_addr(p.prefix, ifp.mac),
+                    64,
+                ));
+            }
+        }
+    });
+    for a in slaac {
+        if cx.cfg.ifaces.iter().all(|i| i.addr6(a.addr).is_none())
+            && cx.shared.add_address6(ifp.index, a).is_ok()
+        {
+            cx.stats.nd6.autoconf += 1;
+        }
+    }
+}
+
+/// `icmp6_redirect_input`: RFC 4861 §8.1 validity checks, §8.3 processing.
+pub(crate) fn nd6_redirect_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    target: Ipv6Addr,
+    dst: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+) {
+    // "IP Source Address is a link-local address"; "the Destination Address field
+    // ... is not a multicast address"; "the Target Address is either a link-local
+    // address (when redirected to a router) or the same as the ICMP Destination
+    // Address (when redirected to the on-link destination)"; "the IP source address
+    // of the Redirect is the same as the current first-hop router for the specified
+    // ICMP Destination Address."
+    let current = crate::ip6::ip6_route(cx, dst, None).map(|(_, nh)| nh);
+    if !crate::iface::is_link_local(info.src)
+        || dst.is_multicast()
+        || !(crate::iface::is_link_local(target) || target == dst)
+        || current != Some(info.src)
+    {
+        return DropReason::Icmp6BadRedirect.count(cx.stats);
+    }
+    if let Some(mac) = lladdr {
+        let mut out = Vec::new();
+        ifp.nd6.nd_learn(cx.now, target, mac, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    let e = Redirect6 {
+        dst,
+        target,
+        ifindex: ifp.index,
+        expires: cx.now + REDIRECT_LIFETIME,
+    };
+    cx.shared.update(|c| {
+        upsert(
+            &mut c.nd6.redirects,
+            e,
+            |x| x.dst == dst,
+            |x| x.expires,
+            MAX_REDIRECTS,
+        )
+    });
+}
+
+/// Router solicitation (RFC 4861 §6.3.7), with SLAAC on: up to three, four seconds
+/// apart, from the link-local address once it is usable, until an advertisement
+/// comes. Worker 0's timers; returns the next deadline.
+pub(crate) fn nd6_rtsol_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !cx.shared.params.slaac {
+        return None;
+    }
+    let ll = ifp
+        .addrs6
+        .iter()
+        .find(|a| crate::iface::is_link_local(a.addr.addr))?;
+    if !ll.usable() {
+        return None;
+    }
+    let now = cx.now.as_nanos();
+    let st = cx.cfg.nd6.rtsol.iter().find(|r| r.0 == ifp.index).copied();
+    let (sent, due) = match st {
+        // Not yet started: a delay in [0, 1 s) from the MAC, so that hosts brought up
+        // together do not all ask at once (§6.3.7's random delay, reproducible).
+        None if !cx.cfg.nd6.routers.iter().any(|r| r.ifindex == ifp.index) => {
+            let delay = u64::from(ifp.mac.0[5]) * 1_000_000_000 / 256;
+            let at = now + delay;
+            cx.shared.update(|c| c.nd6.rtsol.push((ifp.index, 0, at)));
+            return Some(Instant::from_nanos(at));
+        }
+        None => return None,
+        Some(r) => (r.1, r.2),
+    };
+    if sent >= MAX_RTR_SOLICITATIONS {
+        return None;
+    }
+    if due > now {
+        return Some(Instant::from_nanos(due));
+    }
+    let next = now + RTR_SOLICITATION_INTERVAL.as_nanos() as u64;
+    cx.shared.update(|c| {
+        if let Some(r) = c.nd6.rtsol.iter_mut().find(|r| r.0 == ifp.index) {
+            r.1 += 1;
+            r.2 = next;
+        }
+    });
+    cx.stats.icmp6.outroutersolicit += 1;
+    icmp6_send(
+        cx,
+        &Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit {
+            lladdr: Some(ifp.mac),
+        }),
+        Ip6Out {
+            src: ll.addr.addr,
+            dst: crate::iface::ALL_ROUTERS,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: false,
+            ifindex: Some(ifp.index),
+        },
+    );
+    (sent + 1 < MAX_RTR_SOLICITATIONS).then_some(Instant::from_nanos(next))
+}

@@ -67,6 +67,12 @@ pub struct StackConfig {
     /// How the input path makes headers contiguous: `pulldown` (the default), or the
     /// `pullup`/`pullup2` of the m_pulldown paper's comparison (`mpstack bench mbuf`).
     pub hdr_access: crate::hdr::HdrAccess,
+    /// Take default routers and on-link prefixes from router advertisements (Linux's
+    /// `accept_ra`; on, as for a host).
+    pub accept_rtadv: bool,
+    /// Form addresses from advertised prefixes (SLAAC, RFC 4862) and solicit routers
+    /// when IPv6 comes up (`mpstack run --slaac`).
+    pub slaac: bool,
 }
 
 impl Default for StackConfig {
@@ -86,6 +92,8 @@ impl Default for StackConfig {
             busy_poll: std::time::Duration::from_micros(200),
             dad_transmits: crate::nd6::DAD_TRANSMITS,
             hdr_access: crate::hdr::HdrAccess::Pulldown,
+            accept_rtadv: true,
+            slaac: false,
         }
     }
 }
@@ -96,8 +104,11 @@ pub struct NetConfig {
     pub generation: u64,
     pub ifaces: Vec<Arc<Ifnet>>,
     pub default_gw: Option<Ipv4Addr>,
-    /// The IPv6 default router and the interface it is on.
+    /// The IPv6 default router and the interface it is on (static; it wins over the
+    /// routers learnt from advertisements).
     pub default_gw6: Option<(std::net::Ipv6Addr, IfIndex)>,
+    /// IPv6 routers, on-link prefixes and redirects learnt from neighbour discovery.
+    pub nd6: crate::nd6::NdState,
     pub pfil: PfilHeads,
     pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
@@ -168,6 +179,43 @@ impl Shared {
         next.generation += 1;
         self.cfg.store(Arc::new(next));
         r
+    }
+
+    /// Adds an IPv6 address (tentative) to an interface, with the link-local one first
+    /// if IPv6 was off there. Worker 0's timers run DAD.
+    pub(crate) fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), StackError> {
+        self.update(|c| {
+            if c.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
+                return Err(StackError::DuplicateAddress6(a.addr));
+            }
+            let Some(old) = c.ifaces.get(ifindex.get()) else {
+                return Err(StackError::Io(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no such interface",
+                )));
+            };
+            let mut addrs6 = old.addrs6.clone();
+            if addrs6.is_empty() {
+                let ll = Inet6Addr::link_local(old.mac);
+                if ll.addr != a.addr {
+                    addrs6.push(Arc::new(In6Ifaddr::new(ll, AddrState::Tentative)));
+                }
+            }
+            addrs6.push(Arc::new(In6Ifaddr::new(a, AddrState::Tentative)));
+            c.ifaces[ifindex.get()] = Arc::new(Ifnet {
+                index: old.index,
+                name: old.name.clone(),
+                mac: old.mac,
+                mtu: old.mtu,
+                flags: old.flags,
+                addrs: old.addrs.clone(),
+                addrs6,
+                arp: old.arp.clone(),
+                nd6: old.nd6.clone(),
+                num_queues: old.num_queues,
+            });
+            Ok(())
+        })
     }
 
     /// Wakes worker `w` if it sleeps.
@@ -461,38 +509,7 @@ impl Stack {
     /// starts tentative: duplicate address detection (worker 0's timers) makes it
     /// preferred a second later, or duplicated if another node answers.
     pub fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), StackError> {
-        self.shared.update(|c| {
-            if c.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
-                return Err(StackError::DuplicateAddress6(a.addr));
-            }
-            let Some(old) = c.ifaces.get(ifindex.get()) else {
-                return Err(StackError::Io(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "no such interface",
-                )));
-            };
-            let mut addrs6 = old.addrs6.clone();
-            if addrs6.is_empty() {
-                let ll = Inet6Addr::link_local(old.mac);
-                if ll.addr != a.addr {
-                    addrs6.push(Arc::new(In6Ifaddr::new(ll, AddrState::Tentative)));
-                }
-            }
-            addrs6.push(Arc::new(In6Ifaddr::new(a, AddrState::Tentative)));
-            c.ifaces[ifindex.get()] = Arc::new(Ifnet {
-                index: old.index,
-                name: old.name.clone(),
-                mac: old.mac,
-                mtu: old.mtu,
-                flags: old.flags,
-                addrs: old.addrs.clone(),
-                addrs6,
-                arp: old.arp.clone(),
-                nd6: old.nd6.clone(),
-                num_queues: old.num_queues,
-            });
-            Ok(())
-        })?;
+        self.shared.add_address6(ifindex, a)?;
         // Worker 0 runs duplicate address detection.
         self.shared.notify_worker(0);
         Ok(())

@@ -110,7 +110,7 @@ counter_group!(
     /// IPv6 neighbour discovery: the neighbour table and duplicate address detection.
     Nd6Stat, "nd6", {
         entries_created, evicted, timeouts, txsolicit, dropped, dadsent, dadcollision,
-        dadok,
+        dadok, autoconf,
     }
 );
 

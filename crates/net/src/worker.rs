@@ -439,6 +439,9 @@ impl Worker {
                 if let Some(t) = crate::nd6::nd6_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
+                if let Some(t) = crate::nd6::nd6_rtsol_timer(&mut cx, ifp) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
             }
         }
 

@@ -722,3 +722,170 @@ fn udp_and_tcp_over_ipv6_to_closed_ports_get_unreachable_and_reset() {
     let st = s.host(b).stats();
     assert_eq!((st.udp.badsum, st.tcp.rcvbadsum, st.tcp.sndrst), (1, 1, 1));
 }
+
+fn router_ll() -> Ipv6Addr {
+    a6("fe80::99")
+}
+
+/// Raw NDP options.
+fn opts(list: &[wire::NdiscOptionRepr<'_>]) -> Vec<u8> {
+    let len: usize = list.iter().map(|o| o.buffer_len()).sum();
+    let mut v = vec![0u8; len];
+    let mut rest = &mut v[..];
+    for o in list {
+        rest = o.emit(rest);
+    }
+    v
+}
+
+fn ra(lifetime: u16, prefix: &str, flags: u8) -> mbuf::Mbuf {
+    let o = opts(&[
+        wire::NdiscOptionRepr::SourceLinkLayerAddr(PEER_MAC),
+        wire::NdiscOptionRepr::PrefixInformation(wire::NdiscPrefixInformation {
+            prefix_len: 64,
+            flags: wire::NdiscPrefixFlags::from_bits_truncate(flags),
+            valid_lifetime: 86400,
+            preferred_lifetime: 14400,
+            prefix: a6(prefix),
+        }),
+    ]);
+    frame(
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        router_ll(),
+        a6("ff02::1"),
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {
+            hop_limit: 64,
+            flags: wire::NdiscRouterFlags::EMPTY,
+            router_lifetime: lifetime,
+            reachable_time: 0,
+            retrans_time: 0,
+            options: &o,
+        }),
+    )
+}
+
+/// An echo request to b's address `to` from the off-link host 2001:2:ffff::5, which
+/// the router delivers.
+fn echo_from_far(bm: EthernetAddress, to: Ipv6Addr, seq: u16) -> mbuf::Mbuf {
+    frame(
+        bm,
+        a6("2001:2:ffff::5"),
+        to,
+        63,
+        IpProtocol::Icmpv6,
+        &[],
+        &echo(seq),
+    )
+}
+
+#[test]
+fn router_discovery_slaac_default_router_and_redirect() {
+    let mut s = Sim::new(12);
+    let hub = s.add_hub(WireConfig::default());
+    let b = s.add_host_with(net::StackConfig {
+        name: "b".into(),
+        slaac: true,
+        ..net::StackConfig::default()
+    });
+    s.connect(b, hub, "198.18.0.2/24");
+    let mut raw = s.attach_raw(hub);
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    let bm = b_mac(&s, b);
+    // DAD (1 s), then a router solicitation within a second, from the link-local
+    // address with its link-layer address, to all-routers.
+    s.run_for(Duration::from_millis(2100));
+    let out = recv(&mut s, &mut raw);
+    let rs: Vec<&Seen> = out
+        .iter()
+        .filter(|f| matches!(f.icmp(), Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { lladdr: Some(m) }) if m == bm))
+        .collect();
+    assert_eq!(rs.len(), 1, "{out:?}");
+    assert_eq!(rs[0].ip.dst_addr, a6("ff02::2"));
+    assert!(net::iface::is_link_local(rs[0].ip.src_addr));
+    // The router answers: default router for 30 minutes, 2001:2:0:1::/64 on-link and
+    // autonomous.
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    s.run_for(Duration::from_millis(1100));
+    let mine = a6("2001:2:0:1::");
+    let addrs = s.host(b).addresses6();
+    let slaac = addrs
+        .iter()
+        .find(|(_, a, _)| a.addr.segments()[..4] == mine.segments()[..4])
+        .expect("an address formed from the prefix");
+    assert_eq!(slaac.2, AddrState::Preferred, "{addrs:?}");
+    assert_eq!(s.host(b).stats().nd6.autoconf, 1);
+    // No more solicitations once a router answered.
+    s.run_for(Duration::from_secs(10));
+    let out = recv(&mut s, &mut raw);
+    assert!(!out
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { .. }))));
+    // Off-link traffic goes to the router.
+    send(&mut s, &mut raw, echo_from_far(bm, slaac.1.addr, 1));
+    let out = recv(&mut s, &mut raw);
+    let reply = out
+        .iter()
+        .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(
+        (reply.dst_mac, reply.ip.dst_addr),
+        (PEER_MAC, a6("2001:2:ffff::5"))
+    );
+    assert_eq!(reply.ip.src_addr, slaac.1.addr);
+    // The router redirects that destination to a better first hop, fe80::77.
+    let better = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x77]);
+    let redirect = |src: Ipv6Addr| {
+        frame(
+            bm,
+            src,
+            slaac.1.addr,
+            255,
+            IpProtocol::Icmpv6,
+            &[],
+            &Icmpv6Repr::Ndisc(NdiscRepr::Redirect {
+                target_addr: a6("fe80::77"),
+                dest_addr: a6("2001:2:ffff::5"),
+                lladdr: Some(better),
+                redirected_hdr: None,
+            }),
+        )
+    };
+    // From a node that is not the current first hop: ignored.
+    send(&mut s, &mut raw, redirect(a6("fe80::66")));
+    assert_eq!(s.host(b).stats().icmp6.badredirect, 1);
+    send(&mut s, &mut raw, redirect(router_ll()));
+    send(&mut s, &mut raw, echo_from_far(bm, slaac.1.addr, 2));
+    let out = recv(&mut s, &mut raw);
+    let reply = out
+        .iter()
+        .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 2, .. }))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(reply.dst_mac, better, "redirected");
+    // Router lifetime 0: no longer a default router; the redirect still holds for
+    // its destination, anything else off-link has no route.
+    send(&mut s, &mut raw, ra(0, "2001:2:0:1::", 0xc0));
+    let st = s.host(b).stats();
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            a6("2001:2:eeee::9"),
+            slaac.1.addr,
+            63,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(3),
+        ),
+    );
+    let out = recv(&mut s, &mut raw);
+    assert!(!out
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 3, .. })));
+    assert_eq!(s.host(b).stats().ip6.noroute, st.ip6.noroute + 1);
+}
