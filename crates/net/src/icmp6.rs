@@ -100,6 +100,11 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
         Icmpv6Repr::PktTooBig { .. } => cx.stats.icmp6.inpkttoobig += 1,
         Icmpv6Repr::TimeExceeded { .. } => cx.stats.icmp6.intimxceed += 1,
         Icmpv6Repr::ParamProblem { .. } => cx.stats.icmp6.inparamprob += 1,
+        Icmpv6Repr::Mld(wire::MldRepr::Query { mcast_addr, .. }) => {
+            cx.stats.icmp6.inmld += 1;
+            drop(m);
+            crate::nd6::mld_query_input(cx, ifp, info, mcast_addr);
+        }
         Icmpv6Repr::Mld(_) => cx.stats.icmp6.inmld += 1,
         Icmpv6Repr::Ndisc(nd) => {
             // RFC 4861 §6.1, §7.1: every ND message arrives with hop limit 255 and

@@ -442,6 +442,9 @@ impl Worker {
                 if let Some(t) = crate::nd6::nd6_rtsol_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
+                if let Some(t) = crate::nd6::mld_timer(&mut cx, ifp) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
             }
         }
 

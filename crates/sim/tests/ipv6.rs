@@ -53,7 +53,16 @@ impl Seen {
     }
 }
 
+/// What b sent, MLD reports (the only packets it sends behind a hop-by-hop header)
+/// left out; [`recv_all`] keeps them.
 fn recv(s: &mut Sim, raw: &mut Box<dyn Queue>) -> Vec<Seen> {
+    recv_all(s, raw)
+        .into_iter()
+        .filter(|f| f.ip.next_header != IpProtocol::HopByHop)
+        .collect()
+}
+
+fn recv_all(s: &mut Sim, raw: &mut Box<dyn Queue>) -> Vec<Seen> {
     let mut got = Vec::new();
     let mut out = Vec::new();
     raw.rx_burst(s.now(), &mut got, 1024);
@@ -888,4 +897,102 @@ fn router_discovery_slaac_default_router_and_redirect() {
         .iter()
         .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 3, .. })));
     assert_eq!(s.host(b).stats().ip6.noroute, st.ip6.noroute + 1);
+}
+
+#[test]
+fn mld_reports_the_solicited_node_groups_and_answers_queries() {
+    let (mut s, b, mut raw) = setup(1);
+    s.run_for(Duration::from_millis(10));
+    let ll = s
+        .host(b)
+        .addresses6()
+        .iter()
+        .map(|x| x.1.addr)
+        .find(|a| net::iface::is_link_local(*a))
+        .unwrap();
+    let want = {
+        let mut g = vec![solicited(a6("2001:2::2")), solicited(ll)];
+        g.sort();
+        g
+    };
+    // Parses a report: (source, destination, hop limit, record types, groups).
+    let report = |f: &Seen| -> Option<(Ipv6Addr, u8, Vec<u8>, Vec<Ipv6Addr>)> {
+        if f.ip.next_header != IpProtocol::HopByHop || f.payload[..8] != [58, 0, 5, 2, 0, 0, 1, 0] {
+            return None;
+        }
+        let p = Icmpv6Packet::new_checked(&f.payload[8..]).ok()?;
+        match Icmpv6Repr::parse(&p, &f.ip.src_addr, &f.ip.dst_addr, true).ok()? {
+            Icmpv6Repr::Mld(wire::MldRepr::Report {
+                nr_mcast_addr_rcrds,
+                data,
+            }) => {
+                let recs: Vec<_> = wire::MldRecordsIter::new(data, nr_mcast_addr_rcrds)
+                    .map(|r| r.unwrap())
+                    .collect();
+                let mut groups: Vec<Ipv6Addr> = recs.iter().map(|r| r.mcast_addr).collect();
+                groups.sort();
+                Some((
+                    f.ip.src_addr,
+                    f.ip.hop_limit,
+                    recs.iter().map(|r| u8::from(r.record_type)).collect(),
+                    groups,
+                ))
+            }
+            _ => None,
+        }
+    };
+    let first: Vec<_> = recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    // While the addresses are tentative, from the unspecified address (RFC 3590).
+    assert_eq!(
+        first[0],
+        (Ipv6Addr::UNSPECIFIED, 1, vec![4, 4], want.clone())
+    );
+    // Reported again a second later (robustness 2), then no more.
+    s.run_for(Duration::from_millis(1100));
+    let again: Vec<_> = recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .collect();
+    assert_eq!(again.len(), 1, "{again:?}");
+    s.run_for(Duration::from_secs(5));
+    assert!(recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .next()
+        .is_none());
+    // A general query from a router is answered with the current state.
+    let query = Icmpv6Repr::Mld(wire::MldRepr::Query {
+        max_resp_code: 1000,
+        mcast_addr: Ipv6Addr::UNSPECIFIED,
+        s_flag: false,
+        qrv: 2,
+        qqic: 125,
+        num_srcs: 0,
+        data: &[],
+    });
+    let hbh = [58u8, 0, 5, 2, 0, 0, 1, 0];
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+            a6("fe80::1"),
+            a6("ff02::1"),
+            1,
+            IpProtocol::HopByHop,
+            &hbh,
+            &query,
+        ),
+    );
+    let answer: Vec<_> = recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .collect();
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert_eq!(answer[0], (ll, 1, vec![2, 2], want));
+    assert_eq!(s.host(b).stats().icmp6.outmldreport, 3);
 }
