@@ -133,6 +133,10 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                             at,
                         );
                     }
+                    Opts::Malformed(at) => {
+                        cx.stats.ip6.badoptions += 1;
+                        return param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
+                    }
                     Opts::ProblemUnicast(at) => {
                         cx.stats.ip6.badoptions += 1;
                         if mcast {
@@ -258,6 +262,9 @@ enum Opts {
     Problem(usize),
     /// Action bits 11: the same, unless the destination was multicast.
     ProblemUnicast(usize),
+    /// An option runs past its header: Parameter Problem code 0 (erroneous header
+    /// field) at its length byte.
+    Malformed(usize),
 }
 
 /// RFC 8200 §4.2: the options of a hop-by-hop or destination options header of
@@ -271,7 +278,7 @@ fn options(a: HdrAccess, m: &mut Mbuf, off: usize, hlen: usize) -> Opts {
     while !rest.is_empty() {
         let Ok((next, opt)) = Ipv6Option::parse(rest) else {
             // An option running past the header: the header is malformed.
-            return Opts::Problem(at);
+            return Opts::Malformed(at + 1);
         };
         if let Ipv6Option::Unknown { .. } = opt {
             match opt.failure_type() {
