@@ -422,12 +422,74 @@ pub(crate) fn ip6_send(
         return cx.drop_pkt(m, DropReason::Ip6OutDropped);
     }
     if m.len() > ifp.mtu {
-        // Fragmentation on output is not in yet; never silently truncated.
-        cx.stats.ip6.cantfrag += 1;
-        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+        return ip6_fragment(cx, ifp, m, dst, nexthop);
     }
+    ip6_link_output(cx, ifp, m, dst, nexthop);
+}
+
+fn ip6_link_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, dst: Ipv6Addr, nexthop: Ipv6Addr) {
     if dst.is_multicast() {
         return crate::ether::ether_output(cx, ifp, m, multicast_mac6(dst), EtherType::Ipv6);
     }
     crate::nd6::nd6_resolve_output(cx, ifp, m, nexthop);
+}
+
+/// RFC 8200 §4.5: a packet of ours too big for the link goes out in fragments. The
+/// unfragmentable part is the IPv6 header (our own packets carry no hop-by-hop or
+/// routing header beyond a small MLD report); each fragment carries as many 8-byte
+/// units as fit in the MTU, and shares the original's payload buffers (no copy).
+/// The identification is unpredictable (RFC 7739): a keyed mix of a per-worker count.
+fn ip6_fragment(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, dst: Ipv6Addr, nexthop: Ipv6Addr) {
+    let mut hdr = [0u8; IP6_HDR_LEN];
+    if m.copydata(0, &mut hdr).is_err() || ifp.mtu < 1280 {
+        cx.stats.ip6.cantfrag += 1;
+        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+    }
+    let next = hdr[6];
+    if next == u8::from(IpProtocol::HopByHop) || next == u8::from(IpProtocol::Ipv6Route) {
+        cx.stats.ip6.cantfrag += 1;
+        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+    }
+    let Ok(mut rest) = m.split(IP6_HDR_LEN) else {
+        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+    };
+    drop(m);
+    let per = (ifp.mtu - IP6_HDR_LEN - 8) / 8 * 8;
+    let count = (u64::from(cx.next_ip_id()) << 16) | u64::from(cx.next_ip_id());
+    let id = splitmix64(cx.isn_secret ^ count ^ u64::from(cx.worker as u32) << 48) as u32;
+    let total = rest.len();
+    let mut off = 0;
+    cx.stats.ip6.fragmented += 1;
+    while off < total {
+        let n = per.min(total - off);
+        let Ok(tail) = rest.split(n) else {
+            return DropReason::Ip6OutDropped.count(cx.stats);
+        };
+        let mut piece = std::mem::replace(&mut rest, tail);
+        let more = off + n < total;
+        match piece.prepend(IP6_HDR_LEN + 8) {
+            Ok(h) => {
+                h[..IP6_HDR_LEN].copy_from_slice(&hdr);
+                h[4..6].copy_from_slice(&((8 + n) as u16).to_be_bytes());
+                h[6] = u8::from(IpProtocol::Ipv6Frag);
+                let f = &mut h[IP6_HDR_LEN..];
+                f[0] = next;
+                f[1] = 0;
+                let offm = (off as u16) | u16::from(more);
+                f[2..4].copy_from_slice(&offm.to_be_bytes());
+                f[4..8].copy_from_slice(&id.to_be_bytes());
+            }
+            Err(_) => return cx.drop_pkt(piece, DropReason::Ip6OutDropped),
+        }
+        cx.stats.ip6.ofragments += 1;
+        ip6_link_output(cx, ifp, piece, dst, nexthop);
+        off += n;
+    }
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
