@@ -60,6 +60,8 @@ pub struct StackConfig {
     /// an answer that comes within this time costs no wake-up through the kernel.
     /// Zero sleeps at once (least CPU when idle, slowest request-response).
     pub busy_poll: std::time::Duration,
+    /// Bounds and time-outs of each worker's fragment reassembly table.
+    pub frag: crate::frag::FragParams,
 }
 
 impl Default for StackConfig {
@@ -77,6 +79,7 @@ impl Default for StackConfig {
             tcp_inbox: 4096,
             isn_secret: None,
             busy_poll: std::time::Duration::from_micros(200),
+            frag: crate::frag::FragParams::default(),
         }
     }
 }

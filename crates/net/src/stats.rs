@@ -59,10 +59,18 @@ counter_group!(
 
 counter_group!(
     /// IPv4, named as FreeBSD's `ipstat` (without the `ips_` prefix).
+    /// Fragments (`frag.rs`): `fragments` received, `fragdropped` duplicates and
+    /// fragments of a poisoned datagram, `fragtimeout`, `fragoverlap`, `fragoverflow`
+    /// (a table bound evicted them), `fragtoomany` (more than `max_frags`), `badfrags`
+    /// (bad length), `fragtiny` (RFC 1858 offset 8), `reassembled` datagrams;
+    /// `fragmented` datagrams, `ofragments` made of them, `cantfrag` (DF set);
+    /// `fragq` is a gauge: datagrams in reassembly now.
     IpStat, "ip", {
         total, tooshort, toosmall, badsum, badhlen, badlen, badvers, badaddr,
         badoptions, fragments, fragdropped, cantforward, noproto, delivered,
         localout, noroute, odropped, toolong,
+        fragtimeout, fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny,
+        reassembled, fragmented, ofragments, cantfrag, fragq,
     }
 );
 
@@ -71,9 +79,21 @@ counter_group!(
     IcmpStat, "icmp", {
         error, oldicmp, oldshort, tooshort, checksum, badlen, badcode, reflect,
         bmcastecho, ratelim, inecho, inechoreply, inunreach, intimxceed, inother,
-        outecho, outechoreply, outunreach, noport,
+        outecho, outechoreply, outunreach, noport, outtimxceed,
     }
 );
+
+// ---- ip6: IPv6 fragment reassembly (frag.rs). The IPv6 input extends this group.
+counter_group!(
+    /// IPv6, named as FreeBSD's `ip6stat` (without the `ip6s_` prefix); for now the
+    /// fragment counters, with the same meanings as the `ip` ones, plus `atomicfrags`
+    /// (RFC 6946) and `fragtoolong` (RFC 8200 §4.5: reassembled payload over 65535).
+    Ip6Stat, "ip6", {
+        fragments, fragdropped, fragtimeout, fragoverlap, fragoverflow, fragtoomany,
+        badfrags, fragtiny, fragtoolong, reassembled, atomicfrags, fragq,
+    }
+);
+// ---- end ip6
 
 counter_group!(
     /// UDP, named as FreeBSD's `udpstat` (without the `udps_` prefix).
@@ -114,6 +134,7 @@ pub struct Stats {
     pub arp: ArpStat,
     pub ip: IpStat,
     pub icmp: IcmpStat,
+    pub ip6: Ip6Stat,
     pub udp: UdpStat,
     pub pfil: PfilStat,
     pub tcp: TcpStat,
@@ -123,6 +144,7 @@ const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + ArpStat::NAMES.len()
     + IpStat::NAMES.len()
     + IcmpStat::NAMES.len()
+    + Ip6Stat::NAMES.len()
     + UdpStat::NAMES.len()
     + PfilStat::NAMES.len()
     + TcpStat::NAMES.len();
@@ -134,6 +156,7 @@ impl Stats {
         self.arp.for_each(|n, v| f(ArpStat::PREFIX, n, v));
         self.ip.for_each(|n, v| f(IpStat::PREFIX, n, v));
         self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
+        self.ip6.for_each(|n, v| f(Ip6Stat::PREFIX, n, v));
         self.udp.for_each(|n, v| f(UdpStat::PREFIX, n, v));
         self.pfil.for_each(|n, v| f(PfilStat::PREFIX, n, v));
         self.tcp.for_each(|n, v| f(TcpStat::PREFIX, n, v));
@@ -188,6 +211,7 @@ impl std::ops::AddAssign for Stats {
         self.arp += o.arp;
         self.ip += o.ip;
         self.icmp += o.icmp;
+        self.ip6 += o.ip6;
         self.udp += o.udp;
         self.pfil += o.pfil;
         self.tcp += o.tcp;
@@ -217,6 +241,7 @@ impl StatsSlot {
         s.arp.write_to(&self.slots, &mut i);
         s.ip.write_to(&self.slots, &mut i);
         s.icmp.write_to(&self.slots, &mut i);
+        s.ip6.write_to(&self.slots, &mut i);
         s.udp.write_to(&self.slots, &mut i);
         s.pfil.write_to(&self.slots, &mut i);
         s.tcp.write_to(&self.slots, &mut i);
@@ -229,6 +254,7 @@ impl StatsSlot {
         acc.arp.add_from(&self.slots, &mut i);
         acc.ip.add_from(&self.slots, &mut i);
         acc.icmp.add_from(&self.slots, &mut i);
+        acc.ip6.add_from(&self.slots, &mut i);
         acc.udp.add_from(&self.slots, &mut i);
         acc.pfil.add_from(&self.slots, &mut i);
         acc.tcp.add_from(&self.slots, &mut i);
@@ -302,12 +328,29 @@ drop_reasons! {
     IpNoRoute => ip.noroute,
     IpOutDropped => ip.odropped,
     IpTooLong => ip.toolong,
+    IpFragTimeout => ip.fragtimeout,
+    IpFragOverlap => ip.fragoverlap,
+    IpFragOverflow => ip.fragoverflow,
+    IpFragTooMany => ip.fragtoomany,
+    IpBadFrags => ip.badfrags,
+    IpFragTiny => ip.fragtiny,
+    IpCantFrag => ip.cantfrag,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,
     IcmpBmcastEcho => icmp.bmcastecho,
     IcmpOther => icmp.inother,
     IcmpNoPort => icmp.noport,
+    // ---- ip6 (frag.rs)
+    Ip6FragDropped => ip6.fragdropped,
+    Ip6FragTimeout => ip6.fragtimeout,
+    Ip6FragOverlap => ip6.fragoverlap,
+    Ip6FragOverflow => ip6.fragoverflow,
+    Ip6FragTooMany => ip6.fragtoomany,
+    Ip6BadFrags => ip6.badfrags,
+    Ip6FragTiny => ip6.fragtiny,
+    Ip6FragTooLong => ip6.fragtoolong,
+    // ---- end ip6
     UdpHdrops => udp.hdrops,
     UdpBadSum => udp.badsum,
     UdpBadLen => udp.badlen,
