@@ -75,7 +75,8 @@ fn v6(inp: &mut Input<'_>) -> (Vec<u8>, Frag6Pos) {
     } else {
         IpProtocol::Ipv6Frag
     });
-    p.set_src_addr(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, u16::from(inp.u8() % 6)));
+    let host = u16::from(inp.u8() % 6);
+    p.set_src_addr(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, host));
     p.set_dst_addr(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0x200));
     if hbh {
         v[40] = 44;
@@ -166,7 +167,9 @@ fuzz_target!(|data: &[u8]| {
         match op % 8 {
             0..=3 => {
                 let v = v4(&mut inp);
-                let Ok(m) = Mbuf::from_slice(&v) else { continue };
+                let Ok(m) = Mbuf::from_slice(&v) else {
+                    continue;
+                };
                 if let Some(m) = r.input4(now, m, &mut st) {
                     let b = m.to_vec();
                     let p = Ipv4Packet::new_checked(&b[..]).expect("a whole IPv4 datagram");
@@ -177,7 +180,9 @@ fuzz_target!(|data: &[u8]| {
             }
             4..=6 => {
                 let (v, pos) = v6(&mut inp);
-                let Ok(m) = Mbuf::from_slice(&v) else { continue };
+                let Ok(m) = Mbuf::from_slice(&v) else {
+                    continue;
+                };
                 match r.input6(now, m, pos, &mut st) {
                     Frag6::Done { m, off, .. } => {
                         let b = m.to_vec();
