@@ -24,6 +24,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v iperf3 >/dev/null || need+=(iperf3)
     command -v hping3 >/dev/null || need+=(hping3)
     command -v nmap >/dev/null || need+=(nmap)
+    command -v ndisc6 >/dev/null || need+=(ndisc6)
     if [ ${#need[@]} -gt 0 ]; then
         say "installing test tools: ${need[*]}"
         apt-get update -qq

@@ -1,5 +1,5 @@
-//! One arbitrary frame into a configured `Stack` (two workers, an address, a UDP
-//! socket, a resolved neighbour) must never panic. The stack is built once and reused,
+//! One arbitrary frame into a configured `Stack` (two workers, IPv4 and IPv6 addresses,
+//! a UDP socket, a resolved neighbour) must never panic. The stack is built once and reused,
 //! so state left by earlier inputs (neighbour entries, queued datagrams) is exercised too.
 #![no_main]
 
@@ -21,11 +21,15 @@ fn rig() -> Rig {
     let b = sim.add_host("b", 2);
     sim.connect(a, hub, "198.18.0.1/24");
     sim.connect(b, hub, "198.18.0.2/24");
+    sim.host(b)
+        .add_address6(net::IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
     let sock = sim.host(b).udp_bind("0.0.0.0:7".parse().unwrap()).unwrap();
     sock.set_nonblocking(true).unwrap();
     let p = sim.host(a).ping_socket(0).unwrap();
     p.send_echo("198.18.0.2".parse().unwrap(), 1, b"warm").unwrap();
-    sim.run_for(dev::Duration::from_millis(10));
+    // Past duplicate address detection, so IPv6 input takes traffic.
+    sim.run_for(dev::Duration::from_millis(1500));
     let port = sim.attach_raw(hub);
     Rig { sim, port, _sock: sock }
 }

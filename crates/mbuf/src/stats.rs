@@ -77,8 +77,9 @@ thread_local! {
     };
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Strategy {
+/// One of the three ways of making a header contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
     Pulldown,
     Pullup,
     Pullup2,
@@ -108,5 +109,10 @@ pub fn reset() {
 /// Counts a length check that needed no call (the bytes were already contiguous
 /// and the caller checked that itself), under `pulldown`, the stack's strategy.
 pub fn count_len_check() {
-    bump(Strategy::Pulldown, |s| s.len_checks += 1);
+    count_len_check_of(Strategy::Pulldown);
+}
+
+/// Counts a length check that needed no call, under strategy `which`.
+pub fn count_len_check_of(which: Strategy) {
+    bump(which, |s| s.len_checks += 1);
 }

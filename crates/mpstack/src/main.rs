@@ -55,9 +55,13 @@ enum Cmd {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// What to measure: tcp.
+    /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
+    /// Linux), or mbuf (the m_pulldown paper's Table 2 on the input path).
     #[arg(default_value = "tcp")]
     pub what: String,
+    /// bench mbuf: packets per traffic mix and strategy.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub packets: u64,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,
@@ -136,6 +140,22 @@ pub struct RunArgs {
     /// Default gateway.
     #[arg(long, value_name = "ADDR")]
     pub gw: Option<String>,
+    /// IPv6 address with prefix length, e.g. 2001:2::2/64 (repeatable). The first
+    /// also turns IPv6 on with a link-local address from the MAC; every address goes
+    /// through duplicate address detection (about a second) before it is used.
+    #[arg(long, value_name = "ADDR6/LEN")]
+    pub inet6: Vec<String>,
+    /// IPv6 default router (a link-local or on-link address).
+    #[arg(long, value_name = "ADDR6")]
+    pub gw6: Option<String>,
+    /// Stateless address autoconfiguration: solicit routers when IPv6 comes up and
+    /// form an address from each advertised /64 (RFC 4862). Default routers and
+    /// on-link prefixes are taken from advertisements either way.
+    #[arg(long)]
+    pub slaac: bool,
+    /// Duplicate address detection probes per IPv6 address, one a second (0: off).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub dad_transmits: u8,
     /// Worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,

@@ -26,6 +26,24 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             ));
         }
     }
+    let inet6: Vec<net::Inet6Addr> = a
+        .inet6
+        .iter()
+        .map(|x| x.parse().map_err(|e| format!("--inet6: {e}")))
+        .collect::<Result<_, String>>()?;
+    let gw6: Option<std::net::Ipv6Addr> = match &a.gw6 {
+        Some(g) => Some(
+            g.parse()
+                .map_err(|_| format!("--gw6: '{g}' is not an IPv6 address"))?,
+        ),
+        None => None,
+    };
+    if gw6.is_some() && inet6.is_empty() {
+        return Err("--gw6 needs an IPv6 address on the interface (--inet6)".into());
+    }
+    if a.slaac && inet6.is_empty() {
+        return Err("--slaac needs IPv6 on the interface: give it an address with --inet6 (the link-local one comes with it)".into());
+    }
     let mac = match &a.mac {
         Some(m) => Some(
             m.parse::<wire::EthernetAddress>()
@@ -60,6 +78,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         name: format!("mpstack-{}", a.tap),
         workers,
         busy_poll: std::time::Duration::from_micros(a.busy_poll),
+        dad_transmits: a.dad_transmits,
+        slaac: a.slaac,
         ..StackConfig::default()
     });
     let ifindex = stack
@@ -73,6 +93,14 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         )
         .map_err(|e| e.to_string())?;
     stack.set_default_gateway(gw);
+    for a6 in &inet6 {
+        stack
+            .add_address6(ifindex, *a6)
+            .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+    }
+    if let Some(g) = gw6 {
+        stack.set_default_gateway6(Some((g, ifindex)));
+    }
     let echo = stack
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
         .map_err(|e| format!("UDP echo service: {e}"))?;
@@ -95,11 +123,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .map(|s| format!("{} (TCP {})", s.name(), s.port()))
         .collect();
     let ifp = &stack.interfaces()[ifindex.get()];
+    let v6: String = inet6.iter().map(|x| format!(", {x}")).collect();
     println!(
-        "mpstack: up on {} ({}, {}), {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
+        "mpstack: up on {} ({}, {}{}), {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
         a.tap,
         ifp.mac,
         inet,
+        v6,
         workers,
         queues,
         if svc_names.is_empty() { "none".to_string() } else { svc_names.join(", ") }

@@ -19,10 +19,10 @@ pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     cx.stats.ether.ipackets += 1;
     m.hdr.rcvif = ifp.index.0;
     let (dst, src, ethertype) = {
-        let Ok(h) = m.pulldown(0, ETHER_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ETHER_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::EtherTooShort);
         };
-        let f = EthernetFrame::new_unchecked(&h[..]);
+        let f = EthernetFrame::new_unchecked(h);
         (f.dst_addr(), f.src_addr(), f.ethertype())
     };
     // A frame from a multicast source is invalid (IEEE 802.3); one from ourselves is
@@ -54,6 +54,10 @@ pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         EtherType::Arp => {
             m.adj(ETHER_HDR_LEN as isize);
             arp_input(cx, ifp, m);
+        }
+        EtherType::Ipv6 => {
+            m.adj(ETHER_HDR_LEN as isize);
+            crate::ip6::ip6_input(cx, ifp, m);
         }
         // No VLAN interfaces yet: tagged frames are not ours.
         EtherType::Vlan | EtherType::QinQ => cx.drop_pkt(m, DropReason::EtherVlan),
@@ -173,10 +177,10 @@ pub(crate) fn arp_request(
 pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     cx.stats.arp.received += 1;
     let repr = {
-        let Ok(h) = m.pulldown(0, 28) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 28) else {
             return cx.drop_pkt(m, DropReason::ArpBadLen);
         };
-        let p = ArpPacket::new_unchecked(&h[..]);
+        let p = ArpPacket::new_unchecked(h);
         match ArpRepr::parse(&p) {
             Ok(r) => r,
             Err(wire::Error::Truncated) => return cx.drop_pkt(m, DropReason::ArpBadLen),

@@ -54,10 +54,10 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
         return cx.drop_pkt(m, DropReason::IcmpChecksum);
     }
     let (ty, ident, seq) = {
-        let Ok(h) = m.pulldown(info.hlen, ICMP_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::IcmpTooShort);
         };
-        let p = Icmpv4Packet::new_unchecked(&h[..]);
+        let p = Icmpv4Packet::new_unchecked(h);
         (p.msg_type(), p.echo_ident(), p.echo_seq_no())
     };
     match ty {
@@ -124,11 +124,11 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
 pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
     cx.stats.icmp.error += 1;
     let (src, dst, hlen, proto, frag_off) = {
-        let Ok(h) = m.pulldown(0, ip::IP_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ip::IP_HDR_LEN) else {
             cx.stats.icmp.oldshort += 1;
             return;
         };
-        let p = Ipv4Packet::new_unchecked(&h[..]);
+        let p = Ipv4Packet::new_unchecked(h);
         (
             p.src_addr(),
             p.dst_addr(),
@@ -147,7 +147,9 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: 
         return;
     }
     if proto == IpProtocol::Icmp {
-        let inner_type = m.pulldown(hlen, 1).map(|b| b[0]).unwrap_or(0);
+        let inner_type = crate::hdr::hdr(cx.access, &mut m, hlen, 1)
+            .map(|b| b[0])
+            .unwrap_or(0);
         // Errors (not queries) are never answered with errors.
         if !matches!(inner_type, 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18) {
             cx.stats.icmp.oldicmp += 1;

@@ -1,4 +1,4 @@
-//! Interfaces (`ifnet`) and their IPv4 addresses.
+//! Interfaces (`ifnet`) and their IPv4 and IPv6 addresses.
 //!
 //! An [`Ifnet`] is part of the published configuration: workers read it without locks
 //! and the control plane replaces it by publishing a new configuration. Each interface
@@ -6,7 +6,9 @@
 //! of the PRESTO 2009 paper, no neighbour entry ever lives in a route.
 
 use crate::arp::ArpTable;
-use std::net::Ipv4Addr;
+use crate::nd6::Nd6Table;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use wire::EthernetAddress;
 
@@ -108,6 +110,164 @@ impl std::str::FromStr for InetAddr {
     }
 }
 
+/// An IPv6 address with its prefix length, as `ifconfig` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Inet6Addr {
+    pub addr: Ipv6Addr,
+    pub prefix_len: u8,
+}
+
+impl Inet6Addr {
+    pub fn new(addr: Ipv6Addr, prefix_len: u8) -> Self {
+        Inet6Addr {
+            addr,
+            prefix_len: prefix_len.min(128),
+        }
+    }
+
+    /// True if `a` is on this prefix.
+    pub fn contains(&self, a: Ipv6Addr) -> bool {
+        let bits = u32::from(self.prefix_len);
+        if bits == 0 {
+            return true;
+        }
+        let m = u128::MAX << (128 - bits);
+        u128::from(a) & m == u128::from(self.addr) & m
+    }
+
+    /// The link-local address `fe80::/64` with an interface identifier from `mac`
+    /// (modified EUI-64, RFC 4291 appendix A).
+    pub fn link_local(mac: EthernetAddress) -> Self {
+        let m = mac.0;
+        let iid = [m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]];
+        let mut o = [0u8; 16];
+        o[0] = 0xfe;
+        o[1] = 0x80;
+        o[8..].copy_from_slice(&iid);
+        Inet6Addr::new(Ipv6Addr::from(o), 64)
+    }
+}
+
+impl std::fmt::Display for Inet6Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+impl std::str::FromStr for Inet6Addr {
+    type Err = AddrParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, l) = s.split_once('/').ok_or_else(|| {
+            AddrParseError(format!(
+                "'{s}': expected ADDRESS/PREFIXLEN, e.g. 2001:2::2/64"
+            ))
+        })?;
+        let addr: Ipv6Addr = a
+            .parse()
+            .map_err(|_| AddrParseError(format!("'{a}' is not an IPv6 address")))?;
+        let prefix_len: u8 = l
+            .parse()
+            .ok()
+            .filter(|&n: &u8| n <= 128)
+            .ok_or_else(|| AddrParseError(format!("'{l}' is not a prefix length (0-128)")))?;
+        if addr.is_multicast() || addr.is_unspecified() || addr.is_loopback() {
+            return Err(AddrParseError(format!(
+                "{addr} cannot be an interface address"
+            )));
+        }
+        Ok(Inet6Addr { addr, prefix_len })
+    }
+}
+
+/// The state of an IPv6 address (RFC 4862 §5.4), FreeBSD's `IN6_IFF_TENTATIVE` and
+/// `IN6_IFF_DUPLICATED`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrState {
+    /// Duplicate address detection runs: the address takes no traffic but ND's.
+    Tentative,
+    /// Unique on the link: in use.
+    Preferred,
+    /// Another node holds it: never used.
+    Duplicated,
+}
+
+/// An IPv6 address configured on an interface, with its duplicate address detection
+/// state, which changes without a new configuration being published.
+#[derive(Debug)]
+pub struct In6Ifaddr {
+    pub addr: Inet6Addr,
+    state: AtomicU8,
+    /// Duplicate address detection: probes sent, and when the next step is due
+    /// (nanoseconds; `u64::MAX` before the first probe). Worker 0's timers only.
+    dad_sent: AtomicU8,
+    dad_next: AtomicU64,
+}
+
+impl In6Ifaddr {
+    pub fn new(addr: Inet6Addr, state: AddrState) -> Self {
+        In6Ifaddr {
+            addr,
+            state: AtomicU8::new(state as u8),
+            dad_sent: AtomicU8::new(0),
+            dad_next: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    pub(crate) fn dad_sent(&self) -> u8 {
+        self.dad_sent.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn dad_next(&self) -> Option<dev::Instant> {
+        match self.dad_next.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            t => Some(dev::Instant::from_nanos(t)),
+        }
+    }
+
+    /// A probe went out; the next step is due at `next`.
+    pub(crate) fn dad_probe(&self, next: dev::Instant) {
+        self.dad_sent.fetch_add(1, Ordering::Relaxed);
+        self.dad_next.store(next.as_nanos(), Ordering::Relaxed);
+    }
+
+    pub fn state(&self) -> AddrState {
+        match self.state.load(Ordering::Acquire) {
+            0 => AddrState::Tentative,
+            1 => AddrState::Preferred,
+            _ => AddrState::Duplicated,
+        }
+    }
+
+    pub(crate) fn set_state(&self, s: AddrState) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// In use: neither tentative nor duplicated.
+    pub fn usable(&self) -> bool {
+        self.state() == AddrState::Preferred
+    }
+}
+
+/// The solicited-node multicast address of `a` (RFC 4291 §2.7.1): `ff02::1:ffXX:XXXX`.
+pub fn solicited_node(a: Ipv6Addr) -> Ipv6Addr {
+    let o = a.octets();
+    Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(o[13]),
+        u16::from_be_bytes([o[14], o[15]]),
+    )
+}
+
+/// The all-nodes link-local multicast address.
+pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+/// The all-routers link-local multicast address.
+pub const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
+
 /// Interface flags, named as `ifconfig` shows them.
 pub mod flags {
     pub const IFF_UP: u32 = 0x1;
@@ -137,8 +297,12 @@ pub struct Ifnet {
     pub mtu: usize,
     pub flags: u32,
     pub addrs: Vec<InetAddr>,
+    /// IPv6 addresses, the link-local one first once IPv6 is on.
+    pub addrs6: Vec<Arc<In6Ifaddr>>,
     /// The interface's IPv4 neighbour table (FreeBSD's `lltable` for `AF_INET`).
     pub arp: Arc<ArpTable>,
+    /// The interface's IPv6 neighbour table (`AF_INET6`).
+    pub nd6: Arc<Nd6Table>,
     /// Number of queues the device has; queue `q` belongs to worker `q % workers`.
     pub num_queues: usize,
 }
@@ -162,6 +326,48 @@ impl Ifnet {
             .or(self.addrs.first())
             .map(|x| x.addr)
     }
+
+    /// The IPv6 address `a` if it is configured here (in any state).
+    pub fn addr6(&self, a: Ipv6Addr) -> Option<&Arc<In6Ifaddr>> {
+        self.addrs6.iter().find(|x| x.addr.addr == a)
+    }
+
+    /// IPv6 is on: the interface has a link-local address.
+    pub fn inet6(&self) -> bool {
+        !self.addrs6.is_empty()
+    }
+
+    /// True if the interface listens to multicast group `g`: all-nodes, and the
+    /// solicited-node group of each of its addresses (tentative ones too, RFC 4862
+    /// §5.4.2: joined before the probe goes out).
+    pub fn in6_joined(&self, g: Ipv6Addr) -> bool {
+        self.inet6()
+            && (g == ALL_NODES || self.addrs6.iter().any(|x| solicited_node(x.addr.addr) == g))
+    }
+
+    /// Source address selection (RFC 6724, reduced to what a host with a link-local
+    /// and a few global addresses needs): a usable address of the destination's scope,
+    /// preferring one on the destination's prefix.
+    pub fn source6_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        let ll = is_link_local(dst) || (dst.is_multicast() && dst.segments()[0] & 0x000f <= 2);
+        let usable = || self.addrs6.iter().filter(|x| x.usable());
+        if ll {
+            return usable()
+                .find(|x| is_link_local(x.addr.addr))
+                .map(|x| x.addr.addr);
+        }
+        usable()
+            .filter(|x| !is_link_local(x.addr.addr))
+            .find(|x| x.addr.contains(dst))
+            .or_else(|| usable().find(|x| !is_link_local(x.addr.addr)))
+            .or_else(|| usable().next())
+            .map(|x| x.addr.addr)
+    }
+}
+
+/// `fe80::/10`.
+pub fn is_link_local(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
 }
 
 #[cfg(test)]

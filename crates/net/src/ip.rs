@@ -40,10 +40,10 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         return cx.drop_pkt(m, DropReason::IpTooSmall);
     }
     let (hlen, total_len) = {
-        let Ok(h) = m.pulldown(0, IP_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::IpTooSmall);
         };
-        let p = Ipv4Packet::new_unchecked(&h[..]);
+        let p = Ipv4Packet::new_unchecked(h);
         if p.version() != 4 {
             return cx.drop_pkt(m, DropReason::IpBadVers);
         }
@@ -57,10 +57,10 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         return cx.drop_pkt(m, DropReason::IpBadHlen);
     }
     let (mut info, is_frag) = {
-        let Ok(h) = m.pulldown(0, hlen) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
             return cx.drop_pkt(m, DropReason::IpBadHlen);
         };
-        let p = Ipv4Packet::new_unchecked(&h[..]);
+        let p = Ipv4Packet::new_unchecked(h);
         // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
         if wire::checksum::data(&h[..hlen]) != 0xffff {
             return cx.drop_pkt(m, DropReason::IpBadSum);
@@ -110,8 +110,8 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         };
         m = whole;
         // The datagram carries the first fragment's header, options and all.
-        match m.pulldown(0, IP_HDR_LEN) {
-            Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(&h[..]).header_len()),
+        match crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) {
+            Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(h).header_len()),
             Err(_) => return cx.drop_pkt(m, DropReason::IpTooSmall),
         }
     }

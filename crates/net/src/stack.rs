@@ -7,7 +7,7 @@
 //! the old version is freed when the last worker lets go of it (the grace period).
 
 use crate::arp::{ArpParams, ArpTable};
-use crate::iface::{flags, IfConfig, IfIndex, Ifnet, InetAddr};
+use crate::iface::{flags, AddrState, IfConfig, IfIndex, Ifnet, In6Ifaddr, Inet6Addr, InetAddr};
 use crate::pfil::{Dir, PfilHeads, PfilHook, PfilPoint};
 use crate::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
 use crate::stats::{Stats, StatsSlot};
@@ -62,6 +62,19 @@ pub struct StackConfig {
     pub busy_poll: std::time::Duration,
     /// Bounds and time-outs of each worker's fragment reassembly table.
     pub frag: crate::frag::FragParams,
+    /// Neighbour solicitations sent by duplicate address detection before an IPv6
+    /// address is used (RFC 4862 `DupAddrDetectTransmits`, FreeBSD's
+    /// `net.inet6.ip6.dad_count`), one a second; 0 turns DAD off.
+    pub dad_transmits: u8,
+    /// How the input path makes headers contiguous: `pulldown` (the default), or the
+    /// `pullup`/`pullup2` of the m_pulldown paper's comparison (`mpstack bench mbuf`).
+    pub hdr_access: crate::hdr::HdrAccess,
+    /// Take default routers and on-link prefixes from router advertisements (Linux's
+    /// `accept_ra`; on, as for a host).
+    pub accept_rtadv: bool,
+    /// Form addresses from advertised prefixes (SLAAC, RFC 4862) and solicit routers
+    /// when IPv6 comes up (`mpstack run --slaac`).
+    pub slaac: bool,
 }
 
 impl Default for StackConfig {
@@ -80,6 +93,10 @@ impl Default for StackConfig {
             isn_secret: None,
             busy_poll: std::time::Duration::from_micros(200),
             frag: crate::frag::FragParams::default(),
+            dad_transmits: crate::nd6::DAD_TRANSMITS,
+            hdr_access: crate::hdr::HdrAccess::Pulldown,
+            accept_rtadv: true,
+            slaac: false,
         }
     }
 }
@@ -90,6 +107,11 @@ pub struct NetConfig {
     pub generation: u64,
     pub ifaces: Vec<Arc<Ifnet>>,
     pub default_gw: Option<Ipv4Addr>,
+    /// The IPv6 default router and the interface it is on (static; it wins over the
+    /// routers learnt from advertisements).
+    pub default_gw6: Option<(std::net::Ipv6Addr, IfIndex)>,
+    /// IPv6 routers, on-link prefixes and redirects learnt from neighbour discovery.
+    pub nd6: crate::nd6::NdState,
     pub pfil: PfilHeads,
     pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
@@ -160,6 +182,43 @@ impl Shared {
         next.generation += 1;
         self.cfg.store(Arc::new(next));
         r
+    }
+
+    /// Adds an IPv6 address (tentative) to an interface, with the link-local one first
+    /// if IPv6 was off there. Worker 0's timers run DAD.
+    pub(crate) fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), StackError> {
+        self.update(|c| {
+            if c.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
+                return Err(StackError::DuplicateAddress6(a.addr));
+            }
+            let Some(old) = c.ifaces.get(ifindex.get()) else {
+                return Err(StackError::Io(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no such interface",
+                )));
+            };
+            let mut addrs6 = old.addrs6.clone();
+            if addrs6.is_empty() {
+                let ll = Inet6Addr::link_local(old.mac);
+                if ll.addr != a.addr {
+                    addrs6.push(Arc::new(In6Ifaddr::new(ll, AddrState::Tentative)));
+                }
+            }
+            addrs6.push(Arc::new(In6Ifaddr::new(a, AddrState::Tentative)));
+            c.ifaces[ifindex.get()] = Arc::new(Ifnet {
+                index: old.index,
+                name: old.name.clone(),
+                mac: old.mac,
+                mtu: old.mtu,
+                flags: old.flags,
+                addrs: old.addrs.clone(),
+                addrs6,
+                arp: old.arp.clone(),
+                nd6: old.nd6.clone(),
+                num_queues: old.num_queues,
+            });
+            Ok(())
+        })
     }
 
     /// Wakes worker `w` if it sleeps.
@@ -281,6 +340,8 @@ pub enum StackError {
     Running,
     /// An address is already configured on another interface.
     DuplicateAddress(Ipv4Addr),
+    /// An IPv6 address is already configured.
+    DuplicateAddress6(std::net::Ipv6Addr),
     Io(io::Error),
 }
 
@@ -291,6 +352,7 @@ impl std::fmt::Display for StackError {
                 f.write_str("the stack is running: attach interfaces before start")
             }
             StackError::DuplicateAddress(a) => write!(f, "address {a} is already configured"),
+            StackError::DuplicateAddress6(a) => write!(f, "address {a} is already configured"),
             StackError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -397,7 +459,9 @@ impl Stack {
             mtu: ic.mtu.unwrap_or(info.mtu),
             flags: flags::IFF_UP | flags::IFF_BROADCAST,
             addrs: ic.addrs.clone(),
+            addrs6: Vec::new(),
             arp: Arc::new(ArpTable::new(self.shared.params.arp)),
+            nd6: Arc::new(crate::nd6::Nd6Table::new(self.shared.params.arp)),
             num_queues: info.num_queues.max(1),
         });
         let nworkers = self.workers.len();
@@ -434,11 +498,40 @@ impl Stack {
                 mtu: old.mtu,
                 flags: old.flags,
                 addrs,
+                addrs6: old.addrs6.clone(),
                 arp: old.arp.clone(),
+                nd6: old.nd6.clone(),
                 num_queues: old.num_queues,
             });
             Ok(())
         })
+    }
+
+    /// Adds an IPv6 address to an interface. The first one also turns IPv6 on there,
+    /// with a link-local address from the interface's MAC (RFC 4862 §5.3). Each
+    /// starts tentative: duplicate address detection (worker 0's timers) makes it
+    /// preferred a second later, or duplicated if another node answers.
+    pub fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), StackError> {
+        self.shared.add_address6(ifindex, a)?;
+        // Worker 0 runs duplicate address detection.
+        self.shared.notify_worker(0);
+        Ok(())
+    }
+
+    /// Sets (or clears) the IPv6 default router, on interface `ifindex`.
+    pub fn set_default_gateway6(&self, gw: Option<(std::net::Ipv6Addr, IfIndex)>) {
+        self.shared.update(|c| c.default_gw6 = gw);
+    }
+
+    /// Every IPv6 address with its interface and state, as `ifconfig` lists them.
+    pub fn addresses6(&self) -> Vec<(IfIndex, Inet6Addr, AddrState)> {
+        self.shared
+            .cfg
+            .load()
+            .ifaces
+            .iter()
+            .flat_map(|i| i.addrs6.iter().map(move |a| (i.index, a.addr, a.state())))
+            .collect()
     }
 
     /// Sets (or clears) the IPv4 default gateway.

@@ -83,23 +83,46 @@ counter_group!(
     }
 );
 
-// ---- ip6: IPv6 fragment reassembly (frag.rs). The IPv6 input extends this group.
-counter_group!(
-    /// IPv6, named as FreeBSD's `ip6stat` (without the `ip6s_` prefix); for now the
-    /// fragment counters, with the same meanings as the `ip` ones, plus `atomicfrags`
-    /// (RFC 6946) and `fragtoolong` (RFC 8200 §4.5: reassembled payload over 65535).
-    Ip6Stat, "ip6", {
-        fragments, fragdropped, fragtimeout, fragoverlap, fragoverflow, fragtoomany,
-        badfrags, fragtiny, fragtoolong, reassembled, atomicfrags, fragq,
-    }
-);
-// ---- end ip6
-
 counter_group!(
     /// UDP, named as FreeBSD's `udpstat` (without the `udps_` prefix).
     UdpStat, "udp", {
         ipackets, hdrops, badsum, nosum, badlen, noport, noportbcast, fullsock,
         delivered, opackets, odropped,
+    }
+);
+
+counter_group!(
+    /// IPv6, named as FreeBSD's `ip6stat` (without the `ip6s_` prefix).
+    Ip6Stat, "ip6", {
+        total, tooshort, toosmall, badvers, badscope, notmember, badoptions,
+        toomanyhdr, rthdr0, unknownhdr, ah, esp, cantforward, delivered, localout,
+        noroute, odropped, toolong, fragments, fragdropped, fragtimeout, reassembled,
+        fragmented, ofragments, cantfrag,
+        // frag.rs: as the `ip` ones, plus `atomicfrags` (RFC 6946) and `fragtoolong`
+        // (RFC 8200 §4.5: a reassembled payload over 65535); `fragq` is a gauge.
+        fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny, fragtoolong,
+        atomicfrags, fragq,
+    }
+);
+
+counter_group!(
+    /// ICMPv6, named as FreeBSD's `icmp6stat` (without the `icp6s_` prefix; the
+    /// per-type histograms as `in*`/`out*` counters).
+    Icmp6Stat, "icmp6", {
+        error, tooshort, checksum, badlen, badcode, ratelim, inecho, inechoreply,
+        indstunreach, inpkttoobig, intimxceed, inparamprob, inroutersolicit,
+        inrouteradvert, inneighborsolicit, inneighboradvert, inredirect, inmld, inother,
+        outecho, outechoreply, outdstunreach, outpkttoobig, outtimxceed, outparamprob,
+        outroutersolicit, outneighborsolicit, outneighboradvert, outmldreport,
+        badns, badna, badrs, badra, badredirect, noerror,
+    }
+);
+
+counter_group!(
+    /// IPv6 neighbour discovery: the neighbour table and duplicate address detection.
+    Nd6Stat, "nd6", {
+        entries_created, evicted, timeouts, txsolicit, dropped, dadsent, dadcollision,
+        dadok, autoconf,
     }
 );
 
@@ -134,20 +157,24 @@ pub struct Stats {
     pub arp: ArpStat,
     pub ip: IpStat,
     pub icmp: IcmpStat,
-    pub ip6: Ip6Stat,
     pub udp: UdpStat,
     pub pfil: PfilStat,
     pub tcp: TcpStat,
+    pub ip6: Ip6Stat,
+    pub icmp6: Icmp6Stat,
+    pub nd6: Nd6Stat,
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + ArpStat::NAMES.len()
     + IpStat::NAMES.len()
     + IcmpStat::NAMES.len()
-    + Ip6Stat::NAMES.len()
     + UdpStat::NAMES.len()
     + PfilStat::NAMES.len()
-    + TcpStat::NAMES.len();
+    + TcpStat::NAMES.len()
+    + Ip6Stat::NAMES.len()
+    + Icmp6Stat::NAMES.len()
+    + Nd6Stat::NAMES.len();
 
 impl Stats {
     /// Calls `f` with every counter's full name (`ip.badsum`) and value.
@@ -156,10 +183,12 @@ impl Stats {
         self.arp.for_each(|n, v| f(ArpStat::PREFIX, n, v));
         self.ip.for_each(|n, v| f(IpStat::PREFIX, n, v));
         self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
-        self.ip6.for_each(|n, v| f(Ip6Stat::PREFIX, n, v));
         self.udp.for_each(|n, v| f(UdpStat::PREFIX, n, v));
         self.pfil.for_each(|n, v| f(PfilStat::PREFIX, n, v));
         self.tcp.for_each(|n, v| f(TcpStat::PREFIX, n, v));
+        self.ip6.for_each(|n, v| f(Ip6Stat::PREFIX, n, v));
+        self.icmp6.for_each(|n, v| f(Icmp6Stat::PREFIX, n, v));
+        self.nd6.for_each(|n, v| f(Nd6Stat::PREFIX, n, v));
     }
 
     /// Looks a counter up by its full name, e.g. `"udp.noport"`.
@@ -211,10 +240,12 @@ impl std::ops::AddAssign for Stats {
         self.arp += o.arp;
         self.ip += o.ip;
         self.icmp += o.icmp;
-        self.ip6 += o.ip6;
         self.udp += o.udp;
         self.pfil += o.pfil;
         self.tcp += o.tcp;
+        self.ip6 += o.ip6;
+        self.icmp6 += o.icmp6;
+        self.nd6 += o.nd6;
     }
 }
 
@@ -241,10 +272,12 @@ impl StatsSlot {
         s.arp.write_to(&self.slots, &mut i);
         s.ip.write_to(&self.slots, &mut i);
         s.icmp.write_to(&self.slots, &mut i);
-        s.ip6.write_to(&self.slots, &mut i);
         s.udp.write_to(&self.slots, &mut i);
         s.pfil.write_to(&self.slots, &mut i);
         s.tcp.write_to(&self.slots, &mut i);
+        s.ip6.write_to(&self.slots, &mut i);
+        s.icmp6.write_to(&self.slots, &mut i);
+        s.nd6.write_to(&self.slots, &mut i);
     }
 
     /// Adds this slot's values into `acc`.
@@ -254,10 +287,12 @@ impl StatsSlot {
         acc.arp.add_from(&self.slots, &mut i);
         acc.ip.add_from(&self.slots, &mut i);
         acc.icmp.add_from(&self.slots, &mut i);
-        acc.ip6.add_from(&self.slots, &mut i);
         acc.udp.add_from(&self.slots, &mut i);
         acc.pfil.add_from(&self.slots, &mut i);
         acc.tcp.add_from(&self.slots, &mut i);
+        acc.ip6.add_from(&self.slots, &mut i);
+        acc.icmp6.add_from(&self.slots, &mut i);
+        acc.nd6.add_from(&self.slots, &mut i);
     }
 }
 
@@ -342,7 +377,6 @@ drop_reasons! {
     IcmpOther => icmp.inother,
     IcmpNoPort => icmp.noport,
     // ---- ip6 (frag.rs)
-    Ip6FragDropped => ip6.fragdropped,
     Ip6FragTimeout => ip6.fragtimeout,
     Ip6FragOverlap => ip6.fragoverlap,
     Ip6FragOverflow => ip6.fragoverflow,
@@ -363,6 +397,35 @@ drop_reasons! {
     TcpNoPort => tcp.noport,
     TcpListenDrop => tcp.listendrop,
     TcpHandoffDrop => tcp.handoffdrop,
+    Ip6TooShort => ip6.tooshort,
+    Ip6TooSmall => ip6.toosmall,
+    Ip6BadVers => ip6.badvers,
+    Ip6BadScope => ip6.badscope,
+    Ip6NotMember => ip6.notmember,
+    Ip6BadOptions => ip6.badoptions,
+    Ip6TooManyHdr => ip6.toomanyhdr,
+    Ip6Rthdr0 => ip6.rthdr0,
+    Ip6UnknownHdr => ip6.unknownhdr,
+    Ip6Ah => ip6.ah,
+    Ip6Esp => ip6.esp,
+    Ip6CantForward => ip6.cantforward,
+    Ip6NoRoute => ip6.noroute,
+    Ip6OutDropped => ip6.odropped,
+    Ip6TooLong => ip6.toolong,
+    Ip6FragDropped => ip6.fragdropped,
+    Icmp6TooShort => icmp6.tooshort,
+    Icmp6Checksum => icmp6.checksum,
+    Icmp6BadLen => icmp6.badlen,
+    Icmp6BadCode => icmp6.badcode,
+    Icmp6RateLim => icmp6.ratelim,
+    Icmp6Other => icmp6.inother,
+    Icmp6BadNs => icmp6.badns,
+    Icmp6BadNa => icmp6.badna,
+    Icmp6BadRs => icmp6.badrs,
+    Icmp6BadRa => icmp6.badra,
+    Icmp6BadRedirect => icmp6.badredirect,
+    Icmp6NoError => icmp6.noerror,
+    Nd6HoldDropped => nd6.dropped,
     PfilEtherIn => pfil.ether_in_drop,
     PfilEtherOut => pfil.ether_out_drop,
     PfilIpIn => pfil.ip_in_drop,

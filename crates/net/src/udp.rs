@@ -31,10 +31,10 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
     cx.stats.udp.ipackets += 1;
     let iplen = m.len() - info.hlen;
     let (sport, dport, ulen, csum) = {
-        let Ok(h) = m.pulldown(info.hlen, UDP_HDR_LEN) else {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, UDP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::UdpHdrops);
         };
-        let p = UdpPacket::new_unchecked(&h[..]);
+        let p = UdpPacket::new_unchecked(h);
         (p.src_port(), p.dst_port(), p.len() as usize, p.checksum())
     };
     if ulen < UDP_HDR_LEN || ulen > iplen {

@@ -80,6 +80,8 @@ pub(crate) struct Cx<'a> {
     pub nworkers: usize,
     pub isn_secret: u64,
     pub tcp_cfg: TcpConfig,
+    /// How input code makes headers contiguous.
+    pub access: crate::hdr::HdrAccess,
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,
@@ -326,6 +328,7 @@ impl Worker {
             nworkers: shared.wake.len(),
             isn_secret: shared.isn_secret,
             tcp_cfg: shared.params.tcp,
+            access: shared.params.hdr_access,
             handed_off: false,
         };
 
@@ -453,6 +456,15 @@ impl Worker {
                     }
                 }
                 if let Some(t) = ifp.arp.poll_at() {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+                if let Some(t) = crate::nd6::nd6_timer(&mut cx, ifp) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+                if let Some(t) = crate::nd6::nd6_rtsol_timer(&mut cx, ifp) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+                if let Some(t) = crate::nd6::mld_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
             }

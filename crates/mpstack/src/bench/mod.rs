@@ -18,6 +18,7 @@
 //! them open.
 
 mod conns;
+mod mbuf;
 mod polled;
 mod smol;
 mod veth;
@@ -92,7 +93,10 @@ struct ConnFigures {
 pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
     match a.what.as_str() {
         "tcp" => tcp(&a),
-        other => Err(format!("bench: unknown benchmark '{other}' (known: tcp)")),
+        "mbuf" => mbuf::main(&a),
+        other => Err(format!(
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf)"
+        )),
     }
 }
 

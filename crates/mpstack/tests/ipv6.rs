@@ -1,0 +1,100 @@
+//! IPv6 interop with the Linux kernel over TAP in a test-made namespace: `ping -6`
+//! to the node's global and link-local addresses, `ndisc6` answered, and duplicate
+//! address detection finding an address that Linux already holds.
+//!
+//! Needs root, /dev/net/tun and the tools (the README's test command installs them);
+//! elsewhere each test prints why it skips. Addresses are from 2001:2::/48 only.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// Linux's side of the link: `addr` without DAD (so it is usable at once).
+fn linux_addr6(lab: &Lab, addr: &str) {
+    let (ok, out) = sh(&format!(
+        "ip -n {} addr add {addr} dev {} nodad",
+        lab.ns, lab.tap
+    ));
+    assert!(ok, "{out}");
+}
+
+/// The node's link-local address, from its MAC (modified EUI-64).
+fn link_local(mac: &str) -> String {
+    let b: Vec<u8> = mac
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16).unwrap())
+        .collect();
+    format!(
+        "fe80::{:02x}{:02x}:{:02x}ff:fe{:02x}:{:02x}{:02x}",
+        b[0] ^ 2,
+        b[1],
+        b[2],
+        b[3],
+        b[4],
+        b[5]
+    )
+}
+
+#[test]
+fn linux_pings_mpstack_over_ipv6_and_ndisc6_resolves_it() {
+    skip_unless!("ip", "ping", "ndisc6");
+    let mut lab = Lab::start_with("v6", 1, &["--inet6", "2001:2::2/64"]);
+    linux_addr6(&lab, "2001:2::1/64");
+    // Duplicate address detection: one probe, then a second of silence.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (ok, out) = lab.exec("ping -6 -c 20 -i 0.05 -W 2 2001:2::2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    // 1452 bytes of data: a 1500-byte IPv6 packet, the largest unfragmented one.
+    let (ok, out) = lab.exec("ping -6 -c 5 -i 0.05 -W 2 -s 1452 -M do 2001:2::2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    let ll = link_local(&lab.mac);
+    let (ok, out) = lab.exec(&format!("ping -6 -c 3 -i 0.1 -W 2 {ll}%{}", lab.tap));
+    assert!(ok && out.contains(" 0% packet loss"), "{ll}: {out}");
+    let (ok, out) = lab.exec(&format!("ndisc6 -n -r 3 -w 1000 2001:2::2 {}", lab.tap));
+    assert!(
+        ok && out.to_lowercase().contains(&lab.mac.to_lowercase()),
+        "ndisc6 must print the node's MAC {}: {out}",
+        lab.mac
+    );
+    let c = lab.stop();
+    assert!(
+        c.get("icmp6.outechoreply").copied().unwrap_or(0) >= 28,
+        "{c:?}"
+    );
+    assert!(
+        c.get("icmp6.inneighborsolicit").copied().unwrap_or(0) >= 1,
+        "{c:?}"
+    );
+    assert_eq!(c.get("nd6.dadok").copied(), Some(2), "{c:?}");
+}
+
+#[test]
+fn dad_detects_an_address_linux_already_holds() {
+    skip_unless!("ip", "ping");
+    // Three probes, a second apart: the first goes out before the namespace's end of
+    // the link is up; Linux, holding the address, answers a later one.
+    let mut lab = Lab::start_with(
+        "dad",
+        1,
+        &["--inet6", "2001:2::5/64", "--dad-transmits", "3"],
+    );
+    linux_addr6(&lab, "2001:2::5/64");
+    let line = lab.wait_line("duplicate IPv6 address", Duration::from_secs(6));
+    assert!(line.is_some(), "{:?}", lab.output);
+    // The node does not use it: Linux's own address answers Linux's ping, and the
+    // node keeps its IPv4 service.
+    let (ok, out) = lab.exec("ping -c 2 -W 2 198.18.0.2");
+    assert!(ok, "{out}");
+    // Let the link-local address's three probes run out (3 s from the start).
+    std::thread::sleep(Duration::from_millis(2500));
+    let c = lab.stop();
+    assert!(
+        c.get("nd6.dadcollision").copied().unwrap_or(0) >= 1,
+        "{c:?}"
+    );
+    assert_eq!(
+        c.get("nd6.dadok").copied(),
+        Some(1),
+        "only the link-local address is unique: {c:?}"
+    );
+}

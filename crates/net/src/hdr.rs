@@ -1,0 +1,58 @@
+//! How input code makes a header contiguous before viewing it: the three ways the
+//! m_pulldown paper (Freenix 2000) compares, chosen per stack
+//! ([`crate::StackConfig::hdr_access`]). The stack's own is `pulldown`; the other two
+//! exist so that `mpstack bench mbuf` can run the same input path three times and
+//! count what each costs.
+//!
+//! [`hdr`] is KAME's `IP6_EXTHDR_CHECK`: a length check on the first buffer, and a
+//! call only when it fails. `pullup` and `pullup2` make everything from the start of
+//! the packet contiguous (so they copy earlier headers again, and `pullup` fails past
+//! `MHLEN`); `pulldown` makes exactly the header at hand contiguous. Each call is
+//! counted in `mbuf::stats` with the paper's Table 2 columns.
+
+use mbuf::stats::{count_len_check_of, Strategy};
+use mbuf::{Mbuf, PullError};
+
+/// The header-access strategy of a stack's input path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HdrAccess {
+    /// KAME `m_pulldown`: only the header at hand, wherever it lies.
+    #[default]
+    Pulldown,
+    /// 4.4BSD `m_pullup`: everything up to the header's end, at most `MHLEN`.
+    Pullup,
+    /// NRL `m_pullup2`: everything up to the header's end, at most `MCLBYTES`.
+    Pullup2,
+}
+
+impl HdrAccess {
+    fn strategy(self) -> Strategy {
+        match self {
+            HdrAccess::Pulldown => Strategy::Pulldown,
+            HdrAccess::Pullup => Strategy::Pullup,
+            HdrAccess::Pullup2 => Strategy::Pullup2,
+        }
+    }
+}
+
+/// Bytes `[off, off + len)` of `m`, contiguous, by strategy `a`, to read.
+#[inline]
+pub(crate) fn hdr(a: HdrAccess, m: &mut Mbuf, off: usize, len: usize) -> Result<&[u8], PullError> {
+    let end = off.checked_add(len).ok_or(PullError::OutOfRange)?;
+    if m.first().len() >= end {
+        // IP6_EXTHDR_CHECK's fast path: already in the first buffer, no call.
+        count_len_check_of(a.strategy());
+        return Ok(&m.first()[off..end]);
+    }
+    match a {
+        HdrAccess::Pulldown => m.pulldown(off, len).map(|b| &*b),
+        HdrAccess::Pullup => {
+            m.pullup(end)?;
+            Ok(&m.first()[off..end])
+        }
+        HdrAccess::Pullup2 => {
+            m.pullup2(end)?;
+            Ok(&m.first()[off..end])
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! ICMPv6 (RFC 4443): input, echo, and rate-limited error generation; neighbour
+//! discovery messages go to [`crate::nd6`].
+
+use crate::iface::Ifnet;
+use crate::ip6::{Ip6Info, Ip6Out, IP6_HDR_LEN};
+use crate::nd6::icmp6_send;
+use crate::stats::DropReason;
+use crate::worker::Cx;
+use mbuf::Mbuf;
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+use wire::{
+    Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr,
+    Icmpv6TimeExceeded, IpProtocol, Ipv6Packet, NdiscRepr,
+};
+
+/// RFC 4443 §2.4(c): an error carries as much of the invoking packet as fits in the
+/// minimum IPv6 MTU.
+const MIN_MTU: usize = 1280;
+const ICMP6_HDR_LEN: usize = 8;
+
+/// An error to send about a received packet.
+#[derive(Clone, Copy, Debug)]
+// Time exceeded and packet too big come with reassembly and forwarding.
+#[allow(dead_code)]
+pub(crate) enum Error6 {
+    Unreach(Icmpv6DstUnreachable),
+    /// Code, pointer, and whether to send even if the packet went to a multicast group
+    /// (RFC 4443 §2.4(e.3): option action bits 10).
+    Param(Icmpv6ParamProblem, u32, bool),
+    TimeExceeded(Icmpv6TimeExceeded),
+    PktTooBig(u32),
+}
+
+/// `icmp6_input`: `m` is the whole packet, the ICMPv6 message at `info.off`.
+pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info) {
+    let len = m.len() - info.off;
+    if len < 4 {
+        return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+    }
+    // The checksum over the chain as it lies: no byte of the message is moved for it.
+    let sum = wire::checksum::combine(&[
+        crate::icmp::mbuf_sum(&m, info.off, len),
+        wire::checksum::pseudo_header(
+            &std::net::IpAddr::V6(info.src),
+            &std::net::IpAddr::V6(info.dst),
+            IpProtocol::Icmpv6,
+            len as u32,
+        ),
+    ]);
+    if sum != 0xffff {
+        return cx.drop_pkt(m, DropReason::Icmp6Checksum);
+    }
+    let ty = match crate::hdr::hdr(cx.access, &mut m, info.off, 4) {
+        Ok(h) => (Icmpv6Message::from(h[0]), h[1]),
+        Err(_) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
+    };
+    if ty == (Icmpv6Message::EchoRequest, 0) {
+        // Echo: the 8-byte header contiguous, the data copied once, into the reply.
+        if len < 8 {
+            return cx.drop_pkt(m, DropReason::Icmp6BadLen);
+        }
+        let (ident, seq_no) = match crate::hdr::hdr(cx.access, &mut m, info.off, 8) {
+            Ok(h) => (
+                u16::from_be_bytes([h[4], h[5]]),
+                u16::from_be_bytes([h[6], h[7]]),
+            ),
+            Err(_) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
+        };
+        let mut data = vec![0u8; len - 8];
+        if m.copydata(info.off + 8, &mut data).is_err() {
+            return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+        }
+        drop(m);
+        return echo_reply(cx, ifp, info, ident, seq_no, &data);
+    }
+    // Everything else is small (neighbour discovery, MLD) or rare (errors): the whole
+    // message contiguous, parsed as one.
+    let Ok(b) = crate::hdr::hdr(cx.access, &mut m, info.off, len) else {
+        return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+    };
+    let p = Icmpv6Packet::new_unchecked(b);
+    let repr = match Icmpv6Repr::parse(&p, &info.src, &info.dst, false) {
+        Ok(r) => r,
+        Err(wire::Error::Truncated) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
+        Err(wire::Error::Unsupported) => {
+            // Unknown informational types are silently discarded (§2.4(b)); MLDv1.
+            return cx.drop_pkt(m, DropReason::Icmp6Other);
+        }
+        Err(_) => return cx.drop_pkt(m, DropReason::Icmp6BadLen),
+    };
+    if info.tentative && !matches!(repr, Icmpv6Repr::Ndisc(_)) {
+        return cx.drop_pkt(m, DropReason::Ip6CantForward);
+    }
+    match repr {
+        // Answered above.
+        Icmpv6Repr::EchoRequest { .. } => drop(m),
+        Icmpv6Repr::EchoReply { .. } => cx.stats.icmp6.inechoreply += 1,
+        Icmpv6Repr::DstUnreachable { .. } => cx.stats.icmp6.indstunreach += 1,
+        Icmpv6Repr::PktTooBig { .. } => cx.stats.icmp6.inpkttoobig += 1,
+        Icmpv6Repr::TimeExceeded { .. } => cx.stats.icmp6.intimxceed += 1,
+        Icmpv6Repr::ParamProblem { .. } => cx.stats.icmp6.inparamprob += 1,
+        Icmpv6Repr::Mld(wire::MldRepr::Query { mcast_addr, .. }) => {
+            cx.stats.icmp6.inmld += 1;
+            drop(m);
+            crate::nd6::mld_query_input(cx, ifp, info, mcast_addr);
+        }
+        Icmpv6Repr::Mld(_) => cx.stats.icmp6.inmld += 1,
+        Icmpv6Repr::Ndisc(nd) => {
+            // RFC 4861 §6.1, §7.1: every ND message arrives with hop limit 255 and
+            // code 0, or it did not come from the link.
+            if info.hlim != 255 || p.msg_code() != 0 {
+                let why = match nd {
+                    NdiscRepr::NeighborSolicit { .. } => DropReason::Icmp6BadNs,
+                    NdiscRepr::NeighborAdvert { .. } => DropReason::Icmp6BadNa,
+                    NdiscRepr::RouterSolicit { .. } => DropReason::Icmp6BadRs,
+                    NdiscRepr::RouterAdvert { .. } => DropReason::Icmp6BadRa,
+                    NdiscRepr::Redirect { .. } => DropReason::Icmp6BadRedirect,
+                };
+                return cx.drop_pkt(m, why);
+            }
+            match nd {
+                NdiscRepr::NeighborSolicit {
+                    target_addr,
+                    lladdr,
+                } => {
+                    cx.stats.icmp6.inneighborsolicit += 1;
+                    drop(m);
+                    crate::nd6::nd6_ns_input(cx, ifp, info, target_addr, lladdr);
+                }
+                NdiscRepr::NeighborAdvert {
+                    flags,
+                    target_addr,
+                    lladdr,
+                } => {
+                    cx.stats.icmp6.inneighboradvert += 1;
+                    drop(m);
+                    crate::nd6::nd6_na_input(cx, ifp, info, flags, target_addr, lladdr);
+                }
+                // A host ignores solicitations for routers (RFC 4861 §6.2.6).
+                NdiscRepr::RouterSolicit { .. } => cx.stats.icmp6.inroutersolicit += 1,
+                NdiscRepr::RouterAdvert {
+                    router_lifetime,
+                    options,
+                    ..
+                } => {
+                    cx.stats.icmp6.inrouteradvert += 1;
+                    let options = options.to_vec();
+                    drop(m);
+                    crate::nd6::nd6_ra_input(cx, ifp, info, router_lifetime, &options);
+                }
+                NdiscRepr::Redirect {
+                    target_addr,
+                    dest_addr,
+                    lladdr,
+                    ..
+                } => {
+                    cx.stats.icmp6.inredirect += 1;
+                    drop(m);
+                    crate::nd6::nd6_redirect_input(cx, ifp, info, target_addr, dest_addr, lladdr);
+                }
+            }
+        }
+    }
+}
+
+/// RFC 4443 §4.2: the reply goes to the request's source; to a request sent to a
+/// multicast group, from one of our unicast addresses.
+fn echo_reply(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    ident: u16,
+    seq_no: u16,
+    data: &[u8],
+) {
+    cx.stats.icmp6.inecho += 1;
+    if info.tentative {
+        return DropReason::Ip6CantForward.count(cx.stats);
+    }
+    if info.src.is_unspecified() {
+        return DropReason::Icmp6Other.count(cx.stats);
+    }
+    let src = if info.mcast {
+        Ipv6Addr::UNSPECIFIED
+    } else {
+        info.dst
+    };
+    cx.stats.icmp6.outechoreply += 1;
+    icmp6_send(
+        cx,
+        &Icmpv6Repr::EchoReply {
+            ident,
+            seq_no,
+            data,
+        },
+        Ip6Out {
+            src,
+            dst: info.src,
+            proto: IpProtocol::Icmpv6,
+            hlim: crate::ip6::DEFAULT_HLIM,
+            keep_unspec: false,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
+/// `icmp6_error`: answers `m` (a received IPv6 packet) with an error, under the rules
+/// of RFC 4443 §2.4(e) and the shared error rate limit (§2.4(f)).
+pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
+    cx.stats.icmp6.error += 1;
+    let (src, dst, next) = {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
+            return cx.drop_pkt(m, DropReason::Icmp6NoError);
+        };
+        let p = Ipv6Packet::new_unchecked(h);
+        (p.src_addr(), p.dst_addr(), p.next_header())
+    };
+    // §2.4(e): never about an ICMPv6 error message (the first header only: a chain in
+    // front of it is rare, and the rule is a SHOULD against loops).
+    if next == IpProtocol::Icmpv6 {
+        if let Ok(t) = crate::hdr::hdr(cx.access, &mut m, IP6_HDR_LEN, 1) {
+            if Icmpv6Message::from(t[0]).is_error() {
+                return cx.drop_pkt(m, DropReason::Icmp6NoError);
+            }
+        }
+    }
+    // Never to a multicast or unspecified source; to a multicast destination only a
+    // Packet Too Big or a Parameter Problem for an option with action bits 10.
+    let mcast_ok = matches!(e, Error6::PktTooBig(_) | Error6::Param(_, _, true));
+    if src.is_unspecified() || src.is_multicast() || (dst.is_multicast() && !mcast_ok) {
+        return cx.drop_pkt(m, DropReason::Icmp6NoError);
+    }
+    if !cx.icmp_bucket.take(cx.now) {
+        cx.stats.icmp6.ratelim += 1;
+        return cx.drop_pkt(m, DropReason::Icmp6RateLim);
+    }
+    let keep = m.len().min(MIN_MTU - IP6_HDR_LEN - ICMP6_HDR_LEN);
+    let mut data = vec![0u8; keep];
+    if m.copydata(0, &mut data).is_err() {
+        return cx.drop_pkt(m, DropReason::Icmp6NoError);
+    }
+    drop(m);
+    let repr = match e {
+        Error6::Unreach(reason) => {
+            cx.stats.icmp6.outdstunreach += 1;
+            Icmpv6Repr::DstUnreachable {
+                reason,
+                data: &data,
+            }
+        }
+        Error6::Param(reason, pointer, _) => {
+            cx.stats.icmp6.outparamprob += 1;
+            Icmpv6Repr::ParamProblem {
+                reason,
+                pointer,
+                data: &data,
+            }
+        }
+        Error6::TimeExceeded(reason) => {
+            cx.stats.icmp6.outtimxceed += 1;
+            Icmpv6Repr::TimeExceeded {
+                reason,
+                data: &data,
+            }
+        }
+        Error6::PktTooBig(mtu) => {
+            cx.stats.icmp6.outpkttoobig += 1;
+            Icmpv6Repr::PktTooBig { mtu, data: &data }
+        }
+    };
+    // From the address the packet was sent to when it is ours and unicast.
+    let from = if dst.is_multicast() {
+        Ipv6Addr::UNSPECIFIED
+    } else {
+        dst
+    };
+    icmp6_send(
+        cx,
+        &repr,
+        Ip6Out {
+            src: from,
+            dst: src,
+            proto: IpProtocol::Icmpv6,
+            hlim: crate::ip6::DEFAULT_HLIM,
+            keep_unspec: false,
+            ifindex: None,
+        },
+    );
+}

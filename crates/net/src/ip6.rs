@@ -1,0 +1,433 @@
+//! IPv6 input and output (`ip6_input`, `ip6_output`), RFC 8200.
+//!
+//! Input checks the fixed header, then walks the extension-header chain one header
+//! at a time through `pulldown` (the KAME lesson: only the header at hand is made
+//! contiguous, no earlier header is copied again), processing hop-by-hop and
+//! destination options with their unknown-option action bits (§4.2), the routing
+//! header (type 0 refused per RFC 5095, any unknown type per §4.4), the fragment
+//! header (atomic fragments, RFC 6946, go on at once), and counting AH and ESP. A
+//! Parameter Problem points at the offending byte where §4 asks for one. Then the
+//! upper layer: ICMPv6 ([`crate::icmp6`]); UDP and TCP over IPv6 ([`crate::inet6`])
+//! have no sockets yet: their headers and checksums are checked, then a port
+//! unreachable or a reset answers.
+//!
+//! Output routes on the interfaces' prefixes and the default router, picks a source
+//! (RFC 6724, reduced), builds the header and resolves the next hop through the
+//! interface's neighbour table ([`crate::nd6`]).
+
+use crate::hdr::{hdr, HdrAccess};
+use crate::iface::{is_link_local, Ifnet};
+use crate::stats::DropReason;
+use crate::worker::Cx;
+use mbuf::Mbuf;
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+use wire::{
+    EtherType, EthernetAddress, Icmpv6ParamProblem, IpProtocol, Ipv6Option, Ipv6OptionFailureType,
+    Ipv6Packet,
+};
+
+pub(crate) const IP6_HDR_LEN: usize = 40;
+pub(crate) const DEFAULT_HLIM: u8 = 64;
+/// Extension headers walked before a packet is refused (`ip6.toomanyhdr`): a chain
+/// of thousands of empty options headers must not cost thousands of pulldowns.
+pub(crate) const MAX_EXT_HDRS: usize = 16;
+
+/// What upper layers need from the IPv6 header and the chain walk.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ip6Info {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub hlim: u8,
+    /// Offset of the upper-layer header.
+    pub off: usize,
+    /// Sent to a multicast group.
+    pub mcast: bool,
+    /// Sent to a tentative address of ours: only neighbour discovery may use it.
+    pub tentative: bool,
+}
+
+/// `ip6_input`: `m` starts with the IPv6 header.
+pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
+    cx.stats.ip6.total += 1;
+    if !ifp.inet6() {
+        return cx.drop_pkt(m, DropReason::EtherNoProto);
+    }
+    let len = m.len();
+    if len < IP6_HDR_LEN {
+        return cx.drop_pkt(m, DropReason::Ip6TooSmall);
+    }
+    let (src, dst, hlim, first, plen) = {
+        let Ok(h) = hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
+            return cx.drop_pkt(m, DropReason::Ip6TooSmall);
+        };
+        let p = Ipv6Packet::new_unchecked(h);
+        if p.version() != 6 {
+            return cx.drop_pkt(m, DropReason::Ip6BadVers);
+        }
+        (
+            p.src_addr(),
+            p.dst_addr(),
+            p.hop_limit(),
+            p.next_header(),
+            usize::from(p.payload_len()),
+        )
+    };
+    // RFC 8200 §3 with RFC 2675 left out: no jumbograms, so payload length 0 with a
+    // non-empty packet is just short.
+    if IP6_HDR_LEN + plen > len {
+        return cx.drop_pkt(m, DropReason::Ip6TooShort);
+    }
+    if IP6_HDR_LEN + plen < len {
+        m.adj(-((len - IP6_HDR_LEN - plen) as isize));
+    }
+    // RFC 4291 §2.7: a multicast source is invalid; §2.5.3: the loopback address never
+    // appears on a link, as source or destination; RFC 4291 §2.5.2: the unspecified
+    // address is never a destination.
+    if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
+        return cx.drop_pkt(m, DropReason::Ip6BadScope);
+    }
+    let mcast = dst.is_multicast();
+    let mut tentative = false;
+    if mcast {
+        // Interface-local multicast never arrives from a link (RFC 4291 §2.7).
+        if dst.segments()[0] & 0x000f == 1 {
+            return cx.drop_pkt(m, DropReason::Ip6BadScope);
+        }
+        if !ifp.in6_joined(dst) {
+            return cx.drop_pkt(m, DropReason::Ip6NotMember);
+        }
+    } else {
+        // Weak host model, as for IPv4: any of our addresses on any interface.
+        match local6(cx, dst) {
+            Some(usable) => tentative = !usable,
+            None => return cx.drop_pkt(m, DropReason::Ip6CantForward),
+        }
+    }
+
+    // The extension-header chain (RFC 8200 §4.1).
+    let mut proto = first;
+    let mut off = IP6_HDR_LEN;
+    // Offset of the Next Header field that named `proto`, for Parameter Problems.
+    let mut nh_at = 6usize;
+    let mut walked = 0usize;
+    loop {
+        match proto {
+            IpProtocol::HopByHop | IpProtocol::Ipv6Opts => {
+                // §4.1: hop-by-hop only directly after the IPv6 header.
+                if proto == IpProtocol::HopByHop && off != IP6_HDR_LEN {
+                    return param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
+                }
+                let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
+                    return cx.drop_pkt(m, DropReason::Ip6TooShort);
+                };
+                match options(cx.access, &mut m, off, hlen) {
+                    Opts::Ok => {}
+                    Opts::Drop => return cx.drop_pkt(m, DropReason::Ip6BadOptions),
+                    Opts::Problem(at) => {
+                        cx.stats.ip6.badoptions += 1;
+                        return param_problem_mcast(
+                            cx,
+                            m,
+                            Icmpv6ParamProblem::UnrecognizedOption,
+                            at,
+                        );
+                    }
+                    Opts::Malformed(at) => {
+                        cx.stats.ip6.badoptions += 1;
+                        return param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
+                    }
+                    Opts::ProblemUnicast(at) => {
+                        cx.stats.ip6.badoptions += 1;
+                        if mcast {
+                            return cx.drop_pkt(m, DropReason::Ip6BadOptions);
+                        }
+                        return param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
+                    }
+                }
+                nh_at = off;
+                off += hlen;
+                proto = next;
+            }
+            IpProtocol::Ipv6Route => {
+                let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
+                    return cx.drop_pkt(m, DropReason::Ip6TooShort);
+                };
+                let (rtype, segleft) = match hdr(cx.access, &mut m, off, 4) {
+                    Ok(h) => (h[2], h[3]),
+                    Err(_) => return cx.drop_pkt(m, DropReason::Ip6TooShort),
+                };
+                if rtype == 0 {
+                    cx.stats.ip6.rthdr0 += 1;
+                }
+                // RFC 5095 §3: type 0 is processed as an unrecognised routing type.
+                // RFC 8200 §4.4: an unrecognised type with Segments Left 0 is ignored;
+                // otherwise the packet is discarded with a Parameter Problem, code 0,
+                // pointing at the Routing Type field. (We are a host; type 2, mobile
+                // IPv6's, is not ours either.)
+                if segleft != 0 {
+                    return param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, off + 2);
+                }
+                nh_at = off;
+                off += hlen;
+                proto = next;
+            }
+            IpProtocol::Ipv6Frag => {
+                let (next, offset, more) = match hdr(cx.access, &mut m, off, 8) {
+                    Ok(h) => (
+                        IpProtocol::from(h[0]),
+                        u16::from_be_bytes([h[2], h[3]]) >> 3,
+                        h[3] & 1 != 0,
+                    ),
+                    Err(_) => return cx.drop_pkt(m, DropReason::Ip6TooShort),
+                };
+                if offset != 0 || more {
+                    // Reassembly is not in yet: counted and dropped, never half-delivered.
+                    cx.stats.ip6.fragments += 1;
+                    return cx.drop_pkt(m, DropReason::Ip6FragDropped);
+                }
+                // RFC 6946 §4: an atomic fragment is processed at once, as if it had
+                // no fragment header.
+                nh_at = off;
+                off += 8;
+                proto = next;
+            }
+            IpProtocol::Ah => {
+                // No IPsec: recognised, counted, and not something we can check.
+                return cx.drop_pkt(m, DropReason::Ip6Ah);
+            }
+            IpProtocol::Esp => return cx.drop_pkt(m, DropReason::Ip6Esp),
+            IpProtocol::Ipv6NoNxt => {
+                // RFC 8200 §4.7: nothing follows; whatever does is ignored.
+                cx.stats.ip6.delivered += 1;
+                return;
+            }
+            _ => break,
+        }
+        walked += 1;
+        if walked > MAX_EXT_HDRS {
+            return cx.drop_pkt(m, DropReason::Ip6TooManyHdr);
+        }
+    }
+    let info = Ip6Info {
+        src,
+        dst,
+        hlim,
+        off,
+        mcast,
+        tentative,
+    };
+    if tentative && proto != IpProtocol::Icmpv6 {
+        // RFC 4862 §5.4: "... packets addressed to a tentative address ... should be
+        // silently discarded" (neighbour discovery aside).
+        return cx.drop_pkt(m, DropReason::Ip6CantForward);
+    }
+    cx.stats.ip6.delivered += 1;
+    match proto {
+        IpProtocol::Icmpv6 => crate::icmp6::icmp6_input(cx, ifp, m, info),
+        IpProtocol::Udp => crate::inet6::udp6_input(cx, m, info),
+        IpProtocol::Tcp => crate::inet6::tcp6_input(cx, m, info),
+        _ => {
+            cx.stats.ip6.unknownhdr += 1;
+            param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at)
+        }
+    }
+}
+
+/// Whether `a` is one of our addresses, and if so whether it is usable (not tentative).
+fn local6(cx: &Cx<'_>, a: Ipv6Addr) -> Option<bool> {
+    cx.cfg
+        .ifaces
+        .iter()
+        .find_map(|i| i.addr6(a))
+        .map(|x| x.state() == crate::iface::AddrState::Preferred)
+}
+
+/// Length and next header of the options or routing header at `off`.
+fn ext_len(a: HdrAccess, m: &mut Mbuf, off: usize) -> Option<(IpProtocol, usize)> {
+    let h = hdr(a, m, off, 2).ok()?;
+    let (next, len_byte) = (IpProtocol::from(h[0]), h[1]);
+    let hlen = (usize::from(len_byte) + 1) * 8;
+    if off + hlen > m.len() {
+        return None;
+    }
+    Some((next, hlen))
+}
+
+enum Opts {
+    Ok,
+    /// Action bits 01: discard silently.
+    Drop,
+    /// Action bits 10: discard and send a Parameter Problem code 2 pointing here.
+    Problem(usize),
+    /// Action bits 11: the same, unless the destination was multicast.
+    ProblemUnicast(usize),
+    /// An option runs past its header: Parameter Problem code 0 (erroneous header
+    /// field) at its length byte.
+    Malformed(usize),
+}
+
+/// RFC 8200 §4.2: the options of a hop-by-hop or destination options header of
+/// `hlen` bytes at `off`. We know Pad1, PadN and router alert (RFC 2711).
+fn options(a: HdrAccess, m: &mut Mbuf, off: usize, hlen: usize) -> Opts {
+    let Ok(h) = hdr(a, m, off, hlen) else {
+        return Opts::Drop;
+    };
+    let mut rest = &h[2..hlen];
+    let mut at = off + 2;
+    while !rest.is_empty() {
+        let Ok((next, opt)) = Ipv6Option::parse(rest) else {
+            // An option running past the header: the header is malformed.
+            return Opts::Malformed(at + 1);
+        };
+        if let Ipv6Option::Unknown { .. } = opt {
+            match opt.failure_type() {
+                Ipv6OptionFailureType::Skip => {}
+                Ipv6OptionFailureType::Discard => return Opts::Drop,
+                Ipv6OptionFailureType::DiscardSendAll => return Opts::Problem(at),
+                Ipv6OptionFailureType::DiscardSendUnicast => return Opts::ProblemUnicast(at),
+                Ipv6OptionFailureType::Unknown(_) => return Opts::Drop,
+            }
+        }
+        at += rest.len() - next.len();
+        rest = next;
+    }
+    Opts::Ok
+}
+
+fn param_problem(cx: &mut Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+    crate::icmp6::icmp6_error(cx, m, crate::icmp6::Error6::Param(code, at as u32, false));
+}
+
+/// A Parameter Problem sent even if the packet went to a multicast group (option
+/// action bits 10).
+fn param_problem_mcast(cx: &mut Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+    crate::icmp6::icmp6_error(cx, m, crate::icmp6::Error6::Param(code, at as u32, true));
+}
+
+/// RFC 2464 §7: an IPv6 multicast group maps onto 33:33 and its low 32 bits.
+pub(crate) fn multicast_mac6(a: Ipv6Addr) -> EthernetAddress {
+    let o = a.octets();
+    EthernetAddress([0x33, 0x33, o[12], o[13], o[14], o[15]])
+}
+
+/// Parameters of a header `ip6_output` builds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ip6Out {
+    /// Unspecified: picked by source address selection (unless `keep_unspec`).
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub proto: IpProtocol,
+    pub hlim: u8,
+    /// Send with the unspecified source (duplicate address detection probes).
+    pub keep_unspec: bool,
+    /// The interface for link-local and multicast destinations (their scope), when
+    /// the caller knows it.
+    pub ifindex: Option<crate::iface::IfIndex>,
+}
+
+/// The interface and next hop towards `dst`.
+pub(crate) fn ip6_route<'a>(
+    cx: &Cx<'a>,
+    dst: Ipv6Addr,
+    scope_if: Option<crate::iface::IfIndex>,
+) -> Option<(&'a Arc<Ifnet>, Ipv6Addr)> {
+    let cfg: &'a crate::stack::NetConfig = cx.cfg;
+    let ifs = &cfg.ifaces;
+    if dst.is_multicast() || is_link_local(dst) {
+        let by_index = scope_if
+            .and_then(|i| ifs.get(i.get()))
+            .filter(|i| i.inet6());
+        return by_index
+            .or_else(|| ifs.iter().find(|i| i.inet6()))
+            .map(|i| (i, dst));
+    }
+    // A redirect for this destination first (RFC 4861 §8.3), then the on-link
+    // prefixes of our addresses and of advertisements, then the static default
+    // router, then a learnt one.
+    let by = |(nh, i): (Ipv6Addr, crate::iface::IfIndex)| {
+        ifs.get(i.get()).filter(|i| i.inet6()).map(|i| (i, nh))
+    };
+    if let Some(r) = cfg
+        .nd6
+        .redirects
+        .iter()
+        .find(|r| r.dst == dst && r.expires > cx.now)
+    {
+        return by((r.target, r.ifindex));
+    }
+    for i in ifs.iter().filter(|i| i.inet6()) {
+        if i.addrs6
+            .iter()
+            .any(|a| !is_link_local(a.addr.addr) && a.addr.contains(dst))
+        {
+            return Some((i, dst));
+        }
+    }
+    if let Some(hop) = cfg.nd6.next_hop(dst, cx.now, true) {
+        return by(hop);
+    }
+    if let Some(hop) = cfg.default_gw6 {
+        return by(hop);
+    }
+    cfg.nd6.next_hop(dst, cx.now, false).and_then(by)
+}
+
+/// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
+/// layer or the first extension header): routes, builds the header, sends.
+pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
+    let Some((ifp, nexthop)) = ip6_route(cx, o.dst, o.ifindex) else {
+        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
+    };
+    let src = if o.src.is_unspecified() && !o.keep_unspec {
+        match ifp.source6_for(o.dst) {
+            Some(s) => s,
+            None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
+        }
+    } else {
+        o.src
+    };
+    let plen = m.len();
+    if plen > 65535 {
+        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+    }
+    match m.prepend(IP6_HDR_LEN) {
+        Ok(h) => {
+            let mut p = Ipv6Packet::new_unchecked(h);
+            p.set_version(6);
+            p.set_traffic_class(0);
+            p.set_flow_label(0);
+            p.set_payload_len(plen as u16);
+            p.set_next_header(o.proto);
+            p.set_hop_limit(o.hlim);
+            p.set_src_addr(src);
+            p.set_dst_addr(o.dst);
+        }
+        Err(_) => return cx.drop_pkt(m, DropReason::Ip6OutDropped),
+    }
+    cx.stats.ip6.localout += 1;
+    ip6_send(cx, ifp, m, o.dst, nexthop);
+}
+
+/// Sends an IPv6 packet (header built) towards `nexthop` on `ifp`.
+pub(crate) fn ip6_send(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    dst: Ipv6Addr,
+    nexthop: Ipv6Addr,
+) {
+    if !dst.is_multicast() && local6(cx, dst).is_some() {
+        // To ourselves: the loopback queue carries IPv4 only so far; drop, counted.
+        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+    }
+    if m.len() > ifp.mtu {
+        // Fragmentation on output is not in yet; never silently truncated.
+        cx.stats.ip6.cantfrag += 1;
+        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+    }
+    if dst.is_multicast() {
+        return crate::ether::ether_output(cx, ifp, m, multicast_mac6(dst), EtherType::Ipv6);
+    }
+    crate::nd6::nd6_resolve_output(cx, ifp, m, nexthop);
+}

@@ -1,0 +1,801 @@
+//! IPv6 neighbour discovery (RFC 4861) and duplicate address detection (RFC 4862).
+//!
+//! Each interface has its own neighbour table, the IPv6 instance of [`crate::lle`]
+//! (the split L2/L3 design: no neighbour entry in any route). This module sends and
+//! receives neighbour solicitations and advertisements, resolves next hops for
+//! [`crate::ip6::ip6_send`], and runs DAD for every address an interface gets:
+//! the address stays tentative (it takes no traffic) until `DupAddrDetectTransmits`
+//! solicitations from the unspecified address went unanswered for `RetransTimer`;
+//! an advertisement for it, or another node's probe for it, marks it duplicated.
+
+use crate::iface::{solicited_node, AddrState, IfIndex, Ifnet, ALL_NODES};
+use crate::ip6::{Ip6Info, Ip6Out};
+use crate::lle::{LlTable, LleEntry, LleFamily, LleOutput, Resolve};
+use crate::stats::{DropReason, Stats};
+use crate::worker::Cx;
+use dev::{Duration, Instant};
+use mbuf::Mbuf;
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+use wire::{
+    EtherType, EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpProtocol, NdiscNeighborFlags, NdiscRepr,
+};
+
+/// IPv6: neighbour discovery's counters.
+#[derive(Debug)]
+pub struct Inet6;
+
+impl LleFamily for Inet6 {
+    type Addr = Ipv6Addr;
+    fn count_created(s: &mut Stats) {
+        s.nd6.entries_created += 1;
+    }
+    fn count_evicted(s: &mut Stats) {
+        s.nd6.evicted += 1;
+    }
+    fn count_timeout(s: &mut Stats) {
+        s.nd6.timeouts += 1;
+    }
+    fn count_request(s: &mut Stats) {
+        s.nd6.txsolicit += 1;
+    }
+    const HOLD_DROPPED: DropReason = DropReason::Nd6HoldDropped;
+}
+
+/// The IPv6 neighbour table of one interface.
+pub type Nd6Table = LlTable<Inet6>;
+/// One entry as `ndp -a` shows it.
+pub type Nd6Entry = LleEntry<Ipv6Addr>;
+type Nd6Output = LleOutput<Ipv6Addr>;
+
+/// RFC 4861 §6.1.2 / §7.1: ND messages travel with hop limit 255, so that a receiver
+/// knows they come from the link.
+const ND_HLIM: u8 = 255;
+/// RFC 4862 §5.1: `DupAddrDetectTransmits`, default 1 (`StackConfig::dad_transmits`).
+pub const DAD_TRANSMITS: u8 = 1;
+/// RFC 4861 §10: `RETRANS_TIMER`, 1 s.
+pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
+
+/// Sends what the neighbour table asked for: solicitations and released packets.
+pub(crate) fn nd6_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
+    for o in out.drain(..) {
+        match o {
+            LleOutput::Packet { m, mac } => {
+                crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
+            }
+            LleOutput::Request { target, unicast } => {
+                nd6_ns_output(cx, ifp, target, unicast, false)
+            }
+        }
+    }
+}
+
+/// `nd6_resolve`: sends an IPv6 packet (header built) to `nexthop` on `ifp`, through
+/// the published snapshot when the neighbour is reachable, else through the table's
+/// slow path, which may hold the packet and solicit.
+pub(crate) fn nd6_resolve_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, nexthop: Ipv6Addr) {
+    let mac = ifp.nd6.snapshot().load().lookup(nexthop, cx.now);
+    if let Some(mac) = mac {
+        return crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    }
+    let mut out = Vec::new();
+    if let Resolve::Now(m, mac) = ifp.nd6.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
+        crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    }
+    nd6_flush(cx, ifp, &mut out);
+}
+
+/// Builds an ICMPv6 message and sends it with `ip6_output`. `src` unspecified picks
+/// one (unless `keep_unspec`, for DAD probes).
+pub(crate) fn icmp6_send(cx: &mut Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
+    let Some((ifp, _)) = crate::ip6::ip6_route(cx, o.dst, o.ifindex) else {
+        return DropReason::Ip6NoRoute.count(cx.stats);
+    };
+    let src = if o.src.is_unspecified() && !o.keep_unspec {
+        match ifp.source6_for(o.dst) {
+            Some(s) => s,
+            None => return DropReason::Ip6NoRoute.count(cx.stats),
+        }
+    } else {
+        o.src
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), &src, &o.dst);
+    let Ok(m) = Mbuf::from_slice(&buf) else {
+        return DropReason::Ip6OutDropped.count(cx.stats);
+    };
+    crate::ip6::ip6_output(cx, m, Ip6Out { src, ..o });
+}
+
+/// `nd6_ns_output`: a neighbour solicitation for `target`: to its solicited-node
+/// group, or unicast to `unicast` when probing reachability; from the unspecified
+/// address without a source link-layer option for a DAD probe (RFC 4862 §5.4.2).
+pub(crate) fn nd6_ns_output(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    target: Ipv6Addr,
+    unicast: Option<EthernetAddress>,
+    dad: bool,
+) {
+    let dst = if unicast.is_some() {
+        target
+    } else {
+        solicited_node(target)
+    };
+    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: target,
+        lladdr: (!dad).then_some(ifp.mac),
+    });
+    cx.stats.icmp6.outneighborsolicit += 1;
+    if dad {
+        cx.stats.nd6.dadsent += 1;
+    }
+    icmp6_send(
+        cx,
+        &repr,
+        Ip6Out {
+            src: Ipv6Addr::UNSPECIFIED,
+            dst,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: dad,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
+/// `nd6_na_output`: advertises our `target` to `dst`.
+fn nd6_na_output(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    target: Ipv6Addr,
+    dst: Ipv6Addr,
+    solicited: bool,
+) {
+    let mut flags = NdiscNeighborFlags::OVERRIDE;
+    if solicited {
+        flags = flags | NdiscNeighborFlags::SOLICITED;
+    }
+    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags,
+        target_addr: target,
+        lladdr: Some(ifp.mac),
+    });
+    cx.stats.icmp6.outneighboradvert += 1;
+    icmp6_send(
+        cx,
+        &repr,
+        Ip6Out {
+            src: target,
+            dst,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: false,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
+/// `nd6_ns_input`: RFC 4861 §7.1.1 validity checks, §7.2.3 processing; RFC 4862
+/// §5.4.3 for a target that is tentative here.
+pub(crate) fn nd6_ns_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    target: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+) {
+    let from_unspec = info.src.is_unspecified();
+    // §7.1.1: hop limit 255 (checked by the caller), target not multicast; from the
+    // unspecified address only to a solicited-node group and without a source
+    // link-layer option.
+    if target.is_multicast()
+        || (from_unspec && (info.dst != solicited_node(target) || lladdr.is_some()))
+    {
+        return DropReason::Icmp6BadNs.count(cx.stats);
+    }
+    let Some(ours) = ifp.addr6(target).cloned() else {
+        // Not for us (we are no proxy): nothing to answer.
+        return;
+    };
+    match ours.state() {
+        AddrState::Tentative => {
+            if from_unspec {
+                // RFC 4862 §5.4.3: another node is probing the same address: ours is
+                // a duplicate too.
+                dad_duplicate(cx, ifp, &ours);
+            }
+            // From a real address: "the solicitation is processed ... as for any
+            // other" is for non-tentative targets; for a tentative one it is ignored.
+            return;
+        }
+        AddrState::Duplicated => return,
+        AddrState::Preferred => {}
+    }
+    if let (false, Some(mac)) = (from_unspec, lladdr) {
+        let mut out = Vec::new();
+        ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    if from_unspec {
+        // §7.2.4: to all-nodes, Solicited clear.
+        nd6_na_output(cx, ifp, target, ALL_NODES, false);
+    } else {
+        nd6_na_output(cx, ifp, target, info.src, true);
+    }
+}
+
+/// `nd6_na_input`: RFC 4861 §7.1.2 validity checks, §7.2.5 processing; an
+/// advertisement for one of our addresses means another node holds it.
+pub(crate) fn nd6_na_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    flags: NdiscNeighborFlags,
+    target: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+) {
+    let solicited = flags.contains(NdiscNeighborFlags::SOLICITED);
+    // §7.1.2: target not multicast; Solicited clear when sent to a multicast group.
+    if target.is_multicast() || (info.mcast && solicited) {
+        return DropReason::Icmp6BadNa.count(cx.stats);
+    }
+    if let Some(ours) = ifp.addr6(target).cloned() {
+        match ours.state() {
+            // RFC 4862 §5.4.4: "If the target address is tentative, the tentative
+            // address is not unique."
+            AddrState::Tentative => dad_duplicate(cx, ifp, &ours),
+            // Someone claims an address we hold (FreeBSD logs "duplicate address").
+            AddrState::Preferred | AddrState::Duplicated => cx.stats.nd6.dadcollision += 1,
+        }
+        return;
+    }
+    let mut out = Vec::new();
+    ifp.nd6.nd_advert(
+        cx.now,
+        target,
+        lladdr,
+        solicited,
+        flags.contains(NdiscNeighborFlags::OVERRIDE),
+        cx.stats,
+        &mut out,
+    );
+    nd6_flush(cx, ifp, &mut out);
+}
+
+fn dad_duplicate(cx: &mut Cx<'_>, ifp: &Ifnet, a: &crate::iface::In6Ifaddr) {
+    if a.state() != AddrState::Duplicated {
+        a.set_state(AddrState::Duplicated);
+        cx.stats.nd6.dadcollision += 1;
+        eprintln!(
+            "mpstack: {}: duplicate IPv6 address {} detected, not used",
+            ifp.name, a.addr
+        );
+    }
+}
+
+/// Worker 0's neighbour-discovery timers for one interface: the table's state
+/// machine, and duplicate address detection. Returns the next deadline.
+pub(crate) fn nd6_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !ifp.inet6() {
+        return None;
+    }
+    if ifp.nd6.poll_at().is_some_and(|t| t <= cx.now) {
+        let mut out = Vec::new();
+        ifp.nd6.timer(cx.now, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    let mut next = ifp.nd6.poll_at();
+    for a in &ifp.addrs6 {
+        if a.state() != AddrState::Tentative {
+            continue;
+        }
+        let due = match a.dad_next() {
+            None => {
+                // RFC 4862 §5.4.2 asks for a random delay before the first probe only
+                // when it is the interface's first message; a stack that starts with
+                // its addresses configured sends it at once.
+                true
+            }
+            Some(t) => t <= cx.now,
+        };
+        if due {
+            if a.dad_sent() >= cx.shared.params.dad_transmits {
+                // §5.4.5: no answer within RetransTimer of the last probe: unique.
+                a.set_state(AddrState::Preferred);
+                cx.stats.nd6.dadok += 1;
+                continue;
+            }
+            a.dad_probe(cx.now + RETRANS_TIMER);
+            nd6_ns_output(cx, ifp, a.addr.addr, None, true);
+        }
+        if let Some(t) = a.dad_next() {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+    }
+    next
+}
+
+/// The neighbour table's entries of every interface, for `ndp -a`.
+pub fn entries(ifs: &[Arc<Ifnet>]) -> Vec<(IfIndex, Nd6Entry)> {
+    ifs.iter()
+        .flat_map(|i| i.nd6.entries().into_iter().map(move |e| (i.index, e)))
+        .collect()
+}
+
+/// A default router learnt from an advertisement (RFC 4861 §6.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Router6 {
+    pub addr: Ipv6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// An on-link prefix learnt from an advertisement (the L flag, RFC 4861 §6.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prefix6 {
+    pub prefix: crate::iface::Inet6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// A redirect received (RFC 4861 §8.3): traffic to `dst` goes to `target` instead
+/// (`target == dst`: the destination is on-link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Redirect6 {
+    pub dst: Ipv6Addr,
+    pub target: Ipv6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// Routers, prefixes and redirects from neighbour discovery, in the published
+/// configuration (read lock-free by `ip6_route`, replaced by the rare message that
+/// changes them). Each list is bounded; an expired entry is ignored by lookups and
+/// replaced first.
+#[derive(Clone, Debug, Default)]
+pub struct NdState {
+    pub routers: Vec<Router6>,
+    pub prefixes: Vec<Prefix6>,
+    pub redirects: Vec<Redirect6>,
+    /// Router solicitation per interface: (interface, sent, next due; nanoseconds).
+    pub(crate) rtsol: Vec<(IfIndex, u8, u64)>,
+    /// MLD state per interface and group: (interface, group, reports sent, next
+    /// due; nanoseconds). Bounded by the interfaces' addresses.
+    pub(crate) mld: Vec<(IfIndex, Ipv6Addr, u8, u64)>,
+}
+
+/// Bounds of the lists in [`NdState`].
+pub const MAX_ROUTERS: usize = 8;
+pub const MAX_PREFIXES: usize = 16;
+pub const MAX_REDIRECTS: usize = 64;
+/// RFC 4861 §10: MAX_RTR_SOLICITATIONS and RTR_SOLICITATION_INTERVAL.
+const MAX_RTR_SOLICITATIONS: u8 = 3;
+const RTR_SOLICITATION_INTERVAL: Duration = Duration::from_secs(4);
+/// How long a redirect is kept (FreeBSD expires redirect routes after 10 minutes).
+const REDIRECT_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Inserts or refreshes `v` (matched by `same`), replacing an expired entry, else the
+/// one expiring first, when the list is at its bound.
+fn upsert<T: Copy>(
+    list: &mut Vec<T>,
+    v: T,
+    same: impl Fn(&T) -> bool,
+    expires: impl Fn(&T) -> Instant,
+    max: usize,
+) {
+    if let Some(e) = list.iter_mut().find(|e| same(e)) {
+        *e = v;
+    } else if list.len() < max {
+        list.push(v);
+    } else if let Some(e) = list.iter_mut().min_by_key(|e| expires(e)) {
+        *e = v;
+    }
+}
+
+impl NdState {
+    /// The next hop towards `dst`, from a redirect, an advertised on-link prefix or a
+    /// learnt default router, at `now`.
+    pub fn next_hop(
+        &self,
+        dst: Ipv6Addr,
+        now: Instant,
+        onlink_only: bool,
+    ) -> Option<(Ipv6Addr, IfIndex)> {
+        if let Some(r) = self
+            .redirects
+            .iter()
+            .find(|r| r.dst == dst && r.expires > now)
+        {
+            return Some((r.target, r.ifindex));
+        }
+        if let Some(p) = self
+            .prefixes
+            .iter()
+            .find(|p| p.expires > now && p.prefix.contains(dst))
+        {
+            return Some((dst, p.ifindex));
+        }
+        if onlink_only {
+            return None;
+        }
+        self.routers
+            .iter()
+            .find(|r| r.expires > now)
+            .map(|r| (r.addr, r.ifindex))
+    }
+}
+
+/// The SLAAC address of `prefix` on an interface with `mac` (RFC 4862 §5.5.3, the
+/// modified EUI-64 interface identifier of RFC 4291 appendix A).
+fn slaac_addr(prefix: Ipv6Addr, mac: EthernetAddress) -> Ipv6Addr {
+    let ll = crate::iface::Inet6Addr::link_local(mac).addr.octets();
+    let mut o = prefix.octets();
+    o[8..].copy_from_slice(&ll[8..]);
+    Ipv6Addr::from(o)
+}
+
+/// `nd6_ra_input`: RFC 4861 §6.1.2 validity checks (hop limit 255 and code 0 were
+/// checked by the caller), §6.3.4 processing.
+pub(crate) fn nd6_ra_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    router_lifetime: u16,
+    options: &[u8],
+) {
+    // "IP Source Address is a link-local address."
+    if !crate::iface::is_link_local(info.src) {
+        return DropReason::Icmp6BadRa.count(cx.stats);
+    }
+    let mut lladdr = None;
+    let mut prefixes = Vec::new();
+    for o in wire::NdiscOptionsIter::new(options) {
+        match o {
+            Ok(wire::NdiscOptionRepr::SourceLinkLayerAddr(m)) => lladdr = Some(m),
+            Ok(wire::NdiscOptionRepr::PrefixInformation(p)) => prefixes.push(p),
+            Ok(_) => {}
+            // "All included options have a length that is greater than zero."
+            Err(_) => return DropReason::Icmp6BadRa.count(cx.stats),
+        }
+    }
+    if let Some(mac) = lladdr {
+        let mut out = Vec::new();
+        ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    let params = &cx.shared.params;
+    if !params.accept_rtadv {
+        return;
+    }
+    let now = cx.now;
+    let mut slaac = Vec::new();
+    cx.shared.update(|c| {
+        let st = &mut c.nd6;
+        st.rtsol.retain(|r| r.0 != ifp.index);
+        let r = Router6 {
+            addr: info.src,
+            ifindex: ifp.index,
+            expires: now + Duration::from_secs(u64::from(router_lifetime)),
+        };
+        if router_lifetime == 0 {
+            // "If the address is already present in the host's Default Router List
+            // and the received Router Lifetime value is zero, immediately time-out
+            // the entry."
+            st.routers
+                .retain(|x| !(x.addr == r.addr && x.ifindex == r.ifindex));
+        } else {
+            upsert(
+                &mut st.routers,
+                r,
+                |x| x.addr == r.addr && x.ifindex == r.ifindex,
+                |x| x.expires,
+                MAX_ROUTERS,
+            );
+        }
+        for p in &prefixes {
+            // §6.3.4: the link-local prefix is ignored.
+            if crate::iface::is_link_local(p.prefix) || p.prefix_len > 128 {
+                continue;
+            }
+            let prefix = crate::iface::Inet6Addr::new(p.prefix, p.prefix_len);
+            if p.flags.contains(wire::NdiscPrefixFlags::ON_LINK) {
+                let e = Prefix6 {
+                    prefix,
+                    ifindex: ifp.index,
+                    expires: now + Duration::from_secs(u64::from(p.valid_lifetime)),
+                };
+                if p.valid_lifetime == 0 {
+                    st.prefixes.retain(|x| x.prefix != prefix);
+                } else {
+                    upsert(
+                        &mut st.prefixes,
+                        e,
+                        |x| x.prefix == prefix,
+                        |x| x.expires,
+                        MAX_PREFIXES,
+                    );
+                }
+            }
+            // RFC 4862 §5.5.3: autonomous flag, preferred <= valid, a /64 for an
+            // Ethernet interface identifier.
+            if params.slaac
+                && p.flags.contains(wire::NdiscPrefixFlags::ADDRCONF)
+                && p.preferred_lifetime <= p.valid_lifetime
+                && p.valid_lifetime > 0
+                && p.prefix_len == 64
+            {
+                slaac.push(crate::iface::Inet6Addr::new(
+                    slaac_addr(p.prefix, ifp.mac),
+                    64,
+                ));
+            }
+        }
+    });
+    for a in slaac {
+        if cx.cfg.ifaces.iter().all(|i| i.addr6(a.addr).is_none())
+            && cx.shared.add_address6(ifp.index, a).is_ok()
+        {
+            cx.stats.nd6.autoconf += 1;
+        }
+    }
+}
+
+/// `icmp6_redirect_input`: RFC 4861 §8.1 validity checks, §8.3 processing.
+pub(crate) fn nd6_redirect_input(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    target: Ipv6Addr,
+    dst: Ipv6Addr,
+    lladdr: Option<EthernetAddress>,
+) {
+    // "IP Source Address is a link-local address"; "the Destination Address field
+    // ... is not a multicast address"; "the Target Address is either a link-local
+    // address (when redirected to a router) or the same as the ICMP Destination
+    // Address (when redirected to the on-link destination)"; "the IP source address
+    // of the Redirect is the same as the current first-hop router for the specified
+    // ICMP Destination Address."
+    let current = crate::ip6::ip6_route(cx, dst, None).map(|(_, nh)| nh);
+    if !crate::iface::is_link_local(info.src)
+        || dst.is_multicast()
+        || !(crate::iface::is_link_local(target) || target == dst)
+        || current != Some(info.src)
+    {
+        return DropReason::Icmp6BadRedirect.count(cx.stats);
+    }
+    if let Some(mac) = lladdr {
+        let mut out = Vec::new();
+        ifp.nd6.nd_learn(cx.now, target, mac, cx.stats, &mut out);
+        nd6_flush(cx, ifp, &mut out);
+    }
+    let e = Redirect6 {
+        dst,
+        target,
+        ifindex: ifp.index,
+        expires: cx.now + REDIRECT_LIFETIME,
+    };
+    cx.shared.update(|c| {
+        upsert(
+            &mut c.nd6.redirects,
+            e,
+            |x| x.dst == dst,
+            |x| x.expires,
+            MAX_REDIRECTS,
+        )
+    });
+}
+
+/// Router solicitation (RFC 4861 §6.3.7), with SLAAC on: up to three, four seconds
+/// apart, from the link-local address once it is usable, until an advertisement
+/// comes. Worker 0's timers; returns the next deadline.
+pub(crate) fn nd6_rtsol_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !cx.shared.params.slaac {
+        return None;
+    }
+    let ll = ifp
+        .addrs6
+        .iter()
+        .find(|a| crate::iface::is_link_local(a.addr.addr))?;
+    if !ll.usable() {
+        return None;
+    }
+    let now = cx.now.as_nanos();
+    let st = cx.cfg.nd6.rtsol.iter().find(|r| r.0 == ifp.index).copied();
+    let (sent, due) = match st {
+        // Not yet started: a delay in [0, 1 s) from the MAC, so that hosts brought up
+        // together do not all ask at once (§6.3.7's random delay, reproducible).
+        None if !cx.cfg.nd6.routers.iter().any(|r| r.ifindex == ifp.index) => {
+            let delay = u64::from(ifp.mac.0[5]) * 1_000_000_000 / 256;
+            let at = now + delay;
+            cx.shared.update(|c| c.nd6.rtsol.push((ifp.index, 0, at)));
+            return Some(Instant::from_nanos(at));
+        }
+        None => return None,
+        Some(r) => (r.1, r.2),
+    };
+    if sent >= MAX_RTR_SOLICITATIONS {
+        return None;
+    }
+    if due > now {
+        return Some(Instant::from_nanos(due));
+    }
+    let next = now + RTR_SOLICITATION_INTERVAL.as_nanos() as u64;
+    cx.shared.update(|c| {
+        if let Some(r) = c.nd6.rtsol.iter_mut().find(|r| r.0 == ifp.index) {
+            r.1 += 1;
+            r.2 = next;
+        }
+    });
+    cx.stats.icmp6.outroutersolicit += 1;
+    icmp6_send(
+        cx,
+        &Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit {
+            lladdr: Some(ifp.mac),
+        }),
+        Ip6Out {
+            src: ll.addr.addr,
+            dst: crate::iface::ALL_ROUTERS,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: false,
+            ifindex: Some(ifp.index),
+        },
+    );
+    (sent + 1 < MAX_RTR_SOLICITATIONS).then_some(Instant::from_nanos(next))
+}
+
+/// RFC 3810 §9.1 Robustness Variable: each state change is reported this often.
+const MLD_ROBUSTNESS: u8 = 2;
+/// RFC 3810 §9.11 Unsolicited Report Interval: 1 s.
+const MLD_UNSOLICITED_INTERVAL: Duration = Duration::from_secs(1);
+/// All MLDv2-capable routers (RFC 3810 §5.2.14).
+const ALL_MLDV2_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0x16);
+
+/// The groups an interface listens to and reports: the solicited-node group of each
+/// of its addresses (RFC 4861 §7.2.1). All-nodes is never reported (RFC 3810 §6).
+fn mld_groups(ifp: &Ifnet) -> Vec<Ipv6Addr> {
+    let mut g: Vec<Ipv6Addr> = ifp
+        .addrs6
+        .iter()
+        .filter(|a| a.state() != AddrState::Duplicated)
+        .map(|a| solicited_node(a.addr.addr))
+        .collect();
+    g.sort_unstable();
+    g.dedup();
+    g
+}
+
+/// Sends an MLDv2 report of `groups` with record type `ty` (RFC 3810 §5.2): to
+/// all-MLDv2-routers, hop limit 1, with a router alert in a hop-by-hop header; from
+/// the link-local address, or the unspecified one while it is tentative (RFC 3590 §4).
+pub(crate) fn mld_report(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    groups: &[Ipv6Addr],
+    ty: wire::MldRecordType,
+) {
+    if groups.is_empty() {
+        return;
+    }
+    let src = ifp
+        .addrs6
+        .iter()
+        .find(|a| crate::iface::is_link_local(a.addr.addr) && a.usable())
+        .map_or(Ipv6Addr::UNSPECIFIED, |a| a.addr.addr);
+    let mut records = vec![0u8; 20 * groups.len()];
+    let mut rest = &mut records[..];
+    for g in groups {
+        rest = wire::MldAddressRecordRepr {
+            record_type: ty,
+            mcast_addr: *g,
+            sources: &[],
+            aux_data: &[],
+        }
+        .emit(rest);
+    }
+    let repr = Icmpv6Repr::Mld(wire::MldRepr::Report {
+        nr_mcast_addr_rcrds: groups.len() as u16,
+        data: &records,
+    });
+    let mut msg = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &mut Icmpv6Packet::new_unchecked(&mut msg[..]),
+        &src,
+        &ALL_MLDV2_ROUTERS,
+    );
+    // Hop-by-hop: next header ICMPv6, router alert (RFC 2711, value 0: MLD), PadN.
+    let mut pkt = vec![u8::from(IpProtocol::Icmpv6), 0, 5, 2, 0, 0, 1, 0];
+    pkt.extend_from_slice(&msg);
+    let Ok(m) = Mbuf::from_slice(&pkt) else {
+        return DropReason::Ip6OutDropped.count(cx.stats);
+    };
+    cx.stats.icmp6.outmldreport += 1;
+    crate::ip6::ip6_output(
+        cx,
+        m,
+        Ip6Out {
+            src,
+            dst: ALL_MLDV2_ROUTERS,
+            proto: IpProtocol::HopByHop,
+            hlim: 1,
+            keep_unspec: true,
+            ifindex: Some(ifp.index),
+        },
+    );
+}
+
+/// Worker 0's MLD timer for one interface: a newly joined group is reported
+/// `MLD_ROBUSTNESS` times, a second apart (RFC 3810 §6.1). Returns the next deadline.
+pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !ifp.inet6() {
+        return None;
+    }
+    let now = cx.now.as_nanos();
+    let groups = mld_groups(ifp);
+    let known: Vec<(Ipv6Addr, u8, u64)> = cx
+        .cfg
+        .nd6
+        .mld
+        .iter()
+        .filter(|m| m.0 == ifp.index)
+        .map(|m| (m.1, m.2, m.3))
+        .collect();
+    let due: Vec<Ipv6Addr> = groups
+        .iter()
+        .copied()
+        .filter(|g| match known.iter().find(|k| k.0 == *g) {
+            None => true,
+            Some(k) => k.1 < MLD_ROBUSTNESS && k.2 <= now,
+        })
+        .collect();
+    let next_at = now + MLD_UNSOLICITED_INTERVAL.as_nanos() as u64;
+    if !due.is_empty() {
+        mld_report(cx, ifp, &due, wire::MldRecordType::ChangeToExclude);
+        let idx = ifp.index;
+        cx.shared.update(|c| {
+            let mld = &mut c.nd6.mld;
+            // Groups the interface left are forgotten (their addresses went).
+            mld.retain(|m| m.0 != idx || groups.contains(&m.1));
+            for g in &due {
+                match mld.iter_mut().find(|m| m.0 == idx && m.1 == *g) {
+                    Some(m) => {
+                        m.2 += 1;
+                        m.3 = next_at;
+                    }
+                    None => mld.push((idx, *g, 1, next_at)),
+                }
+            }
+        });
+    }
+    let pending = groups.iter().any(|g| {
+        let sent = due.contains(g) as u8 + known.iter().find(|k| k.0 == *g).map_or(0, |k| k.1);
+        sent < MLD_ROBUSTNESS
+    });
+    pending.then_some(Instant::from_nanos(if due.is_empty() {
+        known
+            .iter()
+            .filter(|k| k.1 < MLD_ROBUSTNESS)
+            .map(|k| k.2)
+            .min()
+            .unwrap_or(next_at)
+    } else {
+        next_at
+    }))
+}
+
+/// A multicast listener query (RFC 3810 §6.2): answered with the current state of
+/// every group queried (all of ours for a general query). The answer goes at once,
+/// the low end of the random delay the RFC allows.
+pub(crate) fn mld_query_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, info: Ip6Info, group: Ipv6Addr) {
+    // §5.1.14: a query from a non-link-local source, or with a hop limit other than
+    // 1, is ignored.
+    if !crate::iface::is_link_local(info.src) || info.hlim != 1 {
+        return DropReason::Icmp6Other.count(cx.stats);
+    }
+    let mut groups = mld_groups(ifp);
+    if !group.is_unspecified() {
+        groups.retain(|g| *g == group);
+    }
+    mld_report(cx, ifp, &groups, wire::MldRecordType::ModeIsExclude);
+}

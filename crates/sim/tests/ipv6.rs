@@ -1,0 +1,998 @@
+//! IPv6 scenarios in virtual time: duplicate address detection, neighbour discovery
+//! (resolution, NUD to stale and back through delay and probe), echo, and the
+//! extension-header rules of RFC 8200 with their Parameter Problems. A raw port on the
+//! hub plays the other node, so every frame on the wire is checked byte by byte.
+
+use dev::mem::WireConfig;
+use dev::{Duration, Queue};
+use net::iface::{AddrState, IfIndex};
+use net::lle::LleState;
+use sim::{HostId, Sim};
+use std::net::Ipv6Addr;
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet,
+    Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
+};
+
+const PEER_MAC: EthernetAddress = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x99]);
+
+fn a6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+fn peer() -> Ipv6Addr {
+    a6("2001:2::99")
+}
+
+/// Host b on a hub with 2001:2::2/64, and a raw port as the peer 2001:2::99.
+fn setup(workers: usize) -> (Sim, HostId, Box<dyn Queue>) {
+    let mut s = Sim::new(11);
+    let hub = s.add_hub(WireConfig::default());
+    let b = s.add_host("b", workers);
+    s.connect(b, hub, "198.18.0.2/24");
+    let raw = s.attach_raw(hub);
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    (s, b, raw)
+}
+
+/// One IPv6 frame seen on the wire.
+#[derive(Debug)]
+struct Seen {
+    dst_mac: EthernetAddress,
+    ip: Ipv6Repr,
+    /// The bytes after the IPv6 header.
+    payload: Vec<u8>,
+}
+
+impl Seen {
+    fn icmp(&self) -> Icmpv6Repr<'_> {
+        let p = Icmpv6Packet::new_checked(&self.payload[..]).unwrap();
+        Icmpv6Repr::parse(&p, &self.ip.src_addr, &self.ip.dst_addr, true).expect("valid ICMPv6")
+    }
+}
+
+/// What b sent, MLD reports (the only packets it sends behind a hop-by-hop header)
+/// left out; [`recv_all`] keeps them.
+fn recv(s: &mut Sim, raw: &mut Box<dyn Queue>) -> Vec<Seen> {
+    recv_all(s, raw)
+        .into_iter()
+        .filter(|f| f.ip.next_header != IpProtocol::HopByHop)
+        .collect()
+}
+
+fn recv_all(s: &mut Sim, raw: &mut Box<dyn Queue>) -> Vec<Seen> {
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    raw.rx_burst(s.now(), &mut got, 1024);
+    for m in got {
+        let v = m.to_vec();
+        let f = EthernetFrame::new_checked(&v[..]).unwrap();
+        if f.ethertype() != EtherType::Ipv6 {
+            continue;
+        }
+        let p = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let ip = Ipv6Repr::parse(&p).unwrap();
+        out.push(Seen {
+            dst_mac: f.dst_addr(),
+            ip,
+            payload: p.payload()[..ip.payload_len].to_vec(),
+        });
+    }
+    out
+}
+
+/// An IPv6 frame from the peer: `ext` is the raw extension-header chain (first header
+/// `first`), then an ICMPv6 message.
+fn frame(
+    dst_mac: EthernetAddress,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hlim: u8,
+    first: IpProtocol,
+    ext: &[u8],
+    icmp: &Icmpv6Repr<'_>,
+) -> mbuf::Mbuf {
+    let ilen = icmp.buffer_len();
+    let mut icmp_bytes = vec![0u8; ilen];
+    icmp.emit(
+        &mut Icmpv6Packet::new_unchecked(&mut icmp_bytes[..]),
+        &src,
+        &dst,
+    );
+    let mut v = vec![0u8; 14 + 40];
+    {
+        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
+        f.set_dst_addr(dst_mac);
+        f.set_src_addr(PEER_MAC);
+        f.set_ethertype(EtherType::Ipv6);
+    }
+    Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: if ext.is_empty() {
+            IpProtocol::Icmpv6
+        } else {
+            first
+        },
+        payload_len: ext.len() + ilen,
+        hop_limit: hlim,
+    }
+    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
+    v.extend_from_slice(ext);
+    v.extend_from_slice(&icmp_bytes);
+    mbuf::Mbuf::from_slice(&v).unwrap()
+}
+
+fn send(s: &mut Sim, raw: &mut Box<dyn Queue>, m: mbuf::Mbuf) {
+    let now = s.now();
+    raw.tx_burst(now, &mut vec![m]);
+    s.run_for(Duration::from_millis(1));
+}
+
+fn solicited(a: Ipv6Addr) -> Ipv6Addr {
+    net::iface::solicited_node(a)
+}
+
+fn b_mac(s: &Sim, b: HostId) -> EthernetAddress {
+    s.host(b).interfaces()[0].mac
+}
+
+fn echo(seq: u16) -> Icmpv6Repr<'static> {
+    Icmpv6Repr::EchoRequest {
+        ident: 0x77,
+        seq_no: seq,
+        data: b"mpstack ipv6 echo",
+    }
+}
+
+/// The peer's neighbour advertisement for itself, solicited.
+fn na_from_peer(b: EthernetAddress, to: Ipv6Addr, solicited: bool) -> mbuf::Mbuf {
+    let mut flags = NdiscNeighborFlags::OVERRIDE;
+    if solicited {
+        flags = flags | NdiscNeighborFlags::SOLICITED;
+    }
+    frame(
+        b,
+        peer(),
+        to,
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags,
+            target_addr: peer(),
+            lladdr: Some(PEER_MAC),
+        }),
+    )
+}
+
+/// Runs DAD to completion and checks what went on the wire.
+fn dad_completes(s: &mut Sim, b: HostId, raw: &mut Box<dyn Queue>) {
+    s.run_for(Duration::from_millis(10));
+    let probes = recv(s, raw);
+    let targets: Vec<Ipv6Addr> = probes
+        .iter()
+        .filter_map(|f| match f.icmp() {
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+                target_addr,
+                lladdr: None,
+            }) if f.ip.src_addr.is_unspecified()
+                && f.ip.dst_addr == solicited(target_addr)
+                && f.ip.hop_limit == 255 =>
+            {
+                Some(target_addr)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        targets.len(),
+        2,
+        "one DAD probe each, link-local and global: {probes:?}"
+    );
+    assert!(targets.contains(&a6("2001:2::2")));
+    assert!(s
+        .host(b)
+        .addresses6()
+        .iter()
+        .all(|(_, _, st)| *st == AddrState::Tentative));
+    s.run_for(Duration::from_millis(1100));
+    let st = s.host(b).addresses6();
+    assert!(
+        st.iter().all(|(_, _, st)| *st == AddrState::Preferred),
+        "{st:?}"
+    );
+    assert_eq!(s.host(b).stats().nd6.dadok, 2);
+}
+
+#[test]
+fn ndp_dad_then_resolution_and_echo() {
+    for workers in [1, 2] {
+        let (mut s, b, mut raw) = setup(workers);
+        dad_completes(&mut s, b, &mut raw);
+        let bm = b_mac(&s, b);
+        // An echo request from the peer: b must resolve the peer first.
+        send(
+            &mut s,
+            &mut raw,
+            frame(
+                bm,
+                peer(),
+                a6("2001:2::2"),
+                64,
+                IpProtocol::Icmpv6,
+                &[],
+                &echo(1),
+            ),
+        );
+        let out = recv(&mut s, &mut raw);
+        let ns = out
+            .iter()
+            .find(|f| {
+                matches!(
+                    f.icmp(),
+                    Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { .. })
+                )
+            })
+            .expect("b solicits the peer");
+        assert_eq!(ns.ip.dst_addr, solicited(peer()));
+        assert_eq!(ns.dst_mac, EthernetAddress([0x33, 0x33, 0xff, 0, 0, 0x99]));
+        assert!(matches!(
+            ns.icmp(),
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, lladdr: Some(m) }) if target_addr == peer() && m == bm
+        ));
+        send(&mut s, &mut raw, na_from_peer(bm, ns.ip.src_addr, true));
+        let out = recv(&mut s, &mut raw);
+        let reply = out
+            .iter()
+            .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+            .unwrap_or_else(|| panic!("echo reply released from the hold queue: {out:?}"));
+        assert_eq!(reply.dst_mac, PEER_MAC);
+        assert_eq!(
+            (reply.ip.src_addr, reply.ip.dst_addr),
+            (a6("2001:2::2"), peer())
+        );
+        assert!(matches!(
+            reply.icmp(),
+            Icmpv6Repr::EchoReply { ident: 0x77, seq_no: 1, data } if data == b"mpstack ipv6 echo"
+        ));
+        let nd = s.host(b).interfaces()[0].nd6.entries();
+        assert_eq!((nd[0].ip, nd[0].state), (peer(), LleState::Reachable));
+        // An echo to the all-nodes group is answered from our unicast address.
+        send(
+            &mut s,
+            &mut raw,
+            frame(
+                EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+                peer(),
+                a6("ff02::1"),
+                64,
+                IpProtocol::Icmpv6,
+                &[],
+                &echo(2),
+            ),
+        );
+        let out = recv(&mut s, &mut raw);
+        assert!(out.iter().any(
+            |f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 2, .. })
+                && !f.ip.src_addr.is_multicast()
+        ));
+        let st = s.host(b).stats();
+        assert_eq!(
+            (st.icmp6.inecho, st.icmp6.outechoreply),
+            (2, 2),
+            "workers={workers}"
+        );
+    }
+}
+
+#[test]
+fn ndp_answers_a_solicitation_and_learns_the_sender() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: a6("2001:2::2"),
+        lladdr: Some(PEER_MAC),
+    });
+    let sn = solicited(a6("2001:2::2"));
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2]),
+            peer(),
+            sn,
+            255,
+            IpProtocol::Icmpv6,
+            &[],
+            &ns,
+        ),
+    );
+    let out = recv(&mut s, &mut raw);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        out[0].dst_mac, PEER_MAC,
+        "answered without asking: the NS taught b"
+    );
+    match out[0].icmp() {
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags,
+            target_addr,
+            lladdr,
+        }) => {
+            assert_eq!(target_addr, a6("2001:2::2"));
+            assert_eq!(lladdr, Some(b_mac(&s, b)));
+            assert!(flags.contains(NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Learnt STALE from the solicitation (RFC 4861 §7.2.3), then the advertisement
+    // sent to it moved it to DELAY (§7.3.3).
+    assert_eq!(
+        s.host(b).interfaces()[0].nd6.entries()[0].state,
+        LleState::Delay
+    );
+    // The same with a hop limit of 254 did not come from the link: dropped, counted.
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2]),
+            peer(),
+            sn,
+            254,
+            IpProtocol::Icmpv6,
+            &[],
+            &ns,
+        ),
+    );
+    assert!(recv(&mut s, &mut raw).is_empty());
+    assert_eq!(s.host(b).stats().icmp6.badns, 1);
+}
+
+#[test]
+fn ndp_dad_detects_a_duplicate() {
+    let (mut s, b, mut raw) = setup(1);
+    s.run_for(Duration::from_millis(10));
+    let probes = recv(&mut s, &mut raw);
+    assert!(!probes.is_empty());
+    // The peer already holds 2001:2::2 and defends it (RFC 4862 §5.4.4).
+    let bm = b_mac(&s, b);
+    let na = frame(
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        a6("2001:2::2"),
+        a6("ff02::1"),
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::OVERRIDE,
+            target_addr: a6("2001:2::2"),
+            lladdr: Some(PEER_MAC),
+        }),
+    );
+    let _ = bm;
+    send(&mut s, &mut raw, na);
+    s.run_for(Duration::from_secs(2));
+    let addrs = s.host(b).addresses6();
+    let global = addrs
+        .iter()
+        .find(|(_, a, _)| a.addr == a6("2001:2::2"))
+        .unwrap();
+    assert_eq!(global.2, AddrState::Duplicated);
+    let ll = addrs
+        .iter()
+        .find(|(_, a, _)| a.addr != a6("2001:2::2"))
+        .unwrap();
+    assert_eq!(
+        ll.2,
+        AddrState::Preferred,
+        "the link-local address is unique"
+    );
+    assert_eq!(s.host(b).stats().nd6.dadcollision, 1);
+    // A duplicated address takes no traffic.
+    recv(&mut s, &mut raw);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(9),
+        ),
+    );
+    s.run_for(Duration::from_millis(10));
+    assert!(recv(&mut s, &mut raw)
+        .iter()
+        .all(|f| !matches!(f.icmp(), Icmpv6Repr::EchoReply { .. })));
+}
+
+#[test]
+fn nud_goes_stale_then_delay_probe_and_back_to_reachable() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(1),
+        ),
+    );
+    recv(&mut s, &mut raw);
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+    let state = |s: &Sim| s.host(b).interfaces()[0].nd6.entries()[0].state;
+    assert_eq!(state(&s), LleState::Reachable);
+    s.run_for(Duration::from_secs(31));
+    assert_eq!(state(&s), LleState::Stale, "REACHABLE_TIME passed");
+    // Traffic to a stale neighbour goes out at once and starts DELAY.
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(2),
+        ),
+    );
+    let out = recv(&mut s, &mut raw);
+    assert!(out
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 2, .. })));
+    assert_eq!(state(&s), LleState::Delay);
+    s.run_for(Duration::from_secs(5));
+    assert_eq!(state(&s), LleState::Probe);
+    let out = recv(&mut s, &mut raw);
+    let probe = out
+        .iter()
+        .find(|f| {
+            matches!(
+                f.icmp(),
+                Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { .. })
+            )
+        })
+        .expect("a unicast probe");
+    assert_eq!((probe.ip.dst_addr, probe.dst_mac), (peer(), PEER_MAC));
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    assert_eq!(state(&s), LleState::Reachable);
+}
+
+/// The echo request behind `ext` (first header `first`) and what b sends back.
+fn with_ext(
+    s: &mut Sim,
+    b: HostId,
+    raw: &mut Box<dyn Queue>,
+    first: IpProtocol,
+    ext: &[u8],
+) -> Vec<Seen> {
+    let bm = b_mac(s, b);
+    send(
+        s,
+        raw,
+        frame(bm, peer(), a6("2001:2::2"), 64, first, ext, &echo(5)),
+    );
+    s.run_for(Duration::from_millis(5));
+    recv(s, raw)
+}
+
+fn param_problem(out: &[Seen]) -> Option<(u8, u32)> {
+    out.iter().find_map(|f| match f.icmp() {
+        Icmpv6Repr::ParamProblem {
+            reason, pointer, ..
+        } => Some((u8::from(reason), pointer)),
+        _ => None,
+    })
+}
+
+#[test]
+fn extension_headers_follow_rfc_8200() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    // Teach b the peer, so answers need no resolution.
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(0),
+        ),
+    );
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+    let icmp6 = 58u8;
+    let is_reply = |out: &[Seen]| {
+        out.iter()
+            .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+    };
+
+    // Hop-by-hop with PadN and a router alert: processed, answered.
+    let hbh = [icmp6, 0, 5, 2, 0, 0, 1, 0];
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::HopByHop,
+        &hbh
+    )));
+    // Unknown option, action bits 00: skipped.
+    let skip = [icmp6, 0, 0x1e, 4, 0, 0, 0, 0];
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Ipv6Opts,
+        &skip
+    )));
+    // Action bits 01: discarded silently.
+    let discard = [icmp6, 0, 0x5e, 4, 0, 0, 0, 0];
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &discard);
+    assert!(out.is_empty(), "{out:?}");
+    // Action bits 10: Parameter Problem code 2 pointing at the option type (40 + 2).
+    let send_all = [icmp6, 0, 0x9e, 4, 0, 0, 0, 0];
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &send_all);
+    assert_eq!(param_problem(&out), Some((2, 42)), "{out:?}");
+    // Action bits 11, unicast destination: the same.
+    let send_uni = [icmp6, 0, 0xde, 4, 0, 0, 0, 0];
+    assert_eq!(
+        param_problem(&with_ext(
+            &mut s,
+            b,
+            &mut raw,
+            IpProtocol::Ipv6Opts,
+            &send_uni
+        )),
+        Some((2, 42))
+    );
+    // Routing header type 0 with segments left: RFC 5095, code 0 at the type (40 + 2).
+    let mut rh0 = vec![icmp6, 2, 0, 1, 0, 0, 0, 0];
+    rh0.extend_from_slice(&a6("2001:2::77").octets());
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Route, &rh0);
+    assert_eq!(param_problem(&out), Some((0, 42)), "{out:?}");
+    // Type 0 with segments left 0: the header is ignored.
+    rh0[3] = 0;
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Ipv6Route,
+        &rh0
+    )));
+    // Hop-by-hop anywhere but first: code 1, pointing at the Next Header that named it.
+    let dst_then_hbh = [0u8, 0, 1, 4, 0, 0, 0, 0, icmp6, 0, 1, 4, 0, 0, 0, 0];
+    let out = with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &dst_then_hbh);
+    assert_eq!(param_problem(&out), Some((1, 40)), "{out:?}");
+    // An unknown next header: code 1 at the byte that names it (the fixed header's).
+    let out = with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::from(253),
+        &[icmp6, 0, 1, 4, 0, 0, 0, 0],
+    );
+    assert_eq!(param_problem(&out), Some((1, 6)), "{out:?}");
+    // An atomic fragment (offset 0, M clear; RFC 6946): processed at once.
+    let atomic = [icmp6, 0, 0, 0, 0, 0, 0x12, 0x34];
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Ipv6Frag,
+        &atomic
+    )));
+    // ESP: recognised and counted, nothing to answer.
+    assert!(with_ext(&mut s, b, &mut raw, IpProtocol::Esp, &[0u8; 16]).is_empty());
+    // A chain of 40 empty destination-options headers: refused, bounded work.
+    let mut long = Vec::new();
+    for _ in 0..39 {
+        long.extend_from_slice(&[60, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    long.extend_from_slice(&[icmp6, 0, 1, 4, 0, 0, 0, 0]);
+    assert!(with_ext(&mut s, b, &mut raw, IpProtocol::Ipv6Opts, &long).is_empty());
+    let st = s.host(b).stats();
+    assert_eq!(st.ip6.rthdr0, 2);
+    assert_eq!(st.ip6.esp, 1);
+    assert_eq!(st.ip6.toomanyhdr, 1);
+    assert_eq!(st.icmp6.outparamprob, 5);
+    // Still answering.
+    assert!(is_reply(&with_ext(
+        &mut s,
+        b,
+        &mut raw,
+        IpProtocol::Icmpv6,
+        &[]
+    )));
+}
+
+/// An IPv6 frame from the peer to b carrying `payload` as protocol `next`.
+fn frame_raw(dst_mac: EthernetAddress, next: IpProtocol, payload: &[u8]) -> mbuf::Mbuf {
+    let mut v = vec![0u8; 14 + 40];
+    {
+        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
+        f.set_dst_addr(dst_mac);
+        f.set_src_addr(PEER_MAC);
+        f.set_ethertype(EtherType::Ipv6);
+    }
+    Ipv6Repr {
+        src_addr: peer(),
+        dst_addr: a6("2001:2::2"),
+        next_header: next,
+        payload_len: payload.len(),
+        hop_limit: 64,
+    }
+    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
+    v.extend_from_slice(payload);
+    mbuf::Mbuf::from_slice(&v).unwrap()
+}
+
+/// Fills the checksum at `at` of an upper-layer message from the peer to b.
+fn fill_sum(msg: &mut [u8], next: IpProtocol, at: usize) {
+    msg[at..at + 2].copy_from_slice(&[0, 0]);
+    let s = !wire::checksum::combine(&[
+        wire::checksum::data(msg),
+        wire::checksum::pseudo_header(
+            &std::net::IpAddr::V6(peer()),
+            &std::net::IpAddr::V6(a6("2001:2::2")),
+            next,
+            msg.len() as u32,
+        ),
+    ]);
+    msg[at..at + 2].copy_from_slice(&s.to_be_bytes());
+}
+
+#[test]
+fn udp_and_tcp_over_ipv6_to_closed_ports_get_unreachable_and_reset() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(0),
+        ),
+    );
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+
+    // UDP to port 9999: port unreachable quoting the datagram.
+    let mut udp = vec![0x30, 0x39, 0x27, 0x0f, 0, 12, 0, 0, b'p', b'i', b'n', b'g'];
+    fill_sum(&mut udp, IpProtocol::Udp, 6);
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Udp, &udp));
+    let out = recv(&mut s, &mut raw);
+    let unreach = out.iter().find_map(|f| match f.icmp() {
+        Icmpv6Repr::DstUnreachable { reason, data } => Some((u8::from(reason), data.len())),
+        _ => None,
+    });
+    assert_eq!(unreach, Some((4, 40 + 12)), "{out:?}");
+    // A zero checksum is not allowed over IPv6 (RFC 8200 §8.1): dropped silently.
+    udp[6..8].copy_from_slice(&[0, 0]);
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Udp, &udp));
+    assert!(recv(&mut s, &mut raw).is_empty());
+
+    // TCP SYN to port 80 with an MSS option: a reset, ACK = SEQ + 1.
+    let mut syn = vec![0u8; 24];
+    syn[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    syn[2..4].copy_from_slice(&80u16.to_be_bytes());
+    syn[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    syn[12] = 6 << 4;
+    syn[13] = 0x02;
+    syn[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    syn[20..24].copy_from_slice(&[2, 4, 0x05, 0xa0]);
+    fill_sum(&mut syn, IpProtocol::Tcp, 16);
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Tcp, &syn));
+    let out = recv(&mut s, &mut raw);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let r = &out[0];
+    assert_eq!(
+        (r.ip.next_header, r.ip.src_addr, r.ip.dst_addr),
+        (IpProtocol::Tcp, a6("2001:2::2"), peer())
+    );
+    let t = wire::TcpPacket::new_checked(&r.payload[..]).unwrap();
+    assert!(t.verify_checksum(
+        &std::net::IpAddr::V6(r.ip.src_addr),
+        &std::net::IpAddr::V6(r.ip.dst_addr)
+    ));
+    assert!(t.rst() && t.ack() && !t.syn());
+    assert_eq!((t.src_port(), t.dst_port()), (80, 40000));
+    assert_eq!((t.seq_number().0, t.ack_number().0), (0, 1001));
+    // A bad checksum: dropped, counted, no answer.
+    syn[16] ^= 0xff;
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Tcp, &syn));
+    assert!(recv(&mut s, &mut raw).is_empty());
+    let st = s.host(b).stats();
+    assert_eq!((st.udp.badsum, st.tcp.rcvbadsum, st.tcp.sndrst), (1, 1, 1));
+}
+
+fn router_ll() -> Ipv6Addr {
+    a6("fe80::99")
+}
+
+/// Raw NDP options.
+fn opts(list: &[wire::NdiscOptionRepr<'_>]) -> Vec<u8> {
+    let len: usize = list.iter().map(|o| o.buffer_len()).sum();
+    let mut v = vec![0u8; len];
+    let mut rest = &mut v[..];
+    for o in list {
+        rest = o.emit(rest);
+    }
+    v
+}
+
+fn ra(lifetime: u16, prefix: &str, flags: u8) -> mbuf::Mbuf {
+    let o = opts(&[
+        wire::NdiscOptionRepr::SourceLinkLayerAddr(PEER_MAC),
+        wire::NdiscOptionRepr::PrefixInformation(wire::NdiscPrefixInformation {
+            prefix_len: 64,
+            flags: wire::NdiscPrefixFlags::from_bits_truncate(flags),
+            valid_lifetime: 86400,
+            preferred_lifetime: 14400,
+            prefix: a6(prefix),
+        }),
+    ]);
+    frame(
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        router_ll(),
+        a6("ff02::1"),
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {
+            hop_limit: 64,
+            flags: wire::NdiscRouterFlags::EMPTY,
+            router_lifetime: lifetime,
+            reachable_time: 0,
+            retrans_time: 0,
+            options: &o,
+        }),
+    )
+}
+
+/// An echo request to b's address `to` from the off-link host 2001:2:ffff::5, which
+/// the router delivers.
+fn echo_from_far(bm: EthernetAddress, to: Ipv6Addr, seq: u16) -> mbuf::Mbuf {
+    frame(
+        bm,
+        a6("2001:2:ffff::5"),
+        to,
+        63,
+        IpProtocol::Icmpv6,
+        &[],
+        &echo(seq),
+    )
+}
+
+#[test]
+fn router_discovery_slaac_default_router_and_redirect() {
+    let mut s = Sim::new(12);
+    let hub = s.add_hub(WireConfig::default());
+    let b = s.add_host_with(net::StackConfig {
+        name: "b".into(),
+        slaac: true,
+        ..net::StackConfig::default()
+    });
+    s.connect(b, hub, "198.18.0.2/24");
+    let mut raw = s.attach_raw(hub);
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    let bm = b_mac(&s, b);
+    // DAD (1 s), then a router solicitation within a second, from the link-local
+    // address with its link-layer address, to all-routers.
+    s.run_for(Duration::from_millis(2100));
+    let out = recv(&mut s, &mut raw);
+    let rs: Vec<&Seen> = out
+        .iter()
+        .filter(|f| matches!(f.icmp(), Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { lladdr: Some(m) }) if m == bm))
+        .collect();
+    assert_eq!(rs.len(), 1, "{out:?}");
+    assert_eq!(rs[0].ip.dst_addr, a6("ff02::2"));
+    assert!(net::iface::is_link_local(rs[0].ip.src_addr));
+    // The router answers: default router for 30 minutes, 2001:2:0:1::/64 on-link and
+    // autonomous.
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    s.run_for(Duration::from_millis(1100));
+    let mine = a6("2001:2:0:1::");
+    let addrs = s.host(b).addresses6();
+    let slaac = addrs
+        .iter()
+        .find(|(_, a, _)| a.addr.segments()[..4] == mine.segments()[..4])
+        .expect("an address formed from the prefix");
+    assert_eq!(slaac.2, AddrState::Preferred, "{addrs:?}");
+    assert_eq!(s.host(b).stats().nd6.autoconf, 1);
+    // No more solicitations once a router answered.
+    s.run_for(Duration::from_secs(10));
+    let out = recv(&mut s, &mut raw);
+    assert!(!out
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { .. }))));
+    // Off-link traffic goes to the router.
+    send(&mut s, &mut raw, echo_from_far(bm, slaac.1.addr, 1));
+    let out = recv(&mut s, &mut raw);
+    let reply = out
+        .iter()
+        .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(
+        (reply.dst_mac, reply.ip.dst_addr),
+        (PEER_MAC, a6("2001:2:ffff::5"))
+    );
+    assert_eq!(reply.ip.src_addr, slaac.1.addr);
+    // The router redirects that destination to a better first hop, fe80::77.
+    let better = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x77]);
+    let redirect = |src: Ipv6Addr| {
+        frame(
+            bm,
+            src,
+            slaac.1.addr,
+            255,
+            IpProtocol::Icmpv6,
+            &[],
+            &Icmpv6Repr::Ndisc(NdiscRepr::Redirect {
+                target_addr: a6("fe80::77"),
+                dest_addr: a6("2001:2:ffff::5"),
+                lladdr: Some(better),
+                redirected_hdr: None,
+            }),
+        )
+    };
+    // From a node that is not the current first hop: ignored.
+    send(&mut s, &mut raw, redirect(a6("fe80::66")));
+    assert_eq!(s.host(b).stats().icmp6.badredirect, 1);
+    send(&mut s, &mut raw, redirect(router_ll()));
+    send(&mut s, &mut raw, echo_from_far(bm, slaac.1.addr, 2));
+    let out = recv(&mut s, &mut raw);
+    let reply = out
+        .iter()
+        .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 2, .. }))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(reply.dst_mac, better, "redirected");
+    // Router lifetime 0: no longer a default router; the redirect still holds for
+    // its destination, anything else off-link has no route.
+    send(&mut s, &mut raw, ra(0, "2001:2:0:1::", 0xc0));
+    let st = s.host(b).stats();
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            a6("2001:2:eeee::9"),
+            slaac.1.addr,
+            63,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(3),
+        ),
+    );
+    let out = recv(&mut s, &mut raw);
+    assert!(!out
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { seq_no: 3, .. })));
+    assert_eq!(s.host(b).stats().ip6.noroute, st.ip6.noroute + 1);
+}
+
+#[test]
+fn mld_reports_the_solicited_node_groups_and_answers_queries() {
+    let (mut s, b, mut raw) = setup(1);
+    s.run_for(Duration::from_millis(10));
+    let ll = s
+        .host(b)
+        .addresses6()
+        .iter()
+        .map(|x| x.1.addr)
+        .find(|a| net::iface::is_link_local(*a))
+        .unwrap();
+    let want = {
+        let mut g = vec![solicited(a6("2001:2::2")), solicited(ll)];
+        g.sort();
+        g
+    };
+    // Parses a report: (source, destination, hop limit, record types, groups).
+    let report = |f: &Seen| -> Option<(Ipv6Addr, u8, Vec<u8>, Vec<Ipv6Addr>)> {
+        if f.ip.next_header != IpProtocol::HopByHop || f.payload[..8] != [58, 0, 5, 2, 0, 0, 1, 0] {
+            return None;
+        }
+        let p = Icmpv6Packet::new_checked(&f.payload[8..]).ok()?;
+        match Icmpv6Repr::parse(&p, &f.ip.src_addr, &f.ip.dst_addr, true).ok()? {
+            Icmpv6Repr::Mld(wire::MldRepr::Report {
+                nr_mcast_addr_rcrds,
+                data,
+            }) => {
+                let recs: Vec<_> = wire::MldRecordsIter::new(data, nr_mcast_addr_rcrds)
+                    .map(|r| r.unwrap())
+                    .collect();
+                let mut groups: Vec<Ipv6Addr> = recs.iter().map(|r| r.mcast_addr).collect();
+                groups.sort();
+                Some((
+                    f.ip.src_addr,
+                    f.ip.hop_limit,
+                    recs.iter().map(|r| u8::from(r.record_type)).collect(),
+                    groups,
+                ))
+            }
+            _ => None,
+        }
+    };
+    let first: Vec<_> = recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    // While the addresses are tentative, from the unspecified address (RFC 3590).
+    assert_eq!(
+        first[0],
+        (Ipv6Addr::UNSPECIFIED, 1, vec![4, 4], want.clone())
+    );
+    // Reported again a second later (robustness 2), then no more.
+    s.run_for(Duration::from_millis(1100));
+    let again: Vec<_> = recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .collect();
+    assert_eq!(again.len(), 1, "{again:?}");
+    s.run_for(Duration::from_secs(5));
+    assert!(recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .next()
+        .is_none());
+    // A general query from a router is answered with the current state.
+    let query = Icmpv6Repr::Mld(wire::MldRepr::Query {
+        max_resp_code: 1000,
+        mcast_addr: Ipv6Addr::UNSPECIFIED,
+        s_flag: false,
+        qrv: 2,
+        qqic: 125,
+        num_srcs: 0,
+        data: &[],
+    });
+    let hbh = [58u8, 0, 5, 2, 0, 0, 1, 0];
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+            a6("fe80::1"),
+            a6("ff02::1"),
+            1,
+            IpProtocol::HopByHop,
+            &hbh,
+            &query,
+        ),
+    );
+    let answer: Vec<_> = recv_all(&mut s, &mut raw)
+        .iter()
+        .filter_map(report)
+        .collect();
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert_eq!(answer[0], (ll, 1, vec![2, 2], want));
+    assert_eq!(s.host(b).stats().icmp6.outmldreport, 3);
+}
