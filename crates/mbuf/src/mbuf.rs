@@ -168,6 +168,15 @@ impl Mbuf {
         self.segs.len()
     }
 
+    /// Bytes of the buffers the chain holds (Linux's `truesize`): what keeping the
+    /// packet costs, whatever its length — an 8-byte fragment received into a
+    /// cluster holds a whole cluster. A shared buffer is counted whole, so the sum
+    /// over several packets may exceed what they hold together. Tables that queue
+    /// packets from the network (reassembly) bound themselves with it.
+    pub fn buf_bytes(&self) -> usize {
+        self.segs.as_slice().iter().map(|s| s.buf.cap()).sum()
+    }
+
     /// The data of each segment, in order (the first may be empty).
     pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
         self.segs.as_slice().iter().map(Seg::data)

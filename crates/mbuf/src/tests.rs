@@ -38,6 +38,16 @@ fn from_slice_spans_clusters_after_headroom() {
 }
 
 #[test]
+fn buf_bytes_counts_whole_buffers_not_data() {
+    let m = Mbuf::from_slice(&bytes(8)).unwrap();
+    assert_eq!(m.buf_bytes(), MCLBYTES);
+    let m = Mbuf::from_slice(&bytes(3000)).unwrap();
+    assert_eq!(m.buf_bytes(), 2 * MCLBYTES);
+    let m = Mbuf::devget(&bytes(MHLEN + 1)).unwrap();
+    assert_eq!(m.buf_bytes(), 2 * MLEN);
+}
+
+#[test]
 fn devget_follows_the_m_devget_policy() {
     for (n, want) in [
         (0, vec![0]),

@@ -37,6 +37,47 @@ fn linux_pings_mpstack_two_workers() {
     ping_test("p2", 2);
 }
 
+/// 3000 bytes of echo data: a 3028-byte datagram, three fragments over the TAP's
+/// 1500-byte MTU. mpstack reassembles the request and sends its reply in fragments,
+/// which Linux reassembles in turn.
+fn fragmented_ping_test(tag: &str, workers: u16) {
+    let mut lab = Lab::start(tag, workers);
+    let (ok, out) = lab.exec("ping -c 3 -i 0.2 -W 2 -s 3000 198.18.0.2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    // Don't Fragment on a datagram larger than the MTU: Linux refuses to send it
+    // ("message too long"), so nothing reaches mpstack and nothing breaks.
+    let (ok, out) = lab.exec("ping -c 1 -W 1 -s 3000 -M do 198.18.0.2");
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("too long") || out.contains("100% packet loss"),
+        "{out}"
+    );
+    let (ok, out) = lab.exec("ping -c 2 -i 0.2 -W 2 -s 3000 198.18.0.2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    let c = lab.stop();
+    let get = |n: &str| c.get(n).copied().unwrap_or(0);
+    assert!(get("ip.reassembled") >= 5, "{c:?}");
+    assert!(
+        get("ip.fragmented") >= 5 && get("ip.ofragments") >= 15,
+        "{c:?}"
+    );
+    assert!(get("icmp.outechoreply") >= 5, "{c:?}");
+    assert_eq!(get("ip.fragq"), 0, "{c:?}");
+    assert_eq!(get("ip.fragoverlap") + get("ip.fragtimeout"), 0, "{c:?}");
+}
+
+#[test]
+fn ping_with_3000_bytes_is_reassembled_and_answered_in_fragments_one_worker() {
+    skip_unless!("ip", "ping");
+    fragmented_ping_test("f1", 1);
+}
+
+#[test]
+fn ping_with_3000_bytes_is_reassembled_and_answered_in_fragments_two_workers() {
+    skip_unless!("ip", "ping");
+    fragmented_ping_test("f2", 2);
+}
+
 #[test]
 fn linux_arpings_mpstack() {
     skip_unless!("ip", "arping");

@@ -88,6 +88,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
                     dst: info.src,
                     proto: IpProtocol::Icmp,
                     ttl: DEFAULT_TTL,
+                    df: false,
                 },
             );
         }
@@ -174,8 +175,10 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: 
     h[6..8].copy_from_slice(&mtu.to_be_bytes());
     let sum = !mbuf_sum(&m, 0, m.len());
     m.first_mut()[2..4].copy_from_slice(&sum.to_be_bytes());
-    if ty == Icmpv4Message::DstUnreachable {
-        cx.stats.icmp.outunreach += 1;
+    match ty {
+        Icmpv4Message::DstUnreachable => cx.stats.icmp.outunreach += 1,
+        Icmpv4Message::TimeExceeded => cx.stats.icmp.outtimxceed += 1,
+        _ => {}
     }
     ip::ip_output(
         cx,
@@ -185,6 +188,7 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: 
             dst: src,
             proto: IpProtocol::Icmp,
             ttl: DEFAULT_TTL,
+            df: false,
         },
     );
 }
@@ -214,6 +218,7 @@ pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
             dst: *to.ip(),
             proto: IpProtocol::Icmp,
             ttl: DEFAULT_TTL,
+            df: false,
         },
     );
 }

@@ -1,12 +1,14 @@
 //! IPv4 input and output (`ip_input`, `ip_output`), RFC 791 and RFC 1122 §3.2.1.
 //!
-//! Input validates the header in FreeBSD's order, one named counter per failure, then
-//! delivers locally. This is a host: packets for other addresses are counted in
-//! `ip.cantforward` and dropped (forwarding is the router's job, with the FIB).
-//! Output picks the interface and next hop from the connected subnets and the
-//! default gateway, runs the output hooks, and resolves the link address.
+//! Input validates the header in FreeBSD's order, one named counter per failure,
+//! reassembles fragments (`frag`), then delivers locally. This is a host: packets for
+//! other addresses are counted in `ip.cantforward` and dropped (forwarding is the
+//! router's job, with the FIB). Output picks the interface and next hop from the
+//! connected subnets and the default gateway, runs the output hooks, fragments what
+//! the interface's MTU cannot carry, and resolves the link address.
 
 use crate::ether;
+use crate::frag::{self, FragError};
 use crate::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
@@ -54,7 +56,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     if hlen > len {
         return cx.drop_pkt(m, DropReason::IpBadHlen);
     }
-    let info = {
+    let (mut info, is_frag) = {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
             return cx.drop_pkt(m, DropReason::IpBadHlen);
         };
@@ -75,26 +77,21 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         if src.is_broadcast() || src.is_multicast() || ifp.is_broadcast(src) {
             return cx.drop_pkt(m, DropReason::IpBadAddr);
         }
-        if p.more_frags() || p.frag_offset() != 0 {
-            // Reassembly arrives with the IPv6/fragmentation work; until then a
-            // fragment is counted and dropped, never half-delivered.
-            cx.stats.ip.fragments += 1;
-            return cx.drop_pkt(m, DropReason::IpFragDropped);
-        }
         let bcast = dst.is_multicast() || ifp.is_broadcast(dst);
-        IpInfo {
+        let info = IpInfo {
             src,
             dst,
             hlen,
             proto: p.next_header(),
             bcast,
-        }
+        };
+        (info, p.more_frags() || p.frag_offset() != 0)
     };
     if total_len < len {
         // Link padding (Ethernet minimum frame) beyond the datagram.
         m.adj(-((len - total_len) as isize));
     }
-    let Some(m) = cx.pfil(PfilPoint::Inet, Dir::In, ifp.index, m, DropReason::PfilIpIn) else {
+    let Some(mut m) = cx.pfil(PfilPoint::Inet, Dir::In, ifp.index, m, DropReason::PfilIpIn) else {
         return;
     };
     // Strong end system model would insist on the arrival interface; like FreeBSD we
@@ -104,6 +101,19 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         || cx.cfg.is_local(info.dst);
     if !ours {
         return cx.drop_pkt(m, DropReason::IpCantForward);
+    }
+    // FreeBSD's order: each fragment passes the hooks and the "ours" test, and only
+    // datagrams for this host are reassembled. RFC 1122 §3.3.2: a host MUST reassemble.
+    if is_frag {
+        let Some(whole) = cx.frag.input4(cx.now, m, cx.stats) else {
+            return;
+        };
+        m = whole;
+        // The datagram carries the first fragment's header, options and all.
+        match crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) {
+            Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(h).header_len()),
+            Err(_) => return cx.drop_pkt(m, DropReason::IpTooSmall),
+        }
     }
     cx.stats.ip.delivered += 1;
     match info.proto {
@@ -169,6 +179,9 @@ pub(crate) struct IpOut {
     pub dst: Ipv4Addr,
     pub proto: IpProtocol,
     pub ttl: u8,
+    /// Don't Fragment: a datagram longer than the MTU is dropped (`ip.cantfrag`)
+    /// rather than fragmented (FreeBSD's `IP_DONTFRAG`).
+    pub df: bool,
 }
 
 /// `ip_output` for a payload without an IPv4 header: routes, builds the header, sends.
@@ -199,7 +212,7 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
             p.set_ecn(0);
             p.set_total_len(total as u16);
             p.set_ident(id);
-            p.set_dont_frag(false);
+            p.set_dont_frag(o.df);
             p.set_more_frags(false);
             p.set_frag_offset(0);
             p.set_hop_limit(o.ttl);
@@ -237,9 +250,32 @@ fn ip_send(
         return;
     }
     if m.len() > ifp.mtu {
-        // Fragmentation on output comes with the fragmentation work; until then the
-        // datagram is refused, counted, never silently truncated.
-        return cx.drop_pkt(m, DropReason::IpTooLong);
+        return ip_fragment(cx, ifp, m, nexthop, bcast);
     }
     ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+}
+
+/// `ip_fragment`: sends a datagram longer than the interface's MTU as fragments
+/// (RFC 791 §3.2), after the output hooks saw it whole, as FreeBSD does. With Don't
+/// Fragment set it is dropped and counted in `ip.cantfrag` (FreeBSD's `ip_output`
+/// answers EMSGSIZE; our sockets send asynchronously, so the counter is the answer).
+fn ip_fragment(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, nexthop: Ipv4Addr, bcast: bool) {
+    match frag::fragment4(m, ifp.mtu) {
+        Ok(frags) => {
+            cx.stats.ip.fragmented += 1;
+            for f in frags {
+                match f {
+                    Ok(f) => {
+                        cx.stats.ip.ofragments += 1;
+                        ether::arp_resolve_output(cx, ifp, f, nexthop, bcast);
+                    }
+                    Err(_) => DropReason::IpOutDropped.count(cx.stats),
+                }
+            }
+        }
+        Err((m, FragError::Malformed)) => cx.drop_pkt(m, DropReason::IpOutDropped),
+        Err((m, FragError::DontFrag | FragError::MtuTooSmall)) => {
+            cx.drop_pkt(m, DropReason::IpCantFrag)
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! Data path (DESIGN.md): `ether_input` → `arp_input` | `ip_input` → pfil →
 //! `icmp_input` | `udp_input` → sockets; and back through `udp_output` /
-//! `icmp` → `ip_output` → pfil → `arp_resolve_output` → `ether_output` → device.
+//! `icmp` → `ip_output` → pfil → (`frag`) → `arp_resolve_output` → `ether_output` → device.
 //! Protocol code takes `now` and never reads a clock; every drop bumps a named
 //! counter ([`stats::DropReason`]).
 #![forbid(unsafe_code)]
@@ -11,6 +11,7 @@ pub mod arp;
 #[cfg(feature = "tokio")]
 pub mod async_io;
 mod ether;
+pub mod frag;
 pub mod hdr;
 mod icmp;
 mod icmp6;
@@ -29,6 +30,7 @@ pub mod tcp;
 mod udp;
 mod worker;
 
+pub use frag::FragParams;
 pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};

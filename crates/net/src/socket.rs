@@ -61,6 +61,8 @@ pub(crate) struct SockShared {
     /// The application closed the socket with datagrams still queued: the home worker
     /// sends them, then forgets the socket (a close does not discard sent data).
     pub closed: AtomicBool,
+    /// Datagrams leave with Don't Fragment set (FreeBSD's `IP_DONTFRAG`).
+    pub dontfrag: AtomicBool,
 }
 
 impl SockShared {
@@ -75,6 +77,7 @@ impl SockShared {
             parker: Parker::default(),
             tx_full: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            dontfrag: AtomicBool::new(false),
         }
     }
 
@@ -275,6 +278,17 @@ impl UdpSocket {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn register(&self, interest: crate::park::Interest, waker: &std::task::Waker) {
         self.h.sock.parker.register(interest, waker);
+    }
+
+    /// Sets Don't Fragment on the datagrams this socket sends (FreeBSD's
+    /// `IP_DONTFRAG`): one longer than the interface's MTU is then dropped and counted
+    /// (`ip.cantfrag`) instead of sent as fragments.
+    pub fn set_dont_fragment(&self, on: bool) {
+        self.h.sock.dontfrag.store(on, Ordering::Relaxed);
+    }
+
+    pub fn dont_fragment(&self) -> bool {
+        self.h.sock.dontfrag.load(Ordering::Relaxed)
     }
 
     /// Sets the default peer for `send`/`recv`; `recv` then ignores other senders.

@@ -60,6 +60,8 @@ pub struct StackConfig {
     /// an answer that comes within this time costs no wake-up through the kernel.
     /// Zero sleeps at once (least CPU when idle, slowest request-response).
     pub busy_poll: std::time::Duration,
+    /// Bounds and time-outs of each worker's fragment reassembly table.
+    pub frag: crate::frag::FragParams,
     /// Neighbour solicitations sent by duplicate address detection before an IPv6
     /// address is used (RFC 4862 `DupAddrDetectTransmits`, FreeBSD's
     /// `net.inet6.ip6.dad_count`), one a second; 0 turns DAD off.
@@ -90,6 +92,7 @@ impl Default for StackConfig {
             tcp_inbox: 4096,
             isn_secret: None,
             busy_poll: std::time::Duration::from_micros(200),
+            frag: crate::frag::FragParams::default(),
             dad_transmits: crate::nd6::DAD_TRANSMITS,
             hdr_access: crate::hdr::HdrAccess::Pulldown,
             accept_rtadv: true,

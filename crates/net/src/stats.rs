@@ -59,10 +59,18 @@ counter_group!(
 
 counter_group!(
     /// IPv4, named as FreeBSD's `ipstat` (without the `ips_` prefix).
+    /// Fragments (`frag.rs`): `fragments` received, `fragdropped` duplicates and
+    /// fragments of a poisoned datagram, `fragtimeout`, `fragoverlap`, `fragoverflow`
+    /// (a table bound evicted them), `fragtoomany` (more than `max_frags`), `badfrags`
+    /// (bad length), `fragtiny` (RFC 1858 offset 8), `reassembled` datagrams;
+    /// `fragmented` datagrams, `ofragments` made of them, `cantfrag` (DF set);
+    /// `fragq` is a gauge: datagrams in reassembly now.
     IpStat, "ip", {
         total, tooshort, toosmall, badsum, badhlen, badlen, badvers, badaddr,
         badoptions, fragments, fragdropped, cantforward, noproto, delivered,
         localout, noroute, odropped, toolong,
+        fragtimeout, fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny,
+        reassembled, fragmented, ofragments, cantfrag, fragq,
     }
 );
 
@@ -71,7 +79,7 @@ counter_group!(
     IcmpStat, "icmp", {
         error, oldicmp, oldshort, tooshort, checksum, badlen, badcode, reflect,
         bmcastecho, ratelim, inecho, inechoreply, inunreach, intimxceed, inother,
-        outecho, outechoreply, outunreach, noport,
+        outecho, outechoreply, outunreach, noport, outtimxceed,
     }
 );
 
@@ -90,6 +98,10 @@ counter_group!(
         toomanyhdr, rthdr0, unknownhdr, ah, esp, cantforward, delivered, localout,
         noroute, odropped, toolong, fragments, fragdropped, fragtimeout, reassembled,
         fragmented, ofragments, cantfrag,
+        // frag.rs: as the `ip` ones, plus `atomicfrags` (RFC 6946) and `fragtoolong`
+        // (RFC 8200 §4.5: a reassembled payload over 65535); `fragq` is a gauge.
+        fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny, fragtoolong,
+        atomicfrags, fragq,
     }
 );
 
@@ -351,12 +363,28 @@ drop_reasons! {
     IpNoRoute => ip.noroute,
     IpOutDropped => ip.odropped,
     IpTooLong => ip.toolong,
+    IpFragTimeout => ip.fragtimeout,
+    IpFragOverlap => ip.fragoverlap,
+    IpFragOverflow => ip.fragoverflow,
+    IpFragTooMany => ip.fragtoomany,
+    IpBadFrags => ip.badfrags,
+    IpFragTiny => ip.fragtiny,
+    IpCantFrag => ip.cantfrag,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,
     IcmpBmcastEcho => icmp.bmcastecho,
     IcmpOther => icmp.inother,
     IcmpNoPort => icmp.noport,
+    // ---- ip6 (frag.rs)
+    Ip6FragTimeout => ip6.fragtimeout,
+    Ip6FragOverlap => ip6.fragoverlap,
+    Ip6FragOverflow => ip6.fragoverflow,
+    Ip6FragTooMany => ip6.fragtoomany,
+    Ip6BadFrags => ip6.badfrags,
+    Ip6FragTiny => ip6.fragtiny,
+    Ip6FragTooLong => ip6.fragtoolong,
+    // ---- end ip6
     UdpHdrops => udp.hdrops,
     UdpBadSum => udp.badsum,
     UdpBadLen => udp.badlen,

@@ -126,6 +126,7 @@ pub(crate) fn udp_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
             dst,
             proto: IpProtocol::Udp,
             ttl: DEFAULT_TTL,
+            df: s.dontfrag.load(std::sync::atomic::Ordering::Relaxed),
         },
     );
 }

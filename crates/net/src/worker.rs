@@ -9,6 +9,7 @@
 //! once per poll. Nothing here takes a lock on the fast path or allocates per packet.
 
 use crate::arp::{ArpOutput, ArpSnapshot};
+use crate::frag::Reass;
 use crate::iface::IfIndex;
 use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
 use crate::socket::SockShared;
@@ -71,6 +72,8 @@ pub(crate) struct Cx<'a> {
     pub wake: &'a mut Vec<Arc<SockShared>>,
     pub icmp_bucket: &'a mut TokenBucket,
     pub ip_id: &'a mut u16,
+    /// This worker's fragment reassembly table.
+    pub frag: &'a mut Reass,
     /// This worker's TCP connections; taken out while TCP code runs.
     pub tcp: Option<&'a mut TcpWorker>,
     pub shared: &'a Shared,
@@ -191,6 +194,7 @@ pub(crate) struct Worker {
     cfg: Arc<NetConfig>,
     icmp_bucket: TokenBucket,
     ip_id: u16,
+    reass: Reass,
     tcp: TcpWorker,
     /// Whether the last poll received, sent or handled anything (the spin policy of
     /// [`Worker::run`]).
@@ -211,6 +215,7 @@ impl Worker {
         let burst = shared.params.burst;
         let icmp_limit = shared.params.icmp_limit;
         let shared_max_conns = shared.params.tcp_max_conns;
+        let frag = shared.params.frag;
         Worker {
             id,
             shared,
@@ -226,6 +231,7 @@ impl Worker {
             cfg: Arc::new(NetConfig::default()),
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
+            reass: Reass::new(frag),
             tcp: TcpWorker::new(shared_max_conns),
             worked: false,
         }
@@ -294,6 +300,7 @@ impl Worker {
             stats,
             icmp_bucket,
             ip_id,
+            reass,
             tcp,
             shared,
             cfg,
@@ -315,6 +322,7 @@ impl Worker {
             wake,
             icmp_bucket,
             ip_id,
+            frag: reass,
             tcp: Some(tcp),
             shared,
             nworkers: shared.wake.len(),
@@ -421,8 +429,22 @@ impl Worker {
             more = true;
         }
 
-        // 5. Timers: the neighbour tables, run by worker 0.
+        // 5. Timers: fragment reassembly, then the neighbour tables (run by worker 0).
         let mut next: Option<Instant> = None;
+        if cx.frag.poll_at().is_some_and(|t| t <= now) {
+            cx.frag.timer(now, cx.stats);
+            while let Some(m) = cx.frag.pop_expired4() {
+                crate::icmp::icmp_error(&mut cx, m, wire::Icmpv4Message::TimeExceeded, 1, 0);
+            }
+            // ICMPv6 Time Exceeded (code 1) about the first fragment goes here when
+            // the IPv6 input lands; until then no IPv6 fragment reaches the table.
+            while let Some(m) = cx.frag.pop_expired6() {
+                drop(m);
+            }
+        }
+        if let Some(t) = cx.frag.poll_at() {
+            next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        }
         if *id == 0 {
             for ifp in cfg.ifaces.iter() {
                 if let Some(t) = ifp.arp.poll_at() {

@@ -82,7 +82,7 @@ fn udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, data: &[u8]) -> Vec
 }
 
 /// The kinds of damage, cycled through in order.
-pub const KINDS: usize = 13;
+pub const KINDS: usize = 14;
 
 /// `n` malformed frames from `peer` (mac, ip) to `us` (mac, ip), cycling through
 /// every kind; random bytes (from `seed`) fill payloads.
@@ -196,11 +196,20 @@ pub fn frames_of_kinds(
                 ether(EthernetAddress::BROADCAST, smac, 0x0806, &[0, 1, 8, 0, 6]),
                 "arp.badlen",
             ),
-            _ => {
-                let mut p = ipv4(sip, dip, 17, &data);
-                p[6] = 0x20; // more fragments
+            12 => {
+                // More fragments, and an odd length: not a multiple of 8 (RFC 791).
+                let n = data.len() - (1 - data.len() % 2);
+                let mut p = ipv4(sip, dip, 17, &data[..n]);
+                p[6] = 0x20;
                 refill_ip_csum(&mut p);
-                (ether(dmac, smac, 0x0800, &p), "ip.fragdropped")
+                (ether(dmac, smac, 0x0800, &p), "ip.badfrags")
+            }
+            _ => {
+                // Fragment offset 1 (8 bytes): the tiny fragment attack (RFC 1858).
+                let mut p = ipv4(sip, dip, 17, &data);
+                p[7] = 0x01;
+                refill_ip_csum(&mut p);
+                (ether(dmac, smac, 0x0800, &p), "ip.fragtiny")
             }
         };
         out.push(BadFrame { frame, counter });

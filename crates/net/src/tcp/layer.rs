@@ -741,6 +741,9 @@ fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8]
             dst: *t.remote.ip(),
             proto: IpProtocol::Tcp,
             ttl: DEFAULT_TTL,
+            // Segments are sized by the MSS; Don't Fragment waits for path MTU
+            // discovery (RFC 1191), which needs ICMP "fragmentation needed" handled.
+            df: false,
         },
     );
 }
