@@ -1,6 +1,8 @@
 //! IPv6 interop with the Linux kernel over TAP in a test-made namespace: `ping -6`
-//! to the node's global and link-local addresses, `ndisc6` answered, and duplicate
-//! address detection finding an address that Linux already holds.
+//! to the node's global and link-local addresses (1452 bytes whole, 3000 bytes in
+//! fragments both ways), `ndisc6` answered, duplicate address detection finding an
+//! address that Linux already holds; a robustness suite written with scapy
+//! (`tests/scapy/robust.py`) and THC's `atk6-implementation6` against the node.
 //!
 //! Needs root, /dev/net/tun and the tools (the README's test command installs them);
 //! elsewhere each test prints why it skips. Addresses are from 2001:2::/48 only.
@@ -46,6 +48,10 @@ fn linux_pings_mpstack_over_ipv6_and_ndisc6_resolves_it() {
     assert!(ok && out.contains(" 0% packet loss"), "{out}");
     // 1452 bytes of data: a 1500-byte IPv6 packet, the largest unfragmented one.
     let (ok, out) = lab.exec("ping -6 -c 5 -i 0.05 -W 2 -s 1452 -M do 2001:2::2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    // 3000 bytes: Linux fragments the request, the node reassembles it and answers
+    // in fragments, which Linux reassembles.
+    let (ok, out) = lab.exec("ping -6 -c 5 -i 0.05 -W 2 -s 3000 2001:2::2");
     assert!(ok && out.contains(" 0% packet loss"), "{out}");
     let ll = link_local(&lab.mac);
     let (ok, out) = lab.exec(&format!("ping -6 -c 3 -i 0.1 -W 2 {ll}%{}", lab.tap));
@@ -97,4 +103,73 @@ fn dad_detects_an_address_linux_already_holds() {
         Some(1),
         "only the link-local address is unique: {c:?}"
     );
+}
+
+/// A Python with scapy: Debian's `python3-scapy` lives in the system interpreter,
+/// which may not be the first `python3` on the PATH.
+fn scapy_python() -> Option<String> {
+    ["/usr/bin/python3", "python3"].iter().find_map(|py| {
+        let (ok, _) = sh(&format!("{py} -c 'import scapy' 2>/dev/null"));
+        ok.then(|| py.to_string())
+    })
+}
+
+#[test]
+fn scapy_robustness_suite_over_tap() {
+    skip_unless!("ip", "ping");
+    let Some(py) = scapy_python() else {
+        eprintln!("SKIPPED scapy_robustness_suite_over_tap: no Python with scapy (python3-scapy)");
+        return;
+    };
+    let mut lab = Lab::start_with("rb6", 1, &["--inet6", "2001:2::2/64"]);
+    linux_addr6(&lab, "2001:2::1/64");
+    std::thread::sleep(Duration::from_millis(1500));
+    let rss0 = lab.rss_kib();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scapy/robust.py");
+    let (ok, out) = lab.exec(&format!(
+        "{py} {script} {} {} 2001:2::2 2001:2::1 198.18.0.2 198.18.0.1",
+        lab.tap, lab.mac
+    ));
+    eprintln!("{out}");
+    assert!(ok, "robustness cases failed:\n{out}");
+    assert!(lab.alive(), "the node died: {:?}", lab.output);
+    let (ok, out) = lab.exec("ping -6 -c 3 -i 0.1 -W 2 2001:2::2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    let (ok, out) = lab.exec("ping -c 3 -i 0.1 -W 2 198.18.0.2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    let rss1 = lab.rss_kib();
+    assert!(
+        rss1 < rss0 + 64 * 1024,
+        "RSS grew from {rss0} to {rss1} KiB"
+    );
+    let c = lab.stop();
+    assert!(
+        c.get("icmp6.outparamprob").copied().unwrap_or(0) >= 6,
+        "{c:?}"
+    );
+    assert!(c.get("icmp6.badns").copied().unwrap_or(0) >= 2, "{c:?}");
+}
+
+#[test]
+fn thc_ipv6_implementation6_runs_to_completion() {
+    skip_unless!("ip", "ping", "atk6-implementation6");
+    let mut lab = Lab::start_with("atk", 1, &["--inet6", "2001:2::2/64"]);
+    linux_addr6(&lab, "2001:2::1/64");
+    std::thread::sleep(Duration::from_millis(1500));
+    let rss0 = lab.rss_kib();
+    let (ok, out) = lab.exec(&format!(
+        "timeout 300 atk6-implementation6 {} 2001:2::2",
+        lab.tap
+    ));
+    eprintln!("{out}");
+    assert!(ok, "atk6-implementation6 did not finish: {out}");
+    assert!(lab.alive(), "the node died: {:?}", lab.output);
+    let (ok, out) = lab.exec("ping -6 -c 3 -i 0.1 -W 2 2001:2::2");
+    assert!(ok && out.contains(" 0% packet loss"), "{out}");
+    let rss1 = lab.rss_kib();
+    assert!(
+        rss1 < rss0 + 64 * 1024,
+        "RSS grew from {rss0} to {rss1} KiB"
+    );
+    lab.stop();
 }

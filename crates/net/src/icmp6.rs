@@ -21,7 +21,7 @@ const ICMP6_HDR_LEN: usize = 8;
 
 /// An error to send about a received packet.
 #[derive(Clone, Copy, Debug)]
-// Time exceeded and packet too big come with reassembly and forwarding.
+// Packet too big comes with forwarding.
 #[allow(dead_code)]
 pub(crate) enum Error6 {
     Unreach(Icmpv6DstUnreachable),

@@ -173,24 +173,34 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                 proto = next;
             }
             IpProtocol::Ipv6Frag => {
-                let (next, offset, more) = match hdr(cx.access, &mut m, off, 8) {
-                    Ok(h) => (
-                        IpProtocol::from(h[0]),
-                        u16::from_be_bytes([h[2], h[3]]) >> 3,
-                        h[3] & 1 != 0,
-                    ),
-                    Err(_) => return cx.drop_pkt(m, DropReason::Ip6TooShort),
+                // RFC 8200 §4.5 with RFC 5722 and RFC 7112 (frag.rs): an atomic
+                // fragment (RFC 6946) comes back at once; the fragment that completes
+                // a datagram brings it back whole, its Fragment header gone and the
+                // Next Header byte at `nh_at` naming what followed it.
+                let pos = crate::frag::Frag6Pos {
+                    hdr_off: off,
+                    nxt_off: nh_at,
                 };
-                if offset != 0 || more {
-                    // Reassembly is not in yet: counted and dropped, never half-delivered.
-                    cx.stats.ip6.fragments += 1;
-                    return cx.drop_pkt(m, DropReason::Ip6FragDropped);
+                match cx.frag.input6(cx.now, m, pos, cx.stats) {
+                    crate::frag::Frag6::Done {
+                        m: whole,
+                        off: o,
+                        next,
+                    } => {
+                        m = whole;
+                        off = o;
+                        proto = next;
+                    }
+                    crate::frag::Frag6::Consumed => return,
+                    crate::frag::Frag6::ParamProblem { m, code, pointer } => {
+                        return param_problem(
+                            cx,
+                            m,
+                            Icmpv6ParamProblem::from(code),
+                            pointer as usize,
+                        );
+                    }
                 }
-                // RFC 6946 §4: an atomic fragment is processed at once, as if it had
-                // no fragment header.
-                nh_at = off;
-                off += 8;
-                proto = next;
             }
             IpProtocol::Ah => {
                 // No IPsec: recognised, counted, and not something we can check.

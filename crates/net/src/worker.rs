@@ -436,10 +436,17 @@ impl Worker {
             while let Some(m) = cx.frag.pop_expired4() {
                 crate::icmp::icmp_error(&mut cx, m, wire::Icmpv4Message::TimeExceeded, 1, 0);
             }
-            // ICMPv6 Time Exceeded (code 1) about the first fragment goes here when
-            // the IPv6 input lands; until then no IPv6 fragment reaches the table.
+            // RFC 8200 §4.5: "an ICMP Time Exceeded -- Fragment Reassembly Time
+            // Exceeded message should be sent to the source of that fragment" when
+            // the first fragment had come.
             while let Some(m) = cx.frag.pop_expired6() {
-                drop(m);
+                crate::icmp6::icmp6_error(
+                    &mut cx,
+                    m,
+                    crate::icmp6::Error6::TimeExceeded(
+                        wire::Icmpv6TimeExceeded::FragReassemExceeded,
+                    ),
+                );
             }
         }
         if let Some(t) = cx.frag.poll_at() {

@@ -996,3 +996,130 @@ fn mld_reports_the_solicited_node_groups_and_answers_queries() {
     assert_eq!(answer[0], (ll, 1, vec![2, 2], want));
     assert_eq!(s.host(b).stats().icmp6.outmldreport, 3);
 }
+
+/// The fragments (each an IPv6 packet's payload after the fixed header, i.e. a
+/// Fragment header and data) of an ICMPv6 echo request with `n` data bytes.
+fn echo_fragments(n: usize, id: u32, per: usize) -> Vec<Vec<u8>> {
+    let data = vec![0xabu8; n];
+    let e = Icmpv6Repr::EchoRequest {
+        ident: 0x77,
+        seq_no: 9,
+        data: &data,
+    };
+    let mut body = vec![0u8; e.buffer_len()];
+    e.emit(
+        &mut Icmpv6Packet::new_unchecked(&mut body[..]),
+        &peer(),
+        &a6("2001:2::2"),
+    );
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < body.len() {
+        let k = per.min(body.len() - off);
+        let more = off + k < body.len();
+        let mut f = vec![58u8, 0];
+        f.extend_from_slice(&((off as u16) | u16::from(more)).to_be_bytes());
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&body[off..off + k]);
+        out.push(f);
+        off += k;
+    }
+    out
+}
+
+#[test]
+fn fragmented_echo_is_reassembled_answered_in_fragments_and_a_lost_piece_times_out() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(0),
+        ),
+    );
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+    // 3000 bytes of echo data in 1232-byte pieces, the last one first.
+    let mut frags = echo_fragments(3000, 0x1234, 1232);
+    frags.reverse();
+    for f in &frags {
+        send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Ipv6Frag, f));
+    }
+    let out = recv(&mut s, &mut raw);
+    // The reply: fragments of at most 1500 bytes, offsets contiguous, one id, the
+    // last with M clear; put together it is the echo reply with the same data.
+    let mut pieces: Vec<(u16, bool, u32, Vec<u8>)> = out
+        .iter()
+        .filter(|f| f.ip.next_header == IpProtocol::Ipv6Frag)
+        .map(|f| {
+            let p = &f.payload;
+            let om = u16::from_be_bytes([p[2], p[3]]);
+            (
+                om & !7,
+                om & 1 == 1,
+                u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
+                p[8..].to_vec(),
+            )
+        })
+        .collect();
+    assert_eq!(pieces.len(), 3, "{out:?}");
+    pieces.sort_by_key(|p| p.0);
+    assert!(pieces
+        .iter()
+        .all(|p| p.2 == pieces[0].2 && 40 + 8 + p.3.len() <= 1500));
+    let mut whole = Vec::new();
+    for (i, (off, more, _, d)) in pieces.iter().enumerate() {
+        assert_eq!(usize::from(*off), whole.len());
+        assert_eq!(*more, i + 1 < pieces.len());
+        whole.extend_from_slice(d);
+    }
+    let p = Icmpv6Packet::new_checked(&whole[..]).unwrap();
+    match Icmpv6Repr::parse(&p, &a6("2001:2::2"), &peer(), true).unwrap() {
+        Icmpv6Repr::EchoReply {
+            seq_no: 9, data, ..
+        } => assert_eq!(data, &[0xab; 3000][..]),
+        other => panic!("{other:?}"),
+    }
+    // A datagram whose middle piece never comes: after 60 s, Time Exceeded code 1
+    // about the first fragment, and the table is empty.
+    let frags = echo_fragments(3000, 0x5678, 1232);
+    send(
+        &mut s,
+        &mut raw,
+        frame_raw(bm, IpProtocol::Ipv6Frag, &frags[0]),
+    );
+    send(
+        &mut s,
+        &mut raw,
+        frame_raw(bm, IpProtocol::Ipv6Frag, &frags[2]),
+    );
+    s.run_for(Duration::from_secs(59));
+    assert!(recv(&mut s, &mut raw)
+        .iter()
+        .all(|f| !matches!(f.icmp(), Icmpv6Repr::TimeExceeded { .. })));
+    s.run_for(Duration::from_secs(2));
+    let out = recv(&mut s, &mut raw);
+    let te: Vec<_> = out
+        .iter()
+        .filter_map(|f| match f.icmp() {
+            Icmpv6Repr::TimeExceeded { reason, data } => Some((u8::from(reason), data.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(te.len(), 1, "{out:?}");
+    assert_eq!(te[0].0, 1);
+    let st = s.host(b).stats();
+    // fragtimeout counts the fragments thrown away, as FreeBSD's ip6s_fragtimeout.
+    assert_eq!(
+        (st.ip6.reassembled, st.ip6.fragtimeout, st.ip6.fragq),
+        (1, 2, 0)
+    );
+}
