@@ -24,7 +24,7 @@ fn rig() -> Rig {
     sim.host(b)
         .add_address6(net::IfIndex(0), "2001:2::2/64".parse().unwrap())
         .unwrap();
-    let sock = sim.host(b).udp_bind("0.0.0.0:7".parse().unwrap()).unwrap();
+    let sock = sim.host(b).udp_bind("0.0.0.0:7".parse::<std::net::SocketAddr>().unwrap()).unwrap();
     sock.set_nonblocking(true).unwrap();
     let p = sim.host(a).ping_socket(0).unwrap();
     p.send_echo("198.18.0.2".parse().unwrap(), 1, b"warm").unwrap();

@@ -150,6 +150,21 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             udp.push((svc.clone(), sock));
         }
     }
+    // With IPv6 on, each UDP service answers on [::] too (an IPv6 socket).
+    if !inet6.is_empty() {
+        let v6: Vec<crate::services::Service> = udp.iter().map(|(svc, _)| svc.clone()).collect();
+        for svc in v6 {
+            let sock = stack
+                .udp_bind(std::net::SocketAddr::new(
+                    std::net::Ipv6Addr::UNSPECIFIED.into(),
+                    svc.port(),
+                ))
+                .map_err(|e| format!("UDP {} service over IPv6: {e}", svc.name()))?;
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .map_err(|e| e.to_string())?;
+            udp.push((svc, sock));
+        }
+    }
     let mut udp_threads = Vec::new();
     for (svc, sock) in udp {
         let stop = stop.clone();

@@ -39,7 +39,7 @@ fn link_local(mac: &str) -> String {
 
 #[test]
 fn linux_pings_mpstack_over_ipv6_and_ndisc6_resolves_it() {
-    skip_unless!("ip", "ping", "ndisc6");
+    skip_unless!("ip", "ping", "ndisc6", "socat");
     let mut lab = Lab::start_with("v6", 1, &["--inet6", "2001:2::2/64"]);
     linux_addr6(&lab, "2001:2::1/64");
     // Duplicate address detection: one probe, then a second of silence.
@@ -56,6 +56,9 @@ fn linux_pings_mpstack_over_ipv6_and_ndisc6_resolves_it() {
     let ll = link_local(&lab.mac);
     let (ok, out) = lab.exec(&format!("ping -6 -c 3 -i 0.1 -W 2 {ll}%{}", lab.tap));
     assert!(ok && out.contains(" 0% packet loss"), "{ll}: {out}");
+    // UDP over IPv6: the echo service answers on [::]:7.
+    let (ok, out) = lab.exec("sh -c 'echo hello-v6 | socat -t 2 - UDP6:[2001:2::2]:7'");
+    assert!(ok && out.contains("hello-v6"), "UDP echo over IPv6: {out}");
     let (ok, out) = lab.exec(&format!("ndisc6 -n -r 3 -w 1000 2001:2::2 {}", lab.tap));
     assert!(
         ok && out.to_lowercase().contains(&lab.mac.to_lowercase()),

@@ -102,7 +102,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
             m.adj((info.hlen + ICMP_HDR_LEN) as isize);
             let d = RxDatagram {
                 m,
-                from: SocketAddrV4::new(info.src, 0),
+                from: std::net::SocketAddr::V4(SocketAddrV4::new(info.src, 0)),
                 seq,
             };
             if let Err(d) = s.rxq.push(d) {
@@ -196,6 +196,9 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: 
 /// Sends an echo request from a ping socket.
 pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
     let TxDatagram { mut m, to, seq } = d;
+    let std::net::IpAddr::V4(dst) = to.ip() else {
+        return cx.drop_pkt(m, DropReason::IpNoRoute);
+    };
     let Ok(h) = m.prepend(ICMP_HDR_LEN) else {
         return cx.drop_pkt(m, DropReason::IpOutDropped);
     };
@@ -215,7 +218,7 @@ pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
         m,
         IpOut {
             src: Ipv4Addr::UNSPECIFIED,
-            dst: *to.ip(),
+            dst,
             proto: IpProtocol::Icmp,
             ttl: DEFAULT_TTL,
             df: false,

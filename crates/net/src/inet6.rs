@@ -1,9 +1,9 @@
-//! UDP and TCP over IPv6, as far as a host without IPv6 sockets goes: headers read
+//! UDP and TCP over IPv6: headers read
 //! through [`crate::hdr`], lengths and checksums checked (RFC 8200 §8.1: the checksum
 //! is mandatory), then what RFC 768/RFC 9293 say a host with no listener does: ICMPv6
 //! port unreachable for UDP (RFC 4443 §3.1 code 4), a reset for TCP (RFC 9293
-//! §3.10.7.1). IPv6 sockets (`udp6_input` delivering, TCP connections over IPv6)
-//! build on this.
+//! §3.10.7.1). UDP sockets bound to IPv6 addresses receive and send here; TCP
+//! connections over IPv6 are still to come.
 
 use crate::hdr::hdr;
 use crate::icmp6::{icmp6_error, Error6};
@@ -11,7 +11,7 @@ use crate::ip6::{Ip6Info, Ip6Out};
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use mbuf::Mbuf;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use wire::checksum;
 use wire::{IpProtocol, TcpPacket, UdpPacket};
 
@@ -36,12 +36,17 @@ fn sum6(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize) -> u16 {
 pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
     cx.stats.udp.ipackets += 1;
     let plen = m.len() - info.off;
-    let (ulen, csum) = {
+    let (sport, dport, ulen, csum) = {
         let Ok(h) = hdr(cx.access, &mut m, info.off, UDP_HDR_LEN) else {
             return cx.drop_pkt(m, DropReason::UdpHdrops);
         };
         let p = UdpPacket::new_unchecked(h);
-        (usize::from(p.len()), p.checksum())
+        (
+            p.src_port(),
+            p.dst_port(),
+            usize::from(p.len()),
+            p.checksum(),
+        )
     };
     // RFC 8200 §8.1 (with RFC 2675's jumbograms left out): the UDP length matches.
     if ulen < UDP_HDR_LEN || ulen != plen {
@@ -52,14 +57,103 @@ pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
     if csum == 0 || sum6(&m, &info, IpProtocol::Udp, ulen) != 0xffff {
         return cx.drop_pkt(m, DropReason::UdpBadSum);
     }
-    if info.mcast {
-        return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
+    // An IPv6 socket bound to this address, else to [::].
+    let cfg: &crate::stack::NetConfig = cx.cfg;
+    let sock = cfg.udp.get(&dport).and_then(|v| {
+        v.iter()
+            .find(|s| s.local.ip() == IpAddr::V6(info.dst))
+            .or_else(|| {
+                v.iter()
+                    .find(|s| s.local.is_ipv6() && s.local.ip().is_unspecified())
+            })
+            .cloned()
+    });
+    let Some(s) = sock else {
+        if info.mcast {
+            return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
+        }
+        DropReason::UdpNoPort.count(cx.stats);
+        return icmp6_error(
+            cx,
+            m,
+            Error6::Unreach(wire::Icmpv6DstUnreachable::PortUnreachable),
+        );
+    };
+    m.adj((info.off + UDP_HDR_LEN) as isize);
+    let d = crate::socket::RxDatagram {
+        m,
+        from: SocketAddr::V6(SocketAddrV6::new(info.src, sport, 0, 0)),
+        seq: 0,
+    };
+    match s.rxq.push(d) {
+        Ok(()) => {
+            cx.stats.udp.delivered += 1;
+            cx.wake_socket(&s);
+        }
+        Err(d) => {
+            drop(d);
+            DropReason::UdpFullSock.count(cx.stats);
+        }
     }
-    DropReason::UdpNoPort.count(cx.stats);
-    icmp6_error(
+}
+
+/// `udp6_output`: one datagram from an IPv6 socket's send queue; the source is the
+/// socket's address, else the one source selection picks towards `to`.
+pub(crate) fn udp6_output(
+    cx: &mut Cx<'_>,
+    s: &crate::socket::SockShared,
+    mut m: Mbuf,
+    local: Ipv6Addr,
+    to: SocketAddrV6,
+) {
+    let dst = *to.ip();
+    let src = if local.is_unspecified() {
+        let scope = (to.scope_id() != 0).then(|| crate::iface::IfIndex(to.scope_id() as u16));
+        match crate::ip6::ip6_route(cx, dst, scope).and_then(|(ifp, _)| ifp.source6_for(dst)) {
+            Some(a) => a,
+            None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
+        }
+    } else {
+        local
+    };
+    let ulen = m.len() + UDP_HDR_LEN;
+    if ulen > 65535 {
+        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+    }
+    let Ok(h) = m.prepend(UDP_HDR_LEN) else {
+        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+    };
+    {
+        let mut p = UdpPacket::new_unchecked(&mut h[..]);
+        p.set_src_port(s.local.port());
+        p.set_dst_port(to.port());
+        p.set_len(ulen as u16);
+        p.set_checksum(0);
+    }
+    let sum = !checksum::combine(&[
+        crate::icmp::mbuf_sum(&m, 0, ulen),
+        checksum::pseudo_header(
+            &IpAddr::V6(src),
+            &IpAddr::V6(dst),
+            IpProtocol::Udp,
+            ulen as u32,
+        ),
+    ]);
+    // RFC 8200 §8.1: a computed zero is sent as all ones.
+    let sum = if sum == 0 { 0xffff } else { sum };
+    m.first_mut()[6..8].copy_from_slice(&sum.to_be_bytes());
+    cx.stats.udp.opackets += 1;
+    crate::ip6::ip6_output(
         cx,
         m,
-        Error6::Unreach(wire::Icmpv6DstUnreachable::PortUnreachable),
+        Ip6Out {
+            src,
+            dst,
+            proto: IpProtocol::Udp,
+            hlim: crate::ip6::DEFAULT_HLIM,
+            keep_unspec: false,
+            ifindex: (to.scope_id() != 0).then(|| crate::iface::IfIndex(to.scope_id() as u16)),
+        },
     );
 }
 

@@ -15,7 +15,7 @@ use crate::stack::Shared;
 use crossbeam_queue::ArrayQueue;
 use mbuf::Mbuf;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +32,7 @@ pub enum SockKind {
 #[derive(Debug)]
 pub(crate) struct RxDatagram {
     pub m: Mbuf,
-    pub from: SocketAddrV4,
+    pub from: SocketAddr,
     /// For ICMP echo: the sequence number.
     pub seq: u16,
 }
@@ -41,7 +41,7 @@ pub(crate) struct RxDatagram {
 #[derive(Debug)]
 pub(crate) struct TxDatagram {
     pub m: Mbuf,
-    pub to: SocketAddrV4,
+    pub to: SocketAddr,
     pub seq: u16,
 }
 
@@ -50,8 +50,10 @@ pub(crate) struct TxDatagram {
 pub(crate) struct SockShared {
     pub id: u64,
     pub kind: SockKind,
-    /// Local address; the port is the ICMP identifier for echo sockets.
-    pub local: SocketAddrV4,
+    /// Local address, IPv4 or IPv6 (a socket is of one family: an unspecified IPv6
+    /// address takes IPv6 only, as FreeBSD's `net.inet6.ip6.v6only`); the port is
+    /// the ICMP identifier for echo sockets.
+    pub local: SocketAddr,
     pub home: usize,
     pub rxq: ArrayQueue<RxDatagram>,
     pub txq: ArrayQueue<TxDatagram>,
@@ -66,7 +68,7 @@ pub(crate) struct SockShared {
 }
 
 impl SockShared {
-    pub fn new(id: u64, kind: SockKind, local: SocketAddrV4, home: usize, cap: usize) -> Self {
+    pub fn new(id: u64, kind: SockKind, local: SocketAddr, home: usize, cap: usize) -> Self {
         SockShared {
             id,
             kind,
@@ -104,9 +106,9 @@ impl SockShared {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BindError {
     /// Another socket holds the address (`EADDRINUSE`).
-    AddrInUse(SocketAddrV4),
+    AddrInUse(SocketAddr),
     /// The address is not one of the stack's (`EADDRNOTAVAIL`).
-    AddrNotAvailable(Ipv4Addr),
+    AddrNotAvailable(IpAddr),
     /// No ephemeral port left.
     NoPorts,
 }
@@ -144,7 +146,7 @@ struct Handle {
     nonblocking: AtomicBool,
     /// Read timeout in nanoseconds; 0 = none.
     read_timeout: AtomicU64,
-    peer: Mutex<Option<SocketAddrV4>>,
+    peer: Mutex<Option<SocketAddr>>,
 }
 
 impl Handle {
@@ -158,7 +160,7 @@ impl Handle {
         }
     }
 
-    fn send(&self, m: Mbuf, to: SocketAddrV4, seq: u16) -> io::Result<()> {
+    fn send(&self, m: Mbuf, to: SocketAddr, seq: u16) -> io::Result<()> {
         if let Err(d) = self.sock.txq.push(TxDatagram { m, to, seq }) {
             drop(d);
             self.sock.tx_full.fetch_add(1, Ordering::Relaxed);
@@ -214,13 +216,19 @@ impl Drop for Handle {
     }
 }
 
-fn v4(addr: SocketAddr) -> io::Result<SocketAddrV4> {
-    match addr {
-        SocketAddr::V4(a) => Ok(a),
-        SocketAddr::V6(_) => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "IPv6 is not supported by this stack yet",
-        )),
+/// `addr` if it is of the socket's family.
+fn same_family(local: SocketAddr, addr: SocketAddr) -> io::Result<SocketAddr> {
+    if local.is_ipv4() == addr.is_ipv4() {
+        Ok(addr)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            if local.is_ipv4() {
+                "an IPv4 socket cannot send to an IPv6 address"
+            } else {
+                "an IPv6 socket cannot send to an IPv4 address (no mapped addresses)"
+            },
+        ))
     }
 }
 
@@ -238,12 +246,12 @@ impl UdpSocket {
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(self.h.sock.local))
+        Ok(self.h.sock.local)
     }
 
     /// Sends `buf` to `addr`. Never blocks: a full send queue is `WouldBlock`.
     pub fn send_to(&self, buf: &[u8], addr: impl Into<SocketAddr>) -> io::Result<usize> {
-        let to = v4(addr.into())?;
+        let to = same_family(self.h.sock.local, addr.into())?;
         if buf.len() > 65_507 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -293,16 +301,16 @@ impl UdpSocket {
 
     /// Sets the default peer for `send`/`recv`; `recv` then ignores other senders.
     pub fn connect(&self, addr: impl Into<SocketAddr>) -> io::Result<()> {
-        let a = v4(addr.into())?;
+        let a = same_family(self.h.sock.local, addr.into())?;
         *self.h.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
         Ok(())
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.peer().map(SocketAddr::V4)
+        self.peer()
     }
 
-    fn peer(&self) -> io::Result<SocketAddrV4> {
+    fn peer(&self) -> io::Result<SocketAddr> {
         self.h
             .peer
             .lock()
@@ -319,7 +327,7 @@ impl UdpSocket {
         let p = self.peer()?;
         loop {
             let (n, from) = self.recv_from(buf)?;
-            if from == SocketAddr::V4(p) {
+            if from == p {
                 return Ok(n);
             }
         }
@@ -345,7 +353,7 @@ fn copy_out(d: RxDatagram, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
     let n = d.m.len().min(buf.len());
     d.m.copydata(0, &mut buf[..n])
         .map_err(|e| io::Error::other(e.to_string()))?;
-    Ok((n, SocketAddr::V4(d.from)))
+    Ok((n, d.from))
 }
 
 /// An echo reply as a [`PingSocket`] returns it.
@@ -385,7 +393,8 @@ impl PingSocket {
         }
         let m = Mbuf::from_slice(data)
             .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "no buffers (ENOBUFS)"))?;
-        self.h.send(m, SocketAddrV4::new(to, 0), seq)
+        self.h
+            .send(m, SocketAddr::V4(SocketAddrV4::new(to, 0)), seq)
     }
 
     /// Receives one echo reply, copying its data into `buf`.
@@ -395,7 +404,10 @@ impl PingSocket {
         d.m.copydata(0, &mut buf[..n])
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(EchoReply {
-            from: *d.from.ip(),
+            from: match d.from.ip() {
+                IpAddr::V4(a) => a,
+                IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+            },
             seq: d.seq,
             len: d.m.len(),
         })

@@ -24,7 +24,7 @@ use dev::{Device, Instant};
 use mbuf::Mbuf;
 use std::collections::HashMap;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -280,20 +280,28 @@ impl Shared {
         });
     }
 
-    fn bind(&self, kind: SockKind, local: SocketAddrV4) -> Result<Arc<SockShared>, BindError> {
+    fn bind(&self, kind: SockKind, local: SocketAddr) -> Result<Arc<SockShared>, BindError> {
         let id = self.next_sock_id.fetch_add(1, Ordering::Relaxed);
         let nworkers = self.wake.len();
         self.update(|c| {
-            if !local.ip().is_unspecified() && !c.is_local(*local.ip()) {
-                return Err(BindError::AddrNotAvailable(*local.ip()));
+            let ours = match local.ip() {
+                IpAddr::V4(a) => a.is_unspecified() || c.is_local(a),
+                IpAddr::V6(a) => {
+                    a.is_unspecified() || c.ifaces.iter().any(|i| i.addr6(a).is_some())
+                }
+            };
+            if !ours {
+                return Err(BindError::AddrNotAvailable(local.ip()));
             }
             let mut port = local.port();
+            // A port is taken per family: an IPv4 and an IPv6 socket may share it.
             let in_use = |c: &NetConfig, p: u16| match kind {
                 SockKind::Udp => c.udp.get(&p).is_some_and(|v| {
                     v.iter().any(|s| {
-                        s.local.ip().is_unspecified()
-                            || local.ip().is_unspecified()
-                            || s.local.ip() == local.ip()
+                        s.local.is_ipv4() == local.is_ipv4()
+                            && (s.local.ip().is_unspecified()
+                                || local.ip().is_unspecified()
+                                || s.local.ip() == local.ip())
                     })
                 }),
                 SockKind::IcmpEcho => c.echo.contains_key(&p),
@@ -312,7 +320,7 @@ impl Shared {
             } else if in_use(c, port) {
                 return Err(BindError::AddrInUse(local));
             }
-            let local = SocketAddrV4::new(*local.ip(), port);
+            let local = SocketAddr::new(local.ip(), port);
             let home = port as usize % nworkers;
             let s = Arc::new(SockShared::new(
                 id,
@@ -555,8 +563,10 @@ impl Stack {
     }
 
     /// Binds a UDP socket (port 0: an ephemeral port).
-    pub fn udp_bind(&self, addr: SocketAddrV4) -> Result<UdpSocket, BindError> {
-        let s = self.shared.bind(SockKind::Udp, addr)?;
+    /// A UDP socket on `addr`, IPv4 or IPv6 (port 0: an ephemeral port). An IPv6
+    /// socket, even on `[::]`, takes IPv6 datagrams only.
+    pub fn udp_bind(&self, addr: impl Into<SocketAddr>) -> Result<UdpSocket, BindError> {
+        let s = self.shared.bind(SockKind::Udp, addr.into())?;
         Ok(UdpSocket::new(self.shared.clone(), s))
     }
 
@@ -582,7 +592,7 @@ impl Stack {
         let id = self.shared.next_sock_id.fetch_add(1, Ordering::Relaxed);
         let l = self.shared.update(|c| {
             if !addr.ip().is_unspecified() && !c.is_local(*addr.ip()) {
-                return Err(BindError::AddrNotAvailable(*addr.ip()));
+                return Err(BindError::AddrNotAvailable(IpAddr::V4(*addr.ip())));
             }
             let in_use = |c: &NetConfig, p: u16| {
                 c.tcp_listen.get(&p).is_some_and(|v| {
@@ -600,7 +610,7 @@ impl Stack {
                     .find(|p| !in_use(c, *p))
                     .ok_or(BindError::NoPorts)?;
             } else if in_use(c, port) {
-                return Err(BindError::AddrInUse(addr));
+                return Err(BindError::AddrInUse(SocketAddr::V4(addr)));
             }
             let l = Arc::new(ListenShared::new(
                 id,
@@ -705,7 +715,7 @@ impl Stack {
     pub fn ping_socket(&self, ident: u16) -> Result<PingSocket, BindError> {
         let s = self.shared.bind(
             SockKind::IcmpEcho,
-            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, ident),
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, ident)),
         )?;
         Ok(PingSocket::new(self.shared.clone(), s))
     }

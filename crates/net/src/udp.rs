@@ -6,7 +6,7 @@ use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::socket::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
 use crate::worker::Cx;
-use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use wire::{IpProtocol, UdpPacket};
 
@@ -59,8 +59,11 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
     let cfg: &'a crate::stack::NetConfig = cx.cfg;
     let sock = cfg.udp.get(&dport).and_then(|v| {
         v.iter()
-            .find(|s| *s.local.ip() == info.dst)
-            .or_else(|| v.iter().find(|s| s.local.ip().is_unspecified()))
+            .find(|s| s.local.ip() == IpAddr::V4(info.dst))
+            .or_else(|| {
+                v.iter()
+                    .find(|s| s.local.is_ipv4() && s.local.ip().is_unspecified())
+            })
     });
     let Some(s) = sock else {
         if info.bcast {
@@ -72,7 +75,7 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
     m.adj((info.hlen + UDP_HDR_LEN) as isize);
     let d = RxDatagram {
         m,
-        from: SocketAddrV4::new(info.src, sport),
+        from: SocketAddr::V4(SocketAddrV4::new(info.src, sport)),
         seq: 0,
     };
     match s.rxq.push(d) {
@@ -90,14 +93,21 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
 /// `udp_output`: one datagram from a socket's send queue.
 pub(crate) fn udp_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
     let TxDatagram { mut m, to, .. } = d;
-    let dst = *to.ip();
-    let src = if s.local.ip().is_unspecified() {
+    let (dst, local) = match (to, s.local) {
+        (SocketAddr::V4(to), SocketAddr::V4(l)) => (*to.ip(), *l.ip()),
+        (SocketAddr::V6(to), SocketAddr::V6(l)) => {
+            return crate::inet6::udp6_output(cx, s, m, *l.ip(), to);
+        }
+        // The socket layer refuses the other family.
+        _ => return cx.drop_pkt(m, DropReason::IpNoRoute),
+    };
+    let src = if local.is_unspecified() {
         match ip::ip_route(cx, dst).and_then(|(ifp, _, _)| ifp.source_for(dst)) {
             Some(a) => a,
             None => return cx.drop_pkt(m, DropReason::IpNoRoute),
         }
     } else {
-        *s.local.ip()
+        local
     };
     let ulen = m.len() + UDP_HDR_LEN;
     if ulen > 65535 - ip::IP_HDR_LEN {

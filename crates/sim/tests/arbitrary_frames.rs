@@ -22,7 +22,10 @@ fn rig() -> Rig {
     let b = sim.add_host("b", 2);
     sim.connect(a, hub, "198.18.0.1/24");
     sim.connect(b, hub, "198.18.0.2/24");
-    let _keep = sim.host(b).udp_bind("0.0.0.0:7".parse().unwrap()).unwrap();
+    let _keep = sim
+        .host(b)
+        .udp_bind("0.0.0.0:7".parse::<std::net::SocketAddr>().unwrap())
+        .unwrap();
     std::mem::forget(_keep);
     let port = sim.attach_raw(hub);
     let b_mac = sim.host(b).interfaces()[0].mac;

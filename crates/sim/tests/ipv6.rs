@@ -1123,3 +1123,70 @@ fn fragmented_echo_is_reassembled_answered_in_fragments_and_a_lost_piece_times_o
         (1, 2, 0)
     );
 }
+
+#[test]
+fn udp_over_ipv6_between_two_stacks_small_and_fragmented() {
+    for workers in [1, 2] {
+        let mut s = Sim::new(21);
+        let hub = s.add_hub(WireConfig::default());
+        let a = s.add_host("a", workers);
+        let b = s.add_host("b", workers);
+        s.connect(a, hub, "198.18.0.1/24");
+        s.connect(b, hub, "198.18.0.2/24");
+        s.host(a)
+            .add_address6(IfIndex(0), "2001:2::1/64".parse().unwrap())
+            .unwrap();
+        s.host(b)
+            .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+            .unwrap();
+        s.run_for(Duration::from_millis(1500));
+        let server = s
+            .host(b)
+            .udp_bind("[::]:7".parse::<std::net::SocketAddr>().unwrap())
+            .unwrap();
+        server.set_nonblocking(true).unwrap();
+        // An IPv4 socket on the same port: the families do not share datagrams.
+        let v4 = s
+            .host(b)
+            .udp_bind("0.0.0.0:7".parse::<std::net::SocketAddr>().unwrap())
+            .unwrap();
+        v4.set_nonblocking(true).unwrap();
+        let client = s
+            .host(a)
+            .udp_bind("[::]:0".parse::<std::net::SocketAddr>().unwrap())
+            .unwrap();
+        client.set_nonblocking(true).unwrap();
+        assert!(client
+            .send_to(
+                b"v4?",
+                "198.18.0.2:7".parse::<std::net::SocketAddr>().unwrap()
+            )
+            .is_err());
+        let to: std::net::SocketAddr = "[2001:2::2]:7".parse().unwrap();
+        let mut buf = vec![0u8; 70_000];
+        for size in [5usize, 1452, 3000, 60_000] {
+            let data: Vec<u8> = (0..size).map(|i| (i * 13 + size) as u8).collect();
+            client.send_to(&data, to).unwrap();
+            s.run_for(Duration::from_millis(20));
+            let (n, from) = server
+                .recv_from(&mut buf)
+                .unwrap_or_else(|e| panic!("{size}: {e}"));
+            assert_eq!(&buf[..n], &data[..], "workers={workers} size={size}");
+            assert_eq!(from.ip(), "2001:2::1".parse::<std::net::IpAddr>().unwrap());
+            server.send_to(&buf[..n], from).unwrap();
+            s.run_for(Duration::from_millis(20));
+            let (n, back) = client.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], back), (&data[..], to));
+        }
+        assert!(
+            v4.recv_from(&mut buf).is_err(),
+            "nothing for the IPv4 socket"
+        );
+        let st = s.host(b).stats();
+        assert!(
+            st.ip6.reassembled >= 2 && st.ip6.fragmented >= 2,
+            "{:?}",
+            st.ip6
+        );
+    }
+}
