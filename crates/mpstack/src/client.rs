@@ -6,7 +6,7 @@
 use net::Stack;
 use sha2::{Digest, Sha256};
 use std::io::{ErrorKind, Read, Write};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ fn hex(d: &[u8]) -> String {
 /// blocks on a full window. `stop` aborts with an error.
 pub fn run(
     stack: &Stack,
-    to: SocketAddrV4,
+    to: SocketAddr,
     bytes: u64,
     seed: u64,
     stop: &AtomicBool,

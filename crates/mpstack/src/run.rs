@@ -52,11 +52,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let services = crate::services::parse_list(&a.serve)?;
-    let connect: Option<SocketAddrV4> = match &a.connect {
-        Some(c) => Some(
-            c.parse()
-                .map_err(|_| format!("--connect: '{c}' is not ADDRESS:PORT (IPv4)"))?,
-        ),
+    let connect: Option<std::net::SocketAddr> = match &a.connect {
+        Some(c) => Some(c.parse().map_err(|_| {
+            format!("--connect: '{c}' is not ADDRESS:PORT (198.18.0.1:5001 or [2001:2::1]:5001)")
+        })?),
         None => None,
     };
     let send = crate::client::parse_bytes(&a.send).map_err(|e| format!("--send: {e}"))?;
@@ -116,8 +115,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let tcp_counters = Arc::new(crate::services::Counters::default());
-    let tcp_threads =
-        crate::services::start(&stack, &services, stop.clone(), tcp_counters.clone())?;
+    let tcp_threads = crate::services::start(
+        &stack,
+        &services,
+        !inet6.is_empty(),
+        stop.clone(),
+        tcp_counters.clone(),
+    )?;
     let svc_names: Vec<String> = services
         .iter()
         .map(|s| format!("{} (TCP {})", s.name(), s.port()))

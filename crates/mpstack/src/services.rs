@@ -82,19 +82,34 @@ pub struct Counters {
     pub bytes_out: AtomicU64,
 }
 
-/// Starts a listener thread per service.
+/// Starts a listener thread per service and family: IPv4 always, IPv6 (on `[::]`)
+/// with `inet6`.
 pub fn start(
     stack: &Stack,
     services: &[Service],
+    inet6: bool,
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
 ) -> Result<Vec<JoinHandle<()>>, String> {
     let active = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::new();
-    for svc in services.iter().cloned() {
+    let mut listens: Vec<(Service, std::net::SocketAddr)> = Vec::new();
+    for svc in services {
+        listens.push((
+            svc.clone(),
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()).into(),
+        ));
+        if inet6 {
+            listens.push((
+                svc.clone(),
+                std::net::SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), svc.port()),
+            ));
+        }
+    }
+    for (svc, at) in listens {
         let l = stack
-            .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()), 128)
-            .map_err(|e| format!("{} service (TCP {}): {e}", svc.name(), svc.port()))?;
+            .tcp_listen(at, 128)
+            .map_err(|e| format!("{} service (TCP {at}): {e}", svc.name()))?;
         l.set_nonblocking(true).map_err(|e| e.to_string())?;
         let (stop, counters, active) = (stop.clone(), counters.clone(), active.clone());
         let name = svc.name();

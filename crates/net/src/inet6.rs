@@ -3,7 +3,7 @@
 //! is mandatory), then what RFC 768/RFC 9293 say a host with no listener does: ICMPv6
 //! port unreachable for UDP (RFC 4443 §3.1 code 4), a reset for TCP (RFC 9293
 //! §3.10.7.1). UDP sockets bound to IPv6 addresses receive and send here; TCP
-//! connections over IPv6 are still to come.
+//! segments go on to the TCP layer, which serves both families.
 
 use crate::hdr::hdr;
 use crate::icmp6::{icmp6_error, Error6};
@@ -13,7 +13,7 @@ use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use wire::checksum;
-use wire::{IpProtocol, TcpPacket, UdpPacket};
+use wire::{IpProtocol, UdpPacket};
 
 const UDP_HDR_LEN: usize = 8;
 const TCP_HDR_LEN: usize = 20;
@@ -157,97 +157,38 @@ pub(crate) fn udp6_output(
     );
 }
 
-/// `tcp6_input`.
+/// `tcp6_input`: the header and its options made contiguous (the m_pulldown
+/// paper's length checks), then the TCP layer, the same for both families:
+/// connections, listeners, SYN cookies, and a reset for a closed port (RFC 9293
+/// §3.10.7.1).
 pub(crate) fn tcp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
-    cx.stats.tcp.rcvtotal += 1;
     let plen = m.len() - info.off;
     if plen < TCP_HDR_LEN {
+        cx.stats.tcp.rcvtotal += 1;
         return cx.drop_pkt(m, DropReason::TcpShort);
     }
     let doff = {
         let Ok(h) = hdr(cx.access, &mut m, info.off, TCP_HDR_LEN) else {
+            cx.stats.tcp.rcvtotal += 1;
             return cx.drop_pkt(m, DropReason::TcpShort);
         };
         usize::from(h[12] >> 4) * 4
     };
-    if doff < TCP_HDR_LEN || doff > plen {
+    if doff < TCP_HDR_LEN || doff > plen || hdr(cx.access, &mut m, info.off, doff).is_err() {
+        cx.stats.tcp.rcvtotal += 1;
         return cx.drop_pkt(m, DropReason::TcpBadOff);
     }
-    // The header with its options, contiguous (the paper's third length check).
-    let (sport, dport, seq, ack, flags_ack, rst, syn, fin) = {
-        let Ok(h) = hdr(cx.access, &mut m, info.off, doff) else {
-            return cx.drop_pkt(m, DropReason::TcpBadOff);
-        };
-        let p = TcpPacket::new_unchecked(h);
-        (
-            p.src_port(),
-            p.dst_port(),
-            p.seq_number().0,
-            p.ack_number().0,
-            p.ack(),
-            p.rst(),
-            p.syn(),
-            p.fin(),
-        )
+    let tin = crate::tcp::layer::TcpIn {
+        src: IpAddr::V6(info.src),
+        dst: IpAddr::V6(info.dst),
+        off: info.off,
+        bcast: info.mcast,
     };
-    if sum6(&m, &info, IpProtocol::Tcp, plen) != 0xffff {
-        return cx.drop_pkt(m, DropReason::TcpBadSum);
+    match cx.tcp.take() {
+        Some(tw) => {
+            crate::tcp::layer::tcp_input(cx, tw, m, tin);
+            cx.tcp = Some(tw);
+        }
+        None => cx.drop_pkt(m, DropReason::TcpNoPort),
     }
-    // No connection and no listener: RFC 9293 §3.10.7.1, CLOSED. "An incoming
-    // segment containing a RST is discarded"; a reset is never sent to a multicast
-    // destination's sender either (RFC 1122 §4.2.3.10).
-    if rst || info.mcast {
-        return cx.drop_pkt(m, DropReason::TcpNoPort);
-    }
-    DropReason::TcpNoPort.count(cx.stats);
-    let seg_len = (plen - doff) as u32 + u32::from(syn) + u32::from(fin);
-    drop(m);
-    // "If the ACK bit is off, sequence number zero is used, <SEQ=0><ACK=SEG.SEQ+
-    // SEG.LEN><CTL=RST,ACK>; if the ACK bit is on, <SEQ=SEG.ACK><CTL=RST>".
-    let (rseq, rack, with_ack) = if flags_ack {
-        (ack, 0, false)
-    } else {
-        (0, seq.wrapping_add(seg_len), true)
-    };
-    let mut h = [0u8; TCP_HDR_LEN];
-    {
-        let mut p = TcpPacket::new_unchecked(&mut h[..]);
-        p.set_src_port(dport);
-        p.set_dst_port(sport);
-        p.set_seq_number(wire::TcpSeqNumber(rseq));
-        p.set_ack_number(wire::TcpSeqNumber(rack));
-        p.set_header_len(TCP_HDR_LEN as u8);
-        p.clear_flags();
-        p.set_rst(true);
-        p.set_ack(with_ack);
-        p.set_window_len(0);
-        p.set_urgent_at(0);
-        p.set_checksum(0);
-    }
-    let sum = !checksum::combine(&[
-        checksum::data(&h),
-        checksum::pseudo_header(
-            &IpAddr::V6(info.dst),
-            &IpAddr::V6(info.src),
-            IpProtocol::Tcp,
-            TCP_HDR_LEN as u32,
-        ),
-    ]);
-    h[16..18].copy_from_slice(&sum.to_be_bytes());
-    let Ok(m) = Mbuf::from_slice(&h) else {
-        return DropReason::Ip6OutDropped.count(cx.stats);
-    };
-    cx.stats.tcp.sndrst += 1;
-    crate::ip6::ip6_output(
-        cx,
-        m,
-        Ip6Out {
-            src: info.dst,
-            dst: info.src,
-            proto: IpProtocol::Tcp,
-            hlim: crate::ip6::DEFAULT_HLIM,
-            keep_unspec: false,
-            ifindex: None,
-        },
-    );
 }

@@ -121,7 +121,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         IpProtocol::Udp => crate::udp::udp_input(cx, ifp, m, info),
         IpProtocol::Tcp => match cx.tcp.take() {
             Some(tw) => {
-                crate::tcp::layer::tcp_input(cx, tw, m, info);
+                crate::tcp::layer::tcp_input(cx, tw, m, info.into());
                 cx.tcp = Some(tw);
             }
             None => cx.drop_pkt(m, DropReason::IpNoProto),

@@ -128,6 +128,47 @@ impl NetConfig {
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
         self.ifaces.iter().any(|i| i.has_addr(a))
     }
+
+    /// True if `a`, of either family, is one of the stack's addresses.
+    pub fn is_local_ip(&self, a: IpAddr) -> bool {
+        match a {
+            IpAddr::V4(a) => self.is_local(a),
+            IpAddr::V6(a) => self.ifaces.iter().any(|i| i.addr6(a).is_some()),
+        }
+    }
+}
+
+/// The IPv6 source for a connection to `dst`: source selection on the interface the
+/// route to `dst` leaves by (on-link prefixes, then the default router's interface).
+fn source_address6(cfg: &NetConfig, dst: std::net::Ipv6Addr) -> Option<std::net::Ipv6Addr> {
+    if cfg.ifaces.iter().any(|i| i.addr6(dst).is_some()) {
+        return Some(dst);
+    }
+    let on_link = cfg.ifaces.iter().find(|i| {
+        i.addrs6
+            .iter()
+            .any(|a| !crate::iface::is_link_local(a.addr.addr) && a.addr.contains(dst))
+    });
+    let by_router = || {
+        let gw = cfg
+            .default_gw6
+            .map(|g| g.1)
+            .or_else(|| cfg.nd6.routers.first().map(|r| r.ifindex))?;
+        cfg.ifaces.get(gw.get())
+    };
+    let by_prefix = || {
+        cfg.nd6
+            .prefixes
+            .iter()
+            .find(|p| p.prefix.contains(dst))
+            .and_then(|p| cfg.ifaces.get(p.ifindex.get()))
+    };
+    let first = || cfg.ifaces.iter().find(|i| i.inet6());
+    on_link
+        .or_else(by_prefix)
+        .or_else(by_router)
+        .or_else(first)
+        .and_then(|i| i.source6_for(dst))
 }
 
 /// The source address for a packet to `dst`: an address on the subnet that holds it,
@@ -572,7 +613,13 @@ impl Stack {
 
     /// Listens for TCP connections on `addr` (port 0: an ephemeral port) with room for
     /// `backlog` connections that are half open or not yet accepted.
-    pub fn tcp_listen(&self, addr: SocketAddrV4, backlog: usize) -> Result<TcpListener, BindError> {
+    /// IPv4 or IPv6; a listener on `[::]` takes IPv6 connections only (FreeBSD's
+    /// `v6only`), so a dual-stack server listens twice.
+    pub fn tcp_listen(
+        &self,
+        addr: impl Into<SocketAddr>,
+        backlog: usize,
+    ) -> Result<TcpListener, BindError> {
         let p = &self.shared.params.tcp;
         let b = TcpBuffers {
             send: p.sndbuf,
@@ -584,22 +631,25 @@ impl Stack {
     /// Like [`Stack::tcp_listen`], with the buffer sizes of the accepted connections.
     pub fn tcp_listen_with(
         &self,
-        addr: SocketAddrV4,
+        addr: impl Into<SocketAddr>,
         backlog: usize,
         buffers: TcpBuffers,
     ) -> Result<TcpListener, BindError> {
+        let addr: SocketAddr = addr.into();
         let b = buffers.clamped();
         let id = self.shared.next_sock_id.fetch_add(1, Ordering::Relaxed);
         let l = self.shared.update(|c| {
-            if !addr.ip().is_unspecified() && !c.is_local(*addr.ip()) {
-                return Err(BindError::AddrNotAvailable(IpAddr::V4(*addr.ip())));
+            if !addr.ip().is_unspecified() && !c.is_local_ip(addr.ip()) {
+                return Err(BindError::AddrNotAvailable(addr.ip()));
             }
+            // Per family, as for UDP.
             let in_use = |c: &NetConfig, p: u16| {
                 c.tcp_listen.get(&p).is_some_and(|v| {
                     v.iter().any(|l| {
-                        l.local.ip().is_unspecified()
-                            || addr.ip().is_unspecified()
-                            || l.local.ip() == addr.ip()
+                        l.local.is_ipv4() == addr.is_ipv4()
+                            && (l.local.ip().is_unspecified()
+                                || addr.ip().is_unspecified()
+                                || l.local.ip() == addr.ip())
                     })
                 })
             };
@@ -610,11 +660,11 @@ impl Stack {
                     .find(|p| !in_use(c, *p))
                     .ok_or(BindError::NoPorts)?;
             } else if in_use(c, port) {
-                return Err(BindError::AddrInUse(SocketAddr::V4(addr)));
+                return Err(BindError::AddrInUse(addr));
             }
             let l = Arc::new(ListenShared::new(
                 id,
-                SocketAddrV4::new(*addr.ip(), port),
+                SocketAddr::new(addr.ip(), port),
                 backlog,
                 (b.send, b.recv),
             ));
@@ -629,7 +679,7 @@ impl Stack {
     /// use [`Stack::tcp_connect_nonblocking`].
     pub fn tcp_connect(
         &self,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         timeout: Option<std::time::Duration>,
     ) -> io::Result<TcpStream> {
         let s = self.tcp_connect_nonblocking(remote)?;
@@ -638,9 +688,13 @@ impl Stack {
     }
 
     /// The source address for a connection to `remote`, or why there is none.
-    fn tcp_source(&self, remote: SocketAddrV4) -> io::Result<Ipv4Addr> {
+    fn tcp_source(&self, remote: SocketAddr) -> io::Result<IpAddr> {
         let cfg = self.shared.cfg.load();
-        source_address(&cfg, *remote.ip()).ok_or_else(|| {
+        let src = match remote.ip() {
+            IpAddr::V4(d) => source_address(&cfg, d).map(IpAddr::V4),
+            IpAddr::V6(d) => source_address6(&cfg, d).map(IpAddr::V6),
+        };
+        src.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NetworkUnreachable,
                 format!("no route to {}", remote.ip()),
@@ -650,12 +704,13 @@ impl Stack {
 
     /// Starts a TCP connection; the stream becomes writable and readable once
     /// [`TcpStream::is_connected`] (writes before that are queued).
-    pub fn tcp_connect_nonblocking(&self, remote: SocketAddrV4) -> io::Result<TcpStream> {
+    pub fn tcp_connect_nonblocking(&self, remote: impl Into<SocketAddr>) -> io::Result<TcpStream> {
+        let remote = remote.into();
         let src = self.tcp_source(remote)?;
         let port = 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384;
         crate::tcp::socket::connect(
             self.shared.clone(),
-            SocketAddrV4::new(src, port),
+            SocketAddr::new(src, port),
             remote,
             None,
         )
@@ -665,10 +720,11 @@ impl Stack {
     /// before `connect`), from `local_port` if given (else an ephemeral port).
     pub fn tcp_connect_with(
         &self,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         local_port: Option<u16>,
         buffers: TcpBuffers,
     ) -> io::Result<TcpStream> {
+        let remote = remote.into();
         let src = self.tcp_source(remote)?;
         let port = match local_port {
             Some(0) => {
@@ -682,7 +738,7 @@ impl Stack {
         };
         crate::tcp::socket::connect(
             self.shared.clone(),
-            SocketAddrV4::new(src, port),
+            SocketAddr::new(src, port),
             remote,
             Some(buffers),
         )
@@ -694,8 +750,9 @@ impl Stack {
     pub fn tcp_connect_from_nonblocking(
         &self,
         local_port: u16,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
     ) -> io::Result<TcpStream> {
+        let remote = remote.into();
         if local_port == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -705,7 +762,7 @@ impl Stack {
         let src = self.tcp_source(remote)?;
         crate::tcp::socket::connect(
             self.shared.clone(),
-            SocketAddrV4::new(src, local_port),
+            SocketAddr::new(src, local_port),
             remote,
             None,
         )

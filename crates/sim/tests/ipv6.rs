@@ -1190,3 +1190,81 @@ fn udp_over_ipv6_between_two_stacks_small_and_fragmented() {
         );
     }
 }
+
+#[test]
+fn tcp_over_ipv6_between_two_stacks_with_loss() {
+    use std::io::{Read, Write};
+    for workers in [1, 2] {
+        let mut s = Sim::new(31);
+        let hub = s.add_hub(WireConfig {
+            impair: dev::impair::Impairments {
+                loss: 0.02,
+                ..Default::default()
+            },
+            seed: 5,
+            ..WireConfig::default()
+        });
+        let a = s.add_host("a", workers);
+        let b = s.add_host("b", workers);
+        s.connect(a, hub, "198.18.0.1/24");
+        s.connect(b, hub, "198.18.0.2/24");
+        s.host(a)
+            .add_address6(IfIndex(0), "2001:2::1/64".parse().unwrap())
+            .unwrap();
+        s.host(b)
+            .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+            .unwrap();
+        // DAD probes may be lost too: that only makes DAD succeed.
+        s.run_for(Duration::from_millis(1500));
+        let l = s
+            .host(b)
+            .tcp_listen("[::]:7".parse::<std::net::SocketAddr>().unwrap(), 8)
+            .unwrap();
+        l.set_nonblocking(true).unwrap();
+        let to: std::net::SocketAddr = "[2001:2::2]:7".parse().unwrap();
+        let mut c = s.host(a).tcp_connect_nonblocking(to).unwrap();
+        c.set_nonblocking(true).unwrap();
+        let total = 1 << 20;
+        let data: Vec<u8> = (0..total).map(|i| (i * 31 + i / 977) as u8).collect();
+        let (mut sent, mut got) = (0usize, Vec::with_capacity(total));
+        let mut server: Option<net::TcpStream> = None;
+        let mut buf = vec![0u8; 65536];
+        let done = s.run_until(Duration::from_secs(300), |_| {
+            if server.is_none() {
+                if let Ok((srv, from)) = l.accept() {
+                    assert_eq!(from.ip(), "2001:2::1".parse::<std::net::IpAddr>().unwrap());
+                    srv.set_nonblocking(true).unwrap();
+                    server = Some(srv);
+                }
+            }
+            if c.is_connected() && sent < total {
+                if let Ok(n) = c.write(&data[sent..]) {
+                    sent += n;
+                }
+                if sent == total {
+                    c.shutdown(std::net::Shutdown::Write).unwrap();
+                }
+            }
+            if let Some(srv) = server.as_mut() {
+                loop {
+                    match srv.read(&mut buf) {
+                        Ok(0) => return true,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                        Err(_) => break,
+                    }
+                }
+            }
+            false
+        });
+        assert!(done, "workers={workers}: {} of {total} bytes", got.len());
+        assert!(got == data, "workers={workers}: the bytes differ");
+        assert_eq!(
+            c.local_addr().unwrap().ip(),
+            "2001:2::1".parse::<std::net::IpAddr>().unwrap()
+        );
+        let st = s.host(a).stats();
+        assert!(st.tcp.sndrexmitpack > 0, "2% loss made retransmissions");
+        // An IPv6 segment is 1440 bytes of data (1500 - 40 - 20), timestamps aside.
+        assert!(st.tcp.sndbyte / st.tcp.sndpack.max(1) <= 1440);
+    }
+}

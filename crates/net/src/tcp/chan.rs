@@ -9,7 +9,7 @@
 
 use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -297,8 +297,8 @@ pub(crate) mod err {
 /// Shared by a `TcpStream` and its connection on the home worker.
 #[derive(Debug)]
 pub(crate) struct StreamShared {
-    pub local: SocketAddrV4,
-    pub remote: SocketAddrV4,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
     pub home: usize,
     pub tx: ByteChan,
     pub rx: ByteChan,
@@ -330,8 +330,8 @@ impl StreamShared {
     }
 
     pub fn new(
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         home: usize,
         sndbuf: usize,
         rcvbuf: usize,
@@ -391,7 +391,7 @@ impl StreamShared {
 #[derive(Debug)]
 pub(crate) struct ListenShared {
     pub id: u64,
-    pub local: SocketAddrV4,
+    pub local: SocketAddr,
     /// Send and receive buffer sizes of the connections it accepts.
     pub buffers: (usize, usize),
     /// Established connections waiting for `accept`.
@@ -405,7 +405,7 @@ pub(crate) struct ListenShared {
 }
 
 impl ListenShared {
-    pub fn new(id: u64, local: SocketAddrV4, backlog: usize, buffers: (usize, usize)) -> Self {
+    pub fn new(id: u64, local: SocketAddr, backlog: usize, buffers: (usize, usize)) -> Self {
         let backlog = backlog.clamp(1, 65_536);
         ListenShared {
             id,

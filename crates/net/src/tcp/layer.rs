@@ -11,6 +11,7 @@ use super::tcb::{
     reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
 };
 use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
+use crate::ip6::Ip6Out;
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use crate::FxBuild;
@@ -18,7 +19,7 @@ use mbuf::Mbuf;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
-use std::net::{IpAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use wire::{IpProtocol, TcpPacket, TcpRepr};
@@ -27,7 +28,7 @@ use wire::{IpProtocol, TcpPacket, TcpRepr};
 #[derive(Debug)]
 pub(crate) enum TcpMsg {
     /// An IPv4 packet carrying a segment of a flow homed here.
-    Segment(Mbuf, IpInfo),
+    Segment(Mbuf, TcpIn),
     /// An application asks for a connection.
     Connect(Arc<StreamShared>),
     /// An application wrote, shut down or dropped its handle.
@@ -36,22 +37,81 @@ pub(crate) enum TcpMsg {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Tuple {
-    pub local: SocketAddrV4,
-    pub remote: SocketAddrV4,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+impl Tuple {
+    fn is_ipv6(&self) -> bool {
+        self.local.is_ipv6()
+    }
+}
+
+/// What TCP input needs from the network layer, either family.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TcpIn {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// Offset of the TCP header.
+    pub off: usize,
+    /// Sent to a broadcast or multicast address.
+    pub bcast: bool,
+}
+
+impl From<IpInfo> for TcpIn {
+    fn from(i: IpInfo) -> Self {
+        TcpIn {
+            src: IpAddr::V4(i.src),
+            dst: IpAddr::V4(i.dst),
+            off: i.hlen,
+            bcast: i.bcast,
+        }
+    }
+}
+
+/// The MSS of a connection: the configured one is IPv4's (20-byte header); IPv6's
+/// header is 20 bytes longer.
+fn family_cfg(t: &Tuple, cfg: TcpConfig) -> TcpConfig {
+    if t.is_ipv6() {
+        TcpConfig {
+            mss: cfg.mss.saturating_sub(20),
+            ..cfg
+        }
+    } else {
+        cfg
+    }
 }
 
 /// The home worker of a flow (symmetric: both directions agree).
-pub(crate) fn flow_home(a: SocketAddrV4, b: SocketAddrV4, nworkers: usize) -> usize {
+pub(crate) fn flow_home(a: SocketAddr, b: SocketAddr, nworkers: usize) -> usize {
     if nworkers <= 1 {
         return 0;
     }
-    let mut input = [0u8; 12];
-    input[0..4].copy_from_slice(&a.ip().octets());
-    input[4..8].copy_from_slice(&b.ip().octets());
-    input[8..10].copy_from_slice(&a.port().to_be_bytes());
-    input[10..12].copy_from_slice(&b.port().to_be_bytes());
+    // The same Toeplitz input as the device's RSS hash of the frame (dev::rss).
+    let mut input = [0u8; 36];
+    let n = match (a.ip(), b.ip()) {
+        (IpAddr::V4(x), IpAddr::V4(y)) => {
+            input[0..4].copy_from_slice(&x.octets());
+            input[4..8].copy_from_slice(&y.octets());
+            input[8..10].copy_from_slice(&a.port().to_be_bytes());
+            input[10..12].copy_from_slice(&b.port().to_be_bytes());
+            12
+        }
+        (x, y) => {
+            let o = |ip: IpAddr| match ip {
+                IpAddr::V6(v) => v.octets(),
+                IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+            };
+            input[0..16].copy_from_slice(&o(x));
+            input[16..32].copy_from_slice(&o(y));
+            input[32..34].copy_from_slice(&a.port().to_be_bytes());
+            input[34..36].copy_from_slice(&b.port().to_be_bytes());
+            36
+        }
+    };
+    let input = &input[..n];
     dev::rss::queue_of(
-        dev::rss::toeplitz(&dev::rss::SYMMETRIC_KEY, &input),
+        dev::rss::toeplitz(&dev::rss::SYMMETRIC_KEY, input),
         nworkers,
     )
 }
@@ -264,19 +324,19 @@ fn cookie_check(secret: u64, t: &Tuple, cookie: u32, now: dev::Instant) -> Optio
 }
 
 /// `tcp_input` from `ip_input`: validates, then processes here or hands to the home.
-pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: IpInfo) {
-    let len = m.len().saturating_sub(info.hlen);
+pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
+    let len = m.len().saturating_sub(info.off);
     if len < 20 {
         return cx.drop_pkt(m, DropReason::TcpShort);
     }
     let mut ports = [0u8; 4];
-    if m.copydata(info.hlen, &mut ports).is_err() {
+    if m.copydata(info.off, &mut ports).is_err() {
         return cx.drop_pkt(m, DropReason::TcpShort);
     }
     let sport = u16::from_be_bytes([ports[0], ports[1]]);
     let dport = u16::from_be_bytes([ports[2], ports[3]]);
-    let local = SocketAddrV4::new(info.dst, dport);
-    let remote = SocketAddrV4::new(info.src, sport);
+    let local = SocketAddr::new(info.dst, dport);
+    let remote = SocketAddr::new(info.src, sport);
     // The device's RSS hash is the flow's hash when it has one (the symmetric key
     // makes both directions agree); otherwise compute it.
     let home = if m.hdr.rss_hash != 0 && cx.nworkers > 1 {
@@ -293,8 +353,8 @@ pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: IpIn
 }
 
 /// Processes a segment of a flow homed on this worker.
-pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: IpInfo) {
-    let len = m.len() - info.hlen;
+pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
+    let len = m.len() - info.off;
     if len > tw.scratch.len() {
         return cx.drop_pkt(m, DropReason::TcpShort);
     }
@@ -302,15 +362,15 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     // Parse in place when the packet is one segment (what devices deliver); gather
     // into the worker's scratch buffer only when it is a chain.
     let bytes: &[u8] = if m.nsegs() == 1 {
-        &m.first()[info.hlen..info.hlen + len]
+        &m.first()[info.off..info.off + len]
     } else {
-        if m.copydata(info.hlen, &mut scratch[..len]).is_err() {
+        if m.copydata(info.off, &mut scratch[..len]).is_err() {
             tw.scratch = scratch;
             return cx.drop_pkt(m, DropReason::TcpShort);
         }
         &scratch[..len]
     };
-    let (src, dst) = (IpAddr::V4(info.src), IpAddr::V4(info.dst));
+    let (src, dst) = (info.src, info.dst);
     let parsed = match TcpPacket::new_checked(bytes) {
         Err(_) => Err(DropReason::TcpBadOff),
         Ok(p) => {
@@ -331,8 +391,8 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     };
     let seg = SegIn::from_repr(&repr);
     let tuple = Tuple {
-        local: SocketAddrV4::new(info.dst, repr.dst_port),
-        remote: SocketAddrV4::new(info.src, repr.src_port),
+        local: SocketAddr::new(info.dst, repr.dst_port),
+        remote: SocketAddr::new(info.src, repr.src_port),
     };
     if info.bcast {
         tw.scratch = scratch;
@@ -357,9 +417,15 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     }
     // No connection: a listener's SYN, the ACK of a SYN cookie, or a reset.
     let listener = cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {
+        // A listener of the segment's family: on this address, else on the
+        // unspecified one (an IPv6 listener takes IPv6 only).
         v.iter()
-            .find(|l| *l.local.ip() == info.dst)
-            .or_else(|| v.iter().find(|l| l.local.ip().is_unspecified()))
+            .find(|l| l.local.ip() == info.dst)
+            .or_else(|| {
+                v.iter().find(|l| {
+                    l.local.ip().is_unspecified() && l.local.is_ipv4() == info.dst.is_ipv4()
+                })
+            })
             .cloned()
     });
     let listener = listener.filter(|l| !l.closed.load(Ordering::Acquire));
@@ -375,15 +441,19 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 let rst = reset_for(&seg);
                 tw.scratch = scratch;
                 if let Some(r) = rst {
+                    cx.stats.tcp.sndrst += 1;
                     send_segment(cx, &tuple, &r, (&[], &[]));
                 }
                 return;
             }
-            let cfg = TcpConfig {
-                sndbuf: l.buffers.0,
-                rcvbuf: l.buffers.1,
-                ..cx.tcp_cfg
-            };
+            let cfg = family_cfg(
+                &tuple,
+                TcpConfig {
+                    sndbuf: l.buffers.0,
+                    rcvbuf: l.buffers.1,
+                    ..cx.tcp_cfg
+                },
+            );
             let opts = seg.ts.map(|(tsval, tsecr)| CookieOpts {
                 wscale: Some((tsecr & 0xf) as u8).filter(|w| *w != 0xf),
                 sack: tsecr & 0x10 != 0,
@@ -415,6 +485,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     let Some(l) = listener.filter(|_| is_syn) else {
         DropReason::TcpNoPort.count(cx.stats);
         if let Some(r) = reset_for(&seg) {
+            cx.stats.tcp.sndrst += 1;
             send_segment(cx, &tuple, &r, (&[], &[]));
         }
         tw.scratch = scratch;
@@ -424,11 +495,14 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
         cx.stats.tcp.syncookiessent += 1;
         let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
-        let cfg = TcpConfig {
-            sndbuf: l.buffers.0,
-            rcvbuf: l.buffers.1,
-            ..cx.tcp_cfg
-        };
+        let cfg = family_cfg(
+            &tuple,
+            TcpConfig {
+                sndbuf: l.buffers.0,
+                rcvbuf: l.buffers.1,
+                ..cx.tcp_cfg
+            },
+        );
         let mut synack = SegOut {
             seq: cookie,
             ack: seg.seq.wrapping_add(1),
@@ -458,11 +532,14 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
-    let cfg = TcpConfig {
-        sndbuf: l.buffers.0,
-        rcvbuf: l.buffers.1,
-        ..cx.tcp_cfg
-    };
+    let cfg = family_cfg(
+        &tuple,
+        TcpConfig {
+            sndbuf: l.buffers.0,
+            rcvbuf: l.buffers.1,
+            ..cx.tcp_cfg
+        },
+    );
     let Some(mut tcb) = Tcb::accept(cfg, iss, &seg) else {
         tw.scratch = scratch;
         return;
@@ -496,11 +573,14 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 return;
             }
             let iss = isn(cx.isn_secret, &tuple, cx.now);
-            let cfg = TcpConfig {
-                sndbuf: s.tx.cap(),
-                rcvbuf: s.rx.cap(),
-                ..cx.tcp_cfg
-            };
+            let cfg = family_cfg(
+                &tuple,
+                TcpConfig {
+                    sndbuf: s.tx.cap(),
+                    rcvbuf: s.rx.cap(),
+                    ..cx.tcp_cfg
+                },
+            );
             let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             let i = tw.insert(Conn {
@@ -706,12 +786,7 @@ fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8]
     let mut hdr = [0u8; 60];
     {
         let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
-        repr.emit(
-            &mut p,
-            &IpAddr::V4(*t.local.ip()),
-            &IpAddr::V4(*t.remote.ip()),
-            false,
-        );
+        repr.emit(&mut p, &t.local.ip(), &t.remote.ip(), false);
     }
     let Ok(mut m) = Mbuf::new() else {
         return DropReason::IpOutDropped.count(cx.stats);
@@ -725,20 +800,33 @@ fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8]
     let total = hlen + payload.0.len() + payload.1.len();
     let sum = add(
         crate::icmp::mbuf_sum(&m, 0, total),
-        wire::checksum::pseudo_header(
-            &IpAddr::V4(*t.local.ip()),
-            &IpAddr::V4(*t.remote.ip()),
-            IpProtocol::Tcp,
-            total as u32,
-        ),
+        wire::checksum::pseudo_header(&t.local.ip(), &t.remote.ip(), IpProtocol::Tcp, total as u32),
     );
     m.first_mut()[16..18].copy_from_slice(&(!sum).to_be_bytes());
+    let (src, dst) = match (t.local.ip(), t.remote.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            return crate::ip6::ip6_output(
+                cx,
+                m,
+                Ip6Out {
+                    src,
+                    dst,
+                    proto: IpProtocol::Tcp,
+                    hlim: crate::ip6::DEFAULT_HLIM,
+                    keep_unspec: false,
+                    ifindex: None,
+                },
+            );
+        }
+        _ => return DropReason::IpOutDropped.count(cx.stats),
+    };
     ip::ip_output(
         cx,
         m,
         IpOut {
-            src: *t.local.ip(),
-            dst: *t.remote.ip(),
+            src,
+            dst,
             proto: IpProtocol::Tcp,
             ttl: DEFAULT_TTL,
             // Segments are sized by the MSS; Don't Fragment waits for path MTU
@@ -772,11 +860,39 @@ mod tests {
             f[36..38].copy_from_slice(&dp.to_be_bytes());
             f
         };
-        let a = SocketAddrV4::new([198, 18, 0, 1].into(), 40_000);
+        let a = SocketAddr::new([198, 18, 0, 1].into(), 40_000);
         for port in [7u16, 80, 5001, 65_000] {
-            let b = SocketAddrV4::new([198, 18, 0, 2].into(), port);
+            let b = SocketAddr::new([198, 18, 0, 2].into(), port);
             let to_b = dev::rss::frame_hash(&frame([198, 18, 0, 1], [198, 18, 0, 2], 40_000, port));
             let to_a = dev::rss::frame_hash(&frame([198, 18, 0, 2], [198, 18, 0, 1], port, 40_000));
+            assert_eq!(to_a, to_b);
+            for n in 2..9 {
+                assert_eq!(flow_home(b, a, n), dev::rss::queue_of(to_b, n));
+                assert_eq!(flow_home(a, b, n), dev::rss::queue_of(to_a, n));
+            }
+        }
+    }
+
+    #[test]
+    fn flow_home_agrees_with_the_rss_hash_of_ipv6_frames() {
+        let frame = |src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, sp: u16, dp: u16| {
+            let mut f = vec![0u8; 14 + 40 + 20];
+            f[12..14].copy_from_slice(&[0x86, 0xdd]);
+            f[14] = 0x60;
+            f[14 + 6] = 6;
+            f[22..38].copy_from_slice(&src.octets());
+            f[38..54].copy_from_slice(&dst.octets());
+            f[54..56].copy_from_slice(&sp.to_be_bytes());
+            f[56..58].copy_from_slice(&dp.to_be_bytes());
+            f
+        };
+        let (x, y): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+            ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap());
+        let a = SocketAddr::new(x.into(), 40_000);
+        for port in [7u16, 80, 5001, 65_000] {
+            let b = SocketAddr::new(y.into(), port);
+            let to_b = dev::rss::frame_hash(&frame(x, y, 40_000, port));
+            let to_a = dev::rss::frame_hash(&frame(y, x, port, 40_000));
             assert_eq!(to_a, to_b);
             for n in 2..9 {
                 assert_eq!(flow_home(b, a, n), dev::rss::queue_of(to_b, n));

@@ -7,7 +7,7 @@ use super::layer::TcpMsg;
 use crate::park::Interest;
 use crate::stack::Shared;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,7 +42,7 @@ impl TcpListener {
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(self.l.local))
+        Ok(self.l.local)
     }
 
     /// Takes the next established connection, blocking unless non-blocking.
@@ -63,10 +63,7 @@ impl TcpListener {
     pub(crate) fn accept_now(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let s = self.l.accept_q.pop().ok_or(io::ErrorKind::WouldBlock)?;
         let remote = s.remote;
-        Ok((
-            TcpStream::new(self.stack.clone(), s),
-            SocketAddr::V4(remote),
-        ))
+        Ok((TcpStream::new(self.stack.clone(), s), remote))
     }
 
     /// Registers the accepting task (re-check after it).
@@ -182,11 +179,11 @@ impl TcpStream {
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(self.s.local))
+        Ok(self.s.local)
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(self.s.remote))
+        Ok(self.s.remote)
     }
 
     /// True once the handshake completed (it may have closed since).
@@ -427,8 +424,8 @@ impl Drop for TcpStream {
 /// Creates the shared state of an outgoing connection and asks its home worker to open it.
 pub(crate) fn connect(
     stack: Arc<Shared>,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     buffers: Option<TcpBuffers>,
 ) -> io::Result<TcpStream> {
     let home = super::layer::flow_home(local, remote, stack.wake.len());
