@@ -156,11 +156,11 @@ check_silent("multicast_source", eth() / IPv6(src="ff02::1", dst=node6) / echo6(
 check_silent("icmp6_bad_checksum", eth() / ip6() / ICMPv6EchoRequest(id=7, seq=1, cksum=0x1234))
 check_silent("udp6_bad_checksum", eth() / ip6() / UDP(sport=4000, dport=9999, chksum=0x1234) / Raw(b"hello"))
 check_silent("udp6_zero_checksum", eth() / ip6() / UDP(sport=4000, dport=9999, chksum=0) / Raw(b"hello"))
-check_silent("tcp6_bad_checksum", eth() / ip6() / TCP(sport=4000, dport=80, flags="S", chksum=0x1234))
+check_silent("tcp6_bad_checksum", eth() / ip6() / TCP(sport=4000, dport=81, flags="S", chksum=0x1234))
 # The right checksum: port unreachable, and a reset.
 got = exchange(eth() / ip6() / UDP(sport=4000, dport=9999) / Raw(b"hello"))
 case("udp6_closed_port_unreachable", any(p.haslayer(ICMPv6DestUnreach) and p[ICMPv6DestUnreach].code == 4 for p in got), str([p.summary() for p in got]))
-got = exchange(eth() / ip6() / TCP(sport=4000, dport=80, flags="S", seq=1000))
+got = exchange(eth() / ip6() / TCP(sport=4000, dport=81, flags="S", seq=1000))
 rst = [p[TCP] for p in got if p.haslayer(TCP)]
 case("tcp6_closed_port_reset", len(rst) == 1 and rst[0].flags.R and rst[0].ack == 1001, str([p.summary() for p in got]))
 
