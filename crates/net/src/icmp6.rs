@@ -97,7 +97,12 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
         Icmpv6Repr::EchoRequest { .. } => drop(m),
         Icmpv6Repr::EchoReply { .. } => cx.stats.icmp6.inechoreply += 1,
         Icmpv6Repr::DstUnreachable { .. } => cx.stats.icmp6.indstunreach += 1,
-        Icmpv6Repr::PktTooBig { .. } => cx.stats.icmp6.inpkttoobig += 1,
+        Icmpv6Repr::PktTooBig { mtu, data } => {
+            cx.stats.icmp6.inpkttoobig += 1;
+            let data = data.to_vec();
+            drop(m);
+            crate::nd6::pmtu6_input(cx, mtu, &data);
+        }
         Icmpv6Repr::TimeExceeded { .. } => cx.stats.icmp6.intimxceed += 1,
         Icmpv6Repr::ParamProblem { .. } => cx.stats.icmp6.inparamprob += 1,
         Icmpv6Repr::Mld(wire::MldRepr::Query { mcast_addr, .. }) => {

@@ -431,8 +431,14 @@ pub(crate) fn ip6_send(
         // To ourselves: the loopback queue carries IPv4 only so far; drop, counted.
         return cx.drop_pkt(m, DropReason::Ip6OutDropped);
     }
-    if m.len() > ifp.mtu {
-        return ip6_fragment(cx, ifp, m, dst, nexthop);
+    // The link's MTU, or a smaller one a Packet Too Big taught for this path.
+    let mtu = cx
+        .cfg
+        .nd6
+        .path_mtu(dst, cx.now)
+        .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
+    if m.len() > mtu {
+        return ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
     }
     ip6_link_output(cx, ifp, m, dst, nexthop);
 }
@@ -449,9 +455,16 @@ fn ip6_link_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, dst: Ipv6Addr, ne
 /// routing header beyond a small MLD report); each fragment carries as many 8-byte
 /// units as fit in the MTU, and shares the original's payload buffers (no copy).
 /// The identification is unpredictable (RFC 7739): a keyed mix of a per-worker count.
-fn ip6_fragment(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, dst: Ipv6Addr, nexthop: Ipv6Addr) {
+fn ip6_fragment(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    mut m: Mbuf,
+    dst: Ipv6Addr,
+    nexthop: Ipv6Addr,
+    mtu: usize,
+) {
     let mut hdr = [0u8; IP6_HDR_LEN];
-    if m.copydata(0, &mut hdr).is_err() || ifp.mtu < 1280 {
+    if m.copydata(0, &mut hdr).is_err() || mtu < 1280 {
         cx.stats.ip6.cantfrag += 1;
         return cx.drop_pkt(m, DropReason::Ip6TooLong);
     }
@@ -464,7 +477,7 @@ fn ip6_fragment(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, dst: Ipv6Addr, n
         return cx.drop_pkt(m, DropReason::Ip6OutDropped);
     };
     drop(m);
-    let per = (ifp.mtu - IP6_HDR_LEN - 8) / 8 * 8;
+    let per = (mtu - IP6_HDR_LEN - 8) / 8 * 8;
     let count = (u64::from(cx.next_ip_id()) << 16) | u64::from(cx.next_ip_id());
     let id = splitmix64(cx.isn_secret ^ count ^ u64::from(cx.worker as u32) << 48) as u32;
     let total = rest.len();

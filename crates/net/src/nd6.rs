@@ -363,6 +363,77 @@ pub struct NdState {
     /// MLD state per interface and group: (interface, group, reports sent, next
     /// due; nanoseconds). Bounded by the interfaces' addresses.
     pub(crate) mld: Vec<(IfIndex, Ipv6Addr, u8, u64)>,
+    /// Path MTUs learnt from Packet Too Big (RFC 8201): destination, MTU, expiry.
+    pub pmtu: Vec<(Ipv6Addr, u32, Instant)>,
+}
+
+/// Bound of the path MTU list; RFC 8201 §5.3's aging: an estimate is forgotten after
+/// ten minutes, so that a path that grew is found again.
+pub const MAX_PMTU: usize = 64;
+const PMTU_LIFETIME: Duration = Duration::from_secs(600);
+/// RFC 8200 §5: every IPv6 link carries 1280 bytes.
+pub const MIN_MTU6: u32 = 1280;
+
+impl NdState {
+    /// The path MTU towards `dst` if a Packet Too Big taught one that has not aged.
+    pub fn path_mtu(&self, dst: Ipv6Addr, now: Instant) -> Option<u32> {
+        self.pmtu
+            .iter()
+            .find(|p| p.0 == dst && p.2 > now)
+            .map(|p| p.1)
+    }
+}
+
+/// `icmp6_mtudisc_update`: a Packet Too Big (RFC 4443 §3.2) quoting `quoted`, the
+/// start of a packet we sent. RFC 8201: the path MTU towards its destination is
+/// lowered (never below 1280, §4), and a TCP connection it quotes shrinks its
+/// segments. The quoted packet must be ours (its source one of our addresses).
+pub(crate) fn pmtu6_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
+    if quoted.len() < 40 || quoted[0] >> 4 != 6 {
+        return DropReason::Icmp6BadLen.count(cx.stats);
+    }
+    let o = |at: usize| {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&quoted[at..at + 16]);
+        Ipv6Addr::from(b)
+    };
+    let (src, dst) = (o(8), o(24));
+    if !cx.cfg.ifaces.iter().any(|i| i.addr6(src).is_some()) || dst.is_multicast() {
+        cx.stats.icmp6.badpkttoobig += 1;
+        return;
+    }
+    let mtu = mtu.max(MIN_MTU6);
+    let link = cx
+        .cfg
+        .ifaces
+        .iter()
+        .find(|i| i.addr6(src).is_some())
+        .map_or(1500, |i| i.mtu as u32);
+    let known = cx.cfg.nd6.path_mtu(dst, cx.now).unwrap_or(link);
+    if mtu >= known {
+        return;
+    }
+    let expires = cx.now + PMTU_LIFETIME;
+    cx.shared.update(|c| {
+        upsert(
+            &mut c.nd6.pmtu,
+            (dst, mtu, expires),
+            |p| p.0 == dst,
+            |p| p.2,
+            MAX_PMTU,
+        )
+    });
+    // TCP (our packets carry no extension header before it): the connection's MSS
+    // is the path MTU less the IPv6 and TCP headers.
+    if quoted[6] == u8::from(IpProtocol::Tcp) && quoted.len() >= 44 {
+        let sport = u16::from_be_bytes([quoted[40], quoted[41]]);
+        let dport = u16::from_be_bytes([quoted[42], quoted[43]]);
+        let tuple = crate::tcp::layer::Tuple {
+            local: std::net::SocketAddr::new(src.into(), sport),
+            remote: std::net::SocketAddr::new(dst.into(), dport),
+        };
+        crate::tcp::layer::tcp_path_mtu(cx, tuple, mtu - 60);
+    }
 }
 
 /// Bounds of the lists in [`NdState`].

@@ -114,7 +114,7 @@ counter_group!(
         inrouteradvert, inneighborsolicit, inneighboradvert, inredirect, inmld, inother,
         outecho, outechoreply, outdstunreach, outpkttoobig, outtimxceed, outparamprob,
         outroutersolicit, outneighborsolicit, outneighboradvert, outmldreport,
-        badns, badna, badrs, badra, badredirect, noerror,
+        badns, badna, badrs, badra, badredirect, noerror, badpkttoobig,
     }
 );
 
@@ -146,7 +146,7 @@ counter_group!(
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
         rexmitlost, listennosyn, timerentries, rcvacktooold,
-        connaddrinuse, conntablefull,
+        connaddrinuse, conntablefull, mturesent,
     }
 );
 

@@ -1268,3 +1268,128 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
         assert!(st.tcp.sndbyte / st.tcp.sndpack.max(1) <= 1440);
     }
 }
+
+#[test]
+fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
+    use std::io::{Read, Write};
+    let mut s = Sim::new(41);
+    // 1 ms each way, so that the transfer spans time and a Packet Too Big lands
+    // while it runs.
+    let hub = s.add_hub(WireConfig {
+        impair: dev::impair::Impairments {
+            delay: Duration::from_millis(1),
+            ..Default::default()
+        },
+        ..WireConfig::default()
+    });
+    let a = s.add_host("a", 1);
+    let b = s.add_host("b", 1);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    let mut raw = s.attach_raw(hub);
+    s.host(a)
+        .add_address6(IfIndex(0), "2001:2::1/64".parse().unwrap())
+        .unwrap();
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(1500));
+    let am = s.host(a).interfaces()[0].mac;
+    let l = s
+        .host(b)
+        .tcp_listen("[::]:9".parse::<std::net::SocketAddr>().unwrap(), 8)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let mut c = s
+        .host(a)
+        .tcp_connect_nonblocking("[2001:2::2]:9".parse::<std::net::SocketAddr>().unwrap())
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    let total = 2_000_000;
+    let data: Vec<u8> = (0..total).map(|i| (i * 7 + i / 1001) as u8).collect();
+    let (mut sent, mut got) = (0usize, Vec::new());
+    let mut server: Option<net::TcpStream> = None;
+    let mut buf = vec![0u8; 65536];
+    let mut ptb_sent = false;
+    let mut ptb_at = dev::Instant::ZERO;
+    let mut big_after = 0usize;
+    let mut seen_after = 0usize;
+    let done = s.run_until(Duration::from_secs(120), |s| {
+        if server.is_none() {
+            if let Ok((srv, _)) = l.accept() {
+                srv.set_nonblocking(true).unwrap();
+                server = Some(srv);
+            }
+        }
+        if c.is_connected() && sent < total {
+            if let Ok(n) = c.write(&data[sent..]) {
+                sent += n;
+            }
+            if sent == total {
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+            }
+        }
+        if let Some(srv) = server.as_mut() {
+            loop {
+                match srv.read(&mut buf) {
+                    Ok(0) => return true,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(_) => break,
+                }
+            }
+        }
+        // Watch a's data segments; once 50 KB are through, a router says 1280.
+        let mut frames = Vec::new();
+        raw.rx_burst(s.now(), &mut frames, 4096);
+        for f in frames {
+            let v = f.to_vec();
+            if v.len() < 14 + 40 || v[12..14] != [0x86, 0xdd] || v[6..12] != am.0 || v[14 + 6] != 6
+            {
+                continue;
+            }
+            let ip_len = 40 + usize::from(u16::from_be_bytes([v[18], v[19]]));
+            // Counted from a round trip after the Packet Too Big (it takes 1 ms to
+            // reach a; frames a sent before that arrive up to 1 ms later).
+            if ptb_sent && s.now() >= ptb_at + Duration::from_millis(2) {
+                seen_after += 1;
+                if ip_len > 1280 {
+                    big_after += 1;
+                }
+            } else if !ptb_sent && got.len() > 50_000 && ip_len > 1280 {
+                ptb_sent = true;
+                ptb_at = s.now();
+                let quoted = &v[14..14 + ip_len.min(1232)];
+                let ptb = frame(
+                    am,
+                    a6("2001:2::fe"),
+                    a6("2001:2::1"),
+                    64,
+                    IpProtocol::Icmpv6,
+                    &[],
+                    &Icmpv6Repr::PktTooBig {
+                        mtu: 1280,
+                        data: quoted,
+                    },
+                );
+                let now = s.now();
+                raw.tx_burst(now, &mut vec![ptb]);
+            }
+        }
+        false
+    });
+    assert!(done && got == data, "{} of {total} bytes", got.len());
+    assert!(ptb_sent);
+    let st = s.host(a).stats();
+    assert_eq!((st.icmp6.inpkttoobig, st.tcp.mturesent), (1, 1));
+    assert!(seen_after > 100, "{seen_after}");
+    assert_eq!(
+        big_after, 0,
+        "{big_after} of {seen_after} segments still over 1280 bytes"
+    );
+    let cfg = s.host(a).config();
+    assert_eq!(cfg.nd6.pmtu.len(), 1);
+    assert_eq!(
+        (cfg.nd6.pmtu[0].0, cfg.nd6.pmtu[0].1),
+        (a6("2001:2::2"), 1280)
+    );
+}

@@ -29,6 +29,8 @@ use wire::{IpProtocol, TcpPacket, TcpRepr};
 pub(crate) enum TcpMsg {
     /// An IPv4 packet carrying a segment of a flow homed here.
     Segment(Mbuf, TcpIn),
+    /// A Packet Too Big for this connection: its segments shrink to this MSS.
+    PathMtu(Tuple, u32),
     /// An application asks for a connection.
     Connect(Arc<StreamShared>),
     /// An application wrote, shut down or dropped its handle.
@@ -555,6 +557,16 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
 pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
+        TcpMsg::PathMtu(tuple, mss) => {
+            if let Some(&i) = tw.conns.get(&tuple) {
+                let changed = tw.slab[i]
+                    .as_mut()
+                    .is_some_and(|c| c.tcb.path_mtu(mss, &mut cx.stats.tcp));
+                if changed {
+                    service(cx, tw, i);
+                }
+            }
+        }
         TcpMsg::Connect(s) => {
             let tuple = Tuple {
                 local: s.local,
@@ -899,5 +911,18 @@ mod tests {
                 assert_eq!(flow_home(a, b, n), dev::rss::queue_of(to_a, n));
             }
         }
+    }
+}
+
+/// A Packet Too Big quoting a segment of ours on `tuple`: the connection, on its home
+/// worker, shrinks its segments to `mss`.
+pub(crate) fn tcp_path_mtu(cx: &mut Cx<'_>, tuple: Tuple, mss: u32) {
+    let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
+    if home != cx.worker {
+        return cx.handoff_tcp(home, TcpMsg::PathMtu(tuple, mss));
+    }
+    if let Some(tw) = cx.tcp.take() {
+        tcp_msg(cx, tw, TcpMsg::PathMtu(tuple, mss));
+        cx.tcp = Some(tw);
     }
 }

@@ -613,6 +613,27 @@ impl Tcb {
         self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
     }
 
+    /// RFC 8201 §5.4 (RFC 1191 §6.4 for IPv4): the path cannot carry segments of the
+    /// current size; from now on they are at most `mss` bytes (options included),
+    /// and what is in flight goes again at once, resized — it was dropped for its
+    /// size, not for congestion, so the congestion window stays. Returns whether
+    /// anything changed (a larger or stale `mss` is ignored).
+    pub fn path_mtu(&mut self, mss: u32, st: &mut TcpStat) -> bool {
+        // Below 536 bytes lies IPv4's minimum datagram; an MSS of less is a forgery
+        // or a broken path, not something to shrink to (Linux's tcp_min_snd_mss: 48).
+        let mss = mss.max(536);
+        if mss >= self.snd_mss || !self.state.synchronized() {
+            return false;
+        }
+        self.snd_mss = mss;
+        st.mturesent += 1;
+        self.rexmits.clear();
+        self.timed = None;
+        self.sack_next = self.snd_una;
+        self.snd_nxt = self.snd_una;
+        true
+    }
+
     /// Sets the offset of our timestamp clock (before the first segment goes out);
     /// by default it derives from the ISS.
     pub fn set_ts_offset(&mut self, offset: u32) {
