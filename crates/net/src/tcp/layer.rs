@@ -848,6 +848,19 @@ fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8]
     );
 }
 
+/// A Packet Too Big quoting a segment of ours on `tuple`: the connection, on its home
+/// worker, shrinks its segments to `mss`.
+pub(crate) fn tcp_path_mtu(cx: &mut Cx<'_>, tuple: Tuple, mss: u32) {
+    let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
+    if home != cx.worker {
+        return cx.handoff_tcp(home, TcpMsg::PathMtu(tuple, mss));
+    }
+    if let Some(tw) = cx.tcp.take() {
+        tcp_msg(cx, tw, TcpMsg::PathMtu(tuple, mss));
+        cx.tcp = Some(tw);
+    }
+}
+
 fn add(a: u16, b: u16) -> u16 {
     let s = a as u32 + b as u32;
     ((s & 0xffff) + (s >> 16)) as u16
@@ -911,18 +924,5 @@ mod tests {
                 assert_eq!(flow_home(a, b, n), dev::rss::queue_of(to_a, n));
             }
         }
-    }
-}
-
-/// A Packet Too Big quoting a segment of ours on `tuple`: the connection, on its home
-/// worker, shrinks its segments to `mss`.
-pub(crate) fn tcp_path_mtu(cx: &mut Cx<'_>, tuple: Tuple, mss: u32) {
-    let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
-    if home != cx.worker {
-        return cx.handoff_tcp(home, TcpMsg::PathMtu(tuple, mss));
-    }
-    if let Some(tw) = cx.tcp.take() {
-        tcp_msg(cx, tw, TcpMsg::PathMtu(tuple, mss));
-        cx.tcp = Some(tw);
     }
 }
