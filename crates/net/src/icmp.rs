@@ -112,7 +112,23 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
                 cx.wake_socket(s);
             }
         }
-        Icmpv4Message::DstUnreachable => cx.stats.icmp.inunreach += 1,
+        Icmpv4Message::DstUnreachable => {
+            cx.stats.icmp.inunreach += 1;
+            // Code 4, fragmentation needed and DF set (RFC 1191): the next-hop MTU in
+            // bytes 6-8, then the quoted header.
+            let code = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN)
+                .map(|h| (h[1], u16::from_be_bytes([h[6], h[7]])));
+            if let Ok((4, mtu)) = code {
+                let n = (icmplen - ICMP_HDR_LEN).min(28);
+                let mut quoted = [0u8; 28];
+                if m.copydata(info.hlen + ICMP_HDR_LEN, &mut quoted[..n])
+                    .is_ok()
+                {
+                    drop(m);
+                    pmtu4_input(cx, u32::from(mtu), &quoted[..n]);
+                }
+            }
+        }
         Icmpv4Message::TimeExceeded => cx.stats.icmp.intimxceed += 1,
         _ => cx.drop_pkt(m, DropReason::IcmpOther),
     }
@@ -224,4 +240,68 @@ pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
             df: false,
         },
     );
+}
+
+/// Bound of the IPv4 path MTU list, and how long an estimate holds (RFC 1191 §6.3:
+/// "a PMTU value ... should be aged out", 10 minutes as for IPv6).
+const MAX_PMTU4: usize = 64;
+const PMTU4_LIFETIME: dev::Duration = dev::Duration::from_secs(600);
+/// The smallest path MTU believed: Linux's `min_pmtu` (552), so that forged
+/// messages cannot shrink a path to a crawl.
+const MIN_PMTU4: u32 = 552;
+/// RFC 1191 §7's plateau table, for a router that does not give the next-hop MTU.
+const PLATEAUS: [u32; 8] = [32000, 17914, 8166, 4352, 2002, 1492, 1006, 508];
+
+/// `icmp_mtudisc`: a "fragmentation needed" quoting `quoted` (our IPv4 header and
+/// the first 8 bytes after it). The path MTU towards its destination is lowered, and
+/// a TCP connection it quotes shrinks its segments (RFC 1191 §6).
+fn pmtu4_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
+    if quoted.len() < 20 || quoted[0] >> 4 != 4 {
+        return DropReason::IcmpBadLen.count(cx.stats);
+    }
+    let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
+    let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
+    if !cx.cfg.is_local(src) {
+        return;
+    }
+    let total = u32::from(u16::from_be_bytes([quoted[2], quoted[3]]));
+    let mtu = if mtu == 0 {
+        PLATEAUS
+            .iter()
+            .copied()
+            .find(|&p| p < total)
+            .unwrap_or(MIN_PMTU4)
+    } else {
+        mtu
+    }
+    .max(MIN_PMTU4);
+    let link = cx
+        .cfg
+        .ifaces
+        .iter()
+        .find(|i| i.has_addr(src))
+        .map_or(1500, |i| i.mtu as u32);
+    if mtu >= cx.cfg.path_mtu4(dst, cx.now).unwrap_or(link) {
+        return;
+    }
+    let expires = cx.now + PMTU4_LIFETIME;
+    cx.shared.update(|c| {
+        if let Some(e) = c.pmtu4.iter_mut().find(|p| p.0 == dst) {
+            *e = (dst, mtu, expires);
+        } else if c.pmtu4.len() < MAX_PMTU4 {
+            c.pmtu4.push((dst, mtu, expires));
+        } else if let Some(e) = c.pmtu4.iter_mut().min_by_key(|p| p.2) {
+            *e = (dst, mtu, expires);
+        }
+    });
+    let hlen = usize::from(quoted[0] & 0x0f) * 4;
+    if quoted[9] == 6 && quoted.len() >= hlen + 4 && hlen >= 20 {
+        let sport = u16::from_be_bytes([quoted[hlen], quoted[hlen + 1]]);
+        let dport = u16::from_be_bytes([quoted[hlen + 2], quoted[hlen + 3]]);
+        let tuple = crate::tcp::layer::Tuple {
+            local: std::net::SocketAddr::new(src.into(), sport),
+            remote: std::net::SocketAddr::new(dst.into(), dport),
+        };
+        crate::tcp::layer::tcp_path_mtu(cx, tuple, mtu - 40);
+    }
 }

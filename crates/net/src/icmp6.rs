@@ -237,7 +237,6 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
         return cx.drop_pkt(m, DropReason::Icmp6NoError);
     }
     if !cx.icmp_bucket.take(cx.now) {
-        cx.stats.icmp6.ratelim += 1;
         return cx.drop_pkt(m, DropReason::Icmp6RateLim);
     }
     let keep = m.len().min(MIN_MTU - IP6_HDR_LEN - ICMP6_HDR_LEN);

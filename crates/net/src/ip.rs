@@ -249,8 +249,13 @@ fn ip_send(
         cx.loopq.push((ifp.index, m));
         return;
     }
-    if m.len() > ifp.mtu {
-        return ip_fragment(cx, ifp, m, nexthop, bcast);
+    // The link's MTU, or a smaller one a "fragmentation needed" taught for this path.
+    let mtu = cx
+        .cfg
+        .path_mtu4(dst, cx.now)
+        .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
+    if m.len() > mtu {
+        return ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
     }
     ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
 }
@@ -259,8 +264,15 @@ fn ip_send(
 /// (RFC 791 §3.2), after the output hooks saw it whole, as FreeBSD does. With Don't
 /// Fragment set it is dropped and counted in `ip.cantfrag` (FreeBSD's `ip_output`
 /// answers EMSGSIZE; our sockets send asynchronously, so the counter is the answer).
-fn ip_fragment(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, nexthop: Ipv4Addr, bcast: bool) {
-    match frag::fragment4(m, ifp.mtu) {
+fn ip_fragment(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    nexthop: Ipv4Addr,
+    bcast: bool,
+    mtu: usize,
+) {
+    match frag::fragment4(m, mtu) {
         Ok(frags) => {
             cx.stats.ip.fragmented += 1;
             for f in frags {

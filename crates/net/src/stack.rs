@@ -112,6 +112,9 @@ pub struct NetConfig {
     pub default_gw6: Option<(std::net::Ipv6Addr, IfIndex)>,
     /// IPv6 routers, on-link prefixes and redirects learnt from neighbour discovery.
     pub nd6: crate::nd6::NdState,
+    /// IPv4 path MTUs learnt from "fragmentation needed" (RFC 1191): destination,
+    /// MTU, expiry; bounded, aged as IPv6's.
+    pub pmtu4: Vec<(Ipv4Addr, u32, dev::Instant)>,
     pub pfil: PfilHeads,
     pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
@@ -127,6 +130,15 @@ impl NetConfig {
     /// True if `a` is one of the stack's addresses.
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
         self.ifaces.iter().any(|i| i.has_addr(a))
+    }
+
+    /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
+    /// aged.
+    pub fn path_mtu4(&self, dst: Ipv4Addr, now: dev::Instant) -> Option<u32> {
+        self.pmtu4
+            .iter()
+            .find(|p| p.0 == dst && p.2 > now)
+            .map(|p| p.1)
     }
 
     /// True if `a`, of either family, is one of the stack's addresses.

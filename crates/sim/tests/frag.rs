@@ -349,3 +349,75 @@ fn a_flood_of_fragments_that_never_complete_stays_bounded() {
     assert_eq!(sb.ip.fragq, 0);
     assert_eq!(sb.ip.fragments, sb.ip.fragoverflow + sb.ip.fragtimeout + 3);
 }
+
+#[test]
+fn fragmentation_needed_lowers_the_path_mtu() {
+    let mut s = Sim::new(9);
+    let hub = s.add_hub(WireConfig::default());
+    let a = s.add_host("a", 1);
+    let b = s.add_host("b", 1);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    let mut raw = s.attach_raw(hub);
+    let tx = bind(s.host(a), 4000);
+    let rx = bind(s.host(b), 9);
+    resolve(&mut s, &tx, &rx);
+    let am = s.host(a).interfaces()[0].mac;
+    let frames = |s: &mut Sim, raw: &mut Box<dyn dev::Queue>| -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        raw.rx_burst(s.now(), &mut got, 1024);
+        got.iter()
+            .map(Mbuf::to_vec)
+            .filter(|v| v[6..12] == am.0 && v[12..14] == [0x08, 0x00])
+            .collect()
+    };
+    frames(&mut s, &mut raw);
+    // A 1400-byte datagram with Don't Fragment set goes out whole.
+    tx.set_dont_fragment(true);
+    tx.send_to(&payload(1400, 1), SocketAddrV4::new(B, 9))
+        .unwrap();
+    s.run_for(Duration::from_millis(5));
+    let out = frames(&mut s, &mut raw);
+    assert_eq!(out.len(), 1);
+    assert_eq!(recv_all(&rx).len(), 1);
+    // A router on the path answers "fragmentation needed, next-hop MTU 1200".
+    let quoted = &out[0][14..14 + 28];
+    let mut icmp = vec![3u8, 4, 0, 0, 0, 0];
+    icmp.extend_from_slice(&1200u16.to_be_bytes());
+    icmp.extend_from_slice(quoted);
+    let sum = !wire::checksum::data(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut ip = vec![
+        0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0, 198, 18, 0, 254, 198, 18, 0, 1,
+    ];
+    let total = (20 + icmp.len()) as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let sum = !wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut f = am.0.to_vec();
+    f.extend_from_slice(&[0x02, 0xee, 0, 0, 0, 0xfe, 0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&icmp);
+    let now = s.now();
+    raw.tx_burst(now, &mut vec![Mbuf::from_slice(&f).unwrap()]);
+    s.run_for(Duration::from_millis(5));
+    let cfg = s.host(a).config();
+    assert_eq!(cfg.pmtu4.len(), 1);
+    assert_eq!((cfg.pmtu4[0].0, cfg.pmtu4[0].1), (B, 1200));
+    // With Don't Fragment the next one is refused and counted ...
+    let before = s.host(a).stats().ip.cantfrag;
+    tx.send_to(&payload(1400, 2), SocketAddrV4::new(B, 9))
+        .unwrap();
+    s.run_for(Duration::from_millis(5));
+    assert!(frames(&mut s, &mut raw).is_empty());
+    assert_eq!(s.host(a).stats().ip.cantfrag, before + 1);
+    // ... without, it leaves in fragments that fit the path, and arrives whole.
+    tx.set_dont_fragment(false);
+    tx.send_to(&payload(1400, 3), SocketAddrV4::new(B, 9))
+        .unwrap();
+    s.run_for(Duration::from_millis(5));
+    let out = frames(&mut s, &mut raw);
+    assert_eq!(out.len(), 2, "two fragments");
+    assert!(out.iter().all(|f| f.len() - 14 <= 1200));
+    assert_eq!(recv_all(&rx), vec![payload(1400, 3)]);
+}

@@ -1393,3 +1393,48 @@ fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
         (a6("2001:2::2"), 1280)
     );
 }
+
+#[test]
+fn icmpv6_errors_are_rate_limited() {
+    let (mut s, b, mut raw) = setup(1);
+    dad_completes(&mut s, b, &mut raw);
+    let bm = b_mac(&s, b);
+    send(
+        &mut s,
+        &mut raw,
+        frame(
+            bm,
+            peer(),
+            a6("2001:2::2"),
+            64,
+            IpProtocol::Icmpv6,
+            &[],
+            &echo(0),
+        ),
+    );
+    send(&mut s, &mut raw, na_from_peer(bm, a6("2001:2::2"), true));
+    recv(&mut s, &mut raw);
+    let limit = u64::from(net::StackConfig::default().icmp_limit);
+    // Three hundred datagrams to a closed port within a second of virtual time.
+    let mut udp = vec![0x30, 0x39, 0x27, 0x0f, 0, 12, 0, 0, b'r', b'a', b't', b'e'];
+    fill_sum(&mut udp, IpProtocol::Udp, 6);
+    let now = s.now();
+    let mut batch: Vec<mbuf::Mbuf> = (0..300)
+        .map(|_| frame_raw(bm, IpProtocol::Udp, &udp))
+        .collect();
+    raw.tx_burst(now, &mut batch);
+    s.run_for(Duration::from_millis(500));
+    let errors = recv(&mut s, &mut raw)
+        .iter()
+        .filter(|f| matches!(f.icmp(), Icmpv6Repr::DstUnreachable { .. }))
+        .count() as u64;
+    let st = s.host(b).stats();
+    assert_eq!(errors, limit, "at most icmp_limit errors a second");
+    assert_eq!(st.icmp6.ratelim, 300 - limit);
+    // A second later the bucket is full again.
+    s.run_for(Duration::from_secs(1));
+    send(&mut s, &mut raw, frame_raw(bm, IpProtocol::Udp, &udp));
+    assert!(recv(&mut s, &mut raw)
+        .iter()
+        .any(|f| matches!(f.icmp(), Icmpv6Repr::DstUnreachable { .. })));
+}
