@@ -2,4 +2,5 @@
 //! sends it (so fuzz targets and tests can reach them). The command itself is
 //! `src/main.rs`.
 
+pub mod host;
 pub mod http_request;

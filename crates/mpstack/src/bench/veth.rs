@@ -7,7 +7,6 @@
 //! when it is dropped, on every path. Only 198.18.1.1/24 and 198.18.1.2/24 are used.
 
 use super::Measurement;
-use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,32 +16,15 @@ const SERVER_IP: &str = "198.18.1.2";
 
 /// Why the veth row cannot run here; printed as `skipped: <reason>`.
 pub fn unavailable() -> Option<String> {
-    if !is_root() {
+    if !mpstack::host::is_root() {
         return Some("not root (needs to create network namespaces)".into());
     }
     for tool in ["ip", "iperf3"] {
-        if !on_path(tool) {
+        if !mpstack::host::on_path(tool) {
             return Some(format!("{tool} missing"));
         }
     }
     None
-}
-
-/// Effective uid 0, read from /proc so that no `unsafe` libc call is needed.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
-}
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| Path::new(&d).join(tool).is_file()))
 }
 
 fn run(args: &[&str]) -> Result<Output, String> {

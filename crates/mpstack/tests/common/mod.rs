@@ -9,26 +9,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub use mpstack::host::is_root;
+
+/// True if `tool` is on the PATH.
 pub fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success())
+    mpstack::host::on_path(tool)
 }
 
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Why this machine cannot run the interop tests, if it cannot.
 pub fn skip_reason(tools: &[&str]) -> Option<String> {
     if !is_root() {
         return Some("not root (interop tests create namespaces and TAP devices)".into());
