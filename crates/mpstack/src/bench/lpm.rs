@@ -315,6 +315,12 @@ pub fn run_v4(
 }
 
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
+    if let Some(s) = a.skip.iter().find(|s| !IMPLS.contains(&s.as_str())) {
+        return Err(format!(
+            "bench lpm: --skip: unknown '{s}' (known: {})",
+            IMPLS.join(", ")
+        ));
+    }
     let (routes, source) = match a.table.clone().or_else(find_table) {
         Some(path) => {
             progress(a, &format!("lpm: reading {}", path.display()));
@@ -335,12 +341,6 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
     };
     let lookups = a.lookups as usize;
-    if let Some(s) = a.skip.iter().find(|s| !IMPLS.contains(&s.as_str())) {
-        return Err(format!(
-            "bench lpm: --skip: unknown '{s}' (known: {})",
-            IMPLS.join(", ")
-        ));
-    }
     let rows = run_v4(&routes, lookups, a.rounds, &a.skip, |m| {
         progress(a, &format!("lpm: {m}"))
     });
@@ -388,14 +388,19 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             "impl", "build ms", "memory MiB", "uniform Mlps", "in-prefix Mlps", "vs crate"
         );
         for r in &rows {
+            let vs = if best_crate > 0.0 {
+                format!("{:.1}x", r.mlps_uniform / best_crate)
+            } else {
+                "-".into()
+            };
             println!(
-                "{:<26} {:>9.0} {:>11.2} {:>13.1} {:>15.1} {:>8.1}x",
+                "{:<26} {:>9.0} {:>11.2} {:>13.1} {:>15.1} {:>9}",
                 r.name,
                 r.build_secs * 1e3,
                 r.memory as f64 / (1024.0 * 1024.0),
                 r.mlps_uniform,
                 r.mlps_inside,
-                r.mlps_uniform / best_crate
+                vs
             );
         }
         println!("\n(million lookups per second, one key at a time; vs crate: uniform-key rate over the best crate's)");
