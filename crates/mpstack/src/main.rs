@@ -56,12 +56,24 @@ enum Cmd {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
-    /// Linux), or mbuf (the m_pulldown paper's Table 2 on the input path).
+    /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), or lpm (IPv4
+    /// longest-prefix match on a BGP table: ours beside three crates).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub packets: u64,
+    /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
+    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub lookups: u64,
+    /// bench lpm: the route table (`prefix/len AS` lines); default: iptrie 0.11.2's
+    /// benches/bgpas.lpm in cargo's registry sources.
+    #[arg(long, value_name = "PATH")]
+    pub table: Option<std::path::PathBuf>,
+    /// bench lpm: implementations to leave out, comma-separated (radix, dir-24-8,
+    /// poptrie, prefix-trie, poptrie-crate, ip_network_table).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub skip: Vec<String>,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,

@@ -18,6 +18,7 @@
 //! them open.
 
 mod conns;
+mod lpm;
 mod mbuf;
 mod polled;
 mod smol;
@@ -94,8 +95,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
     match a.what.as_str() {
         "tcp" => tcp(&a),
         "mbuf" => mbuf::main(&a),
+        "lpm" => lpm::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm)"
         )),
     }
 }

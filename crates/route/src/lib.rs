@@ -1,0 +1,55 @@
+//! The FIB's longest-prefix-match algorithms, behind one trait ([`Lookup`]), in the
+//! spirit of FreeBSD's `fib_algo` modules:
+//!
+//! - [`Radix`]: a BSD-style binary radix (Patricia) tree for IPv4 and IPv6, with insert
+//!   and delete. Correctness over speed: it is the reference and the test oracle.
+//! - [`Dir248`]: DIR-24-8 for IPv4 (Gupta, Lin, McKeown 1998), the baseline.
+//! - [`Poptrie`]: Poptrie for IPv4 (Asai, Ohara, SIGCOMM 2015): an 18-bit direct table,
+//!   then 6-bit stride nodes whose children and leaves are compressed by popcount.
+//!
+//! What it owns: prefixes ([`Prefix4`], [`Prefix6`]) and the lookup structures. The
+//! fast structures are built once from a list of routes and never changed: the FIB
+//! compiles a new one and publishes it (RCU-style), so readers never lock.
+//!
+//! What it may call: `std` only. No `unsafe`.
+//!
+//! A next hop is an index (`u32`) into the FIB's next-hop table; the fast structures
+//! keep one bit of it for their own use, so an index is at most [`MAX_NEXTHOP`].
+
+#![forbid(unsafe_code)]
+
+mod dir248;
+mod poptrie;
+mod prefix;
+mod radix;
+
+pub use dir248::Dir248;
+pub use poptrie::Poptrie;
+pub use prefix::{Addr, Prefix, Prefix4, Prefix6};
+pub use radix::Radix;
+
+/// The largest next-hop index the fast structures can hold (`2^31 - 2`).
+pub const MAX_NEXTHOP: u32 = 0x7fff_fffe;
+
+/// A longest-prefix-match structure built from a list of routes.
+pub trait Lookup: Sized {
+    /// The address family: `u32` for IPv4, `u128` for IPv6.
+    type Addr: Addr;
+
+    /// Builds the structure from `(prefix, next-hop index)` pairs. A prefix listed
+    /// twice keeps its last next hop. Panics if a next hop exceeds [`MAX_NEXTHOP`].
+    fn build(routes: &[(Prefix<Self::Addr>, u32)]) -> Self;
+
+    /// The next hop of the longest prefix holding `addr`, if any.
+    fn lookup(&self, addr: Self::Addr) -> Option<u32>;
+
+    /// Heap bytes the structure holds (what a lookup may touch).
+    fn memory(&self) -> usize;
+}
+
+pub(crate) fn check_nexthop(nh: u32) {
+    assert!(nh <= MAX_NEXTHOP, "next-hop index {nh} exceeds MAX_NEXTHOP");
+}
+
+#[cfg(test)]
+mod prop_tests;

@@ -1,0 +1,251 @@
+//! Poptrie (Asai, Ohara, "Poptrie: a compressed trie with population count for fast
+//! and scalable software IP routing table lookup", SIGCOMM 2015), IPv4.
+//!
+//! The top [`DIRECT_BITS`] bits of the address index a direct table ("direct
+//! pointing", §3.4): an entry is either a next hop or the root of a subtree. A subtree
+//! node consumes 6 bits (64 branches); two 64-bit maps say which branches are internal
+//! nodes (`vector`) and where a new run of equal leaves starts (`leafvec`, the leaf
+//! compression of §3.3). A node's children and its leaves are each stored
+//! contiguously, so the child or leaf for branch `v` is found at its base plus a
+//! popcount of the map up to `v`: a node is 24 bytes, a leaf 4, and a lookup in a
+//! full BGP table reads the direct table and at most three nodes.
+//!
+//! Built from an uncompressed binary trie of the routes (a transient, larger
+//! structure); the result is immutable, and a change means building a new one.
+
+use crate::{check_nexthop, Lookup, Prefix4};
+use std::mem::size_of;
+
+/// Bits resolved by the direct table (the paper's best trade-off for IPv4 is 16-18).
+pub const DIRECT_BITS: u32 = 18;
+const STRIDE: u32 = 6;
+
+/// A direct entry with this bit set is a next hop (or [`NONE`]), else a node index.
+const LEAF: u32 = 0x8000_0000;
+const NONE: u32 = 0x7fff_ffff;
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Node {
+    /// Bit `v`: branch `v` is an internal node.
+    vector: u64,
+    /// Bit `v`: branch `v` is a leaf that differs from the previous leaf branch.
+    leafvec: u64,
+    /// Index of this node's first leaf.
+    base0: u32,
+    /// Index of this node's first child node.
+    base1: u32,
+}
+
+/// Poptrie with direct pointing: IPv4 only, built once.
+#[derive(Clone)]
+pub struct Poptrie {
+    direct: Vec<u32>,
+    nodes: Vec<Node>,
+    leaves: Vec<u32>,
+}
+
+impl std::fmt::Debug for Poptrie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poptrie")
+            .field("nodes", &self.nodes.len())
+            .field("leaves", &self.leaves.len())
+            .finish()
+    }
+}
+
+/// The binary trie the poptrie is built from: node 0 is the root (length 0).
+struct BinTrie {
+    child: Vec<[u32; 2]>,
+    nh: Vec<u32>,
+}
+
+impl BinTrie {
+    fn new(routes: &[(Prefix4, u32)]) -> Self {
+        let mut t = BinTrie {
+            child: vec![[NIL; 2]],
+            nh: vec![NONE],
+        };
+        for &(p, nh) in routes {
+            check_nexthop(nh);
+            let p = Prefix4::new(p.addr, p.len);
+            let mut n = 0usize;
+            for i in 0..p.len {
+                let b = ((p.addr >> (31 - i as u32)) & 1) as usize;
+                if t.child[n][b] == NIL {
+                    t.child[n][b] = t.child.len() as u32;
+                    t.child.push([NIL; 2]);
+                    t.nh.push(NONE);
+                }
+                n = t.child[n][b] as usize;
+            }
+            t.nh[n] = nh;
+        }
+        t
+    }
+
+    fn is_leaf(&self, n: u32) -> bool {
+        self.child[n as usize] == [NIL; 2]
+    }
+
+    /// The next hop at `n` if it has one, else `def`.
+    fn nh_or(&self, n: u32, def: u32) -> u32 {
+        match self.nh[n as usize] {
+            NONE => def,
+            nh => nh,
+        }
+    }
+}
+
+impl Poptrie {
+    /// Fills the direct entries under trie node `t` (at `depth`, the entry index
+    /// prefix `idx`); `def` is the next hop of the longest prefix above `t`.
+    fn direct_fill(&mut self, bt: &BinTrie, t: u32, depth: u32, idx: usize, def: u32) {
+        let def = if t == NIL { def } else { bt.nh_or(t, def) };
+        if depth == DIRECT_BITS {
+            self.direct[idx] = if t != NIL && !bt.is_leaf(t) {
+                let slot = self.nodes.len();
+                self.nodes.push(Node::default());
+                self.node_fill(bt, slot, t, DIRECT_BITS, def);
+                slot as u32
+            } else {
+                LEAF | def
+            };
+            return;
+        }
+        if t == NIL || bt.is_leaf(t) {
+            let span = 1usize << (DIRECT_BITS - depth);
+            self.direct[idx * span..(idx + 1) * span].fill(LEAF | def);
+            return;
+        }
+        for b in 0..2 {
+            let c = bt.child[t as usize][b];
+            self.direct_fill(bt, c, depth + 1, idx << 1 | b, def);
+        }
+    }
+
+    /// Makes `nodes[slot]` the node for trie node `t` at `depth`, whose own route (or
+    /// the one above it) is `def`.
+    fn node_fill(&mut self, bt: &BinTrie, slot: usize, t: u32, depth: u32, def: u32) {
+        let mut node = Node {
+            base0: self.leaves.len() as u32,
+            ..Node::default()
+        };
+        let mut inner = Vec::new();
+        let mut last = None;
+        for v in 0..64u32 {
+            let (mut n, mut nh) = (t, def);
+            for k in 0..STRIDE {
+                n = bt.child[n as usize][((v >> (STRIDE - 1 - k)) & 1) as usize];
+                if n == NIL {
+                    break;
+                }
+                nh = bt.nh_or(n, nh);
+            }
+            // Past bit 32 the key is padded with zeros: no trie node lies that deep.
+            debug_assert!(depth + STRIDE <= 32 || n == NIL || bt.is_leaf(n));
+            if n != NIL && !bt.is_leaf(n) {
+                node.vector |= 1 << v;
+                inner.push((n, nh));
+            } else if last != Some(nh) {
+                node.leafvec |= 1 << v;
+                self.leaves.push(nh);
+                last = Some(nh);
+            }
+        }
+        node.base1 = self.nodes.len() as u32;
+        self.nodes
+            .resize(self.nodes.len() + inner.len(), Node::default());
+        self.nodes[slot] = node;
+        for (j, (n, nh)) in inner.into_iter().enumerate() {
+            self.node_fill(bt, node.base1 as usize + j, n, depth + STRIDE, nh);
+        }
+    }
+}
+
+impl Lookup for Poptrie {
+    type Addr = u32;
+
+    fn build(routes: &[(Prefix4, u32)]) -> Self {
+        let bt = BinTrie::new(routes);
+        let mut p = Poptrie {
+            direct: vec![LEAF | NONE; 1 << DIRECT_BITS],
+            nodes: Vec::new(),
+            leaves: Vec::new(),
+        };
+        p.direct_fill(&bt, 0, 0, 0, NONE);
+        p.nodes.shrink_to_fit();
+        p.leaves.shrink_to_fit();
+        p
+    }
+
+    #[inline]
+    fn lookup(&self, addr: u32) -> Option<u32> {
+        let e = self.direct[(addr >> (32 - DIRECT_BITS)) as usize];
+        let leaf = if e & LEAF != 0 {
+            e & !LEAF
+        } else {
+            let key = (addr as u64) << 32;
+            let mut n = e as usize;
+            let mut off = DIRECT_BITS;
+            loop {
+                let node = &self.nodes[n];
+                let v = (key >> (64 - STRIDE - off)) & 63;
+                // Bits 0..=v; for v = 63 the shift gives 0 and the subtraction wraps.
+                let upto = (2u64 << v).wrapping_sub(1);
+                if node.vector & (1 << v) != 0 {
+                    n = node.base1 as usize + (node.vector & upto).count_ones() as usize - 1;
+                    off += STRIDE;
+                } else {
+                    let i = node.base0 as usize + (node.leafvec & upto).count_ones() as usize;
+                    break self.leaves[i - 1];
+                }
+            }
+        };
+        (leaf != NONE).then_some(leaf)
+    }
+
+    fn memory(&self) -> usize {
+        self.direct.capacity() * size_of::<u32>()
+            + self.nodes.capacity() * size_of::<Node>()
+            + self.leaves.capacity() * size_of::<u32>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_entries_nodes_and_compressed_leaves() {
+        let routes = [
+            (Prefix4::new(0, 0), 7),
+            (Prefix4::new(0x0a00_0000, 8), 1),
+            (Prefix4::new(0x0a00_0080, 25), 2),
+            (Prefix4::new(0x0a00_00ff, 32), 3),
+            (Prefix4::new(0x0a00_4000, 18), 4),
+        ];
+        let t = Poptrie::build(&routes);
+        assert_eq!(t.lookup(0x0b00_0000), Some(7));
+        assert_eq!(t.lookup(0x0a00_0001), Some(1));
+        assert_eq!(t.lookup(0x0a00_0081), Some(2));
+        assert_eq!(t.lookup(0x0a00_00ff), Some(3));
+        assert_eq!(t.lookup(0x0a00_00fe), Some(2));
+        assert_eq!(t.lookup(0x0a00_4001), Some(4));
+        assert_eq!(t.lookup(0x0a00_8001), Some(1));
+        // One /18 subtree (10.0.0.0/18) of three levels, down to the /32.
+        assert_eq!(t.nodes.len(), 3);
+        // Leaf compression: the top node has one internal branch and one run of 1s.
+        assert_eq!(t.nodes[0].leafvec.count_ones(), 1);
+    }
+
+    #[test]
+    fn empty_and_host_routes() {
+        assert_eq!(Poptrie::build(&[]).lookup(1), None);
+        let t = Poptrie::build(&[(Prefix4::new(u32::MAX, 32), 5), (Prefix4::new(0, 32), 6)]);
+        assert_eq!(t.lookup(u32::MAX), Some(5));
+        assert_eq!(t.lookup(u32::MAX - 1), None);
+        assert_eq!(t.lookup(0), Some(6));
+        assert_eq!(t.lookup(1), None);
+    }
+}
