@@ -220,19 +220,7 @@ pub(crate) fn read_ipv6(data: &[u8], at: usize) -> Ipv6Addr {
 pub(crate) mod test_util {
     /// Parse hex text: whitespace-separated hex words, `#` lines are comments.
     pub fn hex(text: &str) -> Vec<u8> {
-        let digits: Vec<u8> = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with('#'))
-            .flat_map(|l| l.bytes().filter(|b| b.is_ascii_hexdigit()))
-            .collect();
-        assert!(digits.len() % 2 == 0, "odd number of hex digits");
-        digits
-            .chunks(2)
-            .map(|p| {
-                let s = core::str::from_utf8(p).unwrap();
-                u8::from_str_radix(s, 16).unwrap()
-            })
-            .collect()
+        crate::sample::from_hex(text).expect("odd number of hex digits")
     }
 }
 

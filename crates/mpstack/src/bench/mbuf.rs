@@ -37,18 +37,6 @@ fn peer6() -> Ipv6Addr {
 const NODE4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const PEER4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 
-/// The paper's routing-header packet (`../shared/vectors/ipv6-rthdr0-icmp6-echo.hex`):
-/// IPv6 (40) + type 0 routing header with 4 addresses (72) + ICMPv6 echo (16).
-const RTHDR0: &str = "
-6000 0000 0058 2b40 2001 0240 0000 0200
-0260 97ff fe07 69ea 2001 0240 0000 0200
-0a00 5aff fe38 6f86 3a08 0004 0000 0000
-2001 0240 0000 0200 0a00 5aff fe38 6f86
-2001 0240 0000 0200 0a00 5aff fe38 6f86
-2001 0240 0000 0200 0a00 5aff fe38 6f86
-2001 0240 0000 0200 0a00 5aff fe38 6f86
-8000 b650 030e 00c8 ce6e fd38 d553 0700";
-
 /// The paper's node B: the routing-header packet's destination. Configured on the
 /// in-process bench stack only; nothing is ever sent on a network.
 const PAPER_B: &str = "2001:240:0:200:a00:5aff:fe38:6f86/64";
@@ -56,15 +44,6 @@ fn paper_a() -> Ipv6Addr {
     "2001:240:0:200:260:97ff:fe07:69ea"
         .parse()
         .expect("address")
-}
-
-fn hex(s: &str) -> Vec<u8> {
-    let digits: Vec<u8> = s
-        .bytes()
-        .filter(u8::is_ascii_hexdigit)
-        .map(|c| (c as char).to_digit(16).expect("hex digit") as u8)
-        .collect();
-    digits.chunks(2).map(|p| p[0] << 4 | p[1]).collect()
 }
 
 /// A traffic mix: IP packets (no link header), fed in turn.
@@ -193,7 +172,7 @@ pub fn mixes() -> Vec<Mix> {
         let e = if ext { ext_chain(p) } else { Vec::new() };
         ip6(p, &e, hbh, up)
     };
-    let mut rthdr0_left0 = hex(RTHDR0);
+    let mut rthdr0_left0 = wire::sample::rthdr0_icmp6_echo();
     rthdr0_left0[43] = 0;
     vec![
         Mix {
@@ -229,7 +208,7 @@ pub fn mixes() -> Vec<Mix> {
         Mix {
             name: "rthdr0",
             what: "the paper's packet: routing header type 0, 4 addresses, segments left 4 (128 bytes, two buffers)",
-            packets: vec![hex(RTHDR0)],
+            packets: vec![wire::sample::rthdr0_icmp6_echo()],
         },
         Mix {
             name: "rthdr0-left0",
