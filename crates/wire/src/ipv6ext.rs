@@ -964,7 +964,6 @@ mod tests {
     use super::*;
     use crate::icmpv6::{Icmpv6Packet, Icmpv6Repr};
     use crate::ipv6::{Ipv6Packet, Ipv6Repr};
-    use crate::test_util::hex;
     use proptest::prelude::*;
 
     /// The project's test vector from the m_pulldown paper, copied verbatim into

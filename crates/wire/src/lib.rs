@@ -217,14 +217,6 @@ pub(crate) fn read_ipv6(data: &[u8], at: usize) -> Ipv6Addr {
 }
 
 #[cfg(test)]
-pub(crate) mod test_util {
-    /// Parse hex text: whitespace-separated hex words, `#` lines are comments.
-    pub fn hex(text: &str) -> Vec<u8> {
-        crate::sample::from_hex(text).expect("odd number of hex digits")
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

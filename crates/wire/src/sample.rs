@@ -118,6 +118,28 @@ pub fn ethernet_ipv6_tcp(payload_len: usize) -> Vec<u8> {
     out
 }
 
+/// Bytes from hex text: `#` lines are comments, everything but hex digits is ignored
+/// (the format of the shared test vectors). `None` for an odd number of digits.
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.bytes().filter(u8::is_ascii_hexdigit))
+        .map(|c| (c as char).to_digit(16).unwrap_or(0) as u8)
+        .collect();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    Some(digits.chunks(2).map(|p| p[0] << 4 | p[1]).collect())
+}
+
+/// The m_pulldown paper's packet (`tests/data/ipv6-rthdr0-icmp6-echo.hex`): IPv6 (40),
+/// a type 0 routing header with 4 addresses and segments left 4 (72), an ICMPv6 echo
+/// request (16), 128 bytes.
+pub fn rthdr0_icmp6_echo() -> Vec<u8> {
+    from_hex(include_str!("../tests/data/ipv6-rthdr0-icmp6-echo.hex")).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,26 +165,4 @@ mod tests {
         assert_eq!(TcpRepr::parse(&tcp, &s, &d, true), Ok(tcp_repr(&data)));
         assert_eq!(tcp.header_len(), 20 + 12 + 20);
     }
-}
-
-/// Bytes from hex text: `#` lines are comments, everything but hex digits is ignored
-/// (the format of the shared test vectors). `None` for an odd number of digits.
-pub fn from_hex(text: &str) -> Option<Vec<u8>> {
-    let digits: Vec<u8> = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .flat_map(|l| l.bytes().filter(u8::is_ascii_hexdigit))
-        .map(|c| (c as char).to_digit(16).unwrap_or(0) as u8)
-        .collect();
-    if digits.len() % 2 != 0 {
-        return None;
-    }
-    Some(digits.chunks(2).map(|p| p[0] << 4 | p[1]).collect())
-}
-
-/// The m_pulldown paper's packet (`tests/data/ipv6-rthdr0-icmp6-echo.hex`): IPv6 (40),
-/// a type 0 routing header with 4 addresses and segments left 4 (72), an ICMPv6 echo
-/// request (16), 128 bytes.
-pub fn rthdr0_icmp6_echo() -> Vec<u8> {
-    from_hex(include_str!("../tests/data/ipv6-rthdr0-icmp6-echo.hex")).unwrap_or_default()
 }
