@@ -263,6 +263,10 @@ pub fn solicited_node(a: Ipv6Addr) -> Ipv6Addr {
     )
 }
 
+/// IPv6 addresses an interface holds at most (the link-local one included):
+/// router advertisements can add addresses, so the list has a bound.
+pub const MAX_ADDRS6: usize = 16;
+
 /// The all-nodes link-local multicast address.
 pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 /// The all-routers link-local multicast address.

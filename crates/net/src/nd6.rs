@@ -604,10 +604,12 @@ pub(crate) fn nd6_ra_input(
         }
     });
     for a in slaac {
-        if cx.cfg.ifaces.iter().all(|i| i.addr6(a.addr).is_none())
-            && cx.shared.add_address6(ifp.index, a).is_ok()
-        {
-            cx.stats.nd6.autoconf += 1;
+        if cx.cfg.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
+            continue;
+        }
+        match cx.shared.add_address6(ifp.index, a) {
+            Ok(()) => cx.stats.nd6.autoconf += 1,
+            Err(_) => DropReason::Nd6AutoconfFull.count(cx.stats),
         }
     }
 }
@@ -803,6 +805,23 @@ pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
         return None;
     }
     let now = cx.now.as_nanos();
+    // Worker 0 runs this every poll: the common case (every group reported
+    // `MLD_ROBUSTNESS` times) is answered without building a list.
+    let settled = ifp
+        .addrs6
+        .iter()
+        .filter(|a| a.state() != AddrState::Duplicated)
+        .all(|a| {
+            let g = solicited_node(a.addr.addr);
+            cx.cfg
+                .nd6
+                .mld
+                .iter()
+                .any(|m| m.0 == ifp.index && m.1 == g && m.2 >= MLD_ROBUSTNESS)
+        });
+    if settled {
+        return None;
+    }
     let groups = mld_groups(ifp);
     let known: Vec<(Ipv6Addr, u8, u64)> = cx
         .cfg

@@ -250,6 +250,10 @@ impl Shared {
                     "no such interface",
                 )));
             };
+            // Bounded: advertisements from the network can add addresses (SLAAC).
+            if old.addrs6.len() >= crate::iface::MAX_ADDRS6 {
+                return Err(StackError::TooManyAddresses);
+            }
             let mut addrs6 = old.addrs6.clone();
             if addrs6.is_empty() {
                 let ll = Inet6Addr::link_local(old.mac);
@@ -403,6 +407,8 @@ pub enum StackError {
     DuplicateAddress(Ipv4Addr),
     /// An IPv6 address is already configured.
     DuplicateAddress6(std::net::Ipv6Addr),
+    /// The interface holds `iface::MAX_ADDRS6` IPv6 addresses already.
+    TooManyAddresses,
     Io(io::Error),
 }
 
@@ -414,6 +420,11 @@ impl std::fmt::Display for StackError {
             }
             StackError::DuplicateAddress(a) => write!(f, "address {a} is already configured"),
             StackError::DuplicateAddress6(a) => write!(f, "address {a} is already configured"),
+            StackError::TooManyAddresses => write!(
+                f,
+                "the interface has {} IPv6 addresses already",
+                crate::iface::MAX_ADDRS6
+            ),
             StackError::Io(e) => write!(f, "{e}"),
         }
     }

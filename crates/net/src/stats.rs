@@ -122,7 +122,7 @@ counter_group!(
     /// IPv6 neighbour discovery: the neighbour table and duplicate address detection.
     Nd6Stat, "nd6", {
         entries_created, evicted, timeouts, txsolicit, dropped, dadsent, dadcollision,
-        dadok, autoconf,
+        dadok, autoconf, autoconffull,
     }
 );
 
@@ -426,6 +426,7 @@ drop_reasons! {
     Icmp6BadRedirect => icmp6.badredirect,
     Icmp6NoError => icmp6.noerror,
     Nd6HoldDropped => nd6.dropped,
+    Nd6AutoconfFull => nd6.autoconffull,
     PfilEtherIn => pfil.ether_in_drop,
     PfilEtherOut => pfil.ether_out_drop,
     PfilIpIn => pfil.ip_in_drop,

@@ -1438,3 +1438,33 @@ fn icmpv6_errors_are_rate_limited() {
         .iter()
         .any(|f| matches!(f.icmp(), Icmpv6Repr::DstUnreachable { .. })));
 }
+
+#[test]
+fn advertised_prefixes_cannot_grow_the_address_list_without_bound() {
+    let mut s = Sim::new(13);
+    let hub = s.add_hub(WireConfig::default());
+    let b = s.add_host_with(net::StackConfig {
+        name: "b".into(),
+        slaac: true,
+        dad_transmits: 0,
+        ..net::StackConfig::default()
+    });
+    s.connect(b, hub, "198.18.0.2/24");
+    let mut raw = s.attach_raw(hub);
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(10));
+    for i in 0..40u16 {
+        send(
+            &mut s,
+            &mut raw,
+            ra(1800, &format!("2001:2:0:{:x}::", 0x100 + i), 0xc0),
+        );
+    }
+    let n = s.host(b).addresses6().len();
+    assert_eq!(n, net::iface::MAX_ADDRS6);
+    let st = s.host(b).stats().nd6;
+    assert_eq!(st.autoconf, (net::iface::MAX_ADDRS6 - 2) as u64);
+    assert_eq!(st.autoconffull, 40 - st.autoconf);
+}
