@@ -71,16 +71,20 @@ impl From<IpInfo> for TcpIn {
     }
 }
 
-/// The MSS of a connection: the configured one is IPv4's (20-byte header); IPv6's
-/// header is 20 bytes longer.
-fn family_cfg(t: &Tuple, cfg: TcpConfig) -> TcpConfig {
-    if t.is_ipv6() {
-        TcpConfig {
-            mss: cfg.mss.saturating_sub(20),
-            ..cfg
-        }
-    } else {
-        cfg
+/// A new connection's settings: the stack's, with its buffer sizes (send, receive),
+/// and the MSS of its family (the configured one is IPv4's: IPv6's header is 20 bytes
+/// longer).
+fn conn_cfg(cx: &Cx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
+    let base = cx.tcp_cfg;
+    TcpConfig {
+        sndbuf: buffers.0,
+        rcvbuf: buffers.1,
+        mss: if t.is_ipv6() {
+            base.mss.saturating_sub(20)
+        } else {
+            base.mss
+        },
+        ..base
     }
 }
 
@@ -448,14 +452,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 }
                 return;
             }
-            let cfg = family_cfg(
-                &tuple,
-                TcpConfig {
-                    sndbuf: l.buffers.0,
-                    rcvbuf: l.buffers.1,
-                    ..cx.tcp_cfg
-                },
-            );
+            let cfg = conn_cfg(cx, &tuple, l.buffers);
             let opts = seg.ts.map(|(tsval, tsecr)| CookieOpts {
                 wscale: Some((tsecr & 0xf) as u8).filter(|w| *w != 0xf),
                 sack: tsecr & 0x10 != 0,
@@ -497,14 +494,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
         cx.stats.tcp.syncookiessent += 1;
         let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
-        let cfg = family_cfg(
-            &tuple,
-            TcpConfig {
-                sndbuf: l.buffers.0,
-                rcvbuf: l.buffers.1,
-                ..cx.tcp_cfg
-            },
-        );
+        let cfg = conn_cfg(cx, &tuple, l.buffers);
         let mut synack = SegOut {
             seq: cookie,
             ack: seg.seq.wrapping_add(1),
@@ -534,14 +524,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
-    let cfg = family_cfg(
-        &tuple,
-        TcpConfig {
-            sndbuf: l.buffers.0,
-            rcvbuf: l.buffers.1,
-            ..cx.tcp_cfg
-        },
-    );
+    let cfg = conn_cfg(cx, &tuple, l.buffers);
     let Some(mut tcb) = Tcb::accept(cfg, iss, &seg) else {
         tw.scratch = scratch;
         return;
@@ -585,14 +568,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 return;
             }
             let iss = isn(cx.isn_secret, &tuple, cx.now);
-            let cfg = family_cfg(
-                &tuple,
-                TcpConfig {
-                    sndbuf: s.tx.cap(),
-                    rcvbuf: s.rx.cap(),
-                    ..cx.tcp_cfg
-                },
-            );
+            let cfg = conn_cfg(cx, &tuple, (s.tx.cap(), s.rx.cap()));
             let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             let i = tw.insert(Conn {
