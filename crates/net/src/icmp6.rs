@@ -39,16 +39,7 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
         return cx.drop_pkt(m, DropReason::Icmp6TooShort);
     }
     // The checksum over the chain as it lies: no byte of the message is moved for it.
-    let sum = wire::checksum::combine(&[
-        crate::icmp::mbuf_sum(&m, info.off, len),
-        wire::checksum::pseudo_header(
-            &std::net::IpAddr::V6(info.src),
-            &std::net::IpAddr::V6(info.dst),
-            IpProtocol::Icmpv6,
-            len as u32,
-        ),
-    ]);
-    if sum != 0xffff {
+    if crate::ip6::upper_sum(&m, &info, IpProtocol::Icmpv6, len) != 0xffff {
         return cx.drop_pkt(m, DropReason::Icmp6Checksum);
     }
     let ty = match crate::hdr::hdr(cx.access, &mut m, info.off, 4) {

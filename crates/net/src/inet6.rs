@@ -18,20 +18,6 @@ use wire::{IpProtocol, UdpPacket};
 const UDP_HDR_LEN: usize = 8;
 const TCP_HDR_LEN: usize = 20;
 
-/// The one's complement sum of `len` bytes of `m` at `off` plus the IPv6
-/// pseudo-header: 0xffff when the checksum in them is right.
-fn sum6(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize) -> u16 {
-    checksum::combine(&[
-        crate::icmp::mbuf_sum(m, info.off, len),
-        checksum::pseudo_header(
-            &IpAddr::V6(info.src),
-            &IpAddr::V6(info.dst),
-            proto,
-            len as u32,
-        ),
-    ])
-}
-
 /// `udp6_input`.
 pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
     cx.stats.udp.ipackets += 1;
@@ -54,7 +40,7 @@ pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
     }
     // RFC 8200 §8.1: "IPv6 receivers must discard UDP packets containing a zero
     // checksum".
-    if csum == 0 || sum6(&m, &info, IpProtocol::Udp, ulen) != 0xffff {
+    if csum == 0 || crate::ip6::upper_sum(&m, &info, IpProtocol::Udp, ulen) != 0xffff {
         return cx.drop_pkt(m, DropReason::UdpBadSum);
     }
     // An IPv6 socket bound to this address, else to [::].

@@ -244,6 +244,21 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     }
 }
 
+/// The one's complement sum of the upper-layer message (`len` bytes at `info.off`,
+/// summed over the chain as it lies) and its IPv6 pseudo-header (RFC 8200 §8.1):
+/// 0xffff when the checksum in it is right.
+pub(crate) fn upper_sum(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize) -> u16 {
+    wire::checksum::combine(&[
+        crate::icmp::mbuf_sum(m, info.off, len),
+        wire::checksum::pseudo_header(
+            &std::net::IpAddr::V6(info.src),
+            &std::net::IpAddr::V6(info.dst),
+            proto,
+            len as u32,
+        ),
+    ])
+}
+
 /// Whether `a` is one of our addresses, and if so whether it is usable (not tentative).
 fn local6(cx: &Cx<'_>, a: Ipv6Addr) -> Option<bool> {
     cx.cfg
