@@ -74,7 +74,7 @@ pub(crate) fn nd6_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Outp
 /// the published snapshot when the neighbour is reachable, else through the table's
 /// slow path, which may hold the packet and solicit.
 pub(crate) fn nd6_resolve_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, nexthop: Ipv6Addr) {
-    let mac = ifp.nd6.snapshot().load().lookup(nexthop, cx.now);
+    let mac = cx.nd6_lookup(ifp.index, nexthop);
     if let Some(mac) = mac {
         return crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
     }

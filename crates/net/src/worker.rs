@@ -26,6 +26,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub(crate) type ArpCache = Cache<Arc<ArcSwap<ArpSnapshot>>, Arc<ArpSnapshot>>;
+pub(crate) type Nd6Cache = Cache<
+    Arc<ArcSwap<crate::lle::LleSnapshot<std::net::Ipv6Addr>>>,
+    Arc<crate::lle::LleSnapshot<std::net::Ipv6Addr>>,
+>;
 
 /// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).
 #[derive(Debug)]
@@ -69,6 +73,8 @@ pub(crate) struct Cx<'a> {
     pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
     pub arp_out: &'a mut Vec<ArpOutput>,
     pub arp_snaps: &'a mut [ArpCache],
+    /// The same for the IPv6 neighbour tables.
+    pub nd6_snaps: &'a mut [Nd6Cache],
     pub wake: &'a mut Vec<Arc<SockShared>>,
     pub icmp_bucket: &'a mut TokenBucket,
     pub ip_id: &'a mut u16,
@@ -142,6 +148,19 @@ impl Cx<'_> {
             .and_then(|c| c.load().lookup(ip, now))
     }
 
+    /// The fresh IPv6 neighbour entry for `ip` on interface `i`, lock-free.
+    #[inline]
+    pub fn nd6_lookup(
+        &mut self,
+        i: IfIndex,
+        ip: std::net::Ipv6Addr,
+    ) -> Option<wire::EthernetAddress> {
+        let now = self.now;
+        self.nd6_snaps
+            .get_mut(i.get())
+            .and_then(|c| c.load().lookup(ip, now))
+    }
+
     /// Schedules a socket's application for wake-up at the end of the batch.
     #[inline]
     pub fn wake_socket(&mut self, s: &Arc<SockShared>) {
@@ -187,6 +206,7 @@ pub(crate) struct Worker {
     loopq: Vec<(IfIndex, Mbuf)>,
     arp_out: Vec<ArpOutput>,
     arp_snaps: Vec<ArpCache>,
+    nd6_snaps: Vec<Nd6Cache>,
     wake: Vec<Arc<SockShared>>,
     stats: Stats,
     /// The configuration this worker last saw; compared by pointer each poll, cloned
@@ -226,6 +246,7 @@ impl Worker {
             loopq: Vec::with_capacity(burst),
             arp_out: Vec::with_capacity(32),
             arp_snaps: Vec::new(),
+            nd6_snaps: Vec::new(),
             wake: Vec::with_capacity(16),
             stats: Stats::default(),
             cfg: Arc::new(NetConfig::default()),
@@ -272,6 +293,11 @@ impl Worker {
             .iter()
             .map(|i| Cache::new(i.arp.snapshot_handle()))
             .collect();
+        self.nd6_snaps = cfg
+            .ifaces
+            .iter()
+            .map(|i| Cache::new(i.nd6.snapshot_handle()))
+            .collect();
     }
 
     /// One run of the pipeline at `now`. Returns when to run next: `<= now` if work
@@ -296,6 +322,7 @@ impl Worker {
             loopq,
             arp_out,
             arp_snaps,
+            nd6_snaps,
             wake,
             stats,
             icmp_bucket,
@@ -319,6 +346,7 @@ impl Worker {
             loopq,
             arp_out,
             arp_snaps,
+            nd6_snaps,
             wake,
             icmp_bucket,
             ip_id,
