@@ -47,23 +47,10 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
         Err(_) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
     };
     if ty == (Icmpv6Message::EchoRequest, 0) {
-        // Echo: the 8-byte header contiguous, the data copied once, into the reply.
         if len < 8 {
             return cx.drop_pkt(m, DropReason::Icmp6BadLen);
         }
-        let (ident, seq_no) = match crate::hdr::hdr(cx.access, &mut m, info.off, 8) {
-            Ok(h) => (
-                u16::from_be_bytes([h[4], h[5]]),
-                u16::from_be_bytes([h[6], h[7]]),
-            ),
-            Err(_) => return cx.drop_pkt(m, DropReason::Icmp6TooShort),
-        };
-        let mut data = vec![0u8; len - 8];
-        if m.copydata(info.off + 8, &mut data).is_err() {
-            return cx.drop_pkt(m, DropReason::Icmp6TooShort);
-        }
-        drop(m);
-        return echo_reply(cx, ifp, info, ident, seq_no, &data);
+        return echo_reflect(cx, ifp, m, info, len);
     }
     // Everything else is small (neighbour discovery, MLD) or rare (errors): the whole
     // message contiguous, parsed as one.
@@ -161,35 +148,66 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
 }
 
 /// RFC 4443 §4.2: the reply goes to the request's source; to a request sent to a
-/// multicast group, from one of our unicast addresses.
-fn echo_reply(
-    cx: &mut Cx<'_>,
-    ifp: &Arc<Ifnet>,
-    info: Ip6Info,
-    ident: u16,
-    seq_no: u16,
-    data: &[u8],
-) {
+/// multicast group, from one of our unicast addresses. The request becomes the reply
+/// in place, as ICMPv4's does: its IPv6 header and chain are trimmed, the type
+/// changed, the checksum updated (RFC 1624; recomputed when the source changes).
+fn echo_reflect(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, len: usize) {
     cx.stats.icmp6.inecho += 1;
     if info.tentative {
-        return DropReason::Ip6CantForward.count(cx.stats);
+        return cx.drop_pkt(m, DropReason::Ip6CantForward);
     }
     if info.src.is_unspecified() {
-        return DropReason::Icmp6Other.count(cx.stats);
+        return cx.drop_pkt(m, DropReason::Icmp6Other);
     }
     let src = if info.mcast {
-        Ipv6Addr::UNSPECIFIED
+        match crate::ip6::ip6_route(cx, info.src, Some(ifp.index))
+            .and_then(|(i, _)| i.source6_for(info.src))
+        {
+            Some(a) => a,
+            None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
+        }
     } else {
         info.dst
     };
+    // The 8-byte header contiguous, then at the front once the chain is trimmed.
+    if crate::hdr::hdr(cx.access, &mut m, info.off, 8).is_err() {
+        return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+    }
+    m.adj(info.off as isize);
+    if info.mcast {
+        // A new source: the pseudo-header changed, so the sum is made afresh.
+        if let Some(h) = m.first_mut().get_mut(..4) {
+            h[0] = Icmpv6Message::EchoReply.into();
+            h[2..4].copy_from_slice(&[0, 0]);
+        }
+        let sum = !wire::checksum::combine(&[
+            crate::icmp::mbuf_sum(&m, 0, len),
+            wire::checksum::pseudo_header(
+                &std::net::IpAddr::V6(src),
+                &std::net::IpAddr::V6(info.src),
+                IpProtocol::Icmpv6,
+                len as u32,
+            ),
+        ]);
+        if let Some(h) = m.first_mut().get_mut(2..4) {
+            h.copy_from_slice(&sum.to_be_bytes());
+        }
+    } else {
+        // Source and destination swap (the pseudo-header sums the same); only the
+        // type word changes, 128/0 to 129/0.
+        let h = m.first_mut();
+        if h.len() < 4 {
+            return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+        }
+        let old = u16::from_be_bytes([h[2], h[3]]);
+        h[0] = Icmpv6Message::EchoReply.into();
+        let sum = wire::checksum::update(old, 0x8000, 0x8100);
+        h[2..4].copy_from_slice(&sum.to_be_bytes());
+    }
     cx.stats.icmp6.outechoreply += 1;
-    icmp6_send(
+    crate::ip6::ip6_output(
         cx,
-        &Icmpv6Repr::EchoReply {
-            ident,
-            seq_no,
-            data,
-        },
+        m,
         Ip6Out {
             src,
             dst: info.src,
