@@ -19,7 +19,7 @@ const UDP_HDR_LEN: usize = 8;
 const TCP_HDR_LEN: usize = 20;
 
 /// `udp6_input`.
-pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
+pub(crate) fn udp6_input<'a>(cx: &mut Cx<'a>, mut m: Mbuf, info: Ip6Info) {
     cx.stats.udp.ipackets += 1;
     let plen = m.len() - info.off;
     let (sport, dport, ulen, csum) = {
@@ -44,7 +44,9 @@ pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
         return cx.drop_pkt(m, DropReason::UdpBadSum);
     }
     // An IPv6 socket bound to this address, else to [::].
-    let cfg: &crate::stack::NetConfig = cx.cfg;
+    // Borrowed from the batch's configuration, as udp_input does: no reference count
+    // is touched per datagram.
+    let cfg: &'a crate::stack::NetConfig = cx.cfg;
     let sock = cfg.udp.get(&dport).and_then(|v| {
         v.iter()
             .find(|s| s.local.ip() == IpAddr::V6(info.dst))
@@ -52,7 +54,6 @@ pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
                 v.iter()
                     .find(|s| s.local.is_ipv6() && s.local.ip().is_unspecified())
             })
-            .cloned()
     });
     let Some(s) = sock else {
         if info.mcast {
@@ -74,7 +75,7 @@ pub(crate) fn udp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
     match s.rxq.push(d) {
         Ok(()) => {
             cx.stats.udp.delivered += 1;
-            cx.wake_socket(&s);
+            cx.wake_socket(s);
         }
         Err(d) => {
             drop(d);
