@@ -43,6 +43,8 @@ impl IpPrefix {
         }
     }
 
+    /// The prefix length.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u8 {
         match self {
             IpPrefix::V4(p) => p.len,

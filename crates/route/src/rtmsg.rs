@@ -11,7 +11,7 @@ use crate::IpPrefix;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -187,10 +187,7 @@ impl RtSubscriber {
 
     /// The next message, waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<RtMsg> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.rx.recv_timeout(timeout).ok()
     }
 
     /// Every message queued now.
