@@ -283,7 +283,9 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
         }
     };
     // From the address the packet was sent to when it is ours and unicast.
-    let from = if dst.is_multicast() {
+    // (A router answering about a packet in transit speaks from its own address.)
+    let ours = cx.cfg.ifaces.iter().any(|i| i.addr6(dst).is_some());
+    let from = if dst.is_multicast() || !ours {
         Ipv6Addr::UNSPECIFIED
     } else {
         dst

@@ -27,6 +27,12 @@ pub struct Inet6;
 
 impl LleFamily for Inet6 {
     type Addr = Ipv6Addr;
+    fn from_ip(a: std::net::IpAddr) -> Option<Ipv6Addr> {
+        match a {
+            std::net::IpAddr::V6(a) => Some(a),
+            std::net::IpAddr::V4(_) => None,
+        }
+    }
     fn count_created(s: &mut Stats) {
         s.nd6.entries_created += 1;
     }

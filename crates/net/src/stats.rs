@@ -71,6 +71,10 @@ counter_group!(
         localout, noroute, odropped, toolong,
         fragtimeout, fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny,
         reassembled, fragmented, ofragments, cantfrag, fragq,
+        // Forwarding (ip_forward): `forward`ed datagrams, `redirectsent`,
+        // `timeexceed` (TTL ran out), `blackhole` and `reject` routes' drops,
+        // `toobig` (DF set, larger than the next hop's MTU).
+        forward, redirectsent, timeexceed, blackhole, reject, toobig,
     }
 );
 
@@ -102,6 +106,8 @@ counter_group!(
         // (RFC 8200 §4.5: a reassembled payload over 65535); `fragq` is a gauge.
         fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny, fragtoolong,
         atomicfrags, fragq,
+        // Forwarding (ip6_forward), as the `ip` ones.
+        forward, redirectsent, timeexceed, blackhole, reject, toobig,
     }
 );
 
@@ -113,7 +119,7 @@ counter_group!(
         indstunreach, inpkttoobig, intimxceed, inparamprob, inroutersolicit,
         inrouteradvert, inneighborsolicit, inneighboradvert, inredirect, inmld, inother,
         outecho, outechoreply, outdstunreach, outpkttoobig, outtimxceed, outparamprob,
-        outroutersolicit, outneighborsolicit, outneighboradvert, outmldreport,
+        outroutersolicit, outneighborsolicit, outneighboradvert, outmldreport, outredirect,
         badns, badna, badrs, badra, badredirect, noerror, badpkttoobig,
     }
 );
@@ -370,6 +376,10 @@ drop_reasons! {
     IpBadFrags => ip.badfrags,
     IpFragTiny => ip.fragtiny,
     IpCantFrag => ip.cantfrag,
+    IpTimeExceed => ip.timeexceed,
+    IpBlackhole => ip.blackhole,
+    IpReject => ip.reject,
+    IpTooBig => ip.toobig,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,
@@ -413,6 +423,10 @@ drop_reasons! {
     Ip6OutDropped => ip6.odropped,
     Ip6TooLong => ip6.toolong,
     Ip6FragDropped => ip6.fragdropped,
+    Ip6TimeExceed => ip6.timeexceed,
+    Ip6Blackhole => ip6.blackhole,
+    Ip6Reject => ip6.reject,
+    Ip6TooBig => ip6.toobig,
     Icmp6TooShort => icmp6.tooshort,
     Icmp6Checksum => icmp6.checksum,
     Icmp6BadLen => icmp6.badlen,

@@ -66,6 +66,8 @@ pub(crate) struct Cx<'a> {
     pub now: Instant,
     pub worker: usize,
     pub cfg: &'a NetConfig,
+    /// The routing table, read lock-free for the whole batch.
+    pub fib: &'a route::Fib,
     pub stats: &'a mut Stats,
     /// Frames to transmit, per interface index.
     pub tx: &'a mut [Vec<Mbuf>],
@@ -212,6 +214,8 @@ pub(crate) struct Worker {
     /// The configuration this worker last saw; compared by pointer each poll, cloned
     /// only when a new one is published.
     cfg: Arc<NetConfig>,
+    /// The FIB as of this poll (refreshed when the control plane publishes).
+    fib: Arc<route::Fib>,
     icmp_bucket: TokenBucket,
     ip_id: u16,
     reass: Reass,
@@ -250,6 +254,7 @@ impl Worker {
             wake: Vec::with_capacity(16),
             stats: Stats::default(),
             cfg: Arc::new(NetConfig::default()),
+            fib: Arc::new(route::Fib::default()),
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             reass: Reass::new(frag),
@@ -310,6 +315,10 @@ impl Worker {
                 self.refresh(&cur);
                 self.cfg = cur;
             }
+            let fib = self.shared.fib.load();
+            if !Arc::ptr_eq(&fib, &self.fib) {
+                self.fib = arc_swap::Guard::into_inner(fib);
+            }
         }
         let burst = self.shared.params.burst;
         let mut more = false;
@@ -331,6 +340,7 @@ impl Worker {
             tcp,
             shared,
             cfg,
+            fib,
             worked,
             ..
         } = self;
@@ -341,6 +351,7 @@ impl Worker {
             now,
             worker: *id,
             cfg,
+            fib,
             stats,
             tx,
             loopq,
