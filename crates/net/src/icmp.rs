@@ -257,7 +257,7 @@ pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
             src: Ipv4Addr::UNSPECIFIED,
             dst,
             proto: IpProtocol::Icmp,
-            ttl: DEFAULT_TTL,
+            ttl: s.ttl_or_default(),
             df: false,
         },
     );
