@@ -32,7 +32,12 @@ struct Cli {
 enum Cmd {
     /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
     Demo(DemoArgs),
-    /// Run a host on a TAP device: answers ARP and ping; echo, discard, chargen, http services.
+    /// Run a node on TAP devices: a host (ARP, ND, ping; echo, discard, chargen,
+    /// http services) or, with several --tap, --route and --forwarding, a router.
+    ///
+    /// A router between two links, with a static route: `mpstack run --tap r0 --inet
+    /// 198.18.1.1/24 --tap r1 --inet 198.18.2.1/24 --inet6 r0=2001:2:1::1/64 --inet6
+    /// r1=2001:2:2::1/64 --forwarding --route 198.19.0.0/16=198.18.2.2`.
     Run(RunArgs),
     /// Measure mpstack beside its baseline and peers in the same run.
     ///
@@ -144,18 +149,40 @@ pub struct DemoArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// TAP device to open (created if missing; needs root or CAP_NET_ADMIN).
-    #[arg(long, value_name = "NAME")]
-    pub tap: String,
-    /// The host's address on the TAP link, ADDRESS/PREFIXLEN.
-    #[arg(long, value_name = "ADDR/LEN")]
-    pub inet: String,
+    /// Repeat it to make a router between several links: `--tap r0 --tap r1`.
+    #[arg(long, value_name = "NAME", required = true)]
+    pub tap: Vec<String>,
+    /// IPv4 address of an interface, [TAP=]ADDRESS/PREFIXLEN (repeatable). Without
+    /// `TAP=`, the Nth --inet goes to the Nth --tap.
+    #[arg(long, value_name = "[TAP=]ADDR/LEN", required = true)]
+    pub inet: Vec<String>,
     /// Default gateway.
     #[arg(long, value_name = "ADDR")]
     pub gw: Option<String>,
-    /// IPv6 address with prefix length, e.g. 2001:2::2/64 (repeatable). The first
-    /// also turns IPv6 on with a link-local address from the MAC; every address goes
-    /// through duplicate address detection (about a second) before it is used.
-    #[arg(long, value_name = "ADDR6/LEN")]
+    /// A static route, PREFIX=GATEWAY (repeatable): `198.19.0.0/16=198.18.1.2`,
+    /// `default=198.18.1.1`, `2001:2:9::/48=2001:2:1::2`; the interface is the one
+    /// whose network holds the gateway. The same prefix twice with two gateways is
+    /// a multipath (ECMP) route. GATEWAY may also be `blackhole` (drop silently),
+    /// `reject` (drop with ICMP unreachable) or `prohibit` (administratively
+    /// prohibited).
+    #[arg(long, value_name = "PREFIX=GW")]
+    pub route: Vec<String>,
+    /// An interface's MTU, [TAP=]BYTES (repeatable; without `TAP=`, the first TAP);
+    /// default: the TAP's own.
+    #[arg(long, value_name = "[TAP=]BYTES")]
+    pub mtu: Vec<String>,
+    /// Forward packets between the interfaces (both families): a router.
+    #[arg(long)]
+    pub forwarding: bool,
+    /// Don't send ICMP redirects when forwarding a packet back out of the interface
+    /// it came in on.
+    #[arg(long)]
+    pub no_redirects: bool,
+    /// IPv6 address with prefix length, [TAP=]ADDR6/LEN, e.g. 2001:2::2/64
+    /// (repeatable; without `TAP=`, on the first --tap). The first on an interface
+    /// also turns IPv6 on there with a link-local address from the MAC; every address
+    /// goes through duplicate address detection (about a second) before it is used.
+    #[arg(long, value_name = "[TAP=]ADDR6/LEN")]
     pub inet6: Vec<String>,
     /// IPv6 default router (a link-local or on-link address).
     #[arg(long, value_name = "ADDR6")]
@@ -174,10 +201,11 @@ pub struct RunArgs {
     /// TAP queues (multi-queue TAP when more than 1); defaults to the worker count.
     #[arg(long)]
     pub queues: Option<u16>,
-    /// Record every frame received and sent to this pcap file.
+    /// Record every frame received and sent to this pcap file (with several TAPs,
+    /// one file per TAP: FILE.TAPNAME after the first).
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<std::path::PathBuf>,
-    /// Link-layer address (default: derived from the TAP name).
+    /// Link-layer address of the first TAP (default: derived from the TAP name).
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
     /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP 9),
