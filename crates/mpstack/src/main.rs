@@ -174,6 +174,10 @@ pub struct RunArgs {
     /// Forward packets between the interfaces (both families): a router.
     #[arg(long)]
     pub forwarding: bool,
+    /// Send IPv6 router advertisements on every interface with an IPv6 address (its
+    /// prefixes, for SLAAC; the MTU; this node as default router with --forwarding).
+    #[arg(long)]
+    pub rtadv: bool,
     /// Don't send ICMP redirects when forwarding a packet back out of the interface
     /// it came in on.
     #[arg(long)]

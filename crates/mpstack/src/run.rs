@@ -108,6 +108,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     if gw6.is_some() && !any6 {
         return Err("--gw6 needs an IPv6 address on the interface (--inet6)".into());
     }
+    if a.rtadv && !any6 {
+        return Err("--rtadv needs IPv6 addresses to advertise (--inet6)".into());
+    }
     if a.slaac && !any6 {
         return Err("--slaac needs IPv6 on the interface: give it an address with --inet6 (the link-local one comes with it)".into());
     }
@@ -192,6 +195,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         if a.forwarding {
             stack
                 .set_forwarding(ifindex, true, true)
+                .map_err(|e| e.to_string())?;
+        }
+        if a.rtadv && !inet6[i].is_empty() {
+            stack
+                .set_router_advertisements(ifindex, true)
                 .map_err(|e| e.to_string())?;
         }
         ifindexes.push(ifindex);

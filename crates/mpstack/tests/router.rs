@@ -37,7 +37,7 @@ impl Routed {
             .args(["--inet6", &format!("{}=2001:2:1::1/64", taps[0])])
             .args(["--inet6", &format!("{}=2001:2:2::1/64", taps[1])])
             .args(["--mtu", &format!("{}=1280", taps[1])])
-            .args(["--forwarding", "--serve", "none"])
+            .args(["--forwarding", "--rtadv", "--serve", "none"])
             .args(["--workers", &workers.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -199,6 +199,19 @@ fn linux_namespaces_talk_through_an_mpstack_router() {
                 out.contains("ttl=63"),
                 "one hop decrements the hop limit: {out}"
             );
+        }
+        // Router advertisements: Linux forms a SLAAC address from the router's prefix.
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, out) = r.exec(0, "ip -6 addr show scope global");
+            if out.contains("2001:2:1:0:") && out.contains("dynamic") {
+                break;
+            }
+            assert!(
+                Instant::now() < end,
+                "no SLAAC address from our advertisements: {out}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
         }
         // tracepath: the router is hop 1, and it reports the second link's MTU.
         let (_, out) = r.exec(0, "tracepath -n -m 5 198.18.2.2");

@@ -120,8 +120,13 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                     drop(m);
                     crate::nd6::nd6_na_input(cx, ifp, info, flags, target_addr, lladdr);
                 }
-                // A host ignores solicitations for routers (RFC 4861 §6.2.6).
-                NdiscRepr::RouterSolicit { .. } => cx.stats.icmp6.inroutersolicit += 1,
+                // A host ignores solicitations for routers (RFC 4861 §6.2.6); an
+                // interface sending advertisements answers them.
+                NdiscRepr::RouterSolicit { .. } => {
+                    cx.stats.icmp6.inroutersolicit += 1;
+                    drop(m);
+                    crate::nd6::nd6_rs_input(cx, ifp);
+                }
                 NdiscRepr::RouterAdvert {
                     router_lifetime,
                     options,

@@ -320,6 +320,8 @@ pub struct Ifnet {
 pub struct Forwarding {
     pub inet: std::sync::atomic::AtomicBool,
     pub inet6: std::sync::atomic::AtomicBool,
+    /// Send router advertisements on this interface (FreeBSD's `rtadvd`, built in).
+    pub rtadv: std::sync::atomic::AtomicBool,
 }
 
 impl Forwarding {
@@ -333,6 +335,12 @@ impl Forwarding {
     #[inline]
     pub fn inet6(&self) -> bool {
         self.inet6.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Router advertisements are on.
+    #[inline]
+    pub fn rtadv(&self) -> bool {
+        self.rtadv.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -814,6 +814,19 @@ impl Stack {
         self.shared.rtbus.dropped()
     }
 
+    /// Turns router advertisements on or off on an interface (RFC 4861 §6.2: its
+    /// prefixes, MTU and, while it forwards IPv6, this node as a default router).
+    pub fn set_router_advertisements(&self, ifindex: IfIndex, on: bool) -> Result<(), StackError> {
+        let cfg = self.shared.cfg.load();
+        let ifp = cfg
+            .ifaces
+            .get(ifindex.get())
+            .ok_or(StackError::NoInterface(ifindex))?;
+        ifp.forwarding.rtadv.store(on, Ordering::Relaxed);
+        self.shared.notify_worker(0);
+        Ok(())
+    }
+
     /// Turns forwarding on or off for packets arriving on an interface, per family.
     pub fn set_forwarding(
         &self,

@@ -119,7 +119,7 @@ counter_group!(
         indstunreach, inpkttoobig, intimxceed, inparamprob, inroutersolicit,
         inrouteradvert, inneighborsolicit, inneighboradvert, inredirect, inmld, inother,
         outecho, outechoreply, outdstunreach, outpkttoobig, outtimxceed, outparamprob,
-        outroutersolicit, outneighborsolicit, outneighboradvert, outmldreport, outredirect,
+        outroutersolicit, outrouteradvert, outneighborsolicit, outneighboradvert, outmldreport, outredirect,
         badns, badna, badrs, badra, badredirect, noerror, badpkttoobig,
     }
 );

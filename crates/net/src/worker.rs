@@ -513,6 +513,9 @@ impl Worker {
                 if let Some(t) = crate::nd6::mld_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
+                if let Some(t) = crate::nd6::nd6_rtadv_timer(&mut cx, ifp) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
             }
         }
 

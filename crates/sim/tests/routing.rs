@@ -614,3 +614,114 @@ fn path_mtu_discovery_through_a_smaller_second_link() {
         assert!(s.host(ha).stats().ip6.fragmented >= 1);
     }
 }
+
+#[test]
+fn router_advertisements_configure_a_host_that_then_reaches_past_the_router() {
+    for workers in [1, 2] {
+        let mut s = Sim::new(8);
+        let h = s.add_host_with(net::StackConfig {
+            name: "h".into(),
+            workers,
+            slaac: true,
+            ..net::StackConfig::default()
+        });
+        let r = s.add_host("r", workers);
+        let b = s.add_host("b", workers);
+        let (ih, ir1) = s.link(h, "", r, "198.18.1.1/24", WireConfig::default());
+        let (ir2, ib) = s.link(
+            r,
+            "198.18.2.1/24",
+            b,
+            "198.18.2.2/24",
+            WireConfig::default(),
+        );
+        // The host has only its link-local address; SLAAC needs IPv6 on.
+        v6(&s, h, ih, "fe80::1234/64");
+        v6(&s, r, ir1, "2001:2:1::1/64");
+        v6(&s, r, ir2, "2001:2:2::1/64");
+        v6(&s, b, ib, "2001:2:2::2/64");
+        forwarding(&s, r);
+        s.host(r).set_router_advertisements(ir1, true).unwrap();
+        via(&s, b, "::/0", "2001:2:2::1");
+        s.run_for(Duration::from_secs(8));
+        let mac = s.host(h).interfaces()[0].mac.0;
+        let eui = net::iface::Inet6Addr::link_local(wire::EthernetAddress(mac))
+            .addr
+            .segments();
+        let want = std::net::Ipv6Addr::new(0x2001, 2, 1, 0, eui[4], eui[5], eui[6], eui[7]);
+        let addrs: Vec<_> = s
+            .host(h)
+            .addresses6()
+            .into_iter()
+            .map(|x| x.1.addr)
+            .collect();
+        assert!(
+            addrs.contains(&want),
+            "workers={workers}: SLAAC address {want} in {addrs:?}"
+        );
+        let st = s.host(r).stats();
+        assert!(st.icmp6.outrouteradvert >= 1, "{:?}", st.icmp6);
+        let to: SocketAddr = "[2001:2:2::2]:7".parse().unwrap();
+        assert_eq!(udp_echo_n(&mut s, h, b, to, 5, 200), 5, "workers={workers}");
+    }
+}
+
+#[test]
+fn hop_limit_expiry_and_redirects_over_ipv6() {
+    // Hop limit: r1 answers a hop-limit-1 datagram with Time Exceeded.
+    let mut c = chain(1);
+    let k =
+        c.s.host(c.a)
+            .udp_bind("[::]:0".parse::<SocketAddr>().unwrap())
+            .unwrap();
+    k.set_ttl(1).unwrap();
+    k.send_to(
+        b"probe",
+        "[2001:2:4::2]:33434".parse::<SocketAddr>().unwrap(),
+    )
+    .unwrap();
+    c.s.run_for(Duration::from_millis(50));
+    assert_eq!(c.s.host(c.r[0]).stats().ip6.timeexceed, 1);
+    assert_eq!(c.s.host(c.a).stats().icmp6.intimxceed, 1);
+    // Redirect: A, R and G on one link; R's route for 2001:2:9::/48 is G's
+    // link-local address, so R tells A to use G directly.
+    let mut s = Sim::new(12);
+    let hub = s.add_hub(WireConfig::default());
+    let ha = s.add_host("a", 1);
+    let r = s.add_host("r", 1);
+    let g = s.add_host("g", 1);
+    let ia = s.connect(ha, hub, "198.18.1.2/24");
+    let ir = s.connect(r, hub, "198.18.1.1/24");
+    let ig = s.connect(g, hub, "198.18.1.3/24");
+    v6(&s, ha, ia, "2001:2:1::2/64");
+    v6(&s, r, ir, "2001:2:1::1/64");
+    v6(&s, g, ig, "2001:2:1::3/64");
+    forwarding(&s, r);
+    s.run_for(Duration::from_secs(3));
+    let g_ll = s.host(g).addresses6()[0].1.addr;
+    let r_ll = s.host(r).addresses6()[0].1.addr;
+    assert!(g_ll.segments()[0] == 0xfe80);
+    // Routers are known by their link-local addresses (RFC 4861 §8.1).
+    via(&s, ha, "::/0", &r_ll.to_string());
+    via(&s, r, "2001:2:9::/48", &g_ll.to_string());
+    let k = s
+        .host(ha)
+        .udp_bind("[::]:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    k.send_to(b"x", "[2001:2:9::1]:9".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(100));
+    assert_eq!(s.host(r).stats().ip6.redirectsent, 1);
+    assert_eq!(s.host(r).stats().ip6.forward, 1);
+    assert_eq!(s.host(ha).stats().icmp6.inredirect, 1);
+    // A now sends the next one to G directly: R forwards nothing more.
+    k.send_to(b"y", "[2001:2:9::1]:9".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(100));
+    assert_eq!(
+        s.host(r).stats().ip6.forward,
+        1,
+        "the redirect was followed"
+    );
+    assert_eq!(s.host(g).stats().ip6.cantforward, 2, "G got both");
+}
