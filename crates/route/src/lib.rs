@@ -7,6 +7,15 @@
 //! - [`Poptrie`]: Poptrie for IPv4 (Asai, Ohara, SIGCOMM 2015): an 18-bit direct table,
 //!   then 6-bit stride nodes whose children and leaves are compressed by popcount.
 //!
+//! Beside them, for the forwarding path after the lookup:
+//!
+//! - [`EcmpGroup`]: an ECMP group as a resilient bucket table, indexed by the seeded
+//!   flow hash ([`flow_hash4`], [`flow_hash6`]); membership changes move the fewest
+//!   flows they can.
+//! - [`FlowTable`]: the per-worker flow table of the PRESTO 2009 paper (destination or
+//!   4-tuple mode, bounded, idle expiry, entries validated by generation numbers), for
+//!   stateful ECMP and to skip the lookup for recent flows.
+//!
 //! What it owns: prefixes ([`Prefix4`], [`Prefix6`]) and the lookup structures. The
 //! fast structures are built once from a list of routes and never changed: the FIB
 //! compiles a new one and publishes it (RCU-style), so readers never lock.
@@ -19,11 +28,15 @@
 #![forbid(unsafe_code)]
 
 mod dir248;
+mod ecmp;
+mod flowtable;
 mod poptrie;
 mod prefix;
 mod radix;
 
 pub use dir248::Dir248;
+pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
+pub use flowtable::{FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, WAYS as FLOW_WAYS};
 pub use poptrie::Poptrie;
 pub use prefix::{Addr, Prefix, Prefix4, Prefix6};
 pub use radix::Radix;
