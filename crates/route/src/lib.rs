@@ -7,6 +7,12 @@
 //! - [`Poptrie`]: Poptrie for IPv4 (Asai, Ohara, SIGCOMM 2015): an 18-bit direct table,
 //!   then 6-bit stride nodes whose children and leaves are compressed by popcount.
 //!
+//! On top of them, the routing table itself ([`fib`]): the control plane's [`Rib`] of
+//! prefix routes with BSD flags ([`RtFlags`]), next-hop objects carrying the resolved
+//! L2 rewrite ([`NextHop`]), multipath groups as resilient bucket tables
+//! ([`NhGroup`]), the compiled, immutable [`Fib`] workers read, and the routing
+//! message stream ([`rtmsg`]).
+//!
 //! Beside them, for the forwarding path after the lookup:
 //!
 //! - [`EcmpGroup`]: an ECMP group as a resilient bucket table, indexed by the seeded
@@ -29,17 +35,25 @@
 
 mod dir248;
 mod ecmp;
+pub mod fib;
 mod flowtable;
+mod ipprefix;
+pub mod nexthop;
 mod poptrie;
 mod prefix;
 mod radix;
+pub mod rtmsg;
 
 pub use dir248::Dir248;
 pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
+pub use fib::{Fib, FibAlgo, NhGroup, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
 pub use flowtable::{FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, WAYS as FLOW_WAYS};
+pub use ipprefix::IpPrefix;
+pub use nexthop::{NextHop, NhKey, NhKind, RtFlags};
 pub use poptrie::Poptrie;
 pub use prefix::{Addr, Prefix, Prefix4, Prefix6};
 pub use radix::Radix;
+pub use rtmsg::{RtBus, RtMsg, RtSubscriber, RtmType};
 
 /// The largest next-hop index the fast structures can hold (`2^31 - 2`).
 pub const MAX_NEXTHOP: u32 = 0x7fff_fffe;
