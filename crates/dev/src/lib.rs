@@ -12,6 +12,7 @@
 //! This crate and `mbuf` are the only ones allowed `unsafe` (TAP ioctls, poll).
 
 pub mod alloc_count;
+pub mod cpu;
 pub mod impair;
 pub mod mem;
 pub mod pcap;

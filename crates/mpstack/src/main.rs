@@ -61,22 +61,33 @@ enum Cmd {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
-    /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), or lpm (IPv4
-    /// longest-prefix match on a BGP table: ours beside three crates).
+    /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), lpm (IPv4
+    /// longest-prefix match on a BGP table: ours beside three crates), or forward
+    /// (64-byte IPv4 forwarding through a full table in the PRESTO 2009 paper's three
+    /// designs, legacy, split L2/L3 and split plus flow table, at 1 and 2 workers).
     #[arg(default_value = "tcp")]
     pub what: String,
-    /// bench mbuf: packets per traffic mix and strategy.
+    /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
+    /// frames per worker (the workers loop over them).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub packets: u64,
+    /// bench forward: flows (destinations) in the workload, split over the workers.
+    #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub flows: u64,
+    /// bench forward: seconds of each timed run (each design, each worker count,
+    /// each round).
+    #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]
+    pub seconds: f64,
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
     #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub lookups: u64,
-    /// bench lpm: the route table (`prefix/len AS` lines); default: iptrie 0.11.2's
+    /// bench lpm, forward: the route table (`prefix/len AS` lines); default: iptrie 0.11.2's
     /// benches/bgpas.lpm in cargo's registry sources.
     #[arg(long, value_name = "PATH")]
     pub table: Option<std::path::PathBuf>,
     /// bench lpm: implementations to leave out, comma-separated (radix, dir-24-8,
-    /// poptrie, prefix-trie, poptrie-crate, ip_network_table).
+    /// poptrie, prefix-trie, poptrie-crate, ip_network_table); bench forward: designs
+    /// to leave out (legacy, split, split+flowtable).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.
@@ -85,7 +96,8 @@ pub struct BenchArgs {
     /// Rounds (the best of each is compared; the machines are shared and noisy).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
-    /// Worker threads per mpstack stack.
+    /// Worker threads per mpstack stack; bench forward: the second worker count
+    /// measured beside 1 (2 unless this is more than 1).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
     /// What to run, comma-separated (default: all): the throughput rows mpstack,

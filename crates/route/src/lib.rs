@@ -13,6 +13,15 @@
 //! ([`NhGroup`]), the compiled, immutable [`Fib`] workers read, and the routing
 //! message stream ([`rtmsg`]).
 //!
+//! Beside them, for the forwarding path after the lookup:
+//!
+//! - [`EcmpGroup`]: an ECMP group as a resilient bucket table, indexed by the seeded
+//!   flow hash ([`flow_hash4`], [`flow_hash6`]); membership changes move the fewest
+//!   flows they can.
+//! - [`FlowTable`]: the per-worker flow table of the PRESTO 2009 paper (destination or
+//!   4-tuple mode, bounded, idle expiry, entries validated by generation numbers), for
+//!   stateful ECMP and to skip the lookup for recent flows.
+//!
 //! What it owns: prefixes ([`Prefix4`], [`Prefix6`]) and the lookup structures. The
 //! fast structures are built once from a list of routes and never changed: the FIB
 //! compiles a new one and publishes it (RCU-style), so readers never lock.
@@ -25,7 +34,9 @@
 #![forbid(unsafe_code)]
 
 mod dir248;
+mod ecmp;
 pub mod fib;
+mod flowtable;
 mod ipprefix;
 pub mod nexthop;
 mod poptrie;
@@ -34,7 +45,9 @@ mod radix;
 pub mod rtmsg;
 
 pub use dir248::Dir248;
+pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
 pub use fib::{Fib, FibAlgo, NhGroup, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
+pub use flowtable::{FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, WAYS as FLOW_WAYS};
 pub use ipprefix::IpPrefix;
 pub use nexthop::{NextHop, NhKey, NhKind, RtFlags};
 pub use poptrie::Poptrie;

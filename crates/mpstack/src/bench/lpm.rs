@@ -29,17 +29,17 @@ use std::time::Instant;
 const TABLE_IN_CRATE: &str = "iptrie-0.11.2/benches/bgpas.lpm";
 
 /// A seeded generator (SplitMix64): the keys are the same in every run.
-struct SplitMix(u64);
+pub(super) struct SplitMix(pub(super) u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -314,20 +314,17 @@ pub fn run_v4(
     rows
 }
 
-pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
-    if let Some(s) = a.skip.iter().find(|s| !IMPLS.contains(&s.as_str())) {
-        return Err(format!(
-            "bench lpm: --skip: unknown '{s}' (known: {})",
-            IMPLS.join(", ")
-        ));
-    }
-    let (routes, source) = match a.table.clone().or_else(find_table) {
+/// The routes of `--table`, or of the table `find_table` finds, or a synthetic one;
+/// `bench` names the benchmark in progress lines and errors.
+pub fn load_table(a: &BenchArgs, bench: &str) -> Result<(Vec<(Prefix4, u32)>, Source), String> {
+    Ok(match a.table.clone().or_else(find_table) {
         Some(path) => {
-            progress(a, &format!("lpm: reading {}", path.display()));
+            progress(a, &format!("{bench}: reading {}", path.display()));
             let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("bench lpm: {}: {e}", path.display()))?;
+                .map_err(|e| format!("bench {bench}: {}: {e}", path.display()))?;
             (
-                parse_table(&text).map_err(|e| format!("bench lpm: {}: {e}", path.display()))?,
+                parse_table(&text)
+                    .map_err(|e| format!("bench {bench}: {}: {e}", path.display()))?,
                 Source::File(path),
             )
         }
@@ -336,10 +333,20 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 "{TABLE_IN_CRATE} not found under $CARGO_HOME/registry/src (run `cargo fetch`); \
                  synthetic table of 900000 prefixes"
             );
-            progress(a, &format!("lpm: {why}"));
+            progress(a, &format!("{bench}: {why}"));
             (synthetic_table(900_000, 1), Source::Synthetic(why))
         }
-    };
+    })
+}
+
+pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
+    if let Some(s) = a.skip.iter().find(|s| !IMPLS.contains(&s.as_str())) {
+        return Err(format!(
+            "bench lpm: --skip: unknown '{s}' (known: {})",
+            IMPLS.join(", ")
+        ));
+    }
+    let (routes, source) = load_table(a, "lpm")?;
     let lookups = a.lookups as usize;
     let rows = run_v4(&routes, lookups, a.rounds, &a.skip, |m| {
         progress(a, &format!("lpm: {m}"))

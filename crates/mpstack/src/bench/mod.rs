@@ -18,6 +18,7 @@
 //! them open.
 
 mod conns;
+mod forward;
 mod lpm;
 mod mbuf;
 mod polled;
@@ -96,8 +97,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "tcp" => tcp(&a),
         "mbuf" => mbuf::main(&a),
         "lpm" => lpm::main(&a),
+        "forward" => forward::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward)"
         )),
     }
 }

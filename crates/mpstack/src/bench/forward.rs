@@ -1,0 +1,1018 @@
+//! `mpstack bench forward`: IPv4 forwarding of 64-byte frames in memory through a full
+//! table, in the three designs of the PRESTO 2009 paper (Qing Li, Kip Macy: "the
+//! FreeBSD split L2/L3 routing"), side by side, with 1 and 2 workers — the shape of
+//! its Figures 7 (legacy vs split) and 9 (split plus flow table), measured:
+//!
+//! - `legacy`: FreeBSD 7's unified table. The lookup yields a shared, reference-counted
+//!   route entry (one per prefix) whose state, reference count included, sits behind
+//!   its mutex (`rt_mtx`), and whose gateway's L2 address sits in the gateway's own
+//!   cloned host entry (`rt_gwroute` with its `llinfo`), again reference-counted under
+//!   its lock. Per packet, the `rtalloc1`/`rt_check`/`arpresolve`/`RTFREE` sequence of
+//!   `ip_output`: four lock/unlock pairs, two references taken and dropped, two
+//!   counters written — all on lines every worker shares.
+//! - `split`: FreeBSD 13's and our design ([`route::Fib`]): the lookup yields a
+//!   next-hop index, the next-hop object ([`route::NextHop`]) holds the L2 rewrite,
+//!   read with two atomic loads; nothing written to shared memory.
+//! - `split+flowtable`: `split` behind a per-worker [`route::FlowTable`] keyed on the
+//!   destination (the paper's forwarding mode): a hit skips the longest-prefix match;
+//!   an entry is (next-hop index, generation), validated against the next hop.
+//!
+//! The longest-prefix match is our Poptrie in all three, so that only the design
+//! differs (in `legacy` its leaves are route entries, one per prefix, as rtentries
+//! were; in the others, next hops).
+//!
+//! What each worker does with each packet (a fast path's checks, as VPP's
+//! `ip4-input` does them): Ethernet type is IPv4; version 4 and no options (IHL 5:
+//! anything else would go to the slow path); total length within the frame; the
+//! header checksum, verified in full; TTL > 1 (RFC 1812 §5.2.7.1; else ICMP time
+//! exceeded, the slow path); route lookup; TTL decremented with the checksum updated
+//! incrementally (RFC 1624); the L2 rewrite (destination MAC from the next hop, source
+//! MAC of the outgoing interface); then "transmit": the rewritten frame is written to
+//! the worker's transmit ring and counted on its interface. The input frames are
+//! pre-built (valid checksums, destinations inside announced prefixes, a fixed number
+//! of flows split over the workers by a flow hash as RSS would) and reused, so the
+//! input is never written.
+//!
+//! Before timing, every design forwards every packet once (twice for the flow table:
+//! misses, then hits), and each output frame is checked against the radix-tree oracle
+//! (interface and destination MAC of the right next hop, TTL 63, valid checksum).
+
+use super::lpm::{self, Source, SplitMix};
+use super::progress;
+use crate::BenchArgs;
+use route::{
+    flow_hash4, Fib, FibAlgo, FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, IpPrefix,
+    Lookup, Poptrie, Prefix4, Radix, Rib, RouteSpec, RtBus,
+};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::ExitCode;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    UdpPacket, UdpRepr,
+};
+
+/// Bytes in a frame (without the FCS): Ethernet 14 + IPv4 20 + UDP 8 + 22 of data.
+const FRAME: usize = 64;
+type Frame = [u8; FRAME];
+/// Outgoing interfaces (ifindex 1..=IFACES).
+const IFACES: usize = 4;
+/// Next hops (gateways), spread over the interfaces: a router has a few peers, not
+/// one per origin AS.
+const GATEWAYS: u32 = 64;
+/// Packets between two readings of the clock (the workers' `now`).
+const BATCH: usize = 256;
+/// Slots of a worker's transmit ring.
+const TX_SLOTS: usize = 1024;
+/// The RSS hash's seed (which worker a flow goes to).
+const RSS_SEED: u64 = 0x5253_5321;
+
+/// The three designs, in the order they are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DesignKind {
+    Legacy,
+    Split,
+    SplitFlow,
+}
+
+impl DesignKind {
+    pub const ALL: [DesignKind; 3] = [DesignKind::Legacy, DesignKind::Split, DesignKind::SplitFlow];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DesignKind::Legacy => "legacy",
+            DesignKind::Split => "split",
+            DesignKind::SplitFlow => "split+flowtable",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            DesignKind::Legacy => "unified L2/L3: rtentry + llinfo under mutexes (FreeBSD 7)",
+            DesignKind::Split => "split L2/L3: Fib -> NextHop, lock-free",
+            DesignKind::SplitFlow => "split + per-worker flow table (dst)",
+        }
+    }
+}
+
+/// Where gateway `g` is: its interface, address and MAC.
+fn gw_ifindex(g: u32) -> u32 {
+    1 + g % IFACES as u32
+}
+fn gw_addr(g: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, gw_ifindex(g) as u8, 0, 1 + g as u8)
+}
+fn gw_mac(g: u32) -> [u8; 6] {
+    [0x02, 0x00, 0x5e, 0x00, gw_ifindex(g) as u8, g as u8]
+}
+/// The router's own MAC on interface `ifindex` (0 is the input interface).
+fn if_mac(ifindex: u32) -> [u8; 6] {
+    [0x02, 0x00, 0x00, 0x00, 0x00, 0x10 + ifindex as u8]
+}
+
+/// What a design answers for a destination: outgoing interface and destination MAC.
+type L2Next = (u32, [u8; 6]);
+
+/// One forwarding design, as a worker holds it.
+trait Design {
+    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next>;
+    fn flow_stats(&self) -> Option<FlowStats> {
+        None
+    }
+}
+
+// ---- legacy: FreeBSD 7's rtentry + llinfo --------------------------------------
+
+/// A route entry (`rtentry`): everything mutable behind its own lock (`rt_mtx`),
+/// the reference count included, as FreeBSD 7's `RT_ADDREF` under `RT_LOCK`.
+#[derive(Debug)]
+struct RtEntry {
+    mtx: Mutex<RtInner>,
+}
+
+#[derive(Debug)]
+struct RtInner {
+    /// `rt_refcnt`.
+    refcnt: u32,
+    /// `rt_use`: packets sent through this route.
+    used: u64,
+    /// `rt_gwroute`: the gateway's cloned host route, which holds the ARP entry.
+    gwroute: u32,
+}
+
+/// The gateway's cloned host route (`RTF_LLINFO`) with its ARP entry (`llinfo_arp`).
+#[derive(Debug)]
+struct GwRoute {
+    ifindex: u32,
+    mtx: Mutex<GwInner>,
+}
+
+#[derive(Debug)]
+struct GwInner {
+    refcnt: u32,
+    mac: [u8; 6],
+    /// `rmx_pksent`-like bookkeeping, written under the lock per packet.
+    pksent: u64,
+}
+
+/// The legacy table: Poptrie whose leaves index one entry per prefix. The entries
+/// sit in one array, as a UMA zone's slabs hold them (one heap object each would add
+/// a TLB miss per packet on this machine and blame the design for the allocator).
+#[derive(Debug)]
+struct LegacyTable {
+    lpm: Poptrie,
+    rt: Vec<RtEntry>,
+    gw: Vec<GwRoute>,
+}
+
+impl LegacyTable {
+    fn build(routes: &[(Prefix4, u32)]) -> Self {
+        let gw = (0..GATEWAYS)
+            .map(|g| GwRoute {
+                ifindex: gw_ifindex(g),
+                mtx: Mutex::new(GwInner {
+                    refcnt: 1,
+                    mac: gw_mac(g),
+                    pksent: 0,
+                }),
+            })
+            .collect();
+        let rt = routes
+            .iter()
+            .map(|&(_, g)| RtEntry {
+                mtx: Mutex::new(RtInner {
+                    refcnt: 1,
+                    used: 0,
+                    gwroute: g,
+                }),
+            })
+            .collect();
+        let indexed: Vec<(Prefix4, u32)> = routes
+            .iter()
+            .enumerate()
+            .map(|(i, &(p, _))| (p, i as u32))
+            .collect();
+        LegacyTable {
+            lpm: Poptrie::build(&indexed),
+            rt,
+            gw,
+        }
+    }
+}
+
+struct Legacy<'a>(&'a LegacyTable);
+
+/// A lock that survives a panicking holder (none panics here).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Design for Legacy<'_> {
+    #[inline]
+    fn next_hop(&mut self, dst: u32, _now: u64) -> Option<L2Next> {
+        let t = self.0;
+        let rt = &t.rt[t.lpm.lookup(dst)? as usize];
+        // rtalloc1(): the route, referenced and counted under its lock.
+        let g = {
+            let mut r = lock(&rt.mtx);
+            r.refcnt += 1;
+            r.used += 1;
+            r.gwroute
+        };
+        // rt_check() + arpresolve(): the gateway's host route referenced, its ARP
+        // entry read, under its lock; then released (RTFREE).
+        let gw = &t.gw[g as usize];
+        let mac = {
+            let mut l = lock(&gw.mtx);
+            l.refcnt += 1;
+            l.pksent += 1;
+            l.mac
+        };
+        lock(&gw.mtx).refcnt -= 1;
+        // ip_output()'s RTFREE(ro.ro_rt) once the packet is out.
+        lock(&rt.mtx).refcnt -= 1;
+        Some((gw.ifindex, mac))
+    }
+}
+
+// ---- split: Fib -> NextHop ---------------------------------------------------------
+
+struct Split<'a>(&'a Fib);
+
+impl Design for Split<'_> {
+    #[inline]
+    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next> {
+        // The hash is asked for only by a multipath route (none in this table).
+        let nh = self.0.lookup4(Ipv4Addr::from(dst), || 0)?;
+        Some((nh.ifindex, nh.l2(now)?))
+    }
+}
+
+struct SplitFlow<'a> {
+    fib: &'a Fib,
+    flows: FlowTable<(u32, u32)>,
+}
+
+impl<'a> SplitFlow<'a> {
+    fn new(fib: &'a Fib, flows: usize) -> Self {
+        SplitFlow {
+            fib,
+            flows: FlowTable::new(FlowTableConfig {
+                mode: FlowMode::Destination,
+                // Room for every flow a worker sees, at a quarter load: few set conflicts.
+                capacity: (flows * 4).max(4096),
+                ..FlowTableConfig::default()
+            }),
+        }
+    }
+}
+
+impl Design for SplitFlow<'_> {
+    #[inline]
+    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next> {
+        let fib = self.fib;
+        let key = FlowKey::v4(0, dst, 0, 0, 0);
+        let (i, _) = self.flows.lookup_or_insert_with(
+            &key,
+            now,
+            |&(i, generation)| fib.nexthop(i).is_some_and(|n| n.is_valid(generation)),
+            || {
+                fib.lookup4(Ipv4Addr::from(dst), || 0)
+                    .map(|n| (n.index, n.generation()))
+            },
+        )?;
+        let nh = fib.nexthop(i)?;
+        Some((nh.ifindex, nh.l2(now)?))
+    }
+
+    fn flow_stats(&self) -> Option<FlowStats> {
+        Some(self.flows.stats())
+    }
+}
+
+// ---- the per-packet path --------------------------------------------------------------
+
+/// Why a packet was not forwarded (none should be, in this workload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DropReason {
+    NotIpv4,
+    SlowPath,
+    BadLen,
+    BadSum,
+    TtlExceeded,
+    NoRoute,
+}
+
+/// Forwards `inp` into `out`; returns the outgoing interface.
+#[inline(always)]
+fn ip_forward<D: Design>(
+    d: &mut D,
+    inp: &Frame,
+    out: &mut Frame,
+    now: u64,
+) -> Result<u32, DropReason> {
+    let eth = EthernetFrame::new_unchecked(&inp[..]);
+    if eth.ethertype() != EtherType::Ipv4 {
+        return Err(DropReason::NotIpv4);
+    }
+    let ip = Ipv4Packet::new_unchecked(eth.payload());
+    // Options (IHL > 5) and other versions leave the fast path.
+    if ip.version() != 4 || ip.header_len() != 20 {
+        return Err(DropReason::SlowPath);
+    }
+    let len = ip.total_len() as usize;
+    if !(20..=FRAME - 14).contains(&len) {
+        return Err(DropReason::BadLen);
+    }
+    if !ip.verify_checksum() {
+        return Err(DropReason::BadSum);
+    }
+    // RFC 1812 §5.2.7.1: a packet that cannot be forwarded because its TTL would reach
+    // zero is answered with a Time Exceeded (by the slow path).
+    if ip.hop_limit() <= 1 {
+        return Err(DropReason::TtlExceeded);
+    }
+    let (ifindex, mac) = d
+        .next_hop(u32::from(ip.dst_addr()), now)
+        .ok_or(DropReason::NoRoute)?;
+    *out = *inp;
+    let mut f = EthernetFrame::new_unchecked(&mut out[..]);
+    f.set_dst_addr(EthernetAddress(mac));
+    f.set_src_addr(EthernetAddress(if_mac(ifindex)));
+    // RFC 1812 §5.3.1 and RFC 1624: TTL - 1, checksum updated incrementally.
+    Ipv4Packet::new_unchecked(f.payload_mut()).decrement_hop_limit();
+    Ok(ifindex)
+}
+
+/// A worker's transmit side: a ring of frames and a count per interface.
+struct Tx {
+    ring: Vec<Frame>,
+    head: usize,
+    per_if: [u64; IFACES + 1],
+    drops: u64,
+}
+
+impl Tx {
+    fn new() -> Self {
+        Tx {
+            ring: vec![[0; FRAME]; TX_SLOTS],
+            head: 0,
+            per_if: [0; IFACES + 1],
+            drops: 0,
+        }
+    }
+}
+
+/// Forwards a batch of frames.
+#[inline(never)]
+fn forward_batch<D: Design>(d: &mut D, pkts: &[Frame], tx: &mut Tx, now: u64) {
+    for p in pkts {
+        let slot = tx.head % TX_SLOTS;
+        match ip_forward(d, p, &mut tx.ring[slot], now) {
+            Ok(ifindex) => {
+                tx.per_if[ifindex as usize % (IFACES + 1)] += 1;
+                tx.head += 1;
+            }
+            Err(_) => tx.drops += 1,
+        }
+    }
+}
+
+/// What one worker measured.
+#[derive(Clone, Copy, Debug, Default)]
+struct WorkerRun {
+    packets: u64,
+    drops: u64,
+    secs: f64,
+    /// Time-stamp counter ticks over the run (0 without a TSC).
+    ticks: u64,
+    flows: Option<FlowStats>,
+}
+
+/// Runs `d` over `pkts` for `secs` (after one untimed pass, and after `start`).
+fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> WorkerRun {
+    let mut tx = Tx::new();
+    let t0 = Instant::now();
+    let now = |t0: Instant| t0.elapsed().as_nanos() as u64;
+    for b in pkts.chunks(BATCH) {
+        forward_batch(&mut d, b, &mut tx, now(t0));
+    }
+    let warm = tx.head as u64 + tx.drops;
+    start.wait();
+    let (t1, c1) = (Instant::now(), dev::cpu::rdtsc().unwrap_or(0));
+    let deadline = Duration::from_secs_f64(secs);
+    let (elapsed, c2) = loop {
+        for b in pkts.chunks(BATCH) {
+            forward_batch(&mut d, b, &mut tx, now(t0));
+        }
+        let e = t1.elapsed();
+        if e >= deadline {
+            break (e, dev::cpu::rdtsc().unwrap_or(0));
+        }
+    };
+    black_box(&tx.ring);
+    let packets = tx.head as u64 + tx.drops - warm;
+    WorkerRun {
+        packets,
+        drops: tx.drops,
+        secs: elapsed.as_secs_f64(),
+        ticks: c2.wrapping_sub(c1),
+        flows: d.flow_stats(),
+    }
+}
+
+// ---- the workload -----------------------------------------------------------------------
+
+/// One flow: a UDP 4-tuple.
+#[derive(Clone, Copy, Debug)]
+struct Flow {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+}
+
+/// `n` flows to destinations inside announced prefixes, from 198.18.0.0/15.
+fn make_flows(routes: &[(Prefix4, u32)], n: usize, seed: u64) -> Vec<Flow> {
+    let mut rng = SplitMix(seed);
+    (0..n)
+        .map(|_| {
+            let (p, _) = routes[rng.below(routes.len() as u64) as usize];
+            let host = u32::MAX.checked_shr(p.len as u32).unwrap_or(0);
+            Flow {
+                src: 0xc612_0000 | (rng.next() as u32 & 0x1_ffff),
+                dst: p.addr | (rng.next() as u32 & host),
+                sport: 1024 + rng.below(60_000) as u16,
+                dport: [53, 123, 443, 4789][rng.below(4) as usize],
+            }
+        })
+        .collect()
+}
+
+/// The frame of flow `f`: Ethernet + IPv4 + UDP, every checksum valid, TTL 64.
+fn frame(f: &Flow, ident: u16) -> Frame {
+    let payload = FRAME - 14 - 20 - 8;
+    let udp = UdpRepr {
+        src_port: f.sport,
+        dst_port: f.dport,
+    };
+    let (src, dst) = (Ipv4Addr::from(f.src), Ipv4Addr::from(f.dst));
+    let ip = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Udp,
+        payload_len: udp.buffer_len(payload),
+        hop_limit: 64,
+        dscp: 0,
+        ident,
+        dont_frag: true,
+    };
+    let eth = EthernetRepr {
+        src_addr: EthernetAddress([0x02, 0, 0, 0, 0xee, 0x01]),
+        dst_addr: EthernetAddress(if_mac(0)),
+        ethertype: EtherType::Ipv4,
+    };
+    let mut out = [0u8; FRAME];
+    let mut fr = EthernetFrame::new_unchecked(&mut out[..]);
+    eth.emit(&mut fr);
+    let mut packet = Ipv4Packet::new_unchecked(fr.payload_mut());
+    ip.emit(&mut packet);
+    udp.emit(
+        &mut UdpPacket::new_unchecked(packet.payload_mut()),
+        &src.into(),
+        &dst.into(),
+        payload,
+        |b| b.fill(0x5a),
+        true,
+    );
+    out
+}
+
+/// The packets of worker `w` of `workers`: `n` frames of the flows RSS gives it, in a
+/// seeded random order.
+fn worker_packets(flows: &[Flow], workers: usize, w: usize, n: usize, seed: u64) -> Vec<Frame> {
+    let mine: Vec<Frame> = flows
+        .iter()
+        .filter(|f| {
+            flow_hash4(f.src, f.dst, 17, f.sport, f.dport, RSS_SEED) as usize % workers == w
+        })
+        .enumerate()
+        .map(|(i, f)| frame(f, i as u16))
+        .collect();
+    let mut rng = SplitMix(seed ^ w as u64);
+    (0..n)
+        .map(|_| mine[rng.below(mine.len() as u64) as usize])
+        .collect()
+}
+
+/// Everything the designs read, built once.
+struct Tables {
+    /// The deduplicated routes, each to a gateway `0..GATEWAYS`.
+    routes: Vec<(Prefix4, u32)>,
+    oracle: Radix<u32>,
+    legacy: LegacyTable,
+    fib: Fib,
+}
+
+impl Tables {
+    fn build(raw: &[(Prefix4, u32)], mut progress: impl FnMut(&str)) -> Result<Self, String> {
+        // A prefix listed twice keeps its last next hop, as `Lookup::build` does.
+        let dedup: BTreeMap<Prefix4, u32> = raw
+            .iter()
+            .map(|&(p, nh)| (Prefix4::new(p.addr, p.len), nh % GATEWAYS))
+            .collect();
+        let routes: Vec<(Prefix4, u32)> = dedup.into_iter().collect();
+        progress(&format!(
+            "{} prefixes: radix oracle, legacy table, Rib -> Fib (Poptrie)",
+            routes.len()
+        ));
+        let oracle = Radix::build(&routes);
+        let legacy = LegacyTable::build(&routes);
+        let mut rib = Rib::new(Arc::new(RtBus::new()), FibAlgo::Poptrie, routes.len() + 1);
+        for &(p, g) in &routes {
+            rib.add(RouteSpec::via(
+                IpPrefix::V4(p),
+                IpAddr::V4(gw_addr(g)),
+                gw_ifindex(g),
+            ))
+            .map_err(|e| format!("bench forward: {p}: {e}"))?;
+        }
+        let fib = rib.compile();
+        // The neighbour tables' part: every gateway resolved, for good.
+        for nh in fib.nexthops() {
+            let Some(IpAddr::V4(gw)) = nh.gateway else {
+                return Err(format!(
+                    "bench forward: next hop {} has no gateway",
+                    nh.index
+                ));
+            };
+            let g = u32::from(gw.octets()[3]) - 1;
+            nh.set_l2(gw_mac(g), u64::MAX);
+        }
+        Ok(Tables {
+            routes,
+            oracle,
+            legacy,
+            fib,
+        })
+    }
+
+    /// Design `k` as one worker holds it (a flow table sized for `flows`).
+    fn design(&self, k: DesignKind, flows: usize) -> AnyDesign<'_> {
+        match k {
+            DesignKind::Legacy => AnyDesign::Legacy(Legacy(&self.legacy)),
+            DesignKind::Split => AnyDesign::Split(Split(&self.fib)),
+            DesignKind::SplitFlow => AnyDesign::SplitFlow(SplitFlow::new(&self.fib, flows)),
+        }
+    }
+}
+
+/// A design chosen at run time; each worker loop is monomorphised by [`run`].
+enum AnyDesign<'a> {
+    Legacy(Legacy<'a>),
+    Split(Split<'a>),
+    SplitFlow(SplitFlow<'a>),
+}
+
+/// Forwards every packet (twice) with design `k` and checks every output frame
+/// against the oracle; returns the number of wrong ones (and the first, described).
+fn check(t: &Tables, k: DesignKind, pkts: &[Frame], flows: usize) -> (usize, Option<String>) {
+    fn go<D: Design>(t: &Tables, mut d: D, pkts: &[Frame]) -> (usize, Option<String>) {
+        let mut bad = 0;
+        let mut first = None;
+        let mut out = [0u8; FRAME];
+        for pass in 0..2 {
+            for (i, p) in pkts.iter().enumerate() {
+                let dst = u32::from(
+                    Ipv4Packet::new_unchecked(EthernetFrame::new_unchecked(&p[..]).payload())
+                        .dst_addr(),
+                );
+                let want = t.oracle.lookup(dst).map(|g| (gw_ifindex(g), gw_mac(g)));
+                let got = ip_forward(&mut d, p, &mut out, 0).ok().map(|ifindex| {
+                    let f = EthernetFrame::new_unchecked(&out[..]);
+                    (ifindex, f.dst_addr().0)
+                });
+                let ip = Ipv4Packet::new_unchecked(&out[14..]);
+                // Only the MACs, the TTL (byte 22) and the checksum (24-25) change.
+                let rewritten = got.is_none()
+                    || (ip.hop_limit() == 63
+                        && ip.verify_checksum()
+                        && out[6..12] == if_mac(got.map_or(0, |g| g.0))
+                        && out[12..22] == p[12..22]
+                        && out[23] == p[23]
+                        && out[26..] == p[26..]);
+                if got != want || !rewritten {
+                    bad += 1;
+                    first.get_or_insert_with(|| {
+                        format!(
+                            "pass {pass}, packet {i} to {}: got {got:?}, oracle {want:?}, rewrite ok {rewritten}",
+                            Ipv4Addr::from(dst)
+                        )
+                    });
+                }
+            }
+        }
+        (bad, first)
+    }
+    match t.design(k, flows) {
+        AnyDesign::Legacy(d) => go(t, d, pkts),
+        AnyDesign::Split(d) => go(t, d, pkts),
+        AnyDesign::SplitFlow(d) => go(t, d, pkts),
+    }
+}
+
+/// Runs design `k` with one thread per packet set, pinned to the allowed CPUs in turn.
+fn run(
+    t: &Tables,
+    k: DesignKind,
+    sets: &[Vec<Frame>],
+    flows: usize,
+    secs: f64,
+    cpus: &[usize],
+) -> Vec<WorkerRun> {
+    let start = Barrier::new(sets.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sets
+            .iter()
+            .enumerate()
+            .map(|(w, pkts)| {
+                let start = &start;
+                let cpu = cpus.get(w % cpus.len().max(1)).copied();
+                s.spawn(move || {
+                    if let Some(c) = cpu {
+                        // Best effort: unpinned, the numbers are noisier, not wrong.
+                        let _ = dev::cpu::pin_current_thread(c);
+                    }
+                    match t.design(k, flows) {
+                        AnyDesign::Legacy(d) => worker(d, pkts, secs, start),
+                        AnyDesign::Split(d) => worker(d, pkts, secs, start),
+                        AnyDesign::SplitFlow(d) => worker(d, pkts, secs, start),
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("forwarding worker panicked"))
+            .collect()
+    })
+}
+
+/// One design at one worker count, the best of the rounds.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub design: DesignKind,
+    pub workers: usize,
+    /// Packets a second, all workers together.
+    pub mpps: f64,
+    /// Per worker: nanoseconds and TSC ticks a packet (the mean over workers).
+    pub ns_per_packet: f64,
+    pub ticks_per_packet: f64,
+    pub packets: u64,
+    pub drops: u64,
+    pub flows: Option<FlowStats>,
+}
+
+fn row(design: DesignKind, runs: &[WorkerRun]) -> Row {
+    let n = runs.len() as f64;
+    let mut flows: Option<FlowStats> = None;
+    for r in runs {
+        if let Some(s) = r.flows {
+            let f = flows.get_or_insert_with(FlowStats::default);
+            f.hits += s.hits;
+            f.misses += s.misses;
+            f.stale += s.stale;
+            f.expired += s.expired;
+            f.inserts += s.inserts;
+            f.evictions += s.evictions;
+        }
+    }
+    Row {
+        design,
+        workers: runs.len(),
+        mpps: runs
+            .iter()
+            .map(|r| r.packets as f64 / r.secs.max(1e-9) / 1e6)
+            .sum(),
+        ns_per_packet: runs
+            .iter()
+            .map(|r| r.secs * 1e9 / r.packets.max(1) as f64)
+            .sum::<f64>()
+            / n,
+        ticks_per_packet: runs
+            .iter()
+            .map(|r| r.ticks as f64 / r.packets.max(1) as f64)
+            .sum::<f64>()
+            / n,
+        packets: runs.iter().map(|r| r.packets).sum(),
+        drops: runs.iter().map(|r| r.drops).sum(),
+        flows,
+    }
+}
+
+/// The workload's parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub flows: usize,
+    pub packets: usize,
+    pub secs: f64,
+    pub rounds: u32,
+    /// The second worker count (the first is 1).
+    pub workers: usize,
+    /// The designs to measure.
+    pub designs: &'static [DesignKind],
+}
+
+/// Builds the tables, checks every design, and measures each at 1 and
+/// `p.workers` workers; rows in design order, 1 worker first.
+pub fn measure(
+    raw: &[(Prefix4, u32)],
+    p: Params,
+    mut progress: impl FnMut(&str),
+) -> Result<(Vec<Row>, usize, Vec<usize>), String> {
+    let t = Tables::build(raw, &mut progress)?;
+    let flows = make_flows(&t.routes, p.flows, 0x666c_6f77);
+    let configs: Vec<Vec<Vec<Frame>>> = [1, p.workers]
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|w| worker_packets(&flows, n, w, p.packets, 0x7061_636b))
+                .collect()
+        })
+        .collect();
+    for &k in p.designs {
+        progress(&format!(
+            "{}: checking every packet against the radix oracle",
+            k.name()
+        ));
+        let (bad, first) = check(&t, k, &configs[0][0], p.flows);
+        if bad > 0 {
+            return Err(format!(
+                "bench forward: {}: {bad} packets forwarded differently from the oracle; first: {}",
+                k.name(),
+                first.unwrap_or_default()
+            ));
+        }
+    }
+    let cpus = dev::cpu::allowed_cpus().unwrap_or_default();
+    let mut best: Vec<Row> = Vec::new();
+    for round in 1..=p.rounds {
+        for &k in p.designs {
+            for (ci, sets) in configs.iter().enumerate() {
+                progress(&format!(
+                    "round {round}/{}: {}, {} worker(s), {} s",
+                    p.rounds,
+                    k.name(),
+                    sets.len(),
+                    p.secs
+                ));
+                let r = row(k, &run(&t, k, sets, p.flows, p.secs, &cpus));
+                let i = p.designs.iter().position(|&x| x == k).unwrap_or(0) * 2 + ci;
+                if best.len() <= i {
+                    best.push(r);
+                } else if r.mpps > best[i].mpps {
+                    best[i] = r;
+                }
+            }
+        }
+    }
+    Ok((best, t.routes.len(), cpus))
+}
+
+pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
+    let names: Vec<&str> = DesignKind::ALL.iter().map(|k| k.name()).collect();
+    if let Some(s) = a.skip.iter().find(|s| !names.contains(&s.as_str())) {
+        return Err(format!(
+            "bench forward: --skip: unknown '{s}' (known: {})",
+            names.join(", ")
+        ));
+    }
+    let designs: Vec<DesignKind> = DesignKind::ALL
+        .into_iter()
+        .filter(|k| !a.skip.iter().any(|s| s == k.name()))
+        .collect();
+    let (raw, source) = lpm::load_table(a, "forward")?;
+    let p = Params {
+        flows: a.flows as usize,
+        packets: a.packets as usize,
+        secs: a.seconds,
+        rounds: a.rounds,
+        workers: if a.workers > 1 { a.workers as usize } else { 2 },
+        designs: designs.leak(),
+    };
+    let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
+    let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
+    let table = match &source {
+        Source::File(path) => path.display().to_string(),
+        Source::Synthetic(_) => "synthetic".into(),
+    };
+    let pair = |k: DesignKind| {
+        let one = rows.iter().find(|r| r.design == k && r.workers == 1);
+        let many = rows.iter().find(|r| r.design == k && r.workers > 1);
+        (one, many)
+    };
+    if a.json {
+        for r in &rows {
+            let fl = r
+                .flows
+                .map(|s| {
+                    format!(
+                        ",\"flow_hits\":{},\"flow_misses\":{},\"flow_evictions\":{}",
+                        s.hits, s.misses, s.evictions
+                    )
+                })
+                .unwrap_or_default();
+            println!(
+                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
+                r.design.name(),
+                r.workers,
+                r.mpps,
+                r.ns_per_packet,
+                r.ticks_per_packet,
+                r.packets,
+                r.drops,
+                p.flows,
+                super::json_escape(&table),
+            );
+        }
+        for k in DesignKind::ALL {
+            if let (Some(o), Some(m)) = pair(k) {
+                println!(
+                    "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"ratio_to_1_worker\":{:.3}}}",
+                    k.name(),
+                    m.workers,
+                    m.mpps / o.mpps.max(1e-9)
+                );
+            }
+        }
+    } else {
+        match &source {
+            Source::File(path) => println!(
+                "IPv4 forwarding, {FRAME}-byte Ethernet/IPv4/UDP frames: {prefixes} prefixes from {}",
+                path.display()
+            ),
+            Source::Synthetic(why) => println!(
+                "IPv4 forwarding, {FRAME}-byte Ethernet/IPv4/UDP frames: SYNTHETIC table ({why})"
+            ),
+        }
+        println!(
+            "{GATEWAYS} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}",
+            p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)]
+        );
+        match hz {
+            Some(hz) => println!(
+                "cycles: time-stamp counter ticks ({:.3} GHz, constant rate: nominal, not boosted, cycles)\n",
+                hz / 1e9
+            ),
+            None => println!("cycles: no time-stamp counter on this CPU\n"),
+        }
+        let w = p.workers;
+        println!(
+            "{:<16} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7}  what",
+            "design",
+            "1w Mpps",
+            "ns/pkt",
+            "cyc/pkt",
+            format!("{w}w Mpps"),
+            "ns/pkt",
+            "cyc/pkt",
+            format!("{w}w/1w"),
+        );
+        for k in DesignKind::ALL {
+            let (Some(o), Some(m)) = pair(k) else {
+                continue;
+            };
+            println!(
+                "{:<16} {:>9.2} {:>8.1} {:>8.0} {:>9.2} {:>8.1} {:>8.0} {:>6.2}x  {}",
+                k.name(),
+                o.mpps,
+                o.ns_per_packet,
+                o.ticks_per_packet,
+                m.mpps,
+                m.ns_per_packet,
+                m.ticks_per_packet,
+                m.mpps / o.mpps.max(1e-9),
+                k.what()
+            );
+        }
+        for r in &rows {
+            if let Some(s) = r.flows {
+                let looked = (s.hits + s.misses).max(1) as f64;
+                println!(
+                    "(flow table, {} worker(s): {:.2}% hits, {} misses, {} evictions)",
+                    r.workers,
+                    100.0 * s.hits as f64 / looked,
+                    s.misses,
+                    s.evictions
+                );
+            }
+        }
+        if let (Some(o), Some(m)) = pair(DesignKind::Split) {
+            let ratio = m.mpps / o.mpps.max(1e-9);
+            println!(
+                "targets (split): >= 15 Mpps per core: {:.2} ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x ({})",
+                o.mpps,
+                if o.mpps >= 15.0 { "met" } else { "missed" },
+                if ratio >= 1.8 { "met" } else { "missed" }
+            );
+        }
+    }
+    let dropped: Vec<String> = rows
+        .iter()
+        .filter(|r| r.drops > 0)
+        .map(|r| {
+            format!(
+                "{} at {} worker(s): {}",
+                r.design.name(),
+                r.workers,
+                r.drops
+            )
+        })
+        .collect();
+    if !dropped.is_empty() {
+        return Err(format!(
+            "bench forward: packets dropped: {}",
+            dropped.join(", ")
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_valid_and_split_over_workers() {
+        let routes = lpm::synthetic_table(2000, 3);
+        let flows = make_flows(&routes, 500, 1);
+        let a = worker_packets(&flows, 2, 0, 100, 9);
+        let b = worker_packets(&flows, 2, 1, 100, 9);
+        for f in a.iter().chain(&b) {
+            let ip = Ipv4Packet::new_unchecked(&f[14..]);
+            assert!(ip.verify_checksum());
+            assert_eq!((ip.total_len(), ip.hop_limit()), (50, 64));
+        }
+        let dst = |f: &Frame| u32::from(Ipv4Packet::new_unchecked(&f[14..]).dst_addr());
+        assert!(a
+            .iter()
+            .all(|x| b.iter().all(|y| dst(x) != dst(y) || x[34..38] != y[34..38])));
+    }
+
+    #[test]
+    fn every_design_forwards_like_the_oracle() {
+        let raw = lpm::synthetic_table(5000, 11);
+        let p = Params {
+            flows: 1000,
+            packets: 2000,
+            secs: 0.02,
+            rounds: 1,
+            workers: 2,
+            designs: &DesignKind::ALL,
+        };
+        let (rows, _, _) = measure(&raw, p, |_| {}).unwrap();
+        assert_eq!(rows.len(), 6);
+        for r in &rows {
+            assert_eq!(r.drops, 0, "{r:?}");
+            assert!(r.packets > 0 && r.mpps > 0.0, "{r:?}");
+        }
+        let f = rows[4].flows.unwrap();
+        assert!(f.hits > f.misses, "{f:?}");
+    }
+
+    #[test]
+    fn a_bad_packet_is_dropped_not_forwarded() {
+        let t = Tables::build(&lpm::synthetic_table(100, 2), |_| {}).unwrap();
+        let flows = make_flows(&t.routes, 1, 1);
+        let good = frame(&flows[0], 1);
+        let mut out = [0u8; FRAME];
+        let mut d = Split(&t.fib);
+        assert!(ip_forward(&mut d, &good, &mut out, 0).is_ok());
+        let mut f = good;
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+        ip.set_hop_limit(1);
+        ip.fill_checksum();
+        assert_eq!(
+            ip_forward(&mut d, &f, &mut out, 0),
+            Err(DropReason::TtlExceeded)
+        );
+        let mut f = good;
+        f[14 + 10] ^= 1;
+        assert_eq!(ip_forward(&mut d, &f, &mut out, 0), Err(DropReason::BadSum));
+        let mut f = good;
+        f[14] = 0x46;
+        assert_eq!(
+            ip_forward(&mut d, &f, &mut out, 0),
+            Err(DropReason::SlowPath)
+        );
+        let mut f = good;
+        f[12] = 0x86;
+        assert_eq!(
+            ip_forward(&mut d, &f, &mut out, 0),
+            Err(DropReason::NotIpv4)
+        );
+    }
+}
