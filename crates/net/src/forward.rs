@@ -5,6 +5,10 @@
 //! of a multipath group chosen by a seeded flow hash), whose resolved L2 rewrite is
 //! used directly when the neighbour table has written one; otherwise the neighbour
 //! table resolves (and then writes it). No lock and no reference count per packet.
+//! With a flow table (`StackConfig::flow_table`), a flow's first packet is looked
+//! up and the next hop's index and generation are kept for the flow; later packets
+//! skip the lookup while that next hop lives (stateful ECMP: adding a path moves no
+//! existing flow).
 //!
 //! Errors answer as a router does: time exceeded when the TTL or hop limit runs out,
 //! unreachable (net for no route, host for a reject route, administratively
@@ -30,24 +34,6 @@ use std::sync::Arc;
 use wire::{
     EtherType, EthernetAddress, Icmpv4Message, Icmpv6DstUnreachable, Icmpv6TimeExceeded, IpProtocol,
 };
-
-/// The flow hash that picks a multipath member: addresses, protocol and, for TCP and
-/// UDP datagrams that are not fragments, the ports; keyed by the stack's secret so
-/// that hosts cannot aim flows at one path.
-fn flow_hash(seed: u64, src: &[u8], dst: &[u8], proto: u8, ports: u32) -> u32 {
-    let mut h = seed ^ 0x9e37_79b9_7f4a_7c15;
-    let mut mix = |x: u64| {
-        h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 32;
-    };
-    for c in src.chunks(8).chain(dst.chunks(8)) {
-        let mut b = [0u8; 8];
-        b[..c.len()].copy_from_slice(c);
-        mix(u64::from_le_bytes(b));
-    }
-    mix(u64::from(proto) << 32 | u64::from(ports));
-    (h ^ (h >> 29)) as u32
-}
 
 /// The ports of a TCP/UDP header at `off`, or 0.
 fn ports(cx_access: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize, proto: IpProtocol) -> u32 {
@@ -106,16 +92,40 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
     }
     let fib: &route::Fib = cx.fib;
     let seed = cx.isn_secret;
-    let access = cx.access;
-    let hash = || {
-        let p = if frag_off == 0 {
-            ports(access, &mut m, info.hlen, info.proto)
-        } else {
-            0
-        };
-        flow_hash(seed, &src.octets(), &dst.octets(), info.proto.into(), p)
+    let (s32, d32, proto) = (u32::from(src), u32::from(dst), u8::from(info.proto));
+    let nh = match cx.flows.as_deref_mut() {
+        // Stateful: the flow keeps the next hop it was given while that lives.
+        Some(ft) => {
+            let p = if frag_off == 0 {
+                ports(cx.access, &mut m, info.hlen, info.proto)
+            } else {
+                0
+            };
+            let (sp, dp) = ((p >> 16) as u16, p as u16);
+            let key = route::FlowKey::v4(s32, d32, proto, sp, dp);
+            let hash = || route::flow_hash4(s32, d32, proto, sp, dp, seed);
+            ft.lookup_or_insert_with(
+                &key,
+                cx.now.as_nanos(),
+                |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
+                || fib.lookup4(dst, hash).map(|n| (n.index, n.generation())),
+            )
+            .and_then(|(i, _)| fib.nexthop(i))
+        }
+        None => {
+            let access = cx.access;
+            let hash = || {
+                let p = if frag_off == 0 {
+                    ports(access, &mut m, info.hlen, info.proto)
+                } else {
+                    0
+                };
+                route::flow_hash4(s32, d32, proto, (p >> 16) as u16, p as u16, seed)
+            };
+            fib.lookup4(dst, hash)
+        }
     };
-    let Some(nh) = fib.lookup4(dst, hash) else {
+    let Some(nh) = nh else {
         miss(cx, dst.into(), ifp);
         cx.stats.ip.noroute += 1;
         return crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 0, 0);
@@ -241,11 +251,30 @@ pub(crate) fn ip6_forward(
     let seed = cx.isn_secret;
     let access = cx.access;
     let next_header = crate::hdr::hdr(access, &mut m, 6, 1).map_or(0, |b| b[0]);
-    let hash = || {
-        let p = ports(access, &mut m, IP6_HDR_LEN, IpProtocol::from(next_header));
-        flow_hash(seed, &src.octets(), &dst.octets(), next_header, p)
+    let (s128, d128) = (u128::from(src), u128::from(dst));
+    let found = match cx.flows.as_deref_mut() {
+        Some(ft) => {
+            let p = ports(access, &mut m, IP6_HDR_LEN, IpProtocol::from(next_header));
+            let (sp, dp) = ((p >> 16) as u16, p as u16);
+            let key = route::FlowKey::v6(s128, d128, next_header, sp, dp);
+            let hash = || route::flow_hash6(s128, d128, next_header, sp, dp, seed);
+            ft.lookup_or_insert_with(
+                &key,
+                cx.now.as_nanos(),
+                |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
+                || fib.lookup6(dst, hash).map(|n| (n.index, n.generation())),
+            )
+            .and_then(|(i, _)| fib.nexthop(i))
+        }
+        None => {
+            let hash = || {
+                let p = ports(access, &mut m, IP6_HDR_LEN, IpProtocol::from(next_header));
+                route::flow_hash6(s128, d128, next_header, (p >> 16) as u16, p as u16, seed)
+            };
+            fib.lookup6(dst, hash)
+        }
     };
-    let (out, next, nh) = match fib.lookup6(dst, hash) {
+    let (out, next, nh) = match found {
         Some(nh) => {
             match nh.kind {
                 NhKind::Forward => {}
@@ -395,22 +424,5 @@ mod tests {
             h[10..12].copy_from_slice(&s.to_be_bytes());
             assert_eq!(s, full(&h), "ttl {ttl}");
         }
-    }
-
-    #[test]
-    fn flow_hash_is_keyed_and_uses_ports() {
-        let a = flow_hash(1, &[198, 18, 0, 1], &[198, 19, 0, 1], 6, 0x1234_0050);
-        assert_ne!(
-            a,
-            flow_hash(2, &[198, 18, 0, 1], &[198, 19, 0, 1], 6, 0x1234_0050)
-        );
-        assert_ne!(
-            a,
-            flow_hash(1, &[198, 18, 0, 1], &[198, 19, 0, 1], 6, 0x1235_0050)
-        );
-        assert_eq!(
-            a,
-            flow_hash(1, &[198, 18, 0, 1], &[198, 19, 0, 1], 6, 0x1234_0050)
-        );
     }
 }

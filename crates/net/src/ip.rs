@@ -169,7 +169,7 @@ pub(crate) fn ip_route<'a>(cx: &Cx<'a>, dst: Ipv4Addr) -> Option<(&'a Arc<Ifnet>
     // The FIB: connected networks, static and default routes. Our own datagrams
     // to a multipath route spread by destination.
     let fib: &'a route::Fib = cx.fib;
-    let hash = || u32::from(dst).wrapping_mul(0x9e37_79b1);
+    let hash = || route::flow_hash4(0, u32::from(dst), 0, 0, 0, cx.isn_secret);
     if let Some(nh) = fib.lookup4(dst, hash) {
         if nh.kind != route::NhKind::Forward {
             return None;

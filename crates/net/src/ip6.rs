@@ -394,7 +394,7 @@ pub(crate) fn ip6_route<'a>(
     }
     // The FIB: static routes (connected ones were found above).
     let fib: &'a route::Fib = cx.fib;
-    let hash = || (u128::from(dst) as u32).wrapping_mul(0x9e37_79b1);
+    let hash = || route::flow_hash6(0, u128::from(dst), 0, 0, 0, cx.isn_secret);
     if let Some(nh) = fib.lookup6(dst, hash) {
         if nh.kind != route::NhKind::Forward {
             return None;

@@ -83,6 +83,12 @@ pub struct StackConfig {
     /// Send ICMP redirects when forwarding a packet back out of the interface it
     /// came in on (FreeBSD's `net.inet.ip.redirect`).
     pub send_redirects: bool,
+    /// A per-worker flow table for forwarded packets (PRESTO 2009's flowtable): a
+    /// flow keeps the next hop it was first given for as long as that next hop
+    /// lives and the flow is not idle (30 s by default) — stateful ECMP, as a load
+    /// balancer needs. `None` (the default): every packet is looked up in the FIB.
+    /// The seed is mixed with the stack's secret.
+    pub flow_table: Option<route::FlowTableConfig>,
 }
 
 impl Default for StackConfig {
@@ -108,6 +114,7 @@ impl Default for StackConfig {
             fib_algo: route::FibAlgo::Auto,
             max_routes: 2_000_000,
             send_redirects: true,
+            flow_table: None,
         }
     }
 }

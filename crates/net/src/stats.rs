@@ -133,6 +133,15 @@ counter_group!(
 );
 
 counter_group!(
+    /// The per-worker flow table (`StackConfig::flow_table`, stateful forwarding), as
+    /// `route::FlowStats` counts: `misses` include `stale` entries (their next hop
+    /// changed) and `expired` ones; `evictions` replaced a live entry in a full set.
+    FlowStat, "flowtable", {
+        hits, misses, stale, expired, inserts, evictions,
+    }
+);
+
+counter_group!(
     /// Packet filter hook points.
     PfilStat, "pfil", {
         ether_in_drop, ether_out_drop, ip_in_drop, ip_out_drop, consumed,
@@ -169,6 +178,7 @@ pub struct Stats {
     pub ip6: Ip6Stat,
     pub icmp6: Icmp6Stat,
     pub nd6: Nd6Stat,
+    pub flow: FlowStat,
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
@@ -180,7 +190,8 @@ const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + TcpStat::NAMES.len()
     + Ip6Stat::NAMES.len()
     + Icmp6Stat::NAMES.len()
-    + Nd6Stat::NAMES.len();
+    + Nd6Stat::NAMES.len()
+    + FlowStat::NAMES.len();
 
 impl Stats {
     /// Calls `f` with every counter's full name (`ip.badsum`) and value.
@@ -195,6 +206,7 @@ impl Stats {
         self.ip6.for_each(|n, v| f(Ip6Stat::PREFIX, n, v));
         self.icmp6.for_each(|n, v| f(Icmp6Stat::PREFIX, n, v));
         self.nd6.for_each(|n, v| f(Nd6Stat::PREFIX, n, v));
+        self.flow.for_each(|n, v| f(FlowStat::PREFIX, n, v));
     }
 
     /// Looks a counter up by its full name, e.g. `"udp.noport"`.
@@ -252,6 +264,7 @@ impl std::ops::AddAssign for Stats {
         self.ip6 += o.ip6;
         self.icmp6 += o.icmp6;
         self.nd6 += o.nd6;
+        self.flow += o.flow;
     }
 }
 
@@ -284,6 +297,7 @@ impl StatsSlot {
         s.ip6.write_to(&self.slots, &mut i);
         s.icmp6.write_to(&self.slots, &mut i);
         s.nd6.write_to(&self.slots, &mut i);
+        s.flow.write_to(&self.slots, &mut i);
     }
 
     /// Adds this slot's values into `acc`.
@@ -299,6 +313,7 @@ impl StatsSlot {
         acc.ip6.add_from(&self.slots, &mut i);
         acc.icmp6.add_from(&self.slots, &mut i);
         acc.nd6.add_from(&self.slots, &mut i);
+        acc.flow.add_from(&self.slots, &mut i);
     }
 }
 

@@ -68,6 +68,8 @@ pub(crate) struct Cx<'a> {
     pub cfg: &'a NetConfig,
     /// The routing table, read lock-free for the whole batch.
     pub fib: &'a route::Fib,
+    /// This worker's flow table (stateful forwarding), if the stack keeps one.
+    pub flows: Option<&'a mut route::FlowTable>,
     pub stats: &'a mut Stats,
     /// Frames to transmit, per interface index.
     pub tx: &'a mut [Vec<Mbuf>],
@@ -216,6 +218,8 @@ pub(crate) struct Worker {
     cfg: Arc<NetConfig>,
     /// The FIB as of this poll (refreshed when the control plane publishes).
     fib: Arc<route::Fib>,
+    /// This worker's flow table, when the stack keeps one.
+    flows: Option<route::FlowTable>,
     icmp_bucket: TokenBucket,
     ip_id: u16,
     reass: Reass,
@@ -240,6 +244,10 @@ impl Worker {
         let icmp_limit = shared.params.icmp_limit;
         let shared_max_conns = shared.params.tcp_max_conns;
         let frag = shared.params.frag;
+        let flows = shared.params.flow_table.map(|mut c| {
+            c.seed ^= shared.isn_secret;
+            route::FlowTable::new(c)
+        });
         Worker {
             id,
             shared,
@@ -255,6 +263,7 @@ impl Worker {
             stats: Stats::default(),
             cfg: Arc::new(NetConfig::default()),
             fib: Arc::new(route::Fib::default()),
+            flows,
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             reass: Reass::new(frag),
@@ -341,6 +350,7 @@ impl Worker {
             shared,
             cfg,
             fib,
+            flows,
             worked,
             ..
         } = self;
@@ -352,6 +362,7 @@ impl Worker {
             worker: *id,
             cfg,
             fib,
+            flows: flows.as_mut(),
             stats,
             tx,
             loopq,
@@ -558,6 +569,20 @@ impl Worker {
         }
 
         // 7. Publish counters, wake applications.
+        if let Some(ft) = cx.flows.as_deref_mut() {
+            // An incremental sweep: a few sets per poll keep idle entries from
+            // lingering without a pass over the whole table.
+            ft.expire_some(now.as_nanos(), 16);
+            let f = ft.stats();
+            cx.stats.flow = crate::stats::FlowStat {
+                hits: f.hits,
+                misses: f.misses,
+                stale: f.stale,
+                expired: f.expired,
+                inserts: f.inserts,
+                evictions: f.evictions,
+            };
+        }
         shared.stats[*id].publish(cx.stats);
         for s in cx.wake.drain(..) {
             s.wake();

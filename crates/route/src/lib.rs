@@ -10,7 +10,7 @@
 //! On top of them, the routing table itself ([`fib`]): the control plane's [`Rib`] of
 //! prefix routes with BSD flags ([`RtFlags`]), next-hop objects carrying the resolved
 //! L2 rewrite ([`NextHop`]), multipath groups as resilient bucket tables
-//! ([`NhGroup`]), the compiled, immutable [`Fib`] workers read, and the routing
+//! ([`EcmpGroup`]), the compiled, immutable [`Fib`] workers read, and the routing
 //! message stream ([`rtmsg`]).
 //!
 //! Beside them, for the forwarding path after the lookup:
@@ -46,7 +46,7 @@ pub mod rtmsg;
 
 pub use dir248::Dir248;
 pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
-pub use fib::{Fib, FibAlgo, NhGroup, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
+pub use fib::{Fib, FibAlgo, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
 pub use flowtable::{FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, WAYS as FLOW_WAYS};
 pub use ipprefix::IpPrefix;
 pub use nexthop::{NextHop, NhKey, NhKind, RtFlags};

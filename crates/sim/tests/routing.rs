@@ -264,10 +264,23 @@ fn ttl_expiry_along_a_path_is_reported_by_each_router_in_turn() {
 
 /// R between A (198.18.1.0/24) and a hub (198.18.2.0/24) with next hops N1..N3.
 fn fan(workers: usize) -> (Sim, HostId, HostId, [HostId; 3]) {
+    fan_with(workers, None)
+}
+
+/// [`fan`] with R keeping a flow table (or not).
+fn fan_with(
+    workers: usize,
+    flow_table: Option<route::FlowTableConfig>,
+) -> (Sim, HostId, HostId, [HostId; 3]) {
     let mut s = Sim::new(9);
     s.enable_trace();
     let a = s.add_host("a", workers);
-    let r = s.add_host("r", workers);
+    let r = s.add_host_with(net::StackConfig {
+        name: "r".into(),
+        workers,
+        flow_table,
+        ..net::StackConfig::default()
+    });
     s.link(
         a,
         "198.18.1.2/24",
@@ -361,11 +374,12 @@ fn ecmp_spreads_flows_over_its_next_hops() {
     }
 }
 
-#[test]
-fn ecmp_keeps_flows_when_nexthop_added() {
-    // Without a flow table: the new next hop takes its share of buckets, and only the
-    // flows hashed to those buckets move — all of them to the new hop.
-    let (mut s, ha, r, n) = fan(1);
+/// Flow → next hop before and after a third next hop joins 198.19.0.0/16.
+fn flows_across_a_new_nexthop(
+    workers: usize,
+    flow_table: Option<route::FlowTableConfig>,
+) -> (HashMap<u16, usize>, HashMap<u16, usize>, net::Stats) {
+    let (mut s, ha, r, n) = fan_with(workers, flow_table);
     via(&s, r, "198.19.0.0/16", "198.18.2.11");
     via(&s, r, "198.19.0.0/16", "198.18.2.12");
     let socks: Vec<_> = (0..300)
@@ -377,25 +391,61 @@ fn ecmp_keeps_flows_when_nexthop_added() {
         .collect();
     let t = send_flows(&mut s, &socks);
     let before = flows_by_hop(&s, &t, &n);
-    assert_eq!(before.len(), 300);
     via(&s, r, "198.19.0.0/16", "198.18.2.13");
     let t = send_flows(&mut s, &socks);
     let after = flows_by_hop(&s, &t, &n);
-    assert_eq!(after.len(), 300);
-    let moved: Vec<u16> = before
-        .iter()
-        .filter(|(p, h)| after[p] != **h)
-        .map(|(p, _)| *p)
+    // New flows after the change do use the new next hop.
+    let fresh: Vec<_> = (0..300)
+        .map(|_| {
+            s.host(ha)
+                .udp_bind("0.0.0.0:0".parse::<SocketAddr>().unwrap())
+                .unwrap()
+        })
         .collect();
+    let t = send_flows(&mut s, &fresh);
+    let new_flows = flows_by_hop(&s, &t, &n);
     assert!(
-        moved.iter().all(|p| after[p] == 2),
-        "a flow moved between two old next hops"
+        new_flows.values().filter(|&&h| h == 2).count() > 50,
+        "new flows reach the new next hop"
     );
-    assert!(
-        (70..=130).contains(&moved.len()),
-        "{} of 300 flows moved",
-        moved.len()
-    );
+    (before, after, s.host(r).stats())
+}
+
+#[test]
+fn ecmp_keeps_flows_when_nexthop_added() {
+    for workers in [1, 2] {
+        // Without a flow table: the new next hop takes its share of buckets, and only
+        // the flows hashed to those buckets move — all of them to the new hop.
+        let (before, after, _) = flows_across_a_new_nexthop(workers, None);
+        assert_eq!((before.len(), after.len()), (300, 300));
+        let moved: Vec<u16> = before
+            .iter()
+            .filter(|(p, h)| after[p] != **h)
+            .map(|(p, _)| *p)
+            .collect();
+        assert!(
+            moved.iter().all(|p| after[p] == 2),
+            "a flow moved between two old next hops"
+        );
+        assert!(
+            (70..=130).contains(&moved.len()),
+            "{} of 300 flows moved",
+            moved.len()
+        );
+        // With a flow table (4-tuple mode): not one existing flow moves.
+        let ft = route::FlowTableConfig {
+            mode: route::FlowMode::FourTuple,
+            ..route::FlowTableConfig::default()
+        };
+        let (before, after, st) = flows_across_a_new_nexthop(workers, Some(ft));
+        assert_eq!((before.len(), after.len()), (300, 300));
+        assert_eq!(before, after, "workers={workers}: a flow moved");
+        assert!(
+            st.flow.hits >= 300,
+            "the second round hit the table: {:?}",
+            st.flow
+        );
+    }
 }
 
 #[test]
@@ -724,4 +774,43 @@ fn hop_limit_expiry_and_redirects_over_ipv6() {
         "the redirect was followed"
     );
     assert_eq!(s.host(g).stats().ip6.cantforward, 2, "G got both");
+}
+
+#[test]
+fn flow_table_lets_go_of_a_withdrawn_next_hop() {
+    let ft = route::FlowTableConfig {
+        mode: route::FlowMode::FourTuple,
+        ..route::FlowTableConfig::default()
+    };
+    let (mut s, ha, r, n) = fan_with(1, Some(ft));
+    for g in ["198.18.2.11", "198.18.2.12", "198.18.2.13"] {
+        via(&s, r, "198.19.0.0/16", g);
+    }
+    let socks: Vec<_> = (0..300)
+        .map(|_| {
+            s.host(ha)
+                .udp_bind("0.0.0.0:0".parse::<SocketAddr>().unwrap())
+                .unwrap()
+        })
+        .collect();
+    let t = send_flows(&mut s, &socks);
+    let before = flows_by_hop(&s, &t, &n);
+    s.host(r)
+        .delete_route(p("198.19.0.0/16"), Some(a("198.18.2.11")))
+        .unwrap();
+    let t = send_flows(&mut s, &socks);
+    let after = flows_by_hop(&s, &t, &n);
+    assert_eq!(after.len(), 300, "every flow still forwarded");
+    for (port, hop) in &before {
+        if *hop == 0 {
+            assert_ne!(after[port], 0, "a flow stayed on the withdrawn next hop");
+        } else {
+            assert_eq!(after[port], *hop, "a flow on a surviving next hop moved");
+        }
+    }
+    assert!(
+        s.host(r).stats().flow.stale >= 50,
+        "{:?}",
+        s.host(r).stats().flow
+    );
 }
