@@ -186,6 +186,12 @@ pub struct RunArgs {
     /// Forward packets between the interfaces (both families): a router.
     #[arg(long)]
     pub forwarding: bool,
+    /// Keep a per-worker flow table for forwarded packets, keyed by `dst` (the
+    /// destination) or `4tuple` (addresses, ports, protocol): a flow keeps its next
+    /// hop while that lives, so adding a multipath route's gateway moves no existing
+    /// connection (stateful ECMP). Entries idle 30 s are dropped.
+    #[arg(long, value_name = "MODE", value_parser = ["dst", "4tuple"])]
+    pub flow_table: Option<String>,
     /// Send IPv6 router advertisements on every interface with an IPv6 address (its
     /// prefixes, for SLAAC; the MTU; this node as default router with --forwarding).
     #[arg(long)]

@@ -155,6 +155,14 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         // A router takes no default router from advertisements (RFC 4861 §6.2.8).
         accept_rtadv: !a.forwarding,
         send_redirects: !a.no_redirects,
+        flow_table: a.flow_table.as_deref().map(|m| route::FlowTableConfig {
+            mode: if m == "dst" {
+                route::FlowMode::Destination
+            } else {
+                route::FlowMode::FourTuple
+            },
+            ..route::FlowTableConfig::default()
+        }),
         ..StackConfig::default()
     });
     let mut ifindexes = Vec::new();

@@ -39,6 +39,12 @@ impl Routed {
             .args(["--mtu", &format!("{}=1280", taps[1])])
             .args(["--forwarding", "--rtadv", "--serve", "none"])
             .args(["--workers", &workers.to_string()])
+            // The two-worker run forwards through per-worker flow tables.
+            .args(if workers > 1 {
+                &["--flow-table", "4tuple"][..]
+            } else {
+                &[][..]
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
