@@ -18,7 +18,7 @@
 
 use super::progress;
 use crate::BenchArgs;
-use route::{Dir248, Lookup, Poptrie, Prefix4, Radix};
+use route::{Dir248, Lookup, Poptrie4, Prefix4, Radix};
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -279,7 +279,7 @@ pub fn run_v4(
         rows.push(measure("dir-24-8", &w, || Ours(Dir248::build(routes))));
     }
     if step("poptrie") {
-        rows.push(measure("poptrie", &w, || Ours(Poptrie::build(routes))));
+        rows.push(measure("poptrie", &w, || Ours(Poptrie4::build(routes))));
     }
     if step("prefix-trie") {
         rows.push(measure("prefix-trie (crate)", &w, || {
