@@ -57,7 +57,7 @@ enum Cmd {
 pub struct BenchArgs {
     /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
     /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), or lpm (IPv4
-    /// longest-prefix match on a BGP table: ours beside three crates).
+    /// and IPv6 longest-prefix match on a BGP table: ours beside three crates).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy.
@@ -70,8 +70,10 @@ pub struct BenchArgs {
     /// benches/bgpas.lpm in cargo's registry sources.
     #[arg(long, value_name = "PATH")]
     pub table: Option<std::path::PathBuf>,
-    /// bench lpm: implementations to leave out, comma-separated (radix, dir-24-8,
-    /// poptrie, prefix-trie, poptrie-crate, ip_network_table).
+    /// bench lpm: implementations to leave out, comma-separated: IPv4 radix, dir-24-8,
+    /// poptrie, poptrie-16, poptrie-20, prefix-trie, poptrie-crate, ip_network_table;
+    /// IPv6 radix6, poptrie6, poptrie6-16, poptrie6-20, prefix-trie6, poptrie-crate6,
+    /// ip_network_table6; or a whole family, ipv4 or ipv6.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.
