@@ -19,8 +19,8 @@
 //!
 //! Built from an uncompressed binary trie of the routes (a transient, larger
 //! structure); the result is immutable, and a change means building a new one.
-//! [`Lookup::lookup_batch`] walks up to 16 addresses in lock step, so that their
-//! independent memory reads overlap.
+//! [`Lookup::lookup_batch`] reads the direct entries of 16 addresses before walking
+//! any of them, so that those reads overlap.
 
 use crate::{check_nexthop, Addr, Lookup, Prefix};
 use std::mem::size_of;
@@ -180,19 +180,24 @@ impl<A: Addr, const DIRECT: u32> Poptrie<A, DIRECT> {
         }
     }
 
-    /// One step of the walk from node `n` with the remaining address bits `key`
-    /// (already shifted past the node's depth): the child node, or the leaf.
+    /// The walk below a direct entry that is a node (`n`), `key` shifted past the
+    /// direct bits. Branches, predicted, walk faster than a branch-free step
+    /// (measured: the CPU runs ahead on the prediction instead of waiting on each
+    /// node's popcount).
     #[inline(always)]
-    fn step(&self, n: u32, key: A) -> Result<u32, u32> {
-        let node = &self.nodes[n as usize];
-        let v = key.top_bits(STRIDE);
-        // Bits 0..=v; for v = 63 the shift gives 0 and the subtraction wraps.
-        let upto = (2u64 << v).wrapping_sub(1);
-        if node.vector & (1 << v) != 0 {
-            Ok(node.base1 + (node.vector & upto).count_ones() - 1)
-        } else {
-            let i = node.base0 + (node.leafvec & upto).count_ones() - 1;
-            Err(self.leaves[i as usize])
+    fn walk(&self, mut n: usize, mut key: A) -> Option<u32> {
+        loop {
+            let node = &self.nodes[n];
+            let v = key.top_bits(STRIDE);
+            // Bits 0..=v; for v = 63 the shift gives 0 and the subtraction wraps.
+            let upto = (2u64 << v).wrapping_sub(1);
+            if node.vector & (1 << v) != 0 {
+                n = (node.base1 + (node.vector & upto).count_ones() - 1) as usize;
+                key = key.shift_out(STRIDE);
+            } else {
+                let i = node.base0 + (node.leafvec & upto).count_ones() - 1;
+                return found(self.leaves[i as usize]);
+            }
         }
     }
 }
@@ -226,54 +231,24 @@ impl<A: Addr, const DIRECT: u32> Lookup for Poptrie<A, DIRECT> {
         if e & LEAF != 0 {
             return found(e & !LEAF);
         }
-        let (mut n, mut key) = (e, addr.shift_out(DIRECT));
-        loop {
-            match self.step(n, key) {
-                Ok(child) => {
-                    n = child;
-                    key = key.shift_out(STRIDE);
-                }
-                Err(leaf) => return found(leaf),
-            }
-        }
+        self.walk(e as usize, addr.shift_out(DIRECT))
     }
 
-    /// Up to [`LANES`] addresses at a time, level by level: first every direct entry,
-    /// then one node for each address still inside the trie, until none is. The
-    /// reads of one level are independent, so the CPU overlaps their cache misses
-    /// (memory-level parallelism, as VPP's prefetching loops get explicitly).
+    /// [`LANES`] addresses at a time: first their direct entries, all at once (no
+    /// branch between the reads, so their cache misses overlap), then each walk.
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<u32>]) {
         assert_eq!(addrs.len(), out.len(), "lookup_batch: lengths differ");
         for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
-            let mut node = [0u32; LANES];
-            let mut key = [A::ZERO; LANES];
-            let mut pending = 0u32;
-            for (i, (&a, o)) in addrs.iter().zip(out.iter_mut()).enumerate() {
-                let e = self.direct[a.top_bits(DIRECT)];
-                if e & LEAF != 0 {
-                    *o = found(e & !LEAF);
-                } else {
-                    node[i] = e;
-                    key[i] = a.shift_out(DIRECT);
-                    pending |= 1 << i;
-                }
+            let mut e = [0u32; LANES];
+            for (e, &a) in e.iter_mut().zip(addrs) {
+                *e = self.direct[a.top_bits(DIRECT)];
             }
-            while pending != 0 {
-                let mut p = pending;
-                while p != 0 {
-                    let i = p.trailing_zeros() as usize;
-                    p &= p - 1;
-                    match self.step(node[i], key[i]) {
-                        Ok(child) => {
-                            node[i] = child;
-                            key[i] = key[i].shift_out(STRIDE);
-                        }
-                        Err(leaf) => {
-                            out[i] = found(leaf);
-                            pending &= !(1 << i);
-                        }
-                    }
-                }
+            for ((o, &e), &a) in out.iter_mut().zip(&e).zip(addrs) {
+                *o = if e & LEAF != 0 {
+                    found(e & !LEAF)
+                } else {
+                    self.walk(e as usize, a.shift_out(DIRECT))
+                };
             }
         }
     }

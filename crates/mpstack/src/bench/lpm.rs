@@ -901,7 +901,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         println!(
             "Mlps: million lookups per second. uniform, in-prefix: one key at a time. batched: \
              through Lookup::lookup_batch, {BATCH_KEYS} keys a call\n\
-             (ours only; Poptrie interleaves 16 lookups, radix and DIR-24-8 look up one at a time). \
+             (ours only; Poptrie reads 16 direct entries before walking them, radix and DIR-24-8 look up one at a time). \
              vs crate: one-key uniform rate over the best crate's.\n\
              updates/s: {UPDATES} routes of the table deleted, then re-inserted ({} updates). \
              single: each insert or delete done on the structure itself.\n\
