@@ -63,6 +63,8 @@ pub trait Family:
     const NAME: &'static str;
     /// What the uniform keys are uniform over.
     const UNIFORM_OVER: &'static str;
+    /// The `--skip` names of the rows of prefix-trie, poptrie and ip_network_table.
+    const CRATE_ROWS: [&'static str; 3];
     /// A key uniform over [`Family::UNIFORM_OVER`].
     fn uniform(rng: &mut SplitMix) -> Self;
     /// Random bits, all of them.
@@ -76,6 +78,7 @@ pub trait Family:
 impl Family for u32 {
     const NAME: &'static str = "IPv4";
     const UNIFORM_OVER: &'static str = "0.0.0.0/0";
+    const CRATE_ROWS: [&'static str; 3] = ["prefix-trie", "poptrie-crate", "ip_network_table"];
     fn uniform(rng: &mut SplitMix) -> Self {
         rng.next() as u32
     }
@@ -99,6 +102,7 @@ impl Family for u32 {
 impl Family for u128 {
     const NAME: &'static str = "IPv6";
     const UNIFORM_OVER: &'static str = "2000::/3";
+    const CRATE_ROWS: [&'static str; 3] = ["prefix-trie6", "poptrie-crate6", "ip_network_table6"];
     fn uniform(rng: &mut SplitMix) -> Self {
         (1 << 125) | (Self::random(rng) >> 3)
     }
@@ -476,20 +480,16 @@ pub const IMPLS: [&str; 17] = [
     "ipv6",
 ];
 
-/// The rows of one family: our structures, then the crates. `suffix` is "" for IPv4
-/// and "6" for IPv6 (the `--skip` names).
+/// Measures our structures of one family, those that `step` (given the `--skip` name)
+/// allows.
 type Rows<A> = fn(&Workload<'_, A>, &mut dyn FnMut(&'static str) -> bool) -> Vec<Row>;
 
+/// Measures the crates on one family, those that `step` allows.
 fn crates<A: Family>(w: &Workload<'_, A>, step: &mut dyn FnMut(&'static str) -> bool) -> Vec<Row>
 where
     (A, u8): prefix_trie::Prefix,
 {
-    let v6 = A::NAME == "IPv6";
-    let names = if v6 {
-        ["prefix-trie6", "poptrie-crate6", "ip_network_table6"]
-    } else {
-        ["prefix-trie", "poptrie-crate", "ip_network_table"]
-    };
+    let names = A::CRATE_ROWS;
     let routes = w.routes;
     let mut rows = Vec::new();
     if step(names[0]) {
