@@ -228,15 +228,19 @@ proptest! {
     }
 
     #[test]
-    fn poptrie6_of_every_direct_width_agrees_with_radix(
-        routes in table6(150),
-        random in prop::collection::vec(any::<u128>(), 32),
+    fn poptrie_of_every_direct_width_agrees_with_radix(
+        routes in table4(150),
+        routes6 in table6(150),
+        random in prop::collection::vec(any::<u32>(), 32),
+        random6 in prop::collection::vec(any::<u128>(), 32),
     ) {
-        // The widths the bench compared (16, 20) besides the chosen one, and 1.
-        agrees6::<Poptrie<u128, 1>>(&routes, &random);
-        agrees6::<Poptrie<u128, 16>>(&routes, &random);
-        agrees6::<Poptrie<u128, 20>>(&routes, &random);
-        agrees::<Poptrie<u32, 16>>(&[], &[]);
+        // The widths the bench compares (16, 20) besides the chosen one, and 1.
+        agrees::<Poptrie<u32, 1>>(&routes, &random);
+        agrees::<Poptrie<u32, 16>>(&routes, &random);
+        agrees::<Poptrie<u32, 20>>(&routes, &random);
+        agrees6::<Poptrie<u128, 1>>(&routes6, &random6);
+        agrees6::<Poptrie<u128, 16>>(&routes6, &random6);
+        agrees6::<Poptrie<u128, 20>>(&routes6, &random6);
     }
 
     #[test]
@@ -255,9 +259,9 @@ proptest! {
                 _ => (p, nh, add),
             })
             .collect();
-        let k = |r: &[(Prefix4, u32)]| keys4(r, &random);
-        follows_updates::<u32, Poptrie4>(&routes, &ops, batch, k);
-        follows_updates::<u32, Dir248>(&routes, &ops, batch * 4, k);
+        // (DIR-24-8 is left out: it fills 64 MiB per build, seconds per case here;
+        // a rebuild is a build, which dir248_agrees_with_radix covers.)
+        follows_updates::<u32, Poptrie4>(&routes, &ops, batch, |r| keys4(r, &random));
     }
 
     #[test]
