@@ -11,11 +11,19 @@
 //!
 //! One generic structure serves both families ([`Poptrie4`], [`Poptrie6`]); the walk
 //! shifts the address left by constant amounts, cheap even on a `u128`. The direct
-//! table's width is chosen per family by measurement on the full BGP table
-//! (BENCHMARKS.md): 18 bits for IPv4 (1 MiB; a lookup then reads at most three nodes),
-//! and 18 for IPv6, where most prefixes are /32 to /48: an 18-bit table followed by five
-//! 6-bit levels ends exactly at bit 48, so a /48 is found in the fifth node, as with a
-//! 20-bit table four times larger, and one node sooner than with a 16-bit one.
+//! table's width is chosen per family on the full BGP table (`mpstack bench lpm` has
+//! rows for 16 and 20 bits; BENCHMARKS.md):
+//!
+//! - IPv4, 18 bits (1 MiB): a /24 is a leaf of the first node, and 75% of uniform keys
+//!   end in the direct table. 16 bits needs a second node level for every /24 (twice
+//!   the memory, a half to a third of the speed); 20 bits ends 86% of uniform keys
+//!   in the direct table, but that table is 4 MiB, out of L2: slower on both key
+//!   sets.
+//! - IPv6, 18 bits: most prefixes are /32 to /48, and an 18-bit table followed by five
+//!   6-bit levels ends exactly at bit 48. A key inside an announced prefix reads 4.63
+//!   nodes on average (5.23 with 16 bits, 4.39 with 20 bits at twice the memory);
+//!   the measured speeds of the three were within the machine's noise, so 18: as
+//!   small as 16 (3.4 MiB in all), fewer nodes read.
 //!
 //! Built from an uncompressed binary trie of the routes (a transient, larger
 //! structure); the result is immutable, and a change means building a new one.
@@ -234,7 +242,7 @@ impl<A: Addr, const DIRECT: u32> Lookup for Poptrie<A, DIRECT> {
         self.walk(e as usize, addr.shift_out(DIRECT))
     }
 
-    /// [`LANES`] addresses at a time: first their direct entries, all at once (no
+    /// `LANES` (16) addresses at a time: first their direct entries, all at once (no
     /// branch between the reads, so their cache misses overlap), then each walk.
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<u32>]) {
         assert_eq!(addrs.len(), out.len(), "lookup_batch: lengths differ");
