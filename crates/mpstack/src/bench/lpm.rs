@@ -13,8 +13,10 @@
 //! by the binary's allocator), lookups per second over pre-generated keys (seeded) —
 //! uniform (IPv4: over the whole address space; IPv6: over 2000::/3, the global
 //! unicast space, since a uniform 128-bit key almost never hits a route) and inside
-//! announced prefixes, the best of `--rounds` — one key at a time and, for ours, in
-//! batches (`Lookup::lookup_batch`); and the update rate. Updates are the deletion then
+//! announced prefixes, one key at a time and, for ours, in batches
+//! (`Lookup::lookup_batch`), the best of `--rounds` rounds interleaved across the
+//! implementations (each preceded by an untimed pass that brings its structure back
+//! into the caches); and the update rate. Updates are the deletion then
 //! re-insertion of [`UPDATES`] routes of the table: single inserts and deletes for the
 //! structures that have them (the radix tree and the crates), and for our compiled
 //! structures the rate at which updates reach lookups when they are applied to the
@@ -311,43 +313,68 @@ pub struct Row {
     pub mismatches: usize,
 }
 
-/// Million lookups per second over `keys`, the best of `rounds`, one key at a time.
-fn mlps<A: Copy, F: Fib<A>>(f: &F, keys: &[A], rounds: u32) -> f64 {
-    let mut best = f64::MAX;
-    for _ in 0..rounds {
-        let keys = black_box(keys);
-        let t = Instant::now();
-        let mut acc = 0u32;
-        for &k in keys {
-            acc = acc.wrapping_add(f.lookup(k).unwrap_or(1));
-        }
-        black_box(acc);
-        best = best.min(t.elapsed().as_secs_f64());
+/// Seconds for one pass over `keys`, one key at a time.
+fn pass<A: Copy, F: Fib<A>>(f: &F, keys: &[A]) -> f64 {
+    let keys = black_box(keys);
+    let t = Instant::now();
+    let mut acc = 0u32;
+    for &k in keys {
+        acc = acc.wrapping_add(f.lookup(k).unwrap_or(1));
     }
-    keys.len() as f64 / best / 1e6
+    black_box(acc);
+    t.elapsed().as_secs_f64()
 }
 
-/// As [`mlps`], through `lookup_batch` on [`BATCH_KEYS`] keys at a time; `None` if the
+/// As [`pass`], through `lookup_batch` on [`BATCH_KEYS`] keys at a time; `None` if the
 /// implementation has no batched lookup.
-fn mlps_batched<A: Copy, F: Fib<A>>(f: &F, keys: &[A], rounds: u32) -> Option<f64> {
-    let mut out = vec![None; BATCH_KEYS];
+fn pass_batched<A: Copy, F: Fib<A>>(f: &F, keys: &[A]) -> Option<f64> {
+    let mut out = [None; BATCH_KEYS];
     f.lookup_batch(&keys[..0], &mut out[..0])?;
-    let mut best = f64::MAX;
-    for _ in 0..rounds {
-        let keys = black_box(keys);
-        let t = Instant::now();
-        let mut acc = 0u32;
-        for chunk in keys.chunks(BATCH_KEYS) {
-            let out = &mut out[..chunk.len()];
-            f.lookup_batch(chunk, out);
-            for nh in out.iter() {
-                acc = acc.wrapping_add(nh.unwrap_or(1));
-            }
+    let keys = black_box(keys);
+    let t = Instant::now();
+    let mut acc = 0u32;
+    for chunk in keys.chunks(BATCH_KEYS) {
+        let out = &mut out[..chunk.len()];
+        f.lookup_batch(chunk, out);
+        for nh in out.iter() {
+            acc = acc.wrapping_add(nh.unwrap_or(1));
         }
-        black_box(acc);
-        best = best.min(t.elapsed().as_secs_f64());
     }
-    Some(keys.len() as f64 / best / 1e6)
+    black_box(acc);
+    Some(t.elapsed().as_secs_f64())
+}
+
+/// A built implementation: timed round after round, beside the others, then updated.
+trait Built<A> {
+    /// Seconds for one pass over `keys`, one at a time or batched (`None`: no batched
+    /// lookup).
+    fn pass(&self, keys: &[A], batched: bool) -> Option<f64>;
+    /// Consumes the structure: the update rate.
+    fn update(self: Box<Self>) -> (f64, UpdateMode);
+}
+
+struct Entry<F, U> {
+    f: F,
+    update: U,
+}
+
+impl<A: Copy, F: Fib<A>, U: FnOnce(F) -> (f64, UpdateMode)> Built<A> for Entry<F, U> {
+    fn pass(&self, keys: &[A], batched: bool) -> Option<f64> {
+        if batched {
+            pass_batched(&self.f, keys)
+        } else {
+            Some(pass(&self.f, keys))
+        }
+    }
+    fn update(self: Box<Self>) -> (f64, UpdateMode) {
+        (self.update)(self.f)
+    }
+}
+
+/// An implementation built and checked, its row waiting for the timings.
+struct Pending<'a, A> {
+    row: Row,
+    built: Box<dyn Built<A> + 'a>,
 }
 
 struct Workload<'a, A: Addr> {
@@ -371,15 +398,15 @@ impl<A: Addr> Workload<'_, A> {
     }
 }
 
-/// Builds, checks and times one implementation; `update` consumes it and gives the
-/// update rate.
-fn measure<A: Family, F: Fib<A>>(
+/// Builds and checks one implementation; `update` will consume it and give the update
+/// rate. The timings are left to [`run_family`], which interleaves the rounds of all.
+fn measure<'a, A: Family, F: Fib<A> + 'a>(
     key: &'static str,
     name: &'static str,
     w: &Workload<'_, A>,
     build: impl FnOnce() -> F,
-    update: impl FnOnce(F) -> (f64, UpdateMode),
-) -> Row {
+    update: impl FnOnce(F) -> (f64, UpdateMode) + 'a,
+) -> Pending<'a, A> {
     let heap0 = dev::alloc_count::live_bytes();
     let t = Instant::now();
     let f = build();
@@ -402,22 +429,21 @@ fn measure<A: Family, F: Fib<A>>(
                 .count(),
             None => 0,
         };
-    let mlps_uniform = mlps(&f, w.uniform, w.rounds);
-    let mlps_inside = mlps(&f, w.inside, w.rounds);
-    let batched = mlps_batched(&f, w.uniform, w.rounds).zip(mlps_batched(&f, w.inside, w.rounds));
-    let (updates_per_sec, update_mode) = update(f);
-    Row {
-        key,
-        name,
-        family: A::NAME,
-        build_secs,
-        memory,
-        mlps_uniform,
-        mlps_inside,
-        batched,
-        updates_per_sec,
-        update_mode,
-        mismatches,
+    Pending {
+        row: Row {
+            key,
+            name,
+            family: A::NAME,
+            build_secs,
+            memory,
+            mlps_uniform: 0.0,
+            mlps_inside: 0.0,
+            batched: None,
+            updates_per_sec: 0.0,
+            update_mode: UpdateMode::Single,
+            mismatches,
+        },
+        built: Box::new(Entry { f, update }),
     }
 }
 
@@ -482,10 +508,14 @@ pub const IMPLS: [&str; 17] = [
 
 /// Measures our structures of one family, those that `step` (given the `--skip` name)
 /// allows.
-type Rows<A> = fn(&Workload<'_, A>, &mut dyn FnMut(&'static str) -> bool) -> Vec<Row>;
+type Rows<A> =
+    for<'a> fn(&'a Workload<'_, A>, &mut dyn FnMut(&'static str) -> bool) -> Vec<Pending<'a, A>>;
 
 /// Measures the crates on one family, those that `step` allows.
-fn crates<A: Family>(w: &Workload<'_, A>, step: &mut dyn FnMut(&'static str) -> bool) -> Vec<Row>
+fn crates<'a, A: Family>(
+    w: &'a Workload<'_, A>,
+    step: &mut dyn FnMut(&'static str) -> bool,
+) -> Vec<Pending<'a, A>>
 where
     (A, u8): prefix_trie::Prefix,
 {
@@ -541,7 +571,10 @@ where
     rows
 }
 
-fn ours_v4(w: &Workload<'_, u32>, step: &mut dyn FnMut(&'static str) -> bool) -> Vec<Row> {
+fn ours_v4<'a>(
+    w: &'a Workload<'_, u32>,
+    step: &mut dyn FnMut(&'static str) -> bool,
+) -> Vec<Pending<'a, u32>> {
     let r = w.routes;
     let mut rows = Vec::new();
     if step("radix") {
@@ -592,7 +625,10 @@ fn ours_v4(w: &Workload<'_, u32>, step: &mut dyn FnMut(&'static str) -> bool) ->
     rows
 }
 
-fn ours_v6(w: &Workload<'_, u128>, step: &mut dyn FnMut(&'static str) -> bool) -> Vec<Row> {
+fn ours_v6<'a>(
+    w: &'a Workload<'_, u128>,
+    step: &mut dyn FnMut(&'static str) -> bool,
+) -> Vec<Pending<'a, u128>> {
     let r = w.routes;
     let mut rows = Vec::new();
     if step("radix6") {
@@ -686,13 +722,47 @@ where
     let mut step = |name: &'static str| {
         let run = !skip.iter().any(|s| s == name);
         if run {
-            progress(&format!("{}: {name}: build, check, time, update", A::NAME));
+            progress(&format!("{}: {name}: build, check", A::NAME));
         }
         run
     };
-    let mut rows = ours(&w, &mut step);
-    rows.extend(crates(&w, &mut step));
-    rows
+    let mut all = ours(&w, &mut step);
+    all.extend(crates(&w, &mut step));
+    // The rounds are interleaved (every implementation once, then again): the best of
+    // each then comes from the whole run's span, not from one stretch of it, on a
+    // machine whose other load comes and goes.
+    progress(&format!("{}: timing, {} rounds", A::NAME, w.rounds));
+    let sets = [
+        (w.uniform, false),
+        (w.inside, false),
+        (w.uniform, true),
+        (w.inside, true),
+    ];
+    let mut best = vec![[f64::MAX; 4]; all.len()];
+    for _ in 0..w.rounds {
+        for (p, best) in all.iter().zip(best.iter_mut()) {
+            // Untimed: brings the structure back into the caches the others used.
+            p.built.pass(w.inside, false);
+            for (b, &(keys, batched)) in best.iter_mut().zip(&sets) {
+                if let Some(secs) = p.built.pass(keys, batched) {
+                    *b = b.min(secs);
+                }
+            }
+        }
+    }
+    let mlps = |secs: f64| (secs < f64::MAX).then(|| lookups as f64 / secs / 1e6);
+    all.into_iter()
+        .zip(best)
+        .map(|(p, b)| {
+            let mut row = p.row;
+            progress(&format!("{}: {}: updates", A::NAME, row.key));
+            (row.updates_per_sec, row.update_mode) = p.built.update();
+            row.mlps_uniform = mlps(b[0]).unwrap_or(0.0);
+            row.mlps_inside = mlps(b[1]).unwrap_or(0.0);
+            row.batched = mlps(b[2]).zip(mlps(b[3]));
+            row
+        })
+        .collect()
 }
 
 /// Builds and measures every IPv4 implementation on `routes` but those in `skip`.
@@ -889,7 +959,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         print_json(&rows6, t.v6.len(), u128::UNIFORM_OVER, &table, lookups);
     } else {
         println!(
-            "{lookups} seeded keys per set, best of {} rounds; memory: heap held by the built structure\n",
+            "{lookups} seeded keys per set, best of {} rounds (interleaved across implementations); memory: heap held by the built structure\n",
             a.rounds
         );
         if !rows4.is_empty() {
