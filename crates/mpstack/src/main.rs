@@ -62,9 +62,10 @@ enum Cmd {
 pub struct BenchArgs {
     /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
     /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), lpm (IPv4
-    /// longest-prefix match on a BGP table: ours beside three crates), or forward
-    /// (64-byte IPv4 forwarding through a full table in the PRESTO 2009 paper's three
-    /// designs, legacy, split L2/L3 and split plus flow table, at 1 and 2 workers).
+    /// and IPv6 longest-prefix match on a BGP table: ours beside three crates), or
+    /// forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
+    /// paper's three designs, legacy, split L2/L3 and split plus flow table, at 1 and
+    /// 2 workers).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -85,9 +86,11 @@ pub struct BenchArgs {
     /// benches/bgpas.lpm in cargo's registry sources.
     #[arg(long, value_name = "PATH")]
     pub table: Option<std::path::PathBuf>,
-    /// bench lpm: implementations to leave out, comma-separated (radix, dir-24-8,
-    /// poptrie, prefix-trie, poptrie-crate, ip_network_table); bench forward: designs
-    /// to leave out (legacy, split, split+flowtable).
+    /// bench lpm: implementations to leave out, comma-separated: IPv4 radix, dir-24-8,
+    /// poptrie, poptrie-16, poptrie-20, prefix-trie, poptrie-crate, ip_network_table;
+    /// IPv6 radix6, poptrie6, poptrie6-16, poptrie6-20, prefix-trie6, poptrie-crate6,
+    /// ip_network_table6; or a whole family, ipv4 or ipv6. bench forward: designs to
+    /// leave out (legacy, split, split+flowtable).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.

@@ -13,7 +13,7 @@
 
 use crate::nexthop::{NextHop, NhKey, NhKind, RtFlags};
 use crate::rtmsg::{RtBus, RtmType};
-use crate::{Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie, Prefix4, Prefix6, Radix};
+use crate::{Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix4, Prefix6, Radix};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -28,19 +28,21 @@ pub const MAX_NEXTHOPS: usize = (GROUP - 1) as usize;
 /// Buckets of a multipath group.
 pub const GROUP_BUCKETS: usize = EcmpGroup::DEFAULT_BUCKETS;
 
-/// The IPv4 lookup algorithm of a table.
+/// The lookup algorithm of a table (chosen per family, as FreeBSD's `fib_algo`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FibAlgo {
-    /// The radix tree while the table is small (at most [`AUTO_RADIX_MAX`] routes),
-    /// Poptrie beyond: a small table does not pay Poptrie's 1 MiB direct array.
+    /// Per family, the radix tree while the table is small (at most
+    /// [`AUTO_RADIX_MAX`] routes), Poptrie beyond: a small table does not pay
+    /// Poptrie's 1 MiB direct array.
     #[default]
     Auto,
     Radix,
     Poptrie,
+    /// DIR-24-8 for IPv4 (the baseline; 64 MiB and more); IPv6 gets Poptrie.
     Dir248,
 }
 
-/// The largest IPv4 table [`FibAlgo::Auto`] keeps in the radix tree.
+/// The largest table (of one family) [`FibAlgo::Auto`] keeps in the radix tree.
 pub const AUTO_RADIX_MAX: usize = 64;
 
 impl std::str::FromStr for FibAlgo {
@@ -519,20 +521,24 @@ impl Rib {
         };
         let r4: Vec<(Prefix4, u32)> = self.v4.iter().map(|(p, e)| (*p, value(e))).collect();
         let r6: Vec<(Prefix6, u32)> = self.v6.iter().map(|(p, e)| (*p, value(e))).collect();
-        let algo = match self.algo {
-            FibAlgo::Auto if r4.len() <= AUTO_RADIX_MAX => FibAlgo::Radix,
+        let pick = |n: usize| match self.algo {
+            FibAlgo::Auto if n <= AUTO_RADIX_MAX => FibAlgo::Radix,
             FibAlgo::Auto => FibAlgo::Poptrie,
             a => a,
         };
-        let v4 = match algo {
-            FibAlgo::Poptrie => Fib4::Poptrie(Poptrie::build(&r4)),
+        let v4 = match pick(r4.len()) {
+            FibAlgo::Poptrie => Fib4::Poptrie(Poptrie4::build(&r4)),
             FibAlgo::Dir248 => Fib4::Dir248(Dir248::build(&r4)),
             _ => Fib4::Radix(Radix::build(&r4)),
+        };
+        let v6 = match pick(r6.len()) {
+            FibAlgo::Radix => Fib6::Radix(Radix::build(&r6)),
+            _ => Fib6::Poptrie(Poptrie6::build(&r6)),
         };
         Fib {
             generation: self.generation,
             v4,
-            v6: Radix::build(&r6),
+            v6,
             nexthops: self.nhs.clone(),
             groups,
         }
@@ -542,8 +548,14 @@ impl Rib {
 #[derive(Debug)]
 enum Fib4 {
     Radix(Radix<u32>),
-    Poptrie(Poptrie),
+    Poptrie(Poptrie4),
     Dir248(Dir248),
+}
+
+#[derive(Debug)]
+enum Fib6 {
+    Radix(Radix<u128>),
+    Poptrie(Poptrie6),
 }
 
 /// The data path's routing table: immutable, shared by every worker.
@@ -551,7 +563,7 @@ enum Fib4 {
 pub struct Fib {
     generation: u64,
     v4: Fib4,
-    v6: Radix<u128>,
+    v6: Fib6,
     nexthops: Vec<Option<Arc<NextHop>>>,
     groups: Vec<Arc<EcmpGroup>>,
 }
@@ -561,7 +573,7 @@ impl Default for Fib {
         Fib {
             generation: 0,
             v4: Fib4::Radix(Radix::new()),
-            v6: Radix::new(),
+            v6: Fib6::Radix(Radix::new()),
             nexthops: Vec::new(),
             groups: Vec::new(),
         }
@@ -600,7 +612,11 @@ impl Fib {
     /// The next hop for `dst` (IPv6).
     #[inline]
     pub fn lookup6(&self, dst: Ipv6Addr, hash: impl FnOnce() -> u32) -> Option<&Arc<NextHop>> {
-        let v = self.v6.lookup(u128::from(dst))?;
+        let a = u128::from(dst);
+        let v = match &self.v6 {
+            Fib6::Poptrie(p) => p.lookup(a),
+            Fib6::Radix(r) => r.lookup(a),
+        }?;
         self.resolve(v, hash)
     }
 
@@ -621,6 +637,14 @@ impl Fib {
             Fib4::Radix(_) => "radix",
             Fib4::Poptrie(_) => "poptrie",
             Fib4::Dir248(_) => "dir248",
+        }
+    }
+
+    /// The IPv6 algorithm in use.
+    pub fn algo6(&self) -> &'static str {
+        match self.v6 {
+            Fib6::Radix(_) => "radix",
+            Fib6::Poptrie(_) => "poptrie",
         }
     }
 }
