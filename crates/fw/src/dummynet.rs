@@ -1,0 +1,1 @@
+//! dummynet (filled in by its own change).

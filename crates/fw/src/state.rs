@@ -1,0 +1,1 @@
+//! Dynamic states (filled in by its own change).
