@@ -199,9 +199,39 @@ fn run_rejects_bad_arguments_clearly() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("not on the interface's subnet"),
+        String::from_utf8_lossy(&o.stderr).contains("not on any interface's subnet"),
         "{o:?}"
     );
+    // The router's arguments: each mistake named before any TAP is opened.
+    for (args, want) in [
+        (&["--route", "198.19.0.0/16"][..], "expected PREFIX=GATEWAY"),
+        (
+            &["--route", "198.19.0.0/16=nowhere"][..],
+            "is not an address",
+        ),
+        (
+            &["--route", "198.19.0.1/16=198.18.0.1"][..],
+            "host bits set",
+        ),
+        (
+            &["--route", "2001:2::/48=198.18.0.1"][..],
+            "not of the prefix's family",
+        ),
+        (&["--inet", "198.18.1.2/24"][..], "more --inet than --tap"),
+        (&["--mtu", "100"][..], "expected 576 to 65535"),
+        (&["--rtadv"][..], "--rtadv needs IPv6"),
+    ] {
+        let o = Command::new(bin)
+            .args(["run", "--tap", "mpbad0", "--inet", "198.18.0.2/24"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(want),
+            "{args:?}: {o:?}"
+        );
+    }
     let o = Command::new(bin)
         .args([
             "run",
