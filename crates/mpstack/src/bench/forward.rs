@@ -389,6 +389,9 @@ struct WorkerRun {
     secs: f64,
     /// Time-stamp counter ticks over the run (0 without a TSC).
     ticks: u64,
+    /// CPU time the worker's thread had over the run (as much as `secs` on an idle
+    /// machine; less when other work took its core).
+    cpu_secs: f64,
     flows: Option<FlowStats>,
 }
 
@@ -403,6 +406,7 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
     let warm = tx.head as u64 + tx.drops;
     start.wait();
     let (t1, c1) = (Instant::now(), dev::cpu::rdtsc().unwrap_or(0));
+    let cpu1 = dev::cpu::thread_cpu_time();
     let deadline = Duration::from_secs_f64(secs);
     let (elapsed, c2) = loop {
         for b in pkts.chunks(BATCH) {
@@ -413,6 +417,10 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
             break (e, dev::cpu::rdtsc().unwrap_or(0));
         }
     };
+    let cpu_secs = match (cpu1, dev::cpu::thread_cpu_time()) {
+        (Some(a), Some(b)) => (b - a).as_secs_f64(),
+        _ => elapsed.as_secs_f64(),
+    };
     black_box(&tx.ring);
     let packets = tx.head as u64 + tx.drops - warm;
     WorkerRun {
@@ -420,6 +428,7 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
         drops: tx.drops,
         secs: elapsed.as_secs_f64(),
         ticks: c2.wrapping_sub(c1),
+        cpu_secs,
         flows: d.flow_stats(),
     }
 }
@@ -668,9 +677,16 @@ pub struct Row {
     pub workers: usize,
     /// Packets a second, all workers together.
     pub mpps: f64,
-    /// Per worker: nanoseconds and TSC ticks a packet (the mean over workers).
+    /// Per worker, wall time a packet (the mean over workers).
+    pub wall_ns_per_packet: f64,
+    /// Per worker, on-core time a packet: the thread's CPU time, and the TSC ticks
+    /// scaled by the share of the run it was on a core (the mean over workers). On a
+    /// machine shared with other work, this is the cost of a packet; the wall time
+    /// also counts the time the worker waited for its core.
     pub ns_per_packet: f64,
     pub ticks_per_packet: f64,
+    /// The share of the run the workers had a core for (1.0: all of it).
+    pub cpu_share: f64,
     pub packets: u64,
     pub drops: u64,
     pub flows: Option<FlowStats>,
@@ -697,14 +713,24 @@ fn row(design: DesignKind, runs: &[WorkerRun]) -> Row {
             .iter()
             .map(|r| r.packets as f64 / r.secs.max(1e-9) / 1e6)
             .sum(),
-        ns_per_packet: runs
+        wall_ns_per_packet: runs
             .iter()
             .map(|r| r.secs * 1e9 / r.packets.max(1) as f64)
             .sum::<f64>()
             / n,
+        ns_per_packet: runs
+            .iter()
+            .map(|r| r.cpu_secs * 1e9 / r.packets.max(1) as f64)
+            .sum::<f64>()
+            / n,
         ticks_per_packet: runs
             .iter()
-            .map(|r| r.ticks as f64 / r.packets.max(1) as f64)
+            .map(|r| r.ticks as f64 * (r.cpu_secs / r.secs.max(1e-9)) / r.packets.max(1) as f64)
+            .sum::<f64>()
+            / n,
+        cpu_share: runs
+            .iter()
+            .map(|r| r.cpu_secs / r.secs.max(1e-9))
             .sum::<f64>()
             / n,
         packets: runs.iter().map(|r| r.packets).sum(),
@@ -826,12 +852,14 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 })
                 .unwrap_or_default();
             println!(
-                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
+                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"wall_ns_per_packet\":{:.2},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"cpu_share\":{:.3},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
                 r.design.name(),
                 r.workers,
                 r.mpps,
+                r.wall_ns_per_packet,
                 r.ns_per_packet,
                 r.ticks_per_packet,
+                r.cpu_share,
                 r.packets,
                 r.drops,
                 p.flows,
@@ -871,14 +899,16 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
         let w = p.workers;
         println!(
-            "{:<16} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7}  what",
+            "{:<16} {:>8} {:>7} {:>7} {:>6} {:>8} {:>7} {:>7} {:>6} {:>7}  what",
             "design",
             "1w Mpps",
             "ns/pkt",
             "cyc/pkt",
+            "core%",
             format!("{w}w Mpps"),
             "ns/pkt",
             "cyc/pkt",
+            "core%",
             format!("{w}w/1w"),
         );
         for k in DesignKind::ALL {
@@ -886,14 +916,16 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 continue;
             };
             println!(
-                "{:<16} {:>9.2} {:>8.1} {:>8.0} {:>9.2} {:>8.1} {:>8.0} {:>6.2}x  {}",
+                "{:<16} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>6.2}x  {}",
                 k.name(),
                 o.mpps,
                 o.ns_per_packet,
                 o.ticks_per_packet,
+                o.cpu_share * 100.0,
                 m.mpps,
                 m.ns_per_packet,
                 m.ticks_per_packet,
+                m.cpu_share * 100.0,
                 m.mpps / o.mpps.max(1e-9),
                 k.what()
             );
@@ -910,12 +942,16 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 );
             }
         }
+        println!(
+            "(Mpps: all workers, wall clock; ns/pkt, cyc/pkt: one worker's time on its core per packet (thread CPU time; TSC ticks scaled by core%); core%: the share of the run each worker had a core for, lower when other work took it)"
+        );
         if let (Some(o), Some(m)) = pair(DesignKind::Split) {
             let ratio = m.mpps / o.mpps.max(1e-9);
+            let per_core = 1e3 / o.ns_per_packet.max(1e-9);
             println!(
-                "targets (split): >= 15 Mpps per core: {:.2} ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x ({})",
+                "targets (split): >= 15 Mpps per core: {:.2} wall, {per_core:.2} on core ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x ({})",
                 o.mpps,
-                if o.mpps >= 15.0 { "met" } else { "missed" },
+                if o.mpps >= 15.0 { "met" } else if per_core >= 15.0 { "met on core only" } else { "missed" },
                 if ratio >= 1.8 { "met" } else { "missed" }
             );
         }
