@@ -712,6 +712,10 @@ pub struct Row {
     pub workers: usize,
     /// Packets a second, all workers together.
     pub mpps: f64,
+    /// Packets a second of each worker's own CPU time, summed: what the workers would
+    /// forward if each had its core all the time (time asleep on a contended lock is
+    /// not CPU time either, so this flatters the legacy design).
+    pub core_mpps: f64,
     /// Per worker, wall time a packet (the mean over workers).
     pub wall_ns_per_packet: f64,
     /// Per worker, on-core time a packet: the thread's CPU time, and the TSC ticks
@@ -747,6 +751,10 @@ fn row(design: DesignKind, runs: &[WorkerRun]) -> Row {
         mpps: runs
             .iter()
             .map(|r| r.packets as f64 / r.secs.max(1e-9) / 1e6)
+            .sum(),
+        core_mpps: runs
+            .iter()
+            .map(|r| r.packets as f64 / r.cpu_secs.max(1e-9) / 1e6)
             .sum(),
         wall_ns_per_packet: runs
             .iter()
@@ -887,10 +895,11 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 })
                 .unwrap_or_default();
             println!(
-                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"wall_ns_per_packet\":{:.2},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"cpu_share\":{:.3},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
+                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"core_mpps\":{:.3},\"wall_ns_per_packet\":{:.2},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"cpu_share\":{:.3},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
                 r.design.name(),
                 r.workers,
                 r.mpps,
+                r.core_mpps,
                 r.wall_ns_per_packet,
                 r.ns_per_packet,
                 r.ticks_per_packet,
@@ -904,10 +913,11 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         for k in DesignKind::ALL {
             if let (Some(o), Some(m)) = pair(k) {
                 println!(
-                    "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"ratio_to_1_worker\":{:.3}}}",
+                    "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"ratio_to_1_worker\":{:.3},\"ratio_to_1_worker_on_core\":{:.3}}}",
                     k.name(),
                     m.workers,
-                    m.mpps / o.mpps.max(1e-9)
+                    m.mpps / o.mpps.max(1e-9),
+                    m.core_mpps / o.core_mpps.max(1e-9)
                 );
             }
         }
@@ -934,7 +944,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
         let w = p.workers;
         println!(
-            "{:<16} {:>8} {:>7} {:>7} {:>6} {:>8} {:>7} {:>7} {:>6} {:>7}  what",
+            "{:<16} {:>8} {:>7} {:>7} {:>6} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8}  what",
             "design",
             "1w Mpps",
             "ns/pkt",
@@ -945,13 +955,14 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             "cyc/pkt",
             "core%",
             format!("{w}w/1w"),
+            "on core",
         );
         for k in DesignKind::ALL {
             let (Some(o), Some(m)) = pair(k) else {
                 continue;
             };
             println!(
-                "{:<16} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>6.2}x  {}",
+                "{:<16} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>6.2}x {:>7.2}x  {}",
                 k.name(),
                 o.mpps,
                 o.ns_per_packet,
@@ -962,6 +973,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 m.ticks_per_packet,
                 m.cpu_share * 100.0,
                 m.mpps / o.mpps.max(1e-9),
+                m.core_mpps / o.core_mpps.max(1e-9),
                 k.what()
             );
         }
@@ -978,16 +990,17 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             }
         }
         println!(
-            "(Mpps: all workers, wall clock; ns/pkt, cyc/pkt: one worker's time on its core per packet (thread CPU time; TSC ticks scaled by core%); core%: the share of the run each worker had a core for, lower when other work took it)"
+            "(Mpps: all workers, wall clock; ns/pkt, cyc/pkt: one worker's time on its core per packet (thread CPU time; TSC ticks scaled by core%); core%: the share of the run each worker had a core for, lower when other work took it; on core: the ratio of the workers' packets per second of their own CPU time, what the scaling would be had each worker its core — sleeping on a contended lock is not counted, which flatters legacy)"
         );
         if let (Some(o), Some(m)) = pair(DesignKind::Split) {
             let ratio = m.mpps / o.mpps.max(1e-9);
+            let core_ratio = m.core_mpps / o.core_mpps.max(1e-9);
             let per_core = 1e3 / o.ns_per_packet.max(1e-9);
             println!(
-                "targets (split): >= 15 Mpps per core: {:.2} wall, {per_core:.2} on core ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x ({})",
+                "targets (split): >= 15 Mpps per core: {:.2} wall, {per_core:.2} on core ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x wall, {core_ratio:.2}x on core ({})",
                 o.mpps,
                 if o.mpps >= 15.0 { "met" } else if per_core >= 15.0 { "met on core only" } else { "missed" },
-                if ratio >= 1.8 { "met" } else { "missed" }
+                if ratio >= 1.8 { "met" } else if core_ratio >= 1.8 { "met on core only" } else { "missed" }
             );
         }
     }
