@@ -63,7 +63,8 @@ pub struct BenchArgs {
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
-    /// frames per worker (the workers loop over them).
+    /// frames per worker (the workers loop over them; each of the worker's flows in
+    /// turn, so make it at least --flows to have every flow in the buffer).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub packets: u64,
     /// bench forward: flows (destinations) in the workload, split over the workers.

@@ -526,10 +526,12 @@ fn frame(f: &Flow, ident: u16) -> Frame {
     out
 }
 
-/// The packets of worker `w` of `workers`: `n` frames of the flows RSS gives it, in a
-/// seeded random order.
+/// The packets of worker `w` of `workers`: `n` frames of the flows RSS gives it,
+/// each flow in turn in a seeded random order, then again in another, so that every
+/// flow is in the buffer (when `n` is at least the worker's share of the flows) and
+/// as often as any other.
 fn worker_packets(flows: &[Flow], workers: usize, w: usize, n: usize, seed: u64) -> Vec<Frame> {
-    let mine: Vec<Frame> = flows
+    let mut mine: Vec<Frame> = flows
         .iter()
         .filter(|f| {
             flow_hash4(f.src, f.dst, 17, f.sport, f.dport, RSS_SEED) as usize % workers == w
@@ -538,9 +540,15 @@ fn worker_packets(flows: &[Flow], workers: usize, w: usize, n: usize, seed: u64)
         .map(|(i, f)| frame(f, i as u16))
         .collect();
     let mut rng = SplitMix(seed ^ w as u64);
-    (0..n)
-        .map(|_| mine[rng.below(mine.len() as u64) as usize])
-        .collect()
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n && !mine.is_empty() {
+        // Fisher-Yates.
+        for i in (1..mine.len()).rev() {
+            mine.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        out.extend(mine.iter().take(n - out.len()));
+    }
+    out
 }
 
 /// Everything the designs read, built once.
