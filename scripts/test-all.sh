@@ -25,6 +25,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v hping3 >/dev/null || need+=(hping3)
     command -v nmap >/dev/null || need+=(nmap)
     command -v ndisc6 >/dev/null || need+=(ndisc6)
+    command -v tracepath >/dev/null || need+=(iputils-tracepath)
     command -v atk6-implementation6 >/dev/null || need+=(thc-ipv6)
     /usr/bin/python3 -c "import scapy" 2>/dev/null || need+=(python3-scapy)
     if [ ${#need[@]} -gt 0 ]; then

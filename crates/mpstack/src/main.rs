@@ -32,7 +32,12 @@ struct Cli {
 enum Cmd {
     /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
     Demo(DemoArgs),
-    /// Run a host on a TAP device: answers ARP and ping; echo, discard, chargen, http services.
+    /// Run a node on TAP devices: a host (ARP, ND, ping; echo, discard, chargen,
+    /// http services) or, with several --tap, --route and --forwarding, a router.
+    ///
+    /// A router between two links, with a static route: `mpstack run --tap r0 --inet
+    /// 198.18.1.1/24 --tap r1 --inet 198.18.2.1/24 --inet6 r0=2001:2:1::1/64 --inet6
+    /// r1=2001:2:2::1/64 --forwarding --route 198.19.0.0/16=198.18.2.2`.
     Run(RunArgs),
     /// Measure mpstack beside its baseline and peers in the same run.
     ///
@@ -57,9 +62,10 @@ enum Cmd {
 pub struct BenchArgs {
     /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
     /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), lpm (IPv4
-    /// longest-prefix match on a BGP table: ours beside three crates), or forward
-    /// (64-byte IPv4 forwarding through a full table in the PRESTO 2009 paper's three
-    /// designs, legacy, split L2/L3 and split plus flow table, at 1 and 2 workers).
+    /// and IPv6 longest-prefix match on a BGP table: ours beside three crates), or
+    /// forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
+    /// paper's three designs, legacy, split L2/L3 and split plus flow table, at 1 and
+    /// 2 workers).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -81,9 +87,11 @@ pub struct BenchArgs {
     /// benches/bgpas.lpm in cargo's registry sources.
     #[arg(long, value_name = "PATH")]
     pub table: Option<std::path::PathBuf>,
-    /// bench lpm: implementations to leave out, comma-separated (radix, dir-24-8,
-    /// poptrie, prefix-trie, poptrie-crate, ip_network_table); bench forward: designs
-    /// to leave out (legacy, split, split+flowtable).
+    /// bench lpm: implementations to leave out, comma-separated: IPv4 radix, dir-24-8,
+    /// poptrie, poptrie-16, poptrie-20, prefix-trie, poptrie-crate, ip_network_table;
+    /// IPv6 radix6, poptrie6, poptrie6-16, poptrie6-20, prefix-trie6, poptrie-crate6,
+    /// ip_network_table6; or a whole family, ipv4 or ipv6. bench forward: designs to
+    /// leave out (legacy, split, split+flowtable).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.
@@ -157,18 +165,50 @@ pub struct DemoArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// TAP device to open (created if missing; needs root or CAP_NET_ADMIN).
-    #[arg(long, value_name = "NAME")]
-    pub tap: String,
-    /// The host's address on the TAP link, ADDRESS/PREFIXLEN.
-    #[arg(long, value_name = "ADDR/LEN")]
-    pub inet: String,
+    /// Repeat it to make a router between several links: `--tap r0 --tap r1`.
+    #[arg(long, value_name = "NAME", required = true)]
+    pub tap: Vec<String>,
+    /// IPv4 address of an interface, [TAP=]ADDRESS/PREFIXLEN (repeatable). Without
+    /// `TAP=`, the Nth --inet goes to the Nth --tap.
+    #[arg(long, value_name = "[TAP=]ADDR/LEN", required = true)]
+    pub inet: Vec<String>,
     /// Default gateway.
     #[arg(long, value_name = "ADDR")]
     pub gw: Option<String>,
-    /// IPv6 address with prefix length, e.g. 2001:2::2/64 (repeatable). The first
-    /// also turns IPv6 on with a link-local address from the MAC; every address goes
-    /// through duplicate address detection (about a second) before it is used.
-    #[arg(long, value_name = "ADDR6/LEN")]
+    /// A static route, PREFIX=GATEWAY (repeatable): `198.19.0.0/16=198.18.1.2`,
+    /// `default=198.18.1.1`, `2001:2:9::/48=2001:2:1::2`; the interface is the one
+    /// whose network holds the gateway. The same prefix twice with two gateways is
+    /// a multipath (ECMP) route. GATEWAY may also be `blackhole` (drop silently),
+    /// `reject` (drop with ICMP unreachable) or `prohibit` (administratively
+    /// prohibited).
+    #[arg(long, value_name = "PREFIX=GW")]
+    pub route: Vec<String>,
+    /// An interface's MTU, [TAP=]BYTES (repeatable; without `TAP=`, the first TAP);
+    /// default: the TAP's own.
+    #[arg(long, value_name = "[TAP=]BYTES")]
+    pub mtu: Vec<String>,
+    /// Forward packets between the interfaces (both families): a router.
+    #[arg(long)]
+    pub forwarding: bool,
+    /// Keep a per-worker flow table for forwarded packets, keyed by `dst` (the
+    /// destination) or `4tuple` (addresses, ports, protocol): a flow keeps its next
+    /// hop while that lives, so adding a multipath route's gateway moves no existing
+    /// connection (stateful ECMP). Entries idle 30 s are dropped.
+    #[arg(long, value_name = "MODE", value_parser = ["dst", "4tuple"])]
+    pub flow_table: Option<String>,
+    /// Send IPv6 router advertisements on every interface with an IPv6 address (its
+    /// prefixes, for SLAAC; the MTU; this node as default router with --forwarding).
+    #[arg(long)]
+    pub rtadv: bool,
+    /// Don't send ICMP redirects when forwarding a packet back out of the interface
+    /// it came in on.
+    #[arg(long)]
+    pub no_redirects: bool,
+    /// IPv6 address with prefix length, [TAP=]ADDR6/LEN, e.g. 2001:2::2/64
+    /// (repeatable; without `TAP=`, on the first --tap). The first on an interface
+    /// also turns IPv6 on there with a link-local address from the MAC; every address
+    /// goes through duplicate address detection (about a second) before it is used.
+    #[arg(long, value_name = "[TAP=]ADDR6/LEN")]
     pub inet6: Vec<String>,
     /// IPv6 default router (a link-local or on-link address).
     #[arg(long, value_name = "ADDR6")]
@@ -187,10 +227,11 @@ pub struct RunArgs {
     /// TAP queues (multi-queue TAP when more than 1); defaults to the worker count.
     #[arg(long)]
     pub queues: Option<u16>,
-    /// Record every frame received and sent to this pcap file.
+    /// Record every frame received and sent to this pcap file (with several TAPs,
+    /// one file per TAP: FILE.TAPNAME after the first).
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<std::path::PathBuf>,
-    /// Link-layer address (default: derived from the TAP name).
+    /// Link-layer address of the first TAP (default: derived from the TAP name).
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
     /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP 9),

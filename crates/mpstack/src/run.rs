@@ -8,8 +8,70 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `[TAP=]VALUE`: the TAP named, or `None`.
+fn split_tap<'a>(v: &'a str, taps: &[String]) -> (Option<&'a str>, &'a str) {
+    match v.split_once('=') {
+        Some((t, rest)) if taps.iter().any(|x| x == t) => (Some(t), rest),
+        _ => (None, v),
+    }
+}
+
+/// What `--route PREFIX=GW` asks for.
+enum RouteArg {
+    Via(route::IpPrefix, std::net::IpAddr),
+    Discard(route::IpPrefix, route::NhKind),
+}
+
+fn parse_route(r: &str) -> Result<RouteArg, String> {
+    let (p, g) = r
+        .rsplit_once('=')
+        .ok_or_else(|| format!("--route '{r}': expected PREFIX=GATEWAY"))?;
+    let prefix: route::IpPrefix = p.parse().map_err(|e| format!("--route: {e}"))?;
+    let kind = match g {
+        "blackhole" => Some(route::NhKind::Blackhole),
+        "reject" => Some(route::NhKind::Reject),
+        "prohibit" => Some(route::NhKind::Prohibit),
+        _ => None,
+    };
+    if let Some(k) = kind {
+        return Ok(RouteArg::Discard(prefix, k));
+    }
+    let gw: std::net::IpAddr = g.parse().map_err(|_| {
+        format!("--route '{r}': '{g}' is not an address, blackhole, reject or prohibit")
+    })?;
+    if gw.is_ipv6() != prefix.is_ipv6() {
+        return Err(format!(
+            "--route '{r}': the gateway is not of the prefix's family"
+        ));
+    }
+    Ok(RouteArg::Via(prefix, gw))
+}
+
 pub fn main(a: RunArgs) -> Result<ExitCode, String> {
-    let inet: InetAddr = a.inet.parse().map_err(|e| format!("--inet: {e}"))?;
+    let taps = &a.tap;
+    for (i, t) in taps.iter().enumerate() {
+        if taps[..i].contains(t) {
+            return Err(format!("--tap {t} given twice"));
+        }
+    }
+    // IPv4 addresses per TAP: `TAP=ADDR/LEN`, or the Nth on the Nth TAP.
+    let mut inet: Vec<Vec<InetAddr>> = vec![Vec::new(); taps.len()];
+    for (n, v) in a.inet.iter().enumerate() {
+        let (t, addr) = split_tap(v, taps);
+        let i = match t {
+            Some(t) => taps.iter().position(|x| x == t).expect("named"),
+            None if n < taps.len() => n,
+            None => {
+                return Err(format!(
+                    "--inet {v}: more --inet than --tap; say which TAP: --inet TAP={v}"
+                ))
+            }
+        };
+        inet[i].push(addr.parse().map_err(|e| format!("--inet {v}: {e}"))?);
+    }
+    if let Some(i) = inet.iter().position(Vec::is_empty) {
+        return Err(format!("--tap {}: no --inet address for it", taps[i]));
+    }
     let gw: Option<Ipv4Addr> = match &a.gw {
         Some(g) => Some(
             g.parse()
@@ -18,19 +80,24 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         None => None,
     };
     if let Some(g) = gw {
-        if !inet.contains(g) {
+        if !inet.iter().flatten().any(|x| x.contains(g)) {
             return Err(format!(
-                "--gw: {g} is not on the interface's subnet {}/{}",
-                inet.network(),
-                inet.prefix_len
+                "--gw: {g} is not on any interface's subnet ({})",
+                inet.iter()
+                    .flatten()
+                    .map(|x| format!("{}/{}", x.network(), x.prefix_len))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
     }
-    let inet6: Vec<net::Inet6Addr> = a
-        .inet6
-        .iter()
-        .map(|x| x.parse().map_err(|e| format!("--inet6: {e}")))
-        .collect::<Result<_, String>>()?;
+    let mut inet6: Vec<Vec<net::Inet6Addr>> = vec![Vec::new(); taps.len()];
+    for v in &a.inet6 {
+        let (t, addr) = split_tap(v, taps);
+        let i = t.map_or(0, |t| taps.iter().position(|x| x == t).expect("named"));
+        inet6[i].push(addr.parse().map_err(|e| format!("--inet6 {v}: {e}"))?);
+    }
+    let any6 = inet6.iter().any(|v| !v.is_empty());
     let gw6: Option<std::net::Ipv6Addr> = match &a.gw6 {
         Some(g) => Some(
             g.parse()
@@ -38,12 +105,29 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         ),
         None => None,
     };
-    if gw6.is_some() && inet6.is_empty() {
+    if gw6.is_some() && !any6 {
         return Err("--gw6 needs an IPv6 address on the interface (--inet6)".into());
     }
-    if a.slaac && inet6.is_empty() {
+    if a.rtadv && !any6 {
+        return Err("--rtadv needs IPv6 addresses to advertise (--inet6)".into());
+    }
+    if a.slaac && !any6 {
         return Err("--slaac needs IPv6 on the interface: give it an address with --inet6 (the link-local one comes with it)".into());
     }
+    let mut mtu: Vec<Option<usize>> = vec![None; taps.len()];
+    for v in &a.mtu {
+        let (t, n) = split_tap(v, taps);
+        let i = t.map_or(0, |t| taps.iter().position(|x| x == t).expect("named"));
+        mtu[i] = Some(match n.parse::<usize>() {
+            Ok(n) if (576..=65535).contains(&n) => n,
+            _ => return Err(format!("--mtu {v}: expected 576 to 65535 bytes")),
+        });
+    }
+    let routes: Vec<RouteArg> = a
+        .route
+        .iter()
+        .map(|r| parse_route(r))
+        .collect::<Result<_, String>>()?;
     let mac = match &a.mac {
         Some(m) => Some(
             m.parse::<wire::EthernetAddress>()
@@ -62,44 +146,85 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
 
-    let tap =
-        dev::tap::TapDevice::open(&a.tap, queues).map_err(|e| format!("TAP '{}': {e}", a.tap))?;
-    let device: Box<dyn dev::Device> = match &a.pcap {
-        Some(path) => {
-            let w = dev::pcap::PcapWriter::create(path)
-                .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
-            Box::new(dev::pcap::PcapDevice::new(Box::new(tap), w))
-        }
-        None => Box::new(tap),
-    };
-
     let mut stack = Stack::new(StackConfig {
-        name: format!("mpstack-{}", a.tap),
+        name: format!("mpstack-{}", taps[0]),
         workers,
         busy_poll: std::time::Duration::from_micros(a.busy_poll),
         dad_transmits: a.dad_transmits,
         slaac: a.slaac,
+        // A router takes no default router from advertisements (RFC 4861 §6.2.8).
+        accept_rtadv: !a.forwarding,
+        send_redirects: !a.no_redirects,
+        flow_table: a.flow_table.as_deref().map(|m| route::FlowTableConfig {
+            mode: if m == "dst" {
+                route::FlowMode::Destination
+            } else {
+                route::FlowMode::FourTuple
+            },
+            ..route::FlowTableConfig::default()
+        }),
         ..StackConfig::default()
     });
-    let ifindex = stack
-        .add_interface(
-            device,
-            IfConfig {
-                addrs: vec![inet],
-                mac,
-                ..IfConfig::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
-    stack.set_default_gateway(gw);
-    for a6 in &inet6 {
-        stack
-            .add_address6(ifindex, *a6)
-            .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+    let mut ifindexes = Vec::new();
+    for (i, name) in taps.iter().enumerate() {
+        let tap =
+            dev::tap::TapDevice::open(name, queues).map_err(|e| format!("TAP '{name}': {e}"))?;
+        let device: Box<dyn dev::Device> = match &a.pcap {
+            Some(path) => {
+                let path = if i == 0 {
+                    path.clone()
+                } else {
+                    let mut p = path.clone().into_os_string();
+                    p.push(format!(".{name}"));
+                    p.into()
+                };
+                let w = dev::pcap::PcapWriter::create(&path)
+                    .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
+                Box::new(dev::pcap::PcapDevice::new(Box::new(tap), w))
+            }
+            None => Box::new(tap),
+        };
+        let ifindex = stack
+            .add_interface(
+                device,
+                IfConfig {
+                    addrs: inet[i].clone(),
+                    mac: if i == 0 { mac } else { None },
+                    mtu: mtu[i],
+                    ..IfConfig::default()
+                },
+            )
+            .map_err(|e| format!("--tap {name}: {e}"))?;
+        for a6 in &inet6[i] {
+            stack
+                .add_address6(ifindex, *a6)
+                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+        }
+        if a.forwarding {
+            stack
+                .set_forwarding(ifindex, true, true)
+                .map_err(|e| e.to_string())?;
+        }
+        if a.rtadv && !inet6[i].is_empty() {
+            stack
+                .set_router_advertisements(ifindex, true)
+                .map_err(|e| e.to_string())?;
+        }
+        ifindexes.push(ifindex);
     }
+    let ifindex = ifindexes[0];
+    stack.set_default_gateway(gw);
     if let Some(g) = gw6 {
         stack.set_default_gateway6(Some((g, ifindex)));
     }
+    for r in &routes {
+        let res = match *r {
+            RouteArg::Via(p, g) => stack.add_route_via(p, g),
+            RouteArg::Discard(p, k) => stack.add_route(route::RouteSpec::discard(p, k)),
+        };
+        res.map_err(|e| format!("--route: {e}"))?;
+    }
+    let inet6: Vec<net::Inet6Addr> = inet6.into_iter().flatten().collect();
     let echo = stack
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
         .map_err(|e| format!("UDP echo service: {e}"))?;
@@ -126,14 +251,24 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .iter()
         .map(|s| format!("{} (TCP {})", s.name(), s.port()))
         .collect();
-    let ifp = &stack.interfaces()[ifindex.get()];
-    let v6: String = inet6.iter().map(|x| format!(", {x}")).collect();
+    let ifs: Vec<String> = stack
+        .interfaces()
+        .iter()
+        .map(|i| {
+            let v4: Vec<String> = i.addrs.iter().map(|x| x.to_string()).collect();
+            let v6: Vec<String> = i.addrs6.iter().map(|x| x.addr.to_string()).collect();
+            format!(
+                "{} ({}, {})",
+                taps[i.index.get()],
+                i.mac,
+                [v4, v6].concat().join(", ")
+            )
+        })
+        .collect();
     println!(
-        "mpstack: up on {} ({}, {}{}), {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
-        a.tap,
-        ifp.mac,
-        inet,
-        v6,
+        "mpstack: up on {}{}, {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
+        ifs.join(" and "),
+        if a.forwarding { ", forwarding" } else { "" },
         workers,
         queues,
         if svc_names.is_empty() { "none".to_string() } else { svc_names.join(", ") }
@@ -239,6 +374,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let mut s = String::new();
     let _ = stack.stats().write_netstat(&mut s, false);
     print!("{s}");
+    print_routes(&stack, taps);
     for e in stack.interfaces().iter().flat_map(|i| i.arp.entries()) {
         let mac = e
             .mac
@@ -283,4 +419,27 @@ fn udp_service(svc: &crate::services::Service, sock: &net::UdpSocket, stop: &Ato
         }
     }
     served
+}
+
+/// The routing table as `netstat -rn` shows it.
+fn print_routes(stack: &Stack, taps: &[String]) {
+    for r in stack.routes() {
+        for p in &r.paths {
+            let gw = match (p.gateway, p.kind) {
+                (Some(g), _) => g.to_string(),
+                (None, route::NhKind::Forward) => "link".to_string(),
+                (None, _) => "-".to_string(),
+            };
+            let ifname = match p.kind {
+                route::NhKind::Forward => taps.get(p.ifindex as usize).map_or("?", |s| s),
+                _ => "-",
+            };
+            println!(
+                "route: {:<24} {:<24} {:<6} {ifname}",
+                r.dst.to_string(),
+                gw,
+                r.flags.to_string()
+            );
+        }
+    }
 }

@@ -137,7 +137,20 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
 /// `icmp_error`: answers the datagram in `m` (which still carries its IP header)
 /// with an ICMP error of `ty`/`code`. RFC 1122 §3.2.2: never about an ICMP error,
 /// a broadcast or multicast, or a non-initial fragment; rate limited.
-pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
+pub(crate) fn icmp_error(cx: &mut Cx<'_>, m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
+    let [a, b] = mtu.to_be_bytes();
+    icmp_error_word(cx, m, ty, code, [0, 0, a, b]);
+}
+
+/// [`icmp_error`] with the message's second word given: a redirect's gateway, or
+/// the next-hop MTU of "fragmentation needed" (RFC 1191) in its low half.
+pub(crate) fn icmp_error_word(
+    cx: &mut Cx<'_>,
+    mut m: Mbuf,
+    ty: Icmpv4Message,
+    code: u8,
+    word: [u8; 4],
+) {
     cx.stats.icmp.error += 1;
     let (src, dst, hlen, proto, frag_off) = {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ip::IP_HDR_LEN) else {
@@ -186,9 +199,9 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: 
         p.set_msg_code(code);
         p.set_checksum(0);
     }
-    // Bytes 4..8: unused, or the next-hop MTU for fragmentation needed (RFC 1191).
-    h[4..6].copy_from_slice(&[0, 0]);
-    h[6..8].copy_from_slice(&mtu.to_be_bytes());
+    // Bytes 4..8: unused, the next-hop MTU for fragmentation needed (RFC 1191), or
+    // a redirect's gateway.
+    h[4..8].copy_from_slice(&word);
     let sum = !mbuf_sum(&m, 0, m.len());
     m.first_mut()[2..4].copy_from_slice(&sum.to_be_bytes());
     match ty {
@@ -196,11 +209,19 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, mut m: Mbuf, ty: Icmpv4Message, code: 
         Icmpv4Message::TimeExceeded => cx.stats.icmp.outtimxceed += 1,
         _ => {}
     }
+    // From the address the datagram was sent to when it is ours; a router answering
+    // about a datagram in transit speaks from its interface towards the source
+    // (RFC 1812 §4.3.2.4).
+    let from = if cx.cfg.is_local(dst) {
+        dst
+    } else {
+        Ipv4Addr::UNSPECIFIED
+    };
     ip::ip_output(
         cx,
         m,
         IpOut {
-            src: dst,
+            src: from,
             dst: src,
             proto: IpProtocol::Icmp,
             ttl: DEFAULT_TTL,
@@ -236,7 +257,7 @@ pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
             src: Ipv4Addr::UNSPECIFIED,
             dst,
             proto: IpProtocol::Icmp,
-            ttl: DEFAULT_TTL,
+            ttl: s.ttl_or_default(),
             df: false,
         },
     );

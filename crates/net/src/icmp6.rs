@@ -120,8 +120,13 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                     drop(m);
                     crate::nd6::nd6_na_input(cx, ifp, info, flags, target_addr, lladdr);
                 }
-                // A host ignores solicitations for routers (RFC 4861 §6.2.6).
-                NdiscRepr::RouterSolicit { .. } => cx.stats.icmp6.inroutersolicit += 1,
+                // A host ignores solicitations for routers (RFC 4861 §6.2.6); an
+                // interface sending advertisements answers them.
+                NdiscRepr::RouterSolicit { .. } => {
+                    cx.stats.icmp6.inroutersolicit += 1;
+                    drop(m);
+                    crate::nd6::nd6_rs_input(cx, ifp);
+                }
                 NdiscRepr::RouterAdvert {
                     router_lifetime,
                     options,
@@ -283,7 +288,9 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
         }
     };
     // From the address the packet was sent to when it is ours and unicast.
-    let from = if dst.is_multicast() {
+    // (A router answering about a packet in transit speaks from its own address.)
+    let ours = cx.cfg.ifaces.iter().any(|i| i.addr6(dst).is_some());
+    let from = if dst.is_multicast() || !ours {
         Ipv6Addr::UNSPECIFIED
     } else {
         dst

@@ -309,6 +309,39 @@ pub struct Ifnet {
     pub nd6: Arc<Nd6Table>,
     /// Number of queues the device has; queue `q` belongs to worker `q % workers`.
     pub num_queues: usize,
+    /// Per-interface forwarding switches (shared by every version of the interface,
+    /// so turning them costs no republish).
+    pub forwarding: Arc<Forwarding>,
+}
+
+/// Whether an interface forwards packets that arrive on it for other hosts (Linux's
+/// `net.ipv4.conf.IF.forwarding`; FreeBSD's `net.inet.ip.forwarding` is global).
+#[derive(Debug, Default)]
+pub struct Forwarding {
+    pub inet: std::sync::atomic::AtomicBool,
+    pub inet6: std::sync::atomic::AtomicBool,
+    /// Send router advertisements on this interface (FreeBSD's `rtadvd`, built in).
+    pub rtadv: std::sync::atomic::AtomicBool,
+}
+
+impl Forwarding {
+    /// IPv4 forwarding is on.
+    #[inline]
+    pub fn inet(&self) -> bool {
+        self.inet.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// IPv6 forwarding is on.
+    #[inline]
+    pub fn inet6(&self) -> bool {
+        self.inet6.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Router advertisements are on.
+    #[inline]
+    pub fn rtadv(&self) -> bool {
+        self.rtadv.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Ifnet {

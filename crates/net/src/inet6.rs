@@ -137,7 +137,7 @@ pub(crate) fn udp6_output(
             src,
             dst,
             proto: IpProtocol::Udp,
-            hlim: crate::ip6::DEFAULT_HLIM,
+            hlim: s.ttl_or_default(),
             keep_unspec: false,
             ifindex: (to.scope_id() != 0).then(|| crate::iface::IfIndex(to.scope_id() as u16)),
         },

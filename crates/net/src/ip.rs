@@ -1,11 +1,12 @@
 //! IPv4 input and output (`ip_input`, `ip_output`), RFC 791 and RFC 1122 §3.2.1.
 //!
 //! Input validates the header in FreeBSD's order, one named counter per failure,
-//! reassembles fragments (`frag`), then delivers locally. This is a host: packets for
-//! other addresses are counted in `ip.cantforward` and dropped (forwarding is the
-//! router's job, with the FIB). Output picks the interface and next hop from the
-//! connected subnets and the default gateway, runs the output hooks, fragments what
-//! the interface's MTU cannot carry, and resolves the link address.
+//! reassembles fragments (`frag`), then delivers locally. Packets for other
+//! addresses go to `ip_forward` (`forward.rs`) when the arrival interface forwards,
+//! else are counted in `ip.cantforward` and dropped. Output picks the interface and
+//! next hop from the FIB (connected, static and default routes), runs the output
+//! hooks, fragments what the interface's MTU cannot carry, and resolves the link
+//! address.
 
 use crate::ether;
 use crate::frag::{self, FragError};
@@ -100,6 +101,9 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         && (info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst))
         || cx.cfg.is_local(info.dst);
     if !ours {
+        if ifp.forwarding.inet() {
+            return crate::forward::ip_forward(cx, ifp, m, info);
+        }
         return cx.drop_pkt(m, DropReason::IpCantForward);
     }
     // FreeBSD's order: each fragment passes the hooks and the "ours" test, and only
@@ -160,11 +164,29 @@ pub(crate) fn ip_route<'a>(cx: &Cx<'a>, dst: Ipv4Addr) -> Option<(&'a Arc<Ifnet>
             if a.broadcast() == Some(dst) {
                 return Some((i, dst, true));
             }
-            if a.contains(dst) {
-                return Some((i, dst, false));
-            }
         }
     }
+    // The FIB: connected networks, static and default routes. Our own datagrams
+    // to a multipath route spread by destination.
+    let fib: &'a route::Fib = cx.fib;
+    let hash = || route::flow_hash4(0, u32::from(dst), 0, 0, 0, cx.isn_secret);
+    if let Some(nh) = fib.lookup4(dst, hash) {
+        if nh.kind != route::NhKind::Forward {
+            return None;
+        }
+        let out = ifs.get(nh.ifindex as usize)?;
+        let next = match nh.gateway {
+            Some(std::net::IpAddr::V4(g)) => g,
+            _ => dst,
+        };
+        return Some((out, next, false));
+    }
+    for i in ifs {
+        if i.addrs.iter().any(|a| a.contains(dst)) {
+            return Some((i, dst, false));
+        }
+    }
+    // A default gateway set before its network was configured.
     let gw = cfg.default_gw?;
     ifs.iter()
         .find(|i| i.addrs.iter().any(|a| a.contains(gw)))
@@ -264,7 +286,7 @@ fn ip_send(
 /// (RFC 791 §3.2), after the output hooks saw it whole, as FreeBSD does. With Don't
 /// Fragment set it is dropped and counted in `ip.cantfrag` (FreeBSD's `ip_output`
 /// answers EMSGSIZE; our sockets send asynchronously, so the counter is the answer).
-fn ip_fragment(
+pub(crate) fn ip_fragment(
     cx: &mut Cx<'_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,

@@ -101,6 +101,9 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         // Weak host model, as for IPv4: any of our addresses on any interface.
         match local6(cx, dst) {
             Some(usable) => tentative = !usable,
+            None if ifp.forwarding.inet6() => {
+                return crate::forward::ip6_forward(cx, ifp, m, src, dst, hlim);
+            }
             None => return cx.drop_pkt(m, DropReason::Ip6CantForward),
         }
     }
@@ -388,6 +391,19 @@ pub(crate) fn ip6_route<'a>(
         {
             return Some((i, dst));
         }
+    }
+    // The FIB: static routes (connected ones were found above).
+    let fib: &'a route::Fib = cx.fib;
+    let hash = || route::flow_hash6(0, u128::from(dst), 0, 0, 0, cx.isn_secret);
+    if let Some(nh) = fib.lookup6(dst, hash) {
+        if nh.kind != route::NhKind::Forward {
+            return None;
+        }
+        let next = match nh.gateway {
+            Some(std::net::IpAddr::V6(g)) => g,
+            _ => dst,
+        };
+        return ifs.get(nh.ifindex as usize).map(|i| (i, next));
     }
     if let Some(hop) = cfg.nd6.next_hop(dst, cx.now, true) {
         return by(hop);

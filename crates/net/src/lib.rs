@@ -11,6 +11,7 @@ pub mod arp;
 #[cfg(feature = "tokio")]
 pub mod async_io;
 mod ether;
+mod forward;
 pub mod frag;
 pub mod hdr;
 mod icmp;

@@ -23,7 +23,7 @@ use mbuf::Mbuf;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use wire::EthernetAddress;
@@ -31,7 +31,9 @@ use wire::EthernetAddress;
 /// What an address family brings to a neighbour table: its address type and the
 /// counters the state machine bumps.
 pub trait LleFamily: std::fmt::Debug + Send + Sync + 'static {
-    type Addr: Copy + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static;
+    type Addr: Copy + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + Into<IpAddr> + 'static;
+    /// `a` as this family's address, if it is one.
+    fn from_ip(a: IpAddr) -> Option<Self::Addr>;
     fn count_created(s: &mut Stats);
     fn count_evicted(s: &mut Stats);
     fn count_timeout(s: &mut Stats);
@@ -47,6 +49,12 @@ pub struct Inet;
 
 impl LleFamily for Inet {
     type Addr = Ipv4Addr;
+    fn from_ip(a: IpAddr) -> Option<Ipv4Addr> {
+        match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        }
+    }
     fn count_created(s: &mut Stats) {
         s.arp.entries_created += 1;
     }
@@ -193,10 +201,21 @@ struct Inner<A> {
     entries: HashMap<A, Lle>,
 }
 
+/// Who hears about the table's changes: the next hops whose gateway is on this
+/// interface (their L2 rewrite is written in place at each publication), and the
+/// routing-message bus (`RTM_ADD`/`RTM_DELETE`/`RTM_CHANGE` flagged `RTF_LLINFO`).
+#[derive(Debug, Default)]
+struct Watch {
+    ifindex: u32,
+    bus: Option<Arc<route::RtBus>>,
+    nexthops: Vec<Arc<route::NextHop>>,
+}
+
 /// The neighbour table of one interface for one address family.
 #[derive(Debug)]
 pub struct LlTable<F: LleFamily> {
     params: LleParams,
+    watch: Mutex<Watch>,
     inner: Mutex<Inner<F::Addr>>,
     snap: Arc<ArcSwap<LleSnapshot<F::Addr>>>,
     /// Earliest timer in the table, in nanoseconds; `u64::MAX` when none.
@@ -208,6 +227,7 @@ impl<F: LleFamily> LlTable<F> {
     pub fn new(params: LleParams) -> Self {
         LlTable {
             params,
+            watch: Mutex::new(Watch::default()),
             inner: Mutex::new(Inner {
                 entries: HashMap::new(),
             }),
@@ -309,8 +329,72 @@ impl<F: LleFamily> LlTable<F> {
                 next = next.min(e.timer.as_nanos());
             }
         }
-        self.snap.store(Arc::new(LleSnapshot { map }));
+        let w = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        for nh in &w.nexthops {
+            Self::rewrite(nh, &map);
+        }
+        let old = self.snap.swap(Arc::new(LleSnapshot { map }));
         self.next_timer.store(next, Ordering::Relaxed);
+        if let Some(bus) = w.bus.as_ref().filter(|b| b.has_subscribers()) {
+            Self::announce(bus, w.ifindex, &old.map, &self.snap.load().map);
+        }
+    }
+
+    /// Writes a next hop's L2 rewrite from a snapshot's map.
+    fn rewrite(
+        nh: &route::NextHop,
+        map: &HashMap<F::Addr, (EthernetAddress, Instant), crate::FxBuild>,
+    ) {
+        match nh.gateway.and_then(F::from_ip).and_then(|g| map.get(&g)) {
+            Some((mac, until)) => nh.set_l2(mac.0, until.as_nanos()),
+            None => nh.clear_l2(),
+        }
+    }
+
+    /// Neighbour change messages: what appeared, went or moved between two
+    /// publications (only computed when someone listens).
+    fn announce(
+        bus: &route::RtBus,
+        ifindex: u32,
+        old: &HashMap<F::Addr, (EthernetAddress, Instant), crate::FxBuild>,
+        new: &HashMap<F::Addr, (EthernetAddress, Instant), crate::FxBuild>,
+    ) {
+        use route::{IpPrefix, RtFlags, RtmType};
+        let flags = RtFlags::UP | RtFlags::HOST | RtFlags::LLINFO;
+        for (ip, (mac, _)) in new {
+            let kind = match old.get(ip) {
+                None => RtmType::Add,
+                Some((m, _)) if m != mac => RtmType::Change,
+                Some(_) => continue,
+            };
+            let dst = IpPrefix::host((*ip).into());
+            bus.send_ll(kind, dst, None, Some(mac.0), ifindex, flags);
+        }
+        for (ip, (mac, _)) in old {
+            if !new.contains_key(ip) {
+                let dst = IpPrefix::host((*ip).into());
+                bus.send_ll(RtmType::Delete, dst, None, Some(mac.0), ifindex, flags);
+            }
+        }
+    }
+
+    /// Names the interface and bus for change messages (once, when the interface
+    /// is made).
+    pub fn set_watch(&self, ifindex: u32, bus: Arc<route::RtBus>) {
+        let mut w = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        w.ifindex = ifindex;
+        w.bus = Some(bus);
+    }
+
+    /// The next hops whose gateway is on this interface (after each FIB
+    /// publication); their rewrites are written now from the current snapshot.
+    pub fn set_nexthops(&self, nexthops: Vec<Arc<route::NextHop>>) {
+        let mut w = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let snap = self.snap.load();
+        for nh in &nexthops {
+            Self::rewrite(nh, &snap.map);
+        }
+        w.nexthops = nexthops;
     }
 
     /// Makes room for one entry if the table is full, evicting the least recently used

@@ -65,6 +65,19 @@ pub(crate) struct SockShared {
     pub closed: AtomicBool,
     /// Datagrams leave with Don't Fragment set (FreeBSD's `IP_DONTFRAG`).
     pub dontfrag: AtomicBool,
+    /// TTL / hop limit of what it sends (`IP_TTL`, `IPV6_UNICAST_HOPS`); 0: the
+    /// default (64).
+    pub ttl: std::sync::atomic::AtomicU8,
+}
+
+impl SockShared {
+    /// The TTL (or hop limit) to send with.
+    pub(crate) fn ttl_or_default(&self) -> u8 {
+        match self.ttl.load(Ordering::Relaxed) {
+            0 => crate::ip::DEFAULT_TTL,
+            t => t,
+        }
+    }
 }
 
 impl SockShared {
@@ -80,6 +93,7 @@ impl SockShared {
             tx_full: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             dontfrag: AtomicBool::new(false),
+            ttl: std::sync::atomic::AtomicU8::new(0),
         }
     }
 
@@ -299,6 +313,16 @@ impl UdpSocket {
         self.h.sock.dontfrag.load(Ordering::Relaxed)
     }
 
+    /// Sets the TTL (hop limit over IPv6) of the datagrams it sends, 1 to 255, as
+    /// `std::net::UdpSocket::set_ttl` (traceroute's tool).
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        set_ttl(&self.h.sock, ttl)
+    }
+
+    pub fn ttl(&self) -> io::Result<u32> {
+        Ok(u32::from(self.h.sock.ttl_or_default()))
+    }
+
     /// Sets the default peer for `send`/`recv`; `recv` then ignores other senders.
     pub fn connect(&self, addr: impl Into<SocketAddr>) -> io::Result<()> {
         let a = same_family(self.h.sock.local, addr.into())?;
@@ -383,6 +407,11 @@ impl PingSocket {
         self.h.sock.local.port()
     }
 
+    /// Sets the TTL of the echo requests it sends, 1 to 255.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        set_ttl(&self.h.sock, ttl)
+    }
+
     /// Sends an echo request carrying `data`.
     pub fn send_echo(&self, to: Ipv4Addr, seq: u16, data: &[u8]) -> io::Result<()> {
         if data.len() > 65_507 {
@@ -420,5 +449,18 @@ impl PingSocket {
 
     pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
         self.h.set_read_timeout(d)
+    }
+}
+
+fn set_ttl(s: &SockShared, ttl: u32) -> io::Result<()> {
+    match u8::try_from(ttl) {
+        Ok(t) if t > 0 => {
+            s.ttl.store(t, Ordering::Relaxed);
+            Ok(())
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "TTL must be 1 to 255",
+        )),
     }
 }

@@ -75,6 +75,20 @@ pub struct StackConfig {
     /// Form addresses from advertised prefixes (SLAAC, RFC 4862) and solicit routers
     /// when IPv6 comes up (`mpstack run --slaac`).
     pub slaac: bool,
+    /// The IPv4 FIB's lookup algorithm (`Auto`: radix while small, Poptrie beyond).
+    pub fib_algo: route::FibAlgo,
+    /// The most routes the table holds (both families; redirects and routing
+    /// daemons feed it).
+    pub max_routes: usize,
+    /// Send ICMP redirects when forwarding a packet back out of the interface it
+    /// came in on (FreeBSD's `net.inet.ip.redirect`).
+    pub send_redirects: bool,
+    /// A per-worker flow table for forwarded packets (PRESTO 2009's flowtable): a
+    /// flow keeps the next hop it was first given for as long as that next hop
+    /// lives and the flow is not idle (30 s by default) — stateful ECMP, as a load
+    /// balancer needs. `None` (the default): every packet is looked up in the FIB.
+    /// The seed is mixed with the stack's secret.
+    pub flow_table: Option<route::FlowTableConfig>,
 }
 
 impl Default for StackConfig {
@@ -97,6 +111,10 @@ impl Default for StackConfig {
             hdr_access: crate::hdr::HdrAccess::Pulldown,
             accept_rtadv: true,
             slaac: false,
+            fib_algo: route::FibAlgo::Auto,
+            max_routes: 2_000_000,
+            send_redirects: true,
+            flow_table: None,
         }
     }
 }
@@ -224,6 +242,12 @@ pub(crate) struct Shared {
     pub tcp_overflow: Vec<crate::tcp::chan::Overflow>,
     /// The RFC 6528 secret of this stack's initial sequence numbers.
     pub isn_secret: u64,
+    /// The control plane's routing table; changes are compiled into `fib`.
+    pub rib: Mutex<route::Rib>,
+    /// The data path's routing table (published, read lock-free by workers).
+    pub fib: ArcSwap<route::Fib>,
+    /// Routing messages (route changes, addresses, neighbours, misses).
+    pub rtbus: Arc<route::RtBus>,
 }
 
 impl Shared {
@@ -237,10 +261,69 @@ impl Shared {
         r
     }
 
+    /// Changes the routing table and publishes the result: one compilation per call
+    /// (so a batch of changes costs one), then each interface's neighbour tables
+    /// learn which next hops' L2 rewrites they keep.
+    pub(crate) fn route_update<R>(&self, f: impl FnOnce(&mut route::Rib) -> R) -> R {
+        let mut rib = self.rib.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = rib.generation();
+        let r = f(&mut rib);
+        if rib.generation() != generation {
+            let fib = Arc::new(rib.compile());
+            let cfg = self.cfg.load();
+            for ifp in &cfg.ifaces {
+                let on = |v6: bool| -> Vec<Arc<route::NextHop>> {
+                    fib.nexthops()
+                        .filter(|n| {
+                            n.kind == route::NhKind::Forward
+                                && n.ifindex == u32::from(ifp.index.0)
+                                && n.gateway.is_some_and(|g| g.is_ipv6() == v6)
+                        })
+                        .cloned()
+                        .collect()
+                };
+                ifp.arp.set_nexthops(on(false));
+                ifp.nd6.set_nexthops(on(true));
+            }
+            self.fib.store(fib);
+        }
+        r
+    }
+
+    /// An address came up: its network's connected route, and `RTM_NEWADDR`.
+    pub(crate) fn address_added(&self, ifindex: IfIndex, addr: std::net::IpAddr, len: u8) {
+        let net = route::IpPrefix::new(addr, len);
+        let ifi = u32::from(ifindex.0);
+        let link_local = matches!(addr, std::net::IpAddr::V6(a) if crate::iface::is_link_local(a));
+        self.rtbus.send_ll(
+            route::RtmType::NewAddr,
+            net,
+            Some(addr),
+            None,
+            ifi,
+            route::RtFlags::UP,
+        );
+        if !link_local && !net.is_host() {
+            // Two addresses in one network share its route.
+            let _ = self.route_update(|r| r.add(route::RouteSpec::connected(net, ifi)));
+        }
+    }
+
     /// Adds an IPv6 address (tentative) to an interface, with the link-local one first
     /// if IPv6 was off there. Worker 0's timers run DAD.
     pub(crate) fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), StackError> {
-        self.update(|c| {
+        self.update(|c| self.add_address6_locked(c, ifindex, a))?;
+        self.address_added(ifindex, a.addr.into(), a.prefix_len);
+        Ok(())
+    }
+
+    fn add_address6_locked(
+        &self,
+        c: &mut NetConfig,
+        ifindex: IfIndex,
+        a: Inet6Addr,
+    ) -> Result<(), StackError> {
+        {
             if c.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
                 return Err(StackError::DuplicateAddress6(a.addr));
             }
@@ -273,9 +356,10 @@ impl Shared {
                 arp: old.arp.clone(),
                 nd6: old.nd6.clone(),
                 num_queues: old.num_queues,
+                forwarding: old.forwarding.clone(),
             });
             Ok(())
-        })
+        }
     }
 
     /// Wakes worker `w` if it sleeps.
@@ -409,6 +493,12 @@ pub enum StackError {
     DuplicateAddress6(std::net::Ipv6Addr),
     /// The interface holds `iface::MAX_ADDRS6` IPv6 addresses already.
     TooManyAddresses,
+    /// The routing table refused a change.
+    Route(route::RtError),
+    /// No connected network holds the gateway (`ENETUNREACH`).
+    GatewayUnreachable(std::net::IpAddr),
+    /// No interface has this index.
+    NoInterface(IfIndex),
     Io(io::Error),
 }
 
@@ -425,6 +515,11 @@ impl std::fmt::Display for StackError {
                 "the interface has {} IPv6 addresses already",
                 crate::iface::MAX_ADDRS6
             ),
+            StackError::Route(e) => write!(f, "{e}"),
+            StackError::GatewayUnreachable(g) => {
+                write!(f, "gateway {g} is not on any connected network")
+            }
+            StackError::NoInterface(i) => write!(f, "no interface with index {}", i.0),
             StackError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -457,6 +552,7 @@ impl Stack {
         let mac_seed = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
             (h ^ b as u32).wrapping_mul(0x0100_0193)
         });
+        let rtbus = Arc::new(route::RtBus::new());
         let shared = Arc::new(Shared {
             cfg: ArcSwap::from_pointee(net),
             writer: Mutex::new(()),
@@ -471,6 +567,9 @@ impl Stack {
             tcp_overflow: (0..n)
                 .map(|_| crate::tcp::chan::Overflow::default())
                 .collect(),
+            rib: Mutex::new(route::Rib::new(rtbus.clone(), cfg.fib_algo, cfg.max_routes)),
+            fib: ArcSwap::from_pointee(route::Fib::default()),
+            rtbus,
             isn_secret: cfg.isn_secret.unwrap_or_else(|| {
                 use std::hash::{BuildHasher, Hasher};
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -535,7 +634,10 @@ impl Stack {
             arp: Arc::new(ArpTable::new(self.shared.params.arp)),
             nd6: Arc::new(crate::nd6::Nd6Table::new(self.shared.params.arp)),
             num_queues: info.num_queues.max(1),
+            forwarding: Arc::default(),
         });
+        ifp.arp.set_watch(index.0 as u32, self.shared.rtbus.clone());
+        ifp.nd6.set_watch(index.0 as u32, self.shared.rtbus.clone());
         let nworkers = self.workers.len();
         let queues = dev.into_queues();
         for (q, queue) in queues.into_iter().enumerate() {
@@ -546,11 +648,22 @@ impl Stack {
             c.ifaces.push(ifp);
             c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
         });
+        for a in &ic.addrs {
+            self.shared
+                .address_added(index, a.addr.into(), a.prefix_len);
+        }
         Ok(index)
     }
 
     /// Adds an address to an interface.
     pub fn add_address(&self, ifindex: IfIndex, a: InetAddr) -> Result<(), StackError> {
+        self.add_address_locked(ifindex, a)?;
+        self.shared
+            .address_added(ifindex, a.addr.into(), a.prefix_len);
+        Ok(())
+    }
+
+    fn add_address_locked(&self, ifindex: IfIndex, a: InetAddr) -> Result<(), StackError> {
         self.shared.update(|c| {
             if c.is_local(a.addr) {
                 return Err(StackError::DuplicateAddress(a.addr));
@@ -574,6 +687,7 @@ impl Stack {
                 arp: old.arp.clone(),
                 nd6: old.nd6.clone(),
                 num_queues: old.num_queues,
+                forwarding: old.forwarding.clone(),
             });
             Ok(())
         })
@@ -606,9 +720,135 @@ impl Stack {
             .collect()
     }
 
-    /// Sets (or clears) the IPv4 default gateway.
+    /// Sets (or clears) the IPv4 default gateway: the default route of the FIB
+    /// when the gateway is on a connected network now; kept aside otherwise and used
+    /// when no route matches (as before the FIB existed, for hosts configured in
+    /// any order).
     pub fn set_default_gateway(&self, gw: Option<Ipv4Addr>) {
         self.shared.update(|c| c.default_gw = gw);
+        let dflt = route::IpPrefix::default_of(false);
+        let _ = self.shared.route_update(|r| r.delete(dflt, None));
+        if let Some(g) = gw {
+            let _ = self.add_route_via(dflt, g.into());
+        }
+    }
+
+    /// Adds a route (`route add`). A gateway route must name the interface; see
+    /// [`Stack::add_route_via`] to find it from the gateway.
+    pub fn add_route(&self, r: route::RouteSpec) -> Result<(), StackError> {
+        self.shared
+            .route_update(|rib| rib.add(r))
+            .map_err(StackError::Route)
+    }
+
+    /// `route add DST GATEWAY`: a static route through a gateway on a connected
+    /// network (`ENETUNREACH` otherwise); adding a second gateway to the same
+    /// destination makes it multipath (ECMP).
+    pub fn add_route_via(
+        &self,
+        dst: route::IpPrefix,
+        gateway: std::net::IpAddr,
+    ) -> Result<(), StackError> {
+        let ifindex = self.connected_ifindex(gateway)?;
+        self.add_route(route::RouteSpec::via(dst, gateway, ifindex))
+    }
+
+    /// The interface whose connected network holds `gw`.
+    fn connected_ifindex(&self, gw: std::net::IpAddr) -> Result<u32, StackError> {
+        let cfg = self.shared.cfg.load();
+        let on = cfg.ifaces.iter().find(|i| match gw {
+            std::net::IpAddr::V4(g) => i.addrs.iter().any(|a| a.contains(g)),
+            std::net::IpAddr::V6(g) => i.addrs6.iter().any(|a| a.addr.contains(g)),
+        });
+        on.map(|i| u32::from(i.index.0))
+            .ok_or(StackError::GatewayUnreachable(gw))
+    }
+
+    /// Deletes a route, or with `gateway` one path of a multipath route.
+    pub fn delete_route(
+        &self,
+        dst: route::IpPrefix,
+        gateway: Option<std::net::IpAddr>,
+    ) -> Result<(), StackError> {
+        self.shared
+            .route_update(|rib| rib.delete(dst, gateway))
+            .map_err(StackError::Route)
+    }
+
+    /// `route change`: gives a route one new path.
+    pub fn change_route(&self, r: route::RouteSpec) -> Result<(), StackError> {
+        self.shared
+            .route_update(|rib| rib.change(r))
+            .map_err(StackError::Route)
+    }
+
+    /// Several changes, compiled and published once (a routing daemon's batch).
+    pub fn route_batch<R>(&self, f: impl FnOnce(&mut route::Rib) -> R) -> R {
+        self.shared.route_update(f)
+    }
+
+    /// `route get`: the route `addr` takes (also announced as `RTM_GET`).
+    pub fn route_get(&self, addr: std::net::IpAddr) -> Option<route::RouteInfo> {
+        self.shared
+            .rib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(addr)
+    }
+
+    /// Every route (`netstat -r`).
+    pub fn routes(&self) -> Vec<route::RouteInfo> {
+        self.shared
+            .rib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .routes()
+    }
+
+    /// The FIB as workers read it now.
+    pub fn fib(&self) -> Arc<route::Fib> {
+        self.shared.fib.load_full()
+    }
+
+    /// A routing socket: every routing message from now on, in a queue of at most
+    /// `capacity` (messages beyond are dropped and counted, never queued unbounded).
+    pub fn subscribe_routes(&self, capacity: usize) -> route::RtSubscriber {
+        self.shared.rtbus.subscribe(capacity)
+    }
+
+    /// Messages dropped because a routing socket's queue was full.
+    pub fn route_messages_dropped(&self) -> u64 {
+        self.shared.rtbus.dropped()
+    }
+
+    /// Turns router advertisements on or off on an interface (RFC 4861 §6.2: its
+    /// prefixes, MTU and, while it forwards IPv6, this node as a default router).
+    pub fn set_router_advertisements(&self, ifindex: IfIndex, on: bool) -> Result<(), StackError> {
+        let cfg = self.shared.cfg.load();
+        let ifp = cfg
+            .ifaces
+            .get(ifindex.get())
+            .ok_or(StackError::NoInterface(ifindex))?;
+        ifp.forwarding.rtadv.store(on, Ordering::Relaxed);
+        self.shared.notify_worker(0);
+        Ok(())
+    }
+
+    /// Turns forwarding on or off for packets arriving on an interface, per family.
+    pub fn set_forwarding(
+        &self,
+        ifindex: IfIndex,
+        inet: bool,
+        inet6: bool,
+    ) -> Result<(), StackError> {
+        let cfg = self.shared.cfg.load();
+        let ifp = cfg
+            .ifaces
+            .get(ifindex.get())
+            .ok_or(StackError::NoInterface(ifindex))?;
+        ifp.forwarding.inet.store(inet, Ordering::Relaxed);
+        ifp.forwarding.inet6.store(inet6, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Appends a packet filter hook at one point.

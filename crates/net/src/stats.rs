@@ -71,6 +71,10 @@ counter_group!(
         localout, noroute, odropped, toolong,
         fragtimeout, fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny,
         reassembled, fragmented, ofragments, cantfrag, fragq,
+        // Forwarding (ip_forward): `forward`ed datagrams, `redirectsent`,
+        // `timeexceed` (TTL ran out), `blackhole` and `reject` routes' drops,
+        // `toobig` (DF set, larger than the next hop's MTU).
+        forward, redirectsent, timeexceed, blackhole, reject, toobig,
     }
 );
 
@@ -102,6 +106,8 @@ counter_group!(
         // (RFC 8200 §4.5: a reassembled payload over 65535); `fragq` is a gauge.
         fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny, fragtoolong,
         atomicfrags, fragq,
+        // Forwarding (ip6_forward), as the `ip` ones.
+        forward, redirectsent, timeexceed, blackhole, reject, toobig,
     }
 );
 
@@ -113,7 +119,7 @@ counter_group!(
         indstunreach, inpkttoobig, intimxceed, inparamprob, inroutersolicit,
         inrouteradvert, inneighborsolicit, inneighboradvert, inredirect, inmld, inother,
         outecho, outechoreply, outdstunreach, outpkttoobig, outtimxceed, outparamprob,
-        outroutersolicit, outneighborsolicit, outneighboradvert, outmldreport,
+        outroutersolicit, outrouteradvert, outneighborsolicit, outneighboradvert, outmldreport, outredirect,
         badns, badna, badrs, badra, badredirect, noerror, badpkttoobig,
     }
 );
@@ -123,6 +129,15 @@ counter_group!(
     Nd6Stat, "nd6", {
         entries_created, evicted, timeouts, txsolicit, dropped, dadsent, dadcollision,
         dadok, autoconf, autoconffull,
+    }
+);
+
+counter_group!(
+    /// The per-worker flow table (`StackConfig::flow_table`, stateful forwarding), as
+    /// `route::FlowStats` counts: `misses` include `stale` entries (their next hop
+    /// changed) and `expired` ones; `evictions` replaced a live entry in a full set.
+    FlowStat, "flowtable", {
+        hits, misses, stale, expired, inserts, evictions,
     }
 );
 
@@ -163,6 +178,7 @@ pub struct Stats {
     pub ip6: Ip6Stat,
     pub icmp6: Icmp6Stat,
     pub nd6: Nd6Stat,
+    pub flow: FlowStat,
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
@@ -174,7 +190,8 @@ const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + TcpStat::NAMES.len()
     + Ip6Stat::NAMES.len()
     + Icmp6Stat::NAMES.len()
-    + Nd6Stat::NAMES.len();
+    + Nd6Stat::NAMES.len()
+    + FlowStat::NAMES.len();
 
 impl Stats {
     /// Calls `f` with every counter's full name (`ip.badsum`) and value.
@@ -189,6 +206,7 @@ impl Stats {
         self.ip6.for_each(|n, v| f(Ip6Stat::PREFIX, n, v));
         self.icmp6.for_each(|n, v| f(Icmp6Stat::PREFIX, n, v));
         self.nd6.for_each(|n, v| f(Nd6Stat::PREFIX, n, v));
+        self.flow.for_each(|n, v| f(FlowStat::PREFIX, n, v));
     }
 
     /// Looks a counter up by its full name, e.g. `"udp.noport"`.
@@ -246,6 +264,7 @@ impl std::ops::AddAssign for Stats {
         self.ip6 += o.ip6;
         self.icmp6 += o.icmp6;
         self.nd6 += o.nd6;
+        self.flow += o.flow;
     }
 }
 
@@ -278,6 +297,7 @@ impl StatsSlot {
         s.ip6.write_to(&self.slots, &mut i);
         s.icmp6.write_to(&self.slots, &mut i);
         s.nd6.write_to(&self.slots, &mut i);
+        s.flow.write_to(&self.slots, &mut i);
     }
 
     /// Adds this slot's values into `acc`.
@@ -293,6 +313,7 @@ impl StatsSlot {
         acc.ip6.add_from(&self.slots, &mut i);
         acc.icmp6.add_from(&self.slots, &mut i);
         acc.nd6.add_from(&self.slots, &mut i);
+        acc.flow.add_from(&self.slots, &mut i);
     }
 }
 
@@ -370,6 +391,10 @@ drop_reasons! {
     IpBadFrags => ip.badfrags,
     IpFragTiny => ip.fragtiny,
     IpCantFrag => ip.cantfrag,
+    IpTimeExceed => ip.timeexceed,
+    IpBlackhole => ip.blackhole,
+    IpReject => ip.reject,
+    IpTooBig => ip.toobig,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,
@@ -413,6 +438,10 @@ drop_reasons! {
     Ip6OutDropped => ip6.odropped,
     Ip6TooLong => ip6.toolong,
     Ip6FragDropped => ip6.fragdropped,
+    Ip6TimeExceed => ip6.timeexceed,
+    Ip6Blackhole => ip6.blackhole,
+    Ip6Reject => ip6.reject,
+    Ip6TooBig => ip6.toobig,
     Icmp6TooShort => icmp6.tooshort,
     Icmp6Checksum => icmp6.checksum,
     Icmp6BadLen => icmp6.badlen,

@@ -2,7 +2,7 @@
 
 use crate::icmp::mbuf_sum;
 use crate::iface::Ifnet;
-use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
+use crate::ip::{self, IpInfo, IpOut};
 use crate::socket::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -135,7 +135,7 @@ pub(crate) fn udp_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
             src,
             dst,
             proto: IpProtocol::Udp,
-            ttl: DEFAULT_TTL,
+            ttl: s.ttl_or_default(),
             df: s.dontfrag.load(std::sync::atomic::Ordering::Relaxed),
         },
     );

@@ -66,6 +66,10 @@ pub(crate) struct Cx<'a> {
     pub now: Instant,
     pub worker: usize,
     pub cfg: &'a NetConfig,
+    /// The routing table, read lock-free for the whole batch.
+    pub fib: &'a route::Fib,
+    /// This worker's flow table (stateful forwarding), if the stack keeps one.
+    pub flows: Option<&'a mut route::FlowTable>,
     pub stats: &'a mut Stats,
     /// Frames to transmit, per interface index.
     pub tx: &'a mut [Vec<Mbuf>],
@@ -212,6 +216,10 @@ pub(crate) struct Worker {
     /// The configuration this worker last saw; compared by pointer each poll, cloned
     /// only when a new one is published.
     cfg: Arc<NetConfig>,
+    /// The FIB as of this poll (refreshed when the control plane publishes).
+    fib: Arc<route::Fib>,
+    /// This worker's flow table, when the stack keeps one.
+    flows: Option<route::FlowTable>,
     icmp_bucket: TokenBucket,
     ip_id: u16,
     reass: Reass,
@@ -236,6 +244,10 @@ impl Worker {
         let icmp_limit = shared.params.icmp_limit;
         let shared_max_conns = shared.params.tcp_max_conns;
         let frag = shared.params.frag;
+        let flows = shared.params.flow_table.map(|mut c| {
+            c.seed ^= shared.isn_secret;
+            route::FlowTable::new(c)
+        });
         Worker {
             id,
             shared,
@@ -250,6 +262,8 @@ impl Worker {
             wake: Vec::with_capacity(16),
             stats: Stats::default(),
             cfg: Arc::new(NetConfig::default()),
+            fib: Arc::new(route::Fib::default()),
+            flows,
             icmp_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             reass: Reass::new(frag),
@@ -310,6 +324,10 @@ impl Worker {
                 self.refresh(&cur);
                 self.cfg = cur;
             }
+            let fib = self.shared.fib.load();
+            if !Arc::ptr_eq(&fib, &self.fib) {
+                self.fib = arc_swap::Guard::into_inner(fib);
+            }
         }
         let burst = self.shared.params.burst;
         let mut more = false;
@@ -331,6 +349,8 @@ impl Worker {
             tcp,
             shared,
             cfg,
+            fib,
+            flows,
             worked,
             ..
         } = self;
@@ -341,6 +361,8 @@ impl Worker {
             now,
             worker: *id,
             cfg,
+            fib,
+            flows: flows.as_mut(),
             stats,
             tx,
             loopq,
@@ -502,6 +524,9 @@ impl Worker {
                 if let Some(t) = crate::nd6::mld_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
+                if let Some(t) = crate::nd6::nd6_rtadv_timer(&mut cx, ifp) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
             }
         }
 
@@ -544,6 +569,20 @@ impl Worker {
         }
 
         // 7. Publish counters, wake applications.
+        if let Some(ft) = cx.flows.as_deref_mut() {
+            // An incremental sweep: a few sets per poll keep idle entries from
+            // lingering without a pass over the whole table.
+            ft.expire_some(now.as_nanos(), 16);
+            let f = ft.stats();
+            cx.stats.flow = crate::stats::FlowStat {
+                hits: f.hits,
+                misses: f.misses,
+                stale: f.stale,
+                expired: f.expired,
+                inserts: f.inserts,
+                evictions: f.evictions,
+            };
+        }
         shared.stats[*id].publish(cx.stats);
         for s in cx.wake.drain(..) {
             s.wake();

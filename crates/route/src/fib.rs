@@ -13,7 +13,7 @@
 
 use crate::nexthop::{NextHop, NhKey, NhKind, RtFlags};
 use crate::rtmsg::{RtBus, RtmType};
-use crate::{Dir248, IpPrefix, Lookup, Poptrie, Prefix4, Prefix6, Radix};
+use crate::{Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix4, Prefix6, Radix};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -26,21 +26,23 @@ const GROUP: u32 = 0x4000_0000;
 pub const MAX_NEXTHOPS: usize = (GROUP - 1) as usize;
 
 /// Buckets of a multipath group.
-pub const GROUP_BUCKETS: usize = 512;
+pub const GROUP_BUCKETS: usize = EcmpGroup::DEFAULT_BUCKETS;
 
-/// The IPv4 lookup algorithm of a table.
+/// The lookup algorithm of a table (chosen per family, as FreeBSD's `fib_algo`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FibAlgo {
-    /// The radix tree while the table is small (at most [`AUTO_RADIX_MAX`] routes),
-    /// Poptrie beyond: a small table does not pay Poptrie's 1 MiB direct array.
+    /// Per family, the radix tree while the table is small (at most
+    /// [`AUTO_RADIX_MAX`] routes), Poptrie beyond: a small table does not pay
+    /// Poptrie's 1 MiB direct array.
     #[default]
     Auto,
     Radix,
     Poptrie,
+    /// DIR-24-8 for IPv4 (the baseline; 64 MiB and more); IPv6 gets Poptrie.
     Dir248,
 }
 
-/// The largest IPv4 table [`FibAlgo::Auto`] keeps in the radix tree.
+/// The largest table (of one family) [`FibAlgo::Auto`] keeps in the radix tree.
 pub const AUTO_RADIX_MAX: usize = 64;
 
 impl std::str::FromStr for FibAlgo {
@@ -152,97 +154,12 @@ impl fmt::Display for RtError {
 
 impl std::error::Error for RtError {}
 
-/// A multipath group: a resilient bucket table over its members' next hops, so a
-/// member's arrival or departure moves only the buckets it takes or frees.
-#[derive(Clone, Debug)]
-pub struct NhGroup {
-    members: Vec<u32>,
-    buckets: Box<[u32]>,
-}
-
-impl NhGroup {
-    fn new(members: &[u32]) -> NhGroup {
-        let buckets = (0..GROUP_BUCKETS)
-            .map(|i| members[i % members.len()])
-            .collect();
-        NhGroup {
-            members: members.to_vec(),
-            buckets,
-        }
-    }
-
-    /// Adds a member, taking an equal share of buckets from the others (only from
-    /// members holding more than their new share).
-    fn add(&mut self, nh: u32) {
-        self.members.push(nh);
-        let n = self.members.len();
-        let share = GROUP_BUCKETS / n;
-        let mut count: HashMap<u32, usize> = HashMap::new();
-        for &b in self.buckets.iter() {
-            *count.entry(b).or_default() += 1;
-        }
-        let mut taken = 0;
-        for b in self.buckets.iter_mut() {
-            if taken == share {
-                break;
-            }
-            let c = count.get_mut(b).expect("counted");
-            if *c > share {
-                *c -= 1;
-                *b = nh;
-                taken += 1;
-            }
-        }
-    }
-
-    /// Removes a member, giving its buckets to the remaining ones in turn.
-    fn remove(&mut self, nh: u32) {
-        self.members.retain(|&m| m != nh);
-        if self.members.is_empty() {
-            return;
-        }
-        let mut count: HashMap<u32, usize> = self.members.iter().map(|&m| (m, 0)).collect();
-        for &b in self.buckets.iter() {
-            if let Some(c) = count.get_mut(&b) {
-                *c += 1;
-            }
-        }
-        for b in self.buckets.iter_mut() {
-            if *b == nh {
-                // The least loaded member takes it: shares stay within one bucket.
-                let (&m, c) = count
-                    .iter_mut()
-                    .min_by_key(|(m, c)| (**c, **m))
-                    .expect("members");
-                *c += 1;
-                *b = m;
-            }
-        }
-    }
-
-    /// The next-hop index for a flow's hash.
-    #[inline]
-    pub fn select(&self, hash: u32) -> u32 {
-        self.buckets[hash as usize % GROUP_BUCKETS]
-    }
-
-    /// The members' next-hop indices.
-    pub fn members(&self) -> &[u32] {
-        &self.members
-    }
-
-    /// The bucket table (bucket → next-hop index).
-    pub fn buckets(&self) -> &[u32] {
-        &self.buckets
-    }
-}
-
 #[derive(Clone, Debug)]
 struct RouteEnt {
     flags: RtFlags,
     /// Next-hop indices; more than one: multipath.
     paths: Vec<u32>,
-    group: Option<NhGroup>,
+    group: Option<EcmpGroup>,
 }
 
 /// One path of a route, as `netstat -r` shows it.
@@ -396,9 +313,17 @@ impl Rib {
             let i = self.nh_ref(key)?;
             let ent = self.ent_mut(spec.dst).expect("present");
             ent.paths.push(i);
-            match &mut ent.group {
-                Some(g) => g.add(i),
-                None => ent.group = Some(NhGroup::new(&ent.paths)),
+            let added = match &mut ent.group {
+                Some(g) => g.add_member(i, 1),
+                None => EcmpGroup::with_nexthops(GROUP_BUCKETS, &ent.paths).map(|g| {
+                    ent.group = Some(g);
+                }),
+            };
+            if let Err(e) = added {
+                // More paths than buckets: refuse the path, keep the route as it was.
+                ent.paths.pop();
+                self.nh_unref(i);
+                return Err(RtError::Invalid(e.to_string()));
             }
             let flags = ent.flags;
             self.generation += 1;
@@ -451,7 +376,7 @@ impl Rib {
                     .ok_or(RtError::NotFound(dst))?;
                 let i = ent.paths.remove(pos);
                 if let Some(grp) = &mut ent.group {
-                    grp.remove(i);
+                    grp.remove_member(i);
                 }
                 if ent.paths.len() == 1 {
                     ent.group = None;
@@ -596,20 +521,24 @@ impl Rib {
         };
         let r4: Vec<(Prefix4, u32)> = self.v4.iter().map(|(p, e)| (*p, value(e))).collect();
         let r6: Vec<(Prefix6, u32)> = self.v6.iter().map(|(p, e)| (*p, value(e))).collect();
-        let algo = match self.algo {
-            FibAlgo::Auto if r4.len() <= AUTO_RADIX_MAX => FibAlgo::Radix,
+        let pick = |n: usize| match self.algo {
+            FibAlgo::Auto if n <= AUTO_RADIX_MAX => FibAlgo::Radix,
             FibAlgo::Auto => FibAlgo::Poptrie,
             a => a,
         };
-        let v4 = match algo {
-            FibAlgo::Poptrie => Fib4::Poptrie(Poptrie::build(&r4)),
+        let v4 = match pick(r4.len()) {
+            FibAlgo::Poptrie => Fib4::Poptrie(Poptrie4::build(&r4)),
             FibAlgo::Dir248 => Fib4::Dir248(Dir248::build(&r4)),
             _ => Fib4::Radix(Radix::build(&r4)),
+        };
+        let v6 = match pick(r6.len()) {
+            FibAlgo::Radix => Fib6::Radix(Radix::build(&r6)),
+            _ => Fib6::Poptrie(Poptrie6::build(&r6)),
         };
         Fib {
             generation: self.generation,
             v4,
-            v6: Radix::build(&r6),
+            v6,
             nexthops: self.nhs.clone(),
             groups,
         }
@@ -619,8 +548,14 @@ impl Rib {
 #[derive(Debug)]
 enum Fib4 {
     Radix(Radix<u32>),
-    Poptrie(Poptrie),
+    Poptrie(Poptrie4),
     Dir248(Dir248),
+}
+
+#[derive(Debug)]
+enum Fib6 {
+    Radix(Radix<u128>),
+    Poptrie(Poptrie6),
 }
 
 /// The data path's routing table: immutable, shared by every worker.
@@ -628,9 +563,9 @@ enum Fib4 {
 pub struct Fib {
     generation: u64,
     v4: Fib4,
-    v6: Radix<u128>,
+    v6: Fib6,
     nexthops: Vec<Option<Arc<NextHop>>>,
-    groups: Vec<Arc<NhGroup>>,
+    groups: Vec<Arc<EcmpGroup>>,
 }
 
 impl Default for Fib {
@@ -638,7 +573,7 @@ impl Default for Fib {
         Fib {
             generation: 0,
             v4: Fib4::Radix(Radix::new()),
-            v6: Radix::new(),
+            v6: Fib6::Radix(Radix::new()),
             nexthops: Vec::new(),
             groups: Vec::new(),
         }
@@ -654,7 +589,7 @@ impl Fib {
     #[inline]
     fn resolve(&self, v: u32, hash: impl FnOnce() -> u32) -> Option<&Arc<NextHop>> {
         let i = if v & GROUP != 0 {
-            self.groups.get((v & !GROUP) as usize)?.select(hash())
+            self.groups.get((v & !GROUP) as usize)?.select(hash())?
         } else {
             v
         };
@@ -677,7 +612,11 @@ impl Fib {
     /// The next hop for `dst` (IPv6).
     #[inline]
     pub fn lookup6(&self, dst: Ipv6Addr, hash: impl FnOnce() -> u32) -> Option<&Arc<NextHop>> {
-        let v = self.v6.lookup(u128::from(dst))?;
+        let a = u128::from(dst);
+        let v = match &self.v6 {
+            Fib6::Poptrie(p) => p.lookup(a),
+            Fib6::Radix(r) => r.lookup(a),
+        }?;
         self.resolve(v, hash)
     }
 
@@ -698,6 +637,14 @@ impl Fib {
             Fib4::Radix(_) => "radix",
             Fib4::Poptrie(_) => "poptrie",
             Fib4::Dir248(_) => "dir248",
+        }
+    }
+
+    /// The IPv6 algorithm in use.
+    pub fn algo6(&self) -> &'static str {
+        match self.v6 {
+            Fib6::Radix(_) => "radix",
+            Fib6::Poptrie(_) => "poptrie",
         }
     }
 }
@@ -795,10 +742,12 @@ mod tests {
             r.add(RouteSpec::via(d, ip("198.18.0.2"), 1)),
             Err(RtError::Exists(d))
         );
+        // A group picks its bucket from the hash's top bits.
+        let bucket = |b: u32| b << (32 - GROUP_BUCKETS.trailing_zeros());
         let before: Vec<u32> = (0..GROUP_BUCKETS as u32)
             .map(|h| {
                 r.compile()
-                    .lookup4("198.19.1.1".parse().unwrap(), || h)
+                    .lookup4("198.19.1.1".parse().unwrap(), || bucket(h))
                     .unwrap()
                     .index
             })
@@ -807,7 +756,7 @@ mod tests {
         let f = r.compile();
         let after: Vec<u32> = (0..GROUP_BUCKETS as u32)
             .map(|h| {
-                f.lookup4("198.19.1.1".parse().unwrap(), || h)
+                f.lookup4("198.19.1.1".parse().unwrap(), || bucket(h))
                     .unwrap()
                     .index
             })
@@ -832,7 +781,7 @@ mod tests {
         let f = r.compile();
         for (h, a) in after.iter().enumerate() {
             let now = f
-                .lookup4("198.19.1.1".parse().unwrap(), || h as u32)
+                .lookup4("198.19.1.1".parse().unwrap(), || bucket(h as u32))
                 .unwrap()
                 .index;
             if *a != first {

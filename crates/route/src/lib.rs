@@ -4,13 +4,14 @@
 //! - [`Radix`]: a BSD-style binary radix (Patricia) tree for IPv4 and IPv6, with insert
 //!   and delete. Correctness over speed: it is the reference and the test oracle.
 //! - [`Dir248`]: DIR-24-8 for IPv4 (Gupta, Lin, McKeown 1998), the baseline.
-//! - [`Poptrie`]: Poptrie for IPv4 (Asai, Ohara, SIGCOMM 2015): an 18-bit direct table,
-//!   then 6-bit stride nodes whose children and leaves are compressed by popcount.
+//! - [`Poptrie`]: Poptrie (Asai, Ohara, SIGCOMM 2015): a direct table indexed by the
+//!   address's top bits, then 6-bit stride nodes whose children and leaves are
+//!   compressed by popcount. [`Poptrie4`] for IPv4, [`Poptrie6`] for IPv6.
 //!
 //! On top of them, the routing table itself ([`fib`]): the control plane's [`Rib`] of
 //! prefix routes with BSD flags ([`RtFlags`]), next-hop objects carrying the resolved
 //! L2 rewrite ([`NextHop`]), multipath groups as resilient bucket tables
-//! ([`NhGroup`]), the compiled, immutable [`Fib`] workers read, and the routing
+//! ([`EcmpGroup`]), the compiled, immutable [`Fib`] workers read, and the routing
 //! message stream ([`rtmsg`]).
 //!
 //! Beside them, for the forwarding path after the lookup:
@@ -25,6 +26,8 @@
 //! What it owns: prefixes ([`Prefix4`], [`Prefix6`]) and the lookup structures. The
 //! fast structures are built once from a list of routes and never changed: the FIB
 //! compiles a new one and publishes it (RCU-style), so readers never lock.
+//!
+//! [`table`] reads route tables as text (the bench's and the tests' full BGP table).
 //!
 //! What it may call: `std` only. No `unsafe`.
 //!
@@ -43,14 +46,15 @@ mod poptrie;
 mod prefix;
 mod radix;
 pub mod rtmsg;
+pub mod table;
 
 pub use dir248::Dir248;
 pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
-pub use fib::{Fib, FibAlgo, NhGroup, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
+pub use fib::{Fib, FibAlgo, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
 pub use flowtable::{FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, WAYS as FLOW_WAYS};
 pub use ipprefix::IpPrefix;
 pub use nexthop::{NextHop, NhKey, NhKind, RtFlags};
-pub use poptrie::Poptrie;
+pub use poptrie::{Poptrie, Poptrie4, Poptrie6};
 pub use prefix::{Addr, Prefix, Prefix4, Prefix6};
 pub use radix::Radix;
 pub use rtmsg::{RtBus, RtMsg, RtSubscriber, RtmType};
@@ -69,6 +73,16 @@ pub trait Lookup: Sized {
 
     /// The next hop of the longest prefix holding `addr`, if any.
     fn lookup(&self, addr: Self::Addr) -> Option<u32>;
+
+    /// The next hop of each of `addrs` into `out` (of the same length; panics if it
+    /// is not), as [`Lookup::lookup`] would give them. A structure may interleave the
+    /// lookups so that their memory reads overlap; the default looks up one at a time.
+    fn lookup_batch(&self, addrs: &[Self::Addr], out: &mut [Option<u32>]) {
+        assert_eq!(addrs.len(), out.len(), "lookup_batch: lengths differ");
+        for (&a, o) in addrs.iter().zip(out.iter_mut()) {
+            *o = self.lookup(a);
+        }
+    }
 
     /// Heap bytes the structure holds (what a lookup may touch).
     fn memory(&self) -> usize;

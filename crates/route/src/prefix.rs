@@ -16,6 +16,13 @@ pub trait Addr: Copy + Eq + Ord + fmt::Debug + std::hash::Hash {
     fn masked(self, len: u8) -> Self;
     /// How many leading bits `self` and `other` share.
     fn common(self, other: Self) -> u8;
+    /// The first `n` bits (`1..=32`) as an integer: the index of a table of `2^n`
+    /// entries.
+    fn top_bits(self, n: u32) -> usize;
+    /// The address shifted left by `n` (`< BITS`) bits: the first `n` bits consumed,
+    /// zeros shifted in. The tries step through an address with this and `top_bits`,
+    /// both by constant amounts, which is cheap even on `u128`.
+    fn shift_out(self, n: u32) -> Self;
     /// Writes the address in its usual text form.
     fn fmt_addr(self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 }
@@ -40,6 +47,16 @@ macro_rules! impl_addr {
             #[inline]
             fn common(self, other: Self) -> u8 {
                 (self ^ other).leading_zeros() as u8
+            }
+            #[inline(always)]
+            fn top_bits(self, n: u32) -> usize {
+                debug_assert!((1..=32).contains(&n));
+                (self >> (<$t>::BITS - n)) as usize
+            }
+            #[inline(always)]
+            fn shift_out(self, n: u32) -> Self {
+                debug_assert!(n < <$t>::BITS);
+                self << n
             }
             fn fmt_addr(self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, "{}", <$ip>::from(self))

@@ -65,7 +65,7 @@ pub struct RtMsg {
     pub gateway: Option<IpAddr>,
     /// The link-layer address of a neighbour message.
     pub lladdr: Option<[u8; 6]>,
-    /// The interface (0 when none).
+    /// The interface's index (0, the first interface's, for discard routes too).
     pub ifindex: u32,
     pub flags: RtFlags,
 }
@@ -83,9 +83,7 @@ impl fmt::Display for RtMsg {
                 m[0], m[1], m[2], m[3], m[4], m[5]
             )?;
         }
-        if self.ifindex != 0 {
-            write!(f, " if {}", self.ifindex)?;
-        }
+        write!(f, " if {}", self.ifindex)?;
         write!(f, " flags <{}>", self.flags)
     }
 }

@@ -1,5 +1,7 @@
 //! Steady-state ping and UDP echo do no heap allocation per packet: a counting global
-//! allocator watches 1,000 exchanges of each after a warm-up, for 1 and 2 workers.
+//! allocator watches 1,000 exchanges of each after a warm-up, for 1 and 2 workers;
+//! the same for pings forwarded through a router (both ways through `ip_forward`,
+//! the FIB and a next hop's L2 rewrite).
 
 use dev::mem::WireConfig;
 use dev::Duration;
@@ -81,5 +83,84 @@ fn steady_state_ping_and_udp_echo_do_not_allocate() {
             allocs, 0,
             "workers={workers}: {allocs} heap allocations over {exchanges} exchanges"
         );
+        let allocs = routed(workers);
+        assert_eq!(
+            allocs, 0,
+            "workers={workers}: {allocs} heap allocations over 1000 routed echoes"
+        );
     }
+}
+
+/// A (198.18.1.2) — R — B (198.18.2.2, 198.19.0.1): 1,000 pings through R after a
+/// warm-up.
+fn routed(workers: usize) -> u64 {
+    let mut s = Sim::new(2);
+    let a = s.add_host("a", workers);
+    let r = s.add_host("r", workers);
+    let b = s.add_host("b", workers);
+    s.link(
+        a,
+        "198.18.1.2/24",
+        r,
+        "198.18.1.1/24",
+        WireConfig::default(),
+    );
+    s.link(
+        r,
+        "198.18.2.1/24",
+        b,
+        "198.18.2.2/24",
+        WireConfig::default(),
+    );
+    for i in s.host(r).interfaces() {
+        s.host(r).set_forwarding(i.index, true, true).unwrap();
+    }
+    s.host(a)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 1, 1)));
+    s.host(b)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 2, 1)));
+    // The pings go to B's second address, through a gateway route: the next hop's
+    // L2 rewrite is what R uses.
+    s.host(b)
+        .add_address(net::IfIndex(0), "198.19.0.1/16".parse().unwrap())
+        .unwrap();
+    s.host(r)
+        .add_route_via(
+            "198.19.0.0/16".parse().unwrap(),
+            "198.18.2.2".parse().unwrap(),
+        )
+        .unwrap();
+    let ping = s.host(a).ping_socket(0).unwrap();
+    ping.set_nonblocking(true).unwrap();
+    let data = [0x5au8; 56];
+    let mut buf = [0u8; 2048];
+    let dst = Ipv4Addr::new(198, 19, 0, 1);
+    let mut round = |s: &mut Sim, seq: u16| -> u32 {
+        ping.send_echo(dst, seq, &data).unwrap();
+        s.run_for(Duration::from_micros(300));
+        let mut n = 0;
+        while ping.recv_reply(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    };
+    for seq in 0..200 {
+        round(&mut s, seq);
+    }
+    dev::alloc_count::start();
+    let mut got = 0;
+    for seq in 200..1200 {
+        got += round(&mut s, seq);
+    }
+    let (allocs, _) = dev::alloc_count::stop();
+    assert_eq!(got, 1000, "workers={workers}: every routed echo came back");
+    assert!(s.host(r).stats().ip.forward >= 2400);
+    let fib = s.host(r).fib();
+    let nh = fib.lookup4(dst, || 0).expect("route");
+    assert_eq!(
+        nh.l2(s.now().as_nanos()),
+        Some(s.host(b).interfaces()[0].mac.0),
+        "the neighbour table wrote B's MAC into the next hop"
+    );
+    allocs
 }

@@ -42,7 +42,7 @@ use super::progress;
 use crate::BenchArgs;
 use route::{
     flow_hash4, Fib, FibAlgo, FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, IpPrefix,
-    Lookup, Poptrie, Prefix4, Radix, Rib, RouteSpec, RtBus,
+    Lookup, Poptrie4, Prefix4, Radix, Rib, RouteSpec, RtBus,
 };
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -163,7 +163,7 @@ struct GwInner {
 /// a TLB miss per packet on this machine and blame the design for the allocator).
 #[derive(Debug)]
 struct LegacyTable {
-    lpm: Poptrie,
+    lpm: Poptrie4,
     rt: Vec<RtEntry>,
     gw: Vec<GwRoute>,
 }
@@ -196,7 +196,7 @@ impl LegacyTable {
             .map(|(i, &(p, _))| (p, i as u32))
             .collect();
         LegacyTable {
-            lpm: Poptrie::build(&indexed),
+            lpm: Poptrie4::build(&indexed),
             rt,
             gw,
         }
@@ -1039,6 +1039,7 @@ mod tests {
 
     #[test]
     fn frames_are_valid_and_split_over_workers() {
+        let _quiet = crate::bench::heap_quiet();
         let routes = lpm::synthetic_table(2000, 3);
         let flows = make_flows(&routes, 500, 1);
         let a = worker_packets(&flows, 2, 0, 100, 9);
@@ -1056,6 +1057,7 @@ mod tests {
 
     #[test]
     fn every_design_forwards_like_the_oracle() {
+        let _quiet = crate::bench::heap_quiet();
         let raw = lpm::synthetic_table(5000, 11);
         let p = Params {
             flows: 1000,
@@ -1077,6 +1079,7 @@ mod tests {
 
     #[test]
     fn a_bad_packet_is_dropped_not_forwarded() {
+        let _quiet = crate::bench::heap_quiet();
         let t = Tables::build(&lpm::synthetic_table(100, 2), |_| {}).unwrap();
         let flows = make_flows(&t.routes, 1, 1);
         let good = frame(&flows[0], 1);

@@ -493,6 +493,7 @@ mod tests {
 
     #[test]
     fn the_papers_findings_hold_on_our_path() {
+        let _quiet = crate::bench::heap_quiet();
         let all = mixes();
         let get = |name: &str, a: HdrAccess| {
             let m = all.iter().find(|m| m.name == name).unwrap();

@@ -1,0 +1,299 @@
+//! Interop: two Linux network namespaces joined through one `mpstack run` router on
+//! two TAP devices (issue 5). Linux's ping, ping -6, tracepath and a TCP transfer
+//! (socat, SHA-256 compared) cross it; its second link has a smaller MTU, so path
+//! MTU discovery must work through it for both families. Needs root; skips with a
+//! message otherwise. Addresses: 198.18.1.0/24, 198.18.2.0/24, 2001:2:1::/64,
+//! 2001:2:2::/64.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The router process and the two namespaces, removed on drop.
+struct Routed {
+    node: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    output: Vec<String>,
+    ns: [String; 2],
+    tmp: std::path::PathBuf,
+}
+
+impl Routed {
+    fn start(workers: u16) -> Routed {
+        let id = std::process::id() % 10000;
+        let ns = [format!("mprt-a-{id}"), format!("mprt-b-{id}")];
+        let taps = [format!("mprta{id}"), format!("mprtb{id}")];
+        for n in &ns {
+            let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        }
+        let tmp = std::env::temp_dir().join(format!("mpstack-router-{id}"));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+            .args(["run", "--tap", &taps[0], "--inet", "198.18.1.1/24"])
+            .args(["--tap", &taps[1], "--inet", "198.18.2.1/24"])
+            .args(["--inet6", &format!("{}=2001:2:1::1/64", taps[0])])
+            .args(["--inet6", &format!("{}=2001:2:2::1/64", taps[1])])
+            .args(["--mtu", &format!("{}=1280", taps[1])])
+            .args(["--forwarding", "--rtadv", "--serve", "none"])
+            .args(["--workers", &workers.to_string()])
+            // The two-worker run forwards through per-worker flow tables.
+            .args(if workers > 1 {
+                &["--flow-table", "4tuple"][..]
+            } else {
+                &[][..]
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mpstack");
+        let (tx, rx) = mpsc::channel();
+        for r in [
+            Box::new(node.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(node.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(r).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut r = Routed {
+            node: Some(node),
+            lines: rx,
+            output: Vec::new(),
+            ns,
+            tmp,
+        };
+        assert!(
+            r.wait_line("up on", Duration::from_secs(20)),
+            "mpstack did not come up: {:?}",
+            r.output
+        );
+        let sides = [
+            (
+                "198.18.1.2/24",
+                "198.18.1.1",
+                "2001:2:1::2/64",
+                "2001:2:1::1",
+                1500,
+            ),
+            (
+                "198.18.2.2/24",
+                "198.18.2.1",
+                "2001:2:2::2/64",
+                "2001:2:2::1",
+                1280,
+            ),
+        ];
+        for ((n, t), (v4, gw, v6, gw6, mtu)) in r.ns.iter().zip(&taps).zip(sides) {
+            for c in [
+                format!("ip netns add {n}"),
+                format!("ip link set {t} netns {n}"),
+                format!("ip -n {n} link set lo up"),
+                format!("ip -n {n} link set {t} mtu {mtu}"),
+                format!("ip -n {n} addr add {v4} dev {t}"),
+                format!("ip -n {n} addr add {v6} dev {t} nodad"),
+                format!("ip -n {n} link set {t} up"),
+                format!("ip -n {n} route add default via {gw}"),
+                format!("ip -n {n} -6 route add default via {gw6}"),
+            ] {
+                let (ok, out) = sh(&c);
+                assert!(ok, "{c}: {out}");
+            }
+        }
+        // The router's IPv6 addresses pass duplicate address detection first.
+        std::thread::sleep(Duration::from_millis(2500));
+        r
+    }
+
+    fn wait_line(&mut self, pat: &str, t: Duration) -> bool {
+        let end = Instant::now() + t;
+        while Instant::now() < end {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    let hit = l.contains(pat);
+                    self.output.push(l);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Runs `cmd` in namespace `i` (0: the first link's side, 1: the second's).
+    fn exec(&self, i: usize, cmd: &str) -> (bool, String) {
+        sh(&format!("ip netns exec {} {cmd}", self.ns[i]))
+    }
+
+    /// Stops the router and returns its counters (name → value).
+    fn stop(&mut self) -> std::collections::HashMap<String, u64> {
+        if let Some(mut node) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", node.id()));
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(st)) = node.try_wait() {
+                    assert!(st.success(), "mpstack exited with {st}");
+                    break;
+                }
+                assert!(Instant::now() < end, "mpstack did not stop on SIGTERM");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(300)) {
+            self.output.push(l);
+        }
+        let mut m = std::collections::HashMap::new();
+        for l in &self.output {
+            let mut it = l.split_whitespace();
+            if let (Some(v), Some(name), None) = (it.next(), it.next(), it.next()) {
+                if let Ok(v) = v.parse::<u64>() {
+                    m.insert(name.to_string(), v);
+                }
+            }
+        }
+        m
+    }
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        if let Some(mut n) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", n.id()));
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = n.kill();
+            let _ = n.wait();
+        }
+        for n in &self.ns {
+            let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+#[test]
+fn linux_namespaces_talk_through_an_mpstack_router() {
+    skip_unless!("ip", "ping", "tracepath", "socat", "sha256sum");
+    for workers in [1, 2] {
+        let mut r = Routed::start(workers);
+        // ping, both families, both ways.
+        for (i, dst) in [(0, "198.18.2.2"), (1, "198.18.1.2")] {
+            let (ok, out) = r.exec(i, &format!("ping -c 5 -i 0.2 -W 2 {dst}"));
+            assert!(
+                ok && out.contains("5 received"),
+                "workers={workers} ping {dst}: {out}"
+            );
+            assert!(
+                out.contains("ttl=63"),
+                "one router hop decrements the TTL: {out}"
+            );
+        }
+        for (i, dst) in [(0, "2001:2:2::2"), (1, "2001:2:1::2")] {
+            let (ok, out) = r.exec(i, &format!("ping -6 -c 5 -i 0.2 -W 2 {dst}"));
+            assert!(
+                ok && out.contains("5 received"),
+                "workers={workers} ping -6 {dst}: {out}"
+            );
+            assert!(
+                out.contains("ttl=63"),
+                "one hop decrements the hop limit: {out}"
+            );
+        }
+        // Router advertisements: Linux forms a SLAAC address from the router's prefix.
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, out) = r.exec(0, "ip -6 addr show scope global");
+            if out.contains("2001:2:1:0:") && out.contains("dynamic") {
+                break;
+            }
+            assert!(
+                Instant::now() < end,
+                "no SLAAC address from our advertisements: {out}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // tracepath: the router is hop 1, and it reports the second link's MTU.
+        let (_, out) = r.exec(0, "tracepath -n -m 5 198.18.2.2");
+        assert!(out.contains("198.18.1.1"), "router as the first hop: {out}");
+        assert!(
+            out.contains("pmtu 1280"),
+            "path MTU found through the router: {out}"
+        );
+        assert!(out.contains("reached"), "{out}");
+        let (_, out) = r.exec(0, "tracepath -6 -n -m 5 2001:2:2::2");
+        assert!(
+            out.contains("2001:2:1::1"),
+            "router as the first hop: {out}"
+        );
+        assert!(out.contains("pmtu 1280"), "{out}");
+        // Path MTU with Don't Fragment: the router answers with its next hop's MTU.
+        // (Forget what tracepath taught first.)
+        let (ok, out) = r.exec(0, "ip route flush cache");
+        assert!(ok, "{out}");
+        let (_, out) = r.exec(0, "ping -M do -s 1400 -c 2 -i 0.3 -W 1 198.18.2.2");
+        assert!(
+            out.contains("mtu = 1280") || out.contains("mtu=1280"),
+            "fragmentation needed with the MTU: {out}"
+        );
+        let (_, out) = r.exec(0, "ip route get 198.18.2.2");
+        assert!(out.contains("mtu 1280"), "Linux learnt the path MTU: {out}");
+        // IPv6: the first big echo draws a Packet Too Big, the next go in fragments.
+        let (_, out) = r.exec(0, "ping -6 -s 1400 -c 4 -i 0.3 -W 1 2001:2:2::2");
+        assert!(
+            out.contains("2 received") || out.contains("3 received") || out.contains("4 received"),
+            "{out}"
+        );
+        // TCP: 20 MB each way with the SHA-256 compared.
+        let send = r.tmp.join("send");
+        let recv = r.tmp.join("recv");
+        let (ok, out) = sh(&format!(
+            "head -c 20000000 /dev/urandom > {}",
+            send.display()
+        ));
+        assert!(ok, "{out}");
+        for (server, client, dst) in [
+            (1, 0, "198.18.2.2"),
+            (0, 1, "198.18.1.2"),
+            (1, 0, "[2001:2:2::2]"),
+        ] {
+            let _ = std::fs::remove_file(&recv);
+            let listen = format!(
+                "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr{} OPEN:{},creat,trunc",
+                r.ns[server],
+                if dst.starts_with('[') { ",pf=ip6" } else { "" },
+                recv.display()
+            );
+            let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            let (ok, out) = r.exec(
+                client,
+                &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
+            );
+            assert!(ok, "workers={workers} socat to {dst}: {out}");
+            let st = srv.wait().unwrap();
+            assert!(st.success(), "listener to {dst}: {st}");
+            let (_, a) = sh(&format!("sha256sum < {}", send.display()));
+            let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
+            assert_eq!(
+                a, b,
+                "workers={workers}: SHA-256 through the router to {dst}"
+            );
+        }
+        let c = r.stop();
+        assert!(c.get("ip.forward").copied().unwrap_or(0) > 20_000, "{c:?}");
+        assert!(c.get("ip6.forward").copied().unwrap_or(0) > 5_000, "{c:?}");
+        assert!(c.get("ip.toobig").copied().unwrap_or(0) >= 1, "{c:?}");
+        assert!(c.get("ip6.toobig").copied().unwrap_or(0) >= 1, "{c:?}");
+        assert!(
+            c.get("ip.timeexceed").copied().unwrap_or(0) >= 1,
+            "tracepath's first probe: {c:?}"
+        );
+    }
+}
