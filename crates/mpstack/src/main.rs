@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// bench forward: flows (destinations) in the workload, split over the workers.
     #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub flows: u64,
+    /// bench forward: next hops (gateways, spread over 4 interfaces) the routes use;
+    /// fewer means more workers contending for each one's entry in the legacy design.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=250))]
+    pub nexthops: u32,
     /// bench forward: seconds of each timed run (each design, each worker count,
     /// each round).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]

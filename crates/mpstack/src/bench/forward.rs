@@ -60,9 +60,9 @@ const FRAME: usize = 64;
 type Frame = [u8; FRAME];
 /// Outgoing interfaces (ifindex 1..=IFACES).
 const IFACES: usize = 4;
-/// Next hops (gateways), spread over the interfaces: a router has a few peers, not
-/// one per origin AS.
-const GATEWAYS: u32 = 64;
+/// The most next hops (gateways) `--nexthops` may ask for: each has an address
+/// 10.<ifindex>.0.<1 + index>.
+pub const MAX_GATEWAYS: u32 = 250;
 /// Packets between two readings of the clock (the workers' `now`).
 const BATCH: usize = 256;
 /// Slots of a worker's transmit ring.
@@ -169,8 +169,8 @@ struct LegacyTable {
 }
 
 impl LegacyTable {
-    fn build(routes: &[(Prefix4, u32)]) -> Self {
-        let gw = (0..GATEWAYS)
+    fn build(routes: &[(Prefix4, u32)], nexthops: u32) -> Self {
+        let gw = (0..nexthops)
             .map(|g| GwRoute {
                 ifindex: gw_ifindex(g),
                 mtx: Mutex::new(GwInner {
@@ -553,7 +553,7 @@ fn worker_packets(flows: &[Flow], workers: usize, w: usize, n: usize, seed: u64)
 
 /// Everything the designs read, built once.
 struct Tables {
-    /// The deduplicated routes, each to a gateway `0..GATEWAYS`.
+    /// The deduplicated routes, each to a gateway `0..nexthops`.
     routes: Vec<(Prefix4, u32)>,
     oracle: Radix<u32>,
     legacy: LegacyTable,
@@ -561,11 +561,18 @@ struct Tables {
 }
 
 impl Tables {
-    fn build(raw: &[(Prefix4, u32)], mut progress: impl FnMut(&str)) -> Result<Self, String> {
+    /// `nexthops` gateways (at most [`MAX_GATEWAYS`]) spread over the interfaces; a
+    /// route's is its next hop in `raw` modulo `nexthops`.
+    fn build(
+        raw: &[(Prefix4, u32)],
+        nexthops: u32,
+        mut progress: impl FnMut(&str),
+    ) -> Result<Self, String> {
+        let nexthops = nexthops.clamp(1, MAX_GATEWAYS);
         // A prefix listed twice keeps its last next hop, as `Lookup::build` does.
         let dedup: BTreeMap<Prefix4, u32> = raw
             .iter()
-            .map(|&(p, nh)| (Prefix4::new(p.addr, p.len), nh % GATEWAYS))
+            .map(|&(p, nh)| (Prefix4::new(p.addr, p.len), nh % nexthops))
             .collect();
         let routes: Vec<(Prefix4, u32)> = dedup.into_iter().collect();
         progress(&format!(
@@ -573,7 +580,7 @@ impl Tables {
             routes.len()
         ));
         let oracle = Radix::build(&routes);
-        let legacy = LegacyTable::build(&routes);
+        let legacy = LegacyTable::build(&routes, nexthops);
         let mut rib = Rib::new(Arc::new(RtBus::new()), FibAlgo::Poptrie, routes.len() + 1);
         for &(p, g) in &routes {
             rib.add(RouteSpec::via(
@@ -801,6 +808,8 @@ pub struct Params {
     pub workers: usize,
     /// The designs to measure.
     pub designs: &'static [DesignKind],
+    /// Gateways the routes are spread over (fewer: more contention on each).
+    pub nexthops: u32,
 }
 
 /// Builds the tables, checks every design, and measures each at 1 and
@@ -810,7 +819,7 @@ pub fn measure(
     p: Params,
     mut progress: impl FnMut(&str),
 ) -> Result<(Vec<Row>, usize, Vec<usize>), String> {
-    let t = Tables::build(raw, &mut progress)?;
+    let t = Tables::build(raw, p.nexthops, &mut progress)?;
     let flows = make_flows(&t.routes, p.flows, 0x666c_6f77);
     let configs: Vec<Vec<Vec<Frame>>> = [1, p.workers]
         .iter()
@@ -879,6 +888,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         rounds: a.rounds,
         workers: if a.workers > 1 { a.workers as usize } else { 2 },
         designs: designs.leak(),
+        nexthops: a.nexthops,
     };
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
     let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
@@ -940,8 +950,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             ),
         }
         println!(
-            "{GATEWAYS} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}",
-            p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)]
+            "{} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}",
+            p.nexthops, p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)]
         );
         match hz {
             Some(hz) => println!(
@@ -1066,6 +1076,7 @@ mod tests {
             rounds: 1,
             workers: 2,
             designs: &DesignKind::ALL,
+            nexthops: 8,
         };
         let (rows, _, _) = measure(&raw, p, |_| {}).unwrap();
         assert_eq!(rows.len(), 6);
@@ -1080,7 +1091,7 @@ mod tests {
     #[test]
     fn a_bad_packet_is_dropped_not_forwarded() {
         let _quiet = crate::bench::heap_quiet();
-        let t = Tables::build(&lpm::synthetic_table(100, 2), |_| {}).unwrap();
+        let t = Tables::build(&lpm::synthetic_table(100, 2), 64, |_| {}).unwrap();
         let flows = make_flows(&t.routes, 1, 1);
         let good = frame(&flows[0], 1);
         let mut out = [0u8; FRAME];
