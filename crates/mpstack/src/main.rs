@@ -80,6 +80,11 @@ pub struct BenchArgs {
     /// fewer means more workers contending for each one's entry in the legacy design.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=250))]
     pub nexthops: u32,
+    /// bench forward: what the flow table design keys its entries on: dst (the
+    /// destination, the paper's forwarding mode) or 4tuple (addresses, ports and
+    /// protocol: stateful ECMP's).
+    #[arg(long, value_name = "MODE", default_value = "dst", value_parser = ["dst", "4tuple"])]
+    pub flow_mode: String,
     /// bench forward: seconds of each timed run (each design, each worker count,
     /// each round).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]

@@ -93,7 +93,7 @@ impl DesignKind {
         match self {
             DesignKind::Legacy => "unified L2/L3: rtentry + llinfo under mutexes (FreeBSD 7)",
             DesignKind::Split => "split L2/L3: Fib -> NextHop, lock-free",
-            DesignKind::SplitFlow => "split + per-worker flow table (dst)",
+            DesignKind::SplitFlow => "split + per-worker flow table",
         }
     }
 }
@@ -118,7 +118,9 @@ type L2Next = (u32, [u8; 6]);
 
 /// One forwarding design, as a worker holds it.
 trait Design {
-    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next>;
+    /// The next hop of `pkt`, whose destination is `dst` (already read by the input
+    /// checks).
+    fn next_hop(&mut self, pkt: &Frame, dst: u32, now: u64) -> Option<L2Next>;
     fn flow_stats(&self) -> Option<FlowStats> {
         None
     }
@@ -212,7 +214,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Design for Legacy<'_> {
     #[inline]
-    fn next_hop(&mut self, dst: u32, _now: u64) -> Option<L2Next> {
+    fn next_hop(&mut self, _pkt: &Frame, dst: u32, _now: u64) -> Option<L2Next> {
         let t = self.0;
         let rt = &t.rt[t.lpm.lookup(dst)? as usize];
         // rtalloc1(): the route, referenced and counted under its lock.
@@ -244,7 +246,7 @@ struct Split<'a>(&'a Fib);
 
 impl Design for Split<'_> {
     #[inline]
-    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next> {
+    fn next_hop(&mut self, _pkt: &Frame, dst: u32, now: u64) -> Option<L2Next> {
         // The hash is asked for only by a multipath route (none in this table).
         let nh = self.0.lookup4(Ipv4Addr::from(dst), || 0)?;
         Some((nh.ifindex, nh.l2(now)?))
@@ -257,11 +259,11 @@ struct SplitFlow<'a> {
 }
 
 impl<'a> SplitFlow<'a> {
-    fn new(fib: &'a Fib, flows: usize) -> Self {
+    fn new(fib: &'a Fib, flows: usize, mode: FlowMode) -> Self {
         SplitFlow {
             fib,
             flows: FlowTable::new(FlowTableConfig {
-                mode: FlowMode::Destination,
+                mode,
                 // Room for every flow a worker sees, at a quarter load: few set conflicts.
                 capacity: (flows * 4).max(4096),
                 ..FlowTableConfig::default()
@@ -272,9 +274,24 @@ impl<'a> SplitFlow<'a> {
 
 impl Design for SplitFlow<'_> {
     #[inline]
-    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next> {
+    fn next_hop(&mut self, pkt: &Frame, dst: u32, now: u64) -> Option<L2Next> {
         let fib = self.fib;
-        let key = FlowKey::v4(0, dst, 0, 0, 0);
+        let key = match self.flows.mode() {
+            FlowMode::Destination => FlowKey::v4(0, dst, 0, 0, 0),
+            // The input checks passed: IHL 5, so the ports are at 34 (UDP's and TCP's
+            // first four bytes alike).
+            FlowMode::FourTuple => {
+                let ip = Ipv4Packet::new_unchecked(&pkt[14..]);
+                let l4 = UdpPacket::new_unchecked(&pkt[34..]);
+                FlowKey::v4(
+                    u32::from(ip.src_addr()),
+                    dst,
+                    u8::from(ip.next_header()),
+                    l4.src_port(),
+                    l4.dst_port(),
+                )
+            }
+        };
         let (i, _) = self.flows.lookup_or_insert_with(
             &key,
             now,
@@ -354,7 +371,7 @@ fn ip_forward<D: Design>(
     now: u64,
 ) -> Result<u32, DropReason> {
     let dst = ip_input(inp)?;
-    let next = d.next_hop(dst, now).ok_or(DropReason::NoRoute)?;
+    let next = d.next_hop(inp, dst, now).ok_or(DropReason::NoRoute)?;
     ip_rewrite(inp, out, next);
     Ok(next.0)
 }
@@ -390,9 +407,9 @@ fn forward_batch<D: Design>(d: &mut D, pkts: &[Frame], tx: &mut Tx, now: u64) {
         *r = ip_input(p);
     }
     let mut next = [None; BATCH];
-    for (n, r) in next.iter_mut().zip(&dst) {
+    for ((n, r), p) in next.iter_mut().zip(&dst).zip(pkts) {
         if let Ok(a) = *r {
-            *n = d.next_hop(a, now);
+            *n = d.next_hop(p, a, now);
         }
     }
     for (p, n) in pkts.iter().zip(&next) {
@@ -558,6 +575,8 @@ struct Tables {
     oracle: Radix<u32>,
     legacy: LegacyTable,
     fib: Fib,
+    /// What the flow table design keys its entries on.
+    flow_mode: FlowMode,
 }
 
 impl Tables {
@@ -566,6 +585,7 @@ impl Tables {
     fn build(
         raw: &[(Prefix4, u32)],
         nexthops: u32,
+        flow_mode: FlowMode,
         mut progress: impl FnMut(&str),
     ) -> Result<Self, String> {
         let nexthops = nexthops.clamp(1, MAX_GATEWAYS);
@@ -607,6 +627,7 @@ impl Tables {
             oracle,
             legacy,
             fib,
+            flow_mode,
         })
     }
 
@@ -615,7 +636,9 @@ impl Tables {
         match k {
             DesignKind::Legacy => AnyDesign::Legacy(Legacy(&self.legacy)),
             DesignKind::Split => AnyDesign::Split(Split(&self.fib)),
-            DesignKind::SplitFlow => AnyDesign::SplitFlow(SplitFlow::new(&self.fib, flows)),
+            DesignKind::SplitFlow => {
+                AnyDesign::SplitFlow(SplitFlow::new(&self.fib, flows, self.flow_mode))
+            }
         }
     }
 }
@@ -810,6 +833,8 @@ pub struct Params {
     pub designs: &'static [DesignKind],
     /// Gateways the routes are spread over (fewer: more contention on each).
     pub nexthops: u32,
+    /// What the flow table design keys on.
+    pub flow_mode: FlowMode,
 }
 
 /// Builds the tables, checks every design, and measures each at 1 and
@@ -819,7 +844,7 @@ pub fn measure(
     p: Params,
     mut progress: impl FnMut(&str),
 ) -> Result<(Vec<Row>, usize, Vec<usize>), String> {
-    let t = Tables::build(raw, p.nexthops, &mut progress)?;
+    let t = Tables::build(raw, p.nexthops, p.flow_mode, &mut progress)?;
     let flows = make_flows(&t.routes, p.flows, 0x666c_6f77);
     let configs: Vec<Vec<Vec<Frame>>> = [1, p.workers]
         .iter()
@@ -889,6 +914,10 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         workers: if a.workers > 1 { a.workers as usize } else { 2 },
         designs: designs.leak(),
         nexthops: a.nexthops,
+        flow_mode: match a.flow_mode.as_str() {
+            "4tuple" => FlowMode::FourTuple,
+            _ => FlowMode::Destination,
+        },
     };
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
     let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
@@ -913,7 +942,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 })
                 .unwrap_or_default();
             println!(
-                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"core_mpps\":{:.3},\"wall_ns_per_packet\":{:.2},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"cpu_share\":{:.3},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
+                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"core_mpps\":{:.3},\"wall_ns_per_packet\":{:.2},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"cpu_share\":{:.3},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME},\"nexthops\":{},\"flow_mode\":\"{}\"{fl}}}",
                 r.design.name(),
                 r.workers,
                 r.mpps,
@@ -926,6 +955,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 r.drops,
                 p.flows,
                 super::json_escape(&table),
+                p.nexthops,
+                a.flow_mode,
             );
         }
         for k in DesignKind::ALL {
@@ -950,8 +981,12 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             ),
         }
         println!(
-            "{} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}",
-            p.nexthops, p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)]
+            "{} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}; flow table keyed on {}",
+            p.nexthops, p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)],
+            match p.flow_mode {
+                FlowMode::Destination => "the destination",
+                FlowMode::FourTuple => "the 4-tuple and protocol",
+            }
         );
         match hz {
             Some(hz) => println!(
@@ -1077,6 +1112,7 @@ mod tests {
             workers: 2,
             designs: &DesignKind::ALL,
             nexthops: 8,
+            flow_mode: FlowMode::FourTuple,
         };
         let (rows, _, _) = measure(&raw, p, |_| {}).unwrap();
         assert_eq!(rows.len(), 6);
@@ -1091,7 +1127,13 @@ mod tests {
     #[test]
     fn a_bad_packet_is_dropped_not_forwarded() {
         let _quiet = crate::bench::heap_quiet();
-        let t = Tables::build(&lpm::synthetic_table(100, 2), 64, |_| {}).unwrap();
+        let t = Tables::build(
+            &lpm::synthetic_table(100, 2),
+            64,
+            FlowMode::Destination,
+            |_| {},
+        )
+        .unwrap();
         let flows = make_flows(&t.routes, 1, 1);
         let good = frame(&flows[0], 1);
         let mut out = [0u8; FRAME];
