@@ -14,12 +14,15 @@
 //!   next-hop index, the next-hop object ([`route::NextHop`]) holds the L2 rewrite,
 //!   read with two atomic loads; nothing written to shared memory.
 //! - `split+flowtable`: `split` behind a per-worker [`route::FlowTable`] keyed on the
-//!   destination (the paper's forwarding mode): a hit skips the longest-prefix match;
-//!   an entry is (next-hop index, generation), validated against the next hop.
+//!   destination (the paper's forwarding mode) or, with `--flow-mode 4tuple`, on the
+//!   addresses, ports and protocol (stateful ECMP's): a hit skips the longest-prefix
+//!   match; an entry is (next-hop index, generation), validated against the next hop.
 //!
 //! The longest-prefix match is our Poptrie in all three, so that only the design
 //! differs (in `legacy` its leaves are route entries, one per prefix, as rtentries
-//! were; in the others, next hops).
+//! were; in the others, next hops). `--nexthops` sets how many gateways the routes
+//! share: with one, every worker takes the same gateway entry's lock per packet, the
+//! paper's single-destination case.
 //!
 //! What each worker does with each packet (a fast path's checks, as VPP's
 //! `ip4-input` does them): Ethernet type is IPv4; version 4 and no options (IHL 5:
