@@ -36,6 +36,19 @@ pub fn tsc_hz(over: Duration) -> Option<f64> {
     Some(c1.wrapping_sub(c0) as f64 / t1.as_secs_f64())
 }
 
+/// CPU time the calling thread has used (user and system), or `None` if the clock
+/// cannot be read. Beside wall time, it tells how much of a run a thread really had
+/// a core for, on a machine shared with other work.
+pub fn thread_cpu_time() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
 /// The CPUs this thread may run on, in order.
 pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     // SAFETY: an all-zero cpu_set_t is a valid empty set.
@@ -80,6 +93,17 @@ mod tests {
         assert!(b >= a);
         let hz = tsc_hz(Duration::from_millis(20)).unwrap();
         assert!(hz > 1e8 && hz < 1e10, "{hz}");
+    }
+
+    #[test]
+    fn thread_cpu_time_advances_while_spinning() {
+        let a = thread_cpu_time().unwrap();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        let b = thread_cpu_time().unwrap();
+        assert!(b - a >= Duration::from_millis(5), "{:?}", b - a);
     }
 
     #[test]

@@ -69,12 +69,22 @@ pub struct BenchArgs {
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
-    /// frames per worker (the workers loop over them).
+    /// frames per worker (the workers loop over them; each of the worker's flows in
+    /// turn, so make it at least --flows to have every flow in the buffer).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub packets: u64,
     /// bench forward: flows (destinations) in the workload, split over the workers.
     #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub flows: u64,
+    /// bench forward: next hops (gateways, spread over 4 interfaces) the routes use;
+    /// fewer means more workers contending for each one's entry in the legacy design.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=250))]
+    pub nexthops: u32,
+    /// bench forward: what the flow table design keys its entries on: dst (the
+    /// destination, the paper's forwarding mode) or 4tuple (addresses, ports and
+    /// protocol: stateful ECMP's).
+    #[arg(long, value_name = "MODE", default_value = "dst", value_parser = ["dst", "4tuple"])]
+    pub flow_mode: String,
     /// bench forward: seconds of each timed run (each design, each worker count,
     /// each round).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]

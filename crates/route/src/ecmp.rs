@@ -270,7 +270,7 @@ const K1: u64 = 0x9e37_79b9_7f4a_7c15;
 /// protocol; `seed` makes the hash unpredictable from outside (pick it at random at
 /// start-up, so an attacker cannot aim flows at one next hop).
 ///
-/// Two rounds of a 64-bit mixer over two words (about 2 ns). **Not symmetric**: the
+/// Two rounds of a 64-bit mixer over two words. **Not symmetric**: the
 /// two directions of a connection hash differently; hash `(min, max)` of the endpoints
 /// if both must go the same way. Use all 32 bits: [`EcmpGroup::select`] takes the top
 /// ones, and RSS-like worker selection may take the bottom ones.

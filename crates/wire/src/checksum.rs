@@ -14,6 +14,11 @@ use std::net::IpAddr;
 /// words with end-around carry (eight bytes an `add`+`adc`, no byte swaps) and swap the
 /// folded 16-bit result once at the end. Two accumulators break the carry chain so the
 /// two adds of a 16-byte step run in parallel.
+///
+/// `#[inline]` so that callers in other crates can inline it: over a header of known
+/// length (an IPv4 header's 20 bytes) the loop unrolls to a few adds, where a call
+/// cost the forwarding fast path 17% of its time (bench forward's profile).
+#[inline]
 pub fn data(bytes: &[u8]) -> u16 {
     let mut acc0: u64 = 0;
     let mut acc1: u64 = 0;
@@ -59,6 +64,7 @@ fn fold64(sum: u64) -> u16 {
 }
 
 /// One's complement sum of several partial sums.
+#[inline]
 pub fn combine(checksums: &[u16]) -> u16 {
     let sum: u64 = checksums.iter().map(|&c| u64::from(c)).sum();
     fold64(sum)
@@ -89,11 +95,13 @@ pub fn pseudo_header(src: &IpAddr, dst: &IpAddr, protocol: IpProtocol, length: u
 ///
 /// RFC 1624 §3, eqn. 3: `HC' = ~(~HC + ~m + m')`. Unlike eqn. 2 of RFC 1141 this never
 /// produces `0x0000` from a non-zero sum when the result should be `0xffff`.
+#[inline]
 pub fn update(old_csum: u16, old: u16, new: u16) -> u16 {
     !combine(&[!old_csum, !old, new])
 }
 
 /// [`update`] for a 32-bit field (an IPv4 address, a TCP sequence number).
+#[inline]
 pub fn update32(old_csum: u16, old: u32, new: u32) -> u16 {
     !combine(&[
         !old_csum,

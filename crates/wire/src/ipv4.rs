@@ -283,6 +283,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Decrement the TTL and patch the checksum incrementally (RFC 1624), as a router
     /// forwarding the packet does (RFC 1812 §5.3.1). Returns the new TTL. The caller checks
     /// for TTL ≤ 1 before calling (RFC 1812 §5.2.7.1 Time Exceeded).
+    #[inline]
     pub fn decrement_hop_limit(&mut self) -> u8 {
         let data = self.buffer.as_ref();
         let old_word = read_u16(data, field::TTL);

@@ -14,12 +14,15 @@
 //!   next-hop index, the next-hop object ([`route::NextHop`]) holds the L2 rewrite,
 //!   read with two atomic loads; nothing written to shared memory.
 //! - `split+flowtable`: `split` behind a per-worker [`route::FlowTable`] keyed on the
-//!   destination (the paper's forwarding mode): a hit skips the longest-prefix match;
-//!   an entry is (next-hop index, generation), validated against the next hop.
+//!   destination (the paper's forwarding mode) or, with `--flow-mode 4tuple`, on the
+//!   addresses, ports and protocol (stateful ECMP's): a hit skips the longest-prefix
+//!   match; an entry is (next-hop index, generation), validated against the next hop.
 //!
 //! The longest-prefix match is our Poptrie in all three, so that only the design
 //! differs (in `legacy` its leaves are route entries, one per prefix, as rtentries
-//! were; in the others, next hops).
+//! were; in the others, next hops). `--nexthops` sets how many gateways the routes
+//! share: with one, every worker takes the same gateway entry's lock per packet, the
+//! paper's single-destination case.
 //!
 //! What each worker does with each packet (a fast path's checks, as VPP's
 //! `ip4-input` does them): Ethernet type is IPv4; version 4 and no options (IHL 5:
@@ -60,9 +63,9 @@ const FRAME: usize = 64;
 type Frame = [u8; FRAME];
 /// Outgoing interfaces (ifindex 1..=IFACES).
 const IFACES: usize = 4;
-/// Next hops (gateways), spread over the interfaces: a router has a few peers, not
-/// one per origin AS.
-const GATEWAYS: u32 = 64;
+/// The most next hops (gateways) `--nexthops` may ask for: each has an address
+/// 10.<ifindex>.0.<1 + index>.
+pub const MAX_GATEWAYS: u32 = 250;
 /// Packets between two readings of the clock (the workers' `now`).
 const BATCH: usize = 256;
 /// Slots of a worker's transmit ring.
@@ -93,7 +96,7 @@ impl DesignKind {
         match self {
             DesignKind::Legacy => "unified L2/L3: rtentry + llinfo under mutexes (FreeBSD 7)",
             DesignKind::Split => "split L2/L3: Fib -> NextHop, lock-free",
-            DesignKind::SplitFlow => "split + per-worker flow table (dst)",
+            DesignKind::SplitFlow => "split + per-worker flow table",
         }
     }
 }
@@ -118,7 +121,9 @@ type L2Next = (u32, [u8; 6]);
 
 /// One forwarding design, as a worker holds it.
 trait Design {
-    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next>;
+    /// The next hop of `pkt`, whose destination is `dst` (already read by the input
+    /// checks).
+    fn next_hop(&mut self, pkt: &Frame, dst: u32, now: u64) -> Option<L2Next>;
     fn flow_stats(&self) -> Option<FlowStats> {
         None
     }
@@ -169,8 +174,8 @@ struct LegacyTable {
 }
 
 impl LegacyTable {
-    fn build(routes: &[(Prefix4, u32)]) -> Self {
-        let gw = (0..GATEWAYS)
+    fn build(routes: &[(Prefix4, u32)], nexthops: u32) -> Self {
+        let gw = (0..nexthops)
             .map(|g| GwRoute {
                 ifindex: gw_ifindex(g),
                 mtx: Mutex::new(GwInner {
@@ -212,7 +217,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Design for Legacy<'_> {
     #[inline]
-    fn next_hop(&mut self, dst: u32, _now: u64) -> Option<L2Next> {
+    fn next_hop(&mut self, _pkt: &Frame, dst: u32, _now: u64) -> Option<L2Next> {
         let t = self.0;
         let rt = &t.rt[t.lpm.lookup(dst)? as usize];
         // rtalloc1(): the route, referenced and counted under its lock.
@@ -244,7 +249,7 @@ struct Split<'a>(&'a Fib);
 
 impl Design for Split<'_> {
     #[inline]
-    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next> {
+    fn next_hop(&mut self, _pkt: &Frame, dst: u32, now: u64) -> Option<L2Next> {
         // The hash is asked for only by a multipath route (none in this table).
         let nh = self.0.lookup4(Ipv4Addr::from(dst), || 0)?;
         Some((nh.ifindex, nh.l2(now)?))
@@ -257,11 +262,11 @@ struct SplitFlow<'a> {
 }
 
 impl<'a> SplitFlow<'a> {
-    fn new(fib: &'a Fib, flows: usize) -> Self {
+    fn new(fib: &'a Fib, flows: usize, mode: FlowMode) -> Self {
         SplitFlow {
             fib,
             flows: FlowTable::new(FlowTableConfig {
-                mode: FlowMode::Destination,
+                mode,
                 // Room for every flow a worker sees, at a quarter load: few set conflicts.
                 capacity: (flows * 4).max(4096),
                 ..FlowTableConfig::default()
@@ -272,9 +277,24 @@ impl<'a> SplitFlow<'a> {
 
 impl Design for SplitFlow<'_> {
     #[inline]
-    fn next_hop(&mut self, dst: u32, now: u64) -> Option<L2Next> {
+    fn next_hop(&mut self, pkt: &Frame, dst: u32, now: u64) -> Option<L2Next> {
         let fib = self.fib;
-        let key = FlowKey::v4(0, dst, 0, 0, 0);
+        let key = match self.flows.mode() {
+            FlowMode::Destination => FlowKey::v4(0, dst, 0, 0, 0),
+            // The input checks passed: IHL 5, so the ports are at 34 (UDP's and TCP's
+            // first four bytes alike).
+            FlowMode::FourTuple => {
+                let ip = Ipv4Packet::new_unchecked(&pkt[14..]);
+                let l4 = UdpPacket::new_unchecked(&pkt[34..]);
+                FlowKey::v4(
+                    u32::from(ip.src_addr()),
+                    dst,
+                    u8::from(ip.next_header()),
+                    l4.src_port(),
+                    l4.dst_port(),
+                )
+            }
+        };
         let (i, _) = self.flows.lookup_or_insert_with(
             &key,
             now,
@@ -306,14 +326,9 @@ enum DropReason {
     NoRoute,
 }
 
-/// Forwards `inp` into `out`; returns the outgoing interface.
+/// The fast path's input checks (VPP's `ip4-input`); the destination if they pass.
 #[inline(always)]
-fn ip_forward<D: Design>(
-    d: &mut D,
-    inp: &Frame,
-    out: &mut Frame,
-    now: u64,
-) -> Result<u32, DropReason> {
+fn ip_input(inp: &Frame) -> Result<u32, DropReason> {
     let eth = EthernetFrame::new_unchecked(&inp[..]);
     if eth.ethertype() != EtherType::Ipv4 {
         return Err(DropReason::NotIpv4);
@@ -335,16 +350,33 @@ fn ip_forward<D: Design>(
     if ip.hop_limit() <= 1 {
         return Err(DropReason::TtlExceeded);
     }
-    let (ifindex, mac) = d
-        .next_hop(u32::from(ip.dst_addr()), now)
-        .ok_or(DropReason::NoRoute)?;
+    Ok(u32::from(ip.dst_addr()))
+}
+
+/// `inp` rewritten for `next` into `out`.
+#[inline(always)]
+fn ip_rewrite(inp: &Frame, out: &mut Frame, (ifindex, mac): L2Next) {
     *out = *inp;
     let mut f = EthernetFrame::new_unchecked(&mut out[..]);
     f.set_dst_addr(EthernetAddress(mac));
     f.set_src_addr(EthernetAddress(if_mac(ifindex)));
     // RFC 1812 §5.3.1 and RFC 1624: TTL - 1, checksum updated incrementally.
     Ipv4Packet::new_unchecked(f.payload_mut()).decrement_hop_limit();
-    Ok(ifindex)
+}
+
+/// One packet through the whole path (the tests' entry; the workers use
+/// [`forward_batch`]); returns the outgoing interface.
+#[cfg(test)]
+fn ip_forward<D: Design>(
+    d: &mut D,
+    inp: &Frame,
+    out: &mut Frame,
+    now: u64,
+) -> Result<u32, DropReason> {
+    let dst = ip_input(inp)?;
+    let next = d.next_hop(inp, dst, now).ok_or(DropReason::NoRoute)?;
+    ip_rewrite(inp, out, next);
+    Ok(next.0)
 }
 
 /// A worker's transmit side: a ring of frames and a count per interface.
@@ -366,17 +398,31 @@ impl Tx {
     }
 }
 
-/// Forwards a batch of frames.
+/// Forwards a batch of at most [`BATCH`] frames, a stage at a time over the whole
+/// batch as a VPP node does (input checks, then lookups, then rewrite and transmit),
+/// so that the lookups of neighbouring packets, independent of each other, overlap
+/// their cache misses instead of waiting behind each packet's rewrite.
 #[inline(never)]
 fn forward_batch<D: Design>(d: &mut D, pkts: &[Frame], tx: &mut Tx, now: u64) {
-    for p in pkts {
-        let slot = tx.head % TX_SLOTS;
-        match ip_forward(d, p, &mut tx.ring[slot], now) {
-            Ok(ifindex) => {
-                tx.per_if[ifindex as usize % (IFACES + 1)] += 1;
+    debug_assert!(pkts.len() <= BATCH);
+    let mut dst = [Err(DropReason::NoRoute); BATCH];
+    for (r, p) in dst.iter_mut().zip(pkts) {
+        *r = ip_input(p);
+    }
+    let mut next = [None; BATCH];
+    for ((n, r), p) in next.iter_mut().zip(&dst).zip(pkts) {
+        if let Ok(a) = *r {
+            *n = d.next_hop(p, a, now);
+        }
+    }
+    for (p, n) in pkts.iter().zip(&next) {
+        match *n {
+            Some(nh) => {
+                ip_rewrite(p, &mut tx.ring[tx.head % TX_SLOTS], nh);
+                tx.per_if[nh.0 as usize % (IFACES + 1)] += 1;
                 tx.head += 1;
             }
-            Err(_) => tx.drops += 1,
+            None => tx.drops += 1,
         }
     }
 }
@@ -389,6 +435,9 @@ struct WorkerRun {
     secs: f64,
     /// Time-stamp counter ticks over the run (0 without a TSC).
     ticks: u64,
+    /// CPU time the worker's thread had over the run (as much as `secs` on an idle
+    /// machine; less when other work took its core).
+    cpu_secs: f64,
     flows: Option<FlowStats>,
 }
 
@@ -403,6 +452,7 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
     let warm = tx.head as u64 + tx.drops;
     start.wait();
     let (t1, c1) = (Instant::now(), dev::cpu::rdtsc().unwrap_or(0));
+    let cpu1 = dev::cpu::thread_cpu_time();
     let deadline = Duration::from_secs_f64(secs);
     let (elapsed, c2) = loop {
         for b in pkts.chunks(BATCH) {
@@ -413,6 +463,10 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
             break (e, dev::cpu::rdtsc().unwrap_or(0));
         }
     };
+    let cpu_secs = match (cpu1, dev::cpu::thread_cpu_time()) {
+        (Some(a), Some(b)) => (b - a).as_secs_f64(),
+        _ => elapsed.as_secs_f64(),
+    };
     black_box(&tx.ring);
     let packets = tx.head as u64 + tx.drops - warm;
     WorkerRun {
@@ -420,6 +474,7 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
         drops: tx.drops,
         secs: elapsed.as_secs_f64(),
         ticks: c2.wrapping_sub(c1),
+        cpu_secs,
         flows: d.flow_stats(),
     }
 }
@@ -491,10 +546,12 @@ fn frame(f: &Flow, ident: u16) -> Frame {
     out
 }
 
-/// The packets of worker `w` of `workers`: `n` frames of the flows RSS gives it, in a
-/// seeded random order.
+/// The packets of worker `w` of `workers`: `n` frames of the flows RSS gives it,
+/// each flow in turn in a seeded random order, then again in another, so that every
+/// flow is in the buffer (when `n` is at least the worker's share of the flows) and
+/// as often as any other.
 fn worker_packets(flows: &[Flow], workers: usize, w: usize, n: usize, seed: u64) -> Vec<Frame> {
-    let mine: Vec<Frame> = flows
+    let mut mine: Vec<Frame> = flows
         .iter()
         .filter(|f| {
             flow_hash4(f.src, f.dst, 17, f.sport, f.dport, RSS_SEED) as usize % workers == w
@@ -503,26 +560,42 @@ fn worker_packets(flows: &[Flow], workers: usize, w: usize, n: usize, seed: u64)
         .map(|(i, f)| frame(f, i as u16))
         .collect();
     let mut rng = SplitMix(seed ^ w as u64);
-    (0..n)
-        .map(|_| mine[rng.below(mine.len() as u64) as usize])
-        .collect()
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n && !mine.is_empty() {
+        // Fisher-Yates.
+        for i in (1..mine.len()).rev() {
+            mine.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        out.extend(mine.iter().take(n - out.len()));
+    }
+    out
 }
 
 /// Everything the designs read, built once.
 struct Tables {
-    /// The deduplicated routes, each to a gateway `0..GATEWAYS`.
+    /// The deduplicated routes, each to a gateway `0..nexthops`.
     routes: Vec<(Prefix4, u32)>,
     oracle: Radix<u32>,
     legacy: LegacyTable,
     fib: Fib,
+    /// What the flow table design keys its entries on.
+    flow_mode: FlowMode,
 }
 
 impl Tables {
-    fn build(raw: &[(Prefix4, u32)], mut progress: impl FnMut(&str)) -> Result<Self, String> {
+    /// `nexthops` gateways (at most [`MAX_GATEWAYS`]) spread over the interfaces; a
+    /// route's is its next hop in `raw` modulo `nexthops`.
+    fn build(
+        raw: &[(Prefix4, u32)],
+        nexthops: u32,
+        flow_mode: FlowMode,
+        mut progress: impl FnMut(&str),
+    ) -> Result<Self, String> {
+        let nexthops = nexthops.clamp(1, MAX_GATEWAYS);
         // A prefix listed twice keeps its last next hop, as `Lookup::build` does.
         let dedup: BTreeMap<Prefix4, u32> = raw
             .iter()
-            .map(|&(p, nh)| (Prefix4::new(p.addr, p.len), nh % GATEWAYS))
+            .map(|&(p, nh)| (Prefix4::new(p.addr, p.len), nh % nexthops))
             .collect();
         let routes: Vec<(Prefix4, u32)> = dedup.into_iter().collect();
         progress(&format!(
@@ -530,7 +603,7 @@ impl Tables {
             routes.len()
         ));
         let oracle = Radix::build(&routes);
-        let legacy = LegacyTable::build(&routes);
+        let legacy = LegacyTable::build(&routes, nexthops);
         let mut rib = Rib::new(Arc::new(RtBus::new()), FibAlgo::Poptrie, routes.len() + 1);
         for &(p, g) in &routes {
             rib.add(RouteSpec::via(
@@ -557,6 +630,7 @@ impl Tables {
             oracle,
             legacy,
             fib,
+            flow_mode,
         })
     }
 
@@ -565,7 +639,9 @@ impl Tables {
         match k {
             DesignKind::Legacy => AnyDesign::Legacy(Legacy(&self.legacy)),
             DesignKind::Split => AnyDesign::Split(Split(&self.fib)),
-            DesignKind::SplitFlow => AnyDesign::SplitFlow(SplitFlow::new(&self.fib, flows)),
+            DesignKind::SplitFlow => {
+                AnyDesign::SplitFlow(SplitFlow::new(&self.fib, flows, self.flow_mode))
+            }
         }
     }
 }
@@ -577,41 +653,50 @@ enum AnyDesign<'a> {
     SplitFlow(SplitFlow<'a>),
 }
 
-/// Forwards every packet (twice) with design `k` and checks every output frame
-/// against the oracle; returns the number of wrong ones (and the first, described).
+/// Forwards every packet (twice: a flow table misses, then hits) with design `k`,
+/// through the workers' own [`forward_batch`], and checks every output frame against
+/// the oracle; returns the number of wrong ones (and the first, described).
 fn check(t: &Tables, k: DesignKind, pkts: &[Frame], flows: usize) -> (usize, Option<String>) {
     fn go<D: Design>(t: &Tables, mut d: D, pkts: &[Frame]) -> (usize, Option<String>) {
         let mut bad = 0;
         let mut first = None;
-        let mut out = [0u8; FRAME];
+        let mut tx = Tx::new();
         for pass in 0..2 {
-            for (i, p) in pkts.iter().enumerate() {
-                let dst = u32::from(
-                    Ipv4Packet::new_unchecked(EthernetFrame::new_unchecked(&p[..]).payload())
-                        .dst_addr(),
-                );
-                let want = t.oracle.lookup(dst).map(|g| (gw_ifindex(g), gw_mac(g)));
-                let got = ip_forward(&mut d, p, &mut out, 0).ok().map(|ifindex| {
-                    let f = EthernetFrame::new_unchecked(&out[..]);
-                    (ifindex, f.dst_addr().0)
-                });
-                let ip = Ipv4Packet::new_unchecked(&out[14..]);
-                // Only the MACs, the TTL (byte 22) and the checksum (24-25) change.
-                let rewritten = got.is_none()
-                    || (ip.hop_limit() == 63
+            for (c, chunk) in pkts.chunks(BATCH).enumerate() {
+                let (head, drops) = (tx.head, tx.drops);
+                forward_batch(&mut d, chunk, &mut tx, 0);
+                if tx.drops != drops {
+                    bad += (tx.drops - drops) as usize;
+                    first.get_or_insert_with(|| {
+                        format!("pass {pass}, batch {c}: {} dropped", tx.drops - drops)
+                    });
+                    continue;
+                }
+                for (j, p) in chunk.iter().enumerate() {
+                    let out = &tx.ring[(head + j) % TX_SLOTS];
+                    let dst = u32::from(Ipv4Packet::new_unchecked(&p[14..]).dst_addr());
+                    let want = t.oracle.lookup(dst).map(|g| (gw_ifindex(g), gw_mac(g)));
+                    // The interface, from the source MAC the rewrite wrote.
+                    let ifindex = u32::from(out[11].wrapping_sub(0x10));
+                    let got = Some((ifindex, <[u8; 6]>::try_from(&out[..6]).unwrap()));
+                    let ip = Ipv4Packet::new_unchecked(&out[14..]);
+                    // Only the MACs, the TTL (byte 22) and the checksum (24-25) change.
+                    let rewritten = ip.hop_limit() == 63
                         && ip.verify_checksum()
-                        && out[6..12] == if_mac(got.map_or(0, |g| g.0))
+                        && out[6..12] == if_mac(ifindex)
                         && out[12..22] == p[12..22]
                         && out[23] == p[23]
-                        && out[26..] == p[26..]);
-                if got != want || !rewritten {
-                    bad += 1;
-                    first.get_or_insert_with(|| {
-                        format!(
-                            "pass {pass}, packet {i} to {}: got {got:?}, oracle {want:?}, rewrite ok {rewritten}",
-                            Ipv4Addr::from(dst)
-                        )
-                    });
+                        && out[26..] == p[26..];
+                    if got != want || !rewritten {
+                        bad += 1;
+                        first.get_or_insert_with(|| {
+                            format!(
+                                "pass {pass}, packet {} to {}: got {got:?}, oracle {want:?}, rewrite ok {rewritten}",
+                                c * BATCH + j,
+                                Ipv4Addr::from(dst)
+                            )
+                        });
+                    }
                 }
             }
         }
@@ -668,9 +753,20 @@ pub struct Row {
     pub workers: usize,
     /// Packets a second, all workers together.
     pub mpps: f64,
-    /// Per worker: nanoseconds and TSC ticks a packet (the mean over workers).
+    /// Packets a second of each worker's own CPU time, summed: what the workers would
+    /// forward if each had its core all the time (time asleep on a contended lock is
+    /// not CPU time either, so this flatters the legacy design).
+    pub core_mpps: f64,
+    /// Per worker, wall time a packet (the mean over workers).
+    pub wall_ns_per_packet: f64,
+    /// Per worker, on-core time a packet: the thread's CPU time, and the TSC ticks
+    /// scaled by the share of the run it was on a core (the mean over workers). On a
+    /// machine shared with other work, this is the cost of a packet; the wall time
+    /// also counts the time the worker waited for its core.
     pub ns_per_packet: f64,
     pub ticks_per_packet: f64,
+    /// The share of the run the workers had a core for (1.0: all of it).
+    pub cpu_share: f64,
     pub packets: u64,
     pub drops: u64,
     pub flows: Option<FlowStats>,
@@ -697,14 +793,28 @@ fn row(design: DesignKind, runs: &[WorkerRun]) -> Row {
             .iter()
             .map(|r| r.packets as f64 / r.secs.max(1e-9) / 1e6)
             .sum(),
-        ns_per_packet: runs
+        core_mpps: runs
+            .iter()
+            .map(|r| r.packets as f64 / r.cpu_secs.max(1e-9) / 1e6)
+            .sum(),
+        wall_ns_per_packet: runs
             .iter()
             .map(|r| r.secs * 1e9 / r.packets.max(1) as f64)
             .sum::<f64>()
             / n,
+        ns_per_packet: runs
+            .iter()
+            .map(|r| r.cpu_secs * 1e9 / r.packets.max(1) as f64)
+            .sum::<f64>()
+            / n,
         ticks_per_packet: runs
             .iter()
-            .map(|r| r.ticks as f64 / r.packets.max(1) as f64)
+            .map(|r| r.ticks as f64 * (r.cpu_secs / r.secs.max(1e-9)) / r.packets.max(1) as f64)
+            .sum::<f64>()
+            / n,
+        cpu_share: runs
+            .iter()
+            .map(|r| r.cpu_secs / r.secs.max(1e-9))
             .sum::<f64>()
             / n,
         packets: runs.iter().map(|r| r.packets).sum(),
@@ -724,6 +834,10 @@ pub struct Params {
     pub workers: usize,
     /// The designs to measure.
     pub designs: &'static [DesignKind],
+    /// Gateways the routes are spread over (fewer: more contention on each).
+    pub nexthops: u32,
+    /// What the flow table design keys on.
+    pub flow_mode: FlowMode,
 }
 
 /// Builds the tables, checks every design, and measures each at 1 and
@@ -733,7 +847,7 @@ pub fn measure(
     p: Params,
     mut progress: impl FnMut(&str),
 ) -> Result<(Vec<Row>, usize, Vec<usize>), String> {
-    let t = Tables::build(raw, &mut progress)?;
+    let t = Tables::build(raw, p.nexthops, p.flow_mode, &mut progress)?;
     let flows = make_flows(&t.routes, p.flows, 0x666c_6f77);
     let configs: Vec<Vec<Vec<Frame>>> = [1, p.workers]
         .iter()
@@ -802,6 +916,11 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         rounds: a.rounds,
         workers: if a.workers > 1 { a.workers as usize } else { 2 },
         designs: designs.leak(),
+        nexthops: a.nexthops,
+        flow_mode: match a.flow_mode.as_str() {
+            "4tuple" => FlowMode::FourTuple,
+            _ => FlowMode::Destination,
+        },
     };
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
     let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
@@ -826,25 +945,31 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 })
                 .unwrap_or_default();
             println!(
-                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME}{fl}}}",
+                "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"core_mpps\":{:.3},\"wall_ns_per_packet\":{:.2},\"ns_per_packet\":{:.2},\"tsc_ticks_per_packet\":{:.1},\"cpu_share\":{:.3},\"packets\":{},\"drops\":{},\"flows\":{},\"prefixes\":{prefixes},\"table\":\"{}\",\"frame_bytes\":{FRAME},\"nexthops\":{},\"flow_mode\":\"{}\"{fl}}}",
                 r.design.name(),
                 r.workers,
                 r.mpps,
+                r.core_mpps,
+                r.wall_ns_per_packet,
                 r.ns_per_packet,
                 r.ticks_per_packet,
+                r.cpu_share,
                 r.packets,
                 r.drops,
                 p.flows,
                 super::json_escape(&table),
+                p.nexthops,
+                a.flow_mode,
             );
         }
         for k in DesignKind::ALL {
             if let (Some(o), Some(m)) = pair(k) {
                 println!(
-                    "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"ratio_to_1_worker\":{:.3}}}",
+                    "{{\"bench\":\"forward\",\"design\":\"{}\",\"workers\":{},\"ratio_to_1_worker\":{:.3},\"ratio_to_1_worker_on_core\":{:.3}}}",
                     k.name(),
                     m.workers,
-                    m.mpps / o.mpps.max(1e-9)
+                    m.mpps / o.mpps.max(1e-9),
+                    m.core_mpps / o.core_mpps.max(1e-9)
                 );
             }
         }
@@ -859,8 +984,12 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             ),
         }
         println!(
-            "{GATEWAYS} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}",
-            p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)]
+            "{} next hops on {IFACES} interfaces; {} flows (destinations inside announced prefixes, split over the workers by a flow hash); {} pre-built frames per worker; best of {} runs of {} s; workers pinned to CPUs {:?}; flow table keyed on {}",
+            p.nexthops, p.flows, p.packets, p.rounds, p.secs, &cpus[..cpus.len().min(p.workers)],
+            match p.flow_mode {
+                FlowMode::Destination => "the destination",
+                FlowMode::FourTuple => "the 4-tuple and protocol",
+            }
         );
         match hz {
             Some(hz) => println!(
@@ -871,30 +1000,36 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
         let w = p.workers;
         println!(
-            "{:<16} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7}  what",
+            "{:<16} {:>8} {:>7} {:>7} {:>6} {:>8} {:>7} {:>7} {:>6} {:>7} {:>8}  what",
             "design",
             "1w Mpps",
             "ns/pkt",
             "cyc/pkt",
+            "core%",
             format!("{w}w Mpps"),
             "ns/pkt",
             "cyc/pkt",
+            "core%",
             format!("{w}w/1w"),
+            "on core",
         );
         for k in DesignKind::ALL {
             let (Some(o), Some(m)) = pair(k) else {
                 continue;
             };
             println!(
-                "{:<16} {:>9.2} {:>8.1} {:>8.0} {:>9.2} {:>8.1} {:>8.0} {:>6.2}x  {}",
+                "{:<16} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>8.2} {:>7.1} {:>7.0} {:>6.0} {:>6.2}x {:>7.2}x  {}",
                 k.name(),
                 o.mpps,
                 o.ns_per_packet,
                 o.ticks_per_packet,
+                o.cpu_share * 100.0,
                 m.mpps,
                 m.ns_per_packet,
                 m.ticks_per_packet,
+                m.cpu_share * 100.0,
                 m.mpps / o.mpps.max(1e-9),
+                m.core_mpps / o.core_mpps.max(1e-9),
                 k.what()
             );
         }
@@ -910,13 +1045,18 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 );
             }
         }
+        println!(
+            "(Mpps: all workers, wall clock; ns/pkt, cyc/pkt: one worker's time on its core per packet (thread CPU time; TSC ticks scaled by core%); core%: the share of the run each worker had a core for, lower when other work took it; on core: the ratio of the workers' packets per second of their own CPU time, what the scaling would be had each worker its core — sleeping on a contended lock is not counted, which flatters legacy)"
+        );
         if let (Some(o), Some(m)) = pair(DesignKind::Split) {
             let ratio = m.mpps / o.mpps.max(1e-9);
+            let core_ratio = m.core_mpps / o.core_mpps.max(1e-9);
+            let per_core = 1e3 / o.ns_per_packet.max(1e-9);
             println!(
-                "targets (split): >= 15 Mpps per core: {:.2} ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x ({})",
+                "targets (split): >= 15 Mpps per core: {:.2} wall, {per_core:.2} on core ({}); >= 1.8x from 1 to {w} workers: {ratio:.2}x wall, {core_ratio:.2}x on core ({})",
                 o.mpps,
-                if o.mpps >= 15.0 { "met" } else { "missed" },
-                if ratio >= 1.8 { "met" } else { "missed" }
+                if o.mpps >= 15.0 { "met" } else if per_core >= 15.0 { "met on core only" } else { "missed" },
+                if ratio >= 1.8 { "met" } else if core_ratio >= 1.8 { "met on core only" } else { "missed" }
             );
         }
     }
@@ -974,6 +1114,8 @@ mod tests {
             rounds: 1,
             workers: 2,
             designs: &DesignKind::ALL,
+            nexthops: 8,
+            flow_mode: FlowMode::FourTuple,
         };
         let (rows, _, _) = measure(&raw, p, |_| {}).unwrap();
         assert_eq!(rows.len(), 6);
@@ -988,7 +1130,13 @@ mod tests {
     #[test]
     fn a_bad_packet_is_dropped_not_forwarded() {
         let _quiet = crate::bench::heap_quiet();
-        let t = Tables::build(&lpm::synthetic_table(100, 2), |_| {}).unwrap();
+        let t = Tables::build(
+            &lpm::synthetic_table(100, 2),
+            64,
+            FlowMode::Destination,
+            |_| {},
+        )
+        .unwrap();
         let flows = make_flows(&t.routes, 1, 1);
         let good = frame(&flows[0], 1);
         let mut out = [0u8; FRAME];
