@@ -853,6 +853,24 @@ impl Table {
         self.live = 0;
     }
 
+    /// The index and the slab agree: every live entry is found from its home
+    /// bucket, every used bucket names a live entry, every slot is live or free.
+    #[cfg(test)]
+    fn check(&self) {
+        let used = self.buckets.iter().filter(|b| b.tag != 0).count();
+        assert_eq!(used, self.live);
+        assert_eq!(self.free.len() + self.live, self.entries.len());
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.live() {
+                let h = e.key.hash(self.seed);
+                assert_eq!(h as u32, e.hash_lo);
+                assert_eq!(self.find(&e.key, h).map(|x| x.1), Some(i));
+            } else {
+                assert!(self.free.contains(&(i as u32)));
+            }
+        }
+    }
+
     fn stats(&self) -> StateStats {
         StateStats {
             states: self.live as u64,
@@ -1328,6 +1346,7 @@ mod tests {
         }
         assert_eq!(n, 200);
         assert!(t.is_empty());
+        t.table.check();
         assert_eq!(t.stats().expired, 600);
         // The hash index is clean after all those deletions: flows come back.
         for i in 0..600 {
@@ -1362,6 +1381,7 @@ mod tests {
         assert!(s.full > 0 && s.expired > 0, "{s:?}");
         assert_eq!(s.created, 100_000 - s.full);
         assert_eq!(s.states, t.len() as u64);
+        t.table.check();
         // The same buffers as at construction.
         let now = (
             t.table.entries.as_ptr(),
@@ -1370,6 +1390,92 @@ mod tests {
         );
         assert_eq!(ptrs, now);
         assert_eq!(t.table.free.capacity(), 1000);
+    }
+
+    /// A small LCG, for churn tests without a seed to manage.
+    fn lcg(x: &mut u64) -> u32 {
+        *x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (*x >> 33) as u32
+    }
+
+    #[test]
+    fn the_index_survives_churn_near_full() {
+        let mut t = table(200);
+        let mut x = 1;
+        let mut now = 0;
+        for i in 0..50_000 {
+            let f = udp(lcg(&mut x) % 400, 1, 1);
+            match lcg(&mut x) % 4 {
+                0 | 1 => {
+                    let _ = t.insert(&f, 1, 1, 0, now);
+                }
+                2 => {
+                    t.lookup(&f, 0, now);
+                }
+                _ => {
+                    t.expire(now, 7);
+                }
+            }
+            now += (lcg(&mut x) % 20) as u64 * 1_000_000;
+            if i % 1000 == 0 {
+                t.table.check();
+            }
+            assert!(t.len() <= 200);
+        }
+        t.table.check();
+        let s = t.stats();
+        assert!(s.full > 0 && s.expired > 1000 && s.hits > 1000, "{s:?}");
+    }
+
+    #[test]
+    fn limits_stay_exact_under_workers_sharing_shards() {
+        let s = StateShards::new(
+            3,
+            StateConfig {
+                max_states: 300,
+                ..StateConfig::default()
+            },
+        );
+        let m = LimitMask {
+            src_addr: true,
+            ..LimitMask::default()
+        };
+        std::thread::scope(|sc| {
+            for w in 0..2u64 {
+                let s = &s;
+                sc.spawn(move || {
+                    let mut x = w + 1;
+                    for i in 0..20_000u64 {
+                        let f = tcp(lcg(&mut x) % 8, lcg(&mut x) % 64, 1);
+                        let now = i * 5_000_000;
+                        match lcg(&mut x) % 3 {
+                            0 => {
+                                let _ = s.insert_limited(&f, 1, 1, SYN, m, 5, now);
+                            }
+                            1 => {
+                                s.lookup(&f.reversed(), RST, now);
+                            }
+                            _ => {
+                                s.expire(now, 10);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        // Every parent counts exactly its live children, and none is over its limit.
+        let mut children: HashMap<ParentKey, u32> = HashMap::new();
+        for sh in s.shards.iter() {
+            let t = lock(&sh.0);
+            t.check();
+            for e in t.entries.iter().filter(|e| e.live()) {
+                *children.entry(e.parent_key()).or_default() += 1;
+            }
+        }
+        assert_eq!(children, lock(&s.parents).count);
+        assert!(children.values().all(|&n| n <= 5));
+        let st = s.stats();
+        assert!(st.limited > 0 && st.expired > 0, "{st:?}");
     }
 
     #[test]
@@ -1984,6 +2090,7 @@ mod tests {
                     Op::ExpireAll => prop_assert_eq!(t.expire(now, usize::MAX), m.expire_all(now)),
                     Op::RemoveRule(r) => prop_assert_eq!(t.remove_rule(r), m.remove_rule(r)),
                 }
+                t.table.check();
                 prop_assert!(t.len() <= max);
                 prop_assert_eq!(t.len(), m.states.len());
                 prop_assert_eq!(t.parents.count.len(), m.parents.len());
