@@ -2228,7 +2228,6 @@ mod tests {
             sport: 1024 + (i % 50_000) as u16,
             dport: 443,
         };
-        let per = |t0: Instant, n: u32| t0.elapsed().as_nanos() as f64 / n as f64;
         for n in [16_384u32, 1_000_000] {
             let cfg = StateConfig {
                 max_states: n as usize,
@@ -2239,10 +2238,24 @@ mod tests {
             for i in 0..n {
                 t.insert(&flow(i), 100, 1, SYN, 0).unwrap();
             }
-            let insert_ns = per(t0, n);
+            let insert_ns = t0.elapsed().as_nanos() as f64 / n as f64;
+            let s = StateShards::new(2, cfg);
+            for i in 0..n {
+                let _ = s.insert(&flow(i), 100, 1, SYN, 0);
+            }
+            let mut h: HashMap<Key, u32> = HashMap::with_capacity(n as usize);
+            for i in 0..n {
+                h.insert(Key::canonical(&flow(i)).0, i);
+            }
+            // Two dependent random lines (a bucket, then the entry it names) of an
+            // array the size of the table's memory: the memory floor.
+            let lines = n as usize * 80 / 64;
+            let mem: Vec<u64> = (0..lines * 8)
+                .map(|i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40)
+                .collect();
             // A pseudo-random order, both directions: each lookup misses the caches
-            // when the table does not fit. Rounds of at least 1M lookups.
-            let rounds = (1_000_000 / n).max(1);
+            // when the table does not fit. Passes of at least 1M lookups.
+            let passes = (1_000_000 / n).max(1) as usize;
             let flows: Vec<FlowId> = (0..n)
                 .map(|i| {
                     let i = (i as u64 * 2_654_435_761 % n as u64) as u32;
@@ -2260,81 +2273,70 @@ mod tests {
                     ..*f
                 })
                 .collect();
-            let mut hits = 0u64;
-            let t0 = Instant::now();
-            for r in 0..rounds {
-                for f in &flows {
-                    hits += t.lookup(f, ACK, r as u64).is_some() as u64;
-                }
-            }
-            let hit_ns = per(t0, n * rounds);
-            let t0 = Instant::now();
-            for f in &misses {
-                hits += t.lookup(f, ACK, SEC).is_some() as u64;
-            }
-            let miss_ns = per(t0, n);
-            assert_eq!(hits, n as u64 * rounds as u64);
             let flags = vec![ACK; n as usize];
             let mut out = vec![None; n as usize];
-            let t0 = Instant::now();
-            for r in 0..rounds {
-                t.lookup_batch(&flows, &flags, r as u64, &mut out);
-                hits += out.iter().filter(|h| h.is_some()).count() as u64;
+            let mut sink = 0u64;
+            // The best of 5 rounds, interleaved across the variants (the machine is
+            // shared: the minimum is the least disturbed).
+            let mut best = [f64::MAX; 7];
+            for _ in 0..5 {
+                let mut time = |k: usize, f: &mut dyn FnMut() -> u64| {
+                    let t0 = Instant::now();
+                    for _ in 0..passes {
+                        sink += f();
+                    }
+                    let ns = t0.elapsed().as_nanos() as f64 / (passes as f64 * n as f64);
+                    best[k] = best[k].min(ns);
+                };
+                time(0, &mut || {
+                    flows
+                        .iter()
+                        .filter(|f| t.lookup(f, ACK, SEC).is_some())
+                        .count() as u64
+                });
+                time(1, &mut || {
+                    misses
+                        .iter()
+                        .filter(|f| t.lookup(f, ACK, SEC).is_some())
+                        .count() as u64
+                });
+                time(2, &mut || {
+                    t.lookup_batch(&flows, &flags, SEC, &mut out);
+                    out.iter().filter(|h| h.is_some()).count() as u64
+                });
+                time(3, &mut || {
+                    flows
+                        .iter()
+                        .filter(|f| s.lookup(f, ACK, SEC).is_some())
+                        .count() as u64
+                });
+                time(4, &mut || {
+                    s.lookup_batch(&flows, &flags, SEC, &mut out);
+                    out.iter().filter(|h| h.is_some()).count() as u64
+                });
+                time(5, &mut || {
+                    flows
+                        .iter()
+                        .filter(|f| h.contains_key(&Key::canonical(f).0))
+                        .count() as u64
+                });
+                time(6, &mut || {
+                    let mut sum = 0;
+                    for i in 0..n as usize {
+                        let a = mem[(i.wrapping_mul(2_654_435_761) % lines) * 8];
+                        sum += mem[(a as usize % lines) * 8];
+                    }
+                    sum
+                });
             }
-            let batch_ns = per(t0, n * rounds);
-            assert_eq!(hits, 2 * n as u64 * rounds as u64);
-            // Through StateShards' locks (2 shards, uncontended).
-            let s = StateShards::new(2, cfg);
-            for i in 0..n {
-                let _ = s.insert(&flow(i), 100, 1, SYN, 0);
-            }
-            let t0 = Instant::now();
-            for r in 0..rounds {
-                for f in &flows {
-                    hits += s.lookup(f, ACK, r as u64).is_some() as u64;
-                }
-            }
-            let shard_ns = per(t0, n * rounds);
-            let t0 = Instant::now();
-            for r in 0..rounds {
-                s.lookup_batch(&flows, &flags, r as u64, &mut out);
-                hits += out.iter().filter(|h| h.is_some()).count() as u64;
-            }
-            let shard_batch_ns = per(t0, n * rounds);
-            drop(s);
-            let mut h: HashMap<Key, u32> = HashMap::with_capacity(n as usize);
-            for i in 0..n {
-                h.insert(Key::canonical(&flow(i)).0, i);
-            }
-            let t0 = Instant::now();
-            for _ in 0..rounds {
-                for f in &flows {
-                    hits += h.contains_key(&Key::canonical(f).0) as u64;
-                }
-            }
-            let std_ns = per(t0, n * rounds);
-            drop(h);
-            // Two dependent random lines (a bucket, then the entry it names) of an
-            // array the size of the table's memory.
-            let lines = n as usize * 80 / 64;
-            let mem: Vec<u64> = (0..lines * 8)
-                .map(|i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40)
-                .collect();
-            let t0 = Instant::now();
-            let mut sum = 0u64;
-            for _ in 0..rounds {
-                for i in 0..n as usize {
-                    let a = mem[(i.wrapping_mul(2_654_435_761) % lines) * 8];
-                    sum += mem[(a as usize % lines) * 8];
-                }
-            }
-            let line_ns = per(t0, n * rounds);
+            assert_eq!(t.stats().states, n as u64);
+            let [hit, miss, batch, shard, shard_batch, std, floor] = best;
             println!(
-                "state_bench {n:>9} states ({} MB): insert {insert_ns:6.1} ns, lookup hit {hit_ns:6.1} ns, \
-                 miss {miss_ns:6.1} ns, batched hit {batch_ns:6.1} ns, via StateShards(2) {shard_ns:6.1} ns, batched {shard_batch_ns:6.1} ns | std HashMap {std_ns:6.1} ns, \
-                 two dependent random lines {line_ns:6.1} ns [{}]",
+                "state_bench {n:>9} states ({} MB): insert {insert_ns:.0} ns; lookup hit {hit:.0} ns, miss {miss:.0} ns, \
+                 batched hit {batch:.0} ns; StateShards(2) hit {shard:.0} ns, batched {shard_batch:.0} ns | \
+                 std HashMap<Key> hit {std:.0} ns; two dependent random lines {floor:.0} ns [{}]",
                 (n as usize * 80) >> 20,
-                (hits + sum) % 2
+                sink % 2
             );
         }
     }
