@@ -18,9 +18,10 @@
 //!   `dyn_fin_lifetime`; anything else (an RST either way, a state created by a
 //!   packet without SYN, "or if we use keep-state the wrong way"),
 //!   `dyn_rst_lifetime`. UDP and UDP-Lite: `dyn_udp_lifetime`; other protocols
-//!   (ICMP...): `dyn_short_lifetime`. FreeBSD also asks both sides to ACK before it
-//!   moves to the established lifetime; we are not given ACK numbers, so the second
-//!   SYN does it (the pre-2018 behaviour).
+//!   (ICMP...): `dyn_short_lifetime`. Today's FreeBSD also waits for an ACK each way
+//!   (`ACK_FWD | ACK_REV`) before it gives the established lifetime; we are not
+//!   given ACK numbers, so the second SYN does it, as ipfw did before it tracked
+//!   them.
 //! - A state is expired when `now >= expires`; an expired state is a miss, and is
 //!   dropped by the lookup that finds it, by an insert of its flow, or by the
 //!   incremental sweep ([`StateTable::expire`]), FreeBSD's `dyn_tick`.
@@ -28,8 +29,8 @@
 //!   of the creating packet) counts its live children; a new child is refused
 //!   ([`StateError::LimitReached`]) when the count is `N`. A child releases its
 //!   parent when it is dropped (so an expired child still counts until a lookup or
-//!   a sweep drops it, as in FreeBSD, where only `dyn_tick` frees children); a
-//!   parent with no children is dropped at once.
+//!   a sweep drops it, as in FreeBSD, where the periodic `dyn_tick` frees
+//!   children); a parent with no children is dropped at once.
 //! - A full table refuses new states ([`StateError::Full`], counted), as FreeBSD does
 //!   when `dyn_count >= dyn_max`: no eviction of live states.
 //!
@@ -43,8 +44,15 @@
 //! misses overlap. Lookups, inserts, sweeps, `remove_rule` and `flush` never
 //! allocate. Only `limit` parents live in a `HashMap` (sized for 1,024
 //! parents up front; it grows, on `insert_limited` only, up to one parent per live
-//! state, its natural bound). Memory: about 80 bytes per state (64 entry + 2 x 8
-//! bucket + 4 free list): 80 MB for a million states.
+//! state, its natural bound). Memory: about 85 bytes per state (a 64-byte entry,
+//! two to four 8-byte buckets, a 4-byte free-list slot): 85 MB for a million.
+//!
+//! [`StateShards`] splits `max_states` evenly over its shards (a shard is full at
+//! its share); a flow's shard is chosen by [`symmetric_hash`], so both directions
+//! meet in one shard. `limit` parents are shared by all shards in one
+//! `Mutex<HashMap>`, since a key's children are spread over the shards by their
+//! flows; only `limit` children take that lock (after their shard's, never the
+//! other way round).
 //!
 //! Time is a `u64` of nanoseconds from any origin, the caller's clock; it must not go
 //! backwards for one table.
@@ -103,8 +111,8 @@ pub enum Dir {
     Reverse,
 }
 
-/// A lookup's match: the rule that created the state (the evaluator continues after
-/// it, as `check-state` does) and the packet's direction.
+/// A lookup's match: the rule that created the state (whose action ipfw then
+/// takes, as `check-state` does) and the packet's direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateHit {
     /// The creating rule's number, e.g. 100.
