@@ -232,7 +232,7 @@ impl StateStats {
 
 /// A flow in a fixed-size form: addresses as two `u64` (IPv4 in the low word), so
 /// that keys compare and hash as plain words.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 struct Key {
     a: [u64; 2],
     b: [u64; 2],
