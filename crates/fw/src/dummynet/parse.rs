@@ -161,7 +161,7 @@ pub fn parse_config(line: &str) -> Result<DnCommand, ParseError> {
     }
 }
 
-const PIPE_OPTION: &str = "a pipe option (bw, delay, plr, queue, burst, type)";
+pub(super) const PIPE_OPTION: &str = "a pipe option (bw, delay, plr, queue, burst, type)";
 const QUEUE_OPTION: &str = "a queue option (pipe, weight, mask, queue, buckets)";
 const MASK_FIELD: &str =
     "a mask field (all, src-ip, dst-ip, src-ip6, dst-ip6, src-port, dst-port, proto)";

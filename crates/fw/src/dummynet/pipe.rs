@@ -99,6 +99,12 @@ impl<T: DnPacket> Pipe<T> {
     }
 
     pub(super) fn reconfigure(&mut self, cfg: PipeConfig) {
+        if self.busy && cfg.bandwidth > 0 {
+            // The packet on the wire ends when it was due to: the credit still owed
+            // is restated at the new rate, which applies from then on.
+            let left = u128::from(self.next_service - self.sched_time) * u128::from(cfg.bandwidth);
+            self.credit = -i128::try_from(left).unwrap_or(i128::MAX);
+        }
         self.queues[OWN_QUEUE as usize].limit = cfg.queue;
         if cfg.sched != self.sched.kind() {
             self.change_sched(cfg.sched);
