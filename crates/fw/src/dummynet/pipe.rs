@@ -4,7 +4,7 @@
 //! What it owns: the packets between entry and release, the per-flow queues of the
 //! flowsets feeding it (made and freed here), the link's credit and its counters.
 
-use super::sched::{Sched, Tags, Wf2q, ONE};
+use super::sched::{Sched, Tags, Wf2q, WfState, ONE};
 use super::{DnDrop, DnPacket, FlowKey, PipeConfig, PipeStats, QueueConfig, QueueLimit};
 use std::collections::{HashMap, VecDeque};
 
@@ -27,9 +27,18 @@ pub(super) struct FlowQueue<T> {
     /// The flowset and masked flow it serves, while the flowset maps that flow here.
     owner: Option<(u32, FlowKey)>,
     pub(super) tags: Tags,
+    /// In use (not on the free list).
+    live: bool,
+    /// On the pipe's list of queues that went idle.
+    listed: bool,
 }
 
 impl<T> FlowQueue<T> {
+    /// Empty and unknown to the scheduler.
+    fn is_free_to_go(&self) -> bool {
+        self.pkts.is_empty() && self.tags.state == WfState::New
+    }
+
     fn new(weight: u32, limit: QueueLimit, owner: Option<(u32, FlowKey)>) -> Self {
         FlowQueue {
             pkts: VecDeque::new(),
@@ -39,6 +48,8 @@ impl<T> FlowQueue<T> {
             limit,
             owner,
             tags: Tags::NEW,
+            live: true,
+            listed: false,
         }
     }
 }
@@ -54,7 +65,11 @@ pub(super) struct Pipe<T> {
     /// Per-flow queues each flowset has mapped.
     fs_flows: HashMap<u32, usize>,
     sched: Sched,
+    /// Queues the scheduler has let go of since the last look (FIFO: emptied;
+    /// WF2Q+: out of the idle heap).
     expired: Vec<u32>,
+    /// Queues that went idle, to be freed when their flowset needs room.
+    idle: Vec<u32>,
     queued_pkts: u64,
     queued_bytes: u64,
     /// (release time, packet), release times not decreasing.
@@ -86,6 +101,7 @@ impl<T: DnPacket> Pipe<T> {
             flows: HashMap::new(),
             fs_flows: HashMap::new(),
             expired: Vec::new(),
+            idle: Vec::new(),
             queued_pkts: 0,
             queued_bytes: 0,
             dline: VecDeque::new(),
@@ -133,14 +149,14 @@ impl<T: DnPacket> Pipe<T> {
                 }
                 all.sort_unstable();
                 self.sched = Sched::Fifo(all.into_iter().map(|e| e.1).collect());
-                // WF2Q+ kept empty queues in its idle heap; FIFO frees them at once.
+                // WF2Q+ kept empty queues in its idle heap; FIFO lets go of them.
                 for i in 1..self.queues.len() as u32 {
                     let q = &self.queues[i as usize];
-                    if q.pkts.is_empty() && q.owner.is_some() {
+                    if q.live && q.pkts.is_empty() {
                         self.expired.push(i);
                     }
                 }
-                self.free_expired();
+                self.note_expired();
             }
             (Sched::Wf2q(_), super::SchedKind::Wf2q) => {}
         }
@@ -159,6 +175,12 @@ impl<T: DnPacket> Pipe<T> {
     pub(super) fn orphan_flowset(&mut self, fs: u32) {
         self.flows.retain(|k, _| k.0 != fs);
         self.fs_flows.remove(&fs);
+        for i in 1..self.queues.len() as u32 {
+            let q = &self.queues[i as usize];
+            if q.live && q.owner.is_some_and(|o| o.0 == fs) && q.is_free_to_go() {
+                self.free(i);
+            }
+        }
     }
 
     pub(super) fn count_in(&mut self, len: usize) {
@@ -186,8 +208,7 @@ impl<T: DnPacket> Pipe<T> {
     pub(super) fn new_flow(&mut self, fs: u32, key: FlowKey, cfg: &QueueConfig) -> Option<u32> {
         let max = cfg.max_flows();
         if self.fs_flows.get(&fs).copied().unwrap_or(0) >= max {
-            self.sched.expire_idle(&mut self.queues, &mut self.expired);
-            self.free_expired();
+            self.expire();
             if self.fs_flows.get(&fs).copied().unwrap_or(0) >= max {
                 return None;
             }
@@ -208,22 +229,49 @@ impl<T: DnPacket> Pipe<T> {
         Some(qid)
     }
 
-    fn free_expired(&mut self) {
+    /// Files the queues the scheduler let go of: an orphan is freed at once, a
+    /// flowset's queue waits on the idle list (FreeBSD frees idle queues lazily too),
+    /// so that a flow that pauses between packets does not remake its queue each time.
+    fn note_expired(&mut self) {
         while let Some(qid) = self.expired.pop() {
             let q = &mut self.queues[qid as usize];
-            if !q.pkts.is_empty() {
-                continue;
+            let mapped = q.owner.is_some_and(|o| self.flows.get(&o) == Some(&qid));
+            if !mapped {
+                if q.live && q.is_free_to_go() {
+                    self.free(qid);
+                }
+            } else if !q.listed {
+                q.listed = true;
+                self.idle.push(qid);
             }
-            if let Some((fs, key)) = q.owner.take() {
-                if self.flows.get(&(fs, key)) == Some(&qid) {
-                    self.flows.remove(&(fs, key));
-                    if let Some(n) = self.fs_flows.get_mut(&fs) {
-                        *n -= 1;
-                    }
+        }
+    }
+
+    /// Frees every idle queue (FreeBSD's queue expiry), WF2Q+'s idle heap first.
+    fn expire(&mut self) {
+        self.sched.expire_idle(&mut self.queues, &mut self.expired);
+        self.note_expired();
+        while let Some(qid) = self.idle.pop() {
+            let q = &mut self.queues[qid as usize];
+            q.listed = false;
+            if q.live && q.is_free_to_go() {
+                self.free(qid);
+            }
+        }
+    }
+
+    fn free(&mut self, qid: u32) {
+        let q = &mut self.queues[qid as usize];
+        q.live = false;
+        if let Some((fs, key)) = q.owner.take() {
+            if self.flows.get(&(fs, key)) == Some(&qid) {
+                self.flows.remove(&(fs, key));
+                if let Some(n) = self.fs_flows.get_mut(&fs) {
+                    *n -= 1;
                 }
             }
-            self.free.push(qid);
         }
+        self.free.push(qid);
     }
 
     /// Appends the packet to queue `qid`, or refuses it if the queue is full; starts
@@ -303,13 +351,20 @@ impl<T: DnPacket> Pipe<T> {
             self.dline_bytes += len as u64;
             sent = true;
         }
-        self.free_expired();
+        if !self.expired.is_empty() {
+            self.note_expired();
+        }
         if self.credit >= 0 {
             self.idle_since = Some(now);
         } else {
-            let bw = i128::from(bw);
-            let t = (-self.credit + bw - 1) / bw;
-            let t = u64::try_from(t).unwrap_or(u64::MAX);
+            // Rounded up; u64 division when it fits (i128's is a library call).
+            let owed = -self.credit;
+            let t = match u64::try_from(owed) {
+                Ok(o) if o < u64::MAX - bw => (o + bw - 1) / bw,
+                _ => {
+                    u64::try_from((owed + i128::from(bw) - 1) / i128::from(bw)).unwrap_or(u64::MAX)
+                }
+            };
             if sent {
                 // The packet that took the credit below zero leaves when it is paid.
                 if let Some(b) = self.dline.back_mut() {
