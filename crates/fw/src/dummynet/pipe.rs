@@ -358,12 +358,10 @@ impl<T: DnPacket> Pipe<T> {
             self.idle_since = Some(now);
         } else {
             // Rounded up; u64 division when it fits (i128's is a library call).
-            let owed = -self.credit;
+            let owed = self.credit.unsigned_abs();
             let t = match u64::try_from(owed) {
-                Ok(o) if o < u64::MAX - bw => (o + bw - 1) / bw,
-                _ => {
-                    u64::try_from((owed + i128::from(bw) - 1) / i128::from(bw)).unwrap_or(u64::MAX)
-                }
+                Ok(o) => o.div_ceil(bw),
+                Err(_) => u64::try_from(owed.div_ceil(u128::from(bw))).unwrap_or(u64::MAX),
             };
             if sent {
                 // The packet that took the credit below zero leaves when it is paid.
