@@ -6,7 +6,10 @@
 
 use super::sched::{Sched, Tags, Wf2q, WfState, ONE};
 use super::{DnDrop, DnPacket, FlowKey, PipeConfig, PipeStats, QueueConfig, QueueLimit};
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::net::IpAddr;
 
 /// The pipe's own queue, for the `pipe N` action; never freed.
 pub(super) const OWN_QUEUE: u32 = 0;
@@ -25,7 +28,9 @@ pub(super) struct FlowQueue<T> {
     pub(super) inv_w: u128,
     pub(super) limit: QueueLimit,
     /// The flowset and masked flow it serves, while the flowset maps that flow here.
-    owner: Option<(u32, FlowKey)>,
+    owner: Option<FlowId>,
+    /// The flow map points here (false once the flowset is deleted or remade).
+    mapped: bool,
     pub(super) tags: Tags,
     /// In use (not on the free list).
     live: bool,
@@ -39,13 +44,14 @@ impl<T> FlowQueue<T> {
         self.pkts.is_empty() && self.tags.state == WfState::New
     }
 
-    fn new(weight: u32, limit: QueueLimit, owner: Option<(u32, FlowKey)>) -> Self {
+    fn new(weight: u32, limit: QueueLimit, owner: Option<FlowId>) -> Self {
         FlowQueue {
             pkts: VecDeque::new(),
             bytes: 0,
             weight,
             inv_w: ONE / u128::from(weight),
             limit,
+            mapped: owner.is_some(),
             owner,
             tags: Tags::NEW,
             live: true,
@@ -61,7 +67,7 @@ pub(super) struct Pipe<T> {
     c: PipeStats,
     queues: Vec<FlowQueue<T>>,
     free: Vec<u32>,
-    flows: HashMap<(u32, FlowKey), u32>,
+    flows: HashMap<FlowId, u32, FlowHash>,
     /// Per-flow queues each flowset has mapped.
     fs_flows: HashMap<u32, usize>,
     sched: Sched,
@@ -86,6 +92,92 @@ pub(super) struct Pipe<T> {
     next_service: u64,
 }
 
+/// A flowset's masked flow, packed into integers for a cheap hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowId {
+    src: u128,
+    dst: u128,
+    /// proto, ports and the two families.
+    rest: u64,
+    fs: u32,
+}
+
+impl FlowId {
+    fn new(fs: u32, k: &FlowKey) -> Self {
+        let a = |ip: IpAddr| match ip {
+            IpAddr::V4(a) => (u128::from(u32::from(a)), 0),
+            IpAddr::V6(a) => (u128::from(a), 1),
+        };
+        let (src, s6) = a(k.src);
+        let (dst, d6) = a(k.dst);
+        FlowId {
+            src,
+            dst,
+            rest: u64::from(k.proto)
+                | u64::from(k.sport) << 8
+                | u64::from(k.dport) << 24
+                | s6 << 40
+                | d6 << 41,
+            fs,
+        }
+    }
+}
+
+/// The flow map's hash: FxHash's multiply-rotate over the key's words, with a
+/// per-map random seed and murmur3's finalizer. SipHash over the derived `Hash` of
+/// an `IpAddr` key took 45% of enqueue + poll; the flow bound caps what colliding
+/// keys could cost.
+#[derive(Clone, Debug)]
+struct FlowHash(u64);
+
+impl FlowHash {
+    fn new() -> Self {
+        FlowHash(RandomState::new().build_hasher().finish())
+    }
+}
+
+impl BuildHasher for FlowHash {
+    type Hasher = FlowHasher;
+    fn build_hasher(&self) -> FlowHasher {
+        FlowHasher(self.0)
+    }
+}
+
+#[derive(Debug)]
+struct FlowHasher(u64);
+
+impl FlowHasher {
+    fn add(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FlowHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.add(u64::from(x));
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.add(x);
+    }
+    fn write_u128(&mut self, x: u128) {
+        self.add(x as u64);
+        self.add((x >> 64) as u64);
+    }
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        z ^ (z >> 33)
+    }
+}
+
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -98,7 +190,7 @@ impl<T: DnPacket> Pipe<T> {
             cfg,
             c: PipeStats::default(),
             free: Vec::new(),
-            flows: HashMap::new(),
+            flows: HashMap::with_hasher(FlowHash::new()),
             fs_flows: HashMap::new(),
             expired: Vec::new(),
             idle: Vec::new(),
@@ -163,8 +255,8 @@ impl<T: DnPacket> Pipe<T> {
     }
 
     pub(super) fn update_flowset(&mut self, fs: u32, weight: u32, limit: QueueLimit) {
-        for (&(f, _), &qid) in &self.flows {
-            if f == fs {
+        for (id, &qid) in &self.flows {
+            if id.fs == fs {
                 self.queues[qid as usize].limit = limit;
                 self.sched.set_weight(&mut self.queues, qid, weight);
             }
@@ -173,12 +265,15 @@ impl<T: DnPacket> Pipe<T> {
 
     /// Forgets flowset `fs`'s flows: its queues drain and are freed, new ones are made.
     pub(super) fn orphan_flowset(&mut self, fs: u32) {
-        self.flows.retain(|k, _| k.0 != fs);
+        self.flows.retain(|k, _| k.fs != fs);
         self.fs_flows.remove(&fs);
         for i in 1..self.queues.len() as u32 {
-            let q = &self.queues[i as usize];
-            if q.live && q.owner.is_some_and(|o| o.0 == fs) && q.is_free_to_go() {
-                self.free(i);
+            let q = &mut self.queues[i as usize];
+            if q.live && q.owner.is_some_and(|o| o.fs == fs) {
+                q.mapped = false;
+                if q.is_free_to_go() {
+                    self.free(i);
+                }
             }
         }
     }
@@ -200,7 +295,7 @@ impl<T: DnPacket> Pipe<T> {
     }
 
     pub(super) fn find_flow(&self, fs: u32, key: &FlowKey) -> Option<u32> {
-        self.flows.get(&(fs, *key)).copied()
+        self.flows.get(&FlowId::new(fs, key)).copied()
     }
 
     /// Makes flowset `fs`'s queue for `key`, unless the flowset is at its bound even
@@ -213,7 +308,8 @@ impl<T: DnPacket> Pipe<T> {
                 return None;
             }
         }
-        let q = FlowQueue::new(cfg.weight, cfg.queue, Some((fs, key)));
+        let id = FlowId::new(fs, &key);
+        let q = FlowQueue::new(cfg.weight, cfg.queue, Some(id));
         let qid = match self.free.pop() {
             Some(i) => {
                 self.queues[i as usize] = q;
@@ -224,7 +320,7 @@ impl<T: DnPacket> Pipe<T> {
                 (self.queues.len() - 1) as u32
             }
         };
-        self.flows.insert((fs, key), qid);
+        self.flows.insert(id, qid);
         *self.fs_flows.entry(fs).or_insert(0) += 1;
         Some(qid)
     }
@@ -235,8 +331,7 @@ impl<T: DnPacket> Pipe<T> {
     fn note_expired(&mut self) {
         while let Some(qid) = self.expired.pop() {
             let q = &mut self.queues[qid as usize];
-            let mapped = q.owner.is_some_and(|o| self.flows.get(&o) == Some(&qid));
-            if !mapped {
+            if !q.mapped {
                 if q.live && q.is_free_to_go() {
                     self.free(qid);
                 }
@@ -263,10 +358,10 @@ impl<T: DnPacket> Pipe<T> {
     fn free(&mut self, qid: u32) {
         let q = &mut self.queues[qid as usize];
         q.live = false;
-        if let Some((fs, key)) = q.owner.take() {
-            if self.flows.get(&(fs, key)) == Some(&qid) {
-                self.flows.remove(&(fs, key));
-                if let Some(n) = self.fs_flows.get_mut(&fs) {
+        if let Some(id) = q.owner.take() {
+            if std::mem::take(&mut q.mapped) {
+                self.flows.remove(&id);
+                if let Some(n) = self.fs_flows.get_mut(&id.fs) {
                     *n -= 1;
                 }
             }
