@@ -73,8 +73,9 @@
 //!   among the eligible queues (`S <= V`) the one with the smallest `F` is served; if
 //!   none is eligible `V` jumps to the smallest `S`. A queue that empties stays in the
 //!   active set (idle heap) until `V` passes its `F`, so a flow cannot gain by pausing.
-//!   Tags are 64.64 fixed point in `u128` (FreeBSD's are 32.31 in `u64`), ties go to
-//!   the older queue. `V` and the weight sum are reset when the scheduler empties.
+//!   Tags are 64.64 fixed point in `u128` (FreeBSD's are 32.31 in `u64`), so weights
+//!   1:2:3 get 1:2:3 of the bytes to within 0.5% (the test's figure); ties go to the
+//!   lower queue index. `V` and the weight sum are reset when the scheduler empties.
 //!
 //! # Bounds
 //!
@@ -83,12 +84,18 @@
 //! the bound is reached, idle queues are expired first (the WF2Q+ idle heap is drained),
 //! then the packet is dropped ([`DnDrop::TooManyFlows`]). A queue holds at most its
 //! limit; the delay line holds what the link has sent in the last `delay`, at most
-//! `bw * delay` bytes plus one burst (unbounded with `bw 0`). A per-flow queue is freed
-//! as soon as it is empty and (with WF2Q+) out of the idle heap.
+//! `bw * delay` bytes plus one burst (unbounded with `bw 0`). An idle per-flow queue
+//! (empty and, with WF2Q+, out of the idle heap) is kept for its flow's next packet,
+//! as FreeBSD keeps idle queues until its lazy expiry; idle queues are freed when
+//! their flowset reaches its bound, and at once when the flowset is deleted or
+//! reconfigured with another pipe or mask (its busy queues drain first).
 //!
 //! Costs: enqueue and the service of a packet are O(log active queues); `poll` and
 //! `next_wakeup` visit every pipe, which suits the tens of pipes of a simulation
-//! rather than FreeBSD's thousands of dynamic pipes (no event heap).
+//! rather than FreeBSD's thousands of dynamic pipes (no event heap). Measured
+//! (`dummynet_bench`, release, one pipe at line rate): about 50 ns per packet for
+//! enqueue + poll through `pipe N` with FIFO, 65 with WF2Q+, 120 through a masked
+//! `queue N`, 230-280 with 64-4096 WF2Q+ flows; a bare delay line costs 10.
 //!
 //! Not modelled: `pipe N config mask` (dynamic pipes, a scheduler instance per flow),
 //! the `rr`, `prio` and `qfq` schedulers, RED/GRED, `profile` (extra bits per
