@@ -212,6 +212,10 @@ impl<T: DnPacket> Pipe<T> {
             // is restated at the new rate, which applies from then on.
             let left = u128::from(self.next_service - self.sched_time) * u128::from(cfg.bandwidth);
             self.credit = -i128::try_from(left).unwrap_or(i128::MAX);
+        } else if !self.busy {
+            // A smaller burst caps the credit an idle link has saved.
+            let cap = i128::from(cfg.burst).saturating_mul(8 * NS);
+            self.credit = self.credit.min(cap);
         }
         self.queues[OWN_QUEUE as usize].limit = cfg.queue;
         if cfg.sched != self.sched.kind() {

@@ -232,6 +232,18 @@ fn burst_leaves_at_line_rate_after_idle_then_the_rest_at_bw() {
         };
         assert_eq!(t, want, "packet {}", p.id);
     }
+    // One packet after a long idle spends a tenth of the burst; reconfigured
+    // without burst, the pipe loses the rest.
+    let t2 = t1 + 1_000 * MS;
+    dn.enqueue_pipe(1, pkt(0, 1500, 1), t2).unwrap();
+    assert_eq!(drain(&mut dn)[0].0, t2 + 10 * MS);
+    let cfg = PipeConfig {
+        burst: 0,
+        ..dn.pipes()[0].1.clone()
+    };
+    dn.configure_pipe(1, cfg).unwrap();
+    dn.enqueue_pipe(1, pkt(1, 1500, 1), t2 + MS).unwrap();
+    assert_eq!(drain(&mut dn)[0].0, t2 + MS + tx + 10 * MS);
     // Without burst, the first packet of an idle pipe pays its own way.
     let mut dn = Dummynet::new(1);
     dn.configure_pipe(1, pipe(1_000_000, 10, DEFAULT_QUEUE))
