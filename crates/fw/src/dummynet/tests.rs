@@ -242,8 +242,8 @@ fn burst_leaves_at_line_rate_after_idle_then_the_rest_at_bw() {
         ..dn.pipes()[0].1.clone()
     };
     dn.configure_pipe(1, cfg).unwrap();
-    dn.enqueue_pipe(1, pkt(1, 1500, 1), t2 + MS).unwrap();
-    assert_eq!(drain(&mut dn)[0].0, t2 + MS + tx + 10 * MS);
+    dn.enqueue_pipe(1, pkt(1, 1500, 1), t2 + 20 * MS).unwrap();
+    assert_eq!(drain(&mut dn)[0].0, t2 + 20 * MS + tx + 10 * MS);
     // Without burst, the first packet of an idle pipe pays its own way.
     let mut dn = Dummynet::new(1);
     dn.configure_pipe(1, pipe(1_000_000, 10, DEFAULT_QUEUE))
