@@ -26,6 +26,9 @@
 //! 1. **Loss**: with probability `plr` the packet is dropped on entry ([`DnDrop::Loss`]),
 //!    drawn from the instance's seeded generator, one draw per packet entering a pipe
 //!    whose `plr` is not 0 — the same seed and the same calls give the same losses.
+//!    `plr` is the pipe's, for all the traffic entering it; in FreeBSD it belongs to a
+//!    flowset, so `pipe N config plr` applies to `pipe N` traffic only and a queue
+//!    takes its own (`queue N config plr`, not supported here).
 //! 2. **Queue**: it joins its queue — the pipe's own queue for `pipe N`, or for
 //!    `queue N` the flowset's per-flow queue its masked flow selects, created on demand
 //!    ([`DnDrop::TooManyFlows`] if the flowset already has its bound of queues). If that
@@ -100,7 +103,9 @@
 //! Not modelled: `pipe N config mask` (dynamic pipes, a scheduler instance per flow),
 //! the `rr`, `prio` and `qfq` schedulers, RED/GRED, `profile` (extra bits per
 //! packet), `noerror`, per-queue `plr`, and FreeBSD's sysctl limits on queue sizes
-//! (100 slots, 1 MB).
+//! (100 slots, 1 MB). Beyond ipfw(8)'s API: [`DnDrop::NoSuchQueue`],
+//! [`QueueConfig::buckets`], [`Dummynet::configure_sched`], [`Dummynet::apply`] and
+//! [`Dummynet::queues`].
 
 mod parse;
 mod pipe;
