@@ -1,1 +1,0 @@
-//! dummynet (filled in by its own change).
