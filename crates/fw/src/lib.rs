@@ -27,3 +27,6 @@ pub use program::{
 pub use rule::{Action, Rule};
 pub use ruleset::{CmdError, Ruleset, RulesetConfig};
 pub use table::{Table, TableKey, TableType};
+
+#[cfg(test)]
+mod tests;

@@ -432,9 +432,17 @@ fn endpoint(p: &mut Parser<'_>) -> PResult<Endpoint> {
         })?
     };
     let ports = match p.peek() {
-        Some(w) if w.starts_with(|c: char| c.is_ascii_digit()) || port_name(w).is_some() => Some(
-            ranges(p, "a port list (22,80,1000-2000)", 65535, port_name)?,
-        ),
+        Some(w)
+            if w.starts_with(|c: char| c.is_ascii_digit())
+                || w.split([',', '-']).next().and_then(port_name).is_some() =>
+        {
+            Some(ranges(
+                p,
+                "a port list (22,80,1000-2000)",
+                65535,
+                port_name,
+            )?)
+        }
         _ => None,
     };
     Ok(Endpoint { not, addr, ports })
@@ -475,12 +483,11 @@ fn ranges(
     p.word(what, |w| {
         w.split(',')
             .map(|item| {
-                let (lo, hi) = match item.split_once('-') {
-                    Some((a, b)) if !a.is_empty() => (one(a)?, one(b)?),
-                    _ => {
-                        let n = one(item)?;
-                        (n, n)
-                    }
+                // A whole name first: `ftp-data` is a port, not a range.
+                let (lo, hi) = match (one(item), item.split_once('-')) {
+                    (Some(n), _) => (n, n),
+                    (None, Some((a, b))) if !a.is_empty() => (one(a)?, one(b)?),
+                    _ => return None,
                 };
                 (lo <= hi).then_some(Range { lo, hi })
             })
