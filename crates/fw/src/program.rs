@@ -285,14 +285,18 @@ impl Counters {
         if self.generation == prog.generation && self.c.len() == prog.rules.len() {
             return;
         }
-        let mut c = vec![RuleCounter::default(); prog.rules.len()];
-        for (i, r) in prog.rules.iter().enumerate() {
-            if let Some(j) = self.ids.iter().position(|&id| id == r.rule_id) {
-                c[i] = self.c[j];
-            }
-        }
+        let old: std::collections::HashMap<u32, RuleCounter> = self
+            .ids
+            .iter()
+            .copied()
+            .zip(self.c.iter().copied())
+            .collect();
         self.ids = prog.rules.iter().map(|r| r.rule_id).collect();
-        self.c = c;
+        self.c = self
+            .ids
+            .iter()
+            .map(|id| old.get(id).copied().unwrap_or_default())
+            .collect();
         self.generation = prog.generation;
     }
 
@@ -350,6 +354,8 @@ pub(crate) enum IfOperand {
 /// A microinstruction's opcode and operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
+    /// Always true (negated: `not any`).
+    Any,
     Proto(u8),
     ProtoList(Span),
     Ip4,
@@ -695,12 +701,9 @@ fn compile_rule(
         };
         match op {
             Some(op) => b.push(op, ep.not, false),
-            // `not any` matches nothing; an always-false instruction says so.
-            None if ep.not => b.push(Op::Ip4, true, false),
+            // `not any` matches nothing.
+            None if ep.not => b.push(Op::Any, true, false),
             None => {}
-        }
-        if ep.not && matches!(ep.addr, AddrSpec::Any) {
-            b.push(Op::Ip6, true, false);
         }
         if let Some(p) = &ep.ports {
             let span = b.span(p);
@@ -887,6 +890,7 @@ impl Program {
     #[inline]
     fn test<E: Env + ?Sized>(&self, op: Op, p: &PacketInfo, env: &E, targ: &mut u32) -> bool {
         match op {
+            Op::Any => true,
             Op::Proto(n) => p.proto == n,
             Op::ProtoList(s) => in_ranges(self.ranges(s), p.proto as u32),
             Op::Ip4 => p.src.is_ipv4(),

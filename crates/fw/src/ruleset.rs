@@ -500,17 +500,12 @@ impl Ruleset {
             return Err(failed(format!("rule {} not found", num.unwrap_or(0))));
         }
         for id in ids {
-            self.zero_base.remove(&id);
-            let c = self.counter(id, counters);
-            let mut base = c;
-            let mut raw = RuleCounter::default();
+            let mut base = RuleCounter::default();
             for w in counters {
                 let x = w.get(id);
-                raw.packets += x.packets;
-                raw.bytes += x.bytes;
+                base.packets += x.packets;
+                base.bytes += x.bytes;
             }
-            base.packets = raw.packets;
-            base.bytes = raw.bytes;
             self.zero_base.insert(id, base);
         }
         Ok(())

@@ -924,6 +924,99 @@ mod prop {
             })
     }
 
+    fn match_opt() -> impl Strategy<Value = String> {
+        pick(&[
+            "in",
+            "out",
+            "via em0",
+            "recv any",
+            "xmit em1",
+            "recv table(ifs)",
+            "setup",
+            "established",
+            "tcpflags syn,!ack",
+            "tcpflags fin,!rst",
+            "frag",
+            "icmptypes 0,8",
+            "icmp6types 128-135",
+            "ip4",
+            "ip6",
+            "tagged 1-2",
+            "iplen 0-200",
+            "ipttl 64",
+            "iptos lowdelay",
+            "dscp 0-10",
+            "tcpoptions mss,!ts",
+            "tcpwin 0-30000",
+            "tcpdatalen 0",
+            "mac any 01:01:01:01:01:01",
+            "mac-type ip",
+            "layer2",
+            "antispoof",
+            "verrevpath",
+            "lookup dst-port p",
+        ])
+    }
+
+    fn packet() -> impl Strategy<Value = PacketInfo> {
+        any::<[u8; 16]>().prop_map(|b| {
+            let v6 = b[0] & 1 != 0;
+            let a = |x: u8| -> IpAddr {
+                if v6 {
+                    std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(x % 4)).into()
+                } else {
+                    std::net::Ipv4Addr::new(10 * (x & 1), 0, 0, x % 4).into()
+                }
+            };
+            let protos = [6, 17, 1, 58];
+            let mut p = PacketInfo::new(a(b[1]), a(b[2]), protos[b[3] as usize % 4]);
+            p.sport = u16::from(b[4]);
+            p.dport = u16::from(b[5]);
+            p.tcp_flags = b[6];
+            p.tcp_opts = b[7];
+            p.tcp_win = u16::from(b[8]) << 8;
+            p.tcp_datalen = u16::from(b[9] & 3);
+            p.icmp_type = b[10] % 4 * 43;
+            p.ip_len = u16::from(b[11]);
+            p.ttl = if b[12] & 1 != 0 { 64 } else { b[12] };
+            p.tos = b[13];
+            p.frag = b[14] & 1 != 0;
+            p.dir = if b[14] & 2 != 0 {
+                Direction::Out
+            } else {
+                Direction::In
+            };
+            let names = ["em0", "em1", "lo0"];
+            if b[14] & 4 != 0 {
+                p.rcvif = ifr(u32::from(b[15] % 3), names[b[15] as usize % 3]);
+            }
+            if b[14] & 8 != 0 {
+                p.xmitif = ifr(u32::from(b[15] / 3 % 3), names[b[15] as usize / 3 % 3]);
+            }
+            p.layer2 = b[14] & 16 != 0;
+            if b[14] & 32 != 0 {
+                p.mac = Some(MacHdr {
+                    dst: [b[15] & 1; 6],
+                    src: [1; 6],
+                    ethertype: 0x0800 | u16::from(b[13] & 1),
+                });
+            }
+            for t in 0..b[15] % 3 {
+                p.tags.add(u16::from(t) + 1);
+            }
+            p
+        })
+    }
+
+    /// Whether `ip from any to any OPTS` matches, with tables `ifs` (em0) and `p` (22).
+    fn matches_opts(opts: &str, p: PacketInfo) -> bool {
+        let mut fw = Fw::new(&format!(
+            "table ifs create type iface\ntable ifs add em0\ntable p create type number\n\
+             table p add 22\nadd 100 allow ip from any to any {opts}"
+        ));
+        fw.decide(p).0 == Decision::Allow
+    }
+
     proptest! {
         #[test]
         fn parse_list_parse_gives_the_same_rule(text in rule()) {
@@ -932,6 +1025,16 @@ mod prop {
             let again = parse_rule(&listed, 1).map_err(|e| TestCaseError::fail(format!("{listed}: {e}")))?;
             prop_assert_eq!(&again, &r, "{}", listed);
             prop_assert_eq!(again.to_string(), listed);
+        }
+
+        #[test]
+        fn not_and_or_and_conjunction_hold(a in match_opt(), b in match_opt(), p in packet()) {
+            let ma = matches_opts(&a, p);
+            let mb = matches_opts(&b, p);
+            prop_assert_eq!(matches_opts(&format!("not {a}"), p), !ma, "not {}", a);
+            prop_assert_eq!(matches_opts(&format!("{{ {a} or {b} }}"), p), ma || mb);
+            prop_assert_eq!(matches_opts(&format!("{{ not {a} or {b} }}"), p), !ma || mb);
+            prop_assert_eq!(matches_opts(&format!("{a} {b}"), p), ma && mb);
         }
 
         #[test]
