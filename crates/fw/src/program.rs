@@ -554,7 +554,7 @@ fn table_idx(
 }
 
 fn is_addr(t: TableType) -> bool {
-    t == TableType::Addr
+    matches!(t, TableType::Addr | TableType::AddrHash)
 }
 fn is_iface(t: TableType) -> bool {
     t == TableType::Iface

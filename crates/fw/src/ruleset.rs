@@ -183,6 +183,7 @@ impl Ruleset {
         for (name, want) in uses {
             match (self.tables.get(name), want) {
                 (Some(t), TableType::Flow(_)) if matches!(t.table.ttype(), TableType::Flow(_)) => {}
+                (Some(t), TableType::Addr) if t.table.ttype() == TableType::AddrHash => {}
                 (Some(t), _) if t.table.ttype() == want => {}
                 (Some(t), _) => {
                     return Err(failed(format!(
@@ -646,9 +647,10 @@ impl Ruleset {
                 let mut ttype = TableType::Addr;
                 if p.eat("type") {
                     ttype = p.word(
-                        "a table type (addr, iface, number, flow:FIELDS)",
+                        "a table type (addr, addr:hash, iface, number, flow:FIELDS)",
                         |w| match w {
-                            "addr" => Some(TableType::Addr),
+                            "addr" | "addr:radix" => Some(TableType::Addr),
+                            "addr:hash" => Some(TableType::AddrHash),
                             "iface" => Some(TableType::Iface),
                             "number" => Some(TableType::Number),
                             _ => FlowFields::parse(w.strip_prefix("flow:")?).map(TableType::Flow),

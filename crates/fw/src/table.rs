@@ -22,6 +22,9 @@ pub const MAX_VALUE: u32 = MAX_NEXTHOP;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TableType {
     Addr,
+    /// `addr:hash`: host addresses only, looked up by exact match in a hash map (ipfw's
+    /// `addr:hash` algorithm) — cheaper than longest-prefix match for lists of hosts.
+    AddrHash,
     Iface,
     Number,
     /// The 5-tuple fields the key holds, in the order entries write them.
@@ -75,6 +78,7 @@ impl fmt::Display for TableType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TableType::Addr => f.write_str("addr"),
+            TableType::AddrHash => f.write_str("addr:hash"),
             TableType::Iface => f.write_str("iface"),
             TableType::Number => f.write_str("number"),
             TableType::Flow(ff) => {
@@ -209,6 +213,10 @@ impl Table {
     pub fn parse_key(&self, s: &str) -> Result<TableKey, TableError> {
         let bad = || TableError::BadKey(s.to_string());
         match self.ttype {
+            TableType::AddrHash => {
+                let a: IpAddr = s.parse().map_err(|_| bad())?;
+                Ok(TableKey::Addr(IpPrefix::host(a)))
+            }
             TableType::Addr => {
                 let p = if s.contains('/') {
                     s.parse::<IpPrefix>().map_err(|_| bad())?
@@ -254,6 +262,7 @@ impl Table {
     /// Writes a key as [`Table::parse_key`] reads it.
     pub fn key_text(&self, k: &TableKey) -> String {
         match (k, self.ttype) {
+            (TableKey::Addr(p), TableType::AddrHash) => p.addr().to_string(),
             (TableKey::Flow(k), TableType::Flow(ff)) => {
                 let mut parts = Vec::new();
                 let f = ff.flags();
@@ -345,6 +354,19 @@ impl Table {
                 v4: Lpm::build(&self.v4.routes()),
                 v6: Lpm::build(&self.v6.routes()),
             },
+            TableType::AddrHash => CompiledTable::Hash(
+                self.v4
+                    .routes()
+                    .into_iter()
+                    .map(|(p, v)| (IpAddr::from(std::net::Ipv4Addr::from(p.addr)), v))
+                    .chain(
+                        self.v6
+                            .routes()
+                            .into_iter()
+                            .map(|(p, v)| (IpAddr::from(std::net::Ipv6Addr::from(p.addr)), v)),
+                    )
+                    .collect(),
+            ),
             TableType::Iface => CompiledTable::Iface(
                 self.other
                     .iter()
@@ -413,6 +435,8 @@ pub enum CompiledTable {
         v4: Lpm<u32, Poptrie4>,
         v6: Lpm<u128, Poptrie6>,
     },
+    /// Host addresses, exact match.
+    Hash(HashMap<IpAddr, u32>),
     /// Sorted by name.
     Iface(Vec<(String, u32)>),
     /// Sorted by number.
@@ -426,6 +450,7 @@ impl CompiledTable {
         match (self, a) {
             (CompiledTable::Addr { v4, .. }, IpAddr::V4(a)) => v4.lookup(u32::from(a)),
             (CompiledTable::Addr { v6, .. }, IpAddr::V6(a)) => v6.lookup(u128::from(a)),
+            (CompiledTable::Hash(m), a) => m.get(&a).copied(),
             _ => None,
         }
     }

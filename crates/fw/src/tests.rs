@@ -630,6 +630,28 @@ fn table_with_value_matches_only_that_value() {
 }
 
 #[test]
+fn hash_tables_match_host_addresses_exactly() {
+    let mut fw = Fw::new(
+        "table h create type addr:hash\ntable h add 192.0.2.7 9\ntable h add 2001:db8::7 10\n\
+         add 100 pipe tablearg ip from table(h) to any\n",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Pipe(9));
+    let p6 = PacketInfo::new(ip("2001:db8::7"), ip("2001:db8::1"), 17);
+    assert_eq!(fw.decide(p6).0, Decision::Pipe(10));
+    let mut other = syn();
+    other.src = ip("192.0.2.8");
+    assert_eq!(fw.decide(other).0, Decision::Deny);
+    assert!(
+        fw.rs.execute("table h add 192.0.2.0/24", 1, &[]).is_err(),
+        "hosts only"
+    );
+    assert_eq!(
+        fw.rs.table_list("h").unwrap(),
+        "--- table(h), type addr:hash ---\n192.0.2.7 9\n2001:db8::7 10\n"
+    );
+}
+
+#[test]
 fn table_changes_reach_the_next_program() {
     let mut fw =
         Fw::new("add 100 deny ip from table(bad) to any\nadd 200 allow ip from any to any\n");
