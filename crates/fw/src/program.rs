@@ -1061,12 +1061,33 @@ impl Program {
             .min(self.rules.len() - 1)
     }
 
+    /// [`Program::eval`] over a vector of packets, `out[i]` for `pkts[i]` (panics if
+    /// the lengths differ): the form a batch-at-a-time stage calls once per vector.
+    // The same inputs as `eval`, plus the vector and its verdicts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn eval_batch<E: Env + ?Sized>(
+        &self,
+        pkts: &mut [PacketInfo],
+        out: &mut [Verdict],
+        env: &E,
+        states: &StateShards,
+        counters: &mut Counters,
+        now: u64,
+        rng: &mut u64,
+    ) {
+        assert_eq!(pkts.len(), out.len(), "eval_batch: lengths differ");
+        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+            *o = self.eval(p, env, states, counters, now, rng);
+        }
+    }
+
     /// Runs the rules over `pkt` (FreeBSD's `ipfw_chk`): the first rule whose body
     /// matches and whose action ends the walk decides. `count` goes on, `skipto`
     /// jumps forward, `call`/`return` use a stack of [`CALLSTACK`], `check-state` (and
     /// the first `keep-state`/`limit` rule) asks `states` and, on a hit, runs the
     /// action of the rule that made the state. `tag`/`untag` change `pkt.tags`.
-    /// `rng` is the worker's seed for `prob`. Allocates nothing (unless `counters`
+    /// `now` is the caller's clock, in the unit the state module's timeouts use; `rng`
+    /// is the worker's seed for `prob`. Allocates nothing (unless `counters`
     /// must first move to this program, see [`Counters`]).
     pub fn eval<E: Env + ?Sized>(
         &self,

@@ -432,6 +432,38 @@ fn actions_give_their_decisions() {
 }
 
 #[test]
+fn a_batch_gets_one_verdict_per_packet() {
+    let mut fw = Fw::new("add 100 allow tcp from any to me 22\nadd 200 deny ip from any to any\n");
+    let prog = fw.rs.program().unwrap();
+    let mut other = syn();
+    other.dport = 23;
+    let mut pkts = [syn(), other, syn()];
+    let mut out = [Verdict {
+        decision: Decision::Allow,
+        rule: 0,
+        log: false,
+    }; 3];
+    prog.eval_batch(
+        &mut pkts,
+        &mut out,
+        &Host,
+        fw.rs.states(),
+        &mut fw.ctr,
+        1,
+        &mut fw.rng,
+    );
+    let got: Vec<_> = out.iter().map(|v| (v.decision, v.rule)).collect();
+    assert_eq!(
+        got,
+        [
+            (Decision::Allow, 100),
+            (Decision::Deny, 200),
+            (Decision::Allow, 100)
+        ]
+    );
+}
+
+#[test]
 fn default_rule_is_configurable() {
     let mut fw = Fw::new("");
     assert_eq!(fw.decide(syn()), (Decision::Deny, 65535));
