@@ -11,7 +11,8 @@ struct Host;
 
 impl Env for Host {
     fn is_local(&self, a: IpAddr) -> bool {
-        matches!(a, IpAddr::V4(v) if v.octets()[3] == 1) || matches!(a, IpAddr::V6(v) if v.segments()[7] == 1)
+        matches!(a, IpAddr::V4(v) if v.octets()[3] == 1)
+            || matches!(a, IpAddr::V6(v) if v.segments()[7] == 1)
     }
     fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool {
         matches!(src, IpAddr::V4(v) if v.octets()[3] as u32 % 2 == rcvif % 2)
@@ -36,7 +37,11 @@ fn addr(v6: bool, b: u8) -> IpAddr {
 fn packet(b: &[u8; 16]) -> PacketInfo {
     let v6 = b[0] & 1 != 0;
     let protos = [6, 17, 1, 58, 132, 47];
-    let mut p = PacketInfo::new(addr(v6, b[1]), addr(v6, b[2]), protos[b[3] as usize % protos.len()]);
+    let mut p = PacketInfo::new(
+        addr(v6, b[1]),
+        addr(v6, b[2]),
+        protos[b[3] as usize % protos.len()],
+    );
     p.sport = u16::from(b[4] % 4) * 11;
     p.dport = u16::from(b[5] % 4) * 11;
     p.tcp_flags = b[6];
@@ -48,8 +53,17 @@ fn packet(b: &[u8; 16]) -> PacketInfo {
     p.ttl = b[12];
     p.tos = b[13];
     p.frag = b[14] & 1 != 0;
-    p.dir = if b[14] & 2 != 0 { Direction::Out } else { Direction::In };
-    let ifr = |i: u8| Some(IfRef { index: u32::from(i % 3), name: IfName::new(["em0", "em1", "lo0"][i as usize % 3]).unwrap() });
+    p.dir = if b[14] & 2 != 0 {
+        Direction::Out
+    } else {
+        Direction::In
+    };
+    let ifr = |i: u8| {
+        Some(IfRef {
+            index: u32::from(i % 3),
+            name: IfName::new(["em0", "em1", "lo0"][i as usize % 3]).unwrap(),
+        })
+    };
     if b[14] & 4 != 0 {
         p.rcvif = ifr(b[15]);
     }
@@ -58,7 +72,11 @@ fn packet(b: &[u8; 16]) -> PacketInfo {
     }
     p.layer2 = b[14] & 16 != 0;
     if b[14] & 32 != 0 {
-        p.mac = Some(MacHdr { dst: [b[15]; 6], src: [b[13]; 6], ethertype: 0x0800 });
+        p.mac = Some(MacHdr {
+            dst: [b[15]; 6],
+            src: [b[13]; 6],
+            ethertype: 0x0800,
+        });
     }
     for t in 0..(b[15] % 4) {
         p.tags.add(u16::from(t) + 1);
@@ -69,7 +87,9 @@ fn packet(b: &[u8; 16]) -> PacketInfo {
 
 fuzz_target!(|data: &[u8]| {
     let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
-    let Ok(text) = std::str::from_utf8(&data[..split]) else { return };
+    let Ok(text) = std::str::from_utf8(&data[..split]) else {
+        return;
+    };
     let mut rs = Ruleset::default();
     rs.load(BASE).unwrap();
     for (i, line) in text.lines().enumerate().take(64) {
@@ -84,6 +104,10 @@ fuzz_target!(|data: &[u8]| {
         let mut p = packet(chunk.try_into().unwrap());
         let v = prog.eval(&mut p, &Host, &states, &mut ctr, now as u64, &mut rng);
         let listed = rs.list(Some(v.rule));
-        assert!(!listed.is_empty(), "verdict rule {} is not in the ruleset", v.rule);
+        assert!(
+            !listed.is_empty(),
+            "verdict rule {} is not in the ruleset",
+            v.rule
+        );
     }
 });

@@ -7,7 +7,9 @@ use fw::{parse_rule, Ruleset};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let mut rs = Ruleset::default();
     for (i, line) in text.lines().enumerate().take(64) {
         let _ = rs.execute(line, i + 1, &[]);
@@ -28,11 +30,22 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for l in listed.lines().filter(|l| !l.starts_with("65535 ")) {
-        again.execute(&format!("add {l}"), 1, &[]).unwrap_or_else(|e| panic!("{l}: {e}"));
+        again
+            .execute(&format!("add {l}"), 1, &[])
+            .unwrap_or_else(|e| panic!("{l}: {e}"));
     }
     for s in 0..32 {
         let _ = again.set_enable(s, rs.set_enabled(s));
     }
-    assert_eq!(again.list(None).lines().filter(|l| !l.starts_with("65535 ")).collect::<Vec<_>>(),
-        listed.lines().filter(|l| !l.starts_with("65535 ")).collect::<Vec<_>>());
+    assert_eq!(
+        again
+            .list(None)
+            .lines()
+            .filter(|l| !l.starts_with("65535 "))
+            .collect::<Vec<_>>(),
+        listed
+            .lines()
+            .filter(|l| !l.starts_with("65535 "))
+            .collect::<Vec<_>>()
+    );
 });
