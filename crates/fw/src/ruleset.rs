@@ -550,6 +550,13 @@ impl Ruleset {
                     while !p.at_end() {
                         nums.push(p.number("a rule number")?);
                     }
+                    // All or none: every number must name a rule.
+                    if let Some(n) = nums
+                        .iter()
+                        .find(|&&n| !self.rules.iter().any(|(r, _)| r.num == n))
+                    {
+                        return Err(at(failed(format!("rule {n} not found"))));
+                    }
                     for n in nums {
                         self.delete(n).map_err(at)?;
                     }

@@ -826,6 +826,8 @@ fn commands_answer_like_ipfw() {
     rs.execute("add 100 deny ip from any to any", 2, &[])
         .unwrap();
     assert_eq!(rs.rules().count(), 2);
+    assert!(rs.execute("delete 100 7", 3, &[]).is_err());
+    assert_eq!(rs.rules().count(), 2, "a failed delete deletes nothing");
     rs.execute("delete 100", 3, &[]).unwrap();
     assert_eq!(rs.rules().count(), 0);
     rs.execute("add 10 deny ip from any to any", 4, &[])
