@@ -1,0 +1,735 @@
+//! The control plane: the rules and tables as ipfw(8)'s commands change them, and the
+//! [`Program`] compiled from them. Commands are methods (`add`, `delete`, `set_move`,
+//! `table_add`, ...) and also text ([`Ruleset::execute`], [`Ruleset::load`]) in the
+//! words of `ipfw`: `add 100 allow tcp from any to me 22 setup keep-state`,
+//! `delete 100`, `list`, `show`, `zero`, `flush`, `set disable 3`, `set move 1 to 2`,
+//! `set swap 1 2`, `set move rule 100 to 4`, `table T create type addr`,
+//! `table T add 10.0.0.0/8 7`, `table T delete 10.0.0.0/8`, `table T list`,
+//! `table T flush`, `table T destroy`.
+//!
+//! Workers never see a `Ruleset`: the caller publishes [`Ruleset::program`]'s
+//! `Arc<Program>` (e.g. by swapping an `Arc` the workers load once per batch).
+
+use crate::parse::{self, ParseError, Parser};
+use crate::program::{CompileError, Counters, Program, RuleCounter, TableRef};
+use crate::rule::{self, AddrSpec, IfPat, OptKind, Rule};
+use crate::state::{StateConfig, StateShards};
+use crate::table::{FlowFields, Table, TableError, TableType};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::{self, Write};
+use std::sync::Arc;
+
+/// Bounds and defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct RulesetConfig {
+    /// What rule 65535 does (FreeBSD's `IPFIREWALL_DEFAULT_TO_ACCEPT`).
+    pub default_allow: bool,
+    pub max_rules: usize,
+    pub max_tables: usize,
+    pub table_max_entries: usize,
+    /// Step between automatically numbered rules (`net.inet.ip.fw.autoinc_step`).
+    pub autoinc_step: u16,
+    pub state_shards: usize,
+    pub states: StateConfig,
+}
+
+impl Default for RulesetConfig {
+    fn default() -> Self {
+        RulesetConfig {
+            default_allow: false,
+            max_rules: 65534,
+            max_tables: 128,
+            table_max_entries: 1 << 20,
+            autoinc_step: 100,
+            state_shards: 16,
+            states: StateConfig::default(),
+        }
+    }
+}
+
+/// A command that failed: where, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmdError {
+    Parse(ParseError),
+    /// The command parsed but cannot be done (no such rule, table type mismatch, ...).
+    Failed {
+        line: usize,
+        msg: String,
+    },
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::Parse(e) => e.fmt(f),
+            CmdError::Failed { line, msg } => write!(f, "line {line}: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for CmdError {}
+
+impl From<ParseError> for CmdError {
+    fn from(e: ParseError) -> Self {
+        CmdError::Parse(e)
+    }
+}
+
+fn failed(msg: impl fmt::Display) -> CmdError {
+    CmdError::Failed {
+        line: 1,
+        msg: msg.to_string(),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct TableSlot {
+    table: Table,
+    compiled: Option<Arc<crate::table::CompiledTable>>,
+}
+
+/// The rules, tables and states of one firewall.
+#[derive(Debug, Clone)]
+pub struct Ruleset {
+    cfg: RulesetConfig,
+    /// Sorted by number; rules of one number keep the order they were added in.
+    rules: Vec<(Rule, u32)>,
+    next_id: u32,
+    /// Bit `s`: set `s` is enabled.
+    enabled: u32,
+    tables: BTreeMap<String, TableSlot>,
+    states: Arc<StateShards>,
+    program: Option<Arc<Program>>,
+    /// Counter sums at the last `zero`, by rule id (workers own the live counters).
+    zero_base: HashMap<u32, RuleCounter>,
+}
+
+impl Default for Ruleset {
+    fn default() -> Self {
+        Self::new(RulesetConfig::default())
+    }
+}
+
+impl Ruleset {
+    pub fn new(cfg: RulesetConfig) -> Self {
+        Ruleset {
+            cfg,
+            rules: Vec::new(),
+            next_id: 1,
+            enabled: u32::MAX,
+            tables: BTreeMap::new(),
+            states: Arc::new(StateShards::new(cfg.state_shards, cfg.states)),
+            program: None,
+            zero_base: HashMap::new(),
+        }
+    }
+
+    /// The dynamic states the rules' `keep-state`/`limit` fill; pass them to `eval`.
+    pub fn states(&self) -> &Arc<StateShards> {
+        &self.states
+    }
+
+    pub fn set_default_allow(&mut self, allow: bool) {
+        self.cfg.default_allow = allow;
+        self.program = None;
+    }
+
+    /// The rules in order (the default rule not included), with their ids.
+    pub fn rules(&self) -> impl Iterator<Item = (&Rule, u32)> {
+        self.rules.iter().map(|(r, id)| (r, *id))
+    }
+
+    /// Adds a rule; a rule numbered 0 gets the last rule's number plus the step.
+    /// Tables it names that do not exist are created with the type its use implies.
+    /// Returns the rule's number.
+    pub fn add(&mut self, mut r: Rule) -> Result<u16, CmdError> {
+        if self.rules.len() >= self.cfg.max_rules {
+            return Err(failed("too many rules"));
+        }
+        if r.num == 0 {
+            let last = self.rules.last().map_or(0, |(r, _)| r.num as u32);
+            let n = last + self.cfg.autoinc_step as u32;
+            if n >= rule::DEFAULT_RULE as u32 {
+                return Err(failed("no rule number left after the last rule"));
+            }
+            r.num = n as u16;
+        }
+        self.check_tables(&r)?;
+        let pos = self.rules.partition_point(|(x, _)| x.num <= r.num);
+        let num = r.num;
+        self.rules.insert(pos, (r, self.next_id));
+        self.next_id += 1;
+        self.program = None;
+        Ok(num)
+    }
+
+    fn check_tables(&mut self, r: &Rule) -> Result<(), CmdError> {
+        let mut uses: Vec<(&str, TableType)> = Vec::new();
+        for ep in [&r.src, &r.dst] {
+            if let AddrSpec::Table(n, _) = &ep.addr {
+                uses.push((n, TableType::Addr));
+            }
+        }
+        for o in r.opts.iter().flatten() {
+            match &o.kind {
+                OptKind::Via(IfPat::Table(n))
+                | OptKind::Recv(IfPat::Table(n))
+                | OptKind::Xmit(IfPat::Table(n)) => uses.push((n, TableType::Iface)),
+                OptKind::Lookup(_, n) => uses.push((n, TableType::Number)),
+                OptKind::Flow(n) => uses.push((n, TableType::Flow(FlowFields::default()))),
+                _ => {}
+            }
+        }
+        for (name, want) in uses {
+            match (self.tables.get(name), want) {
+                (Some(t), TableType::Flow(_)) if matches!(t.table.ttype(), TableType::Flow(_)) => {}
+                (Some(t), TableType::Addr) if t.table.ttype() == TableType::AddrHash => {}
+                (Some(t), _) if t.table.ttype() == want => {}
+                (Some(t), _) => {
+                    return Err(failed(format!(
+                        "table {name} has type {}, the rule needs {want}",
+                        t.table.ttype()
+                    )))
+                }
+                (None, TableType::Flow(_)) => {
+                    return Err(failed(format!(
+                        "flow table {name} does not exist (create it with its fields)"
+                    )))
+                }
+                (None, _) => self.table_create(name, want).map_err(failed)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every rule numbered `num` (and their states); how many went.
+    pub fn delete(&mut self, num: u16) -> Result<usize, CmdError> {
+        let n = self.remove_where(|r| r.num == num);
+        if n == 0 {
+            return Err(failed(format!("rule {num} not found")));
+        }
+        Ok(n)
+    }
+
+    /// Deletes every rule of set `set`.
+    pub fn delete_set(&mut self, set: u8) -> usize {
+        self.remove_where(|r| r.set == set)
+    }
+
+    fn remove_where(&mut self, f: impl Fn(&Rule) -> bool) -> usize {
+        let before = self.rules.len();
+        let states = &self.states;
+        self.rules.retain(|(r, id)| {
+            if f(r) {
+                states.remove_rule(*id);
+                false
+            } else {
+                true
+            }
+        });
+        self.program = None;
+        before - self.rules.len()
+    }
+
+    /// Deletes every rule and state (tables stay, as in ipfw).
+    pub fn flush(&mut self) {
+        self.rules.clear();
+        self.states.flush();
+        self.zero_base.clear();
+        self.program = None;
+    }
+
+    pub fn set_enable(&mut self, set: u8, on: bool) -> Result<(), CmdError> {
+        if set >= rule::SETS {
+            return Err(failed(format!("set {set} out of range (0-31)")));
+        }
+        if on {
+            self.enabled |= 1 << set;
+        } else {
+            self.enabled &= !(1 << set);
+        }
+        self.program = None;
+        Ok(())
+    }
+
+    pub fn set_enabled(&self, set: u8) -> bool {
+        self.enabled & (1 << set) != 0
+    }
+
+    /// `set move FROM to TO`: every rule of one set into another.
+    pub fn set_move(&mut self, from: u8, to: u8) -> Result<usize, CmdError> {
+        self.check_set(to)?;
+        let mut n = 0;
+        for (r, _) in &mut self.rules {
+            if r.set == from {
+                r.set = to;
+                n += 1;
+            }
+        }
+        self.program = None;
+        Ok(n)
+    }
+
+    /// `set swap A B`.
+    pub fn set_swap(&mut self, a: u8, b: u8) -> Result<(), CmdError> {
+        self.check_set(a)?;
+        self.check_set(b)?;
+        for (r, _) in &mut self.rules {
+            if r.set == a {
+                r.set = b;
+            } else if r.set == b {
+                r.set = a;
+            }
+        }
+        let (ea, eb) = (self.set_enabled(a), self.set_enabled(b));
+        self.set_enable(a, eb)?;
+        self.set_enable(b, ea)?;
+        Ok(())
+    }
+
+    /// `set move rule NUM to SET`.
+    pub fn move_rule(&mut self, num: u16, to: u8) -> Result<usize, CmdError> {
+        self.check_set(to)?;
+        let mut n = 0;
+        for (r, _) in &mut self.rules {
+            if r.num == num {
+                r.set = to;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return Err(failed(format!("rule {num} not found")));
+        }
+        self.program = None;
+        Ok(n)
+    }
+
+    fn check_set(&self, s: u8) -> Result<(), CmdError> {
+        if s >= rule::SETS {
+            return Err(failed(format!("set {s} out of range (0-31)")));
+        }
+        Ok(())
+    }
+
+    // ---- tables -------------------------------------------------------------
+
+    pub fn table_create(&mut self, name: &str, ttype: TableType) -> Result<(), CmdError> {
+        if !parse::valid_name(name) {
+            return Err(failed(format!("bad table name '{name}'")));
+        }
+        if self.tables.contains_key(name) {
+            return Err(failed(format!("table {name} exists")));
+        }
+        if self.tables.len() >= self.cfg.max_tables {
+            return Err(failed("too many tables"));
+        }
+        self.tables.insert(
+            name.to_string(),
+            TableSlot {
+                table: Table::new(ttype, self.cfg.table_max_entries),
+                compiled: None,
+            },
+        );
+        self.program = None;
+        Ok(())
+    }
+
+    /// Destroys a table no rule uses.
+    pub fn table_destroy(&mut self, name: &str) -> Result<(), CmdError> {
+        let used = self.rules.iter().any(|(r, _)| rule_uses(r, name));
+        if used {
+            return Err(failed(format!("table {name} is in use")));
+        }
+        self.tables
+            .remove(name)
+            .ok_or_else(|| failed(format!("no table {name}")))?;
+        self.program = None;
+        Ok(())
+    }
+
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name).map(|t| &t.table)
+    }
+
+    fn table_mut(&mut self, name: &str) -> Result<&mut Table, CmdError> {
+        self.program = None;
+        let slot = self
+            .tables
+            .get_mut(name)
+            .ok_or_else(|| failed(format!("no table {name}")))?;
+        slot.compiled = None;
+        Ok(&mut slot.table)
+    }
+
+    /// `table NAME add KEY [VALUE]`.
+    pub fn table_add(&mut self, name: &str, key: &str, value: u32) -> Result<(), CmdError> {
+        let t = self.table_mut(name)?;
+        let k = t.parse_key(key).map_err(failed)?;
+        t.add(k, value).map_err(failed)
+    }
+
+    /// `table NAME delete KEY`.
+    pub fn table_delete(&mut self, name: &str, key: &str) -> Result<u32, CmdError> {
+        let t = self.table_mut(name)?;
+        let k = t.parse_key(key).map_err(failed)?;
+        t.delete(&k).map_err(|e: TableError| failed(e))
+    }
+
+    pub fn table_flush(&mut self, name: &str) -> Result<(), CmdError> {
+        self.table_mut(name)?.flush();
+        Ok(())
+    }
+
+    /// `table NAME list`, as ipfw writes it.
+    pub fn table_list(&self, name: &str) -> Result<String, CmdError> {
+        let t = self
+            .table(name)
+            .ok_or_else(|| failed(format!("no table {name}")))?;
+        let mut s = format!("--- table({name}), type {} ---\n", t.ttype());
+        for (k, v) in t.entries() {
+            let _ = writeln!(s, "{} {v}", t.key_text(&k));
+        }
+        Ok(s)
+    }
+
+    // ---- compiling and listing ------------------------------------------------
+
+    /// The compiled rules of the enabled sets, built again only after a change.
+    pub fn program(&mut self) -> Result<Arc<Program>, CmdError> {
+        if let Some(p) = &self.program {
+            return Ok(p.clone());
+        }
+        let mut refs = Vec::with_capacity(self.tables.len());
+        for (name, slot) in &mut self.tables {
+            let compiled = slot
+                .compiled
+                .get_or_insert_with(|| Arc::new(slot.table.compile()))
+                .clone();
+            refs.push(TableRef {
+                name: name.clone(),
+                ttype: slot.table.ttype(),
+                table: compiled,
+            });
+        }
+        let live: Vec<(&Rule, u32)> = self
+            .rules
+            .iter()
+            .filter(|(r, _)| self.enabled & (1 << r.set) != 0)
+            .map(|(r, id)| (r, *id))
+            .collect();
+        let p = Arc::new(
+            Program::compile(&live, self.cfg.default_allow, &refs)
+                .map_err(|e: CompileError| failed(e))?,
+        );
+        self.program = Some(p.clone());
+        Ok(p)
+    }
+
+    fn default_line(&self) -> String {
+        format!(
+            "{:05} {} ip from any to any",
+            rule::DEFAULT_RULE,
+            if self.cfg.default_allow {
+                "allow"
+            } else {
+                "deny"
+            }
+        )
+    }
+
+    /// `ipfw list [NUM]`: the rules (all sets, the default rule last) in canonical form.
+    pub fn list(&self, num: Option<u16>) -> String {
+        let mut s = String::new();
+        for (r, _) in &self.rules {
+            if num.is_none_or(|n| n == r.num) {
+                let _ = writeln!(s, "{r}");
+            }
+        }
+        if num.is_none_or(|n| n == rule::DEFAULT_RULE) {
+            s.push_str(&self.default_line());
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Counter sums over the workers' `counters`, less what `zero` took away.
+    pub fn counter(&self, rule_id: u32, counters: &[&Counters]) -> RuleCounter {
+        let mut c = RuleCounter::default();
+        for w in counters {
+            let x = w.get(rule_id);
+            c.packets += x.packets;
+            c.bytes += x.bytes;
+            c.last = c.last.max(x.last);
+        }
+        if let Some(b) = self.zero_base.get(&rule_id) {
+            c.packets = c.packets.saturating_sub(b.packets);
+            c.bytes = c.bytes.saturating_sub(b.bytes);
+        }
+        c
+    }
+
+    /// `ipfw show [NUM]`: each rule with its packet and byte counts.
+    pub fn show(&self, num: Option<u16>, counters: &[&Counters]) -> String {
+        let mut s = String::new();
+        let ids = self.rules.iter().map(|(r, id)| (r.to_string(), r.num, *id));
+        for (text, n, id) in ids.chain(std::iter::once((
+            self.default_line(),
+            rule::DEFAULT_RULE,
+            0,
+        ))) {
+            if num.is_none_or(|x| x == n) {
+                let c = self.counter(id, counters);
+                let (head, tail) = text.split_at(5);
+                let _ = writeln!(s, "{head} {:>10} {:>12}{tail}", c.packets, c.bytes);
+            }
+        }
+        s
+    }
+
+    /// `ipfw zero [NUM]`: the counters shown from now on start at zero.
+    pub fn zero(&mut self, num: Option<u16>, counters: &[&Counters]) -> Result<(), CmdError> {
+        let mut ids: Vec<u32> = self
+            .rules
+            .iter()
+            .filter(|(r, _)| num.is_none_or(|n| n == r.num))
+            .map(|(_, id)| *id)
+            .collect();
+        if num.is_none_or(|n| n == rule::DEFAULT_RULE) {
+            ids.push(0);
+        }
+        if ids.is_empty() {
+            return Err(failed(format!("rule {} not found", num.unwrap_or(0))));
+        }
+        for id in ids {
+            let mut base = RuleCounter::default();
+            for w in counters {
+                let x = w.get(id);
+                base.packets += x.packets;
+                base.bytes += x.bytes;
+            }
+            self.zero_base.insert(id, base);
+        }
+        Ok(())
+    }
+
+    // ---- text commands ----------------------------------------------------------
+
+    /// Runs one command line (`add ...`, `delete 100`, `table T add ...`; an optional
+    /// leading `ipfw` is skipped); `line` is its line number for errors. Returns what
+    /// `ipfw` would print.
+    pub fn execute(
+        &mut self,
+        text: &str,
+        line: usize,
+        counters: &[&Counters],
+    ) -> Result<String, CmdError> {
+        let mut p = Parser::new(text, line);
+        p.eat("ipfw");
+        let at = |e: CmdError| match e {
+            CmdError::Failed { msg, .. } => CmdError::Failed { line, msg },
+            e => e,
+        };
+        if p.at_end() {
+            return Ok(String::new());
+        }
+        let cmd = p.next("a command")?;
+        let out = match cmd {
+            "add" => {
+                let r = parse::rule(&mut p)?;
+                p.end()?;
+                let n = self.add(r).map_err(at)?;
+                self.list(Some(n))
+            }
+            "delete" => {
+                if p.eat("set") {
+                    let s: u8 = p.number("a set number")?;
+                    p.end()?;
+                    self.delete_set(s);
+                } else {
+                    let mut nums = vec![p.number::<u16>("a rule number")?];
+                    while !p.at_end() {
+                        nums.push(p.number("a rule number")?);
+                    }
+                    // All or none: every number must name a rule.
+                    if let Some(n) = nums
+                        .iter()
+                        .find(|&&n| !self.rules.iter().any(|(r, _)| r.num == n))
+                    {
+                        return Err(at(failed(format!("rule {n} not found"))));
+                    }
+                    for n in nums {
+                        self.delete(n).map_err(at)?;
+                    }
+                }
+                String::new()
+            }
+            "list" | "show" => {
+                let num = if p.at_end() {
+                    None
+                } else {
+                    Some(p.number::<u16>("a rule number")?)
+                };
+                p.end()?;
+                if cmd == "list" {
+                    self.list(num)
+                } else {
+                    self.show(num, counters)
+                }
+            }
+            "zero" => {
+                let num = if p.at_end() {
+                    None
+                } else {
+                    Some(p.number::<u16>("a rule number")?)
+                };
+                p.end()?;
+                self.zero(num, counters).map_err(at)?;
+                String::new()
+            }
+            "flush" => {
+                p.end()?;
+                self.flush();
+                String::new()
+            }
+            "set" => {
+                let w = p.next("'enable', 'disable', 'move' or 'swap'")?;
+                match w {
+                    "enable" | "disable" => {
+                        let mut sets = vec![p.number::<u8>("a set number (0-31)")?];
+                        while !p.at_end() {
+                            sets.push(p.number("a set number (0-31)")?);
+                        }
+                        for s in sets {
+                            self.set_enable(s, w == "enable").map_err(at)?;
+                        }
+                    }
+                    "move" => {
+                        if p.eat("rule") {
+                            let n: u16 = p.number("a rule number")?;
+                            p.expect("to")?;
+                            let s: u8 = p.number("a set number (0-31)")?;
+                            p.end()?;
+                            self.move_rule(n, s).map_err(at)?;
+                        } else {
+                            let a: u8 = p.number("a set number (0-31) or 'rule'")?;
+                            p.expect("to")?;
+                            let b: u8 = p.number("a set number (0-31)")?;
+                            p.end()?;
+                            self.set_move(a, b).map_err(at)?;
+                        }
+                    }
+                    "swap" => {
+                        let a: u8 = p.number("a set number (0-31)")?;
+                        let b: u8 = p.number("a set number (0-31)")?;
+                        p.end()?;
+                        self.set_swap(a, b).map_err(at)?;
+                    }
+                    _ => {
+                        p.pos -= 1;
+                        return p
+                            .err("'enable', 'disable', 'move' or 'swap'")
+                            .map_err(Into::into);
+                    }
+                }
+                String::new()
+            }
+            "table" => self.table_cmd(&mut p).map_err(at)?,
+            _ => {
+                p.pos -= 1;
+                return Err(p
+                    .error("a command (add, delete, list, show, zero, flush, set, table)")
+                    .into());
+            }
+        };
+        Ok(out)
+    }
+
+    fn table_cmd(&mut self, p: &mut Parser<'_>) -> Result<String, CmdError> {
+        let name = p.word("a table name", |w| {
+            parse::valid_name(w).then(|| w.to_string())
+        })?;
+        let verb = p.next("'create', 'add', 'delete', 'list', 'flush' or 'destroy'")?;
+        match verb {
+            "create" => {
+                let mut ttype = TableType::Addr;
+                if p.eat("type") {
+                    ttype = p.word(
+                        "a table type (addr, addr:hash, iface, number, flow:FIELDS)",
+                        |w| match w {
+                            "addr" | "addr:radix" => Some(TableType::Addr),
+                            "addr:hash" => Some(TableType::AddrHash),
+                            "iface" => Some(TableType::Iface),
+                            "number" => Some(TableType::Number),
+                            _ => FlowFields::parse(w.strip_prefix("flow:")?).map(TableType::Flow),
+                        },
+                    )?;
+                }
+                p.end()?;
+                self.table_create(&name, ttype)?;
+            }
+            "add" => {
+                let key = p.next("a table key")?;
+                let value = if p.at_end() {
+                    0
+                } else {
+                    p.number("a value (0-2147483646)")?
+                };
+                p.end()?;
+                self.table_add(&name, key, value)?;
+            }
+            "delete" => {
+                let key = p.next("a table key")?;
+                p.end()?;
+                self.table_delete(&name, key)?;
+            }
+            "list" => {
+                p.end()?;
+                return self.table_list(&name);
+            }
+            "flush" => {
+                p.end()?;
+                self.table_flush(&name)?;
+            }
+            "destroy" => {
+                p.end()?;
+                self.table_destroy(&name)?;
+            }
+            _ => {
+                p.pos -= 1;
+                return Err(p
+                    .error("'create', 'add', 'delete', 'list', 'flush' or 'destroy'")
+                    .into());
+            }
+        }
+        Ok(String::new())
+    }
+
+    /// Runs a rules file: one command per line, `#` comments, blank lines. All or
+    /// nothing: on an error the ruleset is left as it was. Returns the commands run.
+    pub fn load(&mut self, text: &str) -> Result<usize, CmdError> {
+        let mut work = self.clone();
+        let mut n = 0;
+        for (i, l) in text.lines().enumerate() {
+            if parse::tokenize(l).is_empty() {
+                continue;
+            }
+            work.execute(l, i + 1, &[])?;
+            n += 1;
+        }
+        *self = work;
+        Ok(n)
+    }
+}
+
+fn rule_uses(r: &Rule, name: &str) -> bool {
+    let addr = [&r.src, &r.dst]
+        .iter()
+        .any(|e| matches!(&e.addr, AddrSpec::Table(n, _) if n == name));
+    addr || r.opts.iter().flatten().any(|o| match &o.kind {
+        OptKind::Via(IfPat::Table(n))
+        | OptKind::Recv(IfPat::Table(n))
+        | OptKind::Xmit(IfPat::Table(n)) => n == name,
+        OptKind::Lookup(_, n) | OptKind::Flow(n) => n == name,
+        _ => false,
+    })
+}

@@ -1,0 +1,1102 @@
+//! Behaviour of the rule language, the evaluator and the commands.
+
+use crate::program::tcpopt;
+use crate::*;
+use std::net::IpAddr;
+
+struct Host;
+
+impl Env for Host {
+    fn is_local(&self, a: IpAddr) -> bool {
+        a == ip("10.0.0.1") || a == ip("2001:db8::1")
+    }
+    fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool {
+        // 192.0.2.0/24 routes out of interface 1; everything else out of 2.
+        let via = if IpPrefix::new(ip("192.0.2.0"), 24).contains(src) {
+            1
+        } else {
+            2
+        };
+        via == rcvif
+    }
+    fn antispoof(&self, src: IpAddr, rcvif: u32) -> bool {
+        // 10.0.0.0/8 is connected to interface 1 only.
+        !IpPrefix::new(ip("10.0.0.0"), 8).contains(src) || rcvif == 1
+    }
+}
+
+use route::IpPrefix;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn ifr(index: u32, name: &str) -> Option<IfRef> {
+    Some(IfRef {
+        index,
+        name: IfName::new(name).unwrap(),
+    })
+}
+
+/// A TCP SYN from 192.0.2.7:40000 to 10.0.0.1:22 arriving on em0 (index 1).
+fn syn() -> PacketInfo {
+    let mut p = PacketInfo::new(ip("192.0.2.7"), ip("10.0.0.1"), 6);
+    p.sport = 40000;
+    p.dport = 22;
+    p.tcp_flags = 0x02;
+    p.tcp_win = 65535;
+    p.tcp_opts = tcpopt::MSS | tcpopt::SACK;
+    p.ip_len = 60;
+    p.ttl = 64;
+    p.rcvif = ifr(1, "em0");
+    p.len = 60;
+    p
+}
+
+fn reply(p: &PacketInfo) -> PacketInfo {
+    let mut r = *p;
+    std::mem::swap(&mut r.src, &mut r.dst);
+    std::mem::swap(&mut r.sport, &mut r.dport);
+    r.tcp_flags = 0x12;
+    r.dir = Direction::Out;
+    r.rcvif = None;
+    r.xmitif = ifr(1, "em0");
+    r
+}
+
+struct Fw {
+    rs: Ruleset,
+    ctr: Counters,
+    rng: u64,
+    now: u64,
+}
+
+impl Fw {
+    fn new(text: &str) -> Fw {
+        let mut rs = Ruleset::default();
+        rs.load(text).unwrap_or_else(|e| panic!("{e}"));
+        Fw {
+            rs,
+            ctr: Counters::new(),
+            rng: 0x1234_5678,
+            now: 1,
+        }
+    }
+
+    fn run(&mut self, p: &mut PacketInfo) -> Verdict {
+        let prog = self.rs.program().unwrap();
+        let states = self.rs.states().clone();
+        self.now += 1;
+        prog.eval(p, &Host, &states, &mut self.ctr, self.now, &mut self.rng)
+    }
+
+    fn decide(&mut self, mut p: PacketInfo) -> (Decision, u16) {
+        let v = self.run(&mut p);
+        (v.decision, v.rule)
+    }
+}
+
+/// Whether `add 100 allow BODY` lets `p` through (the default rule denies).
+fn matches(body: &str, p: PacketInfo) -> bool {
+    let mut fw = Fw::new(&format!("add 100 allow {body}"));
+    fw.decide(p).0 == Decision::Allow
+}
+
+// ---- parsing and listing ------------------------------------------------------
+
+const RULES: &[&str] = &[
+    "00100 allow tcp from any to me 22 setup keep-state",
+    "00200 deny ip from 10.0.0.0/8 to any in via em0",
+    "00300 set 3 prob 0.25 count log udp from not 192.0.2.1,198.51.100.0/24 53 to any 1024-65535",
+    "00400 skipto 1000 ip from any to any not established",
+    "00500 skipto tablearg ip from table(bad) to any",
+    "00600 pipe tablearg tcp from any to table(web,7) 80,443",
+    "00700 reject icmp from any to any icmptypes 0,3-5,8",
+    "00800 unreach 3 udp from any to me6",
+    "00900 reset tcp from any to any tcpflags syn,!ack tcpoptions mss,!ts",
+    "01000 allow ip6 from 2001:db8::/32 to any icmp6types 128-129,135",
+    "01100 allow ip from any to any { via em0 or not recv em1 or xmit any }",
+    "01200 call 5000 ip from any to any tagged 5,7-9",
+    "01300 return ip from any to any",
+    "01400 check-state ip from any to any",
+    "01500 allow tcp from any to any 25 limit src-addr dst-port 10",
+    "01600 count ip from any to any tag 42",
+    "01700 count ip from any to any untag tablearg",
+    "01800 queue 3 ip from any to any iplen 0-100 ipttl 1,255 iptos lowdelay,!mincost dscp 46",
+    "01900 allow tcp from any to any tcpwin 0-1024 tcpdatalen 0",
+    "02000 deny ip from any to any mac 00:11:22:33:44:55 any mac-type 2048,34525 layer2",
+    "02100 deny ip from any to any not antispoof in",
+    "02200 deny ip from any to any not verrevpath",
+    "02300 allow udp from any to any lookup dst-port ports",
+    "02400 allow { tcp or udp } from 10.0.0.0:255.0.255.0 to any frag ip4",
+    "02500 deny ip from any to any via table(ifs) out",
+    "02600 unreach6 1 ip6 from any to any",
+];
+
+#[test]
+fn canonical_rules_list_as_they_were_written() {
+    for &text in RULES {
+        let r = parse_rule(text, 1).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(r.to_string(), text);
+    }
+}
+
+#[test]
+fn aliases_list_in_canonical_form() {
+    for (given, canon) in [
+        (
+            "100 accept all from any to any",
+            "00100 allow ip from any to any",
+        ),
+        (
+            "100 drop tcp from {1.2.3.4 or 5.6.7.0/24} to any ssh,http",
+            "00100 deny tcp from 1.2.3.4,5.6.7.0/24 to any 22,80",
+        ),
+        (
+            "100 permit ipv6-icmp from any to any",
+            "00100 allow ipv6-icmp from any to any",
+        ),
+        (
+            "100 unreach host ip from 1.2.3.4/32 to any",
+            "00100 unreach 1 ip from 1.2.3.4 to any",
+        ),
+        (
+            "100 allow ip from 1.2.3.77/24 to any",
+            "00100 allow ip from 1.2.3.0/24 to any",
+        ),
+        (
+            "100 allow ip from any to any dscp af11,ef",
+            "00100 allow ip from any to any dscp 10,46",
+        ),
+        (
+            "100 allow ip from any to any mac-type ip,arp",
+            "00100 allow ip from any to any mac-type 2048,2054",
+        ),
+    ] {
+        assert_eq!(parse_rule(given, 1).unwrap().to_string(), canon, "{given}");
+    }
+}
+
+#[test]
+fn parse_errors_name_line_column_and_what_was_expected() {
+    let e = parse_rule("100 allow tcp fro any to me", 3).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 3, column 15: expected 'from', found 'fro'"
+    );
+    let e = parse_rule("allow tcp from fro to me", 3).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 3, column 16: expected an address, 'any', 'me' or 'table(NAME)', found 'fro'"
+    );
+    let e = parse_rule("allow tcp from any to", 1).unwrap_err();
+    assert_eq!((e.col, e.found.as_str()), (22, "the end of the line"));
+    let e = parse_rule("allow tcp from any to any 99999", 1).unwrap_err();
+    assert!(e.expected.starts_with("a port list"), "{e}");
+    let e = parse_rule("allow ip from any to any { in or keep-state }", 1).unwrap_err();
+    assert!(e.expected.contains("only match options"), "{e}");
+    assert!(parse_rule("allow ip from any to any not keep-state", 1).is_err());
+    assert!(parse_rule("65535 allow ip from any to any", 1).is_err());
+    assert!(parse_rule("set 32 allow ip from any to any", 1).is_err());
+    assert!(parse_rule("prob 1.5 allow ip from any to any", 1).is_err());
+}
+
+#[test]
+fn a_rules_file_loads_with_comments_and_fails_whole_naming_the_line() {
+    let mut rs = Ruleset::default();
+    let n = rs
+        .load("# a comment\n\nadd 100 allow ip from any to any # trailing\nadd deny tcp from any to any\n")
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(
+        rs.list(None),
+        "00100 allow ip from any to any\n00200 deny tcp from any to any\n65535 deny ip from any to any\n"
+    );
+    let before = rs.list(None);
+    let e = rs
+        .load("add 300 allow ip from any to any\n\nadd 400 allow ip fro any to any\n")
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 3, column 18: expected 'from', found 'fro'"
+    );
+    assert_eq!(rs.list(None), before, "a failed load changes nothing");
+    let e = rs.load("delete 7\n").unwrap_err();
+    assert_eq!(e.to_string(), "line 1: rule 7 not found");
+    let e = rs.load("frob\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("line 1, column 1: expected a command"),
+        "{e}"
+    );
+}
+
+// ---- matching, option by option -------------------------------------------------
+
+#[test]
+fn addresses_me_lists_masks_and_not() {
+    let p = syn();
+    assert!(matches("tcp from any to me", p));
+    assert!(!matches("tcp from me to any", p));
+    assert!(!matches("tcp from any to me6", p));
+    assert!(matches("tcp from 192.0.2.0/24 to 10.0.0.1", p));
+    assert!(matches("tcp from { 1.1.1.1 or 192.0.2.7 } to any", p));
+    assert!(matches("tcp from 1.1.1.1,192.0.2.0/28 to any", p));
+    assert!(!matches("tcp from not 192.0.2.0/24 to any", p));
+    assert!(matches("tcp from 192.0.0.7:255.0.0.255 to any", p));
+    assert!(
+        !matches("tcp from 2001:db8::/32 to any", p),
+        "family mismatch"
+    );
+    assert!(!matches("ip from not any to any", p));
+    let mut p6 = PacketInfo::new(ip("2001:db8::7"), ip("2001:db8::1"), 58);
+    p6.icmp_type = 128;
+    assert!(matches("ip6 from 2001:db8::/32 to me6 icmp6types 128", p6));
+    assert!(matches("ipv6-icmp from any to me", p6));
+    assert!(!matches("ip4 from any to any", p6));
+    assert!(!matches("ip from any to any icmp6types 129", p6));
+}
+
+#[test]
+fn protocols_and_ports() {
+    let p = syn();
+    assert!(matches("tcp from any 40000 to any 22", p));
+    assert!(matches("{ udp or tcp } from any to any 20-25,80", p));
+    assert!(!matches("udp from any to any", p));
+    assert!(!matches("tcp from any to any 80", p));
+    assert!(matches("6 from any to any ssh", p));
+    let mut f = p;
+    f.frag = true;
+    assert!(
+        !matches("tcp from any to any 22", f),
+        "a later fragment has no ports"
+    );
+    assert!(matches("tcp from any to any frag", f));
+    assert!(!matches("tcp from any to any frag", p));
+}
+
+#[test]
+fn tcp_options() {
+    let p = syn();
+    assert!(matches("tcp from any to any setup", p));
+    assert!(!matches("tcp from any to any established", p));
+    let r = reply(&p);
+    assert!(!matches("tcp from any to any setup", r));
+    assert!(matches("tcp from any to any established", r));
+    assert!(matches("tcp from any to any tcpflags syn,!ack,!rst", p));
+    assert!(!matches("tcp from any to any tcpflags syn,ack", p));
+    assert!(matches("tcp from any to any tcpoptions mss,sack,!ts", p));
+    assert!(!matches("tcp from any to any tcpoptions ts", p));
+    assert!(matches("tcp from any to any tcpwin 60000-65535", p));
+    assert!(matches("tcp from any to any tcpdatalen 0", p));
+    assert!(!matches("tcp from any to any tcpdatalen 1-1500", p));
+}
+
+#[test]
+fn ip_header_options() {
+    let mut p = syn();
+    p.tos = 46 << 2 | 0x10;
+    assert!(matches("ip from any to any iplen 40-60", p));
+    assert!(!matches("ip from any to any iplen 61-1500", p));
+    assert!(matches("ip from any to any ipttl 64", p));
+    assert!(matches("ip from any to any iptos lowdelay", p));
+    assert!(!matches("ip from any to any iptos mincost", p));
+    assert!(matches("ip from any to any dscp ef", p));
+    assert!(!matches("ip from any to any dscp af11", p));
+    let mut icmp = PacketInfo::new(ip("192.0.2.7"), ip("10.0.0.1"), 1);
+    icmp.icmp_type = 8;
+    assert!(matches("icmp from any to any icmptypes 0,8", icmp));
+    assert!(!matches("icmp from any to any icmptypes 3", icmp));
+}
+
+#[test]
+fn direction_and_interfaces() {
+    let p = syn();
+    let r = reply(&p);
+    assert!(matches("ip from any to any in", p));
+    assert!(!matches("ip from any to any out", p));
+    assert!(matches("ip from any to any out", r));
+    assert!(matches("ip from any to any via em0", p));
+    assert!(matches("ip from any to any via em0", r));
+    assert!(matches("ip from any to any recv em0", p));
+    assert!(!matches("ip from any to any recv em0", r));
+    assert!(matches("ip from any to any xmit em0", r));
+    assert!(!matches("ip from any to any xmit any", p));
+    assert!(matches("ip from any to any recv any", p));
+    assert!(!matches("ip from any to any via em1", p));
+    assert!(matches("ip from any to any { via em1 or via em0 }", p));
+    assert!(!matches("ip from any to any { via em1 or via em2 }", p));
+    assert!(matches(
+        "ip from any to any { via em1 or not via em2 } in",
+        p
+    ));
+}
+
+#[test]
+fn layer2_options() {
+    let mut p = syn();
+    p.mac = Some(MacHdr {
+        dst: [0, 0x11, 0x22, 0x33, 0x44, 0x55],
+        src: [2, 0, 0, 0, 0, 1],
+        ethertype: 0x0800,
+    });
+    assert!(!matches("ip from any to any layer2", p));
+    assert!(
+        !matches("ip from any to any mac any any", p),
+        "mac matches on the layer-2 pass only"
+    );
+    p.layer2 = true;
+    assert!(matches("ip from any to any layer2", p));
+    assert!(matches("ip from any to any mac 00:11:22:33:44:55 any", p));
+    assert!(matches(
+        "ip from any to any mac any 02:00:00:00:00:01 mac-type ip",
+        p
+    ));
+    assert!(!matches("ip from any to any mac 00:11:22:33:44:56 any", p));
+    assert!(!matches("ip from any to any mac-type ipv6", p));
+}
+
+#[test]
+fn antispoof_and_verrevpath() {
+    let mut p = syn();
+    assert!(matches("ip from any to any verrevpath", p));
+    p.rcvif = ifr(2, "em1");
+    assert!(!matches("ip from any to any verrevpath", p));
+    p.src = ip("10.9.9.9");
+    assert!(
+        !matches("ip from any to any antispoof", p),
+        "10/8 lives on interface 1"
+    );
+    p.rcvif = ifr(1, "em0");
+    assert!(matches("ip from any to any antispoof", p));
+    let r = reply(&syn());
+    assert!(
+        matches("ip from any to any verrevpath antispoof", r),
+        "outgoing packets pass"
+    );
+}
+
+#[test]
+fn tags_are_set_matched_and_cleared() {
+    let mut fw = Fw::new(
+        "add 100 count ip from any to any tag 5\n\
+         add 200 count ip from any to any tagged 5 tag 6\n\
+         add 300 count ip from any to any tagged 6 untag 5\n\
+         add 400 allow ip from any to any not tagged 5 tagged 6\n",
+    );
+    let mut p = syn();
+    let v = fw.run(&mut p);
+    assert_eq!((v.decision, v.rule), (Decision::Allow, 400));
+    assert_eq!(p.tags.as_slice(), &[6]);
+}
+
+#[test]
+fn prob_matches_about_that_often() {
+    let mut fw =
+        Fw::new("add 100 prob 0.25 deny ip from any to any\nadd 200 allow ip from any to any\n");
+    let denied = (0..4000)
+        .filter(|_| fw.decide(syn()).0 == Decision::Deny)
+        .count();
+    assert!((800..1200).contains(&denied), "{denied}");
+}
+
+// ---- actions and flow of control ----------------------------------------------------
+
+#[test]
+fn actions_give_their_decisions() {
+    let p = syn();
+    let mut udp = PacketInfo::new(ip("192.0.2.7"), ip("10.0.0.1"), 17);
+    udp.dport = 53;
+    for (action, pkt, want) in [
+        ("allow", p, Decision::Allow),
+        ("deny", p, Decision::Deny),
+        ("reject", p, Decision::Reject(RejectKind::Unreach(1))),
+        ("unreach port", p, Decision::Reject(RejectKind::Unreach(3))),
+        (
+            "unreach6 admin-prohib",
+            p,
+            Decision::Reject(RejectKind::Unreach6(1)),
+        ),
+        ("reset", p, Decision::Reject(RejectKind::Rst)),
+        ("reset", udp, Decision::Deny),
+        ("pipe 7", p, Decision::Pipe(7)),
+        ("queue 9", p, Decision::Queue(9)),
+    ] {
+        let mut fw = Fw::new(&format!("add 100 {action} ip from any to any"));
+        assert_eq!(fw.decide(pkt), (want, 100), "{action}");
+    }
+    let mut p6 = PacketInfo::new(ip("2001:db8::7"), ip("2001:db8::1"), 17);
+    p6.dport = 1;
+    let mut fw = Fw::new("add 100 reject ip from any to any");
+    assert_eq!(fw.decide(p6).0, Decision::Reject(RejectKind::Unreach6(1)));
+}
+
+#[test]
+fn a_batch_gets_one_verdict_per_packet() {
+    let mut fw = Fw::new("add 100 allow tcp from any to me 22\nadd 200 deny ip from any to any\n");
+    let prog = fw.rs.program().unwrap();
+    let mut other = syn();
+    other.dport = 23;
+    let mut pkts = [syn(), other, syn()];
+    let mut out = [Verdict {
+        decision: Decision::Allow,
+        rule: 0,
+        log: false,
+    }; 3];
+    prog.eval_batch(
+        &mut pkts,
+        &mut out,
+        &Host,
+        fw.rs.states(),
+        &mut fw.ctr,
+        1,
+        &mut fw.rng,
+    );
+    let got: Vec<_> = out.iter().map(|v| (v.decision, v.rule)).collect();
+    assert_eq!(
+        got,
+        [
+            (Decision::Allow, 100),
+            (Decision::Deny, 200),
+            (Decision::Allow, 100)
+        ]
+    );
+}
+
+#[test]
+fn default_rule_is_configurable() {
+    let mut fw = Fw::new("");
+    assert_eq!(fw.decide(syn()), (Decision::Deny, 65535));
+    fw.rs.set_default_allow(true);
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 65535));
+    assert!(fw
+        .rs
+        .list(None)
+        .ends_with("65535 allow ip from any to any\n"));
+}
+
+#[test]
+fn count_goes_on_and_log_is_reported() {
+    let mut fw =
+        Fw::new("add 100 count log ip from any to any\nadd 200 allow ip from any to any\n");
+    let v = fw.run(&mut syn());
+    assert_eq!((v.decision, v.rule, v.log), (Decision::Allow, 200, true));
+    assert_eq!(fw.ctr.logged, 1);
+}
+
+#[test]
+fn skipto_jumps_forward_only() {
+    let mut fw = Fw::new(
+        "add 100 skipto 300 ip from any to any\n\
+         add 200 deny ip from any to any\n\
+         add 300 skipto 100 tcp from any to any\n\
+         add 400 allow tcp from any to any\n",
+    );
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 400));
+    // skipto past every rule lands on the default rule.
+    let mut fw =
+        Fw::new("add 100 skipto 60000 ip from any to any\nadd 200 allow ip from any to any\n");
+    assert_eq!(fw.decide(syn()), (Decision::Deny, 65535));
+}
+
+#[test]
+fn skipto_tablearg_and_pipe_tablearg_take_the_table_value() {
+    let mut fw = Fw::new(
+        "table t create type addr\n\
+         table t add 192.0.2.0/24 300\n\
+         table t add 192.0.2.7 500\n\
+         add 100 skipto tablearg ip from table(t) to any\n\
+         add 300 deny ip from any to any\n\
+         add 500 pipe tablearg ip from table(t) to any\n",
+    );
+    assert_eq!(fw.decide(syn()), (Decision::Pipe(500), 500));
+    let mut other = syn();
+    other.src = ip("192.0.2.8");
+    assert_eq!(fw.decide(other), (Decision::Deny, 300));
+    let mut none = syn();
+    none.src = ip("198.51.100.1");
+    assert_eq!(
+        fw.decide(none),
+        (Decision::Deny, 300),
+        "no table hit: no skip"
+    );
+}
+
+#[test]
+fn call_and_return() {
+    let mut fw = Fw::new(
+        "add 100 call 1000 ip from any to any\n\
+         add 200 allow tcp from any to any tagged 1\n\
+         add 300 deny ip from any to any\n\
+         add 1000 count ip from any to any tag 1\n\
+         add 1100 return ip from any to any\n\
+         add 1200 deny ip from any to any\n",
+    );
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 200));
+    // return with an empty stack goes on with the next rule.
+    let mut fw = Fw::new("add 100 return ip from any to any\nadd 200 allow ip from any to any\n");
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 200));
+    // A rule that calls itself fills the stack, then the walk goes on past it.
+    let mut fw = Fw::new("add 100 call 100 ip from any to any\nadd 200 allow ip from any to any\n");
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 200));
+    let c = fw.rs.counter(fw.rs.rules().next().unwrap().1, &[&fw.ctr]);
+    assert_eq!(c.packets as usize, crate::program::CALLSTACK + 1);
+}
+
+#[test]
+fn calls_nest_to_the_stack_depth() {
+    // 100 calls 1000 which calls 2000 which returns, then 1000's next rule returns.
+    let mut fw = Fw::new(
+        "add 100 call 1000 ip from any to any\n\
+         add 200 allow ip from any to any tagged 2\n\
+         add 1000 call 2000 ip from any to any\n\
+         add 1100 return ip from any to any tagged 1\n\
+         add 1200 deny ip from any to any\n\
+         add 2000 count ip from any to any tag 1\n\
+         add 2100 count ip from any to any tag 2\n\
+         add 2200 return ip from any to any\n",
+    );
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 200));
+}
+
+// ---- states ------------------------------------------------------------------------
+
+#[test]
+fn keep_state_lets_replies_back() {
+    let mut fw = Fw::new(
+        "add 100 check-state ip from any to any\n\
+         add 200 allow tcp from any to me 22 setup keep-state\n\
+         add 300 deny ip from any to any\n",
+    );
+    let p = syn();
+    assert_eq!(fw.decide(reply(&p)), (Decision::Deny, 300), "no state yet");
+    assert_eq!(fw.decide(p), (Decision::Allow, 200));
+    assert_eq!(fw.rs.states().len(), 1);
+    assert_eq!(
+        fw.decide(reply(&p)),
+        (Decision::Allow, 200),
+        "the state's rule decides"
+    );
+    let mut ack = p;
+    ack.tcp_flags = 0x10;
+    assert_eq!(fw.decide(ack), (Decision::Allow, 200));
+    fw.rs.delete(200).unwrap();
+    assert_eq!(
+        fw.rs.states().len(),
+        0,
+        "deleting the rule drops its states"
+    );
+    assert_eq!(fw.decide(ack), (Decision::Deny, 300));
+}
+
+#[test]
+fn the_first_keep_state_rule_checks_states_too() {
+    let mut fw = Fw::new(
+        "add 100 pipe 3 tcp from any to me 22 setup keep-state\n\
+         add 200 deny ip from any to any\n",
+    );
+    let p = syn();
+    assert_eq!(fw.decide(p), (Decision::Pipe(3), 100));
+    assert_eq!(fw.decide(reply(&p)), (Decision::Pipe(3), 100));
+}
+
+#[test]
+fn limit_caps_states_per_masked_flow() {
+    let mut fw = Fw::new("add 100 allow tcp from any to me 22 setup limit src-addr 2\n");
+    for port in 1..=2 {
+        let mut p = syn();
+        p.sport = port;
+        assert_eq!(fw.decide(p), (Decision::Allow, 100));
+    }
+    let mut p = syn();
+    p.sport = 3;
+    assert_eq!(
+        fw.decide(p),
+        (Decision::Deny, 100),
+        "a third flow from one source"
+    );
+    p.src = ip("192.0.2.8");
+    assert_eq!(
+        fw.decide(p),
+        (Decision::Allow, 100),
+        "another source has its own limit"
+    );
+}
+
+// ---- tables ------------------------------------------------------------------------
+
+#[test]
+fn table_kinds_match_and_give_tablearg() {
+    let mut fw = Fw::new(
+        "table ifs create type iface\n\
+         table ifs add em0 11\n\
+         table ports create type number\n\
+         table ports add 22 12\n\
+         table fl create type flow:src-ip,proto,dst-port\n\
+         table fl add 192.0.2.7,6,22 13\n\
+         add 100 pipe tablearg ip from any to any recv table(ifs) not tagged 1 tag 1\n",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Pipe(11));
+    let mut fw = Fw::new(
+        "table ports create type number\ntable ports add 22 12\nadd 100 queue tablearg tcp from any to any lookup dst-port ports\n",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Queue(12));
+    let mut fw = Fw::new(
+        "table fl create type flow:src-ip,proto,dst-port\ntable fl add 192.0.2.7,6,22 13\nadd 100 pipe tablearg ip from any to any flow table(fl)\n",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Pipe(13));
+    let mut p = syn();
+    p.dport = 23;
+    assert_eq!(fw.decide(p).0, Decision::Deny);
+}
+
+#[test]
+fn table_with_value_matches_only_that_value() {
+    let mut fw = Fw::new(
+        "table t create\ntable t add 192.0.2.0/24 1\ntable t add 2001:db8::/32 2\n\
+         add 100 allow ip from table(t,2) to any\n",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Deny);
+    let p6 = PacketInfo::new(ip("2001:db8::7"), ip("2001:db8::1"), 17);
+    assert_eq!(fw.decide(p6).0, Decision::Allow);
+}
+
+#[test]
+fn hash_tables_match_host_addresses_exactly() {
+    let mut fw = Fw::new(
+        "table h create type addr:hash\ntable h add 192.0.2.7 9\ntable h add 2001:db8::7 10\n\
+         add 100 pipe tablearg ip from table(h) to any\n",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Pipe(9));
+    let p6 = PacketInfo::new(ip("2001:db8::7"), ip("2001:db8::1"), 17);
+    assert_eq!(fw.decide(p6).0, Decision::Pipe(10));
+    let mut other = syn();
+    other.src = ip("192.0.2.8");
+    assert_eq!(fw.decide(other).0, Decision::Deny);
+    assert!(
+        fw.rs.execute("table h add 192.0.2.0/24", 1, &[]).is_err(),
+        "hosts only"
+    );
+    assert_eq!(
+        fw.rs.table_list("h").unwrap(),
+        "--- table(h), type addr:hash ---\n192.0.2.7 9\n2001:db8::7 10\n"
+    );
+}
+
+#[test]
+fn table_changes_reach_the_next_program() {
+    let mut fw =
+        Fw::new("add 100 deny ip from table(bad) to any\nadd 200 allow ip from any to any\n");
+    assert_eq!(
+        fw.rs.table("bad").unwrap().ttype(),
+        TableType::Addr,
+        "created on first use"
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Allow);
+    fw.rs.execute("table bad add 192.0.2.0/25", 1, &[]).unwrap();
+    assert_eq!(fw.decide(syn()).0, Decision::Deny);
+    assert_eq!(
+        fw.rs.table_list("bad").unwrap(),
+        "--- table(bad), type addr ---\n192.0.2.0/25 0\n"
+    );
+    fw.rs
+        .execute("table bad delete 192.0.2.0/25", 1, &[])
+        .unwrap();
+    assert_eq!(fw.decide(syn()).0, Decision::Allow);
+    assert!(fw.rs.table_destroy("bad").is_err(), "in use");
+    let e = fw
+        .rs
+        .execute("add 300 allow ip from any to any via table(bad)", 4, &[])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 4: table bad has type addr, the rule needs iface"
+    );
+}
+
+#[test]
+fn big_address_tables_compile_to_poptrie_and_agree() {
+    let mut t = Table::new(TableType::Addr, 1 << 20);
+    for i in 0..3000u32 {
+        let a = std::net::Ipv4Addr::from(0x0a00_0000 | (i << 8));
+        t.add(TableKey::Addr(IpPrefix::new(a.into(), 24)), i)
+            .unwrap();
+    }
+    t.add(TableKey::Addr(IpPrefix::new(ip("10.0.0.0"), 8)), 9999)
+        .unwrap();
+    let c = t.compile();
+    assert!(matches!(
+        &c,
+        crate::table::CompiledTable::Addr {
+            v4: crate::table::Lpm::Poptrie(_),
+            ..
+        }
+    ));
+    assert_eq!(c.lookup_addr(ip("10.0.5.1")), Some(5));
+    assert_eq!(c.lookup_addr(ip("10.255.0.1")), Some(9999));
+    assert_eq!(c.lookup_addr(ip("11.0.0.1")), None);
+    let mut small = Table::new(TableType::Addr, 2);
+    small
+        .add(TableKey::Addr(IpPrefix::host(ip("1.1.1.1"))), 1)
+        .unwrap();
+    small
+        .add(TableKey::Addr(IpPrefix::host(ip("1.1.1.2"))), 1)
+        .unwrap();
+    let e = small.add(TableKey::Addr(IpPrefix::host(ip("1.1.1.3"))), 1);
+    assert_eq!(e, Err(crate::table::TableError::Full));
+}
+
+// ---- sets, counters, commands ---------------------------------------------------------
+
+#[test]
+fn sets_disable_move_and_swap() {
+    let mut fw = Fw::new(
+        "add 100 set 1 deny ip from any to any\n\
+         add 200 set 2 pipe 2 ip from any to any\n\
+         add 300 allow ip from any to any\n",
+    );
+    assert_eq!(fw.decide(syn()), (Decision::Deny, 100));
+    fw.rs.execute("set disable 1", 1, &[]).unwrap();
+    assert_eq!(fw.decide(syn()), (Decision::Pipe(2), 200));
+    fw.rs.execute("set swap 1 2", 1, &[]).unwrap();
+    // Set 2 now holds rule 100 and is disabled; set 1 holds rule 200, enabled.
+    assert_eq!(fw.decide(syn()), (Decision::Pipe(2), 200));
+    fw.rs.execute("set move 1 to 2", 1, &[]).unwrap();
+    assert_eq!(fw.decide(syn()), (Decision::Allow, 300));
+    fw.rs.execute("set enable 2", 1, &[]).unwrap();
+    assert_eq!(fw.decide(syn()), (Decision::Deny, 100));
+    fw.rs.execute("set move rule 100 to 5", 1, &[]).unwrap();
+    assert!(fw.rs.list(Some(100)).starts_with("00100 set 5 deny"));
+    fw.rs.execute("delete set 5", 1, &[]).unwrap();
+    assert_eq!(fw.decide(syn()), (Decision::Pipe(2), 200));
+    assert!(fw.rs.execute("set disable 32", 1, &[]).is_err());
+}
+
+#[test]
+fn counters_are_per_worker_summed_and_zeroed() {
+    let mut fw = Fw::new("add 100 count ip from any to any\nadd 200 allow tcp from any to any\n");
+    let prog = fw.rs.program().unwrap();
+    let states = fw.rs.states().clone();
+    let mut w2 = Counters::new();
+    let mut rng = 1;
+    for _ in 0..3 {
+        let _ = fw.run(&mut syn());
+        let _ = prog.eval(&mut syn(), &Host, &states, &mut w2, 5, &mut rng);
+    }
+    let show = fw.rs.show(None, &[&fw.ctr, &w2]);
+    assert_eq!(
+        show,
+        "00100          6          360 count ip from any to any\n\
+         00200          6          360 allow tcp from any to any\n\
+         65535          0            0 deny ip from any to any\n"
+    );
+    fw.rs.execute("zero 100", 1, &[&fw.ctr, &w2]).unwrap();
+    let _ = fw.run(&mut syn());
+    let show = fw.rs.show(None, &[&fw.ctr, &w2]);
+    assert!(
+        show.starts_with("00100          1           60 count"),
+        "{show}"
+    );
+    assert!(
+        show.contains("00200          7          420 allow"),
+        "{show}"
+    );
+    // A new program keeps each rule's counts.
+    fw.rs
+        .execute("add 150 count udp from any to any", 1, &[])
+        .unwrap();
+    let _ = fw.run(&mut syn());
+    assert!(fw
+        .rs
+        .show(Some(200), &[&fw.ctr, &w2])
+        .contains("          8          480"));
+}
+
+#[test]
+fn commands_answer_like_ipfw() {
+    let mut rs = Ruleset::default();
+    let out = rs
+        .execute(
+            "ipfw add allow tcp from any to me 22 setup keep-state",
+            1,
+            &[],
+        )
+        .unwrap();
+    assert_eq!(out, "00100 allow tcp from any to me 22 setup keep-state\n");
+    rs.execute("add 100 deny ip from any to any", 2, &[])
+        .unwrap();
+    assert_eq!(rs.rules().count(), 2);
+    assert!(rs.execute("delete 100 7", 3, &[]).is_err());
+    assert_eq!(rs.rules().count(), 2, "a failed delete deletes nothing");
+    rs.execute("delete 100", 3, &[]).unwrap();
+    assert_eq!(rs.rules().count(), 0);
+    rs.execute("add 10 deny ip from any to any", 4, &[])
+        .unwrap();
+    rs.execute("flush", 5, &[]).unwrap();
+    assert_eq!(rs.list(None), "65535 deny ip from any to any\n");
+    let e = rs.execute("set frob 1", 9, &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 9, column 5: expected 'enable', 'disable', 'move' or 'swap', found 'frob'"
+    );
+}
+
+// ---- round trip, property -------------------------------------------------------------
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pick(items: &'static [&'static str]) -> impl Strategy<Value = String> {
+        proptest::sample::select(items).prop_map(|s| s.to_string())
+    }
+
+    fn addr() -> impl Strategy<Value = String> {
+        prop_oneof![
+            pick(&[
+                "any",
+                "me",
+                "me6",
+                "table(a)",
+                "table(a,3)",
+                "not any",
+                "not me"
+            ]),
+            (any::<u32>(), 0u8..=32)
+                .prop_map(|(a, l)| format!("{}/{l}", std::net::Ipv4Addr::from(a))),
+            (any::<u128>(), 0u8..=128)
+                .prop_map(|(a, l)| format!("{}/{l}", std::net::Ipv6Addr::from(a))),
+            (any::<u32>(), any::<u32>()).prop_map(|(a, m)| format!(
+                "{}:{}",
+                std::net::Ipv4Addr::from(a),
+                std::net::Ipv4Addr::from(m)
+            )),
+            (any::<u32>(), any::<u32>()).prop_map(|(a, b)| format!(
+                "{{ {} or {} }}",
+                std::net::Ipv4Addr::from(a),
+                std::net::Ipv4Addr::from(b)
+            )),
+        ]
+    }
+
+    fn ports() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            (any::<u16>(), any::<u16>()).prop_map(|(a, b)| format!(
+                " {},{}-{}",
+                a,
+                a.min(b),
+                a.max(b)
+            )),
+            pick(&[" ssh", " 22,http"]),
+        ]
+    }
+
+    fn opt() -> impl Strategy<Value = String> {
+        pick(&[
+            "in",
+            "out",
+            "not in",
+            "via em0",
+            "recv any",
+            "xmit table(ifs)",
+            "setup",
+            "established",
+            "tcpflags syn,!ack",
+            "tcpflags fin,urg,cwr,!ece",
+            "frag",
+            "icmptypes 0,8",
+            "icmp6types 1-4,255",
+            "ip4",
+            "ip6",
+            "tagged 1-5",
+            "iplen 0-9",
+            "ipttl 1",
+            "iptos throughput,!congestion",
+            "dscp cs1,af42",
+            "tcpoptions window,!cc",
+            "tcpwin 1",
+            "tcpdatalen 0-2",
+            "mac any 01:02:03:04:05:06",
+            "mac-type vlan",
+            "layer2",
+            "antispoof",
+            "not verrevpath",
+            "lookup src-port p",
+            "flow table(f)",
+            "{ in or not out or via x0 }",
+            "keep-state",
+            "limit src-port dst-addr 5",
+            "tag 7",
+            "untag tablearg",
+        ])
+    }
+
+    fn rule() -> impl Strategy<Value = String> {
+        (
+            pick(&[
+                "",
+                "100 ",
+                "65534 ",
+                "7 set 31 ",
+                "prob 0.5 ",
+                "200 prob 0.0001 ",
+            ]),
+            pick(&[
+                "allow",
+                "deny",
+                "reject",
+                "unreach 3",
+                "unreach6 port",
+                "reset",
+                "count",
+                "skipto 5",
+                "skipto tablearg",
+                "call 9",
+                "return",
+                "check-state",
+                "pipe 3",
+                "queue tablearg",
+            ]),
+            pick(&["", " log"]),
+            pick(&[
+                "ip",
+                "all",
+                "tcp",
+                "udp",
+                "ip6",
+                "ip4",
+                "{ tcp or 17 }",
+                "200",
+            ]),
+            addr(),
+            ports(),
+            addr(),
+            ports(),
+            proptest::collection::vec(opt(), 0..5),
+        )
+            .prop_map(|(n, a, l, p, s, sp, d, dp, o)| {
+                format!("{n}{a}{l} {p} from {s}{sp} to {d}{dp} {}", o.join(" "))
+            })
+    }
+
+    fn match_opt() -> impl Strategy<Value = String> {
+        pick(&[
+            "in",
+            "out",
+            "via em0",
+            "recv any",
+            "xmit em1",
+            "recv table(ifs)",
+            "setup",
+            "established",
+            "tcpflags syn,!ack",
+            "tcpflags fin,!rst",
+            "frag",
+            "icmptypes 0,8",
+            "icmp6types 128-135",
+            "ip4",
+            "ip6",
+            "tagged 1-2",
+            "iplen 0-200",
+            "ipttl 64",
+            "iptos lowdelay",
+            "dscp 0-10",
+            "tcpoptions mss,!ts",
+            "tcpwin 0-30000",
+            "tcpdatalen 0",
+            "mac any 01:01:01:01:01:01",
+            "mac-type ip",
+            "layer2",
+            "antispoof",
+            "verrevpath",
+            "lookup dst-port p",
+        ])
+    }
+
+    fn packet() -> impl Strategy<Value = PacketInfo> {
+        any::<[u8; 16]>().prop_map(|b| {
+            let v6 = b[0] & 1 != 0;
+            let a = |x: u8| -> IpAddr {
+                if v6 {
+                    std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(x % 4)).into()
+                } else {
+                    std::net::Ipv4Addr::new(10 * (x & 1), 0, 0, x % 4).into()
+                }
+            };
+            let protos = [6, 17, 1, 58];
+            let mut p = PacketInfo::new(a(b[1]), a(b[2]), protos[b[3] as usize % 4]);
+            p.sport = u16::from(b[4]);
+            p.dport = u16::from(b[5]);
+            p.tcp_flags = b[6];
+            p.tcp_opts = b[7];
+            p.tcp_win = u16::from(b[8]) << 8;
+            p.tcp_datalen = u16::from(b[9] & 3);
+            p.icmp_type = b[10] % 4 * 43;
+            p.ip_len = u16::from(b[11]);
+            p.ttl = if b[12] & 1 != 0 { 64 } else { b[12] };
+            p.tos = b[13];
+            p.frag = b[14] & 1 != 0;
+            p.dir = if b[14] & 2 != 0 {
+                Direction::Out
+            } else {
+                Direction::In
+            };
+            let names = ["em0", "em1", "lo0"];
+            if b[14] & 4 != 0 {
+                p.rcvif = ifr(u32::from(b[15] % 3), names[b[15] as usize % 3]);
+            }
+            if b[14] & 8 != 0 {
+                p.xmitif = ifr(u32::from(b[15] / 3 % 3), names[b[15] as usize / 3 % 3]);
+            }
+            p.layer2 = b[14] & 16 != 0;
+            if b[14] & 32 != 0 {
+                p.mac = Some(MacHdr {
+                    dst: [b[15] & 1; 6],
+                    src: [1; 6],
+                    ethertype: 0x0800 | u16::from(b[13] & 1),
+                });
+            }
+            for t in 0..b[15] % 3 {
+                p.tags.add(u16::from(t) + 1);
+            }
+            p
+        })
+    }
+
+    /// Whether `ip from any to any OPTS` matches, with tables `ifs` (em0) and `p` (22).
+    fn matches_opts(opts: &str, p: PacketInfo) -> bool {
+        let mut fw = Fw::new(&format!(
+            "table ifs create type iface\ntable ifs add em0\ntable p create type number\n\
+             table p add 22\nadd 100 allow ip from any to any {opts}"
+        ));
+        fw.decide(p).0 == Decision::Allow
+    }
+
+    proptest! {
+        #[test]
+        fn parse_list_parse_gives_the_same_rule(text in rule()) {
+            let r = parse_rule(&text, 1).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+            let listed = r.to_string();
+            let again = parse_rule(&listed, 1).map_err(|e| TestCaseError::fail(format!("{listed}: {e}")))?;
+            prop_assert_eq!(&again, &r, "{}", listed);
+            prop_assert_eq!(again.to_string(), listed);
+        }
+
+        #[test]
+        fn not_and_or_and_conjunction_hold(a in match_opt(), b in match_opt(), p in packet()) {
+            let ma = matches_opts(&a, p);
+            let mb = matches_opts(&b, p);
+            prop_assert_eq!(matches_opts(&format!("not {a}"), p), !ma, "not {}", a);
+            prop_assert_eq!(matches_opts(&format!("{{ {a} or {b} }}"), p), ma || mb);
+            prop_assert_eq!(matches_opts(&format!("{{ not {a} or {b} }}"), p), !ma || mb);
+            prop_assert_eq!(matches_opts(&format!("{a} {b}"), p), ma && mb);
+        }
+
+        #[test]
+        fn the_parser_never_panics(text in "[ -~]{0,80}") {
+            let _ = parse_rule(&text, 1);
+            let _ = Ruleset::default().execute(&text, 1, &[]);
+        }
+    }
+}
