@@ -207,11 +207,18 @@ pub(crate) fn rule(p: &mut Parser<'_>) -> PResult<Rule> {
     }
     let action = action(p)?;
     let log = p.eat("log");
-    let proto = proto(p)?;
-    p.expect("from")?;
-    let src = endpoint(p)?;
-    p.expect("to")?;
-    let dst = endpoint(p)?;
+    // ipfw(8) takes `check-state` alone: it matches every packet's state.
+    let mut all = Parser::new("ip from any to any", p.line);
+    let body = if p.at_end() && matches!(action, Action::CheckState) {
+        &mut all
+    } else {
+        &mut *p
+    };
+    let proto = proto(body)?;
+    body.expect("from")?;
+    let src = endpoint(body)?;
+    body.expect("to")?;
+    let dst = endpoint(body)?;
     let mut opts = Vec::new();
     while !p.at_end() {
         if p.eat("{") {

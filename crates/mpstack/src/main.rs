@@ -38,7 +38,7 @@ enum Cmd {
     /// A router between two links, with a static route: `mpstack run --tap r0 --inet
     /// 198.18.1.1/24 --tap r1 --inet 198.18.2.1/24 --inet6 r0=2001:2:1::1/64 --inet6
     /// r1=2001:2:2::1/64 --forwarding --route 198.19.0.0/16=198.18.2.2`.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Measure mpstack beside its baseline and peers in the same run.
     ///
     /// `tcp`: single-flow throughput, N MiB over one connection, timed from the first
@@ -205,6 +205,14 @@ pub struct RunArgs {
     /// connection (stateful ECMP). Entries idle 30 s are dropped.
     #[arg(long, value_name = "MODE", value_parser = ["dst", "4tuple"])]
     pub flow_table: Option<String>,
+    /// Load an ipfw(8) rules file (`add …` lines, `table …`, `#` comments) and run it
+    /// at the IPv4 and IPv6 points, in and out; `ipfw show` is printed at exit.
+    /// Errors name the line and column. (dummynet pipes are not driven yet.)
+    #[arg(long, value_name = "FILE")]
+    pub ipfw: Option<std::path::PathBuf>,
+    /// What the default rule 65535 does with --ipfw.
+    #[arg(long, value_name = "ACTION", default_value = "deny", value_parser = ["allow", "deny"])]
+    pub ipfw_default: String,
     /// Send IPv6 router advertisements on every interface with an IPv6 address (its
     /// prefixes, for SLAAC; the MTU; this node as default router with --forwarding).
     #[arg(long)]
@@ -271,7 +279,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Demo(a) => demo::main(a),
-        Cmd::Run(a) => run::main(a),
+        Cmd::Run(a) => run::main(*a),
         Cmd::Bench(a) => bench::main(a),
     };
     match r {

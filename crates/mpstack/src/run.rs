@@ -225,6 +225,22 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         res.map_err(|e| format!("--route: {e}"))?;
     }
     let inet6: Vec<net::Inet6Addr> = inet6.into_iter().flatten().collect();
+    let ipfw = match &a.ipfw {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--ipfw {}: {e}", path.display()))?;
+            let cfg = fw::RulesetConfig {
+                default_allow: a.ipfw_default == "allow",
+                ..fw::RulesetConfig::default()
+            };
+            let f = net::ipfw::Ipfw::new(cfg, workers)?;
+            f.load(&text)
+                .map_err(|e| format!("--ipfw {}: {e}", path.display()))?;
+            f.attach(&stack);
+            Some(f)
+        }
+        None => None,
+    };
     let echo = stack
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
         .map_err(|e| format!("UDP echo service: {e}"))?;
@@ -375,6 +391,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let _ = stack.stats().write_netstat(&mut s, false);
     print!("{s}");
     print_routes(&stack, taps);
+    if let Some(f) = &ipfw {
+        for l in f.show().lines() {
+            println!("ipfw: {l}");
+        }
+        println!("ipfw: {} dynamic state(s)", f.states());
+    }
     for e in stack.interfaces().iter().flat_map(|i| i.arp.entries()) {
         let mac = e
             .mac

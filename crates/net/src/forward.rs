@@ -336,6 +336,15 @@ pub(crate) fn ip6_forward(
         }
         m.first_mut()[7] = hlim - 1;
     }
+    let Some(m) = cx.pfil(
+        PfilPoint::Inet6,
+        Dir::Out,
+        out.index,
+        m,
+        DropReason::PfilIp6Out,
+    ) else {
+        return;
+    };
     cx.stats.ip6.forward += 1;
     if let Some(nh) = nh.filter(|n| n.gateway.is_some()) {
         if let Some(mac) = nh.l2(cx.now.as_nanos()) {

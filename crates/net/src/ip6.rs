@@ -17,6 +17,7 @@
 
 use crate::hdr::{hdr, HdrAccess};
 use crate::iface::{is_link_local, Ifnet};
+use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use mbuf::Mbuf;
@@ -87,6 +88,15 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
         return cx.drop_pkt(m, DropReason::Ip6BadScope);
     }
+    let Some(mut m) = cx.pfil(
+        PfilPoint::Inet6,
+        Dir::In,
+        ifp.index,
+        m,
+        DropReason::PfilIp6In,
+    ) else {
+        return;
+    };
     let mcast = dst.is_multicast();
     let mut tentative = false;
     if mcast {
@@ -462,6 +472,15 @@ pub(crate) fn ip6_send(
         // To ourselves: the loopback queue carries IPv4 only so far; drop, counted.
         return cx.drop_pkt(m, DropReason::Ip6OutDropped);
     }
+    let Some(m) = cx.pfil(
+        PfilPoint::Inet6,
+        Dir::Out,
+        ifp.index,
+        m,
+        DropReason::PfilIp6Out,
+    ) else {
+        return;
+    };
     // The link's MTU, or a smaller one a Packet Too Big taught for this path.
     let mtu = cx
         .cfg

@@ -20,6 +20,7 @@ pub mod iface;
 mod inet6;
 mod ip;
 mod ip6;
+pub mod ipfw;
 pub mod lle;
 pub mod nd6;
 mod park;
@@ -33,7 +34,7 @@ mod worker;
 
 pub use frag::FragParams;
 pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
-pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Verdict};
+pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
 pub use stack::{NetConfig, Stack, StackConfig, StackError};
 pub use stats::{DropReason, Stats};

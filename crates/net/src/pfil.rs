@@ -17,6 +17,9 @@ pub enum PfilPoint {
     Ether,
     /// IPv4 packets, after header validation (in) or before link output (out).
     Inet,
+    /// IPv6 packets, after the fixed header's checks (in) or before link output
+    /// (out, forwarded packets included).
+    Inet6,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,12 +30,14 @@ pub enum Dir {
 
 /// What a hook knows about the packet in hand.
 #[derive(Clone, Copy, Debug)]
-pub struct PfilCtx {
+pub struct PfilCtx<'a> {
     pub point: PfilPoint,
     pub dir: Dir,
     pub ifindex: IfIndex,
     pub worker: usize,
     pub now: Instant,
+    /// The stack's configuration for this batch (interfaces, addresses).
+    pub cfg: &'a crate::stack::NetConfig,
 }
 
 /// Who holds the packet after a hook ran.
@@ -41,12 +46,26 @@ pub enum Verdict {
     Pass(Mbuf),
     Dropped,
     Consumed,
+    /// Refuse it with an answer to its source (the stack sends it, then frees the
+    /// packet, counted as dropped).
+    Reject(Mbuf, Reject),
+}
+
+/// The answer to a refused packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// A TCP reset (for TCP segments; others get port unreachable).
+    Rst,
+    /// ICMP destination unreachable with this code.
+    Unreach(u8),
+    /// ICMPv6 destination unreachable with this code.
+    Unreach6(u8),
 }
 
 /// A packet filter.
 pub trait PfilHook: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
-    fn filter(&self, m: Mbuf, cx: &PfilCtx) -> Verdict;
+    fn filter(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict;
 }
 
 /// The hooks at each point, in order.
@@ -56,6 +75,8 @@ pub struct PfilHeads {
     pub ether_out: Vec<std::sync::Arc<dyn PfilHook>>,
     pub inet_in: Vec<std::sync::Arc<dyn PfilHook>>,
     pub inet_out: Vec<std::sync::Arc<dyn PfilHook>>,
+    pub inet6_in: Vec<std::sync::Arc<dyn PfilHook>>,
+    pub inet6_out: Vec<std::sync::Arc<dyn PfilHook>>,
 }
 
 impl PfilHeads {
@@ -69,6 +90,8 @@ impl PfilHeads {
             (PfilPoint::Ether, Dir::Out) => &mut self.ether_out,
             (PfilPoint::Inet, Dir::In) => &mut self.inet_in,
             (PfilPoint::Inet, Dir::Out) => &mut self.inet_out,
+            (PfilPoint::Inet6, Dir::In) => &mut self.inet6_in,
+            (PfilPoint::Inet6, Dir::Out) => &mut self.inet6_out,
         }
     }
 
@@ -78,12 +101,14 @@ impl PfilHeads {
             (PfilPoint::Ether, Dir::Out) => &self.ether_out,
             (PfilPoint::Inet, Dir::In) => &self.inet_in,
             (PfilPoint::Inet, Dir::Out) => &self.inet_out,
+            (PfilPoint::Inet6, Dir::In) => &self.inet6_in,
+            (PfilPoint::Inet6, Dir::Out) => &self.inet6_out,
         }
     }
 
     /// Runs the hooks of one point over a packet (`pfil_run_hooks`).
     #[inline]
-    pub fn run(&self, m: Mbuf, cx: &PfilCtx) -> Verdict {
+    pub fn run(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
         let hooks = self.head(cx.point, cx.dir);
         let mut m = m;
         for h in hooks {

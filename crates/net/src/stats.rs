@@ -144,7 +144,8 @@ counter_group!(
 counter_group!(
     /// Packet filter hook points.
     PfilStat, "pfil", {
-        ether_in_drop, ether_out_drop, ip_in_drop, ip_out_drop, consumed,
+        ether_in_drop, ether_out_drop, ip_in_drop, ip_out_drop, ip6_in_drop, ip6_out_drop,
+        consumed, rejected,
     }
 );
 
@@ -460,6 +461,8 @@ drop_reasons! {
     PfilEtherOut => pfil.ether_out_drop,
     PfilIpIn => pfil.ip_in_drop,
     PfilIpOut => pfil.ip_out_drop,
+    PfilIp6In => pfil.ip6_in_drop,
+    PfilIp6Out => pfil.ip6_out_drop,
 }
 
 #[cfg(test)]

@@ -95,6 +95,9 @@ pub(crate) struct Cx<'a> {
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,
+    /// The packets being sent are a hook's own answers (a firewall's reject): they
+    /// skip the hooks (FreeBSD's M_SKIP_FIREWALL).
+    pub pfil_skip: bool,
 }
 
 impl Cx<'_> {
@@ -109,7 +112,7 @@ impl Cx<'_> {
         m: Mbuf,
         dropped: DropReason,
     ) -> Option<Mbuf> {
-        if self.cfg.pfil.is_empty(point, dir) {
+        if self.pfil_skip || self.cfg.pfil.is_empty(point, dir) {
             return Some(m);
         }
         let pcx = PfilCtx {
@@ -118,6 +121,7 @@ impl Cx<'_> {
             ifindex,
             worker: self.worker,
             now: self.now,
+            cfg: self.cfg,
         };
         match self.cfg.pfil.run(m, &pcx) {
             Verdict::Pass(m) => Some(m),
@@ -127,6 +131,11 @@ impl Cx<'_> {
             }
             Verdict::Consumed => {
                 self.stats.pfil.consumed += 1;
+                None
+            }
+            Verdict::Reject(m, how) => {
+                dropped.count(self.stats);
+                crate::ipfw::send_reject(self, m, point, how);
                 None
             }
         }
@@ -380,6 +389,7 @@ impl Worker {
             tcp_cfg: shared.params.tcp,
             access: shared.params.hdr_access,
             handed_off: false,
+            pfil_skip: false,
         };
 
         // 1. Receive and process one burst per owned queue.

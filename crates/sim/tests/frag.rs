@@ -165,7 +165,7 @@ impl PfilHook for LoseFragment {
     fn name(&self) -> &str {
         "lose-fragment"
     }
-    fn filter(&self, m: Mbuf, _cx: &PfilCtx) -> Verdict {
+    fn filter(&self, m: Mbuf, _cx: &PfilCtx<'_>) -> Verdict {
         let mut head = [0u8; 22];
         if m.copydata(0, &mut head).is_ok() && frag_fields(&head) == Some((self.0, true)) {
             return Verdict::Dropped;

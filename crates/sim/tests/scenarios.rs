@@ -328,7 +328,7 @@ impl net::PfilHook for Probe {
     fn name(&self) -> &str {
         "probe"
     }
-    fn filter(&self, m: mbuf::Mbuf, _cx: &net::PfilCtx) -> net::Verdict {
+    fn filter(&self, m: mbuf::Mbuf, _cx: &net::PfilCtx<'_>) -> net::Verdict {
         use std::sync::atomic::Ordering::Relaxed;
         self.seen.fetch_add(1, Relaxed);
         match self.mode.load(Relaxed) {

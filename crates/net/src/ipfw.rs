@@ -1,0 +1,438 @@
+//! The ipfw firewall on a stack's pfil points: the glue between the `fw` crate (which
+//! never sees a packet buffer) and the data path.
+//!
+//! [`Ipfw`] holds the control plane (`fw::Ruleset`, behind a lock: commands are
+//! rare), the published program (read once per packet through `ArcSwap`, no lock),
+//! the dynamic states (shared by the workers, sharded by a symmetric flow hash) and
+//! one counter block per worker. Its hook describes each packet at the IPv4 and IPv6
+//! points, in and out (forwarded packets pass both), as `fw::PacketInfo` — headers
+//! read through `hdr()`, never by indexing raw bytes past what was pulled up — and
+//! turns the verdict into a pfil verdict: allow passes, deny drops (counted), reject
+//! answers with a TCP reset or an ICMP/ICMPv6 unreachable ([`send_reject`]).
+//!
+//! Not yet: dummynet. A `pipe`/`queue` verdict passes the packet unshaped and is
+//! counted (`Ipfw::unshaped`) until the workers drive the pipes.
+
+use crate::pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
+use crate::stack::{NetConfig, Stack};
+use crate::worker::Cx;
+use arc_swap::ArcSwap;
+use fw::{Counters, Decision, Direction, Env, IfName, IfRef, PacketInfo, RejectKind};
+use mbuf::Mbuf;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A firewall for one stack.
+#[derive(Debug)]
+pub struct Ipfw {
+    ruleset: Mutex<fw::Ruleset>,
+    program: ArcSwap<fw::Program>,
+    states: Arc<fw::state::StateShards>,
+    /// Per worker: the rules' counters and the `prob` coin.
+    workers: Vec<Mutex<(Counters, u64)>>,
+    unshaped: AtomicU64,
+}
+
+impl Ipfw {
+    /// An empty firewall (only the default rule, allow or deny as `cfg` says) for a
+    /// stack of `workers` workers.
+    pub fn new(cfg: fw::RulesetConfig, workers: usize) -> Result<Arc<Ipfw>, String> {
+        let mut rs = fw::Ruleset::new(cfg);
+        let program = rs.program().map_err(|e| e.to_string())?;
+        let states = rs.states().clone();
+        Ok(Arc::new(Ipfw {
+            ruleset: Mutex::new(rs),
+            program: ArcSwap::new(program),
+            states,
+            workers: (0..workers.max(1))
+                .map(|i| Mutex::new((Counters::new(), 0x9e37_79b9_7f4a_7c15 ^ i as u64)))
+                .collect(),
+            unshaped: AtomicU64::new(0),
+        }))
+    }
+
+    fn rules(&self) -> std::sync::MutexGuard<'_, fw::Ruleset> {
+        self.ruleset.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn publish(&self, rs: &mut fw::Ruleset) -> Result<(), String> {
+        let p = rs.program().map_err(|e| e.to_string())?;
+        self.program.store(p);
+        Ok(())
+    }
+
+    /// Loads a rules file (ipfw(8) commands, `#` comments); on an error nothing
+    /// changes and the error names the line and column.
+    pub fn load(&self, text: &str) -> Result<usize, String> {
+        let mut rs = self.rules();
+        let n = rs.load(text).map_err(|e| e.to_string())?;
+        self.publish(&mut rs)?;
+        Ok(n)
+    }
+
+    /// Runs one ipfw(8) command (`add …`, `delete N`, `list`, `show`, `zero`,
+    /// `table …`, `set …`) and returns its output.
+    pub fn command(&self, line: &str) -> Result<String, String> {
+        let mut rs = self.rules();
+        let snaps = self.counter_snapshots();
+        let refs: Vec<&Counters> = snaps.iter().collect();
+        let out = rs.execute(line, 1, &refs).map_err(|e| e.to_string())?;
+        self.publish(&mut rs)?;
+        Ok(out)
+    }
+
+    fn counter_snapshots(&self) -> Vec<Counters> {
+        self.workers
+            .iter()
+            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).0.clone())
+            .collect()
+    }
+
+    /// `ipfw show`: every rule with its packet and byte counts, summed over workers.
+    pub fn show(&self) -> String {
+        let snaps = self.counter_snapshots();
+        let refs: Vec<&Counters> = snaps.iter().collect();
+        self.rules().show(None, &refs)
+    }
+
+    /// Live dynamic states.
+    pub fn states(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Packets a `pipe`/`queue` rule sent on unshaped (dummynet is not driven yet).
+    pub fn unshaped(&self) -> u64 {
+        self.unshaped.load(Ordering::Relaxed)
+    }
+
+    /// Puts the firewall on the stack's IPv4 and IPv6 points, in and out.
+    pub fn attach(self: &Arc<Self>, stack: &Stack) {
+        for point in [PfilPoint::Inet, PfilPoint::Inet6] {
+            for dir in [Dir::In, Dir::Out] {
+                stack.add_pfil_hook(point, dir, self.clone());
+            }
+        }
+    }
+}
+
+/// `me`, `verrevpath`, `antispoof` answered from the stack's configuration.
+struct StackEnv<'a>(&'a NetConfig);
+
+impl StackEnv<'_> {
+    /// The interface whose connected network holds `a`, if any.
+    fn connected(&self, a: IpAddr) -> Option<u32> {
+        self.0
+            .ifaces
+            .iter()
+            .find(|i| match a {
+                IpAddr::V4(a) => i.addrs.iter().any(|x| x.contains(a)),
+                IpAddr::V6(a) => i.addrs6.iter().any(|x| x.addr.contains(a)),
+            })
+            .map(|i| u32::from(i.index.0))
+    }
+}
+
+impl Env for StackEnv<'_> {
+    fn is_local(&self, a: IpAddr) -> bool {
+        self.0.is_local_ip(a)
+    }
+
+    /// The way back to `src` leaves by `rcvif`: its connected network is there, or
+    /// (no connected network holds it) it is reached by a route, which this check
+    /// takes as the arrival interface's (a strict check would consult the FIB).
+    fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool {
+        self.connected(src).is_none_or(|i| i == rcvif)
+    }
+
+    /// Not an address of a network connected through another interface.
+    fn antispoof(&self, src: IpAddr, rcvif: u32) -> bool {
+        !self.is_local(src) && self.connected(src).is_none_or(|i| i == rcvif)
+    }
+}
+
+/// TCP option kinds as `tcpoptions` names them.
+fn tcp_options(opts: &[u8]) -> u8 {
+    let mut bits = 0;
+    let mut i = 0;
+    while i < opts.len() {
+        let kind = opts[i];
+        match kind {
+            0 => break,
+            1 => {
+                i += 1;
+                continue;
+            }
+            2 => bits |= fw::program::tcpopt::MSS,
+            3 => bits |= fw::program::tcpopt::WINDOW,
+            4 | 5 => bits |= fw::program::tcpopt::SACK,
+            8 => bits |= fw::program::tcpopt::TS,
+            _ => {}
+        }
+        match opts.get(i + 1) {
+            Some(&l) if l >= 2 => i += usize::from(l),
+            _ => break,
+        }
+    }
+    bits
+}
+
+/// Reads the upper-layer header at `off` into `p` (ports, TCP flags and window,
+/// ICMP type).
+fn upper(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize, p: &mut PacketInfo) {
+    let left = m.len().saturating_sub(off);
+    match p.proto {
+        6 if left >= 20 => {
+            let Ok(h) = crate::hdr::hdr(a, m, off, 20) else {
+                return;
+            };
+            p.sport = u16::from_be_bytes([h[0], h[1]]);
+            p.dport = u16::from_be_bytes([h[2], h[3]]);
+            let doff = usize::from(h[12] >> 4) * 4;
+            p.tcp_flags = h[13];
+            p.tcp_win = u16::from_be_bytes([h[14], h[15]]);
+            p.tcp_datalen = left.saturating_sub(doff) as u16;
+            if doff > 20 && doff <= left {
+                if let Ok(h) = crate::hdr::hdr(a, m, off, doff) {
+                    p.tcp_opts = tcp_options(&h[20..]);
+                }
+            }
+        }
+        17 if left >= 4 => {
+            if let Ok(h) = crate::hdr::hdr(a, m, off, 4) {
+                p.sport = u16::from_be_bytes([h[0], h[1]]);
+                p.dport = u16::from_be_bytes([h[2], h[3]]);
+            }
+        }
+        1 | 58 if left >= 1 => {
+            if let Ok(h) = crate::hdr::hdr(a, m, off, 1) {
+                p.icmp_type = h[0];
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Describes the IP packet in `m` (starting with its IPv4 or IPv6 header).
+fn describe(m: &mut Mbuf, cx: &PfilCtx<'_>) -> Option<PacketInfo> {
+    let a = crate::hdr::HdrAccess::Pulldown;
+    let len = m.len();
+    let mut p = match cx.point {
+        PfilPoint::Inet => {
+            let h = crate::hdr::hdr(a, m, 0, 20).ok()?;
+            let hlen = usize::from(h[0] & 0x0f) * 4;
+            let src = IpAddr::from([h[12], h[13], h[14], h[15]]);
+            let dst = IpAddr::from([h[16], h[17], h[18], h[19]]);
+            let mut p = PacketInfo::new(src, dst, h[9]);
+            p.ip_len = u16::from_be_bytes([h[2], h[3]]);
+            p.tos = h[1];
+            p.ttl = h[8];
+            p.frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+            if !p.frag {
+                upper(a, m, hlen, &mut p);
+            }
+            p
+        }
+        PfilPoint::Inet6 => {
+            let h = crate::hdr::hdr(a, m, 0, 40).ok()?;
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&h[8..24]);
+            d.copy_from_slice(&h[24..40]);
+            let mut p = PacketInfo::new(IpAddr::from(s), IpAddr::from(d), h[6]);
+            p.ip_len = u16::from_be_bytes([h[4], h[5]]).saturating_add(40);
+            p.tos = (h[0] << 4) | (h[1] >> 4);
+            p.ttl = h[7];
+            // The upper layer directly after the fixed header (extension headers
+            // are not walked here; their packets match by protocol number).
+            upper(a, m, 40, &mut p);
+            p
+        }
+        PfilPoint::Ether => return None,
+    };
+    let iface = cx.cfg.ifaces.get(cx.ifindex.get()).map(|i| IfRef {
+        index: u32::from(i.index.0),
+        name: IfName::new(&i.name).unwrap_or_default(),
+    });
+    match cx.dir {
+        Dir::In => {
+            p.dir = Direction::In;
+            p.rcvif = iface;
+        }
+        Dir::Out => {
+            p.dir = Direction::Out;
+            p.xmitif = iface;
+        }
+    }
+    p.len = len as u32;
+    Some(p)
+}
+
+impl PfilHook for Ipfw {
+    fn name(&self) -> &str {
+        "ipfw"
+    }
+
+    fn filter(&self, mut m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
+        let Some(mut p) = describe(&mut m, cx) else {
+            return Verdict::Pass(m);
+        };
+        let program = self.program.load();
+        let env = StackEnv(cx.cfg);
+        let w = cx.worker % self.workers.len();
+        let v = {
+            let mut g = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
+            let (counters, rng) = &mut *g;
+            program.eval(&mut p, &env, &self.states, counters, cx.now.as_nanos(), rng)
+        };
+        match v.decision {
+            Decision::Allow => Verdict::Pass(m),
+            Decision::Deny => Verdict::Dropped,
+            Decision::Reject(k) => Verdict::Reject(
+                m,
+                match k {
+                    RejectKind::Rst => Reject::Rst,
+                    RejectKind::Unreach(c) => Reject::Unreach(c),
+                    RejectKind::Unreach6(c) => Reject::Unreach6(c),
+                },
+            ),
+            Decision::Pipe(_) | Decision::Queue(_) => {
+                self.unshaped.fetch_add(1, Ordering::Relaxed);
+                Verdict::Pass(m)
+            }
+        }
+    }
+}
+
+/// Answers a packet a hook refused (`m` starts with its IP header): a TCP reset for
+/// a TCP segment (RFC 9293 §3.10.7.1's form: from the segment's ACK number, or
+/// acknowledging it), else ICMP or ICMPv6 destination unreachable with the code
+/// asked for (port unreachable for a reset asked of a non-TCP packet). Never about a
+/// reset.
+pub(crate) fn send_reject(cx: &mut Cx<'_>, m: Mbuf, point: PfilPoint, how: Reject) {
+    cx.stats.pfil.rejected += 1;
+    // The answer does not pass the hooks again (FreeBSD's M_SKIP_FIREWALL).
+    let skip = std::mem::replace(&mut cx.pfil_skip, true);
+    reject_answer(cx, m, point, how);
+    cx.pfil_skip = skip;
+}
+
+fn reject_answer(cx: &mut Cx<'_>, mut m: Mbuf, point: PfilPoint, how: Reject) {
+    let v6 = point == PfilPoint::Inet6;
+    let (hlen, proto) = if v6 {
+        match crate::hdr::hdr(cx.access, &mut m, 0, 40) {
+            Ok(h) => (40, h[6]),
+            Err(_) => return,
+        }
+    } else {
+        match crate::hdr::hdr(cx.access, &mut m, 0, 20) {
+            Ok(h) => (usize::from(h[0] & 0x0f) * 4, h[9]),
+            Err(_) => return,
+        }
+    };
+    if how == Reject::Rst && proto == 6 {
+        return tcp_reset(cx, m, hlen, v6);
+    }
+    let code = match how {
+        Reject::Unreach(c) | Reject::Unreach6(c) => c,
+        Reject::Rst => {
+            if v6 {
+                4
+            } else {
+                3
+            }
+        }
+    };
+    if v6 {
+        let e = crate::icmp6::Error6::Unreach(wire::Icmpv6DstUnreachable::from(code));
+        crate::icmp6::icmp6_error(cx, m, e);
+    } else {
+        crate::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, code, 0);
+    }
+}
+
+fn tcp_reset(cx: &mut Cx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
+    let total = m.len();
+    let (src, dst) = {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
+            return;
+        };
+        if v6 {
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&h[8..24]);
+            d.copy_from_slice(&h[24..40]);
+            (IpAddr::from(s), IpAddr::from(d))
+        } else {
+            (
+                IpAddr::from([h[12], h[13], h[14], h[15]]),
+                IpAddr::from([h[16], h[17], h[18], h[19]]),
+            )
+        }
+    };
+    let Ok(t) = crate::hdr::hdr(cx.access, &mut m, hlen, 20) else {
+        return;
+    };
+    let flags = t[13];
+    if flags & 0x04 != 0 {
+        return; // never answer a reset
+    }
+    let sport = u16::from_be_bytes([t[0], t[1]]);
+    let dport = u16::from_be_bytes([t[2], t[3]]);
+    let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+    let ack = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
+    let doff = usize::from(t[12] >> 4) * 4;
+    let datalen = total.saturating_sub(hlen + doff) as u32;
+    let mut rst = [0u8; 20];
+    rst[0..2].copy_from_slice(&dport.to_be_bytes());
+    rst[2..4].copy_from_slice(&sport.to_be_bytes());
+    rst[12] = 5 << 4;
+    if flags & 0x10 != 0 {
+        // <SEQ=SEG.ACK><CTL=RST>
+        rst[4..8].copy_from_slice(&ack.to_be_bytes());
+        rst[13] = 0x04;
+    } else {
+        // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
+        let len = datalen + u32::from(flags & 0x02 != 0) + u32::from(flags & 0x01 != 0);
+        rst[8..12].copy_from_slice(&seq.wrapping_add(len).to_be_bytes());
+        rst[13] = 0x14;
+    }
+    let sum = wire::checksum::combine(&[
+        wire::checksum::pseudo_header(&dst, &src, wire::IpProtocol::Tcp, 20),
+        wire::checksum::data(&rst),
+    ]);
+    rst[16..18].copy_from_slice(&(!sum).to_be_bytes());
+    drop(m);
+    let Ok(r) = Mbuf::from_slice(&rst) else {
+        return;
+    };
+    cx.stats.tcp.sndrst += 1;
+    match (dst, src) {
+        (IpAddr::V4(from), IpAddr::V4(to)) => crate::ip::ip_output(
+            cx,
+            r,
+            // From the refused packet's destination, as FreeBSD's send_reject does
+            // (a router's firewall answers for the host it protects).
+            crate::ip::IpOut {
+                src: from,
+                dst: to,
+                proto: wire::IpProtocol::Tcp,
+                ttl: crate::ip::DEFAULT_TTL,
+                df: false,
+            },
+        ),
+        (IpAddr::V6(from), IpAddr::V6(to)) => crate::ip6::ip6_output(
+            cx,
+            r,
+            crate::ip6::Ip6Out {
+                src: from,
+                dst: to,
+                proto: wire::IpProtocol::Tcp,
+                hlim: crate::ip6::DEFAULT_HLIM,
+                keep_unspec: false,
+                ifindex: None,
+            },
+        ),
+        _ => {}
+    }
+}
