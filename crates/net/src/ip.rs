@@ -249,7 +249,7 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
     ip_send(cx, ifp, m, o.dst, nexthop, bcast);
 }
 
-fn ip_send(
+pub(crate) fn ip_send(
     cx: &mut Cx<'_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,

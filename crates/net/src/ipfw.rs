@@ -10,10 +10,16 @@
 //! turns the verdict into a pfil verdict: allow passes, deny drops (counted), reject
 //! answers with a TCP reset or an ICMP/ICMPv6 unreachable ([`send_reject`]).
 //!
-//! Not yet: dummynet. A `pipe`/`queue` verdict passes the packet unshaped and is
-//! counted (`Ipfw::unshaped`) until the workers drive the pipes.
+//! dummynet: a `pipe N` / `queue N` verdict hands the packet to the firewall's
+//! [`fw::dummynet::Dummynet`] (one for the stack, behind a lock: a pipe's bandwidth
+//! is shared by all the traffic entering it, whichever worker carries it); the workers
+//! ask for released packets every poll and sleep until the next release
+//! ([`PfilHook::poll`], [`PfilHook::next_wakeup`]), and each resumes where it was
+//! taken, past the firewall (FreeBSD's `one_pass`): an inbound packet into
+//! `ip_input`/`ip6_input`, an outbound one to its route's link output. In a
+//! simulation a pipe is therefore exact in virtual time.
 
-use crate::pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
+use crate::pfil::{Deferred, Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 use crate::stack::{NetConfig, Stack};
 use crate::worker::Cx;
 use arc_swap::ArcSwap;
@@ -31,7 +37,31 @@ pub struct Ipfw {
     states: Arc<fw::state::StateShards>,
     /// Per worker: the rules' counters and the `prob` coin.
     workers: Vec<Mutex<(Counters, u64)>>,
-    unshaped: AtomicU64,
+    /// The pipes and queues, and the packets they hold.
+    dn: Mutex<fw::dummynet::Dummynet<DnPkt>>,
+    /// Some pipe or queue is configured (no lock taken per poll otherwise).
+    shaping: std::sync::atomic::AtomicBool,
+    /// Packets dummynet refused (loss, full queue, no such pipe).
+    dn_drops: AtomicU64,
+}
+
+/// A packet in dummynet, with where it was taken.
+#[derive(Debug)]
+struct DnPkt {
+    m: Mbuf,
+    point: PfilPoint,
+    dir: Dir,
+    ifindex: crate::iface::IfIndex,
+    flow: fw::dummynet::FlowKey,
+}
+
+impl fw::dummynet::DnPacket for DnPkt {
+    fn len(&self) -> usize {
+        self.m.len()
+    }
+    fn flow(&self) -> fw::dummynet::FlowKey {
+        self.flow
+    }
 }
 
 impl Ipfw {
@@ -48,7 +78,9 @@ impl Ipfw {
             workers: (0..workers.max(1))
                 .map(|i| Mutex::new((Counters::new(), 0x9e37_79b9_7f4a_7c15 ^ i as u64)))
                 .collect(),
-            unshaped: AtomicU64::new(0),
+            dn: Mutex::new(fw::dummynet::Dummynet::new(0x6475_6d6d_796e_6574)),
+            shaping: std::sync::atomic::AtomicBool::new(false),
+            dn_drops: AtomicU64::new(0),
         }))
     }
 
@@ -62,18 +94,48 @@ impl Ipfw {
         Ok(())
     }
 
-    /// Loads a rules file (ipfw(8) commands, `#` comments); on an error nothing
-    /// changes and the error names the line and column.
+    /// Loads a rules file (ipfw(8) commands — rules, tables, and `pipe N config …` /
+    /// `queue N config …` lines for dummynet — and `#` comments); on a rule error
+    /// nothing changes, and every error names the line and column.
     pub fn load(&self, text: &str) -> Result<usize, String> {
+        // dummynet's lines go to dummynet; the rest, with line numbers kept (blank
+        // lines in their place), to the ruleset.
+        let mut rules = String::with_capacity(text.len());
+        let mut dn = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if is_dummynet(line) {
+                let cmd =
+                    fw::dummynet::parse_config(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+                dn.push(cmd);
+                rules.push('\n');
+            } else {
+                rules.push_str(line);
+                rules.push('\n');
+            }
+        }
         let mut rs = self.rules();
-        let n = rs.load(text).map_err(|e| e.to_string())?;
+        let n = rs.load(&rules).map_err(|e| e.to_string())?;
         self.publish(&mut rs)?;
+        drop(rs);
+        let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+        for cmd in dn {
+            d.apply(cmd).map_err(|e| format!("dummynet: {e}"))?;
+            self.shaping.store(true, Ordering::Relaxed);
+        }
         Ok(n)
     }
 
     /// Runs one ipfw(8) command (`add …`, `delete N`, `list`, `show`, `zero`,
-    /// `table …`, `set …`) and returns its output.
+    /// `table …`, `set …`, `pipe N config …`, `queue N config …`) and returns its
+    /// output.
     pub fn command(&self, line: &str) -> Result<String, String> {
+        if is_dummynet(line) {
+            let cmd = fw::dummynet::parse_config(line).map_err(|e| e.to_string())?;
+            let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+            d.apply(cmd).map_err(|e| e.to_string())?;
+            self.shaping.store(true, Ordering::Relaxed);
+            return Ok(String::new());
+        }
         let mut rs = self.rules();
         let snaps = self.counter_snapshots();
         let refs: Vec<&Counters> = snaps.iter().collect();
@@ -101,9 +163,14 @@ impl Ipfw {
         self.states.len()
     }
 
-    /// Packets a `pipe`/`queue` rule sent on unshaped (dummynet is not driven yet).
-    pub fn unshaped(&self) -> u64 {
-        self.unshaped.load(Ordering::Relaxed)
+    /// Packets dummynet refused (its `plr`, a full queue, a missing pipe).
+    pub fn dummynet_drops(&self) -> u64 {
+        self.dn_drops.load(Ordering::Relaxed)
+    }
+
+    /// `ipfw pipe show`: each pipe's configuration and counters.
+    pub fn pipes(&self) -> Vec<(u32, fw::dummynet::PipeConfig, fw::dummynet::PipeStats)> {
+        self.dn.lock().unwrap_or_else(|e| e.into_inner()).pipes()
     }
 
     /// Puts the firewall on the stack's IPv4 and IPv6 points, in and out.
@@ -113,7 +180,59 @@ impl Ipfw {
                 stack.add_pfil_hook(point, dir, self.clone());
             }
         }
+        stack.set_pfil_deferring();
     }
+
+    fn shape(
+        &self,
+        m: Mbuf,
+        p: &PacketInfo,
+        cx: &PfilCtx<'_>,
+        pipe: Option<u32>,
+        queue: Option<u32>,
+    ) -> Verdict {
+        let pkt = DnPkt {
+            m,
+            point: cx.point,
+            dir: cx.dir,
+            ifindex: cx.ifindex,
+            flow: fw::dummynet::FlowKey {
+                proto: p.proto,
+                src: p.src,
+                dst: p.dst,
+                sport: p.sport,
+                dport: p.dport,
+            },
+        };
+        let now = cx.now.as_nanos();
+        let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+        let r = match (pipe, queue) {
+            (Some(n), _) => d.enqueue_pipe(n, pkt, now),
+            (_, Some(n)) => d.enqueue_queue(n, pkt, now),
+            _ => return Verdict::Dropped,
+        };
+        match r {
+            Ok(()) => Verdict::Consumed,
+            Err(_) => {
+                self.dn_drops.fetch_add(1, Ordering::Relaxed);
+                Verdict::Dropped
+            }
+        }
+    }
+}
+
+/// `pipe N config …`, `queue N config …`, `sched N config …` (with or without a
+/// leading `ipfw`), as opposed to a rule.
+fn is_dummynet(line: &str) -> bool {
+    let mut w = line.split_whitespace();
+    let mut first = w.next();
+    if first == Some("ipfw") {
+        first = w.next();
+    }
+    matches!(first, Some("pipe" | "queue" | "sched"))
+        && w.next()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        && matches!(w.next(), Some("config" | "delete"))
 }
 
 /// `me`, `verrevpath`, `antispoof` answered from the stack's configuration.
@@ -296,12 +415,75 @@ impl PfilHook for Ipfw {
                     RejectKind::Unreach6(c) => Reject::Unreach6(c),
                 },
             ),
-            Decision::Pipe(_) | Decision::Queue(_) => {
-                self.unshaped.fetch_add(1, Ordering::Relaxed);
-                Verdict::Pass(m)
-            }
+            Decision::Pipe(n) => self.shape(m, &p, cx, Some(n), None),
+            Decision::Queue(n) => self.shape(m, &p, cx, None, Some(n)),
         }
     }
+
+    fn poll(&self, now: dev::Instant, out: &mut Vec<Deferred>) {
+        if !self.shaping.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut got = Vec::new();
+        self.dn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .poll(now.as_nanos(), &mut got);
+        out.extend(got.into_iter().map(|p| Deferred {
+            m: p.m,
+            point: p.point,
+            dir: p.dir,
+            ifindex: p.ifindex,
+        }));
+    }
+
+    fn next_wakeup(&self) -> Option<dev::Instant> {
+        if !self.shaping.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.dn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next_wakeup()
+            .map(dev::Instant::from_nanos)
+    }
+}
+
+/// Resumes a packet a hook held, where it was taken, without the hooks again.
+pub(crate) fn reinject(cx: &mut Cx<'_>, d: Deferred) {
+    let cfg: &NetConfig = cx.cfg;
+    let Some(ifp) = cfg.ifaces.get(d.ifindex.get()) else {
+        return;
+    };
+    let skip = std::mem::replace(&mut cx.pfil_skip, true);
+    let mut m = d.m;
+    match (d.point, d.dir) {
+        (PfilPoint::Inet, Dir::In) => crate::ip::ip_input(cx, ifp, m),
+        (PfilPoint::Inet6, Dir::In) => crate::ip6::ip6_input(cx, ifp, m),
+        (PfilPoint::Inet, Dir::Out) => {
+            // Out again by its route (the next hop was not kept with the packet).
+            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 20) {
+                let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+                match crate::ip::ip_route(cx, dst) {
+                    Some((out, next, bcast)) => crate::ip::ip_send(cx, out, m, dst, next, bcast),
+                    None => cx.drop_pkt(m, crate::stats::DropReason::IpNoRoute),
+                }
+            }
+        }
+        (PfilPoint::Inet6, Dir::Out) => {
+            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 40) {
+                let mut d6 = [0u8; 16];
+                d6.copy_from_slice(&h[24..40]);
+                let dst = std::net::Ipv6Addr::from(d6);
+                match crate::ip6::ip6_route(cx, dst, Some(ifp.index)) {
+                    Some((out, next)) => crate::ip6::ip6_send(cx, out, m, dst, next),
+                    None => cx.drop_pkt(m, crate::stats::DropReason::Ip6NoRoute),
+                }
+            }
+        }
+        (PfilPoint::Ether, _) => drop(m),
+    }
+    cx.pfil_skip = skip;
 }
 
 /// Answers a packet a hook refused (`m` starts with its IP header): a TCP reset for

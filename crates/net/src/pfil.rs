@@ -66,6 +66,25 @@ pub enum Reject {
 pub trait PfilHook: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
     fn filter(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict;
+
+    /// Packets the hook kept (`Consumed`) that are due again at `now` (a shaper's
+    /// pipe released them): the stack resumes each where it was taken, past the hooks
+    /// (ipfw's one_pass). Every worker asks, each poll; a hook hands each packet once.
+    fn poll(&self, _now: Instant, _out: &mut Vec<Deferred>) {}
+
+    /// When [`PfilHook::poll`] will next have packets, if ever.
+    fn next_wakeup(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// A packet a hook kept and now gives back: where it was taken.
+#[derive(Debug)]
+pub struct Deferred {
+    pub m: Mbuf,
+    pub point: PfilPoint,
+    pub dir: Dir,
+    pub ifindex: IfIndex,
 }
 
 /// The hooks at each point, in order.
@@ -77,6 +96,8 @@ pub struct PfilHeads {
     pub inet_out: Vec<std::sync::Arc<dyn PfilHook>>,
     pub inet6_in: Vec<std::sync::Arc<dyn PfilHook>>,
     pub inet6_out: Vec<std::sync::Arc<dyn PfilHook>>,
+    /// Some hook defers packets (set by whoever adds such a hook).
+    pub deferring: bool,
 }
 
 impl PfilHeads {
@@ -122,5 +143,32 @@ impl PfilHeads {
 
     pub fn is_empty(&self, point: PfilPoint, dir: Dir) -> bool {
         self.head(point, dir).is_empty()
+    }
+
+    /// Whether any hook may hold packets for later (checked per poll, cheaply).
+    pub fn has_deferring(&self) -> bool {
+        self.deferring
+    }
+
+    /// Every hook once (a hook may sit at several points).
+    pub fn unique(&self) -> impl Iterator<Item = &std::sync::Arc<dyn PfilHook>> {
+        let all = [
+            &self.ether_in,
+            &self.ether_out,
+            &self.inet_in,
+            &self.inet_out,
+            &self.inet6_in,
+            &self.inet6_out,
+        ];
+        let mut seen: Vec<*const ()> = Vec::new();
+        all.into_iter().flatten().filter(move |h| {
+            let p = std::sync::Arc::as_ptr(h) as *const ();
+            if seen.contains(&p) {
+                false
+            } else {
+                seen.push(p);
+                true
+            }
+        })
     }
 }

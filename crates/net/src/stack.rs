@@ -857,6 +857,12 @@ impl Stack {
             .update(|c| c.pfil.head_mut(point, dir).push(hook));
     }
 
+    /// Marks that a hook holds packets for later ([`crate::pfil::PfilHook::poll`]):
+    /// the workers then ask the hooks for due packets every poll.
+    pub fn set_pfil_deferring(&self) {
+        self.shared.update(|c| c.pfil.deferring = true);
+    }
+
     /// The configuration as workers see it now.
     pub fn config(&self) -> Arc<NetConfig> {
         self.shared.cfg.load_full()

@@ -512,6 +512,19 @@ impl Worker {
         if let Some(t) = cx.frag.poll_at() {
             next = Some(next.map_or(t, |n: Instant| n.min(t)));
         }
+        // Packets a hook held (dummynet) and releases now, resumed past the hooks.
+        if cfg.pfil.has_deferring() {
+            let mut due = Vec::new();
+            for h in cfg.pfil.unique() {
+                h.poll(now, &mut due);
+                if let Some(t) = h.next_wakeup() {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+            }
+            for d in due {
+                crate::ipfw::reinject(&mut cx, d);
+            }
+        }
         if *id == 0 {
             for ifp in cfg.ifaces.iter() {
                 if let Some(t) = ifp.arp.poll_at() {

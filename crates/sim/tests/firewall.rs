@@ -153,3 +153,130 @@ fn stateful_firewall_lets_replies_of_allowed_connections_in_and_nothing_else() {
         assert!(count("00700") >= 1, "the unsolicited UDP: {show}");
     }
 }
+
+// Queues of 200 slots: more than the 256 KB windows can fill (33 packets are in
+// flight at 10 Mbit/s x 40 ms), so no loss; with 50 or 100 slots slow start
+// overflows the queue and the transfer spends its time in loss recovery.
+const SHAPED: &str = "
+pipe 1 config bw 10Mbit/s delay 20ms queue 200
+pipe 2 config bw 10Mbit/s delay 20ms queue 200
+add 100 pipe 1 ip from 198.18.1.0/24 to any in
+add 200 pipe 2 ip from any to 198.18.1.0/24 in
+add 300 allow ip from any to any
+";
+
+#[test]
+fn a_pipe_shapes_tcp_to_its_bandwidth_and_delays_pings_by_its_delay() {
+    for workers in [1, 2] {
+        pipe_case(workers);
+    }
+}
+
+fn pipe_case(workers: usize) {
+    let (mut s, inside, _r, outside, fw) = lab(workers, SHAPED);
+    // ping: 20 ms each way plus the transmission of 98 bytes at 10 Mbit/s, twice.
+    let p = s.host(inside).ping_socket(0).unwrap();
+    p.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 256];
+    // The first echo also resolves ARP on both links: measure a later one.
+    for seq in 0..2u16 {
+        p.send_echo(Ipv4Addr::new(198, 18, 2, 2), seq, &[7u8; 56])
+            .unwrap();
+        s.run_for(Duration::from_secs(1));
+    }
+    while p.recv_reply(&mut buf).is_ok() {}
+    let t0 = s.now();
+    p.send_echo(Ipv4Addr::new(198, 18, 2, 2), 9, &[7u8; 56])
+        .unwrap();
+    let mut rtt = None;
+    for _ in 0..20_000 {
+        s.run_for(Duration::from_micros(10));
+        if p.recv_reply(&mut buf).is_ok() {
+            rtt = Some(s.now().saturating_duration_since(t0));
+            break;
+        }
+    }
+    let rtt = rtt.expect("the echo came back");
+    let want = Duration::from_millis(40) + Duration::from_nanos(2 * 98 * 8 * 100);
+    let diff = rtt.abs_diff(want);
+    assert!(
+        diff < Duration::from_micros(100),
+        "RTT {rtt:?}, expected {want:?} (two 20 ms pipes, 98-byte packets at 10 Mbit/s)"
+    );
+    // TCP: 3 MB inside -> outside; the rate over the last 2 MB is the pipe's.
+    let l = s
+        .host(outside)
+        .tcp_listen("198.18.2.2:5001".parse::<SocketAddr>().unwrap(), 8)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(inside)
+        .tcp_connect_nonblocking("198.18.2.2:5001".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    s.run_for(Duration::from_millis(200));
+    let (srv, _) = l.accept().expect("connected through the pipes");
+    srv.set_nonblocking(true).unwrap();
+    use std::io::{Read, Write};
+    let total = 3_000_000usize;
+    let chunk = vec![0x5au8; 65536];
+    let (mut sent, mut got) = (0usize, 0usize);
+    let mut rbuf = vec![0u8; 65536];
+    let mut mark = None;
+    let mut end = None;
+    let start = s.now();
+    while got < total {
+        while sent < total {
+            match (&c).write(&chunk[..(total - sent).min(chunk.len())]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        s.run_for(Duration::from_millis(1));
+        while let Ok(n) = (&srv).read(&mut rbuf) {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        if mark.is_none() && got >= 1_000_000 {
+            mark = Some((s.now(), got, out_bytes(&fw)));
+        }
+        // Stop measuring before the last window drains the pipe.
+        if end.is_none() && got >= 2_500_000 {
+            end = Some((s.now(), got, out_bytes(&fw)));
+        }
+        assert!(
+            s.now().saturating_duration_since(start) < Duration::from_secs(30),
+            "transfer stalled at {got}"
+        );
+    }
+    let (t1, g1, b1) = mark.unwrap();
+    let (t2, g2, b2) = end.unwrap();
+    let secs = t2.saturating_duration_since(t1).as_secs_f64();
+    let goodput = (g2 - g1) as f64 * 8.0 / secs / 1e6;
+    // What left pipe 1 (IP packets) in the same time: the pipe's own rate.
+    let wire = (b2 - b1) as f64 * 8.0 / secs / 1e6;
+    assert!(
+        (wire - 10.0).abs() / 10.0 < 0.02,
+        "pipe 1 carried {wire:.3} Mbit/s, expected 10 within 2%"
+    );
+    // On the wire each 1,448-byte segment is a 1,500-byte IP packet (12 bytes of
+    // timestamps), so 10 Mbit/s carries 9.653 Mbit/s of data.
+    let expect = 10.0 * 1448.0 / 1500.0;
+    assert!(
+        (goodput - expect).abs() / expect < 0.02,
+        "goodput {goodput:.3} Mbit/s, expected {expect:.3} (10 Mbit/s of 1500-byte packets) within 2%"
+    );
+    let pipes = fw.pipes();
+    assert_eq!(pipes.len(), 2);
+    eprintln!("goodput {goodput:.3} Mbit/s, RTT {rtt:?}, pipes {pipes:?}");
+}
+
+/// Bytes pipe 1 has let out so far.
+fn out_bytes(fw: &Ipfw) -> u64 {
+    fw.pipes()
+        .iter()
+        .find(|p| p.0 == 1)
+        .map_or(0, |p| p.2.out_bytes)
+}
