@@ -23,6 +23,10 @@ struct Routed {
 
 impl Routed {
     fn start(workers: u16) -> Routed {
+        Routed::start_with(workers, &[])
+    }
+
+    fn start_with(workers: u16, extra: &[&str]) -> Routed {
         let id = std::process::id() % 10000;
         let ns = [format!("mprt-a-{id}"), format!("mprt-b-{id}")];
         let taps = [format!("mprta{id}"), format!("mprtb{id}")];
@@ -45,6 +49,7 @@ impl Routed {
             } else {
                 &[][..]
             })
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -296,4 +301,67 @@ fn linux_namespaces_talk_through_an_mpstack_router() {
             "tracepath's first probe: {c:?}"
         );
     }
+}
+
+#[test]
+fn a_firewall_on_the_router_lets_replies_in_and_refuses_the_rest() {
+    skip_unless!("ip", "ping", "socat");
+    let rules = std::env::temp_dir().join(format!("mpstack-rtfw-{}.rules", std::process::id()));
+    std::fs::write(
+        &rules,
+        "# side 1 (198.18.1.0/24) may open TCP and ping; side 2 may not start anything.
+add 100 check-state
+add 200 allow tcp from 198.18.1.0/24 to any setup keep-state
+add 300 allow icmp from 198.18.1.0/24 to any keep-state
+add 400 allow ipv6-icmp from any to any
+add 500 reset tcp from any to 198.18.1.0/24
+add 600 deny ip from any to any
+",
+    )
+    .unwrap();
+    let mut r = Routed::start_with(1, &["--ipfw", rules.to_str().unwrap()]);
+    // Side 2 first: once side 1 has pinged, ICMP between the two rides that state
+    // both ways until it idles out (ICMP states key on addresses, as FreeBSD's).
+    let (ok, out) = r.exec(1, "ping -c 2 -i 0.2 -W 1 198.18.1.2");
+    assert!(
+        !ok && out.contains("0 received"),
+        "side 2 may not ping: {out}"
+    );
+    let (ok, out) = r.exec(0, "ping -c 3 -i 0.2 -W 2 198.18.2.2");
+    assert!(
+        ok && out.contains("3 received"),
+        "side 1 pings side 2: {out}"
+    );
+    // TCP from side 1: through, both ways (the reply side rides the state).
+    let listen = format!(
+        "ip netns exec {} timeout 20 socat -u TCP-LISTEN:5001,reuseaddr SYSTEM:'cat > /dev/null; echo done'",
+        r.ns[1]
+    );
+    let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, out) = r.exec(
+        0,
+        "sh -c 'head -c 1000000 /dev/zero | timeout 20 socat -u - TCP:198.18.2.2:5001'",
+    );
+    assert!(ok, "side 1 to side 2 through the firewall: {out}");
+    let _ = srv.wait();
+    // TCP from side 2: refused at once by the router's reset.
+    let (ok, out) = r.exec(1, "timeout 5 socat -u - TCP:198.18.1.2:5001 < /dev/null");
+    assert!(!ok && out.contains("Connection refused"), "{out}");
+    r.stop();
+    let _ = std::fs::remove_file(&rules);
+    let rule = |n: &str| -> u64 {
+        r.output
+            .iter()
+            .filter_map(|l| l.strip_prefix("ipfw: "))
+            .find(|l| l.starts_with(n))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("rule {n}: {:?}", r.output))
+    };
+    // A routed packet meets the rules twice, arriving and leaving.
+    assert_eq!(rule("00300"), 12, "3 echoes and 3 replies, in and out");
+    assert!(rule("00200") > 600, "1 MB both ways through the TCP state");
+    assert_eq!(rule("00500"), 1, "one SYN refused");
+    assert!(rule("00600") >= 2, "side 2's pings dropped");
 }
