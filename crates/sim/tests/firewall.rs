@@ -370,3 +370,17 @@ fn prob_and_plr_drop_within_statistical_bounds_and_repeat_for_a_seed() {
         assert_eq!(runs[0], runs[1], "the same seed gives the same drops");
     }
 }
+
+#[test]
+fn the_readme_rules_file_loads() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("# a router's stateful firewall")
+        .expect("the README's example");
+    let end = start + readme[start..].find("```").expect("its end");
+    let fw = Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
+    fw.load(&readme[start..end])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(fw.pipes().len(), 1);
+    assert!(fw.show().contains("00800"), "{}", fw.show());
+}
