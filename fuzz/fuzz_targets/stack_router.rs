@@ -1,6 +1,7 @@
 //! One arbitrary frame into a router (`Stack` with forwarding on between two links,
 //! static, multipath, blackhole, reject and prohibit routes of both families, router
-//! advertisements on) must never panic. Half the inputs get the router's MAC as
+//! advertisements on, an ipfw ruleset with states, resets, unreachables and a
+//! dummynet pipe on every IP point) must never panic. Half the inputs get the router's MAC as
 //! their destination so that they reach IP input and the forwarding path. Built
 //! once and reused, so neighbour entries, path MTUs and redirects carry over.
 #![no_main]
@@ -47,6 +48,22 @@ fn rig() -> Rig {
     ] {
         st.add_route(route::RouteSpec::discard(p(d), k)).unwrap();
     }
+    // A firewall on every IP point: states, resets, unreachables, a shaping pipe.
+    let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 2).unwrap();
+    fw.load(
+        "pipe 1 config bw 100Mbit/s delay 1ms queue 20
+add 100 check-state
+add 200 allow tcp from 198.18.1.0/24 to any setup keep-state
+add 300 reset tcp from any to 198.18.2.0/24 22
+add 400 unreach port udp from any to any 53
+add 500 unreach6 port udp from any to any 54
+add 600 pipe 1 udp from any to any 9 in
+add 700 skipto 900 icmp from any to any
+add 800 deny ip from any to any
+add 900 allow ip from any to any",
+    )
+    .unwrap();
+    fw.attach(st);
     let mac = st.interfaces()[0].mac.0;
     sim.run_for(dev::Duration::from_millis(1500));
     let port = sim.attach_raw(h1);
