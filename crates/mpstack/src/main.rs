@@ -205,9 +205,10 @@ pub struct RunArgs {
     /// connection (stateful ECMP). Entries idle 30 s are dropped.
     #[arg(long, value_name = "MODE", value_parser = ["dst", "4tuple"])]
     pub flow_table: Option<String>,
-    /// Load an ipfw(8) rules file (`add …` lines, `table …`, `#` comments) and run it
-    /// at the IPv4 and IPv6 points, in and out; `ipfw show` is printed at exit.
-    /// Errors name the line and column. (dummynet pipes are not driven yet.)
+    /// Load an ipfw(8) rules file (`add …` rules, `table …`, dummynet's `pipe N
+    /// config …` / `queue N config …`, `#` comments) and run it at the IPv4 and IPv6
+    /// points, in and out; `ipfw show` and the pipes are printed at exit. Errors
+    /// name the line and column.
     #[arg(long, value_name = "FILE")]
     pub ipfw: Option<std::path::PathBuf>,
     /// What the default rule 65535 does with --ipfw.

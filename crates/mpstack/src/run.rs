@@ -396,6 +396,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             println!("ipfw: {l}");
         }
         println!("ipfw: {} dynamic state(s)", f.states());
+        for (n, cfg, st) in f.pipes() {
+            println!(
+                "ipfw: pipe {n} {cfg}: in {} pkts {} bytes, out {} pkts {} bytes, dropped {} (loss) {} (queue full)",
+                st.in_pkts, st.in_bytes, st.out_pkts, st.out_bytes, st.drop_loss_pkts, st.drop_full_pkts
+            );
+        }
     }
     for e in stack.interfaces().iter().flat_map(|i| i.arp.entries()) {
         let mac = e
