@@ -211,6 +211,12 @@ pub struct RunArgs {
     /// name the line and column.
     #[arg(long, value_name = "FILE")]
     pub ipfw: Option<std::path::PathBuf>,
+    /// Also run the --ipfw rules on whole Ethernet frames, arriving and leaving
+    /// (FreeBSD's net.link.ether.ipfw=1): the pass where `layer2`, `mac` and
+    /// `mac-type` match. ARP frames pass the rules too: allow them (`allow ip from
+    /// any to any mac-type arp layer2`) before denying.
+    #[arg(long, requires = "ipfw")]
+    pub ipfw_layer2: bool,
     /// What the default rule 65535 does with --ipfw.
     #[arg(long, value_name = "ACTION", default_value = "deny", value_parser = ["allow", "deny"])]
     pub ipfw_default: String,

@@ -237,6 +237,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             f.load(&text)
                 .map_err(|e| format!("--ipfw {}: {e}", path.display()))?;
             f.attach(&stack);
+            if a.ipfw_layer2 {
+                f.attach_layer2(&stack);
+            }
             Some(f)
         }
         None => None,

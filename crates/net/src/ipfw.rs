@@ -183,6 +183,15 @@ impl Ipfw {
         stack.set_pfil_deferring();
     }
 
+    /// Also runs the rules on whole Ethernet frames, arriving and leaving (FreeBSD's
+    /// `net.link.ether.ipfw=1`): the pass where `layer2`, `mac` and `mac-type` match.
+    pub fn attach_layer2(self: &Arc<Self>, stack: &Stack) {
+        for dir in [Dir::In, Dir::Out] {
+            stack.add_pfil_hook(PfilPoint::Ether, dir, self.clone());
+        }
+        stack.set_pfil_deferring();
+    }
+
     fn shape(
         &self,
         m: Mbuf,
@@ -332,42 +341,66 @@ fn upper(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize, p: &mut PacketInfo)
     }
 }
 
-/// Describes the IP packet in `m` (starting with its IPv4 or IPv6 header).
+/// An IPv4 packet at `off`.
+fn inet(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo> {
+    let h = crate::hdr::hdr(a, m, off, 20).ok()?;
+    let hlen = usize::from(h[0] & 0x0f) * 4;
+    let src = IpAddr::from([h[12], h[13], h[14], h[15]]);
+    let dst = IpAddr::from([h[16], h[17], h[18], h[19]]);
+    let mut p = PacketInfo::new(src, dst, h[9]);
+    p.ip_len = u16::from_be_bytes([h[2], h[3]]);
+    p.tos = h[1];
+    p.ttl = h[8];
+    p.frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+    if !p.frag {
+        upper(a, m, off + hlen, &mut p);
+    }
+    Some(p)
+}
+
+/// An IPv6 packet at `off`.
+fn inet6(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo> {
+    let h = crate::hdr::hdr(a, m, off, 40).ok()?;
+    let mut s = [0u8; 16];
+    let mut d = [0u8; 16];
+    s.copy_from_slice(&h[8..24]);
+    d.copy_from_slice(&h[24..40]);
+    let mut p = PacketInfo::new(IpAddr::from(s), IpAddr::from(d), h[6]);
+    p.ip_len = u16::from_be_bytes([h[4], h[5]]).saturating_add(40);
+    p.tos = (h[0] << 4) | (h[1] >> 4);
+    p.ttl = h[7];
+    // The upper layer directly after the fixed header (extension headers are not
+    // walked here; their packets match by protocol number).
+    upper(a, m, off + 40, &mut p);
+    Some(p)
+}
+
+/// Describes the packet in `m`: an IPv4 or IPv6 packet at the IP points, a whole
+/// Ethernet frame at the layer-2 point.
 fn describe(m: &mut Mbuf, cx: &PfilCtx<'_>) -> Option<PacketInfo> {
     let a = crate::hdr::HdrAccess::Pulldown;
     let len = m.len();
     let mut p = match cx.point {
-        PfilPoint::Inet => {
-            let h = crate::hdr::hdr(a, m, 0, 20).ok()?;
-            let hlen = usize::from(h[0] & 0x0f) * 4;
-            let src = IpAddr::from([h[12], h[13], h[14], h[15]]);
-            let dst = IpAddr::from([h[16], h[17], h[18], h[19]]);
-            let mut p = PacketInfo::new(src, dst, h[9]);
-            p.ip_len = u16::from_be_bytes([h[2], h[3]]);
-            p.tos = h[1];
-            p.ttl = h[8];
-            p.frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
-            if !p.frag {
-                upper(a, m, hlen, &mut p);
-            }
+        PfilPoint::Inet => inet(a, m, 0)?,
+        PfilPoint::Inet6 => inet6(a, m, 0)?,
+        // The layer-2 pass: the Ethernet header, and the IP packet inside if any.
+        PfilPoint::Ether => {
+            let h = crate::hdr::hdr(a, m, 0, 14).ok()?;
+            let mut mac = fw::MacHdr::default();
+            mac.dst.copy_from_slice(&h[0..6]);
+            mac.src.copy_from_slice(&h[6..12]);
+            mac.ethertype = u16::from_be_bytes([h[12], h[13]]);
+            let inner = match mac.ethertype {
+                0x0800 => inet(a, m, 14),
+                0x86dd => inet6(a, m, 14),
+                _ => None,
+            };
+            let unspec = IpAddr::from([0, 0, 0, 0]);
+            let mut p = inner.unwrap_or_else(|| PacketInfo::new(unspec, unspec, 0));
+            p.mac = Some(mac);
+            p.layer2 = true;
             p
         }
-        PfilPoint::Inet6 => {
-            let h = crate::hdr::hdr(a, m, 0, 40).ok()?;
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&h[8..24]);
-            d.copy_from_slice(&h[24..40]);
-            let mut p = PacketInfo::new(IpAddr::from(s), IpAddr::from(d), h[6]);
-            p.ip_len = u16::from_be_bytes([h[4], h[5]]).saturating_add(40);
-            p.tos = (h[0] << 4) | (h[1] >> 4);
-            p.ttl = h[7];
-            // The upper layer directly after the fixed header (extension headers
-            // are not walked here; their packets match by protocol number).
-            upper(a, m, 40, &mut p);
-            p
-        }
-        PfilPoint::Ether => return None,
     };
     let iface = cx.cfg.ifaces.get(cx.ifindex.get()).map(|i| IfRef {
         index: u32::from(i.index.0),
@@ -481,7 +514,11 @@ pub(crate) fn reinject(cx: &mut Cx<'_>, d: Deferred) {
                 }
             }
         }
-        (PfilPoint::Ether, _) => drop(m),
+        (PfilPoint::Ether, Dir::In) => crate::ether::ether_input(cx, ifp, m),
+        (PfilPoint::Ether, Dir::Out) => {
+            cx.stats.ether.opackets += 1;
+            cx.tx[ifp.index.get()].push(m);
+        }
     }
     cx.pfil_skip = skip;
 }
@@ -500,7 +537,19 @@ pub(crate) fn send_reject(cx: &mut Cx<'_>, m: Mbuf, point: PfilPoint, how: Rejec
 }
 
 fn reject_answer(cx: &mut Cx<'_>, mut m: Mbuf, point: PfilPoint, how: Reject) {
-    let v6 = point == PfilPoint::Inet6;
+    let mut v6 = point == PfilPoint::Inet6;
+    if point == PfilPoint::Ether {
+        // A refused frame is answered at the IP layer it carries, if any.
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 14) else {
+            return;
+        };
+        match u16::from_be_bytes([h[12], h[13]]) {
+            0x0800 => {}
+            0x86dd => v6 = true,
+            _ => return,
+        }
+        m.adj(14);
+    }
     let (hlen, proto) = if v6 {
         match crate::hdr::hdr(cx.access, &mut m, 0, 40) {
             Ok(h) => (40, h[6]),

@@ -384,3 +384,33 @@ fn the_readme_rules_file_loads() {
     assert_eq!(fw.pipes().len(), 1);
     assert!(fw.show().contains("00800"), "{}", fw.show());
 }
+
+#[test]
+fn layer2_rules_see_frames_only_when_the_layer2_pass_is_on() {
+    for layer2 in [false, true] {
+        let (mut s, inside, r, outside, _) = lab(1, "add 1 allow ip from any to any");
+        let mac = s.host(inside).interfaces()[0].mac;
+        let fw = Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
+        fw.load(&format!(
+            "add 50 allow ip from any to any mac-type arp layer2
+add 100 deny ip from any to any mac any {mac} layer2
+add 200 allow ip from any to any
+"
+        ))
+        .unwrap();
+        // A second firewall on the router: the lab's allows everything.
+        if layer2 {
+            fw.attach_layer2(s.host(r));
+        }
+        fw.attach(s.host(r));
+        let got = udp_exchange(&mut s, inside, outside, "198.18.2.2:7".parse().unwrap());
+        let show = fw.show();
+        if layer2 {
+            assert_eq!(got, (false, false), "frames from {mac} dropped at layer 2");
+            assert!(!show.contains("00100          0 "), "{show}");
+        } else {
+            assert_eq!(got, (true, true), "mac rules never match at layer 3");
+            assert!(show.contains("00100          0 "), "{show}");
+        }
+    }
+}
