@@ -160,15 +160,15 @@ impl PfilHeads {
             &self.inet6_in,
             &self.inet6_out,
         ];
-        let mut seen: Vec<*const ()> = Vec::new();
-        all.into_iter().flatten().filter(move |h| {
+        // A hook is "seen" if an earlier slot of the walk holds the same one (no
+        // allocation: the heads are short and this runs every poll).
+        let flat = move || all.into_iter().flatten();
+        flat().enumerate().filter_map(move |(i, h)| {
             let p = std::sync::Arc::as_ptr(h) as *const ();
-            if seen.contains(&p) {
-                false
-            } else {
-                seen.push(p);
-                true
-            }
+            let earlier = flat()
+                .take(i)
+                .any(|e| std::sync::Arc::as_ptr(e) as *const () == p);
+            (!earlier).then_some(h)
         })
     }
 }

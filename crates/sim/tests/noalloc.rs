@@ -83,17 +83,22 @@ fn steady_state_ping_and_udp_echo_do_not_allocate() {
             allocs, 0,
             "workers={workers}: {allocs} heap allocations over {exchanges} exchanges"
         );
-        let allocs = routed(workers);
+        let allocs = routed(workers, false);
         assert_eq!(
             allocs, 0,
             "workers={workers}: {allocs} heap allocations over 1000 routed echoes"
+        );
+        let allocs = routed(workers, true);
+        assert_eq!(
+            allocs, 0,
+            "workers={workers}: {allocs} heap allocations over 1000 routed echoes through ipfw"
         );
     }
 }
 
 /// A (198.18.1.2) — R — B (198.18.2.2, 198.19.0.1): 1,000 pings through R after a
 /// warm-up.
-fn routed(workers: usize) -> u64 {
+fn routed(workers: usize, firewall: bool) -> u64 {
     let mut s = Sim::new(2);
     let a = s.add_host("a", workers);
     let r = s.add_host("r", workers);
@@ -130,6 +135,19 @@ fn routed(workers: usize) -> u64 {
             "198.18.2.2".parse().unwrap(),
         )
         .unwrap();
+    // The router's firewall: a state per echo flow, a count, a skipto.
+    let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), workers).unwrap();
+    fw.load(
+        "add 100 check-state
+add 200 count icmp from any to any
+add 300 skipto 500 icmp from 198.18.1.0/24 to any
+add 400 deny ip from any to any
+add 500 allow icmp from any to any keep-state",
+    )
+    .unwrap();
+    if firewall {
+        fw.attach(s.host(r));
+    }
     let ping = s.host(a).ping_socket(0).unwrap();
     ping.set_nonblocking(true).unwrap();
     let data = [0x5au8; 56];
