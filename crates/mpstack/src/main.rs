@@ -96,8 +96,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MODE", default_value = "dst", value_parser = ["dst", "4tuple"])]
     pub flow_mode: String,
     /// bench forward: seconds of each timed run (each design, each worker count,
-    /// each round). bench fw: seconds of each figure (ours and naive each, per case;
-    /// the best pass over the packet array is kept).
+    /// each round). bench fw: seconds of each figure in each round (ours and naive,
+    /// per case; the rounds interleave the cases; the best ~50 us pass is kept).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]
     pub seconds: f64,
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
