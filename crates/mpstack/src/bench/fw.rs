@@ -1030,6 +1030,12 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A JSON number, or null.
+fn jnum(v: Option<f64>, prec: usize) -> String {
+    v.filter(|v| v.is_finite())
+        .map_or("null".into(), |v| format!("{v:.prec$}"))
+}
+
 fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.prec$}"))
 }
@@ -1043,7 +1049,7 @@ fn print_report(a: &BenchArgs, p: &Params, rep: &Report, hz: Option<f64>) {
                     format!(
                         ",\"naive_ns_per_pkt\":{:.3},\"naive_cycles_per_pkt\":{},\"ratio_naive_to_ours\":{:.3}",
                         n.ns,
-                        opt(n.cycles, 2).replace('-', "null"),
+                        jnum(n.cycles, 2),
                         n.ns / r.ours.ns
                     )
                 })
@@ -1057,7 +1063,7 @@ fn print_report(a: &BenchArgs, p: &Params, rep: &Report, hz: Option<f64>) {
                 r.insns,
                 super::json_escape(&r.rule_text),
                 r.ours.ns,
-                opt(r.ours.cycles, 2).replace('-', "null"),
+                jnum(r.ours.cycles, 2),
                 r.ours.mpps(),
                 r.agree
             );
@@ -1078,7 +1084,7 @@ fn print_report(a: &BenchArgs, p: &Params, rep: &Report, hz: Option<f64>) {
             println!(
                 "{{\"bench\":\"fw\",\"target\":\"{}\",\"value\":{},\"unit\":\"{}\",\"limit\":{},\"at_most\":{},\"met\":{}}}",
                 t.what,
-                opt(t.value, 3).replace('-', "null"),
+                jnum(t.value, 3),
                 t.unit,
                 t.limit,
                 t.at_most,
