@@ -55,6 +55,12 @@ enum Cmd {
     /// loopback, with their ratio; and `idle`, --idle-conns connections opened between
     /// two mpstack stacks and kept idle, with the growth of the heap (a counting
     /// allocator) and of VmRSS per connection and per endpoint.
+    ///
+    /// `fw`: the ipfw evaluator (crate fw) beside a naive AST interpreter in the same
+    /// run: the 2009 dispatch-table paper's matrix with per-phase costs (entry, rule
+    /// header, microinstruction; ns and TSC cycles), one allow rule, RFC 2544 §11.4,
+    /// table lookups and keep-state at 1M states; targets marked met or missed.
+    /// `mpstack bench fw [--seconds S] [--skip matrix,allow,rfc2544,table,state] [--json]`.
     Bench(BenchArgs),
 }
 
@@ -65,7 +71,11 @@ pub struct BenchArgs {
     /// and IPv6 longest-prefix match on a BGP table: ours beside three crates), or
     /// forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
     /// paper's three designs, legacy, split L2/L3 and split plus flow table, at 1 and
-    /// 2 workers).
+    /// 2 workers), or fw (the ipfw evaluator on the 2009 dispatch-table paper's
+    /// matrix, A: 1/10/100 one-microinstruction rules, B: 10/100 five-microinstruction
+    /// rules, with per-phase costs by least squares beside a naive AST interpreter;
+    /// Mpps through one allow rule at 1 and 2 threads; RFC 2544 §11.4 with 25 filters;
+    /// table lookups at 0, 1k, 100k entries; keep-state with 1M states).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -86,7 +96,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MODE", default_value = "dst", value_parser = ["dst", "4tuple"])]
     pub flow_mode: String,
     /// bench forward: seconds of each timed run (each design, each worker count,
-    /// each round).
+    /// each round). bench fw: seconds of each figure in each round (ours and naive,
+    /// per case; the rounds interleave the cases; the best ~50 us pass is kept).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]
     pub seconds: f64,
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
@@ -100,7 +111,8 @@ pub struct BenchArgs {
     /// poptrie, poptrie-16, poptrie-20, prefix-trie, poptrie-crate, ip_network_table;
     /// IPv6 radix6, poptrie6, poptrie6-16, poptrie6-20, prefix-trie6, poptrie-crate6,
     /// ip_network_table6; or a whole family, ipv4 or ipv6. bench forward: designs to
-    /// leave out (legacy, split, split+flowtable).
+    /// leave out (legacy, split, split+flowtable). bench fw: case groups to leave out
+    /// (matrix, allow, rfc2544, table, state).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.

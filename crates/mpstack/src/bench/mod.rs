@@ -19,6 +19,7 @@
 
 mod conns;
 mod forward;
+mod fw;
 mod lpm;
 mod mbuf;
 mod polled;
@@ -98,8 +99,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "mbuf" => mbuf::main(&a),
         "lpm" => lpm::main(&a),
         "forward" => forward::main(&a),
+        "fw" => fw::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw)"
         )),
     }
 }

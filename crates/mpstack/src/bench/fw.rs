@@ -1,0 +1,1234 @@
+//! `mpstack bench fw`: the ipfw evaluator (crate `fw`) on the test matrix of the 2009
+//! ipfw dispatch-table paper (GSoC 2009), beside a naive interpreter measured in the
+//! same run, plus the issue's throughput cases (issue 6):
+//!
+//! - `matrix`: A — 1, 10, 100 rules `count icmp from any to any` (one microinstruction
+//!   each: ipfw's `count proto icmp`); B — 10, 100 rules `count icmp from any to any ip4
+//!   in not frag not layer2` (five, all true for the traffic, as the paper's `proto
+//!   icmp not proto tcp not proto udp ...`: our language has no `proto` option). ICMP
+//!   packets, so every count rule's body runs and the packet walks all N rules and then
+//!   the default rule. A least-squares fit of ns/packet over (rules, microinstructions)
+//!   gives the entry cost (intercept), the cost of a rule header and of a
+//!   microinstruction, beside the paper's 100 / 50 / 12 ns (2009 hardware).
+//! - `allow`: Mpps through one `allow ip from any to any` (eval, eval_batch, 2 threads).
+//! - `rfc2544`: RFC 2544 §11.4 — 25 filters, the first 24 not matching the traffic.
+//! - `table`: `allow ip from table(t) to any` with 0, 1 000 and 100 000 host entries
+//!   (198.18.0.0/15), hits and misses.
+//! - `state`: `check-state; allow udp from any to any keep-state` with 1 000 000 states,
+//!   packets of existing flows in random order.
+//!
+//! The naive baseline is an AST walk: each rule a `Vec` of boxed condition trees
+//! (`Cond`), evaluated by collecting every condition's result into a freshly allocated
+//! `Vec<bool>` per rule (no short cut), tables as `HashMap<String, HashMap<IpAddr,
+//! u32>>` looked up by name for each packet, states in a `HashMap` keyed by the
+//! ordered 5-tuple. It is built from the same parsed rules (`Ruleset::rules`).
+//!
+//! Each timing is the best pass over a pre-built packet array within `--seconds`
+//! (passes of a few ms; the machines are shared and noisy), in ns per packet and TSC
+//! cycles (`dev::cpu::rdtsc`), on a thread pinned to the first allowed CPU.
+
+use crate::BenchArgs;
+use fw::state::StateConfig;
+use fw::{Counters, Decision, Env, PacketInfo, Program, Ruleset, RulesetConfig, TableType};
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The paper's per-phase costs (ns): entry, rule header, microinstruction.
+const PAPER: (f64, f64, f64) = (100.0, 50.0, 12.0);
+const RULE_A: &str = "count icmp from any to any";
+const RULE_B: &str = "count icmp from any to any ip4 in not frag not layer2";
+const GROUPS: [&str; 5] = ["matrix", "allow", "rfc2544", "table", "state"];
+
+struct Host;
+impl Env for Host {
+    fn is_local(&self, _a: IpAddr) -> bool {
+        false
+    }
+    fn verrevpath(&self, _src: IpAddr, _rcvif: u32) -> bool {
+        true
+    }
+    fn antispoof(&self, _src: IpAddr, _rcvif: u32) -> bool {
+        true
+    }
+}
+
+/// Sizes: the real run's, or tiny ones for the unit test.
+#[derive(Clone, Copy)]
+struct Params {
+    secs: f64,
+    /// Packets in each pre-built array.
+    pkts: usize,
+    matrix_n: [usize; 3],
+    table_big: usize,
+    table_small: usize,
+    states: usize,
+    /// Interleaved rounds, each `secs` per figure.
+    rounds: u32,
+}
+
+impl Params {
+    fn full(secs: f64, rounds: u32) -> Self {
+        Params {
+            secs,
+            rounds,
+            pkts: 4096,
+            matrix_n: [1, 10, 100],
+            table_big: 100_000,
+            table_small: 1_000,
+            states: 1_000_000,
+        }
+    }
+}
+
+fn v4(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + i))
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+// ---- the naive interpreter -------------------------------------------------------
+
+/// A condition tree.
+enum Cond {
+    Proto(Vec<u8>),
+    Ip4,
+    Ip6,
+    In,
+    Out,
+    Frag,
+    Layer2,
+    Addr {
+        dst: bool,
+        nets: Vec<(IpAddr, IpAddr)>,
+    },
+    Table {
+        dst: bool,
+        name: String,
+    },
+    Ports {
+        dst: bool,
+        ranges: Vec<(u32, u32)>,
+    },
+    Not(Box<Cond>),
+    Or(Vec<Cond>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum NAct {
+    Allow,
+    Deny,
+    Count,
+    CheckState,
+}
+
+struct NRule {
+    num: u16,
+    act: NAct,
+    keep: bool,
+    // Deliberately boxed: each condition its own heap node, as a naive AST has.
+    #[allow(clippy::vec_box)]
+    conds: Vec<Box<Cond>>,
+}
+
+type FlowKey = (u8, IpAddr, u16, IpAddr, u16);
+
+struct Naive {
+    rules: Vec<NRule>,
+    tables: HashMap<String, HashMap<IpAddr, u32>>,
+    states: HashMap<FlowKey, usize>,
+    counts: Vec<u64>,
+}
+
+fn masked_eq(a: IpAddr, net: IpAddr, mask: IpAddr) -> bool {
+    match (a, net, mask) {
+        (IpAddr::V4(a), IpAddr::V4(n), IpAddr::V4(m)) => a.to_bits() & m.to_bits() == n.to_bits(),
+        (IpAddr::V6(a), IpAddr::V6(n), IpAddr::V6(m)) => a.to_bits() & m.to_bits() == n.to_bits(),
+        _ => false,
+    }
+}
+
+impl Cond {
+    fn eval(&self, p: &PacketInfo, tables: &HashMap<String, HashMap<IpAddr, u32>>) -> bool {
+        let ports = !p.frag && matches!(p.proto, 6 | 17 | 132);
+        match self {
+            Cond::Proto(l) => l.contains(&p.proto),
+            Cond::Ip4 => p.src.is_ipv4(),
+            Cond::Ip6 => p.src.is_ipv6(),
+            Cond::In => p.dir == fw::Direction::In,
+            Cond::Out => p.dir == fw::Direction::Out,
+            Cond::Frag => p.frag,
+            Cond::Layer2 => p.layer2,
+            Cond::Addr { dst, nets } => {
+                let a = if *dst { p.dst } else { p.src };
+                nets.iter().any(|&(n, m)| masked_eq(a, n, m))
+            }
+            Cond::Table { dst, name } => tables
+                .get(name)
+                .is_some_and(|t| t.contains_key(&if *dst { p.dst } else { p.src })),
+            Cond::Ports { dst, ranges } => {
+                let v = if *dst { p.dport } else { p.sport } as u32;
+                ports && ranges.iter().any(|&(lo, hi)| lo <= v && v <= hi)
+            }
+            Cond::Not(c) => !c.eval(p, tables),
+            Cond::Or(l) => l.iter().any(|c| c.eval(p, tables)),
+        }
+    }
+}
+
+fn flow_key(p: &PacketInfo) -> FlowKey {
+    let (a, b) = ((p.src, p.sport), (p.dst, p.dport));
+    let (x, y) = if a <= b { (a, b) } else { (b, a) };
+    (p.proto, x.0, x.1, y.0, y.1)
+}
+
+impl Naive {
+    /// The naive form of `rs`'s rules (the subset the bench uses) and its tables.
+    fn new(rs: &Ruleset, tables: HashMap<String, HashMap<IpAddr, u32>>) -> Result<Self, String> {
+        use fw::rule::{Action, AddrSpec, OptKind, Proto};
+        let mut rules = Vec::new();
+        for (r, _) in rs.rules() {
+            let mut conds: Vec<Box<Cond>> = Vec::new();
+            match &r.proto {
+                Proto::Any => {}
+                Proto::Ip4 => conds.push(Box::new(Cond::Ip4)),
+                Proto::Ip6 => conds.push(Box::new(Cond::Ip6)),
+                Proto::List(l) => conds.push(Box::new(Cond::Proto(l.clone()))),
+            }
+            for (ep, dst) in [(&r.src, false), (&r.dst, true)] {
+                let c = match &ep.addr {
+                    AddrSpec::Any => None,
+                    AddrSpec::Table(n, None) => Some(Cond::Table {
+                        dst,
+                        name: n.clone(),
+                    }),
+                    AddrSpec::List(l) => Some(Cond::Addr {
+                        dst,
+                        nets: l.iter().map(|m| (m.addr, m.mask)).collect(),
+                    }),
+                    other => return Err(format!("naive: address {other:?} not supported")),
+                };
+                if let Some(c) = c {
+                    conds.push(Box::new(if ep.not { Cond::Not(Box::new(c)) } else { c }));
+                }
+                if let Some(ps) = &ep.ports {
+                    conds.push(Box::new(Cond::Ports {
+                        dst,
+                        ranges: ps.iter().map(|r| (r.lo, r.hi)).collect(),
+                    }));
+                }
+            }
+            let mut keep = false;
+            for block in &r.opts {
+                let mut alts = Vec::new();
+                for o in block {
+                    let c = match &o.kind {
+                        OptKind::KeepState => {
+                            keep = true;
+                            continue;
+                        }
+                        OptKind::Ip4 => Cond::Ip4,
+                        OptKind::Ip6 => Cond::Ip6,
+                        OptKind::In => Cond::In,
+                        OptKind::Out => Cond::Out,
+                        OptKind::Frag => Cond::Frag,
+                        OptKind::Layer2 => Cond::Layer2,
+                        other => return Err(format!("naive: option {other:?} not supported")),
+                    };
+                    alts.push(if o.not { Cond::Not(Box::new(c)) } else { c });
+                }
+                match alts.len() {
+                    0 => {}
+                    1 => conds.push(Box::new(alts.pop().expect("one"))),
+                    _ => conds.push(Box::new(Cond::Or(alts))),
+                }
+            }
+            let act = match r.action {
+                Action::Allow => NAct::Allow,
+                Action::Deny => NAct::Deny,
+                Action::Count => NAct::Count,
+                Action::CheckState => NAct::CheckState,
+                ref other => return Err(format!("naive: action {other:?} not supported")),
+            };
+            rules.push(NRule {
+                num: r.num,
+                act,
+                keep,
+                conds,
+            });
+        }
+        let n = rules.len();
+        Ok(Naive {
+            rules,
+            tables,
+            states: HashMap::new(),
+            counts: vec![0; n + 1],
+        })
+    }
+
+    /// (allow, rule number); the default rule denies.
+    fn eval(&mut self, p: &PacketInfo) -> (bool, u16) {
+        let mut checked = false;
+        let mut i = 0;
+        while i < self.rules.len() {
+            let r = &self.rules[i];
+            if (r.act == NAct::CheckState || r.keep) && !checked {
+                checked = true;
+                if let Some(&j) = self.states.get(&flow_key(p)) {
+                    self.counts[j] += 1;
+                    match self.rules[j].act {
+                        NAct::Allow => return (true, self.rules[j].num),
+                        NAct::Deny => return (false, self.rules[j].num),
+                        _ => {
+                            i = j + 1;
+                            continue;
+                        }
+                    }
+                }
+            }
+            if r.act == NAct::CheckState {
+                i += 1;
+                continue;
+            }
+            // Every condition evaluated, into a fresh vector.
+            let results: Vec<bool> = r.conds.iter().map(|c| c.eval(p, &self.tables)).collect();
+            if results.iter().all(|&b| b) {
+                if r.keep {
+                    self.states.insert(flow_key(p), i);
+                }
+                self.counts[i] += 1;
+                match r.act {
+                    NAct::Allow => return (true, r.num),
+                    NAct::Deny => return (false, r.num),
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        *self.counts.last_mut().expect("default") += 1;
+        (false, fw::rule::DEFAULT_RULE)
+    }
+}
+
+// ---- a case: a ruleset, its packets, both evaluators -------------------------------
+
+struct Case {
+    group: &'static str,
+    name: String,
+    rule_text: String,
+    rs: Ruleset,
+    prog: Arc<Program>,
+    naive: Naive,
+    pkts: Vec<PacketInfo>,
+    /// Rules in the ruleset (without the default rule) and microinstructions.
+    rules: usize,
+    insns: usize,
+}
+
+fn build(
+    group: &'static str,
+    name: String,
+    cfg: RulesetConfig,
+    text: &str,
+    tables: &[(&str, Vec<IpAddr>)],
+    pkts: Vec<PacketInfo>,
+) -> Result<Case, String> {
+    let mut rs = Ruleset::new(cfg);
+    let mut naive_tables = HashMap::new();
+    for (t, addrs) in tables {
+        rs.table_create(t, TableType::Addr)
+            .map_err(|e| e.to_string())?;
+        let mut m = HashMap::new();
+        for (k, a) in addrs.iter().enumerate() {
+            rs.table_add(t, &a.to_string(), k as u32)
+                .map_err(|e| e.to_string())?;
+            m.insert(*a, k as u32);
+        }
+        naive_tables.insert(t.to_string(), m);
+    }
+    rs.load(text).map_err(|e| format!("{name}: {e}"))?;
+    let prog = rs.program().map_err(|e| e.to_string())?;
+    let naive = Naive::new(&rs, naive_tables)?;
+    let rules = prog.len() - 1;
+    let insns = prog.insn_count();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.trim_start_matches("add "))
+        .collect();
+    let rule_text = match lines.as_slice() {
+        [one] => one.to_string(),
+        [first, ..] if lines.iter().all(|l| l == first) => {
+            format!("{} x \"{first}\"", lines.len())
+        }
+        [first, .., last] if lines.len() > 3 => {
+            format!("\"{first}\" ... \"{last}\" ({} rules)", lines.len())
+        }
+        _ => lines.join("; "),
+    };
+    Ok(Case {
+        group,
+        name,
+        rule_text,
+        rs,
+        prog,
+        naive,
+        pkts,
+        rules,
+        insns,
+    })
+}
+
+fn icmp_pkts(n: usize) -> Vec<PacketInfo> {
+    (0..n as u32)
+        .map(|i| {
+            let mut p = PacketInfo::new(v4(i % 65536), v4(65536 + (i * 7) % 65536), 1);
+            p.icmp_type = 8;
+            p.len = 64;
+            p
+        })
+        .collect()
+}
+
+fn udp(src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> PacketInfo {
+    let mut p = PacketInfo::new(src, dst, 17);
+    p.sport = sport;
+    p.dport = dport;
+    p.len = 64;
+    p
+}
+
+fn udp_pkts(n: usize) -> Vec<PacketInfo> {
+    (0..n as u32)
+        .map(|i| {
+            udp(
+                v4(i % 65536),
+                1024 + (i % 5000) as u16,
+                v4(65536 + 1 + i % 250),
+                7,
+            )
+        })
+        .collect()
+}
+
+fn cases(group: &str, p: &Params) -> Result<Vec<Case>, String> {
+    let dflt = RulesetConfig::default();
+    let mut out = Vec::new();
+    match group {
+        "matrix" => {
+            for (tag, rule, ns) in [
+                ("A", RULE_A, &p.matrix_n[..]),
+                ("B", RULE_B, &p.matrix_n[1..]),
+            ] {
+                for &n in ns {
+                    let text = format!("add {rule}\n").repeat(n);
+                    out.push(build(
+                        "matrix",
+                        format!("{tag}{n}"),
+                        dflt,
+                        &text,
+                        &[],
+                        icmp_pkts(p.pkts),
+                    )?);
+                }
+            }
+        }
+        "allow" => out.push(build(
+            "allow",
+            "allow-1rule".into(),
+            dflt,
+            "add allow ip from any to any",
+            &[],
+            udp_pkts(p.pkts),
+        )?),
+        "rfc2544" => {
+            let mut text = String::new();
+            for k in 1..=24 {
+                text.push_str(&format!(
+                    "add deny udp from 198.19.200.{k} to 198.19.201.{k} {}\n",
+                    1000 + k
+                ));
+            }
+            text.push_str("add allow udp from 198.18.0.0/16 to 198.19.0.0/24 7\n");
+            out.push(build(
+                "rfc2544",
+                "rfc2544-25".into(),
+                dflt,
+                &text,
+                &[],
+                udp_pkts(p.pkts),
+            )?);
+        }
+        "table" => {
+            let text = "add allow ip from table(t) to any";
+            let mut rng = 0x1234_5678_9abc_def1u64;
+            // Entries are the first `size` hosts of 198.18.0.0/15; misses come from
+            // its last 8192 addresses, which no table holds.
+            for (size, hit) in [
+                (0, false),
+                (p.table_small, true),
+                (p.table_big, true),
+                (p.table_big, false),
+            ] {
+                let addrs: Vec<IpAddr> = (0..size as u32).map(v4).collect();
+                // Enough packets that the big table's entries are not all cached.
+                let pkts = (0..p.pkts.max(p.table_big.min(1 << 16)))
+                    .map(|i| {
+                        let r = xorshift(&mut rng);
+                        let src = if hit {
+                            v4((r % size as u64) as u32)
+                        } else {
+                            v4(131072 - 8192 + (r % 8192) as u32)
+                        };
+                        udp(src, 1024 + (i % 5000) as u16, v4(131071), 7)
+                    })
+                    .collect();
+                out.push(build(
+                    "table",
+                    format!("table-{size}-{}", if hit { "hit" } else { "miss" }),
+                    dflt,
+                    text,
+                    &[("t", addrs)],
+                    pkts,
+                )?);
+            }
+        }
+        "state" => {
+            let mut cfg = dflt;
+            cfg.state_shards = 16;
+            cfg.states = StateConfig {
+                // Shards fill at their share: room above the states made.
+                max_states: p.states + p.states / 4 + 1024,
+                ..StateConfig::default()
+            };
+            let mut rng = 0x0bad_cafe_f00d_u64;
+            // Random flows of the million, more than the caches hold.
+            let pkts = (0..p.states.clamp(p.pkts, 1 << 18))
+                .map(|_| state_flow((xorshift(&mut rng) % p.states as u64) as u32))
+                .collect();
+            out.push(build(
+                "state",
+                format!("keep-state-{}", p.states),
+                cfg,
+                "add check-state\nadd allow udp from any to any keep-state\n",
+                &[],
+                pkts,
+            )?);
+        }
+        _ => return Err(format!("bench fw: unknown case group '{group}'")),
+    }
+    Ok(out)
+}
+
+/// Flow `i` of the keep-state case: 65536 sources of 198.18.0.0/16 times source ports.
+fn state_flow(i: u32) -> PacketInfo {
+    udp(v4(i & 0xffff), 10000 + (i >> 16) as u16, v4(65536 + 1), 53)
+}
+
+/// Runs `pkts` once through ours and the naive interpreter (from their current
+/// states) and compares verdicts and then every rule's packet counter.
+fn agree(c: &mut Case, ours: &mut Counters) -> Result<(), String> {
+    let states = c.rs.states().clone();
+    let mut rng = 1u64;
+    for (k, p) in c.pkts.iter().enumerate() {
+        let mut q = *p;
+        let v = c.prog.eval(&mut q, &Host, &states, ours, 1, &mut rng);
+        let (allow, num) = c.naive.eval(p);
+        let ours_allow = v.decision == Decision::Allow;
+        if (ours_allow, v.rule) != (allow, num) {
+            return Err(format!(
+                "{}: packet {k}: ours {:?} by {}, naive {} by {num}",
+                c.name,
+                v.decision,
+                v.rule,
+                if allow { "allow" } else { "deny" }
+            ));
+        }
+    }
+    compare_counters(c, ours)
+}
+
+fn compare_counters(c: &Case, ours: &Counters) -> Result<(), String> {
+    let ids: Vec<u32> = c.prog.rule_ids().collect();
+    for (i, id) in ids.iter().enumerate() {
+        let o = ours.get(*id).packets;
+        let n = c.naive.counts[i];
+        // The default rule has id 0 in the program; its count is the naive's last.
+        if o != n {
+            return Err(format!(
+                "{}: rule index {i}: ours counted {o}, naive {n}",
+                c.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Makes the keep-state case's states: every flow once through both evaluators.
+fn make_states(c: &mut Case, n: usize, ours: &mut Counters) -> Result<(), String> {
+    let states = c.rs.states().clone();
+    let mut rng = 1u64;
+    for i in 0..n as u32 {
+        let mut p = state_flow(i);
+        let v = c.prog.eval(&mut p, &Host, &states, ours, 1, &mut rng);
+        let (allow, num) = c.naive.eval(&p);
+        if v.decision != Decision::Allow || !allow || v.rule != num {
+            return Err(format!(
+                "{}: flow {i}: ours {:?} by {}, naive {allow} by {num} ({} states)",
+                c.name,
+                v.decision,
+                v.rule,
+                states.len()
+            ));
+        }
+    }
+    if states.len() != n || c.naive.states.len() != n {
+        return Err(format!(
+            "{}: {} states made (naive {}), wanted {n}",
+            c.name,
+            states.len(),
+            c.naive.states.len()
+        ));
+    }
+    compare_counters(c, ours)
+}
+
+// ---- timing ---------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Timing {
+    /// The best pass: ns and TSC cycles per packet.
+    ns: f64,
+    cycles: Option<f64>,
+    /// Packets over all passes.
+    pkts: u64,
+}
+
+impl Timing {
+    fn mpps(&self) -> f64 {
+        1e3 / self.ns.max(1e-9)
+    }
+}
+
+/// Timed passes of `f` over slices of the `n` packets for about `secs` (at least
+/// 3): each pass a slice of about 50 µs of work (measured on an untimed warm-up
+/// pass over all `n`), in turn through the array, so that on a loaded machine most
+/// passes fit in one time slice; the best pass is kept.
+fn measure(secs: f64, n: usize, mut f: impl FnMut(std::ops::Range<usize>)) -> Timing {
+    let t0 = Instant::now();
+    f(0..n); // warm
+    let warm = t0.elapsed().as_nanos().max(1) as f64;
+    let chunk = ((n as f64 * 50_000.0 / warm) as usize).clamp(32.min(n), n);
+    let start = Instant::now();
+    let mut t = Timing {
+        ns: f64::INFINITY,
+        ..Timing::default()
+    };
+    let mut passes = 0;
+    let mut at = 0;
+    while passes < 3 || start.elapsed().as_secs_f64() < secs {
+        let r = at..(at + chunk).min(n);
+        let m = r.len();
+        at = if r.end >= n { 0 } else { r.end };
+        let (t0, c0) = (Instant::now(), dev::cpu::rdtsc());
+        f(r);
+        let (dt, c1) = (t0.elapsed(), dev::cpu::rdtsc());
+        let ns = dt.as_nanos() as f64 / m as f64;
+        if ns < t.ns {
+            t.ns = ns;
+            t.cycles = c0.zip(c1).map(|(a, b)| b.wrapping_sub(a) as f64 / m as f64);
+        }
+        t.pkts += m as u64;
+        passes += 1;
+    }
+    t
+}
+
+fn time_ours(c: &Case, secs: f64) -> Timing {
+    let states = c.rs.states().clone();
+    let mut counters = Counters::new();
+    let mut rng = 1u64;
+    let mut pkts = c.pkts.clone();
+    let n = pkts.len();
+    measure(secs, n, |r| {
+        for p in pkts[r].iter_mut() {
+            let _ = black_box(c.prog.eval(p, &Host, &states, &mut counters, 1, &mut rng));
+        }
+    })
+}
+
+fn time_ours_batch(c: &Case, secs: f64) -> Timing {
+    let states = c.rs.states().clone();
+    let mut counters = Counters::new();
+    let mut rng = 1u64;
+    let mut pkts = c.pkts.clone();
+    let mut out = vec![
+        fw::Verdict {
+            decision: Decision::Deny,
+            rule: 0,
+            log: false
+        };
+        64
+    ];
+    let n = pkts.len();
+    measure(secs, n, |r| {
+        for ch in pkts[r].chunks_mut(64) {
+            let o = &mut out[..ch.len()];
+            c.prog
+                .eval_batch(ch, o, &Host, &states, &mut counters, 1, &mut rng);
+            black_box(&o);
+        }
+    })
+}
+
+fn time_naive(c: &mut Case, secs: f64) -> Timing {
+    let pkts = c.pkts.clone();
+    let naive = &mut c.naive;
+    measure(secs, pkts.len(), |r| {
+        for p in &pkts[r] {
+            black_box(naive.eval(p));
+        }
+    })
+}
+
+/// Ours on `threads` threads pinned to distinct allowed CPUs: total Mpps.
+fn threads_mpps(c: &Case, secs: f64, threads: usize) -> f64 {
+    let cpus = dev::cpu::allowed_cpus().unwrap_or_default();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let cpu = cpus.get(t).copied();
+                s.spawn(move || {
+                    if let Some(cpu) = cpu {
+                        let _ = dev::cpu::pin_current_thread(cpu);
+                    }
+                    let states = c.rs.states().clone();
+                    let mut counters = Counters::new();
+                    let mut rng = 1u64 + t as u64;
+                    let mut pkts = c.pkts.clone();
+                    let start = Instant::now();
+                    let mut n = 0u64;
+                    while start.elapsed() < Duration::from_secs_f64(secs) {
+                        for p in pkts.iter_mut() {
+                            let _ = black_box(c.prog.eval(
+                                p,
+                                &Host,
+                                &states,
+                                &mut counters,
+                                1,
+                                &mut rng,
+                            ));
+                        }
+                        n += pkts.len() as u64;
+                    }
+                    n as f64 / start.elapsed().as_secs_f64() / 1e6
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+    })
+}
+
+// ---- results ----------------------------------------------------------------------
+
+struct Row {
+    group: &'static str,
+    case: String,
+    variant: &'static str,
+    rule_text: String,
+    rules: usize,
+    insns: usize,
+    ours: Timing,
+    naive: Option<Timing>,
+    agree: bool,
+}
+
+/// Per-phase costs: (entry, rule header, microinstruction).
+#[derive(Clone, Copy, Debug)]
+struct Phases {
+    entry: f64,
+    rule: f64,
+    insn: f64,
+}
+
+/// Least squares t = entry + rule·N + insn·M over (N, M, t).
+fn fit(pts: &[(f64, f64, f64)]) -> Option<Phases> {
+    // Normal equations, 3 x 3, solved by Cramer's rule.
+    let mut a = [[0.0f64; 3]; 3];
+    let mut b = [0.0f64; 3];
+    for &(n, m, t) in pts {
+        let x = [1.0, n, m];
+        for i in 0..3 {
+            for j in 0..3 {
+                a[i][j] += x[i] * x[j];
+            }
+            b[i] += x[i] * t;
+        }
+    }
+    let det = |m: &[[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let d = det(&a);
+    if d.abs() < 1e-9 {
+        return None;
+    }
+    let col = |k: usize| {
+        let mut m = a;
+        for i in 0..3 {
+            m[i][k] = b[i];
+        }
+        det(&m) / d
+    };
+    Some(Phases {
+        entry: col(0),
+        rule: col(1),
+        insn: col(2),
+    })
+}
+
+struct Target {
+    what: &'static str,
+    value: Option<f64>,
+    unit: &'static str,
+    limit: f64,
+    at_most: bool,
+}
+
+impl Target {
+    fn met(&self) -> Option<bool> {
+        self.value.map(|v| {
+            if self.at_most {
+                v <= self.limit
+            } else {
+                v >= self.limit
+            }
+        })
+    }
+}
+
+/// Everything measured: rows, fits, targets; `run` with the real or test params.
+struct Report {
+    rows: Vec<Row>,
+    fits: Vec<(&'static str, &'static str, Phases)>,
+    threads2: Option<(f64, f64)>,
+    targets: Vec<Target>,
+}
+
+fn best(a: Timing, b: Timing) -> Timing {
+    let mut t = if b.ns < a.ns { b } else { a };
+    t.pkts = a.pkts + b.pkts;
+    t
+}
+
+fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, String> {
+    let mut built = Vec::new();
+    for &g in groups {
+        progress(&format!("{g}: building"));
+        for mut c in cases(g, p)? {
+            let mut ours_c = Counters::new();
+            if g == "state" {
+                progress(&format!("{}: making {} states", c.name, p.states));
+                let t0 = Instant::now();
+                make_states(&mut c, p.states, &mut ours_c)?;
+                progress(&format!(
+                    "{}: {} states in {:.2} s (both evaluators)",
+                    c.name,
+                    p.states,
+                    t0.elapsed().as_secs_f64()
+                ));
+            }
+            agree(&mut c, &mut ours_c)?;
+            progress(&format!(
+                "{}: {} ({} rules, {} microinstructions): ours and naive agree",
+                c.name, c.rule_text, c.rules, c.insns
+            ));
+            built.push(c);
+        }
+    }
+    // Rounds interleave the cases, so that a burst of load elsewhere on the machine
+    // spoils one round of each rather than every pass of one.
+    let none = Timing {
+        ns: f64::INFINITY,
+        ..Timing::default()
+    };
+    let secs = p.secs;
+    let mut t = vec![(none, none, None::<Timing>); built.len()];
+    for round in 1..=p.rounds {
+        progress(&format!(
+            "round {round}/{}: ours and naive on {} cases, {secs:.2} s each",
+            p.rounds,
+            built.len()
+        ));
+        for (c, t) in built.iter_mut().zip(t.iter_mut()) {
+            t.0 = best(t.0, time_ours(c, secs));
+            t.1 = best(t.1, time_naive(c, secs));
+            if c.group == "allow" {
+                t.2 = Some(best(t.2.unwrap_or(none), time_ours_batch(c, secs)));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut threads2 = None;
+    for (c, t) in built.iter().zip(t) {
+        let mk = |variant, ours, naive| Row {
+            group: c.group,
+            case: c.name.clone(),
+            variant,
+            rule_text: c.rule_text.clone(),
+            rules: c.rules,
+            insns: c.insns,
+            ours,
+            naive,
+            agree: true,
+        };
+        rows.push(mk("eval", t.0, Some(t.1)));
+        if let Some(b) = t.2 {
+            rows.push(mk("eval_batch", b, None));
+            progress(&format!("{}: eval on 1 and 2 pinned threads", c.name));
+            let one = threads_mpps(c, p.secs, 1);
+            let two = threads_mpps(c, p.secs, 2);
+            threads2 = Some((one, two));
+        }
+    }
+    let mut fits = Vec::new();
+    let pts = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<(f64, f64, f64)> {
+        rows.iter()
+            .filter(|r| r.group == "matrix" && r.variant == "eval")
+            .filter_map(|r| f(r).map(|t| (r.rules as f64, r.insns as f64, t)))
+            .collect()
+    };
+    for (imp, unit, f) in [
+        (
+            "ours",
+            "ns",
+            &(|r: &Row| Some(r.ours.ns)) as &dyn Fn(&Row) -> Option<f64>,
+        ),
+        ("ours", "cycles", &|r: &Row| r.ours.cycles),
+        ("naive", "ns", &|r: &Row| r.naive.map(|n| n.ns)),
+        ("naive", "cycles", &|r: &Row| r.naive.and_then(|n| n.cycles)),
+    ] {
+        let pts = pts(f);
+        if pts.len() >= 4 {
+            if let Some(ph) = fit(&pts) {
+                fits.push((imp, unit, ph));
+            }
+        }
+    }
+    let ours_fit = fits
+        .iter()
+        .find(|f| f.0 == "ours" && f.1 == "ns")
+        .map(|f| f.2);
+    let find = |case: &str, variant: &str| {
+        rows.iter()
+            .find(|r| r.case == case && r.variant == variant)
+            .map(|r| r.ours)
+    };
+    let allow_best = ["eval", "eval_batch"]
+        .iter()
+        .filter_map(|v| find("allow-1rule", v))
+        .map(|t| t.mpps())
+        .reduce(f64::max);
+    let flat = match (
+        find(&format!("table-{}-hit", p.table_big), "eval"),
+        find(&format!("table-{}-hit", p.table_small), "eval"),
+    ) {
+        (Some(b), Some(s)) => Some(b.ns / s.ns),
+        _ => None,
+    };
+    let targets = vec![
+        Target {
+            what: "microinstruction",
+            value: ours_fit.map(|f| f.insn),
+            unit: "ns",
+            limit: 1.5,
+            at_most: true,
+        },
+        Target {
+            what: "rule header",
+            value: ours_fit.map(|f| f.rule),
+            unit: "ns",
+            limit: 5.0,
+            at_most: true,
+        },
+        Target {
+            what: "one allow rule, 1 core",
+            value: allow_best,
+            unit: "Mpps",
+            limit: 15.0,
+            at_most: false,
+        },
+        Target {
+            what: "table 100k/1k hit time",
+            value: flat,
+            unit: "x",
+            limit: 1.2,
+            at_most: true,
+        },
+        Target {
+            what: "keep-state 1M states, 1 core",
+            value: find(&format!("keep-state-{}", p.states), "eval").map(|t| t.mpps()),
+            unit: "Mpps",
+            limit: 5.0,
+            at_most: false,
+        },
+    ];
+    Ok(Report {
+        rows,
+        fits,
+        threads2,
+        targets,
+    })
+}
+
+pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
+    for s in &a.skip {
+        if !GROUPS.contains(&s.as_str()) {
+            return Err(format!(
+                "bench fw: unknown --skip '{s}' (known: {})",
+                GROUPS.join(", ")
+            ));
+        }
+    }
+    let groups: Vec<&str> = GROUPS
+        .iter()
+        .copied()
+        .filter(|g| !a.skip.iter().any(|s| s == g))
+        .collect();
+    let p = Params::full(a.seconds, a.rounds);
+    let json = a.json;
+    let progress = move |m: &str| {
+        if !json {
+            eprintln!("bench: fw: {m}");
+        }
+    };
+    // On a thread pinned to the first allowed CPU (the 2-thread case pins its own).
+    let cpu = dev::cpu::allowed_cpus()
+        .ok()
+        .and_then(|c| c.first().copied());
+    let rep = std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cpu {
+                let _ = dev::cpu::pin_current_thread(c);
+            }
+            run(&p, &groups, &progress)
+        })
+        .join()
+        .map_err(|_| "bench fw: the measuring thread panicked".to_string())?
+    })?;
+    let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
+    print_report(a, &p, &rep, hz);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A JSON number, or null.
+fn jnum(v: Option<f64>, prec: usize) -> String {
+    v.filter(|v| v.is_finite())
+        .map_or("null".into(), |v| format!("{v:.prec$}"))
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.prec$}"))
+}
+
+fn print_report(a: &BenchArgs, p: &Params, rep: &Report, hz: Option<f64>) {
+    if a.json {
+        for r in &rep.rows {
+            let naive = r
+                .naive
+                .map(|n| {
+                    format!(
+                        ",\"naive_ns_per_pkt\":{:.3},\"naive_cycles_per_pkt\":{},\"ratio_naive_to_ours\":{:.3}",
+                        n.ns,
+                        jnum(n.cycles, 2),
+                        n.ns / r.ours.ns
+                    )
+                })
+                .unwrap_or_default();
+            println!(
+                "{{\"bench\":\"fw\",\"group\":\"{}\",\"case\":\"{}\",\"variant\":\"{}\",\"rules\":{},\"insns\":{},\"rule_text\":\"{}\",\"ours_ns_per_pkt\":{:.3},\"ours_cycles_per_pkt\":{},\"ours_mpps\":{:.3}{naive},\"agree\":{}}}",
+                r.group,
+                r.case,
+                r.variant,
+                r.rules,
+                r.insns,
+                super::json_escape(&r.rule_text),
+                r.ours.ns,
+                jnum(r.ours.cycles, 2),
+                r.ours.mpps(),
+                r.agree
+            );
+        }
+        if let Some((one, two)) = rep.threads2 {
+            println!(
+                "{{\"bench\":\"fw\",\"group\":\"allow\",\"case\":\"allow-1rule\",\"variant\":\"threads\",\"mpps_1_thread\":{one:.3},\"mpps_2_threads\":{two:.3},\"ratio\":{:.3}}}",
+                two / one.max(1e-9)
+            );
+        }
+        for (imp, unit, f) in &rep.fits {
+            println!(
+                "{{\"bench\":\"fw\",\"what\":\"phase_costs\",\"impl\":\"{imp}\",\"unit\":\"{unit}\",\"entry\":{:.3},\"rule_header\":{:.3},\"microinstruction\":{:.3},\"paper_ns\":[{},{},{}]}}",
+                f.entry, f.rule, f.insn, PAPER.0, PAPER.1, PAPER.2
+            );
+        }
+        for t in &rep.targets {
+            println!(
+                "{{\"bench\":\"fw\",\"target\":\"{}\",\"value\":{},\"unit\":\"{}\",\"limit\":{},\"at_most\":{},\"met\":{}}}",
+                t.what,
+                jnum(t.value, 3),
+                t.unit,
+                t.limit,
+                t.at_most,
+                t.met().map_or("null".into(), |m| m.to_string())
+            );
+        }
+        return;
+    }
+    println!(
+        "{:<20} {:<10} {:>5} {:>6} {:>10} {:>9} {:>8} {:>11} {:>9}",
+        "case",
+        "variant",
+        "rules",
+        "insns",
+        "ours ns",
+        "ours cyc",
+        "Mpps",
+        "naive ns",
+        "naive/ours"
+    );
+    for r in &rep.rows {
+        println!(
+            "{:<20} {:<10} {:>5} {:>6} {:>10.2} {:>9} {:>8.2} {:>11} {:>9}",
+            r.case,
+            r.variant,
+            r.rules,
+            r.insns,
+            r.ours.ns,
+            opt(r.ours.cycles, 1),
+            r.ours.mpps(),
+            opt(r.naive.map(|n| n.ns), 2),
+            opt(r.naive.map(|n| n.ns / r.ours.ns), 1),
+        );
+    }
+    if let Some((one, two)) = rep.threads2 {
+        println!(
+            "allow-1rule, eval on pinned threads (mean rate over the run, not best pass): 1 thread {one:.2} Mpps, 2 threads {two:.2} Mpps (x{:.2})",
+            two / one.max(1e-9)
+        );
+    }
+    println!("\nrules used:");
+    let mut seen = Vec::new();
+    for r in &rep.rows {
+        if !seen.contains(&r.case) {
+            println!("  {:<20} {}", r.case, r.rule_text);
+            seen.push(r.case.clone());
+        }
+    }
+    if !rep.fits.is_empty() {
+        println!(
+            "\nper-phase costs (least squares over the matrix; paper: entry {} ns, rule {} ns, microinstruction {} ns on 2009 hardware):",
+            PAPER.0, PAPER.1, PAPER.2
+        );
+        println!(
+            "{:<8} {:<7} {:>10} {:>12} {:>17}",
+            "impl", "unit", "entry", "rule header", "microinstruction"
+        );
+        for (imp, unit, f) in &rep.fits {
+            println!(
+                "{imp:<8} {unit:<7} {:>10.2} {:>12.2} {:>17.2}",
+                f.entry, f.rule, f.insn
+            );
+        }
+    }
+    println!("\ntargets:");
+    for t in &rep.targets {
+        println!(
+            "  {:<30} {:>9} {:<5} (target {} {}) {}",
+            t.what,
+            opt(t.value, 2),
+            t.unit,
+            if t.at_most { "<=" } else { ">=" },
+            t.limit,
+            match t.met() {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "not measured",
+            }
+        );
+    }
+    println!(
+        "(best ~50 us pass over arrays of {} packets (table: {}, keep-state: {} random flows) within {} s per figure in each of {} interleaved rounds; table entries are hosts of 198.18.0.0/15; {} states; TSC {} MHz; ours and naive agreed on every verdict and counter)",
+        p.pkts,
+        p.pkts.max(p.table_big.min(1 << 16)),
+        p.states.clamp(p.pkts, 1 << 18),
+        p.secs,
+        p.rounds,
+        p.states,
+        opt(hz.map(|h| h / 1e6), 0)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fw_every_case_runs_and_both_evaluators_agree() {
+        let p = Params {
+            secs: 0.001,
+            pkts: 64,
+            matrix_n: [1, 3, 5],
+            table_big: 200,
+            table_small: 20,
+            states: 500,
+            rounds: 2,
+        };
+        let rep = run(&p, &GROUPS, &|_| {}).expect("run");
+        // 5 matrix, 2 allow, 1 rfc2544, 4 table, 1 state.
+        assert_eq!(rep.rows.len(), 13);
+        assert!(rep.rows.iter().all(|r| r.agree && r.ours.ns > 0.0));
+        assert_eq!(rep.fits.iter().filter(|f| f.0 == "ours").count(), 2);
+        let a1 = rep.rows.iter().find(|r| r.case == "A1").unwrap();
+        assert_eq!((a1.rules, a1.insns), (1, 1));
+        let b5 = rep.rows.iter().find(|r| r.case == "B5").unwrap();
+        assert_eq!((b5.rules, b5.insns), (5, 25));
+        assert_eq!(rep.targets.len(), 5);
+    }
+
+    #[test]
+    fn fw_fit_recovers_known_costs() {
+        let pts: Vec<(f64, f64, f64)> = [
+            (1.0, 1.0),
+            (10.0, 10.0),
+            (100.0, 100.0),
+            (10.0, 50.0),
+            (100.0, 500.0),
+        ]
+        .iter()
+        .map(|&(n, m)| (n, m, 100.0 + 50.0 * n + 12.0 * m))
+        .collect();
+        let f = fit(&pts).unwrap();
+        assert!(
+            (f.entry - 100.0).abs() < 1e-6
+                && (f.rule - 50.0).abs() < 1e-6
+                && (f.insn - 12.0).abs() < 1e-6
+        );
+    }
+
+    #[test]
+    fn fw_naive_rejects_nothing_the_bench_uses_and_denies_by_default() {
+        let c = &mut cases("rfc2544", &Params::full(0.001, 1)).unwrap()[0];
+        let mut p = c.pkts[0];
+        p.dport = 8;
+        assert_eq!(c.naive.eval(&p), (false, fw::rule::DEFAULT_RULE));
+    }
+}
