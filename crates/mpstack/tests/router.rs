@@ -23,17 +23,19 @@ struct Routed {
 
 impl Routed {
     fn start(workers: u16) -> Routed {
-        Routed::start_with(workers, &[])
+        Routed::start_with("r", workers, &[])
     }
 
-    fn start_with(workers: u16, extra: &[&str]) -> Routed {
+    /// `tag` (one letter) keeps the names of tests running at once apart.
+    fn start_with(tag: &str, workers: u16, extra: &[&str]) -> Routed {
         let id = std::process::id() % 10000;
-        let ns = [format!("mprt-a-{id}"), format!("mprt-b-{id}")];
-        let taps = [format!("mprta{id}"), format!("mprtb{id}")];
+        let ns = [format!("mprt-{tag}a-{id}"), format!("mprt-{tag}b-{id}")];
+        let taps = [format!("mprt{tag}a{id}"), format!("mprt{tag}b{id}")];
+        assert!(taps[0].len() <= 15);
         for n in &ns {
             let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
         }
-        let tmp = std::env::temp_dir().join(format!("mpstack-router-{id}"));
+        let tmp = std::env::temp_dir().join(format!("mpstack-router-{tag}-{id}"));
         std::fs::create_dir_all(&tmp).unwrap();
         let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
             .args(["run", "--tap", &taps[0], "--inet", "198.18.1.1/24"])
@@ -319,7 +321,7 @@ add 600 deny ip from any to any
 ",
     )
     .unwrap();
-    let mut r = Routed::start_with(1, &["--ipfw", rules.to_str().unwrap()]);
+    let mut r = Routed::start_with("f", 1, &["--ipfw", rules.to_str().unwrap()]);
     // Side 2 first: once side 1 has pinged, ICMP between the two rides that state
     // both ways until it idles out (ICMP states key on addresses, as FreeBSD's).
     let (ok, out) = r.exec(1, "ping -c 2 -i 0.2 -W 1 198.18.1.2");
