@@ -289,7 +289,7 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
     };
     // From the address the packet was sent to when it is ours and unicast.
     // (A router answering about a packet in transit speaks from its own address.)
-    let ours = cx.cfg.ifaces.iter().any(|i| i.addr6(dst).is_some());
+    let ours = cx.cfg.is_local_ip(dst.into());
     let from = if dst.is_multicast() || !ours {
         Ipv6Addr::UNSPECIFIED
     } else {

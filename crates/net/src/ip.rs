@@ -181,12 +181,8 @@ pub(crate) fn ip_route<'a>(cx: &Cx<'a>, dst: Ipv4Addr) -> Option<(&'a Arc<Ifnet>
         };
         return Some((out, next, false));
     }
-    for i in ifs {
-        if i.addrs.iter().any(|a| a.contains(dst)) {
-            return Some((i, dst, false));
-        }
-    }
-    // A default gateway set before its network was configured.
+    // A default gateway set before its network was configured. (Connected networks
+    // are routes of the FIB: every address added installs one.)
     let gw = cfg.default_gw?;
     ifs.iter()
         .find(|i| i.addrs.iter().any(|a| a.contains(gw)))

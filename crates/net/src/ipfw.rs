@@ -250,14 +250,7 @@ struct StackEnv<'a>(&'a NetConfig);
 impl StackEnv<'_> {
     /// The interface whose connected network holds `a`, if any.
     fn connected(&self, a: IpAddr) -> Option<u32> {
-        self.0
-            .ifaces
-            .iter()
-            .find(|i| match a {
-                IpAddr::V4(a) => i.addrs.iter().any(|x| x.contains(a)),
-                IpAddr::V6(a) => i.addrs6.iter().any(|x| x.addr.contains(a)),
-            })
-            .map(|i| u32::from(i.index.0))
+        self.0.connected(a).map(|i| u32::from(i.index.0))
     }
 }
 

@@ -159,6 +159,14 @@ impl NetConfig {
             .map(|p| p.1)
     }
 
+    /// The interface whose connected network (an address's prefix) holds `a`.
+    pub fn connected(&self, a: IpAddr) -> Option<&Arc<Ifnet>> {
+        self.ifaces.iter().find(|i| match a {
+            IpAddr::V4(a) => i.addrs.iter().any(|x| x.contains(a)),
+            IpAddr::V6(a) => i.addrs6.iter().any(|x| x.addr.contains(a)),
+        })
+    }
+
     /// True if `a`, of either family, is one of the stack's addresses.
     pub fn is_local_ip(&self, a: IpAddr) -> bool {
         match a {
@@ -755,12 +763,11 @@ impl Stack {
 
     /// The interface whose connected network holds `gw`.
     fn connected_ifindex(&self, gw: std::net::IpAddr) -> Result<u32, StackError> {
-        let cfg = self.shared.cfg.load();
-        let on = cfg.ifaces.iter().find(|i| match gw {
-            std::net::IpAddr::V4(g) => i.addrs.iter().any(|a| a.contains(g)),
-            std::net::IpAddr::V6(g) => i.addrs6.iter().any(|a| a.addr.contains(g)),
-        });
-        on.map(|i| u32::from(i.index.0))
+        self.shared
+            .cfg
+            .load()
+            .connected(gw)
+            .map(|i| u32::from(i.index.0))
             .ok_or(StackError::GatewayUnreachable(gw))
     }
 
@@ -959,7 +966,22 @@ impl Stack {
     /// The source address for a connection to `remote`, or why there is none.
     fn tcp_source(&self, remote: SocketAddr) -> io::Result<IpAddr> {
         let cfg = self.shared.cfg.load();
+        let fib = self.shared.fib.load();
+        // The address of the interface the FIB's route leaves by, as ip_output
+        // picks it; then the host's own rules (default gateway, ND's routers).
+        let by_route = match remote.ip() {
+            IpAddr::V4(d) => fib.lookup4(d, || 0),
+            IpAddr::V6(d) => fib.lookup6(d, || 0),
+        }
+        .filter(|n| n.kind == route::NhKind::Forward)
+        .and_then(|n| cfg.ifaces.get(n.ifindex as usize))
+        .and_then(|i| match remote.ip() {
+            IpAddr::V4(d) => i.source_for(d).map(IpAddr::V4),
+            IpAddr::V6(d) => i.source6_for(d).map(IpAddr::V6),
+        });
         let src = match remote.ip() {
+            a if cfg.is_local_ip(a) => Some(a),
+            _ if by_route.is_some() => by_route,
             IpAddr::V4(d) => source_address(&cfg, d).map(IpAddr::V4),
             IpAddr::V6(d) => source_address6(&cfg, d).map(IpAddr::V6),
         };

@@ -814,3 +814,21 @@ fn flow_table_lets_go_of_a_withdrawn_next_hop() {
         s.host(r).stats().flow
     );
 }
+
+#[test]
+fn tcp_connects_over_routes_added_with_add_route_via() {
+    // The chain's hosts have only FIB routes (no set_default_gateway): a TCP
+    // connection takes its source from the route's interface, both families.
+    let mut c = chain(1);
+    for dst in ["198.18.4.2:5001", "[2001:2:4::2]:5001"] {
+        let to: SocketAddr = dst.parse().unwrap();
+        let l = c.s.host(c.b).tcp_listen(to, 4).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let _conn =
+            c.s.host(c.a)
+                .tcp_connect_nonblocking(to)
+                .expect("a source address");
+        c.s.run_for(Duration::from_millis(100));
+        assert!(l.accept().is_ok(), "{dst}: connected across three routers");
+    }
+}
