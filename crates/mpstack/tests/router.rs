@@ -7,8 +7,7 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -37,8 +36,8 @@ impl Routed {
         }
         let tmp = std::env::temp_dir().join(format!("mpstack-router-{tag}-{id}"));
         std::fs::create_dir_all(&tmp).unwrap();
-        let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-            .args(["run", "--tap", &taps[0], "--inet", "198.18.1.1/24"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpstack"));
+        cmd.args(["run", "--tap", &taps[0], "--inet", "198.18.1.1/24"])
             .args(["--tap", &taps[1], "--inet", "198.18.2.1/24"])
             .args(["--inet6", &format!("{}=2001:2:1::1/64", taps[0])])
             .args(["--inet6", &format!("{}=2001:2:2::1/64", taps[1])])
@@ -51,23 +50,8 @@ impl Routed {
             } else {
                 &[][..]
             })
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn mpstack");
-        let (tx, rx) = mpsc::channel();
-        for r in [
-            Box::new(node.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(node.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(r).lines().map_while(Result::ok) {
-                    let _ = tx.send(l);
-                }
-            });
-        }
+            .args(extra);
+        let (node, rx) = spawn_node(cmd);
         let mut r = Routed {
             node: Some(node),
             lines: rx,
@@ -118,21 +102,7 @@ impl Routed {
     }
 
     fn wait_line(&mut self, pat: &str, t: Duration) -> bool {
-        let end = Instant::now() + t;
-        while Instant::now() < end {
-            match self.lines.recv_timeout(Duration::from_millis(100)) {
-                Ok(l) => {
-                    let hit = l.contains(pat);
-                    self.output.push(l);
-                    if hit {
-                        return true;
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(_) => return false,
-            }
-        }
-        false
+        wait_line(&self.lines, &mut self.output, pat, t).is_some()
     }
 
     /// Runs `cmd` in namespace `i` (0: the first link's side, 1: the second's).
@@ -142,42 +112,13 @@ impl Routed {
 
     /// Stops the router and returns its counters (name → value).
     fn stop(&mut self) -> std::collections::HashMap<String, u64> {
-        if let Some(mut node) = self.node.take() {
-            let _ = sh(&format!("kill -TERM {}", node.id()));
-            let end = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(st)) = node.try_wait() {
-                    assert!(st.success(), "mpstack exited with {st}");
-                    break;
-                }
-                assert!(Instant::now() < end, "mpstack did not stop on SIGTERM");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(300)) {
-            self.output.push(l);
-        }
-        let mut m = std::collections::HashMap::new();
-        for l in &self.output {
-            let mut it = l.split_whitespace();
-            if let (Some(v), Some(name), None) = (it.next(), it.next(), it.next()) {
-                if let Ok(v) = v.parse::<u64>() {
-                    m.insert(name.to_string(), v);
-                }
-            }
-        }
-        m
+        stop_node(&mut self.node, &self.lines, &mut self.output)
     }
 }
 
 impl Drop for Routed {
     fn drop(&mut self) {
-        if let Some(mut n) = self.node.take() {
-            let _ = sh(&format!("kill -TERM {}", n.id()));
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = n.kill();
-            let _ = n.wait();
-        }
+        kill_node(&mut self.node);
         for n in &self.ns {
             let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
         }

@@ -79,35 +79,20 @@ impl Lab {
         let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
         let www = www_dir(tag);
         std::fs::create_dir_all(&www).unwrap();
-        let mut node = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-            .args([
-                "run",
-                "--tap",
-                &tap,
-                "--inet",
-                "198.18.0.2/24",
-                "--workers",
-                &workers.to_string(),
-                "--serve",
-                &format!("echo,discard,chargen,http={}", www.display()),
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn mpstack");
-        let (tx, rx) = mpsc::channel();
-        for r in [
-            Box::new(node.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(node.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(r).lines().map_while(Result::ok) {
-                    let _ = tx.send(l);
-                }
-            });
-        }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpstack"));
+        cmd.args([
+            "run",
+            "--tap",
+            &tap,
+            "--inet",
+            "198.18.0.2/24",
+            "--workers",
+            &workers.to_string(),
+            "--serve",
+            &format!("echo,discard,chargen,http={}", www.display()),
+        ])
+        .args(extra);
+        let (node, rx) = spawn_node(cmd);
         let mut lab = Lab {
             tag: tag.to_string(),
             ns,
@@ -135,20 +120,7 @@ impl Lab {
     }
 
     pub fn wait_line(&mut self, pat: &str, t: Duration) -> Option<String> {
-        let end = Instant::now() + t;
-        while Instant::now() < end {
-            match self.lines.recv_timeout(Duration::from_millis(100)) {
-                Ok(l) => {
-                    self.output.push(l.clone());
-                    if l.contains(pat) {
-                        return Some(l);
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(_) => return None,
-            }
-        }
-        None
+        wait_line(&self.lines, &mut self.output, pat, t)
     }
 
     pub fn exec(&self, cmd: &str) -> (bool, String) {
@@ -181,42 +153,13 @@ impl Lab {
 
     /// Stops the node with SIGTERM and returns its counters: name → value.
     pub fn stop(&mut self) -> std::collections::HashMap<String, u64> {
-        if let Some(mut node) = self.node.take() {
-            let _ = sh(&format!("kill -TERM {}", node.id()));
-            let end = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(st)) = node.try_wait() {
-                    assert!(st.success(), "mpstack exited with {st}");
-                    break;
-                }
-                assert!(Instant::now() < end, "mpstack did not stop on SIGTERM");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(300)) {
-            self.output.push(l);
-        }
-        let mut m = std::collections::HashMap::new();
-        for l in &self.output {
-            let mut it = l.split_whitespace();
-            if let (Some(v), Some(name), None) = (it.next(), it.next(), it.next()) {
-                if let Ok(v) = v.parse::<u64>() {
-                    m.insert(name.to_string(), v);
-                }
-            }
-        }
-        m
+        stop_node(&mut self.node, &self.lines, &mut self.output)
     }
 }
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        if let Some(mut n) = self.node.take() {
-            let _ = sh(&format!("kill -TERM {}", n.id()));
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = n.kill();
-            let _ = n.wait();
-        }
+        kill_node(&mut self.node);
         let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
         let _ = std::fs::remove_dir_all(www_dir(&self.tag));
     }
@@ -225,4 +168,94 @@ impl Drop for Lab {
 /// The directory a lab's HTTP service serves (created by `Lab::start`, removed on drop).
 pub fn www_dir(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("mpstack-www-{tag}-{}", std::process::id()))
+}
+
+/// Spawns an `mpstack` command with its stdout and stderr read line by line into a
+/// channel (so a test can wait for a line and keep the output).
+pub fn spawn_node(mut cmd: Command) -> (Child, mpsc::Receiver<String>) {
+    let mut node = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mpstack");
+    let (tx, rx) = mpsc::channel();
+    for r in [
+        Box::new(node.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(node.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(r).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+    }
+    (node, rx)
+}
+
+/// Waits up to `t` for a line holding `pat`, keeping every line read in `output`.
+pub fn wait_line(
+    lines: &mpsc::Receiver<String>,
+    output: &mut Vec<String>,
+    pat: &str,
+    t: Duration,
+) -> Option<String> {
+    let end = Instant::now() + t;
+    while Instant::now() < end {
+        match lines.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) => {
+                output.push(l.clone());
+                if l.contains(pat) {
+                    return Some(l);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Stops a node with SIGTERM (it must exit cleanly within 10 s), reads the rest of
+/// its output, and returns its counters: `value name` lines as name → value.
+pub fn stop_node(
+    node: &mut Option<Child>,
+    lines: &mpsc::Receiver<String>,
+    output: &mut Vec<String>,
+) -> std::collections::HashMap<String, u64> {
+    if let Some(mut node) = node.take() {
+        let _ = sh(&format!("kill -TERM {}", node.id()));
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(st)) = node.try_wait() {
+                assert!(st.success(), "mpstack exited with {st}");
+                break;
+            }
+            assert!(Instant::now() < end, "mpstack did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    while let Ok(l) = lines.recv_timeout(Duration::from_millis(300)) {
+        output.push(l);
+    }
+    let mut m = std::collections::HashMap::new();
+    for l in output.iter() {
+        let mut it = l.split_whitespace();
+        if let (Some(v), Some(name), None) = (it.next(), it.next(), it.next()) {
+            if let Ok(v) = v.parse::<u64>() {
+                m.insert(name.to_string(), v);
+            }
+        }
+    }
+    m
+}
+
+/// Ends a node that is still running (a test that failed half-way).
+pub fn kill_node(node: &mut Option<Child>) {
+    if let Some(mut n) = node.take() {
+        let _ = sh(&format!("kill -TERM {}", n.id()));
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = n.kill();
+        let _ = n.wait();
+    }
 }
