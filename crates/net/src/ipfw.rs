@@ -604,59 +604,19 @@ fn tcp_reset(cx: &mut Cx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
     let sport = u16::from_be_bytes([t[0], t[1]]);
     let dport = u16::from_be_bytes([t[2], t[3]]);
     let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
-    let ack = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
+    let ack = (flags & 0x10 != 0).then(|| u32::from_be_bytes([t[8], t[9], t[10], t[11]]));
     let doff = usize::from(t[12] >> 4) * 4;
-    let datalen = total.saturating_sub(hlen + doff) as u32;
-    let mut rst = [0u8; 20];
-    rst[0..2].copy_from_slice(&dport.to_be_bytes());
-    rst[2..4].copy_from_slice(&sport.to_be_bytes());
-    rst[12] = 5 << 4;
-    if flags & 0x10 != 0 {
-        // <SEQ=SEG.ACK><CTL=RST>
-        rst[4..8].copy_from_slice(&ack.to_be_bytes());
-        rst[13] = 0x04;
-    } else {
-        // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
-        let len = datalen + u32::from(flags & 0x02 != 0) + u32::from(flags & 0x01 != 0);
-        rst[8..12].copy_from_slice(&seq.wrapping_add(len).to_be_bytes());
-        rst[13] = 0x14;
-    }
-    let sum = wire::checksum::combine(&[
-        wire::checksum::pseudo_header(&dst, &src, wire::IpProtocol::Tcp, 20),
-        wire::checksum::data(&rst),
-    ]);
-    rst[16..18].copy_from_slice(&(!sum).to_be_bytes());
+    let seg_len = total.saturating_sub(hlen + doff) as u32
+        + u32::from(flags & 0x02 != 0)
+        + u32::from(flags & 0x01 != 0);
     drop(m);
-    let Ok(r) = Mbuf::from_slice(&rst) else {
-        return;
+    // From the refused packet's destination, as FreeBSD's send_reject does (a
+    // router's firewall answers for the host it protects).
+    let tuple = crate::tcp::layer::Tuple {
+        local: std::net::SocketAddr::new(dst, dport),
+        remote: std::net::SocketAddr::new(src, sport),
     };
+    let rst = crate::tcp::reset_answering(seq, ack, seg_len);
     cx.stats.tcp.sndrst += 1;
-    match (dst, src) {
-        (IpAddr::V4(from), IpAddr::V4(to)) => crate::ip::ip_output(
-            cx,
-            r,
-            // From the refused packet's destination, as FreeBSD's send_reject does
-            // (a router's firewall answers for the host it protects).
-            crate::ip::IpOut {
-                src: from,
-                dst: to,
-                proto: wire::IpProtocol::Tcp,
-                ttl: crate::ip::DEFAULT_TTL,
-                df: false,
-            },
-        ),
-        (IpAddr::V6(from), IpAddr::V6(to)) => crate::ip6::ip6_output(
-            cx,
-            r,
-            crate::ip6::Ip6Out {
-                src: from,
-                dst: to,
-                proto: wire::IpProtocol::Tcp,
-                hlim: crate::ip6::DEFAULT_HLIM,
-                keep_unspec: false,
-                ifindex: None,
-            },
-        ),
-        _ => {}
-    }
+    crate::tcp::layer::send_segment(cx, &tuple, &rst, (&[], &[]));
 }

@@ -768,7 +768,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
 
 /// Builds one segment and sends it down `ip_output`.
 /// `payload` is the segment's data in one or two pieces.
-fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8])) {
+pub(crate) fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8])) {
     let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
     let hlen = repr.header_len();
     let mut hdr = [0u8; 60];

@@ -10,4 +10,7 @@ pub mod tcb;
 
 pub use cc::CongestionControl;
 pub use socket::{TcpBuffers, TcpListener, TcpStream};
-pub use tcb::{reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig, TcpError};
+pub use tcb::{
+    reset_answering, reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig,
+    TcpError,
+};

@@ -289,7 +289,14 @@ pub fn reset_for(seg: &SegIn<'_>) -> Option<SegOut> {
     if seg.rst {
         return None;
     }
-    Some(match seg.ack {
+    Some(reset_answering(seg.seq, seg.ack, seg.seg_len()))
+}
+
+/// The reset answering a segment of sequence number `seq`, acknowledgment `ack`
+/// (when its ACK flag is set) and length `seg_len` (data, SYN and FIN counted):
+/// `<SEQ=SEG.ACK><CTL=RST>`, or `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
+pub fn reset_answering(seq: u32, ack: Option<u32>, seg_len: u32) -> SegOut {
+    match ack {
         Some(a) => SegOut {
             seq: a,
             rst: true,
@@ -297,12 +304,12 @@ pub fn reset_for(seg: &SegIn<'_>) -> Option<SegOut> {
         },
         None => SegOut {
             seq: 0,
-            ack: seg.seq.wrapping_add(seg.seg_len()),
+            ack: seq.wrapping_add(seg_len),
             ack_flag: true,
             rst: true,
             ..SegOut::default()
         },
-    })
+    }
 }
 
 /// Out-of-order data waiting for the hole before it.
