@@ -10,6 +10,9 @@ use sim::{HostId, Sim};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+mod common;
+use common::ping_n;
+
 fn p(s: &str) -> IpPrefix {
     s.parse().unwrap()
 }
@@ -69,37 +72,25 @@ fn chain(workers: usize) -> Chain {
     for r in [r1, r2, r3] {
         forwarding(&s, r);
     }
-    via(&s, a, "default", "198.18.1.1");
-    via(&s, a, "::/0", "2001:2:1::1");
-    via(&s, b, "default", "198.18.4.1");
-    via(&s, b, "::/0", "2001:2:4::1");
-    for (dst, gw) in [
-        ("198.18.3.0/24", "198.18.2.2"),
-        ("198.18.4.0/24", "198.18.2.2"),
-    ] {
-        via(&s, r1, dst, gw);
-    }
-    for (dst, gw) in [
-        ("2001:2:3::/64", "2001:2:2::2"),
-        ("2001:2:4::/64", "2001:2:2::2"),
-    ] {
-        via(&s, r1, dst, gw);
-    }
-    via(&s, r2, "198.18.1.0/24", "198.18.2.1");
-    via(&s, r2, "198.18.4.0/24", "198.18.3.2");
-    via(&s, r2, "2001:2:1::/64", "2001:2:2::1");
-    via(&s, r2, "2001:2:4::/64", "2001:2:3::2");
-    for (dst, gw) in [
-        ("198.18.1.0/24", "198.18.3.1"),
-        ("198.18.2.0/24", "198.18.3.1"),
-    ] {
-        via(&s, r3, dst, gw);
-    }
-    for (dst, gw) in [
-        ("2001:2:1::/64", "2001:2:3::1"),
-        ("2001:2:2::/64", "2001:2:3::1"),
-    ] {
-        via(&s, r3, dst, gw);
+    // Network n is 198.18.n.0/24 and 2001:2:n::/64: (node, network, via network n's
+    // address .k / ::k) for both families.
+    let routes = [
+        (a, "default", 1, 1),
+        (b, "default", 4, 1),
+        (r1, "3", 2, 2),
+        (r1, "4", 2, 2),
+        (r2, "1", 2, 1),
+        (r2, "4", 3, 2),
+        (r3, "1", 3, 1),
+        (r3, "2", 3, 1),
+    ];
+    for (node, dst, net, k) in routes {
+        let (d4, d6) = match dst {
+            "default" => ("default".to_string(), "::/0".to_string()),
+            n => (format!("198.18.{n}.0/24"), format!("2001:2:{n}::/64")),
+        };
+        via(&s, node, &d4, &format!("198.18.{net}.{k}"));
+        via(&s, node, &d6, &format!("2001:2:{net}::{k}"));
     }
     // Duplicate address detection.
     s.run_for(Duration::from_secs(3));
@@ -110,28 +101,6 @@ fn chain(workers: usize) -> Chain {
         r: [r1, r2, r3],
         b,
     }
-}
-
-fn ping_n(s: &mut Sim, from: HostId, to: Ipv4Addr, n: u16, size: usize) -> u32 {
-    let p = s.host(from).ping_socket(0).unwrap();
-    p.set_nonblocking(true).unwrap();
-    let data: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
-    let mut buf = vec![0u8; 70000];
-    let mut got = 0;
-    for seq in 0..n {
-        p.send_echo(to, seq, &data).unwrap();
-        s.run_for(Duration::from_millis(5));
-        while let Ok(r) = p.recv_reply(&mut buf) {
-            assert_eq!(r.from, to);
-            assert_eq!(&buf[..r.len], &data[..]);
-            got += 1;
-        }
-    }
-    s.run_for(Duration::from_secs(1));
-    while p.recv_reply(&mut buf).is_ok() {
-        got += 1;
-    }
-    got
 }
 
 /// `n` datagrams of `size` bytes from `from` to an echo loop on `to` (run by the

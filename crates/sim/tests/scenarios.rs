@@ -8,6 +8,9 @@ use sim::{HostId, Sim};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use wire::EthernetAddress;
 
+mod common;
+use common::ping_n;
+
 fn ip(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, n)
 }
@@ -21,28 +24,6 @@ fn pair(workers: usize, seed: u64) -> (Sim, HostId, HostId, sim::HubId) {
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
     (s, a, b, hub)
-}
-
-fn ping_n(s: &mut Sim, from: HostId, to: Ipv4Addr, n: u16, size: usize) -> u32 {
-    let p = s.host(from).ping_socket(0).unwrap();
-    p.set_nonblocking(true).unwrap();
-    let data: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
-    let mut buf = vec![0u8; 70000];
-    let mut got = 0;
-    for seq in 0..n {
-        p.send_echo(to, seq, &data).unwrap();
-        s.run_for(Duration::from_millis(2));
-        while let Ok(r) = p.recv_reply(&mut buf) {
-            assert_eq!(r.from, to);
-            assert_eq!(&buf[..r.len], &data[..], "echo data must come back intact");
-            got += 1;
-        }
-    }
-    s.run_for(Duration::from_secs(1));
-    while p.recv_reply(&mut buf).is_ok() {
-        got += 1;
-    }
-    got
 }
 
 #[test]
