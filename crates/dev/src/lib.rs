@@ -89,6 +89,33 @@ pub struct DeviceInfo {
     pub num_queues: usize,
     /// The link-layer address the device suggests for the stack side, if any.
     pub hw_addr: Option<[u8; 6]>,
+    /// What the device does for the stack (checksums, segmentation).
+    pub offload: Offloads,
+}
+
+/// Work a device takes off the stack, as a NIC or virtio-net advertises it.
+///
+/// - `csum`: transmit: the device fills in the TCP checksum of a packet marked
+///   `mbuf::CSUM_L4_NEEDED` (whose checksum field holds the pseudo-header sum, as
+///   Linux's `CHECKSUM_PARTIAL`); receive: it marks the packets it has checked
+///   `mbuf::CSUM_L4_VALID`, and passes on `CSUM_L4_NEEDED` for those still unfilled
+///   (virtio's `DATA_VALID` and `NEEDS_CSUM`), so a router can fill them before a
+///   device that cannot.
+/// - `tso`: the largest IP packet the device takes and cuts into MTU-sized TCP
+///   segments itself (TCP segmentation offload); 0 for none. A receiver on the same
+///   kind of link gets the packet whole, as from large receive offload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offloads {
+    pub csum: bool,
+    pub tso: usize,
+}
+
+impl Offloads {
+    /// Checksum and segmentation offload up to the largest IP packet (65,535).
+    pub const ALL: Offloads = Offloads {
+        csum: true,
+        tso: 65_535,
+    };
 }
 
 /// A link with one or more queue pairs.

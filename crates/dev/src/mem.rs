@@ -32,6 +32,12 @@ pub struct WireConfig {
     pub queue_limit: usize,
     /// Seed of the impairment randomness.
     pub seed: u64,
+    /// Offloads every port advertises (none by default). With `tso`, a port takes
+    /// packets up to that size and the peer receives them whole; with `csum`,
+    /// checksums are neither filled in nor checked on this wire (it corrupts
+    /// nothing), so a capture of it shows them unfilled, as tcpdump on a Linux
+    /// interface with offloads does. The wire's impairments act on whole packets.
+    pub offload: crate::Offloads,
 }
 
 impl Default for WireConfig {
@@ -42,14 +48,16 @@ impl Default for WireConfig {
             mtu: 1500,
             queue_limit: 1024,
             seed: 0,
+            offload: crate::Offloads::default(),
         }
     }
 }
 
-/// Largest frame a port accepts: MTU plus Ethernet header and one 802.1Q tag.
-/// Short frames pass untouched, so tests can show the stack counting runts.
-fn max_frame(mtu: usize) -> usize {
-    mtu + 14 + 4
+/// Largest frame a port accepts: MTU (or the segmentation offload's size) plus
+/// Ethernet header and one 802.1Q tag. Short frames pass untouched, so tests can
+/// show the stack counting runts.
+fn max_frame(cfg: &WireConfig) -> usize {
+    cfg.mtu.max(cfg.offload.tso) + 14 + 4
 }
 
 struct InFlight {
@@ -340,6 +348,7 @@ impl Device for MemDevice {
             mtu: self.seg.cfg.mtu,
             num_queues: self.nqueues(),
             hw_addr: None,
+            offload: self.seg.cfg.offload,
         }
     }
     fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {
@@ -415,7 +424,16 @@ impl Queue for MemQueue {
         let need_hash = ports.iter().any(|p| p.inboxes.len() > 1);
         for m in pkts.drain(..) {
             let len = m.len();
-            if len > max_frame(cfg.mtu) {
+            // What a receiver learns of the checksums: checked, and which are still
+            // to be filled (only a sender with the wire's `csum` offload leaves any).
+            let csum_flags = if cfg.offload.csum {
+                mbuf::CSUM_IP_VALID
+                    | mbuf::CSUM_L4_VALID
+                    | (m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED)
+            } else {
+                0
+            };
+            if len > max_frame(&cfg) {
                 self.stats.oerrors += 1;
                 continue;
             }
@@ -449,6 +467,7 @@ impl Queue for MemQueue {
                     };
                     copy.hdr = mbuf::PktHdr {
                         rss_hash: hash,
+                        csum_flags,
                         ..Default::default()
                     };
                     inbox.push(at, copy);

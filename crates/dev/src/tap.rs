@@ -196,6 +196,7 @@ impl Device for TapDevice {
             mtu: self.mtu,
             num_queues: self.fds.len(),
             hw_addr: None,
+            offload: crate::Offloads::default(),
         }
     }
     fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {

@@ -47,6 +47,10 @@ pub const MHLEN: usize = 96;
 pub const MLEN: usize = 108;
 /// Bytes of a cluster: `m_pullup2`'s limit and `m_pulldown`'s per-header limit.
 pub const MCLBYTES: usize = 2048;
+/// Bytes of a jumbo cluster: the largest IP packet (65,535 bytes) with a link
+/// header and [`DEFAULT_HEADROOM`] in front, for segmentation offload
+/// ([`Mbuf::with_capacity`]).
+pub const MJUMBYTES: usize = 66 * 1024;
 /// Headroom left by [`Mbuf::new`] and [`Mbuf::from_slice`] for prepends
 /// (Ethernet + VLAN + IPv6 + a tunnel header fit).
 pub const DEFAULT_HEADROOM: usize = 128;

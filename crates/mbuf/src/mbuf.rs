@@ -100,6 +100,26 @@ impl Mbuf {
         Ok(m)
     }
 
+    /// An empty packet in one buffer with [`DEFAULT_HEADROOM`] bytes of headroom and
+    /// room for `len` bytes after it: a cluster when they fit, else a jumbo cluster,
+    /// so that a segment built for a device with segmentation offload is one
+    /// contiguous buffer. `NoBufs` beyond [`MJUMBYTES`](crate::MJUMBYTES).
+    pub fn with_capacity(len: usize) -> Result<Mbuf, NoBufs> {
+        let need = DEFAULT_HEADROOM.checked_add(len).ok_or(NoBufs)?;
+        if need > crate::MJUMBYTES {
+            return Err(NoBufs);
+        }
+        let class = if need <= MCLBYTES {
+            Class::Cluster
+        } else {
+            Class::Jumbo
+        };
+        let mut m = Mbuf::empty(PktHdr::default());
+        m.segs
+            .push(Seg::new(Buf::alloc(class)?, DEFAULT_HEADROOM, 0));
+        Ok(m)
+    }
+
     /// A packet holding `data`: [`DEFAULT_HEADROOM`] bytes of headroom in the first
     /// cluster, then as many clusters as the data needs.
     pub fn from_slice(data: &[u8]) -> Result<Mbuf, NoBufs> {

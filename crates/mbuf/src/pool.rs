@@ -1,10 +1,13 @@
-//! The buffer pool: reference-counted buffers in two size classes, carved from
+//! The buffer pool: reference-counted buffers in three size classes, carved from
 //! slabs, handed out through per-thread caches.
 //!
 //! What it owns: every byte a packet lives in. Each buffer starts with a small
 //! header (an atomic reference count and the capacity) followed by its data:
 //! a *small* buffer holds [`MLEN`] bytes (the whole buffer, header included, is
-//! [`MSIZE`] bytes, as a 4.4BSD mbuf was), a *cluster* holds [`MCLBYTES`].
+//! [`MSIZE`] bytes, as a 4.4BSD mbuf was), a *cluster* holds [`MCLBYTES`], and a
+//! *jumbo* cluster holds [`MJUMBYTES`]: a whole 64 KiB segment for a device that
+//! takes segmentation offload (FreeBSD's `MJUM16BYTES` and `MJUMPAGESIZE` serve the
+//! same end).
 //!
 //! How it allocates (the FreeBSD UMA / VPP buffer-pool pattern):
 //! - [`Buf::alloc`] and the drop of the last reference touch only the calling
@@ -30,6 +33,7 @@
 //! [`MSIZE`]: crate::MSIZE
 //! [`MLEN`]: crate::MLEN
 //! [`MCLBYTES`]: crate::MCLBYTES
+//! [`MJUMBYTES`]: crate::MJUMBYTES
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
@@ -37,7 +41,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::{NoBufs, MCLBYTES, MLEN, MSIZE};
+use crate::{NoBufs, MCLBYTES, MJUMBYTES, MLEN, MSIZE};
 
 /// Header at the start of every buffer. `cap` is written once, when the slab is
 /// created; `refcnt` is only ever touched atomically.
@@ -52,15 +56,21 @@ const HDR: usize = std::mem::size_of::<BufHdr>();
 const SMALL_STRIDE: usize = MSIZE;
 /// Header + 2 KiB rounded up to a cache line, so no two clusters share a line.
 const CLUSTER_STRIDE: usize = (HDR + MCLBYTES).div_ceil(64) * 64;
+const JUMBO_STRIDE: usize = (HDR + MJUMBYTES).div_ceil(64) * 64;
 const SLAB_ALIGN: usize = 64;
 const SMALL_PER_SLAB: usize = 256;
 const CLUSTERS_PER_SLAB: usize = 64;
+const JUMBOS_PER_SLAB: usize = 4;
+/// Classes of buffers.
+const CLASSES: usize = 3;
 /// Buffers moved between a thread cache and the global list under one lock.
 pub(crate) const BATCH: usize = 32;
 /// A thread cache holding this many free buffers of a class gives [`BATCH`] back.
 pub(crate) const CACHE_HIGH: usize = 2 * BATCH;
 /// Small buffers allowed per cluster of the limit: the same bytes (16 × 128 B ≈ 2 KiB).
 const SMALL_PER_CLUSTER_LIMIT: usize = 16;
+/// Clusters of the limit one jumbo cluster stands for: the same bytes.
+const CLUSTERS_PER_JUMBO_LIMIT: usize = MJUMBYTES / MCLBYTES;
 /// Default bound: 131072 clusters (272 MiB of clusters) and 16× as many small buffers.
 pub const DEFAULT_CLUSTER_LIMIT: usize = 1 << 17;
 /// Reference counts above this abort, as `Arc` does, instead of wrapping.
@@ -69,12 +79,14 @@ const MAX_REFS: u32 = i32::MAX as u32;
 const _: () = assert!(HDR == 16);
 const _: () = assert!(HDR + MLEN <= SMALL_STRIDE);
 const _: () = assert!(SMALL_STRIDE % 16 == 0 && CLUSTER_STRIDE % SLAB_ALIGN == 0);
+const _: () = assert!(JUMBO_STRIDE % SLAB_ALIGN == 0);
 
-/// The two size classes.
+/// The three size classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Class {
     Small = 0,
     Cluster = 1,
+    Jumbo = 2,
 }
 
 impl Class {
@@ -82,26 +94,31 @@ impl Class {
         match self {
             Class::Small => MLEN,
             Class::Cluster => MCLBYTES,
+            Class::Jumbo => MJUMBYTES,
         }
     }
     const fn stride(self) -> usize {
         match self {
             Class::Small => SMALL_STRIDE,
             Class::Cluster => CLUSTER_STRIDE,
+            Class::Jumbo => JUMBO_STRIDE,
         }
     }
     const fn per_slab(self) -> usize {
         match self {
             Class::Small => SMALL_PER_SLAB,
             Class::Cluster => CLUSTERS_PER_SLAB,
+            Class::Jumbo => JUMBOS_PER_SLAB,
         }
     }
     /// The smallest class that holds `len` bytes.
     pub(crate) const fn for_len(len: usize) -> Class {
         if len <= MLEN {
             Class::Small
-        } else {
+        } else if len <= MCLBYTES {
             Class::Cluster
+        } else {
+            Class::Jumbo
         }
     }
 }
@@ -124,15 +141,15 @@ struct Slab {
 unsafe impl Send for Slab {}
 
 struct Global {
-    free: [Vec<FreePtr>; 2],
-    total: [usize; 2],
+    free: [Vec<FreePtr>; CLASSES],
+    total: [usize; CLASSES],
     slabs: Vec<Slab>,
     cluster_limit: usize,
 }
 
 static GLOBAL: Mutex<Global> = Mutex::new(Global {
-    free: [Vec::new(), Vec::new()],
-    total: [0, 0],
+    free: [Vec::new(), Vec::new(), Vec::new()],
+    total: [0, 0, 0],
     slabs: Vec::new(),
     cluster_limit: DEFAULT_CLUSTER_LIMIT,
 });
@@ -148,6 +165,7 @@ impl Global {
         match class {
             Class::Small => self.cluster_limit.saturating_mul(SMALL_PER_CLUSTER_LIMIT),
             Class::Cluster => self.cluster_limit,
+            Class::Jumbo => self.cluster_limit / CLUSTERS_PER_JUMBO_LIMIT,
         }
     }
 
@@ -205,13 +223,13 @@ impl Global {
 
 /// A thread's free buffers, per class.
 struct Cache {
-    free: [Vec<FreePtr>; 2],
+    free: [Vec<FreePtr>; CLASSES],
 }
 
 impl Drop for Cache {
     fn drop(&mut self) {
         let mut g = global();
-        for c in 0..2 {
+        for c in 0..CLASSES {
             g.free[c].append(&mut self.free[c]);
         }
     }
@@ -219,7 +237,7 @@ impl Drop for Cache {
 
 thread_local! {
     static CACHE: RefCell<Cache> = const {
-        RefCell::new(Cache { free: [Vec::new(), Vec::new()] })
+        RefCell::new(Cache { free: [Vec::new(), Vec::new(), Vec::new()] })
     };
 }
 
@@ -413,6 +431,8 @@ pub struct PoolStats {
     pub small_total: u64,
     /// Small buffers on the global free list (not counting thread caches).
     pub small_free_global: u64,
+    /// Jumbo clusters carved from slabs so far.
+    pub jumbo_total: u64,
     /// Allocations refused at the limit (or by the heap): ENOBUFS.
     pub alloc_fail: u64,
     /// Slabs allocated from the heap.
@@ -429,13 +449,15 @@ pub fn stats() -> PoolStats {
         clusters_free_global: g.free[Class::Cluster as usize].len() as u64,
         small_total: g.total[Class::Small as usize] as u64,
         small_free_global: g.free[Class::Small as usize].len() as u64,
+        jumbo_total: g.total[Class::Jumbo as usize] as u64,
         alloc_fail: ALLOC_FAIL.load(Ordering::Relaxed),
         slabs: g.slabs.len() as u64,
         cluster_limit: g.cluster_limit as u64,
     }
 }
 
-/// Bounds the pool to `max_clusters` clusters (and 16× as many small buffers).
+/// Bounds the pool to `max_clusters` clusters (and 16× as many small buffers, and
+/// jumbo clusters of the same bytes).
 /// Allocation beyond the bound fails with [`NoBufs`] and counts in
 /// [`PoolStats::alloc_fail`]. Lowering the limit below what is already carved
 /// stops further growth; memory already carved is kept. Up to [`CACHE_HIGH`]

@@ -395,3 +395,23 @@ fn packets_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Mbuf>();
 }
+
+#[test]
+fn with_capacity_takes_one_buffer_of_the_size_needed() {
+    let m = Mbuf::with_capacity(1000).unwrap();
+    assert_eq!((m.nsegs(), m.headroom()), (1, DEFAULT_HEADROOM));
+    assert_eq!(m.buf_bytes(), MCLBYTES);
+    // A 64 KiB segment for a device with segmentation offload: one jumbo cluster,
+    // filled by append without a second buffer.
+    let mut m = Mbuf::with_capacity(65_535).unwrap();
+    assert_eq!(m.buf_bytes(), crate::MJUMBYTES);
+    let data: Vec<u8> = (0..65_535u32).map(|i| i as u8).collect();
+    m.append(&data).unwrap();
+    assert_eq!((m.nsegs(), m.len()), (1, 65_535));
+    assert_eq!(m.first(), &data[..]);
+    // Room for Ethernet in front.
+    m.prepend(14).unwrap();
+    assert_eq!(m.nsegs(), 1);
+    assert!(Mbuf::with_capacity(crate::MJUMBYTES).is_err());
+    assert!(Mbuf::with_capacity(usize::MAX).is_err());
+}

@@ -196,8 +196,15 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         return;
     };
     cx.stats.ip.forward += 1;
+    // A segment from a link with checksum offload may still lack its checksum.
+    let Some(m) = crate::ip::csum_finish(cx, out, m, mtu) else {
+        return;
+    };
     if m.len() > mtu {
-        return crate::ip::ip_fragment(cx, out, m, next, false, mtu);
+        if !crate::ip::tso_takes(out, &m) {
+            return crate::ip::ip_fragment(cx, out, m, next, false, mtu);
+        }
+        cx.stats.ip.tso += 1;
     }
     if nh.gateway.is_some() {
         if let Some(mac) = nh.l2(cx.now.as_nanos()) {

@@ -312,6 +312,10 @@ pub struct Ifnet {
     /// Per-interface forwarding switches (shared by every version of the interface,
     /// so turning them costs no republish).
     pub forwarding: Arc<Forwarding>,
+    /// What the device computes for the stack: TCP checksums, segmentation
+    /// (TCP builds segments up to `offload.tso` for it; `ip_send` finishes what a
+    /// device without them cannot).
+    pub offload: dev::Offloads,
 }
 
 /// Whether an interface forwards packets that arrive on it for other hosts (Linux's

@@ -272,10 +272,54 @@ pub(crate) fn ip_send(
         .cfg
         .path_mtu4(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
+    let Some(m) = csum_finish(cx, ifp, m, mtu) else {
+        return;
+    };
     if m.len() > mtu {
-        return ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
+        if !tso_takes(ifp, &m) {
+            return ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
+        }
+        cx.stats.ip.tso += 1;
     }
     ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+}
+
+/// Whether `ifp` takes this packet longer than its MTU whole and cuts it into
+/// segments itself: a TCP segment built for segmentation offload (its checksum
+/// still to be filled, as every TCP segment of ours) within the device's size.
+pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf) -> bool {
+    m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0 && m.len() <= ifp.offload.tso
+}
+
+/// Finishes a TCP checksum left to the device (`CSUM_L4_NEEDED`, the field holding
+/// the pseudo-header sum) where the device will not: `ifp` has no checksum offload,
+/// or the packet is to be fragmented, so no device sees it whole. `m` starts with
+/// its IPv4 header. Dropped and counted if the header cannot be read.
+pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize) -> Option<Mbuf> {
+    if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0
+        || (ifp.offload.csum && (m.len() <= mtu || tso_takes(ifp, &m)))
+    {
+        return Some(m);
+    }
+    let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
+        cx.drop_pkt(m, DropReason::IpOutDropped);
+        return None;
+    };
+    // Only our own TCP segments are left unfilled, always of a whole datagram.
+    let hl = usize::from(h[0] & 0xf) * 4;
+    let at = hl + 16;
+    if h[9] != u8::from(IpProtocol::Tcp) || m.len() < hl + 20 {
+        cx.drop_pkt(m, DropReason::IpOutDropped);
+        return None;
+    }
+    let sum = !crate::icmp::mbuf_sum(&m, hl, m.len() - hl);
+    if m.copyback(at, &sum.to_be_bytes()).is_err() {
+        cx.drop_pkt(m, DropReason::IpOutDropped);
+        return None;
+    }
+    m.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
+    cx.stats.ip.swcsum += 1;
+    Some(m)
 }
 
 /// `ip_fragment`: sends a datagram longer than the interface's MTU as fragments

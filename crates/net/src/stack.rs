@@ -365,6 +365,7 @@ impl Shared {
                 nd6: old.nd6.clone(),
                 num_queues: old.num_queues,
                 forwarding: old.forwarding.clone(),
+                offload: old.offload,
             });
             Ok(())
         }
@@ -643,6 +644,7 @@ impl Stack {
             nd6: Arc::new(crate::nd6::Nd6Table::new(self.shared.params.arp)),
             num_queues: info.num_queues.max(1),
             forwarding: Arc::default(),
+            offload: info.offload,
         });
         ifp.arp.set_watch(index.0 as u32, self.shared.rtbus.clone());
         ifp.nd6.set_watch(index.0 as u32, self.shared.rtbus.clone());
@@ -696,6 +698,7 @@ impl Stack {
                 nd6: old.nd6.clone(),
                 num_queues: old.num_queues,
                 forwarding: old.forwarding.clone(),
+                offload: old.offload,
             });
             Ok(())
         })

@@ -75,6 +75,10 @@ counter_group!(
         // `timeexceed` (TTL ran out), `blackhole` and `reject` routes' drops,
         // `toobig` (DF set, larger than the next hop's MTU).
         forward, redirectsent, timeexceed, blackhole, reject, toobig,
+        // Checksum offload: TCP checksums left to a device and filled in software
+        // instead (`swcsum`: the device has no offload, or the packet was
+        // fragmented); `tso` packets sent whole to a device that segments them.
+        swcsum, tso,
     }
 );
 

@@ -13,11 +13,19 @@ fn ip(n: u8) -> Ipv4Addr {
 }
 
 fn pair(workers: usize, seed: u64, impair: Impairments) -> (Sim, HostId, HostId) {
+    pair_on(
+        workers,
+        seed,
+        WireConfig {
+            impair,
+            ..WireConfig::default()
+        },
+    )
+}
+
+fn pair_on(workers: usize, seed: u64, wire: WireConfig) -> (Sim, HostId, HostId) {
     let mut s = Sim::new(seed);
-    let hub = s.add_hub(WireConfig {
-        impair,
-        ..WireConfig::default()
-    });
+    let hub = s.add_hub(wire);
     let a = s.add_host("a", workers);
     let b = s.add_host("b", workers);
     s.connect(a, hub, "198.18.0.1/24");
@@ -33,7 +41,21 @@ fn echo(
     impair: Impairments,
     total: usize,
 ) -> (sim::Sim, HostId, HostId) {
-    let (mut s, a, b) = pair(workers, seed, impair);
+    let wire = WireConfig {
+        impair,
+        ..WireConfig::default()
+    };
+    echo_on(workers, seed, wire, total)
+}
+
+/// [`echo`] over a wire of any configuration.
+fn echo_on(
+    workers: usize,
+    seed: u64,
+    wire: WireConfig,
+    total: usize,
+) -> (sim::Sim, HostId, HostId) {
+    let (mut s, a, b) = pair_on(workers, seed, wire);
     let listener = s
         .host(b)
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7), 16)
@@ -711,4 +733,139 @@ fn the_timer_heap_stays_proportional_to_the_connections() {
         max_entries >= n as u64,
         "every connection has a timer: {max_entries}"
     );
+}
+
+#[test]
+fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
+    // A wire whose "devices" fill in TCP checksums and cut segments themselves:
+    // TCP builds segments of up to 64 KiB for it, the peer receives them whole.
+    for (workers, impair) in [
+        (1, Impairments::default()),
+        (2, Impairments::default()),
+        (
+            1,
+            Impairments {
+                delay: Duration::from_millis(1),
+                loss: 0.02,
+                ..Default::default()
+            },
+        ),
+        (
+            2,
+            Impairments {
+                delay: Duration::from_millis(2),
+                jitter: Duration::from_millis(2),
+                duplicate: 0.05,
+                reorder: 0.05,
+                ..Default::default()
+            },
+        ),
+    ] {
+        let wire = WireConfig {
+            impair,
+            offload: dev::Offloads::ALL,
+            ..WireConfig::default()
+        };
+        let (s, a, b) = echo_on(workers, 9, wire, 4 << 20);
+        let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+        for st in [&sa, &sb] {
+            assert!(st.ip.tso > 0, "segments larger than the MTU went out whole");
+            assert_eq!(st.ip.swcsum, 0, "no checksum computed in software");
+            assert_eq!(st.tcp.rcvbadsum, 0);
+        }
+        // Far fewer, larger segments than 1448-byte ones would need.
+        assert!(
+            sa.tcp.sndbyte / sa.tcp.sndpack.max(1) > 8 * 1448,
+            "workers={workers} {impair:?}: {} bytes in {} segments",
+            sa.tcp.sndbyte,
+            sa.tcp.sndpack
+        );
+        if impair.loss > 0.0 {
+            assert!(sa.tcp.sndrexmitpack > 0, "losses were repaired");
+        }
+    }
+}
+
+#[test]
+fn a_router_fills_in_checksums_and_fragments_for_a_link_without_offload() {
+    // a ── offload wire ── r ── plain wire ── b: a's 64 KiB segments, their
+    // checksums unfilled, reach b (which checks every checksum) as fragments of
+    // complete datagrams; b's answers go back as ordinary segments.
+    let mut s = Sim::new(4);
+    let fast = s.add_hub(WireConfig {
+        offload: dev::Offloads::ALL,
+        ..WireConfig::default()
+    });
+    let plain = s.add_hub(WireConfig::default());
+    let a = s.add_host("a", 1);
+    let r = s.add_host("r", 2);
+    let b = s.add_host("b", 1);
+    s.connect(a, fast, "198.18.1.1/24");
+    let r0 = s.connect(r, fast, "198.18.1.2/24");
+    let r1 = s.connect(r, plain, "198.18.2.1/24");
+    s.connect(b, plain, "198.18.2.2/24");
+    for i in [r0, r1] {
+        s.host(r).set_forwarding(i, true, false).unwrap();
+    }
+    s.host(a)
+        .add_route_via(
+            "198.18.2.0/24".parse().unwrap(),
+            "198.18.1.2".parse().unwrap(),
+        )
+        .unwrap();
+    s.host(b)
+        .add_route_via(
+            "198.18.1.0/24".parse().unwrap(),
+            "198.18.2.1".parse().unwrap(),
+        )
+        .unwrap();
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9), 4)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(Ipv4Addr::new(198, 18, 2, 2), 9))
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    let total = 2usize << 20;
+    let data: Vec<u8> = (0..total).map(|i| (i * 31 + i / 977) as u8).collect();
+    let (mut sent, mut got) = (0usize, Vec::with_capacity(total));
+    let mut srv: Option<net::TcpStream> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let done = s.run_until(Duration::from_secs(120), |_| {
+        if srv.is_none() {
+            if let Ok((x, _)) = l.accept() {
+                x.set_nonblocking(true).unwrap();
+                srv = Some(x);
+            }
+        }
+        if c.is_connected() && sent < total {
+            if let Ok(n) = (&c).write(&data[sent..]) {
+                sent += n;
+            }
+        }
+        if let Some(x) = &srv {
+            while let Ok(n) = (&*x).read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        got.len() == total
+    });
+    assert!(done, "{} of {total} bytes", got.len());
+    assert!(got == data, "the bytes arrived intact");
+    let (sa, sr, sb) = (s.host(a).stats(), s.host(r).stats(), s.host(b).stats());
+    assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
+    assert!(sr.ip.swcsum > 0, "the router filled in their checksums");
+    assert!(
+        sr.ip.fragmented > 0,
+        "and fragmented them for the plain link"
+    );
+    assert!(sb.ip.reassembled > 0);
+    assert_eq!(sb.tcp.rcvbadsum, 0, "every checksum b checked was right");
+    assert_eq!(sb.ip.badsum, 0);
 }

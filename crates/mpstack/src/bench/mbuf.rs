@@ -251,6 +251,7 @@ impl Device for Replay {
             mtu: 1500,
             num_queues: 1,
             hw_addr: Some(NODE_MAC),
+            offload: dev::Offloads::default(),
         }
     }
     fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {

@@ -28,6 +28,7 @@ mod veth;
 
 use crate::BenchArgs;
 use dev::mem::{wire, WireConfig};
+use dev::Offloads;
 use net::Stack;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -55,6 +56,11 @@ pub enum Impl {
     Mpstack,
     /// The same, both stacks and both applications polled in one thread.
     MpstackPolled,
+    /// `mpstack` over a memory wire with checksum and segmentation offload (64 KiB
+    /// segments passed whole, as Linux's veth passes GSO packets).
+    MpstackTso,
+    /// `mpstack-polled` over a memory wire with the same offloads.
+    MpstackPolledTso,
     /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
     Smoltcp,
     /// The Linux kernel's TCP over 127.0.0.1.
@@ -72,6 +78,8 @@ impl Impl {
         match self {
             Impl::Mpstack => "mpstack",
             Impl::MpstackPolled => "mpstack-polled",
+            Impl::MpstackTso => "mpstack-tso",
+            Impl::MpstackPolledTso => "mpstack-polled-tso",
             Impl::Smoltcp => "smoltcp",
             Impl::LinuxLoopback => "linux-loopback",
             Impl::LinuxVeth => "linux-veth",
@@ -147,6 +155,14 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             let what = match im {
                 Impl::Mpstack => format!("mpstack, {} worker(s) per stack", a.workers),
                 Impl::MpstackPolled => "mpstack, two stacks polled in one thread".into(),
+                Impl::MpstackTso => format!(
+                    "mpstack, {} worker(s) per stack, checksum and segmentation offload",
+                    a.workers
+                ),
+                Impl::MpstackPolledTso => {
+                    "mpstack, two stacks polled in one thread, checksum and segmentation offload"
+                        .into()
+                }
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
                 Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
@@ -157,8 +173,18 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 &format!("round {round}/{}: {what}, {} MiB", a.rounds, a.mbytes),
             );
             match im {
-                Impl::Mpstack => results.push(ours(bytes, a.workers as usize)?),
-                Impl::MpstackPolled => results.push(polled::transfer(bytes)?),
+                Impl::Mpstack => results.push(ours(bytes, a.workers as usize, NO_OFFLOAD)?),
+                Impl::MpstackPolled => results.push(polled::transfer(bytes, NO_OFFLOAD)?),
+                Impl::MpstackTso => {
+                    let mut m = ours(bytes, a.workers as usize, Offloads::ALL)?;
+                    m.name = im.name();
+                    results.push(m)
+                }
+                Impl::MpstackPolledTso => {
+                    let mut m = polled::transfer(bytes, Offloads::ALL)?;
+                    m.name = im.name();
+                    results.push(m)
+                }
                 Impl::Smoltcp => results.push(smol::transfer(bytes)?),
                 Impl::LinuxLoopback => results.push(kernel(bytes)?),
                 // A peer outside this program that fails is reported, not fatal: the
@@ -237,7 +263,8 @@ fn json_escape(s: &str) -> String {
     o
 }
 
-/// The ratios printed, ours over each other implementation.
+/// The ratios printed, each of ours over each other implementation.
+const OURS: [Impl; 2] = [Impl::Mpstack, Impl::MpstackTso];
 const RATIOS: [Impl; 3] = [Impl::Smoltcp, Impl::LinuxVeth, Impl::LinuxLoopback];
 
 fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Impl, String)]) {
@@ -251,13 +278,16 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             .map(Measurement::gbps)
             .reduce(f64::max)
     };
-    let ratios: Vec<(Impl, f64, f64)> = match best(Impl::Mpstack) {
-        Some(o) => RATIOS
-            .iter()
-            .filter_map(|&im| best(im).map(|b| (im, o, b)))
-            .collect(),
-        None => Vec::new(),
-    };
+    let ratios: Vec<(Impl, Impl, f64, f64)> = OURS
+        .iter()
+        .filter_map(|&us| best(us).map(|o| (us, o)))
+        .flat_map(|(us, o)| {
+            RATIOS
+                .iter()
+                .filter_map(move |&im| best(im).map(|b| (us, im, o, b)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
     if a.json {
         for r in results {
             println!(
@@ -275,10 +305,11 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
                 json_escape(why)
             );
         }
-        for (im, o, b) in ratios {
+        for (us, im, o, b) in ratios {
             let key = im.name().replace('-', "_");
+            let ours = us.name().replace('-', "_");
             println!(
-                "{{\"bench\":\"tcp\",\"ratio_mpstack_to_{key}\":{:.4},\"mpstack_gbit_per_s\":{o:.4},\"{key}_gbit_per_s\":{b:.4}}}",
+                "{{\"bench\":\"tcp\",\"ratio_{ours}_to_{key}\":{:.4},\"{ours}_gbit_per_s\":{o:.4},\"{key}_gbit_per_s\":{b:.4}}}",
                 o / b.max(1e-9)
             );
         }
@@ -312,7 +343,7 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
     if !ratios.is_empty() {
         let r: Vec<String> = ratios
             .iter()
-            .map(|(im, o, b)| format!("mpstack/{} {:.2}", im.name(), o / b.max(1e-9)))
+            .map(|(us, im, o, b)| format!("{}/{} {:.2}", us.name(), im.name(), o / b.max(1e-9)))
             .collect();
         println!("ratios: {}", r.join(", "));
     }
@@ -324,6 +355,14 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             ),
             Impl::MpstackPolled => {
                 "two stacks and both applications polled in one thread, MTU 1500 memory wire".into()
+            }
+            Impl::MpstackTso => format!(
+                "as mpstack, the wire with checksum offload and TSO up to 64 KiB (segments \
+                 received whole), {} worker thread(s) each",
+                a.workers
+            ),
+            Impl::MpstackPolledTso => {
+                "as mpstack-polled, the wire with checksum offload and TSO up to 64 KiB".into()
             }
             Impl::Smoltcp => {
                 "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
@@ -496,10 +535,17 @@ fn pump(mut w: impl Write, bytes: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-fn ours(bytes: u64, workers: usize) -> Result<Measurement, String> {
+/// The memory wire of the plain mpstack rows: MTU 1500, nothing offloaded.
+const NO_OFFLOAD: Offloads = Offloads {
+    csum: false,
+    tso: 0,
+};
+
+fn ours(bytes: u64, workers: usize, offload: Offloads) -> Result<Measurement, String> {
     let (da, db) = wire(WireConfig {
         num_queues: workers,
         queue_limit: 4096,
+        offload,
         ..WireConfig::default()
     });
     let mut a = host("bench-a", workers, da, "198.18.0.1/24")?;
@@ -597,6 +643,8 @@ mod tests {
             [
                 Impl::Mpstack,
                 Impl::MpstackPolled,
+                Impl::MpstackTso,
+                Impl::MpstackPolledTso,
                 Impl::Smoltcp,
                 Impl::LinuxLoopback,
                 Impl::LinuxVeth,

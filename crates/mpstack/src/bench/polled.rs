@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 
 const CHUNK: usize = 256 * 1024;
 
-pub fn transfer(bytes: u64) -> Result<Measurement, String> {
+pub fn transfer(bytes: u64, offload: dev::Offloads) -> Result<Measurement, String> {
     let (da, db) = wire(WireConfig {
         num_queues: 1,
         queue_limit: 4096,
+        offload,
         ..WireConfig::default()
     });
     let mut a = host("bench-a", 1, da, "198.18.0.1/24")?;
@@ -83,6 +84,7 @@ pub fn transfer(bytes: u64) -> Result<Measurement, String> {
                         if got != bytes {
                             return Err(format!("mpstack-polled delivered {got} of {bytes} bytes"));
                         }
+
                         return Ok(Measurement {
                             name: "mpstack-polled",
                             bytes,
@@ -108,8 +110,10 @@ pub fn transfer(bytes: u64) -> Result<Measurement, String> {
 mod tests {
     #[test]
     fn polled_transfer_delivers_every_byte() {
-        let m = super::transfer(4 << 20).unwrap();
-        assert_eq!(m.bytes, 4 << 20);
-        assert!(m.secs > 0.0);
+        for offload in [dev::Offloads::default(), dev::Offloads::ALL] {
+            let m = super::transfer(4 << 20, offload).unwrap();
+            assert_eq!(m.bytes, 4 << 20);
+            assert!(m.secs > 0.0);
+        }
     }
 }

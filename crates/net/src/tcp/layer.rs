@@ -76,7 +76,16 @@ impl From<IpInfo> for TcpIn {
 /// longer).
 fn conn_cfg(cx: &Cx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
     let base = cx.tcp_cfg;
+    // A device that segments takes IPv4 segments up to its size: room for the IP
+    // header and the largest TCP header beside the data.
+    let tso_max = match t.remote.ip() {
+        IpAddr::V4(d) => crate::ip::ip_route(cx, d).map_or(0, |(ifp, _, _)| {
+            ifp.offload.tso.saturating_sub(20 + 60) as u32
+        }),
+        IpAddr::V6(_) => 0,
+    };
     TcpConfig {
+        tso_max,
         sndbuf: buffers.0,
         rcvbuf: buffers.1,
         mss: if t.is_ipv6() {
@@ -377,10 +386,13 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         &scratch[..len]
     };
     let (src, dst) = (info.src, info.dst);
+    // Checked by the device, or never filled in: made by a stack on this machine
+    // (looped back, or over a link with checksum offload).
+    let sum_ok = m.hdr.csum_flags & (mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) != 0;
     let parsed = match TcpPacket::new_checked(bytes) {
         Err(_) => Err(DropReason::TcpBadOff),
         Ok(p) => {
-            if !p.verify_checksum(&src, &dst) {
+            if !sum_ok && !p.verify_checksum(&src, &dst) {
                 Err(DropReason::TcpBadSum)
             } else {
                 TcpRepr::parse(&p, &src, &dst, false).map_err(|_| DropReason::TcpBadOff)
@@ -414,7 +426,19 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             tw.remove(i, &tuple);
         } else {
             if let Some(c) = tw.slab[i].as_mut() {
-                c.tcb.input(&seg, cx.now, &mut cx.stats.tcp);
+                // In-order data goes straight into the application's channel when
+                // nothing waits in the receive buffer (this worker is the channel's
+                // only producer); the rest is buffered as usual.
+                let (tcb, s) = (&mut c.tcb, &c.s);
+                let mut direct = 0;
+                tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |b| {
+                    let k = s.rx.push(b);
+                    direct += k;
+                    k
+                });
+                if direct > 0 && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
+                    tw.readers.push(s.clone());
+                }
             }
             tw.scratch = scratch;
             service(cx, tw, i);
@@ -667,38 +691,31 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         c.fin_requested = true;
         c.tcb.close();
     }
-    // Control block → wire, then → application (reading may open the window, so the
-    // window update goes out in the second round).
-    for round in 0..2 {
-        tw.segs.clear();
-        let mut segs = std::mem::take(&mut tw.segs);
-        c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
-        for seg in &segs {
-            // Straight from the send buffer into the packet.
-            send_segment(cx, &c.tuple, seg, c.tcb.payload(seg));
-        }
-        tw.segs = segs;
-        if round == 1 {
+    // Control block → application, then → wire: what the channel takes leaves the
+    // receive buffer first, so the acknowledgment below carries the window it
+    // opens (one segment out, not an ACK and then a window update).
+    let mut moved = false;
+    // Straight from the receive buffer into the channel's chunks, as much as the
+    // channel takes (this worker is its only producer).
+    while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
+        let k = c.tcb.recv_with(s.rx.space(), |b| s.rx.push(b));
+        if k == 0 {
             break;
         }
-        let mut moved = false;
-        // Straight from the receive buffer into the channel's chunks, as much as the
-        // channel takes (this worker is its only producer).
-        while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
-            let k = c.tcb.recv_with(s.rx.space(), |b| s.rx.push(b));
-            if k == 0 {
-                break;
-            }
-            moved = true;
-        }
-        // Whether a reader waits is asked once per batch (a fence), not per segment.
-        if moved && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
-            tw.readers.push(s.clone());
-        }
-        if !c.tcb.wants_output() {
-            break;
-        }
+        moved = true;
     }
+    // Whether a reader waits is asked once per batch (a fence), not per segment.
+    if moved && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
+        tw.readers.push(s.clone());
+    }
+    tw.segs.clear();
+    let mut segs = std::mem::take(&mut tw.segs);
+    c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
+    for seg in &segs {
+        // Straight from the send buffer into the packet.
+        send_segment(cx, &c.tuple, seg, c.tcb.payload(seg));
+    }
+    tw.segs = segs;
     if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
         s.rx_eof.store(true, Ordering::Release);
         s.wake();
@@ -776,7 +793,10 @@ pub(crate) fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&
         let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
         repr.emit(&mut p, &t.local.ip(), &t.remote.ip(), false);
     }
-    let Ok(mut m) = Mbuf::new() else {
+    let total = hlen + payload.0.len() + payload.1.len();
+    // One buffer for the whole segment (a jumbo cluster for a segmentation-offload
+    // device's large ones), so the receiver parses it in place.
+    let Ok(mut m) = Mbuf::with_capacity(total) else {
         return DropReason::IpOutDropped.count(cx.stats);
     };
     if m.append(&hdr[..hlen]).is_err()
@@ -785,12 +805,18 @@ pub(crate) fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&
     {
         return DropReason::IpOutDropped.count(cx.stats);
     }
-    let total = hlen + payload.0.len() + payload.1.len();
-    let sum = add(
-        crate::icmp::mbuf_sum(&m, 0, total),
-        wire::checksum::pseudo_header(&t.local.ip(), &t.remote.ip(), IpProtocol::Tcp, total as u32),
-    );
-    m.first_mut()[16..18].copy_from_slice(&(!sum).to_be_bytes());
+    let pseudo =
+        wire::checksum::pseudo_header(&t.local.ip(), &t.remote.ip(), IpProtocol::Tcp, total as u32);
+    if t.local.is_ipv4() {
+        // Over IPv4 the checksum is left to the output interface (Linux's
+        // CHECKSUM_PARTIAL): the field holds the pseudo-header sum, and `ip_send`
+        // finishes it in software for a device that does not (ip::csum_finish).
+        m.first_mut()[16..18].copy_from_slice(&pseudo.to_be_bytes());
+        m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
+    } else {
+        let sum = add(crate::icmp::mbuf_sum(&m, 0, total), pseudo);
+        m.first_mut()[16..18].copy_from_slice(&(!sum).to_be_bytes());
+    }
     let (src, dst) = match (t.local.ip(), t.remote.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
         (IpAddr::V6(src), IpAddr::V6(dst)) => {

@@ -132,6 +132,11 @@ pub struct TcpConfig {
     pub keepalive_interval: Duration,
     /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
     pub keepalive_probes: u32,
+    /// Segmentation offload: the most data one segment may carry for a device that
+    /// cuts it into MSS-sized ones itself (the route's interface, `dev::Offloads`);
+    /// 0 for a segment per MSS. New data only: retransmissions and everything sent
+    /// during loss recovery go an MSS at a time.
+    pub tso_max: u32,
 }
 
 impl Default for TcpConfig {
@@ -157,6 +162,7 @@ impl Default for TcpConfig {
             keepalive: None,
             keepalive_interval: Duration::from_secs(75),
             keepalive_probes: 8,
+            tso_max: 0,
         }
     }
 }
@@ -1210,7 +1216,18 @@ impl Tcb {
                 }
                 let allowance = self.send_allowance();
                 let room = self.data_room();
-                let mut len = unsent.min(room).min(allowance);
+                // With segmentation offload, as many whole segments as the device
+                // takes, for new data outside recovery (Linux's tcp_tso_autosize;
+                // the send window and cwnd still bound it below).
+                let burst = if self.cfg.tso_max > room
+                    && self.recover.is_none()
+                    && self.snd_nxt == self.snd_max
+                {
+                    self.cfg.tso_max / room * room
+                } else {
+                    room
+                };
+                let mut len = unsent.min(burst).min(allowance);
                 // Resending after a timeout: not what the peer has SACKed.
                 if lt(self.snd_nxt, self.snd_max) {
                     if let Some(r) = self.sacked.iter().find(|r| lt(self.snd_nxt, r.0)) {
@@ -1219,6 +1236,20 @@ impl Tcb {
                 }
                 let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
                 if len == 0 && !(fin_here && unsent == 0) {
+                    return false;
+                }
+                // Segmentation offload: a window-limited send of less than a third
+                // of the window waits for the acknowledgments in flight to open more,
+                // so that segments stay large instead of each echoing the size of the
+                // ACK that made room for it (Linux's tcp_tso_should_defer, with its
+                // tso_win_divisor of 3).
+                if burst > room
+                    && len < burst
+                    && len < unsent
+                    && self.flight() > 0
+                    && len < self.snd_wnd.min(self.cwnd) / 3
+                    && !fin_here
+                {
                     return false;
                 }
                 // Nagle: a short segment waits while data are unacknowledged, unless it
@@ -1562,13 +1593,27 @@ impl Tcb {
 
     /// Processes one received segment.
     pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        self.input_to(seg, now, st, &mut |_| 0);
+    }
+
+    /// [`Tcb::input`] with a reader waiting at `direct`: in-order data that finds the
+    /// receive buffer empty is offered to `direct` first, which takes what it can
+    /// (returning how much), and only the rest is buffered. One copy fewer on the
+    /// way to the application, as Linux's old `ucopy` to a waiting reader.
+    pub fn input_to(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         st.rcvtotal += 1;
         match self.state {
             State::Closed => {
                 st.rcvafterclose += 1;
             }
             State::SynSent => self.input_syn_sent(seg, now, st),
-            _ => self.input_synchronized(seg, now, st),
+            _ => self.input_synchronized(seg, now, st, direct),
         }
         if self.cfg.keepalive.is_some() && !seg.rst {
             self.ka_probes = 0;
@@ -1621,7 +1666,13 @@ impl Tcb {
         }
     }
 
-    fn input_synchronized(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+    fn input_synchronized(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
         // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
         // and make sure the peer hears our ACK (as BSD's tcp_input does).
@@ -1807,7 +1858,7 @@ impl Tcb {
 
         // Data and FIN.
         if !seg.payload.is_empty() || seg.fin {
-            self.receive_data(seg, now, st);
+            self.receive_data(seg, now, st, direct);
         }
     }
 
@@ -2001,7 +2052,13 @@ impl Tcb {
         }
     }
 
-    fn receive_data(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+    fn receive_data(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
         if !self.state.can_receive() {
             return;
         }
@@ -2036,9 +2093,16 @@ impl Tcb {
             st.rcvpackafterwin += 1;
         }
         if seq == self.rcv_nxt {
+            // Straight to a waiting reader while nothing is buffered ahead of it.
+            let mut n = if self.rcvbuf.is_empty() && !data.is_empty() {
+                direct(data).min(data.len())
+            } else {
+                0
+            };
             let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
-            let n = data.len().min(space);
-            self.rcvbuf.extend(&data[..n]);
+            let k = (data.len() - n).min(space);
+            self.rcvbuf.extend(&data[n..n + k]);
+            n += k;
             self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
             if n > 0 {
                 st.rcvpack += 1;
@@ -2053,7 +2117,10 @@ impl Tcb {
             } else {
                 self.drain_ooo(now, st);
             }
-            self.unacked_segs += 1;
+            // A segment larger than our MSS (from a sender with segmentation
+            // offload, received whole) counts as the wire segments it stands for,
+            // so every other one is still acknowledged at once (RFC 1122 §4.2.3.2).
+            self.unacked_segs += (n as u32).div_ceil(u32::from(self.cfg.mss.max(1))).max(1);
             if had_ooo || fin || self.unacked_segs >= 2 || self.cfg.delack.is_zero() {
                 self.ack_now = true;
             } else if self.delack_deadline.is_none() {

@@ -1155,3 +1155,42 @@ fn a_cookie_connection_takes_its_options_from_the_echoed_timestamp() {
     assert!(!t.ts_enabled && !t.sack_perm);
     assert_eq!((t.snd_wscale, t.rcv_wscale, t.snd_wnd), (0, 0, 1000));
 }
+
+#[test]
+fn segmentation_offload_sends_large_new_segments_and_repairs_an_mss_at_a_time() {
+    // With a device that segments (tso_max), new data leaves in segments of many
+    // MSS, never more than tso_max; under loss every retransmission is one MSS, and
+    // the transfer still completes byte-exact.
+    let tso_max = 65_535 - 80;
+    let cfg = TcpConfig { tso_max, ..quick() };
+    for (loss, seed) in [(0.0, 1), (0.05, 2), (0.1, 3)] {
+        let link = Link {
+            loss,
+            delay: Duration::from_millis(2),
+            ..Link::default()
+        };
+        let mut p = Pair::new(cfg, quick(), link, seed);
+        p.established();
+        p.transfer(4_000_000, false, Duration::from_secs(3_600));
+        let seg = p.a.seg_size() as usize;
+        let data: Vec<&SegOut> = p
+            .log
+            .iter()
+            .filter(|(a, s)| *a && s.data_len > 0)
+            .map(|(_, s)| s)
+            .collect();
+        let largest = data.iter().map(|s| s.data_len).max().unwrap();
+        assert!(largest > 8 * seg, "loss {loss}: largest segment {largest}");
+        assert!(
+            largest <= tso_max as usize,
+            "loss {loss}: {largest} > {tso_max}"
+        );
+        if loss > 0.0 {
+            assert!(p.lost_a_bytes > 0 && p.sa.sndrexmitpack > 0);
+            assert!(
+                p.sa.sndrexmitbyte <= p.sa.sndrexmitpack * seg as u64,
+                "loss {loss}: retransmissions are one MSS each"
+            );
+        }
+    }
+}
