@@ -7,6 +7,16 @@
 //! until `EAGAIN` or the burst is full, `tx_burst` writes each frame with one
 //! `writev` of its segments, counting a full kernel queue as `odrops`.
 //!
+//! [`TapDevice::open_with_offload`] also asks for the virtio-net header
+//! (`IFF_VNET_HDR`) and tells the kernel we take checksum and TCP segmentation
+//! offload (`TUNSETOFFLOAD`, `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6`), as QEMU does for a
+//! guest: each frame then carries ten bytes in front saying what is left to do. The
+//! kernel hands us TCP segments of up to 64 KiB (its GSO packets, unsegmented) and
+//! packets whose checksum it left unfilled, which we fill in here, so the stack sees
+//! only complete packets (marked `CSUM_L4_VALID`); we hand it our TCP/IPv4 segments
+//! with their checksum unfilled and, when longer than the MTU, cut by the kernel into
+//! segments of the size the stack gives (`PktHdr::tso_segsz`).
+//!
 //! A TAP created here lives as long as its descriptors (it is not persistent) and
 //! may be moved into another network namespace while we hold it (`ip link set NAME
 //! netns NS`), which is how the interop tests put mpstack on a link with a
@@ -21,8 +31,20 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
-/// Largest frame read from a TAP (jumbo frames fit; GSO is not enabled).
-const RX_BUF: usize = 65_536;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+/// `struct virtio_net_hdr` (the legacy header, in the machine's byte order).
+pub const VNET_HDR: usize = 10;
+const VNET_F_NEEDS_CSUM: u8 = 1;
+const VNET_F_DATA_VALID: u8 = 2;
+const VNET_GSO_NONE: u8 = 0;
+const VNET_GSO_TCPV4: u8 = 1;
+/// Largest frame read from a TAP: jumbo frames, and with offload a 64 KiB GSO
+/// packet behind its virtio-net header.
+const RX_BUF: usize = 65_535 + 18 + VNET_HDR + 64;
 /// Most segments written in one `writev`; longer chains are gathered first.
 const MAX_IOV: usize = 16;
 
@@ -35,6 +57,8 @@ pub struct TapDevice {
     name: String,
     fds: Vec<OwnedFd>,
     mtu: usize,
+    /// The virtio-net header is on (checksum and segmentation offload).
+    vnet: bool,
 }
 
 fn ifreq_for(name: &str) -> libc::ifreq {
@@ -94,6 +118,16 @@ fn explain(e: io::Error, name: &str, queues: usize) -> io::Error {
 impl TapDevice {
     /// Attaches to (or creates) the TAP `name` with `queues` queue pairs.
     pub fn open(name: &str, queues: usize) -> io::Result<TapDevice> {
+        Self::open_inner(name, queues, false)
+    }
+
+    /// [`TapDevice::open`] with checksum and TCP segmentation offload through the
+    /// virtio-net header (see the module's doc).
+    pub fn open_with_offload(name: &str, queues: usize) -> io::Result<TapDevice> {
+        Self::open_inner(name, queues, true)
+    }
+
+    fn open_inner(name: &str, queues: usize, vnet: bool) -> io::Result<TapDevice> {
         validate_name(name)?;
         if queues == 0 || queues > MAX_QUEUES {
             return Err(io::Error::new(
@@ -121,6 +155,9 @@ impl TapDevice {
             if queues > 1 {
                 flags |= IFF_MULTI_QUEUE;
             }
+            if vnet {
+                flags |= IFF_VNET_HDR;
+            }
             req.ifr_ifru.ifru_flags = flags;
             // SAFETY: TUNSETIFF reads and writes one `struct ifreq`, which `req` is and
             // which outlives the call.
@@ -130,6 +167,18 @@ impl TapDevice {
             if r < 0 {
                 return Err(explain(io::Error::last_os_error(), name, queues));
             }
+            if vnet {
+                let off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+                // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory is passed.
+                let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off) };
+                if r < 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("{name}: TUNSETOFFLOAD ({e})"),
+                    ));
+                }
+            }
             fds.push(fd);
         }
         let mtu = query_mtu(name).unwrap_or(1500);
@@ -137,6 +186,7 @@ impl TapDevice {
             name: name.to_string(),
             fds,
             mtu,
+            vnet,
         })
     }
 
@@ -196,11 +246,15 @@ impl Device for TapDevice {
             mtu: self.mtu,
             num_queues: self.fds.len(),
             hw_addr: None,
-            offload: crate::Offloads::default(),
+            offload: if self.vnet {
+                crate::Offloads::ALL
+            } else {
+                crate::Offloads::default()
+            },
         }
     }
     fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {
-        let mtu = self.mtu;
+        let (mtu, vnet) = (self.mtu, self.vnet);
         self.fds
             .into_iter()
             .enumerate()
@@ -211,6 +265,7 @@ impl Device for TapDevice {
                     buf: vec![0u8; RX_BUF],
                     stats: QueueStats::default(),
                     mtu,
+                    vnet,
                 }) as Box<dyn Queue>
             })
             .collect()
@@ -224,6 +279,70 @@ pub struct TapQueue {
     buf: Vec<u8>,
     stats: QueueStats,
     mtu: usize,
+    vnet: bool,
+}
+
+/// Parses the virtio-net header in front of a received frame and does what it
+/// leaves to us: fills in a checksum the kernel left unfilled (`NEEDS_CSUM`: the
+/// field holds the pseudo-header sum, the sum runs from `csum_start` to the end).
+/// Returns the frame's `csum_flags`, or `None` for a header that does not fit the
+/// frame (the frame is dropped and counted).
+pub fn vnet_rx(hdr: &[u8; VNET_HDR], frame: &mut [u8]) -> Option<u32> {
+    let flags = hdr[0];
+    let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
+    let offset = usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
+    if flags & VNET_F_NEEDS_CSUM != 0 {
+        let at = start.checked_add(offset)?;
+        if at + 2 > frame.len() || start >= frame.len() {
+            return None;
+        }
+        let sum = !wire::checksum::data(&frame[start..]);
+        frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+        return Some(mbuf::CSUM_L4_VALID);
+    }
+    Some(if flags & VNET_F_DATA_VALID != 0 {
+        mbuf::CSUM_L4_VALID
+    } else {
+        0
+    })
+}
+
+/// The virtio-net header for a frame we send: nothing to do, or (for our TCP/IPv4
+/// segments, `CSUM_L4_NEEDED`) a checksum to fill in and, beyond the MTU, a TCP
+/// segment to cut into `tso_segsz`-byte ones. `None` if the frame is not what the
+/// flags say (it is dropped and counted).
+pub fn vnet_tx(m: &Mbuf, mtu: usize) -> Option<[u8; VNET_HDR]> {
+    let mut h = [0u8; VNET_HDR];
+    if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+        return Some(h);
+    }
+    let mut head = [0u8; 18 + 60 + 60];
+    let n = m.len().min(head.len());
+    m.copydata(0, &mut head[..n]).ok()?;
+    // Ethernet, perhaps one 802.1Q tag, then IPv4 and TCP.
+    let l3 = if head[12..14] == [0x81, 0x00] { 18 } else { 14 };
+    if n < l3 + 20 || head[l3] >> 4 != 4 || head[l3 + 9] != 6 {
+        return None;
+    }
+    let l4 = l3 + usize::from(head[l3] & 0xf) * 4;
+    if n < l4 + 20 {
+        return None;
+    }
+    let hdr_len = l4 + usize::from(head[l4 + 12] >> 4) * 4;
+    h[0] = VNET_F_NEEDS_CSUM;
+    h[6..8].copy_from_slice(&(l4 as u16).to_ne_bytes());
+    h[8..10].copy_from_slice(&16u16.to_ne_bytes());
+    if m.len() - l3 > mtu {
+        if m.hdr.tso_segsz == 0 {
+            return None;
+        }
+        h[1] = VNET_GSO_TCPV4;
+        h[2..4].copy_from_slice(&(hdr_len as u16).to_ne_bytes());
+        h[4..6].copy_from_slice(&m.hdr.tso_segsz.to_ne_bytes());
+    } else {
+        h[1] = VNET_GSO_NONE;
+    }
+    Some(h)
 }
 
 impl std::fmt::Debug for TapQueue {
@@ -258,12 +377,35 @@ impl Queue for TapQueue {
                     }
                 }
             }
-            let len = r as usize;
-            if len == 0 {
+            let end = r as usize;
+            if end == 0 {
                 break;
             }
-            match Mbuf::from_slice(&self.buf[..len]) {
+            let mut start = 0;
+            let mut csum_flags = 0;
+            if self.vnet {
+                if end <= VNET_HDR {
+                    self.stats.ierrors += 1;
+                    continue;
+                }
+                let (hdr, frame) = self.buf[..end].split_at_mut(VNET_HDR);
+                let hdr: &[u8; VNET_HDR] = (&*hdr).try_into().expect("split at VNET_HDR");
+                match vnet_rx(hdr, frame) {
+                    Some(f) => csum_flags = f,
+                    None => {
+                        self.stats.ierrors += 1;
+                        continue;
+                    }
+                }
+                start = VNET_HDR;
+            }
+            let len = end - start;
+            // One buffer per frame, a jumbo cluster for a GSO packet.
+            let frame = &self.buf[start..end];
+            let m = Mbuf::with_capacity(len).and_then(|mut m| m.append(frame).map(|()| m));
+            match m {
                 Ok(mut m) => {
+                    m.hdr.csum_flags = csum_flags;
                     m.hdr.rxq = self.index;
                     self.stats.ipackets += 1;
                     self.stats.ibytes += len as u64;
@@ -283,7 +425,9 @@ impl Queue for TapQueue {
         let mut accepted = 0;
         for m in pkts.drain(..) {
             let len = m.len();
-            if len > self.mtu + 18 + 4 || len < 14 {
+            let tso = self.vnet && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0;
+            let max = if tso { 65_535 + 18 } else { self.mtu + 18 + 4 };
+            if len > max || len < 14 {
                 self.stats.oerrors += 1;
                 continue;
             }
@@ -293,7 +437,23 @@ impl Queue for TapQueue {
             }; MAX_IOV];
             let mut cnt = 0;
             let mut gathered;
-            if m.nsegs() <= MAX_IOV {
+            let vh = if self.vnet {
+                vnet_tx(&m, self.mtu)
+            } else {
+                Some([0; VNET_HDR])
+            };
+            let Some(mut vh) = vh else {
+                self.stats.oerrors += 1;
+                continue;
+            };
+            if self.vnet {
+                iov[0] = libc::iovec {
+                    iov_base: vh.as_mut_ptr().cast(),
+                    iov_len: VNET_HDR,
+                };
+                cnt = 1;
+            }
+            if m.nsegs() + cnt <= MAX_IOV {
                 for s in m.segments() {
                     iov[cnt] = libc::iovec {
                         iov_base: s.as_ptr() as *mut libc::c_void,
@@ -303,16 +463,16 @@ impl Queue for TapQueue {
                 }
             } else {
                 gathered = m.to_vec();
-                iov[0] = libc::iovec {
+                iov[cnt] = libc::iovec {
                     iov_base: gathered.as_mut_ptr().cast(),
                     iov_len: gathered.len(),
                 };
-                cnt = 1;
+                cnt += 1;
             }
             let r = loop {
-                // SAFETY: the first `cnt` iovecs point into segments of `m` (or into
-                // `gathered`), which stay alive and unmodified during the call;
-                // writev only reads them.
+                // SAFETY: the first `cnt` iovecs point into `vh`, segments of `m` or
+                // `gathered`, which stay alive and unmodified during the call; writev
+                // only reads them.
                 let r =
                     unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), cnt as libc::c_int) };
                 if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
@@ -347,6 +507,73 @@ impl Queue for TapQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vnet_rx_fills_in_a_checksum_the_kernel_left() {
+        // Ethernet + IPv4 + TCP with 100 bytes of data, the TCP checksum field holding
+        // the pseudo-header sum (as Linux leaves it with CHECKSUM_PARTIAL).
+        let mut f = vec![0u8; 14 + 20 + 20 + 100];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[14 + 9] = 6;
+        f[14 + 12..14 + 16].copy_from_slice(&[198, 18, 0, 1]);
+        f[14 + 16..14 + 20].copy_from_slice(&[198, 18, 0, 2]);
+        f[34 + 12] = 5 << 4;
+        for (i, b) in f[54..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let src = std::net::IpAddr::from([198, 18, 0, 1]);
+        let dst = std::net::IpAddr::from([198, 18, 0, 2]);
+        let pseudo = wire::checksum::pseudo_header(&src, &dst, wire::IpProtocol::Tcp, 120);
+        f[34 + 16..34 + 18].copy_from_slice(&pseudo.to_be_bytes());
+        let mut h = [0u8; VNET_HDR];
+        h[0] = VNET_F_NEEDS_CSUM;
+        h[6..8].copy_from_slice(&34u16.to_ne_bytes());
+        h[8..10].copy_from_slice(&16u16.to_ne_bytes());
+        assert_eq!(vnet_rx(&h, &mut f), Some(mbuf::CSUM_L4_VALID));
+        let p = wire::TcpPacket::new_checked(&f[34..]).unwrap();
+        assert!(p.verify_checksum(&src, &dst));
+        // A header pointing past the frame is refused, not followed.
+        h[6..8].copy_from_slice(&200u16.to_ne_bytes());
+        assert_eq!(vnet_rx(&h, &mut f), None);
+        h[6..8].copy_from_slice(&(f.len() as u16 - 1).to_ne_bytes());
+        assert_eq!(vnet_rx(&h, &mut f), None);
+        // Checked by the kernel, or nothing said.
+        assert_eq!(
+            vnet_rx(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 0], &mut f),
+            Some(mbuf::CSUM_L4_VALID)
+        );
+        assert_eq!(vnet_rx(&[0; VNET_HDR], &mut f), Some(0));
+
+        // Sending: an unfilled segment longer than the MTU is to be cut by the kernel.
+        let mut big = f[..54].to_vec();
+        big.extend(std::iter::repeat_n(7u8, 4000));
+        let mut m = Mbuf::from_slice(&big).unwrap();
+        assert_eq!(vnet_tx(&m, 1500), Some([0; VNET_HDR]), "nothing left to do");
+        m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
+        assert_eq!(vnet_tx(&m, 1500), None, "no segment size given");
+        m.hdr.tso_segsz = 1448;
+        let h = vnet_tx(&m, 1500).unwrap();
+        assert_eq!(h[0], VNET_F_NEEDS_CSUM);
+        assert_eq!(h[1], VNET_GSO_TCPV4);
+        assert_eq!(u16::from_ne_bytes([h[2], h[3]]), 54, "headers to copy");
+        assert_eq!(u16::from_ne_bytes([h[4], h[5]]), 1448);
+        assert_eq!(u16::from_ne_bytes([h[6], h[7]]), 34);
+        assert_eq!(u16::from_ne_bytes([h[8], h[9]]), 16);
+        // Within the MTU: the checksum only.
+        let m = {
+            let mut m = Mbuf::from_slice(&f).unwrap();
+            m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
+            m
+        };
+        assert_eq!(vnet_tx(&m, 1500).unwrap()[1], VNET_GSO_NONE);
+        // Not TCP/IPv4: refused.
+        let mut u = f.clone();
+        u[14 + 9] = 17;
+        let mut m = Mbuf::from_slice(&u).unwrap();
+        m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
+        assert_eq!(vnet_tx(&m, 1500), None);
+    }
 
     #[test]
     fn names_are_checked_before_any_system_call() {

@@ -103,13 +103,13 @@ impl From<NoBufs> for PullError {
 }
 
 /// [`PktHdr::flags`]: received as link-layer broadcast.
-pub const M_BCAST: u32 = 1 << 0;
+pub const M_BCAST: u16 = 1 << 0;
 /// [`PktHdr::flags`]: received as link-layer multicast.
-pub const M_MCAST: u32 = 1 << 1;
+pub const M_MCAST: u16 = 1 << 1;
 /// [`PktHdr::flags`]: looped back by the stack (not from a wire).
-pub const M_LOOP: u32 = 1 << 2;
+pub const M_LOOP: u16 = 1 << 2;
 /// [`PktHdr::flags`]: a fragment of a larger datagram.
-pub const M_FRAG: u32 = 1 << 3;
+pub const M_FRAG: u16 = 1 << 3;
 
 /// [`PktHdr::csum_flags`]: receive offload verified the IPv4 header checksum.
 pub const CSUM_IP_VALID: u32 = 1 << 0;
@@ -134,9 +134,12 @@ pub struct PktHdr {
     /// 802.1Q tag control information, when stripped by the device or `vlan_input`.
     pub vlan_tci: Option<u16>,
     /// `M_BCAST`, `M_MCAST`, `M_LOOP`, `M_FRAG`.
-    pub flags: u32,
+    pub flags: u16,
     /// `CSUM_*` offload state.
     pub csum_flags: u32,
     /// Firewall tag (ipfw `tag`), 0 if none.
     pub tag: u32,
+    /// For a TCP segment longer than the MTU sent to a device with segmentation
+    /// offload: data bytes per segment it is to be cut into (Linux's `gso_size`).
+    pub tso_segsz: u16,
 }

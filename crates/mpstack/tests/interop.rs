@@ -586,6 +586,11 @@ fn drop_randomly(lab: &Lab, p: f64) {
 /// the HTTP service (SHA-256 compared), 100 MB through echo, Linux sends a big stream
 /// to discard; then mpstack's client sends a big stream to `nc -l` (SHA-256 compared).
 fn big_transfers(tag: &str, p: f64) {
+    big_transfers_with(tag, p, &[]);
+}
+
+/// [`big_transfers`] with more arguments for the node (`--offload`).
+fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
     skip_unless!("curl", "socat", "nc", "sha256sum", "iptables");
     let n = big_size(p);
     let t = 1800;
@@ -594,7 +599,7 @@ fn big_transfers(tag: &str, p: f64) {
     let file = www.join("big.bin");
     let (ok, out) = sh(&format!("head -c {n} /dev/urandom > {}", file.display()));
     assert!(ok, "{out}");
-    let mut lab = Lab::start(tag, 2);
+    let mut lab = Lab::start_with(tag, 2, node);
     drop_randomly(&lab, p);
     let started = std::time::Instant::now();
     let (ok, out) = lab.exec(&format!(
@@ -639,11 +644,10 @@ fn big_transfers(tag: &str, p: f64) {
     drop(lab);
 
     // mpstack -> Linux: the node's own client connects to `nc -l`.
-    let mut lab = Lab::start_with(
-        &format!("{tag}c"),
-        1,
-        &["--connect", "198.18.0.1:5001", "--send", &n.to_string()],
-    );
+    let send = n.to_string();
+    let client = ["--connect", "198.18.0.1:5001", "--send", &send];
+    let args: Vec<&str> = client.iter().chain(node).copied().collect();
+    let mut lab = Lab::start_with(&format!("{tag}c"), 1, &args);
     drop_randomly(&lab, p);
     let started = std::time::Instant::now();
     let (ok, out) = lab.exec(&format!(
@@ -662,7 +666,7 @@ fn big_transfers(tag: &str, p: f64) {
     let c2 = lab.stop();
     let mbps = |b: u64, s: f64| b as f64 * 8.0 / s / 1e6;
     eprintln!(
-        "loss {p}: curl {n} B in {curl_s:.1} s ({:.0} Mbit/s), echo 100 MB in {echo_s:.1} s, \
+        "loss {p} {node:?}: curl {n} B in {curl_s:.1} s ({:.0} Mbit/s), echo 100 MB in {echo_s:.1} s, \
          discard {n} B in {discard_s:.1} s ({:.0} Mbit/s), mpstack->nc {n} B in {nc_s:.1} s \
          ({:.0} Mbit/s); mpstack retransmitted {rexmit} + {} segments, {} timeouts ({} spurious)",
         mbps(n, curl_s),
@@ -690,4 +694,16 @@ fn gigabyte_transfers_both_ways_with_one_percent_loss() {
 #[test]
 fn big_transfers_both_ways_with_five_percent_loss() {
     big_transfers("g5", 0.05);
+}
+
+// The same with checksum and segmentation offload on the TAP (virtio-net header):
+// Linux hands over and takes 64 KiB TCP segments.
+#[test]
+fn gigabyte_transfers_both_ways_with_offload() {
+    big_transfers_with("o0", 0.0, &["--offload"]);
+}
+
+#[test]
+fn gigabyte_transfers_both_ways_with_offload_and_one_percent_loss() {
+    big_transfers_with("o1", 0.01, &["--offload"]);
 }

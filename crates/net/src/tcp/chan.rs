@@ -198,6 +198,14 @@ impl ByteChan {
         done
     }
 
+    /// Consumer: gives back a chunk taken whole by [`ByteChan::drain_moving`], for the
+    /// producer to fill again (dropped when there is no room).
+    pub fn recycle(&self, c: Vec<u8>) {
+        if let Some(qs) = self.qs.get() {
+            qs.give_free(c);
+        }
+    }
+
     /// Consumer: copies up to `buf.len()` bytes out; `partial` holds the chunk being
     /// read (consumer-side state) as (chunk, offset).
     pub fn pop_into(&self, partial: &mut Option<(Vec<u8>, usize)>, buf: &mut [u8]) -> usize {
@@ -217,6 +225,23 @@ impl ByteChan {
         max: usize,
         mut f: impl FnMut(&[u8]) -> usize,
     ) -> usize {
+        self.drain_moving(partial, max, usize::MAX, |p| match p {
+            Piece::Part(b) => f(b),
+            Piece::Whole(_) => unreachable!("no chunk is whole-sized at usize::MAX"),
+        })
+    }
+
+    /// Consumer: as [`ByteChan::drain_with`], but a chunk of at least `whole` bytes
+    /// that fits in what is left of `max` goes to `f` by value ([`Piece::Whole`],
+    /// which must take all of it): the consumer keeps the bytes without copying them
+    /// and gives the chunk back later through [`ByteChan::recycle`].
+    pub fn drain_moving(
+        &self,
+        partial: &mut Option<(Vec<u8>, usize)>,
+        max: usize,
+        whole: usize,
+        mut f: impl FnMut(Piece<'_>) -> usize,
+    ) -> usize {
         let Some(qs) = self.qs.get() else {
             return 0;
         };
@@ -224,6 +249,11 @@ impl ByteChan {
         while done < max {
             if partial.is_none() {
                 match qs.pop() {
+                    Some(c) if c.len() >= whole && c.len() <= max - done => {
+                        done += c.len();
+                        f(Piece::Whole(c));
+                        continue;
+                    }
                     Some(c) => *partial = Some((c, 0)),
                     None => break,
                 }
@@ -232,7 +262,7 @@ impl ByteChan {
                 break;
             };
             let want = (c.len() - *off).min(max - done);
-            let took = f(&c[*off..*off + want]).min(want);
+            let took = f(Piece::Part(&c[*off..*off + want])).min(want);
             *off += took;
             done += took;
             if *off == c.len() {
@@ -247,6 +277,15 @@ impl ByteChan {
         self.bytes.fetch_sub(done, Ordering::AcqRel);
         done
     }
+}
+
+/// What [`ByteChan::drain_moving`] hands its consumer.
+#[derive(Debug)]
+pub(crate) enum Piece<'a> {
+    /// A whole chunk, moved.
+    Whole(Vec<u8>),
+    /// Bytes to copy; the consumer says how many it took.
+    Part(&'a [u8]),
 }
 
 /// A worker's overflow list: streams whose wake-up did not fit in its inbox. The flag

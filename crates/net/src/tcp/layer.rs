@@ -6,7 +6,7 @@
 //! is handed to its home through that worker's lock-free inbox; with RSS steering
 //! that matches (the memory links steer by the same hash) that never happens.
 
-use super::chan::{err, phase, ListenShared, StreamShared};
+use super::chan::{err, phase, ListenShared, Piece, StreamShared};
 use super::tcb::{
     reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
 };
@@ -472,7 +472,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 tw.scratch = scratch;
                 if let Some(r) = rst {
                     cx.stats.tcp.sndrst += 1;
-                    send_segment(cx, &tuple, &r, (&[], &[]));
+                    send_segment(cx, &tuple, &r, std::iter::empty());
                 }
                 return;
             }
@@ -509,7 +509,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         DropReason::TcpNoPort.count(cx.stats);
         if let Some(r) = reset_for(&seg) {
             cx.stats.tcp.sndrst += 1;
-            send_segment(cx, &tuple, &r, (&[], &[]));
+            send_segment(cx, &tuple, &r, std::iter::empty());
         }
         tw.scratch = scratch;
         return;
@@ -544,7 +544,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             synack.sack_perm = seg.sack_perm && cfg.sack;
         }
         tw.scratch = scratch;
-        send_segment(cx, &tuple, &synack, (&[], &[]));
+        send_segment(cx, &tuple, &synack, std::iter::empty());
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);
@@ -677,13 +677,29 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
         let space = tcb.send_space();
         if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
-            let took = s.tx.drain_with(tx_partial, space, |b| tcb.send(b));
+            // Large chunks move into the send buffer whole (no copy); small ones are
+            // copied, so that small writes share chunks.
+            let took =
+                s.tx.drain_moving(tx_partial, space, MOVE_CHUNK, |p| match p {
+                    Piece::Whole(c) => {
+                        let n = c.len();
+                        match tcb.send_chunk(c) {
+                            Ok(()) => n,
+                            Err(c) => tcb.send(&c),
+                        }
+                    }
+                    Piece::Part(b) => tcb.send(b),
+                });
             // A writer may be waiting for room: wake it once a quarter of the channel
             // is free (or all of it), not for every segment's worth, so a bulk writer
             // and the worker do not trade a wake-up per burst.
             if took > 0 && (s.tx.is_empty() || s.tx.space() >= s.tx.cap() / 4) {
                 s.wake_writer();
             }
+        }
+        // Acknowledged chunks go back to the channel for the writer to fill again.
+        while let Some(chunk) = tcb.take_spare() {
+            s.tx.recycle(chunk);
         }
     }
     let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
@@ -783,9 +799,18 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     }
 }
 
+/// Chunks from the application's channel at least this long move into the send
+/// buffer without a copy; shorter ones are copied so small writes share a chunk.
+const MOVE_CHUNK: usize = 4096;
+
 /// Builds one segment and sends it down `ip_output`.
-/// `payload` is the segment's data in one or two pieces.
-pub(crate) fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&[u8], &[u8])) {
+/// `payload` is the segment's data (`seg.data_len` bytes) in pieces.
+pub(crate) fn send_segment<'p>(
+    cx: &mut Cx<'_>,
+    t: &Tuple,
+    seg: &SegOut,
+    payload: impl Iterator<Item = &'p [u8]>,
+) {
     let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
     let hlen = repr.header_len();
     let mut hdr = [0u8; 60];
@@ -793,18 +818,21 @@ pub(crate) fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&
         let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
         repr.emit(&mut p, &t.local.ip(), &t.remote.ip(), false);
     }
-    let total = hlen + payload.0.len() + payload.1.len();
     // One buffer for the whole segment (a jumbo cluster for a segmentation-offload
     // device's large ones), so the receiver parses it in place.
-    let Ok(mut m) = Mbuf::with_capacity(total) else {
+    let Ok(mut m) = Mbuf::with_capacity(hlen + seg.data_len) else {
         return DropReason::IpOutDropped.count(cx.stats);
     };
-    if m.append(&hdr[..hlen]).is_err()
-        || m.append(payload.0).is_err()
-        || m.append(payload.1).is_err()
-    {
+    if m.append(&hdr[..hlen]).is_err() {
         return DropReason::IpOutDropped.count(cx.stats);
     }
+    for piece in payload {
+        if m.append(piece).is_err() {
+            return DropReason::IpOutDropped.count(cx.stats);
+        }
+    }
+    // What the send buffer held of it (a probe may find less than it asked for).
+    let total = m.len();
     let pseudo =
         wire::checksum::pseudo_header(&t.local.ip(), &t.remote.ip(), IpProtocol::Tcp, total as u32);
     if t.local.is_ipv4() {
@@ -813,6 +841,7 @@ pub(crate) fn send_segment(cx: &mut Cx<'_>, t: &Tuple, seg: &SegOut, payload: (&
         // finishes it in software for a device that does not (ip::csum_finish).
         m.first_mut()[16..18].copy_from_slice(&pseudo.to_be_bytes());
         m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
+        m.hdr.tso_segsz = seg.tso_segsz;
     } else {
         let sum = add(crate::icmp::mbuf_sum(&m, 0, total), pseudo);
         m.first_mut()[16..18].copy_from_slice(&(!sum).to_be_bytes());

@@ -5,6 +5,7 @@
 pub mod cc;
 pub(crate) mod chan;
 pub(crate) mod layer;
+pub mod sndbuf;
 pub mod socket;
 pub mod tcb;
 

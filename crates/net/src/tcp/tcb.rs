@@ -252,6 +252,9 @@ pub struct SegOut {
     /// SACK blocks of data held out of order.
     pub sack: [Option<(u32, u32)>; 4],
     pub data_len: usize,
+    /// For a segment built for segmentation offload (`data_len` beyond one MSS):
+    /// the data bytes of each segment the device is to cut it into; 0 otherwise.
+    pub tso_segsz: u16,
 }
 
 impl SegOut {
@@ -353,7 +356,7 @@ pub struct Tcb {
     snd_mss: u32,
     /// Sequence number of `sndbuf[0]`.
     buf_seq: u32,
-    sndbuf: VecDeque<u8>,
+    sndbuf: super::sndbuf::SndBuf,
     /// The application closed (or shut down) its sending side: a FIN follows the data.
     fin_queued: bool,
 
@@ -469,7 +472,7 @@ impl Tcb {
             wscale_ok: false,
             snd_mss: 536.min(mss),
             buf_seq: iss.wrapping_add(1),
-            sndbuf: VecDeque::new(),
+            sndbuf: super::sndbuf::SndBuf::default(),
             fin_queued: false,
             irs: 0,
             rcv_nxt: 0,
@@ -701,8 +704,24 @@ impl Tcb {
     /// the sending side is closed).
     pub fn send(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(self.send_space());
-        self.sndbuf.extend(&data[..n]);
+        self.sndbuf.push_slice(&data[..n]);
         n
+    }
+
+    /// Queues the chunk `c` whole, without copying it, if it fits in
+    /// [`Tcb::send_space`]; else gives it back.
+    pub fn send_chunk(&mut self, c: Vec<u8>) -> Result<(), Vec<u8>> {
+        if c.len() > self.send_space() {
+            return Err(c);
+        }
+        self.sndbuf.push_chunk(c);
+        Ok(())
+    }
+
+    /// A chunk of the send buffer that has been acknowledged, for the application's
+    /// channel to reuse.
+    pub fn take_spare(&mut self) -> Option<Vec<u8>> {
+        self.sndbuf.take_spare()
     }
 
     /// Bytes waiting for the application.
@@ -1259,6 +1278,9 @@ impl Tcb {
                 }
                 let mut seg = self.header(now, self.snd_nxt);
                 seg.data_len = len as usize;
+                if len > room {
+                    seg.tso_segsz = room.min(u32::from(u16::MAX)) as u16;
+                }
                 seg.fin = fin_here;
                 seg.psh = len > 0 && self.snd_nxt.wrapping_add(len) == end;
                 let rexmit = lt(self.snd_nxt, self.snd_max);
@@ -1569,26 +1591,19 @@ impl Tcb {
 
     /// Copies the data of `seg` into `dst` (`dst.len() == seg.data_len`).
     pub fn copy_payload(&self, seg: &SegOut, dst: &mut [u8]) {
-        let (a, b) = self.payload(seg);
-        let na = a.len().min(dst.len());
-        dst[..na].copy_from_slice(&a[..na]);
-        let nb = b.len().min(dst.len() - na);
-        dst[na..na + nb].copy_from_slice(&b[..nb]);
+        let mut at = 0;
+        for piece in self.payload(seg) {
+            let n = piece.len().min(dst.len() - at);
+            dst[at..at + n].copy_from_slice(&piece[..n]);
+            at += n;
+        }
     }
 
-    /// The data of `seg` in place: one or two slices of the send buffer (it may wrap),
-    /// `data_len` bytes in all, for the caller to copy straight into a packet.
-    pub fn payload(&self, seg: &SegOut) -> (&[u8], &[u8]) {
-        let (a, b) = self.sndbuf.as_slices();
-        let off = (diff(seg.seq, self.buf_seq) as usize).min(a.len() + b.len());
-        let n = seg.data_len.min(a.len() + b.len() - off);
-        if off >= a.len() {
-            let at = off - a.len();
-            (&b[at..at + n], &[])
-        } else {
-            let na = n.min(a.len() - off);
-            (&a[off..off + na], &b[..n - na])
-        }
+    /// The data of `seg` in place, as slices of the send buffer (`data_len` bytes in
+    /// all), for the caller to copy straight into a packet.
+    pub fn payload(&self, seg: &SegOut) -> super::sndbuf::Slices<'_> {
+        let off = diff(seg.seq, self.buf_seq) as usize;
+        self.sndbuf.slices(off, seg.data_len)
     }
 
     /// Processes one received segment.
@@ -1867,7 +1882,7 @@ impl Tcb {
     /// acknowledged, and nobody will read what was received.
     pub fn release_buffers(&mut self) {
         if self.state == State::TimeWait {
-            self.sndbuf = VecDeque::new();
+            self.sndbuf.release();
             self.rcvbuf = VecDeque::new();
             self.ooo = Vec::new();
         }
@@ -1889,7 +1904,7 @@ impl Tcb {
         let upto = if lt(data_end, ack) { data_end } else { ack };
         if lt(self.buf_seq, upto) {
             let n = diff(upto, self.buf_seq) as usize;
-            self.sndbuf.drain(..n.min(self.sndbuf.len()));
+            self.sndbuf.drain(n);
             self.buf_seq = upto;
             st.rcvackbyte += n as u64;
         }

@@ -1,0 +1,219 @@
+//! A connection's send buffer: the bytes from SND.UNA on, as a queue of chunks.
+//!
+//! Large chunks come whole from the application's byte channel ([`SndBuf::push_chunk`]:
+//! the `Vec` moves, the bytes are not copied), so a byte written by the application is
+//! copied once into the channel and once into its packet, not a third time into a
+//! ring. Small pieces are appended to the last chunk ([`SndBuf::push_slice`]), so a
+//! stream of small writes does not become a long list of tiny chunks. Acknowledged
+//! chunks wait in a short spare list for the connection's owner to hand back to the
+//! channel ([`SndBuf::take_spare`]), where the application's next writes reuse them.
+
+use std::collections::VecDeque;
+
+/// Capacity of a chunk this buffer allocates for slices.
+const FILL_CHUNK: usize = 16 * 1024;
+/// Acknowledged chunks kept for reuse.
+const SPARE_MAX: usize = 8;
+/// A spare chunk smaller than this is dropped rather than filled.
+const SPARE_MIN: usize = 1024;
+
+#[derive(Debug, Default)]
+pub struct SndBuf {
+    chunks: VecDeque<Vec<u8>>,
+    /// Bytes at the front of the first chunk already acknowledged.
+    head: usize,
+    len: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+impl SndBuf {
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends a copy of `data`, into the last chunk's free capacity first.
+    pub fn push_slice(&mut self, mut data: &[u8]) {
+        self.len += data.len();
+        if let Some(last) = self.chunks.back_mut() {
+            let n = (last.capacity() - last.len()).min(data.len());
+            last.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        while !data.is_empty() {
+            let mut c = loop {
+                match self.spare.pop() {
+                    Some(c) if c.capacity() >= SPARE_MIN => break c,
+                    Some(_) => continue,
+                    None => break Vec::with_capacity(FILL_CHUNK),
+                }
+            };
+            c.clear();
+            let n = c.capacity().min(data.len());
+            c.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            self.chunks.push_back(c);
+        }
+    }
+
+    /// Appends `c` as it is, without copying its bytes.
+    pub fn push_chunk(&mut self, c: Vec<u8>) {
+        if c.is_empty() {
+            return self.keep_spare(c);
+        }
+        self.len += c.len();
+        self.chunks.push_back(c);
+    }
+
+    /// Drops the first `n` bytes (acknowledged).
+    pub fn drain(&mut self, n: usize) {
+        let mut n = n.min(self.len);
+        self.len -= n;
+        while n > 0 {
+            let Some(first) = self.chunks.front() else {
+                break;
+            };
+            let avail = first.len() - self.head;
+            if n < avail {
+                self.head += n;
+                break;
+            }
+            n -= avail;
+            self.head = 0;
+            if let Some(c) = self.chunks.pop_front() {
+                self.keep_spare(c);
+            }
+        }
+    }
+
+    fn keep_spare(&mut self, c: Vec<u8>) {
+        if self.spare.len() < SPARE_MAX && c.capacity() >= SPARE_MIN {
+            self.spare.push(c);
+        }
+    }
+
+    /// An acknowledged chunk to give back to whoever fills the buffer.
+    pub fn take_spare(&mut self) -> Option<Vec<u8>> {
+        self.spare.pop()
+    }
+
+    /// Bytes `[off, off + n)` (clamped to what is held) as slices of the chunks.
+    pub fn slices(&self, off: usize, n: usize) -> Slices<'_> {
+        let off = off.min(self.len);
+        Slices {
+            buf: self,
+            chunk: 0,
+            at: self.head + off,
+            left: n.min(self.len - off),
+        }
+    }
+
+    /// Frees everything, spare chunks too.
+    pub fn release(&mut self) {
+        *self = SndBuf::default();
+    }
+}
+
+/// The pieces of a range of a [`SndBuf`], in order.
+#[derive(Debug)]
+pub struct Slices<'a> {
+    buf: &'a SndBuf,
+    /// Chunk to look in next, and the offset into the chunks from there.
+    chunk: usize,
+    at: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Slices<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while self.left > 0 {
+            let c = self.buf.chunks.get(self.chunk)?;
+            if self.at >= c.len() {
+                self.at -= c.len();
+                self.chunk += 1;
+                continue;
+            }
+            let n = (c.len() - self.at).min(self.left);
+            let s = &c[self.at..self.at + n];
+            self.left -= n;
+            self.at = 0;
+            self.chunk += 1;
+            return Some(s);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(b: &SndBuf, off: usize, n: usize) -> Vec<u8> {
+        b.slices(off, n).flatten().copied().collect()
+    }
+
+    #[test]
+    fn chunks_and_slices_read_back_as_one_stream() {
+        let mut model: Vec<u8> = Vec::new();
+        let mut b = SndBuf::default();
+        let mut next = 0u8;
+        let mut bytes = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    next = next.wrapping_add(7);
+                    next
+                })
+                .collect()
+        };
+        for (i, n) in [10, 5000, 20_000, 3, 17_000, 1, 40_000]
+            .into_iter()
+            .enumerate()
+        {
+            let d = bytes(n);
+            model.extend_from_slice(&d);
+            if i % 2 == 0 {
+                b.push_slice(&d);
+            } else {
+                b.push_chunk(d);
+            }
+            assert_eq!(b.len(), model.len());
+            for (off, len) in [(0, model.len()), (1, 7), (model.len() / 2, 30_000)] {
+                let len = len.min(model.len() - off);
+                assert_eq!(collect(&b, off, len), model[off..off + len]);
+            }
+        }
+        // Acknowledge in uneven steps; what remains reads the same.
+        for step in [3, 10_000, 1, 25_000, 7, 100_000] {
+            let n = step.min(model.len());
+            b.drain(n);
+            model.drain(..n);
+            assert_eq!(b.len(), model.len());
+            assert_eq!(collect(&b, 0, model.len()), model);
+        }
+        assert!(b.is_empty());
+        // Emptied chunks are offered back, a bounded few.
+        let mut spare = 0;
+        while b.take_spare().is_some() {
+            spare += 1;
+        }
+        assert!((1..=SPARE_MAX).contains(&spare), "{spare}");
+    }
+
+    #[test]
+    fn small_pieces_share_a_chunk() {
+        let mut b = SndBuf::default();
+        for _ in 0..1000 {
+            b.push_slice(&[1, 2, 3]);
+        }
+        assert_eq!(b.len(), 3000);
+        assert_eq!(b.chunks.len(), 1);
+        assert_eq!(b.slices(2999, 10).count(), 1);
+        assert_eq!(collect(&b, 2998, 10), [2, 3]);
+    }
+}
