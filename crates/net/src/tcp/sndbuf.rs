@@ -10,12 +10,12 @@
 
 use std::collections::VecDeque;
 
-/// Capacity of a chunk this buffer allocates for slices.
+/// Largest chunk this buffer allocates for slices; the first is sized to its data
+/// (a 64-byte request does not take 16 KiB) and each next one twice the last.
 const FILL_CHUNK: usize = 16 * 1024;
+const FILL_MIN: usize = 256;
 /// Acknowledged chunks kept for reuse.
 const SPARE_MAX: usize = 8;
-/// A spare chunk smaller than this is dropped rather than filled.
-const SPARE_MIN: usize = 1024;
 
 #[derive(Debug, Default)]
 pub struct SndBuf {
@@ -45,12 +45,15 @@ impl SndBuf {
             data = &data[n..];
         }
         while !data.is_empty() {
-            let mut c = loop {
-                match self.spare.pop() {
-                    Some(c) if c.capacity() >= SPARE_MIN => break c,
-                    Some(_) => continue,
-                    None => break Vec::with_capacity(FILL_CHUNK),
-                }
+            let last = self.chunks.back().map_or(0, Vec::capacity);
+            let want = data
+                .len()
+                .max(2 * last)
+                .next_power_of_two()
+                .clamp(FILL_MIN, FILL_CHUNK);
+            let mut c = match self.spare.pop() {
+                Some(c) if c.capacity() >= want.min(data.len()) => c,
+                _ => Vec::with_capacity(want),
             };
             c.clear();
             let n = c.capacity().min(data.len());
@@ -91,7 +94,7 @@ impl SndBuf {
     }
 
     fn keep_spare(&mut self, c: Vec<u8>) {
-        if self.spare.len() < SPARE_MAX && c.capacity() >= SPARE_MIN {
+        if self.spare.len() < SPARE_MAX {
             self.spare.push(c);
         }
     }
@@ -212,7 +215,8 @@ mod tests {
             b.push_slice(&[1, 2, 3]);
         }
         assert_eq!(b.len(), 3000);
-        assert_eq!(b.chunks.len(), 1);
+        // 256, 512, 1024 and 2048 bytes: each new chunk twice the last.
+        assert_eq!(b.chunks.len(), 4);
         assert_eq!(b.slices(2999, 10).count(), 1);
         assert_eq!(collect(&b, 2998, 10), [2, 3]);
     }

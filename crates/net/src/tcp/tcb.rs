@@ -708,6 +708,11 @@ impl Tcb {
         n
     }
 
+    /// Bytes in the send buffer (sent and not yet acknowledged, or not yet sent).
+    pub fn send_buffered(&self) -> usize {
+        self.sndbuf.len()
+    }
+
     /// Queues the chunk `c` whole, without copying it, if it fits in
     /// [`Tcb::send_space`]; else gives it back.
     pub fn send_chunk(&mut self, c: Vec<u8>) -> Result<(), Vec<u8>> {
