@@ -1049,8 +1049,8 @@ struct Shard(Mutex<Table>);
 ///
 /// `limit` parents are global, in one `Mutex<HashMap>` (a `limit` key's children
 /// are spread over the shards by their flows): a `limit` child takes that lock when
-/// it is created and when it is dropped; other states never do. Lock order: a shard,
-/// then the parents; never two shards at once.
+/// it is created and when it is dropped; other states never do. Lock order: shards
+/// (several only in ascending index order, in `lookup_batch`), then the parents.
 #[derive(Debug)]
 pub struct StateShards {
     shards: Box<[Shard]>,
@@ -1084,8 +1084,14 @@ impl StateShards {
 
     #[inline]
     fn shard_of(&self, f: &FlowId) -> usize {
-        let h = symmetric_hash(f, self.seed);
-        ((h as u64 * self.shards.len() as u64) >> 32) as usize
+        self.shard_of_hash(Key::canonical(f).0.hash(self.seed))
+    }
+
+    /// The shard of a canonical key's hash with `self.seed` ([`symmetric_hash`] is
+    /// its high half).
+    #[inline]
+    fn shard_of_hash(&self, h: u64) -> usize {
+        (((h >> 32) * self.shards.len() as u64) >> 32) as usize
     }
 
     #[inline]
@@ -1100,10 +1106,12 @@ impl StateShards {
             .lookup(f, tcp_flags, now, &mut SharedParents(&self.parents))
     }
 
-    /// [`StateTable::lookup_batch`] over the shards: each group of [`BATCH`] packets
-    /// takes each shard's lock once, for its packets of that shard, in their order.
-    /// The results and effects are those of [`lookup`](Self::lookup) of each packet
-    /// in turn (packets of different shards share no state).
+    /// [`StateTable::lookup_batch`] over the shards. Each group of [`BATCH`] packets
+    /// takes the locks of the shards it needs at once, in ascending order, and
+    /// makes the table's three passes over the whole group: a lock is a full
+    /// barrier on x86, so reads issued between two of them are all that overlap
+    /// (a lock per packet serializes every packet's cache misses). The results and
+    /// effects are those of [`lookup`](Self::lookup) of each packet in turn.
     pub fn lookup_batch(
         &self,
         flows: &[FlowId],
@@ -1116,32 +1124,55 @@ impl StateShards {
         let mut start = 0;
         while start < n {
             let m = (n - start).min(BATCH);
-            let mut shard = [0; BATCH];
-            for (j, s) in shard[..m].iter_mut().enumerate() {
-                *s = self.shard_of(&flows[start + j]);
-            }
-            let mut done = [false; BATCH];
+            // Each packet's canonical key, its shard, and the shards needed, sorted.
+            let mut keys = [(Key::default(), false, 0u64); BATCH];
+            let mut shard = [0usize; BATCH];
+            let mut need = [0usize; BATCH];
+            let mut nn = 0;
             for j in 0..m {
-                if done[j] {
-                    continue;
+                let (k, s) = Key::canonical(&flows[start + j]);
+                let sh = self.shard_of_hash(k.hash(self.seed));
+                keys[j] = (k, s, 0);
+                shard[j] = sh;
+                let at = need[..nn].partition_point(|&x| x < sh);
+                if at == nn || need[at] != sh {
+                    need.copy_within(at..nn, at + 1);
+                    need[at] = sh;
+                    nn += 1;
                 }
-                let mut sel = [0; BATCH];
-                let mut k = 0;
-                for jj in j..m {
-                    if shard[jj] == shard[j] {
-                        sel[k] = start + jj;
-                        k += 1;
-                        done[jj] = true;
+            }
+            let mut guards: [Option<MutexGuard<'_, Table>>; BATCH] = Default::default();
+            for (g, &sh) in guards.iter_mut().zip(&need[..nn]) {
+                *g = Some(lock(&self.shards[sh].0));
+            }
+            let mut slot = [0usize; BATCH];
+            for j in 0..m {
+                slot[j] = need[..nn].partition_point(|&x| x < shard[j]);
+            }
+            // Pass 1: hashes and home buckets; pass 2: the entries they name.
+            let mut home = [Bucket::default(); BATCH];
+            for j in 0..m {
+                if let Some(t) = &guards[slot[j]] {
+                    let h = keys[j].0.hash(t.seed);
+                    keys[j].2 = h;
+                    home[j] = t.buckets[h as usize & t.bucket_mask];
+                }
+            }
+            let mut touched = 0u64;
+            for j in 0..m {
+                if let Some(t) = &guards[slot[j]] {
+                    if home[j].tag == (keys[j].2 >> 32) as u32 | 1 {
+                        touched ^= t.entries[home[j].idx as usize].expires;
                     }
                 }
-                lock(&self.shards[shard[j]].0).lookup_some(
-                    flows,
-                    tcp_flags,
-                    &sel[..k],
-                    now,
-                    out,
-                    &mut p,
-                );
+            }
+            std::hint::black_box(touched);
+            // Pass 3: the lookups proper, in the packets' order.
+            for j in 0..m {
+                if let Some(t) = &mut guards[slot[j]] {
+                    let (k, s, h) = keys[j];
+                    out[start + j] = t.lookup_hashed(&k, s, h, tcp_flags[start + j], now, &mut p);
+                }
             }
             start += m;
         }
