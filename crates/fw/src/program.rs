@@ -460,6 +460,8 @@ pub(crate) struct RuleHdr {
     /// [`SLOW_STATE`]... bits, 0 for a plain rule: the walk tests this one byte
     /// instead of each property in turn (the per-rule cost the 2009 paper measured).
     slow: u8,
+    /// The body has an or-block (else a plain conjunction, walked more simply).
+    has_or: bool,
     num: u16,
     rule_id: u32,
     prob: u32,
@@ -624,6 +626,7 @@ impl Program {
         let start = b.insns.len() as u32;
         hdrs.push(RuleHdr {
             slow: 0,
+            has_or: false,
             num: rule::DEFAULT_RULE,
             rule_id: 0,
             prob: rule::PROB_ONE,
@@ -880,6 +883,7 @@ fn compile_rule(
     };
     Ok(RuleHdr {
         slow: 0,
+        has_or: b.insns[start as usize..].iter().any(|i| i.or),
         num: r.num,
         rule_id,
         prob: r.prob.unwrap_or(rule::PROB_ONE),
@@ -1134,8 +1138,18 @@ impl Program {
         env: &E,
         targ: &mut u32,
     ) -> bool {
+        let insns = &self.insns[r.insns.start as usize..(r.insns.start + r.insns.len) as usize];
+        if !r.has_or {
+            // A plain loop: `Iterator::all` with this closure was not inlined.
+            for insn in insns {
+                if self.test(insn.op, p, tags, env, targ) == insn.not {
+                    return false;
+                }
+            }
+            return true;
+        }
         let mut skip_or = false;
-        for insn in &self.insns[r.insns.start as usize..(r.insns.start + r.insns.len) as usize] {
+        for insn in insns {
             if skip_or {
                 // The or-block already matched: pass over its remaining members.
                 skip_or = insn.or;
