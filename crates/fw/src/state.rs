@@ -1061,8 +1061,18 @@ impl StateShards {
     /// [`StateTable::lookup`] in the flow's shard.
     #[inline]
     pub fn lookup(&self, f: &FlowId, tcp_flags: u8, now: u64) -> Option<StateHit> {
-        self.shard(f)
-            .lookup(f, tcp_flags, now, &mut SharedParents(&self.parents))
+        // The canonical key once, for the shard's hash and the table's.
+        let (key, swapped) = Key::canonical(f);
+        let mut t = lock(&self.shards[self.shard_of_hash(key.hash(self.seed))].0);
+        let h = key.hash(t.seed);
+        t.lookup_hashed(
+            &key,
+            swapped,
+            h,
+            tcp_flags,
+            now,
+            &mut SharedParents(&self.parents),
+        )
     }
 
     /// [`StateTable::lookup_batch`] over the shards. Each group of [`BATCH`] packets
