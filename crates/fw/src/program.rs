@@ -14,7 +14,7 @@
 use crate::rule::{
     self, AddrSpec, Arg, FlagSpec, IfPat, LookupKey, MacPat, OptKind, Proto, Range, Rule,
 };
-use crate::state::{FlowId, LimitMask, StateError, StateShards};
+use crate::state::{FlowId, LimitMask, StateError, StateHit, StateShards};
 use crate::table::{CompiledTable, TableType};
 use std::fmt;
 use std::net::IpAddr;
@@ -281,10 +281,16 @@ impl Counters {
     }
 
     /// Re-indexes the counters for `prog`, keeping each rule's counts by its id.
+    #[inline]
     pub fn sync(&mut self, prog: &Program) {
-        if self.generation == prog.generation && self.c.len() == prog.rules.len() {
-            return;
+        if self.generation != prog.generation || self.c.len() != prog.rules.len() {
+            self.resync(prog);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resync(&mut self, prog: &Program) {
         let old: std::collections::HashMap<u32, RuleCounter> = self
             .ids
             .iter()
@@ -317,14 +323,14 @@ impl Counters {
             }
         }
     }
+}
 
+impl RuleCounter {
     #[inline]
-    fn hit(&mut self, i: usize, len: u32, now: u64) {
-        if let Some(c) = self.c.get_mut(i) {
-            c.packets += 1;
-            c.bytes += len as u64;
-            c.last = now;
-        }
+    fn hit(&mut self, len: u32, now: u64) {
+        self.packets += 1;
+        self.bytes += len as u64;
+        self.last = now;
     }
 }
 
@@ -440,9 +446,22 @@ enum Keep {
     Limit(LimitMask, u32),
 }
 
+/// [`RuleHdr::slow`] bits: what takes a rule off the evaluator's plain path (body,
+/// counter, `count` or a final action), each with its own check.
+const SLOW_STATE: u8 = 1; // check-state, keep-state, limit
+const SLOW_PROB: u8 = 2;
+const SLOW_TAG: u8 = 4;
+const SLOW_LOG: u8 = 8;
+const SLOW_JUMP: u8 = 16; // skipto, call, return
+
 /// A rule's header.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RuleHdr {
+    /// [`SLOW_STATE`]... bits, 0 for a plain rule: the walk tests this one byte
+    /// instead of each property in turn (the per-rule cost the 2009 paper measured).
+    slow: u8,
+    /// The body has an or-block (else a plain conjunction, walked more simply).
+    has_or: bool,
     num: u16,
     rule_id: u32,
     prob: u32,
@@ -454,6 +473,28 @@ pub(crate) struct RuleHdr {
     insns: Span,
     /// skipto/call with a number: the index of the first rule at or past it.
     target: u32,
+}
+
+impl RuleHdr {
+    fn slow_bits(&self) -> u8 {
+        let mut b = 0;
+        if self.act == Act::CheckState || self.keep != Keep::No {
+            b |= SLOW_STATE;
+        }
+        if self.prob != rule::PROB_ONE {
+            b |= SLOW_PROB;
+        }
+        if self.tag.is_some() {
+            b |= SLOW_TAG;
+        }
+        if self.log {
+            b |= SLOW_LOG;
+        }
+        if matches!(self.act, Act::Skipto(_) | Act::Call | Act::Return) {
+            b |= SLOW_JUMP;
+        }
+        b
+    }
 }
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -503,6 +544,9 @@ pub struct Program {
     tables: Vec<Arc<CompiledTable>>,
     /// `(rule_id, index)` sorted by id: where a state's rule is.
     by_id: Vec<(u32, u32)>,
+    /// Every walk meets a stateful rule before anything but `count` rules, so
+    /// `eval_batch` may look up a vector's states first.
+    lookup_first: bool,
 }
 
 fn addr_bits(a: IpAddr) -> (u128, bool) {
@@ -581,6 +625,8 @@ impl Program {
         }
         let start = b.insns.len() as u32;
         hdrs.push(RuleHdr {
+            slow: 0,
+            has_or: false,
             num: rule::DEFAULT_RULE,
             rule_id: 0,
             prob: rule::PROB_ONE,
@@ -599,6 +645,7 @@ impl Program {
                 Act::Call => nums.partition_point(|&x| (x as u32) < h.target) as u32,
                 _ => 0,
             };
+            h.slow = h.slow_bits();
         }
         let mut by_id: Vec<(u32, u32)> = hdrs
             .iter()
@@ -606,7 +653,12 @@ impl Program {
             .map(|(i, h)| (h.rule_id, i as u32))
             .collect();
         by_id.sort_unstable();
+        let lookup_first = hdrs
+            .iter()
+            .position(|h| h.slow & SLOW_STATE != 0)
+            .is_some_and(|k| hdrs[..k].iter().all(|h| h.act == Act::Count));
         Ok(Program {
+            lookup_first,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             rules: hdrs,
             insns: b.insns,
@@ -830,6 +882,8 @@ fn compile_rule(
         rule::Action::Queue(a) => Act::Queue(*a),
     };
     Ok(RuleHdr {
+        slow: 0,
+        has_or: b.insns[start as usize..].iter().any(|i| i.or),
         num: r.num,
         rule_id,
         prob: r.prob.unwrap_or(rule::PROB_ONE),
@@ -886,9 +940,62 @@ impl Program {
         &self.ranges[s.start as usize..(s.start + s.len) as usize]
     }
 
-    /// One instruction's test, before `not`. A table hit sets `targ`.
-    #[inline]
-    fn test<E: Env + ?Sized>(&self, op: Op, p: &PacketInfo, env: &E, targ: &mut u32) -> bool {
+    /// One instruction's test, before `not`. A table hit sets `targ`. The common
+    /// tests are here, inlined into the walk; the others are out of line in
+    /// [`test_rare`](Self::test_rare), so that the walk does not load, for every
+    /// packet, the fields only they read (the compiler hoists a loop's loads).
+    #[inline(always)]
+    fn test<E: Env + ?Sized>(
+        &self,
+        op: Op,
+        p: &PacketInfo,
+        tags: &Tags,
+        env: &E,
+        targ: &mut u32,
+    ) -> bool {
+        match op {
+            Op::Any => true,
+            Op::Proto(n) => p.proto == n,
+            Op::Ip4 => p.src.is_ipv4(),
+            Op::Ip6 => p.src.is_ipv6(),
+            Op::Addrs { dst, span } => {
+                let (a, v6) = addr_bits(if dst { p.dst } else { p.src });
+                self.addrs[span.start as usize..(span.start + span.len) as usize]
+                    .iter()
+                    .any(|&(x, m, f6)| f6 == v6 && a & m == x)
+            }
+            Op::Ports { dst, span } => {
+                p.has_ports()
+                    && in_ranges(
+                        self.ranges(span),
+                        if dst { p.dport } else { p.sport } as u32,
+                    )
+            }
+            Op::In => p.dir == Direction::In,
+            Op::Out => p.dir == Direction::Out,
+            // RFC 9293 §3.1: a connection request carries SYN without ACK.
+            Op::Setup => p.is_tcp() && p.tcp_flags & 0x12 == 0x02,
+            Op::Established => p.is_tcp() && p.tcp_flags & 0x14 != 0,
+            Op::TcpFlags(f) => p.is_tcp() && flags_match(p.tcp_flags, f),
+            Op::Frag => p.frag,
+            Op::IcmpTypes(bits) => {
+                p.proto == 1 && p.icmp_type < 32 && bits & (1 << p.icmp_type) != 0
+            }
+            Op::Layer2 => p.layer2,
+            _ => self.test_rare(op, p, tags, env, targ),
+        }
+    }
+
+    /// [`test`](Self::test), out of line: every opcode, the common ones included.
+    #[inline(never)]
+    fn test_rare<E: Env + ?Sized>(
+        &self,
+        op: Op,
+        p: &PacketInfo,
+        tags: &Tags,
+        env: &E,
+        targ: &mut u32,
+    ) -> bool {
         match op {
             Op::Any => true,
             Op::Proto(n) => p.proto == n,
@@ -961,8 +1068,7 @@ impl Program {
                     && self.icmp6[i as usize][p.icmp_type as usize / 64] & (1 << (p.icmp_type % 64))
                         != 0
             }
-            Op::Tagged(s) => p
-                .tags
+            Op::Tagged(s) => tags
                 .as_slice()
                 .iter()
                 .any(|&t| in_ranges(self.ranges(s), t as u32)),
@@ -1020,22 +1126,36 @@ impl Program {
     }
 
     /// Whether rule `r`'s body matches; FreeBSD's `F_OR`/`F_NOT` walk.
-    #[inline]
+    // Inlined into the walk: out of line, each call loaded the packet's and the
+    // program's fields afresh (the compiler hoists them out of the instruction loop),
+    // about 40 loads and spills per rule.
+    #[inline(always)]
     fn body_matches<E: Env + ?Sized>(
         &self,
         r: &RuleHdr,
         p: &PacketInfo,
+        tags: &Tags,
         env: &E,
         targ: &mut u32,
     ) -> bool {
+        let insns = &self.insns[r.insns.start as usize..(r.insns.start + r.insns.len) as usize];
+        if !r.has_or {
+            // A plain loop: `Iterator::all` with this closure was not inlined.
+            for insn in insns {
+                if self.test(insn.op, p, tags, env, targ) == insn.not {
+                    return false;
+                }
+            }
+            return true;
+        }
         let mut skip_or = false;
-        for insn in &self.insns[r.insns.start as usize..(r.insns.start + r.insns.len) as usize] {
+        for insn in insns {
             if skip_or {
                 // The or-block already matched: pass over its remaining members.
                 skip_or = insn.or;
                 continue;
             }
-            let m = self.test(insn.op, p, env, targ) != insn.not;
+            let m = self.test(insn.op, p, tags, env, targ) != insn.not;
             if insn.or {
                 skip_or = m;
                 continue;
@@ -1062,7 +1182,15 @@ impl Program {
     }
 
     /// [`Program::eval`] over a vector of packets, `out[i]` for `pkts[i]` (panics if
-    /// the lengths differ): the form a batch-at-a-time stage calls once per vector.
+    /// the lengths differ): the form a batch-at-a-time stage calls once per vector,
+    /// with the same verdicts and effects as `eval` of each packet in turn.
+    ///
+    /// When every walk meets a stateful rule before anything but `count` rules (the
+    /// usual `check-state` first), the state lookups of a group of packets are made
+    /// first, together ([`StateShards::lookup_batch`]: one lock per shard per group,
+    /// the table's cache misses overlapped), then the walks. A packet whose lookup
+    /// missed looks again, in its walk, if an earlier packet of the group installed
+    /// a state meanwhile (the only change of the table that could make it hit).
     // The same inputs as `eval`, plus the vector and its verdicts.
     #[allow(clippy::too_many_arguments)]
     pub fn eval_batch<E: Env + ?Sized>(
@@ -1076,8 +1204,49 @@ impl Program {
         rng: &mut u64,
     ) {
         assert_eq!(pkts.len(), out.len(), "eval_batch: lengths differ");
-        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-            *o = self.eval(p, env, states, counters, now, rng);
+        counters.sync(self);
+        if !self.lookup_first {
+            for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+                *o = self.eval_one(
+                    p,
+                    env,
+                    states,
+                    counters,
+                    now,
+                    rng,
+                    &mut Walk::new(self, None),
+                );
+            }
+            return;
+        }
+        const G: usize = 64;
+        let blank = FlowId {
+            proto: 0,
+            src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            sport: 0,
+            dport: 0,
+        };
+        for (pc, oc) in pkts.chunks_mut(G).zip(out.chunks_mut(G)) {
+            let m = pc.len();
+            let mut flows = [blank; G];
+            let mut flags = [0u8; G];
+            let mut hits = [None; G];
+            for (k, p) in pc.iter().enumerate() {
+                flows[k] = flow_of(p);
+                flags[k] = p.tcp_flags;
+            }
+            states.lookup_batch(&flows[..m], &flags[..m], now, &mut hits[..m]);
+            let mut inserted = false;
+            for k in 0..m {
+                let pre = match hits[k] {
+                    None if inserted => None,
+                    h => Some(h),
+                };
+                let mut w = Walk::new(self, pre);
+                oc[k] = self.eval_one(&mut pc[k], env, states, counters, now, rng, &mut w);
+                inserted |= w.inserted;
+            }
         }
     }
 
@@ -1099,155 +1268,284 @@ impl Program {
         rng: &mut u64,
     ) -> Verdict {
         counters.sync(self);
-        let n = self.rules.len();
-        let mut stack = [0u32; CALLSTACK];
-        let mut sp = 0;
-        let mut state_checked = false;
-        let mut log = false;
-        let flow = FlowId {
-            proto: pkt.proto,
-            src: pkt.src,
-            dst: pkt.dst,
-            sport: pkt.sport,
-            dport: pkt.dport,
-        };
-        // Forward skips and bounded calls end every walk; the budget only guards the
-        // invariant.
-        let mut budget = n * (CALLSTACK + 2) + 16;
+        self.eval_one(
+            pkt,
+            env,
+            states,
+            counters,
+            now,
+            rng,
+            &mut Walk::new(self, None),
+        )
+    }
+
+    /// `eval` after the counters' sync. The packet is read-only during the walk (its
+    /// tags are a local copy, written back at the end), so its fields are loaded once
+    /// per packet rather than once per rule.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn eval_one<E: Env + ?Sized>(
+        &self,
+        pkt: &mut PacketInfo,
+        env: &E,
+        states: &StateShards,
+        counters: &mut Counters,
+        now: u64,
+        rng: &mut u64,
+        w: &mut Walk,
+    ) -> Verdict {
+        let mut tags = pkt.tags;
+        let v = self.walk(pkt, &mut tags, env, states, counters, now, rng, w);
+        pkt.tags = tags;
+        v
+    }
+
+    /// The walk. A plain rule (`slow == 0`: no state, `prob`, tag, log or jump) costs
+    /// one byte test, its body, and on a match its counter and the action; anything
+    /// else goes to [`slow_rule`](Self::slow_rule), out of line.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn walk<E: Env + ?Sized>(
+        &self,
+        p: &PacketInfo,
+        tags: &mut Tags,
+        env: &E,
+        states: &StateShards,
+        counters: &mut Counters,
+        now: u64,
+        rng: &mut u64,
+        w: &mut Walk,
+    ) -> Verdict {
+        let rules = &self.rules[..];
+        let n = rules.len();
+        // `sync` made the counters as long as the rules.
+        let cs = &mut counters.c[..n];
+        let logged = &mut counters.logged;
         let mut i = 0;
-        while i < n && budget > 0 {
-            budget -= 1;
-            let r = &self.rules[i];
-            let mut j = i;
-            let mut targ = 0;
-            let stateful = r.act == Act::CheckState || r.keep != Keep::No;
-            let mut hit = false;
-            if stateful && !state_checked {
-                state_checked = true;
-                if let Some(h) = states.lookup(&flow, pkt.tcp_flags, now) {
-                    if let Some(k) = self.index_of_id(h.rule_id) {
-                        j = k;
-                        hit = true;
+        while i < n {
+            let r = &rules[i];
+            if r.slow == 0 {
+                let mut targ = 0;
+                if self.body_matches(r, p, tags, env, &mut targ) {
+                    cs[i].hit(p.len, now);
+                    if let Some(decision) = decision(r.act, p, targ) {
+                        return Verdict {
+                            decision,
+                            rule: r.num,
+                            log: w.log,
+                        };
                     }
                 }
+                i += 1;
+                continue;
             }
-            if !hit {
-                if r.act == Act::CheckState {
-                    i += 1;
-                    continue;
-                }
-                if r.prob != rule::PROB_ONE && coin(rng) >= r.prob {
-                    i += 1;
-                    continue;
-                }
-                if !self.body_matches(r, pkt, env, &mut targ) {
-                    i += 1;
-                    continue;
-                }
-                let installed = match r.keep {
-                    Keep::No => Ok(()),
-                    Keep::State => {
-                        states.insert(&flow, r.num as u32, r.rule_id, pkt.tcp_flags, now)
-                    }
-                    Keep::Limit(m, l) => states.insert_limited(
-                        &flow,
-                        r.num as u32,
-                        r.rule_id,
-                        pkt.tcp_flags,
-                        m,
-                        l,
-                        now,
-                    ),
-                };
-                if let Err(StateError::Full | StateError::LimitReached) = installed {
-                    counters.hit(i, pkt.len, now);
-                    return Verdict {
-                        decision: Decision::Deny,
-                        rule: r.num,
-                        log: log || r.log,
-                    };
-                }
+            match self.slow_rule(i, p, tags, env, states, cs, logged, now, rng, w) {
+                Step::Next(k) => i = k,
+                Step::Done(v) => return v,
             }
-            let r = &self.rules[j];
-            counters.hit(j, pkt.len, now);
-            if r.log {
-                log = true;
-                counters.logged += 1;
-            }
-            if let Some((untag, a)) = r.tag {
-                let t = match a {
-                    Arg::Num(t) => t,
-                    Arg::Tablearg => targ,
-                } as u16;
-                if untag {
-                    pkt.tags.remove(t);
-                } else {
-                    pkt.tags.add(t);
-                }
-            }
-            let arg = |a: Arg| match a {
-                Arg::Num(x) => x,
-                Arg::Tablearg => targ,
-            };
-            let v6 = pkt.src.is_ipv6();
-            let decision = match r.act {
-                Act::Count | Act::CheckState => {
-                    i = j + 1;
-                    continue;
-                }
-                Act::Skipto(Arg::Num(_)) => {
-                    i = r.target as usize;
-                    continue;
-                }
-                Act::Skipto(Arg::Tablearg) => {
-                    i = if targ <= r.num as u32 {
-                        j + 1
-                    } else {
-                        self.first_at(targ)
-                    };
-                    continue;
-                }
-                Act::Call => {
-                    if sp < CALLSTACK {
-                        stack[sp] = j as u32 + 1;
-                        sp += 1;
-                        i = r.target as usize;
-                    } else {
-                        i = j + 1;
-                    }
-                    continue;
-                }
-                Act::Return => {
-                    if sp > 0 {
-                        sp -= 1;
-                        i = stack[sp] as usize;
-                    } else {
-                        i = j + 1;
-                    }
-                    continue;
-                }
-                Act::Allow => Decision::Allow,
-                Act::Deny => Decision::Deny,
-                Act::Reject if v6 => Decision::Reject(RejectKind::Unreach6(1)),
-                Act::Reject => Decision::Reject(RejectKind::Unreach(1)),
-                Act::Unreach(c) => Decision::Reject(RejectKind::Unreach(c)),
-                Act::Unreach6(c) => Decision::Reject(RejectKind::Unreach6(c)),
-                // A reset answers TCP only; anything else is dropped quietly.
-                Act::Reset if pkt.proto == 6 => Decision::Reject(RejectKind::Rst),
-                Act::Reset => Decision::Deny,
-                Act::Pipe(a) => Decision::Pipe(arg(a)),
-                Act::Queue(a) => Decision::Queue(arg(a)),
-            };
-            return Verdict {
-                decision,
-                rule: r.num,
-                log,
-            };
         }
         Verdict {
             decision: Decision::Deny,
             rule: rule::DEFAULT_RULE,
-            log,
+            log: w.log,
+        }
+    }
+
+    /// Rule `i` when it is not plain: the state lookup (at the first stateful rule),
+    /// `prob`, the body, the state install, the counter, `log`, the tag, and the
+    /// action, jumps included.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn slow_rule<E: Env + ?Sized>(
+        &self,
+        i: usize,
+        p: &PacketInfo,
+        tags: &mut Tags,
+        env: &E,
+        states: &StateShards,
+        cs: &mut [RuleCounter],
+        logged: &mut u64,
+        now: u64,
+        rng: &mut u64,
+        w: &mut Walk,
+    ) -> Step {
+        // Forward skips and bounded calls end every walk; the budget (counted on
+        // these rules only: plain ones always move forward) only guards the invariant.
+        if w.budget == 0 {
+            return Step::Done(Verdict {
+                decision: Decision::Deny,
+                rule: rule::DEFAULT_RULE,
+                log: w.log,
+            });
+        }
+        w.budget -= 1;
+        let r = &self.rules[i];
+        let mut j = i;
+        let mut targ = 0;
+        let mut hit = false;
+        if r.slow & SLOW_STATE != 0 && !w.state_checked {
+            w.state_checked = true;
+            let h = match w.pre.take() {
+                Some(h) => h,
+                None => states.lookup(&flow_of(p), p.tcp_flags, now),
+            };
+            if let Some(k) = h.and_then(|h| self.index_of_id(h.rule_id)) {
+                j = k;
+                hit = true;
+            }
+        }
+        if !hit {
+            if r.act == Act::CheckState {
+                return Step::Next(i + 1);
+            }
+            if r.prob != rule::PROB_ONE && coin(rng) >= r.prob {
+                return Step::Next(i + 1);
+            }
+            if !self.body_matches(r, p, tags, env, &mut targ) {
+                return Step::Next(i + 1);
+            }
+            let installed = match r.keep {
+                Keep::No => Ok(()),
+                Keep::State => {
+                    w.inserted = true;
+                    states.insert(&flow_of(p), r.num as u32, r.rule_id, p.tcp_flags, now)
+                }
+                Keep::Limit(m, l) => {
+                    w.inserted = true;
+                    states.insert_limited(
+                        &flow_of(p),
+                        r.num as u32,
+                        r.rule_id,
+                        p.tcp_flags,
+                        m,
+                        l,
+                        now,
+                    )
+                }
+            };
+            if let Err(StateError::Full | StateError::LimitReached) = installed {
+                cs[i].hit(p.len, now);
+                return Step::Done(Verdict {
+                    decision: Decision::Deny,
+                    rule: r.num,
+                    log: w.log || r.log,
+                });
+            }
+        }
+        let r = &self.rules[j];
+        cs[j].hit(p.len, now);
+        if r.log {
+            w.log = true;
+            *logged += 1;
+        }
+        if let Some((untag, a)) = r.tag {
+            let t = match a {
+                Arg::Num(t) => t,
+                Arg::Tablearg => targ,
+            } as u16;
+            if untag {
+                tags.remove(t);
+            } else {
+                tags.add(t);
+            }
+        }
+        match r.act {
+            Act::Count | Act::CheckState => Step::Next(j + 1),
+            Act::Skipto(Arg::Num(_)) => Step::Next(r.target as usize),
+            Act::Skipto(Arg::Tablearg) => Step::Next(if targ <= r.num as u32 {
+                j + 1
+            } else {
+                self.first_at(targ)
+            }),
+            Act::Call => {
+                if w.sp < CALLSTACK {
+                    w.stack[w.sp] = j as u32 + 1;
+                    w.sp += 1;
+                    Step::Next(r.target as usize)
+                } else {
+                    Step::Next(j + 1)
+                }
+            }
+            Act::Return => {
+                if w.sp > 0 {
+                    w.sp -= 1;
+                    Step::Next(w.stack[w.sp] as usize)
+                } else {
+                    Step::Next(j + 1)
+                }
+            }
+            act => Step::Done(Verdict {
+                decision: decision(act, p, targ).unwrap_or(Decision::Deny),
+                rule: r.num,
+                log: w.log,
+            }),
+        }
+    }
+}
+
+/// What a rule's action decides, `None` for those that let the walk go on.
+#[inline]
+fn decision(act: Act, p: &PacketInfo, targ: u32) -> Option<Decision> {
+    let arg = |a: Arg| match a {
+        Arg::Num(x) => x,
+        Arg::Tablearg => targ,
+    };
+    Some(match act {
+        Act::Count | Act::CheckState | Act::Skipto(_) | Act::Call | Act::Return => return None,
+        Act::Allow => Decision::Allow,
+        Act::Deny => Decision::Deny,
+        Act::Reject if p.src.is_ipv6() => Decision::Reject(RejectKind::Unreach6(1)),
+        Act::Reject => Decision::Reject(RejectKind::Unreach(1)),
+        Act::Unreach(c) => Decision::Reject(RejectKind::Unreach(c)),
+        Act::Unreach6(c) => Decision::Reject(RejectKind::Unreach6(c)),
+        // A reset answers TCP only; anything else is dropped quietly.
+        Act::Reset if p.proto == 6 => Decision::Reject(RejectKind::Rst),
+        Act::Reset => Decision::Deny,
+        Act::Pipe(a) => Decision::Pipe(arg(a)),
+        Act::Queue(a) => Decision::Queue(arg(a)),
+    })
+}
+
+fn flow_of(p: &PacketInfo) -> FlowId {
+    FlowId {
+        proto: p.proto,
+        src: p.src,
+        dst: p.dst,
+        sport: p.sport,
+        dport: p.dport,
+    }
+}
+
+/// Where a walk goes after a rule off the plain path.
+enum Step {
+    Next(usize),
+    Done(Verdict),
+}
+
+/// A walk's state beyond the rule index, used only off the plain path.
+struct Walk {
+    log: bool,
+    state_checked: bool,
+    /// A state lookup `eval_batch` already made for this packet.
+    pre: Option<Option<StateHit>>,
+    /// A state install was tried.
+    inserted: bool,
+    sp: usize,
+    stack: [u32; CALLSTACK],
+    budget: usize,
+}
+
+impl Walk {
+    #[inline]
+    fn new(prog: &Program, pre: Option<Option<StateHit>>) -> Walk {
+        Walk {
+            log: false,
+            state_checked: false,
+            pre,
+            inserted: false,
+            sp: 0,
+            stack: [0; CALLSTACK],
+            budget: prog.rules.len() * (CALLSTACK + 2) + 16,
         }
     }
 }

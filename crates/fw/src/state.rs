@@ -34,18 +34,20 @@
 //! - A full table refuses new states ([`StateError::Full`], counted), as FreeBSD does
 //!   when `dyn_count >= dyn_max`: no eviction of live states.
 //!
-//! Bounds and layout: `max_states` entries in a slab allocated at construction (one
-//! 64-byte line each), indexed by an open-addressing hash (linear probing, at most
-//! half full, 8-byte buckets holding a 32-bit tag and the slab index, deletions by
-//! backward shift, so no tombstones). The key is the flow in a canonical order, so
-//! both directions hash to the same bucket. A lookup reads one or two bucket lines
-//! and, on a tag match, one entry line; [`StateTable::lookup_batch`] issues those
-//! reads for a vector of packets before it uses them, so that a large table's cache
-//! misses overlap. Lookups, inserts, sweeps, `remove_rule` and `flush` never
-//! allocate. Only `limit` parents live in a `HashMap` (sized for 1,024
-//! parents up front; it grows, on `insert_limited` only, up to one parent per live
-//! state, its natural bound). Memory: about 85 bytes per state (a 64-byte entry,
-//! two to four 8-byte buckets, a 4-byte free-list slot): 85 MB for a million.
+//! Bounds and layout: the entries (one 64-byte line each) sit in the slots of an
+//! open-addressing hash allocated at construction (linear probing from the hash's
+//! low bits, a power of two of slots, at most two-thirds full at `max_states`,
+//! deletions by backward shift, so no tombstones). The key is the flow in a
+//! canonical order, so both directions hash to the same slot. A lookup reads the
+//! entry's own line (and the next ones of its run, on a collision): no index to go
+//! through first, so one dependent cache miss, not two, on a table larger than the
+//! caches; [`StateTable::lookup_batch`] issues those reads for a vector of packets
+//! before it uses them, so that the misses overlap. Lookups, inserts, sweeps,
+//! `remove_rule` and `flush` never allocate. Only `limit` parents live in a
+//! `HashMap` (sized for 1,024 parents up front; it grows, on `insert_limited` only,
+//! up to one parent per live state, its natural bound). Memory: 1.5 to 3 slots of
+//! 64 bytes per state of `max_states` (the slots are a power of two): 128 MiB for
+//! the 1,251,024 of `mpstack bench fw`, about 107 bytes a state.
 //!
 //! [`StateShards`] splits `max_states` evenly over its shards (a shard is full at
 //! its share); a flow's shard is chosen by [`symmetric_hash`], so both directions
@@ -167,7 +169,7 @@ pub struct StateConfig {
     pub udp_lifetime: Duration,
     /// Other protocols (`dyn_short_lifetime`, 5 s).
     pub short_lifetime: Duration,
-    /// The flow hash's seed; pick it at random so that buckets cannot be aimed at.
+    /// The flow hash's seed; pick it at random so that slots cannot be aimed at.
     pub seed: u64,
 }
 
@@ -406,13 +408,6 @@ impl Entry {
     }
 }
 
-/// An index bucket: the hash's high half with bit 0 set (0: empty) and a slab index.
-#[derive(Clone, Copy, Debug, Default)]
-struct Bucket {
-    tag: u32,
-    idx: u32,
-}
-
 /// Lifetimes in nanoseconds.
 #[derive(Clone, Copy, Debug)]
 struct Lifetimes {
@@ -548,13 +543,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Table {
     life: Lifetimes,
     seed: u64,
-    entries: Vec<Entry>,
-    buckets: Vec<Bucket>,
-    bucket_mask: usize,
-    /// Free slab indices, lowest on top; capacity `entries.len()` from construction.
-    free: Vec<u32>,
+    /// The entries in their open-addressing slots (linear probing from the hash's
+    /// low bits, a power of two, at most two-thirds full): a lookup reads the
+    /// entry's own line, with no index to go through first.
+    slots: Vec<Entry>,
+    mask: usize,
+    /// States held at most.
+    cap: usize,
     live: usize,
-    /// The next slab index the sweep looks at.
+    /// The next slot the sweep looks at.
     cursor: usize,
     stats: StateStats,
 }
@@ -562,9 +559,9 @@ struct Table {
 impl fmt::Debug for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Table")
-            .field("capacity", &self.entries.len())
+            .field("capacity", &self.cap)
             .field("live", &self.live)
-            .field("buckets", &self.buckets.len())
+            .field("slots", &self.slots.len())
             .field("stats", &self.stats)
             .finish()
     }
@@ -573,93 +570,73 @@ impl fmt::Debug for Table {
 /// Packets whose memory reads [`StateTable::lookup_batch`] overlaps.
 pub const BATCH: usize = 16;
 
-/// Slab indices are `u32`, and buckets twice the states.
+/// Slots are found from a `u32` hash half, and are up to three per state.
 const MAX_CAPACITY: usize = 1 << 30;
 
 impl Table {
     fn new(cfg: &StateConfig) -> Self {
         let cap = cfg.max_states.min(MAX_CAPACITY);
-        // At most half full: a probe is short, and always finds an empty bucket.
-        let nb = (2 * cap).max(2).next_power_of_two();
-        let mut free = Vec::with_capacity(cap);
-        free.extend((0..cap as u32).rev());
+        // At most two-thirds full: a probe is short, and always finds an empty slot.
+        let nb = (cap + cap / 2 + 1).max(2).next_power_of_two();
         Table {
             life: Lifetimes::of(cfg),
             seed: cfg.seed,
-            entries: vec![Entry::default(); cap],
-            buckets: vec![Bucket::default(); nb],
-            bucket_mask: nb - 1,
-            free,
+            slots: vec![Entry::default(); nb],
+            mask: nb - 1,
+            cap,
             live: 0,
             cursor: 0,
             stats: StateStats::default(),
         }
     }
 
-    /// The bucket and slab index of `key` (canonical) with hash `h`.
+    /// The slot of `key` (canonical) with hash `h`.
     #[inline]
-    fn find(&self, key: &Key, h: u64) -> Option<(usize, usize)> {
-        let tag = (h >> 32) as u32 | 1;
-        let mut pos = h as usize & self.bucket_mask;
+    fn find(&self, key: &Key, h: u64) -> Option<usize> {
+        let mut pos = h as usize & self.mask;
         loop {
-            let b = self.buckets[pos];
-            if b.tag == 0 {
+            let e = &self.slots[pos];
+            if !e.live() {
                 return None;
             }
-            if b.tag == tag && self.entries[b.idx as usize].key == *key {
-                return Some((pos, b.idx as usize));
+            if e.hash_lo == h as u32 && e.key == *key {
+                return Some(pos);
             }
-            pos = (pos + 1) & self.bucket_mask;
+            pos = (pos + 1) & self.mask;
         }
     }
 
-    /// The bucket of live entry `idx`.
-    fn bucket_of(&self, idx: usize) -> usize {
-        let mut pos = self.entries[idx].hash_lo as usize & self.bucket_mask;
-        while self.buckets[pos].idx as usize != idx || self.buckets[pos].tag == 0 {
-            pos = (pos + 1) & self.bucket_mask;
+    /// Drops the entry in slot `pos`: its parent's count, and the slot by backward
+    /// shift (each later entry of the run moves into the hole unless its probe
+    /// starts after the hole), so there are no tombstones.
+    fn remove_at(&mut self, pos: usize, parents: &mut impl Limits) {
+        let e = &self.slots[pos];
+        if e.bits & LIMITED != 0 {
+            parents.release(&e.parent_key());
         }
-        pos
-    }
-
-    /// Drops entry `idx`, whose bucket is `pos`: the bucket by backward shift (each
-    /// later bucket of the run moves into the hole unless its probe starts after the
-    /// hole), the entry to the free list, and its parent's count.
-    fn remove_at(&mut self, pos: usize, idx: usize, parents: &mut impl Limits) {
-        let m = self.bucket_mask;
+        let m = self.mask;
         let mut hole = pos;
         let mut j = pos;
         loop {
             j = (j + 1) & m;
-            let b = self.buckets[j];
-            if b.tag == 0 {
+            let e = &self.slots[j];
+            if !e.live() {
                 break;
             }
-            let home = self.entries[b.idx as usize].hash_lo as usize & m;
+            let home = e.hash_lo as usize & m;
             if (j.wrapping_sub(home) & m) >= (j.wrapping_sub(hole) & m) {
-                self.buckets[hole] = b;
+                self.slots[hole] = self.slots[j];
                 hole = j;
             }
         }
-        self.buckets[hole] = Bucket::default();
-        let e = &mut self.entries[idx];
-        if e.bits & LIMITED != 0 {
-            parents.release(&e.parent_key());
-        }
-        e.bits = 0;
-        self.free.push(idx as u32);
+        self.slots[hole].bits = 0;
         self.live -= 1;
-    }
-
-    fn remove(&mut self, idx: usize, parents: &mut impl Limits) {
-        let pos = self.bucket_of(idx);
-        self.remove_at(pos, idx, parents);
     }
 
     /// The packet's flags into the state's, and the lifetime restarted.
     #[inline]
-    fn refresh(&mut self, idx: usize, dir: Dir, tcp_flags: u8, now: u64) {
-        let e = &mut self.entries[idx];
+    fn refresh(&mut self, pos: usize, dir: Dir, tcp_flags: u8, now: u64) {
+        let e = &mut self.slots[pos];
         if e.key.proto == IPPROTO_TCP {
             let f = (tcp_flags & (TH_FIN | TH_SYN | TH_RST)) as u16;
             e.tcp |= match dir {
@@ -693,10 +670,10 @@ impl Table {
         now: u64,
         parents: &mut impl Limits,
     ) -> Option<StateHit> {
-        let (pos, idx) = self.find(key, h)?;
-        let e = &self.entries[idx];
+        let pos = self.find(key, h)?;
+        let e = &self.slots[pos];
         if now >= e.expires {
-            self.remove_at(pos, idx, parents);
+            self.remove_at(pos, parents);
             self.stats.expired += 1;
             return None;
         }
@@ -710,17 +687,23 @@ impl Table {
             rule_id: e.rule_id,
             dir,
         };
-        self.refresh(idx, dir, tcp_flags, now);
+        self.refresh(pos, dir, tcp_flags, now);
         self.stats.hits += 1;
         Some(hit)
     }
 
-    /// Lookups in groups of [`BATCH`]: first every packet's hash and home bucket,
-    /// then the entry each home bucket names, then the lookups proper. The first two
-    /// passes only read, and their reads do not depend on one another, so a large
-    /// table's cache and TLB misses overlap (VPP's prefetching, with plain loads:
-    /// no `unsafe` here); the third pass finds them cached, and is exactly
-    /// [`lookup`](Self::lookup) of each packet in turn.
+    /// The line a lookup of hash `h` reads first, read (its `expires`), so that a
+    /// batch's reads are issued together and their cache misses overlap.
+    #[inline]
+    fn touch(&self, h: u64) -> u64 {
+        self.slots[h as usize & self.mask].expires
+    }
+
+    /// Lookups in groups of [`BATCH`]: first every packet's hash and home slot, then
+    /// the lookups proper. The first pass only reads, and its reads do not depend on
+    /// one another, so a large table's cache and TLB misses overlap (VPP's
+    /// prefetching, with plain loads: no `unsafe` here); the second pass finds them
+    /// cached, and is exactly [`lookup`](Self::lookup) of each packet in turn.
     fn lookup_batch(
         &mut self,
         flows: &[FlowId],
@@ -730,48 +713,22 @@ impl Table {
         parents: &mut impl Limits,
     ) {
         let n = flows.len().min(tcp_flags.len()).min(out.len());
-        let mut sel = [0; BATCH];
         let mut start = 0;
         while start < n {
             let m = (n - start).min(BATCH);
-            for (j, s) in sel[..m].iter_mut().enumerate() {
-                *s = start + j;
+            let mut keys = [(Key::default(), false, 0u64); BATCH];
+            let mut touched = 0u64;
+            for (j, k) in keys[..m].iter_mut().enumerate() {
+                let (key, s) = Key::canonical(&flows[start + j]);
+                let h = key.hash(self.seed);
+                touched ^= self.touch(h);
+                *k = (key, s, h);
             }
-            self.lookup_some(flows, tcp_flags, &sel[..m], now, out, parents);
+            std::hint::black_box(touched);
+            for (j, &(k, s, h)) in keys[..m].iter().enumerate() {
+                out[start + j] = self.lookup_hashed(&k, s, h, tcp_flags[start + j], now, parents);
+            }
             start += m;
-        }
-    }
-
-    /// The three passes of [`lookup_batch`](Self::lookup_batch) over the packets
-    /// `sel` (at most [`BATCH`] indices into `flows`, `tcp_flags` and `out`), in
-    /// their order.
-    fn lookup_some(
-        &mut self,
-        flows: &[FlowId],
-        tcp_flags: &[u8],
-        sel: &[usize],
-        now: u64,
-        out: &mut [Option<StateHit>],
-        parents: &mut impl Limits,
-    ) {
-        let mut keys = [(Key::default(), false, 0u64); BATCH];
-        let mut home = [Bucket::default(); BATCH];
-        for (j, &i) in sel.iter().enumerate() {
-            let (k, s) = Key::canonical(&flows[i]);
-            let h = k.hash(self.seed);
-            keys[j] = (k, s, h);
-            home[j] = self.buckets[h as usize & self.bucket_mask];
-        }
-        let mut touched = 0u64;
-        for j in 0..sel.len() {
-            if home[j].tag == (keys[j].2 >> 32) as u32 | 1 {
-                touched ^= self.entries[home[j].idx as usize].expires;
-            }
-        }
-        std::hint::black_box(touched);
-        for (j, &i) in sel.iter().enumerate() {
-            let (k, s, h) = keys[j];
-            out[i] = self.lookup_hashed(&k, s, h, tcp_flags[i], now, parents);
         }
     }
 
@@ -788,14 +745,14 @@ impl Table {
     ) -> Result<(), StateError> {
         let (key, swapped) = Key::canonical(f);
         let h = key.hash(self.seed);
-        if let Some((pos, idx)) = self.find(&key, h) {
-            if now < self.entries[idx].expires {
+        if let Some(pos) = self.find(&key, h) {
+            if now < self.slots[pos].expires {
                 return Ok(());
             }
-            self.remove_at(pos, idx, parents);
+            self.remove_at(pos, parents);
             self.stats.expired += 1;
         }
-        if self.live >= self.entries.len() {
+        if self.live >= self.cap {
             self.stats.full += 1;
             return Err(StateError::Full);
         }
@@ -813,17 +770,11 @@ impl Table {
             bits |= LIMITED;
             mask = m.bits();
         }
-        let idx = self.free.pop().expect("fewer live entries than slots");
-        let mut pos = h as usize & self.bucket_mask;
-        while self.buckets[pos].tag != 0 {
-            pos = (pos + 1) & self.bucket_mask;
+        let mut pos = h as usize & self.mask;
+        while self.slots[pos].live() {
+            pos = (pos + 1) & self.mask;
         }
-        self.buckets[pos] = Bucket {
-            tag: (h >> 32) as u32 | 1,
-            idx,
-        };
-        let idx = idx as usize;
-        self.entries[idx] = Entry {
+        self.slots[pos] = Entry {
             key,
             expires: 0,
             rule,
@@ -833,23 +784,31 @@ impl Table {
             bits,
             mask,
         };
-        self.refresh(idx, Dir::Forward, tcp_flags, now);
+        self.refresh(pos, Dir::Forward, tcp_flags, now);
         self.live += 1;
         self.stats.created += 1;
         Ok(())
     }
 
+    /// Looks at the next `max_work` states' worth of slots (the slots scaled by
+    /// capacity, so `max_work >= cap` is every slot).
     fn expire(&mut self, now: u64, max_work: usize, parents: &mut impl Limits) -> usize {
-        let n = self.entries.len();
+        let n = self.slots.len();
+        let mut work = (max_work as u128 * n as u128)
+            .div_ceil(self.cap.max(1) as u128)
+            .min(n as u128) as usize;
         let mut dropped = 0;
-        for _ in 0..max_work.min(n) {
+        while work > 0 {
             let i = self.cursor;
-            self.cursor = if i + 1 == n { 0 } else { i + 1 };
-            let e = &self.entries[i];
+            let e = &self.slots[i];
             if e.live() && now >= e.expires {
-                self.remove(i, parents);
+                // The backward shift may move a later entry into slot `i`: look again.
+                self.remove_at(i, parents);
                 dropped += 1;
+                continue;
             }
+            self.cursor = if i + 1 == n { 0 } else { i + 1 };
+            work -= 1;
         }
         self.stats.expired += dropped as u64;
         dropped
@@ -857,43 +816,41 @@ impl Table {
 
     fn remove_rule(&mut self, rule_id: u32, parents: &mut impl Limits) -> usize {
         let mut n = 0;
-        for i in 0..self.entries.len() {
-            let e = &self.entries[i];
+        let mut i = 0;
+        while i < self.slots.len() {
+            let e = &self.slots[i];
             if e.live() && e.rule_id == rule_id {
-                self.remove(i, parents);
+                // As in `expire`: slot `i` may hold a later entry now.
+                self.remove_at(i, parents);
                 n += 1;
+                continue;
             }
+            i += 1;
         }
         n
     }
 
     fn flush(&mut self, parents: &mut impl Limits) {
-        for e in &mut self.entries {
+        for e in &mut self.slots {
             if e.live() && e.bits & LIMITED != 0 {
                 parents.release(&e.parent_key());
             }
             e.bits = 0;
         }
-        self.buckets.fill(Bucket::default());
-        self.free.clear();
-        self.free.extend((0..self.entries.len() as u32).rev());
         self.live = 0;
     }
 
-    /// The index and the slab agree: every live entry is found from its home
-    /// bucket, every used bucket names a live entry, every slot is live or free.
+    /// Every live entry is found from its home slot, and the count is right.
     #[cfg(test)]
     fn check(&self) {
-        let used = self.buckets.iter().filter(|b| b.tag != 0).count();
+        let used = self.slots.iter().filter(|e| e.live()).count();
         assert_eq!(used, self.live);
-        assert_eq!(self.free.len() + self.live, self.entries.len());
-        for (i, e) in self.entries.iter().enumerate() {
+        assert!(self.live <= self.cap);
+        for (i, e) in self.slots.iter().enumerate() {
             if e.live() {
                 let h = e.key.hash(self.seed);
                 assert_eq!(h as u32, e.hash_lo);
-                assert_eq!(self.find(&e.key, h).map(|x| x.1), Some(i));
-            } else {
-                assert!(self.free.contains(&(i as u32)));
+                assert_eq!(self.find(&e.key, h), Some(i));
             }
         }
     }
@@ -906,7 +863,7 @@ impl Table {
     }
 
     fn states_into(&self, out: &mut Vec<(FlowId, StateHit, u64)>) {
-        out.extend(self.entries.iter().filter(|e| e.live()).map(|e| {
+        out.extend(self.slots.iter().filter(|e| e.live()).map(|e| {
             let hit = StateHit {
                 rule: e.rule,
                 rule_id: e.rule_id,
@@ -992,15 +949,17 @@ impl StateTable {
             .insert(f, rule, rule_id, tcp_flags, lim, now, &mut self.parents)
     }
 
-    /// The incremental sweep: looks at the next `max_work` slots (continuing where
-    /// the last call stopped, wrapping around) and drops the expired states; returns
-    /// how many. `max_work >= capacity()` sweeps the whole table.
+    /// The incremental sweep: looks at the next `max_work` states' worth of slots
+    /// (`max_work` times slots per state of capacity, continuing where the last
+    /// call stopped, wrapping around) and drops the expired states; returns how
+    /// many. `max_work >= capacity()` sweeps the whole table. A state that a
+    /// deletion moves back past the sweep's position waits for its next round.
     pub fn expire(&mut self, now: u64, max_work: usize) -> usize {
         self.table.expire(now, max_work, &mut self.parents)
     }
 
     /// Drops the states rule `rule_id` created (the rule is deleted); returns how
-    /// many. Walks the whole slab.
+    /// many. Walks every slot.
     pub fn remove_rule(&mut self, rule_id: u32) -> usize {
         self.table.remove_rule(rule_id, &mut self.parents)
     }
@@ -1022,7 +981,7 @@ impl StateTable {
 
     /// States the table can hold (`max_states`).
     pub fn capacity(&self) -> usize {
-        self.table.entries.len()
+        self.table.cap
     }
 
     pub fn stats(&self) -> StateStats {
@@ -1049,8 +1008,8 @@ struct Shard(Mutex<Table>);
 ///
 /// `limit` parents are global, in one `Mutex<HashMap>` (a `limit` key's children
 /// are spread over the shards by their flows): a `limit` child takes that lock when
-/// it is created and when it is dropped; other states never do. Lock order: a shard,
-/// then the parents; never two shards at once.
+/// it is created and when it is dropped; other states never do. Lock order: shards
+/// (several only in ascending index order, in `lookup_batch`), then the parents.
 #[derive(Debug)]
 pub struct StateShards {
     shards: Box<[Shard]>,
@@ -1084,8 +1043,14 @@ impl StateShards {
 
     #[inline]
     fn shard_of(&self, f: &FlowId) -> usize {
-        let h = symmetric_hash(f, self.seed);
-        ((h as u64 * self.shards.len() as u64) >> 32) as usize
+        self.shard_of_hash(Key::canonical(f).0.hash(self.seed))
+    }
+
+    /// The shard of a canonical key's hash with `self.seed` ([`symmetric_hash`] is
+    /// its high half).
+    #[inline]
+    fn shard_of_hash(&self, h: u64) -> usize {
+        (((h >> 32) * self.shards.len() as u64) >> 32) as usize
     }
 
     #[inline]
@@ -1096,14 +1061,26 @@ impl StateShards {
     /// [`StateTable::lookup`] in the flow's shard.
     #[inline]
     pub fn lookup(&self, f: &FlowId, tcp_flags: u8, now: u64) -> Option<StateHit> {
-        self.shard(f)
-            .lookup(f, tcp_flags, now, &mut SharedParents(&self.parents))
+        // The canonical key once, for the shard's hash and the table's.
+        let (key, swapped) = Key::canonical(f);
+        let mut t = lock(&self.shards[self.shard_of_hash(key.hash(self.seed))].0);
+        let h = key.hash(t.seed);
+        t.lookup_hashed(
+            &key,
+            swapped,
+            h,
+            tcp_flags,
+            now,
+            &mut SharedParents(&self.parents),
+        )
     }
 
-    /// [`StateTable::lookup_batch`] over the shards: each group of [`BATCH`] packets
-    /// takes each shard's lock once, for its packets of that shard, in their order.
-    /// The results and effects are those of [`lookup`](Self::lookup) of each packet
-    /// in turn (packets of different shards share no state).
+    /// [`StateTable::lookup_batch`] over the shards. Each group of [`BATCH`] packets
+    /// takes the locks of the shards it needs at once, in ascending order, and
+    /// makes the table's two passes over the whole group: a lock is a full
+    /// barrier on x86, so reads issued between two of them are all that overlap
+    /// (a lock per packet serializes every packet's cache misses). The results and
+    /// effects are those of [`lookup`](Self::lookup) of each packet in turn.
     pub fn lookup_batch(
         &self,
         flows: &[FlowId],
@@ -1116,32 +1093,47 @@ impl StateShards {
         let mut start = 0;
         while start < n {
             let m = (n - start).min(BATCH);
-            let mut shard = [0; BATCH];
-            for (j, s) in shard[..m].iter_mut().enumerate() {
-                *s = self.shard_of(&flows[start + j]);
-            }
-            let mut done = [false; BATCH];
+            // Each packet's canonical key, its shard, and the shards needed, sorted.
+            let mut keys = [(Key::default(), false, 0u64); BATCH];
+            let mut shard = [0usize; BATCH];
+            let mut need = [0usize; BATCH];
+            let mut nn = 0;
             for j in 0..m {
-                if done[j] {
-                    continue;
+                let (k, s) = Key::canonical(&flows[start + j]);
+                let sh = self.shard_of_hash(k.hash(self.seed));
+                keys[j] = (k, s, 0);
+                shard[j] = sh;
+                let at = need[..nn].partition_point(|&x| x < sh);
+                if at == nn || need[at] != sh {
+                    need.copy_within(at..nn, at + 1);
+                    need[at] = sh;
+                    nn += 1;
                 }
-                let mut sel = [0; BATCH];
-                let mut k = 0;
-                for jj in j..m {
-                    if shard[jj] == shard[j] {
-                        sel[k] = start + jj;
-                        k += 1;
-                        done[jj] = true;
-                    }
+            }
+            let mut guards: [Option<MutexGuard<'_, Table>>; BATCH] = Default::default();
+            for (g, &sh) in guards.iter_mut().zip(&need[..nn]) {
+                *g = Some(lock(&self.shards[sh].0));
+            }
+            let mut slot = [0usize; BATCH];
+            for j in 0..m {
+                slot[j] = need[..nn].partition_point(|&x| x < shard[j]);
+            }
+            // Pass 1: hashes, and each home slot read; its misses overlap.
+            let mut touched = 0u64;
+            for j in 0..m {
+                if let Some(t) = &guards[slot[j]] {
+                    let h = keys[j].0.hash(t.seed);
+                    keys[j].2 = h;
+                    touched ^= t.touch(h);
                 }
-                lock(&self.shards[shard[j]].0).lookup_some(
-                    flows,
-                    tcp_flags,
-                    &sel[..k],
-                    now,
-                    out,
-                    &mut p,
-                );
+            }
+            std::hint::black_box(touched);
+            // Pass 2: the lookups proper, in the packets' order.
+            for j in 0..m {
+                if let Some(t) = &mut guards[slot[j]] {
+                    let (k, s, h) = keys[j];
+                    out[start + j] = t.lookup_hashed(&k, s, h, tcp_flags[start + j], now, &mut p);
+                }
             }
             start += m;
         }
@@ -1215,7 +1207,7 @@ impl StateShards {
 
     /// States the shards can hold together (`max_states`).
     pub fn capacity(&self) -> usize {
-        self.shards.iter().map(|s| lock(&s.0).entries.len()).sum()
+        self.shards.iter().map(|s| lock(&s.0).cap).sum()
     }
 
     /// The shards' counters summed.
@@ -1437,11 +1429,7 @@ mod tests {
     fn a_flood_of_new_flows_stays_within_the_bound() {
         let mut t = table(1000);
         assert_eq!(t.capacity(), 1000);
-        let ptrs = (
-            t.table.entries.as_ptr(),
-            t.table.buckets.as_ptr(),
-            t.table.free.as_ptr(),
-        );
+        let ptrs = (t.table.slots.as_ptr(), t.table.slots.capacity());
         let mut refused = 0;
         for i in 0..100_000u32 {
             let f = tcp(i, 0x10000 | i, i as u16);
@@ -1461,13 +1449,8 @@ mod tests {
         assert_eq!(s.states, t.len() as u64);
         t.table.check();
         // The same buffers as at construction.
-        let now = (
-            t.table.entries.as_ptr(),
-            t.table.buckets.as_ptr(),
-            t.table.free.as_ptr(),
-        );
+        let now = (t.table.slots.as_ptr(), t.table.slots.capacity());
         assert_eq!(ptrs, now);
-        assert_eq!(t.table.free.capacity(), 1000);
     }
 
     /// A small LCG, for churn tests without a seed to manage.
@@ -1546,7 +1529,7 @@ mod tests {
         for sh in s.shards.iter() {
             let t = lock(&sh.0);
             t.check();
-            for e in t.entries.iter().filter(|e| e.live()) {
+            for e in t.slots.iter().filter(|e| e.live()) {
                 *children.entry(e.parent_key()).or_default() += 1;
             }
         }
@@ -1739,14 +1722,7 @@ mod tests {
             t.insert_limited(&tcp(i, 1, i as u16), 1, 1, SYN, m, 1, 0)
                 .unwrap();
         }
-        let before = (
-            t.table.entries.as_ptr(),
-            t.table.entries.capacity(),
-            t.table.buckets.as_ptr(),
-            t.table.buckets.capacity(),
-            t.table.free.as_ptr(),
-            t.table.free.capacity(),
-        );
+        let before = (t.table.slots.as_ptr(), t.table.slots.capacity());
         for round in 0..30u64 {
             for i in 0..4000 {
                 let f = tcp(i, 1, i as u16);
@@ -1760,17 +1736,9 @@ mod tests {
             t.lookup(&tcp(i, 1, i as u16), ACK, 100 * SEC);
         }
         assert!(t.is_empty());
-        let after = (
-            t.table.entries.as_ptr(),
-            t.table.entries.capacity(),
-            t.table.buckets.as_ptr(),
-            t.table.buckets.capacity(),
-            t.table.free.as_ptr(),
-            t.table.free.capacity(),
-        );
+        let after = (t.table.slots.as_ptr(), t.table.slots.capacity());
         assert_eq!(before, after);
         assert_eq!(std::mem::size_of::<Entry>(), 64);
-        assert_eq!(std::mem::size_of::<Bucket>(), 8);
     }
 
     #[test]

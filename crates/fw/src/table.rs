@@ -15,7 +15,10 @@ use std::fmt;
 use std::net::IpAddr;
 
 /// Address tables with at least this many prefixes of a family compile to Poptrie.
-pub const POPTRIE_MIN: usize = 1024;
+/// Measured (`mpstack bench fw`, 1,000 random host hits): the radix walk took 79-85
+/// ns, ten-odd dependent node reads; Poptrie 31 ns. Below a few hundred prefixes the
+/// radix is short enough and saves Poptrie's 1 MiB direct table.
+pub const POPTRIE_MIN: usize = 256;
 /// The largest value an entry may carry.
 pub const MAX_VALUE: u32 = MAX_NEXTHOP;
 

@@ -6,7 +6,7 @@
 //! count runs (its main thread blocking on the result channel does), which made the
 //! count flaky under load; here the process has one thread.
 
-use fw::{Counters, Decision, Env, IfName, IfRef, PacketInfo, Ruleset};
+use fw::{Counters, Decision, Env, IfName, IfRef, PacketInfo, Ruleset, Verdict};
 use std::net::IpAddr;
 
 #[global_allocator]
@@ -90,7 +90,23 @@ fn eval_never_allocates() {
         let _ = prog.eval(&mut p.clone(), &Host, &states, &mut ctr, 1, &mut rng);
     }
     let mut seen = [0u32; 4];
+    // eval_batch too: check-state comes first, so it looks up each vector's states
+    // before the walks.
+    let mut batch = packets.clone();
+    let mut out = vec![
+        Verdict {
+            decision: Decision::Deny,
+            rule: 0,
+            log: false
+        };
+        batch.len()
+    ];
     dev::alloc_count::start();
+    for round in 0..50 {
+        prog.eval_batch(
+            &mut batch, &mut out, &Host, &states, &mut ctr, round, &mut rng,
+        );
+    }
     for round in 0..500 {
         for p in &packets {
             let mut p = *p;

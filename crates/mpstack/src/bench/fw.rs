@@ -15,7 +15,8 @@
 //! - `table`: `allow ip from table(t) to any` with 0, 1 000 and 100 000 host entries
 //!   (198.18.0.0/15), hits and misses.
 //! - `state`: `check-state; allow udp from any to any keep-state` with 1 000 000 states,
-//!   packets of existing flows in random order.
+//!   packets of existing flows in random order (eval, and eval_batch in vectors of 64,
+//!   whose verdicts must equal eval's).
 //!
 //! The naive baseline is an AST walk: each rule a `Vec` of boxed condition trees
 //! (`Cond`), evaluated by collecting every condition's result into a freshly allocated
@@ -534,13 +535,16 @@ fn state_flow(i: u32) -> PacketInfo {
 }
 
 /// Runs `pkts` once through ours and the naive interpreter (from their current
-/// states) and compares verdicts and then every rule's packet counter.
+/// states) and compares verdicts and then every rule's packet counter; then, once
+/// more, ours by `eval_batch` in vectors of 64 against ours by `eval`.
 fn agree(c: &mut Case, ours: &mut Counters) -> Result<(), String> {
     let states = c.rs.states().clone();
     let mut rng = 1u64;
+    let mut verdicts = Vec::with_capacity(c.pkts.len());
     for (k, p) in c.pkts.iter().enumerate() {
         let mut q = *p;
         let v = c.prog.eval(&mut q, &Host, &states, ours, 1, &mut rng);
+        verdicts.push(v);
         let (allow, num) = c.naive.eval(p);
         let ours_allow = v.decision == Decision::Allow;
         if (ours_allow, v.rule) != (allow, num) {
@@ -553,7 +557,20 @@ fn agree(c: &mut Case, ours: &mut Counters) -> Result<(), String> {
             ));
         }
     }
-    compare_counters(c, ours)
+    compare_counters(c, ours)?;
+    let mut pkts = c.pkts.clone();
+    let mut out = verdicts.clone();
+    for (pc, oc) in pkts.chunks_mut(64).zip(out.chunks_mut(64)) {
+        c.prog
+            .eval_batch(pc, oc, &Host, &states, &mut Counters::new(), 1, &mut rng);
+    }
+    match out.iter().zip(&verdicts).position(|(b, e)| b != e) {
+        Some(k) => Err(format!(
+            "{}: packet {k}: eval_batch {:?}, eval {:?}",
+            c.name, out[k], verdicts[k]
+        )),
+        None => Ok(()),
+    }
 }
 
 fn compare_counters(c: &Case, ours: &Counters) -> Result<(), String> {
@@ -872,7 +889,7 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
         for (c, t) in built.iter_mut().zip(t.iter_mut()) {
             t.0 = best(t.0, time_ours(c, secs));
             t.1 = best(t.1, time_naive(c, secs));
-            if c.group == "allow" {
+            if c.group == "allow" || c.group == "state" {
                 t.2 = Some(best(t.2.unwrap_or(none), time_ours_batch(c, secs)));
             }
         }
@@ -894,6 +911,8 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
         rows.push(mk("eval", t.0, Some(t.1)));
         if let Some(b) = t.2 {
             rows.push(mk("eval_batch", b, None));
+        }
+        if c.group == "allow" {
             progress(&format!("{}: eval on 1 and 2 pinned threads", c.name));
             let one = threads_mpps(c, p.secs, 1);
             let two = threads_mpps(c, p.secs, 2);
@@ -976,7 +995,11 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
         },
         Target {
             what: "keep-state 1M states, 1 core",
-            value: find(&format!("keep-state-{}", p.states), "eval").map(|t| t.mpps()),
+            value: ["eval", "eval_batch"]
+                .iter()
+                .filter_map(|v| find(&format!("keep-state-{}", p.states), v))
+                .map(|t| t.mpps())
+                .reduce(f64::max),
             unit: "Mpps",
             limit: 5.0,
             at_most: false,
@@ -1193,8 +1216,8 @@ mod tests {
             rounds: 2,
         };
         let rep = run(&p, &GROUPS, &|_| {}).expect("run");
-        // 5 matrix, 2 allow, 1 rfc2544, 4 table, 1 state.
-        assert_eq!(rep.rows.len(), 13);
+        // 5 matrix, 2 allow, 1 rfc2544, 4 table, 2 state.
+        assert_eq!(rep.rows.len(), 14);
         assert!(rep.rows.iter().all(|r| r.agree && r.ours.ns > 0.0));
         assert_eq!(rep.fits.iter().filter(|f| f.0 == "ours").count(), 2);
         let a1 = rep.rows.iter().find(|r| r.case == "A1").unwrap();
