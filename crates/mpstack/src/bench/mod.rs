@@ -63,6 +63,10 @@ pub enum Impl {
     MpstackPolledTso,
     /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
     Smoltcp,
+    /// The same with 64 KiB frames (smoltcp has no segmentation offload; this is
+    /// what it does with large segments, beside `mpstack-tso`).
+    #[value(name = "smoltcp-64k")]
+    Smoltcp64k,
     /// The Linux kernel's TCP over 127.0.0.1.
     LinuxLoopback,
     /// The Linux kernel's TCP between two namespaces over veth, with iperf3.
@@ -81,6 +85,7 @@ impl Impl {
             Impl::MpstackTso => "mpstack-tso",
             Impl::MpstackPolledTso => "mpstack-polled-tso",
             Impl::Smoltcp => "smoltcp",
+            Impl::Smoltcp64k => "smoltcp-64k",
             Impl::LinuxLoopback => "linux-loopback",
             Impl::LinuxVeth => "linux-veth",
             Impl::Conns => "conns",
@@ -164,6 +169,9 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                         .into()
                 }
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
+                Impl::Smoltcp64k => {
+                    "smoltcp 0.14, two interfaces in one thread, 64 KiB frames".into()
+                }
                 Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
                 Impl::Conns | Impl::Idle => unreachable!("not a throughput row"),
@@ -185,7 +193,12 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     m.name = im.name();
                     results.push(m)
                 }
-                Impl::Smoltcp => results.push(smol::transfer(bytes)?),
+                Impl::Smoltcp => results.push(smol::transfer(bytes, smol::MTU)?),
+                Impl::Smoltcp64k => {
+                    let mut m = smol::transfer(bytes, smol::MTU_64K)?;
+                    m.name = im.name();
+                    results.push(m)
+                }
                 Impl::LinuxLoopback => results.push(kernel(bytes)?),
                 // A peer outside this program that fails is reported, not fatal: the
                 // rows measured so far still stand.
@@ -265,7 +278,12 @@ fn json_escape(s: &str) -> String {
 
 /// The ratios printed, each of ours over each other implementation.
 const OURS: [Impl; 2] = [Impl::Mpstack, Impl::MpstackTso];
-const RATIOS: [Impl; 3] = [Impl::Smoltcp, Impl::LinuxVeth, Impl::LinuxLoopback];
+const RATIOS: [Impl; 4] = [
+    Impl::Smoltcp,
+    Impl::Smoltcp64k,
+    Impl::LinuxVeth,
+    Impl::LinuxLoopback,
+];
 
 fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Impl, String)]) {
     if !only.iter().any(|im| im.is_throughput()) {
@@ -366,6 +384,9 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             }
             Impl::Smoltcp => {
                 "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
+            }
+            Impl::Smoltcp64k => {
+                "two interfaces polled in one thread, MTU 65521 memory frame queues".into()
             }
             Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
             Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
@@ -646,6 +667,7 @@ mod tests {
                 Impl::MpstackTso,
                 Impl::MpstackPolledTso,
                 Impl::Smoltcp,
+                Impl::Smoltcp64k,
                 Impl::LinuxLoopback,
                 Impl::LinuxVeth,
                 Impl::Conns,

@@ -22,8 +22,12 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Add
 use std::collections::VecDeque;
 
 /// Ethernet payload size, the same as the mpstack memory wire's.
-const MTU: usize = 1500;
-/// Frame buffer size: MTU plus the 14-byte Ethernet header.
+pub const MTU: usize = 1500;
+/// The largest MTU smoltcp takes (its loopback device's), for the `smoltcp-64k` row:
+/// what smoltcp does with large frames, beside mpstack's segmentation offload.
+pub const MTU_64K: usize = 65_535 - 14;
+/// Frame buffer size at [`MTU`]: MTU plus the 14-byte Ethernet header.
+#[cfg(test)]
 const FRAME: usize = MTU + 14;
 /// Frames a port's transmit queue holds before `transmit` says "no room"; the mpstack
 /// row's memory wire uses the same limit.
@@ -51,6 +55,8 @@ struct Frame {
 /// frame is allocated.
 #[derive(Debug, Default)]
 pub struct Port {
+    /// Largest frame: the MTU plus the Ethernet header.
+    frame: usize,
     rx: VecDeque<Frame>,
     tx: VecDeque<Frame>,
     free: Vec<Vec<u8>>,
@@ -74,6 +80,15 @@ pub fn link(a: &mut Port, b: &mut Port) {
     b.free.append(&mut a.spent);
 }
 
+impl Port {
+    pub fn new(mtu: usize) -> Port {
+        Port {
+            frame: mtu + 14,
+            ..Port::default()
+        }
+    }
+}
+
 impl Device for Port {
     type RxToken<'a> = RxToken<'a>;
     type TxToken<'a> = TxToken<'a>;
@@ -81,7 +96,7 @@ impl Device for Port {
     fn capabilities(&self) -> DeviceCapabilities {
         let mut caps = DeviceCapabilities::default();
         caps.medium = Medium::Ethernet;
-        caps.max_transmission_unit = FRAME;
+        caps.max_transmission_unit = self.frame;
         caps
     }
 
@@ -93,6 +108,7 @@ impl Device for Port {
                 spent: &mut self.spent,
             },
             TxToken {
+                frame: self.frame,
                 tx: &mut self.tx,
                 free: &mut self.free,
                 sent: &mut self.sent,
@@ -105,6 +121,7 @@ impl Device for Port {
             return None;
         }
         Some(TxToken {
+            frame: self.frame,
             tx: &mut self.tx,
             free: &mut self.free,
             sent: &mut self.sent,
@@ -128,6 +145,7 @@ impl phy::RxToken for RxToken<'_> {
 
 #[derive(Debug)]
 pub struct TxToken<'a> {
+    frame: usize,
     tx: &'a mut VecDeque<Frame>,
     free: &'a mut Vec<Vec<u8>>,
     sent: &'a mut Sent,
@@ -135,7 +153,7 @@ pub struct TxToken<'a> {
 
 impl phy::TxToken for TxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut buf = self.free.pop().unwrap_or_else(|| vec![0; FRAME]);
+        let mut buf = self.free.pop().unwrap_or_else(|| vec![0; self.frame]);
         if buf.len() < len {
             // Only if smoltcp ever asks for more than the MTU it was given.
             buf.resize(len, 0);
@@ -157,8 +175,8 @@ struct Host {
 }
 
 impl Host {
-    fn new(mac: u8, addr: Ipv4Address, seed: u64) -> Host {
-        let mut port = Port::default();
+    fn new(mac: u8, addr: Ipv4Address, seed: u64, mtu: usize) -> Host {
+        let mut port = Port::new(mtu);
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress([
             0x02, 0, 0, 0, 0, mac,
         ])));
@@ -202,18 +220,18 @@ const PATTERN: usize = 251;
 /// Sends `bytes` bytes over one smoltcp TCP connection between two interfaces in this
 /// thread and times it from the first write until the server has read every byte and
 /// seen the FIN.
-pub fn transfer(bytes: u64) -> Result<Measurement, String> {
-    run(bytes, false).map(|(m, _)| m)
+pub fn transfer(bytes: u64, mtu: usize) -> Result<Measurement, String> {
+    run(bytes, false, mtu).map(|(m, _)| m)
 }
 
 /// [`transfer`], and with `verify` the receiver also compares every byte with the
 /// pattern written (tests only: the comparison would be timed too). Also returns what
 /// the client's port sent.
-fn run(bytes: u64, verify: bool) -> Result<(Measurement, Sent), String> {
+fn run(bytes: u64, verify: bool, mtu: usize) -> Result<(Measurement, Sent), String> {
     let a_addr = Ipv4Address::new(198, 18, 0, 1);
     let b_addr = Ipv4Address::new(198, 18, 0, 2);
-    let mut a = Host::new(1, a_addr, 0x6d70_7374_6163_6b01);
-    let mut b = Host::new(2, b_addr, 0x6d70_7374_6163_6b02);
+    let mut a = Host::new(1, a_addr, 0x6d70_7374_6163_6b01, mtu);
+    let mut b = Host::new(2, b_addr, 0x6d70_7374_6163_6b02, mtu);
     b.socket()
         .listen(SERVER_PORT)
         .map_err(|e| format!("smoltcp listen: {e}"))?;
@@ -302,7 +320,7 @@ mod tests {
 
     #[test]
     fn one_mebibyte_arrives_byte_exact() {
-        let (m, sent) = run(1 << 20, true).unwrap();
+        let (m, sent) = run(1 << 20, true, MTU).unwrap();
         assert_eq!(m.bytes, 1 << 20);
         assert!(m.secs > 0.0 && m.gbps() > 0.0, "{} s", m.secs);
         // Full-sized frames of 14 + 20 + 20 + 1460 bytes (no TCP options on data
@@ -314,14 +332,18 @@ mod tests {
     #[test]
     fn a_transfer_that_is_not_a_multiple_of_the_chunk_completes() {
         // Odd size: the last segment is short and the FIN rides on or after it.
-        let (m, _) = run(3 * CHUNK as u64 + 1234, true).unwrap();
+        let (m, _) = run(3 * CHUNK as u64 + 1234, true, MTU).unwrap();
         assert_eq!(m.bytes, 3 * CHUNK as u64 + 1234);
+        // And with 64 KiB frames.
+        let (m, sent) = run(3 * CHUNK as u64 + 1234, true, MTU_64K).unwrap();
+        assert_eq!(m.bytes, 3 * CHUNK as u64 + 1234);
+        assert!(sent.largest > 60_000, "{sent:?}");
     }
 
     #[test]
     fn link_returns_buffers_to_the_sender() {
-        let mut a = Port::default();
-        let mut b = Port::default();
+        let mut a = Port::new(MTU);
+        let mut b = Port::new(MTU);
         let tok = a.transmit(Instant::from_millis(0)).unwrap();
         phy::TxToken::consume(tok, 60, |buf| buf.fill(7));
         link(&mut a, &mut b);
