@@ -277,7 +277,12 @@ fn json_escape(s: &str) -> String {
 }
 
 /// The ratios printed, each of ours over each other implementation.
-const OURS: [Impl; 2] = [Impl::Mpstack, Impl::MpstackTso];
+const OURS: [Impl; 4] = [
+    Impl::Mpstack,
+    Impl::MpstackPolled,
+    Impl::MpstackTso,
+    Impl::MpstackPolledTso,
+];
 const RATIOS: [Impl; 4] = [
     Impl::Smoltcp,
     Impl::Smoltcp64k,

@@ -39,7 +39,7 @@ pub(crate) struct ByteChan {
 /// looks for the large tier before it empties the small one, so the order holds.
 #[derive(Debug)]
 struct Queues {
-    q: ArrayQueue<Vec<u8>>,
+    q: ArrayQueue<Chunk>,
     free: ArrayQueue<Vec<u8>>,
     big: OnceLock<Box<Tier>>,
     /// Slots of the large tier.
@@ -48,7 +48,7 @@ struct Queues {
 
 #[derive(Debug)]
 struct Tier {
-    q: ArrayQueue<Vec<u8>>,
+    q: ArrayQueue<Chunk>,
     free: ArrayQueue<Vec<u8>>,
 }
 
@@ -120,7 +120,7 @@ impl Queues {
     }
 
     /// Producer: queues a chunk, or gives it back when every slot is taken.
-    fn push(&self, c: Vec<u8>) -> Result<(), Vec<u8>> {
+    fn push(&self, c: Chunk) -> Result<(), Chunk> {
         if let Some(t) = self.big.get() {
             return t.q.push(c);
         }
@@ -141,7 +141,7 @@ impl Queues {
     }
 
     /// Consumer: the next chunk in order.
-    fn pop(&self) -> Option<Vec<u8>> {
+    fn pop(&self) -> Option<Chunk> {
         // The large tier first (an acquire): every chunk the producer put on the
         // small one before making it is then visible below.
         let big = self.big.get();
@@ -248,8 +248,8 @@ impl ByteChan {
             });
             c.clear();
             c.extend_from_slice(&data[..n]);
-            if let Err(c) = qs.push(c) {
-                qs.give_free(c);
+            if let Err(c) = qs.push(Chunk::Bytes(c)) {
+                c.recycle(qs);
                 break;
             }
             self.bytes.fetch_add(n, Ordering::AcqRel);
@@ -267,9 +267,44 @@ impl ByteChan {
         }
     }
 
+    /// Producer: queues `data`, which lies in the packet `m`, without copying it: the
+    /// channel holds a reference to the packet's buffer instead (a received
+    /// segment's data on its way to the application). Copies, as [`ByteChan::push`],
+    /// what is short or fills less than a quarter of its buffer (it would pin far
+    /// more memory than it carries), lies outside `m`'s first segment, or does not
+    /// fit whole; returns how much was taken.
+    pub fn push_pkt(&self, m: &mbuf::Mbuf, data: &[u8]) -> usize {
+        let first = m.first();
+        let (base, at) = (first.as_ptr() as usize, data.as_ptr() as usize);
+        let inside = at >= base && at + data.len() <= base + first.len();
+        // A window must fill a good part of the buffer it pins, or a stream of
+        // small segments in large buffers would hold far more memory than the
+        // channel's bound says.
+        let worth = data.len() >= PKT_MIN && m.buf_bytes() <= 4 * data.len();
+        if !worth || !inside || data.len() > self.space() {
+            return self.push(data);
+        }
+        let Ok(shared) = m.try_clone() else {
+            return self.push(data);
+        };
+        let qs = self.queues();
+        let c = Chunk::Pkt {
+            m: shared,
+            off: (at - base) as u32,
+            len: data.len() as u32,
+        };
+        match qs.push(c) {
+            Ok(()) => {
+                self.bytes.fetch_add(data.len(), Ordering::AcqRel);
+                data.len()
+            }
+            Err(_) => 0,
+        }
+    }
+
     /// Consumer: copies up to `buf.len()` bytes out; `partial` holds the chunk being
     /// read (consumer-side state) as (chunk, offset).
-    pub fn pop_into(&self, partial: &mut Option<(Vec<u8>, usize)>, buf: &mut [u8]) -> usize {
+    pub fn pop_into(&self, partial: &mut Option<(Chunk, usize)>, buf: &mut [u8]) -> usize {
         let mut done = 0;
         self.drain_with(partial, buf.len(), |b| {
             buf[done..done + b.len()].copy_from_slice(b);
@@ -282,7 +317,7 @@ impl ByteChan {
     /// how many it took (stops early when it takes less).
     pub fn drain_with(
         &self,
-        partial: &mut Option<(Vec<u8>, usize)>,
+        partial: &mut Option<(Chunk, usize)>,
         max: usize,
         mut f: impl FnMut(&[u8]) -> usize,
     ) -> usize {
@@ -298,7 +333,7 @@ impl ByteChan {
     /// and gives the chunk back later through [`ByteChan::recycle`].
     pub fn drain_moving(
         &self,
-        partial: &mut Option<(Vec<u8>, usize)>,
+        partial: &mut Option<(Chunk, usize)>,
         max: usize,
         whole: usize,
         mut f: impl FnMut(Piece<'_>) -> usize,
@@ -310,7 +345,7 @@ impl ByteChan {
         while done < max {
             if partial.is_none() {
                 match qs.pop() {
-                    Some(c) if c.len() >= whole && c.len() <= max - done => {
+                    Some(Chunk::Bytes(c)) if c.len() >= whole && c.len() <= max - done => {
                         done += c.len();
                         f(Piece::Whole(c));
                         continue;
@@ -323,12 +358,12 @@ impl ByteChan {
                 break;
             };
             let want = (c.len() - *off).min(max - done);
-            let took = f(Piece::Part(&c[*off..*off + want])).min(want);
+            let took = f(Piece::Part(&c.data()[*off..*off + want])).min(want);
             *off += took;
             done += took;
             if *off == c.len() {
                 if let Some((c, _)) = partial.take() {
-                    qs.give_free(c);
+                    c.recycle(qs);
                 }
             }
             if took < want {
@@ -337,6 +372,41 @@ impl ByteChan {
         }
         self.bytes.fetch_sub(done, Ordering::AcqRel);
         done
+    }
+}
+
+/// Received data shorter than this is copied into the channel rather than held there
+/// by reference to its packet's buffer.
+const PKT_MIN: usize = 1024;
+
+/// A piece of a byte channel's stream: bytes of its own, or a window into a
+/// received packet's buffer (no copy on the way from the wire to the reader).
+#[derive(Debug)]
+pub(crate) enum Chunk {
+    Bytes(Vec<u8>),
+    Pkt { m: mbuf::Mbuf, off: u32, len: u32 },
+}
+
+impl Chunk {
+    fn data(&self) -> &[u8] {
+        match self {
+            Chunk::Bytes(v) => v,
+            Chunk::Pkt { m, off, len } => &m.first()[*off as usize..(*off + *len) as usize],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(v) => v.len(),
+            Chunk::Pkt { len, .. } => *len as usize,
+        }
+    }
+
+    /// Done with: own bytes go back for reuse, a packet's buffer to its pool.
+    fn recycle(self, qs: &Queues) {
+        if let Chunk::Bytes(v) = self {
+            qs.give_free(v);
+        }
     }
 }
 
@@ -538,6 +608,59 @@ impl ListenShared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn received_data_is_queued_by_reference_only_when_it_fills_its_buffer() {
+        let ch = ByteChan::new(64 * 1024);
+        let frame: Vec<u8> = (0..1600u32).map(|i| (i % 251) as u8).collect();
+        let m = mbuf::Mbuf::from_slice(&frame).unwrap();
+        // 1,500 bytes of a 2 KiB cluster: held by reference, the buffer shared.
+        let data = &m.first()[100..1600];
+        assert_eq!(ch.push_pkt(&m, data), 1500);
+        assert!(matches!(
+            ch.queues().pop(),
+            Some(Chunk::Pkt {
+                off: 100,
+                len: 1500,
+                ..
+            })
+        ));
+        ch.bytes.store(0, Ordering::Release);
+        // Short, or not inside the packet: copied.
+        assert_eq!(ch.push_pkt(&m, &m.first()[..100]), 100);
+        assert_eq!(ch.push_pkt(&m, &frame[..1200]), 1200);
+        assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 100));
+        assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 1200));
+        ch.bytes.store(0, Ordering::Release);
+        // 1,500 bytes in a 66 KiB jumbo cluster would pin 44 times their size: copied.
+        let mut big = mbuf::Mbuf::with_capacity(60_000).unwrap();
+        big.append(&frame).unwrap();
+        assert_eq!(ch.push_pkt(&big, &big.first()[..1500]), 1500);
+        assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(_))));
+        ch.bytes.store(0, Ordering::Release);
+        // Mixed with copied chunks, the stream reads back in order.
+        let mut want = Vec::new();
+        for i in 0..6 {
+            if i % 2 == 0 {
+                assert_eq!(ch.push_pkt(&m, &m.first()[..1600]), 1600);
+                want.extend_from_slice(&frame);
+            } else {
+                assert_eq!(ch.push(&frame[..77]), 77);
+                want.extend_from_slice(&frame[..77]);
+            }
+        }
+        let mut partial = None;
+        let mut got = vec![0u8; want.len() + 10];
+        let mut n = 0;
+        while n < want.len() {
+            let end = (n + 999).min(got.len());
+            let k = ch.pop_into(&mut partial, &mut got[n..end]);
+            assert!(k > 0);
+            n += k;
+        }
+        assert_eq!(&got[..n], &want[..]);
+        assert!(ch.is_empty());
+    }
 
     #[test]
     fn byte_chan_moves_bytes_in_order_and_bounds_them() {

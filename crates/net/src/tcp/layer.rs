@@ -166,7 +166,7 @@ struct Conn {
     /// Counted in the listener's SYN queue (`half_open`).
     half_open: bool,
     fin_requested: bool,
-    tx_partial: Option<(Vec<u8>, usize)>,
+    tx_partial: Option<(super::chan::Chunk, usize)>,
     /// The deadline this connection has in the worker's timer heap, if any.
     timer_at: Option<dev::Instant>,
 }
@@ -459,7 +459,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 let (tcb, s) = (&mut c.tcb, &c.s);
                 let mut direct = 0;
                 tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |b| {
-                    let k = s.rx.push(b);
+                    let k = s.rx.push_pkt(&m, b);
                     direct += k;
                     k
                 });
