@@ -141,8 +141,10 @@ impl Lab {
         // iperf3's receiver stops counting when the client's end-of-test message comes
         // in on the control connection, which can overtake the last data still queued
         // (seen: 3.3 of 4 MiB in a 4 MiB test; all bytes at 64 MiB). So it may count
-        // fewer bytes than were sent, and its rate is over the bytes it counted.
-        if got == 0 || got > bytes || bps <= 0.0 {
+        // fewer bytes than were sent, and its rate is over the bytes it counted. It
+        // may also count a little more: the client sends whole blocks (128 KiB), so
+        // the last one can run past `-n` (seen: 268,565,776 for 268,435,456).
+        if got == 0 || got > bytes + (1 << 20) || bps <= 0.0 {
             return Err(format!(
                 "iperf3 receiver counted {got} of {bytes} bytes at {bps} bit/s"
             ));
