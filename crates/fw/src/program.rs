@@ -380,6 +380,9 @@ pub(crate) enum Op {
         dst: bool,
         table: u16,
         value: Option<u32>,
+        /// Where `eval_batch` keeps this lookup's results for a vector
+        /// ([`VectorLookups`]), or [`NO_SLOT`].
+        slot: u8,
     },
     Ports {
         dst: bool,
@@ -547,6 +550,8 @@ pub struct Program {
     /// Every walk meets a stateful rule before anything but `count` rules, so
     /// `eval_batch` may look up a vector's states first.
     lookup_first: bool,
+    /// Some instruction looks up an address table in a [`VectorLookups`] slot.
+    has_slots: bool,
 }
 
 fn addr_bits(a: IpAddr) -> (u128, bool) {
@@ -558,6 +563,8 @@ fn addr_bits(a: IpAddr) -> (u128, bool) {
 
 #[derive(Default)]
 struct Builder {
+    /// The (table, field) of each [`VectorLookups`] slot, in order of first use.
+    slots: Vec<(u16, bool)>,
     insns: Vec<Insn>,
     ranges: Vec<Range>,
     addrs: Vec<(u128, u128, bool)>,
@@ -578,6 +585,20 @@ impl Builder {
 
     fn push(&mut self, op: Op, not: bool, or: bool) {
         self.insns.push(Insn { op, not, or });
+    }
+
+    /// The slot of lookups in `table` by the source or destination address: shared by
+    /// every instruction that makes the same lookup (they differ at most in the value
+    /// they want), [`NO_SLOT`] past the first [`SLOTS`] pairs.
+    fn slot(&mut self, table: u16, dst: bool) -> u8 {
+        match self.slots.iter().position(|&s| s == (table, dst)) {
+            Some(i) => i as u8,
+            None if self.slots.len() < SLOTS => {
+                self.slots.push((table, dst));
+                self.slots.len() as u8 - 1
+            }
+            None => NO_SLOT,
+        }
     }
 }
 
@@ -659,6 +680,7 @@ impl Program {
             .is_some_and(|k| hdrs[..k].iter().all(|h| h.act == Act::Count));
         Ok(Program {
             lookup_first,
+            has_slots: !b.slots.is_empty(),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             rules: hdrs,
             insns: b.insns,
@@ -730,11 +752,15 @@ fn compile_rule(
             AddrSpec::Any => None,
             AddrSpec::Me => Some(Op::Me { dst }),
             AddrSpec::Me6 => Some(Op::Me6 { dst }),
-            AddrSpec::Table(n, v) => Some(Op::AddrTable {
-                dst,
-                table: table_idx(tables, n, "addr", is_addr)?,
-                value: *v,
-            }),
+            AddrSpec::Table(n, v) => {
+                let table = table_idx(tables, n, "addr", is_addr)?;
+                Some(Op::AddrTable {
+                    dst,
+                    table,
+                    value: *v,
+                    slot: b.slot(table, dst),
+                })
+            }
             AddrSpec::List(l) => {
                 let start = b.addrs.len() as u32;
                 for am in l {
@@ -1013,15 +1039,15 @@ impl Program {
                     .iter()
                     .any(|&(x, m, f6)| f6 == v6 && a & m == x)
             }
-            Op::AddrTable { dst, table, value } => {
-                match self.tables[table as usize].lookup_addr(if dst { p.dst } else { p.src }) {
-                    Some(v) if value.is_none_or(|w| w == v) => {
-                        *targ = v;
-                        true
-                    }
-                    _ => false,
+            Op::AddrTable {
+                dst, table, value, ..
+            } => match self.tables[table as usize].lookup_addr(if dst { p.dst } else { p.src }) {
+                Some(v) if value.is_none_or(|w| w == v) => {
+                    *targ = v;
+                    true
                 }
-            }
+                _ => false,
+            },
             Op::Ports { dst, span } => {
                 p.has_ports()
                     && in_ranges(
@@ -1125,24 +1151,60 @@ impl Program {
         }
     }
 
+    /// [`test`](Self::test), with an address-table lookup taken from `lk` when it has
+    /// made it already (`eval_batch`); for `eval` (`OnTheSpot`) this is `test`.
+    #[inline(always)]
+    fn insn_test<E: Env + ?Sized, L: AddrLookups>(
+        &self,
+        op: Op,
+        p: &PacketInfo,
+        tags: &Tags,
+        env: &E,
+        targ: &mut u32,
+        lk: &mut L,
+    ) -> bool {
+        if L::VECTOR {
+            if let Op::AddrTable {
+                dst,
+                table,
+                value,
+                slot,
+            } = op
+            {
+                if let Some(found) = lk.addr_table(self, slot, dst, table) {
+                    // As `test_rare` does with a lookup of its own.
+                    return match found {
+                        Some(v) if value.is_none_or(|w| w == v) => {
+                            *targ = v;
+                            true
+                        }
+                        _ => false,
+                    };
+                }
+            }
+        }
+        self.test(op, p, tags, env, targ)
+    }
+
     /// Whether rule `r`'s body matches; FreeBSD's `F_OR`/`F_NOT` walk.
     // Inlined into the walk: out of line, each call loaded the packet's and the
     // program's fields afresh (the compiler hoists them out of the instruction loop),
     // about 40 loads and spills per rule.
     #[inline(always)]
-    fn body_matches<E: Env + ?Sized>(
+    fn body_matches<E: Env + ?Sized, L: AddrLookups>(
         &self,
         r: &RuleHdr,
         p: &PacketInfo,
         tags: &Tags,
         env: &E,
         targ: &mut u32,
+        lk: &mut L,
     ) -> bool {
         let insns = &self.insns[r.insns.start as usize..(r.insns.start + r.insns.len) as usize];
         if !r.has_or {
             // A plain loop: `Iterator::all` with this closure was not inlined.
             for insn in insns {
-                if self.test(insn.op, p, tags, env, targ) == insn.not {
+                if self.insn_test(insn.op, p, tags, env, targ, lk) == insn.not {
                     return false;
                 }
             }
@@ -1155,7 +1217,7 @@ impl Program {
                 skip_or = insn.or;
                 continue;
             }
-            let m = self.test(insn.op, p, tags, env, targ) != insn.not;
+            let m = self.insn_test(insn.op, p, tags, env, targ, lk) != insn.not;
             if insn.or {
                 skip_or = m;
                 continue;
@@ -1183,14 +1245,22 @@ impl Program {
 
     /// [`Program::eval`] over a vector of packets, `out[i]` for `pkts[i]` (panics if
     /// the lengths differ): the form a batch-at-a-time stage calls once per vector,
-    /// with the same verdicts and effects as `eval` of each packet in turn.
+    /// with the same verdicts and effects as `eval` of each packet in turn. Packets
+    /// are taken in groups of 64, and two kinds of lookup are made for a whole group
+    /// at once, in loops whose iterations are independent, so that their cache misses
+    /// overlap instead of each waiting in its own walk:
     ///
-    /// When every walk meets a stateful rule before anything but `count` rules (the
-    /// usual `check-state` first), the state lookups of a group of packets are made
-    /// first, together ([`StateShards::lookup_batch`]: one lock per shard per group,
-    /// the table's cache misses overlapped), then the walks. A packet whose lookup
-    /// missed looks again, in its walk, if an earlier packet of the group installed
-    /// a state meanwhile (the only change of the table that could make it hit).
+    /// - states: when every walk meets a stateful rule before anything but `count`
+    ///   rules (the usual `check-state` first), the group's state lookups are made
+    ///   before the walks ([`StateShards::lookup_batch`]: one lock per shard per
+    ///   group). A packet whose lookup missed looks again, in its walk, if an earlier
+    ///   packet of the group installed a state meanwhile (the only change of the
+    ///   table that could make it hit).
+    /// - address tables (`from table(t)`, `to table(t)`): the first walk that reaches
+    ///   such a lookup makes it for itself and every later packet of the group
+    ///   ([`VectorLookups`]); the later walks take their result. A lookup is pure (the
+    ///   program's tables are immutable), so only the work of the packets that never
+    ///   reach it is wasted.
     // The same inputs as `eval`, plus the vector and its verdicts.
     #[allow(clippy::too_many_arguments)]
     pub fn eval_batch<E: Env + ?Sized>(
@@ -1205,7 +1275,7 @@ impl Program {
     ) {
         assert_eq!(pkts.len(), out.len(), "eval_batch: lengths differ");
         counters.sync(self);
-        if !self.lookup_first {
+        if !self.lookup_first && !self.has_slots {
             for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
                 *o = self.eval_one(
                     p,
@@ -1215,11 +1285,11 @@ impl Program {
                     now,
                     rng,
                     &mut Walk::new(self, None),
+                    &mut OnTheSpot,
                 );
             }
             return;
         }
-        const G: usize = 64;
         let blank = FlowId {
             proto: 0,
             src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
@@ -1229,23 +1299,46 @@ impl Program {
         };
         for (pc, oc) in pkts.chunks_mut(G).zip(out.chunks_mut(G)) {
             let m = pc.len();
-            let mut flows = [blank; G];
-            let mut flags = [0u8; G];
             let mut hits = [None; G];
-            for (k, p) in pc.iter().enumerate() {
-                flows[k] = flow_of(p);
-                flags[k] = p.tcp_flags;
+            if self.lookup_first {
+                let mut flows = [blank; G];
+                let mut flags = [0u8; G];
+                for (k, p) in pc.iter().enumerate() {
+                    flows[k] = flow_of(p);
+                    flags[k] = p.tcp_flags;
+                }
+                states.lookup_batch(&flows[..m], &flags[..m], now, &mut hits[..m]);
             }
-            states.lookup_batch(&flows[..m], &flags[..m], now, &mut hits[..m]);
+            // The walks read the group (the table lookups read ahead in it); each
+            // packet's new tags are written back after.
+            let mut tags = [Tags::default(); G];
+            let group: &[PacketInfo] = pc;
+            let mut lk = VectorLookups::new(group);
             let mut inserted = false;
-            for k in 0..m {
+            for (k, p) in group.iter().enumerate() {
                 let pre = match hits[k] {
+                    _ if !self.lookup_first => None,
                     None if inserted => None,
                     h => Some(h),
                 };
                 let mut w = Walk::new(self, pre);
-                oc[k] = self.eval_one(&mut pc[k], env, states, counters, now, rng, &mut w);
+                lk.at = k;
+                tags[k] = p.tags;
+                oc[k] = self.walk(
+                    p,
+                    &mut tags[k],
+                    env,
+                    states,
+                    counters,
+                    now,
+                    rng,
+                    &mut w,
+                    &mut lk,
+                );
                 inserted |= w.inserted;
+            }
+            for (p, t) in pc.iter_mut().zip(tags) {
+                p.tags = t;
             }
         }
     }
@@ -1276,6 +1369,7 @@ impl Program {
             now,
             rng,
             &mut Walk::new(self, None),
+            &mut OnTheSpot,
         )
     }
 
@@ -1284,7 +1378,7 @@ impl Program {
     /// per packet rather than once per rule.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn eval_one<E: Env + ?Sized>(
+    fn eval_one<E: Env + ?Sized, L: AddrLookups>(
         &self,
         pkt: &mut PacketInfo,
         env: &E,
@@ -1293,9 +1387,10 @@ impl Program {
         now: u64,
         rng: &mut u64,
         w: &mut Walk,
+        lk: &mut L,
     ) -> Verdict {
         let mut tags = pkt.tags;
-        let v = self.walk(pkt, &mut tags, env, states, counters, now, rng, w);
+        let v = self.walk(pkt, &mut tags, env, states, counters, now, rng, w, lk);
         pkt.tags = tags;
         v
     }
@@ -1305,7 +1400,7 @@ impl Program {
     /// else goes to [`slow_rule`](Self::slow_rule), out of line.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn walk<E: Env + ?Sized>(
+    fn walk<E: Env + ?Sized, L: AddrLookups>(
         &self,
         p: &PacketInfo,
         tags: &mut Tags,
@@ -1315,6 +1410,7 @@ impl Program {
         now: u64,
         rng: &mut u64,
         w: &mut Walk,
+        lk: &mut L,
     ) -> Verdict {
         let rules = &self.rules[..];
         let n = rules.len();
@@ -1326,7 +1422,7 @@ impl Program {
             let r = &rules[i];
             if r.slow == 0 {
                 let mut targ = 0;
-                if self.body_matches(r, p, tags, env, &mut targ) {
+                if self.body_matches(r, p, tags, env, &mut targ, lk) {
                     cs[i].hit(p.len, now);
                     if let Some(decision) = decision(r.act, p, targ) {
                         return Verdict {
@@ -1339,7 +1435,7 @@ impl Program {
                 i += 1;
                 continue;
             }
-            match self.slow_rule(i, p, tags, env, states, cs, logged, now, rng, w) {
+            match self.slow_rule(i, p, tags, env, states, cs, logged, now, rng, w, lk) {
                 Step::Next(k) => i = k,
                 Step::Done(v) => return v,
             }
@@ -1356,7 +1452,7 @@ impl Program {
     /// action, jumps included.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn slow_rule<E: Env + ?Sized>(
+    fn slow_rule<E: Env + ?Sized, L: AddrLookups>(
         &self,
         i: usize,
         p: &PacketInfo,
@@ -1368,6 +1464,7 @@ impl Program {
         now: u64,
         rng: &mut u64,
         w: &mut Walk,
+        lk: &mut L,
     ) -> Step {
         // Forward skips and bounded calls end every walk; the budget (counted on
         // these rules only: plain ones always move forward) only guards the invariant.
@@ -1401,7 +1498,7 @@ impl Program {
             if r.prob != rule::PROB_ONE && coin(rng) >= r.prob {
                 return Step::Next(i + 1);
             }
-            if !self.body_matches(r, p, tags, env, &mut targ) {
+            if !self.body_matches(r, p, tags, env, &mut targ, lk) {
                 return Step::Next(i + 1);
             }
             let installed = match r.keep {
@@ -1547,5 +1644,97 @@ impl Walk {
             stack: [0; CALLSTACK],
             budget: prog.rules.len() * (CALLSTACK + 2) + 16,
         }
+    }
+}
+
+/// The vector size of `eval_batch`.
+const G: usize = 64;
+/// Address-table lookups (distinct table and field) `eval_batch` makes a vector at a
+/// time; any more are made on the spot, as `eval` makes them.
+const SLOTS: usize = 4;
+const NO_SLOT: u8 = u8::MAX;
+
+/// Where a walk gets its address-table lookups: `eval` makes each where its
+/// instruction is ([`OnTheSpot`]), `eval_batch` takes them from a group's
+/// ([`VectorLookups`]). One walk, compiled once for each (VPP's two variants of a node
+/// from one inline body): `eval`'s has no trace of the other.
+trait AddrLookups {
+    const VECTOR: bool;
+    /// The result of looking up `table` by the walked packet's source or destination
+    /// (`dst`), if this kind of lookups makes it (else the instruction's own test does).
+    fn addr_table(
+        &mut self,
+        prog: &Program,
+        slot: u8,
+        dst: bool,
+        table: u16,
+    ) -> Option<Option<u32>>;
+}
+
+struct OnTheSpot;
+
+impl AddrLookups for OnTheSpot {
+    const VECTOR: bool = false;
+    #[inline(always)]
+    fn addr_table(&mut self, _: &Program, _: u8, _: bool, _: u16) -> Option<Option<u32>> {
+        None
+    }
+}
+
+/// A group's address-table lookups: slot `s` is filled for packets `at..` of the group
+/// when the walk of packet `at` first needs it.
+struct VectorLookups<'a> {
+    group: &'a [PacketInfo],
+    /// The packet being walked.
+    at: usize,
+    /// Bit `s`: slot `s` is filled.
+    filled: u8,
+    res: [[Option<u32>; G]; SLOTS],
+}
+
+impl<'a> VectorLookups<'a> {
+    fn new(group: &'a [PacketInfo]) -> Self {
+        VectorLookups {
+            group,
+            at: 0,
+            filled: 0,
+            res: [[None; G]; SLOTS],
+        }
+    }
+
+    /// The lookups for packets `at..`: a loop whose iterations depend on nothing but
+    /// their own packet, so the CPU runs several lookups' cache misses at once.
+    #[inline(never)]
+    fn fill(&mut self, prog: &Program, s: usize, dst: bool, table: u16) {
+        let t = &prog.tables[table as usize];
+        let from = self.at;
+        for (r, p) in self.res[s][from..self.group.len()]
+            .iter_mut()
+            .zip(&self.group[from..])
+        {
+            *r = t.lookup_addr(if dst { p.dst } else { p.src });
+        }
+        self.filled |= 1 << s;
+    }
+}
+
+impl AddrLookups for VectorLookups<'_> {
+    const VECTOR: bool = true;
+    #[inline(always)]
+    fn addr_table(
+        &mut self,
+        prog: &Program,
+        slot: u8,
+        dst: bool,
+        table: u16,
+    ) -> Option<Option<u32>> {
+        let s = slot as usize;
+        if s >= SLOTS {
+            return None;
+        }
+        if self.filled & (1 << s) == 0 {
+            self.fill(prog, s, dst, table);
+        }
+        Some(self.res[s][self.at])
     }
 }

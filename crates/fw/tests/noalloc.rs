@@ -91,7 +91,7 @@ fn eval_never_allocates() {
     }
     let mut seen = [0u32; 4];
     // eval_batch too: check-state comes first, so it looks up each vector's states
-    // before the walks.
+    // before the walks, and it keeps table(big)'s lookups for a vector in an array.
     let mut batch = packets.clone();
     let mut out = vec![
         Verdict {
