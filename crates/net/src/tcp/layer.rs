@@ -463,8 +463,8 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                     direct += k;
                     k
                 });
-                if direct > 0 && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
-                    tw.readers.push(s.clone());
+                if direct > 0 {
+                    note_reader(&mut tw.readers, s);
                 }
             }
             tw.scratch = scratch;
@@ -713,11 +713,16 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
                 MOVE_CHUNK
             };
             let took = s.tx.drain_moving(tx_partial, space, whole, |p| match p {
+                // Offered only when it fits in `space`, so it is taken whole.
                 Piece::Whole(c) => {
                     let n = c.len();
                     match tcb.send_chunk(c) {
                         Ok(()) => n,
-                        Err(c) => tcb.send(&c),
+                        Err(c) => {
+                            let took = tcb.send(&c);
+                            debug_assert_eq!(took, n, "a whole chunk beyond send_space");
+                            took
+                        }
                     }
                 }
                 Piece::Part(b) => tcb.send(b),
@@ -752,9 +757,8 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         }
         moved = true;
     }
-    // Whether a reader waits is asked once per batch (a fence), not per segment.
-    if moved && !tw.readers.iter().any(|r| Arc::ptr_eq(r, s)) {
-        tw.readers.push(s.clone());
+    if moved {
+        note_reader(&mut tw.readers, s);
     }
     tw.segs.clear();
     let mut segs = std::mem::take(&mut tw.segs);
@@ -828,6 +832,14 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     tw.slab[i] = Some(c);
     if aborted {
         service(cx, tw, i);
+    }
+}
+
+/// A stream that has new data for its reader: woken once at the end of the worker's
+/// batch (whether a reader waits is asked once per batch, a fence, not per segment).
+fn note_reader(readers: &mut Vec<Arc<StreamShared>>, s: &Arc<StreamShared>) {
+    if !readers.iter().any(|r| Arc::ptr_eq(r, s)) {
+        readers.push(s.clone());
     }
 }
 
