@@ -459,6 +459,29 @@ impl Mbuf {
         })
     }
 
+    /// `m_copym`: a packet holding bytes `[off, off + len)` of this one (clamped to
+    /// its length), with a copy of the header. Nothing is copied: every segment of
+    /// the range is shared (reference counts), so both packets see the same bytes
+    /// and either copies a segment before writing to it. A TCP send buffer hands
+    /// its data to segments this way (FreeBSD's `tcp_output` does the same).
+    pub fn copym(&self, off: usize, len: usize) -> Mbuf {
+        let mut out = Mbuf::empty(self.hdr);
+        let off = off.min(self.len);
+        let mut left = len.min(self.len - off);
+        out.len = left;
+        let (k, mut loff) = self.locate(off);
+        for s in self.segs.as_slice().iter().skip(k) {
+            if left == 0 {
+                break;
+            }
+            let n = (s.len() - loff).min(left);
+            out.segs.push(s.share(loff, n));
+            left -= n;
+            loff = 0;
+        }
+        out
+    }
+
     /// The packet's bytes, gathered.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len);

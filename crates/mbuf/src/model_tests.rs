@@ -21,6 +21,7 @@ enum Op {
     Pullup(usize, usize),
     Pullup2(usize, usize),
     Clone(usize),
+    Copym(usize, usize, usize),
     FirstMut(usize, u8),
     Copydata(usize, usize, usize),
     Drop(usize),
@@ -45,6 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         (i.clone(), 0usize..120).prop_map(|(i, n)| Op::Pullup(i, n)),
         (i.clone(), 0usize..2100).prop_map(|(i, n)| Op::Pullup2(i, n)),
         i.clone().prop_map(Op::Clone),
+        (i.clone(), 0usize..3000, 0usize..3000).prop_map(|(i, o, n)| Op::Copym(i, o, n)),
         (i.clone(), any::<u8>()).prop_map(|(i, b)| Op::FirstMut(i, b)),
         (i.clone(), 0usize..3000, 0usize..300).prop_map(|(i, o, n)| Op::Copydata(i, o, n)),
         i.prop_map(Op::Drop),
@@ -155,6 +157,15 @@ fn apply(pkts: &mut Vec<(Mbuf, Vec<u8>)>, op: Op) {
         Op::Clone(i) => {
             let (m, v) = &pkts[i % n];
             let c = (m.try_clone().unwrap(), v.clone());
+            if n < 6 {
+                pkts.push(c);
+            }
+        }
+        Op::Copym(i, off, len) => {
+            let (m, v) = &pkts[i % n];
+            let from = off.min(v.len());
+            let to = from + len.min(v.len() - from);
+            let c = (m.copym(off, len), v[from..to].to_vec());
             if n < 6 {
                 pkts.push(c);
             }

@@ -201,6 +201,36 @@ fn split_shares_the_cut_segment_and_copies_nothing() {
 }
 
 #[test]
+fn copym_shares_every_segment_of_its_range() {
+    let data = bytes(5000);
+    let mut m = Mbuf::from_parts(&[&data[..100], &data[100..300], &data[300..]]).unwrap();
+    m.hdr.rcvif = 3;
+    for (off, len) in [
+        (0, 5000),
+        (50, 100),
+        (100, 200),
+        (99, 2),
+        (4000, 9000),
+        (5000, 1),
+        (0, 0),
+    ] {
+        let c = m.copym(off, len);
+        let end = (off + len).min(data.len());
+        assert_eq!(c.to_vec(), data[off.min(end)..end], "{off}+{len}");
+        assert_eq!(c.hdr.rcvif, 3);
+        c.check();
+    }
+    let c = m.copym(150, 100);
+    assert_eq!(lens(&c), [100]);
+    assert!(!m.segs.as_slice()[1].buf.is_unique(), "shared, not copied");
+    // A write through either copies first.
+    m.copyback(150, &[0xee]).unwrap();
+    assert_eq!(c.to_vec(), data[150..250]);
+    drop(c);
+    m.check();
+}
+
+#[test]
 fn split_at_edges() {
     let data = bytes(200);
     let mut m = Mbuf::from_parts(&[&data[..100], &data[100..]]).unwrap();
