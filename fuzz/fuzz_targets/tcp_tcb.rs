@@ -9,7 +9,7 @@ use dev::Instant;
 use libfuzzer_sys::fuzz_target;
 use mpstack_fuzz::Input;
 use net::stats::TcpStat;
-use net::tcp::{SegIn, SegOut, Tcb, TcpConfig};
+use net::tcp::{Payload, SegIn, SegOut, Tcb, TcpConfig};
 
 fn to_in<'a>(s: &SegOut, data: &'a [u8]) -> SegIn<'a> {
     SegIn::from_out(s, data)
@@ -56,7 +56,12 @@ fuzz_target!(|data: &[u8]| {
                 let l = 1000u32.wrapping_add(u32::from(inp.u16()));
                 (inp.u8() & 1 == 1).then(|| (l, l.wrapping_add(u32::from(inp.u16()))))
             }),
-            payload: &payload[..usize::from(inp.u16()) % payload.len()],
+            payload: {
+                // In one piece or two, as a chained segment arrives.
+                let p = &payload[..usize::from(inp.u16()) % payload.len()];
+                let (h, t) = p.split_at(usize::from(inp.u16()) % (p.len() + 1));
+                Payload::new(h, t)
+            },
         };
         t.input(&seg, now, &mut st);
         now = now + dev::Duration::from_millis(u64::from(inp.u8()) * 10);

@@ -456,6 +456,18 @@ pub fn stats() -> PoolStats {
     }
 }
 
+/// Whether at most half of the jumbo clusters the limit allows are out of the
+/// global free list (those in thread caches count as out, so the answer errs on
+/// the side of no). Buffers that hold data for a long time rather than a packet in
+/// flight (an application's writes waiting in a socket) are taken only then, so
+/// that they cannot starve the receive path of buffers.
+pub fn jumbo_plenty() -> bool {
+    let g = global();
+    let c = Class::Jumbo as usize;
+    let out = g.total[c] - g.free[c].len();
+    out < g.limit(Class::Jumbo) / 2
+}
+
 /// Bounds the pool to `max_clusters` clusters (and 16× as many small buffers, and
 /// jumbo clusters of the same bytes).
 /// Allocation beyond the bound fails with [`NoBufs`] and counts in

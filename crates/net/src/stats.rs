@@ -166,7 +166,7 @@ counter_group!(
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
         rexmitlost, listennosyn, timerentries, rcvacktooold,
-        connaddrinuse, conntablefull, mturesent,
+        connaddrinuse, conntablefull, mturesent, sndbyteshared, rcvbyteshared,
     }
 );
 

@@ -783,6 +783,27 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
         if impair.loss > 0.0 {
             assert!(sa.tcp.sndrexmitpack > 0, "losses were repaired");
         }
+        // The large segments carried their data by reference to the writer's
+        // chunks (no copy into the packet), and the reader's channel held them so.
+        assert!(
+            sa.tcp.sndbyteshared > sa.tcp.sndbyte / 2,
+            "workers={workers} {impair:?}: {} of {} bytes sent shared",
+            sa.tcp.sndbyteshared,
+            sa.tcp.sndbyte
+        );
+        // (Out-of-order data waits in the receive buffer, a copy: under loss and
+        // reordering less of it is shared.)
+        let part = if impair == Impairments::default() {
+            2
+        } else {
+            8
+        };
+        assert!(
+            sb.tcp.rcvbyteshared > sb.tcp.rcvbyte / part,
+            "workers={workers} {impair:?}: {} of {} bytes received shared",
+            sb.tcp.rcvbyteshared,
+            sb.tcp.rcvbyte
+        );
     }
 }
 

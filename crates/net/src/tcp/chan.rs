@@ -237,18 +237,34 @@ impl ByteChan {
         let qs = self.queues();
         let mut done = 0;
         while !data.is_empty() {
-            let n = data.len().min(self.space()).min(CHUNK);
-            if n == 0 {
-                break;
-            }
-            // A new chunk is as large as this piece needs (a 64-byte request does not
-            // take 16 KiB); a reused one grows to what it is asked to hold.
-            let mut c = qs.take_free().unwrap_or_else(|| {
-                Vec::with_capacity(n.next_power_of_two().clamp(MIN_CHUNK, CHUNK))
-            });
-            c.clear();
-            c.extend_from_slice(&data[..n]);
-            if let Err(c) = qs.push(Chunk::Bytes(c)) {
+            let room = data.len().min(self.space());
+            // A large piece goes into a packet buffer, whose bytes the send buffer
+            // and then the segments share (no second copy on the way out); the
+            // rest into a chunk of our own.
+            let c = match room >= PKT_CHUNK_MIN {
+                true => Self::pkt_chunk(&data[..room.min(PKT_CHUNK)]),
+                false => None,
+            };
+            let c = match c {
+                Some(c) => c,
+                None => {
+                    let n = room.min(CHUNK);
+                    if n == 0 {
+                        break;
+                    }
+                    // A new chunk is as large as this piece needs (a 64-byte request
+                    // does not take 16 KiB); a reused one grows to what it is asked
+                    // to hold.
+                    let mut c = qs.take_free().unwrap_or_else(|| {
+                        Vec::with_capacity(n.next_power_of_two().clamp(MIN_CHUNK, CHUNK))
+                    });
+                    c.clear();
+                    c.extend_from_slice(&data[..n]);
+                    Chunk::Bytes(c)
+                }
+            };
+            let n = c.len();
+            if let Err(c) = qs.push(c) {
                 c.recycle(qs);
                 break;
             }
@@ -257,6 +273,21 @@ impl ByteChan {
             done += n;
         }
         done
+    }
+
+    /// `data` in a packet buffer of its own (`None` when the pool has none to
+    /// spare: at least half its jumbo clusters are reserved for packets).
+    fn pkt_chunk(data: &[u8]) -> Option<Chunk> {
+        if !mbuf::pool::jumbo_plenty() {
+            return None;
+        }
+        let mut m = mbuf::Mbuf::with_capacity(data.len()).ok()?;
+        m.append(data).ok()?;
+        (m.nsegs() == 1).then_some(Chunk::Pkt {
+            m,
+            off: 0,
+            len: data.len() as u32,
+        })
     }
 
     /// Consumer: gives back a chunk taken whole by [`ByteChan::drain_moving`], for the
@@ -271,34 +302,46 @@ impl ByteChan {
     /// channel holds a reference to the packet's buffer instead (a received
     /// segment's data on its way to the application). Copies, as [`ByteChan::push`],
     /// what is short or fills less than a quarter of its buffer (it would pin far
-    /// more memory than it carries), lies outside `m`'s first segment, or does not
-    /// fit whole; returns how much was taken.
-    pub fn push_pkt(&self, m: &mbuf::Mbuf, data: &[u8]) -> usize {
-        let first = m.first();
-        let (base, at) = (first.as_ptr() as usize, data.as_ptr() as usize);
-        let inside = at >= base && at + data.len() <= base + first.len();
+    /// more memory than it carries), lies outside `m`, or does not fit whole;
+    /// returns how much was taken, and whether by reference.
+    pub fn push_pkt(&self, m: &mbuf::Mbuf, data: &[u8]) -> (usize, bool) {
+        if data.len() < PKT_MIN || data.len() > self.space() {
+            return (self.push(data), false);
+        }
+        // The segment of `m` that holds `data`, and where `data` starts in `m`.
+        let at = data.as_ptr() as usize;
+        let mut pos = 0;
+        let mut found = None;
+        for s in m.segments() {
+            let base = s.as_ptr() as usize;
+            if at >= base && at + data.len() <= base + s.len() {
+                found = Some(pos + (at - base));
+                break;
+            }
+            pos += s.len();
+        }
+        let Some(off) = found else {
+            return (self.push(data), false);
+        };
+        let shared = m.copym(off, data.len());
         // A window must fill a good part of the buffer it pins, or a stream of
         // small segments in large buffers would hold far more memory than the
         // channel's bound says.
-        let worth = data.len() >= PKT_MIN && m.buf_bytes() <= 4 * data.len();
-        if !worth || !inside || data.len() > self.space() {
-            return self.push(data);
+        if shared.buf_bytes() > 4 * data.len() {
+            return (self.push(data), false);
         }
-        let Ok(shared) = m.try_clone() else {
-            return self.push(data);
-        };
         let qs = self.queues();
         let c = Chunk::Pkt {
             m: shared,
-            off: (at - base) as u32,
+            off: 0,
             len: data.len() as u32,
         };
         match qs.push(c) {
             Ok(()) => {
                 self.bytes.fetch_add(data.len(), Ordering::AcqRel);
-                data.len()
+                (data.len(), true)
             }
-            Err(_) => 0,
+            Err(_) => (0, false),
         }
     }
 
@@ -322,7 +365,7 @@ impl ByteChan {
         mut f: impl FnMut(&[u8]) -> usize,
     ) -> usize {
         self.drain_moving(partial, max, usize::MAX, |p| match p {
-            Piece::Part(b) => f(b),
+            Piece::Part(b) | Piece::InPkt { data: b, .. } => f(b),
             Piece::Whole(_) => unreachable!("no chunk is whole-sized at usize::MAX"),
         })
     }
@@ -358,7 +401,16 @@ impl ByteChan {
                 break;
             };
             let want = (c.len() - *off).min(max - done);
-            let took = f(Piece::Part(&c.data()[*off..*off + want])).min(want);
+            let data = &c.data()[*off..*off + want];
+            let took = match &*c {
+                Chunk::Pkt { m, off: base, .. } => f(Piece::InPkt {
+                    m,
+                    off: *base as usize + *off,
+                    data,
+                }),
+                Chunk::Bytes(_) => f(Piece::Part(data)),
+            }
+            .min(want);
             *off += took;
             done += took;
             if *off == c.len() {
@@ -378,6 +430,11 @@ impl ByteChan {
 /// Received data shorter than this is copied into the channel rather than held there
 /// by reference to its packet's buffer.
 const PKT_MIN: usize = 1024;
+/// Written data at least this long goes into packet buffers (a quarter of one, the
+/// rule [`ByteChan::push_pkt`] applies), up to [`PKT_CHUNK`] bytes each.
+const PKT_CHUNK_MIN: usize = 16 * 1024;
+/// Bytes per packet-buffer chunk: a jumbo cluster's worth with its headroom.
+const PKT_CHUNK: usize = 64 * 1024;
 
 /// A piece of a byte channel's stream: bytes of its own, or a window into a
 /// received packet's buffer (no copy on the way from the wire to the reader).
@@ -417,6 +474,13 @@ pub(crate) enum Piece<'a> {
     Whole(Vec<u8>),
     /// Bytes to copy; the consumer says how many it took.
     Part(&'a [u8]),
+    /// Bytes that lie in the packet `m` at offset `off`: the consumer copies them,
+    /// or keeps a reference ([`mbuf::Mbuf::copym`]); it says how many it took.
+    InPkt {
+        m: &'a mbuf::Mbuf,
+        off: usize,
+        data: &'a [u8],
+    },
 }
 
 /// A worker's overflow list: streams whose wake-up did not fit in its inbox. The flag
@@ -609,6 +673,55 @@ impl ListenShared {
 mod tests {
     use super::*;
 
+    fn header_and_second(m: &mbuf::Mbuf) -> (&[u8], &[u8]) {
+        let mut s = m.segments();
+        (s.next().unwrap(), s.next().unwrap())
+    }
+
+    #[test]
+    fn large_writes_go_into_packet_buffers_the_consumer_may_share() {
+        let ch = ByteChan::new(256 * 1024);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        // 64 KiB chunks in packet buffers while at least 16 KiB is left, then a copy.
+        assert_eq!(ch.push(&data[..150_000]), 150_000);
+        assert_eq!(ch.push(&data[150_000..150_100]), 100);
+        let mut partial = None;
+        let (mut got, mut kinds) = (Vec::new(), Vec::new());
+        // The consumer takes at most 50,000 bytes at a time: a chunk is shared in parts.
+        loop {
+            let n = ch.drain_moving(&mut partial, 50_000, usize::MAX, |p| match p {
+                Piece::InPkt { m, off, data } => {
+                    assert_eq!(m.copym(off, data.len()).to_vec(), data);
+                    kinds.push(('p', data.len()));
+                    got.extend_from_slice(data);
+                    data.len()
+                }
+                Piece::Part(b) => {
+                    kinds.push(('b', b.len()));
+                    got.extend_from_slice(b);
+                    b.len()
+                }
+                Piece::Whole(_) => unreachable!(),
+            });
+            if n == 0 {
+                break;
+            }
+        }
+        assert_eq!(got, data[..150_100]);
+        assert_eq!(
+            kinds,
+            [
+                ('p', 50_000),
+                ('p', 15_536),
+                ('p', 34_464),
+                ('p', 31_072),
+                ('p', 18_928),
+                ('b', 100)
+            ]
+        );
+        assert!(ch.is_empty());
+    }
+
     #[test]
     fn received_data_is_queued_by_reference_only_when_it_fills_its_buffer() {
         let ch = ByteChan::new(64 * 1024);
@@ -616,33 +729,48 @@ mod tests {
         let m = mbuf::Mbuf::from_slice(&frame).unwrap();
         // 1,500 bytes of a 2 KiB cluster: held by reference, the buffer shared.
         let data = &m.first()[100..1600];
-        assert_eq!(ch.push_pkt(&m, data), 1500);
-        assert!(matches!(
-            ch.queues().pop(),
+        assert_eq!(ch.push_pkt(&m, data), (1500, true));
+        match ch.queues().pop() {
             Some(Chunk::Pkt {
-                off: 100,
+                m: held,
+                off: 0,
                 len: 1500,
-                ..
-            })
-        ));
+            }) => {
+                assert_eq!(held.first(), data);
+                assert_eq!(held.first().as_ptr(), data.as_ptr(), "the same bytes");
+            }
+            other => panic!("{other:?}"),
+        }
+        ch.bytes.store(0, Ordering::Release);
+        // In a later segment of a chain (a header buffer, then shared data): held too.
+        let mut chain = mbuf::Mbuf::from_slice(b"header").unwrap();
+        chain.cat(m.copym(0, 1600));
+        let (_, d) = header_and_second(&chain);
+        assert_eq!(ch.push_pkt(&chain, &d[10..1510]), (1500, true));
+        match ch.queues().pop() {
+            Some(Chunk::Pkt {
+                m: held, len: 1500, ..
+            }) => assert_eq!(held.first(), &frame[10..1510]),
+            other => panic!("{other:?}"),
+        }
         ch.bytes.store(0, Ordering::Release);
         // Short, or not inside the packet: copied.
-        assert_eq!(ch.push_pkt(&m, &m.first()[..100]), 100);
-        assert_eq!(ch.push_pkt(&m, &frame[..1200]), 1200);
+        assert_eq!(ch.push_pkt(&m, &m.first()[..100]), (100, false));
+        assert_eq!(ch.push_pkt(&m, &frame[..1200]), (1200, false));
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 100));
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 1200));
         ch.bytes.store(0, Ordering::Release);
         // 1,500 bytes in a 66 KiB jumbo cluster would pin 44 times their size: copied.
         let mut big = mbuf::Mbuf::with_capacity(60_000).unwrap();
         big.append(&frame).unwrap();
-        assert_eq!(ch.push_pkt(&big, &big.first()[..1500]), 1500);
+        assert_eq!(ch.push_pkt(&big, &big.first()[..1500]), (1500, false));
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(_))));
         ch.bytes.store(0, Ordering::Release);
         // Mixed with copied chunks, the stream reads back in order.
         let mut want = Vec::new();
         for i in 0..6 {
             if i % 2 == 0 {
-                assert_eq!(ch.push_pkt(&m, &m.first()[..1600]), 1600);
+                assert_eq!(ch.push_pkt(&m, &m.first()[..1600]).0, 1600);
                 want.extend_from_slice(&frame);
             } else {
                 assert_eq!(ch.push(&frame[..77]), 77);

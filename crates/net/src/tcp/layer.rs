@@ -7,8 +7,9 @@
 //! that matches (the memory links steer by the same hash) that never happens.
 
 use super::chan::{err, phase, ListenShared, Piece, StreamShared};
+use super::sndbuf::Piece as SndPiece;
 use super::tcb::{
-    reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
+    reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
 };
 use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::ip6::Ip6Out;
@@ -394,6 +395,21 @@ pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpI
     tcp_input_local(cx, tw, m, info);
 }
 
+/// For a chain of two segments whose first holds the whole TCP header at `off`:
+/// the first segment from `off` (header and any data after it) and the second.
+fn header_and_data(m: &Mbuf, off: usize) -> Option<(&[u8], &[u8])> {
+    if m.nsegs() != 2 {
+        return None;
+    }
+    let mut segs = m.segments();
+    let first = segs.next()?.get(off..)?;
+    let doff = usize::from(*first.get(12)? >> 4) * 4;
+    if doff < 20 || first.len() < doff {
+        return None;
+    }
+    Some((first, segs.next()?))
+}
+
 /// Processes a segment of a flow homed on this worker.
 pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
     let len = m.len() - info.off;
@@ -401,10 +417,18 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return cx.drop_pkt(m, DropReason::TcpShort);
     }
     let mut scratch = std::mem::take(&mut tw.scratch);
-    // Parse in place when the packet is one segment (what devices deliver); gather
-    // into the worker's scratch buffer only when it is a chain.
+    // Checked by the device, or never filled in: made by a stack on this machine
+    // (looped back, or over a link with checksum offload).
+    let sum_ok = m.hdr.csum_flags & (mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) != 0;
+    // Parse in place when the packet is one segment (what devices deliver), or a
+    // header buffer and a segment of data (what a sender sharing its send buffer
+    // makes); gather into the worker's scratch buffer other chains.
+    let mut more: &[u8] = &[];
     let bytes: &[u8] = if m.nsegs() == 1 {
         &m.first()[info.off..info.off + len]
+    } else if let Some((h, rest)) = sum_ok.then(|| header_and_data(&m, info.off)).flatten() {
+        more = rest;
+        h
     } else {
         if m.copydata(info.off, &mut scratch[..len]).is_err() {
             tw.scratch = scratch;
@@ -413,9 +437,6 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         &scratch[..len]
     };
     let (src, dst) = (info.src, info.dst);
-    // Checked by the device, or never filled in: made by a stack on this machine
-    // (looped back, or over a link with checksum offload).
-    let sum_ok = m.hdr.csum_flags & (mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) != 0;
     let parsed = match TcpPacket::new_checked(bytes) {
         Err(_) => Err(DropReason::TcpBadOff),
         Ok(p) => {
@@ -434,7 +455,10 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
             return;
         }
     };
-    let seg = SegIn::from_repr(&repr);
+    let mut seg = SegIn::from_repr(&repr);
+    if !more.is_empty() {
+        seg.payload = Payload::new(repr.payload, more);
+    }
     let tuple = Tuple {
         local: SocketAddr::new(info.dst, repr.dst_port),
         remote: SocketAddr::new(info.src, repr.src_port),
@@ -457,12 +481,14 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 // nothing waits in the receive buffer (this worker is the channel's
                 // only producer); the rest is buffered as usual.
                 let (tcb, s) = (&mut c.tcb, &c.s);
-                let mut direct = 0;
+                let (mut direct, mut shared) = (0, 0);
                 tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |b| {
-                    let k = s.rx.push_pkt(&m, b);
+                    let (k, by_ref) = s.rx.push_pkt(&m, b);
                     direct += k;
+                    shared += if by_ref { k } else { 0 };
                     k
                 });
+                cx.stats.tcp.rcvbyteshared += shared as u64;
                 if direct > 0 {
                     note_reader(&mut tw.readers, s);
                 }
@@ -725,7 +751,17 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
                         }
                     }
                 }
-                Piece::Part(b) => tcb.send(b),
+                // Bytes in a packet buffer: the send buffer keeps a reference, and
+                // segments share it. Pieces shorter than a quarter of a chunk are
+                // copied (as the space acknowledgments open, a segment or two at a
+                // time, they would make a long list of tiny chunks).
+                Piece::InPkt { m, off, data } if data.len() >= SNDBUF_SHARE_MIN => {
+                    match tcb.send_mbuf(m.copym(off, data.len())) {
+                        Ok(()) => data.len(),
+                        Err(_) => tcb.send(data),
+                    }
+                }
+                Piece::Part(b) | Piece::InPkt { data: b, .. } => tcb.send(b),
             });
             // A writer may be waiting for room: wake it once a quarter of the channel
             // is free (or all of it), not for every segment's worth, so a bulk writer
@@ -847,13 +883,31 @@ fn note_reader(readers: &mut Vec<Arc<StreamShared>>, s: &Arc<StreamShared>) {
 /// buffer without a copy; shorter ones are copied so small writes share a chunk.
 const MOVE_CHUNK: usize = 4096;
 
+/// Whether a segment takes `p` by reference to its packet buffer rather than by
+/// copy: when the bytes fill at least a quarter of that buffer, the rule a receiver
+/// applies before it holds a buffer (`ByteChan::push_pkt`), so what is shared here
+/// is not copied there either. Large segments for a device with segmentation
+/// offload share; a 1448-byte one out of a 64 KiB buffer is copied.
+fn shares<'a>(p: &SndPiece<'a>) -> Option<(&'a Mbuf, usize)> {
+    p.shared
+        .filter(|(m, _)| p.data.len() >= PKT_SHARE_MIN && m.buf_bytes() <= 4 * p.data.len())
+}
+
+/// Shorter pieces of the application's channel are copied into the send buffer.
+const SNDBUF_SHARE_MIN: usize = 16 * 1024;
+
+/// Shorter pieces of the send buffer are always copied into the segment.
+const PKT_SHARE_MIN: usize = 1024;
+
 /// Builds one segment and sends it down `ip_output`.
-/// `payload` is the segment's data (`seg.data_len` bytes) in pieces.
+/// `payload` is the segment's data (`seg.data_len` bytes) in pieces: copied into
+/// the header's buffer, or shared where they lie in a packet buffer
+/// ([`Mbuf::copym`], no copy).
 pub(crate) fn send_segment<'p>(
     cx: &mut Cx<'_>,
     t: &Tuple,
     seg: &SegOut,
-    payload: impl Iterator<Item = &'p [u8]>,
+    payload: impl Iterator<Item = SndPiece<'p>> + Clone,
 ) {
     let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
     let hlen = repr.header_len();
@@ -862,17 +916,31 @@ pub(crate) fn send_segment<'p>(
         let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
         repr.emit(&mut p, &t.local.ip(), &t.remote.ip(), false);
     }
-    // One buffer for the whole segment (a jumbo cluster for a segmentation-offload
-    // device's large ones), so the receiver parses it in place.
-    let Ok(mut m) = Mbuf::with_capacity(hlen + seg.data_len) else {
+    // One buffer for the header and the bytes copied (a jumbo cluster for a
+    // segmentation-offload device's large ones), so the receiver parses a copied
+    // segment in place; shared pieces follow as segments of their own.
+    let copied: usize = payload
+        .clone()
+        .filter(|p| shares(p).is_none())
+        .map(|p| p.data.len())
+        .sum();
+    let Ok(mut m) = Mbuf::with_capacity(hlen + copied) else {
         return DropReason::IpOutDropped.count(cx.stats);
     };
     if m.append(&hdr[..hlen]).is_err() {
         return DropReason::IpOutDropped.count(cx.stats);
     }
     for piece in payload {
-        if m.append(piece).is_err() {
-            return DropReason::IpOutDropped.count(cx.stats);
+        match shares(&piece) {
+            Some((pm, at)) => {
+                m.cat(pm.copym(at, piece.data.len()));
+                cx.stats.tcp.sndbyteshared += piece.data.len() as u64;
+            }
+            None => {
+                if m.append(piece.data).is_err() {
+                    return DropReason::IpOutDropped.count(cx.stats);
+                }
+            }
         }
     }
     // What the send buffer held of it (a probe may find less than it asked for).

@@ -12,6 +12,6 @@ pub mod tcb;
 pub use cc::CongestionControl;
 pub use socket::{TcpBuffers, TcpListener, TcpStream};
 pub use tcb::{
-    reset_answering, reset_for, wscale_for, CookieOpts, SegIn, SegOut, State, Tcb, TcpConfig,
-    TcpError,
+    reset_answering, reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb,
+    TcpConfig, TcpError,
 };

@@ -1,13 +1,18 @@
 //! A connection's send buffer: the bytes from SND.UNA on, as a queue of chunks.
 //!
-//! Large chunks come whole from the application's byte channel ([`SndBuf::push_chunk`]:
-//! the `Vec` moves, the bytes are not copied), so a byte written by the application is
-//! copied once into the channel and once into its packet, not a third time into a
-//! ring. Small pieces are appended to the last chunk ([`SndBuf::push_slice`]), so a
-//! stream of small writes does not become a long list of tiny chunks. Acknowledged
-//! chunks wait in a short spare list for the connection's owner to hand back to the
-//! channel ([`SndBuf::take_spare`]), where the application's next writes reuse them.
+//! Large chunks come whole from the application's byte channel, so a byte written
+//! by the application is copied once, into the channel, and not again into a ring:
+//! a `Vec` moves in ([`SndBuf::push_chunk`]), and a chunk in a packet buffer
+//! ([`SndBuf::push_mbuf`]) is held by reference, which lets a segment share it too
+//! instead of copying it (FreeBSD's `tcp_output` builds its segments with
+//! `m_copym` from the socket buffer the same way; see [`Piece::shared`]). Small
+//! pieces are appended to the last chunk ([`SndBuf::push_slice`]), so a stream of
+//! small writes does not become a long list of tiny chunks. Acknowledged `Vec`
+//! chunks wait in a short spare list for the connection's owner to hand back to
+//! the channel ([`SndBuf::take_spare`]), where the application's next writes reuse
+//! them; a packet buffer goes back to its pool when its last holder lets go.
 
+use mbuf::Mbuf;
 use std::collections::VecDeque;
 
 /// Largest chunk this buffer allocates for slices; the first is sized to its data
@@ -17,9 +22,32 @@ const FILL_MIN: usize = 256;
 /// Acknowledged chunks kept for reuse.
 const SPARE_MAX: usize = 8;
 
+#[derive(Debug)]
+enum Chunk {
+    Bytes(Vec<u8>),
+    /// A packet of one segment holding exactly the chunk's bytes.
+    Pkt(Mbuf),
+}
+
+impl Chunk {
+    fn data(&self) -> &[u8] {
+        match self {
+            Chunk::Bytes(v) => v,
+            Chunk::Pkt(m) => m.first(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(v) => v.len(),
+            Chunk::Pkt(m) => m.len(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct SndBuf {
-    chunks: VecDeque<Vec<u8>>,
+    chunks: VecDeque<Chunk>,
     /// Bytes at the front of the first chunk already acknowledged.
     head: usize,
     len: usize,
@@ -39,13 +67,16 @@ impl SndBuf {
     /// Appends a copy of `data`, into the last chunk's free capacity first.
     pub fn push_slice(&mut self, mut data: &[u8]) {
         self.len += data.len();
-        if let Some(last) = self.chunks.back_mut() {
+        if let Some(Chunk::Bytes(last)) = self.chunks.back_mut() {
             let n = (last.capacity() - last.len()).min(data.len());
             last.extend_from_slice(&data[..n]);
             data = &data[n..];
         }
         while !data.is_empty() {
-            let last = self.chunks.back().map_or(0, Vec::capacity);
+            let last = match self.chunks.back() {
+                Some(Chunk::Bytes(v)) => v.capacity(),
+                _ => 0,
+            };
             let want = data
                 .len()
                 .max(2 * last)
@@ -59,7 +90,7 @@ impl SndBuf {
             let n = c.capacity().min(data.len());
             c.extend_from_slice(&data[..n]);
             data = &data[n..];
-            self.chunks.push_back(c);
+            self.chunks.push_back(Chunk::Bytes(c));
         }
     }
 
@@ -69,7 +100,27 @@ impl SndBuf {
             return self.keep_spare(c);
         }
         self.len += c.len();
-        self.chunks.push_back(c);
+        self.chunks.push_back(Chunk::Bytes(c));
+    }
+
+    /// Appends the bytes of `m` without copying them: the buffer holds `m` (one
+    /// chunk per segment), and segments share its buffers.
+    pub fn push_mbuf(&mut self, m: Mbuf) {
+        if m.nsegs() <= 1 {
+            if !m.is_empty() {
+                self.len += m.len();
+                self.chunks.push_back(Chunk::Pkt(m));
+            }
+            return;
+        }
+        let mut off = 0;
+        let lens: Vec<usize> = m.segments().map(<[u8]>::len).collect();
+        for n in lens {
+            if n > 0 {
+                self.push_mbuf(m.copym(off, n));
+            }
+            off += n;
+        }
     }
 
     /// Drops the first `n` bytes (acknowledged).
@@ -87,7 +138,7 @@ impl SndBuf {
             }
             n -= avail;
             self.head = 0;
-            if let Some(c) = self.chunks.pop_front() {
+            if let Some(Chunk::Bytes(c)) = self.chunks.pop_front() {
                 self.keep_spare(c);
             }
         }
@@ -104,15 +155,20 @@ impl SndBuf {
         self.spare.pop()
     }
 
-    /// Bytes `[off, off + n)` (clamped to what is held) as slices of the chunks.
-    pub fn slices(&self, off: usize, n: usize) -> Slices<'_> {
+    /// Bytes `[off, off + n)` (clamped to what is held) as pieces of the chunks.
+    pub fn pieces(&self, off: usize, n: usize) -> Pieces<'_> {
         let off = off.min(self.len);
-        Slices {
+        Pieces {
             buf: self,
             chunk: 0,
             at: self.head + off,
             left: n.min(self.len - off),
         }
+    }
+
+    /// Bytes `[off, off + n)` (clamped to what is held) as slices of the chunks.
+    pub fn slices(&self, off: usize, n: usize) -> impl Iterator<Item = &[u8]> {
+        self.pieces(off, n).map(|p| p.data)
     }
 
     /// Frees everything, spare chunks too.
@@ -121,9 +177,18 @@ impl SndBuf {
     }
 }
 
+/// A piece of a send buffer's range: bytes within one chunk.
+#[derive(Clone, Copy, Debug)]
+pub struct Piece<'a> {
+    pub data: &'a [u8],
+    /// The packet the bytes lie in and their offset in it, when the chunk is a
+    /// packet buffer: a segment may take them with [`Mbuf::copym`] (no copy).
+    pub shared: Option<(&'a Mbuf, usize)>,
+}
+
 /// The pieces of a range of a [`SndBuf`], in order.
-#[derive(Debug)]
-pub struct Slices<'a> {
+#[derive(Clone, Debug)]
+pub struct Pieces<'a> {
     buf: &'a SndBuf,
     /// Chunk to look in next, and the offset into the chunks from there.
     chunk: usize,
@@ -131,23 +196,30 @@ pub struct Slices<'a> {
     left: usize,
 }
 
-impl<'a> Iterator for Slices<'a> {
-    type Item = &'a [u8];
+impl<'a> Iterator for Pieces<'a> {
+    type Item = Piece<'a>;
 
-    fn next(&mut self) -> Option<&'a [u8]> {
+    fn next(&mut self) -> Option<Piece<'a>> {
         while self.left > 0 {
             let c = self.buf.chunks.get(self.chunk)?;
-            if self.at >= c.len() {
-                self.at -= c.len();
+            let d = c.data();
+            if self.at >= d.len() {
+                self.at -= d.len();
                 self.chunk += 1;
                 continue;
             }
-            let n = (c.len() - self.at).min(self.left);
-            let s = &c[self.at..self.at + n];
+            let n = (d.len() - self.at).min(self.left);
+            let p = Piece {
+                data: &d[self.at..self.at + n],
+                shared: match c {
+                    Chunk::Pkt(m) => Some((m, self.at)),
+                    Chunk::Bytes(_) => None,
+                },
+            };
             self.left -= n;
             self.at = 0;
             self.chunk += 1;
-            return Some(s);
+            return Some(p);
         }
         None
     }
@@ -180,10 +252,11 @@ mod tests {
         {
             let d = bytes(n);
             model.extend_from_slice(&d);
-            if i % 2 == 0 {
-                b.push_slice(&d);
-            } else {
-                b.push_chunk(d);
+            match i % 3 {
+                0 => b.push_slice(&d),
+                1 => b.push_chunk(d),
+                // A chain of clusters: one chunk per segment.
+                _ => b.push_mbuf(Mbuf::from_slice(&d).unwrap()),
             }
             assert_eq!(b.len(), model.len());
             for (off, len) in [(0, model.len()), (1, 7), (model.len() / 2, 30_000)] {
@@ -191,6 +264,15 @@ mod tests {
                 assert_eq!(collect(&b, off, len), model[off..off + len]);
             }
         }
+        // Pieces in packet buffers say where: a segment can share them.
+        let mut shared = 0;
+        for p in b.pieces(0, model.len()) {
+            if let Some((m, at)) = p.shared {
+                assert_eq!(m.copym(at, p.data.len()).to_vec(), p.data);
+                shared += 1;
+            }
+        }
+        assert!(shared > 10, "{shared}");
         // Acknowledge in uneven steps; what remains reads the same.
         for step in [3, 10_000, 1, 25_000, 7, 100_000] {
             let n = step.min(model.len());

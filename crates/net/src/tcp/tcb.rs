@@ -185,7 +185,85 @@ pub struct SegIn<'a> {
     pub ts: Option<(u32, u32)>,
     /// SACK blocks (left edge, right edge).
     pub sack: [Option<(u32, u32)>; 4],
-    pub payload: &'a [u8],
+    pub payload: Payload<'a>,
+}
+
+/// A received segment's data: one slice, or two when it arrived in two buffers (a
+/// sender's header buffer and the send-buffer chunk its segment shares, say), so
+/// that nothing is copied to make it contiguous.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Payload<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl<'a> Payload<'a> {
+    /// `head` followed by `tail`.
+    pub fn new(head: &'a [u8], tail: &'a [u8]) -> Self {
+        if head.is_empty() {
+            Payload {
+                head: tail,
+                tail: &[],
+            }
+        } else {
+            Payload { head, tail }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail.is_empty()
+    }
+
+    /// Without its first `n` bytes (empty when `n` is the length or more).
+    pub fn skip(self, n: usize) -> Self {
+        match self.head.get(n..) {
+            Some(h) => Payload::new(h, self.tail),
+            None => Payload::new(
+                self.tail.get(n - self.head.len()..).unwrap_or_default(),
+                &[],
+            ),
+        }
+    }
+
+    /// Its first `n` bytes (all of it when `n` is the length or more).
+    pub fn take(self, n: usize) -> Self {
+        match n.checked_sub(self.head.len()) {
+            None => Payload::new(&self.head[..n], &[]),
+            Some(rest) => Payload::new(self.head, &self.tail[..rest.min(self.tail.len())]),
+        }
+    }
+
+    /// The non-empty slices, in order.
+    pub fn pieces(self) -> impl Iterator<Item = &'a [u8]> {
+        [self.head, self.tail].into_iter().filter(|p| !p.is_empty())
+    }
+
+    /// The bytes, gathered.
+    pub fn to_vec(self) -> Vec<u8> {
+        [self.head, self.tail].concat()
+    }
+}
+
+impl<'a> From<&'a [u8]> for Payload<'a> {
+    fn from(b: &'a [u8]) -> Self {
+        Payload { head: b, tail: &[] }
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u8; N]> for Payload<'a> {
+    fn from(b: &'a [u8; N]) -> Self {
+        Payload { head: b, tail: &[] }
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for Payload<'a> {
+    fn from(b: &'a Vec<u8>) -> Self {
+        Payload { head: b, tail: &[] }
+    }
 }
 
 impl<'a> SegIn<'a> {
@@ -203,7 +281,7 @@ impl<'a> SegIn<'a> {
             sack_perm: r.sack_permitted,
             ts: r.timestamp.map(|t| (t.tsval, t.tsecr)),
             sack: r.sack_ranges,
-            payload: r.payload,
+            payload: r.payload.into(),
         }
     }
 
@@ -222,7 +300,7 @@ impl<'a> SegIn<'a> {
             sack_perm: seg.sack_perm,
             ts: seg.ts,
             sack: seg.sack,
-            payload,
+            payload: payload.into(),
         }
     }
 
@@ -720,6 +798,17 @@ impl Tcb {
             return Err(c);
         }
         self.sndbuf.push_chunk(c);
+        Ok(())
+    }
+
+    /// Queues the bytes of `m` without copying them (the send buffer holds the
+    /// packet's buffers, and segments share them), if they fit in
+    /// [`Tcb::send_space`]; else gives `m` back.
+    pub fn send_mbuf(&mut self, m: mbuf::Mbuf) -> Result<(), mbuf::Mbuf> {
+        if m.len() > self.send_space() {
+            return Err(m);
+        }
+        self.sndbuf.push_mbuf(m);
         Ok(())
     }
 
@@ -1597,18 +1686,19 @@ impl Tcb {
     /// Copies the data of `seg` into `dst` (`dst.len() == seg.data_len`).
     pub fn copy_payload(&self, seg: &SegOut, dst: &mut [u8]) {
         let mut at = 0;
-        for piece in self.payload(seg) {
+        for piece in self.payload(seg).map(|p| p.data) {
             let n = piece.len().min(dst.len() - at);
             dst[at..at + n].copy_from_slice(&piece[..n]);
             at += n;
         }
     }
 
-    /// The data of `seg` in place, as slices of the send buffer (`data_len` bytes in
-    /// all), for the caller to copy straight into a packet.
-    pub fn payload(&self, seg: &SegOut) -> super::sndbuf::Slices<'_> {
+    /// The data of `seg` in place, as pieces of the send buffer (`data_len` bytes in
+    /// all), for the caller to copy straight into a packet, or to share where they
+    /// lie in a packet buffer.
+    pub fn payload(&self, seg: &SegOut) -> super::sndbuf::Pieces<'_> {
         let off = diff(seg.seq, self.buf_seq) as usize;
-        self.sndbuf.slices(off, seg.data_len)
+        self.sndbuf.pieces(off, seg.data_len)
     }
 
     /// Processes one received segment.
@@ -2091,7 +2181,7 @@ impl Tcb {
             if dup >= data.len() {
                 // Only a FIN (or nothing) is new.
                 st.rcvpartduppack += u64::from(!data.is_empty());
-                data = &[];
+                data = Payload::default();
                 seq = self.rcv_nxt;
                 if !fin || diff(self.rcv_nxt, seg.seq) as usize > seg.payload.len() {
                     fin = false;
@@ -2099,7 +2189,7 @@ impl Tcb {
             } else {
                 st.rcvpartduppack += 1;
                 st.rcvdupbyte += dup as u64;
-                data = &data[dup..];
+                data = data.skip(dup);
                 seq = self.rcv_nxt;
             }
         }
@@ -2108,20 +2198,27 @@ impl Tcb {
         let off = diff(seq, self.rcv_nxt) as usize;
         if off + data.len() > room {
             let keep = room.saturating_sub(off);
-            data = &data[..keep.min(data.len())];
+            data = data.take(keep);
             fin = false;
             st.rcvpackafterwin += 1;
         }
         if seq == self.rcv_nxt {
             // Straight to a waiting reader while nothing is buffered ahead of it.
-            let mut n = if self.rcvbuf.is_empty() && !data.is_empty() {
-                direct(data).min(data.len())
-            } else {
-                0
-            };
+            let mut n = 0;
+            if self.rcvbuf.is_empty() {
+                for piece in data.pieces() {
+                    let k = direct(piece).min(piece.len());
+                    n += k;
+                    if k < piece.len() {
+                        break;
+                    }
+                }
+            }
             let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
             let k = (data.len() - n).min(space);
-            self.rcvbuf.extend(&data[n..n + k]);
+            for piece in data.skip(n).take(k).pieces() {
+                self.rcvbuf.extend(piece);
+            }
             n += k;
             self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
             if n > 0 {
@@ -2165,7 +2262,9 @@ impl Tcb {
                         .unwrap_or(self.ooo.len());
                     let mut buf = self.ooo_free.pop().unwrap_or_default();
                     buf.clear();
-                    buf.extend_from_slice(data);
+                    for piece in data.pieces() {
+                        buf.extend_from_slice(piece);
+                    }
                     self.ooo.insert(
                         pos,
                         OooSeg {

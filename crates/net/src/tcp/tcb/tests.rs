@@ -617,7 +617,7 @@ fn paws_drops_an_old_duplicate() {
     let mut s = seg_to_a(&p);
     let old = p.a.ts_recent.wrapping_sub(1000);
     s.ts = Some((old, 0));
-    s.payload = b"stale data from an old incarnation";
+    s.payload = b"stale data from an old incarnation".into();
     let now = p.now;
     let before = p.a.recv_available();
     p.a.input(&s, now, &mut p.sa);
@@ -720,7 +720,7 @@ fn out_of_order_queue_is_bounded() {
     for i in 0..1000u32 {
         let mut s = seg_to_a(&p);
         s.seq = base.wrapping_add(10 + i * 2);
-        s.payload = b"z";
+        s.payload = b"z".into();
         p.a.input(&s, now, &mut p.sa);
     }
     assert!(p.a.ooo.len() <= p.a.cfg.ooo_max_segs);
@@ -802,7 +802,7 @@ fn random_segments_never_panic_and_keep_invariants() {
                         (l, l.wrapping_add(rng.below(4000) as u32))
                     })
                 }),
-                payload: &payload[..rng.below(3000) as usize],
+                payload: payload[..rng.below(3000) as usize].into(),
             };
             p.a.input(&seg, now, &mut p.sa);
             let mut out = Vec::new();
@@ -1118,7 +1118,7 @@ fn data_with_an_ack_too_old_for_any_window_is_dropped_with_a_challenge_ack() {
     let payload = [9u8; 100];
     let mut s = seg_to_a(&p);
     s.ack = Some(p.a.snd_una.wrapping_sub(p.a.max_snd_wnd).wrapping_sub(1000));
-    s.payload = &payload;
+    s.payload = (&payload).into();
     let now = p.now;
     p.a.input(&s, now, &mut p.sa);
     assert_eq!((p.sa.rcvacktooold, p.sa.challengeack), (1, 1));
@@ -1131,7 +1131,7 @@ fn data_with_an_ack_too_old_for_any_window_is_dropped_with_a_challenge_ack() {
     // An ACK inside the window is still fine.
     let mut s = seg_to_a(&p);
     s.ack = Some(p.a.snd_una);
-    s.payload = &payload;
+    s.payload = (&payload).into();
     p.a.input(&s, now, &mut p.sa);
     assert_eq!(p.a.recv_available(), before + 100);
 }
