@@ -47,10 +47,15 @@ impl Chunk {
 
 #[derive(Debug, Default)]
 pub struct SndBuf {
-    chunks: VecDeque<Chunk>,
+    /// Each chunk with the stream offset of its first byte (counted from the first
+    /// byte this buffer ever held), so a range is found by binary search rather than
+    /// by walking the chunks before it for every segment.
+    chunks: VecDeque<(u64, Chunk)>,
     /// Bytes at the front of the first chunk already acknowledged.
     head: usize,
     len: usize,
+    /// Stream offset of the next byte to be appended.
+    end: u64,
     spare: Vec<Vec<u8>>,
 }
 
@@ -67,14 +72,17 @@ impl SndBuf {
     /// Appends a copy of `data`, into the last chunk's free capacity first.
     pub fn push_slice(&mut self, mut data: &[u8]) {
         self.len += data.len();
-        if let Some(Chunk::Bytes(last)) = self.chunks.back_mut() {
+        self.end += data.len() as u64;
+        let mut at = self.end - data.len() as u64;
+        if let Some((_, Chunk::Bytes(last))) = self.chunks.back_mut() {
             let n = (last.capacity() - last.len()).min(data.len());
             last.extend_from_slice(&data[..n]);
             data = &data[n..];
+            at += n as u64;
         }
         while !data.is_empty() {
             let last = match self.chunks.back() {
-                Some(Chunk::Bytes(v)) => v.capacity(),
+                Some((_, Chunk::Bytes(v))) => v.capacity(),
                 _ => 0,
             };
             let want = data
@@ -90,7 +98,8 @@ impl SndBuf {
             let n = c.capacity().min(data.len());
             c.extend_from_slice(&data[..n]);
             data = &data[n..];
-            self.chunks.push_back(Chunk::Bytes(c));
+            self.chunks.push_back((at, Chunk::Bytes(c)));
+            at += n as u64;
         }
     }
 
@@ -100,7 +109,9 @@ impl SndBuf {
             return self.keep_spare(c);
         }
         self.len += c.len();
-        self.chunks.push_back(Chunk::Bytes(c));
+        self.end += c.len() as u64;
+        self.chunks
+            .push_back((self.end - c.len() as u64, Chunk::Bytes(c)));
     }
 
     /// Appends the bytes of `m` without copying them: the buffer holds `m` (one
@@ -109,7 +120,9 @@ impl SndBuf {
         if m.nsegs() <= 1 {
             if !m.is_empty() {
                 self.len += m.len();
-                self.chunks.push_back(Chunk::Pkt(m));
+                self.end += m.len() as u64;
+                self.chunks
+                    .push_back((self.end - m.len() as u64, Chunk::Pkt(m)));
             }
             return;
         }
@@ -128,7 +141,7 @@ impl SndBuf {
         let mut n = n.min(self.len);
         self.len -= n;
         while n > 0 {
-            let Some(first) = self.chunks.front() else {
+            let Some((_, first)) = self.chunks.front() else {
                 break;
             };
             let avail = first.len() - self.head;
@@ -138,7 +151,7 @@ impl SndBuf {
             }
             n -= avail;
             self.head = 0;
-            if let Some(Chunk::Bytes(c)) = self.chunks.pop_front() {
+            if let Some((_, Chunk::Bytes(c))) = self.chunks.pop_front() {
                 self.keep_spare(c);
             }
         }
@@ -158,10 +171,19 @@ impl SndBuf {
     /// Bytes `[off, off + n)` (clamped to what is held) as pieces of the chunks.
     pub fn pieces(&self, off: usize, n: usize) -> Pieces<'_> {
         let off = off.min(self.len);
+        // The chunk holding byte `off`, and where in it.
+        let abs = self.end - (self.len - off) as u64;
+        let chunk = self
+            .chunks
+            .partition_point(|(start, c)| start + c.len() as u64 <= abs);
+        let at = self
+            .chunks
+            .get(chunk)
+            .map_or(0, |(start, _)| (abs - start) as usize);
         Pieces {
             buf: self,
-            chunk: 0,
-            at: self.head + off,
+            chunk,
+            at,
             left: n.min(self.len - off),
         }
     }
@@ -201,7 +223,7 @@ impl<'a> Iterator for Pieces<'a> {
 
     fn next(&mut self) -> Option<Piece<'a>> {
         while self.left > 0 {
-            let c = self.buf.chunks.get(self.chunk)?;
+            let (_, c) = self.buf.chunks.get(self.chunk)?;
             let d = c.data();
             if self.at >= d.len() {
                 self.at -= d.len();
@@ -280,6 +302,10 @@ mod tests {
             model.drain(..n);
             assert_eq!(b.len(), model.len());
             assert_eq!(collect(&b, 0, model.len()), model);
+            for off in (0..model.len()).step_by(997) {
+                let len = 3000.min(model.len() - off);
+                assert_eq!(collect(&b, off, len), model[off..off + len]);
+            }
         }
         assert!(b.is_empty());
         // Emptied chunks are offered back, a bounded few.
