@@ -12,17 +12,28 @@ use std::net::IpAddr;
 ///
 /// RFC 1071 §2(B): the sum is independent of byte order, so we add native-endian 64-bit
 /// words with end-around carry (eight bytes an `add`+`adc`, no byte swaps) and swap the
-/// folded 16-bit result once at the end. Two accumulators break the carry chain so the
-/// two adds of a 16-byte step run in parallel.
+/// folded 16-bit result once at the end. Four accumulators break the carry chain so the
+/// four adds of a 32-byte step run in parallel for data of 128 bytes or more
+/// (+16% at 1500 bytes, +48% at 9000 in `cargo bench -p wire`).
 ///
 /// `#[inline]` so that callers in other crates can inline it: over a header of known
 /// length (an IPv4 header's 20 bytes) the loop unrolls to a few adds, where a call
 /// cost the forwarding fast path 17% of its time (bench forward's profile).
 #[inline]
 pub fn data(bytes: &[u8]) -> u16 {
-    let mut acc0: u64 = 0;
-    let mut acc1: u64 = 0;
+    // Long data goes 32 bytes a step first, out of line (a header's inlined sum
+    // stays as short as it was).
+    if bytes.len() >= 128 {
+        let (acc, rest) = sum_long(bytes);
+        return sum_short(acc, rest);
+    }
+    sum_short(0, bytes)
+}
 
+/// The sum of `bytes` (16 bytes a step, two chains) added to `acc0`, folded.
+#[inline(always)]
+fn sum_short(mut acc0: u64, bytes: &[u8]) -> u16 {
+    let mut acc1 = 0u64;
     let mut chunks = bytes.chunks_exact(16);
     for chunk in &mut chunks {
         let (lo, hi) = chunk.split_at(8);
@@ -50,6 +61,32 @@ pub fn data(bytes: &[u8]) -> u16 {
     let (sum, carry) = acc0.overflowing_add(acc1);
     let sum = sum + u64::from(carry);
     u16::from_be(fold64(sum))
+}
+
+/// The one's complement sum (unfolded) of the 32-byte steps of `bytes`, in four
+/// independent add-with-carry chains (a chain does a word every two cycles: its add,
+/// then its carry), and what is left after them.
+#[inline(never)]
+fn sum_long(bytes: &[u8]) -> (u64, &[u8]) {
+    #[inline(always)]
+    fn add(acc: &mut u64, w: u64) {
+        let (s, c) = acc.overflowing_add(w);
+        *acc = s + u64::from(c);
+    }
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
+    let mut acc = [0u64; 4];
+    let mut big = bytes.chunks_exact(32);
+    for chunk in &mut big {
+        add(&mut acc[0], word(&chunk[..8]));
+        add(&mut acc[1], word(&chunk[8..16]));
+        add(&mut acc[2], word(&chunk[16..24]));
+        add(&mut acc[3], word(&chunk[24..]));
+    }
+    let mut sum = acc[0];
+    for a in &acc[1..] {
+        add(&mut sum, *a);
+    }
+    (sum, big.remainder())
 }
 
 /// Fold a 64-bit one's complement sum to 16 bits.
@@ -193,7 +230,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn fast_equals_naive(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        fn fast_equals_naive(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
             prop_assert_eq!(data(&bytes), data_naive(&bytes));
         }
 
