@@ -5,7 +5,7 @@
 //! describes it, never panics.
 #![no_main]
 
-use dev::tap::{vnet_rx, vnet_tx, VNET_HDR};
+use dev::tap::{vnet_gso_size, vnet_rx, vnet_tx, VNET_HDR};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,6 +16,8 @@ fuzz_target!(|data: &[u8]| {
     let (hdr, frame) = rest.split_at(VNET_HDR);
     let hdr: &[u8; VNET_HDR] = hdr.try_into().unwrap();
     let mut f = frame.to_vec();
+    let gso = vnet_gso_size(hdr);
+    assert!(gso == 0 || matches!(hdr[1] & 0x7f, 1 | 4));
     if let Some(flags) = vnet_rx(hdr, &mut f) {
         assert!(flags & !mbuf::CSUM_L4_VALID == 0);
         let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));

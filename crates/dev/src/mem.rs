@@ -433,6 +433,14 @@ impl Queue for MemQueue {
             } else {
                 0
             };
+            // A segment sent whole for segmentation offload arrives whole, saying
+            // what it stands for (a virtio-net receiver's `gso_size`): a router
+            // cuts it to fit a link without offload.
+            let tso_segsz = if cfg.offload.tso != 0 {
+                m.hdr.tso_segsz
+            } else {
+                0
+            };
             if len > max_frame(&cfg) {
                 self.stats.oerrors += 1;
                 continue;
@@ -468,6 +476,7 @@ impl Queue for MemQueue {
                     copy.hdr = mbuf::PktHdr {
                         rss_hash: hash,
                         csum_flags,
+                        tso_segsz,
                         ..Default::default()
                     };
                     inbox.push(at, copy);

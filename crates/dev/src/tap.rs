@@ -42,6 +42,7 @@ const VNET_F_NEEDS_CSUM: u8 = 1;
 const VNET_F_DATA_VALID: u8 = 2;
 const VNET_GSO_NONE: u8 = 0;
 const VNET_GSO_TCPV4: u8 = 1;
+const VNET_GSO_TCPV6: u8 = 4;
 /// Largest frame read from a TAP: jumbo frames, and with offload a 64 KiB GSO
 /// packet behind its virtio-net header.
 const RX_BUF: usize = 65_535 + 18 + VNET_HDR + 64;
@@ -307,6 +308,17 @@ pub fn vnet_rx(hdr: &[u8; VNET_HDR], frame: &mut [u8]) -> Option<u32> {
     })
 }
 
+/// For a GSO packet the kernel handed us whole (a TCP segment over IPv4 or IPv6 that
+/// stands for smaller ones), the data bytes per segment it stands for (`gso_size`);
+/// 0 for an ordinary frame. A router cuts such a packet to fit a link that cannot
+/// take it whole.
+pub fn vnet_gso_size(hdr: &[u8; VNET_HDR]) -> u16 {
+    match hdr[1] & 0x7f {
+        VNET_GSO_TCPV4 | VNET_GSO_TCPV6 => u16::from_ne_bytes([hdr[4], hdr[5]]),
+        _ => 0,
+    }
+}
+
 /// The virtio-net header for a frame we send: nothing to do, or (for our TCP/IPv4
 /// segments, `CSUM_L4_NEEDED`) a checksum to fill in and, beyond the MTU, a TCP
 /// segment to cut into `tso_segsz`-byte ones. `None` if the frame is not what the
@@ -383,6 +395,7 @@ impl Queue for TapQueue {
             }
             let mut start = 0;
             let mut csum_flags = 0;
+            let mut gso_size = 0;
             if self.vnet {
                 if end <= VNET_HDR {
                     self.stats.ierrors += 1;
@@ -390,6 +403,7 @@ impl Queue for TapQueue {
                 }
                 let (hdr, frame) = self.buf[..end].split_at_mut(VNET_HDR);
                 let hdr: &[u8; VNET_HDR] = (&*hdr).try_into().expect("split at VNET_HDR");
+                gso_size = vnet_gso_size(hdr);
                 match vnet_rx(hdr, frame) {
                     Some(f) => csum_flags = f,
                     None => {
@@ -406,6 +420,7 @@ impl Queue for TapQueue {
             match m {
                 Ok(mut m) => {
                     m.hdr.csum_flags = csum_flags;
+                    m.hdr.tso_segsz = gso_size;
                     m.hdr.rxq = self.index;
                     self.stats.ipackets += 1;
                     self.stats.ibytes += len as u64;

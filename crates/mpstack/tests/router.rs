@@ -308,3 +308,60 @@ add 600 deny ip from any to any
     assert_eq!(rule("00500"), 1, "one SYN refused");
     assert!(rule("00600") >= 2, "side 2's pings dropped");
 }
+
+#[test]
+fn an_offload_router_cuts_what_linux_hands_it_whole() {
+    // With `--offload` the kernel hands the router TCP segments of up to 64 KiB (the
+    // virtio-net header's GSO), Don't Fragment set. Forwarded onto the 1280-byte
+    // link they must leave as ordinary segments (software segmentation, as Linux
+    // does for a GRO packet it forwards), not draw "fragmentation needed" for a
+    // size the sender never put on any wire.
+    skip_unless!("ip", "socat", "sha256sum");
+    let mut r = Routed::start_with("o", 1, &["--offload"]);
+    let send = r.tmp.join("send");
+    let recv = r.tmp.join("recv");
+    let (ok, out) = sh(&format!(
+        "head -c 20000000 /dev/urandom > {}",
+        send.display()
+    ));
+    assert!(ok, "{out}");
+    for (server, client, dst) in [
+        (1, 0, "198.18.2.2"),
+        (0, 1, "198.18.1.2"),
+        (1, 0, "[2001:2:2::2]"),
+    ] {
+        let _ = std::fs::remove_file(&recv);
+        let listen = format!(
+            "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr{} OPEN:{},creat,trunc",
+            r.ns[server],
+            if dst.starts_with('[') { ",pf=ip6" } else { "" },
+            recv.display()
+        );
+        let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let (ok, out) = r.exec(
+            client,
+            &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
+        );
+        assert!(ok, "socat to {dst}: {out}");
+        let st = srv.wait().unwrap();
+        assert!(st.success(), "listener to {dst}: {st}");
+        let (_, a) = sh(&format!("sha256sum < {}", send.display()));
+        let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
+        assert_eq!(a, b, "SHA-256 through the offload router to {dst}");
+    }
+    let c = r.stop();
+    for k in ["ip.swgso", "ip6.swgso"] {
+        assert!(
+            c.get(k).copied().unwrap_or(0) > 0,
+            "large segments were cut in software ({k}): {c:?}"
+        );
+    }
+    assert_eq!(c.get("ip6.toobig").copied().unwrap_or(0), 0, "{c:?}");
+    assert_eq!(
+        c.get("ip.toobig").copied().unwrap_or(0),
+        0,
+        "no fragmentation-needed for a segment cut in software: {c:?}"
+    );
+    assert_eq!(c.get("ip.fragmented").copied().unwrap_or(0), 0, "{c:?}");
+}

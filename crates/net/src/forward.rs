@@ -155,7 +155,8 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
     } else {
         out.mtu
     };
-    if m.len() > mtu && df {
+    // A segment that stands for smaller ones is cut to fit below, whatever its DF.
+    if m.len() > mtu && df && m.hdr.tso_segsz == 0 {
         // RFC 1191: fragmentation needed, with the next hop's MTU.
         cx.stats.ip.toobig += 1;
         let mtu = mtu.min(65535) as u16;
@@ -196,6 +197,12 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         return;
     };
     cx.stats.ip.forward += 1;
+    if crate::ip::gso_needed(out, &m, mtu) {
+        for seg in crate::ip::gso_cut(cx, m, mtu) {
+            l2_output4(cx, out, seg, nh, next);
+        }
+        return;
+    }
     // A segment from a link with checksum offload may still lack its checksum.
     let Some(m) = crate::ip::csum_finish(cx, out, m, mtu) else {
         return;
@@ -206,6 +213,12 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         }
         cx.stats.ip.tso += 1;
     }
+    l2_output4(cx, out, m, nh, next);
+}
+
+/// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
+/// one for a gateway, else through ARP.
+fn l2_output4(cx: &mut Cx<'_>, out: &Arc<Ifnet>, m: Mbuf, nh: &route::NextHop, next: Ipv4Addr) {
     if nh.gateway.is_some() {
         if let Some(mac) = nh.l2(cx.now.as_nanos()) {
             return ether_output(cx, out, m, EthernetAddress(mac), EtherType::Ipv4);
@@ -321,8 +334,9 @@ pub(crate) fn ip6_forward(
         Some(nh) if nh.mtu != 0 => (nh.mtu as usize).min(out.mtu),
         _ => out.mtu,
     };
-    if m.len() > mtu {
-        // RFC 8200 §5: routers do not fragment; Packet Too Big with the MTU.
+    if m.len() > mtu && m.hdr.tso_segsz == 0 {
+        // RFC 8200 §5: routers do not fragment; Packet Too Big with the MTU. (A
+        // segment that stands for smaller ones is cut to fit below.)
         cx.stats.ip6.toobig += 1;
         let e = Error6::PktTooBig(mtu as u32);
         return crate::icmp6::icmp6_error(cx, m, e);
@@ -353,6 +367,24 @@ pub(crate) fn ip6_forward(
         return;
     };
     cx.stats.ip6.forward += 1;
+    if m.len() > mtu {
+        for seg in crate::ip::gso_cut(cx, m, mtu) {
+            l2_output6(cx, out, seg, nh, next);
+        }
+        return;
+    }
+    l2_output6(cx, out, m, nh, next);
+}
+
+/// A forwarded IPv6 packet to its next hop's link-layer address: the route's cached
+/// one for a gateway, else through neighbour discovery.
+fn l2_output6(
+    cx: &mut Cx<'_>,
+    out: &Arc<Ifnet>,
+    m: Mbuf,
+    nh: Option<&Arc<route::NextHop>>,
+    next: Ipv6Addr,
+) {
     if let Some(nh) = nh.filter(|n| n.gateway.is_some()) {
         if let Some(mac) = nh.l2(cx.now.as_nanos()) {
             return ether_output(cx, out, m, EthernetAddress(mac), EtherType::Ipv6);

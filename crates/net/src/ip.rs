@@ -272,6 +272,12 @@ pub(crate) fn ip_send(
         .cfg
         .path_mtu4(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
+    if gso_needed(ifp, &m, mtu) {
+        for seg in gso_cut(cx, m, mtu) {
+            ether::arp_resolve_output(cx, ifp, seg, nexthop, bcast);
+        }
+        return;
+    }
     let Some(m) = csum_finish(cx, ifp, m, mtu) else {
         return;
     };
@@ -282,6 +288,27 @@ pub(crate) fn ip_send(
         cx.stats.ip.tso += 1;
     }
     ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+}
+
+/// Whether `m`, longer than `mtu`, is a TCP segment that stands for smaller ones
+/// (`tso_segsz`) and that `ifp` will not cut itself: it is cut in software
+/// ([`gso_cut`]) instead of being fragmented.
+pub(crate) fn gso_needed(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
+    m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, m)
+}
+
+/// `m` (an IPv4 or IPv6 TCP packet with `tso_segsz`) cut into segments that fit
+/// `mtu`, counted in `ip.swgso` or `ip6.swgso`; dropped and counted if it cannot be.
+pub(crate) fn gso_cut(cx: &mut Cx<'_>, m: Mbuf, mtu: usize) -> Vec<Mbuf> {
+    let mut segs = Vec::new();
+    let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
+    match crate::gso::tcp_segment(&m, mtu, &mut segs) {
+        Ok(()) if v6 => cx.stats.ip6.swgso += 1,
+        Ok(()) => cx.stats.ip.swgso += 1,
+        Err(_) if v6 => cx.drop_pkt(m, DropReason::Ip6OutDropped),
+        Err(_) => cx.drop_pkt(m, DropReason::IpOutDropped),
+    }
+    segs
 }
 
 /// Whether `ifp` takes this packet longer than its MTU whole and cuts it into

@@ -13,6 +13,7 @@ pub mod async_io;
 mod ether;
 mod forward;
 pub mod frag;
+pub mod gso;
 pub mod hdr;
 mod icmp;
 mod icmp6;

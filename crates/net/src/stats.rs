@@ -77,8 +77,10 @@ counter_group!(
         forward, redirectsent, timeexceed, blackhole, reject, toobig,
         // Checksum offload: TCP checksums left to a device and filled in software
         // instead (`swcsum`: the device has no offload, or the packet was
-        // fragmented); `tso` packets sent whole to a device that segments them.
-        swcsum, tso,
+        // fragmented); `tso` packets sent whole to a device that segments them;
+        // `swgso` TCP segments larger than the MTU (ours for a device that segments,
+        // or a GSO packet from a TAP) cut into ordinary ones in software instead.
+        swgso, swcsum, tso,
     }
 );
 
@@ -112,6 +114,8 @@ counter_group!(
         atomicfrags, fragq,
         // Forwarding (ip6_forward), as the `ip` ones.
         forward, redirectsent, timeexceed, blackhole, reject, toobig,
+        // As `ip.swgso`.
+        swgso,
     }
 );
 

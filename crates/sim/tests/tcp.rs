@@ -808,10 +808,11 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
 }
 
 #[test]
-fn a_router_fills_in_checksums_and_fragments_for_a_link_without_offload() {
+fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offload() {
     // a ── offload wire ── r ── plain wire ── b: a's 64 KiB segments, their
-    // checksums unfilled, reach b (which checks every checksum) as fragments of
-    // complete datagrams; b's answers go back as ordinary segments.
+    // checksums unfilled, reach b (which checks every checksum) as ordinary
+    // segments cut by the router (software segmentation, not fragments); b's
+    // answers go back as ordinary segments.
     let mut s = Sim::new(4);
     let fast = s.add_hub(WireConfig {
         offload: dev::Offloads::ALL,
@@ -881,12 +882,16 @@ fn a_router_fills_in_checksums_and_fragments_for_a_link_without_offload() {
     assert!(got == data, "the bytes arrived intact");
     let (sa, sr, sb) = (s.host(a).stats(), s.host(r).stats(), s.host(b).stats());
     assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
-    assert!(sr.ip.swcsum > 0, "the router filled in their checksums");
     assert!(
-        sr.ip.fragmented > 0,
-        "and fragmented them for the plain link"
+        sr.ip.swgso > 0,
+        "the router cut them into ordinary segments for the plain link"
     );
-    assert!(sb.ip.reassembled > 0);
+    assert!(
+        sr.ip.swcsum > 0,
+        "and filled in the checksums of smaller ones"
+    );
+    assert_eq!(sr.ip.fragmented, 0, "rather than fragmenting them");
+    assert_eq!(sb.ip.reassembled, 0);
     assert_eq!(sb.tcp.rcvbadsum, 0, "every checksum b checked was right");
     assert_eq!(sb.ip.badsum, 0);
 }

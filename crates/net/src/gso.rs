@@ -1,0 +1,280 @@
+//! Software segmentation (Linux's GSO; what a NIC's TSO does in hardware): a TCP
+//! segment longer than the link's MTU, marked with the size of the segments it
+//! stands for (`PktHdr::tso_segsz`: a TSO segment of ours, or a GSO packet the
+//! kernel handed us whole through a TAP with the virtio-net header), cut into
+//! ordinary segments for a link that cannot take it whole. A router forwards such a
+//! packet this way rather than fragmenting it or, with Don't Fragment set, refusing
+//! it with "fragmentation needed" for a size its sender never put on any wire.
+//!
+//! Each segment gets a copy of the IP and TCP headers, fixed up as RFC 9293 and the
+//! NIC conventions have it (Linux's `tcp_gso_segment`): sequence number advanced by
+//! the data before it; FIN and PSH on the last segment only, CWR on the first only;
+//! IPv4 total length, identification (one more per segment) and header checksum; or
+//! IPv6 payload length; and a full TCP checksum. The data are shared with the
+//! original packet's buffers (`Mbuf::copym`), not copied.
+
+use mbuf::Mbuf;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::IpProtocol;
+
+/// Why a packet could not be cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoError {
+    /// Not an unfragmented TCP packet over IPv4, or over IPv6 without extension
+    /// headers, with consistent lengths.
+    NotTcp,
+    /// No segment size, or no room for data in the MTU.
+    NoSize,
+    /// The packet pool had no buffer for a header.
+    NoBufs,
+}
+
+/// Cuts `m` (starting with its IPv4 or IPv6 header) into TCP segments of at most
+/// `m.hdr.tso_segsz` data bytes that fit in `mtu`, appended to `out` in order.
+/// On error nothing is appended.
+pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoError> {
+    let mut h = [0u8; 40 + 60];
+    let got = m.len().min(h.len());
+    m.copydata(0, &mut h[..got]).map_err(|_| GsoError::NotTcp)?;
+    let (l3, src, dst) = match h[0] >> 4 {
+        4 => {
+            let hl = usize::from(h[0] & 0xf) * 4;
+            let frag = u16::from_be_bytes([h[6], h[7]]) & 0x3fff;
+            if hl < 20
+                || h[9] != u8::from(IpProtocol::Tcp)
+                || frag != 0
+                || usize::from(u16::from_be_bytes([h[2], h[3]])) != m.len()
+            {
+                return Err(GsoError::NotTcp);
+            }
+            let a = |i: usize| Ipv4Addr::new(h[i], h[i + 1], h[i + 2], h[i + 3]);
+            (hl, IpAddr::V4(a(12)), IpAddr::V4(a(16)))
+        }
+        6 => {
+            if h[6] != u8::from(IpProtocol::Tcp)
+                || usize::from(u16::from_be_bytes([h[4], h[5]])) + 40 != m.len()
+            {
+                return Err(GsoError::NotTcp);
+            }
+            let a = |i: usize| {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(&h[i..i + 16]);
+                Ipv6Addr::from(o)
+            };
+            (40, IpAddr::V6(a(8)), IpAddr::V6(a(24)))
+        }
+        _ => return Err(GsoError::NotTcp),
+    };
+    if got < l3 + 20 {
+        return Err(GsoError::NotTcp);
+    }
+    let doff = usize::from(h[l3 + 12] >> 4) * 4;
+    let hlen = l3 + doff;
+    if doff < 20 || hlen > got {
+        return Err(GsoError::NotTcp);
+    }
+    let segsz = usize::from(m.hdr.tso_segsz).min(mtu.saturating_sub(hlen));
+    if segsz == 0 {
+        return Err(GsoError::NoSize);
+    }
+    let data = m.len() - hlen;
+    let seq = u32::from_be_bytes([h[l3 + 4], h[l3 + 5], h[l3 + 6], h[l3 + 7]]);
+    let flags = h[l3 + 13];
+    let id = u16::from_be_bytes([h[4], h[5]]);
+    let first = out.len();
+    let mut off = 0;
+    let mut k: u16 = 0;
+    while off < data || (data == 0 && k == 0) {
+        let n = segsz.min(data - off);
+        let last = off + n == data;
+        let mut hh = [0u8; 40 + 60];
+        hh[..hlen].copy_from_slice(&h[..hlen]);
+        if l3 == 40 {
+            hh[4..6].copy_from_slice(&((doff + n) as u16).to_be_bytes());
+        } else {
+            hh[2..4].copy_from_slice(&((hlen + n) as u16).to_be_bytes());
+            hh[4..6].copy_from_slice(&id.wrapping_add(k).to_be_bytes());
+            hh[10..12].fill(0);
+            let sum = !wire::checksum::data(&hh[..l3]);
+            hh[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        let t = &mut hh[l3..hlen];
+        t[4..8].copy_from_slice(&seq.wrapping_add(off as u32).to_be_bytes());
+        let mut f = flags;
+        if !last {
+            f &= !(0x01 | 0x08); // FIN, PSH
+        }
+        if k > 0 {
+            f &= !0x80; // CWR
+        }
+        t[13] = f;
+        t[16..18].fill(0);
+        let pseudo = wire::checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, (doff + n) as u32);
+        let sum = add(
+            add(pseudo, wire::checksum::data(t)),
+            crate::icmp::mbuf_sum(m, hlen + off, n),
+        );
+        t[16..18].copy_from_slice(&(!sum).to_be_bytes());
+        let seg = Mbuf::with_capacity(hlen).and_then(|mut p| {
+            p.append(&hh[..hlen])?;
+            Ok(p)
+        });
+        let Ok(mut p) = seg else {
+            out.truncate(first);
+            return Err(GsoError::NoBufs);
+        };
+        p.cat(m.copym(hlen + off, n));
+        p.hdr = m.hdr;
+        p.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
+        p.hdr.tso_segsz = 0;
+        out.push(p);
+        off += n;
+        k = k.wrapping_add(1);
+    }
+    Ok(())
+}
+
+fn add(a: u16, b: u16) -> u16 {
+    let s = u32::from(a) + u32::from(b);
+    ((s & 0xffff) + (s >> 16)) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::{Ipv4Packet, Ipv6Packet, TcpPacket};
+
+    /// An IPv4 or IPv6 TCP packet with `data` and the given flags, its checksum
+    /// left as a TSO segment of ours leaves it (the pseudo-header sum).
+    fn tcp_pkt(v6: bool, data: &[u8], flags: u8, segsz: u16) -> Mbuf {
+        let doff = 32; // with a timestamp option's worth of room
+        let mut t = vec![0u8; doff];
+        t[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        t[2..4].copy_from_slice(&80u16.to_be_bytes());
+        t[4..8].copy_from_slice(&0xffff_ff00u32.to_be_bytes()); // wraps
+        t[8..12].copy_from_slice(&7u32.to_be_bytes());
+        t[12] = (doff as u8 / 4) << 4;
+        t[13] = flags;
+        t[14..16].copy_from_slice(&512u16.to_be_bytes());
+        t[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 3]);
+        let mut ip = if v6 {
+            let mut h = vec![0u8; 40];
+            h[0] = 0x60;
+            h[4..6].copy_from_slice(&((doff + data.len()) as u16).to_be_bytes());
+            h[6] = 6;
+            h[7] = 64;
+            h[8..10].copy_from_slice(&[0x20, 0x01]);
+            h[10..12].copy_from_slice(&[0, 2]);
+            h[23] = 1;
+            h[24..26].copy_from_slice(&[0x20, 0x01]);
+            h[26..28].copy_from_slice(&[0, 2]);
+            h[39] = 2;
+            h
+        } else {
+            let mut h = vec![0u8; 20];
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&((20 + doff + data.len()) as u16).to_be_bytes());
+            h[4..6].copy_from_slice(&0xfffeu16.to_be_bytes());
+            h[6] = 0x40; // DF
+            h[8] = 64;
+            h[9] = 6;
+            h[12..16].copy_from_slice(&[198, 18, 0, 1]);
+            h[16..20].copy_from_slice(&[198, 18, 0, 2]);
+            h
+        };
+        ip.extend_from_slice(&t);
+        // The data in a buffer of its own, as a segment sharing the send buffer has it.
+        let mut m = Mbuf::from_slice(&ip).unwrap();
+        m.cat(Mbuf::from_slice(data).unwrap());
+        m.hdr.tso_segsz = segsz;
+        m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
+        m
+    }
+
+    fn check(v6: bool) {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        // FIN, PSH, ACK and CWR on the original.
+        let m = tcp_pkt(v6, &data, 0x01 | 0x08 | 0x10 | 0x80, 1448);
+        let mut out = Vec::new();
+        tcp_segment(&m, 1500, &mut out).unwrap();
+        // 1448 bytes a segment, or what the MTU leaves beside IPv6's larger header.
+        let segsz = 1448.min(1500 - if v6 { 40 + 32 } else { 20 + 32 });
+        assert_eq!(out.len(), 10_000usize.div_ceil(segsz));
+        let mut got = Vec::new();
+        for (k, p) in out.iter().enumerate() {
+            let bytes = p.to_vec();
+            assert!(bytes.len() <= 1500);
+            let (src, dst, tcp) = if v6 {
+                let ip = Ipv6Packet::new_checked(&bytes[..]).unwrap();
+                assert_eq!(usize::from(ip.payload_len()) + 40, bytes.len());
+                (
+                    IpAddr::V6(ip.src_addr()),
+                    IpAddr::V6(ip.dst_addr()),
+                    bytes[40..].to_vec(),
+                )
+            } else {
+                let ip = Ipv4Packet::new_checked(&bytes[..]).unwrap();
+                assert!(ip.verify_checksum(), "segment {k}: IPv4 header checksum");
+                assert_eq!(usize::from(ip.total_len()), bytes.len());
+                assert_eq!(ip.ident(), 0xfffeu16.wrapping_add(k as u16));
+                assert!(ip.dont_frag());
+                (
+                    IpAddr::V4(ip.src_addr()),
+                    IpAddr::V4(ip.dst_addr()),
+                    bytes[20..].to_vec(),
+                )
+            };
+            let t = TcpPacket::new_checked(&tcp[..]).unwrap();
+            assert!(t.verify_checksum(&src, &dst), "segment {k}: TCP checksum");
+            assert_eq!(
+                t.seq_number().0,
+                0xffff_ff00u32.wrapping_add((k * segsz) as u32)
+            );
+            let last = k + 1 == out.len();
+            assert_eq!(t.fin(), last, "segment {k}");
+            assert_eq!(t.psh(), last, "segment {k}");
+            assert_eq!(t.cwr(), k == 0, "segment {k}");
+            assert!(t.ack());
+            assert_eq!(t.options(), &[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 3]);
+            assert_eq!(p.hdr.tso_segsz, 0);
+            assert_eq!(p.hdr.csum_flags & mbuf::CSUM_L4_NEEDED, 0);
+            got.extend_from_slice(t.payload());
+        }
+        assert_eq!(got, data, "the data, in order");
+        // A smaller MTU than the segment size wins.
+        out.clear();
+        tcp_segment(&m, 1000, &mut out).unwrap();
+        assert!(out.iter().all(|p| p.len() <= 1000));
+    }
+
+    #[test]
+    fn cuts_ipv4_and_ipv6_segments_with_headers_fixed_up() {
+        check(false);
+        check(true);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_cut() {
+        let data = [5u8; 3000];
+        let mut out = Vec::new();
+        // No segment size.
+        let m = tcp_pkt(false, &data, 0x10, 0);
+        assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NoSize));
+        // Not TCP.
+        let mut m = tcp_pkt(false, &data, 0x10, 1448);
+        m.copyback(9, &[17]).unwrap();
+        assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NotTcp));
+        // A length that disagrees with the packet.
+        let mut m = tcp_pkt(false, &data, 0x10, 1448);
+        m.truncate(m.len() - 1);
+        assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NotTcp));
+        // A fragment.
+        let mut m = tcp_pkt(false, &data, 0x10, 1448);
+        m.copyback(6, &[0x20, 0]).unwrap();
+        assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NotTcp));
+        // Too short for its headers.
+        let m = Mbuf::from_slice(&[0x45, 0, 0, 10, 0, 0, 0, 0, 64, 6]).unwrap();
+        assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NotTcp));
+        assert!(out.is_empty());
+    }
+}
