@@ -319,8 +319,8 @@ pub fn vnet_gso_size(hdr: &[u8; VNET_HDR]) -> u16 {
     }
 }
 
-/// The virtio-net header for a frame we send: nothing to do, or (for our TCP/IPv4
-/// segments, `CSUM_L4_NEEDED`) a checksum to fill in and, beyond the MTU, a TCP
+/// The virtio-net header for a frame we send: nothing to do, or (for our TCP
+/// segments over IPv4 or IPv6, `CSUM_L4_NEEDED`) a checksum to fill in and, beyond the MTU, a TCP
 /// segment to cut into `tso_segsz`-byte ones. `None` if the frame is not what the
 /// flags say (it is dropped and counted).
 pub fn vnet_tx(m: &Mbuf, mtu: usize) -> Option<[u8; VNET_HDR]> {
@@ -331,12 +331,17 @@ pub fn vnet_tx(m: &Mbuf, mtu: usize) -> Option<[u8; VNET_HDR]> {
     let mut head = [0u8; 18 + 60 + 60];
     let n = m.len().min(head.len());
     m.copydata(0, &mut head[..n]).ok()?;
-    // Ethernet, perhaps one 802.1Q tag, then IPv4 and TCP.
+    // Ethernet, perhaps one 802.1Q tag, then IPv4 or IPv6 (no extension header)
+    // and TCP.
     let l3 = if head[12..14] == [0x81, 0x00] { 18 } else { 14 };
-    if n < l3 + 20 || head[l3] >> 4 != 4 || head[l3 + 9] != 6 {
+    if n < l3 + 20 {
         return None;
     }
-    let l4 = l3 + usize::from(head[l3] & 0xf) * 4;
+    let (l4, gso) = match head[l3] >> 4 {
+        4 if head[l3 + 9] == 6 => (l3 + usize::from(head[l3] & 0xf) * 4, VNET_GSO_TCPV4),
+        6 if n >= l3 + 40 && head[l3 + 6] == 6 => (l3 + 40, VNET_GSO_TCPV6),
+        _ => return None,
+    };
     if n < l4 + 20 {
         return None;
     }
@@ -348,7 +353,7 @@ pub fn vnet_tx(m: &Mbuf, mtu: usize) -> Option<[u8; VNET_HDR]> {
         if m.hdr.tso_segsz == 0 {
             return None;
         }
-        h[1] = VNET_GSO_TCPV4;
+        h[1] = gso;
         h[2..4].copy_from_slice(&(hdr_len as u16).to_ne_bytes());
         h[4..6].copy_from_slice(&m.hdr.tso_segsz.to_ne_bytes());
     } else {
@@ -582,12 +587,39 @@ mod tests {
             m
         };
         assert_eq!(vnet_tx(&m, 1500).unwrap()[1], VNET_GSO_NONE);
-        // Not TCP/IPv4: refused.
+        // Not TCP: refused.
         let mut u = f.clone();
         u[14 + 9] = 17;
         let mut m = Mbuf::from_slice(&u).unwrap();
         m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
         assert_eq!(vnet_tx(&m, 1500), None);
+        // TCP over IPv6: the TCP header after the 40-byte IPv6 one, cut as TCPV6.
+        let mut v6 = vec![0u8; 14 + 40 + 20];
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        v6[14] = 0x60;
+        v6[14 + 6] = 6;
+        v6[54 + 12] = 5 << 4;
+        v6.extend(std::iter::repeat_n(7u8, 4000));
+        let mut m = Mbuf::from_slice(&v6).unwrap();
+        m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
+        m.hdr.tso_segsz = 1428;
+        let h = vnet_tx(&m, 1500).unwrap();
+        assert_eq!(h[1], VNET_GSO_TCPV6);
+        assert_eq!(u16::from_ne_bytes([h[2], h[3]]), 74, "headers to copy");
+        assert_eq!(u16::from_ne_bytes([h[6], h[7]]), 54, "checksum from TCP on");
+        // An extension header before TCP: refused.
+        v6[14 + 6] = 0;
+        let mut m = Mbuf::from_slice(&v6).unwrap();
+        m.hdr.csum_flags = mbuf::CSUM_L4_NEEDED;
+        assert_eq!(vnet_tx(&m, 1500), None);
+        // What the kernel says of a GSO packet it hands us.
+        let mut g = [0u8; VNET_HDR];
+        assert_eq!(vnet_gso_size(&g), 0);
+        g[1] = VNET_GSO_TCPV6 | 0x80; // with ECN
+        g[4..6].copy_from_slice(&1440u16.to_ne_bytes());
+        assert_eq!(vnet_gso_size(&g), 1440);
+        g[1] = 3; // UDP fragmentation offload: not ours to cut
+        assert_eq!(vnet_gso_size(&g), 0);
     }
 
     #[test]

@@ -367,11 +367,18 @@ pub(crate) fn ip6_forward(
         return;
     };
     cx.stats.ip6.forward += 1;
-    if m.len() > mtu {
+    if crate::ip::gso_needed(out, &m, mtu) {
         for seg in crate::ip::gso_cut(cx, m, mtu) {
             l2_output6(cx, out, seg, nh, next);
         }
         return;
+    }
+    // A segment from a link with checksum offload may still lack its checksum.
+    let Some(m) = crate::ip::csum_finish(cx, out, m, mtu) else {
+        return;
+    };
+    if m.len() > mtu {
+        cx.stats.ip6.tso += 1;
     }
     l2_output6(cx, out, m, nh, next);
 }

@@ -321,7 +321,7 @@ pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf) -> bool {
 /// Finishes a TCP checksum left to the device (`CSUM_L4_NEEDED`, the field holding
 /// the pseudo-header sum) where the device will not: `ifp` has no checksum offload,
 /// or the packet is to be fragmented, so no device sees it whole. `m` starts with
-/// its IPv4 header. Dropped and counted if the header cannot be read.
+/// its IPv4 or IPv6 header. Dropped and counted if the header cannot be read.
 pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize) -> Option<Mbuf> {
     if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0
         || (ifp.offload.csum && (m.len() <= mtu || tso_takes(ifp, &m)))
@@ -332,20 +332,30 @@ pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize)
         cx.drop_pkt(m, DropReason::IpOutDropped);
         return None;
     };
-    // Only our own TCP segments are left unfilled, always of a whole datagram.
-    let hl = usize::from(h[0] & 0xf) * 4;
+    // Only our own TCP segments are left unfilled, always of a whole datagram, over
+    // IPv4 or (without extension headers) IPv6.
+    let v6 = h[0] >> 4 == 6;
+    let (hl, proto, drop) = if v6 {
+        (crate::ip6::IP6_HDR_LEN, h[6], DropReason::Ip6OutDropped)
+    } else {
+        (usize::from(h[0] & 0xf) * 4, h[9], DropReason::IpOutDropped)
+    };
     let at = hl + 16;
-    if h[9] != u8::from(IpProtocol::Tcp) || m.len() < hl + 20 {
-        cx.drop_pkt(m, DropReason::IpOutDropped);
+    if proto != u8::from(IpProtocol::Tcp) || m.len() < hl + 20 {
+        cx.drop_pkt(m, drop);
         return None;
     }
     let sum = !crate::icmp::mbuf_sum(&m, hl, m.len() - hl);
     if m.copyback(at, &sum.to_be_bytes()).is_err() {
-        cx.drop_pkt(m, DropReason::IpOutDropped);
+        cx.drop_pkt(m, drop);
         return None;
     }
     m.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
-    cx.stats.ip.swcsum += 1;
+    if v6 {
+        cx.stats.ip6.swcsum += 1;
+    } else {
+        cx.stats.ip.swcsum += 1;
+    }
     Some(m)
 }
 

@@ -487,8 +487,21 @@ pub(crate) fn ip6_send(
         .nd6
         .path_mtu(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
+    if crate::ip::gso_needed(ifp, &m, mtu) {
+        for seg in crate::ip::gso_cut(cx, m, mtu) {
+            ip6_link_output(cx, ifp, seg, dst, nexthop);
+        }
+        return;
+    }
+    // A TCP segment's checksum left to a device that will not fill it.
+    let Some(m) = crate::ip::csum_finish(cx, ifp, m, mtu) else {
+        return;
+    };
     if m.len() > mtu {
-        return ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
+        if !crate::ip::tso_takes(ifp, &m) {
+            return ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
+        }
+        cx.stats.ip6.tso += 1;
     }
     ip6_link_output(cx, ifp, m, dst, nexthop);
 }

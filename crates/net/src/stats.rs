@@ -114,8 +114,8 @@ counter_group!(
         atomicfrags, fragq,
         // Forwarding (ip6_forward), as the `ip` ones.
         forward, redirectsent, timeexceed, blackhole, reject, toobig,
-        // As `ip.swgso`.
-        swgso,
+        // As `ip.swgso`, `ip.swcsum` and `ip.tso`.
+        swgso, swcsum, tso,
     }
 );
 

@@ -1194,7 +1194,14 @@ fn udp_over_ipv6_between_two_stacks_small_and_fragmented() {
 #[test]
 fn tcp_over_ipv6_between_two_stacks_with_loss() {
     use std::io::{Read, Write};
-    for workers in [1, 2] {
+    // Each with a plain wire, and with one whose devices fill in checksums and cut
+    // large segments (TCP over IPv6 then leaves both to them, as over IPv4).
+    for (workers, offload) in [
+        (1, dev::Offloads::default()),
+        (2, dev::Offloads::default()),
+        (1, dev::Offloads::ALL),
+        (2, dev::Offloads::ALL),
+    ] {
         let mut s = Sim::new(31);
         let hub = s.add_hub(WireConfig {
             impair: dev::impair::Impairments {
@@ -1202,6 +1209,7 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
                 ..Default::default()
             },
             seed: 5,
+            offload,
             ..WireConfig::default()
         });
         let a = s.add_host("a", workers);
@@ -1264,8 +1272,24 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
         );
         let st = s.host(a).stats();
         assert!(st.tcp.sndrexmitpack > 0, "2% loss made retransmissions");
-        // An IPv6 segment is 1440 bytes of data (1500 - 40 - 20), timestamps aside.
-        assert!(st.tcp.sndbyte / st.tcp.sndpack.max(1) <= 1440);
+        assert_eq!(s.host(b).stats().tcp.rcvbadsum, 0);
+        if offload.tso == 0 {
+            // An IPv6 segment is 1440 bytes of data (1500 - 40 - 20), timestamps aside.
+            assert!(st.tcp.sndbyte / st.tcp.sndpack.max(1) <= 1440);
+            assert!(st.ip6.swcsum > 0, "checksums filled in software");
+        } else {
+            assert!(
+                st.tcp.sndbyte / st.tcp.sndpack.max(1) > 8 * 1440,
+                "workers={workers}: {} bytes in {} segments",
+                st.tcp.sndbyte,
+                st.tcp.sndpack
+            );
+            assert!(
+                st.ip6.tso > 0,
+                "segments larger than the MTU went out whole"
+            );
+            assert_eq!(st.ip6.swcsum, 0, "no checksum computed in software");
+        }
     }
 }
 

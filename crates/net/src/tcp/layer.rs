@@ -102,13 +102,14 @@ impl From<IpInfo> for TcpIn {
 /// longer).
 fn conn_cfg(cx: &Cx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
     let base = cx.tcp_cfg;
-    // A device that segments takes IPv4 segments up to its size: room for the IP
+    // A device that segments takes segments up to its size: room for the IP
     // header and the largest TCP header beside the data.
     let tso_max = match t.remote.ip() {
         IpAddr::V4(d) => crate::ip::ip_route(cx, d).map_or(0, |(ifp, _, _)| {
             ifp.offload.tso.saturating_sub(20 + 60) as u32
         }),
-        IpAddr::V6(_) => 0,
+        IpAddr::V6(d) => crate::ip6::ip6_route(cx, d, None)
+            .map_or(0, |(ifp, _)| ifp.offload.tso.saturating_sub(40 + 60) as u32),
     };
     TcpConfig {
         tso_max,
@@ -947,17 +948,12 @@ pub(crate) fn send_segment<'p>(
     let total = m.len();
     let pseudo =
         wire::checksum::pseudo_header(&t.local.ip(), &t.remote.ip(), IpProtocol::Tcp, total as u32);
-    if t.local.is_ipv4() {
-        // Over IPv4 the checksum is left to the output interface (Linux's
-        // CHECKSUM_PARTIAL): the field holds the pseudo-header sum, and `ip_send`
-        // finishes it in software for a device that does not (ip::csum_finish).
-        m.first_mut()[16..18].copy_from_slice(&pseudo.to_be_bytes());
-        m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
-        m.hdr.tso_segsz = seg.tso_segsz;
-    } else {
-        let sum = add(crate::icmp::mbuf_sum(&m, 0, total), pseudo);
-        m.first_mut()[16..18].copy_from_slice(&(!sum).to_be_bytes());
-    }
+    // The checksum is left to the output interface (Linux's CHECKSUM_PARTIAL): the
+    // field holds the pseudo-header sum, and `ip_send` / `ip6_send` finish it in
+    // software for a device that does not (ip::csum_finish).
+    m.first_mut()[16..18].copy_from_slice(&pseudo.to_be_bytes());
+    m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
+    m.hdr.tso_segsz = seg.tso_segsz;
     let (src, dst) = match (t.local.ip(), t.remote.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
@@ -1002,11 +998,6 @@ pub(crate) fn tcp_path_mtu(cx: &mut Cx<'_>, tuple: Tuple, mss: u32) {
         tcp_msg(cx, tw, TcpMsg::PathMtu(tuple, mss));
         cx.tcp = Some(tw);
     }
-}
-
-fn add(a: u16, b: u16) -> u16 {
-    let s = a as u32 + b as u32;
-    ((s & 0xffff) + (s >> 16)) as u16
 }
 
 #[cfg(test)]
