@@ -296,8 +296,9 @@ pub struct RunArgs {
     pub busy_poll: u64,
     /// Checksum and TCP segmentation offload on the TAPs, through the virtio-net
     /// header (as a QEMU guest has them): the kernel hands over and takes TCP
-    /// segments of up to 64 KiB and fills in checksums, so a bulk transfer costs
-    /// far fewer packets on both sides.
+    /// segments of up to 64 KiB (IPv4 and IPv6) and fills in checksums, so a bulk
+    /// transfer costs far fewer packets on both sides. Forwarded onto a link that
+    /// cannot take them whole, such segments are cut in software.
     #[arg(long)]
     pub offload: bool,
 }
