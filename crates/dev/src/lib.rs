@@ -15,6 +15,7 @@ pub mod alloc_count;
 pub mod cpu;
 pub mod impair;
 pub mod mem;
+pub mod netns;
 pub mod pcap;
 pub mod poll;
 pub mod rng;

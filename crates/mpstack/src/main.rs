@@ -128,14 +128,15 @@ pub struct BenchArgs {
     /// What to run, comma-separated (default: all): the throughput rows mpstack,
     /// mpstack-polled (both stacks in one thread, like smoltcp), mpstack-tso and
     /// mpstack-polled-tso (the same over a memory wire with checksum and segmentation
-    /// offload), smoltcp, smoltcp-64k (64 KiB frames), linux-loopback, linux-veth, and
-    /// the connection figures conns and idle.
+    /// offload), smoltcp, smoltcp-64k (64 KiB frames), linux-loopback, linux-veth,
+    /// tap-in and tap-out (Linux → mpstack and mpstack → Linux over an offload TAP;
+    /// need root), and the connection figures conns and idle.
     #[arg(
         long,
         value_name = "LIST",
         value_enum,
         value_delimiter = ',',
-        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,smoltcp,smoltcp-64k,linux-loopback,linux-veth,conns,idle"
+        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,smoltcp,smoltcp-64k,linux-loopback,linux-veth,tap-in,tap-out,conns,idle"
     )]
     pub only: Vec<bench::Impl>,
     /// Seconds of the connections-per-second workload (for each of mpstack and Linux).

@@ -24,6 +24,7 @@ mod lpm;
 mod mbuf;
 mod polled;
 mod smol;
+mod tap;
 mod veth;
 
 use crate::BenchArgs;
@@ -71,6 +72,10 @@ pub enum Impl {
     LinuxLoopback,
     /// The Linux kernel's TCP between two namespaces over veth, with iperf3.
     LinuxVeth,
+    /// Linux → mpstack over a TAP with offload, Linux's end in a namespace.
+    TapIn,
+    /// mpstack → Linux over the same TAP.
+    TapOut,
     /// Connections per second, mpstack and Linux over loopback (not a throughput row).
     Conns,
     /// Heap and RSS per idle established mpstack connection (not a throughput row).
@@ -88,6 +93,8 @@ impl Impl {
             Impl::Smoltcp64k => "smoltcp-64k",
             Impl::LinuxLoopback => "linux-loopback",
             Impl::LinuxVeth => "linux-veth",
+            Impl::TapIn => "tap-in",
+            Impl::TapOut => "tap-out",
             Impl::Conns => "conns",
             Impl::Idle => "idle",
         }
@@ -139,10 +146,23 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             Err(why) => skipped.push((Impl::LinuxVeth, why)),
         }
     }
+    let mut tap_lab = None;
+    if only.contains(&Impl::TapIn) || only.contains(&Impl::TapOut) {
+        match tap::unavailable().map_or_else(|| tap::TapLab::new(a.workers as usize), Err) {
+            Ok(l) => tap_lab = Some(l),
+            Err(why) => {
+                for im in [Impl::TapIn, Impl::TapOut] {
+                    if only.contains(&im) {
+                        skipped.push((im, why.clone()));
+                    }
+                }
+            }
+        }
+    }
     // While namespaces exist, SIGINT and SIGTERM end the bench between two
     // measurements, through the normal return, so that the Lab's Drop still runs.
     let stop = Arc::new(AtomicBool::new(false));
-    if lab.is_some() {
+    if lab.is_some() || tap_lab.is_some() {
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(sig, stop.clone())
                 .map_err(|e| format!("signal handler: {e}"))?;
@@ -174,6 +194,8 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 }
                 Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
+                Impl::TapIn => "Linux -> mpstack over an offload TAP".into(),
+                Impl::TapOut => "mpstack -> Linux over an offload TAP".into(),
                 Impl::Conns | Impl::Idle => unreachable!("not a throughput row"),
             };
             progress(
@@ -210,11 +232,26 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     }
                     None => {}
                 },
+                Impl::TapIn | Impl::TapOut => {
+                    let r = match (&tap_lab, im) {
+                        (Some(l), Impl::TapIn) => l.inbound(bytes),
+                        (Some(l), _) => l.outbound(bytes),
+                        (None, _) => continue,
+                    };
+                    match r {
+                        Ok(m) => results.push(m),
+                        Err(why) => {
+                            progress(a, &format!("{}: {why}", im.name()));
+                            skipped.push((im, format!("round {round}: {why}")));
+                        }
+                    }
+                }
                 Impl::Conns | Impl::Idle => {}
             }
         }
     }
     drop(lab);
+    drop(tap_lab);
     let mut figs = ConnFigures::default();
     if only.contains(&Impl::Conns) {
         progress(
@@ -395,6 +432,17 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             }
             Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
             Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
+            Impl::TapIn | Impl::TapOut => format!(
+                "an mpstack stack ({} worker thread(s)) on a TAP with the virtio-net header's \
+                 checksum and segmentation offload, MTU 1500; Linux's end a thread of this \
+                 process in the TAP's namespace (setns), kernel sockets, no pipe; {}",
+                a.workers,
+                if im == Impl::TapIn {
+                    "Linux sends, mpstack receives"
+                } else {
+                    "mpstack sends, Linux receives"
+                }
+            ),
             Impl::Conns | Impl::Idle => continue,
         };
         println!("({}: {setup})", im.name());
@@ -675,6 +723,8 @@ mod tests {
                 Impl::Smoltcp64k,
                 Impl::LinuxLoopback,
                 Impl::LinuxVeth,
+                Impl::TapIn,
+                Impl::TapOut,
                 Impl::Conns,
                 Impl::Idle
             ]
