@@ -130,13 +130,15 @@ pub struct BenchArgs {
     /// mpstack-polled-tso (the same over a memory wire with checksum and segmentation
     /// offload), smoltcp, smoltcp-64k (64 KiB frames), linux-loopback, linux-veth,
     /// tap-in and tap-out (Linux → mpstack and mpstack → Linux over an offload TAP;
-    /// need root), and the connection figures conns and idle.
+    /// need root), tap-in-plain and tap-out-plain (the same without offload), with
+    /// smoltcp-tap-in and smoltcp-tap-out (smoltcp on its own TAP),
+    /// and the connection figures conns and idle.
     #[arg(
         long,
         value_name = "LIST",
         value_enum,
         value_delimiter = ',',
-        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,smoltcp,smoltcp-64k,linux-loopback,linux-veth,tap-in,tap-out,conns,idle"
+        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,smoltcp,smoltcp-64k,linux-loopback,linux-veth,tap-in,tap-out,tap-in-plain,tap-out-plain,smoltcp-tap-in,smoltcp-tap-out,conns,idle"
     )]
     pub only: Vec<bench::Impl>,
     /// Seconds of the connections-per-second workload (for each of mpstack and Linux).

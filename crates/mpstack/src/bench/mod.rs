@@ -24,6 +24,7 @@ mod lpm;
 mod mbuf;
 mod polled;
 mod smol;
+mod smol_tap;
 mod tap;
 mod veth;
 
@@ -76,6 +77,16 @@ pub enum Impl {
     TapIn,
     /// mpstack → Linux over the same TAP.
     TapOut,
+    /// `tap-in` over a TAP without the offloads.
+    TapInPlain,
+    /// `tap-out` over a TAP without the offloads.
+    TapOutPlain,
+    /// Linux → smoltcp over smoltcp's own TAP (no offload).
+    #[value(name = "smoltcp-tap-in")]
+    SmoltcpTapIn,
+    /// smoltcp → Linux over the same.
+    #[value(name = "smoltcp-tap-out")]
+    SmoltcpTapOut,
     /// Connections per second, mpstack and Linux over loopback (not a throughput row).
     Conns,
     /// Heap and RSS per idle established mpstack connection (not a throughput row).
@@ -95,6 +106,10 @@ impl Impl {
             Impl::LinuxVeth => "linux-veth",
             Impl::TapIn => "tap-in",
             Impl::TapOut => "tap-out",
+            Impl::TapInPlain => "tap-in-plain",
+            Impl::TapOutPlain => "tap-out-plain",
+            Impl::SmoltcpTapIn => "smoltcp-tap-in",
+            Impl::SmoltcpTapOut => "smoltcp-tap-out",
             Impl::Conns => "conns",
             Impl::Idle => "idle",
         }
@@ -146,12 +161,36 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             Err(why) => skipped.push((Impl::LinuxVeth, why)),
         }
     }
-    let mut tap_lab = None;
-    if only.contains(&Impl::TapIn) || only.contains(&Impl::TapOut) {
-        match tap::unavailable().map_or_else(|| tap::TapLab::new(a.workers as usize), Err) {
-            Ok(l) => tap_lab = Some(l),
+    let (mut tap_lab, mut tap_plain_lab) = (None, None);
+    for (offload, rows, lab) in [
+        (true, [Impl::TapIn, Impl::TapOut], &mut tap_lab),
+        (
+            false,
+            [Impl::TapInPlain, Impl::TapOutPlain],
+            &mut tap_plain_lab,
+        ),
+    ] {
+        if rows.iter().any(|im| only.contains(im)) {
+            match tap::unavailable()
+                .map_or_else(|| tap::TapLab::new(a.workers as usize, offload), Err)
+            {
+                Ok(l) => *lab = Some(l),
+                Err(why) => {
+                    for im in rows {
+                        if only.contains(&im) {
+                            skipped.push((im, why.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut smol_tap_lab = None;
+    if only.contains(&Impl::SmoltcpTapIn) || only.contains(&Impl::SmoltcpTapOut) {
+        match tap::unavailable().map_or_else(smol_tap::SmolTapLab::new, Err) {
+            Ok(l) => smol_tap_lab = Some(l),
             Err(why) => {
-                for im in [Impl::TapIn, Impl::TapOut] {
+                for im in [Impl::SmoltcpTapIn, Impl::SmoltcpTapOut] {
                     if only.contains(&im) {
                         skipped.push((im, why.clone()));
                     }
@@ -162,7 +201,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
     // While namespaces exist, SIGINT and SIGTERM end the bench between two
     // measurements, through the normal return, so that the Lab's Drop still runs.
     let stop = Arc::new(AtomicBool::new(false));
-    if lab.is_some() || tap_lab.is_some() {
+    if lab.is_some() || tap_lab.is_some() || tap_plain_lab.is_some() || smol_tap_lab.is_some() {
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(sig, stop.clone())
                 .map_err(|e| format!("signal handler: {e}"))?;
@@ -196,6 +235,10 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
                 Impl::TapIn => "Linux -> mpstack over an offload TAP".into(),
                 Impl::TapOut => "mpstack -> Linux over an offload TAP".into(),
+                Impl::TapInPlain => "Linux -> mpstack over a plain TAP".into(),
+                Impl::TapOutPlain => "mpstack -> Linux over a plain TAP".into(),
+                Impl::SmoltcpTapIn => "Linux -> smoltcp 0.14 over its TAP".into(),
+                Impl::SmoltcpTapOut => "smoltcp 0.14 -> Linux over its TAP".into(),
                 Impl::Conns | Impl::Idle => unreachable!("not a throughput row"),
             };
             progress(
@@ -232,9 +275,27 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     }
                     None => {}
                 },
-                Impl::TapIn | Impl::TapOut => {
-                    let r = match (&tap_lab, im) {
-                        (Some(l), Impl::TapIn) => l.inbound(bytes),
+                Impl::TapIn | Impl::TapOut | Impl::TapInPlain | Impl::TapOutPlain => {
+                    let l = match im {
+                        Impl::TapIn | Impl::TapOut => &tap_lab,
+                        _ => &tap_plain_lab,
+                    };
+                    let r = match (l, im) {
+                        (Some(l), Impl::TapIn | Impl::TapInPlain) => l.inbound(bytes),
+                        (Some(l), _) => l.outbound(bytes),
+                        (None, _) => continue,
+                    };
+                    match r {
+                        Ok(m) => results.push(m),
+                        Err(why) => {
+                            progress(a, &format!("{}: {why}", im.name()));
+                            skipped.push((im, format!("round {round}: {why}")));
+                        }
+                    }
+                }
+                Impl::SmoltcpTapIn | Impl::SmoltcpTapOut => {
+                    let r = match (&smol_tap_lab, im) {
+                        (Some(l), Impl::SmoltcpTapIn) => l.inbound(bytes),
                         (Some(l), _) => l.outbound(bytes),
                         (None, _) => continue,
                     };
@@ -252,6 +313,8 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     drop(lab);
     drop(tap_lab);
+    drop(tap_plain_lab);
+    drop(smol_tap_lab);
     let mut figs = ConnFigures::default();
     if only.contains(&Impl::Conns) {
         progress(
@@ -347,6 +410,17 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
                 .filter_map(move |&im| best(im).map(|b| (us, im, o, b)))
                 .collect::<Vec<_>>()
         })
+        // Over TAP, each direction beside smoltcp's.
+        .chain(
+            [
+                (Impl::TapIn, Impl::SmoltcpTapIn),
+                (Impl::TapOut, Impl::SmoltcpTapOut),
+                (Impl::TapInPlain, Impl::SmoltcpTapIn),
+                (Impl::TapOutPlain, Impl::SmoltcpTapOut),
+            ]
+            .into_iter()
+            .filter_map(|(us, them)| Some((us, them, best(us)?, best(them)?))),
+        )
         .collect();
     if a.json {
         for r in results {
@@ -432,15 +506,30 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             }
             Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
             Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
-            Impl::TapIn | Impl::TapOut => format!(
-                "an mpstack stack ({} worker thread(s)) on a TAP with the virtio-net header's \
-                 checksum and segmentation offload, MTU 1500; Linux's end a thread of this \
-                 process in the TAP's namespace (setns), kernel sockets, no pipe; {}",
+            Impl::TapIn | Impl::TapOut | Impl::TapInPlain | Impl::TapOutPlain => format!(
+                "an mpstack stack ({} worker thread(s)) on a TAP {}, MTU 1500; Linux's end a \
+                 thread of this process in the TAP's namespace (setns), kernel sockets, no \
+                 pipe; {}",
                 a.workers,
-                if im == Impl::TapIn {
+                if matches!(im, Impl::TapIn | Impl::TapOut) {
+                    "with the virtio-net header's checksum and segmentation offload"
+                } else {
+                    "without offload"
+                },
+                if matches!(im, Impl::TapIn | Impl::TapInPlain) {
                     "Linux sends, mpstack receives"
                 } else {
                     "mpstack sends, Linux receives"
+                }
+            ),
+            Impl::SmoltcpTapIn | Impl::SmoltcpTapOut => format!(
+                "smoltcp 0.14 on its own TAP (phy::TunTapInterface, MTU 1500, no offload), \
+                 256 KiB socket buffers, polled in one thread sleeping in phy::wait for its \
+                 poll delay; Linux's end as for the tap rows; {}",
+                if im == Impl::SmoltcpTapIn {
+                    "Linux sends, smoltcp receives"
+                } else {
+                    "smoltcp sends, Linux receives"
                 }
             ),
             Impl::Conns | Impl::Idle => continue,
@@ -725,6 +814,10 @@ mod tests {
                 Impl::LinuxVeth,
                 Impl::TapIn,
                 Impl::TapOut,
+                Impl::TapInPlain,
+                Impl::TapOutPlain,
+                Impl::SmoltcpTapIn,
+                Impl::SmoltcpTapOut,
                 Impl::Conns,
                 Impl::Idle
             ]

@@ -36,7 +36,7 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
+pub(super) fn ip(args: &[&str]) -> Result<(), String> {
     let o = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
@@ -58,20 +58,30 @@ fn ip(args: &[&str]) -> Result<(), String> {
 pub struct TapLab {
     ns: String,
     stack: Option<Stack>,
+    offload: bool,
 }
 
 impl TapLab {
-    /// A stack with `workers` workers on a new offload TAP, the TAP in a new
-    /// namespace with Linux's address on it.
-    pub fn new(workers: usize) -> Result<TapLab, String> {
+    /// A stack with `workers` workers on a new TAP (with the virtio-net header's
+    /// offloads, or plain), the TAP in a new namespace with Linux's address on it.
+    pub fn new(workers: usize, offload: bool) -> Result<TapLab, String> {
         let pid = std::process::id();
-        let ns = format!("mpb-t-{pid}");
-        let tap = format!("mpbt{}", pid % 100_000);
+        let tag = if offload { "o" } else { "p" };
+        let ns = format!("mpb-t{tag}-{pid}");
+        let tap = format!("mpbt{tag}{}", pid % 100_000);
         let _ = ip(&["netns", "del", &ns]);
         ip(&["netns", "add", &ns])?;
-        let mut lab = TapLab { ns, stack: None };
-        let dev = dev::tap::TapDevice::open_with_offload(&tap, workers)
-            .map_err(|e| format!("TAP {tap}: {e}"))?;
+        let mut lab = TapLab {
+            ns,
+            stack: None,
+            offload,
+        };
+        let dev = if offload {
+            dev::tap::TapDevice::open_with_offload(&tap, workers)
+        } else {
+            dev::tap::TapDevice::open(&tap, workers)
+        }
+        .map_err(|e| format!("TAP {tap}: {e}"))?;
         let mut s = Stack::new(StackConfig {
             name: "bench-tap".into(),
             workers,
@@ -129,7 +139,11 @@ impl TapLab {
             return Err(format!("tap-in: mpstack received {got} of {bytes} bytes"));
         }
         Ok(Measurement {
-            name: "tap-in",
+            name: if self.offload {
+                "tap-in"
+            } else {
+                "tap-in-plain"
+            },
             bytes,
             secs,
         })
@@ -175,7 +189,11 @@ impl TapLab {
             return Err(format!("tap-out: Linux received {got} of {bytes} bytes"));
         }
         Ok(Measurement {
-            name: "tap-out",
+            name: if self.offload {
+                "tap-out"
+            } else {
+                "tap-out-plain"
+            },
             bytes,
             secs,
         })
@@ -184,7 +202,7 @@ impl TapLab {
 
 /// Connects, trying again while the address is not yet reachable (ARP, the link
 /// coming up) for up to 10 s.
-fn connect_retrying(to: SocketAddrV4) -> Result<std::net::TcpStream, String> {
+pub(super) fn connect_retrying(to: SocketAddrV4) -> Result<std::net::TcpStream, String> {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         match std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
@@ -214,22 +232,27 @@ mod tests {
             eprintln!("skipped: {why}");
             return;
         }
-        let ns;
-        {
-            let lab = TapLab::new(1).unwrap();
-            ns = lab.ns.clone();
-            for _ in 0..2 {
-                let m = lab.inbound(4 << 20).unwrap();
-                assert_eq!((m.name, m.bytes), ("tap-in", 4 << 20));
-                let m = lab.outbound(4 << 20).unwrap();
-                assert_eq!((m.name, m.bytes), ("tap-out", 4 << 20));
-                assert!(m.secs > 0.0);
+        for (offload, names) in [
+            (true, ("tap-in", "tap-out")),
+            (false, ("tap-in-plain", "tap-out-plain")),
+        ] {
+            let ns;
+            {
+                let lab = TapLab::new(1, offload).unwrap();
+                ns = lab.ns.clone();
+                for _ in 0..2 {
+                    let m = lab.inbound(4 << 20).unwrap();
+                    assert_eq!((m.name, m.bytes), (names.0, 4 << 20));
+                    let m = lab.outbound(4 << 20).unwrap();
+                    assert_eq!((m.name, m.bytes), (names.1, 4 << 20));
+                    assert!(m.secs > 0.0);
+                }
             }
+            let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+            assert!(
+                !String::from_utf8_lossy(&list.stdout).contains(&ns),
+                "namespace {ns} left behind"
+            );
         }
-        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        assert!(
-            !String::from_utf8_lossy(&list.stdout).contains(&ns),
-            "namespace {ns} left behind"
-        );
     }
 }
