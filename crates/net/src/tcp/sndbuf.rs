@@ -50,9 +50,9 @@ pub struct SndBuf {
     /// Each chunk with the stream offset of its first byte (counted from the first
     /// byte this buffer ever held), so a range is found by binary search rather than
     /// by walking the chunks before it for every segment.
+    /// The first chunk may begin before the first byte held (acknowledged bytes at
+    /// its front).
     chunks: VecDeque<(u64, Chunk)>,
-    /// Bytes at the front of the first chunk already acknowledged.
-    head: usize,
     len: usize,
     /// Stream offset of the next byte to be appended.
     end: u64,
@@ -69,16 +69,22 @@ impl SndBuf {
         self.len == 0
     }
 
+    /// Appends `c` (not empty) as the last chunk.
+    fn push_back(&mut self, c: Chunk) {
+        let n = c.len();
+        self.chunks.push_back((self.end, c));
+        self.len += n;
+        self.end += n as u64;
+    }
+
     /// Appends a copy of `data`, into the last chunk's free capacity first.
     pub fn push_slice(&mut self, mut data: &[u8]) {
-        self.len += data.len();
-        self.end += data.len() as u64;
-        let mut at = self.end - data.len() as u64;
         if let Some((_, Chunk::Bytes(last))) = self.chunks.back_mut() {
             let n = (last.capacity() - last.len()).min(data.len());
             last.extend_from_slice(&data[..n]);
             data = &data[n..];
-            at += n as u64;
+            self.len += n;
+            self.end += n as u64;
         }
         while !data.is_empty() {
             let last = match self.chunks.back() {
@@ -98,8 +104,7 @@ impl SndBuf {
             let n = c.capacity().min(data.len());
             c.extend_from_slice(&data[..n]);
             data = &data[n..];
-            self.chunks.push_back((at, Chunk::Bytes(c)));
-            at += n as u64;
+            self.push_back(Chunk::Bytes(c));
         }
     }
 
@@ -108,10 +113,7 @@ impl SndBuf {
         if c.is_empty() {
             return self.keep_spare(c);
         }
-        self.len += c.len();
-        self.end += c.len() as u64;
-        self.chunks
-            .push_back((self.end - c.len() as u64, Chunk::Bytes(c)));
+        self.push_back(Chunk::Bytes(c));
     }
 
     /// Appends the bytes of `m` without copying them: the buffer holds `m` (one
@@ -119,38 +121,29 @@ impl SndBuf {
     pub fn push_mbuf(&mut self, m: Mbuf) {
         if m.nsegs() <= 1 {
             if !m.is_empty() {
-                self.len += m.len();
-                self.end += m.len() as u64;
-                self.chunks
-                    .push_back((self.end - m.len() as u64, Chunk::Pkt(m)));
+                self.push_back(Chunk::Pkt(m));
             }
             return;
         }
         let mut off = 0;
-        let lens: Vec<usize> = m.segments().map(<[u8]>::len).collect();
-        for n in lens {
-            if n > 0 {
-                self.push_mbuf(m.copym(off, n));
+        for s in m.segments() {
+            if !s.is_empty() {
+                self.push_back(Chunk::Pkt(m.copym(off, s.len())));
             }
-            off += n;
+            off += s.len();
         }
     }
 
     /// Drops the first `n` bytes (acknowledged).
     pub fn drain(&mut self, n: usize) {
-        let mut n = n.min(self.len);
-        self.len -= n;
-        while n > 0 {
-            let Some((_, first)) = self.chunks.front() else {
-                break;
-            };
-            let avail = first.len() - self.head;
-            if n < avail {
-                self.head += n;
-                break;
-            }
-            n -= avail;
-            self.head = 0;
+        self.len -= n.min(self.len);
+        // Chunks that end at or before the first byte still held go.
+        let first = self.end - self.len as u64;
+        while self
+            .chunks
+            .front()
+            .is_some_and(|(start, c)| start + c.len() as u64 <= first)
+        {
             if let Some((_, Chunk::Bytes(c))) = self.chunks.pop_front() {
                 self.keep_spare(c);
             }
@@ -186,11 +179,6 @@ impl SndBuf {
             at,
             left: n.min(self.len - off),
         }
-    }
-
-    /// Bytes `[off, off + n)` (clamped to what is held) as slices of the chunks.
-    pub fn slices(&self, off: usize, n: usize) -> impl Iterator<Item = &[u8]> {
-        self.pieces(off, n).map(|p| p.data)
     }
 
     /// Frees everything, spare chunks too.
@@ -252,7 +240,7 @@ mod tests {
     use super::*;
 
     fn collect(b: &SndBuf, off: usize, n: usize) -> Vec<u8> {
-        b.slices(off, n).flatten().copied().collect()
+        b.pieces(off, n).flat_map(|p| p.data).copied().collect()
     }
 
     #[test]
@@ -325,7 +313,7 @@ mod tests {
         assert_eq!(b.len(), 3000);
         // 256, 512, 1024 and 2048 bytes: each new chunk twice the last.
         assert_eq!(b.chunks.len(), 4);
-        assert_eq!(b.slices(2999, 10).count(), 1);
+        assert_eq!(b.pieces(2999, 10).count(), 1);
         assert_eq!(collect(&b, 2998, 10), [2, 3]);
     }
 }
