@@ -236,14 +236,19 @@ impl ByteChan {
         }
         let qs = self.queues();
         let mut done = 0;
+        // Whether the pool has packet buffers to spare: asked once per call (it
+        // takes the pool's lock), not per chunk.
+        let mut plenty = None;
         while !data.is_empty() {
             let room = data.len().min(self.space());
             // A large piece goes into a packet buffer, whose bytes the send buffer
             // and then the segments share (no second copy on the way out); the
             // rest into a chunk of our own.
-            let c = match room >= PKT_CHUNK_MIN {
-                true => Self::pkt_chunk(&data[..room.min(PKT_CHUNK)]),
-                false => None,
+            let c = if room >= PKT_CHUNK_MIN && *plenty.get_or_insert_with(mbuf::pool::jumbo_plenty)
+            {
+                Self::pkt_chunk(&data[..room.min(PKT_CHUNK)])
+            } else {
+                None
             };
             let c = match c {
                 Some(c) => c,
@@ -275,19 +280,13 @@ impl ByteChan {
         done
     }
 
-    /// `data` in a packet buffer of its own (`None` when the pool has none to
-    /// spare: at least half its jumbo clusters are reserved for packets).
+    /// `data` in a packet buffer of its own (`None` when the pool has none).
+    /// The caller asks [`mbuf::pool::jumbo_plenty`] first: at least half the jumbo
+    /// clusters are kept for packets.
     fn pkt_chunk(data: &[u8]) -> Option<Chunk> {
-        if !mbuf::pool::jumbo_plenty() {
-            return None;
-        }
         let mut m = mbuf::Mbuf::with_capacity(data.len()).ok()?;
         m.append(data).ok()?;
-        (m.nsegs() == 1).then_some(Chunk::Pkt {
-            m,
-            off: 0,
-            len: data.len() as u32,
-        })
+        (m.nsegs() == 1).then_some(Chunk::Pkt(m))
     }
 
     /// Consumer: gives back a chunk taken whole by [`ByteChan::drain_moving`], for the
@@ -305,7 +304,7 @@ impl ByteChan {
     /// more memory than it carries), lies outside `m`, or does not fit whole;
     /// returns how much was taken, and whether by reference.
     pub fn push_pkt(&self, m: &mbuf::Mbuf, data: &[u8]) -> (usize, bool) {
-        if data.len() < PKT_MIN || data.len() > self.space() {
+        if data.len() < HOLD_MIN || data.len() > self.space() {
             return (self.push(data), false);
         }
         // The segment of `m` that holds `data`, and where `data` starts in `m`.
@@ -324,19 +323,10 @@ impl ByteChan {
             return (self.push(data), false);
         };
         let shared = m.copym(off, data.len());
-        // A window must fill a good part of the buffer it pins, or a stream of
-        // small segments in large buffers would hold far more memory than the
-        // channel's bound says.
-        if shared.buf_bytes() > 4 * data.len() {
+        if !worth_holding(&shared, data.len()) {
             return (self.push(data), false);
         }
-        let qs = self.queues();
-        let c = Chunk::Pkt {
-            m: shared,
-            off: 0,
-            len: data.len() as u32,
-        };
-        match qs.push(c) {
+        match self.queues().push(Chunk::Pkt(shared)) {
             Ok(()) => {
                 self.bytes.fetch_add(data.len(), Ordering::AcqRel);
                 (data.len(), true)
@@ -403,11 +393,7 @@ impl ByteChan {
             let want = (c.len() - *off).min(max - done);
             let data = &c.data()[*off..*off + want];
             let took = match &*c {
-                Chunk::Pkt { m, off: base, .. } => f(Piece::InPkt {
-                    m,
-                    off: *base as usize + *off,
-                    data,
-                }),
+                Chunk::Pkt(m) => f(Piece::InPkt { m, off: *off, data }),
                 Chunk::Bytes(_) => f(Piece::Part(data)),
             }
             .min(want);
@@ -427,35 +413,47 @@ impl ByteChan {
     }
 }
 
-/// Received data shorter than this is copied into the channel rather than held there
-/// by reference to its packet's buffer.
-const PKT_MIN: usize = 1024;
+/// Data shorter than this is copied rather than held by reference to a packet
+/// buffer.
+const HOLD_MIN: usize = 1024;
 /// Written data at least this long goes into packet buffers (a quarter of one, the
-/// rule [`ByteChan::push_pkt`] applies), up to [`PKT_CHUNK`] bytes each.
-const PKT_CHUNK_MIN: usize = 16 * 1024;
+/// rule of [`worth_holding`]), up to [`PKT_CHUNK`] bytes each; the worker moves
+/// pieces of them this long or longer into the send buffer by reference.
+pub(crate) const PKT_CHUNK_MIN: usize = PKT_CHUNK / 4;
 /// Bytes per packet-buffer chunk: a jumbo cluster's worth with its headroom.
 const PKT_CHUNK: usize = 64 * 1024;
 
-/// A piece of a byte channel's stream: bytes of its own, or a window into a
-/// received packet's buffer (no copy on the way from the wire to the reader).
+/// Whether `len` bytes are worth holding by reference in the packet `m` that holds
+/// them (rather than copied): they must be a good part of the buffers they pin, at
+/// least a quarter, or a stream of small segments in large buffers would hold far
+/// more memory than a channel's or a send buffer's bound says. A receiver applies
+/// it before it queues data by reference, a sender before a segment shares its
+/// send buffer, so what one shares the other does not copy.
+pub(crate) fn worth_holding(m: &mbuf::Mbuf, len: usize) -> bool {
+    len >= HOLD_MIN && m.buf_bytes() <= 4 * len
+}
+
+/// A piece of a byte channel's stream: bytes of its own, or a packet of one
+/// segment holding exactly its bytes (a received segment's data, or a large write
+/// in a packet buffer: no copy on the way to the reader or into segments).
 #[derive(Debug)]
 pub(crate) enum Chunk {
     Bytes(Vec<u8>),
-    Pkt { m: mbuf::Mbuf, off: u32, len: u32 },
+    Pkt(mbuf::Mbuf),
 }
 
 impl Chunk {
     fn data(&self) -> &[u8] {
         match self {
             Chunk::Bytes(v) => v,
-            Chunk::Pkt { m, off, len } => &m.first()[*off as usize..(*off + *len) as usize],
+            Chunk::Pkt(m) => m.first(),
         }
     }
 
     fn len(&self) -> usize {
         match self {
             Chunk::Bytes(v) => v.len(),
-            Chunk::Pkt { len, .. } => *len as usize,
+            Chunk::Pkt(m) => m.len(),
         }
     }
 
@@ -731,11 +729,8 @@ mod tests {
         let data = &m.first()[100..1600];
         assert_eq!(ch.push_pkt(&m, data), (1500, true));
         match ch.queues().pop() {
-            Some(Chunk::Pkt {
-                m: held,
-                off: 0,
-                len: 1500,
-            }) => {
+            Some(Chunk::Pkt(held)) => {
+                assert_eq!(held.len(), 1500);
                 assert_eq!(held.first(), data);
                 assert_eq!(held.first().as_ptr(), data.as_ptr(), "the same bytes");
             }
@@ -748,9 +743,7 @@ mod tests {
         let (_, d) = header_and_second(&chain);
         assert_eq!(ch.push_pkt(&chain, &d[10..1510]), (1500, true));
         match ch.queues().pop() {
-            Some(Chunk::Pkt {
-                m: held, len: 1500, ..
-            }) => assert_eq!(held.first(), &frame[10..1510]),
+            Some(Chunk::Pkt(held)) => assert_eq!(held.first(), &frame[10..1510]),
             other => panic!("{other:?}"),
         }
         ch.bytes.store(0, Ordering::Release);

@@ -756,7 +756,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
                 // segments share it. Pieces shorter than a quarter of a chunk are
                 // copied (as the space acknowledgments open, a segment or two at a
                 // time, they would make a long list of tiny chunks).
-                Piece::InPkt { m, off, data } if data.len() >= SNDBUF_SHARE_MIN => {
+                Piece::InPkt { m, off, data } if data.len() >= super::chan::PKT_CHUNK_MIN => {
                     match tcb.send_mbuf(m.copym(off, data.len())) {
                         Ok(()) => data.len(),
                         Err(_) => tcb.send(data),
@@ -885,20 +885,13 @@ fn note_reader(readers: &mut Vec<Arc<StreamShared>>, s: &Arc<StreamShared>) {
 const MOVE_CHUNK: usize = 4096;
 
 /// Whether a segment takes `p` by reference to its packet buffer rather than by
-/// copy: when the bytes fill at least a quarter of that buffer, the rule a receiver
-/// applies before it holds a buffer (`ByteChan::push_pkt`), so what is shared here
-/// is not copied there either. Large segments for a device with segmentation
-/// offload share; a 1448-byte one out of a 64 KiB buffer is copied.
+/// copy ([`super::chan::worth_holding`], the rule the receiver applies too). Large
+/// segments for a device with segmentation offload share; a 1448-byte one out of a
+/// 64 KiB buffer is copied.
 fn shares<'a>(p: &SndPiece<'a>) -> Option<(&'a Mbuf, usize)> {
     p.shared
-        .filter(|(m, _)| p.data.len() >= PKT_SHARE_MIN && m.buf_bytes() <= 4 * p.data.len())
+        .filter(|(m, _)| super::chan::worth_holding(m, p.data.len()))
 }
-
-/// Shorter pieces of the application's channel are copied into the send buffer.
-const SNDBUF_SHARE_MIN: usize = 16 * 1024;
-
-/// Shorter pieces of the send buffer are always copied into the segment.
-const PKT_SHARE_MIN: usize = 1024;
 
 /// Builds one segment and sends it down `ip_output`.
 /// `payload` is the segment's data (`seg.data_len` bytes) in pieces: copied into
