@@ -22,7 +22,7 @@
 use crate::ether::{self, ether_output};
 use crate::icmp6::Error6;
 use crate::iface::Ifnet;
-use crate::ip::{IpInfo, IP_HDR_LEN};
+use crate::ip::{IpInfo, LinkFit, IP_HDR_LEN};
 use crate::ip6::IP6_HDR_LEN;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
@@ -197,23 +197,18 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         return;
     };
     cx.stats.ip.forward += 1;
-    if crate::ip::gso_needed(out, &m, mtu) {
-        for seg in crate::ip::gso_cut(cx, m, mtu) {
-            l2_output4(cx, out, seg, nh, next);
+    // A segment from a link with offloads may be larger than this one takes, or
+    // still lack its checksum.
+    match crate::ip::fit_link(cx, out, m, mtu) {
+        Some(LinkFit::Whole(m)) => l2_output4(cx, out, m, nh, next),
+        Some(LinkFit::Cut(segs)) => {
+            for seg in segs {
+                l2_output4(cx, out, seg, nh, next);
+            }
         }
-        return;
+        Some(LinkFit::TooBig(m)) => crate::ip::ip_fragment(cx, out, m, next, false, mtu),
+        None => {}
     }
-    // A segment from a link with checksum offload may still lack its checksum.
-    let Some(m) = crate::ip::csum_finish(cx, out, m, mtu) else {
-        return;
-    };
-    if m.len() > mtu {
-        if !crate::ip::tso_takes(out, &m) {
-            return crate::ip::ip_fragment(cx, out, m, next, false, mtu);
-        }
-        cx.stats.ip.tso += 1;
-    }
-    l2_output4(cx, out, m, nh, next);
 }
 
 /// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
@@ -367,20 +362,23 @@ pub(crate) fn ip6_forward(
         return;
     };
     cx.stats.ip6.forward += 1;
-    if crate::ip::gso_needed(out, &m, mtu) {
-        for seg in crate::ip::gso_cut(cx, m, mtu) {
-            l2_output6(cx, out, seg, nh, next);
+    // A segment from a link with offloads may be larger than this one takes, or
+    // still lack its checksum.
+    match crate::ip::fit_link(cx, out, m, mtu) {
+        Some(LinkFit::Whole(m)) => l2_output6(cx, out, m, nh, next),
+        Some(LinkFit::Cut(segs)) => {
+            for seg in segs {
+                l2_output6(cx, out, seg, nh, next);
+            }
         }
-        return;
+        // Routers do not fragment (the check above answered those without a
+        // segment size): Packet Too Big, as there.
+        Some(LinkFit::TooBig(m)) => {
+            cx.stats.ip6.toobig += 1;
+            crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
+        }
+        None => {}
     }
-    // A segment from a link with checksum offload may still lack its checksum.
-    let Some(m) = crate::ip::csum_finish(cx, out, m, mtu) else {
-        return;
-    };
-    if m.len() > mtu {
-        cx.stats.ip6.tso += 1;
-    }
-    l2_output6(cx, out, m, nh, next);
 }
 
 /// A forwarded IPv6 packet to its next hop's link-layer address: the route's cached

@@ -110,10 +110,11 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         t[13] = f;
         t[16..18].fill(0);
         let pseudo = wire::checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, (doff + n) as u32);
-        let sum = add(
-            add(pseudo, wire::checksum::data(t)),
+        let sum = wire::checksum::combine(&[
+            pseudo,
+            wire::checksum::data(t),
             crate::icmp::mbuf_sum(m, hlen + off, n),
-        );
+        ]);
         t[16..18].copy_from_slice(&(!sum).to_be_bytes());
         let seg = Mbuf::with_capacity(hlen).and_then(|mut p| {
             p.append(&hh[..hlen])?;
@@ -132,11 +133,6 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         k = k.wrapping_add(1);
     }
     Ok(())
-}
-
-fn add(a: u16, b: u16) -> u16 {
-    let s = u32::from(a) + u32::from(b);
-    ((s & 0xffff) + (s >> 16)) as u16
 }
 
 #[cfg(test)]

@@ -272,43 +272,70 @@ pub(crate) fn ip_send(
         .cfg
         .path_mtu4(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    if gso_needed(ifp, &m, mtu) {
-        for seg in gso_cut(cx, m, mtu) {
-            ether::arp_resolve_output(cx, ifp, seg, nexthop, bcast);
+    match fit_link(cx, ifp, m, mtu) {
+        Some(LinkFit::Whole(m)) => ether::arp_resolve_output(cx, ifp, m, nexthop, bcast),
+        Some(LinkFit::Cut(segs)) => {
+            for seg in segs {
+                ether::arp_resolve_output(cx, ifp, seg, nexthop, bcast);
+            }
         }
-        return;
+        Some(LinkFit::TooBig(m)) => ip_fragment(cx, ifp, m, nexthop, bcast, mtu),
+        None => {}
     }
-    let Some(m) = csum_finish(cx, ifp, m, mtu) else {
-        return;
-    };
-    if m.len() > mtu {
-        if !tso_takes(ifp, &m) {
-            return ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
-        }
-        cx.stats.ip.tso += 1;
-    }
-    ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
 }
 
-/// Whether `m`, longer than `mtu`, is a TCP segment that stands for smaller ones
-/// (`tso_segsz`) and that `ifp` will not cut itself: it is cut in software
-/// ([`gso_cut`]) instead of being fragmented.
-pub(crate) fn gso_needed(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
-    m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, m)
+/// What a packet (IPv4 or IPv6) needs before the link with `mtu` on `ifp` carries it.
+pub(crate) enum LinkFit {
+    /// As it is: within the MTU, or a TCP segment the device cuts itself.
+    Whole(Mbuf),
+    /// A TCP segment that stands for smaller ones (`tso_segsz`), cut in software.
+    Cut(Vec<Mbuf>),
+    /// Longer than the MTU and nothing cuts it: fragments, or an error to its sender.
+    TooBig(Mbuf),
 }
 
-/// `m` (an IPv4 or IPv6 TCP packet with `tso_segsz`) cut into segments that fit
-/// `mtu`, counted in `ip.swgso` or `ip6.swgso`; dropped and counted if it cannot be.
-pub(crate) fn gso_cut(cx: &mut Cx<'_>, m: Mbuf, mtu: usize) -> Vec<Mbuf> {
-    let mut segs = Vec::new();
+/// The output path's offload step, shared by sending and forwarding over both
+/// families: a segment standing for smaller ones that the device will not cut is
+/// cut in software (`ip.swgso` / `ip6.swgso`); a TCP checksum left to a device that
+/// will not fill it is filled ([`csum_finish`]); a segment the device cuts goes
+/// whole (`ip.tso` / `ip6.tso`). `None`: dropped and counted.
+pub(crate) fn fit_link(cx: &mut Cx<'_>, ifp: &Ifnet, m: Mbuf, mtu: usize) -> Option<LinkFit> {
     let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
-    match crate::gso::tcp_segment(&m, mtu, &mut segs) {
-        Ok(()) if v6 => cx.stats.ip6.swgso += 1,
-        Ok(()) => cx.stats.ip.swgso += 1,
-        Err(_) if v6 => cx.drop_pkt(m, DropReason::Ip6OutDropped),
-        Err(_) => cx.drop_pkt(m, DropReason::IpOutDropped),
+    if m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, &m) {
+        let mut segs = Vec::new();
+        return match crate::gso::tcp_segment(&m, mtu, &mut segs) {
+            Ok(()) => {
+                *if v6 {
+                    &mut cx.stats.ip6.swgso
+                } else {
+                    &mut cx.stats.ip.swgso
+                } += 1;
+                Some(LinkFit::Cut(segs))
+            }
+            Err(_) => {
+                let why = if v6 {
+                    DropReason::Ip6OutDropped
+                } else {
+                    DropReason::IpOutDropped
+                };
+                cx.drop_pkt(m, why);
+                None
+            }
+        };
     }
-    segs
+    let m = csum_finish(cx, ifp, m, mtu)?;
+    if m.len() <= mtu {
+        return Some(LinkFit::Whole(m));
+    }
+    if !tso_takes(ifp, &m) {
+        return Some(LinkFit::TooBig(m));
+    }
+    *if v6 {
+        &mut cx.stats.ip6.tso
+    } else {
+        &mut cx.stats.ip.tso
+    } += 1;
+    Some(LinkFit::Whole(m))
 }
 
 /// Whether `ifp` takes this packet longer than its MTU whole and cuts it into

@@ -17,6 +17,7 @@
 
 use crate::hdr::{hdr, HdrAccess};
 use crate::iface::{is_link_local, Ifnet};
+use crate::ip::LinkFit;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -487,23 +488,16 @@ pub(crate) fn ip6_send(
         .nd6
         .path_mtu(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    if crate::ip::gso_needed(ifp, &m, mtu) {
-        for seg in crate::ip::gso_cut(cx, m, mtu) {
-            ip6_link_output(cx, ifp, seg, dst, nexthop);
+    match crate::ip::fit_link(cx, ifp, m, mtu) {
+        Some(LinkFit::Whole(m)) => ip6_link_output(cx, ifp, m, dst, nexthop),
+        Some(LinkFit::Cut(segs)) => {
+            for seg in segs {
+                ip6_link_output(cx, ifp, seg, dst, nexthop);
+            }
         }
-        return;
+        Some(LinkFit::TooBig(m)) => ip6_fragment(cx, ifp, m, dst, nexthop, mtu),
+        None => {}
     }
-    // A TCP segment's checksum left to a device that will not fill it.
-    let Some(m) = crate::ip::csum_finish(cx, ifp, m, mtu) else {
-        return;
-    };
-    if m.len() > mtu {
-        if !crate::ip::tso_takes(ifp, &m) {
-            return ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
-        }
-        cx.stats.ip6.tso += 1;
-    }
-    ip6_link_output(cx, ifp, m, dst, nexthop);
 }
 
 fn ip6_link_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, dst: Ipv6Addr, nexthop: Ipv6Addr) {
