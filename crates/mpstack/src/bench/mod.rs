@@ -161,47 +161,38 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             Err(why) => skipped.push((Impl::LinuxVeth, why)),
         }
     }
-    let (mut tap_lab, mut tap_plain_lab) = (None, None);
-    for (offload, rows, lab) in [
-        (true, [Impl::TapIn, Impl::TapOut], &mut tap_lab),
-        (
-            false,
-            [Impl::TapInPlain, Impl::TapOutPlain],
-            &mut tap_plain_lab,
-        ),
-    ] {
-        if rows.iter().any(|im| only.contains(im)) {
-            match tap::unavailable()
-                .map_or_else(|| tap::TapLab::new(a.workers as usize, offload), Err)
-            {
-                Ok(l) => *lab = Some(l),
-                Err(why) => {
-                    for im in rows {
-                        if only.contains(&im) {
-                            skipped.push((im, why.clone()));
-                        }
-                    }
-                }
-            }
+    // The TAP labs, each with its rows (Linux → it, it → Linux), made once too.
+    let workers = a.workers as usize;
+    type MakeLab<'a> = &'a dyn Fn() -> Result<Box<dyn tap::TapRows>, String>;
+    let make: [([Impl; 2], MakeLab<'_>); 3] = [
+        ([Impl::TapIn, Impl::TapOut], &|| {
+            Ok(Box::new(tap::TapLab::new(workers, true)?))
+        }),
+        ([Impl::TapInPlain, Impl::TapOutPlain], &|| {
+            Ok(Box::new(tap::TapLab::new(workers, false)?))
+        }),
+        ([Impl::SmoltcpTapIn, Impl::SmoltcpTapOut], &|| {
+            Ok(Box::new(smol_tap::SmolTapLab::new()?))
+        }),
+    ];
+    let mut tap_labs = Vec::new();
+    for (rows, make) in make {
+        if !rows.iter().any(|im| only.contains(im)) {
+            continue;
         }
-    }
-    let mut smol_tap_lab = None;
-    if only.contains(&Impl::SmoltcpTapIn) || only.contains(&Impl::SmoltcpTapOut) {
-        match tap::unavailable().map_or_else(smol_tap::SmolTapLab::new, Err) {
-            Ok(l) => smol_tap_lab = Some(l),
-            Err(why) => {
-                for im in [Impl::SmoltcpTapIn, Impl::SmoltcpTapOut] {
-                    if only.contains(&im) {
-                        skipped.push((im, why.clone()));
-                    }
-                }
-            }
+        match tap::unavailable().map_or_else(make, Err) {
+            Ok(l) => tap_labs.push((rows, l)),
+            Err(why) => skipped.extend(
+                rows.into_iter()
+                    .filter(|im| only.contains(im))
+                    .map(|im| (im, why.clone())),
+            ),
         }
     }
     // While namespaces exist, SIGINT and SIGTERM end the bench between two
     // measurements, through the normal return, so that the Lab's Drop still runs.
     let stop = Arc::new(AtomicBool::new(false));
-    if lab.is_some() || tap_lab.is_some() || tap_plain_lab.is_some() || smol_tap_lab.is_some() {
+    if lab.is_some() || !tap_labs.is_empty() {
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(sig, stop.clone())
                 .map_err(|e| format!("signal handler: {e}"))?;
@@ -275,29 +266,20 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     }
                     None => {}
                 },
-                Impl::TapIn | Impl::TapOut | Impl::TapInPlain | Impl::TapOutPlain => {
-                    let l = match im {
-                        Impl::TapIn | Impl::TapOut => &tap_lab,
-                        _ => &tap_plain_lab,
+                Impl::TapIn
+                | Impl::TapOut
+                | Impl::TapInPlain
+                | Impl::TapOutPlain
+                | Impl::SmoltcpTapIn
+                | Impl::SmoltcpTapOut => {
+                    let Some((rows, l)) = tap_labs.iter().find(|(rows, _)| rows.contains(&im))
+                    else {
+                        continue;
                     };
-                    let r = match (l, im) {
-                        (Some(l), Impl::TapIn | Impl::TapInPlain) => l.inbound(bytes),
-                        (Some(l), _) => l.outbound(bytes),
-                        (None, _) => continue,
-                    };
-                    match r {
-                        Ok(m) => results.push(m),
-                        Err(why) => {
-                            progress(a, &format!("{}: {why}", im.name()));
-                            skipped.push((im, format!("round {round}: {why}")));
-                        }
-                    }
-                }
-                Impl::SmoltcpTapIn | Impl::SmoltcpTapOut => {
-                    let r = match (&smol_tap_lab, im) {
-                        (Some(l), Impl::SmoltcpTapIn) => l.inbound(bytes),
-                        (Some(l), _) => l.outbound(bytes),
-                        (None, _) => continue,
+                    let r = if im == rows[0] {
+                        l.inbound(bytes)
+                    } else {
+                        l.outbound(bytes)
                     };
                     match r {
                         Ok(m) => results.push(m),
@@ -312,9 +294,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
         }
     }
     drop(lab);
-    drop(tap_lab);
-    drop(tap_plain_lab);
-    drop(smol_tap_lab);
+    drop(tap_labs);
     let mut figs = ConnFigures::default();
     if only.contains(&Impl::Conns) {
         progress(

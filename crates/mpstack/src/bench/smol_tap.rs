@@ -8,7 +8,8 @@
 //! Owns the namespace `mpb-s-<pid>`; deletes it when its [`SmolTapLab`] is dropped.
 //! Only 198.18.4.1/24 (Linux) and 198.18.4.2/24 (smoltcp).
 
-use super::{drain, pump, Measurement};
+use super::tap::{joined, Netns, TapRows};
+use super::Measurement;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::phy::{self, Medium, TunTapInterface};
 use smoltcp::socket::tcp;
@@ -27,20 +28,17 @@ const CHUNK: usize = 256 * 1024;
 
 /// A namespace holding smoltcp's TAP; dropping it deletes the namespace.
 pub struct SmolTapLab {
-    ns: String,
+    ns: Netns,
     tap: String,
 }
 
 impl SmolTapLab {
     pub fn new() -> Result<SmolTapLab, String> {
         let pid = std::process::id();
-        let lab = SmolTapLab {
-            ns: format!("mpb-s-{pid}"),
+        Ok(SmolTapLab {
+            ns: Netns::new(format!("mpb-s-{pid}"))?,
             tap: format!("mpbs{}", pid % 100_000),
-        };
-        let _ = super::tap::ip(&["netns", "del", &lab.ns]);
-        super::tap::ip(&["netns", "add", &lab.ns])?;
-        Ok(lab)
+        })
     }
 
     /// smoltcp's interface on a new TAP, the TAP moved into the namespace and
@@ -48,11 +46,7 @@ impl SmolTapLab {
     fn interface(&self) -> Result<(TunTapInterface, Interface, SocketSet<'static>), String> {
         let mut dev = TunTapInterface::new(&self.tap, Medium::Ethernet)
             .map_err(|e| format!("smoltcp TAP {}: {e}", self.tap))?;
-        let ns = &self.ns;
-        super::tap::ip(&["link", "set", &self.tap, "netns", ns])?;
-        super::tap::ip(&["-n", ns, "addr", "add", LINUX_ADDR, "dev", &self.tap])?;
-        super::tap::ip(&["-n", ns, "link", "set", &self.tap, "up"])?;
-        super::tap::ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        self.ns.adopt(&self.tap, LINUX_ADDR)?;
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress([
             0x02, 0, 0, 0, 0, 4,
         ])));
@@ -69,26 +63,19 @@ impl SmolTapLab {
         ));
         Ok((dev, iface, sockets))
     }
+}
 
+impl TapRows for SmolTapLab {
     /// Linux → smoltcp.
-    pub fn inbound(&self, bytes: u64) -> Result<Measurement, String> {
+    fn inbound(&self, bytes: u64) -> Result<Measurement, String> {
         let (mut dev, mut iface, mut sockets) = self.interface()?;
         let h = sockets.iter().next().map(|(h, _)| h).ok_or("no socket")?;
         sockets
             .get_mut::<tcp::Socket<'static>>(h)
             .listen(PORT)
             .map_err(|e| format!("smoltcp listen: {e}"))?;
-        let ns = self.ns.clone();
         let to = SocketAddrV4::new(Ipv4Addr::from(OUR_IP.octets()), PORT);
-        let sender = std::thread::spawn(move || -> Result<Instant, String> {
-            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-            let c = super::tap::connect_retrying(to)?;
-            let t0 = Instant::now();
-            pump(&c, bytes).map_err(|e| format!("Linux write: {e}"))?;
-            c.shutdown(std::net::Shutdown::Write)
-                .map_err(|e| e.to_string())?;
-            Ok(t0)
-        });
+        let sender = self.ns.sender(to, bytes);
         let mut sink = vec![0u8; CHUNK];
         let mut got = 0u64;
         let limit = Instant::now() + Duration::from_secs(30 + bytes / (10 << 20));
@@ -116,9 +103,7 @@ impl SmolTapLab {
             let _ = phy::wait(dev.as_raw_fd(), delay);
         }
         let end = Instant::now();
-        let t0 = sender
-            .join()
-            .map_err(|_| "Linux sender panicked".to_string())??;
+        let t0 = joined(sender, "Linux sender")?;
         if got != bytes {
             return Err(format!("smoltcp-tap-in: {got} of {bytes} bytes"));
         }
@@ -130,25 +115,10 @@ impl SmolTapLab {
     }
 
     /// smoltcp → Linux.
-    pub fn outbound(&self, bytes: u64) -> Result<Measurement, String> {
+    fn outbound(&self, bytes: u64) -> Result<Measurement, String> {
         let (mut dev, mut iface, mut sockets) = self.interface()?;
         let h = sockets.iter().next().map(|(h, _)| h).ok_or("no socket")?;
-        let ns = self.ns.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let receiver = std::thread::spawn(move || -> Result<(u64, Instant), String> {
-            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-            let l = std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, PORT))
-                .map_err(|e| format!("Linux listen: {e}"))?;
-            let _ = ready_tx.send(());
-            let (c, _) = l.accept().map_err(|e| format!("Linux accept: {e}"))?;
-            c.set_read_timeout(Some(Duration::from_secs(30)))
-                .map_err(|e| e.to_string())?;
-            let got = drain(&c).map_err(|e| format!("Linux read: {e}"))?;
-            Ok((got, Instant::now()))
-        });
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| "the Linux listener did not start".to_string())?;
+        let receiver = self.ns.receiver(SocketAddrV4::new(LINUX_IP, PORT))?;
         let cx = iface.context();
         sockets
             .get_mut::<tcp::Socket<'static>>(h)
@@ -193,9 +163,7 @@ impl SmolTapLab {
                 .map(|d| d.min(SDuration::from_millis(1)));
             let _ = phy::wait(dev.as_raw_fd(), delay);
         }
-        let (got, end) = receiver
-            .join()
-            .map_err(|_| "Linux receiver panicked".to_string())??;
+        let (got, end) = joined(receiver, "Linux receiver")?;
         if got != bytes {
             return Err(format!(
                 "smoltcp-tap-out: Linux received {got} of {bytes} bytes"
@@ -207,11 +175,5 @@ impl SmolTapLab {
             bytes,
             secs: end.duration_since(t0).as_secs_f64(),
         })
-    }
-}
-
-impl Drop for SmolTapLab {
-    fn drop(&mut self) {
-        let _ = super::tap::ip(&["netns", "del", &self.ns]);
     }
 }

@@ -36,7 +36,7 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-pub(super) fn ip(args: &[&str]) -> Result<(), String> {
+fn ip(args: &[&str]) -> Result<(), String> {
     let o = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
@@ -53,11 +53,95 @@ pub(super) fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The two directions a TAP row measures, for `bench tcp` to run mpstack's and
+/// smoltcp's labs alike.
+pub trait TapRows {
+    /// Linux → the stack under test.
+    fn inbound(&self, bytes: u64) -> Result<Measurement, String>;
+    /// The stack under test → Linux.
+    fn outbound(&self, bytes: u64) -> Result<Measurement, String>;
+}
+
+/// A thread of a Linux end, and what it returns.
+pub(super) type LinuxEnd<T> = std::thread::JoinHandle<Result<T, String>>;
+
+/// A network namespace made for a lab (an old one of the same name is removed
+/// first); deleted, with the TAPs moved into it, when dropped.
+pub(super) struct Netns(pub(super) String);
+
+impl Netns {
+    pub(super) fn new(name: String) -> Result<Netns, String> {
+        let _ = ip(&["netns", "del", &name]);
+        ip(&["netns", "add", &name])?;
+        Ok(Netns(name))
+    }
+
+    /// Moves the TAP `tap` into the namespace and gives it `linux_addr` there.
+    pub(super) fn adopt(&self, tap: &str, linux_addr: &str) -> Result<(), String> {
+        let ns = &self.0;
+        ip(&["link", "set", tap, "netns", ns])?;
+        ip(&["-n", ns, "addr", "add", linux_addr, "dev", tap])?;
+        ip(&["-n", ns, "link", "set", tap, "up"])?;
+        ip(&["-n", ns, "link", "set", "lo", "up"])
+    }
+
+    /// Linux's sending end: a thread in the namespace that connects to `to`, writes
+    /// `bytes` bytes and shuts down; it returns when it started writing.
+    pub(super) fn sender(&self, to: SocketAddrV4, bytes: u64) -> LinuxEnd<Instant> {
+        let ns = self.0.clone();
+        std::thread::spawn(move || {
+            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
+            let c = connect_retrying(to)?;
+            let t0 = Instant::now();
+            pump(&c, bytes).map_err(|e| format!("Linux write: {e}"))?;
+            c.shutdown(std::net::Shutdown::Write)
+                .map_err(|e| e.to_string())?;
+            Ok(t0)
+        })
+    }
+
+    /// Linux's receiving end: a thread in the namespace listening on `at` (listening
+    /// when this returns) that reads one connection to its end; it returns the
+    /// bytes read and when the end came.
+    pub(super) fn receiver(&self, at: SocketAddrV4) -> Result<LinuxEnd<(u64, Instant)>, String> {
+        let ns = self.0.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
+            let l = std::net::TcpListener::bind(at).map_err(|e| format!("Linux listen: {e}"))?;
+            let _ = ready_tx.send(());
+            let (c, _) = l.accept().map_err(|e| format!("Linux accept: {e}"))?;
+            c.set_read_timeout(Some(Duration::from_secs(30)))
+                .map_err(|e| e.to_string())?;
+            let got = drain(&c).map_err(|e| format!("Linux read: {e}"))?;
+            Ok((got, Instant::now()))
+        });
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(()) => Ok(h),
+            // The thread's own error says why, if it has one.
+            Err(_) => Err(joined(h, "Linux receiver")
+                .err()
+                .unwrap_or_else(|| "the Linux listener did not start".into())),
+        }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.0]);
+    }
+}
+
+/// A Linux end's result.
+pub(super) fn joined<T>(h: LinuxEnd<T>, who: &str) -> Result<T, String> {
+    h.join().map_err(|_| format!("{who} panicked"))?
+}
+
 /// A namespace holding the TAP of a running stack; dropping it stops the stack and
 /// deletes the namespace.
 pub struct TapLab {
-    ns: String,
     stack: Option<Stack>,
+    ns: Netns,
     offload: bool,
 }
 
@@ -67,15 +151,8 @@ impl TapLab {
     pub fn new(workers: usize, offload: bool) -> Result<TapLab, String> {
         let pid = std::process::id();
         let tag = if offload { "o" } else { "p" };
-        let ns = format!("mpb-t{tag}-{pid}");
+        let ns = Netns::new(format!("mpb-t{tag}-{pid}"))?;
         let tap = format!("mpbt{tag}{}", pid % 100_000);
-        let _ = ip(&["netns", "del", &ns]);
-        ip(&["netns", "add", &ns])?;
-        let mut lab = TapLab {
-            ns,
-            stack: None,
-            offload,
-        };
         let dev = if offload {
             dev::tap::TapDevice::open_with_offload(&tap, workers)
         } else {
@@ -96,45 +173,35 @@ impl TapLab {
         )
         .map_err(|e| e.to_string())?;
         s.start().map_err(|e| e.to_string())?;
-        lab.stack = Some(s);
-        let ns = lab.ns.clone();
-        ip(&["link", "set", &tap, "netns", &ns])?;
-        ip(&["-n", &ns, "addr", "add", LINUX_ADDR, "dev", &tap])?;
-        ip(&["-n", &ns, "link", "set", &tap, "up"])?;
-        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        let lab = TapLab {
+            stack: Some(s),
+            ns,
+            offload,
+        };
+        lab.ns.adopt(&tap, LINUX_ADDR)?;
         Ok(lab)
     }
 
     fn stack(&self) -> Result<&Stack, String> {
         self.stack.as_ref().ok_or_else(|| "no stack".to_string())
     }
+}
 
+impl TapRows for TapLab {
     /// Linux → mpstack: `bytes` bytes from a kernel socket in the namespace to a
     /// listener of ours.
-    pub fn inbound(&self, bytes: u64) -> Result<Measurement, String> {
+    fn inbound(&self, bytes: u64) -> Result<Measurement, String> {
         let l = self
             .stack()?
             .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 4)
             .map_err(|e| e.to_string())?;
-        let ns = self.ns.clone();
-        let sender = std::thread::spawn(move || -> Result<Instant, String> {
-            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-            let c = connect_retrying(SocketAddrV4::new(OUR_IP, PORT))?;
-            let t0 = Instant::now();
-            pump(&c, bytes).map_err(|e| format!("Linux write: {e}"))?;
-            c.shutdown(std::net::Shutdown::Write)
-                .map_err(|e| e.to_string())?;
-            Ok(t0)
-        });
+        let sender = self.ns.sender(SocketAddrV4::new(OUR_IP, PORT), bytes);
         let (c, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
         c.set_read_timeout(Some(Duration::from_secs(30)))
             .map_err(|e| e.to_string())?;
         let got = drain(&c).map_err(|e| format!("read: {e}"))?;
         let end = Instant::now();
-        let t0 = sender
-            .join()
-            .map_err(|_| "Linux sender panicked".to_string())??;
-        let secs = end.duration_since(t0).as_secs_f64();
+        let t0 = joined(sender, "Linux sender")?;
         if got != bytes {
             return Err(format!("tap-in: mpstack received {got} of {bytes} bytes"));
         }
@@ -145,29 +212,14 @@ impl TapLab {
                 "tap-in-plain"
             },
             bytes,
-            secs,
+            secs: end.duration_since(t0).as_secs_f64(),
         })
     }
 
     /// mpstack → Linux: `bytes` bytes from a connection of ours to a kernel listener
     /// in the namespace.
-    pub fn outbound(&self, bytes: u64) -> Result<Measurement, String> {
-        let ns = self.ns.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let receiver = std::thread::spawn(move || -> Result<(u64, Instant), String> {
-            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-            let l = std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, PORT))
-                .map_err(|e| format!("Linux listen: {e}"))?;
-            let _ = ready_tx.send(());
-            let (c, _) = l.accept().map_err(|e| format!("Linux accept: {e}"))?;
-            c.set_read_timeout(Some(Duration::from_secs(30)))
-                .map_err(|e| e.to_string())?;
-            let got = drain(&c).map_err(|e| format!("Linux read: {e}"))?;
-            Ok((got, Instant::now()))
-        });
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| "the Linux listener did not start".to_string())?;
+    fn outbound(&self, bytes: u64) -> Result<Measurement, String> {
+        let receiver = self.ns.receiver(SocketAddrV4::new(LINUX_IP, PORT))?;
         let c = self
             .stack()?
             .tcp_connect(
@@ -181,10 +233,7 @@ impl TapLab {
         pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
         c.shutdown(std::net::Shutdown::Write)
             .map_err(|e| e.to_string())?;
-        let (got, end) = receiver
-            .join()
-            .map_err(|_| "Linux receiver panicked".to_string())??;
-        let secs = end.duration_since(t0).as_secs_f64();
+        let (got, end) = joined(receiver, "Linux receiver")?;
         if got != bytes {
             return Err(format!("tap-out: Linux received {got} of {bytes} bytes"));
         }
@@ -195,14 +244,14 @@ impl TapLab {
                 "tap-out-plain"
             },
             bytes,
-            secs,
+            secs: end.duration_since(t0).as_secs_f64(),
         })
     }
 }
 
 /// Connects, trying again while the address is not yet reachable (ARP, the link
 /// coming up) for up to 10 s.
-pub(super) fn connect_retrying(to: SocketAddrV4) -> Result<std::net::TcpStream, String> {
+fn connect_retrying(to: SocketAddrV4) -> Result<std::net::TcpStream, String> {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         match std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
@@ -215,10 +264,10 @@ pub(super) fn connect_retrying(to: SocketAddrV4) -> Result<std::net::TcpStream, 
 
 impl Drop for TapLab {
     fn drop(&mut self) {
+        // The stack (and its TAP) first, then the namespace (a field, after this).
         if let Some(mut s) = self.stack.take() {
             s.stop();
         }
-        let _ = ip(&["netns", "del", &self.ns]);
     }
 }
 
@@ -239,7 +288,7 @@ mod tests {
             let ns;
             {
                 let lab = TapLab::new(1, offload).unwrap();
-                ns = lab.ns.clone();
+                ns = lab.ns.0.clone();
                 for _ in 0..2 {
                     let m = lab.inbound(4 << 20).unwrap();
                     assert_eq!((m.name, m.bytes), (names.0, 4 << 20));
