@@ -110,6 +110,44 @@ impl Routed {
         sh(&format!("ip netns exec {} {cmd}", self.ns[i]))
     }
 
+    /// 20 MB of random bytes through the router with socat, from side 0 to side 1
+    /// and back over IPv4, and from side 0 to side 1 over IPv6, each checked by its
+    /// SHA-256; `what` names the run in failures.
+    fn transfers_through(&self, what: &str) {
+        let send = self.tmp.join("send");
+        let recv = self.tmp.join("recv");
+        let (ok, out) = sh(&format!(
+            "head -c 20000000 /dev/urandom > {}",
+            send.display()
+        ));
+        assert!(ok, "{out}");
+        for (server, client, dst) in [
+            (1, 0, "198.18.2.2"),
+            (0, 1, "198.18.1.2"),
+            (1, 0, "[2001:2:2::2]"),
+        ] {
+            let _ = std::fs::remove_file(&recv);
+            let listen = format!(
+                "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr{} OPEN:{},creat,trunc",
+                self.ns[server],
+                if dst.starts_with('[') { ",pf=ip6" } else { "" },
+                recv.display()
+            );
+            let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            let (ok, out) = self.exec(
+                client,
+                &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
+            );
+            assert!(ok, "{what}: socat to {dst}: {out}");
+            let st = srv.wait().unwrap();
+            assert!(st.success(), "{what}: listener to {dst}: {st}");
+            let (_, a) = sh(&format!("sha256sum < {}", send.display()));
+            let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
+            assert_eq!(a, b, "{what}: SHA-256 through the router to {dst}");
+        }
+    }
+
     /// Stops the router and returns its counters (name → value).
     fn stop(&mut self) -> std::collections::HashMap<String, u64> {
         stop_node(&mut self.node, &self.lines, &mut self.output)
@@ -199,41 +237,7 @@ fn linux_namespaces_talk_through_an_mpstack_router() {
             "{out}"
         );
         // TCP: 20 MB each way with the SHA-256 compared.
-        let send = r.tmp.join("send");
-        let recv = r.tmp.join("recv");
-        let (ok, out) = sh(&format!(
-            "head -c 20000000 /dev/urandom > {}",
-            send.display()
-        ));
-        assert!(ok, "{out}");
-        for (server, client, dst) in [
-            (1, 0, "198.18.2.2"),
-            (0, 1, "198.18.1.2"),
-            (1, 0, "[2001:2:2::2]"),
-        ] {
-            let _ = std::fs::remove_file(&recv);
-            let listen = format!(
-                "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr{} OPEN:{},creat,trunc",
-                r.ns[server],
-                if dst.starts_with('[') { ",pf=ip6" } else { "" },
-                recv.display()
-            );
-            let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
-            std::thread::sleep(Duration::from_millis(300));
-            let (ok, out) = r.exec(
-                client,
-                &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
-            );
-            assert!(ok, "workers={workers} socat to {dst}: {out}");
-            let st = srv.wait().unwrap();
-            assert!(st.success(), "listener to {dst}: {st}");
-            let (_, a) = sh(&format!("sha256sum < {}", send.display()));
-            let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
-            assert_eq!(
-                a, b,
-                "workers={workers}: SHA-256 through the router to {dst}"
-            );
-        }
+        r.transfers_through(&format!("workers={workers}"));
         let c = r.stop();
         assert!(c.get("ip.forward").copied().unwrap_or(0) > 20_000, "{c:?}");
         assert!(c.get("ip6.forward").copied().unwrap_or(0) > 5_000, "{c:?}");
@@ -318,38 +322,7 @@ fn an_offload_router_cuts_what_linux_hands_it_whole() {
     // size the sender never put on any wire.
     skip_unless!("ip", "socat", "sha256sum");
     let mut r = Routed::start_with("o", 1, &["--offload"]);
-    let send = r.tmp.join("send");
-    let recv = r.tmp.join("recv");
-    let (ok, out) = sh(&format!(
-        "head -c 20000000 /dev/urandom > {}",
-        send.display()
-    ));
-    assert!(ok, "{out}");
-    for (server, client, dst) in [
-        (1, 0, "198.18.2.2"),
-        (0, 1, "198.18.1.2"),
-        (1, 0, "[2001:2:2::2]"),
-    ] {
-        let _ = std::fs::remove_file(&recv);
-        let listen = format!(
-            "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr{} OPEN:{},creat,trunc",
-            r.ns[server],
-            if dst.starts_with('[') { ",pf=ip6" } else { "" },
-            recv.display()
-        );
-        let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        let (ok, out) = r.exec(
-            client,
-            &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
-        );
-        assert!(ok, "socat to {dst}: {out}");
-        let st = srv.wait().unwrap();
-        assert!(st.success(), "listener to {dst}: {st}");
-        let (_, a) = sh(&format!("sha256sum < {}", send.display()));
-        let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
-        assert_eq!(a, b, "SHA-256 through the offload router to {dst}");
-    }
+    r.transfers_through("the offload router");
     let c = r.stop();
     for k in ["ip.swgso", "ip6.swgso"] {
         assert!(
