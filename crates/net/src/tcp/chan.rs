@@ -7,6 +7,7 @@
 //! producer of `rx`; the application (one reader, one writer at a time, serialised by
 //! the handle) is the other side.
 
+use super::sndbuf::Chunk;
 use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
 use std::cell::RefCell;
@@ -433,30 +434,7 @@ pub(crate) fn worth_holding(m: &mbuf::Mbuf, len: usize) -> bool {
     len >= HOLD_MIN && m.buf_bytes() <= 4 * len
 }
 
-/// A piece of a byte channel's stream: bytes of its own, or a packet of one
-/// segment holding exactly its bytes (a received segment's data, or a large write
-/// in a packet buffer: no copy on the way to the reader or into segments).
-#[derive(Debug)]
-pub(crate) enum Chunk {
-    Bytes(Vec<u8>),
-    Pkt(mbuf::Mbuf),
-}
-
 impl Chunk {
-    fn data(&self) -> &[u8] {
-        match self {
-            Chunk::Bytes(v) => v,
-            Chunk::Pkt(m) => m.first(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Chunk::Bytes(v) => v.len(),
-            Chunk::Pkt(m) => m.len(),
-        }
-    }
-
     /// Done with: own bytes go back for reuse, a packet's buffer to its pool.
     fn recycle(self, qs: &Queues) {
         if let Chunk::Bytes(v) = self {

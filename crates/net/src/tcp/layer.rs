@@ -168,7 +168,7 @@ struct Conn {
     /// Counted in the listener's SYN queue (`half_open`).
     half_open: bool,
     fin_requested: bool,
-    tx_partial: Option<(super::chan::Chunk, usize)>,
+    tx_partial: Option<(super::sndbuf::Chunk, usize)>,
     /// The deadline this connection has in the worker's timer heap, if any.
     timer_at: Option<dev::Instant>,
 }

@@ -22,22 +22,25 @@ const FILL_MIN: usize = 256;
 /// Acknowledged chunks kept for reuse.
 const SPARE_MAX: usize = 8;
 
+/// Bytes on their way out or in, as the send buffer and the byte channels
+/// (`chan`) hold them: a buffer of their own, or a packet of one segment holding
+/// exactly them (a received segment's data, or a large write in a packet buffer: no
+/// copy on the way to the reader or into segments).
 #[derive(Debug)]
-enum Chunk {
+pub(crate) enum Chunk {
     Bytes(Vec<u8>),
-    /// A packet of one segment holding exactly the chunk's bytes.
     Pkt(Mbuf),
 }
 
 impl Chunk {
-    fn data(&self) -> &[u8] {
+    pub(crate) fn data(&self) -> &[u8] {
         match self {
             Chunk::Bytes(v) => v,
             Chunk::Pkt(m) => m.first(),
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Chunk::Bytes(v) => v.len(),
             Chunk::Pkt(m) => m.len(),

@@ -102,7 +102,7 @@ pub struct TcpStream {
     nonblocking: AtomicBool,
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
-    rx_partial: Mutex<Option<(super::chan::Chunk, usize)>>,
+    rx_partial: Mutex<Option<(super::sndbuf::Chunk, usize)>>,
 }
 
 /// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes: what the
