@@ -678,6 +678,26 @@ fn pump(mut w: impl Write, bytes: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Connects from `stack` to `to` and sends `bytes` bytes, then the end of the
+/// stream; returns the connection (to keep until the receiver is done) and when
+/// the writing began.
+fn send_over(
+    stack: &Stack,
+    to: SocketAddrV4,
+    bytes: u64,
+) -> Result<(net::TcpStream, Instant), String> {
+    let c = stack
+        .tcp_connect(to, Some(Duration::from_secs(10)))
+        .map_err(|e| format!("connect: {e}"))?;
+    c.set_write_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
+    c.shutdown(std::net::Shutdown::Write)
+        .map_err(|e| e.to_string())?;
+    Ok((c, t0))
+}
+
 /// The memory wire of the plain mpstack rows: MTU 1500, nothing offloaded.
 const NO_OFFLOAD: Offloads = Offloads {
     csum: false,
@@ -703,18 +723,11 @@ fn ours(bytes: u64, workers: usize, offload: Offloads) -> Result<Measurement, St
         c.set_read_timeout(Some(Duration::from_secs(30)))?;
         drain(c)
     });
-    let c = a
-        .tcp_connect(
-            SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 5001),
-            Some(Duration::from_secs(10)),
-        )
-        .map_err(|e| format!("connect: {e}"))?;
-    c.set_write_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| e.to_string())?;
-    let t0 = Instant::now();
-    pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
-    c.shutdown(std::net::Shutdown::Write)
-        .map_err(|e| e.to_string())?;
+    let (c, t0) = send_over(
+        &a,
+        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 5001),
+        bytes,
+    )?;
     let got = sink
         .join()
         .map_err(|_| "sink panicked".to_string())?

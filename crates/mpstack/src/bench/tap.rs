@@ -10,10 +10,9 @@
 //! Owns the namespace `mpb-t-<pid>` (the TAP goes with it) and deletes it when its
 //! [`TapLab`] is dropped. Only 198.18.3.1/24 (Linux) and 198.18.3.2/24 (mpstack).
 
-use super::{drain, pump, Measurement};
+use super::{drain, pump, send_over, Measurement};
 use net::{IfConfig, Stack, StackConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LINUX_ADDR: &str = "198.18.3.1/24";
@@ -37,20 +36,7 @@ pub fn unavailable() -> Option<String> {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let o = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr).trim()
-        ))
-    }
+    super::veth::run_ok(&[&["ip"], args].concat())
 }
 
 /// The two directions a TAP row measures, for `bench tcp` to run mpstack's and
@@ -220,19 +206,7 @@ impl TapRows for TapLab {
     /// in the namespace.
     fn outbound(&self, bytes: u64) -> Result<Measurement, String> {
         let receiver = self.ns.receiver(SocketAddrV4::new(LINUX_IP, PORT))?;
-        let c = self
-            .stack()?
-            .tcp_connect(
-                SocketAddrV4::new(LINUX_IP, PORT),
-                Some(Duration::from_secs(10)),
-            )
-            .map_err(|e| format!("connect: {e}"))?;
-        c.set_write_timeout(Some(Duration::from_secs(30)))
-            .map_err(|e| e.to_string())?;
-        let t0 = Instant::now();
-        pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
-        c.shutdown(std::net::Shutdown::Write)
-            .map_err(|e| e.to_string())?;
+        let (_c, t0) = send_over(self.stack()?, SocketAddrV4::new(LINUX_IP, PORT), bytes)?;
         let (got, end) = joined(receiver, "Linux receiver")?;
         if got != bytes {
             return Err(format!("tap-out: Linux received {got} of {bytes} bytes"));
@@ -297,7 +271,10 @@ mod tests {
                     assert!(m.secs > 0.0);
                 }
             }
-            let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+            let list = std::process::Command::new("ip")
+                .args(["netns", "list"])
+                .output()
+                .unwrap();
             assert!(
                 !String::from_utf8_lossy(&list.stdout).contains(&ns),
                 "namespace {ns} left behind"

@@ -35,7 +35,7 @@ fn run(args: &[&str]) -> Result<Output, String> {
         .map_err(|e| format!("{}: {e}", args.join(" ")))
 }
 
-fn run_ok(args: &[&str]) -> Result<(), String> {
+pub(super) fn run_ok(args: &[&str]) -> Result<(), String> {
     let o = run(args)?;
     if o.status.success() {
         Ok(())
