@@ -241,11 +241,6 @@ impl<'a> Payload<'a> {
     pub fn pieces(self) -> impl Iterator<Item = &'a [u8]> {
         [self.head, self.tail].into_iter().filter(|p| !p.is_empty())
     }
-
-    /// The bytes, gathered.
-    pub fn to_vec(self) -> Vec<u8> {
-        [self.head, self.tail].concat()
-    }
 }
 
 impl<'a> From<&'a [u8]> for Payload<'a> {
@@ -256,12 +251,6 @@ impl<'a> From<&'a [u8]> for Payload<'a> {
 
 impl<'a, const N: usize> From<&'a [u8; N]> for Payload<'a> {
     fn from(b: &'a [u8; N]) -> Self {
-        Payload { head: b, tail: &[] }
-    }
-}
-
-impl<'a> From<&'a Vec<u8>> for Payload<'a> {
-    fn from(b: &'a Vec<u8>) -> Self {
         Payload { head: b, tail: &[] }
     }
 }
