@@ -7,7 +7,7 @@
 //! until `EAGAIN` or the burst is full, `tx_burst` writes each frame with one
 //! `writev` of its segments, counting a full kernel queue as `odrops`.
 //!
-//! [`TapDevice::open_with_offload`] also asks for the virtio-net header
+//! [`TapDevice::open_with`] with `offload` also asks for the virtio-net header
 //! (`IFF_VNET_HDR`) and tells the kernel we take checksum and TCP segmentation
 //! offload (`TUNSETOFFLOAD`, `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6`), as QEMU does for a
 //! guest: each frame then carries ten bytes in front saying what is left to do. The
@@ -119,16 +119,13 @@ fn explain(e: io::Error, name: &str, queues: usize) -> io::Error {
 impl TapDevice {
     /// Attaches to (or creates) the TAP `name` with `queues` queue pairs.
     pub fn open(name: &str, queues: usize) -> io::Result<TapDevice> {
-        Self::open_inner(name, queues, false)
+        Self::open_with(name, queues, false)
     }
 
-    /// [`TapDevice::open`] with checksum and TCP segmentation offload through the
-    /// virtio-net header (see the module's doc).
-    pub fn open_with_offload(name: &str, queues: usize) -> io::Result<TapDevice> {
-        Self::open_inner(name, queues, true)
-    }
-
-    fn open_inner(name: &str, queues: usize, vnet: bool) -> io::Result<TapDevice> {
+    /// [`TapDevice::open`], with `offload`: checksum and TCP segmentation offload
+    /// through the virtio-net header (see the module's doc).
+    pub fn open_with(name: &str, queues: usize, offload: bool) -> io::Result<TapDevice> {
+        let vnet = offload;
         validate_name(name)?;
         if queues == 0 || queues > MAX_QUEUES {
             return Err(io::Error::new(

@@ -167,12 +167,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     });
     let mut ifindexes = Vec::new();
     for (i, name) in taps.iter().enumerate() {
-        let tap = if a.offload {
-            dev::tap::TapDevice::open_with_offload(name, queues)
-        } else {
-            dev::tap::TapDevice::open(name, queues)
-        }
-        .map_err(|e| format!("TAP '{name}': {e}"))?;
+        let tap = dev::tap::TapDevice::open_with(name, queues, a.offload)
+            .map_err(|e| format!("TAP '{name}': {e}"))?;
         let device: Box<dyn dev::Device> = match &a.pcap {
             Some(path) => {
                 let path = if i == 0 {

@@ -139,12 +139,8 @@ impl TapLab {
         let tag = if offload { "o" } else { "p" };
         let ns = Netns::new(format!("mpb-t{tag}-{pid}"))?;
         let tap = format!("mpbt{tag}{}", pid % 100_000);
-        let dev = if offload {
-            dev::tap::TapDevice::open_with_offload(&tap, workers)
-        } else {
-            dev::tap::TapDevice::open(&tap, workers)
-        }
-        .map_err(|e| format!("TAP {tap}: {e}"))?;
+        let dev = dev::tap::TapDevice::open_with(&tap, workers, offload)
+            .map_err(|e| format!("TAP {tap}: {e}"))?;
         let mut s = Stack::new(StackConfig {
             name: "bench-tap".into(),
             workers,
