@@ -1247,16 +1247,7 @@ impl Program {
         counters.sync(self);
         if !self.lookup_first && !self.has_slots {
             for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-                *o = self.eval_one(
-                    p,
-                    env,
-                    states,
-                    counters,
-                    now,
-                    rng,
-                    &mut Walk::new(self, None),
-                    &mut OnTheSpot,
-                );
+                *o = self.eval_one(p, env, states, counters, now, rng);
             }
             return;
         }
@@ -1331,24 +1322,14 @@ impl Program {
         rng: &mut u64,
     ) -> Verdict {
         counters.sync(self);
-        self.eval_one(
-            pkt,
-            env,
-            states,
-            counters,
-            now,
-            rng,
-            &mut Walk::new(self, None),
-            &mut OnTheSpot,
-        )
+        self.eval_one(pkt, env, states, counters, now, rng)
     }
 
-    /// `eval` after the counters' sync. The packet is read-only during the walk (its
-    /// tags are a local copy, written back at the end), so its fields are loaded once
-    /// per packet rather than once per rule.
+    /// `eval` after the counters' sync, its lookups made on the spot. The packet is
+    /// read-only during the walk (its tags are a local copy, written back at the
+    /// end), so its fields are loaded once per packet rather than once per rule.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn eval_one<E: Env + ?Sized, L: AddrLookups>(
+    fn eval_one<E: Env + ?Sized>(
         &self,
         pkt: &mut PacketInfo,
         env: &E,
@@ -1356,11 +1337,20 @@ impl Program {
         counters: &mut Counters,
         now: u64,
         rng: &mut u64,
-        w: &mut Walk,
-        lk: &mut L,
     ) -> Verdict {
+        let mut w = Walk::new(self, None);
         let mut tags = pkt.tags;
-        let v = self.walk(pkt, &mut tags, env, states, counters, now, rng, w, lk);
+        let v = self.walk(
+            pkt,
+            &mut tags,
+            env,
+            states,
+            counters,
+            now,
+            rng,
+            &mut w,
+            &mut OnTheSpot,
+        );
         pkt.tags = tags;
         v
     }
