@@ -941,6 +941,19 @@ fn flags_match(have: u8, f: FlagSpec) -> bool {
     have & f.set == f.set && have & f.clear == 0
 }
 
+/// A table lookup's result as a test: a hit, with the value `want`s if it names one,
+/// matches and sets `targ` (`tablearg`) to the entry's value.
+#[inline(always)]
+fn table_hit(found: Option<u32>, want: Option<u32>, targ: &mut u32) -> bool {
+    match found {
+        Some(v) if want.is_none_or(|w| w == v) => {
+            *targ = v;
+            true
+        }
+        _ => false,
+    }
+}
+
 #[inline]
 fn mac_match(p: MacPat, have: [u8; 6]) -> bool {
     match p {
@@ -1031,13 +1044,11 @@ impl Program {
             }
             Op::AddrTable {
                 dst, table, value, ..
-            } => match self.tables[table as usize].lookup_addr(if dst { p.dst } else { p.src }) {
-                Some(v) if value.is_none_or(|w| w == v) => {
-                    *targ = v;
-                    true
-                }
-                _ => false,
-            },
+            } => table_hit(
+                self.tables[table as usize].lookup_addr(if dst { p.dst } else { p.src }),
+                value,
+                targ,
+            ),
             Op::Iface(which, operand) => {
                 let ifp = match which {
                     IfWhich::Recv => p.rcvif,
@@ -1051,15 +1062,11 @@ impl Program {
                 match operand {
                     IfOperand::Any => true,
                     IfOperand::Name(i) => self.ifnames[i as usize] == ifp.name,
-                    IfOperand::Table(t) => {
-                        match self.tables[t as usize].lookup_iface(ifp.name.as_str()) {
-                            Some(v) => {
-                                *targ = v;
-                                true
-                            }
-                            None => false,
-                        }
-                    }
+                    IfOperand::Table(t) => table_hit(
+                        self.tables[t as usize].lookup_iface(ifp.name.as_str()),
+                        None,
+                        targ,
+                    ),
                 }
             }
             Op::Icmp6Types(i) => {
@@ -1103,23 +1110,17 @@ impl Program {
                     return false;
                 }
                 let port = if dst { p.dport } else { p.sport };
-                match self.tables[table as usize].lookup_number(port as u32) {
-                    Some(v) => {
-                        *targ = v;
-                        true
-                    }
-                    None => false,
-                }
+                table_hit(
+                    self.tables[table as usize].lookup_number(port as u32),
+                    None,
+                    targ,
+                )
             }
-            Op::Flow(t) => {
-                match self.tables[t as usize].lookup_flow(p.src, p.proto, p.sport, p.dst, p.dport) {
-                    Some(v) => {
-                        *targ = v;
-                        true
-                    }
-                    None => false,
-                }
-            }
+            Op::Flow(t) => table_hit(
+                self.tables[t as usize].lookup_flow(p.src, p.proto, p.sport, p.dst, p.dport),
+                None,
+                targ,
+            ),
             // The common opcodes: `test` answers them inline and never sends them
             // here; answered the same way should anything else call this.
             _ => self.test(op, p, tags, env, targ),
@@ -1148,13 +1149,7 @@ impl Program {
             {
                 if let Some(found) = lk.addr_table(self, slot, dst, table) {
                     // As `test_rare` does with a lookup of its own.
-                    return match found {
-                        Some(v) if value.is_none_or(|w| w == v) => {
-                            *targ = v;
-                            true
-                        }
-                        _ => false,
-                    };
+                    return table_hit(found, value, targ);
                 }
             }
         }
@@ -1252,16 +1247,7 @@ impl Program {
         counters.sync(self);
         if !self.lookup_first && !self.has_slots {
             for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-                *o = self.eval_one(
-                    p,
-                    env,
-                    states,
-                    counters,
-                    now,
-                    rng,
-                    &mut Walk::new(self, None),
-                    &mut OnTheSpot,
-                );
+                *o = self.eval_one(p, env, states, counters, now, rng);
             }
             return;
         }
@@ -1336,24 +1322,14 @@ impl Program {
         rng: &mut u64,
     ) -> Verdict {
         counters.sync(self);
-        self.eval_one(
-            pkt,
-            env,
-            states,
-            counters,
-            now,
-            rng,
-            &mut Walk::new(self, None),
-            &mut OnTheSpot,
-        )
+        self.eval_one(pkt, env, states, counters, now, rng)
     }
 
-    /// `eval` after the counters' sync. The packet is read-only during the walk (its
-    /// tags are a local copy, written back at the end), so its fields are loaded once
-    /// per packet rather than once per rule.
+    /// `eval` after the counters' sync, its lookups made on the spot. The packet is
+    /// read-only during the walk (its tags are a local copy, written back at the
+    /// end), so its fields are loaded once per packet rather than once per rule.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn eval_one<E: Env + ?Sized, L: AddrLookups>(
+    fn eval_one<E: Env + ?Sized>(
         &self,
         pkt: &mut PacketInfo,
         env: &E,
@@ -1361,11 +1337,20 @@ impl Program {
         counters: &mut Counters,
         now: u64,
         rng: &mut u64,
-        w: &mut Walk,
-        lk: &mut L,
     ) -> Verdict {
+        let mut w = Walk::new(self, None);
         let mut tags = pkt.tags;
-        let v = self.walk(pkt, &mut tags, env, states, counters, now, rng, w, lk);
+        let v = self.walk(
+            pkt,
+            &mut tags,
+            env,
+            states,
+            counters,
+            now,
+            rng,
+            &mut w,
+            &mut OnTheSpot,
+        );
         pkt.tags = tags;
         v
     }

@@ -90,6 +90,27 @@ impl Fw {
         prog.eval(p, &Host, &states, &mut self.ctr, self.now, &mut self.rng)
     }
 
+    /// `eval_batch` of `pkts` at time `now`: their verdicts, in order.
+    fn run_batch(&mut self, pkts: &mut [PacketInfo], now: u64) -> Vec<Verdict> {
+        let prog = self.rs.program().unwrap();
+        let blank = Verdict {
+            decision: Decision::Allow,
+            rule: 0,
+            log: false,
+        };
+        let mut out = vec![blank; pkts.len()];
+        prog.eval_batch(
+            pkts,
+            &mut out,
+            &Host,
+            self.rs.states(),
+            &mut self.ctr,
+            now,
+            &mut self.rng,
+        );
+        out
+    }
+
     fn decide(&mut self, mut p: PacketInfo) -> (Decision, u16) {
         let v = self.run(&mut p);
         (v.decision, v.rule)
@@ -434,24 +455,9 @@ fn actions_give_their_decisions() {
 #[test]
 fn a_batch_gets_one_verdict_per_packet() {
     let mut fw = Fw::new("add 100 allow tcp from any to me 22\nadd 200 deny ip from any to any\n");
-    let prog = fw.rs.program().unwrap();
     let mut other = syn();
     other.dport = 23;
-    let mut pkts = [syn(), other, syn()];
-    let mut out = [Verdict {
-        decision: Decision::Allow,
-        rule: 0,
-        log: false,
-    }; 3];
-    prog.eval_batch(
-        &mut pkts,
-        &mut out,
-        &Host,
-        fw.rs.states(),
-        &mut fw.ctr,
-        1,
-        &mut fw.rng,
-    );
+    let out = fw.run_batch(&mut [syn(), other, syn()], 1);
     let got: Vec<_> = out.iter().map(|v| (v.decision, v.rule)).collect();
     assert_eq!(
         got,
@@ -490,24 +496,8 @@ fn a_batch_with_states_is_evals_in_turn() {
             (v.decision, v.rule)
         })
         .collect();
+    let out = batch.run_batch(&mut pkts, 2);
     let prog = batch.rs.program().unwrap();
-    let mut out = vec![
-        Verdict {
-            decision: Decision::Allow,
-            rule: 0,
-            log: false,
-        };
-        pkts.len()
-    ];
-    prog.eval_batch(
-        &mut pkts,
-        &mut out,
-        &Host,
-        batch.rs.states(),
-        &mut batch.ctr,
-        2,
-        &mut batch.rng,
-    );
     let got: Vec<_> = out.iter().map(|v| (v.decision, v.rule)).collect();
     assert_eq!(got, want);
     assert_eq!(
@@ -605,18 +595,9 @@ fn a_batch_with_table_lookups_is_evals_in_turn() {
         .iter_mut()
         .map(|p| prog.eval(p, &Host, &states, &mut one.ctr, 1, &mut one.rng))
         .collect();
-    let prog = batch.rs.program().unwrap();
-    let mut out = want.clone();
     // Vectors of 64 and a short last one.
-    prog.eval_batch(
-        &mut pkts,
-        &mut out,
-        &Host,
-        batch.rs.states(),
-        &mut batch.ctr,
-        1,
-        &mut batch.rng,
-    );
+    let out = batch.run_batch(&mut pkts, 1);
+    let prog = batch.rs.program().unwrap();
     assert_eq!(out, want);
     assert_eq!(pkts, by_eval, "tags");
     for id in prog.rule_ids() {
