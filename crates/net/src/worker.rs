@@ -409,6 +409,7 @@ impl Worker {
                 ether::ether_input(&mut cx, ifp, m);
             }
         }
+        flush_tcp(&mut cx);
 
         // 2. Frames handed over by workers that own no queue of an interface.
         // Queue 0 of every interface belongs to worker 0, which drains them.
@@ -470,6 +471,7 @@ impl Worker {
                 }
             }
             crate::tcp::layer::tcp_timers(&mut cx, tw);
+            crate::tcp::layer::tcp_flush(&mut cx, tw);
             cx.tcp = Some(tw);
         }
 
@@ -484,6 +486,7 @@ impl Worker {
                     crate::ip::ip_input(&mut cx, ifp, m);
                 }
             }
+            flush_tcp(&mut cx);
         }
         if !cx.loopq.is_empty() {
             more = true;
@@ -702,5 +705,13 @@ impl Worker {
                 n.drain();
             }
         }
+    }
+}
+
+/// Runs the TCP output that waited for the end of a batch of segments.
+fn flush_tcp(cx: &mut Cx<'_>) {
+    if let Some(tw) = cx.tcp.take() {
+        crate::tcp::layer::tcp_flush(cx, tw);
+        cx.tcp = Some(tw);
     }
 }

@@ -895,3 +895,57 @@ fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offloa
     assert_eq!(sb.tcp.rcvbadsum, 0, "every checksum b checked was right");
     assert_eq!(sb.ip.badsum, 0);
 }
+
+/// The receiver answers a burst of data segments with one ACK (its output waits for
+/// the end of the worker's batch, as GRO makes Linux do), not one per two segments,
+/// and no ACK leaves more than 64 KiB unacknowledged; the transfer is byte-exact.
+#[test]
+fn one_ack_answers_a_burst_of_segments() {
+    let (mut s, a, b) = pair(1, 13, Impairments::default());
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    s.run_for(Duration::from_millis(20));
+    let (srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 253) as u8).collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    let mut buf = vec![0u8; 65536];
+    s.run_until(Duration::from_secs(60), |_| {
+        if sent < data.len() {
+            if let Ok(n) = (&c).write(&data[sent..]) {
+                sent += n;
+            }
+        }
+        while let Ok(n) = (&srv).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert_eq!(got, data);
+    let rx = s.host(b).stats().tcp;
+    let segs_per_ack = rx.rcvpack as f64 / rx.sndacks.max(1) as f64;
+    assert!(
+        segs_per_ack >= 4.0,
+        "{} data segments, {} ACKs",
+        rx.rcvpack,
+        rx.sndacks
+    );
+    // An ACK at least every 64 KiB: the acknowledged stretch is bounded.
+    assert!(
+        rx.sndacks as usize >= data.len() / (64 * 1024 + 1448),
+        "{} ACKs for {} bytes",
+        rx.sndacks,
+        data.len()
+    );
+}

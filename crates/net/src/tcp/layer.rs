@@ -171,6 +171,8 @@ struct Conn {
     tx_partial: Option<(super::sndbuf::Chunk, usize)>,
     /// The deadline this connection has in the worker's timer heap, if any.
     timer_at: Option<dev::Instant>,
+    /// Listed in the worker's `deferred`, to be serviced at the end of the batch.
+    deferred: bool,
 }
 
 impl Conn {
@@ -195,6 +197,7 @@ impl Conn {
             fin_requested: false,
             tx_partial: None,
             timer_at: None,
+            deferred: false,
         }
     }
 }
@@ -221,6 +224,10 @@ pub(crate) struct TcpWorker {
     /// Readers to wake at the end of the worker's batch: one wake-up for all the
     /// segments of a burst, not one for the first of them.
     readers: Vec<Arc<StreamShared>>,
+    /// Connections whose segments of this batch are in and whose output waits for
+    /// the end of it ([`TcpWorker::flush`]): one ACK for a burst of data, one pass
+    /// of output for a burst of ACKs.
+    deferred: Vec<usize>,
 }
 
 impl std::fmt::Debug for TcpWorker {
@@ -246,6 +253,7 @@ impl TcpWorker {
             free: Vec::new(),
             segs: Vec::with_capacity(64),
             readers: Vec::with_capacity(64),
+            deferred: Vec::with_capacity(64),
             scratch: vec![0u8; 65_536],
             timers: BinaryHeap::new(),
             gens: Vec::new(),
@@ -494,7 +502,20 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                     note_reader(&mut tw.readers, s);
                 }
             }
+            // Output (the ACK, new data) waits for the rest of the batch when the
+            // segment asks nothing urgent of it.
+            let plain = !(seg.syn || seg.fin || seg.rst);
             tw.scratch = scratch;
+            if let Some(c) = tw.slab[i]
+                .as_mut()
+                .filter(|c| plain && c.tcb.output_may_wait())
+            {
+                if !c.deferred {
+                    c.deferred = true;
+                    tw.deferred.push(i);
+                }
+                return;
+            }
             service(cx, tw, i);
             return;
         }
@@ -659,6 +680,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 fin_requested: false,
                 tx_partial: None,
                 timer_at: None,
+                deferred: false,
             });
             service(cx, tw, i);
         }
@@ -713,10 +735,28 @@ pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
 
 /// Moves bytes between a connection and its application, sends what is due, updates
 /// what the application sees, and frees a finished connection.
+/// Services the connections whose output waited for the end of the batch
+/// ([`Tcb::output_may_wait`]). Called by the worker after each stage that delivers
+/// segments, and before it flushes its transmit queues.
+pub(crate) fn tcp_flush(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+    while !tw.deferred.is_empty() {
+        let list = std::mem::take(&mut tw.deferred);
+        for &i in &list {
+            service(cx, tw, i);
+        }
+        // The list's allocation comes back for the next batch.
+        if tw.deferred.is_empty() {
+            tw.deferred = list;
+            tw.deferred.clear();
+        }
+    }
+}
+
 fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     let Some(mut c) = tw.slab.get_mut(i).and_then(Option::take) else {
         return;
     };
+    c.deferred = false;
     // Borrowed, not cloned: the stream's reference count is shared with the
     // application thread.
     let s = &c.s;

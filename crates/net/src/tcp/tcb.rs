@@ -359,6 +359,10 @@ impl SegOut {
     }
 }
 
+/// The most received data a batch leaves unacknowledged ([`Tcb::output_may_wait`]):
+/// Linux's GRO aggregates up to 64 KiB before its one ACK, the same stretch.
+pub const ACK_BATCH_MAX: u32 = 64 * 1024;
+
 /// The reset answering a segment that belongs to no connection (RFC 9293 §3.10.7.1).
 /// `None` for a segment that is itself a reset.
 pub fn reset_for(seg: &SegIn<'_>) -> Option<SegOut> {
@@ -725,6 +729,19 @@ impl Tcb {
 
     pub fn state(&self) -> State {
         self.state
+    }
+
+    /// Whether this segment's output may wait for the end of the worker's batch:
+    /// an established connection with nothing urgent to say (no duplicate ACK owed,
+    /// no reset), that has acknowledged all but less than [`ACK_BATCH_MAX`] of what
+    /// it received. Then one ACK answers the data segments of a burst, and one pass
+    /// of output follows the ACKs of a burst with larger segments (what GRO and LRO
+    /// do for Linux and FreeBSD, at the level of the connection).
+    pub fn output_may_wait(&self) -> bool {
+        self.state == State::Established
+            && self.dupacks_owed == 0
+            && self.rst_pending.is_none()
+            && diff(self.rcv_nxt, self.last_ack_sent) < ACK_BATCH_MAX
     }
 
     pub fn error(&self) -> Option<TcpError> {
