@@ -361,6 +361,7 @@ impl Device for MemDevice {
                     port: self.idx,
                     queue: q,
                     stats: QueueStats::default(),
+                    staged: Vec::new(),
                 }) as Box<dyn Queue>
             })
             .collect()
@@ -376,6 +377,9 @@ pub struct MemQueue {
     port: usize,
     queue: usize,
     stats: QueueStats,
+    /// A burst's deliveries (port, queue, arrival, frame), staged so that each
+    /// receiving queue is locked and woken once per burst, not once per frame.
+    staged: Vec<(usize, usize, Instant, Option<Mbuf>)>,
 }
 
 impl std::fmt::Debug for MemQueue {
@@ -457,6 +461,10 @@ impl Queue for MemQueue {
             } else {
                 0
             };
+            // Where it goes (a hub: every other port; impairments may drop or
+            // duplicate), decided first so the last delivery takes the frame itself
+            // and only the others are clones.
+            let first = self.staged.len();
             for (i, port) in ports.iter().enumerate() {
                 if i == self.port {
                     continue;
@@ -464,30 +472,64 @@ impl Queue for MemQueue {
                 let n = imp.deliveries(sent, &mut when);
                 let q = rss::queue_of(hash, port.inboxes.len());
                 for &at in &when[..n] {
-                    let mut inbox = lock(&port.inboxes[q]);
-                    if inbox.len() >= cfg.queue_limit {
-                        self.stats.odrops += 1;
-                        continue;
-                    }
-                    let Ok(mut copy) = m.try_clone() else {
-                        self.stats.odrops += 1;
-                        continue;
-                    };
-                    copy.hdr = mbuf::PktHdr {
-                        rss_hash: hash,
-                        csum_flags,
-                        tso_segsz,
-                        ..Default::default()
-                    };
-                    inbox.push(at, copy);
+                    // The frame is filled in below.
+                    self.staged.push((i, q, at, None));
                 }
-                // After the push: a consumer that drained the queue and cleared its
-                // wake-up before this frame landed sees the frame or the wake-up.
-                if n > 0 {
-                    port.wakers[q].wake();
+            }
+            let hdr = mbuf::PktHdr {
+                rss_hash: hash,
+                csum_flags,
+                tso_segsz,
+                ..Default::default()
+            };
+            let last = self.staged.len();
+            let mut m = Some(m);
+            for j in first..last {
+                let frame = if j + 1 == last {
+                    m.take()
+                } else {
+                    m.as_ref().and_then(|m| m.try_clone().ok())
+                };
+                match frame {
+                    Some(mut f) => {
+                        f.hdr = hdr;
+                        self.staged[j].3 = Some(f);
+                    }
+                    // No buffer for a copy: that delivery is lost.
+                    None => self.stats.odrops += 1,
                 }
             }
         }
+        drop(imp);
+        // Deliveries in order, one lock per run of frames for the same queue, one
+        // wake-up per queue reached.
+        let mut woken: Vec<(usize, usize)> = Vec::new();
+        let mut staged = std::mem::take(&mut self.staged);
+        let mut held: Option<(usize, usize, MutexGuard<'_, Inbox>)> = None;
+        for (i, q, at, f) in staged.drain(..) {
+            let Some(f) = f else { continue };
+            if held.as_ref().is_none_or(|(hi, hq, _)| (*hi, *hq) != (i, q)) {
+                held = Some((i, q, lock(&ports[i].inboxes[q])));
+            }
+            let Some((_, _, inbox)) = held.as_mut() else {
+                continue;
+            };
+            if inbox.len() >= cfg.queue_limit {
+                self.stats.odrops += 1;
+                continue;
+            }
+            inbox.push(at, f);
+            if !woken.contains(&(i, q)) {
+                woken.push((i, q));
+            }
+        }
+        // After the pushes: a consumer that drained the queue and cleared its
+        // wake-up before these frames landed sees the frames or the wake-up.
+        drop(held);
+        for (i, q) in woken {
+            ports[i].wakers[q].wake();
+        }
+        self.staged = staged;
         accepted
     }
 
