@@ -69,6 +69,10 @@ pub enum Impl {
     /// what it does with large segments, beside `mpstack-tso`).
     #[value(name = "smoltcp-64k")]
     Smoltcp64k,
+    /// `smoltcp-64k` with checksums neither computed nor verified: smoltcp at its
+    /// fastest, the like-for-like of `mpstack-polled-tso` (whose wire offloads them).
+    #[value(name = "smoltcp-64k-nocsum")]
+    Smoltcp64kNocsum,
     /// The Linux kernel's TCP over 127.0.0.1.
     LinuxLoopback,
     /// The Linux kernel's TCP between two namespaces over veth, with iperf3.
@@ -102,6 +106,7 @@ impl Impl {
             Impl::MpstackPolledTso => "mpstack-polled-tso",
             Impl::Smoltcp => "smoltcp",
             Impl::Smoltcp64k => "smoltcp-64k",
+            Impl::Smoltcp64kNocsum => "smoltcp-64k-nocsum",
             Impl::LinuxLoopback => "linux-loopback",
             Impl::LinuxVeth => "linux-veth",
             Impl::TapIn => "tap-in",
@@ -222,6 +227,9 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 Impl::Smoltcp64k => {
                     "smoltcp 0.14, two interfaces in one thread, 64 KiB frames".into()
                 }
+                Impl::Smoltcp64kNocsum => {
+                    "smoltcp 0.14, two interfaces in one thread, 64 KiB frames, no checksums".into()
+                }
                 Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
                 Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
                 Impl::TapIn => "Linux -> mpstack over an offload TAP".into(),
@@ -249,9 +257,10 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     m.name = im.name();
                     results.push(m)
                 }
-                Impl::Smoltcp => results.push(smol::transfer(bytes, smol::MTU)?),
-                Impl::Smoltcp64k => {
-                    let mut m = smol::transfer(bytes, smol::MTU_64K)?;
+                Impl::Smoltcp => results.push(smol::transfer(bytes, smol::MTU, true)?),
+                Impl::Smoltcp64k | Impl::Smoltcp64kNocsum => {
+                    let checksums = im == Impl::Smoltcp64k;
+                    let mut m = smol::transfer(bytes, smol::MTU_64K, checksums)?;
                     m.name = im.name();
                     results.push(m)
                 }
@@ -363,9 +372,10 @@ const OURS: [Impl; 4] = [
     Impl::MpstackTso,
     Impl::MpstackPolledTso,
 ];
-const RATIOS: [Impl; 4] = [
+const RATIOS: [Impl; 5] = [
     Impl::Smoltcp,
     Impl::Smoltcp64k,
+    Impl::Smoltcp64kNocsum,
     Impl::LinuxVeth,
     Impl::LinuxLoopback,
 ];
@@ -484,6 +494,9 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             Impl::Smoltcp64k => {
                 "two interfaces polled in one thread, MTU 65521 memory frame queues".into()
             }
+            Impl::Smoltcp64kNocsum => "as smoltcp-64k, checksums neither computed nor \
+                                       verified (ChecksumCapabilities::ignored)"
+                .into(),
             Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
             Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
             Impl::TapIn | Impl::TapOut | Impl::TapInPlain | Impl::TapOutPlain => format!(
@@ -803,6 +816,7 @@ mod tests {
                 Impl::MpstackPolledTso,
                 Impl::Smoltcp,
                 Impl::Smoltcp64k,
+                Impl::Smoltcp64kNocsum,
                 Impl::LinuxLoopback,
                 Impl::LinuxVeth,
                 Impl::TapIn,
