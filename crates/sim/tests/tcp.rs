@@ -33,6 +33,34 @@ fn pair_on(workers: usize, seed: u64, wire: WireConfig) -> (Sim, HostId, HostId)
     (s, a, b)
 }
 
+/// Writes `data` on `c` and reads on `srv` while the simulation runs, for at most
+/// `limit` of simulated time; returns what `srv` read.
+fn carry(
+    s: &mut Sim,
+    c: &net::TcpStream,
+    srv: &net::TcpStream,
+    data: &[u8],
+    limit: Duration,
+) -> Vec<u8> {
+    let (mut sent, mut got) = (0, Vec::new());
+    let mut buf = vec![0u8; 65536];
+    s.run_until(limit, |_| {
+        if sent < data.len() {
+            if let Ok(n) = (&*c).write(&data[sent..]) {
+                sent += n;
+            }
+        }
+        while let Ok(n) = (&*srv).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    got
+}
+
 /// A sends `total` bytes to B's echo server and reads them back; B echoes with
 /// non-blocking sockets driven from the simulation loop.
 fn echo(
@@ -447,22 +475,7 @@ fn syn_flood_engages_cookies_and_leaves_established_and_new_connections_working(
     // A bulk transfer on the cookie connection: its window scale, timestamps and SACK
     // came back in the echoed timestamp, and both ends agree on them.
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
-    let (mut sent, mut got) = (0, Vec::new());
-    let mut big = vec![0u8; 65536];
-    s.run_until(Duration::from_secs(30), |_| {
-        if sent < data.len() {
-            if let Ok(k) = (&c).write(&data[sent..]) {
-                sent += k;
-            }
-        }
-        while let Ok(k) = (&srv).read(&mut big) {
-            if k == 0 {
-                break;
-            }
-            got.extend_from_slice(&big[..k]);
-        }
-        got.len() == data.len()
-    });
+    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(30));
     assert!(got == data, "bulk transfer on the cookie connection");
 }
 
@@ -650,22 +663,7 @@ fn small_per_connection_buffers_carry_a_transfer() {
     srv.set_nonblocking(true).unwrap();
     assert_eq!(srv.recv_buffer_size(), 6144);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (mut sent, mut got) = (0, Vec::new());
-    let mut buf = [0u8; 4096];
-    s.run_until(Duration::from_secs(60), |_| {
-        if sent < data.len() {
-            if let Ok(n) = (&c).write(&data[sent..]) {
-                sent += n;
-            }
-        }
-        while let Ok(n) = (&srv).read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        got.len() == data.len()
-    });
+    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(60));
     assert_eq!(got, data);
     let tiny = s
         .host(a)
@@ -916,22 +914,7 @@ fn one_ack_answers_a_burst_of_segments() {
     let (srv, _) = l.accept().unwrap();
     srv.set_nonblocking(true).unwrap();
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 253) as u8).collect();
-    let (mut sent, mut got) = (0, Vec::new());
-    let mut buf = vec![0u8; 65536];
-    s.run_until(Duration::from_secs(60), |_| {
-        if sent < data.len() {
-            if let Ok(n) = (&c).write(&data[sent..]) {
-                sent += n;
-            }
-        }
-        while let Ok(n) = (&srv).read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        got.len() == data.len()
-    });
+    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(60));
     assert_eq!(got, data);
     let rx = s.host(b).stats().tcp;
     let segs_per_ack = rx.rcvpack as f64 / rx.sndacks.max(1) as f64;
