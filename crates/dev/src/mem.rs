@@ -362,6 +362,7 @@ impl Device for MemDevice {
                     queue: q,
                     stats: QueueStats::default(),
                     staged: Vec::new(),
+                    woken: Vec::new(),
                 }) as Box<dyn Queue>
             })
             .collect()
@@ -380,6 +381,9 @@ pub struct MemQueue {
     /// A burst's deliveries (port, queue, arrival, frame), staged so that each
     /// receiving queue is locked and woken once per burst, not once per frame.
     staged: Vec<(usize, usize, Instant, Option<Mbuf>)>,
+    /// The (port, queue) pairs a burst reached, to wake; kept to be reused, so
+    /// that a burst allocates nothing.
+    woken: Vec<(usize, usize)>,
 }
 
 impl std::fmt::Debug for MemQueue {
@@ -503,7 +507,7 @@ impl Queue for MemQueue {
         drop(imp);
         // Deliveries in order, one lock per run of frames for the same queue, one
         // wake-up per queue reached.
-        let mut woken: Vec<(usize, usize)> = Vec::new();
+        let mut woken = std::mem::take(&mut self.woken);
         let mut staged = std::mem::take(&mut self.staged);
         let mut held: Option<(usize, usize, MutexGuard<'_, Inbox>)> = None;
         for (i, q, at, f) in staged.drain(..) {
@@ -526,9 +530,11 @@ impl Queue for MemQueue {
         // After the pushes: a consumer that drained the queue and cleared its
         // wake-up before these frames landed sees the frames or the wake-up.
         drop(held);
-        for (i, q) in woken {
+        for &(i, q) in &woken {
             ports[i].wakers[q].wake();
         }
+        woken.clear();
+        self.woken = woken;
         self.staged = staged;
         accepted
     }
