@@ -22,7 +22,7 @@
 use crate::ether::{self, ether_output};
 use crate::icmp6::Error6;
 use crate::iface::Ifnet;
-use crate::ip::{IpInfo, LinkFit, IP_HDR_LEN};
+use crate::ip::{IpInfo, IP_HDR_LEN};
 use crate::ip6::IP6_HDR_LEN;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
@@ -199,15 +199,9 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
     cx.stats.ip.forward += 1;
     // A segment from a link with offloads may be larger than this one takes, or
     // still lack its checksum.
-    match crate::ip::fit_link(cx, out, m, mtu) {
-        Some(LinkFit::Whole(m)) => l2_output4(cx, out, m, nh, next),
-        Some(LinkFit::Cut(segs)) => {
-            for seg in segs {
-                l2_output4(cx, out, seg, nh, next);
-            }
-        }
-        Some(LinkFit::TooBig(m)) => crate::ip::ip_fragment(cx, out, m, next, false, mtu),
-        None => {}
+    let l2 = |cx: &mut Cx<'_>, m| l2_output4(cx, out, m, nh, next);
+    if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2) {
+        crate::ip::ip_fragment(cx, out, m, next, false, mtu);
     }
 }
 
@@ -364,20 +358,12 @@ pub(crate) fn ip6_forward(
     cx.stats.ip6.forward += 1;
     // A segment from a link with offloads may be larger than this one takes, or
     // still lack its checksum.
-    match crate::ip::fit_link(cx, out, m, mtu) {
-        Some(LinkFit::Whole(m)) => l2_output6(cx, out, m, nh, next),
-        Some(LinkFit::Cut(segs)) => {
-            for seg in segs {
-                l2_output6(cx, out, seg, nh, next);
-            }
-        }
+    let l2 = |cx: &mut Cx<'_>, m| l2_output6(cx, out, m, nh, next);
+    if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2) {
         // Routers do not fragment (the check above answered those without a
         // segment size): Packet Too Big, as there.
-        Some(LinkFit::TooBig(m)) => {
-            cx.stats.ip6.toobig += 1;
-            crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
-        }
-        None => {}
+        cx.stats.ip6.toobig += 1;
+        crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
     }
 }
 

@@ -12,7 +12,7 @@ use crate::ether;
 use crate::frag::{self, FragError};
 use crate::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};
-use crate::stats::DropReason;
+use crate::stats::{DropReason, Stats};
 use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::Ipv4Addr;
@@ -272,70 +272,87 @@ pub(crate) fn ip_send(
         .cfg
         .path_mtu4(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    match fit_link(cx, ifp, m, mtu) {
-        Some(LinkFit::Whole(m)) => ether::arp_resolve_output(cx, ifp, m, nexthop, bcast),
-        Some(LinkFit::Cut(segs)) => {
-            for seg in segs {
-                ether::arp_resolve_output(cx, ifp, seg, nexthop, bcast);
-            }
-        }
-        Some(LinkFit::TooBig(m)) => ip_fragment(cx, ifp, m, nexthop, bcast, mtu),
-        None => {}
+    let out = |cx: &mut Cx<'_>, m| ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+    if let Some(m) = fit_link(cx, ifp, m, mtu, out) {
+        ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
     }
 }
 
-/// What a packet (IPv4 or IPv6) needs before the link with `mtu` on `ifp` carries it.
-pub(crate) enum LinkFit {
-    /// As it is: within the MTU, or a TCP segment the device cuts itself.
-    Whole(Mbuf),
-    /// A TCP segment that stands for smaller ones (`tso_segsz`), cut in software.
-    Cut(Vec<Mbuf>),
-    /// Longer than the MTU and nothing cuts it: fragments, or an error to its sender.
-    TooBig(Mbuf),
+/// The offload counters of a packet's family (`ip.*` or `ip6.*`), and its output
+/// drop reason.
+struct FamilyOffload<'s> {
+    swgso: &'s mut u64,
+    swcsum: &'s mut u64,
+    tso: &'s mut u64,
+    drop: DropReason,
+}
+
+fn family_offload(stats: &mut Stats, v6: bool) -> FamilyOffload<'_> {
+    if v6 {
+        let s = &mut stats.ip6;
+        FamilyOffload {
+            swgso: &mut s.swgso,
+            swcsum: &mut s.swcsum,
+            tso: &mut s.tso,
+            drop: DropReason::Ip6OutDropped,
+        }
+    } else {
+        let s = &mut stats.ip;
+        FamilyOffload {
+            swgso: &mut s.swgso,
+            swcsum: &mut s.swcsum,
+            tso: &mut s.tso,
+            drop: DropReason::IpOutDropped,
+        }
+    }
 }
 
 /// The output path's offload step, shared by sending and forwarding over both
-/// families: a segment standing for smaller ones that the device will not cut is
-/// cut in software (`ip.swgso` / `ip6.swgso`); a TCP checksum left to a device that
-/// will not fill it is filled ([`csum_finish`]); a segment the device cuts goes
-/// whole (`ip.tso` / `ip6.tso`). `None`: dropped and counted.
-pub(crate) fn fit_link(cx: &mut Cx<'_>, ifp: &Ifnet, m: Mbuf, mtu: usize) -> Option<LinkFit> {
+/// families, before the link with `mtu` on `ifp` carries a packet (IPv4 or IPv6):
+/// - a segment standing for smaller ones (`tso_segsz`) that the device will not
+///   cut is cut in software (`ip.swgso` / `ip6.swgso`), each piece to `out`;
+/// - a TCP checksum left to a device that will not fill it is filled
+///   ([`csum_finish`]);
+/// - what fits the MTU, or a segment the device cuts (`ip.tso` / `ip6.tso`), goes
+///   to `out` whole.
+///
+/// Returns the packet when it is longer than the MTU and nothing cuts it: the
+/// caller fragments it or answers its sender. Dropped packets are counted.
+pub(crate) fn fit_link(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    m: Mbuf,
+    mtu: usize,
+    mut out: impl FnMut(&mut Cx<'_>, Mbuf),
+) -> Option<Mbuf> {
     let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
     if m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, &m) {
-        let mut segs = Vec::new();
-        return match crate::gso::tcp_segment(&m, mtu, &mut segs) {
+        // The pieces go into the worker's reused list, then out in order.
+        let mut segs = std::mem::take(cx.gso_segs);
+        match crate::gso::tcp_segment(&m, mtu, &mut segs) {
             Ok(()) => {
-                *if v6 {
-                    &mut cx.stats.ip6.swgso
-                } else {
-                    &mut cx.stats.ip.swgso
-                } += 1;
-                Some(LinkFit::Cut(segs))
+                *family_offload(cx.stats, v6).swgso += 1;
+                for seg in segs.drain(..) {
+                    out(cx, seg);
+                }
             }
             Err(_) => {
-                let why = if v6 {
-                    DropReason::Ip6OutDropped
-                } else {
-                    DropReason::IpOutDropped
-                };
+                let why = family_offload(cx.stats, v6).drop;
                 cx.drop_pkt(m, why);
-                None
             }
-        };
+        }
+        *cx.gso_segs = segs;
+        return None;
     }
     let m = csum_finish(cx, ifp, m, mtu)?;
-    if m.len() <= mtu {
-        return Some(LinkFit::Whole(m));
+    if m.len() > mtu {
+        if !tso_takes(ifp, &m) {
+            return Some(m);
+        }
+        *family_offload(cx.stats, v6).tso += 1;
     }
-    if !tso_takes(ifp, &m) {
-        return Some(LinkFit::TooBig(m));
-    }
-    *if v6 {
-        &mut cx.stats.ip6.tso
-    } else {
-        &mut cx.stats.ip.tso
-    } += 1;
-    Some(LinkFit::Whole(m))
+    out(cx, m);
+    None
 }
 
 /// Whether `ifp` takes this packet longer than its MTU whole and cuts it into
@@ -362,11 +379,12 @@ pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize)
     // Only our own TCP segments are left unfilled, always of a whole datagram, over
     // IPv4 or (without extension headers) IPv6.
     let v6 = h[0] >> 4 == 6;
-    let (hl, proto, drop) = if v6 {
-        (crate::ip6::IP6_HDR_LEN, h[6], DropReason::Ip6OutDropped)
+    let (hl, proto) = if v6 {
+        (crate::ip6::IP6_HDR_LEN, h[6])
     } else {
-        (usize::from(h[0] & 0xf) * 4, h[9], DropReason::IpOutDropped)
+        (usize::from(h[0] & 0xf) * 4, h[9])
     };
+    let drop = family_offload(cx.stats, v6).drop;
     let at = hl + 16;
     if proto != u8::from(IpProtocol::Tcp) || m.len() < hl + 20 {
         cx.drop_pkt(m, drop);
@@ -378,11 +396,7 @@ pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize)
         return None;
     }
     m.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
-    if v6 {
-        cx.stats.ip6.swcsum += 1;
-    } else {
-        cx.stats.ip.swcsum += 1;
-    }
+    *family_offload(cx.stats, v6).swcsum += 1;
     Some(m)
 }
 

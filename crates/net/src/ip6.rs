@@ -17,7 +17,6 @@
 
 use crate::hdr::{hdr, HdrAccess};
 use crate::iface::{is_link_local, Ifnet};
-use crate::ip::LinkFit;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
@@ -488,15 +487,9 @@ pub(crate) fn ip6_send(
         .nd6
         .path_mtu(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    match crate::ip::fit_link(cx, ifp, m, mtu) {
-        Some(LinkFit::Whole(m)) => ip6_link_output(cx, ifp, m, dst, nexthop),
-        Some(LinkFit::Cut(segs)) => {
-            for seg in segs {
-                ip6_link_output(cx, ifp, seg, dst, nexthop);
-            }
-        }
-        Some(LinkFit::TooBig(m)) => ip6_fragment(cx, ifp, m, dst, nexthop, mtu),
-        None => {}
+    let out = |cx: &mut Cx<'_>, m| ip6_link_output(cx, ifp, m, dst, nexthop);
+    if let Some(m) = crate::ip::fit_link(cx, ifp, m, mtu, out) {
+        ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
     }
 }
 

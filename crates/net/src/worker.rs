@@ -76,6 +76,9 @@ pub(crate) struct Cx<'a> {
     /// Packets addressed to ourselves, processed after the batch: (ifindex, IPv4 packet).
     pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
     pub arp_out: &'a mut Vec<ArpOutput>,
+    /// The segments software segmentation cuts a packet into (`ip::fit_link`),
+    /// reused from packet to packet.
+    pub gso_segs: &'a mut Vec<Mbuf>,
     pub arp_snaps: &'a mut [ArpCache],
     /// The same for the IPv6 neighbour tables.
     pub nd6_snaps: &'a mut [Nd6Cache],
@@ -218,6 +221,7 @@ pub(crate) struct Worker {
     tx: Vec<Vec<Mbuf>>,
     loopq: Vec<(IfIndex, Mbuf)>,
     arp_out: Vec<ArpOutput>,
+    gso_segs: Vec<Mbuf>,
     arp_snaps: Vec<ArpCache>,
     nd6_snaps: Vec<Nd6Cache>,
     wake: Vec<Arc<SockShared>>,
@@ -266,6 +270,7 @@ impl Worker {
             tx: Vec::new(),
             loopq: Vec::with_capacity(burst),
             arp_out: Vec::with_capacity(32),
+            gso_segs: Vec::new(),
             arp_snaps: Vec::new(),
             nd6_snaps: Vec::new(),
             wake: Vec::with_capacity(16),
@@ -348,6 +353,7 @@ impl Worker {
             tx,
             loopq,
             arp_out,
+            gso_segs,
             arp_snaps,
             nd6_snaps,
             wake,
@@ -376,6 +382,7 @@ impl Worker {
             tx,
             loopq,
             arp_out,
+            gso_segs,
             arp_snaps,
             nd6_snaps,
             wake,
