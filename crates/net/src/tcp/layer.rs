@@ -225,7 +225,7 @@ pub(crate) struct TcpWorker {
     /// segments of a burst, not one for the first of them.
     readers: Vec<Arc<StreamShared>>,
     /// Connections whose segments of this batch are in and whose output waits for
-    /// the end of it ([`TcpWorker::flush`]): one ACK for a burst of data, one pass
+    /// the end of it ([`tcp_flush`]): one ACK for a burst of data, one pass
     /// of output for a burst of ACKs.
     deferred: Vec<usize>,
 }
@@ -468,6 +468,9 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     if !more.is_empty() {
         seg.payload = Payload::new(repr.payload, more);
     }
+    // Output (the ACK, new data) may wait for the rest of the batch when the
+    // segment asks nothing urgent of it.
+    let plain = !(seg.syn || seg.fin || seg.rst);
     let tuple = Tuple {
         local: SocketAddr::new(info.dst, repr.dst_port),
         remote: SocketAddr::new(info.src, repr.src_port),
@@ -501,21 +504,15 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
                 if direct > 0 {
                     note_reader(&mut tw.readers, s);
                 }
-            }
-            // Output (the ACK, new data) waits for the rest of the batch when the
-            // segment asks nothing urgent of it.
-            let plain = !(seg.syn || seg.fin || seg.rst);
-            tw.scratch = scratch;
-            if let Some(c) = tw.slab[i]
-                .as_mut()
-                .filter(|c| plain && c.tcb.output_may_wait())
-            {
-                if !c.deferred {
-                    c.deferred = true;
-                    tw.deferred.push(i);
+                if plain && c.tcb.output_may_wait() {
+                    if !std::mem::replace(&mut c.deferred, true) {
+                        tw.deferred.push(i);
+                    }
+                    tw.scratch = scratch;
+                    return;
                 }
-                return;
             }
+            tw.scratch = scratch;
             service(cx, tw, i);
             return;
         }
@@ -733,25 +730,21 @@ pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
     }
 }
 
-/// Moves bytes between a connection and its application, sends what is due, updates
-/// what the application sees, and frees a finished connection.
 /// Services the connections whose output waited for the end of the batch
 /// ([`Tcb::output_may_wait`]). Called by the worker after each stage that delivers
-/// segments, and before it flushes its transmit queues.
+/// segments.
 pub(crate) fn tcp_flush(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
-    while !tw.deferred.is_empty() {
-        let list = std::mem::take(&mut tw.deferred);
-        for &i in &list {
-            service(cx, tw, i);
-        }
-        // The list's allocation comes back for the next batch.
-        if tw.deferred.is_empty() {
-            tw.deferred = list;
-            tw.deferred.clear();
-        }
+    let mut list = std::mem::take(&mut tw.deferred);
+    for i in list.drain(..) {
+        service(cx, tw, i);
     }
+    debug_assert!(tw.deferred.is_empty(), "only input defers output");
+    // The list's allocation comes back for the next batch.
+    tw.deferred = list;
 }
 
+/// Moves bytes between a connection and its application, sends what is due, updates
+/// what the application sees, and frees a finished connection.
 fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     let Some(mut c) = tw.slab.get_mut(i).and_then(Option::take) else {
         return;
