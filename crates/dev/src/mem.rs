@@ -512,20 +512,22 @@ impl Queue for MemQueue {
         let mut held: Option<(usize, usize, MutexGuard<'_, Inbox>)> = None;
         for (i, q, at, f) in staged.drain(..) {
             let Some(f) = f else { continue };
-            if held.as_ref().is_none_or(|(hi, hq, _)| (*hi, *hq) != (i, q)) {
-                held = Some((i, q, lock(&ports[i].inboxes[q])));
-            }
-            let Some((_, _, inbox)) = held.as_mut() else {
-                continue;
+            let (_, _, inbox) = match held.take() {
+                Some(h) if (h.0, h.1) == (i, q) => held.insert(h),
+                other => {
+                    // One lock at a time: the last queue's goes first.
+                    drop(other);
+                    if !woken.contains(&(i, q)) {
+                        woken.push((i, q));
+                    }
+                    held.insert((i, q, lock(&ports[i].inboxes[q])))
+                }
             };
             if inbox.len() >= cfg.queue_limit {
                 self.stats.odrops += 1;
                 continue;
             }
             inbox.push(at, f);
-            if !woken.contains(&(i, q)) {
-                woken.push((i, q));
-            }
         }
         // After the pushes: a consumer that drained the queue and cleared its
         // wake-up before these frames landed sees the frames or the wake-up.

@@ -125,7 +125,6 @@ impl TapDevice {
     /// [`TapDevice::open`], with `offload`: checksum and TCP segmentation offload
     /// through the virtio-net header (see the module's doc).
     pub fn open_with(name: &str, queues: usize, offload: bool) -> io::Result<TapDevice> {
-        let vnet = offload;
         validate_name(name)?;
         if queues == 0 || queues > MAX_QUEUES {
             return Err(io::Error::new(
@@ -153,7 +152,7 @@ impl TapDevice {
             if queues > 1 {
                 flags |= IFF_MULTI_QUEUE;
             }
-            if vnet {
+            if offload {
                 flags |= IFF_VNET_HDR;
             }
             req.ifr_ifru.ifru_flags = flags;
@@ -165,7 +164,7 @@ impl TapDevice {
             if r < 0 {
                 return Err(explain(io::Error::last_os_error(), name, queues));
             }
-            if vnet {
+            if offload {
                 let off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
                 // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory is passed.
                 let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off) };
@@ -184,7 +183,7 @@ impl TapDevice {
             name: name.to_string(),
             fds,
             mtu,
-            vnet,
+            vnet: offload,
         })
     }
 
