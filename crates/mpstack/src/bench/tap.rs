@@ -123,6 +123,26 @@ pub(super) fn joined<T>(h: LinuxEnd<T>, who: &str) -> Result<T, String> {
     h.join().map_err(|_| format!("{who} panicked"))?
 }
 
+/// Row `name`'s measurement, from the sender's first write (`t0`) to the receiver's
+/// end of stream (`end`), once the receiver (`who`) has all `bytes`.
+pub(super) fn measured(
+    name: &'static str,
+    who: &str,
+    got: u64,
+    bytes: u64,
+    t0: Instant,
+    end: Instant,
+) -> Result<Measurement, String> {
+    if got != bytes {
+        return Err(format!("{name}: {who} received {got} of {bytes} bytes"));
+    }
+    Ok(Measurement {
+        name,
+        bytes,
+        secs: end.duration_since(t0).as_secs_f64(),
+    })
+}
+
 /// A namespace holding the TAP of a running stack; dropping it stops the stack and
 /// deletes the namespace.
 pub struct TapLab {
@@ -184,18 +204,12 @@ impl TapRows for TapLab {
         let got = drain(&c).map_err(|e| format!("read: {e}"))?;
         let end = Instant::now();
         let t0 = joined(sender, "Linux sender")?;
-        if got != bytes {
-            return Err(format!("tap-in: mpstack received {got} of {bytes} bytes"));
-        }
-        Ok(Measurement {
-            name: if self.offload {
-                "tap-in"
-            } else {
-                "tap-in-plain"
-            },
-            bytes,
-            secs: end.duration_since(t0).as_secs_f64(),
-        })
+        let name = if self.offload {
+            "tap-in"
+        } else {
+            "tap-in-plain"
+        };
+        measured(name, "mpstack", got, bytes, t0, end)
     }
 
     /// mpstack → Linux: `bytes` bytes from a connection of ours to a kernel listener
@@ -204,18 +218,12 @@ impl TapRows for TapLab {
         let receiver = self.ns.receiver(SocketAddrV4::new(LINUX_IP, PORT))?;
         let (_c, t0) = send_over(self.stack()?, SocketAddrV4::new(LINUX_IP, PORT), bytes)?;
         let (got, end) = joined(receiver, "Linux receiver")?;
-        if got != bytes {
-            return Err(format!("tap-out: Linux received {got} of {bytes} bytes"));
-        }
-        Ok(Measurement {
-            name: if self.offload {
-                "tap-out"
-            } else {
-                "tap-out-plain"
-            },
-            bytes,
-            secs: end.duration_since(t0).as_secs_f64(),
-        })
+        let name = if self.offload {
+            "tap-out"
+        } else {
+            "tap-out-plain"
+        };
+        measured(name, "Linux", got, bytes, t0, end)
     }
 }
 
