@@ -494,7 +494,9 @@ pub struct Tcb {
     /// holes below the highest SACKed byte.
     rexmit_owed: u32,
     probe_one: bool,
-    rst_pending: Option<SegOut>,
+    /// A reset to send (rare): boxed, so that its hundred bytes are not in every
+    /// control block.
+    rst_pending: Option<Box<SegOut>>,
 
     // Loss detection beyond RFC 6675.
     /// Tail loss probe (RFC 8985 §7): when no ACK comes for a PTO while data are out.
@@ -601,6 +603,12 @@ impl Tcb {
         t.state = State::SynSent;
         st.connattempt += 1;
         t
+    }
+
+    /// A closed control block that holds nothing (no buffers, no timers), the
+    /// placeholder in a connection box kept for reuse.
+    pub(crate) fn vacant() -> Tcb {
+        Tcb::new(TcpConfig::default(), 0, false)
     }
 
     /// A passive open from a listener's SYN: the SYN-ACK goes out at the next
@@ -893,11 +901,11 @@ impl Tcb {
     /// Aborts with a reset (SO_LINGER 0).
     pub fn abort(&mut self) {
         if self.state.synchronized() || self.state == State::SynReceived {
-            self.rst_pending = Some(SegOut {
+            self.rst_pending = Some(Box::new(SegOut {
                 seq: self.snd_nxt,
                 rst: true,
                 ..SegOut::default()
-            });
+            }));
         }
         self.enter_closed();
     }
@@ -1021,7 +1029,7 @@ impl Tcb {
         if let Some(r) = self.rst_pending.take() {
             st.sndrst += 1;
             st.sndtotal += 1;
-            out.push(r);
+            out.push(*r);
         }
         if self.state == State::Closed {
             return;
@@ -1741,7 +1749,7 @@ impl Tcb {
         if let Some(a) = seg.ack {
             if le(a, self.iss) || lt(self.snd_max, a) {
                 if !seg.rst {
-                    self.rst_pending = reset_for(seg);
+                    self.rst_pending = reset_for(seg).map(Box::new);
                 }
                 return;
             }
@@ -1902,7 +1910,7 @@ impl Tcb {
                 self.snd_wl1 = seq;
                 self.snd_wl2 = ack;
             } else {
-                self.rst_pending = reset_for(seg);
+                self.rst_pending = reset_for(seg).map(Box::new);
                 return;
             }
         }
