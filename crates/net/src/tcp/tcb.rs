@@ -400,6 +400,157 @@ struct OooSeg {
     fin: bool,
 }
 
+/// A connection in TIME_WAIT with nothing left to carry (its application gone,
+/// everything it sent acknowledged), as FreeBSD's `tcptw`: what answering the peer
+/// takes and nothing else, some fifty bytes where a [`Tcb`] is most of a kilobyte.
+/// It answers as the control block would ([`Tcb::input`] in TIME_WAIT): a
+/// retransmitted FIN is acknowledged again and restarts the wait; an old duplicate is
+/// dropped by PAWS and answered with an ACK; a reset is ignored (RFC 1337); a SYN
+/// gets a challenge ACK (RFC 5961), unless it may open a new incarnation
+/// ([`TimeWait::accepts_syn`], the caller's to act on).
+#[derive(Clone, Copy, Debug)]
+pub struct TimeWait {
+    irs: u32,
+    snd_nxt: u32,
+    max_snd_wnd: u32,
+    rcv_nxt: u32,
+    /// The receive window segments are checked against.
+    rcv_wnd: u32,
+    /// The window field of our ACKs.
+    wnd: u16,
+    last_ack_sent: u32,
+    ts_enabled: bool,
+    ts_recent: u32,
+    ts_offset: u32,
+    time_wait: Duration,
+    /// When the wait ends: moved later by a retransmitted FIN.
+    pub deadline: Instant,
+}
+
+impl TimeWait {
+    /// [`Tcb::time_wait_accepts_syn`], for what is left of the connection.
+    pub fn accepts_syn(&self, syn: &SegIn<'_>) -> bool {
+        if !syn.syn || syn.ack.is_some() || syn.rst {
+            return false;
+        }
+        match (self.ts_enabled, syn.ts) {
+            (true, Some((tsval, _))) => lt(self.ts_recent, tsval),
+            _ => lt(self.rcv_nxt, syn.seq),
+        }
+    }
+
+    /// Processes one received segment; returns whether to answer it with
+    /// [`TimeWait::ack`].
+    pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) -> bool {
+        st.rcvtotal += 1;
+        // A retransmission of the peer's SYN: its SYN dropped, the rest kept.
+        let mut ack_now = false;
+        let trimmed;
+        let seg = if seg.syn && seg.seq == self.irs {
+            trimmed = SegIn {
+                syn: false,
+                seq: seg.seq.wrapping_add(1),
+                ..*seg
+            };
+            ack_now = true;
+            &trimmed
+        } else {
+            seg
+        };
+        // PAWS (RFC 7323 §5).
+        if let (true, false, Some((tsval, _))) = (self.ts_enabled, seg.rst, seg.ts) {
+            if lt(tsval, self.ts_recent) {
+                st.pawsdrop += 1;
+                return true;
+            }
+        }
+        let (seq, seg_len, nxt, wnd) = (seg.seq, seg.seg_len(), self.rcv_nxt, self.rcv_wnd);
+        let acceptable = if seg_len == 0 {
+            if wnd == 0 {
+                seq == nxt
+            } else {
+                le(nxt, seq) && lt(seq, nxt.wrapping_add(wnd))
+            }
+        } else if wnd == 0 {
+            false
+        } else {
+            let last = seq.wrapping_add(seg_len - 1);
+            (le(nxt, seq) && lt(seq, nxt.wrapping_add(wnd)))
+                || (le(nxt, last) && lt(last, nxt.wrapping_add(wnd)))
+        };
+        if !acceptable {
+            if seg.rst {
+                st.rcvbadrst += 1;
+                return ack_now;
+            }
+            if seg_len > 0 && lt(seq, nxt) {
+                st.rcvduppack += 1;
+                st.rcvdupbyte += u64::from(seg_len);
+            } else if seg_len > 0 {
+                st.rcvpackafterwin += 1;
+                if wnd == 0 && seq == nxt {
+                    st.rcvwinprobe += 1;
+                }
+            }
+            if seg.fin {
+                self.deadline = now + self.time_wait;
+            }
+            return true;
+        }
+        if seg.rst {
+            st.rcvbadrst += 1;
+            return ack_now;
+        }
+        if seg.syn {
+            st.rcvbadsyn += 1;
+            st.challengeack += 1;
+            return true;
+        }
+        let Some(ack) = seg.ack else {
+            return ack_now;
+        };
+        if let (true, Some((tsval, _))) = (self.ts_enabled, seg.ts) {
+            if le(seq, self.last_ack_sent) && !lt(tsval, self.ts_recent) {
+                self.ts_recent = tsval;
+            }
+        }
+        if lt(self.snd_nxt, ack) {
+            st.rcvacktoomuch += 1;
+            return true;
+        }
+        if self.max_snd_wnd > 0 && lt(ack, self.snd_nxt.wrapping_sub(self.max_snd_wnd)) {
+            st.rcvacktooold += 1;
+            st.challengeack += 1;
+            return true;
+        }
+        if seg.fin {
+            self.deadline = now + self.time_wait;
+            return true;
+        }
+        ack_now
+    }
+
+    /// The ACK that answers a segment, counted as sent.
+    pub fn ack(&mut self, now: Instant, st: &mut TcpStat) -> SegOut {
+        self.last_ack_sent = self.rcv_nxt;
+        st.sndacks += 1;
+        st.sndtotal += 1;
+        SegOut {
+            seq: self.snd_nxt,
+            ack: self.rcv_nxt,
+            ack_flag: true,
+            wnd: self.wnd,
+            ts: self.ts_enabled.then(|| {
+                (
+                    (now.as_millis() as u32).wrapping_add(self.ts_offset),
+                    self.ts_recent,
+                )
+            }),
+            ..SegOut::default()
+        }
+    }
+}
+
 /// One TCP connection.
 #[derive(Debug)]
 pub struct Tcb {
@@ -640,6 +791,45 @@ impl Tcb {
             (true, Some((tsval, _))) => lt(self.ts_recent, tsval),
             _ => lt(self.rcv_nxt, syn.seq),
         }
+    }
+
+    /// This control block reduced to a [`TimeWait`], when it is in TIME_WAIT with
+    /// nothing owed to the peer (no ACK, reset or retransmission waiting).
+    pub fn time_wait(&self) -> Option<TimeWait> {
+        let deadline = self.tw_deadline?;
+        if self.state != State::TimeWait
+            || self.ack_now
+            || self.delack_deadline.is_some()
+            || self.rst_pending.is_some()
+            || self.dupacks_owed > 0
+            || self.snd_una != self.snd_max
+        {
+            return None;
+        }
+        // The window of an empty receive buffer: what is left in it is the
+        // application's, and the application is gone.
+        let free = self.cfg.rcvbuf.min(65_535usize << self.rcv_wscale) as u32;
+        let edge = self.rcv_nxt.wrapping_add(free);
+        let edge = if lt(edge, self.rcv_adv) {
+            self.rcv_adv
+        } else {
+            edge
+        };
+        let wnd_adv = diff(edge, self.rcv_nxt);
+        Some(TimeWait {
+            irs: self.irs,
+            snd_nxt: self.snd_max,
+            max_snd_wnd: self.max_snd_wnd,
+            rcv_nxt: self.rcv_nxt,
+            rcv_wnd: free.max(wnd_adv),
+            wnd: (wnd_adv >> self.rcv_wscale).min(65_535) as u16,
+            last_ack_sent: self.last_ack_sent,
+            ts_enabled: self.ts_enabled,
+            ts_recent: self.ts_recent,
+            ts_offset: self.ts_offset,
+            time_wait: self.cfg.time_wait,
+            deadline,
+        })
     }
 
     /// A connection rebuilt from the ACK of a SYN cookie (RFC 4987): established at

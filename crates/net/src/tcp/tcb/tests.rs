@@ -1194,3 +1194,156 @@ fn segmentation_offload_sends_large_new_segments_and_repairs_an_mss_at_a_time() 
         }
     }
 }
+
+/// What is left of a connection in TIME_WAIT ([`TimeWait`]) answers every kind of
+/// segment as its control block does: the same ACK or none, the same counters, the
+/// same end of the wait.
+#[test]
+fn time_wait_remnant_answers_as_the_control_block() {
+    const DATA: [u8; 100] = [7; 100];
+    for ts in [true, false] {
+        let closed = || {
+            let cfg = TcpConfig {
+                timestamps: ts,
+                ..quick()
+            };
+            let mut p = Pair::new(cfg, cfg, Link::default(), 44);
+            p.established();
+            p.transfer(5000, false, Duration::from_secs(5));
+            p.a.close();
+            assert!(p.run_until(Duration::from_secs(1), |p| p.b().state()
+                == State::CloseWait));
+            p.b().close();
+            let quiet = p.run_until(Duration::from_secs(1), |p| {
+                p.a.state() == State::TimeWait
+                    && p.flight.is_empty()
+                    && p.b().state() == State::Closed
+            });
+            assert!(
+                quiet,
+                "a {:?} b {:?} flight {}",
+                p.a.state(),
+                p.b().state(),
+                p.flight.len()
+            );
+            p
+        };
+        let p = closed();
+        let (nxt, una, recent, irs) = (p.a.rcv_nxt, p.a.snd_max, p.a.ts_recent, p.a.irs);
+        let tsv = |d: i32| ts.then_some((recent.wrapping_add(d as u32), 0));
+        let base = SegIn {
+            seq: nxt,
+            ack: Some(una),
+            ts: tsv(5),
+            ..SegIn::default()
+        };
+        let cases: Vec<(&str, SegIn<'static>)> = vec![
+            (
+                "retransmitted FIN",
+                SegIn {
+                    seq: nxt.wrapping_sub(1),
+                    fin: true,
+                    ..base
+                },
+            ),
+            (
+                "old duplicate",
+                SegIn {
+                    ts: tsv(-5),
+                    ..base
+                },
+            ),
+            ("plain ACK", base),
+            (
+                "reset in window",
+                SegIn {
+                    rst: true,
+                    ack: None,
+                    ..base
+                },
+            ),
+            (
+                "reset out of window",
+                SegIn {
+                    seq: nxt.wrapping_sub(1 << 20),
+                    rst: true,
+                    ..base
+                },
+            ),
+            (
+                "SYN in window",
+                SegIn {
+                    syn: true,
+                    ack: None,
+                    ..base
+                },
+            ),
+            (
+                "retransmitted SYN",
+                SegIn {
+                    seq: irs,
+                    syn: true,
+                    ack: None,
+                    ..base
+                },
+            ),
+            ("no ACK flag", SegIn { ack: None, ..base }),
+            (
+                "ACK of unsent data",
+                SegIn {
+                    ack: Some(una.wrapping_add(1000)),
+                    ..base
+                },
+            ),
+            (
+                "ACK too old",
+                SegIn {
+                    ack: Some(una.wrapping_sub(1 << 24)),
+                    ..base
+                },
+            ),
+            (
+                "old data",
+                SegIn {
+                    seq: nxt.wrapping_sub(100),
+                    payload: (&DATA).into(),
+                    ..base
+                },
+            ),
+            (
+                "data beyond the window",
+                SegIn {
+                    seq: nxt.wrapping_add(1 << 24),
+                    payload: (&DATA).into(),
+                    ..base
+                },
+            ),
+        ];
+        for (what, seg) in cases {
+            let mut p = closed();
+            let mut t = p.a.time_wait().expect("a quiet TIME_WAIT reduces");
+            let now = p.now + Duration::from_millis(3);
+            let (mut st_tcb, mut st_tw) = (TcpStat::default(), TcpStat::default());
+            p.a.input(&seg, now, &mut st_tcb);
+            let mut out = Vec::new();
+            p.a.output(now, &mut st_tcb, &mut out);
+            let answer = t
+                .input(&seg, now, &mut st_tw)
+                .then(|| t.ack(now, &mut st_tw));
+            assert!(out.len() <= 1, "{what} (timestamps {ts}): {out:?}");
+            assert_eq!(out.first().copied(), answer, "{what} (timestamps {ts})");
+            assert_eq!(st_tcb, st_tw, "{what} (timestamps {ts})");
+            assert_eq!(p.a.state(), State::TimeWait, "{what}");
+            assert_eq!(
+                p.a.tw_deadline,
+                Some(t.deadline),
+                "{what} (timestamps {ts})"
+            );
+            assert_eq!(
+                p.a.time_wait_accepts_syn(&seg),
+                t.accepts_syn(&seg),
+                "{what}"
+            );
+        }
+    }
+}
