@@ -10,6 +10,7 @@ use super::chan::{err, phase, ListenShared, Piece, StreamShared};
 use super::sndbuf::Piece as SndPiece;
 use super::tcb::{
     reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
+    TimeWait,
 };
 use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::ip6::Ip6Out;
@@ -18,7 +19,7 @@ use crate::worker::Cx;
 use crate::FxBuild;
 use mbuf::Mbuf;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -261,7 +262,23 @@ pub(crate) struct TcpWorker {
     boxes: Vec<Box<Conn>>,
     /// What a vacant connection refers to: no application, no channels.
     vacant: Arc<StreamShared>,
+    /// Connections reduced to what TIME_WAIT needs ([`TimeWait`], FreeBSD's
+    /// `tcptw`) once their application is gone, by slot, with their tuples; the
+    /// connection table names them with [`TW_SLOT`] set.
+    tws: Vec<Option<(Tuple, TimeWait)>>,
+    tw_free: Vec<usize>,
+    /// Per `tws` slot, bumped when its remnant goes.
+    tw_gens: Vec<u32>,
+    /// The remnants' deadlines, (deadline, slot, generation), in the order they
+    /// were set. Every wait is as long (the stack's `time_wait`), so this is also
+    /// deadline order, and a FIFO does what the heap does for connections. A wait
+    /// a retransmitted FIN restarted goes to the back when its old deadline comes
+    /// up, so each remnant has one entry.
+    tw_queue: VecDeque<(dev::Instant, usize, u32)>,
 }
+
+/// Set in a connection table entry that names a [`TimeWait`] remnant.
+const TW_SLOT: usize = 1 << (usize::BITS - 1);
 
 /// Connection boxes a worker keeps for reuse.
 const BOX_SPARE: usize = 256;
@@ -296,11 +313,20 @@ impl TcpWorker {
             max_conns,
             boxes: Vec::new(),
             vacant: Arc::new(StreamShared::new(VACANT_ADDR, VACANT_ADDR, 0, 0, 0)),
+            tws: Vec::new(),
+            tw_free: Vec::new(),
+            tw_gens: Vec::new(),
+            tw_queue: VecDeque::new(),
         }
     }
 
     pub fn poll_at(&self) -> Option<dev::Instant> {
-        self.timers.peek().map(|Reverse((t, _, _))| *t)
+        let conns = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        let tws = self.tw_queue.front().map(|(t, _, _)| *t);
+        match (conns, tws) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Registers slot `i`'s connection's next deadline (after it was serviced).
@@ -330,7 +356,7 @@ impl TcpWorker {
 
     /// Entries in the timer heap (current and stale), a gauge.
     pub fn timer_entries(&self) -> usize {
-        self.timers.len()
+        self.timers.len() + self.tw_queue.len()
     }
 
     /// Connections (control blocks) this worker holds.
@@ -371,6 +397,32 @@ impl TcpWorker {
         }
         self.gens[i] = self.gens[i].wrapping_add(1);
         self.free.push(i);
+    }
+
+    /// Keeps `t`'s TIME_WAIT as its remnant alone (its connection is gone).
+    fn insert_tw(&mut self, t: Tuple, rem: TimeWait) {
+        let j = match self.tw_free.pop() {
+            Some(j) => {
+                self.tws[j] = Some((t, rem));
+                j
+            }
+            None => {
+                self.tws.push(Some((t, rem)));
+                self.tw_gens.push(0);
+                self.tws.len() - 1
+            }
+        };
+        self.tw_queue.push_back((rem.deadline, j, self.tw_gens[j]));
+        self.conns.insert(t, j | TW_SLOT);
+    }
+
+    /// Forgets the TIME_WAIT remnant in slot `j`.
+    fn remove_tw(&mut self, j: usize) {
+        if let Some((t, _)) = self.tws[j].take() {
+            self.conns.remove(&t);
+            self.tw_gens[j] = self.tw_gens[j].wrapping_add(1);
+            self.tw_free.push(j);
+        }
     }
 
     /// Ends a removed connection: what it holds goes now, its box is kept for the
@@ -537,7 +589,13 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         tw.scratch = scratch;
         return DropReason::TcpNoPort.count(cx.stats);
     }
-    if let Some(&i) = tw.conns.get(&tuple) {
+    let found = tw.conns.get(&tuple).copied();
+    if let Some(j) = found.filter(|i| i & TW_SLOT != 0) {
+        if !time_wait_input(cx, tw, j & !TW_SLOT, &tuple, &seg) {
+            tw.scratch = scratch;
+            return;
+        }
+    } else if let Some(i) = found {
         let reuse = tw.slab[i]
             .as_ref()
             .is_some_and(|c| c.tcb.time_wait_accepts_syn(&seg));
@@ -690,12 +748,37 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     service(cx, tw, i);
 }
 
+/// A segment for a connection reduced to its TIME_WAIT remnant (slot `j`): answered
+/// as the connection would have; returns true when it is a SYN that ended the wait
+/// (RFC 6191), for a listener to take.
+fn time_wait_input(
+    cx: &mut Cx<'_>,
+    tw: &mut TcpWorker,
+    j: usize,
+    t: &Tuple,
+    seg: &SegIn<'_>,
+) -> bool {
+    let Some((_, rem)) = tw.tws[j].as_mut() else {
+        return false;
+    };
+    if rem.accepts_syn(seg) {
+        cx.stats.tcp.timewaitreuse += 1;
+        tw.remove_tw(j);
+        return true;
+    }
+    if rem.input(seg, cx.now, &mut cx.stats.tcp) {
+        let ack = rem.ack(cx.now, &mut cx.stats.tcp);
+        send_segment(cx, t, &ack, std::iter::empty());
+    }
+    false
+}
+
 /// Messages from applications and other workers.
 pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
         TcpMsg::PathMtu(tuple, mss) => {
-            if let Some(&i) = tw.conns.get(&tuple) {
+            if let Some(&i) = tw.conns.get(&tuple).filter(|i| *i & TW_SLOT == 0) {
                 let changed = tw.slab[i]
                     .as_mut()
                     .is_some_and(|c| c.tcb.path_mtu(mss, &mut cx.stats.tcp));
@@ -745,7 +828,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 local: s.local,
                 remote: s.remote,
             };
-            if let Some(&i) = tw.conns.get(&tuple) {
+            if let Some(&i) = tw.conns.get(&tuple).filter(|i| *i & TW_SLOT == 0) {
                 service(cx, tw, i);
             }
         }
@@ -754,6 +837,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
 
 /// Runs the timers that are due, earliest first, from the worker's heap.
 pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+    time_wait_timers(cx, tw);
     // Bounded per poll, so a burst of expiries cannot starve the rest of the loop.
     for _ in 0..4096 {
         match tw.timers.peek() {
@@ -783,6 +867,28 @@ pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
                 }
                 tw.timers.push(Reverse((d, i, g)));
             }
+            None => {}
+        }
+    }
+}
+
+/// Ends the TIME_WAIT remnants whose wait is over (at most 4096 a poll).
+fn time_wait_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+    for _ in 0..4096 {
+        let Some(&(t, j, g)) = tw.tw_queue.front().filter(|(t, _, _)| *t <= cx.now) else {
+            return;
+        };
+        tw.tw_queue.pop_front();
+        if tw.tw_gens[j] != g {
+            continue;
+        }
+        match tw.tws[j] {
+            Some((_, rem)) if rem.deadline <= t => {
+                tw.remove_tw(j);
+                cx.stats.tcp.closed += 1;
+            }
+            // Restarted by a retransmitted FIN: to the back, for its new deadline.
+            Some((_, rem)) => tw.tw_queue.push_back((rem.deadline, j, g)),
             None => {}
         }
     }
@@ -951,6 +1057,16 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     // bench had 45 KB per TIME_WAIT connection before this, 2 GB in a few seconds).
     if c.tcb.state() == State::TimeWait && c.tx_partial.is_none() {
         if let Some(sh) = Arc::get_mut(&mut c.s) {
+            // With nothing owed to the peer, what is left of the connection is its
+            // remnant: some fifty bytes where the connection is a kilobyte (FreeBSD's
+            // tcp_twstart).
+            if let Some(rem) = c.tcb.time_wait() {
+                let t = c.tuple;
+                tw.remove(i, &t);
+                tw.recycle(c);
+                tw.insert_tw(t, rem);
+                return;
+            }
             if sh.release_channels() {
                 c.tcb.release_buffers();
             }
