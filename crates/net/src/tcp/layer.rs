@@ -1058,7 +1058,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     if c.tcb.state() == State::TimeWait && c.tx_partial.is_none() {
         if let Some(sh) = Arc::get_mut(&mut c.s) {
             // With nothing owed to the peer, what is left of the connection is its
-            // remnant: some fifty bytes where the connection is a kilobyte (FreeBSD's
+            // remnant: 64 bytes where the connection is a kilobyte (FreeBSD's
             // tcp_twstart).
             if let Some(rem) = c.tcb.time_wait() {
                 let t = c.tuple;

@@ -402,7 +402,7 @@ struct OooSeg {
 
 /// A connection in TIME_WAIT with nothing left to carry (its application gone,
 /// everything it sent acknowledged), as FreeBSD's `tcptw`: what answering the peer
-/// takes and nothing else, some fifty bytes where a [`Tcb`] is most of a kilobyte.
+/// takes and nothing else, 64 bytes where a [`Tcb`] is most of a kilobyte.
 /// It answers as the control block would ([`Tcb::input`] in TIME_WAIT): a
 /// retransmitted FIN is acknowledged again and restarts the wait; an old duplicate is
 /// dropped by PAWS and answered with an ACK; a reset is ignored (RFC 1337); a SYN
