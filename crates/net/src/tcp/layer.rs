@@ -273,7 +273,8 @@ pub(crate) struct TcpWorker {
     /// were set. Every wait is as long (the stack's `time_wait`), so this is also
     /// deadline order, and a FIFO does what the heap does for connections. A wait
     /// a retransmitted FIN restarted goes to the back when its old deadline comes
-    /// up, so each remnant has one entry.
+    /// up, so each remnant has one entry (and such a one may end late, by less than
+    /// the time between the FIN and its old deadline; never early).
     tw_queue: VecDeque<(dev::Instant, usize, u32)>,
 }
 
@@ -359,7 +360,7 @@ impl TcpWorker {
         self.timers.len() + self.tw_queue.len()
     }
 
-    /// Connections (control blocks) this worker holds.
+    /// Connections this worker holds: control blocks, and TIME_WAIT remnants.
     pub fn count(&self) -> usize {
         self.conns.len()
     }
