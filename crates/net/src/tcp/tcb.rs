@@ -400,6 +400,29 @@ struct OooSeg {
     fin: bool,
 }
 
+/// `seg` without its SYN, when that SYN is the one already received (`irs`): the
+/// rest of the segment is processed, and the sender is to hear our ACK.
+fn without_old_syn<'a>(seg: &SegIn<'a>, irs: u32) -> Option<SegIn<'a>> {
+    (seg.syn && seg.seq == irs).then(|| SegIn {
+        syn: false,
+        seq: seg.seq.wrapping_add(1),
+        ..*seg
+    })
+}
+
+/// Whether `seg` is acceptable to a receiver expecting `nxt` with `wnd` open (RFC 9293
+/// §3.10.7.4): some of it lies in the window, or, empty, it is at its left edge.
+fn acceptable(nxt: u32, wnd: u32, seg: &SegIn<'_>) -> bool {
+    let (seq, seg_len) = (seg.seq, seg.seg_len());
+    let inside = |s: u32| le(nxt, s) && lt(s, nxt.wrapping_add(wnd));
+    match (seg_len, wnd) {
+        (0, 0) => seq == nxt,
+        (0, _) => inside(seq),
+        (_, 0) => false,
+        _ => inside(seq) || inside(seq.wrapping_add(seg_len - 1)),
+    }
+}
+
 /// A connection in TIME_WAIT with nothing left to carry (its application gone,
 /// everything it sent acknowledged), as FreeBSD's `tcptw`: what answering the peer
 /// takes and nothing else, 64 bytes where a [`Tcb`] is most of a kilobyte.
@@ -444,19 +467,9 @@ impl TimeWait {
     pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) -> bool {
         st.rcvtotal += 1;
         // A retransmission of the peer's SYN: its SYN dropped, the rest kept.
-        let mut ack_now = false;
-        let trimmed;
-        let seg = if seg.syn && seg.seq == self.irs {
-            trimmed = SegIn {
-                syn: false,
-                seq: seg.seq.wrapping_add(1),
-                ..*seg
-            };
-            ack_now = true;
-            &trimmed
-        } else {
-            seg
-        };
+        let trimmed = without_old_syn(seg, self.irs);
+        let ack_now = trimmed.is_some();
+        let seg = trimmed.as_ref().unwrap_or(seg);
         // PAWS (RFC 7323 §5).
         if let (true, false, Some((tsval, _))) = (self.ts_enabled, seg.rst, seg.ts) {
             if lt(tsval, self.ts_recent) {
@@ -465,20 +478,7 @@ impl TimeWait {
             }
         }
         let (seq, seg_len, nxt, wnd) = (seg.seq, seg.seg_len(), self.rcv_nxt, self.rcv_wnd);
-        let acceptable = if seg_len == 0 {
-            if wnd == 0 {
-                seq == nxt
-            } else {
-                le(nxt, seq) && lt(seq, nxt.wrapping_add(wnd))
-            }
-        } else if wnd == 0 {
-            false
-        } else {
-            let last = seq.wrapping_add(seg_len - 1);
-            (le(nxt, seq) && lt(seq, nxt.wrapping_add(wnd)))
-                || (le(nxt, last) && lt(last, nxt.wrapping_add(wnd)))
-        };
-        if !acceptable {
+        if !acceptable(nxt, wnd, seg) {
             if seg.rst {
                 st.rcvbadrst += 1;
                 return ack_now;
@@ -809,13 +809,7 @@ impl Tcb {
         // The window of an empty receive buffer: what is left in it is the
         // application's, and the application is gone.
         let free = self.cfg.rcvbuf.min(65_535usize << self.rcv_wscale) as u32;
-        let edge = self.rcv_nxt.wrapping_add(free);
-        let edge = if lt(edge, self.rcv_adv) {
-            self.rcv_adv
-        } else {
-            edge
-        };
-        let wnd_adv = diff(edge, self.rcv_nxt);
+        let wnd_adv = self.offered(free);
         Some(TimeWait {
             irs: self.irs,
             snd_nxt: self.snd_max,
@@ -1414,17 +1408,21 @@ impl Tcb {
         }
     }
 
-    /// A header with our current ACK, window and timestamp.
-    fn header(&mut self, now: Instant, seq: u32) -> SegOut {
-        let wnd = self.rcv_window();
-        // Never shrink the window already offered (RFC 9293 §3.8.6.2.2).
+    /// The window to advertise when `wnd` is free: never less than what was already
+    /// offered (RFC 9293 §3.8.6.2.2).
+    fn offered(&self, wnd: u32) -> u32 {
         let edge = self.rcv_nxt.wrapping_add(wnd);
         let edge = if lt(edge, self.rcv_adv) {
             self.rcv_adv
         } else {
             edge
         };
-        let wnd_adv = diff(edge, self.rcv_nxt);
+        diff(edge, self.rcv_nxt)
+    }
+
+    /// A header with our current ACK, window and timestamp.
+    fn header(&mut self, now: Instant, seq: u32) -> SegOut {
+        let wnd_adv = self.offered(self.rcv_window());
         SegOut {
             seq,
             ack: self.rcv_nxt,
@@ -1990,18 +1988,9 @@ impl Tcb {
         // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
         // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
         // and make sure the peer hears our ACK (as BSD's tcp_input does).
-        let trimmed;
-        let seg = if seg.syn && seg.seq == self.irs {
-            trimmed = SegIn {
-                syn: false,
-                seq: seg.seq.wrapping_add(1),
-                ..*seg
-            };
-            self.ack_now = true;
-            &trimmed
-        } else {
-            seg
-        };
+        let trimmed = without_old_syn(seg, self.irs);
+        self.ack_now |= trimmed.is_some();
+        let seg = trimmed.as_ref().unwrap_or(seg);
         // PAWS (RFC 7323 §5).
         if self.ts_enabled && !seg.rst {
             if let Some((tsval, _)) = seg.ts {
@@ -2017,20 +2006,7 @@ impl Tcb {
         let rcv_wnd = self.rcv_window().max(self.adv_room());
         let seg_len = seg.seg_len();
         let seq = seg.seq;
-        let acceptable = if seg_len == 0 {
-            if rcv_wnd == 0 {
-                seq == self.rcv_nxt
-            } else {
-                le(self.rcv_nxt, seq) && lt(seq, self.rcv_nxt.wrapping_add(rcv_wnd))
-            }
-        } else if rcv_wnd == 0 {
-            false
-        } else {
-            let last = seq.wrapping_add(seg_len - 1);
-            (le(self.rcv_nxt, seq) && lt(seq, self.rcv_nxt.wrapping_add(rcv_wnd)))
-                || (le(self.rcv_nxt, last) && lt(last, self.rcv_nxt.wrapping_add(rcv_wnd)))
-        };
-        if !acceptable {
+        if !acceptable(self.rcv_nxt, rcv_wnd, seg) {
             if seg.rst {
                 st.rcvbadrst += 1;
                 return;
