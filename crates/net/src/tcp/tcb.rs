@@ -410,6 +410,41 @@ fn without_old_syn<'a>(seg: &SegIn<'a>, irs: u32) -> Option<SegIn<'a>> {
     })
 }
 
+/// Whether `syn` may end a TIME_WAIT whose receive side stopped at `rcv_nxt` (and
+/// last saw the timestamp `ts_recent`, with timestamps) and open a new incarnation
+/// of the 4-tuple (RFC 6191 with timestamps, RFC 1122 4.2.2.13 without): its
+/// timestamp is newer, or its sequence number lies beyond what the old connection
+/// used.
+fn syn_reopens(syn: &SegIn<'_>, rcv_nxt: u32, ts_recent: Option<u32>) -> bool {
+    if !syn.syn || syn.ack.is_some() || syn.rst {
+        return false;
+    }
+    match (ts_recent, syn.ts) {
+        (Some(recent), Some((tsval, _))) => lt(recent, tsval),
+        _ => lt(rcv_nxt, syn.seq),
+    }
+}
+
+/// Counts an unacceptable segment that carries something: old (a duplicate) or
+/// beyond the window `wnd` at `nxt` (a zero-window probe when at its edge).
+fn count_unacceptable(st: &mut TcpStat, nxt: u32, wnd: u32, seg: &SegIn<'_>) {
+    let (seq, seg_len) = (seg.seq, seg.seg_len());
+    if seg_len > 0 && lt(seq, nxt) {
+        st.rcvduppack += 1;
+        st.rcvdupbyte += u64::from(seg_len);
+    } else if seg_len > 0 {
+        st.rcvpackafterwin += 1;
+        if wnd == 0 && seq == nxt {
+            st.rcvwinprobe += 1;
+        }
+    }
+}
+
+/// The timestamp clock: milliseconds, shifted by the connection's `offset`.
+fn tsval(now: Instant, offset: u32) -> u32 {
+    (now.as_millis() as u32).wrapping_add(offset)
+}
+
 /// Whether `seg` is acceptable to a receiver expecting `nxt` with `wnd` open (RFC 9293
 /// §3.10.7.4): some of it lies in the window, or, empty, it is at its left edge.
 fn acceptable(nxt: u32, wnd: u32, seg: &SegIn<'_>) -> bool {
@@ -453,13 +488,7 @@ pub struct TimeWait {
 impl TimeWait {
     /// [`Tcb::time_wait_accepts_syn`], for what is left of the connection.
     pub fn accepts_syn(&self, syn: &SegIn<'_>) -> bool {
-        if !syn.syn || syn.ack.is_some() || syn.rst {
-            return false;
-        }
-        match (self.ts_enabled, syn.ts) {
-            (true, Some((tsval, _))) => lt(self.ts_recent, tsval),
-            _ => lt(self.rcv_nxt, syn.seq),
-        }
+        syn_reopens(syn, self.rcv_nxt, self.ts_enabled.then_some(self.ts_recent))
     }
 
     /// Processes one received segment; returns whether to answer it with
@@ -477,21 +506,12 @@ impl TimeWait {
                 return true;
             }
         }
-        let (seq, seg_len, nxt, wnd) = (seg.seq, seg.seg_len(), self.rcv_nxt, self.rcv_wnd);
-        if !acceptable(nxt, wnd, seg) {
+        if !acceptable(self.rcv_nxt, self.rcv_wnd, seg) {
             if seg.rst {
                 st.rcvbadrst += 1;
                 return ack_now;
             }
-            if seg_len > 0 && lt(seq, nxt) {
-                st.rcvduppack += 1;
-                st.rcvdupbyte += u64::from(seg_len);
-            } else if seg_len > 0 {
-                st.rcvpackafterwin += 1;
-                if wnd == 0 && seq == nxt {
-                    st.rcvwinprobe += 1;
-                }
-            }
+            count_unacceptable(st, self.rcv_nxt, self.rcv_wnd, seg);
             if seg.fin {
                 self.deadline = now + self.time_wait;
             }
@@ -510,7 +530,7 @@ impl TimeWait {
             return ack_now;
         };
         if let (true, Some((tsval, _))) = (self.ts_enabled, seg.ts) {
-            if le(seq, self.last_ack_sent) && !lt(tsval, self.ts_recent) {
+            if le(seg.seq, self.last_ack_sent) && !lt(tsval, self.ts_recent) {
                 self.ts_recent = tsval;
             }
         }
@@ -540,12 +560,9 @@ impl TimeWait {
             ack: self.rcv_nxt,
             ack_flag: true,
             wnd: self.wnd,
-            ts: self.ts_enabled.then(|| {
-                (
-                    (now.as_millis() as u32).wrapping_add(self.ts_offset),
-                    self.ts_recent,
-                )
-            }),
+            ts: self
+                .ts_enabled
+                .then(|| (tsval(now, self.ts_offset), self.ts_recent)),
             ..SegOut::default()
         }
     }
@@ -784,13 +801,8 @@ impl Tcb {
     /// connection (RFC 6191 with timestamps, RFC 1122 4.2.2.13 without): its sequence
     /// number lies beyond what the old connection used, or its timestamp is newer.
     pub fn time_wait_accepts_syn(&self, syn: &SegIn<'_>) -> bool {
-        if self.state != State::TimeWait || !syn.syn || syn.ack.is_some() || syn.rst {
-            return false;
-        }
-        match (self.ts_enabled, syn.ts) {
-            (true, Some((tsval, _))) => lt(self.ts_recent, tsval),
-            _ => lt(self.rcv_nxt, syn.seq),
-        }
+        let recent = self.ts_enabled.then_some(self.ts_recent);
+        self.state == State::TimeWait && syn_reopens(syn, self.rcv_nxt, recent)
     }
 
     /// This control block reduced to a [`TimeWait`], when it is in TIME_WAIT with
@@ -815,7 +827,7 @@ impl Tcb {
             snd_nxt: self.snd_max,
             max_snd_wnd: self.max_snd_wnd,
             rcv_nxt: self.rcv_nxt,
-            rcv_wnd: free.max(wnd_adv),
+            rcv_wnd: wnd_adv,
             wnd: (wnd_adv >> self.rcv_wscale).min(65_535) as u16,
             last_ack_sent: self.last_ack_sent,
             ts_enabled: self.ts_enabled,
@@ -1119,7 +1131,7 @@ impl Tcb {
     }
 
     fn tsval(&self, now: Instant) -> u32 {
-        (now.as_millis() as u32).wrapping_add(self.ts_offset)
+        tsval(now, self.ts_offset)
     }
 
     /// When [`Tcb::output`] has timers to run.
@@ -1411,13 +1423,7 @@ impl Tcb {
     /// The window to advertise when `wnd` is free: never less than what was already
     /// offered (RFC 9293 §3.8.6.2.2).
     fn offered(&self, wnd: u32) -> u32 {
-        let edge = self.rcv_nxt.wrapping_add(wnd);
-        let edge = if lt(edge, self.rcv_adv) {
-            self.rcv_adv
-        } else {
-            edge
-        };
-        diff(edge, self.rcv_nxt)
+        wnd.max(self.adv_room())
     }
 
     /// A header with our current ACK, window and timestamp.
@@ -2003,23 +2009,14 @@ impl Tcb {
         }
 
         // Acceptability (RFC 9293 §3.10.7.4).
-        let rcv_wnd = self.rcv_window().max(self.adv_room());
-        let seg_len = seg.seg_len();
+        let rcv_wnd = self.offered(self.rcv_window());
         let seq = seg.seq;
         if !acceptable(self.rcv_nxt, rcv_wnd, seg) {
             if seg.rst {
                 st.rcvbadrst += 1;
                 return;
             }
-            if seg_len > 0 && lt(seq, self.rcv_nxt) {
-                st.rcvduppack += 1;
-                st.rcvdupbyte += u64::from(seg_len);
-            } else if seg_len > 0 {
-                st.rcvpackafterwin += 1;
-                if rcv_wnd == 0 && seq == self.rcv_nxt {
-                    st.rcvwinprobe += 1;
-                }
-            }
+            count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
             self.ack_now = true;
             if self.state == State::TimeWait && seg.fin {
                 self.tw_deadline = Some(now + self.cfg.time_wait);
@@ -2374,7 +2371,7 @@ impl Tcb {
             }
         }
         // Trim what does not fit the window.
-        let room = self.rcv_window().max(self.adv_room()) as usize;
+        let room = self.offered(self.rcv_window()) as usize;
         let off = diff(seq, self.rcv_nxt) as usize;
         if off + data.len() > room {
             let keep = room.saturating_sub(off);
