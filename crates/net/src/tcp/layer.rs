@@ -183,15 +183,13 @@ const VACANT_ADDR: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
 ));
 
 impl Conn {
-    /// A connection that holds nothing, for a box kept for reuse.
-    fn vacant(s: &Arc<StreamShared>) -> Conn {
+    /// A connection of `tuple` with `tcb`, shared with its application through `s`;
+    /// not yet announced to a listener, nothing pending.
+    fn new(tuple: Tuple, tcb: Tcb, s: Arc<StreamShared>) -> Conn {
         Conn {
-            tuple: Tuple {
-                local: VACANT_ADDR,
-                remote: VACANT_ADDR,
-            },
-            tcb: Tcb::vacant(),
-            s: s.clone(),
+            tuple,
+            tcb,
+            s,
             listener: None,
             announced: false,
             half_open: false,
@@ -200,6 +198,15 @@ impl Conn {
             timer_at: None,
             deferred: false,
         }
+    }
+
+    /// A connection that holds nothing, for a box kept for reuse.
+    fn vacant(s: &Arc<StreamShared>) -> Conn {
+        let t = Tuple {
+            local: VACANT_ADDR,
+            remote: VACANT_ADDR,
+        };
+        Conn::new(t, Tcb::vacant(), s.clone())
     }
 
     /// A connection a listener's SYN (`half_open`) or a SYN cookie created.
@@ -214,27 +221,97 @@ impl Conn {
         ));
         s.opt_nodelay.store(p.nodelay, Ordering::Release);
         Conn {
-            tuple,
-            tcb,
-            s,
             listener: Some(l),
-            announced: false,
             half_open,
-            fin_requested: false,
-            tx_partial: None,
-            timer_at: None,
-            deferred: false,
+            ..Conn::new(tuple, tcb, s)
         }
     }
 }
 
+/// Slots that keep their indexes, for the connection table and the timers to name:
+/// a freed slot is reused, its generation bumped so that a timer entry naming its
+/// old occupant is told apart. An occupant may be held out of its slot (`take`, then
+/// put back) while it is worked on.
+struct Slab<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<usize>,
+    gens: Vec<u32>,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            gens: Vec::new(),
+        }
+    }
+
+    /// Puts `v` in a free slot; returns the slot.
+    fn insert(&mut self, v: T) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(v);
+                i
+            }
+            None => {
+                self.slots.push(Some(v));
+                self.gens.push(0);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Frees slot `i` (occupied, or its occupant held out); returns what was in it.
+    fn remove(&mut self, i: usize) -> Option<T> {
+        self.gens[i] = self.gens[i].wrapping_add(1);
+        self.free.push(i);
+        self.slots[i].take()
+    }
+
+    /// Slot `i`'s generation (a slot that exists).
+    fn gen(&self, i: usize) -> u32 {
+        self.gens[i]
+    }
+
+    /// Whether `g` is slot `i`'s generation: an entry naming it is current.
+    fn is_current(&self, i: usize, g: u32) -> bool {
+        self.gens.get(i) == Some(&g)
+    }
+
+    fn get(&self, i: usize) -> Option<&T> {
+        self.slots.get(i).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.slots.get_mut(i).and_then(Option::as_mut)
+    }
+
+    /// Holds slot `i`'s occupant out of it, to [`Slab::put_back`].
+    fn take(&mut self, i: usize) -> Option<T> {
+        self.slots.get_mut(i).and_then(Option::take)
+    }
+
+    fn put_back(&mut self, i: usize, v: T) {
+        self.slots[i] = Some(v);
+    }
+}
+
+/// What the connection table names.
+#[derive(Clone, Copy)]
+enum Found {
+    /// A connection, by slot.
+    Conn(usize),
+    /// A TIME_WAIT remnant, by slot.
+    TimeWait(usize),
+}
+
 /// A worker's TCP state: its connections and scratch space.
 pub(crate) struct TcpWorker {
-    conns: HashMap<Tuple, usize, FxBuild>,
+    conns: HashMap<Tuple, Found, FxBuild>,
     /// Boxed: `service` takes a connection out of its slot and puts it back, which
     /// should move a pointer, not the control block's kilobyte.
-    slab: Vec<Option<Box<Conn>>>,
-    free: Vec<usize>,
+    slab: Slab<Box<Conn>>,
     segs: Vec<SegOut>,
     scratch: Vec<u8>,
     /// Connections' next deadlines, earliest first: (deadline, slot, generation).
@@ -243,9 +320,6 @@ pub(crate) struct TcpWorker {
     /// again for the real deadline. So at most a few entries per connection, and a
     /// due timer costs O(log n), not a scan of every connection.
     timers: BinaryHeap<Reverse<(dev::Instant, usize, u32)>>,
-    /// Per slab slot: bumped when the slot's connection goes, so stale entries of a
-    /// reused slot are told apart.
-    gens: Vec<u32>,
     pub max_conns: usize,
     /// Readers to wake at the end of the worker's batch: one wake-up for all the
     /// segments of a burst, not one for the first of them.
@@ -263,12 +337,8 @@ pub(crate) struct TcpWorker {
     /// What a vacant connection refers to: no application, no channels.
     vacant: Arc<StreamShared>,
     /// Connections reduced to what TIME_WAIT needs ([`TimeWait`], FreeBSD's
-    /// `tcptw`) once their application is gone, by slot, with their tuples; the
-    /// connection table names them with [`TW_SLOT`] set.
-    tws: Vec<Option<(Tuple, TimeWait)>>,
-    tw_free: Vec<usize>,
-    /// Per `tws` slot, bumped when its remnant goes.
-    tw_gens: Vec<u32>,
+    /// `tcptw`) once their application is gone, with their tuples.
+    tws: Slab<(Tuple, TimeWait)>,
     /// The remnants' deadlines, (deadline, slot, generation), in the order they
     /// were set. Every wait is as long (the stack's `time_wait`), so this is also
     /// deadline order, and a FIFO does what the heap does for connections. A wait
@@ -277,9 +347,6 @@ pub(crate) struct TcpWorker {
     /// the time between the FIN and its old deadline; never early).
     tw_queue: VecDeque<(dev::Instant, usize, u32)>,
 }
-
-/// Set in a connection table entry that names a [`TimeWait`] remnant.
-const TW_SLOT: usize = 1 << (usize::BITS - 1);
 
 /// Connection boxes a worker keeps for reuse.
 const BOX_SPARE: usize = 256;
@@ -303,20 +370,16 @@ impl TcpWorker {
     pub fn new(max_conns: usize) -> Self {
         TcpWorker {
             conns: HashMap::default(),
-            slab: Vec::new(),
-            free: Vec::new(),
+            slab: Slab::new(),
             segs: Vec::with_capacity(64),
             readers: Vec::with_capacity(64),
             deferred: Vec::with_capacity(64),
             scratch: vec![0u8; 65_536],
             timers: BinaryHeap::new(),
-            gens: Vec::new(),
             max_conns,
             boxes: Vec::new(),
             vacant: Arc::new(StreamShared::new(VACANT_ADDR, VACANT_ADDR, 0, 0, 0)),
-            tws: Vec::new(),
-            tw_free: Vec::new(),
-            tw_gens: Vec::new(),
+            tws: Slab::new(),
             tw_queue: VecDeque::new(),
         }
     }
@@ -324,10 +387,7 @@ impl TcpWorker {
     pub fn poll_at(&self) -> Option<dev::Instant> {
         let conns = self.timers.peek().map(|Reverse((t, _, _))| *t);
         let tws = self.tw_queue.front().map(|(t, _, _)| *t);
-        match (conns, tws) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        conns.into_iter().chain(tws).min()
     }
 
     /// Registers slot `i`'s connection's next deadline (after it was serviced).
@@ -335,20 +395,17 @@ impl TcpWorker {
         if let Some(t) = c.tcb.poll_at() {
             if c.timer_at.is_none_or(|r| t < r) {
                 c.timer_at = Some(t);
-                self.timers.push(Reverse((t, i, self.gens[i])));
+                self.timers.push(Reverse((t, i, self.slab.gen(i))));
                 // Stale entries (deadlines that moved) leave only when their time
                 // comes, which for a keepalive is hours: sweep them when they
                 // outnumber the connections, so the heap stays O(connections).
                 if self.timers.len() > 4 * self.conns.len() + 64 {
-                    let (slab, gens) = (&self.slab, &self.gens);
+                    let slab = &self.slab;
                     let (here, at) = (i, t);
                     self.timers.retain(|Reverse((t, j, g))| {
                         (*j == here && *t == at)
-                            || (gens.get(*j) == Some(g)
-                                && slab
-                                    .get(*j)
-                                    .and_then(Option::as_ref)
-                                    .is_some_and(|c| c.timer_at == Some(*t)))
+                            || (slab.is_current(*j, *g)
+                                && slab.get(*j).is_some_and(|c| c.timer_at == Some(*t)))
                     });
                 }
             }
@@ -374,18 +431,8 @@ impl TcpWorker {
             }
             None => Box::new(c),
         };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slab[i] = Some(c);
-                i
-            }
-            None => {
-                self.slab.push(Some(c));
-                self.gens.push(0);
-                self.slab.len() - 1
-            }
-        };
-        self.conns.insert(t, i);
+        let i = self.slab.insert(c);
+        self.conns.insert(t, Found::Conn(i));
         i
     }
 
@@ -393,36 +440,30 @@ impl TcpWorker {
     /// of its slot, and then hands it to [`TcpWorker::recycle`].
     fn remove(&mut self, i: usize, t: &Tuple) {
         self.conns.remove(t);
-        if let Some(c) = self.slab[i].take() {
+        if let Some(c) = self.slab.remove(i) {
             self.recycle(c);
         }
-        self.gens[i] = self.gens[i].wrapping_add(1);
-        self.free.push(i);
     }
 
     /// Keeps `t`'s TIME_WAIT as its remnant alone (its connection is gone).
     fn insert_tw(&mut self, t: Tuple, rem: TimeWait) {
-        let j = match self.tw_free.pop() {
-            Some(j) => {
-                self.tws[j] = Some((t, rem));
-                j
-            }
-            None => {
-                self.tws.push(Some((t, rem)));
-                self.tw_gens.push(0);
-                self.tws.len() - 1
-            }
-        };
-        self.tw_queue.push_back((rem.deadline, j, self.tw_gens[j]));
-        self.conns.insert(t, j | TW_SLOT);
+        let j = self.tws.insert((t, rem));
+        self.tw_queue.push_back((rem.deadline, j, self.tws.gen(j)));
+        self.conns.insert(t, Found::TimeWait(j));
     }
 
     /// Forgets the TIME_WAIT remnant in slot `j`.
     fn remove_tw(&mut self, j: usize) {
-        if let Some((t, _)) = self.tws[j].take() {
+        if let Some((t, _)) = self.tws.remove(j) {
             self.conns.remove(&t);
-            self.tw_gens[j] = self.tw_gens[j].wrapping_add(1);
-            self.tw_free.push(j);
+        }
+    }
+
+    /// The connection `t` names, if it is one (not a TIME_WAIT remnant).
+    fn conn_slot(&self, t: &Tuple) -> Option<usize> {
+        match self.conns.get(t) {
+            Some(&Found::Conn(i)) => Some(i),
+            _ => None,
         }
     }
 
@@ -591,21 +632,22 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         return DropReason::TcpNoPort.count(cx.stats);
     }
     let found = tw.conns.get(&tuple).copied();
-    if let Some(j) = found.filter(|i| i & TW_SLOT != 0) {
-        if !time_wait_input(cx, tw, j & !TW_SLOT, &tuple, &seg) {
+    if let Some(Found::TimeWait(j)) = found {
+        if !time_wait_input(cx, tw, j, &tuple, &seg) {
             tw.scratch = scratch;
             return;
         }
-    } else if let Some(i) = found {
-        let reuse = tw.slab[i]
-            .as_ref()
+    } else if let Some(Found::Conn(i)) = found {
+        let reuse = tw
+            .slab
+            .get(i)
             .is_some_and(|c| c.tcb.time_wait_accepts_syn(&seg));
         if reuse {
             // A new incarnation of the 4-tuple ends the old TIME_WAIT early.
             cx.stats.tcp.timewaitreuse += 1;
             tw.remove(i, &tuple);
         } else {
-            if let Some(c) = tw.slab[i].as_mut() {
+            if let Some(c) = tw.slab.get_mut(i) {
                 // In-order data goes straight into the application's channel when
                 // nothing waits in the receive buffer (this worker is the channel's
                 // only producer); the rest is buffered as usual.
@@ -759,7 +801,7 @@ fn time_wait_input(
     t: &Tuple,
     seg: &SegIn<'_>,
 ) -> bool {
-    let Some((_, rem)) = tw.tws[j].as_mut() else {
+    let Some((_, rem)) = tw.tws.get_mut(j) else {
         return false;
     };
     if rem.accepts_syn(seg) {
@@ -779,9 +821,10 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
         TcpMsg::PathMtu(tuple, mss) => {
-            if let Some(&i) = tw.conns.get(&tuple).filter(|i| *i & TW_SLOT == 0) {
-                let changed = tw.slab[i]
-                    .as_mut()
+            if let Some(i) = tw.conn_slot(&tuple) {
+                let changed = tw
+                    .slab
+                    .get_mut(i)
                     .is_some_and(|c| c.tcb.path_mtu(mss, &mut cx.stats.tcp));
                 if changed {
                     service(cx, tw, i);
@@ -809,17 +852,10 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
             let cfg = conn_cfg(cx, &tuple, (s.tx.cap(), s.rx.cap()));
             let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+            // An active open has no listener to announce it to.
             let i = tw.insert(Conn {
-                tuple,
-                tcb,
-                s,
-                listener: None,
                 announced: true,
-                half_open: false,
-                fin_requested: false,
-                tx_partial: None,
-                timer_at: None,
-                deferred: false,
+                ..Conn::new(tuple, tcb, s)
             });
             service(cx, tw, i);
         }
@@ -829,7 +865,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 local: s.local,
                 remote: s.remote,
             };
-            if let Some(&i) = tw.conns.get(&tuple).filter(|i| *i & TW_SLOT == 0) {
+            if let Some(i) = tw.conn_slot(&tuple) {
                 service(cx, tw, i);
             }
         }
@@ -848,10 +884,10 @@ pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
         let Some(Reverse((t, i, g))) = tw.timers.pop() else {
             return;
         };
-        if tw.gens.get(i) != Some(&g) {
+        if !tw.slab.is_current(i, g) {
             continue;
         }
-        let due = match tw.slab.get_mut(i).and_then(Option::as_mut) {
+        let due = match tw.slab.get_mut(i) {
             Some(c) if c.timer_at == Some(t) => {
                 c.timer_at = None;
                 c.tcb.poll_at()
@@ -863,7 +899,7 @@ pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
             Some(d) if d <= cx.now => service(cx, tw, i),
             Some(d) => {
                 // Came up early (the deadline moved later): wait for the real one.
-                if let Some(c) = tw.slab[i].as_mut() {
+                if let Some(c) = tw.slab.get_mut(i) {
                     c.timer_at = Some(d);
                 }
                 tw.timers.push(Reverse((d, i, g)));
@@ -880,10 +916,10 @@ fn time_wait_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
             return;
         };
         tw.tw_queue.pop_front();
-        if tw.tw_gens[j] != g {
+        if !tw.tws.is_current(j, g) {
             continue;
         }
-        match tw.tws[j] {
+        match tw.tws.get(j).copied() {
             Some((_, rem)) if rem.deadline <= t => {
                 tw.remove_tw(j);
                 cx.stats.tcp.closed += 1;
@@ -911,7 +947,7 @@ pub(crate) fn tcp_flush(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
 /// Moves bytes between a connection and its application, sends what is due, updates
 /// what the application sees, and frees a finished connection.
 fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
-    let Some(mut c) = tw.slab.get_mut(i).and_then(Option::take) else {
+    let Some(mut c) = tw.slab.take(i) else {
         return;
     };
     c.deferred = false;
@@ -1075,7 +1111,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     tw.arm(i, &mut c);
     let aborted = c.tcb.state() == State::Closed;
-    tw.slab[i] = Some(c);
+    tw.slab.put_back(i, c);
     if aborted {
         service(cx, tw, i);
     }
