@@ -288,22 +288,21 @@ struct FamilyOffload<'s> {
 }
 
 fn family_offload(stats: &mut Stats, v6: bool) -> FamilyOffload<'_> {
+    // The two groups name these counters alike.
+    macro_rules! of {
+        ($group:expr, $drop:expr) => {
+            FamilyOffload {
+                swgso: &mut $group.swgso,
+                swcsum: &mut $group.swcsum,
+                tso: &mut $group.tso,
+                drop: $drop,
+            }
+        };
+    }
     if v6 {
-        let s = &mut stats.ip6;
-        FamilyOffload {
-            swgso: &mut s.swgso,
-            swcsum: &mut s.swcsum,
-            tso: &mut s.tso,
-            drop: DropReason::Ip6OutDropped,
-        }
+        of!(stats.ip6, DropReason::Ip6OutDropped)
     } else {
-        let s = &mut stats.ip;
-        FamilyOffload {
-            swgso: &mut s.swgso,
-            swcsum: &mut s.swcsum,
-            tso: &mut s.tso,
-            drop: DropReason::IpOutDropped,
-        }
+        of!(stats.ip, DropReason::IpOutDropped)
     }
 }
 
