@@ -14,8 +14,8 @@
 //! original packet's buffers (`Mbuf::copym`), not copied.
 
 use mbuf::Mbuf;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use wire::IpProtocol;
+use std::net::IpAddr;
+use wire::{IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket};
 
 /// Why a packet could not be cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,39 +36,35 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
     let mut h = [0u8; 40 + 60];
     let got = m.len().min(h.len());
     m.copydata(0, &mut h[..got]).map_err(|_| GsoError::NotTcp)?;
-    let (l3, src, dst) = match h[0] >> 4 {
+    // Views of the whole (zero-padded) buffer, so that no field read is out of
+    // bounds; what the packet really holds (`got`) is checked below.
+    let (l3, src, dst, id) = match h[0] >> 4 {
         4 => {
-            let hl = usize::from(h[0] & 0xf) * 4;
-            let frag = u16::from_be_bytes([h[6], h[7]]) & 0x3fff;
+            let ip = Ipv4Packet::new_unchecked(&h[..]);
+            let hl = usize::from(ip.header_len());
             if hl < 20
-                || h[9] != u8::from(IpProtocol::Tcp)
-                || frag != 0
-                || usize::from(u16::from_be_bytes([h[2], h[3]])) != m.len()
+                || ip.next_header() != IpProtocol::Tcp
+                || ip.is_fragment()
+                || usize::from(ip.total_len()) != m.len()
             {
                 return Err(GsoError::NotTcp);
             }
-            let a = |i: usize| Ipv4Addr::new(h[i], h[i + 1], h[i + 2], h[i + 3]);
-            (hl, IpAddr::V4(a(12)), IpAddr::V4(a(16)))
+            let (s, d) = (ip.src_addr(), ip.dst_addr());
+            (hl, IpAddr::V4(s), IpAddr::V4(d), ip.ident())
         }
         6 => {
-            if h[6] != u8::from(IpProtocol::Tcp)
-                || usize::from(u16::from_be_bytes([h[4], h[5]])) + 40 != m.len()
-            {
+            let ip = Ipv6Packet::new_unchecked(&h[..]);
+            if ip.next_header() != IpProtocol::Tcp || ip.total_len() != m.len() {
                 return Err(GsoError::NotTcp);
             }
-            let a = |i: usize| {
-                let mut o = [0u8; 16];
-                o.copy_from_slice(&h[i..i + 16]);
-                Ipv6Addr::from(o)
-            };
-            (40, IpAddr::V6(a(8)), IpAddr::V6(a(24)))
+            (40, IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()), 0)
         }
         _ => return Err(GsoError::NotTcp),
     };
     if got < l3 + 20 {
         return Err(GsoError::NotTcp);
     }
-    let doff = usize::from(h[l3 + 12] >> 4) * 4;
+    let doff = usize::from(TcpPacket::new_unchecked(&h[l3..]).header_len());
     let hlen = l3 + doff;
     if doff < 20 || hlen > got {
         return Err(GsoError::NotTcp);
@@ -78,9 +74,8 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         return Err(GsoError::NoSize);
     }
     let data = m.len() - hlen;
-    let seq = u32::from_be_bytes([h[l3 + 4], h[l3 + 5], h[l3 + 6], h[l3 + 7]]);
+    let seq = TcpPacket::new_unchecked(&h[l3..]).seq_number();
     let flags = h[l3 + 13];
-    let id = u16::from_be_bytes([h[4], h[5]]);
     let first = out.len();
     let mut off = 0;
     let mut k: u16 = 0;
@@ -90,16 +85,15 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         let mut hh = [0u8; 40 + 60];
         hh[..hlen].copy_from_slice(&h[..hlen]);
         if l3 == 40 {
-            hh[4..6].copy_from_slice(&((doff + n) as u16).to_be_bytes());
+            Ipv6Packet::new_unchecked(&mut hh[..l3]).set_payload_len((doff + n) as u16);
         } else {
-            hh[2..4].copy_from_slice(&((hlen + n) as u16).to_be_bytes());
-            hh[4..6].copy_from_slice(&id.wrapping_add(k).to_be_bytes());
-            hh[10..12].fill(0);
-            let sum = !wire::checksum::data(&hh[..l3]);
-            hh[10..12].copy_from_slice(&sum.to_be_bytes());
+            let mut ip = Ipv4Packet::new_unchecked(&mut hh[..l3]);
+            ip.set_total_len((hlen + n) as u16);
+            ip.set_ident(id.wrapping_add(k));
+            ip.fill_checksum();
         }
+        TcpPacket::new_unchecked(&mut hh[l3..hlen]).set_seq_number(seq + off);
         let t = &mut hh[l3..hlen];
-        t[4..8].copy_from_slice(&seq.wrapping_add(off as u32).to_be_bytes());
         let mut f = flags;
         if !last {
             f &= !(0x01 | 0x08); // FIN, PSH
