@@ -8,7 +8,8 @@
 //! Owns the namespace `mpb-s-<pid>`; deletes it when its [`SmolTapLab`] is dropped.
 //! Only 198.18.4.1/24 (Linux) and 198.18.4.2/24 (smoltcp).
 
-use super::tap::{joined, measured, Netns, TapRows};
+use super::tap::{joined, measured, TapRows};
+use super::veth::Netns;
 use super::Measurement;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::phy::{self, Medium, TunTapInterface};

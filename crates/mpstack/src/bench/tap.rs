@@ -10,6 +10,7 @@
 //! Owns the namespace `mpb-t-<pid>` (the TAP goes with it) and deletes it when its
 //! [`TapLab`] is dropped. Only 198.18.3.1/24 (Linux) and 198.18.3.2/24 (mpstack).
 
+use super::veth::Netns;
 use super::{drain, pump, send_over, Measurement};
 use net::{IfConfig, Stack, StackConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -51,17 +52,7 @@ pub trait TapRows {
 /// A thread of a Linux end, and what it returns.
 pub(super) type LinuxEnd<T> = std::thread::JoinHandle<Result<T, String>>;
 
-/// A network namespace made for a lab (an old one of the same name is removed
-/// first); deleted, with the TAPs moved into it, when dropped.
-pub(super) struct Netns(pub(super) String);
-
 impl Netns {
-    pub(super) fn new(name: String) -> Result<Netns, String> {
-        let _ = ip(&["netns", "del", &name]);
-        ip(&["netns", "add", &name])?;
-        Ok(Netns(name))
-    }
-
     /// Moves the TAP `tap` into the namespace and gives it `linux_addr` there.
     pub(super) fn adopt(&self, tap: &str, linux_addr: &str) -> Result<(), String> {
         let ns = &self.0;
@@ -109,12 +100,6 @@ impl Netns {
                 .err()
                 .unwrap_or_else(|| "the Linux listener did not start".into())),
         }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
     }
 }
 

@@ -48,29 +48,42 @@ pub(super) fn run_ok(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// A network namespace made for a lab (an old one of the same name is removed
+/// first); deleted, with the devices moved into it, when dropped.
+#[derive(Debug)]
+pub(super) struct Netns(pub(super) String);
+
+impl Netns {
+    pub(super) fn new(name: String) -> Result<Netns, String> {
+        let _ = run(&["ip", "netns", "del", &name]);
+        run_ok(&["ip", "netns", "add", &name])?;
+        Ok(Netns(name))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run(&["ip", "netns", "del", &self.0]);
+    }
+}
+
 /// Two namespaces joined by a veth pair; dropping it deletes both (and the pair).
 #[derive(Debug)]
 pub struct Lab {
-    client_ns: String,
-    server_ns: String,
-    created: Vec<String>,
+    client: Netns,
+    server: Netns,
 }
 
 impl Lab {
     pub fn new() -> Result<Lab, String> {
         let pid = std::process::id();
-        let mut lab = Lab {
-            client_ns: format!("mpb-a-{pid}"),
-            server_ns: format!("mpb-b-{pid}"),
-            created: Vec::new(),
+        let lab = Lab {
+            client: Netns::new(format!("mpb-a-{pid}"))?,
+            server: Netns::new(format!("mpb-b-{pid}"))?,
         };
-        for ns in [lab.client_ns.clone(), lab.server_ns.clone()] {
-            run_ok(&["ip", "netns", "add", &ns])?;
-            lab.created.push(ns);
-        }
         // Both ends are created inside their namespaces, so nothing appears in the
         // caller's namespace even for a moment, and the short names cannot collide.
-        let (a, b) = (&lab.client_ns, &lab.server_ns);
+        let (a, b) = (&lab.client.0, &lab.server.0);
         run_ok(&[
             "ip", "link", "add", "va", "netns", a, "mtu", "1500", "type", "veth", "peer", "name",
             "vb", "netns", b, "mtu", "1500",
@@ -88,7 +101,7 @@ impl Lab {
     pub fn iperf3(&self, bytes: u64) -> Result<Measurement, String> {
         let server = Proc(
             Command::new("ip")
-                .args(["netns", "exec", &self.server_ns])
+                .args(["netns", "exec", &self.server.0])
                 .args(["iperf3", "-s", "-1", "-B", SERVER_IP])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -102,7 +115,7 @@ impl Lab {
             "ip",
             "netns",
             "exec",
-            &self.client_ns,
+            &self.client.0,
             "iperf3",
             "-c",
             SERVER_IP,
@@ -156,14 +169,6 @@ impl Lab {
             bytes: got,
             secs: got as f64 * 8.0 / bps,
         })
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in self.created.drain(..) {
-            let _ = run(&["ip", "netns", "del", &ns]);
-        }
     }
 }
 
