@@ -33,6 +33,29 @@ fn pair_on(workers: usize, seed: u64, wire: WireConfig) -> (Sim, HostId, HostId)
     (s, a, b)
 }
 
+/// A listener on `b`'s (`ip(2)`) `port` and a connection to it from `a`, accepted
+/// after `settle` of simulated time: the listener, the client's end, the server's.
+fn connected(
+    s: &mut Sim,
+    a: HostId,
+    b: HostId,
+    port: u16,
+    settle: Duration,
+) -> (net::TcpListener, net::TcpStream, net::TcpStream) {
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 4)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), port))
+        .unwrap();
+    s.run_for(settle);
+    let (srv, _) = l.accept().unwrap();
+    (l, c, srv)
+}
+
 /// Writes `data` on `c` and reads on `srv` while the simulation runs, for at most
 /// `limit` of simulated time; returns what `srv` read.
 fn carry(
@@ -311,17 +334,7 @@ fn tcp_backlog_is_bounded() {
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());
-    let l = s
-        .host(b)
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 22), 4)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
-    let c = s
-        .host(a)
-        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 22))
-        .unwrap();
-    s.run_for(Duration::from_millis(10));
-    let (srv, _) = l.accept().unwrap();
+    let (_l, c, srv) = connected(&mut s, a, b, 22, Duration::from_millis(10));
     assert!(c.is_connected());
     assert!(!c.nodelay().unwrap());
     c.set_nodelay(true).unwrap();
@@ -900,18 +913,8 @@ fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offloa
 #[test]
 fn one_ack_answers_a_burst_of_segments() {
     let (mut s, a, b) = pair(1, 13, Impairments::default());
-    let l = s
-        .host(b)
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
-    let c = s
-        .host(a)
-        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
-        .unwrap();
+    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(20));
     c.set_nonblocking(true).unwrap();
-    s.run_for(Duration::from_millis(20));
-    let (srv, _) = l.accept().unwrap();
     srv.set_nonblocking(true).unwrap();
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 253) as u8).collect();
     let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(60));
