@@ -568,34 +568,66 @@ fn a_four_tuple_in_time_wait_is_reused_by_a_newer_incarnation() {
         .unwrap();
     l.set_nonblocking(true).unwrap();
     for round in 0..3 {
-        let c = s
-            .host(a)
-            .tcp_connect_from_nonblocking(40_000, SocketAddrV4::new(ip(2), 80))
-            .unwrap();
-        c.set_nonblocking(true).unwrap();
-        s.run_for(Duration::from_millis(20));
-        c.wait_connected(Some(std::time::Duration::ZERO))
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
-        let (srv, _) = l.accept().expect("accepted");
-        srv.set_nonblocking(true).unwrap();
-        (&c).write_all(b"hello").unwrap();
-        s.run_for(Duration::from_millis(20));
-        let mut buf = [0u8; 16];
-        assert_eq!((&srv).read(&mut buf).unwrap(), 5);
-        // The server closes first; the client reads the end and closes too.
-        drop(srv);
-        s.run_for(Duration::from_millis(20));
-        assert_eq!(
-            (&c).read(&mut buf).unwrap(),
-            0,
-            "round {round}: end of stream"
-        );
-        drop(c);
-        s.run_for(Duration::from_millis(50));
+        one_incarnation(&mut s, a, &l, round);
     }
     let st = s.host(b).stats().tcp;
     assert_eq!(st.timewaitreuse, 2, "{st:?}");
     assert_eq!(st.accepts, 3);
+}
+
+/// One connection from `a`'s port 40000 to the listener `l` (on `ip(2)`, port 80):
+/// five bytes, the server closing first, so its end waits in TIME_WAIT.
+fn one_incarnation(s: &mut Sim, a: HostId, l: &net::TcpListener, round: usize) {
+    let c = s
+        .host(a)
+        .tcp_connect_from_nonblocking(40_000, SocketAddrV4::new(ip(2), 80))
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    s.run_for(Duration::from_millis(20));
+    c.wait_connected(Some(std::time::Duration::ZERO))
+        .unwrap_or_else(|e| panic!("round {round}: {e}"));
+    let (srv, _) = l.accept().expect("accepted");
+    srv.set_nonblocking(true).unwrap();
+    (&c).write_all(b"hello").unwrap();
+    s.run_for(Duration::from_millis(20));
+    let mut buf = [0u8; 16];
+    assert_eq!((&srv).read(&mut buf).unwrap(), 5);
+    // The server closes first; the client reads the end and closes too.
+    drop(srv);
+    s.run_for(Duration::from_millis(20));
+    assert_eq!(
+        (&c).read(&mut buf).unwrap(),
+        0,
+        "round {round}: end of stream"
+    );
+    drop(c);
+    s.run_for(Duration::from_millis(50));
+}
+
+/// A 4-tuple reopened again and again ends its TIME_WAIT remnant early each time;
+/// the deadlines those remnants leave behind do not pile up for the minute they
+/// would last: the timer entries stay a bounded few per live connection.
+#[test]
+fn reopening_a_four_tuple_leaves_no_pile_of_stale_deadlines() {
+    let (mut s, a, b) = pair(1, 9, Impairments::default());
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    const ROUNDS: usize = 200;
+    for round in 0..ROUNDS {
+        one_incarnation(&mut s, a, &l, round);
+    }
+    let st = s.host(b).stats().tcp;
+    assert_eq!(st.timewaitreuse, ROUNDS as u64 - 1, "{st:?}");
+    assert_eq!(st.pcbcount, 1, "one remnant left");
+    assert!(
+        st.timerentries <= 2 * st.pcbcount + 65,
+        "{} timer entries for {} connection(s)",
+        st.timerentries,
+        st.pcbcount
+    );
 }
 
 /// An application that drops many streams at once overflows its worker's inbox of

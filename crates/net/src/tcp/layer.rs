@@ -450,6 +450,13 @@ impl TcpWorker {
         let j = self.tws.insert((t, rem));
         self.tw_queue.push_back((rem.deadline, j, self.tws.gen(j)));
         self.conns.insert(t, Found::TimeWait(j));
+        // Remnants a new incarnation ended early (RFC 6191) leave their entries
+        // until those come up, a minute on: sweep them when they outnumber the
+        // live ones, so that a peer reopening 4-tuples fast cannot grow the queue.
+        if self.tw_queue.len() > 2 * self.conns.len() + 64 {
+            let tws = &self.tws;
+            self.tw_queue.retain(|&(_, j, g)| tws.is_current(j, g));
+        }
     }
 
     /// Forgets the TIME_WAIT remnant in slot `j`.
