@@ -816,7 +816,7 @@ fn time_wait_input(
         tw.remove_tw(j);
         return true;
     }
-    if rem.input(seg, cx.now, &mut cx.stats.tcp) {
+    if rem.input(seg, cx.now, cx.tcp_cfg.time_wait, &mut cx.stats.tcp) {
         let ack = rem.ack(cx.now, &mut cx.stats.tcp);
         send_segment(cx, t, &ack, std::iter::empty());
     }
@@ -1102,7 +1102,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
     if c.tcb.state() == State::TimeWait && c.tx_partial.is_none() {
         if let Some(sh) = Arc::get_mut(&mut c.s) {
             // With nothing owed to the peer, what is left of the connection is its
-            // remnant: 64 bytes where the connection is a kilobyte (FreeBSD's
+            // remnant: 48 bytes where the connection is a kilobyte (FreeBSD's
             // tcp_twstart).
             if let Some(rem) = c.tcb.time_wait() {
                 let t = c.tuple;

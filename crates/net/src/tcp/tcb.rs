@@ -460,7 +460,7 @@ fn acceptable(nxt: u32, wnd: u32, seg: &SegIn<'_>) -> bool {
 
 /// A connection in TIME_WAIT with nothing left to carry (its application gone,
 /// everything it sent acknowledged), as FreeBSD's `tcptw`: what answering the peer
-/// takes and nothing else, 64 bytes where a [`Tcb`] is most of a kilobyte.
+/// takes and nothing else, 48 bytes where a [`Tcb`] is most of a kilobyte.
 /// It answers as the control block would ([`Tcb::input`] in TIME_WAIT): a
 /// retransmitted FIN is acknowledged again and restarts the wait; an old duplicate is
 /// dropped by PAWS and answered with an ACK; a reset is ignored (RFC 1337); a SYN
@@ -480,7 +480,6 @@ pub struct TimeWait {
     ts_enabled: bool,
     ts_recent: u32,
     ts_offset: u32,
-    time_wait: Duration,
     /// When the wait ends: moved later by a retransmitted FIN.
     pub deadline: Instant,
 }
@@ -492,8 +491,15 @@ impl TimeWait {
     }
 
     /// Processes one received segment; returns whether to answer it with
-    /// [`TimeWait::ack`].
-    pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) -> bool {
+    /// [`TimeWait::ack`]. `wait` is the stack's TIME_WAIT (`TcpConfig::time_wait`),
+    /// which a retransmitted FIN starts again.
+    pub fn input(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        wait: Duration,
+        st: &mut TcpStat,
+    ) -> bool {
         st.rcvtotal += 1;
         // A retransmission of the peer's SYN: its SYN dropped, the rest kept.
         let trimmed = without_old_syn(seg, self.irs);
@@ -513,7 +519,7 @@ impl TimeWait {
             }
             count_unacceptable(st, self.rcv_nxt, self.rcv_wnd, seg);
             if seg.fin {
-                self.deadline = now + self.time_wait;
+                self.deadline = now + wait;
             }
             return true;
         }
@@ -544,7 +550,7 @@ impl TimeWait {
             return true;
         }
         if seg.fin {
-            self.deadline = now + self.time_wait;
+            self.deadline = now + wait;
             return true;
         }
         ack_now
@@ -833,7 +839,6 @@ impl Tcb {
             ts_enabled: self.ts_enabled,
             ts_recent: self.ts_recent,
             ts_offset: self.ts_offset,
-            time_wait: self.cfg.time_wait,
             deadline,
         })
     }

@@ -1327,8 +1327,9 @@ fn time_wait_remnant_answers_as_the_control_block() {
             p.a.input(&seg, now, &mut st_tcb);
             let mut out = Vec::new();
             p.a.output(now, &mut st_tcb, &mut out);
+            let wait = quick().time_wait;
             let answer = t
-                .input(&seg, now, &mut st_tw)
+                .input(&seg, now, wait, &mut st_tw)
                 .then(|| t.ack(now, &mut st_tw));
             assert!(out.len() <= 1, "{what} (timestamps {ts}): {out:?}");
             assert_eq!(out.first().copied(), answer, "{what} (timestamps {ts})");
