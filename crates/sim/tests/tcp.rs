@@ -33,6 +33,16 @@ fn pair_on(workers: usize, seed: u64, wire: WireConfig) -> (Sim, HostId, HostId)
     (s, a, b)
 }
 
+/// A non-blocking listener on `b`'s `port`.
+fn listener(s: &mut Sim, b: HostId, port: u16, backlog: usize) -> net::TcpListener {
+    let l = s
+        .host(b)
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), backlog)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
 /// A listener on `b`'s (`ip(2)`) `port` and a connection to it from `a`, accepted
 /// after `settle` of simulated time: the listener, the client's end, the server's.
 fn connected(
@@ -42,11 +52,7 @@ fn connected(
     port: u16,
     settle: Duration,
 ) -> (net::TcpListener, net::TcpStream, net::TcpStream) {
-    let l = s
-        .host(b)
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 4)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
+    let l = listener(s, b, port, 4);
     let c = s
         .host(a)
         .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), port))
@@ -562,11 +568,7 @@ fn handoffs_between_workers_lose_nothing() {
 #[test]
 fn a_four_tuple_in_time_wait_is_reused_by_a_newer_incarnation() {
     let (mut s, a, b) = pair(1, 9, Impairments::default());
-    let l = s
-        .host(b)
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
+    let l = listener(&mut s, b, 80, 8);
     for round in 0..3 {
         one_incarnation(&mut s, a, &l, round);
     }
@@ -610,11 +612,7 @@ fn one_incarnation(s: &mut Sim, a: HostId, l: &net::TcpListener, round: usize) {
 #[test]
 fn reopening_a_four_tuple_leaves_no_pile_of_stale_deadlines() {
     let (mut s, a, b) = pair(1, 9, Impairments::default());
-    let l = s
-        .host(b)
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
+    let l = listener(&mut s, b, 80, 8);
     const ROUNDS: usize = 200;
     for round in 0..ROUNDS {
         one_incarnation(&mut s, a, &l, round);
