@@ -297,14 +297,17 @@ impl<T> Slab<T> {
     }
 }
 
-/// What the connection table names.
+/// What the connection table names. Slots as `u32`, so that an entry of the table
+/// stays a word (there are at most `max_conns`).
 #[derive(Clone, Copy)]
 enum Found {
     /// A connection, by slot.
-    Conn(usize),
+    Conn(u32),
     /// A TIME_WAIT remnant, by slot.
-    TimeWait(usize),
+    TimeWait(u32),
 }
+
+const _: () = assert!(std::mem::size_of::<Found>() == 8);
 
 /// A worker's TCP state: its connections and scratch space.
 pub(crate) struct TcpWorker {
@@ -432,7 +435,7 @@ impl TcpWorker {
             None => Box::new(c),
         };
         let i = self.slab.insert(c);
-        self.conns.insert(t, Found::Conn(i));
+        self.conns.insert(t, Found::Conn(i as u32));
         i
     }
 
@@ -449,7 +452,7 @@ impl TcpWorker {
     fn insert_tw(&mut self, t: Tuple, rem: TimeWait) {
         let j = self.tws.insert((t, rem));
         self.tw_queue.push_back((rem.deadline, j, self.tws.gen(j)));
-        self.conns.insert(t, Found::TimeWait(j));
+        self.conns.insert(t, Found::TimeWait(j as u32));
         // Remnants a new incarnation ended early (RFC 6191) leave their entries
         // until those come up, a minute on: sweep them when they outnumber the
         // live ones, so that a peer reopening 4-tuples fast cannot grow the queue.
@@ -469,7 +472,7 @@ impl TcpWorker {
     /// The connection `t` names, if it is one (not a TIME_WAIT remnant).
     fn conn_slot(&self, t: &Tuple) -> Option<usize> {
         match self.conns.get(t) {
-            Some(&Found::Conn(i)) => Some(i),
+            Some(&Found::Conn(i)) => Some(i as usize),
             _ => None,
         }
     }
@@ -640,11 +643,12 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     }
     let found = tw.conns.get(&tuple).copied();
     if let Some(Found::TimeWait(j)) = found {
-        if !time_wait_input(cx, tw, j, &tuple, &seg) {
+        if !time_wait_input(cx, tw, j as usize, &tuple, &seg) {
             tw.scratch = scratch;
             return;
         }
     } else if let Some(Found::Conn(i)) = found {
+        let i = i as usize;
         let reuse = tw
             .slab
             .get(i)
