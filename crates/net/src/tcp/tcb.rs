@@ -1564,16 +1564,20 @@ impl Tcb {
                 if len == 0 && !(fin_here && unsent == 0) {
                     return false;
                 }
-                // Segmentation offload: a window-limited send of less than a third
-                // of the window waits for the acknowledgments in flight to open more,
-                // so that segments stay large instead of each echoing the size of the
-                // ACK that made room for it (Linux's tcp_tso_should_defer, with its
-                // tso_win_divisor of 3).
+                // Segmentation offload: while the window (the peer's or the
+                // congestion window) leaves less than a third of itself, a send of less
+                // than a burst waits for the acknowledgments in flight to open more
+                // (Linux's tcp_tso_should_defer, with its tso_win_divisor of 3). So
+                // segments stay large instead of each echoing the size of the ACK that
+                // made room for it; and the last few segments' worth of what the
+                // application has written, the window's tail, waits to leave with what
+                // it writes next rather than alone (a small segment and its ACK per
+                // window). A single segment is left to Nagle, and a FIN never waits.
                 if burst > room
                     && len < burst
-                    && len < unsent
+                    && (len < unsent || len > room)
                     && self.flight() > 0
-                    && len < self.snd_wnd.min(self.cwnd) / 3
+                    && allowance < self.snd_wnd.min(self.cwnd) / 3
                     && !fin_here
                 {
                     return false;

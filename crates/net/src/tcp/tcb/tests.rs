@@ -1195,6 +1195,65 @@ fn segmentation_offload_sends_large_new_segments_and_repairs_an_mss_at_a_time() 
     }
 }
 
+#[test]
+fn segmentation_offload_holds_a_short_tail_while_the_window_is_nearly_spent() {
+    // Linux's tcp_tso_should_defer: once the window leaves less than a third of
+    // itself, a send of more than one segment but less than a burst waits for the
+    // acknowledgments in flight, even when it is all the data queued. Sent at once,
+    // it would be a small segment (and an ACK for it) in every window's worth; held,
+    // it leaves with what the application adds once the ACK opens the window. A FIN
+    // is never held.
+    let tso_max = 65_535 - 80;
+    for close in [false, true] {
+        let cfg = TcpConfig {
+            tso_max,
+            nodelay: true,
+            ..quick()
+        };
+        let mut p = Pair::new(cfg, quick(), Link::default(), 7);
+        p.established();
+        // A first exchange of data: B's scaled window is known after it.
+        p.a.send(&[1; 100]);
+        p.flush();
+        assert!(p.run_until(Duration::from_secs(1), |p| p.a.snd_una == p.a.snd_nxt));
+        let before = p.log.len();
+        p.a.cwnd = 1 << 24;
+        let wnd = p.a.snd_wnd as usize;
+        let room = p.a.data_room() as usize;
+        let burst = tso_max as usize / room * room;
+        // Whole bursts, then more than one segment, within the window; what the
+        // bursts leave of it is less than a third.
+        let tail = room + 56;
+        let whole = (wnd - tail) / burst * burst;
+        assert!(wnd - whole < wnd / 3, "window {wnd}, burst {burst}");
+        let data = vec![7u8; whole + tail];
+        assert_eq!(p.a.send(&data), data.len());
+        if close {
+            p.a.close();
+        }
+        p.flush();
+        let sent: Vec<usize> = p.log[before..]
+            .iter()
+            .filter(|(a, s)| *a && s.data_len > 0)
+            .map(|(_, s)| s.data_len)
+            .collect();
+        if close {
+            assert_eq!(sent.iter().sum::<usize>(), whole + tail, "{sent:?}");
+            continue;
+        }
+        assert_eq!(sent, vec![burst; whole / burst], "the tail of {tail} waits");
+        // The acknowledgment of the bursts (B reading as they come) releases it.
+        let mut buf = vec![0u8; 65536];
+        let done = p.run_until(Duration::from_secs(1), |p| {
+            while p.b().recv(&mut buf) > 0 {}
+            p.a.sndbuf.is_empty()
+        });
+        assert!(done);
+        let last = p.log.iter().rev().find(|(a, s)| *a && s.data_len > 0);
+        assert_eq!(last.map(|(_, s)| s.data_len), Some(tail));
+    }
+}
+
 /// What is left of a connection in TIME_WAIT ([`TimeWait`]) answers every kind of
 /// segment as its control block does: the same ACK or none, the same counters, the
 /// same end of the wait.
