@@ -47,7 +47,10 @@ enum Cmd {
     /// (two interfaces in one thread over MTU 1500 memory frame queues), Linux TCP over
     /// loopback, and Linux TCP between two network namespaces over veth with iperf3
     /// (needs root, ip and iperf3; otherwise printed as skipped). Prints the ratios
-    /// mpstack/smoltcp, mpstack/linux-veth and mpstack/linux-loopback.
+    /// mpstack/smoltcp, mpstack/linux-veth and mpstack/linux-loopback. Each round of
+    /// a row that runs inside this program (mpstack's, smoltcp's, linux-loopback) is
+    /// measured in a fresh process of its own after an untimed 16 MiB transfer, so
+    /// that no row runs in a heap the rows before it shaped.
     ///
     /// In the same run (after the rounds, once each): `conns`, connections per second
     /// for --conns-secs with 4 client threads, each connection opened, a 64-byte request
@@ -155,6 +158,10 @@ pub struct BenchArgs {
     /// table (and no progress lines on stderr).
     #[arg(long)]
     pub json: bool,
+    /// Internal (bench tcp runs itself with it): measure this one in-process row once,
+    /// after a short warm-up, and print its bytes and seconds on stdout.
+    #[arg(long, value_name = "ROW", value_enum, hide = true)]
+    pub child: Option<bench::Impl>,
 }
 
 /// A positive number of seconds, at most a day.

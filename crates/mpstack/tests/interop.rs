@@ -484,6 +484,13 @@ fn bench_tcp_runs_and_prints_json() {
     );
     assert!(out.contains("\"what\":\"idle_conn_bytes\""), "{out}");
     assert!(out.contains("\"connections\":300"), "{out}");
+    // The rows above ran in child processes of their own; only those rows can.
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["bench", "tcp", "--child", "conns"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not an in-process row"));
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
         .args(["bench", "nonsense"])
         .output()
