@@ -826,8 +826,7 @@ impl Tcb {
         }
         // The window of an empty receive buffer: what is left in it is the
         // application's, and the application is gone.
-        let free = self.cfg.rcvbuf.min(65_535usize << self.rcv_wscale) as u32;
-        let wnd_adv = self.offered(free);
+        let wnd_adv = self.offered(self.window_with(0));
         Some(TimeWait {
             irs: self.irs,
             snd_nxt: self.snd_max,
@@ -1130,7 +1129,13 @@ impl Tcb {
     }
 
     fn rcv_window(&self) -> u32 {
-        let free = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+        self.window_with(self.rcvbuf.len())
+    }
+
+    /// The receive window with `held` bytes in the receive buffer: its free room, up
+    /// to what the window field can say at our scale.
+    fn window_with(&self, held: usize) -> u32 {
+        let free = self.cfg.rcvbuf.saturating_sub(held);
         let max = 65_535usize << self.rcv_wscale;
         free.min(max) as u32
     }
