@@ -155,12 +155,14 @@ fn progress(a: &BenchArgs, msg: &str) {
 fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
     let bytes = a.mbytes * 1024 * 1024;
     if let Some(im) = a.child {
-        let workers = a.workers as usize;
+        let run = |n| {
+            in_process(im, n, a.workers as usize)
+                .unwrap_or_else(|| Err(format!("--child: {} is not an in-process row", im.name())))
+        };
         // A short transfer first, untimed: the packet pool and the heap grow to what
         // the row uses, as they would have in an earlier round.
-        in_process(im, bytes.min(16 << 20), workers)
-            .ok_or_else(|| format!("--child: {} is not an in-process row", im.name()))??;
-        let m = in_process(im, bytes, workers).expect("checked above")?;
+        run(bytes.min(16 << 20))?;
+        let m = run(bytes)?;
         println!("{} {}", m.bytes, m.secs);
         return Ok(ExitCode::SUCCESS);
     }
@@ -255,17 +257,6 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                 &format!("round {round}/{}: {what}, {} MiB", a.rounds, a.mbytes),
             );
             match im {
-                // In a process of its own each time, so that where one row's buffers
-                // land does not depend on what the rows before it left in the heap:
-                // that moved smoltcp-64k between 35 and 45 Gbit/s.
-                Impl::Mpstack
-                | Impl::MpstackPolled
-                | Impl::MpstackTso
-                | Impl::MpstackPolledTso
-                | Impl::Smoltcp
-                | Impl::Smoltcp64k
-                | Impl::Smoltcp64kNocsum
-                | Impl::LinuxLoopback => results.push(child(im, a)?),
                 // A peer outside this program that fails is reported, not fatal: the
                 // rows measured so far still stand.
                 Impl::LinuxVeth => match lab.as_ref().map(|l| l.iperf3(bytes)) {
@@ -300,6 +291,11 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     }
                 }
                 Impl::Conns | Impl::Idle => {}
+                // The rows inside this program ([`in_process`] names them), each in a
+                // process of its own each time, so that where one row's buffers land
+                // does not depend on what the rows before it left in the heap: that
+                // moved smoltcp-64k between 35 and 45 Gbit/s.
+                _ => results.push(child(im, a)?),
             }
         }
     }
