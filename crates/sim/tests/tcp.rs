@@ -719,6 +719,72 @@ fn small_per_connection_buffers_carry_a_transfer() {
     assert_eq!(tiny.send_buffer_size(), 4096, "clamped to 4 KiB");
 }
 
+/// SO_SNDBUF bounds what the application has written and the peer has not yet
+/// acknowledged, whether it waits in the channel to the worker or is in flight:
+/// on a path with a 4-second round trip, a writer gets exactly that far ahead and
+/// no further, and moves on as acknowledgments come.
+#[test]
+fn the_send_buffer_bounds_bytes_written_until_they_are_acknowledged() {
+    let slow = Impairments {
+        delay: Duration::from_secs(2),
+        ..Impairments::default()
+    };
+    let (mut s, a, b) = pair(1, 13, slow);
+    let l = listener(&mut s, b, 80, 4);
+    let c = s
+        .host(a)
+        .tcp_connect_with(
+            SocketAddrV4::new(ip(2), 80),
+            None,
+            net::TcpBuffers {
+                send: 16 * 1024,
+                recv: 64 * 1024,
+            },
+        )
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    let mut srv = None;
+    assert!(s.run_until(Duration::from_secs(20), |_| {
+        srv = srv.take().or_else(|| l.accept().ok().map(|(c, _)| c));
+        srv.is_some()
+    }));
+    let srv = srv.unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    // Half a round trip: segments go out, no acknowledgment comes back.
+    for _ in 0..20 {
+        while let Ok(n) = (&c).write(&data[sent..]) {
+            sent += n;
+        }
+        s.run_for(Duration::from_millis(100));
+    }
+    assert_eq!(
+        sent,
+        16 * 1024,
+        "written and unacknowledged: SO_SNDBUF, not more"
+    );
+    // The acknowledgments make room again, and every byte arrives.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    s.run_until(Duration::from_secs(120), |_| {
+        while let Ok(n) = (&c).write(&data[sent..]) {
+            if n == 0 {
+                break;
+            }
+            sent += n;
+        }
+        while let Ok(n) = (&srv).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert_eq!(got, data);
+}
+
 /// Deadlines that move (delayed ACK, retransmission, a keepalive hours away) leave
 /// stale entries in the worker's timer heap; the heap stays within a few entries per
 /// connection however long the connections talk.
