@@ -336,14 +336,6 @@ impl ByteChan {
         }
     }
 
-    /// Consumer: `n` bytes it took ([`ByteChan::drain_moving`]) no longer count
-    /// against the bound, and the producer may fill their room.
-    pub fn done_with(&self, n: usize) {
-        if n > 0 {
-            self.bytes.fetch_sub(n, Ordering::AcqRel);
-        }
-    }
-
     /// Consumer: copies up to `buf.len()` bytes out; `partial` holds the chunk being
     /// read (consumer-side state) as (chunk, offset).
     pub fn pop_into(&self, partial: &mut Option<(Chunk, usize)>, buf: &mut [u8]) -> usize {
@@ -356,31 +348,23 @@ impl ByteChan {
     }
 
     /// Consumer: hands up to `max` bytes to `f` chunk piece by chunk piece; `f` returns
-    /// how many it took (stops early when it takes less). What it took leaves the
-    /// channel's count at once.
+    /// how many it took (stops early when it takes less).
     pub fn drain_with(
         &self,
         partial: &mut Option<(Chunk, usize)>,
         max: usize,
         mut f: impl FnMut(&[u8]) -> usize,
     ) -> usize {
-        let done = self.drain_moving(partial, max, usize::MAX, |p| match p {
+        self.drain_moving(partial, max, usize::MAX, |p| match p {
             Piece::Part(b) | Piece::InPkt { data: b, .. } => f(b),
             Piece::Whole(_) => unreachable!("no chunk is whole-sized at usize::MAX"),
-        });
-        self.done_with(done);
-        done
+        })
     }
 
     /// Consumer: as [`ByteChan::drain_with`], but a chunk of at least `whole` bytes
     /// that fits in what is left of `max` goes to `f` by value ([`Piece::Whole`],
     /// which must take all of it): the consumer keeps the bytes without copying them
     /// and gives the chunk back later through [`ByteChan::recycle`].
-    ///
-    /// What it takes still counts against the channel's bound until the consumer
-    /// says it is done with it ([`ByteChan::done_with`]): a connection's send buffer
-    /// holds written bytes until they are acknowledged, and `SO_SNDBUF` bounds them
-    /// all, those in the channel and those in flight together.
     pub fn drain_moving(
         &self,
         partial: &mut Option<(Chunk, usize)>,
@@ -425,6 +409,7 @@ impl ByteChan {
                 break;
             }
         }
+        self.bytes.fetch_sub(done, Ordering::AcqRel);
         done
     }
 }
@@ -710,13 +695,6 @@ mod tests {
                 ('b', 100)
             ]
         );
-        // Taken, but still counted against the bound until the consumer is done
-        // with them (a send buffer's bytes until they are acknowledged).
-        assert_eq!(ch.len(), 150_100);
-        assert_eq!(ch.space(), 256 * 1024 - 150_100);
-        ch.done_with(100_000);
-        assert_eq!(ch.space(), 256 * 1024 - 50_100);
-        ch.done_with(50_100);
         assert!(ch.is_empty());
     }
 

@@ -170,9 +170,6 @@ struct Conn {
     half_open: bool,
     fin_requested: bool,
     tx_partial: Option<(super::sndbuf::Chunk, usize)>,
-    /// Bytes taken from the application's channel that the send buffer still holds:
-    /// they count against `SO_SNDBUF` until they are acknowledged.
-    tx_held: usize,
     /// The deadline this connection has in the worker's timer heap, if any.
     timer_at: Option<dev::Instant>,
     /// Listed in the worker's `deferred`, to be serviced at the end of the batch.
@@ -198,7 +195,6 @@ impl Conn {
             half_open: false,
             fin_requested: false,
             tx_partial: None,
-            tx_held: 0,
             timer_at: None,
             deferred: false,
         }
@@ -975,20 +971,11 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         c.tcb
             .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
     }
-    // Acknowledged bytes leave the count of what the application has written
-    // (SO_SNDBUF bounds written bytes until then).
-    let held = c.tcb.send_buffered();
-    let mut freed = held < c.tx_held;
-    if freed {
-        s.tx.done_with(c.tx_held - held);
-        c.tx_held = held;
-    }
     // Application → control block.
     {
         let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
         let space = tcb.send_space();
-        // The channel counts the bytes held here too: it has more when it counts more.
-        if space > 0 && (s.tx.len() > c.tx_held || tx_partial.is_some()) {
+        if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
             // Large chunks move into the send buffer whole (no copy), and so does a
             // small one into an empty buffer (a request: nothing to allocate); other
             // small ones are copied, so that small writes share chunks.
@@ -1022,15 +1009,12 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
                 }
                 Piece::Part(b) | Piece::InPkt { data: b, .. } => tcb.send(b),
             });
-            c.tx_held += took;
-            // Chunk slots freed (a stream of tiny writes fills them first).
-            freed |= took > 0;
-        }
-        // A writer may be waiting for room: wake it once a quarter of the buffer is
-        // free, not for every acknowledgment, so a bulk writer and the worker do not
-        // trade a wake-up per burst.
-        if freed && s.tx.space() >= s.tx.cap() / 4 {
-            s.wake_writer();
+            // A writer may be waiting for room: wake it once a quarter of the channel
+            // is free (or all of it), not for every segment's worth, so a bulk writer
+            // and the worker do not trade a wake-up per burst.
+            if took > 0 && (s.tx.is_empty() || s.tx.space() >= s.tx.cap() / 4) {
+                s.wake_writer();
+            }
         }
         // Acknowledged chunks go back to the channel for the writer to fill again.
         while let Some(chunk) = tcb.take_spare() {
@@ -1038,7 +1022,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
         }
     }
     let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
-    if app_done && !c.fin_requested && s.tx.len() == c.tx_held && c.tx_partial.is_none() {
+    if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
         c.fin_requested = true;
         c.tcb.close();
     }

@@ -106,10 +106,8 @@ pub struct TcpStream {
 }
 
 /// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes: what the
-/// application may have written and the peer not yet acknowledged (queued for the
-/// worker and in flight together, as FreeBSD's `sb_hiwat` bounds its send buffer),
-/// and what the stack holds for it to read (which also bounds the window it offers).
-/// Clamped to 4 KiB ..= 64 MiB.
+/// application may queue to send, and what the stack holds for it to read (which also
+/// bounds the window it offers). Clamped to 4 KiB ..= 64 MiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpBuffers {
     pub send: usize,
