@@ -1271,9 +1271,12 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
             "2001:2::1".parse::<std::net::IpAddr>().unwrap()
         );
         let st = s.host(a).stats();
-        assert!(st.tcp.sndrexmitpack > 0, "2% loss made retransmissions");
         assert_eq!(s.host(b).stats().tcp.rcvbadsum, 0);
         if offload.tso == 0 {
+            // Some 700 frames: 2% loss takes some of them, sent again. (With TSO the
+            // megabyte is some 30 frames, which 2% may all spare: the bytes above
+            // are the check there.)
+            assert!(st.tcp.sndrexmitpack > 0, "2% loss made retransmissions");
             // An IPv6 segment is 1440 bytes of data (1500 - 40 - 20), timestamps aside.
             assert!(st.tcp.sndbyte / st.tcp.sndpack.max(1) <= 1440);
             assert!(st.ip6.swcsum > 0, "checksums filled in software");
