@@ -719,6 +719,67 @@ fn small_per_connection_buffers_carry_a_transfer() {
     assert_eq!(tiny.send_buffer_size(), 4096, "clamped to 4 KiB");
 }
 
+/// What a reader that does not read leaves a writer ahead: twice each buffer, as
+/// `TcpBuffers` says (the window and the reader's channel, the writer's channel and
+/// its connection), and no more; when the reader reads, every byte arrives.
+#[test]
+fn a_stalled_reader_leaves_the_writer_twice_each_buffer_ahead_and_no_more() {
+    let (mut s, a, b) = pair(1, 14, Impairments::default());
+    let bufs = net::TcpBuffers {
+        send: 16 * 1024,
+        recv: 32 * 1024,
+    };
+    let l = s
+        .host(b)
+        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4, bufs)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, bufs)
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    s.run_for(Duration::from_millis(20));
+    let (srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    for _ in 0..50 {
+        while let Ok(n) = (&c).write(&data[sent..]) {
+            sent += n;
+        }
+        s.run_for(Duration::from_millis(100));
+    }
+    assert_eq!(
+        srv.available(),
+        32 * 1024,
+        "the reader's channel holds SO_RCVBUF"
+    );
+    assert_eq!(
+        sent,
+        2 * (32 + 16) * 1024,
+        "twice SO_RCVBUF and twice SO_SNDBUF"
+    );
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    s.run_until(Duration::from_secs(60), |_| {
+        while let Ok(n) = (&c).write(&data[sent..]) {
+            if n == 0 {
+                break;
+            }
+            sent += n;
+        }
+        while let Ok(n) = (&srv).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert_eq!(got, data);
+}
+
 /// Deadlines that move (delayed ACK, retransmission, a keepalive hours away) leave
 /// stale entries in the worker's timer heap; the heap stays within a few entries per
 /// connection however long the connections talk.
