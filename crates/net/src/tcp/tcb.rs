@@ -445,6 +445,26 @@ fn tsval(now: Instant, offset: u32) -> u32 {
     (now.as_millis() as u32).wrapping_add(offset)
 }
 
+/// PAWS (RFC 7323 §5): whether `seg` carries a timestamp older than `ts_recent`
+/// (`None` without timestamps), for which it is dropped. Resets are exempt.
+fn paws_rejects(ts_recent: Option<u32>, seg: &SegIn<'_>) -> bool {
+    match (ts_recent, seg.ts) {
+        (Some(recent), Some((tsval, _))) => !seg.rst && lt(tsval, recent),
+        _ => false,
+    }
+}
+
+/// Remembers the peer's clock (RFC 7323 §4.3): `seg`'s timestamp becomes
+/// `ts_recent` when the segment covers the last ACK we sent and the timestamp is
+/// not older. `enabled`: the connection uses timestamps.
+fn keep_ts_recent(enabled: bool, ts_recent: &mut u32, last_ack_sent: u32, seg: &SegIn<'_>) {
+    if let (true, Some((tsval, _))) = (enabled, seg.ts) {
+        if le(seg.seq, last_ack_sent) && !lt(tsval, *ts_recent) {
+            *ts_recent = tsval;
+        }
+    }
+}
+
 /// Whether `seg` is acceptable to a receiver expecting `nxt` with `wnd` open (RFC 9293
 /// §3.10.7.4): some of it lies in the window, or, empty, it is at its left edge.
 fn acceptable(nxt: u32, wnd: u32, seg: &SegIn<'_>) -> bool {
@@ -505,12 +525,9 @@ impl TimeWait {
         let trimmed = without_old_syn(seg, self.irs);
         let ack_now = trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
-        // PAWS (RFC 7323 §5).
-        if let (true, false, Some((tsval, _))) = (self.ts_enabled, seg.rst, seg.ts) {
-            if lt(tsval, self.ts_recent) {
-                st.pawsdrop += 1;
-                return true;
-            }
+        if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
+            st.pawsdrop += 1;
+            return true;
         }
         if !acceptable(self.rcv_nxt, self.rcv_wnd, seg) {
             if seg.rst {
@@ -535,11 +552,12 @@ impl TimeWait {
         let Some(ack) = seg.ack else {
             return ack_now;
         };
-        if let (true, Some((tsval, _))) = (self.ts_enabled, seg.ts) {
-            if le(seg.seq, self.last_ack_sent) && !lt(tsval, self.ts_recent) {
-                self.ts_recent = tsval;
-            }
-        }
+        keep_ts_recent(
+            self.ts_enabled,
+            &mut self.ts_recent,
+            self.last_ack_sent,
+            seg,
+        );
         if lt(self.snd_nxt, ack) {
             st.rcvacktoomuch += 1;
             return true;
@@ -2011,15 +2029,10 @@ impl Tcb {
         let trimmed = without_old_syn(seg, self.irs);
         self.ack_now |= trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
-        // PAWS (RFC 7323 §5).
-        if self.ts_enabled && !seg.rst {
-            if let Some((tsval, _)) = seg.ts {
-                if lt(tsval, self.ts_recent) {
-                    st.pawsdrop += 1;
-                    self.ack_now = true;
-                    return;
-                }
-            }
+        if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
+            st.pawsdrop += 1;
+            self.ack_now = true;
+            return;
         }
 
         // Acceptability (RFC 9293 §3.10.7.4).
@@ -2071,12 +2084,12 @@ impl Tcb {
             return;
         };
 
-        // Timestamps: remember the peer's clock (RFC 7323 §4.3).
-        if let Some((tsval, _)) = seg.ts {
-            if self.ts_enabled && le(seq, self.last_ack_sent) && !lt(tsval, self.ts_recent) {
-                self.ts_recent = tsval;
-            }
-        }
+        keep_ts_recent(
+            self.ts_enabled,
+            &mut self.ts_recent,
+            self.last_ack_sent,
+            seg,
+        );
 
         if self.state == State::SynReceived {
             if lt(self.snd_una, ack) && le(ack, self.snd_max) {
