@@ -439,13 +439,18 @@ impl TcpWorker {
         i
     }
 
-    /// Forgets slot `i`'s connection (`t` its tuple); the caller may hold it out
-    /// of its slot, and then hands it to [`TcpWorker::recycle`].
+    /// Forgets slot `i`'s connection (`t` its tuple).
     fn remove(&mut self, i: usize, t: &Tuple) {
         self.conns.remove(t);
         if let Some(c) = self.slab.remove(i) {
             self.recycle(c);
         }
+    }
+
+    /// Forgets slot `i`'s connection `c`, held out of its slot by the caller.
+    fn remove_held(&mut self, i: usize, c: Box<Conn>) {
+        self.remove(i, &c.tuple);
+        self.recycle(c);
     }
 
     /// Keeps `t`'s TIME_WAIT as its remnant alone (its connection is gone).
@@ -1073,8 +1078,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
                     l.half_open.fetch_sub(1, Ordering::AcqRel);
                 }
             }
-            tw.remove(i, &c.tuple);
-            tw.recycle(c);
+            tw.remove_held(i, c);
             return;
         }
         _ => {
@@ -1110,8 +1114,7 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
             // tcp_twstart).
             if let Some(rem) = c.tcb.time_wait() {
                 let t = c.tuple;
-                tw.remove(i, &t);
-                tw.recycle(c);
+                tw.remove_held(i, c);
                 tw.insert_tw(t, rem);
                 return;
             }
