@@ -62,6 +62,32 @@ fn connected(
     (l, c, srv)
 }
 
+/// As [`connected`], with buffer sizes of its own on both ends (`tcp_listen_with`,
+/// `tcp_connect_with`), and both ends non-blocking.
+fn connected_with(
+    s: &mut Sim,
+    a: HostId,
+    b: HostId,
+    port: u16,
+    settle: Duration,
+    bufs: net::TcpBuffers,
+) -> (net::TcpListener, net::TcpStream, net::TcpStream) {
+    let l = s
+        .host(b)
+        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 4, bufs)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_with(SocketAddrV4::new(ip(2), port), None, bufs)
+        .unwrap();
+    c.set_nonblocking(true).unwrap();
+    s.run_for(settle);
+    let (srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    (l, c, srv)
+}
+
 /// Writes `data` on `c` and reads on `srv` while the simulation runs, for at most
 /// `limit` of simulated time; returns what `srv` read.
 fn carry(
@@ -71,7 +97,19 @@ fn carry(
     data: &[u8],
     limit: Duration,
 ) -> Vec<u8> {
-    let (mut sent, mut got) = (0, Vec::new());
+    carry_from(s, c, srv, data, 0, limit)
+}
+
+/// As [`carry`], when the first `sent` bytes of `data` are written already.
+fn carry_from(
+    s: &mut Sim,
+    c: &net::TcpStream,
+    srv: &net::TcpStream,
+    data: &[u8],
+    mut sent: usize,
+    limit: Duration,
+) -> Vec<u8> {
+    let mut got = Vec::new();
     let mut buf = vec![0u8; 65536];
     s.run_until(limit, |_| {
         if sent < data.len() {
@@ -690,20 +728,8 @@ fn small_per_connection_buffers_carry_a_transfer() {
         send: 8 * 1024,
         recv: 6 * 1024,
     };
-    let l = s
-        .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4, small)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
-    let c = s
-        .host(a)
-        .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, small)
-        .unwrap();
-    c.set_nonblocking(true).unwrap();
+    let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), small);
     assert_eq!((c.send_buffer_size(), c.recv_buffer_size()), (8192, 6144));
-    s.run_for(Duration::from_millis(20));
-    let (srv, _) = l.accept().unwrap();
-    srv.set_nonblocking(true).unwrap();
     assert_eq!(srv.recv_buffer_size(), 6144);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(60));
@@ -729,19 +755,7 @@ fn a_stalled_reader_leaves_the_writer_twice_each_buffer_ahead_and_no_more() {
         send: 16 * 1024,
         recv: 32 * 1024,
     };
-    let l = s
-        .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4, bufs)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
-    let c = s
-        .host(a)
-        .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, bufs)
-        .unwrap();
-    c.set_nonblocking(true).unwrap();
-    s.run_for(Duration::from_millis(20));
-    let (srv, _) = l.accept().unwrap();
-    srv.set_nonblocking(true).unwrap();
+    let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let mut sent = 0;
     for _ in 0..50 {
@@ -760,23 +774,7 @@ fn a_stalled_reader_leaves_the_writer_twice_each_buffer_ahead_and_no_more() {
         2 * (32 + 16) * 1024,
         "twice SO_RCVBUF and twice SO_SNDBUF"
     );
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    s.run_until(Duration::from_secs(60), |_| {
-        while let Ok(n) = (&c).write(&data[sent..]) {
-            if n == 0 {
-                break;
-            }
-            sent += n;
-        }
-        while let Ok(n) = (&srv).read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        got.len() == data.len()
-    });
+    let got = carry_from(&mut s, &c, &srv, &data, sent, Duration::from_secs(60));
     assert_eq!(got, data);
 }
 
