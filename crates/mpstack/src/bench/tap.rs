@@ -133,7 +133,8 @@ pub(super) fn measured(
 pub struct TapLab {
     stack: Option<Stack>,
     ns: Netns,
-    offload: bool,
+    /// Its rows' names, in and out: with offloads, or `-plain`.
+    names: (&'static str, &'static str),
 }
 
 impl TapLab {
@@ -163,7 +164,11 @@ impl TapLab {
         let lab = TapLab {
             stack: Some(s),
             ns,
-            offload,
+            names: if offload {
+                ("tap-in", "tap-out")
+            } else {
+                ("tap-in-plain", "tap-out-plain")
+            },
         };
         lab.ns.adopt(&tap, LINUX_ADDR)?;
         Ok(lab)
@@ -189,12 +194,7 @@ impl TapRows for TapLab {
         let got = drain(&c).map_err(|e| format!("read: {e}"))?;
         let end = Instant::now();
         let t0 = joined(sender, "Linux sender")?;
-        let name = if self.offload {
-            "tap-in"
-        } else {
-            "tap-in-plain"
-        };
-        measured(name, "mpstack", got, bytes, t0, end)
+        measured(self.names.0, "mpstack", got, bytes, t0, end)
     }
 
     /// mpstack → Linux: `bytes` bytes from a connection of ours to a kernel listener
@@ -203,12 +203,7 @@ impl TapRows for TapLab {
         let receiver = self.ns.receiver(SocketAddrV4::new(LINUX_IP, PORT))?;
         let (_c, t0) = send_over(self.stack()?, SocketAddrV4::new(LINUX_IP, PORT), bytes)?;
         let (got, end) = joined(receiver, "Linux receiver")?;
-        let name = if self.offload {
-            "tap-out"
-        } else {
-            "tap-out-plain"
-        };
-        measured(name, "Linux", got, bytes, t0, end)
+        measured(self.names.1, "Linux", got, bytes, t0, end)
     }
 }
 
