@@ -278,31 +278,37 @@ pub(crate) fn ip_send(
     }
 }
 
-/// The offload counters of a packet's family (`ip.*` or `ip6.*`), and its output
-/// drop reason.
+/// The offload counters of a packet's family (`ip.*` or `ip6.*`).
 struct FamilyOffload<'s> {
     swgso: &'s mut u64,
     swcsum: &'s mut u64,
     tso: &'s mut u64,
-    drop: DropReason,
 }
 
 fn family_offload(stats: &mut Stats, v6: bool) -> FamilyOffload<'_> {
     // The two groups name these counters alike.
     macro_rules! of {
-        ($group:expr, $drop:expr) => {
+        ($group:expr) => {
             FamilyOffload {
                 swgso: &mut $group.swgso,
                 swcsum: &mut $group.swcsum,
                 tso: &mut $group.tso,
-                drop: $drop,
             }
         };
     }
     if v6 {
-        of!(stats.ip6, DropReason::Ip6OutDropped)
+        of!(stats.ip6)
     } else {
-        of!(stats.ip, DropReason::IpOutDropped)
+        of!(stats.ip)
+    }
+}
+
+/// The drop reason of a packet of the family the output path could not send.
+fn out_dropped(v6: bool) -> DropReason {
+    if v6 {
+        DropReason::Ip6OutDropped
+    } else {
+        DropReason::IpOutDropped
     }
 }
 
@@ -336,8 +342,7 @@ pub(crate) fn fit_link(
                 }
             }
             Err(_) => {
-                let why = family_offload(cx.stats, v6).drop;
-                cx.drop_pkt(m, why);
+                cx.drop_pkt(m, out_dropped(v6));
             }
         }
         *cx.gso_segs = segs;
@@ -383,7 +388,7 @@ pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize)
     } else {
         (usize::from(h[0] & 0xf) * 4, h[9])
     };
-    let drop = family_offload(cx.stats, v6).drop;
+    let drop = out_dropped(v6);
     let at = hl + 16;
     if proto != u8::from(IpProtocol::Tcp) || m.len() < hl + 20 {
         cx.drop_pkt(m, drop);
