@@ -6,10 +6,10 @@
 //! A [`Table`] is the control plane's copy, cheap to update (address prefixes live in
 //! the route crate's [`Radix`]); [`Table::compile`] gives the immutable
 //! [`CompiledTable`] a [`crate::Program`] looks up in: a radix for small address
-//! tables, Poptrie beyond [`POPTRIE_MIN`] prefixes (Poptrie's direct table costs 1 MiB
-//! per family, so it only pays off for big tables).
+//! tables, Poptrie beyond [`POPTRIE_MIN`] prefixes (its direct table costs 64 KiB for
+//! IPv4 and 1 MiB for IPv6, so it only pays off for big tables).
 
-use route::{IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix, Radix, MAX_NEXTHOP};
+use route::{IpPrefix, Lookup, Poptrie, Poptrie6, Prefix, Radix, MAX_NEXTHOP};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::IpAddr;
@@ -17,8 +17,21 @@ use std::net::IpAddr;
 /// Address tables with at least this many prefixes of a family compile to Poptrie.
 /// Measured (`mpstack bench fw`, 1,000 random host hits): the radix walk took 79-85
 /// ns, ten-odd dependent node reads; Poptrie 31 ns. Below a few hundred prefixes the
-/// radix is short enough and saves Poptrie's 1 MiB direct table.
+/// radix is short enough and saves Poptrie's direct table.
 pub const POPTRIE_MIN: usize = 256;
+
+/// Poptrie for IPv4 address tables: 14 direct bits, not the routing table's 18.
+///
+/// Routes are mostly /24s, which 18 direct bits and one 6-bit level end exactly;
+/// firewall tables are mostly hosts, which 14 bits and three 6-bit levels end
+/// exactly (14 + 3 × 6 = 32). With 18 bits a host sits in a last node that covers
+/// only its /30 (2 of its 6 bits used), so 100,000 hosts take 25,000 such nodes
+/// (600 KiB) beside their leaves; with 14 bits a last node covers a /26 and the
+/// same hosts take 1,600 (37 KiB). Lookups read as many nodes either way, and the
+/// direct table is 64 KiB instead of 1 MiB. Measured (`mpstack bench fw --skip
+/// matrix,allow,rfc2544,state`, random hits among 100,000 consecutive hosts): 29.4
+/// → 27.4 ns per packet through `eval_batch`, 50.9 → 38.6 ns through `eval`.
+pub type Poptrie4Hosts = Poptrie<u32, 14>;
 /// The largest value an entry may carry.
 pub const MAX_VALUE: u32 = MAX_NEXTHOP;
 
@@ -435,7 +448,7 @@ impl<A: route::Addr, P: Lookup<Addr = A>> Lpm<A, P> {
 #[derive(Debug)]
 pub enum CompiledTable {
     Addr {
-        v4: Lpm<u32, Poptrie4>,
+        v4: Lpm<u32, Poptrie4Hosts>,
         v6: Lpm<u128, Poptrie6>,
     },
     /// Host addresses, exact match.

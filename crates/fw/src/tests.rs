@@ -882,6 +882,14 @@ fn big_address_tables_compile_to_poptrie_and_agree() {
     }
     t.add(TableKey::Addr(IpPrefix::new(ip("10.0.0.0"), 8)), 9999)
         .unwrap();
+    // Hosts inside a /24, in the last level of the walk, and a /30 among them.
+    for h in [0u8, 1, 63, 64, 200, 255] {
+        let a = std::net::Ipv4Addr::new(10, 0, 7, h);
+        t.add(TableKey::Addr(IpPrefix::host(a.into())), 5000 + h as u32)
+            .unwrap();
+    }
+    t.add(TableKey::Addr(IpPrefix::new(ip("10.0.7.100"), 30)), 4444)
+        .unwrap();
     let c = t.compile();
     assert!(matches!(
         &c,
@@ -893,6 +901,14 @@ fn big_address_tables_compile_to_poptrie_and_agree() {
     assert_eq!(c.lookup_addr(ip("10.0.5.1")), Some(5));
     assert_eq!(c.lookup_addr(ip("10.255.0.1")), Some(9999));
     assert_eq!(c.lookup_addr(ip("11.0.0.1")), None);
+    for h in [0u8, 1, 63, 64, 200, 255] {
+        let a = format!("10.0.7.{h}");
+        assert_eq!(c.lookup_addr(ip(&a)), Some(5000 + h as u32), "{a}");
+    }
+    assert_eq!(c.lookup_addr(ip("10.0.7.2")), Some(7));
+    assert_eq!(c.lookup_addr(ip("10.0.7.62")), Some(7));
+    assert_eq!(c.lookup_addr(ip("10.0.7.101")), Some(4444));
+    assert_eq!(c.lookup_addr(ip("10.0.7.104")), Some(7));
     let mut small = Table::new(TableType::Addr, 2);
     small
         .add(TableKey::Addr(IpPrefix::host(ip("1.1.1.1"))), 1)

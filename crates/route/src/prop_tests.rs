@@ -234,8 +234,10 @@ proptest! {
         random in prop::collection::vec(any::<u32>(), 32),
         random6 in prop::collection::vec(any::<u128>(), 32),
     ) {
-        // The widths the bench compares (16, 20) besides the chosen one, and 1.
+        // The widths the bench compares (16, 20) besides the chosen one, the fw
+        // crate's address tables' (14), and 1.
         agrees::<Poptrie<u32, 1>>(&routes, &random);
+        agrees::<Poptrie<u32, 14>>(&routes, &random);
         agrees::<Poptrie<u32, 16>>(&routes, &random);
         agrees::<Poptrie<u32, 20>>(&routes, &random);
         agrees6::<Poptrie<u128, 1>>(&routes6, &random6);
