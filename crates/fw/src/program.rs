@@ -703,6 +703,12 @@ impl Program {
         self.rules.is_empty()
     }
 
+    /// Some rule makes dynamic states (`keep-state`, `limit`): their holder should
+    /// sweep them for expired ones.
+    pub fn makes_states(&self) -> bool {
+        self.rules.iter().any(|h| h.keep != Keep::No)
+    }
+
     /// Microinstructions in the program.
     pub fn insn_count(&self) -> usize {
         self.insns.len()

@@ -1171,6 +1171,11 @@ impl StateShards {
             .insert(f, rule, rule_id, tcp_flags, lim, now, &mut p)
     }
 
+    /// How many shards the states are spread over.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
     /// [`StateTable::expire`] in each shard in turn; returns how many it dropped.
     pub fn expire(&self, now: u64, max_work_per_shard: usize) -> usize {
         let mut p = SharedParents(&self.parents);

@@ -249,8 +249,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("UDP echo service: {e}"))?;
     echo.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| e.to_string())?;
+    // The workers' clock, kept to give the dynamic states' lifetimes at exit.
+    let clock = Arc::new(dev::time::MonotonicClock::new());
     stack
-        .start()
+        .start_with_clock(clock.clone())
         .map_err(|e| format!("starting workers: {e}"))?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -398,7 +400,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         for l in f.show().lines() {
             println!("ipfw: {l}");
         }
-        println!("ipfw: {} dynamic state(s)", f.states());
+        // `ipfw -d list`'s second part: the states that have not expired.
+        let now = dev::time::Clock::now(&*clock);
+        f.expire_states(now);
+        println!(
+            "ipfw: {} dynamic state(s), {} expired",
+            f.states(),
+            f.expired_states()
+        );
+        for l in f.list_states(now, 1000) {
+            println!("ipfw: {l}");
+        }
         for (n, cfg, st) in f.pipes() {
             println!(
                 "ipfw: pipe {n} {cfg}: in {} pkts {} bytes, out {} pkts {} bytes, dropped {} (loss) {} (queue full)",

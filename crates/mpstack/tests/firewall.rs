@@ -53,11 +53,40 @@ fn denied_ports_get_the_configured_answer_and_counters_match() {
         "sh -c 'echo x | timeout 3 socat -t 1 - UDP:198.18.0.2:19 2>&1; echo x | timeout 3 socat -t 1 - UDP:198.18.0.2:19 2>&1'",
     );
     assert!(out.contains("Connection refused"), "{out}");
-    // Silence: TCP 19 (chargen is running, but the rules drop it): the connect times out.
+    // Silence: TCP 19 (chargen is running, but the rules drop it): the connect times
+    // out, after nc's 2 s, with no reset and no ICMP error to end it sooner.
+    let t = std::time::Instant::now();
     let (ok, out) = lab.exec("timeout 3 nc -w 2 -z 198.18.0.2 19");
     assert!(!ok, "no answer at all: {out}");
+    assert!(
+        !out.contains("refused") && !out.contains("unreachable"),
+        "{out}"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(1900),
+        "timed out, not refused: {:?}",
+        t.elapsed()
+    );
+    // A UDP echo through rule 500's keep-state: its state outlives the run (10 s).
+    let (ok, out) = lab.exec("sh -c 'echo state | timeout 3 socat -t 1 - UDP:198.18.0.2:7'");
+    assert!(ok && out.contains("state"), "{out}");
     std::thread::sleep(Duration::from_millis(300));
     lab.stop();
+    // `ipfw -d list`'s states at exit: the datagram's, alive; the echo connection's,
+    // closed more than its 2 s FIN lifetime ago, expired and gone.
+    let states: Vec<&str> = lab
+        .output
+        .iter()
+        .filter_map(|l| l.strip_prefix("ipfw: "))
+        .filter(|l| l.contains(" STATE "))
+        .collect();
+    assert!(
+        states.len() == 1
+            && states[0].starts_with("00500 (")
+            && states[0].contains("STATE udp 198.18.0.1 ")
+            && states[0].ends_with("<-> 198.18.0.2 7"),
+        "{states:?}"
+    );
     let _ = std::fs::remove_file(&rules);
     // Every echo and its reply; the refused attempts once each (one SYN, one or two
     // datagrams); the silently dropped SYNs (with their retransmissions) at rule 700.

@@ -43,7 +43,22 @@ pub struct Ipfw {
     shaping: std::sync::atomic::AtomicBool,
     /// Packets dummynet refused (loss, full queue, no such pipe).
     dn_drops: AtomicU64,
+    /// When the states are next swept for expired ones (the stack clock's ns).
+    next_sweep: AtomicU64,
+    /// States a sweep looks at per shard: a tenth of a shard's share.
+    sweep_work: usize,
+    /// States the sweeps dropped.
+    expired: AtomicU64,
+    /// Some program published made states: the workers wake for the sweep.
+    stateful: std::sync::atomic::AtomicBool,
 }
+
+/// How often a worker sweeps the dynamic states: each sweep looks at a tenth of
+/// every shard, so each state is looked at about once a second, as FreeBSD's
+/// `dyn_tick` does. A lookup drops an expired state of its own flow; without the
+/// sweep, the states of flows that send nothing more would keep their slots (and
+/// their share of a `limit`) until the table refused every new one.
+const SWEEP_NS: u64 = 100_000_000;
 
 /// A packet in dummynet, with where it was taken.
 #[derive(Debug)]
@@ -71,6 +86,7 @@ impl Ipfw {
         let mut rs = fw::Ruleset::new(cfg);
         let program = rs.program().map_err(|e| e.to_string())?;
         let states = rs.states().clone();
+        let sweep_work = (states.capacity() / states.shard_count() / 10).max(1);
         Ok(Arc::new(Ipfw {
             ruleset: Mutex::new(rs),
             program: ArcSwap::new(program),
@@ -81,6 +97,10 @@ impl Ipfw {
             dn: Mutex::new(fw::dummynet::Dummynet::new(0x6475_6d6d_796e_6574)),
             shaping: std::sync::atomic::AtomicBool::new(false),
             dn_drops: AtomicU64::new(0),
+            next_sweep: AtomicU64::new(0),
+            sweep_work,
+            expired: AtomicU64::new(0),
+            stateful: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -90,6 +110,11 @@ impl Ipfw {
 
     fn publish(&self, rs: &mut fw::Ruleset) -> Result<(), String> {
         let p = rs.program().map_err(|e| e.to_string())?;
+        // States outlive the rules that made them until they expire: once set, the
+        // workers keep waking for the sweep.
+        if p.makes_states() {
+            self.stateful.store(true, Ordering::Relaxed);
+        }
         self.program.store(p);
         Ok(())
     }
@@ -158,9 +183,76 @@ impl Ipfw {
         self.rules().show(None, &refs)
     }
 
-    /// Live dynamic states.
+    /// Dynamic states held (some may have expired since the last sweep).
     pub fn states(&self) -> usize {
         self.states.len()
+    }
+
+    /// Drops every expired dynamic state now (the workers do it a tenth at a time,
+    /// every 100 ms); returns how many.
+    pub fn expire_states(&self, now: dev::Instant) -> usize {
+        let n = self.states.expire(now.as_nanos(), usize::MAX);
+        self.expired.fetch_add(n as u64, Ordering::Relaxed);
+        n
+    }
+
+    /// The dynamic states as `ipfw -d list` prints them after the rules, one line
+    /// each, in rule order: `00100 (9s) STATE tcp 198.18.0.1 1024 <-> 198.18.0.2 80`,
+    /// with the lifetime left as of `now`; at most `max` lines, then a count of the
+    /// rest.
+    pub fn list_states(&self, now: dev::Instant, max: usize) -> Vec<String> {
+        let now = now.as_nanos();
+        let mut v = self.states.states();
+        v.sort_by_key(|(f, hit, _)| (hit.rule, f.proto, f.src, f.sport, f.dst, f.dport));
+        let mut out: Vec<String> = v
+            .iter()
+            .take(max)
+            .map(|(f, hit, expires)| {
+                let proto = match f.proto {
+                    1 => "icmp".to_string(),
+                    6 => "tcp".to_string(),
+                    17 => "udp".to_string(),
+                    58 => "ipv6-icmp".to_string(),
+                    n => n.to_string(),
+                };
+                format!(
+                    "{:05} ({}s) STATE {proto} {} {} <-> {} {}",
+                    hit.rule,
+                    expires.saturating_sub(now).div_ceil(1_000_000_000),
+                    f.src,
+                    f.sport,
+                    f.dst,
+                    f.dport
+                )
+            })
+            .collect();
+        if v.len() > max {
+            out.push(format!("... and {} more", v.len() - max));
+        }
+        out
+    }
+
+    /// States the periodic sweeps (and [`Ipfw::expire_states`]) dropped.
+    pub fn expired_states(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
+    }
+
+    /// The sweep, when it is due: one worker takes it (the others see the deadline
+    /// moved) and looks at a tenth of every shard.
+    fn sweep_states(&self, now: u64) {
+        let due = self.next_sweep.load(Ordering::Relaxed);
+        if now < due
+            || self
+                .next_sweep
+                .compare_exchange(due, now + SWEEP_NS, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let n = self.states.expire(now, self.sweep_work);
+        if n > 0 {
+            self.expired.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     /// Packets dummynet refused (its `plr`, a full queue, a missing pipe).
@@ -447,6 +539,7 @@ impl PfilHook for Ipfw {
     }
 
     fn poll(&self, now: dev::Instant, out: &mut Vec<Deferred>) {
+        self.sweep_states(now.as_nanos());
         if !self.shaping.load(Ordering::Relaxed) {
             return;
         }
@@ -464,14 +557,23 @@ impl PfilHook for Ipfw {
     }
 
     fn next_wakeup(&self) -> Option<dev::Instant> {
-        if !self.shaping.load(Ordering::Relaxed) {
-            return None;
+        let sweep = self
+            .stateful
+            .load(Ordering::Relaxed)
+            .then(|| self.next_sweep.load(Ordering::Relaxed));
+        let release = if self.shaping.load(Ordering::Relaxed) {
+            self.dn
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .next_wakeup()
+        } else {
+            None
+        };
+        match (sweep, release) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        self.dn
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .next_wakeup()
-            .map(dev::Instant::from_nanos)
+        .map(dev::Instant::from_nanos)
     }
 }
 

@@ -317,6 +317,92 @@ add 300 allow ip from any to any
     drop(conns);
 }
 
+#[test]
+fn expired_states_are_swept_and_give_back_their_limit() {
+    // UDP states live 10 s (dyn_udp_lifetime). Two flows take the source's limit;
+    // a third is refused. Once the two have been quiet past their lifetime, the
+    // router's sweep drops them, with no packet of theirs to look them up, and the
+    // source may open new flows again.
+    let rules = "
+add 100 check-state
+add 200 allow udp from 198.18.1.0/24 to any limit src-addr 2
+add 300 deny ip from any to any
+";
+    for workers in [1, 2] {
+        let (mut s, inside, _r, outside, fw) = lab(workers, rules);
+        let to = |p: u16| SocketAddr::from(([198, 18, 2, 2], p));
+        assert_eq!(
+            udp_exchange(&mut s, inside, outside, to(7001)),
+            (true, true)
+        );
+        assert_eq!(
+            udp_exchange(&mut s, inside, outside, to(7002)),
+            (true, true)
+        );
+        assert_eq!(
+            udp_exchange(&mut s, inside, outside, to(7003)),
+            (false, false),
+            "{workers} workers: the limit holds"
+        );
+        assert_eq!(fw.states(), 2);
+        assert_eq!(fw.expired_states(), 0);
+        s.run_for(Duration::from_secs(12));
+        assert_eq!(fw.states(), 0, "{workers} workers: swept while idle");
+        assert_eq!(fw.expired_states(), 2);
+        assert_eq!(
+            udp_exchange(&mut s, inside, outside, to(7004)),
+            (true, true),
+            "{workers} workers: the limit is free again"
+        );
+        assert_eq!(fw.states(), 1);
+    }
+}
+
+#[test]
+fn a_small_state_table_keeps_serving_flows_that_come_and_go() {
+    // 32 states in one shard: a flow every second, each living 10 s,
+    // so about ten are alive at a time. Without the sweep the table would fill
+    // after a few dozen and refuse every new flow.
+    let cfg = fw::RulesetConfig {
+        states: fw::state::StateConfig {
+            max_states: 32,
+            ..Default::default()
+        },
+        state_shards: 1,
+        ..Default::default()
+    };
+    let mut s = Sim::new(22);
+    let inside = s.add_host("inside", 1);
+    let outside = s.add_host("outside", 1);
+    s.link(
+        inside,
+        "198.18.1.2/24",
+        outside,
+        "198.18.1.1/24",
+        WireConfig::default(),
+    );
+    let fw = Ipfw::new(cfg, 1).unwrap();
+    fw.load(
+        "add 100 allow udp from any to me 9 keep-state
+add 200 deny ip from any to any
+",
+    )
+    .unwrap();
+    fw.attach(s.host(outside));
+    let dst = SocketAddr::from(([198, 18, 1, 1], 9));
+    let mut refused = 0;
+    for i in 0..100u16 {
+        let (arrived, _) = udp_exchange(&mut s, inside, outside, dst);
+        if !arrived {
+            refused += 1;
+        }
+        assert!(fw.states() <= 32, "flow {i}");
+        s.run_for(Duration::from_millis(900));
+    }
+    assert_eq!(refused, 0);
+    assert!(fw.expired_states() >= 80, "{}", fw.expired_states());
+}
+
 /// Datagrams that reach `outside` of `n` sent by `inside` through the router.
 fn delivered(s: &mut Sim, inside: HostId, outside: HostId, n: usize) -> usize {
     let srv = s
