@@ -408,6 +408,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             f.states(),
             f.expired_states()
         );
+        if f.tags_lost() > 0 {
+            println!(
+                "ipfw: {} packet(s) had more than two tags; the others were lost between passes",
+                f.tags_lost()
+            );
+        }
         for l in f.list_states(now, 1000) {
             println!("ipfw: {l}");
         }

@@ -24,7 +24,7 @@ use crate::icmp6::Error6;
 use crate::iface::Ifnet;
 use crate::ip::{IpInfo, IP_HDR_LEN};
 use crate::ip6::IP6_HDR_LEN;
-use crate::pfil::{Dir, PfilPoint};
+use crate::pfil::PfilPoint;
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use mbuf::Mbuf;
@@ -187,9 +187,9 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
         h[10..12].copy_from_slice(&sum.to_be_bytes());
     }
-    let Some(m) = cx.pfil(
+    let Some(m) = cx.pfil_forwarded(
         PfilPoint::Inet,
-        Dir::Out,
+        ifp.index,
         out.index,
         m,
         DropReason::PfilIpOut,
@@ -346,9 +346,9 @@ pub(crate) fn ip6_forward(
         }
         m.first_mut()[7] = hlim - 1;
     }
-    let Some(m) = cx.pfil(
+    let Some(m) = cx.pfil_forwarded(
         PfilPoint::Inet6,
-        Dir::Out,
+        ifp.index,
         out.index,
         m,
         DropReason::PfilIp6Out,

@@ -51,6 +51,8 @@ pub struct Ipfw {
     expired: AtomicU64,
     /// Some program published made states: the workers wake for the sweep.
     stateful: std::sync::atomic::AtomicBool,
+    /// Packets that left a pass with more tags than their header keeps (two).
+    tags_lost: AtomicU64,
 }
 
 /// How often a worker sweeps the dynamic states: each sweep looks at a tenth of
@@ -101,6 +103,7 @@ impl Ipfw {
             sweep_work,
             expired: AtomicU64::new(0),
             stateful: std::sync::atomic::AtomicBool::new(false),
+            tags_lost: AtomicU64::new(0),
         }))
     }
 
@@ -232,6 +235,12 @@ impl Ipfw {
         out
     }
 
+    /// Packets that left a pass with more than two tags: the header carries two
+    /// to the next pass, and the others were lost.
+    pub fn tags_lost(&self) -> u64 {
+        self.tags_lost.load(Ordering::Relaxed)
+    }
+
     /// States the periodic sweeps (and [`Ipfw::expire_states`]) dropped.
     pub fn expired_states(&self) -> u64 {
         self.expired.load(Ordering::Relaxed)
@@ -320,6 +329,28 @@ impl Ipfw {
             }
         }
     }
+}
+
+/// A packet's tags between passes (layer 2 in, IP in, IP out, layer 2 out, and a
+/// forwarded packet's in and out), as FreeBSD keeps them in mbuf tags: two fit in
+/// the header's `tag` word, one in each half (tags are 1-65534, 0 is none).
+fn tags_of(word: u32) -> fw::Tags {
+    let mut t = fw::Tags::default();
+    for v in [word as u16, (word >> 16) as u16] {
+        if v != 0 {
+            t.add(v);
+        }
+    }
+    t
+}
+
+/// The header's `tag` word for `tags`, and whether some did not fit (a packet that
+/// leaves a pass with more than two keeps the first two; [`Ipfw::tags_lost`]).
+fn tag_word(tags: &fw::Tags) -> (u32, bool) {
+    let mut it = tags.as_slice().iter().filter(|&&v| v != 0);
+    let lo = it.next().copied().unwrap_or(0);
+    let hi = it.next().copied().unwrap_or(0);
+    (u32::from(lo) | u32::from(hi) << 16, it.next().is_some())
 }
 
 /// `pipe N config …`, `queue N config …`, `sched N config …` (with or without a
@@ -487,19 +518,20 @@ fn describe(m: &mut Mbuf, cx: &PfilCtx<'_>) -> Option<PacketInfo> {
             p
         }
     };
-    let iface = cx.cfg.ifaces.get(cx.ifindex.get()).map(|i| IfRef {
-        index: u32::from(i.index.0),
-        name: IfName::new(&i.name).unwrap_or_default(),
-    });
-    match cx.dir {
-        Dir::In => {
-            p.dir = Direction::In;
-            p.rcvif = iface;
-        }
-        Dir::Out => {
-            p.dir = Direction::Out;
-            p.xmitif = iface;
-        }
+    let iface = |i: crate::iface::IfIndex| {
+        cx.cfg.ifaces.get(i.get()).map(|i| IfRef {
+            index: u32::from(i.index.0),
+            name: IfName::new(&i.name).unwrap_or_default(),
+        })
+    };
+    p.dir = match cx.dir {
+        Dir::In => Direction::In,
+        Dir::Out => Direction::Out,
+    };
+    // A forwarded packet going out has both: `out recv X xmit Y` matches it.
+    p.rcvif = cx.rcvif.and_then(iface);
+    if cx.dir == Dir::Out {
+        p.xmitif = iface(cx.ifindex);
     }
     p.len = len as u32;
     Some(p)
@@ -514,6 +546,7 @@ impl PfilHook for Ipfw {
         let Some(mut p) = describe(&mut m, cx) else {
             return Verdict::Pass(m);
         };
+        p.tags = tags_of(m.hdr.tag);
         let program = self.program.load();
         let env = StackEnv(cx.cfg);
         let w = cx.worker % self.workers.len();
@@ -522,6 +555,11 @@ impl PfilHook for Ipfw {
             let (counters, rng) = &mut *g;
             program.eval(&mut p, &env, &self.states, counters, cx.now.as_nanos(), rng)
         };
+        let (word, lost) = tag_word(&p.tags);
+        m.hdr.tag = word;
+        if lost {
+            self.tags_lost.fetch_add(1, Ordering::Relaxed);
+        }
         match v.decision {
             Decision::Allow => Verdict::Pass(m),
             Decision::Deny => Verdict::Dropped,
@@ -721,4 +759,27 @@ fn tcp_reset(cx: &mut Cx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
     let rst = crate::tcp::reset_answering(seq, ack, seg_len);
     cx.stats.tcp.sndrst += 1;
     crate::tcp::layer::send_segment(cx, &tuple, &rst, std::iter::empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_tags_ride_in_the_header_and_a_third_is_reported_lost() {
+        let mut t = fw::Tags::default();
+        assert_eq!(tag_word(&t), (0, false));
+        assert_eq!(tags_of(0), t);
+        t.add(7);
+        assert_eq!(tag_word(&t), (7, false));
+        assert_eq!(tags_of(7), t);
+        t.add(65534);
+        let (w, lost) = tag_word(&t);
+        assert!(!lost);
+        assert_eq!(tags_of(w), t);
+        t.add(9);
+        let (w, lost) = tag_word(&t);
+        assert!(lost);
+        assert_eq!(tags_of(w).as_slice(), &[7, 65534]);
+    }
 }

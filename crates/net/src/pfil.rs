@@ -33,7 +33,12 @@ pub enum Dir {
 pub struct PfilCtx<'a> {
     pub point: PfilPoint,
     pub dir: Dir,
+    /// The interface the packet arrives on (`In`) or leaves by (`Out`).
     pub ifindex: IfIndex,
+    /// The interface it arrived on: `ifindex` going in; going out, that of a
+    /// forwarded packet at the IP points, `None` for the stack's own packets (and at
+    /// the layer-2 point, which does not know).
+    pub rcvif: Option<IfIndex>,
     pub worker: usize,
     pub now: Instant,
     /// The stack's configuration for this batch (interfaces, addresses).

@@ -115,6 +115,34 @@ impl Cx<'_> {
         m: Mbuf,
         dropped: DropReason,
     ) -> Option<Mbuf> {
+        let rcvif = (dir == Dir::In).then_some(ifindex);
+        self.pfil_from(point, dir, ifindex, rcvif, m, dropped)
+    }
+
+    /// [`Cx::pfil`] on the way out for a packet that arrived on `rcvif` (forwarded),
+    /// so that rules may match `recv` and `xmit` together.
+    #[inline]
+    pub(crate) fn pfil_forwarded(
+        &mut self,
+        point: PfilPoint,
+        rcvif: IfIndex,
+        out: IfIndex,
+        m: Mbuf,
+        dropped: DropReason,
+    ) -> Option<Mbuf> {
+        self.pfil_from(point, Dir::Out, out, Some(rcvif), m, dropped)
+    }
+
+    #[inline]
+    fn pfil_from(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        ifindex: IfIndex,
+        rcvif: Option<IfIndex>,
+        m: Mbuf,
+        dropped: DropReason,
+    ) -> Option<Mbuf> {
         if self.pfil_skip || self.cfg.pfil.is_empty(point, dir) {
             return Some(m);
         }
@@ -122,6 +150,7 @@ impl Cx<'_> {
             point,
             dir,
             ifindex,
+            rcvif,
             worker: self.worker,
             now: self.now,
             cfg: self.cfg,

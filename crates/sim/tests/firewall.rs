@@ -318,6 +318,80 @@ add 300 allow ip from any to any
 }
 
 #[test]
+fn a_forwarded_packet_going_out_matches_recv_and_xmit_together() {
+    for workers in [1, 2] {
+        let (mut s, inside, r, outside, fw) = lab(workers, "add 1000 allow ip from any to any\n");
+        let names: Vec<String> = s
+            .host(r)
+            .interfaces()
+            .iter()
+            .map(|i| i.name.clone())
+            .collect();
+        let (from_inside, to_outside) = (&names[0], &names[1]);
+        // Through the command interface, as `ipfw add` on a running node.
+        fw.command(&format!(
+            "add 100 deny udp from any to any out recv {from_inside} xmit {to_outside}"
+        ))
+        .unwrap();
+        let to_out = SocketAddr::from(([198, 18, 2, 2], 7001));
+        let to_in = SocketAddr::from(([198, 18, 1, 2], 7002));
+        assert_eq!(
+            udp_exchange(&mut s, inside, outside, to_out),
+            (false, false),
+            "{workers} workers: inside to outside is denied on the way out"
+        );
+        assert_eq!(
+            udp_exchange(&mut s, outside, inside, to_in),
+            (true, false),
+            "{workers} workers: outside to inside passes; its answer does not"
+        );
+        let show = fw.show();
+        let denied = show
+            .lines()
+            .find(|l| l.starts_with("00100"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok());
+        assert_eq!(denied, Some(2), "{show}");
+    }
+}
+
+#[test]
+fn a_tag_set_on_the_way_in_is_seen_on_the_way_out() {
+    // Tags ride in the packet's header from the router's in pass to its out pass,
+    // as FreeBSD's mbuf tags do; the out rules see no source interface or address
+    // test, only the tag.
+    let rules = "
+add 100 count udp from 198.18.1.0/24 to any in tag 7
+add 200 deny udp from any to any out tagged 7
+add 300 allow ip from any to any
+";
+    for workers in [1, 2] {
+        let (mut s, inside, _r, outside, fw) = lab(workers, rules);
+        assert_eq!(
+            udp_exchange(
+                &mut s,
+                inside,
+                outside,
+                SocketAddr::from(([198, 18, 2, 2], 7001))
+            ),
+            (false, false),
+            "{workers} workers: tagged coming in from inside, denied going out"
+        );
+        assert_eq!(
+            udp_exchange(
+                &mut s,
+                outside,
+                inside,
+                SocketAddr::from(([198, 18, 1, 2], 7002))
+            ),
+            (true, false),
+            "{workers} workers: the answer from inside is tagged and denied"
+        );
+        assert_eq!(fw.tags_lost(), 0);
+    }
+}
+
+#[test]
 fn expired_states_are_swept_and_give_back_their_limit() {
     // UDP states live 10 s (dyn_udp_lifetime). Two flows take the source's limit;
     // a third is refused. Once the two have been quiet past their lifetime, the
