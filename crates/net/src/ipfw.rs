@@ -485,11 +485,51 @@ fn inet6(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInf
     p.ip_len = u16::from_be_bytes([h[4], h[5]]).saturating_add(40);
     p.tos = (h[0] << 4) | (h[1] >> 4);
     p.ttl = h[7];
-    // The upper layer directly after the fixed header (extension headers are not
-    // walked here; their packets match by protocol number).
-    upper(a, m, off + 40, &mut p);
+    // Past the extension headers to the upper layer, as ipfw's ipv6 walk does: the
+    // rules' protocol is the upper layer's, and a fragment other than the first is
+    // `frag` and has no ports. ESP, No Next Header and unknown headers end the walk
+    // (their number is the protocol); so does a header cut short.
+    let mut at = off + 40;
+    for _ in 0..MAX_EXT_HEADERS {
+        let len = match p.proto {
+            // Hop-by-hop, routing, destination options: 8-byte units past the first 8.
+            0 | 43 | 60 => {
+                let Ok(e) = crate::hdr::hdr(a, m, at, 2) else {
+                    return Some(p);
+                };
+                p.proto = e[0];
+                (usize::from(e[1]) + 1) * 8
+            }
+            44 => {
+                let Ok(e) = crate::hdr::hdr(a, m, at, 8) else {
+                    return Some(p);
+                };
+                p.proto = e[0];
+                if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 != 0 {
+                    p.frag = true;
+                    return Some(p);
+                }
+                8
+            }
+            // Authentication header: 4-byte units past the first 8 (RFC 4302).
+            51 => {
+                let Ok(e) = crate::hdr::hdr(a, m, at, 2) else {
+                    return Some(p);
+                };
+                p.proto = e[0];
+                (usize::from(e[1]) + 2) * 4
+            }
+            _ => break,
+        };
+        at += len;
+    }
+    upper(a, m, at, &mut p);
     Some(p)
 }
+
+/// Extension headers walked before giving up on the upper layer (a packet can
+/// chain them without limit; a real one has a few).
+const MAX_EXT_HEADERS: usize = 8;
 
 /// Describes the packet in `m`: an IPv4 or IPv6 packet at the IP points, a whole
 /// Ethernet frame at the layer-2 point.
@@ -764,6 +804,68 @@ fn tcp_reset(cx: &mut Cx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv6 packet from 2001:2::1 to 2001:2::2: the fixed header with
+    /// `next`, then `rest`; split after `split` bytes so the walk crosses buffers.
+    fn ip6(next: u8, rest: &[u8], split: usize) -> Mbuf {
+        let mut h = vec![0x60, 0, 0, 0, 0, 0, next, 64];
+        h[4..6].copy_from_slice(&(rest.len() as u16).to_be_bytes());
+        h.extend_from_slice(&[0x20, 0x01, 0, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        h.extend_from_slice(&[0x20, 0x01, 0, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        h.extend_from_slice(rest);
+        let (a, b) = h.split_at(split.min(h.len()));
+        Mbuf::from_parts(&[a, b]).unwrap()
+    }
+
+    fn walk(next: u8, rest: &[u8]) -> PacketInfo {
+        let a = crate::hdr::HdrAccess::Pulldown;
+        let mut first = None;
+        for split in [40, 41, 47, 48, 55, 60, 200] {
+            let p = inet6(a, &mut ip6(next, rest, split), 0).unwrap();
+            let key = (p.proto, p.sport, p.dport, p.frag, p.tcp_flags);
+            assert_eq!(*first.get_or_insert(key), key, "split at {split}");
+        }
+        inet6(a, &mut ip6(next, rest, 40), 0).unwrap()
+    }
+
+    #[test]
+    fn ipv6_rules_see_the_upper_layer_past_extension_headers() {
+        let tcp = [
+            0x04, 0x00, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0,
+        ];
+        // Hop-by-hop (8 bytes), destination options (16 bytes), then TCP.
+        let mut rest = vec![60, 0, 1, 4, 0, 0, 0, 0];
+        rest.extend_from_slice(&[6, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        rest.extend_from_slice(&tcp);
+        let p = walk(0, &rest);
+        assert_eq!(
+            (p.proto, p.sport, p.dport, p.tcp_flags, p.frag),
+            (6, 1024, 80, 0x02, false)
+        );
+        // A first fragment (offset 0, more fragments) of UDP: ports read.
+        let udp = [0x04, 0x01, 0x00, 0x35, 0, 8, 0, 0];
+        let mut rest = vec![17, 0, 0x00, 0x01, 0, 0, 0, 9];
+        rest.extend_from_slice(&udp);
+        let p = walk(44, &rest);
+        assert_eq!((p.proto, p.sport, p.dport, p.frag), (17, 1025, 53, false));
+        // A later fragment: `frag`, no ports.
+        let mut rest = vec![17, 0, 0x05, 0x00, 0, 0, 0, 9];
+        rest.extend_from_slice(&udp);
+        let p = walk(44, &rest);
+        assert_eq!((p.proto, p.sport, p.dport, p.frag), (17, 0, 0, true));
+        // AH (RFC 4302: 12-byte ICV, length 4) before ICMPv6 echo request.
+        let mut rest = vec![58, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
+        rest.extend_from_slice(&[0; 12]);
+        rest.extend_from_slice(&[128, 0, 0, 0, 0, 0, 0, 0]);
+        let p = walk(51, &rest);
+        assert_eq!((p.proto, p.icmp_type), (58, 128));
+        // ESP ends the walk; so does a header cut short, and an endless chain.
+        assert_eq!(walk(50, &[0; 16]).proto, 50);
+        assert_eq!(walk(0, &[60, 0]).proto, 60);
+        let chain: Vec<u8> = (0..20).flat_map(|_| [60u8, 0, 0, 0, 0, 0, 0, 0]).collect();
+        let p = walk(0, &chain);
+        assert_eq!((p.proto, p.sport), (60, 0));
+    }
 
     #[test]
     fn two_tags_ride_in_the_header_and_a_third_is_reported_lost() {
