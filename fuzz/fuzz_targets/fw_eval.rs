@@ -100,13 +100,34 @@ fuzz_target!(|data: &[u8]| {
     let mut ctr = Counters::new();
     let mut rng = 1;
     let rest = data.get(split + 1..).unwrap_or(&[]);
+    // The ids of the rules numbered `n` (several rules may share a number); the
+    // default rule is the program's last.
+    let ids = |n: u16| -> Vec<u32> {
+        let mut v: Vec<u32> = rs
+            .rules()
+            .filter(|(r, _)| r.num == n)
+            .map(|(_, id)| id)
+            .collect();
+        if n == 65535 {
+            v.extend(prog.rule_ids().last());
+        }
+        v
+    };
+    let packets = |ctr: &Counters, ids: &[u32]| ids.iter().map(|&i| ctr.get(i).packets).sum::<u64>();
     for (now, chunk) in rest.chunks_exact(16).take(256).enumerate() {
         let mut p = packet(chunk.try_into().unwrap());
+        let before = ctr.clone();
         let v = prog.eval(&mut p, &Host, &states, &mut ctr, now as u64, &mut rng);
         let listed = rs.list(Some(v.rule));
         assert!(
             !listed.is_empty(),
             "verdict rule {} is not in the ruleset",
+            v.rule
+        );
+        let deciding = ids(v.rule);
+        assert!(
+            packets(&ctr, &deciding) > packets(&before, &deciding),
+            "rule {}'s counters did not grow",
             v.rule
         );
     }

@@ -347,6 +347,11 @@ impl Ruleset {
         Ok(())
     }
 
+    /// The tables' names, sorted (`table all list`).
+    pub fn table_names(&self) -> impl Iterator<Item = &str> {
+        self.tables.keys().map(String::as_str)
+    }
+
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.get(name).map(|t| &t.table)
     }
