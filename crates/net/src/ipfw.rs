@@ -123,17 +123,20 @@ impl Ipfw {
     }
 
     /// Loads a rules file (ipfw(8) commands — rules, tables, and `pipe N config …` /
-    /// `queue N config …` lines for dummynet — and `#` comments); on a rule error
-    /// nothing changes, and every error names the line and column.
+    /// `queue N config …` lines for dummynet — and `#` comments); on an error
+    /// nothing changes, and every error names the line (and, in a rule, the column).
     pub fn load(&self, text: &str) -> Result<usize, String> {
         // dummynet's lines go to dummynet; the rest, with line numbers kept (blank
-        // lines in their place), to the ruleset.
+        // lines in their place), to the ruleset. The dummynet lines are all checked
+        // before the rules load, and applied after: once the rules have loaded, they
+        // cannot fail.
         let mut rules = String::with_capacity(text.len());
         let mut dn = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if is_dummynet(line) {
-                let cmd =
-                    fw::dummynet::parse_config(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+                let at = |e: &dyn std::fmt::Display| format!("line {}: {e}", i + 1);
+                let cmd = fw::dummynet::parse_config(line).map_err(|e| at(&e))?;
+                fw::dummynet::check_command(&cmd).map_err(|e| at(&e))?;
                 dn.push(cmd);
                 rules.push('\n');
             } else {
@@ -143,13 +146,15 @@ impl Ipfw {
         }
         let mut rs = self.rules();
         let n = rs.load(&rules).map_err(|e| e.to_string())?;
-        self.publish(&mut rs)?;
-        drop(rs);
-        let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
-        for cmd in dn {
-            d.apply(cmd).map_err(|e| format!("dummynet: {e}"))?;
-            self.shaping.store(true, Ordering::Relaxed);
+        // The pipes before the rules that send packets to them.
+        {
+            let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+            for cmd in dn {
+                d.apply(cmd).map_err(|e| format!("dummynet: {e}"))?;
+                self.shaping.store(true, Ordering::Relaxed);
+            }
         }
+        self.publish(&mut rs)?;
         Ok(n)
     }
 
@@ -865,6 +870,25 @@ mod tests {
         let chain: Vec<u8> = (0..20).flat_map(|_| [60u8, 0, 0, 0, 0, 0, 0, 0]).collect();
         let p = walk(0, &chain);
         assert_eq!((p.proto, p.sport), (60, 0));
+    }
+
+    #[test]
+    fn a_rules_file_with_a_bad_line_changes_nothing() {
+        let fw = Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
+        let before = fw.show();
+        for bad in [
+            "add 100 pipe 1 ip from any to any\npipe 1 config bw 10Mbit/s\nqueue 2 config pipe 1 weight 500\n",
+            "pipe 1 config bw 10Mbit/s\nadd 100 pipe 1 ip fro any to any\n",
+        ] {
+            let e = fw.load(bad).unwrap_err();
+            assert!(e.contains("line "), "{e}");
+            assert_eq!(fw.show(), before, "{bad}");
+            assert!(fw.pipes().is_empty(), "{bad}: {:?}", fw.pipes());
+        }
+        fw.load("pipe 1 config bw 10Mbit/s\nadd 100 pipe 1 ip from any to any\n")
+            .unwrap();
+        assert_eq!(fw.pipes().len(), 1);
+        assert!(fw.show().contains("00100"));
     }
 
     #[test]

@@ -428,6 +428,46 @@ fn check_number(n: u32) -> Result<(), DnError> {
     }
 }
 
+/// Whether [`Dummynet::apply`] would take `cmd`: its errors come from the command
+/// alone, never from what is configured, so a caller applying several can check
+/// them all first and apply all or none.
+pub fn check_command(cmd: &DnCommand) -> Result<(), DnError> {
+    match cmd {
+        DnCommand::Pipe(n, cfg) => check_pipe(*n, cfg),
+        DnCommand::Queue(n, cfg) => check_queue(*n, cfg),
+        DnCommand::Sched(..) | DnCommand::DeletePipe(_) | DnCommand::DeleteQueue(_) => Ok(()),
+    }
+}
+
+fn check_pipe(n: u32, cfg: &PipeConfig) -> Result<(), DnError> {
+    check_number(n)?;
+    if !(0.0..=1.0).contains(&cfg.plr) {
+        return Err(DnError::BadPlr);
+    }
+    if !cfg.queue.is_valid() {
+        return Err(DnError::BadQueueLimit);
+    }
+    Ok(())
+}
+
+fn check_queue(n: u32, cfg: &QueueConfig) -> Result<(), DnError> {
+    check_number(n)?;
+    check_number(cfg.pipe)?;
+    if !(1..=100).contains(&cfg.weight) {
+        return Err(DnError::BadWeight(cfg.weight));
+    }
+    if !cfg.queue.is_valid() {
+        return Err(DnError::BadQueueLimit);
+    }
+    if !(1..=MAX_BUCKETS).contains(&cfg.buckets) {
+        return Err(DnError::BadBuckets(cfg.buckets));
+    }
+    if !cfg.mask.is_valid() {
+        return Err(DnError::BadMask);
+    }
+    Ok(())
+}
+
 impl<T: DnPacket> Dummynet<T> {
     /// An empty shaper; `seed` drives the `plr` losses.
     pub fn new(seed: u64) -> Self {
@@ -447,13 +487,7 @@ impl<T: DnPacket> Dummynet<T> {
     /// queued packets (to FIFO in their arrival order; to WF2Q+ as newly backlogged
     /// queues); `burst` caps the credit from the next idle period on.
     pub fn configure_pipe(&mut self, n: u32, cfg: PipeConfig) -> Result<(), DnError> {
-        check_number(n)?;
-        if !(0.0..=1.0).contains(&cfg.plr) {
-            return Err(DnError::BadPlr);
-        }
-        if !cfg.queue.is_valid() {
-            return Err(DnError::BadQueueLimit);
-        }
+        check_pipe(n, &cfg)?;
         match self.pipes.get_mut(&n) {
             Some(p) => p.reconfigure(cfg),
             None => {
@@ -468,20 +502,7 @@ impl<T: DnPacket> Dummynet<T> {
     /// pipe and mask updates the weight and limit of its existing per-flow queues; with
     /// another pipe or mask, the existing queues are let drain and new ones are made.
     pub fn configure_queue(&mut self, n: u32, cfg: QueueConfig) -> Result<(), DnError> {
-        check_number(n)?;
-        check_number(cfg.pipe)?;
-        if !(1..=100).contains(&cfg.weight) {
-            return Err(DnError::BadWeight(cfg.weight));
-        }
-        if !cfg.queue.is_valid() {
-            return Err(DnError::BadQueueLimit);
-        }
-        if !(1..=MAX_BUCKETS).contains(&cfg.buckets) {
-            return Err(DnError::BadBuckets(cfg.buckets));
-        }
-        if !cfg.mask.is_valid() {
-            return Err(DnError::BadMask);
-        }
+        check_queue(n, &cfg)?;
         if let Some(old) = self.flowsets.get(&n) {
             if let Some(p) = self.pipes.get_mut(&old.cfg.pipe) {
                 if old.cfg.pipe == cfg.pipe && old.cfg.mask == cfg.mask {
