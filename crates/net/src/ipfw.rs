@@ -372,31 +372,29 @@ fn is_dummynet(line: &str) -> bool {
         && matches!(w.next(), Some("config" | "delete"))
 }
 
-/// `me`, `verrevpath`, `antispoof` answered from the stack's configuration.
-struct StackEnv<'a>(&'a NetConfig);
-
-impl StackEnv<'_> {
-    /// The interface whose connected network holds `a`, if any.
-    fn connected(&self, a: IpAddr) -> Option<u32> {
-        self.0.connected(a).map(|i| u32::from(i.index.0))
-    }
-}
+/// `me`, `verrevpath`, `antispoof` answered from the stack's configuration and
+/// routes.
+struct StackEnv<'a>(&'a NetConfig, &'a route::Fib);
 
 impl Env for StackEnv<'_> {
     fn is_local(&self, a: IpAddr) -> bool {
         self.0.is_local_ip(a)
     }
 
-    /// The way back to `src` leaves by `rcvif`: its connected network is there, or
-    /// (no connected network holds it) it is reached by a route, which this check
-    /// takes as the arrival interface's (a strict check would consult the FIB).
+    /// The route back to `src` leaves by `rcvif` (on any of its paths, if it has
+    /// several); no route, or a discard route, fails.
     fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool {
-        self.connected(src).is_none_or(|i| i == rcvif)
+        self.1.reverse_path(src, rcvif)
     }
 
-    /// Not an address of a network connected through another interface.
+    /// Not one of our addresses, nor an address of a network connected through
+    /// another interface.
     fn antispoof(&self, src: IpAddr, rcvif: u32) -> bool {
-        !self.is_local(src) && self.connected(src).is_none_or(|i| i == rcvif)
+        !self.is_local(src)
+            && self
+                .0
+                .connected(src)
+                .is_none_or(|i| u32::from(i.index.0) == rcvif)
     }
 }
 
@@ -593,7 +591,7 @@ impl PfilHook for Ipfw {
         };
         p.tags = tags_of(m.hdr.tag);
         let program = self.program.load();
-        let env = StackEnv(cx.cfg);
+        let env = StackEnv(cx.cfg, cx.fib);
         let w = cx.worker % self.workers.len();
         let v = {
             let mut g = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());

@@ -43,6 +43,8 @@ pub struct PfilCtx<'a> {
     pub now: Instant,
     /// The stack's configuration for this batch (interfaces, addresses).
     pub cfg: &'a crate::stack::NetConfig,
+    /// The routes for this batch.
+    pub fib: &'a route::Fib,
 }
 
 /// Who holds the packet after a hook ran.

@@ -154,6 +154,7 @@ impl Cx<'_> {
             worker: self.worker,
             now: self.now,
             cfg: self.cfg,
+            fib: self.fib,
         };
         match self.cfg.pfil.run(m, &pcx) {
             Verdict::Pass(m) => Some(m),

@@ -620,6 +620,37 @@ impl Fib {
         self.resolve(v, hash)
     }
 
+    /// The reverse-path check (uRPF, ipfw's `verrevpath`): whether the route to
+    /// `src` leaves by interface `ifindex`, on any path of a multipath route as
+    /// FreeBSD's `fib4_check_urpf` allows; false with no route, or a discard route.
+    pub fn reverse_path(&self, src: IpAddr, ifindex: u32) -> bool {
+        let v = match src {
+            IpAddr::V4(a) => match &self.v4 {
+                Fib4::Poptrie(p) => p.lookup(u32::from(a)),
+                Fib4::Radix(r) => r.lookup(u32::from(a)),
+                Fib4::Dir248(d) => d.lookup(u32::from(a)),
+            },
+            IpAddr::V6(a) => match &self.v6 {
+                Fib6::Poptrie(p) => p.lookup(u128::from(a)),
+                Fib6::Radix(r) => r.lookup(u128::from(a)),
+            },
+        };
+        let via = |i: u32| {
+            self.nexthops
+                .get(i as usize)
+                .and_then(|n| n.as_ref())
+                .is_some_and(|n| n.kind == NhKind::Forward && n.ifindex == ifindex)
+        };
+        match v {
+            None => false,
+            Some(v) if v & GROUP != 0 => self
+                .groups
+                .get((v & !GROUP) as usize)
+                .is_some_and(|g| g.members().iter().any(|m| via(m.nexthop))),
+            Some(v) => via(v),
+        }
+    }
+
     /// A next hop by index (a flow table's cached one).
     #[inline]
     pub fn nexthop(&self, index: u32) -> Option<&Arc<NextHop>> {
@@ -730,6 +761,29 @@ mod tests {
             r.delete(p("2001:2:2::/48"), None),
             Err(RtError::NotFound(p("2001:2:2::/48")))
         );
+    }
+
+    #[test]
+    fn reverse_path_takes_any_path_and_refuses_no_route_and_discards() {
+        let mut r = rib();
+        r.add(RouteSpec::connected(p("198.18.0.0/24"), 1)).unwrap();
+        r.add(RouteSpec::connected(p("198.18.1.0/24"), 2)).unwrap();
+        r.add(RouteSpec::connected(p("2001:2::/64"), 2)).unwrap();
+        let d = p("198.19.0.0/16");
+        r.add(RouteSpec::via(d, ip("198.18.0.1"), 1)).unwrap();
+        r.add(RouteSpec::via(d, ip("198.18.1.1"), 2)).unwrap();
+        r.add(RouteSpec::discard(p("198.19.9.0/24"), NhKind::Blackhole))
+            .unwrap();
+        let f = r.compile();
+        let rp = |a: &str, i: u32| f.reverse_path(ip(a), i);
+        assert!(rp("198.18.0.7", 1) && !rp("198.18.0.7", 2));
+        assert!(rp("198.18.1.7", 2) && !rp("198.18.1.7", 1));
+        // Multipath: either path's interface.
+        assert!(rp("198.19.1.1", 1) && rp("198.19.1.1", 2) && !rp("198.19.1.1", 3));
+        assert!(!rp("198.19.9.1", 1), "a blackhole route is no way back");
+        assert!(!rp("198.18.5.1", 1), "no route");
+        assert!(rp("2001:2::9", 2) && !rp("2001:2::9", 1));
+        assert!(!rp("2001:2:0:1::9", 2));
     }
 
     #[test]

@@ -53,12 +53,20 @@ add 700 deny ip from any to any
 
 /// One datagram from `from` to `to`; whether it arrived (and its echo came back).
 fn udp_exchange(s: &mut Sim, from: HostId, to_host: HostId, to: SocketAddr) -> (bool, bool) {
+    udp_exchange_from(s, from, Ipv4Addr::UNSPECIFIED, to_host, to)
+}
+
+/// [`udp_exchange`] from the source address `src` of `from`.
+fn udp_exchange_from(
+    s: &mut Sim,
+    from: HostId,
+    src: Ipv4Addr,
+    to_host: HostId,
+    to: SocketAddr,
+) -> (bool, bool) {
     let srv = s.host(to_host).udp_bind(to).unwrap();
     srv.set_nonblocking(true).unwrap();
-    let cli = s
-        .host(from)
-        .udp_bind("0.0.0.0:0".parse::<SocketAddr>().unwrap())
-        .unwrap();
+    let cli = s.host(from).udp_bind(SocketAddr::from((src, 0))).unwrap();
     cli.set_nonblocking(true).unwrap();
     cli.send_to(b"hello", to).unwrap();
     s.run_for(Duration::from_millis(50));
@@ -388,6 +396,62 @@ add 300 allow ip from any to any
             "{workers} workers: the answer from inside is tagged and denied"
         );
         assert_eq!(fw.tags_lost(), 0);
+    }
+}
+
+#[test]
+fn verrevpath_follows_the_routes_back_to_the_source() {
+    let rules = "
+add 100 deny ip from any to any in not verrevpath
+add 200 allow ip from any to any
+";
+    for workers in [1, 2] {
+        let (mut s, inside, r, outside, fw) = lab(workers, rules);
+        // outside also speaks from 198.18.3.2, on a network the router knows no
+        // route to at first.
+        let oif = s.host(outside).interfaces()[0].index;
+        let alias = Ipv4Addr::new(198, 18, 3, 2);
+        s.host(outside)
+            .add_address(
+                oif,
+                net::InetAddr {
+                    addr: alias,
+                    prefix_len: 24,
+                },
+            )
+            .unwrap();
+        let to = |p: u16| SocketAddr::from(([198, 18, 1, 2], p));
+        let net3: route::IpPrefix = "198.18.3.0/24".parse().unwrap();
+        // A source on a connected network, arriving by that network's interface.
+        assert_eq!(
+            udp_exchange(&mut s, outside, inside, to(7001)),
+            (true, true)
+        );
+        // No route back: refused.
+        assert!(!udp_exchange_from(&mut s, outside, alias, inside, to(7002)).0);
+        // The route back leaves by the interface it came in on: let through.
+        s.host(r)
+            .add_route_via(net3, Ipv4Addr::new(198, 18, 2, 2).into())
+            .unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!(
+            udp_exchange_from(&mut s, outside, alias, inside, to(7003)),
+            (true, true)
+        );
+        // The route back leaves by the other interface: refused.
+        s.host(r).delete_route(net3, None).unwrap();
+        s.host(r)
+            .add_route_via(net3, Ipv4Addr::new(198, 18, 1, 2).into())
+            .unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert!(!udp_exchange_from(&mut s, outside, alias, inside, to(7004)).0);
+        let show = fw.show();
+        let refused = show
+            .lines()
+            .find(|l| l.starts_with("00100"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok());
+        assert_eq!(refused, Some(2), "{workers} workers: {show}");
     }
 }
 
