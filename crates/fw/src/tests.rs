@@ -275,6 +275,8 @@ fn addresses_me_lists_masks_and_not() {
     assert!(matches("ip6 from 2001:db8::/32 to me6 icmp6types 128", p6));
     assert!(matches("ipv6-icmp from any to me", p6));
     assert!(!matches("ip4 from any to any", p6));
+    assert!(matches("ip4 from any to any", p));
+    assert!(!matches("ip6 from any to any", p));
     assert!(!matches("ip from any to any icmp6types 129", p6));
 }
 
@@ -805,6 +807,17 @@ fn table_kinds_match_and_give_tablearg() {
     assert_eq!(fw.decide(syn()).0, Decision::Pipe(13));
     let mut p = syn();
     p.dport = 23;
+    assert_eq!(fw.decide(p).0, Decision::Deny);
+    // The source port (syn() comes from 40000), and not the destination's.
+    let mut fw = Fw::new(
+        "table sp create type number
+table sp add 40000 14
+add 100 pipe tablearg tcp from any to any lookup src-port sp
+",
+    );
+    assert_eq!(fw.decide(syn()).0, Decision::Pipe(14));
+    let mut p = syn();
+    (p.sport, p.dport) = (22, 40000);
     assert_eq!(fw.decide(p).0, Decision::Deny);
 }
 
