@@ -456,6 +456,70 @@ add 200 allow ip from any to any
 }
 
 #[test]
+fn wf2q_queues_share_a_pipe_by_their_weights() {
+    // Two UDP flows, each offering 16 Mbit/s, through queues of weight 1 and 3 on
+    // a 10 Mbit/s WF2Q+ pipe: both stay backlogged, so they get a quarter and
+    // three quarters of the pipe.
+    let rules = "
+pipe 1 config bw 10Mbit/s type wf2q+
+queue 1 config pipe 1 weight 1 queue 30
+queue 2 config pipe 1 weight 3 queue 30
+add 100 queue 1 udp from any to any 9001 in
+add 200 queue 2 udp from any to any 9002 in
+add 300 allow ip from any to any
+";
+    for workers in [1, 2] {
+        let (mut s, inside, _r, outside, fw) = lab(workers, rules);
+        let srv: Vec<_> = [9001u16, 9002]
+            .iter()
+            .map(|&p| {
+                let u = s
+                    .host(outside)
+                    .udp_bind(SocketAddr::from(([198, 18, 2, 2], p)))
+                    .unwrap();
+                u.set_nonblocking(true).unwrap();
+                u
+            })
+            .collect();
+        let cli = s
+            .host(inside)
+            .udp_bind("0.0.0.0:0".parse::<SocketAddr>().unwrap())
+            .unwrap();
+        let payload = [0x5au8; 972]; // 1,000-byte IPv4 packets
+        let mut got = [0u64; 2];
+        let mut buf = [0u8; 2048];
+        // 2 s: a datagram of each flow every 500 us; count the second second only.
+        for i in 0..4000u32 {
+            for port in [9001u16, 9002] {
+                cli.send_to(&payload, SocketAddr::from(([198, 18, 2, 2], port)))
+                    .unwrap();
+            }
+            s.run_for(Duration::from_micros(500));
+            for (k, u) in srv.iter().enumerate() {
+                while u.recv_from(&mut buf).is_ok() {
+                    if i >= 2000 {
+                        got[k] += 1;
+                    }
+                }
+            }
+        }
+        let total = got[0] + got[1];
+        // 10 Mbit/s of 1,000-byte packets (plus 14 bytes of Ethernet, not charged
+        // by the pipe): 1,250 per second.
+        assert!(
+            (1200..=1260).contains(&total),
+            "{workers} workers: {got:?} delivered in 1 s"
+        );
+        let ratio = got[1] as f64 / got[0] as f64;
+        assert!(
+            (2.8..=3.2).contains(&ratio),
+            "{workers} workers: weight 3 against 1 got {got:?} ({ratio:.2})"
+        );
+        assert!(fw.dummynet_drops() > 0, "the queues overflowed, as offered");
+    }
+}
+
+#[test]
 fn expired_states_are_swept_and_give_back_their_limit() {
     // UDP states live 10 s (dyn_udp_lifetime). Two flows take the source's limit;
     // a third is refused. Once the two have been quiet past their lifetime, the
