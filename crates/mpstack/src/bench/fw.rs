@@ -58,7 +58,7 @@ impl Env for Host {
 }
 
 /// Sizes: the real run's, or tiny ones for the unit test.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Params {
     secs: f64,
     /// Packets in each pre-built array.
@@ -69,6 +69,9 @@ struct Params {
     states: usize,
     /// Interleaved rounds, each `secs` per figure.
     rounds: u32,
+    /// The CPUs this process may run on, read before the measuring thread pins
+    /// itself to the first (after that, its own affinity names only that one).
+    cpus: Vec<usize>,
 }
 
 impl Params {
@@ -81,6 +84,7 @@ impl Params {
             table_big: 100_000,
             table_small: 1_000,
             states: 1_000_000,
+            cpus: dev::cpu::allowed_cpus().unwrap_or_default(),
         }
     }
 }
@@ -716,9 +720,8 @@ fn time_naive(c: &mut Case, secs: f64) -> Timing {
     })
 }
 
-/// Ours on `threads` threads pinned to distinct allowed CPUs: total Mpps.
-fn threads_mpps(c: &Case, secs: f64, threads: usize) -> f64 {
-    let cpus = dev::cpu::allowed_cpus().unwrap_or_default();
+/// Ours on `threads` threads pinned to distinct CPUs of `cpus`: total Mpps.
+fn threads_mpps(c: &Case, secs: f64, threads: usize, cpus: &[usize]) -> f64 {
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
@@ -916,8 +919,8 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
         }
         if c.group == "allow" {
             progress(&format!("{}: eval on 1 and 2 pinned threads", c.name));
-            let one = threads_mpps(c, p.secs, 1);
-            let two = threads_mpps(c, p.secs, 2);
+            let one = threads_mpps(c, p.secs, 1, &p.cpus);
+            let two = threads_mpps(c, p.secs, 2, &p.cpus);
             threads2 = Some((one, two));
         }
     }
@@ -1044,9 +1047,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
     };
     // On a thread pinned to the first allowed CPU (the 2-thread case pins its own).
-    let cpu = dev::cpu::allowed_cpus()
-        .ok()
-        .and_then(|c| c.first().copied());
+    let cpu = p.cpus.first().copied();
     let rep = std::thread::scope(|s| {
         s.spawn(|| {
             if let Some(c) = cpu {
@@ -1228,6 +1229,7 @@ mod tests {
             table_small: 20,
             states: 500,
             rounds: 2,
+            cpus: dev::cpu::allowed_cpus().unwrap_or_default(),
         };
         let rep = run(&p, &GROUPS, &|_| {}).expect("run");
         // 5 matrix, 2 allow, 1 rfc2544, 4 table (eval and eval_batch), 2 state.
