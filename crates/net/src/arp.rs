@@ -1,6 +1,6 @@
 //! ARP (RFC 826): the IPv4 face of the neighbour table ([`crate::lle`]).
 //!
-//! ARP input and requests live in [`crate::ether`] (`in_arpinput`, `arprequest`);
+//! ARP input and requests live in `ether` (`in_arpinput`, `arprequest`);
 //! this module names the IPv4 instance of the table and holds its tests.
 
 pub use crate::lle::{Inet, LleParams as ArpParams, LleState, Resolve};

@@ -4,7 +4,7 @@
 //! exist so that `mpstack bench mbuf` can run the same input path three times and
 //! count what each costs.
 //!
-//! [`hdr`] is KAME's `IP6_EXTHDR_CHECK`: a length check on the first buffer, and a
+//! `hdr` is KAME's `IP6_EXTHDR_CHECK`: a length check on the first buffer, and a
 //! call only when it fails. `pullup` and `pullup2` make everything from the start of
 //! the packet contiguous (so they copy earlier headers again, and `pullup` fails past
 //! `MHLEN`); `pulldown` makes exactly the header at hand contiguous. Each call is

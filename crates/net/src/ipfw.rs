@@ -8,7 +8,7 @@
 //! points, in and out (forwarded packets pass both), as `fw::PacketInfo` — headers
 //! read through `hdr()`, never by indexing raw bytes past what was pulled up — and
 //! turns the verdict into a pfil verdict: allow passes, deny drops (counted), reject
-//! answers with a TCP reset or an ICMP/ICMPv6 unreachable ([`send_reject`]).
+//! answers with a TCP reset or an ICMP/ICMPv6 unreachable (`send_reject`).
 //!
 //! dummynet: a `pipe N` / `queue N` verdict hands the packet to the firewall's
 //! [`fw::dummynet::Dummynet`] (one for the stack, behind a lock: a pipe's bandwidth

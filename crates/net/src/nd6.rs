@@ -3,7 +3,7 @@
 //! Each interface has its own neighbour table, the IPv6 instance of [`crate::lle`]
 //! (the split L2/L3 design: no neighbour entry in any route). This module sends and
 //! receives neighbour solicitations and advertisements, resolves next hops for
-//! [`crate::ip6::ip6_send`], and runs DAD for every address an interface gets:
+//! `ip6::ip6_send`, and runs DAD for every address an interface gets:
 //! the address stays tentative (it takes no traffic) until `DupAddrDetectTransmits`
 //! solicitations from the unspecified address went unanswered for `RetransTimer`;
 //! an advertisement for it, or another node's probe for it, marks it duplicated.
