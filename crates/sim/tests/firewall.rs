@@ -143,13 +143,7 @@ fn stateful_firewall_lets_replies_of_allowed_connections_in_and_nothing_else() {
         assert!(st.pfil.rejected >= 2, "{:?}", st.pfil);
         assert!(fw.states() >= 2, "UDP and TCP states");
         let show = fw.show();
-        let count = |rule: &str| -> u64 {
-            show.lines()
-                .find(|l| l.starts_with(rule))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
+        let count = |rule: &str| rule_packets(&show, rule).unwrap_or(0);
         // A state's packets, both ways, count on the rule that made it (as FreeBSD).
         assert!(
             count("00200") >= 8,
@@ -281,6 +275,15 @@ fn pipe_case(workers: usize) {
     eprintln!("goodput {goodput:.3} Mbit/s, RTT {rtt:?}, pipes {pipes:?}");
 }
 
+/// The packet count `ipfw show` gives the rule numbered `rule` (as `show` prints
+/// it, `00100`), if that rule is listed.
+fn rule_packets(show: &str, rule: &str) -> Option<u64> {
+    show.lines()
+        .find(|l| l.starts_with(rule))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+}
+
 /// Bytes pipe 1 has let out so far.
 fn out_bytes(fw: &Ipfw) -> u64 {
     fw.pipes()
@@ -354,12 +357,7 @@ fn a_forwarded_packet_going_out_matches_recv_and_xmit_together() {
             "{workers} workers: outside to inside passes; its answer does not"
         );
         let show = fw.show();
-        let denied = show
-            .lines()
-            .find(|l| l.starts_with("00100"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse::<u64>().ok());
-        assert_eq!(denied, Some(2), "{show}");
+        assert_eq!(rule_packets(&show, "00100"), Some(2), "{show}");
     }
 }
 
@@ -446,12 +444,11 @@ add 200 allow ip from any to any
         s.run_for(Duration::from_millis(10));
         assert!(!udp_exchange_from(&mut s, outside, alias, inside, to(7004)).0);
         let show = fw.show();
-        let refused = show
-            .lines()
-            .find(|l| l.starts_with("00100"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse::<u64>().ok());
-        assert_eq!(refused, Some(2), "{workers} workers: {show}");
+        assert_eq!(
+            rule_packets(&show, "00100"),
+            Some(2),
+            "{workers} workers: {show}"
+        );
     }
 }
 
