@@ -1024,3 +1024,99 @@ fn one_ack_answers_a_burst_of_segments() {
         data.len()
     );
 }
+
+/// One 4 MB transfer from `a` to `b` over a 10 Mbit/s link with 20 ms each way and a
+/// queue of `queue` frames, with 1 MiB socket buffers (so the window is the
+/// congestion window), HyStart++ on or off: the sender's counters and how long the
+/// transfer took (virtual time).
+fn through_a_queue(hystart: bool, queue: usize) -> (net::Stats, Duration) {
+    let mut s = Sim::new(21);
+    let hub = s.add_hub(WireConfig {
+        impair: Impairments {
+            delay: Duration::from_millis(20),
+            rate_bps: 10_000_000,
+            ..Impairments::default()
+        },
+        queue_limit: queue,
+        ..WireConfig::default()
+    });
+    let host = |s: &mut Sim, name: &str| {
+        s.add_host_with(net::StackConfig {
+            name: name.into(),
+            tcp: net::tcp::TcpConfig {
+                hystart,
+                sndbuf: 1 << 20,
+                rcvbuf: 1 << 20,
+                ..net::tcp::TcpConfig::default()
+            },
+            ..net::StackConfig::default()
+        })
+    };
+    let a = host(&mut s, "a");
+    let b = host(&mut s, "b");
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(200));
+    srv.set_nonblocking(true).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+    let t0 = s.now();
+    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
+    assert!(
+        got == data,
+        "hystart {hystart}, queue {queue}: {} of {} bytes",
+        got.len(),
+        data.len()
+    );
+    (s.host(a).stats(), s.now().saturating_duration_since(t0))
+}
+
+/// RFC 9406: slow start ends when the round trip time grows, not once a window twice
+/// the path's has overflowed the bottleneck's queue. Through a 10 Mbit/s, 40 ms path
+/// (a bandwidth-delay product of 33 frames) with a queue of 300 frames, standard slow
+/// start doubles its window until the queue overflows, loses hundreds of segments at
+/// once and recovers through timeouts; HyStart++ sees the queue build in the RTT,
+/// turns to Conservative Slow Start and then congestion avoidance, and loses
+/// nothing. With a short queue it cannot stop every loss (CSS still grows the window
+/// threefold), but costs no more time.
+#[test]
+fn hystart_leaves_slow_start_before_a_long_queue_overflows() {
+    let (on, t_on) = through_a_queue(true, 300);
+    let (off, t_off) = through_a_queue(false, 300);
+    eprintln!(
+        "queue 300: HyStart++ {t_on:?}, {} retransmitted, {} timeouts; \
+         without {t_off:?}, {} retransmitted, {} timeouts",
+        on.tcp.sndrexmitpack, on.tcp.rexmttimeo, off.tcp.sndrexmitpack, off.tcp.rexmttimeo,
+    );
+    assert_eq!(
+        (on.tcp.hystartcss, on.tcp.hystartca),
+        (1, 1),
+        "{:?}",
+        on.tcp
+    );
+    assert_eq!((on.tcp.sndrexmitpack, on.tcp.rexmttimeo), (0, 0));
+    // 4 MB at 10 Mbit/s is 3.2 s on the wire.
+    assert!(t_on < Duration::from_millis(3_700), "{t_on:?}");
+    assert_eq!(off.tcp.hystartcss, 0);
+    assert!(
+        off.tcp.sndrexmitpack > 100 && off.tcp.rexmttimeo >= 1,
+        "{:?}",
+        off.tcp
+    );
+    assert!(t_off > t_on * 3 / 2, "{t_off:?} against {t_on:?}");
+
+    for queue in [40, 100] {
+        let (on, t_on) = through_a_queue(true, queue);
+        let (off, t_off) = through_a_queue(false, queue);
+        eprintln!(
+            "queue {queue}: HyStart++ {t_on:?}, {} retransmitted, {} timeouts; \
+             without {t_off:?}, {} retransmitted, {} timeouts",
+            on.tcp.sndrexmitpack, on.tcp.rexmttimeo, off.tcp.sndrexmitpack, off.tcp.rexmttimeo,
+        );
+        assert!(on.tcp.rexmttimeo <= off.tcp.rexmttimeo, "queue {queue}");
+        assert!(
+            t_on < t_off * 11 / 10,
+            "queue {queue}: {t_on:?} against {t_off:?}"
+        );
+    }
+}

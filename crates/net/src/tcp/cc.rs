@@ -1,7 +1,9 @@
 //! Congestion control: how the window grows in congestion avoidance and how far it
 //! falls on a loss. NewReno (RFC 5681) and CUBIC (RFC 9438, the default). Slow start,
-//! fast recovery and the timeout response are the control block's, shared by both.
+//! fast recovery and the timeout response are the control block's, shared by both;
+//! `HyStart` (RFC 9406) decides when the first slow start ends.
 
+use crate::stats::TcpStat;
 use dev::{Duration, Instant};
 
 /// The algorithm a connection uses.
@@ -104,6 +106,159 @@ impl CcState {
     }
 }
 
+/// HyStart++ (RFC 9406): the connection's first slow start ends when the round-trip
+/// time starts to grow, a queue filling somewhere on the path, rather than when a
+/// window twice too large has overflowed it. RFC 9438 §4.10 recommends it for CUBIC.
+///
+/// Rounds of one flight each (a round ends with the ACK of what was sent when it
+/// began, `windowEnd`) keep the smallest RTT sample seen in them. Once a round has
+/// [`N_RTT_SAMPLE`] samples and its minimum exceeds the last round's by a threshold
+/// (an eighth of it, kept between 4 and 16 ms), slow start turns into Conservative
+/// Slow Start: the window grows a quarter as fast, for [`CSS_ROUNDS`] rounds, after
+/// which congestion avoidance takes over (`ssthresh = cwnd`). If the RTT falls back
+/// below where CSS began, the rise was jitter and slow start resumes. A loss at any
+/// point ends it all with the usual response. Used only for the first slow start
+/// (§4.3); after a timeout the window grows as RFC 5681 has it, since `ssthresh`
+/// then holds what the path was found to take.
+///
+/// Not paced, so an ACK grows the window by at most `L` = 8 segments (§4.3; RFC
+/// 5681's one segment per ACK held back a sender whose peer acknowledges 64 KiB
+/// segments of segmentation offload with one ACK each).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HyStart {
+    phase: Phase,
+    /// The sequence number whose acknowledgment ends the round (`windowEnd`);
+    /// `None` before the first round.
+    window_end: Option<u32>,
+    /// Smallest RTT of the last round and of this one, in microseconds
+    /// (`u32::MAX`: none yet).
+    last_round_min: u32,
+    round_min: u32,
+    /// RTT samples this round (saturating).
+    samples: u8,
+    /// The round minimum that started CSS (`cssBaselineMinRtt`).
+    css_baseline: u32,
+    /// Rounds completed in CSS.
+    css_rounds: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Not in use: off by configuration, or after the first slow start.
+    Off,
+    SlowStart,
+    Css,
+}
+
+/// How an ACK that arrives in slow start grows the window (see [`HyStart::on_ack`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlowStartAck {
+    /// RFC 5681: by what it acknowledges, at most one segment.
+    Standard,
+    /// By what it acknowledges, at most `L` segments.
+    Grow,
+    /// A quarter of [`SlowStartAck::Grow`] (Conservative Slow Start).
+    Conservative,
+    /// CSS is over: congestion avoidance from the current window on.
+    EnterAvoidance,
+}
+
+/// RFC 9406 §4.3's constants.
+const MIN_RTT_THRESH_US: u32 = 4_000;
+const MAX_RTT_THRESH_US: u32 = 16_000;
+const MIN_RTT_DIVISOR: u32 = 8;
+pub(crate) const N_RTT_SAMPLE: u8 = 8;
+pub(crate) const CSS_GROWTH_DIVISOR: u32 = 4;
+pub(crate) const CSS_ROUNDS: u8 = 5;
+/// `L` for a sender that does not pace.
+pub(crate) const L_SEGMENTS: u32 = 8;
+
+impl HyStart {
+    pub fn new(enabled: bool) -> Self {
+        HyStart {
+            phase: if enabled {
+                Phase::SlowStart
+            } else {
+                Phase::Off
+            },
+            window_end: None,
+            last_round_min: u32::MAX,
+            round_min: u32::MAX,
+            samples: 0,
+            css_baseline: u32::MAX,
+            css_rounds: 0,
+        }
+    }
+
+    /// An RTT sample (one per ACK that gives one).
+    pub fn on_rtt(&mut self, rtt: Duration) {
+        if self.phase == Phase::Off {
+            return;
+        }
+        let us = u32::try_from(rtt.as_micros()).unwrap_or(u32::MAX - 1);
+        self.round_min = self.round_min.min(us);
+        self.samples = self.samples.saturating_add(1);
+    }
+
+    /// An ACK of new data while `cwnd < ssthresh`, outside recovery, after its RTT
+    /// sample went to [`HyStart::on_rtt`]. `ack` is its acknowledgment number and
+    /// `snd_nxt` the next sequence number to send. Says how the window grows.
+    pub fn on_ack(&mut self, ack: u32, snd_nxt: u32, st: &mut TcpStat) -> SlowStartAck {
+        if self.phase == Phase::Off {
+            return SlowStartAck::Standard;
+        }
+        // RFC 9406 §4.2: the delay check, once the round has enough samples.
+        let enough = self.samples >= N_RTT_SAMPLE && self.round_min != u32::MAX;
+        match self.phase {
+            Phase::SlowStart if enough && self.last_round_min != u32::MAX => {
+                let thresh = (self.last_round_min / MIN_RTT_DIVISOR)
+                    .clamp(MIN_RTT_THRESH_US, MAX_RTT_THRESH_US);
+                if self.round_min >= self.last_round_min.saturating_add(thresh) {
+                    self.phase = Phase::Css;
+                    self.css_baseline = self.round_min;
+                    self.css_rounds = 0;
+                    st.hystartcss += 1;
+                }
+            }
+            Phase::Css if enough && self.round_min < self.css_baseline => {
+                // The rise did not last: jitter, not a queue. Back to slow start.
+                self.phase = Phase::SlowStart;
+                self.css_baseline = u32::MAX;
+                st.hystartresume += 1;
+            }
+            _ => {}
+        }
+        // A round ends with the ACK of what was sent when it began.
+        let round_over = self
+            .window_end
+            .is_none_or(|end| ack.wrapping_sub(end) as i32 >= 0);
+        if round_over {
+            self.window_end = Some(snd_nxt);
+            self.last_round_min = self.round_min;
+            self.round_min = u32::MAX;
+            self.samples = 0;
+            if self.phase == Phase::Css {
+                self.css_rounds += 1;
+                if self.css_rounds >= CSS_ROUNDS {
+                    self.phase = Phase::Off;
+                    st.hystartca += 1;
+                    return SlowStartAck::EnterAvoidance;
+                }
+            }
+        }
+        match self.phase {
+            Phase::Css => SlowStartAck::Conservative,
+            _ => SlowStartAck::Grow,
+        }
+    }
+
+    /// A loss, a timeout or anything else that set `ssthresh`: slow start as RFC
+    /// 5681 has it from now on.
+    pub fn stop(&mut self) {
+        self.phase = Phase::Off;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +323,142 @@ mod tests {
         c.on_congestion(100_000, 100_000, 1000);
         c.on_congestion(80_000, 80_000, 1000);
         assert!((c.w_max - 80.0 * 1.7 / 2.0).abs() < 1e-9);
+    }
+}
+
+#[cfg(test)]
+mod hystart_tests {
+    use super::*;
+
+    /// A sender in slow start: each ACK acknowledges one more 1000-byte segment and
+    /// lets one more go, so a round is one flight of `flight` segments.
+    struct Flow {
+        h: HyStart,
+        st: TcpStat,
+        acked: u32,
+        flight: u32,
+    }
+
+    impl Flow {
+        /// The first ACK starts the first round; [`Flow::round`] is one from then on.
+        fn new(flight: u32) -> Flow {
+            let mut f = Flow {
+                h: HyStart::new(true),
+                st: TcpStat::default(),
+                acked: 0,
+                flight,
+            };
+            // Without an RTT sample (the handshake's would be the first).
+            f.acked += 1000;
+            f.h.on_ack(f.acked, f.acked + flight * 1000, &mut f.st);
+            f
+        }
+
+        /// `n` ACKs, each with an RTT sample of `rtt_ms`; what the last said.
+        fn acks(&mut self, n: u32, rtt_ms: f64) -> SlowStartAck {
+            let mut last = SlowStartAck::Standard;
+            for _ in 0..n {
+                self.acked += 1000;
+                self.h.on_rtt(Duration::from_secs_f64(rtt_ms / 1000.0));
+                last = self
+                    .h
+                    .on_ack(self.acked, self.acked + self.flight * 1000, &mut self.st);
+            }
+            last
+        }
+
+        /// One whole round (a flight's ACKs) at `rtt_ms`.
+        fn round(&mut self, rtt_ms: f64) -> SlowStartAck {
+            self.acks(self.flight, rtt_ms)
+        }
+    }
+
+    #[test]
+    fn slow_start_goes_on_while_the_rtt_holds() {
+        let mut f = Flow::new(16);
+        for _ in 0..10 {
+            assert_eq!(f.round(20.0), SlowStartAck::Grow);
+        }
+        // Jitter within the threshold (an eighth of 20 ms is below the 4 ms floor).
+        assert_eq!(f.round(23.5), SlowStartAck::Grow);
+        assert_eq!(f.st.hystartcss, 0);
+    }
+
+    #[test]
+    fn a_rising_rtt_turns_slow_start_conservative_then_into_avoidance() {
+        let mut f = Flow::new(16);
+        f.round(20.0);
+        f.round(20.0);
+        // The minimum rises by the 4 ms threshold: CSS from the eighth sample on.
+        assert_eq!(
+            f.acks(7, 24.0),
+            SlowStartAck::Grow,
+            "seven samples are not enough"
+        );
+        assert_eq!(f.acks(1, 24.0), SlowStartAck::Conservative);
+        assert_eq!(f.st.hystartcss, 1);
+        // CSS_ROUNDS rounds later (the one it began in counts), congestion avoidance.
+        let mut seen = Vec::new();
+        for _ in 0..CSS_ROUNDS + 1 {
+            for _ in 0..f.flight {
+                seen.push(f.acks(1, 25.0));
+            }
+        }
+        let end = seen
+            .iter()
+            .position(|a| *a == SlowStartAck::EnterAvoidance)
+            .expect("CSS ends");
+        assert!(seen[..end].iter().all(|a| *a == SlowStartAck::Conservative));
+        assert_eq!(f.st.hystartca, 1);
+        // And it is done with: slow start (after a timeout) is RFC 5681's again.
+        assert_eq!(f.round(20.0), SlowStartAck::Standard);
+    }
+
+    #[test]
+    fn an_rtt_that_falls_back_resumes_slow_start() {
+        let mut f = Flow::new(16);
+        f.round(40.0);
+        f.round(40.0);
+        // 40 ms: the threshold is an eighth, 5 ms.
+        assert_eq!(f.acks(8, 45.0), SlowStartAck::Conservative);
+        f.acks(f.flight - 8, 45.0);
+        // The next round's minimum falls below CSS's baseline: jitter, not a queue.
+        assert_eq!(f.acks(7, 45.0), SlowStartAck::Conservative);
+        assert_eq!(f.acks(1, 41.0), SlowStartAck::Grow);
+        assert_eq!((f.st.hystartcss, f.st.hystartresume), (1, 1));
+        // And a rise below the threshold does not bring CSS back.
+        f.acks(f.flight - 8, 41.0);
+        assert_eq!(f.round(45.0), SlowStartAck::Grow, "4 ms is below 41/8");
+        assert_eq!(f.st.hystartcss, 1);
+    }
+
+    #[test]
+    fn the_threshold_is_an_eighth_of_the_rtt_between_4_and_16_ms() {
+        for (base, rise, css) in [
+            (10.0, 3.9, false),
+            (10.0, 4.0, true),
+            (80.0, 9.9, false),
+            (80.0, 10.0, true),
+            (400.0, 15.9, false),
+            (400.0, 16.0, true),
+        ] {
+            let mut f = Flow::new(16);
+            f.round(base);
+            f.round(base);
+            let got = f.round(base + rise) == SlowStartAck::Conservative;
+            assert_eq!(got, css, "base {base} ms, rise {rise} ms");
+        }
+    }
+
+    #[test]
+    fn off_or_stopped_it_leaves_slow_start_to_rfc_5681() {
+        let mut st = TcpStat::default();
+        let mut h = HyStart::new(false);
+        h.on_rtt(Duration::from_millis(10));
+        assert_eq!(h.on_ack(1000, 20_000, &mut st), SlowStartAck::Standard);
+        let mut f = Flow::new(16);
+        f.round(20.0);
+        f.h.stop();
+        assert_eq!(f.round(20.0), SlowStartAck::Standard);
     }
 }

@@ -10,13 +10,17 @@
 //! What is here (RFC 9293 unless said): the full state machine with simultaneous open and
 //! close, half-close and TIME_WAIT; MSS; window scaling and timestamps with PAWS
 //! (RFC 7323); RTO estimation and exponential backoff (RFC 6298) with Karn's rule;
-//! slow start, congestion avoidance, fast retransmit and NewReno fast recovery
-//! (RFC 5681, RFC 6582); delayed ACKs (every second full segment, bounded delay) and
-//! Nagle, both switchable; zero-window probing; the RST and SYN checks of RFC 5961 with
-//! challenge ACKs; a bounded out-of-order queue. SACK, CUBIC, keepalive and SYN cookies
-//! come in later steps.
+//! slow start with HyStart++ (RFC 9406) and congestion avoidance by CUBIC (RFC 9438)
+//! or NewReno (both in `cc`), fast retransmit and NewReno fast recovery (RFC 5681,
+//! RFC 6582); SACK and RFC 6675's loss recovery (RFC 2018), tail loss probes (RFC
+//! 8985) and the undoing of spurious timeouts (RFC 3522); delayed ACKs (every second
+//! full segment, bounded delay) and Nagle, both switchable; zero-window probing;
+//! keepalive; the RST and SYN checks of RFC 5961 with challenge ACKs; SYN cookies
+//! ([`CookieOpts`]); a bounded out-of-order queue.
 
-use super::cc::{CcState, CongestionControl};
+use super::cc::{
+    CcState, CongestionControl, HyStart, SlowStartAck, CSS_GROWTH_DIVISOR, L_SEGMENTS,
+};
 use crate::stats::TcpStat;
 use dev::{Duration, Instant};
 use std::collections::VecDeque;
@@ -125,6 +129,9 @@ pub struct TcpConfig {
     pub sack: bool,
     /// Congestion control algorithm (CUBIC by default).
     pub cc: CongestionControl,
+    /// HyStart++ (RFC 9406) for the first slow start: it ends when the round-trip
+    /// time grows rather than with a loss (on by default; `cc::HyStart`).
+    pub hystart: bool,
     /// Keepalive (`SO_KEEPALIVE` with `TCP_KEEPIDLE`): probe after this long without
     /// hearing from the peer; `None` (the default) sends none.
     pub keepalive: Option<Duration>,
@@ -159,6 +166,7 @@ impl Default for TcpConfig {
             init_cwnd_segs: 10,
             sack: true,
             cc: CongestionControl::Cubic,
+            hystart: true,
             keepalive: None,
             keepalive_interval: Duration::from_secs(75),
             keepalive_probes: 8,
@@ -664,6 +672,7 @@ pub struct Tcb {
     /// Limited transmit's allowance beyond `cwnd`, reset by new data acknowledged.
     limited_extra: u32,
     cc: CcState,
+    hystart: HyStart,
     ka_deadline: Option<Instant>,
     ka_probes: u32,
     ka_send: bool,
@@ -767,6 +776,7 @@ impl Tcb {
             dupacks: 0,
             limited_extra: 0,
             cc: CcState::new(cfg.cc),
+            hystart: HyStart::new(cfg.hystart),
             ka_deadline: None,
             ka_probes: 0,
             ka_send: false,
@@ -1417,6 +1427,7 @@ impl Tcb {
             let mss = self.snd_mss;
             self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
             self.cc.on_timeout();
+            self.hystart.stop();
             self.cwnd = mss;
         }
         self.dupacks = 0;
@@ -2225,6 +2236,7 @@ impl Tcb {
         };
         if let Some(r) = sample {
             self.rtt_update(r);
+            self.hystart.on_rtt(r);
             st.rttupdated += 1;
         }
 
@@ -2246,7 +2258,7 @@ impl Tcb {
         }
         self.tlp_out = false;
 
-        // Congestion control (NewReno).
+        // Congestion control: recovery (NewReno, or SACK's pipe), slow start, avoidance.
         let mss = self.snd_mss;
         match self.recover {
             Some(rec) if lt(ack, rec) && self.sack_perm => {
@@ -2272,7 +2284,20 @@ impl Tcb {
             None => {
                 self.dupacks = 0;
                 if self.cwnd < self.ssthresh {
-                    self.cwnd = self.cwnd.saturating_add(acked.min(mss));
+                    // RFC 9406 §4.2: with HyStart++, up to L segments an ACK, a
+                    // quarter of that in CSS; without, RFC 5681's one.
+                    let grow = match self.hystart.on_ack(ack, self.snd_nxt, st) {
+                        SlowStartAck::Standard => acked.min(mss),
+                        SlowStartAck::Grow => acked.min(L_SEGMENTS * mss),
+                        SlowStartAck::Conservative => {
+                            acked.min(L_SEGMENTS * mss) / CSS_GROWTH_DIVISOR
+                        }
+                        SlowStartAck::EnterAvoidance => {
+                            self.ssthresh = self.cwnd;
+                            0
+                        }
+                    };
+                    self.cwnd = self.cwnd.saturating_add(grow);
                 } else {
                     let srtt = self.srtt.unwrap_or(Duration::ZERO);
                     let inc = self.cc.avoid(now, self.cwnd, acked, mss, srtt);
@@ -2348,6 +2373,7 @@ impl Tcb {
             None => {
                 st.fastrexmit += 1;
                 self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+                self.hystart.stop();
                 // With SACK the pipe, not an inflated window, says what may go out.
                 self.cwnd = if scoreboard {
                     self.ssthresh
