@@ -145,11 +145,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let send = crate::client::parse_bytes(&a.send).map_err(|e| format!("--send: {e}"))?;
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
+    let mut tcp = net::tcp::TcpConfig::default();
+    let mut tuned = Vec::new();
+    for s in &a.sysctl {
+        tuned.push(crate::sysctl::apply(&mut tcp, s).map_err(|e| format!("--sysctl: {e}"))?);
+    }
 
     let mut stack = Stack::new(StackConfig {
         name: format!("mpstack-{}", taps[0]),
         workers,
         busy_poll: std::time::Duration::from_micros(a.busy_poll),
+        tcp,
         dad_transmits: a.dad_transmits,
         slaac: a.slaac,
         // A router takes no default router from advertisements (RFC 4861 §6.2.8).
@@ -286,6 +292,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             )
         })
         .collect();
+    for t in &tuned {
+        println!("mpstack: sysctl {t}");
+    }
     println!(
         "mpstack: up on {}{}, {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
         ifs.join(" and "),

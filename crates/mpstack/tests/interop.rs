@@ -220,6 +220,15 @@ fn run_rejects_bad_arguments_clearly() {
         (&["--inet", "198.18.1.2/24"][..], "more --inet than --tap"),
         (&["--mtu", "100"][..], "expected 576 to 65535"),
         (&["--rtadv"][..], "--rtadv needs IPv6"),
+        (
+            &["--sysctl", "net.inet.tcp.cc.algorithm=bbr"][..],
+            "'bbr' is not cubic or newreno",
+        ),
+        (
+            &["--sysctl", "net.inet.tcp.nosuch=1"][..],
+            "unknown name 'net.inet.tcp.nosuch'",
+        ),
+        (&["--sysctl", "net.inet.tcp.msl"][..], "expected NAME=VALUE"),
     ] {
         let o = Command::new(bin)
             .args(["run", "--tap", "mpbad0", "--inet", "198.18.0.2/24"])
@@ -394,10 +403,21 @@ fn tcp_echo_discard_chargen_with_linux_two_workers() {
 }
 
 /// Echo through mpstack while Linux drops `p` of the packets in each direction
-/// (`iptables -m statistic`: the kernel has no netem).
-fn tcp_echo_with_loss(tag: &str, p: f64) {
+/// (`iptables -m statistic`: the kernel has no netem), the node run with `node`'s
+/// arguments.
+fn tcp_echo_with_loss(tag: &str, p: f64, node: &[&str]) {
     skip_unless!("socat", "sha256sum", "iptables");
-    let mut lab = Lab::start(tag, 2);
+    let mut lab = Lab::start_with(tag, 2, node);
+    for w in node.windows(2).filter(|w| w[0] == "--sysctl") {
+        let name = w[1].split('=').next().unwrap_or_default();
+        assert!(
+            lab.output
+                .iter()
+                .any(|l| l.contains(&format!("sysctl {name}: "))),
+            "{name} not reported: {:?}",
+            lab.output
+        );
+    }
     drop_randomly(&lab, p);
     echo_intact(&lab, tag, 5, 300);
     let c = lab.stop();
@@ -408,12 +428,25 @@ fn tcp_echo_with_loss(tag: &str, p: f64) {
 
 #[test]
 fn tcp_echo_with_one_percent_loss_both_ways() {
-    tcp_echo_with_loss("l1", 0.01);
+    tcp_echo_with_loss("l1", 0.01, &[]);
 }
 
 #[test]
 fn tcp_echo_with_five_percent_loss_both_ways() {
-    tcp_echo_with_loss("l5", 0.05);
+    tcp_echo_with_loss("l5", 0.05, &[]);
+}
+
+/// The same at 1% with NewReno in place of CUBIC and every segment acknowledged at
+/// once, set as FreeBSD's sysctls name them; the node says what it changed.
+#[test]
+fn tcp_echo_with_loss_under_newreno_without_delayed_acks() {
+    let sysctls = [
+        "--sysctl",
+        "net.inet.tcp.cc.algorithm=newreno",
+        "--sysctl",
+        "net.inet.tcp.delayed_ack=0",
+    ];
+    tcp_echo_with_loss("lnr", 0.01, &sysctls);
 }
 
 /// Runs `mpstack ARGS`, asserts success, returns its standard output.

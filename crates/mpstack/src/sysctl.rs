@@ -1,0 +1,267 @@
+//! `mpstack run --sysctl NAME=VALUE`: the TCP settings of a node, under the names
+//! FreeBSD's sysctl(8) MIB gives them (`net.inet.tcp.*`), so that `--sysctl
+//! net.inet.tcp.cc.algorithm=newreno` does here what it does there. Each name maps
+//! onto a field of `net::tcp::TcpConfig`; the node applies them before it starts,
+//! to every connection.
+//!
+//! What it owns: the table of names. What it may call: nothing but `net`'s types.
+
+use dev::Duration;
+use net::tcp::{CongestionControl, TcpConfig};
+
+/// One setting: its name, what it takes, and how to read and set it.
+struct Knob {
+    name: &'static str,
+    takes: &'static str,
+    get: fn(&TcpConfig) -> String,
+    set: fn(&mut TcpConfig, &str) -> Option<()>,
+}
+
+/// Socket buffers (as `net::TcpBuffers` clamps them).
+const SPACE: std::ops::RangeInclusive<usize> = 4 * 1024..=64 * 1024 * 1024;
+
+fn flag(v: &str) -> Option<bool> {
+    match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
+fn millis(v: &str, range: std::ops::RangeInclusive<u64>) -> Option<Duration> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|ms| range.contains(ms))
+        .map(Duration::from_millis)
+}
+
+fn bytes(v: &str) -> Option<usize> {
+    v.parse::<usize>().ok().filter(|n| SPACE.contains(n))
+}
+
+const KNOBS: &[Knob] = &[
+    Knob {
+        name: "net.inet.tcp.cc.algorithm",
+        takes: "cubic or newreno",
+        get: |c| match c.cc {
+            CongestionControl::Cubic => "cubic".into(),
+            CongestionControl::NewReno => "newreno".into(),
+        },
+        set: |c, v| {
+            c.cc = match v {
+                "cubic" => CongestionControl::Cubic,
+                "newreno" => CongestionControl::NewReno,
+                _ => return None,
+            };
+            Some(())
+        },
+    },
+    Knob {
+        // FreeBSD keeps HyStart++'s tunables under this branch; on or off here.
+        name: "net.inet.tcp.cc.hystartplusplus",
+        takes: "0 or 1",
+        get: |c| u8::from(c.hystart).to_string(),
+        set: |c, v| {
+            c.hystart = flag(v)?;
+            Some(())
+        },
+    },
+    Knob {
+        name: "net.inet.tcp.sendspace",
+        takes: "bytes, 4096 to 67108864",
+        get: |c| c.sndbuf.to_string(),
+        set: |c, v| {
+            c.sndbuf = bytes(v)?;
+            Some(())
+        },
+    },
+    Knob {
+        name: "net.inet.tcp.recvspace",
+        takes: "bytes, 4096 to 67108864",
+        get: |c| c.rcvbuf.to_string(),
+        set: |c, v| {
+            c.rcvbuf = bytes(v)?;
+            Some(())
+        },
+    },
+    Knob {
+        // 0 acknowledges every segment at once.
+        name: "net.inet.tcp.delayed_ack",
+        takes: "0 or 1",
+        get: |c| u8::from(!c.delack.is_zero()).to_string(),
+        set: |c, v| {
+            c.delack = if flag(v)? {
+                TcpConfig::default().delack
+            } else {
+                Duration::ZERO
+            };
+            Some(())
+        },
+    },
+    Knob {
+        // RFC 1122 §4.2.3.2: an ACK is delayed by less than 500 ms.
+        name: "net.inet.tcp.delacktime",
+        takes: "milliseconds, 1 to 499",
+        get: |c| c.delack.as_millis().to_string(),
+        set: |c, v| {
+            c.delack = millis(v, 1..=499)?;
+            Some(())
+        },
+    },
+    Knob {
+        name: "net.inet.tcp.sack.enable",
+        takes: "0 or 1",
+        get: |c| u8::from(c.sack).to_string(),
+        set: |c, v| {
+            c.sack = flag(v)?;
+            Some(())
+        },
+    },
+    Knob {
+        // As FreeBSD: 1 window scaling and timestamps (RFC 7323), 0 neither, 2 window
+        // scaling only, 3 timestamps only.
+        name: "net.inet.tcp.rfc1323",
+        takes: "0, 1, 2 or 3",
+        get: |c| {
+            match (c.window_scaling, c.timestamps) {
+                (false, false) => "0",
+                (true, true) => "1",
+                (true, false) => "2",
+                (false, true) => "3",
+            }
+            .into()
+        },
+        set: |c, v| {
+            (c.window_scaling, c.timestamps) = match v {
+                "0" => (false, false),
+                "1" => (true, true),
+                "2" => (true, false),
+                "3" => (false, true),
+                _ => return None,
+            };
+            Some(())
+        },
+    },
+    Knob {
+        // TIME_WAIT lasts twice this.
+        name: "net.inet.tcp.msl",
+        takes: "milliseconds, 1 to 120000",
+        get: |c| (c.time_wait / 2).as_millis().to_string(),
+        set: |c, v| {
+            c.time_wait = millis(v, 1..=120_000)? * 2;
+            Some(())
+        },
+    },
+    Knob {
+        name: "net.inet.tcp.rexmit_min",
+        takes: "milliseconds, 1 to 60000",
+        get: |c| c.min_rto.as_millis().to_string(),
+        set: |c, v| {
+            c.min_rto = millis(v, 1..=60_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        name: "net.inet.tcp.initcwnd_segments",
+        takes: "segments, 1 to 1000",
+        get: |c| c.init_cwnd_segs.to_string(),
+        set: |c, v| {
+            c.init_cwnd_segs = v.parse().ok().filter(|n| (1..=1000).contains(n))?;
+            Some(())
+        },
+    },
+];
+
+/// The names `--sysctl` takes, with what each takes, one a line (for `--help` and
+/// for the error naming an unknown one).
+pub fn names() -> String {
+    KNOBS
+        .iter()
+        .map(|k| format!("{} ({})", k.name, k.takes))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Applies one `NAME=VALUE` to `cfg`; says what changed, as sysctl(8) does
+/// (`net.inet.tcp.cc.algorithm: cubic -> newreno`).
+pub fn apply(cfg: &mut TcpConfig, arg: &str) -> Result<String, String> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("'{arg}': expected NAME=VALUE"))?;
+    let k = KNOBS
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| format!("unknown name '{name}'; mpstack knows:\n{}", names()))?;
+    let old = (k.get)(cfg);
+    (k.set)(cfg, value).ok_or_else(|| format!("{name}: '{value}' is not {}", k.takes))?;
+    Ok(format!("{name}: {old} -> {}", (k.get)(cfg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_name_sets_its_field_and_reads_back_what_it_was_given() {
+        let mut c = TcpConfig::default();
+        for (arg, said) in [
+            ("net.inet.tcp.cc.algorithm=newreno", "cubic -> newreno"),
+            ("net.inet.tcp.cc.hystartplusplus=0", "1 -> 0"),
+            ("net.inet.tcp.sendspace=1048576", "262144 -> 1048576"),
+            ("net.inet.tcp.recvspace=65536", "262144 -> 65536"),
+            ("net.inet.tcp.delayed_ack=0", "1 -> 0"),
+            ("net.inet.tcp.sack.enable=0", "1 -> 0"),
+            ("net.inet.tcp.rfc1323=2", "1 -> 2"),
+            ("net.inet.tcp.msl=15000", "30000 -> 15000"),
+            ("net.inet.tcp.rexmit_min=30", "200 -> 30"),
+            ("net.inet.tcp.initcwnd_segments=4", "10 -> 4"),
+        ] {
+            let msg = apply(&mut c, arg).unwrap();
+            assert!(msg.ends_with(said), "{arg}: {msg}");
+        }
+        assert_eq!(c.cc, CongestionControl::NewReno);
+        assert!(!c.hystart && !c.sack && c.delack.is_zero());
+        assert_eq!((c.sndbuf, c.rcvbuf), (1 << 20, 65536));
+        assert_eq!((c.window_scaling, c.timestamps), (true, false));
+        assert_eq!(c.time_wait, Duration::from_secs(30));
+        assert_eq!(c.min_rto, Duration::from_millis(30));
+        assert_eq!(c.init_cwnd_segs, 4);
+        // Turned back on, the delay is the default one; its time is its own name.
+        apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
+        assert_eq!(c.delack, TcpConfig::default().delack);
+        apply(&mut c, "net.inet.tcp.delacktime=100").unwrap();
+        assert_eq!(c.delack, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn mistakes_are_named_and_change_nothing() {
+        let mut c = TcpConfig::default();
+        let e = apply(&mut c, "net.inet.tcp.cc.algorithm").unwrap_err();
+        assert!(e.contains("expected NAME=VALUE"), "{e}");
+        let e = apply(&mut c, "net.inet.tcp.nosuch=1").unwrap_err();
+        assert!(
+            e.contains("unknown name 'net.inet.tcp.nosuch'") && e.contains("net.inet.tcp.msl"),
+            "{e}"
+        );
+        for (arg, want) in [
+            (
+                "net.inet.tcp.cc.algorithm=bbr",
+                "'bbr' is not cubic or newreno",
+            ),
+            (
+                "net.inet.tcp.sendspace=100",
+                "'100' is not bytes, 4096 to 67108864",
+            ),
+            (
+                "net.inet.tcp.delacktime=500",
+                "'500' is not milliseconds, 1 to 499",
+            ),
+            ("net.inet.tcp.rfc1323=4", "'4' is not 0, 1, 2 or 3"),
+            ("net.inet.tcp.sack.enable=yes", "'yes' is not 0 or 1"),
+        ] {
+            let e = apply(&mut c, arg).unwrap_err();
+            assert!(e.contains(want), "{arg}: {e}");
+        }
+        assert_eq!(c, TcpConfig::default());
+    }
+}
