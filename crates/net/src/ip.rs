@@ -331,7 +331,7 @@ pub(crate) fn fit_link(
     mut out: impl FnMut(&mut Cx<'_>, Mbuf),
 ) -> Option<Mbuf> {
     let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
-    if m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, &m) {
+    if m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, &m, mtu) {
         // The pieces go into the worker's reused list, then out in order.
         let mut segs = std::mem::take(cx.gso_segs);
         match crate::gso::tcp_segment(&m, mtu, &mut segs) {
@@ -350,7 +350,7 @@ pub(crate) fn fit_link(
     }
     let m = csum_finish(cx, ifp, m, mtu)?;
     if m.len() > mtu {
-        if !tso_takes(ifp, &m) {
+        if !tso_takes(ifp, &m, mtu) {
             return Some(m);
         }
         *family_offload(cx.stats, v6).tso += 1;
@@ -361,9 +361,27 @@ pub(crate) fn fit_link(
 
 /// Whether `ifp` takes this packet longer than its MTU whole and cuts it into
 /// segments itself: a TCP segment built for segmentation offload (its checksum
-/// still to be filled, as every TCP segment of ours) within the device's size.
-pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf) -> bool {
-    m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0 && m.len() <= ifp.offload.tso
+/// still to be filled, as every TCP segment of ours and every one a TAP hands us
+/// whole) within the device's size, whose segments fit `mtu`. A segment that came
+/// in whole on a link of a larger MTU stands for segments too long for this one:
+/// the router cuts it itself (`gso::tcp_segment`) rather than have the device
+/// put packets longer than the link's MTU on it.
+pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
+    m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
+        && m.len() <= ifp.offload.tso
+        && headers_len(m).is_some_and(|h| h + usize::from(m.hdr.tso_segsz) <= mtu)
+}
+
+/// The IP and TCP headers' length at the front of `m` (IPv4, or IPv6 without
+/// extension headers, then TCP), if they are in its first buffer.
+fn headers_len(m: &Mbuf) -> Option<usize> {
+    let b = m.first();
+    let ip = match b.first()? >> 4 {
+        4 => usize::from(b[0] & 0xf) * 4,
+        6 => crate::ip6::IP6_HDR_LEN,
+        _ => return None,
+    };
+    Some(ip + usize::from(b.get(ip + 12)? >> 4) * 4)
 }
 
 /// Finishes a TCP checksum left to the device (`CSUM_L4_NEEDED`, the field holding
@@ -372,7 +390,7 @@ pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf) -> bool {
 /// its IPv4 or IPv6 header. Dropped and counted if the header cannot be read.
 pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize) -> Option<Mbuf> {
     if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0
-        || (ifp.offload.csum && (m.len() <= mtu || tso_takes(ifp, &m)))
+        || (ifp.offload.csum && (m.len() <= mtu || tso_takes(ifp, &m, mtu)))
     {
         return Some(m);
     }

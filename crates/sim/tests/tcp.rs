@@ -907,25 +907,22 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
     }
 }
 
-#[test]
-fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offload() {
-    // a ── offload wire ── r ── plain wire ── b: a's 64 KiB segments, their
-    // checksums unfilled, reach b (which checks every checksum) as ordinary
-    // segments cut by the router (software segmentation, not fragments); b's
-    // answers go back as ordinary segments.
+/// a ── offload wire ── r ── `egress` ── b: 2 MiB from a to b, byte-exact; the three
+/// hosts' counters.
+fn through_a_router(egress: WireConfig) -> (net::Stats, net::Stats, net::Stats) {
     let mut s = Sim::new(4);
     let fast = s.add_hub(WireConfig {
         offload: dev::Offloads::ALL,
         ..WireConfig::default()
     });
-    let plain = s.add_hub(WireConfig::default());
+    let out = s.add_hub(egress);
     let a = s.add_host("a", 1);
     let r = s.add_host("r", 2);
     let b = s.add_host("b", 1);
     s.connect(a, fast, "198.18.1.1/24");
     let r0 = s.connect(r, fast, "198.18.1.2/24");
-    let r1 = s.connect(r, plain, "198.18.2.1/24");
-    s.connect(b, plain, "198.18.2.2/24");
+    let r1 = s.connect(r, out, "198.18.2.1/24");
+    s.connect(b, out, "198.18.2.2/24");
     for i in [r0, r1] {
         s.host(r).set_forwarding(i, true, false).unwrap();
     }
@@ -980,7 +977,15 @@ fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offloa
     });
     assert!(done, "{} of {total} bytes", got.len());
     assert!(got == data, "the bytes arrived intact");
-    let (sa, sr, sb) = (s.host(a).stats(), s.host(r).stats(), s.host(b).stats());
+    (s.host(a).stats(), s.host(r).stats(), s.host(b).stats())
+}
+
+#[test]
+fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offload() {
+    // a's 64 KiB segments, their checksums unfilled, reach b (which checks every
+    // checksum) as ordinary segments cut by the router (software segmentation, not
+    // fragments); b's answers go back as ordinary segments.
+    let (sa, sr, sb) = through_a_router(WireConfig::default());
     assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
     assert!(
         sr.ip.swgso > 0,
@@ -994,6 +999,23 @@ fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offloa
     assert_eq!(sb.ip.reassembled, 0);
     assert_eq!(sb.tcp.rcvbadsum, 0, "every checksum b checked was right");
     assert_eq!(sb.ip.badsum, 0);
+}
+
+#[test]
+fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
+    // The next link takes segmentation offload too, but its MTU is 1280, and a's
+    // segments stand for 1448-byte ones (b advertised the MSS of a 1500-byte link).
+    // Handed over whole, the device would cut them into packets longer than its
+    // link takes; the router cuts them itself, to fit.
+    let (sa, sr, _) = through_a_router(WireConfig {
+        offload: dev::Offloads::ALL,
+        mtu: 1280,
+        ..WireConfig::default()
+    });
+    assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
+    assert!(sr.ip.swgso > 0, "the router cut them: {:?}", sr.ip);
+    assert_eq!(sr.ip.tso, 0, "and handed none over whole: {:?}", sr.ip);
+    assert_eq!(sr.ip.fragmented, 0);
 }
 
 /// The receiver answers a burst of data segments with one ACK (its output waits for
