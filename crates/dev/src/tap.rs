@@ -280,10 +280,14 @@ pub struct TapQueue {
 }
 
 /// Parses the virtio-net header in front of a received frame and does what it
-/// leaves to us: fills in a checksum the kernel left unfilled (`NEEDS_CSUM`: the
-/// field holds the pseudo-header sum, the sum runs from `csum_start` to the end).
-/// Returns the frame's `csum_flags`, or `None` for a header that does not fit the
-/// frame (the frame is dropped and counted).
+/// leaves to us with a checksum the kernel left unfilled (`NEEDS_CSUM`: the field
+/// holds the pseudo-header sum, the sum runs from `csum_start` to the end). A TCP
+/// checksum (at offset 16) stays as it is, the frame marked `CSUM_L4_NEEDED`: the
+/// kernel vouches for the bytes, as Linux's `CHECKSUM_PARTIAL` does, so the stack
+/// delivers it without a sum over 64 KiB, and a router that sends it on fills it in
+/// where the next link cannot (`ip::csum_finish`), as for its own segments. Any
+/// other is filled in here. Returns the frame's `csum_flags`, or `None` for a
+/// header that does not fit the frame (the frame is dropped and counted).
 pub fn vnet_rx(hdr: &[u8; VNET_HDR], frame: &mut [u8]) -> Option<u32> {
     let flags = hdr[0];
     let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
@@ -292,6 +296,9 @@ pub fn vnet_rx(hdr: &[u8; VNET_HDR], frame: &mut [u8]) -> Option<u32> {
         let at = start.checked_add(offset)?;
         if at + 2 > frame.len() || start >= frame.len() {
             return None;
+        }
+        if offset == TCP_CSUM_OFFSET && frame.len() >= start + TCP_MIN_HDR {
+            return Some(mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED);
         }
         let sum = !wire::checksum::data(&frame[start..]);
         frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
@@ -303,6 +310,10 @@ pub fn vnet_rx(hdr: &[u8; VNET_HDR], frame: &mut [u8]) -> Option<u32> {
         0
     })
 }
+
+/// Where a TCP header holds its checksum, and how long the header is at least.
+const TCP_CSUM_OFFSET: usize = 16;
+const TCP_MIN_HDR: usize = 20;
 
 /// For a GSO packet the kernel handed us whole (a TCP segment over IPv4 or IPv6 that
 /// stands for smaller ones), the data bytes per segment it stands for (`gso_size`);
@@ -525,7 +536,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn vnet_rx_fills_in_a_checksum_the_kernel_left() {
+    fn vnet_rx_leaves_a_tcp_checksum_to_the_stack_and_fills_in_another() {
         // Ethernet + IPv4 + TCP with 100 bytes of data, the TCP checksum field holding
         // the pseudo-header sum (as Linux leaves it with CHECKSUM_PARTIAL).
         let mut f = vec![0u8; 14 + 20 + 20 + 100];
@@ -546,9 +557,36 @@ mod tests {
         h[0] = VNET_F_NEEDS_CSUM;
         h[6..8].copy_from_slice(&34u16.to_ne_bytes());
         h[8..10].copy_from_slice(&16u16.to_ne_bytes());
-        assert_eq!(vnet_rx(&h, &mut f), Some(mbuf::CSUM_L4_VALID));
+        // TCP: left as it is, marked as still to be filled in (and valid).
+        let before = f.clone();
+        assert_eq!(
+            vnet_rx(&h, &mut f),
+            Some(mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED)
+        );
+        assert_eq!(f, before);
+        // What a router's `csum_finish` does with it makes the right checksum.
+        let sum = !wire::checksum::data(&f[34..]);
+        f[34 + 16..34 + 18].copy_from_slice(&sum.to_be_bytes());
         let p = wire::TcpPacket::new_checked(&f[34..]).unwrap();
         assert!(p.verify_checksum(&src, &dst));
+        // Another protocol's (UDP's field is at offset 6): filled in here.
+        let mut u = vec![0u8; 14 + 20 + 8 + 100];
+        u[12..14].copy_from_slice(&[0x08, 0x00]);
+        u[14] = 0x45;
+        u[14 + 9] = 17;
+        u[14 + 12..14 + 16].copy_from_slice(&[198, 18, 0, 1]);
+        u[14 + 16..14 + 20].copy_from_slice(&[198, 18, 0, 2]);
+        u[34 + 4..34 + 6].copy_from_slice(&108u16.to_be_bytes());
+        for (i, b) in u[42..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let pseudo = wire::checksum::pseudo_header(&src, &dst, wire::IpProtocol::Udp, 108);
+        u[34 + 6..34 + 8].copy_from_slice(&pseudo.to_be_bytes());
+        let mut hu = h;
+        hu[8..10].copy_from_slice(&6u16.to_ne_bytes());
+        assert_eq!(vnet_rx(&hu, &mut u), Some(mbuf::CSUM_L4_VALID));
+        let all = wire::checksum::combine(&[pseudo, wire::checksum::data(&u[34..])]);
+        assert_eq!(all, 0xffff, "the UDP checksum is complete");
         // A header pointing past the frame is refused, not followed.
         h[6..8].copy_from_slice(&200u16.to_ne_bytes());
         assert_eq!(vnet_rx(&h, &mut f), None);
