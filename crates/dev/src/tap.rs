@@ -535,20 +535,27 @@ impl Queue for TapQueue {
 mod tests {
     use super::*;
 
+    /// Ethernet and IPv4 from 198.18.0.1 to 198.18.0.2 carrying protocol `proto`: an
+    /// `l4`-byte header of zeros, then `data` bytes counting up.
+    fn frame(proto: u8, l4: usize, data: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + l4 + data];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[14 + 9] = proto;
+        f[14 + 12..14 + 16].copy_from_slice(&[198, 18, 0, 1]);
+        f[14 + 16..14 + 20].copy_from_slice(&[198, 18, 0, 2]);
+        for (i, b) in f[34 + l4..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        f
+    }
+
     #[test]
     fn vnet_rx_leaves_a_tcp_checksum_to_the_stack_and_fills_in_another() {
         // Ethernet + IPv4 + TCP with 100 bytes of data, the TCP checksum field holding
         // the pseudo-header sum (as Linux leaves it with CHECKSUM_PARTIAL).
-        let mut f = vec![0u8; 14 + 20 + 20 + 100];
-        f[12..14].copy_from_slice(&[0x08, 0x00]);
-        f[14] = 0x45;
-        f[14 + 9] = 6;
-        f[14 + 12..14 + 16].copy_from_slice(&[198, 18, 0, 1]);
-        f[14 + 16..14 + 20].copy_from_slice(&[198, 18, 0, 2]);
+        let mut f = frame(6, 20, 100);
         f[34 + 12] = 5 << 4;
-        for (i, b) in f[54..].iter_mut().enumerate() {
-            *b = i as u8;
-        }
         let src = std::net::IpAddr::from([198, 18, 0, 1]);
         let dst = std::net::IpAddr::from([198, 18, 0, 2]);
         let pseudo = wire::checksum::pseudo_header(&src, &dst, wire::IpProtocol::Tcp, 120);
@@ -570,16 +577,8 @@ mod tests {
         let p = wire::TcpPacket::new_checked(&f[34..]).unwrap();
         assert!(p.verify_checksum(&src, &dst));
         // Another protocol's (UDP's field is at offset 6): filled in here.
-        let mut u = vec![0u8; 14 + 20 + 8 + 100];
-        u[12..14].copy_from_slice(&[0x08, 0x00]);
-        u[14] = 0x45;
-        u[14 + 9] = 17;
-        u[14 + 12..14 + 16].copy_from_slice(&[198, 18, 0, 1]);
-        u[14 + 16..14 + 20].copy_from_slice(&[198, 18, 0, 2]);
+        let mut u = frame(17, 8, 100);
         u[34 + 4..34 + 6].copy_from_slice(&108u16.to_be_bytes());
-        for (i, b) in u[42..].iter_mut().enumerate() {
-            *b = i as u8;
-        }
         let pseudo = wire::checksum::pseudo_header(&src, &dst, wire::IpProtocol::Udp, 108);
         u[34 + 6..34 + 8].copy_from_slice(&pseudo.to_be_bytes());
         let mut hu = h;
