@@ -1,6 +1,7 @@
 //! Arbitrary bytes as a TAP read with the virtio-net header in front: `vnet_rx`
-//! may refuse the header but never panic, and a checksum it fills in sums to zero
-//! over the range the header named. The same frame sent as one of our segments
+//! may refuse the header but never panic; a TCP checksum it leaves to the stack
+//! (`CSUM_L4_NEEDED`) leaves the frame as it was, and a checksum it fills in sums
+//! to zero over the range the header named. The same frame sent as one of our segments
 //! (checksum left to the device, any segment size, any MTU): `vnet_tx` refuses or
 //! describes it, never panics.
 #![no_main]
@@ -19,10 +20,14 @@ fuzz_target!(|data: &[u8]| {
     let gso = vnet_gso_size(hdr);
     assert!(gso == 0 || matches!(hdr[1] & 0x7f, 1 | 4));
     if let Some(flags) = vnet_rx(hdr, &mut f) {
-        assert!(flags & !mbuf::CSUM_L4_VALID == 0);
+        assert!(flags & !(mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) == 0);
         let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
         let at = start + usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
-        if hdr[0] & 1 != 0 && (at - start) % 2 == 0 {
+        if flags & mbuf::CSUM_L4_NEEDED != 0 {
+            // Left to the stack: only a TCP checksum, the frame untouched.
+            assert!(hdr[0] & 1 != 0 && at - start == 16 && start + 20 <= f.len());
+            assert_eq!(f, frame);
+        } else if hdr[0] & 1 != 0 && (at - start) % 2 == 0 {
             // The field now holds the complement of the range's sum as it was, so the
             // range's new sum plus the field's old value is ones-complement zero.
             let old = u16::from_be_bytes([frame[at], frame[at + 1]]);
