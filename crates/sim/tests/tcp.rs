@@ -907,37 +907,48 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
     }
 }
 
-/// a ── offload wire ── r ── `egress` ── b: 2 MiB from a to b, byte-exact; the three
-/// hosts' counters.
-fn through_a_router(egress: WireConfig) -> (net::Stats, net::Stats, net::Stats) {
+/// a ── offload wire ── r1 ── `path[0]` ── r2 ── … ── `path[n-1]` ── b: 2 MiB from a
+/// to b, byte-exact, through as many routers as `path` has links (198.18.1.0/24,
+/// 198.18.2.0/24 and so on, a router at .1 and .2 between two of them); the
+/// counters of a, of the first router and of b.
+fn through_a_router(path: &[WireConfig]) -> (net::Stats, net::Stats, net::Stats) {
     let mut s = Sim::new(4);
-    let fast = s.add_hub(WireConfig {
+    let mut hubs = vec![s.add_hub(WireConfig {
         offload: dev::Offloads::ALL,
         ..WireConfig::default()
-    });
-    let out = s.add_hub(egress);
+    })];
+    hubs.extend(path.iter().map(|w| s.add_hub(*w)));
+    let net = |k: usize, host: u8| format!("198.18.{}.{host}/24", k + 1);
     let a = s.add_host("a", 1);
-    let r = s.add_host("r", 2);
-    let b = s.add_host("b", 1);
-    s.connect(a, fast, "198.18.1.1/24");
-    let r0 = s.connect(r, fast, "198.18.1.2/24");
-    let r1 = s.connect(r, out, "198.18.2.1/24");
-    s.connect(b, out, "198.18.2.2/24");
-    for i in [r0, r1] {
-        s.host(r).set_forwarding(i, true, false).unwrap();
+    s.connect(a, hubs[0], &net(0, 1));
+    let mut routers = Vec::new();
+    for k in 0..path.len() {
+        let r = s.add_host(&format!("r{}", k + 1), 2);
+        let i0 = s.connect(r, hubs[k], &net(k, 2));
+        let i1 = s.connect(r, hubs[k + 1], &net(k + 1, 1));
+        for i in [i0, i1] {
+            s.host(r).set_forwarding(i, true, false).unwrap();
+        }
+        routers.push(r);
     }
-    s.host(a)
-        .add_route_via(
-            "198.18.2.0/24".parse().unwrap(),
-            "198.18.1.2".parse().unwrap(),
-        )
-        .unwrap();
-    s.host(b)
-        .add_route_via(
-            "198.18.1.0/24".parse().unwrap(),
-            "198.18.2.1".parse().unwrap(),
-        )
-        .unwrap();
+    let b = s.add_host("b", 1);
+    s.connect(b, hubs[path.len()], &net(path.len(), 2));
+    let via = |k: usize, host: u8| format!("198.18.{}.{host}", k + 1).parse().unwrap();
+    let all: route::IpPrefix = "198.18.0.0/16".parse().unwrap();
+    s.host(a).add_route_via(all, via(0, 2)).unwrap();
+    s.host(b).add_route_via(all, via(path.len(), 1)).unwrap();
+    for (k, &r) in routers.iter().enumerate() {
+        // Towards b past the next router, towards a past the one before.
+        for far in k + 2..=path.len() {
+            let p = net(far, 0).parse().unwrap();
+            s.host(r).add_route_via(p, via(k + 1, 2)).unwrap();
+        }
+        for far in 0..k {
+            let p = net(far, 0).parse().unwrap();
+            s.host(r).add_route_via(p, via(k, 1)).unwrap();
+        }
+    }
+    let r = routers[0];
     let l = s
         .host(b)
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9), 4)
@@ -945,7 +956,10 @@ fn through_a_router(egress: WireConfig) -> (net::Stats, net::Stats, net::Stats) 
     l.set_nonblocking(true).unwrap();
     let c = s
         .host(a)
-        .tcp_connect_nonblocking(SocketAddrV4::new(Ipv4Addr::new(198, 18, 2, 2), 9))
+        .tcp_connect_nonblocking(SocketAddrV4::new(
+            Ipv4Addr::new(198, 18, path.len() as u8 + 1, 2),
+            9,
+        ))
         .unwrap();
     c.set_nonblocking(true).unwrap();
     let total = 2usize << 20;
@@ -985,7 +999,7 @@ fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offloa
     // a's 64 KiB segments, their checksums unfilled, reach b (which checks every
     // checksum) as ordinary segments cut by the router (software segmentation, not
     // fragments); b's answers go back as ordinary segments.
-    let (sa, sr, sb) = through_a_router(WireConfig::default());
+    let (sa, sr, sb) = through_a_router(&[WireConfig::default()]);
     assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
     assert!(
         sr.ip.swgso > 0,
@@ -1003,15 +1017,16 @@ fn a_router_cuts_large_segments_and_fills_in_checksums_for_a_link_without_offloa
 
 #[test]
 fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
-    // The next link takes segmentation offload too, but its MTU is 1280, and a's
-    // segments stand for 1448-byte ones (b advertised the MSS of a 1500-byte link).
-    // Handed over whole, the device would cut them into packets longer than its
-    // link takes; the router cuts them itself, to fit.
-    let (sa, sr, _) = through_a_router(WireConfig {
+    // a and b sit on 1500-byte links, so a's segments stand for 1448-byte ones, but
+    // the link between the two routers, offloading too, has an MTU of 1280. Handed
+    // over whole, its device would cut them into packets longer than the link
+    // takes; the first router cuts them itself, to fit.
+    let offload = |mtu| WireConfig {
         offload: dev::Offloads::ALL,
-        mtu: 1280,
+        mtu,
         ..WireConfig::default()
-    });
+    };
+    let (sa, sr, _) = through_a_router(&[offload(1280), offload(1500)]);
     assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
     assert!(sr.ip.swgso > 0, "the router cut them: {:?}", sr.ip);
     assert_eq!(sr.ip.tso, 0, "and handed none over whole: {:?}", sr.ip);
@@ -1141,4 +1156,35 @@ fn hystart_leaves_slow_start_before_a_long_queue_overflows() {
             "queue {queue}: {t_on:?} against {t_off:?}"
         );
     }
+}
+
+/// RFC 9293 §3.7.1: the MSS a host offers, and sends with, is its link's MTU less
+/// the IP and TCP headers. On a 1280-byte link both ends offer 1240, so a transfer
+/// leaves in packets the link takes and nothing is fragmented; offering the
+/// configured 1460, each full segment left as two fragments.
+#[test]
+fn the_mss_follows_the_link_mtu() {
+    let (mut s, a, b) = pair_on(
+        1,
+        31,
+        WireConfig {
+            mtu: 1280,
+            ..WireConfig::default()
+        },
+    );
+    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(20));
+    srv.set_nonblocking(true).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(30));
+    assert!(got == data, "{} of {} bytes", got.len(), data.len());
+    let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+    assert_eq!((sa.ip.fragmented, sb.ip.reassembled), (0, 0), "{:?}", sa.ip);
+    // Full segments: 1240 less the 12 bytes of timestamps.
+    assert!(
+        sa.tcp.sndbyte / sa.tcp.sndpack > 1100 && sa.tcp.sndbyte / sa.tcp.sndpack <= 1228,
+        "{} bytes in {} segments",
+        sa.tcp.sndbyte,
+        sa.tcp.sndpack
+    );
 }
