@@ -17,7 +17,7 @@ use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use wire::{IpProtocol, Ipv4Packet};
+use wire::{IpProtocol, Ipv4Packet, TcpPacket};
 
 pub(crate) const IP_HDR_LEN: usize = 20;
 pub(crate) const DEFAULT_TTL: u8 = 64;
@@ -331,7 +331,9 @@ pub(crate) fn fit_link(
     mut out: impl FnMut(&mut Cx<'_>, Mbuf),
 ) -> Option<Mbuf> {
     let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
-    if m.len() > mtu && m.hdr.tso_segsz != 0 && !tso_takes(ifp, &m, mtu) {
+    // Decided once: neither the cut nor the checksum changes what it looks at.
+    let whole = m.len() > mtu && tso_takes(ifp, &m, mtu);
+    if m.len() > mtu && m.hdr.tso_segsz != 0 && !whole {
         // The pieces go into the worker's reused list, then out in order.
         let mut segs = std::mem::take(cx.gso_segs);
         match crate::gso::tcp_segment(&m, mtu, &mut segs) {
@@ -348,9 +350,11 @@ pub(crate) fn fit_link(
         *cx.gso_segs = segs;
         return None;
     }
-    let m = csum_finish(cx, ifp, m, mtu)?;
+    // The device fills in the checksum of what it takes whole and fits its link.
+    let device_sums = ifp.offload.csum && (m.len() <= mtu || whole);
+    let m = csum_finish(cx, m, device_sums)?;
     if m.len() > mtu {
-        if !tso_takes(ifp, &m, mtu) {
+        if !whole {
             return Some(m);
         }
         *family_offload(cx.stats, v6).tso += 1;
@@ -375,31 +379,33 @@ pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
 /// The IP and TCP headers' length at the front of `m` (IPv4, or IPv6 without
 /// extension headers, then TCP), if they are in its first buffer.
 fn headers_len(m: &Mbuf) -> Option<usize> {
+    // The first buffer may hold the headers alone (our segments carry their data in
+    // buffers of its own), so the views are not checked against the total length.
     let b = m.first();
     let ip = match b.first()? >> 4 {
-        4 => usize::from(b[0] & 0xf) * 4,
+        4 if b.len() >= IP_HDR_LEN => usize::from(Ipv4Packet::new_unchecked(b).header_len()),
         6 => crate::ip6::IP6_HDR_LEN,
         _ => return None,
     };
-    Some(ip + usize::from(b.get(ip + 12)? >> 4) * 4)
+    let tcp = b.get(ip..).filter(|t| t.len() >= 20)?;
+    Some(ip + usize::from(TcpPacket::new_unchecked(tcp).header_len()))
 }
 
 /// Finishes a TCP checksum left to the device (`CSUM_L4_NEEDED`, the field holding
-/// the pseudo-header sum) where the device will not: `ifp` has no checksum offload,
-/// or the packet is to be fragmented, so no device sees it whole. `m` starts with
+/// the pseudo-header sum) unless `device_sums`: the interface fills it in, having
+/// checksum offload and seeing the packet whole (not fragmented). `m` starts with
 /// its IPv4 or IPv6 header. Dropped and counted if the header cannot be read.
-pub(crate) fn csum_finish(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf, mtu: usize) -> Option<Mbuf> {
-    if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0
-        || (ifp.offload.csum && (m.len() <= mtu || tso_takes(ifp, &m, mtu)))
-    {
+pub(crate) fn csum_finish(cx: &mut Cx<'_>, mut m: Mbuf, device_sums: bool) -> Option<Mbuf> {
+    if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 || device_sums {
         return Some(m);
     }
     let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
         cx.drop_pkt(m, DropReason::IpOutDropped);
         return None;
     };
-    // Only our own TCP segments are left unfilled, always of a whole datagram, over
-    // IPv4 or (without extension headers) IPv6.
+    // Only TCP segments are left unfilled (ours, and those a TAP hands us with
+    // `NEEDS_CSUM`), always of a whole datagram, over IPv4 or (without extension
+    // headers) IPv6.
     let v6 = h[0] >> 4 == 6;
     let (hl, proto) = if v6 {
         (crate::ip6::IP6_HDR_LEN, h[6])
