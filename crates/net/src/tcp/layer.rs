@@ -70,12 +70,6 @@ impl Hash for Tuple {
     }
 }
 
-impl Tuple {
-    fn is_ipv6(&self) -> bool {
-        self.local.is_ipv6()
-    }
-}
-
 /// What TCP input needs from the network layer, either family.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TcpIn {
@@ -99,38 +93,30 @@ impl From<IpInfo> for TcpIn {
 }
 
 /// A new connection's settings: the stack's, with its buffer sizes (send, receive),
-/// and the MSS of its family (the configured one is IPv4's: IPv6's header is 20 bytes
-/// longer) and of the interface its route leaves by.
+/// and the MSS of its family and of the interface its route leaves by.
 fn conn_cfg(cx: &Cx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
     let base = cx.tcp_cfg;
-    // A device that segments takes segments up to its size: room for the IP
-    // header and the largest TCP header beside the data. RFC 9293 §3.7.1: the MSS
-    // we offer (and send with) is the interface's MTU less the fixed IP and TCP
-    // headers, so a host on a 1280-byte link does not invite 1500-byte packets.
-    let (tso_max, if_mss) = match t.remote.ip() {
-        IpAddr::V4(d) => crate::ip::ip_route(cx, d).map_or((0, None), |(ifp, _, _)| {
-            (
-                ifp.offload.tso.saturating_sub(20 + 60) as u32,
-                Some(ifp.mtu.saturating_sub(20 + 20)),
-            )
-        }),
-        IpAddr::V6(d) => crate::ip6::ip6_route(cx, d, None).map_or((0, None), |(ifp, _)| {
-            (
-                ifp.offload.tso.saturating_sub(40 + 60) as u32,
-                Some(ifp.mtu.saturating_sub(40 + 20)),
-            )
-        }),
+    let (ifp, ip_hdr) = match t.remote.ip() {
+        IpAddr::V4(d) => (crate::ip::ip_route(cx, d).map(|(ifp, _, _)| ifp), 20),
+        IpAddr::V6(d) => (crate::ip6::ip6_route(cx, d, None).map(|(ifp, _)| ifp), 40),
     };
-    let family_mss = if t.is_ipv6() {
-        base.mss.saturating_sub(20)
-    } else {
-        base.mss
+    // The configured MSS is IPv4's; IPv6's header is 20 bytes longer.
+    let family_mss = base.mss.saturating_sub(ip_hdr as u16 - 20);
+    let (tso_max, mss) = match ifp {
+        // A device that segments takes segments up to its size: room for the IP
+        // header and the largest TCP header beside the data. RFC 9293 §3.7.1: the
+        // MSS we offer (and send with) is the interface's MTU less the fixed IP and
+        // TCP headers (but not below RFC 9293's 536), so a host on a 1280-byte link
+        // does not invite 1500-byte packets.
+        Some(ifp) => {
+            let link_mss = u16::try_from(ifp.mtu.saturating_sub(ip_hdr + 20)).unwrap_or(u16::MAX);
+            (
+                ifp.offload.tso.saturating_sub(ip_hdr + 60) as u32,
+                family_mss.min(link_mss.max(536)),
+            )
+        }
+        None => (0, family_mss),
     };
-    let mss = if_mss.map_or(family_mss, |m| {
-        family_mss
-            .min(u16::try_from(m).unwrap_or(u16::MAX))
-            .max(536)
-    });
     TcpConfig {
         tso_max,
         sndbuf: buffers.0,
