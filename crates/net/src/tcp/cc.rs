@@ -163,15 +163,29 @@ pub(crate) enum SlowStartAck {
     EnterAvoidance,
 }
 
+impl SlowStartAck {
+    /// What an ACK of `acked` new bytes adds to the window, in bytes (RFC 9406
+    /// §4.2: with HyStart++, up to `L` segments, a quarter of that in CSS; without,
+    /// RFC 5681's one).
+    pub fn growth(self, acked: u32, mss: u32) -> u32 {
+        match self {
+            SlowStartAck::Standard => acked.min(mss),
+            SlowStartAck::Grow => acked.min(L_SEGMENTS * mss),
+            SlowStartAck::Conservative => acked.min(L_SEGMENTS * mss) / CSS_GROWTH_DIVISOR,
+            SlowStartAck::EnterAvoidance => 0,
+        }
+    }
+}
+
 /// RFC 9406 §4.3's constants.
 const MIN_RTT_THRESH_US: u32 = 4_000;
 const MAX_RTT_THRESH_US: u32 = 16_000;
 const MIN_RTT_DIVISOR: u32 = 8;
-pub(crate) const N_RTT_SAMPLE: u8 = 8;
-pub(crate) const CSS_GROWTH_DIVISOR: u32 = 4;
-pub(crate) const CSS_ROUNDS: u8 = 5;
+const N_RTT_SAMPLE: u8 = 8;
+const CSS_GROWTH_DIVISOR: u32 = 4;
+const CSS_ROUNDS: u8 = 5;
 /// `L` for a sender that does not pace.
-pub(crate) const L_SEGMENTS: u32 = 8;
+const L_SEGMENTS: u32 = 8;
 
 impl HyStart {
     pub fn new(enabled: bool) -> Self {
@@ -207,8 +221,9 @@ impl HyStart {
         if self.phase == Phase::Off {
             return SlowStartAck::Standard;
         }
-        // RFC 9406 §4.2: the delay check, once the round has enough samples.
-        let enough = self.samples >= N_RTT_SAMPLE && self.round_min != u32::MAX;
+        // RFC 9406 §4.2: the delay check, once the round has enough samples (each
+        // of which set `round_min`).
+        let enough = self.samples >= N_RTT_SAMPLE;
         match self.phase {
             Phase::SlowStart if enough && self.last_round_min != u32::MAX => {
                 let thresh = (self.last_round_min / MIN_RTT_DIVISOR)

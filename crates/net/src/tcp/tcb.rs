@@ -18,9 +18,7 @@
 //! keepalive; the RST and SYN checks of RFC 5961 with challenge ACKs; SYN cookies
 //! ([`CookieOpts`]); a bounded out-of-order queue.
 
-use super::cc::{
-    CcState, CongestionControl, HyStart, SlowStartAck, CSS_GROWTH_DIVISOR, L_SEGMENTS,
-};
+use super::cc::{CcState, CongestionControl, HyStart, SlowStartAck};
 use crate::stats::TcpStat;
 use dev::{Duration, Instant};
 use std::collections::VecDeque;
@@ -2284,20 +2282,11 @@ impl Tcb {
             None => {
                 self.dupacks = 0;
                 if self.cwnd < self.ssthresh {
-                    // RFC 9406 §4.2: with HyStart++, up to L segments an ACK, a
-                    // quarter of that in CSS; without, RFC 5681's one.
-                    let grow = match self.hystart.on_ack(ack, self.snd_nxt, st) {
-                        SlowStartAck::Standard => acked.min(mss),
-                        SlowStartAck::Grow => acked.min(L_SEGMENTS * mss),
-                        SlowStartAck::Conservative => {
-                            acked.min(L_SEGMENTS * mss) / CSS_GROWTH_DIVISOR
-                        }
-                        SlowStartAck::EnterAvoidance => {
-                            self.ssthresh = self.cwnd;
-                            0
-                        }
-                    };
-                    self.cwnd = self.cwnd.saturating_add(grow);
+                    let how = self.hystart.on_ack(ack, self.snd_nxt, st);
+                    if how == SlowStartAck::EnterAvoidance {
+                        self.ssthresh = self.cwnd;
+                    }
+                    self.cwnd = self.cwnd.saturating_add(how.growth(acked, mss));
                 } else {
                     let srtt = self.srtt.unwrap_or(Duration::ZERO);
                     let inc = self.cc.avoid(now, self.cwnd, acked, mss, srtt);
