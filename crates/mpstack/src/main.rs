@@ -314,14 +314,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub offload: bool,
     /// A TCP setting under FreeBSD's sysctl name, for every connection of the node
-    /// (repeatable): net.inet.tcp.cc.algorithm (cubic or newreno),
-    /// net.inet.tcp.cc.hystartplusplus (0 or 1), net.inet.tcp.sendspace and recvspace
-    /// (bytes), net.inet.tcp.delayed_ack (0 or 1), net.inet.tcp.delacktime (ms),
-    /// net.inet.tcp.sack.enable (0 or 1), net.inet.tcp.rfc1323 (0 neither, 1 window
-    /// scaling and timestamps, 2 scaling, 3 timestamps), net.inet.tcp.msl (ms; TIME_WAIT
-    /// is twice it), net.inet.tcp.rexmit_min (ms, the least retransmission timeout),
-    /// net.inet.tcp.initcwnd_segments. Each change is printed as `NAME: OLD -> NEW`.
-    #[arg(long, value_name = "NAME=VALUE")]
+    /// (repeatable), e.g. net.inet.tcp.cc.algorithm=newreno.
+    #[arg(long, value_name = "NAME=VALUE", long_help = crate::sysctl::help())]
     pub sysctl: Vec<String>,
 }
 

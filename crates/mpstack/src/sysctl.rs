@@ -121,7 +121,8 @@ const KNOBS: &[Knob] = &[
         // As FreeBSD: 1 window scaling and timestamps (RFC 7323), 0 neither, 2 window
         // scaling only, 3 timestamps only.
         name: "net.inet.tcp.rfc1323",
-        takes: "0, 1, 2 or 3",
+        takes:
+            "0, 1, 2 or 3 (neither; window scaling and timestamps; scaling only; timestamps only)",
         get: |c| {
             match (c.window_scaling, c.timestamps) {
                 (false, false) => "0",
@@ -180,6 +181,15 @@ pub fn names() -> String {
         .map(|k| format!("{} ({})", k.name, k.takes))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `--sysctl`'s `--help`: what it does and every name it takes.
+pub fn help() -> String {
+    format!(
+        "A TCP setting under FreeBSD's sysctl name, for every connection of the node \
+         (repeatable); each change is printed as `NAME: OLD -> NEW`. The names:\n{}",
+        names()
+    )
 }
 
 /// Applies one `NAME=VALUE` to `cfg`; says what changed, as sysctl(8) does

@@ -1222,14 +1222,12 @@ mod tests {
     #[test]
     fn fw_every_case_runs_and_both_evaluators_agree() {
         let p = Params {
-            secs: 0.001,
             pkts: 64,
             matrix_n: [1, 3, 5],
             table_big: 200,
             table_small: 20,
             states: 500,
-            rounds: 2,
-            cpus: dev::cpu::allowed_cpus().unwrap_or_default(),
+            ..Params::full(0.001, 2)
         };
         let rep = run(&p, &GROUPS, &|_| {}).expect("run");
         // 5 matrix, 2 allow, 1 rfc2544, 4 table (eval and eval_batch), 2 state.
