@@ -128,6 +128,28 @@ fn carry_from(
     got
 }
 
+/// Connects `a` to `b`'s `port` (accepted after `settle`), sends `n` bytes from `a`
+/// and checks that `b` reads them byte-exact within `limit` of simulated time;
+/// returns how long the transfer took.
+fn transfer(
+    s: &mut Sim,
+    a: HostId,
+    b: HostId,
+    port: u16,
+    settle: Duration,
+    n: u32,
+    limit: Duration,
+) -> Duration {
+    let (_l, c, srv) = connected(s, a, b, port, settle);
+    c.set_nonblocking(true).unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+    let t0 = s.now();
+    let got = carry(s, &c, &srv, &data, limit);
+    assert!(got == data, "{} of {} bytes", got.len(), data.len());
+    s.now().saturating_duration_since(t0)
+}
+
 /// A sends `total` bytes to B's echo server and reads them back; B echoes with
 /// non-blocking sockets driven from the simulation loop.
 fn echo(
@@ -1039,12 +1061,9 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
 #[test]
 fn one_ack_answers_a_burst_of_segments() {
     let (mut s, a, b) = pair(1, 13, Impairments::default());
-    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(20));
-    c.set_nonblocking(true).unwrap();
-    srv.set_nonblocking(true).unwrap();
-    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 253) as u8).collect();
-    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(60));
-    assert_eq!(got, data);
+    let total = 4_000_000u32;
+    let ms = Duration::from_millis;
+    transfer(&mut s, a, b, 80, ms(20), total, Duration::from_secs(60));
     let rx = s.host(b).stats().tcp;
     let segs_per_ack = rx.rcvpack as f64 / rx.sndacks.max(1) as f64;
     assert!(
@@ -1055,10 +1074,9 @@ fn one_ack_answers_a_burst_of_segments() {
     );
     // An ACK at least every 64 KiB: the acknowledged stretch is bounded.
     assert!(
-        rx.sndacks as usize >= data.len() / (64 * 1024 + 1448),
-        "{} ACKs for {} bytes",
+        rx.sndacks as usize >= total as usize / (64 * 1024 + 1448),
+        "{} ACKs for {total} bytes",
         rx.sndacks,
-        data.len()
     );
 }
 
@@ -1093,19 +1111,16 @@ fn through_a_queue(hystart: bool, queue: usize) -> (net::Stats, Duration) {
     let b = host(&mut s, "b");
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
-    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(200));
-    srv.set_nonblocking(true).unwrap();
-    c.set_nonblocking(true).unwrap();
-    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
-    let t0 = s.now();
-    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
-    assert!(
-        got == data,
-        "hystart {hystart}, queue {queue}: {} of {} bytes",
-        got.len(),
-        data.len()
+    let took = transfer(
+        &mut s,
+        a,
+        b,
+        80,
+        Duration::from_millis(200),
+        4_000_000,
+        Duration::from_secs(120),
     );
-    (s.host(a).stats(), s.now().saturating_duration_since(t0))
+    (s.host(a).stats(), took)
 }
 
 /// RFC 9406: slow start ends when the round trip time grows, not once a window twice
@@ -1172,12 +1187,8 @@ fn the_mss_follows_the_link_mtu() {
             ..WireConfig::default()
         },
     );
-    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(20));
-    srv.set_nonblocking(true).unwrap();
-    c.set_nonblocking(true).unwrap();
-    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-    let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(30));
-    assert!(got == data, "{} of {} bytes", got.len(), data.len());
+    let ms = Duration::from_millis;
+    transfer(&mut s, a, b, 80, ms(20), 1_000_000, Duration::from_secs(30));
     let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
     assert_eq!((sa.ip.fragmented, sb.ip.reassembled), (0, 0), "{:?}", sa.ip);
     // Full segments: 1240 less the 12 bytes of timestamps.
