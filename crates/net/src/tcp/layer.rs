@@ -572,41 +572,49 @@ pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpI
     tcp_input_local(cx, tw, m, info);
 }
 
-/// For a chain of two segments whose first holds the whole TCP header at `off`:
-/// the first segment from `off` (header and any data after it) and the second.
-fn header_and_data(m: &Mbuf, off: usize) -> Option<(&[u8], &[u8])> {
-    if m.nsegs() != 2 {
-        return None;
-    }
+/// For a chain whose first segment holds the whole TCP header at `off`: that
+/// segment from `off` (header and any data after it), and the data in the other
+/// segments as a [`Payload`] with room left for the data in the first (None when
+/// there are more).
+fn header_and_data(m: &Mbuf, off: usize) -> Option<(&[u8], Payload<'_>)> {
     let mut segs = m.segments();
     let first = segs.next()?.get(off..)?;
     let doff = usize::from(*first.get(12)? >> 4) * 4;
     if doff < 20 || first.len() < doff {
         return None;
     }
-    Some((first, segs.next()?))
+    if m.nsegs() > crate::tcp::tcb::PAYLOAD_PIECES {
+        return None;
+    }
+    let mut rest = Payload::default();
+    for s in segs {
+        rest.push(s);
+    }
+    Some((first, rest))
 }
 
 /// Processes a segment of a flow homed on this worker.
 pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
     let len = m.len() - info.off;
-    if len > tw.scratch.len() {
-        return cx.drop_pkt(m, DropReason::TcpShort);
-    }
     let mut scratch = std::mem::take(&mut tw.scratch);
     // Checked by the device, or never filled in: made by a stack on this machine
     // (looped back, or over a link with checksum offload).
     let sum_ok = m.hdr.csum_flags & (mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) != 0;
     // Parse in place when the packet is one segment (what devices deliver), or a
-    // header buffer and a segment of data (what a sender sharing its send buffer
-    // makes); gather into the worker's scratch buffer other chains.
-    let mut more: &[u8] = &[];
+    // header buffer and the buffers of data after it (what a sender sharing its send
+    // buffer makes); gather into the worker's scratch buffer other chains.
+    let mut more = Payload::default();
     let bytes: &[u8] = if m.nsegs() == 1 {
         &m.first()[info.off..info.off + len]
     } else if let Some((h, rest)) = sum_ok.then(|| header_and_data(&m, info.off)).flatten() {
         more = rest;
         h
     } else {
+        // As long as the longest packet a device delivers (a large segment from
+        // one with segmentation offload: bounded by its frame size).
+        if scratch.len() < len {
+            scratch.resize(len, 0);
+        }
         if m.copydata(info.off, &mut scratch[..len]).is_err() {
             tw.scratch = scratch;
             return cx.drop_pkt(m, DropReason::TcpShort);
@@ -634,7 +642,11 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     };
     let mut seg = SegIn::from_repr(&repr);
     if !more.is_empty() {
-        seg.payload = Payload::new(repr.payload, more);
+        let mut all = Payload::from(repr.payload);
+        for piece in more.pieces() {
+            all.push(piece);
+        }
+        seg.payload = all;
     }
     // Output (the ACK, new data) may wait for the rest of the batch when the
     // segment asks nothing urgent of it.
@@ -1172,29 +1184,45 @@ pub(crate) fn send_segment<'p>(
     }
     // One buffer for the header and the bytes copied (a jumbo cluster for a
     // segmentation-offload device's large ones), so the receiver parses a copied
-    // segment in place; shared pieces follow as segments of their own.
-    let copied: usize = payload
+    // segment in place; shared pieces follow as segments of their own. Copied bytes
+    // past a shared piece, or more than a jumbo cluster holds, go into buffers of
+    // their own of the same kind.
+    let mut copied: usize = payload
         .clone()
         .filter(|p| shares(p).is_none())
         .map(|p| p.data.len())
         .sum();
-    let Ok(mut m) = Mbuf::with_capacity(hlen + copied) else {
+    const MOST: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
+    let first = (hlen + copied).min(MOST);
+    let Ok(mut m) = Mbuf::with_capacity(first) else {
         return DropReason::IpOutDropped.count(cx.stats);
     };
     if m.append(&hdr[..hlen]).is_err() {
         return DropReason::IpOutDropped.count(cx.stats);
     }
+    // Room left in the last buffer, which is ours to write.
+    let mut room = first - hlen;
     for piece in payload {
-        match shares(&piece) {
-            Some((pm, at)) => {
-                m.cat(pm.copym(at, piece.data.len()));
-                cx.stats.tcp.sndbyteshared += piece.data.len() as u64;
-            }
-            None => {
-                if m.append(piece.data).is_err() {
-                    return DropReason::IpOutDropped.count(cx.stats);
+        if let Some((pm, at)) = shares(&piece) {
+            m.cat(pm.copym(at, piece.data.len()));
+            cx.stats.tcp.sndbyteshared += piece.data.len() as u64;
+            room = 0;
+            continue;
+        }
+        let mut data = piece.data;
+        while !data.is_empty() {
+            if room == 0 {
+                match Mbuf::with_capacity(copied.min(MOST)) {
+                    Ok(more) => m.cat(more),
+                    Err(_) => return DropReason::IpOutDropped.count(cx.stats),
                 }
+                room = copied.min(MOST);
             }
+            let n = data.len().min(room);
+            if m.append(&data[..n]).is_err() {
+                return DropReason::IpOutDropped.count(cx.stats);
+            }
+            (room, copied, data) = (room - n, copied - n, &data[n..]);
         }
     }
     // What the send buffer held of it (a probe may find less than it asked for).

@@ -194,70 +194,100 @@ pub struct SegIn<'a> {
     pub payload: Payload<'a>,
 }
 
-/// A received segment's data: one slice, or two when it arrived in two buffers (a
-/// sender's header buffer and the send-buffer chunk its segment shares, say), so
+/// The most pieces a [`Payload`] holds: a large segment (up to a 256 KiB one from a
+/// device with segmentation offload) arrives as its header's buffer and the send
+/// buffer's chunks it shares, a handful of buffers.
+pub const PAYLOAD_PIECES: usize = 8;
+
+/// A received segment's data, in the pieces of the buffers it arrived in (the
+/// sender's header buffer and the send-buffer chunks its segment shares, say), so
 /// that nothing is copied to make it contiguous.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Payload<'a> {
-    head: &'a [u8],
-    tail: &'a [u8],
+    /// `p[..n]` are the pieces, none of them empty.
+    p: [&'a [u8]; PAYLOAD_PIECES],
+    n: u8,
 }
 
 impl<'a> Payload<'a> {
     /// `head` followed by `tail`.
     pub fn new(head: &'a [u8], tail: &'a [u8]) -> Self {
-        if head.is_empty() {
-            Payload {
-                head: tail,
-                tail: &[],
-            }
-        } else {
-            Payload { head, tail }
+        let mut p = Payload::default();
+        p.push(head);
+        p.push(tail);
+        p
+    }
+
+    /// Adds `piece` at the end; false (and nothing added) when it has
+    /// [`PAYLOAD_PIECES`] already. An empty piece is always taken.
+    pub fn push(&mut self, piece: &'a [u8]) -> bool {
+        if piece.is_empty() {
+            return true;
         }
+        let Some(slot) = self.p.get_mut(usize::from(self.n)) else {
+            return false;
+        };
+        *slot = piece;
+        self.n += 1;
+        true
+    }
+
+    fn slices(&self) -> &[&'a [u8]] {
+        &self.p[..usize::from(self.n)]
     }
 
     pub fn len(&self) -> usize {
-        self.head.len() + self.tail.len()
+        self.slices().iter().map(|p| p.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.head.is_empty() && self.tail.is_empty()
+        self.n == 0
     }
 
     /// Without its first `n` bytes (empty when `n` is the length or more).
-    pub fn skip(self, n: usize) -> Self {
-        match self.head.get(n..) {
-            Some(h) => Payload::new(h, self.tail),
-            None => Payload::new(
-                self.tail.get(n - self.head.len()..).unwrap_or_default(),
-                &[],
-            ),
+    pub fn skip(self, mut n: usize) -> Self {
+        let mut out = Payload::default();
+        for piece in self.pieces() {
+            match piece.get(n..) {
+                Some(rest) => {
+                    out.push(rest);
+                    n = 0;
+                }
+                None => n -= piece.len(),
+            }
         }
+        out
     }
 
     /// Its first `n` bytes (all of it when `n` is the length or more).
-    pub fn take(self, n: usize) -> Self {
-        match n.checked_sub(self.head.len()) {
-            None => Payload::new(&self.head[..n], &[]),
-            Some(rest) => Payload::new(self.head, &self.tail[..rest.min(self.tail.len())]),
+    pub fn take(self, mut n: usize) -> Self {
+        let mut out = Payload::default();
+        for piece in self.pieces() {
+            if n == 0 {
+                break;
+            }
+            let k = piece.len().min(n);
+            out.push(&piece[..k]);
+            n -= k;
         }
+        out
     }
 
     /// The non-empty slices, in order.
     pub fn pieces(self) -> impl Iterator<Item = &'a [u8]> {
-        [self.head, self.tail].into_iter().filter(|p| !p.is_empty())
+        self.p.into_iter().take(usize::from(self.n))
     }
 }
 
 impl<'a> From<&'a [u8]> for Payload<'a> {
     fn from(b: &'a [u8]) -> Self {
-        Payload { head: b, tail: &[] }
+        Payload::new(b, &[])
     }
 }
 
 impl<'a, const N: usize> From<&'a [u8; N]> for Payload<'a> {
     fn from(b: &'a [u8; N]) -> Self {
-        Payload { head: b, tail: &[] }
+        Payload::new(b, &[])
     }
 }
 

@@ -1407,3 +1407,40 @@ fn time_wait_remnant_answers_as_the_control_block() {
         }
     }
 }
+
+#[test]
+fn a_payload_in_many_pieces_skips_and_takes_across_them() {
+    let bufs: Vec<Vec<u8>> = (0..PAYLOAD_PIECES as u8)
+        .map(|k| vec![k; 10 + usize::from(k)])
+        .collect();
+    let mut p = Payload::default();
+    for b in &bufs {
+        assert!(p.push(b));
+    }
+    assert!(!p.push(&[9]), "no room for a ninth piece");
+    assert!(p.push(&[]), "an empty piece takes no room");
+    let all: Vec<u8> = bufs.concat();
+    let flat = |p: Payload<'_>| p.pieces().flatten().copied().collect::<Vec<u8>>();
+    assert_eq!(p.len(), all.len());
+    assert_eq!(flat(p), all);
+    for skip in [
+        0,
+        1,
+        10,
+        11,
+        25,
+        60,
+        all.len() - 1,
+        all.len(),
+        all.len() + 5,
+    ] {
+        for take in [0, 1, 9, 10, 33, all.len()] {
+            let want: Vec<u8> = all.iter().skip(skip).take(take).copied().collect();
+            let got = p.skip(skip).take(take);
+            assert_eq!(flat(got), want, "skip {skip} take {take}");
+            assert_eq!(got.len(), want.len());
+            assert_eq!(got.is_empty(), want.is_empty());
+            assert!(got.pieces().all(|s| !s.is_empty()));
+        }
+    }
+}
