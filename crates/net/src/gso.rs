@@ -45,7 +45,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
             if hl < 20
                 || ip.next_header() != IpProtocol::Tcp
                 || ip.is_fragment()
-                || usize::from(ip.total_len()) != m.len()
+                || crate::ip::total_len(ip.total_len(), m, 0) != m.len()
             {
                 return Err(GsoError::NotTcp);
             }
@@ -54,7 +54,9 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         }
         6 => {
             let ip = Ipv6Packet::new_unchecked(&h[..]);
-            if ip.next_header() != IpProtocol::Tcp || ip.total_len() != m.len() {
+            if ip.next_header() != IpProtocol::Tcp
+                || 40 + crate::ip6::payload_len(ip.payload_len(), m, 0) != m.len()
+            {
                 return Err(GsoError::NotTcp);
             }
             (40, IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()), 0)
@@ -150,7 +152,9 @@ mod tests {
         let mut ip = if v6 {
             let mut h = vec![0u8; 40];
             h[0] = 0x60;
-            h[4..6].copy_from_slice(&((doff + data.len()) as u16).to_be_bytes());
+            // Past 65,535: 0, as a large segment (BIG TCP) has it.
+            let plen = u16::try_from(doff + data.len()).unwrap_or(0);
+            h[4..6].copy_from_slice(&plen.to_be_bytes());
             h[6] = 6;
             h[7] = 64;
             h[8..10].copy_from_slice(&[0x20, 0x01]);
@@ -163,7 +167,8 @@ mod tests {
         } else {
             let mut h = vec![0u8; 20];
             h[0] = 0x45;
-            h[2..4].copy_from_slice(&((20 + doff + data.len()) as u16).to_be_bytes());
+            let total = u16::try_from(20 + doff + data.len()).unwrap_or(0);
+            h[2..4].copy_from_slice(&total.to_be_bytes());
             h[4..6].copy_from_slice(&0xfffeu16.to_be_bytes());
             h[6] = 0x40; // DF
             h[8] = 64;
@@ -181,15 +186,15 @@ mod tests {
         m
     }
 
-    fn check(v6: bool) {
-        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    fn check(v6: bool, n: u32) {
+        let data: Vec<u8> = (0..n).map(|i| (i * 7 + i / 251) as u8).collect();
         // FIN, PSH, ACK and CWR on the original.
         let m = tcp_pkt(v6, &data, 0x01 | 0x08 | 0x10 | 0x80, 1448);
         let mut out = Vec::new();
         tcp_segment(&m, 1500, &mut out).unwrap();
         // 1448 bytes a segment, or what the MTU leaves beside IPv6's larger header.
         let segsz = 1448.min(1500 - if v6 { 40 + 32 } else { 20 + 32 });
-        assert_eq!(out.len(), 10_000usize.div_ceil(segsz));
+        assert_eq!(out.len(), data.len().div_ceil(segsz));
         let mut got = Vec::new();
         for (k, p) in out.iter().enumerate() {
             let bytes = p.to_vec();
@@ -239,8 +244,26 @@ mod tests {
 
     #[test]
     fn cuts_ipv4_and_ipv6_segments_with_headers_fixed_up() {
-        check(false);
-        check(true);
+        check(false, 10_000);
+        check(true, 10_000);
+    }
+
+    #[test]
+    fn cuts_segments_past_64_kib_whose_length_field_is_0() {
+        check(false, 200_000);
+        check(true, 200_000);
+        // Length 0 in a packet that is not past 64 KiB, or not a large segment, is
+        // a length that disagrees with the packet.
+        let mut out = Vec::new();
+        for v6 in [false, true] {
+            let mut m = tcp_pkt(v6, &[5u8; 3000], 0x10, 1448);
+            m.copyback(if v6 { 4 } else { 2 }, &[0, 0]).unwrap();
+            assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NotTcp));
+            let mut m = tcp_pkt(v6, &[5u8; 100_000], 0x10, 1448);
+            m.hdr.tso_segsz = 0;
+            assert_eq!(tcp_segment(&m, 1500, &mut out), Err(GsoError::NotTcp));
+        }
+        assert!(out.is_empty());
     }
 
     #[test]

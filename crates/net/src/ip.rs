@@ -33,6 +33,20 @@ pub(crate) struct IpInfo {
     pub bcast: bool,
 }
 
+/// The length of the IPv4 datagram at `off` in `m` whose Total Length field says
+/// `field`. As Linux's `iph_totlen` (BIG TCP): 0 there, in a segment larger than
+/// the field can say that a device with segmentation offload handed over whole
+/// (`tso_segsz` set), means the rest of `m`. Anything else is the field, and a 0
+/// fails the length checks after.
+pub(crate) fn total_len(field: u16, m: &Mbuf, off: usize) -> usize {
+    let rest = m.len().saturating_sub(off);
+    if field == 0 && m.hdr.tso_segsz != 0 && rest > 65535 {
+        rest
+    } else {
+        usize::from(field)
+    }
+}
+
 /// `ip_input`.
 pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     cx.stats.ip.total += 1;
@@ -52,7 +66,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         if hlen < IP_HDR_LEN {
             return cx.drop_pkt(m, DropReason::IpBadHlen);
         }
-        (hlen, p.total_len() as usize)
+        (hlen, total_len(p.total_len(), &m, 0))
     };
     if hlen > len {
         return cx.drop_pkt(m, DropReason::IpBadHlen);
@@ -217,7 +231,9 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
         o.src
     };
     let total = m.len() + IP_HDR_LEN;
-    if total > 65535 {
+    // Longer than the header can say only as a large TCP segment for a device whose
+    // segmentation offload takes it (Linux's BIG TCP): Total Length 0.
+    if total > 65535 && !(m.hdr.tso_segsz != 0 && total <= ifp.offload.tso) {
         return cx.drop_pkt(m, DropReason::IpTooLong);
     }
     let id = cx.next_ip_id();
@@ -228,7 +244,7 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
             p.set_header_len(IP_HDR_LEN as u8);
             p.set_dscp(0);
             p.set_ecn(0);
-            p.set_total_len(total as u16);
+            p.set_total_len(u16::try_from(total).unwrap_or(0));
             p.set_ident(id);
             p.set_dont_frag(o.df);
             p.set_more_frags(false);

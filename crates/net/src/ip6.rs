@@ -71,11 +71,12 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
             p.dst_addr(),
             p.hop_limit(),
             p.next_header(),
-            usize::from(p.payload_len()),
+            p.payload_len(),
         )
     };
+    let plen = payload_len(plen, &m, 0);
     // RFC 8200 §3 with RFC 2675 left out: no jumbograms, so payload length 0 with a
-    // non-empty packet is just short.
+    // non-empty packet is just short (but for a large segment, below).
     if IP6_HDR_LEN + plen > len {
         return cx.drop_pkt(m, DropReason::Ip6TooShort);
     }
@@ -424,6 +425,19 @@ pub(crate) fn ip6_route<'a>(
     cfg.nd6.next_hop(dst, cx.now, false).and_then(by)
 }
 
+/// The payload length of the IPv6 packet at `off` in `m` whose Payload Length
+/// field says `field`: as [`crate::ip::total_len`], 0 in a large segment that a
+/// device with segmentation offload handed over whole means the rest of `m` (Linux's
+/// BIG TCP, without RFC 2675's Jumbo Payload option, as Linux sends it now).
+pub(crate) fn payload_len(field: u16, m: &Mbuf, off: usize) -> usize {
+    let rest = m.len().saturating_sub(off + IP6_HDR_LEN);
+    if field == 0 && m.hdr.tso_segsz != 0 && rest > 65535 {
+        rest
+    } else {
+        usize::from(field)
+    }
+}
+
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
 /// layer or the first extension header): routes, builds the header, sends.
 pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
@@ -439,7 +453,9 @@ pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
         o.src
     };
     let plen = m.len();
-    if plen > 65535 {
+    // Longer than the header can say only as a large TCP segment for a device whose
+    // segmentation offload takes it (Linux's BIG TCP): Payload Length 0.
+    if plen > 65535 && !(m.hdr.tso_segsz != 0 && IP6_HDR_LEN + plen <= ifp.offload.tso) {
         return cx.drop_pkt(m, DropReason::Ip6TooLong);
     }
     match m.prepend(IP6_HDR_LEN) {
@@ -448,7 +464,7 @@ pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
             p.set_version(6);
             p.set_traffic_class(0);
             p.set_flow_label(0);
-            p.set_payload_len(plen as u16);
+            p.set_payload_len(u16::try_from(plen).unwrap_or(0));
             p.set_next_header(o.proto);
             p.set_hop_limit(o.hlim);
             p.set_src_addr(src);

@@ -82,7 +82,7 @@ fn udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, data: &[u8]) -> Vec
 }
 
 /// The kinds of damage, cycled through in order.
-pub const KINDS: usize = 14;
+pub const KINDS: usize = 15;
 
 /// `n` malformed frames from `peer` (mac, ip) to `us` (mac, ip), cycling through
 /// every kind; random bytes (from `seed`) fill payloads.
@@ -204,12 +204,21 @@ pub fn frames_of_kinds(
                 refill_ip_csum(&mut p);
                 (ether(dmac, smac, 0x0800, &p), "ip.badfrags")
             }
-            _ => {
+            13 => {
                 // Fragment offset 1 (8 bytes): the tiny fragment attack (RFC 1858).
                 let mut p = ipv4(sip, dip, 17, &data);
                 p[7] = 0x01;
                 refill_ip_csum(&mut p);
                 (ether(dmac, smac, 0x0800, &p), "ip.fragtiny")
+            }
+            _ => {
+                // Total length 0: what a large segment carries (BIG TCP), but this
+                // one comes from no segmentation offload and is short.
+                let mut p = ipv4(sip, dip, 6, &data);
+                p[2] = 0;
+                p[3] = 0;
+                refill_ip_csum(&mut p);
+                (ether(dmac, smac, 0x0800, &p), "ip.badlen")
             }
         };
         out.push(BadFrame { frame, counter });

@@ -1296,6 +1296,68 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
     }
 }
 
+/// Over a wire that takes 256 KiB segments whole, TCP over IPv6 sends them with
+/// Payload Length 0 (BIG TCP), and they arrive byte-exact.
+#[test]
+fn tcp_over_ipv6_in_segments_past_64_kib() {
+    use std::io::{Read, Write};
+    let mut s = Sim::new(32);
+    let hub = s.add_hub(WireConfig {
+        offload: dev::Offloads::BIG,
+        ..WireConfig::default()
+    });
+    let a = s.add_host("a", 1);
+    let b = s.add_host("b", 1);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
+        s.host(h)
+            .add_address6(IfIndex(0), addr.parse().unwrap())
+            .unwrap();
+    }
+    s.run_for(Duration::from_millis(1500));
+    let bufs = net::TcpBuffers {
+        send: 1 << 20,
+        recv: 1 << 20,
+    };
+    let any: std::net::SocketAddr = "[::]:7".parse().unwrap();
+    let l = s.host(b).tcp_listen_with(any, 4, bufs).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let to: std::net::SocketAddr = "[2001:2::2]:7".parse().unwrap();
+    let mut c = s.host(a).tcp_connect_with(to, None, bufs).unwrap();
+    c.set_nonblocking(true).unwrap();
+    s.run_for(Duration::from_millis(20));
+    let (mut srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..8usize << 20)
+        .map(|i| (i * 31 + i / 977) as u8)
+        .collect();
+    let (mut sent, mut got) = (0usize, Vec::with_capacity(data.len()));
+    let mut buf = vec![0u8; 65536];
+    let done = s.run_until(Duration::from_secs(60), |_| {
+        if let Ok(n) = c.write(&data[sent..]) {
+            sent += n;
+        }
+        while let Ok(n) = srv.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert!(done && got == data, "{} of {} bytes", got.len(), data.len());
+    let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+    assert!(
+        sa.tcp.sndbyte / sa.tcp.sndpack > 65_535,
+        "{} bytes in {} segments",
+        sa.tcp.sndbyte,
+        sa.tcp.sndpack
+    );
+    assert_eq!((sa.ip6.toolong, sb.ip6.tooshort), (0, 0));
+    assert_eq!(sb.tcp.rcvbadsum, 0);
+}
+
 #[test]
 fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
     use std::io::{Read, Write};

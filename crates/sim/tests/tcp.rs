@@ -934,9 +934,17 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
 /// 198.18.2.0/24 and so on, a router at .1 and .2 between two of them); the
 /// counters of a, of the first router and of b.
 fn through_a_router(path: &[WireConfig]) -> (net::Stats, net::Stats, net::Stats) {
+    through_a_router_from(dev::Offloads::ALL, path)
+}
+
+/// [`through_a_router`] with a's wire offloading `first`.
+fn through_a_router_from(
+    first: dev::Offloads,
+    path: &[WireConfig],
+) -> (net::Stats, net::Stats, net::Stats) {
     let mut s = Sim::new(4);
     let mut hubs = vec![s.add_hub(WireConfig {
-        offload: dev::Offloads::ALL,
+        offload: first,
         ..WireConfig::default()
     })];
     hubs.extend(path.iter().map(|w| s.add_hub(*w)));
@@ -1053,6 +1061,137 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     assert!(sr.ip.swgso > 0, "the router cut them: {:?}", sr.ip);
     assert_eq!(sr.ip.tso, 0, "and handed none over whole: {:?}", sr.ip);
     assert_eq!(sr.ip.fragmented, 0);
+}
+
+/// Segments longer than an IP header can say (BIG TCP: Total Length 0), over a wire
+/// that takes 256 KiB ones whole: a transfer arrives byte-exact in segments past
+/// 64 KiB, and with loss, reordering and duplication too, repaired.
+#[test]
+fn segments_past_64_kib_carry_a_transfer_byte_exact() {
+    for (workers, impair) in [
+        (1, Impairments::default()),
+        (
+            2,
+            // A few dozen segments each way: losses enough to need repairs.
+            Impairments {
+                delay: Duration::from_millis(1),
+                loss: 0.1,
+                duplicate: 0.05,
+                reorder: 0.05,
+                ..Default::default()
+            },
+        ),
+    ] {
+        let wire = WireConfig {
+            impair,
+            offload: dev::Offloads::BIG,
+            ..WireConfig::default()
+        };
+        let (mut s, a, b) = pair_on(workers, 12, wire);
+        let bufs = net::TcpBuffers {
+            send: 1 << 20,
+            recv: 1 << 20,
+        };
+        let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+        let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 253) as u8).collect();
+        let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
+        assert!(
+            got == data,
+            "{impair:?}: {} of {} bytes",
+            got.len(),
+            data.len()
+        );
+        let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+        for st in [&sa, &sb] {
+            assert_eq!((st.ip.toolong, st.ip.badlen), (0, 0), "{:?}", st.ip);
+            assert_eq!(st.tcp.rcvbadsum, 0);
+        }
+        if impair == Impairments::default() {
+            assert!(
+                sa.tcp.sndbyte / sa.tcp.sndpack > 65_535,
+                "{} bytes in {} segments",
+                sa.tcp.sndbyte,
+                sa.tcp.sndpack
+            );
+        } else {
+            assert!(sa.tcp.sndrexmitpack > 0, "losses were repaired");
+        }
+    }
+    // Written 3000 bytes at a time, the data go into the send buffer's own chunks
+    // rather than packet buffers, and each large segment copies them: into more
+    // than one jumbo cluster.
+    let wire = WireConfig {
+        offload: dev::Offloads::BIG,
+        ..WireConfig::default()
+    };
+    let (mut s, a, b) = pair_on(1, 13, wire);
+    let bufs = net::TcpBuffers {
+        send: 1 << 20,
+        recv: 1 << 20,
+    };
+    let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 249) as u8).collect();
+    let (mut sent, mut got) = (0usize, Vec::with_capacity(data.len()));
+    let mut buf = vec![0u8; 3000];
+    s.run_until(Duration::from_secs(60), |_| {
+        while sent < data.len() {
+            match (&c).write(&data[sent..(sent + 3000).min(data.len())]) {
+                Ok(n) if n > 0 => sent += n,
+                _ => break,
+            }
+        }
+        while let Ok(n) = (&srv).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len() == data.len()
+    });
+    assert!(
+        got == data,
+        "small writes: {} of {} bytes",
+        got.len(),
+        data.len()
+    );
+    let sa = s.host(a).stats();
+    assert!(sa.tcp.sndbyte / sa.tcp.sndpack > 65_535, "{:?}", sa.tcp);
+    assert_eq!(sa.ip.odropped, 0, "{:?}", sa.ip);
+    // And both ways at once, with the stack's default buffers.
+    let (s, a, _) = echo_on(1, 9, wire, 4 << 20);
+    assert!(s.host(a).stats().ip.tso > 0);
+}
+
+#[test]
+fn a_router_cuts_segments_past_64_kib_for_smaller_links_and_passes_them_to_big_ones() {
+    // A plain link and a 64 KiB offload link: cut (from Total Length 0) into
+    // ordinary segments, byte-exact.
+    for next in [
+        WireConfig::default(),
+        WireConfig {
+            offload: dev::Offloads::ALL,
+            ..WireConfig::default()
+        },
+    ] {
+        let (sa, sr, sb) = through_a_router_from(dev::Offloads::BIG, &[next]);
+        assert!(sa.tcp.sndbyte / sa.tcp.sndpack > 65_535, "{:?}", sa.tcp);
+        assert!(sr.ip.swgso > 0, "the router cut them: {:?}", sr.ip);
+        assert_eq!(
+            sr.ip.toolong + sr.ip.badlen + sr.ip.fragmented,
+            0,
+            "{:?}",
+            sr.ip
+        );
+        assert_eq!(sb.tcp.rcvbadsum, 0);
+    }
+    // Another link that takes them: handed over whole.
+    let big = WireConfig {
+        offload: dev::Offloads::BIG,
+        ..WireConfig::default()
+    };
+    let (_, sr, _) = through_a_router_from(dev::Offloads::BIG, &[big]);
+    assert!(sr.ip.tso > 0, "{:?}", sr.ip);
+    assert_eq!(sr.ip.swgso, 0, "{:?}", sr.ip);
 }
 
 /// The receiver answers a burst of data segments with one ACK (its output waits for
