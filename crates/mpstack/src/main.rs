@@ -132,7 +132,7 @@ pub struct BenchArgs {
     /// What to run, comma-separated (default: all): the throughput rows mpstack,
     /// mpstack-polled (both stacks in one thread, like smoltcp), mpstack-tso and
     /// mpstack-polled-tso (the same over a memory wire with checksum and segmentation
-    /// offload), smoltcp, smoltcp-64k (64 KiB frames), smoltcp-64k-nocsum (the same without
+    /// offload), mpstack-polled-big (256 KiB segments, as Linux's BIG TCP), smoltcp, smoltcp-64k (64 KiB frames), smoltcp-64k-nocsum (the same without
     /// checksums, as over an offloading device), linux-loopback, linux-veth,
     /// tap-in and tap-out (Linux → mpstack and mpstack → Linux over an offload TAP;
     /// need root), tap-in-plain and tap-out-plain (the same without offload), with
@@ -143,7 +143,7 @@ pub struct BenchArgs {
         value_name = "LIST",
         value_enum,
         value_delimiter = ',',
-        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,smoltcp,smoltcp-64k,smoltcp-64k-nocsum,linux-loopback,linux-veth,tap-in,tap-out,tap-in-plain,tap-out-plain,smoltcp-tap-in,smoltcp-tap-out,conns,idle"
+        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,mpstack-polled-big,smoltcp,smoltcp-64k,smoltcp-64k-nocsum,linux-loopback,linux-veth,tap-in,tap-out,tap-in-plain,tap-out-plain,smoltcp-tap-in,smoltcp-tap-out,conns,idle"
     )]
     pub only: Vec<bench::Impl>,
     /// Seconds of the connections-per-second workload (for each of mpstack and Linux).

@@ -63,6 +63,9 @@ pub enum Impl {
     MpstackTso,
     /// `mpstack-polled` over a memory wire with the same offloads.
     MpstackPolledTso,
+    /// `mpstack-polled-tso` with 256 KiB segments (`dev::Offloads::BIG`, Linux's BIG
+    /// TCP) and 1 MiB socket buffers to carry them.
+    MpstackPolledBig,
     /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
     Smoltcp,
     /// The same with 64 KiB frames (smoltcp has no segmentation offload; this is
@@ -104,6 +107,7 @@ impl Impl {
             Impl::MpstackPolled => "mpstack-polled",
             Impl::MpstackTso => "mpstack-tso",
             Impl::MpstackPolledTso => "mpstack-polled-tso",
+            Impl::MpstackPolledBig => "mpstack-polled-big",
             Impl::Smoltcp => "smoltcp",
             Impl::Smoltcp64k => "smoltcp-64k",
             Impl::Smoltcp64kNocsum => "smoltcp-64k-nocsum",
@@ -235,6 +239,10 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     "mpstack, two stacks polled in one thread, checksum and segmentation offload"
                         .into()
                 }
+                Impl::MpstackPolledBig => {
+                    "mpstack, two stacks polled in one thread, 256 KiB segments (BIG TCP), 1 MiB buffers"
+                        .into()
+                }
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
                 Impl::Smoltcp64k => {
                     "smoltcp 0.14, two interfaces in one thread, 64 KiB frames".into()
@@ -363,11 +371,12 @@ fn json_escape(s: &str) -> String {
 }
 
 /// The ratios printed, each of ours over each other implementation.
-const OURS: [Impl; 4] = [
+const OURS: [Impl; 5] = [
     Impl::Mpstack,
     Impl::MpstackPolled,
     Impl::MpstackTso,
     Impl::MpstackPolledTso,
+    Impl::MpstackPolledBig,
 ];
 const RATIOS: [Impl; 5] = [
     Impl::Smoltcp,
@@ -485,6 +494,10 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             Impl::MpstackPolledTso => {
                 "as mpstack-polled, the wire with checksum offload and TSO up to 64 KiB".into()
             }
+            Impl::MpstackPolledBig => "as mpstack-polled-tso, TSO up to 256 KiB (IP length \
+                                       field 0, as Linux's BIG TCP) and 1 MiB socket buffers \
+                                       each way"
+                .into(),
             Impl::Smoltcp => {
                 "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
             }
@@ -725,9 +738,12 @@ fn in_process(im: Impl, bytes: u64, workers: usize) -> Option<Result<Measurement
     };
     Some(match im {
         Impl::Mpstack => ours(bytes, workers, NO_OFFLOAD),
-        Impl::MpstackPolled => polled::transfer(bytes, NO_OFFLOAD),
+        Impl::MpstackPolled => polled::transfer(bytes, NO_OFFLOAD, polled::BUFFERS),
         Impl::MpstackTso => named(ours(bytes, workers, Offloads::ALL)),
-        Impl::MpstackPolledTso => named(polled::transfer(bytes, Offloads::ALL)),
+        Impl::MpstackPolledTso => named(polled::transfer(bytes, Offloads::ALL, polled::BUFFERS)),
+        Impl::MpstackPolledBig => {
+            named(polled::transfer(bytes, Offloads::BIG, polled::BIG_BUFFERS))
+        }
         Impl::Smoltcp => smol::transfer(bytes, smol::MTU, true),
         Impl::Smoltcp64k => named(smol::transfer(bytes, smol::MTU_64K, true)),
         Impl::Smoltcp64kNocsum => named(smol::transfer(bytes, smol::MTU_64K, false)),
