@@ -446,12 +446,12 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
         return;
     }
     println!(
-        "{:<16} {:>10} {:>10} {:>12}",
+        "{:<20} {:>10} {:>10} {:>12}",
         "implementation", "MiB", "seconds", "Gbit/s"
     );
     for r in results {
         println!(
-            "{:<16} {:>10} {:>10.3} {:>12.3}",
+            "{:<20} {:>10} {:>10.3} {:>12.3}",
             r.name,
             r.bytes / (1024 * 1024),
             r.secs,
@@ -459,7 +459,7 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
         );
     }
     for (im, why) in skipped {
-        println!("{:<16} skipped: {why}", im.name());
+        println!("{:<20} skipped: {why}", im.name());
     }
     let bests: Vec<String> = only
         .iter()
@@ -878,6 +878,7 @@ mod tests {
                 Impl::MpstackPolled,
                 Impl::MpstackTso,
                 Impl::MpstackPolledTso,
+                Impl::MpstackPolledBig,
                 Impl::Smoltcp,
                 Impl::Smoltcp64k,
                 Impl::Smoltcp64kNocsum,
