@@ -9,7 +9,7 @@ use dev::Instant;
 use libfuzzer_sys::fuzz_target;
 use mpstack_fuzz::Input;
 use net::stats::TcpStat;
-use net::tcp::{Payload, SegIn, SegOut, Tcb, TcpConfig};
+use net::tcp::{Payload, SegIn, SegOut, Tcb, TcpConfig, PAYLOAD_PIECES};
 
 fn to_in<'a>(s: &SegOut, data: &'a [u8]) -> SegIn<'a> {
     SegIn::from_out(s, data)
@@ -57,10 +57,16 @@ fuzz_target!(|data: &[u8]| {
                 (inp.u8() & 1 == 1).then(|| (l, l.wrapping_add(u32::from(inp.u16()))))
             }),
             payload: {
-                // In one piece or two, as a chained segment arrives.
-                let p = &payload[..usize::from(inp.u16()) % payload.len()];
-                let (h, t) = p.split_at(usize::from(inp.u16()) % (p.len() + 1));
-                Payload::new(h, t)
+                // In one piece or several, as a chained segment arrives.
+                let mut p = &payload[..usize::from(inp.u16()) % payload.len()];
+                let mut pl = Payload::default();
+                for _ in 1..1 + inp.u8() % PAYLOAD_PIECES as u8 {
+                    let (h, t) = p.split_at(usize::from(inp.u16()) % (p.len() + 1));
+                    pl.push(h);
+                    p = t;
+                }
+                pl.push(p); // at most PAYLOAD_PIECES in all
+                pl
             },
         };
         t.input(&seg, now, &mut st);

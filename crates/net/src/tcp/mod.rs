@@ -13,5 +13,5 @@ pub use cc::CongestionControl;
 pub use socket::{TcpBuffers, TcpListener, TcpStream};
 pub use tcb::{
     reset_answering, reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb,
-    TcpConfig, TcpError,
+    TcpConfig, TcpError, PAYLOAD_PIECES,
 };
