@@ -45,7 +45,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
             if hl < 20
                 || ip.next_header() != IpProtocol::Tcp
                 || ip.is_fragment()
-                || crate::ip::total_len(ip.total_len(), m, 0) != m.len()
+                || crate::ip::length_field(ip.total_len(), m, 0) != m.len()
             {
                 return Err(GsoError::NotTcp);
             }
@@ -55,7 +55,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         6 => {
             let ip = Ipv6Packet::new_unchecked(&h[..]);
             if ip.next_header() != IpProtocol::Tcp
-                || 40 + crate::ip6::payload_len(ip.payload_len(), m, 0) != m.len()
+                || 40 + crate::ip::length_field(ip.payload_len(), m, 40) != m.len()
             {
                 return Err(GsoError::NotTcp);
             }

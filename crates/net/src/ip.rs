@@ -33,18 +33,27 @@ pub(crate) struct IpInfo {
     pub bcast: bool,
 }
 
-/// The length of the IPv4 datagram at `off` in `m` whose Total Length field says
-/// `field`. As Linux's `iph_totlen` (BIG TCP): 0 there, in a segment larger than
-/// the field can say that a device with segmentation offload handed over whole
-/// (`tso_segsz` set), means the rest of `m`. Anything else is the field, and a 0
-/// fails the length checks after.
-pub(crate) fn total_len(field: u16, m: &Mbuf, off: usize) -> usize {
-    let rest = m.len().saturating_sub(off);
+/// The length an IP header's length field (IPv4's Total Length, IPv6's Payload
+/// Length) says `field` for the bytes of `m` from `from` on (the header's start, or
+/// the end of IPv6's fixed header). As Linux's `iph_totlen` (BIG TCP): 0 there, in a
+/// segment larger than the field can say that a device with segmentation offload
+/// handed over whole (`tso_segsz` set), means all of them. Anything else is the
+/// field, and a 0 fails the length checks after.
+pub(crate) fn length_field(field: u16, m: &Mbuf, from: usize) -> usize {
+    let rest = m.len().saturating_sub(from);
     if field == 0 && m.hdr.tso_segsz != 0 && rest > 65535 {
         rest
     } else {
         usize::from(field)
     }
+}
+
+/// Whether `len` bytes, what an IP header's length field counts of `m`, are more
+/// than it can say and more than a length of 0 may stand for: only a large TCP
+/// segment (Linux's BIG TCP) for a device whose segmentation offload takes the
+/// `wire` bytes of the whole packet goes out with 0 there.
+pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
+    len > 65535 && !(m.hdr.tso_segsz != 0 && wire <= ifp.offload.tso)
 }
 
 /// `ip_input`.
@@ -66,7 +75,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
         if hlen < IP_HDR_LEN {
             return cx.drop_pkt(m, DropReason::IpBadHlen);
         }
-        (hlen, total_len(p.total_len(), &m, 0))
+        (hlen, length_field(p.total_len(), &m, 0))
     };
     if hlen > len {
         return cx.drop_pkt(m, DropReason::IpBadHlen);
@@ -231,9 +240,7 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
         o.src
     };
     let total = m.len() + IP_HDR_LEN;
-    // Longer than the header can say only as a large TCP segment for a device whose
-    // segmentation offload takes it (Linux's BIG TCP): Total Length 0.
-    if total > 65535 && !(m.hdr.tso_segsz != 0 && total <= ifp.offload.tso) {
+    if too_long(&m, total, total, ifp) {
         return cx.drop_pkt(m, DropReason::IpTooLong);
     }
     let id = cx.next_ip_id();

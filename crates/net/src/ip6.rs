@@ -74,7 +74,7 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
             p.payload_len(),
         )
     };
-    let plen = payload_len(plen, &m, 0);
+    let plen = crate::ip::length_field(plen, &m, IP6_HDR_LEN);
     // RFC 8200 §3 with RFC 2675 left out: no jumbograms, so payload length 0 with a
     // non-empty packet is just short (but for a large segment, below).
     if IP6_HDR_LEN + plen > len {
@@ -425,19 +425,6 @@ pub(crate) fn ip6_route<'a>(
     cfg.nd6.next_hop(dst, cx.now, false).and_then(by)
 }
 
-/// The payload length of the IPv6 packet at `off` in `m` whose Payload Length
-/// field says `field`: as [`crate::ip::total_len`], 0 in a large segment that a
-/// device with segmentation offload handed over whole means the rest of `m` (Linux's
-/// BIG TCP, without RFC 2675's Jumbo Payload option, as Linux sends it now).
-pub(crate) fn payload_len(field: u16, m: &Mbuf, off: usize) -> usize {
-    let rest = m.len().saturating_sub(off + IP6_HDR_LEN);
-    if field == 0 && m.hdr.tso_segsz != 0 && rest > 65535 {
-        rest
-    } else {
-        usize::from(field)
-    }
-}
-
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
 /// layer or the first extension header): routes, builds the header, sends.
 pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
@@ -453,9 +440,7 @@ pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
         o.src
     };
     let plen = m.len();
-    // Longer than the header can say only as a large TCP segment for a device whose
-    // segmentation offload takes it (Linux's BIG TCP): Payload Length 0.
-    if plen > 65535 && !(m.hdr.tso_segsz != 0 && IP6_HDR_LEN + plen <= ifp.offload.tso) {
+    if crate::ip::too_long(&m, plen, IP6_HDR_LEN + plen, ifp) {
         return cx.drop_pkt(m, DropReason::Ip6TooLong);
     }
     match m.prepend(IP6_HDR_LEN) {

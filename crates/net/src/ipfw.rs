@@ -462,20 +462,17 @@ fn upper(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize, p: &mut PacketInfo)
 
 /// An IPv4 packet at `off`.
 fn inet(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo> {
-    // A large segment's length (Total Length 0) reads as the largest there is.
-    let big = crate::ip::total_len(0, m, off) != 0;
     let h = crate::hdr::hdr(a, m, off, 20).ok()?;
     let hlen = usize::from(h[0] & 0x0f) * 4;
     let src = IpAddr::from([h[12], h[13], h[14], h[15]]);
     let dst = IpAddr::from([h[16], h[17], h[18], h[19]]);
     let mut p = PacketInfo::new(src, dst, h[9]);
-    p.ip_len = match u16::from_be_bytes([h[2], h[3]]) {
-        0 if big => u16::MAX,
-        n => n,
-    };
+    let field = u16::from_be_bytes([h[2], h[3]]);
     p.tos = h[1];
     p.ttl = h[8];
     p.frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+    // A large segment's length (Total Length 0) reads as the largest there is.
+    p.ip_len = u16::try_from(crate::ip::length_field(field, m, off)).unwrap_or(u16::MAX);
     if !p.frag {
         upper(a, m, off + hlen, &mut p);
     }
@@ -484,19 +481,17 @@ fn inet(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo
 
 /// An IPv6 packet at `off`.
 fn inet6(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo> {
-    let big = crate::ip6::payload_len(0, m, off) != 0;
     let h = crate::hdr::hdr(a, m, off, 40).ok()?;
     let mut s = [0u8; 16];
     let mut d = [0u8; 16];
     s.copy_from_slice(&h[8..24]);
     d.copy_from_slice(&h[24..40]);
     let mut p = PacketInfo::new(IpAddr::from(s), IpAddr::from(d), h[6]);
-    p.ip_len = match u16::from_be_bytes([h[4], h[5]]) {
-        0 if big => u16::MAX,
-        n => n.saturating_add(40),
-    };
+    let field = u16::from_be_bytes([h[4], h[5]]);
     p.tos = (h[0] << 4) | (h[1] >> 4);
     p.ttl = h[7];
+    let plen = crate::ip::length_field(field, m, off + 40);
+    p.ip_len = u16::try_from(40 + plen).unwrap_or(u16::MAX);
     // Past the extension headers to the upper layer, as ipfw's ipv6 walk does: the
     // rules' protocol is the upper layer's, and a fragment other than the first is
     // `frag` and has no ports. ESP, No Next Header and unknown headers end the walk
