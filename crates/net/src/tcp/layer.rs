@@ -10,7 +10,7 @@ use super::chan::{err, phase, ListenShared, Piece, StreamShared};
 use super::sndbuf::Piece as SndPiece;
 use super::tcb::{
     reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb, TcpConfig, TcpError,
-    TimeWait,
+    TimeWait, PAYLOAD_PIECES,
 };
 use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::ip6::Ip6Out;
@@ -572,25 +572,24 @@ pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpI
     tcp_input_local(cx, tw, m, info);
 }
 
-/// For a chain whose first segment holds the whole TCP header at `off`: that
-/// segment from `off` (header and any data after it), and the data in the other
-/// segments as a [`Payload`] with room left for the data in the first (None when
-/// there are more).
+/// For a chain of at most [`PAYLOAD_PIECES`] segments whose first holds the whole
+/// TCP header at `off`: that segment from `off` (header and any data after it), and
+/// the segment's data, from its first buffer and the others, as a [`Payload`].
 fn header_and_data(m: &Mbuf, off: usize) -> Option<(&[u8], Payload<'_>)> {
+    if m.nsegs() > PAYLOAD_PIECES {
+        return None;
+    }
     let mut segs = m.segments();
     let first = segs.next()?.get(off..)?;
     let doff = usize::from(*first.get(12)? >> 4) * 4;
-    if doff < 20 || first.len() < doff {
+    if doff < 20 {
         return None;
     }
-    if m.nsegs() > crate::tcp::tcb::PAYLOAD_PIECES {
-        return None;
-    }
-    let mut rest = Payload::default();
+    let mut data = Payload::from(first.get(doff..)?);
     for s in segs {
-        rest.push(s);
+        data.push(s);
     }
-    Some((first, rest))
+    Some((first, data))
 }
 
 /// Processes a segment of a flow homed on this worker.
@@ -603,11 +602,11 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
     // Parse in place when the packet is one segment (what devices deliver), or a
     // header buffer and the buffers of data after it (what a sender sharing its send
     // buffer makes); gather into the worker's scratch buffer other chains.
-    let mut more = Payload::default();
+    let mut chained = None;
     let bytes: &[u8] = if m.nsegs() == 1 {
         &m.first()[info.off..info.off + len]
-    } else if let Some((h, rest)) = sum_ok.then(|| header_and_data(&m, info.off)).flatten() {
-        more = rest;
+    } else if let Some((h, data)) = sum_ok.then(|| header_and_data(&m, info.off)).flatten() {
+        chained = Some(data);
         h
     } else {
         // As long as the longest packet a device delivers (a large segment from
@@ -641,12 +640,8 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
         }
     };
     let mut seg = SegIn::from_repr(&repr);
-    if !more.is_empty() {
-        let mut all = Payload::from(repr.payload);
-        for piece in more.pieces() {
-            all.push(piece);
-        }
-        seg.payload = all;
+    if let Some(data) = chained {
+        seg.payload = data;
     }
     // Output (the ACK, new data) may wait for the rest of the batch when the
     // segment asks nothing urgent of it.
@@ -1212,11 +1207,11 @@ pub(crate) fn send_segment<'p>(
         let mut data = piece.data;
         while !data.is_empty() {
             if room == 0 {
-                match Mbuf::with_capacity(copied.min(MOST)) {
+                room = copied.min(MOST);
+                match Mbuf::with_capacity(room) {
                     Ok(more) => m.cat(more),
                     Err(_) => return DropReason::IpOutDropped.count(cx.stats),
                 }
-                room = copied.min(MOST);
             }
             let n = data.len().min(room);
             if m.append(&data[..n]).is_err() {
