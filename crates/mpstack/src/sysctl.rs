@@ -39,6 +39,36 @@ fn bytes(v: &str) -> Option<usize> {
     v.parse::<usize>().ok().filter(|n| SPACE.contains(n))
 }
 
+/// A switch: `TcpConfig`'s bool `$field`, as 0 or 1.
+macro_rules! flag_knob {
+    ($name:expr, $field:ident) => {
+        Knob {
+            name: $name,
+            takes: "0 or 1",
+            get: |c| u8::from(c.$field).to_string(),
+            set: |c, v| {
+                c.$field = flag(v)?;
+                Some(())
+            },
+        }
+    };
+}
+
+/// A socket buffer: `TcpConfig`'s `$field`, in bytes within [`SPACE`].
+macro_rules! bytes_knob {
+    ($name:expr, $field:ident) => {
+        Knob {
+            name: $name,
+            takes: "bytes, 4096 to 67108864",
+            get: |c| c.$field.to_string(),
+            set: |c, v| {
+                c.$field = bytes(v)?;
+                Some(())
+            },
+        }
+    };
+}
+
 const KNOBS: &[Knob] = &[
     Knob {
         name: "net.inet.tcp.cc.algorithm",
@@ -56,34 +86,10 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
-    Knob {
-        // FreeBSD keeps HyStart++'s tunables under this branch; on or off here.
-        name: "net.inet.tcp.cc.hystartplusplus",
-        takes: "0 or 1",
-        get: |c| u8::from(c.hystart).to_string(),
-        set: |c, v| {
-            c.hystart = flag(v)?;
-            Some(())
-        },
-    },
-    Knob {
-        name: "net.inet.tcp.sendspace",
-        takes: "bytes, 4096 to 67108864",
-        get: |c| c.sndbuf.to_string(),
-        set: |c, v| {
-            c.sndbuf = bytes(v)?;
-            Some(())
-        },
-    },
-    Knob {
-        name: "net.inet.tcp.recvspace",
-        takes: "bytes, 4096 to 67108864",
-        get: |c| c.rcvbuf.to_string(),
-        set: |c, v| {
-            c.rcvbuf = bytes(v)?;
-            Some(())
-        },
-    },
+    // FreeBSD keeps HyStart++'s tunables under this branch; on or off here.
+    flag_knob!("net.inet.tcp.cc.hystartplusplus", hystart),
+    bytes_knob!("net.inet.tcp.sendspace", sndbuf),
+    bytes_knob!("net.inet.tcp.recvspace", rcvbuf),
     Knob {
         // 0 acknowledges every segment at once.
         name: "net.inet.tcp.delayed_ack",
@@ -108,15 +114,7 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
-    Knob {
-        name: "net.inet.tcp.sack.enable",
-        takes: "0 or 1",
-        get: |c| u8::from(c.sack).to_string(),
-        set: |c, v| {
-            c.sack = flag(v)?;
-            Some(())
-        },
-    },
+    flag_knob!("net.inet.tcp.sack.enable", sack),
     Knob {
         // As FreeBSD: 1 window scaling and timestamps (RFC 7323), 0 neither, 2 window
         // scaling only, 3 timestamps only.
