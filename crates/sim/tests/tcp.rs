@@ -106,15 +106,36 @@ fn carry_from(
     c: &net::TcpStream,
     srv: &net::TcpStream,
     data: &[u8],
+    sent: usize,
+    limit: Duration,
+) -> Vec<u8> {
+    carry_in_writes(s, c, srv, data, sent, usize::MAX, limit)
+}
+
+/// As [`carry_from`], writing at most `write` bytes a call, as many calls a step as
+/// the stream takes whole (one, when `write` is all of `data`).
+fn carry_in_writes(
+    s: &mut Sim,
+    c: &net::TcpStream,
+    srv: &net::TcpStream,
+    data: &[u8],
     mut sent: usize,
+    write: usize,
     limit: Duration,
 ) -> Vec<u8> {
     let mut got = Vec::new();
     let mut buf = vec![0u8; 65536];
     s.run_until(limit, |_| {
-        if sent < data.len() {
-            if let Ok(n) = (&*c).write(&data[sent..]) {
-                sent += n;
+        while sent < data.len() {
+            let want = (data.len() - sent).min(write);
+            match (&*c).write(&data[sent..sent + want]) {
+                Ok(n) => {
+                    sent += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                Err(_) => break,
             }
         }
         while let Ok(n) = (&*srv).read(&mut buf) {
@@ -1063,6 +1084,35 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     assert_eq!(sr.ip.fragmented, 0);
 }
 
+/// Two hosts on a wire that takes 256 KiB segments whole (`dev::Offloads::BIG`),
+/// with `impair`, and a connection between them with 1 MiB buffers each way: the
+/// simulation, the hosts, the listener, the client's end and the server's.
+fn big_pair(
+    workers: usize,
+    seed: u64,
+    impair: Impairments,
+) -> (
+    Sim,
+    HostId,
+    HostId,
+    net::TcpListener,
+    net::TcpStream,
+    net::TcpStream,
+) {
+    let wire = WireConfig {
+        impair,
+        offload: dev::Offloads::BIG,
+        ..WireConfig::default()
+    };
+    let (mut s, a, b) = pair_on(workers, seed, wire);
+    let bufs = net::TcpBuffers {
+        send: 1 << 20,
+        recv: 1 << 20,
+    };
+    let (l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+    (s, a, b, l, c, srv)
+}
+
 /// Segments longer than an IP header can say (BIG TCP: Total Length 0), over a wire
 /// that takes 256 KiB ones whole: a transfer arrives byte-exact in segments past
 /// 64 KiB, and with loss, reordering and duplication too, repaired.
@@ -1082,17 +1132,7 @@ fn segments_past_64_kib_carry_a_transfer_byte_exact() {
             },
         ),
     ] {
-        let wire = WireConfig {
-            impair,
-            offload: dev::Offloads::BIG,
-            ..WireConfig::default()
-        };
-        let (mut s, a, b) = pair_on(workers, 12, wire);
-        let bufs = net::TcpBuffers {
-            send: 1 << 20,
-            recv: 1 << 20,
-        };
-        let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+        let (mut s, a, b, _l, c, srv) = big_pair(workers, 12, impair);
         let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 253) as u8).collect();
         let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
         assert!(
@@ -1120,34 +1160,9 @@ fn segments_past_64_kib_carry_a_transfer_byte_exact() {
     // Written 3000 bytes at a time, the data go into the send buffer's own chunks
     // rather than packet buffers, and each large segment copies them: into more
     // than one jumbo cluster.
-    let wire = WireConfig {
-        offload: dev::Offloads::BIG,
-        ..WireConfig::default()
-    };
-    let (mut s, a, b) = pair_on(1, 13, wire);
-    let bufs = net::TcpBuffers {
-        send: 1 << 20,
-        recv: 1 << 20,
-    };
-    let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+    let (mut s, a, _, _l, c, srv) = big_pair(1, 13, Impairments::default());
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 249) as u8).collect();
-    let (mut sent, mut got) = (0usize, Vec::with_capacity(data.len()));
-    let mut buf = vec![0u8; 3000];
-    s.run_until(Duration::from_secs(60), |_| {
-        while sent < data.len() {
-            match (&c).write(&data[sent..(sent + 3000).min(data.len())]) {
-                Ok(n) if n > 0 => sent += n,
-                _ => break,
-            }
-        }
-        while let Ok(n) = (&srv).read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        got.len() == data.len()
-    });
+    let got = carry_in_writes(&mut s, &c, &srv, &data, 0, 3000, Duration::from_secs(60));
     assert!(
         got == data,
         "small writes: {} of {} bytes",
@@ -1158,6 +1173,10 @@ fn segments_past_64_kib_carry_a_transfer_byte_exact() {
     assert!(sa.tcp.sndbyte / sa.tcp.sndpack > 65_535, "{:?}", sa.tcp);
     assert_eq!(sa.ip.odropped, 0, "{:?}", sa.ip);
     // And both ways at once, with the stack's default buffers.
+    let wire = WireConfig {
+        offload: dev::Offloads::BIG,
+        ..WireConfig::default()
+    };
     let (s, a, _) = echo_on(1, 9, wire, 4 << 20);
     assert!(s.host(a).stats().ip.tso > 0);
 }
