@@ -916,9 +916,16 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
             assert_eq!(st.ip.swcsum, 0, "no checksum computed in software");
             assert_eq!(st.tcp.rcvbadsum, 0);
         }
-        // Far fewer, larger segments than 1448-byte ones would need.
+        // Far fewer, larger segments than 1448-byte ones would need; with a round
+        // trip of milliseconds and a small window, a segment carries about a
+        // millisecond of the sending rate (`Tcb::tso_burst`), still more than one.
+        let larger = if impair.delay.is_zero() {
+            8 * 1448
+        } else {
+            1448
+        };
         assert!(
-            sa.tcp.sndbyte / sa.tcp.sndpack.max(1) > 8 * 1448,
+            sa.tcp.sndbyte / sa.tcp.sndpack.max(1) > larger,
             "workers={workers} {impair:?}: {} bytes in {} segments",
             sa.tcp.sndbyte,
             sa.tcp.sndpack
@@ -928,6 +935,10 @@ fn segmentation_and_checksum_offload_carry_large_segments_byte_exact() {
         }
         // The large segments carried their data by reference to the writer's
         // chunks (no copy into the packet), and the reader's channel held them so.
+        // (Segments of a few MSS, as on the path with jitter, are copied.)
+        if sa.tcp.sndbyte / sa.tcp.sndpack.max(1) <= 8 * 1448 {
+            continue;
+        }
         assert!(
             sa.tcp.sndbyteshared > sa.tcp.sndbyte / 2,
             "workers={workers} {impair:?}: {} of {} bytes sent shared",

@@ -1019,6 +1019,25 @@ impl Tcb {
 
     /// Data bytes that fit in the next segment: [`Tcb::seg_size`] less the SACK
     /// blocks it will carry (NOP, NOP, kind, length and 8 bytes a block).
+    /// Data bytes of one segment for segmentation offload, as Linux's
+    /// `tcp_tso_autosize` sizes it: about a millisecond's worth of the connection's
+    /// rate, taken as Linux's pacing rate (twice cwnd a round trip in slow start,
+    /// 1.2 times after), in whole segments of `room`, at least two, at most what the
+    /// device takes. On a fast path that is the device's whole size; on a slow one
+    /// (10 Mbit/s, 40 ms) two segments, so a 64 KiB burst does not arrive at a
+    /// bottleneck's queue at once, which cost HyStart++ its loss-free exit from slow
+    /// start (`hystart_leaves_slow_start_before_a_long_queue_overflows` in sim).
+    fn tso_burst(&self, room: u32) -> u32 {
+        let max = self.cfg.tso_max / room * room;
+        let Some(srtt) = self.srtt.map(|r| r.as_nanos() as u64).filter(|&r| r > 0) else {
+            return max;
+        };
+        let tenths: u64 = if self.cwnd < self.ssthresh { 20 } else { 12 };
+        let per_ms = u64::from(self.cwnd) * tenths / 10 * 1_000_000 / srtt;
+        let segs = (per_ms / u64::from(room)).clamp(2, u64::from(max / room).max(2));
+        (segs * u64::from(room)).min(u64::from(max.max(room))) as u32
+    }
+
     fn data_room(&self) -> u32 {
         let blocks = self.sack_blocks().iter().flatten().count() as u32;
         let sack = if blocks > 0 { 4 + 8 * blocks } else { 0 };
@@ -1604,14 +1623,14 @@ impl Tcb {
                 }
                 let allowance = self.send_allowance();
                 let room = self.data_room();
-                // With segmentation offload, as many whole segments as the device
-                // takes, for new data outside recovery (Linux's tcp_tso_autosize;
-                // the send window and cwnd still bound it below).
+                // With segmentation offload, whole segments up to what the device
+                // takes, for new data outside recovery ([`Tcb::tso_burst`]; the send
+                // window and cwnd still bound it below).
                 let burst = if self.cfg.tso_max > room
                     && self.recover.is_none()
                     && self.snd_nxt == self.snd_max
                 {
-                    self.cfg.tso_max / room * room
+                    self.tso_burst(room)
                 } else {
                     room
                 };
