@@ -23,6 +23,7 @@ mod ip;
 mod ip6;
 pub mod ipfw;
 pub mod lle;
+pub mod lro;
 pub mod nd6;
 mod park;
 pub mod pfil;

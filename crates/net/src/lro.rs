@@ -1,0 +1,331 @@
+//! Software large receive offload (FreeBSD's `tcp_lro`, Linux's GRO): within one
+//! receive burst, consecutive in-order TCP segments of one connection addressed to
+//! this interface go up the stack as one packet, so that Ethernet, IP and TCP input
+//! run once for several frames rather than once for each. The merged packet looks
+//! like what a device with large receive offload hands over: the first frame's
+//! headers with the lengths of the whole, the data of every frame after them (the
+//! buffers themselves, not copied), `tso_segsz` set to the first frame's data
+//! length, and the TCP checksum marked checked (each frame's was, here).
+//!
+//! What merges (Linux's `inet_gro_receive` and `tcp_gro_receive` rules):
+//! - Only frames the device did not merge itself, from an interface without
+//!   segmentation offload, to this interface's MAC address and to one of its own
+//!   IP addresses: a router forwards frames as they came (FreeBSD advises LRO off
+//!   on routers, since the merged packet must be cut again on the way out).
+//! - IPv4 without options and not a fragment, or IPv6 with TCP as the next header;
+//!   the IP header checksum and the TCP checksum correct; all headers in the
+//!   frame's first buffer.
+//! - TCP with ACK, and PSH at most: no SYN, FIN, RST, URG, ECE or CWR; data.
+//! - The frame after the held one: the same link header; the same IP header but
+//!   for lengths, identification and checksum; the same ports, acknowledgment,
+//!   data offset, flags (but PSH), window and options (timestamps included); its
+//!   sequence number where the held data ends; no more data than the first frame
+//!   carried; the whole at most 65,535 bytes of IP and [`MAX_BUFS`] buffers.
+//!
+//! A PSH, or a frame shorter than the first, ends the packet after it. Anything
+//! else passes on unchanged, after the held packet, so the order of frames is kept.
+//!
+//! What it owns: the held packet of one burst. What it may call: `mbuf` and
+//! `wire`'s checksums; its caller delivers what it returns.
+
+use mbuf::Mbuf;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::IpProtocol;
+
+const ETH: usize = 14;
+const TCP_ACK: u8 = 0x10;
+const TCP_PSH: u8 = 0x08;
+/// Longest header run kept for comparison: Ethernet, IPv6, TCP with options.
+const HDR_MAX: usize = ETH + 40 + 60;
+
+/// Most buffers in one merged packet: what TCP input takes without a copy
+/// (`tcp::PAYLOAD_PIECES`).
+pub const MAX_BUFS: usize = crate::tcp::PAYLOAD_PIECES;
+
+/// What one frame is, when it may merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Frame {
+    v6: bool,
+    /// Where TCP starts, and where its data starts.
+    l4: usize,
+    hlen: usize,
+    /// End of the IP packet in the frame (Ethernet padding after it is dropped).
+    end: usize,
+    seq: u32,
+    flags: u8,
+    dst: IpAddr,
+}
+
+impl Frame {
+    fn data_len(&self) -> usize {
+        self.end - self.hlen
+    }
+}
+
+/// The packet being built.
+struct Held {
+    m: Mbuf,
+    f: Frame,
+    /// The first frame's headers, to compare the next ones with.
+    hdr: [u8; HDR_MAX],
+    next_seq: u32,
+    /// IP total length (IPv4) or payload length (IPv6) of the whole.
+    ip_len: usize,
+    frames: u32,
+    psh: bool,
+    /// A PSH or a short frame came: nothing more joins.
+    closed: bool,
+}
+
+/// What merging did, for the caller's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LroStats {
+    /// Frames that joined the packet before them (`tcp.lroqueued`).
+    pub queued: u64,
+    /// Merged packets handed on, each of two frames or more (`tcp.lroflushed`).
+    pub flushed: u64,
+}
+
+/// The merging state of one receive burst of one interface.
+#[derive(Default)]
+pub struct Lro {
+    held: Option<Held>,
+    pub stats: LroStats,
+}
+
+fn be16(b: &[u8], at: usize) -> usize {
+    usize::from(u16::from_be_bytes([b[at], b[at + 1]]))
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The frame, if it may merge: its headers are in its first buffer and well formed,
+/// it is TCP with data and no flag but ACK and PSH, and (unless the device says
+/// so) both checksums are right. Nothing else is checked here: what does not merge
+/// goes up the stack, whose input checks and counts everything.
+fn parse(m: &Mbuf) -> Option<Frame> {
+    if m.hdr.tso_segsz != 0 {
+        return None;
+    }
+    let b = m.first();
+    if b.len() < ETH + 20 + 20 {
+        return None;
+    }
+    let (v6, l4, end, src, dst) = match be16(b, 12) {
+        0x0800 => {
+            let ip = &b[ETH..ETH + 20];
+            let total = be16(ip, 2);
+            if ip[0] != 0x45
+                || total < 40
+                || ETH + total > m.len()
+                || be16(ip, 6) & 0x3fff != 0
+                || ip[9] != u8::from(IpProtocol::Tcp)
+                || wire::checksum::data(ip) != !0
+            {
+                return None;
+            }
+            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+            (
+                false,
+                ETH + 20,
+                ETH + total,
+                IpAddr::V4(src),
+                IpAddr::V4(dst),
+            )
+        }
+        0x86dd => {
+            if b.len() < ETH + 40 + 20 {
+                return None;
+            }
+            let ip = &b[ETH..ETH + 40];
+            let plen = be16(ip, 4);
+            if ip[0] >> 4 != 6 || ip[6] != u8::from(IpProtocol::Tcp) || ETH + 40 + plen > m.len() {
+                return None;
+            }
+            let addr = |at: usize| {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&ip[at..at + 16]);
+                Ipv6Addr::from(a)
+            };
+            (
+                true,
+                ETH + 40,
+                ETH + 40 + plen,
+                IpAddr::V6(addr(8)),
+                IpAddr::V6(addr(24)),
+            )
+        }
+        _ => return None,
+    };
+    let doff = usize::from(b[l4 + 12] >> 4) * 4;
+    let hlen = l4 + doff;
+    let flags = b[l4 + 13];
+    if doff < 20 || hlen > b.len() || hlen >= end || flags & !TCP_PSH != TCP_ACK {
+        return None;
+    }
+    let checked = m.hdr.csum_flags & (mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) != 0;
+    if !checked {
+        let len = end - l4;
+        let sum = wire::checksum::combine(&[
+            wire::checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, len as u32),
+            crate::icmp::mbuf_sum(m, l4, len),
+        ]);
+        if sum != !0 {
+            return None;
+        }
+    }
+    Some(Frame {
+        v6,
+        l4,
+        hlen,
+        end,
+        seq: be32(b, l4 + 4),
+        flags,
+        dst,
+    })
+}
+
+/// Whether the frame `f` (first buffer `b`) continues the held packet.
+fn continues(h: &Held, f: &Frame, b: &[u8], nbufs: usize) -> bool {
+    let (hf, hb) = (&h.f, &h.hdr);
+    if h.closed
+        || f.v6 != hf.v6
+        || f.hlen != hf.hlen
+        || f.seq != h.next_seq
+        || f.data_len() > hf.data_len()
+        || h.ip_len + f.data_len() > 65_535
+        || h.m.nsegs() + nbufs > MAX_BUFS
+    {
+        return false;
+    }
+    let same = |r: std::ops::Range<usize>| b[r.clone()] == hb[r];
+    let l4 = f.l4;
+    // Link header; IP header but lengths, identification and checksum.
+    let ip_same = if f.v6 {
+        same(0..ETH + 4) && same(ETH + 6..l4)
+    } else {
+        same(0..ETH + 2) && same(ETH + 6..ETH + 10) && same(ETH + 12..l4)
+    };
+    // Ports; acknowledgment, data offset, flags but PSH, window; options.
+    ip_same
+        && same(l4..l4 + 4)
+        && same(l4 + 8..l4 + 13)
+        && (b[l4 + 13] | TCP_PSH) == (hb[l4 + 13] | TCP_PSH)
+        && same(l4 + 14..l4 + 16)
+        && same(l4 + 20..f.hlen)
+}
+
+impl std::fmt::Debug for Lro {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lro")
+            .field("held_frames", &self.held.as_ref().map_or(0, |h| h.frames))
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Lro {
+    /// Takes one frame received by the interface whose MAC address is `mac` and
+    /// whose own addresses `local` tells; hands to `out` what is ready, in order.
+    pub fn input(
+        &mut self,
+        mac: [u8; 6],
+        local: impl Fn(&IpAddr) -> bool,
+        mut m: Mbuf,
+        out: &mut impl FnMut(Mbuf),
+    ) {
+        let Some(f) = parse(&m).filter(|f| m.first()[..6] == mac && local(&f.dst)) else {
+            self.flush(out);
+            return out(m);
+        };
+        // The frame's data alone, as it would be appended.
+        let nbufs = data_bufs(&m, f.hlen, f.end);
+        if let Some(h) = &mut self.held {
+            if continues(h, &f, m.first(), nbufs) {
+                m.truncate(f.end);
+                m.adj(f.hlen as isize);
+                h.m.cat(m);
+                h.next_seq = f.seq.wrapping_add(f.data_len() as u32);
+                h.ip_len += f.data_len();
+                h.frames += 1;
+                h.psh |= f.flags & TCP_PSH != 0;
+                h.closed = f.flags & TCP_PSH != 0 || f.data_len() < h.f.data_len();
+                self.stats.queued += 1;
+                return;
+            }
+        }
+        self.flush(out);
+        // Its headers are rewritten when another frame joins: they must be its own.
+        if f.flags & TCP_PSH != 0 || m.try_first_mut().map_or(true, |b| b.len() < f.hlen) {
+            return out(m);
+        }
+        m.truncate(f.end);
+        let mut hdr = [0u8; HDR_MAX];
+        hdr[..f.hlen].copy_from_slice(&m.first()[..f.hlen]);
+        let ip_len = if f.v6 { f.end - f.l4 } else { f.end - ETH };
+        self.held = Some(Held {
+            m,
+            f,
+            hdr,
+            next_seq: f.seq.wrapping_add(f.data_len() as u32),
+            ip_len,
+            frames: 1,
+            psh: false,
+            closed: false,
+        });
+    }
+
+    /// Hands on the held packet, if any: the end of a burst, or of a run.
+    pub fn flush(&mut self, out: &mut impl FnMut(Mbuf)) {
+        let Some(mut h) = self.held.take() else {
+            return;
+        };
+        // Its first buffer was made its own when it was held, so it is writable
+        // and holds the headers; should it not, the packet goes up with the first
+        // frame's lengths, and IP input takes the rest for padding.
+        if let Some(b) = (h.frames > 1)
+            .then(|| h.m.first_mut().get_mut(..h.f.hlen))
+            .flatten()
+        {
+            let f = h.f;
+            if f.v6 {
+                b[ETH + 4..ETH + 6].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
+            } else {
+                b[ETH + 2..ETH + 4].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
+                b[ETH + 10..ETH + 12].fill(0);
+                let sum = !wire::checksum::data(&b[ETH..ETH + 20]);
+                b[ETH + 10..ETH + 12].copy_from_slice(&sum.to_be_bytes());
+            }
+            if h.psh {
+                b[f.l4 + 13] |= TCP_PSH;
+            }
+            h.m.hdr.tso_segsz = f.data_len() as u16;
+            self.stats.flushed += 1;
+        }
+        // Checked in `parse` (or by the device, or never filled in on this machine).
+        if h.m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+            h.m.hdr.csum_flags |= mbuf::CSUM_L4_VALID;
+        }
+        out(h.m);
+    }
+}
+
+/// Buffers holding `[from, to)` of `m`.
+fn data_bufs(m: &Mbuf, from: usize, to: usize) -> usize {
+    let mut pos = 0;
+    let mut n = 0;
+    for s in m.segments() {
+        let (a, b) = (pos, pos + s.len());
+        pos = b;
+        if b > from && a < to {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests;
