@@ -115,6 +115,12 @@ const KNOBS: &[Knob] = &[
         },
     },
     flag_knob!("net.inet.tcp.sack.enable", sack),
+    // Segments past the MSS for the device to cut, or cut in software before a
+    // device that cannot (Linux's GSO); 0: one MSS a segment.
+    flag_knob!("net.inet.tcp.tso", tso),
+    // Software LRO on interfaces without offload (FreeBSD sets it per interface,
+    // `ifconfig IF lro`; here one switch for the node).
+    flag_knob!("net.inet.tcp.lro", lro),
     Knob {
         // As FreeBSD: 1 window scaling and timestamps (RFC 7323), 0 neither, 2 window
         // scaling only, 3 timestamps only.
@@ -219,6 +225,8 @@ mod tests {
             ("net.inet.tcp.recvspace=65536", "262144 -> 65536"),
             ("net.inet.tcp.delayed_ack=0", "1 -> 0"),
             ("net.inet.tcp.sack.enable=0", "1 -> 0"),
+            ("net.inet.tcp.tso=0", "1 -> 0"),
+            ("net.inet.tcp.lro=0", "1 -> 0"),
             ("net.inet.tcp.rfc1323=2", "1 -> 2"),
             ("net.inet.tcp.msl=15000", "30000 -> 15000"),
             ("net.inet.tcp.rexmit_min=30", "200 -> 30"),
@@ -229,6 +237,7 @@ mod tests {
         }
         assert_eq!(c.cc, CongestionControl::NewReno);
         assert!(!c.hystart && !c.sack && c.delack.is_zero());
+        assert!(!c.tso && !c.lro);
         assert_eq!((c.sndbuf, c.rcvbuf), (1 << 20, 65536));
         assert_eq!((c.window_scaling, c.timestamps), (true, false));
         assert_eq!(c.time_wait, Duration::from_secs(30));

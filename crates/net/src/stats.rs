@@ -171,7 +171,7 @@ counter_group!(
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
         rexmitlost, listennosyn, timerentries, rcvacktooold,
         connaddrinuse, conntablefull, mturesent, sndbyteshared, rcvbyteshared,
-        hystartcss, hystartresume, hystartca,
+        hystartcss, hystartresume, hystartca, lroqueued, lroflushed,
     }
 );
 

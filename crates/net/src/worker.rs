@@ -442,8 +442,27 @@ impl Worker {
                 rx.clear();
                 continue;
             };
-            for m in rx.drain(..) {
-                ether::ether_input(&mut cx, ifp, m);
+            // Software LRO for a device that does not merge segments itself.
+            if cx.tcp_cfg.lro && ifp.offload.tso == 0 {
+                let mut lro = crate::lro::Lro::default();
+                let local = |d: &std::net::IpAddr| match d {
+                    std::net::IpAddr::V4(a) => ifp.has_addr(*a),
+                    std::net::IpAddr::V6(a) => ifp.addr6(*a).is_some(),
+                };
+                let mut up = |m| ether::ether_input(&mut cx, ifp, m);
+                for m in rx.drain(..) {
+                    lro.input(ifp.mac.0, local, m, &mut up);
+                }
+                lro.flush(&mut up);
+                cx.stats.tcp.lroqueued += lro.stats.queued;
+                // Frames received, as a driver counts them: those merged into
+                // another never reach `ether_input`'s count.
+                cx.stats.ether.ipackets += lro.stats.queued;
+                cx.stats.tcp.lroflushed += lro.stats.flushed;
+            } else {
+                for m in rx.drain(..) {
+                    ether::ether_input(&mut cx, ifp, m);
+                }
             }
         }
         flush_tcp(&mut cx);

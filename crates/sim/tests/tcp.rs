@@ -1233,12 +1233,15 @@ fn one_ack_answers_a_burst_of_segments() {
     let total = 4_000_000u32;
     let ms = Duration::from_millis;
     transfer(&mut s, a, b, 80, ms(20), total, Duration::from_secs(60));
-    let rx = s.host(b).stats().tcp;
-    let segs_per_ack = rx.rcvpack as f64 / rx.sndacks.max(1) as f64;
+    let st = s.host(b).stats();
+    let rx = st.tcp;
+    // Counted in frames: LRO may have merged several into one segment already.
+    let segs_per_ack = st.ether.ipackets as f64 / rx.sndacks.max(1) as f64;
     assert!(
         segs_per_ack >= 4.0,
-        "{} data segments, {} ACKs",
+        "{} data segments ({} frames), {} ACKs",
         rx.rcvpack,
+        st.ether.ipackets,
         rx.sndacks
     );
     // An ACK at least every 64 KiB: the acknowledged stretch is bounded.
@@ -1346,25 +1349,166 @@ fn hystart_leaves_slow_start_before_a_long_queue_overflows() {
 /// the IP and TCP headers. On a 1280-byte link both ends offer 1240, so a transfer
 /// leaves in packets the link takes and nothing is fragmented; offering the
 /// configured 1460, each full segment left as two fragments.
+///
+/// With large segments off (`net.inet.tcp.tso=0`) TCP's own segments show the MSS;
+/// on (the default), the pieces software GSO cuts them into fit the link as well.
 #[test]
 fn the_mss_follows_the_link_mtu() {
-    let (mut s, a, b) = pair_on(
-        1,
-        31,
-        WireConfig {
+    for tso in [false, true] {
+        let mut s = Sim::new(31);
+        let hub = s.add_hub(WireConfig {
             mtu: 1280,
             ..WireConfig::default()
-        },
-    );
-    let ms = Duration::from_millis;
-    transfer(&mut s, a, b, 80, ms(20), 1_000_000, Duration::from_secs(30));
-    let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
-    assert_eq!((sa.ip.fragmented, sb.ip.reassembled), (0, 0), "{:?}", sa.ip);
-    // Full segments: 1240 less the 12 bytes of timestamps.
-    assert!(
-        sa.tcp.sndbyte / sa.tcp.sndpack > 1100 && sa.tcp.sndbyte / sa.tcp.sndpack <= 1228,
-        "{} bytes in {} segments",
-        sa.tcp.sndbyte,
-        sa.tcp.sndpack
-    );
+        });
+        let host = |s: &mut Sim, name: &str| {
+            let mut cfg = net::StackConfig {
+                name: name.into(),
+                workers: 1,
+                ..net::StackConfig::default()
+            };
+            cfg.tcp.tso = tso;
+            s.add_host_with(cfg)
+        };
+        let (a, b) = (host(&mut s, "a"), host(&mut s, "b"));
+        s.connect(a, hub, "198.18.0.1/24");
+        s.connect(b, hub, "198.18.0.2/24");
+        let ms = Duration::from_millis;
+        transfer(&mut s, a, b, 80, ms(20), 1_000_000, Duration::from_secs(30));
+        let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+        assert_eq!((sa.ip.fragmented, sb.ip.reassembled), (0, 0), "{:?}", sa.ip);
+        if tso {
+            assert!(sa.ip.swgso > 0, "{:?}", sa.ip);
+            continue;
+        }
+        // Full segments: 1240 less the 12 bytes of timestamps.
+        assert!(
+            sa.tcp.sndbyte / sa.tcp.sndpack > 1100 && sa.tcp.sndbyte / sa.tcp.sndpack <= 1228,
+            "{} bytes in {} segments",
+            sa.tcp.sndbyte,
+            sa.tcp.sndpack
+        );
+    }
+}
+
+/// Over a plain wire (no offload) with the stack's defaults, TCP builds 64 KiB
+/// segments that IP cuts in software before the device (GSO), and the receiver
+/// merges each burst's in-order frames before IP input (LRO); with
+/// `net.inet.tcp.tso` and `net.inet.tcp.lro` off, neither happens. Either way,
+/// clean and with loss, reordering and duplication, 4 MiB cross byte-exact both
+/// ways, and no frame on the wire is longer than the MTU.
+#[test]
+fn software_gso_and_lro_carry_transfers_byte_exact_and_switch_off() {
+    for (gso_lro, workers, impair) in [
+        (true, 1, Impairments::default()),
+        (true, 2, Impairments::default()),
+        (
+            true,
+            1,
+            Impairments {
+                delay: Duration::from_millis(1),
+                loss: 0.02,
+                ..Default::default()
+            },
+        ),
+        (
+            true,
+            2,
+            Impairments {
+                delay: Duration::from_millis(2),
+                jitter: Duration::from_millis(2),
+                duplicate: 0.05,
+                reorder: 0.05,
+                loss: 0.01,
+                ..Default::default()
+            },
+        ),
+        (
+            true,
+            1,
+            Impairments {
+                delay: Duration::from_millis(1),
+                duplicate: 0.05,
+                reorder: 0.05,
+                loss: 0.01,
+                ..Default::default()
+            },
+        ),
+        (false, 1, Impairments::default()),
+        (
+            false,
+            2,
+            Impairments {
+                delay: Duration::from_millis(1),
+                loss: 0.02,
+                reorder: 0.05,
+                ..Default::default()
+            },
+        ),
+    ] {
+        let mut s = Sim::new(11);
+        let hub = s.add_hub(WireConfig {
+            impair,
+            ..WireConfig::default()
+        });
+        let host = |s: &mut Sim, name: &str| {
+            let mut cfg = net::StackConfig {
+                name: name.into(),
+                workers,
+                ..net::StackConfig::default()
+            };
+            cfg.tcp.tso = gso_lro;
+            cfg.tcp.lro = gso_lro;
+            s.add_host_with(cfg)
+        };
+        let (a, b) = (host(&mut s, "a"), host(&mut s, "b"));
+        s.connect(a, hub, "198.18.0.1/24");
+        s.connect(b, hub, "198.18.0.2/24");
+        let (_l, c, srv) = connected_with(
+            &mut s,
+            a,
+            b,
+            80,
+            // Room for a lost SYN to be sent again.
+            Duration::from_secs(5),
+            net::TcpBuffers {
+                send: 256 << 10,
+                recv: 256 << 10,
+            },
+        );
+        let data: Vec<u8> = (0..4u32 << 20)
+            .map(|i| (i % 251 + i / 4093) as u8)
+            .collect();
+        let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
+        let what = format!("gso/lro {gso_lro}, workers {workers}, {impair:?}");
+        assert!(got == data, "{what}: {} of {} bytes", got.len(), data.len());
+        let back = carry(&mut s, &srv, &c, &data, Duration::from_secs(120));
+        assert!(
+            back == data,
+            "{what}: {} of {} bytes back",
+            back.len(),
+            data.len()
+        );
+        let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
+        for st in [&sa, &sb] {
+            assert_eq!(st.tcp.rcvbadsum, 0, "{what}");
+            assert_eq!(st.ip.tso, 0, "{what}: nothing went out whole");
+            if gso_lro {
+                assert!(st.ip.swgso > 0, "{what}: segments cut in software");
+                // Jitter spreads a burst's frames over time, one a receive burst:
+                // nothing to merge then.
+                if impair.jitter.is_zero() {
+                    assert!(st.tcp.lroqueued > 0 && st.tcp.lroflushed > 0, "{what}");
+                    // Fewer TCP segments up the stack than frames came in.
+                    assert!(st.tcp.rcvtotal < st.ether.ipackets, "{what}");
+                }
+            } else {
+                assert_eq!(st.ip.swgso, 0, "{what}");
+                assert_eq!((st.tcp.lroqueued, st.tcp.lroflushed), (0, 0), "{what}");
+                assert!(st.tcp.sndbyte / st.tcp.sndpack.max(1) <= 1448, "{what}");
+            }
+            if impair.loss > 0.0 {
+                assert!(st.tcp.sndrexmitpack > 0, "{what}: losses were repaired");
+            }
+        }
+    }
 }

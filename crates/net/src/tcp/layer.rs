@@ -110,8 +110,15 @@ fn conn_cfg(cx: &Cx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
         // does not invite 1500-byte packets.
         Some(ifp) => {
             let link_mss = u16::try_from(ifp.mtu.saturating_sub(ip_hdr + 20)).unwrap_or(u16::MAX);
+            // Without a device that segments, segments of up to GSO_MAX, which
+            // `ip::fit_link` cuts (`ip.swgso`): one pass of TCP output per 64 KiB.
+            let tso = match (base.tso, ifp.offload.tso) {
+                (false, _) => 0,
+                (true, 0) => crate::tcp::tcb::GSO_MAX,
+                (true, device) => device,
+            };
             (
-                ifp.offload.tso.saturating_sub(ip_hdr + 60) as u32,
+                tso.saturating_sub(ip_hdr + 60) as u32,
                 family_mss.min(link_mss.max(536)),
             )
         }

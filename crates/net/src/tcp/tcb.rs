@@ -142,7 +142,21 @@ pub struct TcpConfig {
     /// 0 for a segment per MSS. New data only: retransmissions and everything sent
     /// during loss recovery go an MSS at a time.
     pub tso_max: u32,
+    /// Large segments (FreeBSD's `net.inet.tcp.tso`): build segments for the
+    /// interface's segmentation offload, and for an interface without it segments
+    /// of up to [`GSO_MAX`] that `ip_send` cuts in software (Linux's GSO). Off,
+    /// every segment is one MSS. On by default.
+    pub tso: bool,
+    /// Software large receive offload (FreeBSD's `tcp_lro`, Linux's GRO; see
+    /// `net::lro`): consecutive in-order TCP segments of one connection within a
+    /// receive burst, from an interface without hardware offload, go up the stack
+    /// as one. On by default.
+    pub lro: bool,
 }
+
+/// The largest segment TCP builds for an interface without segmentation offload,
+/// cut in software before the device (Linux's `GSO_LEGACY_MAX_SIZE`).
+pub const GSO_MAX: usize = 65_535;
 
 impl Default for TcpConfig {
     fn default() -> Self {
@@ -169,6 +183,8 @@ impl Default for TcpConfig {
             keepalive_interval: Duration::from_secs(75),
             keepalive_probes: 8,
             tso_max: 0,
+            tso: true,
+            lro: true,
         }
     }
 }
