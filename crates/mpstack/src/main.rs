@@ -132,7 +132,7 @@ pub struct BenchArgs {
     /// What to run, comma-separated (default: all): the throughput rows mpstack,
     /// mpstack-polled (both stacks in one thread, like smoltcp), mpstack-tso and
     /// mpstack-polled-tso (the same over a memory wire with checksum and segmentation
-    /// offload), mpstack-polled-big (256 KiB segments, as Linux's BIG TCP), smoltcp,
+    /// offload), mpstack-polled-big (512 KiB segments, as Linux's BIG TCP), smoltcp,
     /// smoltcp-64k (64 KiB frames), smoltcp-64k-nocsum (the same without
     /// checksums, as over an offloading device), linux-loopback, linux-veth,
     /// tap-in and tap-out (Linux → mpstack and mpstack → Linux over an offload TAP;

@@ -1300,7 +1300,7 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
     }
 }
 
-/// Over a wire that takes 256 KiB segments whole, TCP over IPv6 sends them with
+/// Over a wire that takes 512 KiB segments whole, TCP over IPv6 sends them with
 /// Payload Length 0 (BIG TCP), and they arrive byte-exact.
 #[test]
 fn tcp_over_ipv6_in_segments_past_64_kib() {

@@ -1095,8 +1095,8 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     assert_eq!(sr.ip.fragmented, 0);
 }
 
-/// Two hosts on a wire that takes 256 KiB segments whole (`dev::Offloads::BIG`),
-/// with `impair`, and a connection between them with 1 MiB buffers each way: the
+/// Two hosts on a wire that takes 512 KiB segments whole (`dev::Offloads::BIG`),
+/// with `impair`, and a connection between them with 2 MiB buffers each way: the
 /// simulation, the hosts, the listener, the client's end and the server's.
 fn big_pair(
     workers: usize,
@@ -1117,15 +1117,15 @@ fn big_pair(
     };
     let (mut s, a, b) = pair_on(workers, seed, wire);
     let bufs = net::TcpBuffers {
-        send: 1 << 20,
-        recv: 1 << 20,
+        send: 2 << 20,
+        recv: 2 << 20,
     };
     let (l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
     (s, a, b, l, c, srv)
 }
 
 /// Segments longer than an IP header can say (BIG TCP: Total Length 0), over a wire
-/// that takes 256 KiB ones whole: a transfer arrives byte-exact in segments past
+/// that takes 512 KiB ones whole: a transfer arrives byte-exact in segments past
 /// 64 KiB, and with loss, reordering and duplication too, repaired.
 #[test]
 fn segments_past_64_kib_carry_a_transfer_byte_exact() {

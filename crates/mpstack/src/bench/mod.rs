@@ -63,7 +63,7 @@ pub enum Impl {
     MpstackTso,
     /// `mpstack-polled` over a memory wire with the same offloads.
     MpstackPolledTso,
-    /// `mpstack-polled-tso` with 256 KiB segments (`dev::Offloads::BIG`, Linux's BIG
+    /// `mpstack-polled-tso` with 512 KiB segments (`dev::Offloads::BIG`, Linux's BIG
     /// TCP) and 1 MiB socket buffers to carry them.
     MpstackPolledBig,
     /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
@@ -240,7 +240,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                         .into()
                 }
                 Impl::MpstackPolledBig => {
-                    "mpstack, two stacks polled in one thread, 256 KiB segments (BIG TCP), 1 MiB buffers"
+                    "mpstack, two stacks polled in one thread, 512 KiB segments (BIG TCP), 1 MiB buffers"
                         .into()
                 }
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
@@ -494,7 +494,7 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
             Impl::MpstackPolledTso => {
                 "as mpstack-polled, the wire with checksum offload and TSO up to 64 KiB".into()
             }
-            Impl::MpstackPolledBig => "as mpstack-polled-tso, TSO up to 256 KiB (IP length \
+            Impl::MpstackPolledBig => "as mpstack-polled-tso, TSO up to 512 KiB (IP length \
                                        field 0, as Linux's BIG TCP) and 1 MiB socket buffers \
                                        each way"
                 .into(),

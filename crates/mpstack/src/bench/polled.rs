@@ -18,8 +18,11 @@ const CHUNK: usize = 256 * 1024;
 
 /// Socket buffers of the rows: the stack's default, 256 KiB each way, as smoltcp's.
 pub const BUFFERS: usize = 256 * 1024;
-/// Socket buffers of `mpstack-polled-big`: four of its 256 KiB segments. (smoltcp-64k
-/// is no faster with 1 MiB: 54.3-54.7 Gbit/s against 52.5-57.4 with 256 KiB.)
+/// Socket buffers of `mpstack-polled-big`: two of its 512 KiB segments, which moved
+/// more than four (139.5-140.4 Gbit/s against 135.8-137.9 over 256 MiB, 145.1-145.7
+/// against 140.7-143.9 over 2 GiB, alternated). smoltcp-64k is no faster with larger
+/// ones: 54.3-54.7 Gbit/s with 1 MiB against 52.5-57.4 with 256 KiB; 53.1-54.9 with
+/// 2 MiB against 56.3-57.9, five runs each, alternated.
 pub const BIG_BUFFERS: usize = 1024 * 1024;
 
 /// Sends `bytes` from one stack to the other over a memory wire with `offload`,

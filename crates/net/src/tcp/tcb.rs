@@ -210,12 +210,14 @@ pub struct SegIn<'a> {
     pub payload: Payload<'a>,
 }
 
-/// The most pieces a [`Payload`] holds: a large segment (up to a 256 KiB one from a
+/// The most pieces a [`Payload`] holds: a large segment (up to a 512 KiB one from a
 /// device with segmentation offload) arrives as its header's buffer and the send
 /// buffer's chunks it shares, a handful of buffers; one that software LRO merged
 /// (`net::lro`) as the buffers of its frames, up to this many (Linux's
 /// `MAX_SKB_FRAGS` is 17). Sixteen frames of 1448 bytes, against eight, made no
-/// difference to `bench tcp`'s mpstack-polled row (13.6 Gbit/s, best of seven).
+/// difference to `bench tcp`'s mpstack-polled row (13.6 Gbit/s, best of seven); a
+/// 512 KiB segment (eight jumbo clusters, a header and the pieces at its ends) fits
+/// in sixteen, where eight sent it through the copy: 146 against 66 Gbit/s.
 pub const PAYLOAD_PIECES: usize = 16;
 
 /// A received segment's data, in the pieces of the buffers it arrived in (the
