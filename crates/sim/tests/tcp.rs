@@ -1171,7 +1171,7 @@ fn segments_past_64_kib_carry_a_transfer_byte_exact() {
     // Written 3000 bytes at a time, the data go into the send buffer's own chunks
     // rather than packet buffers, and each large segment copies them: into more
     // than one jumbo cluster.
-    let (mut s, a, _, _l, c, srv) = big_pair(1, 13, Impairments::default());
+    let (mut s, a, b, _l, c, srv) = big_pair(1, 13, Impairments::default());
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 249) as u8).collect();
     let got = carry_in_writes(&mut s, &c, &srv, &data, 0, 3000, Duration::from_secs(60));
     assert!(
@@ -1183,6 +1183,17 @@ fn segments_past_64_kib_carry_a_transfer_byte_exact() {
     let sa = s.host(a).stats();
     assert!(sa.tcp.sndbyte / sa.tcp.sndpack > 65_535, "{:?}", sa.tcp);
     assert_eq!(sa.ip.odropped, 0, "{:?}", sa.ip);
+    // Copied into full jumbo clusters, a handful a segment: the receiver holds
+    // them by reference. (Each cluster past the first had gone in empty and been
+    // passed over, the bytes into 2 KiB clusters: more than TCP input takes by
+    // reference, so the receiver copied every segment twice.)
+    let sb = s.host(b).stats();
+    assert!(
+        sb.tcp.rcvbyteshared > sb.tcp.rcvbyte / 2,
+        "{} of {} bytes received shared",
+        sb.tcp.rcvbyteshared,
+        sb.tcp.rcvbyte
+    );
     // And both ways at once, with the stack's default buffers.
     let wire = WireConfig {
         offload: dev::Offloads::BIG,

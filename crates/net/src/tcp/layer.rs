@@ -1167,6 +1167,60 @@ fn shares<'a>(p: &SndPiece<'a>) -> Option<(&'a Mbuf, usize)> {
         .filter(|(m, _)| super::chan::worth_holding(m, p.data.len()))
 }
 
+/// The header `hdr` and the segment's data in one chain: one buffer for the
+/// header and the bytes copied (a jumbo cluster for a segmentation-offload
+/// device's large ones), so the receiver parses a copied segment in place; with
+/// `share`, pieces that lie in packet buffers follow as segments of their own
+/// ([`Mbuf::copym`], no copy). Copied bytes past a shared piece, or more than a
+/// jumbo cluster holds, go into buffers of their own of the same kind. Also
+/// returns how many bytes it shared; `None` when the pool has no buffer.
+fn build_segment<'p>(
+    hdr: &[u8],
+    payload: impl Iterator<Item = SndPiece<'p>> + Clone,
+    share: bool,
+) -> Option<(Mbuf, usize)> {
+    const MOST: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
+    let shares = |p: &SndPiece<'p>| shares(p).filter(|_| share);
+    let mut copied: usize = payload
+        .clone()
+        .filter(|p| shares(p).is_none())
+        .map(|p| p.data.len())
+        .sum();
+    let first = (hdr.len() + copied).min(MOST);
+    let mut m = Mbuf::with_capacity(first).ok()?;
+    m.append(hdr).ok()?;
+    // Room left in the last buffer, which is ours to write.
+    let mut room = first - hdr.len();
+    let mut by_ref = 0;
+    for piece in payload {
+        if let Some((pm, at)) = shares(&piece) {
+            m.cat(pm.copym(at, piece.data.len()));
+            by_ref += piece.data.len();
+            room = 0;
+            continue;
+        }
+        let mut data = piece.data;
+        while !data.is_empty() {
+            let n = if room == 0 {
+                // A new buffer, filled before it joins: `cat` passes over an empty
+                // one, and `append` would then have gone on in 2 KiB clusters.
+                room = copied.min(MOST);
+                let mut more = Mbuf::with_capacity(room).ok()?;
+                let n = data.len().min(room);
+                more.append(&data[..n]).ok()?;
+                m.cat(more);
+                n
+            } else {
+                let n = data.len().min(room);
+                m.append(&data[..n]).ok()?;
+                n
+            };
+            (room, copied, data) = (room - n, copied - n, &data[n..]);
+        }
+    }
+    Some((m, by_ref))
+}
+
 /// Builds one segment and sends it down `ip_output`.
 /// `payload` is the segment's data (`seg.data_len` bytes) in pieces: copied into
 /// the header's buffer, or shared where they lie in a packet buffer
@@ -1184,49 +1238,18 @@ pub(crate) fn send_segment<'p>(
         let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
         repr.emit(&mut p, &t.local.ip(), &t.remote.ip(), false);
     }
-    // One buffer for the header and the bytes copied (a jumbo cluster for a
-    // segmentation-offload device's large ones), so the receiver parses a copied
-    // segment in place; shared pieces follow as segments of their own. Copied bytes
-    // past a shared piece, or more than a jumbo cluster holds, go into buffers of
-    // their own of the same kind.
-    let mut copied: usize = payload
-        .clone()
-        .filter(|p| shares(p).is_none())
-        .map(|p| p.data.len())
-        .sum();
-    const MOST: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
-    let first = (hlen + copied).min(MOST);
-    let Ok(mut m) = Mbuf::with_capacity(first) else {
+    // At most PAYLOAD_PIECES buffers a segment (Linux's skb holds MAX_SKB_FRAGS,
+    // 17): a receiver of ours takes no more by reference, and copied the whole of a
+    // longer chain twice (into its scratch buffer, then into the channel). A send
+    // buffer of mixed pieces (the first writes of a connection, say) makes one:
+    // such a segment is built again with its data copied, once.
+    let Some((mut m, by_ref)) = build_segment(&hdr[..hlen], payload.clone(), true)
+        .filter(|(m, _)| m.nsegs() <= PAYLOAD_PIECES)
+        .or_else(|| build_segment(&hdr[..hlen], payload, false))
+    else {
         return DropReason::IpOutDropped.count(cx.stats);
     };
-    if m.append(&hdr[..hlen]).is_err() {
-        return DropReason::IpOutDropped.count(cx.stats);
-    }
-    // Room left in the last buffer, which is ours to write.
-    let mut room = first - hlen;
-    for piece in payload {
-        if let Some((pm, at)) = shares(&piece) {
-            m.cat(pm.copym(at, piece.data.len()));
-            cx.stats.tcp.sndbyteshared += piece.data.len() as u64;
-            room = 0;
-            continue;
-        }
-        let mut data = piece.data;
-        while !data.is_empty() {
-            if room == 0 {
-                room = copied.min(MOST);
-                match Mbuf::with_capacity(room) {
-                    Ok(more) => m.cat(more),
-                    Err(_) => return DropReason::IpOutDropped.count(cx.stats),
-                }
-            }
-            let n = data.len().min(room);
-            if m.append(&data[..n]).is_err() {
-                return DropReason::IpOutDropped.count(cx.stats);
-            }
-            (room, copied, data) = (room - n, copied - n, &data[n..]);
-        }
-    }
+    cx.stats.tcp.sndbyteshared += by_ref as u64;
     // What the send buffer held of it (a probe may find less than it asked for).
     let total = m.len();
     let pseudo =
