@@ -51,6 +51,11 @@ pub const MCLBYTES: usize = 2048;
 /// header and [`DEFAULT_HEADROOM`] in front, for segmentation offload
 /// ([`Mbuf::with_capacity`]).
 pub const MJUMBYTES: usize = 66 * 1024;
+/// Bytes of a 256 KiB cluster (with [`DEFAULT_HEADROOM`] and more to spare): what
+/// an application's large write goes into, so that a bulk transfer moves a quarter
+/// of the buffers it would in jumbo clusters ([`Mbuf::with_capacity`]). FreeBSD's
+/// largest is `MJUM16BYTES`; Linux's page frags for a socket go to 32 KiB.
+pub const MJUM256BYTES: usize = 258 * 1024;
 /// Headroom left by [`Mbuf::new`] and [`Mbuf::from_slice`] for prepends
 /// (Ethernet + VLAN + IPv6 + a tunnel header fit).
 pub const DEFAULT_HEADROOM: usize = 128;

@@ -103,16 +103,17 @@ impl Mbuf {
     /// An empty packet in one buffer with [`DEFAULT_HEADROOM`] bytes of headroom and
     /// room for `len` bytes after it: a cluster when they fit, else a jumbo cluster,
     /// so that a segment built for a device with segmentation offload is one
-    /// contiguous buffer. `NoBufs` beyond [`MJUMBYTES`](crate::MJUMBYTES).
+    /// contiguous buffer, else a 256 KiB one (an application's large write).
+    /// `NoBufs` beyond [`MJUM256BYTES`](crate::MJUM256BYTES).
     pub fn with_capacity(len: usize) -> Result<Mbuf, NoBufs> {
         let need = DEFAULT_HEADROOM.checked_add(len).ok_or(NoBufs)?;
-        if need > crate::MJUMBYTES {
+        if need > crate::MJUM256BYTES {
             return Err(NoBufs);
         }
         let class = if need <= MCLBYTES {
             Class::Cluster
         } else {
-            Class::Jumbo
+            Class::for_len(need)
         };
         let mut m = Mbuf::empty(PktHdr::default());
         m.segs

@@ -4,10 +4,11 @@
 //! What it owns: every byte a packet lives in. Each buffer starts with a small
 //! header (an atomic reference count and the capacity) followed by its data:
 //! a *small* buffer holds [`MLEN`] bytes (the whole buffer, header included, is
-//! [`MSIZE`] bytes, as a 4.4BSD mbuf was), a *cluster* holds [`MCLBYTES`], and a
+//! [`MSIZE`] bytes, as a 4.4BSD mbuf was), a *cluster* holds [`MCLBYTES`], a
 //! *jumbo* cluster holds [`MJUMBYTES`]: a whole 64 KiB segment for a device that
 //! takes segmentation offload (FreeBSD's `MJUM16BYTES` and `MJUMPAGESIZE` serve the
-//! same end).
+//! same end), and a *256 KiB* cluster holds [`MJUM256BYTES`]: an application's
+//! large write, whose bytes the send buffer and the segments then share.
 //!
 //! How it allocates (the FreeBSD UMA / VPP buffer-pool pattern):
 //! - [`Buf::alloc`] and the drop of the last reference touch only the calling
@@ -34,6 +35,7 @@
 //! [`MLEN`]: crate::MLEN
 //! [`MCLBYTES`]: crate::MCLBYTES
 //! [`MJUMBYTES`]: crate::MJUMBYTES
+//! [`MJUM256BYTES`]: crate::MJUM256BYTES
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
@@ -41,7 +43,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::{NoBufs, MCLBYTES, MJUMBYTES, MLEN, MSIZE};
+use crate::{NoBufs, MCLBYTES, MJUM256BYTES, MJUMBYTES, MLEN, MSIZE};
 
 /// Header at the start of every buffer. `cap` is written once, when the slab is
 /// created; `refcnt` is only ever touched atomically.
@@ -57,12 +59,14 @@ const SMALL_STRIDE: usize = MSIZE;
 /// Header + 2 KiB rounded up to a cache line, so no two clusters share a line.
 const CLUSTER_STRIDE: usize = (HDR + MCLBYTES).div_ceil(64) * 64;
 const JUMBO_STRIDE: usize = (HDR + MJUMBYTES).div_ceil(64) * 64;
+const JUM256_STRIDE: usize = (HDR + MJUM256BYTES).div_ceil(64) * 64;
 const SLAB_ALIGN: usize = 64;
 const SMALL_PER_SLAB: usize = 256;
 const CLUSTERS_PER_SLAB: usize = 64;
 const JUMBOS_PER_SLAB: usize = 4;
+const JUM256S_PER_SLAB: usize = 4;
 /// Classes of buffers.
-const CLASSES: usize = 3;
+const CLASSES: usize = 4;
 /// Buffers moved between a thread cache and the global list under one lock.
 pub(crate) const BATCH: usize = 32;
 /// A thread cache holding this many free buffers of a class gives [`BATCH`] back.
@@ -71,6 +75,8 @@ pub(crate) const CACHE_HIGH: usize = 2 * BATCH;
 const SMALL_PER_CLUSTER_LIMIT: usize = 16;
 /// Clusters of the limit one jumbo cluster stands for: the same bytes.
 const CLUSTERS_PER_JUMBO_LIMIT: usize = MJUMBYTES / MCLBYTES;
+/// Clusters of the limit one 256 KiB cluster stands for: the same bytes.
+const CLUSTERS_PER_JUM256_LIMIT: usize = MJUM256BYTES / MCLBYTES;
 /// Default bound: 131072 clusters (272 MiB of clusters) and 16× as many small buffers.
 pub const DEFAULT_CLUSTER_LIMIT: usize = 1 << 17;
 /// Reference counts above this abort, as `Arc` does, instead of wrapping.
@@ -79,14 +85,15 @@ const MAX_REFS: u32 = i32::MAX as u32;
 const _: () = assert!(HDR == 16);
 const _: () = assert!(HDR + MLEN <= SMALL_STRIDE);
 const _: () = assert!(SMALL_STRIDE % 16 == 0 && CLUSTER_STRIDE % SLAB_ALIGN == 0);
-const _: () = assert!(JUMBO_STRIDE % SLAB_ALIGN == 0);
+const _: () = assert!(JUMBO_STRIDE % SLAB_ALIGN == 0 && JUM256_STRIDE % SLAB_ALIGN == 0);
 
-/// The three size classes.
+/// The four size classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Class {
     Small = 0,
     Cluster = 1,
     Jumbo = 2,
+    Jum256 = 3,
 }
 
 impl Class {
@@ -95,6 +102,7 @@ impl Class {
             Class::Small => MLEN,
             Class::Cluster => MCLBYTES,
             Class::Jumbo => MJUMBYTES,
+            Class::Jum256 => MJUM256BYTES,
         }
     }
     const fn stride(self) -> usize {
@@ -102,6 +110,7 @@ impl Class {
             Class::Small => SMALL_STRIDE,
             Class::Cluster => CLUSTER_STRIDE,
             Class::Jumbo => JUMBO_STRIDE,
+            Class::Jum256 => JUM256_STRIDE,
         }
     }
     const fn per_slab(self) -> usize {
@@ -109,16 +118,19 @@ impl Class {
             Class::Small => SMALL_PER_SLAB,
             Class::Cluster => CLUSTERS_PER_SLAB,
             Class::Jumbo => JUMBOS_PER_SLAB,
+            Class::Jum256 => JUM256S_PER_SLAB,
         }
     }
-    /// The smallest class that holds `len` bytes.
+    /// The smallest class that holds `len` bytes (the largest for more).
     pub(crate) const fn for_len(len: usize) -> Class {
         if len <= MLEN {
             Class::Small
         } else if len <= MCLBYTES {
             Class::Cluster
-        } else {
+        } else if len <= MJUMBYTES {
             Class::Jumbo
+        } else {
+            Class::Jum256
         }
     }
 }
@@ -148,8 +160,8 @@ struct Global {
 }
 
 static GLOBAL: Mutex<Global> = Mutex::new(Global {
-    free: [Vec::new(), Vec::new(), Vec::new()],
-    total: [0, 0, 0],
+    free: [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
+    total: [0, 0, 0, 0],
     slabs: Vec::new(),
     cluster_limit: DEFAULT_CLUSTER_LIMIT,
 });
@@ -166,6 +178,7 @@ impl Global {
             Class::Small => self.cluster_limit.saturating_mul(SMALL_PER_CLUSTER_LIMIT),
             Class::Cluster => self.cluster_limit,
             Class::Jumbo => self.cluster_limit / CLUSTERS_PER_JUMBO_LIMIT,
+            Class::Jum256 => self.cluster_limit / CLUSTERS_PER_JUM256_LIMIT,
         }
     }
 
@@ -237,7 +250,7 @@ impl Drop for Cache {
 
 thread_local! {
     static CACHE: RefCell<Cache> = const {
-        RefCell::new(Cache { free: [Vec::new(), Vec::new(), Vec::new()] })
+        RefCell::new(Cache { free: [Vec::new(), Vec::new(), Vec::new(), Vec::new()] })
     };
 }
 
@@ -433,6 +446,8 @@ pub struct PoolStats {
     pub small_free_global: u64,
     /// Jumbo clusters carved from slabs so far.
     pub jumbo_total: u64,
+    /// 256 KiB clusters carved from slabs so far.
+    pub jum256_total: u64,
     /// Allocations refused at the limit (or by the heap): ENOBUFS.
     pub alloc_fail: u64,
     /// Slabs allocated from the heap.
@@ -450,6 +465,7 @@ pub fn stats() -> PoolStats {
         small_total: g.total[Class::Small as usize] as u64,
         small_free_global: g.free[Class::Small as usize].len() as u64,
         jumbo_total: g.total[Class::Jumbo as usize] as u64,
+        jum256_total: g.total[Class::Jum256 as usize] as u64,
         alloc_fail: ALLOC_FAIL.load(Ordering::Relaxed),
         slabs: g.slabs.len() as u64,
         cluster_limit: g.cluster_limit as u64,
@@ -462,10 +478,20 @@ pub fn stats() -> PoolStats {
 /// flight (an application's writes waiting in a socket) are taken only then, so
 /// that they cannot starve the receive path of buffers.
 pub fn jumbo_plenty() -> bool {
+    plenty(Class::Jumbo)
+}
+
+/// As [`jumbo_plenty`], for the buffer that holds `len` bytes after the default
+/// headroom (what [`Mbuf::with_capacity`](crate::Mbuf::with_capacity) takes).
+pub fn plenty_for(len: usize) -> bool {
+    plenty(Class::for_len(len.saturating_add(crate::DEFAULT_HEADROOM)))
+}
+
+fn plenty(class: Class) -> bool {
     let g = global();
-    let c = Class::Jumbo as usize;
+    let c = class as usize;
     let out = g.total[c] - g.free[c].len();
-    out < g.limit(Class::Jumbo) / 2
+    out < g.limit(class) / 2
 }
 
 /// Bounds the pool to `max_clusters` clusters (and 16× as many small buffers, and

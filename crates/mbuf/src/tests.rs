@@ -442,6 +442,16 @@ fn with_capacity_takes_one_buffer_of_the_size_needed() {
     // Room for Ethernet in front.
     m.prepend(14).unwrap();
     assert_eq!(m.nsegs(), 1);
-    assert!(Mbuf::with_capacity(crate::MJUMBYTES).is_err());
+    // Past a jumbo cluster, one 256 KiB cluster: an application's large write.
+    let mut m = Mbuf::with_capacity(crate::MJUMBYTES).unwrap();
+    assert_eq!(m.buf_bytes(), crate::MJUM256BYTES);
+    // (Just past a jumbo cluster's worth: enough, and quick under Miri.)
+    let data: Vec<u8> = (0..70_000u32).map(|i| (i / 7) as u8).collect();
+    m.append(&data).unwrap();
+    assert_eq!((m.nsegs(), m.len()), (1, data.len()));
+    assert_eq!(m.to_vec(), data);
+    drop(m);
+    assert!(crate::pool::stats().jum256_total >= 1);
+    assert!(Mbuf::with_capacity(crate::MJUM256BYTES).is_err());
     assert!(Mbuf::with_capacity(usize::MAX).is_err());
 }
