@@ -29,8 +29,8 @@
 //! `wire`'s checksums; its caller delivers what it returns.
 
 use mbuf::Mbuf;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use wire::IpProtocol;
+use std::net::IpAddr;
+use wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket};
 
 const ETH: usize = 14;
 const TCP_ACK: u8 = 0x10;
@@ -52,7 +52,7 @@ struct Frame {
     /// End of the IP packet in the frame (Ethernet padding after it is dropped).
     end: usize,
     seq: u32,
-    flags: u8,
+    psh: bool,
     dst: IpAddr,
 }
 
@@ -93,14 +93,6 @@ pub struct Lro {
     pub stats: LroStats,
 }
 
-fn be16(b: &[u8], at: usize) -> usize {
-    usize::from(u16::from_be_bytes([b[at], b[at + 1]]))
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 /// The frame, if it may merge: its headers are in its first buffer and well formed,
 /// it is TCP with data and no flag but ACK and PSH, and (unless the device says
 /// so) both checksums are right. Nothing else is checked here: what does not merge
@@ -113,57 +105,39 @@ fn parse(m: &Mbuf) -> Option<Frame> {
     if b.len() < ETH + 20 + 20 {
         return None;
     }
-    let (v6, l4, end, src, dst) = match be16(b, 12) {
-        0x0800 => {
-            let ip = &b[ETH..ETH + 20];
-            let total = be16(ip, 2);
-            if ip[0] != 0x45
+    let (v6, l4, end, src, dst) = match EthernetFrame::new_unchecked(b).ethertype() {
+        EtherType::Ipv4 => {
+            let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+            let total = usize::from(ip.total_len());
+            if ip.version() != 4
+                || ip.header_len() != 20
                 || total < 40
                 || ETH + total > m.len()
-                || be16(ip, 6) & 0x3fff != 0
-                || ip[9] != u8::from(IpProtocol::Tcp)
-                || wire::checksum::data(ip) != !0
+                || ip.is_fragment()
+                || ip.next_header() != IpProtocol::Tcp
+                || !ip.verify_checksum()
             {
                 return None;
             }
-            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-            let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-            (
-                false,
-                ETH + 20,
-                ETH + total,
-                IpAddr::V4(src),
-                IpAddr::V4(dst),
-            )
+            let (src, dst) = (ip.src_addr().into(), ip.dst_addr().into());
+            (false, ETH + 20, ETH + total, src, dst)
         }
-        0x86dd => {
-            if b.len() < ETH + 40 + 20 {
+        EtherType::Ipv6 if b.len() >= ETH + 40 + 20 => {
+            let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+            let end = ETH + ip.total_len();
+            if ip.version() != 6 || ip.next_header() != IpProtocol::Tcp || end > m.len() {
                 return None;
             }
-            let ip = &b[ETH..ETH + 40];
-            let plen = be16(ip, 4);
-            if ip[0] >> 4 != 6 || ip[6] != u8::from(IpProtocol::Tcp) || ETH + 40 + plen > m.len() {
-                return None;
-            }
-            let addr = |at: usize| {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&ip[at..at + 16]);
-                Ipv6Addr::from(a)
-            };
-            (
-                true,
-                ETH + 40,
-                ETH + 40 + plen,
-                IpAddr::V6(addr(8)),
-                IpAddr::V6(addr(24)),
-            )
+            let (src, dst) = (ip.src_addr().into(), ip.dst_addr().into());
+            (true, ETH + 40, end, src, dst)
         }
         _ => return None,
     };
-    let doff = usize::from(b[l4 + 12] >> 4) * 4;
-    let hlen = l4 + doff;
-    let flags = b[l4 + 13];
-    if doff < 20 || hlen > b.len() || hlen >= end || flags & !TCP_PSH != TCP_ACK {
+    let tcp = TcpPacket::new_unchecked(&b[l4..]);
+    let hlen = l4 + usize::from(tcp.header_len());
+    // The flags byte (NS, the ninth flag, is left to `continues`' comparison).
+    let flags = tcp.flags().bits() as u8;
+    if hlen < l4 + 20 || hlen > b.len() || hlen >= end || flags & !TCP_PSH != TCP_ACK {
         return None;
     }
     let checked = m.hdr.csum_flags & (mbuf::CSUM_L4_VALID | mbuf::CSUM_L4_NEEDED) != 0;
@@ -182,22 +156,21 @@ fn parse(m: &Mbuf) -> Option<Frame> {
         l4,
         hlen,
         end,
-        seq: be32(b, l4 + 4),
-        flags,
+        seq: tcp.seq_number().0,
+        psh: flags & TCP_PSH != 0,
         dst,
     })
 }
 
-/// Whether the frame `f` (first buffer `b`) continues the held packet.
-fn continues(h: &Held, f: &Frame, b: &[u8], nbufs: usize) -> bool {
-    let (hf, hb) = (&h.f, &h.hdr);
+/// Whether the frame `m` (parsed: `f`) continues the held packet.
+fn continues(h: &Held, f: &Frame, m: &Mbuf) -> bool {
+    let (hf, hb, b) = (&h.f, &h.hdr, m.first());
     if h.closed
         || f.v6 != hf.v6
         || f.hlen != hf.hlen
         || f.seq != h.next_seq
         || f.data_len() > hf.data_len()
         || h.ip_len + f.data_len() > 65_535
-        || h.m.nsegs() + nbufs > MAX_BUFS
     {
         return false;
     }
@@ -216,6 +189,8 @@ fn continues(h: &Held, f: &Frame, b: &[u8], nbufs: usize) -> bool {
         && (b[l4 + 13] | TCP_PSH) == (hb[l4 + 13] | TCP_PSH)
         && same(l4 + 14..l4 + 16)
         && same(l4 + 20..f.hlen)
+        // Its data buffers join the held packet's.
+        && h.m.nsegs() + data_bufs(m, f.hlen, f.end) <= MAX_BUFS
 }
 
 impl std::fmt::Debug for Lro {
@@ -237,29 +212,35 @@ impl Lro {
         mut m: Mbuf,
         out: &mut impl FnMut(Mbuf),
     ) {
-        let Some(f) = parse(&m).filter(|f| m.first()[..6] == mac && local(&f.dst)) else {
+        let Some(f) = parse(&m) else {
             self.flush(out);
             return out(m);
         };
-        // The frame's data alone, as it would be appended.
-        let nbufs = data_bufs(&m, f.hlen, f.end);
         if let Some(h) = &mut self.held {
-            if continues(h, &f, m.first(), nbufs) {
+            // Its link header and addresses are the held packet's (`continues`
+            // compares them): to this interface, then.
+            if continues(h, &f, &m) {
                 m.truncate(f.end);
                 m.adj(f.hlen as isize);
                 h.m.cat(m);
                 h.next_seq = f.seq.wrapping_add(f.data_len() as u32);
                 h.ip_len += f.data_len();
                 h.frames += 1;
-                h.psh |= f.flags & TCP_PSH != 0;
-                h.closed = f.flags & TCP_PSH != 0 || f.data_len() < h.f.data_len();
+                h.psh |= f.psh;
+                h.closed = f.psh || f.data_len() < h.f.data_len();
                 self.stats.queued += 1;
                 return;
             }
         }
         self.flush(out);
-        // Its headers are rewritten when another frame joins: they must be its own.
-        if f.flags & TCP_PSH != 0 || m.try_first_mut().map_or(true, |b| b.len() < f.hlen) {
+        // A packet starts with a frame to this interface's MAC and one of its
+        // addresses. Its headers are rewritten when another frame joins: they must
+        // be its own.
+        if f.psh
+            || m.first()[..6] != mac
+            || !local(&f.dst)
+            || m.try_first_mut().map_or(true, |b| b.len() < f.hlen)
+        {
             return out(m);
         }
         m.truncate(f.end);
@@ -291,16 +272,16 @@ impl Lro {
             .flatten()
         {
             let f = h.f;
+            let (ip, tcp) = b.split_at_mut(f.l4);
             if f.v6 {
-                b[ETH + 4..ETH + 6].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
+                Ipv6Packet::new_unchecked(&mut ip[ETH..]).set_payload_len(h.ip_len as u16);
             } else {
-                b[ETH + 2..ETH + 4].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
-                b[ETH + 10..ETH + 12].fill(0);
-                let sum = !wire::checksum::data(&b[ETH..ETH + 20]);
-                b[ETH + 10..ETH + 12].copy_from_slice(&sum.to_be_bytes());
+                let mut ip = Ipv4Packet::new_unchecked(&mut ip[ETH..]);
+                ip.set_total_len(h.ip_len as u16);
+                ip.fill_checksum();
             }
             if h.psh {
-                b[f.l4 + 13] |= TCP_PSH;
+                TcpPacket::new_unchecked(tcp).set_psh(true);
             }
             h.m.hdr.tso_segsz = f.data_len() as u16;
             self.stats.flushed += 1;

@@ -1,4 +1,5 @@
 use super::*;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
 const PEER: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
@@ -96,6 +97,14 @@ fn frame(seq: u32, data: &[u8], o: Opts) -> Mbuf {
         return m;
     }
     Mbuf::devget(&f).unwrap()
+}
+
+fn be16(b: &[u8], at: usize) -> usize {
+    usize::from(u16::from_be_bytes([b[at], b[at + 1]]))
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 fn local(d: &IpAddr) -> bool {
