@@ -1038,8 +1038,6 @@ impl Tcb {
         self.snd_mss
     }
 
-    /// Data bytes that fit in the next segment: [`Tcb::seg_size`] less the SACK
-    /// blocks it will carry (NOP, NOP, kind, length and 8 bytes a block).
     /// Data bytes of one segment for segmentation offload, as Linux's
     /// `tcp_tso_autosize` sizes it: about a millisecond's worth of the connection's
     /// rate, taken as Linux's pacing rate (twice cwnd a round trip in slow start,
@@ -1049,16 +1047,21 @@ impl Tcb {
     /// bottleneck's queue at once, which cost HyStart++ its loss-free exit from slow
     /// start (`hystart_leaves_slow_start_before_a_long_queue_overflows` in sim).
     fn tso_burst(&self, room: u32) -> u32 {
-        let max = self.cfg.tso_max / room * room;
-        let Some(srtt) = self.srtt.map(|r| r.as_nanos() as u64).filter(|&r| r > 0) else {
-            return max;
+        let most = self.cfg.tso_max / room;
+        let segs = match self.srtt.map(|r| r.as_nanos() as u64).filter(|&r| r > 0) {
+            Some(srtt) => {
+                let tenths: u64 = if self.cwnd < self.ssthresh { 20 } else { 12 };
+                let per_ms = u64::from(self.cwnd) * tenths / 10 * 1_000_000 / srtt;
+                let segs = (per_ms / u64::from(room)).min(u64::from(most)) as u32;
+                segs.clamp(2.min(most), most)
+            }
+            None => most,
         };
-        let tenths: u64 = if self.cwnd < self.ssthresh { 20 } else { 12 };
-        let per_ms = u64::from(self.cwnd) * tenths / 10 * 1_000_000 / srtt;
-        let segs = (per_ms / u64::from(room)).clamp(2, u64::from(max / room).max(2));
-        (segs * u64::from(room)).min(u64::from(max.max(room))) as u32
+        segs * room
     }
 
+    /// Data bytes that fit in the next segment: [`Tcb::seg_size`] less the SACK
+    /// blocks it will carry (NOP, NOP, kind, length and 8 bytes a block).
     fn data_room(&self) -> u32 {
         let blocks = self.sack_blocks().iter().flatten().count() as u32;
         let sack = if blocks > 0 { 4 + 8 * blocks } else { 0 };

@@ -1417,7 +1417,7 @@ fn a_payload_in_many_pieces_skips_and_takes_across_them() {
     for b in &bufs {
         assert!(p.push(b));
     }
-    assert!(!p.push(&[9]), "no room for a ninth piece");
+    assert!(!p.push(&[9]), "no room for one piece more");
     assert!(p.push(&[]), "an empty piece takes no room");
     let all: Vec<u8> = bufs.concat();
     let flat = |p: Payload<'_>| p.pieces().flatten().copied().collect::<Vec<u8>>();
