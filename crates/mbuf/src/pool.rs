@@ -472,22 +472,15 @@ pub fn stats() -> PoolStats {
     }
 }
 
-/// Whether at most half of the jumbo clusters the limit allows are out of the
-/// global free list (those in thread caches count as out, so the answer errs on
-/// the side of no). Buffers that hold data for a long time rather than a packet in
-/// flight (an application's writes waiting in a socket) are taken only then, so
-/// that they cannot starve the receive path of buffers.
-pub fn jumbo_plenty() -> bool {
-    plenty(Class::Jumbo)
-}
-
-/// As [`jumbo_plenty`], for the buffer that holds `len` bytes after the default
-/// headroom (what [`Mbuf::with_capacity`](crate::Mbuf::with_capacity) takes).
+/// Whether at most half of the buffers the limit allows of the class that holds
+/// `len` bytes after the default headroom (what
+/// [`Mbuf::with_capacity`](crate::Mbuf::with_capacity) takes) are out of the global
+/// free list (those in thread caches count as out, so the answer errs on the side
+/// of no). Buffers that hold data for a long time rather than a packet in flight
+/// (an application's writes waiting in a socket) are taken only then, so that they
+/// cannot starve the receive path of buffers.
 pub fn plenty_for(len: usize) -> bool {
-    plenty(Class::for_len(len.saturating_add(crate::DEFAULT_HEADROOM)))
-}
-
-fn plenty(class: Class) -> bool {
+    let class = Class::for_len(len.saturating_add(crate::DEFAULT_HEADROOM));
     let g = global();
     let c = class as usize;
     let out = g.total[c] - g.free[c].len();
