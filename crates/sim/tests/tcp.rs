@@ -24,10 +24,28 @@ fn pair(workers: usize, seed: u64, impair: Impairments) -> (Sim, HostId, HostId)
 }
 
 fn pair_on(workers: usize, seed: u64, wire: WireConfig) -> (Sim, HostId, HostId) {
+    pair_with(workers, seed, wire, net::tcp::TcpConfig::default())
+}
+
+/// Hosts `a` (198.18.0.1) and `b` (198.18.0.2) on one hub with `wire`, each with
+/// `workers` workers and the TCP settings `tcp`.
+fn pair_with(
+    workers: usize,
+    seed: u64,
+    wire: WireConfig,
+    tcp: net::tcp::TcpConfig,
+) -> (Sim, HostId, HostId) {
     let mut s = Sim::new(seed);
     let hub = s.add_hub(wire);
-    let a = s.add_host("a", workers);
-    let b = s.add_host("b", workers);
+    let mut host = |name: &str| {
+        s.add_host_with(net::StackConfig {
+            name: name.into(),
+            workers,
+            tcp,
+            ..net::StackConfig::default()
+        })
+    };
+    let (a, b) = (host("a"), host("b"));
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
     (s, a, b)
@@ -98,6 +116,20 @@ fn carry(
     limit: Duration,
 ) -> Vec<u8> {
     carry_from(s, c, srv, data, 0, limit)
+}
+
+/// As [`carry`], and checks that `srv` read `data` byte-exact; `what` names the
+/// case in the failure.
+fn carry_exact(
+    s: &mut Sim,
+    c: &net::TcpStream,
+    srv: &net::TcpStream,
+    data: &[u8],
+    limit: Duration,
+    what: &str,
+) {
+    let got = carry(s, c, srv, data, limit);
+    assert!(got == data, "{what}: {} of {} bytes", got.len(), data.len());
 }
 
 /// As [`carry`], when the first `sent` bytes of `data` are written already.
@@ -1145,13 +1177,8 @@ fn segments_past_64_kib_carry_a_transfer_byte_exact() {
     ] {
         let (mut s, a, b, _l, c, srv) = big_pair(workers, 12, impair);
         let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 253) as u8).collect();
-        let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
-        assert!(
-            got == data,
-            "{impair:?}: {} of {} bytes",
-            got.len(),
-            data.len()
-        );
+        let what = format!("{impair:?}");
+        carry_exact(&mut s, &c, &srv, &data, Duration::from_secs(120), &what);
         let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
         for st in [&sa, &sb] {
             assert_eq!((st.ip.toolong, st.ip.badlen), (0, 0), "{:?}", st.ip);
@@ -1268,8 +1295,7 @@ fn one_ack_answers_a_burst_of_segments() {
 /// congestion window), HyStart++ on or off: the sender's counters and how long the
 /// transfer took (virtual time).
 fn through_a_queue(hystart: bool, queue: usize) -> (net::Stats, Duration) {
-    let mut s = Sim::new(21);
-    let hub = s.add_hub(WireConfig {
+    let wire = WireConfig {
         impair: Impairments {
             delay: Duration::from_millis(20),
             rate_bps: 10_000_000,
@@ -1277,23 +1303,14 @@ fn through_a_queue(hystart: bool, queue: usize) -> (net::Stats, Duration) {
         },
         queue_limit: queue,
         ..WireConfig::default()
-    });
-    let host = |s: &mut Sim, name: &str| {
-        s.add_host_with(net::StackConfig {
-            name: name.into(),
-            tcp: net::tcp::TcpConfig {
-                hystart,
-                sndbuf: 1 << 20,
-                rcvbuf: 1 << 20,
-                ..net::tcp::TcpConfig::default()
-            },
-            ..net::StackConfig::default()
-        })
     };
-    let a = host(&mut s, "a");
-    let b = host(&mut s, "b");
-    s.connect(a, hub, "198.18.0.1/24");
-    s.connect(b, hub, "198.18.0.2/24");
+    let tcp = net::tcp::TcpConfig {
+        hystart,
+        sndbuf: 1 << 20,
+        rcvbuf: 1 << 20,
+        ..net::tcp::TcpConfig::default()
+    };
+    let (mut s, a, b) = pair_with(1, 21, wire, tcp);
     let took = transfer(
         &mut s,
         a,
@@ -1366,23 +1383,15 @@ fn hystart_leaves_slow_start_before_a_long_queue_overflows() {
 #[test]
 fn the_mss_follows_the_link_mtu() {
     for tso in [false, true] {
-        let mut s = Sim::new(31);
-        let hub = s.add_hub(WireConfig {
+        let wire = WireConfig {
             mtu: 1280,
             ..WireConfig::default()
-        });
-        let host = |s: &mut Sim, name: &str| {
-            let mut cfg = net::StackConfig {
-                name: name.into(),
-                workers: 1,
-                ..net::StackConfig::default()
-            };
-            cfg.tcp.tso = tso;
-            s.add_host_with(cfg)
         };
-        let (a, b) = (host(&mut s, "a"), host(&mut s, "b"));
-        s.connect(a, hub, "198.18.0.1/24");
-        s.connect(b, hub, "198.18.0.2/24");
+        let tcp = net::tcp::TcpConfig {
+            tso,
+            ..Default::default()
+        };
+        let (mut s, a, b) = pair_with(1, 31, wire, tcp);
         let ms = Duration::from_millis;
         transfer(&mut s, a, b, 80, ms(20), 1_000_000, Duration::from_secs(30));
         let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
@@ -1456,24 +1465,16 @@ fn software_gso_and_lro_carry_transfers_byte_exact_and_switch_off() {
             },
         ),
     ] {
-        let mut s = Sim::new(11);
-        let hub = s.add_hub(WireConfig {
+        let wire = WireConfig {
             impair,
             ..WireConfig::default()
-        });
-        let host = |s: &mut Sim, name: &str| {
-            let mut cfg = net::StackConfig {
-                name: name.into(),
-                workers,
-                ..net::StackConfig::default()
-            };
-            cfg.tcp.tso = gso_lro;
-            cfg.tcp.lro = gso_lro;
-            s.add_host_with(cfg)
         };
-        let (a, b) = (host(&mut s, "a"), host(&mut s, "b"));
-        s.connect(a, hub, "198.18.0.1/24");
-        s.connect(b, hub, "198.18.0.2/24");
+        let tcp = net::tcp::TcpConfig {
+            tso: gso_lro,
+            lro: gso_lro,
+            ..Default::default()
+        };
+        let (mut s, a, b) = pair_with(workers, 11, wire, tcp);
         let (_l, c, srv) = connected_with(
             &mut s,
             a,
@@ -1489,16 +1490,10 @@ fn software_gso_and_lro_carry_transfers_byte_exact_and_switch_off() {
         let data: Vec<u8> = (0..4u32 << 20)
             .map(|i| (i % 251 + i / 4093) as u8)
             .collect();
-        let got = carry(&mut s, &c, &srv, &data, Duration::from_secs(120));
         let what = format!("gso/lro {gso_lro}, workers {workers}, {impair:?}");
-        assert!(got == data, "{what}: {} of {} bytes", got.len(), data.len());
-        let back = carry(&mut s, &srv, &c, &data, Duration::from_secs(120));
-        assert!(
-            back == data,
-            "{what}: {} of {} bytes back",
-            back.len(),
-            data.len()
-        );
+        carry_exact(&mut s, &c, &srv, &data, Duration::from_secs(120), &what);
+        let back = format!("{what}, back");
+        carry_exact(&mut s, &srv, &c, &data, Duration::from_secs(120), &back);
         let (sa, sb) = (s.host(a).stats(), s.host(b).stats());
         for st in [&sa, &sb] {
             assert_eq!(st.tcp.rcvbadsum, 0, "{what}");
