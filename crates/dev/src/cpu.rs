@@ -49,6 +49,35 @@ pub fn thread_cpu_time() -> Option<Duration> {
     (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
+/// CPU time used so far by each thread of this process whose name starts with
+/// `prefix`, as (name, time), from `/proc/self/task/*/schedstat` (time on a CPU, in
+/// nanoseconds): how a benchmark measures the cost per packet of worker threads it
+/// did not start itself. Empty where /proc cannot be read.
+pub fn threads_cpu_time(prefix: &str) -> Vec<(String, Duration)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let p = e.path();
+        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else {
+            continue;
+        };
+        let name = comm.trim_end();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(p.join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = stat.split_whitespace().next().and_then(|v| v.parse().ok()) {
+            out.push((name.to_string(), Duration::from_nanos(ns)));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The CPUs this thread may run on, in order.
 pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     // SAFETY: an all-zero cpu_set_t is a valid empty set.

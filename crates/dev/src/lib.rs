@@ -13,6 +13,7 @@
 
 pub mod alloc_count;
 pub mod cpu;
+pub mod gen;
 pub mod impair;
 pub mod mem;
 pub mod netns;

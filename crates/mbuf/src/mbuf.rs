@@ -175,6 +175,35 @@ impl Mbuf {
         Ok(m)
     }
 
+    /// Makes this packet hold exactly `data`, [`DEFAULT_HEADROOM`] bytes into its
+    /// first buffer, with a fresh header: what a driver does when it refills a
+    /// receive descriptor with a buffer that came back from transmission. The first
+    /// buffer is kept when this packet holds it alone and it is large enough (no
+    /// allocation); otherwise the packet is rebuilt in a new cluster. On `NoBufs` the
+    /// packet is left empty.
+    pub fn recycle(&mut self, data: &[u8]) -> Result<(), NoBufs> {
+        let need = DEFAULT_HEADROOM + data.len();
+        self.hdr = PktHdr::default();
+        self.segs.truncate(1);
+        let reusable = self
+            .segs
+            .first()
+            .is_some_and(|s| s.buf.is_unique() && s.buf.cap() >= need);
+        if !reusable {
+            self.segs.truncate(0);
+            self.len = 0;
+            let buf = Buf::alloc(Class::for_len(need.max(MCLBYTES)))?;
+            self.segs.push(Seg::new(buf, DEFAULT_HEADROOM, 0));
+        }
+        let s = &mut self.segs.as_mut_slice()[0];
+        s.set_window(DEFAULT_HEADROOM, data.len());
+        self.len = data.len();
+        if let Some(dst) = s.data_mut(0, data.len()) {
+            dst.copy_from_slice(data);
+        }
+        Ok(())
+    }
+
     /// Packet length in bytes (`m_pkthdr.len`).
     pub fn len(&self) -> usize {
         self.len

@@ -39,6 +39,12 @@ impl Seg {
         debug_assert!(self.off() + len <= self.buf.cap());
         self.len = len as u32;
     }
+    /// Moves the window to `[off, off + len)` of the buffer.
+    pub(crate) fn set_window(&mut self, off: usize, len: usize) {
+        debug_assert!(off + len <= self.buf.cap());
+        self.off = off as u32;
+        self.len = len as u32;
+    }
     /// Drops `n` bytes from the front of the window.
     pub(crate) fn trim_front(&mut self, n: usize) {
         debug_assert!(n <= self.len());

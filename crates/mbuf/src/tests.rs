@@ -1,7 +1,7 @@
 //! Unit tests of the chain operations (the pull strategies are tested in
 //! `pull.rs`). Small enough to run under Miri.
 
-use crate::{Mbuf, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
+use crate::{Mbuf, PktHdr, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
 
 fn bytes(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 13 + 1) as u8).collect()
@@ -454,4 +454,22 @@ fn with_capacity_takes_one_buffer_of_the_size_needed() {
     assert!(crate::pool::stats().jum256_total >= 1);
     assert!(Mbuf::with_capacity(crate::MJUM256BYTES).is_err());
     assert!(Mbuf::with_capacity(usize::MAX).is_err());
+}
+
+#[test]
+fn recycle_reuses_an_unshared_first_buffer() {
+    let mut m = Mbuf::from_slice(&[1u8; 300]).unwrap();
+    m.hdr.rcvif = 3;
+    m.prepend(14).unwrap().fill(7);
+    m.recycle(&[9u8; 64]).unwrap();
+    m.check();
+    assert_eq!(m.to_vec(), vec![9u8; 64]);
+    assert_eq!(m.hdr, PktHdr::default());
+    assert_eq!(m.headroom(), DEFAULT_HEADROOM);
+    // A shared buffer is not written: the packet moves to a new one.
+    let keep = m.try_clone().unwrap();
+    m.recycle(&[5u8; 10]).unwrap();
+    m.check();
+    assert_eq!(keep.to_vec(), vec![9u8; 64]);
+    assert_eq!(m.to_vec(), vec![5u8; 10]);
 }

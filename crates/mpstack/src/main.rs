@@ -65,6 +65,13 @@ enum Cmd {
     /// header, microinstruction; ns and TSC cycles), one allow rule, RFC 2544 §11.4,
     /// table lookups and keep-state at 1M states; targets marked met or missed.
     /// `mpstack bench fw [--seconds S] [--skip matrix,allow,rfc2544,table,state] [--json]`.
+    ///
+    /// `router`: 64-byte frames through the real Stack as a router: Mpps on the wall
+    /// clock and per core (the workers' CPU time), ns and cycles a packet, the devices'
+    /// own cost, and bench forward's design loop in the same run. `mpstack bench router
+    /// [--seconds S] [--rounds N] [--workers N] [--flows N] [--table PATH] [--skip
+    /// devices,v4-few,v4-full,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
+    /// [--json]`.
     Bench(BenchArgs),
 }
 
@@ -79,7 +86,11 @@ pub struct BenchArgs {
     /// matrix, A: 1/10/100 one-microinstruction rules, B: 10/100 five-microinstruction
     /// rules, with per-phase costs by least squares beside a naive AST interpreter;
     /// Mpps through one allow rule at 1 and 2 threads; RFC 2544 §11.4 with 25 filters;
-    /// table lookups at 0, 1k, 100k entries; keep-state with 1M states).
+    /// table lookups at 0, 1k, 100k entries; keep-state with 1M states), or router
+    /// (64-byte frames through the real Stack as a router, generator and sinks in
+    /// memory: devices alone, IPv4 and IPv6 with 4 routes and the full table, ipfw
+    /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
+    /// --workers workers, beside bench forward's design loop).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -87,7 +98,7 @@ pub struct BenchArgs {
     /// turn, so make it at least --flows to have every flow in the buffer).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub packets: u64,
-    /// bench forward: flows (destinations) in the workload, split over the workers.
+    /// bench forward, router: flows (destinations) in the workload, split over the workers.
     #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub flows: u64,
     /// bench forward: next hops (gateways, spread over 4 interfaces) the routes use;
@@ -107,7 +118,7 @@ pub struct BenchArgs {
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
     #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub lookups: u64,
-    /// bench lpm, forward: the route table (`prefix/len AS` lines); default: iptrie 0.11.2's
+    /// bench lpm, forward, router: the route table (`prefix/len AS` lines); default: iptrie 0.11.2's
     /// benches/bgpas.lpm in cargo's registry sources.
     #[arg(long, value_name = "PATH")]
     pub table: Option<std::path::PathBuf>,
@@ -116,7 +127,9 @@ pub struct BenchArgs {
     /// IPv6 radix6, poptrie6, poptrie6-16, poptrie6-20, prefix-trie6, poptrie-crate6,
     /// ip_network_table6; or a whole family, ipv4 or ipv6. bench forward: designs to
     /// leave out (legacy, split, split+flowtable). bench fw: case groups to leave out
-    /// (matrix, allow, rfc2544, table, state).
+    /// (matrix, allow, rfc2544, table, state). bench router: rows to leave out
+    /// (devices, v4-few, v4-full, v6-few, v6-full, ipfw-0, ipfw-1, ipfw-10, ipfw-100,
+    /// keep-state, design; 2w: every second worker count).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.

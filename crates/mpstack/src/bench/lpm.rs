@@ -937,6 +937,24 @@ pub fn load_table(
     Ok((t.v4, t.source))
 }
 
+/// Both families of `--table` (or of the table `table::find_bgpas` finds, or
+/// synthetic ones), for `bench router`.
+#[allow(clippy::type_complexity)]
+pub fn load_tables(
+    a: &BenchArgs,
+    bench: &str,
+) -> Result<
+    (
+        Vec<(route::Prefix4, u32)>,
+        Vec<(route::Prefix6, u32)>,
+        Source,
+    ),
+    String,
+> {
+    let t = load(a, bench)?;
+    Ok((t.v4, t.v6, t.source))
+}
+
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     if let Some(s) = a.skip.iter().find(|s| !IMPLS.contains(&s.as_str())) {
         return Err(format!(

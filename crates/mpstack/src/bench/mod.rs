@@ -23,6 +23,7 @@ mod fw;
 mod lpm;
 mod mbuf;
 mod polled;
+mod router;
 mod smol;
 mod smol_tap;
 mod tap;
@@ -144,8 +145,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "lpm" => lpm::main(&a),
         "forward" => forward::main(&a),
         "fw" => fw::main(&a),
+        "router" => router::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw, router)"
         )),
     }
 }
