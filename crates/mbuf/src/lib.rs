@@ -35,7 +35,7 @@ pub mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use crate::mbuf::Mbuf;
+pub use crate::mbuf::{Mbuf, Pkt};
 pub use crate::pool::PoolStats;
 pub use crate::stats::{MbufStats, PullStats};
 

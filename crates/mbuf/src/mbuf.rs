@@ -10,17 +10,85 @@
 //!   first (FreeBSD `M_WRITABLE`), so no holder ever sees another's writes.
 
 use std::fmt;
+use std::ptr::NonNull;
 
-use crate::pool::{Buf, Class};
+use crate::pool::{self, Buf, Class};
 use crate::seglist::{Seg, SegList};
 use crate::{NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
 
-/// A packet: header plus a chain of reference-counted buffer segments.
+/// A packet: a pointer-sized handle to its record — the packet header and the
+/// chain of reference-counted buffer segments — which lives in the pool, as
+/// FreeBSD's `m_pkthdr` lives in the first mbuf, DPDK's in `rte_mbuf` and VPP's in
+/// `vlib_buffer_t`. Moving a packet through the stack's queues and vectors moves 8
+/// bytes; the record is reached through the handle (`m.hdr` works through
+/// [`std::ops::Deref`], as through a `Box`). Dropping the handle drops the segments
+/// and returns the record to the pool.
 pub struct Mbuf {
+    rec: NonNull<Pkt>,
+}
+
+/// A packet's record: what an [`Mbuf`] points to.
+pub struct Pkt {
     /// The packet header; copied by `split` and `try_clone`.
     pub hdr: PktHdr,
     pub(crate) len: usize,
     pub(crate) segs: SegList,
+}
+
+const _: () = assert!(std::mem::size_of::<Pkt>() <= pool::REC_CAP);
+const _: () = assert!(std::mem::align_of::<Pkt>() <= 16);
+const _: () = assert!(std::mem::size_of::<Mbuf>() == 8);
+const _: () = assert!(std::mem::size_of::<Option<Mbuf>>() == 8);
+
+// SAFETY: an `Mbuf` owns its record exclusively (it is never copied or shared), and
+// the record's contents (`PktHdr`, `SegList` of `Buf`s) are `Send`; sending the
+// handle sends that ownership.
+unsafe impl Send for Mbuf {}
+// SAFETY: `&Mbuf` only gives `&Pkt`, and `Pkt` is `Sync` (its buffers are only read
+// through shared references).
+unsafe impl Sync for Mbuf {}
+
+impl std::ops::Deref for Mbuf {
+    type Target = Pkt;
+    #[inline(always)]
+    fn deref(&self) -> &Pkt {
+        // SAFETY: `rec` points to a record initialised by `Mbuf::with_rec` and owned by
+        // this handle until `drop`; `&self` excludes writes through it.
+        unsafe { self.rec.as_ref() }
+    }
+}
+
+impl std::ops::DerefMut for Mbuf {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Pkt {
+        // SAFETY: as in `deref`; `&mut self` makes the borrow exclusive.
+        unsafe { self.rec.as_mut() }
+    }
+}
+
+impl Drop for Mbuf {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the record was initialised by `with_rec` and is dropped exactly once,
+        // here; after this nothing reads it, and it goes back to the pool.
+        unsafe {
+            std::ptr::drop_in_place(self.rec.as_ptr());
+            pool::free_rec(self.rec.cast());
+        }
+    }
+}
+
+impl Mbuf {
+    /// A handle to a new record holding `pkt`; `NoBufs` if the pool has no record.
+    #[inline]
+    fn with_rec(pkt: Pkt) -> Result<Mbuf, NoBufs> {
+        let p = pool::alloc_rec()?.cast::<Pkt>();
+        // SAFETY: `p` is a free record slot of `REC_CAP` bytes, aligned to 16 (at
+        // least `Pkt`'s size and alignment, asserted above), owned by nobody; writing
+        // a whole value initialises it.
+        unsafe { p.as_ptr().write(pkt) };
+        Ok(Mbuf { rec: p })
+    }
 }
 
 /// Bytes to add to a chain: a slice, or zeros (`m_copyback` past the end).
@@ -83,18 +151,20 @@ pub(crate) fn trim_segs_front(segs: &mut SegList, from: usize, mut n: usize) {
 }
 
 impl Mbuf {
-    pub(crate) fn empty(hdr: PktHdr) -> Mbuf {
-        Mbuf {
+    /// An empty packet with header `hdr` (no segment); `NoBufs` if the pool has no
+    /// record.
+    pub(crate) fn empty(hdr: PktHdr) -> Result<Mbuf, NoBufs> {
+        Mbuf::with_rec(Pkt {
             hdr,
             len: 0,
             segs: SegList::new(),
-        }
+        })
     }
 
     /// An empty packet in one cluster, with [`DEFAULT_HEADROOM`] bytes of
     /// headroom for prepends and the rest of the cluster as tailroom for appends.
     pub fn new() -> Result<Mbuf, NoBufs> {
-        let mut m = Mbuf::empty(PktHdr::default());
+        let mut m = Mbuf::empty(PktHdr::default())?;
         m.segs
             .push(Seg::new(Buf::alloc(Class::Cluster)?, DEFAULT_HEADROOM, 0));
         Ok(m)
@@ -115,7 +185,7 @@ impl Mbuf {
         } else {
             Class::for_len(need)
         };
-        let mut m = Mbuf::empty(PktHdr::default());
+        let mut m = Mbuf::empty(PktHdr::default())?;
         m.segs
             .push(Seg::new(Buf::alloc(class)?, DEFAULT_HEADROOM, 0));
         Ok(m)
@@ -136,7 +206,7 @@ impl Mbuf {
     ///   second small buffer with the rest;
     /// - longer: clusters of `MCLBYTES`, no headroom.
     pub fn devget(data: &[u8]) -> Result<Mbuf, NoBufs> {
-        let mut m = Mbuf::empty(PktHdr::default());
+        let mut m = Mbuf::empty(PktHdr::default())?;
         if data.len() <= MHLEN + MLEN {
             let (a, b) = data.split_at(data.len().min(MHLEN));
             let mut buf = Buf::alloc(Class::Small)?;
@@ -163,7 +233,7 @@ impl Mbuf {
     /// longer than `MCLBYTES` takes several clusters). Tests and benchmarks use it
     /// to build exact layouts.
     pub fn from_parts(parts: &[&[u8]]) -> Result<Mbuf, NoBufs> {
-        let mut m = Mbuf::empty(PktHdr::default());
+        let mut m = Mbuf::empty(PktHdr::default())?;
         for part in parts {
             for chunk in part.chunks(MCLBYTES) {
                 let mut buf = Buf::alloc(Class::for_len(chunk.len()))?;
@@ -195,9 +265,9 @@ impl Mbuf {
             let buf = Buf::alloc(Class::for_len(need.max(MCLBYTES)))?;
             self.segs.push(Seg::new(buf, DEFAULT_HEADROOM, 0));
         }
+        self.len = data.len();
         let s = &mut self.segs.as_mut_slice()[0];
         s.set_window(DEFAULT_HEADROOM, data.len());
-        self.len = data.len();
         if let Some(dst) = s.data_mut(0, data.len()) {
             dst.copy_from_slice(data);
         }
@@ -346,7 +416,7 @@ impl Mbuf {
     /// shared by both packets (reference count), and becomes read-only for both
     /// until one lets go. `off >= len` returns an empty packet.
     pub fn split(&mut self, off: usize) -> Result<Mbuf, NoBufs> {
-        let mut rest = Mbuf::empty(self.hdr);
+        let mut rest = Mbuf::empty(self.hdr)?;
         if off >= self.len {
             return Ok(rest);
         }
@@ -367,11 +437,11 @@ impl Mbuf {
     }
 
     /// `m_cat`: appends `other`'s segments (no copy); its header is dropped.
-    pub fn cat(&mut self, other: Mbuf) {
+    pub fn cat(&mut self, mut other: Mbuf) {
         if other.len == 0 {
             return;
         }
-        let mut segs = other.segs;
+        let mut segs = std::mem::replace(&mut other.segs, SegList::new());
         if segs.first().is_some_and(|s| s.len() == 0) {
             drop(segs.remove(0));
         }
@@ -482,7 +552,7 @@ impl Mbuf {
     /// only the header and the segment list are copied. Writes through either
     /// packet copy the written segment first.
     pub fn try_clone(&self) -> Result<Mbuf, NoBufs> {
-        Ok(Mbuf {
+        Mbuf::with_rec(Pkt {
             hdr: self.hdr,
             len: self.len,
             segs: self.segs.clone(),
@@ -494,8 +564,8 @@ impl Mbuf {
     /// the range is shared (reference counts), so both packets see the same bytes
     /// and either copies a segment before writing to it. A TCP send buffer hands
     /// its data to segments this way (FreeBSD's `tcp_output` does the same).
-    pub fn copym(&self, off: usize, len: usize) -> Mbuf {
-        let mut out = Mbuf::empty(self.hdr);
+    pub fn copym(&self, off: usize, len: usize) -> Result<Mbuf, NoBufs> {
+        let mut out = Mbuf::empty(self.hdr)?;
         let off = off.min(self.len);
         let mut left = len.min(self.len - off);
         out.len = left;
@@ -509,7 +579,7 @@ impl Mbuf {
             left -= n;
             loff = 0;
         }
-        out
+        Ok(out)
     }
 
     /// The packet's bytes, gathered.
@@ -567,6 +637,16 @@ pub(crate) fn fill_new(buf: &mut Buf, off: usize, data: &[u8]) -> Result<(), NoB
         .ok_or(NoBufs)?
         .copy_from_slice(data);
     Ok(())
+}
+
+impl fmt::Debug for Pkt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pkt")
+            .field("hdr", &self.hdr)
+            .field("len", &self.len)
+            .field("nsegs", &self.segs.len())
+            .finish()
+    }
 }
 
 impl fmt::Debug for Mbuf {

@@ -165,7 +165,7 @@ fn apply(pkts: &mut Vec<(Mbuf, Vec<u8>)>, op: Op) {
             let (m, v) = &pkts[i % n];
             let from = off.min(v.len());
             let to = from + len.min(v.len() - from);
-            let c = (m.copym(off, len), v[from..to].to_vec());
+            let c = (m.copym(off, len).unwrap(), v[from..to].to_vec());
             if n < 6 {
                 pkts.push(c);
             }

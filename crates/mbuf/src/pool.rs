@@ -51,7 +51,9 @@ use crate::{NoBufs, MCLBYTES, MJUM256BYTES, MJUMBYTES, MLEN, MSIZE};
 struct BufHdr {
     refcnt: AtomicU32,
     cap: u32,
-    _reserved: u64,
+    /// The [`Class`] (written once, with `cap`).
+    class: u8,
+    _reserved: [u8; 7],
 }
 
 const HDR: usize = std::mem::size_of::<BufHdr>();
@@ -65,18 +67,30 @@ const SMALL_PER_SLAB: usize = 256;
 const CLUSTERS_PER_SLAB: usize = 64;
 const JUMBOS_PER_SLAB: usize = 4;
 const JUM256S_PER_SLAB: usize = 4;
+const RECS_PER_SLAB: usize = 256;
+/// Bytes of a packet record's stride: a packet header record takes two cache lines.
+const REC_STRIDE: usize = 128;
+/// Bytes a packet record may hold (after the buffer header).
+pub(crate) const REC_CAP: usize = REC_STRIDE - HDR;
 /// Classes of buffers.
-const CLASSES: usize = 4;
+const CLASSES: usize = 5;
 /// Buffers moved between a thread cache and the global list under one lock.
-pub(crate) const BATCH: usize = 32;
-/// A thread cache holding this many free buffers of a class gives [`BATCH`] back.
-pub(crate) const CACHE_HIGH: usize = 2 * BATCH;
+pub(crate) const BATCH: usize = 128;
+/// A thread cache holding this many free buffers of a class gives [`BATCH`] back:
+/// several receive bursts' worth, so that a worker whose packets are freed where
+/// they were allocated never touches the global list in steady state (with a high
+/// mark of one burst, every poll gave buffers back and took them again, under the
+/// global lock).
+pub(crate) const CACHE_HIGH: usize = 8 * BATCH;
 /// Small buffers allowed per cluster of the limit: the same bytes (16 × 128 B ≈ 2 KiB).
 const SMALL_PER_CLUSTER_LIMIT: usize = 16;
 /// Clusters of the limit one jumbo cluster stands for: the same bytes.
 const CLUSTERS_PER_JUMBO_LIMIT: usize = MJUMBYTES / MCLBYTES;
 /// Clusters of the limit one 256 KiB cluster stands for: the same bytes.
 const CLUSTERS_PER_JUM256_LIMIT: usize = MJUM256BYTES / MCLBYTES;
+/// Packet records allowed per cluster of the limit: one for each small buffer and
+/// cluster the limit allows, since every packet holds at least one of them.
+const RECS_PER_CLUSTER_LIMIT: usize = SMALL_PER_CLUSTER_LIMIT + 1;
 /// Default bound: 131072 clusters (272 MiB of clusters) and 16× as many small buffers.
 pub const DEFAULT_CLUSTER_LIMIT: usize = 1 << 17;
 /// Reference counts above this abort, as `Arc` does, instead of wrapping.
@@ -86,14 +100,18 @@ const _: () = assert!(HDR == 16);
 const _: () = assert!(HDR + MLEN <= SMALL_STRIDE);
 const _: () = assert!(SMALL_STRIDE % 16 == 0 && CLUSTER_STRIDE % SLAB_ALIGN == 0);
 const _: () = assert!(JUMBO_STRIDE % SLAB_ALIGN == 0 && JUM256_STRIDE % SLAB_ALIGN == 0);
+const _: () = assert!(REC_STRIDE % SLAB_ALIGN == 0);
 
-/// The four size classes.
+/// The four size classes of data buffers, and packet records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Class {
     Small = 0,
     Cluster = 1,
     Jumbo = 2,
     Jum256 = 3,
+    /// A packet record (the header and segment list a packet handle points to):
+    /// never holds data, never shared, never chosen by [`Class::for_len`].
+    Rec = 4,
 }
 
 impl Class {
@@ -103,6 +121,7 @@ impl Class {
             Class::Cluster => MCLBYTES,
             Class::Jumbo => MJUMBYTES,
             Class::Jum256 => MJUM256BYTES,
+            Class::Rec => REC_CAP,
         }
     }
     const fn stride(self) -> usize {
@@ -111,6 +130,7 @@ impl Class {
             Class::Cluster => CLUSTER_STRIDE,
             Class::Jumbo => JUMBO_STRIDE,
             Class::Jum256 => JUM256_STRIDE,
+            Class::Rec => REC_STRIDE,
         }
     }
     const fn per_slab(self) -> usize {
@@ -119,6 +139,16 @@ impl Class {
             Class::Cluster => CLUSTERS_PER_SLAB,
             Class::Jumbo => JUMBOS_PER_SLAB,
             Class::Jum256 => JUM256S_PER_SLAB,
+            Class::Rec => RECS_PER_SLAB,
+        }
+    }
+    const fn from_u8(c: u8) -> Class {
+        match c {
+            0 => Class::Small,
+            1 => Class::Cluster,
+            2 => Class::Jumbo,
+            3 => Class::Jum256,
+            _ => Class::Rec,
         }
     }
     /// The smallest class that holds `len` bytes (the largest for more).
@@ -160,8 +190,8 @@ struct Global {
 }
 
 static GLOBAL: Mutex<Global> = Mutex::new(Global {
-    free: [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
-    total: [0, 0, 0, 0],
+    free: [Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new()],
+    total: [0, 0, 0, 0, 0],
     slabs: Vec::new(),
     cluster_limit: DEFAULT_CLUSTER_LIMIT,
 });
@@ -179,6 +209,7 @@ impl Global {
             Class::Cluster => self.cluster_limit,
             Class::Jumbo => self.cluster_limit / CLUSTERS_PER_JUMBO_LIMIT,
             Class::Jum256 => self.cluster_limit / CLUSTERS_PER_JUM256_LIMIT,
+            Class::Rec => self.cluster_limit.saturating_mul(RECS_PER_CLUSTER_LIMIT),
         }
     }
 
@@ -218,7 +249,8 @@ impl Global {
                     BufHdr {
                         refcnt: AtomicU32::new(0),
                         cap: class.cap() as u32,
-                        _reserved: 0,
+                        class: class as u8,
+                        _reserved: [0; 7],
                     },
                 );
             }
@@ -250,7 +282,7 @@ impl Drop for Cache {
 
 thread_local! {
     static CACHE: RefCell<Cache> = const {
-        RefCell::new(Cache { free: [Vec::new(), Vec::new(), Vec::new(), Vec::new()] })
+        RefCell::new(Cache { free: [Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new()] })
     };
 }
 
@@ -357,7 +389,7 @@ impl Buf {
     }
 
     pub(crate) fn class(&self) -> Class {
-        Class::for_len(self.cap())
+        Class::from_u8(self.hdr().class)
     }
 
     /// True if this is the only reference, i.e. the bytes may be written.
@@ -413,7 +445,13 @@ impl Clone for Buf {
 
 impl Drop for Buf {
     fn drop(&mut self) {
-        if self.hdr().refcnt.fetch_sub(1, Ordering::Release) != 1 {
+        // The only reference (FreeBSD's `mb_free_ext` tests the same before its
+        // atomic): nobody else can take one, since that needs one, so no atomic
+        // read-modify-write is needed. Acquire pairs with the Release decrements of
+        // holders that let go earlier.
+        if self.hdr().refcnt.load(Ordering::Acquire) != 1
+            && self.hdr().refcnt.fetch_sub(1, Ordering::Release) != 1
+        {
             return;
         }
         // Pairs with the Release decrements of the other holders: their accesses
@@ -433,6 +471,34 @@ impl std::fmt::Debug for Buf {
     }
 }
 
+/// A packet record (a packet handle's header and segment list): [`REC_CAP`]
+/// bytes, aligned to 16, from the thread's cache; `NoBufs` (counted) at the limit.
+/// The bytes hold whatever the last record left: the caller writes a whole value
+/// before reading any.
+pub(crate) fn alloc_rec() -> Result<NonNull<u8>, NoBufs> {
+    match take(Class::Rec) {
+        // SAFETY: the data area starts right after the header, inside the slab
+        // allocation (HDR + REC_CAP == REC_STRIDE); the pointer is non-null.
+        Some(FreePtr(p)) => Ok(unsafe { NonNull::new_unchecked(p.as_ptr().cast::<u8>().add(HDR)) }),
+        None => {
+            ALLOC_FAIL.fetch_add(1, Ordering::Relaxed);
+            Err(NoBufs)
+        }
+    }
+}
+
+/// Returns a record from [`alloc_rec`] to the thread's cache.
+///
+/// # Safety
+/// `p` came from [`alloc_rec`], is not used again, and whatever value it held has
+/// been dropped.
+pub(crate) unsafe fn free_rec(p: NonNull<u8>) {
+    // SAFETY: `p` is HDR bytes into a record's slot (the caller's contract), so
+    // the header is HDR bytes before it, inside the same slab.
+    let hdr = unsafe { NonNull::new_unchecked(p.as_ptr().sub(HDR).cast::<BufHdr>()) };
+    give(FreePtr(hdr), Class::Rec);
+}
+
 /// Pool-wide counters (global, not per thread).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
@@ -448,6 +514,8 @@ pub struct PoolStats {
     pub jumbo_total: u64,
     /// 256 KiB clusters carved from slabs so far.
     pub jum256_total: u64,
+    /// Packet records carved from slabs so far.
+    pub rec_total: u64,
     /// Allocations refused at the limit (or by the heap): ENOBUFS.
     pub alloc_fail: u64,
     /// Slabs allocated from the heap.
@@ -466,6 +534,7 @@ pub fn stats() -> PoolStats {
         small_free_global: g.free[Class::Small as usize].len() as u64,
         jumbo_total: g.total[Class::Jumbo as usize] as u64,
         jum256_total: g.total[Class::Jum256 as usize] as u64,
+        rec_total: g.total[Class::Rec as usize] as u64,
         alloc_fail: ALLOC_FAIL.load(Ordering::Relaxed),
         slabs: g.slabs.len() as u64,
         cluster_limit: g.cluster_limit as u64,

@@ -214,13 +214,13 @@ fn copym_shares_every_segment_of_its_range() {
         (5000, 1),
         (0, 0),
     ] {
-        let c = m.copym(off, len);
+        let c = m.copym(off, len).unwrap();
         let end = (off + len).min(data.len());
         assert_eq!(c.to_vec(), data[off.min(end)..end], "{off}+{len}");
         assert_eq!(c.hdr.rcvif, 3);
         c.check();
     }
-    let c = m.copym(150, 100);
+    let c = m.copym(150, 100).unwrap();
     assert_eq!(lens(&c), [100]);
     assert!(!m.segs.as_slice()[1].buf.is_unique(), "shared, not copied");
     // A write through either copies first.

@@ -116,11 +116,11 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
             p.append(&hh[..hlen])?;
             Ok(p)
         });
-        let Ok(mut p) = seg else {
+        let (Ok(mut p), Ok(data)) = (seg, m.copym(hlen + off, n)) else {
             out.truncate(first);
             return Err(GsoError::NoBufs);
         };
-        p.cat(m.copym(hlen + off, n));
+        p.cat(data);
         p.hdr = m.hdr;
         p.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
         p.hdr.tso_segsz = 0;

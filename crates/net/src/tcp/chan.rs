@@ -336,7 +336,9 @@ impl ByteChan {
         let Some(off) = found else {
             return (self.push(data), false);
         };
-        let shared = m.copym(off, data.len());
+        let Ok(shared) = m.copym(off, data.len()) else {
+            return (self.push(data), false);
+        };
         if !worth_holding(&shared, data.len()) {
             return (self.push(data), false);
         }
@@ -689,7 +691,7 @@ mod tests {
         loop {
             let n = ch.drain_moving(&mut partial, 50_000, usize::MAX, |p| match p {
                 Piece::InPkt { m, off, data } => {
-                    assert_eq!(m.copym(off, data.len()).to_vec(), data);
+                    assert_eq!(m.copym(off, data.len()).unwrap().to_vec(), data);
                     kinds.push(('p', data.len()));
                     got.extend_from_slice(data);
                     data.len()
@@ -739,7 +741,7 @@ mod tests {
         ch.bytes.store(0, Ordering::Release);
         // In a later segment of a chain (a header buffer, then shared data): held too.
         let mut chain = mbuf::Mbuf::from_slice(b"header").unwrap();
-        chain.cat(m.copym(0, 1600));
+        chain.cat(m.copym(0, 1600).unwrap());
         let (_, d) = header_and_second(&chain);
         assert_eq!(ch.push_pkt(&chain, &d[10..1510]), (1500, true));
         match ch.queues().pop() {

@@ -1022,9 +1022,10 @@ fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
                 // copied (as the space acknowledgments open, a segment or two at a
                 // time, they would make a long list of tiny chunks).
                 Piece::InPkt { m, off, data } if data.len() >= super::chan::PKT_CHUNK_MIN => {
-                    match tcb.send_mbuf(m.copym(off, data.len())) {
-                        Ok(()) => data.len(),
-                        Err(_) => tcb.send(data),
+                    match m.copym(off, data.len()).map(|c| tcb.send_mbuf(c)) {
+                        Ok(Ok(())) => data.len(),
+                        // No record in the pool, or no room for a shared chunk: copy.
+                        _ => tcb.send(data),
                     }
                 }
                 Piece::Part(b) | Piece::InPkt { data: b, .. } => tcb.send(b),
@@ -1194,7 +1195,7 @@ fn build_segment<'p>(
     let mut by_ref = 0;
     for piece in payload {
         if let Some((pm, at)) = shares(&piece) {
-            m.cat(pm.copym(at, piece.data.len()));
+            m.cat(pm.copym(at, piece.data.len()).ok()?);
             by_ref += piece.data.len();
             room = 0;
             continue;
