@@ -1,0 +1,163 @@
+//! Segments that find no connection (the LISTEN half of FreeBSD's `tcp_input`, and
+//! its `tcp_syncache` for the cookies): a listener's SYN opens a half-open
+//! connection, or, when its queue is full, is answered with a SYN cookie (RFC 4987)
+//! and no state; the ACK of a cookie opens an established one; anything else is
+//! dropped or answered with a reset (RFC 9293 §3.10.7.1–2). Calls `output` to send
+//! and to service the new connection.
+
+use super::output::{send_segment, service};
+use super::{conn_cfg, isn, ts_offset, Conn, TcpWorker, Tuple};
+use crate::stats::DropReason;
+use crate::tcp::tcb::{reset_for, wscale_for, CookieOpts, SegIn, SegOut, Tcb};
+use crate::worker::Cx;
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+
+/// The MSS values a SYN cookie can carry (3 bits; RFC 4987's classic encoding).
+const COOKIE_MSS: [u16; 8] = [216, 536, 1024, 1200, 1220, 1360, 1440, 1460];
+
+fn cookie_hash(secret: u64, t: &Tuple, epoch: u32) -> u32 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (secret ^ 0xc00c_1e5a_u64).hash(&mut h);
+    t.hash(&mut h);
+    epoch.hash(&mut h);
+    h.finish() as u32
+}
+
+/// A SYN cookie: 5 bits of a 64-second clock, 3 bits of MSS, 24 bits of keyed hash.
+fn cookie_make(secret: u64, t: &Tuple, now: dev::Instant, mss: u16) -> u32 {
+    let epoch = (now.as_nanos() / 64_000_000_000) as u32;
+    let idx = COOKIE_MSS.iter().rposition(|&m| m <= mss).unwrap_or(0) as u32;
+    ((epoch & 0x1f) << 27) | (idx << 24) | (cookie_hash(secret, t, epoch) & 0x00ff_ffff)
+}
+
+/// The MSS a valid cookie (from this or the previous 64 s) carries.
+fn cookie_check(secret: u64, t: &Tuple, cookie: u32, now: dev::Instant) -> Option<u16> {
+    let cur = (now.as_nanos() / 64_000_000_000) as u32;
+    for epoch in [cur, cur.wrapping_sub(1)] {
+        if (epoch & 0x1f) == cookie >> 27
+            && cookie_hash(secret, t, epoch) & 0x00ff_ffff == cookie & 0x00ff_ffff
+        {
+            return Some(COOKIE_MSS[((cookie >> 24) & 7) as usize]);
+        }
+    }
+    None
+}
+
+/// A segment for which there is no connection (none was, or a TIME_WAIT just gave
+/// way to its SYN, RFC 6191), sent to `dst`: the ACK of a SYN cookie, a listener's
+/// SYN (answered with a SYN cookie when the listener's queue is full), or, with no
+/// listener to take it, a reset.
+pub(super) fn tcp_listen_input(
+    cx: &mut Cx<'_>,
+    tw: &mut TcpWorker,
+    tuple: Tuple,
+    dst: IpAddr,
+    seg: &SegIn<'_>,
+) {
+    let listener = cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {
+        // A listener of the segment's family: on this address, else on the
+        // unspecified one (an IPv6 listener takes IPv6 only).
+        v.iter()
+            .find(|l| l.local.ip() == dst)
+            .or_else(|| {
+                v.iter()
+                    .find(|l| l.local.ip().is_unspecified() && l.local.is_ipv4() == dst.is_ipv4())
+            })
+            .cloned()
+    });
+    let listener = listener.filter(|l| !l.closed.load(Ordering::Acquire));
+    // SYN+FIN is no way to open a connection (Linux drops it too).
+    let is_syn = seg.syn && seg.ack.is_none() && !seg.rst && !seg.fin;
+    if let (Some(l), false, false, Some(ack)) = (&listener, seg.syn, seg.rst, seg.ack) {
+        if let Some(mss) = cookie_check(cx.isn_secret, &tuple, ack.wrapping_sub(1), cx.now) {
+            cx.stats.tcp.syncookiesrecvd += 1;
+            if l.accept_q.is_full() || tw.conns.len() >= tw.max_conns {
+                // No room: refuse with a reset rather than leave the client believing
+                // it is connected (Linux's tcp_abort_on_overflow).
+                DropReason::TcpListenDrop.count(cx.stats);
+                let rst = reset_for(seg);
+                if let Some(r) = rst {
+                    cx.stats.tcp.sndrst += 1;
+                    send_segment(cx, &tuple, &r, std::iter::empty());
+                }
+                return;
+            }
+            let cfg = conn_cfg(cx, &tuple, l.buffers);
+            let opts = seg.ts.map(|(tsval, tsecr)| CookieOpts {
+                wscale: Some((tsecr & 0xf) as u8).filter(|w| *w != 0xf),
+                sack: tsecr & 0x10 != 0,
+                ts: (tsval, tsecr),
+            });
+            let mut tcb = Tcb::from_cookie(
+                cfg,
+                ack.wrapping_sub(1),
+                seg.seq.wrapping_sub(1),
+                mss,
+                seg.wnd,
+                opts,
+            );
+            tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+            tcb.input(seg, cx.now, &mut cx.stats.tcp);
+            cx.stats.tcp.accepts += 1;
+            let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
+            return service(cx, tw, i);
+        }
+    }
+    if listener.is_some() && !is_syn && seg.ack.is_none() {
+        // LISTEN, "other control or text" without SYN or ACK (a FIN, Xmas or null
+        // probe), or a RST: drop silently (RFC 9293 §3.10.7.2), as BSD and Linux do.
+        cx.stats.tcp.listennosyn += 1;
+        return;
+    }
+    let Some(l) = listener.filter(|_| is_syn) else {
+        DropReason::TcpNoPort.count(cx.stats);
+        if let Some(r) = reset_for(seg) {
+            cx.stats.tcp.sndrst += 1;
+            send_segment(cx, &tuple, &r, std::iter::empty());
+        }
+        return;
+    };
+    if l.half_open.load(Ordering::Acquire) >= l.backlog || tw.conns.len() >= tw.max_conns {
+        // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
+        cx.stats.tcp.syncookiessent += 1;
+        let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
+        let cfg = conn_cfg(cx, &tuple, l.buffers);
+        let mut synack = SegOut {
+            seq: cookie,
+            ack: seg.seq.wrapping_add(1),
+            ack_flag: true,
+            syn: true,
+            wnd: cfg.rcvbuf.min(65_535) as u16,
+            mss: Some(cfg.mss),
+            ..SegOut::default()
+        };
+        // With timestamps the cookie keeps the SYN's other options too: the low six
+        // bits of our TSval carry the peer's window scale and SACK permitted, and the
+        // ACK echoes them back (as Linux does).
+        if let (true, Some((peer_ts, _))) = (cfg.timestamps, seg.ts) {
+            let ws = seg.wscale.filter(|_| cfg.window_scaling);
+            let bits = u32::from(ws.map_or(0xf, |w| w.min(14)))
+                | (u32::from(seg.sack_perm && cfg.sack) << 4);
+            let clock = (cx.now.as_millis() as u32).wrapping_add(ts_offset(cx.isn_secret, &tuple));
+            // At or below the clock, so later timestamps never run backwards.
+            let tsval =
+                ((clock & !0x3f) | bits).wrapping_sub(if bits > (clock & 0x3f) { 64 } else { 0 });
+            synack.ts = Some((tsval, peer_ts));
+            synack.wscale = ws.map(|_| wscale_for(&cfg));
+            synack.sack_perm = seg.sack_perm && cfg.sack;
+        }
+        send_segment(cx, &tuple, &synack, std::iter::empty());
+        return;
+    }
+    let iss = isn(cx.isn_secret, &tuple, cx.now);
+    let cfg = conn_cfg(cx, &tuple, l.buffers);
+    let Some(mut tcb) = Tcb::accept(cfg, iss, seg) else {
+        return;
+    };
+    tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+    l.half_open.fetch_add(1, Ordering::AcqRel);
+    let i = tw.insert(Conn::passive(cx, tuple, tcb, l, true));
+    service(cx, tw, i);
+}

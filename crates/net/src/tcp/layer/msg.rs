@@ -1,0 +1,81 @@
+//! What applications and other workers ask of a worker's TCP ([`TcpMsg`]):
+//! a segment handed over from another worker, a connect, a wake-up after a write, a
+//! shutdown or a close, and a smaller path MTU from ICMP (FreeBSD's `tcp_usrreq` and
+//! `tcp_ctlinput`, as messages). Calls `input` and `output`.
+
+use super::input::tcp_input_local;
+use super::output::service;
+use super::{conn_cfg, flow_home, isn, ts_offset, Conn, TcpMsg, TcpWorker, Tuple};
+use crate::tcp::chan::{err, phase};
+use crate::tcp::tcb::Tcb;
+use crate::worker::Cx;
+use std::sync::atomic::Ordering;
+
+/// Messages from applications and other workers.
+pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
+    match msg {
+        TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
+        TcpMsg::PathMtu(tuple, mss) => {
+            if let Some(i) = tw.conn_slot(&tuple) {
+                let changed = tw
+                    .slab
+                    .get_mut(i)
+                    .is_some_and(|c| c.tcb.path_mtu(mss, &mut cx.stats.tcp));
+                if changed {
+                    service(cx, tw, i);
+                }
+            }
+        }
+        TcpMsg::Connect(s) => {
+            let tuple = Tuple {
+                local: s.local,
+                remote: s.remote,
+            };
+            let in_use = tw.conns.contains_key(&tuple);
+            if in_use || tw.conns.len() >= tw.max_conns {
+                if in_use {
+                    cx.stats.tcp.connaddrinuse += 1;
+                } else {
+                    cx.stats.tcp.conntablefull += 1;
+                }
+                s.error.store(err::REFUSED, Ordering::Release);
+                s.phase.store(phase::CLOSED, Ordering::Release);
+                s.wake();
+                return;
+            }
+            let iss = isn(cx.isn_secret, &tuple, cx.now);
+            let cfg = conn_cfg(cx, &tuple, (s.tx.cap(), s.rx.cap()));
+            let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
+            tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+            // An active open has no listener to announce it to.
+            let i = tw.insert(Conn {
+                announced: true,
+                ..Conn::new(tuple, tcb, s)
+            });
+            service(cx, tw, i);
+        }
+        TcpMsg::Wake(s) => {
+            s.queued.store(false, Ordering::Release);
+            let tuple = Tuple {
+                local: s.local,
+                remote: s.remote,
+            };
+            if let Some(i) = tw.conn_slot(&tuple) {
+                service(cx, tw, i);
+            }
+        }
+    }
+}
+
+/// A Packet Too Big quoting a segment of ours on `tuple`: the connection, on its home
+/// worker, shrinks its segments to `mss`.
+pub(crate) fn tcp_path_mtu(cx: &mut Cx<'_>, tuple: Tuple, mss: u32) {
+    let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
+    if home != cx.worker {
+        return cx.handoff_tcp(home, TcpMsg::PathMtu(tuple, mss));
+    }
+    if let Some(tw) = cx.tcp.take() {
+        tcp_msg(cx, tw, TcpMsg::PathMtu(tuple, mss));
+        cx.tcp = Some(tw);
+    }
+}

@@ -1,0 +1,353 @@
+//! A connection serviced (FreeBSD's `tcp_output` with the socket-buffer side of
+//! `tcp_usrreq`): the application's bytes into the control block, received bytes out
+//! to the application, the control block's segments built (sharing the send buffer's
+//! packet buffers where that pays) and sent down `ip_output` or `ip6_output`, and
+//! what the application sees updated; a finished connection freed or reduced to its
+//! TIME_WAIT remnant. `tcp_flush` services the connections whose output waited for
+//! the end of the batch.
+
+use super::{TcpWorker, Tuple};
+use crate::ip::{self, IpOut, DEFAULT_TTL};
+use crate::ip6::Ip6Out;
+use crate::stats::DropReason;
+use crate::tcp::chan::{err, phase, Piece, StreamShared};
+use crate::tcp::sndbuf::Piece as SndPiece;
+use crate::tcp::tcb::{SegOut, State, TcpError, PAYLOAD_PIECES};
+use crate::worker::Cx;
+use mbuf::Mbuf;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use wire::{IpProtocol, TcpPacket};
+
+/// Services the connections whose output waited for the end of the batch
+/// ([`Tcb::output_may_wait`](crate::tcp::Tcb::output_may_wait)). Called by the
+/// worker after each stage that delivers segments.
+pub(crate) fn tcp_flush(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+    let mut list = std::mem::take(&mut tw.deferred);
+    for i in list.drain(..) {
+        service(cx, tw, i);
+    }
+    debug_assert!(tw.deferred.is_empty(), "only input defers output");
+    // The list's allocation comes back for the next batch.
+    tw.deferred = list;
+}
+
+/// Moves bytes between a connection and its application, sends what is due, updates
+/// what the application sees, and frees a finished connection.
+pub(super) fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
+    let Some(mut c) = tw.slab.take(i) else {
+        return;
+    };
+    c.deferred = false;
+    // Borrowed, not cloned: the stream's reference count is shared with the
+    // application thread.
+    let s = &c.s;
+    if s.opts_dirty.swap(false, Ordering::AcqRel) {
+        c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
+        let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
+        c.tcb
+            .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
+    }
+    // Application → control block.
+    {
+        let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
+        let space = tcb.send_space();
+        if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
+            // Large chunks move into the send buffer whole (no copy), and so does a
+            // small one into an empty buffer (a request: nothing to allocate); other
+            // small ones are copied, so that small writes share chunks.
+            let whole = if tcb.send_buffered() == 0 {
+                1
+            } else {
+                MOVE_CHUNK
+            };
+            let took = s.tx.drain_moving(tx_partial, space, whole, |p| match p {
+                // Offered only when it fits in `space`, so it is taken whole.
+                Piece::Whole(c) => {
+                    let n = c.len();
+                    match tcb.send_chunk(c) {
+                        Ok(()) => n,
+                        Err(c) => {
+                            let took = tcb.send(&c);
+                            debug_assert_eq!(took, n, "a whole chunk beyond send_space");
+                            took
+                        }
+                    }
+                }
+                // Bytes in a packet buffer: the send buffer keeps a reference, and
+                // segments share it. Pieces shorter than a quarter of a chunk are
+                // copied (as the space acknowledgments open, a segment or two at a
+                // time, they would make a long list of tiny chunks).
+                Piece::InPkt { m, off, data } if data.len() >= crate::tcp::chan::PKT_CHUNK_MIN => {
+                    match m.copym(off, data.len()).map(|c| tcb.send_mbuf(c)) {
+                        Ok(Ok(())) => data.len(),
+                        // No record in the pool, or no room for a shared chunk: copy.
+                        _ => tcb.send(data),
+                    }
+                }
+                Piece::Part(b) | Piece::InPkt { data: b, .. } => tcb.send(b),
+            });
+            // A writer may be waiting for room: wake it once a quarter of the channel
+            // is free (or all of it), not for every segment's worth, so a bulk writer
+            // and the worker do not trade a wake-up per burst.
+            if took > 0 && (s.tx.is_empty() || s.tx.space() >= s.tx.cap() / 4) {
+                s.wake_writer();
+            }
+        }
+        // Acknowledged chunks go back to the channel for the writer to fill again.
+        while let Some(chunk) = tcb.take_spare() {
+            s.tx.recycle(chunk);
+        }
+    }
+    let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
+    if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
+        c.fin_requested = true;
+        c.tcb.close();
+    }
+    // Control block → application, then → wire: what the channel takes leaves the
+    // receive buffer first, so the acknowledgment below carries the window it
+    // opens (one segment out, not an ACK and then a window update).
+    let mut moved = false;
+    // Straight from the receive buffer into the channel's chunks, as much as the
+    // channel takes (this worker is its only producer).
+    while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
+        let k = c.tcb.recv_with(s.rx.space(), |b| s.rx.push(b));
+        if k == 0 {
+            break;
+        }
+        moved = true;
+    }
+    if moved {
+        note_reader(&mut tw.readers, s);
+    }
+    tw.segs.clear();
+    let mut segs = std::mem::take(&mut tw.segs);
+    c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
+    for seg in &segs {
+        // Straight from the send buffer into the packet.
+        send_segment(cx, &c.tuple, seg, c.tcb.payload(seg));
+    }
+    tw.segs = segs;
+    if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
+        s.rx_eof.store(true, Ordering::Release);
+        s.wake();
+    }
+    // What the application sees.
+    match c.tcb.state() {
+        State::SynSent | State::SynReceived => {}
+        State::Closed => {
+            let e = match c.tcb.error() {
+                None => err::NONE,
+                Some(TcpError::Refused) => err::REFUSED,
+                Some(TcpError::Reset) => err::RESET,
+                Some(TcpError::TimedOut) => err::TIMED_OUT,
+            };
+            s.error.store(e, Ordering::Release);
+            s.rx_eof.store(true, Ordering::Release);
+            s.phase.store(phase::CLOSED, Ordering::Release);
+            s.wake();
+            if let Some(l) = &c.listener {
+                if c.half_open {
+                    l.half_open.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            tw.remove_held(i, c);
+            return;
+        }
+        _ => {
+            if s.phase.load(Ordering::Acquire) == phase::CONNECTING {
+                s.phase.store(phase::ESTABLISHED, Ordering::Release);
+                s.wake();
+            }
+            if !c.announced {
+                c.announced = true;
+                if let Some(l) = &c.listener {
+                    if std::mem::take(&mut c.half_open) {
+                        l.half_open.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    if l.accept_q.push(s.clone()).is_err() {
+                        // The accept queue is full: refuse, as a full listen queue does.
+                        DropReason::TcpListenDrop.count(cx.stats);
+                        c.tcb.abort();
+                    } else {
+                        l.wake();
+                    }
+                }
+            }
+        }
+    }
+    // TIME_WAIT lasts minutes and has nothing left to carry: once the application's
+    // handle is gone (this worker holds the last reference), the byte channels and
+    // the control block's buffers go, leaving the TCB alone (the connection-rate
+    // bench had 45 KB per TIME_WAIT connection before this, 2 GB in a few seconds).
+    if c.tcb.state() == State::TimeWait && c.tx_partial.is_none() {
+        if let Some(sh) = Arc::get_mut(&mut c.s) {
+            // With nothing owed to the peer, what is left of the connection is its
+            // remnant: 48 bytes where the connection is a kilobyte (FreeBSD's
+            // tcp_twstart).
+            if let Some(rem) = c.tcb.time_wait() {
+                let t = c.tuple;
+                tw.remove_held(i, c);
+                tw.insert_tw(t, rem);
+                return;
+            }
+            if sh.release_channels() {
+                c.tcb.release_buffers();
+            }
+        }
+    }
+    tw.arm(i, &mut c);
+    let aborted = c.tcb.state() == State::Closed;
+    tw.slab.put_back(i, c);
+    if aborted {
+        service(cx, tw, i);
+    }
+}
+
+/// A stream that has new data for its reader: woken once at the end of the worker's
+/// batch (whether a reader waits is asked once per batch, a fence, not per segment).
+pub(super) fn note_reader(readers: &mut Vec<Arc<StreamShared>>, s: &Arc<StreamShared>) {
+    if !readers.iter().any(|r| Arc::ptr_eq(r, s)) {
+        readers.push(s.clone());
+    }
+}
+
+/// Chunks from the application's channel at least this long move into the send
+/// buffer without a copy; shorter ones are copied so small writes share a chunk.
+const MOVE_CHUNK: usize = 4096;
+
+/// Whether a segment takes `p` by reference to its packet buffer rather than by
+/// copy ([`crate::tcp::chan::worth_holding`], the rule the receiver applies too). Large
+/// segments for a device with segmentation offload share; a 1448-byte one out of a
+/// 64 KiB buffer is copied.
+fn shares<'a>(p: &SndPiece<'a>) -> Option<(&'a Mbuf, usize)> {
+    p.shared
+        .filter(|(m, _)| crate::tcp::chan::worth_holding(m, p.data.len()))
+}
+
+/// The header `hdr` and the segment's data in one chain: one buffer for the
+/// header and the bytes copied (a jumbo cluster for a segmentation-offload
+/// device's large ones), so the receiver parses a copied segment in place; with
+/// `share`, pieces that lie in packet buffers follow as segments of their own
+/// ([`Mbuf::copym`], no copy). Copied bytes past a shared piece, or more than a
+/// jumbo cluster holds, go into buffers of their own of the same kind. Also
+/// returns how many bytes it shared; `None` when the pool has no buffer.
+fn build_segment<'p>(
+    hdr: &[u8],
+    payload: impl Iterator<Item = SndPiece<'p>> + Clone,
+    share: bool,
+) -> Option<(Mbuf, usize)> {
+    const MOST: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
+    let shares = |p: &SndPiece<'p>| shares(p).filter(|_| share);
+    let mut copied: usize = payload
+        .clone()
+        .filter(|p| shares(p).is_none())
+        .map(|p| p.data.len())
+        .sum();
+    let first = (hdr.len() + copied).min(MOST);
+    let mut m = Mbuf::with_capacity(first).ok()?;
+    m.append(hdr).ok()?;
+    // Room left in the last buffer, which is ours to write.
+    let mut room = first - hdr.len();
+    let mut by_ref = 0;
+    for piece in payload {
+        if let Some((pm, at)) = shares(&piece) {
+            m.cat(pm.copym(at, piece.data.len()).ok()?);
+            by_ref += piece.data.len();
+            room = 0;
+            continue;
+        }
+        let mut data = piece.data;
+        while !data.is_empty() {
+            let n = if room == 0 {
+                // A new buffer, filled before it joins: `cat` passes over an empty
+                // one, and `append` would then have gone on in 2 KiB clusters.
+                room = copied.min(MOST);
+                let mut more = Mbuf::with_capacity(room).ok()?;
+                let n = data.len().min(room);
+                more.append(&data[..n]).ok()?;
+                m.cat(more);
+                n
+            } else {
+                let n = data.len().min(room);
+                m.append(&data[..n]).ok()?;
+                n
+            };
+            (room, copied, data) = (room - n, copied - n, &data[n..]);
+        }
+    }
+    Some((m, by_ref))
+}
+
+/// Builds one segment and sends it down `ip_output`.
+/// `payload` is the segment's data (`seg.data_len` bytes) in pieces: copied into
+/// the header's buffer, or shared where they lie in a packet buffer
+/// ([`Mbuf::copym`], no copy).
+pub(crate) fn send_segment<'p>(
+    cx: &mut Cx<'_>,
+    t: &Tuple,
+    seg: &SegOut,
+    payload: impl Iterator<Item = SndPiece<'p>> + Clone,
+) {
+    let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
+    let hlen = repr.header_len();
+    let mut hdr = [0u8; 60];
+    {
+        let mut p = TcpPacket::new_unchecked(&mut hdr[..hlen]);
+        repr.emit(&mut p, &t.local.ip(), &t.remote.ip(), false);
+    }
+    // At most PAYLOAD_PIECES buffers a segment (Linux's skb holds MAX_SKB_FRAGS,
+    // 17): a receiver of ours takes no more by reference, and copied the whole of a
+    // longer chain twice (into its scratch buffer, then into the channel). A send
+    // buffer of mixed pieces (the first writes of a connection, say) makes one:
+    // such a segment is built again with its data copied, once.
+    let Some((mut m, by_ref)) = build_segment(&hdr[..hlen], payload.clone(), true)
+        .filter(|(m, _)| m.nsegs() <= PAYLOAD_PIECES)
+        .or_else(|| build_segment(&hdr[..hlen], payload, false))
+    else {
+        return DropReason::IpOutDropped.count(cx.stats);
+    };
+    cx.stats.tcp.sndbyteshared += by_ref as u64;
+    // What the send buffer held of it (a probe may find less than it asked for).
+    let total = m.len();
+    let pseudo =
+        wire::checksum::pseudo_header(&t.local.ip(), &t.remote.ip(), IpProtocol::Tcp, total as u32);
+    // The checksum is left to the output interface (Linux's CHECKSUM_PARTIAL): the
+    // field holds the pseudo-header sum, and `ip_send` / `ip6_send` finish it in
+    // software for a device that does not (ip::csum_finish).
+    m.first_mut()[16..18].copy_from_slice(&pseudo.to_be_bytes());
+    m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
+    m.hdr.tso_segsz = seg.tso_segsz;
+    let (src, dst) = match (t.local.ip(), t.remote.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            return crate::ip6::ip6_output(
+                cx,
+                m,
+                Ip6Out {
+                    src,
+                    dst,
+                    proto: IpProtocol::Tcp,
+                    hlim: crate::ip6::DEFAULT_HLIM,
+                    keep_unspec: false,
+                    ifindex: None,
+                },
+            );
+        }
+        _ => return DropReason::IpOutDropped.count(cx.stats),
+    };
+    ip::ip_output(
+        cx,
+        m,
+        IpOut {
+            src,
+            dst,
+            proto: IpProtocol::Tcp,
+            ttl: DEFAULT_TTL,
+            // Segments are sized by the MSS; Don't Fragment waits for path MTU
+            // discovery (RFC 1191), which needs ICMP "fragmentation needed" handled.
+            df: false,
+        },
+    );
+}

@@ -1,0 +1,197 @@
+//! What an acknowledgment does (the ACK half of FreeBSD's `tcp_input`, with its
+//! `cc_ack_received` and `cc_cong_signal` hooks). New data acknowledged frees the send
+//! buffer, gives an RTT sample (RFC 6298, RFC 7323 §4), may prove a timeout spurious
+//! (RFC 3522), and grows the congestion window, or sets it on leaving recovery
+//! (RFC 6582); a duplicate ACK counts towards fast retransmit (RFC 5681, RFC 5827's
+//! early retransmit, RFC 3042's limited transmit) and starts recovery. How far the
+//! window grows or falls is `cc`'s (CUBIC, NewReno, HyStart++); the holes are `sack`'s.
+
+use super::seq::{diff, lt};
+use super::{SegIn, Tcb};
+use crate::stats::TcpStat;
+use crate::tcp::cc::SlowStartAck;
+use dev::{Duration, Instant};
+
+impl Tcb {
+    pub(super) fn ack_advance(
+        &mut self,
+        ack: u32,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+    ) {
+        let acked = diff(ack, self.snd_una);
+        // Bytes of the send buffer acknowledged (the SYN and FIN are not in it).
+        let data_end = self.fin_seq();
+        let upto = if lt(data_end, ack) { data_end } else { ack };
+        if lt(self.buf_seq, upto) {
+            let n = diff(upto, self.buf_seq) as usize;
+            self.sndbuf.drain(n);
+            self.buf_seq = upto;
+            st.rcvackbyte += n as u64;
+        }
+        st.rcvackpack += 1;
+
+        // RTT sample (RFC 7323 §4.1 with timestamps; else Karn's timed segment).
+        let sample = match (self.ts_enabled, seg.ts) {
+            (true, Some((_, tsecr))) if tsecr != 0 => {
+                let ms = self.tsval(now).wrapping_sub(tsecr);
+                (ms < 600_000).then(|| Duration::from_millis(u64::from(ms)))
+            }
+            _ => match self.timed {
+                Some((s, t)) if lt(s, ack) => {
+                    self.timed = None;
+                    Some(now.saturating_duration_since(t))
+                }
+                _ => None,
+            },
+        };
+        if let Some(r) = sample {
+            self.rtt_update(r);
+            self.hystart.on_rtt(r);
+            st.rttupdated += 1;
+        }
+
+        // A timeout proved spurious: the ACK echoes a timestamp from before it, so the
+        // original transmission arrived (Eifel detection, RFC 3522; the response
+        // restores the window and stops the go-back-N, as RFC 4015 allows).
+        if let Some((cwnd, ssthresh, ts_rto)) = self.rto_undo.take() {
+            if let Some((_, tsecr)) = seg.ts {
+                if tsecr != 0 && lt(tsecr, ts_rto) {
+                    st.sndrexmitbad += 1;
+                    self.cwnd = cwnd;
+                    self.ssthresh = ssthresh;
+                    self.rto = self.rto_from_estimate();
+                    if lt(self.snd_nxt, self.snd_max) {
+                        self.snd_nxt = self.snd_max;
+                    }
+                }
+            }
+        }
+        self.tlp_out = false;
+
+        // Congestion control: recovery (NewReno, or SACK's pipe), slow start, avoidance.
+        let mss = self.snd_mss;
+        match self.recover {
+            Some(rec) if lt(ack, rec) && self.sack_perm => {
+                // Partial ACK with SACK: the pipe shrank; `output` fills it.
+                self.rtx_deadline = None;
+            }
+            Some(rec) if lt(ack, rec) => {
+                // Partial ACK: retransmit the next hole, deflate.
+                self.cwnd = self.cwnd.saturating_sub(acked).saturating_add(mss);
+                self.rexmit_owed += 1;
+                self.rtx_deadline = None;
+            }
+            Some(_) => {
+                // Full ACK: leave recovery at ssthresh (RFC 6582 §3.2 step 3's second
+                // option). The first option, FlightSize + SMSS, falls to one segment
+                // when the ACK covers everything, and a Linux receiver then holds
+                // its ACK of that lone segment for its delayed-ACK time.
+                self.cwnd = self.ssthresh.max(mss);
+                self.recover = None;
+                self.dupacks = 0;
+                self.rexmits.clear();
+            }
+            None => {
+                self.dupacks = 0;
+                if self.cwnd < self.ssthresh {
+                    let how = self.hystart.on_ack(ack, self.snd_nxt, st);
+                    if how == SlowStartAck::EnterAvoidance {
+                        self.ssthresh = self.cwnd;
+                    }
+                    self.cwnd = self.cwnd.saturating_add(how.growth(acked, mss));
+                } else {
+                    let srtt = self.srtt.unwrap_or(Duration::ZERO);
+                    let inc = self.cc.avoid(now, self.cwnd, acked, mss, srtt);
+                    self.cwnd = self.cwnd.saturating_add(inc);
+                }
+            }
+        }
+
+        self.snd_una = ack;
+        self.limited_extra = 0;
+        self.sack_prune(ack);
+        if lt(self.snd_nxt, self.snd_una) {
+            self.snd_nxt = self.snd_una;
+        }
+        self.rtx_count = 0;
+        self.rtx_deadline = None;
+        self.tlp_deadline = None;
+        if self.snd_una != self.snd_max {
+            self.arm_rtx(now);
+            self.arm_tlp(now);
+        }
+    }
+
+    fn rtt_update(&mut self, r: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(srtt) => {
+                let delta = srtt.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + delta) / 4;
+                self.srtt = Some((srtt * 7 + r) / 8);
+            }
+        }
+        self.rto = self.rto_from_estimate();
+    }
+
+    /// RFC 6298's RTO from the current estimate, clamped to the configured bounds.
+    fn rto_from_estimate(&self) -> Duration {
+        match self.srtt {
+            Some(srtt) => {
+                let rto = srtt + (self.rttvar * 4).max(Duration::from_millis(1));
+                rto.clamp(self.cfg.min_rto, self.cfg.max_rto)
+            }
+            None => self.rto,
+        }
+    }
+
+    pub(super) fn on_dupack(&mut self, st: &mut TcpStat) {
+        self.dupacks += 1;
+        let mss = self.snd_mss;
+        // Early retransmit (RFC 5827): with nothing new to send and fewer than four
+        // segments out, three duplicate ACKs may never come.
+        let unsent = lt(self.snd_max, self.fin_seq());
+        let out_segs = self.flight().div_ceil(self.seg_size().max(1));
+        let dupthresh = if unsent {
+            3
+        } else {
+            out_segs.saturating_sub(1).clamp(1, 3)
+        };
+        // RFC 6675's IsLost: enough SACKed above the first hole counts as the
+        // duplicate ACKs that a small window never produces.
+        let lost = self.dupacks >= dupthresh
+            || (self.sack_perm && self.sacked_bytes() > (dupthresh - 1) * mss);
+        let scoreboard = self.sack_perm && !self.sacked.is_empty();
+        match self.recover {
+            None if !lost => {
+                // Limited transmit (RFC 3042): each of the first two duplicate ACKs
+                // lets one new segment out, to keep the ACK clock running.
+                self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+            }
+            None => {
+                st.fastrexmit += 1;
+                self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+                self.hystart.stop();
+                // With SACK the pipe, not an inflated window, says what may go out.
+                self.cwnd = if scoreboard {
+                    self.ssthresh
+                } else {
+                    self.ssthresh + 3 * mss
+                };
+                self.rexmits.clear();
+                self.recover = Some(self.snd_max);
+                self.sack_next = self.snd_una;
+                self.rexmit_owed += 1;
+                self.timed = None;
+            }
+            // NewReno inflation; with a scoreboard the pipe governs (see `output`).
+            Some(_) if !scoreboard => self.cwnd = self.cwnd.saturating_add(mss),
+            Some(_) => {}
+        }
+    }
+}

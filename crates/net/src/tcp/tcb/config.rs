@@ -1,0 +1,110 @@
+//! A connection's settings ([`TcpConfig`]) and their defaults, and the window scale
+//! they imply. Plain data; it names `cc`'s algorithms and calls nothing.
+
+use crate::tcp::cc::CongestionControl;
+use dev::Duration;
+
+/// The window scale we ask for: the smallest shift that lets the receive buffer be
+/// offered whole (0 without window scaling).
+pub fn wscale_for(cfg: &TcpConfig) -> u8 {
+    if !cfg.window_scaling {
+        return 0;
+    }
+    let mut s = 0u8;
+    while (cfg.rcvbuf >> s) > 65_535 && s < 14 {
+        s += 1;
+    }
+    s
+}
+
+/// Settings of one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// The MSS we advertise and the largest segment we send (IPv4 over 1500: 1460).
+    pub mss: u16,
+    pub sndbuf: usize,
+    pub rcvbuf: usize,
+    pub window_scaling: bool,
+    pub timestamps: bool,
+    /// Disables Nagle's algorithm (`TCP_NODELAY`).
+    pub nodelay: bool,
+    /// Delayed-ACK timeout; zero acknowledges every segment at once.
+    pub delack: Duration,
+    pub init_rto: Duration,
+    pub min_rto: Duration,
+    pub max_rto: Duration,
+    /// Retransmissions of one segment before the connection is dropped.
+    pub max_retries: u32,
+    /// Retransmissions of a SYN (or SYN-ACK) before giving up.
+    pub syn_retries: u32,
+    /// Time spent in TIME_WAIT (2 MSL).
+    pub time_wait: Duration,
+    /// Out-of-order segments held for reassembly.
+    pub ooo_max_segs: usize,
+    /// Initial window in segments (RFC 6928).
+    pub init_cwnd_segs: u32,
+    /// Selective acknowledgments (RFC 2018), offered and used when the peer agrees.
+    pub sack: bool,
+    /// Congestion control algorithm (CUBIC by default).
+    pub cc: CongestionControl,
+    /// HyStart++ (RFC 9406) for the first slow start: it ends when the round-trip
+    /// time grows rather than with a loss (on by default; `cc::HyStart`).
+    pub hystart: bool,
+    /// Keepalive (`SO_KEEPALIVE` with `TCP_KEEPIDLE`): probe after this long without
+    /// hearing from the peer; `None` (the default) sends none.
+    pub keepalive: Option<Duration>,
+    /// Between unanswered keepalive probes (`TCP_KEEPINTVL`).
+    pub keepalive_interval: Duration,
+    /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
+    pub keepalive_probes: u32,
+    /// Segmentation offload: the most data one segment may carry for a device that
+    /// cuts it into MSS-sized ones itself (the route's interface, `dev::Offloads`);
+    /// 0 for a segment per MSS. New data only: retransmissions and everything sent
+    /// during loss recovery go an MSS at a time.
+    pub tso_max: u32,
+    /// Large segments (FreeBSD's `net.inet.tcp.tso`): build segments for the
+    /// interface's segmentation offload, and for an interface without it segments
+    /// of up to [`GSO_MAX`] that `ip_send` cuts in software (Linux's GSO). Off,
+    /// every segment is one MSS. On by default.
+    pub tso: bool,
+    /// Software large receive offload (FreeBSD's `tcp_lro`, Linux's GRO; see
+    /// `net::lro`): consecutive in-order TCP segments of one connection within a
+    /// receive burst, from an interface without hardware offload, go up the stack
+    /// as one. On by default.
+    pub lro: bool,
+}
+
+/// The largest segment TCP builds for an interface without segmentation offload,
+/// cut in software before the device (Linux's `GSO_LEGACY_MAX_SIZE`).
+pub const GSO_MAX: usize = 65_535;
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            sndbuf: 256 * 1024,
+            rcvbuf: 256 * 1024,
+            window_scaling: true,
+            timestamps: true,
+            nodelay: false,
+            delack: Duration::from_millis(40),
+            init_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            max_retries: 12,
+            syn_retries: 6,
+            time_wait: Duration::from_secs(60),
+            ooo_max_segs: 256,
+            init_cwnd_segs: 10,
+            sack: true,
+            cc: CongestionControl::Cubic,
+            hystart: true,
+            keepalive: None,
+            keepalive_interval: Duration::from_secs(75),
+            keepalive_probes: 8,
+            tso_max: 0,
+            tso: true,
+            lro: true,
+        }
+    }
+}

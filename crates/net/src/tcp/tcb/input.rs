@@ -1,0 +1,327 @@
+//! Segment arrival (FreeBSD's `tcp_input`, RFC 9293 §3.10.7): in SYN-SENT the answer
+//! to our SYN; in a synchronized state the checks in the RFC's order, PAWS (RFC 7323
+//! §5), acceptability, RST and SYN with RFC 5961's challenge ACKs, the ACK's bounds
+//! (RFC 5961 §5.2), then the acknowledgment, the window update and our FIN's fate.
+//! The checks are free functions, so that `TimeWait` applies the very same ones.
+//! Calls `ack` for what an acknowledgment does, `sack` for the scoreboard and
+//! `reass` for the data.
+
+use super::seq::{le, lt};
+use super::{reset_for, SegIn, State, Tcb, TcpError};
+use crate::stats::TcpStat;
+use dev::Instant;
+
+/// `seg` without its SYN, when that SYN is the one already received (`irs`): the
+/// rest of the segment is processed, and the sender is to hear our ACK.
+pub(super) fn without_old_syn<'a>(seg: &SegIn<'a>, irs: u32) -> Option<SegIn<'a>> {
+    (seg.syn && seg.seq == irs).then(|| SegIn {
+        syn: false,
+        seq: seg.seq.wrapping_add(1),
+        ..*seg
+    })
+}
+
+/// Whether `syn` may end a TIME_WAIT whose receive side stopped at `rcv_nxt` (and
+/// last saw the timestamp `ts_recent`, with timestamps) and open a new incarnation
+/// of the 4-tuple (RFC 6191 with timestamps, RFC 1122 4.2.2.13 without): its
+/// timestamp is newer, or its sequence number lies beyond what the old connection
+/// used.
+pub(super) fn syn_reopens(syn: &SegIn<'_>, rcv_nxt: u32, ts_recent: Option<u32>) -> bool {
+    if !syn.syn || syn.ack.is_some() || syn.rst {
+        return false;
+    }
+    match (ts_recent, syn.ts) {
+        (Some(recent), Some((tsval, _))) => lt(recent, tsval),
+        _ => lt(rcv_nxt, syn.seq),
+    }
+}
+
+/// Counts an unacceptable segment that carries something: old (a duplicate) or
+/// beyond the window `wnd` at `nxt` (a zero-window probe when at its edge).
+pub(super) fn count_unacceptable(st: &mut TcpStat, nxt: u32, wnd: u32, seg: &SegIn<'_>) {
+    let (seq, seg_len) = (seg.seq, seg.seg_len());
+    if seg_len > 0 && lt(seq, nxt) {
+        st.rcvduppack += 1;
+        st.rcvdupbyte += u64::from(seg_len);
+    } else if seg_len > 0 {
+        st.rcvpackafterwin += 1;
+        if wnd == 0 && seq == nxt {
+            st.rcvwinprobe += 1;
+        }
+    }
+}
+
+/// PAWS (RFC 7323 §5): whether `seg` carries a timestamp older than `ts_recent`
+/// (`None` without timestamps), for which it is dropped. Resets are exempt.
+pub(super) fn paws_rejects(ts_recent: Option<u32>, seg: &SegIn<'_>) -> bool {
+    match (ts_recent, seg.ts) {
+        (Some(recent), Some((tsval, _))) => !seg.rst && lt(tsval, recent),
+        _ => false,
+    }
+}
+
+/// Remembers the peer's clock (RFC 7323 §4.3): `seg`'s timestamp becomes
+/// `ts_recent` when the segment covers the last ACK we sent and the timestamp is
+/// not older. `enabled`: the connection uses timestamps.
+pub(super) fn keep_ts_recent(
+    enabled: bool,
+    ts_recent: &mut u32,
+    last_ack_sent: u32,
+    seg: &SegIn<'_>,
+) {
+    if let (true, Some((tsval, _))) = (enabled, seg.ts) {
+        if le(seg.seq, last_ack_sent) && !lt(tsval, *ts_recent) {
+            *ts_recent = tsval;
+        }
+    }
+}
+
+/// Whether `seg` is acceptable to a receiver expecting `nxt` with `wnd` open (RFC 9293
+/// §3.10.7.4): some of it lies in the window, or, empty, it is at its left edge.
+pub(super) fn acceptable(nxt: u32, wnd: u32, seg: &SegIn<'_>) -> bool {
+    let (seq, seg_len) = (seg.seq, seg.seg_len());
+    let inside = |s: u32| le(nxt, s) && lt(s, nxt.wrapping_add(wnd));
+    match (seg_len, wnd) {
+        (0, 0) => seq == nxt,
+        (0, _) => inside(seq),
+        (_, 0) => false,
+        _ => inside(seq) || inside(seq.wrapping_add(seg_len - 1)),
+    }
+}
+
+impl Tcb {
+    /// Processes one received segment.
+    pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        self.input_to(seg, now, st, &mut |_| 0);
+    }
+
+    /// [`Tcb::input`] with a reader waiting at `direct`: in-order data that finds the
+    /// receive buffer empty is offered to `direct` first, which takes what it can
+    /// (returning how much), and only the rest is buffered. One copy fewer on the
+    /// way to the application, as Linux's old `ucopy` to a waiting reader.
+    pub fn input_to(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
+        st.rcvtotal += 1;
+        match self.state {
+            State::Closed => {
+                st.rcvafterclose += 1;
+            }
+            State::SynSent => self.input_syn_sent(seg, now, st),
+            _ => self.input_synchronized(seg, now, st, direct),
+        }
+        if self.cfg.keepalive.is_some() && !seg.rst {
+            self.ka_probes = 0;
+            self.arm_keepalive(now);
+        }
+    }
+
+    fn input_syn_sent(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        if let Some(a) = seg.ack {
+            if le(a, self.iss) || lt(self.snd_max, a) {
+                if !seg.rst {
+                    self.rst_pending = reset_for(seg).map(Box::new);
+                }
+                return;
+            }
+        }
+        if seg.rst {
+            if seg.ack.is_some() {
+                self.error = Some(TcpError::Refused);
+                st.conndrops += 1;
+                self.enter_closed();
+            }
+            return;
+        }
+        if !seg.syn {
+            return;
+        }
+        self.take_syn_options(seg);
+        self.irs = seg.seq;
+        self.rcv_nxt = seg.seq.wrapping_add(1);
+        self.rcv_adv = self.rcv_nxt;
+        self.last_ack_sent = self.rcv_nxt;
+        self.snd_wnd = u32::from(seg.wnd);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = seg.seq;
+        match seg.ack {
+            Some(a) => {
+                self.snd_wl2 = a;
+                self.ack_advance(a, seg, now, st);
+                self.state = State::Established;
+                st.connects += 1;
+                self.ack_now = true;
+            }
+            None => {
+                // Simultaneous open: answer with SYN-ACK.
+                self.state = State::SynReceived;
+                self.snd_nxt = self.iss;
+                self.rtx_deadline = None;
+            }
+        }
+    }
+
+    fn input_synchronized(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
+        // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
+        // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
+        // and make sure the peer hears our ACK (as BSD's tcp_input does).
+        let trimmed = without_old_syn(seg, self.irs);
+        self.ack_now |= trimmed.is_some();
+        let seg = trimmed.as_ref().unwrap_or(seg);
+        if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
+            st.pawsdrop += 1;
+            self.ack_now = true;
+            return;
+        }
+
+        // Acceptability (RFC 9293 §3.10.7.4).
+        let rcv_wnd = self.offered(self.rcv_window());
+        let seq = seg.seq;
+        if !acceptable(self.rcv_nxt, rcv_wnd, seg) {
+            if seg.rst {
+                st.rcvbadrst += 1;
+                return;
+            }
+            count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
+            self.ack_now = true;
+            if self.state == State::TimeWait && seg.fin {
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
+            return;
+        }
+
+        // RST (RFC 5961 §3); in TIME_WAIT ignored, against assassination (RFC 1337).
+        if seg.rst && self.state == State::TimeWait {
+            st.rcvbadrst += 1;
+            return;
+        }
+        if seg.rst {
+            if seq == self.rcv_nxt {
+                if self.state == State::SynReceived && !self.active {
+                    st.drops += 1;
+                } else {
+                    self.error = Some(TcpError::Reset);
+                    st.drops += 1;
+                }
+                self.enter_closed();
+            } else {
+                st.rcvbadrst += 1;
+                st.challengeack += 1;
+                self.ack_now = true;
+            }
+            return;
+        }
+
+        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
+        if seg.syn && self.state != State::SynReceived {
+            st.rcvbadsyn += 1;
+            st.challengeack += 1;
+            self.ack_now = true;
+            return;
+        }
+        let Some(ack) = seg.ack else {
+            return;
+        };
+
+        keep_ts_recent(
+            self.ts_enabled,
+            &mut self.ts_recent,
+            self.last_ack_sent,
+            seg,
+        );
+
+        if self.state == State::SynReceived {
+            if lt(self.snd_una, ack) && le(ack, self.snd_max) {
+                self.state = State::Established;
+                st.accepts += 1;
+                self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+                self.max_snd_wnd = self.snd_wnd;
+                self.snd_wl1 = seq;
+                self.snd_wl2 = ack;
+            } else {
+                self.rst_pending = reset_for(seg).map(Box::new);
+                return;
+            }
+        }
+
+        // ACK processing.
+        if lt(self.snd_max, ack) {
+            st.rcvacktoomuch += 1;
+            self.ack_now = true;
+            return;
+        }
+        // RFC 5961 §5.2: an ACK older than anything the peer's largest window could
+        // still be acknowledging is blind injection or an old duplicate: drop the
+        // segment (its data too) and send a challenge ACK.
+        if self.max_snd_wnd > 0 && lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
+            st.rcvacktooold += 1;
+            st.challengeack += 1;
+            self.ack_now = true;
+            return;
+        }
+        let wnd = u32::from(seg.wnd) << self.snd_wscale;
+        let newly_sacked = self.sack_update(seg);
+        if lt(self.snd_una, ack) {
+            self.ack_advance(ack, seg, now, st);
+        } else if ack == self.snd_una
+            && self.snd_max != self.snd_una
+            && (newly_sacked > 0
+                || (seg.payload.is_empty() && !seg.fin && wnd == self.snd_wnd && wnd != 0))
+        {
+            // RFC 5681's duplicate ACK, or RFC 6675's: one that SACKs new data.
+            st.rcvdupack += 1;
+            self.on_dupack(st);
+        }
+        if self.recover.is_some() {
+            self.detect_lost_rexmits(st);
+        }
+        // Window update.
+        if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {
+            if wnd > self.snd_wnd {
+                st.rcvwinupd += 1;
+            }
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+        }
+
+        // Our FIN acknowledged?
+        let fin_acked =
+            self.fin_queued && lt(self.fin_seq(), self.snd_max) && self.snd_una == self.snd_max;
+        if fin_acked {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    st.closed += 1;
+                    self.enter_closed();
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait {
+            if seg.fin {
+                self.ack_now = true;
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
+            return;
+        }
+
+        // Data and FIN.
+        if !seg.payload.is_empty() || seg.fin {
+            self.receive_data(seg, now, st, direct);
+        }
+    }
+}

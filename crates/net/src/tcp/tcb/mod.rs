@@ -1,0 +1,425 @@
+//! The TCP control block: one connection's state machine, sans IO.
+//!
+//! A [`Tcb`] knows sequence numbers, windows, timers and buffers; it knows nothing of
+//! addresses, ports, packets or clocks. The worker that owns the flow feeds it parsed
+//! segments ([`SegIn`]) with `now`, asks it what to send ([`Tcb::output`], which also runs
+//! due timers) and when to call again ([`Tcb::poll_at`]). Data to transmit stays in the
+//! send buffer until acknowledged; an outgoing segment names its range and the caller
+//! copies the bytes out with [`Tcb::copy_payload`] straight into a packet buffer.
+//!
+//! What is here (RFC 9293 unless said): the full state machine with simultaneous open and
+//! close, half-close and TIME_WAIT; MSS; window scaling and timestamps with PAWS
+//! (RFC 7323); RTO estimation and exponential backoff (RFC 6298) with Karn's rule;
+//! slow start with HyStart++ (RFC 9406) and congestion avoidance by CUBIC (RFC 9438)
+//! or NewReno (both in `cc`), fast retransmit and NewReno fast recovery (RFC 5681,
+//! RFC 6582); SACK and RFC 6675's loss recovery (RFC 2018), tail loss probes (RFC
+//! 8985) and the undoing of spurious timeouts (RFC 3522); delayed ACKs (every second
+//! full segment, bounded delay) and Nagle, both switchable; zero-window probing;
+//! keepalive; the RST and SYN checks of RFC 5961 with challenge ACKs; SYN cookies
+//! ([`CookieOpts`]); a bounded out-of-order queue.
+//!
+//! One file per concern, as FreeBSD lays out `netinet/tcp_*.c`: `seq` (sequence and
+//! timestamp arithmetic, `tcp_seq.h`), `config` ([`TcpConfig`]), `seg` (segments in
+//! and out), `input` (`tcp_input`: PAWS, acceptability, RFC 5961's checks, the state
+//! machine), `ack` (what an acknowledgment does: RTT, the congestion window, fast
+//! retransmit), `reass` (data in, in order and out of order, `tcp_reass`), `output`
+//! (`tcp_output`: what to send, windows, Nagle, segment sizes), `sack` (scoreboard
+//! and loss recovery, `tcp_sack`), `timer` (`tcp_timer`), `timewait` ([`TimeWait`],
+//! `tcp_timewait`) and `usrreq` (the application's side, `tcp_usrreq`). This file
+//! holds the control block itself and how one is opened. All of them may call `cc`
+//! (congestion control) and `sndbuf` (the send buffer) and count in
+//! `stats::TcpStat`; none reads a clock or does IO.
+
+mod ack;
+mod config;
+mod input;
+mod output;
+mod reass;
+mod sack;
+mod seg;
+mod seq;
+mod timer;
+mod timewait;
+mod usrreq;
+
+pub use config::{wscale_for, TcpConfig, GSO_MAX};
+pub use output::ACK_BATCH_MAX;
+pub use seg::{reset_answering, reset_for, Payload, SegIn, SegOut, PAYLOAD_PIECES};
+pub use timewait::TimeWait;
+
+use super::cc::{CcState, HyStart};
+use crate::stats::TcpStat;
+use dev::{Duration, Instant};
+use reass::OooSeg;
+use seq::tsval;
+use std::collections::VecDeque;
+
+/// Connection states (RFC 9293 §3.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Closed,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+impl State {
+    /// Whether the peer may still send us data.
+    fn can_receive(self) -> bool {
+        matches!(self, State::Established | State::FinWait1 | State::FinWait2)
+    }
+    fn synchronized(self) -> bool {
+        !matches!(self, State::Closed | State::SynSent | State::SynReceived)
+    }
+}
+
+/// Options a SYN cookie connection recovers from the timestamp it echoes (see
+/// [`Tcb::from_cookie`]): the peer's window scale, SACK permitted, and the echo itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CookieOpts {
+    /// The peer's window scale, if it offered one.
+    pub wscale: Option<u8>,
+    pub sack: bool,
+    /// The ACK's (TSval, TSecr).
+    pub ts: (u32, u32),
+}
+
+/// Why a connection ended abnormally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpError {
+    /// The peer answered our SYN with a reset.
+    Refused,
+    /// The peer reset an established connection.
+    Reset,
+    /// Retransmissions were not acknowledged in time.
+    TimedOut,
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+pub struct Tcb {
+    cfg: TcpConfig,
+    state: State,
+    error: Option<TcpError>,
+    /// Opened by `connect` (not from a listener).
+    active: bool,
+
+    // Send side.
+    iss: u32,
+    snd_una: u32,
+    snd_nxt: u32,
+    snd_max: u32,
+    snd_wnd: u32,
+    /// The largest window the peer has offered (RFC 5961 §5.2's MAX.SND.WND).
+    max_snd_wnd: u32,
+    snd_wl1: u32,
+    snd_wl2: u32,
+    /// Shift applied to the peer's advertised window.
+    snd_wscale: u8,
+    /// Both sides offered window scaling.
+    wscale_ok: bool,
+    /// Largest segment we send.
+    snd_mss: u32,
+    /// Sequence number of `sndbuf[0]`.
+    buf_seq: u32,
+    sndbuf: super::sndbuf::SndBuf,
+    /// The application closed (or shut down) its sending side: a FIN follows the data.
+    fin_queued: bool,
+
+    // Receive side.
+    irs: u32,
+    rcv_nxt: u32,
+    rcv_wscale: u8,
+    rcvbuf: VecDeque<u8>,
+    ooo: Vec<OooSeg>,
+    /// Buffers of out-of-order segments already delivered, reused for the next ones
+    /// (at most `ooo_max_segs`), so loss recovery does not allocate per segment.
+    ooo_free: Vec<Vec<u8>>,
+    /// The peer's FIN has been received in order.
+    rcv_fin: bool,
+    last_ack_sent: u32,
+    /// Right edge of the window last advertised, to never shrink it.
+    rcv_adv: u32,
+
+    // Timestamps.
+    ts_enabled: bool,
+    ts_recent: u32,
+    ts_offset: u32,
+    sack_perm: bool,
+
+    // Timers and retransmission.
+    rto: Duration,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rtx_deadline: Option<Instant>,
+    rtx_count: u32,
+    /// (sequence timed, when sent) when timestamps are off (Karn).
+    timed: Option<(u32, Instant)>,
+    persist_deadline: Option<Instant>,
+    persist_backoff: u32,
+    delack_deadline: Option<Instant>,
+    tw_deadline: Option<Instant>,
+
+    // Congestion control (NewReno).
+    cwnd: u32,
+    ssthresh: u32,
+    dupacks: u32,
+    /// Limited transmit's allowance beyond `cwnd`, reset by new data acknowledged.
+    limited_extra: u32,
+    cc: CcState,
+    hystart: HyStart,
+    ka_deadline: Option<Instant>,
+    ka_probes: u32,
+    ka_send: bool,
+    recover: Option<u32>,
+    /// Sender's scoreboard: ranges the peer holds above `snd_una`, sorted, merged.
+    sacked: Vec<(u32, u32)>,
+    /// Next sequence number a hole retransmission may start from.
+    sack_next: u32,
+    /// Receiver: the start of the out-of-order segment that arrived last (its block
+    /// goes first, RFC 2018 §4).
+    last_ooo: u32,
+
+    // What to send next.
+    ack_now: bool,
+    /// Out-of-order arrivals since the last output: each is owed its own duplicate ACK
+    /// (RFC 5681 §4.2), even when a batch delivered several at once.
+    dupacks_owed: u32,
+    unacked_segs: u32,
+    /// Retransmissions owed: the first unacknowledged segment, or with SACK the next
+    /// holes below the highest SACKed byte.
+    rexmit_owed: u32,
+    probe_one: bool,
+    /// A reset to send (rare): boxed, so that its hundred bytes are not in every
+    /// control block.
+    rst_pending: Option<Box<SegOut>>,
+
+    // Loss detection beyond RFC 6675.
+    /// Tail loss probe (RFC 8985 §7): when no ACK comes for a PTO while data are out.
+    tlp_deadline: Option<Instant>,
+    /// A probe is out and unanswered (one per episode).
+    tlp_out: bool,
+    /// The probe is due in the next output.
+    tlp_fire: bool,
+    /// Before the first timeout of an episode: (cwnd, ssthresh, our timestamp then),
+    /// to undo the reduction if the timeout proves spurious (Eifel, RFC 3522).
+    rto_undo: Option<(u32, u32, u32)>,
+    /// Holes retransmitted in this recovery, in send order: (start, end, `snd_max` at
+    /// the time). A hole still missing when data sent after it has arrived was lost
+    /// again (RACK's insight, RFC 8985) and goes once more without waiting for the
+    /// timer. At most [`REXMIT_TRACK`] entries.
+    rexmits: Vec<(u32, u32, u32)>,
+    /// The retransmission timer was armed for a lone segment.
+    rtx_lone: bool,
+}
+
+/// Retransmissions remembered per recovery for lost-retransmission detection.
+const REXMIT_TRACK: usize = 32;
+
+impl Tcb {
+    fn new(cfg: TcpConfig, iss: u32, active: bool) -> Tcb {
+        let rcv_wscale = wscale_for(&cfg);
+        let mss = u32::from(cfg.mss.max(64));
+        Tcb {
+            cfg,
+            state: State::Closed,
+            error: None,
+            active,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: 0,
+            snd_wscale: 0,
+            wscale_ok: false,
+            snd_mss: 536.min(mss),
+            buf_seq: iss.wrapping_add(1),
+            sndbuf: super::sndbuf::SndBuf::default(),
+            fin_queued: false,
+            irs: 0,
+            rcv_nxt: 0,
+            rcv_wscale,
+            rcvbuf: VecDeque::new(),
+            ooo: Vec::new(),
+            ooo_free: Vec::new(),
+            rcv_fin: false,
+            last_ack_sent: 0,
+            rcv_adv: 0,
+            ts_enabled: cfg.timestamps,
+            ts_recent: 0,
+            ts_offset: iss.rotate_left(13) ^ 0x5bd1_e995,
+            sack_perm: false,
+            rto: cfg.init_rto,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rtx_deadline: None,
+            rtx_count: 0,
+            timed: None,
+            persist_deadline: None,
+            persist_backoff: 0,
+            delack_deadline: None,
+            tw_deadline: None,
+            cwnd: 0,
+            ssthresh: u32::MAX,
+            dupacks: 0,
+            limited_extra: 0,
+            cc: CcState::new(cfg.cc),
+            hystart: HyStart::new(cfg.hystart),
+            ka_deadline: None,
+            ka_probes: 0,
+            ka_send: false,
+            recover: None,
+            sacked: Vec::new(),
+            sack_next: iss,
+            last_ooo: 0,
+            ack_now: false,
+            dupacks_owed: 0,
+            unacked_segs: 0,
+            rexmit_owed: 0,
+            probe_one: false,
+            rst_pending: None,
+            tlp_deadline: None,
+            tlp_out: false,
+            tlp_fire: false,
+            rto_undo: None,
+            rexmits: Vec::new(),
+            rtx_lone: false,
+        }
+    }
+
+    /// An active open: the SYN goes out at the next [`Tcb::output`].
+    pub fn connect(cfg: TcpConfig, iss: u32, st: &mut TcpStat) -> Tcb {
+        let mut t = Tcb::new(cfg, iss, true);
+        t.state = State::SynSent;
+        st.connattempt += 1;
+        t
+    }
+
+    /// A closed control block that holds nothing (no buffers, no timers), the
+    /// placeholder in a connection box kept for reuse.
+    pub(crate) fn vacant() -> Tcb {
+        Tcb::new(TcpConfig::default(), 0, false)
+    }
+
+    /// A passive open from a listener's SYN: the SYN-ACK goes out at the next
+    /// [`Tcb::output`]. `None` if `syn` is not a plain SYN.
+    pub fn accept(cfg: TcpConfig, iss: u32, syn: &SegIn<'_>) -> Option<Tcb> {
+        if !syn.syn || syn.rst || syn.ack.is_some() {
+            return None;
+        }
+        let mut t = Tcb::new(cfg, iss, false);
+        t.state = State::SynReceived;
+        t.take_syn_options(syn);
+        t.irs = syn.seq;
+        t.rcv_nxt = syn.seq.wrapping_add(1);
+        t.rcv_adv = t.rcv_nxt;
+        t.last_ack_sent = t.rcv_nxt;
+        t.snd_wnd = u32::from(syn.wnd);
+        t.snd_wl1 = syn.seq;
+        Some(t)
+    }
+
+    /// A connection rebuilt from the ACK of a SYN cookie (RFC 4987): established at
+    /// once, with the MSS the cookie carried and no other options (the SYN-ACK offered
+    /// none).
+    pub fn from_cookie(
+        cfg: TcpConfig,
+        iss: u32,
+        irs: u32,
+        mss: u16,
+        wnd: u16,
+        opts: Option<CookieOpts>,
+    ) -> Tcb {
+        let mut t = Tcb::new(cfg, iss, false);
+        t.state = State::Established;
+        t.snd_una = iss.wrapping_add(1);
+        t.snd_nxt = t.snd_una;
+        t.snd_max = t.snd_una;
+        t.sack_next = t.snd_una;
+        t.irs = irs;
+        t.rcv_nxt = irs.wrapping_add(1);
+        t.rcv_adv = t.rcv_nxt.wrapping_add(cfg.rcvbuf.min(65_535) as u32);
+        t.last_ack_sent = t.rcv_nxt;
+        t.snd_mss = u32::from(mss.max(64)).min(u32::from(cfg.mss.max(64)));
+        t.snd_wscale = 0;
+        t.rcv_wscale = 0;
+        t.ts_enabled = false;
+        t.sack_perm = false;
+        if let Some(o) = opts.filter(|_| cfg.timestamps) {
+            // The SYN-ACK offered what the peer's SYN did; the echoed timestamp says
+            // what that was (Linux's encoding).
+            t.ts_enabled = true;
+            t.ts_recent = o.ts.0;
+            t.sack_perm = cfg.sack && o.sack;
+            if let (true, Some(ws)) = (cfg.window_scaling, o.wscale) {
+                t.snd_wscale = ws.min(14);
+                t.rcv_wscale = wscale_for(&cfg);
+                t.wscale_ok = true;
+            }
+        }
+        t.snd_wnd = u32::from(wnd) << t.snd_wscale;
+        t.snd_wl1 = irs;
+        t.snd_wl2 = t.snd_una;
+        t.cwnd = cfg.init_cwnd_segs.max(1) * t.snd_mss;
+        t
+    }
+
+    fn take_syn_options(&mut self, syn: &SegIn<'_>) {
+        let peer_mss = u32::from(syn.mss.unwrap_or(536)).max(64);
+        self.snd_mss = peer_mss.min(u32::from(self.cfg.mss.max(64)));
+        match (self.cfg.window_scaling, syn.wscale) {
+            (true, Some(s)) => {
+                self.snd_wscale = s.min(14);
+                self.wscale_ok = true;
+            }
+            _ => {
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+            }
+        }
+        self.ts_enabled = self.cfg.timestamps && syn.ts.is_some();
+        if let Some((tsval, _)) = syn.ts {
+            self.ts_recent = tsval;
+        }
+        self.sack_perm = self.cfg.sack && syn.sack_perm;
+        self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
+    }
+
+    /// Sets the offset of our timestamp clock (before the first segment goes out);
+    /// by default it derives from the ISS.
+    pub fn set_ts_offset(&mut self, offset: u32) {
+        self.ts_offset = offset;
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    pub fn error(&self) -> Option<TcpError> {
+        self.error
+    }
+
+    pub fn cwnd(&self) -> u32 {
+        self.cwnd
+    }
+
+    pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    fn tsval(&self, now: Instant) -> u32 {
+        tsval(now, self.ts_offset)
+    }
+}
+
+#[cfg(test)]
+mod tests;

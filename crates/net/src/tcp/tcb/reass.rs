@@ -1,0 +1,197 @@
+//! Data and FIN in (RFC 9293 §3.10.7.4, its seventh and eighth steps; FreeBSD's
+//! `tcp_reass` for what arrives out of order): trimmed to the window, in-order bytes
+//! go to a waiting reader or the receive buffer, out-of-order ones wait in a bounded
+//! queue, and the ACK goes at once or is delayed (RFC 1122 §4.2.3.2). The peer's FIN
+//! moves the state on. Calls nothing beyond the control block.
+
+use super::seq::{diff, le, lt};
+use super::{Payload, SegIn, State, Tcb};
+use crate::stats::TcpStat;
+use dev::Instant;
+
+/// Out-of-order data waiting for the hole before it.
+#[derive(Debug)]
+pub(super) struct OooSeg {
+    pub(super) seq: u32,
+    pub(super) data: Vec<u8>,
+    pub(super) fin: bool,
+}
+
+impl Tcb {
+    pub(super) fn receive_data(
+        &mut self,
+        seg: &SegIn<'_>,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(&[u8]) -> usize,
+    ) {
+        if !self.state.can_receive() {
+            return;
+        }
+        let mut seq = seg.seq;
+        let mut data = seg.payload;
+        let mut fin = seg.fin;
+        // Trim what we already have.
+        if lt(seq, self.rcv_nxt) {
+            let dup = diff(self.rcv_nxt, seq) as usize;
+            if dup >= data.len() {
+                // Only a FIN (or nothing) is new.
+                st.rcvpartduppack += u64::from(!data.is_empty());
+                data = Payload::default();
+                seq = self.rcv_nxt;
+                if !fin || diff(self.rcv_nxt, seg.seq) as usize > seg.payload.len() {
+                    fin = false;
+                }
+            } else {
+                st.rcvpartduppack += 1;
+                st.rcvdupbyte += dup as u64;
+                data = data.skip(dup);
+                seq = self.rcv_nxt;
+            }
+        }
+        // Trim what does not fit the window.
+        let room = self.offered(self.rcv_window()) as usize;
+        let off = diff(seq, self.rcv_nxt) as usize;
+        if off + data.len() > room {
+            let keep = room.saturating_sub(off);
+            data = data.take(keep);
+            fin = false;
+            st.rcvpackafterwin += 1;
+        }
+        if seq == self.rcv_nxt {
+            // Straight to a waiting reader while nothing is buffered ahead of it.
+            let mut n = 0;
+            if self.rcvbuf.is_empty() {
+                for piece in data.pieces() {
+                    let k = direct(piece).min(piece.len());
+                    n += k;
+                    if k < piece.len() {
+                        break;
+                    }
+                }
+            }
+            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+            let k = (data.len() - n).min(space);
+            for piece in data.skip(n).take(k).pieces() {
+                self.rcvbuf.extend(piece);
+            }
+            n += k;
+            self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            if n > 0 {
+                st.rcvpack += 1;
+                st.rcvbyte += n as u64;
+            }
+            if n < data.len() {
+                fin = false;
+            }
+            let had_ooo = !self.ooo.is_empty();
+            if fin {
+                self.take_fin(now);
+            } else {
+                self.drain_ooo(now, st);
+            }
+            // A segment larger than our MSS (from a sender with segmentation
+            // offload, received whole) counts as the wire segments it stands for,
+            // so every other one is still acknowledged at once (RFC 1122 §4.2.3.2).
+            self.unacked_segs += (n as u32).div_ceil(u32::from(self.cfg.mss.max(1))).max(1);
+            if had_ooo || fin || self.unacked_segs >= 2 || self.cfg.delack.is_zero() {
+                self.ack_now = true;
+            } else if self.delack_deadline.is_none() {
+                self.delack_deadline = Some(now + self.cfg.delack);
+            }
+        } else {
+            // Out of order: keep it (bounded) and send a duplicate ACK at once.
+            st.rcvoopack += 1;
+            st.rcvoobyte += data.len() as u64;
+            self.dupacks_owed += 1;
+            self.last_ooo = seq;
+            if self.ooo.len() < self.cfg.ooo_max_segs && (!data.is_empty() || fin) {
+                if !self
+                    .ooo
+                    .iter()
+                    .any(|o| o.seq == seq && o.data.len() >= data.len())
+                {
+                    let pos = self
+                        .ooo
+                        .iter()
+                        .position(|o| lt(seq, o.seq))
+                        .unwrap_or(self.ooo.len());
+                    let mut buf = self.ooo_free.pop().unwrap_or_default();
+                    buf.clear();
+                    for piece in data.pieces() {
+                        buf.extend_from_slice(piece);
+                    }
+                    self.ooo.insert(
+                        pos,
+                        OooSeg {
+                            seq,
+                            data: buf,
+                            fin,
+                        },
+                    );
+                }
+            } else {
+                st.rcvoodrop += 1;
+            }
+            self.ack_now = true;
+        }
+    }
+
+    fn drain_ooo(&mut self, now: Instant, st: &mut TcpStat) {
+        loop {
+            let Some(i) = self.ooo.iter().position(|o| le(o.seq, self.rcv_nxt)) else {
+                return;
+            };
+            let o = self.ooo.remove(i);
+            let skip = diff(self.rcv_nxt, o.seq) as usize;
+            let (n, complete) = if skip > o.data.len() || (skip == o.data.len() && !o.fin) {
+                (0, false)
+            } else {
+                let new = &o.data[skip..];
+                let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+                let n = new.len().min(space);
+                self.rcvbuf.extend(&new[..n]);
+                (n, n == new.len())
+            };
+            self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            st.rcvbyte += n as u64;
+            let fin = o.fin && complete;
+            self.recycle_ooo(o.data);
+            if fin {
+                self.take_fin(now);
+                while let Some(o) = self.ooo.pop() {
+                    self.recycle_ooo(o.data);
+                }
+                return;
+            }
+        }
+    }
+
+    fn recycle_ooo(&mut self, buf: Vec<u8>) {
+        if self.ooo_free.len() < self.cfg.ooo_max_segs {
+            self.ooo_free.push(buf);
+        }
+    }
+
+    fn take_fin(&mut self, now: Instant) {
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+        self.rcv_fin = true;
+        self.ack_now = true;
+        self.state = match self.state {
+            State::Established => State::CloseWait,
+            State::FinWait1 => {
+                if self.snd_una == self.snd_max && self.fin_queued {
+                    self.enter_time_wait(now);
+                    State::TimeWait
+                } else {
+                    State::Closing
+                }
+            }
+            State::FinWait2 => {
+                self.enter_time_wait(now);
+                State::TimeWait
+            }
+            s => s,
+        };
+    }
+}

@@ -1,0 +1,234 @@
+//! The connection's timers (FreeBSD's `tcp_timer`): retransmission with exponential
+//! backoff (RFC 6298), persist (zero-window probes), keepalive (RFC 1122 §4.2.3.6),
+//! delayed ACK, the end of TIME_WAIT, and the tail loss probe (RFC 8985 §7). Only
+//! deadlines: [`Tcb::poll_at`] says the earliest, and [`Tcb::output`] runs the ones
+//! due at the `now` it is given. Calls `output` to send the probe.
+
+use super::seq::{diff, lt};
+use super::{SegOut, State, Tcb, TcpError};
+use crate::stats::TcpStat;
+use dev::{Duration, Instant};
+
+/// The longest a peer holds the ACK of a lone segment (RFC 1122 allows 500 ms;
+/// Linux and FreeBSD use at most 200 ms): the floor of the timeout for one segment.
+const DELACK_ALLOWANCE: Duration = Duration::from_millis(200);
+
+impl Tcb {
+    /// When [`Tcb::output`] has timers to run.
+    pub fn poll_at(&self) -> Option<Instant> {
+        [
+            self.rtx_deadline,
+            self.persist_deadline,
+            self.delack_deadline,
+            self.tw_deadline,
+            self.ka_deadline,
+            self.tlp_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub(super) fn run_timers(&mut self, now: Instant, st: &mut TcpStat) {
+        if self.tw_deadline.is_some_and(|t| t <= now) {
+            self.enter_closed();
+            st.closed += 1;
+            return;
+        }
+        if self.delack_deadline.is_some_and(|t| t <= now) {
+            self.delack_deadline = None;
+            self.ack_now = true;
+            st.delack += 1;
+        }
+        if self.rtx_deadline.is_some_and(|t| t <= now) {
+            self.rtx_deadline = None;
+            self.tlp_deadline = None;
+            self.on_rto(now, st);
+        }
+        if self.tlp_deadline.is_some_and(|t| t <= now) {
+            self.tlp_deadline = None;
+            if self.recover.is_none()
+                && !self.tlp_out
+                && self.flight() > 0
+                && self.state.synchronized()
+            {
+                self.tlp_fire = true;
+                self.tlp_out = true;
+                st.tlpprobes += 1;
+            }
+        }
+        if self.persist_deadline.is_some_and(|t| t <= now) {
+            self.persist_deadline = None;
+            st.persisttimeo += 1;
+            self.probe_one = true;
+            self.persist_backoff = (self.persist_backoff + 1).min(8);
+        }
+        if self.ka_deadline.is_some_and(|t| t <= now) {
+            self.ka_deadline = None;
+            st.keeptimeo += 1;
+            if self.snd_una != self.snd_max {
+                // Data outstanding: the retransmission timer watches the peer.
+                self.arm_keepalive(now);
+            } else if self.ka_probes >= self.cfg.keepalive_probes {
+                st.keepdrops += 1;
+                st.drops += 1;
+                self.error = Some(TcpError::TimedOut);
+                self.enter_closed();
+            } else {
+                self.ka_probes += 1;
+                self.ka_send = true;
+                self.ka_deadline = Some(now + self.cfg.keepalive_interval);
+            }
+        }
+    }
+
+    /// Restarts the idle clock of keepalive (after hearing from the peer).
+    pub(super) fn arm_keepalive(&mut self, now: Instant) {
+        self.ka_deadline = match (self.cfg.keepalive, self.state) {
+            (Some(idle), State::Established | State::CloseWait | State::FinWait2) => {
+                Some(now + idle)
+            }
+            _ => None,
+        };
+    }
+
+    /// Turns keepalive on (with this idle time) or off.
+    pub fn set_keepalive(&mut self, idle: Option<Duration>, now: Instant) {
+        self.cfg.keepalive = idle;
+        self.ka_probes = 0;
+        self.arm_keepalive(now);
+    }
+
+    fn on_rto(&mut self, now: Instant, st: &mut TcpStat) {
+        let limit = if self.state.synchronized() {
+            self.cfg.max_retries
+        } else {
+            self.cfg.syn_retries
+        };
+        if self.rtx_count >= limit {
+            st.timeoutdrop += 1;
+            st.drops += 1;
+            self.error = Some(TcpError::TimedOut);
+            self.enter_closed();
+            return;
+        }
+        self.rtx_count += 1;
+        st.rexmttimeo += 1;
+        self.rto = (self.rto * 2).min(self.cfg.max_rto);
+        if self.rtx_count == 1 && self.ts_enabled && self.state.synchronized() {
+            self.rto_undo = Some((self.cwnd, self.ssthresh, self.tsval(now)));
+        }
+        self.rexmits.clear();
+        if self.state.synchronized() || self.state == State::SynReceived {
+            let mss = self.snd_mss;
+            self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+            self.cc.on_timeout();
+            self.hystart.stop();
+            self.cwnd = mss;
+        }
+        self.dupacks = 0;
+        self.recover = None;
+        self.timed = None;
+        self.sack_next = self.snd_una;
+        // Go back N (skipping what the peer has SACKed): everything from the first unacknowledged byte goes again.
+        self.snd_nxt = self.snd_una;
+    }
+
+    pub(super) fn arm_persist(&mut self, now: Instant) {
+        // Data wait, the window is shut, and nothing but (at most) a probe is out.
+        let pending = diff(self.fin_seq(), self.snd_una) > 0 && lt(self.snd_una, self.fin_seq());
+        let stalled = self.snd_wnd == 0
+            && pending
+            && diff(self.snd_nxt, self.snd_una) <= 1
+            && self.state.synchronized();
+        if stalled {
+            if self.persist_deadline.is_none() && self.rtx_deadline.is_none() {
+                let d = (self.rto * (1 << self.persist_backoff))
+                    .clamp(self.cfg.min_rto, self.cfg.max_rto);
+                self.persist_deadline = Some(now + d);
+            }
+        } else {
+            self.persist_deadline = None;
+            if self.snd_wnd > 0 {
+                self.persist_backoff = 0;
+            }
+        }
+    }
+
+    /// Arms the retransmission timer. A lone segment may sit in the peer's
+    /// delayed-ACK timer, so its timeout allows for that ([`DELACK_ALLOWANCE`]); once
+    /// more is in flight the peer acknowledges at once and the plain RTO applies.
+    pub(super) fn arm_rtx(&mut self, now: Instant) {
+        let lone = self.flight() <= self.seg_size();
+        match self.rtx_deadline {
+            None => {
+                let d = if lone {
+                    self.rto.max(DELACK_ALLOWANCE)
+                } else {
+                    self.rto
+                };
+                self.rtx_deadline = Some(now + d);
+                self.rtx_lone = lone;
+            }
+            Some(t) if self.rtx_lone && !lone => {
+                self.rtx_deadline = Some(t.min(now + self.rto));
+                self.rtx_lone = false;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Arms the tail loss probe: PTO = 2·SRTT (at least 10 ms, as FreeBSD's RACK
+    /// stack), plus a delayed-ACK allowance when one segment is out; never past the
+    /// retransmission timer.
+    pub(super) fn arm_tlp(&mut self, now: Instant) {
+        if self.tlp_out || self.recover.is_some() || !self.sack_perm {
+            return;
+        }
+        let Some(srtt) = self.srtt else {
+            return;
+        };
+        let mut pto = (srtt * 2).max(Duration::from_millis(10));
+        if self.flight() <= self.seg_size() {
+            pto = pto.max(srtt * 3 / 2 + Duration::from_millis(200));
+        }
+        let at = now + pto;
+        self.tlp_deadline = match self.rtx_deadline {
+            Some(r) if r <= at => None,
+            _ => Some(at),
+        };
+    }
+
+    /// The probe: a new segment if the peer's window has room (cwnd notwithstanding),
+    /// else the last segment sent again; either way the peer answers at once and its
+    /// ACK (with SACK) starts recovery without waiting for the timer.
+    pub(super) fn send_tlp(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        let end = self.fin_seq();
+        let unsent = lt(self.snd_nxt, end) && self.snd_nxt == self.snd_max;
+        let peer_room = self
+            .snd_wnd
+            .saturating_sub(diff(self.snd_nxt, self.snd_una));
+        if unsent && peer_room >= self.seg_size().min(diff(end, self.snd_nxt)) {
+            self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+            if self.send_one(now, st, out) {
+                return;
+            }
+        }
+        let hi = if lt(end, self.snd_max) {
+            end
+        } else {
+            self.snd_max
+        };
+        let out_bytes = diff(hi, self.snd_una);
+        if out_bytes == 0 || !lt(self.snd_una, hi) {
+            return;
+        }
+        let len = out_bytes.min(self.data_room());
+        let mut seg = self.header(now, hi.wrapping_sub(len));
+        seg.data_len = len as usize;
+        st.sndrexmitpack += 1;
+        st.sndrexmitbyte += u64::from(len);
+        self.push(seg, st, out);
+        self.arm_rtx(now);
+    }
+}

@@ -1,0 +1,149 @@
+//! The application's side of the control block (FreeBSD's `tcp_usrreq`): data queued
+//! to send, received data read (and the window that opens announced, RFC 1122's SWS
+//! avoidance), `shutdown` and `close`, abort, `TCP_NODELAY`. Calls the send buffer,
+//! and `output` for the window.
+
+use super::seq::{diff, lt};
+use super::{SegOut, State, Tcb};
+
+impl Tcb {
+    /// Bytes the application may still queue.
+    pub fn send_space(&self) -> usize {
+        if self.fin_queued || matches!(self.state, State::Closed | State::TimeWait) {
+            return 0;
+        }
+        self.cfg.sndbuf.saturating_sub(self.sndbuf.len())
+    }
+
+    /// Queues data to send; returns how much was taken (0 when the buffer is full or
+    /// the sending side is closed).
+    pub fn send(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.send_space());
+        self.sndbuf.push_slice(&data[..n]);
+        n
+    }
+
+    /// Bytes in the send buffer (sent and not yet acknowledged, or not yet sent).
+    pub fn send_buffered(&self) -> usize {
+        self.sndbuf.len()
+    }
+
+    /// Queues the chunk `c` whole, without copying it, if it fits in
+    /// [`Tcb::send_space`]; else gives it back.
+    pub fn send_chunk(&mut self, c: Vec<u8>) -> Result<(), Vec<u8>> {
+        if c.len() > self.send_space() {
+            return Err(c);
+        }
+        self.sndbuf.push_chunk(c);
+        Ok(())
+    }
+
+    /// Queues the bytes of `m` without copying them (the send buffer holds the
+    /// packet's buffers, and segments share them), if they fit in
+    /// [`Tcb::send_space`]; else gives `m` back.
+    pub fn send_mbuf(&mut self, m: mbuf::Mbuf) -> Result<(), mbuf::Mbuf> {
+        if m.len() > self.send_space() {
+            return Err(m);
+        }
+        self.sndbuf.push_mbuf(m);
+        Ok(())
+    }
+
+    /// A chunk of the send buffer that has been acknowledged, for the application's
+    /// channel to reuse.
+    pub fn take_spare(&mut self) -> Option<Vec<u8>> {
+        self.sndbuf.take_spare()
+    }
+
+    /// Bytes waiting for the application.
+    pub fn recv_available(&self) -> usize {
+        self.rcvbuf.len()
+    }
+
+    /// True when the peer has closed its side and everything it sent has been read.
+    pub fn recv_finished(&self) -> bool {
+        (self.rcv_fin && self.rcvbuf.is_empty()) || self.state == State::Closed
+    }
+
+    /// Reads received data; a window update is sent if reading opened the window much.
+    pub fn recv(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.rcvbuf.len());
+        let (a, b) = self.rcvbuf.as_slices();
+        let na = n.min(a.len());
+        buf[..na].copy_from_slice(&a[..na]);
+        buf[na..n].copy_from_slice(&b[..n - na]);
+        self.consumed(n);
+        n
+    }
+
+    /// Hands up to `max` received bytes to `f` in place (one or two slices of the
+    /// receive buffer); `f` returns how many it took. No intermediate copy.
+    pub fn recv_with(&mut self, max: usize, mut f: impl FnMut(&[u8]) -> usize) -> usize {
+        let (a, b) = self.rcvbuf.as_slices();
+        let mut n = 0;
+        for part in [a, b] {
+            let want = part.len().min(max - n);
+            if want == 0 {
+                continue;
+            }
+            let took = f(&part[..want]).min(want);
+            n += took;
+            if took < want {
+                break;
+            }
+        }
+        self.consumed(n);
+        n
+    }
+
+    /// Drops `n` bytes the application has taken and announces a grown window.
+    fn consumed(&mut self, n: usize) {
+        self.rcvbuf.drain(..n);
+        if self.state.can_receive() {
+            // Announce a window that grew by two segments or half the buffer (RFC 1122 SWS).
+            let new_edge = self.rcv_nxt.wrapping_add(self.rcv_window());
+            let grown = diff(new_edge, self.rcv_adv);
+            if lt(self.rcv_adv, new_edge)
+                && (grown >= 2 * self.snd_mss || grown as usize >= self.cfg.rcvbuf / 2)
+            {
+                self.ack_now = true;
+            }
+        }
+    }
+
+    /// Closes the sending side (shutdown(SHUT_WR) or close): a FIN follows the data.
+    pub fn close(&mut self) {
+        match self.state {
+            State::SynSent | State::Closed => {
+                self.state = State::Closed;
+            }
+            _ => self.fin_queued = true,
+        }
+    }
+
+    /// Aborts with a reset (SO_LINGER 0).
+    pub fn abort(&mut self) {
+        if self.state.synchronized() || self.state == State::SynReceived {
+            self.rst_pending = Some(Box::new(SegOut {
+                seq: self.snd_nxt,
+                rst: true,
+                ..SegOut::default()
+            }));
+        }
+        self.enter_closed();
+    }
+
+    pub(super) fn enter_closed(&mut self) {
+        self.state = State::Closed;
+        self.rtx_deadline = None;
+        self.persist_deadline = None;
+        self.delack_deadline = None;
+        self.tw_deadline = None;
+        self.ka_deadline = None;
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&mut self, on: bool) {
+        self.cfg.nodelay = on;
+    }
+}
