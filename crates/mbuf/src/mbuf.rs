@@ -99,6 +99,7 @@ enum Fill<'a> {
 }
 
 impl Fill<'_> {
+    #[inline]
     fn len(&self) -> usize {
         match self {
             Fill::Bytes(b) => b.len(),
@@ -153,6 +154,7 @@ pub(crate) fn trim_segs_front(segs: &mut SegList, from: usize, mut n: usize) {
 impl Mbuf {
     /// An empty packet with header `hdr` (no segment); `NoBufs` if the pool has no
     /// record.
+    #[inline]
     pub(crate) fn empty(hdr: PktHdr) -> Result<Mbuf, NoBufs> {
         Mbuf::with_rec(Pkt {
             hdr,
@@ -251,6 +253,7 @@ impl Mbuf {
     /// buffer is kept when this packet holds it alone and it is large enough (no
     /// allocation); otherwise the packet is rebuilt in a new cluster. On `NoBufs` the
     /// packet is left empty.
+    #[inline]
     pub fn recycle(&mut self, data: &[u8]) -> Result<(), NoBufs> {
         let need = DEFAULT_HEADROOM + data.len();
         self.hdr = PktHdr::default();
@@ -279,11 +282,13 @@ impl Mbuf {
         self.len
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Number of segments in the chain.
+    #[inline]
     pub fn nsegs(&self) -> usize {
         self.segs.len()
     }
@@ -298,6 +303,7 @@ impl Mbuf {
     }
 
     /// The data of each segment, in order (the first may be empty).
+    #[inline]
     pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
         self.segs.as_slice().iter().map(Seg::data)
     }
@@ -305,6 +311,7 @@ impl Mbuf {
     /// The data of the first segment (`mtod`); empty if there is none, or if the
     /// first segment only carries headroom — use [`Mbuf::pulldown`] to reach
     /// bytes wherever they are.
+    #[inline]
     pub fn first(&self) -> &[u8] {
         self.segs.first().map_or(&[], Seg::data)
     }
@@ -312,11 +319,13 @@ impl Mbuf {
     /// The first segment's data, writable: copied first if its buffer is shared.
     /// Returns an empty slice if that copy needed a buffer and the pool had none
     /// (see [`Mbuf::try_first_mut`] to tell the two apart).
+    #[inline]
     pub fn first_mut(&mut self) -> &mut [u8] {
         self.try_first_mut().unwrap_or_default()
     }
 
     /// Like [`Mbuf::first_mut`], with the pool failure reported.
+    #[inline]
     pub fn try_first_mut(&mut self) -> Result<&mut [u8], NoBufs> {
         if self.segs.len() == 0 {
             return Ok(&mut []);
@@ -329,6 +338,7 @@ impl Mbuf {
 
     /// Usable space before the data (`M_LEADINGSPACE`): 0 if the first buffer is
     /// shared.
+    #[inline]
     pub fn headroom(&self) -> usize {
         self.segs.first().map_or(0, Seg::headroom)
     }
@@ -338,6 +348,7 @@ impl Mbuf {
     /// headroom if it is unshared and large enough; otherwise adds a new leading
     /// buffer with the bytes at its end, so later prepends find headroom again.
     /// `len` must be at most `MCLBYTES` (else `NoBufs`).
+    #[inline]
     pub fn prepend(&mut self, len: usize) -> Result<&mut [u8], NoBufs> {
         if len > MCLBYTES {
             return Err(NoBufs);
@@ -364,6 +375,7 @@ impl Mbuf {
 
     /// `m_adj`: trims `n` bytes from the head if `n > 0`, `-n` bytes from the tail
     /// if `n < 0`; trimming more than the packet empties it.
+    #[inline]
     pub fn adj(&mut self, n: isize) {
         let k = n.unsigned_abs().min(self.len);
         if n >= 0 {
@@ -373,6 +385,7 @@ impl Mbuf {
         }
     }
 
+    #[inline]
     fn trim_head(&mut self, mut n: usize) {
         self.len -= n;
         while n > 0 {
@@ -594,6 +607,7 @@ impl Mbuf {
     /// The segment holding byte `off` and the offset within it; for `off ==
     /// len`, `(nsegs, 0)`. Segments that end at `off` are skipped, so the byte is
     /// always inside the returned segment (as m_pulldown's walk).
+    #[inline]
     pub(crate) fn locate(&self, mut off: usize) -> (usize, usize) {
         for (i, s) in self.segs.as_slice().iter().enumerate() {
             if s.len() > off {
@@ -606,6 +620,7 @@ impl Mbuf {
 
     /// Copies segment `i` into a buffer of its own if its buffer is shared,
     /// keeping the same offsets so its headroom and tailroom survive.
+    #[inline]
     pub(crate) fn make_writable(&mut self, i: usize) -> Result<(), NoBufs> {
         let s = &mut self.segs.as_mut_slice()[i];
         if s.buf.is_unique() {

@@ -115,6 +115,7 @@ pub(crate) enum Class {
 }
 
 impl Class {
+    #[inline]
     pub(crate) const fn cap(self) -> usize {
         match self {
             Class::Small => MLEN,
@@ -142,6 +143,7 @@ impl Class {
             Class::Rec => RECS_PER_SLAB,
         }
     }
+    #[inline]
     const fn from_u8(c: u8) -> Class {
         match c {
             0 => Class::Small,
@@ -152,6 +154,7 @@ impl Class {
         }
     }
     /// The smallest class that holds `len` bytes (the largest for more).
+    #[inline]
     pub(crate) const fn for_len(len: usize) -> Class {
         if len <= MLEN {
             Class::Small
@@ -303,6 +306,7 @@ fn refill(local: &mut Vec<FreePtr>, class: Class) -> bool {
     true
 }
 
+#[inline]
 fn take(class: Class) -> Option<FreePtr> {
     let from_cache = CACHE.try_with(|cache| {
         let mut cache = cache.borrow_mut();
@@ -326,6 +330,7 @@ fn take(class: Class) -> Option<FreePtr> {
     }
 }
 
+#[inline]
 fn give(p: FreePtr, class: Class) {
     let mut p = Some(p);
     let _ = CACHE.try_with(|cache| {
@@ -362,6 +367,7 @@ unsafe impl Sync for Buf {}
 impl Buf {
     /// A fresh buffer of `class` with a count of 1, or `NoBufs` (counted) at the
     /// pool limit.
+    #[inline]
     pub(crate) fn alloc(class: Class) -> Result<Buf, NoBufs> {
         match take(class) {
             Some(FreePtr(p)) => {
@@ -377,6 +383,7 @@ impl Buf {
         }
     }
 
+    #[inline]
     fn hdr(&self) -> &BufHdr {
         // SAFETY: by the type invariant the buffer is live (count >= 1) and its
         // header initialised; `cap` is immutable and `refcnt` atomic, so a shared
@@ -388,17 +395,20 @@ impl Buf {
         self.hdr().cap as usize
     }
 
+    #[inline]
     pub(crate) fn class(&self) -> Class {
         Class::from_u8(self.hdr().class)
     }
 
     /// True if this is the only reference, i.e. the bytes may be written.
+    #[inline]
     pub(crate) fn is_unique(&self) -> bool {
         // Acquire pairs with the Release decrement of the other holders, so their
         // reads happen before our writes.
         self.hdr().refcnt.load(Ordering::Acquire) == 1
     }
 
+    #[inline]
     fn data(&self) -> *mut u8 {
         // SAFETY: the data area starts right after the header, inside the slab
         // allocation (HDR + cap <= stride).
@@ -409,6 +419,7 @@ impl Buf {
     ///
     /// # Panics
     /// If the range is outside the buffer (a bug in this crate, never input).
+    #[cfg(test)]
     pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
         assert!(off <= self.cap() && len <= self.cap() - off);
         // SAFETY: in bounds (checked above); slab bytes are always initialised
@@ -421,6 +432,7 @@ impl Buf {
     ///
     /// # Panics
     /// If the range is outside the buffer (a bug in this crate, never input).
+    #[inline]
     pub(crate) fn bytes_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
         assert!(off <= self.cap() && len <= self.cap() - off);
         if !self.is_unique() {
@@ -428,6 +440,39 @@ impl Buf {
         }
         // SAFETY: in bounds and initialised as in `bytes`; the count is 1, so this
         // handle is the only one and `&mut self` makes the borrow exclusive.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) })
+    }
+}
+
+impl Buf {
+    /// [`Buf::bytes`] without the bounds check.
+    ///
+    /// # Safety
+    /// `off + len <= self.cap()`.
+    #[inline]
+    pub(crate) unsafe fn bytes_unchecked(&self, off: usize, len: usize) -> &[u8] {
+        debug_assert!(off <= self.cap() && len <= self.cap() - off);
+        // SAFETY: in bounds (the caller's contract); initialised and not written
+        // meanwhile, as in `bytes`.
+        unsafe { std::slice::from_raw_parts(self.data().add(off), len) }
+    }
+
+    /// [`Buf::bytes_mut`] without the bounds check.
+    ///
+    /// # Safety
+    /// `off + len <= self.cap()`.
+    #[inline]
+    pub(crate) unsafe fn bytes_mut_unchecked(
+        &mut self,
+        off: usize,
+        len: usize,
+    ) -> Option<&mut [u8]> {
+        debug_assert!(off <= self.cap() && len <= self.cap() - off);
+        if !self.is_unique() {
+            return None;
+        }
+        // SAFETY: in bounds (the caller's contract); the count is 1 and `&mut self`
+        // makes the borrow exclusive, as in `bytes_mut`.
         Some(unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) })
     }
 }
@@ -475,6 +520,7 @@ impl std::fmt::Debug for Buf {
 /// bytes, aligned to 16, from the thread's cache; `NoBufs` (counted) at the limit.
 /// The bytes hold whatever the last record left: the caller writes a whole value
 /// before reading any.
+#[inline]
 pub(crate) fn alloc_rec() -> Result<NonNull<u8>, NoBufs> {
     match take(Class::Rec) {
         // SAFETY: the data area starts right after the header, inside the slab
@@ -492,6 +538,7 @@ pub(crate) fn alloc_rec() -> Result<NonNull<u8>, NoBufs> {
 /// # Safety
 /// `p` came from [`alloc_rec`], is not used again, and whatever value it held has
 /// been dropped.
+#[inline]
 pub(crate) unsafe fn free_rec(p: NonNull<u8>) {
     // SAFETY: `p` is HDR bytes into a record's slot (the caller's contract), so
     // the header is HDR bytes before it, inside the same slab.

@@ -51,6 +51,7 @@ impl Mbuf {
     /// Fails with `TooBig` if `len > MCLBYTES`, `OutOfRange` if the region ends
     /// past the packet, `NoBufs` if case 2 or 5 found no buffer; the packet is
     /// unchanged by a failure.
+    #[inline]
     pub fn pulldown(&mut self, off: usize, len: usize) -> Result<&mut [u8], PullError> {
         bump(Strategy::Pulldown, |s| {
             s.calls += 1;

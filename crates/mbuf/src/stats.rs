@@ -85,6 +85,7 @@ pub enum Strategy {
     Pullup2,
 }
 
+#[inline]
 pub(crate) fn bump(which: Strategy, f: impl FnOnce(&mut PullStats)) {
     STATS.with(|s| {
         let mut s = s.borrow_mut();
@@ -108,11 +109,13 @@ pub fn reset() {
 
 /// Counts a length check that needed no call (the bytes were already contiguous
 /// and the caller checked that itself), under `pulldown`, the stack's strategy.
+#[inline]
 pub fn count_len_check() {
     count_len_check_of(Strategy::Pulldown);
 }
 
 /// Counts a length check that needed no call, under strategy `which`.
+#[inline]
 pub fn count_len_check_of(which: Strategy) {
     bump(which, |s| s.len_checks += 1);
 }

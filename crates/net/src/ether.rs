@@ -13,55 +13,141 @@ use wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, Etherne
 
 pub(crate) const ETHER_HDR_LEN: usize = 14;
 
-/// `ether_input`: validates the link header, runs the layer-2 hooks, and hands the
-/// payload to ARP or IPv4.
-pub(crate) fn ether_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
-    cx.stats.ether.ipackets += 1;
-    m.hdr.rcvif = ifp.index.0;
+/// What `ether_input` sorted a burst into, by type, link headers stripped.
+#[derive(Debug, Default)]
+pub(crate) struct EtherInputVecs {
+    pub ip4: Vec<Mbuf>,
+    pub ip6: Vec<Mbuf>,
+    pub arp: Vec<Mbuf>,
+    checked: Vec<(Mbuf, EtherType)>,
+    pf: crate::worker::PfilScratch<EtherType>,
+}
+
+/// A frame's link header checks: its type, with `M_BCAST`/`M_MCAST` set.
+#[inline]
+fn ether_check(
+    access: crate::hdr::HdrAccess,
+    ifp: &Ifnet,
+    m: &mut Mbuf,
+) -> Result<EtherType, DropReason> {
     let (dst, src, ethertype) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ETHER_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::EtherTooShort);
-        };
+        let h =
+            crate::hdr::hdr(access, m, 0, ETHER_HDR_LEN).map_err(|_| DropReason::EtherTooShort)?;
         let f = EthernetFrame::new_unchecked(h);
         (f.dst_addr(), f.src_addr(), f.ethertype())
     };
     // A frame from a multicast source is invalid (IEEE 802.3); one from ourselves is
     // our own echo on a shared medium.
     if src.is_multicast() || src == ifp.mac {
-        return cx.drop_pkt(m, DropReason::EtherBadAddr);
+        return Err(DropReason::EtherBadAddr);
     }
     if dst.is_broadcast() {
         m.hdr.flags |= mbuf::M_BCAST;
     } else if dst.is_multicast() {
         m.hdr.flags |= mbuf::M_MCAST;
     } else if dst != ifp.mac {
-        return cx.drop_pkt(m, DropReason::EtherNotOurs);
+        return Err(DropReason::EtherNotOurs);
     }
-    let Some(mut m) = cx.pfil(
+    Ok(ethertype)
+}
+
+/// `ether_input` over a burst received on `ifp` (a vector stage): each frame's link
+/// header checked, the layer-2 hooks over the vector, then each sorted by type
+/// (`ether_demux`) into `v`, its link header stripped; every drop counted.
+pub(crate) fn ether_input(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    pkts: &mut Vec<Mbuf>,
+    v: &mut EtherInputVecs,
+) {
+    cx.stats.ether.ipackets += pkts.len() as u64;
+    let rcvif = ifp.index.0;
+    for mut m in pkts.drain(..) {
+        m.hdr.rcvif = rcvif;
+        match ether_check(cx.access, ifp, &mut m) {
+            Ok(ty) => v.checked.push((m, ty)),
+            Err(why) => cx.drop_pkt(m, why),
+        }
+    }
+    let at = (ifp.index, Some(ifp.index));
+    cx.pfil_vec(
         PfilPoint::Ether,
         Dir::In,
-        ifp.index,
-        m,
         DropReason::PfilEtherIn,
-    ) else {
-        return;
-    };
-    match ethertype {
-        EtherType::Ipv4 => {
-            m.adj(ETHER_HDR_LEN as isize);
-            crate::ip::ip_input(cx, ifp, m);
+        &mut v.checked,
+        &mut v.pf,
+        |_| at,
+    );
+    for (mut m, ty) in v.checked.drain(..) {
+        let to = match ty {
+            EtherType::Ipv4 => &mut v.ip4,
+            EtherType::Ipv6 => &mut v.ip6,
+            EtherType::Arp => &mut v.arp,
+            // No VLAN interfaces yet: tagged frames are not ours.
+            EtherType::Vlan | EtherType::QinQ => {
+                cx.drop_pkt(m, DropReason::EtherVlan);
+                continue;
+            }
+            _ => {
+                cx.drop_pkt(m, DropReason::EtherNoProto);
+                continue;
+            }
+        };
+        m.adj(ETHER_HDR_LEN as isize);
+        to.push(m);
+    }
+}
+
+/// `ether_output`'s scratch for a vector.
+#[derive(Debug, Default)]
+pub(crate) struct EtherOutputVecs {
+    out: Vec<(Mbuf, crate::iface::IfIndex)>,
+    pf: crate::worker::PfilScratch<crate::iface::IfIndex>,
+}
+
+/// `ether_output` over a vector of packets whose next hops' link addresses are
+/// known (forwarded ones): link headers written into their headroom, the layer-2
+/// output hooks over the vector, then each onto its interface's transmit vector.
+pub(crate) fn ether_output_vec(
+    cx: &mut Cx<'_>,
+    pkts: &mut Vec<crate::forward::L2Out>,
+    v: &mut EtherOutputVecs,
+) {
+    let cfg: &crate::stack::NetConfig = cx.cfg;
+    for o in pkts.drain(..) {
+        let mut m = o.m;
+        let Some(ifp) = cfg.ifaces.get(o.ifindex.get()) else {
+            cx.drop_pkt(m, DropReason::EtherOutDropped);
+            continue;
+        };
+        match m.prepend(ETHER_HDR_LEN) {
+            Ok(h) => {
+                let mut f = EthernetFrame::new_unchecked(h);
+                f.set_dst_addr(o.dst);
+                f.set_src_addr(ifp.mac);
+                f.set_ethertype(o.ty);
+            }
+            Err(_) => {
+                cx.drop_pkt(m, DropReason::EtherOutDropped);
+                continue;
+            }
         }
-        EtherType::Arp => {
-            m.adj(ETHER_HDR_LEN as isize);
-            arp_input(cx, ifp, m);
+        v.out.push((m, o.ifindex));
+    }
+    cx.pfil_vec(
+        PfilPoint::Ether,
+        Dir::Out,
+        DropReason::PfilEtherOut,
+        &mut v.out,
+        &mut v.pf,
+        |&i| (i, None),
+    );
+    cx.stats.ether.opackets += v.out.len() as u64;
+    for (m, i) in v.out.drain(..) {
+        match cx.tx.get_mut(i.get()) {
+            Some(q) => q.push(m),
+            None => DropReason::EtherOutDropped.count(cx.stats),
         }
-        EtherType::Ipv6 => {
-            m.adj(ETHER_HDR_LEN as isize);
-            crate::ip6::ip6_input(cx, ifp, m);
-        }
-        // No VLAN interfaces yet: tagged frames are not ours.
-        EtherType::Vlan | EtherType::QinQ => cx.drop_pkt(m, DropReason::EtherVlan),
-        _ => cx.drop_pkt(m, DropReason::EtherNoProto),
     }
 }
 
@@ -130,7 +216,7 @@ pub(crate) fn arp_resolve_output(
 }
 
 /// Sends what the neighbour table asked for: requests and released packets.
-pub(crate) fn arp_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<ArpOutput>) {
+pub(crate) fn arp_flush(cx: &mut Cx<'_>, ifp: &Ifnet, out: &mut Vec<ArpOutput>) {
     for o in out.drain(..) {
         match o {
             ArpOutput::Packet { m, mac } => ether_output(cx, ifp, m, mac, EtherType::Ipv4),
@@ -174,7 +260,7 @@ pub(crate) fn arp_request(
 
 /// `in_arpinput`: RFC 826 with the merge rule, answering requests for our addresses
 /// in place (the request buffer becomes the reply).
-pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
+pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf) {
     cx.stats.arp.received += 1;
     let repr = {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 28) else {

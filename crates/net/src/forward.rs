@@ -24,7 +24,7 @@ use crate::icmp6::Error6;
 use crate::iface::Ifnet;
 use crate::ip::{IpInfo, IP_HDR_LEN};
 use crate::ip6::IP6_HDR_LEN;
-use crate::pfil::PfilPoint;
+use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use crate::worker::Cx;
 use mbuf::Mbuf;
@@ -68,63 +68,184 @@ fn sum_update(sum: u16, old: u16, new: u16) -> u16 {
     !(s as u16)
 }
 
-/// `ip_forward`: `m` (its header validated by `ip_input`) is for another host.
-pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
-    let (src, dst) = (info.src, info.dst);
+/// No next hop, in a vector of next-hop indices.
+const NO_NH: u32 = u32::MAX;
+
+/// A forwarded packet between `ip_forward`'s decision and the link: where it goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FwdOut {
+    /// The interface it arrived on.
+    rcvif: crate::iface::IfIndex,
+    /// The interface it leaves by.
+    out: crate::iface::IfIndex,
+    /// The next hop's index in the batch's FIB.
+    nh: u32,
+    /// The address it goes to on that link (gateway, or the destination).
+    next: Ipv4Addr,
+    mtu: u32,
+}
+
+/// `ip_forward`'s vectors and scratch.
+#[derive(Debug, Default)]
+pub(crate) struct IpForwardVecs {
+    checked: Vec<(Mbuf, IpInfo)>,
+    /// The next hop of each checked packet (its index in the batch's FIB).
+    nhs: Vec<u32>,
+    out: Vec<(Mbuf, FwdOut)>,
+    pf: crate::worker::PfilScratch<FwdOut>,
+}
+
+/// A link-layer header to write, then the transmit vector (`ether_output` over a
+/// vector).
+#[derive(Debug)]
+pub(crate) struct L2Out {
+    pub m: Mbuf,
+    pub ifindex: crate::iface::IfIndex,
+    pub dst: EthernetAddress,
+    pub ty: EtherType,
+}
+
+/// `ip_forward` over the packets of one burst from `ifp` that are for other hosts
+/// (their headers validated by `ip_input`), as a vector stage: the checks of each,
+/// then the lookups of a chunk of them back to back so their cache misses overlap,
+/// then each packet's TTL and next hop; the output hooks over the vector; then
+/// those whose next hop's link address is known go to `l2` for `ether_output`,
+/// the others through the neighbour table. Errors answer as a router does.
+pub(crate) fn ip_forward(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    pkts: &mut Vec<(Mbuf, IpInfo)>,
+    v: &mut IpForwardVecs,
+    l2: &mut Vec<L2Out>,
+) {
     // RFC 1812 §4.2.2.11, §5.3.7; RFC 3927 §7: never forward broadcast, multicast
     // (no multicast routing here), loopback, "this network", link-local or class E.
     let martian = |a: Ipv4Addr| {
         a.is_loopback() || a.octets()[0] == 0 || a.is_link_local() || a.octets()[0] >= 240
     };
-    if info.bcast || martian(dst) || martian(src) {
-        return cx.drop_pkt(m, DropReason::IpCantForward);
+    for (m, info) in pkts.drain(..) {
+        if info.bcast || martian(info.dst) || martian(info.src) {
+            cx.drop_pkt(m, DropReason::IpCantForward);
+        } else if info.ttl <= 1 {
+            cx.stats.ip.timeexceed += 1;
+            crate::icmp::icmp_error(cx, m, Icmpv4Message::TimeExceeded, 0, 0);
+        } else {
+            v.checked.push((m, info));
+        }
     }
-    let (ttl, df, frag_off) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::IpTooSmall);
-        };
-        let p = wire::Ipv4Packet::new_unchecked(h);
-        (p.hop_limit(), p.dont_frag(), p.frag_offset())
-    };
-    if ttl <= 1 {
-        cx.stats.ip.timeexceed += 1;
-        return crate::icmp::icmp_error(cx, m, Icmpv4Message::TimeExceeded, 0, 0);
-    }
+    // The lookups of the whole vector back to back, so that their cache misses
+    // overlap (VPP's `ip4_lookup`): with a table larger than the caches each is a
+    // miss or two, and nothing in between waits for it.
     let fib: &route::Fib = cx.fib;
+    lookup4_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
+        let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
+        forward4_one(cx, ifp, m, info, nh, &mut v.out);
+    }
+    cx.pfil_vec(
+        PfilPoint::Inet,
+        Dir::Out,
+        DropReason::PfilIpOut,
+        &mut v.out,
+        &mut v.pf,
+        |o| (o.out, Some(o.rcvif)),
+    );
+    let cfg: &crate::stack::NetConfig = cx.cfg;
+    let now = cx.now.as_nanos();
+    for (m, o) in v.out.drain(..) {
+        cx.stats.ip.forward += 1;
+        let (Some(nh), Some(out)) = (fib.nexthop(o.nh), cfg.ifaces.get(o.out.get())) else {
+            cx.drop_pkt(m, DropReason::IpNoRoute);
+            continue;
+        };
+        let mtu = o.mtu as usize;
+        // The common case: it fits, nothing is left to a device, and the route's
+        // gateway has its link address written in the next hop.
+        if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+            if let Some(mac) = nh.gateway.and_then(|_| nh.l2(now)) {
+                l2.push(L2Out {
+                    m,
+                    ifindex: o.out,
+                    dst: EthernetAddress(mac),
+                    ty: EtherType::Ipv4,
+                });
+                continue;
+            }
+        }
+        // A segment from a link with offloads may be larger than this one takes,
+        // or still lack its checksum; an unresolved next hop goes through ARP.
+        let next = o.next;
+        let l2out = |cx: &mut Cx<'_>, m| l2_output4(cx, out, m, nh, next);
+        if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2out) {
+            crate::ip::ip_fragment(cx, out, m, next, false, mtu);
+        }
+    }
+}
+
+/// The next hops of a vector of packets (their indices, or [`NO_NH`]), looked up
+/// back to back. With a flow table a flow keeps the next hop it was first given
+/// while that lives.
+#[inline]
+fn lookup4_vec(cx: &mut Cx<'_>, fib: &route::Fib, pkts: &mut [(Mbuf, IpInfo)], nhs: &mut Vec<u32>) {
+    nhs.clear();
     let seed = cx.isn_secret;
-    let (s32, d32, proto) = (u32::from(src), u32::from(dst), u8::from(info.proto));
-    let nh = match cx.flows.as_deref_mut() {
+    let access = cx.access;
+    let now = cx.now.as_nanos();
+    match cx.flows.as_deref_mut() {
         // Stateful: the flow keeps the next hop it was given while that lives.
         Some(ft) => {
-            let p = if frag_off == 0 {
-                ports(cx.access, &mut m, info.hlen, info.proto)
-            } else {
-                0
-            };
-            let (sp, dp) = ((p >> 16) as u16, p as u16);
-            let key = route::FlowKey::v4(s32, d32, proto, sp, dp);
-            let hash = || route::flow_hash4(s32, d32, proto, sp, dp, seed);
-            ft.lookup_or_insert_with(
-                &key,
-                cx.now.as_nanos(),
-                |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
-                || fib.lookup4(dst, hash).map(|n| (n.index, n.generation())),
-            )
-            .and_then(|(i, _)| fib.nexthop(i))
-        }
-        None => {
-            let access = cx.access;
-            let hash = || {
-                let p = if frag_off == 0 {
-                    ports(access, &mut m, info.hlen, info.proto)
+            for (m, info) in pkts.iter_mut() {
+                let (s32, d32) = (u32::from(info.src), u32::from(info.dst));
+                let proto = u8::from(info.proto);
+                let p = if info.frag_off == 0 {
+                    ports(access, m, info.hlen, info.proto)
                 } else {
                     0
                 };
-                route::flow_hash4(s32, d32, proto, (p >> 16) as u16, p as u16, seed)
-            };
-            fib.lookup4(dst, hash)
+                let (sp, dp) = ((p >> 16) as u16, p as u16);
+                let key = route::FlowKey::v4(s32, d32, proto, sp, dp);
+                let dst = info.dst;
+                let hash = || route::flow_hash4(s32, d32, proto, sp, dp, seed);
+                let nh = ft.lookup_or_insert_with(
+                    &key,
+                    now,
+                    |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
+                    || fib.lookup4(dst, hash).map(|n| (n.index, n.generation())),
+                );
+                nhs.push(nh.map_or(NO_NH, |(i, _)| i));
+            }
         }
-    };
+        None => {
+            for (m, info) in pkts.iter_mut() {
+                let info = *info;
+                // The flow's hash, asked for only by a multipath route.
+                let hash = || {
+                    let p = if info.frag_off == 0 {
+                        ports(access, m, info.hlen, info.proto)
+                    } else {
+                        0
+                    };
+                    let (s, d) = (u32::from(info.src), u32::from(info.dst));
+                    route::flow_hash4(s, d, u8::from(info.proto), (p >> 16) as u16, p as u16, seed)
+                };
+                nhs.push(fib.lookup4(info.dst, hash).map_or(NO_NH, |n| n.index));
+            }
+        }
+    }
+}
+
+/// One packet's forwarding after its lookup: the route's kind, the MTU, a redirect,
+/// TTL - 1; on to `out` for the output hooks, or answered with an ICMP error.
+#[inline]
+fn forward4_one(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    mut m: Mbuf,
+    info: IpInfo,
+    nh: Option<&Arc<route::NextHop>>,
+    out: &mut Vec<(Mbuf, FwdOut)>,
+) {
+    let (src, dst) = (info.src, info.dst);
     let Some(nh) = nh else {
         miss(cx, dst.into(), ifp);
         cx.stats.ip.noroute += 1;
@@ -143,7 +264,7 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         }
     }
     let cfg: &crate::stack::NetConfig = cx.cfg;
-    let Some(out) = cfg.ifaces.get(nh.ifindex as usize) else {
+    let Some(outif) = cfg.ifaces.get(nh.ifindex as usize) else {
         return cx.drop_pkt(m, DropReason::IpNoRoute);
     };
     let next = match nh.gateway {
@@ -151,12 +272,12 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
         _ => dst,
     };
     let mtu = if nh.mtu != 0 {
-        (nh.mtu as usize).min(out.mtu)
+        (nh.mtu as usize).min(outif.mtu)
     } else {
-        out.mtu
+        outif.mtu
     };
-    // A segment that stands for smaller ones is cut to fit below, whatever its DF.
-    if m.len() > mtu && df && m.hdr.tso_segsz == 0 {
+    // A segment that stands for smaller ones is cut to fit later, whatever its DF.
+    if m.len() > mtu && info.df && m.hdr.tso_segsz == 0 {
         // RFC 1191: fragmentation needed, with the next hop's MTU.
         cx.stats.ip.toobig += 1;
         let mtu = mtu.min(65535) as u16;
@@ -165,7 +286,7 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
     // RFC 1812 §5.2.7.2: back out of the interface it came in on, towards a
     // neighbour of the source that the source could have used itself: say so (and
     // forward it anyway). Not for source-routed (here: any option-carrying) packets.
-    if out.index == ifp.index
+    if outif.index == ifp.index
         && cx.shared.params.send_redirects
         && info.hlen == IP_HDR_LEN
         && ifp
@@ -175,34 +296,28 @@ pub(crate) fn ip_forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: I
     {
         redirect4(cx, &m, next);
     }
-    // TTL - 1, checksum updated incrementally (RFC 1624).
-    {
-        if crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN).is_err() {
-            return cx.drop_pkt(m, DropReason::IpTooSmall);
+    // TTL - 1, checksum updated incrementally (RFC 1624). `ip_input` left the
+    // header in the first buffer; a shared one is copied first.
+    match m.try_first_mut() {
+        Ok(h) if h.len() >= IP_HDR_LEN => {
+            let old = u16::from_be_bytes([h[8], h[9]]);
+            h[8] = info.ttl - 1;
+            let new = u16::from_be_bytes([h[8], h[9]]);
+            let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
+            h[10..12].copy_from_slice(&sum.to_be_bytes());
         }
-        let h = m.first_mut();
-        let old = u16::from_be_bytes([h[8], h[9]]);
-        h[8] = ttl - 1;
-        let new = u16::from_be_bytes([h[8], h[9]]);
-        let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
-        h[10..12].copy_from_slice(&sum.to_be_bytes());
+        _ => return cx.drop_pkt(m, DropReason::IpOutDropped),
     }
-    let Some(m) = cx.pfil_forwarded(
-        PfilPoint::Inet,
-        ifp.index,
-        out.index,
+    out.push((
         m,
-        DropReason::PfilIpOut,
-    ) else {
-        return;
-    };
-    cx.stats.ip.forward += 1;
-    // A segment from a link with offloads may be larger than this one takes, or
-    // still lack its checksum.
-    let l2 = |cx: &mut Cx<'_>, m| l2_output4(cx, out, m, nh, next);
-    if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2) {
-        crate::ip::ip_fragment(cx, out, m, next, false, mtu);
-    }
+        FwdOut {
+            rcvif: ifp.index,
+            out: outif.index,
+            nh: nh.index,
+            next,
+            mtu: mtu as u32,
+        },
+    ));
 }
 
 /// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
@@ -231,59 +346,165 @@ fn redirect4(cx: &mut Cx<'_>, m: &Mbuf, gateway: Ipv4Addr) {
     crate::icmp::icmp_error_word(cx, copy, Icmpv4Message::Redirect, 1, gateway.octets());
 }
 
-/// `ip6_forward`: `m` (its fixed header validated by `ip6_input`) is for another
-/// host.
+/// What `ip6_input` read of a fixed header, for forwarding and local delivery.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ip6Hdr {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub hlim: u8,
+    /// The fixed header's Next Header.
+    pub nxt: IpProtocol,
+}
+
+/// A forwarded IPv6 packet between `ip6_forward`'s decision and the link.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fwd6Out {
+    rcvif: crate::iface::IfIndex,
+    out: crate::iface::IfIndex,
+    /// The next hop's index in the batch's FIB; none for a router learnt from
+    /// neighbour discovery or the static default router.
+    nh: Option<u32>,
+    next: Ipv6Addr,
+    mtu: u32,
+}
+
+/// `ip6_forward`'s vectors and scratch.
+#[derive(Debug, Default)]
+pub(crate) struct Ip6ForwardVecs {
+    checked: Vec<(Mbuf, Ip6Hdr)>,
+    nhs: Vec<u32>,
+    out: Vec<(Mbuf, Fwd6Out)>,
+    pf: crate::worker::PfilScratch<Fwd6Out>,
+}
+
+/// `ip6_forward` over the packets of one burst from `ifp` that are for other hosts
+/// (their fixed headers validated by `ip6_input`), as `ip_forward` does it: checks,
+/// lookups of a chunk back to back, each packet's hop limit and next hop, the
+/// output hooks over the vector, then `l2` or neighbour discovery.
 pub(crate) fn ip6_forward(
     cx: &mut Cx<'_>,
-    ifp: &Arc<Ifnet>,
-    mut m: Mbuf,
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    hlim: u8,
+    ifp: &Ifnet,
+    pkts: &mut Vec<(Mbuf, Ip6Hdr)>,
+    v: &mut Ip6ForwardVecs,
+    l2: &mut Vec<L2Out>,
 ) {
     let ll = crate::iface::is_link_local;
-    if dst.is_multicast() || src.is_unspecified() || ll(dst) {
-        return cx.drop_pkt(m, DropReason::Ip6CantForward);
-    }
-    if ll(src) {
-        // RFC 4443 §3.1 code 2: the destination is beyond the source's scope.
-        cx.stats.ip6.cantforward += 1;
-        let e = Error6::Unreach(Icmpv6DstUnreachable::BeyondScope);
-        return crate::icmp6::icmp6_error(cx, m, e);
-    }
-    if hlim <= 1 {
-        cx.stats.ip6.timeexceed += 1;
-        let e = Error6::TimeExceeded(Icmpv6TimeExceeded::HopLimitExceeded);
-        return crate::icmp6::icmp6_error(cx, m, e);
+    for (m, h) in pkts.drain(..) {
+        if h.dst.is_multicast() || h.src.is_unspecified() || ll(h.dst) {
+            cx.drop_pkt(m, DropReason::Ip6CantForward);
+        } else if ll(h.src) {
+            // RFC 4443 §3.1 code 2: the destination is beyond the source's scope.
+            cx.stats.ip6.cantforward += 1;
+            let e = Error6::Unreach(Icmpv6DstUnreachable::BeyondScope);
+            crate::icmp6::icmp6_error(cx, m, e);
+        } else if h.hlim <= 1 {
+            cx.stats.ip6.timeexceed += 1;
+            let e = Error6::TimeExceeded(Icmpv6TimeExceeded::HopLimitExceeded);
+            crate::icmp6::icmp6_error(cx, m, e);
+        } else {
+            v.checked.push((m, h));
+        }
     }
     let fib: &route::Fib = cx.fib;
+    lookup6_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
+        let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
+        forward6_one(cx, ifp, m, h, nh, &mut v.out);
+    }
+    cx.pfil_vec(
+        PfilPoint::Inet6,
+        Dir::Out,
+        DropReason::PfilIp6Out,
+        &mut v.out,
+        &mut v.pf,
+        |o| (o.out, Some(o.rcvif)),
+    );
+    let cfg: &crate::stack::NetConfig = cx.cfg;
+    let now = cx.now.as_nanos();
+    for (m, o) in v.out.drain(..) {
+        cx.stats.ip6.forward += 1;
+        let Some(out) = cfg.ifaces.get(o.out.get()) else {
+            cx.drop_pkt(m, DropReason::Ip6NoRoute);
+            continue;
+        };
+        let nh = o.nh.and_then(|i| fib.nexthop(i));
+        let mtu = o.mtu as usize;
+        if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+            if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
+                l2.push(L2Out {
+                    m,
+                    ifindex: o.out,
+                    dst: EthernetAddress(mac),
+                    ty: EtherType::Ipv6,
+                });
+                continue;
+            }
+        }
+        // A segment from a link with offloads may be larger than this one takes, or
+        // still lack its checksum.
+        let next = o.next;
+        let l2out = |cx: &mut Cx<'_>, m| l2_output6(cx, out, m, nh, next);
+        if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2out) {
+            // Routers do not fragment (`forward6_one` answered those without a
+            // segment size): Packet Too Big, as there.
+            cx.stats.ip6.toobig += 1;
+            crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
+        }
+    }
+}
+
+/// The next hops of a vector of IPv6 packets, looked up back to back.
+#[inline]
+fn lookup6_vec(cx: &mut Cx<'_>, fib: &route::Fib, pkts: &mut [(Mbuf, Ip6Hdr)], nhs: &mut Vec<u32>) {
+    nhs.clear();
     let seed = cx.isn_secret;
     let access = cx.access;
-    let next_header = crate::hdr::hdr(access, &mut m, 6, 1).map_or(0, |b| b[0]);
-    let (s128, d128) = (u128::from(src), u128::from(dst));
-    let found = match cx.flows.as_deref_mut() {
+    let now = cx.now.as_nanos();
+    match cx.flows.as_deref_mut() {
         Some(ft) => {
-            let p = ports(access, &mut m, IP6_HDR_LEN, IpProtocol::from(next_header));
-            let (sp, dp) = ((p >> 16) as u16, p as u16);
-            let key = route::FlowKey::v6(s128, d128, next_header, sp, dp);
-            let hash = || route::flow_hash6(s128, d128, next_header, sp, dp, seed);
-            ft.lookup_or_insert_with(
-                &key,
-                cx.now.as_nanos(),
-                |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
-                || fib.lookup6(dst, hash).map(|n| (n.index, n.generation())),
-            )
-            .and_then(|(i, _)| fib.nexthop(i))
+            for (m, h) in pkts.iter_mut() {
+                let (s128, d128, nxt) = (u128::from(h.src), u128::from(h.dst), u8::from(h.nxt));
+                let p = ports(access, m, IP6_HDR_LEN, h.nxt);
+                let (sp, dp) = ((p >> 16) as u16, p as u16);
+                let key = route::FlowKey::v6(s128, d128, nxt, sp, dp);
+                let dst = h.dst;
+                let hash = || route::flow_hash6(s128, d128, nxt, sp, dp, seed);
+                let nh = ft.lookup_or_insert_with(
+                    &key,
+                    now,
+                    |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
+                    || fib.lookup6(dst, hash).map(|n| (n.index, n.generation())),
+                );
+                nhs.push(nh.map_or(NO_NH, |(i, _)| i));
+            }
         }
         None => {
-            let hash = || {
-                let p = ports(access, &mut m, IP6_HDR_LEN, IpProtocol::from(next_header));
-                route::flow_hash6(s128, d128, next_header, (p >> 16) as u16, p as u16, seed)
-            };
-            fib.lookup6(dst, hash)
+            for (m, h) in pkts.iter_mut() {
+                let h = *h;
+                let hash = || {
+                    let p = ports(access, m, IP6_HDR_LEN, h.nxt);
+                    let (s, d) = (u128::from(h.src), u128::from(h.dst));
+                    route::flow_hash6(s, d, u8::from(h.nxt), (p >> 16) as u16, p as u16, seed)
+                };
+                nhs.push(fib.lookup6(h.dst, hash).map_or(NO_NH, |n| n.index));
+            }
         }
-    };
-    let (out, next, nh) = match found {
+    }
+}
+
+/// One IPv6 packet's forwarding after its lookup (as `forward4_one`).
+#[inline]
+fn forward6_one(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    mut m: Mbuf,
+    h: Ip6Hdr,
+    found: Option<&Arc<route::NextHop>>,
+    out: &mut Vec<(Mbuf, Fwd6Out)>,
+) {
+    let (src, dst) = (h.src, h.dst);
+    let ll = crate::iface::is_link_local;
+    let (outif, next, nh) = match found {
         Some(nh) => {
             match nh.kind {
                 NhKind::Forward => {}
@@ -299,18 +520,18 @@ pub(crate) fn ip6_forward(
                 }
             }
             let cfg: &crate::stack::NetConfig = cx.cfg;
-            let Some(out) = cfg.ifaces.get(nh.ifindex as usize) else {
+            let Some(outif) = cfg.ifaces.get(nh.ifindex as usize) else {
                 return cx.drop_pkt(m, DropReason::Ip6NoRoute);
             };
             let next = match nh.gateway {
                 Some(IpAddr::V6(g)) => g,
                 _ => dst,
             };
-            (out, next, Some(nh))
+            (outif, next, Some(nh))
         }
         // Routers learnt from advertisements and the static default router.
         None => match crate::ip6::ip6_route(cx, dst, None) {
-            Some((out, next)) => (out, next, None),
+            Some((outif, next)) => (outif, next, None),
             None => {
                 miss(cx, dst.into(), ifp);
                 cx.stats.ip6.noroute += 1;
@@ -320,12 +541,12 @@ pub(crate) fn ip6_forward(
         },
     };
     let mtu = match nh {
-        Some(nh) if nh.mtu != 0 => (nh.mtu as usize).min(out.mtu),
-        _ => out.mtu,
+        Some(nh) if nh.mtu != 0 => (nh.mtu as usize).min(outif.mtu),
+        _ => outif.mtu,
     };
     if m.len() > mtu && m.hdr.tso_segsz == 0 {
         // RFC 8200 §5: routers do not fragment; Packet Too Big with the MTU. (A
-        // segment that stands for smaller ones is cut to fit below.)
+        // segment that stands for smaller ones is cut to fit later.)
         cx.stats.ip6.toobig += 1;
         let e = Error6::PktTooBig(mtu as u32);
         return crate::icmp6::icmp6_error(cx, m, e);
@@ -333,38 +554,27 @@ pub(crate) fn ip6_forward(
     // RFC 4861 §8.2: back out of the arrival interface towards a neighbour of the
     // source. The target must be the router's link-local address, or the destination
     // itself when it is on the link.
-    if out.index == ifp.index
+    if outif.index == ifp.index
         && cx.shared.params.send_redirects
         && (next == dst || ll(next))
         && ifp.addrs6.iter().any(|a| a.addr.contains(src))
     {
         redirect6(cx, ifp, &m, src, dst, next);
     }
-    {
-        if crate::hdr::hdr(cx.access, &mut m, 0, IP6_HDR_LEN).is_err() {
-            return cx.drop_pkt(m, DropReason::Ip6TooSmall);
-        }
-        m.first_mut()[7] = hlim - 1;
+    match m.try_first_mut() {
+        Ok(b) if b.len() >= IP6_HDR_LEN => b[7] = h.hlim - 1,
+        _ => return cx.drop_pkt(m, DropReason::Ip6OutDropped),
     }
-    let Some(m) = cx.pfil_forwarded(
-        PfilPoint::Inet6,
-        ifp.index,
-        out.index,
+    out.push((
         m,
-        DropReason::PfilIp6Out,
-    ) else {
-        return;
-    };
-    cx.stats.ip6.forward += 1;
-    // A segment from a link with offloads may be larger than this one takes, or
-    // still lack its checksum.
-    let l2 = |cx: &mut Cx<'_>, m| l2_output6(cx, out, m, nh, next);
-    if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2) {
-        // Routers do not fragment (the check above answered those without a
-        // segment size): Packet Too Big, as there.
-        cx.stats.ip6.toobig += 1;
-        crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
-    }
+        Fwd6Out {
+            rcvif: ifp.index,
+            out: outif.index,
+            nh: nh.map(|n| n.index),
+            next,
+            mtu: mtu as u32,
+        },
+    ));
 }
 
 /// A forwarded IPv6 packet to its next hop's link-layer address: the route's cached
@@ -389,7 +599,7 @@ fn l2_output6(
 /// the minimum MTU.
 fn redirect6(
     cx: &mut Cx<'_>,
-    ifp: &Arc<Ifnet>,
+    ifp: &Ifnet,
     m: &Mbuf,
     src: Ipv6Addr,
     dst: Ipv6Addr,

@@ -26,6 +26,7 @@ pub enum HdrAccess {
 }
 
 impl HdrAccess {
+    #[inline(always)]
     fn strategy(self) -> Strategy {
         match self {
             HdrAccess::Pulldown => Strategy::Pulldown,
@@ -36,14 +37,22 @@ impl HdrAccess {
 }
 
 /// Bytes `[off, off + len)` of `m`, contiguous, by strategy `a`, to read.
-#[inline]
+#[inline(always)]
 pub(crate) fn hdr(a: HdrAccess, m: &mut Mbuf, off: usize, len: usize) -> Result<&[u8], PullError> {
-    let end = off.checked_add(len).ok_or(PullError::OutOfRange)?;
-    if m.first().len() >= end {
-        // IP6_EXTHDR_CHECK's fast path: already in the first buffer, no call.
-        count_len_check_of(a.strategy());
-        return Ok(&m.first()[off..end]);
+    match off.checked_add(len) {
+        Some(end) if m.first().len() >= end => {
+            // IP6_EXTHDR_CHECK's fast path: already in the first buffer, no call.
+            count_len_check_of(a.strategy());
+            Ok(&m.first()[off..end])
+        }
+        _ => hdr_slow(a, m, off, len),
     }
+}
+
+/// [`hdr`] when the bytes are not all in the first buffer.
+#[inline(never)]
+fn hdr_slow(a: HdrAccess, m: &mut Mbuf, off: usize, len: usize) -> Result<&[u8], PullError> {
+    let end = off.checked_add(len).ok_or(PullError::OutOfRange)?;
     match a {
         HdrAccess::Pulldown => m.pulldown(off, len).map(|b| &*b),
         HdrAccess::Pullup => {

@@ -19,7 +19,12 @@ const UDP_HDR_LEN: usize = 8;
 const TCP_HDR_LEN: usize = 20;
 
 /// `udp6_input`.
-pub(crate) fn udp6_input<'a>(cx: &mut Cx<'a>, mut m: Mbuf, info: Ip6Info) {
+pub(crate) fn udp6_input<'a>(
+    cx: &mut Cx<'a>,
+    _ifp: &std::sync::Arc<crate::iface::Ifnet>,
+    mut m: Mbuf,
+    info: Ip6Info,
+) {
     cx.stats.udp.ipackets += 1;
     let plen = m.len() - info.off;
     let (sport, dport, ulen, csum) = {
@@ -148,7 +153,12 @@ pub(crate) fn udp6_output(
 /// paper's length checks), then the TCP layer, the same for both families:
 /// connections, listeners, SYN cookies, and a reset for a closed port (RFC 9293
 /// §3.10.7.1).
-pub(crate) fn tcp6_input(cx: &mut Cx<'_>, mut m: Mbuf, info: Ip6Info) {
+pub(crate) fn tcp6_input(
+    cx: &mut Cx<'_>,
+    _ifp: &std::sync::Arc<crate::iface::Ifnet>,
+    mut m: Mbuf,
+    info: Ip6Info,
+) {
     let plen = m.len() - info.off;
     if plen < TCP_HDR_LEN {
         cx.stats.tcp.rcvtotal += 1;

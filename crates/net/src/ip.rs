@@ -22,7 +22,8 @@ use wire::{IpProtocol, Ipv4Packet, TcpPacket};
 pub(crate) const IP_HDR_LEN: usize = 20;
 pub(crate) const DEFAULT_TTL: u8 = 64;
 
-/// The fields of a received header that upper layers need.
+/// The fields of a received header that forwarding and upper layers need, read
+/// once by `ip_input` while the header is at hand.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct IpInfo {
     pub src: Ipv4Addr,
@@ -31,6 +32,13 @@ pub(crate) struct IpInfo {
     pub proto: IpProtocol,
     /// Sent to a broadcast or multicast address.
     pub bcast: bool,
+    pub ttl: u8,
+    /// Don't Fragment.
+    pub df: bool,
+    /// A fragment (more fragments, or an offset).
+    pub frag: bool,
+    /// The fragment offset (non-zero: not the first fragment, so no ports).
+    pub frag_off: u16,
 }
 
 /// The length an IP header's length field (IPv4's Total Length, IPv6's Payload
@@ -56,113 +64,145 @@ pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
     len > 65535 && !(m.hdr.tso_segsz != 0 && wire <= ifp.offload.tso)
 }
 
-/// `ip_input`.
-pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
-    cx.stats.ip.total += 1;
+/// `ip_input`'s header checks, in FreeBSD's order, one named counter per failure:
+/// the fields the rest of the path needs, link padding trimmed.
+#[inline]
+pub(crate) fn ip_check(
+    access: crate::hdr::HdrAccess,
+    ifp: &Ifnet,
+    m: &mut Mbuf,
+) -> Result<IpInfo, DropReason> {
     let len = m.len();
     if len < IP_HDR_LEN {
-        return cx.drop_pkt(m, DropReason::IpTooSmall);
+        return Err(DropReason::IpTooSmall);
     }
     let (hlen, total_len) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::IpTooSmall);
-        };
+        let h = crate::hdr::hdr(access, m, 0, IP_HDR_LEN).map_err(|_| DropReason::IpTooSmall)?;
         let p = Ipv4Packet::new_unchecked(h);
         if p.version() != 4 {
-            return cx.drop_pkt(m, DropReason::IpBadVers);
+            return Err(DropReason::IpBadVers);
         }
         let hlen = p.header_len() as usize;
         if hlen < IP_HDR_LEN {
-            return cx.drop_pkt(m, DropReason::IpBadHlen);
+            return Err(DropReason::IpBadHlen);
         }
-        (hlen, length_field(p.total_len(), &m, 0))
+        (hlen, p.total_len())
     };
+    let total_len = length_field(total_len, m, 0);
     if hlen > len {
-        return cx.drop_pkt(m, DropReason::IpBadHlen);
+        return Err(DropReason::IpBadHlen);
     }
-    let (mut info, is_frag) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
-            return cx.drop_pkt(m, DropReason::IpBadHlen);
-        };
-        let p = Ipv4Packet::new_unchecked(h);
+    let info = {
+        let h = crate::hdr::hdr(access, m, 0, hlen).map_err(|_| DropReason::IpBadHlen)?;
         // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
         if wire::checksum::data(&h[..hlen]) != 0xffff {
-            return cx.drop_pkt(m, DropReason::IpBadSum);
+            return Err(DropReason::IpBadSum);
         }
         if total_len < hlen {
-            return cx.drop_pkt(m, DropReason::IpBadLen);
+            return Err(DropReason::IpBadLen);
         }
         if total_len > len {
-            return cx.drop_pkt(m, DropReason::IpTooShort);
+            return Err(DropReason::IpTooShort);
         }
+        let p = Ipv4Packet::new_unchecked(h);
         let src = p.src_addr();
         let dst = p.dst_addr();
         // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is invalid.
         if src.is_broadcast() || src.is_multicast() || ifp.is_broadcast(src) {
-            return cx.drop_pkt(m, DropReason::IpBadAddr);
+            return Err(DropReason::IpBadAddr);
         }
-        let bcast = dst.is_multicast() || ifp.is_broadcast(dst);
-        let info = IpInfo {
+        IpInfo {
             src,
             dst,
             hlen,
             proto: p.next_header(),
-            bcast,
-        };
-        (info, p.more_frags() || p.frag_offset() != 0)
+            bcast: dst.is_multicast() || ifp.is_broadcast(dst),
+            ttl: p.hop_limit(),
+            df: p.dont_frag(),
+            frag: p.more_frags() || p.frag_offset() != 0,
+            frag_off: p.frag_offset(),
+        }
     };
     if total_len < len {
         // Link padding (Ethernet minimum frame) beyond the datagram.
         m.adj(-((len - total_len) as isize));
     }
-    let Some(mut m) = cx.pfil(PfilPoint::Inet, Dir::In, ifp.index, m, DropReason::PfilIpIn) else {
-        return;
-    };
-    // Strong end system model would insist on the arrival interface; like FreeBSD we
-    // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
-    let ours = info.bcast
-        && (info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst))
-        || cx.cfg.is_local(info.dst);
-    if !ours {
-        if ifp.forwarding.inet() {
-            return crate::forward::ip_forward(cx, ifp, m, info);
+    Ok(info)
+}
+
+/// Where `ip_input` sends the packets of a vector, and its scratch.
+#[derive(Debug, Default)]
+pub(crate) struct IpInputVecs {
+    /// For this host: to `ip_deliver`.
+    pub local: Vec<(Mbuf, IpInfo)>,
+    /// For other hosts, arrived on an interface that forwards: to `ip_forward`.
+    pub fwd: Vec<(Mbuf, IpInfo)>,
+    checked: Vec<(Mbuf, IpInfo)>,
+    pf: crate::worker::PfilScratch<IpInfo>,
+}
+
+/// `ip_input` over the IPv4 packets of one burst from `ifp` (a vector stage):
+/// header checks, the input hooks over the whole vector, then each packet sorted:
+/// for this host into `v.local`, for another into `v.fwd` when the interface
+/// forwards; every drop counted. Nothing here calls a transport: the worker
+/// delivers `v.local` through the protocol switch.
+pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &mut IpInputVecs) {
+    cx.stats.ip.total += pkts.len() as u64;
+    for mut m in pkts.drain(..) {
+        match ip_check(cx.access, ifp, &mut m) {
+            Ok(info) => v.checked.push((m, info)),
+            Err(why) => cx.drop_pkt(m, why),
         }
-        return cx.drop_pkt(m, DropReason::IpCantForward);
     }
-    // FreeBSD's order: each fragment passes the hooks and the "ours" test, and only
-    // datagrams for this host are reassembled. RFC 1122 §3.3.2: a host MUST reassemble.
-    if is_frag {
-        let Some(whole) = cx.frag.input4(cx.now, m, cx.stats) else {
-            return;
+    let at = (ifp.index, Some(ifp.index));
+    cx.pfil_vec(
+        PfilPoint::Inet,
+        Dir::In,
+        DropReason::PfilIpIn,
+        &mut v.checked,
+        &mut v.pf,
+        |_| at,
+    );
+    let forwarding = ifp.forwarding.inet();
+    for (m, info) in v.checked.drain(..) {
+        // Strong end system model would insist on the arrival interface; like
+        // FreeBSD we accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
+        let ours = if info.bcast {
+            info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst)
+        } else {
+            cx.cfg.is_local(info.dst)
         };
-        m = whole;
-        // The datagram carries the first fragment's header, options and all.
-        match crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) {
-            Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(h).header_len()),
-            Err(_) => return cx.drop_pkt(m, DropReason::IpTooSmall),
+        if ours {
+            v.local.push((m, info));
+        } else if forwarding {
+            v.fwd.push((m, info));
+        } else {
+            cx.drop_pkt(m, DropReason::IpCantForward);
         }
     }
+}
+
+/// The start of local delivery (`ip_input`'s tail): fragments are reassembled here,
+/// after each passed the hooks and the "ours" test, as FreeBSD orders it (RFC 1122
+/// §3.3.2: a host MUST reassemble). The whole datagram, or `None` while it is not.
+pub(crate) fn ip_reass(cx: &mut Cx<'_>, m: Mbuf, mut info: IpInfo) -> Option<(Mbuf, IpInfo)> {
+    if !info.frag {
+        cx.stats.ip.delivered += 1;
+        return Some((m, info));
+    }
+    let mut m = cx.frag.input4(cx.now, m, cx.stats)?;
+    // The datagram carries the first fragment's header, options and all.
+    match crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) {
+        Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(h).header_len()),
+        Err(_) => {
+            cx.drop_pkt(m, DropReason::IpTooSmall);
+            return None;
+        }
+    }
+    info.frag = false;
+    info.frag_off = 0;
     cx.stats.ip.delivered += 1;
-    match info.proto {
-        IpProtocol::Icmp => crate::icmp::icmp_input(cx, ifp, m, info),
-        IpProtocol::Udp => crate::udp::udp_input(cx, ifp, m, info),
-        IpProtocol::Tcp => match cx.tcp.take() {
-            Some(tw) => {
-                crate::tcp::layer::tcp_input(cx, tw, m, info.into());
-                cx.tcp = Some(tw);
-            }
-            None => cx.drop_pkt(m, DropReason::IpNoProto),
-        },
-        _ => {
-            // RFC 1122 §3.2.2.1: protocol unreachable for unknown transports.
-            if !info.bcast {
-                crate::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 2, 0);
-                cx.stats.ip.noproto += 1;
-            } else {
-                cx.drop_pkt(m, DropReason::IpNoProto);
-            }
-        }
-    }
+    Some((m, info))
 }
 
 /// Multicast groups a host is in without asking: all-hosts (RFC 1112).

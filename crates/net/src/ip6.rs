@@ -15,6 +15,7 @@
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
 //! interface's neighbour table ([`crate::nd6`]).
 
+use crate::forward::Ip6Hdr;
 use crate::hdr::{hdr, HdrAccess};
 use crate::iface::{is_link_local, Ifnet};
 use crate::pfil::{Dir, PfilPoint};
@@ -48,37 +49,33 @@ pub(crate) struct Ip6Info {
     pub tentative: bool,
 }
 
-/// `ip6_input`: `m` starts with the IPv6 header.
-pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
-    cx.stats.ip6.total += 1;
-    if !ifp.inet6() {
-        return cx.drop_pkt(m, DropReason::EtherNoProto);
-    }
+/// `ip6_input`'s checks of the fixed header (`m` starts with it): its fields,
+/// link padding trimmed.
+#[inline]
+fn ip6_check(access: HdrAccess, m: &mut Mbuf) -> Result<Ip6Hdr, DropReason> {
     let len = m.len();
     if len < IP6_HDR_LEN {
-        return cx.drop_pkt(m, DropReason::Ip6TooSmall);
+        return Err(DropReason::Ip6TooSmall);
     }
-    let (src, dst, hlim, first, plen) = {
-        let Ok(h) = hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::Ip6TooSmall);
-        };
-        let p = Ipv6Packet::new_unchecked(h);
+    let (h, plen) = {
+        let b = hdr(access, m, 0, IP6_HDR_LEN).map_err(|_| DropReason::Ip6TooSmall)?;
+        let p = Ipv6Packet::new_unchecked(b);
         if p.version() != 6 {
-            return cx.drop_pkt(m, DropReason::Ip6BadVers);
+            return Err(DropReason::Ip6BadVers);
         }
-        (
-            p.src_addr(),
-            p.dst_addr(),
-            p.hop_limit(),
-            p.next_header(),
-            p.payload_len(),
-        )
+        let h = Ip6Hdr {
+            src: p.src_addr(),
+            dst: p.dst_addr(),
+            hlim: p.hop_limit(),
+            nxt: p.next_header(),
+        };
+        (h, p.payload_len())
     };
-    let plen = crate::ip::length_field(plen, &m, IP6_HDR_LEN);
+    let plen = crate::ip::length_field(plen, m, IP6_HDR_LEN);
     // RFC 8200 §3 with RFC 2675 left out: no jumbograms, so payload length 0 with a
-    // non-empty packet is just short (but for a large segment, below).
+    // non-empty packet is just short (but for a large segment, above).
     if IP6_HDR_LEN + plen > len {
-        return cx.drop_pkt(m, DropReason::Ip6TooShort);
+        return Err(DropReason::Ip6TooShort);
     }
     if IP6_HDR_LEN + plen < len {
         m.adj(-((len - IP6_HDR_LEN - plen) as isize));
@@ -86,39 +83,91 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     // RFC 4291 §2.7: a multicast source is invalid; §2.5.3: the loopback address never
     // appears on a link, as source or destination; RFC 4291 §2.5.2: the unspecified
     // address is never a destination.
+    let (src, dst) = (h.src, h.dst);
     if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
-        return cx.drop_pkt(m, DropReason::Ip6BadScope);
+        return Err(DropReason::Ip6BadScope);
     }
-    let Some(mut m) = cx.pfil(
+    Ok(h)
+}
+
+/// Where `ip6_input` sends the packets of a vector, and its scratch.
+#[derive(Debug, Default)]
+pub(crate) struct Ip6InputVecs {
+    /// For this host (an address of ours, or a group the interface joined): to
+    /// `ip6_deliver`, with whether the address is still tentative.
+    pub local: Vec<(Mbuf, Ip6Hdr, bool)>,
+    /// For other hosts, arrived on an interface that forwards: to `ip6_forward`.
+    pub fwd: Vec<(Mbuf, Ip6Hdr)>,
+    checked: Vec<(Mbuf, Ip6Hdr)>,
+    pf: crate::worker::PfilScratch<Ip6Hdr>,
+}
+
+/// `ip6_input` over the IPv6 packets of one burst from `ifp` (a vector stage): the
+/// fixed header's checks, the input hooks over the vector, then each packet sorted
+/// into `v.local` or `v.fwd`, or dropped and counted. The extension headers of
+/// local packets are walked by [`ip6_deliver`].
+pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &mut Ip6InputVecs) {
+    cx.stats.ip6.total += pkts.len() as u64;
+    if !ifp.inet6() {
+        for m in pkts.drain(..) {
+            cx.drop_pkt(m, DropReason::EtherNoProto);
+        }
+        return;
+    }
+    for mut m in pkts.drain(..) {
+        match ip6_check(cx.access, &mut m) {
+            Ok(h) => v.checked.push((m, h)),
+            Err(why) => cx.drop_pkt(m, why),
+        }
+    }
+    let at = (ifp.index, Some(ifp.index));
+    cx.pfil_vec(
         PfilPoint::Inet6,
         Dir::In,
-        ifp.index,
-        m,
         DropReason::PfilIp6In,
-    ) else {
-        return;
-    };
-    let mcast = dst.is_multicast();
-    let mut tentative = false;
-    if mcast {
-        // Interface-local multicast never arrives from a link (RFC 4291 §2.7).
-        if dst.segments()[0] & 0x000f == 1 {
-            return cx.drop_pkt(m, DropReason::Ip6BadScope);
-        }
-        if !ifp.in6_joined(dst) {
-            return cx.drop_pkt(m, DropReason::Ip6NotMember);
-        }
-    } else {
-        // Weak host model, as for IPv4: any of our addresses on any interface.
-        match local6(cx, dst) {
-            Some(usable) => tentative = !usable,
-            None if ifp.forwarding.inet6() => {
-                return crate::forward::ip6_forward(cx, ifp, m, src, dst, hlim);
+        &mut v.checked,
+        &mut v.pf,
+        |_| at,
+    );
+    let forwarding = ifp.forwarding.inet6();
+    for (m, h) in v.checked.drain(..) {
+        if h.dst.is_multicast() {
+            // Interface-local multicast never arrives from a link (RFC 4291 §2.7).
+            if h.dst.segments()[0] & 0x000f == 1 {
+                cx.drop_pkt(m, DropReason::Ip6BadScope);
+            } else if !ifp.in6_joined(h.dst) {
+                cx.drop_pkt(m, DropReason::Ip6NotMember);
+            } else {
+                v.local.push((m, h, false));
             }
-            None => return cx.drop_pkt(m, DropReason::Ip6CantForward),
+            continue;
+        }
+        // Weak host model, as for IPv4: any of our addresses on any interface.
+        match local6(cx, h.dst) {
+            Some(usable) => v.local.push((m, h, !usable)),
+            None if forwarding => v.fwd.push((m, h)),
+            None => cx.drop_pkt(m, DropReason::Ip6CantForward),
         }
     }
+}
 
+/// Local delivery of one IPv6 packet (`ip6_input`'s tail): the extension-header
+/// chain, fragments reassembled; the upper-layer protocol and where it starts for
+/// the worker's protocol switch, or `None` when the packet was answered, dropped or
+/// kept for reassembly.
+pub(crate) fn ip6_deliver(
+    cx: &mut Cx<'_>,
+    mut m: Mbuf,
+    h: Ip6Hdr,
+    tentative: bool,
+) -> Option<(Mbuf, Ip6Info, IpProtocol, usize)> {
+    let Ip6Hdr {
+        src,
+        dst,
+        hlim,
+        nxt: first,
+    } = h;
+    let mcast = dst.is_multicast();
     // The extension-header chain (RFC 8200 §4.1).
     let mut proto = first;
     let mut off = IP6_HDR_LEN;
@@ -130,33 +179,37 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
             IpProtocol::HopByHop | IpProtocol::Ipv6Opts => {
                 // §4.1: hop-by-hop only directly after the IPv6 header.
                 if proto == IpProtocol::HopByHop && off != IP6_HDR_LEN {
-                    return param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
+                    param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
+                    return None;
                 }
                 let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
-                    return cx.drop_pkt(m, DropReason::Ip6TooShort);
+                    cx.drop_pkt(m, DropReason::Ip6TooShort);
+                    return None;
                 };
                 match options(cx.access, &mut m, off, hlen) {
                     Opts::Ok => {}
-                    Opts::Drop => return cx.drop_pkt(m, DropReason::Ip6BadOptions),
+                    Opts::Drop => {
+                        cx.drop_pkt(m, DropReason::Ip6BadOptions);
+                        return None;
+                    }
                     Opts::Problem(at) => {
                         cx.stats.ip6.badoptions += 1;
-                        return param_problem_mcast(
-                            cx,
-                            m,
-                            Icmpv6ParamProblem::UnrecognizedOption,
-                            at,
-                        );
+                        param_problem_mcast(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
+                        return None;
                     }
                     Opts::Malformed(at) => {
                         cx.stats.ip6.badoptions += 1;
-                        return param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
+                        param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
+                        return None;
                     }
                     Opts::ProblemUnicast(at) => {
                         cx.stats.ip6.badoptions += 1;
                         if mcast {
-                            return cx.drop_pkt(m, DropReason::Ip6BadOptions);
+                            cx.drop_pkt(m, DropReason::Ip6BadOptions);
+                            return None;
                         }
-                        return param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
+                        param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
+                        return None;
                     }
                 }
                 nh_at = off;
@@ -165,11 +218,15 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
             }
             IpProtocol::Ipv6Route => {
                 let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
-                    return cx.drop_pkt(m, DropReason::Ip6TooShort);
+                    cx.drop_pkt(m, DropReason::Ip6TooShort);
+                    return None;
                 };
                 let (rtype, segleft) = match hdr(cx.access, &mut m, off, 4) {
                     Ok(h) => (h[2], h[3]),
-                    Err(_) => return cx.drop_pkt(m, DropReason::Ip6TooShort),
+                    Err(_) => {
+                        cx.drop_pkt(m, DropReason::Ip6TooShort);
+                        return None;
+                    }
                 };
                 if rtype == 0 {
                     cx.stats.ip6.rthdr0 += 1;
@@ -180,7 +237,8 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                 // pointing at the Routing Type field. (We are a host; type 2, mobile
                 // IPv6's, is not ours either.)
                 if segleft != 0 {
-                    return param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, off + 2);
+                    param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, off + 2);
+                    return None;
                 }
                 nh_at = off;
                 off += hlen;
@@ -205,32 +263,33 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
                         off = o;
                         proto = next;
                     }
-                    crate::frag::Frag6::Consumed => return,
+                    crate::frag::Frag6::Consumed => return None,
                     crate::frag::Frag6::ParamProblem { m, code, pointer } => {
-                        return param_problem(
-                            cx,
-                            m,
-                            Icmpv6ParamProblem::from(code),
-                            pointer as usize,
-                        );
+                        param_problem(cx, m, Icmpv6ParamProblem::from(code), pointer as usize);
+                        return None;
                     }
                 }
             }
             IpProtocol::Ah => {
                 // No IPsec: recognised, counted, and not something we can check.
-                return cx.drop_pkt(m, DropReason::Ip6Ah);
+                cx.drop_pkt(m, DropReason::Ip6Ah);
+                return None;
             }
-            IpProtocol::Esp => return cx.drop_pkt(m, DropReason::Ip6Esp),
+            IpProtocol::Esp => {
+                cx.drop_pkt(m, DropReason::Ip6Esp);
+                return None;
+            }
             IpProtocol::Ipv6NoNxt => {
                 // RFC 8200 §4.7: nothing follows; whatever does is ignored.
                 cx.stats.ip6.delivered += 1;
-                return;
+                return None;
             }
             _ => break,
         }
         walked += 1;
         if walked > MAX_EXT_HDRS {
-            return cx.drop_pkt(m, DropReason::Ip6TooManyHdr);
+            cx.drop_pkt(m, DropReason::Ip6TooManyHdr);
+            return None;
         }
     }
     let info = Ip6Info {
@@ -244,18 +303,11 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf) {
     if tentative && proto != IpProtocol::Icmpv6 {
         // RFC 4862 §5.4: "... packets addressed to a tentative address ... should be
         // silently discarded" (neighbour discovery aside).
-        return cx.drop_pkt(m, DropReason::Ip6CantForward);
+        cx.drop_pkt(m, DropReason::Ip6CantForward);
+        return None;
     }
     cx.stats.ip6.delivered += 1;
-    match proto {
-        IpProtocol::Icmpv6 => crate::icmp6::icmp6_input(cx, ifp, m, info),
-        IpProtocol::Udp => crate::inet6::udp6_input(cx, m, info),
-        IpProtocol::Tcp => crate::inet6::tcp6_input(cx, m, info),
-        _ => {
-            cx.stats.ip6.unknownhdr += 1;
-            param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at)
-        }
-    }
+    Some((m, info, proto, nh_at))
 }
 
 /// The one's complement sum of the upper-layer message (`len` bytes at `info.off`,
@@ -334,7 +386,7 @@ fn options(a: HdrAccess, m: &mut Mbuf, off: usize, hlen: usize) -> Opts {
     Opts::Ok
 }
 
-fn param_problem(cx: &mut Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+pub(crate) fn param_problem(cx: &mut Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
     crate::icmp6::icmp6_error(cx, m, crate::icmp6::Error6::Param(code, at as u32, false));
 }
 

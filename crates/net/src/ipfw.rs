@@ -662,47 +662,6 @@ impl PfilHook for Ipfw {
     }
 }
 
-/// Resumes a packet a hook held, where it was taken, without the hooks again.
-pub(crate) fn reinject(cx: &mut Cx<'_>, d: Deferred) {
-    let cfg: &NetConfig = cx.cfg;
-    let Some(ifp) = cfg.ifaces.get(d.ifindex.get()) else {
-        return;
-    };
-    let skip = std::mem::replace(&mut cx.pfil_skip, true);
-    let mut m = d.m;
-    match (d.point, d.dir) {
-        (PfilPoint::Inet, Dir::In) => crate::ip::ip_input(cx, ifp, m),
-        (PfilPoint::Inet6, Dir::In) => crate::ip6::ip6_input(cx, ifp, m),
-        (PfilPoint::Inet, Dir::Out) => {
-            // Out again by its route (the next hop was not kept with the packet).
-            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 20) {
-                let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
-                match crate::ip::ip_route(cx, dst) {
-                    Some((out, next, bcast)) => crate::ip::ip_send(cx, out, m, dst, next, bcast),
-                    None => cx.drop_pkt(m, crate::stats::DropReason::IpNoRoute),
-                }
-            }
-        }
-        (PfilPoint::Inet6, Dir::Out) => {
-            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 40) {
-                let mut d6 = [0u8; 16];
-                d6.copy_from_slice(&h[24..40]);
-                let dst = std::net::Ipv6Addr::from(d6);
-                match crate::ip6::ip6_route(cx, dst, Some(ifp.index)) {
-                    Some((out, next)) => crate::ip6::ip6_send(cx, out, m, dst, next),
-                    None => cx.drop_pkt(m, crate::stats::DropReason::Ip6NoRoute),
-                }
-            }
-        }
-        (PfilPoint::Ether, Dir::In) => crate::ether::ether_input(cx, ifp, m),
-        (PfilPoint::Ether, Dir::Out) => {
-            cx.stats.ether.opackets += 1;
-            cx.tx[ifp.index.get()].push(m);
-        }
-    }
-    cx.pfil_skip = skip;
-}
-
 /// Answers a packet a hook refused (`m` starts with its IP header): a TCP reset for
 /// a TCP segment (RFC 9293 §3.10.7.1's form: from the segment's ACK number, or
 /// acknowledging it), else ICMP or ICMPv6 destination unreachable with the code

@@ -27,6 +27,7 @@ pub mod lro;
 pub mod nd6;
 mod park;
 pub mod pfil;
+pub mod runtime;
 pub mod socket;
 pub mod stack;
 pub mod stats;

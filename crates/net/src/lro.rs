@@ -93,6 +93,20 @@ pub struct Lro {
     pub stats: LroStats,
 }
 
+/// Whether a received frame might merge at all (TCP over IPv4 or IPv6, by its
+/// first bytes): the burst's cheap look, so a router's forwarded traffic, or UDP,
+/// costs LRO two compares a frame and no parse.
+#[inline]
+pub fn candidate(m: &Mbuf) -> bool {
+    let b = m.first();
+    b.len() >= ETH + 40
+        && match (b[12], b[13]) {
+            (0x08, 0x00) => b[ETH + 9] == 6,
+            (0x86, 0xdd) => b[ETH + 6] == 6,
+            _ => false,
+        }
+}
+
 /// The frame, if it may merge: its headers are in its first buffer and well formed,
 /// it is TCP with data and no flag but ACK and PSH, and (unless the device says
 /// so) both checksums are right. Nothing else is checked here: what does not merge

@@ -69,10 +69,72 @@ pub enum Reject {
     Unreach6(u8),
 }
 
+/// What the hooks decided for one packet of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PfilAct {
+    /// On to the next hook, then the stack.
+    Pass,
+    /// Freed by the hook (the stack counts the drop).
+    Drop,
+    /// Kept by the hook (queued in a pipe, say).
+    Consumed,
+    /// Refused with an answer to its source.
+    Reject(Reject),
+}
+
+/// One packet of a batch at a pfil point, with what the hooks decided so far.
+#[derive(Debug)]
+pub struct PfilPkt {
+    /// The packet: `None` once a hook took it (dropped or consumed).
+    pub m: Option<Mbuf>,
+    /// The interface it arrives on (`In`) or leaves by (`Out`).
+    pub ifindex: IfIndex,
+    /// The interface it arrived on, as [`PfilCtx::rcvif`].
+    pub rcvif: Option<IfIndex>,
+    pub act: PfilAct,
+}
+
+impl PfilPkt {
+    /// A packet not yet filtered.
+    pub fn new(m: Mbuf, ifindex: IfIndex, rcvif: Option<IfIndex>) -> PfilPkt {
+        PfilPkt {
+            m: Some(m),
+            ifindex,
+            rcvif,
+            act: PfilAct::Pass,
+        }
+    }
+}
+
 /// A packet filter.
 pub trait PfilHook: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
     fn filter(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict;
+
+    /// Filters a vector of packets at one point (`cx.ifindex` and `cx.rcvif` are
+    /// the first packet's; each packet carries its own). Packets whose `act` is no
+    /// longer `Pass` are left alone. A hook that can do per-batch work once (load
+    /// its rules, take its counters) overrides this; the default runs
+    /// [`PfilHook::filter`] on each packet.
+    fn filter_batch(&self, pkts: &mut [PfilPkt], cx: &PfilCtx<'_>) {
+        for p in pkts.iter_mut().filter(|p| p.act == PfilAct::Pass) {
+            let Some(m) = p.m.take() else { continue };
+            let pcx = PfilCtx {
+                ifindex: p.ifindex,
+                rcvif: p.rcvif,
+                ..*cx
+            };
+            match self.filter(m, &pcx) {
+                Verdict::Pass(m) => p.m = Some(m),
+                Verdict::Dropped => p.act = PfilAct::Drop,
+                Verdict::Consumed => p.act = PfilAct::Consumed,
+                Verdict::Reject(m, how) => {
+                    p.m = Some(m);
+                    p.act = PfilAct::Reject(how);
+                }
+            }
+        }
+    }
 
     /// Packets the hook kept (`Consumed`) that are due again at `now` (a shaper's
     /// pipe released them): the stack resumes each where it was taken, past the hooks
@@ -123,6 +185,7 @@ impl PfilHeads {
         }
     }
 
+    #[inline]
     fn head(&self, point: PfilPoint, dir: Dir) -> &[std::sync::Arc<dyn PfilHook>] {
         match (point, dir) {
             (PfilPoint::Ether, Dir::In) => &self.ether_in,
@@ -148,6 +211,15 @@ impl PfilHeads {
         Verdict::Pass(m)
     }
 
+    /// Runs the hooks of one point over a batch (`pfil_run_hooks` for a vector):
+    /// each hook sees the whole vector before the next one does.
+    pub fn run_batch(&self, pkts: &mut [PfilPkt], cx: &PfilCtx<'_>) {
+        for h in self.head(cx.point, cx.dir) {
+            h.filter_batch(pkts, cx);
+        }
+    }
+
+    #[inline]
     pub fn is_empty(&self, point: PfilPoint, dir: Dir) -> bool {
         self.head(point, dir).is_empty()
     }

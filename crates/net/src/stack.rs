@@ -237,6 +237,8 @@ pub(crate) struct Shared {
     pub params: StackConfig,
     writer: Mutex<()>,
     pub stats: Vec<StatsSlot>,
+    /// Per worker: the stages' runtime counters as of its last poll.
+    pub runtime: Vec<crate::runtime::RuntimeSlot>,
     pub wake: Vec<WorkerWake>,
     pub(crate) next_sock_id: AtomicU64,
     pub(crate) next_port: AtomicU16,
@@ -566,6 +568,7 @@ impl Stack {
             cfg: ArcSwap::from_pointee(net),
             writer: Mutex::new(()),
             stats: (0..n).map(|_| StatsSlot::default()).collect(),
+            runtime: (0..n).map(|_| Default::default()).collect(),
             wake: (0..n).map(|_| WorkerWake::default()).collect(),
             next_sock_id: AtomicU64::new(1),
             next_port: AtomicU16::new((mac_seed % 16384) as u16),
@@ -1090,6 +1093,21 @@ impl Stack {
         let mut s = Stats::default();
         slot.add_into(&mut s);
         Some(s)
+    }
+
+    /// The stages' runtime counters (VPP's `show runtime`), summed over the workers:
+    /// per stage, its calls, vectors, packets and cycles.
+    pub fn runtime(&self) -> crate::runtime::Runtime {
+        let mut r = crate::runtime::Runtime::default();
+        for slot in &self.shared.runtime {
+            r += &slot.read();
+        }
+        r
+    }
+
+    /// The stages' runtime counters of one worker.
+    pub fn worker_runtime(&self, w: usize) -> Option<crate::runtime::Runtime> {
+        self.shared.runtime.get(w).map(|s| s.read())
     }
 
     /// Device queue counters, per worker, per owned queue: (worker, ifindex, stats).

@@ -10,14 +10,17 @@
 
 use crate::arp::{ArpOutput, ArpSnapshot};
 use crate::frag::Reass;
-use crate::iface::IfIndex;
-use crate::pfil::{Dir, PfilCtx, PfilPoint, Verdict};
+use crate::iface::{IfIndex, Ifnet};
+use crate::ip::IpInfo;
+use crate::ip6::Ip6Info;
+use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilPkt, PfilPoint, Verdict};
+use crate::runtime::{ticks, Runtime, Stage};
 use crate::socket::SockShared;
 use crate::stack::{NetConfig, Shared};
 use crate::stats::{DropReason, Stats};
 use crate::tcp::layer::{TcpMsg, TcpWorker};
 use crate::tcp::TcpConfig;
-use crate::{ether, icmp, udp};
+use crate::{ether, forward, icmp, ip, ip6, udp};
 use arc_swap::{ArcSwap, Cache};
 use dev::time::Clock;
 use dev::{Duration, Instant, Queue, QueueStats};
@@ -58,6 +61,24 @@ impl TokenBucket {
         }
         self.tokens -= 1;
         true
+    }
+}
+
+/// A stage's scratch around the pfil hooks: the packets as the hooks see them, and
+/// the stage's own data of each meanwhile. Kept by the stage between batches, so
+/// filtering a vector allocates nothing once warm.
+#[derive(Debug)]
+pub(crate) struct PfilScratch<M> {
+    pf: Vec<PfilPkt>,
+    meta: Vec<M>,
+}
+
+impl<M> Default for PfilScratch<M> {
+    fn default() -> Self {
+        PfilScratch {
+            pf: Vec::new(),
+            meta: Vec::new(),
+        }
     }
 }
 
@@ -119,20 +140,6 @@ impl Cx<'_> {
         self.pfil_from(point, dir, ifindex, rcvif, m, dropped)
     }
 
-    /// [`Cx::pfil`] on the way out for a packet that arrived on `rcvif` (forwarded),
-    /// so that rules may match `recv` and `xmit` together.
-    #[inline]
-    pub(crate) fn pfil_forwarded(
-        &mut self,
-        point: PfilPoint,
-        rcvif: IfIndex,
-        out: IfIndex,
-        m: Mbuf,
-        dropped: DropReason,
-    ) -> Option<Mbuf> {
-        self.pfil_from(point, Dir::Out, out, Some(rcvif), m, dropped)
-    }
-
     #[inline]
     fn pfil_from(
         &mut self,
@@ -170,6 +177,67 @@ impl Cx<'_> {
                 dropped.count(self.stats);
                 crate::ipfw::send_reject(self, m, point, how);
                 None
+            }
+        }
+    }
+
+    /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
+    /// once for the whole vector; `ifs` gives each packet's interface and arrival
+    /// interface): what they pass stays in `pkts`, in order; what they drop is
+    /// counted as `dropped`, what they keep as `pfil.consumed`, and what they refuse
+    /// is answered. Costs one test when no hook is there.
+    #[inline]
+    pub(crate) fn pfil_vec<M>(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        dropped: DropReason,
+        pkts: &mut Vec<(Mbuf, M)>,
+        s: &mut PfilScratch<M>,
+        ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
+    ) {
+        if pkts.is_empty() || self.pfil_skip || self.cfg.pfil.is_empty(point, dir) {
+            return;
+        }
+        self.pfil_vec_slow(point, dir, dropped, pkts, s, ifs);
+    }
+
+    #[inline(never)]
+    fn pfil_vec_slow<M>(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        dropped: DropReason,
+        pkts: &mut Vec<(Mbuf, M)>,
+        s: &mut PfilScratch<M>,
+        ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
+    ) {
+        for (m, x) in pkts.drain(..) {
+            let (i, r) = ifs(&x);
+            s.pf.push(PfilPkt::new(m, i, r));
+            s.meta.push(x);
+        }
+        let (ifindex, rcvif) = (s.pf[0].ifindex, s.pf[0].rcvif);
+        let pcx = PfilCtx {
+            point,
+            dir,
+            ifindex,
+            rcvif,
+            worker: self.worker,
+            now: self.now,
+            cfg: self.cfg,
+            fib: self.fib,
+        };
+        self.cfg.pfil.run_batch(&mut s.pf, &pcx);
+        for (p, x) in s.pf.drain(..).zip(s.meta.drain(..)) {
+            match (p.act, p.m) {
+                (PfilAct::Pass, Some(m)) => pkts.push((m, x)),
+                (PfilAct::Consumed, _) => self.stats.pfil.consumed += 1,
+                (PfilAct::Reject(how), Some(m)) => {
+                    dropped.count(self.stats);
+                    crate::ipfw::send_reject(self, m, point, how);
+                }
+                _ => dropped.count(self.stats),
             }
         }
     }
@@ -267,9 +335,30 @@ pub(crate) struct Worker {
     ip_id: u16,
     reass: Reass,
     tcp: TcpWorker,
+    /// The stages' vectors, reused from batch to batch.
+    v: Vectors,
+    /// The stages' runtime counters.
+    rt: Runtime,
     /// Whether the last poll received, sent or handled anything (the spin policy of
     /// [`Worker::run`]).
     worked: bool,
+}
+
+/// The vectors the stages sort packets into, kept by the worker so that a batch
+/// allocates nothing once they have grown to a burst.
+#[derive(Debug, Default)]
+struct Vectors {
+    ether: ether::EtherInputVecs,
+    ip: ip::IpInputVecs,
+    fwd: forward::IpForwardVecs,
+    ip6: ip6::Ip6InputVecs,
+    fwd6: forward::Ip6ForwardVecs,
+    l2: Vec<forward::L2Out>,
+    eout: ether::EtherOutputVecs,
+    /// LRO's output, swapped with the burst.
+    lro: Vec<Mbuf>,
+    /// One packet, for those that enter alone (looped back, resumed by a hook).
+    one: Vec<Mbuf>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -312,6 +401,8 @@ impl Worker {
             ip_id: (id as u16).wrapping_mul(0x2f1d),
             reass: Reass::new(frag),
             tcp: TcpWorker::new(shared_max_conns),
+            v: Vectors::default(),
+            rt: Runtime::default(),
             worked: false,
         }
     }
@@ -397,6 +488,8 @@ impl Worker {
             fib,
             flows,
             worked,
+            v,
+            rt,
             ..
         } = self;
         *worked = false;
@@ -429,12 +522,17 @@ impl Worker {
             pfil_skip: false,
         };
 
-        // 1. Receive and process one burst per owned queue.
+        // 1. Receive and process one burst per owned queue, a stage at a time.
         for oq in queues.iter_mut() {
+            let t = ticks();
             let n = oq.q.rx_burst(now, rx, burst);
+            let t = rt.count(Stage::Rx, n, t);
             *worked |= n > 0;
             if n >= burst {
                 more = true;
+            }
+            if n == 0 {
+                continue;
             }
             let Some(ifp) = cfg.ifaces.get(oq.ifindex.get()) else {
                 // A queue whose interface is gone from the configuration.
@@ -442,28 +540,16 @@ impl Worker {
                 rx.clear();
                 continue;
             };
-            // Software LRO for a device that does not merge segments itself.
-            if cx.tcp_cfg.lro && ifp.offload.tso == 0 {
-                let mut lro = crate::lro::Lro::default();
-                let local = |d: &std::net::IpAddr| match d {
-                    std::net::IpAddr::V4(a) => ifp.has_addr(*a),
-                    std::net::IpAddr::V6(a) => ifp.addr6(*a).is_some(),
+            // Software LRO for a device that does not merge segments itself, when
+            // the burst holds TCP at all.
+            let t =
+                if cx.tcp_cfg.lro && ifp.offload.tso == 0 && rx.iter().any(crate::lro::candidate) {
+                    lro(&mut cx, ifp, rx, &mut v.lro);
+                    rt.count(Stage::Lro, rx.len(), t)
+                } else {
+                    t
                 };
-                let mut up = |m| ether::ether_input(&mut cx, ifp, m);
-                for m in rx.drain(..) {
-                    lro.input(ifp.mac.0, local, m, &mut up);
-                }
-                lro.flush(&mut up);
-                cx.stats.tcp.lroqueued += lro.stats.queued;
-                // Frames received, as a driver counts them: those merged into
-                // another never reach `ether_input`'s count.
-                cx.stats.ether.ipackets += lro.stats.queued;
-                cx.stats.tcp.lroflushed += lro.stats.flushed;
-            } else {
-                for m in rx.drain(..) {
-                    ether::ether_input(&mut cx, ifp, m);
-                }
-            }
+            input_frames(&mut cx, rt, v, ifp, rx, t);
         }
         flush_tcp(&mut cx);
 
@@ -539,7 +625,10 @@ impl Worker {
             for k in 0..n {
                 let (ifi, m) = cx.loopq.swap_remove(n - 1 - k);
                 if let Some(ifp) = cfg.ifaces.get(ifi.get()) {
-                    crate::ip::ip_input(&mut cx, ifp, m);
+                    v.one.push(m);
+                    let mut one = std::mem::take(&mut v.one);
+                    inet_input(&mut cx, rt, v, ifp, &mut one, ticks());
+                    v.one = one;
                 }
             }
             flush_tcp(&mut cx);
@@ -581,7 +670,7 @@ impl Worker {
                 }
             }
             for d in due {
-                crate::ipfw::reinject(&mut cx, d);
+                reinject(&mut cx, rt, v, d);
             }
         }
         if *id == 0 {
@@ -619,9 +708,11 @@ impl Worker {
             }
             match txq_of_if.get(i).copied().flatten() {
                 Some(qi) => {
+                    let (t, n) = (ticks(), out.len());
                     queues[qi].q.tx_burst(now, out);
                     // Whatever the device did not take it has counted and dropped.
                     out.clear();
+                    rt.count(Stage::Tx, n, t);
                 }
                 None => {
                     let hq = &cfg.handoff[i];
@@ -666,6 +757,7 @@ impl Worker {
             };
         }
         shared.stats[*id].publish(cx.stats);
+        shared.runtime[*id].publish(rt);
         for s in cx.wake.drain(..) {
             s.wake();
         }
@@ -770,4 +862,280 @@ fn flush_tcp(cx: &mut Cx<'_>) {
         crate::tcp::layer::tcp_flush(cx, tw);
         cx.tcp = Some(tw);
     }
+}
+
+/// Software LRO over a burst (`crate::lro`): merged packets replace their frames in
+/// `rx`, in order.
+fn lro(cx: &mut Cx<'_>, ifp: &Ifnet, rx: &mut Vec<Mbuf>, out: &mut Vec<Mbuf>) {
+    let mut lro = crate::lro::Lro::default();
+    let local = |d: &std::net::IpAddr| match d {
+        std::net::IpAddr::V4(a) => ifp.has_addr(*a),
+        std::net::IpAddr::V6(a) => ifp.addr6(*a).is_some(),
+    };
+    {
+        let mut up = |m| out.push(m);
+        for m in rx.drain(..) {
+            lro.input(ifp.mac.0, local, m, &mut up);
+        }
+        lro.flush(&mut up);
+    }
+    std::mem::swap(rx, out);
+    cx.stats.tcp.lroqueued += lro.stats.queued;
+    // Frames received, as a driver counts them: those merged into another never
+    // reach `ether_input`'s count.
+    cx.stats.ether.ipackets += lro.stats.queued;
+    cx.stats.tcp.lroflushed += lro.stats.flushed;
+}
+
+/// A vector of frames received on `ifp` through the stages: `ether_input`, then
+/// ARP, IPv4 and IPv6 each over its share. `t` is when the vector's processing
+/// started ([`ticks`]).
+fn input_frames(
+    cx: &mut Cx<'_>,
+    rt: &mut Runtime,
+    v: &mut Vectors,
+    ifp: &Arc<Ifnet>,
+    pkts: &mut Vec<Mbuf>,
+    t: u64,
+) {
+    let n = pkts.len();
+    ether::ether_input(cx, ifp, pkts, &mut v.ether);
+    let mut t = rt.count(Stage::EtherInput, n, t);
+    if !v.ether.arp.is_empty() {
+        let n = v.ether.arp.len();
+        let mut arp = std::mem::take(&mut v.ether.arp);
+        for m in arp.drain(..) {
+            ether::arp_input(cx, ifp, m);
+        }
+        v.ether.arp = arp;
+        t = rt.count(Stage::ArpInput, n, t);
+    }
+    if !v.ether.ip4.is_empty() {
+        let mut ip4 = std::mem::take(&mut v.ether.ip4);
+        t = inet_input(cx, rt, v, ifp, &mut ip4, t);
+        v.ether.ip4 = ip4;
+    }
+    if !v.ether.ip6.is_empty() {
+        let mut ip6 = std::mem::take(&mut v.ether.ip6);
+        inet6_input(cx, rt, v, ifp, &mut ip6, t);
+        v.ether.ip6 = ip6;
+    }
+}
+
+/// IPv4 packets (no link header) arrived on `ifp` through the stages: `ip_input`,
+/// `ip_forward` and `ether_output` for those to forward, then local delivery
+/// through the protocol switch. Returns the time it ended.
+fn inet_input(
+    cx: &mut Cx<'_>,
+    rt: &mut Runtime,
+    v: &mut Vectors,
+    ifp: &Arc<Ifnet>,
+    pkts: &mut Vec<Mbuf>,
+    t: u64,
+) -> u64 {
+    let n = pkts.len();
+    ip::ip_input(cx, ifp, pkts, &mut v.ip);
+    let mut t = rt.count(Stage::IpInput, n, t);
+    if !v.ip.fwd.is_empty() {
+        let n = v.ip.fwd.len();
+        forward::ip_forward(cx, ifp, &mut v.ip.fwd, &mut v.fwd, &mut v.l2);
+        t = rt.count(Stage::IpForward, n, t);
+    }
+    t = link_output(cx, rt, v, t);
+    if !v.ip.local.is_empty() {
+        let n = v.ip.local.len();
+        let mut local = std::mem::take(&mut v.ip.local);
+        for (m, info) in local.drain(..) {
+            if let Some((m, info)) = ip::ip_reass(cx, m, info) {
+                ip_protox(cx, ifp, m, info);
+            }
+        }
+        v.ip.local = local;
+        t = rt.count(Stage::IpDeliver, n, t);
+    }
+    t
+}
+
+/// IPv6 packets (no link header) arrived on `ifp` through the stages, as
+/// [`inet_input`]. Returns the time it ended.
+fn inet6_input(
+    cx: &mut Cx<'_>,
+    rt: &mut Runtime,
+    v: &mut Vectors,
+    ifp: &Arc<Ifnet>,
+    pkts: &mut Vec<Mbuf>,
+    t: u64,
+) -> u64 {
+    let n = pkts.len();
+    ip6::ip6_input(cx, ifp, pkts, &mut v.ip6);
+    let mut t = rt.count(Stage::Ip6Input, n, t);
+    if !v.ip6.fwd.is_empty() {
+        let n = v.ip6.fwd.len();
+        forward::ip6_forward(cx, ifp, &mut v.ip6.fwd, &mut v.fwd6, &mut v.l2);
+        t = rt.count(Stage::Ip6Forward, n, t);
+    }
+    t = link_output(cx, rt, v, t);
+    if !v.ip6.local.is_empty() {
+        let n = v.ip6.local.len();
+        let mut local = std::mem::take(&mut v.ip6.local);
+        for (m, h, tentative) in local.drain(..) {
+            if let Some((m, info, proto, nh_at)) = ip6::ip6_deliver(cx, m, h, tentative) {
+                ip6_protox(cx, ifp, m, info, proto, nh_at);
+            }
+        }
+        v.ip6.local = local;
+        t = rt.count(Stage::Ip6Deliver, n, t);
+    }
+    t
+}
+
+/// `ether_output` over the forwarded packets the stages left for it.
+fn link_output(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, t: u64) -> u64 {
+    if v.l2.is_empty() {
+        return t;
+    }
+    let n = v.l2.len();
+    ether::ether_output_vec(cx, &mut v.l2, &mut v.eout);
+    rt.count(Stage::EtherOutput, n, t)
+}
+
+/// A transport's input for datagrams delivered to this host (`pr_input`).
+type Input4 = fn(&mut Cx<'_>, &Arc<Ifnet>, Mbuf, IpInfo);
+type Input6 = fn(&mut Cx<'_>, &Arc<Ifnet>, Mbuf, Ip6Info);
+
+/// One entry of a protocol switch (FreeBSD's `struct protosw`).
+struct ProtoSw<F> {
+    proto: wire::IpProtocol,
+    input: F,
+}
+
+/// The IPv4 protocol switch (FreeBSD's `inetsw`): IP input returns, and the worker
+/// hands each local datagram to its transport through this table, so that no
+/// stage below calls up by name.
+static INETSW: [ProtoSw<Input4>; 3] = [
+    ProtoSw {
+        proto: wire::IpProtocol::Icmp,
+        input: icmp::icmp_input,
+    },
+    ProtoSw {
+        proto: wire::IpProtocol::Udp,
+        input: udp::udp_input,
+    },
+    ProtoSw {
+        proto: wire::IpProtocol::Tcp,
+        input: tcp_input4,
+    },
+];
+
+/// The IPv6 protocol switch (FreeBSD's `inet6sw`).
+static INET6SW: [ProtoSw<Input6>; 3] = [
+    ProtoSw {
+        proto: wire::IpProtocol::Icmpv6,
+        input: crate::icmp6::icmp6_input,
+    },
+    ProtoSw {
+        proto: wire::IpProtocol::Udp,
+        input: crate::inet6::udp6_input,
+    },
+    ProtoSw {
+        proto: wire::IpProtocol::Tcp,
+        input: crate::inet6::tcp6_input,
+    },
+];
+
+/// `ip_protox`: a local IPv4 datagram to its transport, or a protocol unreachable
+/// (RFC 1122 §3.2.2.1) when there is none.
+fn ip_protox(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, info: IpInfo) {
+    match INETSW.iter().find(|p| p.proto == info.proto) {
+        Some(p) => (p.input)(cx, ifp, m, info),
+        None if !info.bcast => {
+            cx.stats.ip.noproto += 1;
+            icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 2, 0);
+        }
+        None => cx.drop_pkt(m, DropReason::IpNoProto),
+    }
+}
+
+/// `ip6_protox`: a local IPv6 packet to its transport (`proto`, whose Next Header
+/// field is at `nh_at`), or a Parameter Problem when there is none.
+fn ip6_protox(
+    cx: &mut Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    info: Ip6Info,
+    proto: wire::IpProtocol,
+    nh_at: usize,
+) {
+    match INET6SW.iter().find(|p| p.proto == proto) {
+        Some(p) => (p.input)(cx, ifp, m, info),
+        None => {
+            cx.stats.ip6.unknownhdr += 1;
+            ip6::param_problem(cx, m, wire::Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
+        }
+    }
+}
+
+/// TCP's entry in the IPv4 switch: the worker's connections are lent to it.
+fn tcp_input4(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, m: Mbuf, info: IpInfo) {
+    match cx.tcp.take() {
+        Some(tw) => {
+            crate::tcp::layer::tcp_input(cx, tw, m, info.into());
+            cx.tcp = Some(tw);
+        }
+        None => cx.drop_pkt(m, DropReason::IpNoProto),
+    }
+}
+
+/// Resumes a packet a hook kept (dummynet) where it was taken, past the hooks
+/// (ipfw's `one_pass`): an inbound one into the input stages, an outbound one to
+/// its route's link output.
+fn reinject(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, d: Deferred) {
+    let cfg: &NetConfig = cx.cfg;
+    let Some(ifp) = cfg.ifaces.get(d.ifindex.get()) else {
+        return;
+    };
+    let skip = std::mem::replace(&mut cx.pfil_skip, true);
+    let mut m = d.m;
+    let mut one = std::mem::take(&mut v.one);
+    match (d.point, d.dir) {
+        (PfilPoint::Inet, Dir::In) => {
+            one.push(m);
+            inet_input(cx, rt, v, ifp, &mut one, ticks());
+        }
+        (PfilPoint::Inet6, Dir::In) => {
+            one.push(m);
+            inet6_input(cx, rt, v, ifp, &mut one, ticks());
+        }
+        (PfilPoint::Ether, Dir::In) => {
+            one.push(m);
+            input_frames(cx, rt, v, ifp, &mut one, ticks());
+        }
+        (PfilPoint::Inet, Dir::Out) => {
+            // Out again by its route (the next hop was not kept with the packet).
+            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 20) {
+                let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+                match ip::ip_route(cx, dst) {
+                    Some((out, next, bcast)) => ip::ip_send(cx, out, m, dst, next, bcast),
+                    None => cx.drop_pkt(m, DropReason::IpNoRoute),
+                }
+            }
+        }
+        (PfilPoint::Inet6, Dir::Out) => {
+            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 40) {
+                let mut d6 = [0u8; 16];
+                d6.copy_from_slice(&h[24..40]);
+                let dst = std::net::Ipv6Addr::from(d6);
+                match ip6::ip6_route(cx, dst, Some(ifp.index)) {
+                    Some((out, next)) => ip6::ip6_send(cx, out, m, dst, next),
+                    None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
+                }
+            }
+        }
+        (PfilPoint::Ether, Dir::Out) => {
+            cx.stats.ether.opackets += 1;
+            cx.tx[ifp.index.get()].push(m);
+        }
+    }
+    v.one = one;
+    cx.pfil_skip = skip;
 }

@@ -45,18 +45,32 @@ fn sum_short(mut acc0: u64, bytes: &[u8]) -> u16 {
         acc1 = s1 + u64::from(c1);
     }
 
-    // The tail (< 16 bytes) in at most two zero-padded words; padding at the end in memory
-    // order is exactly RFC 1071's "pad the odd byte with zero".
-    let rest = chunks.remainder();
-    let (first, second) = rest.split_at(rest.len().min(8));
-    let mut word = [0u8; 8];
-    word[..first.len()].copy_from_slice(first);
-    let (s0, c0) = acc0.overflowing_add(u64::from_ne_bytes(word));
-    acc0 = s0 + u64::from(c0);
-    let mut word = [0u8; 8];
-    word[..second.len()].copy_from_slice(second);
-    let (s1, c1) = acc1.overflowing_add(u64::from_ne_bytes(word));
-    acc1 = s1 + u64::from(c1);
+    // The tail (< 16 bytes) in fixed-size reads of 8, 4, 2 and 1 bytes, each at an
+    // even offset and zero-extended, so every 16-bit word stays whole in one lane
+    // (the fold adds the lanes, wherever they sit). No variable-length copy: a
+    // 20-byte IPv4 header ends in a 4-byte read, not a call to memcpy. The odd last
+    // byte, padded with zero after it in memory order, is RFC 1071's "pad the odd
+    // byte with zero".
+    let mut rest = chunks.remainder();
+    let add = |acc: &mut u64, v: u64| {
+        let (s, c) = acc.overflowing_add(v);
+        *acc = s + u64::from(c);
+    };
+    if let Some((w, r)) = rest.split_first_chunk::<8>() {
+        add(&mut acc0, u64::from_ne_bytes(*w));
+        rest = r;
+    }
+    if let Some((w, r)) = rest.split_first_chunk::<4>() {
+        add(&mut acc1, u64::from(u32::from_ne_bytes(*w)));
+        rest = r;
+    }
+    if let Some((w, r)) = rest.split_first_chunk::<2>() {
+        add(&mut acc0, u64::from(u16::from_ne_bytes(*w)));
+        rest = r;
+    }
+    if let [b] = rest {
+        add(&mut acc1, u64::from(u16::from_ne_bytes([*b, 0])));
+    }
 
     let (sum, carry) = acc0.overflowing_add(acc1);
     let sum = sum + u64::from(carry);

@@ -126,6 +126,9 @@ struct Row {
     /// Share of the run the workers had a core for.
     cpu_share: f64,
     packets: u64,
+    /// Per stage of the stack (its runtime counters over the window): name, cycles
+    /// a packet of that stage.
+    stages: Vec<(&'static str, f64)>,
 }
 
 /// Where gateway `g` is: its interface and its address of each family.
@@ -490,6 +493,7 @@ struct Window {
     packets: Vec<u64>,
     cpu: Vec<Duration>,
     secs: f64,
+    runtime: Option<net::runtime::Runtime>,
 }
 
 fn row_of(name: &str, what: String, routes: usize, w: &Window, hz: Option<f64>) -> Row {
@@ -514,16 +518,25 @@ fn row_of(name: &str, what: String, routes: usize, w: &Window, hz: Option<f64>) 
         cycles_per_packet: hz.map(|h| ns * h / 1e9),
         cpu_share: cpu / (w.secs * workers as f64).max(1e-9),
         packets,
+        stages: w
+            .runtime
+            .iter()
+            .flat_map(|r| r.iter())
+            .filter(|(_, s)| s.packets > 0)
+            .map(|(st, s)| (st.name(), s.cycles_per_packet()))
+            .collect(),
     }
 }
 
 /// Runs a started stack for `rounds` windows of `secs`; the best window.
-fn time_stack(gen: &PktGen, workers: usize, secs: f64, rounds: u32) -> Window {
+fn time_stack(stack: &Stack, gen: &PktGen, workers: usize, secs: f64, rounds: u32) -> Window {
     let mut best: Option<Window> = None;
     for _ in 0..rounds {
+        let r0 = stack.runtime();
         let (c0, t0, w0) = (gen.queue_counts(), worker_cpu(), Instant::now());
         std::thread::sleep(Duration::from_secs_f64(secs));
         let (c1, t1, w1) = (gen.queue_counts(), worker_cpu(), Instant::now());
+        let r1 = stack.runtime();
         let packets: Vec<u64> = (0..workers)
             .map(|q| c1[q].sunk.saturating_sub(c0[q].sunk))
             .collect();
@@ -539,6 +552,7 @@ fn time_stack(gen: &PktGen, workers: usize, secs: f64, rounds: u32) -> Window {
             packets,
             cpu,
             secs: (w1 - w0).as_secs_f64(),
+            runtime: Some(r1.since(&r0)),
         };
         let rate = |w: &Window| w.packets.iter().sum::<u64>() as f64 / w.secs;
         if best.as_ref().is_none_or(|b| rate(&w) > rate(b)) {
@@ -549,6 +563,7 @@ fn time_stack(gen: &PktGen, workers: usize, secs: f64, rounds: u32) -> Window {
         packets: vec![0],
         cpu: vec![Duration::ZERO],
         secs: 1.0,
+        runtime: None,
     })
 }
 
@@ -598,6 +613,7 @@ fn devices(workers: usize, secs: f64, rounds: u32, frames: &[Vec<u8>]) -> Window
             packets: runs.iter().map(|r| r.0).collect(),
             cpu: runs.iter().map(|r| r.1).collect(),
             secs: w0.elapsed().as_secs_f64(),
+            runtime: None,
         };
         let rate = |w: &Window| w.packets.iter().sum::<u64>() as f64 / w.secs;
         if best.as_ref().is_none_or(|b| rate(&w) > rate(b)) {
@@ -608,6 +624,7 @@ fn devices(workers: usize, secs: f64, rounds: u32, frames: &[Vec<u8>]) -> Window
         packets: vec![0],
         cpu: vec![Duration::ZERO],
         secs: 1.0,
+        runtime: None,
     })
 }
 
@@ -774,7 +791,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 c.name, c.workers
             ),
         );
-        let win = time_stack(&gen, c.workers, secs, rounds);
+        let win = time_stack(&stack, &gen, c.workers, secs, rounds);
         stack.stop();
         rows.push(row_of(c.name, what(c, nroutes), nroutes, &win, hz));
     }
@@ -803,7 +820,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     if a.json {
         for r in &rows {
             println!(
-                "{{\"bench\":\"router\",\"case\":\"{}\",\"what\":\"{}\",\"routes\":{},\"workers\":{},\"mpps\":{:.3},\"mpps_per_core\":{:.3},\"ns_per_packet\":{:.2},\"cycles_per_packet\":{},\"core_share\":{:.3},\"packets\":{},\"table\":\"{}\"}}",
+                "{{\"bench\":\"router\",\"case\":\"{}\",\"what\":\"{}\",\"routes\":{},\"workers\":{},\"mpps\":{:.3},\"mpps_per_core\":{:.3},\"ns_per_packet\":{:.2},\"cycles_per_packet\":{},\"core_share\":{:.3},\"packets\":{},\"table\":\"{}\",\"stage_cycles_per_packet\":{{{}}}}}",
                 r.name,
                 r.what,
                 r.routes,
@@ -814,7 +831,12 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 r.cycles_per_packet.map_or("null".into(), |c| format!("{c:.1}")),
                 r.cpu_share,
                 r.packets,
-                table.replace('\\', "\\\\").replace('"', "\\\"")
+                table.replace('\\', "\\\\").replace('"', "\\\""),
+                r.stages
+                    .iter()
+                    .map(|(n, c)| format!("\"{n}\":{c:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
             );
         }
         for r in &design {
@@ -901,6 +923,19 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         );
     }
     println!();
+    println!("cycles a packet in each stage of the stack (its runtime counters, VPP's `show runtime`), 1 worker:");
+    for r in rows
+        .iter()
+        .filter(|r| r.workers == 1 && !r.stages.is_empty())
+    {
+        let parts: Vec<String> = r
+            .stages
+            .iter()
+            .map(|(n, c)| format!("{n} {c:.0}"))
+            .collect();
+        println!("  {:<12} {}", r.name, parts.join(", "));
+    }
+    println!();
     let find = |n: &str, w: usize| rows.iter().find(|r| r.name == n && r.workers == w);
     if let (Some(one), Some(many)) = (find("v4-full", 1), find("v4-full", two)) {
         println!(
@@ -979,5 +1014,33 @@ mod tests {
         }
         let cap = gen.captured();
         assert_eq!(check(&cap, &t.oracle, &Radix::new()), Ok(64));
+    }
+
+    /// Not a check: a harness for instruction counts of the forwarding path under
+    /// callgrind (no hardware counters on these machines): one thread polls a
+    /// router of `ROUTER_POLLS` (default 2000) bursts of 64 frames.
+    /// `valgrind --tool=callgrind target/release/deps/mpstack-… --ignored
+    /// --exact bench::router::tests::callgrind_forward`.
+    #[test]
+    #[ignore]
+    fn callgrind_forward() {
+        let polls: usize = std::env::var("ROUTER_POLLS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000);
+        let t = table4(&few4());
+        let d = dests4(&t.routes, 1024, 2);
+        let frames: Vec<Vec<u8>> = d.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
+        let gen = PktGen::new(1, 1500);
+        let mut stack = router(&gen, &frames, 1, &t.routes, &[]).unwrap();
+        let mut now = dev::Instant::ZERO;
+        for _ in 0..polls {
+            stack.poll(now);
+            now += Duration::from_micros(10);
+        }
+        println!("{:?}", gen.counts());
+        let mut s = String::new();
+        stack.runtime().write_table(&mut s).unwrap();
+        println!("{s}");
     }
 }
