@@ -327,9 +327,17 @@ impl Mbuf {
     /// Like [`Mbuf::first_mut`], with the pool failure reported.
     #[inline]
     pub fn try_first_mut(&mut self) -> Result<&mut [u8], NoBufs> {
-        if self.segs.len() == 0 {
-            return Ok(&mut []);
+        match self.segs.first().map(|s| s.buf.is_unique()) {
+            None => Ok(&mut []),
+            // The common case, one look at the count: ours alone already.
+            // SAFETY: seen unshared just now, and `&mut self` held since.
+            Some(true) => Ok(unsafe { self.segs.as_mut_slice()[0].data_mut_unique() }),
+            Some(false) => self.try_first_mut_slow(),
         }
+    }
+
+    #[inline(never)]
+    fn try_first_mut_slow(&mut self) -> Result<&mut [u8], NoBufs> {
         self.make_writable(0)?;
         let s = &mut self.segs.as_mut_slice()[0];
         let n = s.len();
@@ -356,6 +364,27 @@ impl Mbuf {
         if len == 0 {
             return Ok(&mut []);
         }
+        // The common case (a link header in front of a packet that came with
+        // headroom): one look at the count, no copy.
+        if self
+            .segs
+            .first()
+            .is_some_and(|s| s.off() >= len && s.buf.is_unique())
+        {
+            let Pkt {
+                len: plen, segs, ..
+            } = &mut **self;
+            *plen += len;
+            let s = &mut segs.as_mut_slice()[0];
+            s.grow_front(len);
+            // SAFETY: seen unshared just now, and `&mut self` held since.
+            return Ok(&mut unsafe { s.data_mut_unique() }[..len]);
+        }
+        self.prepend_slow(len)
+    }
+
+    #[inline(never)]
+    fn prepend_slow(&mut self, len: usize) -> Result<&mut [u8], NoBufs> {
         let fits = self.segs.first().is_some_and(|s| s.headroom() >= len);
         if fits {
             if let Some(s) = self.segs.first_mut() {

@@ -477,6 +477,22 @@ impl Buf {
     }
 }
 
+impl Buf {
+    /// The bytes `[off, off + len)`, writable, with neither check.
+    ///
+    /// # Safety
+    /// `off + len <= self.cap()`, and the caller saw `is_unique()` true while
+    /// holding `&mut self` (so no other handle can have been made since: making one
+    /// takes this one).
+    #[inline]
+    pub(crate) unsafe fn bytes_mut_assume_unique(&mut self, off: usize, len: usize) -> &mut [u8] {
+        debug_assert!(self.is_unique() && off <= self.cap() && len <= self.cap() - off);
+        // SAFETY: in bounds and unique (the caller's contract); `&mut self` makes the
+        // borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) }
+    }
+}
+
 impl Clone for Buf {
     fn clone(&self) -> Buf {
         // Relaxed, as `Arc::clone`: a new reference is made from an existing one.

@@ -85,6 +85,18 @@ impl Seg {
         // type's invariant).
         unsafe { self.buf.bytes_mut_unchecked(off + from, len) }
     }
+    /// The whole window, writable, when the caller has just seen the buffer
+    /// unshared (`buf.is_unique()`) through `&mut self`.
+    ///
+    /// # Safety
+    /// `self.buf.is_unique()` was true, and `self` has been held by `&mut` since.
+    #[inline]
+    pub(crate) unsafe fn data_mut_unique(&mut self) -> &mut [u8] {
+        let (off, len) = (self.off(), self.len());
+        // SAFETY: the window is inside the buffer (the type's invariant), and the
+        // buffer is unshared (the caller's contract).
+        unsafe { self.buf.bytes_mut_assume_unique(off, len) }
+    }
     /// Usable space before the data: 0 if the buffer is shared (M_LEADINGSPACE).
     #[inline]
     pub(crate) fn headroom(&self) -> usize {

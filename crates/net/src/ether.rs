@@ -33,7 +33,7 @@ fn ether_check(
     let (dst, src, ethertype) = {
         let h =
             crate::hdr::hdr(access, m, 0, ETHER_HDR_LEN).map_err(|_| DropReason::EtherTooShort)?;
-        let f = EthernetFrame::new_unchecked(h);
+        let f = EthernetFrame::new_unchecked(crate::ip::fixed::<ETHER_HDR_LEN>(h));
         (f.dst_addr(), f.src_addr(), f.ethertype())
     };
     // A frame from a multicast source is invalid (IEEE 802.3); one from ourselves is
@@ -62,40 +62,48 @@ pub(crate) fn ether_input(
 ) {
     cx.stats.ether.ipackets += pkts.len() as u64;
     let rcvif = ifp.index.0;
+    let hooks = cx.pfil_active(PfilPoint::Ether, Dir::In);
     for mut m in pkts.drain(..) {
         m.hdr.rcvif = rcvif;
         match ether_check(cx.access, ifp, &mut m) {
-            Ok(ty) => v.checked.push((m, ty)),
+            Ok(ty) if hooks => v.checked.push((m, ty)),
+            Ok(ty) => ether_demux(cx, m, ty, v),
             Err(why) => cx.drop_pkt(m, why),
         }
     }
+    if !hooks {
+        return;
+    }
     let at = (ifp.index, Some(ifp.index));
+    let mut checked = std::mem::take(&mut v.checked);
     cx.pfil_vec(
         PfilPoint::Ether,
         Dir::In,
         DropReason::PfilEtherIn,
-        &mut v.checked,
+        &mut checked,
         &mut v.pf,
         |_| at,
     );
-    for (mut m, ty) in v.checked.drain(..) {
-        let to = match ty {
-            EtherType::Ipv4 => &mut v.ip4,
-            EtherType::Ipv6 => &mut v.ip6,
-            EtherType::Arp => &mut v.arp,
-            // No VLAN interfaces yet: tagged frames are not ours.
-            EtherType::Vlan | EtherType::QinQ => {
-                cx.drop_pkt(m, DropReason::EtherVlan);
-                continue;
-            }
-            _ => {
-                cx.drop_pkt(m, DropReason::EtherNoProto);
-                continue;
-            }
-        };
-        m.adj(ETHER_HDR_LEN as isize);
-        to.push(m);
+    for (m, ty) in checked.drain(..) {
+        ether_demux(cx, m, ty, v);
     }
+    v.checked = checked;
+}
+
+/// `ether_demux`: a checked frame, its link header stripped, to the vector of its
+/// type.
+#[inline]
+fn ether_demux(cx: &mut Cx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInputVecs) {
+    let to = match ty {
+        EtherType::Ipv4 => &mut v.ip4,
+        EtherType::Ipv6 => &mut v.ip6,
+        EtherType::Arp => &mut v.arp,
+        // No VLAN interfaces yet: tagged frames are not ours.
+        EtherType::Vlan | EtherType::QinQ => return cx.drop_pkt(m, DropReason::EtherVlan),
+        _ => return cx.drop_pkt(m, DropReason::EtherNoProto),
+    };
+    m.adj(ETHER_HDR_LEN as isize);
+    to.push(m);
 }
 
 /// `ether_output`'s scratch for a vector.
@@ -114,25 +122,40 @@ pub(crate) fn ether_output_vec(
     v: &mut EtherOutputVecs,
 ) {
     let cfg: &crate::stack::NetConfig = cx.cfg;
+    let hooks = cx.pfil_active(PfilPoint::Ether, Dir::Out);
     for o in pkts.drain(..) {
         let mut m = o.m;
         let Some(ifp) = cfg.ifaces.get(o.ifindex.get()) else {
             cx.drop_pkt(m, DropReason::EtherOutDropped);
             continue;
         };
-        match m.prepend(ETHER_HDR_LEN) {
-            Ok(h) => {
+        match m
+            .prepend(ETHER_HDR_LEN)
+            .map(|h| h.first_chunk_mut::<ETHER_HDR_LEN>())
+        {
+            Ok(Some(h)) => {
                 let mut f = EthernetFrame::new_unchecked(h);
                 f.set_dst_addr(o.dst);
                 f.set_src_addr(ifp.mac);
                 f.set_ethertype(o.ty);
             }
-            Err(_) => {
+            _ => {
                 cx.drop_pkt(m, DropReason::EtherOutDropped);
                 continue;
             }
         }
+        if !hooks {
+            cx.stats.ether.opackets += 1;
+            match cx.tx.get_mut(o.ifindex.get()) {
+                Some(q) => q.push(m),
+                None => DropReason::EtherOutDropped.count(cx.stats),
+            }
+            continue;
+        }
         v.out.push((m, o.ifindex));
+    }
+    if !hooks {
+        return;
     }
     cx.pfil_vec(
         PfilPoint::Ether,

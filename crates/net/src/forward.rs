@@ -138,9 +138,17 @@ pub(crate) fn ip_forward(
     // miss or two, and nothing in between waits for it.
     let fib: &route::Fib = cx.fib;
     lookup4_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    let hooks = cx.pfil_active(PfilPoint::Inet, Dir::Out);
     for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
-        forward4_one(cx, ifp, m, info, nh, &mut v.out);
+        match forward4_one(cx, ifp, m, info, nh) {
+            Some(p) if hooks => v.out.push(p),
+            Some((m, o)) => forward4_out(cx, fib, m, o, l2),
+            None => {}
+        }
+    }
+    if !hooks {
+        return;
     }
     cx.pfil_vec(
         PfilPoint::Inet,
@@ -150,35 +158,40 @@ pub(crate) fn ip_forward(
         &mut v.pf,
         |o| (o.out, Some(o.rcvif)),
     );
-    let cfg: &crate::stack::NetConfig = cx.cfg;
-    let now = cx.now.as_nanos();
     for (m, o) in v.out.drain(..) {
-        cx.stats.ip.forward += 1;
-        let (Some(nh), Some(out)) = (fib.nexthop(o.nh), cfg.ifaces.get(o.out.get())) else {
-            cx.drop_pkt(m, DropReason::IpNoRoute);
-            continue;
-        };
-        let mtu = o.mtu as usize;
-        // The common case: it fits, nothing is left to a device, and the route's
-        // gateway has its link address written in the next hop.
-        if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
-            if let Some(mac) = nh.gateway.and_then(|_| nh.l2(now)) {
-                l2.push(L2Out {
-                    m,
-                    ifindex: o.out,
-                    dst: EthernetAddress(mac),
-                    ty: EtherType::Ipv4,
-                });
-                continue;
-            }
+        forward4_out(cx, fib, m, o, l2);
+    }
+}
+
+/// A forwarded IPv4 packet past the output hooks to its link: `l2` when its next
+/// hop's link address is known and nothing is left to do to it, else through the
+/// offload step and ARP.
+#[inline]
+fn forward4_out(cx: &mut Cx<'_>, fib: &route::Fib, m: Mbuf, o: FwdOut, l2: &mut Vec<L2Out>) {
+    cx.stats.ip.forward += 1;
+    let cfg: &crate::stack::NetConfig = cx.cfg;
+    let (Some(nh), Some(out)) = (fib.nexthop(o.nh), cfg.ifaces.get(o.out.get())) else {
+        return cx.drop_pkt(m, DropReason::IpNoRoute);
+    };
+    let mtu = o.mtu as usize;
+    // The common case: it fits, nothing is left to a device, and the route's
+    // gateway has its link address written in the next hop.
+    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+        if let Some(mac) = nh.gateway.and_then(|_| nh.l2(cx.now.as_nanos())) {
+            return l2.push(L2Out {
+                m,
+                ifindex: o.out,
+                dst: EthernetAddress(mac),
+                ty: EtherType::Ipv4,
+            });
         }
-        // A segment from a link with offloads may be larger than this one takes,
-        // or still lack its checksum; an unresolved next hop goes through ARP.
-        let next = o.next;
-        let l2out = |cx: &mut Cx<'_>, m| l2_output4(cx, out, m, nh, next);
-        if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2out) {
-            crate::ip::ip_fragment(cx, out, m, next, false, mtu);
-        }
+    }
+    // A segment from a link with offloads may be larger than this one takes, or
+    // still lack its checksum; an unresolved next hop goes through ARP.
+    let next = o.next;
+    let l2out = |cx: &mut Cx<'_>, m| l2_output4(cx, out, m, nh, next);
+    if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2out) {
+        crate::ip::ip_fragment(cx, out, m, next, false, mtu);
     }
 }
 
@@ -243,29 +256,35 @@ fn forward4_one(
     mut m: Mbuf,
     info: IpInfo,
     nh: Option<&Arc<route::NextHop>>,
-    out: &mut Vec<(Mbuf, FwdOut)>,
-) {
+) -> Option<(Mbuf, FwdOut)> {
     let (src, dst) = (info.src, info.dst);
     let Some(nh) = nh else {
         miss(cx, dst.into(), ifp);
         cx.stats.ip.noroute += 1;
-        return crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 0, 0);
+        crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 0, 0);
+        return None;
     };
     match nh.kind {
         NhKind::Forward => {}
-        NhKind::Blackhole => return cx.drop_pkt(m, DropReason::IpBlackhole),
+        NhKind::Blackhole => {
+            cx.drop_pkt(m, DropReason::IpBlackhole);
+            return None;
+        }
         NhKind::Reject => {
             cx.stats.ip.reject += 1;
-            return crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 1, 0);
+            crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 1, 0);
+            return None;
         }
         NhKind::Prohibit => {
             cx.stats.ip.reject += 1;
-            return crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 13, 0);
+            crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 13, 0);
+            return None;
         }
     }
     let cfg: &crate::stack::NetConfig = cx.cfg;
     let Some(outif) = cfg.ifaces.get(nh.ifindex as usize) else {
-        return cx.drop_pkt(m, DropReason::IpNoRoute);
+        cx.drop_pkt(m, DropReason::IpNoRoute);
+        return None;
     };
     let next = match nh.gateway {
         Some(IpAddr::V4(g)) => g,
@@ -281,7 +300,8 @@ fn forward4_one(
         // RFC 1191: fragmentation needed, with the next hop's MTU.
         cx.stats.ip.toobig += 1;
         let mtu = mtu.min(65535) as u16;
-        return crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 4, mtu);
+        crate::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 4, mtu);
+        return None;
     }
     // RFC 1812 §5.2.7.2: back out of the interface it came in on, towards a
     // neighbour of the source that the source could have used itself: say so (and
@@ -298,17 +318,20 @@ fn forward4_one(
     }
     // TTL - 1, checksum updated incrementally (RFC 1624). `ip_input` left the
     // header in the first buffer; a shared one is copied first.
-    match m.try_first_mut() {
-        Ok(h) if h.len() >= IP_HDR_LEN => {
+    match m.try_first_mut().map(|h| h.first_chunk_mut::<IP_HDR_LEN>()) {
+        Ok(Some(h)) => {
             let old = u16::from_be_bytes([h[8], h[9]]);
             h[8] = info.ttl - 1;
             let new = u16::from_be_bytes([h[8], h[9]]);
             let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
             h[10..12].copy_from_slice(&sum.to_be_bytes());
         }
-        _ => return cx.drop_pkt(m, DropReason::IpOutDropped),
+        _ => {
+            cx.drop_pkt(m, DropReason::IpOutDropped);
+            return None;
+        }
     }
-    out.push((
+    Some((
         m,
         FwdOut {
             rcvif: ifp.index,
@@ -317,7 +340,7 @@ fn forward4_one(
             next,
             mtu: mtu as u32,
         },
-    ));
+    ))
 }
 
 /// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
@@ -407,9 +430,17 @@ pub(crate) fn ip6_forward(
     }
     let fib: &route::Fib = cx.fib;
     lookup6_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::Out);
     for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
-        forward6_one(cx, ifp, m, h, nh, &mut v.out);
+        match forward6_one(cx, ifp, m, h, nh) {
+            Some(p) if hooks => v.out.push(p),
+            Some((m, o)) => forward6_out(cx, fib, m, o, l2),
+            None => {}
+        }
+    }
+    if !hooks {
+        return;
     }
     cx.pfil_vec(
         PfilPoint::Inet6,
@@ -419,37 +450,41 @@ pub(crate) fn ip6_forward(
         &mut v.pf,
         |o| (o.out, Some(o.rcvif)),
     );
-    let cfg: &crate::stack::NetConfig = cx.cfg;
-    let now = cx.now.as_nanos();
     for (m, o) in v.out.drain(..) {
-        cx.stats.ip6.forward += 1;
-        let Some(out) = cfg.ifaces.get(o.out.get()) else {
-            cx.drop_pkt(m, DropReason::Ip6NoRoute);
-            continue;
-        };
-        let nh = o.nh.and_then(|i| fib.nexthop(i));
-        let mtu = o.mtu as usize;
-        if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
-            if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
-                l2.push(L2Out {
-                    m,
-                    ifindex: o.out,
-                    dst: EthernetAddress(mac),
-                    ty: EtherType::Ipv6,
-                });
-                continue;
-            }
+        forward6_out(cx, fib, m, o, l2);
+    }
+}
+
+/// A forwarded IPv6 packet past the output hooks to its link (as `forward4_out`).
+#[inline]
+fn forward6_out(cx: &mut Cx<'_>, fib: &route::Fib, m: Mbuf, o: Fwd6Out, l2: &mut Vec<L2Out>) {
+    cx.stats.ip6.forward += 1;
+    let cfg: &crate::stack::NetConfig = cx.cfg;
+    let Some(out) = cfg.ifaces.get(o.out.get()) else {
+        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
+    };
+    let nh = o.nh.and_then(|i| fib.nexthop(i));
+    let mtu = o.mtu as usize;
+    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+        let now = cx.now.as_nanos();
+        if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
+            return l2.push(L2Out {
+                m,
+                ifindex: o.out,
+                dst: EthernetAddress(mac),
+                ty: EtherType::Ipv6,
+            });
         }
-        // A segment from a link with offloads may be larger than this one takes, or
-        // still lack its checksum.
-        let next = o.next;
-        let l2out = |cx: &mut Cx<'_>, m| l2_output6(cx, out, m, nh, next);
-        if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2out) {
-            // Routers do not fragment (`forward6_one` answered those without a
-            // segment size): Packet Too Big, as there.
-            cx.stats.ip6.toobig += 1;
-            crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
-        }
+    }
+    // A segment from a link with offloads may be larger than this one takes, or
+    // still lack its checksum.
+    let next = o.next;
+    let l2out = |cx: &mut Cx<'_>, m| l2_output6(cx, out, m, nh, next);
+    if let Some(m) = crate::ip::fit_link(cx, out, m, mtu, l2out) {
+        // Routers do not fragment (`forward6_one` answered those without a
+        // segment size): Packet Too Big, as there.
+        cx.stats.ip6.toobig += 1;
+        crate::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
     }
 }
 
@@ -500,15 +535,17 @@ fn forward6_one(
     mut m: Mbuf,
     h: Ip6Hdr,
     found: Option<&Arc<route::NextHop>>,
-    out: &mut Vec<(Mbuf, Fwd6Out)>,
-) {
+) -> Option<(Mbuf, Fwd6Out)> {
     let (src, dst) = (h.src, h.dst);
     let ll = crate::iface::is_link_local;
     let (outif, next, nh) = match found {
         Some(nh) => {
             match nh.kind {
                 NhKind::Forward => {}
-                NhKind::Blackhole => return cx.drop_pkt(m, DropReason::Ip6Blackhole),
+                NhKind::Blackhole => {
+                    cx.drop_pkt(m, DropReason::Ip6Blackhole);
+                    return None;
+                }
                 NhKind::Reject | NhKind::Prohibit => {
                     cx.stats.ip6.reject += 1;
                     let code = if nh.kind == NhKind::Reject {
@@ -516,12 +553,14 @@ fn forward6_one(
                     } else {
                         Icmpv6DstUnreachable::AdminProhibit
                     };
-                    return crate::icmp6::icmp6_error(cx, m, Error6::Unreach(code));
+                    crate::icmp6::icmp6_error(cx, m, Error6::Unreach(code));
+                    return None;
                 }
             }
             let cfg: &crate::stack::NetConfig = cx.cfg;
             let Some(outif) = cfg.ifaces.get(nh.ifindex as usize) else {
-                return cx.drop_pkt(m, DropReason::Ip6NoRoute);
+                cx.drop_pkt(m, DropReason::Ip6NoRoute);
+                return None;
             };
             let next = match nh.gateway {
                 Some(IpAddr::V6(g)) => g,
@@ -536,7 +575,8 @@ fn forward6_one(
                 miss(cx, dst.into(), ifp);
                 cx.stats.ip6.noroute += 1;
                 let e = Error6::Unreach(Icmpv6DstUnreachable::NoRoute);
-                return crate::icmp6::icmp6_error(cx, m, e);
+                crate::icmp6::icmp6_error(cx, m, e);
+                return None;
             }
         },
     };
@@ -549,7 +589,8 @@ fn forward6_one(
         // segment that stands for smaller ones is cut to fit later.)
         cx.stats.ip6.toobig += 1;
         let e = Error6::PktTooBig(mtu as u32);
-        return crate::icmp6::icmp6_error(cx, m, e);
+        crate::icmp6::icmp6_error(cx, m, e);
+        return None;
     }
     // RFC 4861 §8.2: back out of the arrival interface towards a neighbour of the
     // source. The target must be the router's link-local address, or the destination
@@ -563,9 +604,12 @@ fn forward6_one(
     }
     match m.try_first_mut() {
         Ok(b) if b.len() >= IP6_HDR_LEN => b[7] = h.hlim - 1,
-        _ => return cx.drop_pkt(m, DropReason::Ip6OutDropped),
+        _ => {
+            cx.drop_pkt(m, DropReason::Ip6OutDropped);
+            return None;
+        }
     }
-    out.push((
+    Some((
         m,
         Fwd6Out {
             rcvif: ifp.index,
@@ -574,7 +618,7 @@ fn forward6_one(
             next,
             mtu: mtu as u32,
         },
-    ));
+    ))
 }
 
 /// A forwarded IPv6 packet to its next hop's link-layer address: the route's cached

@@ -64,6 +64,18 @@ pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
     len > 65535 && !(m.hdr.tso_segsz != 0 && wire <= ifp.offload.tso)
 }
 
+/// The first `N` bytes of `b`, as an array, for a view whose getters need no
+/// bounds check of their own. The callers have `hdr`'s guarantee that `b` holds
+/// them; a shorter `b` (never seen) reads as zeros.
+#[inline(always)]
+pub(crate) fn fixed<const N: usize>(b: &[u8]) -> &[u8; N] {
+    const ZEROS: [u8; 64] = [0; 64];
+    match b.first_chunk::<N>() {
+        Some(h) => h,
+        None => ZEROS.first_chunk::<N>().unwrap_or(&[0; N]),
+    }
+}
+
 /// `ip_input`'s header checks, in FreeBSD's order, one named counter per failure:
 /// the fields the rest of the path needs, link padding trimmed.
 #[inline]
@@ -78,7 +90,8 @@ pub(crate) fn ip_check(
     }
     let (hlen, total_len) = {
         let h = crate::hdr::hdr(access, m, 0, IP_HDR_LEN).map_err(|_| DropReason::IpTooSmall)?;
-        let p = Ipv4Packet::new_unchecked(h);
+        // A view over exactly the fixed header: one length check, none per field.
+        let p = Ipv4Packet::new_unchecked(fixed::<IP_HDR_LEN>(h));
         if p.version() != 4 {
             return Err(DropReason::IpBadVers);
         }
@@ -95,7 +108,12 @@ pub(crate) fn ip_check(
     let info = {
         let h = crate::hdr::hdr(access, m, 0, hlen).map_err(|_| DropReason::IpBadHlen)?;
         // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
-        if wire::checksum::data(&h[..hlen]) != 0xffff {
+        let sum = if hlen == IP_HDR_LEN {
+            wire::checksum::data(fixed::<IP_HDR_LEN>(h))
+        } else {
+            wire::checksum::data(&h[..hlen])
+        };
+        if sum != 0xffff {
             return Err(DropReason::IpBadSum);
         }
         if total_len < hlen {
@@ -104,7 +122,7 @@ pub(crate) fn ip_check(
         if total_len > len {
             return Err(DropReason::IpTooShort);
         }
-        let p = Ipv4Packet::new_unchecked(h);
+        let p = Ipv4Packet::new_unchecked(fixed::<IP_HDR_LEN>(h));
         let src = p.src_addr();
         let dst = p.dst_addr();
         // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is invalid.
@@ -148,37 +166,57 @@ pub(crate) struct IpInputVecs {
 /// delivers `v.local` through the protocol switch.
 pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &mut IpInputVecs) {
     cx.stats.ip.total += pkts.len() as u64;
+    let hooks = cx.pfil_active(PfilPoint::Inet, Dir::In);
+    let forwarding = ifp.forwarding.inet();
     for mut m in pkts.drain(..) {
         match ip_check(cx.access, ifp, &mut m) {
-            Ok(info) => v.checked.push((m, info)),
+            Ok(info) if hooks => v.checked.push((m, info)),
+            Ok(info) => ip_sort(cx, ifp, forwarding, m, info, v),
             Err(why) => cx.drop_pkt(m, why),
         }
     }
+    if !hooks {
+        return;
+    }
     let at = (ifp.index, Some(ifp.index));
+    let mut checked = std::mem::take(&mut v.checked);
     cx.pfil_vec(
         PfilPoint::Inet,
         Dir::In,
         DropReason::PfilIpIn,
-        &mut v.checked,
+        &mut checked,
         &mut v.pf,
         |_| at,
     );
-    let forwarding = ifp.forwarding.inet();
-    for (m, info) in v.checked.drain(..) {
-        // Strong end system model would insist on the arrival interface; like
-        // FreeBSD we accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
-        let ours = if info.bcast {
-            info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst)
-        } else {
-            cx.cfg.is_local(info.dst)
-        };
-        if ours {
-            v.local.push((m, info));
-        } else if forwarding {
-            v.fwd.push((m, info));
-        } else {
-            cx.drop_pkt(m, DropReason::IpCantForward);
-        }
+    for (m, info) in checked.drain(..) {
+        ip_sort(cx, ifp, forwarding, m, info, v);
+    }
+    v.checked = checked;
+}
+
+/// A checked packet (past the input hooks) to local delivery or forwarding.
+#[inline]
+fn ip_sort(
+    cx: &mut Cx<'_>,
+    ifp: &Ifnet,
+    forwarding: bool,
+    m: Mbuf,
+    info: IpInfo,
+    v: &mut IpInputVecs,
+) {
+    // Strong end system model would insist on the arrival interface; like FreeBSD we
+    // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
+    let ours = if info.bcast {
+        info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst)
+    } else {
+        cx.cfg.is_local(info.dst)
+    };
+    if ours {
+        v.local.push((m, info));
+    } else if forwarding {
+        v.fwd.push((m, info));
+    } else {
+        cx.drop_pkt(m, DropReason::IpCantForward);
     }
 }
 

@@ -142,12 +142,25 @@ pub struct NetConfig {
     pub(crate) handoff: Vec<Arc<ArrayQueue<Mbuf>>>,
     /// TCP listeners by port.
     pub(crate) tcp_listen: HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
+    /// Every IPv4 address of the stack, in one array: the per-packet "is it ours"
+    /// test reads it, not every interface's list. Made again at each publication.
+    pub(crate) local4: Vec<Ipv4Addr>,
 }
 
 impl NetConfig {
     /// True if `a` is one of the stack's addresses.
+    #[inline]
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
-        self.ifaces.iter().any(|i| i.has_addr(a))
+        self.local4.contains(&a)
+    }
+
+    /// Remakes what is derived from the interfaces (before a publication).
+    fn reindex(&mut self) {
+        self.local4 = self
+            .ifaces
+            .iter()
+            .flat_map(|i| i.addrs.iter().map(|a| a.addr))
+            .collect();
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
@@ -266,6 +279,7 @@ impl Shared {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = NetConfig::clone(&self.cfg.load());
         let r = f(&mut next);
+        next.reindex();
         next.generation += 1;
         self.cfg.store(Arc::new(next));
         r

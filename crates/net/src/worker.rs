@@ -181,6 +181,13 @@ impl Cx<'_> {
         }
     }
 
+    /// Whether a packet at (`point`, `dir`) meets a hook: a stage with none there
+    /// moves its packets straight on.
+    #[inline]
+    pub(crate) fn pfil_active(&self, point: PfilPoint, dir: Dir) -> bool {
+        !self.pfil_skip && !self.cfg.pfil.is_empty(point, dir)
+    }
+
     /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
     /// once for the whole vector; `ifs` gives each packet's interface and arrival
     /// interface): what they pass stays in `pkts`, in order; what they drop is
