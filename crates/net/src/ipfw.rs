@@ -19,7 +19,7 @@
 //! `ip_input`/`ip6_input`, an outbound one to its route's link output. In a
 //! simulation a pipe is therefore exact in virtual time.
 
-use crate::pfil::{Deferred, Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
+use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 use crate::stack::{NetConfig, Stack};
 use crate::worker::Cx;
 use arc_swap::ArcSwap;
@@ -35,8 +35,9 @@ pub struct Ipfw {
     ruleset: Mutex<fw::Ruleset>,
     program: ArcSwap<fw::Program>,
     states: Arc<fw::state::StateShards>,
-    /// Per worker: the rules' counters and the `prob` coin.
-    workers: Vec<Mutex<(Counters, u64)>>,
+    /// Per worker: the rules' counters, the `prob` coin and the batch scratch,
+    /// taken once per vector by the worker (and by `ipfw show`, rarely).
+    workers: Vec<Mutex<WorkerFw>>,
     /// The pipes and queues, and the packets they hold.
     dn: Mutex<fw::dummynet::Dummynet<DnPkt>>,
     /// Some pipe or queue is configured (no lock taken per poll otherwise).
@@ -53,6 +54,52 @@ pub struct Ipfw {
     stateful: std::sync::atomic::AtomicBool,
     /// Packets that left a pass with more tags than their header keeps (two).
     tags_lost: AtomicU64,
+}
+
+/// A worker's share of the firewall.
+#[derive(Debug)]
+struct WorkerFw {
+    counters: Counters,
+    /// The `prob` coin.
+    rng: u64,
+    /// A batch's packet descriptions, verdicts, and where each came from.
+    infos: Vec<PacketInfo>,
+    verdicts: Vec<fw::Verdict>,
+    at: Vec<usize>,
+    /// The interfaces as the rules name them, by index, as of configuration
+    /// `ifgen`: built once per configuration, not once per packet.
+    ifrefs: Vec<IfRef>,
+    ifgen: u64,
+}
+
+impl WorkerFw {
+    fn new(rng: u64) -> WorkerFw {
+        WorkerFw {
+            counters: Counters::new(),
+            rng,
+            infos: Vec::new(),
+            verdicts: Vec::new(),
+            at: Vec::new(),
+            ifrefs: Vec::new(),
+            ifgen: u64::MAX,
+        }
+    }
+
+    /// The interface table for configuration `cfg`.
+    fn ifrefs(&mut self, cfg: &NetConfig) {
+        if self.ifgen == cfg.generation && self.ifrefs.len() == cfg.ifaces.len() {
+            return;
+        }
+        self.ifrefs = cfg
+            .ifaces
+            .iter()
+            .map(|i| IfRef {
+                index: u32::from(i.index.0),
+                name: IfName::new(&i.name).unwrap_or_default(),
+            })
+            .collect();
+        self.ifgen = cfg.generation;
+    }
 }
 
 /// How often a worker sweeps the dynamic states: each sweep looks at a tenth of
@@ -94,7 +141,7 @@ impl Ipfw {
             program: ArcSwap::new(program),
             states,
             workers: (0..workers.max(1))
-                .map(|i| Mutex::new((Counters::new(), 0x9e37_79b9_7f4a_7c15 ^ i as u64)))
+                .map(|i| Mutex::new(WorkerFw::new(0x9e37_79b9_7f4a_7c15 ^ i as u64)))
                 .collect(),
             dn: Mutex::new(fw::dummynet::Dummynet::new(0x6475_6d6d_796e_6574)),
             shaping: std::sync::atomic::AtomicBool::new(false),
@@ -180,7 +227,7 @@ impl Ipfw {
     fn counter_snapshots(&self) -> Vec<Counters> {
         self.workers
             .iter()
-            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).0.clone())
+            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).counters.clone())
             .collect()
     }
 
@@ -539,11 +586,19 @@ fn inet6(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInf
 const MAX_EXT_HEADERS: usize = 8;
 
 /// Describes the packet in `m`: an IPv4 or IPv6 packet at the IP points, a whole
-/// Ethernet frame at the layer-2 point.
-fn describe(m: &mut Mbuf, cx: &PfilCtx<'_>) -> Option<PacketInfo> {
+/// Ethernet frame at the layer-2 point; `ifindex` and `rcvif` as in
+/// [`crate::pfil::PfilPkt`], named from `ifrefs` (the worker's table).
+fn describe(
+    m: &mut Mbuf,
+    point: PfilPoint,
+    dir: Dir,
+    ifindex: crate::iface::IfIndex,
+    rcvif: Option<crate::iface::IfIndex>,
+    ifrefs: &[IfRef],
+) -> Option<PacketInfo> {
     let a = crate::hdr::HdrAccess::Pulldown;
     let len = m.len();
-    let mut p = match cx.point {
+    let mut p = match point {
         PfilPoint::Inet => inet(a, m, 0)?,
         PfilPoint::Inet6 => inet6(a, m, 0)?,
         // The layer-2 pass: the Ethernet header, and the IP packet inside if any.
@@ -565,23 +620,67 @@ fn describe(m: &mut Mbuf, cx: &PfilCtx<'_>) -> Option<PacketInfo> {
             p
         }
     };
-    let iface = |i: crate::iface::IfIndex| {
-        cx.cfg.ifaces.get(i.get()).map(|i| IfRef {
-            index: u32::from(i.index.0),
-            name: IfName::new(&i.name).unwrap_or_default(),
-        })
-    };
-    p.dir = match cx.dir {
+    let iface = |i: crate::iface::IfIndex| ifrefs.get(i.get()).copied();
+    p.dir = match dir {
         Dir::In => Direction::In,
         Dir::Out => Direction::Out,
     };
     // A forwarded packet going out has both: `out recv X xmit Y` matches it.
-    p.rcvif = cx.rcvif.and_then(iface);
-    if cx.dir == Dir::Out {
-        p.xmitif = iface(cx.ifindex);
+    p.rcvif = rcvif.and_then(iface);
+    if dir == Dir::Out {
+        p.xmitif = iface(ifindex);
     }
     p.len = len as u32;
+    p.tags = tags_of(m.hdr.tag);
     Some(p)
+}
+
+/// What a verdict makes of the packet: its tags written back, the pfil action.
+fn apply(
+    fw: &Ipfw,
+    p: &mut crate::pfil::PfilPkt,
+    info: &PacketInfo,
+    v: fw::Verdict,
+    cx: &PfilCtx<'_>,
+) {
+    let Some(m) = p.m.as_mut() else {
+        return;
+    };
+    let (word, lost) = tag_word(&info.tags);
+    m.hdr.tag = word;
+    if lost {
+        fw.tags_lost.fetch_add(1, Ordering::Relaxed);
+    }
+    p.act = match v.decision {
+        Decision::Allow => PfilAct::Pass,
+        Decision::Deny => {
+            p.m = None;
+            PfilAct::Drop
+        }
+        Decision::Reject(k) => PfilAct::Reject(match k {
+            RejectKind::Rst => Reject::Rst,
+            RejectKind::Unreach(c) => Reject::Unreach(c),
+            RejectKind::Unreach6(c) => Reject::Unreach6(c),
+        }),
+        Decision::Pipe(n) | Decision::Queue(n) => {
+            let (pipe, queue) = match v.decision {
+                Decision::Pipe(_) => (Some(n), None),
+                _ => (None, Some(n)),
+            };
+            let pcx = PfilCtx {
+                ifindex: p.ifindex,
+                rcvif: p.rcvif,
+                ..*cx
+            };
+            match p.m.take() {
+                Some(m) => match fw.shape(m, info, &pcx, pipe, queue) {
+                    Verdict::Consumed => PfilAct::Consumed,
+                    _ => PfilAct::Drop,
+                },
+                None => PfilAct::Drop,
+            }
+        }
+    };
 }
 
 impl PfilHook for Ipfw {
@@ -589,37 +688,67 @@ impl PfilHook for Ipfw {
         "ipfw"
     }
 
-    fn filter(&self, mut m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
-        let Some(mut p) = describe(&mut m, cx) else {
-            return Verdict::Pass(m);
-        };
-        p.tags = tags_of(m.hdr.tag);
+    fn filter(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
+        let mut one = [crate::pfil::PfilPkt::new(m, cx.ifindex, cx.rcvif)];
+        self.filter_batch(&mut one, cx);
+        let [p] = one;
+        match (p.act, p.m) {
+            (PfilAct::Pass, Some(m)) => Verdict::Pass(m),
+            (PfilAct::Consumed, _) => Verdict::Consumed,
+            (PfilAct::Reject(how), Some(m)) => Verdict::Reject(m, how),
+            _ => Verdict::Dropped,
+        }
+    }
+
+    /// The rules over a vector: the program loaded and the worker's counters taken
+    /// once for the whole vector, each packet described once into the worker's
+    /// reused scratch, then `Program::eval_batch` (whose state lookups for the
+    /// vector overlap their cache misses).
+    fn filter_batch(&self, pkts: &mut [crate::pfil::PfilPkt], cx: &PfilCtx<'_>) {
         let program = self.program.load();
         let env = StackEnv(cx.cfg, cx.fib);
         let w = cx.worker % self.workers.len();
-        let v = {
-            let mut g = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
-            let (counters, rng) = &mut *g;
-            program.eval(&mut p, &env, &self.states, counters, cx.now.as_nanos(), rng)
-        };
-        let (word, lost) = tag_word(&p.tags);
-        m.hdr.tag = word;
-        if lost {
-            self.tags_lost.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
+        let wf = &mut *g;
+        wf.ifrefs(cx.cfg);
+        wf.infos.clear();
+        wf.at.clear();
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if p.act != PfilAct::Pass {
+                continue;
+            }
+            let Some(m) = p.m.as_mut() else { continue };
+            // What cannot be described (no IP header to read) passes, as before.
+            if let Some(info) = describe(m, cx.point, cx.dir, p.ifindex, p.rcvif, &wf.ifrefs) {
+                wf.infos.push(info);
+                wf.at.push(k);
+            }
         }
-        match v.decision {
-            Decision::Allow => Verdict::Pass(m),
-            Decision::Deny => Verdict::Dropped,
-            Decision::Reject(k) => Verdict::Reject(
-                m,
-                match k {
-                    RejectKind::Rst => Reject::Rst,
-                    RejectKind::Unreach(c) => Reject::Unreach(c),
-                    RejectKind::Unreach6(c) => Reject::Unreach6(c),
-                },
-            ),
-            Decision::Pipe(n) => self.shape(m, &p, cx, Some(n), None),
-            Decision::Queue(n) => self.shape(m, &p, cx, None, Some(n)),
+        let n = wf.infos.len();
+        if n == 0 {
+            return;
+        }
+        wf.verdicts.clear();
+        wf.verdicts.resize(
+            n,
+            fw::Verdict {
+                decision: Decision::Allow,
+                rule: 0,
+                log: false,
+            },
+        );
+        let now = cx.now.as_nanos();
+        program.eval_batch(
+            &mut wf.infos,
+            &mut wf.verdicts,
+            &env,
+            &self.states,
+            &mut wf.counters,
+            now,
+            &mut wf.rng,
+        );
+        for ((&k, info), &v) in wf.at.iter().zip(&wf.infos).zip(&wf.verdicts) {
+            apply(self, &mut pkts[k], info, v, cx);
         }
     }
 
