@@ -5,12 +5,14 @@
 //! itself, where `cargo build --release` puts both.
 //!
 //! This file owns the command line ([`BenchArgs`]) and the counting allocator; [`bench`]
-//! has the benchmarks (it may call every mpstack crate and the peers).
+//! has the benchmarks (it may call every mpstack crate and the peers) and [`table`] finds
+//! the BGP table they route on.
 
 use clap::Parser;
 use std::process::ExitCode;
 
 mod bench;
+mod table;
 
 /// Counts heap bytes in use: `bench tcp`'s idle-connection figure and `bench lpm`'s
 /// memory column read it (`dev::alloc_count::live_bytes`).
@@ -93,8 +95,11 @@ pub struct BenchArgs {
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
     #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub lookups: u64,
-    /// bench lpm, forward, router: the route table (`prefix/len AS` lines); default: iptrie 0.11.2's
-    /// benches/bgpas.lpm in cargo's registry sources.
+    /// bench lpm, forward, router: the route table (`prefix/len AS` lines). Without
+    /// it: the file $MPSTACK_BGP_TABLE names, else iptrie 0.11.2's benches/bgpas.lpm in
+    /// cargo's registry sources ($CARGO_HOME/registry/src/*/, CARGO_HOME ~/.cargo
+    /// unless set; `cargo fetch` in the workspace brings it), else synthetic tables.
+    /// The progress lines say which was used; the output names the file.
     #[arg(long, value_name = "PATH")]
     pub table: Option<std::path::PathBuf>,
     /// bench lpm: implementations to leave out, comma-separated: IPv4 radix, dir-24-8,

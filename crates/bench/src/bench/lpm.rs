@@ -3,11 +3,10 @@
 //! beside three crates (`prefix-trie`, `poptrie`, `ip_network_table`), each behind a
 //! small adapter.
 //!
-//! The table is `benches/bgpas.lpm` of the crate `iptrie` 0.11.2, read at run time from
-//! cargo's registry sources (the crate is a dependency of this binary for that file
-//! alone; the data is not part of this repository; `route::table` reads it). Without
-//! the file, synthetic tables with a BGP-like length mix are used, and the output says
-//! so.
+//! The table is `--table`, else `$MPSTACK_BGP_TABLE`, else `benches/bgpas.lpm` of the
+//! crate `iptrie` 0.11.2 in cargo's registry sources ([`crate::table`] finds it;
+//! `route::table` reads it; the data is not part of this repository). Without any,
+//! synthetic tables with a BGP-like length mix are used, and the output says so.
 //!
 //! For each implementation: build time, heap bytes the built structure holds (counted
 //! by the binary's allocator), lookups per second over pre-generated keys (seeded) —
@@ -795,25 +794,34 @@ struct Tables {
 }
 
 fn load(a: &BenchArgs, bench: &str) -> Result<Tables, String> {
-    Ok(match a.table.clone().or_else(table::find_bgpas) {
-        Some(path) => {
-            progress(a, &format!("{bench}: reading {}", path.display()));
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("bench {bench}: {}: {e}", path.display()))?;
-            let t = table::parse(&text)
-                .map_err(|e| format!("bench {bench}: {}: {e}", path.display()))?;
+    Ok(match crate::table::find(a.table.as_deref()) {
+        Ok(found) => {
+            let path = found.path;
+            let from = |e: &dyn std::fmt::Display| {
+                format!(
+                    "bench {bench}: {} (from {}): {e}",
+                    path.display(),
+                    found.origin
+                )
+            };
+            progress(
+                a,
+                &format!(
+                    "{bench}: reading {} (from {})",
+                    path.display(),
+                    found.origin
+                ),
+            );
+            let text = std::fs::read_to_string(&path).map_err(|e| from(&e))?;
+            let t = table::parse(&text).map_err(|e| from(&e))?;
             Tables {
                 v4: t.v4,
                 v6: t.v6,
                 source: Source::File(path),
             }
         }
-        None => {
-            let why = format!(
-                "{} not found under $CARGO_HOME/registry/src (run `cargo fetch`); \
-                 synthetic tables of 900000 IPv4 and 180000 IPv6 prefixes",
-                table::BGPAS_IN_REGISTRY
-            );
+        Err(none) => {
+            let why = format!("{none}; synthetic tables of 900000 IPv4 and 180000 IPv6 prefixes");
             progress(a, &format!("{bench}: {why}"));
             Tables {
                 v4: synthetic_table(900_000, 1),
@@ -926,9 +934,8 @@ fn print_table(rows: &[Row], prefixes: usize, family: &str, uniform_over: &str, 
     println!();
 }
 
-/// The IPv4 routes of `--table`, or of the table `table::find_bgpas` finds, or a
-/// synthetic one (for `bench forward`); `bench` names the benchmark in progress lines
-/// and errors.
+/// The IPv4 routes of the table [`crate::table`] finds, or a synthetic one (for
+/// `bench forward`); `bench` names the benchmark in progress lines and errors.
 pub fn load_table(
     a: &BenchArgs,
     bench: &str,
@@ -937,8 +944,8 @@ pub fn load_table(
     Ok((t.v4, t.source))
 }
 
-/// Both families of `--table` (or of the table `table::find_bgpas` finds, or
-/// synthetic ones), for `bench router`.
+/// Both families of the table [`crate::table`] finds (or synthetic ones), for
+/// `bench router`.
 #[allow(clippy::type_complexity)]
 pub fn load_tables(
     a: &BenchArgs,
