@@ -149,6 +149,10 @@ fn bench_lpm_reads_the_table_each_step_names() {
         "{err}"
     );
     assert!(out.contains("600 prefixes from"), "{out}");
+    // The slow peers are left out by default, in the table, with the reason.
+    assert!(out.contains("skipped (slow: "), "{out}");
+    assert!(out.contains("; --slow-peers)"), "{out}");
+
     // --table before the variable; JSON names the file and lists the skipped peers.
     let flag = from_flag.to_str().unwrap();
     let o = lpm(&["--table", flag, "--json"], &env);
@@ -166,6 +170,26 @@ fn bench_lpm_reads_the_table_each_step_names() {
         "{out}"
     );
     assert!(out.contains("\"prefixes\":400"), "{out}");
+    let skipped: Vec<&&str> = lines.iter().filter(|l| l.contains("\"skipped\"")).collect();
+    assert_eq!(skipped.len(), 2, "{out}");
+    assert!(
+        skipped[0].contains("\"skip_name\":\"poptrie-crate\""),
+        "{out}"
+    );
+    assert!(
+        skipped[1].contains("\"skip_name\":\"poptrie-crate6\""),
+        "{out}"
+    );
+
+    // --slow-peers measures them (quick on a small table).
+    let o = lpm(&["--table", flag, "--json", "--slow-peers"], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(!out.contains("\"skipped\""), "{out}");
+    assert!(
+        out.contains("\"skip_name\":\"poptrie-crate\",\"table\""),
+        "{out}"
+    );
 
     // A table named but missing is an error, not a fallback.
     let missing = from_env.with_file_name("missing.lpm");
@@ -193,14 +217,19 @@ fn bench_lpm_without_a_table_says_so_and_uses_synthetic_ones() {
 }
 
 #[test]
-fn help_says_how_the_table_is_found() {
+fn help_says_how_the_table_is_found_and_how_to_run() {
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack-bench"))
         .arg("--help")
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
-    for want in ["$MPSTACK_BGP_TABLE", "bgpas.lpm"] {
+    for want in [
+        "$MPSTACK_BGP_TABLE",
+        "bgpas.lpm",
+        "--slow-peers",
+        "mpstack bench WHAT",
+    ] {
         assert!(out.contains(want), "{want:?} not in {out}");
     }
 }
