@@ -1,12 +1,11 @@
 //! Property tests: the radix tree against a linear scan (the definition of longest
 //! prefix match), and every fast structure against the radix tree, on random tables
 //! with overlapping prefixes of every length, after random updates, for random keys
-//! and for keys inside and around the table's prefixes; and, when the full BGP table
-//! is in cargo's registry, on it.
+//! and for keys inside and around the table's prefixes. The same check on the full BGP
+//! table is in the benchmarks' crate, which finds that table
+//! (crates/bench/src/table.rs).
 
-use crate::{
-    table, Addr, Dir248, Lookup, Poptrie, Poptrie4, Poptrie6, Prefix, Prefix4, Prefix6, Radix,
-};
+use crate::{Addr, Dir248, Lookup, Poptrie, Poptrie4, Poptrie6, Prefix, Prefix4, Prefix6, Radix};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -332,47 +331,4 @@ fn lookup_batch_of_any_length_matches_lookup() {
         let want: Vec<_> = keys.iter().map(|&k| p.lookup(k)).collect();
         assert_eq!(out, want);
     }
-}
-
-/// Every fast structure against the radix tree on the full BGP table, for every
-/// prefix's first, last and a middle address, and for random keys. Skipped, with a
-/// message, when the table is not in cargo's registry.
-#[test]
-fn fast_structures_agree_with_radix_on_the_real_table() {
-    let Some(path) = table::find_bgpas() else {
-        eprintln!(
-            "SKIPPED: {} not found under $CARGO_HOME/registry/src (run `cargo fetch`)",
-            table::BGPAS_IN_REGISTRY
-        );
-        return;
-    };
-    let text = std::fs::read_to_string(&path).expect("read the table");
-    let t = table::parse(&text).expect("parse the table");
-    assert!(t.v4.len() > 1_000_000 && t.v6.len() > 170_000, "{path:?}");
-
-    let mut rng = 0x1234_5678_9abc_def0u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
-    let radix = Radix::build(&t.v4);
-    let mut k4: Vec<u32> = (0..200_000).map(|_| next() as u32).collect();
-    for &(p, _) in &t.v4 {
-        let host = !u32::MAX.masked(p.len);
-        k4.extend([p.addr, p.addr | host, p.addr | (host & next() as u32)]);
-    }
-    check(&radix, &Poptrie4::build(&t.v4), &k4);
-
-    let radix = Radix::build(&t.v6);
-    let mut k6: Vec<u128> = (0..200_000)
-        .map(|_| (1 << 125) | ((next() as u128) << 64 | next() as u128) >> 3)
-        .collect();
-    for &(p, _) in &t.v6 {
-        let host = !u128::MAX.masked(p.len);
-        let r = (next() as u128) << 64 | next() as u128;
-        k6.extend([p.addr, p.addr | host, p.addr | (host & r)]);
-    }
-    check(&radix, &Poptrie6::build(&t.v6), &k6);
 }

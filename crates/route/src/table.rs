@@ -1,8 +1,9 @@
-//! Route tables as text, for the bench and the tests: one `prefix/len origin-AS` line
-//! per route, IPv4 and IPv6 mixed — the format of `benches/bgpas.lpm` in the crate
-//! `iptrie` 0.11.2, a full BGP table (1,072,529 IPv4 and 176,388 IPv6 prefixes) that
-//! is read from cargo's registry sources at run time and is not part of this
-//! repository.
+//! Route tables as text, for the benchmarks and the tests: one `prefix/len origin-AS`
+//! line per route, IPv4 and IPv6 mixed — the format of `benches/bgpas.lpm` in the crate
+//! `iptrie` 0.11.2, a full BGP table (1,072,529 IPv4 and 176,388 IPv6 prefixes) that is
+//! not part of this repository. This module parses such text; finding the file is the
+//! benchmarks' business (`mpstack-bench`, crates/bench/src/table.rs), so that this
+//! library neither searches the file system nor depends on a crate for its data.
 //!
 //! Each origin AS is given its own next-hop index, shared by both families (a
 //! pessimistic case for leaf compression: a real router has far fewer next hops).
@@ -11,10 +12,6 @@ use crate::{Prefix4, Prefix6};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
-
-/// The table `iptrie` 0.11.2 ships, relative to cargo's registry source folder.
-pub const BGPAS_IN_REGISTRY: &str = "iptrie-0.11.2/benches/bgpas.lpm";
 
 /// The routes of a table, by family.
 #[derive(Clone, Debug, Default)]
@@ -76,20 +73,6 @@ pub fn parse(text: &str) -> Result<Table, ParseError> {
     }
     t.next_hops = asn_index.len();
     Ok(t)
-}
-
-/// Finds [`BGPAS_IN_REGISTRY`] under `$CARGO_HOME/registry/src/*/` (CARGO_HOME:
-/// `~/.cargo`). `cargo fetch` in this workspace puts it there.
-pub fn find_bgpas() -> Option<PathBuf> {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))?;
-    let src = home.join("registry").join("src");
-    std::fs::read_dir(src)
-        .ok()?
-        .flatten()
-        .map(|d| d.path().join(BGPAS_IN_REGISTRY))
-        .find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 //! beside three crates (`prefix-trie`, `poptrie`, `ip_network_table`), each behind a
 //! small adapter.
 //!
-//! The table is `benches/bgpas.lpm` of the crate `iptrie` 0.11.2, read at run time from
-//! cargo's registry sources (the crate is a dependency of this binary for that file
-//! alone; the data is not part of this repository; `route::table` reads it). Without
-//! the file, synthetic tables with a BGP-like length mix are used, and the output says
-//! so.
+//! The table is `--table`, else `$MPSTACK_BGP_TABLE`, else `benches/bgpas.lpm` of the
+//! crate `iptrie` 0.11.2 in cargo's registry sources ([`crate::table`] finds it;
+//! `route::table` reads it; the data is not part of this repository). Without any,
+//! synthetic tables with a BGP-like length mix are used, and the output says so.
+//!
+//! The peers in [`SLOW`] take minutes to build on the full table; they are left out
+//! unless `--slow-peers`, and the output lists them as skipped, with the reason.
 //!
 //! For each implementation: build time, heap bytes the built structure holds (counted
 //! by the binary's allocator), lookups per second over pre-generated keys (seeded) —
@@ -506,6 +508,59 @@ pub const IMPLS: [&str; 17] = [
     "ipv6",
 ];
 
+/// A peer left out unless `--slow-peers`: building it on the full table takes several
+/// times what the rest of the bench does together.
+#[derive(Debug)]
+pub struct SlowPeer {
+    /// The `--skip` name.
+    pub key: &'static str,
+    /// As in the table.
+    pub name: &'static str,
+    /// "IPv4", "IPv6".
+    pub family: &'static str,
+    /// What is slow, as measured on the full table.
+    pub why: &'static str,
+}
+
+impl SlowPeer {
+    /// What the table and the JSON print in the peer's place.
+    pub fn skipped(&self) -> String {
+        format!("slow: {}; --slow-peers", self.why)
+    }
+}
+
+/// The slow peers: the poptrie crate, which inserts one prefix at a time, each insert
+/// shifting every later node, so that its build slows as the table grows.
+pub const SLOW: [SlowPeer; 2] = [
+    SlowPeer {
+        key: "poptrie-crate",
+        name: "poptrie (crate)",
+        family: "IPv4",
+        why: "14 min to build the full IPv4 table and 5 min for its updates on a shared 2-core VM",
+    },
+    SlowPeer {
+        key: "poptrie-crate6",
+        name: "poptrie (crate)",
+        family: "IPv6",
+        why: "52 s to build the IPv6 table and 26 s for its updates on a shared 2-core VM, more than the rest of the bench together",
+    },
+];
+
+/// The peers of [`SLOW`] this run leaves out: all of them unless `--slow-peers`, but
+/// those `--skip` names (alone or by family).
+pub fn slow_skipped(a: &BenchArgs) -> Vec<&'static SlowPeer> {
+    if a.slow_peers {
+        return Vec::new();
+    }
+    SLOW.iter()
+        .filter(|p| {
+            !a.skip
+                .iter()
+                .any(|s| s == p.key || s.eq_ignore_ascii_case(p.family))
+        })
+        .collect()
+}
+
 /// Measures our structures of one family, those that `step` (given the `--skip` name)
 /// allows.
 type Rows<A> =
@@ -537,7 +592,7 @@ where
             |f| single_rate(f, w),
         ));
     }
-    // Its insert shifts every later node: about ten minutes for a full IPv4 table here.
+    // Its insert shifts every later node: see [`SLOW`].
     if step(names[1]) {
         rows.push(measure(
             names[1],
@@ -795,25 +850,34 @@ struct Tables {
 }
 
 fn load(a: &BenchArgs, bench: &str) -> Result<Tables, String> {
-    Ok(match a.table.clone().or_else(table::find_bgpas) {
-        Some(path) => {
-            progress(a, &format!("{bench}: reading {}", path.display()));
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("bench {bench}: {}: {e}", path.display()))?;
-            let t = table::parse(&text)
-                .map_err(|e| format!("bench {bench}: {}: {e}", path.display()))?;
+    Ok(match crate::table::find(a.table.as_deref()) {
+        Ok(found) => {
+            let path = found.path;
+            let from = |e: &dyn std::fmt::Display| {
+                format!(
+                    "bench {bench}: {} (from {}): {e}",
+                    path.display(),
+                    found.origin
+                )
+            };
+            progress(
+                a,
+                &format!(
+                    "{bench}: reading {} (from {})",
+                    path.display(),
+                    found.origin
+                ),
+            );
+            let text = std::fs::read_to_string(&path).map_err(|e| from(&e))?;
+            let t = table::parse(&text).map_err(|e| from(&e))?;
             Tables {
                 v4: t.v4,
                 v6: t.v6,
                 source: Source::File(path),
             }
         }
-        None => {
-            let why = format!(
-                "{} not found under $CARGO_HOME/registry/src (run `cargo fetch`); \
-                 synthetic tables of 900000 IPv4 and 180000 IPv6 prefixes",
-                table::BGPAS_IN_REGISTRY
-            );
+        Err(none) => {
+            let why = format!("{none}; synthetic tables of 900000 IPv4 and 180000 IPv6 prefixes");
             progress(a, &format!("{bench}: {why}"));
             Tables {
                 v4: synthetic_table(900_000, 1),
@@ -860,7 +924,28 @@ fn print_json(rows: &[Row], prefixes: usize, uniform_over: &str, table: &str, lo
     }
 }
 
-fn print_table(rows: &[Row], prefixes: usize, family: &str, uniform_over: &str, source: &Source) {
+/// One JSON object for each slow peer left out, beside the rows of its family.
+fn print_json_skipped(slow: &[&SlowPeer], family: &str, table: &str) {
+    for p in slow.iter().filter(|p| p.family == family) {
+        println!(
+            "{{\"bench\":\"lpm\",\"family\":\"{}\",\"impl\":\"{}\",\"skip_name\":\"{}\",\"table\":\"{}\",\"skipped\":\"{}\"}}",
+            p.family.to_lowercase(),
+            p.name,
+            p.key,
+            json_str(table),
+            json_str(&p.skipped())
+        );
+    }
+}
+
+fn print_table(
+    rows: &[Row],
+    slow: &[&SlowPeer],
+    prefixes: usize,
+    family: &str,
+    uniform_over: &str,
+    source: &Source,
+) {
     match source {
         Source::File(p) => println!(
             "{family} longest-prefix match: {prefixes} prefixes from {} (one next hop per origin AS)",
@@ -923,12 +1008,14 @@ fn print_table(rows: &[Row], prefixes: usize, family: &str, uniform_over: &str, 
             vs
         );
     }
+    for p in slow.iter().filter(|p| p.family == family) {
+        println!("{:<26} skipped ({})", p.name, p.skipped());
+    }
     println!();
 }
 
-/// The IPv4 routes of `--table`, or of the table `table::find_bgpas` finds, or a
-/// synthetic one (for `bench forward`); `bench` names the benchmark in progress lines
-/// and errors.
+/// The IPv4 routes of the table [`crate::table`] finds, or a synthetic one (for
+/// `bench forward`); `bench` names the benchmark in progress lines and errors.
 pub fn load_table(
     a: &BenchArgs,
     bench: &str,
@@ -937,8 +1024,8 @@ pub fn load_table(
     Ok((t.v4, t.source))
 }
 
-/// Both families of `--table` (or of the table `table::find_bgpas` finds, or
-/// synthetic ones), for `bench router`.
+/// Both families of the table [`crate::table`] finds (or synthetic ones), for
+/// `bench router`.
 #[allow(clippy::type_complexity)]
 pub fn load_tables(
     a: &BenchArgs,
@@ -965,17 +1052,30 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     let t = load(a, "lpm")?;
     let lookups = a.lookups as usize;
     let skips = |family: &str| a.skip.iter().any(|s| s == family);
+    let slow = slow_skipped(a);
+    let skip: Vec<String> = a
+        .skip
+        .iter()
+        .cloned()
+        .chain(slow.iter().map(|p| p.key.to_string()))
+        .collect();
+    for p in &slow {
+        progress(
+            a,
+            &format!("lpm: {}: {}: skipped ({})", p.family, p.key, p.skipped()),
+        );
+    }
     let rows4 = if skips("ipv4") {
         Vec::new()
     } else {
-        run_v4(&t.v4, lookups, a.rounds, &a.skip, |m| {
+        run_v4(&t.v4, lookups, a.rounds, &skip, |m| {
             progress(a, &format!("lpm: {m}"))
         })
     };
     let rows6 = if skips("ipv6") {
         Vec::new()
     } else {
-        run_v6(&t.v6, lookups, a.rounds, &a.skip, |m| {
+        run_v6(&t.v6, lookups, a.rounds, &skip, |m| {
             progress(a, &format!("lpm: {m}"))
         })
     };
@@ -985,17 +1085,23 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     };
     if a.json {
         print_json(&rows4, t.v4.len(), u32::UNIFORM_OVER, &table, lookups);
+        print_json_skipped(&slow, "IPv4", &table);
         print_json(&rows6, t.v6.len(), u128::UNIFORM_OVER, &table, lookups);
+        print_json_skipped(&slow, "IPv6", &table);
     } else {
         println!(
             "{lookups} seeded keys per set, best of {} rounds (interleaved across implementations); memory: heap held by the built structure\n",
             a.rounds
         );
-        if !rows4.is_empty() {
-            print_table(&rows4, t.v4.len(), "IPv4", u32::UNIFORM_OVER, &t.source);
+        let shown =
+            |rows: &[Row], family| !rows.is_empty() || slow.iter().any(|p| p.family == family);
+        if shown(&rows4, "IPv4") {
+            let (v4, over) = (t.v4.len(), u32::UNIFORM_OVER);
+            print_table(&rows4, &slow, v4, "IPv4", over, &t.source);
         }
-        if !rows6.is_empty() {
-            print_table(&rows6, t.v6.len(), "IPv6", u128::UNIFORM_OVER, &t.source);
+        if shown(&rows6, "IPv6") {
+            let (v6, over) = (t.v6.len(), u128::UNIFORM_OVER);
+            print_table(&rows6, &slow, v6, "IPv6", over, &t.source);
         }
         println!(
             "Mlps: million lookups per second. uniform, in-prefix: one key at a time. batched: \
@@ -1050,6 +1156,24 @@ mod tests {
             assert!(r.updates_per_sec > 0.0, "{r:?}");
             assert_eq!(r.batched.is_some(), !r.name.ends_with("(crate)"), "{r:?}");
         }
+    }
+
+    #[test]
+    fn slow_peers_are_left_out_unless_asked_for_and_not_listed_when_skipped() {
+        use clap::Parser;
+        let left_out = |extra: &[&str]| {
+            let argv = ["mpstack-bench", "lpm"].iter().chain(extra);
+            let a = BenchArgs::try_parse_from(argv).unwrap();
+            slow_skipped(&a).iter().map(|p| p.key).collect::<Vec<_>>()
+        };
+        assert_eq!(left_out(&[]), ["poptrie-crate", "poptrie-crate6"]);
+        assert!(left_out(&["--slow-peers"]).is_empty());
+        assert_eq!(left_out(&["--skip", "ipv6"]), ["poptrie-crate"]);
+        assert_eq!(
+            left_out(&["--skip", "radix,poptrie-crate"]),
+            ["poptrie-crate6"]
+        );
+        assert!(SLOW[0].skipped().ends_with("; --slow-peers"));
     }
 
     #[test]

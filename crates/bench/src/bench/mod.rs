@@ -754,11 +754,12 @@ fn in_process(im: Impl, bytes: u64, workers: usize) -> Option<Result<Measurement
     })
 }
 
-/// Measures an in-process row in a child process (this program with `--child`).
+/// Measures an in-process row in a child process (this program, `mpstack-bench`, with
+/// `--child`).
 fn child(im: Impl, a: &BenchArgs) -> Result<Measurement, String> {
     let exe = std::env::current_exe().map_err(|e| format!("bench: own executable: {e}"))?;
     let out = std::process::Command::new(exe)
-        .args(["bench", "tcp", "--child", im.name()])
+        .args(["tcp", "--child", im.name()])
         .args(["--mbytes", &a.mbytes.to_string()])
         .args(["--workers", &a.workers.to_string()])
         .stdin(std::process::Stdio::null())
@@ -863,11 +864,7 @@ mod tests {
     use clap::Parser;
 
     fn bench_args(args: &[&str]) -> Result<BenchArgs, clap::Error> {
-        let argv = ["mpstack", "bench", "tcp"].iter().chain(args);
-        match crate::Cli::try_parse_from(argv)?.cmd {
-            crate::Cmd::Bench(a) => Ok(a),
-            other => panic!("{other:?}"),
-        }
+        BenchArgs::try_parse_from(["mpstack-bench", "tcp"].iter().chain(args))
     }
 
     #[test]

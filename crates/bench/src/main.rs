@@ -1,0 +1,193 @@
+//! `mpstack-bench`: mpstack's benchmarks, each measuring ours beside a baseline and peers
+//! in the same run. It is a binary of its own so that the shipping `mpstack` neither
+//! builds nor links the peers (smoltcp, prefix-trie, poptrie, ip_network_table) nor
+//! counts its heap; `mpstack bench WHAT [ARGS]` runs it from the directory of `mpstack`
+//! itself, where `cargo build --release` puts both.
+//!
+//! This file owns the command line ([`BenchArgs`]) and the counting allocator; [`bench`]
+//! has the benchmarks (it may call every mpstack crate and the peers) and [`table`] finds
+//! the BGP table they route on.
+
+use clap::Parser;
+use std::process::ExitCode;
+
+mod bench;
+mod table;
+
+/// Counts heap bytes in use: `bench tcp`'s idle-connection figure and `bench lpm`'s
+/// memory column read it (`dev::alloc_count::live_bytes`).
+#[global_allocator]
+static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
+
+/// Measure mpstack beside its baseline and peers in the same run.
+///
+/// `tcp`: single-flow throughput, N MiB over one connection, timed from the first
+/// write until the receiver has every byte and the FIN; best of --rounds for each of
+/// mpstack (two stacks in one process over an MTU 1500 memory wire), smoltcp 0.14
+/// (two interfaces in one thread over MTU 1500 memory frame queues), Linux TCP over
+/// loopback, and Linux TCP between two network namespaces over veth with iperf3
+/// (needs root, ip and iperf3; otherwise printed as skipped). Prints the ratios
+/// mpstack/smoltcp, mpstack/linux-veth and mpstack/linux-loopback. Each round of
+/// a row that runs inside this program (mpstack's, smoltcp's, linux-loopback) is
+/// measured in a fresh process of its own after an untimed 16 MiB transfer, so
+/// that no row runs in a heap the rows before it shaped.
+///
+/// In the same run (after the rounds, once each): `conns`, connections per second
+/// for --conns-secs with 4 client threads, each connection opened, a 64-byte request
+/// answered with 64 bytes and closed (server first), mpstack beside Linux TCP over
+/// loopback, with their ratio; and `idle`, --idle-conns connections opened between
+/// two mpstack stacks and kept idle, with the growth of the heap (a counting
+/// allocator) and of VmRSS per connection and per endpoint.
+///
+/// `fw`: the ipfw evaluator (crate fw) beside a naive AST interpreter in the same
+/// run: the 2009 dispatch-table paper's matrix with per-phase costs (entry, rule
+/// header, microinstruction; ns and TSC cycles), one allow rule, RFC 2544 §11.4,
+/// table lookups and keep-state at 1M states; targets marked met or missed.
+/// `mpstack bench fw [--seconds S] [--skip matrix,allow,rfc2544,table,state] [--json]`.
+///
+/// `router`: 64-byte frames through the real Stack as a router: Mpps on the wall
+/// clock and per core (the workers' CPU time), ns and cycles a packet, the devices'
+/// own cost, and bench forward's design loop in the same run. `mpstack bench router
+/// [--seconds S] [--rounds N] [--workers N] [--flows N] [--table PATH] [--skip
+/// devices,v4-few,v4-full,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
+/// [--json]`.
+#[derive(Parser, Debug)]
+#[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
+pub struct BenchArgs {
+    /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
+    /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), lpm (IPv4
+    /// and IPv6 longest-prefix match on a BGP table: ours beside three crates), or
+    /// forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
+    /// paper's three designs, legacy, split L2/L3 and split plus flow table, at 1 and
+    /// 2 workers), or fw (the ipfw evaluator on the 2009 dispatch-table paper's
+    /// matrix, A: 1/10/100 one-microinstruction rules, B: 10/100 five-microinstruction
+    /// rules, with per-phase costs by least squares beside a naive AST interpreter;
+    /// Mpps through one allow rule at 1 and 2 threads; RFC 2544 §11.4 with 25 filters;
+    /// table lookups at 0, 1k, 100k entries; keep-state with 1M states), or router
+    /// (64-byte frames through the real Stack as a router, generator and sinks in
+    /// memory: devices alone, IPv4 and IPv6 with 4 routes and the full table, ipfw
+    /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
+    /// --workers workers, beside bench forward's design loop).
+    #[arg(default_value = "tcp")]
+    pub what: String,
+    /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
+    /// frames per worker (the workers loop over them; each of the worker's flows in
+    /// turn, so make it at least --flows to have every flow in the buffer).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub packets: u64,
+    /// bench forward, router: flows (destinations) in the workload, split over the workers.
+    #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub flows: u64,
+    /// bench forward: next hops (gateways, spread over 4 interfaces) the routes use;
+    /// fewer means more workers contending for each one's entry in the legacy design.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=250))]
+    pub nexthops: u32,
+    /// bench forward: what the flow table design keys its entries on: dst (the
+    /// destination, the paper's forwarding mode) or 4tuple (addresses, ports and
+    /// protocol: stateful ECMP's).
+    #[arg(long, value_name = "MODE", default_value = "dst", value_parser = ["dst", "4tuple"])]
+    pub flow_mode: String,
+    /// bench forward: seconds of each timed run (each design, each worker count,
+    /// each round). bench fw: seconds of each figure in each round (ours and naive,
+    /// per case; the rounds interleave the cases; the best ~50 us pass is kept).
+    #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]
+    pub seconds: f64,
+    /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
+    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub lookups: u64,
+    /// bench lpm, forward, router: the route table (`prefix/len AS` lines). Without
+    /// it: the file $MPSTACK_BGP_TABLE names, else iptrie 0.11.2's benches/bgpas.lpm in
+    /// cargo's registry sources ($CARGO_HOME/registry/src/*/, CARGO_HOME ~/.cargo
+    /// unless set; `cargo fetch` in the workspace brings it), else synthetic tables.
+    /// The progress lines say which was used; the output names the file.
+    #[arg(long, value_name = "PATH")]
+    pub table: Option<std::path::PathBuf>,
+    /// bench lpm: also build and time the peers whose build on the full table takes
+    /// minutes: poptrie-crate (about 14 minutes to build the full IPv4 table and 5 to
+    /// update it, on a shared 2-core VM) and poptrie-crate6 (about 80 s). Without it
+    /// they are listed as skipped, with the reason, and the bench takes about half a
+    /// minute.
+    #[arg(long)]
+    pub slow_peers: bool,
+    /// bench lpm: implementations to leave out, comma-separated: IPv4 radix, dir-24-8,
+    /// poptrie, poptrie-16, poptrie-20, prefix-trie, poptrie-crate, ip_network_table;
+    /// IPv6 radix6, poptrie6, poptrie6-16, poptrie6-20, prefix-trie6, poptrie-crate6,
+    /// ip_network_table6; or a whole family, ipv4 or ipv6. bench forward: designs to
+    /// leave out (legacy, split, split+flowtable). bench fw: case groups to leave out
+    /// (matrix, allow, rfc2544, table, state). bench router: rows to leave out
+    /// (devices, v4-few, v4-full, v6-few, v6-full, ipfw-0, ipfw-1, ipfw-10, ipfw-100,
+    /// keep-state, design; 2w: every second worker count).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// MiB per transfer.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub mbytes: u64,
+    /// Rounds (the best of each is compared; the machines are shared and noisy).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Worker threads per mpstack stack; bench forward: the second worker count
+    /// measured beside 1 (2 unless this is more than 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// What to run, comma-separated (default: all): the throughput rows mpstack,
+    /// mpstack-polled (both stacks in one thread, like smoltcp), mpstack-tso and
+    /// mpstack-polled-tso (the same over a memory wire with checksum and segmentation
+    /// offload), mpstack-polled-big (512 KiB segments, as Linux's BIG TCP), smoltcp,
+    /// smoltcp-64k (64 KiB frames), smoltcp-64k-nocsum (the same without
+    /// checksums, as over an offloading device), linux-loopback, linux-veth,
+    /// tap-in and tap-out (Linux → mpstack and mpstack → Linux over an offload TAP;
+    /// need root), tap-in-plain and tap-out-plain (the same without offload), with
+    /// smoltcp-tap-in and smoltcp-tap-out (smoltcp on its own TAP),
+    /// and the connection figures conns and idle.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,mpstack-polled-big,smoltcp,smoltcp-64k,smoltcp-64k-nocsum,linux-loopback,linux-veth,tap-in,tap-out,tap-in-plain,tap-out-plain,smoltcp-tap-in,smoltcp-tap-out,conns,idle"
+    )]
+    pub only: Vec<bench::Impl>,
+    /// Seconds of the connections-per-second workload (for each of mpstack and Linux).
+    #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = secs_arg)]
+    pub conns_secs: f64,
+    /// Idle connections to open for the memory figure.
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub idle_conns: u64,
+    /// Time allowed to open the idle connections; the figure covers those reached.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = secs_arg)]
+    pub idle_secs: f64,
+    /// One JSON object per line for each result, skipped peer and ratio, instead of the
+    /// table (and no progress lines on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Internal (bench tcp runs itself with it): measure this one in-process row once,
+    /// after a short warm-up, and print its bytes and seconds on stdout.
+    #[arg(long, value_name = "ROW", value_enum, hide = true)]
+    pub child: Option<bench::Impl>,
+}
+
+/// The end of `--help`.
+const AFTER_HELP: &str = "Each benchmark finishes in about two minutes or less with its \
+defaults on a 2-core machine (`bench lpm` leaves its slow peers out unless --slow-peers). \
+Run through `mpstack bench WHAT [ARGS]`, which runs this program from the directory of \
+`mpstack`, or directly as `mpstack-bench WHAT [ARGS]`; `cargo build --release` builds both.";
+
+/// A positive number of seconds, at most a day.
+fn secs_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}': expected seconds, more than 0 and at most 86400"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    match bench::main(BenchArgs::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mpstack-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
