@@ -404,6 +404,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let mut s = String::new();
     let _ = stack.stats().write_netstat(&mut s, false);
     print!("{s}");
+    // VPP's `show runtime`: where the workers' time went, per stage.
+    let mut rt = String::new();
+    let _ = stack.runtime().write_table(&mut rt);
+    for l in rt.lines() {
+        println!("runtime: {l}");
+    }
     print_routes(&stack, taps);
     if let Some(f) = &ipfw {
         for l in f.show().lines() {

@@ -65,3 +65,60 @@ fn hdr_slow(a: HdrAccess, m: &mut Mbuf, off: usize, len: usize) -> Result<&[u8],
         }
     }
 }
+
+/// The one's complement sum of `len` bytes of `m` from `off` (not complemented),
+/// across segment boundaries.
+pub(crate) fn mbuf_sum(m: &Mbuf, off: usize, len: usize) -> u16 {
+    let end = off + len;
+    let mut sum: u32 = 0;
+    let mut pos = 0usize;
+    let mut odd = false;
+    for seg in m.segments() {
+        let start = pos;
+        pos += seg.len();
+        if pos <= off {
+            continue;
+        }
+        if start >= end {
+            break;
+        }
+        let a = off.saturating_sub(start);
+        let b = seg.len().min(end - start);
+        let s = wire::checksum::data(&seg[a..b]);
+        sum += if odd { s.swap_bytes() } else { s } as u32;
+        if (b - a) % 2 == 1 {
+            odd = !odd;
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The length an IP header's length field (IPv4's Total Length, IPv6's Payload
+/// Length) says `field` for the bytes of `m` from `from` on (the header's start, or
+/// the end of IPv6's fixed header). As Linux's `iph_totlen` (BIG TCP): 0 there, in a
+/// segment larger than the field can say that a device with segmentation offload
+/// handed over whole (`tso_segsz` set), means all of them. Anything else is the
+/// field, and a 0 fails the length checks after.
+pub(crate) fn length_field(field: u16, m: &Mbuf, from: usize) -> usize {
+    let rest = m.len().saturating_sub(from);
+    if field == 0 && m.hdr.tso_segsz != 0 && rest > 65535 {
+        rest
+    } else {
+        usize::from(field)
+    }
+}
+
+/// The first `N` bytes of `b`, as an array, for a view whose getters need no
+/// bounds check of their own. The callers have `hdr`'s guarantee that `b` holds
+/// them; a shorter `b` (never seen) reads as zeros.
+#[inline(always)]
+pub(crate) fn fixed<const N: usize>(b: &[u8]) -> &[u8; N] {
+    const ZEROS: [u8; 64] = [0; 64];
+    match b.first_chunk::<N>() {
+        Some(h) => h,
+        None => ZEROS.first_chunk::<N>().unwrap_or(&[0; N]),
+    }
+}

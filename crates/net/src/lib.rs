@@ -7,41 +7,40 @@
 //! counter ([`stats::DropReason`]).
 #![forbid(unsafe_code)]
 
-pub mod arp;
-#[cfg(feature = "tokio")]
-pub mod async_io;
-mod ether;
-mod forward;
-pub mod frag;
-pub mod gso;
+// Shared by every family: counters, header access, stage counters, parking.
 pub mod hdr;
-mod icmp;
-mod icmp6;
-pub mod iface;
-mod inet6;
-mod ip;
-mod ip6;
-pub mod ipfw;
-pub mod lle;
-pub mod lro;
-pub mod nd6;
+pub mod ifindex;
 mod park;
-pub mod pfil;
 pub mod runtime;
-pub mod socket;
-pub mod stack;
+pub(crate) mod sockbuf;
 pub mod stats;
+
+// The families, bottom up; a family uses only those before it (and the shared
+// modules above): `link` (interfaces, Ethernet, ARP, neighbour tables, LRO, GSO),
+// `pfil` (the hooks and ipfw), `inet`, `inet6`, `tcp`, and `stack` (the Stack, its
+// workers and the sockets), which drives the others.
+pub mod inet;
+pub mod inet6;
+pub mod link;
+pub mod pfil;
+pub mod stack;
 pub mod tcp;
-mod udp;
-mod worker;
+
+pub use inet::frag;
+pub use inet6::nd6;
+pub use link::{arp, gso, iface, lle, lro};
+pub use pfil::ipfw;
+#[cfg(feature = "tokio")]
+pub use stack::async_io;
+pub use stack::socket;
 
 pub use frag::FragParams;
 pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
+pub use stack::tcp_socket::{TcpBuffers, TcpListener, TcpStream};
 pub use stack::{NetConfig, Stack, StackConfig, StackError};
 pub use stats::{DropReason, Stats};
-pub use tcp::{TcpBuffers, TcpListener, TcpStream};
 
 /// FxHash (rustc's hasher): tables keyed by addresses and ports on the data path need
 /// speed, not DoS resistance — their size is bounded and their keys are not chosen

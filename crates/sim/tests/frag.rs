@@ -402,8 +402,8 @@ fn fragmentation_needed_lowers_the_path_mtu() {
     raw.tx_burst(now, &mut vec![Mbuf::from_slice(&f).unwrap()]);
     s.run_for(Duration::from_millis(5));
     let cfg = s.host(a).config();
-    assert_eq!(cfg.pmtu4.len(), 1);
-    assert_eq!((cfg.pmtu4[0].0, cfg.pmtu4[0].1), (B, 1200));
+    assert_eq!(cfg.inet.pmtu4.len(), 1);
+    assert_eq!((cfg.inet.pmtu4[0].0, cfg.inet.pmtu4[0].1), (B, 1200));
     // With Don't Fragment the next one is refused and counted ...
     let before = s.host(a).stats().ip.cantfrag;
     tx.send_to(&payload(1400, 2), SocketAddrV4::new(B, 9))

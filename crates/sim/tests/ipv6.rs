@@ -1480,9 +1480,9 @@ fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
         "{big_after} of {seen_after} segments still over 1280 bytes"
     );
     let cfg = s.host(a).config();
-    assert_eq!(cfg.nd6.pmtu.len(), 1);
+    assert_eq!(cfg.inet6.nd6.pmtu.len(), 1);
     assert_eq!(
-        (cfg.nd6.pmtu[0].0, cfg.nd6.pmtu[0].1),
+        (cfg.inet6.nd6.pmtu[0].0, cfg.inet6.nd6.pmtu[0].1),
         (a6("2001:2::2"), 1280)
     );
 }

@@ -8,14 +8,72 @@ use super::listen::tcp_listen_input;
 use super::output::{note_reader, send_segment, service};
 use super::{flow_home, Found, TcpIn, TcpMsg, TcpWorker, Tuple};
 use crate::stats::DropReason;
+use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::{Payload, SegIn, PAYLOAD_PIECES};
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::SocketAddr;
 use wire::{TcpPacket, TcpRepr};
 
+/// TCP's entry in the IPv4 protocol switch (`inetsw`): the worker's connections
+/// are lent to `tcp_input`.
+pub(crate) fn tcp4_input(
+    cx: &mut TcpCx<'_>,
+    _ifp: &std::sync::Arc<crate::link::iface::Ifnet>,
+    m: Mbuf,
+    info: crate::inet::ip::IpInfo,
+) {
+    match cx.tcp.take() {
+        Some(tw) => {
+            tcp_input(cx, tw, m, info.into());
+            cx.tcp = Some(tw);
+        }
+        None => cx.drop_pkt(m, DropReason::IpNoProto),
+    }
+}
+
+/// `tcp6_input`: the header and its options made contiguous (the m_pulldown
+/// paper's length checks), then the TCP layer, the same for both families:
+/// connections, listeners, SYN cookies, and a reset for a closed port (RFC 9293
+/// §3.10.7.1).
+pub(crate) fn tcp6_input(
+    cx: &mut TcpCx<'_>,
+    _ifp: &std::sync::Arc<crate::link::iface::Ifnet>,
+    mut m: Mbuf,
+    info: crate::inet6::ip6::Ip6Info,
+) {
+    let plen = m.len() - info.off;
+    if plen < 20 {
+        cx.stats.tcp.rcvtotal += 1;
+        return cx.drop_pkt(m, DropReason::TcpShort);
+    }
+    let doff = {
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.off, 20) else {
+            cx.stats.tcp.rcvtotal += 1;
+            return cx.drop_pkt(m, DropReason::TcpShort);
+        };
+        usize::from(h[12] >> 4) * 4
+    };
+    if doff < 20 || doff > plen || crate::hdr::hdr(cx.access, &mut m, info.off, doff).is_err() {
+        cx.stats.tcp.rcvtotal += 1;
+        return cx.drop_pkt(m, DropReason::TcpBadOff);
+    }
+    let tin = TcpIn {
+        src: std::net::IpAddr::V6(info.src),
+        dst: std::net::IpAddr::V6(info.dst),
+        off: info.off,
+        bcast: info.mcast,
+    };
+    match cx.tcp.take() {
+        Some(tw) => {
+            tcp_input(cx, tw, m, tin);
+            cx.tcp = Some(tw);
+        }
+        None => cx.drop_pkt(m, DropReason::TcpNoPort),
+    }
+}
+
 /// `tcp_input` from `ip_input`: validates, then processes here or hands to the home.
-pub(crate) fn tcp_input(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
+pub(crate) fn tcp_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
     let len = m.len().saturating_sub(info.off);
     if len < 20 {
         return cx.drop_pkt(m, DropReason::TcpShort);
@@ -64,7 +122,7 @@ fn header_and_data(m: &Mbuf, off: usize) -> Option<(&[u8], Payload<'_>)> {
 }
 
 /// Processes a segment of a flow homed on this worker.
-pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
+pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
     let len = m.len() - info.off;
     let mut scratch = std::mem::take(&mut tw.scratch);
     // Checked by the device, or never filled in: made by a stack on this machine
@@ -180,7 +238,7 @@ pub(crate) fn tcp_input_local(cx: &mut Cx<'_>, tw: &mut TcpWorker, m: Mbuf, info
 /// as the connection would have; returns true when it is a SYN that ended the wait
 /// (RFC 6191), for a listener to take.
 fn time_wait_input(
-    cx: &mut Cx<'_>,
+    cx: &mut TcpCx<'_>,
     tw: &mut TcpWorker,
     j: usize,
     t: &Tuple,

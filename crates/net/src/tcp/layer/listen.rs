@@ -8,8 +8,8 @@
 use super::output::{send_segment, service};
 use super::{conn_cfg, isn, ts_offset, Conn, TcpWorker, Tuple};
 use crate::stats::DropReason;
+use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::{reset_for, wscale_for, CookieOpts, SegIn, SegOut, Tcb};
-use crate::worker::Cx;
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -50,13 +50,13 @@ fn cookie_check(secret: u64, t: &Tuple, cookie: u32, now: dev::Instant) -> Optio
 /// SYN (answered with a SYN cookie when the listener's queue is full), or, with no
 /// listener to take it, a reset.
 pub(super) fn tcp_listen_input(
-    cx: &mut Cx<'_>,
+    cx: &mut TcpCx<'_>,
     tw: &mut TcpWorker,
     tuple: Tuple,
     dst: IpAddr,
     seg: &SegIn<'_>,
 ) {
-    let listener = cx.cfg.tcp_listen.get(&tuple.local.port()).and_then(|v| {
+    let listener = cx.listen.get(&tuple.local.port()).and_then(|v| {
         // A listener of the segment's family: on this address, else on the
         // unspecified one (an IPv6 listener takes IPv6 only).
         v.iter()

@@ -24,15 +24,15 @@ mod output;
 mod slab;
 mod timer;
 
-pub(crate) use input::tcp_input;
+pub(crate) use input::{tcp4_input, tcp6_input};
 pub(crate) use msg::{tcp_msg, tcp_path_mtu};
 pub(crate) use output::{send_segment, tcp_flush};
 pub(crate) use timer::tcp_timers;
 
 use super::chan::{ListenShared, StreamShared};
 use super::tcb::{SegOut, Tcb, TcpConfig, TimeWait};
-use crate::ip::IpInfo;
-use crate::worker::Cx;
+use crate::inet::ip::IpInfo;
+use crate::tcp::cx::TcpCx;
 use crate::FxBuild;
 use mbuf::Mbuf;
 use slab::Slab;
@@ -111,11 +111,14 @@ impl From<IpInfo> for TcpIn {
 
 /// A new connection's settings: the stack's, with its buffer sizes (send, receive),
 /// and the MSS of its family and of the interface its route leaves by.
-fn conn_cfg(cx: &Cx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
+fn conn_cfg(cx: &TcpCx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
     let base = cx.tcp_cfg;
     let (ifp, ip_hdr) = match t.remote.ip() {
-        IpAddr::V4(d) => (crate::ip::ip_route(cx, d).map(|(ifp, _, _)| ifp), 20),
-        IpAddr::V6(d) => (crate::ip6::ip6_route(cx, d, None).map(|(ifp, _)| ifp), 40),
+        IpAddr::V4(d) => (crate::inet::ip::ip_route(cx, d).map(|(ifp, _, _)| ifp), 20),
+        IpAddr::V6(d) => (
+            crate::inet6::ip6::ip6_route(cx, d, None).map(|(ifp, _)| ifp),
+            40,
+        ),
     };
     // The configured MSS is IPv4's; IPv6's header is 20 bytes longer.
     let family_mss = base.mss.saturating_sub(ip_hdr as u16 - 20);
@@ -235,7 +238,13 @@ impl Conn {
     }
 
     /// A connection a listener's SYN (`half_open`) or a SYN cookie created.
-    fn passive(cx: &Cx<'_>, tuple: Tuple, tcb: Tcb, l: Arc<ListenShared>, half_open: bool) -> Conn {
+    fn passive(
+        cx: &TcpCx<'_>,
+        tuple: Tuple,
+        tcb: Tcb,
+        l: Arc<ListenShared>,
+        half_open: bool,
+    ) -> Conn {
         let p = &cx.tcp_cfg;
         let s = Arc::new(StreamShared::new(
             tuple.local,

@@ -7,12 +7,12 @@ use super::input::tcp_input_local;
 use super::output::service;
 use super::{conn_cfg, flow_home, isn, ts_offset, Conn, TcpMsg, TcpWorker, Tuple};
 use crate::tcp::chan::{err, phase};
+use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::Tcb;
-use crate::worker::Cx;
 use std::sync::atomic::Ordering;
 
 /// Messages from applications and other workers.
-pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
+pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
         TcpMsg::PathMtu(tuple, mss) => {
@@ -69,7 +69,7 @@ pub(crate) fn tcp_msg(cx: &mut Cx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
 
 /// A Packet Too Big quoting a segment of ours on `tuple`: the connection, on its home
 /// worker, shrinks its segments to `mss`.
-pub(crate) fn tcp_path_mtu(cx: &mut Cx<'_>, tuple: Tuple, mss: u32) {
+pub(crate) fn tcp_path_mtu(cx: &mut TcpCx<'_>, tuple: Tuple, mss: u32) {
     let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
     if home != cx.worker {
         return cx.handoff_tcp(home, TcpMsg::PathMtu(tuple, mss));

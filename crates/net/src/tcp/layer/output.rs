@@ -7,13 +7,13 @@
 //! the end of the batch.
 
 use super::{TcpWorker, Tuple};
-use crate::ip::{self, IpOut, DEFAULT_TTL};
-use crate::ip6::Ip6Out;
+use crate::inet::ip::{self, IpOut, DEFAULT_TTL};
+use crate::inet6::ip6::Ip6Out;
 use crate::stats::DropReason;
 use crate::tcp::chan::{err, phase, Piece, StreamShared};
+use crate::tcp::cx::TcpCx;
 use crate::tcp::sndbuf::Piece as SndPiece;
 use crate::tcp::tcb::{SegOut, State, TcpError, PAYLOAD_PIECES};
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -23,7 +23,7 @@ use wire::{IpProtocol, TcpPacket};
 /// Services the connections whose output waited for the end of the batch
 /// ([`Tcb::output_may_wait`](crate::tcp::Tcb::output_may_wait)). Called by the
 /// worker after each stage that delivers segments.
-pub(crate) fn tcp_flush(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+pub(crate) fn tcp_flush(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
     let mut list = std::mem::take(&mut tw.deferred);
     for i in list.drain(..) {
         service(cx, tw, i);
@@ -35,7 +35,7 @@ pub(crate) fn tcp_flush(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
 
 /// Moves bytes between a connection and its application, sends what is due, updates
 /// what the application sees, and frees a finished connection.
-pub(super) fn service(cx: &mut Cx<'_>, tw: &mut TcpWorker, i: usize) {
+pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     let Some(mut c) = tw.slab.take(i) else {
         return;
     };
@@ -285,7 +285,7 @@ fn build_segment<'p>(
 /// the header's buffer, or shared where they lie in a packet buffer
 /// ([`Mbuf::copym`], no copy).
 pub(crate) fn send_segment<'p>(
-    cx: &mut Cx<'_>,
+    cx: &mut TcpCx<'_>,
     t: &Tuple,
     seg: &SegOut,
     payload: impl Iterator<Item = SndPiece<'p>> + Clone,
@@ -322,14 +322,14 @@ pub(crate) fn send_segment<'p>(
     let (src, dst) = match (t.local.ip(), t.remote.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            return crate::ip6::ip6_output(
+            return crate::inet6::ip6::ip6_output(
                 cx,
                 m,
                 Ip6Out {
                     src,
                     dst,
                     proto: IpProtocol::Tcp,
-                    hlim: crate::ip6::DEFAULT_HLIM,
+                    hlim: crate::inet6::ip6::DEFAULT_HLIM,
                     keep_unspec: false,
                     ifindex: None,
                 },

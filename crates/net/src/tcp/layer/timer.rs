@@ -5,7 +5,7 @@
 
 use super::output::service;
 use super::{Conn, TcpWorker};
-use crate::worker::Cx;
+use crate::tcp::cx::TcpCx;
 use std::cmp::Reverse;
 
 impl TcpWorker {
@@ -44,7 +44,7 @@ impl TcpWorker {
 }
 
 /// Runs the timers that are due, earliest first, from the worker's heap.
-pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+pub(crate) fn tcp_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
     time_wait_timers(cx, tw);
     // Bounded per poll, so a burst of expiries cannot starve the rest of the loop.
     for _ in 0..4096 {
@@ -81,7 +81,7 @@ pub(crate) fn tcp_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
 }
 
 /// Ends the TIME_WAIT remnants whose wait is over (at most 4096 a poll).
-fn time_wait_timers(cx: &mut Cx<'_>, tw: &mut TcpWorker) {
+fn time_wait_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
     for _ in 0..4096 {
         let Some(&(t, j, g)) = tw.tw_queue.front().filter(|(t, _, _)| *t <= cx.now) else {
             return;

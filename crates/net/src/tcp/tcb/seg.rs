@@ -33,7 +33,7 @@ pub struct SegIn<'a> {
 /// difference to `bench tcp`'s mpstack-polled row (13.6 Gbit/s, best of seven); a
 /// 512 KiB segment (eight jumbo clusters, a header and the pieces at its ends) fits
 /// in sixteen, where eight sent it through the copy: 146 against 66 Gbit/s.
-pub const PAYLOAD_PIECES: usize = 16;
+pub const PAYLOAD_PIECES: usize = crate::link::lro::MAX_BUFS;
 
 /// A received segment's data, in the pieces of the buffers it arrived in (the
 /// sender's header buffer and the send-buffer chunks its segment shares, say), so

@@ -8,307 +8,35 @@
 //! loaded once per poll (an RCU read section); counters are plain fields published
 //! once per poll. Nothing here takes a lock on the fast path or allocates per packet.
 
-use crate::arp::{ArpOutput, ArpSnapshot};
-use crate::frag::Reass;
-use crate::iface::{IfIndex, Ifnet};
-use crate::ip::IpInfo;
-use crate::ip6::Ip6Info;
-use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilPkt, PfilPoint, Verdict};
+use crate::inet::cx::{CtlInput, InetCx, TokenBucket};
+use crate::inet::frag::Reass;
+use crate::inet::ip::IpInfo;
+use crate::inet::{forward, icmp, ip, udp};
+use crate::inet6::cx::Inet6Cx;
+use crate::inet6::ip6;
+use crate::inet6::ip6::Ip6Info;
+use crate::link::arp::ArpOutput;
+use crate::link::cx::{ArpCache, LinkCx, Nd6Cache, Rejected};
+use crate::link::ether;
+use crate::link::iface::{IfIndex, Ifnet};
+use crate::pfil::{Deferred, Dir, PfilPoint};
 use crate::runtime::{ticks, Runtime, Stage};
-use crate::socket::SockShared;
-use crate::stack::{NetConfig, Shared};
+use crate::sockbuf::SockShared;
+use crate::stack::{NetConfig, Shared, StackEnv};
 use crate::stats::{DropReason, Stats};
+use crate::tcp::cx::TcpCx;
 use crate::tcp::layer::{TcpMsg, TcpWorker};
-use crate::tcp::TcpConfig;
-use crate::{ether, forward, icmp, ip, ip6, udp};
-use arc_swap::{ArcSwap, Cache};
+use arc_swap::Cache;
 use dev::time::Clock;
 use dev::{Duration, Instant, Queue, QueueStats};
 use mbuf::Mbuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub(crate) type ArpCache = Cache<Arc<ArcSwap<ArpSnapshot>>, Arc<ArpSnapshot>>;
-pub(crate) type Nd6Cache = Cache<
-    Arc<ArcSwap<crate::lle::LleSnapshot<std::net::Ipv6Addr>>>,
-    Arc<crate::lle::LleSnapshot<std::net::Ipv6Addr>>,
->;
-
-/// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).
-#[derive(Debug)]
-pub(crate) struct TokenBucket {
-    per_sec: u32,
-    tokens: u32,
-    last: Instant,
-}
-
-impl TokenBucket {
-    fn new(per_sec: u32) -> Self {
-        TokenBucket {
-            per_sec,
-            tokens: per_sec,
-            last: Instant::ZERO,
-        }
-    }
-
-    pub fn take(&mut self, now: Instant) -> bool {
-        if now.saturating_duration_since(self.last) >= Duration::from_secs(1) {
-            self.tokens = self.per_sec;
-            self.last = now;
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
-}
-
-/// A stage's scratch around the pfil hooks: the packets as the hooks see them, and
-/// the stage's own data of each meanwhile. Kept by the stage between batches, so
-/// filtering a vector allocates nothing once warm.
-#[derive(Debug)]
-pub(crate) struct PfilScratch<M> {
-    pf: Vec<PfilPkt>,
-    meta: Vec<M>,
-}
-
-impl<M> Default for PfilScratch<M> {
-    fn default() -> Self {
-        PfilScratch {
-            pf: Vec::new(),
-            meta: Vec::new(),
-        }
-    }
-}
-
-/// What protocol code may touch while processing one batch.
-pub(crate) struct Cx<'a> {
-    pub now: Instant,
-    pub worker: usize,
-    pub cfg: &'a NetConfig,
-    /// The routing table, read lock-free for the whole batch.
-    pub fib: &'a route::Fib,
-    /// This worker's flow table (stateful forwarding), if the stack keeps one.
-    pub flows: Option<&'a mut route::FlowTable>,
-    pub stats: &'a mut Stats,
-    /// Frames to transmit, per interface index.
-    pub tx: &'a mut [Vec<Mbuf>],
-    /// Packets addressed to ourselves, processed after the batch: (ifindex, IPv4 packet).
-    pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
-    pub arp_out: &'a mut Vec<ArpOutput>,
-    /// The segments software segmentation cuts a packet into (`ip::fit_link`),
-    /// reused from packet to packet.
-    pub gso_segs: &'a mut Vec<Mbuf>,
-    pub arp_snaps: &'a mut [ArpCache],
-    /// The same for the IPv6 neighbour tables.
-    pub nd6_snaps: &'a mut [Nd6Cache],
-    pub wake: &'a mut Vec<Arc<SockShared>>,
-    pub icmp_bucket: &'a mut TokenBucket,
-    pub ip_id: &'a mut u16,
-    /// This worker's fragment reassembly table.
-    pub frag: &'a mut Reass,
-    /// This worker's TCP connections; taken out while TCP code runs.
-    pub tcp: Option<&'a mut TcpWorker>,
-    pub shared: &'a Shared,
-    pub nworkers: usize,
-    pub isn_secret: u64,
-    pub tcp_cfg: TcpConfig,
-    /// How input code makes headers contiguous.
-    pub access: crate::hdr::HdrAccess,
-    /// Work was given to another worker this poll: whoever drives the workers must
-    /// run them again (a simulation may have polled that worker already).
-    pub handed_off: bool,
-    /// The packets being sent are a hook's own answers (a firewall's reject): they
-    /// skip the hooks (FreeBSD's M_SKIP_FIREWALL).
-    pub pfil_skip: bool,
-}
-
-impl Cx<'_> {
-    /// Runs the pfil hooks at (`point`, `dir`): the packet back if they pass it;
-    /// `None` if a hook dropped it (counted as `dropped`) or kept it (`pfil.consumed`).
-    #[inline]
-    pub(crate) fn pfil(
-        &mut self,
-        point: PfilPoint,
-        dir: Dir,
-        ifindex: IfIndex,
-        m: Mbuf,
-        dropped: DropReason,
-    ) -> Option<Mbuf> {
-        let rcvif = (dir == Dir::In).then_some(ifindex);
-        self.pfil_from(point, dir, ifindex, rcvif, m, dropped)
-    }
-
-    #[inline]
-    fn pfil_from(
-        &mut self,
-        point: PfilPoint,
-        dir: Dir,
-        ifindex: IfIndex,
-        rcvif: Option<IfIndex>,
-        m: Mbuf,
-        dropped: DropReason,
-    ) -> Option<Mbuf> {
-        if self.pfil_skip || self.cfg.pfil.is_empty(point, dir) {
-            return Some(m);
-        }
-        let pcx = PfilCtx {
-            point,
-            dir,
-            ifindex,
-            rcvif,
-            worker: self.worker,
-            now: self.now,
-            cfg: self.cfg,
-            fib: self.fib,
-        };
-        match self.cfg.pfil.run(m, &pcx) {
-            Verdict::Pass(m) => Some(m),
-            Verdict::Dropped => {
-                dropped.count(self.stats);
-                None
-            }
-            Verdict::Consumed => {
-                self.stats.pfil.consumed += 1;
-                None
-            }
-            Verdict::Reject(m, how) => {
-                dropped.count(self.stats);
-                crate::ipfw::send_reject(self, m, point, how);
-                None
-            }
-        }
-    }
-
-    /// Whether a packet at (`point`, `dir`) meets a hook: a stage with none there
-    /// moves its packets straight on.
-    #[inline]
-    pub(crate) fn pfil_active(&self, point: PfilPoint, dir: Dir) -> bool {
-        !self.pfil_skip && !self.cfg.pfil.is_empty(point, dir)
-    }
-
-    /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
-    /// once for the whole vector; `ifs` gives each packet's interface and arrival
-    /// interface): what they pass stays in `pkts`, in order; what they drop is
-    /// counted as `dropped`, what they keep as `pfil.consumed`, and what they refuse
-    /// is answered. Costs one test when no hook is there.
-    #[inline]
-    pub(crate) fn pfil_vec<M>(
-        &mut self,
-        point: PfilPoint,
-        dir: Dir,
-        dropped: DropReason,
-        pkts: &mut Vec<(Mbuf, M)>,
-        s: &mut PfilScratch<M>,
-        ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
-    ) {
-        if pkts.is_empty() || self.pfil_skip || self.cfg.pfil.is_empty(point, dir) {
-            return;
-        }
-        self.pfil_vec_slow(point, dir, dropped, pkts, s, ifs);
-    }
-
-    #[inline(never)]
-    fn pfil_vec_slow<M>(
-        &mut self,
-        point: PfilPoint,
-        dir: Dir,
-        dropped: DropReason,
-        pkts: &mut Vec<(Mbuf, M)>,
-        s: &mut PfilScratch<M>,
-        ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
-    ) {
-        for (m, x) in pkts.drain(..) {
-            let (i, r) = ifs(&x);
-            s.pf.push(PfilPkt::new(m, i, r));
-            s.meta.push(x);
-        }
-        let (ifindex, rcvif) = (s.pf[0].ifindex, s.pf[0].rcvif);
-        let pcx = PfilCtx {
-            point,
-            dir,
-            ifindex,
-            rcvif,
-            worker: self.worker,
-            now: self.now,
-            cfg: self.cfg,
-            fib: self.fib,
-        };
-        self.cfg.pfil.run_batch(&mut s.pf, &pcx);
-        for (p, x) in s.pf.drain(..).zip(s.meta.drain(..)) {
-            match (p.act, p.m) {
-                (PfilAct::Pass, Some(m)) => pkts.push((m, x)),
-                (PfilAct::Consumed, _) => self.stats.pfil.consumed += 1,
-                (PfilAct::Reject(how), Some(m)) => {
-                    dropped.count(self.stats);
-                    crate::ipfw::send_reject(self, m, point, how);
-                }
-                _ => dropped.count(self.stats),
-            }
-        }
-    }
-
-    /// Counts a drop and frees the packet.
-    #[inline]
-    pub fn drop_pkt(&mut self, m: Mbuf, why: DropReason) {
-        why.count(self.stats);
-        drop(m);
-    }
-
-    /// The fresh neighbour entry for `ip` on interface `i`, lock-free.
-    #[inline]
-    pub fn arp_lookup(
-        &mut self,
-        i: IfIndex,
-        ip: std::net::Ipv4Addr,
-    ) -> Option<wire::EthernetAddress> {
-        let now = self.now;
-        self.arp_snaps
-            .get_mut(i.get())
-            .and_then(|c| c.load().lookup(ip, now))
-    }
-
-    /// The fresh IPv6 neighbour entry for `ip` on interface `i`, lock-free.
-    #[inline]
-    pub fn nd6_lookup(
-        &mut self,
-        i: IfIndex,
-        ip: std::net::Ipv6Addr,
-    ) -> Option<wire::EthernetAddress> {
-        let now = self.now;
-        self.nd6_snaps
-            .get_mut(i.get())
-            .and_then(|c| c.load().lookup(ip, now))
-    }
-
-    /// Schedules a socket's application for wake-up at the end of the batch.
-    #[inline]
-    pub fn wake_socket(&mut self, s: &Arc<SockShared>) {
-        if s.has_waiter() && !self.wake.iter().any(|x| x.id == s.id) {
-            self.wake.push(s.clone());
-        }
-    }
-
-    /// Hands TCP work to worker `w` (its inbox) and wakes it.
-    pub(crate) fn handoff_tcp(&mut self, w: usize, msg: TcpMsg) {
-        match self.shared.tcp_inbox.get(w) {
-            Some(q) => {
-                if q.push(msg).is_err() {
-                    DropReason::TcpHandoffDrop.count(self.stats);
-                }
-                self.handed_off = true;
-                self.shared.notify_worker(w);
-            }
-            None => DropReason::TcpHandoffDrop.count(self.stats),
-        }
-    }
-
-    pub fn next_ip_id(&mut self) -> u16 {
-        *self.ip_id = self.ip_id.wrapping_add(1);
-        *self.ip_id
-    }
-}
+/// What the worker's stages run with: the contexts of the families nest (TCP's
+/// holds IPv6's, which holds IPv4's, which holds the link's), so the worker builds
+/// one per poll and each stage takes its own family's.
+pub(crate) type Cx<'a> = TcpCx<'a>;
 
 struct OwnedQueue {
     ifindex: IfIndex,
@@ -346,6 +74,10 @@ pub(crate) struct Worker {
     v: Vectors,
     /// The stages' runtime counters.
     rt: Runtime,
+    /// Packets the hooks refused in this poll, for the worker to answer.
+    rejects: Vec<Rejected>,
+    /// What ICMP learnt for the transports in this poll.
+    ctlinput: Vec<CtlInput>,
     /// Whether the last poll received, sent or handled anything (the spin policy of
     /// [`Worker::run`]).
     worked: bool,
@@ -359,8 +91,8 @@ struct Vectors {
     ip: ip::IpInputVecs,
     fwd: forward::IpForwardVecs,
     ip6: ip6::Ip6InputVecs,
-    fwd6: forward::Ip6ForwardVecs,
-    l2: Vec<forward::L2Out>,
+    fwd6: crate::inet6::forward6::Ip6ForwardVecs,
+    l2: Vec<ether::L2Out>,
     eout: ether::EtherOutputVecs,
     /// LRO's output, swapped with the burst.
     lro: Vec<Mbuf>,
@@ -410,6 +142,8 @@ impl Worker {
             tcp: TcpWorker::new(shared_max_conns),
             v: Vectors::default(),
             rt: Runtime::default(),
+            rejects: Vec::new(),
+            ctlinput: Vec::new(),
             worked: false,
         }
     }
@@ -497,36 +231,59 @@ impl Worker {
             worked,
             v,
             rt,
+            rejects,
+            ctlinput,
             ..
         } = self;
         *worked = false;
         let cfg: &NetConfig = cfg;
         let shared: &Shared = shared;
+        let env = StackEnv { cfg, fib };
         let mut cx = Cx {
-            now,
-            worker: *id,
-            cfg,
-            fib,
-            flows: flows.as_mut(),
-            stats,
-            tx,
-            loopq,
-            arp_out,
-            gso_segs,
-            arp_snaps,
-            nd6_snaps,
-            wake,
-            icmp_bucket,
-            ip_id,
-            frag: reass,
+            ip6: Inet6Cx {
+                ip4: InetCx {
+                    link: LinkCx {
+                        now,
+                        worker: *id,
+                        stats,
+                        access: shared.params.hdr_access,
+                        ifaces: &cfg.ifaces,
+                        tx,
+                        arp_out,
+                        gso_segs,
+                        arp_snaps,
+                        nd6_snaps,
+                        pfil: &cfg.pfil,
+                        pfil_env: &env,
+                        pfil_skip: false,
+                        rejects,
+                    },
+                    inet: &cfg.inet,
+                    fib,
+                    flows: flows.as_mut(),
+                    loopq,
+                    wake,
+                    icmp_bucket,
+                    ip_id,
+                    frag: reass,
+                    isn_secret: shared.isn_secret,
+                    send_redirects: shared.params.send_redirects,
+                    rtbus: &shared.rtbus,
+                    ctl4: shared,
+                    ctlinput,
+                },
+                inet6: &cfg.inet6,
+                ctl6: shared,
+                dad_transmits: shared.params.dad_transmits,
+                accept_rtadv: shared.params.accept_rtadv,
+                slaac: shared.params.slaac,
+            },
             tcp: Some(tcp),
-            shared,
-            nworkers: shared.wake.len(),
-            isn_secret: shared.isn_secret,
             tcp_cfg: shared.params.tcp,
-            access: shared.params.hdr_access,
+            nworkers: shared.wake.len(),
+            listen: &cfg.tcp_listen,
+            inboxes: &shared.tcp_inbox,
             handed_off: false,
-            pfil_skip: false,
         };
 
         // 1. Receive and process one burst per owned queue, a stage at a time.
@@ -549,13 +306,15 @@ impl Worker {
             };
             // Software LRO for a device that does not merge segments itself, when
             // the burst holds TCP at all.
-            let t =
-                if cx.tcp_cfg.lro && ifp.offload.tso == 0 && rx.iter().any(crate::lro::candidate) {
-                    lro(&mut cx, ifp, rx, &mut v.lro);
-                    rt.count(Stage::Lro, rx.len(), t)
-                } else {
-                    t
-                };
+            let t = if cx.tcp_cfg.lro
+                && ifp.offload.tso == 0
+                && rx.iter().any(crate::link::lro::candidate)
+            {
+                lro(&mut cx, ifp, rx, &mut v.lro);
+                rt.count(Stage::Lro, rx.len(), t)
+            } else {
+                t
+            };
             input_frames(&mut cx, rt, v, ifp, rx, t);
         }
         flush_tcp(&mut cx);
@@ -586,8 +345,10 @@ impl Worker {
                     sent = true;
                     *worked = true;
                     match s.kind {
-                        crate::socket::SockKind::Udp => udp::udp_output(&mut cx, s, d),
-                        crate::socket::SockKind::IcmpEcho => icmp::echo_output(&mut cx, s, d),
+                        crate::stack::socket::SockKind::Udp => udp_send(&mut cx, s, d),
+                        crate::stack::socket::SockKind::IcmpEcho => {
+                            icmp::echo_output(&mut cx, s, d)
+                        }
                     }
                 }
                 if sent {
@@ -647,18 +408,19 @@ impl Worker {
         // 5. Timers: fragment reassembly, then the neighbour tables (run by worker 0).
         let mut next: Option<Instant> = None;
         if cx.frag.poll_at().is_some_and(|t| t <= now) {
-            cx.frag.timer(now, cx.stats);
+            let ip4 = &mut cx.ip6.ip4;
+            ip4.frag.timer(now, ip4.link.stats);
             while let Some(m) = cx.frag.pop_expired4() {
-                crate::icmp::icmp_error(&mut cx, m, wire::Icmpv4Message::TimeExceeded, 1, 0);
+                crate::inet::icmp::icmp_error(&mut cx, m, wire::Icmpv4Message::TimeExceeded, 1, 0);
             }
             // RFC 8200 §4.5: "an ICMP Time Exceeded -- Fragment Reassembly Time
             // Exceeded message should be sent to the source of that fragment" when
             // the first fragment had come.
             while let Some(m) = cx.frag.pop_expired6() {
-                crate::icmp6::icmp6_error(
+                crate::inet6::icmp6::icmp6_error(
                     &mut cx,
                     m,
-                    crate::icmp6::Error6::TimeExceeded(
+                    crate::inet6::icmp6::Error6::TimeExceeded(
                         wire::Icmpv6TimeExceeded::FragReassemExceeded,
                     ),
                 );
@@ -693,23 +455,27 @@ impl Worker {
                 if let Some(t) = ifp.arp.poll_at() {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
-                if let Some(t) = crate::nd6::nd6_timer(&mut cx, ifp) {
+                if let Some(t) = crate::inet6::nd6::nd6_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
-                if let Some(t) = crate::nd6::nd6_rtsol_timer(&mut cx, ifp) {
+                if let Some(t) = crate::inet6::nd6::nd6_rtsol_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
-                if let Some(t) = crate::nd6::mld_timer(&mut cx, ifp) {
+                if let Some(t) = crate::inet6::nd6::mld_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
-                if let Some(t) = crate::nd6::nd6_rtadv_timer(&mut cx, ifp) {
+                if let Some(t) = crate::inet6::nd6::nd6_rtadv_timer(&mut cx, ifp) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
             }
         }
 
+        // What the timers' and sockets' output left for the layers above.
+        upcalls(&mut cx);
+
         // 6. Flush: one tx burst per interface, or hand over to the queue's owner.
-        for (i, out) in cx.tx.iter_mut().enumerate() {
+        let link = &mut cx.ip6.ip4.link;
+        for (i, out) in link.tx.iter_mut().enumerate() {
             if out.is_empty() {
                 continue;
             }
@@ -725,7 +491,7 @@ impl Worker {
                     let hq = &cfg.handoff[i];
                     for m in out.drain(..) {
                         if hq.push(m).is_err() {
-                            DropReason::EtherOutDropped.count(cx.stats);
+                            DropReason::EtherOutDropped.count(link.stats);
                         }
                     }
                     // Queue 0 of every interface belongs to worker 0.
@@ -744,8 +510,9 @@ impl Worker {
         }
 
         if let Some(tw) = cx.tcp.as_ref() {
-            cx.stats.tcp.pcbcount = tw.count() as u64;
-            cx.stats.tcp.timerentries = tw.timer_entries() as u64;
+            let stats = &mut *cx.ip6.ip4.link.stats;
+            stats.tcp.pcbcount = tw.count() as u64;
+            stats.tcp.timerentries = tw.timer_entries() as u64;
         }
 
         // 7. Publish counters, wake applications.
@@ -865,16 +632,53 @@ impl Worker {
 
 /// Runs the TCP output that waited for the end of a batch of segments.
 fn flush_tcp(cx: &mut Cx<'_>) {
+    upcalls(cx);
     if let Some(tw) = cx.tcp.take() {
         crate::tcp::layer::tcp_flush(cx, tw);
         cx.tcp = Some(tw);
     }
+    upcalls(cx);
 }
 
-/// Software LRO over a burst (`crate::lro`): merged packets replace their frames in
+/// What the stages below left for the layers above: the answers to what the hooks
+/// refused, and what ICMP learnt for TCP (`pr_ctlinput`). The stages never call up;
+/// the worker does, here, after them.
+fn upcalls(cx: &mut Cx<'_>) {
+    if !cx.rejects.is_empty() {
+        let mut rejects = std::mem::take(&mut *cx.ip6.ip4.link.rejects);
+        for r in rejects.drain(..) {
+            crate::stack::reject::send_reject(cx, r.m, r.point, r.how);
+        }
+        *cx.ip6.ip4.link.rejects = rejects;
+    }
+    if !cx.ctlinput.is_empty() {
+        let mut ctl = std::mem::take(&mut *cx.ip6.ip4.ctlinput);
+        for c in ctl.drain(..) {
+            match c {
+                CtlInput::TcpPathMtu { local, remote, mss } => {
+                    let tuple = crate::tcp::layer::Tuple { local, remote };
+                    crate::tcp::layer::tcp_path_mtu(cx, tuple, mss);
+                }
+            }
+        }
+        *cx.ip6.ip4.ctlinput = ctl;
+    }
+}
+
+/// A datagram from a UDP socket's send queue, to the output of its family.
+fn udp_send(cx: &mut Cx<'_>, s: &SockShared, d: crate::sockbuf::TxDatagram) {
+    match (s.local, d.to) {
+        (std::net::SocketAddr::V6(l), std::net::SocketAddr::V6(to)) => {
+            crate::inet6::udp6::udp6_output(cx, s, d.m, *l.ip(), to)
+        }
+        _ => udp::udp_output(cx, s, d),
+    }
+}
+
+/// Software LRO over a burst (`crate::link::lro`): merged packets replace their frames in
 /// `rx`, in order.
 fn lro(cx: &mut Cx<'_>, ifp: &Ifnet, rx: &mut Vec<Mbuf>, out: &mut Vec<Mbuf>) {
-    let mut lro = crate::lro::Lro::default();
+    let mut lro = crate::link::lro::Lro::default();
     let local = |d: &std::net::IpAddr| match d {
         std::net::IpAddr::V4(a) => ifp.has_addr(*a),
         std::net::IpAddr::V6(a) => ifp.addr6(*a).is_some(),
@@ -978,7 +782,7 @@ fn inet6_input(
     let mut t = rt.count(Stage::Ip6Input, n, t);
     if !v.ip6.fwd.is_empty() {
         let n = v.ip6.fwd.len();
-        forward::ip6_forward(cx, ifp, &mut v.ip6.fwd, &mut v.fwd6, &mut v.l2);
+        crate::inet6::forward6::ip6_forward(cx, ifp, &mut v.ip6.fwd, &mut v.fwd6, &mut v.l2);
         t = rt.count(Stage::Ip6Forward, n, t);
     }
     t = link_output(cx, rt, v, t);
@@ -1022,15 +826,15 @@ struct ProtoSw<F> {
 static INETSW: [ProtoSw<Input4>; 3] = [
     ProtoSw {
         proto: wire::IpProtocol::Icmp,
-        input: icmp::icmp_input,
+        input: |cx, ifp, m, info| icmp::icmp_input(cx, ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Udp,
-        input: udp::udp_input,
+        input: |cx, ifp, m, info| udp::udp_input(cx, ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Tcp,
-        input: tcp_input4,
+        input: crate::tcp::layer::tcp4_input,
     },
 ];
 
@@ -1038,15 +842,15 @@ static INETSW: [ProtoSw<Input4>; 3] = [
 static INET6SW: [ProtoSw<Input6>; 3] = [
     ProtoSw {
         proto: wire::IpProtocol::Icmpv6,
-        input: crate::icmp6::icmp6_input,
+        input: |cx, ifp, m, info| crate::inet6::icmp6::icmp6_input(cx, ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Udp,
-        input: crate::inet6::udp6_input,
+        input: |cx, ifp, m, info| crate::inet6::udp6::udp6_input(cx, ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Tcp,
-        input: crate::inet6::tcp6_input,
+        input: crate::tcp::layer::tcp6_input,
     },
 ];
 
@@ -1082,23 +886,12 @@ fn ip6_protox(
     }
 }
 
-/// TCP's entry in the IPv4 switch: the worker's connections are lent to it.
-fn tcp_input4(cx: &mut Cx<'_>, _ifp: &Arc<Ifnet>, m: Mbuf, info: IpInfo) {
-    match cx.tcp.take() {
-        Some(tw) => {
-            crate::tcp::layer::tcp_input(cx, tw, m, info.into());
-            cx.tcp = Some(tw);
-        }
-        None => cx.drop_pkt(m, DropReason::IpNoProto),
-    }
-}
-
 /// Resumes a packet a hook kept (dummynet) where it was taken, past the hooks
 /// (ipfw's `one_pass`): an inbound one into the input stages, an outbound one to
 /// its route's link output.
 fn reinject(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, d: Deferred) {
-    let cfg: &NetConfig = cx.cfg;
-    let Some(ifp) = cfg.ifaces.get(d.ifindex.get()) else {
+    let ifaces = cx.ifaces;
+    let Some(ifp) = ifaces.get(d.ifindex.get()) else {
         return;
     };
     let skip = std::mem::replace(&mut cx.pfil_skip, true);

@@ -45,7 +45,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
             if hl < 20
                 || ip.next_header() != IpProtocol::Tcp
                 || ip.is_fragment()
-                || crate::ip::length_field(ip.total_len(), m, 0) != m.len()
+                || crate::hdr::length_field(ip.total_len(), m, 0) != m.len()
             {
                 return Err(GsoError::NotTcp);
             }
@@ -55,7 +55,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         6 => {
             let ip = Ipv6Packet::new_unchecked(&h[..]);
             if ip.next_header() != IpProtocol::Tcp
-                || 40 + crate::ip::length_field(ip.payload_len(), m, 40) != m.len()
+                || 40 + crate::hdr::length_field(ip.payload_len(), m, 40) != m.len()
             {
                 return Err(GsoError::NotTcp);
             }
@@ -109,7 +109,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         let sum = wire::checksum::combine(&[
             pseudo,
             wire::checksum::data(t),
-            crate::icmp::mbuf_sum(m, hlen + off, n),
+            crate::hdr::mbuf_sum(m, hlen + off, n),
         ]);
         t[16..18].copy_from_slice(&(!sum).to_be_bytes());
         let seg = Mbuf::with_capacity(hlen).and_then(|mut p| {

@@ -1,10 +1,11 @@
 //! ICMPv4 (RFC 792, RFC 1122 §3.2.2): echo, errors, and ping sockets.
 
-use crate::iface::Ifnet;
-use crate::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
-use crate::socket::{RxDatagram, SockShared, TxDatagram};
+use crate::hdr::mbuf_sum;
+use crate::inet::cx::InetCx;
+use crate::inet::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
+use crate::link::iface::Ifnet;
+use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -14,38 +15,8 @@ pub(crate) const ICMP_HDR_LEN: usize = 8;
 /// RFC 1812 §4.3.2.3: an error carries as much of the original as fits in 576 bytes.
 const ICMP_ERR_MAX: usize = 576;
 
-/// The one's complement sum of `len` bytes of `m` from `off` (not complemented),
-/// across segment boundaries.
-pub(crate) fn mbuf_sum(m: &Mbuf, off: usize, len: usize) -> u16 {
-    let end = off + len;
-    let mut sum: u32 = 0;
-    let mut pos = 0usize;
-    let mut odd = false;
-    for seg in m.segments() {
-        let start = pos;
-        pos += seg.len();
-        if pos <= off {
-            continue;
-        }
-        if start >= end {
-            break;
-        }
-        let a = off.saturating_sub(start);
-        let b = seg.len().min(end - start);
-        let s = wire::checksum::data(&seg[a..b]);
-        sum += if odd { s.swap_bytes() } else { s } as u32;
-        if (b - a) % 2 == 1 {
-            odd = !odd;
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// `icmp_input`.
-pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
+pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
     let icmplen = m.len() - info.hlen;
     if icmplen < ICMP_HDR_LEN {
         return cx.drop_pkt(m, DropReason::IcmpTooShort);
@@ -95,7 +66,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
         Icmpv4Message::EchoReply => {
             cx.stats.icmp.inechoreply += 1;
             // Borrowed from the batch's configuration: no reference count per reply.
-            let cfg: &'a crate::stack::NetConfig = cx.cfg;
+            let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
             let Some(s) = cfg.echo.get(&ident) else {
                 return cx.drop_pkt(m, DropReason::IcmpNoPort);
             };
@@ -137,7 +108,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, in
 /// `icmp_error`: answers the datagram in `m` (which still carries its IP header)
 /// with an ICMP error of `ty`/`code`. RFC 1122 §3.2.2: never about an ICMP error,
 /// a broadcast or multicast, or a non-initial fragment; rate limited.
-pub(crate) fn icmp_error(cx: &mut Cx<'_>, m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
+pub(crate) fn icmp_error(cx: &mut InetCx<'_>, m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
     let [a, b] = mtu.to_be_bytes();
     icmp_error_word(cx, m, ty, code, [0, 0, a, b]);
 }
@@ -145,7 +116,7 @@ pub(crate) fn icmp_error(cx: &mut Cx<'_>, m: Mbuf, ty: Icmpv4Message, code: u8, 
 /// [`icmp_error`] with the message's second word given: a redirect's gateway, or
 /// the next-hop MTU of "fragmentation needed" (RFC 1191) in its low half.
 pub(crate) fn icmp_error_word(
-    cx: &mut Cx<'_>,
+    cx: &mut InetCx<'_>,
     mut m: Mbuf,
     ty: Icmpv4Message,
     code: u8,
@@ -212,7 +183,7 @@ pub(crate) fn icmp_error_word(
     // From the address the datagram was sent to when it is ours; a router answering
     // about a datagram in transit speaks from its interface towards the source
     // (RFC 1812 §4.3.2.4).
-    let from = if cx.cfg.is_local(dst) {
+    let from = if cx.inet.is_local(dst) {
         dst
     } else {
         Ipv4Addr::UNSPECIFIED
@@ -231,7 +202,7 @@ pub(crate) fn icmp_error_word(
 }
 
 /// Sends an echo request from a ping socket.
-pub(crate) fn echo_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
+pub(crate) fn echo_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
     let TxDatagram { mut m, to, seq } = d;
     let std::net::IpAddr::V4(dst) = to.ip() else {
         return cx.drop_pkt(m, DropReason::IpNoRoute);
@@ -276,13 +247,13 @@ const PLATEAUS: [u32; 8] = [32000, 17914, 8166, 4352, 2002, 1492, 1006, 508];
 /// `icmp_mtudisc`: a "fragmentation needed" quoting `quoted` (our IPv4 header and
 /// the first 8 bytes after it). The path MTU towards its destination is lowered, and
 /// a TCP connection it quotes shrinks its segments (RFC 1191 §6).
-fn pmtu4_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
+fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
     if quoted.len() < 20 || quoted[0] >> 4 != 4 {
         return DropReason::IcmpBadLen.count(cx.stats);
     }
     let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
     let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
-    if !cx.cfg.is_local(src) {
+    if !cx.inet.is_local(src) {
         return;
     }
     let total = u32::from(u16::from_be_bytes([quoted[2], quoted[3]]));
@@ -297,16 +268,15 @@ fn pmtu4_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
     }
     .max(MIN_PMTU4);
     let link = cx
-        .cfg
         .ifaces
         .iter()
         .find(|i| i.has_addr(src))
         .map_or(1500, |i| i.mtu as u32);
-    if mtu >= cx.cfg.path_mtu4(dst, cx.now).unwrap_or(link) {
+    if mtu >= cx.inet.path_mtu4(dst, cx.now).unwrap_or(link) {
         return;
     }
     let expires = cx.now + PMTU4_LIFETIME;
-    cx.shared.update(|c| {
+    cx.ctl4.update_inet(&mut |c| {
         if let Some(e) = c.pmtu4.iter_mut().find(|p| p.0 == dst) {
             *e = (dst, mtu, expires);
         } else if c.pmtu4.len() < MAX_PMTU4 {
@@ -319,10 +289,11 @@ fn pmtu4_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
     if quoted[9] == 6 && quoted.len() >= hlen + 4 && hlen >= 20 {
         let sport = u16::from_be_bytes([quoted[hlen], quoted[hlen + 1]]);
         let dport = u16::from_be_bytes([quoted[hlen + 2], quoted[hlen + 3]]);
-        let tuple = crate::tcp::layer::Tuple {
+        // For TCP, through the worker (`pr_ctlinput`).
+        cx.ctlinput.push(crate::inet::cx::CtlInput::TcpPathMtu {
             local: std::net::SocketAddr::new(src.into(), sport),
             remote: std::net::SocketAddr::new(dst.into(), dport),
-        };
-        crate::tcp::layer::tcp_path_mtu(cx, tuple, mtu - 40);
+            mss: mtu - 40,
+        });
     }
 }

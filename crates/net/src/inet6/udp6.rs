@@ -6,22 +6,21 @@
 //! segments go on to the TCP layer, which serves both families.
 
 use crate::hdr::hdr;
-use crate::icmp6::{icmp6_error, Error6};
-use crate::ip6::{Ip6Info, Ip6Out};
+use crate::inet6::cx::Inet6Cx;
+use crate::inet6::icmp6::{icmp6_error, Error6};
+use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::stats::DropReason;
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use wire::checksum;
 use wire::{IpProtocol, UdpPacket};
 
 const UDP_HDR_LEN: usize = 8;
-const TCP_HDR_LEN: usize = 20;
 
 /// `udp6_input`.
 pub(crate) fn udp6_input<'a>(
-    cx: &mut Cx<'a>,
-    _ifp: &std::sync::Arc<crate::iface::Ifnet>,
+    cx: &mut Inet6Cx<'a>,
+    _ifp: &std::sync::Arc<crate::link::iface::Ifnet>,
     mut m: Mbuf,
     info: Ip6Info,
 ) {
@@ -45,13 +44,13 @@ pub(crate) fn udp6_input<'a>(
     }
     // RFC 8200 §8.1: "IPv6 receivers must discard UDP packets containing a zero
     // checksum".
-    if csum == 0 || crate::ip6::upper_sum(&m, &info, IpProtocol::Udp, ulen) != 0xffff {
+    if csum == 0 || crate::inet6::ip6::upper_sum(&m, &info, IpProtocol::Udp, ulen) != 0xffff {
         return cx.drop_pkt(m, DropReason::UdpBadSum);
     }
     // An IPv6 socket bound to this address, else to [::].
     // Borrowed from the batch's configuration, as udp_input does: no reference count
     // is touched per datagram.
-    let cfg: &'a crate::stack::NetConfig = cx.cfg;
+    let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
     let sock = cfg.udp.get(&dport).and_then(|v| {
         v.iter()
             .find(|s| s.local.ip() == IpAddr::V6(info.dst))
@@ -72,7 +71,7 @@ pub(crate) fn udp6_input<'a>(
         );
     };
     m.adj((info.off + UDP_HDR_LEN) as isize);
-    let d = crate::socket::RxDatagram {
+    let d = crate::sockbuf::RxDatagram {
         m,
         from: SocketAddr::V6(SocketAddrV6::new(info.src, sport, 0, 0)),
         seq: 0,
@@ -92,16 +91,17 @@ pub(crate) fn udp6_input<'a>(
 /// `udp6_output`: one datagram from an IPv6 socket's send queue; the source is the
 /// socket's address, else the one source selection picks towards `to`.
 pub(crate) fn udp6_output(
-    cx: &mut Cx<'_>,
-    s: &crate::socket::SockShared,
+    cx: &mut Inet6Cx<'_>,
+    s: &crate::sockbuf::SockShared,
     mut m: Mbuf,
     local: Ipv6Addr,
     to: SocketAddrV6,
 ) {
     let dst = *to.ip();
     let src = if local.is_unspecified() {
-        let scope = (to.scope_id() != 0).then(|| crate::iface::IfIndex(to.scope_id() as u16));
-        match crate::ip6::ip6_route(cx, dst, scope).and_then(|(ifp, _)| ifp.source6_for(dst)) {
+        let scope = (to.scope_id() != 0).then(|| crate::link::iface::IfIndex(to.scope_id() as u16));
+        match crate::inet6::ip6::ip6_route(cx, dst, scope).and_then(|(ifp, _)| ifp.source6_for(dst))
+        {
             Some(a) => a,
             None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
         }
@@ -123,7 +123,7 @@ pub(crate) fn udp6_output(
         p.set_checksum(0);
     }
     let sum = !checksum::combine(&[
-        crate::icmp::mbuf_sum(&m, 0, ulen),
+        crate::hdr::mbuf_sum(&m, 0, ulen),
         checksum::pseudo_header(
             &IpAddr::V6(src),
             &IpAddr::V6(dst),
@@ -135,7 +135,7 @@ pub(crate) fn udp6_output(
     let sum = if sum == 0 { 0xffff } else { sum };
     m.first_mut()[6..8].copy_from_slice(&sum.to_be_bytes());
     cx.stats.udp.opackets += 1;
-    crate::ip6::ip6_output(
+    crate::inet6::ip6::ip6_output(
         cx,
         m,
         Ip6Out {
@@ -144,48 +144,8 @@ pub(crate) fn udp6_output(
             proto: IpProtocol::Udp,
             hlim: s.ttl_or_default(),
             keep_unspec: false,
-            ifindex: (to.scope_id() != 0).then(|| crate::iface::IfIndex(to.scope_id() as u16)),
+            ifindex: (to.scope_id() != 0)
+                .then(|| crate::link::iface::IfIndex(to.scope_id() as u16)),
         },
     );
-}
-
-/// `tcp6_input`: the header and its options made contiguous (the m_pulldown
-/// paper's length checks), then the TCP layer, the same for both families:
-/// connections, listeners, SYN cookies, and a reset for a closed port (RFC 9293
-/// §3.10.7.1).
-pub(crate) fn tcp6_input(
-    cx: &mut Cx<'_>,
-    _ifp: &std::sync::Arc<crate::iface::Ifnet>,
-    mut m: Mbuf,
-    info: Ip6Info,
-) {
-    let plen = m.len() - info.off;
-    if plen < TCP_HDR_LEN {
-        cx.stats.tcp.rcvtotal += 1;
-        return cx.drop_pkt(m, DropReason::TcpShort);
-    }
-    let doff = {
-        let Ok(h) = hdr(cx.access, &mut m, info.off, TCP_HDR_LEN) else {
-            cx.stats.tcp.rcvtotal += 1;
-            return cx.drop_pkt(m, DropReason::TcpShort);
-        };
-        usize::from(h[12] >> 4) * 4
-    };
-    if doff < TCP_HDR_LEN || doff > plen || hdr(cx.access, &mut m, info.off, doff).is_err() {
-        cx.stats.tcp.rcvtotal += 1;
-        return cx.drop_pkt(m, DropReason::TcpBadOff);
-    }
-    let tin = crate::tcp::layer::TcpIn {
-        src: IpAddr::V6(info.src),
-        dst: IpAddr::V6(info.dst),
-        off: info.off,
-        bcast: info.mcast,
-    };
-    match cx.tcp.take() {
-        Some(tw) => {
-            crate::tcp::layer::tcp_input(cx, tw, m, tin);
-            cx.tcp = Some(tw);
-        }
-        None => cx.drop_pkt(m, DropReason::TcpNoPort),
-    }
 }

@@ -6,15 +6,24 @@
 //! it with one atomic pointer swap; workers load it once per batch without locks, and
 //! the old version is freed when the last worker lets go of it (the grace period).
 
-use crate::arp::{ArpParams, ArpTable};
-use crate::iface::{flags, AddrState, IfConfig, IfIndex, Ifnet, In6Ifaddr, Inet6Addr, InetAddr};
+#[cfg(feature = "tokio")]
+pub mod async_io;
+pub(crate) mod reject;
+pub mod socket;
+pub mod tcp_socket;
+pub(crate) mod worker;
+
+use crate::link::arp::{ArpParams, ArpTable};
+use crate::link::iface::{
+    flags, AddrState, IfConfig, IfIndex, Ifnet, In6Ifaddr, Inet6Addr, InetAddr,
+};
 use crate::pfil::{Dir, PfilHeads, PfilHook, PfilPoint};
-use crate::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
+use crate::stack::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
+use crate::stack::tcp_socket::{TcpBuffers, TcpListener, TcpStream};
+use crate::stack::worker::Worker;
 use crate::stats::{Stats, StatsSlot};
 use crate::tcp::chan::ListenShared;
 use crate::tcp::layer::TcpMsg;
-use crate::tcp::{TcpBuffers, TcpListener, TcpStream};
-use crate::worker::Worker;
 use crate::FxBuild;
 use arc_swap::ArcSwap;
 use crossbeam_queue::ArrayQueue;
@@ -61,7 +70,7 @@ pub struct StackConfig {
     /// Zero sleeps at once (least CPU when idle, slowest request-response).
     pub busy_poll: std::time::Duration,
     /// Bounds and time-outs of each worker's fragment reassembly table.
-    pub frag: crate::frag::FragParams,
+    pub frag: crate::inet::frag::FragParams,
     /// Neighbour solicitations sent by duplicate address detection before an IPv6
     /// address is used (RFC 4862 `DupAddrDetectTransmits`, FreeBSD's
     /// `net.inet6.ip6.dad_count`), one a second; 0 turns DAD off.
@@ -106,8 +115,8 @@ impl Default for StackConfig {
             tcp_inbox: 4096,
             isn_secret: None,
             busy_poll: std::time::Duration::from_micros(200),
-            frag: crate::frag::FragParams::default(),
-            dad_transmits: crate::nd6::DAD_TRANSMITS,
+            frag: crate::inet::frag::FragParams::default(),
+            dad_transmits: crate::inet6::nd6::DAD_TRANSMITS,
             hdr_access: crate::hdr::HdrAccess::Pulldown,
             accept_rtadv: true,
             slaac: false,
@@ -124,39 +133,30 @@ impl Default for StackConfig {
 pub struct NetConfig {
     pub generation: u64,
     pub ifaces: Vec<Arc<Ifnet>>,
-    pub default_gw: Option<Ipv4Addr>,
-    /// The IPv6 default router and the interface it is on (static; it wins over the
-    /// routers learnt from advertisements).
-    pub default_gw6: Option<(std::net::Ipv6Addr, IfIndex)>,
-    /// IPv6 routers, on-link prefixes and redirects learnt from neighbour discovery.
-    pub nd6: crate::nd6::NdState,
-    /// IPv4 path MTUs learnt from "fragmentation needed" (RFC 1191): destination,
-    /// MTU, expiry; bounded, aged as IPv6's.
-    pub pmtu4: Vec<(Ipv4Addr, u32, dev::Instant)>,
+    /// IPv4's part: the default gateway, path MTUs, the stack's addresses, the UDP
+    /// and echo sockets.
+    pub inet: crate::inet::cx::InetConfig,
+    /// IPv6's part: the static default router and what neighbour discovery learnt.
+    pub inet6: crate::inet6::cx::Inet6Config,
     pub pfil: PfilHeads,
-    pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
-    pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
     /// Sockets by home worker, so each worker drains only its own send queues.
     pub(crate) by_worker: Vec<Vec<Arc<SockShared>>>,
     /// Frames for an interface from workers that own none of its queues.
     pub(crate) handoff: Vec<Arc<ArrayQueue<Mbuf>>>,
     /// TCP listeners by port.
     pub(crate) tcp_listen: HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
-    /// Every IPv4 address of the stack, in one array: the per-packet "is it ours"
-    /// test reads it, not every interface's list. Made again at each publication.
-    pub(crate) local4: Vec<Ipv4Addr>,
 }
 
 impl NetConfig {
     /// True if `a` is one of the stack's addresses.
     #[inline]
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
-        self.local4.contains(&a)
+        self.inet.is_local(a)
     }
 
     /// Remakes what is derived from the interfaces (before a publication).
     fn reindex(&mut self) {
-        self.local4 = self
+        self.inet.local4 = self
             .ifaces
             .iter()
             .flat_map(|i| i.addrs.iter().map(|a| a.addr))
@@ -166,10 +166,7 @@ impl NetConfig {
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
     /// aged.
     pub fn path_mtu4(&self, dst: Ipv4Addr, now: dev::Instant) -> Option<u32> {
-        self.pmtu4
-            .iter()
-            .find(|p| p.0 == dst && p.2 > now)
-            .map(|p| p.1)
+        self.inet.path_mtu4(dst, now)
     }
 
     /// The interface whose connected network (an address's prefix) holds `a`.
@@ -198,17 +195,19 @@ fn source_address6(cfg: &NetConfig, dst: std::net::Ipv6Addr) -> Option<std::net:
     let on_link = cfg.ifaces.iter().find(|i| {
         i.addrs6
             .iter()
-            .any(|a| !crate::iface::is_link_local(a.addr.addr) && a.addr.contains(dst))
+            .any(|a| !crate::link::iface::is_link_local(a.addr.addr) && a.addr.contains(dst))
     });
     let by_router = || {
         let gw = cfg
+            .inet6
             .default_gw6
             .map(|g| g.1)
-            .or_else(|| cfg.nd6.routers.first().map(|r| r.ifindex))?;
+            .or_else(|| cfg.inet6.nd6.routers.first().map(|r| r.ifindex))?;
         cfg.ifaces.get(gw.get())
     };
     let by_prefix = || {
-        cfg.nd6
+        cfg.inet6
+            .nd6
             .prefixes
             .iter()
             .find(|p| p.prefix.contains(dst))
@@ -233,7 +232,63 @@ fn source_address(cfg: &NetConfig, dst: Ipv4Addr) -> Option<Ipv4Addr> {
             .iter()
             .find_map(|i| i.addrs.iter().find(|a| a.contains(d)).map(|a| a.addr))
     };
-    on_link(dst).or_else(|| cfg.default_gw.and_then(on_link))
+    on_link(dst).or_else(|| cfg.inet.default_gw.and_then(on_link))
+}
+
+/// What the pfil hooks may ask of the stack during a batch: the configuration and
+/// routes the batch runs with.
+pub(crate) struct StackEnv<'a> {
+    pub cfg: &'a NetConfig,
+    pub fib: &'a route::Fib,
+}
+
+impl crate::pfil::PfilEnv for StackEnv<'_> {
+    fn ifname(&self, i: IfIndex) -> Option<&str> {
+        self.cfg.ifaces.get(i.get()).map(|i| i.name.as_str())
+    }
+    fn ifcount(&self) -> usize {
+        self.cfg.ifaces.len()
+    }
+    fn generation(&self) -> u64 {
+        self.cfg.generation
+    }
+    fn is_local(&self, a: IpAddr) -> bool {
+        self.cfg.is_local_ip(a)
+    }
+    /// The route back to `src` leaves by `rcvif` (on any of its paths, if it has
+    /// several); no route, or a discard route, fails.
+    fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool {
+        self.fib.reverse_path(src, rcvif)
+    }
+    /// Not one of our addresses, nor an address of a network connected through
+    /// another interface.
+    fn antispoof(&self, src: IpAddr, rcvif: u32) -> bool {
+        !self.is_local(src)
+            && self
+                .cfg
+                .connected(src)
+                .is_none_or(|i| u32::from(i.index.0) == rcvif)
+    }
+}
+
+/// IPv4's changes from the data path (a learnt path MTU), published as any other.
+impl crate::inet::cx::InetCtl for Shared {
+    fn update_inet(&self, f: &mut dyn FnMut(&mut crate::inet::cx::InetConfig)) {
+        self.update(|c| f(&mut c.inet));
+    }
+}
+
+/// Neighbour discovery's changes from the data path, published as any other.
+impl crate::inet6::cx::Inet6Ctl for Shared {
+    fn update_nd6(&self, f: &mut dyn FnMut(&mut crate::inet6::nd6::NdState)) {
+        self.update(|c| f(&mut c.inet6.nd6));
+    }
+    fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), ()> {
+        Shared::add_address6(self, ifindex, a).map_err(|_| ())
+    }
+    fn notify_worker(&self, w: usize) {
+        Shared::notify_worker(self, w);
+    }
 }
 
 /// How a worker is woken from its sleep in `poll(2)`.
@@ -318,7 +373,8 @@ impl Shared {
     pub(crate) fn address_added(&self, ifindex: IfIndex, addr: std::net::IpAddr, len: u8) {
         let net = route::IpPrefix::new(addr, len);
         let ifi = u32::from(ifindex.0);
-        let link_local = matches!(addr, std::net::IpAddr::V6(a) if crate::iface::is_link_local(a));
+        let link_local =
+            matches!(addr, std::net::IpAddr::V6(a) if crate::link::iface::is_link_local(a));
         self.rtbus.send_ll(
             route::RtmType::NewAddr,
             net,
@@ -358,7 +414,7 @@ impl Shared {
                 )));
             };
             // Bounded: advertisements from the network can add addresses (SLAAC).
-            if old.addrs6.len() >= crate::iface::MAX_ADDRS6 {
+            if old.addrs6.len() >= crate::link::iface::MAX_ADDRS6 {
                 return Err(StackError::TooManyAddresses);
             }
             let mut addrs6 = old.addrs6.clone();
@@ -402,15 +458,15 @@ impl Shared {
         self.update(|c| {
             match s.kind {
                 SockKind::Udp => {
-                    if let Some(v) = c.udp.get_mut(&s.local.port()) {
+                    if let Some(v) = c.inet.udp.get_mut(&s.local.port()) {
                         v.retain(|x| x.id != s.id);
                         if v.is_empty() {
-                            c.udp.remove(&s.local.port());
+                            c.inet.udp.remove(&s.local.port());
                         }
                     }
                 }
                 SockKind::IcmpEcho => {
-                    c.echo.remove(&s.local.port());
+                    c.inet.echo.remove(&s.local.port());
                 }
             }
             // Datagrams still queued go out first: the home worker drops the socket
@@ -462,7 +518,7 @@ impl Shared {
             let mut port = local.port();
             // A port is taken per family: an IPv4 and an IPv6 socket may share it.
             let in_use = |c: &NetConfig, p: u16| match kind {
-                SockKind::Udp => c.udp.get(&p).is_some_and(|v| {
+                SockKind::Udp => c.inet.udp.get(&p).is_some_and(|v| {
                     v.iter().any(|s| {
                         s.local.is_ipv4() == local.is_ipv4()
                             && (s.local.ip().is_unspecified()
@@ -470,7 +526,7 @@ impl Shared {
                                 || s.local.ip() == local.ip())
                     })
                 }),
-                SockKind::IcmpEcho => c.echo.contains_key(&p),
+                SockKind::IcmpEcho => c.inet.echo.contains_key(&p),
             };
             if port == 0 {
                 // Ephemeral range 49152-65535 (RFC 6335), scanned from a rolling cursor.
@@ -496,9 +552,9 @@ impl Shared {
                 self.params.socket_queue,
             ));
             match kind {
-                SockKind::Udp => c.udp.entry(port).or_default().push(s.clone()),
+                SockKind::Udp => c.inet.udp.entry(port).or_default().push(s.clone()),
                 SockKind::IcmpEcho => {
-                    c.echo.insert(port, s.clone());
+                    c.inet.echo.insert(port, s.clone());
                 }
             }
             c.by_worker[home].push(s.clone());
@@ -538,7 +594,7 @@ impl std::fmt::Display for StackError {
             StackError::TooManyAddresses => write!(
                 f,
                 "the interface has {} IPv6 addresses already",
-                crate::iface::MAX_ADDRS6
+                crate::link::iface::MAX_ADDRS6
             ),
             StackError::Route(e) => write!(f, "{e}"),
             StackError::GatewayUnreachable(g) => {
@@ -658,7 +714,7 @@ impl Stack {
             addrs: ic.addrs.clone(),
             addrs6: Vec::new(),
             arp: Arc::new(ArpTable::new(self.shared.params.arp)),
-            nd6: Arc::new(crate::nd6::Nd6Table::new(self.shared.params.arp)),
+            nd6: Arc::new(crate::inet6::nd6::Nd6Table::new(self.shared.params.arp)),
             num_queues: info.num_queues.max(1),
             forwarding: Arc::default(),
             offload: info.offload,
@@ -734,7 +790,7 @@ impl Stack {
 
     /// Sets (or clears) the IPv6 default router, on interface `ifindex`.
     pub fn set_default_gateway6(&self, gw: Option<(std::net::Ipv6Addr, IfIndex)>) {
-        self.shared.update(|c| c.default_gw6 = gw);
+        self.shared.update(|c| c.inet6.default_gw6 = gw);
     }
 
     /// Every IPv6 address with its interface and state, as `ifconfig` lists them.
@@ -753,7 +809,7 @@ impl Stack {
     /// when no route matches (as before the FIB existed, for hosts configured in
     /// any order).
     pub fn set_default_gateway(&self, gw: Option<Ipv4Addr>) {
-        self.shared.update(|c| c.default_gw = gw);
+        self.shared.update(|c| c.inet.default_gw = gw);
         let dflt = route::IpPrefix::default_of(false);
         let _ = self.shared.route_update(|r| r.delete(dflt, None));
         if let Some(g) = gw {
@@ -882,6 +938,27 @@ impl Stack {
     pub fn add_pfil_hook(&self, point: PfilPoint, dir: Dir, hook: Arc<dyn PfilHook>) {
         self.shared
             .update(|c| c.pfil.head_mut(point, dir).push(hook));
+    }
+
+    /// Puts an ipfw firewall on the stack's IPv4 and IPv6 points, in and out
+    /// (also `Ipfw::attach`).
+    pub fn attach_ipfw(&self, fw: &Arc<crate::pfil::ipfw::Ipfw>) {
+        for point in [PfilPoint::Inet, PfilPoint::Inet6] {
+            for dir in [Dir::In, Dir::Out] {
+                self.add_pfil_hook(point, dir, fw.clone());
+            }
+        }
+        self.set_pfil_deferring();
+    }
+
+    /// Also runs an ipfw firewall's rules on whole Ethernet frames, arriving and
+    /// leaving (FreeBSD's `net.link.ether.ipfw=1`): the pass where `layer2`, `mac`
+    /// and `mac-type` match.
+    pub fn attach_ipfw_layer2(&self, fw: &Arc<crate::pfil::ipfw::Ipfw>) {
+        for dir in [Dir::In, Dir::Out] {
+            self.add_pfil_hook(PfilPoint::Ether, dir, fw.clone());
+        }
+        self.set_pfil_deferring();
     }
 
     /// Marks that a hook holds packets for later ([`crate::pfil::PfilHook::poll`]):
@@ -1019,7 +1096,7 @@ impl Stack {
         let remote = remote.into();
         let src = self.tcp_source(remote)?;
         let port = 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384;
-        crate::tcp::socket::connect(
+        crate::stack::tcp_socket::connect(
             self.shared.clone(),
             SocketAddr::new(src, port),
             remote,
@@ -1047,7 +1124,7 @@ impl Stack {
             Some(p) => p,
             None => 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384,
         };
-        crate::tcp::socket::connect(
+        crate::stack::tcp_socket::connect(
             self.shared.clone(),
             SocketAddr::new(src, port),
             remote,
@@ -1071,7 +1148,7 @@ impl Stack {
             ));
         }
         let src = self.tcp_source(remote)?;
-        crate::tcp::socket::connect(
+        crate::stack::tcp_socket::connect(
             self.shared.clone(),
             SocketAddr::new(src, local_port),
             remote,
@@ -1199,5 +1276,18 @@ impl Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+impl crate::pfil::ipfw::Ipfw {
+    /// Puts the firewall on the stack's IPv4 and IPv6 points, in and out.
+    pub fn attach(self: &Arc<Self>, stack: &Stack) {
+        stack.attach_ipfw(self);
+    }
+
+    /// Also runs the rules on whole Ethernet frames, arriving and leaving (FreeBSD's
+    /// `net.link.ether.ipfw=1`): the pass where `layer2`, `mac` and `mac-type` match.
+    pub fn attach_layer2(self: &Arc<Self>, stack: &Stack) {
+        stack.attach_ipfw_layer2(self);
     }
 }

@@ -8,19 +8,21 @@
 //! hooks, fragments what the interface's MTU cannot carry, and resolves the link
 //! address.
 
-use crate::ether;
-use crate::frag::{self, FragError};
-use crate::iface::Ifnet;
+use crate::hdr::{fixed, length_field};
+use crate::inet::cx::InetCx;
+use crate::inet::frag::{self, FragError};
+use crate::link::ether;
+use crate::link::iface::Ifnet;
+use crate::link::output::fit_link;
 use crate::pfil::{Dir, PfilPoint};
-use crate::stats::{DropReason, Stats};
-use crate::worker::Cx;
+use crate::stats::DropReason;
 use mbuf::Mbuf;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use wire::{IpProtocol, Ipv4Packet, TcpPacket};
+use wire::{IpProtocol, Ipv4Packet};
 
 pub(crate) const IP_HDR_LEN: usize = 20;
-pub(crate) const DEFAULT_TTL: u8 = 64;
+pub(crate) use crate::sockbuf::DEFAULT_TTL;
 
 /// The fields of a received header that forwarding and upper layers need, read
 /// once by `ip_input` while the header is at hand.
@@ -41,39 +43,12 @@ pub(crate) struct IpInfo {
     pub frag_off: u16,
 }
 
-/// The length an IP header's length field (IPv4's Total Length, IPv6's Payload
-/// Length) says `field` for the bytes of `m` from `from` on (the header's start, or
-/// the end of IPv6's fixed header). As Linux's `iph_totlen` (BIG TCP): 0 there, in a
-/// segment larger than the field can say that a device with segmentation offload
-/// handed over whole (`tso_segsz` set), means all of them. Anything else is the
-/// field, and a 0 fails the length checks after.
-pub(crate) fn length_field(field: u16, m: &Mbuf, from: usize) -> usize {
-    let rest = m.len().saturating_sub(from);
-    if field == 0 && m.hdr.tso_segsz != 0 && rest > 65535 {
-        rest
-    } else {
-        usize::from(field)
-    }
-}
-
 /// Whether `len` bytes, what an IP header's length field counts of `m`, are more
 /// than it can say and more than a length of 0 may stand for: only a large TCP
 /// segment (Linux's BIG TCP) for a device whose segmentation offload takes the
 /// `wire` bytes of the whole packet goes out with 0 there.
 pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
     len > 65535 && !(m.hdr.tso_segsz != 0 && wire <= ifp.offload.tso)
-}
-
-/// The first `N` bytes of `b`, as an array, for a view whose getters need no
-/// bounds check of their own. The callers have `hdr`'s guarantee that `b` holds
-/// them; a shorter `b` (never seen) reads as zeros.
-#[inline(always)]
-pub(crate) fn fixed<const N: usize>(b: &[u8]) -> &[u8; N] {
-    const ZEROS: [u8; 64] = [0; 64];
-    match b.first_chunk::<N>() {
-        Some(h) => h,
-        None => ZEROS.first_chunk::<N>().unwrap_or(&[0; N]),
-    }
 }
 
 /// `ip_input`'s header checks, in FreeBSD's order, one named counter per failure:
@@ -156,7 +131,7 @@ pub(crate) struct IpInputVecs {
     /// For other hosts, arrived on an interface that forwards: to `ip_forward`.
     pub fwd: Vec<(Mbuf, IpInfo)>,
     checked: Vec<(Mbuf, IpInfo)>,
-    pf: crate::worker::PfilScratch<IpInfo>,
+    pf: crate::link::cx::PfilScratch<IpInfo>,
 }
 
 /// `ip_input` over the IPv4 packets of one burst from `ifp` (a vector stage):
@@ -164,7 +139,12 @@ pub(crate) struct IpInputVecs {
 /// for this host into `v.local`, for another into `v.fwd` when the interface
 /// forwards; every drop counted. Nothing here calls a transport: the worker
 /// delivers `v.local` through the protocol switch.
-pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &mut IpInputVecs) {
+pub(crate) fn ip_input(
+    cx: &mut InetCx<'_>,
+    ifp: &Ifnet,
+    pkts: &mut Vec<Mbuf>,
+    v: &mut IpInputVecs,
+) {
     cx.stats.ip.total += pkts.len() as u64;
     let hooks = cx.pfil_active(PfilPoint::Inet, Dir::In);
     let forwarding = ifp.forwarding.inet();
@@ -197,7 +177,7 @@ pub(crate) fn ip_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &m
 /// A checked packet (past the input hooks) to local delivery or forwarding.
 #[inline]
 fn ip_sort(
-    cx: &mut Cx<'_>,
+    cx: &mut InetCx<'_>,
     ifp: &Ifnet,
     forwarding: bool,
     m: Mbuf,
@@ -209,7 +189,7 @@ fn ip_sort(
     let ours = if info.bcast {
         info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst)
     } else {
-        cx.cfg.is_local(info.dst)
+        cx.inet.is_local(info.dst)
     };
     if ours {
         v.local.push((m, info));
@@ -223,12 +203,12 @@ fn ip_sort(
 /// The start of local delivery (`ip_input`'s tail): fragments are reassembled here,
 /// after each passed the hooks and the "ours" test, as FreeBSD orders it (RFC 1122
 /// §3.3.2: a host MUST reassemble). The whole datagram, or `None` while it is not.
-pub(crate) fn ip_reass(cx: &mut Cx<'_>, m: Mbuf, mut info: IpInfo) -> Option<(Mbuf, IpInfo)> {
+pub(crate) fn ip_reass(cx: &mut InetCx<'_>, m: Mbuf, mut info: IpInfo) -> Option<(Mbuf, IpInfo)> {
     if !info.frag {
         cx.stats.ip.delivered += 1;
         return Some((m, info));
     }
-    let mut m = cx.frag.input4(cx.now, m, cx.stats)?;
+    let mut m = cx.frag.input4(cx.link.now, m, cx.link.stats)?;
     // The datagram carries the first fragment's header, options and all.
     match crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) {
         Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(h).header_len()),
@@ -251,9 +231,11 @@ fn is_joined(a: Ipv4Addr) -> bool {
 /// The route to `dst`: interface, next hop, and whether it is a broadcast. The
 /// interface is borrowed from the batch's configuration: no reference count is
 /// touched per packet.
-pub(crate) fn ip_route<'a>(cx: &Cx<'a>, dst: Ipv4Addr) -> Option<(&'a Arc<Ifnet>, Ipv4Addr, bool)> {
-    let cfg: &'a crate::stack::NetConfig = cx.cfg;
-    let ifs = &cfg.ifaces;
+pub(crate) fn ip_route<'a>(
+    cx: &InetCx<'a>,
+    dst: Ipv4Addr,
+) -> Option<(&'a Arc<Ifnet>, Ipv4Addr, bool)> {
+    let ifs: &'a [Arc<Ifnet>] = cx.ifaces;
     if dst.is_broadcast() || dst.is_multicast() {
         return ifs
             .iter()
@@ -284,7 +266,7 @@ pub(crate) fn ip_route<'a>(cx: &Cx<'a>, dst: Ipv4Addr) -> Option<(&'a Arc<Ifnet>
     }
     // A default gateway set before its network was configured. (Connected networks
     // are routes of the FIB: every address added installs one.)
-    let gw = cfg.default_gw?;
+    let gw = cx.inet.default_gw?;
     ifs.iter()
         .find(|i| i.addrs.iter().any(|a| a.contains(gw)))
         .map(|i| (i, gw, false))
@@ -305,7 +287,7 @@ pub(crate) struct IpOut {
 
 /// `ip_output` for a payload without an IPv4 header: routes, builds the header, sends.
 /// Returns the source address used (for transport checksums computed before).
-pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
+pub(crate) fn ip_output(cx: &mut InetCx<'_>, mut m: Mbuf, o: IpOut) {
     let Some((ifp, nexthop, bcast)) = ip_route(cx, o.dst) else {
         return cx.drop_pkt(m, DropReason::IpNoRoute);
     };
@@ -347,7 +329,7 @@ pub(crate) fn ip_output(cx: &mut Cx<'_>, mut m: Mbuf, o: IpOut) {
 }
 
 pub(crate) fn ip_send(
-    cx: &mut Cx<'_>,
+    cx: &mut InetCx<'_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     dst: Ipv4Addr,
@@ -363,170 +345,20 @@ pub(crate) fn ip_send(
     ) else {
         return;
     };
-    if cx.cfg.is_local(dst) {
+    if cx.inet.is_local(dst) {
         // To ourselves: loop back without touching the wire.
         cx.loopq.push((ifp.index, m));
         return;
     }
     // The link's MTU, or a smaller one a "fragmentation needed" taught for this path.
     let mtu = cx
-        .cfg
+        .inet
         .path_mtu4(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    let out = |cx: &mut Cx<'_>, m| ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+    let out = |cx: &mut InetCx<'_>, m| ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
     if let Some(m) = fit_link(cx, ifp, m, mtu, out) {
         ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
     }
-}
-
-/// The offload counters of a packet's family (`ip.*` or `ip6.*`).
-struct FamilyOffload<'s> {
-    swgso: &'s mut u64,
-    swcsum: &'s mut u64,
-    tso: &'s mut u64,
-}
-
-fn family_offload(stats: &mut Stats, v6: bool) -> FamilyOffload<'_> {
-    // The two groups name these counters alike.
-    macro_rules! of {
-        ($group:expr) => {
-            FamilyOffload {
-                swgso: &mut $group.swgso,
-                swcsum: &mut $group.swcsum,
-                tso: &mut $group.tso,
-            }
-        };
-    }
-    if v6 {
-        of!(stats.ip6)
-    } else {
-        of!(stats.ip)
-    }
-}
-
-/// The drop reason of a packet of the family the output path could not send.
-fn out_dropped(v6: bool) -> DropReason {
-    if v6 {
-        DropReason::Ip6OutDropped
-    } else {
-        DropReason::IpOutDropped
-    }
-}
-
-/// The output path's offload step, shared by sending and forwarding over both
-/// families, before the link with `mtu` on `ifp` carries a packet (IPv4 or IPv6):
-/// - a segment standing for smaller ones (`tso_segsz`) that the device will not
-///   cut is cut in software (`ip.swgso` / `ip6.swgso`), each piece to `out`;
-/// - a TCP checksum left to a device that will not fill it is filled
-///   ([`csum_finish`]);
-/// - what fits the MTU, or a segment the device cuts (`ip.tso` / `ip6.tso`), goes
-///   to `out` whole.
-///
-/// Returns the packet when it is longer than the MTU and nothing cuts it: the
-/// caller fragments it or answers its sender. Dropped packets are counted.
-pub(crate) fn fit_link(
-    cx: &mut Cx<'_>,
-    ifp: &Ifnet,
-    m: Mbuf,
-    mtu: usize,
-    mut out: impl FnMut(&mut Cx<'_>, Mbuf),
-) -> Option<Mbuf> {
-    let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
-    // Decided once: neither the cut nor the checksum changes what it looks at.
-    let whole = m.len() > mtu && tso_takes(ifp, &m, mtu);
-    if m.len() > mtu && m.hdr.tso_segsz != 0 && !whole {
-        // The pieces go into the worker's reused list, then out in order.
-        let mut segs = std::mem::take(cx.gso_segs);
-        match crate::gso::tcp_segment(&m, mtu, &mut segs) {
-            Ok(()) => {
-                *family_offload(cx.stats, v6).swgso += 1;
-                for seg in segs.drain(..) {
-                    out(cx, seg);
-                }
-            }
-            Err(_) => {
-                cx.drop_pkt(m, out_dropped(v6));
-            }
-        }
-        *cx.gso_segs = segs;
-        return None;
-    }
-    // The device fills in the checksum of what it takes whole and fits its link.
-    let device_sums = ifp.offload.csum && (m.len() <= mtu || whole);
-    let m = csum_finish(cx, m, device_sums)?;
-    if m.len() > mtu {
-        if !whole {
-            return Some(m);
-        }
-        *family_offload(cx.stats, v6).tso += 1;
-    }
-    out(cx, m);
-    None
-}
-
-/// Whether `ifp` takes this packet longer than its MTU whole and cuts it into
-/// segments itself: a TCP segment built for segmentation offload (its checksum
-/// still to be filled, as every TCP segment of ours and every one a TAP hands us
-/// whole) within the device's size, whose segments fit `mtu`. A segment that came
-/// in whole on a link of a larger MTU stands for segments too long for this one:
-/// the router cuts it itself (`gso::tcp_segment`) rather than have the device
-/// put packets longer than the link's MTU on it.
-pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
-    m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
-        && m.len() <= ifp.offload.tso
-        && headers_len(m).is_some_and(|h| h + usize::from(m.hdr.tso_segsz) <= mtu)
-}
-
-/// The IP and TCP headers' length at the front of `m` (IPv4, or IPv6 without
-/// extension headers, then TCP), if they are in its first buffer.
-fn headers_len(m: &Mbuf) -> Option<usize> {
-    // The first buffer may hold the headers alone (our segments carry their data in
-    // buffers of its own), so the views are not checked against the total length.
-    let b = m.first();
-    let ip = match b.first()? >> 4 {
-        4 if b.len() >= IP_HDR_LEN => usize::from(Ipv4Packet::new_unchecked(b).header_len()),
-        6 => crate::ip6::IP6_HDR_LEN,
-        _ => return None,
-    };
-    let tcp = b.get(ip..).filter(|t| t.len() >= 20)?;
-    Some(ip + usize::from(TcpPacket::new_unchecked(tcp).header_len()))
-}
-
-/// Finishes a TCP checksum left to the device (`CSUM_L4_NEEDED`, the field holding
-/// the pseudo-header sum) unless `device_sums`: the interface fills it in, having
-/// checksum offload and seeing the packet whole (not fragmented). `m` starts with
-/// its IPv4 or IPv6 header. Dropped and counted if the header cannot be read.
-pub(crate) fn csum_finish(cx: &mut Cx<'_>, mut m: Mbuf, device_sums: bool) -> Option<Mbuf> {
-    if m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 || device_sums {
-        return Some(m);
-    }
-    let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) else {
-        cx.drop_pkt(m, DropReason::IpOutDropped);
-        return None;
-    };
-    // Only TCP segments are left unfilled (ours, and those a TAP hands us with
-    // `NEEDS_CSUM`), always of a whole datagram, over IPv4 or (without extension
-    // headers) IPv6.
-    let v6 = h[0] >> 4 == 6;
-    let (hl, proto) = if v6 {
-        (crate::ip6::IP6_HDR_LEN, h[6])
-    } else {
-        (usize::from(h[0] & 0xf) * 4, h[9])
-    };
-    let drop = out_dropped(v6);
-    let at = hl + 16;
-    if proto != u8::from(IpProtocol::Tcp) || m.len() < hl + 20 {
-        cx.drop_pkt(m, drop);
-        return None;
-    }
-    let sum = !crate::icmp::mbuf_sum(&m, hl, m.len() - hl);
-    if m.copyback(at, &sum.to_be_bytes()).is_err() {
-        cx.drop_pkt(m, drop);
-        return None;
-    }
-    m.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
-    *family_offload(cx.stats, v6).swcsum += 1;
-    Some(m)
 }
 
 /// `ip_fragment`: sends a datagram longer than the interface's MTU as fragments
@@ -534,7 +366,7 @@ pub(crate) fn csum_finish(cx: &mut Cx<'_>, mut m: Mbuf, device_sums: bool) -> Op
 /// Fragment set it is dropped and counted in `ip.cantfrag` (FreeBSD's `ip_output`
 /// answers EMSGSIZE; our sockets send asynchronously, so the counter is the answer).
 pub(crate) fn ip_fragment(
-    cx: &mut Cx<'_>,
+    cx: &mut InetCx<'_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     nexthop: Ipv4Addr,

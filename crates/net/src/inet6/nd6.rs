@@ -1,6 +1,6 @@
 //! IPv6 neighbour discovery (RFC 4861) and duplicate address detection (RFC 4862).
 //!
-//! Each interface has its own neighbour table, the IPv6 instance of [`crate::lle`]
+//! Each interface has its own neighbour table, the IPv6 instance of [`crate::link::lle`]
 //! (the split L2/L3 design: no neighbour entry in any route). This module sends and
 //! receives neighbour solicitations and advertisements, resolves next hops for
 //! `ip6::ip6_send`, and runs DAD for every address an interface gets:
@@ -8,11 +8,11 @@
 //! solicitations from the unspecified address went unanswered for `RetransTimer`;
 //! an advertisement for it, or another node's probe for it, marks it duplicated.
 
-use crate::iface::{solicited_node, AddrState, IfIndex, Ifnet, ALL_NODES};
-use crate::ip6::{Ip6Info, Ip6Out};
-use crate::lle::{LlTable, LleEntry, LleFamily, LleOutput, Resolve};
-use crate::stats::{DropReason, Stats};
-use crate::worker::Cx;
+use crate::inet6::cx::Inet6Cx;
+use crate::inet6::ip6::{Ip6Info, Ip6Out};
+use crate::link::iface::{solicited_node, AddrState, IfIndex, Ifnet, ALL_NODES};
+use crate::link::lle::{LleOutput, Resolve};
+use crate::stats::DropReason;
 use dev::{Duration, Instant};
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
@@ -21,37 +21,7 @@ use wire::{
     EtherType, EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpProtocol, NdiscNeighborFlags, NdiscRepr,
 };
 
-/// IPv6: neighbour discovery's counters.
-#[derive(Debug)]
-pub struct Inet6;
-
-impl LleFamily for Inet6 {
-    type Addr = Ipv6Addr;
-    fn from_ip(a: std::net::IpAddr) -> Option<Ipv6Addr> {
-        match a {
-            std::net::IpAddr::V6(a) => Some(a),
-            std::net::IpAddr::V4(_) => None,
-        }
-    }
-    fn count_created(s: &mut Stats) {
-        s.nd6.entries_created += 1;
-    }
-    fn count_evicted(s: &mut Stats) {
-        s.nd6.evicted += 1;
-    }
-    fn count_timeout(s: &mut Stats) {
-        s.nd6.timeouts += 1;
-    }
-    fn count_request(s: &mut Stats) {
-        s.nd6.txsolicit += 1;
-    }
-    const HOLD_DROPPED: DropReason = DropReason::Nd6HoldDropped;
-}
-
-/// The IPv6 neighbour table of one interface.
-pub type Nd6Table = LlTable<Inet6>;
-/// One entry as `ndp -a` shows it.
-pub type Nd6Entry = LleEntry<Ipv6Addr>;
+pub use crate::link::lle::{Inet6, Nd6Entry, Nd6Table};
 type Nd6Output = LleOutput<Ipv6Addr>;
 
 /// RFC 4861 §6.1.2 / §7.1: ND messages travel with hop limit 255, so that a receiver
@@ -63,11 +33,11 @@ pub const DAD_TRANSMITS: u8 = 1;
 pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
 
 /// Sends what the neighbour table asked for: solicitations and released packets.
-pub(crate) fn nd6_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
+pub(crate) fn nd6_flush(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
     for o in out.drain(..) {
         match o {
             LleOutput::Packet { m, mac } => {
-                crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
+                crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
             }
             LleOutput::Request { target, unicast } => {
                 nd6_ns_output(cx, ifp, target, unicast, false)
@@ -79,22 +49,27 @@ pub(crate) fn nd6_flush(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Outp
 /// `nd6_resolve`: sends an IPv6 packet (header built) to `nexthop` on `ifp`, through
 /// the published snapshot when the neighbour is reachable, else through the table's
 /// slow path, which may hold the packet and solicit.
-pub(crate) fn nd6_resolve_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, nexthop: Ipv6Addr) {
+pub(crate) fn nd6_resolve_output(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    nexthop: Ipv6Addr,
+) {
     let mac = cx.nd6_lookup(ifp.index, nexthop);
     if let Some(mac) = mac {
-        return crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+        return crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
     }
     let mut out = Vec::new();
     if let Resolve::Now(m, mac) = ifp.nd6.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
-        crate::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+        crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
     }
     nd6_flush(cx, ifp, &mut out);
 }
 
 /// Builds an ICMPv6 message and sends it with `ip6_output`. `src` unspecified picks
 /// one (unless `keep_unspec`, for DAD probes).
-pub(crate) fn icmp6_send(cx: &mut Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
-    let Some((ifp, _)) = crate::ip6::ip6_route(cx, o.dst, o.ifindex) else {
+pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
+    let Some((ifp, _)) = crate::inet6::ip6::ip6_route(cx, o.dst, o.ifindex) else {
         return DropReason::Ip6NoRoute.count(cx.stats);
     };
     let src = if o.src.is_unspecified() && !o.keep_unspec {
@@ -110,14 +85,14 @@ pub(crate) fn icmp6_send(cx: &mut Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
     let Ok(m) = Mbuf::from_slice(&buf) else {
         return DropReason::Ip6OutDropped.count(cx.stats);
     };
-    crate::ip6::ip6_output(cx, m, Ip6Out { src, ..o });
+    crate::inet6::ip6::ip6_output(cx, m, Ip6Out { src, ..o });
 }
 
 /// `nd6_ns_output`: a neighbour solicitation for `target`: to its solicited-node
 /// group, or unicast to `unicast` when probing reachability; from the unspecified
 /// address without a source link-layer option for a DAD probe (RFC 4862 §5.4.2).
 pub(crate) fn nd6_ns_output(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     target: Ipv6Addr,
     unicast: Option<EthernetAddress>,
@@ -152,7 +127,7 @@ pub(crate) fn nd6_ns_output(
 
 /// `nd6_na_output`: advertises our `target` to `dst`.
 fn nd6_na_output(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     target: Ipv6Addr,
     dst: Ipv6Addr,
@@ -185,7 +160,7 @@ fn nd6_na_output(
 /// `nd6_ns_input`: RFC 4861 §7.1.1 validity checks, §7.2.3 processing; RFC 4862
 /// §5.4.3 for a target that is tentative here.
 pub(crate) fn nd6_ns_input(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     target: Ipv6Addr,
@@ -234,7 +209,7 @@ pub(crate) fn nd6_ns_input(
 /// `nd6_na_input`: RFC 4861 §7.1.2 validity checks, §7.2.5 processing; an
 /// advertisement for one of our addresses means another node holds it.
 pub(crate) fn nd6_na_input(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     flags: NdiscNeighborFlags,
@@ -269,7 +244,7 @@ pub(crate) fn nd6_na_input(
     nd6_flush(cx, ifp, &mut out);
 }
 
-fn dad_duplicate(cx: &mut Cx<'_>, ifp: &Ifnet, a: &crate::iface::In6Ifaddr) {
+fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6Ifaddr) {
     if a.state() != AddrState::Duplicated {
         a.set_state(AddrState::Duplicated);
         cx.stats.nd6.dadcollision += 1;
@@ -282,7 +257,7 @@ fn dad_duplicate(cx: &mut Cx<'_>, ifp: &Ifnet, a: &crate::iface::In6Ifaddr) {
 
 /// Worker 0's neighbour-discovery timers for one interface: the table's state
 /// machine, and duplicate address detection. Returns the next deadline.
-pub(crate) fn nd6_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !ifp.inet6() {
         return None;
     }
@@ -306,7 +281,7 @@ pub(crate) fn nd6_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
             Some(t) => t <= cx.now,
         };
         if due {
-            if a.dad_sent() >= cx.shared.params.dad_transmits {
+            if a.dad_sent() >= cx.dad_transmits {
                 // §5.4.5: no answer within RetransTimer of the last probe: unique.
                 a.set_state(AddrState::Preferred);
                 cx.stats.nd6.dadok += 1;
@@ -340,7 +315,7 @@ pub struct Router6 {
 /// An on-link prefix learnt from an advertisement (the L flag, RFC 4861 §6.3.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prefix6 {
-    pub prefix: crate::iface::Inet6Addr,
+    pub prefix: crate::link::iface::Inet6Addr,
     pub ifindex: IfIndex,
     pub expires: Instant,
 }
@@ -397,7 +372,7 @@ impl NdState {
 /// start of a packet we sent. RFC 8201: the path MTU towards its destination is
 /// lowered (never below 1280, §4), and a TCP connection it quotes shrinks its
 /// segments. The quoted packet must be ours (its source one of our addresses).
-pub(crate) fn pmtu6_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
+pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
     if quoted.len() < 40 || quoted[0] >> 4 != 6 {
         return DropReason::Icmp6BadLen.count(cx.stats);
     }
@@ -407,25 +382,24 @@ pub(crate) fn pmtu6_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
         Ipv6Addr::from(b)
     };
     let (src, dst) = (o(8), o(24));
-    if !cx.cfg.ifaces.iter().any(|i| i.addr6(src).is_some()) || dst.is_multicast() {
+    if !cx.ifaces.iter().any(|i| i.addr6(src).is_some()) || dst.is_multicast() {
         cx.stats.icmp6.badpkttoobig += 1;
         return;
     }
     let mtu = mtu.max(MIN_MTU6);
     let link = cx
-        .cfg
         .ifaces
         .iter()
         .find(|i| i.addr6(src).is_some())
         .map_or(1500, |i| i.mtu as u32);
-    let known = cx.cfg.nd6.path_mtu(dst, cx.now).unwrap_or(link);
+    let known = cx.inet6.nd6.path_mtu(dst, cx.now).unwrap_or(link);
     if mtu >= known {
         return;
     }
     let expires = cx.now + PMTU_LIFETIME;
-    cx.shared.update(|c| {
+    cx.ctl6.update_nd6(&mut |c| {
         upsert(
-            &mut c.nd6.pmtu,
+            &mut c.pmtu,
             (dst, mtu, expires),
             |p| p.0 == dst,
             |p| p.2,
@@ -437,11 +411,12 @@ pub(crate) fn pmtu6_input(cx: &mut Cx<'_>, mtu: u32, quoted: &[u8]) {
     if quoted[6] == u8::from(IpProtocol::Tcp) && quoted.len() >= 44 {
         let sport = u16::from_be_bytes([quoted[40], quoted[41]]);
         let dport = u16::from_be_bytes([quoted[42], quoted[43]]);
-        let tuple = crate::tcp::layer::Tuple {
+        // For TCP, through the worker (`pr_ctlinput`).
+        cx.ctlinput.push(crate::inet::cx::CtlInput::TcpPathMtu {
             local: std::net::SocketAddr::new(src.into(), sport),
             remote: std::net::SocketAddr::new(dst.into(), dport),
-        };
-        crate::tcp::layer::tcp_path_mtu(cx, tuple, mtu - 60);
+            mss: mtu - 60,
+        });
     }
 }
 
@@ -509,7 +484,7 @@ impl NdState {
 /// The SLAAC address of `prefix` on an interface with `mac` (RFC 4862 §5.5.3, the
 /// modified EUI-64 interface identifier of RFC 4291 appendix A).
 fn slaac_addr(prefix: Ipv6Addr, mac: EthernetAddress) -> Ipv6Addr {
-    let ll = crate::iface::Inet6Addr::link_local(mac).addr.octets();
+    let ll = crate::link::iface::Inet6Addr::link_local(mac).addr.octets();
     let mut o = prefix.octets();
     o[8..].copy_from_slice(&ll[8..]);
     Ipv6Addr::from(o)
@@ -518,14 +493,14 @@ fn slaac_addr(prefix: Ipv6Addr, mac: EthernetAddress) -> Ipv6Addr {
 /// `nd6_ra_input`: RFC 4861 §6.1.2 validity checks (hop limit 255 and code 0 were
 /// checked by the caller), §6.3.4 processing.
 pub(crate) fn nd6_ra_input(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     router_lifetime: u16,
     options: &[u8],
 ) {
     // "IP Source Address is a link-local address."
-    if !crate::iface::is_link_local(info.src) {
+    if !crate::link::iface::is_link_local(info.src) {
         return DropReason::Icmp6BadRa.count(cx.stats);
     }
     let mut lladdr = None;
@@ -544,14 +519,14 @@ pub(crate) fn nd6_ra_input(
         ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
         nd6_flush(cx, ifp, &mut out);
     }
-    let params = &cx.shared.params;
-    if !params.accept_rtadv {
+    if !cx.accept_rtadv {
         return;
     }
+    let slaac_on = cx.slaac;
     let now = cx.now;
     let mut slaac = Vec::new();
-    cx.shared.update(|c| {
-        let st = &mut c.nd6;
+    cx.ctl6.update_nd6(&mut |c| {
+        let st = &mut *c;
         st.rtsol.retain(|r| r.0 != ifp.index);
         let r = Router6 {
             addr: info.src,
@@ -575,10 +550,10 @@ pub(crate) fn nd6_ra_input(
         }
         for p in &prefixes {
             // §6.3.4: the link-local prefix is ignored.
-            if crate::iface::is_link_local(p.prefix) || p.prefix_len > 128 {
+            if crate::link::iface::is_link_local(p.prefix) || p.prefix_len > 128 {
                 continue;
             }
-            let prefix = crate::iface::Inet6Addr::new(p.prefix, p.prefix_len);
+            let prefix = crate::link::iface::Inet6Addr::new(p.prefix, p.prefix_len);
             if p.flags.contains(wire::NdiscPrefixFlags::ON_LINK) {
                 let e = Prefix6 {
                     prefix,
@@ -599,13 +574,13 @@ pub(crate) fn nd6_ra_input(
             }
             // RFC 4862 §5.5.3: autonomous flag, preferred <= valid, a /64 for an
             // Ethernet interface identifier.
-            if params.slaac
+            if slaac_on
                 && p.flags.contains(wire::NdiscPrefixFlags::ADDRCONF)
                 && p.preferred_lifetime <= p.valid_lifetime
                 && p.valid_lifetime > 0
                 && p.prefix_len == 64
             {
-                slaac.push(crate::iface::Inet6Addr::new(
+                slaac.push(crate::link::iface::Inet6Addr::new(
                     slaac_addr(p.prefix, ifp.mac),
                     64,
                 ));
@@ -613,10 +588,10 @@ pub(crate) fn nd6_ra_input(
         }
     });
     for a in slaac {
-        if cx.cfg.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
+        if cx.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
             continue;
         }
-        match cx.shared.add_address6(ifp.index, a) {
+        match cx.ctl6.add_address6(ifp.index, a) {
             Ok(()) => cx.stats.nd6.autoconf += 1,
             Err(_) => DropReason::Nd6AutoconfFull.count(cx.stats),
         }
@@ -625,7 +600,7 @@ pub(crate) fn nd6_ra_input(
 
 /// `icmp6_redirect_input`: RFC 4861 §8.1 validity checks, §8.3 processing.
 pub(crate) fn nd6_redirect_input(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     target: Ipv6Addr,
@@ -638,10 +613,10 @@ pub(crate) fn nd6_redirect_input(
     // Address (when redirected to the on-link destination)"; "the IP source address
     // of the Redirect is the same as the current first-hop router for the specified
     // ICMP Destination Address."
-    let current = crate::ip6::ip6_route(cx, dst, None).map(|(_, nh)| nh);
-    if !crate::iface::is_link_local(info.src)
+    let current = crate::inet6::ip6::ip6_route(cx, dst, None).map(|(_, nh)| nh);
+    if !crate::link::iface::is_link_local(info.src)
         || dst.is_multicast()
-        || !(crate::iface::is_link_local(target) || target == dst)
+        || !(crate::link::iface::is_link_local(target) || target == dst)
         || current != Some(info.src)
     {
         return DropReason::Icmp6BadRedirect.count(cx.stats);
@@ -657,9 +632,9 @@ pub(crate) fn nd6_redirect_input(
         ifindex: ifp.index,
         expires: cx.now + REDIRECT_LIFETIME,
     };
-    cx.shared.update(|c| {
+    cx.ctl6.update_nd6(&mut |c| {
         upsert(
-            &mut c.nd6.redirects,
+            &mut c.redirects,
             e,
             |x| x.dst == dst,
             |x| x.expires,
@@ -671,26 +646,33 @@ pub(crate) fn nd6_redirect_input(
 /// Router solicitation (RFC 4861 §6.3.7), with SLAAC on: up to three, four seconds
 /// apart, from the link-local address once it is usable, until an advertisement
 /// comes. Worker 0's timers; returns the next deadline.
-pub(crate) fn nd6_rtsol_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
-    if !cx.shared.params.slaac {
+pub(crate) fn nd6_rtsol_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !cx.slaac {
         return None;
     }
     let ll = ifp
         .addrs6
         .iter()
-        .find(|a| crate::iface::is_link_local(a.addr.addr))?;
+        .find(|a| crate::link::iface::is_link_local(a.addr.addr))?;
     if !ll.usable() {
         return None;
     }
     let now = cx.now.as_nanos();
-    let st = cx.cfg.nd6.rtsol.iter().find(|r| r.0 == ifp.index).copied();
+    let st = cx
+        .inet6
+        .nd6
+        .rtsol
+        .iter()
+        .find(|r| r.0 == ifp.index)
+        .copied();
     let (sent, due) = match st {
         // Not yet started: a delay in [0, 1 s) from the MAC, so that hosts brought up
         // together do not all ask at once (§6.3.7's random delay, reproducible).
-        None if !cx.cfg.nd6.routers.iter().any(|r| r.ifindex == ifp.index) => {
+        None if !cx.inet6.nd6.routers.iter().any(|r| r.ifindex == ifp.index) => {
             let delay = u64::from(ifp.mac.0[5]) * 1_000_000_000 / 256;
             let at = now + delay;
-            cx.shared.update(|c| c.nd6.rtsol.push((ifp.index, 0, at)));
+            cx.ctl6
+                .update_nd6(&mut |c| c.rtsol.push((ifp.index, 0, at)));
             return Some(Instant::from_nanos(at));
         }
         None => return None,
@@ -703,8 +685,8 @@ pub(crate) fn nd6_rtsol_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Insta
         return Some(Instant::from_nanos(due));
     }
     let next = now + RTR_SOLICITATION_INTERVAL.as_nanos() as u64;
-    cx.shared.update(|c| {
-        if let Some(r) = c.nd6.rtsol.iter_mut().find(|r| r.0 == ifp.index) {
+    cx.ctl6.update_nd6(&mut |c| {
+        if let Some(r) = c.rtsol.iter_mut().find(|r| r.0 == ifp.index) {
             r.1 += 1;
             r.2 = next;
         }
@@ -717,7 +699,7 @@ pub(crate) fn nd6_rtsol_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Insta
         }),
         Ip6Out {
             src: ll.addr.addr,
-            dst: crate::iface::ALL_ROUTERS,
+            dst: crate::link::iface::ALL_ROUTERS,
             proto: IpProtocol::Icmpv6,
             hlim: ND_HLIM,
             keep_unspec: false,
@@ -752,7 +734,7 @@ fn mld_groups(ifp: &Ifnet) -> Vec<Ipv6Addr> {
 /// all-MLDv2-routers, hop limit 1, with a router alert in a hop-by-hop header; from
 /// the link-local address, or the unspecified one while it is tentative (RFC 3590 §4).
 pub(crate) fn mld_report(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     groups: &[Ipv6Addr],
     ty: wire::MldRecordType,
@@ -763,7 +745,7 @@ pub(crate) fn mld_report(
     let src = ifp
         .addrs6
         .iter()
-        .find(|a| crate::iface::is_link_local(a.addr.addr) && a.usable())
+        .find(|a| crate::link::iface::is_link_local(a.addr.addr) && a.usable())
         .map_or(Ipv6Addr::UNSPECIFIED, |a| a.addr.addr);
     let mut records = vec![0u8; 20 * groups.len()];
     let mut rest = &mut records[..];
@@ -793,7 +775,7 @@ pub(crate) fn mld_report(
         return DropReason::Ip6OutDropped.count(cx.stats);
     };
     cx.stats.icmp6.outmldreport += 1;
-    crate::ip6::ip6_output(
+    crate::inet6::ip6::ip6_output(
         cx,
         m,
         Ip6Out {
@@ -809,7 +791,7 @@ pub(crate) fn mld_report(
 
 /// Worker 0's MLD timer for one interface: a newly joined group is reported
 /// `MLD_ROBUSTNESS` times, a second apart (RFC 3810 §6.1). Returns the next deadline.
-pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !ifp.inet6() {
         return None;
     }
@@ -822,7 +804,7 @@ pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
         .filter(|a| a.state() != AddrState::Duplicated)
         .all(|a| {
             let g = solicited_node(a.addr.addr);
-            cx.cfg
+            cx.inet6
                 .nd6
                 .mld
                 .iter()
@@ -833,7 +815,7 @@ pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     }
     let groups = mld_groups(ifp);
     let known: Vec<(Ipv6Addr, u8, u64)> = cx
-        .cfg
+        .inet6
         .nd6
         .mld
         .iter()
@@ -852,8 +834,8 @@ pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !due.is_empty() {
         mld_report(cx, ifp, &due, wire::MldRecordType::ChangeToExclude);
         let idx = ifp.index;
-        cx.shared.update(|c| {
-            let mld = &mut c.nd6.mld;
+        cx.ctl6.update_nd6(&mut |c| {
+            let mld = &mut c.mld;
             // Groups the interface left are forgotten (their addresses went).
             mld.retain(|m| m.0 != idx || groups.contains(&m.1));
             for g in &due {
@@ -886,10 +868,15 @@ pub(crate) fn mld_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
 /// A multicast listener query (RFC 3810 §6.2): answered with the current state of
 /// every group queried (all of ours for a general query). The answer goes at once,
 /// the low end of the random delay the RFC allows.
-pub(crate) fn mld_query_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, info: Ip6Info, group: Ipv6Addr) {
+pub(crate) fn mld_query_input(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    info: Ip6Info,
+    group: Ipv6Addr,
+) {
     // §5.1.14: a query from a non-link-local source, or with a hop limit other than
     // 1, is ignored.
-    if !crate::iface::is_link_local(info.src) || info.hlim != 1 {
+    if !crate::link::iface::is_link_local(info.src) || info.hlim != 1 {
         return DropReason::Icmp6Other.count(cx.stats);
     }
     let mut groups = mld_groups(ifp);
@@ -925,19 +912,19 @@ fn jitter(ifp: &Ifnet, n: u32) -> f64 {
 /// solicitation. Each names this router (lifetime 1800 s while it forwards IPv6),
 /// the link MTU, its link-layer address, and the interface's prefixes (on-link;
 /// autonomous for /64s, so hosts form addresses). Worker 0's timers.
-pub(crate) fn nd6_rtadv_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+pub(crate) fn nd6_rtadv_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !ifp.forwarding.rtadv() {
         return None;
     }
     let ll = ifp
         .addrs6
         .iter()
-        .find(|a| crate::iface::is_link_local(a.addr.addr))?;
+        .find(|a| crate::link::iface::is_link_local(a.addr.addr))?;
     if !ll.usable() {
         return None;
     }
     let now = cx.now.as_nanos();
-    let (sent, due) = match cx.cfg.nd6.rtadv.iter().find(|r| r.0 == ifp.index) {
+    let (sent, due) = match cx.inet6.nd6.rtadv.iter().find(|r| r.0 == ifp.index) {
         Some(r) => (r.1, r.2),
         None => (0, now),
     };
@@ -951,9 +938,9 @@ pub(crate) fn nd6_rtadv_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Insta
         MIN_RTR_ADV_INTERVAL + (span * jitter(ifp, sent)) as u64
     };
     let next = now + wait;
-    cx.shared.update(|c| {
-        c.nd6.rtadv.retain(|r| r.0 != ifp.index);
-        c.nd6.rtadv.push((ifp.index, sent + 1, next, now));
+    cx.ctl6.update_nd6(&mut |c| {
+        c.rtadv.retain(|r| r.0 != ifp.index);
+        c.rtadv.push((ifp.index, sent + 1, next, now));
     });
     nd6_ra_output(cx, ifp, ll.addr.addr);
     Some(Instant::from_nanos(next))
@@ -961,30 +948,30 @@ pub(crate) fn nd6_rtadv_timer(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Insta
 
 /// A router solicitation arrived on `ifp`: answer with the next advertisement soon
 /// (after a random delay, and never sooner than 3 s after the last).
-pub(crate) fn nd6_rs_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>) {
+pub(crate) fn nd6_rs_input(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) {
     if !ifp.forwarding.rtadv() {
         return;
     }
     let now = cx.now.as_nanos();
     let n = cx.stats.icmp6.inroutersolicit as u32;
     let soon = now + (MAX_RA_DELAY_TIME as f64 * jitter(ifp, n)) as u64;
-    let Some(&(_, sent, due, last)) = cx.cfg.nd6.rtadv.iter().find(|r| r.0 == ifp.index) else {
+    let Some(&(_, sent, due, last)) = cx.inet6.nd6.rtadv.iter().find(|r| r.0 == ifp.index) else {
         // None sent yet: the first goes out at once anyway.
         return;
     };
     let at = soon.max(last + MIN_DELAY_BETWEEN_RAS);
     if at < due {
-        cx.shared.update(|c| {
-            if let Some(r) = c.nd6.rtadv.iter_mut().find(|r| r.0 == ifp.index) {
+        cx.ctl6.update_nd6(&mut |c| {
+            if let Some(r) = c.rtadv.iter_mut().find(|r| r.0 == ifp.index) {
                 *r = (ifp.index, sent, at, last);
             }
         });
-        cx.shared.notify_worker(0);
+        cx.ctl6.notify_worker(0);
     }
 }
 
 /// One advertisement to all-nodes from the link-local address `src`.
-fn nd6_ra_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
+fn nd6_ra_output(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
     let mut opts = Vec::with_capacity(64);
     // Source link-layer address (§4.6.1).
     opts.extend_from_slice(&[1, 1]);
@@ -997,7 +984,7 @@ fn nd6_ra_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
     for a in ifp
         .addrs6
         .iter()
-        .filter(|a| !crate::iface::is_link_local(a.addr.addr))
+        .filter(|a| !crate::link::iface::is_link_local(a.addr.addr))
     {
         let len = a.addr.prefix_len;
         let net = route::IpPrefix::new(a.addr.addr.into(), len);
@@ -1023,7 +1010,7 @@ fn nd6_ra_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
     icmp6_send(
         cx,
         &Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {
-            hop_limit: crate::ip6::DEFAULT_HLIM,
+            hop_limit: crate::inet6::ip6::DEFAULT_HLIM,
             flags: wire::NdiscRouterFlags::from_bits_truncate(0),
             router_lifetime: lifetime,
             reachable_time: 0,

@@ -6,9 +6,12 @@
 //! Hooks are part of the published configuration, read without locks; a hook that keeps
 //! per-worker state indexes it with [`PfilCtx::worker`].
 
-use crate::iface::IfIndex;
+pub mod ipfw;
+
+use crate::ifindex::IfIndex;
 use dev::Instant;
 use mbuf::Mbuf;
+use std::net::IpAddr;
 
 /// Where in the data path a hook runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -28,8 +31,27 @@ pub enum Dir {
     Out,
 }
 
+/// What a hook may ask of the stack it sits in: the interfaces' names, its own
+/// addresses, its routes. The stack implements it for a batch (the hooks sit below
+/// every family, so they see the stack only through this).
+pub trait PfilEnv {
+    /// Interface `i`'s name, as rules name it (`recv em0`).
+    fn ifname(&self, i: IfIndex) -> Option<&str>;
+    /// Interfaces there are (indices `0..ifcount`).
+    fn ifcount(&self) -> usize;
+    /// A number that changes whenever the interfaces do (a hook may cache by it).
+    fn generation(&self) -> u64;
+    /// `a` is one of the stack's addresses (`me`).
+    fn is_local(&self, a: IpAddr) -> bool;
+    /// The route back to `src` leaves by `rcvif` (uRPF, `verrevpath`).
+    fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool;
+    /// `src` is not ours, nor on a network connected through another interface than
+    /// `rcvif` (`antispoof`).
+    fn antispoof(&self, src: IpAddr, rcvif: u32) -> bool;
+}
+
 /// What a hook knows about the packet in hand.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct PfilCtx<'a> {
     pub point: PfilPoint,
     pub dir: Dir,
@@ -41,10 +63,20 @@ pub struct PfilCtx<'a> {
     pub rcvif: Option<IfIndex>,
     pub worker: usize,
     pub now: Instant,
-    /// The stack's configuration for this batch (interfaces, addresses).
-    pub cfg: &'a crate::stack::NetConfig,
-    /// The routes for this batch.
-    pub fib: &'a route::Fib,
+    /// The stack, as far as a hook may ask of it, for this batch.
+    pub env: &'a dyn PfilEnv,
+}
+
+impl std::fmt::Debug for PfilCtx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PfilCtx")
+            .field("point", &self.point)
+            .field("dir", &self.dir)
+            .field("ifindex", &self.ifindex)
+            .field("rcvif", &self.rcvif)
+            .field("worker", &self.worker)
+            .finish()
+    }
 }
 
 /// Who holds the packet after a hook ran.

@@ -10,9 +10,8 @@
 //! their task's waker; the worker wakes them once per batch in which it delivered
 //! something or emptied the send queue, and only if the application said it was waiting.
 
-use crate::park::{Interest, Parker};
+use crate::park::Interest;
 use crate::stack::Shared;
-use crossbeam_queue::ArrayQueue;
 use mbuf::Mbuf;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -20,100 +19,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What kind of endpoint a socket is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SockKind {
-    Udp,
-    /// ICMP echo, keyed by identifier (Linux "ping sockets").
-    IcmpEcho,
-}
+pub use crate::sockbuf::SockKind;
+pub(crate) use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
 
-/// A received datagram: the payload bytes and who sent it.
-#[derive(Debug)]
-pub(crate) struct RxDatagram {
-    pub m: Mbuf,
-    pub from: SocketAddr,
-    /// For ICMP echo: the sequence number.
-    pub seq: u16,
-}
-
-/// A datagram to send.
-#[derive(Debug)]
-pub(crate) struct TxDatagram {
-    pub m: Mbuf,
-    pub to: SocketAddr,
-    pub seq: u16,
-}
-
-/// State shared between an application handle and the home worker.
-#[derive(Debug)]
-pub(crate) struct SockShared {
-    pub id: u64,
-    pub kind: SockKind,
-    /// Local address, IPv4 or IPv6 (a socket is of one family: an unspecified IPv6
-    /// address takes IPv6 only, as FreeBSD's `net.inet6.ip6.v6only`); the port is
-    /// the ICMP identifier for echo sockets.
-    pub local: SocketAddr,
-    pub home: usize,
-    pub rxq: ArrayQueue<RxDatagram>,
-    pub txq: ArrayQueue<TxDatagram>,
-    pub parker: Parker,
-    /// Datagrams the application could not queue (send buffer full).
-    pub tx_full: AtomicU64,
-    /// The application closed the socket with datagrams still queued: the home worker
-    /// sends them, then forgets the socket (a close does not discard sent data).
-    pub closed: AtomicBool,
-    /// Datagrams leave with Don't Fragment set (FreeBSD's `IP_DONTFRAG`).
-    pub dontfrag: AtomicBool,
-    /// TTL / hop limit of what it sends (`IP_TTL`, `IPV6_UNICAST_HOPS`); 0: the
-    /// default (64).
-    pub ttl: std::sync::atomic::AtomicU8,
-}
-
-impl SockShared {
-    /// The TTL (or hop limit) to send with.
-    pub(crate) fn ttl_or_default(&self) -> u8 {
-        match self.ttl.load(Ordering::Relaxed) {
-            0 => crate::ip::DEFAULT_TTL,
-            t => t,
-        }
-    }
-}
-
-impl SockShared {
-    pub fn new(id: u64, kind: SockKind, local: SocketAddr, home: usize, cap: usize) -> Self {
-        SockShared {
-            id,
-            kind,
-            local,
-            home,
-            rxq: ArrayQueue::new(cap.max(1)),
-            txq: ArrayQueue::new(cap.max(1)),
-            parker: Parker::default(),
-            tx_full: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-            dontfrag: AtomicBool::new(false),
-            ttl: std::sync::atomic::AtomicU8::new(0),
-        }
-    }
-
-    /// True if an application thread or task waits on this socket (worker side, per
-    /// batch).
-    #[inline]
-    pub fn has_waiter(&self) -> bool {
-        self.parker.has_waiter()
-    }
-
-    /// Wakes the application's parked thread and tasks, if any (worker side).
-    pub fn wake(&self) {
-        self.parker.wake();
-    }
-
-    /// Blocks until `rxq` has something, the deadline passes, or forever (app side).
-    fn wait_readable(&self, deadline: Option<std::time::Instant>) -> bool {
-        self.parker
-            .wait(Interest::Read, deadline, || !self.rxq.is_empty())
-    }
+/// Blocks until `s`'s receive queue has something, the deadline passes, or forever
+/// (the application's side).
+fn wait_readable(s: &SockShared, deadline: Option<std::time::Instant>) -> bool {
+    s.parker
+        .wait(Interest::Read, deadline, || !s.rxq.is_empty())
 }
 
 /// Why a bind failed.
@@ -206,7 +119,7 @@ impl Handle {
             }
             let t = self.read_timeout.load(Ordering::Relaxed);
             let deadline = (t != 0).then(|| std::time::Instant::now() + Duration::from_nanos(t));
-            if !self.sock.wait_readable(deadline) {
+            if !wait_readable(&self.sock, deadline) {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "receive timed out"));
             }
         }

@@ -7,20 +7,19 @@
 //! header (type 0 refused per RFC 5095, any unknown type per §4.4), the fragment
 //! header (atomic fragments, RFC 6946, go on at once), and counting AH and ESP. A
 //! Parameter Problem points at the offending byte where §4 asks for one. Then the
-//! upper layer: ICMPv6 ([`crate::icmp6`]); UDP and TCP over IPv6 ([`crate::inet6`])
+//! upper layer: ICMPv6 ([`crate::inet6::icmp6`]); UDP and TCP over IPv6 ([`crate::inet6`])
 //! have no sockets yet: their headers and checksums are checked, then a port
 //! unreachable or a reset answers.
 //!
 //! Output routes on the interfaces' prefixes and the default router, picks a source
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
-//! interface's neighbour table ([`crate::nd6`]).
+//! interface's neighbour table ([`crate::inet6::nd6`]).
 
-use crate::forward::Ip6Hdr;
 use crate::hdr::{hdr, HdrAccess};
-use crate::iface::{is_link_local, Ifnet};
+use crate::inet6::cx::Inet6Cx;
+use crate::link::iface::{is_link_local, Ifnet};
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -34,6 +33,16 @@ pub(crate) const DEFAULT_HLIM: u8 = 64;
 /// Extension headers walked before a packet is refused (`ip6.toomanyhdr`): a chain
 /// of thousands of empty options headers must not cost thousands of pulldowns.
 pub(crate) const MAX_EXT_HDRS: usize = 16;
+
+/// What `ip6_input` read of a fixed header, for forwarding and local delivery.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ip6Hdr {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub hlim: u8,
+    /// The fixed header's Next Header.
+    pub nxt: IpProtocol,
+}
 
 /// What upper layers need from the IPv6 header and the chain walk.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +80,7 @@ fn ip6_check(access: HdrAccess, m: &mut Mbuf) -> Result<Ip6Hdr, DropReason> {
         };
         (h, p.payload_len())
     };
-    let plen = crate::ip::length_field(plen, m, IP6_HDR_LEN);
+    let plen = crate::hdr::length_field(plen, m, IP6_HDR_LEN);
     // RFC 8200 §3 with RFC 2675 left out: no jumbograms, so payload length 0 with a
     // non-empty packet is just short (but for a large segment, above).
     if IP6_HDR_LEN + plen > len {
@@ -99,14 +108,19 @@ pub(crate) struct Ip6InputVecs {
     /// For other hosts, arrived on an interface that forwards: to `ip6_forward`.
     pub fwd: Vec<(Mbuf, Ip6Hdr)>,
     checked: Vec<(Mbuf, Ip6Hdr)>,
-    pf: crate::worker::PfilScratch<Ip6Hdr>,
+    pf: crate::link::cx::PfilScratch<Ip6Hdr>,
 }
 
 /// `ip6_input` over the IPv6 packets of one burst from `ifp` (a vector stage): the
 /// fixed header's checks, the input hooks over the vector, then each packet sorted
 /// into `v.local` or `v.fwd`, or dropped and counted. The extension headers of
 /// local packets are walked by [`ip6_deliver`].
-pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &mut Ip6InputVecs) {
+pub(crate) fn ip6_input(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Ifnet,
+    pkts: &mut Vec<Mbuf>,
+    v: &mut Ip6InputVecs,
+) {
     cx.stats.ip6.total += pkts.len() as u64;
     if !ifp.inet6() {
         for m in pkts.drain(..) {
@@ -156,7 +170,7 @@ pub(crate) fn ip6_input(cx: &mut Cx<'_>, ifp: &Ifnet, pkts: &mut Vec<Mbuf>, v: &
 /// the worker's protocol switch, or `None` when the packet was answered, dropped or
 /// kept for reassembly.
 pub(crate) fn ip6_deliver(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     mut m: Mbuf,
     h: Ip6Hdr,
     tentative: bool,
@@ -249,12 +263,16 @@ pub(crate) fn ip6_deliver(
                 // fragment (RFC 6946) comes back at once; the fragment that completes
                 // a datagram brings it back whole, its Fragment header gone and the
                 // Next Header byte at `nh_at` naming what followed it.
-                let pos = crate::frag::Frag6Pos {
+                let pos = crate::inet::frag::Frag6Pos {
                     hdr_off: off,
                     nxt_off: nh_at,
                 };
-                match cx.frag.input6(cx.now, m, pos, cx.stats) {
-                    crate::frag::Frag6::Done {
+                match cx
+                    .ip4
+                    .frag
+                    .input6(cx.ip4.link.now, m, pos, cx.ip4.link.stats)
+                {
+                    crate::inet::frag::Frag6::Done {
                         m: whole,
                         off: o,
                         next,
@@ -263,8 +281,8 @@ pub(crate) fn ip6_deliver(
                         off = o;
                         proto = next;
                     }
-                    crate::frag::Frag6::Consumed => return None,
-                    crate::frag::Frag6::ParamProblem { m, code, pointer } => {
+                    crate::inet::frag::Frag6::Consumed => return None,
+                    crate::inet::frag::Frag6::ParamProblem { m, code, pointer } => {
                         param_problem(cx, m, Icmpv6ParamProblem::from(code), pointer as usize);
                         return None;
                     }
@@ -315,7 +333,7 @@ pub(crate) fn ip6_deliver(
 /// 0xffff when the checksum in it is right.
 pub(crate) fn upper_sum(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize) -> u16 {
     wire::checksum::combine(&[
-        crate::icmp::mbuf_sum(m, info.off, len),
+        crate::hdr::mbuf_sum(m, info.off, len),
         wire::checksum::pseudo_header(
             &std::net::IpAddr::V6(info.src),
             &std::net::IpAddr::V6(info.dst),
@@ -326,12 +344,11 @@ pub(crate) fn upper_sum(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize)
 }
 
 /// Whether `a` is one of our addresses, and if so whether it is usable (not tentative).
-fn local6(cx: &Cx<'_>, a: Ipv6Addr) -> Option<bool> {
-    cx.cfg
-        .ifaces
+fn local6(cx: &Inet6Cx<'_>, a: Ipv6Addr) -> Option<bool> {
+    cx.ifaces
         .iter()
         .find_map(|i| i.addr6(a))
-        .map(|x| x.state() == crate::iface::AddrState::Preferred)
+        .map(|x| x.state() == crate::link::iface::AddrState::Preferred)
 }
 
 /// Length and next header of the options or routing header at `off`.
@@ -386,14 +403,22 @@ fn options(a: HdrAccess, m: &mut Mbuf, off: usize, hlen: usize) -> Opts {
     Opts::Ok
 }
 
-pub(crate) fn param_problem(cx: &mut Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
-    crate::icmp6::icmp6_error(cx, m, crate::icmp6::Error6::Param(code, at as u32, false));
+pub(crate) fn param_problem(cx: &mut Inet6Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+    crate::inet6::icmp6::icmp6_error(
+        cx,
+        m,
+        crate::inet6::icmp6::Error6::Param(code, at as u32, false),
+    );
 }
 
 /// A Parameter Problem sent even if the packet went to a multicast group (option
 /// action bits 10).
-fn param_problem_mcast(cx: &mut Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
-    crate::icmp6::icmp6_error(cx, m, crate::icmp6::Error6::Param(code, at as u32, true));
+fn param_problem_mcast(cx: &mut Inet6Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+    crate::inet6::icmp6::icmp6_error(
+        cx,
+        m,
+        crate::inet6::icmp6::Error6::Param(code, at as u32, true),
+    );
 }
 
 /// RFC 2464 §7: an IPv6 multicast group maps onto 33:33 and its low 32 bits.
@@ -414,17 +439,17 @@ pub(crate) struct Ip6Out {
     pub keep_unspec: bool,
     /// The interface for link-local and multicast destinations (their scope), when
     /// the caller knows it.
-    pub ifindex: Option<crate::iface::IfIndex>,
+    pub ifindex: Option<crate::link::iface::IfIndex>,
 }
 
 /// The interface and next hop towards `dst`.
 pub(crate) fn ip6_route<'a>(
-    cx: &Cx<'a>,
+    cx: &Inet6Cx<'a>,
     dst: Ipv6Addr,
-    scope_if: Option<crate::iface::IfIndex>,
+    scope_if: Option<crate::link::iface::IfIndex>,
 ) -> Option<(&'a Arc<Ifnet>, Ipv6Addr)> {
-    let cfg: &'a crate::stack::NetConfig = cx.cfg;
-    let ifs = &cfg.ifaces;
+    let ifs: &'a [Arc<Ifnet>] = cx.ifaces;
+    let cfg: &'a crate::inet6::cx::Inet6Config = cx.inet6;
     if dst.is_multicast() || is_link_local(dst) {
         let by_index = scope_if
             .and_then(|i| ifs.get(i.get()))
@@ -436,7 +461,7 @@ pub(crate) fn ip6_route<'a>(
     // A redirect for this destination first (RFC 4861 §8.3), then the on-link
     // prefixes of our addresses and of advertisements, then the static default
     // router, then a learnt one.
-    let by = |(nh, i): (Ipv6Addr, crate::iface::IfIndex)| {
+    let by = |(nh, i): (Ipv6Addr, crate::link::iface::IfIndex)| {
         ifs.get(i.get()).filter(|i| i.inet6()).map(|i| (i, nh))
     };
     if let Some(r) = cfg
@@ -479,7 +504,7 @@ pub(crate) fn ip6_route<'a>(
 
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
 /// layer or the first extension header): routes, builds the header, sends.
-pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
+pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_>, mut m: Mbuf, o: Ip6Out) {
     let Some((ifp, nexthop)) = ip6_route(cx, o.dst, o.ifindex) else {
         return cx.drop_pkt(m, DropReason::Ip6NoRoute);
     };
@@ -492,7 +517,7 @@ pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
         o.src
     };
     let plen = m.len();
-    if crate::ip::too_long(&m, plen, IP6_HDR_LEN + plen, ifp) {
+    if crate::inet::ip::too_long(&m, plen, IP6_HDR_LEN + plen, ifp) {
         return cx.drop_pkt(m, DropReason::Ip6TooLong);
     }
     match m.prepend(IP6_HDR_LEN) {
@@ -515,7 +540,7 @@ pub(crate) fn ip6_output(cx: &mut Cx<'_>, mut m: Mbuf, o: Ip6Out) {
 
 /// Sends an IPv6 packet (header built) towards `nexthop` on `ifp`.
 pub(crate) fn ip6_send(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     dst: Ipv6Addr,
@@ -536,21 +561,27 @@ pub(crate) fn ip6_send(
     };
     // The link's MTU, or a smaller one a Packet Too Big taught for this path.
     let mtu = cx
-        .cfg
+        .inet6
         .nd6
         .path_mtu(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    let out = |cx: &mut Cx<'_>, m| ip6_link_output(cx, ifp, m, dst, nexthop);
-    if let Some(m) = crate::ip::fit_link(cx, ifp, m, mtu, out) {
+    let out = |cx: &mut Inet6Cx<'_>, m| ip6_link_output(cx, ifp, m, dst, nexthop);
+    if let Some(m) = crate::link::output::fit_link(cx, ifp, m, mtu, out) {
         ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
     }
 }
 
-fn ip6_link_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, dst: Ipv6Addr, nexthop: Ipv6Addr) {
+fn ip6_link_output(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    dst: Ipv6Addr,
+    nexthop: Ipv6Addr,
+) {
     if dst.is_multicast() {
-        return crate::ether::ether_output(cx, ifp, m, multicast_mac6(dst), EtherType::Ipv6);
+        return crate::link::ether::ether_output(cx, ifp, m, multicast_mac6(dst), EtherType::Ipv6);
     }
-    crate::nd6::nd6_resolve_output(cx, ifp, m, nexthop);
+    crate::inet6::nd6::nd6_resolve_output(cx, ifp, m, nexthop);
 }
 
 /// RFC 8200 §4.5: a packet of ours too big for the link goes out in fragments. The
@@ -559,7 +590,7 @@ fn ip6_link_output(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, dst: Ipv6Addr, ne
 /// units as fit in the MTU, and shares the original's payload buffers (no copy).
 /// The identification is unpredictable (RFC 7739): a keyed mix of a per-worker count.
 fn ip6_fragment(
-    cx: &mut Cx<'_>,
+    cx: &mut Inet6Cx<'_>,
     ifp: &Arc<Ifnet>,
     mut m: Mbuf,
     dst: Ipv6Addr,

@@ -19,9 +19,8 @@
 //! `ip_input`/`ip6_input`, an outbound one to its route's link output. In a
 //! simulation a pipe is therefore exact in virtual time.
 
-use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
-use crate::stack::{NetConfig, Stack};
-use crate::worker::Cx;
+use crate::ifindex::IfIndex;
+use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilEnv, PfilHook, PfilPoint, Reject, Verdict};
 use arc_swap::ArcSwap;
 use fw::{Counters, Decision, Direction, Env, IfName, IfRef, PacketInfo, RejectKind};
 use mbuf::Mbuf;
@@ -86,19 +85,21 @@ impl WorkerFw {
     }
 
     /// The interface table for configuration `cfg`.
-    fn ifrefs(&mut self, cfg: &NetConfig) {
-        if self.ifgen == cfg.generation && self.ifrefs.len() == cfg.ifaces.len() {
+    fn ifrefs(&mut self, env: &dyn PfilEnv) {
+        let n = env.ifcount();
+        if self.ifgen == env.generation() && self.ifrefs.len() == n {
             return;
         }
-        self.ifrefs = cfg
-            .ifaces
-            .iter()
+        self.ifrefs = (0..n)
             .map(|i| IfRef {
-                index: u32::from(i.index.0),
-                name: IfName::new(&i.name).unwrap_or_default(),
+                index: i as u32,
+                name: env
+                    .ifname(IfIndex(i as u16))
+                    .and_then(IfName::new)
+                    .unwrap_or_default(),
             })
             .collect();
-        self.ifgen = cfg.generation;
+        self.ifgen = env.generation();
     }
 }
 
@@ -115,7 +116,7 @@ struct DnPkt {
     m: Mbuf,
     point: PfilPoint,
     dir: Dir,
-    ifindex: crate::iface::IfIndex,
+    ifindex: IfIndex,
     flow: fw::dummynet::FlowKey,
 }
 
@@ -326,25 +327,6 @@ impl Ipfw {
         self.dn.lock().unwrap_or_else(|e| e.into_inner()).pipes()
     }
 
-    /// Puts the firewall on the stack's IPv4 and IPv6 points, in and out.
-    pub fn attach(self: &Arc<Self>, stack: &Stack) {
-        for point in [PfilPoint::Inet, PfilPoint::Inet6] {
-            for dir in [Dir::In, Dir::Out] {
-                stack.add_pfil_hook(point, dir, self.clone());
-            }
-        }
-        stack.set_pfil_deferring();
-    }
-
-    /// Also runs the rules on whole Ethernet frames, arriving and leaving (FreeBSD's
-    /// `net.link.ether.ipfw=1`): the pass where `layer2`, `mac` and `mac-type` match.
-    pub fn attach_layer2(self: &Arc<Self>, stack: &Stack) {
-        for dir in [Dir::In, Dir::Out] {
-            stack.add_pfil_hook(PfilPoint::Ether, dir, self.clone());
-        }
-        stack.set_pfil_deferring();
-    }
-
     fn shape(
         &self,
         m: Mbuf,
@@ -419,29 +401,25 @@ fn is_dummynet(line: &str) -> bool {
         && matches!(w.next(), Some("config" | "delete"))
 }
 
-/// `me`, `verrevpath`, `antispoof` answered from the stack's configuration and
-/// routes.
-struct StackEnv<'a>(&'a NetConfig, &'a route::Fib);
+/// `me`, `verrevpath`, `antispoof` answered by the stack through its pfil
+/// environment.
+struct HookEnv<'a>(&'a dyn PfilEnv);
 
-impl Env for StackEnv<'_> {
+impl Env for HookEnv<'_> {
     fn is_local(&self, a: IpAddr) -> bool {
-        self.0.is_local_ip(a)
+        self.0.is_local(a)
     }
 
     /// The route back to `src` leaves by `rcvif` (on any of its paths, if it has
     /// several); no route, or a discard route, fails.
     fn verrevpath(&self, src: IpAddr, rcvif: u32) -> bool {
-        self.1.reverse_path(src, rcvif)
+        self.0.verrevpath(src, rcvif)
     }
 
     /// Not one of our addresses, nor an address of a network connected through
     /// another interface.
     fn antispoof(&self, src: IpAddr, rcvif: u32) -> bool {
-        !self.is_local(src)
-            && self
-                .0
-                .connected(src)
-                .is_none_or(|i| u32::from(i.index.0) == rcvif)
+        self.0.antispoof(src, rcvif)
     }
 }
 
@@ -519,7 +497,7 @@ fn inet(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo
     p.ttl = h[8];
     p.frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
     // A large segment's length (Total Length 0) reads as the largest there is.
-    p.ip_len = u16::try_from(crate::ip::length_field(field, m, off)).unwrap_or(u16::MAX);
+    p.ip_len = u16::try_from(crate::hdr::length_field(field, m, off)).unwrap_or(u16::MAX);
     if !p.frag {
         upper(a, m, off + hlen, &mut p);
     }
@@ -537,7 +515,7 @@ fn inet6(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInf
     let field = u16::from_be_bytes([h[4], h[5]]);
     p.tos = (h[0] << 4) | (h[1] >> 4);
     p.ttl = h[7];
-    let plen = crate::ip::length_field(field, m, off + 40);
+    let plen = crate::hdr::length_field(field, m, off + 40);
     p.ip_len = u16::try_from(40 + plen).unwrap_or(u16::MAX);
     // Past the extension headers to the upper layer, as ipfw's ipv6 walk does: the
     // rules' protocol is the upper layer's, and a fragment other than the first is
@@ -592,8 +570,8 @@ fn describe(
     m: &mut Mbuf,
     point: PfilPoint,
     dir: Dir,
-    ifindex: crate::iface::IfIndex,
-    rcvif: Option<crate::iface::IfIndex>,
+    ifindex: IfIndex,
+    rcvif: Option<IfIndex>,
     ifrefs: &[IfRef],
 ) -> Option<PacketInfo> {
     let a = crate::hdr::HdrAccess::Pulldown;
@@ -620,7 +598,7 @@ fn describe(
             p
         }
     };
-    let iface = |i: crate::iface::IfIndex| ifrefs.get(i.get()).copied();
+    let iface = |i: IfIndex| ifrefs.get(i.get()).copied();
     p.dir = match dir {
         Dir::In => Direction::In,
         Dir::Out => Direction::Out,
@@ -706,11 +684,11 @@ impl PfilHook for Ipfw {
     /// vector overlap their cache misses).
     fn filter_batch(&self, pkts: &mut [crate::pfil::PfilPkt], cx: &PfilCtx<'_>) {
         let program = self.program.load();
-        let env = StackEnv(cx.cfg, cx.fib);
+        let env = HookEnv(cx.env);
         let w = cx.worker % self.workers.len();
         let mut g = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
         let wf = &mut *g;
-        wf.ifrefs(cx.cfg);
+        wf.ifrefs(cx.env);
         wf.infos.clear();
         wf.at.clear();
         for (k, p) in pkts.iter_mut().enumerate() {
@@ -789,111 +767,6 @@ impl PfilHook for Ipfw {
         }
         .map(dev::Instant::from_nanos)
     }
-}
-
-/// Answers a packet a hook refused (`m` starts with its IP header): a TCP reset for
-/// a TCP segment (RFC 9293 §3.10.7.1's form: from the segment's ACK number, or
-/// acknowledging it), else ICMP or ICMPv6 destination unreachable with the code
-/// asked for (port unreachable for a reset asked of a non-TCP packet). Never about a
-/// reset.
-pub(crate) fn send_reject(cx: &mut Cx<'_>, m: Mbuf, point: PfilPoint, how: Reject) {
-    cx.stats.pfil.rejected += 1;
-    // The answer does not pass the hooks again (FreeBSD's M_SKIP_FIREWALL).
-    let skip = std::mem::replace(&mut cx.pfil_skip, true);
-    reject_answer(cx, m, point, how);
-    cx.pfil_skip = skip;
-}
-
-fn reject_answer(cx: &mut Cx<'_>, mut m: Mbuf, point: PfilPoint, how: Reject) {
-    let mut v6 = point == PfilPoint::Inet6;
-    if point == PfilPoint::Ether {
-        // A refused frame is answered at the IP layer it carries, if any.
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 14) else {
-            return;
-        };
-        match u16::from_be_bytes([h[12], h[13]]) {
-            0x0800 => {}
-            0x86dd => v6 = true,
-            _ => return,
-        }
-        m.adj(14);
-    }
-    let (hlen, proto) = if v6 {
-        match crate::hdr::hdr(cx.access, &mut m, 0, 40) {
-            Ok(h) => (40, h[6]),
-            Err(_) => return,
-        }
-    } else {
-        match crate::hdr::hdr(cx.access, &mut m, 0, 20) {
-            Ok(h) => (usize::from(h[0] & 0x0f) * 4, h[9]),
-            Err(_) => return,
-        }
-    };
-    if how == Reject::Rst && proto == 6 {
-        return tcp_reset(cx, m, hlen, v6);
-    }
-    let code = match how {
-        Reject::Unreach(c) | Reject::Unreach6(c) => c,
-        Reject::Rst => {
-            if v6 {
-                4
-            } else {
-                3
-            }
-        }
-    };
-    if v6 {
-        let e = crate::icmp6::Error6::Unreach(wire::Icmpv6DstUnreachable::from(code));
-        crate::icmp6::icmp6_error(cx, m, e);
-    } else {
-        crate::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, code, 0);
-    }
-}
-
-fn tcp_reset(cx: &mut Cx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
-    let total = m.len();
-    let (src, dst) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
-            return;
-        };
-        if v6 {
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&h[8..24]);
-            d.copy_from_slice(&h[24..40]);
-            (IpAddr::from(s), IpAddr::from(d))
-        } else {
-            (
-                IpAddr::from([h[12], h[13], h[14], h[15]]),
-                IpAddr::from([h[16], h[17], h[18], h[19]]),
-            )
-        }
-    };
-    let Ok(t) = crate::hdr::hdr(cx.access, &mut m, hlen, 20) else {
-        return;
-    };
-    let flags = t[13];
-    if flags & 0x04 != 0 {
-        return; // never answer a reset
-    }
-    let sport = u16::from_be_bytes([t[0], t[1]]);
-    let dport = u16::from_be_bytes([t[2], t[3]]);
-    let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
-    let ack = (flags & 0x10 != 0).then(|| u32::from_be_bytes([t[8], t[9], t[10], t[11]]));
-    let doff = usize::from(t[12] >> 4) * 4;
-    let seg_len = total.saturating_sub(hlen + doff) as u32
-        + u32::from(flags & 0x02 != 0)
-        + u32::from(flags & 0x01 != 0);
-    drop(m);
-    // From the refused packet's destination, as FreeBSD's send_reject does (a
-    // router's firewall answers for the host it protects).
-    let tuple = crate::tcp::layer::Tuple {
-        local: std::net::SocketAddr::new(dst, dport),
-        remote: std::net::SocketAddr::new(src, sport),
-    };
-    let rst = crate::tcp::reset_answering(seq, ack, seg_len);
-    cx.stats.tcp.sndrst += 1;
-    crate::tcp::layer::send_segment(cx, &tuple, &rst, std::iter::empty());
 }
 
 #[cfg(test)]

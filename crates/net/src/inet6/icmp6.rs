@@ -1,11 +1,11 @@
 //! ICMPv6 (RFC 4443): input, echo, and rate-limited error generation; neighbour
-//! discovery messages go to [`crate::nd6`].
+//! discovery messages go to [`crate::inet6::nd6`].
 
-use crate::iface::Ifnet;
-use crate::ip6::{Ip6Info, Ip6Out, IP6_HDR_LEN};
-use crate::nd6::icmp6_send;
+use crate::inet6::cx::Inet6Cx;
+use crate::inet6::ip6::{Ip6Info, Ip6Out, IP6_HDR_LEN};
+use crate::inet6::nd6::icmp6_send;
+use crate::link::iface::Ifnet;
 use crate::stats::DropReason;
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -33,13 +33,13 @@ pub(crate) enum Error6 {
 }
 
 /// `icmp6_input`: `m` is the whole packet, the ICMPv6 message at `info.off`.
-pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info) {
+pub(crate) fn icmp6_input(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info) {
     let len = m.len() - info.off;
     if len < 4 {
         return cx.drop_pkt(m, DropReason::Icmp6TooShort);
     }
     // The checksum over the chain as it lies: no byte of the message is moved for it.
-    if crate::ip6::upper_sum(&m, &info, IpProtocol::Icmpv6, len) != 0xffff {
+    if crate::inet6::ip6::upper_sum(&m, &info, IpProtocol::Icmpv6, len) != 0xffff {
         return cx.drop_pkt(m, DropReason::Icmp6Checksum);
     }
     let ty = match crate::hdr::hdr(cx.access, &mut m, info.off, 4) {
@@ -79,14 +79,14 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
             cx.stats.icmp6.inpkttoobig += 1;
             let data = data.to_vec();
             drop(m);
-            crate::nd6::pmtu6_input(cx, mtu, &data);
+            crate::inet6::nd6::pmtu6_input(cx, mtu, &data);
         }
         Icmpv6Repr::TimeExceeded { .. } => cx.stats.icmp6.intimxceed += 1,
         Icmpv6Repr::ParamProblem { .. } => cx.stats.icmp6.inparamprob += 1,
         Icmpv6Repr::Mld(wire::MldRepr::Query { mcast_addr, .. }) => {
             cx.stats.icmp6.inmld += 1;
             drop(m);
-            crate::nd6::mld_query_input(cx, ifp, info, mcast_addr);
+            crate::inet6::nd6::mld_query_input(cx, ifp, info, mcast_addr);
         }
         Icmpv6Repr::Mld(_) => cx.stats.icmp6.inmld += 1,
         Icmpv6Repr::Ndisc(nd) => {
@@ -109,7 +109,7 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                 } => {
                     cx.stats.icmp6.inneighborsolicit += 1;
                     drop(m);
-                    crate::nd6::nd6_ns_input(cx, ifp, info, target_addr, lladdr);
+                    crate::inet6::nd6::nd6_ns_input(cx, ifp, info, target_addr, lladdr);
                 }
                 NdiscRepr::NeighborAdvert {
                     flags,
@@ -118,14 +118,14 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                 } => {
                     cx.stats.icmp6.inneighboradvert += 1;
                     drop(m);
-                    crate::nd6::nd6_na_input(cx, ifp, info, flags, target_addr, lladdr);
+                    crate::inet6::nd6::nd6_na_input(cx, ifp, info, flags, target_addr, lladdr);
                 }
                 // A host ignores solicitations for routers (RFC 4861 §6.2.6); an
                 // interface sending advertisements answers them.
                 NdiscRepr::RouterSolicit { .. } => {
                     cx.stats.icmp6.inroutersolicit += 1;
                     drop(m);
-                    crate::nd6::nd6_rs_input(cx, ifp);
+                    crate::inet6::nd6::nd6_rs_input(cx, ifp);
                 }
                 NdiscRepr::RouterAdvert {
                     router_lifetime,
@@ -135,7 +135,7 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                     cx.stats.icmp6.inrouteradvert += 1;
                     let options = options.to_vec();
                     drop(m);
-                    crate::nd6::nd6_ra_input(cx, ifp, info, router_lifetime, &options);
+                    crate::inet6::nd6::nd6_ra_input(cx, ifp, info, router_lifetime, &options);
                 }
                 NdiscRepr::Redirect {
                     target_addr,
@@ -145,7 +145,14 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
                 } => {
                     cx.stats.icmp6.inredirect += 1;
                     drop(m);
-                    crate::nd6::nd6_redirect_input(cx, ifp, info, target_addr, dest_addr, lladdr);
+                    crate::inet6::nd6::nd6_redirect_input(
+                        cx,
+                        ifp,
+                        info,
+                        target_addr,
+                        dest_addr,
+                        lladdr,
+                    );
                 }
             }
         }
@@ -156,7 +163,7 @@ pub(crate) fn icmp6_input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: 
 /// multicast group, from one of our unicast addresses. The request becomes the reply
 /// in place, as ICMPv4's does: its IPv6 header and chain are trimmed, the type
 /// changed, the checksum updated (RFC 1624; recomputed when the source changes).
-fn echo_reflect(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, len: usize) {
+fn echo_reflect(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, len: usize) {
     cx.stats.icmp6.inecho += 1;
     if info.tentative {
         return cx.drop_pkt(m, DropReason::Ip6CantForward);
@@ -165,7 +172,7 @@ fn echo_reflect(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, l
         return cx.drop_pkt(m, DropReason::Icmp6Other);
     }
     let src = if info.mcast {
-        match crate::ip6::ip6_route(cx, info.src, Some(ifp.index))
+        match crate::inet6::ip6::ip6_route(cx, info.src, Some(ifp.index))
             .and_then(|(i, _)| i.source6_for(info.src))
         {
             Some(a) => a,
@@ -186,7 +193,7 @@ fn echo_reflect(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, l
             h[2..4].copy_from_slice(&[0, 0]);
         }
         let sum = !wire::checksum::combine(&[
-            crate::icmp::mbuf_sum(&m, 0, len),
+            crate::hdr::mbuf_sum(&m, 0, len),
             wire::checksum::pseudo_header(
                 &std::net::IpAddr::V6(src),
                 &std::net::IpAddr::V6(info.src),
@@ -210,14 +217,14 @@ fn echo_reflect(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, l
         h[2..4].copy_from_slice(&sum.to_be_bytes());
     }
     cx.stats.icmp6.outechoreply += 1;
-    crate::ip6::ip6_output(
+    crate::inet6::ip6::ip6_output(
         cx,
         m,
         Ip6Out {
             src,
             dst: info.src,
             proto: IpProtocol::Icmpv6,
-            hlim: crate::ip6::DEFAULT_HLIM,
+            hlim: crate::inet6::ip6::DEFAULT_HLIM,
             keep_unspec: false,
             ifindex: Some(ifp.index),
         },
@@ -226,7 +233,7 @@ fn echo_reflect(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6Info, l
 
 /// `icmp6_error`: answers `m` (a received IPv6 packet) with an error, under the rules
 /// of RFC 4443 §2.4(e) and the shared error rate limit (§2.4(f)).
-pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
+pub(crate) fn icmp6_error(cx: &mut Inet6Cx<'_>, mut m: Mbuf, e: Error6) {
     cx.stats.icmp6.error += 1;
     let (src, dst, next) = {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, IP6_HDR_LEN) else {
@@ -250,7 +257,7 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
     if src.is_unspecified() || src.is_multicast() || (dst.is_multicast() && !mcast_ok) {
         return cx.drop_pkt(m, DropReason::Icmp6NoError);
     }
-    if !cx.icmp_bucket.take(cx.now) {
+    if !cx.ip4.icmp_bucket.take(cx.ip4.link.now) {
         return cx.drop_pkt(m, DropReason::Icmp6RateLim);
     }
     let keep = m.len().min(MIN_MTU - IP6_HDR_LEN - ICMP6_HDR_LEN);
@@ -289,7 +296,7 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
     };
     // From the address the packet was sent to when it is ours and unicast.
     // (A router answering about a packet in transit speaks from its own address.)
-    let ours = cx.cfg.is_local_ip(dst.into());
+    let ours = cx.ifaces.iter().any(|i| i.addr6(dst).is_some());
     let from = if dst.is_multicast() || !ours {
         Ipv6Addr::UNSPECIFIED
     } else {
@@ -302,7 +309,7 @@ pub(crate) fn icmp6_error(cx: &mut Cx<'_>, mut m: Mbuf, e: Error6) {
             src: from,
             dst: src,
             proto: IpProtocol::Icmpv6,
-            hlim: crate::ip6::DEFAULT_HLIM,
+            hlim: crate::inet6::ip6::DEFAULT_HLIM,
             keep_unspec: false,
             ifindex: None,
         },

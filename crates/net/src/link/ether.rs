@@ -1,11 +1,11 @@
 //! Ethernet input and output, and ARP input (`ether_input`, `ether_demux`,
 //! `ether_output`, `in_arpinput`).
 
-use crate::arp::{ArpOutput, Resolve};
-use crate::iface::Ifnet;
+use crate::link::arp::{ArpOutput, Resolve};
+use crate::link::cx::LinkCx;
+use crate::link::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
-use crate::worker::Cx;
 use mbuf::Mbuf;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub(crate) struct EtherInputVecs {
     pub ip6: Vec<Mbuf>,
     pub arp: Vec<Mbuf>,
     checked: Vec<(Mbuf, EtherType)>,
-    pf: crate::worker::PfilScratch<EtherType>,
+    pf: crate::link::cx::PfilScratch<EtherType>,
 }
 
 /// A frame's link header checks: its type, with `M_BCAST`/`M_MCAST` set.
@@ -33,7 +33,7 @@ fn ether_check(
     let (dst, src, ethertype) = {
         let h =
             crate::hdr::hdr(access, m, 0, ETHER_HDR_LEN).map_err(|_| DropReason::EtherTooShort)?;
-        let f = EthernetFrame::new_unchecked(crate::ip::fixed::<ETHER_HDR_LEN>(h));
+        let f = EthernetFrame::new_unchecked(crate::hdr::fixed::<ETHER_HDR_LEN>(h));
         (f.dst_addr(), f.src_addr(), f.ethertype())
     };
     // A frame from a multicast source is invalid (IEEE 802.3); one from ourselves is
@@ -55,7 +55,7 @@ fn ether_check(
 /// header checked, the layer-2 hooks over the vector, then each sorted by type
 /// (`ether_demux`) into `v`, its link header stripped; every drop counted.
 pub(crate) fn ether_input(
-    cx: &mut Cx<'_>,
+    cx: &mut LinkCx<'_>,
     ifp: &Ifnet,
     pkts: &mut Vec<Mbuf>,
     v: &mut EtherInputVecs,
@@ -93,7 +93,7 @@ pub(crate) fn ether_input(
 /// `ether_demux`: a checked frame, its link header stripped, to the vector of its
 /// type.
 #[inline]
-fn ether_demux(cx: &mut Cx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInputVecs) {
+fn ether_demux(cx: &mut LinkCx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInputVecs) {
     let to = match ty {
         EtherType::Ipv4 => &mut v.ip4,
         EtherType::Ipv6 => &mut v.ip6,
@@ -106,26 +106,36 @@ fn ether_demux(cx: &mut Cx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInputVe
     to.push(m);
 }
 
+/// A link-layer header to write, then the transmit vector (`ether_output` over a
+/// vector).
+#[derive(Debug)]
+pub(crate) struct L2Out {
+    pub m: Mbuf,
+    pub ifindex: crate::link::iface::IfIndex,
+    pub dst: EthernetAddress,
+    pub ty: EtherType,
+}
+
 /// `ether_output`'s scratch for a vector.
 #[derive(Debug, Default)]
 pub(crate) struct EtherOutputVecs {
-    out: Vec<(Mbuf, crate::iface::IfIndex)>,
-    pf: crate::worker::PfilScratch<crate::iface::IfIndex>,
+    out: Vec<(Mbuf, crate::link::iface::IfIndex)>,
+    pf: crate::link::cx::PfilScratch<crate::link::iface::IfIndex>,
 }
 
 /// `ether_output` over a vector of packets whose next hops' link addresses are
 /// known (forwarded ones): link headers written into their headroom, the layer-2
 /// output hooks over the vector, then each onto its interface's transmit vector.
 pub(crate) fn ether_output_vec(
-    cx: &mut Cx<'_>,
-    pkts: &mut Vec<crate::forward::L2Out>,
+    cx: &mut LinkCx<'_>,
+    pkts: &mut Vec<L2Out>,
     v: &mut EtherOutputVecs,
 ) {
-    let cfg: &crate::stack::NetConfig = cx.cfg;
+    let ifaces = cx.ifaces;
     let hooks = cx.pfil_active(PfilPoint::Ether, Dir::Out);
     for o in pkts.drain(..) {
         let mut m = o.m;
-        let Some(ifp) = cfg.ifaces.get(o.ifindex.get()) else {
+        let Some(ifp) = ifaces.get(o.ifindex.get()) else {
             cx.drop_pkt(m, DropReason::EtherOutDropped);
             continue;
         };
@@ -177,7 +187,7 @@ pub(crate) fn ether_output_vec(
 /// Prepends the link header and queues the frame for transmission (`ether_output`
 /// once the destination is resolved).
 pub(crate) fn ether_output(
-    cx: &mut Cx<'_>,
+    cx: &mut LinkCx<'_>,
     ifp: &Ifnet,
     mut m: Mbuf,
     dst: EthernetAddress,
@@ -215,7 +225,7 @@ pub(crate) fn multicast_mac(ip: Ipv4Addr) -> EthernetAddress {
 /// lock-free through the published neighbour snapshot, else through the table's slow
 /// path (`arpresolve`), which may hold the packet and ask.
 pub(crate) fn arp_resolve_output(
-    cx: &mut Cx<'_>,
+    cx: &mut LinkCx<'_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     nexthop: Ipv4Addr,
@@ -239,7 +249,7 @@ pub(crate) fn arp_resolve_output(
 }
 
 /// Sends what the neighbour table asked for: requests and released packets.
-pub(crate) fn arp_flush(cx: &mut Cx<'_>, ifp: &Ifnet, out: &mut Vec<ArpOutput>) {
+pub(crate) fn arp_flush(cx: &mut LinkCx<'_>, ifp: &Ifnet, out: &mut Vec<ArpOutput>) {
     for o in out.drain(..) {
         match o {
             ArpOutput::Packet { m, mac } => ether_output(cx, ifp, m, mac, EtherType::Ipv4),
@@ -250,7 +260,7 @@ pub(crate) fn arp_flush(cx: &mut Cx<'_>, ifp: &Ifnet, out: &mut Vec<ArpOutput>) 
 
 /// `arprequest`: who has `target`? tell us.
 pub(crate) fn arp_request(
-    cx: &mut Cx<'_>,
+    cx: &mut LinkCx<'_>,
     ifp: &Ifnet,
     target: Ipv4Addr,
     unicast: Option<EthernetAddress>,
@@ -283,7 +293,7 @@ pub(crate) fn arp_request(
 
 /// `in_arpinput`: RFC 826 with the merge rule, answering requests for our addresses
 /// in place (the request buffer becomes the reply).
-pub(crate) fn arp_input(cx: &mut Cx<'_>, ifp: &Ifnet, mut m: Mbuf) {
+pub(crate) fn arp_input(cx: &mut LinkCx<'_>, ifp: &Ifnet, mut m: Mbuf) {
     cx.stats.arp.received += 1;
     let repr = {
         let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 28) else {

@@ -38,9 +38,9 @@ const TCP_PSH: u8 = 0x08;
 /// Longest header run kept for comparison: Ethernet, IPv6, TCP with options.
 const HDR_MAX: usize = ETH + 40 + 60;
 
-/// Most buffers in one merged packet: what TCP input takes without a copy
-/// (`tcp::PAYLOAD_PIECES`).
-pub const MAX_BUFS: usize = crate::tcp::PAYLOAD_PIECES;
+/// Most buffers in one merged packet: what TCP input takes without a copy (its
+/// `PAYLOAD_PIECES` is this).
+pub const MAX_BUFS: usize = 16;
 
 /// What one frame is, when it may merge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ fn parse(m: &Mbuf) -> Option<Frame> {
         let len = end - l4;
         let sum = wire::checksum::combine(&[
             wire::checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, len as u32),
-            crate::icmp::mbuf_sum(m, l4, len),
+            crate::hdr::mbuf_sum(m, l4, len),
         ]);
         if sum != !0 {
             return None;

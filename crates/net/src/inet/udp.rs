@@ -1,11 +1,11 @@
 //! UDP (RFC 768, RFC 1122 §4.1): input demultiplexing to sockets, output from them.
 
-use crate::icmp::mbuf_sum;
-use crate::iface::Ifnet;
-use crate::ip::{self, IpInfo, IpOut};
-use crate::socket::{RxDatagram, SockShared, TxDatagram};
+use crate::hdr::mbuf_sum;
+use crate::inet::cx::InetCx;
+use crate::inet::ip::{self, IpInfo, IpOut};
+use crate::link::iface::Ifnet;
+use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
-use crate::worker::Cx;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use wire::{IpProtocol, UdpPacket};
@@ -27,7 +27,12 @@ fn add(a: u16, b: u16) -> u16 {
 }
 
 /// `udp_input`.
-pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbuf, info: IpInfo) {
+pub(crate) fn udp_input<'a>(
+    cx: &mut InetCx<'a>,
+    _ifp: &Arc<Ifnet>,
+    mut m: mbuf::Mbuf,
+    info: IpInfo,
+) {
     cx.stats.udp.ipackets += 1;
     let iplen = m.len() - info.hlen;
     let (sport, dport, ulen, csum) = {
@@ -56,7 +61,7 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
     }
     // Borrowed from the batch's configuration, not from `cx`: no reference count is
     // touched per datagram.
-    let cfg: &'a crate::stack::NetConfig = cx.cfg;
+    let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
     let sock = cfg.udp.get(&dport).and_then(|v| {
         v.iter()
             .find(|s| s.local.ip() == IpAddr::V4(info.dst))
@@ -70,7 +75,7 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
             return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
         }
         DropReason::UdpNoPort.count(cx.stats);
-        return crate::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 3, 0);
+        return crate::inet::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 3, 0);
     };
     m.adj((info.hlen + UDP_HDR_LEN) as isize);
     let d = RxDatagram {
@@ -90,14 +95,12 @@ pub(crate) fn udp_input<'a>(cx: &mut Cx<'a>, _ifp: &Arc<Ifnet>, mut m: mbuf::Mbu
     }
 }
 
-/// `udp_output`: one datagram from a socket's send queue.
-pub(crate) fn udp_output(cx: &mut Cx<'_>, s: &SockShared, d: TxDatagram) {
+/// `udp_output`: one datagram from an IPv4 socket's send queue (an IPv6 socket's
+/// go to `udp6_output`).
+pub(crate) fn udp_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
     let TxDatagram { mut m, to, .. } = d;
     let (dst, local) = match (to, s.local) {
         (SocketAddr::V4(to), SocketAddr::V4(l)) => (*to.ip(), *l.ip()),
-        (SocketAddr::V6(to), SocketAddr::V6(l)) => {
-            return crate::inet6::udp6_output(cx, s, m, *l.ip(), to);
-        }
         // The socket layer refuses the other family.
         _ => return cx.drop_pkt(m, DropReason::IpNoRoute),
     };

@@ -1,5 +1,5 @@
 //! The per-interface neighbour table (FreeBSD's `lltable`), one per address family:
-//! ARP's for IPv4 ([`crate::arp`]) and neighbour discovery's for IPv6 ([`crate::nd6`]).
+//! ARP's for IPv4 ([`crate::link::arp`]) and neighbour discovery's for IPv6 ([`crate::inet6::nd6`]).
 //!
 //! The table has two faces. The control face, behind a mutex, holds every entry with
 //! its state (incomplete, reachable, stale, delay, probe — the RFC 4861 NUD machine,
@@ -23,7 +23,7 @@ use mbuf::Mbuf;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use wire::EthernetAddress;
@@ -43,6 +43,37 @@ pub trait LleFamily: std::fmt::Debug + Send + Sync + 'static {
     const HOLD_DROPPED: DropReason;
 }
 
+/// IPv6: neighbour discovery's counters.
+#[derive(Debug)]
+pub struct Inet6;
+
+impl LleFamily for Inet6 {
+    type Addr = Ipv6Addr;
+    fn from_ip(a: IpAddr) -> Option<Ipv6Addr> {
+        match a {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        }
+    }
+    fn count_created(s: &mut Stats) {
+        s.nd6.entries_created += 1;
+    }
+    fn count_evicted(s: &mut Stats) {
+        s.nd6.evicted += 1;
+    }
+    fn count_timeout(s: &mut Stats) {
+        s.nd6.timeouts += 1;
+    }
+    fn count_request(s: &mut Stats) {
+        s.nd6.txsolicit += 1;
+    }
+    const HOLD_DROPPED: DropReason = DropReason::Nd6HoldDropped;
+}
+
+/// The IPv6 neighbour table of one interface.
+pub type Nd6Table = LlTable<Inet6>;
+/// One entry as `ndp -a` shows it.
+pub type Nd6Entry = LleEntry<Ipv6Addr>;
 /// IPv4: ARP's counters.
 #[derive(Debug)]
 pub struct Inet;

@@ -2,10 +2,10 @@
 //! state: it moves bytes through its connection's channels and tells the home worker
 //! through that worker's inbox (one wake-up message outstanding at a time).
 
-use super::chan::{err, phase, ListenShared, StreamShared};
-use super::layer::TcpMsg;
 use crate::park::Interest;
 use crate::stack::Shared;
+use crate::tcp::chan::{err, phase, ListenShared, StreamShared};
+use crate::tcp::layer::TcpMsg;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -102,7 +102,7 @@ pub struct TcpStream {
     nonblocking: AtomicBool,
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
-    rx_partial: Mutex<Option<(super::sndbuf::Chunk, usize)>>,
+    rx_partial: Mutex<Option<(crate::tcp::sndbuf::Chunk, usize)>>,
 }
 
 /// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes, each clamped to
@@ -438,7 +438,7 @@ pub(crate) fn connect(
     remote: SocketAddr,
     buffers: Option<TcpBuffers>,
 ) -> io::Result<TcpStream> {
-    let home = super::layer::flow_home(local, remote, stack.wake.len());
+    let home = crate::tcp::layer::flow_home(local, remote, stack.wake.len());
     let p = &stack.params.tcp;
     let b = buffers
         .unwrap_or(TcpBuffers {

@@ -1,10 +1,10 @@
-//! ARP (RFC 826): the IPv4 face of the neighbour table ([`crate::lle`]).
+//! ARP (RFC 826): the IPv4 face of the neighbour table ([`crate::link::lle`]).
 //!
 //! ARP input and requests live in `ether` (`in_arpinput`, `arprequest`);
 //! this module names the IPv4 instance of the table and holds its tests.
 
-pub use crate::lle::{Inet, LleParams as ArpParams, LleState, Resolve};
-use crate::lle::{LlTable, LleEntry, LleOutput, LleSnapshot};
+pub use crate::link::lle::{Inet, LleParams as ArpParams, LleState, Resolve};
+use crate::link::lle::{LlTable, LleEntry, LleOutput, LleSnapshot};
 use std::net::Ipv4Addr;
 
 /// The IPv4 neighbour table of one interface.

@@ -2,25 +2,17 @@
 //!
 //! An [`Ifnet`] is part of the published configuration: workers read it without locks
 //! and the control plane replaces it by publishing a new configuration. Each interface
-//! points at its own neighbour table ([`crate::arp::ArpTable`]): the split L2/L3 design
+//! points at its own neighbour table ([`crate::link::arp::ArpTable`]): the split L2/L3 design
 //! of the PRESTO 2009 paper, no neighbour entry ever lives in a route.
 
-use crate::arp::ArpTable;
-use crate::nd6::Nd6Table;
+use crate::link::arp::ArpTable;
+use crate::link::lle::Nd6Table;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use wire::EthernetAddress;
 
-/// An interface's index in its stack (`if_index`), from 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct IfIndex(pub u16);
-
-impl IfIndex {
-    pub fn get(self) -> usize {
-        self.0 as usize
-    }
-}
+pub use crate::ifindex::IfIndex;
 
 /// An IPv4 address with its prefix length, as `ifconfig` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

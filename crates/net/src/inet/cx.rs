@@ -1,0 +1,170 @@
+//! IPv4's batch context and published state.
+//!
+//! [`InetConfig`] is IPv4's part of the stack's published configuration (the
+//! default gateway, learnt path MTUs, the stack's own addresses, the UDP and echo
+//! sockets by port). [`InetCx`] is what an IPv4 stage may touch for a batch: the link
+//! context below it (reached through `Deref`), that configuration, the FIB, and the
+//! state IPv4 owns on a worker (reassembly, the ICMP rate limit, the IP id, the
+//! flow table). What IPv4 learns for the layers above it (an ICMP error about a TCP
+//! segment) it leaves in [`InetCx::ctlinput`] for the worker to hand up: IPv4 never
+//! names a transport above it.
+
+use crate::ifindex::IfIndex;
+use crate::inet::frag::Reass;
+use crate::link::cx::LinkCx;
+use crate::sockbuf::SockShared;
+use crate::FxBuild;
+use dev::{Duration, Instant};
+use mbuf::Mbuf;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+/// IPv4's part of the published configuration.
+#[derive(Clone, Debug, Default)]
+pub struct InetConfig {
+    /// A default gateway set before its network was configured (the FIB holds the
+    /// default route once it is).
+    pub default_gw: Option<Ipv4Addr>,
+    /// IPv4 path MTUs learnt from "fragmentation needed" (RFC 1191): destination,
+    /// MTU, expiry; bounded, aged as IPv6's.
+    pub pmtu4: Vec<(Ipv4Addr, u32, Instant)>,
+    /// Every IPv4 address of the stack, in one array: the per-packet "is it ours"
+    /// test reads it, not every interface's list. Made again at each publication.
+    pub(crate) local4: Vec<Ipv4Addr>,
+    /// UDP sockets by port (both families: a socket is of one).
+    pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
+    /// ICMP echo sockets by identifier.
+    pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
+}
+
+impl InetConfig {
+    /// True if `a` is one of the stack's IPv4 addresses.
+    #[inline]
+    pub fn is_local(&self, a: Ipv4Addr) -> bool {
+        self.local4.contains(&a)
+    }
+
+    /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
+    /// aged.
+    pub fn path_mtu4(&self, dst: Ipv4Addr, now: Instant) -> Option<u32> {
+        self.pmtu4
+            .iter()
+            .find(|p| p.0 == dst && p.2 > now)
+            .map(|p| p.1)
+    }
+}
+
+/// How IPv4 changes its published state from the data path (a path MTU learnt):
+/// the stack publishes the change as any other.
+pub(crate) trait InetCtl {
+    fn update_inet(&self, f: &mut dyn FnMut(&mut InetConfig));
+}
+
+/// What an ICMP or ICMPv6 error says to the transport of the packet it quotes
+/// (FreeBSD's `pr_ctlinput`), left for the worker to hand up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CtlInput {
+    /// "Fragmentation needed" or "packet too big" about a TCP segment between
+    /// `local` and `remote`: its path takes segments of at most `mss` bytes.
+    TcpPathMtu {
+        local: SocketAddr,
+        remote: SocketAddr,
+        mss: u32,
+    },
+}
+
+/// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).
+#[derive(Debug)]
+pub(crate) struct TokenBucket {
+    per_sec: u32,
+    tokens: u32,
+    last: Instant,
+}
+
+impl TokenBucket {
+    pub(crate) fn new(per_sec: u32) -> Self {
+        TokenBucket {
+            per_sec,
+            tokens: per_sec,
+            last: Instant::ZERO,
+        }
+    }
+
+    pub fn take(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.last) >= Duration::from_secs(1) {
+            self.tokens = self.per_sec;
+            self.last = now;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+/// What an IPv4 stage may touch while processing one batch.
+pub(crate) struct InetCx<'a> {
+    pub link: LinkCx<'a>,
+    pub inet: &'a InetConfig,
+    /// The routing table, read lock-free for the whole batch.
+    pub fib: &'a route::Fib,
+    /// This worker's flow table (stateful forwarding), if the stack keeps one.
+    pub flows: Option<&'a mut route::FlowTable>,
+    /// Packets addressed to ourselves, processed after the batch: (ifindex, IPv4
+    /// packet).
+    pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
+    /// Sockets whose applications wait for what the batch delivered.
+    pub wake: &'a mut Vec<Arc<SockShared>>,
+    pub icmp_bucket: &'a mut TokenBucket,
+    pub ip_id: &'a mut u16,
+    /// This worker's fragment reassembly table (both families).
+    pub frag: &'a mut Reass,
+    /// The stack's secret: flow hashes and initial sequence numbers.
+    pub isn_secret: u64,
+    /// Send redirects when a forwarded packet leaves by its arrival interface.
+    pub send_redirects: bool,
+    /// Where routing messages go (`RTM_MISS`).
+    pub rtbus: &'a route::RtBus,
+    pub ctl4: &'a dyn InetCtl,
+    /// What ICMP learnt for the transports, for the worker to hand up.
+    pub ctlinput: &'a mut Vec<CtlInput>,
+}
+
+impl<'a> std::ops::Deref for InetCx<'a> {
+    type Target = LinkCx<'a>;
+    #[inline(always)]
+    fn deref(&self) -> &LinkCx<'a> {
+        &self.link
+    }
+}
+
+impl<'a> std::ops::DerefMut for InetCx<'a> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut LinkCx<'a> {
+        &mut self.link
+    }
+}
+
+impl<'a> crate::link::cx::AsLink<'a> for InetCx<'a> {
+    #[inline(always)]
+    fn link(&mut self) -> &mut LinkCx<'a> {
+        &mut self.link
+    }
+}
+
+impl InetCx<'_> {
+    /// Schedules a socket's application for wake-up at the end of the batch.
+    #[inline]
+    pub fn wake_socket(&mut self, s: &Arc<SockShared>) {
+        if s.has_waiter() && !self.wake.iter().any(|x| x.id == s.id) {
+            self.wake.push(s.clone());
+        }
+    }
+
+    pub fn next_ip_id(&mut self) -> u16 {
+        *self.ip_id = self.ip_id.wrapping_add(1);
+        *self.ip_id
+    }
+}

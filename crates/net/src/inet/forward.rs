@@ -1,0 +1,395 @@
+//! IPv4 forwarding: `ip_forward` (RFC 1812); `ip6_forward` (`inet6::forward6`) has
+//! the same shape.
+//!
+//! A packet that arrives on an interface with forwarding on and is not for us is
+//! looked up in the FIB: one longest-prefix match gives a next-hop object (a member
+//! of a multipath group chosen by a seeded flow hash), whose resolved L2 rewrite is
+//! used directly when the neighbour table has written one; otherwise the neighbour
+//! table resolves (and then writes it). No lock and no reference count per packet.
+//! With a flow table (`StackConfig::flow_table`), a flow's first packet is looked
+//! up and the next hop's index and generation are kept for the flow; later packets
+//! skip the lookup while that next hop lives (stateful ECMP: adding a path moves no
+//! existing flow).
+//!
+//! Errors answer as a router does: time exceeded when the TTL or hop limit runs out,
+//! unreachable (net for no route, host for a reject route, administratively
+//! prohibited for a prohibit route; silence for a blackhole), fragmentation needed /
+//! packet too big with the next hop's MTU, and a redirect when a packet leaves by
+//! the interface it came in on towards a neighbour of its source. Every drop is
+//! counted (`ip.cantforward`, `ip.noroute`, `ip.blackhole`, `ip.reject`,
+//! `ip.timeexceed`, `ip.toobig`, and the `ip6` twins), and a lookup that finds no
+//! route is announced as `RTM_MISS` to routing sockets.
+
+use crate::inet::cx::InetCx;
+use crate::inet::ip::{IpInfo, IP_HDR_LEN};
+use crate::link::ether::{self, ether_output, L2Out};
+use crate::link::iface::Ifnet;
+use crate::pfil::{Dir, PfilPoint};
+use crate::stats::DropReason;
+use mbuf::Mbuf;
+use route::{IpPrefix, NhKind, RtFlags, RtmType};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use wire::{EtherType, EthernetAddress, Icmpv4Message, IpProtocol};
+
+/// The ports of a TCP/UDP header at `off`, or 0.
+pub(crate) fn ports(
+    cx_access: crate::hdr::HdrAccess,
+    m: &mut Mbuf,
+    off: usize,
+    proto: IpProtocol,
+) -> u32 {
+    if !matches!(proto, IpProtocol::Tcp | IpProtocol::Udp) {
+        return 0;
+    }
+    crate::hdr::hdr(cx_access, m, off, 4)
+        .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+        .unwrap_or(0)
+}
+
+/// `RTM_MISS` for a destination without a route (only built when someone listens).
+pub(crate) fn miss(cx: &InetCx<'_>, dst: IpAddr, ifp: &Ifnet) {
+    let bus = cx.rtbus;
+    if bus.has_subscribers() {
+        bus.send(
+            RtmType::Miss,
+            IpPrefix::host(dst),
+            None,
+            u32::from(ifp.index.0),
+            RtFlags::default(),
+        );
+    }
+}
+
+/// RFC 1624 incremental update of a header checksum for a 16-bit word changing from
+/// `old` to `new`.
+fn sum_update(sum: u16, old: u16, new: u16) -> u16 {
+    let s = u32::from(!sum) + u32::from(!old) + u32::from(new);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    !(s as u16)
+}
+
+/// No next hop, in a vector of next-hop indices.
+pub(crate) const NO_NH: u32 = u32::MAX;
+
+/// A forwarded packet between `ip_forward`'s decision and the link: where it goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FwdOut {
+    /// The interface it arrived on.
+    rcvif: crate::link::iface::IfIndex,
+    /// The interface it leaves by.
+    out: crate::link::iface::IfIndex,
+    /// The next hop's index in the batch's FIB.
+    nh: u32,
+    /// The address it goes to on that link (gateway, or the destination).
+    next: Ipv4Addr,
+    mtu: u32,
+}
+
+/// `ip_forward`'s vectors and scratch.
+#[derive(Debug, Default)]
+pub(crate) struct IpForwardVecs {
+    checked: Vec<(Mbuf, IpInfo)>,
+    /// The next hop of each checked packet (its index in the batch's FIB).
+    nhs: Vec<u32>,
+    out: Vec<(Mbuf, FwdOut)>,
+    pf: crate::link::cx::PfilScratch<FwdOut>,
+}
+
+/// `ip_forward` over the packets of one burst from `ifp` that are for other hosts
+/// (their headers validated by `ip_input`), as a vector stage: the checks of each,
+/// then the lookups of a chunk of them back to back so their cache misses overlap,
+/// then each packet's TTL and next hop; the output hooks over the vector; then
+/// those whose next hop's link address is known go to `l2` for `ether_output`,
+/// the others through the neighbour table. Errors answer as a router does.
+pub(crate) fn ip_forward(
+    cx: &mut InetCx<'_>,
+    ifp: &Ifnet,
+    pkts: &mut Vec<(Mbuf, IpInfo)>,
+    v: &mut IpForwardVecs,
+    l2: &mut Vec<L2Out>,
+) {
+    // RFC 1812 §4.2.2.11, §5.3.7; RFC 3927 §7: never forward broadcast, multicast
+    // (no multicast routing here), loopback, "this network", link-local or class E.
+    let martian = |a: Ipv4Addr| {
+        a.is_loopback() || a.octets()[0] == 0 || a.is_link_local() || a.octets()[0] >= 240
+    };
+    for (m, info) in pkts.drain(..) {
+        if info.bcast || martian(info.dst) || martian(info.src) {
+            cx.drop_pkt(m, DropReason::IpCantForward);
+        } else if info.ttl <= 1 {
+            cx.stats.ip.timeexceed += 1;
+            crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::TimeExceeded, 0, 0);
+        } else {
+            v.checked.push((m, info));
+        }
+    }
+    // The lookups of the whole vector back to back, so that their cache misses
+    // overlap (VPP's `ip4_lookup`): with a table larger than the caches each is a
+    // miss or two, and nothing in between waits for it.
+    let fib: &route::Fib = cx.fib;
+    lookup4_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    let hooks = cx.pfil_active(PfilPoint::Inet, Dir::Out);
+    for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
+        let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
+        match forward4_one(cx, ifp, m, info, nh) {
+            Some(p) if hooks => v.out.push(p),
+            Some((m, o)) => forward4_out(cx, fib, m, o, l2),
+            None => {}
+        }
+    }
+    if !hooks {
+        return;
+    }
+    cx.pfil_vec(
+        PfilPoint::Inet,
+        Dir::Out,
+        DropReason::PfilIpOut,
+        &mut v.out,
+        &mut v.pf,
+        |o| (o.out, Some(o.rcvif)),
+    );
+    for (m, o) in v.out.drain(..) {
+        forward4_out(cx, fib, m, o, l2);
+    }
+}
+
+/// A forwarded IPv4 packet past the output hooks to its link: `l2` when its next
+/// hop's link address is known and nothing is left to do to it, else through the
+/// offload step and ARP.
+#[inline]
+fn forward4_out(cx: &mut InetCx<'_>, fib: &route::Fib, m: Mbuf, o: FwdOut, l2: &mut Vec<L2Out>) {
+    cx.stats.ip.forward += 1;
+    let ifaces = cx.ifaces;
+    let (Some(nh), Some(out)) = (fib.nexthop(o.nh), ifaces.get(o.out.get())) else {
+        return cx.drop_pkt(m, DropReason::IpNoRoute);
+    };
+    let mtu = o.mtu as usize;
+    // The common case: it fits, nothing is left to a device, and the route's
+    // gateway has its link address written in the next hop.
+    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
+        if let Some(mac) = nh.gateway.and_then(|_| nh.l2(cx.now.as_nanos())) {
+            return l2.push(L2Out {
+                m,
+                ifindex: o.out,
+                dst: EthernetAddress(mac),
+                ty: EtherType::Ipv4,
+            });
+        }
+    }
+    // A segment from a link with offloads may be larger than this one takes, or
+    // still lack its checksum; an unresolved next hop goes through ARP.
+    let next = o.next;
+    let l2out = |cx: &mut InetCx<'_>, m| l2_output4(cx, out, m, nh, next);
+    if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
+        crate::inet::ip::ip_fragment(cx, out, m, next, false, mtu);
+    }
+}
+
+/// The next hops of a vector of packets (their indices, or [`NO_NH`]), looked up
+/// back to back. With a flow table a flow keeps the next hop it was first given
+/// while that lives.
+#[inline]
+fn lookup4_vec(
+    cx: &mut InetCx<'_>,
+    fib: &route::Fib,
+    pkts: &mut [(Mbuf, IpInfo)],
+    nhs: &mut Vec<u32>,
+) {
+    nhs.clear();
+    let seed = cx.isn_secret;
+    let access = cx.access;
+    let now = cx.now.as_nanos();
+    match cx.flows.as_deref_mut() {
+        // Stateful: the flow keeps the next hop it was given while that lives.
+        Some(ft) => {
+            for (m, info) in pkts.iter_mut() {
+                let (s32, d32) = (u32::from(info.src), u32::from(info.dst));
+                let proto = u8::from(info.proto);
+                let p = if info.frag_off == 0 {
+                    ports(access, m, info.hlen, info.proto)
+                } else {
+                    0
+                };
+                let (sp, dp) = ((p >> 16) as u16, p as u16);
+                let key = route::FlowKey::v4(s32, d32, proto, sp, dp);
+                let dst = info.dst;
+                let hash = || route::flow_hash4(s32, d32, proto, sp, dp, seed);
+                let nh = ft.lookup_or_insert_with(
+                    &key,
+                    now,
+                    |&(i, g)| fib.nexthop(i).is_some_and(|n| n.is_valid(g)),
+                    || fib.lookup4(dst, hash).map(|n| (n.index, n.generation())),
+                );
+                nhs.push(nh.map_or(NO_NH, |(i, _)| i));
+            }
+        }
+        None => {
+            for (m, info) in pkts.iter_mut() {
+                let info = *info;
+                // The flow's hash, asked for only by a multipath route.
+                let hash = || {
+                    let p = if info.frag_off == 0 {
+                        ports(access, m, info.hlen, info.proto)
+                    } else {
+                        0
+                    };
+                    let (s, d) = (u32::from(info.src), u32::from(info.dst));
+                    route::flow_hash4(s, d, u8::from(info.proto), (p >> 16) as u16, p as u16, seed)
+                };
+                nhs.push(fib.lookup4(info.dst, hash).map_or(NO_NH, |n| n.index));
+            }
+        }
+    }
+}
+
+/// One packet's forwarding after its lookup: the route's kind, the MTU, a redirect,
+/// TTL - 1; on to `out` for the output hooks, or answered with an ICMP error.
+#[inline]
+fn forward4_one(
+    cx: &mut InetCx<'_>,
+    ifp: &Ifnet,
+    mut m: Mbuf,
+    info: IpInfo,
+    nh: Option<&Arc<route::NextHop>>,
+) -> Option<(Mbuf, FwdOut)> {
+    let (src, dst) = (info.src, info.dst);
+    let Some(nh) = nh else {
+        miss(cx, dst.into(), ifp);
+        cx.stats.ip.noroute += 1;
+        crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 0, 0);
+        return None;
+    };
+    match nh.kind {
+        NhKind::Forward => {}
+        NhKind::Blackhole => {
+            cx.drop_pkt(m, DropReason::IpBlackhole);
+            return None;
+        }
+        NhKind::Reject => {
+            cx.stats.ip.reject += 1;
+            crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 1, 0);
+            return None;
+        }
+        NhKind::Prohibit => {
+            cx.stats.ip.reject += 1;
+            crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 13, 0);
+            return None;
+        }
+    }
+    let ifaces = cx.ifaces;
+    let Some(outif) = ifaces.get(nh.ifindex as usize) else {
+        cx.drop_pkt(m, DropReason::IpNoRoute);
+        return None;
+    };
+    let next = match nh.gateway {
+        Some(IpAddr::V4(g)) => g,
+        _ => dst,
+    };
+    let mtu = if nh.mtu != 0 {
+        (nh.mtu as usize).min(outif.mtu)
+    } else {
+        outif.mtu
+    };
+    // A segment that stands for smaller ones is cut to fit later, whatever its DF.
+    if m.len() > mtu && info.df && m.hdr.tso_segsz == 0 {
+        // RFC 1191: fragmentation needed, with the next hop's MTU.
+        cx.stats.ip.toobig += 1;
+        let mtu = mtu.min(65535) as u16;
+        crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 4, mtu);
+        return None;
+    }
+    // RFC 1812 §5.2.7.2: back out of the interface it came in on, towards a
+    // neighbour of the source that the source could have used itself: say so (and
+    // forward it anyway). Not for source-routed (here: any option-carrying) packets.
+    if outif.index == ifp.index
+        && cx.send_redirects
+        && info.hlen == IP_HDR_LEN
+        && ifp
+            .addrs
+            .iter()
+            .any(|a| a.contains(src) && a.contains(next))
+    {
+        redirect4(cx, &m, next);
+    }
+    // TTL - 1, checksum updated incrementally (RFC 1624). `ip_input` left the
+    // header in the first buffer; a shared one is copied first.
+    match m.try_first_mut().map(|h| h.first_chunk_mut::<IP_HDR_LEN>()) {
+        Ok(Some(h)) => {
+            let old = u16::from_be_bytes([h[8], h[9]]);
+            h[8] = info.ttl - 1;
+            let new = u16::from_be_bytes([h[8], h[9]]);
+            let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
+            h[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        _ => {
+            cx.drop_pkt(m, DropReason::IpOutDropped);
+            return None;
+        }
+    }
+    Some((
+        m,
+        FwdOut {
+            rcvif: ifp.index,
+            out: outif.index,
+            nh: nh.index,
+            next,
+            mtu: mtu as u32,
+        },
+    ))
+}
+
+/// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
+/// one for a gateway, else through ARP.
+fn l2_output4(cx: &mut InetCx<'_>, out: &Arc<Ifnet>, m: Mbuf, nh: &route::NextHop, next: Ipv4Addr) {
+    if nh.gateway.is_some() {
+        if let Some(mac) = nh.l2(cx.now.as_nanos()) {
+            return ether_output(cx, out, m, EthernetAddress(mac), EtherType::Ipv4);
+        }
+    }
+    ether::arp_resolve_output(cx, out, m, next, false);
+}
+
+/// An ICMP host redirect about the packet in `m` (which is still forwarded): a copy
+/// of its header and first 8 data bytes goes back to the source.
+fn redirect4(cx: &mut InetCx<'_>, m: &Mbuf, gateway: Ipv4Addr) {
+    let n = m.len().min(IP_HDR_LEN + 8);
+    let mut quote = [0u8; IP_HDR_LEN + 8];
+    if m.copydata(0, &mut quote[..n]).is_err() {
+        return;
+    }
+    let Ok(copy) = Mbuf::from_slice(&quote[..n]) else {
+        return;
+    };
+    cx.stats.ip.redirectsent += 1;
+    crate::inet::icmp::icmp_error_word(cx, copy, Icmpv4Message::Redirect, 1, gateway.octets());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incremental_checksum_matches_a_full_one() {
+        let mut h = [
+            0x45, 0, 0, 0x54, 0x12, 0x34, 0x40, 0, 64, 1, 0, 0, 198, 18, 0, 1, 198, 19, 0, 1,
+        ];
+        let full = |h: &[u8]| {
+            let mut c = h.to_vec();
+            c[10] = 0;
+            c[11] = 0;
+            !wire::checksum::data(&c)
+        };
+        let s = full(&h);
+        h[10..12].copy_from_slice(&s.to_be_bytes());
+        for ttl in (1..=64u8).rev() {
+            let old = u16::from_be_bytes([h[8], h[9]]);
+            h[8] = ttl - 1;
+            let new = u16::from_be_bytes([h[8], h[9]]);
+            let s = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
+            h[10..12].copy_from_slice(&s.to_be_bytes());
+            assert_eq!(s, full(&h), "ttl {ttl}");
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! IPv6's batch context and published state: [`Inet6Config`] (the static default
+//! router, and what neighbour discovery learnt: routers, prefixes, redirects, path
+//! MTUs, its own timers' state), and [`Inet6Cx`], the IPv4 context below it
+//! (reached through `Deref`) with IPv6's configuration and switches.
+
+use crate::ifindex::IfIndex;
+use crate::inet::cx::InetCx;
+use crate::inet6::nd6::NdState;
+use crate::link::iface::Inet6Addr;
+use std::net::Ipv6Addr;
+
+/// IPv6's part of the published configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Inet6Config {
+    /// The IPv6 default router and the interface it is on (static; it wins over the
+    /// routers learnt from advertisements).
+    pub default_gw6: Option<(Ipv6Addr, IfIndex)>,
+    /// IPv6 routers, on-link prefixes and redirects learnt from neighbour discovery.
+    pub nd6: NdState,
+}
+
+/// How neighbour discovery changes the published state from the data path: what
+/// advertisements taught, its timers' state, and addresses SLAAC forms.
+pub(crate) trait Inet6Ctl {
+    fn update_nd6(&self, f: &mut dyn FnMut(&mut NdState));
+    /// Adds an address (tentative) to an interface; `Err` when the interface holds
+    /// all it may.
+    fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), ()>;
+    /// Wakes worker `w` (worker 0 runs neighbour discovery's timers).
+    fn notify_worker(&self, w: usize);
+}
+
+/// What an IPv6 stage may touch while processing one batch.
+pub(crate) struct Inet6Cx<'a> {
+    /// IPv4's context, below this one.
+    pub ip4: InetCx<'a>,
+    pub inet6: &'a Inet6Config,
+    pub ctl6: &'a dyn Inet6Ctl,
+    /// Duplicate address detection's probes per address (0: off).
+    pub dad_transmits: u8,
+    /// Take routers and prefixes from advertisements (`accept_rtadv`).
+    pub accept_rtadv: bool,
+    /// Form addresses from advertised prefixes.
+    pub slaac: bool,
+}
+
+impl<'a> std::ops::Deref for Inet6Cx<'a> {
+    type Target = InetCx<'a>;
+    #[inline(always)]
+    fn deref(&self) -> &InetCx<'a> {
+        &self.ip4
+    }
+}
+
+impl<'a> std::ops::DerefMut for Inet6Cx<'a> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut InetCx<'a> {
+        &mut self.ip4
+    }
+}
+
+impl<'a> crate::link::cx::AsLink<'a> for Inet6Cx<'a> {
+    #[inline(always)]
+    fn link(&mut self) -> &mut crate::link::cx::LinkCx<'a> {
+        &mut self.ip4.link
+    }
+}

@@ -1,0 +1,239 @@
+//! The link layer's batch context: what a link stage may read for a batch (the
+//! time, the interfaces, the hooks) and where it writes (the transmit vectors, the
+//! counters, the answers the hooks asked for). The contexts of the families above
+//! (`inet::InetCx`, `inet6::Inet6Cx`, `tcp::TcpCx`) hold this one and reach its
+//! fields through `Deref`, so a stage takes the context of its own family and calls
+//! down with it; nothing here knows a family above.
+
+use crate::hdr::HdrAccess;
+use crate::ifindex::IfIndex;
+use crate::link::arp::{ArpOutput, ArpSnapshot};
+use crate::link::iface::Ifnet;
+use crate::link::lle::LleSnapshot;
+use crate::pfil::{Dir, PfilAct, PfilCtx, PfilEnv, PfilHeads, PfilPkt, PfilPoint, Reject, Verdict};
+use crate::stats::{DropReason, Stats};
+use arc_swap::{ArcSwap, Cache};
+use dev::Instant;
+use mbuf::Mbuf;
+use std::sync::Arc;
+
+/// A worker's lock-free view of an interface's ARP snapshot.
+pub(crate) type ArpCache = Cache<Arc<ArcSwap<ArpSnapshot>>, Arc<ArpSnapshot>>;
+/// The same for its IPv6 neighbour table.
+pub(crate) type Nd6Cache =
+    Cache<Arc<ArcSwap<LleSnapshot<std::net::Ipv6Addr>>>, Arc<LleSnapshot<std::net::Ipv6Addr>>>;
+
+/// A packet a hook refused, for the worker to answer (a TCP reset, an ICMP or
+/// ICMPv6 unreachable) once the stage is done: answers are built above the link,
+/// and the hooks run below it.
+#[derive(Debug)]
+pub(crate) struct Rejected {
+    pub m: Mbuf,
+    pub point: PfilPoint,
+    pub how: Reject,
+}
+
+/// A stage's scratch around the pfil hooks: the packets as the hooks see them, and
+/// the stage's own data of each meanwhile. Kept by the stage between batches, so
+/// filtering a vector allocates nothing once warm.
+#[derive(Debug)]
+pub(crate) struct PfilScratch<M> {
+    pf: Vec<PfilPkt>,
+    meta: Vec<M>,
+}
+
+impl<M> Default for PfilScratch<M> {
+    fn default() -> Self {
+        PfilScratch {
+            pf: Vec::new(),
+            meta: Vec::new(),
+        }
+    }
+}
+
+/// A context that holds the link context (every family's does): what the link's
+/// helpers that call back into a family take, so the callback gets its own
+/// context back.
+pub(crate) trait AsLink<'a> {
+    fn link(&mut self) -> &mut LinkCx<'a>;
+}
+
+impl<'a> AsLink<'a> for LinkCx<'a> {
+    #[inline(always)]
+    fn link(&mut self) -> &mut LinkCx<'a> {
+        self
+    }
+}
+
+/// What a link stage may touch while processing one batch.
+pub(crate) struct LinkCx<'a> {
+    pub now: Instant,
+    pub worker: usize,
+    pub stats: &'a mut Stats,
+    /// How input code makes headers contiguous.
+    pub access: HdrAccess,
+    /// The interfaces, by index, as published for this batch.
+    pub ifaces: &'a [Arc<Ifnet>],
+    /// Frames to transmit, per interface index.
+    pub tx: &'a mut [Vec<Mbuf>],
+    pub arp_out: &'a mut Vec<ArpOutput>,
+    /// The segments software segmentation cuts a packet into (`fit_link`), reused
+    /// from packet to packet.
+    pub gso_segs: &'a mut Vec<Mbuf>,
+    pub arp_snaps: &'a mut [ArpCache],
+    /// The same for the IPv6 neighbour tables.
+    pub nd6_snaps: &'a mut [Nd6Cache],
+    /// The hooks at each point, and what they may ask of the stack.
+    pub pfil: &'a PfilHeads,
+    pub pfil_env: &'a dyn PfilEnv,
+    /// The packets being sent are a hook's own answers (a firewall's reject): they
+    /// skip the hooks (FreeBSD's M_SKIP_FIREWALL).
+    pub pfil_skip: bool,
+    /// Packets the hooks refused, for the worker to answer.
+    pub rejects: &'a mut Vec<Rejected>,
+}
+
+impl LinkCx<'_> {
+    /// Runs the pfil hooks at (`point`, `dir`) over one packet: the packet back if
+    /// they pass it; `None` if a hook dropped it (counted as `dropped`), kept it
+    /// (`pfil.consumed`) or refused it (answered by the worker).
+    #[inline]
+    pub(crate) fn pfil(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        ifindex: IfIndex,
+        m: Mbuf,
+        dropped: DropReason,
+    ) -> Option<Mbuf> {
+        if self.pfil_skip || self.pfil.is_empty(point, dir) {
+            return Some(m);
+        }
+        let rcvif = (dir == Dir::In).then_some(ifindex);
+        let pcx = PfilCtx {
+            point,
+            dir,
+            ifindex,
+            rcvif,
+            worker: self.worker,
+            now: self.now,
+            env: self.pfil_env,
+        };
+        match self.pfil.run(m, &pcx) {
+            Verdict::Pass(m) => Some(m),
+            Verdict::Dropped => {
+                dropped.count(self.stats);
+                None
+            }
+            Verdict::Consumed => {
+                self.stats.pfil.consumed += 1;
+                None
+            }
+            Verdict::Reject(m, how) => {
+                dropped.count(self.stats);
+                self.rejects.push(Rejected { m, point, how });
+                None
+            }
+        }
+    }
+
+    /// Whether a packet at (`point`, `dir`) meets a hook: a stage with none there
+    /// moves its packets straight on.
+    #[inline]
+    pub(crate) fn pfil_active(&self, point: PfilPoint, dir: Dir) -> bool {
+        !self.pfil_skip && !self.pfil.is_empty(point, dir)
+    }
+
+    /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
+    /// once for the whole vector; `ifs` gives each packet's interface and arrival
+    /// interface): what they pass stays in `pkts`, in order; what they drop is
+    /// counted as `dropped`, what they keep as `pfil.consumed`, and what they refuse
+    /// goes to the worker to be answered. Costs one test when no hook is there.
+    #[inline]
+    pub(crate) fn pfil_vec<M>(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        dropped: DropReason,
+        pkts: &mut Vec<(Mbuf, M)>,
+        s: &mut PfilScratch<M>,
+        ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
+    ) {
+        if pkts.is_empty() || !self.pfil_active(point, dir) {
+            return;
+        }
+        self.pfil_vec_slow(point, dir, dropped, pkts, s, ifs);
+    }
+
+    #[inline(never)]
+    fn pfil_vec_slow<M>(
+        &mut self,
+        point: PfilPoint,
+        dir: Dir,
+        dropped: DropReason,
+        pkts: &mut Vec<(Mbuf, M)>,
+        s: &mut PfilScratch<M>,
+        ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
+    ) {
+        for (m, x) in pkts.drain(..) {
+            let (i, r) = ifs(&x);
+            s.pf.push(PfilPkt::new(m, i, r));
+            s.meta.push(x);
+        }
+        let (ifindex, rcvif) = (s.pf[0].ifindex, s.pf[0].rcvif);
+        let pcx = PfilCtx {
+            point,
+            dir,
+            ifindex,
+            rcvif,
+            worker: self.worker,
+            now: self.now,
+            env: self.pfil_env,
+        };
+        self.pfil.run_batch(&mut s.pf, &pcx);
+        for (p, x) in s.pf.drain(..).zip(s.meta.drain(..)) {
+            match (p.act, p.m) {
+                (PfilAct::Pass, Some(m)) => pkts.push((m, x)),
+                (PfilAct::Consumed, _) => self.stats.pfil.consumed += 1,
+                (PfilAct::Reject(how), Some(m)) => {
+                    dropped.count(self.stats);
+                    self.rejects.push(Rejected { m, point, how });
+                }
+                _ => dropped.count(self.stats),
+            }
+        }
+    }
+
+    /// Counts a drop and frees the packet.
+    #[inline]
+    pub fn drop_pkt(&mut self, m: Mbuf, why: DropReason) {
+        why.count(self.stats);
+        drop(m);
+    }
+
+    /// The fresh neighbour entry for `ip` on interface `i`, lock-free.
+    #[inline]
+    pub fn arp_lookup(
+        &mut self,
+        i: IfIndex,
+        ip: std::net::Ipv4Addr,
+    ) -> Option<wire::EthernetAddress> {
+        let now = self.now;
+        self.arp_snaps
+            .get_mut(i.get())
+            .and_then(|c| c.load().lookup(ip, now))
+    }
+
+    /// The fresh IPv6 neighbour entry for `ip` on interface `i`, lock-free.
+    #[inline]
+    pub fn nd6_lookup(
+        &mut self,
+        i: IfIndex,
+        ip: std::net::Ipv6Addr,
+    ) -> Option<wire::EthernetAddress> {
+        let now = self.now;
+        self.nd6_snaps
+            .get_mut(i.get())
+            .and_then(|c| c.load().lookup(ip, now))
+    }
+}
