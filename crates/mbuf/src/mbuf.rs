@@ -406,6 +406,17 @@ impl Mbuf {
     /// if `n < 0`; trimming more than the packet empties it.
     #[inline]
     pub fn adj(&mut self, n: isize) {
+        // The common case (a link header stripped): the first segment holds more.
+        if n > 0 {
+            let Pkt { len, segs, .. } = &mut **self;
+            if let Some(s) = segs.first_mut() {
+                if s.len() > n as usize {
+                    s.trim_front(n as usize);
+                    *len -= n as usize;
+                    return;
+                }
+            }
+        }
         let k = n.unsigned_abs().min(self.len);
         if n >= 0 {
             self.trim_head(k);
