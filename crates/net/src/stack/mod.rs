@@ -156,11 +156,12 @@ impl NetConfig {
 
     /// Remakes what is derived from the interfaces (before a publication).
     fn reindex(&mut self) {
-        self.inet.local4 = self
+        let local4 = self
             .ifaces
             .iter()
             .flat_map(|i| i.addrs.iter().map(|a| a.addr))
             .collect();
+        self.inet.set_local4(local4);
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
