@@ -16,104 +16,27 @@
 //! counted window is the stack's (or the firewall's).
 //!
 //! No test harness (`harness = false`), for the reason `noalloc.rs` gives. The counting
-//! allocator is this file's own rather than `dev::alloc_count`'s: it keeps a backtrace
-//! of the first allocation it counts, so that a failure names the path that allocated
-//! instead of only a number.
+//! allocator (`dev::alloc_count`) keeps a backtrace of the first allocation it counts,
+//! so that a failure names the path that allocated instead of only a number.
 
 use dev::gen::PktGen;
 use net::iface::{IfConfig, Inet6Addr, InetAddr};
 use net::{Stack, StackConfig};
 use route::{IpPrefix, RouteSpec};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::backtrace::Backtrace;
-use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use wire::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol};
 
-/// Forwards to the system allocator; while [`COUNTING`], counts allocations and keeps
-/// a backtrace of the first.
-struct CulpritAlloc;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-static BYTES: AtomicU64 = AtomicU64::new(0);
-static FIRST: Mutex<Option<Backtrace>> = Mutex::new(None);
-
-thread_local! {
-    /// Set while this thread is inside [`counted`]: the backtrace's own allocations
-    /// come back through the allocator and must neither be counted nor captured
-    /// (capturing inside a capture would recurse). `const` and without a destructor,
-    /// so reading it never allocates.
-    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
-}
-
-fn counted(size: usize) {
-    if !COUNTING.load(Ordering::Relaxed) {
-        return;
-    }
-    // A thread being torn down has no thread-locals left: treat it as inside.
-    if IN_HOOK.try_with(|f| f.replace(true)).unwrap_or(true) {
-        return;
-    }
-    BYTES.fetch_add(size as u64, Ordering::Relaxed);
-    if ALLOCS.fetch_add(1, Ordering::Relaxed) == 0 {
-        let bt = Backtrace::force_capture();
-        if let Ok(mut first) = FIRST.try_lock() {
-            *first = Some(bt);
-        }
-    }
-    let _ = IN_HOOK.try_with(|f| f.set(false));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
-// `System`'s guarantees are ours. The counting beside it touches atomics, a
-// thread-local flag and (once per window) a backtrace whose own allocations come
-// back here with the flag set and go straight to `System`.
-unsafe impl GlobalAlloc for CulpritAlloc {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        counted(l.size());
-        // SAFETY: the caller's contract, forwarded unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        counted(l.size());
-        // SAFETY: the caller's contract, forwarded unchanged.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` came from `System` with layout `l` (every block here does).
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        counted(n);
-        // SAFETY: `p` came from `System` with layout `l`; `n` is the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static A: CulpritAlloc = CulpritAlloc;
+static A: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 
 fn start_counting() {
-    if let Ok(mut first) = FIRST.lock() {
-        *first = None;
-    }
-    ALLOCS.store(0, Ordering::SeqCst);
-    BYTES.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
+    dev::alloc_count::start_culprit();
 }
 
 /// Stops counting: (allocations, bytes, the first one's backtrace).
 fn stop_counting() -> (u64, u64, Option<Backtrace>) {
-    COUNTING.store(false, Ordering::SeqCst);
-    let first = FIRST.lock().ok().and_then(|mut f| f.take());
-    (
-        ALLOCS.load(Ordering::SeqCst),
-        BYTES.load(Ordering::SeqCst),
-        first,
-    )
+    dev::alloc_count::stop_culprit()
 }
 
 /// Sink interfaces `out1..=out4`; the generator is `in0`.
