@@ -325,7 +325,7 @@ impl Mbuf {
     }
 
     /// Like [`Mbuf::first_mut`], with the pool failure reported.
-    #[inline]
+    #[inline(always)]
     pub fn try_first_mut(&mut self) -> Result<&mut [u8], NoBufs> {
         match self.segs.first().map(|s| s.buf.is_unique()) {
             None => Ok(&mut []),
@@ -356,7 +356,7 @@ impl Mbuf {
     /// headroom if it is unshared and large enough; otherwise adds a new leading
     /// buffer with the bytes at its end, so later prepends find headroom again.
     /// `len` must be at most `MCLBYTES` (else `NoBufs`).
-    #[inline]
+    #[inline(always)]
     pub fn prepend(&mut self, len: usize) -> Result<&mut [u8], NoBufs> {
         if len > MCLBYTES {
             return Err(NoBufs);

@@ -92,7 +92,7 @@ pub(crate) fn ether_input(
 
 /// `ether_demux`: a checked frame, its link header stripped, to the vector of its
 /// type.
-#[inline]
+#[inline(always)]
 fn ether_demux(cx: &mut LinkCx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInputVecs) {
     let to = match ty {
         EtherType::Ipv4 => &mut v.ip4,
