@@ -316,15 +316,17 @@ impl Mbuf {
         self.segs.first().map_or(&[], Seg::data)
     }
 
-    /// The first segment's data, writable: copied first if its buffer is shared.
-    /// Returns an empty slice if that copy needed a buffer and the pool had none
-    /// (see [`Mbuf::try_first_mut`] to tell the two apart).
+    /// The first `N` bytes, writable, when the first segment holds them (copied first
+    /// if its buffer is shared); `None` when it does not, or when that copy needed a
+    /// buffer and the pool had none. The caller counts the drop: an exhausted pool is
+    /// never an empty slice to index.
     #[inline]
-    pub fn first_mut(&mut self) -> &mut [u8] {
-        self.try_first_mut().unwrap_or_default()
+    pub fn head_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        self.try_first_mut().ok()?.first_chunk_mut::<N>()
     }
 
-    /// Like [`Mbuf::first_mut`], with the pool failure reported.
+    /// The first segment's data, writable: copied first if its buffer is shared;
+    /// `NoBufs` if that copy needed a buffer and the pool had none.
     #[inline(always)]
     pub fn try_first_mut(&mut self) -> Result<&mut [u8], NoBufs> {
         match self.segs.first().map(|s| s.buf.is_unique()) {
