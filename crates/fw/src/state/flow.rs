@@ -59,6 +59,31 @@ impl Key {
         }
     }
 
+    /// The ports, the protocol and the family in one word (the table's `kw`, whose
+    /// bits above [`KW_KEY`] are the slot's own).
+    #[inline]
+    pub(super) fn word(&self) -> u64 {
+        self.ap as u64 | (self.bp as u64) << 16 | (self.proto as u64) << 32 | (self.v6 as u64) << 40
+    }
+
+    /// The key of the addresses' four words and [`word`](Self::word).
+    pub(super) fn from_words(addr: [u64; 4], word: u64) -> Key {
+        Key {
+            a: [addr[0], addr[1]],
+            b: [addr[2], addr[3]],
+            ap: word as u16,
+            bp: (word >> 16) as u16,
+            proto: (word >> 32) as u8,
+            v6: word & KW_V6 != 0,
+        }
+    }
+
+    /// The addresses' four words, as [`from_words`](Self::from_words) takes them.
+    #[inline]
+    pub(super) fn addrs(&self) -> [u64; 4] {
+        [self.a[0], self.a[1], self.b[0], self.b[1]]
+    }
+
     pub(super) fn swapped(&self) -> Key {
         Key {
             a: self.b,
@@ -115,6 +140,10 @@ impl Key {
         }
     }
 }
+
+/// [`Key::word`]'s family bit, and the bits of the key in it.
+pub(super) const KW_V6: u64 = 1 << 40;
+pub(super) const KW_KEY: u64 = (KW_V6 << 1) - 1;
 
 pub(super) const K1: u64 = 0x9e37_79b9_7f4a_7c15;
 

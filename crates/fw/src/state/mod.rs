@@ -2,70 +2,80 @@
 //! FreeBSD's `sys/netpfil/ipfw/ip_fw_dynamic.c`.
 //!
 //! What it owns: the states of one shard ([`StateTable`], `&mut self`, one per worker
-//! or behind a lock) or of all shards ([`StateShards`], a `Mutex` per shard), the
-//! `limit` parents and the counters. What it may call: `std` only. The rule evaluator
-//! decides when to look up (`check-state`, and implicitly the first `keep-state` or
-//! `limit` rule) and when to install; this module never sees a packet, only its
-//! [`FlowId`] and its TCP flags.
+//! or behind a lock) or of all shards ([`StateShards`]: read by every worker without a
+//! lock, written under a lock per shard), the `limit` parents and the counters. What it
+//! may call: `std` only. The rule evaluator decides when to look up (`check-state`, and
+//! implicitly the first `keep-state` or `limit` rule) and when to install; this module
+//! never sees a packet, only its [`FlowId`] and its TCP flags.
 //!
 //! FreeBSD semantics followed:
-//! - A state matches its flow both ways: [`Dir::Forward`] for packets going the way
-//!   of the one that created it, [`Dir::Reverse`] for the answers.
+//! - A state matches its flow both ways: [`Dir::Forward`] for packets going the way of
+//!   the one that created it, [`Dir::Reverse`] for the answers.
 //! - Lifetimes are `net.inet.ip.fw.dyn_*` ([`StateConfig::default`]); each packet that
 //!   matches a state restarts its lifetime, chosen as `dyn_update_tcp_state` does from
-//!   the TCP flags seen so far each way: SYN one way only, `dyn_syn_lifetime`; SYN
-//!   both ways (and at most one FIN), `dyn_ack_lifetime`; SYN and FIN both ways,
-//!   `dyn_fin_lifetime`; anything else (an RST either way, a state created by a
-//!   packet without SYN, "or if we use keep-state the wrong way"),
-//!   `dyn_rst_lifetime`. UDP and UDP-Lite: `dyn_udp_lifetime`; other protocols
-//!   (ICMP...): `dyn_short_lifetime`. Today's FreeBSD also waits for an ACK each way
-//!   (`ACK_FWD | ACK_REV`) before it gives the established lifetime; we are not
-//!   given ACK numbers, so the second SYN does it, as ipfw did before it tracked
-//!   them.
+//!   the TCP flags seen so far each way: SYN one way only, `dyn_syn_lifetime`; SYN both
+//!   ways (and at most one FIN), `dyn_ack_lifetime`; SYN and FIN both ways,
+//!   `dyn_fin_lifetime`; anything else (an RST either way, a state created by a packet
+//!   without SYN, "or if we use keep-state the wrong way"), `dyn_rst_lifetime`. UDP and
+//!   UDP-Lite: `dyn_udp_lifetime`; other protocols (ICMP...): `dyn_short_lifetime`.
+//!   Today's FreeBSD also waits for an ACK each way (`ACK_FWD | ACK_REV`) before it
+//!   gives the established lifetime; we are not given ACK numbers, so the second SYN
+//!   does it, as ipfw did before it tracked them. A hit writes the new lifetime only
+//!   when it moves the expiry by 100 ms or more (an eighth of the lifetime, if less) or
+//!   the flags change, as FreeBSD stores `expire` only when it changes, to the second:
+//!   a flow's packets mostly read its state and write nothing. Expiries are kept to the
+//!   millisecond (rounded up).
 //! - A state is expired when `now >= expires`; an expired state is a miss, and is
-//!   dropped by the lookup that finds it, by an insert of its flow, or by the
-//!   incremental sweep ([`StateTable::expire`]), FreeBSD's `dyn_tick`.
-//! - `limit {src-addr|src-port|dst-addr|dst-port} N`: a parent per (rule, masked key
-//!   of the creating packet) counts its live children; a new child is refused
-//!   ([`StateError::LimitReached`]) when the count is `N`. A child releases its
-//!   parent when it is dropped (so an expired child still counts until a lookup or
-//!   a sweep drops it, as in FreeBSD, where the periodic `dyn_tick` frees
-//!   children); a parent with no children is dropped at once.
+//!   dropped by an insert of its flow, by the incremental sweep
+//!   ([`StateTable::expire`], FreeBSD's `dyn_tick`), or by a [`StateTable`]'s lookup;
+//!   [`StateShards`]' lookups, which write no table, leave it to the first two, as
+//!   FreeBSD 12's lockless lookups leave it to `dyn_tick`.
+//! - `limit {src-addr|src-port|dst-addr|dst-port} N`: a parent per (rule, masked key of
+//!   the creating packet) counts its live children; a new child is refused
+//!   ([`StateError::LimitReached`]) when the count is `N`. A child releases its parent
+//!   when it is dropped (so an expired child still counts until it is dropped, as in
+//!   FreeBSD, where the periodic `dyn_tick` frees children); a parent with no children
+//!   is dropped at once.
 //! - A full table refuses new states ([`StateError::Full`], counted), as FreeBSD does
 //!   when `dyn_count >= dyn_max`: no eviction of live states.
 //!
 //! Bounds and layout: the entries (one 64-byte line each) sit in the slots of an
-//! open-addressing hash allocated at construction (linear probing from the hash's
-//! low bits, a power of two of slots, at most two-thirds full at `max_states`,
-//! deletions by backward shift, so no tombstones). The key is the flow in a
-//! canonical order, so both directions hash to the same slot. A lookup reads the
-//! entry's own line (and the next ones of its run, on a collision): no index to go
-//! through first, so one dependent cache miss, not two, on a table larger than the
-//! caches; [`StateTable::lookup_batch`] issues those reads for a vector of packets
-//! before it uses them, so that the misses overlap. Lookups, inserts, sweeps,
-//! `remove_rule` and `flush` never allocate. Only `limit` parents live in a
-//! `HashMap` (sized for 1,024 parents up front; it grows, on `insert_limited` only,
-//! up to one parent per live state, its natural bound). Memory: 1.5 to 3 slots of
-//! 64 bytes per state of `max_states` (the slots are a power of two): 128 MiB for
-//! the 1,251,024 of `mpstack bench fw`, about 107 bytes a state.
+//! open-addressing hash allocated at construction (linear probing from the hash's low
+//! bits, a power of two of slots, at most two-thirds full at `max_states`, deletions by
+//! backward shift, so no tombstones). The key is the flow in a canonical order, so both
+//! directions hash to the same slot. A lookup reads the entry's own line (and the next
+//! ones of its run, on a collision): no index to go through first, so one dependent
+//! cache miss, not two, on a table larger than the caches; [`StateTable::lookup_batch`]
+//! issues those reads for a vector of packets before it uses them, so that the misses
+//! overlap. Lookups, inserts, sweeps, `remove_rule` and `flush` never allocate. How a
+//! lookup reads a slot that a writer may be changing, and proves a miss while states
+//! move (FreeBSD 12's lockless states, in an open-addressing table), is in `table` and
+//! `slot`. Only `limit` parents live in a `HashMap` (sized for 1,024 parents up front;
+//! it grows, on `insert_limited` only, up to one parent per live state, its natural
+//! bound). Memory: 1.5 to 3 slots of 64 bytes per state of `max_states` (the slots are
+//! a power of two): 128 MiB for the 1,251,024 of `mpstack bench fw`, about 107 bytes a
+//! state.
 //!
-//! [`StateShards`] splits `max_states` evenly over its shards (a shard is full at
-//! its share); a flow's shard is chosen by [`symmetric_hash`], so both directions
-//! meet in one shard. `limit` parents are shared by all shards in one
-//! `Mutex<HashMap>`, since a key's children are spread over the shards by their
-//! flows; only `limit` children take that lock (after their shard's, never the
-//! other way round).
+//! [`StateShards`] splits `max_states` evenly over its shards (a shard is full at its
+//! share); a flow's shard is chosen by [`symmetric_hash`], so both directions meet in
+//! one shard. Its lookups take no lock, allocate nothing and write no line another
+//! worker reads (hits are counted per thread); its writers take their shard's lock.
+//! `limit` parents are shared by all shards in one `Mutex<HashMap>`, since a key's
+//! children are spread over the shards by their flows; only `limit` children take that
+//! lock (after their shard's, never the other way round).
 //!
 //! Time is a `u64` of nanoseconds from any origin, the caller's clock; it must not go
-//! backwards for one table.
+//! backwards for one table (expiries past 2^40 ms, 34 years, saturate there).
 //!
-//! The files: this one has the semantics (the public types and the lifetimes);
-//! `flow` the key and its hashes; `table` one shard's slots and [`StateTable`];
-//! `shards` [`StateShards`]; `limits` the `limit` parents.
+//! The files: this one has the semantics (the public types and the lifetimes); `flow`
+//! the key and its hashes; `slot` a state's line and its sequence; `table` one shard's
+//! slots, the lock-free lookup, the writers and [`StateTable`]; `shards`
+//! [`StateShards`]; `limits` the `limit` parents.
 
 mod flow;
 mod limits;
 mod shards;
+mod slot;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -223,7 +233,9 @@ impl std::error::Error for StateError {}
 
 /// Counters. `states` is a gauge (held now, expired ones not yet dropped included);
 /// `expired` counts states dropped for their age (by a lookup, an insert or a sweep),
-/// not those of a removed rule or a flush; `full` and `limited` count refused inserts.
+/// not those of a removed rule or a flush; `full` and `limited` count refused inserts;
+/// `hits` counts lookups that matched (in [`StateShards`], per thread, exact while
+/// at most 64 threads look up).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateStats {
     pub states: u64,

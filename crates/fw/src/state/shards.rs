@@ -1,29 +1,92 @@
-//! [`StateShards`]: the states of all workers, sharded by the symmetric flow hash.
+//! [`StateShards`]: the states of all workers, sharded by the symmetric flow hash,
+//! read without a lock and written under one lock per shard.
 
 use super::flow::{mix64, Key, K1};
 use super::limits::{lock, Parents, SharedParents};
-use super::table::{Table, BATCH};
+use super::table::{Books, Found, Table, BATCH};
 use super::*;
-use std::sync::{Mutex, MutexGuard};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-/// A shard's lock on a line of its own, so workers taking two shards do not share it.
-#[derive(Debug)]
+/// A value on lines of its own, so that what is written there (a lock, a thread's
+/// counter) shares no line with what other threads read.
+#[derive(Debug, Default)]
 #[repr(align(128))]
-pub(super) struct Shard(pub(super) Mutex<Table>);
+pub(super) struct Padded<T>(pub(super) T);
 
-/// States sharded by [`symmetric_hash`] over `n` shards, each behind its own `Mutex`:
-/// workers share them, as the two directions of a routed flow may be processed by
-/// different workers. Both directions of a flow land in the same shard.
+/// One shard: its slots, which every worker reads, and its writer's books behind
+/// the shard's lock, on another line (a writer's lock and unlock do not disturb the
+/// readers' copy of the table's header).
+#[derive(Debug)]
+pub(super) struct Shard {
+    pub(super) table: Table,
+    pub(super) books: Padded<Mutex<Books>>,
+}
+
+/// Hit counters per thread (64 of them, taken in turn by the threads that look
+/// up): each is written by its thread only, with a plain load and store, and
+/// summed when read — per-worker statistics, as everywhere on the fast path. Exact
+/// while no two threads that look up at once share one (a 65th thread does).
+struct Hits([Padded<AtomicU64>; HIT_LINES]);
+
+const HIT_LINES: usize = 64;
+
+static NEXT_HIT_LINE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static HIT_LINE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+impl Hits {
+    fn new() -> Self {
+        Hits(std::array::from_fn(|_| Padded::default()))
+    }
+
+    #[inline]
+    fn add(&self, n: u64) {
+        let line = HIT_LINE.with(|l| {
+            if l.get() == usize::MAX {
+                l.set(NEXT_HIT_LINE.fetch_add(1, Ordering::Relaxed) % HIT_LINES);
+            }
+            l.get()
+        });
+        let c = &self.0[line].0;
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    fn sum(&self) -> u64 {
+        self.0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
+impl fmt::Debug for Hits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Hits").field(&self.sum()).finish()
+    }
+}
+
+/// States sharded by [`symmetric_hash`] over `n` shards: workers share them, as the
+/// two directions of a routed flow may be processed by different workers. Both
+/// directions of a flow land in the same shard.
+///
+/// Lookups ([`lookup`](Self::lookup), [`lookup_batch`](Self::lookup_batch)) take
+/// no lock, allocate nothing and write no line another worker reads (see the
+/// `table` module: a hit writes its own state's line at most, and rarely); an
+/// expired state they find is a miss, left for the sweep or for an insert of its
+/// flow to drop, as FreeBSD 12 leaves it for `dyn_tick`. Writers (`insert`,
+/// `insert_limited`, `expire`, `remove_rule`, `flush`) take their shard's lock.
 ///
 /// `limit` parents are global, in one `Mutex<HashMap>` (a `limit` key's children
 /// are spread over the shards by their flows): a `limit` child takes that lock when
-/// it is created and when it is dropped; other states never do. Lock order: shards
-/// (several only in ascending index order, in `lookup_batch`), then the parents.
+/// it is created and when it is dropped; other states never do. Lock order: a
+/// shard, then the parents.
 #[derive(Debug)]
 pub struct StateShards {
     pub(super) shards: Box<[Shard]>,
     pub(super) parents: Mutex<Parents>,
-    pub(super) seed: u64,
+    seed: u64,
+    hits: Hits,
 }
 
 impl StateShards {
@@ -36,23 +99,27 @@ impl StateShards {
                 let share = cfg.max_states / n + usize::from(i < cfg.max_states % n);
                 // Each shard's index hash with its own seed: its flows all share the
                 // shard-selecting bits of the sharding hash.
-                Shard(Mutex::new(Table::new(&StateConfig {
-                    max_states: share,
-                    seed: mix64(cfg.seed ^ (i as u64 + 1).wrapping_mul(K1)),
-                    ..cfg
-                })))
+                Shard {
+                    table: Table::new(&StateConfig {
+                        max_states: share,
+                        seed: mix64(cfg.seed ^ (i as u64 + 1).wrapping_mul(K1)),
+                        ..cfg
+                    }),
+                    books: Padded(Mutex::new(Books::default())),
+                }
             })
             .collect();
         StateShards {
             shards,
             parents: Mutex::new(Parents::new(cfg.max_states)),
             seed: cfg.seed,
+            hits: Hits::new(),
         }
     }
 
     #[inline]
-    fn shard_of(&self, f: &FlowId) -> usize {
-        self.shard_of_hash(Key::canonical(f).0.hash(self.seed))
+    fn shard_of(&self, f: &FlowId) -> &Shard {
+        &self.shards[self.shard_of_hash(Key::canonical(f).0.hash(self.seed))]
     }
 
     /// The shard of a canonical key's hash with `self.seed` ([`symmetric_hash`] is
@@ -62,34 +129,28 @@ impl StateShards {
         (((h >> 32) * self.shards.len() as u64) >> 32) as usize
     }
 
-    #[inline]
-    fn shard(&self, f: &FlowId) -> MutexGuard<'_, Table> {
-        lock(&self.shards[self.shard_of(f)].0)
-    }
-
-    /// [`StateTable::lookup`] in the flow's shard.
+    /// [`StateTable::lookup`] in the flow's shard, without a lock; an expired state
+    /// is a miss, but stays until the sweep or an insert of its flow drops it.
     #[inline]
     pub fn lookup(&self, f: &FlowId, tcp_flags: u8, now: u64) -> Option<StateHit> {
         // The canonical key once, for the shard's hash and the table's.
         let (key, swapped) = Key::canonical(f);
-        let mut t = lock(&self.shards[self.shard_of_hash(key.hash(self.seed))].0);
-        let h = key.hash(t.seed);
-        t.lookup_hashed(
-            &key,
-            swapped,
-            h,
-            tcp_flags,
-            now,
-            &mut SharedParents(&self.parents),
-        )
+        let t = &self.shards[self.shard_of_hash(key.hash(self.seed))].table;
+        match t.lookup_hashed(&key, swapped, key.hash(t.seed), tcp_flags, now) {
+            Found::Hit(hit) => {
+                self.hits.add(1);
+                Some(hit)
+            }
+            Found::Miss | Found::Expired(_) => None,
+        }
     }
 
-    /// [`StateTable::lookup_batch`] over the shards. Each group of [`BATCH`] packets
-    /// takes the locks of the shards it needs at once, in ascending order, and
-    /// makes the table's two passes over the whole group: a lock is a full
-    /// barrier on x86, so reads issued between two of them are all that overlap
-    /// (a lock per packet serializes every packet's cache misses). The results and
-    /// effects are those of [`lookup`](Self::lookup) of each packet in turn.
+    /// [`lookup`](Self::lookup) of each of `flows` in turn, as
+    /// [`StateTable::lookup_batch`] makes them: in groups of [`BATCH`], every
+    /// packet's shard, hash and home slot first, then the lookups, so that the
+    /// group's cache misses overlap (no lock in between to serialize them). The
+    /// results and effects are those of `lookup` of each packet in turn; the hits
+    /// are counted once per call.
     pub fn lookup_batch(
         &self,
         flows: &[FlowId],
@@ -98,57 +159,39 @@ impl StateShards {
         out: &mut [Option<StateHit>],
     ) {
         let n = flows.len().min(tcp_flags.len()).min(out.len());
-        let mut p = SharedParents(&self.parents);
+        let mut hits = 0;
         let mut start = 0;
         while start < n {
             let m = (n - start).min(BATCH);
-            // Each packet's canonical key, its shard, and the shards needed, sorted.
-            let mut keys = [(Key::default(), false, 0u64); BATCH];
-            let mut shard = [0usize; BATCH];
-            let mut need = [0usize; BATCH];
-            let mut nn = 0;
-            for j in 0..m {
-                let (k, s) = Key::canonical(&flows[start + j]);
-                let sh = self.shard_of_hash(k.hash(self.seed));
-                keys[j] = (k, s, 0);
-                shard[j] = sh;
-                let at = need[..nn].partition_point(|&x| x < sh);
-                if at == nn || need[at] != sh {
-                    need.copy_within(at..nn, at + 1);
-                    need[at] = sh;
-                    nn += 1;
-                }
-            }
-            let mut guards: [Option<MutexGuard<'_, Table>>; BATCH] = Default::default();
-            for (g, &sh) in guards.iter_mut().zip(&need[..nn]) {
-                *g = Some(lock(&self.shards[sh].0));
-            }
-            let mut slot = [0usize; BATCH];
-            for j in 0..m {
-                slot[j] = need[..nn].partition_point(|&x| x < shard[j]);
-            }
-            // Pass 1: hashes, and each home slot read; its misses overlap.
+            let mut keys = [(Key::default(), false, 0u64, 0usize); BATCH];
             let mut touched = 0u64;
-            for j in 0..m {
-                if let Some(t) = &guards[slot[j]] {
-                    let h = keys[j].0.hash(t.seed);
-                    keys[j].2 = h;
-                    touched ^= t.touch(h);
-                }
+            for (j, k) in keys[..m].iter_mut().enumerate() {
+                let (key, s) = Key::canonical(&flows[start + j]);
+                let sh = self.shard_of_hash(key.hash(self.seed));
+                let t = &self.shards[sh].table;
+                let h = key.hash(t.seed);
+                touched ^= t.touch(h);
+                *k = (key, s, h, sh);
             }
             std::hint::black_box(touched);
-            // Pass 2: the lookups proper, in the packets' order.
-            for j in 0..m {
-                if let Some(t) = &mut guards[slot[j]] {
-                    let (k, s, h) = keys[j];
-                    out[start + j] = t.lookup_hashed(&k, s, h, tcp_flags[start + j], now, &mut p);
-                }
+            for (j, &(k, s, h, sh)) in keys[..m].iter().enumerate() {
+                let t = &self.shards[sh].table;
+                out[start + j] = match t.lookup_hashed(&k, s, h, tcp_flags[start + j], now) {
+                    Found::Hit(hit) => {
+                        hits += 1;
+                        Some(hit)
+                    }
+                    Found::Miss | Found::Expired(_) => None,
+                };
             }
             start += m;
         }
+        if hits > 0 {
+            self.hits.add(hits);
+        }
     }
 
-    /// [`StateTable::insert`] in the flow's shard.
+    /// [`StateTable::insert`] in the flow's shard, under its lock.
     pub fn insert(
         &self,
         f: &FlowId,
@@ -158,8 +201,10 @@ impl StateShards {
         now: u64,
     ) -> Result<(), StateError> {
         let mut p = SharedParents(&self.parents);
-        self.shard(f)
-            .insert(f, rule, rule_id, tcp_flags, None, now, &mut p)
+        let sh = self.shard_of(f);
+        let mut b = lock(&sh.books.0);
+        sh.table
+            .insert(&mut b, f, rule, rule_id, tcp_flags, None, now, &mut p)
     }
 
     /// [`StateTable::insert_limited`]; the limit counts the children in all shards.
@@ -176,8 +221,10 @@ impl StateShards {
     ) -> Result<(), StateError> {
         let mut p = SharedParents(&self.parents);
         let lim = Some((mask, limit));
-        self.shard(f)
-            .insert(f, rule, rule_id, tcp_flags, lim, now, &mut p)
+        let sh = self.shard_of(f);
+        let mut b = lock(&sh.books.0);
+        sh.table
+            .insert(&mut b, f, rule, rule_id, tcp_flags, lim, now, &mut p)
     }
 
     /// How many shards the states are spread over.
@@ -185,12 +232,16 @@ impl StateShards {
         self.shards.len()
     }
 
-    /// [`StateTable::expire`] in each shard in turn; returns how many it dropped.
+    /// [`StateTable::expire`] in each shard in turn, each under its lock; returns
+    /// how many it dropped.
     pub fn expire(&self, now: u64, max_work_per_shard: usize) -> usize {
         let mut p = SharedParents(&self.parents);
         self.shards
             .iter()
-            .map(|s| lock(&s.0).expire(now, max_work_per_shard, &mut p))
+            .map(|s| {
+                s.table
+                    .expire(&mut lock(&s.books.0), now, max_work_per_shard, &mut p)
+            })
             .sum()
     }
 
@@ -198,7 +249,7 @@ impl StateShards {
         let mut p = SharedParents(&self.parents);
         self.shards
             .iter()
-            .map(|s| lock(&s.0).remove_rule(rule_id, &mut p))
+            .map(|s| s.table.remove_rule(&mut lock(&s.books.0), rule_id, &mut p))
             .sum()
     }
 
@@ -207,12 +258,13 @@ impl StateShards {
     pub fn flush(&self) {
         let mut p = SharedParents(&self.parents);
         for s in self.shards.iter() {
-            lock(&s.0).flush(&mut p);
+            s.table.flush(&mut lock(&s.books.0), &mut p);
         }
     }
 
+    /// States held, expired ones not yet dropped included.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(&s.0).live).sum()
+        self.shards.iter().map(|s| lock(&s.books.0).live).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -221,23 +273,25 @@ impl StateShards {
 
     /// States the shards can hold together (`max_states`).
     pub fn capacity(&self) -> usize {
-        self.shards.iter().map(|s| lock(&s.0).cap).sum()
+        self.shards.iter().map(|s| s.table.cap).sum()
     }
 
-    /// The shards' counters summed.
+    /// The shards' counters summed, and the hits of every thread.
     pub fn stats(&self) -> StateStats {
         let mut t = StateStats::default();
         for s in self.shards.iter() {
-            t.add(&lock(&s.0).stats());
+            t.add(&lock(&s.books.0).stats());
         }
+        t.hits = self.hits.sum();
         t
     }
 
-    /// Every state held, shard by shard: `ipfw -d list`.
+    /// Every state held, shard by shard (each under its lock): `ipfw -d list`.
     pub fn states(&self) -> Vec<(FlowId, StateHit, u64)> {
         let mut v = Vec::new();
         for s in self.shards.iter() {
-            lock(&s.0).states_into(&mut v);
+            let _b = lock(&s.books.0);
+            s.table.states_into(&mut v);
         }
         v
     }
