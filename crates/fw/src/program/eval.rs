@@ -308,21 +308,22 @@ impl Program {
     ///   reach it is wasted.
     // The same inputs as `eval`, plus the vector and its verdicts.
     #[allow(clippy::too_many_arguments)]
-    pub fn eval_batch<E: Env + ?Sized>(
+    pub fn eval_batch<E: Env + ?Sized, C: CounterSink>(
         &self,
         pkts: &mut [PacketInfo],
         out: &mut [Verdict],
         env: &E,
         states: &StateShards,
-        counters: &mut Counters,
+        mut counters: C,
         now: u64,
         rng: &mut u64,
     ) {
         assert_eq!(pkts.len(), out.len(), "eval_batch: lengths differ");
-        counters.sync(self);
+        // The program's generation checked, and the counters found, once a vector.
+        let mut t = counters.tally(self);
         if !self.lookup_first && !self.has_slots {
             for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-                *o = self.eval_one(p, env, states, counters, now, rng);
+                *o = self.eval_one(p, env, states, &mut t, now, rng);
             }
             return;
         }
@@ -365,7 +366,7 @@ impl Program {
                     &mut tags[k],
                     env,
                     states,
-                    counters,
+                    &mut t,
                     now,
                     rng,
                     &mut w,
@@ -385,31 +386,32 @@ impl Program {
     /// the first `keep-state`/`limit` rule) asks `states` and, on a hit, runs the
     /// action of the rule that made the state. `tag`/`untag` change `pkt.tags`.
     /// `now` is the caller's clock, in the unit the state module's timeouts use; `rng`
-    /// is the worker's seed for `prob`. Allocates nothing (unless `counters`
+    /// is the worker's seed for `prob`. `counters` are the worker's, `&mut`
+    /// [`Counters`] or `&`[`SharedCounters`]. Allocates nothing (unless `counters`
     /// must first move to this program, see [`Counters`]).
-    pub fn eval<E: Env + ?Sized>(
+    pub fn eval<E: Env + ?Sized, C: CounterSink>(
         &self,
         pkt: &mut PacketInfo,
         env: &E,
         states: &StateShards,
-        counters: &mut Counters,
+        mut counters: C,
         now: u64,
         rng: &mut u64,
     ) -> Verdict {
-        counters.sync(self);
-        self.eval_one(pkt, env, states, counters, now, rng)
+        let mut t = counters.tally(self);
+        self.eval_one(pkt, env, states, &mut t, now, rng)
     }
 
     /// `eval` after the counters' sync, its lookups made on the spot. The packet is
     /// read-only during the walk (its tags are a local copy, written back at the
     /// end), so its fields are loaded once per packet rather than once per rule.
     #[inline]
-    fn eval_one<E: Env + ?Sized>(
+    fn eval_one<E: Env + ?Sized, T: Tally>(
         &self,
         pkt: &mut PacketInfo,
         env: &E,
         states: &StateShards,
-        counters: &mut Counters,
+        t: &mut T,
         now: u64,
         rng: &mut u64,
     ) -> Verdict {
@@ -420,7 +422,7 @@ impl Program {
             &mut tags,
             env,
             states,
-            counters,
+            t,
             now,
             rng,
             &mut w,
@@ -435,13 +437,13 @@ impl Program {
     /// else goes to [`slow_rule`](Self::slow_rule), out of line.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn walk<E: Env + ?Sized, L: AddrLookups>(
+    fn walk<E: Env + ?Sized, T: Tally, L: AddrLookups>(
         &self,
         p: &PacketInfo,
         tags: &mut Tags,
         env: &E,
         states: &StateShards,
-        counters: &mut Counters,
+        t: &mut T,
         now: u64,
         rng: &mut u64,
         w: &mut Walk,
@@ -449,16 +451,13 @@ impl Program {
     ) -> Verdict {
         let rules = &self.rules[..];
         let n = rules.len();
-        // `sync` made the counters as long as the rules.
-        let cs = &mut counters.c[..n];
-        let logged = &mut counters.logged;
         let mut i = 0;
         while i < n {
             let r = &rules[i];
             if r.slow == 0 {
                 let mut targ = 0;
                 if self.body_matches(r, p, tags, env, &mut targ, lk) {
-                    cs[i].hit(p.len, now);
+                    t.hit(i, p.len, now);
                     if let Some(decision) = decision(r.act, p, targ) {
                         return Verdict {
                             decision,
@@ -470,7 +469,7 @@ impl Program {
                 i += 1;
                 continue;
             }
-            match self.slow_rule(i, p, tags, env, states, cs, logged, now, rng, w, lk) {
+            match self.slow_rule(i, p, tags, env, states, t, now, rng, w, lk) {
                 Step::Next(k) => i = k,
                 Step::Done(v) => return v,
             }
@@ -487,15 +486,14 @@ impl Program {
     /// action, jumps included.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn slow_rule<E: Env + ?Sized, L: AddrLookups>(
+    fn slow_rule<E: Env + ?Sized, T: Tally, L: AddrLookups>(
         &self,
         i: usize,
         p: &PacketInfo,
         tags: &mut Tags,
         env: &E,
         states: &StateShards,
-        cs: &mut [RuleCounter],
-        logged: &mut u64,
+        t: &mut T,
         now: u64,
         rng: &mut u64,
         w: &mut Walk,
@@ -556,7 +554,7 @@ impl Program {
                 }
             };
             if let Err(StateError::Full | StateError::LimitReached) = installed {
-                cs[i].hit(p.len, now);
+                t.hit(i, p.len, now);
                 return Step::Done(Verdict {
                     decision: Decision::Deny,
                     rule: r.num,
@@ -565,10 +563,10 @@ impl Program {
             }
         }
         let r = &self.rules[j];
-        cs[j].hit(p.len, now);
+        t.hit(j, p.len, now);
         if r.log {
             w.log = true;
-            *logged += 1;
+            t.log();
         }
         if let Some((untag, a)) = r.tag {
             let t = match a {

@@ -21,7 +21,8 @@ mod eval;
 mod packet;
 
 pub use compile::{CompileError, TableRef};
-pub use counters::{Counters, RuleCounter};
+use counters::Tally;
+pub use counters::{CounterSink, CounterSource, Counters, RuleCounter, SharedCounters};
 pub use packet::{tcpopt, Direction, Env, IfName, IfRef, MacHdr, PacketInfo, Tags};
 
 use crate::rule::{self, Arg, FlagSpec, MacPat, Range};
