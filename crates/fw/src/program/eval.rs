@@ -290,17 +290,19 @@ impl Program {
 
     /// [`Program::eval`] over a vector of packets, `out[i]` for `pkts[i]` (panics if
     /// the lengths differ): the form a batch-at-a-time stage calls once per vector,
-    /// with the same verdicts and effects as `eval` of each packet in turn. Packets
-    /// are taken in groups of 64, and two kinds of lookup are made for a whole group
-    /// at once, in loops whose iterations are independent, so that their cache misses
-    /// overlap instead of each waiting in its own walk:
+    /// with the same verdicts and effects as `eval` of each packet in turn. The
+    /// counters are checked against the program (and laid out again if it changed) once
+    /// per call, not per packet. Packets are taken in groups of 64, and two kinds of
+    /// lookup are made for a whole group at once, in loops whose iterations are
+    /// independent, so that their cache misses overlap instead of each waiting in its
+    /// own walk:
     ///
     /// - states: when every walk meets a stateful rule before anything but `count`
     ///   rules (the usual `check-state` first), the group's state lookups are made
-    ///   before the walks ([`StateShards::lookup_batch`]: one lock per shard per
-    ///   group). A packet whose lookup missed looks again, in its walk, if an earlier
-    ///   packet of the group installed a state meanwhile (the only change of the
-    ///   table that could make it hit).
+    ///   before the walks ([`StateShards::lookup_batch`], without a lock, its
+    ///   loads issued together). A packet whose lookup missed looks again, in its
+    ///   walk, if an earlier packet of the group installed a state meanwhile (the
+    ///   only change of the table this worker makes that could make it hit).
     /// - address tables (`from table(t)`, `to table(t)`): the first walk that reaches
     ///   such a lookup makes it for itself and every later packet of the group
     ///   ([`VectorLookups`]); the later walks take their result. A lookup is pure (the

@@ -164,14 +164,17 @@ impl StateShards {
         while start < n {
             let m = (n - start).min(BATCH);
             let mut keys = [(Key::default(), false, 0u64, 0usize); BATCH];
-            let mut touched = 0u64;
             for (j, k) in keys[..m].iter_mut().enumerate() {
                 let (key, s) = Key::canonical(&flows[start + j]);
                 let sh = self.shard_of_hash(key.hash(self.seed));
-                let t = &self.shards[sh].table;
-                let h = key.hash(t.seed);
-                touched ^= t.touch(h);
-                *k = (key, s, h, sh);
+                *k = (key, s, key.hash(self.shards[sh].table.seed), sh);
+            }
+            // The loads alone, in a loop of a few instructions each: all of them in
+            // flight at once (after the hashing above, the core's window would hold
+            // only a few).
+            let mut touched = 0u64;
+            for &(_, _, h, sh) in &keys[..m] {
+                touched ^= self.shards[sh].table.touch(h);
             }
             std::hint::black_box(touched);
             for (j, &(k, s, h, sh)) in keys[..m].iter().enumerate() {
