@@ -1087,6 +1087,9 @@ fn show_reads_shared_counters_while_their_worker_counts() {
     let states = rs.states().clone();
     let shared = SharedCounters::new();
     let stop = AtomicBool::new(false);
+    // Vectors the worker has counted: each program waits for one more, so that
+    // the worker counts under every one.
+    let rounds = std::sync::atomic::AtomicU64::new(0);
     let sent = std::thread::scope(|sc| {
         let worker = sc.spawn(|| {
             let mut rng = 1;
@@ -1105,11 +1108,16 @@ fn show_reads_shared_counters_while_their_worker_counts() {
                 prog.eval_batch(&mut batch, &mut out, &Host, &states, &shared, 1, &mut rng);
                 let _ = prog.eval(&mut syn(), &Host, &states, &shared, 1, &mut rng);
                 sent += 33;
+                rounds.fetch_add(1, Ordering::Relaxed);
             }
             sent
         });
         let mut seen = 0;
         for n in 0..300u32 {
+            let r = rounds.load(Ordering::Relaxed);
+            while rounds.load(Ordering::Relaxed) == r {
+                std::thread::yield_now();
+            }
             rs.execute(
                 &format!("add {} count udp from any to any", 100 + n),
                 1,

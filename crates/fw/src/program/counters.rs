@@ -322,9 +322,18 @@ mod sealed {
     impl Sealed for &super::SharedCounters {}
 }
 
-/// A walk's counters, as one call of `eval` or `eval_batch` has them: a rule's by
-/// its index, and `log`'s. (Public in a private module: nameable here only.)
+/// The counters as one call of `eval` or `eval_batch` has them, laid out for its
+/// program. (Public in a private module, as the traits below: nameable here only.)
 pub trait Tally {
+    type Cells<'b>: Cells
+    where
+        Self: 'b;
+    /// The first `n` rules' counters, for one walk.
+    fn cells(&mut self, n: usize) -> Self::Cells<'_>;
+}
+
+/// One walk's counters: a rule's by its index, and `log`'s.
+pub trait Cells {
     fn hit(&mut self, i: usize, len: u32, now: u64);
     fn log(&mut self);
 }
@@ -349,6 +358,21 @@ pub struct OwnTally<'a> {
 }
 
 impl Tally for OwnTally<'_> {
+    type Cells<'b>
+        = OwnTally<'b>
+    where
+        Self: 'b;
+
+    #[inline(always)]
+    fn cells(&mut self, n: usize) -> OwnTally<'_> {
+        OwnTally {
+            c: &mut self.c[..n],
+            logged: &mut *self.logged,
+        }
+    }
+}
+
+impl Cells for OwnTally<'_> {
     #[inline(always)]
     fn hit(&mut self, i: usize, len: u32, now: u64) {
         self.c[i].hit(len, now);
@@ -370,19 +394,34 @@ impl CounterSink for &mut Counters {
     fn tally<'a>(&'a mut self, prog: &Program) -> OwnTally<'a> {
         self.sync(prog);
         OwnTally {
-            c: &mut self.c[..prog.rules.len()],
+            c: &mut self.c,
             logged: &mut self.logged,
         }
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct SharedTally<'a> {
     c: &'a [Cell],
     logged: &'a AtomicU64,
 }
 
 impl Tally for SharedTally<'_> {
+    type Cells<'b>
+        = SharedTally<'b>
+    where
+        Self: 'b;
+
+    #[inline(always)]
+    fn cells(&mut self, n: usize) -> SharedTally<'_> {
+        SharedTally {
+            c: &self.c[..n],
+            logged: self.logged,
+        }
+    }
+}
+
+impl Cells for SharedTally<'_> {
     #[inline(always)]
     fn hit(&mut self, i: usize, len: u32, now: u64) {
         self.c[i].hit(len, now);

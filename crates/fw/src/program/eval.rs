@@ -453,13 +453,16 @@ impl Program {
     ) -> Verdict {
         let rules = &self.rules[..];
         let n = rules.len();
+        // The counters as a local of exactly `n` (never passed on by reference): the
+        // compiler keeps them in registers and drops the bounds check of `i < n`.
+        let mut cs = t.cells(n);
         let mut i = 0;
         while i < n {
             let r = &rules[i];
             if r.slow == 0 {
                 let mut targ = 0;
                 if self.body_matches(r, p, tags, env, &mut targ, lk) {
-                    t.hit(i, p.len, now);
+                    cs.hit(i, p.len, now);
                     if let Some(decision) = decision(r.act, p, targ) {
                         return Verdict {
                             decision,
@@ -471,7 +474,15 @@ impl Program {
                 i += 1;
                 continue;
             }
-            match self.slow_rule(i, p, tags, env, states, t, now, rng, w, lk) {
+            let Slow { step, count, log } =
+                self.slow_rule(i, p, tags, env, states, now, rng, w, lk);
+            if let Some(j) = count {
+                cs.hit(j, p.len, now);
+                if log {
+                    cs.log();
+                }
+            }
+            match step {
                 Step::Next(k) => i = k,
                 Step::Done(v) => return v,
             }
@@ -484,23 +495,23 @@ impl Program {
     }
 
     /// Rule `i` when it is not plain: the state lookup (at the first stateful rule),
-    /// `prob`, the body, the state install, the counter, `log`, the tag, and the
-    /// action, jumps included.
+    /// `prob`, the body, the state install, `log`, the tag, and the action, jumps
+    /// included. The rule to count it returns, for the walk, which holds the
+    /// counters.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn slow_rule<E: Env + ?Sized, T: Tally, L: AddrLookups>(
+    fn slow_rule<E: Env + ?Sized, L: AddrLookups>(
         &self,
         i: usize,
         p: &PacketInfo,
         tags: &mut Tags,
         env: &E,
         states: &StateShards,
-        t: &mut T,
         now: u64,
         rng: &mut u64,
         w: &mut Walk,
         lk: &mut L,
-    ) -> Step {
+    ) -> Slow {
         // Forward skips and bounded calls end every walk; the budget (counted on
         // these rules only: plain ones always move forward) only guards the invariant.
         if w.budget == 0 {
@@ -508,7 +519,8 @@ impl Program {
                 decision: Decision::Deny,
                 rule: rule::DEFAULT_RULE,
                 log: w.log,
-            });
+            })
+            .into();
         }
         w.budget -= 1;
         let r = &self.rules[i];
@@ -528,13 +540,13 @@ impl Program {
         }
         if !hit {
             if r.act == Act::CheckState {
-                return Step::Next(i + 1);
+                return Step::Next(i + 1).into();
             }
             if r.prob != rule::PROB_ONE && coin(rng) >= r.prob {
-                return Step::Next(i + 1);
+                return Step::Next(i + 1).into();
             }
             if !self.body_matches(r, p, tags, env, &mut targ, lk) {
-                return Step::Next(i + 1);
+                return Step::Next(i + 1).into();
             }
             let installed = match r.keep {
                 Keep::No => Ok(()),
@@ -556,20 +568,20 @@ impl Program {
                 }
             };
             if let Err(StateError::Full | StateError::LimitReached) = installed {
-                t.hit(i, p.len, now);
-                return Step::Done(Verdict {
+                let step = Step::Done(Verdict {
                     decision: Decision::Deny,
                     rule: r.num,
                     log: w.log || r.log,
                 });
+                return Slow {
+                    step,
+                    count: Some(i),
+                    log: false,
+                };
             }
         }
         let r = &self.rules[j];
-        t.hit(j, p.len, now);
-        if r.log {
-            w.log = true;
-            t.log();
-        }
+        w.log |= r.log;
         if let Some((untag, a)) = r.tag {
             let t = match a {
                 Arg::Num(t) => t,
@@ -581,7 +593,7 @@ impl Program {
                 tags.add(t);
             }
         }
-        match r.act {
+        let step = match r.act {
             Act::Count | Act::CheckState => Step::Next(j + 1),
             Act::Skipto(Arg::Num(_)) => Step::Next(r.target as usize),
             Act::Skipto(Arg::Tablearg) => Step::Next(if targ <= r.num as u32 {
@@ -611,6 +623,11 @@ impl Program {
                 rule: r.num,
                 log: w.log,
             }),
+        };
+        Slow {
+            step,
+            count: Some(j),
+            log: r.log,
         }
     }
 }
@@ -652,6 +669,26 @@ fn flow_of(p: &PacketInfo) -> FlowId {
 enum Step {
     Next(usize),
     Done(Verdict),
+}
+
+/// What `slow_rule` tells the walk: where to go, and the rule to count (and
+/// whether it logs), if one matched.
+struct Slow {
+    step: Step,
+    count: Option<usize>,
+    log: bool,
+}
+
+impl From<Step> for Slow {
+    /// No rule matched.
+    #[inline]
+    fn from(step: Step) -> Slow {
+        Slow {
+            step,
+            count: None,
+            log: false,
+        }
+    }
 }
 
 /// A walk's state beyond the rule index, used only off the plain path.

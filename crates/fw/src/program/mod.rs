@@ -21,7 +21,7 @@ mod eval;
 mod packet;
 
 pub use compile::{CompileError, TableRef};
-use counters::Tally;
+use counters::{Cells, Tally};
 pub use counters::{CounterSink, CounterSource, Counters, RuleCounter, SharedCounters};
 pub use packet::{tcpopt, Direction, Env, IfName, IfRef, MacHdr, PacketInfo, Tags};
 
