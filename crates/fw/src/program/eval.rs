@@ -363,7 +363,7 @@ impl Program {
                 let mut w = Walk::new(self, pre);
                 lk.at = k;
                 tags[k] = p.tags;
-                oc[k] = self.walk(
+                self.walk(
                     p,
                     &mut tags[k],
                     env,
@@ -373,6 +373,7 @@ impl Program {
                     rng,
                     &mut w,
                     &mut lk,
+                    &mut oc[k],
                 );
                 inserted |= w.inserted;
             }
@@ -419,7 +420,12 @@ impl Program {
     ) -> Verdict {
         let mut w = Walk::new(self, None);
         let mut tags = pkt.tags;
-        let v = self.walk(
+        let mut v = Verdict {
+            decision: Decision::Deny,
+            rule: rule::DEFAULT_RULE,
+            log: false,
+        };
+        self.walk(
             pkt,
             &mut tags,
             env,
@@ -429,6 +435,7 @@ impl Program {
             rng,
             &mut w,
             &mut OnTheSpot,
+            &mut v,
         );
         pkt.tags = tags;
         v
@@ -436,7 +443,11 @@ impl Program {
 
     /// The walk. A plain rule (`slow == 0`: no state, `prob`, tag, log or jump) costs
     /// one byte test, its body, and on a match its counter and the action; anything
-    /// else goes to [`slow_rule`](Self::slow_rule), out of line.
+    /// else goes to [`slow_rule`](Self::slow_rule), out of line. The verdict is
+    /// written to `out` (`eval_batch`'s vector): returned, it was assembled in a
+    /// temporary by byte and halfword stores that the copy into the vector read back
+    /// whole, a failed store forwarding on every packet (about 2 ns, perf on bench
+    /// fw's table cases).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn walk<E: Env + ?Sized, T: Tally, L: AddrLookups>(
@@ -450,7 +461,8 @@ impl Program {
         rng: &mut u64,
         w: &mut Walk,
         lk: &mut L,
-    ) -> Verdict {
+        out: &mut Verdict,
+    ) {
         let rules = &self.rules[..];
         let n = rules.len();
         // The counters as a local of exactly `n` (never passed on by reference): the
@@ -464,40 +476,43 @@ impl Program {
                 if self.body_matches(r, p, tags, env, &mut targ, lk) {
                     cs.hit(i, p.len, now);
                     if let Some(decision) = decision(r.act, p, targ) {
-                        return Verdict {
+                        *out = Verdict {
                             decision,
                             rule: r.num,
                             log: w.log,
                         };
+                        return;
                     }
                 }
                 i += 1;
                 continue;
             }
-            let Slow { step, count, log } =
-                self.slow_rule(i, p, tags, env, states, now, rng, w, lk);
-            if let Some(j) = count {
+            let step = self.slow_rule(i, p, tags, env, states, now, rng, w, lk);
+            if let Some(j) = w.count.take() {
                 cs.hit(j, p.len, now);
-                if log {
+                if std::mem::take(&mut w.log_now) {
                     cs.log();
                 }
             }
             match step {
                 Step::Next(k) => i = k,
-                Step::Done(v) => return v,
+                Step::Done(v) => {
+                    *out = v;
+                    return;
+                }
             }
         }
-        Verdict {
+        *out = Verdict {
             decision: Decision::Deny,
             rule: rule::DEFAULT_RULE,
             log: w.log,
-        }
+        };
     }
 
     /// Rule `i` when it is not plain: the state lookup (at the first stateful rule),
     /// `prob`, the body, the state install, `log`, the tag, and the action, jumps
-    /// included. The rule to count it returns, for the walk, which holds the
-    /// counters.
+    /// included. The rule to count it leaves in `w.count` (and `w.log_now`), for the
+    /// walk, which holds the counters.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn slow_rule<E: Env + ?Sized, L: AddrLookups>(
@@ -511,7 +526,7 @@ impl Program {
         rng: &mut u64,
         w: &mut Walk,
         lk: &mut L,
-    ) -> Slow {
+    ) -> Step {
         // Forward skips and bounded calls end every walk; the budget (counted on
         // these rules only: plain ones always move forward) only guards the invariant.
         if w.budget == 0 {
@@ -519,8 +534,7 @@ impl Program {
                 decision: Decision::Deny,
                 rule: rule::DEFAULT_RULE,
                 log: w.log,
-            })
-            .into();
+            });
         }
         w.budget -= 1;
         let r = &self.rules[i];
@@ -540,13 +554,13 @@ impl Program {
         }
         if !hit {
             if r.act == Act::CheckState {
-                return Step::Next(i + 1).into();
+                return Step::Next(i + 1);
             }
             if r.prob != rule::PROB_ONE && coin(rng) >= r.prob {
-                return Step::Next(i + 1).into();
+                return Step::Next(i + 1);
             }
             if !self.body_matches(r, p, tags, env, &mut targ, lk) {
-                return Step::Next(i + 1).into();
+                return Step::Next(i + 1);
             }
             let installed = match r.keep {
                 Keep::No => Ok(()),
@@ -568,20 +582,20 @@ impl Program {
                 }
             };
             if let Err(StateError::Full | StateError::LimitReached) = installed {
-                let step = Step::Done(Verdict {
+                w.count = Some(i);
+                return Step::Done(Verdict {
                     decision: Decision::Deny,
                     rule: r.num,
                     log: w.log || r.log,
                 });
-                return Slow {
-                    step,
-                    count: Some(i),
-                    log: false,
-                };
             }
         }
         let r = &self.rules[j];
-        w.log |= r.log;
+        w.count = Some(j);
+        if r.log {
+            w.log = true;
+            w.log_now = true;
+        }
         if let Some((untag, a)) = r.tag {
             let t = match a {
                 Arg::Num(t) => t,
@@ -593,7 +607,7 @@ impl Program {
                 tags.add(t);
             }
         }
-        let step = match r.act {
+        match r.act {
             Act::Count | Act::CheckState => Step::Next(j + 1),
             Act::Skipto(Arg::Num(_)) => Step::Next(r.target as usize),
             Act::Skipto(Arg::Tablearg) => Step::Next(if targ <= r.num as u32 {
@@ -623,11 +637,6 @@ impl Program {
                 rule: r.num,
                 log: w.log,
             }),
-        };
-        Slow {
-            step,
-            count: Some(j),
-            log: r.log,
         }
     }
 }
@@ -671,26 +680,6 @@ enum Step {
     Done(Verdict),
 }
 
-/// What `slow_rule` tells the walk: where to go, and the rule to count (and
-/// whether it logs), if one matched.
-struct Slow {
-    step: Step,
-    count: Option<usize>,
-    log: bool,
-}
-
-impl From<Step> for Slow {
-    /// No rule matched.
-    #[inline]
-    fn from(step: Step) -> Slow {
-        Slow {
-            step,
-            count: None,
-            log: false,
-        }
-    }
-}
-
 /// A walk's state beyond the rule index, used only off the plain path.
 struct Walk {
     log: bool,
@@ -699,6 +688,9 @@ struct Walk {
     pre: Option<Option<StateHit>>,
     /// A state install was tried.
     inserted: bool,
+    /// The rule `slow_rule` matched, for the walk to count (and whether it logs).
+    count: Option<usize>,
+    log_now: bool,
     sp: usize,
     stack: [u32; CALLSTACK],
     budget: usize,
@@ -712,6 +704,8 @@ impl Walk {
             state_checked: false,
             pre,
             inserted: false,
+            count: None,
+            log_now: false,
             sp: 0,
             stack: [0; CALLSTACK],
             budget: prog.rules.len() * (CALLSTACK + 2) + 16,
