@@ -268,6 +268,7 @@ mod tests {
     /// real environment and registry).
     #[test]
     fn fast_structures_agree_with_radix_on_the_real_table() {
+        let _quiet = crate::bench::heap_quiet();
         use route::{table, Addr, Lookup, Poptrie4, Poptrie6, Radix};
         let found = match find(None) {
             Ok(f) => f,

@@ -1221,6 +1221,7 @@ mod tests {
 
     #[test]
     fn fw_every_case_runs_and_both_evaluators_agree() {
+        let _quiet = crate::bench::heap_quiet();
         let p = Params {
             pkts: 64,
             matrix_n: [1, 3, 5],
@@ -1243,6 +1244,7 @@ mod tests {
 
     #[test]
     fn fw_fit_recovers_known_costs() {
+        let _quiet = crate::bench::heap_quiet();
         let pts: Vec<(f64, f64, f64)> = [
             (1.0, 1.0),
             (10.0, 10.0),
@@ -1263,6 +1265,7 @@ mod tests {
 
     #[test]
     fn fw_naive_rejects_nothing_the_bench_uses_and_denies_by_default() {
+        let _quiet = crate::bench::heap_quiet();
         let c = &mut cases("rfc2544", &Params::full(0.001, 1)).unwrap()[0];
         let mut p = c.pkts[0];
         p.dport = 8;

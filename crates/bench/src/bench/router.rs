@@ -1001,6 +1001,7 @@ mod tests {
 
     #[test]
     fn a_router_forwards_what_the_oracle_says() {
+        let _quiet = crate::bench::heap_quiet();
         let t = table4(&few4());
         let d = dests4(&t.routes, 64, 2);
         let frames: Vec<Vec<u8>> = d.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
@@ -1025,6 +1026,7 @@ mod tests {
     #[test]
     #[ignore]
     fn callgrind_forward() {
+        let _quiet = crate::bench::heap_quiet();
         let polls: usize = std::env::var("ROUTER_POLLS")
             .ok()
             .and_then(|v| v.parse().ok())
