@@ -13,7 +13,9 @@
 
 use crate::nexthop::{NextHop, NhKey, NhKind, RtFlags};
 use crate::rtmsg::{RtBus, RtmType};
-use crate::{Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix4, Prefix6, Radix};
+use crate::{
+    Bsearch, Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix4, Prefix6, Radix,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -31,12 +33,16 @@ pub const GROUP_BUCKETS: usize = EcmpGroup::DEFAULT_BUCKETS;
 /// The lookup algorithm of a table (chosen per family, as FreeBSD's `fib_algo`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FibAlgo {
-    /// Per family, the radix tree while the table is small (at most
+    /// Per family, binary search over ranges while the table is small (at most
     /// [`AUTO_RADIX_MAX`] routes), Poptrie beyond: a small table does not pay
-    /// Poptrie's 1 MiB direct array.
+    /// Poptrie's 1 MiB direct array, and its search is a few compares where the
+    /// radix tree walks a chain of nodes.
     #[default]
     Auto,
     Radix,
+    /// Binary search over the table's ranges ([`crate::Bsearch`], FreeBSD's
+    /// `bsearch4`), for both families.
+    Bsearch,
     Poptrie,
     /// DIR-24-8 for IPv4 (the baseline; 64 MiB and more); IPv6 gets Poptrie.
     Dir248,
@@ -51,10 +57,11 @@ impl std::str::FromStr for FibAlgo {
         match s {
             "auto" => Ok(FibAlgo::Auto),
             "radix" => Ok(FibAlgo::Radix),
+            "bsearch" => Ok(FibAlgo::Bsearch),
             "poptrie" => Ok(FibAlgo::Poptrie),
             "dir248" | "dir-24-8" => Ok(FibAlgo::Dir248),
             _ => Err(format!(
-                "unknown FIB algorithm '{s}' (known: auto, radix, poptrie, dir248)"
+                "unknown FIB algorithm '{s}' (known: auto, radix, bsearch, poptrie, dir248)"
             )),
         }
     }
@@ -522,17 +529,19 @@ impl Rib {
         let r4: Vec<(Prefix4, u32)> = self.v4.iter().map(|(p, e)| (*p, value(e))).collect();
         let r6: Vec<(Prefix6, u32)> = self.v6.iter().map(|(p, e)| (*p, value(e))).collect();
         let pick = |n: usize| match self.algo {
-            FibAlgo::Auto if n <= AUTO_RADIX_MAX => FibAlgo::Radix,
+            FibAlgo::Auto if n <= AUTO_RADIX_MAX => FibAlgo::Bsearch,
             FibAlgo::Auto => FibAlgo::Poptrie,
             a => a,
         };
         let v4 = match pick(r4.len()) {
             FibAlgo::Poptrie => Fib4::Poptrie(Poptrie4::build(&r4)),
             FibAlgo::Dir248 => Fib4::Dir248(Dir248::build(&r4)),
+            FibAlgo::Bsearch => Fib4::Bsearch(Bsearch::build(&r4)),
             _ => Fib4::Radix(Radix::build(&r4)),
         };
         let v6 = match pick(r6.len()) {
             FibAlgo::Radix => Fib6::Radix(Radix::build(&r6)),
+            FibAlgo::Bsearch => Fib6::Bsearch(Bsearch::build(&r6)),
             _ => Fib6::Poptrie(Poptrie6::build(&r6)),
         };
         Fib {
@@ -548,6 +557,7 @@ impl Rib {
 #[derive(Debug)]
 enum Fib4 {
     Radix(Radix<u32>),
+    Bsearch(Bsearch<u32>),
     Poptrie(Poptrie4),
     Dir248(Dir248),
 }
@@ -555,6 +565,7 @@ enum Fib4 {
 #[derive(Debug)]
 enum Fib6 {
     Radix(Radix<u128>),
+    Bsearch(Bsearch<u128>),
     Poptrie(Poptrie6),
 }
 
@@ -586,8 +597,11 @@ impl Fib {
         self.generation
     }
 
+    /// The next hop a route's raw value (from [`Fib::lookup4_raw`] or
+    /// [`Fib::lookup6_raw`]) names; `hash` (the flow's, called only for a multipath
+    /// route) picks a member of a group.
     #[inline]
-    fn resolve(&self, v: u32, hash: impl FnOnce() -> u32) -> Option<&Arc<NextHop>> {
+    pub fn resolve(&self, v: u32, hash: impl FnOnce() -> u32) -> Option<&Arc<NextHop>> {
         let i = if v & GROUP != 0 {
             self.groups.get((v & !GROUP) as usize)?.select(hash())?
         } else {
@@ -604,9 +618,33 @@ impl Fib {
         let v = match &self.v4 {
             Fib4::Poptrie(p) => p.lookup(a),
             Fib4::Radix(r) => r.lookup(a),
+            Fib4::Bsearch(b) => b.lookup(a),
             Fib4::Dir248(d) => d.lookup(a),
         }?;
         self.resolve(v, hash)
+    }
+
+    /// The raw route values of `dsts` (IPv4, host order) into `out`, of the same
+    /// length: looked up together so that their cache misses overlap (VPP's
+    /// `ip4-lookup` over a vector). [`Fib::resolve`] makes each a next hop.
+    #[inline]
+    pub fn lookup4_raw(&self, dsts: &[u32], out: &mut [Option<u32>]) {
+        match &self.v4 {
+            Fib4::Poptrie(p) => p.lookup_batch(dsts, out),
+            Fib4::Radix(r) => r.lookup_batch(dsts, out),
+            Fib4::Bsearch(b) => b.lookup_batch(dsts, out),
+            Fib4::Dir248(d) => d.lookup_batch(dsts, out),
+        }
+    }
+
+    /// [`Fib::lookup4_raw`] for IPv6.
+    #[inline]
+    pub fn lookup6_raw(&self, dsts: &[u128], out: &mut [Option<u32>]) {
+        match &self.v6 {
+            Fib6::Poptrie(p) => p.lookup_batch(dsts, out),
+            Fib6::Radix(r) => r.lookup_batch(dsts, out),
+            Fib6::Bsearch(b) => b.lookup_batch(dsts, out),
+        }
     }
 
     /// The next hop for `dst` (IPv6).
@@ -616,6 +654,7 @@ impl Fib {
         let v = match &self.v6 {
             Fib6::Poptrie(p) => p.lookup(a),
             Fib6::Radix(r) => r.lookup(a),
+            Fib6::Bsearch(b) => b.lookup(a),
         }?;
         self.resolve(v, hash)
     }
@@ -628,11 +667,13 @@ impl Fib {
             IpAddr::V4(a) => match &self.v4 {
                 Fib4::Poptrie(p) => p.lookup(u32::from(a)),
                 Fib4::Radix(r) => r.lookup(u32::from(a)),
+                Fib4::Bsearch(b) => b.lookup(u32::from(a)),
                 Fib4::Dir248(d) => d.lookup(u32::from(a)),
             },
             IpAddr::V6(a) => match &self.v6 {
                 Fib6::Poptrie(p) => p.lookup(u128::from(a)),
                 Fib6::Radix(r) => r.lookup(u128::from(a)),
+                Fib6::Bsearch(b) => b.lookup(u128::from(a)),
             },
         };
         let via = |i: u32| {
@@ -666,6 +707,7 @@ impl Fib {
     pub fn algo4(&self) -> &'static str {
         match self.v4 {
             Fib4::Radix(_) => "radix",
+            Fib4::Bsearch(_) => "bsearch",
             Fib4::Poptrie(_) => "poptrie",
             Fib4::Dir248(_) => "dir248",
         }
@@ -675,6 +717,7 @@ impl Fib {
     pub fn algo6(&self) -> &'static str {
         match self.v6 {
             Fib6::Radix(_) => "radix",
+            Fib6::Bsearch(_) => "bsearch",
             Fib6::Poptrie(_) => "poptrie",
         }
     }

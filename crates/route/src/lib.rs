@@ -7,6 +7,8 @@
 //! - [`Poptrie`]: Poptrie (Asai, Ohara, SIGCOMM 2015): a direct table indexed by the
 //!   address's top bits, then 6-bit stride nodes whose children and leaves are
 //!   compressed by popcount. [`Poptrie4`] for IPv4, [`Poptrie6`] for IPv6.
+//! - [`Bsearch`]: the table flattened into sorted address ranges, binary searched
+//!   (FreeBSD's `bsearch4`): the choice for small tables.
 //!
 //! On top of them, the routing table itself ([`fib`]): the control plane's [`Rib`] of
 //! prefix routes with BSD flags ([`RtFlags`]), next-hop objects carrying the resolved
@@ -36,6 +38,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bsearch;
 mod dir248;
 mod ecmp;
 pub mod fib;
@@ -48,6 +51,7 @@ mod radix;
 pub mod rtmsg;
 pub mod table;
 
+pub use bsearch::Bsearch;
 pub use dir248::Dir248;
 pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
 pub use fib::{Fib, FibAlgo, PathInfo, Rib, RouteInfo, RouteSpec, RtError};

@@ -23,6 +23,11 @@ pub trait Addr: Copy + Eq + Ord + fmt::Debug + std::hash::Hash {
     /// zeros shifted in. The tries step through an address with this and `top_bits`,
     /// both by constant amounts, which is cheap even on `u128`.
     fn shift_out(self, n: u32) -> Self;
+    /// The last address of the prefix of length `len` holding `self` (every bit past
+    /// `len` set).
+    fn last(self, len: u8) -> Self;
+    /// The next address, if `self` is not the last of all.
+    fn checked_succ(self) -> Option<Self>;
     /// Writes the address in its usual text form.
     fn fmt_addr(self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 }
@@ -57,6 +62,20 @@ macro_rules! impl_addr {
             fn shift_out(self, n: u32) -> Self {
                 debug_assert!(n < <$t>::BITS);
                 self << n
+            }
+            #[inline]
+            fn last(self, len: u8) -> Self {
+                if len == 0 {
+                    <$t>::MAX
+                } else if u32::from(len) >= <$t>::BITS {
+                    self
+                } else {
+                    self | (<$t>::MAX >> len as u32)
+                }
+            }
+            #[inline]
+            fn checked_succ(self) -> Option<Self> {
+                self.checked_add(1)
             }
             fn fmt_addr(self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, "{}", <$ip>::from(self))

@@ -5,7 +5,9 @@
 //! table is in the benchmarks' crate, which finds that table
 //! (crates/bench/src/table.rs).
 
-use crate::{Addr, Dir248, Lookup, Poptrie, Poptrie4, Poptrie6, Prefix, Prefix4, Prefix6, Radix};
+use crate::{
+    Addr, Bsearch, Dir248, Lookup, Poptrie, Poptrie4, Poptrie6, Prefix, Prefix4, Prefix6, Radix,
+};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -219,6 +221,17 @@ proptest! {
     }
 
     #[test]
+    fn bsearch_agrees_with_radix(
+        routes in table4(300),
+        routes6 in table6(300),
+        random in prop::collection::vec(any::<u32>(), 64),
+        random6 in prop::collection::vec(any::<u128>(), 64),
+    ) {
+        agrees::<Bsearch<u32>>(&routes, &random);
+        agrees6::<Bsearch<u128>>(&routes6, &random6);
+    }
+
+    #[test]
     fn poptrie6_agrees_with_radix(
         routes in table6(300),
         random in prop::collection::vec(any::<u128>(), 64),
@@ -295,6 +308,7 @@ fn every_structure_agrees_on_all_lengths_under_one_address() {
         .collect();
     agrees::<Dir248>(&routes, &random);
     agrees::<Poptrie4>(&routes, &random);
+    agrees::<Bsearch<u32>>(&routes, &random);
     let p = Poptrie4::build(&routes);
     for l in 0..32 {
         // The address with bit l flipped leaves every prefix longer than l.
@@ -310,6 +324,7 @@ fn poptrie6_agrees_on_all_lengths_under_one_address() {
     let routes: Vec<(Prefix6, u32)> = (0..=128).map(|l| (Prefix6::new(a, l), l as u32)).collect();
     let random: Vec<u128> = (0..128).map(|i| a ^ (1u128 << i)).collect();
     agrees6::<Poptrie6>(&routes, &random);
+    agrees6::<Bsearch<u128>>(&routes, &random);
     let p = Poptrie6::build(&routes);
     for l in 0..128 {
         assert_eq!(p.lookup(a ^ (1 << (127 - l))), Some(l as u32));
