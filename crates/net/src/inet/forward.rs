@@ -93,6 +93,9 @@ pub(crate) struct IpForwardVecs {
     checked: Vec<(Mbuf, IpInfo)>,
     /// The next hop of each checked packet (its index in the batch's FIB).
     nhs: Vec<u32>,
+    /// The lookups' scratch: the destinations, and the routes' raw values.
+    dsts: Vec<u32>,
+    raw: Vec<Option<u32>>,
     out: Vec<(Mbuf, FwdOut)>,
     pf: crate::link::cx::PfilScratch<FwdOut>,
 }
@@ -129,7 +132,13 @@ pub(crate) fn ip_forward(
     // overlap (VPP's `ip4_lookup`): with a table larger than the caches each is a
     // miss or two, and nothing in between waits for it.
     let fib: &route::Fib = cx.fib;
-    lookup4_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    lookup4_vec(
+        cx,
+        fib,
+        &mut v.checked,
+        &mut v.nhs,
+        (&mut v.dsts, &mut v.raw),
+    );
     let hooks = cx.pfil_active(PfilPoint::Inet, Dir::Out);
     let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
     let now = cx.now.as_nanos();
@@ -271,6 +280,7 @@ fn lookup4_vec(
     fib: &route::Fib,
     pkts: &mut [(Mbuf, IpInfo)],
     nhs: &mut Vec<u32>,
+    (dsts, raw): (&mut Vec<u32>, &mut Vec<Option<u32>>),
 ) {
     nhs.clear();
     let seed = cx.isn_secret;
@@ -301,7 +311,16 @@ fn lookup4_vec(
             }
         }
         None => {
-            for (m, info) in pkts.iter_mut() {
+            dsts.clear();
+            dsts.extend(pkts.iter().map(|(_, info)| u32::from(info.dst)));
+            raw.clear();
+            raw.resize(dsts.len(), None);
+            fib.lookup4_raw(dsts, raw);
+            for ((m, info), r) in pkts.iter_mut().zip(raw.iter()) {
+                let Some(r) = *r else {
+                    nhs.push(NO_NH);
+                    continue;
+                };
                 let info = *info;
                 // The flow's hash, asked for only by a multipath route.
                 let hash = || {
@@ -313,7 +332,7 @@ fn lookup4_vec(
                     let (s, d) = (u32::from(info.src), u32::from(info.dst));
                     route::flow_hash4(s, d, u8::from(info.proto), (p >> 16) as u16, p as u16, seed)
                 };
-                nhs.push(fib.lookup4(info.dst, hash).map_or(NO_NH, |n| n.index));
+                nhs.push(fib.resolve(r, hash).map_or(NO_NH, |n| n.index));
             }
         }
     }

@@ -34,6 +34,9 @@ pub(crate) struct Fwd6Out {
 pub(crate) struct Ip6ForwardVecs {
     checked: Vec<(Mbuf, Ip6Hdr)>,
     nhs: Vec<u32>,
+    /// The lookups' scratch: the destinations, and the routes' raw values.
+    dsts: Vec<u128>,
+    raw: Vec<Option<u32>>,
     out: Vec<(Mbuf, Fwd6Out)>,
     pf: crate::link::cx::PfilScratch<Fwd6Out>,
 }
@@ -67,7 +70,13 @@ pub(crate) fn ip6_forward(
         }
     }
     let fib: &route::Fib = cx.fib;
-    lookup6_vec(cx, fib, &mut v.checked, &mut v.nhs);
+    lookup6_vec(
+        cx,
+        fib,
+        &mut v.checked,
+        &mut v.nhs,
+        (&mut v.dsts, &mut v.raw),
+    );
     let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::Out);
     let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
     let now = cx.now.as_nanos();
@@ -200,6 +209,7 @@ fn lookup6_vec(
     fib: &route::Fib,
     pkts: &mut [(Mbuf, Ip6Hdr)],
     nhs: &mut Vec<u32>,
+    (dsts, raw): (&mut Vec<u128>, &mut Vec<Option<u32>>),
 ) {
     nhs.clear();
     let seed = cx.isn_secret;
@@ -224,14 +234,23 @@ fn lookup6_vec(
             }
         }
         None => {
-            for (m, h) in pkts.iter_mut() {
+            dsts.clear();
+            dsts.extend(pkts.iter().map(|(_, h)| u128::from(h.dst)));
+            raw.clear();
+            raw.resize(dsts.len(), None);
+            fib.lookup6_raw(dsts, raw);
+            for ((m, h), r) in pkts.iter_mut().zip(raw.iter()) {
+                let Some(r) = *r else {
+                    nhs.push(NO_NH);
+                    continue;
+                };
                 let h = *h;
                 let hash = || {
                     let p = ports(access, m, IP6_HDR_LEN, h.nxt);
                     let (s, d) = (u128::from(h.src), u128::from(h.dst));
                     route::flow_hash6(s, d, u8::from(h.nxt), (p >> 16) as u16, p as u16, seed)
                 };
-                nhs.push(fib.lookup6(h.dst, hash).map_or(NO_NH, |n| n.index));
+                nhs.push(fib.resolve(r, hash).map_or(NO_NH, |n| n.index));
             }
         }
     }
