@@ -35,6 +35,10 @@ pub struct InetConfig {
     /// A bit per address of `local4` (a one-word Bloom filter): most packets a
     /// router sees are not its own, and this answers "not ours" in two instructions.
     pub(crate) local4_bits: u64,
+    /// Every subnet broadcast address of the stack's interfaces, with its interface;
+    /// and their one-word Bloom filter, as `local4`'s.
+    pub(crate) bcast4: Vec<(Ipv4Addr, IfIndex)>,
+    pub(crate) bcast4_bits: u64,
     /// UDP sockets by port (both families: a socket is of one).
     pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     /// ICMP echo sockets by identifier.
@@ -48,10 +52,21 @@ impl InetConfig {
         self.local4_bits & local_bit(a) != 0 && self.local4.contains(&a)
     }
 
-    /// Sets the stack's IPv4 addresses (at each publication).
-    pub(crate) fn set_local4(&mut self, addrs: Vec<Ipv4Addr>) {
+    /// True if `a` is a subnet broadcast address of interface `ifindex`
+    /// ([`crate::link::iface::Ifnet::is_broadcast`] without the limited broadcast,
+    /// in a few instructions for the addresses that are not).
+    #[inline]
+    pub fn is_bcast_on(&self, a: Ipv4Addr, ifindex: IfIndex) -> bool {
+        self.bcast4_bits & local_bit(a) != 0 && self.bcast4.contains(&(a, ifindex))
+    }
+
+    /// Sets the stack's IPv4 addresses and its interfaces' broadcast addresses (at
+    /// each publication).
+    pub(crate) fn set_local4(&mut self, addrs: Vec<Ipv4Addr>, bcasts: Vec<(Ipv4Addr, IfIndex)>) {
         self.local4_bits = addrs.iter().fold(0, |b, &a| b | local_bit(a));
         self.local4 = addrs;
+        self.bcast4_bits = bcasts.iter().fold(0, |b, &(a, _)| b | local_bit(a));
+        self.bcast4 = bcasts;
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not

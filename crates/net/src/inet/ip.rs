@@ -56,6 +56,7 @@ pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
 #[inline]
 pub(crate) fn ip_check(
     access: crate::hdr::HdrAccess,
+    inet: &crate::inet::cx::InetConfig,
     ifp: &Ifnet,
     m: &mut Mbuf,
 ) -> Result<IpInfo, DropReason> {
@@ -63,10 +64,13 @@ pub(crate) fn ip_check(
     if len < IP_HDR_LEN {
         return Err(DropReason::IpTooSmall);
     }
-    let (hlen, total_len) = {
+    // The fixed header, read once: its fields, and its checksum when it is the
+    // whole header (options are summed below).
+    let (hlen, total_len, info, sum_ok) = {
         let h = crate::hdr::hdr(access, m, 0, IP_HDR_LEN).map_err(|_| DropReason::IpTooSmall)?;
         // A view over exactly the fixed header: one length check, none per field.
-        let p = Ipv4Packet::new_unchecked(fixed::<IP_HDR_LEN>(h));
+        let fh = fixed::<IP_HDR_LEN>(h);
+        let p = Ipv4Packet::new_unchecked(fh);
         if p.version() != 4 {
             return Err(DropReason::IpBadVers);
         }
@@ -74,48 +78,44 @@ pub(crate) fn ip_check(
         if hlen < IP_HDR_LEN {
             return Err(DropReason::IpBadHlen);
         }
-        (hlen, p.total_len())
+        // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
+        let sum_ok = hlen == IP_HDR_LEN && wire::checksum::data(fh) == 0xffff;
+        let src = p.src_addr();
+        let dst = p.dst_addr();
+        let info = IpInfo {
+            src,
+            dst,
+            hlen,
+            proto: p.next_header(),
+            bcast: dst.is_broadcast() || dst.is_multicast() || inet.is_bcast_on(dst, ifp.index),
+            ttl: p.hop_limit(),
+            df: p.dont_frag(),
+            frag: p.more_frags() || p.frag_offset() != 0,
+            frag_off: p.frag_offset(),
+        };
+        (hlen, p.total_len(), info, sum_ok)
     };
     let total_len = length_field(total_len, m, 0);
     if hlen > len {
         return Err(DropReason::IpBadHlen);
     }
-    let info = {
+    if !sum_ok {
         let h = crate::hdr::hdr(access, m, 0, hlen).map_err(|_| DropReason::IpBadHlen)?;
-        // RFC 1122 §3.2.1.2: a datagram with a bad checksum MUST be silently discarded.
-        let sum = if hlen == IP_HDR_LEN {
-            wire::checksum::data(fixed::<IP_HDR_LEN>(h))
-        } else {
-            wire::checksum::data(&h[..hlen])
-        };
-        if sum != 0xffff {
+        if hlen == IP_HDR_LEN || wire::checksum::data(&h[..hlen]) != 0xffff {
             return Err(DropReason::IpBadSum);
         }
-        if total_len < hlen {
-            return Err(DropReason::IpBadLen);
-        }
-        if total_len > len {
-            return Err(DropReason::IpTooShort);
-        }
-        let p = Ipv4Packet::new_unchecked(fixed::<IP_HDR_LEN>(h));
-        let src = p.src_addr();
-        let dst = p.dst_addr();
-        // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is invalid.
-        if src.is_broadcast() || src.is_multicast() || ifp.is_broadcast(src) {
-            return Err(DropReason::IpBadAddr);
-        }
-        IpInfo {
-            src,
-            dst,
-            hlen,
-            proto: p.next_header(),
-            bcast: dst.is_multicast() || ifp.is_broadcast(dst),
-            ttl: p.hop_limit(),
-            df: p.dont_frag(),
-            frag: p.more_frags() || p.frag_offset() != 0,
-            frag_off: p.frag_offset(),
-        }
-    };
+    }
+    if total_len < hlen {
+        return Err(DropReason::IpBadLen);
+    }
+    if total_len > len {
+        return Err(DropReason::IpTooShort);
+    }
+    // RFC 1122 §3.2.1.3: a source that is broadcast or multicast is invalid.
+    let src = info.src;
+    if src.is_broadcast() || src.is_multicast() || inet.is_bcast_on(src, ifp.index) {
+        return Err(DropReason::IpBadAddr);
+    }
     if total_len < len {
         // Link padding (Ethernet minimum frame) beyond the datagram.
         m.adj(-((len - total_len) as isize));
@@ -149,7 +149,7 @@ pub(crate) fn ip_input(
     let hooks = cx.pfil_active(PfilPoint::Inet, Dir::In);
     let forwarding = ifp.forwarding.inet();
     for mut m in pkts.drain(..) {
-        match ip_check(cx.access, ifp, &mut m) {
+        match ip_check(cx.access, cx.inet, ifp, &mut m) {
             Ok(info) if hooks => v.checked.push((m, info)),
             Ok(info) => ip_sort(cx, ifp, forwarding, m, info, v),
             Err(why) => cx.drop_pkt(m, why),
@@ -187,7 +187,7 @@ fn ip_sort(
     // Strong end system model would insist on the arrival interface; like FreeBSD we
     // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
     let ours = if info.bcast {
-        info.dst.is_broadcast() || ifp.is_broadcast(info.dst) || is_joined(info.dst)
+        info.dst.is_broadcast() || cx.inet.is_bcast_on(info.dst, ifp.index) || is_joined(info.dst)
     } else {
         cx.inet.is_local(info.dst)
     };

@@ -84,7 +84,8 @@ pub struct StackConfig {
     /// Form addresses from advertised prefixes (SLAAC, RFC 4862) and solicit routers
     /// when IPv6 comes up (`mpstack run --slaac`).
     pub slaac: bool,
-    /// The IPv4 FIB's lookup algorithm (`Auto`: radix while small, Poptrie beyond).
+    /// The FIB's lookup algorithm (`Auto`: binary search over ranges while a family's
+    /// table is small, Poptrie beyond).
     pub fib_algo: route::FibAlgo,
     /// The most routes the table holds (both families; redirects and routing
     /// daemons feed it).
@@ -161,7 +162,16 @@ impl NetConfig {
             .iter()
             .flat_map(|i| i.addrs.iter().map(|a| a.addr))
             .collect();
-        self.inet.set_local4(local4);
+        let bcast4 = self
+            .ifaces
+            .iter()
+            .flat_map(|i| {
+                i.addrs
+                    .iter()
+                    .filter_map(|a| Some((a.broadcast()?, i.index)))
+            })
+            .collect();
+        self.inet.set_local4(local4, bcast4);
         let local6 = self
             .ifaces
             .iter()
