@@ -478,7 +478,11 @@ impl Mbuf {
         Ok(rest)
     }
 
-    /// `m_cat`: appends `other`'s segments (no copy); its header is dropped.
+    /// `m_cat`: appends `other`'s segments (no copy); its header is dropped. A
+    /// first segment of `other` that continues this packet's last one in the same
+    /// buffer (the next window of a buffer both share, as consecutive frames cut
+    /// from one segment are) joins it, so the chain does not grow (Linux's
+    /// `skb_try_coalesce` does the same for page fragments).
     pub fn cat(&mut self, mut other: Mbuf) {
         if other.len == 0 {
             return;
@@ -488,7 +492,51 @@ impl Mbuf {
             drop(segs.remove(0));
         }
         self.len += other.len;
+        if let (Some(last), Some(first)) = (self.segs.last_mut(), segs.first()) {
+            if last.continued_by(&first.window()) {
+                last.set_len(last.len() + first.len());
+                drop(segs.remove(0));
+            }
+        }
         self.segs.append(segs);
+    }
+
+    /// Whether [`Mbuf::cat`] would join the byte at `off` of `other` to this
+    /// packet's last segment: it lies in the same buffer, right after this
+    /// packet's last byte.
+    pub fn joins(&self, other: &Mbuf, off: usize) -> bool {
+        let (k, loff) = other.locate(off);
+        match (self.segs.as_slice().last(), other.segs.as_slice().get(k)) {
+            (Some(last), Some(s)) => last.continued_by(&s.share_window(loff)),
+            _ => false,
+        }
+    }
+
+    /// `m_copym` then `m_cat` without the packet between them: appends bytes
+    /// `[off, off + len)` of `src` (clamped to its length), sharing its buffers (no
+    /// copy), the first joining this packet's last segment when it continues it.
+    /// `NoBufs` is never returned today (sharing allocates nothing) but kept for a
+    /// spill of the segment list.
+    pub fn append_shared(&mut self, src: &Mbuf, off: usize, len: usize) -> Result<(), NoBufs> {
+        let off = off.min(src.len);
+        let mut left = len.min(src.len - off);
+        self.len += left;
+        let (k, mut loff) = src.locate(off);
+        for s in src.segs.as_slice().iter().skip(k) {
+            if left == 0 {
+                break;
+            }
+            let n = (s.len() - loff).min(left);
+            match self.segs.last_mut() {
+                Some(last) if last.continued_by(&s.share_window(loff)) => {
+                    last.set_len(last.len() + n)
+                }
+                _ => self.segs.push(s.share(loff, n)),
+            }
+            left -= n;
+            loff = 0;
+        }
+        Ok(())
     }
 
     /// `m_append`: appends `data`, filling the last buffer's tailroom (if it is

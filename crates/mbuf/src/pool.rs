@@ -400,6 +400,12 @@ impl Buf {
         Class::from_u8(self.hdr().class)
     }
 
+    /// Whether `other` is a reference to the same buffer.
+    #[inline]
+    pub(crate) fn same_as(&self, other: &Buf) -> bool {
+        self.0 == other.0
+    }
+
     /// True if this is the only reference, i.e. the bytes may be written.
     #[inline]
     pub(crate) fn is_unique(&self) -> bool {

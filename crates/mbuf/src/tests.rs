@@ -274,6 +274,61 @@ fn cat_moves_segments_and_drops_an_empty_leading_one() {
 }
 
 #[test]
+fn cat_joins_consecutive_windows_of_one_buffer() {
+    // Frames cut from one segment, each a header and a window of the data: put
+    // back together, the windows are one segment again.
+    let data = bytes(1500);
+    let whole = Mbuf::from_slice(&data).unwrap();
+    let mut m = Mbuf::from_slice(b"hdr").unwrap();
+    for (off, len) in [(0, 500), (500, 400), (900, 600)] {
+        assert_eq!(m.joins(&whole, off), off > 0, "{off}");
+        let mut f = Mbuf::from_slice(b"frame header").unwrap();
+        f.cat(whole.copym(off, len).unwrap());
+        assert!(!m.joins(&f, 0), "a buffer of its own");
+        f.adj(12);
+        m.cat(f);
+    }
+    assert_eq!(lens(&m), [3, 1500]);
+    assert_eq!(&m.to_vec()[3..], &data[..]);
+    m.check();
+    // Not joined: a gap, or the windows out of order.
+    let mut g = whole.copym(0, 100).unwrap();
+    g.cat(whole.copym(101, 100).unwrap());
+    g.cat(whole.copym(0, 10).unwrap());
+    assert_eq!(lens(&g), [100, 100, 10]);
+    // The joined segment holds one reference; dropping every other holder makes
+    // it the only one again, and writable.
+    drop(whole);
+    let mut n = Mbuf::empty(PktHdr::default()).unwrap();
+    n.append_shared(&m, 3, 1497).unwrap();
+    assert_eq!(lens(&n), [1497]);
+    drop(m);
+    n.copyback(0, &[7]).unwrap();
+    assert_eq!(n.to_vec()[..2], [7, data[1]]);
+    n.check();
+    g.check();
+}
+
+#[test]
+fn append_shared_shares_a_range_and_joins_its_first_segment() {
+    let data = bytes(5000);
+    let src = Mbuf::from_parts(&[&data[..100], &data[100..300], &data[300..]]).unwrap();
+    let mut m = Mbuf::from_slice(b"h").unwrap();
+    m.append_shared(&src, 50, 100).unwrap();
+    assert_eq!(lens(&m), [1, 50, 50]);
+    // Continuing where the last one ended: joined to it.
+    m.append_shared(&src, 150, 3000).unwrap();
+    assert_eq!(lens(&m), [1, 50, 200, MCLBYTES, 2850 - MCLBYTES]);
+    assert_eq!(m.len(), 1 + 3100);
+    assert_eq!(&m.to_vec()[1..], &data[50..3150]);
+    // Clamped to the source.
+    m.append_shared(&src, 4990, 100).unwrap();
+    m.append_shared(&src, 9000, 100).unwrap();
+    assert_eq!(m.len(), 1 + 3110);
+    m.check();
+}
+
+#[test]
 fn append_fills_tailroom_then_clusters() {
     let mut m = Mbuf::devget(&bytes(10)).unwrap();
     m.append(&bytes(86)).unwrap();
