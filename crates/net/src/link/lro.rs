@@ -203,8 +203,10 @@ fn continues(h: &Held, f: &Frame, m: &Mbuf) -> bool {
         && (b[l4 + 13] | TCP_PSH) == (hb[l4 + 13] | TCP_PSH)
         && same(l4 + 14..l4 + 16)
         && same(l4 + 20..f.hlen)
-        // Its data buffers join the held packet's.
-        && h.m.nsegs() + data_bufs(m, f.hlen, f.end) <= MAX_BUFS
+        // Its data buffers join the held packet's (the first may continue the held
+        // packet's last, in the same buffer, and join it: `Mbuf::cat`).
+        && h.m.nsegs() + data_bufs(m, f.hlen, f.end) - usize::from(h.m.joins(m, f.hlen))
+            <= MAX_BUFS
 }
 
 impl std::fmt::Debug for Lro {

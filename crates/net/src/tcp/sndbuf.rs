@@ -23,9 +23,9 @@ const FILL_MIN: usize = 256;
 const SPARE_MAX: usize = 8;
 
 /// Bytes on their way out or in, as the send buffer and the byte channels
-/// (`chan`) hold them: a buffer of their own, or a packet of one segment holding
-/// exactly them (a received segment's data, or a large write in a packet buffer: no
-/// copy on the way to the reader or into segments).
+/// (`chan`) hold them: a buffer of their own, or a packet holding exactly them (a
+/// received segment's data, in a few segments at most, or a large write in a
+/// packet buffer of one: no copy on the way to the reader or into segments).
 #[derive(Debug)]
 pub(crate) enum Chunk {
     Bytes(Vec<u8>),
@@ -33,10 +33,34 @@ pub(crate) enum Chunk {
 }
 
 impl Chunk {
+    /// The bytes, of a chunk that holds them in one run (its own, or a packet of
+    /// one segment: what the send buffer and the send channel hold).
     pub(crate) fn data(&self) -> &[u8] {
         match self {
             Chunk::Bytes(v) => v,
-            Chunk::Pkt(m) => m.first(),
+            Chunk::Pkt(m) => {
+                debug_assert!(m.nsegs() <= 1, "a chunk of one run");
+                m.first()
+            }
+        }
+    }
+
+    /// The bytes from `off` to the end of the run that holds them: the rest of a
+    /// chunk of its own, or of the packet segment holding byte `off` (a received
+    /// segment's data may be held in a few).
+    pub(crate) fn run_at(&self, off: usize) -> &[u8] {
+        match self {
+            Chunk::Bytes(v) => v.get(off..).unwrap_or_default(),
+            Chunk::Pkt(m) => {
+                let mut off = off;
+                for s in m.segments() {
+                    if off < s.len() {
+                        return &s[off..];
+                    }
+                    off -= s.len();
+                }
+                &[]
+            }
         }
     }
 

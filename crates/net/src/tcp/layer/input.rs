@@ -206,10 +206,10 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                 // only producer); the rest is buffered as usual.
                 let (tcb, s) = (&mut c.tcb, &c.s);
                 let (mut direct, mut shared) = (0, 0);
-                tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |b| {
-                    let (k, by_ref) = s.rx.push_pkt(&m, b);
+                tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |data| {
+                    let (k, by_ref) = s.rx.push_payload(&m, data);
                     direct += k;
-                    shared += if by_ref { k } else { 0 };
+                    shared += by_ref;
                     k
                 });
                 cx.stats.tcp.rcvbyteshared += shared as u64;
