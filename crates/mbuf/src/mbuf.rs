@@ -14,7 +14,9 @@ use std::ptr::NonNull;
 
 use crate::pool::{self, Buf, Class};
 use crate::seglist::{Seg, SegList};
-use crate::{NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
+use crate::{
+    NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, LINK_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN,
+};
 
 /// A packet: a pointer-sized handle to its record — the packet header and the
 /// chain of reference-counted buffer segments — which lives in the pool, as
@@ -190,6 +192,21 @@ impl Mbuf {
         let mut m = Mbuf::empty(PktHdr::default())?;
         m.segs
             .push(Seg::new(Buf::alloc(class)?, DEFAULT_HEADROOM, 0));
+        Ok(m)
+    }
+
+    /// An empty packet for `len` bytes of headers that travel in a buffer of their
+    /// own, ahead of data shared with another packet (a segment cut from a larger
+    /// one): a small buffer when they leave [`LINK_HEADROOM`] in front of them,
+    /// their room at its end, else as [`Mbuf::with_capacity`]. A frame's headers
+    /// then take two cache lines of a small buffer, not a 2 KiB cluster's.
+    pub fn for_headers(len: usize) -> Result<Mbuf, NoBufs> {
+        if len + LINK_HEADROOM > MLEN {
+            return Mbuf::with_capacity(len);
+        }
+        let mut m = Mbuf::empty(PktHdr::default())?;
+        m.segs
+            .push(Seg::new(Buf::alloc(Class::Small)?, MLEN - len, 0));
         Ok(m)
     }
 

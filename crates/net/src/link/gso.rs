@@ -78,14 +78,19 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
     let data = m.len() - hlen;
     let seq = TcpPacket::new_unchecked(&h[l3..]).seq_number();
     let flags = h[l3 + 13];
+    // Every segment's headers start from the original's; a full segment's
+    // pseudo-header is the same for all of them.
+    let mut hh = [0u8; 40 + 60];
+    hh[..hlen].copy_from_slice(&h[..hlen]);
+    let pseudo =
+        |n: usize| wire::checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, (doff + n) as u32);
+    let full = pseudo(segsz);
     let first = out.len();
     let mut off = 0;
     let mut k: u16 = 0;
     while off < data || (data == 0 && k == 0) {
         let n = segsz.min(data - off);
         let last = off + n == data;
-        let mut hh = [0u8; 40 + 60];
-        hh[..hlen].copy_from_slice(&h[..hlen]);
         if l3 == 40 {
             Ipv6Packet::new_unchecked(&mut hh[..l3]).set_payload_len((doff + n) as u16);
         } else {
@@ -105,22 +110,23 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         }
         t[13] = f;
         t[16..18].fill(0);
-        let pseudo = wire::checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, (doff + n) as u32);
         let sum = wire::checksum::combine(&[
-            pseudo,
+            if n == segsz { full } else { pseudo(n) },
             wire::checksum::data(t),
             crate::hdr::mbuf_sum(m, hlen + off, n),
         ]);
         t[16..18].copy_from_slice(&(!sum).to_be_bytes());
-        let seg = Mbuf::with_capacity(hlen).and_then(|mut p| {
+        // The headers in a small buffer of their own, the data shared (no packet
+        // made and dropped between, as `copym` and `cat` would).
+        let seg = Mbuf::for_headers(hlen).and_then(|mut p| {
             p.append(&hh[..hlen])?;
+            p.append_shared(m, hlen + off, n)?;
             Ok(p)
         });
-        let (Ok(mut p), Ok(data)) = (seg, m.copym(hlen + off, n)) else {
+        let Ok(mut p) = seg else {
             out.truncate(first);
             return Err(GsoError::NoBufs);
         };
-        p.cat(data);
         p.hdr = m.hdr;
         p.hdr.csum_flags &= !mbuf::CSUM_L4_NEEDED;
         p.hdr.tso_segsz = 0;
