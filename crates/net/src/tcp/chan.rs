@@ -492,7 +492,7 @@ impl ByteChan {
 
 /// Data shorter than this is copied rather than held by reference to a packet
 /// buffer.
-const HOLD_MIN: usize = 1024;
+pub(crate) const HOLD_MIN: usize = 1024;
 /// Most pieces of a received segment one chunk holds by reference: what a packet
 /// holds without a list on the heap (`mbuf`'s inline segments).
 const RUN_SEGS: usize = 4;
