@@ -36,7 +36,7 @@ pub mod stats;
 mod tests;
 
 pub use crate::mbuf::{Mbuf, Pkt};
-pub use crate::pool::PoolStats;
+pub use crate::pool::{BufId, PoolStats};
 pub use crate::stats::{MbufStats, PullStats};
 
 /// Bytes of one small buffer, header included (NetBSD 1.4).

@@ -12,7 +12,7 @@
 use std::fmt;
 use std::ptr::NonNull;
 
-use crate::pool::{self, Buf, Class};
+use crate::pool::{self, Buf, BufId, Class};
 use crate::seglist::{Seg, SegList};
 use crate::{
     NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, LINK_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN,
@@ -317,6 +317,23 @@ impl Mbuf {
     /// packets from the network (reassembly) bound themselves with it.
     pub fn buf_bytes(&self) -> usize {
         self.segs.as_slice().iter().map(|s| s.buf.cap()).sum()
+    }
+
+    /// [`Mbuf::buf_bytes`] without the segments in the buffer `other` names (one
+    /// another holder pins already, so keeping this packet costs nothing more of
+    /// it).
+    pub fn buf_bytes_except(&self, other: Option<BufId>) -> usize {
+        self.segs
+            .as_slice()
+            .iter()
+            .filter(|s| Some(s.buf.id()) != other)
+            .map(|s| s.buf.cap())
+            .sum()
+    }
+
+    /// The buffer that holds this packet's last byte, if it has any.
+    pub fn last_buf(&self) -> Option<BufId> {
+        self.segs.as_slice().last().map(|s| s.buf.id())
     }
 
     /// The data of each segment, in order (the first may be empty).

@@ -349,6 +349,13 @@ fn give(p: FreePtr, class: Class) {
     }
 }
 
+/// Which buffer a packet's bytes lie in ([`crate::Mbuf::last_buf`]), to tell
+/// whether two packets share one: its address, through which nothing can be
+/// reached. Meaningful while some packet holds the buffer (a freed buffer's
+/// identity passes to the next holder of its memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufId(usize);
+
 /// One counted reference to a pool buffer. Dropping the last reference returns
 /// the buffer to the dropping thread's cache.
 ///
@@ -404,6 +411,12 @@ impl Buf {
     #[inline]
     pub(crate) fn same_as(&self, other: &Buf) -> bool {
         self.0 == other.0
+    }
+
+    /// The buffer's identity.
+    #[inline]
+    pub(crate) fn id(&self) -> BufId {
+        BufId(self.0.as_ptr() as usize)
     }
 
     /// True if this is the only reference, i.e. the bytes may be written.

@@ -310,6 +310,20 @@ fn cat_joins_consecutive_windows_of_one_buffer() {
 }
 
 #[test]
+fn buf_bytes_except_leaves_out_a_buffer_held_elsewhere() {
+    let a = Mbuf::from_slice(&bytes(100)).unwrap();
+    let b = Mbuf::from_slice(&bytes(100)).unwrap();
+    let mut m = a.copym(0, 50).unwrap();
+    m.cat(b.copym(0, 50).unwrap());
+    assert_eq!(m.buf_bytes(), 2 * MCLBYTES);
+    assert_eq!(m.buf_bytes_except(a.last_buf()), MCLBYTES);
+    assert_eq!(m.buf_bytes_except(None), 2 * MCLBYTES);
+    assert_eq!(m.last_buf(), b.last_buf());
+    assert_ne!(a.last_buf(), b.last_buf());
+    assert_eq!(Mbuf::empty(PktHdr::default()).unwrap().last_buf(), None);
+}
+
+#[test]
 fn append_shared_shares_a_range_and_joins_its_first_segment() {
     let data = bytes(5000);
     let src = Mbuf::from_parts(&[&data[..100], &data[100..300], &data[300..]]).unwrap();

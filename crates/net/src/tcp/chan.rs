@@ -320,7 +320,21 @@ impl ByteChan {
     /// would pin ([`worth_holding`]) is copied, runs next to each other into one
     /// chunk. What lies outside `m` (a gathered copy) is copied too. Returns how
     /// much was taken, and how much of it by reference.
-    pub fn push_payload(&self, m: &mbuf::Mbuf, data: Payload<'_>) -> (usize, usize) {
+    ///
+    /// `last` is the producer's note of the buffer the last chunk held by reference
+    /// ends in: a run that starts in it pins none of it anew, so that part does not
+    /// count against the run (a sender's large buffer, cut into frames and merged
+    /// again by LRO, arrives as several runs, and the later ones may be short).
+    /// The chunks that lie in one buffer are then consecutive in the queue, the
+    /// first of them worth holding on its own, so what the channel pins stays
+    /// within the rule's bound of what it holds, but for the run of chunks the
+    /// reader is taking from (which may have lost its first): one buffer.
+    pub fn push_payload(
+        &self,
+        m: &mbuf::Mbuf,
+        data: Payload<'_>,
+        last: &mut Option<mbuf::BufId>,
+    ) -> (usize, usize) {
         let total = data.len();
         if total == 0 {
             return (0, 0);
@@ -357,7 +371,7 @@ impl ByteChan {
             let held = off
                 .filter(|o| len >= HOLD_MIN && o + len <= m.len())
                 .and_then(|o| m.copym(o, len).ok())
-                .filter(|c| worth_holding(c, len));
+                .filter(|c| worth_holding(c.buf_bytes_except(*last), len));
             off = off.map(|o| o + len);
             match held {
                 Some(c) => {
@@ -367,8 +381,9 @@ impl ByteChan {
                             Err(()) => return (done, by_ref),
                         }
                     }
+                    let end = c.last_buf();
                     match self.push_chunk(qs, Chunk::Pkt(c)) {
-                        Ok(n) => (done, by_ref) = (done + n, by_ref + n),
+                        Ok(n) => (done, by_ref, *last) = (done + n, by_ref + n, end),
                         Err(()) => return (done, by_ref),
                     }
                 }
@@ -499,7 +514,7 @@ const RUN_SEGS: usize = 4;
 /// Largest chunk a received segment's copied data takes: a whole 64 KiB segment.
 const RX_CHUNK: usize = 64 * 1024;
 /// Written data at least this long goes into packet buffers (a quarter of a jumbo
-/// cluster's 64 KiB, the rule of [`worth_holding`]), up to [`PKT_CHUNK`] bytes
+/// cluster's 64 KiB, the ratio of [`worth_holding`]), up to [`PKT_CHUNK`] bytes
 /// each; the worker moves pieces of them this long or longer into the send buffer
 /// by reference.
 pub(crate) const PKT_CHUNK_MIN: usize = 16 * 1024;
@@ -526,16 +541,15 @@ fn offset_in(m: &mbuf::Mbuf, piece: &[u8]) -> Option<usize> {
     None
 }
 
-/// Whether `len` bytes are worth holding by reference in the packet `m` that holds
-/// them (rather than copied): they must be a good part of the buffers they pin,
+/// Whether `len` bytes are worth holding by reference in buffers of `pinned`
+/// bytes (rather than copied): they must be a good part of the buffers they pin,
 /// about a quarter (the buffers at most 4.25 times the bytes), or a stream of small
-/// segments in large buffers would hold far more memory than a channel's or a send
-/// buffer's bound says. A receiver applies it before it queues data by reference, a
-/// sender before a segment shares its send buffer, so what one shares the other
-/// does not copy. (A quarter and a bit: a 64 KiB segment's data, 65,483 bytes with
+/// segments in large buffers would hold far more memory than a channel's bound
+/// says. A receiver applies it before it queues data by reference (with
+/// [`HOLD_MIN`]). (A quarter and a bit: a 64 KiB segment's data, 65,483 bytes with
 /// timestamps, is a little under a quarter of a 256 KiB cluster with its headroom.)
-pub(crate) fn worth_holding(m: &mbuf::Mbuf, len: usize) -> bool {
-    len >= HOLD_MIN && m.buf_bytes().saturating_mul(4) <= len.saturating_mul(17)
+fn worth_holding(pinned: usize, len: usize) -> bool {
+    pinned.saturating_mul(4) <= len.saturating_mul(17)
 }
 
 impl Chunk {
@@ -819,7 +833,7 @@ mod tests {
         for (i, s) in m.segments().enumerate() {
             data.push(if i == 0 { &s[7..] } else { s });
         }
-        assert_eq!(ch.push_payload(&m, data), (6 * 1448, 6 * 1448));
+        assert_eq!(ch.push_payload(&m, data, &mut None), (6 * 1448, 6 * 1448));
         assert_eq!(ch.queues().q.len(), 2, "four pieces, then two");
         // Not in the packet (gathered into a scratch buffer): copied, into one chunk.
         let flat: Vec<u8> = frames.concat();
@@ -827,7 +841,7 @@ mod tests {
         for c in flat.chunks(1000) {
             scattered.push(c);
         }
-        assert_eq!(ch.push_payload(&m, scattered), (flat.len(), 0));
+        assert_eq!(ch.push_payload(&m, scattered, &mut None), (flat.len(), 0));
         assert_eq!(ch.queues().q.len(), 3);
         let mut partial = None;
         let mut got = Vec::new();
@@ -843,7 +857,59 @@ mod tests {
         assert!(ch.is_empty());
         // More than there is room for: what fits, copied.
         let small = ByteChan::new(4096);
-        assert_eq!(small.push_payload(&m, data), (4096, 0));
+        assert_eq!(small.push_payload(&m, data, &mut None), (4096, 0));
+    }
+
+    /// A sender's large buffer cut into frames and merged again arrives as runs of
+    /// it: the first must be worth holding on its own, the next ones pin nothing
+    /// more of it and are held however short.
+    #[test]
+    fn runs_of_a_buffer_already_held_are_held_too() {
+        let ch = ByteChan::new(256 * 1024);
+        let big: Vec<u8> = (0..60_000u32).map(|i| (i % 241) as u8).collect();
+        let mut x = mbuf::Mbuf::with_capacity(big.len()).unwrap();
+        x.append(&big).unwrap();
+        let y = x.copym(0, big.len()).unwrap();
+        let mut last = None;
+        // 2,000 bytes of a 66 KiB buffer, before anything of it is held: copied.
+        fn piece(m: &mbuf::Mbuf, a: usize, b: usize) -> Payload<'_> {
+            Payload::from(&m.first()[a..b])
+        }
+        assert_eq!(
+            ch.push_payload(&x, piece(&x, 0, 2000), &mut last),
+            (2000, 0)
+        );
+        assert_eq!(last, None);
+        // 20,000 bytes of it: held; then 2,000 more of the same buffer: held too.
+        let run = |a, b| ch.push_payload(&y, piece(&y, a, b), &mut None);
+        assert_eq!(
+            ch.push_payload(&x, piece(&x, 2000, 22_000), &mut last),
+            (20_000, 20_000)
+        );
+        assert_eq!(last, x.last_buf());
+        assert_eq!(
+            ch.push_payload(&y, piece(&y, 22_000, 24_000), &mut last),
+            (2000, 2000)
+        );
+        // Without the note, the same run is copied.
+        assert_eq!(run(24_000, 26_000), (2000, 0));
+        let mut other = mbuf::Mbuf::with_capacity(big.len()).unwrap();
+        other.append(&big).unwrap();
+        assert_eq!(
+            ch.push_payload(&other, piece(&other, 0, 2000), &mut last),
+            (2000, 0)
+        );
+        let mut got = Vec::new();
+        let mut partial = None;
+        let mut out = vec![0u8; 4096];
+        loop {
+            let k = ch.pop_into(&mut partial, &mut out);
+            if k == 0 {
+                break;
+            }
+            got.extend_from_slice(&out[..k]);
+        }
+        assert_eq!(got, [&big[..26_000], &big[..2000]].concat());
     }
 
     #[test]
@@ -853,7 +919,7 @@ mod tests {
         let m = mbuf::Mbuf::from_slice(&frame).unwrap();
         // 1,500 bytes of a 2 KiB cluster: held by reference, the buffer shared.
         let data = &m.first()[100..1600];
-        assert_eq!(ch.push_payload(&m, data.into()), (1500, 1500));
+        assert_eq!(ch.push_payload(&m, data.into(), &mut None), (1500, 1500));
         match ch.queues().pop() {
             Some(Chunk::Pkt(held)) => {
                 assert_eq!(held.len(), 1500);
@@ -867,29 +933,44 @@ mod tests {
         let mut chain = mbuf::Mbuf::from_slice(b"header").unwrap();
         chain.cat(m.copym(0, 1600).unwrap());
         let (_, d) = header_and_second(&chain);
-        assert_eq!(ch.push_payload(&chain, d[10..1510].into()), (1500, 1500));
+        assert_eq!(
+            ch.push_payload(&chain, d[10..1510].into(), &mut None),
+            (1500, 1500)
+        );
         match ch.queues().pop() {
             Some(Chunk::Pkt(held)) => assert_eq!(held.first(), &frame[10..1510]),
             other => panic!("{other:?}"),
         }
         ch.bytes.store(0, Ordering::Release);
         // Short, or not inside the packet: copied.
-        assert_eq!(ch.push_payload(&m, m.first()[..100].into()), (100, 0));
-        assert_eq!(ch.push_payload(&m, frame[..1200].into()), (1200, 0));
+        assert_eq!(
+            ch.push_payload(&m, m.first()[..100].into(), &mut None),
+            (100, 0)
+        );
+        assert_eq!(
+            ch.push_payload(&m, frame[..1200].into(), &mut None),
+            (1200, 0)
+        );
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 100));
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 1200));
         ch.bytes.store(0, Ordering::Release);
         // 1,500 bytes in a 66 KiB jumbo cluster would pin 44 times their size: copied.
         let mut big = mbuf::Mbuf::with_capacity(60_000).unwrap();
         big.append(&frame).unwrap();
-        assert_eq!(ch.push_payload(&big, big.first()[..1500].into()), (1500, 0));
+        assert_eq!(
+            ch.push_payload(&big, big.first()[..1500].into(), &mut None),
+            (1500, 0)
+        );
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(_))));
         ch.bytes.store(0, Ordering::Release);
         // Mixed with copied chunks, the stream reads back in order.
         let mut want = Vec::new();
         for i in 0..6 {
             if i % 2 == 0 {
-                assert_eq!(ch.push_payload(&m, m.first()[..1600].into()).0, 1600);
+                assert_eq!(
+                    ch.push_payload(&m, m.first()[..1600].into(), &mut None).0,
+                    1600
+                );
                 want.extend_from_slice(&frame);
             } else {
                 assert_eq!(ch.push(&frame[..77]), 77);

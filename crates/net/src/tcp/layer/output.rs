@@ -226,7 +226,7 @@ const MOVE_CHUNK: usize = 4096;
 /// copy: when it is not short (a reference costs a packet record; a copy of less
 /// than a KiB costs less). The send buffer holds that buffer until the bytes are
 /// acknowledged anyway, so a segment sharing even a small part of it pins nothing
-/// more for long (the receiver asks [`crate::tcp::chan::worth_holding`] of what it
+/// more for long (the receiver asks its own rule, `chan::worth_holding`, of what it
 /// keeps). Copying the pieces under a quarter of their buffer, as it once did, had
 /// the sender copy a quarter of a bulk transfer's bytes a second time (bench tcp,
 /// mpstack-polled).
