@@ -11,7 +11,8 @@
 //! measured here, not believed.
 //!
 //! What it may call: `std` only. This is one of the two crates allowed `unsafe`
-//! (the pool and the inline segment list); each block says why it is sound, and
+//! (the pool, the inline segment list, and [`FillBuf`]'s writes past the pieces
+//! it handed out); each block says why it is sound, and
 //! the unit tests run under Miri.
 //!
 //! Protocol code reads headers as `m.pulldown(off, len)?` and then a `wire` view
@@ -25,6 +26,7 @@
 
 use std::fmt;
 
+mod fill;
 mod mbuf;
 #[cfg(test)]
 mod model_tests;
@@ -35,6 +37,7 @@ pub mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use crate::fill::FillBuf;
 pub use crate::mbuf::{Mbuf, Pkt};
 pub use crate::pool::{BufId, PoolStats};
 pub use crate::stats::{MbufStats, PullStats};

@@ -512,6 +512,23 @@ impl Buf {
     }
 }
 
+impl Buf {
+    /// The bytes `[off, off + len)`, writable, in a buffer that may be shared.
+    ///
+    /// # Safety
+    /// `off + len <= self.cap()`, and no other handle's window covers or can come
+    /// to cover these bytes while the returned slice lives: every other holder
+    /// keeps to bytes before `off` (the contract of [`crate::FillBuf`]).
+    #[inline]
+    pub(crate) unsafe fn bytes_mut_beyond_windows(&mut self, off: usize, len: usize) -> &mut [u8] {
+        assert!(off <= self.cap() && len <= self.cap() - off);
+        // SAFETY: in bounds (checked above); no other handle reads or writes these
+        // bytes (the caller's contract), and `&mut self` excludes this handle's
+        // other uses, so the slice is the only access to them.
+        unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) }
+    }
+}
+
 impl Clone for Buf {
     fn clone(&self) -> Buf {
         // Relaxed, as `Arc::clone`: a new reference is made from an existing one.

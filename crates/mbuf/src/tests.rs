@@ -556,3 +556,51 @@ fn recycle_reuses_an_unshared_first_buffer() {
     assert_eq!(keep.to_vec(), vec![9u8; 64]);
     assert_eq!(m.to_vec(), vec![5u8; 10]);
 }
+
+#[test]
+fn a_fill_buffer_hands_out_its_pieces_and_keeps_writing_after_them() {
+    let data = bytes(3000);
+    let mut f = crate::FillBuf::new(2000).unwrap();
+    assert_eq!(f.room(), MCLBYTES);
+    let a = f.fill(&data[..1000]).unwrap();
+    let b = f.fill(&data[1000..1500]).unwrap();
+    // More than there is room for: what fits.
+    let c = f.fill(&data[1500..]).unwrap();
+    assert_eq!((a.len(), b.len(), c.len(), f.room()), (1000, 500, 548, 0));
+    assert!(f.fill(&data[..10]).unwrap().is_empty());
+    assert_eq!(a.to_vec(), data[..1000]);
+    assert_eq!(b.to_vec(), data[1000..1500]);
+    assert_eq!(c.to_vec(), data[1500..2048]);
+    // The pieces are consecutive windows of one buffer: put together, one segment.
+    let mut all = a.try_clone().unwrap();
+    all.cat(b);
+    all.cat(c);
+    assert_eq!((all.nsegs(), all.to_vec()), (1, data[..2048].to_vec()));
+    // Shared (the filler and the pieces hold it): a write copies first.
+    let mut w = a;
+    w.copyback(0, &[0xaa]).unwrap();
+    assert_eq!(all.to_vec(), data[..2048]);
+    drop(f);
+    all.check();
+    w.check();
+}
+
+#[test]
+fn pieces_are_read_on_another_thread_while_the_buffer_fills() {
+    // Miri checks that the writes after the mark race with no read of a piece.
+    let data = bytes(4000);
+    let mut f = crate::FillBuf::new(4000).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Mbuf>();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(m) = rx.recv() {
+            got.extend_from_slice(&m.to_vec());
+        }
+        got
+    });
+    for piece in data.chunks(300) {
+        tx.send(f.fill(piece).unwrap()).unwrap();
+    }
+    drop(tx);
+    assert_eq!(reader.join().unwrap(), data);
+}

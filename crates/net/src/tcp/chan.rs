@@ -1,11 +1,13 @@
 //! What a TCP connection's application handle shares with its worker: two byte
 //! channels built from lock-free queues of chunks, and a few atomic flags.
 //!
-//! A byte channel passes `Vec<u8>` chunks through a bounded `ArrayQueue` and returns
-//! the emptied chunks through a second one, so in the steady state nobody allocates
-//! and nobody takes a lock: the worker is the only consumer of `tx` and the only
-//! producer of `rx`; the application (one reader, one writer at a time, serialised by
-//! the handle) is the other side.
+//! A byte channel passes chunks through a bounded `ArrayQueue`: `Vec<u8>`s, which
+//! a second queue returns emptied, or pieces of packet buffers (a writer's bulk
+//! bytes, copied once into buffers it fills front to back; a received segment's
+//! data, held where it arrived), so in the steady state nobody allocates and
+//! nobody takes a lock: the worker is the only consumer of `tx` and the only
+//! producer of `rx`; the application (one reader, one writer at a time, serialised
+//! by the handle) is the other side.
 
 use super::sndbuf::Chunk;
 use super::tcb::Payload;
@@ -232,36 +234,39 @@ impl ByteChan {
     }
 
     /// Producer: queues as much of `data` as fits; returns how much.
-    pub fn push(&self, mut data: &[u8]) -> usize {
+    pub fn push(&self, data: &[u8]) -> usize {
+        self.push_filling(data, &mut None)
+    }
+
+    /// Producer: as [`ByteChan::push`], a writer's bytes copied once into packet
+    /// buffers that `fill` (the writer's, kept between calls) fills front to back:
+    /// each piece a chunk sharing its buffer, so the send buffer, the segments and
+    /// a receiver on this machine all take the bytes by reference, and a write
+    /// that finds little room lands beside the last one rather than in a chunk of
+    /// its own that is copied again on the way out. A writer starts filling with
+    /// a large write ([`PKT_CHUNK_MIN`]) and, a bulk stream, keeps on; small
+    /// writes before it (requests) go into chunks of their own sized to them.
+    pub fn push_filling(&self, mut data: &[u8], fill: &mut Option<mbuf::FillBuf>) -> usize {
         if data.is_empty() {
             return 0;
         }
         let qs = self.queues();
         let mut done = 0;
-        // Whether the pool has packet buffers to spare: asked once per call and
-        // size of buffer (it takes the pool's lock), not per chunk.
-        let mut plenty = [None; 2];
+        // Whether the pool has packet buffers to spare: asked once per call (it
+        // takes the pool's lock), not per chunk.
+        let mut plenty = None;
         while !data.is_empty() {
             let room = data.len().min(self.space());
-            // A large piece goes into a packet buffer, whose bytes the send buffer
-            // and then the segments share (no second copy on the way out); the
-            // rest into a chunk of our own.
-            let want = room.min(self.pkt_chunk_len());
-            let c = if room >= PKT_CHUNK_MIN
-                && *plenty[usize::from(want > JUMBO_CHUNK)]
-                    .get_or_insert_with(|| mbuf::pool::plenty_for(want))
-            {
-                Self::pkt_chunk(&data[..want])
-            } else {
-                None
-            };
+            if room == 0 {
+                break;
+            }
+            let c = (fill.is_some() || room >= PKT_CHUNK_MIN)
+                .then(|| self.fill_chunk(&data[..room], fill, &mut plenty))
+                .flatten();
             let c = match c {
                 Some(c) => c,
                 None => {
                     let n = room.min(CHUNK);
-                    if n == 0 {
-                        break;
-                    }
                     // A new chunk is as large as this piece needs (a 64-byte request
                     // does not take 16 KiB); a reused one grows to what it is asked
                     // to hold.
@@ -285,6 +290,28 @@ impl ByteChan {
         done
     }
 
+    /// What of `data` the buffer being filled takes, as a chunk; a new buffer when
+    /// it is full or there is none, if the pool has them to spare ([`mbuf::pool::
+    /// plenty_for`]: at least half the buffers of each size are kept for
+    /// packets). `None` when there is no buffer for it.
+    fn fill_chunk(
+        &self,
+        data: &[u8],
+        fill: &mut Option<mbuf::FillBuf>,
+        plenty: &mut Option<bool>,
+    ) -> Option<Chunk> {
+        if fill.as_ref().is_none_or(|f| f.room() == 0) {
+            // As large as the piece, up to the channel's chunk size.
+            let len = data.len().clamp(PKT_CHUNK_MIN, self.pkt_chunk_len());
+            if !*plenty.get_or_insert_with(|| mbuf::pool::plenty_for(len)) {
+                return None;
+            }
+            *fill = Some(mbuf::FillBuf::new(len).ok()?);
+        }
+        let m = fill.as_mut()?.fill(data).ok()?;
+        (!m.is_empty()).then_some(Chunk::Pkt(m))
+    }
+
     /// The largest packet-buffer chunk for this channel: a quarter of its bound,
     /// 64 KiB to [`PKT_CHUNK`], so that the bytes of a few chunks are always in
     /// flight and the writer refills one while the others wait for their ACK.
@@ -293,15 +320,6 @@ impl ByteChan {
     /// 8% above.)
     fn pkt_chunk_len(&self) -> usize {
         (self.cap / 4).clamp(64 * 1024, PKT_CHUNK)
-    }
-
-    /// `data` in a packet buffer of its own (`None` when the pool has none).
-    /// The caller asks [`mbuf::pool::plenty_for`] first: at least half the buffers
-    /// of each size are kept for packets.
-    fn pkt_chunk(data: &[u8]) -> Option<Chunk> {
-        let mut m = mbuf::Mbuf::with_capacity(data.len()).ok()?;
-        m.append(data).ok()?;
-        (m.nsegs() == 1).then_some(Chunk::Pkt(m))
     }
 
     /// Consumer: gives back a chunk taken whole by [`ByteChan::drain_moving`], for the
@@ -518,8 +536,6 @@ const RX_CHUNK: usize = 64 * 1024;
 /// each; the worker moves pieces of them this long or longer into the send buffer
 /// by reference.
 pub(crate) const PKT_CHUNK_MIN: usize = 16 * 1024;
-/// The most data a jumbo cluster takes after its headroom.
-const JUMBO_CHUNK: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
 /// Bytes per packet-buffer chunk: 256 KiB, in a 256 KiB cluster (a jumbo cluster
 /// for less than it holds). Against 64 KiB chunks, a quarter of the per-chunk work
 /// (allocate, queue, share, free) for a bulk transfer: bench tcp's
@@ -776,9 +792,13 @@ mod tests {
     fn large_writes_go_into_packet_buffers_the_consumer_may_share() {
         let ch = ByteChan::new(256 * 1024);
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
-        // 64 KiB chunks in packet buffers while at least 16 KiB is left, then a copy.
-        assert_eq!(ch.push(&data[..150_000]), 150_000);
-        assert_eq!(ch.push(&data[150_000..150_100]), 100);
+        // A writer's bytes fill jumbo clusters (66 KiB), one chunk a piece; its next
+        // write, however small, goes on in the last one. Without a buffer being
+        // filled, a small write is a chunk of its own.
+        let mut fill = None;
+        assert_eq!(ch.push_filling(&data[..150_000], &mut fill), 150_000);
+        assert_eq!(ch.push_filling(&data[150_000..150_100], &mut fill), 100);
+        assert_eq!(ch.push(&data[150_100..150_200]), 100);
         let mut partial = None;
         let (mut got, mut kinds) = (Vec::new(), Vec::new());
         // The consumer takes at most 50,000 bytes at a time: a chunk is shared in parts.
@@ -801,15 +821,16 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(got, data[..150_100]);
+        assert_eq!(got, data[..150_200]);
         assert_eq!(
             kinds,
             [
                 ('p', 50_000),
-                ('p', 15_536),
-                ('p', 34_464),
-                ('p', 31_072),
-                ('p', 18_928),
+                ('p', 17_584),
+                ('p', 32_416),
+                ('p', 35_168),
+                ('p', 14_832),
+                ('p', 100),
                 ('b', 100)
             ]
         );
