@@ -531,11 +531,10 @@ pub(crate) const HOLD_MIN: usize = 1024;
 const RUN_SEGS: usize = 4;
 /// Largest chunk a received segment's copied data takes: a whole 64 KiB segment.
 const RX_CHUNK: usize = 64 * 1024;
-/// Written data at least this long goes into packet buffers (a quarter of a jumbo
-/// cluster's 64 KiB, the ratio of [`worth_holding`]), up to [`PKT_CHUNK`] bytes
-/// each; the worker moves pieces of them this long or longer into the send buffer
-/// by reference.
-pub(crate) const PKT_CHUNK_MIN: usize = 16 * 1024;
+/// A write at least this long starts a writer filling packet buffers (a quarter of
+/// a jumbo cluster's 64 KiB, the ratio of [`worth_holding`]), up to [`PKT_CHUNK`]
+/// bytes each ([`ByteChan::push_filling`]).
+const PKT_CHUNK_MIN: usize = 16 * 1024;
 /// Bytes per packet-buffer chunk: 256 KiB, in a 256 KiB cluster (a jumbo cluster
 /// for less than it holds). Against 64 KiB chunks, a quarter of the per-chunk work
 /// (allocate, queue, share, free) for a bulk transfer: bench tcp's

@@ -76,14 +76,14 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
                     }
                 }
                 // Bytes in a packet buffer: the send buffer keeps a reference, and
-                // segments share it. Pieces shorter than a quarter of a chunk are
-                // copied (as the space acknowledgments open, a segment or two at a
-                // time, they would make a long list of tiny chunks).
-                // A piece that continues the send buffer's last chunk in the same
-                // buffer joins it, whatever its length: no copy and no new chunk.
+                // segments share it. A piece that continues the send buffer's last
+                // chunk in the same buffer joins it, whatever its length (no copy,
+                // no new chunk: as acknowledgments open room a segment or two at a
+                // time, a buffer's pieces would otherwise make a long list of tiny
+                // chunks); another starts a chunk unless it is short enough that
+                // a copy costs less than a reference.
                 Piece::InPkt { m, off, data }
-                    if data.len() >= crate::tcp::chan::PKT_CHUNK_MIN
-                        || tcb.send_continues(m, off) =>
+                    if data.len() >= crate::tcp::chan::HOLD_MIN || tcb.send_continues(m, off) =>
                 {
                     match m.copym(off, data.len()).map(|c| tcb.send_mbuf(c)) {
                         Ok(Ok(())) => data.len(),
