@@ -26,6 +26,7 @@
 
 use std::fmt;
 
+pub mod csum;
 mod fill;
 mod mbuf;
 #[cfg(test)]
