@@ -281,9 +281,14 @@ impl Lro {
             // Its link header and addresses are the held packet's (`continues`
             // compares them): to this interface, then.
             if continues(h, &f, &m) {
-                m.truncate(f.end);
-                m.adj(f.hlen as isize);
-                h.m.cat(m);
+                // Its data join the held packet's by reference (the first buffer
+                // joining the held packet's last when it continues it); the frame
+                // and its headers go.
+                if h.m.append_shared(&m, f.hlen, f.data_len()).is_err() {
+                    self.flush(out);
+                    return out(m);
+                }
+                drop(m);
                 h.next_seq = f.seq.wrapping_add(f.data_len() as u32);
                 h.ip_len += f.data_len();
                 h.frames += 1;
