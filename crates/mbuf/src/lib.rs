@@ -63,7 +63,7 @@ pub const MJUM256BYTES: usize = 258 * 1024;
 /// Headroom left by [`Mbuf::new`] and [`Mbuf::from_slice`] for prepends
 /// (Ethernet + VLAN + IPv6 + a tunnel header fit).
 pub const DEFAULT_HEADROOM: usize = 128;
-/// Headroom [`Mbuf::for_headers`] keeps when it can: an Ethernet header and an
+/// Headroom [`Mbuf::with_headers`] keeps when it can: an Ethernet header and an
 /// 802.1Q tag (a longer prepend takes a buffer of its own, as `M_PREPEND` does).
 pub const LINK_HEADROOM: usize = 18;
 /// Same as [`DEFAULT_HEADROOM`].

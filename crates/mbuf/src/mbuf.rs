@@ -195,18 +195,23 @@ impl Mbuf {
         Ok(m)
     }
 
-    /// An empty packet for `len` bytes of headers that travel in a buffer of their
-    /// own, ahead of data shared with another packet (a segment cut from a larger
-    /// one): a small buffer when they leave [`LINK_HEADROOM`] in front of them,
-    /// their room at its end, else as [`Mbuf::with_capacity`]. A frame's headers
-    /// then take two cache lines of a small buffer, not a 2 KiB cluster's.
-    pub fn for_headers(len: usize) -> Result<Mbuf, NoBufs> {
+    /// A packet holding `hdr`, a packet's headers that travel in a buffer of their
+    /// own ahead of data shared with another packet (a segment cut from a larger
+    /// one): at the end of a small buffer when they leave [`LINK_HEADROOM`] in
+    /// front of them, else as [`Mbuf::with_capacity`]. A frame's headers then take
+    /// two cache lines of a small buffer, not a 2 KiB cluster's.
+    pub fn with_headers(hdr: &[u8]) -> Result<Mbuf, NoBufs> {
+        let len = hdr.len();
         if len + LINK_HEADROOM > MLEN {
-            return Mbuf::with_capacity(len);
+            let mut m = Mbuf::with_capacity(len)?;
+            m.append(hdr)?;
+            return Ok(m);
         }
+        let mut buf = Buf::alloc(Class::Small)?;
+        fill_new(&mut buf, MLEN - len, hdr)?;
         let mut m = Mbuf::empty(PktHdr::default())?;
-        m.segs
-            .push(Seg::new(Buf::alloc(Class::Small)?, MLEN - len, 0));
+        m.segs.push(Seg::new(buf, MLEN - len, len));
+        m.len = len;
         Ok(m)
     }
 

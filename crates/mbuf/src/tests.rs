@@ -344,16 +344,20 @@ fn append_shared_shares_a_range_and_joins_its_first_segment() {
 
 #[test]
 fn headers_of_their_own_take_a_small_buffer_when_they_fit() {
-    let mut m = Mbuf::for_headers(52).unwrap();
-    assert_eq!((m.len(), m.buf_bytes(), m.headroom()), (0, MLEN, MLEN - 52));
-    m.append(&bytes(52)).unwrap();
-    assert_eq!(m.nsegs(), 1, "the headers fill the buffer's end");
+    let mut m = Mbuf::with_headers(&bytes(52)).unwrap();
+    assert_eq!(
+        (m.len(), m.buf_bytes(), m.headroom()),
+        (52, MLEN, MLEN - 52)
+    );
+    assert_eq!(m.to_vec(), bytes(52));
     m.prepend(14).unwrap();
     assert_eq!((m.nsegs(), m.len()), (1, 66), "a link header fits in front");
     m.check();
     // Too long to leave a link header's room: a cluster, as with_capacity.
-    let m = Mbuf::for_headers(MLEN - crate::LINK_HEADROOM + 1).unwrap();
+    let m = Mbuf::with_headers(&bytes(MLEN - crate::LINK_HEADROOM + 1)).unwrap();
     assert_eq!((m.buf_bytes(), m.headroom()), (MCLBYTES, DEFAULT_HEADROOM));
+    assert_eq!(m.to_vec(), bytes(MLEN - crate::LINK_HEADROOM + 1));
+    m.check();
 }
 
 #[test]

@@ -124,8 +124,7 @@ pub fn tcp_segment(m: &Mbuf, mtu: usize, out: &mut Vec<Mbuf>) -> Result<(), GsoE
         ]);
         // The headers in a small buffer of their own, the data shared (no packet
         // made and dropped between, as `copym` and `cat` would).
-        let seg = Mbuf::for_headers(hlen).and_then(|mut p| {
-            p.append(&tmpl[..hlen])?;
+        let seg = Mbuf::with_headers(&tmpl[..hlen]).and_then(|mut p| {
             let b = p.try_first_mut()?;
             if l3 == 40 {
                 b[4..6].copy_from_slice(&((doff + n) as u16).to_be_bytes());
