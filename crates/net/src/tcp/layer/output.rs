@@ -43,7 +43,8 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     // Borrowed, not cloned: the stream's reference count is shared with the
     // application thread.
     let s = &c.s;
-    if s.opts_dirty.swap(false, Ordering::AcqRel) {
+    // Looked at before it is cleared: no write to the application's line per call.
+    if s.opts_dirty.load(Ordering::Acquire) && s.opts_dirty.swap(false, Ordering::AcqRel) {
         c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
         let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
         c.tcb
