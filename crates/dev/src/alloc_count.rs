@@ -10,11 +10,46 @@
 //! measurements of memory per object.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::backtrace::Backtrace;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
+/// Whether the first allocation counted gets its backtrace kept ([`start_culprit`]).
+static CULPRIT: AtomicBool = AtomicBool::new(false);
+static FIRST: Mutex<Option<Backtrace>> = Mutex::new(None);
+
+thread_local! {
+    /// Set while this thread captures a backtrace: the capture's own allocations
+    /// come back through the allocator and must neither be counted nor captured
+    /// (capturing inside a capture would recurse). `const` and without a destructor,
+    /// so reading it never allocates.
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Counts one allocation of `size` bytes, while counting is on.
+#[inline]
+fn counted(size: usize) {
+    if !COUNTING.load(Ordering::Relaxed) {
+        return;
+    }
+    // A thread being torn down has no thread-locals left: treat it as inside.
+    if IN_HOOK.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
+    BYTES.fetch_add(size as u64, Ordering::Relaxed);
+    if ALLOCS.fetch_add(1, Ordering::Relaxed) == 0 && CULPRIT.load(Ordering::Relaxed) {
+        let _ = IN_HOOK.try_with(|f| f.set(true));
+        let bt = Backtrace::force_capture();
+        if let Ok(mut first) = FIRST.try_lock() {
+            *first = Some(bt);
+        }
+        let _ = IN_HOOK.try_with(|f| f.set(false));
+    }
+}
 /// Bytes allocated minus bytes freed since the process started (signed: a block freed
 /// here may, in principle, come from before the allocator was installed).
 static LIVE: AtomicI64 = AtomicI64::new(0);
@@ -35,10 +70,7 @@ pub struct CountingAlloc;
 // `System`'s guarantees are ours; counting touches only atomics and never allocates.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-            BYTES.fetch_add(l.size() as u64, Ordering::Relaxed);
-        }
+        counted(l.size());
         // SAFETY: same contract as our caller's, forwarded unchanged.
         let p = unsafe { System.alloc(l) };
         if !p.is_null() {
@@ -48,10 +80,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-            BYTES.fetch_add(l.size() as u64, Ordering::Relaxed);
-        }
+        counted(l.size());
         // SAFETY: same contract as our caller's, forwarded unchanged.
         let p = unsafe { System.alloc_zeroed(l) };
         if !p.is_null() {
@@ -67,10 +96,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-            BYTES.fetch_add(n as u64, Ordering::Relaxed);
-        }
+        counted(n);
         // SAFETY: `p` was returned by `System` for layout `l`; `n` is the caller's.
         let q = unsafe { System.realloc(p, l, n) };
         // On failure the old block stays allocated, unchanged.
@@ -84,9 +110,29 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Resets the counters and starts counting (all threads).
 pub fn start() {
+    CULPRIT.store(false, Ordering::SeqCst);
     ALLOCS.store(0, Ordering::SeqCst);
     BYTES.store(0, Ordering::SeqCst);
     COUNTING.store(true, Ordering::SeqCst);
+}
+
+/// Like [`start`], keeping a backtrace of the first allocation counted, so that a
+/// test that finds one can name the path that made it ([`stop_culprit`]).
+pub fn start_culprit() {
+    if let Ok(mut first) = FIRST.lock() {
+        *first = None;
+    }
+    start();
+    CULPRIT.store(true, Ordering::SeqCst);
+}
+
+/// Stops counting: (allocations, bytes, the first one's backtrace if
+/// [`start_culprit`] began the count).
+pub fn stop_culprit() -> (u64, u64, Option<Backtrace>) {
+    let (n, b) = stop();
+    CULPRIT.store(false, Ordering::SeqCst);
+    let first = FIRST.lock().ok().and_then(|mut f| f.take());
+    (n, b, first)
 }
 
 /// Stops counting; returns (allocations, bytes) since [`start`].

@@ -18,8 +18,9 @@
 //!   `set enable/disable/move/swap`, `table ...`, rules files — producing a [`Program`].
 //! - [`table`]: `addr`, `iface`, `number` and `flow` tables with values for `tablearg`.
 //! - [`program`]: the compiled rules and the evaluator, [`PacketInfo`] in,
-//!   [`Verdict`] out, [`Counters`] per worker.
-//! - [`state`]: dynamic states, shared by all workers.
+//!   [`Verdict`] out, [`Counters`] per worker ([`SharedCounters`] where `show` reads
+//!   them from another thread while the worker counts).
+//! - [`state`]: dynamic states, shared by all workers, read without a lock.
 //!
 //! How a datapath uses it:
 //!
@@ -68,12 +69,13 @@ const _: () = {
     shared::<Program>();
     shared::<state::StateShards>();
     shared::<Ruleset>();
+    shared::<SharedCounters>();
 };
 
 pub use parse::{parse_rule, ParseError};
 pub use program::{
-    CompileError, Counters, Decision, Direction, Env, IfName, IfRef, MacHdr, PacketInfo, Program,
-    RejectKind, RuleCounter, Tags, Verdict,
+    CompileError, CounterSink, CounterSource, Counters, Decision, Direction, Env, IfName, IfRef,
+    MacHdr, PacketInfo, Program, RejectKind, RuleCounter, SharedCounters, Tags, Verdict,
 };
 pub use rule::{Action, Rule};
 pub use ruleset::{CmdError, Ruleset, RulesetConfig};

@@ -11,7 +11,7 @@
 //! `Arc<Program>` (e.g. by swapping an `Arc` the workers load once per batch).
 
 use crate::parse::{self, ParseError, Parser};
-use crate::program::{CompileError, Counters, Program, RuleCounter, TableRef};
+use crate::program::{CompileError, CounterSource, Program, RuleCounter, TableRef};
 use crate::rule::{self, AddrSpec, IfPat, OptKind, Rule};
 use crate::state::{StateConfig, StateShards};
 use crate::table::{FlowFields, Table, TableError, TableType};
@@ -457,8 +457,10 @@ impl Ruleset {
         s
     }
 
-    /// Counter sums over the workers' `counters`, less what `zero` took away.
-    pub fn counter(&self, rule_id: u32, counters: &[&Counters]) -> RuleCounter {
+    /// Counter sums over the workers' `counters` (owned [`Counters`](crate::Counters)
+    /// or [`SharedCounters`](crate::SharedCounters), read while their workers count),
+    /// less what `zero` took away.
+    pub fn counter<C: CounterSource + ?Sized>(&self, rule_id: u32, counters: &[&C]) -> RuleCounter {
         let mut c = RuleCounter::default();
         for w in counters {
             let x = w.get(rule_id);
@@ -474,7 +476,7 @@ impl Ruleset {
     }
 
     /// `ipfw show [NUM]`: each rule with its packet and byte counts.
-    pub fn show(&self, num: Option<u16>, counters: &[&Counters]) -> String {
+    pub fn show<C: CounterSource + ?Sized>(&self, num: Option<u16>, counters: &[&C]) -> String {
         let mut s = String::new();
         let ids = self.rules.iter().map(|(r, id)| (r.to_string(), r.num, *id));
         for (text, n, id) in ids.chain(std::iter::once((
@@ -491,8 +493,14 @@ impl Ruleset {
         s
     }
 
-    /// `ipfw zero [NUM]`: the counters shown from now on start at zero.
-    pub fn zero(&mut self, num: Option<u16>, counters: &[&Counters]) -> Result<(), CmdError> {
+    /// `ipfw zero [NUM]`: the counters shown from now on start at zero. The workers'
+    /// counters are not written (they have one writer each, their worker): their sums
+    /// now are kept as a baseline that [`counter`](Self::counter) subtracts.
+    pub fn zero<C: CounterSource + ?Sized>(
+        &mut self,
+        num: Option<u16>,
+        counters: &[&C],
+    ) -> Result<(), CmdError> {
         let mut ids: Vec<u32> = self
             .rules
             .iter()
@@ -522,11 +530,12 @@ impl Ruleset {
     /// Runs one command line (`add ...`, `delete 100`, `table T add ...`; an optional
     /// leading `ipfw` is skipped); `line` is its line number for errors. Returns what
     /// `ipfw` would print.
-    pub fn execute(
+    /// `counters` are what `show` and `zero` read, as in [`show`](Self::show).
+    pub fn execute<C: CounterSource + ?Sized>(
         &mut self,
         text: &str,
         line: usize,
-        counters: &[&Counters],
+        counters: &[&C],
     ) -> Result<String, CmdError> {
         let mut p = Parser::new(text, line);
         p.eat("ipfw");
@@ -718,7 +727,7 @@ impl Ruleset {
             if parse::tokenize(l).is_empty() {
                 continue;
             }
-            work.execute(l, i + 1, &[])?;
+            work.execute::<crate::Counters>(l, i + 1, &[])?;
             n += 1;
         }
         *self = work;

@@ -4,6 +4,9 @@ use crate::program::tcpopt;
 use crate::*;
 use std::net::IpAddr;
 
+/// For commands that show no counters.
+const NO_COUNTERS: &[&Counters] = &[];
+
 struct Host;
 
 impl Env for Host {
@@ -845,7 +848,9 @@ fn hash_tables_match_host_addresses_exactly() {
     other.src = ip("192.0.2.8");
     assert_eq!(fw.decide(other).0, Decision::Deny);
     assert!(
-        fw.rs.execute("table h add 192.0.2.0/24", 1, &[]).is_err(),
+        fw.rs
+            .execute("table h add 192.0.2.0/24", 1, NO_COUNTERS)
+            .is_err(),
         "hosts only"
     );
     assert_eq!(
@@ -864,20 +869,26 @@ fn table_changes_reach_the_next_program() {
         "created on first use"
     );
     assert_eq!(fw.decide(syn()).0, Decision::Allow);
-    fw.rs.execute("table bad add 192.0.2.0/25", 1, &[]).unwrap();
+    fw.rs
+        .execute("table bad add 192.0.2.0/25", 1, NO_COUNTERS)
+        .unwrap();
     assert_eq!(fw.decide(syn()).0, Decision::Deny);
     assert_eq!(
         fw.rs.table_list("bad").unwrap(),
         "--- table(bad), type addr ---\n192.0.2.0/25 0\n"
     );
     fw.rs
-        .execute("table bad delete 192.0.2.0/25", 1, &[])
+        .execute("table bad delete 192.0.2.0/25", 1, NO_COUNTERS)
         .unwrap();
     assert_eq!(fw.decide(syn()).0, Decision::Allow);
     assert!(fw.rs.table_destroy("bad").is_err(), "in use");
     let e = fw
         .rs
-        .execute("add 300 allow ip from any to any via table(bad)", 4, &[])
+        .execute(
+            "add 300 allow ip from any to any via table(bad)",
+            4,
+            NO_COUNTERS,
+        )
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -943,20 +954,22 @@ fn sets_disable_move_and_swap() {
          add 300 allow ip from any to any\n",
     );
     assert_eq!(fw.decide(syn()), (Decision::Deny, 100));
-    fw.rs.execute("set disable 1", 1, &[]).unwrap();
+    fw.rs.execute("set disable 1", 1, NO_COUNTERS).unwrap();
     assert_eq!(fw.decide(syn()), (Decision::Pipe(2), 200));
-    fw.rs.execute("set swap 1 2", 1, &[]).unwrap();
+    fw.rs.execute("set swap 1 2", 1, NO_COUNTERS).unwrap();
     // Set 2 now holds rule 100 and is disabled; set 1 holds rule 200, enabled.
     assert_eq!(fw.decide(syn()), (Decision::Pipe(2), 200));
-    fw.rs.execute("set move 1 to 2", 1, &[]).unwrap();
+    fw.rs.execute("set move 1 to 2", 1, NO_COUNTERS).unwrap();
     assert_eq!(fw.decide(syn()), (Decision::Allow, 300));
-    fw.rs.execute("set enable 2", 1, &[]).unwrap();
+    fw.rs.execute("set enable 2", 1, NO_COUNTERS).unwrap();
     assert_eq!(fw.decide(syn()), (Decision::Deny, 100));
-    fw.rs.execute("set move rule 100 to 5", 1, &[]).unwrap();
+    fw.rs
+        .execute("set move rule 100 to 5", 1, NO_COUNTERS)
+        .unwrap();
     assert!(fw.rs.list(Some(100)).starts_with("00100 set 5 deny"));
-    fw.rs.execute("delete set 5", 1, &[]).unwrap();
+    fw.rs.execute("delete set 5", 1, NO_COUNTERS).unwrap();
     assert_eq!(fw.decide(syn()), (Decision::Pipe(2), 200));
-    assert!(fw.rs.execute("set disable 32", 1, &[]).is_err());
+    assert!(fw.rs.execute("set disable 32", 1, NO_COUNTERS).is_err());
 }
 
 #[test]
@@ -990,7 +1003,7 @@ fn counters_are_per_worker_summed_and_zeroed() {
     );
     // A new program keeps each rule's counts.
     fw.rs
-        .execute("add 150 count udp from any to any", 1, &[])
+        .execute("add 150 count udp from any to any", 1, NO_COUNTERS)
         .unwrap();
     let _ = fw.run(&mut syn());
     assert!(fw
@@ -1000,28 +1013,153 @@ fn counters_are_per_worker_summed_and_zeroed() {
 }
 
 #[test]
+fn shared_counters_count_as_owned_ones_and_zero_by_baseline() {
+    let text = "add 100 count ip from any to any\nadd 200 allow log tcp from any to any\n";
+    let mut fw = Fw::new(text);
+    let prog = fw.rs.program().unwrap();
+    let states = fw.rs.states().clone();
+    let shared = SharedCounters::new();
+    let mut rng = 1;
+    let mut batch = vec![syn(); 5];
+    let mut out = fw.run_batch(&mut batch.clone(), 2);
+    prog.eval_batch(&mut batch, &mut out, &Host, &states, &shared, 2, &mut rng);
+    for _ in 0..3 {
+        let _ = fw.run(&mut syn());
+        let _ = prog.eval(&mut syn(), &Host, &states, &shared, 5, &mut rng);
+    }
+    // The same counts either way; `show` takes either (and both, as trait objects).
+    let own = fw.rs.show(None, &[&fw.ctr]);
+    assert_eq!(fw.rs.show(None, &[&shared]), own);
+    assert!(
+        own.starts_with("00100          8          480 count"),
+        "{own}"
+    );
+    assert_eq!(shared.get(fw.rs.rules().next().unwrap().1).last, 5);
+    assert_eq!((shared.logged(), fw.ctr.logged), (8, 8));
+    let both: [&dyn CounterSource; 2] = [&fw.ctr, &shared];
+    assert!(fw
+        .rs
+        .show(None, &both)
+        .starts_with("00100         16          960"));
+    assert_eq!(
+        shared
+            .snapshot()
+            .get(fw.rs.rules().nth(1).unwrap().1)
+            .packets,
+        8
+    );
+    // `zero` leaves the cells to their worker: it records a baseline.
+    fw.rs.zero(Some(100), &both).unwrap();
+    assert_eq!(shared.get(fw.rs.rules().next().unwrap().1).packets, 8);
+    let _ = prog.eval(&mut syn(), &Host, &states, &shared, 6, &mut rng);
+    assert!(fw
+        .rs
+        .show(Some(100), &both)
+        .starts_with("00100          1           60"));
+    // A new program (a rule before them): the cells move, each rule keeps its counts.
+    fw.rs
+        .execute("add 50 count udp from any to any", 1, &both)
+        .unwrap();
+    let prog = fw.rs.program().unwrap();
+    let _ = prog.eval(&mut syn(), &Host, &states, &shared, 7, &mut rng);
+    let show = fw.rs.show(None, &[&shared]);
+    assert!(
+        show.starts_with("00050          0            0 count udp"),
+        "{show}"
+    );
+    assert!(
+        show.contains("00200         10          600 allow"),
+        "{show}"
+    );
+}
+
+#[test]
+fn show_reads_shared_counters_while_their_worker_counts() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    // Programs change under the worker (each a re-layout of its cells, up to 300
+    // rules: bigger blocks) while `show` reads: counts never go back, and none is lost.
+    let mut rs = Ruleset::default();
+    rs.load("add 65000 count ip from any to any\nadd 65001 allow ip from any to any\n")
+        .unwrap();
+    let id = rs.rules().next().unwrap().1;
+    let published = Mutex::new(rs.program().unwrap());
+    let states = rs.states().clone();
+    let shared = SharedCounters::new();
+    let stop = AtomicBool::new(false);
+    // Vectors the worker has counted: each program waits for one more, so that
+    // the worker counts under every one.
+    let rounds = std::sync::atomic::AtomicU64::new(0);
+    let sent = std::thread::scope(|sc| {
+        let worker = sc.spawn(|| {
+            let mut rng = 1;
+            let mut sent = 0u64;
+            let mut batch = vec![syn(); 32];
+            let mut out = vec![
+                Verdict {
+                    decision: Decision::Deny,
+                    rule: 0,
+                    log: false
+                };
+                32
+            ];
+            while !stop.load(Ordering::Relaxed) {
+                let prog: Arc<Program> = published.lock().unwrap().clone();
+                prog.eval_batch(&mut batch, &mut out, &Host, &states, &shared, 1, &mut rng);
+                let _ = prog.eval(&mut syn(), &Host, &states, &shared, 1, &mut rng);
+                sent += 33;
+                rounds.fetch_add(1, Ordering::Relaxed);
+            }
+            sent
+        });
+        let mut seen = 0;
+        for n in 0..300u32 {
+            let r = rounds.load(Ordering::Relaxed);
+            while rounds.load(Ordering::Relaxed) == r {
+                std::thread::yield_now();
+            }
+            rs.execute(
+                &format!("add {} count udp from any to any", 100 + n),
+                1,
+                &[&shared],
+            )
+            .unwrap();
+            *published.lock().unwrap() = rs.program().unwrap();
+            let c = rs.counter(id, &[&shared]).packets;
+            assert!(c >= seen, "{c} after {seen}");
+            seen = c;
+        }
+        stop.store(true, Ordering::Relaxed);
+        worker.join().unwrap()
+    });
+    assert!(sent > 0);
+    assert_eq!(rs.counter(id, &[&shared]).packets, sent);
+    assert_eq!(shared.snapshot().get(id).packets, sent);
+}
+
+#[test]
 fn commands_answer_like_ipfw() {
     let mut rs = Ruleset::default();
     let out = rs
         .execute(
             "ipfw add allow tcp from any to me 22 setup keep-state",
             1,
-            &[],
+            NO_COUNTERS,
         )
         .unwrap();
     assert_eq!(out, "00100 allow tcp from any to me 22 setup keep-state\n");
-    rs.execute("add 100 deny ip from any to any", 2, &[])
+    rs.execute("add 100 deny ip from any to any", 2, NO_COUNTERS)
         .unwrap();
     assert_eq!(rs.rules().count(), 2);
-    assert!(rs.execute("delete 100 7", 3, &[]).is_err());
+    assert!(rs.execute("delete 100 7", 3, NO_COUNTERS).is_err());
     assert_eq!(rs.rules().count(), 2, "a failed delete deletes nothing");
-    rs.execute("delete 100", 3, &[]).unwrap();
+    rs.execute("delete 100", 3, NO_COUNTERS).unwrap();
     assert_eq!(rs.rules().count(), 0);
-    rs.execute("add 10 deny ip from any to any", 4, &[])
+    rs.execute("add 10 deny ip from any to any", 4, NO_COUNTERS)
         .unwrap();
-    rs.execute("flush", 5, &[]).unwrap();
+    rs.execute("flush", 5, NO_COUNTERS).unwrap();
     assert_eq!(rs.list(None), "65535 deny ip from any to any\n");
-    let e = rs.execute("set frob 1", 9, &[]).unwrap_err();
+    let e = rs.execute("set frob 1", 9, NO_COUNTERS).unwrap_err();
     assert_eq!(
         e.to_string(),
         "line 9, column 5: expected 'enable', 'disable', 'move' or 'swap', found 'frob'"
@@ -1283,7 +1421,7 @@ mod prop {
         #[test]
         fn the_parser_never_panics(text in "[ -~]{0,80}") {
             let _ = parse_rule(&text, 1);
-            let _ = Ruleset::default().execute(&text, 1, &[]);
+            let _ = Ruleset::default().execute(&text, 1, NO_COUNTERS);
         }
     }
 }

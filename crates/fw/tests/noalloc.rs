@@ -1,12 +1,13 @@
 //! The evaluator allocates nothing: a counting global allocator watches a flood of
 //! packets through a ruleset that uses every kind of operand (address lists, port
-//! ranges, each table type, or-blocks, call/return, tags, states already made).
+//! ranges, each table type, or-blocks, call/return, tags, states already made),
+//! counted into a worker's own counters and into shared ones.
 //!
 //! No test harness (`harness = false`): libtest's own threads may allocate while the
 //! count runs (its main thread blocking on the result channel does), which made the
 //! count flaky under load; here the process has one thread.
 
-use fw::{Counters, Decision, Env, IfName, IfRef, PacketInfo, Ruleset, Verdict};
+use fw::{Counters, Decision, Env, IfName, IfRef, PacketInfo, Ruleset, SharedCounters, Verdict};
 use std::net::IpAddr;
 
 #[global_allocator]
@@ -62,6 +63,8 @@ fn eval_never_allocates() {
     let prog = rs.program().unwrap();
     let states = rs.states().clone();
     let mut ctr = Counters::new();
+    // A worker's counters as `show` reads them from another thread.
+    let shared = SharedCounters::new();
     let mut rng = 7;
     let packets: Vec<PacketInfo> = (0..64u32)
         .map(|i| {
@@ -88,6 +91,7 @@ fn eval_never_allocates() {
     // The first pass moves the counters to the program and makes the TCP states.
     for p in &packets {
         let _ = prog.eval(&mut p.clone(), &Host, &states, &mut ctr, 1, &mut rng);
+        let _ = prog.eval(&mut p.clone(), &Host, &states, &shared, 1, &mut rng);
     }
     let mut seen = [0u32; 4];
     // eval_batch too: check-state comes first, so it looks up each vector's states
@@ -106,11 +110,15 @@ fn eval_never_allocates() {
         prog.eval_batch(
             &mut batch, &mut out, &Host, &states, &mut ctr, round, &mut rng,
         );
+        prog.eval_batch(
+            &mut batch, &mut out, &Host, &states, &shared, round, &mut rng,
+        );
     }
     for round in 0..500 {
         for p in &packets {
             let mut p = *p;
             let v = prog.eval(&mut p, &Host, &states, &mut ctr, round, &mut rng);
+            let _ = prog.eval(&mut p.clone(), &Host, &states, &shared, round, &mut rng);
             seen[match v.decision {
                 Decision::Allow => 0,
                 Decision::Pipe(_) | Decision::Queue(_) => 1,

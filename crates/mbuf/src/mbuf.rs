@@ -355,16 +355,18 @@ impl Mbuf {
         self.segs.first().map_or(&[], Seg::data)
     }
 
-    /// The first segment's data, writable: copied first if its buffer is shared.
-    /// Returns an empty slice if that copy needed a buffer and the pool had none
-    /// (see [`Mbuf::try_first_mut`] to tell the two apart).
+    /// The first `N` bytes, writable, when the first segment holds them (copied first
+    /// if its buffer is shared); `None` when it does not, or when that copy needed a
+    /// buffer and the pool had none. The caller counts the drop: an exhausted pool is
+    /// never an empty slice to index.
     #[inline]
-    pub fn first_mut(&mut self) -> &mut [u8] {
-        self.try_first_mut().unwrap_or_default()
+    pub fn head_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        self.try_first_mut().ok()?.first_chunk_mut::<N>()
     }
 
-    /// Like [`Mbuf::first_mut`], with the pool failure reported.
-    #[inline]
+    /// The first segment's data, writable: copied first if its buffer is shared;
+    /// `NoBufs` if that copy needed a buffer and the pool had none.
+    #[inline(always)]
     pub fn try_first_mut(&mut self) -> Result<&mut [u8], NoBufs> {
         match self.segs.first().map(|s| s.buf.is_unique()) {
             None => Ok(&mut []),
@@ -395,7 +397,7 @@ impl Mbuf {
     /// headroom if it is unshared and large enough; otherwise adds a new leading
     /// buffer with the bytes at its end, so later prepends find headroom again.
     /// `len` must be at most `MCLBYTES` (else `NoBufs`).
-    #[inline]
+    #[inline(always)]
     pub fn prepend(&mut self, len: usize) -> Result<&mut [u8], NoBufs> {
         if len > MCLBYTES {
             return Err(NoBufs);
@@ -445,6 +447,17 @@ impl Mbuf {
     /// if `n < 0`; trimming more than the packet empties it.
     #[inline]
     pub fn adj(&mut self, n: isize) {
+        // The common case (a link header stripped): the first segment holds more.
+        if n > 0 {
+            let Pkt { len, segs, .. } = &mut **self;
+            if let Some(s) = segs.first_mut() {
+                if s.len() > n as usize {
+                    s.trim_front(n as usize);
+                    *len -= n as usize;
+                    return;
+                }
+            }
+        }
         let k = n.unsigned_abs().min(self.len);
         if n >= 0 {
             self.trim_head(k);

@@ -172,8 +172,7 @@ fn apply(pkts: &mut Vec<(Mbuf, Vec<u8>)>, op: Op) {
         }
         Op::FirstMut(i, b) => {
             let (m, v) = &mut pkts[i % n];
-            let f = m.first_mut();
-            if !f.is_empty() {
+            if let Some(f) = m.head_mut::<1>() {
                 f[0] = b;
                 v[0] = b;
             }

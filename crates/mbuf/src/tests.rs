@@ -191,7 +191,7 @@ fn split_shares_the_cut_segment_and_copies_nothing() {
         "uncut segment stays unshared"
     );
     // Writes copy first: neither packet sees the other's.
-    rest.first_mut()[0] = 0xaa;
+    rest.head_mut::<1>().unwrap()[0] = 0xaa;
     m.copyback(149, &[0xbb]).unwrap();
     assert_eq!(rest.to_vec()[0], 0xaa);
     assert_eq!(m.to_vec()[149], 0xbb);
@@ -437,7 +437,7 @@ fn try_clone_shares_buffers() {
     for (a, b) in m.segs.as_slice().iter().zip(c.segs.as_slice()) {
         assert!(!a.buf.is_unique() && !b.buf.is_unique());
     }
-    c.first_mut()[0] ^= 0xff;
+    c.head_mut::<1>().unwrap()[0] ^= 0xff;
     assert_eq!(m.to_vec(), data);
     assert_eq!(c.to_vec()[0], data[0] ^ 0xff);
     assert!(
@@ -452,7 +452,8 @@ fn try_clone_shares_buffers() {
 #[test]
 fn first_mut_of_no_segment_is_empty() {
     let mut m = Mbuf::from_parts(&[]).unwrap();
-    assert_eq!(m.first_mut().len(), 0);
+    assert_eq!(m.try_first_mut().unwrap().len(), 0);
+    assert!(m.head_mut::<1>().is_none());
     assert_eq!(m.nsegs(), 0);
     assert_eq!(m.headroom(), 0);
     m.append(b"x").unwrap();

@@ -17,9 +17,10 @@ mod sysctl;
 #[command(
     name = "mpstack",
     version,
-    about = "A multicore userspace TCP/IP stack, router, bridge and firewall",
+    about = "A multicore userspace TCP/IP stack, router and ipfw-style firewall",
     long_about = "mpstack runs a userspace network stack: as a virtual network inside one \
-process (`demo`), or as a host on a real TAP device (`run`).\n\nExamples:\n  \
+process (`demo`), or on real TAP devices (`run`) as a host or as a router between several \
+links, with an optional ipfw-style firewall. `bench` runs its benchmarks.\n\nExamples:\n  \
 mpstack demo\n  sudo mpstack run --tap mp0 --inet 198.18.0.2/24"
 )]
 struct Cli {

@@ -1,10 +1,13 @@
 //! The mpstack network stack: one [`Stack`] per virtual host.
 //!
-//! Data path (DESIGN.md): `ether_input` → `arp_input` | `ip_input` → pfil →
-//! `icmp_input` | `udp_input` → sockets; and back through `udp_output` /
-//! `icmp` → `ip_output` → pfil → (`frag`) → `arp_resolve_output` → `ether_output` → device.
-//! Protocol code takes `now` and never reads a clock; every drop bumps a named
-//! counter ([`stats::DropReason`]).
+//! Data path, as vector stages a worker runs one after another over a burst:
+//! `ether_input` → `arp_input` | `ip_input` / `ip6_input` (pfil in) → `ip_forward` /
+//! `ip6_forward` (pfil out) → `ether_output` → device; or local delivery through the
+//! protocol switch to `icmp_input` | `udp_input` | `tcp_input` → sockets; and back
+//! through `udp_output` / `tcp_output` → `ip_output` → pfil → (`frag`) →
+//! `arp_resolve_output` → `ether_output`. Each stage keeps runtime counters
+//! ([`runtime`]). Protocol code takes `now` and never reads a clock; every drop bumps a
+//! named counter ([`stats::DropReason`]).
 #![forbid(unsafe_code)]
 
 // Shared by every family: counters, header access, stage counters, parking.

@@ -10,7 +10,7 @@
 //!   `buffer_len` (how many bytes `emit` writes).
 //!
 //! Protocol code in `net` reads headers through these views only, never by indexing raw
-//! bytes (DESIGN.md, "Headers are read through `pulldown` then a `wire` view").
+//! bytes: a header is made contiguous (`pulldown`) and then read through a view.
 //!
 //! # No-panic contract
 //!

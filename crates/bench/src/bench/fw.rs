@@ -547,7 +547,7 @@ fn agree(c: &mut Case, ours: &mut Counters) -> Result<(), String> {
     let mut verdicts = Vec::with_capacity(c.pkts.len());
     for (k, p) in c.pkts.iter().enumerate() {
         let mut q = *p;
-        let v = c.prog.eval(&mut q, &Host, &states, ours, 1, &mut rng);
+        let v = c.prog.eval(&mut q, &Host, &states, &mut *ours, 1, &mut rng);
         verdicts.push(v);
         let (allow, num) = c.naive.eval(p);
         let ours_allow = v.decision == Decision::Allow;
@@ -599,7 +599,7 @@ fn make_states(c: &mut Case, n: usize, ours: &mut Counters) -> Result<(), String
     let mut rng = 1u64;
     for i in 0..n as u32 {
         let mut p = state_flow(i);
-        let v = c.prog.eval(&mut p, &Host, &states, ours, 1, &mut rng);
+        let v = c.prog.eval(&mut p, &Host, &states, &mut *ours, 1, &mut rng);
         let (allow, num) = c.naive.eval(&p);
         if v.decision != Decision::Allow || !allow || v.rule != num {
             return Err(format!(

@@ -1018,7 +1018,8 @@ mod tests {
 
     /// Not a check: a harness for instruction counts of the forwarding path under
     /// callgrind (no hardware counters on these machines): one thread polls a
-    /// router of `ROUTER_POLLS` (default 2000) bursts of 64 frames.
+    /// router of `ROUTER_POLLS` (default 2000) bursts of 64 frames, with ipfw and
+    /// `ROUTER_FW` non-matching rules before an allow when that is set.
     /// `valgrind --tool=callgrind target/release/deps/mpstack-… --ignored
     /// --exact bench::router::tests::callgrind_forward`.
     #[test]
@@ -1033,6 +1034,10 @@ mod tests {
         let frames: Vec<Vec<u8>> = d.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
         let gen = PktGen::new(1, 1500);
         let mut stack = router(&gen, &frames, 1, &t.routes, &[]).unwrap();
+        // ROUTER_FW=N: ipfw with N non-matching rules before the allow.
+        if let Some(n) = std::env::var("ROUTER_FW").ok().and_then(|v| v.parse().ok()) {
+            firewall(&stack, Fw::Rules(n), 1).unwrap();
+        }
         let mut now = dev::Instant::ZERO;
         for _ in 0..polls {
             stack.poll(now);

@@ -43,7 +43,9 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
             // and let ip_output build a fresh header from the same buffer.
             m.adj(info.hlen as isize);
             {
-                let h = m.first_mut();
+                let Some(h) = m.head_mut::<ICMP_HDR_LEN>() else {
+                    return cx.drop_pkt(m, DropReason::IcmpTooShort);
+                };
                 let mut p = Icmpv4Packet::new_unchecked(h);
                 let old = p.checksum();
                 p.set_msg_type(Icmpv4Message::EchoReply);
@@ -174,7 +176,10 @@ pub(crate) fn icmp_error_word(
     // a redirect's gateway.
     h[4..8].copy_from_slice(&word);
     let sum = !mbuf_sum(&m, 0, m.len());
-    m.first_mut()[2..4].copy_from_slice(&sum.to_be_bytes());
+    let Some(h) = m.head_mut::<4>() else {
+        return DropReason::IpOutDropped.count(cx.stats);
+    };
+    h[2..4].copy_from_slice(&sum.to_be_bytes());
     match ty {
         Icmpv4Message::DstUnreachable => cx.stats.icmp.outunreach += 1,
         Icmpv4Message::TimeExceeded => cx.stats.icmp.outtimxceed += 1,
@@ -219,7 +224,10 @@ pub(crate) fn echo_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
         p.set_echo_seq_no(seq);
     }
     let sum = !mbuf_sum(&m, 0, m.len());
-    m.first_mut()[2..4].copy_from_slice(&sum.to_be_bytes());
+    let Some(h) = m.head_mut::<4>() else {
+        return cx.drop_pkt(m, DropReason::IpOutDropped);
+    };
+    h[2..4].copy_from_slice(&sum.to_be_bytes());
     cx.stats.icmp.outecho += 1;
     ip::ip_output(
         cx,

@@ -175,7 +175,7 @@ pub(crate) fn ip_input(
 }
 
 /// A checked packet (past the input hooks) to local delivery or forwarding.
-#[inline]
+#[inline(always)]
 fn ip_sort(
     cx: &mut InetCx<'_>,
     ifp: &Ifnet,

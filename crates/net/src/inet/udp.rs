@@ -129,7 +129,10 @@ pub(crate) fn udp_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
     let sum = !add(mbuf_sum(&m, 0, ulen), pseudo_sum(src, dst, ulen));
     // RFC 768: a computed zero is sent as all ones.
     let sum = if sum == 0 { 0xffff } else { sum };
-    m.first_mut()[6..8].copy_from_slice(&sum.to_be_bytes());
+    let Some(h) = m.head_mut::<8>() else {
+        return cx.drop_pkt(m, DropReason::IpOutDropped);
+    };
+    h[6..8].copy_from_slice(&sum.to_be_bytes());
     cx.stats.udp.opackets += 1;
     ip::ip_output(
         cx,

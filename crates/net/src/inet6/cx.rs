@@ -6,8 +6,9 @@
 use crate::ifindex::IfIndex;
 use crate::inet::cx::InetCx;
 use crate::inet6::nd6::NdState;
-use crate::link::iface::Inet6Addr;
+use crate::link::iface::{In6Ifaddr, Inet6Addr};
 use std::net::Ipv6Addr;
+use std::sync::Arc;
 
 /// IPv6's part of the published configuration.
 #[derive(Clone, Debug, Default)]
@@ -17,6 +18,35 @@ pub struct Inet6Config {
     pub default_gw6: Option<(Ipv6Addr, IfIndex)>,
     /// IPv6 routers, on-link prefixes and redirects learnt from neighbour discovery.
     pub nd6: NdState,
+    /// Every IPv6 address of the stack, in one list, and a bit per address (as
+    /// `InetConfig`'s): the per-packet "is it ours" test reads these, not every
+    /// interface's list. Made again at each publication.
+    pub(crate) local6: Vec<Arc<In6Ifaddr>>,
+    pub(crate) local6_bits: u64,
+}
+
+impl Inet6Config {
+    /// The address `a` if it is one of the stack's (in any state).
+    #[inline]
+    pub fn local6(&self, a: Ipv6Addr) -> Option<&Arc<In6Ifaddr>> {
+        if self.local6_bits & local6_bit(a) == 0 {
+            return None;
+        }
+        self.local6.iter().find(|x| x.addr.addr == a)
+    }
+
+    /// Sets the stack's IPv6 addresses (at each publication).
+    pub(crate) fn set_local6(&mut self, addrs: Vec<Arc<In6Ifaddr>>) {
+        self.local6_bits = addrs.iter().fold(0, |b, x| b | local6_bit(x.addr.addr));
+        self.local6 = addrs;
+    }
+}
+
+/// An address's bit in [`Inet6Config::local6_bits`] (Fibonacci hashing of its low
+/// 64 bits, where hosts differ).
+#[inline(always)]
+fn local6_bit(a: Ipv6Addr) -> u64 {
+    1 << ((u128::from(a) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
 /// How neighbour discovery changes the published state from the data path: what

@@ -188,10 +188,11 @@ fn echo_reflect(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6In
     m.adj(info.off as isize);
     if info.mcast {
         // A new source: the pseudo-header changed, so the sum is made afresh.
-        if let Some(h) = m.first_mut().get_mut(..4) {
-            h[0] = Icmpv6Message::EchoReply.into();
-            h[2..4].copy_from_slice(&[0, 0]);
-        }
+        let Some(h) = m.head_mut::<4>() else {
+            return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+        };
+        h[0] = Icmpv6Message::EchoReply.into();
+        h[2..4].copy_from_slice(&[0, 0]);
         let sum = !wire::checksum::combine(&[
             crate::hdr::mbuf_sum(&m, 0, len),
             wire::checksum::pseudo_header(
@@ -201,16 +202,16 @@ fn echo_reflect(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, info: Ip6In
                 len as u32,
             ),
         ]);
-        if let Some(h) = m.first_mut().get_mut(2..4) {
-            h.copy_from_slice(&sum.to_be_bytes());
-        }
+        let Some(h) = m.head_mut::<4>() else {
+            return cx.drop_pkt(m, DropReason::Icmp6TooShort);
+        };
+        h[2..4].copy_from_slice(&sum.to_be_bytes());
     } else {
         // Source and destination swap (the pseudo-header sums the same); only the
         // type word changes, 128/0 to 129/0.
-        let h = m.first_mut();
-        if h.len() < 4 {
+        let Some(h) = m.head_mut::<4>() else {
             return cx.drop_pkt(m, DropReason::Icmp6TooShort);
-        }
+        };
         let old = u16::from_be_bytes([h[2], h[3]]);
         h[0] = Icmpv6Message::EchoReply.into();
         let sum = wire::checksum::update(old, 0x8000, 0x8100);

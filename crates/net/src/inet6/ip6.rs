@@ -68,7 +68,8 @@ fn ip6_check(access: HdrAccess, m: &mut Mbuf) -> Result<Ip6Hdr, DropReason> {
     }
     let (h, plen) = {
         let b = hdr(access, m, 0, IP6_HDR_LEN).map_err(|_| DropReason::Ip6TooSmall)?;
-        let p = Ipv6Packet::new_unchecked(b);
+        // A view over exactly the fixed header: one length check, none per field.
+        let p = Ipv6Packet::new_unchecked(crate::hdr::fixed::<IP6_HDR_LEN>(b));
         if p.version() != 6 {
             return Err(DropReason::Ip6BadVers);
         }
@@ -345,9 +346,8 @@ pub(crate) fn upper_sum(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize)
 
 /// Whether `a` is one of our addresses, and if so whether it is usable (not tentative).
 fn local6(cx: &Inet6Cx<'_>, a: Ipv6Addr) -> Option<bool> {
-    cx.ifaces
-        .iter()
-        .find_map(|i| i.addr6(a))
+    cx.inet6
+        .local6(a)
         .map(|x| x.state() == crate::link::iface::AddrState::Preferred)
 }
 

@@ -133,7 +133,10 @@ pub(crate) fn udp6_output(
     ]);
     // RFC 8200 §8.1: a computed zero is sent as all ones.
     let sum = if sum == 0 { 0xffff } else { sum };
-    m.first_mut()[6..8].copy_from_slice(&sum.to_be_bytes());
+    let Some(h) = m.head_mut::<8>() else {
+        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+    };
+    h[6..8].copy_from_slice(&sum.to_be_bytes());
     cx.stats.udp.opackets += 1;
     crate::inet6::ip6::ip6_output(
         cx,

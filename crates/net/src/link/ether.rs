@@ -92,7 +92,7 @@ pub(crate) fn ether_input(
 
 /// `ether_demux`: a checked frame, its link header stripped, to the vector of its
 /// type.
-#[inline]
+#[inline(always)]
 fn ether_demux(cx: &mut LinkCx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInputVecs) {
     let to = match ty {
         EtherType::Ipv4 => &mut v.ip4,
@@ -281,7 +281,10 @@ pub(crate) fn arp_request(
     if m.append(&[0u8; 28]).is_err() {
         return DropReason::EtherOutDropped.count(cx.stats);
     }
-    repr.emit(&mut ArpPacket::new_unchecked(m.first_mut()));
+    let Some(h) = m.head_mut::<28>() else {
+        return cx.drop_pkt(m, DropReason::EtherOutDropped);
+    };
+    repr.emit(&mut ArpPacket::new_unchecked(h));
     ether_output(
         cx,
         ifp,
@@ -342,7 +345,10 @@ pub(crate) fn arp_input(cx: &mut LinkCx<'_>, ifp: &Ifnet, mut m: Mbuf) {
             target_protocol_addr: spa,
         };
         m.truncate(28);
-        reply.emit(&mut ArpPacket::new_unchecked(m.first_mut()));
+        let Some(h) = m.head_mut::<28>() else {
+            return cx.drop_pkt(m, DropReason::EtherOutDropped);
+        };
+        reply.emit(&mut ArpPacket::new_unchecked(h));
         cx.stats.arp.txreplies += 1;
         ether_output(cx, ifp, m, sha, EtherType::Arp);
     }

@@ -41,6 +41,7 @@ impl InetAddr {
         }
     }
 
+    #[inline]
     pub fn netmask(&self) -> Ipv4Addr {
         let bits = if self.prefix_len == 0 {
             0
@@ -55,6 +56,7 @@ impl InetAddr {
     }
 
     /// The directed broadcast address of the subnet (none for /31 and /32, RFC 3021).
+    #[inline]
     pub fn broadcast(&self) -> Option<Ipv4Addr> {
         if self.prefix_len >= 31 {
             return None;
@@ -65,6 +67,7 @@ impl InetAddr {
     }
 
     /// True if `a` is on this subnet.
+    #[inline]
     pub fn contains(&self, a: Ipv4Addr) -> bool {
         let m = u32::from(self.netmask());
         u32::from(a) & m == u32::from(self.addr) & m
@@ -118,6 +121,7 @@ impl Inet6Addr {
     }
 
     /// True if `a` is on this prefix.
+    #[inline]
     pub fn contains(&self, a: Ipv6Addr) -> bool {
         let bits = u32::from(self.prefix_len);
         if bits == 0 {
@@ -342,11 +346,13 @@ impl Forwarding {
 
 impl Ifnet {
     /// True if `a` is one of this interface's addresses.
+    #[inline]
     pub fn has_addr(&self, a: Ipv4Addr) -> bool {
         self.addrs.iter().any(|x| x.addr == a)
     }
 
     /// True if `a` is a broadcast address on this interface.
+    #[inline]
     pub fn is_broadcast(&self, a: Ipv4Addr) -> bool {
         a.is_broadcast() || self.addrs.iter().any(|x| x.broadcast() == Some(a))
     }
@@ -361,11 +367,13 @@ impl Ifnet {
     }
 
     /// The IPv6 address `a` if it is configured here (in any state).
+    #[inline]
     pub fn addr6(&self, a: Ipv6Addr) -> Option<&Arc<In6Ifaddr>> {
         self.addrs6.iter().find(|x| x.addr.addr == a)
     }
 
     /// IPv6 is on: the interface has a link-local address.
+    #[inline]
     pub fn inet6(&self) -> bool {
         !self.addrs6.is_empty()
     }

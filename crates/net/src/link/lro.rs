@@ -334,7 +334,7 @@ impl Lro {
         // and holds the headers; should it not, the packet goes up with the first
         // frame's lengths, and IP input takes the rest for padding.
         if let Some(b) = (h.frames > 1)
-            .then(|| h.m.first_mut().get_mut(..h.f.hlen))
+            .then(|| h.m.try_first_mut().ok()?.get_mut(..h.f.hlen))
             .flatten()
         {
             let f = h.f;

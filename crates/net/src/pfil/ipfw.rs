@@ -22,7 +22,7 @@
 use crate::ifindex::IfIndex;
 use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilEnv, PfilHook, PfilPoint, Reject, Verdict};
 use arc_swap::ArcSwap;
-use fw::{Counters, Decision, Direction, Env, IfName, IfRef, PacketInfo, RejectKind};
+use fw::{Decision, Direction, Env, IfName, IfRef, PacketInfo, RejectKind};
 use mbuf::Mbuf;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,9 +34,9 @@ pub struct Ipfw {
     ruleset: Mutex<fw::Ruleset>,
     program: ArcSwap<fw::Program>,
     states: Arc<fw::state::StateShards>,
-    /// Per worker: the rules' counters, the `prob` coin and the batch scratch,
-    /// taken once per vector by the worker (and by `ipfw show`, rarely).
-    workers: Vec<Mutex<WorkerFw>>,
+    /// Per worker: the rules' counters (written by that worker alone, read by
+    /// `ipfw show` without a lock) and the batch scratch.
+    workers: Vec<WorkerFw>,
     /// The pipes and queues, and the packets they hold.
     dn: Mutex<fw::dummynet::Dummynet<DnPkt>>,
     /// Some pipe or queue is configured (no lock taken per poll otherwise).
@@ -58,7 +58,15 @@ pub struct Ipfw {
 /// A worker's share of the firewall.
 #[derive(Debug)]
 struct WorkerFw {
-    counters: Counters,
+    counters: fw::SharedCounters,
+    /// The rest, the worker's alone: its lock is taken once per vector and never
+    /// contended (only the worker filters with it).
+    scratch: Mutex<Scratch>,
+}
+
+/// What a worker filters a vector with.
+#[derive(Debug)]
+struct Scratch {
     /// The `prob` coin.
     rng: u64,
     /// A batch's packet descriptions, verdicts, and where each came from.
@@ -74,7 +82,15 @@ struct WorkerFw {
 impl WorkerFw {
     fn new(rng: u64) -> WorkerFw {
         WorkerFw {
-            counters: Counters::new(),
+            counters: fw::SharedCounters::new(),
+            scratch: Mutex::new(Scratch::new(rng)),
+        }
+    }
+}
+
+impl Scratch {
+    fn new(rng: u64) -> Scratch {
+        Scratch {
             rng,
             infos: Vec::new(),
             verdicts: Vec::new(),
@@ -142,7 +158,7 @@ impl Ipfw {
             program: ArcSwap::new(program),
             states,
             workers: (0..workers.max(1))
-                .map(|i| Mutex::new(WorkerFw::new(0x9e37_79b9_7f4a_7c15 ^ i as u64)))
+                .map(|i| WorkerFw::new(0x9e37_79b9_7f4a_7c15 ^ i as u64))
                 .collect(),
             dn: Mutex::new(fw::dummynet::Dummynet::new(0x6475_6d6d_796e_6574)),
             shaping: std::sync::atomic::AtomicBool::new(false),
@@ -218,24 +234,20 @@ impl Ipfw {
             return Ok(String::new());
         }
         let mut rs = self.rules();
-        let snaps = self.counter_snapshots();
-        let refs: Vec<&Counters> = snaps.iter().collect();
+        let refs = self.counters();
         let out = rs.execute(line, 1, &refs).map_err(|e| e.to_string())?;
         self.publish(&mut rs)?;
         Ok(out)
     }
 
-    fn counter_snapshots(&self) -> Vec<Counters> {
-        self.workers
-            .iter()
-            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).counters.clone())
-            .collect()
+    /// Every worker's counters, as the ruleset's commands read and zero them.
+    fn counters(&self) -> Vec<&fw::SharedCounters> {
+        self.workers.iter().map(|w| &w.counters).collect()
     }
 
     /// `ipfw show`: every rule with its packet and byte counts, summed over workers.
     pub fn show(&self) -> String {
-        let snaps = self.counter_snapshots();
-        let refs: Vec<&Counters> = snaps.iter().collect();
+        let refs = self.counters();
         self.rules().show(None, &refs)
     }
 
@@ -686,7 +698,8 @@ impl PfilHook for Ipfw {
         let program = self.program.load();
         let env = HookEnv(cx.env);
         let w = cx.worker % self.workers.len();
-        let mut g = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
+        let worker = &self.workers[w];
+        let mut g = worker.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let wf = &mut *g;
         wf.ifrefs(cx.env);
         wf.infos.clear();
@@ -721,7 +734,7 @@ impl PfilHook for Ipfw {
             &mut wf.verdicts,
             &env,
             &self.states,
-            &mut wf.counters,
+            &worker.counters,
             now,
             &mut wf.rng,
         );

@@ -156,11 +156,18 @@ impl NetConfig {
 
     /// Remakes what is derived from the interfaces (before a publication).
     fn reindex(&mut self) {
-        self.inet.local4 = self
+        let local4 = self
             .ifaces
             .iter()
             .flat_map(|i| i.addrs.iter().map(|a| a.addr))
             .collect();
+        self.inet.set_local4(local4);
+        let local6 = self
+            .ifaces
+            .iter()
+            .flat_map(|i| i.addrs6.iter().cloned())
+            .collect();
+        self.inet6.set_local6(local6);
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not

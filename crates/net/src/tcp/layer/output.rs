@@ -326,7 +326,15 @@ pub(crate) fn send_segment<'p>(
     // The checksum is left to the output interface (Linux's CHECKSUM_PARTIAL): the
     // field holds the pseudo-header sum, and `ip_send` / `ip6_send` finish it in
     // software for a device that does not (ip::csum_finish).
-    m.first_mut()[16..18].copy_from_slice(&pseudo.to_be_bytes());
+    let Some(h) = m.head_mut::<18>() else {
+        let why = if t.local.is_ipv4() {
+            DropReason::IpOutDropped
+        } else {
+            DropReason::Ip6OutDropped
+        };
+        return cx.drop_pkt(m, why);
+    };
+    h[16..18].copy_from_slice(&pseudo.to_be_bytes());
     m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
     m.hdr.tso_segsz = seg.tso_segsz;
     let (src, dst) = match (t.local.ip(), t.remote.ip()) {
