@@ -11,7 +11,8 @@
 //! measured here, not believed.
 //!
 //! What it may call: `std` only. This is one of the two crates allowed `unsafe`
-//! (the pool and the inline segment list); each block says why it is sound, and
+//! (the pool, the inline segment list, and [`FillBuf`]'s writes past the pieces
+//! it handed out); each block says why it is sound, and
 //! the unit tests run under Miri.
 //!
 //! Protocol code reads headers as `m.pulldown(off, len)?` and then a `wire` view
@@ -25,6 +26,8 @@
 
 use std::fmt;
 
+pub mod csum;
+mod fill;
 mod mbuf;
 #[cfg(test)]
 mod model_tests;
@@ -35,8 +38,9 @@ pub mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use crate::fill::FillBuf;
 pub use crate::mbuf::{Mbuf, Pkt};
-pub use crate::pool::PoolStats;
+pub use crate::pool::{BufId, PoolStats};
 pub use crate::stats::{MbufStats, PullStats};
 
 /// Bytes of one small buffer, header included (NetBSD 1.4).
@@ -59,6 +63,9 @@ pub const MJUM256BYTES: usize = 258 * 1024;
 /// Headroom left by [`Mbuf::new`] and [`Mbuf::from_slice`] for prepends
 /// (Ethernet + VLAN + IPv6 + a tunnel header fit).
 pub const DEFAULT_HEADROOM: usize = 128;
+/// Headroom [`Mbuf::with_headers`] keeps when it can: an Ethernet header and an
+/// 802.1Q tag (a longer prepend takes a buffer of its own, as `M_PREPEND` does).
+pub const LINK_HEADROOM: usize = 18;
 /// Same as [`DEFAULT_HEADROOM`].
 pub const MAX_HEADROOM: usize = DEFAULT_HEADROOM;
 

@@ -12,9 +12,11 @@
 use std::fmt;
 use std::ptr::NonNull;
 
-use crate::pool::{self, Buf, Class};
+use crate::pool::{self, Buf, BufId, Class};
 use crate::seglist::{Seg, SegList};
-use crate::{NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN};
+use crate::{
+    NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, LINK_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN,
+};
 
 /// A packet: a pointer-sized handle to its record — the packet header and the
 /// chain of reference-counted buffer segments — which lives in the pool, as
@@ -193,6 +195,26 @@ impl Mbuf {
         Ok(m)
     }
 
+    /// A packet holding `hdr`, a packet's headers that travel in a buffer of their
+    /// own ahead of data shared with another packet (a segment cut from a larger
+    /// one): at the end of a small buffer when they leave [`LINK_HEADROOM`] in
+    /// front of them, else as [`Mbuf::with_capacity`]. A frame's headers then take
+    /// two cache lines of a small buffer, not a 2 KiB cluster's.
+    pub fn with_headers(hdr: &[u8]) -> Result<Mbuf, NoBufs> {
+        let len = hdr.len();
+        if len + LINK_HEADROOM > MLEN {
+            let mut m = Mbuf::with_capacity(len)?;
+            m.append(hdr)?;
+            return Ok(m);
+        }
+        let mut buf = Buf::alloc(Class::Small)?;
+        fill_new(&mut buf, MLEN - len, hdr)?;
+        let mut m = Mbuf::empty(PktHdr::default())?;
+        m.segs.push(Seg::new(buf, MLEN - len, len));
+        m.len = len;
+        Ok(m)
+    }
+
     /// A packet holding `data`: [`DEFAULT_HEADROOM`] bytes of headroom in the first
     /// cluster, then as many clusters as the data needs.
     pub fn from_slice(data: &[u8]) -> Result<Mbuf, NoBufs> {
@@ -300,6 +322,23 @@ impl Mbuf {
     /// packets from the network (reassembly) bound themselves with it.
     pub fn buf_bytes(&self) -> usize {
         self.segs.as_slice().iter().map(|s| s.buf.cap()).sum()
+    }
+
+    /// [`Mbuf::buf_bytes`] without the segments in the buffer `other` names (one
+    /// another holder pins already, so keeping this packet costs nothing more of
+    /// it).
+    pub fn buf_bytes_except(&self, other: Option<BufId>) -> usize {
+        self.segs
+            .as_slice()
+            .iter()
+            .filter(|s| Some(s.buf.id()) != other)
+            .map(|s| s.buf.cap())
+            .sum()
+    }
+
+    /// The buffer that holds this packet's last byte, if it has any.
+    pub fn last_buf(&self) -> Option<BufId> {
+        self.segs.as_slice().last().map(|s| s.buf.id())
     }
 
     /// The data of each segment, in order (the first may be empty).
@@ -491,7 +530,11 @@ impl Mbuf {
         Ok(rest)
     }
 
-    /// `m_cat`: appends `other`'s segments (no copy); its header is dropped.
+    /// `m_cat`: appends `other`'s segments (no copy); its header is dropped. A
+    /// first segment of `other` that continues this packet's last one in the same
+    /// buffer (the next window of a buffer both share, as consecutive frames cut
+    /// from one segment are) joins it, so the chain does not grow (Linux's
+    /// `skb_try_coalesce` does the same for page fragments).
     pub fn cat(&mut self, mut other: Mbuf) {
         if other.len == 0 {
             return;
@@ -501,7 +544,51 @@ impl Mbuf {
             drop(segs.remove(0));
         }
         self.len += other.len;
+        if let (Some(last), Some(first)) = (self.segs.last_mut(), segs.first()) {
+            if last.continued_by(&first.window()) {
+                last.set_len(last.len() + first.len());
+                drop(segs.remove(0));
+            }
+        }
         self.segs.append(segs);
+    }
+
+    /// Whether [`Mbuf::cat`] would join the byte at `off` of `other` to this
+    /// packet's last segment: it lies in the same buffer, right after this
+    /// packet's last byte.
+    pub fn joins(&self, other: &Mbuf, off: usize) -> bool {
+        let (k, loff) = other.locate(off);
+        match (self.segs.as_slice().last(), other.segs.as_slice().get(k)) {
+            (Some(last), Some(s)) => last.continued_by(&s.share_window(loff)),
+            _ => false,
+        }
+    }
+
+    /// `m_copym` then `m_cat` without the packet between them: appends bytes
+    /// `[off, off + len)` of `src` (clamped to its length), sharing its buffers (no
+    /// copy), the first joining this packet's last segment when it continues it.
+    /// `NoBufs` is never returned today (sharing allocates nothing) but kept for a
+    /// spill of the segment list.
+    pub fn append_shared(&mut self, src: &Mbuf, off: usize, len: usize) -> Result<(), NoBufs> {
+        let off = off.min(src.len);
+        let mut left = len.min(src.len - off);
+        self.len += left;
+        let (k, mut loff) = src.locate(off);
+        for s in src.segs.as_slice().iter().skip(k) {
+            if left == 0 {
+                break;
+            }
+            let n = (s.len() - loff).min(left);
+            match self.segs.last_mut() {
+                Some(last) if last.continued_by(&s.share_window(loff)) => {
+                    last.set_len(last.len() + n)
+                }
+                _ => self.segs.push(s.share(loff, n)),
+            }
+            left -= n;
+            loff = 0;
+        }
+        Ok(())
     }
 
     /// `m_append`: appends `data`, filling the last buffer's tailroom (if it is

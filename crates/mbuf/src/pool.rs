@@ -349,6 +349,13 @@ fn give(p: FreePtr, class: Class) {
     }
 }
 
+/// Which buffer a packet's bytes lie in ([`crate::Mbuf::last_buf`]), to tell
+/// whether two packets share one: its address, through which nothing can be
+/// reached. Meaningful while some packet holds the buffer (a freed buffer's
+/// identity passes to the next holder of its memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufId(usize);
+
 /// One counted reference to a pool buffer. Dropping the last reference returns
 /// the buffer to the dropping thread's cache.
 ///
@@ -398,6 +405,18 @@ impl Buf {
     #[inline]
     pub(crate) fn class(&self) -> Class {
         Class::from_u8(self.hdr().class)
+    }
+
+    /// Whether `other` is a reference to the same buffer.
+    #[inline]
+    pub(crate) fn same_as(&self, other: &Buf) -> bool {
+        self.0 == other.0
+    }
+
+    /// The buffer's identity.
+    #[inline]
+    pub(crate) fn id(&self) -> BufId {
+        BufId(self.0.as_ptr() as usize)
     }
 
     /// True if this is the only reference, i.e. the bytes may be written.
@@ -489,6 +508,23 @@ impl Buf {
         debug_assert!(self.is_unique() && off <= self.cap() && len <= self.cap() - off);
         // SAFETY: in bounds and unique (the caller's contract); `&mut self` makes the
         // borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) }
+    }
+}
+
+impl Buf {
+    /// The bytes `[off, off + len)`, writable, in a buffer that may be shared.
+    ///
+    /// # Safety
+    /// `off + len <= self.cap()`, and no other handle's window covers or can come
+    /// to cover these bytes while the returned slice lives: every other holder
+    /// keeps to bytes before `off` (the contract of [`crate::FillBuf`]).
+    #[inline]
+    pub(crate) unsafe fn bytes_mut_beyond_windows(&mut self, off: usize, len: usize) -> &mut [u8] {
+        assert!(off <= self.cap() && len <= self.cap() - off);
+        // SAFETY: in bounds (checked above); no other handle reads or writes these
+        // bytes (the caller's contract), and `&mut self` excludes this handle's
+        // other uses, so the slice is the only access to them.
         unsafe { std::slice::from_raw_parts_mut(self.data().add(off), len) }
     }
 }

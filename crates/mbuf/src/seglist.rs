@@ -121,6 +121,36 @@ impl Seg {
         debug_assert!(from + len <= self.len());
         Seg::new(self.buf.clone(), self.off() + from, len)
     }
+    /// Where byte `from` of this segment lies: its buffer and offset in it, for
+    /// [`Seg::continued_by`] (no reference taken).
+    #[inline]
+    pub(crate) fn share_window(&self, from: usize) -> Window<'_> {
+        Window {
+            buf: &self.buf,
+            off: self.off() + from,
+        }
+    }
+    /// Whether `next` starts in this segment's buffer right where this window
+    /// ends: the two windows are one run of the buffer's bytes, which one segment
+    /// (holding one reference) may hold.
+    #[inline]
+    pub(crate) fn continued_by(&self, next: &Window<'_>) -> bool {
+        self.buf.same_as(next.buf) && next.off == self.end()
+    }
+}
+
+/// A place in a buffer: [`Seg::share_window`].
+pub(crate) struct Window<'a> {
+    buf: &'a Buf,
+    off: usize,
+}
+
+impl Seg {
+    /// This segment's start, as a [`Window`].
+    #[inline]
+    pub(crate) fn window(&self) -> Window<'_> {
+        self.share_window(0)
+    }
 }
 
 /// A small vector of segments.

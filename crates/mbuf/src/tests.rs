@@ -274,6 +274,93 @@ fn cat_moves_segments_and_drops_an_empty_leading_one() {
 }
 
 #[test]
+fn cat_joins_consecutive_windows_of_one_buffer() {
+    // Frames cut from one segment, each a header and a window of the data: put
+    // back together, the windows are one segment again.
+    let data = bytes(1500);
+    let whole = Mbuf::from_slice(&data).unwrap();
+    let mut m = Mbuf::from_slice(b"hdr").unwrap();
+    for (off, len) in [(0, 500), (500, 400), (900, 600)] {
+        assert_eq!(m.joins(&whole, off), off > 0, "{off}");
+        let mut f = Mbuf::from_slice(b"frame header").unwrap();
+        f.cat(whole.copym(off, len).unwrap());
+        assert!(!m.joins(&f, 0), "a buffer of its own");
+        f.adj(12);
+        m.cat(f);
+    }
+    assert_eq!(lens(&m), [3, 1500]);
+    assert_eq!(&m.to_vec()[3..], &data[..]);
+    m.check();
+    // Not joined: a gap, or the windows out of order.
+    let mut g = whole.copym(0, 100).unwrap();
+    g.cat(whole.copym(101, 100).unwrap());
+    g.cat(whole.copym(0, 10).unwrap());
+    assert_eq!(lens(&g), [100, 100, 10]);
+    // The joined segment holds one reference; dropping every other holder makes
+    // it the only one again, and writable.
+    drop(whole);
+    let mut n = Mbuf::empty(PktHdr::default()).unwrap();
+    n.append_shared(&m, 3, 1497).unwrap();
+    assert_eq!(lens(&n), [1497]);
+    drop(m);
+    n.copyback(0, &[7]).unwrap();
+    assert_eq!(n.to_vec()[..2], [7, data[1]]);
+    n.check();
+    g.check();
+}
+
+#[test]
+fn buf_bytes_except_leaves_out_a_buffer_held_elsewhere() {
+    let a = Mbuf::from_slice(&bytes(100)).unwrap();
+    let b = Mbuf::from_slice(&bytes(100)).unwrap();
+    let mut m = a.copym(0, 50).unwrap();
+    m.cat(b.copym(0, 50).unwrap());
+    assert_eq!(m.buf_bytes(), 2 * MCLBYTES);
+    assert_eq!(m.buf_bytes_except(a.last_buf()), MCLBYTES);
+    assert_eq!(m.buf_bytes_except(None), 2 * MCLBYTES);
+    assert_eq!(m.last_buf(), b.last_buf());
+    assert_ne!(a.last_buf(), b.last_buf());
+    assert_eq!(Mbuf::empty(PktHdr::default()).unwrap().last_buf(), None);
+}
+
+#[test]
+fn append_shared_shares_a_range_and_joins_its_first_segment() {
+    let data = bytes(5000);
+    let src = Mbuf::from_parts(&[&data[..100], &data[100..300], &data[300..]]).unwrap();
+    let mut m = Mbuf::from_slice(b"h").unwrap();
+    m.append_shared(&src, 50, 100).unwrap();
+    assert_eq!(lens(&m), [1, 50, 50]);
+    // Continuing where the last one ended: joined to it.
+    m.append_shared(&src, 150, 3000).unwrap();
+    assert_eq!(lens(&m), [1, 50, 200, MCLBYTES, 2850 - MCLBYTES]);
+    assert_eq!(m.len(), 1 + 3100);
+    assert_eq!(&m.to_vec()[1..], &data[50..3150]);
+    // Clamped to the source.
+    m.append_shared(&src, 4990, 100).unwrap();
+    m.append_shared(&src, 9000, 100).unwrap();
+    assert_eq!(m.len(), 1 + 3110);
+    m.check();
+}
+
+#[test]
+fn headers_of_their_own_take_a_small_buffer_when_they_fit() {
+    let mut m = Mbuf::with_headers(&bytes(52)).unwrap();
+    assert_eq!(
+        (m.len(), m.buf_bytes(), m.headroom()),
+        (52, MLEN, MLEN - 52)
+    );
+    assert_eq!(m.to_vec(), bytes(52));
+    m.prepend(14).unwrap();
+    assert_eq!((m.nsegs(), m.len()), (1, 66), "a link header fits in front");
+    m.check();
+    // Too long to leave a link header's room: a cluster, as with_capacity.
+    let m = Mbuf::with_headers(&bytes(MLEN - crate::LINK_HEADROOM + 1)).unwrap();
+    assert_eq!((m.buf_bytes(), m.headroom()), (MCLBYTES, DEFAULT_HEADROOM));
+    assert_eq!(m.to_vec(), bytes(MLEN - crate::LINK_HEADROOM + 1));
+    m.check();
+}
+
+#[test]
 fn append_fills_tailroom_then_clusters() {
     let mut m = Mbuf::devget(&bytes(10)).unwrap();
     m.append(&bytes(86)).unwrap();
@@ -473,4 +560,52 @@ fn recycle_reuses_an_unshared_first_buffer() {
     m.check();
     assert_eq!(keep.to_vec(), vec![9u8; 64]);
     assert_eq!(m.to_vec(), vec![5u8; 10]);
+}
+
+#[test]
+fn a_fill_buffer_hands_out_its_pieces_and_keeps_writing_after_them() {
+    let data = bytes(3000);
+    let mut f = crate::FillBuf::new(2000).unwrap();
+    assert_eq!(f.room(), MCLBYTES);
+    let a = f.fill(&data[..1000]).unwrap();
+    let b = f.fill(&data[1000..1500]).unwrap();
+    // More than there is room for: what fits.
+    let c = f.fill(&data[1500..]).unwrap();
+    assert_eq!((a.len(), b.len(), c.len(), f.room()), (1000, 500, 548, 0));
+    assert!(f.fill(&data[..10]).unwrap().is_empty());
+    assert_eq!(a.to_vec(), data[..1000]);
+    assert_eq!(b.to_vec(), data[1000..1500]);
+    assert_eq!(c.to_vec(), data[1500..2048]);
+    // The pieces are consecutive windows of one buffer: put together, one segment.
+    let mut all = a.try_clone().unwrap();
+    all.cat(b);
+    all.cat(c);
+    assert_eq!((all.nsegs(), all.to_vec()), (1, data[..2048].to_vec()));
+    // Shared (the filler and the pieces hold it): a write copies first.
+    let mut w = a;
+    w.copyback(0, &[0xaa]).unwrap();
+    assert_eq!(all.to_vec(), data[..2048]);
+    drop(f);
+    all.check();
+    w.check();
+}
+
+#[test]
+fn pieces_are_read_on_another_thread_while_the_buffer_fills() {
+    // Miri checks that the writes after the mark race with no read of a piece.
+    let data = bytes(4000);
+    let mut f = crate::FillBuf::new(4000).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Mbuf>();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(m) = rx.recv() {
+            got.extend_from_slice(&m.to_vec());
+        }
+        got
+    });
+    for piece in data.chunks(300) {
+        tx.send(f.fill(piece).unwrap()).unwrap();
+    }
+    drop(tx);
+    assert_eq!(reader.join().unwrap(), data);
 }

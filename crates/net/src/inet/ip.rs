@@ -355,9 +355,32 @@ pub(crate) fn ip_send(
         .inet
         .path_mtu4(dst, cx.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    let out = |cx: &mut InetCx<'_>, m| ether::arp_resolve_output(cx, ifp, m, nexthop, bcast);
+    // The link address looked up once for all the pieces a segment is cut into.
+    let dst_mac = ip_link_dst(cx, ifp, nexthop, bcast);
+    let out = |cx: &mut InetCx<'_>, m| match dst_mac {
+        Some(mac) => ether::ether_output(cx, ifp, m, mac, wire::EtherType::Ipv4),
+        None => ether::arp_resolve_output(cx, ifp, m, nexthop, bcast),
+    };
     if let Some(m) = fit_link(cx, ifp, m, mtu, out) {
         ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
+    }
+}
+
+/// The link address of `nexthop` on `ifp` when it is known without asking: the
+/// broadcast address, a multicast group's, or a fresh neighbour entry
+/// (`arp_resolve_output`'s fast path, for a caller sending several packets).
+fn ip_link_dst(
+    cx: &mut InetCx<'_>,
+    ifp: &Ifnet,
+    nexthop: Ipv4Addr,
+    bcast: bool,
+) -> Option<wire::EthernetAddress> {
+    if bcast {
+        Some(wire::EthernetAddress::BROADCAST)
+    } else if nexthop.is_multicast() {
+        Some(ether::multicast_mac(nexthop))
+    } else {
+        cx.arp_lookup(ifp.index, nexthop)
     }
 }
 

@@ -103,6 +103,8 @@ pub struct TcpStream {
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
     rx_partial: Mutex<Option<(crate::tcp::sndbuf::Chunk, usize)>>,
+    /// The writer's packet buffer being filled (`ByteChan::push_filling`).
+    tx_fill: Mutex<Option<mbuf::FillBuf>>,
 }
 
 /// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes, each clamped to
@@ -154,6 +156,7 @@ impl TcpStream {
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
             rx_partial: Mutex::new(None),
+            tx_fill: Mutex::new(None),
         }
     }
 
@@ -368,7 +371,10 @@ impl TcpStream {
                 "connection closed",
             ));
         }
-        let n = self.s.tx.push(buf);
+        let n = {
+            let mut fill = self.tx_fill.lock().unwrap_or_else(|e| e.into_inner());
+            self.s.tx.push_filling(buf, &mut fill)
+        };
         self.kick();
         if n > 0 || buf.is_empty() {
             Ok(n)

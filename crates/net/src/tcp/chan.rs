@@ -1,13 +1,16 @@
 //! What a TCP connection's application handle shares with its worker: two byte
 //! channels built from lock-free queues of chunks, and a few atomic flags.
 //!
-//! A byte channel passes `Vec<u8>` chunks through a bounded `ArrayQueue` and returns
-//! the emptied chunks through a second one, so in the steady state nobody allocates
-//! and nobody takes a lock: the worker is the only consumer of `tx` and the only
-//! producer of `rx`; the application (one reader, one writer at a time, serialised by
-//! the handle) is the other side.
+//! A byte channel passes chunks through a bounded `ArrayQueue`: `Vec<u8>`s, which
+//! a second queue returns emptied, or pieces of packet buffers (a writer's bulk
+//! bytes, copied once into buffers it fills front to back; a received segment's
+//! data, held where it arrived), so in the steady state nobody allocates and
+//! nobody takes a lock: the worker is the only consumer of `tx` and the only
+//! producer of `rx`; the application (one reader, one writer at a time, serialised
+//! by the handle) is the other side.
 
 use super::sndbuf::Chunk;
+use super::tcb::Payload;
 use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
 use std::cell::RefCell;
@@ -231,36 +234,39 @@ impl ByteChan {
     }
 
     /// Producer: queues as much of `data` as fits; returns how much.
-    pub fn push(&self, mut data: &[u8]) -> usize {
+    pub fn push(&self, data: &[u8]) -> usize {
+        self.push_filling(data, &mut None)
+    }
+
+    /// Producer: as [`ByteChan::push`], a writer's bytes copied once into packet
+    /// buffers that `fill` (the writer's, kept between calls) fills front to back:
+    /// each piece a chunk sharing its buffer, so the send buffer, the segments and
+    /// a receiver on this machine all take the bytes by reference, and a write
+    /// that finds little room lands beside the last one rather than in a chunk of
+    /// its own that is copied again on the way out. A writer starts filling with
+    /// a large write ([`PKT_CHUNK_MIN`]) and, a bulk stream, keeps on; small
+    /// writes before it (requests) go into chunks of their own sized to them.
+    pub fn push_filling(&self, mut data: &[u8], fill: &mut Option<mbuf::FillBuf>) -> usize {
         if data.is_empty() {
             return 0;
         }
         let qs = self.queues();
         let mut done = 0;
-        // Whether the pool has packet buffers to spare: asked once per call and
-        // size of buffer (it takes the pool's lock), not per chunk.
-        let mut plenty = [None; 2];
+        // Whether the pool has packet buffers to spare: asked once per call (it
+        // takes the pool's lock), not per chunk.
+        let mut plenty = None;
         while !data.is_empty() {
             let room = data.len().min(self.space());
-            // A large piece goes into a packet buffer, whose bytes the send buffer
-            // and then the segments share (no second copy on the way out); the
-            // rest into a chunk of our own.
-            let want = room.min(self.pkt_chunk_len());
-            let c = if room >= PKT_CHUNK_MIN
-                && *plenty[usize::from(want > JUMBO_CHUNK)]
-                    .get_or_insert_with(|| mbuf::pool::plenty_for(want))
-            {
-                Self::pkt_chunk(&data[..want])
-            } else {
-                None
-            };
+            if room == 0 {
+                break;
+            }
+            let c = (fill.is_some() || room >= PKT_CHUNK_MIN)
+                .then(|| self.fill_chunk(&data[..room], fill, &mut plenty))
+                .flatten();
             let c = match c {
                 Some(c) => c,
                 None => {
                     let n = room.min(CHUNK);
-                    if n == 0 {
-                        break;
-                    }
                     // A new chunk is as large as this piece needs (a 64-byte request
                     // does not take 16 KiB); a reused one grows to what it is asked
                     // to hold.
@@ -284,6 +290,28 @@ impl ByteChan {
         done
     }
 
+    /// What of `data` the buffer being filled takes, as a chunk; a new buffer when
+    /// it is full or there is none, if the pool has them to spare ([`mbuf::pool::
+    /// plenty_for`]: at least half the buffers of each size are kept for
+    /// packets). `None` when there is no buffer for it.
+    fn fill_chunk(
+        &self,
+        data: &[u8],
+        fill: &mut Option<mbuf::FillBuf>,
+        plenty: &mut Option<bool>,
+    ) -> Option<Chunk> {
+        if fill.as_ref().is_none_or(|f| f.room() == 0) {
+            // As large as the piece, up to the channel's chunk size.
+            let len = data.len().clamp(PKT_CHUNK_MIN, self.pkt_chunk_len());
+            if !*plenty.get_or_insert_with(|| mbuf::pool::plenty_for(len)) {
+                return None;
+            }
+            *fill = Some(mbuf::FillBuf::new(len).ok()?);
+        }
+        let m = fill.as_mut()?.fill(data).ok()?;
+        (!m.is_empty()).then_some(Chunk::Pkt(m))
+    }
+
     /// The largest packet-buffer chunk for this channel: a quarter of its bound,
     /// 64 KiB to [`PKT_CHUNK`], so that the bytes of a few chunks are always in
     /// flight and the writer refills one while the others wait for their ACK.
@@ -294,15 +322,6 @@ impl ByteChan {
         (self.cap / 4).clamp(64 * 1024, PKT_CHUNK)
     }
 
-    /// `data` in a packet buffer of its own (`None` when the pool has none).
-    /// The caller asks [`mbuf::pool::plenty_for`] first: at least half the buffers
-    /// of each size are kept for packets.
-    fn pkt_chunk(data: &[u8]) -> Option<Chunk> {
-        let mut m = mbuf::Mbuf::with_capacity(data.len()).ok()?;
-        m.append(data).ok()?;
-        (m.nsegs() == 1).then_some(Chunk::Pkt(m))
-    }
-
     /// Consumer: gives back a chunk taken whole by [`ByteChan::drain_moving`], for the
     /// producer to fill again (dropped when there is no room).
     pub fn recycle(&self, c: Vec<u8>) {
@@ -311,43 +330,117 @@ impl ByteChan {
         }
     }
 
-    /// Producer: queues `data`, which lies in the packet `m`, without copying it: the
-    /// channel holds a reference to the packet's buffer instead (a received
-    /// segment's data on its way to the application). Copies, as [`ByteChan::push`],
-    /// what is short or fills less than a quarter of its buffer (it would pin far
-    /// more memory than it carries), lies outside `m`, or does not fit whole;
-    /// returns how much was taken, and whether by reference.
-    pub fn push_pkt(&self, m: &mbuf::Mbuf, data: &[u8]) -> (usize, bool) {
-        if data.len() < HOLD_MIN || data.len() > self.space() {
-            return (self.push(data), false);
+    /// Producer: queues a received segment's data (`data`, in pieces that lie in the
+    /// packet `m`), all of it or nothing but what fits. Runs of up to
+    /// [`RUN_SEGS`] pieces go by reference to `m`'s buffers, one chunk each (no
+    /// copy, and one queue slot for a whole merged segment rather than one per
+    /// frame); a run that is short or fills less than a quarter of the buffers it
+    /// would pin ([`worth_holding`]) is copied, runs next to each other into one
+    /// chunk. What lies outside `m` (a gathered copy) is copied too. Returns how
+    /// much was taken, and how much of it by reference.
+    ///
+    /// `last` is the producer's note of the buffer the last chunk held by reference
+    /// ends in: a run that starts in it pins none of it anew, so that part does not
+    /// count against the run (a sender's large buffer, cut into frames and merged
+    /// again by LRO, arrives as several runs, and the later ones may be short).
+    /// The chunks that lie in one buffer are then consecutive in the queue, the
+    /// first of them worth holding on its own, so what the channel pins stays
+    /// within the rule's bound of what it holds, but for the run of chunks the
+    /// reader is taking from (which may have lost its first): one buffer.
+    pub fn push_payload(
+        &self,
+        m: &mbuf::Mbuf,
+        data: Payload<'_>,
+        last: &mut Option<mbuf::BufId>,
+    ) -> (usize, usize) {
+        let total = data.len();
+        if total == 0 {
+            return (0, 0);
         }
-        // The segment of `m` that holds `data`, and where `data` starts in `m`.
-        let at = data.as_ptr() as usize;
-        let mut pos = 0;
-        let mut found = None;
-        for s in m.segments() {
-            let base = s.as_ptr() as usize;
-            if at >= base && at + data.len() <= base + s.len() {
-                found = Some(pos + (at - base));
-                break;
+        if total > self.space() {
+            // As much as fits, copied; the rest waits for room.
+            let mut n = 0;
+            for p in data.pieces() {
+                let k = self.push(p);
+                n += k;
+                if k < p.len() {
+                    break;
+                }
             }
-            pos += s.len();
+            return (n, 0);
         }
-        let Some(off) = found else {
-            return (self.push(data), false);
-        };
-        let Ok(shared) = m.copym(off, data.len()) else {
-            return (self.push(data), false);
-        };
-        if !worth_holding(&shared, data.len()) {
-            return (self.push(data), false);
+        let qs = self.queues();
+        let mut off = data.pieces().next().and_then(|p| offset_in(m, p));
+        let (mut done, mut by_ref) = (0, 0);
+        // Copied runs gather here until a run by reference (or the end) comes.
+        let mut copy: Option<Vec<u8>> = None;
+        let mut pieces = data.pieces().peekable();
+        while pieces.peek().is_some() {
+            let mut run = Payload::default();
+            for _ in 0..RUN_SEGS {
+                match pieces.next() {
+                    Some(p) => {
+                        run.push(p);
+                    }
+                    None => break,
+                }
+            }
+            let len = run.len();
+            let held = off
+                .filter(|o| len >= HOLD_MIN && o + len <= m.len())
+                .and_then(|o| m.copym(o, len).ok())
+                .filter(|c| worth_holding(c.buf_bytes_except(*last), len));
+            off = off.map(|o| o + len);
+            match held {
+                Some(c) => {
+                    if let Some(v) = copy.take() {
+                        match self.push_chunk(qs, Chunk::Bytes(v)) {
+                            Ok(n) => done += n,
+                            Err(()) => return (done, by_ref),
+                        }
+                    }
+                    let end = c.last_buf();
+                    match self.push_chunk(qs, Chunk::Pkt(c)) {
+                        Ok(n) => (done, by_ref, *last) = (done + n, by_ref + n, end),
+                        Err(()) => return (done, by_ref),
+                    }
+                }
+                None => {
+                    let v = copy.get_or_insert_with(|| {
+                        let want = (total - done).clamp(MIN_CHUNK, RX_CHUNK);
+                        let mut v = qs
+                            .take_free()
+                            .unwrap_or_else(|| Vec::with_capacity(want.next_power_of_two()));
+                        v.clear();
+                        v
+                    });
+                    for p in run.pieces() {
+                        v.extend_from_slice(p);
+                    }
+                }
+            }
         }
-        match self.queues().push(Chunk::Pkt(shared)) {
+        if let Some(v) = copy {
+            if let Ok(n) = self.push_chunk(qs, Chunk::Bytes(v)) {
+                done += n;
+            }
+        }
+        (done, by_ref)
+    }
+
+    /// Producer: queues one chunk and counts its bytes; `Err` (the chunk recycled)
+    /// when every slot is taken.
+    fn push_chunk(&self, qs: &Queues, c: Chunk) -> Result<usize, ()> {
+        let n = c.len();
+        match qs.push(c) {
             Ok(()) => {
-                self.bytes.fetch_add(data.len(), Ordering::AcqRel);
-                (data.len(), true)
+                self.bytes.fetch_add(n, Ordering::AcqRel);
+                Ok(n)
             }
-            Err(_) => (0, false),
+            Err(c) => {
+                c.recycle(qs);
+                Err(())
+            }
         }
     }
 
@@ -406,8 +499,9 @@ impl ByteChan {
             let Some((c, off)) = partial.as_mut() else {
                 break;
             };
-            let want = (c.len() - *off).min(max - done);
-            let data = &c.data()[*off..*off + want];
+            let run = c.run_at(*off);
+            let want = run.len().min(max - done);
+            let data = &run[..want];
             let took = match &*c {
                 Chunk::Pkt(m) => f(Piece::InPkt { m, off: *off, data }),
                 Chunk::Bytes(_) => f(Piece::Part(data)),
@@ -420,7 +514,7 @@ impl ByteChan {
                     c.recycle(qs);
                 }
             }
-            if took < want {
+            if took < want || want == 0 {
                 break;
             }
         }
@@ -431,14 +525,16 @@ impl ByteChan {
 
 /// Data shorter than this is copied rather than held by reference to a packet
 /// buffer.
-const HOLD_MIN: usize = 1024;
-/// Written data at least this long goes into packet buffers (a quarter of a jumbo
-/// cluster's 64 KiB, the rule of [`worth_holding`]), up to [`PKT_CHUNK`] bytes
-/// each; the worker moves pieces of them this long or longer into the send buffer
-/// by reference.
-pub(crate) const PKT_CHUNK_MIN: usize = 16 * 1024;
-/// The most data a jumbo cluster takes after its headroom.
-const JUMBO_CHUNK: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
+pub(crate) const HOLD_MIN: usize = 1024;
+/// Most pieces of a received segment one chunk holds by reference: what a packet
+/// holds without a list on the heap (`mbuf`'s inline segments).
+const RUN_SEGS: usize = 4;
+/// Largest chunk a received segment's copied data takes: a whole 64 KiB segment.
+const RX_CHUNK: usize = 64 * 1024;
+/// A write at least this long starts a writer filling packet buffers (a quarter of
+/// a jumbo cluster's 64 KiB, the ratio of [`worth_holding`]), up to [`PKT_CHUNK`]
+/// bytes each ([`ByteChan::push_filling`]).
+const PKT_CHUNK_MIN: usize = 16 * 1024;
 /// Bytes per packet-buffer chunk: 256 KiB, in a 256 KiB cluster (a jumbo cluster
 /// for less than it holds). Against 64 KiB chunks, a quarter of the per-chunk work
 /// (allocate, queue, share, free) for a bulk transfer: bench tcp's
@@ -446,16 +542,29 @@ const JUMBO_CHUNK: usize = mbuf::MJUMBYTES - mbuf::DEFAULT_HEADROOM;
 /// each, alternated.
 const PKT_CHUNK: usize = 256 * 1024;
 
-/// Whether `len` bytes are worth holding by reference in the packet `m` that holds
-/// them (rather than copied): they must be a good part of the buffers they pin,
+/// Where `piece` starts in the packet `m`, if it lies in one of its segments.
+fn offset_in(m: &mbuf::Mbuf, piece: &[u8]) -> Option<usize> {
+    let at = piece.as_ptr() as usize;
+    let mut pos = 0;
+    for s in m.segments() {
+        let base = s.as_ptr() as usize;
+        if at >= base && at + piece.len() <= base + s.len() {
+            return Some(pos + (at - base));
+        }
+        pos += s.len();
+    }
+    None
+}
+
+/// Whether `len` bytes are worth holding by reference in buffers of `pinned`
+/// bytes (rather than copied): they must be a good part of the buffers they pin,
 /// about a quarter (the buffers at most 4.25 times the bytes), or a stream of small
-/// segments in large buffers would hold far more memory than a channel's or a send
-/// buffer's bound says. A receiver applies it before it queues data by reference, a
-/// sender before a segment shares its send buffer, so what one shares the other
-/// does not copy. (A quarter and a bit: a 64 KiB segment's data, 65,483 bytes with
+/// segments in large buffers would hold far more memory than a channel's bound
+/// says. A receiver applies it before it queues data by reference (with
+/// [`HOLD_MIN`]). (A quarter and a bit: a 64 KiB segment's data, 65,483 bytes with
 /// timestamps, is a little under a quarter of a 256 KiB cluster with its headroom.)
-pub(crate) fn worth_holding(m: &mbuf::Mbuf, len: usize) -> bool {
-    len >= HOLD_MIN && m.buf_bytes().saturating_mul(4) <= len.saturating_mul(17)
+fn worth_holding(pinned: usize, len: usize) -> bool {
+    pinned.saturating_mul(4) <= len.saturating_mul(17)
 }
 
 impl Chunk {
@@ -682,9 +791,13 @@ mod tests {
     fn large_writes_go_into_packet_buffers_the_consumer_may_share() {
         let ch = ByteChan::new(256 * 1024);
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
-        // 64 KiB chunks in packet buffers while at least 16 KiB is left, then a copy.
-        assert_eq!(ch.push(&data[..150_000]), 150_000);
-        assert_eq!(ch.push(&data[150_000..150_100]), 100);
+        // A writer's bytes fill jumbo clusters (66 KiB), one chunk a piece; its next
+        // write, however small, goes on in the last one. Without a buffer being
+        // filled, a small write is a chunk of its own.
+        let mut fill = None;
+        assert_eq!(ch.push_filling(&data[..150_000], &mut fill), 150_000);
+        assert_eq!(ch.push_filling(&data[150_000..150_100], &mut fill), 100);
+        assert_eq!(ch.push(&data[150_100..150_200]), 100);
         let mut partial = None;
         let (mut got, mut kinds) = (Vec::new(), Vec::new());
         // The consumer takes at most 50,000 bytes at a time: a chunk is shared in parts.
@@ -707,19 +820,116 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(got, data[..150_100]);
+        assert_eq!(got, data[..150_200]);
         assert_eq!(
             kinds,
             [
                 ('p', 50_000),
-                ('p', 15_536),
-                ('p', 34_464),
-                ('p', 31_072),
-                ('p', 18_928),
+                ('p', 17_584),
+                ('p', 32_416),
+                ('p', 35_168),
+                ('p', 14_832),
+                ('p', 100),
                 ('b', 100)
             ]
         );
         assert!(ch.is_empty());
+    }
+
+    /// A merged segment (a header buffer, then the frames' data in buffers of their
+    /// own): its data go by reference in chunks of a few pieces each, not one a
+    /// frame, and read back in order whatever the reads' sizes.
+    #[test]
+    fn a_merged_segments_data_goes_in_a_few_chunks() {
+        let ch = ByteChan::new(256 * 1024);
+        let frames: Vec<Vec<u8>> = (0..6u32)
+            .map(|k| (0..1448u32).map(|i| ((k * 1448 + i) % 251) as u8).collect())
+            .collect();
+        let mut m = mbuf::Mbuf::from_slice(b"headers").unwrap();
+        for f in &frames {
+            m.cat(mbuf::Mbuf::from_slice(f).unwrap());
+        }
+        let mut data = Payload::default();
+        for (i, s) in m.segments().enumerate() {
+            data.push(if i == 0 { &s[7..] } else { s });
+        }
+        assert_eq!(ch.push_payload(&m, data, &mut None), (6 * 1448, 6 * 1448));
+        assert_eq!(ch.queues().q.len(), 2, "four pieces, then two");
+        // Not in the packet (gathered into a scratch buffer): copied, into one chunk.
+        let flat: Vec<u8> = frames.concat();
+        let mut scattered = Payload::default();
+        for c in flat.chunks(1000) {
+            scattered.push(c);
+        }
+        assert_eq!(ch.push_payload(&m, scattered, &mut None), (flat.len(), 0));
+        assert_eq!(ch.queues().q.len(), 3);
+        let mut partial = None;
+        let mut got = Vec::new();
+        let mut out = vec![0u8; 777];
+        loop {
+            let k = ch.pop_into(&mut partial, &mut out);
+            if k == 0 {
+                break;
+            }
+            got.extend_from_slice(&out[..k]);
+        }
+        assert_eq!(got, [&flat[..], &flat[..]].concat());
+        assert!(ch.is_empty());
+        // More than there is room for: what fits, copied.
+        let small = ByteChan::new(4096);
+        assert_eq!(small.push_payload(&m, data, &mut None), (4096, 0));
+    }
+
+    /// A sender's large buffer cut into frames and merged again arrives as runs of
+    /// it: the first must be worth holding on its own, the next ones pin nothing
+    /// more of it and are held however short.
+    #[test]
+    fn runs_of_a_buffer_already_held_are_held_too() {
+        let ch = ByteChan::new(256 * 1024);
+        let big: Vec<u8> = (0..60_000u32).map(|i| (i % 241) as u8).collect();
+        let mut x = mbuf::Mbuf::with_capacity(big.len()).unwrap();
+        x.append(&big).unwrap();
+        let y = x.copym(0, big.len()).unwrap();
+        let mut last = None;
+        // 2,000 bytes of a 66 KiB buffer, before anything of it is held: copied.
+        fn piece(m: &mbuf::Mbuf, a: usize, b: usize) -> Payload<'_> {
+            Payload::from(&m.first()[a..b])
+        }
+        assert_eq!(
+            ch.push_payload(&x, piece(&x, 0, 2000), &mut last),
+            (2000, 0)
+        );
+        assert_eq!(last, None);
+        // 20,000 bytes of it: held; then 2,000 more of the same buffer: held too.
+        let run = |a, b| ch.push_payload(&y, piece(&y, a, b), &mut None);
+        assert_eq!(
+            ch.push_payload(&x, piece(&x, 2000, 22_000), &mut last),
+            (20_000, 20_000)
+        );
+        assert_eq!(last, x.last_buf());
+        assert_eq!(
+            ch.push_payload(&y, piece(&y, 22_000, 24_000), &mut last),
+            (2000, 2000)
+        );
+        // Without the note, the same run is copied.
+        assert_eq!(run(24_000, 26_000), (2000, 0));
+        let mut other = mbuf::Mbuf::with_capacity(big.len()).unwrap();
+        other.append(&big).unwrap();
+        assert_eq!(
+            ch.push_payload(&other, piece(&other, 0, 2000), &mut last),
+            (2000, 0)
+        );
+        let mut got = Vec::new();
+        let mut partial = None;
+        let mut out = vec![0u8; 4096];
+        loop {
+            let k = ch.pop_into(&mut partial, &mut out);
+            if k == 0 {
+                break;
+            }
+            got.extend_from_slice(&out[..k]);
+        }
+        assert_eq!(got, [&big[..26_000], &big[..2000]].concat());
     }
 
     #[test]
@@ -729,7 +939,7 @@ mod tests {
         let m = mbuf::Mbuf::from_slice(&frame).unwrap();
         // 1,500 bytes of a 2 KiB cluster: held by reference, the buffer shared.
         let data = &m.first()[100..1600];
-        assert_eq!(ch.push_pkt(&m, data), (1500, true));
+        assert_eq!(ch.push_payload(&m, data.into(), &mut None), (1500, 1500));
         match ch.queues().pop() {
             Some(Chunk::Pkt(held)) => {
                 assert_eq!(held.len(), 1500);
@@ -743,29 +953,44 @@ mod tests {
         let mut chain = mbuf::Mbuf::from_slice(b"header").unwrap();
         chain.cat(m.copym(0, 1600).unwrap());
         let (_, d) = header_and_second(&chain);
-        assert_eq!(ch.push_pkt(&chain, &d[10..1510]), (1500, true));
+        assert_eq!(
+            ch.push_payload(&chain, d[10..1510].into(), &mut None),
+            (1500, 1500)
+        );
         match ch.queues().pop() {
             Some(Chunk::Pkt(held)) => assert_eq!(held.first(), &frame[10..1510]),
             other => panic!("{other:?}"),
         }
         ch.bytes.store(0, Ordering::Release);
         // Short, or not inside the packet: copied.
-        assert_eq!(ch.push_pkt(&m, &m.first()[..100]), (100, false));
-        assert_eq!(ch.push_pkt(&m, &frame[..1200]), (1200, false));
+        assert_eq!(
+            ch.push_payload(&m, m.first()[..100].into(), &mut None),
+            (100, 0)
+        );
+        assert_eq!(
+            ch.push_payload(&m, frame[..1200].into(), &mut None),
+            (1200, 0)
+        );
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 100));
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(v)) if v.len() == 1200));
         ch.bytes.store(0, Ordering::Release);
         // 1,500 bytes in a 66 KiB jumbo cluster would pin 44 times their size: copied.
         let mut big = mbuf::Mbuf::with_capacity(60_000).unwrap();
         big.append(&frame).unwrap();
-        assert_eq!(ch.push_pkt(&big, &big.first()[..1500]), (1500, false));
+        assert_eq!(
+            ch.push_payload(&big, big.first()[..1500].into(), &mut None),
+            (1500, 0)
+        );
         assert!(matches!(ch.queues().pop(), Some(Chunk::Bytes(_))));
         ch.bytes.store(0, Ordering::Release);
         // Mixed with copied chunks, the stream reads back in order.
         let mut want = Vec::new();
         for i in 0..6 {
             if i % 2 == 0 {
-                assert_eq!(ch.push_pkt(&m, &m.first()[..1600]).0, 1600);
+                assert_eq!(
+                    ch.push_payload(&m, m.first()[..1600].into(), &mut None).0,
+                    1600
+                );
                 want.extend_from_slice(&frame);
             } else {
                 assert_eq!(ch.push(&frame[..77]), 77);

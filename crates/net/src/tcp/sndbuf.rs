@@ -23,9 +23,9 @@ const FILL_MIN: usize = 256;
 const SPARE_MAX: usize = 8;
 
 /// Bytes on their way out or in, as the send buffer and the byte channels
-/// (`chan`) hold them: a buffer of their own, or a packet of one segment holding
-/// exactly them (a received segment's data, or a large write in a packet buffer: no
-/// copy on the way to the reader or into segments).
+/// (`chan`) hold them: a buffer of their own, or a packet holding exactly them (a
+/// received segment's data, in a few segments at most, or a large write in a
+/// packet buffer of one: no copy on the way to the reader or into segments).
 #[derive(Debug)]
 pub(crate) enum Chunk {
     Bytes(Vec<u8>),
@@ -33,10 +33,34 @@ pub(crate) enum Chunk {
 }
 
 impl Chunk {
+    /// The bytes, of a chunk that holds them in one run (its own, or a packet of
+    /// one segment: what the send buffer and the send channel hold).
     pub(crate) fn data(&self) -> &[u8] {
         match self {
             Chunk::Bytes(v) => v,
-            Chunk::Pkt(m) => m.first(),
+            Chunk::Pkt(m) => {
+                debug_assert!(m.nsegs() <= 1, "a chunk of one run");
+                m.first()
+            }
+        }
+    }
+
+    /// The bytes from `off` to the end of the run that holds them: the rest of a
+    /// chunk of its own, or of the packet segment holding byte `off` (a received
+    /// segment's data may be held in a few).
+    pub(crate) fn run_at(&self, off: usize) -> &[u8] {
+        match self {
+            Chunk::Bytes(v) => v.get(off..).unwrap_or_default(),
+            Chunk::Pkt(m) => {
+                let mut off = off;
+                for s in m.segments() {
+                    if off < s.len() {
+                        return &s[off..];
+                    }
+                    off -= s.len();
+                }
+                &[]
+            }
         }
     }
 
@@ -124,13 +148,35 @@ impl SndBuf {
         self.push_back(Chunk::Bytes(c));
     }
 
+    /// Whether byte `off` of `m` continues the last chunk, in the same buffer.
+    pub fn continues(&self, m: &Mbuf, off: usize) -> bool {
+        match self.chunks.back() {
+            Some((_, Chunk::Pkt(last))) => last.joins(m, off),
+            _ => false,
+        }
+    }
+
     /// Appends the bytes of `m` without copying them: the buffer holds `m` (one
-    /// chunk per segment), and segments share its buffers.
+    /// chunk per segment), and segments share its buffers. A packet of one
+    /// segment that continues the last chunk in the same buffer (the next bytes of
+    /// a write whose start went before) joins that chunk instead, so a write taken
+    /// a few KiB at a time, as acknowledgments open room, stays one chunk.
     pub fn push_mbuf(&mut self, m: Mbuf) {
         if m.nsegs() <= 1 {
-            if !m.is_empty() {
-                self.push_back(Chunk::Pkt(m));
+            if m.is_empty() {
+                return;
             }
+            if let Some((_, Chunk::Pkt(last))) = self.chunks.back_mut() {
+                if last.joins(&m, 0) {
+                    let n = m.len();
+                    last.cat(m);
+                    debug_assert_eq!(last.nsegs(), 1, "joined into its one segment");
+                    self.len += n;
+                    self.end += n as u64;
+                    return;
+                }
+            }
+            self.push_back(Chunk::Pkt(m));
             return;
         }
         let mut off = 0;
@@ -316,6 +362,31 @@ mod tests {
             spare += 1;
         }
         assert!((1..=SPARE_MAX).contains(&spare), "{spare}");
+    }
+
+    #[test]
+    fn a_write_taken_in_pieces_stays_one_chunk() {
+        // A large write in a packet buffer, taken a few KiB at a time as room opens:
+        // each piece continues the last one in the same buffer and joins it.
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+        // One segment, as the channel's packet chunks are.
+        let mut w = Mbuf::with_capacity(data.len()).unwrap();
+        w.append(&data).unwrap();
+        let mut b = SndBuf::default();
+        let mut at = 0;
+        for n in [20_000, 3000, 1, 7000, 19_999] {
+            assert_eq!(b.continues(&w, at), at > 0, "{at}");
+            b.push_mbuf(w.copym(at, n).unwrap());
+            at += n;
+        }
+        assert_eq!((b.len(), b.chunks.len()), (50_000, 1));
+        assert_eq!(collect(&b, 0, 50_000), data);
+        assert_eq!(b.pieces(123, 40_000).count(), 1);
+        // Not the next bytes: a chunk of its own.
+        b.push_mbuf(w.copym(0, 10).unwrap());
+        assert_eq!(b.chunks.len(), 2);
+        b.drain(49_999);
+        assert_eq!(collect(&b, 0, 11), [&data[49_999..], &data[..10]].concat());
     }
 
     #[test]

@@ -204,12 +204,12 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                 // In-order data goes straight into the application's channel when
                 // nothing waits in the receive buffer (this worker is the channel's
                 // only producer); the rest is buffered as usual.
-                let (tcb, s) = (&mut c.tcb, &c.s);
+                let (tcb, s, held) = (&mut c.tcb, &c.s, &mut c.rx_held);
                 let (mut direct, mut shared) = (0, 0);
-                tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |b| {
-                    let (k, by_ref) = s.rx.push_pkt(&m, b);
+                tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |data| {
+                    let (k, by_ref) = s.rx.push_payload(&m, data, held);
                     direct += k;
-                    shared += if by_ref { k } else { 0 };
+                    shared += by_ref;
                     k
                 });
                 cx.stats.tcp.rcvbyteshared += shared as u64;

@@ -198,6 +198,9 @@ struct Conn {
     half_open: bool,
     fin_requested: bool,
     tx_partial: Option<(super::sndbuf::Chunk, usize)>,
+    /// The buffer the last chunk queued by reference to the reader ends in
+    /// (`ByteChan::push_payload`'s note).
+    rx_held: Option<mbuf::BufId>,
     /// The deadline this connection has in the worker's timer heap, if any.
     timer_at: Option<dev::Instant>,
     /// Listed in the worker's `deferred`, to be serviced at the end of the batch.
@@ -223,6 +226,7 @@ impl Conn {
             half_open: false,
             fin_requested: false,
             tx_partial: None,
+            rx_held: None,
             timer_at: None,
             deferred: false,
         }

@@ -43,7 +43,8 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     // Borrowed, not cloned: the stream's reference count is shared with the
     // application thread.
     let s = &c.s;
-    if s.opts_dirty.swap(false, Ordering::AcqRel) {
+    // Looked at before it is cleared: no write to the application's line per call.
+    if s.opts_dirty.load(Ordering::Acquire) && s.opts_dirty.swap(false, Ordering::AcqRel) {
         c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
         let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
         c.tcb
@@ -76,10 +77,15 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
                     }
                 }
                 // Bytes in a packet buffer: the send buffer keeps a reference, and
-                // segments share it. Pieces shorter than a quarter of a chunk are
-                // copied (as the space acknowledgments open, a segment or two at a
-                // time, they would make a long list of tiny chunks).
-                Piece::InPkt { m, off, data } if data.len() >= crate::tcp::chan::PKT_CHUNK_MIN => {
+                // segments share it. A piece that continues the send buffer's last
+                // chunk in the same buffer joins it, whatever its length (no copy,
+                // no new chunk: as acknowledgments open room a segment or two at a
+                // time, a buffer's pieces would otherwise make a long list of tiny
+                // chunks); another starts a chunk unless it is short enough that
+                // a copy costs less than a reference.
+                Piece::InPkt { m, off, data }
+                    if data.len() >= crate::tcp::chan::HOLD_MIN || tcb.send_continues(m, off) =>
+                {
                     match m.copym(off, data.len()).map(|c| tcb.send_mbuf(c)) {
                         Ok(Ok(())) => data.len(),
                         // No record in the pool, or no room for a shared chunk: copy.
@@ -218,12 +224,16 @@ pub(super) fn note_reader(readers: &mut Vec<Arc<StreamShared>>, s: &Arc<StreamSh
 const MOVE_CHUNK: usize = 4096;
 
 /// Whether a segment takes `p` by reference to its packet buffer rather than by
-/// copy ([`crate::tcp::chan::worth_holding`], the rule the receiver applies too). Large
-/// segments for a device with segmentation offload share; a 1448-byte one out of a
-/// 64 KiB buffer is copied.
+/// copy: when it is not short (a reference costs a packet record; a copy of less
+/// than a KiB costs less). The send buffer holds that buffer until the bytes are
+/// acknowledged anyway, so a segment sharing even a small part of it pins nothing
+/// more for long (the receiver asks its own rule, `chan::worth_holding`, of what it
+/// keeps). Copying the pieces under a quarter of their buffer, as it once did, had
+/// the sender copy a quarter of a bulk transfer's bytes a second time (bench tcp,
+/// mpstack-polled).
 fn shares<'a>(p: &SndPiece<'a>) -> Option<(&'a Mbuf, usize)> {
     p.shared
-        .filter(|(m, _)| crate::tcp::chan::worth_holding(m, p.data.len()))
+        .filter(|_| p.data.len() >= crate::tcp::chan::HOLD_MIN)
 }
 
 /// The header `hdr` and the segment's data in one chain: one buffer for the

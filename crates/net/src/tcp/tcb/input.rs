@@ -7,7 +7,7 @@
 //! `reass` for the data.
 
 use super::seq::{le, lt};
-use super::{reset_for, SegIn, State, Tcb, TcpError};
+use super::{reset_for, Payload, SegIn, State, Tcb, TcpError};
 use crate::stats::TcpStat;
 use dev::Instant;
 
@@ -96,15 +96,16 @@ impl Tcb {
     }
 
     /// [`Tcb::input`] with a reader waiting at `direct`: in-order data that finds the
-    /// receive buffer empty is offered to `direct` first, which takes what it can
-    /// (returning how much), and only the rest is buffered. One copy fewer on the
+    /// receive buffer empty is offered to `direct` first, a segment's data at once,
+    /// which takes what it can from its front (returning how much), and only the
+    /// rest is buffered. One copy fewer on the
     /// way to the application, as Linux's old `ucopy` to a waiting reader.
     pub fn input_to(
         &mut self,
         seg: &SegIn<'_>,
         now: Instant,
         st: &mut TcpStat,
-        direct: &mut dyn FnMut(&[u8]) -> usize,
+        direct: &mut dyn FnMut(Payload<'_>) -> usize,
     ) {
         st.rcvtotal += 1;
         match self.state {
@@ -170,7 +171,7 @@ impl Tcb {
         seg: &SegIn<'_>,
         now: Instant,
         st: &mut TcpStat,
-        direct: &mut dyn FnMut(&[u8]) -> usize,
+        direct: &mut dyn FnMut(Payload<'_>) -> usize,
     ) {
         // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
         // or a retransmission because our ACK was lost): drop the SYN, keep the rest,

@@ -23,7 +23,7 @@ impl Tcb {
         seg: &SegIn<'_>,
         now: Instant,
         st: &mut TcpStat,
-        direct: &mut dyn FnMut(&[u8]) -> usize,
+        direct: &mut dyn FnMut(Payload<'_>) -> usize,
     ) {
         if !self.state.can_receive() {
             return;
@@ -62,13 +62,7 @@ impl Tcb {
             // Straight to a waiting reader while nothing is buffered ahead of it.
             let mut n = 0;
             if self.rcvbuf.is_empty() {
-                for piece in data.pieces() {
-                    let k = direct(piece).min(piece.len());
-                    n += k;
-                    if k < piece.len() {
-                        break;
-                    }
-                }
+                n = direct(data).min(data.len());
             }
             let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
             let k = (data.len() - n).min(space);

@@ -49,6 +49,12 @@ impl Tcb {
         Ok(())
     }
 
+    /// Whether byte `off` of `m` continues the send buffer's last chunk in the same
+    /// buffer, so that [`Tcb::send_mbuf`] would join it to that chunk.
+    pub fn send_continues(&self, m: &mbuf::Mbuf, off: usize) -> bool {
+        self.sndbuf.continues(m, off)
+    }
+
     /// A chunk of the send buffer that has been acknowledged, for the application's
     /// channel to reuse.
     pub fn take_spare(&mut self) -> Option<Vec<u8>> {
