@@ -93,7 +93,7 @@ fuzz_target!(|data: &[u8]| {
     let mut rs = Ruleset::default();
     rs.load(BASE).unwrap();
     for (i, line) in text.lines().enumerate().take(64) {
-        let _ = rs.execute(line, i + 1, &[]);
+        let _ = rs.execute::<fw::Counters>(line, i + 1, &[]);
     }
     let Ok(prog) = rs.program() else { return };
     let states = rs.states().clone();

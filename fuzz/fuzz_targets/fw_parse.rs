@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut rs = Ruleset::default();
     for (i, line) in text.lines().enumerate().take(64) {
-        let _ = rs.execute(line, i + 1, &[]);
+        let _ = rs.execute::<fw::Counters>(line, i + 1, &[]);
         let body = line.trim_start().strip_prefix("add").unwrap_or(line);
         if let Ok(r) = parse_rule(body, 1) {
             let listed = r.to_string();
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     }
     for l in listed.lines().filter(|l| !l.starts_with("65535 ")) {
         again
-            .execute(&format!("add {l}"), 1, &[])
+            .execute::<fw::Counters>(&format!("add {l}"), 1, &[])
             .unwrap_or_else(|e| panic!("{l}: {e}"));
     }
     for s in 0..32 {

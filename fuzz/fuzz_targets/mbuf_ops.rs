@@ -139,9 +139,9 @@ fuzz_target!(|data: &[u8]| {
             11 => {
                 let b = inp.u8();
                 let (m, v) = &mut pkts[i];
-                let f = m.first_mut();
-                if !f.is_empty() {
-                    f[0] = b;
+                // A pool with no buffer for the copy is an error, never a panic.
+                if let Ok([f, ..]) = m.try_first_mut() {
+                    *f = b;
                     v[0] = b;
                 }
             }
