@@ -610,6 +610,20 @@ impl Fib {
         self.nexthops.get(i as usize)?.as_ref()
     }
 
+    /// The index of the next hop a raw route value stands for (what
+    /// [`Fib::nexthop`] takes), the member of a group picked by `hash`; without
+    /// reading the next hop itself, which the caller reads once, later. `None` for
+    /// an empty group; an index [`Fib::nexthop`] does not know is possible only for a
+    /// value that did not come from this FIB.
+    #[inline(always)]
+    pub fn resolve_index(&self, v: u32, hash: impl FnOnce() -> u32) -> Option<u32> {
+        if v & GROUP != 0 {
+            self.groups.get((v & !GROUP) as usize)?.select(hash())
+        } else {
+            Some(v)
+        }
+    }
+
     /// The next hop for `dst`; `hash` (the flow's, called only for a multipath
     /// route) picks a member of a group.
     #[inline]

@@ -332,7 +332,7 @@ fn lookup4_vec(
                     let (s, d) = (u32::from(info.src), u32::from(info.dst));
                     route::flow_hash4(s, d, u8::from(info.proto), (p >> 16) as u16, p as u16, seed)
                 };
-                nhs.push(fib.resolve(r, hash).map_or(NO_NH, |n| n.index));
+                nhs.push(fib.resolve_index(r, hash).unwrap_or(NO_NH));
             }
         }
     }

@@ -250,7 +250,7 @@ fn lookup6_vec(
                     let (s, d) = (u128::from(h.src), u128::from(h.dst));
                     route::flow_hash6(s, d, u8::from(h.nxt), (p >> 16) as u16, p as u16, seed)
                 };
-                nhs.push(fib.resolve(r, hash).map_or(NO_NH, |n| n.index));
+                nhs.push(fib.resolve_index(r, hash).unwrap_or(NO_NH));
             }
         }
     }
