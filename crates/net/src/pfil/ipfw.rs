@@ -681,14 +681,11 @@ fn describe(
     Some(k)
 }
 
-/// What a verdict other than allow makes of the packet: the pfil action.
-fn apply(
-    fw: &Ipfw,
-    p: &mut crate::pfil::PfilPkt,
-    v: fw::Verdict,
-    info: &PacketInfo,
-    cx: &PfilCtx<'_>,
-) {
+/// What a verdict other than allow makes of packet `k` of `vec`: the pfil action.
+/// The packet's description is read back out of the vector only for a pipe or a
+/// queue (dummynet's flow key), not for every packet denied or refused.
+fn apply(fw: &Ipfw, p: &mut crate::pfil::PfilPkt, vec: &fw::PacketVec, k: usize, cx: &PfilCtx<'_>) {
+    let v = vec.verdict(k);
     p.act = match v.decision {
         Decision::Allow => PfilAct::Pass,
         Decision::Deny => {
@@ -711,7 +708,7 @@ fn apply(
                 ..*cx
             };
             match p.m.take() {
-                Some(m) => match fw.shape(m, info, &pcx, pipe, queue) {
+                Some(m) => match fw.shape(m, &vec.get(k), &pcx, pipe, queue) {
                     Verdict::Consumed => PfilAct::Consumed,
                     _ => PfilAct::Drop,
                 },
@@ -761,7 +758,7 @@ impl Ipfw {
             todo &= todo - 1;
             let p = &mut pkts[wf.at[k] as usize];
             if p.m.is_some() {
-                apply(self, p, v.verdict(k), &v.get(k), cx);
+                apply(self, p, v, k, cx);
             }
         }
         v.clear();
