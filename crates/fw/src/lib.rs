@@ -75,7 +75,8 @@ const _: () = {
 pub use parse::{parse_rule, ParseError};
 pub use program::{
     CompileError, CounterSink, CounterSource, Counters, Decision, Direction, Env, IfName, IfRef,
-    MacHdr, PacketInfo, Program, RejectKind, RuleCounter, SharedCounters, Tags, Verdict,
+    MacHdr, Needs, PacketInfo, PacketVec, Program, RejectKind, RuleCounter, SharedCounters, Tags,
+    Verdict, VECTOR,
 };
 pub use rule::{Action, Rule};
 pub use ruleset::{CmdError, Ruleset, RulesetConfig};

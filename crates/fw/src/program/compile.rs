@@ -153,12 +153,26 @@ impl Program {
             .map(|(i, h)| (h.rule_id, i as u32))
             .collect();
         by_id.sort_unstable();
-        let lookup_first = hdrs
+        let run = hdrs
             .iter()
-            .position(|h| h.slow & SLOW_STATE != 0)
-            .is_some_and(|k| hdrs[..k].iter().all(|h| h.act == Act::Count));
+            .position(|h| !rule_major(h))
+            .unwrap_or(hdrs.len());
+        let (state_first, count_from) = match hdrs.iter().position(|h| h.slow & SLOW_STATE != 0) {
+            Some(k) => {
+                let from = hdrs[..k]
+                    .iter()
+                    .rposition(|h| h.act != Act::Count)
+                    .map_or(0, |j| j + 1);
+                (k as u32, from as u32)
+            }
+            None => (u32::MAX, u32::MAX),
+        };
+        let needs = needs(&hdrs, &b.insns);
         Ok(Program {
-            lookup_first,
+            run: run as u32,
+            state_first,
+            count_from,
+            needs,
             has_slots: !b.slots.is_empty(),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             rules: hdrs,
@@ -172,6 +186,31 @@ impl Program {
             by_id,
         })
     }
+}
+
+/// Whether a rule may be evaluated rule-major (the `major` module): nothing it does
+/// depends on another packet, or on the order packets are taken in.
+fn rule_major(h: &RuleHdr) -> bool {
+    h.slow & (SLOW_STATE | SLOW_PROB) == 0
+        && !matches!(h.act, Act::Call | Act::Skipto(Arg::Tablearg))
+}
+
+/// What the rules read beyond the hot fields (see [`Needs`]).
+fn needs(hdrs: &[RuleHdr], insns: &[Insn]) -> Needs {
+    let mut n = Needs {
+        tags: hdrs.iter().any(|h| h.tag.is_some()),
+        ..Needs::default()
+    };
+    for i in insns {
+        match i.op {
+            Op::TcpOptions(_) => n.tcp_options = true,
+            Op::Iface(..) | Op::Antispoof | Op::Verrevpath => n.interfaces = true,
+            Op::Mac(_) | Op::MacType(_) => n.mac = true,
+            Op::Tagged(_) => n.tags = true,
+            _ => {}
+        }
+    }
+    n
 }
 
 /// skipto only goes forward (FreeBSD's `jump` without `jump_backwards`): a target at

@@ -90,6 +90,13 @@ impl RuleCounter {
         self.bytes += len as u64;
         self.last = now;
     }
+
+    #[inline]
+    fn hit_n(&mut self, n: u32, bytes: u64, now: u64) {
+        self.packets += n as u64;
+        self.bytes += bytes;
+        self.last = now;
+    }
 }
 
 // ---- shared counters ---------------------------------------------------------------
@@ -112,6 +119,14 @@ impl Cell {
         let r = Ordering::Relaxed;
         self.packets.store(self.packets.load(r) + 1, r);
         self.bytes.store(self.bytes.load(r) + len as u64, r);
+        self.last.store(now, r);
+    }
+
+    #[inline]
+    fn hit_n(&self, n: u32, bytes: u64, now: u64) {
+        let r = Ordering::Relaxed;
+        self.packets.store(self.packets.load(r) + n as u64, r);
+        self.bytes.store(self.bytes.load(r) + bytes, r);
         self.last.store(now, r);
     }
 
@@ -336,6 +351,9 @@ pub trait Tally {
 pub trait Cells {
     fn hit(&mut self, i: usize, len: u32, now: u64);
     fn log(&mut self);
+    /// `n` packets of `bytes` in all matched rule `i` (a rule-major run's count).
+    fn hit_n(&mut self, i: usize, n: u32, bytes: u64, now: u64);
+    fn log_n(&mut self, n: u32);
 }
 
 /// Where [`Program::eval`] and [`Program::eval_batch`] count: `&mut Counters` (a
@@ -381,6 +399,16 @@ impl Cells for OwnTally<'_> {
     #[inline(always)]
     fn log(&mut self) {
         *self.logged += 1;
+    }
+
+    #[inline(always)]
+    fn hit_n(&mut self, i: usize, n: u32, bytes: u64, now: u64) {
+        self.c[i].hit_n(n, bytes, now);
+    }
+
+    #[inline(always)]
+    fn log_n(&mut self, n: u32) {
+        *self.logged += n as u64;
     }
 }
 
@@ -431,6 +459,17 @@ impl Cells for SharedTally<'_> {
     fn log(&mut self) {
         let r = Ordering::Relaxed;
         self.logged.store(self.logged.load(r) + 1, r);
+    }
+
+    #[inline(always)]
+    fn hit_n(&mut self, i: usize, n: u32, bytes: u64, now: u64) {
+        self.c[i].hit_n(n, bytes, now);
+    }
+
+    #[inline(always)]
+    fn log_n(&mut self, n: u32) {
+        let r = Ordering::Relaxed;
+        self.logged.store(self.logged.load(r) + n as u64, r);
     }
 }
 

@@ -7,19 +7,19 @@ use crate::state::{FlowId, StateError, StateHit, StateShards};
 // ---- evaluation ------------------------------------------------------------------
 
 #[inline]
-fn in_ranges(rs: &[Range], v: u32) -> bool {
+pub(super) fn in_ranges(rs: &[Range], v: u32) -> bool {
     rs.iter().any(|r| r.lo <= v && v <= r.hi)
 }
 
 #[inline]
-fn flags_match(have: u8, f: FlagSpec) -> bool {
+pub(super) fn flags_match(have: u8, f: FlagSpec) -> bool {
     have & f.set == f.set && have & f.clear == 0
 }
 
 /// A table lookup's result as a test: a hit, with the value `want`s if it names one,
 /// matches and sets `targ` (`tablearg`) to the entry's value.
 #[inline(always)]
-fn table_hit(found: Option<u32>, want: Option<u32>, targ: &mut u32) -> bool {
+pub(super) fn table_hit(found: Option<u32>, want: Option<u32>, targ: &mut u32) -> bool {
     match found {
         Some(v) if want.is_none_or(|w| w == v) => {
             *targ = v;
@@ -50,7 +50,7 @@ fn coin(rng: &mut u64) -> u32 {
 
 impl Program {
     #[inline]
-    fn ranges(&self, s: Span) -> &[Range] {
+    pub(super) fn ranges(&self, s: Span) -> &[Range] {
         &self.ranges[s.start as usize..(s.start + s.len) as usize]
     }
 
@@ -59,21 +59,21 @@ impl Program {
     /// [`test_rare`](Self::test_rare), so that the walk does not load, for every
     /// packet, the fields only they read (the compiler hoists a loop's loads).
     #[inline(always)]
-    fn test<E: Env + ?Sized>(
+    pub(super) fn test<E: Env + ?Sized, P: Pkt>(
         &self,
         op: Op,
-        p: &PacketInfo,
+        p: P,
         tags: &Tags,
         env: &E,
         targ: &mut u32,
     ) -> bool {
         match op {
             Op::Any => true,
-            Op::Proto(n) => p.proto == n,
-            Op::Ip4 => p.src.is_ipv4(),
-            Op::Ip6 => p.src.is_ipv6(),
+            Op::Proto(n) => p.proto() == n,
+            Op::Ip4 => !p.v6(),
+            Op::Ip6 => p.v6(),
             Op::Addrs { dst, span } => {
-                let (a, v6) = addr_bits(if dst { p.dst } else { p.src });
+                let (a, v6) = p.addr_bits(dst);
                 self.addrs[span.start as usize..(span.start + span.len) as usize]
                     .iter()
                     .any(|&(x, m, f6)| f6 == v6 && a & m == x)
@@ -82,55 +82,55 @@ impl Program {
                 p.has_ports()
                     && in_ranges(
                         self.ranges(span),
-                        if dst { p.dport } else { p.sport } as u32,
+                        if dst { p.dport() } else { p.sport() } as u32,
                     )
             }
-            Op::In => p.dir == Direction::In,
-            Op::Out => p.dir == Direction::Out,
+            Op::In => p.dir() == Direction::In,
+            Op::Out => p.dir() == Direction::Out,
             // RFC 9293 §3.1: a connection request carries SYN without ACK.
-            Op::Setup => p.is_tcp() && p.tcp_flags & 0x12 == 0x02,
-            Op::Established => p.is_tcp() && p.tcp_flags & 0x14 != 0,
-            Op::TcpFlags(f) => p.is_tcp() && flags_match(p.tcp_flags, f),
-            Op::Frag => p.frag,
+            Op::Setup => p.is_tcp() && p.tcp_flags() & 0x12 == 0x02,
+            Op::Established => p.is_tcp() && p.tcp_flags() & 0x14 != 0,
+            Op::TcpFlags(f) => p.is_tcp() && flags_match(p.tcp_flags(), f),
+            Op::Frag => p.frag(),
             Op::IcmpTypes(bits) => {
-                p.proto == 1 && p.icmp_type < 32 && bits & (1 << p.icmp_type) != 0
+                p.proto() == 1 && p.icmp_type() < 32 && bits & (1 << p.icmp_type()) != 0
             }
-            Op::Layer2 => p.layer2,
+            Op::Layer2 => p.layer2(),
             _ => self.test_rare(op, p, tags, env, targ),
         }
     }
 
     /// [`test`](Self::test), out of line: the opcodes it leaves to this.
     #[inline(never)]
-    fn test_rare<E: Env + ?Sized>(
+    fn test_rare<E: Env + ?Sized, P: Pkt>(
         &self,
         op: Op,
-        p: &PacketInfo,
+        p: P,
         tags: &Tags,
         env: &E,
         targ: &mut u32,
     ) -> bool {
         match op {
-            Op::ProtoList(s) => in_ranges(self.ranges(s), p.proto as u32),
-            Op::Me { dst } => env.is_local(if dst { p.dst } else { p.src }),
+            Op::ProtoList(s) => in_ranges(self.ranges(s), p.proto() as u32),
+            Op::Me { dst } => env.is_local(p.addr(dst)),
             Op::Me6 { dst } => {
-                let a = if dst { p.dst } else { p.src };
+                let a = p.addr(dst);
                 a.is_ipv6() && env.is_local(a)
             }
             Op::AddrTable {
                 dst, table, value, ..
             } => table_hit(
-                self.tables[table as usize].lookup_addr(if dst { p.dst } else { p.src }),
+                self.tables[table as usize].lookup_addr(p.addr(dst)),
                 value,
                 targ,
             ),
             Op::Iface(which, operand) => {
                 let ifp = match which {
-                    IfWhich::Recv => p.rcvif,
-                    IfWhich::Xmit => p.xmitif,
-                    IfWhich::Via => match p.dir {
-                        Direction::In => p.rcvif,
-                        Direction::Out => p.xmitif,
+                    IfWhich::Recv => p.rcvif(),
+                    IfWhich::Xmit => p.xmitif(),
+                    IfWhich::Via => match p.dir() {
+                        Direction::In => p.rcvif(),
+                        Direction::Out => p.xmitif(),
                     },
                 };
                 let Some(ifp) = ifp else { return false };
@@ -145,46 +145,45 @@ impl Program {
                 }
             }
             Op::Icmp6Types(i) => {
-                p.proto == 58
-                    && self.icmp6[i as usize][p.icmp_type as usize / 64] & (1 << (p.icmp_type % 64))
-                        != 0
+                let t = p.icmp_type();
+                p.proto() == 58 && self.icmp6[i as usize][t as usize / 64] & (1 << (t % 64)) != 0
             }
             Op::Tagged(s) => tags
                 .as_slice()
                 .iter()
                 .any(|&t| in_ranges(self.ranges(s), t as u32)),
-            Op::IpLen(s) => in_ranges(self.ranges(s), p.ip_len as u32),
-            Op::IpTtl(s) => in_ranges(self.ranges(s), p.ttl as u32),
-            Op::IpTos(f) => flags_match(p.tos, f),
-            Op::Dscp(bits) => bits & (1 << (p.tos >> 2)) != 0,
-            Op::TcpOptions(f) => p.is_tcp() && flags_match(p.tcp_opts, f),
-            Op::TcpWin(s) => p.is_tcp() && in_ranges(self.ranges(s), p.tcp_win as u32),
-            Op::TcpDataLen(s) => p.is_tcp() && in_ranges(self.ranges(s), p.tcp_datalen as u32),
-            Op::Mac(i) => match (p.layer2, p.mac) {
+            Op::IpLen(s) => in_ranges(self.ranges(s), p.ip_len() as u32),
+            Op::IpTtl(s) => in_ranges(self.ranges(s), p.ttl() as u32),
+            Op::IpTos(f) => flags_match(p.tos(), f),
+            Op::Dscp(bits) => bits & (1 << (p.tos() >> 2)) != 0,
+            Op::TcpOptions(f) => p.is_tcp() && flags_match(p.tcp_opts(), f),
+            Op::TcpWin(s) => p.is_tcp() && in_ranges(self.ranges(s), p.tcp_win() as u32),
+            Op::TcpDataLen(s) => p.is_tcp() && in_ranges(self.ranges(s), p.tcp_datalen() as u32),
+            Op::Mac(i) => match (p.layer2(), p.mac()) {
                 (true, Some(m)) => {
                     let (d, s) = self.macs[i as usize];
                     mac_match(d, m.dst) && mac_match(s, m.src)
                 }
                 _ => false,
             },
-            Op::MacType(s) => match (p.layer2, p.mac) {
+            Op::MacType(s) => match (p.layer2(), p.mac()) {
                 (true, Some(m)) => in_ranges(self.ranges(s), m.ethertype as u32),
                 _ => false,
             },
             // Both hold for outgoing packets and those without a receive interface.
-            Op::Antispoof => match (p.dir, p.rcvif) {
-                (Direction::In, Some(i)) => env.antispoof(p.src, i.index),
+            Op::Antispoof => match (p.dir(), p.rcvif()) {
+                (Direction::In, Some(i)) => env.antispoof(p.addr(false), i.index),
                 _ => true,
             },
-            Op::Verrevpath => match (p.dir, p.rcvif) {
-                (Direction::In, Some(i)) => env.verrevpath(p.src, i.index),
+            Op::Verrevpath => match (p.dir(), p.rcvif()) {
+                (Direction::In, Some(i)) => env.verrevpath(p.addr(false), i.index),
                 _ => true,
             },
             Op::LookupPort { dst, table } => {
                 if !p.has_ports() {
                     return false;
                 }
-                let port = if dst { p.dport } else { p.sport };
+                let port = if dst { p.dport() } else { p.sport() };
                 table_hit(
                     self.tables[table as usize].lookup_number(port as u32),
                     None,
@@ -192,7 +191,13 @@ impl Program {
                 )
             }
             Op::Flow(t) => table_hit(
-                self.tables[t as usize].lookup_flow(p.src, p.proto, p.sport, p.dst, p.dport),
+                self.tables[t as usize].lookup_flow(
+                    p.addr(false),
+                    p.proto(),
+                    p.sport(),
+                    p.addr(true),
+                    p.dport(),
+                ),
                 None,
                 targ,
             ),
@@ -205,10 +210,10 @@ impl Program {
     /// [`test`](Self::test), with an address-table lookup taken from `lk` when it has
     /// made it already (`eval_batch`); for `eval` (`OnTheSpot`) this is `test`.
     #[inline(always)]
-    fn insn_test<E: Env + ?Sized, L: AddrLookups>(
+    fn insn_test<E: Env + ?Sized, P: Pkt, L: AddrLookups>(
         &self,
         op: Op,
-        p: &PacketInfo,
+        p: P,
         tags: &Tags,
         env: &E,
         targ: &mut u32,
@@ -236,10 +241,10 @@ impl Program {
     // program's fields afresh (the compiler hoists them out of the instruction loop),
     // about 40 loads and spills per rule.
     #[inline(always)]
-    fn body_matches<E: Env + ?Sized, L: AddrLookups>(
+    pub(super) fn body_matches<E: Env + ?Sized, P: Pkt, L: AddrLookups>(
         &self,
         r: &RuleHdr,
-        p: &PacketInfo,
+        p: P,
         tags: &Tags,
         env: &E,
         targ: &mut u32,
@@ -274,7 +279,7 @@ impl Program {
         true
     }
 
-    fn index_of_id(&self, id: u32) -> Option<usize> {
+    pub(super) fn index_of_id(&self, id: u32) -> Option<usize> {
         self.by_id
             .binary_search_by_key(&id, |e| e.0)
             .ok()
@@ -289,25 +294,12 @@ impl Program {
     }
 
     /// [`Program::eval`] over a vector of packets, `out[i]` for `pkts[i]` (panics if
-    /// the lengths differ): the form a batch-at-a-time stage calls once per vector,
-    /// with the same verdicts and effects as `eval` of each packet in turn. The
-    /// counters are checked against the program (and laid out again if it changed) once
-    /// per call, not per packet. Packets are taken in groups of 64, and two kinds of
-    /// lookup are made for a whole group at once, in loops whose iterations are
-    /// independent, so that their cache misses overlap instead of each waiting in its
-    /// own walk:
-    ///
-    /// - states: when every walk meets a stateful rule before anything but `count`
-    ///   rules (the usual `check-state` first), the group's state lookups are made
-    ///   before the walks ([`StateShards::lookup_batch`], without a lock, its
-    ///   loads issued together). A packet whose lookup missed looks again, in its
-    ///   walk, if an earlier packet of the group installed a state meanwhile (the
-    ///   only change of the table this worker makes that could make it hit).
-    /// - address tables (`from table(t)`, `to table(t)`): the first walk that reaches
-    ///   such a lookup makes it for itself and every later packet of the group
-    ///   ([`VectorLookups`]); the later walks take their result. A lookup is pure (the
-    ///   program's tables are immutable), so only the work of the packets that never
-    ///   reach it is wasted.
+    /// the lengths differ): the same verdicts and effects as `eval` of each packet in
+    /// turn. The packets are copied into a [`PacketVec`] 64 at a time and evaluated
+    /// by [`Program::eval_vec`] (rule-major over the leading run of rules that allows
+    /// it, then the walks of the packets left); their tags are written back. The
+    /// counters are checked against the program (and laid out again if it changed)
+    /// once per call, not per packet.
     // The same inputs as `eval`, plus the vector and its verdicts.
     #[allow(clippy::too_many_arguments)]
     pub fn eval_batch<E: Env + ?Sized, C: CounterSink>(
@@ -323,62 +315,19 @@ impl Program {
         assert_eq!(pkts.len(), out.len(), "eval_batch: lengths differ");
         // The program's generation checked, and the counters found, once a vector.
         let mut t = counters.tally(self);
-        if !self.lookup_first && !self.has_slots {
-            for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-                *o = self.eval_one(p, env, states, &mut t, now, rng);
-            }
+        if pkts.is_empty() {
             return;
         }
-        let blank = FlowId {
-            proto: 0,
-            src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-            dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-            sport: 0,
-            dport: 0,
-        };
-        for (pc, oc) in pkts.chunks_mut(G).zip(out.chunks_mut(G)) {
-            let m = pc.len();
-            let mut hits = [None; G];
-            if self.lookup_first {
-                let mut flows = [blank; G];
-                let mut flags = [0u8; G];
-                for (k, p) in pc.iter().enumerate() {
-                    flows[k] = flow_of(p);
-                    flags[k] = p.tcp_flags;
-                }
-                states.lookup_batch(&flows[..m], &flags[..m], now, &mut hits[..m]);
+        let mut v = PacketVec::blank();
+        for (pc, oc) in pkts.chunks_mut(VECTOR).zip(out.chunks_mut(VECTOR)) {
+            v.clear();
+            for p in pc.iter() {
+                v.push(p);
             }
-            // The walks read the group (the table lookups read ahead in it); each
-            // packet's new tags are written back after.
-            let mut tags = [Tags::default(); G];
-            let group: &[PacketInfo] = pc;
-            let mut lk = VectorLookups::new(group);
-            let mut inserted = false;
-            for (k, p) in group.iter().enumerate() {
-                let pre = match hits[k] {
-                    _ if !self.lookup_first => None,
-                    None if inserted => None,
-                    h => Some(h),
-                };
-                let mut w = Walk::new(self, pre);
-                lk.at = k;
-                tags[k] = p.tags;
-                self.walk(
-                    p,
-                    &mut tags[k],
-                    env,
-                    states,
-                    &mut t,
-                    now,
-                    rng,
-                    &mut w,
-                    &mut lk,
-                    &mut oc[k],
-                );
-                inserted |= w.inserted;
-            }
-            for (p, t) in pc.iter_mut().zip(tags) {
-                p.tags = t;
+            self.eval_vec_tally(&mut v, env, states, &mut t, now, rng);
+            for (k, (p, o)) in pc.iter_mut().zip(oc.iter_mut()).enumerate() {
+                *o = v.verdicts[k];
+                p.tags = v.tags(k);
             }
         }
     }
@@ -426,7 +375,7 @@ impl Program {
             log: false,
         };
         self.walk(
-            pkt,
+            &*pkt,
             &mut tags,
             env,
             states,
@@ -441,18 +390,18 @@ impl Program {
         v
     }
 
-    /// The walk. A plain rule (`slow == 0`: no state, `prob`, tag, log or jump) costs
-    /// one byte test, its body, and on a match its counter and the action; anything
-    /// else goes to [`slow_rule`](Self::slow_rule), out of line. The verdict is
-    /// written to `out` (`eval_batch`'s vector): returned, it was assembled in a
-    /// temporary by byte and halfword stores that the copy into the vector read back
-    /// whole, a failed store forwarding on every packet (about 2 ns, perf on bench
-    /// fw's table cases).
+    /// The walk, from rule `w.start`. A plain rule (`slow == 0`: no state, `prob`,
+    /// tag, log or jump) costs one byte test, its body, and on a match its counter
+    /// and the action; anything else goes to [`slow_rule`](Self::slow_rule), out of
+    /// line. The verdict is written to `out` (`eval_vec`'s column): returned, it was
+    /// assembled in a temporary by byte and halfword stores that the copy into the
+    /// vector read back whole, a failed store forwarding on every packet (about 2 ns,
+    /// perf on bench fw's table cases).
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn walk<E: Env + ?Sized, T: Tally, L: AddrLookups>(
+    pub(super) fn walk<E: Env + ?Sized, P: Pkt, T: Tally, L: AddrLookups>(
         &self,
-        p: &PacketInfo,
+        p: P,
         tags: &mut Tags,
         env: &E,
         states: &StateShards,
@@ -468,13 +417,13 @@ impl Program {
         // The counters as a local of exactly `n` (never passed on by reference): the
         // compiler keeps them in registers and drops the bounds check of `i < n`.
         let mut cs = t.cells(n);
-        let mut i = 0;
+        let mut i = w.start;
         while i < n {
             let r = &rules[i];
             if r.slow == 0 {
                 let mut targ = 0;
                 if self.body_matches(r, p, tags, env, &mut targ, lk) {
-                    cs.hit(i, p.len, now);
+                    cs.hit(i, p.len(), now);
                     if let Some(decision) = decision(r.act, p, targ) {
                         *out = Verdict {
                             decision,
@@ -489,7 +438,7 @@ impl Program {
             }
             let step = self.slow_rule(i, p, tags, env, states, now, rng, w, lk);
             if let Some(j) = w.count.take() {
-                cs.hit(j, p.len, now);
+                cs.hit(j, p.len(), now);
                 if std::mem::take(&mut w.log_now) {
                     cs.log();
                 }
@@ -515,10 +464,10 @@ impl Program {
     /// walk, which holds the counters.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn slow_rule<E: Env + ?Sized, L: AddrLookups>(
+    fn slow_rule<E: Env + ?Sized, P: Pkt, L: AddrLookups>(
         &self,
         i: usize,
-        p: &PacketInfo,
+        p: P,
         tags: &mut Tags,
         env: &E,
         states: &StateShards,
@@ -545,7 +494,7 @@ impl Program {
             w.state_checked = true;
             let h = match w.pre.take() {
                 Some(h) => h,
-                None => states.lookup(&flow_of(p), p.tcp_flags, now),
+                None => states.lookup(&flow_of(p), p.tcp_flags(), now),
             };
             if let Some(k) = h.and_then(|h| self.index_of_id(h.rule_id)) {
                 j = k;
@@ -566,7 +515,7 @@ impl Program {
                 Keep::No => Ok(()),
                 Keep::State => {
                     w.inserted = true;
-                    states.insert(&flow_of(p), r.num as u32, r.rule_id, p.tcp_flags, now)
+                    states.insert(&flow_of(p), r.num as u32, r.rule_id, p.tcp_flags(), now)
                 }
                 Keep::Limit(m, l) => {
                     w.inserted = true;
@@ -574,7 +523,7 @@ impl Program {
                         &flow_of(p),
                         r.num as u32,
                         r.rule_id,
-                        p.tcp_flags,
+                        p.tcp_flags(),
                         m,
                         l,
                         now,
@@ -643,7 +592,7 @@ impl Program {
 
 /// What a rule's action decides, `None` for those that let the walk go on.
 #[inline]
-fn decision(act: Act, p: &PacketInfo, targ: u32) -> Option<Decision> {
+pub(super) fn decision<P: Pkt>(act: Act, p: P, targ: u32) -> Option<Decision> {
     let arg = |a: Arg| match a {
         Arg::Num(x) => x,
         Arg::Tablearg => targ,
@@ -652,25 +601,26 @@ fn decision(act: Act, p: &PacketInfo, targ: u32) -> Option<Decision> {
         Act::Count | Act::CheckState | Act::Skipto(_) | Act::Call | Act::Return => return None,
         Act::Allow => Decision::Allow,
         Act::Deny => Decision::Deny,
-        Act::Reject if p.src.is_ipv6() => Decision::Reject(RejectKind::Unreach6(1)),
+        Act::Reject if p.v6() => Decision::Reject(RejectKind::Unreach6(1)),
         Act::Reject => Decision::Reject(RejectKind::Unreach(1)),
         Act::Unreach(c) => Decision::Reject(RejectKind::Unreach(c)),
         Act::Unreach6(c) => Decision::Reject(RejectKind::Unreach6(c)),
         // A reset answers TCP only; anything else is dropped quietly.
-        Act::Reset if p.proto == 6 => Decision::Reject(RejectKind::Rst),
+        Act::Reset if p.proto() == 6 => Decision::Reject(RejectKind::Rst),
         Act::Reset => Decision::Deny,
         Act::Pipe(a) => Decision::Pipe(arg(a)),
         Act::Queue(a) => Decision::Queue(arg(a)),
     })
 }
 
-fn flow_of(p: &PacketInfo) -> FlowId {
+#[inline]
+pub(super) fn flow_of<P: Pkt>(p: P) -> FlowId {
     FlowId {
-        proto: p.proto,
-        src: p.src,
-        dst: p.dst,
-        sport: p.sport,
-        dport: p.dport,
+        proto: p.proto(),
+        src: p.addr(false),
+        dst: p.addr(true),
+        sport: p.sport(),
+        dport: p.dport(),
     }
 }
 
@@ -681,25 +631,29 @@ enum Step {
 }
 
 /// A walk's state beyond the rule index, used only off the plain path.
-struct Walk {
-    log: bool,
+pub(super) struct Walk {
+    /// The rule the walk starts at (past a vector's rule-major run, or a skip
+    /// taken in it).
+    pub(super) start: usize,
+    pub(super) log: bool,
     state_checked: bool,
-    /// A state lookup `eval_batch` already made for this packet.
+    /// A state lookup `eval_vec` already made for this packet.
     pre: Option<Option<StateHit>>,
     /// A state install was tried.
-    inserted: bool,
+    pub(super) inserted: bool,
     /// The rule `slow_rule` matched, for the walk to count (and whether it logs).
     count: Option<usize>,
     log_now: bool,
     sp: usize,
     stack: [u32; CALLSTACK],
-    budget: usize,
+    pub(super) budget: usize,
 }
 
 impl Walk {
     #[inline]
-    fn new(prog: &Program, pre: Option<Option<StateHit>>) -> Walk {
+    pub(super) fn new(prog: &Program, pre: Option<Option<StateHit>>) -> Walk {
         Walk {
+            start: 0,
             log: false,
             state_checked: false,
             pre,
@@ -713,14 +667,13 @@ impl Walk {
     }
 }
 
-/// The vector size of `eval_batch`.
-const G: usize = 64;
+const G: usize = VECTOR;
 
 /// Where a walk gets its address-table lookups: `eval` makes each where its
-/// instruction is ([`OnTheSpot`]), `eval_batch` takes them from a group's
+/// instruction is ([`OnTheSpot`]), `eval_vec` takes them from the vector's
 /// ([`VectorLookups`]). One walk, compiled once for each (VPP's two variants of a node
 /// from one inline body): `eval`'s has no trace of the other.
-trait AddrLookups {
+pub(super) trait AddrLookups {
     const VECTOR: bool;
     /// The result of looking up `table` by the walked packet's source or destination
     /// (`dst`), if this kind of lookups makes it (else the instruction's own test does).
@@ -731,9 +684,20 @@ trait AddrLookups {
         dst: bool,
         table: u16,
     ) -> Option<Option<u32>>;
+
+    /// The results of slot `slot` for (at least) the packets of `want`, if this
+    /// kind of lookups keeps them (the rule-major run reads them as a column).
+    fn column(
+        &mut self,
+        prog: &Program,
+        slot: u8,
+        dst: bool,
+        table: u16,
+        want: u64,
+    ) -> Option<&[Option<u32>; G]>;
 }
 
-struct OnTheSpot;
+pub(super) struct OnTheSpot;
 
 impl AddrLookups for OnTheSpot {
     const VECTOR: bool = false;
@@ -741,42 +705,52 @@ impl AddrLookups for OnTheSpot {
     fn addr_table(&mut self, _: &Program, _: u8, _: bool, _: u16) -> Option<Option<u32>> {
         None
     }
+    #[inline(always)]
+    fn column(&mut self, _: &Program, _: u8, _: bool, _: u16, _: u64) -> Option<&[Option<u32>; G]> {
+        None
+    }
 }
 
-/// A group's address-table lookups: slot `s` is filled for packets `at..` of the group
-/// when the walk of packet `at` first needs it.
-struct VectorLookups<'a> {
-    group: &'a [PacketInfo],
+/// A vector's address-table lookups: slot `s` holds, for the packets of `have[s]`,
+/// the result of its (table, field). A walk that first needs a slot fills it for
+/// its packet and the packets whose walks come after (`ahead`); the rule-major run
+/// fills it for the packets that reach the instruction. A lookup is pure (the
+/// program's tables are immutable), so only the work of packets that never use it
+/// is wasted.
+pub(super) struct VectorLookups<'a> {
+    c: &'a Cols,
     /// The packet being walked.
-    at: usize,
-    /// Bit `s`: slot `s` is filled.
-    filled: u8,
+    pub(super) at: usize,
+    /// Packets whose walks come after `at`'s.
+    pub(super) ahead: u64,
+    have: [u64; SLOTS],
     res: [[Option<u32>; G]; SLOTS],
 }
 
 impl<'a> VectorLookups<'a> {
-    fn new(group: &'a [PacketInfo]) -> Self {
+    pub(super) fn new(c: &'a Cols) -> Self {
         VectorLookups {
-            group,
+            c,
             at: 0,
-            filled: 0,
+            ahead: 0,
+            have: [0; SLOTS],
             res: [[None; G]; SLOTS],
         }
     }
 
-    /// The lookups for packets `at..`: a loop whose iterations depend on nothing but
-    /// their own packet, so the CPU runs several lookups' cache misses at once.
+    /// Slot `s`'s lookups for the packets of `want` that lack them: a loop whose
+    /// iterations depend on nothing but their own packet, so the CPU runs several
+    /// lookups' cache misses at once.
     #[inline(never)]
-    fn fill(&mut self, prog: &Program, s: usize, dst: bool, table: u16) {
+    fn fill(&mut self, prog: &Program, s: usize, dst: bool, table: u16, want: u64) {
         let t = &prog.tables[table as usize];
-        let from = self.at;
-        for (r, p) in self.res[s][from..self.group.len()]
-            .iter_mut()
-            .zip(&self.group[from..])
-        {
-            *r = t.lookup_addr(if dst { p.dst } else { p.src });
+        let mut m = want & !self.have[s];
+        self.have[s] |= m;
+        while m != 0 {
+            let k = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.res[s][k] = t.lookup_addr(Col { c: self.c, k }.addr(dst));
         }
-        self.filled |= 1 << s;
     }
 }
 
@@ -794,9 +768,29 @@ impl AddrLookups for VectorLookups<'_> {
         if s >= SLOTS {
             return None;
         }
-        if self.filled & (1 << s) == 0 {
-            self.fill(prog, s, dst, table);
+        let at = self.at % G;
+        if self.have[s] & (1 << at) == 0 {
+            self.fill(prog, s, dst, table, 1 << at | self.ahead);
         }
-        Some(self.res[s][self.at])
+        Some(self.res[s][at])
+    }
+
+    #[inline(always)]
+    fn column(
+        &mut self,
+        prog: &Program,
+        slot: u8,
+        dst: bool,
+        table: u16,
+        want: u64,
+    ) -> Option<&[Option<u32>; G]> {
+        let s = slot as usize;
+        if s >= SLOTS {
+            return None;
+        }
+        if want & !self.have[s] != 0 {
+            self.fill(prog, s, dst, table, want);
+        }
+        Some(&self.res[s])
     }
 }

@@ -18,16 +18,21 @@
 mod compile;
 mod counters;
 mod eval;
+mod major;
 mod packet;
+mod vector;
 
 pub use compile::{CompileError, TableRef};
 use counters::{Cells, Tally};
 pub use counters::{CounterSink, CounterSource, Counters, RuleCounter, SharedCounters};
 pub use packet::{tcpopt, Direction, Env, IfName, IfRef, MacHdr, PacketInfo, Tags};
+use vector::{Col, Cols, Pkt};
+pub use vector::{Needs, PacketVec, VECTOR};
 
 use crate::rule::{self, Arg, FlagSpec, MacPat, Range};
 use crate::state::LimitMask;
 use crate::table::CompiledTable;
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -255,9 +260,17 @@ pub struct Program {
     tables: Vec<Arc<CompiledTable>>,
     /// `(rule_id, index)` sorted by id: where a state's rule is.
     by_id: Vec<(u32, u32)>,
-    /// Every walk meets a stateful rule before anything but `count` rules, so
-    /// `eval_batch` may look up a vector's states first.
-    lookup_first: bool,
+    /// Rules `..run` are evaluated rule-major over a vector (`major`): none looks
+    /// up or installs states, draws `prob`'s coin, calls, or skips by `tablearg`.
+    run: u32,
+    /// The first stateful rule (`u32::MAX` if none), and the first of the rules
+    /// before it that are all `count`: a walk that starts in
+    /// `count_from..=state_first` looks up its state before anything else, so
+    /// `eval_vec` may look up those of a vector together first.
+    state_first: u32,
+    count_from: u32,
+    /// What the rules read beyond the hot fields.
+    needs: Needs,
     /// Some instruction looks up an address table in a [`VectorLookups`] slot.
     has_slots: bool,
 }

@@ -173,14 +173,6 @@ impl PacketInfo {
             tags: Tags::default(),
         }
     }
-
-    pub(super) fn has_ports(&self) -> bool {
-        !self.frag && matches!(self.proto, 6 | 17 | 132)
-    }
-
-    pub(super) fn is_tcp(&self) -> bool {
-        !self.frag && self.proto == 6
-    }
 }
 
 /// What the firewall asks of the host.

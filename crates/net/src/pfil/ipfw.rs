@@ -69,10 +69,11 @@ struct WorkerFw {
 struct Scratch {
     /// The `prob` coin.
     rng: u64,
-    /// A batch's packet descriptions, verdicts, and where each came from.
-    infos: Vec<PacketInfo>,
-    verdicts: Vec<fw::Verdict>,
-    at: Vec<usize>,
+    /// A vector's packet descriptions, in columns, described in place (nothing is
+    /// built elsewhere and moved in), and where each packet came from in the pfil
+    /// vector.
+    vec: Box<fw::PacketVec>,
+    at: [u32; fw::VECTOR],
     /// The interfaces as the rules name them, by index, as of configuration
     /// `ifgen`: built once per configuration, not once per packet.
     ifrefs: Vec<IfRef>,
@@ -92,9 +93,8 @@ impl Scratch {
     fn new(rng: u64) -> Scratch {
         Scratch {
             rng,
-            infos: Vec::new(),
-            verdicts: Vec::new(),
-            at: Vec::new(),
+            vec: fw::PacketVec::new(),
+            at: [0; fw::VECTOR],
             ifrefs: Vec::new(),
             ifgen: u64::MAX,
         }
@@ -461,123 +461,171 @@ fn tcp_options(opts: &[u8]) -> u8 {
     bits
 }
 
-/// Reads the upper-layer header at `off` into `p` (ports, TCP flags and window,
-/// ICMP type).
-fn upper(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize, p: &mut PacketInfo) {
+/// Reads the upper-layer header of protocol `proto` at `off` into packet `k` of `v`
+/// (ports, TCP flags, window and payload length, and its options if the rules read
+/// them; ICMP type).
+fn upper(
+    a: crate::hdr::HdrAccess,
+    m: &mut Mbuf,
+    off: usize,
+    proto: u8,
+    v: &mut fw::PacketVec,
+    k: usize,
+    needs: fw::Needs,
+) {
     let left = m.len().saturating_sub(off);
-    match p.proto {
+    match proto {
         6 if left >= 20 => {
             let Ok(h) = crate::hdr::hdr(a, m, off, 20) else {
                 return;
             };
-            p.sport = u16::from_be_bytes([h[0], h[1]]);
-            p.dport = u16::from_be_bytes([h[2], h[3]]);
+            let h = crate::hdr::fixed::<20>(h);
+            v.set_ports(
+                k,
+                u16::from_be_bytes([h[0], h[1]]),
+                u16::from_be_bytes([h[2], h[3]]),
+            );
             let doff = usize::from(h[12] >> 4) * 4;
-            p.tcp_flags = h[13];
-            p.tcp_win = u16::from_be_bytes([h[14], h[15]]);
-            p.tcp_datalen = left.saturating_sub(doff) as u16;
-            if doff > 20 && doff <= left {
+            let win = u16::from_be_bytes([h[14], h[15]]);
+            v.set_tcp(k, h[13], win, left.saturating_sub(doff) as u16);
+            if needs.tcp_options && doff > 20 && doff <= left {
                 if let Ok(h) = crate::hdr::hdr(a, m, off, doff) {
-                    p.tcp_opts = tcp_options(&h[20..]);
+                    v.set_tcp_options(k, tcp_options(&h[20..]));
                 }
             }
         }
         17 if left >= 4 => {
             if let Ok(h) = crate::hdr::hdr(a, m, off, 4) {
-                p.sport = u16::from_be_bytes([h[0], h[1]]);
-                p.dport = u16::from_be_bytes([h[2], h[3]]);
+                let h = crate::hdr::fixed::<4>(h);
+                v.set_ports(
+                    k,
+                    u16::from_be_bytes([h[0], h[1]]),
+                    u16::from_be_bytes([h[2], h[3]]),
+                );
             }
         }
         1 | 58 if left >= 1 => {
             if let Ok(h) = crate::hdr::hdr(a, m, off, 1) {
-                p.icmp_type = h[0];
+                v.set_icmp_type(k, h[0]);
             }
         }
         _ => {}
     }
 }
 
-/// An IPv4 packet at `off`.
-fn inet(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo> {
-    let h = crate::hdr::hdr(a, m, off, 20).ok()?;
+/// An IPv4 packet at `off`, of `len` bytes in all, appended to `v`: its index.
+fn inet(
+    a: crate::hdr::HdrAccess,
+    m: &mut Mbuf,
+    off: usize,
+    len: u32,
+    v: &mut fw::PacketVec,
+    needs: fw::Needs,
+) -> Option<usize> {
+    let h = crate::hdr::fixed::<20>(crate::hdr::hdr(a, m, off, 20).ok()?);
     let hlen = usize::from(h[0] & 0x0f) * 4;
     let src = IpAddr::from([h[12], h[13], h[14], h[15]]);
     let dst = IpAddr::from([h[16], h[17], h[18], h[19]]);
-    let mut p = PacketInfo::new(src, dst, h[9]);
+    let (proto, tos, ttl) = (h[9], h[1], h[8]);
     let field = u16::from_be_bytes([h[2], h[3]]);
-    p.tos = h[1];
-    p.ttl = h[8];
-    p.frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+    let frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+    let k = v.push_new(src, dst, proto, len);
     // A large segment's length (Total Length 0) reads as the largest there is.
-    p.ip_len = u16::try_from(crate::hdr::length_field(field, m, off)).unwrap_or(u16::MAX);
-    if !p.frag {
-        upper(a, m, off + hlen, &mut p);
+    let ip_len = u16::try_from(crate::hdr::length_field(field, m, off)).unwrap_or(u16::MAX);
+    v.set_ip(k, ip_len, ttl, tos);
+    if frag {
+        v.set_frag(k);
+    } else {
+        upper(a, m, off + hlen, proto, v, k, needs);
     }
-    Some(p)
+    Some(k)
 }
 
-/// An IPv6 packet at `off`.
-fn inet6(a: crate::hdr::HdrAccess, m: &mut Mbuf, off: usize) -> Option<PacketInfo> {
-    let h = crate::hdr::hdr(a, m, off, 40).ok()?;
+/// An IPv6 packet at `off`, of `len` bytes in all, appended to `v`: its index.
+fn inet6(
+    a: crate::hdr::HdrAccess,
+    m: &mut Mbuf,
+    off: usize,
+    len: u32,
+    v: &mut fw::PacketVec,
+    needs: fw::Needs,
+) -> Option<usize> {
+    let h = crate::hdr::fixed::<40>(crate::hdr::hdr(a, m, off, 40).ok()?);
     let mut s = [0u8; 16];
     let mut d = [0u8; 16];
     s.copy_from_slice(&h[8..24]);
     d.copy_from_slice(&h[24..40]);
-    let mut p = PacketInfo::new(IpAddr::from(s), IpAddr::from(d), h[6]);
     let field = u16::from_be_bytes([h[4], h[5]]);
-    p.tos = (h[0] << 4) | (h[1] >> 4);
-    p.ttl = h[7];
+    let tos = (h[0] << 4) | (h[1] >> 4);
+    let (mut proto, ttl) = (h[6], h[7]);
     let plen = crate::hdr::length_field(field, m, off + 40);
-    p.ip_len = u16::try_from(40 + plen).unwrap_or(u16::MAX);
+    let ip_len = u16::try_from(40 + plen).unwrap_or(u16::MAX);
     // Past the extension headers to the upper layer, as ipfw's ipv6 walk does: the
     // rules' protocol is the upper layer's, and a fragment other than the first is
     // `frag` and has no ports. ESP, No Next Header and unknown headers end the walk
     // (their number is the protocol); so does a header cut short.
     let mut at = off + 40;
-    for _ in 0..MAX_EXT_HEADERS {
-        let len = match p.proto {
-            // Hop-by-hop, routing, destination options: 8-byte units past the first 8.
-            0 | 43 | 60 => {
-                let Ok(e) = crate::hdr::hdr(a, m, at, 2) else {
-                    return Some(p);
-                };
-                p.proto = e[0];
-                (usize::from(e[1]) + 1) * 8
-            }
-            44 => {
-                let Ok(e) = crate::hdr::hdr(a, m, at, 8) else {
-                    return Some(p);
-                };
-                p.proto = e[0];
-                if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 != 0 {
-                    p.frag = true;
-                    return Some(p);
+    let mut frag = false;
+    let mut upper_at = None;
+    'walk: {
+        for _ in 0..MAX_EXT_HEADERS {
+            let elen = match proto {
+                // Hop-by-hop, routing, destination options: 8-byte units past the first 8.
+                0 | 43 | 60 => {
+                    let Ok(e) = crate::hdr::hdr(a, m, at, 2) else {
+                        break 'walk;
+                    };
+                    proto = e[0];
+                    (usize::from(e[1]) + 1) * 8
                 }
-                8
-            }
-            // Authentication header: 4-byte units past the first 8 (RFC 4302).
-            51 => {
-                let Ok(e) = crate::hdr::hdr(a, m, at, 2) else {
-                    return Some(p);
-                };
-                p.proto = e[0];
-                (usize::from(e[1]) + 2) * 4
-            }
-            _ => break,
-        };
-        at += len;
+                44 => {
+                    let Ok(e) = crate::hdr::hdr(a, m, at, 8) else {
+                        break 'walk;
+                    };
+                    proto = e[0];
+                    if u16::from_be_bytes([e[2], e[3]]) & 0xfff8 != 0 {
+                        frag = true;
+                        break 'walk;
+                    }
+                    8
+                }
+                // Authentication header: 4-byte units past the first 8 (RFC 4302).
+                51 => {
+                    let Ok(e) = crate::hdr::hdr(a, m, at, 2) else {
+                        break 'walk;
+                    };
+                    proto = e[0];
+                    (usize::from(e[1]) + 2) * 4
+                }
+                _ => break,
+            };
+            at += elen;
+        }
+        upper_at = Some(at);
     }
-    upper(a, m, at, &mut p);
-    Some(p)
+    let k = v.push_new(IpAddr::from(s), IpAddr::from(d), proto, len);
+    v.set_ip(k, ip_len, ttl, tos);
+    if frag {
+        v.set_frag(k);
+    }
+    if let Some(at) = upper_at {
+        upper(a, m, at, proto, v, k, needs);
+    }
+    Some(k)
 }
 
 /// Extension headers walked before giving up on the upper layer (a packet can
 /// chain them without limit; a real one has a few).
 const MAX_EXT_HEADERS: usize = 8;
 
-/// Describes the packet in `m`: an IPv4 or IPv6 packet at the IP points, a whole
+/// Describes the packet in `m` into the next entry of `v` (its index; `None` if
+/// it has no header to read): an IPv4 or IPv6 packet at the IP points, a whole
 /// Ethernet frame at the layer-2 point; `ifindex` and `rcvif` as in
-/// [`crate::pfil::PfilPkt`], named from `ifrefs` (the worker's table).
+/// [`crate::pfil::PfilPkt`], named from `ifrefs` (the worker's table). What the
+/// program never reads (`needs`) is left out: TCP options, interfaces, the MAC
+/// header, tags.
+#[allow(clippy::too_many_arguments)]
+#[inline]
 fn describe(
     m: &mut Mbuf,
     point: PfilPoint,
@@ -585,62 +633,59 @@ fn describe(
     ifindex: IfIndex,
     rcvif: Option<IfIndex>,
     ifrefs: &[IfRef],
-) -> Option<PacketInfo> {
+    needs: fw::Needs,
+    v: &mut fw::PacketVec,
+) -> Option<usize> {
     let a = crate::hdr::HdrAccess::Pulldown;
-    let len = m.len();
-    let mut p = match point {
-        PfilPoint::Inet => inet(a, m, 0)?,
-        PfilPoint::Inet6 => inet6(a, m, 0)?,
+    let len = m.len() as u32;
+    let k = match point {
+        PfilPoint::Inet => inet(a, m, 0, len, v, needs)?,
+        PfilPoint::Inet6 => inet6(a, m, 0, len, v, needs)?,
         // The layer-2 pass: the Ethernet header, and the IP packet inside if any.
         PfilPoint::Ether => {
-            let h = crate::hdr::hdr(a, m, 0, 14).ok()?;
+            let h = crate::hdr::fixed::<14>(crate::hdr::hdr(a, m, 0, 14).ok()?);
             let mut mac = fw::MacHdr::default();
             mac.dst.copy_from_slice(&h[0..6]);
             mac.src.copy_from_slice(&h[6..12]);
             mac.ethertype = u16::from_be_bytes([h[12], h[13]]);
             let inner = match mac.ethertype {
-                0x0800 => inet(a, m, 14),
-                0x86dd => inet6(a, m, 14),
+                0x0800 => inet(a, m, 14, len, v, needs),
+                0x86dd => inet6(a, m, 14, len, v, needs),
                 _ => None,
             };
             let unspec = IpAddr::from([0, 0, 0, 0]);
-            let mut p = inner.unwrap_or_else(|| PacketInfo::new(unspec, unspec, 0));
-            p.mac = Some(mac);
-            p.layer2 = true;
-            p
+            let k = inner.unwrap_or_else(|| v.push_new(unspec, unspec, 0, len));
+            if needs.mac {
+                v.set_mac(k, mac);
+            }
+            v.set_layer2(k);
+            k
         }
     };
-    let iface = |i: IfIndex| ifrefs.get(i.get()).copied();
-    p.dir = match dir {
-        Dir::In => Direction::In,
-        Dir::Out => Direction::Out,
-    };
-    // A forwarded packet going out has both: `out recv X xmit Y` matches it.
-    p.rcvif = rcvif.and_then(iface);
     if dir == Dir::Out {
-        p.xmitif = iface(ifindex);
+        v.set_dir(k, Direction::Out);
     }
-    p.len = len as u32;
-    p.tags = tags_of(m.hdr.tag);
-    Some(p)
+    if needs.interfaces {
+        let iface = |i: IfIndex| ifrefs.get(i.get()).copied();
+        // A forwarded packet going out has both: `out recv X xmit Y` matches it.
+        let xmitif = if dir == Dir::Out {
+            iface(ifindex)
+        } else {
+            None
+        };
+        v.set_ifaces(k, rcvif.and_then(iface), xmitif);
+    }
+    if needs.tags {
+        v.set_tags(k, tags_of(m.hdr.tag));
+    }
+    Some(k)
 }
 
-/// What a verdict makes of the packet: its tags written back, the pfil action.
-fn apply(
-    fw: &Ipfw,
-    p: &mut crate::pfil::PfilPkt,
-    info: &PacketInfo,
-    v: fw::Verdict,
-    cx: &PfilCtx<'_>,
-) {
-    let Some(m) = p.m.as_mut() else {
-        return;
-    };
-    let (word, lost) = tag_word(&info.tags);
-    m.hdr.tag = word;
-    if lost {
-        fw.tags_lost.fetch_add(1, Ordering::Relaxed);
-    }
+/// What a verdict other than allow makes of packet `k` of `vec`: the pfil action.
+/// The packet's description is read back out of the vector only for a pipe or a
+/// queue (dummynet's flow key), not for every packet denied or refused.
+fn apply(fw: &Ipfw, p: &mut crate::pfil::PfilPkt, vec: &fw::PacketVec, k: usize, cx: &PfilCtx<'_>) {
+    let v = vec.verdict(k);
     p.act = match v.decision {
         Decision::Allow => PfilAct::Pass,
         Decision::Deny => {
@@ -663,7 +708,7 @@ fn apply(
                 ..*cx
             };
             match p.m.take() {
-                Some(m) => match fw.shape(m, info, &pcx, pipe, queue) {
+                Some(m) => match fw.shape(m, &vec.get(k), &pcx, pipe, queue) {
                     Verdict::Consumed => PfilAct::Consumed,
                     _ => PfilAct::Drop,
                 },
@@ -671,6 +716,53 @@ fn apply(
             }
         }
     };
+}
+
+impl Ipfw {
+    /// The rules over the vector in `wf.vec` (from `pkts`, at `wf.at`), and what
+    /// they decided applied: tags written back first (a packet handed to a pipe
+    /// carries them), then each packet not allowed dropped, refused or shaped.
+    fn filter_vec(
+        &self,
+        program: &fw::Program,
+        wf: &mut Scratch,
+        counters: &fw::SharedCounters,
+        pkts: &mut [crate::pfil::PfilPkt],
+        cx: &PfilCtx<'_>,
+    ) {
+        let env = HookEnv(cx.env);
+        let v = &mut *wf.vec;
+        program.eval_vec(
+            v,
+            &env,
+            &self.states,
+            counters,
+            cx.now.as_nanos(),
+            &mut wf.rng,
+        );
+        let n = v.len();
+        if program.needs().tags {
+            for k in 0..n {
+                if let Some(m) = pkts[wf.at[k] as usize].m.as_mut() {
+                    let (word, lost) = tag_word(&v.tags(k));
+                    m.hdr.tag = word;
+                    if lost {
+                        self.tags_lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        let mut todo = !v.allowed() & (u64::MAX >> (64 - n));
+        while todo != 0 {
+            let k = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
+            let p = &mut pkts[wf.at[k] as usize];
+            if p.m.is_some() {
+                apply(self, p, v, k, cx);
+            }
+        }
+        v.clear();
+    }
 }
 
 impl PfilHook for Ipfw {
@@ -691,55 +783,48 @@ impl PfilHook for Ipfw {
     }
 
     /// The rules over a vector: the program loaded and the worker's counters taken
-    /// once for the whole vector, each packet described once into the worker's
-    /// reused scratch, then `Program::eval_batch` (whose state lookups for the
-    /// vector overlap their cache misses).
+    /// once for the whole vector, each packet described in place into the worker's
+    /// reused columns (`fw::PacketVec`, 64 at a time), then `Program::eval_vec`
+    /// (rule-major over the rules that allow it; the state lookups of the vector
+    /// together, their cache misses overlapped).
     fn filter_batch(&self, pkts: &mut [crate::pfil::PfilPkt], cx: &PfilCtx<'_>) {
         let program = self.program.load();
-        let env = HookEnv(cx.env);
+        let needs = program.needs();
         let w = cx.worker % self.workers.len();
         let worker = &self.workers[w];
         let mut g = worker.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let wf = &mut *g;
-        wf.ifrefs(cx.env);
-        wf.infos.clear();
-        wf.at.clear();
-        for (k, p) in pkts.iter_mut().enumerate() {
+        if needs.interfaces {
+            wf.ifrefs(cx.env);
+        }
+        wf.vec.clear();
+        for k in 0..pkts.len() {
+            let p = &mut pkts[k];
             if p.act != PfilAct::Pass {
                 continue;
             }
             let Some(m) = p.m.as_mut() else { continue };
             // What cannot be described (no IP header to read) passes, as before.
-            if let Some(info) = describe(m, cx.point, cx.dir, p.ifindex, p.rcvif, &wf.ifrefs) {
-                wf.infos.push(info);
-                wf.at.push(k);
+            let (ifindex, rcvif) = (p.ifindex, p.rcvif);
+            let Some(j) = describe(
+                m,
+                cx.point,
+                cx.dir,
+                ifindex,
+                rcvif,
+                &wf.ifrefs,
+                needs,
+                &mut wf.vec,
+            ) else {
+                continue;
+            };
+            wf.at[j] = k as u32;
+            if wf.vec.is_full() {
+                self.filter_vec(&program, wf, &worker.counters, pkts, cx);
             }
         }
-        let n = wf.infos.len();
-        if n == 0 {
-            return;
-        }
-        wf.verdicts.clear();
-        wf.verdicts.resize(
-            n,
-            fw::Verdict {
-                decision: Decision::Allow,
-                rule: 0,
-                log: false,
-            },
-        );
-        let now = cx.now.as_nanos();
-        program.eval_batch(
-            &mut wf.infos,
-            &mut wf.verdicts,
-            &env,
-            &self.states,
-            &worker.counters,
-            now,
-            &mut wf.rng,
-        );
-        for ((&k, info), &v) in wf.at.iter().zip(&wf.infos).zip(&wf.verdicts) {
-            apply(self, &mut pkts[k], info, v, cx);
+        if !wf.vec.is_empty() {
+            self.filter_vec(&program, wf, &worker.counters, pkts, cx);
         }
     }
 
@@ -798,15 +883,23 @@ mod tests {
         Mbuf::from_parts(&[a, b]).unwrap()
     }
 
-    fn walk(next: u8, rest: &[u8]) -> PacketInfo {
+    /// The packet as `inet6` describes it.
+    fn describe6(m: &mut Mbuf) -> PacketInfo {
+        let mut v = fw::PacketVec::new();
+        let len = m.len() as u32;
         let a = crate::hdr::HdrAccess::Pulldown;
+        let k = inet6(a, m, 0, len, &mut v, fw::Needs::default()).unwrap();
+        v.get(k)
+    }
+
+    fn walk(next: u8, rest: &[u8]) -> PacketInfo {
         let mut first = None;
         for split in [40, 41, 47, 48, 55, 60, 200] {
-            let p = inet6(a, &mut ip6(next, rest, split), 0).unwrap();
+            let p = describe6(&mut ip6(next, rest, split));
             let key = (p.proto, p.sport, p.dport, p.frag, p.tcp_flags);
             assert_eq!(*first.get_or_insert(key), key, "split at {split}");
         }
-        inet6(a, &mut ip6(next, rest, 40), 0).unwrap()
+        describe6(&mut ip6(next, rest, 40))
     }
 
     #[test]

@@ -1,0 +1,639 @@
+//! [`PacketVec`]: a vector of packets as the rules see them, in columns — one array
+//! per field, as the rule-major evaluator (`major`) reads them: a rule's test is a
+//! loop down one column of the vector, not a load from each packet's record.
+//!
+//! A datapath fills it in place, in a worker's reused scratch: [`PacketVec::push_new`]
+//! with the addresses, the protocol and the length, then the setters for what the
+//! packet has (ports, TCP header, interfaces...); what it has not stays zero, as in
+//! [`PacketInfo::new`]. [`Needs`] says which of the costly fields the program reads
+//! at all, so that a describer can leave them out. [`PacketVec::push`] copies a
+//! whole [`PacketInfo`] in (the form `eval_batch` takes).
+//!
+//! The hot columns (family, addresses, protocol, ports, TCP flags, ICMP type, frag,
+//! direction, layer 2, length) are what the common tests read; IPv4 addresses are a
+//! `u32` column of their own, so that a test of an IPv4 address list is a loop over
+//! 4-byte words, and IPv6 addresses sit apart, read only for IPv6 packets. Flags are
+//! bit masks of the vector (bit `k` for packet `k`).
+
+use super::*;
+
+/// Packets a [`PacketVec`] holds: the vector of `eval_batch` (VPP's frame).
+pub const VECTOR: usize = 64;
+const G: usize = VECTOR;
+
+/// What a program's rules read beyond the fields every packet has: a describer
+/// may leave out what is not needed (the program never reads it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Some rule tests `tcpoptions` ([`PacketInfo::tcp_opts`]).
+    pub tcp_options: bool,
+    /// Some rule names an interface (`via`, `recv`, `xmit`) or asks `antispoof` or
+    /// `verrevpath` ([`PacketInfo::rcvif`], [`PacketInfo::xmitif`]).
+    pub interfaces: bool,
+    /// Some rule tests `mac` or `mac-type` ([`PacketInfo::mac`]).
+    pub mac: bool,
+    /// Some rule tests `tagged` or sets `tag`/`untag` ([`PacketInfo::tags`]): without
+    /// one, the packets' tags are neither read nor changed.
+    pub tags: bool,
+}
+
+/// The columns, read-only while the rules run.
+pub(crate) struct Cols {
+    pub(crate) n: usize,
+    /// Bit masks: the source is IPv6 (the packet's family, as `ip6` asks), the
+    /// destination is (the same in a real packet; `PacketInfo` can mix them), a
+    /// later fragment, going out, the layer-2 pass.
+    pub(crate) v6: u64,
+    pub(crate) v6d: u64,
+    pub(crate) frag: u64,
+    pub(crate) out: u64,
+    pub(crate) layer2: u64,
+    /// IPv4 addresses (IPv6 packets: stale, never read).
+    pub(crate) src4: [u32; G],
+    pub(crate) dst4: [u32; G],
+    /// IPv6 addresses (IPv4 packets: stale, never read).
+    pub(crate) src6: [u128; G],
+    pub(crate) dst6: [u128; G],
+    pub(crate) proto: [u8; G],
+    pub(crate) sport: [u16; G],
+    pub(crate) dport: [u16; G],
+    pub(crate) tcp_flags: [u8; G],
+    pub(crate) icmp_type: [u8; G],
+    pub(crate) len: [u32; G],
+    pub(crate) ip_len: [u16; G],
+    pub(crate) ttl: [u8; G],
+    pub(crate) tos: [u8; G],
+    pub(crate) tcp_win: [u16; G],
+    pub(crate) tcp_opts: [u8; G],
+    pub(crate) tcp_datalen: [u16; G],
+    pub(crate) rcvif: [Option<IfRef>; G],
+    pub(crate) xmitif: [Option<IfRef>; G],
+    pub(crate) mac: [Option<MacHdr>; G],
+}
+
+/// Up to [`VECTOR`] packets in columns, with their tags and, after
+/// [`Program::eval_vec`], their verdicts. About 12 KiB: keep one per worker
+/// ([`PacketVec::new`] boxes it) and [`clear`](PacketVec::clear) it per vector.
+pub struct PacketVec {
+    pub(crate) c: Cols,
+    /// Bit `k`: packet `k`'s tags may be other than empty (its column entry is
+    /// meaningful); clear bits read as no tags.
+    pub(crate) tagged: u64,
+    pub(crate) tags: [Tags; G],
+    pub(crate) verdicts: [Verdict; G],
+    /// After `eval_vec`: bit `k`, packet `k` was allowed.
+    pub(crate) allowed: u64,
+    /// Entries of the scalar columns that may be non-zero (cleared up to here).
+    dirty: usize,
+}
+
+impl fmt::Debug for PacketVec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacketVec")
+            .field("len", &self.c.n)
+            .field("allowed", &format_args!("{:#x}", self.allowed))
+            .finish()
+    }
+}
+
+const NO_VERDICT: Verdict = Verdict {
+    decision: Decision::Deny,
+    rule: rule::DEFAULT_RULE,
+    log: false,
+};
+
+/// The low `n` bits.
+#[inline(always)]
+pub(crate) fn low(n: usize) -> u64 {
+    if n >= 64 {
+        !0
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+impl PacketVec {
+    /// An empty vector, on the heap.
+    pub fn new() -> Box<PacketVec> {
+        Box::new(Self::blank())
+    }
+
+    pub(crate) fn blank() -> PacketVec {
+        PacketVec {
+            c: Cols {
+                n: 0,
+                v6: 0,
+                v6d: 0,
+                frag: 0,
+                out: 0,
+                layer2: 0,
+                src4: [0; G],
+                dst4: [0; G],
+                src6: [0; G],
+                dst6: [0; G],
+                proto: [0; G],
+                sport: [0; G],
+                dport: [0; G],
+                tcp_flags: [0; G],
+                icmp_type: [0; G],
+                len: [0; G],
+                ip_len: [0; G],
+                ttl: [0; G],
+                tos: [0; G],
+                tcp_win: [0; G],
+                tcp_opts: [0; G],
+                tcp_datalen: [0; G],
+                rcvif: [None; G],
+                xmitif: [None; G],
+                mac: [None; G],
+            },
+            tagged: 0,
+            tags: [Tags::default(); G],
+            verdicts: [NO_VERDICT; G],
+            allowed: 0,
+            dirty: 0,
+        }
+    }
+
+    /// Empties the vector (its columns zeroed as far as they were used).
+    #[inline]
+    pub fn clear(&mut self) {
+        let d = self.dirty;
+        let c = &mut self.c;
+        c.sport[..d].fill(0);
+        c.dport[..d].fill(0);
+        c.tcp_flags[..d].fill(0);
+        c.icmp_type[..d].fill(0);
+        c.ip_len[..d].fill(0);
+        c.ttl[..d].fill(0);
+        c.tos[..d].fill(0);
+        c.tcp_win[..d].fill(0);
+        c.tcp_opts[..d].fill(0);
+        c.tcp_datalen[..d].fill(0);
+        c.n = 0;
+        c.v6 = 0;
+        c.v6d = 0;
+        c.frag = 0;
+        c.out = 0;
+        c.layer2 = 0;
+        self.tagged = 0;
+        self.allowed = 0;
+        self.dirty = 0;
+    }
+
+    pub fn len(&self) -> usize {
+        self.c.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.c.n == 0
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.c.n == G
+    }
+
+    /// Appends a packet of protocol `proto` between `src` and `dst`, `len` bytes
+    /// (for the counters), everything else zero or absent, going in; returns its
+    /// index. Panics if the vector is full.
+    #[inline]
+    pub fn push_new(&mut self, src: IpAddr, dst: IpAddr, proto: u8, len: u32) -> usize {
+        let k = self.c.n;
+        assert!(k < G, "PacketVec: full");
+        let c = &mut self.c;
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                c.src4[k] = u32::from(s);
+                c.dst4[k] = u32::from(d);
+            }
+            // As `addr_bits` reads them: each address in its own family.
+            (s, d) => {
+                let (s, s6) = addr_bits(s);
+                let (d, d6) = addr_bits(d);
+                c.src6[k] = s;
+                c.dst6[k] = d;
+                c.src4[k] = s as u32;
+                c.dst4[k] = d as u32;
+                c.v6 |= (s6 as u64) << k;
+                c.v6d |= (d6 as u64) << k;
+            }
+        }
+        c.proto[k] = proto;
+        c.len[k] = len;
+        c.rcvif[k] = None;
+        c.xmitif[k] = None;
+        c.mac[k] = None;
+        c.n = k + 1;
+        self.dirty = self.dirty.max(k + 1);
+        k
+    }
+
+    /// Appends a copy of `p`; returns its index. Panics if the vector is full.
+    pub fn push(&mut self, p: &PacketInfo) -> usize {
+        let k = self.push_new(p.src, p.dst, p.proto, p.len);
+        self.set_ports(k, p.sport, p.dport);
+        self.set_tcp(k, p.tcp_flags, p.tcp_win, p.tcp_datalen);
+        self.set_tcp_options(k, p.tcp_opts);
+        self.set_icmp_type(k, p.icmp_type);
+        self.set_ip(k, p.ip_len, p.ttl, p.tos);
+        if p.frag {
+            self.set_frag(k);
+        }
+        self.set_dir(k, p.dir);
+        self.set_ifaces(k, p.rcvif, p.xmitif);
+        if let Some(m) = p.mac {
+            self.set_mac(k, m);
+        }
+        if p.layer2 {
+            self.set_layer2(k);
+        }
+        self.set_tags(k, p.tags);
+        k
+    }
+
+    /// Packet `k`'s upper-layer protocol (IPv6: after the extension headers).
+    #[inline]
+    pub fn set_proto(&mut self, k: usize, proto: u8) {
+        self.c.proto[k] = proto;
+    }
+
+    #[inline]
+    pub fn set_ports(&mut self, k: usize, sport: u16, dport: u16) {
+        self.c.sport[k] = sport;
+        self.c.dport[k] = dport;
+    }
+
+    /// The TCP header's flags and window, and the segment's payload bytes.
+    #[inline]
+    pub fn set_tcp(&mut self, k: usize, flags: u8, win: u16, datalen: u16) {
+        self.c.tcp_flags[k] = flags;
+        self.c.tcp_win[k] = win;
+        self.c.tcp_datalen[k] = datalen;
+    }
+
+    /// [`tcpopt`] bits.
+    #[inline]
+    pub fn set_tcp_options(&mut self, k: usize, opts: u8) {
+        self.c.tcp_opts[k] = opts;
+    }
+
+    #[inline]
+    pub fn set_icmp_type(&mut self, k: usize, t: u8) {
+        self.c.icmp_type[k] = t;
+    }
+
+    /// IP total length (IPv6: payload length + 40), TTL or hop limit, TOS or
+    /// traffic class.
+    #[inline]
+    pub fn set_ip(&mut self, k: usize, ip_len: u16, ttl: u8, tos: u8) {
+        self.c.ip_len[k] = ip_len;
+        self.c.ttl[k] = ttl;
+        self.c.tos[k] = tos;
+    }
+
+    /// Packet `k` is a fragment other than the first.
+    #[inline]
+    pub fn set_frag(&mut self, k: usize) {
+        self.c.frag |= 1 << k;
+    }
+
+    #[inline]
+    pub fn set_dir(&mut self, k: usize, dir: Direction) {
+        match dir {
+            Direction::In => self.c.out &= !(1 << k),
+            Direction::Out => self.c.out |= 1 << k,
+        }
+    }
+
+    #[inline]
+    pub fn set_ifaces(&mut self, k: usize, rcvif: Option<IfRef>, xmitif: Option<IfRef>) {
+        self.c.rcvif[k] = rcvif;
+        self.c.xmitif[k] = xmitif;
+    }
+
+    /// The Ethernet header (it does not make this the layer-2 pass).
+    #[inline]
+    pub fn set_mac(&mut self, k: usize, mac: MacHdr) {
+        self.c.mac[k] = Some(mac);
+    }
+
+    /// Packet `k` is on the layer-2 pass.
+    #[inline]
+    pub fn set_layer2(&mut self, k: usize) {
+        self.c.layer2 |= 1 << k;
+    }
+
+    #[inline]
+    pub fn set_tags(&mut self, k: usize, tags: Tags) {
+        self.tags[k] = tags;
+        self.tagged |= 1 << k;
+    }
+
+    /// Packet `k`'s tags (after `eval_vec`, as the rules left them).
+    #[inline]
+    pub fn tags(&self, k: usize) -> Tags {
+        if self.tagged & (1 << k) != 0 {
+            self.tags[k]
+        } else {
+            Tags::default()
+        }
+    }
+
+    /// Packet `k`'s verdict, after [`Program::eval_vec`].
+    #[inline]
+    pub fn verdict(&self, k: usize) -> Verdict {
+        self.verdicts[k]
+    }
+
+    /// After [`Program::eval_vec`]: bit `k` is set if packet `k` was allowed (a
+    /// caller need only look at the others).
+    #[inline]
+    pub fn allowed(&self) -> u64 {
+        self.allowed
+    }
+
+    /// Packet `k` as a [`PacketInfo`] (fields a describer left out read as it
+    /// left them).
+    pub fn get(&self, k: usize) -> PacketInfo {
+        let p = Col { c: &self.c, k };
+        PacketInfo {
+            src: p.addr(false),
+            dst: p.addr(true),
+            proto: p.proto(),
+            sport: p.sport(),
+            dport: p.dport(),
+            tcp_flags: p.tcp_flags(),
+            tcp_win: p.tcp_win(),
+            tcp_opts: p.tcp_opts(),
+            tcp_datalen: p.tcp_datalen(),
+            icmp_type: p.icmp_type(),
+            ip_len: p.ip_len(),
+            ttl: p.ttl(),
+            tos: p.tos(),
+            frag: p.frag(),
+            dir: p.dir(),
+            rcvif: p.rcvif(),
+            xmitif: p.xmitif(),
+            mac: p.mac(),
+            layer2: p.layer2(),
+            len: p.len(),
+            tags: self.tags(k),
+        }
+    }
+
+    /// Makes every packet's tags entry meaningful (empty where none was set), for
+    /// rules that read or change them.
+    #[inline]
+    pub(crate) fn settle_tags(&mut self) {
+        let mut untagged = !self.tagged & low(self.c.n);
+        while untagged != 0 {
+            let k = untagged.trailing_zeros() as usize;
+            untagged &= untagged - 1;
+            self.tags[k] = Tags::default();
+        }
+        self.tagged = low(self.c.n);
+    }
+}
+
+/// The packet as the evaluator reads it: a [`PacketInfo`] (`eval`) or one packet of
+/// a [`PacketVec`] (`eval_vec`), so that one walk serves both without copying a
+/// packet out of its columns.
+pub(crate) trait Pkt: Copy {
+    fn addr(self, dst: bool) -> IpAddr;
+    /// The address as `addr_bits` gives it: its bits and whether it is IPv6.
+    fn addr_bits(self, dst: bool) -> (u128, bool);
+    fn v6(self) -> bool;
+    fn proto(self) -> u8;
+    fn sport(self) -> u16;
+    fn dport(self) -> u16;
+    fn tcp_flags(self) -> u8;
+    fn tcp_win(self) -> u16;
+    fn tcp_opts(self) -> u8;
+    fn tcp_datalen(self) -> u16;
+    fn icmp_type(self) -> u8;
+    fn ip_len(self) -> u16;
+    fn ttl(self) -> u8;
+    fn tos(self) -> u8;
+    fn frag(self) -> bool;
+    fn dir(self) -> Direction;
+    fn rcvif(self) -> Option<IfRef>;
+    fn xmitif(self) -> Option<IfRef>;
+    fn mac(self) -> Option<MacHdr>;
+    fn layer2(self) -> bool;
+    fn len(self) -> u32;
+
+    #[inline(always)]
+    fn has_ports(self) -> bool {
+        !self.frag() && matches!(self.proto(), 6 | 17 | 132)
+    }
+
+    #[inline(always)]
+    fn is_tcp(self) -> bool {
+        !self.frag() && self.proto() == 6
+    }
+}
+
+impl Pkt for &PacketInfo {
+    #[inline(always)]
+    fn addr(self, dst: bool) -> IpAddr {
+        if dst {
+            self.dst
+        } else {
+            self.src
+        }
+    }
+    #[inline(always)]
+    fn addr_bits(self, dst: bool) -> (u128, bool) {
+        addr_bits(self.addr(dst))
+    }
+    #[inline(always)]
+    fn v6(self) -> bool {
+        self.src.is_ipv6()
+    }
+    #[inline(always)]
+    fn proto(self) -> u8 {
+        self.proto
+    }
+    #[inline(always)]
+    fn sport(self) -> u16 {
+        self.sport
+    }
+    #[inline(always)]
+    fn dport(self) -> u16 {
+        self.dport
+    }
+    #[inline(always)]
+    fn tcp_flags(self) -> u8 {
+        self.tcp_flags
+    }
+    #[inline(always)]
+    fn tcp_win(self) -> u16 {
+        self.tcp_win
+    }
+    #[inline(always)]
+    fn tcp_opts(self) -> u8 {
+        self.tcp_opts
+    }
+    #[inline(always)]
+    fn tcp_datalen(self) -> u16 {
+        self.tcp_datalen
+    }
+    #[inline(always)]
+    fn icmp_type(self) -> u8 {
+        self.icmp_type
+    }
+    #[inline(always)]
+    fn ip_len(self) -> u16 {
+        self.ip_len
+    }
+    #[inline(always)]
+    fn ttl(self) -> u8 {
+        self.ttl
+    }
+    #[inline(always)]
+    fn tos(self) -> u8 {
+        self.tos
+    }
+    #[inline(always)]
+    fn frag(self) -> bool {
+        self.frag
+    }
+    #[inline(always)]
+    fn dir(self) -> Direction {
+        self.dir
+    }
+    #[inline(always)]
+    fn rcvif(self) -> Option<IfRef> {
+        self.rcvif
+    }
+    #[inline(always)]
+    fn xmitif(self) -> Option<IfRef> {
+        self.xmitif
+    }
+    #[inline(always)]
+    fn mac(self) -> Option<MacHdr> {
+        self.mac
+    }
+    #[inline(always)]
+    fn layer2(self) -> bool {
+        self.layer2
+    }
+    #[inline(always)]
+    fn len(self) -> u32 {
+        self.len
+    }
+}
+
+/// Packet `k` of a vector's columns.
+#[derive(Clone, Copy)]
+pub(crate) struct Col<'a> {
+    pub(crate) c: &'a Cols,
+    pub(crate) k: usize,
+}
+
+impl Col<'_> {
+    #[inline(always)]
+    fn bit(self, m: u64) -> bool {
+        m >> self.k & 1 != 0
+    }
+}
+
+impl Pkt for Col<'_> {
+    #[inline(always)]
+    fn addr(self, dst: bool) -> IpAddr {
+        match self.addr_bits(dst) {
+            (a, true) => IpAddr::V6(a.into()),
+            (a, false) => IpAddr::V4((a as u32).into()),
+        }
+    }
+    #[inline(always)]
+    fn addr_bits(self, dst: bool) -> (u128, bool) {
+        let c = self.c;
+        if self.bit(if dst { c.v6d } else { c.v6 }) {
+            (if dst { c.dst6[self.k] } else { c.src6[self.k] }, true)
+        } else {
+            let a = if dst { c.dst4[self.k] } else { c.src4[self.k] };
+            (a as u128, false)
+        }
+    }
+    #[inline(always)]
+    fn v6(self) -> bool {
+        self.bit(self.c.v6)
+    }
+    #[inline(always)]
+    fn proto(self) -> u8 {
+        self.c.proto[self.k]
+    }
+    #[inline(always)]
+    fn sport(self) -> u16 {
+        self.c.sport[self.k]
+    }
+    #[inline(always)]
+    fn dport(self) -> u16 {
+        self.c.dport[self.k]
+    }
+    #[inline(always)]
+    fn tcp_flags(self) -> u8 {
+        self.c.tcp_flags[self.k]
+    }
+    #[inline(always)]
+    fn tcp_win(self) -> u16 {
+        self.c.tcp_win[self.k]
+    }
+    #[inline(always)]
+    fn tcp_opts(self) -> u8 {
+        self.c.tcp_opts[self.k]
+    }
+    #[inline(always)]
+    fn tcp_datalen(self) -> u16 {
+        self.c.tcp_datalen[self.k]
+    }
+    #[inline(always)]
+    fn icmp_type(self) -> u8 {
+        self.c.icmp_type[self.k]
+    }
+    #[inline(always)]
+    fn ip_len(self) -> u16 {
+        self.c.ip_len[self.k]
+    }
+    #[inline(always)]
+    fn ttl(self) -> u8 {
+        self.c.ttl[self.k]
+    }
+    #[inline(always)]
+    fn tos(self) -> u8 {
+        self.c.tos[self.k]
+    }
+    #[inline(always)]
+    fn frag(self) -> bool {
+        self.bit(self.c.frag)
+    }
+    #[inline(always)]
+    fn dir(self) -> Direction {
+        if self.bit(self.c.out) {
+            Direction::Out
+        } else {
+            Direction::In
+        }
+    }
+    #[inline(always)]
+    fn rcvif(self) -> Option<IfRef> {
+        self.c.rcvif[self.k]
+    }
+    #[inline(always)]
+    fn xmitif(self) -> Option<IfRef> {
+        self.c.xmitif[self.k]
+    }
+    #[inline(always)]
+    fn mac(self) -> Option<MacHdr> {
+        self.c.mac[self.k]
+    }
+    #[inline(always)]
+    fn layer2(self) -> bool {
+        self.bit(self.c.layer2)
+    }
+    #[inline(always)]
+    fn len(self) -> u32 {
+        self.c.len[self.k]
+    }
+}
