@@ -150,7 +150,7 @@ impl LinkCx<'_> {
     /// counted as `dropped`, what they keep as `pfil.consumed`, and what they refuse
     /// goes to the worker to be answered. Costs one test when no hook is there.
     #[inline]
-    pub(crate) fn pfil_vec<M>(
+    pub(crate) fn pfil_vec<M: Copy>(
         &mut self,
         point: PfilPoint,
         dir: Dir,
@@ -165,8 +165,12 @@ impl LinkCx<'_> {
         self.pfil_vec_slow(point, dir, dropped, pkts, s, ifs);
     }
 
+    /// The stage's data of each packet (`M`, small and `Copy`) are copied out and
+    /// back by index, element to element: moved through `drain` and `zip` they went
+    /// by way of a stack temporary the compiler wrote in pieces and read back whole,
+    /// a failed store forwarding per packet (perf: 40% of this function).
     #[inline(never)]
-    fn pfil_vec_slow<M>(
+    fn pfil_vec_slow<M: Copy>(
         &mut self,
         point: PfilPoint,
         dir: Dir,
@@ -175,11 +179,13 @@ impl LinkCx<'_> {
         s: &mut PfilScratch<M>,
         ifs: impl Fn(&M) -> (IfIndex, Option<IfIndex>),
     ) {
-        for (m, x) in pkts.drain(..) {
+        s.meta.clear();
+        s.meta.extend(pkts.iter().map(|p| p.1));
+        s.pf.clear();
+        s.pf.extend(pkts.drain(..).map(|(m, x)| {
             let (i, r) = ifs(&x);
-            s.pf.push(PfilPkt::new(m, i, r));
-            s.meta.push(x);
-        }
+            PfilPkt::new(m, i, r)
+        }));
         let (ifindex, rcvif) = (s.pf[0].ifindex, s.pf[0].rcvif);
         let pcx = PfilCtx {
             point,
@@ -191,9 +197,9 @@ impl LinkCx<'_> {
             env: self.pfil_env,
         };
         self.pfil.run_batch(&mut s.pf, &pcx);
-        for (p, x) in s.pf.drain(..).zip(s.meta.drain(..)) {
+        for (k, p) in s.pf.drain(..).enumerate() {
             match (p.act, p.m) {
-                (PfilAct::Pass, Some(m)) => pkts.push((m, x)),
+                (PfilAct::Pass, Some(m)) => pkts.push((m, s.meta[k])),
                 (PfilAct::Consumed, _) => self.stats.pfil.consumed += 1,
                 (PfilAct::Reject(how), Some(m)) => {
                     dropped.count(self.stats);
