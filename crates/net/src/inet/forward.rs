@@ -254,6 +254,16 @@ fn forward4_out(cx: &mut InetCx<'_>, fib: &route::Fib, m: Mbuf, o: FwdOut, l2: &
     // gateway has its link address written in the next hop.
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         if let Some(mac) = nh.gateway.and_then(|_| nh.l2(cx.now.as_nanos())) {
+            // With no hook at the link's output, the link header at once.
+            if !cx.pfil_active(PfilPoint::Ether, Dir::Out) {
+                return crate::link::ether::ether_output_now(
+                    &mut cx.link,
+                    out,
+                    m,
+                    EthernetAddress(mac),
+                    EtherType::Ipv4,
+                );
+            }
             return l2.push(L2Out {
                 m,
                 ifindex: o.out,

@@ -182,6 +182,16 @@ fn forward6_out(cx: &mut Inet6Cx<'_>, fib: &route::Fib, m: Mbuf, o: Fwd6Out, l2:
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         let now = cx.now.as_nanos();
         if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
+            // With no hook at the link's output, the link header at once.
+            if !cx.pfil_active(PfilPoint::Ether, Dir::Out) {
+                return crate::link::ether::ether_output_now(
+                    &mut cx.link,
+                    out,
+                    m,
+                    EthernetAddress(mac),
+                    EtherType::Ipv6,
+                );
+            }
             return l2.push(L2Out {
                 m,
                 ifindex: o.out,

@@ -139,27 +139,12 @@ pub(crate) fn ether_output_vec(
             cx.drop_pkt(m, DropReason::EtherOutDropped);
             continue;
         };
-        match m
-            .prepend(ETHER_HDR_LEN)
-            .map(|h| h.first_chunk_mut::<ETHER_HDR_LEN>())
-        {
-            Ok(Some(h)) => {
-                let mut f = EthernetFrame::new_unchecked(h);
-                f.set_dst_addr(o.dst);
-                f.set_src_addr(ifp.mac);
-                f.set_ethertype(o.ty);
-            }
-            _ => {
-                cx.drop_pkt(m, DropReason::EtherOutDropped);
-                continue;
-            }
-        }
         if !hooks {
-            cx.stats.ether.opackets += 1;
-            match cx.tx.get_mut(o.ifindex.get()) {
-                Some(q) => q.push(m),
-                None => DropReason::EtherOutDropped.count(cx.stats),
-            }
+            ether_output_now(cx, ifp, m, o.dst, o.ty);
+            continue;
+        }
+        if !ether_header(&mut m, ifp, o.dst, o.ty) {
+            cx.drop_pkt(m, DropReason::EtherOutDropped);
             continue;
         }
         v.out.push((m, o.ifindex));
@@ -181,6 +166,48 @@ pub(crate) fn ether_output_vec(
             Some(q) => q.push(m),
             None => DropReason::EtherOutDropped.count(cx.stats),
         }
+    }
+}
+
+/// Writes the link header into `m`'s headroom (a buffer of its own if it has
+/// none); false if no buffer was to be had.
+#[inline]
+fn ether_header(m: &mut Mbuf, ifp: &Ifnet, dst: EthernetAddress, ty: EtherType) -> bool {
+    match m
+        .prepend(ETHER_HDR_LEN)
+        .map(|h| h.first_chunk_mut::<ETHER_HDR_LEN>())
+    {
+        Ok(Some(h)) => {
+            let mut f = EthernetFrame::new_unchecked(h);
+            f.set_dst_addr(dst);
+            f.set_src_addr(ifp.mac);
+            f.set_ethertype(ty);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `ether_output_vec` for one packet whose link destination is known, at once, when
+/// no hook is at the link's output point (the caller checked
+/// `cx.pfil_active(PfilPoint::Ether, Dir::Out)`): the link header written, onto
+/// `ifp`'s transmit vector. What forwarding past the IP output hooks uses, so a
+/// forwarded packet is not moved through one more vector (`ether_output`'s).
+#[inline]
+pub(crate) fn ether_output_now(
+    cx: &mut LinkCx<'_>,
+    ifp: &Ifnet,
+    mut m: Mbuf,
+    dst: EthernetAddress,
+    ty: EtherType,
+) {
+    if !ether_header(&mut m, ifp, dst, ty) {
+        return cx.drop_pkt(m, DropReason::EtherOutDropped);
+    }
+    cx.stats.ether.opackets += 1;
+    match cx.tx.get_mut(ifp.index.get()) {
+        Some(q) => q.push(m),
+        None => DropReason::EtherOutDropped.count(cx.stats),
     }
 }
 
