@@ -15,7 +15,8 @@
 //!   thread's cache (a `thread_local` stack of free buffers per class). No lock,
 //!   no heap allocation, no shared cache line written.
 //! - An empty cache refills [`BATCH`] buffers from the global free list under one
-//!   lock; a cache that reaches [`CACHE_HIGH`] gives [`BATCH`] back the same way.
+//!   lock; a cache that reaches [`CACHE_HIGH`] gives [`BATCH`] back the same way
+//!   (for jumbo and 256 KiB clusters far fewer: [`Class::cache_high`]).
 //!   A buffer freed on another thread simply joins that thread's cache.
 //! - When the global list is empty the pool grows by one slab (64 clusters or
 //!   256 small buffers in one zeroed heap allocation), up to the limit set by
@@ -74,14 +75,23 @@ const REC_STRIDE: usize = 128;
 pub(crate) const REC_CAP: usize = REC_STRIDE - HDR;
 /// Classes of buffers.
 const CLASSES: usize = 5;
-/// Buffers moved between a thread cache and the global list under one lock.
+/// Buffers of the small classes (small, cluster, packet record) moved between a
+/// thread cache and the global list under one lock ([`Class::batch`]).
 pub(crate) const BATCH: usize = 128;
-/// A thread cache holding this many free buffers of a class gives [`BATCH`] back:
-/// several receive bursts' worth, so that a worker whose packets are freed where
-/// they were allocated never touches the global list in steady state (with a high
-/// mark of one burst, every poll gave buffers back and took them again, under the
-/// global lock).
+/// A thread cache holding this many free buffers of a small class gives [`BATCH`]
+/// back ([`Class::cache_high`]): several receive bursts' worth, so that a worker
+/// whose packets are freed where they were allocated never touches the global list
+/// in steady state (with a high mark of one burst, every poll gave buffers back and
+/// took them again, under the global lock).
 pub(crate) const CACHE_HIGH: usize = 8 * BATCH;
+/// The same for the large classes (jumbo and 256 KiB clusters), bounded by bytes
+/// rather than count: 1024 free jumbo clusters are 66 MiB. When one thread
+/// allocates them and another frees them (a TSO sender and its receiver), the
+/// freeing thread's cache held that much while the allocating thread's ran dry and
+/// carved new slabs: `bench tcp`'s threaded `mpstack-tso` row fell from ~58 to ~20
+/// Gbit/s with 155 MB resident. 16 jumbos are 1 MiB, 16 256 KiB clusters 4 MiB.
+const LARGE_BATCH: usize = 8;
+const LARGE_CACHE_HIGH: usize = 2 * LARGE_BATCH;
 /// Small buffers allowed per cluster of the limit: the same bytes (16 × 128 B ≈ 2 KiB).
 const SMALL_PER_CLUSTER_LIMIT: usize = 16;
 /// Clusters of the limit one jumbo cluster stands for: the same bytes.
@@ -141,6 +151,22 @@ impl Class {
             Class::Jumbo => JUMBOS_PER_SLAB,
             Class::Jum256 => JUM256S_PER_SLAB,
             Class::Rec => RECS_PER_SLAB,
+        }
+    }
+    /// Buffers moved between a thread cache and the global list at once.
+    #[inline]
+    const fn batch(self) -> usize {
+        match self {
+            Class::Jumbo | Class::Jum256 => LARGE_BATCH,
+            Class::Small | Class::Cluster | Class::Rec => BATCH,
+        }
+    }
+    /// Free buffers a thread cache holds before it gives [`Class::batch`] back.
+    #[inline]
+    const fn cache_high(self) -> usize {
+        match self {
+            Class::Jumbo | Class::Jum256 => LARGE_CACHE_HIGH,
+            Class::Small | Class::Cluster | Class::Rec => CACHE_HIGH,
         }
     }
     #[inline]
@@ -289,11 +315,11 @@ thread_local! {
     };
 }
 
-/// Takes up to [`BATCH`] buffers from the global list into `local`, growing the
-/// pool if the global list is empty.
+/// Takes up to [`Class::batch`] buffers from the global list into `local`, growing
+/// the pool if the global list is empty.
 fn refill(local: &mut Vec<FreePtr>, class: Class) -> bool {
-    if local.capacity() < CACHE_HIGH {
-        local.reserve_exact(CACHE_HIGH);
+    if local.capacity() < class.cache_high() {
+        local.reserve_exact(class.cache_high());
     }
     let mut g = global();
     let c = class as usize;
@@ -301,7 +327,7 @@ fn refill(local: &mut Vec<FreePtr>, class: Class) -> bool {
         return false;
     }
     let list = &mut g.free[c];
-    let at = list.len().saturating_sub(BATCH);
+    let at = list.len().saturating_sub(class.batch());
     local.extend(list.drain(at..));
     true
 }
@@ -339,8 +365,8 @@ fn give(p: FreePtr, class: Class) {
         if let Some(p) = p.take() {
             local.push(p);
         }
-        if local.len() >= CACHE_HIGH {
-            let at = local.len() - BATCH;
+        if local.len() >= class.cache_high() {
+            let at = local.len() - class.batch();
             global().free[class as usize].extend(local.drain(at..));
         }
     });
@@ -660,7 +686,7 @@ pub fn plenty_for(len: usize) -> bool {
 /// Allocation beyond the bound fails with [`NoBufs`] and counts in
 /// [`PoolStats::alloc_fail`]. Lowering the limit below what is already carved
 /// stops further growth; memory already carved is kept. Up to [`CACHE_HIGH`]
-/// free buffers per class may sit in each thread's cache, so a thread can see
+/// free buffers per class (fewer of the large ones) may sit in each thread's cache, so a thread can see
 /// `NoBufs` while another thread's cache still holds free buffers.
 pub fn set_limit(max_clusters: usize) {
     global().cluster_limit = max_clusters;
