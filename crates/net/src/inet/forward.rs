@@ -70,6 +70,22 @@ fn sum_update(sum: u16, old: u16, new: u16) -> u16 {
     !(s as u16)
 }
 
+/// TTL - 1 in the header at the front of `m` (which holds `ttl`), its checksum
+/// updated incrementally (RFC 1624); a shared first buffer is copied first. False
+/// when the header is not there whole or the copy found no buffer.
+#[inline]
+fn ttl_decrement(m: &mut Mbuf, ttl: u8) -> bool {
+    let Ok(Some(h)) = m.try_first_mut().map(|h| h.first_chunk_mut::<IP_HDR_LEN>()) else {
+        return false;
+    };
+    let old = u16::from_be_bytes([h[8], h[9]]);
+    h[8] = ttl - 1;
+    let new = u16::from_be_bytes([h[8], h[9]]);
+    let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    true
+}
+
 /// No next hop, in a vector of next-hop indices.
 pub(crate) const NO_NH: u32 = u32::MAX;
 
@@ -140,7 +156,10 @@ pub(crate) fn ip_forward(
         (&mut v.dsts, &mut v.raw),
     );
     let hooks = cx.pfil_active(PfilPoint::Inet, Dir::Out);
-    let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
+    // Whether a hook waits at the link's output: without, a packet's link header
+    // is written as soon as its next hop is known.
+    let direct = !cx.pfil_active(PfilPoint::Ether, Dir::Out);
+    let fast = !hooks && direct;
     let now = cx.now.as_nanos();
     for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
@@ -153,7 +172,7 @@ pub(crate) fn ip_forward(
         };
         match forward4_one(cx, ifp, m, info, nh) {
             Some(p) if hooks => v.out.push(p),
-            Some((m, o)) => forward4_out(cx, fib, m, o, l2),
+            Some((m, o)) => forward4_out(cx, fib, m, o, l2, direct),
             None => {}
         }
     }
@@ -169,7 +188,7 @@ pub(crate) fn ip_forward(
         |o| (o.out, Some(o.rcvif)),
     );
     for (m, o) in v.out.drain(..) {
-        forward4_out(cx, fib, m, o, l2);
+        forward4_out(cx, fib, m, o, l2, direct);
     }
 }
 
@@ -192,7 +211,8 @@ fn forward4_fast(
     if nh.kind != NhKind::Forward || nh.gateway.is_none() {
         return Err(m);
     }
-    let Some(out) = cx.ifaces.get(nh.ifindex as usize) else {
+    let ifaces = cx.ifaces;
+    let Some(out) = ifaces.get(nh.ifindex as usize) else {
         return Err(m);
     };
     let mtu = if nh.mtu != 0 {
@@ -210,40 +230,28 @@ fn forward4_fast(
     let Some(mac) = nh.l2(now) else {
         return Err(m);
     };
-    match m.try_first_mut().map(|h| h.first_chunk_mut::<IP_HDR_LEN>()) {
-        Ok(Some(h)) => {
-            let old = u16::from_be_bytes([h[8], h[9]]);
-            h[8] = info.ttl - 1;
-            let new = u16::from_be_bytes([h[8], h[9]]);
-            let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
-        }
-        _ => return Err(m),
-    }
-    // The headroom was there and ours (checked above): this cannot fail.
-    if let Ok(Some(h)) = m
-        .prepend(ETHER_HDR_LEN)
-        .map(|h| h.first_chunk_mut::<ETHER_HDR_LEN>())
-    {
-        let mut f = wire::EthernetFrame::new_unchecked(h);
-        f.set_dst_addr(EthernetAddress(mac));
-        f.set_src_addr(out.mac);
-        f.set_ethertype(EtherType::Ipv4);
+    if !ttl_decrement(&mut m, info.ttl) {
+        return Err(m);
     }
     cx.stats.ip.forward += 1;
-    cx.stats.ether.opackets += 1;
-    match cx.link.tx.get_mut(out.index.get()) {
-        Some(q) => q.push(m),
-        None => DropReason::EtherOutDropped.count(cx.link.stats),
-    }
+    let dst = EthernetAddress(mac);
+    crate::link::ether::ether_output_now(&mut cx.link, out, m, dst, EtherType::Ipv4);
     Ok(())
 }
 
-/// A forwarded IPv4 packet past the output hooks to its link: `l2` when its next
-/// hop's link address is known and nothing is left to do to it, else through the
-/// offload step and ARP.
+/// A forwarded IPv4 packet past the output hooks to its link when its next hop's
+/// link address is known and nothing is left to do to it: at once when `direct`
+/// (no hook at the link's output), else by way of `l2` and `ether_output`'s hooks;
+/// the others through the offload step and ARP.
 #[inline]
-fn forward4_out(cx: &mut InetCx<'_>, fib: &route::Fib, m: Mbuf, o: FwdOut, l2: &mut Vec<L2Out>) {
+fn forward4_out(
+    cx: &mut InetCx<'_>,
+    fib: &route::Fib,
+    m: Mbuf,
+    o: FwdOut,
+    l2: &mut Vec<L2Out>,
+    direct: bool,
+) {
     cx.stats.ip.forward += 1;
     let ifaces = cx.ifaces;
     let (Some(nh), Some(out)) = (fib.nexthop(o.nh), ifaces.get(o.out.get())) else {
@@ -254,13 +262,13 @@ fn forward4_out(cx: &mut InetCx<'_>, fib: &route::Fib, m: Mbuf, o: FwdOut, l2: &
     // gateway has its link address written in the next hop.
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         if let Some(mac) = nh.gateway.and_then(|_| nh.l2(cx.now.as_nanos())) {
-            // With no hook at the link's output, the link header at once.
-            if !cx.pfil_active(PfilPoint::Ether, Dir::Out) {
+            if direct {
+                let dst = EthernetAddress(mac);
                 return crate::link::ether::ether_output_now(
                     &mut cx.link,
                     out,
                     m,
-                    EthernetAddress(mac),
+                    dst,
                     EtherType::Ipv4,
                 );
             }
@@ -419,18 +427,9 @@ fn forward4_one(
     }
     // TTL - 1, checksum updated incrementally (RFC 1624). `ip_input` left the
     // header in the first buffer; a shared one is copied first.
-    match m.try_first_mut().map(|h| h.first_chunk_mut::<IP_HDR_LEN>()) {
-        Ok(Some(h)) => {
-            let old = u16::from_be_bytes([h[8], h[9]]);
-            h[8] = info.ttl - 1;
-            let new = u16::from_be_bytes([h[8], h[9]]);
-            let sum = sum_update(u16::from_be_bytes([h[10], h[11]]), old, new);
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
-        }
-        _ => {
-            cx.drop_pkt(m, DropReason::IpOutDropped);
-            return None;
-        }
+    if !ttl_decrement(&mut m, info.ttl) {
+        cx.drop_pkt(m, DropReason::IpOutDropped);
+        return None;
     }
     Some((
         m,

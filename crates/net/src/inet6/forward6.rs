@@ -78,7 +78,9 @@ pub(crate) fn ip6_forward(
         (&mut v.dsts, &mut v.raw),
     );
     let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::Out);
-    let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
+    // As in `ip_forward`: no hook at the link's output, the link header at once.
+    let direct = !cx.pfil_active(PfilPoint::Ether, Dir::Out);
+    let fast = !hooks && direct;
     let now = cx.now.as_nanos();
     for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
@@ -91,7 +93,7 @@ pub(crate) fn ip6_forward(
         };
         match forward6_one(cx, ifp, m, h, nh) {
             Some(p) if hooks => v.out.push(p),
-            Some((m, o)) => forward6_out(cx, fib, m, o, l2),
+            Some((m, o)) => forward6_out(cx, fib, m, o, l2, direct),
             None => {}
         }
     }
@@ -107,7 +109,7 @@ pub(crate) fn ip6_forward(
         |o| (o.out, Some(o.rcvif)),
     );
     for (m, o) in v.out.drain(..) {
-        forward6_out(cx, fib, m, o, l2);
+        forward6_out(cx, fib, m, o, l2, direct);
     }
 }
 
@@ -126,7 +128,8 @@ fn forward6_fast(
     if nh.kind != NhKind::Forward || nh.gateway.is_none() {
         return Err(m);
     }
-    let Some(out) = cx.ifaces.get(nh.ifindex as usize) else {
+    let ifaces = cx.ifaces;
+    let Some(out) = ifaces.get(nh.ifindex as usize) else {
         return Err(m);
     };
     let mtu = if nh.mtu != 0 {
@@ -151,27 +154,22 @@ fn forward6_fast(
         Ok(Some(b)) => b[7] = h.hlim - 1,
         _ => return Err(m),
     }
-    if let Ok(Some(e)) = m
-        .prepend(ETHER_HDR_LEN)
-        .map(|e| e.first_chunk_mut::<ETHER_HDR_LEN>())
-    {
-        let mut f = wire::EthernetFrame::new_unchecked(e);
-        f.set_dst_addr(EthernetAddress(mac));
-        f.set_src_addr(out.mac);
-        f.set_ethertype(EtherType::Ipv6);
-    }
     cx.stats.ip6.forward += 1;
-    cx.stats.ether.opackets += 1;
-    match cx.ip4.link.tx.get_mut(out.index.get()) {
-        Some(q) => q.push(m),
-        None => DropReason::EtherOutDropped.count(cx.ip4.link.stats),
-    }
+    let dst = EthernetAddress(mac);
+    crate::link::ether::ether_output_now(&mut cx.link, out, m, dst, EtherType::Ipv6);
     Ok(())
 }
 
 /// A forwarded IPv6 packet past the output hooks to its link (as `forward4_out`).
 #[inline]
-fn forward6_out(cx: &mut Inet6Cx<'_>, fib: &route::Fib, m: Mbuf, o: Fwd6Out, l2: &mut Vec<L2Out>) {
+fn forward6_out(
+    cx: &mut Inet6Cx<'_>,
+    fib: &route::Fib,
+    m: Mbuf,
+    o: Fwd6Out,
+    l2: &mut Vec<L2Out>,
+    direct: bool,
+) {
     cx.stats.ip6.forward += 1;
     let ifaces = cx.ifaces;
     let Some(out) = ifaces.get(o.out.get()) else {
@@ -182,13 +180,13 @@ fn forward6_out(cx: &mut Inet6Cx<'_>, fib: &route::Fib, m: Mbuf, o: Fwd6Out, l2:
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         let now = cx.now.as_nanos();
         if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
-            // With no hook at the link's output, the link header at once.
-            if !cx.pfil_active(PfilPoint::Ether, Dir::Out) {
+            if direct {
+                let dst = EthernetAddress(mac);
                 return crate::link::ether::ether_output_now(
                     &mut cx.link,
                     out,
                     m,
-                    EthernetAddress(mac),
+                    dst,
                     EtherType::Ipv6,
                 );
             }
