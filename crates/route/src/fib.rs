@@ -34,7 +34,7 @@ pub const GROUP_BUCKETS: usize = EcmpGroup::DEFAULT_BUCKETS;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FibAlgo {
     /// Per family, binary search over ranges while the table is small (at most
-    /// [`AUTO_RADIX_MAX`] routes), Poptrie beyond: a small table does not pay
+    /// [`AUTO_BSEARCH_MAX`] routes), Poptrie beyond: a small table does not pay
     /// Poptrie's 1 MiB direct array, and its search is a few compares where the
     /// radix tree walks a chain of nodes.
     #[default]
@@ -48,8 +48,9 @@ pub enum FibAlgo {
     Dir248,
 }
 
-/// The largest table (of one family) [`FibAlgo::Auto`] keeps in the radix tree.
-pub const AUTO_RADIX_MAX: usize = 64;
+/// The largest table (of one family) [`FibAlgo::Auto`] searches as ranges
+/// ([`FibAlgo::Bsearch`]).
+pub const AUTO_BSEARCH_MAX: usize = 64;
 
 impl std::str::FromStr for FibAlgo {
     type Err = String;
@@ -529,7 +530,7 @@ impl Rib {
         let r4: Vec<(Prefix4, u32)> = self.v4.iter().map(|(p, e)| (*p, value(e))).collect();
         let r6: Vec<(Prefix6, u32)> = self.v6.iter().map(|(p, e)| (*p, value(e))).collect();
         let pick = |n: usize| match self.algo {
-            FibAlgo::Auto if n <= AUTO_RADIX_MAX => FibAlgo::Bsearch,
+            FibAlgo::Auto if n <= AUTO_BSEARCH_MAX => FibAlgo::Bsearch,
             FibAlgo::Auto => FibAlgo::Poptrie,
             a => a,
         };
