@@ -73,7 +73,7 @@ fn sum_update(sum: u16, old: u16, new: u16) -> u16 {
 /// TTL - 1 in the header at the front of `m` (which holds `ttl`), its checksum
 /// updated incrementally (RFC 1624); a shared first buffer is copied first. False
 /// when the header is not there whole or the copy found no buffer.
-#[inline]
+#[inline(always)]
 fn ttl_decrement(m: &mut Mbuf, ttl: u8) -> bool {
     let Ok(Some(h)) = m.try_first_mut().map(|h| h.first_chunk_mut::<IP_HDR_LEN>()) else {
         return false;

@@ -171,7 +171,7 @@ pub(crate) fn ether_output_vec(
 
 /// Writes the link header into `m`'s headroom (a buffer of its own if it has
 /// none); false if no buffer was to be had.
-#[inline]
+#[inline(always)]
 fn ether_header(m: &mut Mbuf, ifp: &Ifnet, dst: EthernetAddress, ty: EtherType) -> bool {
     match m
         .prepend(ETHER_HDR_LEN)
@@ -193,7 +193,7 @@ fn ether_header(m: &mut Mbuf, ifp: &Ifnet, dst: EthernetAddress, ty: EtherType) 
 /// `cx.pfil_active(PfilPoint::Ether, Dir::Out)`): the link header written, onto
 /// `ifp`'s transmit vector. What forwarding past the IP output hooks uses, so a
 /// forwarded packet is not moved through one more vector (`ether_output`'s).
-#[inline]
+#[inline(always)]
 pub(crate) fn ether_output_now(
     cx: &mut LinkCx<'_>,
     ifp: &Ifnet,
