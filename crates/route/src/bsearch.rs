@@ -62,11 +62,14 @@ impl<A: Addr> Lookup for Bsearch<A> {
         let mut n = self.starts.len();
         while n > 1 {
             let half = n / 2;
-            base = if self.starts[base + half] <= addr {
-                base + half
-            } else {
-                base
-            };
+            // `select_unpredictable`: written as an `if`, the compiler made it a
+            // branch, mispredicted half the time on mixed destinations (perf: a
+            // fifth of the forwarding stage with 4 routes).
+            base = std::hint::select_unpredictable(
+                self.starts[base + half] <= addr,
+                base + half,
+                base,
+            );
             n -= half;
         }
         let nh = *self.hops.get(base)?;
