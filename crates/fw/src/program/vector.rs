@@ -228,6 +228,25 @@ impl PacketVec {
         k
     }
 
+    /// [`PacketVec::push_new`] for an IPv4 packet, its addresses as words (host
+    /// order): the describer's fast path, no address enum to match.
+    #[inline(always)]
+    pub fn push_new4(&mut self, src: u32, dst: u32, proto: u8, len: u32) -> usize {
+        let k = self.c.n;
+        assert!(k < G, "PacketVec: full");
+        let c = &mut self.c;
+        c.src4[k] = src;
+        c.dst4[k] = dst;
+        c.proto[k] = proto;
+        c.len[k] = len;
+        c.rcvif[k] = None;
+        c.xmitif[k] = None;
+        c.mac[k] = None;
+        c.n = k + 1;
+        self.dirty = self.dirty.max(k + 1);
+        k
+    }
+
     /// Appends a copy of `p`; returns its index. Panics if the vector is full.
     pub fn push(&mut self, p: &PacketInfo) -> usize {
         let k = self.push_new(p.src, p.dst, p.proto, p.len);
