@@ -439,13 +439,34 @@ impl Program {
         m: u64,
         log: u64,
     ) {
-        for k in bits(m) {
-            let decision = decision(r.act, Col { c, k }, 0).unwrap_or(Decision::Deny);
-            verdicts[k] = Verdict {
-                decision,
-                rule: r.num,
-                log: log >> k & 1 != 0,
-            };
+        // Most actions decide the same for every packet: one verdict, stored down
+        // the vector (the log bit apart), not one worked out per packet.
+        let same = match r.act {
+            Act::Allow => Some(Decision::Allow),
+            Act::Deny => Some(Decision::Deny),
+            Act::Unreach(c) => Some(Decision::Reject(RejectKind::Unreach(c))),
+            Act::Unreach6(c) => Some(Decision::Reject(RejectKind::Unreach6(c))),
+            Act::Pipe(Arg::Num(n)) => Some(Decision::Pipe(n)),
+            Act::Queue(Arg::Num(n)) => Some(Decision::Queue(n)),
+            _ => None,
+        };
+        if let Some(decision) = same {
+            for k in bits(m) {
+                verdicts[k] = Verdict {
+                    decision,
+                    rule: r.num,
+                    log: log >> k & 1 != 0,
+                };
+            }
+        } else {
+            for k in bits(m) {
+                let decision = decision(r.act, Col { c, k }, 0).unwrap_or(Decision::Deny);
+                verdicts[k] = Verdict {
+                    decision,
+                    rule: r.num,
+                    log: log >> k & 1 != 0,
+                };
+            }
         }
         if matches!(r.act, Act::Allow) {
             *allowed |= m;
