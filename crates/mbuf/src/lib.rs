@@ -10,7 +10,7 @@
 //! [`Mbuf::pullup2`] (NRL), with their [`stats`] counters so the paper's claim is
 //! measured here, not believed.
 //!
-//! What it may call: `std` only. This is one of the two crates allowed `unsafe`
+//! What it may call: `std`, and `libc` for one `madvise` ([`mem`]). This is one of the two crates allowed `unsafe`
 //! (the pool, the inline segment list, and [`FillBuf`]'s writes past the pieces
 //! it handed out); each block says why it is sound, and
 //! the unit tests run under Miri.
@@ -29,6 +29,7 @@ use std::fmt;
 pub mod csum;
 mod fill;
 mod mbuf;
+pub mod mem;
 #[cfg(test)]
 mod model_tests;
 pub mod pool;

@@ -62,9 +62,10 @@ impl<A: Addr> Lookup for Bsearch<A> {
         let mut n = self.starts.len();
         while n > 1 {
             let half = n / 2;
-            // `select_unpredictable`: written as an `if`, the compiler made it a
-            // branch, mispredicted half the time on mixed destinations (perf: a
-            // fifth of the forwarding stage with 4 routes).
+            // `select_unpredictable`: written as an `if` or as arithmetic, LLVM's
+            // x86 cmov conversion made it a branch in this loop, mispredicted half
+            // the time on mixed destinations (perf: a fifth of the forwarding stage
+            // with 4 routes). The hint is why the workspace needs Rust 1.88.
             base = std::hint::select_unpredictable(
                 self.starts[base + half] <= addr,
                 base + half,

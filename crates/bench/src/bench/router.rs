@@ -1036,9 +1036,16 @@ mod tests {
         let frames: Vec<Vec<u8>> = d.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
         let gen = PktGen::new(1, 1500);
         let mut stack = router(&gen, &frames, 1, &t.routes, &[]).unwrap();
-        // ROUTER_FW=N: ipfw with N non-matching rules before the allow.
-        if let Some(n) = std::env::var("ROUTER_FW").ok().and_then(|v| v.parse().ok()) {
-            firewall(&stack, Fw::Rules(n), 1).unwrap();
+        // ROUTER_FW=N: ipfw with N non-matching rules before the allow;
+        // ROUTER_FW=ks: keep-state.
+        match std::env::var("ROUTER_FW").ok().as_deref() {
+            Some("ks") => firewall(&stack, Fw::KeepState, 1).unwrap(),
+            Some(n) => {
+                if let Ok(n) = n.parse() {
+                    firewall(&stack, Fw::Rules(n), 1).unwrap();
+                }
+            }
+            None => {}
         }
         let mut now = dev::Instant::ZERO;
         for _ in 0..polls {

@@ -59,6 +59,31 @@ impl Key {
         }
     }
 
+    /// [`canonical`](Self::canonical) of an IPv4 flow given as words (host
+    /// order): what `canonical` makes of the same [`FlowId`], without building one.
+    #[inline(always)]
+    pub(super) fn canonical_v4(
+        src: u32,
+        dst: u32,
+        sport: u16,
+        dport: u16,
+        proto: u8,
+    ) -> (Key, bool) {
+        let k = Key {
+            a: [0, src as u64],
+            b: [0, dst as u64],
+            ap: sport,
+            bp: dport,
+            proto,
+            v6: false,
+        };
+        if (src, sport) > (dst, dport) {
+            (k.swapped(), true)
+        } else {
+            (k, false)
+        }
+    }
+
     /// The ports, the protocol and the family in one word (the table's `kw`, whose
     /// bits above [`KW_KEY`] are the slot's own).
     #[inline]

@@ -159,13 +159,58 @@ impl StateShards {
         out: &mut [Option<StateHit>],
     ) {
         let n = flows.len().min(tcp_flags.len()).min(out.len());
+        self.lookup_keys(
+            n,
+            |j| Key::canonical(&flows[j]),
+            |j| tcp_flags[j],
+            now,
+            |j, h| out[j] = h,
+        );
+    }
+
+    /// [`lookup_batch`](Self::lookup_batch) of `n` IPv4 flows given by `flow(j)`
+    /// as (source, destination, source port, destination port, protocol), the
+    /// addresses as words in host order, with TCP flags `tcp_flags(j)`; each result
+    /// goes to `put(j, …)`. The same lookups, without building a [`FlowId`] of each
+    /// (a vector evaluator reads the flows from its columns).
+    #[inline]
+    pub fn lookup_batch_v4(
+        &self,
+        n: usize,
+        flow: impl Fn(usize) -> (u32, u32, u16, u16, u8),
+        tcp_flags: impl Fn(usize) -> u8,
+        now: u64,
+        put: impl FnMut(usize, Option<StateHit>),
+    ) {
+        self.lookup_keys(
+            n,
+            |j| {
+                let (s, d, sp, dp, proto) = flow(j);
+                Key::canonical_v4(s, d, sp, dp, proto)
+            },
+            tcp_flags,
+            now,
+            put,
+        );
+    }
+
+    /// The batched lookups of `n` canonical keys (see `lookup_batch`).
+    #[inline(always)]
+    fn lookup_keys(
+        &self,
+        n: usize,
+        key_of: impl Fn(usize) -> (Key, bool),
+        tcp_flags: impl Fn(usize) -> u8,
+        now: u64,
+        mut put: impl FnMut(usize, Option<StateHit>),
+    ) {
         let mut hits = 0;
         let mut start = 0;
         while start < n {
             let m = (n - start).min(BATCH);
             let mut keys = [(Key::default(), false, 0u64, 0usize); BATCH];
             for (j, k) in keys[..m].iter_mut().enumerate() {
-                let (key, s) = Key::canonical(&flows[start + j]);
+                let (key, s) = key_of(start + j);
                 let sh = self.shard_of_hash(key.hash(self.seed));
                 *k = (key, s, key.hash(self.shards[sh].table.seed), sh);
             }
@@ -179,13 +224,14 @@ impl StateShards {
             std::hint::black_box(touched);
             for (j, &(k, s, h, sh)) in keys[..m].iter().enumerate() {
                 let t = &self.shards[sh].table;
-                out[start + j] = match t.lookup_hashed(&k, s, h, tcp_flags[start + j], now) {
+                let got = match t.lookup_hashed(&k, s, h, tcp_flags(start + j), now) {
                     Found::Hit(hit) => {
                         hits += 1;
                         Some(hit)
                     }
                     Found::Miss | Found::Expired(_) => None,
                 };
+                put(start + j, got);
             }
             start += m;
         }

@@ -145,7 +145,13 @@ impl Table {
         Table {
             life: Lifetimes::of(cfg),
             seed: cfg.seed,
-            slots: std::iter::repeat_with(Slot::default).take(nb).collect(),
+            // Huge pages: a lookup's slot is a cache miss anyway; it need not be a
+            // TLB miss as well (mbuf::mem).
+            slots: {
+                let mut v = mbuf::mem::huge_vec(nb);
+                v.extend(std::iter::repeat_with(Slot::default).take(nb));
+                v.into_boxed_slice()
+            },
             mask: nb - 1,
             cap,
         }
