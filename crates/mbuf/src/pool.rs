@@ -108,9 +108,10 @@ const MAX_REFS: u32 = i32::MAX as u32;
 
 const _: () = assert!(HDR == 16);
 const _: () = assert!(HDR + MLEN <= SMALL_STRIDE);
-const _: () = assert!(SMALL_STRIDE % 16 == 0 && CLUSTER_STRIDE % SLAB_ALIGN == 0);
-const _: () = assert!(JUMBO_STRIDE % SLAB_ALIGN == 0 && JUM256_STRIDE % SLAB_ALIGN == 0);
-const _: () = assert!(REC_STRIDE % SLAB_ALIGN == 0);
+const _: () = assert!(SMALL_STRIDE.is_multiple_of(16) && CLUSTER_STRIDE.is_multiple_of(SLAB_ALIGN));
+const _: () =
+    assert!(JUMBO_STRIDE.is_multiple_of(SLAB_ALIGN) && JUM256_STRIDE.is_multiple_of(SLAB_ALIGN));
+const _: () = assert!(REC_STRIDE.is_multiple_of(SLAB_ALIGN));
 
 /// The four size classes of data buffers, and packet records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

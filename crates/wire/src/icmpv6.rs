@@ -532,7 +532,7 @@ impl<'a> MldAddressRecordRepr<'a> {
     /// If `buffer` is shorter than [`buffer_len`](Self::buffer_len), or `sources` is not a
     /// multiple of 16 bytes, or `aux_data` not a multiple of 4 (up to 1020).
     pub fn emit<'b>(&self, buffer: &'b mut [u8]) -> &'b mut [u8] {
-        assert!(self.sources.len() % 16 == 0 && self.aux_data.len() % 4 == 0);
+        assert!(self.sources.len().is_multiple_of(16) && self.aux_data.len().is_multiple_of(4));
         let (out, rest) = buffer.split_at_mut(self.buffer_len());
         out[0] = self.record_type.into();
         out[1] = u8::try_from(self.aux_data.len() / 4).expect("aux data too long");

@@ -127,7 +127,7 @@ pub fn from_hex(text: &str) -> Option<Vec<u8>> {
         .flat_map(|l| l.bytes().filter(u8::is_ascii_hexdigit))
         .map(|c| (c as char).to_digit(16).unwrap_or(0) as u8)
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     Some(digits.chunks(2).map(|p| p[0] << 4 | p[1]).collect())

@@ -428,7 +428,7 @@ fn sched_kind(x: Word<'_>) -> Result<SchedKind, ParseError> {
 fn scaled(n: u64, units: &[(u64, &'static str)]) -> (u64, &'static str) {
     units
         .iter()
-        .find(|(d, _)| n % d == 0)
+        .find(|(d, _)| n.is_multiple_of(*d))
         .map_or((n, ""), |&(d, s)| (n / d, s))
 }
 
@@ -455,9 +455,9 @@ impl fmt::Display for PipeConfig {
         }
         if !self.delay.is_zero() {
             let ns = self.delay.as_nanos();
-            if ns % 1_000_000 == 0 {
+            if ns.is_multiple_of(1_000_000) {
                 word(f, format_args!("delay {}ms", ns / 1_000_000))?;
-            } else if ns % 1_000 == 0 {
+            } else if ns.is_multiple_of(1_000) {
                 word(f, format_args!("delay {}us", ns / 1_000))?;
             } else {
                 word(f, format_args!("delay {ns}ns"))?;

@@ -268,7 +268,7 @@ impl SharedCounters {
     fn read_all(&self) -> Vec<(u32, RuleCounter)> {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
-            if s1 % 2 == 0 {
+            if s1.is_multiple_of(2) {
                 let n = self.len.load(Ordering::Relaxed);
                 let v = match self.blocks[self.active.load(Ordering::Relaxed)].get() {
                     Some(b) => b[PAD..]
@@ -291,7 +291,7 @@ impl SharedCounters {
     pub fn get(&self, rule_id: u32) -> RuleCounter {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
-            if s1 % 2 == 0 {
+            if s1.is_multiple_of(2) {
                 let n = self.len.load(Ordering::Relaxed);
                 let v = self.blocks[self.active.load(Ordering::Relaxed)]
                     .get()

@@ -526,7 +526,7 @@ fn lookups_do_not_allocate() {
 fn a_batch_lookup_is_lookups_in_turn() {
     let (mut a, mut b) = (table(512), table(512));
     let flow = |j: u32| {
-        if j % 3 == 0 {
+        if j.is_multiple_of(3) {
             udp(j, 1, 1)
         } else {
             tcp(j, 1, 1)
@@ -705,7 +705,7 @@ fn lookups_without_a_lock_find_every_state_and_only_their_own_while_a_writer_chu
     // Even flows' states are made by their own direction, odd ones' by the other.
     let made = |i: usize| {
         let (f, id) = lockless_flow(i);
-        (if i % 2 == 0 { f } else { f.reversed() }, id)
+        (if i.is_multiple_of(2) { f } else { f.reversed() }, id)
     };
     // Per tracked flow, odd while its state is surely held: made before the count
     // went odd, and removed only after it went even again.
@@ -795,7 +795,7 @@ fn lookups_without_a_lock_find_every_state_and_only_their_own_while_a_writer_chu
             }
             let (f, id) = made(TRACKED + lcg(&mut x) as usize % (LOCKLESS_FLOWS - TRACKED));
             let _ = s.insert(&f, 7, id, 0, now);
-            if step % 4 == 0 {
+            if step.is_multiple_of(4) {
                 s.expire(now, 8);
             }
         }
@@ -1236,7 +1236,7 @@ fn state_bench() {
         let flows: Vec<FlowId> = (0..n)
             .map(|i| {
                 let i = (i as u64 * 2_654_435_761 % n as u64) as u32;
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     flow(i)
                 } else {
                     flow(i).reversed()

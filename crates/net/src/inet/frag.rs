@@ -544,7 +544,7 @@ impl Reass {
         let len = m.len() - hlen;
         // RFC 791: every fragment but the last carries a multiple of 8 data bytes; an
         // empty fragment adds nothing but a way to confuse the bookkeeping.
-        if len == 0 || (more && len % 8 != 0) {
+        if len == 0 || (more && !len.is_multiple_of(8)) {
             return discard(stats, Cause::Bad);
         }
         // The "ping of death": a fragment that would end past 65535 bytes.
@@ -669,7 +669,7 @@ impl Reass {
         // of that fragment is 1, then that fragment must be discarded and an ICMP
         // Parameter Problem, Code 0, message should be sent to the source of the
         // fragment, pointing to the Payload Length field of the fragment packet."
-        if more && len % 8 != 0 {
+        if more && !len.is_multiple_of(8) {
             why(V6, Cause::Bad).count(stats);
             return Frag6::ParamProblem {
                 m,
@@ -1053,7 +1053,7 @@ pub fn fragment4(mut m: Mbuf, mtu: usize) -> Result<Fragments, (Mbuf, FragError)
         i += l;
     }
     // Pad with End of Option List to a whole number of 32-bit words.
-    while nhlen % 4 != 0 {
+    while !nhlen.is_multiple_of(4) {
         hdr[nhlen] = 0;
         nhlen += 1;
     }
