@@ -274,6 +274,37 @@ impl Program {
                     hit => Some(hit),
                 }
             };
+            // The common case of a stateful ruleset, without a walk: the packet's
+            // walk would start at the first stateful rule, whose lookup found its
+            // state, and the state's rule ends the walk by a plain action (no tag,
+            // no jump). What `slow_rule` and the walk would do: count that rule,
+            // log if it logs, decide by its action.
+            if let (Some(Some(hit)), true) = (p, h.start[k] == self.state_first) {
+                if let Some(j) = self.index_of_id(hit.rule_id) {
+                    let r = &self.rules[j];
+                    let col = Col { c, k };
+                    let budget = self.rules.len() * (CALLSTACK + 2) + 16;
+                    if let (Some(decision), None, true) = (
+                        decision(r.act, col, 0),
+                        r.tag,
+                        (h.visits[k] as usize) < budget,
+                    ) {
+                        let mut cs = t.cells(self.rules.len());
+                        cs.hit(j, c.len[k], now);
+                        let log = h.log >> k & 1 != 0 || r.log;
+                        if r.log {
+                            cs.log();
+                        }
+                        verdicts[k] = Verdict {
+                            decision,
+                            rule: r.num,
+                            log,
+                        };
+                        *allowed |= ((decision == Decision::Allow) as u64) << k;
+                        continue;
+                    }
+                }
+            }
             let mut w = Walk::new(self, p);
             w.start = h.start[k] as usize;
             w.log = h.log >> k & 1 != 0;
