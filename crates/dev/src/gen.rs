@@ -93,26 +93,20 @@ impl PktGen {
     /// over and over. A queue that no frame hashes to repeats the whole list.
     pub fn generator(&self, name: &str, frames: &[Vec<u8>]) -> GenDevice {
         let n = self.shared.queues;
-        let mut per_queue: Vec<Vec<Template>> = vec![Vec::new(); n];
-        for f in frames {
-            let hash = rss::frame_hash(f);
-            per_queue[rss::queue_of(hash, n)].push(Template {
-                bytes: f.clone().into(),
-                hash,
-            });
+        let hashes: Vec<u32> = frames.iter().map(|f| rss::frame_hash(f)).collect();
+        let mut picks: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, &h) in hashes.iter().enumerate() {
+            picks[rss::queue_of(h, n)].push(i);
         }
-        let all: Vec<Template> = frames
-            .iter()
-            .map(|f| Template {
-                bytes: f.clone().into(),
-                hash: rss::frame_hash(f),
+        let per_queue = picks
+            .into_iter()
+            .map(|mut pick| {
+                if pick.is_empty() {
+                    pick = (0..frames.len()).collect();
+                }
+                Templates::of(pick.iter().map(|&i| (&frames[i][..], hashes[i])))
             })
             .collect();
-        for q in &mut per_queue {
-            if q.is_empty() {
-                q.clone_from(&all);
-            }
-        }
         GenDevice {
             shared: self.shared.clone(),
             name: name.to_string(),
@@ -179,10 +173,42 @@ impl PktGen {
     }
 }
 
-#[derive(Clone, Debug)]
+/// A queue's frames, their bytes back to back in one buffer (in huge pages when
+/// large: a million frames are 64 MB that the queue reads in order, as a NIC's
+/// receive ring is written in order), and where each is.
+#[derive(Debug, Default)]
+struct Templates {
+    bytes: Vec<u8>,
+    list: Vec<Template>,
+}
+
+#[derive(Clone, Copy, Debug)]
 struct Template {
-    bytes: Arc<[u8]>,
+    off: usize,
+    len: u32,
     hash: u32,
+}
+
+impl Templates {
+    fn of<'a>(frames: impl Iterator<Item = (&'a [u8], u32)> + Clone) -> Templates {
+        let total = frames.clone().map(|(f, _)| f.len()).sum();
+        let mut bytes = mbuf::mem::huge_vec(total);
+        let mut list = Vec::new();
+        for (f, hash) in frames {
+            list.push(Template {
+                off: bytes.len(),
+                len: f.len() as u32,
+                hash,
+            });
+            bytes.extend_from_slice(f);
+        }
+        Templates { bytes, list }
+    }
+
+    #[inline]
+    fn frame(&self, t: Template) -> &[u8] {
+        &self.bytes[t.off..t.off + t.len as usize]
+    }
 }
 
 /// The generator's device ([`PktGen::generator`]).
@@ -190,7 +216,7 @@ struct Template {
 pub struct GenDevice {
     shared: Arc<Shared>,
     name: String,
-    per_queue: Vec<Vec<Template>>,
+    per_queue: Vec<Templates>,
 }
 
 impl Device for GenDevice {
@@ -227,7 +253,7 @@ impl Device for GenDevice {
 pub struct GenQueue {
     shared: Arc<Shared>,
     queue: usize,
-    templates: Vec<Template>,
+    templates: Templates,
     next: usize,
     stats: QueueStats,
     /// Buffers taken from the recycling list and not yet used (kept across bursts
@@ -237,7 +263,7 @@ pub struct GenQueue {
 
 impl Queue for GenQueue {
     fn rx_burst(&mut self, _now: Instant, out: &mut Vec<Mbuf>, max: usize) -> usize {
-        if self.templates.is_empty() {
+        if self.templates.list.is_empty() {
             return 0;
         }
         if self.spare.len() < max {
@@ -249,15 +275,16 @@ impl Queue for GenQueue {
         let mut n = 0;
         let mut bytes = 0;
         while n < max {
-            let t = &self.templates[self.next];
+            let t = self.templates.list[self.next];
             self.next += 1;
-            if self.next == self.templates.len() {
+            if self.next == self.templates.list.len() {
                 self.next = 0;
             }
+            let frame = self.templates.frame(t);
             let m = match self.spare.pop() {
-                Some(mut m) => m.recycle(&t.bytes).map(|()| m),
-                None => Mbuf::with_capacity(t.bytes.len()).and_then(|mut m| {
-                    m.append(&t.bytes)?;
+                Some(mut m) => m.recycle(frame).map(|()| m),
+                None => Mbuf::with_capacity(frame.len()).and_then(|mut m| {
+                    m.append(frame)?;
                     Ok(m)
                 }),
             };
@@ -267,7 +294,7 @@ impl Queue for GenQueue {
             };
             m.hdr.rxq = self.queue as u16;
             m.hdr.rss_hash = t.hash;
-            bytes += t.bytes.len() as u64;
+            bytes += u64::from(t.len);
             out.push(m);
             n += 1;
         }
