@@ -157,7 +157,7 @@ impl Mbuf {
     /// An empty packet with header `hdr` (no segment); `NoBufs` if the pool has no
     /// record.
     #[inline]
-    pub(crate) fn empty(hdr: PktHdr) -> Result<Mbuf, NoBufs> {
+    pub fn empty(hdr: PktHdr) -> Result<Mbuf, NoBufs> {
         Mbuf::with_rec(Pkt {
             hdr,
             len: 0,

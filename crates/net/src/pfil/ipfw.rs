@@ -737,41 +737,52 @@ fn describe(
     Some(k)
 }
 
-/// What a verdict other than allow makes of packet `k` of `vec`: the pfil action.
-/// The packet's description is read back out of the vector only for a pipe or a
-/// queue (dummynet's flow key), not for every packet denied or refused.
-fn apply(fw: &Ipfw, p: &mut crate::pfil::PfilPkt, vec: &fw::PacketVec, k: usize, cx: &PfilCtx<'_>) {
+/// What a verdict other than allow makes of packet `k` of `vec` (packet `at` of
+/// the batch): the pfil action. The packet's description is read back out of the
+/// vector only for a pipe or a queue (dummynet's flow key), not for every packet
+/// denied or refused.
+fn apply(
+    fw: &Ipfw,
+    b: &mut crate::pfil::PfilBatch<'_>,
+    at: usize,
+    vec: &fw::PacketVec,
+    k: usize,
+    cx: &PfilCtx<'_>,
+) {
     let v = vec.verdict(k);
-    p.act = match v.decision {
-        Decision::Allow => PfilAct::Pass,
-        Decision::Deny => {
-            p.m = None;
-            PfilAct::Drop
-        }
-        Decision::Reject(k) => PfilAct::Reject(match k {
-            RejectKind::Rst => Reject::Rst,
-            RejectKind::Unreach(c) => Reject::Unreach(c),
-            RejectKind::Unreach6(c) => Reject::Unreach6(c),
-        }),
+    match v.decision {
+        Decision::Allow => {}
+        Decision::Deny => b.set(at, PfilAct::Drop),
+        Decision::Reject(k) => b.set(
+            at,
+            PfilAct::Reject(match k {
+                RejectKind::Rst => Reject::Rst,
+                RejectKind::Unreach(c) => Reject::Unreach(c),
+                RejectKind::Unreach6(c) => Reject::Unreach6(c),
+            }),
+        ),
         Decision::Pipe(n) | Decision::Queue(n) => {
             let (pipe, queue) = match v.decision {
                 Decision::Pipe(_) => (Some(n), None),
                 _ => (None, Some(n)),
             };
+            let (ifindex, rcvif) = b.ifs(at);
             let pcx = PfilCtx {
-                ifindex: p.ifindex,
-                rcvif: p.rcvif,
+                ifindex,
+                rcvif,
                 ..*cx
             };
-            match p.m.take() {
-                Some(m) => match fw.shape(m, &vec.get(k), &pcx, pipe, queue) {
-                    Verdict::Consumed => PfilAct::Consumed,
-                    _ => PfilAct::Drop,
-                },
-                None => PfilAct::Drop,
+            // Taken (`Consumed`), or dropped when the pool had no stand-in.
+            if let Some(m) = b.take(at) {
+                if !matches!(
+                    fw.shape(m, &vec.get(k), &pcx, pipe, queue),
+                    Verdict::Consumed
+                ) {
+                    b.set(at, PfilAct::Drop);
+                }
             }
         }
-    };
+    }
 }
 
 impl Ipfw {
@@ -783,7 +794,7 @@ impl Ipfw {
         program: &fw::Program,
         wf: &mut Scratch,
         counters: &fw::SharedCounters,
-        pkts: &mut [crate::pfil::PfilPkt],
+        b: &mut crate::pfil::PfilBatch<'_>,
         cx: &PfilCtx<'_>,
     ) {
         let env = HookEnv(cx.env);
@@ -799,12 +810,10 @@ impl Ipfw {
         let n = v.len();
         if program.needs().tags {
             for k in 0..n {
-                if let Some(m) = pkts[wf.at[k] as usize].m.as_mut() {
-                    let (word, lost) = tag_word(&v.tags(k));
-                    m.hdr.tag = word;
-                    if lost {
-                        self.tags_lost.fetch_add(1, Ordering::Relaxed);
-                    }
+                let (word, lost) = tag_word(&v.tags(k));
+                b.mbuf(wf.at[k] as usize).hdr.tag = word;
+                if lost {
+                    self.tags_lost.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -812,10 +821,7 @@ impl Ipfw {
         while todo != 0 {
             let k = todo.trailing_zeros() as usize;
             todo &= todo - 1;
-            let p = &mut pkts[wf.at[k] as usize];
-            if p.m.is_some() {
-                apply(self, p, v, k, cx);
-            }
+            apply(self, b, wf.at[k] as usize, v, k, cx);
         }
         v.clear();
     }
@@ -826,15 +832,20 @@ impl PfilHook for Ipfw {
         "ipfw"
     }
 
-    fn filter(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
-        let mut one = [crate::pfil::PfilPkt::new(m, cx.ifindex, cx.rcvif)];
-        self.filter_batch(&mut one, cx);
-        let [p] = one;
-        match (p.act, p.m) {
-            (PfilAct::Pass, Some(m)) => Verdict::Pass(m),
-            (PfilAct::Consumed, _) => Verdict::Consumed,
-            (PfilAct::Reject(how), Some(m)) => Verdict::Reject(m, how),
-            _ => Verdict::Dropped,
+    fn filter(&self, mut m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
+        let mut one = crate::pfil::OneItem {
+            m: &mut m,
+            ifindex: cx.ifindex,
+            rcvif: cx.rcvif,
+        };
+        let mut act = [PfilAct::Pass];
+        self.filter_batch(&mut crate::pfil::PfilBatch::new(&mut one, &mut act), cx);
+        match act[0] {
+            PfilAct::Pass => Verdict::Pass(m),
+            // `m` is the stand-in the batch left: the firewall has the packet.
+            PfilAct::Consumed => Verdict::Consumed,
+            PfilAct::Reject(how) => Verdict::Reject(m, how),
+            PfilAct::Drop => Verdict::Dropped,
         }
     }
 
@@ -843,7 +854,7 @@ impl PfilHook for Ipfw {
     /// reused columns (`fw::PacketVec`, 64 at a time), then `Program::eval_vec`
     /// (rule-major over the rules that allow it; the state lookups of the vector
     /// together, their cache misses overlapped).
-    fn filter_batch(&self, pkts: &mut [crate::pfil::PfilPkt], cx: &PfilCtx<'_>) {
+    fn filter_batch(&self, b: &mut crate::pfil::PfilBatch<'_>, cx: &PfilCtx<'_>) {
         let program = self.program.load();
         let needs = program.needs();
         let w = cx.worker % self.workers.len();
@@ -854,16 +865,14 @@ impl PfilHook for Ipfw {
             wf.ifrefs(cx.env);
         }
         wf.vec.clear();
-        for k in 0..pkts.len() {
-            let p = &mut pkts[k];
-            if p.act != PfilAct::Pass {
+        for k in 0..b.len() {
+            if b.act(k) != PfilAct::Pass {
                 continue;
             }
-            let Some(m) = p.m.as_mut() else { continue };
             // What cannot be described (no IP header to read) passes, as before.
-            let (ifindex, rcvif) = (p.ifindex, p.rcvif);
+            let (ifindex, rcvif) = b.ifs(k);
             let Some(j) = describe(
-                m,
+                b.mbuf(k),
                 cx.point,
                 cx.dir,
                 ifindex,
@@ -876,11 +885,11 @@ impl PfilHook for Ipfw {
             };
             wf.at[j] = k as u32;
             if wf.vec.is_full() {
-                self.filter_vec(&program, wf, &worker.counters, pkts, cx);
+                self.filter_vec(&program, wf, &worker.counters, b, cx);
             }
         }
         if !wf.vec.is_empty() {
-            self.filter_vec(&program, wf, &worker.counters, pkts, cx);
+            self.filter_vec(&program, wf, &worker.counters, b, cx);
         }
     }
 

@@ -114,27 +114,124 @@ pub enum PfilAct {
     Reject(Reject),
 }
 
-/// One packet of a batch at a pfil point, with what the hooks decided so far.
-#[derive(Debug)]
-pub struct PfilPkt {
-    /// The packet: `None` once a hook took it (dropped or consumed).
-    pub m: Option<Mbuf>,
-    /// The interface it arrives on (`In`) or leaves by (`Out`).
-    pub ifindex: IfIndex,
-    /// The interface it arrived on, as [`PfilCtx::rcvif`].
-    pub rcvif: Option<IfIndex>,
-    pub act: PfilAct,
+/// The packets of a stage's vector, in place, as the hooks see them: a stage
+/// hands its own vector (its packets with its own data beside each), so nothing is
+/// copied out for the hooks and back.
+pub trait PfilItems {
+    fn len(&self) -> usize;
+    /// Packet `k`.
+    fn mbuf(&mut self, k: usize) -> &mut Mbuf;
+    /// The interface packet `k` arrives on (`In`) or leaves by (`Out`), and the one
+    /// it arrived on, as [`PfilCtx::ifindex`] and [`PfilCtx::rcvif`] say.
+    fn ifs(&self, k: usize) -> (IfIndex, Option<IfIndex>);
 }
 
-impl PfilPkt {
-    /// A packet not yet filtered.
-    pub fn new(m: Mbuf, ifindex: IfIndex, rcvif: Option<IfIndex>) -> PfilPkt {
-        PfilPkt {
-            m: Some(m),
-            ifindex,
-            rcvif,
-            act: PfilAct::Pass,
+/// A vector of packets at one pfil point, and what the hooks decided for each so
+/// far (all [`PfilAct::Pass`] to begin with).
+pub struct PfilBatch<'a> {
+    items: &'a mut dyn PfilItems,
+    acts: &'a mut [PfilAct],
+    /// Some packet's act is no longer `Pass`.
+    changed: bool,
+}
+
+impl std::fmt::Debug for PfilBatch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PfilBatch")
+            .field("len", &self.items.len())
+            .field("acts", &self.acts)
+            .finish()
+    }
+}
+
+impl<'a> PfilBatch<'a> {
+    /// The packets of `items`, with `acts` (as many, all `Pass`) for the verdicts.
+    pub fn new(items: &'a mut dyn PfilItems, acts: &'a mut [PfilAct]) -> PfilBatch<'a> {
+        debug_assert_eq!(items.len(), acts.len());
+        PfilBatch {
+            items,
+            acts,
+            changed: false,
         }
+    }
+
+    pub fn len(&self) -> usize {
+        self.acts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.acts.is_empty()
+    }
+
+    /// Packet `k`, to read (or change in place: its tag, a pulled-up header).
+    #[inline]
+    pub fn mbuf(&mut self, k: usize) -> &mut Mbuf {
+        self.items.mbuf(k)
+    }
+
+    /// Packet `k`'s interfaces (see [`PfilItems::ifs`]).
+    #[inline]
+    pub fn ifs(&self, k: usize) -> (IfIndex, Option<IfIndex>) {
+        self.items.ifs(k)
+    }
+
+    /// What the hooks decided for packet `k` so far.
+    #[inline]
+    pub fn act(&self, k: usize) -> PfilAct {
+        self.acts[k]
+    }
+
+    /// Decides packet `k`: `Drop` (the stage frees it, counted), `Reject` (the stage
+    /// answers it). A hook that keeps a packet takes it with [`PfilBatch::take`].
+    #[inline]
+    pub fn set(&mut self, k: usize, act: PfilAct) {
+        self.acts[k] = act;
+        self.changed |= act != PfilAct::Pass;
+    }
+
+    /// Takes packet `k` for the hook to keep (`Consumed`): an empty packet with
+    /// its header stands in its place until the stage drops it. `None` if the pool
+    /// has no record for that stand-in: the packet is then dropped (`Drop`).
+    pub fn take(&mut self, k: usize) -> Option<Mbuf> {
+        let m = self.items.mbuf(k);
+        match Mbuf::empty(m.hdr) {
+            Ok(stand_in) => {
+                let m = std::mem::replace(m, stand_in);
+                self.set(k, PfilAct::Consumed);
+                Some(m)
+            }
+            Err(_) => {
+                self.set(k, PfilAct::Drop);
+                None
+            }
+        }
+    }
+
+    /// Whether any packet was decided other than `Pass`.
+    #[inline]
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+}
+
+/// One packet as a [`PfilItems`] (a hook's [`PfilHook::filter`] by way of its
+/// batch method, say).
+#[derive(Debug)]
+pub struct OneItem<'a> {
+    pub m: &'a mut Mbuf,
+    pub ifindex: IfIndex,
+    pub rcvif: Option<IfIndex>,
+}
+
+impl PfilItems for OneItem<'_> {
+    fn len(&self) -> usize {
+        1
+    }
+    fn mbuf(&mut self, _k: usize) -> &mut Mbuf {
+        self.m
+    }
+    fn ifs(&self, _k: usize) -> (IfIndex, Option<IfIndex>) {
+        (self.ifindex, self.rcvif)
     }
 }
 
@@ -143,26 +240,34 @@ pub trait PfilHook: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
     fn filter(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict;
 
-    /// Filters a vector of packets at one point (`cx.ifindex` and `cx.rcvif` are
-    /// the first packet's; each packet carries its own). Packets whose `act` is no
-    /// longer `Pass` are left alone. A hook that can do per-batch work once (load
-    /// its rules, take its counters) overrides this; the default runs
-    /// [`PfilHook::filter`] on each packet.
-    fn filter_batch(&self, pkts: &mut [PfilPkt], cx: &PfilCtx<'_>) {
-        for p in pkts.iter_mut().filter(|p| p.act == PfilAct::Pass) {
-            let Some(m) = p.m.take() else { continue };
+    /// Filters a vector of packets at one point, in place (`cx.ifindex` and
+    /// `cx.rcvif` are the first packet's; [`PfilBatch::ifs`] gives each packet's).
+    /// Packets whose act is no longer `Pass` are left alone. A hook that can do
+    /// per-batch work once (load its rules, take its counters) overrides this; the
+    /// default runs [`PfilHook::filter`] on each packet, an empty stand-in in its
+    /// place meanwhile (a packet the pool has no stand-in for is dropped).
+    fn filter_batch(&self, b: &mut PfilBatch<'_>, cx: &PfilCtx<'_>) {
+        for k in 0..b.len() {
+            if b.act(k) != PfilAct::Pass {
+                continue;
+            }
+            let (ifindex, rcvif) = b.ifs(k);
+            let Some(m) = b.take(k) else { continue };
             let pcx = PfilCtx {
-                ifindex: p.ifindex,
-                rcvif: p.rcvif,
+                ifindex,
+                rcvif,
                 ..*cx
             };
             match self.filter(m, &pcx) {
-                Verdict::Pass(m) => p.m = Some(m),
-                Verdict::Dropped => p.act = PfilAct::Drop,
-                Verdict::Consumed => p.act = PfilAct::Consumed,
+                Verdict::Pass(m) => {
+                    *b.mbuf(k) = m;
+                    b.acts[k] = PfilAct::Pass;
+                }
+                Verdict::Dropped => b.set(k, PfilAct::Drop),
+                Verdict::Consumed => b.set(k, PfilAct::Consumed),
                 Verdict::Reject(m, how) => {
-                    p.m = Some(m);
-                    p.act = PfilAct::Reject(how);
+                    *b.mbuf(k) = m;
+                    b.set(k, PfilAct::Reject(how));
                 }
             }
         }
@@ -245,9 +350,9 @@ impl PfilHeads {
 
     /// Runs the hooks of one point over a batch (`pfil_run_hooks` for a vector):
     /// each hook sees the whole vector before the next one does.
-    pub fn run_batch(&self, pkts: &mut [PfilPkt], cx: &PfilCtx<'_>) {
+    pub fn run_batch(&self, b: &mut PfilBatch<'_>, cx: &PfilCtx<'_>) {
         for h in self.head(cx.point, cx.dir) {
-            h.filter_batch(pkts, cx);
+            h.filter_batch(b, cx);
         }
     }
 
