@@ -1,7 +1,7 @@
 //! [`StateShards`]: the states of all workers, sharded by the symmetric flow hash,
 //! read without a lock and written under one lock per shard.
 
-use super::flow::{mix64, Key, K1};
+use super::flow::Key;
 use super::limits::{lock, Parents, SharedParents};
 use super::table::{Books, Found, Table, BATCH};
 use super::*;
@@ -97,12 +97,13 @@ impl StateShards {
         let shards = (0..n)
             .map(|i| {
                 let share = cfg.max_states / n + usize::from(i < cfg.max_states % n);
-                // Each shard's index hash with its own seed: its flows all share the
-                // shard-selecting bits of the sharding hash.
+                // One hash picks the shard and the slot: the shard by its high
+                // half, the slot by its low bits (below bit 32: a shard has at most
+                // 2^31 slots), which the sharding leaves as mixed as ever. One hash a
+                // lookup, not two.
                 Shard {
                     table: Table::new(&StateConfig {
                         max_states: share,
-                        seed: mix64(cfg.seed ^ (i as u64 + 1).wrapping_mul(K1)),
                         ..cfg
                     }),
                     books: Padded(Mutex::new(Books::default())),
@@ -135,8 +136,10 @@ impl StateShards {
     pub fn lookup(&self, f: &FlowId, tcp_flags: u8, now: u64) -> Option<StateHit> {
         // The canonical key once, for the shard's hash and the table's.
         let (key, swapped) = Key::canonical(f);
-        let t = &self.shards[self.shard_of_hash(key.hash(self.seed))].table;
-        match t.lookup_hashed(&key, swapped, key.hash(t.seed), tcp_flags, now) {
+        let h = key.hash(self.seed);
+        let t = &self.shards[self.shard_of_hash(h)].table;
+        debug_assert_eq!(t.seed, self.seed);
+        match t.lookup_hashed(&key, swapped, h, tcp_flags, now) {
             Found::Hit(hit) => {
                 self.hits.add(1);
                 Some(hit)
@@ -211,8 +214,8 @@ impl StateShards {
             let mut keys = [(Key::default(), false, 0u64, 0usize); BATCH];
             for (j, k) in keys[..m].iter_mut().enumerate() {
                 let (key, s) = key_of(start + j);
-                let sh = self.shard_of_hash(key.hash(self.seed));
-                *k = (key, s, key.hash(self.shards[sh].table.seed), sh);
+                let h = key.hash(self.seed);
+                *k = (key, s, h, self.shard_of_hash(h));
             }
             // The loads alone, in a loop of a few instructions each: all of them in
             // flight at once (after the hashing above, the core's window would hold
