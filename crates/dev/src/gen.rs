@@ -179,9 +179,9 @@ const PREFETCH_AHEAD: usize = 8;
 /// A queue's frames, their bytes back to back in one buffer (in huge pages when
 /// large: a million frames are 64 MB that the queue reads in order, as a NIC's
 /// receive ring is written in order), and where each is.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Templates {
-    bytes: Vec<u8>,
+    bytes: mbuf::mem::HugeSlice<u8>,
     list: Vec<Template>,
 }
 
@@ -193,9 +193,8 @@ struct Template {
 }
 
 impl Templates {
-    fn of<'a>(frames: impl Iterator<Item = (&'a [u8], u32)> + Clone) -> Templates {
-        let total = frames.clone().map(|(f, _)| f.len()).sum();
-        let mut bytes = mbuf::mem::huge_vec(total);
+    fn of<'a>(frames: impl Iterator<Item = (&'a [u8], u32)>) -> Templates {
+        let mut bytes = Vec::new();
         let mut list = Vec::new();
         for (f, hash) in frames {
             list.push(Template {
@@ -205,7 +204,10 @@ impl Templates {
             });
             bytes.extend_from_slice(f);
         }
-        Templates { bytes, list }
+        Templates {
+            bytes: mbuf::mem::HugeSlice::from_slice(&bytes),
+            list,
+        }
     }
 
     /// Starts fetching template `i`'s bytes (modulo the list) into the cache.

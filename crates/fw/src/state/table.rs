@@ -54,7 +54,7 @@ pub(super) struct Table {
     /// The states in their open-addressing slots (linear probing from the hash's
     /// low bits, a power of two, at most two-thirds full): a lookup reads the
     /// state's own line, with no index to go through first.
-    pub(super) slots: Box<[Slot]>,
+    pub(super) slots: mbuf::mem::HugeSlice<Slot>,
     mask: usize,
     /// States held at most.
     pub(super) cap: usize,
@@ -147,11 +147,7 @@ impl Table {
             seed: cfg.seed,
             // Huge pages: a lookup's slot is a cache miss anyway; it need not be a
             // TLB miss as well (mbuf::mem).
-            slots: {
-                let mut v = mbuf::mem::huge_vec(nb);
-                v.extend(std::iter::repeat_with(Slot::default).take(nb));
-                v.into_boxed_slice()
-            },
+            slots: mbuf::mem::HugeSlice::new(nb, |_| Slot::default()),
             mask: nb - 1,
             cap,
         }
