@@ -119,6 +119,9 @@ pub enum PfilAct {
 /// copied out for the hooks and back.
 pub trait PfilItems {
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Packet `k`.
     fn mbuf(&mut self, k: usize) -> &mut Mbuf;
     /// The interface packet `k` arrives on (`In`) or leaves by (`Out`), and the one
