@@ -674,7 +674,7 @@ const MAX_EXT_HEADERS: usize = 8;
 /// Describes the packet in `m` into the next entry of `v` (its index; `None` if
 /// it has no header to read): an IPv4 or IPv6 packet at the IP points, a whole
 /// Ethernet frame at the layer-2 point; `ifindex` and `rcvif` as in
-/// [`crate::pfil::PfilPkt`], named from `ifrefs` (the worker's table). What the
+/// [`crate::pfil::PfilItems::ifs`], named from `ifrefs` (the worker's table). What the
 /// program never reads (`needs`) is left out: TCP options, interfaces, the MAC
 /// header, tags.
 #[allow(clippy::too_many_arguments)]
