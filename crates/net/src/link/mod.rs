@@ -6,6 +6,7 @@
 //! `wire`, `dev` and `route` crates; no other family.
 
 pub mod arp;
+pub mod bridge;
 pub(crate) mod cx;
 pub(crate) mod ether;
 pub mod gso;
