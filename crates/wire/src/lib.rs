@@ -100,6 +100,7 @@ pub mod ipv6;
 pub mod ipv6ext;
 pub mod ndp;
 pub mod sample;
+pub mod stp;
 pub mod tcp;
 pub mod udp;
 
@@ -126,6 +127,7 @@ pub use ndp::{
     NdiscPrefixFlags, NdiscPrefixInformation, NdiscRepr, NdiscRouterFlags,
 };
 pub use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+pub use stp::{BridgeId, StpBpdu, StpBpduType, StpFlags, StpPortRole, StpRepr};
 pub use tcp::{
     TcpFlags, TcpOption, TcpOptionsIter, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
 };
