@@ -779,37 +779,41 @@ mod tests {
         use std::sync::Arc;
         let t = Arc::new(BridgeRtable::new(32, 300, 5));
         let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(AtomicU64::new(0));
         // Address i is only ever put on member i % 8 or i % 8 + 8.
         let readers: Vec<_> = (0..2)
             .map(|_| {
-                let (t, stop) = (t.clone(), stop.clone());
+                let (t, stop, seen) = (t.clone(), stop.clone(), seen.clone());
                 std::thread::spawn(move || {
-                    let mut seen = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         for i in 0..48u32 {
                             if let Some(e) = t.lookup(0, mac(i), 1) {
                                 assert_eq!(e.member % 8, (i % 8) as u16, "mac {i}");
-                                seen += 1;
+                                seen.fetch_add(1, Ordering::Relaxed);
                             }
                         }
                     }
-                    seen
                 })
             })
             .collect();
-        for round in 0..20_000u32 {
+        // Write until the readers have read a good deal meanwhile (they may start
+        // late on a busy machine), and at least 20,000 times.
+        let mut round = 0u32;
+        while round < 20_000 || (seen.load(Ordering::Relaxed) < 100_000 && round < 50_000_000) {
             let i = round.wrapping_mul(2_654_435_761) % 48;
-            let member = (i % 8) as u16 + if round % 2 == 0 { 0 } else { 8 };
+            let member = (i % 8) as u16 + if round.is_multiple_of(2) { 0 } else { 8 };
             match round % 3 {
                 0 => {
                     t.delete(0, mac(i));
                 }
                 _ => t.learn(&[learn(i, member)], 1),
             }
+            round += 1;
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
-            assert!(r.join().unwrap() > 0);
+            r.join().unwrap();
         }
+        assert!(seen.load(Ordering::Relaxed) > 0);
     }
 }
