@@ -363,12 +363,10 @@ impl Stp {
             self.port_state_selection(now);
             // 802.1D stops the hello timer of a bridge that stops being the root;
             // the Linux bridge keeps it (see the module), and so do we.
-            if !self.is_root() && was_root {
-                if self.topology_change_detected {
-                    self.topology_change_timer = None;
-                    self.transmit_tcn(out);
-                    self.tcn_timer = Some(now + ns(self.own.hello_time));
-                }
+            if !self.is_root() && was_root && self.topology_change_detected {
+                self.topology_change_timer = None;
+                self.transmit_tcn(out);
+                self.tcn_timer = Some(now + ns(self.own.hello_time));
             }
             if Some(p) == self.root_port {
                 self.record_config_timeout_values(c);
