@@ -82,6 +82,18 @@ pub struct StpTimes {
     pub forward_delay: u16,
 }
 
+impl StpTimes {
+    /// The times held to 802.1D's ranges (Table 8-3): max age 6-40 s, hello time
+    /// 1-10 s, forward delay 4-30 s.
+    pub fn held(self) -> StpTimes {
+        StpTimes {
+            max_age: self.max_age.clamp(6 * 256, 40 * 256),
+            hello_time: self.hello_time.clamp(256, 10 * 256),
+            forward_delay: self.forward_delay.clamp(4 * 256, 30 * 256),
+        }
+    }
+}
+
 impl Default for StpTimes {
     fn default() -> Self {
         StpTimes {
@@ -134,6 +146,7 @@ impl Stp {
     /// no port yet, its hello timer started at `now` (§8.8.1).
     pub fn new(mac: EthernetAddress, priority: u16, times: StpTimes, now: u64) -> Stp {
         let id = BridgeId::new(priority, mac);
+        let times = times.held();
         Stp {
             bridge_id: id,
             own: times,
@@ -421,8 +434,11 @@ impl Stp {
         port.message_age_timer = Some(now + ns(c.times.max_age.saturating_sub(c.message_age)));
     }
 
+    /// The root's times, held to 802.1D's ranges (Table 8-3: max age 6-40 s, hello
+    /// time 1-10 s, forward delay 4-30 s): a BPDU claiming a forward delay of 0 would
+    /// otherwise open every port at once, and one of 0 hello time spin the timers.
     fn record_config_timeout_values(&mut self, c: &Config) {
-        self.times = c.times;
+        self.times = c.times.held();
         self.topology_change = c.flags.contains(StpFlags::TC);
     }
 
@@ -843,6 +859,30 @@ mod tests {
         assert!(n.bridges[1].port_state(0).learns());
         n.run(15);
         assert_eq!(n.bridges[1].port_state(0), PortState::Forwarding);
+    }
+
+    #[test]
+    fn a_forward_delay_of_zero_is_held_to_four_seconds() {
+        let mut n = Net::new(2);
+        n.bridges[0] = Stp::new(
+            EthernetAddress([0x02, 0, 0, 0, 0, 0x01]),
+            DEFAULT_PRIORITY,
+            StpTimes {
+                forward_delay: 0,
+                ..StpTimes::default()
+            },
+            0,
+        );
+        assert_eq!(n.bridges[0].forward_delay(), 4 * 256);
+        n.link(0, 1);
+        n.run(1);
+        // Bridge 1 takes the root's times, held to the range, not a zero.
+        assert_eq!(n.bridges[1].root(), n.bridges[0].bridge_id());
+        assert_eq!(n.bridges[1].forward_delay(), 4 * 256);
+        // The root's own port listens 4 s, then learns.
+        assert_eq!(n.bridges[0].port_state(0), PortState::Listening);
+        n.run(4);
+        assert_eq!(n.bridges[0].port_state(0), PortState::Learning);
     }
 
     #[test]
