@@ -127,7 +127,7 @@ pub use ndp::{
     NdiscPrefixFlags, NdiscPrefixInformation, NdiscRepr, NdiscRouterFlags,
 };
 pub use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-pub use stp::{BridgeId, StpBpdu, StpBpduType, StpFlags, StpPortRole, StpRepr};
+pub use stp::{BridgeId, StpBpdu, StpBpduType, StpConfig, StpFlags, StpPortRole, StpRepr};
 pub use tcp::{
     TcpFlags, TcpOption, TcpOptionsIter, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
 };

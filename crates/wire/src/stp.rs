@@ -506,56 +506,68 @@ impl<T: AsRef<[u8]>> AsRef<[u8]> for StpBpdu<T> {
     }
 }
 
+/// What a configuration or an RST BPDU carries (§9.3.1, §9.3.3): the two differ in
+/// which flags they define (see [`StpFlags`]) and in how a receiver validates them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StpConfig {
+    /// Flags, as received: TC and TCA in a configuration BPDU, all of them and the
+    /// port role in an RST BPDU.
+    pub flags: StpFlags,
+    /// Root identifier.
+    pub root_id: BridgeId,
+    /// Root path cost.
+    pub root_path_cost: u32,
+    /// Identifier of the transmitting bridge.
+    pub bridge_id: BridgeId,
+    /// Identifier of the transmitting port.
+    pub port_id: u16,
+    /// Message age, in 1/256 s; below `max_age` in a configuration BPDU.
+    pub message_age: u16,
+    /// Max age, in 1/256 s.
+    pub max_age: u16,
+    /// Hello time, in 1/256 s.
+    pub hello_time: u16,
+    /// Forward delay, in 1/256 s.
+    pub forward_delay: u16,
+}
+
+impl StpConfig {
+    fn read<T: AsRef<[u8]> + ?Sized>(bpdu: &StpBpdu<&T>) -> StpConfig {
+        StpConfig {
+            flags: bpdu.flags(),
+            root_id: bpdu.root_id(),
+            root_path_cost: bpdu.root_path_cost(),
+            bridge_id: bpdu.bridge_id(),
+            port_id: bpdu.port_id(),
+            message_age: bpdu.message_age(),
+            max_age: bpdu.max_age(),
+            hello_time: bpdu.hello_time(),
+            forward_delay: bpdu.forward_delay(),
+        }
+    }
+
+    fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, bpdu: &mut StpBpdu<T>) {
+        bpdu.set_flags(self.flags);
+        bpdu.set_root_id(self.root_id);
+        bpdu.set_root_path_cost(self.root_path_cost);
+        bpdu.set_bridge_id(self.bridge_id);
+        bpdu.set_port_id(self.port_id);
+        bpdu.set_message_age(self.message_age);
+        bpdu.set_max_age(self.max_age);
+        bpdu.set_hello_time(self.hello_time);
+        bpdu.set_forward_delay(self.forward_delay);
+    }
+}
+
 /// A parsed BPDU.
-///
-/// Configuration and RST BPDUs carry the same fields; they differ in which flags they
-/// define (see [`StpFlags`]) and in how a receiver validates them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StpRepr {
     /// Configuration BPDU (§9.3.1).
-    Config {
-        /// Flags, as received; only TC and TCA are defined.
-        flags: StpFlags,
-        /// Root identifier.
-        root_id: BridgeId,
-        /// Root path cost.
-        root_path_cost: u32,
-        /// Identifier of the transmitting bridge.
-        bridge_id: BridgeId,
-        /// Identifier of the transmitting port.
-        port_id: u16,
-        /// Message age, in 1/256 s; below `max_age`.
-        message_age: u16,
-        /// Max age, in 1/256 s.
-        max_age: u16,
-        /// Hello time, in 1/256 s.
-        hello_time: u16,
-        /// Forward delay, in 1/256 s.
-        forward_delay: u16,
-    },
+    Config(StpConfig),
     /// Topology change notification BPDU (§9.3.2).
     Tcn,
     /// RST BPDU (§9.3.3).
-    Rst {
-        /// Flags and port role, as received.
-        flags: StpFlags,
-        /// Root identifier.
-        root_id: BridgeId,
-        /// Root path cost.
-        root_path_cost: u32,
-        /// Identifier of the transmitting bridge.
-        bridge_id: BridgeId,
-        /// Identifier of the transmitting port.
-        port_id: u16,
-        /// Message age, in 1/256 s.
-        message_age: u16,
-        /// Max age, in 1/256 s.
-        max_age: u16,
-        /// Hello time, in 1/256 s.
-        hello_time: u16,
-        /// Forward delay, in 1/256 s.
-        forward_delay: u16,
-    },
+    Rst(StpConfig),
 }
 
 impl StpRepr {
@@ -578,34 +590,14 @@ impl StpRepr {
                 if bpdu.message_age() >= bpdu.max_age() {
                     return Err(Error::Malformed);
                 }
-                Ok(StpRepr::Config {
-                    flags: bpdu.flags(),
-                    root_id: bpdu.root_id(),
-                    root_path_cost: bpdu.root_path_cost(),
-                    bridge_id: bpdu.bridge_id(),
-                    port_id: bpdu.port_id(),
-                    message_age: bpdu.message_age(),
-                    max_age: bpdu.max_age(),
-                    hello_time: bpdu.hello_time(),
-                    forward_delay: bpdu.forward_delay(),
-                })
+                Ok(StpRepr::Config(StpConfig::read(bpdu)))
             }
             StpBpduType::Tcn => Ok(StpRepr::Tcn),
             StpBpduType::Rst => {
                 if bpdu.version() < VERSION_RSTP {
                     return Err(Error::Malformed);
                 }
-                Ok(StpRepr::Rst {
-                    flags: bpdu.flags(),
-                    root_id: bpdu.root_id(),
-                    root_path_cost: bpdu.root_path_cost(),
-                    bridge_id: bpdu.bridge_id(),
-                    port_id: bpdu.port_id(),
-                    message_age: bpdu.message_age(),
-                    max_age: bpdu.max_age(),
-                    hello_time: bpdu.hello_time(),
-                    forward_delay: bpdu.forward_delay(),
-                })
+                Ok(StpRepr::Rst(StpConfig::read(bpdu)))
             }
             StpBpduType::Unknown(_) => Err(Error::Unsupported),
         }
@@ -614,18 +606,18 @@ impl StpRepr {
     /// The BPDU type.
     pub const fn bpdu_type(&self) -> StpBpduType {
         match self {
-            StpRepr::Config { .. } => StpBpduType::Config,
+            StpRepr::Config(_) => StpBpduType::Config,
             StpRepr::Tcn => StpBpduType::Tcn,
-            StpRepr::Rst { .. } => StpBpduType::Rst,
+            StpRepr::Rst(_) => StpBpduType::Rst,
         }
     }
 
     /// 35 for a configuration BPDU, 4 for a TCN BPDU, 36 for an RST BPDU.
     pub const fn buffer_len(&self) -> usize {
         match self {
-            StpRepr::Config { .. } => CONFIG_LEN,
+            StpRepr::Config(_) => CONFIG_LEN,
             StpRepr::Tcn => TCN_LEN,
-            StpRepr::Rst { .. } => RST_LEN,
+            StpRepr::Rst(_) => RST_LEN,
         }
     }
 
@@ -637,46 +629,25 @@ impl StpRepr {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, bpdu: &mut StpBpdu<T>) {
         bpdu.set_protocol_id(0);
         bpdu.set_bpdu_type(self.bpdu_type());
-        match *self {
+        match self {
             StpRepr::Tcn => bpdu.set_version(VERSION_STP),
-            StpRepr::Config {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age,
-                max_age,
-                hello_time,
-                forward_delay,
+            StpRepr::Config(c) => {
+                c.write(bpdu);
+                bpdu.set_version(VERSION_STP);
             }
-            | StpRepr::Rst {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age,
-                max_age,
-                hello_time,
-                forward_delay,
-            } => {
-                bpdu.set_flags(flags);
-                bpdu.set_root_id(root_id);
-                bpdu.set_root_path_cost(root_path_cost);
-                bpdu.set_bridge_id(bridge_id);
-                bpdu.set_port_id(port_id);
-                bpdu.set_message_age(message_age);
-                bpdu.set_max_age(max_age);
-                bpdu.set_hello_time(hello_time);
-                bpdu.set_forward_delay(forward_delay);
-                if let StpRepr::Rst { .. } = self {
-                    bpdu.set_version(VERSION_RSTP);
-                    bpdu.set_version1_len(0);
-                } else {
-                    bpdu.set_version(VERSION_STP);
-                }
+            StpRepr::Rst(c) => {
+                c.write(bpdu);
+                bpdu.set_version(VERSION_RSTP);
+                bpdu.set_version1_len(0);
             }
+        }
+    }
+
+    /// The fields of a configuration or RST BPDU; `None` for a TCN.
+    pub const fn config(&self) -> Option<&StpConfig> {
+        match self {
+            StpRepr::Config(c) | StpRepr::Rst(c) => Some(c),
+            StpRepr::Tcn => None,
         }
     }
 }
@@ -693,46 +664,25 @@ impl fmt::Display for StpTime {
 
 impl fmt::Display for StpRepr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            StpRepr::Tcn => f.write_str("STP TCN"),
-            StpRepr::Config {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age,
-                max_age,
-                hello_time,
-                forward_delay,
-            }
-            | StpRepr::Rst {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age,
-                max_age,
-                hello_time,
-                forward_delay,
-            } => {
-                let kind = match self {
-                    StpRepr::Rst { .. } => "RSTP",
-                    _ => "STP config",
-                };
-                write!(
-                    f,
-                    "{kind} flags [{flags}] root {root_id} cost {root_path_cost} \
-                     bridge {bridge_id} port {port_id:04x} age {} max-age {} hello {} \
-                     fwd-delay {}",
-                    StpTime(message_age),
-                    StpTime(max_age),
-                    StpTime(hello_time),
-                    StpTime(forward_delay)
-                )
-            }
-        }
+        let (kind, c) = match self {
+            StpRepr::Tcn => return f.write_str("STP TCN"),
+            StpRepr::Config(c) => ("STP config", c),
+            StpRepr::Rst(c) => ("RSTP", c),
+        };
+        write!(
+            f,
+            "{kind} flags [{}] root {} cost {} bridge {} port {:04x} age {} max-age {} \
+             hello {} fwd-delay {}",
+            c.flags,
+            c.root_id,
+            c.root_path_cost,
+            c.bridge_id,
+            c.port_id,
+            StpTime(c.message_age),
+            StpTime(c.max_age),
+            StpTime(c.hello_time),
+            StpTime(c.forward_delay)
+        )
     }
 }
 
@@ -784,7 +734,7 @@ mod tests {
     }
 
     fn linux_config() -> StpRepr {
-        StpRepr::Config {
+        StpRepr::Config(StpConfig {
             flags: StpFlags::EMPTY,
             root_id: linux_bridge(),
             root_path_cost: 0,
@@ -794,11 +744,11 @@ mod tests {
             max_age: 20 * 256,
             hello_time: 2 * 256,
             forward_delay: 15 * 256,
-        }
+        })
     }
 
     fn rst() -> StpRepr {
-        StpRepr::Rst {
+        StpRepr::Rst(StpConfig {
             flags: (StpFlags::LEARNING | StpFlags::FORWARDING)
                 .with_port_role(StpPortRole::Designated),
             root_id: BridgeId::new(0x1000, EthernetAddress([0x02, 0, 0, 0, 0, 0x01])),
@@ -812,7 +762,7 @@ mod tests {
             max_age: 5120,
             hello_time: 512,
             forward_delay: 3840,
-        }
+        })
     }
 
     #[test]
@@ -970,10 +920,10 @@ mod tests {
         bytes[27..29].copy_from_slice(&5119u16.to_be_bytes());
         assert!(matches!(
             parse(&bytes),
-            Ok(StpRepr::Config {
+            Ok(StpRepr::Config(StpConfig {
                 message_age: 5119,
                 ..
-            })
+            }))
         ));
 
         // The version of a configuration BPDU is not checked.
@@ -1067,17 +1017,17 @@ mod tests {
             let (message_age, max_age) = ages;
             let flags = StpFlags::from_bits(flags);
             let repr = match kind {
-                0 => StpRepr::Config {
+                0 => StpRepr::Config(StpConfig {
                     flags, root_id, root_path_cost, bridge_id, port_id,
                     message_age, max_age, hello_time, forward_delay,
-                },
+                }),
                 1 => StpRepr::Tcn,
                 // An RST BPDU may carry a message age at or above max age (the receiver ages
                 // the information out, §17.21.23), so the ages are swapped here.
-                _ => StpRepr::Rst {
+                _ => StpRepr::Rst(StpConfig {
                     flags, root_id, root_path_cost, bridge_id, port_id,
                     message_age: max_age, max_age: message_age, hello_time, forward_delay,
-                },
+                }),
             };
             let mut bytes = vec![0u8; repr.buffer_len()];
             repr.emit(&mut StpBpdu::new_unchecked(&mut bytes[..]));

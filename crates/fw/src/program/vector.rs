@@ -198,33 +198,18 @@ impl PacketVec {
     /// index. Panics if the vector is full.
     #[inline]
     pub fn push_new(&mut self, src: IpAddr, dst: IpAddr, proto: u8, len: u32) -> usize {
-        let k = self.c.n;
-        assert!(k < G, "PacketVec: full");
-        let c = &mut self.c;
-        match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                c.src4[k] = u32::from(s);
-                c.dst4[k] = u32::from(d);
-            }
-            // As `addr_bits` reads them: each address in its own family.
-            (s, d) => {
-                let (s, s6) = addr_bits(s);
-                let (d, d6) = addr_bits(d);
-                c.src6[k] = s;
-                c.dst6[k] = d;
-                c.src4[k] = s as u32;
-                c.dst4[k] = d as u32;
-                c.v6 |= (s6 as u64) << k;
-                c.v6d |= (d6 as u64) << k;
-            }
+        if let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) {
+            return self.push_new4(u32::from(s), u32::from(d), proto, len);
         }
-        c.proto[k] = proto;
-        c.len[k] = len;
-        c.rcvif[k] = None;
-        c.xmitif[k] = None;
-        c.mac[k] = None;
-        c.n = k + 1;
-        self.dirty = self.dirty.max(k + 1);
+        // As `addr_bits` reads them: each address in its own family.
+        let (s, s6) = addr_bits(src);
+        let (d, d6) = addr_bits(dst);
+        let k = self.push_new4(s as u32, d as u32, proto, len);
+        let c = &mut self.c;
+        c.src6[k] = s;
+        c.dst6[k] = d;
+        c.v6 |= (s6 as u64) << k;
+        c.v6d |= (d6 as u64) << k;
         k
     }
 

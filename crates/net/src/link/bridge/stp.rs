@@ -13,7 +13,7 @@
 //!
 //! Times are nanoseconds of the stack's clock; BPDU times are 1/256 s as on the wire.
 
-use wire::stp::{BridgeId, StpFlags, StpRepr};
+use wire::stp::{BridgeId, StpConfig, StpFlags, StpRepr};
 use wire::EthernetAddress;
 
 /// 802.1D's defaults (Table 8-3), in 1/256 s: max age 20 s, hello time 2 s,
@@ -268,53 +268,17 @@ impl Stp {
         if p >= self.ports.len() || self.ports[p].state == PortState::Disabled {
             return;
         }
-        match *bpdu {
-            StpRepr::Config {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age,
-                max_age,
-                hello_time,
-                forward_delay,
-            }
-            | StpRepr::Rst {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age,
-                max_age,
-                hello_time,
-                forward_delay,
-            } => {
-                let c = Config {
-                    flags,
-                    root_id,
-                    root_path_cost,
-                    bridge_id,
-                    port_id,
-                    message_age,
-                    times: StpTimes {
-                        max_age,
-                        hello_time,
-                        forward_delay,
-                    },
-                };
-                // Our own BPDU looped back to the port that sent it (§9.3.4 a).
-                if bridge_id == self.bridge_id && port_id == self.ports[p].id {
-                    return;
-                }
-                if message_age >= max_age {
-                    return;
-                }
-                self.received_config_bpdu(p, &c, now, out);
-            }
-            StpRepr::Tcn => self.received_tcn_bpdu(p, now, out),
+        let Some(c) = bpdu.config() else {
+            return self.received_tcn_bpdu(p, now, out);
+        };
+        // Our own BPDU looped back to the port that sent it (§9.3.4 a).
+        if c.bridge_id == self.bridge_id && c.port_id == self.ports[p].id {
+            return;
         }
+        if c.message_age >= c.max_age {
+            return;
+        }
+        self.received_config_bpdu(p, c, now, out);
     }
 
     /// When [`Stp::tick`] next has work, if ever.
@@ -368,7 +332,7 @@ impl Stp {
         port.designated_bridge == self.bridge_id && port.designated_port == port.id
     }
 
-    fn received_config_bpdu(&mut self, p: usize, c: &Config, now: u64, out: &mut Vec<StpOut>) {
+    fn received_config_bpdu(&mut self, p: usize, c: &StpConfig, now: u64, out: &mut Vec<StpOut>) {
         let was_root = self.is_root();
         if self.supersedes_port_info(p, c) {
             self.record_config_information(p, c, now);
@@ -402,7 +366,7 @@ impl Stp {
         }
     }
 
-    fn supersedes_port_info(&self, p: usize, c: &Config) -> bool {
+    fn supersedes_port_info(&self, p: usize, c: &StpConfig) -> bool {
         let port = &self.ports[p];
         use std::cmp::Ordering::*;
         match c.root_id.cmp(&port.designated_root) {
@@ -423,7 +387,7 @@ impl Stp {
         c.bridge_id != self.bridge_id || c.port_id <= port.designated_port
     }
 
-    fn record_config_information(&mut self, p: usize, c: &Config, now: u64) {
+    fn record_config_information(&mut self, p: usize, c: &StpConfig, now: u64) {
         let port = &mut self.ports[p];
         port.designated_root = c.root_id;
         port.designated_cost = c.root_path_cost;
@@ -431,14 +395,14 @@ impl Stp {
         port.designated_port = c.port_id;
         port.info_age = c.message_age;
         port.info_at = now;
-        port.message_age_timer = Some(now + ns(c.times.max_age.saturating_sub(c.message_age)));
+        port.message_age_timer = Some(now + ns(c.max_age.saturating_sub(c.message_age)));
     }
 
     /// The root's times, held to 802.1D's ranges (Table 8-3: max age 6-40 s, hello
     /// time 1-10 s, forward delay 4-30 s): a BPDU claiming a forward delay of 0 would
     /// otherwise open every port at once, and one of 0 hello time spin the timers.
-    fn record_config_timeout_values(&mut self, c: &Config) {
-        self.times = c.times.held();
+    fn record_config_timeout_values(&mut self, c: &StpConfig) {
+        self.times = StpTimes::of(c).held();
         self.topology_change = c.flags.contains(StpFlags::TC);
     }
 
@@ -474,7 +438,7 @@ impl Stp {
         flags.set(StpFlags::TCA, self.ports[p].topology_change_ack);
         out.push(StpOut {
             port: p,
-            bpdu: StpRepr::Config {
+            bpdu: StpRepr::Config(StpConfig {
                 flags,
                 root_id: self.designated_root,
                 root_path_cost: self.root_path_cost,
@@ -484,7 +448,7 @@ impl Stp {
                 max_age: self.times.max_age,
                 hello_time: self.times.hello_time,
                 forward_delay: self.times.forward_delay,
-            },
+            }),
         });
         let port = &mut self.ports[p];
         port.topology_change_ack = false;
@@ -684,15 +648,15 @@ impl Stp {
     }
 }
 
-/// A configuration BPDU's content, as the procedures take it.
-struct Config {
-    flags: StpFlags,
-    root_id: BridgeId,
-    root_path_cost: u32,
-    bridge_id: BridgeId,
-    port_id: u16,
-    message_age: u16,
-    times: StpTimes,
+impl StpTimes {
+    /// The times a BPDU carries.
+    fn of(c: &StpConfig) -> StpTimes {
+        StpTimes {
+            max_age: c.max_age,
+            hello_time: c.hello_time,
+            forward_delay: c.forward_delay,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -902,7 +866,7 @@ mod tests {
         assert!(b.is_root());
         // A better root whose information is as old as its max age is ignored.
         let better = BridgeId::new(0x1000, EthernetAddress([2, 0, 0, 0, 0, 9]));
-        let stale = StpRepr::Config {
+        let stale = StpConfig {
             flags: StpFlags::EMPTY,
             root_id: better,
             root_path_cost: 0,
@@ -913,36 +877,13 @@ mod tests {
             hello_time: DEFAULT_HELLO_TIME,
             forward_delay: DEFAULT_FORWARD_DELAY,
         };
-        b.input(p, &stale, 2, &mut more);
+        b.input(p, &StpRepr::Config(stale), 2, &mut more);
         assert!(b.is_root());
         // A fresh one makes it the root port; its information ages out without hellos.
-        let StpRepr::Config { .. } = stale else {
-            unreachable!()
-        };
-        let fresh = match stale {
-            StpRepr::Config {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                max_age,
-                hello_time,
-                forward_delay,
-                ..
-            } => StpRepr::Config {
-                flags,
-                root_id,
-                root_path_cost,
-                bridge_id,
-                port_id,
-                message_age: 256,
-                max_age,
-                hello_time,
-                forward_delay,
-            },
-            _ => unreachable!(),
-        };
+        let fresh = StpRepr::Config(StpConfig {
+            message_age: 256,
+            ..stale
+        });
         b.input(p, &fresh, 3, &mut more);
         assert_eq!((b.root(), b.root_port()), (better, Some(p)));
         let mut t = 3;
