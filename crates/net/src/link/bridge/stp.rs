@@ -230,14 +230,8 @@ impl Stp {
             return;
         }
         self.become_designated_port(p);
-        let port = &mut self.ports[p];
-        port.state = PortState::Blocking;
-        port.topology_change_ack = false;
-        port.config_pending = false;
-        port.message_age_timer = None;
-        port.forward_delay_timer = None;
-        port.hold_timer = None;
-        self.port_state_selection(now);
+        self.reset_port(p, PortState::Blocking);
+        self.port_state_selection(now, out);
         self.config_bpdu_generation(now, out);
     }
 
@@ -248,18 +242,24 @@ impl Stp {
         }
         let was_root = self.is_root();
         self.become_designated_port(p);
+        self.reset_port(p, PortState::Disabled);
+        self.configuration_update();
+        self.port_state_selection(now, out);
+        if self.is_root() && !was_root {
+            self.become_root_bridge(now, out);
+        }
+    }
+
+    /// Port `p` in `state`, its flags cleared and its timers stopped (what enabling
+    /// and disabling a port share, §8.8.2-3).
+    fn reset_port(&mut self, p: usize, state: PortState) {
         let port = &mut self.ports[p];
-        port.state = PortState::Disabled;
+        port.state = state;
         port.topology_change_ack = false;
         port.config_pending = false;
         port.message_age_timer = None;
         port.forward_delay_timer = None;
         port.hold_timer = None;
-        self.configuration_update();
-        self.port_state_selection(now);
-        if self.is_root() && !was_root {
-            self.become_root_bridge(now, out);
-        }
     }
 
     /// A BPDU received on port `p` (§8.7.1, §8.7.2). RST BPDUs are read as
@@ -337,7 +337,7 @@ impl Stp {
         if self.supersedes_port_info(p, c) {
             self.record_config_information(p, c, now);
             self.configuration_update();
-            self.port_state_selection(now);
+            self.port_state_selection(now, out);
             // 802.1D stops the hello timer of a bridge that stops being the root;
             // the Linux bridge keeps it (see the module), and so do we.
             if !self.is_root() && was_root && self.topology_change_detected {
@@ -553,7 +553,7 @@ impl Stp {
         port.designated_port = port.id;
     }
 
-    fn port_state_selection(&mut self, now: u64) {
+    fn port_state_selection(&mut self, now: u64, out: &mut Vec<StpOut>) {
         let mut tc = false;
         for p in 0..self.ports.len() {
             if self.ports[p].state == PortState::Disabled {
@@ -573,7 +573,7 @@ impl Stp {
             }
         }
         if tc {
-            self.topology_change_detection(now, &mut Vec::new());
+            self.topology_change_detection(now, out);
         }
     }
 
@@ -617,7 +617,7 @@ impl Stp {
         let was_root = self.is_root();
         self.become_designated_port(p);
         self.configuration_update();
-        self.port_state_selection(now);
+        self.port_state_selection(now, out);
         if self.is_root() && !was_root {
             self.become_root_bridge(now, out);
         }
@@ -809,6 +809,25 @@ mod tests {
         assert!(n.bridges[1].is_root());
         assert_eq!(n.bridges[2].root(), n.bridges[1].bridge_id());
         assert!(n.bridges[2].port_state(p21).forwards());
+    }
+
+    #[test]
+    fn a_port_that_stops_forwarding_tells_the_root_at_once() {
+        // 0 — 1 — 2, settled, the root's topology change over.
+        let mut n = Net::new(3);
+        n.link(0, 1);
+        n.link(1, 2);
+        n.run(80);
+        assert!(!n.bridges[0].topology_change());
+        let (_, p21) = n.links[1].1;
+        assert!(n.bridges[2].port_state(p21).forwards());
+        // A direct link to the root: once the root answers on it (its hold time
+        // past), bridge 2's port towards 1 stops being its root port and blocks, and
+        // its TCN reaches the root then, not a hello time later.
+        n.link(0, 2);
+        n.run(2);
+        assert_eq!(n.bridges[2].port_state(p21), PortState::Blocking);
+        assert!(n.bridges[0].topology_change());
     }
 
     #[test]
