@@ -248,28 +248,35 @@ pub trait PfilHook: Send + Sync + std::fmt::Debug {
     /// Packets whose act is no longer `Pass` are left alone. A hook that can do
     /// per-batch work once (load its rules, take its counters) overrides this; the
     /// default runs [`PfilHook::filter`] on each packet, an empty stand-in in its
-    /// place meanwhile (a packet the pool has no stand-in for is dropped).
+    /// place meanwhile: one for the batch, taken back from each packet that comes
+    /// back, a new one only after a packet the hook kept or freed (a packet the
+    /// pool has no stand-in for is dropped).
     fn filter_batch(&self, b: &mut PfilBatch<'_>, cx: &PfilCtx<'_>) {
+        let mut spare: Option<Mbuf> = None;
         for k in 0..b.len() {
             if b.act(k) != PfilAct::Pass {
                 continue;
             }
+            let stand_in = match spare.take().map_or_else(|| Mbuf::empty(b.mbuf(k).hdr), Ok) {
+                Ok(s) => s,
+                Err(_) => {
+                    b.set(k, PfilAct::Drop);
+                    continue;
+                }
+            };
+            let m = std::mem::replace(b.mbuf(k), stand_in);
             let (ifindex, rcvif) = b.ifs(k);
-            let Some(m) = b.take(k) else { continue };
             let pcx = PfilCtx {
                 ifindex,
                 rcvif,
                 ..*cx
             };
             match self.filter(m, &pcx) {
-                Verdict::Pass(m) => {
-                    *b.mbuf(k) = m;
-                    b.acts[k] = PfilAct::Pass;
-                }
+                Verdict::Pass(m) => spare = Some(std::mem::replace(b.mbuf(k), m)),
                 Verdict::Dropped => b.set(k, PfilAct::Drop),
                 Verdict::Consumed => b.set(k, PfilAct::Consumed),
                 Verdict::Reject(m, how) => {
-                    *b.mbuf(k) = m;
+                    spare = Some(std::mem::replace(b.mbuf(k), m));
                     b.set(k, PfilAct::Reject(how));
                 }
             }
