@@ -262,22 +262,9 @@ fn forward4_out(
     // gateway has its link address written in the next hop.
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         if let Some(mac) = nh.gateway.and_then(|_| nh.l2(cx.now.as_nanos())) {
-            if direct {
-                let dst = EthernetAddress(mac);
-                return crate::link::ether::ether_output_now(
-                    &mut cx.link,
-                    out,
-                    m,
-                    dst,
-                    EtherType::Ipv4,
-                );
-            }
-            return l2.push(L2Out {
-                m,
-                ifindex: o.out,
-                dst: EthernetAddress(mac),
-                ty: EtherType::Ipv4,
-            });
+            let dst = EthernetAddress(mac);
+            let ty = EtherType::Ipv4;
+            return ether::ether_output_known(&mut cx.link, out, m, dst, ty, l2, direct);
         }
     }
     // A segment from a link with offloads may be larger than this one takes, or

@@ -7,7 +7,7 @@ use crate::inet::forward::{miss, ports, NO_NH};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::icmp6::Error6;
 use crate::inet6::ip6::{Ip6Hdr, IP6_HDR_LEN};
-use crate::link::ether::{ether_output, L2Out, ETHER_HDR_LEN};
+use crate::link::ether::{self, ether_output, L2Out, ETHER_HDR_LEN};
 use crate::link::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
@@ -180,22 +180,9 @@ fn forward6_out(
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         let now = cx.now.as_nanos();
         if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
-            if direct {
-                let dst = EthernetAddress(mac);
-                return crate::link::ether::ether_output_now(
-                    &mut cx.link,
-                    out,
-                    m,
-                    dst,
-                    EtherType::Ipv6,
-                );
-            }
-            return l2.push(L2Out {
-                m,
-                ifindex: o.out,
-                dst: EthernetAddress(mac),
-                ty: EtherType::Ipv6,
-            });
+            let dst = EthernetAddress(mac);
+            let ty = EtherType::Ipv6;
+            return ether::ether_output_known(&mut cx.link, out, m, dst, ty, l2, direct);
         }
     }
     // A segment from a link with offloads may be larger than this one takes, or

@@ -211,6 +211,30 @@ pub(crate) fn ether_output_now(
     }
 }
 
+/// A packet whose link destination is known: at once ([`ether_output_now`]) when
+/// `direct` (no hook at the link's output), else onto `l2` for
+/// [`ether_output_vec`] and its hooks.
+#[inline(always)]
+pub(crate) fn ether_output_known(
+    cx: &mut LinkCx<'_>,
+    ifp: &Ifnet,
+    m: Mbuf,
+    dst: EthernetAddress,
+    ty: EtherType,
+    l2: &mut Vec<L2Out>,
+    direct: bool,
+) {
+    if direct {
+        return ether_output_now(cx, ifp, m, dst, ty);
+    }
+    l2.push(L2Out {
+        m,
+        ifindex: ifp.index,
+        dst,
+        ty,
+    });
+}
+
 /// Prepends the link header and queues the frame for transmission (`ether_output`
 /// once the destination is resolved).
 pub(crate) fn ether_output(
