@@ -662,8 +662,14 @@ impl Walk {
             log_now: false,
             sp: 0,
             stack: [0; CALLSTACK],
-            budget: prog.rules.len() * (CALLSTACK + 2) + 16,
+            budget: Walk::budget(prog),
         }
+    }
+
+    /// The off-path rules a walk of `prog` may go through before it gives up.
+    #[inline]
+    pub(super) fn budget(prog: &Program) -> usize {
+        prog.rules.len() * (CALLSTACK + 2) + 16
     }
 }
 

@@ -282,12 +282,10 @@ impl Program {
             if let (Some(Some(hit)), true) = (p, h.start[k] == self.state_first) {
                 if let Some(j) = self.index_of_id(hit.rule_id) {
                     let r = &self.rules[j];
-                    let col = Col { c, k };
-                    let budget = self.rules.len() * (CALLSTACK + 2) + 16;
                     if let (Some(decision), None, true) = (
-                        decision(r.act, col, 0),
+                        decision(r.act, Col { c, k }, 0),
                         r.tag,
-                        (h.visits[k] as usize) < budget,
+                        (h.visits[k] as usize) < Walk::budget(self),
                     ) {
                         let mut cs = t.cells(self.rules.len());
                         cs.hit(j, c.len[k], now);
@@ -349,11 +347,8 @@ impl Program {
             states.lookup_batch_v4(
                 m,
                 |j| {
-                    let p = Col {
-                        c,
-                        k: at[j] as usize,
-                    };
-                    let k = p.k;
+                    let k = at[j] as usize;
+                    let p = Col { c, k };
                     (c.src4[k], c.dst4[k], p.sport(), p.dport(), p.proto())
                 },
                 |j| {
@@ -501,34 +496,26 @@ impl Program {
         m: u64,
         log: u64,
     ) {
-        // Most actions decide the same for every packet: one verdict, stored down
-        // the vector (the log bit apart), not one worked out per packet.
-        let same = match r.act {
-            Act::Allow => Some(Decision::Allow),
-            Act::Deny => Some(Decision::Deny),
-            Act::Unreach(c) => Some(Decision::Reject(RejectKind::Unreach(c))),
-            Act::Unreach6(c) => Some(Decision::Reject(RejectKind::Unreach6(c))),
-            Act::Pipe(Arg::Num(n)) => Some(Decision::Pipe(n)),
-            Act::Queue(Arg::Num(n)) => Some(Decision::Queue(n)),
-            _ => None,
+        // Only `reject` and `reset` look at the packet (its family, its protocol);
+        // any other action decides alike for all: one verdict, worked out for the
+        // first packet and stored down the vector (the log bit apart).
+        let per_packet = matches!(r.act, Act::Reject | Act::Reset);
+        let first = Col {
+            c,
+            k: m.trailing_zeros() as usize,
         };
-        if let Some(decision) = same {
-            for k in bits(m) {
-                verdicts[k] = Verdict {
-                    decision,
-                    rule: r.num,
-                    log: log >> k & 1 != 0,
-                };
-            }
-        } else {
-            for k in bits(m) {
-                let decision = decision(r.act, Col { c, k }, 0).unwrap_or(Decision::Deny);
-                verdicts[k] = Verdict {
-                    decision,
-                    rule: r.num,
-                    log: log >> k & 1 != 0,
-                };
-            }
+        let same = decision(r.act, first, 0).unwrap_or(Decision::Deny);
+        for k in bits(m) {
+            let decision = if per_packet {
+                decision(r.act, Col { c, k }, 0).unwrap_or(Decision::Deny)
+            } else {
+                same
+            };
+            verdicts[k] = Verdict {
+                decision,
+                rule: r.num,
+                log: log >> k & 1 != 0,
+            };
         }
         if matches!(r.act, Act::Allow) {
             *allowed |= m;

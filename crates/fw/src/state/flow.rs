@@ -51,11 +51,16 @@ impl Key {
     /// the reverse of `f`'s order. Both directions of a flow give the same key.
     #[inline]
     pub(super) fn canonical(f: &FlowId) -> (Key, bool) {
-        let k = Key::of(f);
-        if (k.a, k.ap) > (k.b, k.bp) {
-            (k.swapped(), true)
+        Key::of(f).canonicalized()
+    }
+
+    /// This key in canonical order, and whether that reversed it.
+    #[inline(always)]
+    fn canonicalized(self) -> (Key, bool) {
+        if (self.a, self.ap) > (self.b, self.bp) {
+            (self.swapped(), true)
         } else {
-            (k, false)
+            (self, false)
         }
     }
 
@@ -69,19 +74,15 @@ impl Key {
         dport: u16,
         proto: u8,
     ) -> (Key, bool) {
-        let k = Key {
+        Key {
             a: [0, src as u64],
             b: [0, dst as u64],
             ap: sport,
             bp: dport,
             proto,
             v6: false,
-        };
-        if (src, sport) > (dst, dport) {
-            (k.swapped(), true)
-        } else {
-            (k, false)
         }
+        .canonicalized()
     }
 
     /// The ports, the protocol and the family in one word (the table's `kw`, whose
