@@ -210,11 +210,12 @@ impl Templates {
         }
     }
 
-    /// Starts fetching template `i`'s bytes (modulo the list) into the cache.
+    /// Starts fetching template `i`'s bytes into the cache (none past the list's
+    /// end: the few after the wrap are read cold, and no division per frame).
     #[inline]
     fn prefetch(&self, i: usize) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(t) = self.list.get(i % self.list.len().max(1)) {
+        if let Some(t) = self.list.get(i) {
             let p = self.bytes[t.off..].as_ptr();
             // SAFETY: `_mm_prefetch` only hints the cache; it reads nothing the
             // program sees and faults on no address (`p` points into `bytes`

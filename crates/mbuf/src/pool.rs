@@ -687,8 +687,9 @@ pub fn plenty_for(len: usize) -> bool {
 /// Allocation beyond the bound fails with [`NoBufs`] and counts in
 /// [`PoolStats::alloc_fail`]. Lowering the limit below what is already carved
 /// stops further growth; memory already carved is kept. Up to [`CACHE_HIGH`]
-/// free buffers per class (fewer of the large ones) may sit in each thread's cache, so a thread can see
-/// `NoBufs` while another thread's cache still holds free buffers.
+/// free buffers per class (fewer of the large ones) may sit in each thread's
+/// cache, so a thread can see `NoBufs` while another thread's cache still holds
+/// free buffers.
 pub fn set_limit(max_clusters: usize) {
     global().cluster_limit = max_clusters;
 }

@@ -258,7 +258,7 @@ fn shares(n: usize, members: &[Member], total: u64, current: &[usize]) -> Vec<us
 /// A 64-bit mixer (the finaliser of Stafford's "Mix13" variant of SplitMix64): every
 /// input bit affects every output bit with probability close to 1/2.
 #[inline]
-fn mix64(mut z: u64) -> u64 {
+pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

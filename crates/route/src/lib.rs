@@ -53,7 +53,7 @@ pub mod table;
 
 pub use bsearch::Bsearch;
 pub use dir248::Dir248;
-pub use ecmp::{flow_hash4, flow_hash6, EcmpError, EcmpGroup, Member};
+pub use ecmp::{flow_hash4, flow_hash6, mix64, EcmpError, EcmpGroup, Member};
 pub use fib::{Fib, FibAlgo, PathInfo, Rib, RouteInfo, RouteSpec, RtError};
 pub use flowtable::{FlowKey, FlowMode, FlowStats, FlowTable, FlowTableConfig, WAYS as FLOW_WAYS};
 pub use ipprefix::IpPrefix;

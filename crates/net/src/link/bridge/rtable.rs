@@ -185,14 +185,6 @@ fn entry_of(v: u64) -> RtEntry {
     }
 }
 
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
-
 impl BridgeRtable {
     /// A table for at most `max` addresses (at least 1, at most 2^26), whose learned
     /// entries live `ageing` seconds after their last refresh; `seed` keys the
@@ -227,7 +219,7 @@ impl BridgeRtable {
 
     #[inline]
     fn home(&self, id: u64) -> usize {
-        mix(id ^ self.seed) as usize & self.mask
+        route::mix64(id ^ self.seed) as usize & self.mask
     }
 
     /// The live entry for `mac` on `vlan` at `now` (seconds of the stack's clock),
