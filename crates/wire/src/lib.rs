@@ -46,6 +46,69 @@
 
 use core::fmt;
 
+/// The set operations of a flags type, a newtype over an integer (`TcpFlags`,
+/// `StpFlags`): `contains`, `intersects`, `insert`, `remove`, `set`, `is_empty`, and
+/// `|`, `|=`, `&`.
+macro_rules! flag_set_ops {
+    ($name:ident) => {
+        impl $name {
+            /// True if every flag of `other` is set in `self`.
+            pub const fn contains(self, other: $name) -> bool {
+                self.0 & other.0 == other.0
+            }
+
+            /// True if any flag of `other` is set in `self`.
+            pub const fn intersects(self, other: $name) -> bool {
+                self.0 & other.0 != 0
+            }
+
+            /// Set the flags of `other`.
+            pub fn insert(&mut self, other: $name) {
+                self.0 |= other.0
+            }
+
+            /// Clear the flags of `other`.
+            pub fn remove(&mut self, other: $name) {
+                self.0 &= !other.0
+            }
+
+            /// Set or clear the flags of `other`.
+            pub fn set(&mut self, other: $name, value: bool) {
+                if value {
+                    self.insert(other)
+                } else {
+                    self.remove(other)
+                }
+            }
+
+            /// True if no flag is set.
+            pub const fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+        }
+
+        impl core::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, rhs: $name) -> $name {
+                $name(self.0 | rhs.0)
+            }
+        }
+
+        impl core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, rhs: $name) {
+                self.0 |= rhs.0
+            }
+        }
+
+        impl core::ops::BitAnd for $name {
+            type Output = $name;
+            fn bitand(self, rhs: $name) -> $name {
+                $name(self.0 & rhs.0)
+            }
+        }
+    };
+}
+
 /// Define an enum over a wire integer, with an `Unknown(raw)` variant so that every value
 /// round-trips, and `From` conversions both ways.
 macro_rules! enum_with_unknown {

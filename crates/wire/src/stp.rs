@@ -16,7 +16,7 @@
 
 use crate::ethernet::EthernetAddress;
 use crate::{read_u16, write_u16, write_u32, Error, Result};
-use core::{fmt, ops};
+use core::fmt;
 
 /// The Bridge Group Address, to which every BPDU is sent (§7.12.6).
 pub const BRIDGE_GROUP_ADDRESS: EthernetAddress =
@@ -145,6 +145,8 @@ impl fmt::Display for StpPortRole {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct StpFlags(u8);
 
+flag_set_ops!(StpFlags);
+
 impl StpFlags {
     /// Topology change.
     pub const TC: StpFlags = StpFlags(0x01);
@@ -174,40 +176,6 @@ impl StpFlags {
         StpFlags(bits)
     }
 
-    /// True if every flag of `other` is set in `self`.
-    pub const fn contains(self, other: StpFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// True if any flag of `other` is set in `self`.
-    pub const fn intersects(self, other: StpFlags) -> bool {
-        self.0 & other.0 != 0
-    }
-
-    /// Set the flags of `other`.
-    pub fn insert(&mut self, other: StpFlags) {
-        self.0 |= other.0
-    }
-
-    /// Clear the flags of `other`.
-    pub fn remove(&mut self, other: StpFlags) {
-        self.0 &= !other.0
-    }
-
-    /// Set or clear the flags of `other`.
-    pub fn set(&mut self, other: StpFlags, value: bool) {
-        if value {
-            self.insert(other)
-        } else {
-            self.remove(other)
-        }
-    }
-
-    /// True if no bit is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
     /// The port role of an RST BPDU.
     pub const fn port_role(self) -> StpPortRole {
         match (self.0 & Self::ROLE_MASK) >> Self::ROLE_SHIFT {
@@ -226,26 +194,6 @@ impl StpFlags {
     /// These flags with the port role `role`.
     pub const fn with_port_role(self, role: StpPortRole) -> StpFlags {
         StpFlags((self.0 & !Self::ROLE_MASK) | ((role as u8) << Self::ROLE_SHIFT))
-    }
-}
-
-impl ops::BitOr for StpFlags {
-    type Output = StpFlags;
-    fn bitor(self, rhs: StpFlags) -> StpFlags {
-        StpFlags(self.0 | rhs.0)
-    }
-}
-
-impl ops::BitOrAssign for StpFlags {
-    fn bitor_assign(&mut self, rhs: StpFlags) {
-        self.0 |= rhs.0
-    }
-}
-
-impl ops::BitAnd for StpFlags {
-    type Output = StpFlags;
-    fn bitand(self, rhs: StpFlags) -> StpFlags {
-        StpFlags(self.0 & rhs.0)
     }
 }
 

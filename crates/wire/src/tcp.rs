@@ -91,6 +91,8 @@ impl PartialOrd for TcpSeqNumber {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct TcpFlags(u16);
 
+flag_set_ops!(TcpFlags);
+
 impl TcpFlags {
     /// No more data from sender.
     pub const FIN: TcpFlags = TcpFlags(0x001);
@@ -121,60 +123,6 @@ impl TcpFlags {
     /// Flags from raw bits; bits above the ninth are dropped.
     pub const fn from_bits_truncate(bits: u16) -> TcpFlags {
         TcpFlags(bits & 0x1ff)
-    }
-
-    /// True if every flag of `other` is set in `self`.
-    pub const fn contains(self, other: TcpFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// True if any flag of `other` is set in `self`.
-    pub const fn intersects(self, other: TcpFlags) -> bool {
-        self.0 & other.0 != 0
-    }
-
-    /// Set the flags of `other`.
-    pub fn insert(&mut self, other: TcpFlags) {
-        self.0 |= other.0
-    }
-
-    /// Clear the flags of `other`.
-    pub fn remove(&mut self, other: TcpFlags) {
-        self.0 &= !other.0
-    }
-
-    /// Set or clear the flags of `other`.
-    pub fn set(&mut self, other: TcpFlags, value: bool) {
-        if value {
-            self.insert(other)
-        } else {
-            self.remove(other)
-        }
-    }
-
-    /// True if no flag is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-}
-
-impl ops::BitOr for TcpFlags {
-    type Output = TcpFlags;
-    fn bitor(self, rhs: TcpFlags) -> TcpFlags {
-        TcpFlags(self.0 | rhs.0)
-    }
-}
-
-impl ops::BitOrAssign for TcpFlags {
-    fn bitor_assign(&mut self, rhs: TcpFlags) {
-        self.0 |= rhs.0
-    }
-}
-
-impl ops::BitAnd for TcpFlags {
-    type Output = TcpFlags;
-    fn bitand(self, rhs: TcpFlags) -> TcpFlags {
-        TcpFlags(self.0 & rhs.0)
     }
 }
 
