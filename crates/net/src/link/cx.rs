@@ -190,8 +190,8 @@ impl LinkCx<'_> {
     }
 
     /// The hooks over the stage's own vector, in place (`PfilItems`): nothing is
-    /// copied when they pass everything. Once copied out to `PfilPkt`s and back, the
-    /// vector cost about 15 cycles a packet a pass (`mpstack bench router`, ipfw).
+    /// copied when they pass everything (a copy of the vector out for the hooks and
+    /// back cost about 15 cycles a packet a pass, `mpstack bench router`, ipfw).
     #[inline(never)]
     fn pfil_vec_slow<M: Copy>(
         &mut self,
