@@ -37,6 +37,9 @@ stages! {
     Rx = "rx",
     /// Software large receive offload over a burst.
     Lro = "lro",
+    /// The bridge: learning, the layer-2 hooks, forwarding and flooding of a
+    /// member's burst.
+    BridgeInput = "bridge_input",
     /// Link header checks and the demultiplexing by type.
     EtherInput = "ether_input",
     ArpInput = "arp_input",

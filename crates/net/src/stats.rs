@@ -50,6 +50,15 @@ counter_group!(
 );
 
 counter_group!(
+    /// The learning bridge (`if_bridge`): frames received on members, forwarded to
+    /// one member, flooded, delivered to the bridge's own interface, and the drops.
+    BridgeStat, "bridge", {
+        ipackets, forwarded, flooded, local, hostout, filtered, blocked, reserved,
+        bpdus, bpdubad, bpdunostp, bpdusent, noclone, odropped,
+    }
+);
+
+counter_group!(
     /// ARP, named as FreeBSD's `arpstat`.
     ArpStat, "arp", {
         received, rxrequests, rxreplies, txrequests, txreplies, badlen, badproto,
@@ -179,6 +188,7 @@ counter_group!(
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub ether: EtherStat,
+    pub bridge: BridgeStat,
     pub arp: ArpStat,
     pub ip: IpStat,
     pub icmp: IcmpStat,
@@ -192,6 +202,7 @@ pub struct Stats {
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
+    + BridgeStat::NAMES.len()
     + ArpStat::NAMES.len()
     + IpStat::NAMES.len()
     + IcmpStat::NAMES.len()
@@ -207,6 +218,7 @@ impl Stats {
     /// Calls `f` with every counter's full name (`ip.badsum`) and value.
     pub fn for_each(&self, mut f: impl FnMut(&'static str, &'static str, u64)) {
         self.ether.for_each(|n, v| f(EtherStat::PREFIX, n, v));
+        self.bridge.for_each(|n, v| f(BridgeStat::PREFIX, n, v));
         self.arp.for_each(|n, v| f(ArpStat::PREFIX, n, v));
         self.ip.for_each(|n, v| f(IpStat::PREFIX, n, v));
         self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
@@ -265,6 +277,7 @@ impl Stats {
 impl std::ops::AddAssign for Stats {
     fn add_assign(&mut self, o: Self) {
         self.ether += o.ether;
+        self.bridge += o.bridge;
         self.arp += o.arp;
         self.ip += o.ip;
         self.icmp += o.icmp;
@@ -298,6 +311,7 @@ impl StatsSlot {
     pub fn publish(&self, s: &Stats) {
         let mut i = 0;
         s.ether.write_to(&self.slots, &mut i);
+        s.bridge.write_to(&self.slots, &mut i);
         s.arp.write_to(&self.slots, &mut i);
         s.ip.write_to(&self.slots, &mut i);
         s.icmp.write_to(&self.slots, &mut i);
@@ -314,6 +328,7 @@ impl StatsSlot {
     pub fn add_into(&self, acc: &mut Stats) {
         let mut i = 0;
         acc.ether.add_from(&self.slots, &mut i);
+        acc.bridge.add_from(&self.slots, &mut i);
         acc.arp.add_from(&self.slots, &mut i);
         acc.ip.add_from(&self.slots, &mut i);
         acc.icmp.add_from(&self.slots, &mut i);
@@ -376,6 +391,13 @@ drop_reasons! {
     EtherVlan => ether.vlandrop,
     EtherOutDropped => ether.odropped,
     EtherNoIf => ether.noif,
+    BridgeFiltered => bridge.filtered,
+    BridgeBlocked => bridge.blocked,
+    BridgeReserved => bridge.reserved,
+    BridgeBpduBad => bridge.bpdubad,
+    BridgeBpduNoStp => bridge.bpdunostp,
+    BridgeNoClone => bridge.noclone,
+    BridgeOutDropped => bridge.odropped,
     ArpBadLen => arp.badlen,
     ArpBadProto => arp.badproto,
     ArpBadAddr => arp.badaddr,

@@ -189,6 +189,16 @@ impl Sim {
     }
 
     fn attach(&mut self, h: HostId, dev: Box<dyn Device>, addr: &str) -> IfIndex {
+        self.attach_as(h, dev, addr, None)
+    }
+
+    fn attach_as(
+        &mut self,
+        h: HostId,
+        dev: Box<dyn Device>,
+        addr: &str,
+        name: Option<&str>,
+    ) -> IfIndex {
         let addrs: Vec<InetAddr> = if addr.is_empty() {
             Vec::new()
         } else {
@@ -207,6 +217,7 @@ impl Sim {
                 dev,
                 IfConfig {
                     addrs,
+                    name: name.map(str::to_string),
                     ..IfConfig::default()
                 },
             )
@@ -217,6 +228,13 @@ impl Sim {
     pub fn connect(&mut self, h: HostId, hub: HubId, addr: &str) -> IfIndex {
         let dev = self.hubs[hub.0].port_with_queues(self.hosts[h.0].num_workers());
         self.attach(h, Box::new(dev), addr)
+    }
+
+    /// [`Sim::connect`] with an interface name of its own (`em0`) instead of the
+    /// device's (`mh0`, the same on every hub's first port).
+    pub fn connect_named(&mut self, h: HostId, hub: HubId, addr: &str, name: &str) -> IfIndex {
+        let dev = self.hubs[hub.0].port_with_queues(self.hosts[h.0].num_workers());
+        self.attach_as(h, Box::new(dev), addr, Some(name))
     }
 
     /// Joins two hosts with a point-to-point memory wire.

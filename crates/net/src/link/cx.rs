@@ -115,6 +115,8 @@ pub(crate) struct LinkCx<'a> {
     pub pfil_skip: bool,
     /// Packets the hooks refused, for the worker to answer.
     pub rejects: &'a mut Vec<Rejected>,
+    /// The bridges and their members, as published for this batch.
+    pub bridges: &'a crate::link::bridge::Bridges,
 }
 
 impl LinkCx<'_> {

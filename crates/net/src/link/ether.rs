@@ -52,17 +52,19 @@ fn ether_check(
 }
 
 /// `ether_input` over a burst received on `ifp` (a vector stage): each frame's link
-/// header checked, the layer-2 hooks over the vector, then each sorted by type
-/// (`ether_demux`) into `v`, its link header stripped; every drop counted.
+/// header checked, the layer-2 hooks over the vector (unless `filtered`: a bridge
+/// ran them on its member already), then each sorted by type (`ether_demux`) into
+/// `v`, its link header stripped; every drop counted.
 pub(crate) fn ether_input(
     cx: &mut LinkCx<'_>,
     ifp: &Ifnet,
     pkts: &mut Vec<Mbuf>,
     v: &mut EtherInputVecs,
+    filtered: bool,
 ) {
     cx.stats.ether.ipackets += pkts.len() as u64;
     let rcvif = ifp.index.0;
-    let hooks = cx.pfil_active(PfilPoint::Ether, Dir::In);
+    let hooks = !filtered && cx.pfil_active(PfilPoint::Ether, Dir::In);
     for mut m in pkts.drain(..) {
         m.hdr.rcvif = rcvif;
         match ether_check(cx.access, ifp, &mut m) {

@@ -8,6 +8,7 @@
 
 #[cfg(feature = "tokio")]
 pub mod async_io;
+mod bridge;
 pub(crate) mod reject;
 pub mod socket;
 pub mod tcp_socket;
@@ -146,6 +147,8 @@ pub struct NetConfig {
     pub(crate) handoff: Vec<Arc<ArrayQueue<Mbuf>>>,
     /// TCP listeners by port.
     pub(crate) tcp_listen: HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
+    /// The bridges and their member lists.
+    pub bridges: crate::link::bridge::Bridges,
 }
 
 impl NetConfig {
@@ -178,6 +181,7 @@ impl NetConfig {
             .flat_map(|i| i.addrs6.iter().cloned())
             .collect();
         self.inet6.set_local6(local6);
+        self.bridges.reindex(self.ifaces.len());
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
@@ -597,6 +601,8 @@ pub enum StackError {
     GatewayUnreachable(std::net::IpAddr),
     /// No interface has this index.
     NoInterface(IfIndex),
+    /// A bridge refused a change (not a bridge, already a member, …).
+    Bridge(String),
     Io(io::Error),
 }
 
@@ -618,6 +624,7 @@ impl std::fmt::Display for StackError {
                 write!(f, "gateway {g} is not on any connected network")
             }
             StackError::NoInterface(i) => write!(f, "no interface with index {}", i.0),
+            StackError::Bridge(e) => f.write_str(e),
             StackError::Io(e) => write!(f, "{e}"),
         }
     }

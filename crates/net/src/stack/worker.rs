@@ -107,6 +107,7 @@ struct Vectors {
     fwd6: crate::inet6::forward6::Ip6ForwardVecs,
     l2: Vec<ether::L2Out>,
     eout: ether::EtherOutputVecs,
+    br: crate::link::bridge::input::BridgeVecs,
     /// LRO's output, swapped with the burst.
     lro: Vec<Mbuf>,
     /// One packet, for those that enter alone (looped back, resumed by a hook).
@@ -274,6 +275,7 @@ impl Worker {
                         pfil_env: &env,
                         pfil_skip: false,
                         rejects,
+                        bridges: &cfg.bridges,
                     },
                     inet: &cfg.inet,
                     fib,
@@ -325,6 +327,7 @@ impl Worker {
             // the burst holds TCP at all.
             let t = if cx.tcp_cfg.lro
                 && ifp.offload.tso == 0
+                && cx.bridges.member_of(ifp.index).is_none()
                 && rx.iter().any(crate::link::lro::candidate)
             {
                 lro(&mut cx, ifp, rx, &mut v.lro);
@@ -460,6 +463,11 @@ impl Worker {
             }
         }
         if *id == 0 {
+            for bc in cfg.bridges.list.iter() {
+                if let Some(t) = crate::link::bridge::input::bridge_timer(&mut cx, bc) {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+            }
             for ifp in cfg.ifaces.iter() {
                 if let Some(t) = ifp.arp.poll_at() {
                     if t <= now {
@@ -490,7 +498,17 @@ impl Worker {
         // What the timers' and sockets' output left for the layers above.
         upcalls(&mut cx);
 
-        // 6. Flush: one tx burst per interface, or hand over to the queue's owner.
+        // 6. Flush. First what the host sent on a bridge's interface, to the
+        // bridge's members (a bridge has no device of its own).
+        for bc in cfg.bridges.list.iter() {
+            let i = bc.br.ifindex.get();
+            if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
+                let mut out = std::mem::take(&mut cx.tx[i]);
+                crate::link::bridge::input::bridge_output(&mut cx, bc, &mut out);
+                cx.tx[i] = out;
+            }
+        }
+        // Then one tx burst per interface, or hand over to the queue's owner.
         let link = &mut cx.ip6.ip4.link;
         for (i, out) in link.tx.iter_mut().enumerate() {
             if out.is_empty() {
@@ -735,9 +753,32 @@ fn input_frames(
     pkts: &mut Vec<Mbuf>,
     t: u64,
 ) {
-    let n = pkts.len();
-    ether::ether_input(cx, ifp, pkts, &mut v.ether);
-    let mut t = rt.count(Stage::EtherInput, n, t);
+    let mut n = pkts.len();
+    let mut t = t;
+    let mut ifp = ifp;
+    let bridges = cx.bridges;
+    let bridged = bridges.member_of(ifp.index);
+    if let Some((bc, mi)) = bridged {
+        crate::link::bridge::input::bridge_input(cx, ifp, bc, mi, pkts, &mut v.br);
+        t = rt.count(Stage::BridgeInput, n, t);
+        if v.br.local.is_empty() {
+            return;
+        }
+        // The frames for the bridge itself, on through its interface.
+        std::mem::swap(pkts, &mut v.br.local);
+        n = pkts.len();
+        let ifaces = cx.ifaces;
+        match ifaces.get(bc.br.ifindex.get()) {
+            Some(b) => ifp = b,
+            None => {
+                DropReason::EtherNoIf.count_n(cx.stats, n as u64);
+                pkts.clear();
+                return;
+            }
+        }
+    }
+    ether::ether_input(cx, ifp, pkts, &mut v.ether, bridged.is_some());
+    t = rt.count(Stage::EtherInput, n, t);
     if !v.ether.arp.is_empty() {
         let n = v.ether.arp.len();
         let mut arp = std::mem::take(&mut v.ether.arp);

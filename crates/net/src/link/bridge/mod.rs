@@ -1,9 +1,358 @@
-//! The learning bridge (FreeBSD's `if_bridge`). So far: its address table
-//! ([`rtable`]), read without locks by every worker, and the 802.1D spanning tree
-//! ([`stp`]) as a state machine without I/O.
+//! The learning bridge (FreeBSD's `if_bridge`): an interface that joins member
+//! links into one segment.
+//!
+//! The parts:
+//! - [`rtable`]: the address table, read by every worker without a lock, learned
+//!   into in batches.
+//! - [`stp`]: the 802.1D spanning tree as a state machine without I/O.
+//! - [`Bridge`]: one bridge's state that outlives configuration changes (its table,
+//!   its ports' spanning-tree states, the tree itself), shared by every published
+//!   configuration.
+//! - [`BridgeConf`]: one bridge's member list as the data path reads it, published
+//!   with the stack's configuration (RCU: a change is a new configuration swapped in
+//!   with one pointer store; the old one is freed when the last worker lets go).
+//! - the data path (`input`): `bridge_input` over a member's burst, in place of
+//!   `ether_input`; `bridge_output` for what the host sends on the bridge.
+//!
+//! A member's own addresses take no traffic while it is in a bridge (as on Linux):
+//! the host's addresses on the segment go on the bridge interface, whose link
+//! address is the bridge's own.
 
+pub(crate) mod input;
 pub mod rtable;
 pub mod stp;
 
 pub use rtable::{BridgeRtable, Learn, RtEntry, RtError, RtFlags, RtStats};
 pub use stp::{PortState, Stp, StpOut, StpTimes};
+
+use crate::ifindex::IfIndex;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use wire::EthernetAddress;
+
+/// Members a bridge holds at most (each has a slot in the spanning tree).
+pub const MAX_MEMBERS: usize = 64;
+
+/// A member's flags (bridge(4)'s `learning`, `discover`, `sticky`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberFlags {
+    /// Source addresses of frames from the member are learned (on by default).
+    pub learning: bool,
+    /// Frames for unknown unicast destinations are sent to the member (on by
+    /// default; broadcast and multicast go to every member regardless).
+    pub discover: bool,
+    /// Addresses learned on the member stay on it: they do not move to another
+    /// member (they still age).
+    pub sticky: bool,
+}
+
+impl Default for MemberFlags {
+    fn default() -> Self {
+        MemberFlags {
+            learning: true,
+            discover: true,
+            sticky: false,
+        }
+    }
+}
+
+/// The spanning tree's settings of a bridge (bridge(4)'s `priority`, `hellotime`,
+/// `fwddelay`, `maxage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StpParams {
+    pub priority: u16,
+    pub times: StpTimes,
+    /// Every member's path cost.
+    pub path_cost: u32,
+}
+
+impl Default for StpParams {
+    fn default() -> Self {
+        StpParams {
+            priority: stp::DEFAULT_PRIORITY,
+            times: StpTimes::default(),
+            path_cost: stp::DEFAULT_PATH_COST,
+        }
+    }
+}
+
+/// What a bridge is made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BridgeParams {
+    /// Addresses the table holds at most (bridge(4)'s `maxaddr`).
+    pub max_addrs: usize,
+    /// Seconds a learned address lives without a frame from it (`timeout`).
+    pub ageing: u32,
+    /// Run the 802.1D spanning tree on every member (`stp`); off: every member
+    /// forwards at once, and BPDUs are dropped (counted in `bridge.bpdunostp`).
+    pub stp: Option<StpParams>,
+}
+
+impl Default for BridgeParams {
+    fn default() -> Self {
+        BridgeParams {
+            max_addrs: rtable::DEFAULT_MAX,
+            ageing: rtable::DEFAULT_AGEING,
+            stp: None,
+        }
+    }
+}
+
+/// The spanning tree and what it has to send, under the bridge's lock.
+#[derive(Debug)]
+pub(crate) struct StpState {
+    pub stp: Stp,
+    /// BPDUs to send, by spanning-tree port (slot).
+    pub out: Vec<StpOut>,
+    /// The topology change flag as last seen, to flush the table when it rises.
+    pub tc: bool,
+}
+
+/// One bridge's state that outlives configuration changes, shared by every
+/// published configuration (FreeBSD's `bridge_softc`).
+#[derive(Debug)]
+pub struct Bridge {
+    /// The bridge's own interface.
+    pub ifindex: IfIndex,
+    /// The bridge's link address (its interface's, and its spanning-tree id's).
+    pub mac: EthernetAddress,
+    /// The address table.
+    pub rt: BridgeRtable,
+    /// Each slot's port state ([`PortState`] as a byte), read by the data path.
+    states: Box<[AtomicU8]>,
+    pub(crate) stp: Option<Mutex<StpState>>,
+    /// When the spanning tree next has work (nanoseconds; `u64::MAX`: never), so
+    /// that worker 0 takes the lock only when it does.
+    pub(crate) stp_next: AtomicU64,
+    /// The second the table was last aged.
+    pub(crate) aged: AtomicU32,
+}
+
+fn state_byte(s: PortState) -> u8 {
+    match s {
+        PortState::Disabled => 0,
+        PortState::Blocking => 1,
+        PortState::Listening => 2,
+        PortState::Learning => 3,
+        PortState::Forwarding => 4,
+    }
+}
+
+fn byte_state(b: u8) -> PortState {
+    match b {
+        1 => PortState::Blocking,
+        2 => PortState::Listening,
+        3 => PortState::Learning,
+        4 => PortState::Forwarding,
+        _ => PortState::Disabled,
+    }
+}
+
+impl Bridge {
+    pub(crate) fn new(
+        ifindex: IfIndex,
+        mac: EthernetAddress,
+        p: BridgeParams,
+        seed: u64,
+        now: u64,
+    ) -> Bridge {
+        let stp = p.stp.map(|s| {
+            let mut stp = Stp::new(mac, s.priority, s.times, now);
+            for _ in 0..MAX_MEMBERS {
+                stp.add_port(s.path_cost);
+            }
+            Mutex::new(StpState {
+                stp,
+                out: Vec::new(),
+                tc: false,
+            })
+        });
+        Bridge {
+            ifindex,
+            mac,
+            rt: BridgeRtable::new(p.max_addrs, p.ageing, seed),
+            states: (0..MAX_MEMBERS).map(|_| AtomicU8::new(0)).collect(),
+            stp,
+            stp_next: AtomicU64::new(now),
+            aged: AtomicU32::new(0),
+        }
+    }
+
+    /// The state of the port in `slot`, as the data path sees it.
+    #[inline]
+    pub fn port_state(&self, slot: usize) -> PortState {
+        self.states.get(slot).map_or(PortState::Disabled, |b| {
+            byte_state(b.load(Ordering::Relaxed))
+        })
+    }
+
+    pub(crate) fn set_port_state(&self, slot: usize, s: PortState) {
+        if let Some(b) = self.states.get(slot) {
+            b.store(state_byte(s), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the spanning tree runs.
+    pub fn stp_enabled(&self) -> bool {
+        self.stp.is_some()
+    }
+
+    /// Runs `f` on the spanning tree under its lock, then publishes the ports'
+    /// states, flushes what the change made stale from the table (the addresses of
+    /// a port that stopped forwarding; every learned address when a topology change
+    /// begins, 802.1D's short ageing made simple), and notes the next deadline.
+    /// The BPDUs to send are moved to `send`; without one (the control side, which
+    /// has no transmit vectors) they wait for worker 0's next timer run. Returns
+    /// false when the spanning tree is off.
+    pub(crate) fn with_stp(
+        &self,
+        members: &[Member],
+        f: impl FnOnce(&mut Stp, &mut Vec<StpOut>),
+        send: Option<&mut Vec<StpOut>>,
+    ) -> bool {
+        let Some(lock) = &self.stp else {
+            return false;
+        };
+        let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let StpState { stp, out, tc } = &mut *g;
+        f(stp, out);
+        for slot in 0..MAX_MEMBERS {
+            let s = stp.port_state(slot);
+            if self.port_state(slot).forwards() && !s.forwards() {
+                if let Some(m) = members.iter().find(|m| usize::from(m.slot) == slot) {
+                    self.rt.delete_member(m.ifindex.0, false);
+                }
+            }
+            self.set_port_state(slot, s);
+        }
+        if stp.topology_change() && !*tc {
+            self.rt.flush(false);
+        }
+        *tc = stp.topology_change();
+        if let Some(send) = send {
+            send.append(out);
+        }
+        let next = if out.is_empty() {
+            stp.next_deadline().unwrap_or(u64::MAX)
+        } else {
+            0
+        };
+        self.stp_next.store(next, Ordering::Relaxed);
+        true
+    }
+
+    /// The spanning tree as it stands: root, root port (a slot), whether a
+    /// topology change is under way.
+    pub fn stp_status(&self) -> Option<StpStatus> {
+        let lock = self.stp.as_ref()?;
+        let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        Some(StpStatus {
+            bridge_id: g.stp.bridge_id(),
+            root: g.stp.root(),
+            root_path_cost: g.stp.root_path_cost(),
+            root_port: g.stp.root_port(),
+            topology_change: g.stp.topology_change(),
+        })
+    }
+}
+
+/// The spanning tree's view of the network, for `ifconfig bridge0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StpStatus {
+    pub bridge_id: wire::BridgeId,
+    pub root: wire::BridgeId,
+    pub root_path_cost: u32,
+    /// The root port's slot ([`Member::slot`]); `None` on the root bridge.
+    pub root_port: Option<usize>,
+    pub topology_change: bool,
+}
+
+/// A member as the data path reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub ifindex: IfIndex,
+    /// Its slot: its index in the bridge's port states and spanning tree.
+    pub slot: u16,
+    pub flags: MemberFlags,
+}
+
+/// One bridge as published with the configuration: its state and members.
+#[derive(Clone, Debug)]
+pub struct BridgeConf {
+    pub br: Arc<Bridge>,
+    pub members: Vec<Member>,
+}
+
+impl BridgeConf {
+    /// The member whose interface is `i`.
+    #[inline]
+    pub fn member(&self, i: IfIndex) -> Option<&Member> {
+        self.members.iter().find(|m| m.ifindex == i)
+    }
+}
+
+/// What an interface is to the layer 2 switching: nothing, a bridge, or a member.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum L2Role {
+    #[default]
+    None,
+    /// The interface of bridge `b` (an index into [`Bridges::list`]).
+    Bridge(u16),
+    /// Member `m` of bridge `b`.
+    Member { b: u16, m: u16 },
+}
+
+/// Every bridge of a stack, as published with its configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Bridges {
+    pub list: Vec<BridgeConf>,
+    /// Each interface's role, by index (empty while there is no bridge).
+    role: Vec<L2Role>,
+}
+
+impl Bridges {
+    /// The role of interface `i`.
+    #[inline]
+    pub fn role(&self, i: IfIndex) -> L2Role {
+        self.role.get(i.get()).copied().unwrap_or_default()
+    }
+
+    /// The bridge and member an interface is, if it is a member.
+    #[inline]
+    pub(crate) fn member_of(&self, i: IfIndex) -> Option<(&BridgeConf, usize)> {
+        match self.role(i) {
+            L2Role::Member { b, m } => Some((&self.list[b as usize], m as usize)),
+            _ => None,
+        }
+    }
+
+    /// The bridge whose interface is `i`.
+    pub fn bridge_of(&self, i: IfIndex) -> Option<&BridgeConf> {
+        match self.role(i) {
+            L2Role::Bridge(b) => self.list.get(b as usize),
+            _ => None,
+        }
+    }
+
+    /// Remakes the roles after a change to the list.
+    pub(crate) fn reindex(&mut self, nifs: usize) {
+        self.role.clear();
+        if self.list.is_empty() {
+            return;
+        }
+        self.role.resize(nifs, L2Role::None);
+        for (b, bc) in self.list.iter().enumerate() {
+            if let Some(r) = self.role.get_mut(bc.br.ifindex.get()) {
+                *r = L2Role::Bridge(b as u16);
+            }
+            for (m, mb) in bc.members.iter().enumerate() {
+                if let Some(r) = self.role.get_mut(mb.ifindex.get()) {
+                    *r = L2Role::Member {
+                        b: b as u16,
+                        m: m as u16,
+                    };
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The bridge's control side: creating a bridge, adding and removing members
+//! (bridge(4)'s `addm`, `deletem`), members' flags, static addresses.
+//!
+//! Each change is a new configuration published as any other (the member list is
+//! read by the workers without locks); the spanning tree picks up membership
+//! changes on worker 0's next timer run, which is asked for at once.
+
+use super::{Stack, StackError};
+use crate::link::arp::ArpTable;
+use crate::link::bridge::{Bridge, BridgeConf, BridgeParams, L2Role, Member, MemberFlags};
+use crate::link::bridge::{PortState, MAX_MEMBERS};
+use crate::link::iface::{flags, IfIndex, Ifnet};
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use wire::EthernetAddress;
+
+/// A bridge's interface MTU (Ethernet's).
+const BRIDGE_MTU: usize = 1500;
+
+impl Stack {
+    /// Creates a bridge with its own interface `name` (`ifconfig bridge0 create`)
+    /// and no member yet. Addresses go on its interface as on any other; it may be
+    /// created while the stack runs.
+    pub fn add_bridge(&self, name: &str, p: BridgeParams) -> Result<IfIndex, StackError> {
+        if p.max_addrs == 0 {
+            return Err(StackError::Bridge(
+                "a bridge's address table needs room for one address at least".into(),
+            ));
+        }
+        let shared = &self.shared;
+        let hq = shared.params.handoff_queue;
+        let seed = self.mac_seed;
+        shared.update(|c| {
+            if c.ifaces.iter().any(|i| i.name == name) {
+                return Err(StackError::Bridge(format!(
+                    "an interface named {name} exists already"
+                )));
+            }
+            let index = IfIndex(c.ifaces.len() as u16);
+            let s = seed.to_be_bytes();
+            let mac = EthernetAddress([0x02, s[0] ^ 0xb5, s[1], s[2], s[3], index.0 as u8]);
+            let ifp = Arc::new(Ifnet {
+                index,
+                name: name.to_string(),
+                mac,
+                mtu: BRIDGE_MTU,
+                flags: flags::IFF_UP | flags::IFF_BROADCAST,
+                addrs: Vec::new(),
+                addrs6: Vec::new(),
+                arp: Arc::new(ArpTable::new(shared.params.arp)),
+                nd6: Arc::new(crate::inet6::nd6::Nd6Table::new(shared.params.arp)),
+                num_queues: 1,
+                forwarding: Arc::default(),
+                offload: dev::Offloads::default(),
+            });
+            ifp.arp.set_watch(index.0 as u32, shared.rtbus.clone());
+            ifp.nd6.set_watch(index.0 as u32, shared.rtbus.clone());
+            let br = Bridge::new(index, mac, p, shared.isn_secret ^ u64::from(index.0), 0);
+            c.ifaces.push(ifp);
+            c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
+            c.bridges.list.push(BridgeConf {
+                br: Arc::new(br),
+                members: Vec::new(),
+            });
+            Ok(index)
+        })
+    }
+
+    /// Adds interface `member` to bridge `bridge` (`addm`). The member must be a
+    /// device's interface in no other bridge. With the spanning tree on, it starts
+    /// blocking and forwards after twice the forward delay; without, at once.
+    pub fn bridge_add_member(
+        &self,
+        bridge: IfIndex,
+        member: IfIndex,
+        mflags: MemberFlags,
+    ) -> Result<(), StackError> {
+        let stp = self.shared.update(|c| {
+            let b = bridge_index(c, bridge)?;
+            let name = |i: IfIndex| c.ifaces.get(i.get()).map(|f| f.name.clone());
+            let mname = name(member).ok_or(StackError::NoInterface(member))?;
+            match c.bridges.role(member) {
+                L2Role::None => {}
+                L2Role::Bridge(_) => {
+                    return Err(StackError::Bridge(format!(
+                        "{mname} is a bridge: a bridge cannot be a member"
+                    )))
+                }
+                L2Role::Member { b: ob, .. } => {
+                    let other = c.bridges.list[ob as usize].br.ifindex;
+                    return Err(StackError::Bridge(format!(
+                        "{mname} is a member of {} already",
+                        name(other).unwrap_or_default()
+                    )));
+                }
+            }
+            let bc = &mut c.bridges.list[b];
+            if bc.members.len() >= MAX_MEMBERS {
+                return Err(StackError::Bridge(format!(
+                    "{} has {MAX_MEMBERS} members already",
+                    name(bridge).unwrap_or_default()
+                )));
+            }
+            let slot = (0..MAX_MEMBERS as u16)
+                .find(|s| bc.members.iter().all(|m| m.slot != *s))
+                .unwrap_or(0);
+            bc.members.push(Member {
+                ifindex: member,
+                slot,
+                flags: mflags,
+            });
+            // Without the spanning tree the member forwards at once; with it, it
+            // waits for the tree (the slot may still hold a removed member's state).
+            let state = match bc.br.stp_enabled() {
+                true => PortState::Disabled,
+                false => PortState::Forwarding,
+            };
+            bc.br.set_port_state(slot as usize, state);
+            Ok(bc.br.stp_enabled().then(|| bc.br.clone()))
+        })?;
+        if let Some(br) = stp {
+            self.stp_changed(&br);
+        }
+        Ok(())
+    }
+
+    /// Removes `member` from `bridge` (`deletem`): it stops forwarding at once, and
+    /// the addresses learned on it are forgotten (its static ones too).
+    pub fn bridge_delete_member(&self, bridge: IfIndex, member: IfIndex) -> Result<(), StackError> {
+        let (br, slot) = self.shared.update(|c| {
+            let b = bridge_index(c, bridge)?;
+            let bc = &mut c.bridges.list[b];
+            let k = bc
+                .members
+                .iter()
+                .position(|m| m.ifindex == member)
+                .ok_or_else(|| StackError::Bridge("not a member of the bridge".into()))?;
+            let m = bc.members.remove(k);
+            Ok::<_, StackError>((bc.br.clone(), m.slot))
+        })?;
+        if !br.stp_enabled() {
+            br.set_port_state(slot as usize, PortState::Disabled);
+        }
+        br.rt.delete_member(member.0, true);
+        if br.stp_enabled() {
+            self.stp_changed(&br);
+        }
+        Ok(())
+    }
+
+    /// Sets a member's flags (`learn`/`-learn`, `discover`/`-discover`,
+    /// `sticky`/`-sticky`).
+    pub fn bridge_set_member_flags(
+        &self,
+        bridge: IfIndex,
+        member: IfIndex,
+        mflags: MemberFlags,
+    ) -> Result<(), StackError> {
+        self.shared.update(|c| {
+            let b = bridge_index(c, bridge)?;
+            let m = c.bridges.list[b]
+                .members
+                .iter_mut()
+                .find(|m| m.ifindex == member)
+                .ok_or_else(|| StackError::Bridge("not a member of the bridge".into()))?;
+            m.flags = mflags;
+            Ok(())
+        })
+    }
+
+    /// Adds a static address (`static ADDRESS MEMBER`): `mac` (on `vlan`, 0 for
+    /// untagged frames) is on `member`, never aged, never moved.
+    pub fn bridge_add_static(
+        &self,
+        bridge: IfIndex,
+        member: IfIndex,
+        mac: EthernetAddress,
+        vlan: u16,
+    ) -> Result<(), StackError> {
+        if mac.is_multicast() {
+            return Err(StackError::Bridge(format!(
+                "{mac} is a group address: only unicast addresses are learned"
+            )));
+        }
+        let bc = self.bridge(bridge)?;
+        if bc.member(member).is_none() {
+            return Err(StackError::Bridge("not a member of the bridge".into()));
+        }
+        bc.br
+            .rt
+            .add_static(vlan, mac, member.0, 0)
+            .map_err(|e| StackError::Bridge(e.to_string()))
+    }
+
+    /// Bridge `bridge` as the workers see it now: its table and state (`br`) and its
+    /// members.
+    pub fn bridge(&self, bridge: IfIndex) -> Result<BridgeConf, StackError> {
+        let c = self.shared.cfg.load();
+        let b = bridge_index(&c, bridge)?;
+        Ok(c.bridges.list[b].clone())
+    }
+
+    /// Every bridge's interface.
+    pub fn bridges(&self) -> Vec<IfIndex> {
+        let c = self.shared.cfg.load();
+        c.bridges.list.iter().map(|b| b.br.ifindex).collect()
+    }
+
+    /// Asks worker 0 to bring the spanning tree in line with the member list.
+    fn stp_changed(&self, br: &Bridge) {
+        br.stp_next.store(0, Ordering::Relaxed);
+        self.shared.notify_worker(0);
+    }
+}
+
+/// The index in the bridge list of the bridge whose interface is `i`.
+fn bridge_index(c: &super::NetConfig, i: IfIndex) -> Result<usize, StackError> {
+    match c.bridges.role(i) {
+        L2Role::Bridge(b) => Ok(b as usize),
+        _ if i.get() >= c.ifaces.len() => Err(StackError::NoInterface(i)),
+        _ => Err(StackError::Bridge(format!(
+            "{} is not a bridge",
+            c.ifaces[i.get()].name
+        ))),
+    }
+}
