@@ -7,7 +7,7 @@ use dev::mem::WireConfig;
 use dev::{Duration, Queue};
 use mbuf::Mbuf;
 use net::ipfw::Ipfw;
-use net::link::bridge::{BridgeParams, MemberFlags};
+use net::link::bridge::{BridgeParams, MemberFlags, PortState, StpParams, StpTimes};
 use net::IfIndex;
 use sim::{HostId, HubId, Sim};
 use std::io::{Read, Write};
@@ -680,4 +680,205 @@ fn two_bridges_in_one_stack_are_separate_segments() {
             "workers={workers}"
         );
     }
+}
+
+/// Fast spanning-tree timers (802.1D's minimums but hello): the tree settles in
+/// seconds of virtual time.
+fn fast_stp(priority: u16) -> BridgeParams {
+    BridgeParams {
+        stp: Some(StpParams {
+            priority,
+            times: StpTimes {
+                max_age: 6 * 256,
+                hello_time: 256,
+                forward_delay: 4 * 256,
+            },
+            ..StpParams::default()
+        }),
+        ..BridgeParams::default()
+    }
+}
+
+/// Three bridges in a loop (a–b, b–c, c–a), each with a third member: hosts
+/// 198.18.0.1 behind a, .3 behind c, none behind b. `a` has the best priority and is root.
+struct Ring {
+    s: Sim,
+    br: [HostId; 3],
+    bridge: [IfIndex; 3],
+    /// Each bridge's members: towards the next bridge, the previous, its host.
+    members: [[IfIndex; 3]; 3],
+    hosts: [HostId; 2],
+}
+
+fn ring(workers: usize) -> Ring {
+    let mut s = Sim::new(7 + workers as u64);
+    let br = [0, 1, 2].map(|k| s.add_host(&format!("sw{k}"), workers));
+    let mut members = [[IfIndex(0); 3]; 3];
+    for k in 0..3 {
+        let n = (k + 1) % 3;
+        let hub = s.add_hub(WireConfig::default());
+        members[k][0] = s.connect_named(br[k], hub, "", &format!("to{n}"));
+        members[n][1] = s.connect_named(br[n], hub, "", &format!("to{k}"));
+    }
+    let mut hosts = Vec::new();
+    for k in 0..3 {
+        let hub = s.add_hub(WireConfig::default());
+        members[k][2] = s.connect_named(br[k], hub, "", "host");
+        // Hosts behind a and c; b's third segment is empty.
+        if k != 1 {
+            let h = s.add_host(&format!("h{k}"), workers);
+            s.connect(h, hub, &format!("198.18.0.{}/24", k + 1));
+            hosts.push(h);
+        }
+    }
+    let mut bridge = [IfIndex(0); 3];
+    for k in 0..3 {
+        let prio = [0x1000, 0x8000, 0x9000][k];
+        bridge[k] = s.host(br[k]).add_bridge("bridge0", fast_stp(prio)).unwrap();
+        for m in members[k] {
+            s.host(br[k])
+                .bridge_add_member(bridge[k], m, MemberFlags::default())
+                .unwrap();
+        }
+    }
+    Ring {
+        s,
+        br,
+        bridge,
+        members,
+        hosts: [hosts[0], hosts[1]],
+    }
+}
+
+impl Ring {
+    fn state(&self, k: usize, m: usize) -> PortState {
+        let bc = self.s.host(self.br[k]).bridge(self.bridge[k]).unwrap();
+        let mb = bc.member(self.members[k][m]).unwrap();
+        bc.br.port_state(mb.slot as usize)
+    }
+
+    /// Every loop port's state: `[bridge][next, previous]`.
+    fn loop_states(&self) -> Vec<PortState> {
+        (0..3)
+            .flat_map(|k| [self.state(k, 0), self.state(k, 1)])
+            .collect()
+    }
+}
+
+#[test]
+fn spanning_tree_blocks_one_port_of_a_loop_and_elects_the_root() {
+    for workers in [1, 2] {
+        let mut r = ring(workers);
+        r.s.run_for(Duration::from_secs(12));
+        let states = r.loop_states();
+        let blocking = states.iter().filter(|s| **s == PortState::Blocking).count();
+        let fwd = states
+            .iter()
+            .filter(|s| **s == PortState::Forwarding)
+            .count();
+        assert_eq!((blocking, fwd), (1, 5), "workers={workers}: {states:?}");
+        // The blocked port is on the bridge farthest from the root: b or c's port
+        // towards each other (b's next, c's previous), the one of the worse bridge.
+        assert_eq!(r.state(2, 1), PortState::Blocking, "{states:?}");
+        let st = r.s.host(r.br[0]).bridge(r.bridge[0]).unwrap();
+        let status = st.br.stp_status().unwrap();
+        assert_eq!(status.root, status.bridge_id, "a is root");
+        assert_eq!(status.root_port, None);
+        for k in 1..3 {
+            let s = r.s.host(r.br[k]).bridge(r.bridge[k]).unwrap();
+            let s = s.br.stp_status().unwrap();
+            assert_eq!(s.root, status.root, "sw{k} agrees on the root");
+        }
+        // The hosts reach each other, and a broadcast does not circle.
+        assert_eq!(ping_n(&mut r.s, r.hosts[0], ip(3), 10, 56), 10);
+        let before: u64 = (0..3)
+            .map(|k| r.s.host(r.br[k]).stats().bridge.ipackets)
+            .sum();
+        r.s.run_for(Duration::from_secs(2));
+        let after: u64 = (0..3)
+            .map(|k| r.s.host(r.br[k]).stats().bridge.ipackets)
+            .sum();
+        // Two idle seconds: the BPDUs only (a hello a second on each designated
+        // port), no storm.
+        assert!(
+            after - before < 40,
+            "workers={workers}: {} frames",
+            after - before
+        );
+    }
+}
+
+#[test]
+fn no_frame_crosses_a_port_before_the_tree_lets_it() {
+    let mut r = ring(1);
+    // Listening then learning: 2 × 4 s of forward delay before any port forwards.
+    r.s.run_for(Duration::from_secs(3));
+    assert!(
+        r.loop_states().iter().all(|s| !s.forwards()),
+        "{:?}",
+        r.loop_states()
+    );
+    assert_eq!(ping_n(&mut r.s, r.hosts[0], ip(3), 1, 56), 0);
+    let st = r.s.host(r.br[0]).stats().bridge;
+    assert!(st.blocked > 0, "{st:#?}");
+    r.s.run_for(Duration::from_secs(10));
+    assert_eq!(ping_n(&mut r.s, r.hosts[0], ip(3), 3, 56), 3);
+}
+
+#[test]
+fn pulling_a_link_of_the_loop_reconverges() {
+    for workers in [1, 2] {
+        let mut r = ring(workers);
+        r.s.run_for(Duration::from_secs(12));
+        assert_eq!(ping_n(&mut r.s, r.hosts[0], ip(3), 3, 56), 3);
+        // The a–c link carries the traffic (c's blocked port is towards b): pull it.
+        r.s.host(r.br[0])
+            .bridge_delete_member(r.bridge[0], r.members[0][1])
+            .unwrap();
+        r.s.host(r.br[2])
+            .bridge_delete_member(r.bridge[2], r.members[2][0])
+            .unwrap();
+        // c loses its root port and takes the way through b after max age and two
+        // forward delays at most.
+        r.s.run_for(Duration::from_secs(16));
+        assert_eq!(r.state(2, 1), PortState::Forwarding, "workers={workers}");
+        assert_eq!(
+            ping_n(&mut r.s, r.hosts[0], ip(3), 5, 56),
+            5,
+            "workers={workers}"
+        );
+        let s = r.s.host(r.br[2]).bridge(r.bridge[2]).unwrap();
+        let s = s.br.stp_status().unwrap();
+        assert_eq!(s.root_path_cost, 200, "two hops to the root now");
+    }
+}
+
+#[test]
+fn malformed_bpdus_are_counted_and_change_nothing() {
+    let mut r = ring(1);
+    r.s.run_for(Duration::from_secs(12));
+    let before = r.loop_states();
+    // A frame to the group address with a bad LLC header, and one with a truncated
+    // BPDU, on c's host port.
+    let hub_port = {
+        // The host hub of c is the last hub made.
+        r.s.attach_raw(HubId(5))
+    };
+    let mut port = hub_port;
+    let g = EthernetAddress([0x01, 0x80, 0xc2, 0, 0, 0]);
+    let mut bad_llc = frame(g, X, 38, 60).to_vec();
+    bad_llc[14..17].copy_from_slice(&[0xaa, 0xaa, 0x03]);
+    let mut short = frame(g, X, 7, 60).to_vec();
+    short[14..17].copy_from_slice(&[0x42, 0x42, 0x03]);
+    inject(
+        &mut r.s,
+        &mut port,
+        vec![
+            Mbuf::from_slice(&bad_llc).unwrap(),
+            Mbuf::from_slice(&short).unwrap(),
+        ],
+    );
+    assert_eq!(r.s.host(r.br[2]).stats().bridge.bpdubad, 2);
+    r.s.run_for(Duration::from_secs(5));
+    assert_eq!(r.loop_states(), before);
 }
