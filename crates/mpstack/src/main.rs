@@ -33,11 +33,16 @@ enum Cmd {
     /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
     Demo(DemoArgs),
     /// Run a node on TAP devices: a host (ARP, ND, ping; echo, discard, chargen,
-    /// http services) or, with several --tap, --route and --forwarding, a router.
+    /// http services); with several --tap, --route and --forwarding, a router; with
+    /// --bridge, a learning bridge.
     ///
     /// A router between two links, with a static route: `mpstack run --tap r0 --inet
     /// 198.18.1.1/24 --tap r1 --inet 198.18.2.1/24 --inet6 r0=2001:2:1::1/64 --inet6
     /// r1=2001:2:2::1/64 --forwarding --route 198.19.0.0/16=198.18.2.2`.
+    ///
+    /// A bridge of three links with an address of its own and the spanning tree:
+    /// `mpstack run --tap b0 --tap b1 --tap b2 --bridge bridge0=b0,b1,b2 --inet
+    /// bridge0=198.18.0.254/24 --stp`.
     Run(Box<RunArgs>),
     /// Measure mpstack beside its baseline and peers: tcp, mbuf, lpm, forward, fw,
     /// router. Runs the `mpstack-bench` program from this program's own directory
@@ -78,9 +83,48 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", required = true)]
     pub tap: Vec<String>,
     /// IPv4 address of an interface, [TAP=]ADDRESS/PREFIXLEN (repeatable). Without
-    /// `TAP=`, the Nth --inet goes to the Nth --tap.
-    #[arg(long, value_name = "[TAP=]ADDR/LEN", required = true)]
+    /// `TAP=`, the Nth --inet goes to the Nth --tap. A bridge's address is given by
+    /// its name (`bridge0=198.18.0.1/24`); a bridge's members take none.
+    #[arg(
+        long,
+        value_name = "[TAP=]ADDR/LEN",
+        required_unless_present = "bridge"
+    )]
     pub inet: Vec<String>,
+    /// A learning bridge (bridge(4)), NAME=TAP,TAP,… (repeatable): the TAPs become
+    /// its members and NAME an interface of its own, which takes --inet NAME=… and
+    /// --inet6 NAME=… as a TAP does (the node is then a host or router on the
+    /// bridged segment). Source addresses are learned per member and age out after
+    /// --bridge-timeout; broadcast, multicast and unknown unicast go to every other
+    /// member. `--bridge bridge0=br0,br1,br2`.
+    #[arg(long, value_name = "NAME=TAP,TAP")]
+    pub bridge: Vec<String>,
+    /// Addresses each bridge's table holds at most (bridge(4)'s maxaddr); when it
+    /// is full the stalest learned address is evicted.
+    #[arg(long, value_name = "N", default_value_t = 2000, requires = "bridge", value_parser = clap::value_parser!(u32).range(1..=67_108_864))]
+    pub bridge_maxaddr: u32,
+    /// Seconds a learned address lives without a frame from it (bridge(4)'s
+    /// timeout).
+    #[arg(long, value_name = "SECS", default_value_t = 300, requires = "bridge", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub bridge_timeout: u32,
+    /// Run the IEEE 802.1D spanning tree on every bridge's members (loop
+    /// protection; it interoperates with Linux bridges' `stp_state 1`). A member
+    /// forwards after listening and learning for twice the forward delay.
+    /// Without it BPDUs are dropped and counted (bridge.bpdunostp).
+    #[arg(long, requires = "bridge")]
+    pub stp: bool,
+    /// The bridges' spanning-tree priority (lower wins the root election).
+    #[arg(long, value_name = "N", default_value_t = 32768, requires = "stp")]
+    pub stp_priority: u16,
+    /// Spanning-tree forward delay in seconds (4 to 30).
+    #[arg(long, value_name = "SECS", default_value_t = 15, requires = "stp", value_parser = clap::value_parser!(u16).range(4..=30))]
+    pub stp_fwddelay: u16,
+    /// Spanning-tree hello time in seconds (1 to 10).
+    #[arg(long, value_name = "SECS", default_value_t = 2, requires = "stp", value_parser = clap::value_parser!(u16).range(1..=10))]
+    pub stp_hellotime: u16,
+    /// Spanning-tree max age in seconds (6 to 40).
+    #[arg(long, value_name = "SECS", default_value_t = 20, requires = "stp", value_parser = clap::value_parser!(u16).range(6..=40))]
+    pub stp_maxage: u16,
     /// Default gateway.
     #[arg(long, value_name = "ADDR")]
     pub gw: Option<String>,

@@ -47,6 +47,41 @@ fn parse_route(r: &str) -> Result<RouteArg, String> {
     Ok(RouteArg::Via(prefix, gw))
 }
 
+/// `--bridge NAME=TAP,TAP`: the bridges' names and their members (indexes into
+/// `taps`).
+fn parse_bridges(a: &RunArgs) -> Result<Vec<(String, Vec<usize>)>, String> {
+    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+    for v in &a.bridge {
+        let (name, list) = v
+            .split_once('=')
+            .ok_or_else(|| format!("--bridge '{v}': expected NAME=TAP,TAP"))?;
+        if name.is_empty() || a.tap.iter().any(|t| t == name) || out.iter().any(|b| b.0 == name) {
+            return Err(format!(
+                "--bridge '{v}': '{name}' must be a new interface name"
+            ));
+        }
+        let mut members = Vec::new();
+        for t in list.split(',').filter(|t| !t.is_empty()) {
+            let i =
+                a.tap.iter().position(|x| x == t).ok_or_else(|| {
+                    format!("--bridge '{v}': '{t}' is not a --tap; members are TAPs")
+                })?;
+            if let Some(b) = out.iter().find(|b| b.1.contains(&i)) {
+                return Err(format!(
+                    "--bridge '{v}': {t} is a member of {} already",
+                    b.0
+                ));
+            }
+            if members.contains(&i) {
+                return Err(format!("--bridge '{v}': {t} given twice"));
+            }
+            members.push(i);
+        }
+        out.push((name.to_string(), members));
+    }
+    Ok(out)
+}
+
 pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let taps = &a.tap;
     for (i, t) in taps.iter().enumerate() {
@@ -54,12 +89,20 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             return Err(format!("--tap {t} given twice"));
         }
     }
-    // IPv4 addresses per TAP: `TAP=ADDR/LEN`, or the Nth on the Nth TAP.
-    let mut inet: Vec<Vec<InetAddr>> = vec![Vec::new(); taps.len()];
+    let bridges = parse_bridges(&a)?;
+    let member_of = |i: usize| bridges.iter().find(|b| b.1.contains(&i)).map(|b| &b.0);
+    // Every interface by name: the TAPs, then the bridges.
+    let names: Vec<String> = taps
+        .iter()
+        .cloned()
+        .chain(bridges.iter().map(|b| b.0.clone()))
+        .collect();
+    // IPv4 addresses per interface: `NAME=ADDR/LEN`, or the Nth on the Nth TAP.
+    let mut inet: Vec<Vec<InetAddr>> = vec![Vec::new(); names.len()];
     for (n, v) in a.inet.iter().enumerate() {
-        let (t, addr) = split_tap(v, taps);
+        let (t, addr) = split_tap(v, &names);
         let i = match t {
-            Some(t) => taps.iter().position(|x| x == t).expect("named"),
+            Some(t) => names.iter().position(|x| x == t).expect("named"),
             None if n < taps.len() => n,
             None => {
                 return Err(format!(
@@ -67,9 +110,15 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 ))
             }
         };
+        if let Some(b) = member_of(i) {
+            return Err(format!(
+                "--inet {v}: {} is a member of {b}, which takes no address; give it to the bridge: --inet {b}={addr}",
+                names[i]
+            ));
+        }
         inet[i].push(addr.parse().map_err(|e| format!("--inet {v}: {e}"))?);
     }
-    if let Some(i) = inet.iter().position(Vec::is_empty) {
+    if let Some(i) = (0..taps.len()).find(|&i| inet[i].is_empty() && member_of(i).is_none()) {
         return Err(format!("--tap {}: no --inet address for it", taps[i]));
     }
     let gw: Option<Ipv4Addr> = match &a.gw {
@@ -91,10 +140,16 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             ));
         }
     }
-    let mut inet6: Vec<Vec<net::Inet6Addr>> = vec![Vec::new(); taps.len()];
+    let mut inet6: Vec<Vec<net::Inet6Addr>> = vec![Vec::new(); names.len()];
     for v in &a.inet6 {
-        let (t, addr) = split_tap(v, taps);
-        let i = t.map_or(0, |t| taps.iter().position(|x| x == t).expect("named"));
+        let (t, addr) = split_tap(v, &names);
+        let i = t.map_or(0, |t| names.iter().position(|x| x == t).expect("named"));
+        if let Some(b) = member_of(i) {
+            return Err(format!(
+                "--inet6 {v}: {} is a member of {b}, which takes no address; give it to the bridge: --inet6 {b}={addr}",
+                names[i]
+            ));
+        }
         inet6[i].push(addr.parse().map_err(|e| format!("--inet6 {v}: {e}"))?);
     }
     let any6 = inet6.iter().any(|v| !v.is_empty());
@@ -218,7 +273,55 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         ifindexes.push(ifindex);
     }
-    let ifindex = ifindexes[0];
+    let bparams = net::link::bridge::BridgeParams {
+        max_addrs: a.bridge_maxaddr as usize,
+        ageing: a.bridge_timeout,
+        stp: a.stp.then(|| net::link::bridge::StpParams {
+            priority: a.stp_priority,
+            times: net::link::bridge::StpTimes {
+                max_age: a.stp_maxage * 256,
+                hello_time: a.stp_hellotime * 256,
+                forward_delay: a.stp_fwddelay * 256,
+            },
+            ..net::link::bridge::StpParams::default()
+        }),
+    };
+    for (k, (name, members)) in bridges.iter().enumerate() {
+        let i = taps.len() + k;
+        let b = stack
+            .add_bridge(name, bparams)
+            .map_err(|e| format!("--bridge {name}: {e}"))?;
+        for &m in members {
+            stack
+                .bridge_add_member(b, ifindexes[m], net::link::bridge::MemberFlags::default())
+                .map_err(|e| format!("--bridge {name}: {e}"))?;
+        }
+        for a4 in &inet[i] {
+            stack
+                .add_address(b, *a4)
+                .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
+        }
+        for a6 in &inet6[i] {
+            stack
+                .add_address6(b, *a6)
+                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+        }
+        if a.forwarding {
+            stack
+                .set_forwarding(b, true, true)
+                .map_err(|e| e.to_string())?;
+        }
+        if a.rtadv && !inet6[i].is_empty() {
+            stack
+                .set_router_advertisements(b, true)
+                .map_err(|e| e.to_string())?;
+        }
+        ifindexes.push(b);
+    }
+    // The first interface with an address (a bridge's, when every TAP is a member).
+    let ifindex = (0..names.len())
+        .find(|&i| !inet[i].is_empty() || !inet6[i].is_empty())
+        .map_or(ifindexes[0], |i| ifindexes[i]);
     stack.set_default_gateway(gw);
     if let Some(g) = gw6 {
         stack.set_default_gateway6(Some((g, ifindex)));
@@ -284,10 +387,29 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .map(|i| {
             let v4: Vec<String> = i.addrs.iter().map(|x| x.to_string()).collect();
             let v6: Vec<String> = i.addrs6.iter().map(|x| x.addr.to_string()).collect();
+            let role = match stack.config().bridges.role(i.index) {
+                net::link::bridge::L2Role::Bridge(_) => {
+                    let bc = stack.bridge(i.index).expect("a bridge");
+                    let m: Vec<&str> = bc
+                        .members
+                        .iter()
+                        .map(|m| names[m.ifindex.get()].as_str())
+                        .collect();
+                    let stp = if bc.br.stp_enabled() { ", stp" } else { "" };
+                    format!("bridge of {}{stp}, ", m.join(" "))
+                }
+                net::link::bridge::L2Role::Member { .. } => "member, ".to_string(),
+                net::link::bridge::L2Role::None => String::new(),
+            };
             format!(
-                "{} ({}, {})",
-                taps[i.index.get()],
+                "{} ({role}{}{}{})",
+                i.name,
                 i.mac,
+                if v4.is_empty() && v6.is_empty() {
+                    ""
+                } else {
+                    ", "
+                },
                 [v4, v6].concat().join(", ")
             )
         })
@@ -410,7 +532,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     for l in rt.lines() {
         println!("runtime: {l}");
     }
-    print_routes(&stack, taps);
+    print_routes(&stack, &names);
+    let now = dev::time::Clock::now(&*clock);
+    for b in stack.bridges() {
+        print_bridge(&stack, b, &names, now);
+    }
     if let Some(f) = &ipfw {
         for l in f.show().lines() {
             println!("ipfw: {l}");
@@ -486,6 +612,77 @@ fn udp_service(svc: &crate::services::Service, sock: &net::UdpSocket, stop: &Ato
 }
 
 /// The routing table as `netstat -rn` shows it.
+/// A bridge as `ifconfig bridge0` and `ifconfig bridge0 addr` show it: members and
+/// their states, the spanning tree, the learned addresses.
+fn print_bridge(stack: &Stack, b: net::IfIndex, names: &[String], now: dev::Instant) {
+    let Ok(bc) = stack.bridge(b) else { return };
+    let name = &names[b.get()];
+    for m in &bc.members {
+        let f = m.flags;
+        let flags: Vec<&str> = [
+            (f.learning, "LEARNING"),
+            (f.discover, "DISCOVER"),
+            (f.sticky, "STICKY"),
+        ]
+        .iter()
+        .filter(|x| x.0)
+        .map(|x| x.1)
+        .collect();
+        println!(
+            "{name}: member: {} flags=<{}> port {} state {}",
+            names[m.ifindex.get()],
+            flags.join(","),
+            m.slot + 1,
+            bc.br.port_state(m.slot as usize)
+        );
+    }
+    if let Some(st) = bc.br.stp_status() {
+        let port = st
+            .root_port
+            .and_then(|p| bc.members.iter().find(|m| usize::from(m.slot) == p))
+            .map_or("none".to_string(), |m| names[m.ifindex.get()].clone());
+        println!(
+            "{name}: stp id {} root {} cost {} root-port {port}{}",
+            st.bridge_id,
+            st.root,
+            st.root_path_cost,
+            if st.topology_change {
+                " topology-change"
+            } else {
+                ""
+            }
+        );
+    }
+    let secs = (now.as_nanos() / 1_000_000_000) as u32;
+    let rs = bc.br.rt.stats();
+    println!(
+        "{name}: {} address(es) (max {}), learned {}, moved {}, evicted {}, expired {}, learn failures {}",
+        rs.entries,
+        bc.br.rt.max(),
+        rs.learned,
+        rs.moved,
+        rs.evicted,
+        rs.expired,
+        rs.learnfail
+    );
+    for (vlan, mac, e, exp) in bc.br.rt.entries(secs).into_iter().take(1000) {
+        let on = names.get(usize::from(e.member)).map_or("?", |s| s.as_str());
+        let vlan = if vlan == 0 {
+            String::new()
+        } else {
+            format!(" vlan {vlan}")
+        };
+        if e.flags.is_static {
+            println!("{name}: {mac}{vlan} {on} static");
+        } else {
+            println!(
+                "{name}: {mac}{vlan} {on} expires {}s",
+                exp.saturating_sub(secs)
+            );
+        }
+    }
+}
+
 fn print_routes(stack: &Stack, taps: &[String]) {
     for r in stack.routes() {
         for p in &r.paths {

@@ -1,0 +1,339 @@
+//! Interop: the mpstack bridge (`mpstack run --bridge`) between Linux hosts, and its
+//! spanning tree in a loop with Linux kernel bridges (`stp_state 1`). Each test makes
+//! its own namespaces and TAP devices and removes them; needs root, skips with a
+//! message otherwise (fails in CI). Addresses: 198.18.0.0/24 only.
+
+mod common;
+use common::*;
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// An `mpstack run` node and the namespaces around it, removed on drop.
+struct Net {
+    node: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    output: Vec<String>,
+    ns: Vec<String>,
+    tmp: std::path::PathBuf,
+}
+
+impl Net {
+    /// Starts `mpstack run` with `args`, waits for it to come up.
+    fn start(tag: &str, ns: Vec<String>, args: &[String]) -> Net {
+        for n in &ns {
+            let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        }
+        let tmp = std::env::temp_dir().join(format!("mpstack-bridge-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpstack"));
+        cmd.arg("run").args(args);
+        let (node, lines) = spawn_node(cmd);
+        let mut n = Net {
+            node: Some(node),
+            lines,
+            output: Vec::new(),
+            ns,
+            tmp,
+        };
+        assert!(
+            wait_line(&n.lines, &mut n.output, "up on", Duration::from_secs(20)).is_some(),
+            "mpstack did not come up: {:?}",
+            n.output
+        );
+        for ns in &n.ns {
+            run(&format!("ip netns add {ns}"));
+            run(&format!("ip -n {ns} link set lo up"));
+        }
+        n
+    }
+
+    fn exec(&self, i: usize, cmd: &str) -> (bool, String) {
+        sh(&format!("ip netns exec {} {cmd}", self.ns[i]))
+    }
+
+    fn stop(&mut self) -> std::collections::HashMap<String, u64> {
+        stop_node(&mut self.node, &self.lines, &mut self.output)
+    }
+
+    /// `n` MB of random bytes from namespace `from` to `dst` (in namespace `to`)
+    /// over TCP with socat, the SHA-256 of both ends compared.
+    fn transfer(&self, from: usize, to: usize, dst: &str, mb: u32, what: &str) {
+        let send = self.tmp.join("send");
+        let recv = self.tmp.join("recv");
+        run(&format!(
+            "head -c {} /dev/urandom > {}",
+            mb * 1_000_000,
+            send.display()
+        ));
+        let _ = std::fs::remove_file(&recv);
+        let listen = format!(
+            "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr OPEN:{},creat,trunc",
+            self.ns[to],
+            recv.display()
+        );
+        let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let (ok, out) = self.exec(
+            from,
+            &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
+        );
+        assert!(ok, "{what}: socat to {dst}: {out}");
+        assert!(srv.wait().unwrap().success(), "{what}: listener");
+        let (_, a) = sh(&format!("sha256sum < {}", send.display()));
+        let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
+        assert_eq!(a, b, "{what}: SHA-256 through the bridge to {dst}");
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        kill_node(&mut self.node);
+        for n in &self.ns {
+            let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+/// Runs a set-up command that must work.
+fn run(c: &str) {
+    let (ok, out) = sh(c);
+    assert!(ok, "{c}: {out}");
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn three_hosts(workers: u16) {
+    let id = std::process::id() % 10000;
+    let tag = format!("h{workers}");
+    let taps: Vec<String> = (0..3).map(|k| format!("mpbr{tag}{k}x{id}")).collect();
+    let ns: Vec<String> = (0..3).map(|k| format!("mpbr-{tag}{k}-{id}")).collect();
+    let mut args = Vec::new();
+    for t in &taps {
+        args.extend(["--tap".to_string(), t.clone()]);
+    }
+    args.extend(strs(&[
+        "--bridge",
+        &format!("bridge0={}", taps.join(",")),
+        "--inet",
+        "bridge0=198.18.0.254/24",
+        "--workers",
+        &workers.to_string(),
+    ]));
+    let mut net = Net::start(&tag, ns.clone(), &args);
+    for (k, (n, t)) in ns.iter().zip(&taps).enumerate() {
+        run(&format!("ip link set {t} netns {n}"));
+        run(&format!("ip -n {n} addr add 198.18.0.{}/24 dev {t}", k + 1));
+        run(&format!("ip -n {n} link set {t} up"));
+        run(&format!(
+            "ip netns exec {n} sysctl -qw net.ipv4.icmp_echo_ignore_broadcasts=0"
+        ));
+    }
+    // Ping: every host every other, and the bridge's own address.
+    for (from, dst) in [
+        (0, "198.18.0.2"),
+        (1, "198.18.0.3"),
+        (2, "198.18.0.1"),
+        (0, "198.18.0.254"),
+    ] {
+        let (ok, out) = net.exec(from, &format!("ping -c 5 -i 0.2 -W 2 {dst}"));
+        assert!(
+            ok && out.contains("5 received"),
+            "workers={workers} ping {dst} from host {from}: {out}"
+        );
+        assert!(out.contains("ttl=64"), "bridged, not routed: {out}");
+    }
+    // A broadcast ping reaches both other hosts, which answer. (mpstack itself
+    // ignores broadcast echo requests, as FreeBSD's net.inet.icmp.bmcastecho=0.)
+    let (_, out) = net.exec(0, "ping -b -c 3 -i 0.3 -W 2 198.18.0.255");
+    for a in ["198.18.0.2", "198.18.0.3"] {
+        assert!(
+            out.contains(&format!("from {a}")),
+            "broadcast answered by {a}: {out}"
+        );
+    }
+    // TCP across the bridge, both ways, SHA-256 checked.
+    net.transfer(0, 2, "198.18.0.3", 20, &format!("workers={workers} h1→h3"));
+    net.transfer(1, 0, "198.18.0.1", 20, &format!("workers={workers} h2→h1"));
+    // TCP to the bridge's own echo service.
+    let (ok, out) = net.exec(
+        1,
+        "sh -c 'head -c 2000000 /dev/urandom > /tmp/mpbr-echo-$$; timeout 30 socat -t 30 - TCP:198.18.0.254:7 < /tmp/mpbr-echo-$$ | sha256sum; sha256sum < /tmp/mpbr-echo-$$; rm -f /tmp/mpbr-echo-$$'",
+    );
+    assert!(ok, "{out}");
+    let sums: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(
+        sums.len() == 2 && sums[0] == sums[1],
+        "echo through the bridge: {out}"
+    );
+    let c = net.stop();
+    assert!(
+        c.get("bridge.forwarded").copied().unwrap_or(0) > 20_000,
+        "{c:?}"
+    );
+    assert!(c.get("bridge.flooded").copied().unwrap_or(0) > 0, "{c:?}");
+    assert!(c.get("bridge.local").copied().unwrap_or(0) > 1_000, "{c:?}");
+    assert!(
+        net.output
+            .iter()
+            .any(|l| l.contains("bridge0: member:") && l.contains("state forwarding")),
+        "{:?}",
+        net.output
+    );
+}
+
+#[test]
+fn three_linux_hosts_talk_through_an_mpstack_bridge_one_worker() {
+    skip_unless!("ip", "ping", "socat", "sha256sum");
+    three_hosts(1);
+}
+
+#[test]
+fn three_linux_hosts_talk_through_an_mpstack_bridge_two_workers() {
+    skip_unless!("ip", "ping", "socat", "sha256sum");
+    three_hosts(2);
+}
+
+/// Packets a namespace's link has received so far.
+fn rx_packets(net: &Net, i: usize, dev: &str) -> u64 {
+    let (_, out) = net.exec(
+        i,
+        &format!("cat /sys/class/net/{dev}/statistics/rx_packets"),
+    );
+    out.trim().parse().unwrap_or(0)
+}
+
+/// The STP state Linux shows for a bridge port (`bridge link show`).
+fn linux_port_state(net: &Net, i: usize, dev: &str) -> String {
+    let (_, out) = net.exec(i, &format!("cat /sys/class/net/{dev}/brport/state"));
+    match out.trim() {
+        "0" => "disabled",
+        "1" => "listening",
+        "2" => "learning",
+        "3" => "forwarding",
+        "4" => "blocking",
+        _ => "?",
+    }
+    .to_string()
+}
+
+/// A loop of three bridges: two Linux kernel bridges (namespaces l1, l2; spanning
+/// tree on, l1 the root) and the mpstack bridge, joined l1–mpstack and
+/// l2–mpstack by TAPs and l1–l2 by a veth pair. The redundant port (mpstack's
+/// towards l2: its path to the root is worse than l2's) blocks; no storm; pulling
+/// the l1–l2 link makes it forward, and l1 and l2 reach each other through it.
+#[test]
+fn spanning_tree_with_linux_bridges_breaks_the_loop_and_reconverges() {
+    skip_unless!("ip", "ping");
+    let id = std::process::id() % 10000;
+    let (ta, tb) = (format!("mpstpa{id}"), format!("mpstpb{id}"));
+    let ns = vec![format!("mpstp-l1-{id}"), format!("mpstp-l2-{id}")];
+    let args = strs(&[
+        "--tap",
+        &ta,
+        "--tap",
+        &tb,
+        "--bridge",
+        &format!("bridge0={ta},{tb}"),
+        "--stp",
+        "--stp-fwddelay",
+        "4",
+        "--stp-hellotime",
+        "1",
+        "--stp-maxage",
+        "6",
+        "--serve",
+        "none",
+    ]);
+    let mut net = Net::start("stp", ns.clone(), &args);
+    let (l1, l2) = (&ns[0], &ns[1]);
+    run(&format!(
+        "ip link add v1{id} netns {l1} type veth peer name v2{id} netns {l2}"
+    ));
+    for (n, tap, veth, prio, addr) in [
+        (l1, &ta, format!("v1{id}"), 4096, "198.18.0.11/24"),
+        (l2, &tb, format!("v2{id}"), 40960, "198.18.0.12/24"),
+    ] {
+        run(&format!("ip link set {tap} netns {n}"));
+        run(&format!(
+            "ip -n {n} link add br0 type bridge stp_state 1 priority {prio} forward_delay 400 hello_time 100 max_age 600"
+        ));
+        for dev in [tap.as_str(), veth.as_str()] {
+            run(&format!("ip -n {n} link set {dev} master br0"));
+            run(&format!("ip -n {n} link set {dev} up"));
+        }
+        run(&format!("ip -n {n} addr add {addr} dev br0"));
+        run(&format!("ip -n {n} link set br0 up"));
+    }
+    // Listening and learning take 2 × 4 s; wait for the tree to settle.
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states = [
+            linux_port_state(&net, 0, &ta),
+            linux_port_state(&net, 0, &format!("v1{id}")),
+            linux_port_state(&net, 1, &format!("v2{id}")),
+            linux_port_state(&net, 1, &tb),
+        ];
+        if states.iter().all(|s| s == "forwarding") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "Linux ports never all forwarded: {states:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // l1 is the root; l2's veth is its root port; its TAP towards mpstack is
+    // designated (l2 is nearer the root than mpstack across the veth): so the
+    // loop is broken on mpstack's side, and Linux's four ports all forward.
+    let (ok, out) = net.exec(0, "ping -c 3 -i 0.2 -W 2 198.18.0.12");
+    assert!(ok && out.contains("3 received"), "{out}");
+    // No storm: a broadcast ping does not circle. Frames on l1's TAP in 3 s of
+    // a broadcast every 0.2 s stay in the tens.
+    let before = rx_packets(&net, 0, &ta);
+    let _ = net.exec(0, "ping -b -c 15 -i 0.2 -W 1 198.18.0.255");
+    let after = rx_packets(&net, 0, &ta);
+    assert!(
+        after - before < 200,
+        "{} frames on l1's TAP: a storm",
+        after - before
+    );
+    // Pull the l1–l2 link: l2 reaches the root through mpstack after max age and
+    // twice the forward delay.
+    run(&format!("ip -n {l1} link set v1{id} down"));
+    let end = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (ok, out) = net.exec(0, "ping -c 1 -W 1 198.18.0.12");
+        if ok && out.contains("1 received") {
+            break;
+        }
+        assert!(Instant::now() < end, "never reconverged: {out}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (ok, out) = net.exec(0, "ping -c 5 -i 0.2 -W 2 198.18.0.12");
+    assert!(ok && out.contains("5 received"), "{out}");
+    let c = net.stop();
+    assert!(c.get("bridge.bpdus").copied().unwrap_or(0) > 10, "{c:?}");
+    assert!(c.get("bridge.bpdusent").copied().unwrap_or(0) > 5, "{c:?}");
+    assert!(c.get("bridge.bpdubad").copied().unwrap_or(0) == 0, "{c:?}");
+    assert!(c.get("bridge.forwarded").copied().unwrap_or(0) > 5, "{c:?}");
+    // Before the pull mpstack's port towards l2 blocked (frames dropped there).
+    assert!(c.get("bridge.blocked").copied().unwrap_or(0) > 0, "{c:?}");
+    let root = net
+        .output
+        .iter()
+        .find(|l| l.contains("bridge0: stp"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        root.contains("root 1000."),
+        "l1 (priority 4096) is root: {root}"
+    );
+}
