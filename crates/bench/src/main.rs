@@ -51,6 +51,12 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// [--seconds S] [--rounds N] [--workers N] [--flows N] [--table PATH] [--skip
 /// devices,v4-few,v4-full,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
 /// [--json]`.
+///
+/// `bridge`: 64-byte frames through the real Stack as a learning bridge (a generator
+/// member and four sink members, in memory): known unicast over 1k and 1M learned
+/// addresses, unknown unicast flooded to four members, and the devices alone, at 1
+/// and --workers workers. `mpstack bench bridge [--seconds S] [--rounds N]
+/// [--workers N] [--flows N] [--skip devices,learned-1k,learned-1m,flood,2w] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -67,7 +73,9 @@ pub struct BenchArgs {
     /// (64-byte frames through the real Stack as a router, generator and sinks in
     /// memory: devices alone, IPv4 and IPv6 with 4 routes and the full table, ipfw
     /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
-    /// --workers workers, beside bench forward's design loop).
+    /// --workers workers, beside bench forward's design loop), or bridge (64-byte
+    /// frames through the real Stack as a learning bridge: known unicast with 1k and
+    /// 1M learned addresses, flooding, the devices alone).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -116,7 +124,8 @@ pub struct BenchArgs {
     /// leave out (legacy, split, split+flowtable). bench fw: case groups to leave out
     /// (matrix, allow, rfc2544, table, state). bench router: rows to leave out
     /// (devices, v4-few, v4-full, v6-few, v6-full, ipfw-0, ipfw-1, ipfw-10, ipfw-100,
-    /// keep-state, design; 2w: every second worker count).
+    /// keep-state, design; 2w: every second worker count). bench bridge: rows to
+    /// leave out (devices, learned-1k, learned-1m, flood, 2w).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// MiB per transfer.

@@ -17,6 +17,7 @@
 //! heap and RSS each idle established mpstack connection takes with `--idle-conns` of
 //! them open.
 
+mod bridge;
 mod conns;
 mod forward;
 mod fw;
@@ -146,8 +147,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "forward" => forward::main(&a),
         "fw" => fw::main(&a),
         "router" => router::main(&a),
+        "bridge" => bridge::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw, router)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw, router, bridge)"
         )),
     }
 }

@@ -252,7 +252,7 @@ fn dests6(routes: &[(Prefix6, u32)], n: usize, seed: u64) -> Vec<u128> {
 
 /// Ethernet + IPv4 + UDP to `dst` from a host on the generator's link, 64 bytes,
 /// every checksum valid, TTL 64.
-fn frame4(dst: u32, i: usize) -> Vec<u8> {
+pub(super) fn frame4(dst: u32, i: usize) -> Vec<u8> {
     let src = Ipv4Addr::new(198, 18, 0, 2 + (i % 250) as u8);
     let dst = Ipv4Addr::from(dst);
     let payload = FRAME - 14 - 20 - 8;
@@ -481,19 +481,19 @@ fn check(frames: &[Vec<u8>], t4: &Radix<u32>, t6: &Radix<u128>) -> Result<usize,
     Ok(n)
 }
 
-/// CPU time of the stack's workers, per worker, from /proc.
-fn worker_cpu() -> Vec<Duration> {
-    dev::cpu::threads_cpu_time(&format!("{STACK_NAME}-w"))
+/// CPU time of the workers of the stack named `name`, per worker, from /proc.
+fn worker_cpu(name: &str) -> Vec<Duration> {
+    dev::cpu::threads_cpu_time(&format!("{name}-w"))
         .into_iter()
         .map(|(_, t)| t)
         .collect()
 }
 
-struct Window {
-    packets: Vec<u64>,
-    cpu: Vec<Duration>,
-    secs: f64,
-    runtime: Option<net::runtime::Runtime>,
+pub(super) struct Window {
+    pub packets: Vec<u64>,
+    pub cpu: Vec<Duration>,
+    pub secs: f64,
+    pub runtime: Option<net::runtime::Runtime>,
 }
 
 fn row_of(name: &str, what: String, routes: usize, w: &Window, hz: Option<f64>) -> Row {
@@ -530,12 +530,24 @@ fn row_of(name: &str, what: String, routes: usize, w: &Window, hz: Option<f64>) 
 
 /// Runs a started stack for `rounds` windows of `secs`; the best window.
 fn time_stack(stack: &Stack, gen: &PktGen, workers: usize, secs: f64, rounds: u32) -> Window {
+    time_stack_named(stack, STACK_NAME, gen, workers, secs, rounds)
+}
+
+/// [`time_stack`] for a stack named `name` (its workers' threads are `{name}-wN`).
+pub(super) fn time_stack_named(
+    stack: &Stack,
+    name: &str,
+    gen: &PktGen,
+    workers: usize,
+    secs: f64,
+    rounds: u32,
+) -> Window {
     let mut best: Option<Window> = None;
     for _ in 0..rounds {
         let r0 = stack.runtime();
-        let (c0, t0, w0) = (gen.queue_counts(), worker_cpu(), Instant::now());
+        let (c0, t0, w0) = (gen.queue_counts(), worker_cpu(name), Instant::now());
         std::thread::sleep(Duration::from_secs_f64(secs));
-        let (c1, t1, w1) = (gen.queue_counts(), worker_cpu(), Instant::now());
+        let (c1, t1, w1) = (gen.queue_counts(), worker_cpu(name), Instant::now());
         let r1 = stack.runtime();
         let packets: Vec<u64> = (0..workers)
             .map(|q| c1[q].sunk.saturating_sub(c0[q].sunk))
@@ -568,7 +580,7 @@ fn time_stack(stack: &Stack, gen: &PktGen, workers: usize, secs: f64, rounds: u3
 }
 
 /// The devices-only row: one thread per queue runs its generator into a sink.
-fn devices(workers: usize, secs: f64, rounds: u32, frames: &[Vec<u8>]) -> Window {
+pub(super) fn devices(workers: usize, secs: f64, rounds: u32, frames: &[Vec<u8>]) -> Window {
     let mut best: Option<Window> = None;
     for _ in 0..rounds {
         let gen = PktGen::new(workers, 1500);
