@@ -89,6 +89,18 @@ pub(crate) fn bridge_input(
     let hooks = cx.pfil_active(PfilPoint::Ether, Dir::In);
     let out_hooks = cx.pfil_active(PfilPoint::Ether, Dir::Out);
     let rcvif = ifp.index.0;
+    if br.rt.is_large() {
+        // Every frame's two lookups started at once, before any is needed.
+        let mut touched = 0u64;
+        for m in pkts.iter() {
+            if let Some(h) = m.first().first_chunk::<12>() {
+                let d = EthernetAddress([h[0], h[1], h[2], h[3], h[4], h[5]]);
+                let s = EthernetAddress([h[6], h[7], h[8], h[9], h[10], h[11]]);
+                touched ^= br.rt.touch(0, d) ^ br.rt.touch(0, s);
+            }
+        }
+        std::hint::black_box(touched);
+    }
     for mut m in pkts.drain(..) {
         m.hdr.rcvif = rcvif;
         let (dst, src, vlan) = match header(cx, &mut m) {

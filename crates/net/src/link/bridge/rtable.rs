@@ -222,6 +222,24 @@ impl BridgeRtable {
         route::mix64(id ^ self.seed) as usize & self.mask
     }
 
+    /// Whether the table is too big to stay in a core's caches (more than 64k
+    /// slots, 1 MiB): worth [`BridgeRtable::touch`]ing a vector's addresses first.
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.mask >= 1 << 16
+    }
+
+    /// Loads the home slot of `mac` on `vlan` and returns its key word, to be
+    /// thrown away (`std::hint::black_box`): a vector's loads made back to back,
+    /// before its lookups, overlap their cache and TLB misses (VPP's prefetching,
+    /// with plain loads).
+    #[inline]
+    pub fn touch(&self, vlan: u16, mac: EthernetAddress) -> u64 {
+        self.slots[self.home(key_of(vlan, mac))]
+            .key
+            .load(Ordering::Relaxed)
+    }
+
     /// The live entry for `mac` on `vlan` at `now` (seconds of the stack's clock),
     /// without a lock. `None` for an unknown or expired address.
     #[inline]
