@@ -397,7 +397,10 @@ pub(crate) fn bridge_timer(cx: &mut LinkCx<'_>, bc: &BridgeConf) -> Option<Insta
     use std::sync::atomic::Ordering;
     let br = &*bc.br;
     let now_s = now_secs(cx.now);
-    if br.aged.swap(now_s, Ordering::Relaxed) != now_s {
+    // Read first: a store on every poll would pull the line the other workers
+    // read the bridge's fields from.
+    if br.aged.load(Ordering::Relaxed) != now_s {
+        br.aged.store(now_s, Ordering::Relaxed);
         br.rt.age(now_s, 4096);
     }
     if !br.stp_enabled() {
