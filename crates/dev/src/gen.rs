@@ -31,8 +31,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// that transmits more than its generator receives does not grow without bound).
 const RECYCLE_MAX: usize = 8192;
 
-/// Counters of one queue index, written once per burst by its owner.
+/// Counters of one queue index, written once per burst by its owner; a cache line
+/// pair of its own, so that two workers' queues share no line (as two NIC queues
+/// share no register).
 #[derive(Debug, Default)]
+#[repr(align(128))]
 struct QueueCounts {
     generated: AtomicU64,
     sunk: AtomicU64,
@@ -43,12 +46,26 @@ struct QueueCounts {
 #[derive(Debug)]
 struct Shared {
     queues: usize,
-    recycle: Vec<Mutex<Vec<Mbuf>>>,
+    recycle: Vec<Padded<Mutex<Vec<Mbuf>>>>,
     counts: Vec<QueueCounts>,
     mtu: usize,
     /// Frames the sinks still copy into `captured` (checked once per burst).
     capture_left: AtomicUsize,
     captured: Mutex<Vec<Vec<u8>>>,
+}
+
+/// A value on cache lines of its own: the per-queue recycle lists are locked by
+/// their own worker on every burst, and a lock word on a line another worker's
+/// lock also sits on would bounce between the cores.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -78,7 +95,7 @@ impl PktGen {
             shared: Arc::new(Shared {
                 queues,
                 recycle: (0..queues)
-                    .map(|_| Mutex::new(Vec::with_capacity(RECYCLE_MAX)))
+                    .map(|_| Padded(Mutex::new(Vec::with_capacity(RECYCLE_MAX))))
                     .collect(),
                 counts: (0..queues).map(|_| QueueCounts::default()).collect(),
                 mtu,
