@@ -59,6 +59,13 @@ counter_group!(
 );
 
 counter_group!(
+    /// 802.1Q VLAN interfaces: frames untagged for one, tagged from one.
+    VlanStat, "vlan", {
+        ipackets, opackets, nobufs,
+    }
+);
+
+counter_group!(
     /// ARP, named as FreeBSD's `arpstat`.
     ArpStat, "arp", {
         received, rxrequests, rxreplies, txrequests, txreplies, badlen, badproto,
@@ -189,6 +196,7 @@ counter_group!(
 pub struct Stats {
     pub ether: EtherStat,
     pub bridge: BridgeStat,
+    pub vlan: VlanStat,
     pub arp: ArpStat,
     pub ip: IpStat,
     pub icmp: IcmpStat,
@@ -203,6 +211,7 @@ pub struct Stats {
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + BridgeStat::NAMES.len()
+    + VlanStat::NAMES.len()
     + ArpStat::NAMES.len()
     + IpStat::NAMES.len()
     + IcmpStat::NAMES.len()
@@ -219,6 +228,7 @@ impl Stats {
     pub fn for_each(&self, mut f: impl FnMut(&'static str, &'static str, u64)) {
         self.ether.for_each(|n, v| f(EtherStat::PREFIX, n, v));
         self.bridge.for_each(|n, v| f(BridgeStat::PREFIX, n, v));
+        self.vlan.for_each(|n, v| f(VlanStat::PREFIX, n, v));
         self.arp.for_each(|n, v| f(ArpStat::PREFIX, n, v));
         self.ip.for_each(|n, v| f(IpStat::PREFIX, n, v));
         self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
@@ -278,6 +288,7 @@ impl std::ops::AddAssign for Stats {
     fn add_assign(&mut self, o: Self) {
         self.ether += o.ether;
         self.bridge += o.bridge;
+        self.vlan += o.vlan;
         self.arp += o.arp;
         self.ip += o.ip;
         self.icmp += o.icmp;
@@ -312,6 +323,7 @@ impl StatsSlot {
         let mut i = 0;
         s.ether.write_to(&self.slots, &mut i);
         s.bridge.write_to(&self.slots, &mut i);
+        s.vlan.write_to(&self.slots, &mut i);
         s.arp.write_to(&self.slots, &mut i);
         s.ip.write_to(&self.slots, &mut i);
         s.icmp.write_to(&self.slots, &mut i);
@@ -329,6 +341,7 @@ impl StatsSlot {
         let mut i = 0;
         acc.ether.add_from(&self.slots, &mut i);
         acc.bridge.add_from(&self.slots, &mut i);
+        acc.vlan.add_from(&self.slots, &mut i);
         acc.arp.add_from(&self.slots, &mut i);
         acc.ip.add_from(&self.slots, &mut i);
         acc.icmp.add_from(&self.slots, &mut i);
@@ -398,6 +411,7 @@ drop_reasons! {
     BridgeBpduNoStp => bridge.bpdunostp,
     BridgeNoClone => bridge.noclone,
     BridgeOutDropped => bridge.odropped,
+    VlanNoBufs => vlan.nobufs,
     ArpBadLen => arp.badlen,
     ArpBadProto => arp.badproto,
     ArpBadAddr => arp.badaddr,

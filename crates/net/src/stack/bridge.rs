@@ -67,6 +67,78 @@ impl Stack {
         })
     }
 
+    /// Creates an 802.1Q VLAN interface `name` with VLAN id `vid` over `parent`
+    /// (`ifconfig vlan10 create vlan 10 vlandev em0`): frames tagged `vid` on the
+    /// parent are its own, untagged; what it sends leaves by the parent, tagged. It
+    /// takes the parent's link address and MTU. The parent must be a device's
+    /// interface (not a bridge, not a VLAN).
+    pub fn add_vlan(&self, name: &str, parent: IfIndex, vid: u16) -> Result<IfIndex, StackError> {
+        if !(1..=4094).contains(&vid) {
+            return Err(StackError::Bridge(format!(
+                "VLAN id {vid} out of range (1-4094)"
+            )));
+        }
+        let shared = &self.shared;
+        let hq = shared.params.handoff_queue;
+        shared.update(|c| {
+            let p = c
+                .ifaces
+                .get(parent.get())
+                .cloned()
+                .ok_or(StackError::NoInterface(parent))?;
+            if c.ifaces.iter().any(|i| i.name == name) {
+                return Err(StackError::Bridge(format!(
+                    "an interface named {name} exists already"
+                )));
+            }
+            if matches!(c.bridges.role(parent), L2Role::Bridge(_))
+                || c.bridges.vlan(parent).is_some()
+            {
+                return Err(StackError::Bridge(format!(
+                    "{}: a VLAN's parent must be a device's interface",
+                    p.name
+                )));
+            }
+            if let Some(v) = c
+                .bridges
+                .vlans
+                .iter()
+                .find(|v| v.parent == parent && v.vid == vid)
+            {
+                return Err(StackError::Bridge(format!(
+                    "{} has VLAN {vid} already ({})",
+                    p.name,
+                    c.ifaces[v.ifindex.get()].name
+                )));
+            }
+            let index = IfIndex(c.ifaces.len() as u16);
+            let ifp = Arc::new(Ifnet {
+                index,
+                name: name.to_string(),
+                mac: p.mac,
+                mtu: p.mtu,
+                flags: flags::IFF_UP | flags::IFF_BROADCAST,
+                addrs: Vec::new(),
+                addrs6: Vec::new(),
+                arp: Arc::new(ArpTable::new(shared.params.arp)),
+                nd6: Arc::new(crate::inet6::nd6::Nd6Table::new(shared.params.arp)),
+                num_queues: 1,
+                forwarding: Arc::default(),
+                offload: dev::Offloads::default(),
+            });
+            ifp.arp.set_watch(index.0 as u32, shared.rtbus.clone());
+            ifp.nd6.set_watch(index.0 as u32, shared.rtbus.clone());
+            c.ifaces.push(ifp);
+            c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
+            c.bridges.vlans.push(crate::link::bridge::VlanConf {
+                ifindex: index,
+                parent,
+                vid,
+            });
+            Ok(index)
+        })
+    }
+
     /// Adds interface `member` to bridge `bridge` (`addm`). The member must be a
     /// device's interface in no other bridge. With the spanning tree on, it starts
     /// blocking and forwards after twice the forward delay; without, at once.

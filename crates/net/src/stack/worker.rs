@@ -108,6 +108,12 @@ struct Vectors {
     l2: Vec<ether::L2Out>,
     eout: ether::EtherOutputVecs,
     br: crate::link::bridge::input::BridgeVecs,
+    /// VLAN input's scratch: frames untagged for a VLAN interface, the parent's
+    /// own, a sort buffer, and one VLAN's share.
+    vlan_tagged: Vec<(IfIndex, Mbuf)>,
+    vlan_rest: Vec<Mbuf>,
+    vlan_other: Vec<(IfIndex, Mbuf)>,
+    vlan_one: Vec<Mbuf>,
     /// LRO's output, swapped with the burst.
     lro: Vec<Mbuf>,
     /// One packet, for those that enter alone (looped back, resumed by a hook).
@@ -508,6 +514,16 @@ impl Worker {
                 cx.tx[i] = out;
             }
         }
+        // Then what was sent on a VLAN interface (by the host or a bridge), tagged,
+        // to its parent.
+        for vc in cfg.bridges.vlans.iter() {
+            let i = vc.ifindex.get();
+            if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
+                let mut out = std::mem::take(&mut cx.tx[i]);
+                crate::link::bridge::vlan::vlan_output(&mut cx, vc, &mut out);
+                cx.tx[i] = out;
+            }
+        }
         // Then one tx burst per interface, or hand over to the queue's owner.
         let link = &mut cx.ip6.ip4.link;
         for (i, out) in link.tx.iter_mut().enumerate() {
@@ -753,10 +769,17 @@ fn input_frames(
     pkts: &mut Vec<Mbuf>,
     t: u64,
 ) {
-    let mut n = pkts.len();
     let mut t = t;
     let mut ifp = ifp;
     let bridges = cx.bridges;
+    let trunk = bridges.trunk(ifp.index);
+    if !trunk.is_empty() {
+        vlan_split(cx, rt, v, trunk, pkts);
+        if pkts.is_empty() {
+            return;
+        }
+    }
+    let mut n = pkts.len();
     let bridged = bridges.member_of(ifp.index);
     if let Some((bc, mi)) = bridged {
         crate::link::bridge::input::bridge_input(cx, ifp, bc, mi, pkts, &mut v.br);
@@ -798,6 +821,51 @@ fn input_frames(
         inet6_input(cx, rt, v, ifp, &mut ip6, t);
         v.ether.ip6 = ip6;
     }
+}
+
+/// The frames of a burst tagged for one of the parent's VLANs (`trunk`), each
+/// VLAN's share untagged and through its interface's input; the parent's own stay
+/// in `pkts`.
+fn vlan_split(
+    cx: &mut Cx<'_>,
+    rt: &mut Runtime,
+    v: &mut Vectors,
+    trunk: &[(u16, IfIndex)],
+    pkts: &mut Vec<Mbuf>,
+) {
+    let mut tagged = std::mem::take(&mut v.vlan_tagged);
+    let mut rest = std::mem::take(&mut v.vlan_rest);
+    crate::link::bridge::vlan::vlan_input(cx, trunk, pkts, &mut tagged, &mut rest);
+    v.vlan_rest = rest;
+    let mut one = std::mem::take(&mut v.vlan_one);
+    let ifaces = cx.ifaces;
+    for &(_, ifv) in trunk {
+        if tagged.is_empty() {
+            break;
+        }
+        let mut other = std::mem::take(&mut v.vlan_other);
+        for (i, m) in tagged.drain(..) {
+            if i == ifv {
+                one.push(m);
+            } else {
+                other.push((i, m));
+            }
+        }
+        std::mem::swap(&mut tagged, &mut other);
+        v.vlan_other = other;
+        if one.is_empty() {
+            continue;
+        }
+        match ifaces.get(ifv.get()) {
+            Some(c) => input_frames(cx, rt, v, c, &mut one, ticks()),
+            None => {
+                DropReason::EtherNoIf.count_n(cx.stats, one.len() as u64);
+                one.clear();
+            }
+        }
+    }
+    v.vlan_one = one;
+    v.vlan_tagged = tagged;
 }
 
 /// IPv4 packets (no link header) arrived on `ifp` through the stages: `ip_input`,

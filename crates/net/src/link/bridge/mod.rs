@@ -14,6 +14,11 @@
 //! - the data path (`input`): `bridge_input` over a member's burst, in place of
 //!   `ether_input`; `bridge_output` for what the host sends on the bridge.
 //!
+//! VLAN interfaces (`vlan`: 802.1Q, FreeBSD's vlan(4)) live here too: a VLAN is a
+//! bridge's member like a device's interface, which gives access ports (a VLAN
+//! bridged with an untagged link) and trunks (tagged frames bridged as they are,
+//! learned per VLAN).
+//!
 //! A member's own addresses take no traffic while it is in a bridge (as on Linux):
 //! the host's addresses on the segment go on the bridge interface, whose link
 //! address is the bridge's own.
@@ -21,6 +26,7 @@
 pub(crate) mod input;
 pub mod rtable;
 pub mod stp;
+pub(crate) mod vlan;
 
 pub use rtable::{BridgeRtable, Learn, RtEntry, RtError, RtFlags, RtStats};
 pub use stp::{PortState, Stp, StpOut, StpTimes};
@@ -302,12 +308,28 @@ pub enum L2Role {
     Member { b: u16, m: u16 },
 }
 
-/// Every bridge of a stack, as published with its configuration.
+/// An 802.1Q VLAN interface (FreeBSD's vlan(4)): frames tagged `vid` on `parent`
+/// are its frames, untagged; what it sends leaves by `parent`, tagged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VlanConf {
+    pub ifindex: IfIndex,
+    pub parent: IfIndex,
+    pub vid: u16,
+}
+
+/// The layer-2 interfaces of a stack (bridges and VLANs), as published with its
+/// configuration.
 #[derive(Clone, Debug, Default)]
 pub struct Bridges {
     pub list: Vec<BridgeConf>,
+    pub vlans: Vec<VlanConf>,
     /// Each interface's role, by index (empty while there is no bridge).
     role: Vec<L2Role>,
+    /// Each interface's VLANs (VLAN id, VLAN interface), by index (empty while
+    /// there is no VLAN).
+    trunk: Vec<Vec<(u16, IfIndex)>>,
+    /// Each interface's VLAN, if it is one, by index.
+    vlan_of: Vec<Option<VlanConf>>,
 }
 
 impl Bridges {
@@ -334,8 +356,34 @@ impl Bridges {
         }
     }
 
+    /// The VLANs over interface `i` (VLAN id, VLAN interface).
+    #[inline]
+    pub(crate) fn trunk(&self, i: IfIndex) -> &[(u16, IfIndex)] {
+        self.trunk.get(i.get()).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The VLAN interface `i` is, if it is one.
+    #[inline]
+    pub fn vlan(&self, i: IfIndex) -> Option<VlanConf> {
+        self.vlan_of.get(i.get()).copied().flatten()
+    }
+
     /// Remakes the roles after a change to the list.
     pub(crate) fn reindex(&mut self, nifs: usize) {
+        self.trunk.clear();
+        self.vlan_of.clear();
+        if !self.vlans.is_empty() {
+            self.trunk.resize(nifs, Vec::new());
+            self.vlan_of.resize(nifs, None);
+            for v in &self.vlans {
+                if let Some(t) = self.trunk.get_mut(v.parent.get()) {
+                    t.push((v.vid, v.ifindex));
+                }
+                if let Some(o) = self.vlan_of.get_mut(v.ifindex.get()) {
+                    *o = Some(*v);
+                }
+            }
+        }
         self.role.clear();
         if self.list.is_empty() {
             return;
