@@ -91,10 +91,18 @@ pub struct RunArgs {
         required_unless_present = "bridge"
     )]
     pub inet: Vec<String>,
+    /// An 802.1Q VLAN interface (vlan(4)), NAME=TAP:VID (repeatable): frames tagged
+    /// VID on the TAP are its own, what it sends leaves by the TAP tagged. It takes
+    /// --inet NAME=… and --inet6 NAME=… as a TAP does, or joins a --bridge (an
+    /// access port bridged with a trunk's VLAN). A TAP that carries VLANs needs no
+    /// address of its own. `--vlan vlan10=t0:10`.
+    #[arg(long, value_name = "NAME=TAP:VID")]
+    pub vlan: Vec<String>,
     /// A learning bridge (bridge(4)), NAME=TAP,TAP,… (repeatable): the TAPs become
     /// its members and NAME an interface of its own, which takes --inet NAME=… and
     /// --inet6 NAME=… as a TAP does (the node is then a host or router on the
-    /// bridged segment). Source addresses are learned per member and age out after
+    /// bridged segment); VLAN interfaces (--vlan) may be members too. Source
+    /// addresses are learned per member and age out after
     /// --bridge-timeout; broadcast, multicast and unknown unicast go to every other
     /// member. `--bridge bridge0=br0,br1,br2`.
     #[arg(long, value_name = "NAME=TAP,TAP")]

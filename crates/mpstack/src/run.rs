@@ -47,25 +47,55 @@ fn parse_route(r: &str) -> Result<RouteArg, String> {
     Ok(RouteArg::Via(prefix, gw))
 }
 
-/// `--bridge NAME=TAP,TAP`: the bridges' names and their members (indexes into
-/// `taps`).
-fn parse_bridges(a: &RunArgs) -> Result<Vec<(String, Vec<usize>)>, String> {
+/// `--vlan NAME=TAP:VID`: the VLANs' names, parents (indexes into `taps`) and ids.
+fn parse_vlans(a: &RunArgs) -> Result<Vec<(String, usize, u16)>, String> {
+    let mut out: Vec<(String, usize, u16)> = Vec::new();
+    for v in &a.vlan {
+        let bad = || format!("--vlan '{v}': expected NAME=TAP:VID, e.g. vlan10=t0:10");
+        let (name, rest) = v.split_once('=').ok_or_else(bad)?;
+        let (tap, vid) = rest.rsplit_once(':').ok_or_else(bad)?;
+        if name.is_empty() || a.tap.iter().any(|t| t == name) || out.iter().any(|x| x.0 == name) {
+            return Err(format!(
+                "--vlan '{v}': '{name}' must be a new interface name"
+            ));
+        }
+        let parent = a
+            .tap
+            .iter()
+            .position(|t| t == tap)
+            .ok_or_else(|| format!("--vlan '{v}': '{tap}' is not a --tap"))?;
+        let vid = match vid.parse::<u16>() {
+            Ok(n) if (1..=4094).contains(&n) => n,
+            _ => return Err(format!("--vlan '{v}': VLAN id '{vid}': expected 1 to 4094")),
+        };
+        if out.iter().any(|x| x.1 == parent && x.2 == vid) {
+            return Err(format!("--vlan '{v}': {tap} has VLAN {vid} already"));
+        }
+        out.push((name.to_string(), parent, vid));
+    }
+    Ok(out)
+}
+
+/// `--bridge NAME=IF,IF`: the bridges' names and their members (indexes into
+/// `ifnames`, the TAPs then the VLANs).
+fn parse_bridges(a: &RunArgs, ifnames: &[String]) -> Result<Vec<(String, Vec<usize>)>, String> {
     let mut out: Vec<(String, Vec<usize>)> = Vec::new();
     for v in &a.bridge {
         let (name, list) = v
             .split_once('=')
             .ok_or_else(|| format!("--bridge '{v}': expected NAME=TAP,TAP"))?;
-        if name.is_empty() || a.tap.iter().any(|t| t == name) || out.iter().any(|b| b.0 == name) {
+        if name.is_empty() || ifnames.iter().any(|t| t == name) || out.iter().any(|b| b.0 == name) {
             return Err(format!(
                 "--bridge '{v}': '{name}' must be a new interface name"
             ));
         }
         let mut members = Vec::new();
         for t in list.split(',').filter(|t| !t.is_empty()) {
-            let i =
-                a.tap.iter().position(|x| x == t).ok_or_else(|| {
-                    format!("--bridge '{v}': '{t}' is not a --tap; members are TAPs")
-                })?;
+            let i = ifnames.iter().position(|x| x == t).ok_or_else(|| {
+                format!(
+                    "--bridge '{v}': '{t}' is not a --tap or --vlan; members are TAPs and VLANs"
+                )
+            })?;
             if let Some(b) = out.iter().find(|b| b.1.contains(&i)) {
                 return Err(format!(
                     "--bridge '{v}': {t} is a member of {} already",
@@ -89,14 +119,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             return Err(format!("--tap {t} given twice"));
         }
     }
-    let bridges = parse_bridges(&a)?;
-    let member_of = |i: usize| bridges.iter().find(|b| b.1.contains(&i)).map(|b| &b.0);
-    // Every interface by name: the TAPs, then the bridges.
-    let names: Vec<String> = taps
+    let vlans = parse_vlans(&a)?;
+    // Every interface by name: the TAPs, the VLANs, then the bridges.
+    let mut names: Vec<String> = taps
         .iter()
         .cloned()
-        .chain(bridges.iter().map(|b| b.0.clone()))
+        .chain(vlans.iter().map(|v| v.0.clone()))
         .collect();
+    let bridges = parse_bridges(&a, &names)?;
+    names.extend(bridges.iter().map(|b| b.0.clone()));
+    let member_of = |i: usize| bridges.iter().find(|b| b.1.contains(&i)).map(|b| &b.0);
+    let trunk = |i: usize| vlans.iter().any(|v| v.1 == i);
     // IPv4 addresses per interface: `NAME=ADDR/LEN`, or the Nth on the Nth TAP.
     let mut inet: Vec<Vec<InetAddr>> = vec![Vec::new(); names.len()];
     for (n, v) in a.inet.iter().enumerate() {
@@ -118,8 +151,19 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         inet[i].push(addr.parse().map_err(|e| format!("--inet {v}: {e}"))?);
     }
-    if let Some(i) = (0..taps.len()).find(|&i| inet[i].is_empty() && member_of(i).is_none()) {
+    if let Some(i) =
+        (0..taps.len()).find(|&i| inet[i].is_empty() && member_of(i).is_none() && !trunk(i))
+    {
         return Err(format!("--tap {}: no --inet address for it", taps[i]));
+    }
+    for (k, (name, _, _)) in vlans.iter().enumerate() {
+        let i = taps.len() + k;
+        let has6 = a.inet6.iter().any(|v| v.starts_with(&format!("{name}=")));
+        if inet[i].is_empty() && member_of(i).is_none() && !has6 {
+            return Err(format!(
+                "--vlan {name}: no address for it (--inet {name}=ADDR/LEN) and in no --bridge"
+            ));
+        }
     }
     let gw: Option<Ipv4Addr> = match &a.gw {
         Some(g) => Some(
@@ -286,8 +330,35 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             ..net::link::bridge::StpParams::default()
         }),
     };
-    for (k, (name, members)) in bridges.iter().enumerate() {
+    for (k, (name, parent, vid)) in vlans.iter().enumerate() {
         let i = taps.len() + k;
+        let v = stack
+            .add_vlan(name, ifindexes[*parent], *vid)
+            .map_err(|e| format!("--vlan {name}: {e}"))?;
+        for a4 in &inet[i] {
+            stack
+                .add_address(v, *a4)
+                .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
+        }
+        for a6 in &inet6[i] {
+            stack
+                .add_address6(v, *a6)
+                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+        }
+        if a.forwarding {
+            stack
+                .set_forwarding(v, true, true)
+                .map_err(|e| e.to_string())?;
+        }
+        if a.rtadv && !inet6[i].is_empty() {
+            stack
+                .set_router_advertisements(v, true)
+                .map_err(|e| e.to_string())?;
+        }
+        ifindexes.push(v);
+    }
+    for (k, (name, members)) in bridges.iter().enumerate() {
+        let i = taps.len() + vlans.len() + k;
         let b = stack
             .add_bridge(name, bparams)
             .map_err(|e| format!("--bridge {name}: {e}"))?;
@@ -399,7 +470,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                     format!("bridge of {}{stp}, ", m.join(" "))
                 }
                 net::link::bridge::L2Role::Member { .. } => "member, ".to_string(),
-                net::link::bridge::L2Role::None => String::new(),
+                net::link::bridge::L2Role::None => match stack.config().bridges.vlan(i.index) {
+                    Some(v) => format!("vlan {} on {}, ", v.vid, names[v.parent.get()]),
+                    None => String::new(),
+                },
             };
             format!(
                 "{} ({role}{}{}{})",

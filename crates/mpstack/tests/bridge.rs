@@ -1,5 +1,6 @@
-//! Interop: the mpstack bridge (`mpstack run --bridge`) between Linux hosts, and its
-//! spanning tree in a loop with Linux kernel bridges (`stp_state 1`). Each test makes
+//! Interop: the mpstack bridge (`mpstack run --bridge`) between Linux hosts, its
+//! spanning tree in a loop with Linux kernel bridges (`stp_state 1`), and VLAN
+//! interfaces (`--vlan`) against Linux's `type vlan`. Each test makes
 //! its own namespaces and TAP devices and removes them; needs root, skips with a
 //! message otherwise (fails in CI). Addresses: 198.18.0.0/24 only.
 
@@ -336,4 +337,171 @@ fn spanning_tree_with_linux_bridges_breaks_the_loop_and_reconverges() {
         root.contains("root 1000."),
         "l1 (priority 4096) is root: {root}"
     );
+}
+
+/// A Python with scapy (Debian's `python3-scapy`, in the system interpreter).
+fn scapy_python() -> Option<String> {
+    ["/usr/bin/python3", "python3"].iter().find_map(|py| {
+        let (ok, _) = sh(&format!("{py} -c 'import scapy' 2>/dev/null"));
+        ok.then(|| py.to_string())
+    })
+}
+
+/// Whether this kernel has 802.1Q interfaces (`ip link add … type vlan`).
+fn kernel_has_vlan() -> bool {
+    let (ok, out) = sh("zcat /proc/config.gz 2>/dev/null | grep -c '^CONFIG_VLAN_8021Q='");
+    ok && out.trim() != "0"
+}
+
+/// `mpstack run --vlan`: two VLAN interfaces over one TAP answer 802.1Q-tagged ARP
+/// and echo requests that Linux sends (scapy over a packet socket in the TAP's
+/// namespace: this machine's kernel has no 802.1Q interfaces, CONFIG_VLAN_8021Q is
+/// off, so Linux's `type vlan` cannot be the peer here), each answer tagged with
+/// its request's VLAN; a VLAN the node does not have gets no answer.
+#[test]
+fn vlan_interfaces_answer_linux_tagged_frames() {
+    skip_unless!("ip");
+    let Some(py) = scapy_python() else {
+        if std::env::var_os("CI").is_some() {
+            panic!("no Python with scapy (python3-scapy): the README's test command installs it");
+        }
+        eprintln!("SKIPPED vlan_interfaces_answer_linux_tagged_frames: no Python with scapy");
+        return;
+    };
+    let id = std::process::id() % 10000;
+    let tap = format!("mpvl{id}");
+    let ns = vec![format!("mpvl-{id}")];
+    let args = strs(&[
+        "--tap",
+        &tap,
+        "--vlan",
+        &format!("v10={tap}:10"),
+        "--vlan",
+        &format!("v20={tap}:20"),
+        "--inet",
+        "v10=198.18.10.2/24",
+        "--inet",
+        "v20=198.18.20.2/24",
+        "--workers",
+        "2",
+    ]);
+    let mut net = Net::start("vlan", ns.clone(), &args);
+    let n = &ns[0];
+    run(&format!("ip link set {tap} netns {n}"));
+    run(&format!("ip -n {n} link set {tap} up"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scapy/vlan.py");
+    let (ok, out) = net.exec(0, &format!("{py} {script} {tap}"));
+    eprintln!("{out}");
+    assert!(ok, "tagged exchanges failed:\n{out}");
+    let c = net.stop();
+    assert!(c.get("vlan.ipackets").copied().unwrap_or(0) >= 8, "{c:?}");
+    assert!(c.get("vlan.opackets").copied().unwrap_or(0) >= 8, "{c:?}");
+    assert!(
+        c.get("ether.vlandrop").copied().unwrap_or(0) >= 1,
+        "VLAN 30: {c:?}"
+    );
+    assert!(
+        net.output.iter().any(|l| l.contains("v10 (vlan 10 on")),
+        "{:?}",
+        net.output
+    );
+}
+
+/// TCP over a VLAN between two `mpstack run` nodes, through a Linux kernel bridge
+/// that carries their tagged frames as they are (20 MB to the echo service and
+/// back, SHA-256 compared), while a Linux host on the same bridge, untagged, does
+/// not reach the VLAN. Where the kernel has 802.1Q interfaces, a Linux `type vlan`
+/// interface on the bridge pings both nodes too.
+#[test]
+fn two_nodes_carry_tcp_over_a_vlan_through_a_linux_bridge() {
+    skip_unless!("ip", "ping");
+    let id = std::process::id() % 10000;
+    let (ta, tb) = (format!("mpva{id}"), format!("mpvb{id}"));
+    let ns = vec![format!("mpvsw-{id}")];
+    let server = strs(&[
+        "--tap",
+        &ta,
+        "--vlan",
+        &format!("v10={ta}:10"),
+        "--inet",
+        "v10=198.18.10.1/24",
+    ]);
+    let mut srv = Net::start("vsrv", ns.clone(), &server);
+    let n = &ns[0];
+    run(&format!("ip link set {ta} netns {n}"));
+    run(&format!("ip -n {n} link add br0 type bridge"));
+    run(&format!("ip -n {n} link set {ta} master br0"));
+    run(&format!("ip -n {n} link set {ta} up"));
+    run(&format!("ip -n {n} addr add 198.18.10.9/24 dev br0"));
+    run(&format!("ip -n {n} link set br0 up"));
+    // The client node: its TAP joins the bridge while its connection retries.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpstack"));
+    cmd.args(["run", "--tap", &tb, "--vlan", &format!("v10={tb}:10")])
+        .args(["--inet", "v10=198.18.10.2/24", "--serve", "none"])
+        .args(["--connect", "198.18.10.1:7", "--send", "20000000"]);
+    let (node, lines) = spawn_node(cmd);
+    let mut cli = Net {
+        node: Some(node),
+        lines,
+        output: Vec::new(),
+        ns: Vec::new(),
+        tmp: std::env::temp_dir().join(format!("mpstack-bridge-vcli-{id}")),
+    };
+    assert!(
+        wait_line(
+            &cli.lines,
+            &mut cli.output,
+            "up on",
+            Duration::from_secs(20)
+        )
+        .is_some(),
+        "{:?}",
+        cli.output
+    );
+    run(&format!("ip link set {tb} netns {n}"));
+    run(&format!("ip -n {n} link set {tb} master br0"));
+    run(&format!("ip -n {n} link set {tb} up"));
+    let line = wait_line(
+        &cli.lines,
+        &mut cli.output,
+        "client:",
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|| panic!("no client report: {:?}", cli.output));
+    let sums: Vec<&str> = line
+        .split("sha256 ")
+        .skip(1)
+        .filter_map(|p| p.split([',', ' ']).next())
+        .collect();
+    assert!(
+        line.contains("sent 20000000 byte(s)") && line.contains("received 20000000 byte(s)"),
+        "{line}"
+    );
+    assert!(
+        sums.len() == 2 && sums[0] == sums[1],
+        "echoed bytes differ: {line}"
+    );
+    // The Linux host on the bridge, untagged, is not on VLAN 10.
+    let (ok, out) = srv.exec(0, "ping -c 2 -i 0.2 -W 1 198.18.10.1");
+    assert!(!ok, "untagged reached the VLAN: {out}");
+    if kernel_has_vlan() {
+        run(&format!(
+            "ip -n {n} link add link br0 name br0.10 type vlan id 10"
+        ));
+        run(&format!("ip -n {n} addr add 198.18.10.8/24 dev br0.10"));
+        run(&format!("ip -n {n} link set br0.10 up"));
+        let (ok, out) = srv.exec(0, "ping -c 3 -i 0.2 -W 2 198.18.10.1");
+        assert!(ok && out.contains("3 received"), "Linux type vlan: {out}");
+    }
+    let c = srv.stop();
+    assert!(
+        c.get("vlan.ipackets").copied().unwrap_or(0) > 5_000,
+        "{c:?}"
+    );
+    assert!(
+        c.get("vlan.opackets").copied().unwrap_or(0) > 5_000,
+        "{c:?}"
+    );
+    assert!(c.get("ether.vlandrop").copied().unwrap_or(0) == 0, "{c:?}");
+    let _ = cli.stop();
 }
