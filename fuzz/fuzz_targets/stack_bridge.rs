@@ -1,7 +1,7 @@
-//! Arbitrary frames into a bridge (`Stack` with a bridge of three members, the
-//! spanning tree on, an address on the bridge itself, ipfw at layer 2, a small
-//! address table): no panic, no hang, and the table never holds more than its
-//! bound. The first byte picks the member the frame arrives on; a set low bit of
+//! Arbitrary frames into a bridge (`Stack` with a bridge of three members and a
+//! VLAN of the third, another VLAN of it with an address, the spanning tree on, an
+//! address on the bridge itself, ipfw at layer 2, a small address table): no panic,
+//! no hang, and the table never holds more than its bound. The first byte picks the member the frame arrives on; a set low bit of
 //! the second makes the frame a BPDU (the spanning tree's group address and LLC
 //! header in front of the rest), so the tree is fed too. Built once and reused,
 //! so learned addresses and the tree's state carry over.
@@ -41,7 +41,12 @@ fn rig() -> Rig {
         ..BridgeParams::default()
     };
     let bridge = st.add_bridge("bridge0", p).unwrap();
-    for m in members {
+    // The third member is also a trunk: its VLAN 10 is a member too, and its VLAN
+    // 20 a host's interface of its own.
+    let v10 = st.add_vlan("vlan10", members[2], 10).unwrap();
+    let v20 = st.add_vlan("vlan20", members[2], 20).unwrap();
+    st.add_address(v20, "198.18.20.254/24".parse().unwrap()).unwrap();
+    for m in members.into_iter().chain([v10]) {
         st.bridge_add_member(bridge, m, MemberFlags::default()).unwrap();
     }
     st.add_address(bridge, "198.18.0.254/24".parse().unwrap()).unwrap();
