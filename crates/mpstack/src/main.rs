@@ -45,7 +45,7 @@ enum Cmd {
     /// bridge0=198.18.0.254/24 --stp`.
     Run(Box<RunArgs>),
     /// Measure mpstack beside its baseline and peers: tcp, mbuf, lpm, forward, fw,
-    /// router. Runs the `mpstack-bench` program from this program's own directory
+    /// router, bridge. Runs the `mpstack-bench` program from this program's own directory
     /// (`cargo build --release` builds both; the benchmarks and their peer crates are
     /// kept out of this binary), with the arguments unchanged; its exit status is
     /// this command's. `mpstack bench --help` is its help: the benchmarks, their
