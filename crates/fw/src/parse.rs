@@ -558,7 +558,12 @@ fn ethertype_name(w: &str) -> Option<u32> {
         "arp" => Some(0x0806),
         "vlan" => Some(0x8100),
         "ipv6" => Some(0x86dd),
-        _ => None,
+        // ipfw(8): "decimal or hexadecimal (if prefixed by 0x)".
+        _ => w
+            .strip_prefix("0x")
+            .or_else(|| w.strip_prefix("0X"))
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .filter(|&v| v <= 0xffff),
     }
 }
 
@@ -628,7 +633,7 @@ fn opt(p: &mut Parser<'_>) -> PResult<Opt> {
         }
         "mac-type" => OptKind::MacType(ranges(
             p,
-            "ethertypes (number, ip, ipv6, arp)",
+            "ethertypes (number, 0xHEX, ip, ipv6, arp, vlan)",
             65535,
             ethertype_name,
         )?),

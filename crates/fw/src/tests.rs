@@ -196,6 +196,10 @@ fn aliases_list_in_canonical_form() {
             "100 allow ip from any to any mac-type ip,arp",
             "00100 allow ip from any to any mac-type 2048,2054",
         ),
+        (
+            "100 deny ip from any to any mac-type 0x88b5,0x0800-0x0806 layer2",
+            "00100 deny ip from any to any mac-type 34997,2048-2054 layer2",
+        ),
     ] {
         assert_eq!(parse_rule(given, 1).unwrap().to_string(), canon, "{given}");
     }
