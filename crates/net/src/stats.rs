@@ -54,7 +54,7 @@ counter_group!(
     /// one member, flooded, delivered to the bridge's own interface, and the drops.
     BridgeStat, "bridge", {
         ipackets, forwarded, flooded, local, hostout, filtered, blocked, reserved,
-        bpdus, bpdubad, bpdunostp, bpdusent, noclone, odropped,
+        bpdus, bpdubad, bpdunostp, bpdusent, noclone, odropped, learnbusy,
     }
 );
 

@@ -146,7 +146,9 @@ pub(crate) fn bridge_input(
         }
     }
     if !v.learn.is_empty() {
-        br.rt.learn(&v.learn, now_s);
+        if !br.rt.try_learn(&v.learn, now_s) {
+            cx.stats.bridge.learnbusy += v.learn.len() as u64;
+        }
         v.learn.clear();
     }
     if !hooks {

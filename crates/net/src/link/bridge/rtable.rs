@@ -303,7 +303,29 @@ impl BridgeRtable {
         if items.is_empty() {
             return;
         }
-        let mut b = self.books();
+        let b = self.books();
+        self.learn_locked(b, items, now);
+    }
+
+    /// [`BridgeRtable::learn`] if the writer's lock is free at once; false (and
+    /// nothing learned) if another writer holds it. What the data path calls: a
+    /// worker never waits for the control side (a listing of a big table holds the
+    /// lock for milliseconds), and what it could not learn it sees again on the
+    /// address's next frame.
+    pub fn try_learn(&self, items: &[Learn], now: u32) -> bool {
+        if items.is_empty() {
+            return true;
+        }
+        let b = match self.books.try_lock() {
+            Ok(b) => b,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        self.learn_locked(b, items, now);
+        true
+    }
+
+    fn learn_locked(&self, mut b: std::sync::MutexGuard<'_, Books>, items: &[Learn], now: u32) {
         let expire = now.saturating_add(self.ageing);
         for l in items {
             if l.mac.is_multicast() || l.mac.is_broadcast() || l.vlan > 0xfff {
