@@ -157,6 +157,9 @@ impl Sim {
         let s = Stack::new(StackConfig {
             name: name.into(),
             workers,
+            // From the simulation's seed: the same seed, the same run (the secret
+            // keys initial sequence numbers and the hosts' table hashes).
+            isn_secret: Some(self.rng.next_u64()),
             ..StackConfig::default()
         });
         self.hosts.push(s);

@@ -404,6 +404,10 @@ fn a_full_table_evicts_and_counts_and_stays_bounded() {
         let rs = l.s.host(l.br).bridge(l.bridge).unwrap().br.rt.stats();
         assert!(rs.entries <= 100, "workers={workers} {rs:?}");
         assert!(rs.evicted >= 900, "{rs:?}");
+        assert_eq!(
+            rs.learnfail, 0,
+            "only static entries refuse eviction: {rs:?}"
+        );
         // The bridge still works: pings between the hosts.
         assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(2), 5, 56), 5);
     }

@@ -36,7 +36,7 @@ pub const DEFAULT_AGEING: u32 = 300;
 /// An entry is refreshed (written) at most this often, in seconds, however many
 /// frames its address sends.
 const REFRESH: u32 = 1;
-/// Slots a full table's learn looks at for an entry to reclaim or evict.
+/// Entries a full table's learn looks at for one to reclaim or evict.
 const EVICT_WINDOW: usize = 16;
 /// The largest table (`max`): 2^26 addresses.
 const MAX_ENTRIES: usize = 1 << 26;
@@ -549,13 +549,20 @@ impl BridgeRtable {
     }
 
     /// Room for one more in a full table: an expired entry near `id`'s home slot
-    /// reclaimed, else the dynamic one there refreshed least recently evicted.
+    /// reclaimed, else, of the [`EVICT_WINDOW`] entries that follow it, the dynamic
+    /// one refreshed least recently evicted (empty slots are passed over, so a full
+    /// table always finds some unless every entry is static).
     fn make_room(&self, b: &mut Books, id: u64, now: u32) -> bool {
         let mut pos = self.home(id);
         let mut oldest: Option<(u32, usize)> = None;
-        for _ in 0..EVICT_WINDOW {
+        let mut seen = 0;
+        for _ in 0..=self.mask {
+            if seen == EVICT_WINDOW {
+                break;
+            }
             let s = &self.slots[pos];
             if s.key.load(Ordering::Relaxed) & LIVE != 0 {
+                seen += 1;
                 let v = s.val.load(Ordering::Relaxed);
                 let exp = expire_of(v);
                 if exp <= now {
