@@ -229,6 +229,45 @@ fn run_rejects_bad_arguments_clearly() {
             "unknown name 'net.inet.tcp.nosuch'",
         ),
         (&["--sysctl", "net.inet.tcp.msl"][..], "expected NAME=VALUE"),
+        // Bridges and VLANs.
+        (&["--bridge", "br0"][..], "expected NAME=TAP,TAP"),
+        (
+            &["--bridge", "br0=nosuch"][..],
+            "'nosuch' is not a --tap or --vlan",
+        ),
+        (
+            &["--bridge", "mpbad0=mpbad0"][..],
+            "must be a new interface name",
+        ),
+        (
+            &["--bridge", "br0=mpbad0", "--bridge", "br1=mpbad0"][..],
+            "mpbad0 is a member of br0 already",
+        ),
+        (
+            &["--bridge", "br0=mpbad0", "--inet", "mpbad0=198.18.1.2/24"][..],
+            "which takes no address; give it to the bridge",
+        ),
+        (&["--stp"][..], "--bridge"),
+        (&["--vlan", "v10=mpbad0"][..], "expected NAME=TAP:VID"),
+        (&["--vlan", "v10=mpbad0:4095"][..], "expected 1 to 4094"),
+        (&["--vlan", "v10=nosuch:10"][..], "'nosuch' is not a --tap"),
+        (
+            &["--vlan", "v10=mpbad0:10"][..],
+            "--vlan v10: no address for it",
+        ),
+        (
+            &[
+                "--vlan",
+                "v10=mpbad0:10",
+                "--vlan",
+                "v11=mpbad0:10",
+                "--inet",
+                "v10=198.18.10.1/24",
+                "--inet",
+                "v11=198.18.11.1/24",
+            ][..],
+            "mpbad0 has VLAN 10 already",
+        ),
     ] {
         let o = Command::new(bin)
             .args(["run", "--tap", "mpbad0", "--inet", "198.18.0.2/24"])
