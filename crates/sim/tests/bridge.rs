@@ -886,3 +886,37 @@ fn malformed_bpdus_are_counted_and_change_nothing() {
     r.s.run_for(Duration::from_secs(5));
     assert_eq!(r.loop_states(), before);
 }
+
+#[test]
+fn the_bridge_interface_routes_to_another_link() {
+    for workers in [1, 2] {
+        let mut l = lan(workers, 2, BridgeParams::default());
+        let far = l.s.add_host("far", workers);
+        let (r_if, _) = l.s.link(
+            l.br,
+            "198.18.1.1/24",
+            far,
+            "198.18.1.2/24",
+            WireConfig::default(),
+        );
+        let st = l.s.host(l.br);
+        st.add_address(l.bridge, "198.18.0.254/24".parse().unwrap())
+            .unwrap();
+        for i in [l.bridge, r_if] {
+            st.set_forwarding(i, true, true).unwrap();
+        }
+        for &h in &l.hosts {
+            l.s.host(h)
+                .set_default_gateway(Some(Ipv4Addr::new(198, 18, 0, 254)));
+        }
+        l.s.host(far)
+            .set_default_gateway(Some(Ipv4Addr::new(198, 18, 1, 1)));
+        for &h in &l.hosts {
+            let got = ping_n(&mut l.s, h, Ipv4Addr::new(198, 18, 1, 2), 5, 500);
+            assert_eq!(got, 5, "workers={workers}");
+        }
+        let st = l.s.host(l.br).stats();
+        assert!(st.ip.forward >= 20, "{:?}", st.ip);
+        assert_eq!(st.total_drops(), 0, "{st:#?}");
+    }
+}

@@ -277,7 +277,7 @@ impl BridgeRtable {
 
     /// Whether a frame from `mac` on `vlan` arriving on `member` has something to
     /// teach the table: the address is unknown, expired, on another member (and
-    /// may move), or due for a refresh (at most once a [`REFRESH`] second). A read
+    /// may move), or due for a refresh (at most once a second). A read
     /// only; the worker hands what it says yes to to [`BridgeRtable::learn`].
     #[inline]
     pub fn needs_learning(&self, vlan: u16, mac: EthernetAddress, member: u16, now: u32) -> bool {
