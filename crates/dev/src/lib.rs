@@ -9,7 +9,8 @@
 //! Time is passed in: a device never reads the clock itself, so the same memory wire
 //! runs in real time on worker threads and in virtual time in `sim`.
 //!
-//! This crate and `mbuf` are the only ones allowed `unsafe` (TAP ioctls, poll).
+//! This crate and `mbuf` are the only ones allowed `unsafe` (TAP ioctls, packet
+//! sockets and their rings, poll).
 
 pub mod alloc_count;
 pub mod cpu;
@@ -17,6 +18,7 @@ pub mod gen;
 pub mod impair;
 pub mod mem;
 pub mod netns;
+pub mod packet;
 pub mod pcap;
 pub mod poll;
 pub mod rng;

@@ -222,6 +222,27 @@ fn with_ctl_socket<T>(f: impl FnOnce(RawFd) -> io::Result<T>) -> io::Result<T> {
     f(s.as_raw_fd())
 }
 
+/// An interface's MTU and link address (`SIOCGIFMTU`, `SIOCGIFHWADDR`).
+pub(crate) fn query_link(name: &str) -> io::Result<(usize, [u8; 6])> {
+    let mtu = query_mtu(name)?;
+    let mac = with_ctl_socket(|s| {
+        let mut req = ifreq_for(name);
+        // SAFETY: SIOCGIFHWADDR writes one ifreq that outlives the call.
+        let r = unsafe { libc::ioctl(s, libc::SIOCGIFHWADDR as _, &mut req as *mut libc::ifreq) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: after SIOCGIFHWADDR the union holds `ifru_hwaddr`.
+        let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+        let mut mac = [0u8; 6];
+        for (d, s) in mac.iter_mut().zip(sa.sa_data.iter()) {
+            *d = *s as u8;
+        }
+        Ok(mac)
+    })?;
+    Ok((mtu, mac))
+}
+
 fn query_mtu(name: &str) -> io::Result<usize> {
     with_ctl_socket(|s| {
         let mut req = ifreq_for(name);

@@ -80,8 +80,17 @@ pub struct DemoArgs {
 pub struct RunArgs {
     /// TAP device to open (created if missing; needs root or CAP_NET_ADMIN).
     /// Repeat it to make a router between several links: `--tap r0 --tap r1`.
-    #[arg(long, value_name = "NAME", required = true)]
+    #[arg(long, value_name = "NAME", required_unless_present = "packet")]
     pub tap: Vec<String>,
+    /// An existing Linux interface to take over with an AF_PACKET socket per queue
+    /// (repeatable; one end of a veth pair, or a NIC): TPACKET_V3 receive rings,
+    /// batched transmit past the queueing discipline, PACKET_FANOUT over the queues
+    /// with --queues > 1, promiscuous mode when it is a bridge member. mpstack uses
+    /// the interface's own link address: leave the interface without addresses of
+    /// the kernel's. Counted after the --tap links for a plain --inet. Needs root
+    /// or CAP_NET_RAW.
+    #[arg(long, value_name = "IFNAME")]
+    pub packet: Vec<String>,
     /// IPv4 address of an interface, [TAP=]ADDRESS/PREFIXLEN (repeatable). Without
     /// `TAP=`, the Nth --inet goes to the Nth --tap. A bridge's address is given by
     /// its name (`bridge0=198.18.0.1/24`); a bridge's members take none.

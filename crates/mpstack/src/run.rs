@@ -47,23 +47,23 @@ fn parse_route(r: &str) -> Result<RouteArg, String> {
     Ok(RouteArg::Via(prefix, gw))
 }
 
-/// `--vlan NAME=TAP:VID`: the VLANs' names, parents (indexes into `taps`) and ids.
-fn parse_vlans(a: &RunArgs) -> Result<Vec<(String, usize, u16)>, String> {
+/// `--vlan NAME=TAP:VID`: the VLANs' names, parents (indexes into `links`, the
+/// TAPs then the --packet interfaces) and ids.
+fn parse_vlans(a: &RunArgs, links: &[String]) -> Result<Vec<(String, usize, u16)>, String> {
     let mut out: Vec<(String, usize, u16)> = Vec::new();
     for v in &a.vlan {
         let bad = || format!("--vlan '{v}': expected NAME=TAP:VID, e.g. vlan10=t0:10");
         let (name, rest) = v.split_once('=').ok_or_else(bad)?;
         let (tap, vid) = rest.rsplit_once(':').ok_or_else(bad)?;
-        if name.is_empty() || a.tap.iter().any(|t| t == name) || out.iter().any(|x| x.0 == name) {
+        if name.is_empty() || links.iter().any(|t| t == name) || out.iter().any(|x| x.0 == name) {
             return Err(format!(
                 "--vlan '{v}': '{name}' must be a new interface name"
             ));
         }
-        let parent = a
-            .tap
+        let parent = links
             .iter()
             .position(|t| t == tap)
-            .ok_or_else(|| format!("--vlan '{v}': '{tap}' is not a --tap"))?;
+            .ok_or_else(|| format!("--vlan '{v}': '{tap}' is not a --tap or --packet"))?;
         let vid = match vid.parse::<u16>() {
             Ok(n) if (1..=4094).contains(&n) => n,
             _ => return Err(format!("--vlan '{v}': VLAN id '{vid}': expected 1 to 4094")),
@@ -113,13 +113,15 @@ fn parse_bridges(a: &RunArgs, ifnames: &[String]) -> Result<Vec<(String, Vec<usi
 }
 
 pub fn main(a: RunArgs) -> Result<ExitCode, String> {
-    let taps = &a.tap;
+    // The links: the TAPs, then the interfaces taken with AF_PACKET.
+    let links: Vec<String> = a.tap.iter().chain(&a.packet).cloned().collect();
+    let taps = &links;
     for (i, t) in taps.iter().enumerate() {
         if taps[..i].contains(t) {
-            return Err(format!("--tap {t} given twice"));
+            return Err(format!("--tap/--packet {t} given twice"));
         }
     }
-    let vlans = parse_vlans(&a)?;
+    let vlans = parse_vlans(&a, taps)?;
     // Every interface by name: the TAPs, the VLANs, then the bridges.
     let mut names: Vec<String> = taps
         .iter()
@@ -272,8 +274,21 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     });
     let mut ifindexes = Vec::new();
     for (i, name) in taps.iter().enumerate() {
-        let tap = dev::tap::TapDevice::open_with(name, queues, a.offload)
-            .map_err(|e| format!("TAP '{name}': {e}"))?;
+        let tap: Box<dyn dev::Device> = if i < a.tap.len() {
+            Box::new(
+                dev::tap::TapDevice::open_with(name, queues, a.offload)
+                    .map_err(|e| format!("TAP '{name}': {e}"))?,
+            )
+        } else {
+            let opts = dev::packet::PacketOptions {
+                promisc: member_of(i).is_some(),
+                offload: a.offload,
+            };
+            Box::new(
+                dev::packet::PacketDevice::open(name, queues, opts)
+                    .map_err(|e| format!("--packet {name}: {e}"))?,
+            )
+        };
         let device: Box<dyn dev::Device> = match &a.pcap {
             Some(path) => {
                 let path = if i == 0 {
@@ -285,9 +300,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 };
                 let w = dev::pcap::PcapWriter::create(&path)
                     .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
-                Box::new(dev::pcap::PcapDevice::new(Box::new(tap), w))
+                Box::new(dev::pcap::PcapDevice::new(tap, w))
             }
-            None => Box::new(tap),
+            None => tap,
         };
         let ifindex = stack
             .add_interface(
