@@ -385,81 +385,91 @@ impl PacketQueue {
         unsafe { &*self.block_ptr(b).add(8).cast::<AtomicU32>() }
     }
 
-    /// A u32 of the block being walked at `at`.
-    fn word(&self, at: usize) -> u32 {
-        // SAFETY: the block is ours (status USER); `at` is checked by the callers to
-        // leave room for 4 bytes inside it.
-        unsafe {
-            self.block_ptr(self.block)
-                .add(at)
-                .cast::<u32>()
-                .read_unaligned()
-        }
+    /// The block being walked, which is ours (its status said so).
+    fn block(&mut self) -> &mut [u8] {
+        // SAFETY: the kernel handed the block over (status USER, read with
+        // Acquire) and takes it back only after we store KERNEL; until then nothing
+        // else reads or writes its bytes, and `&mut self` makes this view the only one.
+        unsafe { std::slice::from_raw_parts_mut(self.block_ptr(self.block), BLOCK_SIZE) }
     }
+}
 
-    /// One frame of the current block (its `tpacket3_hdr` at `self.off`) into an
-    /// mbuf; `None` if it is malformed or no buffer was to be had (counted).
-    fn take_frame(&mut self) -> Option<Mbuf> {
-        let off = self.off;
-        if off + 48 > BLOCK_SIZE {
-            self.stats.ierrors += 1;
-            return None;
-        }
-        let snap = self.word(off + 12) as usize;
-        let status = self.word(off + 20);
-        let mac = (self.word(off + 24) & 0xffff) as usize;
-        let tci = self.word(off + 32) & 0xffff;
-        let tpid = self.word(off + 36) & 0xffff;
-        let start = off + mac;
-        if mac < VNET_HDR || start + snap > BLOCK_SIZE || snap < 14 {
-            self.stats.ierrors += 1;
-            return None;
-        }
-        // SAFETY: the block is ours until we hand it back; `[start - VNET_HDR,
-        // start + snap)` lies inside it (checked above), and nothing else reads or
-        // writes it meanwhile.
-        let (hdr, frame) = unsafe {
-            let p = self.block_ptr(self.block).add(start - VNET_HDR);
-            let h: [u8; VNET_HDR] = std::ptr::read_unaligned(p.cast());
-            (h, std::slice::from_raw_parts_mut(p.add(VNET_HDR), snap))
-        };
-        let Some(csum) = vnet_rx(&hdr, frame) else {
-            self.stats.ierrors += 1;
-            return None;
-        };
-        let tagged = status & TP_STATUS_VLAN_VALID != 0;
-        let len = snap + if tagged { 4 } else { 0 };
-        let built = Mbuf::with_capacity(len).and_then(|mut m| {
-            if tagged {
-                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 {
-                    tpid as u16
-                } else {
-                    0x8100
-                };
-                let mut tag = [0u8; 4];
-                tag[..2].copy_from_slice(&tpid.to_be_bytes());
-                tag[2..].copy_from_slice(&(tci as u16).to_be_bytes());
-                m.append(&frame[..12])?;
-                m.append(&tag)?;
-                m.append(&frame[12..])?;
+/// A u32 at `at` of a block (native order, as the kernel writes it); 0 past its end.
+fn word(block: &[u8], at: usize) -> u32 {
+    block
+        .get(at..at + 4)
+        .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A block's frame count and its first frame's offset (`tpacket_hdr_v1`).
+pub fn block_header(block: &[u8]) -> (u32, usize) {
+    (word(block, 12), word(block, 16) as usize)
+}
+
+/// The frame of a TPACKET_V3 block whose `tpacket3_hdr` is at `off`: the offset of
+/// the next (0 for none), and the frame as an mbuf — its virtio-net header read
+/// (checksums filled, a segment's size kept, see [`crate::tap::vnet_rx`]), a VLAN
+/// tag the kernel took into the metadata put back — or `None` for a malformed one
+/// (counted in `ierrors`) or no buffer (`idrops`). Safe over any bytes.
+pub fn block_frame(
+    block: &mut [u8],
+    off: usize,
+    rxq: u16,
+    stats: &mut QueueStats,
+) -> (usize, Option<Mbuf>) {
+    let next = word(block, off) as usize;
+    if off.checked_add(48).is_none_or(|e| e > block.len()) {
+        stats.ierrors += 1;
+        return (0, None);
+    }
+    let snap = word(block, off + 12) as usize;
+    let status = word(block, off + 20);
+    let mac = (word(block, off + 24) & 0xffff) as usize;
+    let tci = (word(block, off + 32) & 0xffff) as u16;
+    let tpid = (word(block, off + 36) & 0xffff) as u16;
+    let start = off + mac;
+    if mac < VNET_HDR || snap < 14 || start.checked_add(snap).is_none_or(|e| e > block.len()) {
+        stats.ierrors += 1;
+        return (next, None);
+    }
+    let (head, frame) = block[start - VNET_HDR..start + snap].split_at_mut(VNET_HDR);
+    let hdr: [u8; VNET_HDR] = (&*head).try_into().expect("split at VNET_HDR");
+    let Some(csum) = vnet_rx(&hdr, frame) else {
+        stats.ierrors += 1;
+        return (next, None);
+    };
+    let tagged = status & TP_STATUS_VLAN_VALID != 0;
+    let len = snap + if tagged { 4 } else { 0 };
+    let built = Mbuf::with_capacity(len).and_then(|mut m| {
+        if tagged {
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 {
+                tpid
             } else {
-                m.append(frame)?;
-            }
-            Ok(m)
-        });
-        match built {
-            Ok(mut m) => {
-                m.hdr.csum_flags = csum;
-                m.hdr.tso_segsz = vnet_gso_size(&hdr);
-                m.hdr.rxq = self.index;
-                self.stats.ipackets += 1;
-                self.stats.ibytes += len as u64;
-                Some(m)
-            }
-            Err(_) => {
-                self.stats.idrops += 1;
-                None
-            }
+                0x8100
+            };
+            let mut tag = [0u8; 4];
+            tag[..2].copy_from_slice(&tpid.to_be_bytes());
+            tag[2..].copy_from_slice(&tci.to_be_bytes());
+            m.append(&frame[..12])?;
+            m.append(&tag)?;
+            m.append(&frame[12..])?;
+        } else {
+            m.append(frame)?;
+        }
+        Ok(m)
+    });
+    match built {
+        Ok(mut m) => {
+            m.hdr.csum_flags = csum;
+            m.hdr.tso_segsz = vnet_gso_size(&hdr);
+            m.hdr.rxq = rxq;
+            stats.ipackets += 1;
+            stats.ibytes += len as u64;
+            (next, Some(m))
+        }
+        Err(_) => {
+            stats.idrops += 1;
+            (next, None)
         }
     }
 }
@@ -473,23 +483,26 @@ impl Queue for PacketQueue {
                     break;
                 }
                 self.open = true;
-                self.left = self.word(12);
-                self.off = self.word(16) as usize;
+                (self.left, self.off) = block_header(self.block());
             }
-            while self.left > 0 && n < max {
-                let next = self.word(self.off) as usize;
-                if let Some(m) = self.take_frame() {
+            let (index, mut stats, mut off, mut left) =
+                (self.index, self.stats, self.off, self.left);
+            let block = self.block();
+            while left > 0 && n < max {
+                let (next, m) = block_frame(block, off, index, &mut stats);
+                if let Some(m) = m {
                     out.push(m);
                     n += 1;
                 }
-                self.left -= 1;
-                if next == 0 && self.left > 0 {
+                left -= 1;
+                if next == 0 && left > 0 {
                     // A malformed block: give it back.
-                    self.stats.ierrors += 1;
-                    self.left = 0;
+                    stats.ierrors += 1;
+                    left = 0;
                 }
-                self.off += next;
+                off += next;
             }
+            (self.stats, self.off, self.left) = (stats, off, left);
             if self.left == 0 {
                 self.status(self.block)
                     .store(TP_STATUS_KERNEL, Ordering::Release);
@@ -606,5 +619,82 @@ impl Queue for PacketQueue {
 
     fn stats(&self) -> QueueStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block holding `frames` (each with its status and VLAN TCI) as the kernel
+    /// lays them out: the block header, then per frame a `tpacket3_hdr`, a
+    /// virtio-net header and the frame.
+    fn block_of(frames: &[(&[u8], u32, u16)]) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        let put =
+            |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put(&mut b, 12, frames.len() as u32);
+        put(&mut b, 16, 64);
+        let mut off = 64;
+        for (k, (f, status, tci)) in frames.iter().enumerate() {
+            let mac = 48 + VNET_HDR;
+            let next = if k + 1 == frames.len() {
+                0
+            } else {
+                (mac + f.len() + 15) & !15
+            };
+            put(&mut b, off, next as u32);
+            put(&mut b, off + 12, f.len() as u32);
+            put(&mut b, off + 16, f.len() as u32);
+            put(&mut b, off + 20, *status);
+            put(&mut b, off + 24, mac as u32);
+            put(&mut b, off + 32, u32::from(*tci));
+            b[off + mac..off + mac + f.len()].copy_from_slice(f);
+            off += next;
+        }
+        b
+    }
+
+    #[test]
+    fn a_block_walk_gives_each_frame_and_puts_vlan_tags_back() {
+        let mut f1 = vec![0u8; 60];
+        f1[..6].copy_from_slice(&[0xff; 6]);
+        f1[12..14].copy_from_slice(&[0x08, 0x06]);
+        let f2 = vec![0x42u8; 64];
+        let mut block = block_of(&[(&f1, 1, 0), (&f2, 1 | TP_STATUS_VLAN_VALID, 10)]);
+        let (n, mut off) = block_header(&block);
+        assert_eq!(n, 2);
+        let mut st = QueueStats::default();
+        let mut got = Vec::new();
+        for _ in 0..n {
+            let (next, m) = block_frame(&mut block, off, 3, &mut st);
+            got.push(m.unwrap());
+            off += next;
+        }
+        assert_eq!(got[0].to_vec(), f1);
+        assert_eq!(got[0].hdr.rxq, 3);
+        let g = got[1].to_vec();
+        assert_eq!(g.len(), 68);
+        assert_eq!(&g[12..16], &[0x81, 0x00, 0x00, 10]);
+        assert_eq!(&g[16..], &f2[12..]);
+        assert_eq!(st.ipackets, 2);
+    }
+
+    #[test]
+    fn a_malformed_frame_header_is_counted_not_followed() {
+        let f = vec![0u8; 60];
+        let mut block = block_of(&[(&f, 1, 0)]);
+        // A snap length past the block's end, then a MAC offset inside the header.
+        block[64 + 12..64 + 16].copy_from_slice(&100_000u32.to_ne_bytes());
+        let mut st = QueueStats::default();
+        let (_, m) = block_frame(&mut block, 64, 0, &mut st);
+        assert!(m.is_none());
+        block[64 + 12..64 + 16].copy_from_slice(&60u32.to_ne_bytes());
+        block[64 + 24..64 + 28].copy_from_slice(&4u32.to_ne_bytes());
+        assert!(block_frame(&mut block, 64, 0, &mut st).1.is_none());
+        assert!(block_frame(&mut block, usize::MAX - 10, 0, &mut st)
+            .1
+            .is_none());
+        assert_eq!(st.ierrors, 3);
     }
 }
