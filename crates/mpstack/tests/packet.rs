@@ -121,7 +121,15 @@ impl Rig {
             recv.display()
         );
         let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // Wait until the listener listens (a loaded machine may take a while).
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < end {
+            let (_, out) = self.exec(to, "ss -ltnH sport = :5001");
+            if out.contains("5001") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let (ok, out) = self.exec(
             from,
             &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
