@@ -245,7 +245,9 @@ pub struct RunArgs {
     /// header (as a QEMU guest has them): the kernel hands over and takes TCP
     /// segments of up to 64 KiB (IPv4 and IPv6) and fills in checksums, so a bulk
     /// transfer costs far fewer packets on both sides. Forwarded onto a link that
-    /// cannot take them whole, such segments are cut in software.
+    /// cannot take them whole, such segments are cut in software. On --packet
+    /// interfaces: the kernel finishes what mpstack sends unfinished (what it
+    /// receives comes with the kernel's offload state either way).
     #[arg(long)]
     pub offload: bool,
     /// A TCP setting under FreeBSD's sysctl name, for every connection of the node
