@@ -37,11 +37,17 @@ fn run(c: &str) {
 
 impl Rig {
     fn start(workers: u16, extra: &[&str]) -> Rig {
+        Rig::start_as(workers, extra, true)
+    }
+
+    /// `routed`: the router of the module's doc; else a bridge of the two links,
+    /// the namespaces on one subnet (198.18.1.2 and .3).
+    fn start_as(workers: u16, extra: &[&str], routed: bool) -> Rig {
         let id = std::process::id() % 10000;
         let ns = [
-            format!("mppk-r{workers}{}-{id}", extra.len()),
-            format!("mppk-a{workers}{}-{id}", extra.len()),
-            format!("mppk-b{workers}{}-{id}", extra.len()),
+            format!("mppk-r{workers}{}{routed}-{id}", extra.len()),
+            format!("mppk-a{workers}{}{routed}-{id}", extra.len()),
+            format!("mppk-b{workers}{}{routed}-{id}", extra.len()),
         ];
         for n in &ns {
             let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
@@ -58,28 +64,43 @@ impl Rig {
         run(&format!(
             "ip netns exec {r} sysctl -qw net.ipv4.ip_forward=0"
         ));
-        for (side, n, addr, gw) in [
-            ("a", a, "198.18.1.2/24", "198.18.1.1"),
-            ("b", b, "198.18.2.2/24", "198.18.2.1"),
-        ] {
+        // Routed: two subnets; bridged: one.
+        let b_addr = if routed {
+            "198.18.2.2/24"
+        } else {
+            "198.18.1.3/24"
+        };
+        for (side, n, addr) in [("a", a, "198.18.1.2/24"), ("b", b, b_addr)] {
             run(&format!(
                 "ip -n {r} link add r{side} type veth peer name p{side} netns {n}"
             ));
             run(&format!("ip -n {r} link set r{side} up"));
             run(&format!("ip -n {n} addr add {addr} dev p{side}"));
             run(&format!("ip -n {n} link set p{side} up"));
-            run(&format!("ip -n {n} route add default via {gw}"));
+            if routed {
+                let gw = if side == "a" {
+                    "198.18.1.1"
+                } else {
+                    "198.18.2.1"
+                };
+                run(&format!("ip -n {n} route add default via {gw}"));
+            }
         }
-        let tmp =
-            std::env::temp_dir().join(format!("mpstack-packet-{workers}{}-{id}", extra.len()));
+        let tmp = std::env::temp_dir().join(format!(
+            "mpstack-packet-{workers}{}{routed}-{id}",
+            extra.len()
+        ));
         std::fs::create_dir_all(&tmp).unwrap();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", r, env!("CARGO_BIN_EXE_mpstack"), "run"])
-            .args(["--packet", "ra", "--inet", "ra=198.18.1.1/24"])
-            .args(["--packet", "rb", "--inet", "rb=198.18.2.1/24"])
-            .args(["--forwarding", "--serve", "none"])
-            .args(["--workers", &workers.to_string()])
-            .args(extra);
+            .args(["--packet", "ra", "--packet", "rb", "--serve", "none"]);
+        if routed {
+            cmd.args(["--inet", "ra=198.18.1.1/24", "--inet", "rb=198.18.2.1/24"])
+                .arg("--forwarding");
+        } else {
+            cmd.args(["--bridge", "bridge0=ra,rb"]);
+        }
+        cmd.args(["--workers", &workers.to_string()]).args(extra);
         let (node, lines) = spawn_node(cmd);
         let mut rig = Rig {
             node: Some(node),
@@ -189,4 +210,27 @@ fn an_af_packet_router_with_offload_passes_segments_whole() {
     skip_unless!("ip", "ping", "socat", "sha256sum");
     let c = router(2, &["--offload"]);
     assert_eq!(c.get("ip.swgso").copied().unwrap_or(0), 0, "{c:?}");
+}
+
+/// A bridge of two AF_PACKET links (its members in promiscuous mode): the two
+/// namespaces are one segment; ping and 20 MB of TCP each way.
+#[test]
+fn an_af_packet_bridge_joins_two_veth_namespaces() {
+    skip_unless!("ip", "ping", "socat", "sha256sum");
+    let mut rig = Rig::start_as(2, &[], false);
+    // The links came up just now: wait for the first answer.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !rig.exec(1, "ping -c 1 -W 1 198.18.1.3").0 && std::time::Instant::now() < end {}
+    let (ok, out) = rig.exec(1, "ping -c 5 -i 0.2 -W 2 198.18.1.3");
+    if !(ok && out.contains("5 received") && out.contains("ttl=64")) {
+        let c = stop_node(&mut rig.node, &rig.lines, &mut rig.output);
+        panic!("{out}\n{c:?}\n{:?}", rig.output);
+    }
+    rig.transfer(1, 2, "198.18.1.3", "bridge a→b");
+    rig.transfer(2, 1, "198.18.1.2", "bridge b→a");
+    let c = stop_node(&mut rig.node, &rig.lines, &mut rig.output);
+    assert!(
+        c.get("bridge.forwarded").copied().unwrap_or(0) > 1_000,
+        "{c:?}"
+    );
 }
