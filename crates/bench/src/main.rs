@@ -57,6 +57,14 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// addresses, unknown unicast flooded to four members, and the devices alone, at 1
 /// and --workers workers. `mpstack bench bridge [--seconds S] [--rounds N]
 /// [--workers N] [--flows N] [--skip devices,learned-1k,learned-1m,flood,2w] [--json]`.
+///
+/// `rfc2544` (needs root): RFC 2544 throughput over veth pairs in namespaces it
+/// makes, a tester on AF_PACKET, at the standard frame sizes: the tester looped to
+/// itself through a Linux bridge (its ceiling), the Linux kernel router and the
+/// mpstack router (`mpstack run --packet`), side by side. `mpstack bench rfc2544
+/// [--seconds S] [--sizes 64,1518] [--skip tester,linux-router,mpstack-router]
+/// [--json]`. A first step: latency, loss curves, back-to-back, bridges and RFC
+/// 2889 are planned.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -128,6 +136,10 @@ pub struct BenchArgs {
     /// leave out (devices, learned-1k, learned-1m, flood, 2w).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
+    /// bench rfc2544: frame sizes in bytes, FCS included (default: RFC 2544's 64,
+    /// 128, 256, 512, 1024, 1280, 1518).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub sizes: Vec<usize>,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,

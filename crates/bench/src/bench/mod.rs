@@ -24,6 +24,7 @@ mod fw;
 mod lpm;
 mod mbuf;
 mod polled;
+mod rfc2544;
 mod router;
 mod smol;
 mod smol_tap;
@@ -148,8 +149,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "fw" => fw::main(&a),
         "router" => router::main(&a),
         "bridge" => bridge::main(&a),
+        "rfc2544" => rfc2544::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw, router, bridge)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw, router, bridge, rfc2544)"
         )),
     }
 }
