@@ -587,3 +587,37 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_have_the_standard_sizes_a_valid_header_and_their_trial() {
+        for size in SIZES {
+            let f = frame([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], size, 5, 77);
+            assert_eq!(f.len(), size - 4, "the FCS is the device's");
+            assert_eq!(wire::checksum::data(&f[14..34]), 0xffff);
+            assert_eq!(trial_of(&f), Some(77));
+        }
+        assert_eq!(trial_of(&[0u8; 60]), None);
+    }
+
+    #[test]
+    fn the_tester_answers_arp_for_its_own_address_only() {
+        let mut req = vec![0u8; 42];
+        req[..6].copy_from_slice(&[0xff; 6]);
+        req[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        req[12..22].copy_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+        req[22..28].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        req[28..32].copy_from_slice(&[198, 18, 2, 1]);
+        req[38..42].copy_from_slice(&[198, 18, 2, 2]);
+        let me = [2, 0, 0, 0, 0, 7];
+        let r = arp_answer(&req, me, [198, 18, 2, 2]).unwrap();
+        assert_eq!(&r[..6], &[2, 0, 0, 0, 0, 9]);
+        assert_eq!(&r[20..22], &[0, 2], "a reply");
+        assert_eq!(&r[22..28], &me);
+        assert_eq!(&r[38..42], &[198, 18, 2, 1]);
+        assert!(arp_answer(&req, me, [198, 18, 2, 3]).is_none());
+    }
+}
