@@ -62,8 +62,8 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// makes, a tester on AF_PACKET, at the standard frame sizes: the tester looped to
 /// itself through a Linux bridge (its ceiling), the Linux kernel router and the
 /// mpstack router (`mpstack run --packet`), side by side. `mpstack bench rfc2544
-/// [--seconds S] [--sizes 64,1518] [--skip tester,linux-router,mpstack-router]
-/// [--json]`. A first step: latency, loss curves, back-to-back, bridges and RFC
+/// [--seconds S] [--sizes 64,1518] [--senders N] [--skip
+/// tester,linux-router,mpstack-router] [--json]`. A first step: latency, loss curves, back-to-back, bridges and RFC
 /// 2889 are planned.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
@@ -140,6 +140,12 @@ pub struct BenchArgs {
     /// 128, 256, 512, 1024, 1280, 1518).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub sizes: Vec<usize>,
+    /// bench rfc2544: the tester's sending threads (a socket each). The Linux
+    /// kernel forwards a veth frame in its sender's system call, so with one it is
+    /// the tester that bounds the Linux router; on a 2-core machine two leave
+    /// mpstack's worker no core of its own.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub senders: u16,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,

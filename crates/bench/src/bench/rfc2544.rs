@@ -25,11 +25,12 @@
 //! it (issue 24): latency at that rate, the frame-loss curve, back-to-back bursts,
 //! the bridge rows and RFC 2889's tests, a plot.
 //!
-//! On two cores the tester's sending thread, its receiving thread and the device
-//! share the machine; the Linux kernel forwards a veth frame in the sender's own
-//! system call, so its router costs the tester's core, while mpstack's worker is a
-//! thread of its own. The figures say what this machine does, not what either
-//! router does on hardware of its own.
+//! The tester sends from `--senders` threads (a socket each; 2 by default) and
+//! receives on one. On two
+//! cores the tester and the device share the machine; the Linux kernel forwards a
+//! veth frame in the sender's own system call, so its router costs the tester's
+//! cores, while mpstack's worker is a thread of its own. The figures say what this
+//! machine does, not what either router does on hardware of its own.
 
 use super::progress;
 use crate::BenchArgs;
@@ -269,7 +270,8 @@ fn trial_of(f: &[u8]) -> Option<u32> {
 
 /// The tester's two sides, running for one device.
 struct Tester {
-    tx: Box<dyn Queue>,
+    /// One queue on `ta` per sending thread.
+    tx: Vec<Box<dyn Queue>>,
     rx_count: Arc<AtomicU64>,
     rx_trial: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -280,7 +282,7 @@ struct Tester {
 
 impl Tester {
     /// `looped`: no device, so frames go to the tester's own `tb`.
-    fn new(topo: &Topo, looped: bool) -> Result<Tester, String> {
+    fn new(topo: &Topo, looped: bool, senders: usize) -> Result<Tester, String> {
         let ns = topo.tester.clone();
         let src_mac = mac_of(&ns, "ta")?;
         let tb_mac = mac_of(&ns, "tb")?;
@@ -289,13 +291,17 @@ impl Tester {
         } else {
             mac_of(&topo.dut, "da")?
         };
-        // The sender: a queue on `ta`, opened inside the tester's namespace.
+        // The senders: a socket each on `ta`, opened inside the tester's namespace.
         let tx = std::thread::scope(|s| {
-            s.spawn(|| -> Result<Box<dyn Queue>, String> {
+            s.spawn(|| -> Result<Vec<Box<dyn Queue>>, String> {
                 dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-                let d = PacketDevice::open("ta", 1, PacketOptions::default())
-                    .map_err(|e| e.to_string())?;
-                Ok(Box::new(d).into_queues().remove(0))
+                (0..senders)
+                    .map(|_| {
+                        let d = PacketDevice::open("ta", 1, PacketOptions::default())
+                            .map_err(|e| e.to_string())?;
+                        Ok(Box::new(d).into_queues().remove(0))
+                    })
+                    .collect()
             })
             .join()
             .map_err(|_| "the tester's thread panicked".to_string())?
@@ -371,58 +377,97 @@ impl Tester {
         })
     }
 
-    /// Answers ARP on the sending side too (the device may ask for 198.18.1.2).
-    fn serve_arp(&mut self) {
-        let mut v = Vec::new();
-        self.tx.rx_burst(dev::Instant::ZERO, &mut v, 64);
-        let mut answers: Vec<Mbuf> = v
-            .iter()
-            .filter_map(|m| arp_answer(m.first(), self.src_mac, [198, 18, 1, 2]))
-            .filter_map(|r| Mbuf::from_slice(&r).ok())
-            .collect();
-        if !answers.is_empty() {
-            self.tx.tx_burst(dev::Instant::ZERO, &mut answers);
-        }
-    }
-
     /// One trial: `size`-byte frames at `rate` frames a second (0: as fast as the
-    /// tester goes) for `secs`; (sent, received).
+    /// tester goes) for `secs`, from every sending thread (each its share of the
+    /// rate); (sent, received).
     fn trial(&mut self, trial: u32, size: usize, rate: f64, secs: f64) -> (u64, u64) {
-        let frames: Vec<Mbuf> = (0..FLOWS)
-            .filter_map(|k| {
-                Mbuf::from_slice(&frame(self.dst_mac, self.src_mac, size, k, trial)).ok()
-            })
-            .collect();
         self.rx_trial.store(u64::from(trial), Ordering::Relaxed);
         self.rx_count.store(0, Ordering::Relaxed);
-        let start = Instant::now();
-        let mut sent = 0u64;
-        let mut batch = Vec::with_capacity(BURST);
-        let mut k = 0;
-        loop {
-            let el = start.elapsed().as_secs_f64();
-            if el >= secs {
-                break;
-            }
-            if rate > 0.0 && (sent as f64) >= rate * el {
-                std::hint::spin_loop();
-                continue;
-            }
-            for _ in 0..BURST {
-                if let Ok(c) = frames[k % frames.len()].try_clone() {
-                    batch.push(c);
-                }
-                k += 1;
-            }
-            sent += self.tx.tx_burst(dev::Instant::ZERO, &mut batch) as u64;
-            if k % (BURST * 64) == 0 {
-                self.serve_arp();
-            }
-        }
+        let n = self.tx.len().max(1);
+        let (dst, src) = (self.dst_mac, self.src_mac);
+        let sent: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = self
+                .tx
+                .iter_mut()
+                .enumerate()
+                .map(|(i, q)| {
+                    s.spawn(move || {
+                        let flow = (i, n);
+                        send(
+                            q,
+                            i == 0,
+                            dst,
+                            src,
+                            size,
+                            trial,
+                            flow,
+                            rate / n as f64,
+                            secs,
+                        )
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
         // Stragglers in the device's and the rings' queues.
         std::thread::sleep(Duration::from_millis(100));
         (sent, self.rx_count.load(Ordering::Relaxed))
     }
+}
+
+/// One sending thread's share of a trial on queue `q` (`flows`: this thread's index
+/// and the number of threads, which share the flows out);
+/// the first also answers ARP requests for 198.18.1.2 that reach `ta`. Returns the
+/// frames sent.
+#[allow(clippy::too_many_arguments)]
+fn send(
+    q: &mut Box<dyn Queue>,
+    arp: bool,
+    dst: [u8; 6],
+    src: [u8; 6],
+    size: usize,
+    trial: u32,
+    (which, senders): (usize, usize),
+    rate: f64,
+    secs: f64,
+) -> u64 {
+    let frames: Vec<Mbuf> = (0..(FLOWS / senders).max(1))
+        .filter_map(|k| Mbuf::from_slice(&frame(dst, src, size, k * senders + which, trial)).ok())
+        .collect();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    let mut batch = Vec::with_capacity(BURST);
+    let mut k = 0;
+    loop {
+        let el = start.elapsed().as_secs_f64();
+        if el >= secs {
+            break;
+        }
+        if rate > 0.0 && (sent as f64) >= rate * el {
+            std::hint::spin_loop();
+            continue;
+        }
+        for _ in 0..BURST {
+            if let Ok(c) = frames[k % frames.len()].try_clone() {
+                batch.push(c);
+            }
+            k += 1;
+        }
+        sent += q.tx_burst(dev::Instant::ZERO, &mut batch) as u64;
+        if arp && k % (BURST * 64) == 0 {
+            let mut v = Vec::new();
+            q.rx_burst(dev::Instant::ZERO, &mut v, 64);
+            let mut answers: Vec<Mbuf> = v
+                .iter()
+                .filter_map(|m| arp_answer(m.first(), src, [198, 18, 1, 2]))
+                .filter_map(|r| Mbuf::from_slice(&r).ok())
+                .collect();
+            if !answers.is_empty() {
+                q.tx_burst(dev::Instant::ZERO, &mut answers);
+            }
+        }
+    }
+    sent
 }
 
 impl Drop for Tester {
@@ -448,7 +493,7 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row
     if case == "mpstack-router" {
         topo.start_mpstack()?;
     }
-    let mut t = Tester::new(&topo, case == "tester")?;
+    let mut t = Tester::new(&topo, case == "tester", a.senders as usize)?;
     let secs = a.seconds;
     // Warm up: ARP both ways, caches.
     let mut trial = 1;
@@ -546,8 +591,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "RFC 2544 throughput (no loss in a {} s trial, binary search of {STEPS} steps) over veth pairs, tester on AF_PACKET",
-        a.seconds
+        "RFC 2544 throughput (no loss in a {} s trial, binary search of {STEPS} steps) over veth pairs, tester on AF_PACKET with {} sending thread(s)",
+        a.seconds, a.senders
     );
     println!("Mfps: million frames a second; Mbit/s counts the wire's 20 bytes of preamble and gap per frame");
     println!();
