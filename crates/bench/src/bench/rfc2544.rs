@@ -21,9 +21,11 @@
 //! For each frame size (RFC 2544 §9.1: 64, 128, 256, 512, 1024, 1280, 1518 bytes,
 //! FCS included, so 4 fewer on the wire here), the throughput (§26.1): the highest
 //! rate at which every frame sent in a trial of `--seconds` comes back, found by a
-//! binary search between 0 and the rate the tester reaches unpaced. Planned beside
-//! it (issue 24): latency at that rate, the frame-loss curve, back-to-back bursts,
-//! the bridge rows and RFC 2889's tests, a plot.
+//! binary search between 0 and the rate the tester reaches unpaced; then the latency
+//! at that rate (§26.2, shortened to one trial of `--seconds`: one frame in every
+//! few bursts carries its send time, the receiver takes the difference on the same
+//! clock). Planned beside them (issue 24): the frame-loss curve, back-to-back
+//! bursts, the bridge rows and RFC 2889's tests, a plot.
 //!
 //! The tester sends from `--senders` threads (a socket each; 2 by default) and
 //! receives on one. On two
@@ -51,6 +53,23 @@ const STEPS: u32 = 8;
 /// UDP port the tester's frames go to, and the mark in their payload.
 const PORT: u16 = 7777;
 const MAGIC: u32 = 0x2544_2544;
+
+/// Latency samples a trial keeps at most.
+const LAT_SAMPLES: usize = 1 << 16;
+/// Bursts between two timestamped frames of a latency trial.
+const STAMP_EVERY: usize = 8;
+
+/// Nanoseconds since the first call: the tester's one clock for stamps and arrivals.
+fn now_ns() -> u64 {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// The send time stamped in a frame's payload (0: none).
+fn stamp_of(f: &[u8]) -> u64 {
+    f.get(50..58)
+        .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+}
 
 /// The rows' names, for `--skip`.
 pub const CASES: [&str; 3] = ["tester", "linux-router", "mpstack-router"];
@@ -274,6 +293,8 @@ struct Tester {
     tx: Vec<Box<dyn Queue>>,
     rx_count: Arc<AtomicU64>,
     rx_trial: Arc<AtomicU64>,
+    /// Latencies (ns) of the timestamped frames of the current trial.
+    lat: Arc<std::sync::Mutex<Vec<u64>>>,
     stop: Arc<AtomicBool>,
     rx_thread: Option<std::thread::JoinHandle<()>>,
     dst_mac: [u8; 6],
@@ -309,7 +330,9 @@ impl Tester {
         let rx_count = Arc::new(AtomicU64::new(0));
         let rx_trial = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let lat = Arc::new(std::sync::Mutex::new(Vec::with_capacity(LAT_SAMPLES)));
         let (c, t, st, ns2) = (rx_count.clone(), rx_trial.clone(), stop.clone(), ns.clone());
+        let lat2 = lat.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let rx_thread = std::thread::Builder::new()
             .name("rfc2544-rx".into())
@@ -342,10 +365,20 @@ impl Tester {
                     let want = t.load(Ordering::Relaxed) as u32;
                     let mut got = 0;
                     let mut answers = Vec::new();
+                    let arrived = now_ns();
                     for m in v.drain(..) {
                         let f = m.first();
                         match trial_of(f) {
-                            Some(tr) if tr == want => got += 1,
+                            Some(tr) if tr == want => {
+                                got += 1;
+                                let ts = stamp_of(f);
+                                if ts != 0 {
+                                    let mut l = lat2.lock().unwrap_or_else(|e| e.into_inner());
+                                    if l.len() < LAT_SAMPLES {
+                                        l.push(arrived.saturating_sub(ts));
+                                    }
+                                }
+                            }
                             Some(_) => {}
                             None => {
                                 if let Some(r) = arp_answer(f, tb_mac, [198, 18, 2, 2]) {
@@ -370,6 +403,7 @@ impl Tester {
             tx,
             rx_count,
             rx_trial,
+            lat,
             stop,
             rx_thread: Some(rx_thread),
             dst_mac,
@@ -381,6 +415,43 @@ impl Tester {
     /// tester goes) for `secs`, from every sending thread (each its share of the
     /// rate); (sent, received).
     fn trial(&mut self, trial: u32, size: usize, rate: f64, secs: f64) -> (u64, u64) {
+        self.trial_stamped(trial, size, rate, secs, false)
+    }
+
+    /// The latency of frames at `rate` (RFC 2544 §26.2, shortened to one trial of
+    /// `secs`): one frame in every few bursts carries its send time; (mean, 99th
+    /// percentile, maximum) in microseconds, `None` if none came back.
+    fn latency(
+        &mut self,
+        trial: u32,
+        size: usize,
+        rate: f64,
+        secs: f64,
+    ) -> Option<(f64, f64, f64)> {
+        self.lat.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.trial_stamped(trial, size, rate, secs, true);
+        let mut l = std::mem::take(&mut *self.lat.lock().unwrap_or_else(|e| e.into_inner()));
+        if l.is_empty() {
+            return None;
+        }
+        l.sort_unstable();
+        let us = |ns: u64| ns as f64 / 1e3;
+        let mean = l.iter().sum::<u64>() as f64 / l.len() as f64 / 1e3;
+        Some((
+            mean,
+            us(l[(l.len() * 99 / 100).min(l.len() - 1)]),
+            us(l[l.len() - 1]),
+        ))
+    }
+
+    fn trial_stamped(
+        &mut self,
+        trial: u32,
+        size: usize,
+        rate: f64,
+        secs: f64,
+        stamp: bool,
+    ) -> (u64, u64) {
         self.rx_trial.store(u64::from(trial), Ordering::Relaxed);
         self.rx_count.store(0, Ordering::Relaxed);
         let n = self.tx.len().max(1);
@@ -392,7 +463,7 @@ impl Tester {
                 .enumerate()
                 .map(|(i, q)| {
                     s.spawn(move || {
-                        let flow = (i, n);
+                        let flow = (i, n, stamp);
                         send(
                             q,
                             i == 0,
@@ -427,7 +498,7 @@ fn send(
     src: [u8; 6],
     size: usize,
     trial: u32,
-    (which, senders): (usize, usize),
+    (which, senders, stamp): (usize, usize, bool),
     rate: f64,
     secs: f64,
 ) -> u64 {
@@ -452,6 +523,14 @@ fn send(
                 batch.push(c);
             }
             k += 1;
+        }
+        if stamp && (k / BURST).is_multiple_of(STAMP_EVERY) && size - 4 >= 58 {
+            // One frame of the burst with its send time: a copy of its own.
+            let mut b = frames[k % frames.len()].to_vec();
+            b[50..58].copy_from_slice(&now_ns().to_be_bytes());
+            if let Ok(m) = Mbuf::from_slice(&b) {
+                batch[0] = m;
+            }
         }
         sent += q.tx_burst(dev::Instant::ZERO, &mut batch) as u64;
         if arp && k % (BURST * 64) == 0 {
@@ -486,6 +565,8 @@ struct Row {
     max_sent: f64,
     /// Throughput: the highest rate with no loss, frames a second.
     throughput: f64,
+    /// Latency at the throughput rate: mean, 99th percentile, maximum (us).
+    latency: Option<(f64, f64, f64)>,
 }
 
 fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row>, String> {
@@ -526,12 +607,22 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row
         if s > 0 && r >= s {
             lo = s as f64 / secs;
         }
+        let latency = if lo > 0.0 {
+            let l = t.latency(trial, size, lo, secs);
+            trial += 1;
+            l
+        } else {
+            None
+        };
         progress(
             a,
             &format!(
-                "rfc2544: {case}, {size} bytes: {:.3} Mfps throughput (unpaced {:.3})",
+                "rfc2544: {case}, {size} bytes: {:.3} Mfps throughput (unpaced {:.3}), latency {}",
                 lo / 1e6,
-                max / 1e6
+                max / 1e6,
+                latency.map_or("-".into(), |(m, p, x)| format!(
+                    "{m:.1} us mean, {p:.1} p99, {x:.1} max"
+                ))
             ),
         );
         rows.push(Row {
@@ -539,6 +630,7 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row
             size,
             max_sent: max,
             throughput: lo,
+            latency,
         });
     }
     Ok(rows)
@@ -580,12 +672,15 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     if a.json {
         for r in &rows {
             println!(
-                "{{\"bench\":\"rfc2544\",\"case\":\"{}\",\"frame_size\":{},\"throughput_fps\":{:.0},\"throughput_mbps\":{:.1},\"unpaced_fps\":{:.0}}}",
+                "{{\"bench\":\"rfc2544\",\"case\":\"{}\",\"frame_size\":{},\"throughput_fps\":{:.0},\"throughput_mbps\":{:.1},\"unpaced_fps\":{:.0},\"latency_us\":{}}}",
                 r.case,
                 r.size,
                 r.throughput,
                 r.throughput * (r.size as f64 + 20.0) * 8.0 / 1e6,
-                r.max_sent
+                r.max_sent,
+                r.latency.map_or("null".into(), |(m, p, x)| format!(
+                    "{{\"mean\":{m:.2},\"p99\":{p:.2},\"max\":{x:.2}}}"
+                ))
             );
         }
         return Ok(ExitCode::SUCCESS);
@@ -646,6 +741,11 @@ mod tests {
             assert_eq!(trial_of(&f), Some(77));
         }
         assert_eq!(trial_of(&[0u8; 60]), None);
+        let mut f = frame([2; 6], [4; 6], 64, 0, 1);
+        assert_eq!(stamp_of(&f), 0, "unstamped");
+        f[50..58].copy_from_slice(&123_456u64.to_be_bytes());
+        assert_eq!(stamp_of(&f), 123_456);
+        assert_eq!(trial_of(&f), Some(1), "the stamp leaves the trial mark");
     }
 
     #[test]
