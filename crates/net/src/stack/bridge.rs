@@ -29,7 +29,6 @@ impl Stack {
             ));
         }
         let shared = &self.shared;
-        let hq = shared.params.handoff_queue;
         let seed = self.mac_seed;
         shared.update(|c| {
             if c.ifaces.iter().any(|i| i.name == name) {
@@ -40,25 +39,8 @@ impl Stack {
             let index = IfIndex(c.ifaces.len() as u16);
             let s = seed.to_be_bytes();
             let mac = EthernetAddress([0x02, s[0] ^ 0xb5, s[1], s[2], s[3], index.0 as u8]);
-            let ifp = Arc::new(Ifnet {
-                index,
-                name: name.to_string(),
-                mac,
-                mtu: BRIDGE_MTU,
-                flags: flags::IFF_UP | flags::IFF_BROADCAST,
-                addrs: Vec::new(),
-                addrs6: Vec::new(),
-                arp: Arc::new(ArpTable::new(shared.params.arp)),
-                nd6: Arc::new(crate::inet6::nd6::Nd6Table::new(shared.params.arp)),
-                num_queues: 1,
-                forwarding: Arc::default(),
-                offload: dev::Offloads::default(),
-            });
-            ifp.arp.set_watch(index.0 as u32, shared.rtbus.clone());
-            ifp.nd6.set_watch(index.0 as u32, shared.rtbus.clone());
             let br = Bridge::new(index, mac, p, shared.isn_secret ^ u64::from(index.0), 0);
-            c.ifaces.push(ifp);
-            c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
+            push_virtual(shared, c, name, mac, BRIDGE_MTU);
             c.bridges.list.push(BridgeConf {
                 br: Arc::new(br),
                 members: Vec::new(),
@@ -79,7 +61,6 @@ impl Stack {
             )));
         }
         let shared = &self.shared;
-        let hq = shared.params.handoff_queue;
         shared.update(|c| {
             let p = c
                 .ifaces
@@ -111,25 +92,7 @@ impl Stack {
                     c.ifaces[v.ifindex.get()].name
                 )));
             }
-            let index = IfIndex(c.ifaces.len() as u16);
-            let ifp = Arc::new(Ifnet {
-                index,
-                name: name.to_string(),
-                mac: p.mac,
-                mtu: p.mtu,
-                flags: flags::IFF_UP | flags::IFF_BROADCAST,
-                addrs: Vec::new(),
-                addrs6: Vec::new(),
-                arp: Arc::new(ArpTable::new(shared.params.arp)),
-                nd6: Arc::new(crate::inet6::nd6::Nd6Table::new(shared.params.arp)),
-                num_queues: 1,
-                forwarding: Arc::default(),
-                offload: dev::Offloads::default(),
-            });
-            ifp.arp.set_watch(index.0 as u32, shared.rtbus.clone());
-            ifp.nd6.set_watch(index.0 as u32, shared.rtbus.clone());
-            c.ifaces.push(ifp);
-            c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
+            let index = push_virtual(shared, c, name, p.mac, p.mtu);
             c.bridges.vlans.push(crate::link::bridge::VlanConf {
                 ifindex: index,
                 parent,
@@ -284,6 +247,38 @@ impl Stack {
         br.stp_next.store(0, Ordering::Relaxed);
         self.shared.notify_worker(0);
     }
+}
+
+/// Adds an interface with no device of its own (a bridge's, a VLAN's): its frames
+/// leave through the worker's flush, which hands them to the members or the parent.
+fn push_virtual(
+    shared: &super::Shared,
+    c: &mut super::NetConfig,
+    name: &str,
+    mac: EthernetAddress,
+    mtu: usize,
+) -> IfIndex {
+    let index = IfIndex(c.ifaces.len() as u16);
+    let ifp = Arc::new(Ifnet {
+        index,
+        name: name.to_string(),
+        mac,
+        mtu,
+        flags: flags::IFF_UP | flags::IFF_BROADCAST,
+        addrs: Vec::new(),
+        addrs6: Vec::new(),
+        arp: Arc::new(ArpTable::new(shared.params.arp)),
+        nd6: Arc::new(crate::inet6::nd6::Nd6Table::new(shared.params.arp)),
+        num_queues: 1,
+        forwarding: Arc::default(),
+        offload: dev::Offloads::default(),
+    });
+    ifp.arp.set_watch(index.0 as u32, shared.rtbus.clone());
+    ifp.nd6.set_watch(index.0 as u32, shared.rtbus.clone());
+    c.ifaces.push(ifp);
+    let hq = shared.params.handoff_queue;
+    c.handoff.push(Arc::new(ArrayQueue::new(hq.max(1))));
+    index
 }
 
 /// The index in the bridge list of the bridge whose interface is `i`.
