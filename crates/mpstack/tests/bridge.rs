@@ -57,41 +57,9 @@ impl Net {
         stop_node(&mut self.node, &self.lines, &mut self.output)
     }
 
-    /// `n` MB of random bytes from namespace `from` to `dst` (in namespace `to`)
-    /// over TCP with socat, the SHA-256 of both ends compared.
+    /// `mb` MB from namespace `from` to `dst` in namespace `to`, SHA-256 compared.
     fn transfer(&self, from: usize, to: usize, dst: &str, mb: u32, what: &str) {
-        let send = self.tmp.join("send");
-        let recv = self.tmp.join("recv");
-        run(&format!(
-            "head -c {} /dev/urandom > {}",
-            mb * 1_000_000,
-            send.display()
-        ));
-        let _ = std::fs::remove_file(&recv);
-        let listen = format!(
-            "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr OPEN:{},creat,trunc",
-            self.ns[to],
-            recv.display()
-        );
-        let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
-        // Wait until the listener listens (a loaded machine may take a while).
-        let end = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < end {
-            let (_, out) = self.exec(to, "ss -ltnH sport = :5001");
-            if out.contains("5001") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let (ok, out) = self.exec(
-            from,
-            &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
-        );
-        assert!(ok, "{what}: socat to {dst}: {out}");
-        assert!(srv.wait().unwrap().success(), "{what}: listener");
-        let (_, a) = sh(&format!("sha256sum < {}", send.display()));
-        let (_, b) = sh(&format!("sha256sum < {}", recv.display()));
-        assert_eq!(a, b, "{what}: SHA-256 through the bridge to {dst}");
+        socat_transfer(&self.ns[from], &self.ns[to], dst, mb, &self.tmp, what);
     }
 }
 

@@ -129,37 +129,7 @@ impl Rig {
 
     /// 20 MB from namespace `from` to `dst` in namespace `to`, SHA-256 compared.
     fn transfer(&self, from: usize, to: usize, dst: &str, what: &str) {
-        let send = self.tmp.join("send");
-        let recv = self.tmp.join("recv");
-        run(&format!(
-            "head -c 20000000 /dev/urandom > {}",
-            send.display()
-        ));
-        let _ = std::fs::remove_file(&recv);
-        let listen = format!(
-            "ip netns exec {} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr OPEN:{},creat,trunc",
-            self.ns[to],
-            recv.display()
-        );
-        let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
-        // Wait until the listener listens (a loaded machine may take a while).
-        let end = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < end {
-            let (_, out) = self.exec(to, "ss -ltnH sport = :5001");
-            if out.contains("5001") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let (ok, out) = self.exec(
-            from,
-            &format!("timeout 60 socat -u OPEN:{} TCP:{dst}:5001", send.display()),
-        );
-        assert!(ok, "{what}: socat to {dst}: {out}");
-        assert!(srv.wait().unwrap().success(), "{what}: listener");
-        let (_, x) = sh(&format!("sha256sum < {}", send.display()));
-        let (_, y) = sh(&format!("sha256sum < {}", recv.display()));
-        assert_eq!(x, y, "{what}: SHA-256 through the router to {dst}");
+        socat_transfer(&self.ns[from], &self.ns[to], dst, 20, &self.tmp, what);
     }
 }
 

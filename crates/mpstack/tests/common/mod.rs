@@ -259,3 +259,41 @@ pub fn kill_node(node: &mut Option<Child>) {
         let _ = n.wait();
     }
 }
+
+/// `mb` MB of random bytes over TCP with socat from namespace `from_ns` to `dst`
+/// (port 5001, listened on in namespace `to_ns`), the SHA-256 of both ends
+/// compared; `tmp` holds the files, `what` names the case in failures. Waits until
+/// the listener listens (a loaded machine may take a while).
+pub fn socat_transfer(from_ns: &str, to_ns: &str, dst: &str, mb: u32, tmp: &Path, what: &str) {
+    let send = tmp.join("send");
+    let recv = tmp.join("recv");
+    let (ok, out) = sh(&format!(
+        "head -c {} /dev/urandom > {}",
+        u64::from(mb) * 1_000_000,
+        send.display()
+    ));
+    assert!(ok, "{out}");
+    let _ = std::fs::remove_file(&recv);
+    let listen = format!(
+        "ip netns exec {to_ns} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr OPEN:{},creat,trunc",
+        recv.display()
+    );
+    let mut srv = Command::new("sh").arg("-c").arg(&listen).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        let (_, out) = sh(&format!("ip netns exec {to_ns} ss -ltnH sport = :5001"));
+        if out.contains("5001") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, out) = sh(&format!(
+        "ip netns exec {from_ns} timeout 60 socat -u OPEN:{} TCP:{dst}:5001",
+        send.display()
+    ));
+    assert!(ok, "{what}: socat to {dst}: {out}");
+    assert!(srv.wait().unwrap().success(), "{what}: listener");
+    let (_, x) = sh(&format!("sha256sum < {}", send.display()));
+    let (_, y) = sh(&format!("sha256sum < {}", recv.display()));
+    assert_eq!(x, y, "{what}: SHA-256 to {dst}");
+}
