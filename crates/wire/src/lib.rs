@@ -156,6 +156,7 @@ pub mod arp;
 pub mod checksum;
 mod error;
 pub mod ethernet;
+pub mod gre;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;
@@ -170,6 +171,7 @@ pub mod udp;
 pub use arp::{ArpHardware, ArpOperation, ArpPacket, ArpRepr};
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanHeader, VlanRepr};
+pub use gre::{GrePacket, GreRepr};
 pub use icmpv4::{
     Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4ParamProblem, Icmpv4Redirect,
     Icmpv4Repr, Icmpv4TimeExceeded,
@@ -205,14 +207,20 @@ enum_with_unknown! {
         Icmp = 1,
         /// IGMP (RFC 3376).
         Igmp = 2,
+        /// IPv4 encapsulated in IP (RFC 2003; `ipencap` in /etc/protocols).
+        IpIp = 4,
         /// TCP (RFC 9293).
         Tcp = 6,
         /// UDP (RFC 768).
         Udp = 17,
+        /// IPv6 encapsulated in IP (RFC 4213).
+        Ipv6 = 41,
         /// IPv6 routing header (RFC 8200 §4.4).
         Ipv6Route = 43,
         /// IPv6 fragment header (RFC 8200 §4.5).
         Ipv6Frag = 44,
+        /// Generic routing encapsulation (RFC 2784).
+        Gre = 47,
         /// Encapsulating security payload (RFC 4303).
         Esp = 50,
         /// Authentication header (RFC 4302).
@@ -232,6 +240,9 @@ impl fmt::Display for IpProtocol {
             IpProtocol::HopByHop => f.write_str("hop-by-hop"),
             IpProtocol::Icmp => f.write_str("icmp"),
             IpProtocol::Igmp => f.write_str("igmp"),
+            IpProtocol::IpIp => f.write_str("ipencap"),
+            IpProtocol::Ipv6 => f.write_str("ipv6"),
+            IpProtocol::Gre => f.write_str("gre"),
             IpProtocol::Tcp => f.write_str("tcp"),
             IpProtocol::Udp => f.write_str("udp"),
             IpProtocol::Ipv6Route => f.write_str("ipv6-route"),
