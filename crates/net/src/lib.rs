@@ -20,14 +20,15 @@ pub mod stats;
 
 // The families, bottom up; a family uses only those before it (and the shared
 // modules above): `link` (interfaces, Ethernet, ARP, neighbour tables, LRO, GSO),
-// `pfil` (the hooks and ipfw), `inet`, `inet6`, `tcp`, and `stack` (the Stack, its
-// workers and the sockets), which drives the others.
+// `pfil` (the hooks and ipfw), `inet`, `inet6`, `tunnel` (gif, gre), `tcp`, and
+// `stack` (the Stack, its workers and the sockets), which drives the others.
 pub mod inet;
 pub mod inet6;
 pub mod link;
 pub mod pfil;
 pub mod stack;
 pub mod tcp;
+pub mod tunnel;
 
 pub use inet::frag;
 pub use inet6::nd6;

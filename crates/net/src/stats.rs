@@ -66,6 +66,18 @@ counter_group!(
 );
 
 counter_group!(
+    /// IP tunnels (`gif`, `gre`): packets taken off a tunnel and sent into one;
+    /// `nomatch` (the endpoints are a tunnel's, the GRE key is not), `badhdr` (a
+    /// GRE header refused or its checksum wrong, or an inner packet of another
+    /// version than the outer header says), `noproto` (a GRE payload neither IPv4
+    /// nor IPv6), `looped` (the outer destination routed through a tunnel),
+    /// `odropped` (no buffer for the outer headers, or an inner packet not IP).
+    TunnelStat, "tunnel", {
+        ipackets, opackets, nomatch, badhdr, noproto, looped, odropped,
+    }
+);
+
+counter_group!(
     /// ARP, named as FreeBSD's `arpstat`.
     ArpStat, "arp", {
         received, rxrequests, rxreplies, txrequests, txreplies, badlen, badproto,
@@ -197,6 +209,7 @@ pub struct Stats {
     pub ether: EtherStat,
     pub bridge: BridgeStat,
     pub vlan: VlanStat,
+    pub tunnel: TunnelStat,
     pub arp: ArpStat,
     pub ip: IpStat,
     pub icmp: IcmpStat,
@@ -212,6 +225,7 @@ pub struct Stats {
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + BridgeStat::NAMES.len()
     + VlanStat::NAMES.len()
+    + TunnelStat::NAMES.len()
     + ArpStat::NAMES.len()
     + IpStat::NAMES.len()
     + IcmpStat::NAMES.len()
@@ -229,6 +243,7 @@ impl Stats {
         self.ether.for_each(|n, v| f(EtherStat::PREFIX, n, v));
         self.bridge.for_each(|n, v| f(BridgeStat::PREFIX, n, v));
         self.vlan.for_each(|n, v| f(VlanStat::PREFIX, n, v));
+        self.tunnel.for_each(|n, v| f(TunnelStat::PREFIX, n, v));
         self.arp.for_each(|n, v| f(ArpStat::PREFIX, n, v));
         self.ip.for_each(|n, v| f(IpStat::PREFIX, n, v));
         self.icmp.for_each(|n, v| f(IcmpStat::PREFIX, n, v));
@@ -289,6 +304,7 @@ impl std::ops::AddAssign for Stats {
         self.ether += o.ether;
         self.bridge += o.bridge;
         self.vlan += o.vlan;
+        self.tunnel += o.tunnel;
         self.arp += o.arp;
         self.ip += o.ip;
         self.icmp += o.icmp;
@@ -324,6 +340,7 @@ impl StatsSlot {
         s.ether.write_to(&self.slots, &mut i);
         s.bridge.write_to(&self.slots, &mut i);
         s.vlan.write_to(&self.slots, &mut i);
+        s.tunnel.write_to(&self.slots, &mut i);
         s.arp.write_to(&self.slots, &mut i);
         s.ip.write_to(&self.slots, &mut i);
         s.icmp.write_to(&self.slots, &mut i);
@@ -342,6 +359,7 @@ impl StatsSlot {
         acc.ether.add_from(&self.slots, &mut i);
         acc.bridge.add_from(&self.slots, &mut i);
         acc.vlan.add_from(&self.slots, &mut i);
+        acc.tunnel.add_from(&self.slots, &mut i);
         acc.arp.add_from(&self.slots, &mut i);
         acc.ip.add_from(&self.slots, &mut i);
         acc.icmp.add_from(&self.slots, &mut i);
@@ -412,6 +430,11 @@ drop_reasons! {
     BridgeNoClone => bridge.noclone,
     BridgeOutDropped => bridge.odropped,
     VlanNoBufs => vlan.nobufs,
+    TunnelNoMatch => tunnel.nomatch,
+    TunnelBadHdr => tunnel.badhdr,
+    TunnelNoProto => tunnel.noproto,
+    TunnelLoop => tunnel.looped,
+    TunnelOutDropped => tunnel.odropped,
     ArpBadLen => arp.badlen,
     ArpBadProto => arp.badproto,
     ArpBadAddr => arp.badaddr,

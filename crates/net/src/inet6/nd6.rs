@@ -55,6 +55,9 @@ pub(crate) fn nd6_resolve_output(
     m: Mbuf,
     nexthop: Ipv6Addr,
 ) {
+    if ifp.no_link_header() {
+        return crate::link::ether::p2p_output(cx, ifp, m);
+    }
     let mac = cx.nd6_lookup(ifp.index, nexthop);
     if let Some(mac) = mac {
         return crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);

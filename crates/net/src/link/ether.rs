@@ -141,7 +141,7 @@ pub(crate) fn ether_output_vec(
             cx.drop_pkt(m, DropReason::EtherOutDropped);
             continue;
         };
-        if !hooks {
+        if !hooks || ifp.no_link_header() {
             ether_output_now(cx, ifp, m, o.dst, o.ty);
             continue;
         }
@@ -203,6 +203,9 @@ pub(crate) fn ether_output_now(
     dst: EthernetAddress,
     ty: EtherType,
 ) {
+    if ifp.no_link_header() {
+        return p2p_output(cx, ifp, m);
+    }
     if !ether_header(&mut m, ifp, dst, ty) {
         return cx.drop_pkt(m, DropReason::EtherOutDropped);
     }
@@ -246,6 +249,9 @@ pub(crate) fn ether_output(
     dst: EthernetAddress,
     ty: EtherType,
 ) {
+    if ifp.no_link_header() {
+        return p2p_output(cx, ifp, m);
+    }
     match m.prepend(ETHER_HDR_LEN) {
         Ok(h) => {
             let mut f = EthernetFrame::new_unchecked(h);
@@ -268,6 +274,17 @@ pub(crate) fn ether_output(
     cx.tx[ifp.index.get()].push(m);
 }
 
+/// A packet for an interface with no link layer (a tunnel's): onto its transmit
+/// vector as it is, its IP header first, for the worker's flush to encapsulate
+/// (`tunnel::tunnel_output`). No neighbour to resolve, no layer-2 hook to pass.
+#[cold]
+pub(crate) fn p2p_output(cx: &mut LinkCx<'_>, ifp: &Ifnet, m: Mbuf) {
+    match cx.tx.get_mut(ifp.index.get()) {
+        Some(q) => q.push(m),
+        None => DropReason::EtherOutDropped.count(cx.stats),
+    }
+}
+
 /// RFC 1112 §6.4: an IPv4 multicast group maps onto 01:00:5e and its low 23 bits.
 pub(crate) fn multicast_mac(ip: Ipv4Addr) -> EthernetAddress {
     let o = ip.octets();
@@ -284,6 +301,9 @@ pub(crate) fn arp_resolve_output(
     nexthop: Ipv4Addr,
     bcast: bool,
 ) {
+    if ifp.no_link_header() {
+        return p2p_output(cx, ifp, m);
+    }
     if bcast {
         return ether_output(cx, ifp, m, EthernetAddress::BROADCAST, EtherType::Ipv4);
     }

@@ -272,7 +272,11 @@ pub const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
 pub mod flags {
     pub const IFF_UP: u32 = 0x1;
     pub const IFF_BROADCAST: u32 = 0x2;
+    /// A point-to-point link with no link layer (a tunnel's interface): what is
+    /// sent on it is queued with its IP header first.
+    pub const IFF_POINTOPOINT: u32 = 0x10;
     pub const IFF_PROMISC: u32 = 0x100;
+    pub const IFF_MULTICAST: u32 = 0x8000;
 }
 
 /// What the caller asks for when attaching a device.
@@ -345,6 +349,13 @@ impl Forwarding {
 }
 
 impl Ifnet {
+    /// The interface has no link layer (a tunnel's, `IFF_POINTOPOINT`): no link
+    /// header, no neighbour resolution, no duplicate address detection.
+    #[inline(always)]
+    pub fn no_link_header(&self) -> bool {
+        self.flags & flags::IFF_POINTOPOINT != 0
+    }
+
     /// True if `a` is one of this interface's addresses.
     #[inline]
     pub fn has_addr(&self, a: Ipv4Addr) -> bool {

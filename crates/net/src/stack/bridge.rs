@@ -40,7 +40,8 @@ impl Stack {
             let s = seed.to_be_bytes();
             let mac = EthernetAddress([0x02, s[0] ^ 0xb5, s[1], s[2], s[3], index.0 as u8]);
             let br = Bridge::new(index, mac, p, shared.isn_secret ^ u64::from(index.0), 0);
-            push_virtual(shared, c, name, mac, BRIDGE_MTU);
+            let iff = flags::IFF_UP | flags::IFF_BROADCAST;
+            push_virtual(shared, c, name, mac, BRIDGE_MTU, iff);
             c.bridges.list.push(BridgeConf {
                 br: Arc::new(br),
                 members: Vec::new(),
@@ -92,7 +93,8 @@ impl Stack {
                     c.ifaces[v.ifindex.get()].name
                 )));
             }
-            let index = push_virtual(shared, c, name, p.mac, p.mtu);
+            let iff = flags::IFF_UP | flags::IFF_BROADCAST;
+            let index = push_virtual(shared, c, name, p.mac, p.mtu, iff);
             c.bridges.vlans.push(crate::link::bridge::VlanConf {
                 ifindex: index,
                 parent,
@@ -249,14 +251,16 @@ impl Stack {
     }
 }
 
-/// Adds an interface with no device of its own (a bridge's, a VLAN's): its frames
-/// leave through the worker's flush, which hands them to the members or the parent.
-fn push_virtual(
+/// Adds an interface with no device of its own (a bridge's, a VLAN's, a tunnel's):
+/// its frames leave through the worker's flush, which hands them to the members, the
+/// parent or the tunnel's encapsulation. `iff` are its flags (`IFF_UP` and more).
+pub(super) fn push_virtual(
     shared: &super::Shared,
     c: &mut super::NetConfig,
     name: &str,
     mac: EthernetAddress,
     mtu: usize,
+    iff: u32,
 ) -> IfIndex {
     let index = IfIndex(c.ifaces.len() as u16);
     let ifp = Arc::new(Ifnet {
@@ -264,7 +268,7 @@ fn push_virtual(
         name: name.to_string(),
         mac,
         mtu,
-        flags: flags::IFF_UP | flags::IFF_BROADCAST,
+        flags: iff,
         addrs: Vec::new(),
         addrs6: Vec::new(),
         arp: Arc::new(ArpTable::new(shared.params.arp)),

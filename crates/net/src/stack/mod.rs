@@ -12,6 +12,7 @@ mod bridge;
 pub(crate) mod reject;
 pub mod socket;
 pub mod tcp_socket;
+mod tunnel;
 pub(crate) mod worker;
 
 use crate::link::arp::{ArpParams, ArpTable};
@@ -149,6 +150,8 @@ pub struct NetConfig {
     pub(crate) tcp_listen: HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
     /// The bridges and their member lists.
     pub bridges: crate::link::bridge::Bridges,
+    /// The IP tunnels (`gif`, `gre`).
+    pub tunnels: Vec<crate::tunnel::TunnelConf>,
 }
 
 impl NetConfig {
@@ -439,13 +442,21 @@ impl Shared {
                 return Err(StackError::TooManyAddresses);
             }
             let mut addrs6 = old.addrs6.clone();
+            // A link with no link layer (a tunnel) runs no duplicate address
+            // detection: the addresses are in use at once (as Linux does on links
+            // without ARP).
+            let state = if old.no_link_header() {
+                AddrState::Preferred
+            } else {
+                AddrState::Tentative
+            };
             if addrs6.is_empty() {
                 let ll = Inet6Addr::link_local(old.mac);
                 if ll.addr != a.addr {
-                    addrs6.push(Arc::new(In6Ifaddr::new(ll, AddrState::Tentative)));
+                    addrs6.push(Arc::new(In6Ifaddr::new(ll, state)));
                 }
             }
-            addrs6.push(Arc::new(In6Ifaddr::new(a, AddrState::Tentative)));
+            addrs6.push(Arc::new(In6Ifaddr::new(a, state)));
             c.ifaces[ifindex.get()] = Arc::new(Ifnet {
                 index: old.index,
                 name: old.name.clone(),
@@ -603,6 +614,8 @@ pub enum StackError {
     NoInterface(IfIndex),
     /// A bridge refused a change (not a bridge, already a member, …).
     Bridge(String),
+    /// A tunnel could not be made (endpoints of two families, a duplicate, …).
+    Tunnel(String),
     Io(io::Error),
 }
 
@@ -624,7 +637,7 @@ impl std::fmt::Display for StackError {
                 write!(f, "gateway {g} is not on any connected network")
             }
             StackError::NoInterface(i) => write!(f, "no interface with index {}", i.0),
-            StackError::Bridge(e) => f.write_str(e),
+            StackError::Bridge(e) | StackError::Tunnel(e) => f.write_str(e),
             StackError::Io(e) => write!(f, "{e}"),
         }
     }

@@ -308,6 +308,7 @@ impl Worker {
             nworkers: shared.wake.len(),
             listen: &cfg.tcp_listen,
             inboxes: &shared.tcp_inbox,
+            tunnels: &cfg.tunnels,
             handed_off: false,
         };
 
@@ -419,9 +420,15 @@ impl Worker {
             for k in 0..n {
                 let (ifi, m) = cx.loopq.swap_remove(n - 1 - k);
                 if let Some(ifp) = cfg.ifaces.get(ifi.get()) {
+                    // IPv4 looped back, or either family taken off a tunnel.
+                    let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
                     v.one.push(m);
                     let mut one = std::mem::take(&mut v.one);
-                    inet_input(&mut cx, rt, v, ifp, &mut one, ticks());
+                    if v6 {
+                        inet6_input(&mut cx, rt, v, ifp, &mut one, ticks());
+                    } else {
+                        inet_input(&mut cx, rt, v, ifp, &mut one, ticks());
+                    }
                     v.one = one;
                 }
             }
@@ -474,7 +481,9 @@ impl Worker {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 }
             }
-            for ifp in cfg.ifaces.iter() {
+            // A tunnel's interface has no neighbours and runs no neighbour
+            // discovery.
+            for ifp in cfg.ifaces.iter().filter(|i| !i.no_link_header()) {
                 if let Some(t) = ifp.arp.poll_at() {
                     if t <= now {
                         let mut out = std::mem::take(cx.arp_out);
@@ -504,8 +513,18 @@ impl Worker {
         // What the timers' and sockets' output left for the layers above.
         upcalls(&mut cx);
 
-        // 6. Flush. First what the host sent on a bridge's interface, to the
-        // bridge's members (a bridge has no device of its own).
+        // 6. Flush. First what the host sent into a tunnel, encapsulated and out by
+        // the outer destination's route (which may be a bridge or a VLAN).
+        for tc in cfg.tunnels.iter() {
+            let i = tc.ifindex.get();
+            if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
+                let mut out = std::mem::take(&mut cx.tx[i]);
+                crate::tunnel::tunnel_output(&mut cx, tc, &mut out);
+                cx.tx[i] = out;
+            }
+        }
+        // Then what the host sent on a bridge's interface, to the bridge's members
+        // (a bridge has no device of its own).
         for bc in cfg.bridges.list.iter() {
             let i = bc.br.ifindex.get();
             if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
@@ -995,6 +1014,10 @@ fn ip_protox(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, info: IpInfo) {
     match INETSW.iter().find(|p| p.proto == info.proto) {
         Some(p) => (p.input)(cx, ifp, m, info),
         None if !info.bcast => {
+            let tunnels = cx.tunnels;
+            let Some(m) = crate::tunnel::tunnel_input4(cx, tunnels, m, &info) else {
+                return;
+            };
             cx.stats.ip.noproto += 1;
             icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 2, 0);
         }
@@ -1015,6 +1038,10 @@ fn ip6_protox(
     match INET6SW.iter().find(|p| p.proto == proto) {
         Some(p) => (p.input)(cx, ifp, m, info),
         None => {
+            let tunnels = cx.tunnels;
+            let Some(m) = crate::tunnel::tunnel_input6(cx, tunnels, m, &info, proto) else {
+                return;
+            };
             cx.stats.ip6.unknownhdr += 1;
             ip6::param_problem(cx, m, wire::Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
         }

@@ -25,6 +25,8 @@ pub(crate) struct TcpCx<'a> {
     pub listen: &'a HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
     /// Per worker: TCP work from applications and other workers.
     pub inboxes: &'a [ArrayQueue<TcpMsg>],
+    /// The IP tunnels, for their input.
+    pub tunnels: &'a [crate::tunnel::TunnelConf],
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,

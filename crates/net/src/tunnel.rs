@@ -1,0 +1,323 @@
+//! IP tunnels: `gif(4)` (IPv4 or IPv6 in IPv4 or IPv6: RFC 2003, RFC 4213, RFC
+//! 2473) and `gre(4)` (RFC 2784, with RFC 2890's key), as routed point-to-point
+//! interfaces.
+//!
+//! A tunnel's interface has no link layer and no device. What the stack sends on it
+//! (an IPv4 or IPv6 packet, by a route through it or a connected prefix on it) is
+//! queued as it is, its IP header first: the link layer's output notices the
+//! interface has no link header (`IFF_POINTOPOINT`) and skips neighbour resolution.
+//! The worker's flush hands the tunnel's queue to [`tunnel_output`] before the
+//! devices' bursts: each packet gets the outer header (and GRE's), then leaves by
+//! the outer destination's route, through the output hooks, like any packet of the
+//! host. An outer route through a tunnel is refused (`tunnel.loop`), as FreeBSD
+//! refuses nesting by default.
+//!
+//! Inbound, the protocol switch offers IP protocols 4 and 41 (gif) and 47 (GRE) of
+//! packets for this host to [`tunnel_input4`] / [`tunnel_input6`]: the tunnel whose
+//! endpoints are the packet's destination and source (and key, for GRE) takes it,
+//! strips the outer headers and queues the inner packet on the worker's loopback
+//! queue with the tunnel's interface as the one it arrived on; it then goes through
+//! that interface's input (hooks, local delivery or forwarding) after the batch. A
+//! packet no tunnel claims is answered as an unknown protocol would be.
+//!
+//! The inner packet is complete before it is wrapped: the tunnel's interface offers
+//! no offloads, so `fit_link` fills checksums and cuts large segments to the
+//! tunnel's MTU. The outer IPv4 header never sets Don't Fragment: an outer packet
+//! too long for the path is fragmented (RFC 2003 §5.1 lets the encapsulator choose);
+//! the tunnel's own MTU (1280 for gif, 1476 for GRE, FreeBSD's defaults) keeps that
+//! rare. Traffic class, ECN and flow labels are not copied between the headers
+//! (the outer ones are 0); ICMP errors about outer packets are not relayed to the
+//! inner packets' sources.
+//!
+//! What it may call: `link`, `inet`, `inet6` and the shared modules.
+
+use crate::hdr::mbuf_sum;
+use crate::inet::ip::IpInfo;
+use crate::inet6::cx::Inet6Cx;
+use crate::inet6::ip6::Ip6Info;
+use crate::link::iface::IfIndex;
+use crate::stats::DropReason;
+use mbuf::Mbuf;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::{EtherType, GrePacket, GreRepr, IpProtocol, Ipv4Packet, Ipv6Packet};
+
+const IP_HDR_LEN: usize = 20;
+const IP6_HDR_LEN: usize = 40;
+
+/// `gif(4)`'s default MTU (FreeBSD's `GIF_MTU`).
+pub const GIF_MTU: usize = 1280;
+/// `gre(4)`'s default MTU (FreeBSD's `GREMTU`: 1500 less an IPv4 and a GRE header).
+pub const GRE_MTU: usize = 1476;
+/// The outer header's TTL or hop limit (FreeBSD's `GIF_TTL` and `GRE_TTL`).
+pub const TUNNEL_TTL: u8 = 30;
+
+/// What a tunnel wraps its packets in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunnelKind {
+    /// `gif(4)`: the inner packet right after the outer header (IP protocol 4 for an
+    /// IPv4 packet, 41 for an IPv6 one), as Linux's `ipip`, `sit` and `ip6tnl`.
+    Gif,
+    /// `gre(4)`: a GRE header between them (IP protocol 47), with a key if given;
+    /// as Linux's `gre` and `ip6gre`.
+    Gre { key: Option<u32> },
+}
+
+impl TunnelKind {
+    fn matches(self, proto: IpProtocol) -> bool {
+        match self {
+            TunnelKind::Gif => matches!(proto, IpProtocol::IpIp | IpProtocol::Ipv6),
+            TunnelKind::Gre { .. } => proto == IpProtocol::Gre,
+        }
+    }
+}
+
+impl std::fmt::Display for TunnelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TunnelKind::Gif => f.write_str("gif"),
+            TunnelKind::Gre { key: None } => f.write_str("gre"),
+            TunnelKind::Gre { key: Some(k) } => write!(f, "gre key {k}"),
+        }
+    }
+}
+
+/// What `Stack::add_tunnel` is given: `ifconfig gif0 create tunnel SRC DST`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TunnelParams {
+    pub kind: TunnelKind,
+    /// The outer source: an address of this host.
+    pub src: IpAddr,
+    /// The outer destination: the far end, of the same family as `src`.
+    pub dst: IpAddr,
+    /// The interface's MTU; [`GIF_MTU`] or [`GRE_MTU`] when `None`.
+    pub mtu: Option<usize>,
+}
+
+/// A tunnel as the workers see it (part of the published configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TunnelConf {
+    /// The tunnel's interface.
+    pub ifindex: IfIndex,
+    pub kind: TunnelKind,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+}
+
+/// Encapsulates what the host sent on tunnel `tc` (IP packets, `out`, drained) and
+/// sends each by the outer destination's route.
+pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec<Mbuf>) {
+    for mut m in out.drain(..) {
+        // The inner packet is final: its checksums filled, cut to the tunnel's MTU.
+        m.hdr.csum_flags = 0;
+        m.hdr.tso_segsz = 0;
+        m.hdr.vlan_tci = None;
+        let v6 = match m.first().first().map(|b| b >> 4) {
+            Some(4) => false,
+            Some(6) => true,
+            _ => {
+                cx.drop_pkt(m, DropReason::TunnelOutDropped);
+                continue;
+            }
+        };
+        let proto = match tc.kind {
+            TunnelKind::Gif if v6 => IpProtocol::Ipv6,
+            TunnelKind::Gif => IpProtocol::IpIp,
+            TunnelKind::Gre { key } => {
+                let g = GreRepr {
+                    protocol: if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 },
+                    checksum: false,
+                    key,
+                    seq: None,
+                };
+                match m.prepend(g.buffer_len()) {
+                    Ok(h) => g.emit(&mut GrePacket::new_unchecked(h)),
+                    Err(_) => {
+                        cx.drop_pkt(m, DropReason::TunnelOutDropped);
+                        continue;
+                    }
+                }
+                IpProtocol::Gre
+            }
+        };
+        cx.stats.tunnel.opackets += 1;
+        match (tc.src, tc.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => encap4(cx, s, d, m, proto),
+            (IpAddr::V6(s), IpAddr::V6(d)) => encap6(cx, s, d, m, proto),
+            _ => cx.drop_pkt(m, DropReason::TunnelOutDropped),
+        }
+    }
+}
+
+/// The outer IPv4 header, then out by the route to `dst`.
+fn encap4(cx: &mut Inet6Cx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mut m: Mbuf, proto: IpProtocol) {
+    let Some((ifp, next, bcast)) = crate::inet::ip::ip_route(cx, dst) else {
+        return cx.drop_pkt(m, DropReason::IpNoRoute);
+    };
+    if ifp.no_link_header() {
+        return cx.drop_pkt(m, DropReason::TunnelLoop);
+    }
+    let total = m.len() + IP_HDR_LEN;
+    let Ok(total16) = u16::try_from(total) else {
+        return cx.drop_pkt(m, DropReason::TunnelOutDropped);
+    };
+    let id = cx.next_ip_id();
+    match m.prepend(IP_HDR_LEN) {
+        Ok(h) => {
+            let mut p = Ipv4Packet::new_unchecked(h);
+            p.set_version(4);
+            p.set_header_len(IP_HDR_LEN as u8);
+            p.set_dscp(0);
+            p.set_ecn(0);
+            p.set_total_len(total16);
+            p.set_ident(id);
+            p.set_dont_frag(false);
+            p.set_more_frags(false);
+            p.set_frag_offset(0);
+            p.set_hop_limit(TUNNEL_TTL);
+            p.set_next_header(proto);
+            p.set_src_addr(src);
+            p.set_dst_addr(dst);
+            p.fill_checksum();
+        }
+        Err(_) => return cx.drop_pkt(m, DropReason::TunnelOutDropped),
+    }
+    cx.stats.ip.localout += 1;
+    crate::inet::ip::ip_send(cx, ifp, m, dst, next, bcast);
+}
+
+/// The outer IPv6 header, then out by the route to `dst`.
+fn encap6(cx: &mut Inet6Cx<'_>, src: Ipv6Addr, dst: Ipv6Addr, mut m: Mbuf, proto: IpProtocol) {
+    let Some((ifp, next)) = crate::inet6::ip6::ip6_route(cx, dst, None) else {
+        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
+    };
+    if ifp.no_link_header() {
+        return cx.drop_pkt(m, DropReason::TunnelLoop);
+    }
+    let Ok(plen) = u16::try_from(m.len()) else {
+        return cx.drop_pkt(m, DropReason::TunnelOutDropped);
+    };
+    match m.prepend(IP6_HDR_LEN) {
+        Ok(h) => {
+            let mut p = Ipv6Packet::new_unchecked(h);
+            p.set_version(6);
+            p.set_traffic_class(0);
+            p.set_flow_label(0);
+            p.set_payload_len(plen);
+            p.set_next_header(proto);
+            p.set_hop_limit(TUNNEL_TTL);
+            p.set_src_addr(src);
+            p.set_dst_addr(dst);
+        }
+        Err(_) => return cx.drop_pkt(m, DropReason::TunnelOutDropped),
+    }
+    cx.stats.ip6.localout += 1;
+    crate::inet6::ip6::ip6_send(cx, ifp, m, dst, next);
+}
+
+/// An IPv4 packet for this host of protocol 4, 41 or 47 (`info.proto`): to the
+/// tunnel it belongs to. Handed back when no tunnel claims it (the caller answers as
+/// for an unknown protocol).
+pub(crate) fn tunnel_input4(
+    cx: &mut Inet6Cx<'_>,
+    tunnels: &[TunnelConf],
+    m: Mbuf,
+    info: &IpInfo,
+) -> Option<Mbuf> {
+    if info.bcast {
+        return Some(m);
+    }
+    let (src, dst) = (IpAddr::V4(info.src), IpAddr::V4(info.dst));
+    decap(cx, tunnels, m, info.proto, src, dst, info.hlen)
+}
+
+/// An IPv6 packet for this host whose upper layer (at `info.off`) is protocol 4,
+/// 41 or 47: as [`tunnel_input4`].
+pub(crate) fn tunnel_input6(
+    cx: &mut Inet6Cx<'_>,
+    tunnels: &[TunnelConf],
+    m: Mbuf,
+    info: &Ip6Info,
+    proto: IpProtocol,
+) -> Option<Mbuf> {
+    if info.mcast {
+        return Some(m);
+    }
+    let (src, dst) = (IpAddr::V6(info.src), IpAddr::V6(info.dst));
+    decap(cx, tunnels, m, proto, src, dst, info.off)
+}
+
+/// The tunnel with these endpoints takes the packet: the outer headers (`off`
+/// bytes, and GRE's) stripped, the inner one queued as arrived on its interface.
+fn decap(
+    cx: &mut Inet6Cx<'_>,
+    tunnels: &[TunnelConf],
+    mut m: Mbuf,
+    proto: IpProtocol,
+    src: IpAddr,
+    dst: IpAddr,
+    off: usize,
+) -> Option<Mbuf> {
+    let mut candidates = tunnels
+        .iter()
+        .filter(|t| t.src == dst && t.dst == src && t.kind.matches(proto));
+    let Some(first) = candidates.next() else {
+        return Some(m);
+    };
+    let (tc, inner_at, inner_v6) = if proto == IpProtocol::Gre {
+        // The GRE header: its flags say how long it is.
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, off, wire::gre::HEADER_LEN) else {
+            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+            return None;
+        };
+        let need = GrePacket::new_unchecked(h).header_len();
+        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, off, need) else {
+            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+            return None;
+        };
+        let Ok(g) = GrePacket::new_checked(h).and_then(|p| GreRepr::parse(&p)) else {
+            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+            return None;
+        };
+        let Some(tc) = std::iter::once(first)
+            .chain(candidates)
+            .find(|t| t.kind == TunnelKind::Gre { key: g.key })
+        else {
+            // The endpoints are a tunnel's but not the key: not ours.
+            cx.drop_pkt(m, DropReason::TunnelNoMatch);
+            return None;
+        };
+        if g.checksum && mbuf_sum(&m, off, m.len() - off) != 0xffff {
+            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+            return None;
+        }
+        let v6 = match g.protocol {
+            EtherType::Ipv4 => false,
+            EtherType::Ipv6 => true,
+            _ => {
+                cx.drop_pkt(m, DropReason::TunnelNoProto);
+                return None;
+            }
+        };
+        (tc, off + need, v6)
+    } else {
+        (first, off, proto == IpProtocol::Ipv6)
+    };
+    // The inner packet's version must be what the outer header said.
+    let version = crate::hdr::hdr(cx.access, &mut m, inner_at, 1)
+        .ok()
+        .map(|h| h[0] >> 4);
+    if version != Some(if inner_v6 { 6 } else { 4 }) {
+        cx.drop_pkt(m, DropReason::TunnelBadHdr);
+        return None;
+    }
+    m.adj(inner_at as isize);
+    // What the outer device checked says nothing of the inner packet.
+    m.hdr.csum_flags = 0;
+    m.hdr.tso_segsz = 0;
+    m.hdr.vlan_tci = None;
+    m.hdr.flags &= !(mbuf::M_BCAST | mbuf::M_MCAST);
+    m.hdr.rcvif = tc.ifindex.0;
+    cx.stats.tunnel.ipackets += 1;
+    cx.loopq.push((tc.ifindex, m));
+    None
+}
