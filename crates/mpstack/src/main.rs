@@ -97,7 +97,7 @@ pub struct RunArgs {
     #[arg(
         long,
         value_name = "[TAP=]ADDR/LEN",
-        required_unless_present = "bridge"
+        required_unless_present_any = ["bridge", "tunnel"]
     )]
     pub inet: Vec<String>,
     /// An 802.1Q VLAN interface (vlan(4)), NAME=TAP:VID (repeatable): frames tagged
@@ -116,6 +116,16 @@ pub struct RunArgs {
     /// member. `--bridge bridge0=br0,br1,br2`.
     #[arg(long, value_name = "NAME=TAP,TAP")]
     pub bridge: Vec<String>,
+    /// An IP tunnel, NAME=KIND,SRC,DST[,key=N][,mtu=N] (repeatable): KIND `gif`
+    /// (gif(4): IPv4 or IPv6 right inside IPv4 or IPv6, as Linux's ipip, sit and
+    /// ip6tnl) or `gre` (gre(4), RFC 2784; `key=N` adds RFC 2890's key); SRC is
+    /// this node's address, DST the far end's, both IPv4 or both IPv6. NAME is a
+    /// point-to-point interface taking --inet NAME=… and --inet6 NAME=… (the far
+    /// end's inner address within the prefix); --route PREFIX=GATEWAY through that
+    /// address sends other networks through it. MTU 1280 (gif) or 1476 (gre) unless
+    /// given. `--tunnel gif0=gif,198.18.0.2,198.18.0.1 --inet gif0=198.18.99.2/30`.
+    #[arg(long, value_name = "NAME=KIND,SRC,DST")]
+    pub tunnel: Vec<String>,
     /// Addresses each bridge's table holds at most (bridge(4)'s maxaddr); when it
     /// is full the stalest learned address is evicted.
     #[arg(long, value_name = "N", default_value_t = 2000, requires = "bridge", value_parser = clap::value_parser!(u32).range(1..=67_108_864))]

@@ -112,6 +112,67 @@ fn parse_bridges(a: &RunArgs, ifnames: &[String]) -> Result<Vec<(String, Vec<usi
     Ok(out)
 }
 
+/// `--tunnel NAME=KIND,SRC,DST[,key=N][,mtu=N]`: each tunnel's name and parameters.
+fn parse_tunnels(
+    a: &RunArgs,
+    names: &[String],
+) -> Result<Vec<(String, net::tunnel::TunnelParams)>, String> {
+    use net::tunnel::{TunnelKind, TunnelParams};
+    let mut out: Vec<(String, TunnelParams)> = Vec::new();
+    for v in &a.tunnel {
+        let bad = |why: &str| {
+            format!("--tunnel '{v}': {why}; expected NAME=KIND,SRC,DST[,key=N][,mtu=N], e.g. gif0=gif,198.18.0.2,198.18.0.1")
+        };
+        let (name, rest) = v.split_once('=').ok_or_else(|| bad("no NAME="))?;
+        if name.is_empty() || names.iter().any(|n| n == name) || out.iter().any(|t| t.0 == name) {
+            return Err(bad(&format!("'{name}' must be a new interface name")));
+        }
+        let mut it = rest.split(',');
+        let kind = it.next().unwrap_or("");
+        let addr = |s: Option<&str>, what: &str| -> Result<std::net::IpAddr, String> {
+            let s = s.ok_or_else(|| bad(&format!("no {what}")))?;
+            s.parse()
+                .map_err(|_| bad(&format!("{what} '{s}' is not an IP address")))
+        };
+        let src = addr(it.next(), "source")?;
+        let dst = addr(it.next(), "destination")?;
+        let (mut key, mut mtu) = (None, None);
+        for o in it {
+            match o.split_once('=') {
+                Some(("key", k)) => {
+                    key = Some(
+                        k.parse::<u32>()
+                            .map_err(|_| bad(&format!("key '{k}' is not a 32-bit number")))?,
+                    )
+                }
+                Some(("mtu", m)) => {
+                    mtu = Some(
+                        m.parse::<usize>()
+                            .map_err(|_| bad(&format!("mtu '{m}' is not a number")))?,
+                    )
+                }
+                _ => return Err(bad(&format!("unknown option '{o}'"))),
+            }
+        }
+        let kind = match kind {
+            "gif" if key.is_some() => return Err(bad("a gif tunnel has no key")),
+            "gif" => TunnelKind::Gif,
+            "gre" => TunnelKind::Gre { key },
+            k => return Err(bad(&format!("kind '{k}' is neither gif nor gre"))),
+        };
+        out.push((
+            name.to_string(),
+            TunnelParams {
+                kind,
+                src,
+                dst,
+                mtu,
+            },
+        ));
+    }
+    Ok(out)
+}
+
 pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     // The links: the TAPs, then the interfaces taken with AF_PACKET.
     let links: Vec<String> = a.tap.iter().chain(&a.packet).cloned().collect();
@@ -130,6 +191,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .collect();
     let bridges = parse_bridges(&a, &names)?;
     names.extend(bridges.iter().map(|b| b.0.clone()));
+    let tunnels = parse_tunnels(&a, &names)?;
+    names.extend(tunnels.iter().map(|t| t.0.clone()));
     let member_of = |i: usize| bridges.iter().find(|b| b.1.contains(&i)).map(|b| &b.0);
     let trunk = |i: usize| vlans.iter().any(|v| v.1 == i);
     // IPv4 addresses per interface: `NAME=ADDR/LEN`, or the Nth on the Nth TAP.
@@ -404,6 +467,28 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         ifindexes.push(b);
     }
+    for (k, (name, p)) in tunnels.iter().enumerate() {
+        let i = taps.len() + vlans.len() + bridges.len() + k;
+        let t = stack
+            .add_tunnel(name, *p)
+            .map_err(|e| format!("--tunnel {name}: {e}"))?;
+        for a4 in &inet[i] {
+            stack
+                .add_address(t, *a4)
+                .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
+        }
+        for a6 in &inet6[i] {
+            stack
+                .add_address6(t, *a6)
+                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+        }
+        if a.forwarding {
+            stack
+                .set_forwarding(t, true, true)
+                .map_err(|e| e.to_string())?;
+        }
+        ifindexes.push(t);
+    }
     // The first interface with an address (a bridge's, when every TAP is a member).
     let ifindex = (0..names.len())
         .find(|&i| !inet[i].is_empty() || !inet6[i].is_empty())
@@ -487,7 +572,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 net::link::bridge::L2Role::Member { .. } => "member, ".to_string(),
                 net::link::bridge::L2Role::None => match stack.config().bridges.vlan(i.index) {
                     Some(v) => format!("vlan {} on {}, ", v.vid, names[v.parent.get()]),
-                    None => String::new(),
+                    None => match stack.config().tunnels.iter().find(|t| t.ifindex == i.index) {
+                        Some(t) => {
+                            format!("{} tunnel {} -> {}, mtu {}, ", t.kind, t.src, t.dst, i.mtu)
+                        }
+                        None => String::new(),
+                    },
                 },
             };
             format!(
