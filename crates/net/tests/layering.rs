@@ -1,5 +1,5 @@
 //! The `net` crate's families call only downward: `pfil` < `link` < `inet` <
-//! `inet6` < `tcp` < `stack`, and the shared modules at the crate's root (`stats`,
+//! `inet6` < `tunnel` < `tcp` < `stack`, and the shared modules at the crate's root (`stats`,
 //! `hdr`, `runtime`, `park`) use no family at all. A stage never names a stage
 //! above it; what goes up (delivery to a transport, a reject's answer, an ICMP
 //! error for TCP) goes through the worker in `stack`, which drives them all.
@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const FAMILIES: [&str; 6] = ["pfil", "link", "inet", "inet6", "tcp", "stack"];
+const FAMILIES: [&str; 7] = ["pfil", "link", "inet", "inet6", "tunnel", "tcp", "stack"];
 
 fn rank(family: &str) -> Option<usize> {
     FAMILIES.iter().position(|f| *f == family)
@@ -67,6 +67,8 @@ fn root_aliases(lib: &str) -> BTreeMap<String, String> {
 fn family_of(src: &Path, file: &Path) -> Option<String> {
     let rel = file.strip_prefix(src).ok()?;
     let first = rel.components().next()?.as_os_str().to_str()?;
+    // A family of one file (`tunnel.rs`) or of a folder (`inet/`).
+    let first = first.strip_suffix(".rs").unwrap_or(first);
     rank(first).map(|_| first.to_string())
 }
 
