@@ -47,10 +47,15 @@ const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_VLAN_VALID: u32 = 0x10;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
 
-/// Bytes of one ring block: room for a 64 KiB segment and its headers.
-const BLOCK_SIZE: usize = 1 << 20;
+/// Bytes of one ring block: room for a 64 KiB segment and its headers. Small
+/// blocks, many of them: the kernel hands a block over when it is full or a
+/// millisecond after its first frame, so at a rate that fills a large block in more
+/// than a millisecond most of each block would go unused, and the ring would hold
+/// far fewer frames than its size. (1 MiB blocks: 16 milliseconds of 64-byte frames
+/// at any rate; these: 128 blocks of some 1,000 such frames each.)
+const BLOCK_SIZE: usize = 1 << 17;
 /// Blocks in a queue's ring (16 MiB).
-const BLOCKS: usize = 16;
+const BLOCKS: usize = 128;
 /// `tp_frame_size`, which V3 only uses to count frames.
 const FRAME_SIZE: usize = 2048;
 /// A block is handed over at most this many milliseconds after its first frame.
