@@ -58,13 +58,15 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// and --workers workers. `mpstack bench bridge [--seconds S] [--rounds N]
 /// [--workers N] [--flows N] [--skip devices,learned-1k,learned-1m,flood,2w] [--json]`.
 ///
-/// `rfc2544` (needs root): RFC 2544 throughput over veth pairs in namespaces it
-/// makes, a tester on AF_PACKET, at the standard frame sizes: the tester looped to
-/// itself through a Linux bridge (its ceiling), the Linux kernel router and the
-/// mpstack router (`mpstack run --packet`), side by side. `mpstack bench rfc2544
-/// [--seconds S] [--sizes 64,1518] [--senders N] [--skip
-/// tester,linux-router,mpstack-router] [--json]`. A first step: latency, loss curves, back-to-back, bridges and RFC
-/// 2889 are planned.
+/// `rfc2544` (needs root): RFC 2544 over veth pairs in namespaces it makes, a
+/// tester on AF_PACKET: throughput and latency at the standard frame sizes, the
+/// frame-loss curve and back-to-back bursts at the first size, for the tester
+/// looped to itself (its ceiling), the Linux kernel router, the mpstack router
+/// (`mpstack run --packet`), the Linux kernel bridge and the mpstack bridge, side by
+/// side; RFC 2889's forwarding rate, address caching capacity, address learning
+/// rate and broadcast forwarding for the two bridges. `mpstack bench rfc2544
+/// [--seconds S] [--sizes 64,1518] [--senders N] [--workers N] [--plot FILE.svg]
+/// [--skip tester,linux-router,mpstack-router,linux-bridge,mpstack-bridge] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -133,7 +135,9 @@ pub struct BenchArgs {
     /// (matrix, allow, rfc2544, table, state). bench router: rows to leave out
     /// (devices, v4-few, v4-full, v6-few, v6-full, ipfw-0, ipfw-1, ipfw-10, ipfw-100,
     /// keep-state, design; 2w: every second worker count). bench bridge: rows to
-    /// leave out (devices, learned-1k, learned-1m, flood, 2w).
+    /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
+    /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
+    /// mpstack-bridge).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// bench rfc2544: frame sizes in bytes, FCS included (default: RFC 2544's 64,
@@ -142,10 +146,14 @@ pub struct BenchArgs {
     pub sizes: Vec<usize>,
     /// bench rfc2544: the tester's sending threads (a socket each). The Linux
     /// kernel forwards a veth frame in its sender's system call, so with one it is
-    /// the tester that bounds the Linux router; on a 2-core machine two leave
-    /// mpstack's worker no core of its own.
+    /// the tester that bounds the Linux router. Paced senders sleep between
+    /// chunks of frames, leaving their cores to the device meanwhile.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub senders: u16,
+    /// bench rfc2544: write the throughput against frame size, one line a device,
+    /// as an SVG plot to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,
@@ -153,7 +161,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Worker threads per mpstack stack; bench forward: the second worker count
-    /// measured beside 1 (2 unless this is more than 1).
+    /// measured beside 1 (2 unless this is more than 1); bench rfc2544: the mpstack
+    /// devices' workers.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
     /// What to run, comma-separated (default: all): the throughput rows mpstack,

@@ -1,40 +1,54 @@
-//! `mpstack bench rfc2544`: RFC 2544 throughput of a device under test on real
-//! links — veth pairs in network namespaces this benchmark makes — driven by a
-//! tester on AF_PACKET sockets ([`dev::packet`]), the same device code
-//! `mpstack run --packet` uses.
+//! `mpstack bench rfc2544`: RFC 2544 (and, for bridges, RFC 2889) tests of a
+//! device under test on real links — veth pairs in network namespaces this
+//! benchmark makes — driven by a tester on AF_PACKET sockets ([`dev::packet`]), the
+//! same device code `mpstack run --packet` uses.
 //!
 //! Topology, made afresh for each device: the tester's namespace holds `ta` and
-//! `tb`; the device's namespace holds their peers `da` and `db`. The tester sends
-//! UDP from 198.18.1.2 (behind `ta`) to 198.18.2.2 (behind `tb`) at a set rate and
-//! counts what arrives on `tb`; it answers the device's ARP requests for both
-//! addresses itself.
+//! `tb` (and `tc` for a bridge); the device's namespace holds their peers `da`,
+//! `db` (and `dc`). The tester sends UDP from 198.18.1.2 (behind `ta`) to
+//! 198.18.2.2 (behind `tb`) at a set rate and counts what arrives on `tb`; it
+//! answers the device's ARP requests for both addresses itself, the sink's with a
+//! link address that is not `tb`'s own, so that its kernel drops the frames at once
+//! instead of routing them into nothing.
 //!
 //! Devices, side by side in one run:
 //! - `tester`: no device, `ta` and `tb` the two ends of one veth pair: the tester
 //!   looped back to itself, its own ceiling.
 //! - `linux-router`: the Linux kernel forwarding between `da` (198.18.1.1/24) and
 //!   `db` (198.18.2.1/24).
-//! - `mpstack-router`: `mpstack run --packet da --packet db --forwarding` (one
-//!   worker) in the device's namespace, whose kernel holds no address and does not
-//!   forward.
+//! - `mpstack-router`: `mpstack run --packet da --packet db --forwarding`
+//!   (`--workers`, one by default) in the device's namespace, whose kernel holds no
+//!   address and does not forward.
+//! - `linux-bridge`: the kernel's bridge of `da`, `db`, `dc`.
+//! - `mpstack-bridge`: `mpstack run --packet da --packet db --packet dc --bridge
+//!   bridge0=da,db,dc`.
 //!
 //! For each frame size (RFC 2544 §9.1: 64, 128, 256, 512, 1024, 1280, 1518 bytes,
 //! FCS included, so 4 fewer on the wire here), the throughput (§26.1): the highest
-//! rate at which every frame sent in a trial of `--seconds` comes back, found by a
-//! binary search between 0 and the rate the tester reaches unpaced; then the latency
-//! at that rate (§26.2, shortened to one trial of `--seconds`: one frame in every
-//! few bursts carries its send time, the receiver takes the difference on the same
-//! clock). Planned beside them (issue 24): the frame-loss curve, back-to-back
-//! bursts, the bridge rows and RFC 2889's tests, a plot.
+//! rate at which every frame sent in a trial of `--seconds` comes back: the unpaced
+//! rate if that loses nothing, else a binary search between 0 and it; then the
+//! latency at that rate (§26.2, shortened to one trial: one frame in every few
+//! bursts carries its send time, the receiver takes the difference on the same
+//! clock). At the first size (64 bytes by default), the frame-loss curve (§26.3:
+//! from the unpaced rate down in steps of 10% until two steps lose nothing) and
+//! back-to-back bursts (§26.4: the longest burst at the unpaced rate that loses
+//! nothing, up to half a second's worth). For the bridges, RFC 2889's forwarding
+//! rate at the maximum offered load, address caching capacity, address learning
+//! rate and broadcast forwarding ([`rfc2889`]). `--plot FILE` draws the throughput
+//! against frame size as an SVG.
 //!
 //! The tester sends from `--senders` threads (a socket each; 2 by default) and
-//! receives on one. On two
-//! cores the tester and the device share the machine; the Linux kernel forwards a
-//! veth frame in the sender's own system call, so its router costs the tester's
-//! cores, while mpstack's worker is a thread of its own. The figures say what this
-//! machine does, not what either router does on hardware of its own.
+//! receives on one. Paced, a sender sends what is due in chunks and sleeps in
+//! between. On two cores the tester and the device share the machine; the Linux
+//! kernel forwards (and bridges) a veth frame in the sender's own system call, so
+//! its router costs the tester's cores, while mpstack's worker is a thread of its
+//! own and its frames cross the AF_PACKET rings both ways. The figures say what this
+//! machine does, not what either device does on hardware of its own.
 
 use super::progress;
+use rfc2889::Rfc2889;
+
+mod rfc2889;
 use crate::BenchArgs;
 use dev::packet::{PacketDevice, PacketOptions};
 use dev::{Device, Mbuf, Queue};
@@ -48,8 +62,13 @@ const SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
 /// Frames a burst, and different flows (source ports) among the frames.
 const BURST: usize = 32;
 const FLOWS: usize = 64;
+/// The link address the tester's sink (198.18.2.2, behind `tb`) answers ARP with
+/// and a bridge learns, locally administered.
+const SINK_MAC: [u8; 6] = [0x02, 0x25, 0x44, 0x00, 0x00, 0xbb];
+/// A paced sending thread's sleep between chunks, about.
+const TICK: Duration = Duration::from_micros(200);
 /// Steps of the binary search.
-const STEPS: u32 = 8;
+const STEPS: u32 = 7;
 /// UDP port the tester's frames go to, and the mark in their payload.
 const PORT: u16 = 7777;
 const MAGIC: u32 = 0x2544_2544;
@@ -72,7 +91,19 @@ fn stamp_of(f: &[u8]) -> u64 {
 }
 
 /// The rows' names, for `--skip`.
-pub const CASES: [&str; 3] = ["tester", "linux-router", "mpstack-router"];
+pub const CASES: [&str; 5] = [
+    "tester",
+    "linux-router",
+    "mpstack-router",
+    "linux-bridge",
+    "mpstack-bridge",
+];
+
+/// Whether a device bridges (the tester's frames go to its own MAC on `tb`) rather
+/// than routes (they go to the device's MAC on `da`).
+fn bridging(case: &str) -> bool {
+    case.ends_with("bridge")
+}
 
 fn sh(cmd: &str) -> Result<String, String> {
     let o = Command::new("sh")
@@ -87,6 +118,25 @@ fn sh(cmd: &str) -> Result<String, String> {
     } else {
         Err(format!("{cmd}: {s}"))
     }
+}
+
+/// A queue on each of the interfaces `names`, opened in namespace `ns`.
+fn sh_ns_open(ns: &str, names: &[&str]) -> Result<Vec<Box<dyn Queue>>, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<Vec<Box<dyn Queue>>, String> {
+            dev::netns::enter(ns).map_err(|e| format!("setns {ns}: {e}"))?;
+            names
+                .iter()
+                .map(|n| {
+                    let d = PacketDevice::open(n, 1, PacketOptions::default())
+                        .map_err(|e| format!("{n}: {e}"))?;
+                    Ok(Box::new(d).into_queues().remove(0))
+                })
+                .collect()
+        })
+        .join()
+        .map_err(|_| "the tester's thread panicked".to_string())?
+    })
 }
 
 /// Why the benchmark cannot run here, if it cannot.
@@ -168,7 +218,14 @@ impl Topo {
             sh(&format!("ip -n {tn} link set tb up"))?;
             return Ok(t);
         }
-        for s in ["a", "b"] {
+        // A bridge has a third port, `tc`/`dc`: RFC 2889's monitor, where a frame
+        // the bridge floods instead of forwarding shows.
+        let ports: &[&str] = if bridging(case) {
+            &["a", "b", "c"]
+        } else {
+            &["a", "b"]
+        };
+        for s in ports {
             sh(&format!(
                 "ip -n {tn} link add t{s} type veth peer name d{s} netns {dn}"
             ))?;
@@ -183,6 +240,15 @@ impl Topo {
                 sh(&format!("ip -n {dn} addr add 198.18.1.1/24 dev da"))?;
                 sh(&format!("ip -n {dn} addr add 198.18.2.1/24 dev db"))?;
             }
+            "linux-bridge" => {
+                // The kernel's bridge, spanning tree off (its default), as
+                // mpstack's.
+                sh(&format!("ip -n {dn} link add br0 type bridge"))?;
+                for d in ["da", "db", "dc"] {
+                    sh(&format!("ip -n {dn} link set {d} master br0"))?;
+                }
+                sh(&format!("ip -n {dn} link set br0 up"))?;
+            }
             _ => {
                 sh(&format!(
                     "ip netns exec {dn} sysctl -qw net.ipv4.ip_forward=0"
@@ -192,8 +258,27 @@ impl Topo {
         Ok(t)
     }
 
-    /// Starts `mpstack run` in the device's namespace and waits for it to be up.
-    fn start_mpstack(&mut self) -> Result<(), String> {
+    /// Empties a bridge's address table, as RFC 2889 §5.7 does between trials: the
+    /// kernel's by `fdb_flush`, mpstack's by starting the node afresh (it has no
+    /// run-time control yet).
+    fn flush_bridge(&mut self, case: &str, workers: u16) -> Result<(), String> {
+        if case == "linux-bridge" {
+            sh(&format!(
+                "ip -n {} link set br0 type bridge fdb_flush",
+                self.dut
+            ))?;
+            return Ok(());
+        }
+        if let Some(mut n) = self.node.take() {
+            let _ = sh(&format!("kill -TERM {}", n.id()));
+            let _ = n.wait();
+        }
+        self.start_mpstack(true, workers)
+    }
+
+    /// Starts `mpstack run` in the device's namespace (a router, or a bridge if
+    /// `bridge`) and waits for it to be up.
+    fn start_mpstack(&mut self, bridge: bool, workers: u16) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mpstack = exe.with_file_name("mpstack");
         if !mpstack.exists() {
@@ -202,12 +287,18 @@ impl Topo {
                 mpstack.display()
             ));
         }
-        let mut node = Command::new("ip")
-            .args(["netns", "exec", &self.dut])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.dut])
             .arg(&mpstack)
-            .args(["run", "--packet", "da", "--inet", "da=198.18.1.1/24"])
-            .args(["--packet", "db", "--inet", "db=198.18.2.1/24"])
-            .args(["--forwarding", "--serve", "none", "--workers", "1"])
+            .args(["run", "--packet", "da", "--packet", "db"]);
+        if bridge {
+            cmd.args(["--packet", "dc", "--bridge", "bridge0=da,db,dc"]);
+        } else {
+            cmd.args(["--inet", "da=198.18.1.1/24", "--inet", "db=198.18.2.1/24"])
+                .arg("--forwarding");
+        }
+        let mut node = cmd
+            .args(["--serve", "none", "--workers", &workers.to_string()])
             .args(["--busy-poll", "1000"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -302,12 +393,17 @@ struct Tester {
 }
 
 impl Tester {
-    /// `looped`: no device, so frames go to the tester's own `tb`.
-    fn new(topo: &Topo, looped: bool, senders: usize) -> Result<Tester, String> {
+    /// `to_tb`: no device, or a bridge, so frames go to the tester's own `tb`
+    /// (a bridge is first shown where `tb` is: the receiver sends from it once).
+    fn new(topo: &Topo, to_tb: bool, senders: usize) -> Result<Tester, String> {
         let ns = topo.tester.clone();
         let src_mac = mac_of(&ns, "ta")?;
-        let tb_mac = mac_of(&ns, "tb")?;
-        let dst_mac = if looped {
+        // The sink's link address is not `tb`'s own: frames for it reach the
+        // tester's socket (a veth passes every frame up) but the tester's kernel
+        // drops them at once as another host's, instead of routing each one into
+        // nothing at the cost of the sender's or the device's core.
+        let tb_mac = SINK_MAC;
+        let dst_mac = if to_tb {
             tb_mac
         } else {
             mac_of(&topo.dut, "da")?
@@ -353,6 +449,18 @@ impl Tester {
                         return;
                     }
                 };
+                if to_tb {
+                    // A frame from `tb` to `ta`, for a bridge to learn where `tb` is
+                    // (a local experimental EtherType, IEEE 802 §9.2).
+                    let mut hello = vec![0u8; 60];
+                    hello[..6].copy_from_slice(&src_mac);
+                    hello[6..12].copy_from_slice(&tb_mac);
+                    hello[12..14].copy_from_slice(&[0x88, 0xb5]);
+                    let mut v: Vec<Mbuf> = (0..3)
+                        .filter_map(|_| Mbuf::from_slice(&hello).ok())
+                        .collect();
+                    q.tx_burst(dev::Instant::ZERO, &mut v);
+                }
                 let mut v = Vec::with_capacity(256);
                 let mut poller = dev::poll::Poller::new();
                 let fds: Vec<_> = q.fd().into_iter().collect();
@@ -415,7 +523,13 @@ impl Tester {
     /// tester goes) for `secs`, from every sending thread (each its share of the
     /// rate); (sent, received).
     fn trial(&mut self, trial: u32, size: usize, rate: f64, secs: f64) -> (u64, u64) {
-        self.trial_stamped(trial, size, rate, secs, false)
+        self.trial_stamped(trial, size, rate, secs, false, 0)
+    }
+
+    /// A back-to-back trial (RFC 2544 §26.4): a burst of `frames` frames sent as
+    /// fast as the tester goes, its threads sharing it; (sent, received).
+    fn burst(&mut self, trial: u32, size: usize, frames: u64) -> (u64, u64) {
+        self.trial_stamped(trial, size, 0.0, 10.0, false, frames)
     }
 
     /// The latency of frames at `rate` (RFC 2544 §26.2, shortened to one trial of
@@ -429,7 +543,7 @@ impl Tester {
         secs: f64,
     ) -> Option<(f64, f64, f64)> {
         self.lat.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.trial_stamped(trial, size, rate, secs, true);
+        self.trial_stamped(trial, size, rate, secs, true, 0);
         let mut l = std::mem::take(&mut *self.lat.lock().unwrap_or_else(|e| e.into_inner()));
         if l.is_empty() {
             return None;
@@ -451,6 +565,7 @@ impl Tester {
         rate: f64,
         secs: f64,
         stamp: bool,
+        limit: u64,
     ) -> (u64, u64) {
         self.rx_trial.store(u64::from(trial), Ordering::Relaxed);
         self.rx_count.store(0, Ordering::Relaxed);
@@ -474,6 +589,7 @@ impl Tester {
                             flow,
                             rate / n as f64,
                             secs,
+                            limit.div_ceil(n as u64),
                         )
                     })
                 })
@@ -501,48 +617,74 @@ fn send(
     (which, senders, stamp): (usize, usize, bool),
     rate: f64,
     secs: f64,
+    limit: u64,
 ) -> u64 {
     let frames: Vec<Mbuf> = (0..(FLOWS / senders).max(1))
         .filter_map(|k| Mbuf::from_slice(&frame(dst, src, size, k * senders + which, trial)).ok())
         .collect();
+    // Paced, a thread sends what is due in chunks of about `TICK` and sleeps in
+    // between, so that its core is free for the device meanwhile (mpstack's worker
+    // is a thread on the same two cores); unpaced, it sends bursts back to back.
+    let chunk = if rate > 0.0 {
+        ((rate * TICK.as_secs_f64() / BURST as f64).ceil() as usize).clamp(1, 16) * BURST
+    } else {
+        BURST
+    };
     let start = Instant::now();
     let mut sent = 0u64;
     let mut batch = Vec::with_capacity(BURST);
     let mut k = 0;
     loop {
         let el = start.elapsed().as_secs_f64();
-        if el >= secs {
+        if el >= secs || (limit > 0 && sent >= limit) {
             break;
         }
-        if rate > 0.0 && (sent as f64) >= rate * el {
-            std::hint::spin_loop();
-            continue;
-        }
-        for _ in 0..BURST {
-            if let Ok(c) = frames[k % frames.len()].try_clone() {
-                batch.push(c);
-            }
-            k += 1;
-        }
-        if stamp && (k / BURST).is_multiple_of(STAMP_EVERY) && size - 4 >= 58 {
-            // One frame of the burst with its send time: a copy of its own.
-            let mut b = frames[k % frames.len()].to_vec();
-            b[50..58].copy_from_slice(&now_ns().to_be_bytes());
-            if let Ok(m) = Mbuf::from_slice(&b) {
-                batch[0] = m;
+        if rate > 0.0 {
+            // When what was sent so far is all due.
+            let due_at = sent as f64 / rate;
+            if due_at > el {
+                let wait = due_at - el;
+                if wait > 100e-6 {
+                    std::thread::sleep(Duration::from_secs_f64(wait - 60e-6));
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
             }
         }
-        sent += q.tx_burst(dev::Instant::ZERO, &mut batch) as u64;
-        if arp && k % (BURST * 64) == 0 {
-            let mut v = Vec::new();
-            q.rx_burst(dev::Instant::ZERO, &mut v, 64);
-            let mut answers: Vec<Mbuf> = v
-                .iter()
-                .filter_map(|m| arp_answer(m.first(), src, [198, 18, 1, 2]))
-                .filter_map(|r| Mbuf::from_slice(&r).ok())
-                .collect();
-            if !answers.is_empty() {
-                q.tx_burst(dev::Instant::ZERO, &mut answers);
+        for _ in 0..chunk / BURST {
+            let n = if limit > 0 {
+                (limit - sent.min(limit)).min(BURST as u64) as usize
+            } else {
+                BURST
+            };
+            for _ in 0..n {
+                if let Ok(c) = frames[k % frames.len()].try_clone() {
+                    batch.push(c);
+                }
+                k += 1;
+            }
+            if stamp && (k / BURST).is_multiple_of(STAMP_EVERY) && size - 4 >= 58 {
+                // One frame of the burst with its send time: a copy of its own.
+                let mut b = frames[k % frames.len()].to_vec();
+                b[50..58].copy_from_slice(&now_ns().to_be_bytes());
+                if let (Ok(m), Some(first)) = (Mbuf::from_slice(&b), batch.first_mut()) {
+                    *first = m;
+                }
+            }
+            sent += q.tx_burst(dev::Instant::ZERO, &mut batch) as u64;
+            batch.clear();
+            if arp && k % (BURST * 64) == 0 {
+                let mut v = Vec::new();
+                q.rx_burst(dev::Instant::ZERO, &mut v, 64);
+                let mut answers: Vec<Mbuf> = v
+                    .iter()
+                    .filter_map(|m| arp_answer(m.first(), src, [198, 18, 1, 2]))
+                    .filter_map(|r| Mbuf::from_slice(&r).ok())
+                    .collect();
+                if !answers.is_empty() {
+                    q.tx_burst(dev::Instant::ZERO, &mut answers);
+                }
             }
         }
     }
@@ -565,18 +707,55 @@ struct Row {
     max_sent: f64,
     /// Throughput: the highest rate with no loss, frames a second.
     throughput: f64,
+    /// What arrived a second at the unpaced rate (RFC 2889's forwarding rate at
+    /// the maximum offered load).
+    fwd_at_max: f64,
     /// Latency at the throughput rate: mean, 99th percentile, maximum (us).
     latency: Option<(f64, f64, f64)>,
 }
 
-fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row>, String> {
+/// One point of the frame-loss curve (RFC 2544 §26.3).
+struct LossPoint {
+    case: &'static str,
+    size: usize,
+    /// The offered rate, in percent of the unpaced rate, and in frames a second.
+    pct: u32,
+    offered: f64,
+    /// Frames lost, in percent of those sent.
+    loss: f64,
+}
+
+/// The back-to-back result (RFC 2544 §26.4): the longest burst at the unpaced
+/// rate with no loss, or `capped` if the longest tried lost nothing.
+struct BackToBack {
+    case: &'static str,
+    size: usize,
+    frames: u64,
+    capped: bool,
+}
+
+#[derive(Default)]
+struct Results {
+    rows: Vec<Row>,
+    loss: Vec<LossPoint>,
+    b2b: Vec<BackToBack>,
+    rfc2889: Vec<Rfc2889>,
+}
+
+/// Whether a trial lost nothing.
+fn clean((sent, got): (u64, u64)) -> bool {
+    sent > 0 && got >= sent
+}
+
+fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results, String> {
     let mut topo = Topo::new(case)?;
-    if case == "mpstack-router" {
-        topo.start_mpstack()?;
+    if case.starts_with("mpstack") {
+        topo.start_mpstack(bridging(case), a.workers)?;
     }
-    let mut t = Tester::new(&topo, case == "tester", a.senders as usize)?;
+    let to_tb = case == "tester" || bridging(case);
+    let mut t = Tester::new(&topo, to_tb, a.senders as usize)?;
     let secs = a.seconds;
-    // Warm up: ARP both ways, caches.
+    // Warm up: ARP both ways, a bridge's learning, caches.
     let mut trial = 1;
     for _ in 0..20 {
         let (_, got) = t.trial(trial, 64, 10_000.0, 0.05);
@@ -585,27 +764,27 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row
             break;
         }
     }
-    let mut rows = Vec::new();
-    for &size in sizes {
-        let (sent, _) = t.trial(trial, size, 0.0, secs);
+    let mut res = Results::default();
+    for (k, &size) in sizes.iter().enumerate() {
+        let (sent, got) = t.trial(trial, size, 0.0, secs);
         trial += 1;
         let max = sent as f64 / secs;
-        let (mut lo, mut hi) = (0.0f64, max);
-        for _ in 0..STEPS {
-            let mid = (lo + hi) / 2.0;
-            let (s, r) = t.trial(trial, size, mid, secs);
-            trial += 1;
-            if s > 0 && r >= s {
-                lo = mid;
-            } else {
-                hi = mid;
+        // Throughput (§26.1): unpaced if that loses nothing, else a binary search.
+        let mut lo = 0.0f64;
+        if clean((sent, got)) {
+            lo = max;
+        } else {
+            let mut hi = max;
+            for _ in 0..STEPS {
+                let mid = (lo + hi) / 2.0;
+                let r = t.trial(trial, size, mid, secs);
+                trial += 1;
+                if clean(r) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
             }
-        }
-        // The top itself, if it loses nothing.
-        let (s, r) = t.trial(trial, size, max, secs);
-        trial += 1;
-        if s > 0 && r >= s {
-            lo = s as f64 / secs;
         }
         let latency = if lo > 0.0 {
             let l = t.latency(trial, size, lo, secs);
@@ -625,15 +804,168 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Vec<Row
                 ))
             ),
         );
-        rows.push(Row {
+        res.rows.push(Row {
             case,
             size,
             max_sent: max,
+            fwd_at_max: got as f64 / secs,
             throughput: lo,
             latency,
         });
+        // The loss curve and back-to-back bursts at the first size only (the
+        // smallest frames, by default: where devices differ).
+        if k > 0 || case == "tester" {
+            continue;
+        }
+        // Frame loss (§26.3): from the unpaced rate down in steps of 10% until two
+        // steps in a row lose nothing.
+        let mut clean_steps = 0;
+        for pct in (1..=10u32).rev().map(|p| p * 10) {
+            let offered = max * f64::from(pct) / 100.0;
+            let (s, r) = if pct == 100 {
+                (sent, got)
+            } else {
+                let r = t.trial(trial, size, offered, secs);
+                trial += 1;
+                r
+            };
+            let loss = if s == 0 {
+                100.0
+            } else {
+                s.saturating_sub(r) as f64 * 100.0 / s as f64
+            };
+            res.loss.push(LossPoint {
+                case,
+                size,
+                pct,
+                offered,
+                loss,
+            });
+            clean_steps = if loss == 0.0 { clean_steps + 1 } else { 0 };
+            if clean_steps == 2 {
+                break;
+            }
+        }
+        // Back-to-back (§26.4): the longest burst at the unpaced rate that loses
+        // nothing, searched up to as many frames as half a second holds.
+        let cap = ((max * 0.5) as u64).max(BURST as u64);
+        let (mut lo_n, mut hi_n) = (0u64, cap);
+        let capped = clean(t.burst(trial, size, cap));
+        trial += 1;
+        if capped {
+            lo_n = cap;
+        } else {
+            for _ in 0..STEPS {
+                let mid = (lo_n + hi_n) / 2;
+                if mid <= lo_n {
+                    break;
+                }
+                let r = t.burst(trial, size, mid);
+                trial += 1;
+                if clean(r) {
+                    lo_n = r.0;
+                } else {
+                    hi_n = mid;
+                }
+            }
+        }
+        progress(
+            a,
+            &format!(
+                "rfc2544: {case}, {size} bytes: back-to-back {}{lo_n} frames; loss {}",
+                if capped { ">= " } else { "" },
+                res.loss
+                    .iter()
+                    .filter(|l| l.case == case)
+                    .map(|l| format!("{}%: {:.1}%", l.pct, l.loss))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        res.b2b.push(BackToBack {
+            case,
+            size,
+            frames: lo_n,
+            capped,
+        });
     }
-    Ok(rows)
+    if bridging(case) {
+        // RFC 2889's tests of the bridge, on the three ports, the RFC 2544 tester
+        // gone (its receiver holds `tb`).
+        let fwd = res.rows.first().map_or(0.0, |r| r.fwd_at_max);
+        drop(t);
+        let ns = topo.tester.clone();
+        let mut flush = || topo.flush_bridge(case, a.workers);
+        res.rfc2889
+            .push(rfc2889::run(a, case, &ns, fwd, &mut flush)?);
+    }
+    Ok(res)
+}
+
+/// Throughput against frame size, one line a device, as an SVG file.
+fn plot(path: &std::path::Path, rows: &[Row], sizes: &[usize]) -> Result<(), String> {
+    use plotters::prelude::*;
+    let e = |e: &dyn std::fmt::Display| format!("--plot {}: {e}", path.display());
+    plotters::style::register_font(
+        "sans-serif",
+        FontStyle::Normal,
+        dejavu::sans_mono::regular(),
+    )
+    .map_err(|_| e(&"the plot's font"))?;
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let top = rows
+        .iter()
+        .map(|r| r.throughput.max(r.max_sent))
+        .fold(0.0, f64::max)
+        / 1e6;
+    let xmax = sizes.iter().copied().max().unwrap_or(1518) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "RFC 2544 throughput (no loss) over veth",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..xmax * 1.05, 0.0..(top * 1.1).max(0.1))
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("frame size, bytes")
+        .y_desc("million frames a second")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let colours = [BLACK, RED, BLUE, GREEN, MAGENTA];
+    for (k, case) in CASES.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.case == *case)
+            .map(|r| (r.size as f64, r.throughput / 1e6))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let c = colours[k % colours.len()];
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(*case)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+            .map_err(|x| e(&x))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
 }
 
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
@@ -661,18 +993,26 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             "bench rfc2544: --sizes: {s} is not 64 to 1518 bytes"
         ));
     }
-    let mut rows = Vec::new();
+    let mut res = Results::default();
     for case in CASES {
         if a.skip.iter().any(|s| s == case) {
             continue;
         }
         progress(a, &format!("rfc2544: {case}: making the namespaces"));
-        rows.extend(measure(a, case, &sizes).map_err(|e| format!("bench rfc2544: {case}: {e}"))?);
+        let r = measure(a, case, &sizes).map_err(|e| format!("bench rfc2544: {case}: {e}"))?;
+        res.rows.extend(r.rows);
+        res.loss.extend(r.loss);
+        res.b2b.extend(r.b2b);
+        res.rfc2889.extend(r.rfc2889);
     }
+    if let Some(path) = &a.plot {
+        plot(path, &res.rows, &sizes)?;
+    }
+    let rows = &res.rows;
     if a.json {
-        for r in &rows {
+        for r in rows {
             println!(
-                "{{\"bench\":\"rfc2544\",\"case\":\"{}\",\"frame_size\":{},\"throughput_fps\":{:.0},\"throughput_mbps\":{:.1},\"unpaced_fps\":{:.0},\"latency_us\":{}}}",
+                "{{\"bench\":\"rfc2544\",\"test\":\"throughput\",\"case\":\"{}\",\"frame_size\":{},\"throughput_fps\":{:.0},\"throughput_mbps\":{:.1},\"unpaced_fps\":{:.0},\"latency_us\":{}}}",
                 r.case,
                 r.size,
                 r.throughput,
@@ -683,10 +1023,35 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 ))
             );
         }
+        for l in &res.loss {
+            println!(
+                "{{\"bench\":\"rfc2544\",\"test\":\"frame_loss\",\"case\":\"{}\",\"frame_size\":{},\"offered_pct\":{},\"offered_fps\":{:.0},\"loss_pct\":{:.3}}}",
+                l.case, l.size, l.pct, l.offered, l.loss
+            );
+        }
+        for b in &res.b2b {
+            println!(
+                "{{\"bench\":\"rfc2544\",\"test\":\"back_to_back\",\"case\":\"{}\",\"frame_size\":{},\"frames\":{},\"at_least\":{}}}",
+                b.case, b.size, b.frames, b.capped
+            );
+        }
+        for r in &res.rfc2889 {
+            println!(
+                "{{\"bench\":\"rfc2889\",\"case\":\"{}\",\"forwarding_fps\":{:.0},\"address_capacity\":{},\"capacity_failed_at\":{},\"learning_fps\":{:.0},\"learning_at_least\":{},\"broadcast_fps\":{:.0},\"broadcast_at_least\":{}}}",
+                r.case,
+                r.forwarding,
+                r.capacity,
+                r.capacity_failed.map_or("null".into(), |b| b.to_string()),
+                r.learning,
+                r.learning_capped,
+                r.broadcast,
+                r.broadcast_capped
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "RFC 2544 throughput (no loss in a {} s trial, binary search of {STEPS} steps) over veth pairs, tester on AF_PACKET with {} sending thread(s)",
+        "RFC 2544 throughput (no loss in a {} s trial; binary search of {STEPS} steps when the unpaced rate loses frames) over veth pairs, tester on AF_PACKET with {} sending thread(s)",
         a.seconds, a.senders
     );
     println!("Mfps: million frames a second; Mbit/s counts the wire's 20 bytes of preamble and gap per frame");
@@ -715,15 +1080,110 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
         println!();
     }
-    let at = |c: &str| rows.iter().find(|r| r.case == c && r.size == 64);
-    if let (Some(m), Some(l)) = (at("mpstack-router"), at("linux-router")) {
+    println!();
+    println!("Latency at the throughput rate, us (mean / p99 / max)");
+    print!("{:>6}", "bytes");
+    for c in &cases {
+        print!("  {:>22}", c);
+    }
+    println!();
+    for &size in &sizes {
+        print!("{size:>6}");
+        for c in &cases {
+            match rows
+                .iter()
+                .find(|r| r.case == *c && r.size == size)
+                .and_then(|r| r.latency)
+            {
+                Some((m, p, x)) => print!("  {:>22}", format!("{m:.0} / {p:.0} / {x:.0}")),
+                None => print!("  {:>22}", "-"),
+            }
+        }
+        println!();
+    }
+    let devices: Vec<&str> = cases.iter().copied().filter(|c| *c != "tester").collect();
+    if let Some(&size) = sizes.first() {
+        if !devices.is_empty() {
+            println!();
+            println!(
+                "Frame loss at {size} bytes (RFC 2544 26.3), percent lost at a percentage of the unpaced rate"
+            );
+            print!("{:>6}", "rate");
+            for c in &devices {
+                print!("  {:>16}", c);
+            }
+            println!();
+            for pct in (1..=10u32).rev().map(|p| p * 10) {
+                if !res.loss.iter().any(|l| l.pct == pct) {
+                    continue;
+                }
+                print!("{:>5}%", pct);
+                for c in &devices {
+                    match res.loss.iter().find(|l| l.case == *c && l.pct == pct) {
+                        Some(l) => print!("  {:>15.2}%", l.loss),
+                        None => print!("  {:>16}", "-"),
+                    }
+                }
+                println!();
+            }
+            println!();
+            print!("Back-to-back at {size} bytes (RFC 2544 26.4), frames:");
+            for b in &res.b2b {
+                print!(
+                    "  {} {}{}",
+                    b.case,
+                    if b.capped { ">=" } else { "" },
+                    b.frames
+                );
+            }
+            println!();
+        }
+    }
+    if !res.rfc2889.is_empty() {
+        println!();
+        println!("RFC 2889, bridges (64-byte frames; >=: the tester's unpaced rate lost nothing)");
+        println!(
+            "{:>16}  {:>14}  {:>20}  {:>16}  {:>16}",
+            "", "forwarding fps", "address capacity", "learning fps", "broadcast fps"
+        );
+        for r in &res.rfc2889 {
+            let at_least = |c: bool| if c { ">=" } else { "" };
+            println!(
+                "{:>16}  {:>14.0}  {:>20}  {:>16}  {:>16}",
+                r.case,
+                r.forwarding,
+                match r.capacity_failed {
+                    Some(b) => format!("{} (fails {b})", r.capacity),
+                    None => format!(">={}", r.capacity),
+                },
+                format!("{}{:.0}", at_least(r.learning_capped), r.learning),
+                format!("{}{:.0}", at_least(r.broadcast_capped), r.broadcast),
+            );
+        }
+    }
+    if let Some(tester) = rows.iter().find(|r| r.case == "tester" && r.size == 64) {
         println!();
         println!(
-            "64 bytes: mpstack router {:.3} Mfps, Linux kernel router {:.3}: {:.2}x",
-            m.throughput / 1e6,
-            l.throughput / 1e6,
-            m.throughput / l.throughput.max(1.0)
+            "The tester's own ceiling at 64 bytes (looped to itself): {:.3} Mfps",
+            tester.throughput / 1e6
         );
+    }
+    let at = |c: &str| rows.iter().find(|r| r.case == c && r.size == 64);
+    for (m, l, what) in [
+        ("mpstack-router", "linux-router", "router"),
+        ("mpstack-bridge", "linux-bridge", "bridge"),
+    ] {
+        if let (Some(m), Some(l)) = (at(m), at(l)) {
+            println!(
+                "64 bytes: mpstack {what} {:.3} Mfps, Linux kernel {what} {:.3}: {:.2}x",
+                m.throughput / 1e6,
+                l.throughput / 1e6,
+                m.throughput / l.throughput.max(1.0)
+            );
+        }
+    }
+    if let Some(p) = &a.plot {
+        println!("plot: {}", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }
