@@ -268,6 +268,29 @@ fn run_rejects_bad_arguments_clearly() {
             ][..],
             "mpbad0 has VLAN 10 already",
         ),
+        // Tunnels.
+        (&["--tunnel", "gif0"][..], "no NAME="),
+        (
+            &["--tunnel", "gif0=ipip,198.18.0.2,198.18.0.1"][..],
+            "kind 'ipip' is neither gif nor gre",
+        ),
+        (&["--tunnel", "gif0=gif,198.18.0.2"][..], "no destination"),
+        (
+            &["--tunnel", "gif0=gif,198.18.0.2,far"][..],
+            "destination 'far' is not an IP address",
+        ),
+        (
+            &["--tunnel", "gif0=gif,198.18.0.2,198.18.0.1,key=5"][..],
+            "a gif tunnel has no key",
+        ),
+        (
+            &["--tunnel", "gif0=gre,198.18.0.2,198.18.0.1,ttl=5"][..],
+            "unknown option 'ttl=5'",
+        ),
+        (
+            &["--tunnel", "mpbad0=gif,198.18.0.2,198.18.0.1"][..],
+            "must be a new interface name",
+        ),
     ] {
         let o = Command::new(bin)
             .args(["run", "--tap", "mpbad0", "--inet", "198.18.0.2/24"])
