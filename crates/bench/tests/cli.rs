@@ -233,3 +233,62 @@ fn help_says_how_the_table_is_found_and_how_to_run() {
         assert!(out.contains(want), "{want:?} not in {out}");
     }
 }
+
+/// `bench rfc2544` end to end, as short as it goes: one frame size, 50 ms trials.
+/// Every device gives a throughput row, the devices a loss curve and a back-to-back
+/// figure, the bridges RFC 2889's four results. Needs root (namespaces, veth) and
+/// the `mpstack` program beside this one (`cargo test --workspace` builds both);
+/// without them it says why and passes, except in CI, where it fails.
+#[test]
+fn bench_rfc2544_runs_every_device_end_to_end() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_mpstack-bench"));
+    let ci = std::env::var_os("CI").is_some();
+    if !exe.with_file_name("mpstack").exists() {
+        assert!(!ci, "the mpstack program is not built beside mpstack-bench");
+        eprintln!("SKIPPED: no mpstack program beside mpstack-bench (cargo build --workspace)");
+        return;
+    }
+    let out = bench_ok(&["rfc2544", "--sizes", "64", "--seconds", "0.05", "--json"]);
+    if out.contains("\"skipped\"") {
+        assert!(!ci, "bench rfc2544 could not run in CI: {out}");
+        eprintln!("SKIPPED: {out}");
+        return;
+    }
+    let has = |needle: &str| out.lines().filter(|l| l.contains(needle)).count();
+    for case in [
+        "tester",
+        "linux-router",
+        "mpstack-router",
+        "linux-bridge",
+        "mpstack-bridge",
+    ] {
+        let row = out
+            .lines()
+            .find(|l| {
+                l.contains("\"test\":\"throughput\"") && l.contains(&format!("\"case\":\"{case}\""))
+            })
+            .unwrap_or_else(|| panic!("no throughput row for {case}:\n{out}"));
+        assert!(
+            !row.contains("\"throughput_fps\":0,"),
+            "{case} forwarded nothing without loss: {row}"
+        );
+        if case != "tester" {
+            assert!(
+                has(&format!("\"test\":\"frame_loss\",\"case\":\"{case}\"")) >= 1,
+                "{case}: no loss curve\n{out}"
+            );
+            assert_eq!(
+                has(&format!("\"test\":\"back_to_back\",\"case\":\"{case}\"")),
+                1,
+                "{case}: no back-to-back figure\n{out}"
+            );
+        }
+    }
+    for case in ["linux-bridge", "mpstack-bridge"] {
+        assert_eq!(
+            has(&format!("\"bench\":\"rfc2889\",\"case\":\"{case}\"")),
+            1,
+            "{case}: no RFC 2889 results\n{out}"
+        );
+    }
+}
