@@ -25,9 +25,10 @@
 //! tunnel's MTU. The outer IPv4 header never sets Don't Fragment: an outer packet
 //! too long for the path is fragmented (RFC 2003 §5.1 lets the encapsulator choose);
 //! the tunnel's own MTU (1280 for gif, 1476 for GRE, FreeBSD's defaults) keeps that
-//! rare. Traffic class, ECN and flow labels are not copied between the headers
-//! (the outer ones are 0); ICMP errors about outer packets are not relayed to the
-//! inner packets' sources.
+//! rare. The outer header carries the inner one's DSCP and no ECN codepoint (RFC
+//! 6040's compatibility mode, FreeBSD's default), so decapsulation leaves the
+//! inner header as it came; the flow label is 0. ICMP errors about outer packets
+//! are not relayed to the inner packets' sources.
 //!
 //! What it may call: `link`, `inet`, `inet6` and the shared modules.
 
@@ -111,9 +112,10 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
         m.hdr.csum_flags = 0;
         m.hdr.tso_segsz = 0;
         m.hdr.vlan_tci = None;
-        let v6 = match m.first().first().map(|b| b >> 4) {
-            Some(4) => false,
-            Some(6) => true,
+        // The inner header is in the first buffer (IP output built it there).
+        let (v6, dscp) = match m.first() {
+            [b0, b1, ..] if b0 >> 4 == 4 => (false, b1 >> 2),
+            [b0, b1, ..] if b0 >> 4 == 6 => (true, ((b0 & 0x0f) << 2) | (b1 >> 6)),
             _ => {
                 cx.drop_pkt(m, DropReason::TunnelOutDropped);
                 continue;
@@ -141,15 +143,23 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
         };
         cx.stats.tunnel.opackets += 1;
         match (tc.src, tc.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => encap4(cx, s, d, m, proto),
-            (IpAddr::V6(s), IpAddr::V6(d)) => encap6(cx, s, d, m, proto),
+            (IpAddr::V4(s), IpAddr::V4(d)) => encap4(cx, s, d, m, proto, dscp),
+            (IpAddr::V6(s), IpAddr::V6(d)) => encap6(cx, s, d, m, proto, dscp),
             _ => cx.drop_pkt(m, DropReason::TunnelOutDropped),
         }
     }
 }
 
-/// The outer IPv4 header, then out by the route to `dst`.
-fn encap4(cx: &mut Inet6Cx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mut m: Mbuf, proto: IpProtocol) {
+/// The outer IPv4 header (the inner packet's DSCP, ECN not-ECT), then out by the
+/// route to `dst`.
+fn encap4(
+    cx: &mut Inet6Cx<'_>,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    mut m: Mbuf,
+    proto: IpProtocol,
+    dscp: u8,
+) {
     let Some((ifp, next, bcast)) = crate::inet::ip::ip_route(cx, dst) else {
         return cx.drop_pkt(m, DropReason::IpNoRoute);
     };
@@ -166,7 +176,7 @@ fn encap4(cx: &mut Inet6Cx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mut m: Mbuf, proto
             let mut p = Ipv4Packet::new_unchecked(h);
             p.set_version(4);
             p.set_header_len(IP_HDR_LEN as u8);
-            p.set_dscp(0);
+            p.set_dscp(dscp);
             p.set_ecn(0);
             p.set_total_len(total16);
             p.set_ident(id);
@@ -185,8 +195,16 @@ fn encap4(cx: &mut Inet6Cx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mut m: Mbuf, proto
     crate::inet::ip::ip_send(cx, ifp, m, dst, next, bcast);
 }
 
-/// The outer IPv6 header, then out by the route to `dst`.
-fn encap6(cx: &mut Inet6Cx<'_>, src: Ipv6Addr, dst: Ipv6Addr, mut m: Mbuf, proto: IpProtocol) {
+/// The outer IPv6 header (the inner packet's DSCP, ECN not-ECT), then out by the
+/// route to `dst`.
+fn encap6(
+    cx: &mut Inet6Cx<'_>,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    mut m: Mbuf,
+    proto: IpProtocol,
+    dscp: u8,
+) {
     let Some((ifp, next)) = crate::inet6::ip6::ip6_route(cx, dst, None) else {
         return cx.drop_pkt(m, DropReason::Ip6NoRoute);
     };
@@ -200,7 +218,7 @@ fn encap6(cx: &mut Inet6Cx<'_>, src: Ipv6Addr, dst: Ipv6Addr, mut m: Mbuf, proto
         Ok(h) => {
             let mut p = Ipv6Packet::new_unchecked(h);
             p.set_version(6);
-            p.set_traffic_class(0);
+            p.set_traffic_class(dscp << 2);
             p.set_flow_label(0);
             p.set_payload_len(plen);
             p.set_next_header(proto);

@@ -40,6 +40,7 @@ struct Net {
     r1: HostId,
     r2: HostId,
     m: HostId,
+    la: HubId,
     t2: HubId,
     lb: HubId,
     /// The tunnels' interfaces on r1 and r2.
@@ -165,6 +166,7 @@ fn net(workers: usize, kind: (TunnelKind, TunnelKind), outer6: bool, far_tunnel:
         r1,
         r2,
         m,
+        la,
         t2,
         lb,
         tun: (t_r1, t_r2),
@@ -323,6 +325,53 @@ fn bytes(m: &Mbuf) -> Vec<u8> {
     let mut b = vec![0u8; m.len()];
     m.copydata(0, &mut b).unwrap();
     b
+}
+
+/// The outer header carries the inner packet's DSCP, not its ECN codepoint (RFC
+/// 6040's compatibility mode), and the inner header crosses unchanged.
+#[test]
+fn the_outer_header_carries_the_inner_dscp() {
+    for outer6 in [false, true] {
+        let mut n = net(1, (TunnelKind::Gif, TunnelKind::Gif), outer6, true);
+        let mut lan_a = n.s.attach_raw(n.la);
+        let mut transit = n.s.attach_raw(n.t2);
+        // A UDP datagram from a to b with DSCP 46 (EF) and ECT(1), to r1.
+        let r1 = n.s.host(n.r1).interfaces()[0].mac;
+        let mut f = Vec::new();
+        f.extend_from_slice(&r1.0);
+        f.extend_from_slice(&n.s.host(n.a).interfaces()[0].mac.0);
+        f.extend_from_slice(&[0x08, 0x00]);
+        let mut ip = vec![0x45, 0xb9, 0, 32, 0, 7, 0, 0, 64, 17, 0, 0];
+        ip.extend_from_slice(&[198, 18, 1, 2, 198, 18, 2, 2]);
+        let sum = !wire::checksum::data(&ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 12, 0, 0, b'd', b's', b'c', b'p']);
+        let now = n.s.now();
+        lan_a.tx_burst(now, &mut vec![Mbuf::from_slice(&f).unwrap()]);
+        n.s.run_for(Duration::from_millis(20));
+        let mut v = Vec::new();
+        transit.rx_burst(n.s.now(), &mut v, 256);
+        // (outer DSCP and ECN, inner TOS) of r1's packet into the tunnel.
+        let seen: Vec<(u8, u8)> = v
+            .iter()
+            .map(bytes)
+            .filter_map(|b| {
+                if outer6 {
+                    let tc = ((b[14] & 0x0f) << 4) | (b[15] >> 4);
+                    let to_r2 = b.len() > 74 && b[38..54] == a6("2001:2:0:20::2").octets();
+                    (to_r2 && b[12..14] == [0x86, 0xdd] && b[20] == 4).then(|| (tc, b[55]))
+                } else {
+                    (b.len() > 54
+                        && b[12..14] == [0x08, 0x00]
+                        && b[23] == 4
+                        && b[30..34] == [198, 18, 20, 2])
+                    .then(|| (b[15], b[35]))
+                }
+            })
+            .collect();
+        assert_eq!(seen, vec![(0xb8, 0xb9)], "outer6={outer6}");
+    }
 }
 
 /// GRE keys that differ: r2 refuses r1's packets (counted), nothing crosses.
