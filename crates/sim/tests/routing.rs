@@ -685,6 +685,44 @@ fn router_advertisements_configure_a_host_that_then_reaches_past_the_router() {
     }
 }
 
+/// A host that comes up long after a router's first advertisements solicits one
+/// (RFC 4861 §6.3.7), and the router, listening to all-routers (RFC 4291 §2.8),
+/// answers within a second instead of at its next periodic advertisement, minutes
+/// later.
+#[test]
+fn a_late_host_gets_an_advertisement_when_it_solicits_one() {
+    for workers in [1, 2] {
+        let mut s = Sim::new(9);
+        let hub = s.add_hub(WireConfig::default());
+        let r = s.add_host("r", workers);
+        let ir = s.connect(r, hub, "198.18.1.1/24");
+        v6(&s, r, ir, "2001:2:1::1/64");
+        forwarding(&s, r);
+        s.host(r).set_router_advertisements(ir, true).unwrap();
+        // Past the initial advertisements (three, 16 s apart at most).
+        s.run_for(Duration::from_secs(60));
+        let sent = s.host(r).stats().icmp6.outrouteradvert;
+        let h = s.add_host_with(net::StackConfig {
+            name: "h".into(),
+            workers,
+            slaac: true,
+            ..net::StackConfig::default()
+        });
+        let ih = s.connect(h, hub, "");
+        v6(&s, h, ih, "fe80::1234/64");
+        s.run_for(Duration::from_secs(5));
+        let st = s.host(r).stats();
+        assert!(st.icmp6.inroutersolicit >= 1, "workers={workers}: {:?}", st.icmp6);
+        assert!(st.icmp6.outrouteradvert > sent, "workers={workers}: no answer");
+        let global = s
+            .host(h)
+            .addresses6()
+            .into_iter()
+            .any(|x| x.1.addr.segments()[0] == 0x2001);
+        assert!(global, "workers={workers}: no SLAAC address within 5 s");
+    }
+}
+
 #[test]
 fn hop_limit_expiry_and_redirects_over_ipv6() {
     // Hop limit: r1 answers a hop-limit-1 datagram with Time Exceeded.

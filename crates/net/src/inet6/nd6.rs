@@ -728,6 +728,10 @@ fn mld_groups(ifp: &Ifnet) -> Vec<Ipv6Addr> {
         .filter(|a| a.state() != AddrState::Duplicated)
         .map(|a| solicited_node(a.addr.addr))
         .collect();
+    // A router is in all-routers too (all-nodes is never reported, RFC 3810 §6).
+    if ifp.forwarding.inet6() {
+        g.push(crate::link::iface::ALL_ROUTERS);
+    }
     g.sort_unstable();
     g.dedup();
     g

@@ -389,12 +389,15 @@ impl Ifnet {
         !self.addrs6.is_empty()
     }
 
-    /// True if the interface listens to multicast group `g`: all-nodes, and the
-    /// solicited-node group of each of its addresses (tentative ones too, RFC 4862
-    /// §5.4.2: joined before the probe goes out).
+    /// True if the interface listens to multicast group `g`: all-nodes, all-routers
+    /// when it forwards IPv6 (RFC 4291 §2.8: a router's router solicitations come
+    /// there), and the solicited-node group of each of its addresses (tentative ones
+    /// too, RFC 4862 §5.4.2: joined before the probe goes out).
     pub fn in6_joined(&self, g: Ipv6Addr) -> bool {
         self.inet6()
-            && (g == ALL_NODES || self.addrs6.iter().any(|x| solicited_node(x.addr.addr) == g))
+            && (g == ALL_NODES
+                || (g == ALL_ROUTERS && self.forwarding.inet6())
+                || self.addrs6.iter().any(|x| solicited_node(x.addr.addr) == g))
     }
 
     /// Source address selection (RFC 6724, reduced to what a host with a link-local
