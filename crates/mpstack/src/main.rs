@@ -229,9 +229,15 @@ pub struct RunArgs {
     /// Link-layer address of the first TAP (default: derived from the TAP name).
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
-    /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP 9),
-    /// chargen (TCP 19), http=DIR (static files on TCP 80), or none.
-    #[arg(long, value_name = "LIST", default_value = "echo")]
+    /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP and
+    /// UDP 9), chargen (TCP and UDP 19), http=DIR (static files on TCP 80), or none
+    /// (no service, UDP echo included). The last --serve given counts.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "echo",
+        overrides_with = "serve"
+    )]
     pub serve: String,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "SECS")]

@@ -524,11 +524,6 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         None => None,
     };
-    let echo = stack
-        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
-        .map_err(|e| format!("UDP echo service: {e}"))?;
-    echo.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| e.to_string())?;
     // The workers' clock, kept to give the dynamic states' lifetimes at exit.
     let clock = Arc::new(dev::time::MonotonicClock::new());
     stack
@@ -597,7 +592,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         println!("mpstack: sysctl {t}");
     }
     println!(
-        "mpstack: up on {}{}, {} worker(s), {} queue(s); UDP echo on port 7; services: {} (discard and chargen on UDP too); SIGINT or SIGTERM stops",
+        "mpstack: up on {}{}, {} worker(s), {} queue(s); services: {} (echo, discard and chargen on UDP too); SIGINT or SIGTERM stops",
         ifs.join(" and "),
         if a.forwarding { ", forwarding" } else { "" },
         workers,
@@ -605,12 +600,15 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         if svc_names.is_empty() { "none".to_string() } else { svc_names.join(", ") }
     );
 
-    // UDP: echo always; discard and chargen with their TCP namesakes.
-    let mut udp = vec![(crate::services::Service::Echo, echo)];
+    // UDP: echo, discard and chargen with their TCP namesakes (none with
+    // `--serve none`).
+    let mut udp = Vec::new();
     for svc in &services {
         if matches!(
             svc,
-            crate::services::Service::Discard | crate::services::Service::Chargen
+            crate::services::Service::Echo
+                | crate::services::Service::Discard
+                | crate::services::Service::Chargen
         ) {
             let sock = stack
                 .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()))
@@ -638,11 +636,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let mut udp_threads = Vec::new();
     for (svc, sock) in udp {
         let stop = stop.clone();
+        let name = svc.name().to_string();
         let t = std::thread::Builder::new()
-            .name(format!("udp-{}", svc.name()))
+            .name(format!("udp-{name}"))
             .spawn(move || udp_service(&svc, &sock, &stop))
             .map_err(|e| e.to_string())?;
-        udp_threads.push(t);
+        udp_threads.push((name, t));
     }
 
     let started = std::time::Instant::now();
@@ -673,9 +672,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             stop.store(true, Ordering::Relaxed);
         }
     }
-    let served: Vec<u64> = udp_threads
+    let served: Vec<(String, u64)> = udp_threads
         .into_iter()
-        .map(|t| t.join().unwrap_or(0))
+        .map(|(name, t)| (name, t.join().unwrap_or(0)))
         .collect();
     for t in tcp_threads {
         let _ = t.join();
@@ -693,8 +692,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     println!(
         "mpstack: stopping after {:.1}s; UDP services answered {} datagram(s) (echo {})",
         started.elapsed().as_secs_f64(),
-        served.iter().sum::<u64>(),
-        served.first().copied().unwrap_or(0)
+        served.iter().map(|s| s.1).sum::<u64>(),
+        served
+            .iter()
+            .filter(|s| s.0 == "echo")
+            .map(|s| s.1)
+            .sum::<u64>()
     );
     for (w, i, q) in stack.queue_stats() {
         println!(

@@ -109,6 +109,25 @@ fn udp_echo_round_trip_with_socat() {
     assert!(c.get("udp.delivered").copied().unwrap_or(0) >= 5, "{c:?}");
 }
 
+/// `--serve none` runs no service at all: UDP port 7 gets a port unreachable, as
+/// TCP port 7 gets a reset.
+#[test]
+fn serve_none_answers_no_udp_echo() {
+    skip_unless!("ip", "socat", "ping");
+    let mut lab = Lab::start_with("sn", 1, &["--serve", "none"]);
+    let (_, out) = lab.exec("sh -c 'printf probe | socat -t 2 - UDP:198.18.0.2:7'");
+    assert!(!out.contains("probe"), "answered: {out}");
+    let (ok, out) = lab.exec("ping -c 2 -i 0.2 -W 2 198.18.0.2");
+    assert!(ok, "{out}");
+    let c = lab.stop();
+    assert!(c.get("udp.noport").copied().unwrap_or(0) >= 1, "{c:?}");
+    assert!(
+        lab.output.iter().any(|l| l.contains("services: none")),
+        "{:?}",
+        lab.output
+    );
+}
+
 #[test]
 fn malformed_frames_are_counted_and_ping_still_works() {
     skip_unless!("ip", "ping", "python3");
