@@ -712,8 +712,15 @@ fn a_late_host_gets_an_advertisement_when_it_solicits_one() {
         v6(&s, h, ih, "fe80::1234/64");
         s.run_for(Duration::from_secs(5));
         let st = s.host(r).stats();
-        assert!(st.icmp6.inroutersolicit >= 1, "workers={workers}: {:?}", st.icmp6);
-        assert!(st.icmp6.outrouteradvert > sent, "workers={workers}: no answer");
+        assert!(
+            st.icmp6.inroutersolicit >= 1,
+            "workers={workers}: {:?}",
+            st.icmp6
+        );
+        assert!(
+            st.icmp6.outrouteradvert > sent,
+            "workers={workers}: no answer"
+        );
         let global = s
             .host(h)
             .addresses6()
