@@ -147,6 +147,9 @@ fn unavailable() -> Option<String> {
     if sh("command -v ip").is_err() {
         return Some("no 'ip' command (iproute2)".into());
     }
+    if sh("command -v iptables").is_err() {
+        return Some("no 'iptables' command".into());
+    }
     None
 }
 
@@ -252,6 +255,14 @@ impl Topo {
             _ => {
                 sh(&format!(
                     "ip netns exec {dn} sysctl -qw net.ipv4.ip_forward=0"
+                ))?;
+                // mpstack's links: the kernel's own IP stack on them has nothing
+                // to do, but frames for the links' address reach it beside the
+                // AF_PACKET rings, and it would look a route up for each (on the
+                // sender's core) before dropping it. Dropped before routing
+                // instead, as an operator of `run --packet` would (see README).
+                sh(&format!(
+                    "ip netns exec {dn} iptables -t raw -A PREROUTING -j DROP"
                 ))?;
             }
         }
