@@ -65,7 +65,7 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// (`mpstack run --packet`), the Linux kernel bridge and the mpstack bridge, side by
 /// side; RFC 2889's forwarding rate, address caching capacity, address learning
 /// rate and broadcast forwarding for the two bridges. `mpstack bench rfc2544
-/// [--seconds S] [--sizes 64,1518] [--senders N] [--workers N] [--plot FILE.svg]
+/// [--seconds S] [--sizes 64,1518] [--senders N] [--workers N] [--every-size] [--plot FILE.svg]
 /// [--skip tester,linux-router,mpstack-router,linux-bridge,mpstack-bridge] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
@@ -150,6 +150,10 @@ pub struct BenchArgs {
     /// chunks of frames, leaving their cores to the device meanwhile.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub senders: u16,
+    /// bench rfc2544: the frame-loss curve and back-to-back bursts at every frame
+    /// size, not only the first (a longer run: about a minute more per size).
+    #[arg(long)]
+    pub every_size: bool,
     /// bench rfc2544: write the throughput against frame size, one line a device,
     /// as an SVG plot to FILE.
     #[arg(long, value_name = "FILE")]

@@ -29,7 +29,8 @@
 //! rate if that loses nothing, else a binary search between 0 and it; then the
 //! latency at that rate (§26.2, shortened to one trial: one frame in every few
 //! bursts carries its send time, the receiver takes the difference on the same
-//! clock). At the first size (64 bytes by default), the frame-loss curve (§26.3:
+//! clock). At the first size (64 bytes by default; every size with
+//! `--every-size`), the frame-loss curve (§26.3:
 //! from the unpaced rate down in steps of 10% until two steps lose nothing) and
 //! back-to-back bursts (§26.4: the longest burst at the unpaced rate that loses
 //! nothing, up to half a second's worth). For the bridges, RFC 2889's forwarding
@@ -824,8 +825,9 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results
             latency,
         });
         // The loss curve and back-to-back bursts at the first size only (the
-        // smallest frames, by default: where devices differ).
-        if k > 0 || case == "tester" {
+        // smallest frames, by default: where devices differ), or at every size
+        // with `--every-size`.
+        if (k > 0 && !a.every_size) || case == "tester" {
             continue;
         }
         // Frame loss (§26.3): from the unpaced rate down in steps of 10% until two
@@ -1113,8 +1115,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         println!();
     }
     let devices: Vec<&str> = cases.iter().copied().filter(|c| *c != "tester").collect();
-    if let Some(&size) = sizes.first() {
-        if !devices.is_empty() {
+    for &size in &sizes {
+        if !devices.is_empty() && res.b2b.iter().any(|b| b.size == size) {
             println!();
             println!(
                 "Frame loss at {size} bytes (RFC 2544 26.3), percent lost at a percentage of the unpaced rate"
@@ -1125,12 +1127,16 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             }
             println!();
             for pct in (1..=10u32).rev().map(|p| p * 10) {
-                if !res.loss.iter().any(|l| l.pct == pct) {
+                if !res.loss.iter().any(|l| l.pct == pct && l.size == size) {
                     continue;
                 }
                 print!("{:>5}%", pct);
                 for c in &devices {
-                    match res.loss.iter().find(|l| l.case == *c && l.pct == pct) {
+                    match res
+                        .loss
+                        .iter()
+                        .find(|l| l.case == *c && l.pct == pct && l.size == size)
+                    {
                         Some(l) => print!("  {:>15.2}%", l.loss),
                         None => print!("  {:>16}", "-"),
                     }
@@ -1139,7 +1145,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             }
             println!();
             print!("Back-to-back at {size} bytes (RFC 2544 26.4), frames:");
-            for b in &res.b2b {
+            for b in res.b2b.iter().filter(|b| b.size == size) {
                 print!(
                     "  {} {}{}",
                     b.case,
