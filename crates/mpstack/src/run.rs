@@ -112,6 +112,40 @@ fn parse_bridges(a: &RunArgs, ifnames: &[String]) -> Result<Vec<(String, Vec<usi
     Ok(out)
 }
 
+/// What `--inet NAME=…`, `--inet6 NAME=…`, `--forwarding` and `--rtadv` give
+/// interface `name` once it exists as `ifx`: its addresses, forwarding, router
+/// advertisements (where it has IPv6 addresses).
+fn configure(
+    stack: &Stack,
+    a: &RunArgs,
+    ifx: net::IfIndex,
+    name: &str,
+    inet: &[InetAddr],
+    inet6: &[net::Inet6Addr],
+) -> Result<(), String> {
+    for a4 in inet {
+        stack
+            .add_address(ifx, *a4)
+            .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
+    }
+    for a6 in inet6 {
+        stack
+            .add_address6(ifx, *a6)
+            .map_err(|e| format!("--inet6 {a6}: {e}"))?;
+    }
+    if a.forwarding {
+        stack
+            .set_forwarding(ifx, true, true)
+            .map_err(|e| e.to_string())?;
+    }
+    if a.rtadv && !inet6.is_empty() {
+        stack
+            .set_router_advertisements(ifx, true)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// `--tunnel NAME=KIND,SRC,DST[,key=N][,mtu=N]`: each tunnel's name and parameters.
 fn parse_tunnels(
     a: &RunArgs,
@@ -378,21 +412,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 },
             )
             .map_err(|e| format!("--tap {name}: {e}"))?;
-        for a6 in &inet6[i] {
-            stack
-                .add_address6(ifindex, *a6)
-                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
-        }
-        if a.forwarding {
-            stack
-                .set_forwarding(ifindex, true, true)
-                .map_err(|e| e.to_string())?;
-        }
-        if a.rtadv && !inet6[i].is_empty() {
-            stack
-                .set_router_advertisements(ifindex, true)
-                .map_err(|e| e.to_string())?;
-        }
+        // Its IPv4 addresses came with it (`IfConfig`).
+        configure(&stack, &a, ifindex, name, &[], &inet6[i])?;
         ifindexes.push(ifindex);
     }
     let bparams = net::link::bridge::BridgeParams {
@@ -413,26 +434,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         let v = stack
             .add_vlan(name, ifindexes[*parent], *vid)
             .map_err(|e| format!("--vlan {name}: {e}"))?;
-        for a4 in &inet[i] {
-            stack
-                .add_address(v, *a4)
-                .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
-        }
-        for a6 in &inet6[i] {
-            stack
-                .add_address6(v, *a6)
-                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
-        }
-        if a.forwarding {
-            stack
-                .set_forwarding(v, true, true)
-                .map_err(|e| e.to_string())?;
-        }
-        if a.rtadv && !inet6[i].is_empty() {
-            stack
-                .set_router_advertisements(v, true)
-                .map_err(|e| e.to_string())?;
-        }
+        configure(&stack, &a, v, name, &inet[i], &inet6[i])?;
         ifindexes.push(v);
     }
     for (k, (name, members)) in bridges.iter().enumerate() {
@@ -445,26 +447,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 .bridge_add_member(b, ifindexes[m], net::link::bridge::MemberFlags::default())
                 .map_err(|e| format!("--bridge {name}: {e}"))?;
         }
-        for a4 in &inet[i] {
-            stack
-                .add_address(b, *a4)
-                .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
-        }
-        for a6 in &inet6[i] {
-            stack
-                .add_address6(b, *a6)
-                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
-        }
-        if a.forwarding {
-            stack
-                .set_forwarding(b, true, true)
-                .map_err(|e| e.to_string())?;
-        }
-        if a.rtadv && !inet6[i].is_empty() {
-            stack
-                .set_router_advertisements(b, true)
-                .map_err(|e| e.to_string())?;
-        }
+        configure(&stack, &a, b, name, &inet[i], &inet6[i])?;
         ifindexes.push(b);
     }
     for (k, (name, p)) in tunnels.iter().enumerate() {
@@ -472,21 +455,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         let t = stack
             .add_tunnel(name, *p)
             .map_err(|e| format!("--tunnel {name}: {e}"))?;
-        for a4 in &inet[i] {
-            stack
-                .add_address(t, *a4)
-                .map_err(|e| format!("--inet {name}={a4}: {e}"))?;
-        }
-        for a6 in &inet6[i] {
-            stack
-                .add_address6(t, *a6)
-                .map_err(|e| format!("--inet6 {a6}: {e}"))?;
-        }
-        if a.forwarding {
-            stack
-                .set_forwarding(t, true, true)
-                .map_err(|e| e.to_string())?;
-        }
+        configure(&stack, &a, t, name, &inet[i], &inet6[i])?;
         ifindexes.push(t);
     }
     // The first interface with an address (a bridge's, when every TAP is a member).

@@ -33,17 +33,14 @@
 //! What it may call: `link`, `inet`, `inet6` and the shared modules.
 
 use crate::hdr::mbuf_sum;
-use crate::inet::ip::IpInfo;
+use crate::inet::ip::{IpInfo, IpOut};
 use crate::inet6::cx::Inet6Cx;
-use crate::inet6::ip6::Ip6Info;
+use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::link::iface::IfIndex;
 use crate::stats::DropReason;
 use mbuf::Mbuf;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use wire::{EtherType, GrePacket, GreRepr, IpProtocol, Ipv4Packet, Ipv6Packet};
-
-const IP_HDR_LEN: usize = 20;
-const IP6_HDR_LEN: usize = 40;
+use wire::{EtherType, GrePacket, GreRepr, IpProtocol};
 
 /// `gif(4)`'s default MTU (FreeBSD's `GIF_MTU`).
 pub const GIF_MTU: usize = 1280;
@@ -150,49 +147,30 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
     }
 }
 
-/// The outer IPv4 header (the inner packet's DSCP, ECN not-ECT), then out by the
-/// route to `dst`.
+/// The outer IPv4 header (the inner packet's DSCP, ECN not-ECT, Don't Fragment
+/// clear), then out by the route to `dst`.
 fn encap4(
     cx: &mut Inet6Cx<'_>,
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    mut m: Mbuf,
+    m: Mbuf,
     proto: IpProtocol,
     dscp: u8,
 ) {
-    let Some((ifp, next, bcast)) = crate::inet::ip::ip_route(cx, dst) else {
+    let Some(route) = crate::inet::ip::ip_route(cx, dst) else {
         return cx.drop_pkt(m, DropReason::IpNoRoute);
     };
-    if ifp.no_link_header() {
+    if route.0.no_link_header() {
         return cx.drop_pkt(m, DropReason::TunnelLoop);
     }
-    let total = m.len() + IP_HDR_LEN;
-    let Ok(total16) = u16::try_from(total) else {
-        return cx.drop_pkt(m, DropReason::TunnelOutDropped);
+    let o = IpOut {
+        src,
+        dst,
+        proto,
+        ttl: TUNNEL_TTL,
+        df: false,
     };
-    let id = cx.next_ip_id();
-    match m.prepend(IP_HDR_LEN) {
-        Ok(h) => {
-            let mut p = Ipv4Packet::new_unchecked(h);
-            p.set_version(4);
-            p.set_header_len(IP_HDR_LEN as u8);
-            p.set_dscp(dscp);
-            p.set_ecn(0);
-            p.set_total_len(total16);
-            p.set_ident(id);
-            p.set_dont_frag(false);
-            p.set_more_frags(false);
-            p.set_frag_offset(0);
-            p.set_hop_limit(TUNNEL_TTL);
-            p.set_next_header(proto);
-            p.set_src_addr(src);
-            p.set_dst_addr(dst);
-            p.fill_checksum();
-        }
-        Err(_) => return cx.drop_pkt(m, DropReason::TunnelOutDropped),
-    }
-    cx.stats.ip.localout += 1;
-    crate::inet::ip::ip_send(cx, ifp, m, dst, next, bcast);
+    crate::inet::ip::ip_output_on(cx, m, o, dscp, route);
 }
 
 /// The outer IPv6 header (the inner packet's DSCP, ECN not-ECT), then out by the
@@ -201,35 +179,25 @@ fn encap6(
     cx: &mut Inet6Cx<'_>,
     src: Ipv6Addr,
     dst: Ipv6Addr,
-    mut m: Mbuf,
+    m: Mbuf,
     proto: IpProtocol,
     dscp: u8,
 ) {
-    let Some((ifp, next)) = crate::inet6::ip6::ip6_route(cx, dst, None) else {
+    let Some(route) = crate::inet6::ip6::ip6_route(cx, dst, None) else {
         return cx.drop_pkt(m, DropReason::Ip6NoRoute);
     };
-    if ifp.no_link_header() {
+    if route.0.no_link_header() {
         return cx.drop_pkt(m, DropReason::TunnelLoop);
     }
-    let Ok(plen) = u16::try_from(m.len()) else {
-        return cx.drop_pkt(m, DropReason::TunnelOutDropped);
+    let o = Ip6Out {
+        src,
+        dst,
+        proto,
+        hlim: TUNNEL_TTL,
+        keep_unspec: false,
+        ifindex: None,
     };
-    match m.prepend(IP6_HDR_LEN) {
-        Ok(h) => {
-            let mut p = Ipv6Packet::new_unchecked(h);
-            p.set_version(6);
-            p.set_traffic_class(dscp << 2);
-            p.set_flow_label(0);
-            p.set_payload_len(plen);
-            p.set_next_header(proto);
-            p.set_hop_limit(TUNNEL_TTL);
-            p.set_src_addr(src);
-            p.set_dst_addr(dst);
-        }
-        Err(_) => return cx.drop_pkt(m, DropReason::TunnelOutDropped),
-    }
-    cx.stats.ip6.localout += 1;
-    crate::inet6::ip6::ip6_send(cx, ifp, m, dst, next);
+    crate::inet6::ip6::ip6_output_on(cx, m, o, dscp << 2, route);
 }
 
 /// An IPv4 packet for this host of protocol 4, 41 or 47 (`info.proto`): to the

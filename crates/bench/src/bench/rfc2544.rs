@@ -754,6 +754,29 @@ struct Results {
     rfc2889: Vec<Rfc2889>,
 }
 
+/// The highest rate in `lo..hi` at which `ok` holds (`ok(lo)` taken to hold), in
+/// `steps` halvings of the interval.
+fn bisect(mut lo: f64, mut hi: f64, steps: u32, mut ok: impl FnMut(f64) -> bool) -> f64 {
+    for _ in 0..steps {
+        let mid = (lo + hi) / 2.0;
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Prints a table's first line: `first`, then each case's name.
+fn table_head(first: &str, cases: &[&str], width: usize) {
+    print!("{first:>6}");
+    for c in cases {
+        print!("  {c:>width$}");
+    }
+    println!();
+}
+
 /// Whether a trial lost nothing.
 fn clean((sent, got): (u64, u64)) -> bool {
     sent > 0 && got >= sent
@@ -782,22 +805,14 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results
         trial += 1;
         let max = sent as f64 / secs;
         // Throughput (§26.1): unpaced if that loses nothing, else a binary search.
-        let mut lo = 0.0f64;
-        if clean((sent, got)) {
-            lo = max;
+        let lo = if clean((sent, got)) {
+            max
         } else {
-            let mut hi = max;
-            for _ in 0..STEPS {
-                let mid = (lo + hi) / 2.0;
-                let r = t.trial(trial, size, mid, secs);
+            bisect(0.0, max, STEPS, |mid| {
                 trial += 1;
-                if clean(r) {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-        }
+                clean(t.trial(trial - 1, size, mid, secs))
+            })
+        };
         let latency = if lo > 0.0 {
             let l = t.latency(trial, size, lo, secs);
             trial += 1;
@@ -1074,11 +1089,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         .copied()
         .filter(|c| rows.iter().any(|r| r.case == *c))
         .collect();
-    print!("{:>6}", "bytes");
-    for c in &cases {
-        print!("  {:>22}", c);
-    }
-    println!();
+    table_head("bytes", &cases, 22);
     for &size in &sizes {
         print!("{size:>6}");
         for c in &cases {
@@ -1095,11 +1106,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     println!();
     println!("Latency at the throughput rate, us (mean / p99 / max)");
-    print!("{:>6}", "bytes");
-    for c in &cases {
-        print!("  {:>22}", c);
-    }
-    println!();
+    table_head("bytes", &cases, 22);
     for &size in &sizes {
         print!("{size:>6}");
         for c in &cases {
@@ -1121,11 +1128,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             println!(
                 "Frame loss at {size} bytes (RFC 2544 26.3), percent lost at a percentage of the unpaced rate"
             );
-            print!("{:>6}", "rate");
-            for c in &devices {
-                print!("  {:>16}", c);
-            }
-            println!();
+            table_head("rate", &devices, 16);
             for pct in (1..=10u32).rev().map(|p| p * 10) {
                 if !res.loss.iter().any(|l| l.pct == pct && l.size == size) {
                     continue;

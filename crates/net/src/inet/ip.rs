@@ -287,10 +287,22 @@ pub(crate) struct IpOut {
 
 /// `ip_output` for a payload without an IPv4 header: routes, builds the header, sends.
 /// Returns the source address used (for transport checksums computed before).
-pub(crate) fn ip_output(cx: &mut InetCx<'_>, mut m: Mbuf, o: IpOut) {
-    let Some((ifp, nexthop, bcast)) = ip_route(cx, o.dst) else {
-        return cx.drop_pkt(m, DropReason::IpNoRoute);
-    };
+pub(crate) fn ip_output(cx: &mut InetCx<'_>, m: Mbuf, o: IpOut) {
+    match ip_route(cx, o.dst) {
+        Some(route) => ip_output_on(cx, m, o, 0, route),
+        None => cx.drop_pkt(m, DropReason::IpNoRoute),
+    }
+}
+
+/// [`ip_output`] by a route already looked up (`ifp`, the next hop, broadcast),
+/// with `dscp` in the header (a tunnel copies its inner packet's).
+pub(crate) fn ip_output_on(
+    cx: &mut InetCx<'_>,
+    mut m: Mbuf,
+    o: IpOut,
+    dscp: u8,
+    (ifp, nexthop, bcast): (&Arc<Ifnet>, Ipv4Addr, bool),
+) {
     let src = if o.src.is_unspecified() {
         match ifp.source_for(o.dst) {
             Some(s) => s,
@@ -309,7 +321,7 @@ pub(crate) fn ip_output(cx: &mut InetCx<'_>, mut m: Mbuf, o: IpOut) {
             let mut p = Ipv4Packet::new_unchecked(h);
             p.set_version(4);
             p.set_header_len(IP_HDR_LEN as u8);
-            p.set_dscp(0);
+            p.set_dscp(dscp);
             p.set_ecn(0);
             p.set_total_len(u16::try_from(total).unwrap_or(0));
             p.set_ident(id);

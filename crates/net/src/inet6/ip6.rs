@@ -504,10 +504,22 @@ pub(crate) fn ip6_route<'a>(
 
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
 /// layer or the first extension header): routes, builds the header, sends.
-pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_>, mut m: Mbuf, o: Ip6Out) {
-    let Some((ifp, nexthop)) = ip6_route(cx, o.dst, o.ifindex) else {
-        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
-    };
+pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_>, m: Mbuf, o: Ip6Out) {
+    match ip6_route(cx, o.dst, o.ifindex) {
+        Some(route) => ip6_output_on(cx, m, o, 0, route),
+        None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
+    }
+}
+
+/// [`ip6_output`] by a route already looked up (`ifp`, the next hop), with traffic
+/// class `tclass` (a tunnel copies its inner packet's DSCP).
+pub(crate) fn ip6_output_on(
+    cx: &mut Inet6Cx<'_>,
+    mut m: Mbuf,
+    o: Ip6Out,
+    tclass: u8,
+    (ifp, nexthop): (&Arc<Ifnet>, Ipv6Addr),
+) {
     let src = if o.src.is_unspecified() && !o.keep_unspec {
         match ifp.source6_for(o.dst) {
             Some(s) => s,
@@ -524,7 +536,7 @@ pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_>, mut m: Mbuf, o: Ip6Out) {
         Ok(h) => {
             let mut p = Ipv6Packet::new_unchecked(h);
             p.set_version(6);
-            p.set_traffic_class(0);
+            p.set_traffic_class(tclass);
             p.set_flow_label(0);
             p.set_payload_len(u16::try_from(plen).unwrap_or(0));
             p.set_next_header(o.proto);

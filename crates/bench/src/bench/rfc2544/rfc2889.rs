@@ -20,7 +20,7 @@
 //! Frames are 64 bytes (60 here, the FCS being the device's) of a local
 //! experimental EtherType, marked with the trial and whether they are test frames.
 
-use super::{progress, sh_ns_open, BURST, MAGIC, STEPS};
+use super::{bisect, progress, sh_ns_open, BURST, MAGIC, STEPS};
 use crate::BenchArgs;
 use dev::{Mbuf, Queue};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -312,18 +312,13 @@ pub fn run(
     // Address learning rate: unpaced first, then a binary search.
     let n = LEARN_ADDRS.min(good.max(1));
     let (capped, top) = learned(&mut p, flush, next(), n, 0.0);
-    let mut lo = if capped { top } else { 0.0 };
-    if !capped {
-        let mut hi = top.max(LEARN_RATE);
-        for _ in 0..SEARCH_STEPS {
-            let mid = (lo + hi) / 2.0;
-            if learned(&mut p, flush, next(), n, mid).0 {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-    }
+    let lo = if capped {
+        top
+    } else {
+        bisect(0.0, top.max(LEARN_RATE), SEARCH_STEPS, |mid| {
+            learned(&mut p, flush, next(), n, mid).0
+        })
+    };
     progress(
         a,
         &format!(
@@ -352,18 +347,11 @@ pub fn run(
         (sent > 0 && b >= sent && c >= sent, sent as f64 / secs)
     };
     let (all, top) = bcast(&mut p, next(), 0.0);
-    let mut blo = if all { top } else { 0.0 };
-    if !all {
-        let mut hi = top;
-        for _ in 0..STEPS {
-            let mid = (blo + hi) / 2.0;
-            if bcast(&mut p, next(), mid).0 {
-                blo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-    }
+    let blo = if all {
+        top
+    } else {
+        bisect(0.0, top, STEPS, |mid| bcast(&mut p, next(), mid).0)
+    };
     progress(
         a,
         &format!(
