@@ -122,7 +122,7 @@ fn sh(cmd: &str) -> Result<String, String> {
 }
 
 /// A queue on each of the interfaces `names`, opened in namespace `ns`.
-fn sh_ns_open(ns: &str, names: &[&str]) -> Result<Vec<Box<dyn Queue>>, String> {
+fn open_queues(ns: &str, names: &[&str]) -> Result<Vec<Box<dyn Queue>>, String> {
     std::thread::scope(|s| {
         s.spawn(|| -> Result<Vec<Box<dyn Queue>>, String> {
             dev::netns::enter(ns).map_err(|e| format!("setns {ns}: {e}"))?;
@@ -405,8 +405,9 @@ struct Tester {
 }
 
 impl Tester {
-    /// `to_tb`: no device, or a bridge, so frames go to the tester's own `tb`
-    /// (a bridge is first shown where `tb` is: the receiver sends from it once).
+    /// `to_tb`: no device, or a bridge, so frames go to the sink's address behind
+    /// the tester's own `tb` (a bridge is first shown where it is: the receiver
+    /// sends from it once).
     fn new(topo: &Topo, to_tb: bool, senders: usize) -> Result<Tester, String> {
         let ns = topo.tester.clone();
         let src_mac = mac_of(&ns, "ta")?;
@@ -420,47 +421,20 @@ impl Tester {
         } else {
             mac_of(&topo.dut, "da")?
         };
-        // The senders: a socket each on `ta`, opened inside the tester's namespace.
-        let tx = std::thread::scope(|s| {
-            s.spawn(|| -> Result<Vec<Box<dyn Queue>>, String> {
-                dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-                (0..senders)
-                    .map(|_| {
-                        let d = PacketDevice::open("ta", 1, PacketOptions::default())
-                            .map_err(|e| e.to_string())?;
-                        Ok(Box::new(d).into_queues().remove(0))
-                    })
-                    .collect()
-            })
-            .join()
-            .map_err(|_| "the tester's thread panicked".to_string())?
-        })?;
+        // The receiver's socket on `tb`, then a socket on `ta` for each sender.
+        let mut names = vec!["tb"];
+        names.extend(std::iter::repeat_n("ta", senders));
+        let mut tx = open_queues(&ns, &names)?;
+        let mut q = tx.remove(0);
         let rx_count = Arc::new(AtomicU64::new(0));
         let rx_trial = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let lat = Arc::new(std::sync::Mutex::new(Vec::with_capacity(LAT_SAMPLES)));
-        let (c, t, st, ns2) = (rx_count.clone(), rx_trial.clone(), stop.clone(), ns.clone());
+        let (c, t, st) = (rx_count.clone(), rx_trial.clone(), stop.clone());
         let lat2 = lat.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let rx_thread = std::thread::Builder::new()
             .name("rfc2544-rx".into())
             .spawn(move || {
-                let open = || -> Result<Box<dyn Queue>, String> {
-                    dev::netns::enter(&ns2).map_err(|e| format!("setns {ns2}: {e}"))?;
-                    let d = PacketDevice::open("tb", 1, PacketOptions::default())
-                        .map_err(|e| e.to_string())?;
-                    Ok(Box::new(d).into_queues().remove(0))
-                };
-                let mut q = match open() {
-                    Ok(q) => {
-                        let _ = ready_tx.send(Ok(()));
-                        q
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
                 if to_tb {
                     // A frame from `tb` to `ta`, for a bridge to learn where `tb` is
                     // (a local experimental EtherType, IEEE 802 §9.2).
@@ -516,9 +490,6 @@ impl Tester {
                 }
             })
             .map_err(|e| e.to_string())?;
-        ready_rx
-            .recv()
-            .map_err(|_| "the tester's receiver stopped".to_string())??;
         Ok(Tester {
             tx,
             rx_count,
@@ -614,6 +585,26 @@ impl Tester {
     }
 }
 
+/// Waits a while if the `sent` frames are ahead of `rate` frames a second (0:
+/// unpaced) since `start`, and says so: the caller looks again. Long waits sleep,
+/// so that the core is free for the device meanwhile; short ones spin.
+fn ahead(start: Instant, sent: u64, rate: f64) -> bool {
+    if rate <= 0.0 {
+        return false;
+    }
+    // When what was sent so far is all due.
+    let wait = sent as f64 / rate - start.elapsed().as_secs_f64();
+    if wait <= 0.0 {
+        return false;
+    }
+    if wait > 100e-6 {
+        std::thread::sleep(Duration::from_secs_f64(wait - 60e-6));
+    } else {
+        std::hint::spin_loop();
+    }
+    true
+}
+
 /// One sending thread's share of a trial on queue `q` (`flows`: this thread's index
 /// and the number of threads, which share the flows out);
 /// the first also answers ARP requests for 198.18.1.2 that reach `ta`. Returns the
@@ -651,18 +642,8 @@ fn send(
         if el >= secs || (limit > 0 && sent >= limit) {
             break;
         }
-        if rate > 0.0 {
-            // When what was sent so far is all due.
-            let due_at = sent as f64 / rate;
-            if due_at > el {
-                let wait = due_at - el;
-                if wait > 100e-6 {
-                    std::thread::sleep(Duration::from_secs_f64(wait - 60e-6));
-                } else {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
+        if ahead(start, sent, rate) {
+            continue;
         }
         for _ in 0..chunk / BURST {
             let n = if limit > 0 {

@@ -20,7 +20,7 @@
 //! Frames are 64 bytes (60 here, the FCS being the device's) of a local
 //! experimental EtherType, marked with the trial and whether they are test frames.
 
-use super::{bisect, progress, sh_ns_open, BURST, MAGIC, STEPS};
+use super::{ahead, bisect, open_queues, progress, BURST, MAGIC, STEPS};
 use crate::BenchArgs;
 use dev::{Mbuf, Queue};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -99,18 +99,8 @@ fn blast(q: &mut Box<dyn Queue>, frames: &[Mbuf], count: u64, rate: f64) -> u64 
     let mut k = 0usize;
     let mut batch = Vec::with_capacity(BURST);
     while sent < count {
-        if rate > 0.0 {
-            let due_at = sent as f64 / rate;
-            let el = start.elapsed().as_secs_f64();
-            if due_at > el {
-                let wait = due_at - el;
-                if wait > 100e-6 {
-                    std::thread::sleep(Duration::from_secs_f64(wait - 60e-6));
-                } else {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
+        if ahead(start, sent, rate) {
+            continue;
         }
         let n = ((count - sent) as usize).min(BURST);
         for _ in 0..n {
@@ -201,7 +191,7 @@ fn count(q: &mut Box<dyn Queue>, trial: u32, stop: &AtomicBool, c: &AtomicU64) {
 /// The three ports' queues, opened in the tester's namespace `ns`.
 fn open(ns: &str) -> Result<Ports, String> {
     let ta_mac = super::mac_of(ns, "ta")?;
-    let mut qs = sh_ns_open(ns, &["ta", "tb", "tb", "tc"])?;
+    let mut qs = open_queues(ns, &["ta", "tb", "tb", "tc"])?;
     let tc = qs.pop().ok_or("no tc")?;
     let tb = qs.pop().ok_or("no tb")?;
     let tb_tx = qs.pop().ok_or("no tb")?;
