@@ -39,7 +39,7 @@ use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::link::iface::IfIndex;
 use crate::stats::DropReason;
 use mbuf::Mbuf;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use wire::{EtherType, GrePacket, GreRepr, IpProtocol};
 
 /// `gif(4)`'s default MTU (FreeBSD's `GIF_MTU`).
@@ -139,79 +139,57 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
             }
         };
         cx.stats.tunnel.opackets += 1;
+        // The outer header (the inner packet's DSCP, ECN not-ECT, Don't Fragment
+        // clear) by IP output, on the route to the far end unless that is a tunnel.
         match (tc.src, tc.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => encap4(cx, s, d, m, proto, dscp),
-            (IpAddr::V6(s), IpAddr::V6(d)) => encap6(cx, s, d, m, proto, dscp),
+            (IpAddr::V4(src), IpAddr::V4(dst)) => match crate::inet::ip::ip_route(cx, dst) {
+                Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
+                Some(r) => {
+                    let ttl = TUNNEL_TTL;
+                    let o = IpOut {
+                        src,
+                        dst,
+                        proto,
+                        ttl,
+                        df: false,
+                    };
+                    crate::inet::ip::ip_output_on(cx, m, o, dscp, r);
+                }
+                None => cx.drop_pkt(m, DropReason::IpNoRoute),
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                match crate::inet6::ip6::ip6_route(cx, dst, None) {
+                    Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
+                    Some(r) => {
+                        let hlim = TUNNEL_TTL;
+                        let o = Ip6Out {
+                            src,
+                            dst,
+                            proto,
+                            hlim,
+                            keep_unspec: false,
+                            ifindex: None,
+                        };
+                        crate::inet6::ip6::ip6_output_on(cx, m, o, dscp << 2, r);
+                    }
+                    None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
+                }
+            }
+            // `Stack::add_tunnel` makes no tunnel of two families.
             _ => cx.drop_pkt(m, DropReason::TunnelOutDropped),
         }
     }
 }
 
-/// The outer IPv4 header (the inner packet's DSCP, ECN not-ECT, Don't Fragment
-/// clear), then out by the route to `dst`.
-fn encap4(
-    cx: &mut Inet6Cx<'_>,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    m: Mbuf,
-    proto: IpProtocol,
-    dscp: u8,
-) {
-    let Some(route) = crate::inet::ip::ip_route(cx, dst) else {
-        return cx.drop_pkt(m, DropReason::IpNoRoute);
-    };
-    if route.0.no_link_header() {
-        return cx.drop_pkt(m, DropReason::TunnelLoop);
-    }
-    let o = IpOut {
-        src,
-        dst,
-        proto,
-        ttl: TUNNEL_TTL,
-        df: false,
-    };
-    crate::inet::ip::ip_output_on(cx, m, o, dscp, route);
-}
-
-/// The outer IPv6 header (the inner packet's DSCP, ECN not-ECT), then out by the
-/// route to `dst`.
-fn encap6(
-    cx: &mut Inet6Cx<'_>,
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    m: Mbuf,
-    proto: IpProtocol,
-    dscp: u8,
-) {
-    let Some(route) = crate::inet6::ip6::ip6_route(cx, dst, None) else {
-        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
-    };
-    if route.0.no_link_header() {
-        return cx.drop_pkt(m, DropReason::TunnelLoop);
-    }
-    let o = Ip6Out {
-        src,
-        dst,
-        proto,
-        hlim: TUNNEL_TTL,
-        keep_unspec: false,
-        ifindex: None,
-    };
-    crate::inet6::ip6::ip6_output_on(cx, m, o, dscp << 2, route);
-}
-
-/// An IPv4 packet for this host of protocol 4, 41 or 47 (`info.proto`): to the
-/// tunnel it belongs to. Handed back when no tunnel claims it (the caller answers as
-/// for an unknown protocol).
+/// An IPv4 packet for this host (not a broadcast: the caller sees to that) of
+/// protocol 4, 41 or 47 (`info.proto`): to the tunnel it belongs to. Handed back when
+/// no tunnel claims it (the caller answers as for an unknown protocol).
 pub(crate) fn tunnel_input4(
     cx: &mut Inet6Cx<'_>,
     tunnels: &[TunnelConf],
     m: Mbuf,
     info: &IpInfo,
 ) -> Option<Mbuf> {
-    if info.bcast {
-        return Some(m);
-    }
     let (src, dst) = (IpAddr::V4(info.src), IpAddr::V4(info.dst));
     decap(cx, tunnels, m, info.proto, src, dst, info.hlen)
 }

@@ -142,8 +142,8 @@ pub(crate) struct InetCx<'a> {
     pub fib: &'a route::Fib,
     /// This worker's flow table (stateful forwarding), if the stack keeps one.
     pub flows: Option<&'a mut route::FlowTable>,
-    /// Packets addressed to ourselves, processed after the batch: (ifindex, IPv4
-    /// packet).
+    /// Packets input again after the batch, on the interface given: IPv4 addressed
+    /// to ourselves, and either family taken off a tunnel.
     pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
     /// Sockets whose applications wait for what the batch delivered.
     pub wake: &'a mut Vec<Arc<SockShared>>,

@@ -559,7 +559,8 @@ pub(crate) fn ip6_send(
     nexthop: Ipv6Addr,
 ) {
     if !dst.is_multicast() && local6(cx, dst).is_some() {
-        // To ourselves: the loopback queue carries IPv4 only so far; drop, counted.
+        // To ourselves: IPv6 is not looped back (the loopback queue carries only
+        // what tunnels take off in that family); drop, counted.
         return cx.drop_pkt(m, DropReason::Ip6OutDropped);
     }
     let Some(m) = cx.pfil(

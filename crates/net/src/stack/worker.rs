@@ -412,7 +412,8 @@ impl Worker {
             cx.tcp = Some(tw);
         }
 
-        // 4. Packets to ourselves, looped back after the batch (bounded per poll).
+        // 4. Packets to ourselves, and those taken off a tunnel, input again after
+        // the batch (bounded per poll).
         let mut rounds = 0;
         while !cx.loopq.is_empty() && rounds < 4 {
             rounds += 1;
