@@ -37,8 +37,7 @@ impl Stack {
                 )));
             }
             let index = IfIndex(c.ifaces.len() as u16);
-            let s = seed.to_be_bytes();
-            let mac = EthernetAddress([0x02, s[0] ^ 0xb5, s[1], s[2], s[3], index.0 as u8]);
+            let mac = super::local_mac(seed, 0xb5, index);
             let br = Bridge::new(index, mac, p, shared.isn_secret ^ u64::from(index.0), 0);
             let iff = flags::IFF_UP | flags::IFF_BROADCAST;
             push_virtual(shared, c, name, mac, BRIDGE_MTU, iff);

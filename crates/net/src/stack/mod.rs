@@ -658,6 +658,13 @@ pub struct Stack {
     mac_seed: u32,
 }
 
+/// A locally administered link address for interface `index` of the stack whose
+/// seed is `seed`: `kind` tells a device's (0), a bridge's and a tunnel's apart.
+fn local_mac(seed: u32, kind: u8, index: IfIndex) -> EthernetAddress {
+    let s = seed.to_be_bytes();
+    EthernetAddress([0x02, s[0] ^ kind, s[1], s[2], s[3], index.0 as u8])
+}
+
 impl Stack {
     pub fn new(mut cfg: StackConfig) -> Stack {
         cfg.workers = cfg.workers.max(1);
@@ -737,10 +744,7 @@ impl Stack {
         drop(cur);
         let mac = ic.mac.unwrap_or_else(|| match info.hw_addr {
             Some(m) => EthernetAddress(m),
-            None => {
-                let s = self.mac_seed.to_be_bytes();
-                EthernetAddress([0x02, s[0], s[1], s[2], s[3], index.0 as u8])
-            }
+            None => local_mac(self.mac_seed, 0, index),
         });
         let ifp = Arc::new(Ifnet {
             index,

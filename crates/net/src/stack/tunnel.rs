@@ -5,7 +5,6 @@ use super::{Stack, StackError};
 use crate::link::iface::{flags, IfIndex};
 use crate::tunnel::{TunnelConf, TunnelKind, TunnelParams, GIF_MTU, GRE_MTU};
 use std::net::IpAddr;
-use wire::EthernetAddress;
 
 /// The smallest MTU a tunnel takes: IPv6's minimum link MTU (RFC 8200 §5), which
 /// an IPv6 inner packet needs; IPv4's 68 would do for IPv4 alone.
@@ -65,9 +64,7 @@ impl Stack {
                 )));
             }
             // A link address only for the IPv6 link-local identifier; never on a wire.
-            let index = c.ifaces.len() as u16;
-            let s = seed.to_be_bytes();
-            let mac = EthernetAddress([0x02, s[0] ^ 0x6e, s[1], s[2], s[3], index as u8]);
+            let mac = super::local_mac(seed, 0x6e, IfIndex(c.ifaces.len() as u16));
             let iff = flags::IFF_UP | flags::IFF_POINTOPOINT | flags::IFF_MULTICAST;
             let ifindex = super::bridge::push_virtual(shared, c, name, mac, mtu, iff);
             c.tunnels.push(TunnelConf {
