@@ -102,63 +102,41 @@ pub struct TunnelConf {
 }
 
 /// Encapsulates what the host sent on tunnel `tc` (IP packets, `out`, drained) and
-/// sends each by the outer destination's route.
+/// sends each by the outer destination's route, looked up once for the vector: the
+/// outer header (the inner packet's DSCP, ECN not-ECT, Don't Fragment clear) is IP
+/// output's, on that route unless it is a tunnel's.
 pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec<Mbuf>) {
-    for mut m in out.drain(..) {
-        // The inner packet is final: its checksums filled, cut to the tunnel's MTU.
-        m.hdr.csum_flags = 0;
-        m.hdr.tso_segsz = 0;
-        m.hdr.vlan_tci = None;
-        // The inner header is in the first buffer (IP output built it there).
-        let (v6, dscp) = match m.first() {
-            [b0, b1, ..] if b0 >> 4 == 4 => (false, b1 >> 2),
-            [b0, b1, ..] if b0 >> 4 == 6 => (true, ((b0 & 0x0f) << 2) | (b1 >> 6)),
-            _ => {
-                cx.drop_pkt(m, DropReason::TunnelOutDropped);
-                continue;
-            }
-        };
-        let proto = match tc.kind {
-            TunnelKind::Gif if v6 => IpProtocol::Ipv6,
-            TunnelKind::Gif => IpProtocol::IpIp,
-            TunnelKind::Gre { key } => {
-                let g = GreRepr {
-                    protocol: if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 },
-                    checksum: false,
-                    key,
-                    seq: None,
+    match (tc.src, tc.dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            let route = crate::inet::ip::ip_route(cx, dst);
+            for m in out.drain(..) {
+                let Some((m, proto, dscp)) = wrap(cx, tc, m) else {
+                    continue;
                 };
-                match m.prepend(g.buffer_len()) {
-                    Ok(h) => g.emit(&mut GrePacket::new_unchecked(h)),
-                    Err(_) => {
-                        cx.drop_pkt(m, DropReason::TunnelOutDropped);
-                        continue;
+                match route {
+                    Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
+                    Some(r) => {
+                        let ttl = TUNNEL_TTL;
+                        let o = IpOut {
+                            src,
+                            dst,
+                            proto,
+                            ttl,
+                            df: false,
+                        };
+                        crate::inet::ip::ip_output_on(cx, m, o, dscp, r);
                     }
+                    None => cx.drop_pkt(m, DropReason::IpNoRoute),
                 }
-                IpProtocol::Gre
             }
-        };
-        cx.stats.tunnel.opackets += 1;
-        // The outer header (the inner packet's DSCP, ECN not-ECT, Don't Fragment
-        // clear) by IP output, on the route to the far end unless that is a tunnel.
-        match (tc.src, tc.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => match crate::inet::ip::ip_route(cx, dst) {
-                Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
-                Some(r) => {
-                    let ttl = TUNNEL_TTL;
-                    let o = IpOut {
-                        src,
-                        dst,
-                        proto,
-                        ttl,
-                        df: false,
-                    };
-                    crate::inet::ip::ip_output_on(cx, m, o, dscp, r);
-                }
-                None => cx.drop_pkt(m, DropReason::IpNoRoute),
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => {
-                match crate::inet6::ip6::ip6_route(cx, dst, None) {
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            let route = crate::inet6::ip6::ip6_route(cx, dst, None);
+            for m in out.drain(..) {
+                let Some((m, proto, dscp)) = wrap(cx, tc, m) else {
+                    continue;
+                };
+                match route {
                     Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
                     Some(r) => {
                         let hlim = TUNNEL_TTL;
@@ -175,10 +153,51 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
                     None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
                 }
             }
-            // `Stack::add_tunnel` makes no tunnel of two families.
-            _ => cx.drop_pkt(m, DropReason::TunnelOutDropped),
         }
+        // `Stack::add_tunnel` makes no tunnel of two families.
+        _ => DropReason::TunnelOutDropped.count_n(cx.stats, out.drain(..).count() as u64),
     }
+}
+
+/// An inner packet made ready for its outer header: its offload state cleared (it
+/// is final: checksums filled, cut to the tunnel's MTU), GRE's header in front for
+/// a GRE tunnel; with the outer header's protocol and the inner DSCP. `None` if it
+/// was dropped (counted).
+fn wrap(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, mut m: Mbuf) -> Option<(Mbuf, IpProtocol, u8)> {
+    m.hdr.csum_flags = 0;
+    m.hdr.tso_segsz = 0;
+    m.hdr.vlan_tci = None;
+    // The inner header is in the first buffer (IP output built it there).
+    let (v6, dscp) = match m.first() {
+        [b0, b1, ..] if b0 >> 4 == 4 => (false, b1 >> 2),
+        [b0, b1, ..] if b0 >> 4 == 6 => (true, ((b0 & 0x0f) << 2) | (b1 >> 6)),
+        _ => {
+            cx.drop_pkt(m, DropReason::TunnelOutDropped);
+            return None;
+        }
+    };
+    let proto = match tc.kind {
+        TunnelKind::Gif if v6 => IpProtocol::Ipv6,
+        TunnelKind::Gif => IpProtocol::IpIp,
+        TunnelKind::Gre { key } => {
+            let g = GreRepr {
+                protocol: if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 },
+                checksum: false,
+                key,
+                seq: None,
+            };
+            match m.prepend(g.buffer_len()) {
+                Ok(h) => g.emit(&mut GrePacket::new_unchecked(h)),
+                Err(_) => {
+                    cx.drop_pkt(m, DropReason::TunnelOutDropped);
+                    return None;
+                }
+            }
+            IpProtocol::Gre
+        }
+    };
+    cx.stats.tunnel.opackets += 1;
+    Some((m, proto, dscp))
 }
 
 /// An IPv4 packet for this host (not a broadcast: the caller sees to that) of
