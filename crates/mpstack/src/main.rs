@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 mod bench_exec;
 mod client;
+mod control;
 mod demo;
 mod run;
 mod services;
@@ -52,6 +53,45 @@ enum Cmd {
     /// options and defaults.
     #[command(disable_help_flag = true)]
     Bench(bench_exec::BenchArgs),
+    /// A running node's interfaces: list them, add or delete addresses, set the
+    /// MTU, as ifconfig(8). `mpstack ifconfig [-j NODE] --help`.
+    #[command(disable_help_flag = true)]
+    Ifconfig(CtlArgs),
+    /// A running node's routes, as route(8): add, delete, change, get, show,
+    /// flush, monitor. `mpstack route [-j NODE] --help`.
+    #[command(disable_help_flag = true)]
+    Route(CtlArgs),
+    /// A running node's routing tables (-rn), counters (-s), interfaces (-i) and
+    /// live rates (-w SECS), as netstat(1).
+    #[command(disable_help_flag = true)]
+    Netstat(CtlArgs),
+    /// A running node's ARP table: -a, -d HOST, -s HOST MAC, as arp(8).
+    #[command(disable_help_flag = true)]
+    Arp(CtlArgs),
+    /// A running node's IPv6 neighbour table: -a, -d HOST, -s HOST MAC, as ndp(8).
+    #[command(disable_help_flag = true)]
+    Ndp(CtlArgs),
+    /// A running node's firewall, as ipfw(8): add, delete, show, list, zero, set,
+    /// table, pipe, queue.
+    #[command(disable_help_flag = true)]
+    Ipfw(CtlArgs),
+    /// A running node's tunables by their FreeBSD names, as sysctl(8): NAME,
+    /// NAME=VALUE, -a.
+    #[command(disable_help_flag = true)]
+    Sysctl(CtlArgs),
+}
+
+/// A control command's arguments, sent as they are to the node named by `-j NODE`
+/// (default `mpstack`, or $MPSTACK_NODE), which parses them.
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// [-j NODE] and the command's own arguments; `--help` shows them.
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args, Debug)]
@@ -266,6 +306,12 @@ pub struct RunArgs {
     /// receives comes with the kernel's offload state either way).
     #[arg(long)]
     pub offload: bool,
+    /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
+    /// is $MPSTACK_RUN_DIR or /run/mpstack), which `mpstack ifconfig|route|
+    /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to. Two nodes need two names.
+    /// `none`: no control socket.
+    #[arg(long, value_name = "NAME", default_value = "mpstack")]
+    pub name: String,
     /// A TCP setting under FreeBSD's sysctl name, for every connection of the node
     /// (repeatable), e.g. net.inet.tcp.cc.algorithm=newreno.
     #[arg(long, value_name = "NAME=VALUE", long_help = crate::sysctl::help())]
@@ -278,6 +324,13 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::main(a),
         Cmd::Run(a) => run::main(*a),
         Cmd::Bench(a) => bench_exec::main(a),
+        Cmd::Ifconfig(a) => control::client("ifconfig", &a.args),
+        Cmd::Route(a) => control::client("route", &a.args),
+        Cmd::Netstat(a) => control::client("netstat", &a.args),
+        Cmd::Arp(a) => control::client("arp", &a.args),
+        Cmd::Ndp(a) => control::client("ndp", &a.args),
+        Cmd::Ipfw(a) => control::client("ipfw", &a.args),
+        Cmd::Sysctl(a) => control::client("sysctl", &a.args),
     };
     match r {
         Ok(code) => code,

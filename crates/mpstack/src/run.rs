@@ -341,6 +341,23 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let send = crate::client::parse_bytes(&a.send).map_err(|e| format!("--send: {e}"))?;
+    // The control socket first: a second node of the same name stops here, before
+    // it takes any interface.
+    let control = if a.name == "none" {
+        None
+    } else {
+        Some(crate::control::listen(&a.name).map_err(|e| format!("--name: {e}"))?)
+    };
+    // Removes the socket however this function returns.
+    struct Unlink(Option<std::path::PathBuf>);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            if let Some(p) = &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let _unlink = Unlink(control.as_ref().map(|c| c.1.clone()));
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
     let mut tcp = net::tcp::TcpConfig::default();
@@ -615,8 +632,25 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
 
     let started = std::time::Instant::now();
     let mut code = ExitCode::SUCCESS;
-    if let Some(to) = connect {
-        match crate::client::run(&stack, to, send, a.seed, &stop) {
+    let node = crate::control::cmds::Node {
+        stack: &stack,
+        ipfw: ipfw.as_ref(),
+        sysctl: std::sync::Mutex::new(()),
+    };
+    if let Some((_, path)) = &control {
+        println!(
+            "mpstack: control socket {} (mpstack route|netstat|ifconfig|arp|ndp|ipfw|sysctl -j {})",
+            path.display(),
+            a.name
+        );
+    }
+    std::thread::scope(|scope| {
+        if let Some((l, _)) = &control {
+            let (node, stop) = (&node, &stop);
+            scope.spawn(move || crate::control::serve(l, node, stop));
+        }
+        if let Some(to) = connect {
+            match crate::client::run(&stack, to, send, a.seed, &stop) {
             Ok(r) => println!(
                 "mpstack: client: sent {} byte(s) sha256 {}, received {} byte(s) sha256 {}, in {:.3}s ({:.3} Gbit/s out)",
                 r.sent,
@@ -631,16 +665,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 code = ExitCode::FAILURE;
             }
         }
-        stop.store(true, Ordering::Relaxed);
-    }
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-        if a.duration
-            .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
-        {
             stop.store(true, Ordering::Relaxed);
         }
-    }
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+            if a.duration
+                .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+            {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+    });
     let served: Vec<(String, u64)> = udp_threads
         .into_iter()
         .map(|(name, t)| (name, t.join().unwrap_or(0)))

@@ -196,6 +196,14 @@ pub fn help() -> String {
     )
 }
 
+/// Every name with its value in `cfg`, as `sysctl -a` lists them.
+pub fn list(cfg: &TcpConfig) -> Vec<(String, String)> {
+    KNOBS
+        .iter()
+        .map(|k| (k.name.to_string(), (k.get)(cfg)))
+        .collect()
+}
+
 /// Applies one `NAME=VALUE` to `cfg`; says what changed, as sysctl(8) does
 /// (`net.inet.tcp.cc.algorithm: cubic -> newreno`).
 pub fn apply(cfg: &mut TcpConfig, arg: &str) -> Result<String, String> {

@@ -9,6 +9,7 @@
 #[cfg(feature = "tokio")]
 pub mod async_io;
 mod bridge;
+mod ifconfig;
 pub(crate) mod reject;
 pub mod socket;
 pub mod tcp_socket;
@@ -152,6 +153,9 @@ pub struct NetConfig {
     pub bridges: crate::link::bridge::Bridges,
     /// The IP tunnels (`gif`, `gre`).
     pub tunnels: Vec<crate::tunnel::TunnelConf>,
+    /// The settings new TCP connections take (`StackConfig::tcp` until
+    /// [`Stack::set_tcp_config`] changes them at run time).
+    pub tcp: crate::tcp::TcpConfig,
 }
 
 impl NetConfig {
@@ -331,6 +335,8 @@ pub(crate) struct Shared {
     pub stats: Vec<StatsSlot>,
     /// Per worker: the stages' runtime counters as of its last poll.
     pub runtime: Vec<crate::runtime::RuntimeSlot>,
+    /// Each worker's device queues' counters, as it last published them.
+    pub qstats: Vec<Mutex<Vec<(usize, IfIndex, dev::QueueStats)>>>,
     pub wake: Vec<WorkerWake>,
     pub(crate) next_sock_id: AtomicU64,
     pub(crate) next_port: AtomicU16,
@@ -616,6 +622,10 @@ pub enum StackError {
     Bridge(String),
     /// A tunnel could not be made (endpoints of two families, a duplicate, …).
     Tunnel(String),
+    /// The interface has no such address (`EADDRNOTAVAIL`).
+    NoSuchAddress(std::net::IpAddr),
+    /// A value out of range (`EINVAL`).
+    Invalid(String),
     Io(io::Error),
 }
 
@@ -637,7 +647,15 @@ impl std::fmt::Display for StackError {
                 write!(f, "gateway {g} is not on any connected network")
             }
             StackError::NoInterface(i) => write!(f, "no interface with index {}", i.0),
-            StackError::Bridge(e) | StackError::Tunnel(e) => f.write_str(e),
+            StackError::Bridge(e) | StackError::Tunnel(e) | StackError::Invalid(e) => {
+                f.write_str(e)
+            }
+            StackError::NoSuchAddress(a) => {
+                write!(
+                    f,
+                    "{a}: can't assign requested address (not on the interface)"
+                )
+            }
             StackError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -652,7 +670,9 @@ impl std::error::Error for StackError {}
 #[derive(Debug)]
 pub struct Stack {
     shared: Arc<Shared>,
-    workers: Vec<Worker>,
+    /// The workers while no thread runs them (behind a lock only so that a `&Stack`
+    /// can be shared between threads; `&mut self` reaches them without locking).
+    workers: Mutex<Vec<Worker>>,
     threads: Vec<JoinHandle<Worker>>,
     stop: Arc<AtomicBool>,
     mac_seed: u32,
@@ -672,6 +692,7 @@ impl Stack {
         let n = cfg.workers;
         let net = NetConfig {
             by_worker: vec![Vec::new(); n],
+            tcp: cfg.tcp,
             ..NetConfig::default()
         };
         let mac_seed = cfg.name.bytes().fold(0x811c_9dc5u32, |h, b| {
@@ -683,6 +704,7 @@ impl Stack {
             writer: Mutex::new(()),
             stats: (0..n).map(|_| StatsSlot::default()).collect(),
             runtime: (0..n).map(|_| Default::default()).collect(),
+            qstats: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
             wake: (0..n).map(|_| WorkerWake::default()).collect(),
             next_sock_id: AtomicU64::new(1),
             next_port: AtomicU16::new((mac_seed % 16384) as u16),
@@ -707,7 +729,7 @@ impl Stack {
         let workers = (0..n).map(|i| Worker::new(i, shared.clone())).collect();
         Stack {
             shared,
-            workers,
+            workers: Mutex::new(workers),
             threads: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             mac_seed,
@@ -762,10 +784,11 @@ impl Stack {
         });
         ifp.arp.set_watch(index.0 as u32, self.shared.rtbus.clone());
         ifp.nd6.set_watch(index.0 as u32, self.shared.rtbus.clone());
-        let nworkers = self.workers.len();
+        let workers = self.workers.get_mut().unwrap_or_else(|e| e.into_inner());
+        let nworkers = workers.len();
         let queues = dev.into_queues();
         for (q, queue) in queues.into_iter().enumerate() {
-            self.workers[q % nworkers].attach_queue(index, queue);
+            workers[q % nworkers].attach_queue(index, queue);
         }
         let hq = self.shared.params.handoff_queue;
         self.shared.update(|c| {
@@ -920,6 +943,18 @@ impl Stack {
             .get(addr)
     }
 
+    /// The settings new TCP connections take now.
+    pub fn tcp_config(&self) -> crate::tcp::TcpConfig {
+        self.shared.cfg.load().tcp
+    }
+
+    /// Changes the settings of TCP connections from now on (`sysctl
+    /// net.inet.tcp.*=…` on a running node): connections opened or accepted after
+    /// this take them; open ones keep theirs.
+    pub fn set_tcp_config(&self, tcp: crate::tcp::TcpConfig) {
+        self.shared.update(|c| c.tcp = tcp);
+    }
+
     /// Every route (`netstat -r`).
     pub fn routes(&self) -> Vec<route::RouteInfo> {
         self.shared
@@ -1034,7 +1069,7 @@ impl Stack {
         addr: impl Into<SocketAddr>,
         backlog: usize,
     ) -> Result<TcpListener, BindError> {
-        let p = &self.shared.params.tcp;
+        let p = self.shared.cfg.load().tcp;
         let b = TcpBuffers {
             send: p.sndbuf,
             recv: p.rcvbuf,
@@ -1243,15 +1278,30 @@ impl Stack {
     }
 
     /// Device queue counters, per worker, per owned queue: (worker, ifindex, stats).
+    /// While the workers run, as they last published them (every 100 ms at most).
     pub fn queue_stats(&self) -> Vec<(usize, IfIndex, dev::QueueStats)> {
-        self.workers.iter().flat_map(|w| w.queue_stats()).collect()
+        if self.is_running() {
+            return self
+                .shared
+                .qstats
+                .iter()
+                .flat_map(|q| q.lock().unwrap_or_else(|e| e.into_inner()).clone())
+                .collect();
+        }
+        self.workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .flat_map(|w| w.queue_stats())
+            .collect()
     }
 
     /// Runs every worker once at `now` (no threads). Returns when the stack next wants
     /// to run: at once (`<= now`) if work remains, at a timer, or `None` if idle.
     pub fn poll(&mut self, now: Instant) -> Option<Instant> {
         let mut next: Option<Instant> = None;
-        for w in &mut self.workers {
+        let workers = self.workers.get_mut().unwrap_or_else(|e| e.into_inner());
+        for w in workers.iter_mut() {
             if let Some(t) = w.poll(now) {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
@@ -1274,7 +1324,8 @@ impl Stack {
             }
         }
         self.stop.store(false, Ordering::SeqCst);
-        for mut w in std::mem::take(&mut self.workers) {
+        let workers = std::mem::take(self.workers.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for mut w in workers {
             let stop = self.stop.clone();
             let clock = clock.clone();
             let name = format!("{}-w{}", self.shared.params.name, w.id());
@@ -1306,7 +1357,7 @@ impl Stack {
             }
         }
         ws.sort_by_key(|w| w.id());
-        self.workers = ws;
+        *self.workers.get_mut().unwrap_or_else(|e| e.into_inner()) = ws;
     }
 
     pub fn is_running(&self) -> bool {

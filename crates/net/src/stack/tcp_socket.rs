@@ -445,7 +445,7 @@ pub(crate) fn connect(
     buffers: Option<TcpBuffers>,
 ) -> io::Result<TcpStream> {
     let home = crate::tcp::layer::flow_home(local, remote, stack.wake.len());
-    let p = &stack.params.tcp;
+    let p = stack.cfg.load().tcp;
     let b = buffers
         .unwrap_or(TcpBuffers {
             send: p.sndbuf,

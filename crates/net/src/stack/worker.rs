@@ -83,6 +83,9 @@ pub(crate) struct Worker {
     worked: bool,
     /// When the counters were last published (see [`PUBLISH_EVERY`]).
     published: Instant,
+    /// When the device queues' counters were last published (see
+    /// [`QSTATS_EVERY`]).
+    qpublished: Instant,
     /// Whether a saturated poll may leave its counters unpublished: only on the
     /// worker's own thread ([`Worker::run`]). Polled by the caller (`Stack::poll`),
     /// every poll publishes, so the caller reads exact counters between polls.
@@ -95,6 +98,10 @@ pub(crate) struct Worker {
 /// Copying every counter out costs about a thousand instructions, which every poll
 /// of 64 packets used to pay.
 const PUBLISH_EVERY: Duration = Duration::from_millis(1);
+
+/// A running worker publishes its device queues' counters (for `netstat -i` while
+/// the node runs) at most this often.
+const QSTATS_EVERY: Duration = Duration::from_millis(100);
 
 /// The vectors the stages sort packets into, kept by the worker so that a batch
 /// allocates nothing once they have grown to a burst.
@@ -164,6 +171,7 @@ impl Worker {
             rt: Runtime::default(),
             rejects: Vec::new(),
             published: Instant::ZERO,
+            qpublished: Instant::ZERO,
             throttle: false,
             ctlinput: Vec::new(),
             worked: false,
@@ -256,6 +264,7 @@ impl Worker {
             rejects,
             ctlinput,
             published,
+            qpublished,
             throttle,
             ..
         } = self;
@@ -304,7 +313,7 @@ impl Worker {
                 slaac: shared.params.slaac,
             },
             tcp: Some(tcp),
-            tcp_cfg: shared.params.tcp,
+            tcp_cfg: cfg.tcp,
             nworkers: shared.wake.len(),
             listen: &cfg.tcp_listen,
             inboxes: &shared.tcp_inbox,
@@ -606,6 +615,12 @@ impl Worker {
             shared.stats[*id].publish(cx.stats);
             shared.runtime[*id].publish(rt);
             *published = now;
+            if now.saturating_duration_since(*qpublished) >= QSTATS_EVERY {
+                let mut q = shared.qstats[*id].lock().unwrap_or_else(|e| e.into_inner());
+                q.clear();
+                q.extend(queues.iter().map(|x| (*id, x.ifindex, x.q.stats())));
+                *qpublished = now;
+            }
         }
         for s in cx.wake.drain(..) {
             s.wake();
@@ -706,6 +721,9 @@ impl Worker {
         // What the last saturated polls counted, not yet published.
         self.shared.stats[self.id].publish(&self.stats);
         self.shared.runtime[self.id].publish(&self.rt);
+        *self.shared.qstats[self.id]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = self.queue_stats();
         self.throttle = false;
     }
 }

@@ -1,0 +1,116 @@
+//! What `ifconfig` changes on a running stack beyond adding addresses: deleting
+//! an address (either family) and setting an interface's MTU. Each change is one
+//! published configuration (the workers see the old or the new interface, never a
+//! half-changed one) and is announced on the routing socket as FreeBSD does
+//! (`RTM_DELADDR`, the connected route's `RTM_DELETE`).
+
+use super::{IfIndex, Stack, StackError};
+use crate::link::iface::Ifnet;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+impl Stack {
+    /// Replaces interface `ifindex` by what `f` makes of a copy of it.
+    fn update_ifnet<R>(
+        &self,
+        ifindex: IfIndex,
+        f: impl FnOnce(&mut Ifnet) -> Result<R, StackError>,
+    ) -> Result<R, StackError> {
+        self.shared.update(|c| {
+            let old = c
+                .ifaces
+                .get(ifindex.get())
+                .ok_or(StackError::NoInterface(ifindex))?;
+            let mut n = Ifnet {
+                index: old.index,
+                name: old.name.clone(),
+                mac: old.mac,
+                mtu: old.mtu,
+                flags: old.flags,
+                addrs: old.addrs.clone(),
+                addrs6: old.addrs6.clone(),
+                arp: old.arp.clone(),
+                nd6: old.nd6.clone(),
+                num_queues: old.num_queues,
+                forwarding: old.forwarding.clone(),
+                offload: old.offload,
+            };
+            let r = f(&mut n)?;
+            c.ifaces[ifindex.get()] = Arc::new(n);
+            Ok(r)
+        })
+    }
+
+    /// Deletes address `addr` from interface `ifindex` (`ifconfig IF inet ADDR
+    /// -alias`). The connected route of its network goes with it unless another
+    /// address of the interface is in the same network.
+    pub fn delete_address(&self, ifindex: IfIndex, addr: IpAddr) -> Result<(), StackError> {
+        let (len, keep) = self.update_ifnet(ifindex, |n| match addr {
+            IpAddr::V4(a) => {
+                let i = n
+                    .addrs
+                    .iter()
+                    .position(|x| x.addr == a)
+                    .ok_or(StackError::NoSuchAddress(addr))?;
+                let gone = n.addrs.remove(i);
+                let net = route::IpPrefix::new(addr, gone.prefix_len);
+                let keep = n
+                    .addrs
+                    .iter()
+                    .any(|x| route::IpPrefix::new(x.addr.into(), x.prefix_len) == net);
+                Ok((gone.prefix_len, keep))
+            }
+            IpAddr::V6(a) => {
+                let i = n
+                    .addrs6
+                    .iter()
+                    .position(|x| x.addr.addr == a)
+                    .ok_or(StackError::NoSuchAddress(addr))?;
+                let gone = n.addrs6.remove(i);
+                let net = route::IpPrefix::new(addr, gone.addr.prefix_len);
+                let keep = n
+                    .addrs6
+                    .iter()
+                    .any(|x| route::IpPrefix::new(x.addr.addr.into(), x.addr.prefix_len) == net);
+                Ok((gone.addr.prefix_len, keep))
+            }
+        })?;
+        let ifi = u32::from(ifindex.0);
+        let net = route::IpPrefix::new(addr, len);
+        self.shared.rtbus.send(
+            route::RtmType::DelAddr,
+            net,
+            Some(addr),
+            ifi,
+            route::RtFlags::UP,
+        );
+        if !keep && !net.is_host() {
+            // Only the connected route of this interface, not a static one.
+            let _ = self.shared.route_update(|r| {
+                r.delete_matching(|ri| {
+                    ri.dst == net
+                        && ri.flags.contains(route::RtFlags::CONNECTED)
+                        && ri.paths.iter().all(|p| p.ifindex == ifi)
+                })
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets interface `ifindex`'s MTU (`ifconfig IF mtu N`): what the stack sends
+    /// there from now on, and what TCP offers as its segment size on new
+    /// connections. 576 to 65535 bytes (IPv6 on the interface needs 1280).
+    pub fn set_mtu(&self, ifindex: IfIndex, mtu: usize) -> Result<(), StackError> {
+        self.update_ifnet(ifindex, |n| {
+            let min = if n.addrs6.is_empty() { 576 } else { 1280 };
+            if !(min..=65535).contains(&mtu) {
+                return Err(StackError::Invalid(format!(
+                    "mtu {mtu}: {} takes {min} to 65535",
+                    n.name
+                )));
+            }
+            n.mtu = mtu;
+            Ok(())
+        })
+    }
+}
