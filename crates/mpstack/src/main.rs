@@ -61,8 +61,8 @@ enum Cmd {
     /// flush, monitor. `mpstack route [-j NODE] --help`.
     #[command(disable_help_flag = true)]
     Route(CtlArgs),
-    /// A running node's routing tables (-rn), counters (-s), interfaces (-i) and
-    /// live rates (-w SECS), as netstat(1).
+    /// A running node's connections (-an), routing tables (-rn), counters (-s),
+    /// interfaces (-i) and live rates (-w SECS), as netstat(1).
     #[command(disable_help_flag = true)]
     Netstat(CtlArgs),
     /// A running node's ARP table: -a, -d HOST, -s HOST MAC, as arp(8).
@@ -308,10 +308,11 @@ pub struct RunArgs {
     pub offload: bool,
     /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
     /// is $MPSTACK_RUN_DIR or /run/mpstack), which `mpstack ifconfig|route|
-    /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to. Two nodes need two names.
-    /// `none`: no control socket.
-    #[arg(long, value_name = "NAME", default_value = "mpstack")]
-    pub name: String,
+    /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to; a name in use is an error.
+    /// Without it the node is `mpstack`, or `mpstack-PID` when a node of that name
+    /// runs already (printed at start). `none`: no control socket.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// A TCP setting under FreeBSD's sysctl name, for every connection of the node
     /// (repeatable), e.g. net.inet.tcp.cc.algorithm=newreno.
     #[arg(long, value_name = "NAME=VALUE", long_help = crate::sysctl::help())]

@@ -343,10 +343,30 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let send = crate::client::parse_bytes(&a.send).map_err(|e| format!("--send: {e}"))?;
     // The control socket first: a second node of the same name stops here, before
     // it takes any interface.
-    let control = if a.name == "none" {
+    // Without --name, a second node takes the default name with its process id,
+    // and a node that cannot make its socket (no /run/mpstack) runs without one.
+    let given = a.name.is_some();
+    let mut name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| crate::control::DEFAULT_NAME.to_string());
+    let control = if name == "none" {
         None
     } else {
-        Some(crate::control::listen(&a.name).map_err(|e| format!("--name: {e}"))?)
+        match crate::control::listen(&name) {
+            Ok(c) => Some(c),
+            Err(e) if given => return Err(format!("--name: {e}")),
+            Err(_) => {
+                name = format!("{}-{}", crate::control::DEFAULT_NAME, std::process::id());
+                match crate::control::listen(&name) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        println!("mpstack: no control socket: {e}");
+                        None
+                    }
+                }
+            }
+        }
     };
     // Removes the socket however this function returns.
     struct Unlink(Option<std::path::PathBuf>);
@@ -641,7 +661,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         println!(
             "mpstack: control socket {} (mpstack route|netstat|ifconfig|arp|ndp|ipfw|sysctl -j {})",
             path.display(),
-            a.name
+            name
         );
     }
     std::thread::scope(|scope| {

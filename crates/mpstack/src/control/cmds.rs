@@ -119,9 +119,10 @@ pub fn help(cmd: &str) -> String {
              DEST: an address, a PREFIX/LEN, or `default`; -netmask MASK or -prefixlen N also give the length.\n"
         }
         "netstat" => {
-            "usage: mpstack netstat [-j NODE] [-rn] [-s] [-i] [-w SECS [-q COUNT]] [-f inet|inet6] [--json]\n\
-             \x20 -r  the routing tables            -s  every non-zero counter (-s -s: all)\n\
-             \x20 -i  interfaces and their packets  -w  packets and bytes in and out every SECS seconds\n"
+            "usage: mpstack netstat [-j NODE] [-an] [-rn] [-s] [-i] [-w SECS [-q COUNT]] [-f inet|inet6] [--json]\n\
+             \x20 (none) TCP connections (-a: and listeners)  -r  the routing tables\n\
+             \x20 -s  every non-zero counter (-s -s: all)      -i  interfaces and their packets\n\
+             \x20 -w  packets and bytes in and out every SECS seconds\n"
         }
         "ifconfig" => {
             "usage: mpstack ifconfig [-j NODE] [-a | IF] [--json]\n\
@@ -677,9 +678,70 @@ fn netstat(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn, stop: &A
     if i {
         return interfaces_table(node, json, conn);
     }
-    Err(usage(
-        "netstat: say what: -rn (routes), -s (counters), -i (interfaces), -w SECS (rates)",
-    ))
+    connections(node, all, fam, json, conn)
+}
+
+/// FreeBSD's way of writing an endpoint: `198.18.0.2.80`, `*.80`, `*.*`.
+fn endpoint(a: std::net::SocketAddr) -> String {
+    let host = if a.ip().is_unspecified() {
+        "*".to_string()
+    } else {
+        a.ip().to_string()
+    };
+    if a.port() == 0 {
+        format!("{host}.*")
+    } else {
+        format!("{host}.{}", a.port())
+    }
+}
+
+/// `netstat -an`: the node's TCP connections (and with -a, its listeners).
+fn connections(node: &Node<'_>, all: bool, fam: Option<bool>, json: bool, conn: &mut Conn) -> Res {
+    let list = node
+        .stack
+        .tcp_connections(Duration::from_secs(2))
+        .ok_or_else(|| fail("netstat: a worker did not answer in time; try again"))?;
+    let rows: Vec<&net::tcp::ConnInfo> = list
+        .iter()
+        .filter(|c| all || c.state != "LISTEN")
+        .filter(|c| fam.is_none_or(|v6| c.local.is_ipv6() == v6))
+        .collect();
+    if json {
+        let v: Vec<Value> = rows
+            .iter()
+            .map(|c| {
+                json!({
+                    "protocol": if c.local.is_ipv6() { "tcp6" } else { "tcp4" },
+                    "receive-bytes-waiting": c.recv_q, "send-bytes-waiting": c.send_q,
+                    "local": {"address": c.local.ip().to_string(), "port": c.local.port()},
+                    "remote": {"address": c.remote.ip().to_string(), "port": c.remote.port()},
+                    "tcp-state": c.state,
+                })
+            })
+            .collect();
+        return put_json(conn, &json!({ "socket": v }));
+    }
+    let mut s = format!(
+        "Active Internet connections{}\n{:<5} {:>6} {:>6} {:<45} {:<45} (state)\n",
+        if all { " (including servers)" } else { "" },
+        "Proto",
+        "Recv-Q",
+        "Send-Q",
+        "Local Address",
+        "Foreign Address"
+    );
+    for c in rows {
+        s += &format!(
+            "{:<5} {:>6} {:>6} {:<45} {:<45} {}\n",
+            if c.local.is_ipv6() { "tcp6" } else { "tcp4" },
+            c.recv_q,
+            c.send_q,
+            endpoint(c.local),
+            endpoint(c.remote),
+            c.state
+        );
+    }
+    put(conn, &s)
 }
 
 /// `netstat -rn`.

@@ -243,7 +243,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "netstat",
-        "routes (-rn), counters (-s), interfaces (-i), rates (-w N)",
+        "connections (-an), routes (-rn), counters (-s), interfaces (-i), rates (-w N)",
     ),
     ("arp", "the IPv4 neighbour table: -a, -d HOST, -s HOST MAC"),
     ("ndp", "the IPv6 neighbour table: -a, -d HOST, -s HOST MAC"),

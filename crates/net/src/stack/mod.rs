@@ -943,6 +943,60 @@ impl Stack {
             .get(addr)
     }
 
+    /// Every TCP connection and listener (`netstat -an`): each worker lists its own
+    /// connections when it next runs; this waits up to `wait` for them all. `None`
+    /// if some worker did not answer in time (or the workers are not running).
+    pub fn tcp_connections(&self, wait: std::time::Duration) -> Option<Vec<crate::tcp::ConnInfo>> {
+        use crate::tcp::layer::{ConnList, TcpMsg};
+        let mut out: Vec<crate::tcp::ConnInfo> = Vec::new();
+        let cfg = self.shared.cfg.load();
+        let mut ports: Vec<&u16> = cfg.tcp_listen.keys().collect();
+        ports.sort();
+        for p in ports {
+            for l in &cfg.tcp_listen[p] {
+                out.push(crate::tcp::ConnInfo {
+                    local: l.local,
+                    remote: SocketAddr::new(
+                        if l.local.is_ipv6() {
+                            std::net::Ipv6Addr::UNSPECIFIED.into()
+                        } else {
+                            Ipv4Addr::UNSPECIFIED.into()
+                        },
+                        0,
+                    ),
+                    state: "LISTEN",
+                    send_q: 0,
+                    recv_q: l.accept_q.len(),
+                });
+            }
+        }
+        if !self.is_running() {
+            return None;
+        }
+        let req = Arc::new(ConnList::default());
+        let n = self.shared.tcp_inbox.len();
+        req.left.store(n, Ordering::Release);
+        for (w, q) in self.shared.tcp_inbox.iter().enumerate() {
+            if q.push(TcpMsg::List(req.clone())).is_err() {
+                // A full inbox: that worker is not counted on.
+                req.left.fetch_sub(1, Ordering::AcqRel);
+                return None;
+            }
+            self.shared.notify_worker(w);
+        }
+        let until = std::time::Instant::now() + wait;
+        while req.left.load(Ordering::Acquire) > 0 {
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let mut conns = std::mem::take(&mut *req.out.lock().unwrap_or_else(|e| e.into_inner()));
+        conns.sort_by_key(|c| (c.local, c.remote));
+        out.extend(conns);
+        Some(out)
+    }
+
     /// The settings new TCP connections take now.
     pub fn tcp_config(&self) -> crate::tcp::TcpConfig {
         self.shared.cfg.load().tcp

@@ -54,6 +54,45 @@ pub(crate) enum TcpMsg {
     Connect(Arc<StreamShared>),
     /// An application wrote, shut down or dropped its handle.
     Wake(Arc<StreamShared>),
+    /// The control plane asks for the worker's connections (`netstat -an`).
+    List(Arc<ConnList>),
+}
+
+/// One connection as `netstat -an` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnInfo {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// netstat's name of the state (`ESTABLISHED`, `TIME_WAIT`, `LISTEN`, …).
+    pub state: &'static str,
+    /// Bytes the application wrote and the peer has not acknowledged.
+    pub send_q: usize,
+    /// Bytes received and not yet read.
+    pub recv_q: usize,
+}
+
+/// A request for every worker's connections: each adds its own and counts down.
+#[derive(Debug, Default)]
+pub(crate) struct ConnList {
+    pub out: std::sync::Mutex<Vec<ConnInfo>>,
+    pub left: std::sync::atomic::AtomicUsize,
+}
+
+/// netstat's name of a state.
+pub(crate) fn state_name(s: crate::tcp::tcb::State) -> &'static str {
+    use crate::tcp::tcb::State as S;
+    match s {
+        S::Closed => "CLOSED",
+        S::SynSent => "SYN_SENT",
+        S::SynReceived => "SYN_RCVD",
+        S::Established => "ESTABLISHED",
+        S::FinWait1 => "FIN_WAIT_1",
+        S::FinWait2 => "FIN_WAIT_2",
+        S::CloseWait => "CLOSE_WAIT",
+        S::Closing => "CLOSING",
+        S::LastAck => "LAST_ACK",
+        S::TimeWait => "TIME_WAIT",
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,6 +375,28 @@ impl TcpWorker {
     pub fn wake_readers(&mut self) {
         for s in self.readers.drain(..) {
             s.wake_reader();
+        }
+    }
+
+    /// The worker's connections and TIME_WAIT remnants, for `netstat -an`.
+    pub(crate) fn list(&self, out: &mut Vec<ConnInfo>) {
+        for c in self.slab.iter() {
+            out.push(ConnInfo {
+                local: c.tuple.local,
+                remote: c.tuple.remote,
+                state: state_name(c.tcb.state()),
+                send_q: c.s.tx.len(),
+                recv_q: c.s.rx.len(),
+            });
+        }
+        for (t, _) in self.tws.iter() {
+            out.push(ConnInfo {
+                local: t.local,
+                remote: t.remote,
+                state: "TIME_WAIT",
+                send_q: 0,
+                recv_q: 0,
+            });
         }
     }
 

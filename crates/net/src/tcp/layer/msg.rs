@@ -54,6 +54,12 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
             });
             service(cx, tw, i);
         }
+        TcpMsg::List(l) => {
+            let mut v = Vec::new();
+            tw.list(&mut v);
+            l.out.lock().unwrap_or_else(|e| e.into_inner()).extend(v);
+            l.left.fetch_sub(1, Ordering::AcqRel);
+        }
         TcpMsg::Wake(s) => {
             s.queued.store(false, Ordering::Release);
             let tuple = Tuple {

@@ -52,6 +52,11 @@ impl<T> Slab<T> {
         self.gens.get(i) == Some(&g)
     }
 
+    /// Every occupant (not those held out).
+    pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
     pub(super) fn get(&self, i: usize) -> Option<&T> {
         self.slots.get(i).and_then(Option::as_ref)
     }

@@ -1,0 +1,396 @@
+//! Interop: a running node changed from the shell through its control socket.
+//!
+//! Node A routes between two veth namespaces (AF_PACKET, 198.18.1.0/24 and
+//! 198.18.2.0/24) with a firewall; while 20 MB of TCP go through it at a steady
+//! pace, `mpstack ifconfig|route|ipfw|arp|ndp|netstat|sysctl -j A` list and change
+//! it, `route monitor` records the routing messages, and a bad command is refused
+//! with the node untouched; the transfer ends byte-exact. Node B, a host on a TAP
+//! running beside it, answers only to `-j B`. Needs root, ip, socat, python3,
+//! sha256sum; skips otherwise (fails in CI).
+
+mod common;
+use common::*;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+struct Router {
+    node: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    output: Vec<String>,
+    ns: [String; 3],
+    tmp: std::path::PathBuf,
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        kill_node(&mut self.node);
+        for n in &self.ns {
+            let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+fn run(c: &str) {
+    let (ok, out) = sh(c);
+    assert!(ok, "{c}: {out}");
+}
+
+/// `mpstack ARGS…`: (exit status, stdout, stderr).
+fn ctl(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(args)
+        .output()
+        .expect("run mpstack");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `mpstack ARGS…`, which must succeed; its output.
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = ctl(args);
+    assert_eq!(code, 0, "mpstack {}: {out}{err}", args.join(" "));
+    out
+}
+
+fn start_router(name: &str, tmp: &std::path::Path) -> Router {
+    let id = std::process::id() % 10000;
+    let ns = [
+        format!("mpctl-r-{id}"),
+        format!("mpctl-a-{id}"),
+        format!("mpctl-b-{id}"),
+    ];
+    for n in &ns {
+        let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        run(&format!("ip netns add {n}"));
+        run(&format!("ip -n {n} link set lo up"));
+    }
+    let [r, a, b] = &ns;
+    run(&format!(
+        "ip netns exec {r} sysctl -qw net.ipv4.ip_forward=0"
+    ));
+    for (side, n, addr, gw) in [
+        ("a", a, "198.18.1.2/24", "198.18.1.1"),
+        ("b", b, "198.18.2.2/24", "198.18.2.1"),
+    ] {
+        run(&format!(
+            "ip -n {r} link add r{side} type veth peer name p{side} netns {n}"
+        ));
+        run(&format!("ip -n {r} link set r{side} up"));
+        run(&format!("ip -n {n} addr add {addr} dev p{side}"));
+        run(&format!("ip -n {n} link set p{side} up"));
+        run(&format!("ip -n {n} route add default via {gw}"));
+    }
+    let rules = tmp.join("rules");
+    std::fs::write(&rules, "add 65000 allow ip from any to any\n").unwrap();
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", r, env!("CARGO_BIN_EXE_mpstack"), "run"])
+        .args(["--packet", "ra", "--packet", "rb", "--serve", "none"])
+        .args(["--inet", "ra=198.18.1.1/24", "--inet", "rb=198.18.2.1/24"])
+        .args([
+            "--inet6",
+            "ra=2001:2:1::1/64",
+            "--forwarding",
+            "--name",
+            name,
+        ])
+        .arg("--ipfw")
+        .arg(&rules);
+    let (node, lines) = spawn_node(cmd);
+    let mut rt = Router {
+        node: Some(node),
+        lines,
+        output: Vec::new(),
+        ns,
+        tmp: tmp.to_path_buf(),
+    };
+    assert!(
+        wait_line(
+            &rt.lines,
+            &mut rt.output,
+            "control socket",
+            Duration::from_secs(20)
+        )
+        .is_some(),
+        "mpstack did not come up: {:?}",
+        rt.output
+    );
+    rt
+}
+
+#[test]
+fn commands_change_a_running_router_while_tcp_goes_through_it() {
+    skip_unless!("ip", "socat", "python3", "sha256sum");
+    let pid = std::process::id();
+    let (na, nb) = (format!("ctla-{pid}"), format!("ctlb-{pid}"));
+    let tmp = std::env::temp_dir().join(format!("mpstack-control-{pid}"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut r = start_router(&na, &tmp);
+    // Node B beside it, on a TAP of its own.
+    let mut b = Lab::start_with("cb", 1, &["--name", &nb]);
+    let j = |args: &[&str]| -> Vec<String> {
+        let mut v = vec![args[0].to_string(), "-j".into(), na.clone()];
+        v.extend(args[1..].iter().map(|s| s.to_string()));
+        v
+    };
+    let okj = |args: &[&str]| {
+        let v = j(args);
+        ok(&v.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+    };
+    let ctlj = |args: &[&str]| {
+        let v = j(args);
+        ctl(&v.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+    };
+
+    // Each command reaches the node named, and no other.
+    let la = okj(&["ifconfig", "-l"]);
+    assert_eq!(la.trim(), "ra rb", "{la}");
+    let lb = ok(&["ifconfig", "-j", &nb, "-l"]);
+    assert!(!lb.contains("ra") && !lb.is_empty(), "{lb}");
+    let (code, _, err) = ctl(&["route", "-j", &format!("nosuch-{pid}"), "show"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no node of that name is running"), "{err}");
+
+    // route monitor, recording.
+    let mon_out = std::fs::File::create(tmp.join("monitor")).unwrap();
+    let mut monitor = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["route", "-j", &na, "monitor"])
+        .stdout(mon_out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    // 20 MB from a to b at a steady pace (about four seconds).
+    let send = tmp.join("send");
+    let recv = tmp.join("recv");
+    run(&format!(
+        "head -c 20000000 /dev/urandom > {}",
+        send.display()
+    ));
+    let [_, ns_a, ns_b] = r.ns.clone();
+    let mut srv = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ip netns exec {ns_b} timeout 60 socat -u TCP-LISTEN:5001,reuseaddr OPEN:{},creat,trunc",
+            recv.display()
+        ))
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < end {
+        if sh(&format!("ip netns exec {ns_b} ss -ltnH sport = :5001"))
+            .1
+            .contains("5001")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let paced = format!(
+        "import socket,time\n\
+         d=open('{}','rb').read()\n\
+         s=socket.create_connection(('198.18.2.2',5001))\n\
+         for i in range(0,len(d),262144):\n\
+         \x20   s.sendall(d[i:i+262144]); time.sleep(0.05)\n\
+         s.close()\n",
+        send.display()
+    );
+    std::fs::write(tmp.join("paced.py"), paced).unwrap();
+    let mut client = Command::new("ip")
+        .args(["netns", "exec", &ns_a, "python3"])
+        .arg(tmp.join("paced.py"))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+
+    // While it runs: routes.
+    let before = okj(&["netstat", "-rn"]);
+    assert!(
+        before.contains("198.18.1.0/24") && before.contains("ra"),
+        "{before}"
+    );
+    let out = okj(&["route", "add", "198.19.0.0/16", "198.18.2.2"]);
+    assert_eq!(out.trim(), "add net 198.19.0.0/16: gateway 198.18.2.2");
+    let rn = okj(&["netstat", "-rn"]);
+    assert!(
+        rn.lines().any(|l| l.starts_with("198.19.0.0/16")
+            && l.contains("198.18.2.2")
+            && l.contains("UGS")),
+        "{rn}"
+    );
+    let get = okj(&["route", "get", "198.19.7.7"]);
+    assert!(
+        get.contains("gateway: 198.18.2.2") && get.contains("interface: rb"),
+        "{get}"
+    );
+    // A bad command: the error route(8) gives, and the table as it was.
+    let (code, _, err) = ctlj(&["route", "add", "198.20.0.0/16", "198.18.77.1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("Network is unreachable"), "{err}");
+    let (code, _, err) = ctlj(&["route", "add", "198.19.0.0/16", "198.18.2.2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("route already in table"), "{err}");
+    assert_eq!(
+        okj(&["netstat", "-rn"]),
+        rn,
+        "a refused command changed the table"
+    );
+    okj(&["route", "delete", "198.19.0.0/16"]);
+    let (code, _, err) = ctlj(&["route", "get", "198.19.7.7"]);
+    assert_eq!(code, 1, "{err}");
+
+    // Addresses.
+    okj(&["ifconfig", "rb", "inet", "198.18.3.1/24", "alias"]);
+    let ifc = okj(&["ifconfig", "rb"]);
+    assert!(ifc.contains("inet 198.18.3.1 netmask 0xffffff00"), "{ifc}");
+    assert!(okj(&["netstat", "-rn"]).contains("198.18.3.0/24"));
+    okj(&["ifconfig", "rb", "inet", "198.18.3.1", "-alias"]);
+    assert!(!okj(&["ifconfig", "rb"]).contains("198.18.3.1"));
+    assert!(!okj(&["netstat", "-rn"]).contains("198.18.3.0/24"));
+    let (code, _, err) = ctlj(&["ifconfig", "rb", "inet", "198.18.9.9", "-alias"]);
+    assert_eq!(code, 1, "{err}");
+
+    // The firewall: a rule added, shown, deleted; a bad one refused.
+    okj(&[
+        "ipfw",
+        "add",
+        "100",
+        "deny",
+        "tcp",
+        "from",
+        "any",
+        "to",
+        "198.18.2.2",
+        "9999",
+    ]);
+    let show = okj(&["ipfw", "show"]);
+    assert!(
+        show.contains("00100") && show.contains("deny tcp from any to 198.18.2.2 9999"),
+        "{show}"
+    );
+    let (code, _, err) = ctlj(&[
+        "ipfw",
+        "add",
+        "200",
+        "frobnicate",
+        "ip",
+        "from",
+        "any",
+        "to",
+        "any",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("ipfw: "), "{err}");
+    assert!(!okj(&["ipfw", "show"]).contains("00200"));
+    okj(&["ipfw", "delete", "100"]);
+    assert!(!okj(&["ipfw", "show"]).contains("00100"));
+
+    // Neighbours, counters, tunables.
+    let arp = okj(&["arp", "-a"]);
+    assert!(
+        arp.contains("(198.18.2.2) at") && arp.contains("on rb"),
+        "{arp}"
+    );
+    okj(&["arp", "-s", "198.18.1.77", "02:00:00:00:00:77"]);
+    assert!(okj(&["arp", "-a"]).contains("(198.18.1.77) at 02:00:00:00:00:77"));
+    okj(&["arp", "-d", "198.18.1.77"]);
+    assert!(!okj(&["arp", "-a"]).contains("198.18.1.77"));
+    let (code, _, err) = ctlj(&["arp", "-s", "198.18.1.255", "02:00:00:00:00:77"]);
+    assert_eq!(code, 1, "{err}");
+    let s = okj(&["netstat", "-s"]);
+    assert!(s.contains("ip.forward"), "{s}");
+    let js: serde_json::Value = serde_json::from_str(&okj(&["netstat", "-s", "--json"])).unwrap();
+    assert!(
+        js["statistics"]["ip"]["forward"].as_u64().unwrap() > 0,
+        "{js}"
+    );
+    let i = okj(&["netstat", "-i"]);
+    assert!(i.lines().any(|l| l.starts_with("ra ")), "{i}");
+    let out = okj(&["sysctl", "net.inet.tcp.msl=15000"]);
+    assert_eq!(out.trim(), "net.inet.tcp.msl: 30000 -> 15000");
+    assert_eq!(okj(&["sysctl", "-n", "net.inet.tcp.msl"]).trim(), "15000");
+    let (code, _, err) = ctlj(&["sysctl", "net.inet.tcp.msl=15000", "net.inet.tcp.nosuch=1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown oid"), "{err}");
+
+    // The transfer went on through all of it, byte-exact.
+    assert!(client.wait().unwrap().success(), "paced sender");
+    assert!(srv.wait().unwrap().success(), "receiver");
+    let (_, x) = sh(&format!("sha256sum < {}", send.display()));
+    let (_, y) = sh(&format!("sha256sum < {}", recv.display()));
+    assert_eq!(x, y, "the transfer through the node changed");
+
+    // route monitor saw the changes.
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    let mon = std::fs::read_to_string(tmp.join("monitor")).unwrap();
+    for want in [
+        "RTM_ADD: Add Route",
+        " 198.19.0.0 198.18.2.2 255.255.0.0 rb",
+        "RTM_DELETE: Delete Route",
+        "RTM_NEWADDR",
+        "RTM_DELADDR",
+    ] {
+        assert!(mon.contains(want), "route monitor: no '{want}' in\n{mon}");
+    }
+
+    // netstat -an on node B: its listeners, and a connection held open to it.
+    let mut held = Command::new("ip")
+        .args(["netns", "exec", &b.ns, "python3", "-c"])
+        .arg("import socket,time; s=socket.create_connection(('198.18.0.2',9)); time.sleep(3)")
+        .spawn()
+        .unwrap();
+    let mut an = String::new();
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(100));
+        an = ok(&["netstat", "-j", &nb, "-an"]);
+        if an.contains("ESTABLISHED") {
+            break;
+        }
+    }
+    assert!(
+        an.lines().any(|l| l.starts_with("tcp4")
+            && l.contains("198.18.0.2.9 ")
+            && l.contains("198.18.0.1.")
+            && l.ends_with("ESTABLISHED")),
+        "{an}"
+    );
+    assert!(an.contains("*.9") && an.contains("LISTEN"), "{an}");
+    let _ = held.kill();
+    let _ = held.wait();
+
+    // Both nodes stop and take their sockets with them.
+    let sock = |n: &str| std::path::Path::new("/run/mpstack").join(format!("{n}.sock"));
+    assert!(sock(&na).exists() && sock(&nb).exists());
+    let _ = stop_node(&mut r.node, &r.lines, &mut r.output);
+    let _ = b.stop();
+    assert!(!sock(&na).exists() && !sock(&nb).exists());
+}
+
+#[test]
+fn a_second_node_of_the_same_name_is_refused() {
+    skip_unless!("ip");
+    let name = format!("ctldup-{}", std::process::id());
+    let _a = Lab::start_with("cd1", 1, &["--name", &name]);
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args([
+            "run",
+            "--tap",
+            "mpcdup0",
+            "--inet",
+            "198.18.0.2/24",
+            "--name",
+            &name,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is running already"), "{err}");
+}
