@@ -1,5 +1,6 @@
 //! `mpstack`: the command-line front end — a demo network, a host or router on TAP
-//! devices, and (later) BSD-style control commands. `mpstack bench` runs the
+//! devices, and BSD-style commands that change a running node through its control
+//! socket (`control`). `mpstack bench` runs the
 //! benchmarks, which are a program of their own (`mpstack-bench`, crates/bench), so
 //! that this binary carries neither their peer crates nor a counting allocator.
 

@@ -1443,3 +1443,53 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     }
     put(conn, &s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_and_lengths_go_both_ways() {
+        assert_eq!(mask_of(false, 24), "255.255.255.0");
+        assert_eq!(mask_of(false, 0), "0.0.0.0");
+        assert_eq!(mask_of(false, 32), "255.255.255.255");
+        assert_eq!(mask_of(true, 64), "ffff:ffff:ffff:ffff::");
+        assert_eq!(len_of_mask("255.255.0.0"), Some(16));
+        assert_eq!(len_of_mask("255.255.255.255"), Some(32));
+        assert_eq!(len_of_mask("0.0.0.0"), Some(0));
+        assert_eq!(len_of_mask("255.0.255.0"), None, "not contiguous");
+        assert_eq!(len_of_mask("ffff:ffff::"), Some(32));
+        assert_eq!(len_of_mask("nonsense"), None);
+    }
+
+    #[test]
+    fn destinations_parse_as_route_takes_them() {
+        let d = parse_dest("default", false, false).unwrap();
+        assert_eq!(d.len(), 0);
+        assert!(!d.is_ipv6());
+        assert!(parse_dest("default", true, false).unwrap().is_ipv6());
+        let h = parse_dest("198.18.0.1", false, false).unwrap();
+        assert!(h.is_host());
+        let n = parse_dest("198.19.0.0/16", false, false).unwrap();
+        assert_eq!((n.to_string().as_str(), n.len()), ("198.19.0.0/16", 16));
+        let e = parse_dest("198.19.0.0/33", false, false).unwrap_err();
+        assert_eq!(e.code, 64);
+        assert!(parse_dest("nowhere", false, false).is_err());
+    }
+
+    #[test]
+    fn endpoints_are_written_as_freebsd_does() {
+        assert_eq!(endpoint("198.18.0.2:80".parse().unwrap()), "198.18.0.2.80");
+        assert_eq!(endpoint("0.0.0.0:7".parse().unwrap()), "*.7");
+        assert_eq!(endpoint("0.0.0.0:0".parse().unwrap()), "*.*");
+        assert_eq!(endpoint("[2001:2::1]:22".parse().unwrap()), "2001:2::1.22");
+    }
+
+    #[test]
+    fn flags_are_named() {
+        let f = route::RtFlags(
+            route::RtFlags::UP.0 | route::RtFlags::GATEWAY.0 | route::RtFlags::STATIC.0,
+        );
+        assert_eq!(flag_names(f), "<UP,GATEWAY,STATIC>");
+    }
+}

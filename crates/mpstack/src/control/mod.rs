@@ -341,3 +341,54 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(args: &[&[u8]]) -> Vec<u8> {
+        let mut v = (args.len() as u32).to_le_bytes().to_vec();
+        for a in args {
+            v.extend_from_slice(&(a.len() as u32).to_le_bytes());
+            v.extend_from_slice(a);
+        }
+        v
+    }
+
+    #[test]
+    fn a_request_reads_back_and_bad_ones_are_refused() {
+        let r = request(&[b"route", b"add", b"default", b"198.18.0.1"]);
+        assert_eq!(
+            read_request(&mut &r[..]).unwrap(),
+            ["route", "add", "default", "198.18.0.1"]
+        );
+        // Cut short, too many arguments, too many bytes, not UTF-8.
+        assert!(read_request(&mut &r[..r.len() - 1]).is_err());
+        let many = ((MAX_ARGS + 1) as u32).to_le_bytes();
+        assert!(read_request(&mut &many[..])
+            .unwrap_err()
+            .contains("at most"));
+        let mut big = 1u32.to_le_bytes().to_vec();
+        big.extend_from_slice(&((MAX_REQUEST + 1) as u32).to_le_bytes());
+        assert!(read_request(&mut &big[..]).unwrap_err().contains("over"));
+        let bad = request(&[b"\xff\xfe"]);
+        assert!(read_request(&mut &bad[..]).unwrap_err().contains("UTF-8"));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        for good in ["mpstack", "r1", "edge-2.lab_a"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".hidden", "a/b", "../x", "sp ace", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn frames_carry_their_tag_and_length() {
+        let mut v = Vec::new();
+        frame(&mut v, b'o', b"hello").unwrap();
+        assert_eq!(v, [b'o', 5, 0, 0, 0, b'h', b'e', b'l', b'l', b'o']);
+    }
+}
