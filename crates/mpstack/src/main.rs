@@ -307,6 +307,16 @@ pub struct RunArgs {
     /// receives comes with the kernel's offload state either way).
     #[arg(long)]
     pub offload: bool,
+    /// A config file: the control commands (ifconfig, route, arp, ndp, ipfw,
+    /// sysctl), one a line, `#` comments; applied after the other flags, all or
+    /// nothing, before the node starts. SIGHUP re-reads it and applies the
+    /// difference: lines taken out are undone (route add by route delete, an
+    /// address by -alias, ipfw add N by ipfw delete N, arp -s by arp -d), new ones
+    /// applied; if one fails, the reload is undone and the node runs as before.
+    /// ipfw lines give the node a firewall without --ipfw (default rule as
+    /// --ipfw-default).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
     /// is $MPSTACK_RUN_DIR or /run/mpstack), which `mpstack ifconfig|route|
     /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to; a name in use is an error.

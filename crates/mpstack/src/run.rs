@@ -341,6 +341,15 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let send = crate::client::parse_bytes(&a.send).map_err(|e| format!("--send: {e}"))?;
+    let read_config = |p: &std::path::Path| -> Result<crate::control::config::Config, String> {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("--config {}: {e}", p.display()))?;
+        crate::control::config::parse(&text).map_err(|e| format!("--config {}: {e}", p.display()))
+    };
+    let mut config = match &a.config {
+        Some(p) => read_config(p)?,
+        None => Default::default(),
+    };
     // The control socket first: a second node of the same name stops here, before
     // it takes any interface.
     // Without --name, a second node takes the default name with its process id,
@@ -528,8 +537,29 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             }
             Some(f)
         }
+        // A config file with ipfw lines: a firewall with only the default rule,
+        // which the file's lines fill.
+        None if config.has_ipfw() => {
+            let cfg = fw::RulesetConfig {
+                default_allow: a.ipfw_default == "allow",
+                ..fw::RulesetConfig::default()
+            };
+            let f = net::ipfw::Ipfw::new(cfg, workers)?;
+            f.attach(&stack);
+            Some(f)
+        }
         None => None,
     };
+    if let Some(p) = &a.config {
+        let node = crate::control::cmds::Node {
+            stack: &stack,
+            ipfw: ipfw.as_ref(),
+            sysctl: std::sync::Mutex::new(()),
+        };
+        let n = crate::control::config::apply(&node, &config, &p.display().to_string())
+            .map_err(|e| format!("--config: {e}"))?;
+        println!("mpstack: --config {}: {n} line(s) applied", p.display());
+    }
     // The workers' clock, kept to give the dynamic states' lifetimes at exit.
     let clock = Arc::new(dev::time::MonotonicClock::new());
     stack
@@ -541,6 +571,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("signal handler: {e}"))?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .map_err(|e| format!("signal handler: {e}"))?;
     let tcp_counters = Arc::new(crate::services::Counters::default());
     let tcp_threads = crate::services::start(
         &stack,
@@ -689,6 +722,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));
+            if hup.swap(false, Ordering::Relaxed) {
+                reload_config(&a, &node, &mut config, &read_config);
+            }
             if a.duration
                 .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
             {
@@ -779,6 +815,34 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         println!("arp: {} at {mac} [{}]", e.ip, e.state);
     }
     Ok(code)
+}
+
+/// SIGHUP: the config file read again and the difference applied (or nothing, if
+/// any of it fails); what happened is printed.
+fn reload_config(
+    a: &RunArgs,
+    node: &crate::control::cmds::Node<'_>,
+    config: &mut crate::control::config::Config,
+    read: &dyn Fn(&std::path::Path) -> Result<crate::control::config::Config, String>,
+) {
+    let Some(p) = &a.config else {
+        println!("mpstack: SIGHUP: no --config to reload");
+        return;
+    };
+    let file = p.display().to_string();
+    let r = read(p).and_then(|new| {
+        crate::control::config::reload(node, config, &new, &file).map(|r| (new, r))
+    });
+    match r {
+        Ok((new, r)) => {
+            *config = new;
+            println!(
+                "mpstack: --config {file}: reloaded: {} line(s) undone, {} taken out with no inverse (their settings stay), {} applied",
+                r.undone, r.kept, r.applied
+            );
+        }
+        Err(e) => println!("mpstack: --config: reload refused, the node is as it was: {e}"),
+    }
 }
 
 /// One UDP service (RFC 862 echo, RFC 863 discard, RFC 864 chargen: each datagram is

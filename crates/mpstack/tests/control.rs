@@ -394,3 +394,132 @@ fn a_second_node_of_the_same_name_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("is running already"), "{err}");
 }
+
+#[test]
+fn a_config_file_is_applied_at_start_and_its_difference_on_sighup() {
+    skip_unless!("ip");
+    let pid = std::process::id();
+    let tap = format!("mpcf{}", pid % 10000);
+    let name = format!("ctlcf-{pid}");
+    let dir = std::env::temp_dir().join(format!("mpstack-config-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("node.conf");
+    let v1 = format!(
+        "# the node's changes\n\
+         route add 198.19.0.0/16 198.18.0.1\n\
+         ifconfig {tap} inet 198.18.50.1/24 alias\n\
+         arp -s 198.18.0.77 02:00:00:00:00:77\n\
+         sysctl net.inet.tcp.msl=15000\n\
+         ipfw add 100 allow ip from any to any\n\
+         ipfw add 200 deny tcp from any to any 9999\n"
+    );
+    std::fs::write(&file, &v1).unwrap();
+    let f = file.display().to_string();
+    let mut lab = Lab::start_with("cf", 1, &["--name", &name, "--config", &f]);
+    assert!(
+        lab.output.iter().any(|l| l.contains("6 line(s) applied")),
+        "{:?}",
+        lab.output
+    );
+    let q = |args: &[&str]| {
+        let mut v = vec![args[0], "-j", &name];
+        v.extend_from_slice(&args[1..]);
+        ok(&v)
+    };
+    assert!(q(&["netstat", "-rn"]).contains("198.19.0.0/16"));
+    assert!(q(&["ifconfig", &tap]).contains("inet 198.18.50.1 "));
+    assert!(q(&["arp", "-a"]).contains("(198.18.0.77) at 02:00:00:00:00:77"));
+    assert_eq!(q(&["sysctl", "-n", "net.inet.tcp.msl"]).trim(), "15000");
+    let show = q(&["ipfw", "show"]);
+    assert!(show.contains("00100") && show.contains("00200"), "{show}");
+
+    // The route and rule 200 out, another route in: SIGHUP applies the difference.
+    let v2 = v1
+        .replace(
+            "route add 198.19.0.0/16 198.18.0.1\n",
+            "route add 198.20.0.0/16 198.18.0.1\n",
+        )
+        .replace("ipfw add 200 deny tcp from any to any 9999\n", "");
+    std::fs::write(&file, &v2).unwrap();
+    run(&format!("kill -HUP {}", lab.pid()));
+    let said = lab.wait_line("reloaded", Duration::from_secs(10));
+    assert!(
+        said.as_deref()
+            .is_some_and(|l| l.contains("2 line(s) undone") && l.contains("1 applied")),
+        "{said:?} {:?}",
+        lab.output
+    );
+    let rn = q(&["netstat", "-rn"]);
+    assert!(
+        !rn.contains("198.19.0.0/16") && rn.contains("198.20.0.0/16"),
+        "{rn}"
+    );
+    let show = q(&["ipfw", "show"]);
+    assert!(show.contains("00100") && !show.contains("00200"), "{show}");
+    assert!(
+        q(&["arp", "-a"]).contains("198.18.0.77"),
+        "an unchanged line stays"
+    );
+
+    // A reload with a line that fails changes nothing: the arp entry it takes out
+    // is put back, the good route it adds taken out again.
+    let v3 = v2.replace("arp -s 198.18.0.77 02:00:00:00:00:77\n", "")
+        + "route add 198.21.0.0/16 198.18.0.1\nroute add 198.22.0.0/16 198.18.99.1\n";
+    std::fs::write(&file, &v3).unwrap();
+    run(&format!("kill -HUP {}", lab.pid()));
+    let said = lab.wait_line("reload refused", Duration::from_secs(10));
+    assert!(
+        said.as_deref()
+            .is_some_and(|l| l.contains(":7: route add 198.22.0.0/16 198.18.99.1")
+                && l.contains("unreachable")),
+        "{said:?} {:?}",
+        lab.output
+    );
+    let rn = q(&["netstat", "-rn"]);
+    assert!(
+        !rn.contains("198.21.0.0/16") && rn.contains("198.20.0.0/16"),
+        "{rn}"
+    );
+    assert!(q(&["arp", "-a"]).contains("198.18.0.77"));
+    let _ = lab.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_config_file_with_a_failing_line_stops_the_node_before_it_starts() {
+    skip_unless!("ip");
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("mpstack-badconfig-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.conf");
+    std::fs::write(
+        &file,
+        "route add 198.19.0.0/16 198.18.0.1\nroute add 198.20.0.0/16 198.18.99.1\n",
+    )
+    .unwrap();
+    let tap = format!("mpbc{}", pid % 10000);
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args([
+            "run",
+            "--tap",
+            &tap,
+            "--inet",
+            "198.18.0.2/24",
+            "--name",
+            "none",
+        ])
+        .arg("--config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.conf:2: route add 198.20.0.0/16 198.18.99.1")
+            && err.contains("unreachable"),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("up on"), "{out}");
+}

@@ -18,6 +18,7 @@
 //! commands ([`cmds`]), which call the stack.
 
 pub mod cmds;
+pub mod config;
 
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
@@ -136,9 +137,11 @@ fn read_request(r: &mut impl Read) -> Result<Vec<String>, String> {
     Ok(args)
 }
 
-/// Where a command writes: the client's connection.
+/// Where a command writes: the client's connection, or (a config file's lines)
+/// a buffer.
 pub struct Conn {
-    stream: UnixStream,
+    stream: Option<UnixStream>,
+    buf: String,
 }
 
 impl std::fmt::Debug for Conn {
@@ -148,20 +151,35 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
+    /// Output kept in memory.
+    pub fn buffer() -> Conn {
+        Conn {
+            stream: None,
+            buf: String::new(),
+        }
+    }
+
     /// Sends output text.
     pub fn print(&mut self, s: &str) -> io::Result<()> {
-        if s.is_empty() {
-            return Ok(());
+        match &mut self.stream {
+            _ if s.is_empty() => Ok(()),
+            Some(st) => frame(st, b'o', s.as_bytes()),
+            None => {
+                self.buf.push_str(s);
+                Ok(())
+            }
         }
-        frame(&mut self.stream, b'o', s.as_bytes())
     }
 
     /// Whether the client has gone (a streaming command's cue to stop).
     pub fn closed(&mut self) -> bool {
+        let Some(st) = &mut self.stream else {
+            return false;
+        };
         let mut b = [0u8; 1];
-        let _ = self.stream.set_nonblocking(true);
-        let r = self.stream.read(&mut b);
-        let _ = self.stream.set_nonblocking(false);
+        let _ = st.set_nonblocking(true);
+        let r = st.read(&mut b);
+        let _ = st.set_nonblocking(false);
         !matches!(r, Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
@@ -185,21 +203,21 @@ pub fn serve(listener: &UnixListener, node: &cmds::Node<'_>, stop: &AtomicBool) 
             };
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut conn = Conn { stream };
+            let mut stream = stream;
             if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
                 let _ = frame(
-                    &mut conn.stream,
+                    &mut stream,
                     b'e',
                     format!("the node serves {MAX_CLIENTS} commands at once; try again\n")
                         .as_bytes(),
                 );
-                let _ = frame(&mut conn.stream, b'x', &[75]);
+                let _ = frame(&mut stream, b'x', &[75]);
                 continue;
             }
             busy.fetch_add(1, Ordering::Relaxed);
             let busy = &busy;
             s.spawn(move || {
-                handle(&mut conn, node, stop);
+                handle(stream, node, stop);
                 busy.fetch_sub(1, Ordering::Relaxed);
             });
         }
@@ -207,28 +225,36 @@ pub fn serve(listener: &UnixListener, node: &cmds::Node<'_>, stop: &AtomicBool) 
 }
 
 /// Runs one connection's command and sends its status.
-fn handle(conn: &mut Conn, node: &cmds::Node<'_>, stop: &AtomicBool) {
-    let code = match read_request(&mut conn.stream) {
+fn handle(stream: UnixStream, node: &cmds::Node<'_>, stop: &AtomicBool) {
+    let mut conn = Conn {
+        stream: Some(stream),
+        buf: String::new(),
+    };
+    let req = match &mut conn.stream {
+        Some(st) => read_request(st),
+        None => return,
+    };
+    let (code, msg) = match req {
         Ok(args) => {
-            let _ = conn.stream.set_read_timeout(None);
-            match cmds::execute(node, &args, conn, stop) {
-                Ok(()) => 0,
-                Err(f) => {
-                    let mut m = f.msg;
-                    if !m.ends_with('\n') {
-                        m.push('\n');
-                    }
-                    let _ = frame(&mut conn.stream, b'e', m.as_bytes());
-                    f.code
-                }
+            if let Some(st) = &conn.stream {
+                let _ = st.set_read_timeout(None);
+            }
+            match cmds::execute(node, &args, &mut conn, stop) {
+                Ok(()) => (0, String::new()),
+                Err(f) => (f.code, f.msg),
             }
         }
-        Err(e) => {
-            let _ = frame(&mut conn.stream, b'e', format!("{e}\n").as_bytes());
-            64
-        }
+        Err(e) => (64, e),
     };
-    let _ = frame(&mut conn.stream, b'x', &[code]);
+    let Some(st) = &mut conn.stream else { return };
+    if !msg.is_empty() {
+        let mut m = msg;
+        if !m.ends_with('\n') {
+            m.push('\n');
+        }
+        let _ = frame(st, b'e', m.as_bytes());
+    }
+    let _ = frame(st, b'x', &[code]);
 }
 
 /// The commands the node answers, and their one-line summaries.
