@@ -317,6 +317,11 @@ pub struct RunArgs {
     /// --ipfw-default).
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+    /// Serve the counters (netstat -s's, each stage's runtime, each interface's
+    /// packets and bytes) as Prometheus metrics at http://ADDR:PORT/metrics,
+    /// through the host's own sockets (not the stack's). Off by default.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
     /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
     /// is $MPSTACK_RUN_DIR or /run/mpstack), which `mpstack ifconfig|route|
     /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to; a name in use is an error.

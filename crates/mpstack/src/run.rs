@@ -387,6 +387,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
     }
     let _unlink = Unlink(control.as_ref().map(|c| c.1.clone()));
+    let metrics = match &a.metrics {
+        Some(m) => Some(crate::control::metrics::listen(m)?),
+        None => None,
+    };
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
     let mut tcp = net::tcp::TcpConfig::default();
@@ -701,6 +705,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         if let Some((l, _)) = &control {
             let (node, stop) = (&node, &stop);
             scope.spawn(move || crate::control::serve(l, node, stop));
+        }
+        if let Some(l) = &metrics {
+            let (node, stop, name) = (&node, &stop, &name);
+            scope.spawn(move || crate::control::metrics::serve(l, node, name, stop));
+            if let Ok(at) = l.local_addr() {
+                println!("mpstack: metrics at http://{at}/metrics");
+            }
         }
         if let Some(to) = connect {
             match crate::client::run(&stack, to, send, a.seed, &stop) {

@@ -396,7 +396,7 @@ fn a_second_node_of_the_same_name_is_refused() {
 }
 
 #[test]
-fn a_config_file_is_applied_at_start_and_its_difference_on_sighup() {
+fn a_config_file_applies_at_start_and_on_sighup_and_metrics_scrape() {
     skip_unless!("ip");
     let pid = std::process::id();
     let tap = format!("mpcf{}", pid % 10000);
@@ -415,7 +415,11 @@ fn a_config_file_is_applied_at_start_and_its_difference_on_sighup() {
     );
     std::fs::write(&file, &v1).unwrap();
     let f = file.display().to_string();
-    let mut lab = Lab::start_with("cf", 1, &["--name", &name, "--config", &f]);
+    let mut lab = Lab::start_with(
+        "cf",
+        1,
+        &["--name", &name, "--config", &f, "--metrics", "127.0.0.1:0"],
+    );
     assert!(
         lab.output.iter().any(|l| l.contains("6 line(s) applied")),
         "{:?}",
@@ -481,6 +485,86 @@ fn a_config_file_is_applied_at_start_and_its_difference_on_sighup() {
         "{rn}"
     );
     assert!(q(&["arp", "-a"]).contains("198.18.0.77"));
+
+    // The metrics, scraped and parsed: every sample `name{labels} value`, each
+    // metric with its TYPE, and the traffic of a ping counted.
+    let url = lab
+        .output
+        .iter()
+        .find(|l| l.contains("metrics at http://"))
+        .cloned()
+        .or_else(|| lab.wait_line("metrics at http://", Duration::from_secs(5)))
+        .expect("the metrics address");
+    let at = url
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .expect("ADDR:PORT")
+        .to_string();
+    let (ok_ping, out) = lab.exec("ping -c 3 -i 0.2 -W 2 198.18.0.2");
+    assert!(ok_ping, "{out}");
+    std::thread::sleep(Duration::from_millis(300));
+    let scrape = |path: &str| -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&at).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: {at}\r\n\r\n").unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        r
+    };
+    assert!(scrape("/nope").starts_with("HTTP/1.1 404"));
+    let r = scrape("/metrics");
+    let (head, body) = r.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.1 200 OK") && head.contains("text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let mut samples = std::collections::HashMap::new();
+    let mut typed = std::collections::HashSet::new();
+    for l in body.lines() {
+        if let Some(t) = l.strip_prefix("# TYPE ") {
+            let (m, kind) = t.split_once(' ').unwrap();
+            assert!(kind == "counter" || kind == "gauge", "{l}");
+            typed.insert(m.to_string());
+            continue;
+        }
+        if l.starts_with('#') {
+            continue;
+        }
+        let (series, value) = l
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample: {l}"));
+        let metric = series.split('{').next().unwrap();
+        assert!(
+            metric
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && series.ends_with('}'),
+            "bad sample: {l}"
+        );
+        assert!(typed.contains(metric), "no TYPE before {l}");
+        samples.insert(
+            series.to_string(),
+            value.parse::<u64>().unwrap_or_else(|_| panic!("{l}")),
+        );
+    }
+    let got = |k: String| samples.get(&k).copied().unwrap_or_else(|| panic!("no {k}"));
+    assert!(
+        got(format!(
+            "mpstack_icmp_outechoreply_total{{node=\"{name}\"}}"
+        )) >= 3
+    );
+    assert!(
+        got(format!(
+            "mpstack_interface_receive_packets_total{{node=\"{name}\",interface=\"{tap}\"}}"
+        )) >= 3
+    );
+    assert!(
+        got(format!(
+            "mpstack_stage_packets_total{{node=\"{name}\",stage=\"rx\"}}"
+        )) >= 3
+    );
+    assert!(got(format!("mpstack_routes{{node=\"{name}\",family=\"inet\"}}")) >= 2);
     let _ = lab.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,7 @@
 
 pub mod cmds;
 pub mod config;
+pub mod metrics;
 
 use std::ffi::OsString;
 use std::io::{self, Read, Write};

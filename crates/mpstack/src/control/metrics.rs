@@ -1,0 +1,177 @@
+//! `mpstack run --metrics ADDR:PORT`: the node's counters in Prometheus's text
+//! exposition format (version 0.0.4), served over HTTP by the host's own sockets
+//! (not the stack's) at `/metrics`: every counter of `netstat -s` (one metric each,
+//! `mpstack_<group>_<name>_total`), each stage's runtime (`mpstack_stage_*_total`
+//! by stage, VPP's `show runtime`), each interface's packets and bytes, and the
+//! routes per family. Off unless asked for; one scrape at a time, each request
+//! bounded in size and time.
+//!
+//! What it owns: the listener and the format. What it may call: the stack's
+//! counters.
+
+use super::cmds::Node;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Bytes of a request read at most.
+const MAX_REQUEST: usize = 8192;
+
+/// A label value, escaped as the format asks.
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The exposition: every metric with its HELP and TYPE.
+pub fn exposition(node: &Node<'_>, name: &str) -> String {
+    let mut s = String::new();
+    let n = esc(name);
+    let st = node.stack.stats();
+    st.for_each(|g, c, v| {
+        let m = format!("mpstack_{g}_{c}_total");
+        let _ = writeln!(s, "# HELP {m} netstat -s counter {g}.{c}");
+        let _ = writeln!(s, "# TYPE {m} counter");
+        let _ = writeln!(s, "{m}{{node=\"{n}\"}} {v}");
+    });
+    let rt = node.stack.runtime();
+    for (what, help) in [
+        ("calls", "times the stage ran"),
+        ("vectors", "times the stage ran with packets"),
+        ("packets", "packets through the stage"),
+        ("cycles", "time-stamp counter ticks spent in the stage"),
+    ] {
+        let m = format!("mpstack_stage_{what}_total");
+        let _ = writeln!(s, "# HELP {m} {help}");
+        let _ = writeln!(s, "# TYPE {m} counter");
+        for (stage, t) in rt.iter() {
+            let v = match what {
+                "calls" => t.calls,
+                "vectors" => t.vectors,
+                "packets" => t.packets,
+                _ => t.cycles,
+            };
+            let _ = writeln!(s, "{m}{{node=\"{n}\",stage=\"{}\"}} {v}", stage.name());
+        }
+    }
+    let ifs = node.stack.interfaces();
+    let mut per_if = vec![dev::QueueStats::default(); ifs.len()];
+    for (_, ifx, q) in node.stack.queue_stats() {
+        if let Some(t) = per_if.get_mut(ifx.get()) {
+            t.ipackets += q.ipackets;
+            t.ibytes += q.ibytes;
+            t.idrops += q.idrops;
+            t.ierrors += q.ierrors;
+            t.opackets += q.opackets;
+            t.obytes += q.obytes;
+            t.odrops += q.odrops;
+            t.oerrors += q.oerrors;
+        }
+    }
+    type Get = fn(&dev::QueueStats) -> u64;
+    let fields: [(&str, &str, Get); 8] = [
+        ("receive_packets", "packets received", |q| q.ipackets),
+        ("receive_bytes", "bytes received", |q| q.ibytes),
+        (
+            "receive_drops",
+            "frames the device dropped on receive",
+            |q| q.idrops,
+        ),
+        ("receive_errors", "receive errors", |q| q.ierrors),
+        ("transmit_packets", "packets sent", |q| q.opackets),
+        ("transmit_bytes", "bytes sent", |q| q.obytes),
+        (
+            "transmit_drops",
+            "frames the device dropped on transmit",
+            |q| q.odrops,
+        ),
+        ("transmit_errors", "transmit errors", |q| q.oerrors),
+    ];
+    for (f, help, get) in fields {
+        let m = format!("mpstack_interface_{f}_total");
+        let _ = writeln!(s, "# HELP {m} {help}, per interface");
+        let _ = writeln!(s, "# TYPE {m} counter");
+        for (i, q) in ifs.iter().zip(&per_if) {
+            let _ = writeln!(
+                s,
+                "{m}{{node=\"{n}\",interface=\"{}\"}} {}",
+                esc(&i.name),
+                get(q)
+            );
+        }
+    }
+    let routes = node.stack.routes();
+    let _ = writeln!(s, "# HELP mpstack_routes routes in the table, per family");
+    let _ = writeln!(s, "# TYPE mpstack_routes gauge");
+    for (fam, v6) in [("inet", false), ("inet6", true)] {
+        let k = routes.iter().filter(|r| r.dst.is_ipv6() == v6).count();
+        let _ = writeln!(s, "mpstack_routes{{node=\"{n}\",family=\"{fam}\"}} {k}");
+    }
+    s
+}
+
+/// Binds the metrics listener (before the node starts, so a taken port stops it).
+pub fn listen(addr: &str) -> Result<TcpListener, String> {
+    let a: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("--metrics '{addr}': expected ADDRESS:PORT, e.g. 127.0.0.1:9100"))?;
+    let l = TcpListener::bind(a).map_err(|e| format!("--metrics {a}: {e}"))?;
+    l.set_nonblocking(true)
+        .map_err(|e| format!("--metrics {a}: {e}"))?;
+    Ok(l)
+}
+
+/// Answers scrapes until `stop`.
+pub fn serve(l: &TcpListener, node: &Node<'_>, name: &str, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((mut c, _)) = l.accept() else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let _ = c.set_nonblocking(false);
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
+        let mut req = Vec::new();
+        let mut buf = [0u8; 1024];
+        while req.len() < MAX_REQUEST && !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => req.extend_from_slice(&buf[..k]),
+            }
+        }
+        let line = req.split(|&b| b == b'\n').next().unwrap_or(&[]);
+        let line = String::from_utf8_lossy(line);
+        let mut parts = line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let (status, ctype, body) = if method != "GET" && method != "HEAD" {
+            (
+                "405 Method Not Allowed",
+                "text/plain",
+                "GET /metrics\n".to_string(),
+            )
+        } else if path == "/metrics" || path.starts_with("/metrics?") {
+            (
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                exposition(node, name),
+            )
+        } else {
+            (
+                "404 Not Found",
+                "text/plain",
+                "the metrics are at /metrics\n".to_string(),
+            )
+        };
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = c.write_all(head.as_bytes());
+        if method != "HEAD" {
+            let _ = c.write_all(body.as_bytes());
+        }
+    }
+}
