@@ -207,6 +207,12 @@ pub(crate) fn rule(p: &mut Parser<'_>) -> PResult<Rule> {
     }
     let action = action(p)?;
     let log = p.eat("log");
+    let mut log_amount = 0;
+    if log && p.eat("logamount") {
+        log_amount = p.word("a number of log lines (1 to 65535)", |w| {
+            w.parse::<u32>().ok().filter(|n| (1..=65535).contains(n))
+        })?;
+    }
     // ipfw(8) takes `check-state` alone: it matches every packet's state.
     let mut all = Parser::new("ip from any to any", p.line);
     let body = if p.at_end() && matches!(action, Action::CheckState) {
@@ -248,6 +254,7 @@ pub(crate) fn rule(p: &mut Parser<'_>) -> PResult<Rule> {
         prob,
         action,
         log,
+        log_amount,
         proto,
         src,
         dst,

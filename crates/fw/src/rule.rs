@@ -24,6 +24,9 @@ pub struct Rule {
     pub prob: Option<u32>,
     pub action: Action,
     pub log: bool,
+    /// `log logamount N`: at most N lines for this rule until `ipfw zero` or
+    /// `resetlog` (0: the firewall's default, `net.inet.ip.fw.verbose_limit`).
+    pub log_amount: u32,
     pub proto: Proto,
     pub src: Endpoint,
     pub dst: Endpoint,
@@ -519,6 +522,9 @@ impl fmt::Display for Rule {
         write!(f, " {}", self.action)?;
         if self.log {
             f.write_str(" log")?;
+            if self.log_amount != 0 {
+                write!(f, " logamount {}", self.log_amount)?;
+            }
         }
         write!(f, " {} from {} to {}", self.proto, self.src, self.dst)?;
         for block in &self.opts {

@@ -117,6 +117,10 @@ pub struct DemoArgs {
     pub all_counters: bool,
 }
 
+fn control_levels() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(control::log::LEVELS)
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// TAP device to open (created if missing; needs root or CAP_NET_ADMIN).
@@ -317,6 +321,10 @@ pub struct RunArgs {
     /// --ipfw-default).
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+    /// What the node logs on standard error: off, error, warn, info (ipfw's `log`
+    /// lines, routing, address and neighbour changes, DAD failures), debug, trace.
+    #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = control_levels())]
+    pub log_level: String,
     /// Serve the counters (netstat -s's, each stage's runtime, each interface's
     /// packets and bytes) as Prometheus metrics at http://ADDR:PORT/metrics,
     /// through the host's own sockets (not the stack's). Off by default.

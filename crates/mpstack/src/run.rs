@@ -209,6 +209,7 @@ fn parse_tunnels(
 
 pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     // The links: the TAPs, then the interfaces taken with AF_PACKET.
+    crate::control::log::init(&a.log_level)?;
     let links: Vec<String> = a.tap.iter().chain(&a.packet).cloned().collect();
     let taps = &links;
     for (i, t) in taps.iter().enumerate() {
@@ -705,6 +706,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         if let Some((l, _)) = &control {
             let (node, stop) = (&node, &stop);
             scope.spawn(move || crate::control::serve(l, node, stop));
+        }
+        {
+            let (node, stop) = (&node, &stop);
+            scope.spawn(move || crate::control::log::route_events(node, stop));
         }
         if let Some(l) = &metrics {
             let (node, stop, name) = (&node, &stop, &name);

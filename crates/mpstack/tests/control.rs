@@ -607,3 +607,54 @@ fn a_config_file_with_a_failing_line_stops_the_node_before_it_starts() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("up on"), "{out}");
 }
+
+#[test]
+fn ipfw_log_lines_appear_up_to_the_rules_logamount_and_routing_changes_are_logged() {
+    skip_unless!("ip", "ping");
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("mpstack-log-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules");
+    std::fs::write(
+        &rules,
+        "add 100 deny log logamount 3 icmp from any to any icmptypes 8\nadd 65000 allow ip from any to any\n",
+    )
+    .unwrap();
+    let name = format!("ctllog-{pid}");
+    let r = rules.display().to_string();
+    let mut lab = Lab::start_with("lg", 1, &["--name", &name, "--ipfw", &r]);
+    let tap = lab.tap.clone();
+    let line = format!("ipfw: 100 Deny ICMP:8 198.18.0.1 198.18.0.2 in via {tap}");
+    let count = |lab: &mut Lab, pat: &str| {
+        while lab.wait_line("\u{0}", Duration::from_millis(300)).is_some() {}
+        lab.output.iter().filter(|l| l.contains(pat)).count()
+    };
+    let (ok_ping, _) = lab.exec("ping -c 5 -i 0.2 -W 1 198.18.0.2");
+    assert!(!ok_ping, "rule 100 denies echo requests");
+    assert_eq!(count(&mut lab, &line), 3, "{:?}", lab.output);
+    assert_eq!(
+        count(&mut lab, "ipfw: limit 3 reached on entry 100"),
+        1,
+        "{:?}",
+        lab.output
+    );
+    // resetlog starts the count again.
+    let out = ok(&["ipfw", "-j", &name, "resetlog", "100"]);
+    assert_eq!(out.trim(), "Entry 100 logging count reset.");
+    let _ = lab.exec("ping -c 2 -i 0.2 -W 1 198.18.0.2");
+    assert_eq!(count(&mut lab, &line), 5, "{:?}", lab.output);
+    // A route added by hand is logged as the routing socket reports it.
+    ok(&["route", "-j", &name, "add", "198.19.0.0/16", "198.18.0.1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        count(
+            &mut lab,
+            &format!("route: RTM_ADD 198.19.0.0/16 gateway 198.18.0.1 on {tap}")
+        ),
+        1,
+        "{:?}",
+        lab.output
+    );
+    let _ = lab.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

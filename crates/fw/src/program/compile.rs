@@ -199,6 +199,7 @@ fn rule_major(h: &RuleHdr) -> bool {
 fn needs(hdrs: &[RuleHdr], insns: &[Insn]) -> Needs {
     let mut n = Needs {
         tags: hdrs.iter().any(|h| h.tag.is_some()),
+        log: hdrs.iter().any(|h| h.log),
         ..Needs::default()
     };
     for i in insns {

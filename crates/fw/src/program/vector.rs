@@ -35,6 +35,8 @@ pub struct Needs {
     /// Some rule tests `tagged` or sets `tag`/`untag` ([`PacketInfo::tags`]): without
     /// one, the packets' tags are neither read nor changed.
     pub tags: bool,
+    /// Some rule has `log`: verdicts are read for their `log` flag.
+    pub log: bool,
 }
 
 /// The columns, read-only while the rules run.

@@ -1352,6 +1352,12 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         "net.inet6.ip6.forwarding".into(),
         u8::from(forwarding_get(node, true)).to_string(),
     ));
+    if let Some(f) = node.ipfw {
+        all.push((
+            "net.inet.ip.fw.verbose_limit".into(),
+            f.log_limit().to_string(),
+        ));
+    }
     all.sort();
     let words: Vec<&str> = args
         .iter()
@@ -1366,6 +1372,7 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     // Check every change before making any: all or nothing.
     let mut new_tcp = tcp;
     let mut fwd: Vec<(bool, bool)> = Vec::new();
+    let mut log_limit: Option<u32> = None;
     for w in words.iter().filter(|w| **w != "-a") {
         if let Some((name, value)) = w.split_once('=') {
             match name {
@@ -1382,6 +1389,18 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
                         u8::from(on)
                     ));
                     fwd.push((v6, on));
+                }
+                "net.inet.ip.fw.verbose_limit" if node.ipfw.is_some() => {
+                    let n: u32 = value.parse().map_err(|_| {
+                        fail(format!(
+                            "sysctl: {name}: '{value}' is not a number of lines"
+                        ))
+                    })?;
+                    changes.push(format!(
+                        "{name}: {} -> {n}",
+                        node.ipfw.map_or(0, |f| f.log_limit())
+                    ));
+                    log_limit = Some(n);
                 }
                 _ => {
                     let said = crate::sysctl::apply(&mut new_tcp, w).map_err(|e| {
@@ -1407,6 +1426,9 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     }
     if new_tcp != tcp {
         node.stack.set_tcp_config(new_tcp);
+    }
+    if let (Some(n), Some(f)) = (log_limit, node.ipfw) {
+        f.set_log_limit(n);
     }
     for (v6, on) in fwd {
         for i in node.stack.interfaces() {

@@ -19,6 +19,7 @@
 
 pub mod cmds;
 pub mod config;
+pub mod log;
 pub mod metrics;
 
 use std::ffi::OsString;

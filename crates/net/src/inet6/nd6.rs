@@ -251,9 +251,11 @@ fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6I
     if a.state() != AddrState::Duplicated {
         a.set_state(AddrState::Duplicated);
         cx.stats.nd6.dadcollision += 1;
-        eprintln!(
-            "mpstack: {}: duplicate IPv6 address {} detected, not used",
-            ifp.name, a.addr
+        tracing::warn!(
+            target: "nd6",
+            "{}: DAD detected duplicate IPv6 address {}: tentative address not used",
+            ifp.name,
+            a.addr
         );
     }
 }

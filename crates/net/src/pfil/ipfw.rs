@@ -53,7 +53,23 @@ pub struct Ipfw {
     stateful: std::sync::atomic::AtomicBool,
     /// Packets that left a pass with more tags than their header keeps (two).
     tags_lost: AtomicU64,
+    /// What `log` has written, per rule, against its limit.
+    logs: Mutex<LogState>,
 }
+
+/// ipfw's `log`: lines written per rule, and each rule's limit (`logamount`, or
+/// the default `net.inet.ip.fw.verbose_limit`; 0 is no limit).
+#[derive(Debug)]
+struct LogState {
+    default_limit: u32,
+    amounts: std::collections::HashMap<u16, u32>,
+    written: std::collections::HashMap<u16, u32>,
+}
+
+/// `net.inet.ip.fw.verbose_limit` unless changed: lines per rule until `ipfw zero`
+/// or `resetlog` (FreeBSD's kernel default is 0, no limit; a node writing a line per
+/// packet of a flood is worse than one that stops at a hundred and says so).
+pub const LOG_LIMIT: u32 = 100;
 
 /// A worker's share of the firewall.
 #[derive(Debug)]
@@ -168,6 +184,11 @@ impl Ipfw {
             expired: AtomicU64::new(0),
             stateful: std::sync::atomic::AtomicBool::new(false),
             tags_lost: AtomicU64::new(0),
+            logs: Mutex::new(LogState {
+                default_limit: LOG_LIMIT,
+                amounts: Default::default(),
+                written: Default::default(),
+            }),
         }))
     }
 
@@ -177,6 +198,14 @@ impl Ipfw {
 
     fn publish(&self, rs: &mut fw::Ruleset) -> Result<(), String> {
         let p = rs.program().map_err(|e| e.to_string())?;
+        if p.needs().log {
+            let mut l = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+            l.amounts = rs
+                .rules()
+                .filter(|(r, _)| r.log && r.log_amount != 0)
+                .map(|(r, _)| (r.num, r.log_amount))
+                .collect();
+        }
         // States outlive the rules that made them until they expire: once set, the
         // workers keep waking for the sweep.
         if p.makes_states() {
@@ -226,6 +255,31 @@ impl Ipfw {
     /// `table …`, `set …`, `pipe N config …`, `queue N config …`) and returns its
     /// output.
     pub fn command(&self, line: &str) -> Result<String, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // `resetlog [N ...]`, and `zero` resets the log counts as FreeBSD's does.
+        if matches!(words.first(), Some(&"resetlog") | Some(&"zero")) {
+            let nums: Vec<u16> = words[1..].iter().filter_map(|w| w.parse().ok()).collect();
+            if nums.len() + 1 != words.len() {
+                return Err(format!("{}: rule numbers, 1 to 65535", words[0]));
+            }
+            let mut l = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+            if nums.is_empty() {
+                l.written.clear();
+            } else {
+                for n in &nums {
+                    l.written.remove(n);
+                }
+            }
+            if words[0] == "resetlog" {
+                return Ok(if nums.is_empty() {
+                    "Logging counts reset.\n".to_string()
+                } else {
+                    nums.iter()
+                        .map(|n| format!("Entry {n} logging count reset.\n"))
+                        .collect()
+                });
+            }
+        }
         if is_dummynet(line) {
             let cmd = fw::dummynet::parse_config(line).map_err(|e| e.to_string())?;
             let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
@@ -238,6 +292,76 @@ impl Ipfw {
         let out = rs.execute(line, 1, &refs).map_err(|e| e.to_string())?;
         self.publish(&mut rs)?;
         Ok(out)
+    }
+
+    /// Lines `log` writes per rule by default (`net.inet.ip.fw.verbose_limit`; 0:
+    /// no limit).
+    pub fn log_limit(&self) -> u32 {
+        self.logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .default_limit
+    }
+
+    /// Sets [`Ipfw::log_limit`].
+    pub fn set_log_limit(&self, n: u32) {
+        self.logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .default_limit = n;
+    }
+
+    /// One `log` line for packet `p` and its verdict, as ipfw(8) writes them
+    /// (`ipfw: 100 Deny TCP 198.18.1.2:5000 198.18.2.2:80 in via em0`), as a
+    /// `tracing` event (target `ipfw`), while the rule's limit allows; when it is
+    /// reached, one line saying so.
+    fn log_packet(&self, v: &fw::Verdict, p: &PacketInfo, cx: &PfilCtx<'_>) {
+        let mut l = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        let limit = l.amounts.get(&v.rule).copied().unwrap_or(l.default_limit);
+        let n = l.written.entry(v.rule).or_insert(0);
+        if limit != 0 && *n > limit {
+            return;
+        }
+        *n += 1;
+        if limit != 0 && *n > limit {
+            tracing::info!(target: "ipfw", "limit {limit} reached on entry {}", v.rule);
+            return;
+        }
+        drop(l);
+        let action = match v.decision {
+            Decision::Allow => "Accept".to_string(),
+            Decision::Deny => "Deny".to_string(),
+            Decision::Reject(RejectKind::Rst) => "Reset".to_string(),
+            Decision::Reject(RejectKind::Unreach(c))
+            | Decision::Reject(RejectKind::Unreach6(c)) => {
+                format!("Unreach {c}")
+            }
+            Decision::Pipe(n) => format!("Pipe {n}"),
+            Decision::Queue(n) => format!("Queue {n}"),
+        };
+        let ep = |a: IpAddr, port: u16, ports: bool| match (a, ports) {
+            (IpAddr::V6(a), true) => format!("[{a}]:{port}"),
+            (a, true) => format!("{a}:{port}"),
+            (a, false) => a.to_string(),
+        };
+        let (proto, ports) = match p.proto {
+            6 => ("TCP".to_string(), true),
+            17 => ("UDP".to_string(), true),
+            // The type only: the rules' view of a packet has no ICMP code
+            // (FreeBSD writes `ICMP:8.0`).
+            1 => (format!("ICMP:{}", p.icmp_type), false),
+            58 => (format!("ICMPv6:{}", p.icmp_type), false),
+            n => (format!("P:{n}"), false),
+        };
+        let dir = if cx.dir == Dir::Out { "out" } else { "in" };
+        let via = cx.env.ifname(cx.ifindex).unwrap_or("?");
+        tracing::info!(
+            target: "ipfw",
+            "{} {action} {proto} {} {} {dir} via {via}",
+            v.rule,
+            ep(p.src, p.sport, ports),
+            ep(p.dst, p.dport, ports)
+        );
     }
 
     /// Every worker's counters, as the ruleset's commands read and zero them.
@@ -814,6 +938,14 @@ impl Ipfw {
                 b.mbuf(wf.at[k] as usize).hdr.tag = word;
                 if lost {
                     self.tags_lost.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if program.needs().log {
+            for k in 0..n {
+                let vd = v.verdict(k);
+                if vd.log {
+                    self.log_packet(&vd, &v.get(k), cx);
                 }
             }
         }

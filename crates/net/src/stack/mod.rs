@@ -1407,7 +1407,7 @@ impl Stack {
         for h in self.threads.drain(..) {
             match h.join() {
                 Ok(w) => ws.push(w),
-                Err(_) => eprintln!("mpstack: a worker thread panicked"),
+                Err(_) => tracing::error!(target: "stack", "a worker thread panicked"),
             }
         }
         ws.sort_by_key(|w| w.id());
