@@ -86,6 +86,10 @@ pub(crate) struct Worker {
     /// When the device queues' counters were last published (see
     /// [`QSTATS_EVERY`]).
     qpublished: Instant,
+    /// How many device queues the last publication of their counters had: a
+    /// change publishes at once (so the published list is sized while the worker
+    /// warms up, not in its steady state).
+    qlen: usize,
     /// Whether a saturated poll may leave its counters unpublished: only on the
     /// worker's own thread ([`Worker::run`]). Polled by the caller (`Stack::poll`),
     /// every poll publishes, so the caller reads exact counters between polls.
@@ -172,6 +176,7 @@ impl Worker {
             rejects: Vec::new(),
             published: Instant::ZERO,
             qpublished: Instant::ZERO,
+            qlen: usize::MAX,
             throttle: false,
             ctlinput: Vec::new(),
             worked: false,
@@ -265,6 +270,7 @@ impl Worker {
             ctlinput,
             published,
             qpublished,
+            qlen,
             throttle,
             ..
         } = self;
@@ -615,11 +621,12 @@ impl Worker {
             shared.stats[*id].publish(cx.stats);
             shared.runtime[*id].publish(rt);
             *published = now;
-            if now.saturating_duration_since(*qpublished) >= QSTATS_EVERY {
+            if now.saturating_duration_since(*qpublished) >= QSTATS_EVERY || *qlen != queues.len() {
                 let mut q = shared.qstats[*id].lock().unwrap_or_else(|e| e.into_inner());
                 q.clear();
                 q.extend(queues.iter().map(|x| (*id, x.ifindex, x.q.stats())));
                 *qpublished = now;
+                *qlen = queues.len();
             }
         }
         for s in cx.wake.drain(..) {
