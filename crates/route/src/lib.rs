@@ -43,6 +43,7 @@ mod dir248;
 mod ecmp;
 pub mod fib;
 mod flowtable;
+pub mod fpm;
 mod ipprefix;
 pub mod nexthop;
 mod poptrie;
