@@ -28,10 +28,22 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v tracepath >/dev/null || need+=(iputils-tracepath)
     command -v atk6-implementation6 >/dev/null || need+=(thc-ipv6)
     /usr/bin/python3 -c "import scapy" 2>/dev/null || need+=(python3-scapy)
+    # FRR (zebra, bgpd) and BIRD: the routing daemons of the FPM interop test.
+    [ -x /usr/lib/frr/zebra ] || need+=(frr)
+    command -v bird >/dev/null || need+=(bird2)
     if [ ${#need[@]} -gt 0 ]; then
         say "installing test tools: ${need[*]}"
         apt-get update -qq
+        # Packages with daemons (frr, bird2) must not start them: the tests run
+        # their own, in namespaces they make.
+        made_policy=0
+        if [ ! -e /usr/sbin/policy-rc.d ]; then
+            printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+            chmod 755 /usr/sbin/policy-rc.d
+            made_policy=1
+        fi
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+        if [ "$made_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
     fi
 else
     echo "note: not root: interop tests will report SKIPPED (they need namespaces and TAP devices)"

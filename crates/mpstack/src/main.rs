@@ -330,6 +330,14 @@ pub struct RunArgs {
     /// through the host's own sockets (not the stack's). Off by default.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
+    /// Take routes from FRR's zebra (its Forwarding Plane Manager, module
+    /// dplane_fpm_nl: `fpm address ADDR port PORT` and `no fpm use-next-hop-groups`
+    /// in zebra's configuration) on this TCP address of the host: zebra's BGP,
+    /// OSPF and static routes are installed (flag 2 in netstat -r), replaced and
+    /// withdrawn as it says; next hops are resolved against the node's interfaces;
+    /// a reconnecting zebra resynchronises. Off by default.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub fpm: Option<String>,
     /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
     /// is $MPSTACK_RUN_DIR or /run/mpstack), which `mpstack ifconfig|route|
     /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to; a name in use is an error.

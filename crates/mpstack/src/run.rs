@@ -392,6 +392,16 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         Some(m) => Some(crate::control::metrics::listen(m)?),
         None => None,
     };
+    let fpm = match &a.fpm {
+        Some(f) => {
+            let at: std::net::SocketAddr = f
+                .parse()
+                .map_err(|_| format!("--fpm '{f}': expected ADDRESS:PORT, e.g. 127.0.0.1:2620"))?;
+            let l = std::net::TcpListener::bind(at).map_err(|e| format!("--fpm {at}: {e}"))?;
+            Some((l, std::sync::Mutex::new(net::fpm::FpmStats::default())))
+        }
+        None => None,
+    };
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
     let mut tcp = net::tcp::TcpConfig::default();
@@ -560,6 +570,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             stack: &stack,
             ipfw: ipfw.as_ref(),
             sysctl: std::sync::Mutex::new(()),
+            fpm: None,
         };
         let n = crate::control::config::apply(&node, &config, &p.display().to_string())
             .map_err(|e| format!("--config: {e}"))?;
@@ -694,6 +705,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         stack: &stack,
         ipfw: ipfw.as_ref(),
         sysctl: std::sync::Mutex::new(()),
+        fpm: fpm.as_ref().map(|(_, st)| st),
     };
     if let Some((_, path)) = &control {
         println!(
@@ -710,6 +722,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         {
             let (node, stop) = (&node, &stop);
             scope.spawn(move || crate::control::log::route_events(node, stop));
+        }
+        if let Some((l, st)) = &fpm {
+            let (stack, stop) = (&stack, &stop);
+            scope.spawn(move || net::fpm::serve(stack, l, stop, st));
+            if let Ok(at) = l.local_addr() {
+                println!("mpstack: routes from FRR (fpm) at {at}");
+            }
         }
         if let Some(l) = &metrics {
             let (node, stop, name) = (&node, &stop, &name);

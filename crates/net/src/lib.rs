@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 // Shared by every family: counters, header access, stage counters, parking.
+pub mod fpm;
 pub mod hdr;
 pub mod ifindex;
 mod park;

@@ -230,6 +230,11 @@ impl Rib {
         &self.bus
     }
 
+    /// Routes per family: (IPv4, IPv6).
+    pub fn counts(&self) -> (usize, usize) {
+        (self.v4.len(), self.v6.len())
+    }
+
     /// Routes of both families.
     pub fn len(&self) -> usize {
         self.v4.len() + self.v6.len()
@@ -486,6 +491,29 @@ impl Rib {
             info.flags,
         );
         Some(info)
+    }
+
+    /// The flags of the route for exactly `dst`, if there is one.
+    pub fn flags(&self, dst: IpPrefix) -> Option<RtFlags> {
+        match dst {
+            IpPrefix::V4(p) => self.v4.get(&p).map(|e| e.flags),
+            IpPrefix::V6(p) => self.v6.get(&p).map(|e| e.flags),
+        }
+    }
+
+    /// The destinations of the routes that have every flag of `flags`.
+    pub fn destinations_with(&self, flags: RtFlags) -> Vec<IpPrefix> {
+        let v4 = self
+            .v4
+            .iter()
+            .filter(|(_, e)| e.flags.contains(flags))
+            .map(|(p, _)| IpPrefix::V4(*p));
+        let v6 = self
+            .v6
+            .iter()
+            .filter(|(_, e)| e.flags.contains(flags))
+            .map(|(p, _)| IpPrefix::V6(*p));
+        v4.chain(v6).collect()
     }
 
     /// Every route, IPv4 first, each family in prefix order.

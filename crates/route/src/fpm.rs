@@ -30,6 +30,7 @@ const RTA_PRIORITY: u16 = 6;
 const RTA_MULTIPATH: u16 = 9;
 const RTA_TABLE: u16 = 15;
 const RTA_VIA: u16 = 18;
+const RTN_UNSPEC: u8 = 0;
 const RTN_UNICAST: u8 = 1;
 const RTN_BLACKHOLE: u8 = 6;
 const RTN_UNREACHABLE: u8 = 7;
@@ -229,7 +230,9 @@ fn multipath(family: u8, b: &[u8]) -> Result<Vec<FpmNexthop>, FpmError> {
 }
 
 /// One route message's body (after the netlink header).
-fn route(b: &[u8]) -> Result<Option<FpmRoute>, FpmError> {
+/// A withdrawal (`delete`) may leave the route's type unspecified, as zebra
+/// does.
+fn route(b: &[u8], delete: bool) -> Result<Option<FpmRoute>, FpmError> {
     if b.len() < RTMSG_LEN {
         return Err(FpmError::Length("rtmsg"));
     }
@@ -247,6 +250,7 @@ fn route(b: &[u8]) -> Result<Option<FpmRoute>, FpmError> {
         RTN_BLACKHOLE => NhKind::Blackhole,
         RTN_UNREACHABLE => NhKind::Reject,
         RTN_PROHIBIT => NhKind::Prohibit,
+        RTN_UNSPEC if delete => NhKind::Forward,
         _ => return Ok(None),
     };
     let mut dst = None;
@@ -299,8 +303,8 @@ pub fn parse_frame(b: &[u8]) -> Result<Vec<FpmMsg>, FpmError> {
         }
         let body = &b[at + NLMSG_HDR..at + len];
         out.push(match kind {
-            RTM_NEWROUTE => route(body)?.map_or(FpmMsg::Other(kind), FpmMsg::Add),
-            RTM_DELROUTE => route(body)?.map_or(FpmMsg::Other(kind), FpmMsg::Delete),
+            RTM_NEWROUTE => route(body, false)?.map_or(FpmMsg::Other(kind), FpmMsg::Add),
+            RTM_DELROUTE => route(body, true)?.map_or(FpmMsg::Other(kind), FpmMsg::Delete),
             k => FpmMsg::Other(k),
         });
         at += (len + 3) & !3;
@@ -338,7 +342,7 @@ pub fn encode_route(add: bool, r: &FpmRoute) -> Vec<u8> {
         body.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
         body.extend_from_slice(&kind.to_ne_bytes());
         body.extend_from_slice(v);
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
     };
@@ -395,6 +399,30 @@ mod tests {
         3c000000 1800 0105 00000000 00000000 \
         02 10 00 00 fe ba 00 01 00000000 \
         08000100 c6130000 08000600 14000000 08000500 c6120202 08000400 04000000";
+
+    /// zebra's withdrawal of 198.20.0.0/16 (BGP): route type unspecified, no
+    /// next hop.
+    const ZEBRA_BGP_DEL: &str = "01010030 \
+        2c000000 1900 0104 00000000 00000000 \
+        02 10 00 00 fe ba 00 00 00000000 \
+        08000100 c6140000 08000600 14000000";
+
+    #[test]
+    fn zebras_withdrawal_reads_as_a_delete() {
+        let f = hex(ZEBRA_BGP_DEL);
+        let msgs = parse_frame(&f[HDR_LEN..]).unwrap();
+        assert_eq!(
+            msgs,
+            [FpmMsg::Delete(FpmRoute {
+                dst: "198.20.0.0/16".parse().unwrap(),
+                kind: NhKind::Forward,
+                protocol: 186,
+                table: 254,
+                metric: 20,
+                nexthops: vec![],
+            })]
+        );
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();

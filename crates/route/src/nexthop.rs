@@ -42,6 +42,10 @@ impl RtFlags {
     /// A reject route answers "administratively prohibited" rather than
     /// unreachable (Linux's `prohibit`; FreeBSD's `RTF_PROTO1` slot).
     pub const PROHIBIT: RtFlags = RtFlags(0x8000);
+    /// Installed by a routing daemon through the Forwarding Plane Manager (FreeBSD's
+    /// `RTF_PROTO2`, `2` in `netstat -r`): such routes are the daemon's to replace,
+    /// withdraw and resynchronise; the others it does not touch.
+    pub const PROTO2: RtFlags = RtFlags(0x4000);
     /// The route to a network an interface address is in (NetBSD's `RTF_CONNECTED`).
     pub const CONNECTED: RtFlags = RtFlags(0x0010_0000);
 
@@ -77,10 +81,10 @@ impl std::ops::BitOr for RtFlags {
 
 /// The letters of `netstat -r`: `U` up, `G` gateway, `H` host, `R` reject, `D`
 /// dynamic, `M` modified, `L` link info, `S` static, `B` blackhole, `P` prohibit,
-/// `C` connected.
+/// `C` connected, `2` from a routing daemon.
 impl fmt::Display for RtFlags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const LETTERS: [(RtFlags, char); 11] = [
+        const LETTERS: [(RtFlags, char); 12] = [
             (RtFlags::UP, 'U'),
             (RtFlags::GATEWAY, 'G'),
             (RtFlags::HOST, 'H'),
@@ -92,6 +96,7 @@ impl fmt::Display for RtFlags {
             (RtFlags::BLACKHOLE, 'B'),
             (RtFlags::PROHIBIT, 'P'),
             (RtFlags::CONNECTED, 'C'),
+            (RtFlags::PROTO2, '2'),
         ];
         for (flag, c) in LETTERS {
             if self.contains(flag) {

@@ -23,6 +23,8 @@ pub struct Node<'a> {
     pub ipfw: Option<&'a Arc<net::ipfw::Ipfw>>,
     /// Serialises read-modify-write of the tunables.
     pub sysctl: Mutex<()>,
+    /// The routing daemon's feed's counters, when the node takes one (`--fpm`).
+    pub fpm: Option<&'a Mutex<net::fpm::FpmStats>>,
 }
 
 impl std::fmt::Debug for Node<'_> {
@@ -192,6 +194,7 @@ fn flag_names(f: route::RtFlags) -> String {
         (F::BLACKHOLE, "BLACKHOLE"),
         (F::PROHIBIT, "PROTO1"),
         (F::CONNECTED, "PINNED"),
+        (F::PROTO2, "PROTO2"),
     ]
     .iter()
     .filter(|(x, _)| f.contains(*x))
@@ -820,13 +823,29 @@ fn counters(node: &Node<'_>, all: bool, json: bool, conn: &mut Conn) -> Res {
                 );
             }
         }
-        return put_json(
-            conn,
-            &json!({ "statistics": Value::Object(v), "runtime": Value::Object(rt) }),
-        );
+        let mut out = json!({ "statistics": Value::Object(v), "runtime": Value::Object(rt) });
+        if let Some(f) = node.fpm {
+            let f = *f.lock().unwrap_or_else(|e| e.into_inner());
+            let m: serde_json::Map<String, Value> = f
+                .fields()
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            out["fpm"] = Value::Object(m);
+        }
+        return put_json(conn, &out);
     }
     let mut s = String::new();
     let _ = st.write_netstat(&mut s, all);
+    if let Some(f) = node.fpm {
+        let f = *f.lock().unwrap_or_else(|e| e.into_inner());
+        s += "fpm:\n";
+        for (k, v) in f.fields() {
+            if all || v != 0 {
+                s += &format!("\t{v} {}\n", k.replace('_', " "));
+            }
+        }
+    }
     put(conn, &s)
 }
 

@@ -55,7 +55,13 @@ pub fn route_events(node: &Node<'_>, stop: &AtomicBool) {
             if let Some(a) = m.lladdr {
                 s += &format!(" lladdr {}", wire::EthernetAddress(a));
             }
-            tracing::info!(target: "route", "{s} on {ifname} flags <{}>", m.flags);
+            if m.flags.contains(route::RtFlags::PROTO2) {
+                // A routing daemon's routes: it logs them itself, and a full
+                // table is a million of them.
+                tracing::debug!(target: "route", "{s} on {ifname} flags <{}>", m.flags);
+            } else {
+                tracing::info!(target: "route", "{s} on {ifname} flags <{}>", m.flags);
+            }
         }
         let d = node.stack.route_messages_dropped();
         if d != dropped {

@@ -103,12 +103,23 @@ pub fn exposition(node: &Node<'_>, name: &str) -> String {
             );
         }
     }
-    let routes = node.stack.routes();
+    let (r4, r6) = node.stack.route_counts();
     let _ = writeln!(s, "# HELP mpstack_routes routes in the table, per family");
     let _ = writeln!(s, "# TYPE mpstack_routes gauge");
-    for (fam, v6) in [("inet", false), ("inet6", true)] {
-        let k = routes.iter().filter(|r| r.dst.is_ipv6() == v6).count();
+    for (fam, k) in [("inet", r4), ("inet6", r6)] {
         let _ = writeln!(s, "mpstack_routes{{node=\"{n}\",family=\"{fam}\"}} {k}");
+    }
+    if let Some(f) = node.fpm {
+        let f = *f.lock().unwrap_or_else(|e| e.into_inner());
+        for (c, v) in f.fields() {
+            let (m, kind) = match c {
+                "connected" | "routes" | "last_commit_ns" => (format!("mpstack_fpm_{c}"), "gauge"),
+                _ => (format!("mpstack_fpm_{c}_total"), "counter"),
+            };
+            let _ = writeln!(s, "# HELP {m} the routing daemon's feed (--fpm): {c}");
+            let _ = writeln!(s, "# TYPE {m} {kind}");
+            let _ = writeln!(s, "{m}{{node=\"{n}\"}} {v}");
+        }
     }
     s
 }

@@ -375,9 +375,22 @@ impl Shared {
     /// learn which next hops' L2 rewrites they keep.
     pub(crate) fn route_update<R>(&self, f: impl FnOnce(&mut route::Rib) -> R) -> R {
         let mut rib = self.rib.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = rib.generation();
         let r = f(&mut rib);
-        if rib.generation() != generation {
+        self.publish_fib(&rib);
+        r
+    }
+
+    /// Changes the table without compiling it: the changes reach the data path
+    /// with the next [`Shared::publish_fib`] (this one's, or any other update's).
+    pub(crate) fn route_update_deferred<R>(&self, f: impl FnOnce(&mut route::Rib) -> R) -> R {
+        let mut rib = self.rib.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut rib)
+    }
+
+    /// Compiles the table and hands it to the workers, if it changed since the FIB
+    /// they read was compiled. Whether it did.
+    pub(crate) fn publish_fib(&self, rib: &route::Rib) -> bool {
+        if rib.generation() != self.fib.load().generation() {
             let fib = Arc::new(rib.compile());
             let cfg = self.cfg.load();
             for ifp in &cfg.ifaces {
@@ -395,8 +408,10 @@ impl Shared {
                 ifp.nd6.set_nexthops(on(true));
             }
             self.fib.store(fib);
+            true
+        } else {
+            false
         }
-        r
     }
 
     /// An address came up: its network's connected route, and `RTM_NEWADDR`.
@@ -934,6 +949,21 @@ impl Stack {
         self.shared.route_update(f)
     }
 
+    /// Several changes made to the table now and compiled later: they reach the
+    /// data path at the next [`Stack::route_commit`] or the next compiled change
+    /// (any of the other route calls). For a feed of many updates, where one
+    /// compilation of a large table per batch would cost more than the changes.
+    pub fn route_batch_deferred<R>(&self, f: impl FnOnce(&mut route::Rib) -> R) -> R {
+        self.shared.route_update_deferred(f)
+    }
+
+    /// Compiles the table and publishes it to the workers if it changed since the
+    /// FIB they read; whether it did.
+    pub fn route_commit(&self) -> bool {
+        let rib = self.shared.rib.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.publish_fib(&rib)
+    }
+
     /// `route get`: the route `addr` takes (also announced as `RTM_GET`).
     pub fn route_get(&self, addr: std::net::IpAddr) -> Option<route::RouteInfo> {
         self.shared
@@ -1007,6 +1037,15 @@ impl Stack {
     /// this take them; open ones keep theirs.
     pub fn set_tcp_config(&self, tcp: crate::tcp::TcpConfig) {
         self.shared.update(|c| c.tcp = tcp);
+    }
+
+    /// How many routes there are per family: (IPv4, IPv6).
+    pub fn route_counts(&self) -> (usize, usize) {
+        self.shared
+            .rib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts()
     }
 
     /// Every route (`netstat -r`).
