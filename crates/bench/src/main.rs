@@ -73,7 +73,10 @@ pub struct BenchArgs {
     /// What to measure: tcp (throughput, connections, idle memory beside smoltcp and
     /// Linux), mbuf (the m_pulldown paper's Table 2 on the input path), lpm (IPv4
     /// and IPv6 longest-prefix match on a BGP table: ours beside three crates), or
-    /// forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
+    /// fib (routes from FRR's zebra through the FPM into the real Stack: the full
+    /// table's load time and the update rate with lookups running, beside the
+    /// embedded API's one batch, a compilation per change and the Linux kernel's
+    /// `ip -batch`), or forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
     /// paper's three designs, legacy, split L2/L3 and split plus flow table, at 1 and
     /// 2 workers), or fw (the ipfw evaluator on the 2009 dispatch-table paper's
     /// matrix, A: 1/10/100 one-microinstruction rules, B: 10/100 five-microinstruction
@@ -113,7 +116,11 @@ pub struct BenchArgs {
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.
     #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub lookups: u64,
-    /// bench lpm, forward, router: the route table (`prefix/len AS` lines). Without
+    /// bench fib: route changes fed after the full table (half withdrawals, half
+    /// announcements moving a route to the other next hop).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000))]
+    pub updates: u64,
+    /// bench lpm, fib, forward, router: the route table (`prefix/len AS` lines). Without
     /// it: the file $MPSTACK_BGP_TABLE names, else iptrie 0.11.2's benches/bgpas.lpm in
     /// cargo's registry sources ($CARGO_HOME/registry/src/*/, CARGO_HOME ~/.cargo
     /// unless set; `cargo fetch` in the workspace brings it), else synthetic tables.

@@ -11,7 +11,6 @@
 #![forbid(unsafe_code)]
 
 // Shared by every family: counters, header access, stage counters, parking.
-pub mod fpm;
 pub mod hdr;
 pub mod ifindex;
 mod park;
@@ -37,6 +36,7 @@ pub use link::{arp, gso, iface, lle, lro};
 pub use pfil::ipfw;
 #[cfg(feature = "tokio")]
 pub use stack::async_io;
+pub use stack::fpm;
 pub use stack::socket;
 
 pub use frag::FragParams;

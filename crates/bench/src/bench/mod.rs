@@ -19,6 +19,7 @@
 
 mod bridge;
 mod conns;
+mod fib;
 mod forward;
 mod fw;
 mod lpm;
@@ -145,13 +146,14 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "tcp" => tcp(&a),
         "mbuf" => mbuf::main(&a),
         "lpm" => lpm::main(&a),
+        "fib" => fib::main(&a),
         "forward" => forward::main(&a),
         "fw" => fw::main(&a),
         "router" => router::main(&a),
         "bridge" => bridge::main(&a),
         "rfc2544" => rfc2544::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, forward, fw, router, bridge, rfc2544)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544)"
         )),
     }
 }

@@ -113,7 +113,9 @@ pub fn exposition(node: &Node<'_>, name: &str) -> String {
         let f = *f.lock().unwrap_or_else(|e| e.into_inner());
         for (c, v) in f.fields() {
             let (m, kind) = match c {
-                "connected" | "routes" | "last_commit_ns" => (format!("mpstack_fpm_{c}"), "gauge"),
+                "connected" | "routes" | "last_commit_ns" | "pending" => {
+                    (format!("mpstack_fpm_{c}"), "gauge")
+                }
                 _ => (format!("mpstack_fpm_{c}_total"), "counter"),
             };
             let _ = writeln!(s, "# HELP {m} the routing daemon's feed (--fpm): {c}");

@@ -80,11 +80,14 @@ pub struct FpmStats {
     pub stale_swept: u64,
     /// The daemon's routes in the table now.
     pub routes: u64,
+    /// Whether changes wait for the next compilation (they are in the table, not
+    /// yet on the data path).
+    pub pending: bool,
 }
 
 impl FpmStats {
     /// Every counter by name (`connected` as 0 or 1, `routes` a gauge).
-    pub fn fields(&self) -> [(&'static str, u64); 18] {
+    pub fn fields(&self) -> [(&'static str, u64); 19] {
         [
             ("sessions", self.sessions),
             ("connected", u64::from(self.connected)),
@@ -104,6 +107,7 @@ impl FpmStats {
             ("last_commit_ns", self.last_commit_ns),
             ("stale_swept", self.stale_swept),
             ("routes", self.routes),
+            ("pending", u64::from(self.pending)),
         ]
     }
 }
@@ -155,7 +159,10 @@ impl FpmFeed {
     }
 
     pub fn stats(&self) -> FpmStats {
-        self.stats
+        FpmStats {
+            pending: self.dirty,
+            ..self.stats
+        }
     }
 
     /// A daemon connected: a new stream, and the routes it sent before are stale
