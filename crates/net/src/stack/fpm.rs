@@ -119,8 +119,7 @@ pub struct FpmFeed {
     stats: FpmStats,
     /// The daemon's routes from before this session not yet sent again.
     stale: Option<HashSet<IpPrefix>>,
-    /// Changes in the table not yet compiled.
-    dirty: bool,
+    /// Since when changes in the table wait for a compilation (none wait: `None`).
     dirty_since: Option<Instant>,
     last_cost: Duration,
     last_msg: Instant,
@@ -143,7 +142,6 @@ impl FpmFeed {
             stream: FpmStream::new(),
             stats: FpmStats::default(),
             stale: None,
-            dirty: false,
             dirty_since: None,
             last_cost: Duration::ZERO,
             last_msg: Instant::now(),
@@ -160,7 +158,7 @@ impl FpmFeed {
 
     pub fn stats(&self) -> FpmStats {
         FpmStats {
-            pending: self.dirty,
+            pending: self.dirty_since.is_some(),
             ..self.stats
         }
     }
@@ -238,24 +236,21 @@ impl FpmFeed {
                 self.stats.stale_swept += gone;
                 self.stats.routes = self.stats.routes.saturating_sub(gone);
                 if gone > 0 {
-                    self.dirty = true;
+                    self.dirty_since.get_or_insert(now);
                     self.commit(stack);
                 }
             }
         }
-        let Some(since) = self.dirty_since else {
-            return;
-        };
-        if self.dirty
-            && now.saturating_duration_since(since) >= self.last_cost * Self::REBUILD_RATIO
-        {
+        if self.dirty_since.is_some_and(|since| {
+            now.saturating_duration_since(since) >= self.last_cost * Self::REBUILD_RATIO
+        }) {
             self.commit(stack);
         }
     }
 
     /// Compiles the table now if it changed.
     pub fn commit(&mut self, stack: &Stack) {
-        if !self.dirty {
+        if self.dirty_since.take().is_none() {
             return;
         }
         let t = Instant::now();
@@ -265,13 +260,11 @@ impl FpmFeed {
             self.stats.commit_ns += self.last_cost.as_nanos() as u64;
             self.stats.last_commit_ns = self.last_cost.as_nanos() as u64;
         }
-        self.dirty = false;
-        self.dirty_since = None;
     }
 
     /// Whether changes wait for a compilation.
     pub fn pending(&self) -> bool {
-        self.dirty
+        self.dirty_since.is_some()
     }
 
     fn apply(&mut self, stack: &Stack, msgs: Vec<FpmMsg>, now: Instant) {
@@ -355,7 +348,6 @@ impl FpmFeed {
             changed
         });
         if changed {
-            self.dirty = true;
             self.dirty_since.get_or_insert(now);
         }
     }
