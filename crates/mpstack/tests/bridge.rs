@@ -74,11 +74,6 @@ impl Drop for Net {
 }
 
 /// Runs a set-up command that must work.
-fn run(c: &str) {
-    let (ok, out) = sh(c);
-    assert!(ok, "{c}: {out}");
-}
-
 fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }

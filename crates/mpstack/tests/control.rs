@@ -32,11 +32,6 @@ impl Drop for Router {
     }
 }
 
-fn run(c: &str) {
-    let (ok, out) = sh(c);
-    assert!(ok, "{c}: {out}");
-}
-
 /// `mpstack ARGS…`: (exit status, stdout, stderr).
 fn ctl(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))

@@ -48,11 +48,6 @@ impl Drop for Lab {
     }
 }
 
-fn run(c: &str) {
-    let (ok, out) = sh(c);
-    assert!(ok, "{c}: {out}");
-}
-
 fn mpstack(args: &[&str]) -> (bool, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
         .args(args)

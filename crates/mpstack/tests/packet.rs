@@ -30,11 +30,6 @@ impl Drop for Rig {
     }
 }
 
-fn run(c: &str) {
-    let (ok, out) = sh(c);
-    assert!(ok, "{c}: {out}");
-}
-
 impl Rig {
     fn start(workers: u16, extra: &[&str]) -> Rig {
         Rig::start_as(workers, extra, true)

@@ -54,6 +54,12 @@ pub fn sh(cmd: &str) -> (bool, String) {
     (o.status.success(), s)
 }
 
+/// `sh`, which must succeed.
+pub fn run(c: &str) {
+    let (ok, out) = sh(c);
+    assert!(ok, "{c}: {out}");
+}
+
 /// A network namespace with the node's TAP inside, deleted on drop.
 pub struct Lab {
     pub tag: String,
