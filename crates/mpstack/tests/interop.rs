@@ -351,7 +351,10 @@ fn demo_runs_and_exits_zero() {
 #[test]
 fn demo_pcap_is_read_by_tcpdump() {
     if !have("tcpdump") {
-        eprintln!("SKIPPED demo_pcap_is_read_by_tcpdump: 'tcpdump' is not installed (the README's test command installs it)");
+        skip(
+            "demo_pcap_is_read_by_tcpdump",
+            "'tcpdump' is not installed (the README's test command installs it)",
+        );
         return;
     }
     let path = std::env::temp_dir().join(format!("mpstack-demo-{}.pcap", std::process::id()));

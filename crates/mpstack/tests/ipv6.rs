@@ -121,7 +121,10 @@ fn scapy_python() -> Option<String> {
 fn scapy_robustness_suite_over_tap() {
     skip_unless!("ip", "ping");
     let Some(py) = scapy_python() else {
-        eprintln!("SKIPPED scapy_robustness_suite_over_tap: no Python with scapy (python3-scapy)");
+        skip(
+            "scapy_robustness_suite_over_tap",
+            "no Python with scapy (python3-scapy): the README's test command installs it",
+        );
         return;
     };
     let mut lab = Lab::start_with("rb6", 1, &["--inet6", "2001:2::2/64"]);

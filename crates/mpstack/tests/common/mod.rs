@@ -33,11 +33,22 @@ pub fn skip_reason(tools: &[&str]) -> Option<String> {
     None
 }
 
+/// Says why `what` cannot run, or fails it in CI (`CI` set: CI runs as root with
+/// the README's test command's packages, so a test that cannot run there is a
+/// broken test, not a skipped one).
+pub fn skip(what: &str, why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} cannot run in CI: {why}"
+    );
+    eprintln!("SKIPPED {what}: {why}");
+}
+
 #[macro_export]
 macro_rules! skip_unless {
     ($($tool:expr),*) => {
         if let Some(why) = skip_reason(&[$($tool),*]) {
-            eprintln!("SKIPPED {}: {why}", module_path!());
+            skip(module_path!(), &why);
             return;
         }
     };
