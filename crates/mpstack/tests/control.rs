@@ -369,6 +369,84 @@ fn commands_change_a_running_router_while_tcp_goes_through_it() {
 }
 
 #[test]
+fn ifconfig_down_stops_an_interface_and_up_brings_it_back() {
+    skip_unless!("ip", "ping");
+    let pid = std::process::id();
+    let na = format!("ctlud-{pid}");
+    let tmp = std::env::temp_dir().join(format!("mpstack-updown-{pid}"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut r = start_router(&na, &tmp);
+    let [_, ns_a, ns_b] = r.ns.clone();
+    let okj = |args: &[&str]| {
+        let mut v = vec![args[0], "-j", &na];
+        v.extend(&args[1..]);
+        ok(&v)
+    };
+    let ping = |ns: &str, to: &str| sh(&format!("ip netns exec {ns} ping -c 2 -i 0.3 -W 1 {to}"));
+    let mon_out = std::fs::File::create(tmp.join("monitor")).unwrap();
+    let mut monitor = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["route", "-j", &na, "monitor"])
+        .stdout(mon_out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (fine, out) = ping(&ns_a, "198.18.2.2");
+    assert!(fine, "before: {out}");
+
+    okj(&["ifconfig", "rb", "down"]);
+    let ifc = okj(&["ifconfig", "rb"]);
+    assert!(ifc.starts_with("rb: flags=2<BROADCAST>"), "{ifc}");
+    let i = okj(&["netstat", "-i"]);
+    assert!(i.lines().any(|l| l.starts_with("rb* ")), "{i}");
+    // Forwarded towards it: host unreachable from the router.
+    let (fine, out) = ping(&ns_a, "198.18.2.2");
+    assert!(!fine, "{out}");
+    assert!(
+        out.contains("From 198.18.1.1") && out.contains("Destination Host Unreachable"),
+        "{out}"
+    );
+    // Sent to it: dropped and counted.
+    let (fine, out) = ping(&ns_b, "198.18.2.1");
+    assert!(!fine, "{out}");
+    let js: serde_json::Value = serde_json::from_str(&okj(&["netstat", "-s", "--json"])).unwrap();
+    assert!(
+        js["statistics"]["ether"]["ifdown"].as_u64().unwrap() >= 2,
+        "{js}"
+    );
+    assert!(
+        js["statistics"]["ip"]["cantforward"].as_u64().unwrap() >= 2,
+        "{js}"
+    );
+
+    okj(&["ifconfig", "rb", "up"]);
+    assert!(okj(&["ifconfig", "rb"]).starts_with("rb: flags="));
+    assert!(okj(&["ifconfig", "rb"]).contains("<UP,"));
+    let (fine, out) = ping(&ns_a, "198.18.2.2");
+    assert!(fine, "after up: {out}");
+    let (fine, out) = ping(&ns_b, "198.18.2.1");
+    assert!(fine, "after up: {out}");
+    let (code, _, err) = ctl(&["ifconfig", "-j", &na, "nosuch0", "down"]);
+    assert_eq!(code, 1, "{err}");
+
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    let mon = std::fs::read_to_string(tmp.join("monitor")).unwrap();
+    assert!(
+        mon.contains("RTM_IFINFO: iface status change: len 0, if# 1, link: down, flags:<BROADCAST"),
+        "{mon}"
+    );
+    assert!(
+        mon.contains(
+            "RTM_IFINFO: iface status change: len 0, if# 1, link: up, flags:<UP,BROADCAST"
+        ),
+        "{mon}"
+    );
+    let _ = stop_node(&mut r.node, &r.lines, &mut r.output);
+}
+
+#[test]
 fn a_second_node_of_the_same_name_is_refused() {
     skip_unless!("ip");
     let name = format!("ctldup-{}", std::process::id());

@@ -43,9 +43,11 @@ macro_rules! counter_group {
 }
 
 counter_group!(
-    /// Link layer (`ether_input`/`ether_output`).
+    /// Link layer (`ether_input`/`ether_output`). `ifdown`: frames that arrived on,
+    /// or were queued for, an interface that is down (`ifconfig IF down`).
     EtherStat, "ether", {
         ipackets, opackets, tooshort, badaddr, notours, noproto, vlandrop, odropped, noif,
+        ifdown,
     }
 );
 
@@ -422,6 +424,7 @@ drop_reasons! {
     EtherVlan => ether.vlandrop,
     EtherOutDropped => ether.odropped,
     EtherNoIf => ether.noif,
+    EtherIfDown => ether.ifdown,
     BridgeFiltered => bridge.filtered,
     BridgeBlocked => bridge.blocked,
     BridgeReserved => bridge.reserved,

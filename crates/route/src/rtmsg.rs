@@ -35,6 +35,8 @@ pub enum RtmType {
     DelAddr,
     /// A redirect changed a route.
     Redirect,
+    /// An interface went up or down (`RtFlags::UP` in the message says which).
+    IfInfo,
 }
 
 impl RtmType {
@@ -49,6 +51,7 @@ impl RtmType {
             RtmType::NewAddr => "RTM_NEWADDR",
             RtmType::DelAddr => "RTM_DELADDR",
             RtmType::Redirect => "RTM_REDIRECT",
+            RtmType::IfInfo => "RTM_IFINFO",
         }
     }
 }

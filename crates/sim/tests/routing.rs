@@ -846,3 +846,81 @@ fn tcp_connects_over_routes_added_with_add_route_via() {
         assert!(l.accept().is_ok(), "{dst}: connected across three routers");
     }
 }
+
+/// `ifconfig IF down` on the last router's interface towards B: what is forwarded
+/// there is answered with host unreachable, what B sends to it is dropped and
+/// counted, both ways for IPv6 too; `up` brings it back after duplicate address
+/// detection, and each change is announced as RTM_IFINFO.
+#[test]
+fn an_interface_marked_down_takes_no_traffic_until_it_is_up_again() {
+    for workers in [1, 2] {
+        let mut c = chain(workers);
+        let r3 = c.r[2];
+        let (b4, r3b) = (Ipv4Addr::new(198, 18, 4, 2), Ipv4Addr::new(198, 18, 4, 1));
+        let out =
+            c.s.host(r3)
+                .interfaces()
+                .iter()
+                .find(|i| i.has_addr(r3b))
+                .unwrap()
+                .index;
+        let sub = c.s.host(r3).subscribe_routes(64);
+        assert_eq!(ping_n(&mut c.s, c.a, b4, 5, 100), 5, "workers={workers}");
+        let to6: SocketAddr = "[2001:2:4::2]:7".parse().unwrap();
+        assert_eq!(udp_echo_n(&mut c.s, c.a, c.b, to6, 3, 100), 3);
+
+        assert!(c.s.host(r3).set_up(out, false).unwrap());
+        assert!(!c.s.host(r3).set_up(out, false).unwrap(), "already down");
+        let before = c.s.host(r3).stats();
+        let b_start = c.s.host(c.b).stats().ether.ipackets;
+        c.s.take_trace();
+        assert_eq!(ping_n(&mut c.s, c.a, b4, 3, 100), 0, "workers={workers}");
+        let unreach: Vec<_> = icmp4_sent(&c.s.take_trace(), "r3")
+            .into_iter()
+            .map(|(t, code, src, _)| (t, code, src))
+            .collect();
+        assert!(!unreach.is_empty(), "no ICMP from r3");
+        assert!(
+            unreach
+                .iter()
+                .all(|x| *x == (3, 1, Ipv4Addr::new(198, 18, 3, 2))),
+            "host unreachable from r3's address towards A: {unreach:?}"
+        );
+        assert_eq!(udp_echo_n(&mut c.s, c.a, c.b, to6, 2, 100), 0);
+        // B's echo requests to r3 arrive on the down interface.
+        assert_eq!(ping_n(&mut c.s, c.b, r3b, 2, 100), 0);
+        let st = c.s.host(r3).stats();
+        assert_eq!(st.ip.cantforward - before.ip.cantforward, 3, "{:?}", st.ip);
+        assert_eq!(st.ip6.cantforward - before.ip6.cantforward, 2);
+        assert!(st.ether.ifdown >= 2, "{:?}", st.ether);
+        assert_eq!(st.ip.forward, before.ip.forward);
+        assert_eq!(st.icmp.inecho, before.icmp.inecho);
+        // Nothing went out of it: B saw no frame from r3 while it was down.
+        let b_in = c.s.host(c.b).stats().ether.ipackets;
+        assert_eq!(b_in, b_start, "r3 sent on a down interface");
+
+        assert!(c.s.host(r3).set_up(out, true).unwrap());
+        let ifp = c.s.host(r3).interfaces()[out.get()].clone();
+        let a6 = ifp.addr6("2001:2:4::1".parse().unwrap()).unwrap();
+        assert_eq!(a6.state(), net::iface::AddrState::Tentative, "DAD again");
+        c.s.run_for(Duration::from_secs(3));
+        let ifp = c.s.host(r3).interfaces()[out.get()].clone();
+        assert!(ifp.addr6("2001:2:4::1".parse().unwrap()).unwrap().usable());
+        assert!(
+            c.s.host(c.b).stats().ether.ipackets > b_in,
+            "r3 speaks again"
+        );
+        assert_eq!(ping_n(&mut c.s, c.a, b4, 5, 100), 5, "workers={workers}");
+        assert_eq!(udp_echo_n(&mut c.s, c.a, c.b, to6, 3, 100), 3);
+        assert_eq!(ping_n(&mut c.s, c.b, r3b, 2, 100), 2);
+
+        let info: Vec<(u32, bool)> = sub
+            .drain()
+            .iter()
+            .filter(|m| m.kind == RtmType::IfInfo)
+            .map(|m| (m.ifindex, m.flags.contains(route::RtFlags::UP)))
+            .collect();
+        let i = u32::from(out.0);
+        assert_eq!(info, vec![(i, false), (i, true)]);
+    }
+}

@@ -132,7 +132,8 @@ pub fn help(cmd: &str) -> String {
              \x20      mpstack ifconfig IF inet ADDR -alias|delete    delete it\n\
              \x20      mpstack ifconfig IF inet6 ADDR/LEN [alias]     add an IPv6 address (DAD first)\n\
              \x20      mpstack ifconfig IF inet6 ADDR -alias|delete   delete it\n\
-             \x20      mpstack ifconfig IF mtu N                      set the MTU\n"
+             \x20      mpstack ifconfig IF mtu N                      set the MTU\n\
+             \x20      mpstack ifconfig IF up|down                    take traffic, or drop it (counted)\n"
         }
         "arp" | "ndp" => {
             "usage: mpstack arp|ndp [-j NODE] -a [--json]   the neighbour table\n\
@@ -545,6 +546,7 @@ fn rtm_desc(k: route::RtmType) -> &'static str {
         route::RtmType::NewAddr => "address being added to iface",
         route::RtmType::DelAddr => "address being removed from iface",
         route::RtmType::Redirect => "Told to use different route",
+        route::RtmType::IfInfo => "iface status change",
     }
 }
 
@@ -555,6 +557,40 @@ fn route_monitor(node: &Node<'_>, json: bool, conn: &mut Conn, stop: &AtomicBool
     while !stop.load(Ordering::Relaxed) {
         let mut s = String::new();
         while let Some(m) = sub.try_recv() {
+            if m.kind == route::RtmType::IfInfo {
+                // An interface's status, as route(8) prints RTM_IFINFO.
+                let link = if m.flags.contains(route::RtFlags::UP) {
+                    "up"
+                } else {
+                    "down"
+                };
+                let flags = node
+                    .stack
+                    .interfaces()
+                    .into_iter()
+                    .find(|i| u32::from(i.index.0) == m.ifindex)
+                    .map_or(0, |i| i.flags);
+                if json {
+                    s += &json!({
+                        "type": m.kind.name(),
+                        "seq": m.seq,
+                        "interface": ifname(node, m.ifindex),
+                        "link": link,
+                        "flags": if_flags(flags),
+                    })
+                    .to_string();
+                    s.push('\n');
+                } else {
+                    s += &format!(
+                        "{}: {}: len 0, if# {}, link: {link}, flags:<{}>\n\n",
+                        m.kind.name(),
+                        rtm_desc(m.kind),
+                        m.ifindex,
+                        if_flags(flags).join(",")
+                    );
+                }
+                continue;
+            }
             if json {
                 s += &json!({
                     "type": m.kind.name(),
@@ -878,7 +914,7 @@ fn interfaces_table(node: &Node<'_>, json: bool, conn: &mut Conn) -> Res {
             .zip(&c)
             .map(|(i, q)| {
                 json!({
-                    "name": i.name, "mtu": i.mtu, "address": i.mac.to_string(),
+                    "name": i.name, "up": i.is_up(), "mtu": i.mtu, "address": i.mac.to_string(),
                     "received-packets": q.ipackets, "received-bytes": q.ibytes,
                     "received-errors": q.ierrors, "dropped-packets": q.idrops,
                     "sent-packets": q.opackets, "sent-bytes": q.obytes,
@@ -898,7 +934,12 @@ fn interfaces_table(node: &Node<'_>, json: bool, conn: &mut Conn) -> Res {
     for (i, q) in ifs.iter().zip(&c) {
         s += &format!(
             "{:<10} {:>5} {:<20} {:<26} {:>10} {:>5} {:>6} {:>10} {:>5} {:>5}\n",
-            i.name,
+            // netstat(1) marks an interface that is down with '*'.
+            if i.is_up() {
+                i.name.clone()
+            } else {
+                format!("{}*", i.name)
+            },
             i.mtu,
             format!("<Link#{}>", i.index.get() + 1),
             i.mac.to_string(),
@@ -1115,11 +1156,18 @@ fn if_flags(f: u32) -> Vec<&'static str> {
     .collect()
 }
 
-/// `ifconfig IF inet|inet6 ADDR[/LEN] [alias|-alias|delete]`, `ifconfig IF mtu N`.
+/// `ifconfig IF inet|inet6 ADDR[/LEN] [alias|-alias|delete]`, `ifconfig IF mtu N`,
+/// `ifconfig IF up|down`.
 fn ifconfig_set(node: &Node<'_>, name: &str, args: &[&str], conn: &mut Conn) -> Res {
     let i = iface(node, name).map_err(|e| fail(format!("ifconfig: {}", e.msg)))?;
     let ifx: IfIndex = i.index;
     match args {
+        [ud @ ("up" | "down")] => {
+            node.stack
+                .set_up(ifx, *ud == "up")
+                .map_err(|e| fail(format!("ifconfig: {e}")))?;
+            put(conn, "")
+        }
         ["mtu", n] => {
             let mtu: usize = n
                 .parse()
@@ -1173,7 +1221,7 @@ fn ifconfig_set(node: &Node<'_>, name: &str, args: &[&str], conn: &mut Conn) -> 
             put(conn, "")
         }
         _ => Err(usage(format!(
-            "ifconfig: {name} {}: expected inet|inet6 ADDR/LEN [alias|-alias|delete] or mtu N",
+            "ifconfig: {name} {}: expected inet|inet6 ADDR/LEN [alias|-alias|delete], mtu N, up or down",
             args.join(" ")
         ))),
     }

@@ -14,9 +14,10 @@
 //!
 //! A line is undone by its inverse: `route add` by `route delete`, an address by
 //! `-alias`, `ipfw add N` by `ipfw delete N` (so rules in a config file carry their
-//! numbers), a table entry or a table by their deletion, `arp -s`/`ndp -s` by `-d`.
-//! The others (`sysctl`, `ifconfig mtu`, `route change`, `ipfw pipe … config`,
-//! `ipfw set …`) have none: taken out of the file, what they set stays.
+//! numbers), a table entry or a table by their deletion, `arp -s`/`ndp -s` by `-d`,
+//! `ifconfig IF down` by `ifconfig IF up`. The others (`sysctl`, `ifconfig mtu`,
+//! `ifconfig up`, `route change`, `ipfw pipe … config`, `ipfw set …`) have none:
+//! taken out of the file, what they set stays.
 //!
 //! What it owns: the file's lines and the difference of two. What it may call:
 //! the commands ([`super::cmds`]).
@@ -80,7 +81,9 @@ fn check(w: &[String]) -> Result<(), String> {
     match v[..] {
         ["route", "add" | "change", ..] => Ok(()),
         ["route", ..] => listing(),
-        ["ifconfig", _, "inet" | "inet6", _, ..] | ["ifconfig", _, "mtu", _] => {
+        ["ifconfig", _, "inet" | "inet6", _, ..]
+        | ["ifconfig", _, "mtu", _]
+        | ["ifconfig", _, "up" | "down"] => {
             if v[2].starts_with("inet") && v.len() > 4 && !matches!(v[4], "alias" | "add") {
                 return Err(format!("'{}': a config file adds addresses", v.join(" ")));
             }
@@ -129,6 +132,7 @@ fn inverse(l: &Line) -> Option<Vec<String>> {
             );
             Some(w)
         }
+        ["ifconfig", i, "down"] => Some(owned(&["ifconfig", i, "up"])),
         ["ifconfig", i, fam @ ("inet" | "inet6"), a, ..] => {
             let a = a.split('/').next().unwrap_or(a);
             Some(owned(&["ifconfig", i, fam, a, "-alias"]))
@@ -307,5 +311,7 @@ mod tests {
         );
         assert_eq!(inv("sysctl net.inet.tcp.msl=15000"), None);
         assert_eq!(inv("ifconfig r1 mtu 1400"), None);
+        assert_eq!(inv("ifconfig r1 down").as_deref(), Some("ifconfig r1 up"));
+        assert_eq!(inv("ifconfig r1 up"), None);
     }
 }

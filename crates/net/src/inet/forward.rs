@@ -221,6 +221,7 @@ fn forward4_fast(
         out.mtu
     };
     if out.index == ifp.index
+        || !out.is_up()
         || m.len() > mtu
         || m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
         || m.headroom() < ETHER_HDR_LEN
@@ -382,6 +383,12 @@ fn forward4_one(
         cx.drop_pkt(m, DropReason::IpNoRoute);
         return None;
     };
+    if !outif.is_up() {
+        // FreeBSD's ip_forward answers ENETDOWN so.
+        cx.stats.ip.cantforward += 1;
+        crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 1, 0);
+        return None;
+    }
     let next = match nh.gateway {
         Some(IpAddr::V4(g)) => g,
         _ => dst,

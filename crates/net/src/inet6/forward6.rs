@@ -138,6 +138,7 @@ fn forward6_fast(
         out.mtu
     };
     if out.index == ifp.index
+        || !out.is_up()
         || m.len() > mtu
         || m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
         || m.headroom() < ETHER_HDR_LEN
@@ -304,6 +305,13 @@ fn forward6_one(
             }
         },
     };
+    if !outif.is_up() {
+        // As FreeBSD's ip6_forward answers an output error.
+        cx.stats.ip6.cantforward += 1;
+        let e = Error6::Unreach(Icmpv6DstUnreachable::AddrUnreachable);
+        crate::inet6::icmp6::icmp6_error(cx, m, e);
+        return None;
+    }
     let mtu = match nh {
         Some(nh) if nh.mtu != 0 => (nh.mtu as usize).min(outif.mtu),
         _ => outif.mtu,

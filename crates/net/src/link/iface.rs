@@ -356,6 +356,13 @@ impl Ifnet {
         self.flags & flags::IFF_POINTOPOINT != 0
     }
 
+    /// The interface is up (`IFF_UP`): it receives and sends. A down one drops
+    /// both ways, counted in `ether.ifdown`.
+    #[inline(always)]
+    pub fn is_up(&self) -> bool {
+        self.flags & flags::IFF_UP != 0
+    }
+
     /// True if `a` is one of this interface's addresses.
     #[inline]
     pub fn has_addr(&self, a: Ipv4Addr) -> bool {

@@ -1,11 +1,12 @@
 //! What `ifconfig` changes on a running stack beyond adding addresses: deleting
-//! an address (either family) and setting an interface's MTU. Each change is one
+//! an address (either family), setting an interface's MTU, and marking it up or
+//! down. Each change is one
 //! published configuration (the workers see the old or the new interface, never a
 //! half-changed one) and is announced on the routing socket as FreeBSD does
-//! (`RTM_DELADDR`, the connected route's `RTM_DELETE`).
+//! (`RTM_DELADDR`, the connected route's `RTM_DELETE`, `RTM_IFINFO`).
 
 use super::{IfIndex, Stack, StackError};
-use crate::link::iface::Ifnet;
+use crate::link::iface::{flags, AddrState, Ifnet, In6Ifaddr};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -112,5 +113,49 @@ impl Stack {
             n.mtu = mtu;
             Ok(())
         })
+    }
+
+    /// Marks interface `ifindex` up or down (`ifconfig IF up|down`); returns whether
+    /// that changed anything. A down interface takes no traffic either way: frames
+    /// that arrive on it, and packets the stack queues for it, are dropped and
+    /// counted (`ether.ifdown`); a packet forwarded towards it is answered with ICMP
+    /// host (ICMPv6 address) unreachable, as FreeBSD's `ip_forward` answers
+    /// `ENETDOWN`; a bridge floods no frame to it. Its addresses, routes and
+    /// neighbour entries stay, as on FreeBSD. Coming up, a link's IPv6 addresses
+    /// that are not duplicated run duplicate address detection again (RFC 4862
+    /// §5.4: the link may have changed). Announced as `RTM_IFINFO`.
+    pub fn set_up(&self, ifindex: IfIndex, up: bool) -> Result<bool, StackError> {
+        let changed = self.update_ifnet(ifindex, |n| {
+            if n.is_up() == up {
+                return Ok(false);
+            }
+            if up {
+                n.flags |= flags::IFF_UP;
+                if !n.no_link_header() {
+                    for a in n.addrs6.iter_mut() {
+                        if a.state() != AddrState::Duplicated {
+                            *a = Arc::new(In6Ifaddr::new(a.addr, AddrState::Tentative));
+                        }
+                    }
+                }
+            } else {
+                n.flags &= !flags::IFF_UP;
+            }
+            Ok(true)
+        })?;
+        if changed {
+            let f = if up {
+                route::RtFlags::UP
+            } else {
+                route::RtFlags::default()
+            };
+            let any = route::IpPrefix::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0);
+            self.shared
+                .rtbus
+                .send(route::RtmType::IfInfo, any, None, u32::from(ifindex.0), f);
+            // Worker 0 runs duplicate address detection.
+            self.shared.notify_worker(0);
+        }
+        Ok(changed)
     }
 }

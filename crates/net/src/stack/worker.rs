@@ -345,6 +345,12 @@ impl Worker {
                 rx.clear();
                 continue;
             };
+            if !ifp.is_up() {
+                // `ifconfig IF down`: the interface takes nothing in.
+                DropReason::EtherIfDown.count_n(cx.stats, rx.len() as u64);
+                rx.clear();
+                continue;
+            }
             // Software LRO for a device that does not merge segments itself, when
             // the burst holds TCP at all.
             let t = if cx.tcp_cfg.lro
@@ -436,6 +442,11 @@ impl Worker {
             for k in 0..n {
                 let (ifi, m) = cx.loopq.swap_remove(n - 1 - k);
                 if let Some(ifp) = cfg.ifaces.get(ifi.get()) {
+                    if ifp.no_link_header() && !ifp.is_up() {
+                        // Taken off a tunnel whose interface is down.
+                        cx.drop_pkt(m, DropReason::EtherIfDown);
+                        continue;
+                    }
                     // IPv4 looped back, or either family taken off a tunnel.
                     let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
                     v.one.push(m);
@@ -529,7 +540,17 @@ impl Worker {
         // What the timers' and sockets' output left for the layers above.
         upcalls(&mut cx);
 
-        // 6. Flush. First what the host sent into a tunnel, encapsulated and out by
+        // 6. Flush. Nothing leaves by an interface that is down.
+        {
+            let link = &mut cx.ip6.ip4.link;
+            for (ifp, q) in cfg.ifaces.iter().zip(link.tx.iter_mut()) {
+                if !q.is_empty() && !ifp.is_up() {
+                    DropReason::EtherIfDown.count_n(link.stats, q.len() as u64);
+                    q.clear();
+                }
+            }
+        }
+        // First what the host sent into a tunnel, encapsulated and out by
         // the outer destination's route (which may be a bridge or a VLAN).
         for tc in cfg.tunnels.iter() {
             let i = tc.ifindex.get();
@@ -563,6 +584,12 @@ impl Worker {
         let link = &mut cx.ip6.ip4.link;
         for (i, out) in link.tx.iter_mut().enumerate() {
             if out.is_empty() {
+                continue;
+            }
+            if cfg.ifaces.get(i).is_some_and(|f| !f.is_up()) {
+                // A bridge's or a VLAN's output onto a member that is down.
+                DropReason::EtherIfDown.count_n(link.stats, out.len() as u64);
+                out.clear();
                 continue;
             }
             match txq_of_if.get(i).copied().flatten() {

@@ -242,8 +242,8 @@ fn enqueue(cx: &mut LinkCx<'_>, to: IfIndex, m: Mbuf, hooks: bool) {
     }
 }
 
-/// `bridge_broadcast`: a frame to every forwarding member but the one it came
-/// from (only to those that `discover` when it is unknown unicast, not `group`),
+/// `bridge_broadcast`: a frame to every forwarding member that is up but the one
+/// it came from (only to those that `discover` when it is unknown unicast, not `group`),
 /// and to the bridge itself when it is a group frame from a member. The copies
 /// share the frame's buffers.
 #[allow(clippy::too_many_arguments)]
@@ -263,6 +263,7 @@ fn bridge_broadcast(
         if Some(k) == from
             || !(group || mb.flags.discover)
             || !br.port_state(mb.slot as usize).forwards()
+            || cx.ifaces.get(mb.ifindex.get()).is_some_and(|i| !i.is_up())
         {
             continue;
         }
