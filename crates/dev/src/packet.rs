@@ -190,6 +190,53 @@ impl PacketDevice {
     }
 }
 
+/// Interface `name` held in promiscuous mode while this lives: a packet socket of
+/// its own, receiving nothing (protocol 0), with a `PACKET_MR_PROMISC`
+/// membership. The kernel counts such memberships, so the interface leaves
+/// promiscuous mode when its last holder goes (this one, a device opened with
+/// `promisc`, or any other program's). What a bridge member added or removed at
+/// run time (`ifconfig bridge0 addm IF`) takes and gives back.
+#[derive(Debug)]
+pub struct Promisc {
+    _fd: OwnedFd,
+}
+
+impl Promisc {
+    pub fn hold(name: &str) -> io::Result<Promisc> {
+        let cname = std::ffi::CString::new(name)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the name"))?;
+        // SAFETY: `cname` is a valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(explain(
+                io::Error::last_os_error(),
+                name,
+                "no such interface",
+            ));
+        }
+        // SAFETY: plain socket(2); the result is checked and owned below.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        let fd = cvt(fd).map_err(|e| explain(e, name, "socket(AF_PACKET)"))?;
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mr = PacketMreq {
+            mr_ifindex: ifindex as libc::c_int,
+            mr_type: PACKET_MR_PROMISC,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        setopt(fd.as_raw_fd(), PACKET_ADD_MEMBERSHIP, &mr)
+            .map_err(|e| explain(e, name, "promiscuous mode"))?;
+        Ok(Promisc { _fd: fd })
+    }
+}
+
 impl Device for PacketDevice {
     fn info(&self) -> DeviceInfo {
         DeviceInfo {

@@ -138,7 +138,9 @@ pub struct RunArgs {
     pub packet: Vec<String>,
     /// IPv4 address of an interface, [TAP=]ADDRESS/PREFIXLEN (repeatable). Without
     /// `TAP=`, the Nth --inet goes to the Nth --tap. A bridge's address is given by
-    /// its name (`bridge0=198.18.0.1/24`); a bridge's members take none.
+    /// its name (`bridge0=198.18.0.1/24`); a bridge's members take none. A link
+    /// with none carries nothing until `mpstack ifconfig` gives it one or a bridge
+    /// takes it.
     #[arg(
         long,
         value_name = "[TAP=]ADDR/LEN",
@@ -158,7 +160,8 @@ pub struct RunArgs {
     /// bridged segment); VLAN interfaces (--vlan) may be members too. Source
     /// addresses are learned per member and age out after
     /// --bridge-timeout; broadcast, multicast and unknown unicast go to every other
-    /// member. `--bridge bridge0=br0,br1,br2`.
+    /// member. `--bridge bridge0=br0,br1,br2`; `--bridge bridge0=` starts it with
+    /// none, for `mpstack ifconfig bridge0 addm IF` to add them while it runs.
     #[arg(long, value_name = "NAME=TAP,TAP")]
     pub bridge: Vec<String>,
     /// An IP tunnel, NAME=KIND,SRC,DST[,key=N][,mtu=N] (repeatable): KIND `gif`

@@ -251,10 +251,20 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         inet[i].push(addr.parse().map_err(|e| format!("--inet {v}: {e}"))?);
     }
-    if let Some(i) =
-        (0..taps.len()).find(|&i| inet[i].is_empty() && member_of(i).is_none() && !trunk(i))
+    // A link with no address, in no bridge and carrying no VLAN waits for
+    // `mpstack ifconfig` to give it an address or a bridge to take it (`addm`).
+    for i in (0..taps.len()).filter(|&i| inet[i].is_empty() && member_of(i).is_none() && !trunk(i))
     {
-        return Err(format!("--tap {}: no --inet address for it", taps[i]));
+        let has6 = a
+            .inet6
+            .iter()
+            .any(|v| v.starts_with(&format!("{}=", taps[i])));
+        if !has6 {
+            println!(
+                "mpstack: {}: no address and in no bridge; it carries nothing until `mpstack ifconfig` gives it an address or `ifconfig BRIDGE addm {}` takes it",
+                taps[i], taps[i]
+            );
+        }
     }
     for (k, (name, _, _)) in vlans.iter().enumerate() {
         let i = taps.len() + k;
@@ -431,6 +441,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         ..StackConfig::default()
     });
     let mut ifindexes = Vec::new();
+    // The AF_PACKET interfaces: bridge members among them are held in promiscuous
+    // mode while they are members (from the start, or `ifconfig BR addm` later).
+    let packet_links = crate::control::cmds::PacketLinks::new();
     for (i, name) in taps.iter().enumerate() {
         let tap: Box<dyn dev::Device> = if i < a.tap.len() {
             Box::new(
@@ -439,7 +452,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             )
         } else {
             let opts = dev::packet::PacketOptions {
-                promisc: member_of(i).is_some(),
+                promisc: false,
                 offload: a.offload,
             };
             Box::new(
@@ -473,6 +486,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 },
             )
             .map_err(|e| format!("--tap {name}: {e}"))?;
+        if i >= a.tap.len() {
+            packet_links.add(ifindex, name);
+        }
         // Its IPv4 addresses came with it (`IfConfig`).
         configure(&stack, &a, ifindex, name, &[], &inet6[i])?;
         ifindexes.push(ifindex);
@@ -504,6 +520,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             .add_bridge(name, bparams)
             .map_err(|e| format!("--bridge {name}: {e}"))?;
         for &m in members {
+            packet_links
+                .set_promisc(ifindexes[m], true)
+                .map_err(|e| format!("--bridge {name}: {e}"))?;
             stack
                 .bridge_add_member(b, ifindexes[m], net::link::bridge::MemberFlags::default())
                 .map_err(|e| format!("--bridge {name}: {e}"))?;
@@ -571,6 +590,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             ipfw: ipfw.as_ref(),
             sysctl: std::sync::Mutex::new(()),
             fpm: None,
+            packet: Some(&packet_links),
+            clock: None,
         };
         let n = crate::control::config::apply(&node, &config, &p.display().to_string())
             .map_err(|e| format!("--config: {e}"))?;
@@ -706,6 +727,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         ipfw: ipfw.as_ref(),
         sysctl: std::sync::Mutex::new(()),
         fpm: fpm.as_ref().map(|(_, st)| st),
+        packet: Some(&packet_links),
+        clock: Some(&*clock),
     };
     if let Some((_, path)) = &control {
         println!(

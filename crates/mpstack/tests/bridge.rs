@@ -476,3 +476,231 @@ fn two_nodes_carry_tcp_over_a_vlan_through_a_linux_bridge() {
     assert!(c.get("ether.vlandrop").copied().unwrap_or(0) == 0, "{c:?}");
     let _ = cli.stop();
 }
+
+/// Namespaces deleted on drop, and the node in one of them stopped.
+struct Veths {
+    node: Option<Child>,
+    ns: Vec<String>,
+}
+
+impl Drop for Veths {
+    fn drop(&mut self) {
+        kill_node(&mut self.node);
+        for n in &self.ns {
+            let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        }
+    }
+}
+
+/// `mpstack ifconfig -j NODE ARGS…`: (success, stdout and stderr).
+fn ifconfig(node: &str, args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["ifconfig", "-j", node])
+        .args(args)
+        .output()
+        .expect("run mpstack");
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), s)
+}
+
+/// A bridge of AF_PACKET members (veths into namespaces a, b, c) changed while it
+/// runs: `addm` brings a third host onto the segment and puts its link in
+/// promiscuous mode, member flags and static addresses change, `deletem` takes it
+/// off again and gives the mode back; bad commands leave the bridge as it was; a
+/// ping between the two other hosts runs through all of it without a loss.
+#[test]
+fn bridge_members_are_added_and_removed_at_run_time() {
+    skip_unless!("ip", "ping");
+    let id = std::process::id() % 10000;
+    let node = format!("braddm-{id}");
+    let ns: Vec<String> = ["r", "a", "b", "c"]
+        .iter()
+        .map(|x| format!("mpbrm-{x}-{id}"))
+        .collect();
+    for n in &ns {
+        let _ = sh(&format!("ip netns del {n} 2>/dev/null"));
+        run(&format!("ip netns add {n}"));
+        run(&format!("ip -n {n} link set lo up"));
+    }
+    let mut g = Veths {
+        node: None,
+        ns: ns.clone(),
+    };
+    let r = &ns[0];
+    // The kernel in r holds no address on the members and sends nothing of its own.
+    run(&format!(
+        "ip netns exec {r} sysctl -qw net.ipv6.conf.default.disable_ipv6=1"
+    ));
+    for (k, side) in ["a", "b", "c"].iter().enumerate() {
+        let n = &ns[k + 1];
+        run(&format!(
+            "ip -n {r} link add r{side} type veth peer name p{side} netns {n}"
+        ));
+        run(&format!("ip -n {r} link set r{side} up"));
+        run(&format!(
+            "ip -n {n} addr add 198.18.0.{}/24 dev p{side}",
+            k + 1
+        ));
+        run(&format!("ip -n {n} link set p{side} up"));
+    }
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", r, env!("CARGO_BIN_EXE_mpstack"), "run"])
+        .args(["--packet", "ra", "--packet", "rb", "--packet", "rc"])
+        .args([
+            "--bridge",
+            "bridge0=ra,rb",
+            "--inet",
+            "bridge0=198.18.0.254/24",
+        ])
+        .args(["--serve", "none", "--name", &node]);
+    let (child, lines) = spawn_node(cmd);
+    g.node = Some(child);
+    let mut output = Vec::new();
+    assert!(
+        wait_line(
+            &lines,
+            &mut output,
+            "control socket",
+            Duration::from_secs(20)
+        )
+        .is_some(),
+        "mpstack did not come up: {output:?}"
+    );
+    let ping = |from: usize, to: &str| {
+        sh(&format!(
+            "ip netns exec {} ping -c 2 -i 0.2 -W 1 {to}",
+            ns[from]
+        ))
+    };
+    // The kernel counts promiscuous holders (`ip -d link`'s "promiscuity N"); the
+    // flag `ip link` prints is only the one set by hand.
+    let promisc = |dev: &str| {
+        !sh(&format!("ip -d -n {r} link show {dev}"))
+            .1
+            .contains("promiscuity 0 ")
+    };
+    let ok = |args: &[&str]| {
+        let (fine, out) = ifconfig(&node, args);
+        assert!(fine, "ifconfig {}: {out}", args.join(" "));
+        out
+    };
+    let refused = |args: &[&str], why: &str| {
+        let before = ok(&["bridge0"]);
+        let (fine, out) = ifconfig(&node, args);
+        assert!(
+            !fine && out.contains(why),
+            "ifconfig {}: {out}",
+            args.join(" ")
+        );
+        assert_eq!(
+            ok(&["bridge0"]),
+            before,
+            "a refused command changed the bridge"
+        );
+    };
+
+    assert!(ping(1, "198.18.0.2").0, "a to b through the bridge");
+    assert!(!ping(1, "198.18.0.3").0, "c is on no member yet");
+    assert!(promisc("ra") && promisc("rb") && !promisc("rc"));
+    let br = ok(&["bridge0"]);
+    assert!(
+        br.contains("member: ra flags=<LEARNING,DISCOVER>") && !br.contains("member: rc"),
+        "{br}"
+    );
+    // a pings b through every change that follows.
+    let steady = Command::new("ip")
+        .args(["netns", "exec", &ns[1], "ping", "-c", "60", "-i", "0.05"])
+        .arg("198.18.0.2")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    refused(
+        &["bridge0", "addm", "rc", "addm", "rc"],
+        "rc is a member of bridge0 already",
+    );
+    refused(
+        &["bridge0", "addm", "rc", "addm", "nosuch0"],
+        "interface nosuch0 does not exist",
+    );
+    refused(
+        &["bridge0", "deletem", "rc"],
+        "rc is not a member of bridge0",
+    );
+    refused(&["bridge0", "addm"], "addm: needs 1 argument");
+    refused(
+        &["bridge0", "static", "ra", "ff:ff:ff:ff:ff:ff"],
+        "group address",
+    );
+    let (fine, out) = ifconfig(&node, &["ra", "addm", "rc"]);
+    assert!(!fine && out.contains("ra is not a bridge"), "{out}");
+    assert!(!promisc("rc"), "a refused addm left rc promiscuous");
+
+    ok(&["bridge0", "addm", "rc"]);
+    assert!(promisc("rc"), "a member over AF_PACKET is promiscuous");
+    let br = ok(&["bridge0"]);
+    assert!(br.contains("member: rc flags=<LEARNING,DISCOVER>"), "{br}");
+    assert!(ping(1, "198.18.0.3").0, "a to c once rc is a member");
+    assert!(ping(3, "198.18.0.254").0, "c to the bridge's own address");
+    let c_mac = sh(&format!("ip -n {} -br link show pc", ns[3]))
+        .1
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    let addr = ok(&["bridge0", "addr"]);
+    assert!(
+        addr.lines()
+            .any(|l| l.starts_with(&format!("{c_mac} Vlan1 rc ")) && l.ends_with("flags=0<>")),
+        "c's address learned on rc: {addr}"
+    );
+    let js: serde_json::Value = serde_json::from_str(&ok(&["bridge0", "addr", "--json"])).unwrap();
+    assert!(js["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["address"] == c_mac.as_str() && e["interface"] == "rc"));
+
+    ok(&[
+        "bridge0",
+        "-learn",
+        "rc",
+        "static",
+        "rc",
+        "02:00:00:00:00:33",
+    ]);
+    assert!(ok(&["bridge0"]).contains("member: rc flags=<DISCOVER>"));
+    assert!(ok(&["bridge0", "addr"]).contains("02:00:00:00:00:33 Vlan1 rc 0 flags=1<STATIC>"));
+    ok(&["bridge0", "deladdr", "02:00:00:00:00:33", "learn", "rc"]);
+    assert!(!ok(&["bridge0", "addr"]).contains("02:00:00:00:00:33"));
+    refused(
+        &["bridge0", "deladdr", "02:00:00:00:00:33"],
+        "not in bridge0's address cache",
+    );
+
+    ok(&["bridge0", "deletem", "rc"]);
+    assert!(!promisc("rc"), "promiscuous mode given back");
+    assert!(!ok(&["bridge0"]).contains("member: rc"));
+    assert!(
+        !ok(&["bridge0", "addr"]).contains(&c_mac),
+        "rc's addresses forgotten"
+    );
+    assert!(!ping(1, "198.18.0.3").0, "c is off the segment again");
+
+    let out = steady.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains("60 packets transmitted, 60 received"),
+        "a to b lost pings while the bridge changed: {out}"
+    );
+    let js: serde_json::Value = serde_json::from_str(&ok(&["bridge0", "--json"])).unwrap();
+    let members: Vec<&str> = js["interfaces"][0]["bridge"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["interface"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["ra", "rb"]);
+    let _ = stop_node(&mut g.node, &lines, &mut output);
+}

@@ -473,6 +473,14 @@ fn membership_errors_are_clear() {
         .bridge_add_member(b2, IfIndex(99), MemberFlags::default())
         .is_err());
     assert!(h.bridge_delete_member(b2, l.members[0]).is_err());
+    // A member holds no address: the bridge's interface does.
+    h.bridge_delete_member(l.bridge, l.members[1]).unwrap();
+    h.add_address(l.members[1], "198.18.9.1/24".parse().unwrap())
+        .unwrap();
+    let e = h
+        .bridge_add_member(l.bridge, l.members[1], MemberFlags::default())
+        .unwrap_err();
+    assert!(e.to_string().contains("has addresses"), "{e}");
 }
 
 #[test]

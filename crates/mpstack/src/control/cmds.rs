@@ -8,6 +8,10 @@
 //! What it owns: the commands' parsing, output and errors. What it may call: the
 //! stack's and the firewall's public API.
 
+mod bridge;
+
+pub use bridge::{PacketLinks, WORDS as BRIDGE_WORDS};
+
 use super::Conn;
 use net::{IfIndex, Stack};
 use serde_json::{json, Value};
@@ -25,6 +29,10 @@ pub struct Node<'a> {
     pub sysctl: Mutex<()>,
     /// The routing daemon's feed's counters, when the node takes one (`--fpm`).
     pub fpm: Option<&'a Mutex<net::fpm::FpmStats>>,
+    /// The AF_PACKET interfaces, whose promiscuous mode bridge membership takes.
+    pub packet: Option<&'a PacketLinks>,
+    /// The workers' clock, once they run (the bridge cache's expiry times).
+    pub clock: Option<&'a (dyn dev::time::Clock + Sync)>,
 }
 
 impl std::fmt::Debug for Node<'_> {
@@ -133,7 +141,11 @@ pub fn help(cmd: &str) -> String {
              \x20      mpstack ifconfig IF inet6 ADDR/LEN [alias]     add an IPv6 address (DAD first)\n\
              \x20      mpstack ifconfig IF inet6 ADDR -alias|delete   delete it\n\
              \x20      mpstack ifconfig IF mtu N                      set the MTU\n\
-             \x20      mpstack ifconfig IF up|down                    take traffic, or drop it (counted)\n"
+             \x20      mpstack ifconfig IF up|down                    take traffic, or drop it (counted)\n\
+             \x20      mpstack ifconfig BRIDGE addm IF | deletem IF   add or remove a member (several in one command)\n\
+             \x20      mpstack ifconfig BRIDGE [-]learn|[-]discover|[-]sticky IF   a member's flags\n\
+             \x20      mpstack ifconfig BRIDGE static IF MAC | deladdr MAC | flush | deleteall   the address cache\n\
+             \x20      mpstack ifconfig BRIDGE addr                   list the address cache\n"
         }
         "arp" | "ndp" => {
             "usage: mpstack arp|ndp [-j NODE] -a [--json]   the neighbour table\n\
@@ -1071,6 +1083,9 @@ fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res 
             .iter()
             .find(|i| i.name == *name)
             .ok_or_else(|| fail(format!("ifconfig: interface {name} does not exist")))?],
+        [name, rest @ ..] if bridge::WORDS.contains(&rest[0]) => {
+            return bridge::command(node, name, rest, json, conn)
+        }
         [name, rest @ ..] => return ifconfig_set(node, name, rest, conn),
     };
     if args == ["-l"] {
@@ -1084,6 +1099,7 @@ fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res 
                 json!({
                     "name": i.name, "flags": if_flags(i.flags), "mtu": i.mtu,
                     "ether": i.mac.to_string(),
+                    "bridge": node.stack.bridge(i.index).ok().map(|bc| bridge::describe_json(node, &bc)),
                     "inet": i.addrs.iter().map(|a| json!({"address": a.addr.to_string(), "prefixlen": a.prefix_len, "broadcast": a.broadcast().map(|b| b.to_string())})).collect::<Vec<_>>(),
                     "inet6": i.addrs6.iter().map(|a| json!({"address": a.addr.addr.to_string(), "prefixlen": a.addr.prefix_len, "state": format!("{:?}", a.state()).to_lowercase()})).collect::<Vec<_>>(),
                 })
@@ -1136,6 +1152,9 @@ fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res 
                     String::new()
                 }
             );
+        }
+        if let Ok(bc) = node.stack.bridge(i.index) {
+            s += &bridge::describe(node, &bc);
         }
     }
     put(conn, &s)

@@ -81,6 +81,8 @@ fn check(w: &[String]) -> Result<(), String> {
     match v[..] {
         ["route", "add" | "change", ..] => Ok(()),
         ["route", ..] => listing(),
+        ["ifconfig", _, "addr"] => listing(),
+        ["ifconfig", _, w, ..] if cmds::BRIDGE_WORDS.contains(&w) => Ok(()),
         ["ifconfig", _, "inet" | "inet6", _, ..]
         | ["ifconfig", _, "mtu", _]
         | ["ifconfig", _, "up" | "down"] => {
@@ -133,6 +135,35 @@ fn inverse(l: &Line) -> Option<Vec<String>> {
             Some(w)
         }
         ["ifconfig", i, "down"] => Some(owned(&["ifconfig", i, "up"])),
+        ["ifconfig", br, w, ref rest @ ..] if cmds::BRIDGE_WORDS.contains(&w) => {
+            // Members added are taken out, static addresses deleted, members taken
+            // out put back; in the reverse order.
+            let mut undo: Vec<[&str; 2]> = Vec::new();
+            let mut ws = std::iter::once(w).chain(rest.iter().copied());
+            while let Some(w) = ws.next() {
+                match w {
+                    "addm" => undo.extend(ws.next().map(|m| ["deletem", m])),
+                    "deletem" => undo.extend(ws.next().map(|m| ["addm", m])),
+                    "static" => {
+                        let _member = ws.next();
+                        undo.extend(ws.next().map(|mac| ["deladdr", mac]));
+                    }
+                    "learn" | "-learn" | "discover" | "-discover" | "sticky" | "-sticky"
+                    | "deladdr" => {
+                        ws.next();
+                    }
+                    _ => {}
+                }
+            }
+            if undo.is_empty() {
+                return None;
+            }
+            let mut v = owned(&["ifconfig", br]);
+            for u in undo.iter().rev() {
+                v.extend(owned(u));
+            }
+            Some(v)
+        }
         ["ifconfig", i, fam @ ("inet" | "inet6"), a, ..] => {
             let a = a.split('/').next().unwrap_or(a);
             Some(owned(&["ifconfig", i, fam, a, "-alias"]))
@@ -313,5 +344,12 @@ mod tests {
         assert_eq!(inv("ifconfig r1 mtu 1400"), None);
         assert_eq!(inv("ifconfig r1 down").as_deref(), Some("ifconfig r1 up"));
         assert_eq!(inv("ifconfig r1 up"), None);
+        assert_eq!(
+            inv("ifconfig bridge0 addm e1 addm e2 -learn e2 static e1 02:00:00:00:00:09")
+                .as_deref(),
+            Some("ifconfig bridge0 deladdr 02:00:00:00:00:09 deletem e2 deletem e1")
+        );
+        assert_eq!(inv("ifconfig bridge0 -learn e1"), None);
+        assert!(parse("ifconfig bridge0 addr").is_err());
     }
 }

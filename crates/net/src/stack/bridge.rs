@@ -104,8 +104,11 @@ impl Stack {
     }
 
     /// Adds interface `member` to bridge `bridge` (`addm`). The member must be a
-    /// device's interface in no other bridge. With the spanning tree on, it starts
-    /// blocking and forwards after twice the forward delay; without, at once.
+    /// device's interface (or a VLAN's) in no other bridge, with no address of its
+    /// own (as FreeBSD's `net.link.bridge.member_ifaddrs=0`: the bridge's interface
+    /// holds them). With the spanning tree on, it starts blocking and forwards after
+    /// twice the forward delay; without, at once. Works on a running stack: frames
+    /// from the member are bridged from the next burst on.
     pub fn bridge_add_member(
         &self,
         bridge: IfIndex,
@@ -116,6 +119,17 @@ impl Stack {
             let b = bridge_index(c, bridge)?;
             let name = |i: IfIndex| c.ifaces.get(i.get()).map(|f| f.name.clone());
             let mname = name(member).ok_or(StackError::NoInterface(member))?;
+            let mif = &c.ifaces[member.get()];
+            if mif.no_link_header() {
+                return Err(StackError::Bridge(format!(
+                    "{mname} has no link layer: a bridge member carries Ethernet frames"
+                )));
+            }
+            if !mif.addrs.is_empty() || !mif.addrs6.is_empty() {
+                return Err(StackError::Bridge(format!(
+                    "{mname} has addresses: a bridge member takes none (delete them, and give them to the bridge)"
+                )));
+            }
             match c.bridges.role(member) {
                 L2Role::None => {}
                 L2Role::Bridge(_) => {
