@@ -2,7 +2,9 @@
 //! to the node's global and link-local addresses (1452 bytes whole, 3000 bytes in
 //! fragments both ways), `ndisc6` answered, duplicate address detection finding an
 //! address that Linux already holds; a robustness suite written with scapy
-//! (`tests/scapy/robust.py`) and THC's `atk6-implementation6` against the node.
+//! (`tests/scapy/robust.py`) and THC's `atk6-implementation6` against the node; a
+//! Linux host coming up after a router's start-up advertisements, answered when it
+//! solicits.
 //!
 //! Needs root, /dev/net/tun and the tools (the README's test command installs them);
 //! elsewhere each test prints why it skips. Addresses are from 2001:2::/48 only.
@@ -229,4 +231,113 @@ fn curl_over_ipv6_downloads_from_the_http_service_and_tcp_echo_works() {
             assert!(tso > 0 && swcsum == 0, "{tag}: {c:?}");
         }
     }
+}
+
+/// The node of a test that builds its own link: stopped, and its namespace
+/// deleted, on drop.
+struct Late {
+    node: Option<std::process::Child>,
+    ns: String,
+}
+
+impl Drop for Late {
+    fn drop(&mut self) {
+        kill_node(&mut self.node);
+        let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
+    }
+}
+
+/// Issue 25's bug: a forwarding node took no Router Solicitation (its interfaces
+/// had not joined all-routers, ff02::2: the RS was counted in `ip6.notmember`), so
+/// a host that came up after the router's three start-up advertisements waited
+/// for the next periodic one, 200 to 600 s later, for its SLAAC address. Here the
+/// Linux host's link stays down until the node has sent those three (about 32 s);
+/// once up, Linux solicits and must have its address within 10 s.
+#[test]
+fn a_linux_host_that_comes_up_after_the_routers_first_advertisements_solicits_one() {
+    skip_unless!("ip", "ping");
+    let id = std::process::id() % 10000;
+    let (ns, tap, name) = (
+        format!("mpst-rs-{id}"),
+        format!("mprs{id}"),
+        format!("rs-{id}"),
+    );
+    let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mpstack"));
+    cmd.args(["run", "--tap", &tap, "--inet", "198.18.0.2/24"])
+        .args(["--inet6", "2001:2:5::1/64", "--forwarding", "--rtadv"])
+        .args(["--serve", "none", "--name", &name]);
+    let (node, lines) = spawn_node(cmd);
+    let mut g = Late {
+        node: Some(node),
+        ns: ns.clone(),
+    };
+    let mut output = Vec::new();
+    assert!(
+        wait_line(&lines, &mut output, "up on", Duration::from_secs(20)).is_some(),
+        "mpstack did not come up: {output:?}"
+    );
+    // The host's side of the link, kept down.
+    for c in [
+        format!("ip netns add {ns}"),
+        format!("ip link set {tap} netns {ns}"),
+        format!("ip -n {ns} link set lo up"),
+        format!("ip netns exec {ns} sysctl -qw net.ipv6.conf.{tap}.accept_ra=1"),
+        format!("ip netns exec {ns} sysctl -qw net.ipv6.conf.{tap}.autoconf=1"),
+    ] {
+        run(&c);
+    }
+    let icmp6 = |field: &str| -> u64 {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_mpstack"))
+            .args(["netstat", "-j", &name, "-s", "--json"])
+            .output()
+            .expect("run mpstack");
+        let js: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        js["statistics"]["icmp6"][field].as_u64().unwrap_or(0)
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while icmp6("outrouteradvert") < 3 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the node sent no three advertisements in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(icmp6("inroutersolicit"), 0);
+
+    let up = std::time::Instant::now();
+    run(&format!("ip -n {ns} link set {tap} up"));
+    let mut addr = String::new();
+    while up.elapsed() < Duration::from_secs(10) {
+        let (_, out) = sh(&format!(
+            "ip -n {ns} -6 -br addr show dev {tap} scope global"
+        ));
+        if let Some(a) = out.split_whitespace().find(|w| w.starts_with("2001:2:5:")) {
+            addr = a.to_string();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !addr.is_empty(),
+        "no SLAAC address on the host 10 s after its link came up (solicitations taken: {}, advertisements sent: {})",
+        icmp6("inroutersolicit"),
+        icmp6("outrouteradvert")
+    );
+    assert!(icmp6("inroutersolicit") >= 1);
+    assert!(
+        icmp6("outrouteradvert") >= 4,
+        "an answer to the solicitation"
+    );
+    // The host uses it, through the router it learned.
+    let (_, route) = sh(&format!("ip -n {ns} -6 route show default"));
+    assert!(
+        route.contains("via fe80:") && route.contains("proto ra"),
+        "{route}"
+    );
+    let (fine, out) = sh(&format!(
+        "ip netns exec {ns} ping -6 -c 2 -i 0.3 -W 2 2001:2:5::1"
+    ));
+    assert!(fine, "{out}");
+    let _ = stop_node(&mut g.node, &lines, &mut output);
 }
