@@ -1,8 +1,8 @@
 //! Interop: a running node changed from the shell through its control socket.
 //!
-//! Node A routes between two veth namespaces (AF_PACKET, 198.18.1.0/24 and
-//! 198.18.2.0/24) with a firewall; while 20 MB of TCP go through it at a steady
-//! pace, `mpstack ifconfig|route|ipfw|arp|ndp|netstat|sysctl -j A` list and change
+//! Node A, started with a config file, routes between two veth namespaces
+//! (AF_PACKET, 198.18.1.0/24 and 198.18.2.0/24) with a firewall; while 20 MB of
+//! TCP go through it at a steady pace, `mpstack ifconfig|route|ipfw|arp|ndp|netstat|sysctl -j A` list and change
 //! it, `route monitor` records the routing messages, and a bad command is refused
 //! with the node untouched; the transfer ends byte-exact. Node B, a host on a TAP
 //! running beside it, answers only to `-j B`. Needs root, ip, socat, python3,
@@ -82,6 +82,13 @@ fn start_router(name: &str, tmp: &std::path::Path) -> Router {
     }
     let rules = tmp.join("rules");
     std::fs::write(&rules, "add 65000 allow ip from any to any\n").unwrap();
+    // The node starts from a config file too.
+    let conf = tmp.join("node.conf");
+    std::fs::write(
+        &conf,
+        "# started with\nroute add 198.19.200.0/24 198.18.2.2\nsysctl net.inet.tcp.msl=30000\n",
+    )
+    .unwrap();
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", r, env!("CARGO_BIN_EXE_mpstack"), "run"])
         .args(["--packet", "ra", "--packet", "rb", "--serve", "none"])
@@ -94,7 +101,9 @@ fn start_router(name: &str, tmp: &std::path::Path) -> Router {
             name,
         ])
         .arg("--ipfw")
-        .arg(&rules);
+        .arg(&rules)
+        .arg("--config")
+        .arg(&conf);
     let (node, lines) = spawn_node(cmd);
     let mut rt = Router {
         node: Some(node),
@@ -208,6 +217,10 @@ fn commands_change_a_running_router_while_tcp_goes_through_it() {
     assert!(
         before.contains("198.18.1.0/24") && before.contains("ra"),
         "{before}"
+    );
+    assert!(
+        before.contains("198.19.200.0/24"),
+        "the config file's route: {before}"
     );
     let out = okj(&["route", "add", "198.19.0.0/16", "198.18.2.2"]);
     assert_eq!(out.trim(), "add net 198.19.0.0/16: gateway 198.18.2.2");
