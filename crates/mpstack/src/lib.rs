@@ -1,6 +1,9 @@
 //! The library side of the `mpstack` command: the parts that parse what the network
-//! sends it (so fuzz targets and tests can reach them). The command itself is
-//! `src/main.rs`.
+//! or an operator sends it (so fuzz targets and tests can reach them): the HTTP
+//! service's request parser, the control socket and its commands, the tunables.
+//! The command itself is `src/main.rs`.
 
+pub mod control;
 pub mod host;
 pub mod http_request;
+pub mod sysctl;

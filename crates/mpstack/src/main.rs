@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 mod bench_exec;
 mod client;
-mod control;
+use mpstack::control;
 mod demo;
 mod run;
 mod services;
-mod sysctl;
+use mpstack::sysctl;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -117,8 +117,9 @@ fn read_u32(r: &mut impl Read) -> io::Result<u32> {
     Ok(u32::from_le_bytes(b))
 }
 
-/// Reads a request: its arguments.
-fn read_request(r: &mut impl Read) -> Result<Vec<String>, String> {
+/// Reads a request: its arguments (a count, then each as a length and UTF-8 bytes,
+/// lengths little-endian `u32`), bounded by `MAX_ARGS` and `MAX_REQUEST`.
+pub fn read_request(r: &mut impl Read) -> Result<Vec<String>, String> {
     let n = read_u32(r).map_err(|e| format!("reading the request: {e}"))? as usize;
     if n > MAX_ARGS {
         return Err(format!("request of {n} arguments: at most {MAX_ARGS}"));
@@ -263,7 +264,7 @@ fn handle(stream: UnixStream, node: &cmds::Node<'_>, stop: &AtomicBool) {
 pub const COMMANDS: &[(&str, &str)] = &[
     (
         "ifconfig",
-        "list interfaces; add or delete addresses; set the MTU",
+        "list interfaces; add or delete addresses; set the MTU; up, down; bridge members",
     ),
     (
         "route",
