@@ -19,6 +19,7 @@ pub mod impair;
 pub mod mem;
 pub mod netns;
 pub mod packet;
+pub mod packetdrill;
 pub mod pcap;
 pub mod poll;
 pub mod rng;
