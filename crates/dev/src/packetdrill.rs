@@ -220,6 +220,29 @@ pub unsafe fn install<H: Host>(
     unsafe { ifc.write(table) };
 }
 
+/// Defines `packetdrill_interface_init`, the symbol packetdrill looks up in the
+/// shared object, over `make`, a `fn(&str) -> H` from the `--so_flags` string to
+/// a [`Host`]. Written here so that the entry point's `unsafe` stays in this crate:
+/// the crate that builds the shared object says only `dev::packetdrill_entry!(…)`.
+#[macro_export]
+macro_rules! packetdrill_entry {
+    ($make:path) => {
+        /// packetdrill's entry point: fills its interface table.
+        ///
+        /// # Safety
+        /// Called by packetdrill with a NUL-terminated flags string (or null) and
+        /// its own `struct packetdrill_interface` to fill.
+        #[no_mangle]
+        pub unsafe extern "C" fn packetdrill_interface_init(
+            flags: *const ::std::ffi::c_char,
+            ifc: *mut $crate::packetdrill::Interface,
+        ) {
+            // SAFETY: packetdrill's contract, passed on unchanged.
+            unsafe { $crate::packetdrill::install(flags, ifc, $make) };
+        }
+    };
+}
+
 fn set_errno(e: Errno) {
     // SAFETY: `__errno_location` gives this thread's errno, always valid to write.
     unsafe { *libc::__errno_location() = e };

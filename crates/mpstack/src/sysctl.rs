@@ -167,6 +167,17 @@ const KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        // The retransmission timeout before a round trip is measured (RFC 6298's
+        // initial RTO, 1 s).
+        name: "net.inet.tcp.rexmit_initial",
+        takes: "milliseconds, 1 to 60000",
+        get: |c| c.init_rto.as_millis().to_string(),
+        set: |c, v| {
+            c.init_rto = millis(v, 1..=60_000)?;
+            Some(())
+        },
+    },
+    Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",
         get: |c| c.init_cwnd_segs.to_string(),
@@ -238,6 +249,7 @@ mod tests {
             ("net.inet.tcp.rfc1323=2", "1 -> 2"),
             ("net.inet.tcp.msl=15000", "30000 -> 15000"),
             ("net.inet.tcp.rexmit_min=30", "200 -> 30"),
+            ("net.inet.tcp.rexmit_initial=3000", "1000 -> 3000"),
             ("net.inet.tcp.initcwnd_segments=4", "10 -> 4"),
         ] {
             let msg = apply(&mut c, arg).unwrap();

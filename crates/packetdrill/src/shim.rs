@@ -1,0 +1,868 @@
+//! The stack under test behind packetdrill's calls: one simulated host, a raw
+//! port for packetdrill's side of the wire, and a table of file descriptors.
+
+use dev::packetdrill::{Errno, Host, PollFd};
+use dev::{Duration, Instant, Queue};
+use net::{IfIndex, Stack, TcpBuffers, TcpListener, TcpStream};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use wire::EthernetAddress;
+
+/// The link address packetdrill's side answers with.
+const REMOTE_MAC: EthernetAddress = EthernetAddress([0x02, 0x70, 0x64, 0x00, 0x00, 0x02]);
+/// The virtual clock's value at the start, in microseconds (packetdrill only
+/// looks at differences, but a zero clock is unlike any host's).
+const EPOCH_US: i64 = 1_000_000_000_000;
+/// How far `netdev_receive` runs the simulation waiting for a packet.
+const RECEIVE_LIMIT: Duration = Duration::from_secs(600);
+/// Largest listen backlog taken.
+const MAX_BACKLOG: usize = 1024;
+
+/// What `--so_flags` set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flags {
+    pub local: IpAddr,
+    pub remote: IpAddr,
+    pub prefix: u8,
+    pub mtu: usize,
+    pub sysctl: Option<String>,
+}
+
+impl Flags {
+    /// Reads `key=value` words; unknown keys and bad values are reported on
+    /// standard error (packetdrill shows it) and left at their defaults.
+    pub fn parse(s: &str) -> Flags {
+        let mut local: Option<IpAddr> = None;
+        let mut remote: Option<IpAddr> = None;
+        let mut prefix = None;
+        let mut mtu = 1500;
+        let mut sysctl = None;
+        for w in s.split_whitespace() {
+            let (k, v) = w.split_once('=').unwrap_or((w, ""));
+            let ok = match k {
+                "local" => v.parse().map(|a| local = Some(a)).is_ok(),
+                "remote" => v.parse().map(|a| remote = Some(a)).is_ok(),
+                "prefix" => v.parse().map(|p| prefix = Some(p)).is_ok(),
+                "mtu" => v.parse().map(|m| mtu = m).is_ok(),
+                "sysctl" => {
+                    sysctl = Some(v.to_string());
+                    true
+                }
+                _ => false,
+            };
+            if !ok {
+                eprintln!("mpstack-packetdrill: --so_flags: ignoring '{w}'");
+            }
+        }
+        let v6 = local.or(remote).is_some_and(|a| a.is_ipv6());
+        let (dl, dr): (IpAddr, IpAddr) = if v6 {
+            (
+                Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1).into(),
+                Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2).into(),
+            )
+        } else {
+            (
+                Ipv4Addr::new(198, 18, 0, 1).into(),
+                Ipv4Addr::new(198, 18, 0, 2).into(),
+            )
+        };
+        Flags {
+            local: local.unwrap_or(dl),
+            remote: remote.unwrap_or(dr),
+            prefix: prefix.unwrap_or(if v6 { 64 } else { 24 }),
+            mtu,
+            sysctl,
+        }
+    }
+}
+
+/// Options set on a socket before it connects or listens.
+#[derive(Clone, Copy, Debug, Default)]
+struct Opts {
+    sndbuf: Option<usize>,
+    rcvbuf: Option<usize>,
+    nodelay: bool,
+    reuseaddr: bool,
+    keepalive: bool,
+}
+
+#[derive(Debug)]
+enum Sock {
+    /// `socket()`, perhaps `bind()`, not yet listening or connected.
+    Fresh {
+        bound: Option<SocketAddr>,
+    },
+    Listener(TcpListener),
+    Stream(TcpStream),
+}
+
+#[derive(Debug)]
+struct Fd {
+    sock: Sock,
+    v6: bool,
+    nonblock: bool,
+    opts: Opts,
+    /// A connect that returned `EINPROGRESS` (a second one says `EALREADY`).
+    connecting: bool,
+}
+
+/// Everything behind the lock.
+pub struct State {
+    sim: sim::Sim,
+    host: sim::HostId,
+    raw: Box<dyn Queue>,
+    mac: EthernetAddress,
+    ifindex: IfIndex,
+    out: VecDeque<(Vec<u8>, i64)>,
+    fds: BTreeMap<i32, Fd>,
+    rx: Vec<mbuf::Mbuf>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("now", &self.sim.now())
+            .field("fds", &self.fds.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The state and the condition variable blocking calls wait on (shared with the
+/// `sysctl` channel's thread).
+#[derive(Debug)]
+pub struct Inner {
+    st: Mutex<State>,
+    /// Signalled after every step of the simulation.
+    cv: Condvar,
+}
+
+/// The stack under test.
+#[derive(Debug)]
+pub struct Shim {
+    inner: Arc<Inner>,
+    pub flags: Flags,
+    stop: Arc<AtomicBool>,
+    sysctl: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Shim {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.sysctl.take() {
+            let _ = t.join();
+        }
+        if let Some(p) = &self.flags.sysctl {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn errno_of(e: &io::Error) -> Errno {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    use io::ErrorKind as K;
+    match e.kind() {
+        K::WouldBlock => libc::EAGAIN,
+        K::ConnectionRefused => libc::ECONNREFUSED,
+        K::ConnectionReset => libc::ECONNRESET,
+        K::ConnectionAborted => libc::ECONNABORTED,
+        K::NotConnected => libc::ENOTCONN,
+        K::BrokenPipe => libc::EPIPE,
+        K::TimedOut => libc::ETIMEDOUT,
+        K::AddrInUse => libc::EADDRINUSE,
+        K::AddrNotAvailable => libc::EADDRNOTAVAIL,
+        K::InvalidInput => libc::EINVAL,
+        K::HostUnreachable => libc::EHOSTUNREACH,
+        K::NetworkUnreachable => libc::ENETUNREACH,
+        K::PermissionDenied => libc::EACCES,
+        _ => libc::EIO,
+    }
+}
+
+fn bind_errno(e: net::BindError) -> Errno {
+    match e {
+        net::BindError::AddrInUse(_) => libc::EADDRINUSE,
+        net::BindError::AddrNotAvailable(_) => libc::EADDRNOTAVAIL,
+        net::BindError::NoPorts => libc::EAGAIN,
+    }
+}
+
+impl State {
+    fn stack(&self) -> &Stack {
+        self.sim.host(self.host)
+    }
+
+    fn now_us(&self) -> i64 {
+        EPOCH_US + (self.sim.now().as_nanos() / 1000) as i64
+    }
+
+    /// Takes what reached packetdrill's port: IP packets queued for
+    /// `netdev_receive`, neighbour discovery and multicast housekeeping dropped.
+    fn drain(&mut self) {
+        let now = self.sim.now();
+        let t = self.now_us();
+        loop {
+            self.raw.rx_burst(now, &mut self.rx, 64);
+            if self.rx.is_empty() {
+                break;
+            }
+            for m in self.rx.drain(..) {
+                let f = m.to_vec();
+                if f.len() < 14 {
+                    continue;
+                }
+                let ip = &f[14..];
+                let keep = match u16::from_be_bytes([f[12], f[13]]) {
+                    // IGMP is not packetdrill's to see.
+                    0x0800 => ip.len() > 9 && ip[9] != 2,
+                    // Neither are MLD and neighbour discovery (ICMPv6 130-143).
+                    0x86dd => !(ip.len() > 40 && ip[6] == 58 && (130..=143).contains(&ip[40])),
+                    _ => false,
+                };
+                if keep {
+                    self.out.push_back((ip.to_vec(), t));
+                }
+            }
+        }
+    }
+
+    /// Runs the simulation to `end`, taking what leaves the stack at each instant.
+    fn advance_to(&mut self, end: Instant) {
+        loop {
+            let next = self.sim.step();
+            self.drain();
+            let now = self.sim.now();
+            if now >= end {
+                return;
+            }
+            let t = next.map_or(end, |t| t.min(end));
+            let t = t.max(now + Duration::from_nanos(1));
+            self.sim.run_for(t.saturating_duration_since(now));
+            self.drain();
+            if self.sim.now() >= end {
+                return;
+            }
+        }
+    }
+
+    fn fd(&mut self, fd: i32) -> Result<&mut Fd, Errno> {
+        self.fds.get_mut(&fd).ok_or(libc::EBADF)
+    }
+
+    fn new_fd(&mut self, f: Fd) -> i32 {
+        let n = (3..).find(|n| !self.fds.contains_key(n)).unwrap_or(3);
+        self.fds.insert(n, f);
+        n
+    }
+
+    fn buffers(&self, o: &Opts) -> TcpBuffers {
+        let c = self.stack().tcp_config();
+        TcpBuffers {
+            send: o.sndbuf.unwrap_or(c.sndbuf),
+            recv: o.rcvbuf.unwrap_or(c.rcvbuf),
+        }
+    }
+}
+
+impl Shim {
+    /// The stack, its one interface at `local`, packetdrill's side at `remote`.
+    pub fn from_flags(s: &str) -> Shim {
+        let flags = Flags::parse(s);
+        let mut sim = sim::Sim::new(1);
+        let host = sim.add_host("mpstack", 1);
+        let hub = sim.add_hub(dev::mem::WireConfig {
+            mtu: flags.mtu,
+            ..dev::mem::WireConfig::default()
+        });
+        let ifindex = match flags.local {
+            IpAddr::V4(a) => sim.connect(host, hub, &format!("{a}/{}", flags.prefix)),
+            IpAddr::V6(a) => {
+                let i = sim.connect(host, hub, "");
+                let a6: net::Inet6Addr = format!("{a}/{}", flags.prefix)
+                    .parse()
+                    .expect("an IPv6 address and prefix");
+                sim.host(host)
+                    .add_address6(i, a6)
+                    .expect("the stack's IPv6 address");
+                i
+            }
+        };
+        let raw = sim.attach_raw(hub);
+        let ifp = sim.host(host).interfaces()[ifindex.get()].clone();
+        match flags.remote {
+            IpAddr::V4(r) => ifp.arp.insert_static(r, REMOTE_MAC),
+            IpAddr::V6(r) => ifp.nd6.insert_static(r, REMOTE_MAC),
+        }
+        let mut st = State {
+            sim,
+            host,
+            raw,
+            mac: ifp.mac,
+            ifindex,
+            out: VecDeque::new(),
+            fds: BTreeMap::new(),
+            rx: Vec::new(),
+        };
+        // Duplicate address detection and the first reports, before the script.
+        let end = st.sim.now() + Duration::from_secs(3);
+        st.advance_to(end);
+        st.out.clear();
+        let inner = Arc::new(Inner {
+            st: Mutex::new(st),
+            cv: Condvar::new(),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let sysctl = flags.sysctl.as_ref().and_then(|path| {
+            let _ = std::fs::remove_file(path);
+            let l = match std::os::unix::net::UnixListener::bind(path) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("mpstack-packetdrill: sysctl socket {path}: {e}");
+                    return None;
+                }
+            };
+            let (inner, stop) = (inner.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("sysctl".into())
+                .spawn(move || crate::sysctl::serve(l, stop, |a| inner.sysctl(a)))
+                .ok()
+        });
+        Shim {
+            inner,
+            flags,
+            stop,
+            sysctl,
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for the simulation to move (a blocking call's sleep).
+    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        match self
+            .cv
+            .wait_timeout(g, std::time::Duration::from_millis(200))
+        {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
+    /// Runs `op` until it stops saying `EAGAIN`, sleeping between tries when the
+    /// descriptor blocks; `EAGAIN` at once when it does not, or with `dontwait`.
+    fn blocking<T>(
+        &self,
+        fd: i32,
+        dontwait: bool,
+        mut op: impl FnMut(&mut State, &mut Fd) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let mut g = self.lock();
+        loop {
+            let mut f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
+            let r = op(&mut g, &mut f);
+            let nonblock = f.nonblock || dontwait;
+            g.fds.insert(fd, f);
+            match r {
+                Err(e) if e == libc::EAGAIN && !nonblock => g = self.wait(g),
+                r => return r,
+            }
+        }
+    }
+
+    /// What an entry of `poll` reports now.
+    fn revents(st: &mut State, p: &PollFd) -> i16 {
+        let Some(f) = st.fds.get_mut(&p.fd) else {
+            return libc::POLLNVAL;
+        };
+        let (mut r, want) = (0i16, p.events);
+        match &f.sock {
+            Sock::Fresh { .. } => r |= libc::POLLOUT | libc::POLLHUP,
+            Sock::Listener(l) => {
+                if l.pending() > 0 {
+                    r |= libc::POLLIN;
+                }
+            }
+            Sock::Stream(s) => {
+                let err = matches!(s.take_error(), Ok(Some(_)));
+                if s.available() > 0 || err {
+                    r |= libc::POLLIN;
+                }
+                if s.is_connected() {
+                    r |= libc::POLLOUT;
+                }
+                if err {
+                    r |= libc::POLLERR | libc::POLLHUP;
+                }
+            }
+        }
+        r & (want | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL)
+    }
+}
+
+impl Host for Shim {
+    fn socket(&self, domain: i32, ty: i32, protocol: i32) -> Result<i32, Errno> {
+        let v6 = match domain {
+            libc::AF_INET => false,
+            libc::AF_INET6 => true,
+            _ => return Err(libc::EAFNOSUPPORT),
+        };
+        let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+        if base != libc::SOCK_STREAM || !(protocol == 0 || protocol == libc::IPPROTO_TCP) {
+            return Err(libc::EPROTONOSUPPORT);
+        }
+        let mut g = self.lock();
+        Ok(g.new_fd(Fd {
+            sock: Sock::Fresh { bound: None },
+            v6,
+            nonblock: ty & libc::SOCK_NONBLOCK != 0,
+            opts: Opts::default(),
+            connecting: false,
+        }))
+    }
+
+    fn bind(&self, fd: i32, addr: SocketAddr) -> Result<(), Errno> {
+        let mut g = self.lock();
+        let local_ok = addr.ip().is_unspecified() || g.stack().config().is_local_ip(addr.ip());
+        let f = g.fd(fd)?;
+        if addr.is_ipv6() != f.v6 {
+            return Err(libc::EAFNOSUPPORT);
+        }
+        match &mut f.sock {
+            Sock::Fresh { bound: b @ None } => {
+                if !local_ok {
+                    return Err(libc::EADDRNOTAVAIL);
+                }
+                *b = Some(addr);
+                Ok(())
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    fn listen(&self, fd: i32, backlog: i32) -> Result<(), Errno> {
+        let mut g = self.lock();
+        let f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
+        let (r, f) = match f.sock {
+            Sock::Fresh { bound } => {
+                let any: SocketAddr = if f.v6 {
+                    (Ipv6Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (Ipv4Addr::UNSPECIFIED, 0).into()
+                };
+                let b = g.buffers(&f.opts);
+                let backlog = (backlog.max(1) as usize).min(MAX_BACKLOG);
+                match g.stack().tcp_listen_with(bound.unwrap_or(any), backlog, b) {
+                    Ok(l) => {
+                        let _ = l.set_nonblocking(true);
+                        (
+                            Ok(()),
+                            Fd {
+                                sock: Sock::Listener(l),
+                                ..f
+                            },
+                        )
+                    }
+                    Err(e) => (
+                        Err(bind_errno(e)),
+                        Fd {
+                            sock: Sock::Fresh { bound },
+                            ..f
+                        },
+                    ),
+                }
+            }
+            Sock::Listener(_) => (Ok(()), f),
+            Sock::Stream(_) => (Err(libc::EINVAL), f),
+        };
+        g.fds.insert(fd, f);
+        r
+    }
+
+    fn accept(&self, fd: i32) -> Result<(i32, SocketAddr), Errno> {
+        let (s, peer, v6, opts) = self.blocking(fd, false, |_, f| match &f.sock {
+            Sock::Listener(l) => match l.accept() {
+                Ok((s, peer)) => Ok((s, peer, f.v6, f.opts)),
+                Err(e) => Err(errno_of(&e)),
+            },
+            _ => Err(libc::EINVAL),
+        })?;
+        let _ = s.set_nonblocking(true);
+        if opts.nodelay {
+            let _ = s.set_nodelay(true);
+        }
+        let mut g = self.lock();
+        let n = g.new_fd(Fd {
+            sock: Sock::Stream(s),
+            v6,
+            nonblock: false,
+            opts,
+            connecting: false,
+        });
+        Ok((n, peer))
+    }
+
+    fn connect(&self, fd: i32, addr: SocketAddr) -> Result<(), Errno> {
+        {
+            let mut g = self.lock();
+            let f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
+            let f = match f.sock {
+                Sock::Fresh { bound } => {
+                    if addr.is_ipv6() != f.v6 {
+                        g.fds.insert(
+                            fd,
+                            Fd {
+                                sock: Sock::Fresh { bound },
+                                ..f
+                            },
+                        );
+                        return Err(libc::EAFNOSUPPORT);
+                    }
+                    let b = g.buffers(&f.opts);
+                    let port = bound.map(|a| a.port()).filter(|p| *p != 0);
+                    match g.stack().tcp_connect_with(addr, port, b) {
+                        Ok(s) => {
+                            let _ = s.set_nonblocking(true);
+                            if f.opts.nodelay {
+                                let _ = s.set_nodelay(true);
+                            }
+                            Fd {
+                                sock: Sock::Stream(s),
+                                connecting: true,
+                                ..f
+                            }
+                        }
+                        Err(e) => {
+                            g.fds.insert(
+                                fd,
+                                Fd {
+                                    sock: Sock::Fresh { bound },
+                                    ..f
+                                },
+                            );
+                            return Err(errno_of(&e));
+                        }
+                    }
+                }
+                Sock::Listener(_) => {
+                    g.fds.insert(fd, f);
+                    return Err(libc::EISCONN);
+                }
+                Sock::Stream(ref s) => {
+                    let r = match s.take_error() {
+                        Ok(Some(e)) => Err(errno_of(&e)),
+                        _ if s.is_connected() => Err(libc::EISCONN),
+                        _ => Err(libc::EALREADY),
+                    };
+                    g.fds.insert(fd, f);
+                    return r;
+                }
+            };
+            let nonblock = f.nonblock;
+            g.fds.insert(fd, f);
+            // The SYN goes out now.
+            let now = g.sim.now();
+            g.advance_to(now);
+            self.cv.notify_all();
+            if nonblock {
+                return Err(libc::EINPROGRESS);
+            }
+        }
+        self.blocking(fd, false, |_, f| match &f.sock {
+            Sock::Stream(s) => match s.take_error() {
+                Ok(Some(e)) => Err(errno_of(&e)),
+                _ if s.is_connected() => {
+                    f.connecting = false;
+                    Ok(())
+                }
+                _ => Err(libc::EAGAIN),
+            },
+            _ => Err(libc::EBADF),
+        })
+    }
+
+    fn recv(
+        &self,
+        fd: i32,
+        buf: &mut [u8],
+        flags: i32,
+    ) -> Result<(usize, Option<SocketAddr>), Errno> {
+        if flags & !(libc::MSG_DONTWAIT) != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let dontwait = flags & libc::MSG_DONTWAIT != 0;
+        let r = self.blocking(fd, dontwait, |_, f| match &f.sock {
+            Sock::Stream(s) => {
+                let mut s: &TcpStream = s;
+                match s.read(buf) {
+                    Ok(n) => Ok((n, s.peer_addr().ok())),
+                    Err(e) => Err(errno_of(&e)),
+                }
+            }
+            _ => Err(libc::ENOTCONN),
+        });
+        self.kick();
+        r
+    }
+
+    fn send(
+        &self,
+        fd: i32,
+        buf: &[u8],
+        flags: i32,
+        _to: Option<SocketAddr>,
+    ) -> Result<usize, Errno> {
+        if flags & !(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let dontwait = flags & libc::MSG_DONTWAIT != 0;
+        let r = self.blocking(fd, dontwait, |_, f| match &f.sock {
+            Sock::Stream(s) => {
+                if let Ok(Some(e)) = s.take_error() {
+                    return Err(errno_of(&e));
+                }
+                let mut s: &TcpStream = s;
+                s.write(buf).map_err(|e| errno_of(&e))
+            }
+            Sock::Fresh { .. } | Sock::Listener(_) => Err(libc::ENOTCONN),
+        });
+        self.kick();
+        r
+    }
+
+    fn fcntl(&self, fd: i32, cmd: i32, arg: i64) -> Result<i32, Errno> {
+        let mut g = self.lock();
+        let f = g.fd(fd)?;
+        match cmd {
+            libc::F_GETFL => Ok(libc::O_RDWR | if f.nonblock { libc::O_NONBLOCK } else { 0 }),
+            libc::F_SETFL => {
+                f.nonblock = arg & i64::from(libc::O_NONBLOCK) != 0;
+                Ok(0)
+            }
+            libc::F_GETFD | libc::F_SETFD => Ok(0),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    fn ioctl(&self, fd: i32, request: u64) -> Result<i32, Errno> {
+        let mut g = self.lock();
+        let f = g.fd(fd)?;
+        match (request, &f.sock) {
+            (libc::FIONREAD, Sock::Stream(s)) => Ok(s.available().min(i32::MAX as usize) as i32),
+            (libc::FIONREAD, _) => Ok(0),
+            _ => Err(libc::ENOTTY),
+        }
+    }
+
+    fn close(&self, fd: i32) -> Result<(), Errno> {
+        let mut g = self.lock();
+        let f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
+        drop(f);
+        // What closing sends (a FIN, a RST) leaves now.
+        let now = g.sim.now();
+        g.advance_to(now);
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    fn shutdown(&self, fd: i32, how: i32) -> Result<(), Errno> {
+        let mut g = self.lock();
+        let f = g.fd(fd)?;
+        let how = match how {
+            libc::SHUT_RD => std::net::Shutdown::Read,
+            libc::SHUT_WR => std::net::Shutdown::Write,
+            libc::SHUT_RDWR => std::net::Shutdown::Both,
+            _ => return Err(libc::EINVAL),
+        };
+        let r = match &f.sock {
+            Sock::Stream(s) => s.shutdown(how).map_err(|e| errno_of(&e)),
+            _ => Err(libc::ENOTCONN),
+        };
+        let now = g.sim.now();
+        g.advance_to(now);
+        self.cv.notify_all();
+        r
+    }
+
+    fn getsockopt(&self, fd: i32, level: i32, name: i32, val: &mut [u8]) -> Result<usize, Errno> {
+        let mut g = self.lock();
+        let bufs = {
+            let f = g.fd(fd)?;
+            f.opts
+        };
+        let b = g.buffers(&bufs);
+        let f = g.fd(fd)?;
+        let v: i32 = match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_ERROR) => match &f.sock {
+                Sock::Stream(s) => match s.take_error() {
+                    Ok(Some(e)) => errno_of(&e),
+                    _ => 0,
+                },
+                _ => 0,
+            },
+            (libc::SOL_SOCKET, libc::SO_TYPE) => libc::SOCK_STREAM,
+            (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
+                i32::from(matches!(f.sock, Sock::Listener(_)))
+            }
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR) => i32::from(f.opts.reuseaddr),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => i32::from(f.opts.keepalive),
+            (libc::SOL_SOCKET, libc::SO_SNDBUF) => b.send as i32,
+            (libc::SOL_SOCKET, libc::SO_RCVBUF) => b.recv as i32,
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => match &f.sock {
+                Sock::Stream(s) => i32::from(s.nodelay().unwrap_or(false)),
+                _ => i32::from(f.opts.nodelay),
+            },
+            _ => return Err(libc::ENOPROTOOPT),
+        };
+        let bytes = v.to_ne_bytes();
+        let n = val.len().min(4);
+        val[..n].copy_from_slice(&bytes[..n]);
+        Ok(n)
+    }
+
+    fn setsockopt(&self, fd: i32, level: i32, name: i32, val: &[u8]) -> Result<(), Errno> {
+        let v = match val {
+            [a, b, c, d, ..] => i32::from_ne_bytes([*a, *b, *c, *d]),
+            _ => return Err(libc::EINVAL),
+        };
+        let mut g = self.lock();
+        let f = g.fd(fd)?;
+        match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_REUSEPORT) => {
+                f.opts.reuseaddr = v != 0
+            }
+            (libc::SOL_SOCKET, libc::SO_SNDBUF) => f.opts.sndbuf = Some(v.max(0) as usize),
+            (libc::SOL_SOCKET, libc::SO_RCVBUF) => f.opts.rcvbuf = Some(v.max(0) as usize),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
+                f.opts.keepalive = v != 0;
+                if let Sock::Stream(s) = &f.sock {
+                    let idle = (v != 0).then(|| std::time::Duration::from_secs(7200));
+                    s.set_keepalive(idle).map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
+                f.opts.nodelay = v != 0;
+                if let Sock::Stream(s) = &f.sock {
+                    s.set_nodelay(v != 0).map_err(|e| errno_of(&e))?;
+                }
+            }
+            _ => return Err(libc::ENOPROTOOPT),
+        }
+        Ok(())
+    }
+
+    fn poll(&self, fds: &mut [PollFd], timeout_ms: i32) -> Result<usize, Errno> {
+        let mut g = self.lock();
+        let deadline =
+            (timeout_ms >= 0).then(|| g.sim.now() + Duration::from_millis(timeout_ms as u64));
+        loop {
+            let mut n = 0;
+            for p in fds.iter_mut() {
+                p.revents = Inner::revents(&mut g, p);
+                n += usize::from(p.revents != 0);
+            }
+            if n > 0 || deadline.is_some_and(|d| g.sim.now() >= d) {
+                return Ok(n);
+            }
+            g = self.wait(g);
+        }
+    }
+
+    fn netdev_send(&self, packet: &[u8]) -> Result<(), Errno> {
+        let ty: u16 = match packet.first().map(|b| b >> 4) {
+            Some(4) => 0x0800,
+            Some(6) => 0x86dd,
+            _ => return Err(libc::EINVAL),
+        };
+        let mut g = self.lock();
+        let mut f = Vec::with_capacity(14 + packet.len());
+        f.extend_from_slice(&g.mac.0);
+        f.extend_from_slice(&REMOTE_MAC.0);
+        f.extend_from_slice(&ty.to_be_bytes());
+        f.extend_from_slice(packet);
+        let m = mbuf::Mbuf::from_slice(&f).map_err(|_| libc::ENOBUFS)?;
+        let now = g.sim.now();
+        g.raw.tx_burst(now, &mut vec![m]);
+        g.advance_to(now);
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    fn netdev_receive(&self, buf: &mut [u8]) -> Result<Option<(usize, i64)>, Errno> {
+        let mut g = self.lock();
+        if g.out.is_empty() {
+            let end = g.sim.now() + RECEIVE_LIMIT;
+            while g.out.is_empty() && g.sim.now() < end {
+                // To the next instant something happens (at most 10 ms on).
+                let now = g.sim.now();
+                g.advance_to(now + Duration::from_millis(10));
+                self.cv.notify_all();
+            }
+        }
+        Ok(g.out.pop_front().map(|(p, t)| {
+            let n = p.len().min(buf.len());
+            buf[..n].copy_from_slice(&p[..n]);
+            (n, t)
+        }))
+    }
+
+    fn usleep(&self, usecs: u64) {
+        let mut g = self.lock();
+        let end = g.sim.now() + Duration::from_micros(usecs);
+        g.advance_to(end);
+        drop(g);
+        self.cv.notify_all();
+    }
+
+    fn now_usecs(&self) -> i64 {
+        // Each look at the clock moves it a microsecond: packetdrill spins on it
+        // for the last stretch before an event.
+        let mut g = self.lock();
+        let end = g.sim.now() + Duration::from_micros(1);
+        g.advance_to(end);
+        let t = g.now_us();
+        drop(g);
+        self.cv.notify_all();
+        t
+    }
+}
+
+impl Inner {
+    /// Lets the simulation take what a socket call queued (data written, a
+    /// window opened by a read), at the same instant.
+    fn kick(&self) {
+        let mut g = self.lock();
+        let now = g.sim.now();
+        g.advance_to(now);
+        drop(g);
+        self.cv.notify_all();
+    }
+
+    /// A `sysctl` command on the stack's tunables (the `sysctl` channel).
+    pub fn sysctl(&self, args: &[&str]) -> Result<String, String> {
+        let g = self.lock();
+        let mut cfg = g.stack().tcp_config();
+        let r = crate::sysctl::command(&mut cfg, args)?;
+        g.stack().set_tcp_config(cfg);
+        Ok(r)
+    }
+
+    /// The interface's index (tests).
+    pub fn ifindex(&self) -> IfIndex {
+        self.lock().ifindex
+    }
+}

@@ -1,0 +1,164 @@
+//! The shim without packetdrill: socket calls and the packets they make, in
+//! virtual time, as packetdrill would see them.
+
+use dev::packetdrill::{Host, PollFd};
+use mpstack_packetdrill::shim::Shim;
+
+fn sum(data: &[u8], mut acc: u32) -> u32 {
+    for c in data.chunks(2) {
+        acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    acc
+}
+
+fn fold(mut acc: u32) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    !(acc as u16)
+}
+
+/// An IPv4 TCP segment from packetdrill's side (198.18.0.2:sport) to the stack.
+fn segment(dport: u16, sport: u16, seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let mut tcp = vec![0u8; 20];
+    tcp[0..2].copy_from_slice(&sport.to_be_bytes());
+    tcp[2..4].copy_from_slice(&dport.to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[8..12].copy_from_slice(&ack.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = flags;
+    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    tcp.extend_from_slice(payload);
+    let (src, dst) = ([198u8, 18, 0, 2], [198u8, 18, 0, 1]);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 6]);
+    pseudo.extend_from_slice(&(tcp.len() as u16).to_be_bytes());
+    let c = fold(sum(&tcp, sum(&pseudo, 0)));
+    tcp[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    ip[2..4].copy_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = fold(sum(&ip, 0));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    ip.extend_from_slice(&tcp);
+    ip
+}
+
+/// The next packet the stack sent: (TCP flags, seq, ack, payload length, when).
+fn sniff(s: &Shim) -> (u8, u32, u32, usize, i64) {
+    let mut b = [0u8; 2048];
+    let (n, t) = s.netdev_receive(&mut b).unwrap().expect("a packet");
+    let p = &b[..n];
+    assert_eq!(p[0] >> 4, 4);
+    assert_eq!(p[9], 6, "TCP");
+    let tcp = &p[20..];
+    let hl = usize::from(tcp[12] >> 4) * 4;
+    let seq = u32::from_be_bytes(tcp[4..8].try_into().unwrap());
+    let ack = u32::from_be_bytes(tcp[8..12].try_into().unwrap());
+    (tcp[13], seq, ack, tcp.len() - hl, t)
+}
+
+#[test]
+fn a_listener_accepts_reads_and_answers_in_virtual_time() {
+    let s = Shim::from_flags("");
+    let fd = s
+        .socket(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_TCP)
+        .unwrap();
+    assert_eq!(fd, 3);
+    s.bind(fd, "0.0.0.0:8080".parse().unwrap()).unwrap();
+    s.listen(fd, 5).unwrap();
+    assert_eq!(
+        s.fcntl(fd, libc::F_SETFL, i64::from(libc::O_NONBLOCK)),
+        Ok(0)
+    );
+    assert_eq!(
+        s.fcntl(fd, libc::F_GETFL, 0),
+        Ok(libc::O_RDWR | libc::O_NONBLOCK)
+    );
+    assert_eq!(s.accept(fd).unwrap_err(), libc::EAGAIN);
+    let t0 = s.now_usecs();
+    s.netdev_send(&segment(8080, 5000, 1000, 0, 0x02, &[]))
+        .unwrap();
+    let (flags, isn, ack, len, t) = sniff(&s);
+    assert_eq!((flags, ack, len), (0x12, 1001, 0), "SYN-ACK");
+    assert!(t - t0 < 1000, "at once: {} us", t - t0);
+    s.netdev_send(&segment(8080, 5000, 1001, isn + 1, 0x10, &[]))
+        .unwrap();
+    let mut p = [PollFd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    assert_eq!(s.poll(&mut p, 0), Ok(1));
+    let (c, peer) = s.accept(fd).unwrap();
+    assert_eq!(peer, "198.18.0.2:5000".parse().unwrap());
+    s.netdev_send(&segment(8080, 5000, 1001, isn + 1, 0x18, b"hello"))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(s.recv(c, &mut buf, 0).unwrap().0, 5);
+    assert_eq!(&buf[..5], b"hello");
+    // The delayed ACK, later in virtual time (sniffing runs the clock).
+    let (flags, _, ack, _, t1) = sniff(&s);
+    assert_eq!((flags, ack), (0x10, 1006));
+    assert!(t1 - t >= 30_000, "delayed: {} us", t1 - t);
+    assert_eq!(s.send(c, b"world", 0, None), Ok(5));
+    let (flags, seq, _, len, _) = sniff(&s);
+    assert_eq!((flags & 0x08, seq, len), (0x08, isn + 1, 5));
+    s.usleep(10_000);
+    assert!(s.now_usecs() - t1 >= 10_000);
+    assert_eq!(s.close(c), Ok(()));
+    let (flags, ..) = sniff(&s);
+    assert_eq!(flags & 0x01, 0x01, "FIN on close");
+    assert_eq!(s.close(c), Err(libc::EBADF));
+}
+
+#[test]
+fn a_nonblocking_connect_is_in_progress_until_the_syn_ack() {
+    let s = Shim::from_flags("");
+    let fd = s
+        .socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0)
+        .unwrap();
+    let to = "198.18.0.2:80".parse().unwrap();
+    assert_eq!(s.connect(fd, to), Err(libc::EINPROGRESS));
+    assert_eq!(s.connect(fd, to), Err(libc::EALREADY));
+    let (flags, isn, _, _, t) = sniff(&s);
+    assert_eq!(flags, 0x02);
+    let mut p = [PollFd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    }];
+    assert_eq!(
+        s.poll(&mut p, 0),
+        Ok(0),
+        "not writable before the handshake"
+    );
+    // No answer: the SYN again after the initial RTO (1 s).
+    let (flags2, isn2, _, _, t2) = sniff(&s);
+    assert_eq!((flags2, isn2), (0x02, isn));
+    assert!((900_000..1_300_000).contains(&(t2 - t)), "{} us", t2 - t);
+    let mut b = [0u8; 4];
+    assert_eq!(
+        s.getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut b),
+        Ok(4)
+    );
+    assert_eq!(i32::from_ne_bytes(b), 0);
+    assert_eq!(
+        s.socket(libc::AF_INET, libc::SOCK_DGRAM, 0),
+        Err(libc::EPROTONOSUPPORT)
+    );
+}
+
+#[test]
+fn so_flags_name_the_addresses_and_the_link() {
+    let f = mpstack_packetdrill::shim::Flags::parse("local=2001:2::1 remote=2001:2::2 mtu=9000");
+    assert_eq!(f.prefix, 64);
+    assert_eq!(f.mtu, 9000);
+    assert!(f.local.is_ipv6() && f.remote.is_ipv6());
+    let d = mpstack_packetdrill::shim::Flags::parse("");
+    assert_eq!(d.local.to_string(), "198.18.0.1");
+    assert_eq!(d.remote.to_string(), "198.18.0.2");
+}
