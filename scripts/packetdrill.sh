@@ -10,6 +10,10 @@
 #
 # Each script runs in virtual time with the stack at 198.18.0.1 (2001:2::1) and
 # packetdrill's side at 198.18.0.2 (2001:2::2); nothing touches a real network.
+# The suite's `#ifdef FreeBSD` / `#ifdef STANDARD` blocks (where FreeBSD departs
+# from the RFC) are kept for MPSTACK_PD_DEFINE (default FreeBSD: mpstack follows
+# FreeBSD there, RFC 5961's challenge ACKs among them) before packetdrill reads
+# the script, which Google's packetdrill does not do itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -49,10 +53,20 @@ run_one() {
     mtu="${mtu:-1500}"
     if [ "$v6" = 1 ]; then local=2001:2::1; remote=2001:2::2; else local=198.18.0.1; remote=198.18.0.2; fi
     sock=$(mktemp -u "/tmp/mpstack-pd-XXXXXX.sock")
+    # The script with its #ifdef blocks resolved, beside the original (packetdrill
+    # names files relative to the script's directory).
+    local pkt="$out/scripts/${name//\//_}"
+    awk -v def="${MPSTACK_PD_DEFINE:-FreeBSD}" '
+        /^#ifdef /  { stack[++n] = keep; keep = keep && ($2 == def); next }
+        /^#ifndef / { stack[++n] = keep; keep = keep && ($2 != def); next }
+        /^#else/    { keep = stack[n] && !keep; next }
+        /^#endif/   { keep = stack[n--]; next }
+        BEGIN { keep = 1 }
+        keep' "$f" >"$pkt"
     if (cd "$(dirname "$f")" && PATH="$root/scripts/packetdrill:$PATH" MPSTACK_PD_SYSCTL="$sock" \
         timeout 300 "$pd" --so_filename="$so" \
             --so_flags="local=$local remote=$remote mtu=$mtu sysctl=$sock" \
-            --local_ip="$local" --remote_ip="$remote" "$(basename "$f")") >"$log" 2>&1; then
+            --local_ip="$local" --remote_ip="$remote" "$pkt") >"$log" 2>&1; then
         printf 'PASS\t%s\n' "$name"
     else
         printf 'FAIL\t%s\n' "$name"
@@ -62,7 +76,7 @@ run_one() {
 export -f run_one
 export out suite root pd so
 
-mkdir -p "$out/logs"
+mkdir -p "$out/logs" "$out/scripts"
 if [ $# -eq 1 ] && [ -f "$1" ]; then
     suite=$(cd "$(dirname "$1")/.." && pwd)
     export suite

@@ -167,6 +167,19 @@ const KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        // The window scale offered covers a buffer this large.
+        name: "kern.ipc.maxsockbuf",
+        takes: "bytes, 65536 to 4294967295",
+        get: |c| c.max_sockbuf.to_string(),
+        set: |c, v| {
+            c.max_sockbuf =
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| (65_536..=4_294_967_295).contains(n))? as usize;
+            Some(())
+        },
+    },
+    Knob {
         // The retransmission timeout before a round trip is measured (RFC 6298's
         // initial RTO, 1 s).
         name: "net.inet.tcp.rexmit_initial",
@@ -250,6 +263,7 @@ mod tests {
             ("net.inet.tcp.msl=15000", "30000 -> 15000"),
             ("net.inet.tcp.rexmit_min=30", "200 -> 30"),
             ("net.inet.tcp.rexmit_initial=3000", "1000 -> 3000"),
+            ("kern.ipc.maxsockbuf=73728", "2097152 -> 73728"),
             ("net.inet.tcp.initcwnd_segments=4", "10 -> 4"),
         ] {
             let msg = apply(&mut c, arg).unwrap();

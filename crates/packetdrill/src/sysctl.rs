@@ -35,9 +35,14 @@ pub const FIXED: &[(&str, &[&str], &str)] = &[
     ),
     ("net.inet.tcp.rexmit_slop", &["200"], "the minimum RTO already holds it"),
     (
-        "kern.ipc.maxsockbuf",
-        &["2097152"],
-        "the window scale follows the receive buffer",
+        "net.inet.tcp.insecure_rst",
+        &["0"],
+        "a reset in the window but not at its left edge gets a challenge ACK (RFC 5961 §3)",
+    ),
+    (
+        "net.inet.tcp.insecure_syn",
+        &["0"],
+        "a SYN on a synchronized connection gets a challenge ACK (RFC 5961 §4)",
     ),
 ];
 

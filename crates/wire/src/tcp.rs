@@ -740,28 +740,51 @@ impl<'a> TcpRepr<'a> {
     }
 
     /// How many SACK blocks `emit` writes, and the options length without them.
+    /// How many SACK blocks fit, and the options' length with them.
     fn layout(&self) -> (usize, usize) {
-        let mut len = 0;
-        if self.max_seg_size.is_some() {
-            len += 4;
-        }
-        len += match (self.sack_permitted, self.timestamp.is_some()) {
-            (true, true) | (false, true) => 12,
-            (true, false) => 4,
-            (false, false) => 0,
-        };
-        if self.window_scale.is_some() {
-            len += 4;
-        }
         let wanted = self.sack_ranges.iter().flatten().count();
-        let fit = MAX_OPTIONS_LEN.saturating_sub(len + 4) / 8;
-        (wanted.min(fit), len)
+        (0..=wanted)
+            .rev()
+            .map(|b| (b, self.options_len(b)))
+            .find(|&(_, len)| len <= MAX_OPTIONS_LEN)
+            .unwrap_or((0, self.options_len(0)))
+    }
+
+    /// The options' length with `blocks` SACK blocks, laid out as [`TcpRepr::emit`]
+    /// writes them.
+    fn options_len(&self, blocks: usize) -> usize {
+        let mut n = 0;
+        if self.max_seg_size.is_some() {
+            n += 4;
+        }
+        if self.window_scale.is_some() {
+            while n == 0 || n % 2 != 1 {
+                n += 1;
+            }
+            n += 3;
+        }
+        if self.sack_permitted {
+            n += n % 2;
+            n += 2;
+        }
+        if self.timestamp.is_some() {
+            while n == 0 || n % 4 != 2 {
+                n += 1;
+            }
+            n += 10;
+        }
+        if blocks > 0 {
+            while n == 0 || n % 4 != 2 {
+                n += 1;
+            }
+            n += 2 + 8 * blocks;
+        }
+        n.next_multiple_of(4)
     }
 
     /// Header length `emit` writes: 20 plus the options, padded to 4 bytes.
     pub fn header_len(&self) -> usize {
-        let (blocks, len) = self.layout();
-        HEADER_LEN + len + if blocks > 0 { 4 + 8 * blocks } else { 0 }
+        HEADER_LEN + self.layout().1
     }
 
     /// Header plus payload.
@@ -779,9 +802,11 @@ impl<'a> TcpRepr<'a> {
     /// Write the segment (header, options, payload) and fill the checksum if
     /// `fill_checksum` (else write 0, for a NIC to fill).
     ///
-    /// Options go in the order Linux and FreeBSD use, each group 4-byte aligned with NOPs:
-    /// MSS; SACK-permitted + timestamps (or NOP NOP + timestamps, or NOP NOP +
-    /// SACK-permitted); NOP + window scale; NOP NOP + SACK blocks.
+    /// Options go as FreeBSD's `tcp_addoptions` lays them out: MSS; window scale
+    /// after NOPs to an odd offset; SACK-permitted at an even one; timestamps and
+    /// SACK blocks after NOPs to offset 2 modulo 4; then EOL and padding to 4
+    /// bytes. A SYN: `mss,nop,wscale,sackOK,TS`; a segment: `nop,nop,TS,nop,nop,sack`.
+    /// (Linux puts SACK-permitted and timestamps before the window scale.)
     ///
     /// # Panics
     /// If the buffer is shorter than [`buffer_len`](Self::buffer_len). The checksum covers
@@ -805,47 +830,56 @@ impl<'a> TcpRepr<'a> {
 
         let (blocks, _) = self.layout();
         let mut out = packet.options_mut();
+        let mut n = 0;
+        let nop = |out: &mut &mut [u8], n: &mut usize| {
+            *out = TcpOption::NoOperation.emit(std::mem::take(out));
+            *n += 1;
+        };
         if let Some(mss) = self.max_seg_size {
             out = TcpOption::MaxSegmentSize(mss).emit(out);
-        }
-        match (self.sack_permitted, self.timestamp) {
-            (true, Some(ts)) => {
-                out = TcpOption::SackPermitted.emit(out);
-                out = TcpOption::Timestamps {
-                    tsval: ts.tsval,
-                    tsecr: ts.tsecr,
-                }
-                .emit(out);
-            }
-            (false, Some(ts)) => {
-                out = TcpOption::NoOperation.emit(out);
-                out = TcpOption::NoOperation.emit(out);
-                out = TcpOption::Timestamps {
-                    tsval: ts.tsval,
-                    tsecr: ts.tsecr,
-                }
-                .emit(out);
-            }
-            (true, None) => {
-                out = TcpOption::NoOperation.emit(out);
-                out = TcpOption::NoOperation.emit(out);
-                out = TcpOption::SackPermitted.emit(out);
-            }
-            (false, None) => {}
+            n += 4;
         }
         if let Some(shift) = self.window_scale {
-            out = TcpOption::NoOperation.emit(out);
+            while n == 0 || n % 2 != 1 {
+                nop(&mut out, &mut n);
+            }
             out = TcpOption::WindowScale(shift).emit(out);
+            n += 3;
+        }
+        if self.sack_permitted {
+            while n % 2 != 0 {
+                nop(&mut out, &mut n);
+            }
+            out = TcpOption::SackPermitted.emit(out);
+            n += 2;
+        }
+        if let Some(ts) = self.timestamp {
+            while n == 0 || n % 4 != 2 {
+                nop(&mut out, &mut n);
+            }
+            out = TcpOption::Timestamps {
+                tsval: ts.tsval,
+                tsecr: ts.tsecr,
+            }
+            .emit(out);
+            n += 10;
         }
         if blocks > 0 {
+            while n == 0 || n % 4 != 2 {
+                nop(&mut out, &mut n);
+            }
             let mut ranges = [None; 4];
             for (slot, range) in ranges.iter_mut().zip(self.sack_ranges.iter().flatten()) {
                 *slot = Some(*range);
             }
             ranges[blocks..].fill(None);
-            out = TcpOption::NoOperation.emit(out);
-            out = TcpOption::NoOperation.emit(out);
             out = TcpOption::SackRange(ranges).emit(out);
+            n += 2 + 8 * blocks;
+        }
+        // The end of the list, and padding (both zero) to a 4-byte boundary.
+        while n % 4 != 0 {
+            out = TcpOption::EndOfList.emit(out);
+            n += 1;
         }
         debug_assert!(out.is_empty());
 
@@ -934,8 +968,82 @@ mod tests {
         let repr = TcpRepr::parse(&packet, src, dst, true).unwrap();
         let mut out = vec![0u8; repr.buffer_len()];
         repr.emit(&mut TcpPacket::new_unchecked(&mut out[..]), src, dst, true);
-        assert_eq!(out, bytes, "{repr}");
+        // Our options are laid out as FreeBSD's, not as Linux's: the same options,
+        // the same length, another order.
+        assert_eq!(out.len(), bytes.len(), "{repr}");
+        let back = TcpPacket::new_checked(&out[..]).unwrap();
+        assert!(back.verify_checksum(src, dst));
+        assert_eq!(TcpRepr::parse(&back, src, dst, true).unwrap(), repr);
         repr
+    }
+
+    /// The layouts FreeBSD's packetdrill suite expects (tcp_addoptions).
+    #[test]
+    fn options_are_laid_out_as_freebsd_does() {
+        let ts = Some(TcpTimestampRepr {
+            tsval: 100,
+            tsecr: 0,
+        });
+        let base = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq_number: TcpSeqNumber(0),
+            ack_number: TcpSeqNumber(0),
+            flags: TcpFlags::SYN,
+            window_len: 65535,
+            urgent_at: 0,
+            max_seg_size: Some(1460),
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload: &[],
+        };
+        let options = |r: &TcpRepr<'_>| {
+            let mut b = vec![0u8; r.buffer_len()];
+            r.emit(&mut TcpPacket::new_unchecked(&mut b[..]), &SRC, &DST, true);
+            b[20..].to_vec()
+        };
+        let tsb = [8, 10, 0, 0, 0, 100, 0, 0, 0, 0];
+        // mss,nop,wscale 6,sackOK,TS
+        let all = TcpRepr {
+            window_scale: Some(6),
+            sack_permitted: true,
+            timestamp: ts,
+            ..base
+        };
+        let mut want = vec![2, 4, 5, 180, 1, 3, 3, 6, 4, 2];
+        want.extend_from_slice(&tsb);
+        assert_eq!(options(&all), want);
+        // mss,sackOK,eol,eol
+        let sack = TcpRepr {
+            sack_permitted: true,
+            ..base
+        };
+        assert_eq!(options(&sack), [2, 4, 5, 180, 4, 2, 0, 0]);
+        // mss,nop,wscale,nop,nop,TS
+        let nosack = TcpRepr {
+            window_scale: Some(6),
+            timestamp: ts,
+            ..base
+        };
+        let mut want = vec![2, 4, 5, 180, 1, 3, 3, 6, 1, 1];
+        want.extend_from_slice(&tsb);
+        assert_eq!(options(&nosack), want);
+        // mss alone
+        assert_eq!(options(&base), [2, 4, 5, 180]);
+        // A segment: nop,nop,TS,nop,nop,sack
+        let data = TcpRepr {
+            flags: TcpFlags::ACK,
+            max_seg_size: None,
+            timestamp: ts,
+            sack_ranges: [Some((5, 9)), None, None, None],
+            ..base
+        };
+        let mut want = vec![1, 1];
+        want.extend_from_slice(&tsb);
+        want.extend_from_slice(&[1, 1, 5, 10, 0, 0, 0, 5, 0, 0, 0, 9]);
+        assert_eq!(options(&data), want);
     }
 
     #[test]

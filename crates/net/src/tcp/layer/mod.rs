@@ -165,8 +165,9 @@ fn conn_cfg(cx: &TcpCx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
         // A device that segments takes segments up to its size: room for the IP
         // header and the largest TCP header beside the data. RFC 9293 §3.7.1: the
         // MSS we offer (and send with) is the interface's MTU less the fixed IP and
-        // TCP headers (but not below RFC 9293's 536), so a host on a 1280-byte link
-        // does not invite 1500-byte packets.
+        // TCP headers, so a host on a 1280-byte link does not invite 1500-byte
+        // packets and one on a 9000-byte link takes 8960-byte segments (FreeBSD's
+        // tcp_mssopt, Linux's advertised MSS; FreeBSD's snd-syn scripts check it).
         Some(ifp) => {
             let link_mss = u16::try_from(ifp.mtu.saturating_sub(ip_hdr + 20)).unwrap_or(u16::MAX);
             // Without a device that segments, segments of up to GSO_MAX, which
@@ -176,10 +177,7 @@ fn conn_cfg(cx: &TcpCx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
                 (true, 0) => crate::tcp::tcb::GSO_MAX,
                 (true, device) => device,
             };
-            (
-                tso.saturating_sub(ip_hdr + 60) as u32,
-                family_mss.min(link_mss.max(536)),
-            )
+            (tso.saturating_sub(ip_hdr + 60) as u32, link_mss.max(16))
         }
         None => (0, family_mss),
     };

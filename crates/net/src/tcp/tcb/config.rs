@@ -10,8 +10,11 @@ pub fn wscale_for(cfg: &TcpConfig) -> u8 {
     if !cfg.window_scaling {
         return 0;
     }
+    // As FreeBSD: room for the largest buffer a socket may grow to
+    // (`kern.ipc.maxsockbuf`), and at least for this one's.
+    let most = cfg.rcvbuf.max(cfg.max_sockbuf);
     let mut s = 0u8;
-    while (cfg.rcvbuf >> s) > 65_535 && s < 14 {
+    while (most >> s) > 65_535 && s < 14 {
         s += 1;
     }
     s
@@ -20,10 +23,15 @@ pub fn wscale_for(cfg: &TcpConfig) -> u8 {
 /// Settings of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpConfig {
-    /// The MSS we advertise and the largest segment we send (IPv4 over 1500: 1460).
+    /// The MSS we advertise and the largest segment we send where the route's
+    /// interface is not known (IPv4 over 1500: 1460); otherwise a connection takes
+    /// the interface's MTU less the IP and TCP headers.
     pub mss: u16,
     pub sndbuf: usize,
     pub rcvbuf: usize,
+    /// The largest socket buffer (FreeBSD's `kern.ipc.maxsockbuf`, 2 MiB): the
+    /// window scale offered is the smallest that covers it.
+    pub max_sockbuf: usize,
     pub window_scaling: bool,
     pub timestamps: bool,
     /// Disables Nagle's algorithm (`TCP_NODELAY`).
@@ -84,6 +92,7 @@ impl Default for TcpConfig {
             mss: 1460,
             sndbuf: 256 * 1024,
             rcvbuf: 256 * 1024,
+            max_sockbuf: 2 * 1024 * 1024,
             window_scaling: true,
             timestamps: true,
             nodelay: false,
