@@ -335,7 +335,7 @@ impl Shim {
             let (inner, stop) = (inner.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("sysctl".into())
-                .spawn(move || crate::sysctl::serve(l, stop, |a| inner.sysctl(a)))
+                .spawn(move || crate::sysctl::serve(l, stop, |a| inner.command(a)))
                 .ok()
         });
         Shim {
@@ -852,7 +852,133 @@ impl Inner {
         self.cv.notify_all();
     }
 
-    /// A `sysctl` command on the stack's tunables (the `sysctl` channel).
+    /// A command from a script's backtick line: `sysctl …` or `sockstat …`.
+    pub fn command(&self, args: &[&str]) -> Result<String, String> {
+        match args.split_first() {
+            Some((&"sysctl", rest)) => self.sysctl(rest),
+            Some((&"sockstat", rest)) => self.sockstat(rest),
+            _ => Err(format!(
+                "'{}': not a command the stack answers",
+                args.join(" ")
+            )),
+        }
+    }
+
+    /// sockstat(1) over the stack's TCP sockets (`-4`, `-6`, `-P tcp`, `-p PORT,…`,
+    /// `-s`, `-l`, `-c`): one line a socket, its state last, as FreeBSD's shows it
+    /// with `-s`. A socket of the script's that holds no connection (bound, or
+    /// reset) is CLOSED.
+    pub fn sockstat(&self, args: &[&str]) -> Result<String, String> {
+        let (mut v4, mut v6, mut ports) = (false, false, None::<Vec<u16>>);
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "-4" => v4 = true,
+                "-6" => v6 = true,
+                "-P" => {
+                    let p = it.next().copied().unwrap_or("");
+                    if p != "tcp" {
+                        return Err(format!("-P {p}: the stack lists TCP sockets only"));
+                    }
+                }
+                "-p" => {
+                    let list = it.next().copied().unwrap_or("");
+                    ports = Some(
+                        list.split(',')
+                            .map(|p| p.parse().map_err(|_| format!("-p {list}: bad port")))
+                            .collect::<Result<_, _>>()?,
+                    );
+                }
+                "-s" | "-l" | "-c" | "-n" => {}
+                a => return Err(format!("{a}: not an option the stack's sockstat takes")),
+            }
+        }
+        if !v4 && !v6 {
+            (v4, v6) = (true, true);
+        }
+        let mut g = self.lock();
+        let q = g
+            .stack()
+            .tcp_connections_ask()
+            .ok_or("the stack's worker is busy")?;
+        let mut list = None;
+        for _ in 0..16 {
+            let now = g.sim.now();
+            g.advance_to(now);
+            if let Some(v) = q.take() {
+                list = Some(v);
+                break;
+            }
+        }
+        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = list
+            .ok_or("no answer from the stack")?
+            .into_iter()
+            .map(|c| (c.local, c.remote, c.state))
+            .collect();
+        for f in g.fds.values() {
+            let any = |v6: bool| -> SocketAddr {
+                if v6 {
+                    (Ipv6Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (Ipv4Addr::UNSPECIFIED, 0).into()
+                }
+            };
+            match &f.sock {
+                Sock::Fresh { bound } => {
+                    list.push((bound.unwrap_or(any(f.v6)), any(f.v6), "CLOSED"));
+                }
+                Sock::Stream(s) => {
+                    let (Ok(l), Ok(r)) = (s.local_addr(), s.peer_addr()) else {
+                        continue;
+                    };
+                    if !list.iter().any(|c| c.0 == l && c.1 == r) {
+                        list.push((l, r, "CLOSED"));
+                    }
+                }
+                Sock::Listener(_) => {}
+            }
+        }
+        let show = |a: SocketAddr| {
+            let port = if a.port() == 0 {
+                "*".to_string()
+            } else {
+                a.port().to_string()
+            };
+            if a.ip().is_unspecified() {
+                format!("*:{port}")
+            } else {
+                format!("{}:{port}", a.ip())
+            }
+        };
+        let mut out = format!(
+            "{:<8} {:<10} {:>5} {:>3} {:<5} {:<21} {:<21} {}\n",
+            "USER", "COMMAND", "PID", "FD", "PROTO", "LOCAL ADDRESS", "FOREIGN ADDRESS", "STATE"
+        );
+        for (l, r, state) in list {
+            if (l.is_ipv4() && !v4) || (l.is_ipv6() && !v6) {
+                continue;
+            }
+            if ports
+                .as_ref()
+                .is_some_and(|p| !p.contains(&l.port()) && !p.contains(&r.port()))
+            {
+                continue;
+            }
+            out += &format!(
+                "{:<8} {:<10} {:>5} {:>3} {:<5} {:<21} {:<21} {state}\n",
+                "root",
+                "packetdril",
+                std::process::id(),
+                "?",
+                if l.is_ipv4() { "tcp4" } else { "tcp6" },
+                show(l),
+                show(r)
+            );
+        }
+        Ok(out)
+    }
+
+    /// A `sysctl` command on the stack's tunables.
     pub fn sysctl(&self, args: &[&str]) -> Result<String, String> {
         let g = self.lock();
         let mut cfg = g.stack().tcp_config();

@@ -93,6 +93,20 @@ fn a_listener_accepts_reads_and_answers_in_virtual_time() {
         revents: 0,
     }];
     assert_eq!(s.poll(&mut p, 0), Ok(1));
+    let st = s
+        .command(&["sockstat", "-4", "-P", "tcp", "-s", "-p", "8080"])
+        .unwrap();
+    assert!(
+        st.lines().any(|l| l.contains("198.18.0.1:8080")
+            && l.contains("198.18.0.2:5000")
+            && l.ends_with("ESTABLISHED")),
+        "{st}"
+    );
+    assert!(
+        st.lines()
+            .any(|l| l.contains("*:8080") && l.ends_with("LISTEN")),
+        "{st}"
+    );
     let (c, peer) = s.accept(fd).unwrap();
     assert_eq!(peer, "198.18.0.2:5000".parse().unwrap());
     s.netdev_send(&segment(8080, 5000, 1001, isn + 1, 0x18, b"hello"))
@@ -113,6 +127,18 @@ fn a_listener_accepts_reads_and_answers_in_virtual_time() {
     let (flags, ..) = sniff(&s);
     assert_eq!(flags & 0x01, 0x01, "FIN on close");
     assert_eq!(s.close(c), Err(libc::EBADF));
+    let loose = s.socket(libc::AF_INET, libc::SOCK_STREAM, 0).unwrap();
+    s.bind(loose, "198.18.0.1:9000".parse().unwrap()).unwrap();
+    let st = s.command(&["sockstat", "-s", "-p", "9000"]).unwrap();
+    assert!(
+        st.lines()
+            .any(|l| l.contains("198.18.0.1:9000") && l.ends_with("CLOSED")),
+        "{st}"
+    );
+    assert!(s
+        .command(&["sysctl", "-w", "net.inet.tcp.nosuch=1"])
+        .is_err());
+    assert!(s.command(&["reboot"]).is_err());
 }
 
 #[test]

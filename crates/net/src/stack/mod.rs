@@ -978,14 +978,35 @@ impl Stack {
     /// connections when it next runs; this waits up to `wait` for them all. `None`
     /// if some worker did not answer in time (or the workers are not running).
     pub fn tcp_connections(&self, wait: std::time::Duration) -> Option<Vec<crate::tcp::ConnInfo>> {
+        if !self.is_running() {
+            return None;
+        }
+        let q = self.tcp_connections_ask()?;
+        let until = std::time::Instant::now() + wait;
+        loop {
+            if let Some(v) = q.take() {
+                return Some(v);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Asks every worker for its connections without waiting for the answer: for a
+    /// caller that runs the workers itself (a simulation, `Stack::poll`), which
+    /// polls them until [`ConnQuery::take`] has the list. `None` if a worker's
+    /// inbox is full.
+    pub fn tcp_connections_ask(&self) -> Option<ConnQuery> {
         use crate::tcp::layer::{ConnList, TcpMsg};
-        let mut out: Vec<crate::tcp::ConnInfo> = Vec::new();
+        let mut listeners: Vec<crate::tcp::ConnInfo> = Vec::new();
         let cfg = self.shared.cfg.load();
         let mut ports: Vec<&u16> = cfg.tcp_listen.keys().collect();
         ports.sort();
         for p in ports {
             for l in &cfg.tcp_listen[p] {
-                out.push(crate::tcp::ConnInfo {
+                listeners.push(crate::tcp::ConnInfo {
                     local: l.local,
                     remote: SocketAddr::new(
                         if l.local.is_ipv6() {
@@ -1001,9 +1022,6 @@ impl Stack {
                 });
             }
         }
-        if !self.is_running() {
-            return None;
-        }
         let req = Arc::new(ConnList::default());
         let n = self.shared.tcp_inbox.len();
         req.left.store(n, Ordering::Release);
@@ -1015,17 +1033,7 @@ impl Stack {
             }
             self.shared.notify_worker(w);
         }
-        let until = std::time::Instant::now() + wait;
-        while req.left.load(Ordering::Acquire) > 0 {
-            if std::time::Instant::now() >= until {
-                return None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let mut conns = std::mem::take(&mut *req.out.lock().unwrap_or_else(|e| e.into_inner()));
-        conns.sort_by_key(|c| (c.local, c.remote));
-        out.extend(conns);
-        Some(out)
+        Some(ConnQuery { listeners, req })
     }
 
     /// The settings new TCP connections take now.
@@ -1475,5 +1483,27 @@ impl crate::pfil::ipfw::Ipfw {
     /// `net.link.ether.ipfw=1`): the pass where `layer2`, `mac` and `mac-type` match.
     pub fn attach_layer2(self: &Arc<Self>, stack: &Stack) {
         stack.attach_ipfw_layer2(self);
+    }
+}
+
+/// A question to the workers for their connections ([`Stack::tcp_connections_ask`]).
+#[derive(Debug)]
+pub struct ConnQuery {
+    listeners: Vec<crate::tcp::ConnInfo>,
+    req: Arc<crate::tcp::layer::ConnList>,
+}
+
+impl ConnQuery {
+    /// The listeners and every connection, once every worker has answered.
+    pub fn take(&self) -> Option<Vec<crate::tcp::ConnInfo>> {
+        if self.req.left.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let mut conns =
+            std::mem::take(&mut *self.req.out.lock().unwrap_or_else(|e| e.into_inner()));
+        conns.sort_by_key(|c| (c.local, c.remote));
+        let mut out = self.listeners.clone();
+        out.extend(conns);
+        Some(out)
     }
 }
