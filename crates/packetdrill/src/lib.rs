@@ -15,6 +15,9 @@
 //! `sysctl=PATH` (a Unix socket where the `sysctl` of `scripts/packetdrill/` asks
 //! for FreeBSD tunables to be set, [`sysctl`]).
 //!
+//! `MPSTACK_PD_DEBUG=1` in the environment prints each injected packet and the
+//! stack's counters after it, to standard error.
+//!
 //! The C side (the table, raw pointers, `errno`) is `dev::packetdrill`.
 
 pub mod shim;

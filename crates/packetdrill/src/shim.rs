@@ -798,6 +798,15 @@ impl Host for Shim {
         let now = g.sim.now();
         g.raw.tx_burst(now, &mut vec![m]);
         g.advance_to(now);
+        if std::env::var_os("MPSTACK_PD_DEBUG").is_some() {
+            let mut counters = String::new();
+            let _ = g.stack().stats().write_netstat(&mut counters, false);
+            eprintln!(
+                "mpstack-packetdrill: in {} bytes {:02x?}\n{counters}",
+                packet.len(),
+                &packet[..packet.len().min(60)],
+            );
+        }
         self.cv.notify_all();
         Ok(())
     }

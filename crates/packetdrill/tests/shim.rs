@@ -188,3 +188,14 @@ fn so_flags_name_the_addresses_and_the_link() {
     assert_eq!(d.local.to_string(), "198.18.0.1");
     assert_eq!(d.remote.to_string(), "198.18.0.2");
 }
+
+#[test]
+fn a_segment_for_a_closed_port_is_answered_with_a_reset() {
+    let s = Shim::from_flags("");
+    let fd = s.socket(libc::AF_INET, libc::SOCK_STREAM, 0).unwrap();
+    s.bind(fd, "0.0.0.0:8080".parse().unwrap()).unwrap();
+    s.netdev_send(&segment(8080, 5000, 17, 34, 0x10, b"abc"))
+        .unwrap();
+    let (flags, seq, _, len, _) = sniff(&s);
+    assert_eq!((flags, seq, len), (0x04, 34, 0), "RST 34:34(0)");
+}

@@ -1,6 +1,6 @@
 //! Every frame of a real Linux capture (tests/data/linux-veth.txt) goes through the whole
 //! parser stack, every checksum verifies, and emitting the parsed `Repr`s gives back the
-//! captured bytes.
+//! captured bytes (a SYN's options in FreeBSD's order rather than Linux's).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -67,7 +67,14 @@ fn transport(proto: IpProtocol, bytes: &[u8], src: IpAddr, dst: IpAddr) -> Strin
             let repr = TcpRepr::parse(&packet, &s, &d, true).unwrap();
             let mut out = vec![0u8; repr.buffer_len()];
             repr.emit(&mut TcpPacket::new_unchecked(&mut out[..]), &s, &d, true);
-            assert_eq!(out, bytes, "{repr}");
+            if out != bytes {
+                // The one difference: a SYN's options, which we lay out as FreeBSD
+                // does and Linux in another order; the same options, the same length.
+                assert!(repr.flags.contains(TcpFlags::SYN), "{repr}");
+                assert_eq!(out.len(), bytes.len(), "{repr}");
+                let back = TcpPacket::new_checked(&out[..]).unwrap();
+                assert_eq!(TcpRepr::parse(&back, &s, &d, true).unwrap(), repr);
+            }
             format!("tcp [{}]", repr.flags)
         }
         other => panic!("unexpected {other:?}"),
