@@ -946,16 +946,7 @@ fn print_bridge(stack: &Stack, b: net::IfIndex, names: &[String], now: dev::Inst
     let Ok(bc) = stack.bridge(b) else { return };
     let name = &names[b.get()];
     for m in &bc.members {
-        let f = m.flags;
-        let flags: Vec<&str> = [
-            (f.learning, "LEARNING"),
-            (f.discover, "DISCOVER"),
-            (f.sticky, "STICKY"),
-        ]
-        .iter()
-        .filter(|x| x.0)
-        .map(|x| x.1)
-        .collect();
+        let flags = m.flags.names();
         println!(
             "{name}: member: {} flags=<{}> port {} state {}",
             names[m.ifindex.get()],

@@ -44,7 +44,7 @@ pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
 pub use stack::tcp_socket::{TcpBuffers, TcpListener, TcpStream};
-pub use stack::{ConnQuery, NetConfig, Stack, StackConfig, StackError};
+pub use stack::{BridgeOp, ConnQuery, NetConfig, Stack, StackConfig, StackError};
 pub use stats::{DropReason, Stats};
 
 /// FxHash (rustc's hasher): tables keyed by addresses and ports on the data path need

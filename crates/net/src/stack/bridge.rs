@@ -115,88 +115,13 @@ impl Stack {
         member: IfIndex,
         mflags: MemberFlags,
     ) -> Result<(), StackError> {
-        let stp = self.shared.update(|c| {
-            let b = bridge_index(c, bridge)?;
-            let name = |i: IfIndex| c.ifaces.get(i.get()).map(|f| f.name.clone());
-            let mname = name(member).ok_or(StackError::NoInterface(member))?;
-            let mif = &c.ifaces[member.get()];
-            if mif.no_link_header() {
-                return Err(StackError::Bridge(format!(
-                    "{mname} has no link layer: a bridge member carries Ethernet frames"
-                )));
-            }
-            if !mif.addrs.is_empty() || !mif.addrs6.is_empty() {
-                return Err(StackError::Bridge(format!(
-                    "{mname} has addresses: a bridge member takes none (delete them, and give them to the bridge)"
-                )));
-            }
-            match c.bridges.role(member) {
-                L2Role::None => {}
-                L2Role::Bridge(_) => {
-                    return Err(StackError::Bridge(format!(
-                        "{mname} is a bridge: a bridge cannot be a member"
-                    )))
-                }
-                L2Role::Member { b: ob, .. } => {
-                    let other = c.bridges.list[ob as usize].br.ifindex;
-                    return Err(StackError::Bridge(format!(
-                        "{mname} is a member of {} already",
-                        name(other).unwrap_or_default()
-                    )));
-                }
-            }
-            let bc = &mut c.bridges.list[b];
-            if bc.members.len() >= MAX_MEMBERS {
-                return Err(StackError::Bridge(format!(
-                    "{} has {MAX_MEMBERS} members already",
-                    name(bridge).unwrap_or_default()
-                )));
-            }
-            let slot = (0..MAX_MEMBERS as u16)
-                .find(|s| bc.members.iter().all(|m| m.slot != *s))
-                .unwrap_or(0);
-            bc.members.push(Member {
-                ifindex: member,
-                slot,
-                flags: mflags,
-            });
-            // Without the spanning tree the member forwards at once; with it, it
-            // waits for the tree (the slot may still hold a removed member's state).
-            let state = match bc.br.stp_enabled() {
-                true => PortState::Disabled,
-                false => PortState::Forwarding,
-            };
-            bc.br.set_port_state(slot as usize, state);
-            Ok(bc.br.stp_enabled().then(|| bc.br.clone()))
-        })?;
-        if let Some(br) = stp {
-            self.stp_changed(&br);
-        }
-        Ok(())
+        self.bridge_apply(bridge, &[BridgeOp::Add(member, mflags)])
     }
 
     /// Removes `member` from `bridge` (`deletem`): it stops forwarding at once, and
     /// the addresses learned on it are forgotten (its static ones too).
     pub fn bridge_delete_member(&self, bridge: IfIndex, member: IfIndex) -> Result<(), StackError> {
-        let (br, slot) = self.shared.update(|c| {
-            let b = bridge_index(c, bridge)?;
-            let bc = &mut c.bridges.list[b];
-            let k = bc
-                .members
-                .iter()
-                .position(|m| m.ifindex == member)
-                .ok_or_else(|| StackError::Bridge("not a member of the bridge".into()))?;
-            let m = bc.members.remove(k);
-            Ok::<_, StackError>((bc.br.clone(), m.slot))
-        })?;
-        if !br.stp_enabled() {
-            br.set_port_state(slot as usize, PortState::Disabled);
-        }
-        br.rt.delete_member(member.0, true);
-        if br.stp_enabled() {
-            self.stp_changed(&br);
-        }
-        Ok(())
+        self.bridge_apply(bridge, &[BridgeOp::Delete(member)])
     }
 
     /// Sets a member's flags (`learn`/`-learn`, `discover`/`-discover`,
@@ -207,16 +132,7 @@ impl Stack {
         member: IfIndex,
         mflags: MemberFlags,
     ) -> Result<(), StackError> {
-        self.shared.update(|c| {
-            let b = bridge_index(c, bridge)?;
-            let m = c.bridges.list[b]
-                .members
-                .iter_mut()
-                .find(|m| m.ifindex == member)
-                .ok_or_else(|| StackError::Bridge("not a member of the bridge".into()))?;
-            m.flags = mflags;
-            Ok(())
-        })
+        self.bridge_apply(bridge, &[BridgeOp::Flags(member, mflags)])
     }
 
     /// Adds a static address (`static ADDRESS MEMBER`): `mac` (on `vlan`, 0 for
@@ -228,19 +144,126 @@ impl Stack {
         mac: EthernetAddress,
         vlan: u16,
     ) -> Result<(), StackError> {
-        if mac.is_multicast() {
-            return Err(StackError::Bridge(format!(
-                "{mac} is a group address: only unicast addresses are learned"
-            )));
+        self.bridge_apply(bridge, &[BridgeOp::Static(member, mac, vlan)])
+    }
+
+    /// Applies `ops` to `bridge` in order, as ifconfig(8) applies several bridge
+    /// parameters in one command, all or nothing: each is checked against the
+    /// bridge as the ones before it leave it, and if one is refused none takes
+    /// effect. The member list is published once; the address table changes after
+    /// it (only a full table can still refuse a static address then).
+    pub fn bridge_apply(&self, bridge: IfIndex, ops: &[BridgeOp]) -> Result<(), StackError> {
+        let (br, gone, added) = self.shared.update(|c| {
+            let b = bridge_index(c, bridge)?;
+            let name = |i: IfIndex| {
+                c.ifaces
+                    .get(i.get())
+                    .map_or_else(String::new, |f| f.name.clone())
+            };
+            let bname = name(bridge);
+            let br = c.bridges.list[b].br.clone();
+            let entries = br.rt.entries(0);
+            let mut members = c.bridges.list[b].members.clone();
+            let (mut gone, mut added) = (Vec::new(), Vec::new());
+            let not_member =
+                |m: IfIndex| StackError::Bridge(format!("{} is not a member of {bname}", name(m)));
+            for op in ops {
+                match *op {
+                    BridgeOp::Add(m, mflags) => {
+                        check_member(c, b, &members, m)?;
+                        if members.len() >= MAX_MEMBERS {
+                            return Err(StackError::Bridge(format!(
+                                "{bname} has {MAX_MEMBERS} members already"
+                            )));
+                        }
+                        let slot = (0..MAX_MEMBERS as u16)
+                            .find(|s| members.iter().all(|x| x.slot != *s))
+                            .unwrap_or(0);
+                        members.push(Member {
+                            ifindex: m,
+                            slot,
+                            flags: mflags,
+                        });
+                        added.push(slot);
+                    }
+                    BridgeOp::Delete(m) => {
+                        let k = members
+                            .iter()
+                            .position(|x| x.ifindex == m)
+                            .ok_or_else(|| not_member(m))?;
+                        let x = members.remove(k);
+                        added.retain(|s| *s != x.slot);
+                        gone.push((m, x.slot));
+                    }
+                    BridgeOp::Flags(m, mflags) => {
+                        members
+                            .iter_mut()
+                            .find(|x| x.ifindex == m)
+                            .ok_or_else(|| not_member(m))?
+                            .flags = mflags;
+                    }
+                    BridgeOp::Static(m, mac, _) => {
+                        if mac.is_multicast() {
+                            return Err(StackError::Bridge(format!(
+                                "{mac} is a group address: only unicast addresses are learned"
+                            )));
+                        }
+                        if !members.iter().any(|x| x.ifindex == m) {
+                            return Err(not_member(m));
+                        }
+                    }
+                    BridgeOp::DelAddr(mac) => {
+                        if !entries.iter().any(|e| e.1 == mac) {
+                            return Err(StackError::Bridge(format!(
+                                "{mac}: not in {bname}'s address cache"
+                            )));
+                        }
+                    }
+                    BridgeOp::Flush { .. } => {}
+                }
+            }
+            c.bridges.list[b].members = members;
+            Ok::<_, StackError>((br, gone, added))
+        })?;
+        // The ports of members gone stop; those of new members forward at once,
+        // or wait for the spanning tree (a slot may still hold a removed member's
+        // state).
+        let stp = br.stp_enabled();
+        for &(m, slot) in &gone {
+            if !stp {
+                br.set_port_state(usize::from(slot), PortState::Disabled);
+            }
+            br.rt.delete_member(m.0, true);
         }
-        let bc = self.bridge(bridge)?;
-        if bc.member(member).is_none() {
-            return Err(StackError::Bridge("not a member of the bridge".into()));
+        for &slot in &added {
+            let state = if stp {
+                PortState::Disabled
+            } else {
+                PortState::Forwarding
+            };
+            br.set_port_state(usize::from(slot), state);
         }
-        bc.br
-            .rt
-            .add_static(vlan, mac, member.0, 0)
-            .map_err(|e| StackError::Bridge(e.to_string()))
+        for op in ops {
+            match *op {
+                BridgeOp::Static(m, mac, vlan) => br
+                    .rt
+                    .add_static(vlan, mac, m.0, 0)
+                    .map_err(|e| StackError::Bridge(e.to_string()))?,
+                BridgeOp::DelAddr(mac) => {
+                    for (vlan, _, _, _) in br.rt.entries(0).iter().filter(|e| e.1 == mac) {
+                        br.rt.delete(*vlan, mac);
+                    }
+                }
+                BridgeOp::Flush { statics } => {
+                    br.rt.flush(statics);
+                }
+                _ => {}
+            }
+        }
+        if stp && !(gone.is_empty() && added.is_empty()) {
+            self.stp_changed(&br);
+        }
+        Ok(())
     }
 
     /// Bridge `bridge` as the workers see it now: its table and state (`br`) and its
@@ -299,6 +322,65 @@ pub(super) fn push_virtual(
 }
 
 /// The index in the bridge list of the bridge whose interface is `i`.
+/// One of ifconfig(8)'s bridge parameters, for [`Stack::bridge_apply`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BridgeOp {
+    /// `addm IF`.
+    Add(IfIndex, MemberFlags),
+    /// `deletem IF`.
+    Delete(IfIndex),
+    /// A member's flags (`[-]learn`, `[-]discover`, `[-]sticky`).
+    Flags(IfIndex, MemberFlags),
+    /// `static IF MAC`, on a VLAN (0: untagged frames).
+    Static(IfIndex, EthernetAddress, u16),
+    /// `deladdr MAC`: the address leaves the cache, on every VLAN.
+    DelAddr(EthernetAddress),
+    /// `flush` (learned addresses), or `deleteall` (`statics`: static ones too).
+    Flush { statics: bool },
+}
+
+/// Why interface `m` cannot join bridge `b`, whose members are `members` so far.
+fn check_member(
+    c: &super::NetConfig,
+    b: usize,
+    members: &[Member],
+    m: IfIndex,
+) -> Result<(), StackError> {
+    let name = |i: IfIndex| {
+        c.ifaces
+            .get(i.get())
+            .map_or_else(String::new, |f| f.name.clone())
+    };
+    let mif = c.ifaces.get(m.get()).ok_or(StackError::NoInterface(m))?;
+    let mname = &mif.name;
+    let why = if members.iter().any(|x| x.ifindex == m) {
+        format!(
+            "{mname} is a member of {} already",
+            name(c.bridges.list[b].br.ifindex)
+        )
+    } else if let L2Role::Member { b: ob, .. } = c.bridges.role(m) {
+        // (This bridge's own members are the list above, as changed so far.)
+        match ob as usize == b {
+            true => return Ok(()),
+            false => format!(
+                "{mname} is a member of {} already",
+                name(c.bridges.list[ob as usize].br.ifindex)
+            ),
+        }
+    } else if matches!(c.bridges.role(m), L2Role::Bridge(_)) {
+        format!("{mname} is a bridge: a bridge cannot be a member")
+    } else if mif.no_link_header() {
+        format!("{mname} has no link layer: a bridge member carries Ethernet frames")
+    } else if !mif.addrs.is_empty() || !mif.addrs6.is_empty() {
+        format!(
+            "{mname} has addresses: a bridge member takes none (delete them, and give them to the bridge)"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(StackError::Bridge(why))
+}
+
 fn bridge_index(c: &super::NetConfig, i: IfIndex) -> Result<usize, StackError> {
     match c.bridges.role(i) {
         L2Role::Bridge(b) => Ok(b as usize),

@@ -9,6 +9,7 @@
 #[cfg(feature = "tokio")]
 pub mod async_io;
 mod bridge;
+pub use bridge::BridgeOp;
 pub mod fpm;
 mod ifconfig;
 pub(crate) mod reject;

@@ -4,15 +4,15 @@
 //! FreeBSD's if_bridge(4) takes them, several in one command
 //! (`ifconfig bridge0 addm em1 addm em2 -learn em2`).
 //!
-//! The whole command is checked against the bridge as it is before anything is
-//! applied (a member added twice, a member of another bridge, an interface with
+//! The words become `BridgeOp`s that `Stack::bridge_apply` checks and applies all
+//! or nothing (a member added twice, a member of another bridge, an interface with
 //! addresses, an unknown one): a bad command leaves the node untouched. An AF_PACKET
 //! member is held in promiscuous mode while it is one ([`PacketLinks`]).
 
 use super::{fail, iface, put, put_json, usage, Fail, Node, Res};
 use crate::control::Conn;
-use net::link::bridge::{MemberFlags, MAX_MEMBERS};
-use net::IfIndex;
+use net::link::bridge::MemberFlags;
+use net::{BridgeOp, IfIndex};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -79,24 +79,14 @@ impl PacketLinks {
     }
 }
 
-/// One parameter of the command, checked.
-#[derive(Debug)]
-enum Op {
-    Addm(IfIndex),
-    Deletem(IfIndex),
-    Flags(IfIndex, MemberFlags),
-    Static(IfIndex, EthernetAddress),
-    Deladdr(EthernetAddress),
-    Flush { statics: bool },
-}
-
 fn mac(s: &str) -> Result<EthernetAddress, Fail> {
     s.parse::<EthernetAddress>()
         .map_err(|_| usage(format!("ifconfig: {s}: bad Ethernet address")))
 }
 
 /// `ifconfig BRIDGE PARAM…` for a bridge's parameters (the first word is one of
-/// [`WORDS`]).
+/// [`WORDS`]): the words become [`BridgeOp`]s, which `Stack::bridge_apply` checks
+/// and applies all or nothing.
 pub(super) fn command(
     node: &Node<'_>,
     name: &str,
@@ -112,20 +102,9 @@ pub(super) fn command(
     if args == ["addr"] {
         return addresses(node, name, &bc, json, conn);
     }
-    // The members as the command goes, and those of the other bridges.
-    let mut members: Vec<(IfIndex, MemberFlags)> =
+    // A member's flags as the command leaves them.
+    let mut flags: HashMap<IfIndex, MemberFlags> =
         bc.members.iter().map(|m| (m.ifindex, m.flags)).collect();
-    let mut elsewhere: HashMap<IfIndex, String> = HashMap::new();
-    for b in node.stack.bridges().into_iter().filter(|b| *b != br.index) {
-        if let Ok(o) = node.stack.bridge(b) {
-            let bname = super::ifname(node, u32::from(b.0));
-            for m in o.members {
-                elsewhere.insert(m.ifindex, bname.clone());
-            }
-        }
-    }
-    let bridges = node.stack.bridges();
-    let entries = bc.br.rt.entries(0);
     let mut ops = Vec::new();
     let mut w = args;
     while let Some((&word, rest)) = w.split_first() {
@@ -133,90 +112,49 @@ pub(super) fn command(
             rest.get(..n)
                 .ok_or_else(|| usage(format!("ifconfig: {word}: needs {n} argument(s)")))
         };
-        let member_of = |m: &str, members: &[(IfIndex, MemberFlags)]| -> Result<usize, Fail> {
-            let i = iface(node, m).map_err(|e| fail(format!("ifconfig: {}", e.msg)))?;
-            members
-                .iter()
-                .position(|x| x.0 == i.index)
-                .ok_or_else(|| fail(format!("ifconfig: {m} is not a member of {name}")))
+        let ifx = |m: &str| {
+            iface(node, m)
+                .map(|i| i.index)
+                .map_err(|e| fail(format!("ifconfig: {}", e.msg)))
         };
         let used = match word {
             "addm" => {
-                let m = need(1)?[0];
-                let i = iface(node, m).map_err(|e| fail(format!("ifconfig: {}", e.msg)))?;
-                let why = if members.iter().any(|x| x.0 == i.index) {
-                    Some(format!("{m} is a member of {name} already"))
-                } else if let Some(b) = elsewhere.get(&i.index) {
-                    Some(format!("{m} is a member of {b} already"))
-                } else if bridges.contains(&i.index) {
-                    Some(format!("{m} is a bridge: a bridge cannot be a member"))
-                } else if i.no_link_header() {
-                    Some(format!(
-                        "{m} has no link layer: a bridge member carries Ethernet frames"
-                    ))
-                } else if !i.addrs.is_empty() || !i.addrs6.is_empty() {
-                    Some(format!(
-                        "{m} has addresses: a bridge member takes none (delete them, and give them to the bridge)"
-                    ))
-                } else if members.len() >= MAX_MEMBERS {
-                    Some(format!("{name} has {MAX_MEMBERS} members already"))
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    return Err(fail(format!("ifconfig: addm {m}: {why}")));
-                }
-                members.push((i.index, MemberFlags::default()));
-                ops.push(Op::Addm(i.index));
+                let m = ifx(need(1)?[0])?;
+                flags.insert(m, MemberFlags::default());
+                ops.push(BridgeOp::Add(m, MemberFlags::default()));
                 1
             }
             "deletem" => {
-                let m = need(1)?[0];
-                let k = member_of(m, &members)?;
-                ops.push(Op::Deletem(members.remove(k).0));
+                ops.push(BridgeOp::Delete(ifx(need(1)?[0])?));
                 1
             }
             "learn" | "-learn" | "discover" | "-discover" | "sticky" | "-sticky" => {
-                let k = member_of(need(1)?[0], &members)?;
+                let m = ifx(need(1)?[0])?;
                 let on = !word.starts_with('-');
-                let f = &mut members[k].1;
+                let f = flags.entry(m).or_default();
                 match word.trim_start_matches('-') {
                     "learn" => f.learning = on,
                     "discover" => f.discover = on,
                     _ => f.sticky = on,
                 }
-                let f = *f;
-                ops.push(Op::Flags(members[k].0, f));
+                ops.push(BridgeOp::Flags(m, *f));
                 1
             }
             "static" => {
                 let a = need(2)?;
-                let k = member_of(a[0], &members)?;
-                let mac = mac(a[1])?;
-                if mac.is_multicast() {
-                    return Err(fail(format!(
-                        "ifconfig: static {mac}: a group address; only unicast ones are cached"
-                    )));
-                }
-                ops.push(Op::Static(members[k].0, mac));
+                ops.push(BridgeOp::Static(ifx(a[0])?, mac(a[1])?, 0));
                 2
             }
             "deladdr" => {
-                let mac = mac(need(1)?[0])?;
-                if !entries.iter().any(|e| e.1 == mac) {
-                    return Err(fail(format!(
-                        "ifconfig: deladdr {mac}: not in {name}'s address cache"
-                    )));
-                }
-                ops.push(Op::Deladdr(mac));
+                ops.push(BridgeOp::DelAddr(mac(need(1)?[0])?));
                 1
             }
             "flush" => {
-                ops.push(Op::Flush { statics: false });
+                ops.push(BridgeOp::Flush { statics: false });
                 0
             }
             "deleteall" => {
-                ops.push(Op::Flush { statics: true });
+                ops.push(BridgeOp::Flush { statics: true });
                 0
             }
             "addr" => return Err(usage("ifconfig: addr lists the address cache, alone")),
@@ -229,52 +167,46 @@ pub(super) fn command(
         };
         w = &rest[used..];
     }
-    // Promiscuous mode for the new AF_PACKET members first: if the kernel
-    // refuses it, nothing has changed.
+    // Promiscuous mode for the new AF_PACKET members first: if the kernel refuses
+    // it, nothing has changed; if the bridge refuses the command, it is given back.
     let mut held = Vec::new();
-    for op in &ops {
-        if let Op::Addm(i) = op {
+    let release = |held: &[IfIndex]| {
+        for &h in held {
             if let Some(p) = node.packet {
-                if !p.promisc(*i) {
-                    if let Err(e) = p.set_promisc(*i, true) {
-                        for h in held {
-                            let _ = p.set_promisc(h, false);
-                        }
-                        return Err(fail(format!("ifconfig: addm: {e}")));
-                    }
-                    held.push(*i);
+                let _ = p.set_promisc(h, false);
+            }
+        }
+    };
+    for op in &ops {
+        if let (BridgeOp::Add(i, _), Some(p)) = (op, node.packet) {
+            if !p.promisc(*i) {
+                if let Err(e) = p.set_promisc(*i, true) {
+                    release(&held);
+                    return Err(fail(format!("ifconfig: addm: {e}")));
                 }
+                held.push(*i);
             }
         }
     }
-    for op in ops {
-        let b = br.index;
-        let r = match op {
-            Op::Addm(i) => node.stack.bridge_add_member(b, i, MemberFlags::default()),
-            Op::Deletem(i) => {
-                let r = node.stack.bridge_delete_member(b, i);
-                if r.is_ok() {
-                    if let Some(p) = node.packet {
-                        let _ = p.set_promisc(i, false);
-                    }
-                }
-                r
-            }
-            Op::Flags(i, f) => node.stack.bridge_set_member_flags(b, i, f),
-            Op::Static(i, mac) => node.stack.bridge_add_static(b, i, mac, 0),
-            Op::Deladdr(mac) => {
-                for (vlan, _, _, _) in entries.iter().filter(|e| e.1 == mac) {
-                    bc.br.rt.delete(*vlan, mac);
-                }
-                Ok(())
-            }
-            Op::Flush { statics } => {
-                bc.br.rt.flush(statics);
-                Ok(())
-            }
-        };
-        r.map_err(|e| fail(format!("ifconfig: {name}: {e}")))?;
+    if let Err(e) = node.stack.bridge_apply(br.index, &ops) {
+        release(&held);
+        return Err(fail(format!("ifconfig: {name}: {e}")));
     }
+    // Interfaces the command took out (and did not put back) give the mode back.
+    let now = node
+        .stack
+        .bridge(br.index)
+        .map(|b| b.members)
+        .unwrap_or_default();
+    let left: Vec<IfIndex> = ops
+        .iter()
+        .filter_map(|op| match op {
+            BridgeOp::Add(i, _) | BridgeOp::Delete(i) => Some(*i),
+            _ => None,
+        })
+        .filter(|i| now.iter().all(|m| m.ifindex != *i))
+        .collect();
+    release(&left);
     put(conn, "")
 }
 
@@ -334,7 +266,7 @@ pub(super) fn describe(node: &Node<'_>, bc: &net::link::bridge::BridgeConf) -> S
         s += &format!(
             "\tmember: {} flags=<{}>\n\t        port {} state {}{}\n",
             super::ifname(node, u32::from(m.ifindex.0)),
-            member_flags(m.flags).join(","),
+            m.flags.names().join(","),
             m.slot + 1,
             bc.br.port_state(usize::from(m.slot)),
             if node.packet.is_some_and(|p| p.promisc(m.ifindex)) {
@@ -357,21 +289,9 @@ pub(super) fn describe_json(
         "timeout": bc.br.rt.ageing(),
         "members": bc.members.iter().map(|m| json!({
             "interface": super::ifname(node, u32::from(m.ifindex.0)),
-            "flags": member_flags(m.flags),
+            "flags": m.flags.names(),
             "port": m.slot + 1,
             "state": bc.br.port_state(usize::from(m.slot)).to_string(),
         })).collect::<Vec<_>>(),
     })
-}
-
-fn member_flags(f: MemberFlags) -> Vec<&'static str> {
-    [
-        (f.learning, "LEARNING"),
-        (f.discover, "DISCOVER"),
-        (f.sticky, "STICKY"),
-    ]
-    .iter()
-    .filter(|x| x.0)
-    .map(|x| x.1)
-    .collect()
 }

@@ -52,6 +52,21 @@ pub struct MemberFlags {
     pub sticky: bool,
 }
 
+impl MemberFlags {
+    /// The flags set, as ifconfig(8) names them (`LEARNING`, `DISCOVER`, `STICKY`).
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (self.learning, "LEARNING"),
+            (self.discover, "DISCOVER"),
+            (self.sticky, "STICKY"),
+        ]
+        .iter()
+        .filter(|x| x.0)
+        .map(|x| x.1)
+        .collect()
+    }
+}
+
 impl Default for MemberFlags {
     fn default() -> Self {
         MemberFlags {
