@@ -11,7 +11,8 @@
 //! - with more than one queue, the sockets join one `PACKET_FANOUT` group that
 //!   spreads flows over them by the kernel's flow hash (RSS);
 //! - `promisc` puts the interface in promiscuous mode while the device lives
-//!   (`PACKET_MR_PROMISC`), as a bridge member needs;
+//!   (`PACKET_MR_PROMISC`); [`Promisc`] holds it for as long as one wants instead
+//!   (`mpstack run` takes it while the interface is a bridge member);
 //! - every frame carries a virtio-net header (`PACKET_VNET_HDR`), so the offload
 //!   state comes as the kernel has it: a TCP segment of up to 64 KiB that its GRO
 //!   merged or its peer never cut (its segment size kept, see [`crate::tap`]),
@@ -139,6 +140,21 @@ fn explain(e: io::Error, name: &str, what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{why} ({e})"))
 }
 
+/// The kernel's index of interface `name`.
+fn if_index(name: &str) -> io::Result<libc::c_uint> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the name"))?;
+    // SAFETY: `cname` is a valid NUL-terminated string.
+    match unsafe { libc::if_nametoindex(cname.as_ptr()) } {
+        0 => Err(explain(
+            io::Error::last_os_error(),
+            name,
+            "no such interface",
+        )),
+        i => Ok(i),
+    }
+}
+
 impl PacketDevice {
     /// Opens `queues` packet sockets on the existing interface `name`.
     pub fn open(name: &str, queues: usize, opts: PacketOptions) -> io::Result<PacketDevice> {
@@ -154,17 +170,7 @@ impl PacketDevice {
                 format!("{queues} queues: an AF_PACKET device has 1 to 64"),
             ));
         }
-        let cname = std::ffi::CString::new(name)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the name"))?;
-        // SAFETY: `cname` is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            return Err(explain(
-                io::Error::last_os_error(),
-                name,
-                "no such interface",
-            ));
-        }
+        let ifindex = if_index(name)?;
         let (mtu, mac) = crate::tap::query_link(name)
             .map_err(|e| explain(e, name, "reading its MTU and address"))?;
         let group = (std::process::id() as u16 ^ (ifindex as u16).rotate_left(8)) as u32;
@@ -203,17 +209,7 @@ pub struct Promisc {
 
 impl Promisc {
     pub fn hold(name: &str) -> io::Result<Promisc> {
-        let cname = std::ffi::CString::new(name)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the name"))?;
-        // SAFETY: `cname` is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            return Err(explain(
-                io::Error::last_os_error(),
-                name,
-                "no such interface",
-            ));
-        }
+        let ifindex = if_index(name)?;
         // SAFETY: plain socket(2); the result is checked and owned below.
         let fd = unsafe {
             libc::socket(

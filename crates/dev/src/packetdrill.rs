@@ -452,9 +452,8 @@ unsafe extern "C" fn connect<H: Host>(
 }
 
 unsafe extern "C" fn read<H: Host>(ud: Ud, fd: c_int, buf: *mut c_void, n: usize) -> isize {
-    // SAFETY: read(2)'s contract: `n` writable bytes at `buf`.
-    let b = unsafe { bytes_mut(buf, n) };
-    ret(unsafe { host::<H>(ud) }.recv(fd, b, 0).map(|r| r.0 as i64)) as isize
+    // SAFETY: read(2) is recv(2) without flags, under the same contract.
+    unsafe { recv::<H>(ud, fd, buf, n, 0) }
 }
 
 unsafe extern "C" fn recv<H: Host>(
@@ -492,15 +491,27 @@ unsafe extern "C" fn recvfrom<H: Host>(
 
 unsafe extern "C" fn readv<H: Host>(ud: Ud, fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
     // SAFETY: readv(2)'s contract.
-    let r = unsafe { iovecs(iov, n) }.and_then(|v| {
-        let total: usize = v.iter().map(|x| x.iov_len).sum();
-        let mut tmp = vec![0u8; total];
-        let (k, _) = unsafe { host::<H>(ud) }.recv(fd, &mut tmp, 0)?;
-        // SAFETY: as above.
-        unsafe { scatter(v, &tmp[..k]) };
-        Ok(k as i64)
-    });
-    ret(r) as isize
+    let r = unsafe { iovecs(iov, n) }.and_then(|v| unsafe { recv_iov::<H>(ud, fd, v, 0) });
+    ret(r.map(|(k, _)| k as i64)) as isize
+}
+
+/// `recv` into a scatter list: bytes read, and the sender where there is one.
+///
+/// # Safety
+/// `ud` as for [`host`]; each iovec names writable memory.
+unsafe fn recv_iov<H: Host>(
+    ud: Ud,
+    fd: c_int,
+    v: &[libc::iovec],
+    fl: c_int,
+) -> Result<(usize, Option<SocketAddr>), Errno> {
+    let total: usize = v.iter().map(|x| x.iov_len).sum();
+    let mut tmp = vec![0u8; total];
+    // SAFETY: the caller's contract.
+    let (k, from) = unsafe { host::<H>(ud) }.recv(fd, &mut tmp, fl)?;
+    // SAFETY: the caller's contract.
+    unsafe { scatter(v, &tmp[..k]) };
+    Ok((k, from))
 }
 
 unsafe extern "C" fn recvmsg<H: Host>(
@@ -515,11 +526,8 @@ unsafe extern "C" fn recvmsg<H: Host>(
     // SAFETY: recvmsg(2)'s contract: `msg` is a valid msghdr with valid iovecs.
     let m = unsafe { &mut *msg };
     let r = unsafe { iovecs(m.msg_iov, m.msg_iovlen as c_int) }.and_then(|v| {
-        let total: usize = v.iter().map(|x| x.iov_len).sum();
-        let mut tmp = vec![0u8; total];
-        let (k, from) = unsafe { host::<H>(ud) }.recv(fd, &mut tmp, fl)?;
         // SAFETY: as above.
-        unsafe { scatter(v, &tmp[..k]) };
+        let (k, from) = unsafe { recv_iov::<H>(ud, fd, v, fl) }?;
         match from {
             Some(a) if !m.msg_name.is_null() => {
                 // SAFETY: `msg_name` holds `msg_namelen` writable bytes.
@@ -535,11 +543,8 @@ unsafe extern "C" fn recvmsg<H: Host>(
 }
 
 unsafe extern "C" fn write<H: Host>(ud: Ud, fd: c_int, buf: *const c_void, n: usize) -> isize {
-    // SAFETY: write(2)'s contract: `n` readable bytes at `buf`.
-    let b = unsafe { bytes(buf, n) };
-    ret(unsafe { host::<H>(ud) }
-        .send(fd, b, 0, None)
-        .map(|k| k as i64)) as isize
+    // SAFETY: write(2) is send(2) without flags, under the same contract.
+    unsafe { send::<H>(ud, fd, buf, n, 0) }
 }
 
 unsafe extern "C" fn send<H: Host>(
