@@ -3,7 +3,7 @@
 
 use dev::packetdrill::{Errno, Host, PollFd};
 use dev::{Duration, Instant, Queue};
-use net::{IfIndex, Stack, TcpBuffers, TcpListener, TcpStream};
+use net::{Stack, TcpBuffers, TcpListener, TcpStream};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -115,7 +115,6 @@ pub struct State {
     host: sim::HostId,
     raw: Box<dyn Queue>,
     mac: EthernetAddress,
-    ifindex: IfIndex,
     out: VecDeque<(Vec<u8>, i64)>,
     fds: BTreeMap<i32, Fd>,
     rx: Vec<mbuf::Mbuf>,
@@ -237,23 +236,27 @@ impl State {
         }
     }
 
-    /// Runs the simulation to `end`, taking what leaves the stack at each instant.
-    fn advance_to(&mut self, end: Instant) {
+    /// Runs the simulation to `end`, instant by instant, taking what leaves the
+    /// stack at each; with `until_output`, stops at the first instant something
+    /// did.
+    fn advance(&mut self, end: Instant, until_output: bool) {
         loop {
             let next = self.sim.step();
             self.drain();
             let now = self.sim.now();
-            if now >= end {
+            if now >= end || (until_output && !self.out.is_empty()) {
                 return;
             }
-            let t = next.map_or(end, |t| t.min(end));
-            let t = t.max(now + Duration::from_nanos(1));
+            let t = next
+                .map_or(end, |t| t.min(end))
+                .max(now + Duration::from_nanos(1));
             self.sim.run_for(t.saturating_duration_since(now));
-            self.drain();
-            if self.sim.now() >= end {
-                return;
-            }
         }
+    }
+
+    /// [`State::advance`] to `end`.
+    fn advance_to(&mut self, end: Instant) {
+        self.advance(end, false);
     }
 
     fn fd(&mut self, fd: i32) -> Result<&mut Fd, Errno> {
@@ -309,7 +312,6 @@ impl Shim {
             host,
             raw,
             mac: ifp.mac,
-            ifindex,
             out: VecDeque::new(),
             fds: BTreeMap::new(),
             rx: Vec::new(),
@@ -815,12 +817,8 @@ impl Host for Shim {
         let mut g = self.lock();
         if g.out.is_empty() {
             let end = g.sim.now() + RECEIVE_LIMIT;
-            while g.out.is_empty() && g.sim.now() < end {
-                // To the next instant something happens (at most 10 ms on).
-                let now = g.sim.now();
-                g.advance_to(now + Duration::from_millis(10));
-                self.cv.notify_all();
-            }
+            g.advance(end, true);
+            self.cv.notify_all();
         }
         Ok(g.out.pop_front().map(|(p, t)| {
             let n = p.len().min(buf.len());
@@ -910,17 +908,18 @@ impl Inner {
             .stack()
             .tcp_connections_ask()
             .ok_or("the stack's worker is busy")?;
-        let mut list = None;
         for _ in 0..16 {
-            let now = g.sim.now();
-            g.advance_to(now);
-            if let Some(v) = q.take() {
-                list = Some(v);
+            if q.ready() {
                 break;
             }
+            let now = g.sim.now();
+            g.advance_to(now);
         }
-        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = list
-            .ok_or("no answer from the stack")?
+        if !q.ready() {
+            return Err("no answer from the stack".into());
+        }
+        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = q
+            .into_list()
             .into_iter()
             .map(|c| (c.local, c.remote, c.state))
             .collect();
@@ -994,10 +993,5 @@ impl Inner {
         let r = crate::sysctl::command(&mut cfg, args)?;
         g.stack().set_tcp_config(cfg);
         Ok(r)
-    }
-
-    /// The interface's index (tests).
-    pub fn ifindex(&self) -> IfIndex {
-        self.lock().ifindex
     }
 }

@@ -4,47 +4,43 @@
 use dev::packetdrill::{Host, PollFd};
 use mpstack_packetdrill::shim::Shim;
 
-fn sum(data: &[u8], mut acc: u32) -> u32 {
-    for c in data.chunks(2) {
-        acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    acc
-}
-
-fn fold(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
 /// An IPv4 TCP segment from packetdrill's side (198.18.0.2:sport) to the stack.
 fn segment(dport: u16, sport: u16, seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
-    let mut tcp = vec![0u8; 20];
-    tcp[0..2].copy_from_slice(&sport.to_be_bytes());
-    tcp[2..4].copy_from_slice(&dport.to_be_bytes());
-    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
-    tcp[8..12].copy_from_slice(&ack.to_be_bytes());
-    tcp[12] = 5 << 4;
-    tcp[13] = flags;
-    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
-    tcp.extend_from_slice(payload);
-    let (src, dst) = ([198u8, 18, 0, 2], [198u8, 18, 0, 1]);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 6]);
-    pseudo.extend_from_slice(&(tcp.len() as u16).to_be_bytes());
-    let c = fold(sum(&tcp, sum(&pseudo, 0)));
-    tcp[16..18].copy_from_slice(&c.to_be_bytes());
-    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-    ip[2..4].copy_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let c = fold(sum(&ip, 0));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    ip.extend_from_slice(&tcp);
-    ip
+    use std::net::{IpAddr, Ipv4Addr};
+    let (src, dst) = (Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1));
+    let tcp = wire::TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq_number: wire::TcpSeqNumber(seq),
+        ack_number: wire::TcpSeqNumber(ack),
+        flags: wire::TcpFlags::from_bits_truncate(u16::from(flags)),
+        window_len: 65535,
+        urgent_at: 0,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_ranges: [None; 4],
+        timestamp: None,
+        payload,
+    };
+    let tlen = tcp.buffer_len();
+    let mut p = vec![0u8; 20 + tlen];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&((20 + tlen) as u16).to_be_bytes());
+    p[6] = 0x40;
+    p[8] = 64;
+    p[9] = 6;
+    p[12..16].copy_from_slice(&src.octets());
+    p[16..20].copy_from_slice(&dst.octets());
+    let sum = !wire::checksum::data(&p[..20]);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    tcp.emit(
+        &mut wire::TcpPacket::new_unchecked(&mut p[20..]),
+        &IpAddr::V4(src),
+        &IpAddr::V4(dst),
+        true,
+    );
+    p
 }
 
 /// The next packet the stack sent: (TCP flags, seq, ack, payload length, when).

@@ -985,8 +985,8 @@ impl Stack {
         let q = self.tcp_connections_ask()?;
         let until = std::time::Instant::now() + wait;
         loop {
-            if let Some(v) = q.take() {
-                return Some(v);
+            if q.ready() {
+                return Some(q.into_list());
             }
             if std::time::Instant::now() >= until {
                 return None;
@@ -997,7 +997,7 @@ impl Stack {
 
     /// Asks every worker for its connections without waiting for the answer: for a
     /// caller that runs the workers itself (a simulation, `Stack::poll`), which
-    /// polls them until [`ConnQuery::take`] has the list. `None` if a worker's
+    /// polls them until [`ConnQuery::ready`]. `None` if a worker's
     /// inbox is full.
     pub fn tcp_connections_ask(&self) -> Option<ConnQuery> {
         use crate::tcp::layer::{ConnList, TcpMsg};
@@ -1495,16 +1495,19 @@ pub struct ConnQuery {
 }
 
 impl ConnQuery {
-    /// The listeners and every connection, once every worker has answered.
-    pub fn take(&self) -> Option<Vec<crate::tcp::ConnInfo>> {
-        if self.req.left.load(Ordering::Acquire) > 0 {
-            return None;
-        }
+    /// Every worker has answered.
+    pub fn ready(&self) -> bool {
+        self.req.left.load(Ordering::Acquire) == 0
+    }
+
+    /// The listeners, then every connection the workers listed (all of them once
+    /// [`ConnQuery::ready`]).
+    pub fn into_list(self) -> Vec<crate::tcp::ConnInfo> {
         let mut conns =
             std::mem::take(&mut *self.req.out.lock().unwrap_or_else(|e| e.into_inner()));
         conns.sort_by_key(|c| (c.local, c.remote));
-        let mut out = self.listeners.clone();
+        let mut out = self.listeners;
         out.extend(conns);
-        Some(out)
+        out
     }
 }
