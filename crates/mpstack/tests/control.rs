@@ -52,6 +52,37 @@ fn ok(args: &[&str]) -> String {
     out
 }
 
+/// `mpstack route -j NODE monitor`, recording into a file.
+struct Monitor {
+    child: Child,
+    out: std::path::PathBuf,
+}
+
+impl Monitor {
+    fn start(node: &str, out: &std::path::Path) -> Monitor {
+        let f = std::fs::File::create(out).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+            .args(["route", "-j", node, "monitor"])
+            .stdout(f)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Monitor {
+            child,
+            out: out.to_path_buf(),
+        }
+    }
+
+    /// What it printed, once the last messages had time to come.
+    fn stop(mut self) -> String {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::fs::read_to_string(&self.out).unwrap()
+    }
+}
+
 fn start_router(name: &str, tmp: &std::path::Path) -> Router {
     let id = std::process::id() % 10000;
     let ns = [
@@ -160,14 +191,7 @@ fn commands_change_a_running_router_while_tcp_goes_through_it() {
     assert!(err.contains("no node of that name is running"), "{err}");
 
     // route monitor, recording.
-    let mon_out = std::fs::File::create(tmp.join("monitor")).unwrap();
-    let mut monitor = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .args(["route", "-j", &na, "monitor"])
-        .stdout(mon_out)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let monitor = Monitor::start(&na, &tmp.join("monitor"));
 
     // 20 MB from a to b at a steady pace (about four seconds).
     let send = tmp.join("send");
@@ -334,10 +358,7 @@ fn commands_change_a_running_router_while_tcp_goes_through_it() {
     assert_eq!(x, y, "the transfer through the node changed");
 
     // route monitor saw the changes.
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = monitor.kill();
-    let _ = monitor.wait();
-    let mon = std::fs::read_to_string(tmp.join("monitor")).unwrap();
+    let mon = monitor.stop();
     for want in [
         "RTM_ADD: Add Route",
         " 198.19.0.0 198.18.2.2 255.255.0.0 rb",
@@ -396,14 +417,7 @@ fn ifconfig_down_stops_an_interface_and_up_brings_it_back() {
         ok(&v)
     };
     let ping = |ns: &str, to: &str| sh(&format!("ip netns exec {ns} ping -c 2 -i 0.3 -W 1 {to}"));
-    let mon_out = std::fs::File::create(tmp.join("monitor")).unwrap();
-    let mut monitor = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .args(["route", "-j", &na, "monitor"])
-        .stdout(mon_out)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let monitor = Monitor::start(&na, &tmp.join("monitor"));
     let (fine, out) = ping(&ns_a, "198.18.2.2");
     assert!(fine, "before: {out}");
 
@@ -442,10 +456,7 @@ fn ifconfig_down_stops_an_interface_and_up_brings_it_back() {
     let (code, _, err) = ctl(&["ifconfig", "-j", &na, "nosuch0", "down"]);
     assert_eq!(code, 1, "{err}");
 
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = monitor.kill();
-    let _ = monitor.wait();
-    let mon = std::fs::read_to_string(tmp.join("monitor")).unwrap();
+    let mon = monitor.stop();
     assert!(
         mon.contains("RTM_IFINFO: iface status change: len 0, if# 1, link: down, flags:<BROADCAST"),
         "{mon}"
