@@ -494,14 +494,11 @@ impl Drop for Veths {
 
 /// `mpstack ifconfig -j NODE ARGS…`: (success, stdout and stderr).
 fn ifconfig(node: &str, args: &[&str]) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .args(["ifconfig", "-j", node])
-        .args(args)
-        .output()
-        .expect("run mpstack");
-    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&o.stderr));
-    (o.status.success(), s)
+    output(
+        Command::new(env!("CARGO_BIN_EXE_mpstack"))
+            .args(["ifconfig", "-j", node])
+            .args(args),
+    )
 }
 
 /// A bridge of AF_PACKET members (veths into namespaces a, b, c) changed while it

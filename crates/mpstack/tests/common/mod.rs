@@ -54,15 +54,16 @@ macro_rules! skip_unless {
     };
 }
 
-pub fn sh(cmd: &str) -> (bool, String) {
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .expect("run sh");
+/// Runs `cmd`: whether it succeeded, and its standard output then error.
+pub fn output(cmd: &mut Command) -> (bool, String) {
+    let o = cmd.output().expect("run a command");
     let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
     s.push_str(&String::from_utf8_lossy(&o.stderr));
     (o.status.success(), s)
+}
+
+pub fn sh(cmd: &str) -> (bool, String) {
+    output(Command::new("sh").arg("-c").arg(cmd))
 }
 
 /// `sh`, which must succeed.
