@@ -64,7 +64,7 @@ run_one() {
         BEGIN { keep = 1 }
         keep' "$f" >"$pkt"
     if (cd "$(dirname "$f")" && PATH="$root/scripts/packetdrill:$PATH" MPSTACK_PD_SYSCTL="$sock" \
-        timeout 300 "$pd" --so_filename="$so" \
+        timeout 60 "$pd" --so_filename="$so" \
             --so_flags="local=$local remote=$remote mtu=$mtu sysctl=$sock" \
             --local_ip="$local" --remote_ip="$remote" "$pkt") >"$log" 2>&1; then
         printf 'PASS\t%s\n' "$name"

@@ -191,6 +191,47 @@ const KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        // SYN-SENT and SYN-RECEIVED last at most this long.
+        name: "net.inet.tcp.keepinit",
+        takes: "milliseconds, 1 to 3600000",
+        get: |c| c.keep_init.as_millis().to_string(),
+        set: |c, v| {
+            c.keep_init = millis(v, 1..=3_600_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        // The idle time SO_KEEPALIVE probes after.
+        name: "net.inet.tcp.keepidle",
+        takes: "milliseconds, 1 to 86400000",
+        get: |c| c.keep_idle.as_millis().to_string(),
+        set: |c, v| {
+            c.keep_idle = millis(v, 1..=86_400_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        name: "net.inet.tcp.keepintvl",
+        takes: "milliseconds, 1 to 3600000",
+        get: |c| c.keepalive_interval.as_millis().to_string(),
+        set: |c, v| {
+            c.keepalive_interval = millis(v, 1..=3_600_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        // Unanswered keepalive probes before the connection is dropped.
+        name: "net.inet.tcp.keepcnt",
+        takes: "probes, 1 to 1000",
+        get: |c| c.keepalive_probes.to_string(),
+        set: |c, v| {
+            c.keepalive_probes = v.parse().ok().filter(|n| (1..=1000).contains(n))?;
+            Some(())
+        },
+    },
+    flag_knob!("net.inet.tcp.insecure_rst", insecure_rst),
+    flag_knob!("net.inet.tcp.insecure_syn", insecure_syn),
+    Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",
         get: |c| c.init_cwnd_segs.to_string(),

@@ -87,6 +87,34 @@ struct Opts {
     nodelay: bool,
     reuseaddr: bool,
     keepalive: bool,
+    /// `TCP_KEEPINIT` and `TCP_KEEPIDLE`, in seconds, where the socket set them
+    /// (else the stack's `net.inet.tcp.keepinit`, `keepidle`).
+    keepinit: Option<u32>,
+    keepidle: Option<u32>,
+}
+
+/// FreeBSD's `TCP_KEEPINIT`, which Linux (and so packetdrill's symbol table) lacks:
+/// `scripts/packetdrill.sh` writes the number in its place.
+const TCP_KEEPINIT: i32 = 128;
+
+impl Opts {
+    /// The options that take effect on a connection, applied to a new one.
+    fn apply(&self, s: &TcpStream, cfg: &net::tcp::TcpConfig) {
+        if self.nodelay {
+            let _ = s.set_nodelay(true);
+        }
+        if self.keepalive {
+            let _ = s.set_keepalive(Some(self.idle(cfg)));
+        }
+        if let Some(k) = self.keepinit {
+            let _ = s.set_keepinit(Duration::from_secs(k.into()));
+        }
+    }
+
+    fn idle(&self, cfg: &net::tcp::TcpConfig) -> Duration {
+        self.keepidle
+            .map_or(cfg.keep_idle, |k| Duration::from_secs(k.into()))
+    }
 }
 
 #[derive(Debug)]
@@ -504,10 +532,8 @@ impl Host for Shim {
             _ => Err(libc::EINVAL),
         })?;
         let _ = s.set_nonblocking(true);
-        if opts.nodelay {
-            let _ = s.set_nodelay(true);
-        }
         let mut g = self.lock();
+        opts.apply(&s, &g.stack().tcp_config());
         let n = g.new_fd(Fd {
             sock: Sock::Stream(s),
             v6,
@@ -539,9 +565,7 @@ impl Host for Shim {
                     match g.stack().tcp_connect_with(addr, port, b) {
                         Ok(s) => {
                             let _ = s.set_nonblocking(true);
-                            if f.opts.nodelay {
-                                let _ = s.set_nodelay(true);
-                            }
+                            f.opts.apply(&s, &g.stack().tcp_config());
                             Fd {
                                 sock: Sock::Stream(s),
                                 connecting: true,
@@ -707,6 +731,7 @@ impl Host for Shim {
             f.opts
         };
         let b = g.buffers(&bufs);
+        let cfg = g.stack().tcp_config();
         let f = g.fd(fd)?;
         let v: i32 = match (level, name) {
             (libc::SOL_SOCKET, libc::SO_ERROR) => match &f.sock {
@@ -722,8 +747,22 @@ impl Host for Shim {
             }
             (libc::SOL_SOCKET, libc::SO_REUSEADDR) => i32::from(f.opts.reuseaddr),
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => i32::from(f.opts.keepalive),
-            (libc::SOL_SOCKET, libc::SO_SNDBUF) => b.send as i32,
-            (libc::SOL_SOCKET, libc::SO_RCVBUF) => b.recv as i32,
+            (libc::IPPROTO_TCP, TCP_KEEPINIT) => f
+                .opts
+                .keepinit
+                .unwrap_or(cfg.keep_init.as_secs() as u32) as i32,
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => f.opts.idle(&cfg).as_secs() as i32,
+            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => cfg.keepalive_interval.as_secs() as i32,
+            (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => cfg.keepalive_probes as i32,
+            // A connection's own sizes: rounded to whole segments once it has an MSS.
+            (libc::SOL_SOCKET, libc::SO_SNDBUF) => match &f.sock {
+                Sock::Stream(s) => s.send_buffer_size() as i32,
+                _ => b.send as i32,
+            },
+            (libc::SOL_SOCKET, libc::SO_RCVBUF) => match &f.sock {
+                Sock::Stream(s) => s.recv_buffer_size() as i32,
+                _ => b.recv as i32,
+            },
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => match &f.sock {
                 Sock::Stream(s) => i32::from(s.nodelay().unwrap_or(false)),
                 _ => i32::from(f.opts.nodelay),
@@ -742,6 +781,7 @@ impl Host for Shim {
             _ => return Err(libc::EINVAL),
         };
         let mut g = self.lock();
+        let cfg = g.stack().tcp_config();
         let f = g.fd(fd)?;
         match (level, name) {
             (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_REUSEPORT) => {
@@ -752,8 +792,22 @@ impl Host for Shim {
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
                 f.opts.keepalive = v != 0;
                 if let Sock::Stream(s) = &f.sock {
-                    let idle = (v != 0).then(|| std::time::Duration::from_secs(7200));
+                    let idle = (v != 0).then(|| f.opts.idle(&cfg));
                     s.set_keepalive(idle).map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::IPPROTO_TCP, TCP_KEEPINIT) if v > 0 => {
+                f.opts.keepinit = Some(v as u32);
+                if let Sock::Stream(s) = &f.sock {
+                    s.set_keepinit(Duration::from_secs(v as u64))
+                        .map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if v > 0 => {
+                f.opts.keepidle = Some(v as u32);
+                if let (Sock::Stream(s), true) = (&f.sock, f.opts.keepalive) {
+                    s.set_keepalive(Some(f.opts.idle(&cfg)))
+                        .map_err(|e| errno_of(&e))?;
                 }
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {

@@ -34,16 +34,6 @@ pub const FIXED: &[(&str, &[&str], &str)] = &[
         "no ECN is asked for (2 answers a peer that asks; mpstack does not, and a script that asks fails on the packets)",
     ),
     ("net.inet.tcp.rexmit_slop", &["200"], "the minimum RTO already holds it"),
-    (
-        "net.inet.tcp.insecure_rst",
-        &["0"],
-        "a reset in the window but not at its left edge gets a challenge ACK (RFC 5961 §3)",
-    ),
-    (
-        "net.inet.tcp.insecure_syn",
-        &["0"],
-        "a SYN on a synchronized connection gets a challenge ACK (RFC 5961 §4)",
-    ),
 ];
 
 /// `sysctl [-n] [-w] NAME[=VALUE]…` against `cfg`: what sysctl(8) would print, or

@@ -280,6 +280,17 @@ impl TcpStream {
         Ok(())
     }
 
+    /// `TCP_KEEPINIT` (FreeBSD): how long the connection may take to be established
+    /// before it is dropped with `TimedOut`; set before the handshake ends to count.
+    /// The default is the stack's `TcpConfig::keep_init` (75 s).
+    pub fn set_keepinit(&self, limit: Duration) -> io::Result<()> {
+        let ns = timeout_ns(Some(limit))?;
+        self.s.opt_keepinit_ns.store(ns, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
     /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards what
     /// arrives from now on.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {

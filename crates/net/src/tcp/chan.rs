@@ -32,7 +32,9 @@ pub(crate) struct ByteChan {
     /// Boxed: an unused channel costs a pointer, not two cache-padded queues.
     qs: OnceLock<Box<Queues>>,
     bytes: AtomicUsize,
-    cap: usize,
+    /// Grows only ([`ByteChan::grow_to`]): FreeBSD rounds a socket buffer up to
+    /// whole segments once the connection knows its MSS.
+    cap: AtomicUsize,
 }
 
 /// A channel's queues in two tiers. Most connections move a few small messages, and
@@ -185,7 +187,7 @@ impl ByteChan {
         ByteChan {
             qs: OnceLock::new(),
             bytes: AtomicUsize::new(0),
-            cap,
+            cap: AtomicUsize::new(cap),
         }
     }
 
@@ -193,7 +195,7 @@ impl ByteChan {
         self.qs.get_or_init(|| {
             // Room for many small chunks: a producer that pushes a segment at a time
             // must not run out of slots before it runs out of bytes.
-            let chunks = self.cap.div_ceil(1024).max(1) + 2;
+            let chunks = self.cap().div_ceil(1024).max(1) + 2;
             Queues::recycled(chunks.saturating_sub(SMALL))
         })
     }
@@ -213,7 +215,13 @@ impl ByteChan {
 
     /// The bound, in bytes.
     pub fn cap(&self) -> usize {
-        self.cap
+        self.cap.load(Ordering::Relaxed)
+    }
+
+    /// Raises the bound to `cap` (never lowers it). A channel whose queues exist
+    /// keeps their slots: `space` says 0 while every slot is taken, as before.
+    pub fn grow_to(&self, cap: usize) {
+        self.cap.fetch_max(cap, Ordering::Relaxed);
     }
 
     /// Bytes queued.
@@ -230,7 +238,7 @@ impl ByteChan {
         if self.qs.get().is_some_and(|qs| qs.is_full()) {
             return 0;
         }
-        self.cap.saturating_sub(self.len())
+        self.cap().saturating_sub(self.len())
     }
 
     /// Producer: queues as much of `data` as fits; returns how much.
@@ -319,7 +327,7 @@ impl ByteChan {
     /// lost 3%; with 64 KiB ones in the 1 MiB channels of mpstack-polled-big the
     /// 8% above.)
     fn pkt_chunk_len(&self) -> usize {
-        (self.cap / 4).clamp(64 * 1024, PKT_CHUNK)
+        (self.cap() / 4).clamp(64 * 1024, PKT_CHUNK)
     }
 
     /// Consumer: gives back a chunk taken whole by [`ByteChan::drain_moving`], for the
@@ -659,6 +667,9 @@ pub(crate) struct StreamShared {
     pub opt_nodelay: AtomicBool,
     /// Keepalive idle time in nanoseconds; 0 = off.
     pub opt_keepalive_ns: AtomicU64,
+    /// Connection-establishment limit (`TCP_KEEPINIT`) in nanoseconds; 0 = the
+    /// stack's.
+    pub opt_keepinit_ns: AtomicU64,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -693,6 +704,7 @@ impl StreamShared {
             queued: AtomicBool::new(false),
             opt_nodelay: AtomicBool::new(false),
             opt_keepalive_ns: AtomicU64::new(0),
+            opt_keepinit_ns: AtomicU64::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
         }

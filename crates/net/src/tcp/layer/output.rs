@@ -49,6 +49,17 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
         c.tcb
             .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
+        let ki = s.opt_keepinit_ns.load(Ordering::Acquire);
+        if ki != 0 {
+            c.tcb.set_keep_init(dev::Duration::from_nanos(ki), cx.now);
+        }
+    }
+    // Buffers the control block rounded to whole segments (once, when it learns
+    // the MSS) are what the application's channels hold too.
+    let (snd, rcv) = c.tcb.buffer_sizes();
+    if s.rx.cap() < rcv || s.tx.cap() < snd {
+        s.rx.grow_to(rcv);
+        s.tx.grow_to(snd);
     }
     // Application → control block.
     {

@@ -58,6 +58,12 @@ pub struct TcpConfig {
     /// HyStart++ (RFC 9406) for the first slow start: it ends when the round-trip
     /// time grows rather than with a loss (on by default; `cc::HyStart`).
     pub hystart: bool,
+    /// How long a connection may take to be established (SYN-SENT or SYN-RECEIVED)
+    /// before it is dropped (FreeBSD's `net.inet.tcp.keepinit`, `TCP_KEEPINIT`).
+    pub keep_init: Duration,
+    /// The idle time `SO_KEEPALIVE` turns keepalive on with
+    /// (`net.inet.tcp.keepidle`, `TCP_KEEPIDLE`; 2 hours).
+    pub keep_idle: Duration,
     /// Keepalive (`SO_KEEPALIVE` with `TCP_KEEPIDLE`): probe after this long without
     /// hearing from the peer; `None` (the default) sends none.
     pub keepalive: Option<Duration>,
@@ -65,6 +71,14 @@ pub struct TcpConfig {
     pub keepalive_interval: Duration,
     /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
     pub keepalive_probes: u32,
+    /// FreeBSD's `net.inet.tcp.insecure_rst`: a reset anywhere in the window ends
+    /// the connection (RFC 793), not only one at its left edge; off (the default),
+    /// the others get a challenge ACK (RFC 5961 §3).
+    pub insecure_rst: bool,
+    /// FreeBSD's `net.inet.tcp.insecure_syn`: a SYN in the window of a synchronized
+    /// connection resets it (RFC 793); off (the default), a challenge ACK (RFC 5961
+    /// §4).
+    pub insecure_syn: bool,
     /// Segmentation offload: the most data one segment may carry for a device that
     /// cuts it into MSS-sized ones itself (the route's interface, `dev::Offloads`);
     /// 0 for a segment per MSS. New data only: retransmissions and everything sent
@@ -108,9 +122,13 @@ impl Default for TcpConfig {
             sack: true,
             cc: CongestionControl::Cubic,
             hystart: true,
+            keep_init: Duration::from_secs(75),
+            keep_idle: Duration::from_secs(7200),
             keepalive: None,
             keepalive_interval: Duration::from_secs(75),
             keepalive_probes: 8,
+            insecure_rst: false,
+            insecure_syn: false,
             tso_max: 0,
             tso: true,
             lro: true,

@@ -7,7 +7,7 @@
 //! `reass` for the data.
 
 use super::seq::{le, lt};
-use super::{reset_for, Payload, SegIn, State, Tcb, TcpError};
+use super::{reset_for, Payload, SegIn, SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
 use dev::Instant;
 
@@ -115,7 +115,7 @@ impl Tcb {
             State::SynSent => self.input_syn_sent(seg, now, st),
             _ => self.input_synchronized(seg, now, st, direct),
         }
-        if self.cfg.keepalive.is_some() && !seg.rst {
+        if (self.cfg.keepalive.is_some() || self.ka_init) && !seg.rst {
             self.ka_probes = 0;
             self.arm_keepalive(now);
         }
@@ -185,8 +185,16 @@ impl Tcb {
             return;
         }
 
-        // Acceptability (RFC 9293 §3.10.7.4).
-        let rcv_wnd = self.offered(self.rcv_window());
+        // Acceptability (RFC 9293 §3.10.7.4), against the room the receive buffer
+        // has, which may be more than the window field said (FreeBSD's rcv_wnd);
+        // a passive open's, until it completes, against the window its SYN-ACK
+        // offered (FreeBSD's syncache entry).
+        let room = if self.state == State::SynReceived && !self.active {
+            self.rcv_window()
+        } else {
+            self.rcv_space()
+        };
+        let rcv_wnd = self.offered(room);
         let seq = seg.seq;
         if !acceptable(self.rcv_nxt, rcv_wnd, seg) {
             if seg.rst {
@@ -207,7 +215,7 @@ impl Tcb {
             return;
         }
         if seg.rst {
-            if seq == self.rcv_nxt {
+            if seq == self.rcv_nxt || self.cfg.insecure_rst {
                 if self.state == State::SynReceived && !self.active {
                     st.drops += 1;
                 } else {
@@ -223,9 +231,23 @@ impl Tcb {
             return;
         }
 
-        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
+        // SYN in a synchronized state (RFC 5961 §4): challenge ACK; or, as RFC 793
+        // had it (`insecure_syn`), a reset that ends the connection.
         if seg.syn && self.state != State::SynReceived {
             st.rcvbadsyn += 1;
+            if self.cfg.insecure_syn {
+                self.rst_pending = Some(Box::new(SegOut {
+                    seq: self.snd_nxt,
+                    ack: self.rcv_nxt,
+                    ack_flag: true,
+                    rst: true,
+                    ..SegOut::default()
+                }));
+                self.error = Some(TcpError::Reset);
+                st.drops += 1;
+                self.enter_closed();
+                return;
+            }
             st.challengeack += 1;
             self.ack_now = true;
             return;
@@ -245,6 +267,7 @@ impl Tcb {
             if lt(self.snd_una, ack) && le(ack, self.snd_max) {
                 self.state = State::Established;
                 st.accepts += 1;
+                self.round_buffers();
                 self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
                 self.max_snd_wnd = self.snd_wnd;
                 self.snd_wl1 = seq;

@@ -176,6 +176,8 @@ pub struct Tcb {
     hystart: HyStart,
     ka_deadline: Option<Instant>,
     ka_probes: u32,
+    /// `ka_deadline` is the connection-establishment limit (`keep_init`).
+    ka_init: bool,
     ka_send: bool,
     recover: Option<u32>,
     /// Sender's scoreboard: ranges the peer holds above `snd_una`, sorted, merged.
@@ -276,6 +278,7 @@ impl Tcb {
             hystart: HyStart::new(cfg.hystart),
             ka_deadline: None,
             ka_probes: 0,
+            ka_init: false,
             ka_send: false,
             recover: None,
             sacked: Vec::new(),
@@ -370,6 +373,7 @@ impl Tcb {
         t.snd_wl1 = irs;
         t.snd_wl2 = t.snd_una;
         t.cwnd = cfg.init_cwnd_segs.max(1) * t.snd_mss;
+        t.round_buffers();
         t
     }
 
@@ -392,6 +396,30 @@ impl Tcb {
         }
         self.sack_perm = self.cfg.sack && syn.sack_perm;
         self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
+        if self.active {
+            self.round_buffers();
+        }
+    }
+
+    /// FreeBSD's `tcp_mss()`: once the segment size is known, a socket buffer larger
+    /// than one segment grows to a whole number of them (at most
+    /// `kern.ipc.maxsockbuf`; never shrinks), so the window is never left with a
+    /// fraction of a segment. 65,536 bytes become 65,700 at an MSS of 1,460.
+    /// A passive open rounds when the handshake completes (FreeBSD's syncache
+    /// offers the listener's buffer until then).
+    pub(super) fn round_buffers(&mut self) {
+        let mss = self.snd_mss.max(1) as usize;
+        let most = self.cfg.max_sockbuf;
+        for b in [&mut self.cfg.sndbuf, &mut self.cfg.rcvbuf] {
+            if *b > mss {
+                *b = (*b).max(b.next_multiple_of(mss).min(most));
+            }
+        }
+    }
+
+    /// The send and receive buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`) as they stand.
+    pub fn buffer_sizes(&self) -> (usize, usize) {
+        (self.cfg.sndbuf, self.cfg.rcvbuf)
     }
 
     /// Sets the offset of our timestamp clock (before the first segment goes out);

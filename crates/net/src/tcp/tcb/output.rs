@@ -105,6 +105,13 @@ impl Tcb {
         self.window_with(self.rcvbuf.len())
     }
 
+    /// Free room in the receive buffer, whatever the window field can say: what a
+    /// segment may occupy and still be acceptable.
+    pub(super) fn rcv_space(&self) -> u32 {
+        let free = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+        free.min(u32::MAX as usize / 2) as u32
+    }
+
     /// The receive window with `held` bytes in the receive buffer: its free room, up
     /// to what the window field can say at our scale.
     pub(super) fn window_with(&self, held: usize) -> u32 {
@@ -164,6 +171,7 @@ impl Tcb {
     /// Runs due timers, then appends every segment to send now to `out`.
     pub fn output(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
         self.run_timers(now, st);
+        self.arm_keep_init(now);
         if let Some(r) = self.rst_pending.take() {
             st.sndrst += 1;
             st.sndtotal += 1;

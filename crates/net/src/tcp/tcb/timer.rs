@@ -66,7 +66,17 @@ impl Tcb {
         if self.ka_deadline.is_some_and(|t| t <= now) {
             self.ka_deadline = None;
             st.keeptimeo += 1;
-            if self.snd_una != self.snd_max {
+            if std::mem::take(&mut self.ka_init) {
+                // Not established in time (FreeBSD's keepinit).
+                if matches!(self.state, State::SynSent | State::SynReceived) {
+                    st.keepdrops += 1;
+                    st.drops += 1;
+                    self.error = Some(TcpError::TimedOut);
+                    self.enter_closed();
+                    return;
+                }
+                self.arm_keepalive(now);
+            } else if self.snd_una != self.snd_max {
                 // Data outstanding: the retransmission timer watches the peer.
                 self.arm_keepalive(now);
             } else if self.ka_probes >= self.cfg.keepalive_probes {
@@ -82,8 +92,34 @@ impl Tcb {
         }
     }
 
+    /// Starts the connection-establishment limit (`keep_init`), once, with the
+    /// first segment of the handshake.
+    pub(super) fn arm_keep_init(&mut self, now: Instant) {
+        if matches!(self.state, State::SynSent | State::SynReceived)
+            && self.ka_deadline.is_none()
+        {
+            self.ka_deadline = Some(now + self.cfg.keep_init);
+            self.ka_init = true;
+        }
+    }
+
+    /// `TCP_KEEPINIT`: a new establishment limit, counted from now.
+    pub fn set_keep_init(&mut self, limit: Duration, now: Instant) {
+        self.cfg.keep_init = limit;
+        if self.ka_init || self.ka_deadline.is_none() {
+            self.ka_deadline = None;
+            self.arm_keep_init(now);
+        }
+    }
+
     /// Restarts the idle clock of keepalive (after hearing from the peer).
     pub(super) fn arm_keepalive(&mut self, now: Instant) {
+        if self.ka_init {
+            if matches!(self.state, State::SynSent | State::SynReceived) {
+                return;
+            }
+            self.ka_init = false;
+        }
         self.ka_deadline = match (self.cfg.keepalive, self.state) {
             (Some(idle), State::Established | State::CloseWait | State::FinWait2) => {
                 Some(now + idle)
