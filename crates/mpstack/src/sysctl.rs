@@ -231,6 +231,7 @@ const KNOBS: &[Knob] = &[
     },
     flag_knob!("net.inet.tcp.insecure_rst", insecure_rst),
     flag_knob!("net.inet.tcp.insecure_syn", insecure_syn),
+    flag_knob!("net.inet.tcp.drop_synfin", drop_synfin),
     Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",

@@ -3,7 +3,8 @@
 
 use dev::packetdrill::{Errno, Host, PollFd};
 use dev::{Duration, Instant, Queue};
-use net::{Stack, TcpBuffers, TcpListener, TcpStream};
+use net::tcp::{ConnInfo, TcpDrop};
+use net::{ConnQuery, Stack, TcpBuffers, TcpListener, TcpStream};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -295,6 +296,23 @@ impl State {
         let n = (3..).find(|n| !self.fds.contains_key(n)).unwrap_or(3);
         self.fds.insert(n, f);
         n
+    }
+
+    /// Runs the stack until every worker answered `q` (a list or a drop).
+    fn answer(&mut self, q: Option<ConnQuery>) -> Result<Vec<ConnInfo>, String> {
+        let q = q.ok_or("the stack's worker is busy")?;
+        for _ in 0..16 {
+            if q.ready() {
+                return Ok(q.into_list());
+            }
+            let now = self.sim.now();
+            self.advance_to(now);
+        }
+        if q.ready() {
+            Ok(q.into_list())
+        } else {
+            Err("no answer from the stack".into())
+        }
     }
 
     fn buffers(&self, o: &Opts) -> TcpBuffers {
@@ -913,16 +931,59 @@ impl Inner {
         self.cv.notify_all();
     }
 
-    /// A command from a script's backtick line: `sysctl …` or `sockstat …`.
+    /// A command from a script's backtick line: `sysctl …`, `sockstat …` or
+    /// `tcpdrop …`.
     pub fn command(&self, args: &[&str]) -> Result<String, String> {
         match args.split_first() {
             Some((&"sysctl", rest)) => self.sysctl(rest),
             Some((&"sockstat", rest)) => self.sockstat(rest),
+            Some((&"tcpdrop", rest)) => self.tcpdrop(rest),
             _ => Err(format!(
                 "'{}': not a command the stack answers",
                 args.join(" ")
             )),
         }
+    }
+
+    /// tcpdrop(8): `-a` (every connection), `-s STATE` (every one in a state, as
+    /// sockstat names it), or `LADDR LPORT FADDR FPORT`; one line per connection
+    /// dropped.
+    pub fn tcpdrop(&self, args: &[&str]) -> Result<String, String> {
+        let which = match args {
+            ["-a"] => TcpDrop::All,
+            ["-s", state] | ["-a", "-s", state] | ["-s", state, "-a"] => {
+                TcpDrop::State(state.to_string())
+            }
+            [la, lp, fa, fp] => {
+                let addr = |a: &str, p: &str| -> Result<SocketAddr, String> {
+                    let ip: IpAddr = a.parse().map_err(|_| format!("{a}: not an address"))?;
+                    let port: u16 = p.parse().map_err(|_| format!("{p}: not a port"))?;
+                    Ok(SocketAddr::new(ip, port))
+                };
+                TcpDrop::Conn {
+                    local: addr(la, lp)?,
+                    remote: addr(fa, fp)?,
+                }
+            }
+            _ => return Err("usage: tcpdrop -a | -s STATE | LADDR LPORT FADDR FPORT".into()),
+        };
+        let mut g = self.lock();
+        let q = g.stack().tcp_drop_ask(which);
+        let dropped = g.answer(q)?;
+        drop(g);
+        self.cv.notify_all();
+        Ok(dropped
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} {} {}: dropped\n",
+                    c.local.ip(),
+                    c.local.port(),
+                    c.remote.ip(),
+                    c.remote.port()
+                )
+            })
+            .collect())
     }
 
     /// sockstat(1) over the stack's TCP sockets (`-4`, `-6`, `-P tcp`, `-p PORT,…`,
@@ -958,22 +1019,8 @@ impl Inner {
             (v4, v6) = (true, true);
         }
         let mut g = self.lock();
-        let q = g
-            .stack()
-            .tcp_connections_ask()
-            .ok_or("the stack's worker is busy")?;
-        for _ in 0..16 {
-            if q.ready() {
-                break;
-            }
-            let now = g.sim.now();
-            g.advance_to(now);
-        }
-        if !q.ready() {
-            return Err("no answer from the stack".into());
-        }
-        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = q
-            .into_list()
+        let q = g.stack().tcp_connections_ask();
+        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = g.answer(q)?
             .into_iter()
             .map(|c| (c.local, c.remote, c.state))
             .collect();

@@ -1000,11 +1000,48 @@ impl Stack {
     /// polls them until [`ConnQuery::ready`]. `None` if a worker's
     /// inbox is full.
     pub fn tcp_connections_ask(&self) -> Option<ConnQuery> {
+        self.tcp_query(None)
+    }
+
+    /// tcpdrop(8): drops the connections `which` selects (a reset to each peer
+    /// still in sync with us; TIME_WAIT just ends), on each worker when it next
+    /// runs; this waits up to `wait` for them all and returns what was dropped.
+    /// `None` as for [`Stack::tcp_connections`].
+    pub fn tcp_drop(
+        &self,
+        which: crate::tcp::TcpDrop,
+        wait: std::time::Duration,
+    ) -> Option<Vec<crate::tcp::ConnInfo>> {
+        if !self.is_running() {
+            return None;
+        }
+        let q = self.tcp_drop_ask(which)?;
+        let until = std::time::Instant::now() + wait;
+        loop {
+            if q.ready() {
+                return Some(q.into_list());
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// [`Stack::tcp_drop`] without waiting, as [`Stack::tcp_connections_ask`]: the
+    /// answer lists the connections dropped.
+    pub fn tcp_drop_ask(&self, which: crate::tcp::TcpDrop) -> Option<ConnQuery> {
+        self.tcp_query(Some(which))
+    }
+
+    fn tcp_query(&self, drop: Option<crate::tcp::TcpDrop>) -> Option<ConnQuery> {
         use crate::tcp::layer::{ConnList, TcpMsg};
         let mut listeners: Vec<crate::tcp::ConnInfo> = Vec::new();
         let cfg = self.shared.cfg.load();
         let mut ports: Vec<&u16> = cfg.tcp_listen.keys().collect();
         ports.sort();
+        // Listeners are listed, never dropped.
+        let ports = if drop.is_some() { Vec::new() } else { ports };
         for p in ports {
             for l in &cfg.tcp_listen[p] {
                 listeners.push(crate::tcp::ConnInfo {
@@ -1023,7 +1060,10 @@ impl Stack {
                 });
             }
         }
-        let req = Arc::new(ConnList::default());
+        let req = Arc::new(ConnList {
+            drop,
+            ..ConnList::default()
+        });
         let n = self.shared.tcp_inbox.len();
         req.left.store(n, Ordering::Release);
         for (w, q) in self.shared.tcp_inbox.iter().enumerate() {

@@ -184,6 +184,7 @@ impl TcpStream {
                 io::ErrorKind::TimedOut,
                 "connection timed out",
             )),
+            err::ABORTED => Some(io::ErrorKind::ConnectionAborted.into()),
             _ => Some(io::Error::new(
                 io::ErrorKind::HostUnreachable,
                 "no route to host",

@@ -643,6 +643,7 @@ pub(crate) mod err {
     pub const REFUSED: u8 = 1;
     pub const RESET: u8 = 2;
     pub const TIMED_OUT: u8 = 3;
+    pub const ABORTED: u8 = 4;
 }
 
 /// Shared by a `TcpStream` and its connection on the home worker.

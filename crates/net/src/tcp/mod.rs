@@ -12,7 +12,7 @@ pub mod sndbuf;
 pub mod tcb;
 
 pub use cc::CongestionControl;
-pub use layer::ConnInfo;
+pub use layer::{ConnInfo, TcpDrop};
 pub use tcb::{
     reset_answering, reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb,
     TcpConfig, TcpError, PAYLOAD_PIECES,

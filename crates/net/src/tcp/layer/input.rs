@@ -172,6 +172,12 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
     if let Some(data) = chained {
         seg.payload = data;
     }
+    if seg.syn && seg.fin && cx.tcp_cfg.drop_synfin {
+        // FreeBSD's net.inet.tcp.drop_synfin: SYN and FIN together, in any state.
+        cx.stats.tcp.rcvbadsyn += 1;
+        tw.scratch = scratch;
+        return;
+    }
     // Output (the ACK, new data) may wait for the rest of the batch when the
     // segment asks nothing urgent of it.
     let plain = !(seg.syn || seg.fin || seg.rst);

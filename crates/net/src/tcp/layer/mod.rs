@@ -76,6 +76,32 @@ pub struct ConnInfo {
 pub(crate) struct ConnList {
     pub out: std::sync::Mutex<Vec<ConnInfo>>,
     pub left: std::sync::atomic::AtomicUsize,
+    /// Drop the connections this selects (and list only those): tcpdrop(8).
+    pub drop: Option<TcpDrop>,
+}
+
+/// Which connections tcpdrop(8) drops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TcpDrop {
+    /// Every one (`tcpdrop -a`).
+    All,
+    /// Every one in this state, by netstat's name (`tcpdrop -s TIME_WAIT`).
+    State(String),
+    /// The one with these addresses (`tcpdrop LADDR LPORT FADDR FPORT`).
+    Conn {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
+}
+
+impl TcpDrop {
+    fn selects(&self, c: &ConnInfo) -> bool {
+        match self {
+            TcpDrop::All => true,
+            TcpDrop::State(s) => s.eq_ignore_ascii_case(c.state),
+            TcpDrop::Conn { local, remote } => c.local == *local && c.remote == *remote,
+        }
+    }
 }
 
 /// netstat's name of a state.
@@ -373,6 +399,40 @@ impl TcpWorker {
     pub fn wake_readers(&mut self) {
         for s in self.readers.drain(..) {
             s.wake_reader();
+        }
+    }
+
+    /// Drops the connections `which` selects; appends them, as they were, to
+    /// `out`.
+    pub(crate) fn drop_conns(
+        &mut self,
+        cx: &mut crate::tcp::cx::TcpCx<'_>,
+        which: &TcpDrop,
+        out: &mut Vec<ConnInfo>,
+    ) {
+        let mut all = Vec::new();
+        self.list(&mut all);
+        for info in all.into_iter().filter(|c| which.selects(c)) {
+            let t = Tuple {
+                local: info.local,
+                remote: info.remote,
+            };
+            match self.conns.get(&t).copied() {
+                Some(Found::Conn(i)) => {
+                    let i = i as usize;
+                    if let Some(c) = self.slab.get_mut(i) {
+                        c.tcb.drop_conn(&mut cx.stats.tcp);
+                    }
+                    // Sends the reset, tells the application, frees the slot.
+                    output::service(cx, self, i);
+                }
+                Some(Found::TimeWait(j)) => {
+                    cx.stats.tcp.closed += 1;
+                    self.remove_tw(j as usize);
+                }
+                None => continue,
+            }
+            out.push(info);
         }
     }
 

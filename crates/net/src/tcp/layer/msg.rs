@@ -56,7 +56,10 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
         }
         TcpMsg::List(l) => {
             let mut v = Vec::new();
-            tw.list(&mut v);
+            match &l.drop {
+                Some(which) => tw.drop_conns(cx, which, &mut v),
+                None => tw.list(&mut v),
+            }
             l.out.lock().unwrap_or_else(|e| e.into_inner()).extend(v);
             l.left.fetch_sub(1, Ordering::AcqRel);
         }

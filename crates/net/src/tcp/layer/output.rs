@@ -159,6 +159,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
                 Some(TcpError::Refused) => err::REFUSED,
                 Some(TcpError::Reset) => err::RESET,
                 Some(TcpError::TimedOut) => err::TIMED_OUT,
+                Some(TcpError::Aborted) => err::ABORTED,
             };
             s.error.store(e, Ordering::Release);
             s.rx_eof.store(true, Ordering::Release);

@@ -79,6 +79,9 @@ pub struct TcpConfig {
     /// connection resets it (RFC 793); off (the default), a challenge ACK (RFC 5961
     /// §4).
     pub insecure_syn: bool,
+    /// FreeBSD's `net.inet.tcp.drop_synfin`: segments with both SYN and FIN are
+    /// dropped (counted as bad SYNs) in every state; off by default.
+    pub drop_synfin: bool,
     /// Segmentation offload: the most data one segment may carry for a device that
     /// cuts it into MSS-sized ones itself (the route's interface, `dev::Offloads`);
     /// 0 for a segment per MSS. New data only: retransmissions and everything sent
@@ -129,6 +132,7 @@ impl Default for TcpConfig {
             keepalive_probes: 8,
             insecure_rst: false,
             insecure_syn: false,
+            drop_synfin: false,
             tso_max: 0,
             tso: true,
             lro: true,

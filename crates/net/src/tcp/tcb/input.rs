@@ -36,6 +36,39 @@ pub(super) fn syn_reopens(syn: &SegIn<'_>, rcv_nxt: u32, ts_recent: Option<u32>)
     }
 }
 
+/// What TIME_WAIT does with a segment that does not open a new incarnation (the
+/// caller asked [`syn_reopens`] first), as FreeBSD's `tcp_twcheck`: a reset or a
+/// segment without ACK is dropped; anything else is answered with an ACK but a
+/// pure duplicate ACK (at `rcv_nxt`, acknowledging `snd_nxt`, nothing else). Returns
+/// (answer, restart the wait: a retransmission of the peer's FIN).
+pub(super) fn time_wait_check(
+    seg: &SegIn<'_>,
+    rcv_nxt: u32,
+    snd_nxt: u32,
+    st: &mut TcpStat,
+) -> (bool, bool) {
+    if seg.rst {
+        st.rcvbadrst += 1;
+        return (false, false);
+    }
+    let Some(ack) = seg.ack else {
+        return (false, false);
+    };
+    let len = seg.payload.len() as u32;
+    let refin = seg.fin
+        && seg
+            .seq
+            .wrapping_add(len)
+            .wrapping_add(u32::from(seg.syn))
+            .wrapping_add(1)
+            == rcv_nxt;
+    let dup = !seg.syn && !seg.fin && len == 0 && seg.seq == rcv_nxt && ack == snd_nxt;
+    if !dup {
+        count_unacceptable(st, rcv_nxt, 0, seg);
+    }
+    (!dup, refin)
+}
+
 /// Counts an unacceptable segment that carries something: old (a duplicate) or
 /// beyond the window `wnd` at `nxt` (a zero-window probe when at its edge).
 pub(super) fn count_unacceptable(st: &mut TcpStat, nxt: u32, wnd: u32, seg: &SegIn<'_>) {
@@ -176,6 +209,14 @@ impl Tcb {
         // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
         // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
         // and make sure the peer hears our ACK (as BSD's tcp_input does).
+        if self.state == State::TimeWait {
+            let (answer, restart) = time_wait_check(seg, self.rcv_nxt, self.snd_nxt, st);
+            self.ack_now |= answer;
+            if restart {
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
+            return;
+        }
         let trimmed = without_old_syn(seg, self.irs);
         self.ack_now |= trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
@@ -195,19 +236,40 @@ impl Tcb {
             self.rcv_space()
         };
         let rcv_wnd = self.offered(room);
-        let seq = seg.seq;
-        if !acceptable(self.rcv_nxt, rcv_wnd, seg) {
+        let old;
+        let seg = if acceptable(self.rcv_nxt, rcv_wnd, seg) {
+            seg
+        } else {
             if seg.rst {
                 st.rcvbadrst += 1;
                 return;
             }
             count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
             self.ack_now = true;
-            if self.state == State::TimeWait && seg.fin {
-                self.tw_deadline = Some(now + self.cfg.time_wait);
+            if seg.syn {
+                // RFC 5961 §4 for a SYN anywhere (FreeBSD looks at SYN before the
+                // window), in or out of the window.
+                st.rcvbadsyn += 1;
+                st.challengeack += 1;
+                self.challenge = true;
+                return;
             }
-            return;
-        }
+            if !lt(seg.seq, self.rcv_nxt) || seg.ack.is_none() {
+                return;
+            }
+            // An old duplicate: its data and FIN are dropped, but, as FreeBSD's
+            // tcp_input ("keep on processing for RST or ACK"), its ACK still
+            // counts: in a simultaneous close each side's ACK of the other's FIN
+            // repeats its own FIN, below the other's window.
+            old = SegIn {
+                seq: seg.seq.wrapping_add(seg.payload.len() as u32),
+                fin: false,
+                payload: Payload::default(),
+                ..*seg
+            };
+            &old
+        };
+        let seq = seg.seq;
 
         // RST (RFC 5961 §3); in TIME_WAIT ignored, against assassination (RFC 1337).
         if seg.rst && self.state == State::TimeWait {
@@ -218,6 +280,10 @@ impl Tcb {
             if seq == self.rcv_nxt || self.cfg.insecure_rst {
                 if self.state == State::SynReceived && !self.active {
                     st.drops += 1;
+                } else if self.state == State::SynReceived {
+                    // A simultaneous open refused (RFC 9293 §3.10.7.4).
+                    self.error = Some(TcpError::Refused);
+                    st.drops += 1;
                 } else {
                     self.error = Some(TcpError::Reset);
                     st.drops += 1;
@@ -227,6 +293,7 @@ impl Tcb {
                 st.rcvbadrst += 1;
                 st.challengeack += 1;
                 self.ack_now = true;
+                self.challenge = true;
             }
             return;
         }
@@ -250,6 +317,7 @@ impl Tcb {
             }
             st.challengeack += 1;
             self.ack_now = true;
+            self.challenge = true;
             return;
         }
         let Some(ack) = seg.ack else {

@@ -99,6 +99,8 @@ pub enum TcpError {
     Reset,
     /// Retransmissions were not acknowledged in time.
     TimedOut,
+    /// Dropped by the operator (`tcpdrop`).
+    Aborted,
 }
 
 /// One TCP connection.
@@ -176,6 +178,9 @@ pub struct Tcb {
     hystart: HyStart,
     ka_deadline: Option<Instant>,
     ka_probes: u32,
+    /// The ACK owed is a challenge ACK (RFC 5961), sent as BSD's `tcp_respond`
+    /// sends it: at SND.NXT, never carrying our FIN again.
+    challenge: bool,
     /// `ka_deadline` is the connection-establishment limit (`keep_init`).
     ka_init: bool,
     ka_send: bool,
@@ -279,6 +284,7 @@ impl Tcb {
             ka_deadline: None,
             ka_probes: 0,
             ka_init: false,
+            challenge: false,
             ka_send: false,
             recover: None,
             sacked: Vec::new(),

@@ -233,7 +233,20 @@ impl Tcb {
             sent_any = true;
         }
         if !sent_any && self.ack_now && self.state != State::SynSent {
-            let seg = self.header(now, self.snd_nxt);
+            let mut seg = self.header(now, self.snd_nxt);
+            // While our FIN is unacknowledged, BSD's tcp_output sends it again on
+            // every segment, a pure ACK included (`tcp_outflags`, and "if
+            // resending a FIN, be sure not to use a new sequence number").
+            let fin = self.fin_seq();
+            if !self.challenge
+                && self.fin_queued
+                && lt(fin, self.snd_max)
+                && le(self.snd_una, fin)
+                && self.snd_nxt == self.snd_max
+            {
+                seg.seq = fin;
+                seg.fin = true;
+            }
             st.sndacks += 1;
             self.push(seg, st, out);
         }
@@ -269,6 +282,7 @@ impl Tcb {
                 self.rcv_adv = edge;
             }
             self.ack_now = false;
+            self.challenge = false;
             self.unacked_segs = 0;
             self.delack_deadline = None;
         }

@@ -2,9 +2,8 @@
 //! (RFC 6191, RFC 1122 4.2.2.13), and [`TimeWait`], what is left of a connection in
 //! it once its application is gone. Applies `input`'s checks.
 
-use super::input::{acceptable, count_unacceptable, keep_ts_recent, paws_rejects};
-use super::input::{syn_reopens, without_old_syn};
-use super::seq::{lt, tsval};
+use super::input::{syn_reopens, time_wait_check};
+use super::seq::tsval;
 use super::{SegIn, SegOut, State, Tcb};
 use crate::stats::TcpStat;
 use dev::{Duration, Instant};
@@ -13,19 +12,15 @@ use std::collections::VecDeque;
 /// A connection in TIME_WAIT with nothing left to carry (its application gone,
 /// everything it sent acknowledged), as FreeBSD's `tcptw`: what answering the peer
 /// takes and nothing else, 48 bytes where a [`Tcb`] is most of a kilobyte.
-/// It answers as the control block would ([`Tcb::input`] in TIME_WAIT): a
-/// retransmitted FIN is acknowledged again and restarts the wait; an old duplicate is
-/// dropped by PAWS and answered with an ACK; a reset is ignored (RFC 1337); a SYN
-/// gets a challenge ACK (RFC 5961), unless it may open a new incarnation
-/// ([`TimeWait::accepts_syn`], the caller's to act on).
+/// It answers as the control block would ([`Tcb::input`] in TIME_WAIT, FreeBSD's
+/// `tcp_twcheck`): a reset is ignored (RFC 1337), a segment without ACK dropped,
+/// anything but a pure duplicate ACK answered with an ACK, and a retransmitted FIN
+/// restarts the wait; a SYN that may open a new incarnation
+/// ([`TimeWait::accepts_syn`]) is the caller's to act on.
 #[derive(Clone, Copy, Debug)]
 pub struct TimeWait {
-    irs: u32,
     snd_nxt: u32,
-    max_snd_wnd: u32,
     rcv_nxt: u32,
-    /// The receive window segments are checked against.
-    rcv_wnd: u32,
     /// The window field of our ACKs.
     wnd: u16,
     last_ack_sent: u32,
@@ -53,57 +48,11 @@ impl TimeWait {
         st: &mut TcpStat,
     ) -> bool {
         st.rcvtotal += 1;
-        // A retransmission of the peer's SYN: its SYN dropped, the rest kept.
-        let trimmed = without_old_syn(seg, self.irs);
-        let ack_now = trimmed.is_some();
-        let seg = trimmed.as_ref().unwrap_or(seg);
-        if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
-            st.pawsdrop += 1;
-            return true;
-        }
-        if !acceptable(self.rcv_nxt, self.rcv_wnd, seg) {
-            if seg.rst {
-                st.rcvbadrst += 1;
-                return ack_now;
-            }
-            count_unacceptable(st, self.rcv_nxt, self.rcv_wnd, seg);
-            if seg.fin {
-                self.deadline = now + wait;
-            }
-            return true;
-        }
-        if seg.rst {
-            st.rcvbadrst += 1;
-            return ack_now;
-        }
-        if seg.syn {
-            st.rcvbadsyn += 1;
-            st.challengeack += 1;
-            return true;
-        }
-        let Some(ack) = seg.ack else {
-            return ack_now;
-        };
-        keep_ts_recent(
-            self.ts_enabled,
-            &mut self.ts_recent,
-            self.last_ack_sent,
-            seg,
-        );
-        if lt(self.snd_nxt, ack) {
-            st.rcvacktoomuch += 1;
-            return true;
-        }
-        if self.max_snd_wnd > 0 && lt(ack, self.snd_nxt.wrapping_sub(self.max_snd_wnd)) {
-            st.rcvacktooold += 1;
-            st.challengeack += 1;
-            return true;
-        }
-        if seg.fin {
+        let (answer, restart) = time_wait_check(seg, self.rcv_nxt, self.snd_nxt, st);
+        if restart {
             self.deadline = now + wait;
-            return true;
         }
-        ack_now
+        answer
     }
 
     /// The ACK that answers a segment, counted as sent.
@@ -150,11 +99,8 @@ impl Tcb {
         // application's, and the application is gone.
         let wnd_adv = self.offered(self.window_with(0));
         Some(TimeWait {
-            irs: self.irs,
             snd_nxt: self.snd_max,
-            max_snd_wnd: self.max_snd_wnd,
             rcv_nxt: self.rcv_nxt,
-            rcv_wnd: wnd_adv,
             wnd: (wnd_adv >> self.rcv_wscale).min(65_535) as u16,
             last_ack_sent: self.last_ack_sent,
             ts_enabled: self.ts_enabled,

@@ -4,7 +4,8 @@
 //! and `output` for the window.
 
 use super::seq::{diff, lt};
-use super::{SegOut, State, Tcb};
+use super::{SegOut, State, Tcb, TcpError};
+use crate::stats::TcpStat;
 
 impl Tcb {
     /// Bytes the application may still queue.
@@ -137,6 +138,20 @@ impl Tcb {
             }));
         }
         self.enter_closed();
+    }
+
+    /// Drops the connection on the operator's word (FreeBSD's `tcp_drop` from
+    /// tcpdrop(8)): a reset to the peer if it has one in sync with us, the
+    /// application told `Aborted`; a connection in TIME_WAIT just ends.
+    pub fn drop_conn(&mut self, st: &mut TcpStat) {
+        if self.state == State::TimeWait {
+            st.closed += 1;
+            self.enter_closed();
+            return;
+        }
+        st.drops += 1;
+        self.abort();
+        self.error = Some(TcpError::Aborted);
     }
 
     pub(super) fn enter_closed(&mut self) {
