@@ -645,14 +645,20 @@ impl Host for Shim {
         buf: &mut [u8],
         flags: i32,
     ) -> Result<(usize, Option<SocketAddr>), Errno> {
-        if flags & !(libc::MSG_DONTWAIT) != 0 {
+        if flags & !(libc::MSG_DONTWAIT | libc::MSG_PEEK) != 0 {
             return Err(libc::EOPNOTSUPP);
         }
         let dontwait = flags & libc::MSG_DONTWAIT != 0;
+        let peek = flags & libc::MSG_PEEK != 0;
         let r = self.blocking(fd, dontwait, |_, f| match &f.sock {
             Sock::Stream(s) => {
-                let mut s: &TcpStream = s;
-                match s.read(buf) {
+                let got = if peek {
+                    s.peek(buf)
+                } else {
+                    let mut s: &TcpStream = s;
+                    s.read(buf)
+                };
+                match got {
                     Ok(n) => Ok((n, s.peer_addr().ok())),
                     Err(e) => Err(errno_of(&e)),
                 }
@@ -765,10 +771,9 @@ impl Host for Shim {
             }
             (libc::SOL_SOCKET, libc::SO_REUSEADDR) => i32::from(f.opts.reuseaddr),
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => i32::from(f.opts.keepalive),
-            (libc::IPPROTO_TCP, TCP_KEEPINIT) => f
-                .opts
-                .keepinit
-                .unwrap_or(cfg.keep_init.as_secs() as u32) as i32,
+            (libc::IPPROTO_TCP, TCP_KEEPINIT) => {
+                f.opts.keepinit.unwrap_or(cfg.keep_init.as_secs() as u32) as i32
+            }
             (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => f.opts.idle(&cfg).as_secs() as i32,
             (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => cfg.keepalive_interval.as_secs() as i32,
             (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => cfg.keepalive_probes as i32,
@@ -1020,7 +1025,8 @@ impl Inner {
         }
         let mut g = self.lock();
         let q = g.stack().tcp_connections_ask();
-        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = g.answer(q)?
+        let mut list: Vec<(SocketAddr, SocketAddr, &str)> = g
+            .answer(q)?
             .into_iter()
             .map(|c| (c.local, c.remote, c.state))
             .collect();

@@ -103,6 +103,9 @@ pub struct TcpStream {
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
     rx_partial: Mutex<Option<(crate::tcp::sndbuf::Chunk, usize)>>,
+    /// Bytes [`TcpStream::peek`] took from the channel to look at, still unread:
+    /// the next reads return them first.
+    peeked: Mutex<std::collections::VecDeque<u8>>,
     /// The writer's packet buffer being filled (`ByteChan::push_filling`).
     tx_fill: Mutex<Option<mbuf::FillBuf>>,
 }
@@ -156,6 +159,7 @@ impl TcpStream {
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
             rx_partial: Mutex::new(None),
+            peeked: Mutex::new(std::collections::VecDeque::new()),
             tx_fill: Mutex::new(None),
         }
     }
@@ -306,8 +310,14 @@ impl TcpStream {
     /// connection's error once everything before it was read, or `WouldBlock`.
     pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
         let n = {
+            let mut peeked = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
+            let k = buf.len().min(peeked.len());
+            for (b, v) in buf.iter_mut().zip(peeked.drain(..k)) {
+                *b = v;
+            }
+            drop(peeked);
             let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
-            self.s.rx.pop_into(&mut p, buf)
+            k + self.s.rx.pop_into(&mut p, &mut buf[k..])
         };
         if n > 0 {
             // Room in the channel: the worker may move more and open the window.
@@ -316,6 +326,55 @@ impl TcpStream {
         }
         // The worker raises `rx_eof` after its last push, so an empty channel seen
         // after it is the end.
+        if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
+            return match self.error() {
+                Some(e) => Err(e),
+                None => Ok(0),
+            };
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// `recv(MSG_PEEK)`: copies up to `buf.len()` of the bytes waiting to be read
+    /// without consuming them (the next read returns them again); blocks, times
+    /// out and ends as `read` does.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let s = &self.s;
+        self.blocking(
+            &self.read_timeout,
+            Interest::Read,
+            "read timed out",
+            || self.peek_now(buf),
+            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire) || self.peeked_len() > 0,
+        )
+    }
+
+    fn peeked_len(&self) -> usize {
+        self.peeked.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn peek_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut peeked = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
+        if peeked.len() < buf.len() {
+            // Moves what the look needs out of the channel, behind what was
+            // looked at before.
+            let mut more = vec![0u8; buf.len() - peeked.len()];
+            let n = {
+                let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
+                self.s.rx.pop_into(&mut p, &mut more)
+            };
+            peeked.extend(&more[..n]);
+        }
+        let n = buf.len().min(peeked.len());
+        for (b, v) in buf.iter_mut().zip(peeked.iter()) {
+            *b = *v;
+        }
+        if n > 0 {
+            return Ok(n);
+        }
         if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
             return match self.error() {
                 Some(e) => Err(e),
@@ -335,7 +394,7 @@ impl TcpStream {
             Interest::Read,
             "read timed out",
             || self.read_now(buf),
-            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire),
+            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire) || self.peeked_len() > 0,
         )
     }
 
@@ -408,7 +467,7 @@ impl TcpStream {
 
     /// Bytes waiting to be read.
     pub fn available(&self) -> usize {
-        self.s.rx.len()
+        self.s.rx.len() + self.peeked_len()
     }
 }
 

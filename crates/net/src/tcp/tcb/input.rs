@@ -257,6 +257,7 @@ impl Tcb {
             if !lt(seg.seq, self.rcv_nxt) || seg.ack.is_none() {
                 return;
             }
+            self.note_dsack(seg.seq, seg.payload.len());
             // An old duplicate: its data and FIN are dropped, but, as FreeBSD's
             // tcp_input ("keep on processing for RST or ACK"), its ACK still
             // counts: in a simultaneous close each side's ACK of the other's FIN

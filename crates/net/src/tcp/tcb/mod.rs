@@ -189,9 +189,13 @@ pub struct Tcb {
     sacked: Vec<(u32, u32)>,
     /// Next sequence number a hole retransmission may start from.
     sack_next: u32,
-    /// Receiver: the start of the out-of-order segment that arrived last (its block
-    /// goes first, RFC 2018 §4).
-    last_ooo: u32,
+    /// Receiver: the SACK blocks reported, the latest arrival's first and the rest
+    /// in the order they were last reported (RFC 2018 §4; FreeBSD's
+    /// `tcp_update_sack_list`, six of them).
+    sack_list: [Option<(u32, u32)>; 6],
+    /// Receiver: a duplicate range just received, to report once as the first SACK
+    /// block (D-SACK, RFC 2883).
+    dsack: Option<(u32, u32)>,
 
     // What to send next.
     ack_now: bool,
@@ -289,7 +293,8 @@ impl Tcb {
             recover: None,
             sacked: Vec::new(),
             sack_next: iss,
-            last_ooo: 0,
+            sack_list: [None; 6],
+            dsack: None,
             ack_now: false,
             dupacks_owed: 0,
             unacked_segs: 0,

@@ -283,6 +283,7 @@ impl Tcb {
             }
             self.ack_now = false;
             self.challenge = false;
+            self.dsack = None;
             self.unacked_segs = 0;
             self.delack_deadline = None;
         }

@@ -31,6 +31,7 @@ impl Tcb {
         let mut seq = seg.seq;
         let mut data = seg.payload;
         let mut fin = seg.fin;
+        self.note_dsack(seq, data.len());
         // Trim what we already have.
         if lt(seq, self.rcv_nxt) {
             let dup = diff(self.rcv_nxt, seq) as usize;
@@ -58,6 +59,24 @@ impl Tcb {
             fin = false;
             st.rcvpackafterwin += 1;
         }
+        let arrived = (seq, seq.wrapping_add(data.len() as u32));
+        self.receive_in_window(seq, data, fin, now, st, direct);
+        if !data.is_empty() {
+            self.update_sack_list(arrived);
+        }
+    }
+
+    /// The rest of [`Tcb::receive_data`]: `data` (and `fin`) at `seq`, trimmed to
+    /// what is new and fits the window.
+    fn receive_in_window(
+        &mut self,
+        seq: u32,
+        data: Payload<'_>,
+        mut fin: bool,
+        now: Instant,
+        st: &mut TcpStat,
+        direct: &mut dyn FnMut(Payload<'_>) -> usize,
+    ) {
         if seq == self.rcv_nxt {
             // Straight to a waiting reader while nothing is buffered ahead of it.
             let mut n = 0;
@@ -98,7 +117,6 @@ impl Tcb {
             st.rcvoopack += 1;
             st.rcvoobyte += data.len() as u64;
             self.dupacks_owed += 1;
-            self.last_ooo = seq;
             if self.ooo.len() < self.cfg.ooo_max_segs && (!data.is_empty() || fin) {
                 if !self
                     .ooo

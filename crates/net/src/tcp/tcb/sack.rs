@@ -195,13 +195,92 @@ impl Tcb {
         }
     }
 
-    /// SACK blocks describing the out-of-order queue, the latest arrival's first.
+    /// D-SACK (RFC 2883): a segment of `len` bytes at `seq` that repeats data
+    /// already received has its first repeated range reported once, first: the
+    /// part below RCV.NXT, else the first part the out-of-order queue holds.
+    pub(super) fn note_dsack(&mut self, seq: u32, len: usize) {
+        if !self.sack_perm || len == 0 {
+            return;
+        }
+        let end = seq.wrapping_add(len as u32);
+        if lt(seq, self.rcv_nxt) {
+            let top = if lt(end, self.rcv_nxt) {
+                end
+            } else {
+                self.rcv_nxt
+            };
+            self.dsack = Some((seq, top));
+            return;
+        }
+        for o in self.ooo.iter().filter(|o| !o.data.is_empty()) {
+            let (a, b) = (o.seq, o.seq.wrapping_add(o.data.len() as u32));
+            let lo = if lt(seq, a) { a } else { seq };
+            let hi = if lt(end, b) { end } else { b };
+            if lt(lo, hi) {
+                self.dsack = Some((lo, hi));
+                return;
+            }
+        }
+    }
+
+    /// FreeBSD's `tcp_update_sack_list` after data `arrived` (start, end): its
+    /// block, merged with the reported ones it touches, goes first if it lies
+    /// above RCV.NXT; blocks at or below RCV.NXT are forgotten; the rest keep
+    /// their order.
+    pub(super) fn update_sack_list(&mut self, arrived: (u32, u32)) {
+        if !self.sack_perm || self.ooo.is_empty() {
+            self.sack_list = [None; 6];
+            return;
+        }
+        let mut head = arrived;
+        let mut kept = [None; 6];
+        let mut n = 0;
+        for (a, b) in self.sack_list.iter().flatten().copied() {
+            if le(a, self.rcv_nxt) {
+                continue;
+            }
+            if le(head.0, b) && le(a, head.1) {
+                if lt(a, head.0) {
+                    head.0 = a;
+                }
+                if lt(head.1, b) {
+                    head.1 = b;
+                }
+            } else if n < kept.len() {
+                kept[n] = Some((a, b));
+                n += 1;
+            }
+        }
+        let mut list = [None; 6];
+        let mut k = 0;
+        if lt(self.rcv_nxt, head.0) {
+            list[0] = Some(head);
+            k = 1;
+        }
+        for b in kept.into_iter().flatten().take(list.len() - k) {
+            list[k] = Some(b);
+            k += 1;
+        }
+        self.sack_list = list;
+    }
+
+    /// The SACK blocks of the next segment: a D-SACK block if one is owed, then
+    /// the reported blocks in [`Tcb::update_sack_list`]'s order (those that still
+    /// match the out-of-order queue), then any other range the queue holds.
     pub(super) fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
         let mut out = [None; 4];
-        if !self.sack_perm || self.ooo.is_empty() {
+        if !self.sack_perm {
             return out;
         }
         let max = if self.ts_enabled { 3 } else { 4 };
+        let mut k = 0;
+        if let Some(d) = self.dsack {
+            out[0] = Some(d);
+            k = 1;
+        }
+        if self.ooo.is_empty() {
+            return out;
+        }
         let mut ranges: [(u32, u32); 8] = [(0, 0); 8];
         let mut n = 0;
         for o in self.ooo.iter().filter(|o| !o.data.is_empty()) {
@@ -215,20 +294,19 @@ impl Tcb {
                 n += 1;
             }
         }
-        let first = ranges[..n]
+        let ranges = &ranges[..n];
+        let mut used = [false; 8];
+        let listed = self
+            .sack_list
             .iter()
-            .position(|r| le(r.0, self.last_ooo) && lt(self.last_ooo, r.1));
-        let mut k = 0;
-        if let Some(f) = first {
-            out[0] = Some(ranges[f]);
-            k = 1;
-        }
-        for (i, r) in ranges[..n].iter().enumerate() {
+            .flatten()
+            .filter_map(|b| ranges.iter().position(|r| r == b));
+        for i in listed.chain(0..ranges.len()) {
             if k >= max {
                 break;
             }
-            if Some(i) != first {
-                out[k] = Some(*r);
+            if !std::mem::replace(&mut used[i], true) {
+                out[k] = Some(ranges[i]);
                 k += 1;
             }
         }

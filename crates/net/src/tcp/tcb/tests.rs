@@ -1447,3 +1447,125 @@ fn a_payload_in_many_pieces_skips_and_takes_across_them() {
         }
     }
 }
+
+/// The receiver's SACK blocks (RFC 2018 §4, as FreeBSD orders them): the latest
+/// arrival's block first, then the others in the order they were reported; a
+/// repeated range goes first once as a D-SACK block (RFC 2883), below RCV.NXT or
+/// inside what the out-of-order queue holds.
+#[test]
+fn sack_blocks_follow_arrival_order_and_report_duplicates_once() {
+    let cfg = TcpConfig {
+        timestamps: false,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 51);
+    assert!(p.a.sack_perm);
+    let now = p.now;
+    let base = p.a.rcv_nxt;
+    let data = [7u8; 800];
+    let mut feed = |p: &mut Pair, from: u32, to: u32| {
+        let mut s = seg_to_a(p);
+        s.seq = base.wrapping_add(from);
+        s.payload = data[..(to - from) as usize].into();
+        p.a.input(&s, now, &mut p.sa);
+        let mut out = Vec::new();
+        p.a.output(now, &mut p.sa, &mut out);
+        let last = out.last().map(|o| o.sack).unwrap_or_default();
+        last.iter()
+            .flatten()
+            .map(|&(a, b)| (a.wrapping_sub(base), b.wrapping_sub(base)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(feed(&mut p, 0, 99), vec![]);
+    assert_eq!(feed(&mut p, 199, 299), vec![(199, 299)]);
+    assert_eq!(feed(&mut p, 399, 499), vec![(399, 499), (199, 299)]);
+    assert_eq!(
+        feed(&mut p, 599, 699),
+        vec![(599, 699), (399, 499), (199, 299)]
+    );
+    // Wholly below RCV.NXT: D-SACK, the others unchanged.
+    assert_eq!(
+        feed(&mut p, 49, 74),
+        vec![(49, 74), (599, 699), (399, 499), (199, 299)]
+    );
+    // Inside a held block: D-SACK, then that block, now the latest.
+    assert_eq!(
+        feed(&mut p, 199, 274),
+        vec![(199, 274), (199, 299), (599, 699), (399, 499)]
+    );
+    // Fills a hole and repeats the next block: D-SACK of the repeat, and the merged
+    // block.
+    assert_eq!(feed(&mut p, 299, 599), vec![(399, 499), (199, 699)]);
+    // Everything: the part below RCV.NXT is the only block left, and only once.
+    assert_eq!(feed(&mut p, 0, 799), vec![(0, 99)]);
+    let mut out = Vec::new();
+    let mut s = seg_to_a(&p);
+    s.seq = base.wrapping_add(799);
+    s.payload = b"x".into();
+    p.a.input(&s, now, &mut p.sa);
+    p.a.output(now, &mut p.sa, &mut out);
+    assert!(out.iter().all(|o| o.sack.iter().all(Option::is_none)));
+}
+
+/// FreeBSD's insecure_rst and insecure_syn: RFC 793's answers instead of RFC 5961's
+/// challenge ACKs, for a reset or a SYN in the window but not at its left edge.
+#[test]
+fn insecure_rst_and_syn_end_the_connection_from_anywhere_in_the_window() {
+    for (rst, syn) in [(true, false), (false, true)] {
+        let cfg = TcpConfig {
+            insecure_rst: rst,
+            insecure_syn: syn,
+            ..quick()
+        };
+        let mut p = quiet_pair_with(cfg, 52);
+        let mut s = seg_to_a(&p);
+        s.seq = p.a.rcv_nxt.wrapping_add(100);
+        s.rst = rst;
+        s.syn = syn;
+        if syn {
+            s.ack = None;
+        }
+        let now = p.now;
+        p.a.input(&s, now, &mut p.sa);
+        assert_eq!(
+            (p.a.state(), p.a.error()),
+            (State::Closed, Some(TcpError::Reset))
+        );
+        assert_eq!(p.sa.challengeack, 0);
+        let mut out = Vec::new();
+        p.a.output(now, &mut p.sa, &mut out);
+        // A SYN is answered with a reset; a reset is not.
+        assert_eq!(out.iter().any(|o| o.rst), syn);
+    }
+}
+
+/// TIME_WAIT as FreeBSD's tcp_twcheck: a segment without ACK is dropped
+/// silently, a pure duplicate ACK is not answered, anything else is.
+#[test]
+fn time_wait_answers_only_what_tcp_twcheck_answers() {
+    let mut p = Pair::new(quick(), quick(), Link::default(), 53);
+    p.established();
+    p.a.close();
+    p.b().close();
+    assert!(p.run_until(Duration::from_secs(1), |p| p.a.state() == State::TimeWait));
+    let now = p.now;
+    // Whatever was owed goes first.
+    p.a.output(now, &mut p.sa, &mut Vec::new());
+    let answers = |p: &mut Pair, s: &SegIn<'_>| {
+        p.a.input(s, now, &mut p.sa);
+        let mut out = Vec::new();
+        p.a.output(now, &mut p.sa, &mut out);
+        !out.is_empty()
+    };
+    let mut s = seg_to_a(&p);
+    s.ack = None;
+    s.fin = true;
+    s.seq = p.a.rcv_nxt.wrapping_sub(1);
+    assert!(!answers(&mut p, &s), "no ACK flag: dropped");
+    let dup = seg_to_a(&p);
+    assert!(!answers(&mut p, &dup), "a pure duplicate ACK");
+    let mut old = seg_to_a(&p);
+    old.seq = p.a.rcv_nxt.wrapping_sub(1);
+    assert!(answers(&mut p, &old), "an old segment is answered");
+    assert_eq!(p.a.state(), State::TimeWait);
+}

@@ -95,9 +95,7 @@ impl Tcb {
     /// Starts the connection-establishment limit (`keep_init`), once, with the
     /// first segment of the handshake.
     pub(super) fn arm_keep_init(&mut self, now: Instant) {
-        if matches!(self.state, State::SynSent | State::SynReceived)
-            && self.ka_deadline.is_none()
-        {
+        if matches!(self.state, State::SynSent | State::SynReceived) && self.ka_deadline.is_none() {
             self.ka_deadline = Some(now + self.cfg.keep_init);
             self.ka_init = true;
         }
