@@ -1463,7 +1463,7 @@ fn sack_blocks_follow_arrival_order_and_report_duplicates_once() {
     let now = p.now;
     let base = p.a.rcv_nxt;
     let data = [7u8; 800];
-    let mut feed = |p: &mut Pair, from: u32, to: u32| {
+    let feed = |p: &mut Pair, from: u32, to: u32| {
         let mut s = seg_to_a(p);
         s.seq = base.wrapping_add(from);
         s.payload = data[..(to - from) as usize].into();
