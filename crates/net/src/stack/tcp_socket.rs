@@ -113,16 +113,16 @@ pub struct TcpStream {
 /// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes, each clamped to
 /// 4 KiB ..= 64 MiB.
 ///
-/// Each bounds two places, as Linux charges a socket twice what `SO_SNDBUF` and
-/// `SO_RCVBUF` are set to: `send` bounds what the application's channel to the
-/// worker holds and, again, what the connection holds unacknowledged; `recv` bounds
-/// the window offered (what the connection holds) and, again, what waits in the
-/// application's channel to be read. So a writer can be up to twice `send` bytes
-/// ahead of the peer's acknowledgments, and a reader that stops reading leaves up to
-/// twice `recv` bytes held for it. The second half is the slack that keeps a writer,
-/// a reader and their workers from waiting on each other when they share cores
-/// (counting each byte once at the same sizes cost a quarter of the TAP throughput
-/// on two cores).
+/// `recv` is FreeBSD's receive buffer: everything received and not yet read
+/// counts against it, in the connection or in the application's channel, and the
+/// window offered is what is left (`sbspace`), so a reader that stops reading
+/// closes the window after `recv` bytes. `send` bounds two places, as Linux
+/// charges a socket twice what `SO_SNDBUF` is set to: what the application's
+/// channel to the worker holds and, again, what the connection holds
+/// unacknowledged, so a writer can be up to twice `send` bytes ahead of the peer's
+/// acknowledgments; that slack keeps a writer and its worker from waiting on each
+/// other when they share cores. Once the connection knows its MSS, both grow to
+/// whole segments (FreeBSD's `tcp_mss`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpBuffers {
     pub send: usize,
@@ -315,6 +315,9 @@ impl TcpStream {
             for (b, v) in buf.iter_mut().zip(peeked.drain(..k)) {
                 *b = v;
             }
+            if k > 0 {
+                self.s.rx_peeked.store(peeked.len(), Ordering::Release);
+            }
             drop(peeked);
             let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
             k + self.s.rx.pop_into(&mut p, &mut buf[k..])
@@ -362,11 +365,17 @@ impl TcpStream {
             // Moves what the look needs out of the channel, behind what was
             // looked at before.
             let mut more = vec![0u8; buf.len() - peeked.len()];
+            // Counted as peeked before they leave the channel, so the worker
+            // always finds them in one place or the other.
+            self.s
+                .rx_peeked
+                .store(peeked.len() + more.len(), Ordering::Release);
             let n = {
                 let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
                 self.s.rx.pop_into(&mut p, &mut more)
             };
             peeked.extend(&more[..n]);
+            self.s.rx_peeked.store(peeked.len(), Ordering::Release);
         }
         let n = buf.len().min(peeked.len());
         for (b, v) in buf.iter_mut().zip(peeked.iter()) {

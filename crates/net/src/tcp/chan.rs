@@ -668,6 +668,9 @@ pub(crate) struct StreamShared {
     pub opt_nodelay: AtomicBool,
     /// Keepalive idle time in nanoseconds; 0 = off.
     pub opt_keepalive_ns: AtomicU64,
+    /// Bytes the application took out of `rx` to look at (`TcpStream::peek`) and
+    /// has not read: unread, as what `rx` holds is.
+    pub rx_peeked: AtomicUsize,
     /// Connection-establishment limit (`TCP_KEEPINIT`) in nanoseconds; 0 = the
     /// stack's.
     pub opt_keepinit_ns: AtomicU64,
@@ -706,6 +709,7 @@ impl StreamShared {
             opt_nodelay: AtomicBool::new(false),
             opt_keepalive_ns: AtomicU64::new(0),
             opt_keepinit_ns: AtomicU64::new(0),
+            rx_peeked: AtomicUsize::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
         }

@@ -444,7 +444,7 @@ impl TcpWorker {
                 remote: c.tuple.remote,
                 state: state_name(c.tcb.state()),
                 send_q: c.s.tx.len(),
-                recv_q: c.s.rx.len(),
+                recv_q: c.s.rx.len() + c.s.rx_peeked.load(Ordering::Relaxed),
             });
         }
         for (t, _) in self.tws.iter() {

@@ -139,6 +139,10 @@ pub struct Tcb {
     rcv_nxt: u32,
     rcv_wscale: u8,
     rcvbuf: VecDeque<u8>,
+    /// Received bytes handed to the application (its channel) and not yet read:
+    /// they count against the receive buffer as `rcvbuf`'s do (FreeBSD's
+    /// `sbspace`), so the window says what is really free.
+    app_unread: usize,
     ooo: Vec<OooSeg>,
     /// Buffers of out-of-order segments already delivered, reused for the next ones
     /// (at most `ooo_max_segs`), so loss recovery does not allocate per segment.
@@ -260,6 +264,7 @@ impl Tcb {
             rcv_nxt: 0,
             rcv_wscale,
             rcvbuf: VecDeque::new(),
+            app_unread: 0,
             ooo: Vec::new(),
             ooo_free: Vec::new(),
             rcv_fin: false,

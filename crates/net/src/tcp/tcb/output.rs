@@ -102,13 +102,16 @@ impl Tcb {
     }
 
     pub(super) fn rcv_window(&self) -> u32 {
-        self.window_with(self.rcvbuf.len())
+        self.window_with(self.rcvbuf.len() + self.app_unread)
     }
 
     /// Free room in the receive buffer, whatever the window field can say: what a
     /// segment may occupy and still be acceptable.
     pub(super) fn rcv_space(&self) -> u32 {
-        let free = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+        let free = self
+            .cfg
+            .rcvbuf
+            .saturating_sub(self.rcvbuf.len() + self.app_unread);
         free.min(u32::MAX as usize / 2) as u32
     }
 

@@ -82,6 +82,7 @@ impl Tcb {
             let mut n = 0;
             if self.rcvbuf.is_empty() {
                 n = direct(data).min(data.len());
+                self.app_unread += n;
             }
             let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
             let k = (data.len() - n).min(space);

@@ -83,8 +83,10 @@ impl Tcb {
         n
     }
 
-    /// Hands up to `max` received bytes to `f` in place (one or two slices of the
-    /// receive buffer); `f` returns how many it took. No intermediate copy.
+    /// Hands up to `max` received bytes to the application's channel through `f`, in
+    /// place (one or two slices of the receive buffer); `f` returns how many it
+    /// took. No intermediate copy. What it took still counts as unread until
+    /// [`Tcb::app_unread`] says otherwise.
     pub fn recv_with(&mut self, max: usize, mut f: impl FnMut(&[u8]) -> usize) -> usize {
         let (a, b) = self.rcvbuf.as_slices();
         let mut n = 0;
@@ -99,13 +101,30 @@ impl Tcb {
                 break;
             }
         }
-        self.consumed(n);
+        self.rcvbuf.drain(..n);
+        self.app_unread += n;
         n
+    }
+
+    /// How many received bytes the application's channel holds unread now: what
+    /// the application read since opens the window, announced as a read from
+    /// the receive buffer is.
+    pub fn app_unread(&mut self, unread: usize) {
+        if unread < self.app_unread {
+            self.app_unread = unread;
+            self.announce_window();
+        } else {
+            self.app_unread = unread;
+        }
     }
 
     /// Drops `n` bytes the application has taken and announces a grown window.
     fn consumed(&mut self, n: usize) {
         self.rcvbuf.drain(..n);
+        self.announce_window();
+    }
+
+    fn announce_window(&mut self) {
         if self.state.can_receive() {
             // Announce a window that grew by two segments or half the buffer (RFC 1122 SWS).
             let new_edge = self.rcv_nxt.wrapping_add(self.rcv_window());
