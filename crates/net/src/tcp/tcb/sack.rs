@@ -210,6 +210,9 @@ impl Tcb {
                 self.rcv_nxt
             };
             self.dsack = Some((seq, top));
+            // At once, as FreeBSD: the next in-order segment's ACK would not
+            // carry it.
+            self.ack_now = true;
             return;
         }
         for o in self.ooo.iter().filter(|o| !o.data.is_empty()) {
@@ -218,6 +221,7 @@ impl Tcb {
             let hi = if lt(end, b) { end } else { b };
             if lt(lo, hi) {
                 self.dsack = Some((lo, hi));
+                self.ack_now = true;
                 return;
             }
         }
