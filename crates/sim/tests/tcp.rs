@@ -1523,3 +1523,44 @@ fn software_gso_and_lro_carry_transfers_byte_exact_and_switch_off() {
         }
     }
 }
+
+/// tcpdrop(8) through `Stack::tcp_drop_ask`: the selected connection is reset
+/// (the peer hears it, the application sees `ConnectionAborted`); the others and
+/// the listener stay.
+#[test]
+fn tcpdrop_resets_the_connection_it_selects_and_no_other() {
+    let (mut s, a, b) = pair(1, 15, Impairments::default());
+    let (_l, c1, srv1) = connected(&mut s, a, b, 80, Duration::from_millis(20));
+    let c2 = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+        .unwrap();
+    s.run_for(Duration::from_millis(20));
+    let which = net::tcp::TcpDrop::Conn {
+        local: srv1.local_addr().unwrap(),
+        remote: srv1.peer_addr().unwrap(),
+    };
+    let q = s.host(b).tcp_drop_ask(which).unwrap();
+    s.run_for(Duration::from_millis(20));
+    assert!(q.ready());
+    let dropped = q.into_list();
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0].state, "ESTABLISHED");
+    let mut buf = [0u8; 8];
+    let e = (&srv1).read(&mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionAborted);
+    let e = (&c1).read(&mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+    // The other connection still carries data; the listener is still listed.
+    assert_eq!((&c2).write(b"ping").unwrap(), 4);
+    s.run_for(Duration::from_millis(20));
+    let q = s.host(b).tcp_connections_ask().unwrap();
+    s.run_for(Duration::from_millis(20));
+    let list = q.into_list();
+    assert!(list.iter().any(|c| c.state == "LISTEN"));
+    assert_eq!(
+        list.iter().filter(|c| c.state == "ESTABLISHED").count(),
+        1,
+        "{list:?}"
+    );
+}

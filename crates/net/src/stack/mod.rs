@@ -982,7 +982,11 @@ impl Stack {
         if !self.is_running() {
             return None;
         }
-        let q = self.tcp_connections_ask()?;
+        Self::await_query(self.tcp_connections_ask()?, wait)
+    }
+
+    /// Waits up to `wait` for every worker to answer `q`.
+    fn await_query(q: ConnQuery, wait: std::time::Duration) -> Option<Vec<crate::tcp::ConnInfo>> {
         let until = std::time::Instant::now() + wait;
         loop {
             if q.ready() {
@@ -1015,17 +1019,7 @@ impl Stack {
         if !self.is_running() {
             return None;
         }
-        let q = self.tcp_drop_ask(which)?;
-        let until = std::time::Instant::now() + wait;
-        loop {
-            if q.ready() {
-                return Some(q.into_list());
-            }
-            if std::time::Instant::now() >= until {
-                return None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        Self::await_query(self.tcp_drop_ask(which)?, wait)
     }
 
     /// [`Stack::tcp_drop`] without waiting, as [`Stack::tcp_connections_ask`]: the

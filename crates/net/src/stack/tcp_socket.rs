@@ -327,8 +327,13 @@ impl TcpStream {
             self.kick();
             return Ok(n);
         }
-        // The worker raises `rx_eof` after its last push, so an empty channel seen
-        // after it is the end.
+        self.nothing_to_read()
+    }
+
+    /// What a read that found no bytes says: the end (or the connection's error)
+    /// once the worker raised `rx_eof` after its last push and the channel is
+    /// empty, else `WouldBlock`.
+    fn nothing_to_read(&self) -> io::Result<usize> {
         if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
             return match self.error() {
                 Some(e) => Err(e),
@@ -338,6 +343,18 @@ impl TcpStream {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
+    /// A read (`op`) that blocks, times out and ends as `read` does.
+    fn read_blocking(&self, op: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
+        let s = &self.s;
+        self.blocking(
+            &self.read_timeout,
+            Interest::Read,
+            "read timed out",
+            op,
+            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire) || self.peeked_len() > 0,
+        )
+    }
+
     /// `recv(MSG_PEEK)`: copies up to `buf.len()` of the bytes waiting to be read
     /// without consuming them (the next read returns them again); blocks, times
     /// out and ends as `read` does.
@@ -345,14 +362,7 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let s = &self.s;
-        self.blocking(
-            &self.read_timeout,
-            Interest::Read,
-            "read timed out",
-            || self.peek_now(buf),
-            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire) || self.peeked_len() > 0,
-        )
+        self.read_blocking(|| self.peek_now(buf))
     }
 
     fn peeked_len(&self) -> usize {
@@ -384,27 +394,14 @@ impl TcpStream {
         if n > 0 {
             return Ok(n);
         }
-        if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
-            return match self.error() {
-                Some(e) => Err(e),
-                None => Ok(0),
-            };
-        }
-        Err(io::ErrorKind::WouldBlock.into())
+        self.nothing_to_read()
     }
 
     fn do_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let s = &self.s;
-        self.blocking(
-            &self.read_timeout,
-            Interest::Read,
-            "read timed out",
-            || self.read_now(buf),
-            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire) || self.peeked_len() > 0,
-        )
+        self.read_blocking(|| self.read_now(buf))
     }
 
     /// Runs `op` until it does not say `WouldBlock`, parking for `ready` in between
