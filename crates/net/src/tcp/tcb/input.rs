@@ -1,8 +1,10 @@
 //! Segment arrival (FreeBSD's `tcp_input`, RFC 9293 §3.10.7): in SYN-SENT the answer
-//! to our SYN; in a synchronized state the checks in the RFC's order, PAWS (RFC 7323
-//! §5), acceptability, RST and SYN with RFC 5961's challenge ACKs, the ACK's bounds
-//! (RFC 5961 §5.2), then the acknowledgment, the window update and our FIN's fate.
-//! The checks are free functions, so that `TimeWait` applies the very same ones.
+//! to our SYN; in TIME_WAIT FreeBSD's `tcp_twcheck`; in the other synchronized states
+//! the checks in the RFC's order, PAWS (RFC 7323 §5), acceptability (an old
+//! duplicate's ACK still processed, as FreeBSD does), RST and SYN with RFC 5961's
+//! challenge ACKs (or RFC 793's answers, `insecure_rst`/`insecure_syn`), the ACK's
+//! bounds (RFC 5961 §5.2), then the acknowledgment, the window update and our FIN's
+//! fate. The checks are free functions, so that `TimeWait` applies the very same ones.
 //! Calls `ack` for what an acknowledgment does, `sack` for the scoreboard and
 //! `reass` for the data.
 
@@ -206,9 +208,7 @@ impl Tcb {
         st: &mut TcpStat,
         direct: &mut dyn FnMut(Payload<'_>) -> usize,
     ) {
-        // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
-        // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
-        // and make sure the peer hears our ACK (as BSD's tcp_input does).
+        // TIME_WAIT has rules of its own (FreeBSD's tcp_twcheck).
         if self.state == State::TimeWait {
             let (answer, restart) = time_wait_check(seg, self.rcv_nxt, self.snd_nxt, st);
             self.ack_now |= answer;
@@ -217,6 +217,9 @@ impl Tcb {
             }
             return;
         }
+        // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
+        // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
+        // and make sure the peer hears our ACK (as BSD's tcp_input does).
         let trimmed = without_old_syn(seg, self.irs);
         self.ack_now |= trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
@@ -272,11 +275,7 @@ impl Tcb {
         };
         let seq = seg.seq;
 
-        // RST (RFC 5961 §3); in TIME_WAIT ignored, against assassination (RFC 1337).
-        if seg.rst && self.state == State::TimeWait {
-            st.rcvbadrst += 1;
-            return;
-        }
+        // RST (RFC 5961 §3, or RFC 793's with insecure_rst).
         if seg.rst {
             if seq == self.rcv_nxt || self.cfg.insecure_rst {
                 if self.state == State::SynReceived && !self.active {
