@@ -155,14 +155,11 @@ impl Stack {
     pub fn bridge_apply(&self, bridge: IfIndex, ops: &[BridgeOp]) -> Result<(), StackError> {
         let (br, gone, added) = self.shared.update(|c| {
             let b = bridge_index(c, bridge)?;
-            let name = |i: IfIndex| {
-                c.ifaces
-                    .get(i.get())
-                    .map_or_else(String::new, |f| f.name.clone())
-            };
+            let name = |i: IfIndex| if_name(c, i);
             let bname = name(bridge);
             let br = c.bridges.list[b].br.clone();
-            let entries = br.rt.entries(0);
+            // The address cache, read only if a `deladdr` needs it.
+            let mut entries = None;
             let mut members = c.bridges.list[b].members.clone();
             let (mut gone, mut added) = (Vec::new(), Vec::new());
             let not_member =
@@ -213,7 +210,8 @@ impl Stack {
                         }
                     }
                     BridgeOp::DelAddr(mac) => {
-                        if !entries.iter().any(|e| e.1 == mac) {
+                        let cached = entries.get_or_insert_with(|| br.rt.entries(0));
+                        if !cached.iter().any(|e| e.1 == mac) {
                             return Err(StackError::Bridge(format!(
                                 "{mac}: not in {bname}'s address cache"
                             )));
@@ -321,7 +319,6 @@ pub(super) fn push_virtual(
     index
 }
 
-/// The index in the bridge list of the bridge whose interface is `i`.
 /// One of ifconfig(8)'s bridge parameters, for [`Stack::bridge_apply`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BridgeOp {
@@ -346,11 +343,7 @@ fn check_member(
     members: &[Member],
     m: IfIndex,
 ) -> Result<(), StackError> {
-    let name = |i: IfIndex| {
-        c.ifaces
-            .get(i.get())
-            .map_or_else(String::new, |f| f.name.clone())
-    };
+    let name = |i: IfIndex| if_name(c, i);
     let mif = c.ifaces.get(m.get()).ok_or(StackError::NoInterface(m))?;
     let mname = &mif.name;
     let why = if members.iter().any(|x| x.ifindex == m) {
@@ -381,6 +374,14 @@ fn check_member(
     Err(StackError::Bridge(why))
 }
 
+/// The name of interface `i` ("" if there is none).
+fn if_name(c: &super::NetConfig, i: IfIndex) -> String {
+    c.ifaces
+        .get(i.get())
+        .map_or_else(String::new, |f| f.name.clone())
+}
+
+/// The index in the bridge list of the bridge whose interface is `i`.
 fn bridge_index(c: &super::NetConfig, i: IfIndex) -> Result<usize, StackError> {
     match c.bridges.role(i) {
         L2Role::Bridge(b) => Ok(b as usize),
