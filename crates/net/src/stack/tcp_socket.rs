@@ -102,12 +102,31 @@ pub struct TcpStream {
     nonblocking: AtomicBool,
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
-    rx_partial: Mutex<Option<(crate::tcp::sndbuf::Chunk, usize)>>,
-    /// Bytes [`TcpStream::peek`] took from the channel to look at, still unread:
-    /// the next reads return them first.
-    peeked: Mutex<std::collections::VecDeque<u8>>,
+    /// The reader's side of the receive channel: one lock for a read, a peek
+    /// included.
+    rx_cursor: Mutex<RxCursor>,
     /// The writer's packet buffer being filled (`ByteChan::push_filling`).
     tx_fill: Mutex<Option<mbuf::FillBuf>>,
+}
+
+/// Where the reader stands in the receive channel.
+#[derive(Debug, Default)]
+struct RxCursor {
+    /// The chunk being read, and how far (`ByteChan::pop_into`).
+    partial: Option<(crate::tcp::sndbuf::Chunk, usize)>,
+    /// Bytes [`TcpStream::peek`] took from the channel to look at, still unread:
+    /// the next reads return them first (`StreamShared::rx_peeked` counts them).
+    peeked: std::collections::VecDeque<u8>,
+}
+
+/// Copies the front of `q` into `buf`: how many bytes.
+fn copy_front(q: &std::collections::VecDeque<u8>, buf: &mut [u8]) -> usize {
+    let (a, b) = q.as_slices();
+    let na = a.len().min(buf.len());
+    buf[..na].copy_from_slice(&a[..na]);
+    let nb = b.len().min(buf.len() - na);
+    buf[na..na + nb].copy_from_slice(&b[..nb]);
+    na + nb
 }
 
 /// A connection's buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`), in bytes, each clamped to
@@ -158,8 +177,7 @@ impl TcpStream {
             nonblocking: AtomicBool::new(false),
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
-            rx_partial: Mutex::new(None),
-            peeked: Mutex::new(std::collections::VecDeque::new()),
+            rx_cursor: Mutex::new(RxCursor::default()),
             tx_fill: Mutex::new(None),
         }
     }
@@ -310,17 +328,14 @@ impl TcpStream {
     /// connection's error once everything before it was read, or `WouldBlock`.
     pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
         let n = {
-            let mut peeked = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
-            let k = buf.len().min(peeked.len());
-            for (b, v) in buf.iter_mut().zip(peeked.drain(..k)) {
-                *b = v;
+            let mut c = self.rx_cursor.lock().unwrap_or_else(|e| e.into_inner());
+            let mut k = 0;
+            if !c.peeked.is_empty() {
+                k = copy_front(&c.peeked, buf);
+                c.peeked.drain(..k);
+                self.s.rx_peeked.store(c.peeked.len(), Ordering::Release);
             }
-            if k > 0 {
-                self.s.rx_peeked.store(peeked.len(), Ordering::Release);
-            }
-            drop(peeked);
-            let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
-            k + self.s.rx.pop_into(&mut p, &mut buf[k..])
+            k + self.s.rx.pop_into(&mut c.partial, &mut buf[k..])
         };
         if n > 0 {
             // Room in the channel: the worker may move more and open the window.
@@ -366,31 +381,27 @@ impl TcpStream {
     }
 
     fn peeked_len(&self) -> usize {
-        self.peeked.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.s.rx_peeked.load(Ordering::Acquire)
     }
 
     fn peek_now(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut peeked = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
-        if peeked.len() < buf.len() {
+        let mut c = self.rx_cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let want = buf.len().saturating_sub(c.peeked.len());
+        if want > 0 {
             // Moves what the look needs out of the channel, behind what was
-            // looked at before.
-            let mut more = vec![0u8; buf.len() - peeked.len()];
-            // Counted as peeked before they leave the channel, so the worker
-            // always finds them in one place or the other.
+            // looked at before; counted as peeked before they leave the channel,
+            // so the worker always finds them in one place or the other.
             self.s
                 .rx_peeked
-                .store(peeked.len() + more.len(), Ordering::Release);
-            let n = {
-                let mut p = self.rx_partial.lock().unwrap_or_else(|e| e.into_inner());
-                self.s.rx.pop_into(&mut p, &mut more)
-            };
-            peeked.extend(&more[..n]);
-            self.s.rx_peeked.store(peeked.len(), Ordering::Release);
+                .store(c.peeked.len() + want, Ordering::Release);
+            let RxCursor { partial, peeked } = &mut *c;
+            self.s.rx.drain_with(partial, want, |b| {
+                peeked.extend(b);
+                b.len()
+            });
+            self.s.rx_peeked.store(c.peeked.len(), Ordering::Release);
         }
-        let n = buf.len().min(peeked.len());
-        for (b, v) in buf.iter_mut().zip(peeked.iter()) {
-            *b = *v;
-        }
+        let n = copy_front(&c.peeked, buf);
         if n > 0 {
             return Ok(n);
         }
