@@ -56,7 +56,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     // What the application read since opens the window.
     c.tcb
-        .app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
+        .set_app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
     // Buffers the control block rounded to whole segments (once, when it learns
     // the MSS) are what the application's channels hold too.
     let (snd, rcv) = c.tcb.buffer_sizes();

@@ -101,17 +101,20 @@ impl Tcb {
         }
     }
 
+    /// Received bytes not yet read: in the receive buffer and in the
+    /// application's channel.
+    fn rcv_held(&self) -> usize {
+        self.rcvbuf.len() + self.app_unread
+    }
+
     pub(super) fn rcv_window(&self) -> u32 {
-        self.window_with(self.rcvbuf.len() + self.app_unread)
+        self.window_with(self.rcv_held())
     }
 
     /// Free room in the receive buffer, whatever the window field can say: what a
     /// segment may occupy and still be acceptable.
     pub(super) fn rcv_space(&self) -> u32 {
-        let free = self
-            .cfg
-            .rcvbuf
-            .saturating_sub(self.rcvbuf.len() + self.app_unread);
+        let free = self.cfg.rcvbuf.saturating_sub(self.rcv_held());
         free.min(u32::MAX as usize / 2) as u32
     }
 

@@ -203,27 +203,24 @@ impl Tcb {
             return;
         }
         let end = seq.wrapping_add(len as u32);
-        if lt(seq, self.rcv_nxt) {
-            let top = if lt(end, self.rcv_nxt) {
-                end
-            } else {
-                self.rcv_nxt
-            };
-            self.dsack = Some((seq, top));
+        // The overlap of [seq, end) with [a, b), if any.
+        let overlap = |a: u32, b: u32| {
+            let lo = if lt(seq, a) { a } else { seq };
+            let hi = if lt(end, b) { end } else { b };
+            lt(lo, hi).then_some((lo, hi))
+        };
+        let repeated = if lt(seq, self.rcv_nxt) {
+            overlap(seq, self.rcv_nxt)
+        } else {
+            self.ooo
+                .iter()
+                .find_map(|o| overlap(o.seq, o.seq.wrapping_add(o.data.len() as u32)))
+        };
+        if repeated.is_some() {
+            self.dsack = repeated;
             // At once, as FreeBSD: the next in-order segment's ACK would not
             // carry it.
             self.ack_now = true;
-            return;
-        }
-        for o in self.ooo.iter().filter(|o| !o.data.is_empty()) {
-            let (a, b) = (o.seq, o.seq.wrapping_add(o.data.len() as u32));
-            let lo = if lt(seq, a) { a } else { seq };
-            let hi = if lt(end, b) { end } else { b };
-            if lt(lo, hi) {
-                self.dsack = Some((lo, hi));
-                self.ack_now = true;
-                return;
-            }
         }
     }
 

@@ -934,13 +934,19 @@ fn keepalive_probes_an_idle_peer_and_drops_a_dead_one() {
     assert_eq!(q.a.state(), State::Established);
 }
 
-#[test]
-fn time_wait_ignores_resets_and_admits_only_a_newer_incarnation() {
-    let mut p = Pair::new(quick(), quick(), Link::default(), 41);
+/// A pair closed from both sides, A in TIME_WAIT.
+fn closed_to_time_wait(seed: u64) -> Pair {
+    let mut p = Pair::new(quick(), quick(), Link::default(), seed);
     p.established();
     p.a.close();
     p.b().close();
     assert!(p.run_until(Duration::from_secs(1), |p| p.a.state() == State::TimeWait));
+    p
+}
+
+#[test]
+fn time_wait_ignores_resets_and_admits_only_a_newer_incarnation() {
+    let mut p = closed_to_time_wait(41);
     let now = p.now;
     // RFC 1337: a reset does not cut TIME_WAIT short.
     let rst = SegIn {
@@ -1543,11 +1549,7 @@ fn insecure_rst_and_syn_end_the_connection_from_anywhere_in_the_window() {
 /// silently, a pure duplicate ACK is not answered, anything else is.
 #[test]
 fn time_wait_answers_only_what_tcp_twcheck_answers() {
-    let mut p = Pair::new(quick(), quick(), Link::default(), 53);
-    p.established();
-    p.a.close();
-    p.b().close();
-    assert!(p.run_until(Duration::from_secs(1), |p| p.a.state() == State::TimeWait));
+    let mut p = closed_to_time_wait(53);
     let now = p.now;
     // Whatever was owed goes first.
     p.a.output(now, &mut p.sa, &mut Vec::new());

@@ -86,7 +86,7 @@ impl Tcb {
     /// Hands up to `max` received bytes to the application's channel through `f`, in
     /// place (one or two slices of the receive buffer); `f` returns how many it
     /// took. No intermediate copy. What it took still counts as unread until
-    /// [`Tcb::app_unread`] says otherwise.
+    /// [`Tcb::set_app_unread`] says otherwise.
     pub fn recv_with(&mut self, max: usize, mut f: impl FnMut(&[u8]) -> usize) -> usize {
         let (a, b) = self.rcvbuf.as_slices();
         let mut n = 0;
@@ -109,7 +109,7 @@ impl Tcb {
     /// How many received bytes the application's channel holds unread now: what
     /// the application read since opens the window, announced as a read from
     /// the receive buffer is.
-    pub fn app_unread(&mut self, unread: usize) {
+    pub fn set_app_unread(&mut self, unread: usize) {
         if unread < self.app_unread {
             self.app_unread = unread;
             self.announce_window();
