@@ -54,6 +54,21 @@ macro_rules! flag_knob {
     };
 }
 
+/// A time: `TcpConfig`'s Duration `$field`, in milliseconds from 1 to `$max`.
+macro_rules! millis_knob {
+    ($name:expr, $field:ident, $max:literal) => {
+        Knob {
+            name: $name,
+            takes: concat!("milliseconds, 1 to ", stringify!($max)),
+            get: |c| c.$field.as_millis().to_string(),
+            set: |c, v| {
+                c.$field = millis(v, 1..=$max)?;
+                Some(())
+            },
+        }
+    };
+}
+
 /// A socket buffer: `TcpConfig`'s `$field`, in bytes within [`SPACE`].
 macro_rules! bytes_knob {
     ($name:expr, $field:ident) => {
@@ -104,16 +119,8 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
-    Knob {
-        // RFC 1122 §4.2.3.2: an ACK is delayed by less than 500 ms.
-        name: "net.inet.tcp.delacktime",
-        takes: "milliseconds, 1 to 499",
-        get: |c| c.delack.as_millis().to_string(),
-        set: |c, v| {
-            c.delack = millis(v, 1..=499)?;
-            Some(())
-        },
-    },
+    // RFC 1122 §4.2.3.2: an ACK is delayed by less than 500 ms.
+    millis_knob!("net.inet.tcp.delacktime", delack, 499),
     flag_knob!("net.inet.tcp.sack.enable", sack),
     // Segments past the MSS for the device to cut, or cut in software before a
     // device that cannot (Linux's GSO); 0: one MSS a segment.
@@ -157,15 +164,7 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
-    Knob {
-        name: "net.inet.tcp.rexmit_min",
-        takes: "milliseconds, 1 to 60000",
-        get: |c| c.min_rto.as_millis().to_string(),
-        set: |c, v| {
-            c.min_rto = millis(v, 1..=60_000)?;
-            Some(())
-        },
-    },
+    millis_knob!("net.inet.tcp.rexmit_min", min_rto, 60000),
     Knob {
         // The window scale offered covers a buffer this large.
         name: "kern.ipc.maxsockbuf",
@@ -179,46 +178,14 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
-    Knob {
-        // The retransmission timeout before a round trip is measured (RFC 6298's
-        // initial RTO, 1 s).
-        name: "net.inet.tcp.rexmit_initial",
-        takes: "milliseconds, 1 to 60000",
-        get: |c| c.init_rto.as_millis().to_string(),
-        set: |c, v| {
-            c.init_rto = millis(v, 1..=60_000)?;
-            Some(())
-        },
-    },
-    Knob {
-        // SYN-SENT and SYN-RECEIVED last at most this long.
-        name: "net.inet.tcp.keepinit",
-        takes: "milliseconds, 1 to 3600000",
-        get: |c| c.keep_init.as_millis().to_string(),
-        set: |c, v| {
-            c.keep_init = millis(v, 1..=3_600_000)?;
-            Some(())
-        },
-    },
-    Knob {
-        // The idle time SO_KEEPALIVE probes after.
-        name: "net.inet.tcp.keepidle",
-        takes: "milliseconds, 1 to 86400000",
-        get: |c| c.keep_idle.as_millis().to_string(),
-        set: |c, v| {
-            c.keep_idle = millis(v, 1..=86_400_000)?;
-            Some(())
-        },
-    },
-    Knob {
-        name: "net.inet.tcp.keepintvl",
-        takes: "milliseconds, 1 to 3600000",
-        get: |c| c.keepalive_interval.as_millis().to_string(),
-        set: |c, v| {
-            c.keepalive_interval = millis(v, 1..=3_600_000)?;
-            Some(())
-        },
-    },
+    // The retransmission timeout before a round trip is measured (RFC 6298's
+    // initial RTO, 1 s).
+    millis_knob!("net.inet.tcp.rexmit_initial", init_rto, 60000),
+    // SYN-SENT and SYN-RECEIVED last at most this long.
+    millis_knob!("net.inet.tcp.keepinit", keep_init, 3600000),
+    // The idle time SO_KEEPALIVE probes after.
+    millis_knob!("net.inet.tcp.keepidle", keep_idle, 86400000),
+    millis_knob!("net.inet.tcp.keepintvl", keepalive_interval, 3600000),
     Knob {
         // Unanswered keepalive probes before the connection is dropped.
         name: "net.inet.tcp.keepcnt",
