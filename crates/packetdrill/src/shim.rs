@@ -303,7 +303,7 @@ impl State {
         let q = q.ok_or("the stack's worker is busy")?;
         for _ in 0..16 {
             if q.ready() {
-                return Ok(q.into_list());
+                break;
             }
             let now = self.sim.now();
             self.advance_to(now);
