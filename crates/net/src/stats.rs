@@ -201,7 +201,7 @@ counter_group!(
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
         rexmitlost, listennosyn, timerentries, rcvacktooold,
         connaddrinuse, conntablefull, mturesent, sndbyteshared, rcvbyteshared,
-        hystartcss, hystartresume, hystartca, lroqueued, lroflushed,
+        hystartcss, hystartresume, hystartca, lroqueued, lroflushed, rcvnoack,
     }
 );
 

@@ -54,6 +54,7 @@ pub(super) fn time_wait_check(
         return (false, false);
     }
     let Some(ack) = seg.ack else {
+        st.rcvnoack += 1;
         return (false, false);
     };
     let len = seg.payload.len() as u32;
@@ -321,6 +322,8 @@ impl Tcb {
             return;
         }
         let Some(ack) = seg.ack else {
+            // RFC 9293 §3.10.7.4: "if the ACK bit is off, drop the segment".
+            st.rcvnoack += 1;
             return;
         };
 

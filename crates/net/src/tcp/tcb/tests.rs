@@ -1564,6 +1564,7 @@ fn time_wait_answers_only_what_tcp_twcheck_answers() {
     s.fin = true;
     s.seq = p.a.rcv_nxt.wrapping_sub(1);
     assert!(!answers(&mut p, &s), "no ACK flag: dropped");
+    assert_eq!(p.sa.rcvnoack, 1, "and counted");
     let dup = seg_to_a(&p);
     assert!(!answers(&mut p, &dup), "a pure duplicate ACK");
     let mut old = seg_to_a(&p);
