@@ -199,6 +199,7 @@ const KNOBS: &[Knob] = &[
     flag_knob!("net.inet.tcp.insecure_rst", insecure_rst),
     flag_knob!("net.inet.tcp.insecure_syn", insecure_syn),
     flag_knob!("net.inet.tcp.drop_synfin", drop_synfin),
+    flag_knob!("net.inet.tcp.icmp_may_rst", icmp_may_rst),
     Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",

@@ -1564,3 +1564,135 @@ fn tcpdrop_resets_the_connection_it_selects_and_no_other() {
         "{list:?}"
     );
 }
+
+/// An ICMP error from a "router" at 198.18.0.254 quoting `quoted` (an IPv4 header
+/// and the 8 bytes after it), to the host whose MAC is `to`.
+fn icmp_error_frame(to: wire::EthernetAddress, ty: u8, code: u8, quoted: &[u8]) -> mbuf::Mbuf {
+    let mut icmp = vec![ty, code, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(quoted);
+    let sum = !wire::checksum::data(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut ip = vec![
+        0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0, 198, 18, 0, 254, 198, 18, 0, 1,
+    ];
+    ip[2..4].copy_from_slice(&((20 + icmp.len()) as u16).to_be_bytes());
+    let sum = !wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut f = to.0.to_vec();
+    f.extend_from_slice(&[0x02, 0xee, 0, 0, 0, 0xfe, 0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&icmp);
+    mbuf::Mbuf::from_slice(&f).unwrap()
+}
+
+/// FreeBSD's `icmp_may_rst`: an ICMP hard error quoting the SYN of a connection in
+/// SYN-SENT (its sequence number exactly) ends the connect with ECONNREFUSED, or
+/// EHOSTUNREACH for time exceeded; a quoted sequence number off by one, a soft
+/// error (host unreachable) and any error about an established connection are
+/// ignored; with the knob off so is everything.
+#[test]
+fn icmp_hard_errors_end_a_connect_whose_syn_they_quote() {
+    // (type, code, the connect's error), or None where the connect goes on.
+    let cases: [(u8, u8, Option<ErrorKind>); 5] = [
+        (3, 3, Some(ErrorKind::ConnectionRefused)),
+        (3, 13, Some(ErrorKind::ConnectionRefused)),
+        (11, 0, Some(ErrorKind::HostUnreachable)),
+        (3, 1, None),
+        (11, 1, None),
+    ];
+    for workers in [1, 2] {
+        for may_rst in [true, false] {
+            for (ty, code, want) in cases {
+                let mut s = Sim::new(5);
+                let hub = s.add_hub(WireConfig::default());
+                let tcp = net::tcp::TcpConfig {
+                    icmp_may_rst: may_rst,
+                    ..net::tcp::TcpConfig::default()
+                };
+                let mut host = |name: &str| {
+                    s.add_host_with(net::StackConfig {
+                        name: name.into(),
+                        workers,
+                        tcp,
+                        ..net::StackConfig::default()
+                    })
+                };
+                let (a, b) = (host("a"), host("b"));
+                s.connect(a, hub, "198.18.0.1/24");
+                s.connect(b, hub, "198.18.0.2/24");
+                // b swallows SYNs to port 9, so that a waits in SYN-SENT.
+                let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), workers).unwrap();
+                fw.command("add 100 deny tcp from any to any 9 setup")
+                    .unwrap();
+                fw.attach(s.host(b));
+                let mut raw = s.attach_raw(hub);
+                let am = s.host(a).interfaces()[0].mac;
+                let c = s
+                    .host(a)
+                    .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 9))
+                    .unwrap();
+                s.run_for(Duration::from_millis(20));
+                let mut got = Vec::new();
+                raw.rx_burst(s.now(), &mut got, 1024);
+                let syn = got
+                    .iter()
+                    .map(mbuf::Mbuf::to_vec)
+                    .find(|v| v[6..12] == am.0 && v[12..14] == [8, 0] && v[14 + 9] == 6)
+                    .expect("a's SYN");
+                let mut quoted = syn[14..14 + 28].to_vec();
+                let seq = u32::from_be_bytes(quoted[24..28].try_into().unwrap());
+                let case = format!("workers {workers} may_rst {may_rst} type {ty} code {code}");
+                // One past the SYN's sequence number: not ours to believe.
+                quoted[24..28].copy_from_slice(&seq.wrapping_add(1).to_be_bytes());
+                let now = s.now();
+                raw.tx_burst(now, &mut vec![icmp_error_frame(am, ty, code, &quoted)]);
+                s.run_for(Duration::from_millis(5));
+                assert!(c.take_error().unwrap().is_none(), "{case}");
+                quoted[24..28].copy_from_slice(&seq.to_be_bytes());
+                let now = s.now();
+                raw.tx_burst(now, &mut vec![icmp_error_frame(am, ty, code, &quoted)]);
+                s.run_for(Duration::from_millis(5));
+                let e = c.take_error().unwrap().map(|e| e.kind());
+                assert_eq!(e, want.filter(|_| may_rst), "{case}");
+            }
+        }
+    }
+}
+
+/// An established connection ignores hard errors (RFC 5461 §4.1): the transfer
+/// after one is byte-exact.
+#[test]
+fn an_established_connection_ignores_icmp_hard_errors() {
+    let mut s = Sim::new(6);
+    let hub = s.add_hub(WireConfig::default());
+    let a = s.add_host("a", 1);
+    let b = s.add_host("b", 1);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    let mut raw = s.attach_raw(hub);
+    let am = s.host(a).interfaces()[0].mac;
+    let (_l, mut c, mut srv) = connected(&mut s, a, b, 9, Duration::from_millis(20));
+    c.write_all(b"before").unwrap();
+    s.run_for(Duration::from_millis(5));
+    let mut got = Vec::new();
+    raw.rx_burst(s.now(), &mut got, 1024);
+    let seg = got
+        .iter()
+        .map(mbuf::Mbuf::to_vec)
+        .rfind(|v| v[6..12] == am.0 && v[12..14] == [8, 0] && v[14 + 9] == 6)
+        .expect("a's segment");
+    for (ty, code) in [(3, 3), (3, 2), (3, 13), (11, 0)] {
+        let now = s.now();
+        raw.tx_burst(
+            now,
+            &mut vec![icmp_error_frame(am, ty, code, &seg[14..14 + 28])],
+        );
+    }
+    s.run_for(Duration::from_millis(5));
+    assert!(c.take_error().unwrap().is_none());
+    c.write_all(b" and after").unwrap();
+    s.run_for(Duration::from_millis(100));
+    let mut buf = [0u8; 16];
+    srv.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"before and after");
+}

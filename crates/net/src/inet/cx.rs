@@ -95,13 +95,48 @@ pub(crate) trait InetCtl {
 /// (FreeBSD's `pr_ctlinput`), left for the worker to hand up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CtlInput {
-    /// "Fragmentation needed" or "packet too big" about a TCP segment between
-    /// `local` and `remote`: its path takes segments of at most `mss` bytes.
-    TcpPathMtu {
+    /// About a TCP segment between `local` and `remote`.
+    Tcp {
         local: SocketAddr,
         remote: SocketAddr,
-        mss: u32,
+        ctl: crate::tcp::layer::TcpCtl,
     },
+}
+
+/// The TCP segment an ICMP error quotes (an IPv4 header with the 8 bytes after it,
+/// RFC 792): its connection, as (our end, theirs), and the sequence number it
+/// carried.
+pub(crate) fn quoted_tcp4(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)> {
+    let hlen = usize::from(*quoted.first()? & 0x0f) * 4;
+    if quoted[0] >> 4 != 4 || hlen < 20 || quoted.len() < hlen + 8 || quoted[9] != 6 {
+        return None;
+    }
+    let a = |at: usize| Ipv4Addr::new(quoted[at], quoted[at + 1], quoted[at + 2], quoted[at + 3]);
+    let t = &quoted[hlen..hlen + 8];
+    Some((
+        SocketAddr::new(a(12).into(), u16::from_be_bytes([t[0], t[1]])),
+        SocketAddr::new(a(16).into(), u16::from_be_bytes([t[2], t[3]])),
+        u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+    ))
+}
+
+/// [`quoted_tcp4`] for an ICMPv6 error's quoted packet (ours carry no extension
+/// header before TCP).
+pub(crate) fn quoted_tcp6(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)> {
+    if quoted.len() < 48 || quoted[0] >> 4 != 6 || quoted[6] != 6 {
+        return None;
+    }
+    let a = |at: usize| {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&quoted[at..at + 16]);
+        std::net::Ipv6Addr::from(b)
+    };
+    let t = &quoted[40..48];
+    Some((
+        SocketAddr::new(a(8).into(), u16::from_be_bytes([t[0], t[1]])),
+        SocketAddr::new(a(24).into(), u16::from_be_bytes([t[2], t[3]])),
+        u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+    ))
 }
 
 /// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).

@@ -1,11 +1,13 @@
 //! ICMPv4 (RFC 792, RFC 1122 §3.2.2): echo, errors, and ping sockets.
 
 use crate::hdr::mbuf_sum;
-use crate::inet::cx::InetCx;
+use crate::inet::cx::{quoted_tcp4, CtlInput, InetCx};
 use crate::inet::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::link::iface::Ifnet;
 use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
+use crate::tcp::layer::TcpCtl;
+use crate::tcp::TcpError;
 use mbuf::Mbuf;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -85,24 +87,39 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
                 cx.wake_socket(s);
             }
         }
-        Icmpv4Message::DstUnreachable => {
-            cx.stats.icmp.inunreach += 1;
-            // Code 4, fragmentation needed and DF set (RFC 1191): the next-hop MTU in
-            // bytes 6-8, then the quoted header.
-            let code = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN)
-                .map(|h| (h[1], u16::from_be_bytes([h[6], h[7]])));
-            if let Ok((4, mtu)) = code {
-                let n = (icmplen - ICMP_HDR_LEN).min(28);
-                let mut quoted = [0u8; 28];
-                if m.copydata(info.hlen + ICMP_HDR_LEN, &mut quoted[..n])
-                    .is_ok()
-                {
-                    drop(m);
-                    pmtu4_input(cx, u32::from(mtu), &quoted[..n]);
-                }
+        Icmpv4Message::DstUnreachable | Icmpv4Message::TimeExceeded => {
+            let unreach = ty == Icmpv4Message::DstUnreachable;
+            if unreach {
+                cx.stats.icmp.inunreach += 1;
+            } else {
+                cx.stats.icmp.intimxceed += 1;
+            }
+            // The code, for "fragmentation needed" (RFC 1191) the next-hop MTU in
+            // bytes 6-8, then the quoted header (with its options) and 8 bytes more.
+            let Ok((code, mtu)) = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN)
+                .map(|h| (h[1], u16::from_be_bytes([h[6], h[7]])))
+            else {
+                return cx.drop_pkt(m, DropReason::IcmpTooShort);
+            };
+            let n = (icmplen - ICMP_HDR_LEN).min(68);
+            let mut quoted = [0u8; 68];
+            if m.copydata(info.hlen + ICMP_HDR_LEN, &mut quoted[..n])
+                .is_err()
+            {
+                return cx.drop_pkt(m, DropReason::IcmpBadLen);
+            }
+            drop(m);
+            let quoted = &quoted[..n];
+            match (unreach, code) {
+                (true, 4) => pmtu4_input(cx, u32::from(mtu), quoted),
+                // Protocol or port unreachable; communication with the network or
+                // host administratively prohibited; filtered (RFC 1812).
+                (true, 2 | 3 | 9 | 10 | 13) => hard_error4(cx, quoted, TcpError::Refused),
+                // TTL exceeded in transit.
+                (false, 0) => hard_error4(cx, quoted, TcpError::Unreachable),
+                _ => {}
             }
         }
-        Icmpv4Message::TimeExceeded => cx.stats.icmp.intimxceed += 1,
         _ => cx.drop_pkt(m, DropReason::IcmpOther),
     }
 }
@@ -293,15 +310,26 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
             *e = (dst, mtu, expires);
         }
     });
-    let hlen = usize::from(quoted[0] & 0x0f) * 4;
-    if quoted[9] == 6 && quoted.len() >= hlen + 4 && hlen >= 20 {
-        let sport = u16::from_be_bytes([quoted[hlen], quoted[hlen + 1]]);
-        let dport = u16::from_be_bytes([quoted[hlen + 2], quoted[hlen + 3]]);
-        // For TCP, through the worker (`pr_ctlinput`).
-        cx.ctlinput.push(crate::inet::cx::CtlInput::TcpPathMtu {
-            local: std::net::SocketAddr::new(src.into(), sport),
-            remote: std::net::SocketAddr::new(dst.into(), dport),
-            mss: mtu - 40,
+    // For TCP, through the worker (`pr_ctlinput`).
+    if let Some((local, remote, _)) = quoted_tcp4(quoted) {
+        cx.ctlinput.push(CtlInput::Tcp {
+            local,
+            remote,
+            ctl: TcpCtl::PathMtu(mtu - 40),
+        });
+    }
+}
+
+/// An ICMP hard error (FreeBSD's `PRC_UNREACH_PORT`, `_PROTOCOL`, `_ADMIN_PROHIB`,
+/// `PRC_TIMXCEED_INTRANS`) quoting one of our TCP segments, for its connection
+/// to judge (`tcp_ctlinput`). Soft errors (net or host unreachable, source route
+/// failed, …) say nothing a retransmission would not find out.
+fn hard_error4(cx: &mut InetCx<'_>, quoted: &[u8], error: TcpError) {
+    if let Some((local, remote, seq)) = quoted_tcp4(quoted) {
+        cx.ctlinput.push(CtlInput::Tcp {
+            local,
+            remote,
+            ctl: TcpCtl::HardError { seq, error },
         });
     }
 }

@@ -1,11 +1,14 @@
 //! ICMPv6 (RFC 4443): input, echo, and rate-limited error generation; neighbour
 //! discovery messages go to [`crate::inet6::nd6`].
 
+use crate::inet::cx::{quoted_tcp6, CtlInput};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out, IP6_HDR_LEN};
 use crate::inet6::nd6::icmp6_send;
 use crate::link::iface::Ifnet;
 use crate::stats::DropReason;
+use crate::tcp::layer::TcpCtl;
+use crate::tcp::TcpError;
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -30,6 +33,20 @@ pub(crate) enum Error6 {
     Param(Icmpv6ParamProblem, u32, bool),
     TimeExceeded(Icmpv6TimeExceeded),
     PktTooBig(u32),
+}
+
+/// An ICMPv6 hard error (FreeBSD's `PRC_UNREACH_PORT`, `_ADMIN_PROHIB`,
+/// `_PROTOCOL` and `PRC_TIMXCEED_INTRANS`) quoting one of our TCP segments, for
+/// its connection to judge (`tcp6_ctlinput`); the quoted packet is borrowed from
+/// the message, so this waits on the ICMPv6 buffer only as long as the parse.
+fn hard_error6(cx: &mut Inet6Cx<'_>, quoted: &[u8], error: TcpError) {
+    if let Some((local, remote, seq)) = quoted_tcp6(quoted) {
+        cx.ctlinput.push(CtlInput::Tcp {
+            local,
+            remote,
+            ctl: TcpCtl::HardError { seq, error },
+        });
+    }
 }
 
 /// `icmp6_input`: `m` is the whole packet, the ICMPv6 message at `info.off`.
@@ -74,15 +91,32 @@ pub(crate) fn icmp6_input(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, i
         // Answered above.
         Icmpv6Repr::EchoRequest { .. } => drop(m),
         Icmpv6Repr::EchoReply { .. } => cx.stats.icmp6.inechoreply += 1,
-        Icmpv6Repr::DstUnreachable { .. } => cx.stats.icmp6.indstunreach += 1,
+        Icmpv6Repr::DstUnreachable { reason, data } => {
+            cx.stats.icmp6.indstunreach += 1;
+            use wire::Icmpv6DstUnreachable as U;
+            if matches!(reason, U::AdminProhibit | U::PortUnreachable) {
+                hard_error6(cx, data, TcpError::Refused);
+            }
+        }
         Icmpv6Repr::PktTooBig { mtu, data } => {
             cx.stats.icmp6.inpkttoobig += 1;
             let data = data.to_vec();
             drop(m);
             crate::inet6::nd6::pmtu6_input(cx, mtu, &data);
         }
-        Icmpv6Repr::TimeExceeded { .. } => cx.stats.icmp6.intimxceed += 1,
-        Icmpv6Repr::ParamProblem { .. } => cx.stats.icmp6.inparamprob += 1,
+        Icmpv6Repr::TimeExceeded { reason, data } => {
+            cx.stats.icmp6.intimxceed += 1;
+            if reason == wire::Icmpv6TimeExceeded::HopLimitExceeded {
+                hard_error6(cx, data, TcpError::Unreachable);
+            }
+        }
+        Icmpv6Repr::ParamProblem { reason, data, .. } => {
+            cx.stats.icmp6.inparamprob += 1;
+            // FreeBSD's PRC_UNREACH_PROTOCOL.
+            if reason == wire::Icmpv6ParamProblem::UnrecognizedNxtHdr {
+                hard_error6(cx, data, TcpError::Refused);
+            }
+        }
         Icmpv6Repr::Mld(wire::MldRepr::Query { mcast_addr, .. }) => {
             cx.stats.icmp6.inmld += 1;
             drop(m);

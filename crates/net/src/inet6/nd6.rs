@@ -411,16 +411,13 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
             MAX_PMTU,
         )
     });
-    // TCP (our packets carry no extension header before it): the connection's MSS
-    // is the path MTU less the IPv6 and TCP headers.
-    if quoted[6] == u8::from(IpProtocol::Tcp) && quoted.len() >= 44 {
-        let sport = u16::from_be_bytes([quoted[40], quoted[41]]);
-        let dport = u16::from_be_bytes([quoted[42], quoted[43]]);
-        // For TCP, through the worker (`pr_ctlinput`).
-        cx.ctlinput.push(crate::inet::cx::CtlInput::TcpPathMtu {
-            local: std::net::SocketAddr::new(src.into(), sport),
-            remote: std::net::SocketAddr::new(dst.into(), dport),
-            mss: mtu - 60,
+    // For TCP, through the worker (`pr_ctlinput`): the connection's MSS is the path
+    // MTU less the IPv6 and TCP headers.
+    if let Some((local, remote, _)) = crate::inet::cx::quoted_tcp6(quoted) {
+        cx.ctlinput.push(crate::inet::cx::CtlInput::Tcp {
+            local,
+            remote,
+            ctl: crate::tcp::layer::TcpCtl::PathMtu(mtu - 60),
         });
     }
 }

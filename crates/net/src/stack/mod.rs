@@ -1051,6 +1051,7 @@ impl Stack {
                     state: "LISTEN",
                     send_q: 0,
                     recv_q: l.accept_q.len(),
+                    info: None,
                 });
             }
         }

@@ -207,6 +207,7 @@ impl TcpStream {
                 "connection timed out",
             )),
             err::ABORTED => Some(io::ErrorKind::ConnectionAborted.into()),
+            // err::UNREACHABLE
             _ => Some(io::Error::new(
                 io::ErrorKind::HostUnreachable,
                 "no route to host",

@@ -787,9 +787,9 @@ fn upcalls(cx: &mut Cx<'_>) {
         let mut ctl = std::mem::take(&mut *cx.ip6.ip4.ctlinput);
         for c in ctl.drain(..) {
             match c {
-                CtlInput::TcpPathMtu { local, remote, mss } => {
+                CtlInput::Tcp { local, remote, ctl } => {
                     let tuple = crate::tcp::layer::Tuple { local, remote };
-                    crate::tcp::layer::tcp_path_mtu(cx, tuple, mss);
+                    crate::tcp::layer::tcp_ctlinput(cx, tuple, ctl);
                 }
             }
         }

@@ -644,6 +644,7 @@ pub(crate) mod err {
     pub const RESET: u8 = 2;
     pub const TIMED_OUT: u8 = 3;
     pub const ABORTED: u8 = 4;
+    pub const UNREACHABLE: u8 = 5;
 }
 
 /// Shared by a `TcpStream` and its connection on the home worker.

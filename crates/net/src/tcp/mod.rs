@@ -15,5 +15,5 @@ pub use cc::CongestionControl;
 pub use layer::{ConnInfo, TcpDrop};
 pub use tcb::{
     reset_answering, reset_for, wscale_for, CookieOpts, Payload, SegIn, SegOut, State, Tcb,
-    TcpConfig, TcpError, PAYLOAD_PIECES,
+    TcpConfig, TcpError, TcpInfo, PAYLOAD_PIECES,
 };

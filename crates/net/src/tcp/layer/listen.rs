@@ -68,8 +68,10 @@ pub(super) fn tcp_listen_input(
             .cloned()
     });
     let listener = listener.filter(|l| !l.closed.load(Ordering::Acquire));
-    // SYN+FIN is no way to open a connection (Linux drops it too).
-    let is_syn = seg.syn && seg.ack.is_none() && !seg.rst && !seg.fin;
+    // A SYN with FIN opens a connection as FreeBSD's syncache does (its FIN and
+    // data ignored: the peer sends them again), unless net.inet.tcp.drop_synfin
+    // dropped it already.
+    let is_syn = seg.syn && seg.ack.is_none() && !seg.rst;
     if let (Some(l), false, false, Some(ack)) = (&listener, seg.syn, seg.rst, seg.ack) {
         if let Some(mss) = cookie_check(cx.isn_secret, &tuple, ack.wrapping_sub(1), cx.now) {
             cx.stats.tcp.syncookiesrecvd += 1;
@@ -104,6 +106,12 @@ pub(super) fn tcp_listen_input(
             let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
             return service(cx, tw, i);
         }
+    }
+    if listener.is_some() && seg.syn && seg.ack.is_some() && !seg.rst {
+        // A SYN-ACK to a listener is dropped without a reset, as FreeBSD's
+        // tcp_input does (a listener answering forged SYN-ACKs would reflect them).
+        cx.stats.tcp.rcvbadsyn += 1;
+        return;
     }
     if listener.is_some() && !is_syn && seg.ack.is_none() {
         // LISTEN, "other control or text" without SYN or ACK (a FIN, Xmas or null

@@ -25,12 +25,12 @@ mod slab;
 mod timer;
 
 pub(crate) use input::{tcp4_input, tcp6_input};
-pub(crate) use msg::{tcp_msg, tcp_path_mtu};
+pub(crate) use msg::{tcp_ctlinput, tcp_msg};
 pub(crate) use output::{send_segment, tcp_flush};
 pub(crate) use timer::tcp_timers;
 
 use super::chan::{ListenShared, StreamShared};
-use super::tcb::{SegOut, Tcb, TcpConfig, TimeWait};
+use super::tcb::{SegOut, Tcb, TcpConfig, TcpError, TimeWait};
 use crate::inet::ip::IpInfo;
 use crate::tcp::cx::TcpCx;
 use crate::FxBuild;
@@ -48,14 +48,26 @@ use std::sync::Arc;
 pub(crate) enum TcpMsg {
     /// An IPv4 packet carrying a segment of a flow homed here.
     Segment(Mbuf, TcpIn),
-    /// A Packet Too Big for this connection: its segments shrink to this MSS.
-    PathMtu(Tuple, u32),
+    /// What an ICMP error about this connection says (`tcp_ctlinput`).
+    Ctl(Tuple, TcpCtl),
     /// An application asks for a connection.
     Connect(Arc<StreamShared>),
     /// An application wrote, shut down or dropped its handle.
     Wake(Arc<StreamShared>),
     /// The control plane asks for the worker's connections (`netstat -an`).
     List(Arc<ConnList>),
+}
+
+/// What an ICMP or ICMPv6 error quoting one of our segments says to its
+/// connection (FreeBSD's `tcp_ctlinput`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TcpCtl {
+    /// "Fragmentation needed" or "packet too big": the path takes segments of at
+    /// most this many bytes.
+    PathMtu(u32),
+    /// A hard error (port or protocol unreachable, administratively prohibited,
+    /// time exceeded in transit) about the segment starting at `seq`.
+    HardError { seq: u32, error: TcpError },
 }
 
 /// One connection as `netstat -an` lists it.
@@ -69,6 +81,9 @@ pub struct ConnInfo {
     pub send_q: usize,
     /// Bytes received and not yet read.
     pub recv_q: usize,
+    /// `TCP_INFO`, for a connection with a control block (not a listener, not a
+    /// TIME_WAIT remnant).
+    pub info: Option<super::tcb::TcpInfo>,
 }
 
 /// A request for every worker's connections: each adds its own and counts down.
@@ -195,7 +210,14 @@ fn conn_cfg(cx: &TcpCx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
         // packets and one on a 9000-byte link takes 8960-byte segments (FreeBSD's
         // tcp_mssopt, Linux's advertised MSS; FreeBSD's snd-syn scripts check it).
         Some(ifp) => {
-            let link_mss = u16::try_from(ifp.mtu.saturating_sub(ip_hdr + 20)).unwrap_or(u16::MAX);
+            // A path MTU learnt from ICMP counts too (FreeBSD's tcp_mssopt reads
+            // it from the host cache).
+            let path = match t.remote.ip() {
+                IpAddr::V4(d) => cx.inet.path_mtu4(d, cx.now),
+                IpAddr::V6(d) => cx.inet6.nd6.path_mtu(d, cx.now),
+            };
+            let mtu = path.map_or(ifp.mtu, |p| ifp.mtu.min(p as usize));
+            let link_mss = u16::try_from(mtu.saturating_sub(ip_hdr + 20)).unwrap_or(u16::MAX);
             // Without a device that segments, segments of up to GSO_MAX, which
             // `ip::fit_link` cuts (`ip.swgso`): one pass of TCP output per 64 KiB.
             let tso = match (base.tso, ifp.offload.tso) {
@@ -445,6 +467,7 @@ impl TcpWorker {
                 state: state_name(c.tcb.state()),
                 send_q: c.s.tx.len(),
                 recv_q: c.s.rx.len() + c.s.rx_peeked.load(Ordering::Relaxed),
+                info: Some(c.tcb.info()),
             });
         }
         for (t, _) in self.tws.iter() {
@@ -454,6 +477,7 @@ impl TcpWorker {
                 state: "TIME_WAIT",
                 send_q: 0,
                 recv_q: 0,
+                info: None,
             });
         }
     }

@@ -5,7 +5,7 @@
 
 use super::input::tcp_input_local;
 use super::output::service;
-use super::{conn_cfg, flow_home, isn, ts_offset, Conn, TcpMsg, TcpWorker, Tuple};
+use super::{conn_cfg, flow_home, isn, ts_offset, Conn, TcpCtl, TcpMsg, TcpWorker, Tuple};
 use crate::tcp::chan::{err, phase};
 use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::Tcb;
@@ -15,12 +15,17 @@ use std::sync::atomic::Ordering;
 pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
-        TcpMsg::PathMtu(tuple, mss) => {
+        TcpMsg::Ctl(tuple, ctl) => {
             if let Some(i) = tw.conn_slot(&tuple) {
-                let changed = tw
-                    .slab
-                    .get_mut(i)
-                    .is_some_and(|c| c.tcb.path_mtu(mss, &mut cx.stats.tcp));
+                let changed = tw.slab.get_mut(i).is_some_and(|c| match ctl {
+                    TcpCtl::PathMtu(mss) => {
+                        c.tcb
+                            .path_mtu(mss, tuple.remote.is_ipv6(), &mut cx.stats.tcp)
+                    }
+                    TcpCtl::HardError { seq, error } => {
+                        c.tcb.icmp_hard_error(seq, error, &mut cx.stats.tcp)
+                    }
+                });
                 if changed {
                     service(cx, tw, i);
                 }
@@ -76,15 +81,15 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     }
 }
 
-/// A Packet Too Big quoting a segment of ours on `tuple`: the connection, on its home
-/// worker, shrinks its segments to `mss`.
-pub(crate) fn tcp_path_mtu(cx: &mut TcpCx<'_>, tuple: Tuple, mss: u32) {
+/// An ICMP error quoting a segment of ours on `tuple`, to the connection on its
+/// home worker.
+pub(crate) fn tcp_ctlinput(cx: &mut TcpCx<'_>, tuple: Tuple, ctl: TcpCtl) {
     let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
     if home != cx.worker {
-        return cx.handoff_tcp(home, TcpMsg::PathMtu(tuple, mss));
+        return cx.handoff_tcp(home, TcpMsg::Ctl(tuple, ctl));
     }
     if let Some(tw) = cx.tcp.take() {
-        tcp_msg(cx, tw, TcpMsg::PathMtu(tuple, mss));
+        tcp_msg(cx, tw, TcpMsg::Ctl(tuple, ctl));
         cx.tcp = Some(tw);
     }
 }

@@ -163,6 +163,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
                 Some(TcpError::Reset) => err::RESET,
                 Some(TcpError::TimedOut) => err::TIMED_OUT,
                 Some(TcpError::Aborted) => err::ABORTED,
+                Some(TcpError::Unreachable) => err::UNREACHABLE,
             };
             s.error.store(e, Ordering::Release);
             s.rx_eof.store(true, Ordering::Release);

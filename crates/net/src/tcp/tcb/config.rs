@@ -43,7 +43,9 @@ pub struct TcpConfig {
     pub max_rto: Duration,
     /// Retransmissions of one segment before the connection is dropped.
     pub max_retries: u32,
-    /// Retransmissions of a SYN (or SYN-ACK) before giving up.
+    /// Retransmissions of a SYN (or SYN-ACK) before giving up: ten, as FreeBSD
+    /// (its snd-syn-rtx-max-number script); `keep_init` (75 s) usually ends the
+    /// attempt first.
     pub syn_retries: u32,
     /// Time spent in TIME_WAIT (2 MSL).
     pub time_wait: Duration,
@@ -82,6 +84,10 @@ pub struct TcpConfig {
     /// FreeBSD's `net.inet.tcp.drop_synfin`: segments with both SYN and FIN are
     /// dropped (counted as bad SYNs) in every state; off by default.
     pub drop_synfin: bool,
+    /// FreeBSD's `net.inet.tcp.icmp_may_rst`: an ICMP hard error quoting the SYN of
+    /// a connection in SYN-SENT ends it (`ECONNREFUSED`, or `EHOSTUNREACH` for time
+    /// exceeded); off, every ICMP error but "too big" is ignored. On by default.
+    pub icmp_may_rst: bool,
     /// Segmentation offload: the most data one segment may carry for a device that
     /// cuts it into MSS-sized ones itself (the route's interface, `dev::Offloads`);
     /// 0 for a segment per MSS. New data only: retransmissions and everything sent
@@ -118,7 +124,7 @@ impl Default for TcpConfig {
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             max_retries: 12,
-            syn_retries: 6,
+            syn_retries: 10,
             time_wait: Duration::from_secs(60),
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
@@ -133,6 +139,7 @@ impl Default for TcpConfig {
             insecure_rst: false,
             insecure_syn: false,
             drop_synfin: false,
+            icmp_may_rst: true,
             tso_max: 0,
             tso: true,
             lro: true,

@@ -8,6 +8,7 @@
 //! Calls `ack` for what an acknowledgment does, `sack` for the scoreboard and
 //! `reass` for the data.
 
+use super::reass::OooSeg;
 use super::seq::{le, lt};
 use super::{reset_for, Payload, SegIn, SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
@@ -148,7 +149,19 @@ impl Tcb {
             State::Closed => {
                 st.rcvafterclose += 1;
             }
-            State::SynSent => self.input_syn_sent(seg, now, st),
+            State::SynSent => {
+                self.input_syn_sent(seg, now, st);
+                // Data and FIN that came with the SYN-ACK: RFC 9293 §3.10.7.3,
+                // "continue processing at the sixth step".
+                if self.state == State::Established && (!seg.payload.is_empty() || seg.fin) {
+                    let rest = SegIn {
+                        syn: false,
+                        seq: seg.seq.wrapping_add(1),
+                        ..*seg
+                    };
+                    self.receive_data(&rest, now, st, direct);
+                }
+            }
             _ => self.input_synchronized(seg, now, st, direct),
         }
         if (self.cfg.keepalive.is_some() || self.ka_init) && !seg.rst {
@@ -198,6 +211,23 @@ impl Tcb {
                 self.state = State::SynReceived;
                 self.snd_nxt = self.iss;
                 self.rtx_deadline = None;
+                // Data with the SYN waits for the handshake to complete (RFC 9293
+                // §3.10.7.3: "queue them for processing after the ESTABLISHED state
+                // has been reached"); a FIN with it is dropped, as FreeBSD's
+                // tcp_reass drops it before ESTABLISHED: the peer sends it again.
+                let room = self.offered(self.rcv_window()) as usize;
+                let data = seg.payload.take(room);
+                if !data.is_empty() {
+                    let mut buf = Vec::with_capacity(data.len());
+                    for piece in data.pieces() {
+                        buf.extend_from_slice(piece);
+                    }
+                    self.ooo.push(OooSeg {
+                        seq: self.rcv_nxt,
+                        data: buf,
+                        fin: false,
+                    });
+                }
             }
         }
     }
@@ -218,10 +248,17 @@ impl Tcb {
             }
             return;
         }
-        // A SYN we have already received (the peer's SYN-ACK in a simultaneous open,
-        // or a retransmission because our ACK was lost): drop the SYN, keep the rest,
-        // and make sure the peer hears our ACK (as BSD's tcp_input does).
-        let trimmed = without_old_syn(seg, self.irs);
+        // The SYN we have already received, again in SYN-RECEIVED (the peer's
+        // SYN-ACK in a simultaneous open, or its SYN retransmitted): drop the SYN,
+        // keep the rest, and make sure the peer hears our ACK (as BSD's tcp_input
+        // does). Once synchronized, a SYN is a SYN anywhere (RFC 5961 §4, below):
+        // a retransmitted SYN-ACK whose ACK we sent gets a challenge ACK, which
+        // says the same.
+        let trimmed = if self.state == State::SynReceived {
+            without_old_syn(seg, self.irs)
+        } else {
+            None
+        };
         self.ack_now |= trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
         if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
@@ -343,6 +380,11 @@ impl Tcb {
                 self.max_snd_wnd = self.snd_wnd;
                 self.snd_wl1 = seq;
                 self.snd_wl2 = ack;
+                // Data that came with the peer's SYN in a simultaneous open.
+                if !self.ooo.is_empty() {
+                    self.drain_ooo(now, st);
+                    self.delack_deadline.get_or_insert(now + self.cfg.delack);
+                }
             } else {
                 self.rst_pending = reset_for(seg).map(Box::new);
                 return;

@@ -101,6 +101,36 @@ pub enum TcpError {
     TimedOut,
     /// Dropped by the operator (`tcpdrop`).
     Aborted,
+    /// An ICMP time exceeded answered our SYN (`EHOSTUNREACH`).
+    Unreachable,
+}
+
+/// What `TCP_INFO` reports of a connection (the fields of FreeBSD's and Linux's
+/// `struct tcp_info` mpstack keeps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub state: State,
+    /// Options in use: timestamps (RFC 7323), SACK (RFC 2018), window scaling
+    /// (the shift of the windows we advertise, the shift of the peer's), ECN
+    /// (RFC 3168).
+    pub timestamps: bool,
+    pub sack: bool,
+    pub wscale: Option<(u8, u8)>,
+    pub ecn: bool,
+    pub rto: Duration,
+    /// The smoothed round trip time and its variation, once measured.
+    pub rtt: Option<Duration>,
+    pub rttvar: Duration,
+    /// The segment sizes we send and offer.
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    /// Congestion window and slow-start threshold, bytes.
+    pub snd_cwnd: u32,
+    pub snd_ssthresh: u32,
+    /// The peer's window, bytes.
+    pub snd_wnd: u32,
+    /// Retransmission timeouts since the last acknowledgment of new data.
+    pub backoff: u32,
 }
 
 /// One TCP connection.
@@ -454,6 +484,26 @@ impl Tcb {
 
     pub fn cwnd(&self) -> u32 {
         self.cwnd
+    }
+
+    /// `TCP_INFO`.
+    pub fn info(&self) -> TcpInfo {
+        TcpInfo {
+            state: self.state,
+            timestamps: self.ts_enabled,
+            sack: self.sack_perm,
+            wscale: self.wscale_ok.then_some((self.rcv_wscale, self.snd_wscale)),
+            ecn: false,
+            rto: self.rto,
+            rtt: self.srtt,
+            rttvar: self.rttvar,
+            snd_mss: self.snd_mss,
+            rcv_mss: u32::from(self.cfg.mss),
+            snd_cwnd: self.cwnd,
+            snd_ssthresh: self.ssthresh,
+            snd_wnd: self.snd_wnd,
+            backoff: self.rtx_count,
+        }
     }
 
     pub fn rto(&self) -> Duration {

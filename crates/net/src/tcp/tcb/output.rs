@@ -20,11 +20,24 @@ impl Tcb {
     /// current size; from now on they are at most `mss` bytes (options included),
     /// and what is in flight goes again at once, resized — it was dropped for its
     /// size, not for congestion, so the congestion window stays. Returns whether
-    /// anything changed (a larger or stale `mss` is ignored).
-    pub fn path_mtu(&mut self, mss: u32, st: &mut TcpStat) -> bool {
+    /// anything changed (a larger or stale `mss` is ignored). `v6`: the message was
+    /// an ICMPv6 Packet Too Big.
+    pub fn path_mtu(&mut self, mss: u32, v6: bool, st: &mut TcpStat) -> bool {
         // Below 536 bytes lies IPv4's minimum datagram; an MSS of less is a forgery
         // or a broken path, not something to shrink to (Linux's tcp_min_snd_mss: 48).
         let mss = mss.max(536);
+        if self.state == State::SynSent {
+            // Nothing in flight to resend smaller; over IPv6 the SYN retransmitted
+            // offers what the path takes (FreeBSD: ICMPv6 fills the host cache that
+            // tcp_mssopt reads). An IPv4 "fragmentation needed" about a SYN changes
+            // nothing, as in FreeBSD, whose tcp_ctlinput believes only an MTU below
+            // the segment size, still tcp_mssdflt (536) before the SYN-ACK.
+            if v6 && mss < u32::from(self.cfg.mss) {
+                self.cfg.mss = mss as u16;
+                self.snd_mss = self.snd_mss.min(mss);
+            }
+            return false;
+        }
         if mss >= self.snd_mss || !self.state.synchronized() {
             return false;
         }
@@ -312,6 +325,9 @@ impl Tcb {
                 let mut seg = self.header(now, self.iss);
                 seg.syn = true;
                 seg.mss = Some(self.cfg.mss);
+                // A SYN offers SACK; it reports no blocks (data held from the
+                // peer's SYN in a simultaneous open waits for the handshake).
+                seg.sack = [None; 4];
                 if self.state == State::SynSent {
                     seg.ack_flag = false;
                     seg.ack = 0;

@@ -150,7 +150,7 @@ impl Tcb {
         }
     }
 
-    fn drain_ooo(&mut self, now: Instant, st: &mut TcpStat) {
+    pub(super) fn drain_ooo(&mut self, now: Instant, st: &mut TcpStat) {
         loop {
             let Some(i) = self.ooo.iter().position(|o| le(o.seq, self.rcv_nxt)) else {
                 return;

@@ -173,6 +173,26 @@ impl Tcb {
         self.error = Some(TcpError::Aborted);
     }
 
+    /// An ICMP hard error (port or protocol unreachable, administratively
+    /// prohibited, time exceeded in transit) quoting our segment that starts at
+    /// `seq` (FreeBSD's `tcp_ctlinput` with `net.inet.tcp.icmp_may_rst`, and
+    /// `tcp_drop_syn_sent`): a connection still in SYN-SENT, whose SYN it quotes,
+    /// ends with `error`. Anywhere else the message is ignored, as RFC 5461 §4.1
+    /// asks of hard errors on established connections. Whether it ended.
+    pub fn icmp_hard_error(&mut self, seq: u32, error: TcpError, st: &mut TcpStat) -> bool {
+        if !self.cfg.icmp_may_rst
+            || self.state != State::SynSent
+            || lt(seq, self.snd_una)
+            || !lt(seq, self.snd_max)
+        {
+            return false;
+        }
+        st.conndrops += 1;
+        self.error = Some(error);
+        self.enter_closed();
+        true
+    }
+
     pub(super) fn enter_closed(&mut self) {
         self.state = State::Closed;
         self.rtx_deadline = None;
