@@ -147,6 +147,13 @@ pub struct State {
     out: VecDeque<(Vec<u8>, i64)>,
     fds: BTreeMap<i32, Fd>,
     rx: Vec<mbuf::Mbuf>,
+    /// Calls of packetdrill's syscall thread parked in [`Inner::blocking`].
+    blocked: usize,
+    /// How many of them looked again since the clock last asked ([`Inner::run`]).
+    rechecked: usize,
+    /// A parked call that completed, whose thread has yet to read the clock: the
+    /// clock waits for it, so that the call returns at the instant it could.
+    returning: Option<std::thread::ThreadId>,
 }
 
 impl std::fmt::Debug for State {
@@ -187,12 +194,66 @@ impl Drop for Shim {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.sysctl.take() {
+            // Wakes the server's accept; it sees `stop` and ends.
+            if let Some(p) = &self.flags.sysctl {
+                let _ = std::os::unix::net::UnixStream::connect(p);
+            }
             let _ = t.join();
         }
         if let Some(p) = &self.flags.sysctl {
             let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// `TCP_INFO` as Linux lays out `struct tcp_info` (packetdrill, built on Linux,
+/// reads it so): the fields mpstack keeps, the rest of `out` (as long as the
+/// caller's struct) zero; a connection that is gone reads as CLOSE. The length
+/// written.
+fn linux_tcp_info(info: Option<net::tcp::TcpInfo>, out: &mut [u8]) -> usize {
+    use net::tcp::State as S;
+    let mut b = [0u8; 104];
+    out.fill(0);
+    let Some(i) = info else {
+        b[0] = 7;
+        let n = out.len().min(b.len());
+        out[..n].copy_from_slice(&b[..n]);
+        return out.len();
+    };
+    b[0] = match i.state {
+        S::Established => 1,
+        S::SynSent => 2,
+        S::SynReceived => 3,
+        S::FinWait1 => 4,
+        S::FinWait2 => 5,
+        S::TimeWait => 6,
+        S::Closed => 7,
+        S::CloseWait => 8,
+        S::LastAck => 9,
+        S::Closing => 11,
+    };
+    b[4] = i.backoff.min(255) as u8;
+    // TCPI_OPT_TIMESTAMPS, _SACK, _WSCALE, _ECN.
+    b[5] = u8::from(i.timestamps)
+        | u8::from(i.sack) << 1
+        | u8::from(i.wscale.is_some()) << 2
+        | u8::from(i.ecn) << 3;
+    if let Some((ours, peers)) = i.wscale {
+        b[6] = (peers & 0xf) | (ours & 0xf) << 4;
+    }
+    let mut put = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u32;
+    put(8, us(i.rto));
+    put(16, i.snd_mss);
+    put(20, i.rcv_mss);
+    put(68, i.rtt.map_or(0, us));
+    put(72, us(i.rttvar));
+    put(76, i.snd_ssthresh);
+    put(80, i.snd_cwnd / i.snd_mss.max(1));
+    put(84, i.rcv_mss);
+    let n = out.len().min(b.len());
+    out[..n].copy_from_slice(&b[..n]);
+    out.len()
 }
 
 fn errno_of(e: &io::Error) -> Errno {
@@ -330,8 +391,14 @@ impl Shim {
         let flags = Flags::parse(s);
         let mut sim = sim::Sim::new(1);
         let host = sim.add_host("mpstack", 1);
+        // The wire carries whatever packetdrill injects, as a tun device does (a
+        // script may send a segment larger than the MTU); the interface's MTU,
+        // set below, bounds what the stack sends. An MTU below what `ifconfig`
+        // takes (the snd-syn scripts try 72) is the wire's, as the interface
+        // inherits it.
+        let small = flags.mtu < if flags.local.is_ipv4() { 576 } else { 1280 };
         let hub = sim.add_hub(dev::mem::WireConfig {
-            mtu: flags.mtu,
+            mtu: if small { flags.mtu } else { 65_535 },
             ..dev::mem::WireConfig::default()
         });
         let ifindex = match flags.local {
@@ -347,6 +414,11 @@ impl Shim {
                 i
             }
         };
+        if !small {
+            sim.host(host)
+                .set_mtu(ifindex, flags.mtu)
+                .expect("an MTU the stack takes");
+        }
         let raw = sim.attach_raw(hub);
         let ifp = sim.host(host).interfaces()[ifindex.get()].clone();
         match flags.remote {
@@ -361,6 +433,9 @@ impl Shim {
             out: VecDeque::new(),
             fds: BTreeMap::new(),
             rx: Vec::new(),
+            blocked: 0,
+            rechecked: 0,
+            returning: None,
         };
         // Duplicate address detection and the first reports, before the script.
         let end = st.sim.now() + Duration::from_secs(3);
@@ -411,6 +486,54 @@ impl Inner {
         }
     }
 
+    /// [`State::advance`] for the calls that move the clock (packetdrill's sleeps,
+    /// clock reads and waits for a packet), in step with the calls its syscall
+    /// thread has parked: after every instant the simulation takes, each parked
+    /// call looks again before the clock moves on, and one that completes reads
+    /// the clock first. A blocking call then returns at the instant it could (a
+    /// connect that TCP_KEEPINIT ends at 6 s, while the script sleeps to 7 s).
+    fn run<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, State>,
+        end: Instant,
+        until_output: bool,
+    ) -> MutexGuard<'a, State> {
+        loop {
+            g = self.settle(g);
+            let next = g.sim.step();
+            g.drain();
+            if g.blocked > 0 {
+                let want = g.blocked;
+                g.rechecked = 0;
+                self.cv.notify_all();
+                let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while g.rechecked < want && std::time::Instant::now() < give_up {
+                    g = self.wait(g);
+                }
+                g = self.settle(g);
+            }
+            let now = g.sim.now();
+            if now >= end || (until_output && !g.out.is_empty()) {
+                return g;
+            }
+            let t = next
+                .map_or(end, |t| t.min(end))
+                .max(now + Duration::from_nanos(1));
+            g.sim.run_for(t.saturating_duration_since(now));
+        }
+    }
+
+    /// Waits (a little, in real time) for a completed blocking call's thread to
+    /// read the clock.
+    fn settle<'a>(&'a self, mut g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while g.returning.is_some() && std::time::Instant::now() < give_up {
+            g = self.wait(g);
+        }
+        g.returning = None;
+        g
+    }
+
     /// Runs `op` until it stops saying `EAGAIN`, sleeping between tries when the
     /// descriptor blocks; `EAGAIN` at once when it does not, or with `dontwait`.
     fn blocking<T>(
@@ -420,14 +543,27 @@ impl Inner {
         mut op: impl FnMut(&mut State, &mut Fd) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         let mut g = self.lock();
+        let mut waited = false;
         loop {
             let mut f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
             let r = op(&mut g, &mut f);
             let nonblock = f.nonblock || dontwait;
             g.fds.insert(fd, f);
             match r {
-                Err(e) if e == libc::EAGAIN && !nonblock => g = self.wait(g),
-                r => return r,
+                Err(e) if e == libc::EAGAIN && !nonblock => {
+                    waited = true;
+                    g.blocked += 1;
+                    g = self.wait(g);
+                    g.blocked -= 1;
+                    g.rechecked += 1;
+                    self.cv.notify_all();
+                }
+                r => {
+                    if waited {
+                        g.returning = Some(std::thread::current().id());
+                    }
+                    return r;
+                }
             }
         }
     }
@@ -750,6 +886,41 @@ impl Host for Shim {
 
     fn getsockopt(&self, fd: i32, level: i32, name: i32, val: &mut [u8]) -> Result<usize, Errno> {
         let mut g = self.lock();
+        if (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO) {
+            // The connection's control block, through the stack's connection list.
+            let ends = match &g.fd(fd)?.sock {
+                Sock::Stream(s) => (s.local_addr(), s.peer_addr()),
+                _ => return Err(libc::ENOTCONN),
+            };
+            let (Ok(local), Ok(remote)) = ends else {
+                return Err(libc::ENOTCONN);
+            };
+            let q = g.stack().tcp_connections_ask();
+            let list = g.answer(q).map_err(|_| libc::EIO)?;
+            let info = list
+                .iter()
+                .find(|c| c.local == local && c.remote == remote)
+                .and_then(|c| c.info);
+            return Ok(linux_tcp_info(info, val));
+        }
+        // Linux's TCP_CC_INFO: nothing for a congestion control without it (as
+        // Linux answers for CUBIC), which packetdrill's code blocks take.
+        if (level, name) == (libc::IPPROTO_TCP, libc::TCP_CC_INFO) {
+            return Ok(0);
+        }
+        // Linux's SO_MEMINFO (nine counters): the buffer sizes, the rest zero.
+        if (level, name) == (libc::SOL_SOCKET, libc::SO_MEMINFO) {
+            let (send, recv) = match &g.fd(fd)?.sock {
+                Sock::Stream(s) => (s.send_buffer_size(), s.recv_buffer_size()),
+                _ => (0, 0),
+            };
+            let mut m = [0u8; 36];
+            m[4..8].copy_from_slice(&(recv as u32).to_ne_bytes());
+            m[12..16].copy_from_slice(&(send as u32).to_ne_bytes());
+            let n = val.len().min(m.len());
+            val[..n].copy_from_slice(&m[..n]);
+            return Ok(n);
+        }
         let bufs = {
             let f = g.fd(fd)?;
             f.opts
@@ -894,7 +1065,7 @@ impl Host for Shim {
         let mut g = self.lock();
         if g.out.is_empty() {
             let end = g.sim.now() + RECEIVE_LIMIT;
-            g.advance(end, true);
+            g = self.run(g, end, true);
             self.cv.notify_all();
         }
         Ok(g.out.pop_front().map(|(p, t)| {
@@ -907,7 +1078,7 @@ impl Host for Shim {
     fn usleep(&self, usecs: u64) {
         let mut g = self.lock();
         let end = g.sim.now() + Duration::from_micros(usecs);
-        g.advance_to(end);
+        g = self.run(g, end, false);
         drop(g);
         self.cv.notify_all();
     }
@@ -916,8 +1087,13 @@ impl Host for Shim {
         // Each look at the clock moves it a microsecond: packetdrill spins on it
         // for the last stretch before an event.
         let mut g = self.lock();
+        if g.returning == Some(std::thread::current().id()) {
+            // A blocking call that just returned reads the time it ended.
+            g.returning = None;
+            self.cv.notify_all();
+        }
         let end = g.sim.now() + Duration::from_micros(1);
-        g.advance_to(end);
+        g = self.run(g, end, false);
         let t = g.now_us();
         drop(g);
         self.cv.notify_all();

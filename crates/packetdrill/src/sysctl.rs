@@ -97,16 +97,13 @@ pub fn serve(
     stop: Arc<AtomicBool>,
     run: impl Fn(&[&str]) -> Result<String, String>,
 ) {
-    let _ = listener.set_nonblocking(true);
-    while !stop.load(Ordering::Relaxed) {
-        let conn = match listener.accept() {
-            Ok((c, _)) => c,
-            Err(_) => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
-        };
-        let _ = conn.set_nonblocking(false);
+    // Blocking: a script's command is answered the moment it asks. The owner wakes
+    // the loop to stop with a connection of its own after setting `stop`.
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let Ok(conn) = conn else { continue };
         let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
         let mut line = String::new();
         let mut r = BufReader::new(&conn);
