@@ -26,6 +26,10 @@ pub struct Impairments {
     /// Serialisation rate in bits per second; 0 for unlimited. Frames queue behind
     /// each other at this rate (bounded by the link's queue limit).
     pub rate_bps: u64,
+    /// Probability that an ECN-capable IP packet (ECT(0) or ECT(1) in its header)
+    /// is marked Congestion Experienced on the way (RFC 3168 §5), as an active
+    /// queue that marks rather than drops; others pass unmarked.
+    pub ce: f64,
 }
 
 /// How long a reordered frame is held back on a link without delay.
@@ -40,6 +44,7 @@ impl Default for Impairments {
             duplicate: 0.0,
             reorder: 0.0,
             rate_bps: 0,
+            ce: 0.0,
         }
     }
 }
@@ -56,6 +61,7 @@ impl Impairments {
             ("loss", self.loss),
             ("duplicate", self.duplicate),
             ("reorder", self.reorder),
+            ("ce", self.ce),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!(
@@ -64,6 +70,44 @@ impl Impairments {
             }
         }
         Ok(())
+    }
+}
+
+/// Marks the Ethernet frame `f` Congestion Experienced when it carries an
+/// ECN-capable IPv4 or IPv6 packet (ECT(0) or ECT(1)), the IPv4 header checksum
+/// updated (RFC 1624); anything else is left as it is. Whether it marked.
+pub fn mark_ce(f: &mut [u8]) -> bool {
+    const ETH: usize = 14;
+    match f.get(12..14) {
+        Some([0x08, 0x00]) if f.len() >= ETH + 20 => {
+            let tos = f[ETH + 1];
+            if tos & 3 == 0 || tos & 3 == 3 {
+                return false;
+            }
+            let new = tos | 3;
+            f[ETH + 1] = new;
+            // The checksum's word holding TOS: version and IHL in its high byte.
+            let old_word = u16::from_be_bytes([f[ETH], tos]);
+            let new_word = u16::from_be_bytes([f[ETH], new]);
+            let sum = u16::from_be_bytes([f[ETH + 10], f[ETH + 11]]);
+            // HC' = ~(~HC + ~m + m') (RFC 1624, equation 3).
+            let mut acc = u32::from(!sum) + u32::from(!old_word) + u32::from(new_word);
+            while acc > 0xffff {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            f[ETH + 10..ETH + 12].copy_from_slice(&(!(acc as u16)).to_be_bytes());
+            true
+        }
+        Some([0x86, 0xdd]) if f.len() >= ETH + 40 => {
+            // The traffic class's ECN bits are bits 4 and 5 of the second byte.
+            let ecn = (f[ETH + 1] >> 4) & 3;
+            if ecn == 0 || ecn == 3 {
+                return false;
+            }
+            f[ETH + 1] |= 0x30;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -95,6 +139,12 @@ impl Impairer {
         let done = start + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
         self.busy_until = done;
         done
+    }
+
+    /// Whether the next frame is to be marked Congestion Experienced (if it is
+    /// ECN-capable; see [`mark_ce`]).
+    pub fn marks_ce(&mut self) -> bool {
+        self.cfg.ce > 0.0 && self.rng.chance(self.cfg.ce)
     }
 
     /// Deliveries for one receiver of a frame that left the sender at `sent`:
@@ -240,5 +290,55 @@ mod tests {
         }
         .validate()
         .is_ok());
+    }
+
+    /// The ones' complement sum of an IPv4 header: 0xffff when its checksum holds.
+    fn header_sum(h: &[u8]) -> u16 {
+        let mut acc: u32 = h
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn ce_marks_only_ecn_capable_packets_and_keeps_the_checksum() {
+        let frame = |tos: u8| {
+            let mut f = vec![0u8; 14 + 20];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let ip = &mut f[14..];
+            ip.copy_from_slice(&[
+                0x45, tos, 0, 40, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+            ]);
+            let sum = !header_sum(ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+            f
+        };
+        for (tos, marked) in [
+            (0x02, true),
+            (0x01, true),
+            (0xb8 | 0x02, true),
+            (0x00, false),
+        ] {
+            let mut f = frame(tos);
+            assert_eq!(mark_ce(&mut f), marked, "tos {tos:#x}");
+            let want = if marked { tos | 3 } else { tos };
+            assert_eq!(f[15], want);
+            assert_eq!(header_sum(&f[14..]), 0xffff, "tos {tos:#x}: checksum");
+        }
+        // Already CE: left as it is.
+        assert!(!mark_ce(&mut frame(0x03)));
+        // IPv6: the ECN bits of the traffic class, ECT(0) to CE.
+        let mut f = vec![0u8; 14 + 40];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[15] = 0x20;
+        assert!(mark_ce(&mut f));
+        assert_eq!(f[15], 0x30);
+        f[15] = 0;
+        assert!(!mark_ce(&mut f));
     }
 }

@@ -500,7 +500,7 @@ impl Queue for MemQueue {
         let mut when = [Instant::ZERO; 2];
         // Only a multi-queue receiver needs the RSS hash; decided once per burst.
         let need_hash = ports.iter().any(|p| p.inboxes.len() > 1);
-        for m in pkts.drain(..) {
+        for mut m in pkts.drain(..) {
             let len = m.len();
             if len > max_frame(&cfg) {
                 self.stats.oerrors += 1;
@@ -510,6 +510,13 @@ impl Queue for MemQueue {
             self.stats.opackets += 1;
             self.stats.obytes += len as u64;
             let sent = imp.serialise(now, len);
+            if imp.marks_ce() {
+                if let Some(h) = m.head_mut::<54>() {
+                    crate::impair::mark_ce(h);
+                } else if let Some(h) = m.head_mut::<34>() {
+                    crate::impair::mark_ce(h);
+                }
+            }
             let hash = if need_hash {
                 let mut head = [0u8; 78];
                 let h = len.min(head.len());
