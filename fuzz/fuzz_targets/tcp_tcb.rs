@@ -20,6 +20,8 @@ fuzz_target!(|data: &[u8]| {
         rcvbuf: 8192,
         sndbuf: 8192,
         ooo_max_segs: 8,
+        // ECN asked for and granted, so that ECE, CWR and CE reach its code.
+        ecn: 1,
         ..TcpConfig::default()
     };
     let mut st = TcpStat::default();
@@ -39,6 +41,7 @@ fuzz_target!(|data: &[u8]| {
         let which = inp.u8();
         let t = if which & 1 == 0 { &mut a } else { &mut b };
         let flags = inp.u8();
+        let ecn = inp.u8();
         let seg = SegIn {
             seq: 1000u32
                 .wrapping_add(inp.u32())
@@ -56,6 +59,9 @@ fuzz_target!(|data: &[u8]| {
                 let l = 1000u32.wrapping_add(u32::from(inp.u16()));
                 (inp.u8() & 1 == 1).then(|| (l, l.wrapping_add(u32::from(inp.u16()))))
             }),
+            ece: ecn & 1 != 0,
+            cwr: ecn & 2 != 0,
+            ce: ecn & 4 != 0,
             payload: {
                 // In one piece or several, as a chained segment arrives.
                 let mut p = &payload[..usize::from(inp.u16()) % payload.len()];

@@ -200,6 +200,27 @@ const KNOBS: &[Knob] = &[
     flag_knob!("net.inet.tcp.insecure_syn", insecure_syn),
     flag_knob!("net.inet.tcp.drop_synfin", drop_synfin),
     flag_knob!("net.inet.tcp.icmp_may_rst", icmp_may_rst),
+    flag_knob!("net.inet.tcp.rexmit_drop_options", rexmit_drop_options),
+    Knob {
+        // ECN (RFC 3168): 0 off, 1 asked for and granted, 2 only granted.
+        name: "net.inet.tcp.ecn.enable",
+        takes: "0, 1 or 2",
+        get: |c| c.ecn.to_string(),
+        set: |c, v| {
+            c.ecn = v.parse().ok().filter(|n| *n <= 2)?;
+            Some(())
+        },
+    },
+    Knob {
+        // Retransmissions of a SYN that still ask for ECN.
+        name: "net.inet.tcp.ecn.maxretries",
+        takes: "retransmissions, 0 to 30",
+        get: |c| c.ecn_maxretries.to_string(),
+        set: |c, v| {
+            c.ecn_maxretries = v.parse().ok().filter(|n| *n <= 30)?;
+            Some(())
+        },
+    },
     Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",

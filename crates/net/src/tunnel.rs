@@ -124,7 +124,7 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
                             ttl,
                             df: false,
                         };
-                        crate::inet::ip::ip_output_on(cx, m, o, dscp, r);
+                        crate::inet::ip::ip_output_on(cx, m, o, dscp << 2, r);
                     }
                     None => cx.drop_pkt(m, DropReason::IpNoRoute),
                 }

@@ -1696,3 +1696,56 @@ fn an_established_connection_ignores_icmp_hard_errors() {
     srv.read_exact(&mut buf).unwrap();
     assert_eq!(&buf, b"before and after");
 }
+
+/// ECN (RFC 3168) end to end, over a wire that marks 1% of ECN-capable packets
+/// Congestion Experienced (an active queue that marks instead of dropping): with
+/// ECN asked for (`ecn.enable=1`) and granted (the default, 2), the handshake
+/// negotiates it, data goes out ECT(0), the receiver counts the marks and echoes
+/// them, and the sender halves its window for them (the CE reaction) without a
+/// single retransmission; the transfer is byte-exact. With ECN off, no packet is
+/// ECN-capable, so none is marked and nothing reacts.
+#[test]
+fn ecn_marks_slow_the_sender_without_a_retransmission() {
+    for (asked, workers) in [(true, 1), (true, 2), (false, 1)] {
+        let wire = WireConfig {
+            impair: Impairments {
+                delay: Duration::from_millis(5),
+                ce: 0.01,
+                ..Impairments::default()
+            },
+            ..WireConfig::default()
+        };
+        let tcp = net::tcp::TcpConfig {
+            ecn: if asked { 1 } else { 0 },
+            ..net::tcp::TcpConfig::default()
+        };
+        let (mut s, a, b) = pair_with(workers, 31, wire, tcp);
+        transfer(
+            &mut s,
+            a,
+            b,
+            80,
+            Duration::from_millis(100),
+            4_000_000,
+            Duration::from_secs(60),
+        );
+        let (sa, sb) = (s.host(a).stats().tcp, s.host(b).stats().tcp);
+        let case = format!("ECN asked {asked}, {workers} workers: {sa:?} {sb:?}");
+        assert_eq!(sa.sndrexmitpack, 0, "{case}");
+        if asked {
+            assert_eq!((sa.ecn_shs, sb.ecn_shs), (1, 1), "{case}");
+            // Every data segment went out ECN-capable (none was retransmitted).
+            assert_eq!(sa.ecn_ect0, sa.sndpack, "{case}");
+            assert!(sb.ecn_ce > 5, "{case}");
+            assert!(sa.ecn_rcwnd > 0, "{case}");
+            // At most one reduction a window: fewer than the marks.
+            assert!(sa.ecn_rcwnd <= sb.ecn_ce, "{case}");
+        } else {
+            assert_eq!(
+                (sa.ecn_shs, sa.ecn_ect0, sb.ecn_ce, sa.ecn_rcwnd),
+                (0, 0, 0, 0),
+                "{case}"
+            );
+        }
+    }
+}

@@ -99,8 +99,29 @@ pub(crate) enum CtlInput {
     Tcp {
         local: SocketAddr,
         remote: SocketAddr,
-        ctl: crate::tcp::layer::TcpCtl,
+        ctl: TcpCtl,
     },
+}
+
+/// What an ICMP or ICMPv6 error quoting one of our TCP segments says to its
+/// connection (FreeBSD's `tcp_ctlinput`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TcpCtl {
+    /// "Fragmentation needed" or "packet too big": the path takes segments of at
+    /// most this many bytes.
+    PathMtu(u32),
+    /// A hard error about the segment starting at `seq`.
+    HardError { seq: u32, error: HardError },
+}
+
+/// The hard errors TCP hears of (FreeBSD's `inetctlerrmap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HardError {
+    /// Port or protocol unreachable, administratively prohibited
+    /// (`ECONNREFUSED`).
+    Refused,
+    /// Time exceeded in transit (`EHOSTUNREACH`).
+    HostUnreachable,
 }
 
 /// The TCP segment an ICMP error quotes (an IPv4 header with the 8 bytes after it,

@@ -1,13 +1,11 @@
 //! ICMPv4 (RFC 792, RFC 1122 §3.2.2): echo, errors, and ping sockets.
 
 use crate::hdr::mbuf_sum;
-use crate::inet::cx::{quoted_tcp4, CtlInput, InetCx};
+use crate::inet::cx::{quoted_tcp4, CtlInput, HardError, InetCx, TcpCtl};
 use crate::inet::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::link::iface::Ifnet;
 use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
-use crate::tcp::layer::TcpCtl;
-use crate::tcp::TcpError;
 use mbuf::Mbuf;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -114,9 +112,9 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
                 (true, 4) => pmtu4_input(cx, u32::from(mtu), quoted),
                 // Protocol or port unreachable; communication with the network or
                 // host administratively prohibited; filtered (RFC 1812).
-                (true, 2 | 3 | 9 | 10 | 13) => hard_error4(cx, quoted, TcpError::Refused),
+                (true, 2 | 3 | 9 | 10 | 13) => hard_error4(cx, quoted, HardError::Refused),
                 // TTL exceeded in transit.
-                (false, 0) => hard_error4(cx, quoted, TcpError::Unreachable),
+                (false, 0) => hard_error4(cx, quoted, HardError::HostUnreachable),
                 _ => {}
             }
         }
@@ -324,7 +322,7 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
 /// `PRC_TIMXCEED_INTRANS`) quoting one of our TCP segments, for its connection
 /// to judge (`tcp_ctlinput`). Soft errors (net or host unreachable, source route
 /// failed, …) say nothing a retransmission would not find out.
-fn hard_error4(cx: &mut InetCx<'_>, quoted: &[u8], error: TcpError) {
+fn hard_error4(cx: &mut InetCx<'_>, quoted: &[u8], error: HardError) {
     if let Some((local, remote, seq)) = quoted_tcp4(quoted) {
         cx.ctlinput.push(CtlInput::Tcp {
             local,

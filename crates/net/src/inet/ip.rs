@@ -288,19 +288,25 @@ pub(crate) struct IpOut {
 /// `ip_output` for a payload without an IPv4 header: routes, builds the header, sends.
 /// Returns the source address used (for transport checksums computed before).
 pub(crate) fn ip_output(cx: &mut InetCx<'_>, m: Mbuf, o: IpOut) {
+    ip_output_tos(cx, m, o, 0)
+}
+
+/// [`ip_output`] with `tos` as the header's type-of-service byte (DSCP and ECN:
+/// TCP's ECN-capable segments).
+pub(crate) fn ip_output_tos(cx: &mut InetCx<'_>, m: Mbuf, o: IpOut, tos: u8) {
     match ip_route(cx, o.dst) {
-        Some(route) => ip_output_on(cx, m, o, 0, route),
+        Some(route) => ip_output_on(cx, m, o, tos, route),
         None => cx.drop_pkt(m, DropReason::IpNoRoute),
     }
 }
 
 /// [`ip_output`] by a route already looked up (`ifp`, the next hop, broadcast),
-/// with `dscp` in the header (a tunnel copies its inner packet's).
+/// with `tos` in the header (a tunnel copies its inner packet's DSCP).
 pub(crate) fn ip_output_on(
     cx: &mut InetCx<'_>,
     mut m: Mbuf,
     o: IpOut,
-    dscp: u8,
+    tos: u8,
     (ifp, nexthop, bcast): (&Arc<Ifnet>, Ipv4Addr, bool),
 ) {
     let src = if o.src.is_unspecified() {
@@ -321,8 +327,8 @@ pub(crate) fn ip_output_on(
             let mut p = Ipv4Packet::new_unchecked(h);
             p.set_version(4);
             p.set_header_len(IP_HDR_LEN as u8);
-            p.set_dscp(dscp);
-            p.set_ecn(0);
+            p.set_dscp(tos >> 2);
+            p.set_ecn(tos & 3);
             p.set_total_len(u16::try_from(total).unwrap_or(0));
             p.set_ident(id);
             p.set_dont_frag(o.df);

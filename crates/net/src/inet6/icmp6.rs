@@ -1,14 +1,12 @@
 //! ICMPv6 (RFC 4443): input, echo, and rate-limited error generation; neighbour
 //! discovery messages go to [`crate::inet6::nd6`].
 
-use crate::inet::cx::{quoted_tcp6, CtlInput};
+use crate::inet::cx::{quoted_tcp6, CtlInput, HardError, TcpCtl};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out, IP6_HDR_LEN};
 use crate::inet6::nd6::icmp6_send;
 use crate::link::iface::Ifnet;
 use crate::stats::DropReason;
-use crate::tcp::layer::TcpCtl;
-use crate::tcp::TcpError;
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -39,7 +37,7 @@ pub(crate) enum Error6 {
 /// `_PROTOCOL` and `PRC_TIMXCEED_INTRANS`) quoting one of our TCP segments, for
 /// its connection to judge (`tcp6_ctlinput`); the quoted packet is borrowed from
 /// the message, so this waits on the ICMPv6 buffer only as long as the parse.
-fn hard_error6(cx: &mut Inet6Cx<'_>, quoted: &[u8], error: TcpError) {
+fn hard_error6(cx: &mut Inet6Cx<'_>, quoted: &[u8], error: HardError) {
     if let Some((local, remote, seq)) = quoted_tcp6(quoted) {
         cx.ctlinput.push(CtlInput::Tcp {
             local,
@@ -95,7 +93,7 @@ pub(crate) fn icmp6_input(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, i
             cx.stats.icmp6.indstunreach += 1;
             use wire::Icmpv6DstUnreachable as U;
             if matches!(reason, U::AdminProhibit | U::PortUnreachable) {
-                hard_error6(cx, data, TcpError::Refused);
+                hard_error6(cx, data, HardError::Refused);
             }
         }
         Icmpv6Repr::PktTooBig { mtu, data } => {
@@ -107,14 +105,14 @@ pub(crate) fn icmp6_input(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, mut m: Mbuf, i
         Icmpv6Repr::TimeExceeded { reason, data } => {
             cx.stats.icmp6.intimxceed += 1;
             if reason == wire::Icmpv6TimeExceeded::HopLimitExceeded {
-                hard_error6(cx, data, TcpError::Unreachable);
+                hard_error6(cx, data, HardError::HostUnreachable);
             }
         }
         Icmpv6Repr::ParamProblem { reason, data, .. } => {
             cx.stats.icmp6.inparamprob += 1;
             // FreeBSD's PRC_UNREACH_PROTOCOL.
             if reason == wire::Icmpv6ParamProblem::UnrecognizedNxtHdr {
-                hard_error6(cx, data, TcpError::Refused);
+                hard_error6(cx, data, HardError::Refused);
             }
         }
         Icmpv6Repr::Mld(wire::MldRepr::Query { mcast_addr, .. }) => {

@@ -505,8 +505,14 @@ pub(crate) fn ip6_route<'a>(
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
 /// layer or the first extension header): routes, builds the header, sends.
 pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_>, m: Mbuf, o: Ip6Out) {
+    ip6_output_tclass(cx, m, o, 0)
+}
+
+/// [`ip6_output`] with traffic class `tclass` (DSCP and ECN: TCP's ECN-capable
+/// segments).
+pub(crate) fn ip6_output_tclass(cx: &mut Inet6Cx<'_>, m: Mbuf, o: Ip6Out, tclass: u8) {
     match ip6_route(cx, o.dst, o.ifindex) {
-        Some(route) => ip6_output_on(cx, m, o, 0, route),
+        Some(route) => ip6_output_on(cx, m, o, tclass, route),
         None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
     }
 }

@@ -417,7 +417,7 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
         cx.ctlinput.push(crate::inet::cx::CtlInput::Tcp {
             local,
             remote,
-            ctl: crate::tcp::layer::TcpCtl::PathMtu(mtu - 60),
+            ctl: crate::inet::cx::TcpCtl::PathMtu(mtu - 60),
         });
     }
 }

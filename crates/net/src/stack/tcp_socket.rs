@@ -315,6 +315,18 @@ impl TcpStream {
         Ok(())
     }
 
+    /// FreeBSD's `TCP_NOOPT`: the SYN of a connection not yet opened goes without
+    /// options (no MSS, window scale, SACK-permitted or timestamps; the peer then
+    /// assumes an MSS of 536), and the connection uses none. Set before the SYN
+    /// leaves (with `tcp_connect_with` and a non-blocking stream, at once after it);
+    /// later, it changes nothing.
+    pub fn set_noopt(&self, on: bool) -> io::Result<()> {
+        self.s.opt_noopt.store(on, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
     /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards what
     /// arrives from now on.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {

@@ -675,6 +675,8 @@ pub(crate) struct StreamShared {
     /// Connection-establishment limit (`TCP_KEEPINIT`) in nanoseconds; 0 = the
     /// stack's.
     pub opt_keepinit_ns: AtomicU64,
+    /// `TCP_NOOPT`: our SYN carries no options.
+    pub opt_noopt: AtomicBool,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -710,6 +712,7 @@ impl StreamShared {
             opt_nodelay: AtomicBool::new(false),
             opt_keepalive_ns: AtomicU64::new(0),
             opt_keepinit_ns: AtomicU64::new(0),
+            opt_noopt: AtomicBool::new(false),
             rx_peeked: AtomicUsize::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),

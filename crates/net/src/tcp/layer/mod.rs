@@ -30,7 +30,8 @@ pub(crate) use output::{send_segment, tcp_flush};
 pub(crate) use timer::tcp_timers;
 
 use super::chan::{ListenShared, StreamShared};
-use super::tcb::{SegOut, Tcb, TcpConfig, TcpError, TimeWait};
+use super::tcb::{SegOut, Tcb, TcpConfig, TimeWait};
+pub(crate) use crate::inet::cx::{HardError, TcpCtl};
 use crate::inet::ip::IpInfo;
 use crate::tcp::cx::TcpCx;
 use crate::FxBuild;
@@ -56,18 +57,6 @@ pub(crate) enum TcpMsg {
     Wake(Arc<StreamShared>),
     /// The control plane asks for the worker's connections (`netstat -an`).
     List(Arc<ConnList>),
-}
-
-/// What an ICMP or ICMPv6 error quoting one of our segments says to its
-/// connection (FreeBSD's `tcp_ctlinput`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TcpCtl {
-    /// "Fragmentation needed" or "packet too big": the path takes segments of at
-    /// most this many bytes.
-    PathMtu(u32),
-    /// A hard error (port or protocol unreachable, administratively prohibited,
-    /// time exceeded in transit) about the segment starting at `seq`.
-    HardError { seq: u32, error: TcpError },
 }
 
 /// One connection as `netstat -an` lists it.

@@ -5,10 +5,13 @@
 
 use super::input::tcp_input_local;
 use super::output::service;
-use super::{conn_cfg, flow_home, isn, ts_offset, Conn, TcpCtl, TcpMsg, TcpWorker, Tuple};
+use super::{
+    conn_cfg, flow_home, isn, ts_offset, Conn, HardError, TcpCtl, TcpMsg, TcpWorker, Tuple,
+};
 use crate::tcp::chan::{err, phase};
 use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::Tcb;
+use crate::tcp::tcb::TcpError;
 use std::sync::atomic::Ordering;
 
 /// Messages from applications and other workers.
@@ -23,6 +26,10 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                             .path_mtu(mss, tuple.remote.is_ipv6(), &mut cx.stats.tcp)
                     }
                     TcpCtl::HardError { seq, error } => {
+                        let error = match error {
+                            HardError::Refused => TcpError::Refused,
+                            HardError::HostUnreachable => TcpError::Unreachable,
+                        };
                         c.tcb.icmp_hard_error(seq, error, &mut cx.stats.tcp)
                     }
                 });

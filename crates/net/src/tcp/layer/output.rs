@@ -53,6 +53,9 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         if ki != 0 {
             c.tcb.set_keep_init(dev::Duration::from_nanos(ki), cx.now);
         }
+        if s.opt_noopt.load(Ordering::Acquire) {
+            c.tcb.set_noopt();
+        }
     }
     // What the application read since opens the window.
     c.tcb
@@ -353,10 +356,12 @@ pub(crate) fn send_segment<'p>(
     h[16..18].copy_from_slice(&pseudo.to_be_bytes());
     m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
     m.hdr.tso_segsz = seg.tso_segsz;
+    // ECT(0) on an ECN-capable segment (RFC 3168 §5).
+    let tos = if seg.ect { 0b10 } else { 0 };
     let (src, dst) = match (t.local.ip(), t.remote.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            return crate::inet6::ip6::ip6_output(
+            return crate::inet6::ip6::ip6_output_tclass(
                 cx,
                 m,
                 Ip6Out {
@@ -367,11 +372,12 @@ pub(crate) fn send_segment<'p>(
                     keep_unspec: false,
                     ifindex: None,
                 },
+                tos,
             );
         }
         _ => return DropReason::IpOutDropped.count(cx.stats),
     };
-    ip::ip_output(
+    ip::ip_output_tos(
         cx,
         m,
         IpOut {
@@ -383,5 +389,6 @@ pub(crate) fn send_segment<'p>(
             // discovery (RFC 1191), which needs ICMP "fragmentation needed" handled.
             df: false,
         },
+        tos,
     );
 }

@@ -6,7 +6,7 @@
 //! early retransmit, RFC 3042's limited transmit) and starts recovery. How far the
 //! window grows or falls is `cc`'s (CUBIC, NewReno, HyStart++); the holes are `sack`'s.
 
-use super::seq::{diff, lt};
+use super::seq::{diff, le, lt};
 use super::{SegIn, Tcb};
 use crate::stats::TcpStat;
 use crate::tcp::cc::SlowStartAck;
@@ -150,6 +150,102 @@ impl Tcb {
         }
     }
 
+    /// ECN on a connection that has it (RFC 3168 §6.1.2-3): the peer's ECE halves
+    /// the window as a loss would (the congestion control's reduction), once a
+    /// window and not during loss recovery, without retransmitting, and owes a CWR
+    /// on the next new data; our Congestion Experienced is echoed with ECE on every
+    /// ACK, at once, until the peer's CWR says it reduced.
+    pub(super) fn ecn_input(&mut self, seg: &SegIn<'_>, ack: u32, st: &mut TcpStat) {
+        // The reduction's window ends with an ACK beyond what was in flight at it
+        // (Linux's CWR state ends when snd_una passes high_seq): the ACK of exactly
+        // that was sent before the peer heard our CWR, and may still echo.
+        if self.ecn_until.is_some_and(|u| lt(u, ack)) {
+            self.ecn_until = None;
+        }
+        if seg.ece && !seg.syn && self.ecn_until.is_none() && self.recover.is_none() {
+            st.ecn_rcwnd += 1;
+            self.ssthresh = self
+                .cc
+                .on_congestion(self.cwnd, self.flight(), self.snd_mss);
+            self.hystart.stop();
+            self.cwnd = self.ssthresh;
+            self.ecn_until = Some(self.snd_max);
+            self.ecn_cwr = true;
+        }
+        if seg.cwr {
+            self.ecn_echo = false;
+        }
+        if seg.ce {
+            st.ecn_ce += 1;
+            if !self.ecn_echo {
+                self.ecn_echo = true;
+                self.ack_now = true;
+            }
+        }
+    }
+
+    /// Proportional Rate Reduction (RFC 6937), on every ACK of SACK recovery that
+    /// `delivered` bytes (newly acknowledged or SACKed): the window becomes the
+    /// pipe and what may go now, so that the sender slows to `ssthresh` in step
+    /// with the ACKs, a fraction `ssthresh / RecoverFS` of what is delivered while
+    /// the pipe is above it, rather than falling silent for half a round trip and
+    /// then bursting (RFC 6675 alone); below it, the pipe grows back toward
+    /// `ssthresh` at most a segment beyond what arrives (PRR-SSRB).
+    pub(super) fn prr_on_ack(&mut self, delivered: u32) {
+        self.prr_delivered = self.prr_delivered.saturating_add(delivered);
+        let pipe = self.pipe();
+        let sndcnt = if pipe > self.ssthresh {
+            let due = (u64::from(self.prr_delivered) * u64::from(self.ssthresh))
+                .div_ceil(u64::from(self.recover_fs.max(1)));
+            u32::try_from(due)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(self.prr_out)
+        } else {
+            let limit = self
+                .prr_delivered
+                .saturating_sub(self.prr_out)
+                .max(delivered)
+                .saturating_add(self.snd_mss);
+            (self.ssthresh - pipe).min(limit)
+        };
+        self.cwnd = pipe.saturating_add(sndcnt);
+    }
+
+    /// A D-SACK (RFC 2883: a first SACK block below the cumulative ACK, or inside
+    /// the second block) reports data that arrived twice. When every
+    /// retransmission of the last fast recovery has been reported so, the
+    /// original segments had arrived all along, reordered, not lost (RFC 3708):
+    /// the window and threshold go back to what they were before it, and a
+    /// recovery still running ends.
+    pub(super) fn dsack_input(&mut self, seg: &SegIn<'_>, ack: u32, st: &mut TcpStat) {
+        let Some((l, r)) = seg.sack[0] else { return };
+        let dsack = le(r, ack) || seg.sack[1].is_some_and(|(l2, r2)| le(l2, l) && le(r, r2));
+        if !dsack || !lt(l, r) {
+            return;
+        }
+        st.dsack_count += 1;
+        st.dsack_bytes += u64::from(diff(r, l));
+        let Some((cwnd, ssthresh, retrans, high)) = self.dsack_undo else {
+            return;
+        };
+        if retrans == 0 || !le(r, high) {
+            return;
+        }
+        let left = retrans.saturating_sub(diff(r, l).div_ceil(self.snd_mss.max(1)).max(1));
+        if left > 0 {
+            self.dsack_undo = Some((cwnd, ssthresh, left, high));
+            return;
+        }
+        self.dsack_undo = None;
+        st.dsackundo += 1;
+        self.cwnd = self.cwnd.max(cwnd);
+        self.ssthresh = self.ssthresh.max(ssthresh);
+        if self.recover.take().is_some() {
+            self.rexmits.clear();
+            self.dupacks = 0;
+        }
+    }
+
     pub(super) fn on_dupack(&mut self, st: &mut TcpStat) {
         self.dupacks += 1;
         let mss = self.snd_mss;
@@ -175,6 +271,7 @@ impl Tcb {
             }
             None => {
                 st.fastrexmit += 1;
+                self.dsack_undo = Some((self.cwnd, self.ssthresh, 0, self.snd_max));
                 self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
                 self.hystart.stop();
                 // With SACK the pipe, not an inflated window, says what may go out.
@@ -188,6 +285,11 @@ impl Tcb {
                 self.sack_next = self.snd_una;
                 self.rexmit_owed += 1;
                 self.timed = None;
+                self.prr_delivered = 0;
+                self.prr_out = 0;
+                self.recover_fs = self.flight();
+                // Limited transmit ends where recovery begins (PRR governs now).
+                self.limited_extra = 0;
             }
             // NewReno inflation; with a scoreboard the pipe governs (see `output`).
             Some(_) if !scoreboard => self.cwnd = self.cwnd.saturating_add(mss),

@@ -88,6 +88,20 @@ pub struct TcpConfig {
     /// a connection in SYN-SENT ends it (`ECONNREFUSED`, or `EHOSTUNREACH` for time
     /// exceeded); off, every ICMP error but "too big" is ignored. On by default.
     pub icmp_may_rst: bool,
+    /// FreeBSD's `net.inet.tcp.rexmit_drop_options`: from its third
+    /// retransmission on, our SYN asks for no window scaling, SACK or timestamps
+    /// (a path that drops SYNs with options it does not know). Off by default.
+    pub rexmit_drop_options: bool,
+    /// Explicit Congestion Notification (RFC 3168; FreeBSD's
+    /// `net.inet.tcp.ecn.enable`): 0 never, 1 asked for on our connections and
+    /// granted to peers that ask, 2 (the default) only granted. On a connection
+    /// that has it, data goes out ECN-capable (ECT(0)), a congestion mark (CE) is
+    /// echoed with ECE until the peer's CWR, and an echo halves the window as a
+    /// loss would, once a window, without a retransmission.
+    pub ecn: u8,
+    /// Retransmissions of our SYN that still ask for ECN before it goes without
+    /// (`net.inet.tcp.ecn.maxretries`, 1): a path that drops ECN-setup SYNs.
+    pub ecn_maxretries: u32,
     /// Segmentation offload: the most data one segment may carry for a device that
     /// cuts it into MSS-sized ones itself (the route's interface, `dev::Offloads`);
     /// 0 for a segment per MSS. New data only: retransmissions and everything sent
@@ -140,6 +154,9 @@ impl Default for TcpConfig {
             insecure_syn: false,
             drop_synfin: false,
             icmp_may_rst: true,
+            rexmit_drop_options: false,
+            ecn: 2,
+            ecn_maxretries: 1,
             tso_max: 0,
             tso: true,
             lro: true,

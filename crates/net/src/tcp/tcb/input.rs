@@ -9,7 +9,7 @@
 //! `reass` for the data.
 
 use super::reass::OooSeg;
-use super::seq::{le, lt};
+use super::seq::{diff, le, lt};
 use super::{reset_for, Payload, SegIn, SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
 use dev::Instant;
@@ -200,6 +200,11 @@ impl Tcb {
         self.snd_wl1 = seg.seq;
         match seg.ack {
             Some(a) => {
+                // ECN granted: ECE alone on the SYN-ACK (RFC 3168 §6.1.1).
+                self.ecn_ok = self.cfg.ecn == 1 && seg.ece && !seg.cwr;
+                if self.ecn_ok {
+                    st.ecn_shs += 1;
+                }
                 self.snd_wl2 = a;
                 self.ack_advance(a, seg, now, st);
                 self.state = State::Established;
@@ -380,6 +385,9 @@ impl Tcb {
                 self.max_snd_wnd = self.snd_wnd;
                 self.snd_wl1 = seq;
                 self.snd_wl2 = ack;
+                if self.ecn_ok {
+                    st.ecn_shs += 1;
+                }
                 // Data that came with the peer's SYN in a simultaneous open.
                 if !self.ooo.is_empty() {
                     self.drain_ooo(now, st);
@@ -408,8 +416,19 @@ impl Tcb {
         }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
         let newly_sacked = self.sack_update(seg);
-        if lt(self.snd_una, ack) {
+        let newly_acked = if lt(self.snd_una, ack) {
+            diff(ack, self.snd_una)
+        } else {
+            0
+        };
+        if newly_acked > 0 {
             self.ack_advance(ack, seg, now, st);
+        }
+        if self.sack_perm {
+            self.dsack_input(seg, ack, st);
+        }
+        if self.ecn_ok {
+            self.ecn_input(seg, ack, st);
         } else if ack == self.snd_una
             && self.snd_max != self.snd_una
             && (newly_sacked > 0
@@ -421,6 +440,9 @@ impl Tcb {
         }
         if self.recover.is_some() {
             self.detect_lost_rexmits(st);
+            if self.sack_perm {
+                self.prr_on_ack(newly_acked.saturating_add(newly_sacked));
+            }
         }
         // Window update.
         if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {

@@ -215,6 +215,26 @@ pub struct Tcb {
     /// The ACK owed is a challenge ACK (RFC 5961), sent as BSD's `tcp_respond`
     /// sends it: at SND.NXT, never carrying our FIN again.
     challenge: bool,
+    /// `TCP_NOOPT`: our SYN carries no options at all, not even the MSS.
+    noopt: bool,
+    /// Proportional Rate Reduction (RFC 6937) during SACK recovery: data the
+    /// peer received since recovery began, data we sent in it, and the flight
+    /// when it began.
+    prr_delivered: u32,
+    prr_out: u32,
+    recover_fs: u32,
+    /// The last fast recovery, for D-SACK to prove it spurious (RFC 3708): the
+    /// window and threshold before it, its retransmissions not yet reported
+    /// duplicate, and SND.MAX when it began.
+    dsack_undo: Option<(u32, u32, u32, u32)>,
+    /// ECN negotiated (RFC 3168 §6.1.1).
+    ecn_ok: bool,
+    /// Congestion Experienced arrived: ECE on our ACKs until the peer's CWR.
+    ecn_echo: bool,
+    /// The window was reduced for an echo: CWR on the next new data segment.
+    ecn_cwr: bool,
+    /// A reduction for an echo lasts until this is acknowledged: one a window.
+    ecn_until: Option<u32>,
     /// `ka_deadline` is the connection-establishment limit (`keep_init`).
     ka_init: bool,
     ka_send: bool,
@@ -324,6 +344,15 @@ impl Tcb {
             ka_probes: 0,
             ka_init: false,
             challenge: false,
+            noopt: false,
+            prr_delivered: 0,
+            prr_out: 0,
+            recover_fs: 0,
+            dsack_undo: None,
+            ecn_ok: false,
+            ecn_echo: false,
+            ecn_cwr: false,
+            ecn_until: None,
             ka_send: false,
             recover: None,
             sacked: Vec::new(),
@@ -368,6 +397,8 @@ impl Tcb {
         let mut t = Tcb::new(cfg, iss, false);
         t.state = State::SynReceived;
         t.take_syn_options(syn);
+        // An ECN-setup SYN (ECE and CWR, RFC 3168 §6.1.1), granted unless ECN is off.
+        t.ecn_ok = syn.ece && syn.cwr && cfg.ecn != 0;
         t.irs = syn.seq;
         t.rcv_nxt = syn.seq.wrapping_add(1);
         t.rcv_adv = t.rcv_nxt;
@@ -493,7 +524,7 @@ impl Tcb {
             timestamps: self.ts_enabled,
             sack: self.sack_perm,
             wscale: self.wscale_ok.then_some((self.rcv_wscale, self.snd_wscale)),
-            ecn: false,
+            ecn: self.ecn_ok,
             rto: self.rto,
             rtt: self.srtt,
             rttvar: self.rttvar,

@@ -288,11 +288,15 @@ impl Tcb {
             wnd: (wnd_adv >> self.rcv_wscale).min(65_535) as u16,
             ts: self.ts_enabled.then(|| (self.tsval(now), self.ts_recent)),
             sack: self.sack_blocks(),
+            ece: self.ecn_ok && self.ecn_echo,
             ..SegOut::default()
         }
     }
 
     pub(super) fn push(&mut self, seg: SegOut, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        if self.recover.is_some() {
+            self.prr_out = self.prr_out.saturating_add(seg.data_len as u32);
+        }
         if seg.ack_flag {
             self.last_ack_sent = seg.ack;
             let shift = if seg.syn { 0 } else { self.rcv_wscale };
@@ -331,6 +335,17 @@ impl Tcb {
                 if self.state == State::SynSent {
                     seg.ack_flag = false;
                     seg.ack = 0;
+                    if self.cfg.rexmit_drop_options && self.rtx_count >= 3 {
+                        self.drop_syn_options();
+                    }
+                    if self.noopt {
+                        seg.mss = None;
+                    }
+                    // An ECN-setup SYN (RFC 3168 §6.1.1), for the first tries only:
+                    // a path may drop such SYNs.
+                    let ask = self.cfg.ecn == 1 && self.rtx_count <= self.cfg.ecn_maxretries;
+                    seg.ece = ask;
+                    seg.cwr = ask;
                     seg.ts = self.cfg.timestamps.then(|| (self.tsval(now), 0));
                     seg.wscale = self.cfg.window_scaling.then_some(self.rcv_wscale);
                     seg.sack_perm = self.cfg.sack;
@@ -340,6 +355,9 @@ impl Tcb {
                         (self.cfg.window_scaling && self.wscale_ok).then_some(self.rcv_wscale);
                     seg.sack_perm = self.sack_perm;
                     seg.wnd = self.rcv_window().min(65_535) as u16;
+                    // ECN granted: ECE alone.
+                    seg.ece = self.ecn_ok;
+                    seg.cwr = false;
                 }
                 if diff(self.snd_max, self.iss) > 0 {
                     st.sndrexmitpack += 1;
@@ -421,6 +439,18 @@ impl Tcb {
                 if len < room && !self.cfg.nodelay && self.snd_una != self.snd_nxt && !fin_here {
                     return false;
                 }
+                // In recovery PRR opens the window by fractions of a segment: new
+                // data with more behind it waits for a whole one (the ACKs in flight
+                // bring it), as FreeBSD's tcp_output sends no short segment while
+                // more is buffered, TCP_NODELAY or not.
+                if self.recover.is_some()
+                    && len < room
+                    && len < unsent
+                    && self.flight() > 0
+                    && !fin_here
+                {
+                    return false;
+                }
                 let mut seg = self.header(now, self.snd_nxt);
                 seg.data_len = len as usize;
                 if len > room {
@@ -429,6 +459,13 @@ impl Tcb {
                 seg.fin = fin_here;
                 seg.psh = len > 0 && self.snd_nxt.wrapping_add(len) == end;
                 let rexmit = lt(self.snd_nxt, self.snd_max);
+                // New data is ECN-capable, retransmissions are not (RFC 3168
+                // §6.1.5); the first after a reduction says so with CWR.
+                if self.ecn_ok && len > 0 && !rexmit {
+                    seg.ect = true;
+                    seg.cwr = std::mem::take(&mut self.ecn_cwr);
+                    st.ecn_ect0 += 1;
+                }
                 if rexmit {
                     st.sndrexmitpack += 1;
                     st.sndrexmitbyte += u64::from(len);

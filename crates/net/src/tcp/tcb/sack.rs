@@ -1,8 +1,9 @@
 //! Loss recovery (FreeBSD's `tcp_sack`): the sender's scoreboard of SACKed ranges
 //! (RFC 2018), RFC 6675's pipe and next hole, the retransmission of holes (also the
 //! one that NewReno retransmits, RFC 6582), and lost retransmissions found as RACK
-//! finds them (RFC 8985); as receiver, the SACK blocks describing our out-of-order
-//! queue. Calls `output` to build and send segments and `timer` to arm the
+//! finds them (RFC 8985); the window during recovery is Proportional Rate
+//! Reduction's (RFC 6937, `Tcb::prr_on_ack` in `ack`); as receiver, the SACK
+//! blocks describing our out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
 //! retransmission timer.
 
 use super::seq::{diff, le, lt};
@@ -96,6 +97,13 @@ impl Tcb {
         seg.data_len = len as usize;
         st.sndrexmitpack += 1;
         st.sndrexmitbyte += u64::from(len);
+        // Retransmissions of the recovery that D-SACK may prove unneeded: the fast
+        // retransmit and the holes the scoreboard shows (not the segment at
+        // SND.UNA that a partial ACK with an empty scoreboard sends on a guess).
+        let counted = !self.sacked.is_empty() || self.dsack_undo.is_some_and(|u| u.2 == 0);
+        if let Some(u) = self.dsack_undo.as_mut().filter(|u| counted && lt(p, u.3)) {
+            u.2 += len.div_ceil(self.snd_mss.max(1));
+        }
         self.timed = None;
         self.push(seg, st, out);
         if self.recover.is_some() && self.sack_perm {

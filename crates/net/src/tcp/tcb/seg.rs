@@ -22,6 +22,11 @@ pub struct SegIn<'a> {
     pub ts: Option<(u32, u32)>,
     /// SACK blocks (left edge, right edge).
     pub sack: [Option<(u32, u32)>; 4],
+    /// ECN-Echo and Congestion Window Reduced (RFC 3168 §6.1).
+    pub ece: bool,
+    pub cwr: bool,
+    /// The IP header carried Congestion Experienced (set by the caller).
+    pub ce: bool,
     pub payload: Payload<'a>,
 }
 
@@ -142,6 +147,9 @@ impl<'a> SegIn<'a> {
             sack_perm: r.sack_permitted,
             ts: r.timestamp.map(|t| (t.tsval, t.tsecr)),
             sack: r.sack_ranges,
+            ece: r.flags.contains(F::ECE),
+            cwr: r.flags.contains(F::CWR),
+            ce: false,
             payload: r.payload.into(),
         }
     }
@@ -161,6 +169,9 @@ impl<'a> SegIn<'a> {
             sack_perm: seg.sack_perm,
             ts: seg.ts,
             sack: seg.sack,
+            ece: seg.ece,
+            cwr: seg.cwr,
+            ce: false,
             payload: payload.into(),
         }
     }
@@ -191,6 +202,12 @@ pub struct SegOut {
     pub ts: Option<(u32, u32)>,
     /// SACK blocks of data held out of order.
     pub sack: [Option<(u32, u32)>; 4],
+    /// ECN-Echo and Congestion Window Reduced (RFC 3168 §6.1).
+    pub ece: bool,
+    pub cwr: bool,
+    /// Sent ECN-capable: ECT(0) in the IP header (new data on a connection with
+    /// ECN).
+    pub ect: bool,
     pub data_len: usize,
     /// For a segment built for segmentation offload (`data_len` beyond one MSS):
     /// the data bytes of each segment the device is to cut it into; 0 otherwise.
@@ -212,6 +229,8 @@ impl SegOut {
         flags.set(F::RST, self.rst);
         flags.set(F::PSH, self.psh);
         flags.set(F::ACK, self.ack_flag);
+        flags.set(F::ECE, self.ece);
+        flags.set(F::CWR, self.cwr);
         wire::TcpRepr {
             src_port,
             dst_port,

@@ -152,6 +152,8 @@ impl Tcb {
         if self.rtx_count == 1 && self.ts_enabled && self.state.synchronized() {
             self.rto_undo = Some((self.cwnd, self.ssthresh, self.tsval(now)));
         }
+        // A timeout ends what D-SACK could undo (Eifel judges the timeout).
+        self.dsack_undo = None;
         self.rexmits.clear();
         if self.state.synchronized() || self.state == State::SynReceived {
             let mss = self.snd_mss;

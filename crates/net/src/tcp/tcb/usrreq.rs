@@ -206,4 +206,21 @@ impl Tcb {
     pub fn set_nodelay(&mut self, on: bool) {
         self.cfg.nodelay = on;
     }
+
+    /// `TCP_NOOPT`, before our SYN leaves: it goes without options, and the
+    /// connection uses none (FreeBSD's `TF_NOOPT`). Later, nothing changes.
+    pub fn set_noopt(&mut self) {
+        if self.state == State::SynSent && self.snd_max == self.iss {
+            self.drop_syn_options();
+            self.noopt = true;
+        }
+    }
+
+    /// Our SYN stops asking for window scaling, SACK and timestamps (`TCP_NOOPT`,
+    /// and `net.inet.tcp.rexmit_drop_options` from the third retransmission on).
+    pub(super) fn drop_syn_options(&mut self) {
+        self.cfg.window_scaling = false;
+        self.cfg.sack = false;
+        self.cfg.timestamps = false;
+    }
 }
