@@ -81,7 +81,7 @@ run_one() {
         BEGIN { keep = 1 }
         # FreeBSD-only socket options, which Linux (and so packetdrill built here)
         # has no symbol for: their FreeBSD numbers, which the shim takes.
-        { gsub(/TCP_KEEPINIT/, "128") }
+        { gsub(/TCP_KEEPINIT/, "128"); gsub(/TCP_NOOPT/, "8") }
         # NPLab packetdrill names the codes of ICMP time exceeded; Google packetdrill
         # takes it by number.
         { gsub(/time_exceeded ttl_exceeded_in_transit/, "time_exceeded code_0")

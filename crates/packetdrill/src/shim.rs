@@ -92,11 +92,15 @@ struct Opts {
     /// (else the stack's `net.inet.tcp.keepinit`, `keepidle`).
     keepinit: Option<u32>,
     keepidle: Option<u32>,
+    /// `TCP_NOOPT`.
+    noopt: bool,
 }
 
-/// FreeBSD's `TCP_KEEPINIT`, which Linux (and so packetdrill's symbol table) lacks:
-/// `scripts/packetdrill.sh` writes the number in its place.
+/// FreeBSD's `TCP_KEEPINIT` and `TCP_NOOPT`, which Linux (and so packetdrill's
+/// symbol table) lacks: `scripts/packetdrill.sh` writes the numbers in their
+/// place. (Linux's 8 is `TCP_LINGER2`, which no script of the suite sets.)
 const TCP_KEEPINIT: i32 = 128;
+const TCP_NOOPT: i32 = 8;
 
 impl Opts {
     /// The options that take effect on a connection, applied to a new one.
@@ -109,6 +113,9 @@ impl Opts {
         }
         if let Some(k) = self.keepinit {
             let _ = s.set_keepinit(Duration::from_secs(k.into()));
+        }
+        if self.noopt {
+            let _ = s.set_noopt(true);
         }
     }
 
@@ -945,6 +952,7 @@ impl Host for Shim {
             (libc::IPPROTO_TCP, TCP_KEEPINIT) => {
                 f.opts.keepinit.unwrap_or(cfg.keep_init.as_secs() as u32) as i32
             }
+            (libc::IPPROTO_TCP, TCP_NOOPT) => i32::from(f.opts.noopt),
             (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => f.opts.idle(&cfg).as_secs() as i32,
             (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => cfg.keepalive_interval.as_secs() as i32,
             (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => cfg.keepalive_probes as i32,
@@ -1002,6 +1010,12 @@ impl Host for Shim {
                 if let (Sock::Stream(s), true) = (&f.sock, f.opts.keepalive) {
                     s.set_keepalive(Some(f.opts.idle(&cfg)))
                         .map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::IPPROTO_TCP, TCP_NOOPT) => {
+                f.opts.noopt = v != 0;
+                if let (Sock::Stream(s), true) = (&f.sock, v != 0) {
+                    s.set_noopt(true).map_err(|e| errno_of(&e))?;
                 }
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {

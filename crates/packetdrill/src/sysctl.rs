@@ -17,23 +17,21 @@ use std::sync::Arc;
 
 /// FreeBSD names mpstack has no switch for, and the values it behaves as.
 pub const FIXED: &[(&str, &[&str], &str)] = &[
-    ("net.inet.tcp.blackhole", &["0"], "a closed port answers with a reset"),
+    (
+        "net.inet.tcp.blackhole",
+        &["0"],
+        "a closed port answers with a reset",
+    ),
     (
         "net.inet.tcp.hostcache.purgenow",
         &["0", "1"],
         "there is no host cache to purge",
     ),
     (
-        "net.inet.tcp.rexmit_drop_options",
-        &["0"],
-        "a retransmitted SYN keeps its options",
+        "net.inet.tcp.rexmit_slop",
+        &["200"],
+        "the minimum RTO already holds it",
     ),
-    (
-        "net.inet.tcp.ecn.enable",
-        &["0", "2"],
-        "no ECN is asked for (2 answers a peer that asks; mpstack does not, and a script that asks fails on the packets)",
-    ),
-    ("net.inet.tcp.rexmit_slop", &["200"], "the minimum RTO already holds it"),
 ];
 
 /// `sysctl [-n] [-w] NAME[=VALUE]…` against `cfg`: what sysctl(8) would print, or
