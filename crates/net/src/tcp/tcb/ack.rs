@@ -246,6 +246,48 @@ impl Tcb {
         }
     }
 
+    /// F-RTO (RFC 5682 §2) on the ACKs after a first timeout, without
+    /// timestamps. The first ACK, if it acknowledges the retransmission and not
+    /// all that was out, lets two new segments go instead of more retransmissions;
+    /// if the next ACK then acknowledges more, it acknowledges data sent before
+    /// the timeout and never again, so the timeout was spurious: the window and
+    /// threshold go back to what they were (RFC 4015's response). A duplicate ACK
+    /// in either step means a loss: go-back-N as usual.
+    pub(super) fn frto_on_ack(&mut self, newly_acked: u32, ack: u32, st: &mut TcpStat) {
+        let Some((step, high, cwnd, ssthresh)) = self.frto else {
+            return;
+        };
+        self.frto = None;
+        match step {
+            1 => {
+                // A duplicate ACK, or one covering everything, says nothing.
+                let unsent = lt(self.snd_max, self.fin_seq());
+                if newly_acked > 0 && lt(ack, high) && unsent {
+                    self.frto = Some((2, high, cwnd, ssthresh));
+                    // New data next, two segments beside what is out (step 2b).
+                    self.snd_nxt = self.snd_max;
+                    self.sack_next = self.snd_max;
+                    self.limited_extra = diff(self.snd_max, self.snd_una);
+                    self.cwnd = self.cwnd.max(2 * self.snd_mss);
+                }
+            }
+            _ => {
+                self.limited_extra = 0;
+                if newly_acked > 0 {
+                    st.frto_spurious += 1;
+                    st.sndrexmitbad += 1;
+                    self.cwnd = self.cwnd.max(cwnd);
+                    self.ssthresh = self.ssthresh.max(ssthresh);
+                    self.rto = self.rto_from_estimate();
+                } else {
+                    // Step 3a: the rest goes again, from the first unacknowledged.
+                    self.snd_nxt = self.snd_una;
+                    self.sack_next = self.snd_una;
+                }
+            }
+        }
+    }
+
     pub(super) fn on_dupack(&mut self, st: &mut TcpStat) {
         self.dupacks += 1;
         let mss = self.snd_mss;

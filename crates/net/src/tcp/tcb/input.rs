@@ -427,6 +427,9 @@ impl Tcb {
         if self.sack_perm {
             self.dsack_input(seg, ack, st);
         }
+        if self.frto.is_some() {
+            self.frto_on_ack(newly_acked, ack, st);
+        }
         if self.ecn_ok {
             self.ecn_input(seg, ack, st);
         } else if ack == self.snd_una

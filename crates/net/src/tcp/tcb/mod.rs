@@ -227,6 +227,10 @@ pub struct Tcb {
     /// window and threshold before it, its retransmissions not yet reported
     /// duplicate, and SND.MAX when it began.
     dsack_undo: Option<(u32, u32, u32, u32)>,
+    /// F-RTO (RFC 5682) after a first timeout without timestamps: its step (1,
+    /// waiting for the retransmission's ACK; 2, new data sent, waiting for the
+    /// next), SND.MAX at the timeout, and the window and threshold before it.
+    frto: Option<(u8, u32, u32, u32)>,
     /// ECN negotiated (RFC 3168 §6.1.1).
     ecn_ok: bool,
     /// Congestion Experienced arrived: ECE on our ACKs until the peer's CWR.
@@ -349,6 +353,7 @@ impl Tcb {
             prr_out: 0,
             recover_fs: 0,
             dsack_undo: None,
+            frto: None,
             ecn_ok: false,
             ecn_echo: false,
             ecn_cwr: false,

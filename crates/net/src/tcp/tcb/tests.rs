@@ -1737,3 +1737,76 @@ fn dsack_undoes_a_recovery_that_reordering_caused() {
         }
     }
 }
+
+/// F-RTO (RFC 5682), for a connection without timestamps (where Eifel cannot
+/// tell): ten segments reach the peer, but its ACKs are held back past the
+/// timeout (a delay spike). After the timeout's retransmission, the first late
+/// ACK lets two new segments go rather than more retransmissions, and the next
+/// acknowledges data never sent again: the timeout was spurious and the window
+/// comes back. When the segments are really lost, the ACKs after the timeout are
+/// duplicates, and the go-back-N retransmission runs as before, nothing undone.
+#[test]
+fn frto_undoes_a_spurious_timeout_without_timestamps() {
+    for spurious in [true, false] {
+        let cfg = TcpConfig {
+            delack: Duration::ZERO,
+            timestamps: false,
+            init_cwnd_segs: 10,
+            nodelay: true,
+            ..quick()
+        };
+        let mut p = quiet_pair_with(cfg, 25);
+        assert!(!p.a.ts_enabled);
+        let mss = p.a.seg_size() as usize;
+        let (cwnd, ssthresh) = (p.a.cwnd(), p.a.ssthresh);
+        p.a.send(&vec![6u8; 30 * mss]);
+        let mut segs = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut segs);
+        let n = segs.len();
+        assert!(n >= 10);
+        // The peer gets them all (or, when the timeout is real, only the last
+        // three: the first seven are lost); its ACKs are held.
+        let mut held = Vec::new();
+        let skip = if spurious { 0 } else { 7 };
+        for s in &segs[skip..] {
+            held.extend(deliver(&mut p, true, *s));
+        }
+        p.now = p.a.rtx_deadline.expect("timer armed");
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        assert_eq!(p.sa.rexmttimeo, 1);
+        assert_eq!(out.len(), 1, "one retransmission after the timeout");
+        assert_eq!(out[0].seq, segs[0].seq);
+        // The retransmission reaches the peer after its held ACKs leave.
+        let mut answers = held;
+        answers.extend(deliver(&mut p, true, out[0]));
+        p.now += Duration::from_millis(1);
+        let mut sent = Vec::new();
+        for a in answers.into_iter().take(3) {
+            sent.extend(deliver(&mut p, false, a));
+        }
+        if spurious {
+            assert_eq!(p.sa.frto_spurious, 1);
+            assert_eq!(p.a.ssthresh, ssthresh);
+            assert!(
+                p.a.cwnd() >= cwnd,
+                "window restored: {} < {cwnd}",
+                p.a.cwnd()
+            );
+            // Nothing the peer had was sent again but the one retransmission.
+            let max = segs[n - 1].seq;
+            assert!(
+                sent.iter().all(|s| s.data_len == 0 || seq::lt(max, s.seq)),
+                "only new data after the timeout: {sent:?}"
+            );
+        } else {
+            assert_eq!(p.sa.frto_spurious, 0);
+            assert!(p.a.cwnd() < cwnd);
+            // Go-back-N: the lost segments go again.
+            assert!(
+                sent.iter().any(|s| s.seq == segs[1].seq && s.data_len > 0),
+                "{sent:?}"
+            );
+        }
+    }
+}

@@ -149,8 +149,15 @@ impl Tcb {
         self.rtx_count += 1;
         st.rexmttimeo += 1;
         self.rto = (self.rto * 2).min(self.cfg.max_rto);
-        if self.rtx_count == 1 && self.ts_enabled && self.state.synchronized() {
-            self.rto_undo = Some((self.cwnd, self.ssthresh, self.tsval(now)));
+        // Was the timeout spurious (a delay spike, not a loss)? Eifel tells by the
+        // echoed timestamp; without timestamps, F-RTO by the ACKs that follow.
+        self.frto = None;
+        if self.rtx_count == 1 && self.state.synchronized() {
+            if self.ts_enabled {
+                self.rto_undo = Some((self.cwnd, self.ssthresh, self.tsval(now)));
+            } else {
+                self.frto = Some((1, self.snd_max, self.cwnd, self.ssthresh));
+            }
         }
         // A timeout ends what D-SACK could undo (Eifel judges the timeout).
         self.dsack_undo = None;
