@@ -3,6 +3,8 @@
 //! byte-exact (also reordered and duplicated), a lost fragment ends in ICMP Time
 //! Exceeded after 30 s, and a flood of fragments that never complete stays bounded.
 
+mod common;
+
 use dev::impair::Impairments;
 use dev::mem::WireConfig;
 use dev::Duration;
@@ -382,24 +384,10 @@ fn fragmentation_needed_lowers_the_path_mtu() {
     assert_eq!(recv_all(&rx).len(), 1);
     // A router on the path answers "fragmentation needed, next-hop MTU 1200".
     let quoted = &out[0][14..14 + 28];
-    let mut icmp = vec![3u8, 4, 0, 0, 0, 0];
-    icmp.extend_from_slice(&1200u16.to_be_bytes());
-    icmp.extend_from_slice(quoted);
-    let sum = !wire::checksum::data(&icmp);
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    let mut ip = vec![
-        0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0, 198, 18, 0, 254, 198, 18, 0, 1,
-    ];
-    let total = (20 + icmp.len()) as u16;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let sum = !wire::checksum::data(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let mut f = am.0.to_vec();
-    f.extend_from_slice(&[0x02, 0xee, 0, 0, 0, 0xfe, 0x08, 0x00]);
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&icmp);
+    let [hi, lo] = 1200u16.to_be_bytes();
+    let f = common::icmp4_error_frame(am, 3, 4, [0, 0, hi, lo], quoted);
     let now = s.now();
-    raw.tx_burst(now, &mut vec![Mbuf::from_slice(&f).unwrap()]);
+    raw.tx_burst(now, &mut vec![f]);
     s.run_for(Duration::from_millis(5));
     let cfg = s.host(a).config();
     assert_eq!(cfg.inet.pmtu4.len(), 1);

@@ -1,6 +1,8 @@
 //! TCP between virtual hosts: connect, transfer, echo, close, refused connections,
 //! with one and two workers and on lossy, reordering links (virtual time).
 
+mod common;
+
 use dev::impair::Impairments;
 use dev::mem::WireConfig;
 use dev::Duration;
@@ -35,6 +37,17 @@ fn pair_with(
     wire: WireConfig,
     tcp: net::tcp::TcpConfig,
 ) -> (Sim, HostId, HostId) {
+    let (s, a, b, _) = pair_on_hub(workers, seed, wire, tcp);
+    (s, a, b)
+}
+
+/// [`pair_with`], and the hub (for a raw port on it).
+fn pair_on_hub(
+    workers: usize,
+    seed: u64,
+    wire: WireConfig,
+    tcp: net::tcp::TcpConfig,
+) -> (Sim, HostId, HostId, sim::HubId) {
     let mut s = Sim::new(seed);
     let hub = s.add_hub(wire);
     let mut host = |name: &str| {
@@ -48,7 +61,7 @@ fn pair_with(
     let (a, b) = (host("a"), host("b"));
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
-    (s, a, b)
+    (s, a, b, hub)
 }
 
 /// A non-blocking listener on `b`'s `port`.
@@ -1565,26 +1578,6 @@ fn tcpdrop_resets_the_connection_it_selects_and_no_other() {
     );
 }
 
-/// An ICMP error from a "router" at 198.18.0.254 quoting `quoted` (an IPv4 header
-/// and the 8 bytes after it), to the host whose MAC is `to`.
-fn icmp_error_frame(to: wire::EthernetAddress, ty: u8, code: u8, quoted: &[u8]) -> mbuf::Mbuf {
-    let mut icmp = vec![ty, code, 0, 0, 0, 0, 0, 0];
-    icmp.extend_from_slice(quoted);
-    let sum = !wire::checksum::data(&icmp);
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    let mut ip = vec![
-        0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0, 198, 18, 0, 254, 198, 18, 0, 1,
-    ];
-    ip[2..4].copy_from_slice(&((20 + icmp.len()) as u16).to_be_bytes());
-    let sum = !wire::checksum::data(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let mut f = to.0.to_vec();
-    f.extend_from_slice(&[0x02, 0xee, 0, 0, 0, 0xfe, 0x08, 0x00]);
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&icmp);
-    mbuf::Mbuf::from_slice(&f).unwrap()
-}
-
 /// FreeBSD's `icmp_may_rst`: an ICMP hard error quoting the SYN of a connection in
 /// SYN-SENT (its sequence number exactly) ends the connect with ECONNREFUSED, or
 /// EHOSTUNREACH for time exceeded; a quoted sequence number off by one, a soft
@@ -1603,23 +1596,11 @@ fn icmp_hard_errors_end_a_connect_whose_syn_they_quote() {
     for workers in [1, 2] {
         for may_rst in [true, false] {
             for (ty, code, want) in cases {
-                let mut s = Sim::new(5);
-                let hub = s.add_hub(WireConfig::default());
                 let tcp = net::tcp::TcpConfig {
                     icmp_may_rst: may_rst,
                     ..net::tcp::TcpConfig::default()
                 };
-                let mut host = |name: &str| {
-                    s.add_host_with(net::StackConfig {
-                        name: name.into(),
-                        workers,
-                        tcp,
-                        ..net::StackConfig::default()
-                    })
-                };
-                let (a, b) = (host("a"), host("b"));
-                s.connect(a, hub, "198.18.0.1/24");
-                s.connect(b, hub, "198.18.0.2/24");
+                let (mut s, a, b, hub) = pair_on_hub(workers, 5, WireConfig::default(), tcp);
                 // b swallows SYNs to port 9, so that a waits in SYN-SENT.
                 let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), workers).unwrap();
                 fw.command("add 100 deny tcp from any to any 9 setup")
@@ -1645,12 +1626,18 @@ fn icmp_hard_errors_end_a_connect_whose_syn_they_quote() {
                 // One past the SYN's sequence number: not ours to believe.
                 quoted[24..28].copy_from_slice(&seq.wrapping_add(1).to_be_bytes());
                 let now = s.now();
-                raw.tx_burst(now, &mut vec![icmp_error_frame(am, ty, code, &quoted)]);
+                raw.tx_burst(
+                    now,
+                    &mut vec![common::icmp4_error_frame(am, ty, code, [0; 4], &quoted)],
+                );
                 s.run_for(Duration::from_millis(5));
                 assert!(c.take_error().unwrap().is_none(), "{case}");
                 quoted[24..28].copy_from_slice(&seq.to_be_bytes());
                 let now = s.now();
-                raw.tx_burst(now, &mut vec![icmp_error_frame(am, ty, code, &quoted)]);
+                raw.tx_burst(
+                    now,
+                    &mut vec![common::icmp4_error_frame(am, ty, code, [0; 4], &quoted)],
+                );
                 s.run_for(Duration::from_millis(5));
                 let e = c.take_error().unwrap().map(|e| e.kind());
                 assert_eq!(e, want.filter(|_| may_rst), "{case}");
@@ -1685,7 +1672,13 @@ fn an_established_connection_ignores_icmp_hard_errors() {
         let now = s.now();
         raw.tx_burst(
             now,
-            &mut vec![icmp_error_frame(am, ty, code, &seg[14..14 + 28])],
+            &mut vec![common::icmp4_error_frame(
+                am,
+                ty,
+                code,
+                [0; 4],
+                &seg[14..14 + 28],
+            )],
         );
     }
     s.run_for(Duration::from_millis(5));

@@ -28,3 +28,32 @@ pub fn ping_n(s: &mut Sim, from: HostId, to: Ipv4Addr, n: u16, size: usize) -> u
     }
     got
 }
+
+/// An ICMP error from a router at 198.18.0.254 to 198.18.0.1, whose MAC is `to`:
+/// `ty`/`code`, `word` its second 32-bit word (a "fragmentation needed"'s
+/// next-hop MTU in its low half), then `quoted` (an IP header and the 8 bytes
+/// after it), in an Ethernet frame.
+pub fn icmp4_error_frame(
+    to: wire::EthernetAddress,
+    ty: u8,
+    code: u8,
+    word: [u8; 4],
+    quoted: &[u8],
+) -> mbuf::Mbuf {
+    let mut icmp = vec![ty, code, 0, 0];
+    icmp.extend_from_slice(&word);
+    icmp.extend_from_slice(quoted);
+    let sum = !wire::checksum::data(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut ip = vec![
+        0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0, 198, 18, 0, 254, 198, 18, 0, 1,
+    ];
+    ip[2..4].copy_from_slice(&((20 + icmp.len()) as u16).to_be_bytes());
+    let sum = !wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut f = to.0.to_vec();
+    f.extend_from_slice(&[0x02, 0xee, 0, 0, 0, 0xfe, 0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&icmp);
+    mbuf::Mbuf::from_slice(&f).unwrap()
+}
