@@ -443,9 +443,6 @@ impl Tcb {
         }
         if self.recover.is_some() {
             self.detect_lost_rexmits(st);
-            if self.sack_perm {
-                self.prr_on_ack(newly_acked.saturating_add(newly_sacked));
-            }
         }
         // Window update.
         if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {

@@ -1,9 +1,8 @@
 //! Loss recovery (FreeBSD's `tcp_sack`): the sender's scoreboard of SACKed ranges
 //! (RFC 2018), RFC 6675's pipe and next hole, the retransmission of holes (also the
 //! one that NewReno retransmits, RFC 6582), and lost retransmissions found as RACK
-//! finds them (RFC 8985); the window during recovery is Proportional Rate
-//! Reduction's (RFC 6937, `Tcb::prr_on_ack` in `ack`); as receiver, the SACK
-//! blocks describing our out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
+//! finds them (RFC 8985); as receiver, the SACK blocks describing our
+//! out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
 //! retransmission timer.
 
 use super::seq::{diff, le, lt};
