@@ -150,7 +150,7 @@ impl Tcb {
         }
     }
 
-    /// ECN on a connection that has it (RFC 3168 §6.1.2-3): the peer's ECE halves
+    /// ECN on a connection that has it (RFC 3168 §6.1.2-3): the peer's ECE cuts
     /// the window as a loss would (the congestion control's reduction), once a
     /// window and not during loss recovery, without retransmitting, and owes a CWR
     /// on the next new data; our Congestion Experienced is echoed with ECE on every

@@ -96,8 +96,8 @@ pub struct TcpConfig {
     /// `net.inet.tcp.ecn.enable`): 0 never, 1 asked for on our connections and
     /// granted to peers that ask, 2 (the default) only granted. On a connection
     /// that has it, data goes out ECN-capable (ECT(0)), a congestion mark (CE) is
-    /// echoed with ECE until the peer's CWR, and an echo halves the window as a
-    /// loss would, once a window, without a retransmission.
+    /// echoed with ECE until the peer's CWR, and an echo cuts the window as a loss
+    /// would, once a window, without a retransmission.
     pub ecn: u8,
     /// Retransmissions of our SYN that still ask for ECN before it goes without
     /// (`net.inet.tcp.ecn.maxretries`, 1): a path that drops ECN-setup SYNs.
