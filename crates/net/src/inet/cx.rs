@@ -103,6 +103,21 @@ pub(crate) enum CtlInput {
     },
 }
 
+impl CtlInput {
+    /// For the TCP segment a quoted packet names (from [`quoted_tcp4`] or
+    /// [`quoted_tcp6`]), what `ctl` makes of its sequence number.
+    pub(crate) fn tcp(
+        quoted: Option<(SocketAddr, SocketAddr, u32)>,
+        ctl: impl FnOnce(u32) -> TcpCtl,
+    ) -> Option<CtlInput> {
+        quoted.map(|(local, remote, seq)| CtlInput::Tcp {
+            local,
+            remote,
+            ctl: ctl(seq),
+        })
+    }
+}
+
 /// What an ICMP or ICMPv6 error quoting one of our TCP segments says to its
 /// connection (FreeBSD's `tcp_ctlinput`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -309,13 +309,9 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
         }
     });
     // For TCP, through the worker (`pr_ctlinput`).
-    if let Some((local, remote, _)) = quoted_tcp4(quoted) {
-        cx.ctlinput.push(CtlInput::Tcp {
-            local,
-            remote,
-            ctl: TcpCtl::PathMtu(mtu - 40),
-        });
-    }
+    cx.ctlinput.extend(CtlInput::tcp(quoted_tcp4(quoted), |_| {
+        TcpCtl::PathMtu(mtu - 40)
+    }));
 }
 
 /// An ICMP hard error (FreeBSD's `PRC_UNREACH_PORT`, `_PROTOCOL`, `_ADMIN_PROHIB`,
@@ -323,11 +319,8 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
 /// to judge (`tcp_ctlinput`). Soft errors (net or host unreachable, source route
 /// failed, …) say nothing a retransmission would not find out.
 fn hard_error4(cx: &mut InetCx<'_>, quoted: &[u8], error: HardError) {
-    if let Some((local, remote, seq)) = quoted_tcp4(quoted) {
-        cx.ctlinput.push(CtlInput::Tcp {
-            local,
-            remote,
-            ctl: TcpCtl::HardError { seq, error },
-        });
-    }
+    cx.ctlinput
+        .extend(CtlInput::tcp(quoted_tcp4(quoted), |seq| {
+            TcpCtl::HardError { seq, error }
+        }));
 }

@@ -38,13 +38,10 @@ pub(crate) enum Error6 {
 /// its connection to judge (`tcp6_ctlinput`); the quoted packet is borrowed from
 /// the message, so this waits on the ICMPv6 buffer only as long as the parse.
 fn hard_error6(cx: &mut Inet6Cx<'_>, quoted: &[u8], error: HardError) {
-    if let Some((local, remote, seq)) = quoted_tcp6(quoted) {
-        cx.ctlinput.push(CtlInput::Tcp {
-            local,
-            remote,
-            ctl: TcpCtl::HardError { seq, error },
-        });
-    }
+    cx.ctlinput
+        .extend(CtlInput::tcp(quoted_tcp6(quoted), |seq| {
+            TcpCtl::HardError { seq, error }
+        }));
 }
 
 /// `icmp6_input`: `m` is the whole packet, the ICMPv6 message at `info.off`.

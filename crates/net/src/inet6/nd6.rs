@@ -413,13 +413,10 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
     });
     // For TCP, through the worker (`pr_ctlinput`): the connection's MSS is the path
     // MTU less the IPv6 and TCP headers.
-    if let Some((local, remote, _)) = crate::inet::cx::quoted_tcp6(quoted) {
-        cx.ctlinput.push(crate::inet::cx::CtlInput::Tcp {
-            local,
-            remote,
-            ctl: crate::inet::cx::TcpCtl::PathMtu(mtu - 60),
-        });
-    }
+    use crate::inet::cx::{quoted_tcp6, CtlInput, TcpCtl};
+    cx.ctlinput.extend(CtlInput::tcp(quoted_tcp6(quoted), |_| {
+        TcpCtl::PathMtu(mtu - 60)
+    }));
 }
 
 /// Bounds of the lists in [`NdState`].

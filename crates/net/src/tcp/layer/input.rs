@@ -173,14 +173,13 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
         seg.payload = data;
     }
     // Congestion Experienced (RFC 3168 §5): the low two bits of IPv4's TOS byte or
-    // of IPv6's traffic class, both 1.
-    let mut ip = [0u8; 2];
-    seg.ce = m.copydata(0, &mut ip).is_ok()
-        && match ip[0] >> 4 {
-            4 => ip[1] & 3 == 3,
-            6 => (ip[1] >> 4) & 3 == 3,
-            _ => false,
-        };
+    // of IPv6's traffic class, both 1, read in place from the first buffer, which
+    // holds the IP header.
+    seg.ce = match m.first() {
+        [b0, b1, ..] if b0 >> 4 == 4 => b1 & 3 == 3,
+        [b0, b1, ..] if b0 >> 4 == 6 => (b1 >> 4) & 3 == 3,
+        _ => false,
+    };
     if seg.syn && seg.fin && cx.tcp_cfg.drop_synfin {
         // FreeBSD's net.inet.tcp.drop_synfin: SYN and FIN together, in any state.
         cx.stats.tcp.rcvbadsyn += 1;
