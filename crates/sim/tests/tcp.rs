@@ -1650,12 +1650,8 @@ fn icmp_hard_errors_end_a_connect_whose_syn_they_quote() {
 /// after one is byte-exact.
 #[test]
 fn an_established_connection_ignores_icmp_hard_errors() {
-    let mut s = Sim::new(6);
-    let hub = s.add_hub(WireConfig::default());
-    let a = s.add_host("a", 1);
-    let b = s.add_host("b", 1);
-    s.connect(a, hub, "198.18.0.1/24");
-    s.connect(b, hub, "198.18.0.2/24");
+    let tcp = net::tcp::TcpConfig::default();
+    let (mut s, a, b, hub) = pair_on_hub(1, 6, WireConfig::default(), tcp);
     let mut raw = s.attach_raw(hub);
     let am = s.host(a).interfaces()[0].mac;
     let (_l, mut c, mut srv) = connected(&mut s, a, b, 9, Duration::from_millis(20));
