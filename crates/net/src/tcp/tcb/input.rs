@@ -432,7 +432,9 @@ impl Tcb {
         }
         if self.ecn_ok {
             self.ecn_input(seg, ack, st);
-        } else if ack == self.snd_una
+        }
+        if newly_acked == 0
+            && ack == self.snd_una
             && self.snd_max != self.snd_una
             && (newly_sacked > 0
                 || (seg.payload.is_empty() && !seg.fin && wnd == self.snd_wnd && wnd != 0))

@@ -1734,3 +1734,31 @@ fn frto_undoes_a_spurious_timeout_without_timestamps() {
         }
     }
 }
+
+/// A connection with ECN negotiated still counts duplicate ACKs: a lost segment
+/// is repaired by fast retransmit, not left to the timeout.
+#[test]
+fn an_ecn_connection_still_fast_retransmits() {
+    let cfg = TcpConfig {
+        init_cwnd_segs: 10,
+        delack: Duration::ZERO,
+        nodelay: true,
+        ecn: 1,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 25);
+    assert!(p.a.ecn_ok && p.b().ecn_ok, "ECN negotiated");
+    let mss = p.a.seg_size() as usize;
+    p.a.send(&vec![6u8; 10 * mss]);
+    let mut segs = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut segs);
+    let first = segs[0];
+    let mut resent = Vec::new();
+    for seg in &segs[1..4] {
+        for ack in deliver(&mut p, true, *seg) {
+            resent.extend(deliver(&mut p, false, ack));
+        }
+    }
+    assert_eq!(p.sa.fastrexmit, 1);
+    assert!(resent.iter().any(|s| s.seq == first.seq && s.data_len > 0));
+}
