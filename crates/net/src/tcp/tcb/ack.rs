@@ -91,7 +91,7 @@ impl Tcb {
                 self.cwnd = self.ssthresh.max(mss);
                 self.recover = None;
                 self.dupacks = 0;
-                self.rexmits.clear();
+                self.rack.on_recovery_end();
             }
             None => {
                 self.dupacks = 0;
@@ -110,6 +110,10 @@ impl Tcb {
         }
 
         self.snd_una = ack;
+        if self.rto_recover.is_some_and(|h| le(h, ack)) {
+            self.rto_recover = None;
+            self.rack.on_recovery_end();
+        }
         self.limited_extra = 0;
         self.sack_prune(ack);
         if lt(self.snd_nxt, self.snd_una) {
@@ -198,6 +202,7 @@ impl Tcb {
         }
         st.dsack_count += 1;
         st.dsack_bytes += u64::from(diff(r, l));
+        self.rack.on_dsack(self.snd_una, self.snd_nxt);
         let Some((cwnd, ssthresh, retrans, high)) = self.dsack_undo else {
             return;
         };
@@ -214,7 +219,7 @@ impl Tcb {
         self.cwnd = self.cwnd.max(cwnd);
         self.ssthresh = self.ssthresh.max(ssthresh);
         if self.recover.take().is_some() {
-            self.rexmits.clear();
+            self.rack.on_recovery_end();
             self.dupacks = 0;
         }
     }
@@ -263,7 +268,6 @@ impl Tcb {
 
     pub(super) fn on_dupack(&mut self, st: &mut TcpStat) {
         self.dupacks += 1;
-        let mss = self.snd_mss;
         // Early retransmit (RFC 5827): with nothing new to send and fewer than four
         // segments out, three duplicate ACKs may never come.
         let unsent = lt(self.snd_max, self.fin_seq());
@@ -273,11 +277,10 @@ impl Tcb {
         } else {
             out_segs.saturating_sub(1).clamp(1, 3)
         };
-        // RFC 6675's IsLost: enough SACKed above the first hole counts as the
-        // duplicate ACKs that a small window never produces.
-        let lost = self.dupacks >= dupthresh
-            || (self.sack_perm && self.sacked_bytes() > (dupthresh - 1) * mss);
+        // With SACK, RACK (`rack_detect`, before this) says what is lost; duplicate
+        // ACKs count only while they bring no SACK blocks at all.
         let scoreboard = self.sack_perm && !self.sacked.is_empty();
+        let lost = self.dupacks >= dupthresh && self.rto_recover.is_none() && !scoreboard;
         match self.recover {
             None if !lost => {
                 // Limited transmit (RFC 3042): each of the first two duplicate ACKs
@@ -285,25 +288,35 @@ impl Tcb {
                 self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
             }
             None => {
-                st.fastrexmit += 1;
-                self.dsack_undo = Some((self.cwnd, self.ssthresh, 0, self.snd_max));
-                self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
-                self.hystart.stop();
-                // With SACK the pipe, not an inflated window, says what may go out.
-                self.cwnd = if scoreboard {
-                    self.ssthresh
-                } else {
-                    self.ssthresh + 3 * mss
-                };
-                self.rexmits.clear();
-                self.recover = Some(self.snd_max);
-                self.sack_next = self.snd_una;
-                self.rexmit_owed += 1;
-                self.timed = None;
+                if self.sack_perm {
+                    self.rack.mark_first_lost();
+                }
+                self.enter_recovery(st);
             }
             // NewReno inflation; with a scoreboard the pipe governs (see `output`).
-            Some(_) if !scoreboard => self.cwnd = self.cwnd.saturating_add(mss),
+            Some(_) if !scoreboard => self.cwnd = self.cwnd.saturating_add(self.snd_mss),
             Some(_) => {}
         }
+    }
+
+    /// Fast retransmit and recovery begin: the congestion control's reduction,
+    /// the first hole owed at once.
+    pub(super) fn enter_recovery(&mut self, st: &mut TcpStat) {
+        let mss = self.snd_mss;
+        let scoreboard = self.sack_perm && !self.sacked.is_empty();
+        st.fastrexmit += 1;
+        self.dsack_undo = Some((self.cwnd, self.ssthresh, 0, self.snd_max));
+        self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+        self.hystart.stop();
+        // With SACK the pipe, not an inflated window, says what may go out.
+        self.cwnd = if scoreboard {
+            self.ssthresh
+        } else {
+            self.ssthresh + 3 * mss
+        };
+        self.recover = Some(self.snd_max);
+        self.sack_next = self.snd_una;
+        self.rexmit_owed += 1;
+        self.timed = None;
     }
 }

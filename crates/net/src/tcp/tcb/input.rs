@@ -433,6 +433,7 @@ impl Tcb {
         if self.ecn_ok {
             self.ecn_input(seg, ack, st);
         }
+        self.rack_input(seg, now, st);
         if newly_acked == 0
             && ack == self.snd_una
             && self.snd_max != self.snd_una
@@ -442,9 +443,6 @@ impl Tcb {
             // RFC 5681's duplicate ACK, or RFC 6675's: one that SACKs new data.
             st.rcvdupack += 1;
             self.on_dupack(st);
-        }
-        if self.recover.is_some() {
-            self.detect_lost_rexmits(st);
         }
         // Window update.
         if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {

@@ -12,8 +12,10 @@
 //! (RFC 7323); RTO estimation and exponential backoff (RFC 6298) with Karn's rule;
 //! slow start with HyStart++ (RFC 9406) and congestion avoidance by CUBIC (RFC 9438)
 //! or NewReno (both in `cc`), fast retransmit and NewReno fast recovery (RFC 5681,
-//! RFC 6582); SACK and RFC 6675's loss recovery (RFC 2018), tail loss probes (RFC
-//! 8985) and the undoing of spurious timeouts (RFC 3522); delayed ACKs (every second
+//! RFC 6582); SACK and RFC 6675's loss recovery (RFC 2018) with RACK's time-based
+//! loss detection and tail loss probes (RFC 8985), D-SACK (RFC 2883) and the undoing
+//! of spurious recoveries and timeouts (RFC 3708, RFC 3522, F-RTO's RFC 5682); ECN
+//! (RFC 3168); delayed ACKs (every second
 //! full segment, bounded delay) and Nagle, both switchable; zero-window probing;
 //! keepalive; the RST and SYN checks of RFC 5961 with challenge ACKs; SYN cookies
 //! ([`CookieOpts`]); a bounded out-of-order queue.
@@ -24,7 +26,8 @@
 //! machine), `ack` (what an acknowledgment does: RTT, the congestion window, fast
 //! retransmit), `reass` (data in, in order and out of order, `tcp_reass`), `output`
 //! (`tcp_output`: what to send, windows, Nagle, segment sizes), `sack` (scoreboard
-//! and loss recovery, `tcp_sack`), `timer` (`tcp_timer`), `timewait` ([`TimeWait`],
+//! and loss recovery, `tcp_sack`), `rack` (segments in flight with their send times,
+//! and the losses RACK finds in them, as FreeBSD's `rack` stack), `timer` (`tcp_timer`), `timewait` ([`TimeWait`],
 //! `tcp_timewait`) and `usrreq` (the application's side, `tcp_usrreq`). This file
 //! holds the control block itself and how one is opened. All of them may call `cc`
 //! (congestion control) and `sndbuf` (the send buffer) and count in
@@ -34,6 +37,7 @@ mod ack;
 mod config;
 mod input;
 mod output;
+mod rack;
 mod reass;
 mod sack;
 mod seg;
@@ -273,17 +277,16 @@ pub struct Tcb {
     /// Before the first timeout of an episode: (cwnd, ssthresh, our timestamp then),
     /// to undo the reduction if the timeout proves spurious (Eifel, RFC 3522).
     rto_undo: Option<(u32, u32, u32)>,
-    /// Holes retransmitted in this recovery, in send order: (start, end, `snd_max` at
-    /// the time). A hole still missing when data sent after it has arrived was lost
-    /// again (RACK's insight, RFC 8985) and goes once more without waiting for the
-    /// timer. At most [`REXMIT_TRACK`] entries.
-    rexmits: Vec<(u32, u32, u32)>,
+    /// The segments in flight with their send times, and what RACK (RFC 8985)
+    /// concludes from them: which are lost, and the reordering window. SACK
+    /// connections only.
+    rack: rack::Rack,
+    /// SND.MAX at a retransmission timeout, until acknowledged: no fast recovery
+    /// starts for data sent before it (RFC 6582 §4.1's `recover`).
+    rto_recover: Option<u32>,
     /// The retransmission timer was armed for a lone segment.
     rtx_lone: bool,
 }
-
-/// Retransmissions remembered per recovery for lost-retransmission detection.
-const REXMIT_TRACK: usize = 32;
 
 impl Tcb {
     fn new(cfg: TcpConfig, iss: u32, active: bool) -> Tcb {
@@ -365,7 +368,8 @@ impl Tcb {
             tlp_out: false,
             tlp_fire: false,
             rto_undo: None,
-            rexmits: Vec::new(),
+            rack: rack::Rack::default(),
+            rto_recover: None,
             rtx_lone: false,
         }
     }

@@ -43,7 +43,6 @@ impl Tcb {
         }
         self.snd_mss = mss;
         st.mturesent += 1;
-        self.rexmits.clear();
         self.timed = None;
         self.sack_next = self.snd_una;
         self.snd_nxt = self.snd_una;
@@ -490,6 +489,7 @@ impl Tcb {
                     // After `snd_max` moved: the probe's timeout depends on the flight.
                     self.arm_tlp(now);
                 }
+                self.rack_sent(seg.seq, len, now);
                 self.push(seg, st, out);
                 true
             }
@@ -512,6 +512,7 @@ impl Tcb {
         if lt(self.snd_max, self.snd_nxt) {
             self.snd_max = self.snd_nxt;
         }
+        self.rack_sent(seg.seq, 1, now);
         self.push(seg, st, out);
         // The probe is in flight: if the window stays shut, the persist timer (not the
         // retransmission timer) sends the next one.

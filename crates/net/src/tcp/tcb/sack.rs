@@ -1,12 +1,11 @@
 //! Loss recovery (FreeBSD's `tcp_sack`): the sender's scoreboard of SACKed ranges
-//! (RFC 2018), RFC 6675's pipe and next hole, the retransmission of holes (also the
-//! one that NewReno retransmits, RFC 6582), and lost retransmissions found as RACK
-//! finds them (RFC 8985); as receiver, the SACK blocks describing our
-//! out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
+//! (RFC 2018), RFC 6675's pipe and next hole with RACK's loss marks (RFC 8985, in
+//! `rack`), the retransmission of holes (also the one that NewReno retransmits, RFC
+//! 6582); as receiver, the SACK blocks describing our out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
 //! retransmission timer.
 
 use super::seq::{diff, le, lt};
-use super::{SegIn, SegOut, Tcb, REXMIT_TRACK};
+use super::{SegIn, SegOut, Tcb};
 use crate::stats::TcpStat;
 use dev::Instant;
 
@@ -16,57 +15,31 @@ impl Tcb {
         self.recover.is_some() && self.sack_perm
     }
 
-    /// RFC 6675's pipe, simplified: the bytes beyond the highest SACKed byte (in
-    /// flight), plus the retransmissions not yet delivered. Holes below the highest
-    /// SACKed byte that have not been retransmitted count as lost.
+    /// RFC 6675's pipe with RACK's loss marks (as Linux counts it): what is out,
+    /// less what the peer has SACKed and what is lost and not yet sent again.
     pub(super) fn pipe(&self) -> u32 {
-        let fack = match self.sacked.last() {
-            Some(r) if lt(self.snd_una, r.1) => r.1,
-            _ => self.snd_una,
-        };
-        let beyond = if lt(fack, self.snd_max) {
-            diff(self.snd_max, fack)
-        } else {
-            0
-        };
-        let rexmit: u32 = self.rexmits.iter().map(|r| diff(r.1, r.0)).sum();
-        beyond.saturating_add(rexmit)
+        self.flight()
+            .saturating_sub(self.rack.sacked_bytes())
+            .saturating_sub(self.rack.lost_bytes())
     }
 
-    /// The next hole to retransmit: with SACK the first range at or after `sack_next`
-    /// that the peer lacks below its highest SACKed byte; without, the segment at
-    /// `snd_una` (once per call of the loss recovery).
+    /// The next hole to retransmit: with SACK the first range RACK has marked lost;
+    /// without, the segment at `snd_una` (once per call of the loss recovery).
     pub(super) fn next_hole(&self) -> Option<(u32, u32)> {
         let end = self.fin_seq();
         let room = self.data_room();
         let limit = |p: u32, hole_end: u32| diff(hole_end, p).min(room).min(diff(end, p));
-        if !self.sack_perm || self.sacked.is_empty() {
+        if !self.sack_perm {
             if self.sack_next != self.snd_una && lt(self.snd_una, self.sack_next) {
                 return None;
             }
             let len = limit(self.snd_una, end);
             return (len > 0).then_some((self.snd_una, len));
         }
-        let high = self.sacked.last().map(|r| r.1)?;
-        let mut p = if lt(self.sack_next, self.snd_una) {
-            self.snd_una
-        } else {
-            self.sack_next
-        };
-        while lt(p, high) {
-            if let Some(r) = self.sacked.iter().find(|r| le(r.0, p) && lt(p, r.1)) {
-                p = r.1;
-                continue;
-            }
-            let hole_end = self
-                .sacked
-                .iter()
-                .find(|r| lt(p, r.0))
-                .map_or(high, |r| r.0);
-            let len = limit(p, hole_end);
-            return (len > 0).then_some((p, len));
-        }
-        None
+        let (p, e) = self.rack.first_lost()?;
+        let p = if lt(p, self.snd_una) { self.snd_una } else { p };
+        let len = limit(p, e);
+        (len > 0).then_some((p, len))
     }
 
     /// Retransmits one hole (fast retransmit, partial ACK, SACK recovery).
@@ -105,12 +78,7 @@ impl Tcb {
         }
         self.timed = None;
         self.push(seg, st, out);
-        if self.recover.is_some() && self.sack_perm {
-            if self.rexmits.len() >= REXMIT_TRACK {
-                self.rexmits.remove(0);
-            }
-            self.rexmits.push((p, p.wrapping_add(len), self.snd_max));
-        }
+        self.rack_sent(p, len, now);
         self.sack_next = p.wrapping_add(len);
         if lt(self.snd_nxt, self.sack_next) {
             self.snd_nxt = self.sack_next;
@@ -119,34 +87,41 @@ impl Tcb {
         true
     }
 
-    /// Lost retransmissions: a hole retransmitted before data that has since
-    /// arrived (SACKed or acknowledged), but still missing itself, was lost again.
-    pub(super) fn detect_lost_rexmits(&mut self, st: &mut TcpStat) {
-        if self.rexmits.is_empty() {
+    /// RACK on an acknowledgment (RFC 8985 §6.2): the segments it delivers,
+    /// cumulatively and then by its SACK blocks in ascending order, then loss
+    /// detection.
+    pub(super) fn rack_input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+        if !self.sack_perm {
             return;
         }
-        let high = self.sacked.last().map(|r| r.1);
-        let una = self.snd_una;
-        let mut later_arrived = false;
-        let mut i = self.rexmits.len();
-        while i > 0 {
-            i -= 1;
-            let (a, b, mark) = self.rexmits[i];
-            let arrived = le(b, una) || self.sacked.iter().any(|r| le(r.0, a) && le(b, r.1));
-            if arrived {
-                later_arrived = true;
-                self.rexmits.remove(i);
-                continue;
+        self.rack.on_ack(self.snd_una, now, st);
+        let mut blocks = [(0u32, 0u32); 4];
+        let mut n = 0;
+        for (l, r) in seg.sack.iter().flatten().copied() {
+            if lt(self.snd_una, r) && lt(l, r) && le(r, self.snd_max) {
+                let l = if lt(l, self.snd_una) { self.snd_una } else { l };
+                blocks[n] = (l, r);
+                n += 1;
             }
-            if later_arrived || high.is_some_and(|h| lt(mark, h)) {
-                self.rexmits.remove(i);
-                st.rexmitlost += 1;
-                let from = if lt(a, una) { una } else { a };
-                if lt(from, self.sack_next) || self.sack_next == from {
-                    self.sack_next = from;
-                }
-                self.rexmit_owed += 1;
-            }
+        }
+        let base = self.snd_una;
+        blocks[..n].sort_unstable_by_key(|b| diff(b.0, base));
+        for &(l, r) in &blocks[..n] {
+            self.rack.on_sack(l, r, now, st);
+        }
+        self.rack_detect(now, st);
+    }
+
+    /// RACK's loss detection (after an acknowledgment, or when the reordering
+    /// timer fires); a loss starts fast recovery, unless one (or a timeout's) runs.
+    pub(super) fn rack_detect(&mut self, now: Instant, st: &mut TcpStat) {
+        let recovering = self.recover.is_some() || self.rto_recover.is_some();
+        let srtt = self.srtt.unwrap_or(self.rto);
+        let (lost, relost) = self.rack.detect_loss(now, recovering, self.snd_mss, srtt);
+        st.racklost += u64::from(lost);
+        st.rexmitlost += u64::from(relost);
+        if self.rack.lost_bytes() > 0 && !recovering && self.state.synchronized() {
+            self.enter_recovery(st);
         }
     }
 
@@ -188,8 +163,15 @@ impl Tcb {
         self.sacked_bytes().saturating_sub(before)
     }
 
-    pub(super) fn sacked_bytes(&self) -> u32 {
+    fn sacked_bytes(&self) -> u32 {
         self.sacked.iter().map(|r| diff(r.1, r.0)).sum()
+    }
+
+    /// A data segment went out: RACK times it (SACK connections).
+    pub(super) fn rack_sent(&mut self, seq: u32, len: u32, now: Instant) {
+        if self.sack_perm && len > 0 {
+            self.rack.on_send(seq, seq.wrapping_add(len), now);
+        }
     }
 
     /// Forgets scoreboard ranges at or below `ack`.

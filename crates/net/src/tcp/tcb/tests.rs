@@ -1643,6 +1643,9 @@ fn dsack_undoes_a_recovery_that_reordering_caused() {
             }
         }
         assert_eq!(dsack_seen, reordered, "the receiver reports the duplicate");
+        // RACK's reordering window grows by a quarter RTT for the round.
+        let mult = if reordered { 2 } else { 1 };
+        assert_eq!(p.a.rack.reo_wnd_mult(), mult);
         if reordered {
             assert_eq!(
                 p.sa.dsackundo, 1,
@@ -1761,4 +1764,134 @@ fn an_ecn_connection_still_fast_retransmits() {
     }
     assert_eq!(p.sa.fastrexmit, 1);
     assert!(resent.iter().any(|s| s.seq == first.seq && s.data_len > 0));
+}
+
+/// Sends one window of ten segments from A; returns them.
+fn window_of_ten(p: &mut Pair, byte: u8) -> Vec<SegOut> {
+    let mss = p.a.seg_size() as usize;
+    p.a.send(&vec![byte; 10 * mss]);
+    let mut segs = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut segs);
+    assert_eq!(segs.len(), 10);
+    segs
+}
+
+/// B receives `segs` in this order; A gets B's ACKs one RTT after the window
+/// left (the link's 5 ms each way), `gap` apart. Returns what A sends.
+fn arrive_and_answer(p: &mut Pair, segs: &[SegOut], gap: Duration) -> Vec<SegOut> {
+    let start = p.now;
+    p.now = start + Duration::from_millis(5);
+    let acks: Vec<SegOut> = segs.iter().flat_map(|s| deliver(p, true, *s)).collect();
+    p.now = start + Duration::from_millis(10);
+    let mut sent = Vec::new();
+    for ack in acks {
+        sent.extend(deliver(p, false, ack));
+        p.now += gap;
+    }
+    sent
+}
+
+/// RACK (RFC 8985). Before any reordering, two segments SACKed above a hole are
+/// not yet a loss; the hole's late arrival shows the path reorders. From then on
+/// the sender allows a reordering window (a quarter of the minimum RTT): a window
+/// whose first segment arrives after five later ones, within that time, is not
+/// retransmitted at all, where three duplicate ACKs would have retransmitted it.
+/// A segment really lost is then found by the reordering timer, a quarter RTT
+/// after it was due, with no retransmission timeout.
+#[test]
+fn rack_allows_reordering_once_seen_and_finds_a_loss_by_its_timer() {
+    let cfg = TcpConfig {
+        init_cwnd_segs: 10,
+        delack: Duration::ZERO,
+        nodelay: true,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 31);
+    let no_rexmit =
+        |sent: &[SegOut], first: SegOut| !sent.iter().any(|s| s.seq == first.seq && s.data_len > 0);
+
+    // 1. Reordering seen: 2 and 3 overtake 1.
+    let segs = window_of_ten(&mut p, 1);
+    let order: Vec<SegOut> = [1, 2, 0, 3, 4, 5, 6, 7, 8, 9]
+        .iter()
+        .map(|&i| segs[i])
+        .collect();
+    let sent = arrive_and_answer(&mut p, &order, Duration::from_micros(100));
+    assert!(no_rexmit(&sent, segs[0]), "two SACKed segments are no loss");
+    assert!(
+        p.a.rack.reordering_seen(),
+        "the late original shows reordering"
+    );
+    assert_eq!((p.sa.fastrexmit, p.sa.sndrexmitpack), (0, 0));
+    assert_eq!(p.a.snd_una, p.a.snd_max);
+
+    // 2. Reordered by 1 ms (within the 2.5 ms window): five segments overtake.
+    p.now += Duration::from_millis(50);
+    let segs = window_of_ten(&mut p, 2);
+    let order: Vec<SegOut> = [1, 2, 3, 4, 5, 0, 6, 7, 8, 9]
+        .iter()
+        .map(|&i| segs[i])
+        .collect();
+    let sent = arrive_and_answer(&mut p, &order, Duration::from_micros(200));
+    assert!(no_rexmit(&sent, segs[0]), "reordering within the window");
+    assert_eq!((p.sa.fastrexmit, p.sa.sndrexmitpack), (0, 0));
+    assert_eq!(p.a.snd_una, p.a.snd_max);
+
+    // 3. A real loss: the first segment never arrives.
+    p.now += Duration::from_millis(50);
+    let segs = window_of_ten(&mut p, 3);
+    let sent = arrive_and_answer(&mut p, &segs[1..], Duration::ZERO);
+    assert!(
+        no_rexmit(&sent, segs[0]),
+        "not before the window has passed"
+    );
+    let timer = p.a.rack.deadline.expect("the reordering timer is armed");
+    assert!(timer <= p.now + Duration::from_millis(3), "{timer:?}");
+    p.now = timer;
+    let mut sent = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut sent);
+    assert!(
+        !no_rexmit(&sent, segs[0]),
+        "retransmitted when the timer fires"
+    );
+    assert_eq!(
+        (p.sa.racktimeo, p.sa.fastrexmit, p.sa.rexmttimeo),
+        (1, 1, 0)
+    );
+}
+
+/// A retransmission lost again is found the way the original loss was: data
+/// sent after it is delivered and it is not, one RTT on. It goes a third time
+/// without waiting for the retransmission timeout.
+#[test]
+fn rack_finds_a_lost_retransmission() {
+    let cfg = TcpConfig {
+        init_cwnd_segs: 10,
+        delack: Duration::ZERO,
+        nodelay: true,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 32);
+    let mss = p.a.seg_size() as usize;
+    let segs = window_of_ten(&mut p, 4);
+    // The first window's first segment is lost; more data waits to be sent.
+    p.a.send(&vec![5u8; 10 * mss]);
+    let sent = arrive_and_answer(&mut p, &segs[1..], Duration::ZERO);
+    let rexmit: Vec<SegOut> = sent
+        .iter()
+        .filter(|s| s.seq == segs[0].seq)
+        .copied()
+        .collect();
+    assert_eq!(rexmit.len(), 1, "fast retransmit");
+    let later: Vec<SegOut> = sent
+        .iter()
+        .filter(|s| s.seq != segs[0].seq)
+        .copied()
+        .collect();
+    assert!(!later.is_empty(), "new data goes beside the retransmission");
+    // The retransmission is lost too; what followed it arrives.
+    let sent = arrive_and_answer(&mut p, &later, Duration::ZERO);
+    let again = sent.iter().filter(|s| s.seq == segs[0].seq).count();
+    assert_eq!(again, 1, "the retransmission goes again: {sent:?}");
+    assert_eq!((p.sa.rexmitlost, p.sa.rexmttimeo), (1, 0));
 }

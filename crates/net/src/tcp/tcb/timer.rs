@@ -23,6 +23,7 @@ impl Tcb {
             self.tw_deadline,
             self.ka_deadline,
             self.tlp_deadline,
+            self.rack.deadline,
         ]
         .into_iter()
         .flatten()
@@ -44,6 +45,12 @@ impl Tcb {
             self.rtx_deadline = None;
             self.tlp_deadline = None;
             self.on_rto(now, st);
+        }
+        if self.rack.deadline.is_some_and(|t| t <= now) {
+            // RACK's reordering timer: a segment is due (RFC 8985 §6.2 step 5).
+            self.rack.deadline = None;
+            st.racktimeo += 1;
+            self.rack_detect(now, st);
         }
         if self.tlp_deadline.is_some_and(|t| t <= now) {
             self.tlp_deadline = None;
@@ -161,7 +168,11 @@ impl Tcb {
         }
         // A timeout ends what D-SACK could undo (Eifel judges the timeout).
         self.dsack_undo = None;
-        self.rexmits.clear();
+        if self.state.synchronized() {
+            self.rto_recover = Some(self.snd_max);
+            // The go-back-N resends what RACK had marked lost.
+            self.rack.deadline = None;
+        }
         if self.state.synchronized() || self.state == State::SynReceived {
             let mss = self.snd_mss;
             self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
@@ -271,6 +282,7 @@ impl Tcb {
         seg.data_len = len as usize;
         st.sndrexmitpack += 1;
         st.sndrexmitbyte += u64::from(len);
+        self.rack_sent(seg.seq, len, now);
         self.push(seg, st, out);
         self.arm_rtx(now);
     }

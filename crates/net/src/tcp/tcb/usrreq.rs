@@ -200,6 +200,7 @@ impl Tcb {
         self.delack_deadline = None;
         self.tw_deadline = None;
         self.ka_deadline = None;
+        self.rack.clear();
     }
 
     /// `TCP_NODELAY`.
