@@ -19,6 +19,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v python3 >/dev/null || need+=(python3)
     command -v setpriv >/dev/null || need+=(util-linux)
     command -v iptables >/dev/null || need+=(iptables)
+    command -v ethtool >/dev/null || need+=(ethtool)
     command -v curl >/dev/null || need+=(curl)
     command -v sha256sum >/dev/null || need+=(coreutils)
     command -v nc >/dev/null || need+=(netcat-openbsd)

@@ -412,6 +412,11 @@ fn run_explains_tap_errors() {
 /// Sends `mb` MB of random bytes from Linux through mpstack's TCP echo service and
 /// checks they come back byte-identical (sha256).
 fn echo_intact(lab: &Lab, tag: &str, mb: usize, timeout_s: u32) {
+    echo_intact_with(lab, tag, mb, timeout_s, "");
+}
+
+/// [`echo_intact`] with socat options for the client's socket (`,OPT=...`).
+fn echo_intact_with(lab: &Lab, tag: &str, mb: usize, timeout_s: u32, sockopt: &str) {
     let dir = std::env::temp_dir().join(format!("mpstack-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("data");
@@ -422,7 +427,7 @@ fn echo_intact(lab: &Lab, tag: &str, mb: usize, timeout_s: u32) {
     ));
     assert!(ok, "{out}");
     let (ok, out) = lab.exec(&format!(
-        "sh -c 'timeout {timeout_s} socat -t 60 - TCP:198.18.0.2:7 < {f} | sha256sum; sha256sum < {f}'",
+        "sh -c 'timeout {timeout_s} socat -t 60 - TCP:198.18.0.2:7{sockopt} < {f} | sha256sum; sha256sum < {f}'",
         f = f.display()
     ));
     let _ = std::fs::remove_dir_all(&dir);
@@ -490,7 +495,7 @@ fn tcp_echo_discard_chargen_with_linux_two_workers() {
 /// (`iptables -m statistic`: the kernel has no netem), the node run with `node`'s
 /// arguments.
 fn tcp_echo_with_loss(tag: &str, p: f64, node: &[&str]) {
-    skip_unless!("socat", "sha256sum", "iptables");
+    skip_unless!("socat", "sha256sum", "iptables", "ethtool");
     let mut lab = Lab::start_with(tag, 2, node);
     for w in node.windows(2).filter(|w| w[0] == "--sysctl") {
         let name = w[1].split('=').next().unwrap_or_default();
@@ -502,7 +507,7 @@ fn tcp_echo_with_loss(tag: &str, p: f64, node: &[&str]) {
             lab.output
         );
     }
-    drop_randomly(&lab, p);
+    drop_randomly(&lab, p, node.contains(&"--offload"));
     echo_intact(&lab, tag, 5, 300);
     let c = lab.stop();
     let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);
@@ -597,20 +602,40 @@ fn http_service_serves_files_to_curl() {
     assert!(c.get("tcp.accepts").copied().unwrap_or(0) >= 5, "{c:?}");
 }
 
-/// Bytes for a big transfer at loss `p`: 1 GiB, as issue 3 asks; at 5% loss, where
-/// mpstack's sender manages ~20 Mbit/s against Linux's delayed ACKs and 200 ms
-/// timeouts, 64 MiB unless MPSTACK_INTEROP_FULL=1 (the full run takes ~15 minutes).
+/// Bytes for a big transfer at loss `p`: 1 GiB, as issue 3 asks; at 5% loss 64 MiB
+/// and at 20% 4 MiB (Linux's CUBIC sends at a few Mbit/s there), unless
+/// MPSTACK_INTEROP_FULL=1: then 1 GiB at 5% and 64 MiB at 20%, as issue 26 measures.
 fn big_size(p: f64) -> u64 {
-    if p >= 0.05 && std::env::var_os("MPSTACK_INTEROP_FULL").is_none() {
-        64 << 20
-    } else {
-        1 << 30
+    let full = std::env::var_os("MPSTACK_INTEROP_FULL").is_some();
+    match (p >= 0.2, p >= 0.05, full) {
+        (true, _, false) => 4 << 20,
+        (true, _, true) => 64 << 20,
+        (false, true, false) => 64 << 20,
+        _ => 1 << 30,
     }
 }
 
-fn drop_randomly(lab: &Lab, p: f64) {
+/// The socat option that gives a Linux socket the congestion control `cc`
+/// (`TCP_CONGESTION`, IPPROTO_TCP 6, option 13): per socket, as root, so the host's
+/// `tcp_allowed_congestion_control` (which a namespace cannot widen) is not touched.
+fn cc_sockopt(cc: Option<&str>) -> String {
+    cc.map(|cc| format!(",setsockopt-string=6:13:{cc}"))
+        .unwrap_or_default()
+}
+
+/// Drops TCP packets at random, with probability `p`, each way on the Linux side of
+/// the lab's TAP. iptables sees a packet before the kernel's software segmentation
+/// (GSO) cuts it: unless `whole` (an offload lab, where 64 KiB segments are the
+/// point), GSO is turned off on the TAP so that Linux's segments, like mpstack's,
+/// are dropped one by one (with it on, a 64 KiB burst of Linux's would be one
+/// packet to drop, a twentieth of the loss mpstack's sending sees).
+fn drop_randomly(lab: &Lab, p: f64, whole: bool) {
     if p == 0.0 {
         return;
+    }
+    if !whole {
+        let (ok, out) = lab.exec(&format!("ethtool -K {} gso off tso off", lab.tap));
+        assert!(ok, "ethtool: {out}");
     }
     for chain in [
         format!("OUTPUT -o {}", lab.tap),
@@ -627,13 +652,15 @@ fn drop_randomly(lab: &Lab, p: f64) {
 /// the HTTP service (SHA-256 compared), 100 MB through echo, Linux sends a big stream
 /// to discard; then mpstack's client sends a big stream to `nc -l` (SHA-256 compared).
 fn big_transfers(tag: &str, p: f64) {
-    big_transfers_with(tag, p, &[]);
+    big_transfers_with(tag, p, &[], None);
 }
 
-/// [`big_transfers`] with more arguments for the node (`--offload`).
-fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
-    skip_unless!("curl", "socat", "nc", "sha256sum", "iptables");
+/// [`big_transfers`] with more arguments for the node (`--offload`), and the Linux
+/// side's congestion control set (else the kernel's default).
+fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
+    skip_unless!("curl", "socat", "nc", "sha256sum", "iptables", "ethtool");
     let n = big_size(p);
+    let whole = node.contains(&"--offload");
     let t = 1800;
     let www = www_dir(tag);
     std::fs::create_dir_all(&www).unwrap();
@@ -641,7 +668,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
     let (ok, out) = sh(&format!("head -c {n} /dev/urandom > {}", file.display()));
     assert!(ok, "{out}");
     let mut lab = Lab::start_with(tag, 2, node);
-    drop_randomly(&lab, p);
+    drop_randomly(&lab, p, whole);
     let started = std::time::Instant::now();
     let (ok, out) = lab.exec(&format!(
         "sh -c 'curl -sS --max-time {t} http://198.18.0.2/big.bin | sha256sum; sha256sum < {}'",
@@ -653,14 +680,16 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
     let _ = std::fs::remove_file(&file);
 
     let started = std::time::Instant::now();
-    echo_intact(&lab, tag, 100, t as u32);
+    let echo_mb = 100.min((n >> 20) as usize);
+    let opt = cc_sockopt(cc);
+    echo_intact_with(&lab, tag, echo_mb, t as u32, &opt);
     let echo_s = started.elapsed().as_secs_f64();
 
     let started = std::time::Instant::now();
-    // `nc -N` half-closes at the end of its input and exits when the service, having
-    // read everything, closes too.
+    // Linux sends (with its congestion control named): socat half-closes at the end
+    // of its input and exits when the service, having read everything, closes too.
     let (ok, out) = lab.exec(&format!(
-        "sh -c 'head -c {n} /dev/zero | timeout {t} nc -N 198.18.0.2 9'"
+        "sh -c 'head -c {n} /dev/zero | timeout {t} socat -t {t} - TCP:198.18.0.2:9{opt} >/dev/null'"
     ));
     assert!(ok, "discard: {out}");
     let discard_s = started.elapsed().as_secs_f64();
@@ -678,7 +707,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     assert!(
-        bytes_in >= n + 100_000_000,
+        bytes_in >= n + echo_mb as u64 * 1_000_000,
         "discard and echo took everything: {report}"
     );
     let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);
@@ -689,7 +718,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
     let client = ["--connect", "198.18.0.1:5001", "--send", &send];
     let args: Vec<&str> = client.iter().chain(node).copied().collect();
     let mut lab = Lab::start_with(&format!("{tag}c"), 1, &args);
-    drop_randomly(&lab, p);
+    drop_randomly(&lab, p, whole);
     let started = std::time::Instant::now();
     let (ok, out) = lab.exec(&format!(
         "sh -c 'timeout {t} nc -l 198.18.0.1 5001 | sha256sum'"
@@ -706,17 +735,36 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str]) {
     );
     let c2 = lab.stop();
     let mbps = |b: u64, s: f64| b as f64 * 8.0 / s / 1e6;
+    let linux = cc.unwrap_or("default");
     eprintln!(
-        "loss {p} {node:?}: curl {n} B in {curl_s:.1} s ({:.0} Mbit/s), echo 100 MB in {echo_s:.1} s, \
-         discard {n} B in {discard_s:.1} s ({:.0} Mbit/s), mpstack->nc {n} B in {nc_s:.1} s \
-         ({:.0} Mbit/s); mpstack retransmitted {rexmit} + {} segments, {} timeouts ({} spurious)",
+        "loss {p} {node:?} linux {linux}: curl {n} B in {curl_s:.1} s ({:.0} Mbit/s), \
+         echo {echo_mb} MB in {echo_s:.1} s, discard {n} B in {discard_s:.1} s ({:.0} Mbit/s), \
+         mpstack->nc {n} B in {nc_s:.1} s ({:.0} Mbit/s); mpstack sending / Linux sending \
+         {:.2}; mpstack retransmitted {rexmit} + {} segments, {} timeouts ({} spurious)",
         mbps(n, curl_s),
         mbps(n, discard_s),
         mbps(n, nc_s),
+        discard_s / nc_s,
         c2.get("tcp.sndrexmitpack").copied().unwrap_or(0),
         c2.get("tcp.rexmttimeo").copied().unwrap_or(0),
         c2.get("tcp.sndrexmitbad").copied().unwrap_or(0),
     );
+    let recovery: Vec<String> = [
+        "sndpack",
+        "fastrexmit",
+        "racklost",
+        "racktimeo",
+        "rexmitlost",
+        "tlpprobes",
+        "rexmttimeo",
+        "sndrexmitbad",
+        "dsackundo",
+        "rackreorder",
+    ]
+    .iter()
+    .map(|k| format!("{k} {}", c2.get(&format!("tcp.{k}")).copied().unwrap_or(0)))
+    .collect();
+    eprintln!("  mpstack->nc recovery: {}", recovery.join(", "));
     if p > 0.0 {
         assert!(rexmit > 0, "losses were repaired: {c:?}");
     }
@@ -727,24 +775,44 @@ fn gigabyte_transfers_both_ways_without_loss() {
     big_transfers("g0", 0.0);
 }
 
+// Under loss Linux's congestion control is named (issue 26): CUBIC here, BBR with
+// offload below, both at 5% and 20%.
 #[test]
 fn gigabyte_transfers_both_ways_with_one_percent_loss() {
-    big_transfers("g1", 0.01);
+    big_transfers_with("g1", 0.01, &[], Some("cubic"));
 }
 
 #[test]
 fn big_transfers_both_ways_with_five_percent_loss() {
-    big_transfers("g5", 0.05);
+    big_transfers_with("g5", 0.05, &[], Some("bbr"));
+}
+
+// Issue 26's comparison: Linux's congestion control named (CUBIC, BBR), mpstack
+// with CUBIC, each sending to the other over the same lossy path; at 20% every
+// transfer still completes byte-exact.
+#[test]
+fn big_transfers_with_five_percent_loss_against_linux_cubic() {
+    big_transfers_with("c5", 0.05, &[], Some("cubic"));
+}
+
+#[test]
+fn transfers_with_twenty_percent_loss_against_linux_cubic() {
+    big_transfers_with("c20", 0.2, &[], Some("cubic"));
+}
+
+#[test]
+fn transfers_with_twenty_percent_loss_against_linux_bbr() {
+    big_transfers_with("b20", 0.2, &[], Some("bbr"));
 }
 
 // The same with checksum and segmentation offload on the TAP (virtio-net header):
 // Linux hands over and takes 64 KiB TCP segments.
 #[test]
 fn gigabyte_transfers_both_ways_with_offload() {
-    big_transfers_with("o0", 0.0, &["--offload"]);
+    big_transfers_with("o0", 0.0, &["--offload"], None);
 }
 
 #[test]
 fn gigabyte_transfers_both_ways_with_offload_and_one_percent_loss() {
-    big_transfers_with("o1", 0.01, &["--offload"]);
+    big_transfers_with("o1", 0.01, &["--offload"], Some("bbr"));
 }

@@ -434,6 +434,17 @@ impl Tcb {
             self.ecn_input(seg, ack, st);
         }
         self.rack_input(seg, now, st);
+        if newly_sacked > 0 && newly_acked == 0 {
+            // SACKs say the path still delivers: a new probe may follow (RFC 8985
+            // §7 leaves recovery to RACK; a recovery whose last segments all go
+            // missing, in a window too small for more, has only the probe before
+            // the timeout).
+            self.tlp_out = false;
+            self.tlp_deadline = None;
+            if self.flight() > 0 {
+                self.arm_tlp(now);
+            }
+        }
         if newly_acked == 0
             && ack == self.snd_una
             && self.snd_max != self.snd_una

@@ -54,11 +54,7 @@ impl Tcb {
         }
         if self.tlp_deadline.is_some_and(|t| t <= now) {
             self.tlp_deadline = None;
-            if self.recover.is_none()
-                && !self.tlp_out
-                && self.flight() > 0
-                && self.state.synchronized()
-            {
+            if !self.tlp_out && self.flight() > 0 && self.state.synchronized() {
                 self.tlp_fire = true;
                 self.tlp_out = true;
                 st.tlpprobes += 1;
@@ -232,17 +228,17 @@ impl Tcb {
         }
     }
 
-    /// Arms the tail loss probe: PTO = 2·SRTT (at least 10 ms, as FreeBSD's RACK
-    /// stack), plus a delayed-ACK allowance when one segment is out; never past the
-    /// retransmission timer.
+    /// Arms the tail loss probe: PTO = 2·SRTT (RFC 8985 §7.2) and 2 ms of timer
+    /// slack (Linux's two jiffies), plus a delayed-ACK allowance when one segment
+    /// is out; never past the retransmission timer.
     pub(super) fn arm_tlp(&mut self, now: Instant) {
-        if self.tlp_out || self.recover.is_some() || !self.sack_perm {
+        if self.tlp_out || !self.sack_perm {
             return;
         }
         let Some(srtt) = self.srtt else {
             return;
         };
-        let mut pto = (srtt * 2).max(Duration::from_millis(10));
+        let mut pto = srtt * 2 + Duration::from_millis(2);
         if self.flight() <= self.seg_size() {
             pto = pto.max(srtt * 3 / 2 + Duration::from_millis(200));
         }
@@ -258,13 +254,21 @@ impl Tcb {
     /// ACK (with SACK) starts recovery without waiting for the timer.
     pub(super) fn send_tlp(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
         let end = self.fin_seq();
-        let unsent = lt(self.snd_nxt, end) && self.snd_nxt == self.snd_max;
+        // Two new segments, where RFC 8985 §7.3 sends one: a receiver holds the ACK
+        // of a lone segment for its delayed-ACK time (40 ms for Linux), and the
+        // probe exists to be answered at once. With less new data than that, the
+        // last segment goes again, which a receiver acknowledges at once too.
+        let two = 2 * self.seg_size();
+        let new = self.snd_nxt == self.snd_max && lt(self.snd_nxt, end);
+        let unsent = if new { diff(end, self.snd_nxt) } else { 0 };
         let peer_room = self
             .snd_wnd
             .saturating_sub(diff(self.snd_nxt, self.snd_una));
-        if unsent && peer_room >= self.seg_size().min(diff(end, self.snd_nxt)) {
-            self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
-            if self.send_one(now, st, out) {
+        if unsent >= two && peer_room >= two {
+            self.limited_extra = self.limited_extra.saturating_add(two);
+            let from = self.snd_nxt;
+            while diff(self.snd_nxt, from) < two && self.send_one(now, st, out) {}
+            if self.snd_nxt != from {
                 return;
             }
         }
