@@ -201,6 +201,7 @@ const KNOBS: &[Knob] = &[
     flag_knob!("net.inet.tcp.drop_synfin", drop_synfin),
     flag_knob!("net.inet.tcp.icmp_may_rst", icmp_may_rst),
     flag_knob!("net.inet.tcp.rexmit_drop_options", rexmit_drop_options),
+    flag_knob!("net.inet.tcp.do_prr", prr),
     Knob {
         // ECN (RFC 3168): 0 off, 1 asked for and granted, 2 only granted.
         name: "net.inet.tcp.ecn.enable",

@@ -417,6 +417,17 @@ fn echo_intact(lab: &Lab, tag: &str, mb: usize, timeout_s: u32) {
 
 /// [`echo_intact`] with socat options for the client's socket (`,OPT=...`).
 fn echo_intact_with(lab: &Lab, tag: &str, mb: usize, timeout_s: u32, sockopt: &str) {
+    echo_intact_from(&|c: &str| lab.exec(c), tag, mb, timeout_s, sockopt);
+}
+
+/// [`echo_intact_with`] from the namespace `exec` runs commands in.
+fn echo_intact_from(
+    exec: &dyn Fn(&str) -> (bool, String),
+    tag: &str,
+    mb: usize,
+    timeout_s: u32,
+    sockopt: &str,
+) {
     let dir = std::env::temp_dir().join(format!("mpstack-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("data");
@@ -426,7 +437,7 @@ fn echo_intact_with(lab: &Lab, tag: &str, mb: usize, timeout_s: u32, sockopt: &s
         f.display()
     ));
     assert!(ok, "{out}");
-    let (ok, out) = lab.exec(&format!(
+    let (ok, out) = exec(&format!(
         "sh -c 'timeout {timeout_s} socat -t 60 - TCP:198.18.0.2:7{sockopt} < {f} | sha256sum; sha256sum < {f}'",
         f = f.display()
     ));
@@ -648,6 +659,62 @@ fn drop_randomly(lab: &Lab, p: f64, whole: bool) {
     }
 }
 
+/// A Linux host one routed hop from mpstack, for transfers under loss: namespace
+/// `{lab.ns}h` (198.18.1.2) behind a veth pair, the lab's namespace routing between
+/// it and the TAP and dropping `p` of the TCP packets it forwards, each way
+/// (`iptables -A FORWARD`). Dropped there, a packet is lost to either sender alike;
+/// a drop in the sending host's own OUTPUT chain (as [`drop_randomly`] does) is a
+/// local error that Linux's TCP sends again at once, not a loss it has to detect.
+/// Segmentation offload is off on the veth and the TAP so that segments are
+/// forwarded, and dropped, one by one. The node routes 198.18.1.0/24 through
+/// 198.18.0.1 ([`BEHIND_ROUTE`]).
+struct Behind {
+    ns: String,
+}
+
+const BEHIND_ROUTE: [&str; 2] = ["--route", "198.18.1.0/24=198.18.0.1"];
+
+impl Behind {
+    fn new(lab: &Lab, p: f64) -> Behind {
+        let ns = format!("{}h", lab.ns);
+        let (va, vb) = (format!("{}a", lab.tap), format!("{}b", lab.tap));
+        let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
+        let lns = &lab.ns;
+        for c in [
+            format!("ip netns add {ns}"),
+            format!("ip link add {va} netns {lns} type veth peer name {vb} netns {ns}"),
+            format!("ip -n {lns} addr add 198.18.1.1/24 dev {va}"),
+            format!("ip -n {lns} link set {va} up"),
+            format!("ip -n {ns} link set lo up"),
+            format!("ip -n {ns} addr add 198.18.1.2/24 dev {vb}"),
+            format!("ip -n {ns} link set {vb} up"),
+            format!("ip -n {ns} route add default via 198.18.1.1"),
+            format!("ip netns exec {lns} sysctl -qw net.ipv4.ip_forward=1"),
+            format!("ip netns exec {ns} ethtool -K {vb} gso off tso off gro off"),
+            format!("ip netns exec {lns} ethtool -K {va} gso off tso off gro off"),
+            format!("ip netns exec {lns} ethtool -K {} gso off tso off", lab.tap),
+            format!(
+                "ip netns exec {lns} iptables -A FORWARD -p tcp -m statistic --mode random \
+                 --probability {p} -j DROP"
+            ),
+        ] {
+            let (ok, out) = sh(&c);
+            assert!(ok, "{c}: {out}");
+        }
+        Behind { ns }
+    }
+
+    fn exec(&self, cmd: &str) -> (bool, String) {
+        sh(&format!("ip netns exec {} {cmd}", self.ns))
+    }
+}
+
+impl Drop for Behind {
+    fn drop(&mut self) {
+        let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
+    }
+}
+
 /// Linux <-> mpstack over TAP at loss `p` (each way): curl downloads a big file from
 /// the HTTP service (SHA-256 compared), 100 MB through echo, Linux sends a big stream
 /// to discard; then mpstack's client sends a big stream to `nc -l` (SHA-256 compared).
@@ -667,10 +734,22 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     let file = www.join("big.bin");
     let (ok, out) = sh(&format!("head -c {n} /dev/urandom > {}", file.display()));
     assert!(ok, "{out}");
-    let mut lab = Lab::start_with(tag, 2, node);
-    drop_randomly(&lab, p, whole);
+    // Under loss (but with offload, whose 64 KiB segments are the point), Linux
+    // is one hop away, behind a router that drops.
+    let behind = p > 0.0 && !whole;
+    let route: &[&str] = if behind { &BEHIND_ROUTE } else { &[] };
+    let args: Vec<&str> = node.iter().chain(route).copied().collect();
+    let mut lab = Lab::start_with(tag, 2, &args);
+    let host = behind.then(|| Behind::new(&lab, p));
+    if !behind {
+        drop_randomly(&lab, p, whole);
+    }
+    let run = |c: &str| match &host {
+        Some(h) => h.exec(c),
+        None => lab.exec(c),
+    };
     let started = std::time::Instant::now();
-    let (ok, out) = lab.exec(&format!(
+    let (ok, out) = run(&format!(
         "sh -c 'curl -sS --max-time {t} http://198.18.0.2/big.bin | sha256sum; sha256sum < {}'",
         file.display()
     ));
@@ -682,13 +761,13 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     let started = std::time::Instant::now();
     let echo_mb = 100.min((n >> 20) as usize);
     let opt = cc_sockopt(cc);
-    echo_intact_with(&lab, tag, echo_mb, t as u32, &opt);
+    echo_intact_from(&run, tag, echo_mb, t as u32, &opt);
     let echo_s = started.elapsed().as_secs_f64();
 
     let started = std::time::Instant::now();
     // Linux sends (with its congestion control named): socat half-closes at the end
     // of its input and exits when the service, having read everything, closes too.
-    let (ok, out) = lab.exec(&format!(
+    let (ok, out) = run(&format!(
         "sh -c 'head -c {n} /dev/zero | timeout {t} socat -t {t} - TCP:198.18.0.2:9{opt} >/dev/null'"
     ));
     assert!(ok, "discard: {out}");
@@ -711,18 +790,26 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
         "discard and echo took everything: {report}"
     );
     let rexmit = c.get("tcp.sndrexmitpack").copied().unwrap_or(0);
+    drop(host);
     drop(lab);
 
     // mpstack -> Linux: the node's own client connects to `nc -l`.
     let send = n.to_string();
-    let client = ["--connect", "198.18.0.1:5001", "--send", &send];
-    let args: Vec<&str> = client.iter().chain(node).copied().collect();
+    let peer = if behind { "198.18.1.2" } else { "198.18.0.1" };
+    let to = format!("{peer}:5001");
+    let client = ["--connect", &to, "--send", &send];
+    let args: Vec<&str> = client.iter().chain(node).chain(route).copied().collect();
     let mut lab = Lab::start_with(&format!("{tag}c"), 1, &args);
-    drop_randomly(&lab, p, whole);
+    let host = behind.then(|| Behind::new(&lab, p));
+    if !behind {
+        drop_randomly(&lab, p, whole);
+    }
     let started = std::time::Instant::now();
-    let (ok, out) = lab.exec(&format!(
-        "sh -c 'timeout {t} nc -l 198.18.0.1 5001 | sha256sum'"
-    ));
+    let listen = format!("sh -c 'timeout {t} nc -l {peer} 5001 | sha256sum'");
+    let (ok, out) = match &host {
+        Some(h) => h.exec(&listen),
+        None => lab.exec(&listen),
+    };
     assert!(ok, "nc: {out}");
     let got = out.split_whitespace().next().unwrap_or("").to_string();
     let line = lab
@@ -734,6 +821,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
         "{line} vs {got}"
     );
     let c2 = lab.stop();
+    drop(host);
     let mbps = |b: u64, s: f64| b as f64 * 8.0 / s / 1e6;
     let linux = cc.unwrap_or("default");
     eprintln!(

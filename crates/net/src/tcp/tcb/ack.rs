@@ -188,6 +188,36 @@ impl Tcb {
         }
     }
 
+    /// Proportional Rate Reduction (RFC 6937), on every ACK of SACK recovery that
+    /// `delivered` bytes (newly acknowledged or SACKed): the window becomes the
+    /// pipe and what may go now, so that the sender slows to `ssthresh` in step
+    /// with the ACKs, a fraction `ssthresh / RecoverFS` of what is delivered while
+    /// the pipe is above it, rather than falling silent for half a round trip and
+    /// then bursting (RFC 6675 alone); below it, the pipe grows back toward
+    /// `ssthresh` at most a segment beyond what arrives (PRR-SSRB).
+    pub(super) fn prr_on_ack(&mut self, delivered: u32) {
+        if !self.cfg.prr {
+            return;
+        }
+        self.prr_delivered = self.prr_delivered.saturating_add(delivered);
+        let pipe = self.pipe();
+        let sndcnt = if pipe > self.ssthresh {
+            let due = (u64::from(self.prr_delivered) * u64::from(self.ssthresh))
+                .div_ceil(u64::from(self.recover_fs.max(1)));
+            u32::try_from(due)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(self.prr_out)
+        } else {
+            let limit = self
+                .prr_delivered
+                .saturating_sub(self.prr_out)
+                .max(delivered)
+                .saturating_add(self.snd_mss);
+            (self.ssthresh - pipe).min(limit)
+        };
+        self.cwnd = pipe.saturating_add(sndcnt);
+    }
+
     /// A D-SACK (RFC 2883: a first SACK block below the cumulative ACK, or inside
     /// the second block) reports data that arrived twice. When every
     /// retransmission of the last fast recovery has been reported so, the
@@ -318,5 +348,10 @@ impl Tcb {
         self.sack_next = self.snd_una;
         self.rexmit_owed += 1;
         self.timed = None;
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.recover_fs = self.flight();
+        // Limited transmit ends where recovery begins (PRR governs now).
+        self.limited_extra = 0;
     }
 }

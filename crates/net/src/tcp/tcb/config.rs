@@ -92,6 +92,10 @@ pub struct TcpConfig {
     /// retransmission on, our SYN asks for no window scaling, SACK or timestamps
     /// (a path that drops SYNs with options it does not know). Off by default.
     pub rexmit_drop_options: bool,
+    /// Proportional Rate Reduction (RFC 6937) in SACK recovery (FreeBSD's
+    /// `net.inet.tcp.do_prr`, on by default): the sender slows to `ssthresh` in
+    /// step with the ACKs; off, RFC 6675's window minus the pipe governs alone.
+    pub prr: bool,
     /// Explicit Congestion Notification (RFC 3168; FreeBSD's
     /// `net.inet.tcp.ecn.enable`): 0 never, 1 asked for on our connections and
     /// granted to peers that ask, 2 (the default) only granted. On a connection
@@ -155,6 +159,7 @@ impl Default for TcpConfig {
             drop_synfin: false,
             icmp_may_rst: true,
             rexmit_drop_options: false,
+            prr: true,
             ecn: 2,
             ecn_maxretries: 1,
             tso_max: 0,

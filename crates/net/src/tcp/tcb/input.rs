@@ -415,6 +415,7 @@ impl Tcb {
             return;
         }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
+        let sacked_before = self.rack.sacked_bytes();
         let newly_sacked = self.sack_update(seg);
         let newly_acked = if lt(self.snd_una, ack) {
             diff(ack, self.snd_una)
@@ -454,6 +455,13 @@ impl Tcb {
             // RFC 5681's duplicate ACK, or RFC 6675's: one that SACKs new data.
             st.rcvdupack += 1;
             self.on_dupack(st);
+        }
+        if self.recover.is_some() && self.sack_perm {
+            // RFC 6937's DeliveredData: the change in SND.UNA and in the bytes
+            // SACKed (less, when the ACK covers what was SACKed before).
+            let sacked_now = i64::from(self.rack.sacked_bytes());
+            let delivered = i64::from(newly_acked) + sacked_now - i64::from(sacked_before);
+            self.prr_on_ack(u32::try_from(delivered.max(0)).unwrap_or(0));
         }
         // Window update.
         if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {

@@ -221,6 +221,12 @@ pub struct Tcb {
     challenge: bool,
     /// `TCP_NOOPT`: our SYN carries no options at all, not even the MSS.
     noopt: bool,
+    /// Proportional Rate Reduction (RFC 6937) during SACK recovery: data the
+    /// peer received since recovery began, data we sent in it, and the flight
+    /// when it began.
+    prr_delivered: u32,
+    prr_out: u32,
+    recover_fs: u32,
     /// The last fast recovery, for D-SACK to prove it spurious (RFC 3708): the
     /// window and threshold before it, its retransmissions not yet reported
     /// duplicate, and SND.MAX when it began.
@@ -346,6 +352,9 @@ impl Tcb {
             ka_init: false,
             challenge: false,
             noopt: false,
+            prr_delivered: 0,
+            prr_out: 0,
+            recover_fs: 0,
             dsack_undo: None,
             frto: None,
             ecn_ok: false,

@@ -293,6 +293,9 @@ impl Tcb {
     }
 
     pub(super) fn push(&mut self, seg: SegOut, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        if self.recover.is_some() {
+            self.prr_out = self.prr_out.saturating_add(seg.data_len as u32);
+        }
         if seg.ack_flag {
             self.last_ack_sent = seg.ack;
             let shift = if seg.syn { 0 } else { self.rcv_wscale };
@@ -435,10 +438,10 @@ impl Tcb {
                 if len < room && !self.cfg.nodelay && self.snd_una != self.snd_nxt && !fin_here {
                     return false;
                 }
-                // In recovery the pipe frees the window by fractions of a segment:
-                // new data with more behind it waits for a whole one (the ACKs in
-                // flight bring it), as FreeBSD's tcp_output sends no short segment
-                // while more is buffered, TCP_NODELAY or not.
+                // In recovery PRR opens the window by fractions of a segment: new
+                // data with more behind it waits for a whole one (the ACKs in flight
+                // bring it), as FreeBSD's tcp_output sends no short segment while
+                // more is buffered, TCP_NODELAY or not.
                 if self.recover.is_some()
                     && len < room
                     && len < unsent

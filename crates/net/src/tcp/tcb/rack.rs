@@ -15,7 +15,7 @@
 //! entries at their edges), which gives RFC 6675's pipe as Linux counts it: what is
 //! out, less what was SACKed and what is lost and not yet sent again.
 
-use super::seq::{diff, le, lt};
+use super::seq::{diff, le, lt, tsval};
 use dev::{Duration, Instant};
 use std::collections::VecDeque;
 
@@ -213,10 +213,19 @@ impl Rack {
     }
 
     /// RFC 8985 §6.2 steps 1-3 for a segment just delivered: the RTT sample (not
-    /// from a retransmission an ACK of the original may have answered), the most
-    /// recently sent delivered segment, and reordering (an original delivered below
-    /// the highest delivered, segments taken in ascending order).
-    fn delivered(&mut self, s: Sent, now: Instant, st: &mut crate::stats::TcpStat) {
+    /// from a retransmission an ACK of the original may have answered: one whose
+    /// echoed timestamp is older than the retransmission, or whose RTT would be
+    /// shorter than the path's), the most recently sent delivered segment, and
+    /// reordering (an original delivered below the highest delivered, segments
+    /// taken in ascending order). `echo` is the ACK's TSecr and our timestamp
+    /// clock's offset, where timestamps are on.
+    fn delivered(
+        &mut self,
+        s: Sent,
+        now: Instant,
+        echo: Option<(u32, u32)>,
+        st: &mut crate::stats::TcpStat,
+    ) {
         if self.fack.is_none_or(|f| lt(f, s.end)) {
             self.fack = Some(s.end);
         } else if s.flags & RETRANS == 0 && lt(s.end, self.fack.unwrap_or(s.end)) {
@@ -226,8 +235,11 @@ impl Rack {
             self.reordering_seen = true;
         }
         let rtt = now.saturating_duration_since(s.at);
-        if s.flags & RETRANS != 0 && self.min_rtt.is_none_or(|m| rtt < m) {
-            return;
+        if s.flags & RETRANS != 0 {
+            let older_echo = echo.is_some_and(|(ecr, off)| lt(ecr, tsval(s.at, off)));
+            if older_echo || self.min_rtt.is_none_or(|m| rtt < m) {
+                return;
+            }
         }
         if s.flags & RETRANS == 0 {
             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
@@ -242,7 +254,13 @@ impl Rack {
     }
 
     /// The cumulative acknowledgment reached `una`.
-    pub(super) fn on_ack(&mut self, una: u32, now: Instant, st: &mut crate::stats::TcpStat) {
+    pub(super) fn on_ack(
+        &mut self,
+        una: u32,
+        now: Instant,
+        echo: Option<(u32, u32)>,
+        st: &mut crate::stats::TcpStat,
+    ) {
         while let Some(s) = self.segs.front().copied() {
             if !le(s.end, una) {
                 if lt(s.start, una) {
@@ -265,7 +283,7 @@ impl Rack {
             if s.flags & SACKED != 0 {
                 self.sacked -= s.len();
             } else {
-                self.delivered(s, now, st);
+                self.delivered(s, now, echo, st);
             }
         }
         if self.retrans_high.is_some_and(|h| le(h, una)) {
@@ -283,6 +301,7 @@ impl Rack {
         l: u32,
         r: u32,
         now: Instant,
+        echo: Option<(u32, u32)>,
         st: &mut crate::stats::TcpStat,
     ) -> u32 {
         let i = self.split_at(l);
@@ -300,7 +319,7 @@ impl Rack {
             self.segs[k].flags = (s.flags | SACKED) & !LOST;
             self.sacked += s.len();
             newly += s.len();
-            self.delivered(s, now, st);
+            self.delivered(s, now, echo, st);
         }
         newly
     }

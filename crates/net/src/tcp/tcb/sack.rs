@@ -1,7 +1,9 @@
 //! Loss recovery (FreeBSD's `tcp_sack`): the sender's scoreboard of SACKed ranges
 //! (RFC 2018), RFC 6675's pipe and next hole with RACK's loss marks (RFC 8985, in
 //! `rack`), the retransmission of holes (also the one that NewReno retransmits, RFC
-//! 6582); as receiver, the SACK blocks describing our out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
+//! 6582); the window during recovery is Proportional Rate Reduction's (RFC 6937,
+//! `Tcb::prr_on_ack` in `ack`); as receiver, the SACK blocks describing our
+//! out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
 //! retransmission timer.
 
 use super::seq::{diff, le, lt};
@@ -94,7 +96,11 @@ impl Tcb {
         if !self.sack_perm {
             return;
         }
-        self.rack.on_ack(self.snd_una, now, st);
+        let echo = match seg.ts {
+            Some((_, ecr)) if self.ts_enabled && ecr != 0 => Some((ecr, self.ts_offset)),
+            _ => None,
+        };
+        self.rack.on_ack(self.snd_una, now, echo, st);
         let mut blocks = [(0u32, 0u32); 4];
         let mut n = 0;
         for (l, r) in seg.sack.iter().flatten().copied() {
@@ -107,7 +113,7 @@ impl Tcb {
         let base = self.snd_una;
         blocks[..n].sort_unstable_by_key(|b| diff(b.0, base));
         for &(l, r) in &blocks[..n] {
-            self.rack.on_sack(l, r, now, st);
+            self.rack.on_sack(l, r, now, echo, st);
         }
         self.rack_detect(now, st);
     }
@@ -117,7 +123,9 @@ impl Tcb {
     pub(super) fn rack_detect(&mut self, now: Instant, st: &mut TcpStat) {
         let recovering = self.recover.is_some() || self.rto_recover.is_some();
         let srtt = self.srtt.unwrap_or(self.rto);
-        let (lost, relost) = self.rack.detect_loss(now, recovering, self.snd_mss, srtt);
+        let (lost, relost) = self
+            .rack
+            .detect_loss(now, recovering, self.seg_size(), srtt);
         st.racklost += u64::from(lost);
         st.rexmitlost += u64::from(relost);
         if self.rack.lost_bytes() > 0 && !recovering && self.state.synchronized() {

@@ -1607,6 +1607,82 @@ fn deliver(p: &mut Pair, from_a: bool, seg: SegOut) -> Vec<SegOut> {
     out
 }
 
+/// Proportional Rate Reduction (RFC 6937) in SACK recovery. A window of twenty
+/// segments loses its first; every later segment draws a duplicate ACK with SACK.
+/// RFC 6675 alone would set the window to ssthresh at once and send nothing until
+/// the pipe fell below it, half a round trip of silence, then one segment an ACK;
+/// with PRR the sender goes on from the first ACKs of recovery, at ssthresh /
+/// RecoverFS of what is delivered, and leaves recovery with the window at
+/// ssthresh and no more than that in flight.
+#[test]
+fn prr_spreads_sending_over_recovery_and_ends_at_ssthresh() {
+    let cfg = TcpConfig {
+        init_cwnd_segs: 20,
+        delack: Duration::ZERO,
+        nodelay: true,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 23);
+    assert!(p.a.sack_perm);
+    let mss = p.a.seg_size() as usize;
+    p.a.send(&vec![9u8; 80 * mss]);
+    let mut first = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut first);
+    assert!(
+        first.len() >= 20,
+        "a window of twenty segments or more: {}",
+        first.len()
+    );
+    let lost_seq = first[0].seq;
+    let mut queue: std::collections::VecDeque<SegOut> = first.into_iter().skip(1).collect();
+    // For each ACK A takes while in recovery: the new data segments it sent.
+    let mut in_recovery: Vec<usize> = Vec::new();
+    let mut entered = false;
+    let mut exit = None;
+    for _ in 0..400 {
+        let Some(seg) = queue.pop_front() else { break };
+        for ack in deliver(&mut p, true, seg) {
+            let was = p.a.recover.is_some();
+            let sent = deliver(&mut p, false, ack);
+            if p.a.recover.is_some() {
+                entered = true;
+            }
+            let new_data = sent
+                .iter()
+                .filter(|s| s.data_len > 0 && s.seq != lost_seq)
+                .count();
+            if was && p.a.recover.is_some() {
+                in_recovery.push(new_data);
+            }
+            if entered && p.a.recover.is_none() && exit.is_none() {
+                exit = Some((p.a.cwnd, p.a.ssthresh, p.a.flight()));
+            }
+            queue.extend(sent);
+        }
+        if exit.is_some() {
+            break;
+        }
+    }
+    assert!(entered, "recovery began");
+    let (cwnd, ssthresh, flight) = exit.expect("recovery ended");
+    eprintln!("new segments a recovery ACK: {in_recovery:?}; exit cwnd {cwnd} ssthresh {ssthresh} flight {flight}");
+    // Sending resumed within the first ACKs of recovery, not half a round trip later.
+    let early: usize = in_recovery.iter().take(4).sum();
+    assert!(early >= 2, "{in_recovery:?}");
+    // About ssthresh / RecoverFS (0.7 with CUBIC) of the delivered segments.
+    let total: usize = in_recovery.iter().sum();
+    let acks = in_recovery.len();
+    assert!(
+        total * 10 <= acks * 8 && total * 10 >= acks * 5,
+        "{total} for {acks} ACKs"
+    );
+    assert_eq!(cwnd, ssthresh, "recovery ends at ssthresh");
+    assert!(
+        flight as usize <= ssthresh as usize + mss,
+        "no burst at the end: {flight}"
+    );
+}
+
 /// D-SACK undo (RFC 2883, RFC 3708). A window's first segment is delayed, not
 /// lost: three later ones arrive first, so the sender retransmits it and halves
 /// its window; then the original arrives, and the retransmission after it, which
@@ -1630,7 +1706,9 @@ fn dsack_undoes_a_recovery_that_reordering_caused() {
         p.a.output(p.now, &mut p.sa, &mut segs);
         assert_eq!(segs.len(), 10);
         let (cwnd0, first) = (p.a.cwnd, segs[0]);
-        // Segments 2-4 first: three duplicate ACKs with SACK, a fast retransmit.
+        // Segments 2-4 first, a round trip later: three duplicate ACKs with SACK,
+        // a fast retransmit.
+        p.now += Duration::from_millis(10);
         let mut resent = Vec::new();
         for seg in &segs[1..4] {
             for ack in deliver(&mut p, true, *seg) {
@@ -1643,10 +1721,12 @@ fn dsack_undoes_a_recovery_that_reordering_caused() {
             .iter()
             .find(|s| s.seq == first.seq && s.data_len > 0)
             .expect("the first segment again");
-        // The original (if it was only delayed), then its retransmission.
+        // Half a round trip on: the original (if it was only delayed), the rest of
+        // the window, then the retransmission.
+        p.now += Duration::from_millis(5);
         let mut arrivals = if reordered { vec![first] } else { vec![] };
-        arrivals.push(rexmit);
         arrivals.extend_from_slice(&segs[4..]);
+        arrivals.push(rexmit);
         let mut dsack_seen = false;
         for seg in arrivals {
             for ack in deliver(&mut p, true, seg) {
