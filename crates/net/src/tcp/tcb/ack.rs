@@ -115,7 +115,6 @@ impl Tcb {
             self.rack.on_recovery_end();
         }
         self.limited_extra = 0;
-        self.sack_prune(ack);
         if lt(self.snd_nxt, self.snd_una) {
             self.snd_nxt = self.snd_una;
         }
@@ -309,7 +308,7 @@ impl Tcb {
         };
         // With SACK, RACK (`rack_detect`, before this) says what is lost; duplicate
         // ACKs count only while they bring no SACK blocks at all.
-        let scoreboard = self.sack_perm && !self.sacked.is_empty();
+        let scoreboard = self.rack.sacked_bytes() > 0;
         let lost = self.dupacks >= dupthresh && self.rto_recover.is_none() && !scoreboard;
         match self.recover {
             None if !lost => {
@@ -333,7 +332,7 @@ impl Tcb {
     /// the first hole owed at once.
     pub(super) fn enter_recovery(&mut self, st: &mut TcpStat) {
         let mss = self.snd_mss;
-        let scoreboard = self.sack_perm && !self.sacked.is_empty();
+        let scoreboard = self.rack.sacked_bytes() > 0;
         st.fastrexmit += 1;
         self.dsack_undo = Some((self.cwnd, self.ssthresh, 0, self.snd_max));
         self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);

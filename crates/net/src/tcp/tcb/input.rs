@@ -416,7 +416,6 @@ impl Tcb {
         }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
         let sacked_before = self.rack.sacked_bytes();
-        let newly_sacked = self.sack_update(seg);
         let newly_acked = if lt(self.snd_una, ack) {
             diff(ack, self.snd_una)
         } else {
@@ -434,7 +433,7 @@ impl Tcb {
         if self.ecn_ok {
             self.ecn_input(seg, ack, st);
         }
-        self.rack_input(seg, now, st);
+        let newly_sacked = self.rack_input(seg, now, st);
         if newly_sacked > 0 && newly_acked == 0 {
             // SACKs say the path still delivers: a new probe may follow (RFC 8985
             // §7 leaves recovery to RACK; a recovery whose last segments all go

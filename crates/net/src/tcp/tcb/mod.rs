@@ -13,23 +13,23 @@
 //! slow start with HyStart++ (RFC 9406) and congestion avoidance by CUBIC (RFC 9438)
 //! or NewReno (both in `cc`), fast retransmit and NewReno fast recovery (RFC 5681,
 //! RFC 6582); SACK and RFC 6675's loss recovery (RFC 2018) with RACK's time-based
-//! loss detection and tail loss probes (RFC 8985), D-SACK (RFC 2883) and the undoing
-//! of spurious recoveries and timeouts (RFC 3708, RFC 3522, F-RTO's RFC 5682); ECN
-//! (RFC 3168); delayed ACKs (every second
-//! full segment, bounded delay) and Nagle, both switchable; zero-window probing;
-//! keepalive; the RST and SYN checks of RFC 5961 with challenge ACKs; SYN cookies
-//! ([`CookieOpts`]); a bounded out-of-order queue.
+//! loss detection and tail loss probes (RFC 8985) and Proportional Rate Reduction
+//! (RFC 6937), D-SACK (RFC 2883) and the undoing of spurious recoveries and
+//! timeouts (RFC 3708, RFC 3522, F-RTO's RFC 5682); ECN (RFC 3168); delayed ACKs
+//! (every second full segment, bounded delay) and Nagle, both switchable;
+//! zero-window probing; keepalive; the RST and SYN checks of RFC 5961 with challenge
+//! ACKs; SYN cookies ([`CookieOpts`]); a bounded out-of-order queue.
 //!
 //! One file per concern, as FreeBSD lays out `netinet/tcp_*.c`: `seq` (sequence and
 //! timestamp arithmetic, `tcp_seq.h`), `config` ([`TcpConfig`]), `seg` (segments in
 //! and out), `input` (`tcp_input`: PAWS, acceptability, RFC 5961's checks, the state
 //! machine), `ack` (what an acknowledgment does: RTT, the congestion window, fast
 //! retransmit), `reass` (data in, in order and out of order, `tcp_reass`), `output`
-//! (`tcp_output`: what to send, windows, Nagle, segment sizes), `sack` (scoreboard
-//! and loss recovery, `tcp_sack`), `rack` (segments in flight with their send times,
-//! and the losses RACK finds in them, as FreeBSD's `rack` stack), `timer` (`tcp_timer`), `timewait` ([`TimeWait`],
-//! `tcp_timewait`) and `usrreq` (the application's side, `tcp_usrreq`). This file
-//! holds the control block itself and how one is opened. All of them may call `cc`
+//! (`tcp_output`: what to send, windows, Nagle, segment sizes), `sack` (SACK input
+//! and loss recovery, `tcp_sack`), `rack` (the scoreboard: segments in flight with
+//! their send times, and the losses RACK finds in them, as FreeBSD's `rack` stack),
+//! `timer` (`tcp_timer`), `timewait` ([`TimeWait`], `tcp_timewait`) and `usrreq`
+//! (the application's side, `tcp_usrreq`). This file holds the control block itself and how one is opened. All of them may call `cc`
 //! (congestion control) and `sndbuf` (the send buffer) and count in
 //! `stats::TcpStat`; none reads a clock or does IO.
 
@@ -247,8 +247,6 @@ pub struct Tcb {
     ka_init: bool,
     ka_send: bool,
     recover: Option<u32>,
-    /// Sender's scoreboard: ranges the peer holds above `snd_una`, sorted, merged.
-    sacked: Vec<(u32, u32)>,
     /// Next sequence number a hole retransmission may start from.
     sack_next: u32,
     /// Receiver: the SACK blocks reported, the latest arrival's first and the rest
@@ -283,9 +281,9 @@ pub struct Tcb {
     /// Before the first timeout of an episode: (cwnd, ssthresh, our timestamp then),
     /// to undo the reduction if the timeout proves spurious (Eifel, RFC 3522).
     rto_undo: Option<(u32, u32, u32)>,
-    /// The segments in flight with their send times, and what RACK (RFC 8985)
-    /// concludes from them: which are lost, and the reordering window. SACK
-    /// connections only.
+    /// The sender's scoreboard: the segments in flight with their send times,
+    /// which the peer has SACKed, and what RACK (RFC 8985) concludes from them:
+    /// which are lost, and the reordering window. SACK connections only.
     rack: rack::Rack,
     /// SND.MAX at a retransmission timeout, until acknowledged: no fast recovery
     /// starts for data sent before it (RFC 6582 §4.1's `recover`).
@@ -363,7 +361,6 @@ impl Tcb {
             ecn_until: None,
             ka_send: false,
             recover: None,
-            sacked: Vec::new(),
             sack_next: iss,
             sack_list: [None; 6],
             dsack: None,

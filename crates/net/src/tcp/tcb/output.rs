@@ -377,14 +377,8 @@ impl Tcb {
             | State::FinWait1
             | State::Closing
             | State::LastAck => {
-                while let Some(r) = self
-                    .sacked
-                    .iter()
-                    .copied()
-                    .find(|r| le(r.0, self.snd_nxt) && lt(self.snd_nxt, r.1))
-                {
-                    self.snd_nxt = r.1;
-                }
+                // A go-back-N passes over what the peer has SACKed.
+                self.snd_nxt = self.rack.past_sacked(self.snd_nxt);
                 let end = self.fin_seq();
                 let unsent = diff(end, self.snd_nxt);
                 if lt(end, self.snd_nxt) {
@@ -407,8 +401,8 @@ impl Tcb {
                 let mut len = unsent.min(burst).min(allowance);
                 // Resending after a timeout: not what the peer has SACKed.
                 if lt(self.snd_nxt, self.snd_max) {
-                    if let Some(r) = self.sacked.iter().find(|r| lt(self.snd_nxt, r.0)) {
-                        len = len.min(diff(r.0, self.snd_nxt));
+                    if let Some(next) = self.rack.next_sacked(self.snd_nxt) {
+                        len = len.min(diff(next, self.snd_nxt));
                     }
                 }
                 let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;

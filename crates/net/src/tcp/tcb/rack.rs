@@ -135,6 +135,35 @@ impl Rack {
         self.reo_wnd_mult
     }
 
+    /// Where a send from `seq` goes on: past the SACKed entries that hold it, if
+    /// any (a go-back-N resends none of them).
+    pub(super) fn past_sacked(&self, seq: u32) -> u32 {
+        if self.sacked == 0 {
+            return seq;
+        }
+        let mut at = seq;
+        let i = self.segs.partition_point(|s| le(s.end, seq));
+        for s in self.segs.range(i..) {
+            if s.flags & SACKED == 0 || lt(at, s.start) {
+                break;
+            }
+            at = s.end;
+        }
+        at
+    }
+
+    /// The start of the first SACKed entry beyond `seq`.
+    pub(super) fn next_sacked(&self, seq: u32) -> Option<u32> {
+        if self.sacked == 0 {
+            return None;
+        }
+        let i = self.segs.partition_point(|s| le(s.end, seq));
+        self.segs
+            .range(i..)
+            .find(|s| s.flags & SACKED != 0 && lt(seq, s.start))
+            .map(|s| s.start)
+    }
+
     /// The first range marked lost and not yet sent again.
     pub(super) fn first_lost(&self) -> Option<(u32, u32)> {
         if self.lost == 0 {

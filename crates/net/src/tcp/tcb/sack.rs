@@ -1,10 +1,10 @@
-//! Loss recovery (FreeBSD's `tcp_sack`): the sender's scoreboard of SACKed ranges
-//! (RFC 2018), RFC 6675's pipe and next hole with RACK's loss marks (RFC 8985, in
-//! `rack`), the retransmission of holes (also the one that NewReno retransmits, RFC
-//! 6582); the window during recovery is Proportional Rate Reduction's (RFC 6937,
-//! `Tcb::prr_on_ack` in `ack`); as receiver, the SACK blocks describing our
-//! out-of-order queue. Calls `output` to build and send segments and `timer` to arm the
-//! retransmission timer.
+//! Loss recovery (FreeBSD's `tcp_sack`): an ACK's SACK blocks (RFC 2018) entered
+//! in the scoreboard, which `rack` keeps with RACK's loss marks (RFC 8985); RFC
+//! 6675's pipe and next hole from them; the retransmission of holes (also the one
+//! that NewReno retransmits, RFC 6582); the window during recovery is Proportional
+//! Rate Reduction's (RFC 6937, `Tcb::prr_on_ack` in `ack`); as receiver, the SACK
+//! blocks describing our out-of-order queue. Calls `output` to build and send
+//! segments and `timer` to arm the retransmission timer.
 
 use super::seq::{diff, le, lt};
 use super::{SegIn, SegOut, Tcb};
@@ -74,7 +74,7 @@ impl Tcb {
         // Retransmissions of the recovery that D-SACK may prove unneeded: the fast
         // retransmit and the holes the scoreboard shows (not the segment at
         // SND.UNA that a partial ACK with an empty scoreboard sends on a guess).
-        let counted = !self.sacked.is_empty() || self.dsack_undo.is_some_and(|u| u.2 == 0);
+        let counted = self.rack.sacked_bytes() > 0 || self.dsack_undo.is_some_and(|u| u.2 == 0);
         if let Some(u) = self.dsack_undo.as_mut().filter(|u| counted && lt(p, u.3)) {
             u.2 += len.div_ceil(self.snd_mss.max(1));
         }
@@ -90,11 +90,11 @@ impl Tcb {
     }
 
     /// RACK on an acknowledgment (RFC 8985 §6.2): the segments it delivers,
-    /// cumulatively and then by its SACK blocks in ascending order, then loss
-    /// detection.
-    pub(super) fn rack_input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
+    /// cumulatively and then by its SACK blocks in ascending order (the scoreboard),
+    /// then loss detection. Returns the bytes newly SACKed.
+    pub(super) fn rack_input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) -> u32 {
         if !self.sack_perm {
-            return;
+            return 0;
         }
         let echo = match seg.ts {
             Some((_, ecr)) if self.ts_enabled && ecr != 0 => Some((ecr, self.ts_offset)),
@@ -112,10 +112,12 @@ impl Tcb {
         }
         let base = self.snd_una;
         blocks[..n].sort_unstable_by_key(|b| diff(b.0, base));
-        for &(l, r) in &blocks[..n] {
-            self.rack.on_sack(l, r, now, echo, st);
-        }
+        let newly: u32 = blocks[..n]
+            .iter()
+            .map(|&(l, r)| self.rack.on_sack(l, r, now, echo, st))
+            .sum();
         self.rack_detect(now, st);
+        newly
     }
 
     /// RACK's loss detection (after an acknowledgment, or when the reordering
@@ -133,62 +135,10 @@ impl Tcb {
         }
     }
 
-    /// Records the SACK blocks of an acknowledgment in the scoreboard.
-    pub(super) fn sack_update(&mut self, seg: &SegIn<'_>) -> u32 {
-        if !self.sack_perm || seg.sack[0].is_none() {
-            return 0;
-        }
-        let before = self.sacked_bytes();
-        for (l, r) in seg.sack.iter().flatten().copied() {
-            if !(lt(self.snd_una, r) && lt(l, r) && le(r, self.snd_max)) {
-                continue;
-            }
-            let l = if lt(l, self.snd_una) { self.snd_una } else { l };
-            // Insert and merge (sorted by left edge, relative to snd_una).
-            let base = self.snd_una;
-            let key = |x: u32| diff(x, base);
-            let pos = self
-                .sacked
-                .iter()
-                .position(|x| key(x.0) > key(l))
-                .unwrap_or(self.sacked.len());
-            self.sacked.insert(pos, (l, r));
-            // Coalesce overlapping ranges in place (no allocation per ACK).
-            let mut w = 0;
-            for i in 0..self.sacked.len() {
-                let (a, b) = self.sacked[i];
-                if w > 0 && key(a) <= key(self.sacked[w - 1].1) {
-                    if key(b) > key(self.sacked[w - 1].1) {
-                        self.sacked[w - 1].1 = b;
-                    }
-                } else {
-                    self.sacked[w] = (a, b);
-                    w += 1;
-                }
-            }
-            self.sacked.truncate(w.min(64));
-        }
-        self.sacked_bytes().saturating_sub(before)
-    }
-
-    fn sacked_bytes(&self) -> u32 {
-        self.sacked.iter().map(|r| diff(r.1, r.0)).sum()
-    }
-
     /// A data segment went out: RACK times it (SACK connections).
     pub(super) fn rack_sent(&mut self, seq: u32, len: u32, now: Instant) {
         if self.sack_perm && len > 0 {
             self.rack.on_send(seq, seq.wrapping_add(len), now);
-        }
-    }
-
-    /// Forgets scoreboard ranges at or below `ack`.
-    pub(super) fn sack_prune(&mut self, ack: u32) {
-        self.sacked.retain(|r| lt(ack, r.1));
-        if let Some(first) = self.sacked.first_mut() {
-            if lt(first.0, ack) {
-                first.0 = ack;
-            }
         }
     }
 
