@@ -710,6 +710,14 @@ impl Behind {
     }
 }
 
+/// Runs `cmd` on the Linux side of `lab`: in the host behind it, if there is one.
+fn exec_linux(lab: &Lab, host: &Option<Behind>, cmd: &str) -> (bool, String) {
+    match host {
+        Some(h) => h.exec(cmd),
+        None => lab.exec(cmd),
+    }
+}
+
 impl Drop for Behind {
     fn drop(&mut self) {
         let _ = sh(&format!("ip netns del {} 2>/dev/null", self.ns));
@@ -745,10 +753,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     if !behind {
         drop_randomly(&lab, p, whole);
     }
-    let run = |c: &str| match &host {
-        Some(h) => h.exec(c),
-        None => lab.exec(c),
-    };
+    let run = |c: &str| exec_linux(&lab, &host, c);
     let started = std::time::Instant::now();
     let (ok, out) = run(&format!(
         "sh -c 'curl -sS --max-time {t} http://198.18.0.2/big.bin | sha256sum; sha256sum < {}'",
@@ -807,10 +812,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     }
     let started = std::time::Instant::now();
     let listen = format!("sh -c 'timeout {t} nc -l {peer} 5001 | sha256sum'");
-    let (ok, out) = match &host {
-        Some(h) => h.exec(&listen),
-        None => lab.exec(&listen),
-    };
+    let (ok, out) = exec_linux(&lab, &host, &listen);
     assert!(ok, "nc: {out}");
     let got = out.split_whitespace().next().unwrap_or("").to_string();
     let line = lab

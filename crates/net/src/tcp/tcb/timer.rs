@@ -249,9 +249,10 @@ impl Tcb {
         };
     }
 
-    /// The probe: a new segment if the peer's window has room (cwnd notwithstanding),
-    /// else the last segment sent again; either way the peer answers at once and its
-    /// ACK (with SACK) starts recovery without waiting for the timer.
+    /// The probe: two new segments if the peer's window has room (cwnd
+    /// notwithstanding), else the last segment sent again; either way the peer
+    /// answers at once and its ACK (with SACK) lets RACK find what was lost
+    /// without waiting for the timer.
     pub(super) fn send_tlp(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
         let end = self.fin_seq();
         // Two new segments, where RFC 8985 §7.3 sends one: a receiver holds the ACK
