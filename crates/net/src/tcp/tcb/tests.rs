@@ -1693,12 +1693,7 @@ fn prr_spreads_sending_over_recovery_and_ends_at_ssthresh() {
 #[test]
 fn dsack_undoes_a_recovery_that_reordering_caused() {
     for reordered in [true, false] {
-        let cfg = TcpConfig {
-            init_cwnd_segs: 10,
-            delack: Duration::ZERO,
-            nodelay: true,
-            ..quick()
-        };
+        let cfg = window_of_ten_cfg();
         let mut p = quiet_pair_with(cfg, 24);
         let mss = p.a.seg_size() as usize;
         p.a.send(&vec![5u8; 10 * mss]);
@@ -1835,11 +1830,8 @@ fn frto_undoes_a_spurious_timeout_without_timestamps() {
 #[test]
 fn an_ecn_connection_still_fast_retransmits() {
     let cfg = TcpConfig {
-        init_cwnd_segs: 10,
-        delack: Duration::ZERO,
-        nodelay: true,
         ecn: 1,
-        ..quick()
+        ..window_of_ten_cfg()
     };
     let mut p = quiet_pair_with(cfg, 25);
     assert!(p.a.ecn_ok && p.b().ecn_ok, "ECN negotiated");
@@ -1856,6 +1848,17 @@ fn an_ecn_connection_still_fast_retransmits() {
     }
     assert_eq!(p.sa.fastrexmit, 1);
     assert!(resent.iter().any(|s| s.seq == first.seq && s.data_len > 0));
+}
+
+/// The loss-recovery tests' connection: ten segments in the first window, each
+/// ACK at once, no Nagle.
+fn window_of_ten_cfg() -> TcpConfig {
+    TcpConfig {
+        init_cwnd_segs: 10,
+        delack: Duration::ZERO,
+        nodelay: true,
+        ..quick()
+    }
 }
 
 /// Sends one window of ten segments from A; returns them.
@@ -1892,12 +1895,7 @@ fn arrive_and_answer(p: &mut Pair, segs: &[SegOut], gap: Duration) -> Vec<SegOut
 /// after it was due, with no retransmission timeout.
 #[test]
 fn rack_allows_reordering_once_seen_and_finds_a_loss_by_its_timer() {
-    let cfg = TcpConfig {
-        init_cwnd_segs: 10,
-        delack: Duration::ZERO,
-        nodelay: true,
-        ..quick()
-    };
+    let cfg = window_of_ten_cfg();
     let mut p = quiet_pair_with(cfg, 31);
     let no_rexmit =
         |sent: &[SegOut], first: SegOut| !sent.iter().any(|s| s.seq == first.seq && s.data_len > 0);
@@ -1957,12 +1955,7 @@ fn rack_allows_reordering_once_seen_and_finds_a_loss_by_its_timer() {
 /// without waiting for the retransmission timeout.
 #[test]
 fn rack_finds_a_lost_retransmission() {
-    let cfg = TcpConfig {
-        init_cwnd_segs: 10,
-        delack: Duration::ZERO,
-        nodelay: true,
-        ..quick()
-    };
+    let cfg = window_of_ten_cfg();
     let mut p = quiet_pair_with(cfg, 32);
     let mss = p.a.seg_size() as usize;
     let segs = window_of_ten(&mut p, 4);
