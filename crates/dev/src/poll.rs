@@ -27,14 +27,27 @@ impl Poller {
             events: libc::POLLIN,
             revents: 0,
         }));
-        let ms: libc::c_int = match timeout {
-            None => -1,
-            // Round up, so a 300 µs timer does not become a busy 0 ms poll.
-            Some(d) => i32::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX),
-        };
+        // ppoll(2) takes nanoseconds: a pacing timer of 40 µs sleeps about that
+        // (plus the kernel's timer slack), not the millisecond poll(2) rounds to.
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: `pfds` is a valid, initialised array of `pfds.len()` pollfd structs
-        // that lives across the call; poll(2) writes only their `revents` fields.
-        let r = unsafe { libc::poll(self.pfds.as_mut_ptr(), self.pfds.len() as libc::nfds_t, ms) };
+        // that lives across the call; ppoll(2) writes only their `revents` fields.
+        // `tsp` is null or points to `ts`, which outlives the call; the signal mask
+        // pointer is null (the mask is left as it is).
+        let r = unsafe {
+            libc::ppoll(
+                self.pfds.as_mut_ptr(),
+                self.pfds.len() as libc::nfds_t,
+                tsp,
+                std::ptr::null(),
+            )
+        };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

@@ -87,15 +87,17 @@ macro_rules! bytes_knob {
 const KNOBS: &[Knob] = &[
     Knob {
         name: "net.inet.tcp.cc.algorithm",
-        takes: "cubic or newreno",
+        takes: "cubic, newreno or bbr",
         get: |c| match c.cc {
             CongestionControl::Cubic => "cubic".into(),
             CongestionControl::NewReno => "newreno".into(),
+            CongestionControl::Bbr => "bbr".into(),
         },
         set: |c, v| {
             c.cc = match v {
                 "cubic" => CongestionControl::Cubic,
                 "newreno" => CongestionControl::NewReno,
+                "bbr" => CongestionControl::Bbr,
                 _ => return None,
             };
             Some(())
@@ -328,8 +330,8 @@ mod tests {
         );
         for (arg, want) in [
             (
-                "net.inet.tcp.cc.algorithm=bbr",
-                "'bbr' is not cubic or newreno",
+                "net.inet.tcp.cc.algorithm=vegas",
+                "'vegas' is not cubic, newreno or bbr",
             ),
             (
                 "net.inet.tcp.sendspace=100",

@@ -240,8 +240,8 @@ fn run_rejects_bad_arguments_clearly() {
         (&["--mtu", "100"][..], "expected 576 to 65535"),
         (&["--rtadv"][..], "--rtadv needs IPv6"),
         (
-            &["--sysctl", "net.inet.tcp.cc.algorithm=bbr"][..],
-            "'bbr' is not cubic or newreno",
+            &["--sysctl", "net.inet.tcp.cc.algorithm=vegas"][..],
+            "'vegas' is not cubic, newreno or bbr",
         ),
         (
             &["--sysctl", "net.inet.tcp.nosuch=1"][..],
@@ -747,6 +747,14 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     // is one hop away, behind a router that drops.
     let behind = p > 0.0 && !whole;
     let route: &[&str] = if behind { &BEHIND_ROUTE } else { &[] };
+    // Like for like: with Linux on BBR, mpstack uses BBR too.
+    let ours: &[&str] = if cc == Some("bbr") {
+        &["--sysctl", "net.inet.tcp.cc.algorithm=bbr"]
+    } else {
+        &[]
+    };
+    let route: Vec<&str> = route.iter().chain(ours).copied().collect();
+    let route = &route[..];
     let args: Vec<&str> = node.iter().chain(route).copied().collect();
     let mut lab = Lab::start_with(tag, 2, &args);
     let host = behind.then(|| Behind::new(&lab, p));

@@ -1,5 +1,7 @@
 //! Congestion control: how the window grows in congestion avoidance and how far it
-//! falls on a loss. NewReno (RFC 5681) and CUBIC (RFC 9438, the default). Slow start,
+//! falls on a loss. NewReno (RFC 5681) and CUBIC (RFC 9438, the default); BBR, which
+//! does not react to loss this way, is `bbr`'s (the control block hands it the
+//! window). Slow start,
 //! fast recovery and the timeout response are the control block's, shared by both;
 //! `HyStart` (RFC 9406) decides when the first slow start ends.
 
@@ -12,6 +14,8 @@ pub enum CongestionControl {
     NewReno,
     #[default]
     Cubic,
+    /// BBR v1 (`tcp::bbr`), where the peer offers SACK; CUBIC where it does not.
+    Bbr,
 }
 
 /// CUBIC's constants (RFC 9438 §4.1).
@@ -50,6 +54,8 @@ impl CcState {
     /// and the flight at the time.
     pub fn on_congestion(&mut self, cwnd: u32, flight: u32, mss: u32) -> u32 {
         match self.algo {
+            // Not a loss-based window: BBR's own state keeps what to restore.
+            CongestionControl::Bbr => u32::MAX,
             CongestionControl::NewReno => (flight / 2).max(2 * mss),
             CongestionControl::Cubic => {
                 let w = f64::from(cwnd) / f64::from(mss.max(1));
@@ -74,7 +80,7 @@ impl CcState {
     pub fn avoid(&mut self, now: Instant, cwnd: u32, acked: u32, mss: u32, srtt: Duration) -> u32 {
         let mss = mss.max(1);
         match self.algo {
-            CongestionControl::NewReno => (mss * mss / cwnd.max(1)).max(1),
+            CongestionControl::NewReno | CongestionControl::Bbr => (mss * mss / cwnd.max(1)).max(1),
             CongestionControl::Cubic => {
                 let segs = f64::from(cwnd) / f64::from(mss);
                 let epoch = *self.epoch.get_or_insert_with(|| {

@@ -4,6 +4,7 @@
 //! between a connection and its application (`chan`). The application's handles
 //! (`TcpStream`, `TcpListener`) are the stack's (`stack::tcp_socket`).
 
+pub mod bbr;
 pub mod cc;
 pub(crate) mod chan;
 pub(crate) mod cx;

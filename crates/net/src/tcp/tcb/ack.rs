@@ -87,15 +87,20 @@ impl Tcb {
                 // Full ACK: leave recovery at ssthresh (RFC 6582 §3.2 step 3's second
                 // option). The first option, FlightSize + SMSS, falls to one segment
                 // when the ACK covers everything, and a Linux receiver then holds
-                // its ACK of that lone segment for its delayed-ACK time.
-                self.cwnd = self.ssthresh.max(mss);
+                // its ACK of that lone segment for its delayed-ACK time. (BBR
+                // restores its own.)
+                if self.bbr.is_none() {
+                    self.cwnd = self.ssthresh.max(mss);
+                }
                 self.recover = None;
                 self.dupacks = 0;
                 self.rack.on_recovery_end();
             }
             None => {
                 self.dupacks = 0;
-                if self.cwnd < self.ssthresh {
+                if self.bbr.is_some() {
+                    // BBR sets the window once the scoreboard has seen the ACK.
+                } else if self.cwnd < self.ssthresh {
                     let how = self.hystart.on_ack(ack, self.snd_nxt, st);
                     if how == SlowStartAck::EnterAvoidance {
                         self.ssthresh = self.cwnd;
@@ -167,11 +172,14 @@ impl Tcb {
         }
         if seg.ece && !seg.syn && self.ecn_until.is_none() && self.recover.is_none() {
             st.ecn_rcwnd += 1;
-            self.ssthresh = self
-                .cc
-                .on_congestion(self.cwnd, self.flight(), self.snd_mss);
-            self.hystart.stop();
-            self.cwnd = self.ssthresh;
+            // BBR v1 does not react to ECN (as Linux's), but says CWR all the same.
+            if self.bbr.is_none() {
+                self.ssthresh = self
+                    .cc
+                    .on_congestion(self.cwnd, self.flight(), self.snd_mss);
+                self.hystart.stop();
+                self.cwnd = self.ssthresh;
+            }
             self.ecn_until = Some(self.snd_max);
             self.ecn_cwr = true;
         }
@@ -195,7 +203,7 @@ impl Tcb {
     /// then bursting (RFC 6675 alone); below it, the pipe grows back toward
     /// `ssthresh` at most a segment beyond what arrives (PRR-SSRB).
     pub(super) fn prr_on_ack(&mut self, delivered: u32) {
-        if !self.cfg.prr {
+        if !self.cfg.prr || self.bbr.is_some() {
             return;
         }
         self.prr_delivered = self.prr_delivered.saturating_add(delivered);
@@ -335,14 +343,19 @@ impl Tcb {
         let scoreboard = self.rack.sacked_bytes() > 0;
         st.fastrexmit += 1;
         self.dsack_undo = Some((self.cwnd, self.ssthresh, 0, self.snd_max));
-        self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
-        self.hystart.stop();
-        // With SACK the pipe, not an inflated window, says what may go out.
-        self.cwnd = if scoreboard {
-            self.ssthresh
+        if let Some(b) = self.bbr.as_deref_mut() {
+            // Packet conservation from the next ACK on (`bbr`).
+            b.on_congestion(self.cwnd);
         } else {
-            self.ssthresh + 3 * mss
-        };
+            self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+            self.hystart.stop();
+            // With SACK the pipe, not an inflated window, says what may go out.
+            self.cwnd = if scoreboard {
+                self.ssthresh
+            } else {
+                self.ssthresh + 3 * mss
+            };
+        }
         self.recover = Some(self.snd_max);
         self.sack_next = self.snd_una;
         self.rexmit_owed += 1;

@@ -416,6 +416,7 @@ impl Tcb {
         }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
         let sacked_before = self.rack.sacked_bytes();
+        let (pipe_before, lost_before) = (self.pipe(), self.rack.lost_ever());
         let newly_acked = if lt(self.snd_una, ack) {
             diff(ack, self.snd_una)
         } else {
@@ -455,13 +456,15 @@ impl Tcb {
             st.rcvdupack += 1;
             self.on_dupack(st);
         }
+        // RFC 6937's DeliveredData: the change in SND.UNA and in the bytes SACKed
+        // (less, when the ACK covers what was SACKed before).
+        let sacked_now = i64::from(self.rack.sacked_bytes());
+        let delivered = i64::from(newly_acked) + sacked_now - i64::from(sacked_before);
+        let delivered = u32::try_from(delivered.max(0)).unwrap_or(0);
         if self.recover.is_some() && self.sack_perm {
-            // RFC 6937's DeliveredData: the change in SND.UNA and in the bytes
-            // SACKed (less, when the ACK covers what was SACKed before).
-            let sacked_now = i64::from(self.rack.sacked_bytes());
-            let delivered = i64::from(newly_acked) + sacked_now - i64::from(sacked_before);
-            self.prr_on_ack(u32::try_from(delivered.max(0)).unwrap_or(0));
+            self.prr_on_ack(delivered);
         }
+        self.bbr_on_ack(now, delivered, pipe_before, lost_before);
         // Window update.
         if lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && le(self.snd_wl2, ack)) {
             if wnd > self.snd_wnd {

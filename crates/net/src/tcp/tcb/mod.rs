@@ -11,7 +11,7 @@
 //! close, half-close and TIME_WAIT; MSS; window scaling and timestamps with PAWS
 //! (RFC 7323); RTO estimation and exponential backoff (RFC 6298) with Karn's rule;
 //! slow start with HyStart++ (RFC 9406) and congestion avoidance by CUBIC (RFC 9438)
-//! or NewReno (both in `cc`), fast retransmit and NewReno fast recovery (RFC 5681,
+//! or NewReno (both in `cc`), or BBR v1 with pacing (`bbr`), fast retransmit and NewReno fast recovery (RFC 5681,
 //! RFC 6582); SACK and RFC 6675's loss recovery (RFC 2018) with RACK's time-based
 //! loss detection and tail loss probes (RFC 8985) and Proportional Rate Reduction
 //! (RFC 6937), D-SACK (RFC 2883) and the undoing of spurious recoveries and
@@ -27,9 +27,10 @@
 //! retransmit), `reass` (data in, in order and out of order, `tcp_reass`), `output`
 //! (`tcp_output`: what to send, windows, Nagle, segment sizes), `sack` (SACK input
 //! and loss recovery, `tcp_sack`), `rack` (the scoreboard: segments in flight with
-//! their send times, and the losses RACK finds in them, as FreeBSD's `rack` stack),
+//! their send times, and the losses RACK finds in them, as FreeBSD's `rack` stack,
+//! and delivery-rate samples), `pace` (pacing, and BBR's place in the block),
 //! `timer` (`tcp_timer`), `timewait` ([`TimeWait`], `tcp_timewait`) and `usrreq`
-//! (the application's side, `tcp_usrreq`). This file holds the control block itself and how one is opened. All of them may call `cc`
+//! (the application's side, `tcp_usrreq`). This file holds the control block itself and how one is opened. All of them may call `cc` and `bbr`
 //! (congestion control) and `sndbuf` (the send buffer) and count in
 //! `stats::TcpStat`; none reads a clock or does IO.
 
@@ -37,6 +38,7 @@ mod ack;
 mod config;
 mod input;
 mod output;
+mod pace;
 mod rack;
 mod reass;
 mod sack;
@@ -290,6 +292,13 @@ pub struct Tcb {
     rto_recover: Option<u32>,
     /// The retransmission timer was armed for a lone segment.
     rtx_lone: bool,
+    /// BBR's state, for connections that use it (`pace`).
+    bbr: Option<Box<super::bbr::Bbr>>,
+    /// Pacing: bytes a second (0: not paced), when the next data segment may go,
+    /// and whether output waits for that.
+    pacing_rate: u64,
+    pace_at: Instant,
+    pace_wait: bool,
 }
 
 impl Tcb {
@@ -377,6 +386,10 @@ impl Tcb {
             rack: rack::Rack::default(),
             rto_recover: None,
             rtx_lone: false,
+            bbr: None,
+            pacing_rate: 0,
+            pace_at: Instant::ZERO,
+            pace_wait: false,
         }
     }
 
@@ -457,6 +470,7 @@ impl Tcb {
         t.snd_wl2 = t.snd_una;
         t.cwnd = cfg.init_cwnd_segs.max(1) * t.snd_mss;
         t.round_buffers();
+        t.choose_cc();
         t
     }
 
@@ -482,6 +496,7 @@ impl Tcb {
         if self.active {
             self.round_buffers();
         }
+        self.choose_cc();
     }
 
     /// FreeBSD's `tcp_mss()`: once the segment size is known, a socket buffer larger

@@ -77,6 +77,10 @@ impl Tcb {
     /// start (`hystart_leaves_slow_start_before_a_long_queue_overflows` in sim).
     fn tso_burst(&self, room: u32) -> u32 {
         let most = self.cfg.tso_max / room;
+        if let Some(goal) = self.bbr_tso_goal(room) {
+            // BBR: a millisecond at its pacing rate.
+            return goal.clamp(room * 2.min(most), most * room);
+        }
         let segs = match self.srtt.map(|r| r.as_nanos() as u64).filter(|&r| r > 0) {
             Some(srtt) => {
                 let tenths: u64 = if self.cwnd < self.ssthresh { 20 } else { 12 };
@@ -188,6 +192,7 @@ impl Tcb {
 
     /// Runs due timers, then appends every segment to send now to `out`.
     pub fn output(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
+        self.pace_wait = false;
         self.run_timers(now, st);
         self.arm_keep_init(now);
         if let Some(r) = self.rst_pending.take() {
@@ -215,7 +220,9 @@ impl Tcb {
             // RFC 6675 §5 (NextSeg): while the window has room beside the pipe, the
             // next hole, else new data.
             for _ in 0..256 {
-                if self.send_allowance() < self.seg_size().min(self.snd_wnd.max(1)) {
+                if self.send_allowance() < self.seg_size().min(self.snd_wnd.max(1))
+                    || !self.pace_ok(now)
+                {
                     break;
                 }
                 if self.next_hole().is_some() {
@@ -249,6 +256,13 @@ impl Tcb {
                 break;
             }
             sent_any = true;
+        }
+        if self.bbr.is_some()
+            && self.state.synchronized()
+            && diff(self.fin_seq(), self.snd_nxt) < self.seg_size()
+        {
+            // Less than a segment left to send: the application limits us.
+            self.note_app_limited();
         }
         if !sent_any && self.ack_now && self.state != State::SynSent {
             let mut seg = self.header(now, self.snd_nxt);
@@ -409,6 +423,9 @@ impl Tcb {
                 if len == 0 && !(fin_here && unsent == 0) {
                     return false;
                 }
+                if len > 0 && !self.pace_ok(now) {
+                    return false;
+                }
                 // Segmentation offload: while the window (the peer's or the
                 // congestion window) leaves less than a third of itself, a send of less
                 // than a burst waits for the acknowledgments in flight to open more
@@ -443,6 +460,9 @@ impl Tcb {
                     && !fin_here
                 {
                     return false;
+                }
+                if self.flight() == 0 && len > 0 {
+                    self.pace_restart();
                 }
                 let mut seg = self.header(now, self.snd_nxt);
                 seg.data_len = len as usize;
@@ -487,6 +507,7 @@ impl Tcb {
                     self.arm_tlp(now);
                 }
                 self.rack_sent(seg.seq, len, now);
+                self.pace_sent(now, len);
                 self.push(seg, st, out);
                 true
             }

@@ -14,8 +14,16 @@
 //! per segment as sent (with segmentation offload, per burst; SACK blocks split
 //! entries at their edges), which gives RFC 6675's pipe as Linux counts it: what is
 //! out, less what was SACKed and what is lost and not yet sent again.
+//!
+//! The same entries carry what delivery-rate estimation needs
+//! (draft-cheng-iccrg-delivery-rate-estimation, Linux's `tcp_rate.c`): each
+//! remembers how much had been delivered, and when, at its send; an ACK that
+//! delivers segments yields one [`RateSample`], from the most recently sent of them,
+//! over the longer of its send and its ACK intervals. BBR (`cc::bbr`) models the
+//! path from those samples.
 
 use super::seq::{diff, le, lt, tsval};
+use crate::tcp::bbr::RateSample;
 use dev::{Duration, Instant};
 use std::collections::VecDeque;
 
@@ -43,6 +51,24 @@ struct Sent {
     /// sequence number would put a retransmission before the originals it follows.
     order: u32,
     flags: u8,
+    /// Delivery-rate state at the send (P.delivered, P.delivered_time,
+    /// P.first_sent_time, P.is_app_limited).
+    dlv: u64,
+    dlv_at: Instant,
+    first_at: Instant,
+    app_limited: bool,
+}
+
+/// The delivered segment a rate sample is taken from, while an ACK is processed.
+#[derive(Clone, Copy, Debug)]
+struct RateFrom {
+    dlv: u64,
+    dlv_at: Instant,
+    send_elapsed: Duration,
+    at: Instant,
+    order: u32,
+    app_limited: bool,
+    rtt: Option<Duration>,
 }
 
 impl Sent {
@@ -77,6 +103,18 @@ pub(super) struct Rack {
     dsack_round: Option<u32>,
     /// The reordering timer.
     pub(super) deadline: Option<Instant>,
+    /// Bytes marked lost so far (BBR's losses per ACK are its differences).
+    lost_ever: u64,
+    /// Delivery rate (C.delivered, C.delivered_time, C.first_sent_time,
+    /// C.app_limited: the delivered count up to which samples are app-limited).
+    dlv: u64,
+    dlv_at: Instant,
+    first_at: Instant,
+    app_limited: u64,
+    /// The sample the ACK being processed builds.
+    rate_from: Option<RateFrom>,
+    /// Delivery rate is sampled (for BBR).
+    pub(super) rate_on: bool,
 }
 
 impl Default for Rack {
@@ -96,6 +134,13 @@ impl Default for Rack {
             reo_wnd_persist: 0,
             dsack_round: None,
             deadline: None,
+            lost_ever: 0,
+            dlv: 0,
+            dlv_at: Instant::ZERO,
+            first_at: Instant::ZERO,
+            app_limited: 0,
+            rate_from: None,
+            rate_on: false,
         }
     }
 }
@@ -198,6 +243,13 @@ impl Rack {
         }
         let order = self.sends;
         self.sends = self.sends.wrapping_add(1);
+        if self.segs.is_empty() {
+            // Nothing in flight: the intervals of the next samples start now.
+            self.first_at = now;
+            self.dlv_at = now;
+        }
+        let (dlv, dlv_at, first_at) = (self.dlv, self.dlv_at, self.first_at);
+        let app_limited = self.app_limited != 0;
         let mut new_from = start;
         if let Some(back_end) = self.segs.back().map(|s| s.end) {
             if lt(start, back_end) {
@@ -214,6 +266,10 @@ impl Rack {
                     s.flags = (s.flags | RETRANS) & !LOST;
                     s.at = now;
                     s.order = order;
+                    s.dlv = dlv;
+                    s.dlv_at = dlv_at;
+                    s.first_at = first_at;
+                    s.app_limited = app_limited;
                 }
                 if self.retrans_high.is_none_or(|h| lt(h, re_end)) {
                     self.retrans_high = Some(re_end);
@@ -237,6 +293,10 @@ impl Rack {
                 at: now,
                 order,
                 flags: 0,
+                dlv,
+                dlv_at,
+                first_at,
+                app_limited,
             }),
         }
     }
@@ -255,6 +315,7 @@ impl Rack {
         echo: Option<(u32, u32)>,
         st: &mut crate::stats::TcpStat,
     ) {
+        self.rate_delivered(&s, now);
         if self.fack.is_none_or(|f| lt(f, s.end)) {
             self.fack = Some(s.end);
         } else if s.flags & RETRANS == 0 && lt(s.end, self.fack.unwrap_or(s.end)) {
@@ -280,6 +341,72 @@ impl Rack {
         {
             self.xmit = Some((s.at, s.order));
         }
+    }
+
+    /// Delivery-rate bookkeeping for a segment just delivered (the draft's
+    /// UpdateRateSample): the connection's count grows, and the most recently sent
+    /// segment of the ACK is the one its sample is taken from.
+    fn rate_delivered(&mut self, s: &Sent, now: Instant) {
+        if !self.rate_on {
+            return;
+        }
+        self.dlv += u64::from(s.len());
+        self.dlv_at = now;
+        let newer = self.rate_from.is_none_or(|r| {
+            s.dlv > r.dlv || (s.dlv == r.dlv && sent_after(s.at, s.order, r.at, r.order))
+        });
+        if newer {
+            self.rate_from = Some(RateFrom {
+                dlv: s.dlv,
+                dlv_at: s.dlv_at,
+                send_elapsed: s.at.saturating_duration_since(s.first_at),
+                at: s.at,
+                order: s.order,
+                app_limited: s.app_limited,
+                rtt: (s.flags & RETRANS == 0).then(|| now.saturating_duration_since(s.at)),
+            });
+            self.first_at = s.at;
+        }
+    }
+
+    /// The rate sample of the ACK just processed, if it delivered anything (the
+    /// draft's GenerateRateSample).
+    pub(super) fn take_rate_sample(&mut self) -> Option<RateSample> {
+        let r = self.rate_from.take()?;
+        if self.app_limited != 0 && self.dlv > self.app_limited {
+            self.app_limited = 0;
+        }
+        let ack_elapsed = self.dlv_at.saturating_duration_since(r.dlv_at);
+        let interval = r.send_elapsed.max(ack_elapsed);
+        let believable = self.min_rtt.is_some_and(|m| interval >= m) && !interval.is_zero();
+        Some(RateSample {
+            delivered: self.dlv - r.dlv,
+            interval: believable.then_some(interval),
+            prior_delivered: r.dlv,
+            app_limited: r.app_limited,
+            rtt: r.rtt,
+        })
+    }
+
+    /// The sender has less to send than the window allows: samples taken until
+    /// what is in flight now is delivered say nothing of the path's rate.
+    pub(super) fn mark_app_limited(&mut self, in_flight: u32) {
+        self.app_limited = (self.dlv + u64::from(in_flight)).max(1);
+    }
+
+    /// Samples are app-limited now.
+    pub(super) fn app_limited(&self) -> bool {
+        self.app_limited != 0
+    }
+
+    /// Bytes delivered so far (acknowledged or SACKed).
+    pub(super) fn delivered_total(&self) -> u64 {
+        self.dlv
+    }
+
+    /// Bytes marked lost so far.
+    pub(super) fn lost_ever(&self) -> u64 {
+        self.lost_ever
     }
 
     /// The cumulative acknowledgment reached `una`.
@@ -421,6 +548,7 @@ impl Rack {
             if due <= now {
                 s.flags |= LOST;
                 self.lost += s.len();
+                self.lost_ever += u64::from(s.len());
                 lost += 1;
                 if s.flags & RETRANS != 0 {
                     relost += 1;
@@ -440,6 +568,7 @@ impl Rack {
             if s.flags & LOST == 0 {
                 s.flags |= LOST;
                 self.lost += s.len();
+                self.lost_ever += u64::from(s.len());
             }
         }
     }

@@ -81,6 +81,7 @@ impl Tcb {
         self.timed = None;
         self.push(seg, st, out);
         self.rack_sent(p, len, now);
+        self.pace_sent(now, len);
         self.sack_next = p.wrapping_add(len);
         if lt(self.snd_nxt, self.sack_next) {
             self.snd_nxt = self.sack_next;

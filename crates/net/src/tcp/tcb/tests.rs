@@ -2010,3 +2010,80 @@ fn a_lossy_short_path_recovers_by_probes_not_timeouts() {
     assert!(timeouts <= 6, "{timeouts} timeouts");
     assert!(probes > 50, "{probes} probes");
 }
+
+/// A 10 ms path whose bottleneck takes a segment every 100 µs (about 14 MB/s),
+/// with `loss` each way; `total` bytes from A with `cc`. Returns the pair.
+fn bottleneck_transfer(cc: crate::tcp::CongestionControl, loss: f64, total: usize) -> Pair {
+    let cfg = TcpConfig {
+        cc,
+        rcvbuf: 4 << 20,
+        sndbuf: 4 << 20,
+        ..quick()
+    };
+    let link = Link {
+        delay: Duration::from_millis(5),
+        loss,
+        spacing: Duration::from_micros(100),
+        ..Link::default()
+    };
+    let mut p = Pair::new(cfg, cfg, link, 2026);
+    p.established();
+    p.transfer(total, false, Duration::from_secs(3600));
+    p
+}
+
+#[test]
+fn bbr_keeps_its_rate_under_random_loss_where_cubic_falls() {
+    use crate::tcp::bbr::BbrMode;
+    use crate::tcp::CongestionControl;
+    let mut rates = Vec::new();
+    for cc in [CongestionControl::Bbr, CongestionControl::Cubic] {
+        let mut p = bottleneck_transfer(cc, 0.05, 0);
+        let t0 = p.now;
+        p.transfer(10_000_000, false, Duration::from_secs(3600));
+        let secs = (p.now - t0).as_secs_f64();
+        rates.push(10e6 / secs);
+        if cc == CongestionControl::Bbr {
+            assert_eq!(p.a.congestion_control(), CongestionControl::Bbr);
+            let (mode, bw, min_rtt) = p.a.bbr_state().expect("BBR's model");
+            assert_ne!(mode, BbrMode::Startup, "STARTUP ended");
+            // The bottleneck: 1448 data bytes (of 1460 with timestamps) a 100 µs.
+            assert!((10e6..16e6).contains(&bw), "bw {bw}");
+            let min_rtt = min_rtt.expect("an RTT");
+            assert!(
+                min_rtt >= Duration::from_millis(10) && min_rtt < Duration::from_millis(11),
+                "{min_rtt:?}"
+            );
+            assert!(p.a.pacing_rate() > 0, "paced");
+        }
+    }
+    eprintln!(
+        "10 MB at 5% loss each way: BBR {:.0} B/s, CUBIC {:.0} B/s",
+        rates[0], rates[1]
+    );
+    // BBR: near the bottleneck's rate less the loss; CUBIC: halved by each loss.
+    assert!(rates[0] > 8e6, "BBR {} B/s", rates[0]);
+    assert!(rates[0] > 3.0 * rates[1], "{rates:?}");
+}
+
+#[test]
+fn bbr_paces_at_the_bottleneck_and_keeps_its_queue_short() {
+    use crate::tcp::CongestionControl;
+    let mut srtts = Vec::new();
+    for cc in [CongestionControl::Bbr, CongestionControl::Cubic] {
+        let mut p = bottleneck_transfer(cc, 0.0, 0);
+        // Past the first slow start: the steady state.
+        p.transfer(20_000_000, false, Duration::from_secs(3600));
+        let before = p.sa.sndpack;
+        let t0 = p.now;
+        p.transfer(5_000_000, false, Duration::from_secs(3600));
+        let secs = (p.now - t0).as_secs_f64();
+        srtts.push((p.a.srtt.expect("srtt"), 5e6 / secs, p.sa.sndpack - before));
+    }
+    eprintln!("BBR and CUBIC (srtt, rate, segments): {srtts:?}");
+    // Both fill the pipe...
+    assert!(srtts[0].1 > 0.8 * srtts[1].1, "{srtts:?}");
+    // ...but BBR without the standing queue that CUBIC keeps (no loss to stop it).
+    assert!(srtts[0].0 < Duration::from_millis(20), "{srtts:?}");
+    assert!(srtts[1].0 > 2 * srtts[0].0, "{srtts:?}");
+}

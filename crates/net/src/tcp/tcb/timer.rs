@@ -24,6 +24,7 @@ impl Tcb {
             self.ka_deadline,
             self.tlp_deadline,
             self.rack.deadline,
+            self.pace_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -171,9 +172,13 @@ impl Tcb {
         }
         if self.state.synchronized() || self.state == State::SynReceived {
             let mss = self.snd_mss;
-            self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
-            self.cc.on_timeout();
-            self.hystart.stop();
+            if let Some(b) = self.bbr.as_deref_mut() {
+                b.on_rto(self.cwnd);
+            } else {
+                self.ssthresh = self.cc.on_congestion(self.cwnd, self.flight(), mss);
+                self.cc.on_timeout();
+                self.hystart.stop();
+            }
             self.cwnd = mss;
         }
         self.dupacks = 0;
