@@ -18,7 +18,8 @@
 //! timeouts (RFC 3708, RFC 3522, F-RTO's RFC 5682); ECN (RFC 3168); delayed ACKs
 //! (every second full segment, bounded delay) and Nagle, both switchable;
 //! zero-window probing; keepalive; the RST and SYN checks of RFC 5961 with challenge
-//! ACKs; SYN cookies ([`CookieOpts`]); a bounded out-of-order queue.
+//! ACKs; SYN cookies ([`CookieOpts`]); TCP Fast Open (RFC 7413), client and server;
+//! a bounded out-of-order queue.
 //!
 //! One file per concern, as FreeBSD lays out `netinet/tcp_*.c`: `seq` (sequence and
 //! timestamp arithmetic, `tcp_seq.h`), `config` ([`TcpConfig`]), `seg` (segments in
@@ -28,13 +29,15 @@
 //! (`tcp_output`: what to send, windows, Nagle, segment sizes), `sack` (SACK input
 //! and loss recovery, `tcp_sack`), `rack` (the scoreboard: segments in flight with
 //! their send times, and the losses RACK finds in them, as FreeBSD's `rack` stack),
-//! `timer` (`tcp_timer`), `timewait` ([`TimeWait`], `tcp_timewait`) and `usrreq`
+//! `timer` (`tcp_timer`), `timewait` ([`TimeWait`], `tcp_timewait`), `fastopen`
+//! (RFC 7413's option and SYN data, `tcp_fastopen`) and `usrreq`
 //! (the application's side, `tcp_usrreq`). This file holds the control block itself and how one is opened. All of them may call `cc`
 //! (congestion control) and `sndbuf` (the send buffer) and count in
 //! `stats::TcpStat`; none reads a clock or does IO.
 
 mod ack;
 mod config;
+mod fastopen;
 mod input;
 mod output;
 mod rack;
@@ -47,8 +50,9 @@ mod timewait;
 mod usrreq;
 
 pub use config::{wscale_for, TcpConfig, GSO_MAX};
+pub use fastopen::TfoNews;
 pub use output::ACK_BATCH_MAX;
-pub use seg::{reset_answering, reset_for, Payload, SegIn, SegOut, PAYLOAD_PIECES};
+pub use seg::{reset_answering, reset_for, FoCookie, Payload, SegIn, SegOut, PAYLOAD_PIECES};
 pub use timewait::TimeWait;
 
 use super::cc::{CcState, HyStart};
@@ -290,6 +294,8 @@ pub struct Tcb {
     rto_recover: Option<u32>,
     /// The retransmission timer was armed for a lone segment.
     rtx_lone: bool,
+    /// TCP Fast Open (RFC 7413), on a connection that uses it.
+    tfo: Option<Box<fastopen::Tfo>>,
 }
 
 impl Tcb {
@@ -377,6 +383,7 @@ impl Tcb {
             rack: rack::Rack::default(),
             rto_recover: None,
             rtx_lone: false,
+            tfo: None,
         }
     }
 
