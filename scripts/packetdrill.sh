@@ -3,7 +3,7 @@
 # tool, built and run beside the project, never linked into it) with the local
 # changes in scripts/packetdrill.patch, and the shared object it drives
 # (crates/packetdrill); runs every script of the groups named (default: snd-syn
-# state-event-engine rcv-icmp socket-api rcv-data-segments); prints pass/fail per
+# state-event-engine rcv-icmp socket-api rcv-data-segments fast-open); prints pass/fail per
 # group and the failures; and holds the failures to scripts/packetdrill.expect.
 #
 #   scripts/packetdrill.sh [GROUP…]     every script of the groups; exit status 1
@@ -124,7 +124,7 @@ if [ $# -ge 1 ] && [ -f "$1" ]; then
     exit $rc
 fi
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(snd-syn state-event-engine rcv-icmp socket-api rcv-data-segments)
+[ ${#groups[@]} -gt 0 ] || groups=(snd-syn state-event-engine rcv-icmp socket-api rcv-data-segments fast-open)
 : >"$out/results.tsv"
 for g in "${groups[@]}"; do
     [ -d "$suite/$g" ] || { echo "no group $g in $suite" >&2; exit 1; }

@@ -204,6 +204,9 @@ const KNOBS: &[Knob] = &[
     flag_knob!("net.inet.tcp.icmp_may_rst", icmp_may_rst),
     flag_knob!("net.inet.tcp.rexmit_drop_options", rexmit_drop_options),
     flag_knob!("net.inet.tcp.do_prr", prr),
+    // TCP Fast Open (RFC 7413); turning the client off forgets the cookies.
+    flag_knob!("net.inet.tcp.fastopen.client_enable", fastopen_client),
+    flag_knob!("net.inet.tcp.fastopen.server_enable", fastopen_server),
     Knob {
         // ECN (RFC 3168): 0 off, 1 asked for and granted, 2 only granted.
         name: "net.inet.tcp.ecn.enable",
@@ -299,6 +302,8 @@ mod tests {
             ("net.inet.tcp.rexmit_initial=3000", "1000 -> 3000"),
             ("kern.ipc.maxsockbuf=73728", "2097152 -> 73728"),
             ("net.inet.tcp.initcwnd_segments=4", "10 -> 4"),
+            ("net.inet.tcp.fastopen.client_enable=0", "1 -> 0"),
+            ("net.inet.tcp.fastopen.server_enable=1", "0 -> 1"),
         ] {
             let msg = apply(&mut c, arg).unwrap();
             assert!(msg.ends_with(said), "{arg}: {msg}");
@@ -311,6 +316,7 @@ mod tests {
         assert_eq!(c.time_wait, Duration::from_secs(30));
         assert_eq!(c.min_rto, Duration::from_millis(30));
         assert_eq!(c.init_cwnd_segs, 4);
+        assert!(!c.fastopen_client && c.fastopen_server);
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
         assert_eq!(c.delack, TcpConfig::default().delack);

@@ -199,6 +199,8 @@ counter_group!(
         fastrexmit, rttupdated, segstimed, rcvshort, rcvbadoff, rcvbadsum, noport,
         listendrop, handoff, keeptimeo, keepprobe, keepdrops, syncookiessent,
         syncookiesrecvd, pcbcount, timewaitreuse, handoffdrop, tlpprobes, sndrexmitbad,
+        tfo_cookiereq, tfo_cookierecvd, tfo_syndata, tfo_syndata_acked, tfo_syndata_rexmit,
+        tfo_pathoff, tfo_cookiesent, tfo_passive, tfo_badcookie, tfo_overflow,
         rexmitlost, listennosyn, timerentries, rcvacktooold,
         connaddrinuse, conntablefull, mturesent, sndbyteshared, rcvbyteshared,
         hystartcss, hystartresume, hystartca, lroqueued, lroflushed, rcvnoack,

@@ -94,6 +94,9 @@ struct Opts {
     keepidle: Option<u32>,
     /// `TCP_NOOPT`.
     noopt: bool,
+    /// `TCP_FASTOPEN`: on a client, `sendto` opens the connection with its data
+    /// (RFC 7413); on a listener, the Fast Open queue length.
+    fastopen: i32,
 }
 
 /// FreeBSD's `TCP_KEEPINIT` and `TCP_NOOPT`, which Linux (and so packetdrill's
@@ -605,6 +608,49 @@ impl Inner {
     }
 }
 
+impl Shim {
+    /// `sendto` on a socket not yet connected that has `TCP_FASTOPEN` (FreeBSD's
+    /// client side of RFC 7413): the connection opens with `buf` queued, for the
+    /// SYN to carry when the stack has the server's cookie. `None` for any other
+    /// socket (an ordinary send).
+    fn sendto_fastopen(
+        &self,
+        fd: i32,
+        buf: &[u8],
+        addr: SocketAddr,
+    ) -> Option<Result<usize, Errno>> {
+        let mut g = self.lock();
+        let f = g.fds.get(&fd)?;
+        let Sock::Fresh { bound } = f.sock else {
+            return None;
+        };
+        if f.opts.fastopen == 0 {
+            return None;
+        }
+        if addr.is_ipv6() != f.v6 {
+            return Some(Err(libc::EAFNOSUPPORT));
+        }
+        let opts = f.opts;
+        let b = g.buffers(&opts);
+        let port = bound.map(|a| a.port()).filter(|p| *p != 0);
+        let (s, n) = match g.stack().tcp_connect_fastopen(addr, port, Some(b), buf) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(errno_of(&e))),
+        };
+        let _ = s.set_nonblocking(true);
+        opts.apply(&s, &g.stack().tcp_config());
+        if let Some(f) = g.fds.get_mut(&fd) {
+            f.sock = Sock::Stream(s);
+            f.connecting = true;
+        }
+        // The SYN goes out now.
+        let now = g.sim.now();
+        g.advance_to(now);
+        self.cv.notify_all();
+        Some(Ok(n))
+    }
+}
+
 impl Host for Shim {
     fn socket(&self, domain: i32, ty: i32, protocol: i32) -> Result<i32, Errno> {
         let v6 = match domain {
@@ -660,6 +706,7 @@ impl Host for Shim {
                 match g.stack().tcp_listen_with(bound.unwrap_or(any), backlog, b) {
                     Ok(l) => {
                         let _ = l.set_nonblocking(true);
+                        let _ = l.set_fastopen(f.opts.fastopen.max(0) as usize);
                         (
                             Ok(()),
                             Fd {
@@ -817,10 +864,15 @@ impl Host for Shim {
         fd: i32,
         buf: &[u8],
         flags: i32,
-        _to: Option<SocketAddr>,
+        to: Option<SocketAddr>,
     ) -> Result<usize, Errno> {
         if flags & !(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) != 0 {
             return Err(libc::EOPNOTSUPP);
+        }
+        if let Some(addr) = to {
+            if let Some(r) = self.sendto_fastopen(fd, buf, addr) {
+                return r;
+            }
         }
         let dontwait = flags & libc::MSG_DONTWAIT != 0;
         let r = self.blocking(fd, dontwait, |_, f| match &f.sock {
@@ -953,6 +1005,10 @@ impl Host for Shim {
                 f.opts.keepinit.unwrap_or(cfg.keep_init.as_secs() as u32) as i32
             }
             (libc::IPPROTO_TCP, TCP_NOOPT) => i32::from(f.opts.noopt),
+            (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => match &f.sock {
+                Sock::Listener(l) => l.fastopen() as i32,
+                _ => f.opts.fastopen,
+            },
             (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => f.opts.idle(&cfg).as_secs() as i32,
             (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => cfg.keepalive_interval.as_secs() as i32,
             (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => cfg.keepalive_probes as i32,
@@ -1016,6 +1072,24 @@ impl Host for Shim {
                 f.opts.noopt = v != 0;
                 if let (Sock::Stream(s), true) = (&f.sock, v != 0) {
                     s.set_noopt(true).map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => {
+                // As FreeBSD's tcp_ctloutput: EPERM with Fast Open off stack-wide,
+                // or on a listener without the server side.
+                let listening = matches!(f.sock, Sock::Listener(_));
+                let allowed = if listening {
+                    cfg.fastopen_server
+                } else {
+                    cfg.fastopen_client || cfg.fastopen_server
+                };
+                if v != 0 && !allowed {
+                    return Err(libc::EPERM);
+                }
+                f.opts.fastopen = v.max(0);
+                if let Sock::Listener(l) = &f.sock {
+                    l.set_fastopen(v.max(0) as usize)
+                        .map_err(|e| errno_of(&e))?;
                 }
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {

@@ -21,6 +21,7 @@ fn segment(dport: u16, sport: u16, seq: u32, ack: u32, flags: u8, payload: &[u8]
         sack_permitted: false,
         sack_ranges: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload,
     };
     let tlen = tcp.buffer_len();

@@ -515,6 +515,7 @@ fn syn_frame(
         sack_permitted: false,
         sack_ranges: [None; 4],
         timestamp: None,
+        fast_open: None,
         payload: &[],
     };
     let tlen = tcp.buffer_len();

@@ -194,7 +194,8 @@ pub use ndp::{
 pub use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub use stp::{BridgeId, StpBpdu, StpBpduType, StpConfig, StpFlags, StpPortRole, StpRepr};
 pub use tcp::{
-    TcpFlags, TcpOption, TcpOptionsIter, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
+    TcpFastOpenCookie, TcpFlags, TcpOption, TcpOptionsIter, TcpPacket, TcpRepr, TcpSeqNumber,
+    TcpTimestampRepr,
 };
 pub use udp::{UdpPacket, UdpRepr};
 

@@ -46,6 +46,7 @@ pub fn tcp_repr(payload: &[u8]) -> TcpRepr<'_> {
             tsval: 0x3018_1c8a,
             tsecr: 0xbecb_8223,
         }),
+        fast_open: None,
         payload,
     }
 }

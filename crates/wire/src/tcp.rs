@@ -1,5 +1,5 @@
 //! TCP header and options (RFC 9293 §3.1; MSS RFC 9293 §3.7.1, window scale and timestamps
-//! RFC 7323, SACK RFC 2018).
+//! RFC 7323, SACK RFC 2018, Fast Open RFC 7413).
 //!
 //! The view and the `Repr` are lossless for every header field (all nine flags, the
 //! urgent pointer); the `Repr` keeps the options TCP acts on and drops unknown ones.
@@ -178,6 +178,12 @@ mod field {
     pub const OPT_SACKPERM: u8 = 0x04;
     pub const OPT_SACKRNG: u8 = 0x05;
     pub const OPT_TSTAMP: u8 = 0x08;
+    /// TCP Fast Open (RFC 7413 §4.1.1).
+    pub const OPT_FASTOPEN: u8 = 34;
+    /// The experimental option (RFC 6994) Fast Open used before kind 34, with
+    /// its magic number.
+    pub const OPT_EXP: u8 = 254;
+    pub const FASTOPEN_EXP_MAGIC: u16 = 0xf989;
 }
 
 /// Length of a TCP header without options.
@@ -500,6 +506,10 @@ pub enum TcpOption<'a> {
         /// Echoed timestamp.
         tsecr: u32,
     },
+    /// Fast Open (kind 34, RFC 7413 §4.1.1): a cookie, or none (a cookie
+    /// request). Also parsed from the experimental kind 254 with magic 0xF989. A
+    /// cookie of a length the RFC does not allow parses as `Unknown`.
+    FastOpen(TcpFastOpenCookie),
     /// Any other option, skipped by its length.
     Unknown {
         /// Option kind.
@@ -544,6 +554,16 @@ impl<'a> TcpOption<'a> {
                 }
                 TcpOption::SackRange(ranges)
             }
+            (field::OPT_FASTOPEN, _) => match TcpFastOpenCookie::new(data) {
+                Some(c) => TcpOption::FastOpen(c),
+                None => TcpOption::Unknown { kind, data },
+            },
+            (field::OPT_EXP, 4..) if read_u16(data, 0) == field::FASTOPEN_EXP_MAGIC => {
+                match TcpFastOpenCookie::new(&data[2..]) {
+                    Some(c) => TcpOption::FastOpen(c),
+                    None => TcpOption::Unknown { kind, data },
+                }
+            }
             (
                 field::OPT_MSS
                 | field::OPT_WS
@@ -566,6 +586,7 @@ impl<'a> TcpOption<'a> {
             TcpOption::SackPermitted => 2,
             TcpOption::SackRange(ranges) => 2 + 8 * ranges.iter().flatten().count(),
             TcpOption::Timestamps { .. } => 10,
+            TcpOption::FastOpen(c) => 2 + c.len(),
             TcpOption::Unknown { data, .. } => 2 + data.len(),
         }
     }
@@ -600,6 +621,10 @@ impl<'a> TcpOption<'a> {
                 out[..2].copy_from_slice(&[field::OPT_TSTAMP, 10]);
                 write_u32(out, 2, tsval);
                 write_u32(out, 6, tsecr);
+            }
+            TcpOption::FastOpen(c) => {
+                out[..2].copy_from_slice(&[field::OPT_FASTOPEN, len as u8]);
+                out[2..].copy_from_slice(c.as_bytes());
             }
             TcpOption::Unknown { kind, data } => {
                 out[0] = kind;
@@ -658,6 +683,57 @@ pub struct TcpTimestampRepr {
     pub tsecr: u32,
 }
 
+/// A Fast Open cookie (RFC 7413 §4.1.1): empty (in a SYN, a cookie request) or
+/// 4 to 16 bytes, an even number. Held by value, so that a segment to send can
+/// carry one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TcpFastOpenCookie {
+    len: u8,
+    bytes: [u8; 16],
+}
+
+impl TcpFastOpenCookie {
+    /// The shortest and longest cookie (RFC 7413 §4.1.1).
+    pub const MIN_LEN: usize = 4;
+    pub const MAX_LEN: usize = 16;
+
+    /// `b` as a cookie, if its length is one the RFC allows ("The cookie MUST be
+    /// between 4 and 16 bytes, inclusive"; the option length "MUST be even"), or
+    /// empty: a request.
+    pub fn new(b: &[u8]) -> Option<TcpFastOpenCookie> {
+        let ok = b.is_empty()
+            || ((Self::MIN_LEN..=Self::MAX_LEN).contains(&b.len()) && b.len().is_multiple_of(2));
+        if !ok {
+            return None;
+        }
+        let mut c = TcpFastOpenCookie {
+            len: b.len() as u8,
+            bytes: [0; 16],
+        };
+        c.bytes[..b.len()].copy_from_slice(b);
+        Some(c)
+    }
+
+    /// The empty option: a cookie request.
+    pub const REQUEST: TcpFastOpenCookie = TcpFastOpenCookie {
+        len: 0,
+        bytes: [0; 16],
+    };
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// A request, not a cookie.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// A parsed TCP segment. Unknown options are dropped; the payload is borrowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TcpRepr<'a> {
@@ -686,6 +762,9 @@ pub struct TcpRepr<'a> {
     pub sack_ranges: [Option<(u32, u32)>; 4],
     /// Timestamps option.
     pub timestamp: Option<TcpTimestampRepr>,
+    /// Fast Open option (RFC 7413): a cookie or a cookie request. `emit` writes it
+    /// after the others, as FreeBSD does, and leaves it out when it does not fit.
+    pub fast_open: Option<TcpFastOpenCookie>,
     /// Data.
     pub payload: &'a [u8],
 }
@@ -722,6 +801,7 @@ impl<'a> TcpRepr<'a> {
             sack_permitted: false,
             sack_ranges: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: packet.payload(),
         };
         for option in packet.options_iter() {
@@ -733,6 +813,7 @@ impl<'a> TcpRepr<'a> {
                 TcpOption::Timestamps { tsval, tsecr } => {
                     repr.timestamp = Some(TcpTimestampRepr { tsval, tsecr })
                 }
+                TcpOption::FastOpen(c) => repr.fast_open = Some(c),
                 TcpOption::EndOfList | TcpOption::NoOperation | TcpOption::Unknown { .. } => {}
             }
         }
@@ -750,9 +831,26 @@ impl<'a> TcpRepr<'a> {
             .unwrap_or((0, self.options_len(0)))
     }
 
+    /// The Fast Open option `emit` writes: the one asked for, if it fits beside
+    /// the others (FreeBSD's `tcp_addoptions` leaves it out when it does not).
+    fn fast_open_fits(&self) -> Option<TcpFastOpenCookie> {
+        let c = self.fast_open?;
+        let before = self.options_len_unpadded(0, None);
+        (before + 2 + c.len() <= MAX_OPTIONS_LEN).then_some(c)
+    }
+
     /// The options' length with `blocks` SACK blocks, laid out as [`TcpRepr::emit`]
     /// writes them.
     fn options_len(&self, blocks: usize) -> usize {
+        let fo = self
+            .fast_open
+            .filter(|c| self.options_len_unpadded(0, None) + 2 + c.len() <= MAX_OPTIONS_LEN);
+        self.options_len_unpadded(blocks, fo).next_multiple_of(4)
+    }
+
+    /// [`TcpRepr::options_len`] before the padding, with `fo` as the Fast Open
+    /// option.
+    fn options_len_unpadded(&self, blocks: usize, fo: Option<TcpFastOpenCookie>) -> usize {
         let mut n = 0;
         if self.max_seg_size.is_some() {
             n += 4;
@@ -779,7 +877,11 @@ impl<'a> TcpRepr<'a> {
             }
             n += 2 + 8 * blocks;
         }
-        n.next_multiple_of(4)
+        if let Some(c) = fo {
+            // Unaligned, as FreeBSD writes it.
+            n += 2 + c.len();
+        }
+        n
     }
 
     /// Header length `emit` writes: 20 plus the options, padded to 4 bytes.
@@ -876,6 +978,10 @@ impl<'a> TcpRepr<'a> {
             out = TcpOption::SackRange(ranges).emit(out);
             n += 2 + 8 * blocks;
         }
+        if let Some(c) = self.fast_open_fits() {
+            out = TcpOption::FastOpen(c).emit(out);
+            n += 2 + c.len();
+        }
         // The end of the list, and padding (both zero) to a 4-byte boundary.
         while n % 4 != 0 {
             out = TcpOption::EndOfList.emit(out);
@@ -914,6 +1020,12 @@ impl fmt::Display for TcpRepr<'_> {
         }
         if let Some(ts) = self.timestamp {
             write!(f, " TS val {} ecr {}", ts.tsval, ts.tsecr)?;
+        }
+        if let Some(c) = self.fast_open {
+            f.write_str(" FO")?;
+            for b in c.as_bytes() {
+                write!(f, "{b:02x}")?;
+            }
         }
         Ok(())
     }
@@ -997,6 +1109,7 @@ mod tests {
             sack_permitted: false,
             sack_ranges: [None; 4],
             timestamp: None,
+            fast_open: None,
             payload: &[],
         };
         let options = |r: &TcpRepr<'_>| {
@@ -1191,6 +1304,69 @@ mod tests {
         assert_eq!(out, bytes[..4]);
     }
 
+    /// The SYN of a Fast Open connection with an 8-byte cookie as FreeBSD lays it
+    /// out (the fast-open scripts' `mss 1460,nop,wscale 6,sackOK,TS val 0 ecr
+    /// 0,FO 0102030405060708,eol,eol`): the option after the others, unaligned,
+    /// then EOL padding.
+    #[test]
+    fn fast_open_option_goes_last_as_freebsd_writes_it() {
+        let cookie = TcpFastOpenCookie::new(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let repr = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq_number: TcpSeqNumber(0),
+            ack_number: TcpSeqNumber(0),
+            flags: TcpFlags::SYN,
+            window_len: 65535,
+            urgent_at: 0,
+            max_seg_size: Some(1460),
+            window_scale: Some(6),
+            sack_permitted: true,
+            sack_ranges: [None; 4],
+            timestamp: Some(TcpTimestampRepr { tsval: 0, tsecr: 0 }),
+            fast_open: Some(cookie),
+            payload: &[],
+        };
+        let mut b = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut TcpPacket::new_unchecked(&mut b[..]), &A, &B, true);
+        assert_eq!(
+            &b[20..],
+            &[
+                2, 4, 0x05, 0xb4, 1, 3, 3, 6, 4, 2, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0, 34, 10, 1, 2, 3,
+                4, 5, 6, 7, 8, 0, 0
+            ]
+        );
+        let parsed = TcpRepr::parse(&TcpPacket::new_checked(&b[..]).unwrap(), &A, &B, true);
+        assert_eq!(parsed.unwrap().fast_open, Some(cookie));
+        // A cookie request is the bare option.
+        let req = TcpRepr {
+            fast_open: Some(TcpFastOpenCookie::REQUEST),
+            ..repr
+        };
+        assert_eq!(req.header_len(), 20 + 24);
+    }
+
+    /// RFC 7413 §4.1.1: cookies of 4 to 16 bytes, even; other lengths are not a
+    /// cookie (the option is kept as unknown, the segment is not malformed). The
+    /// experimental kind 254 with its magic parses as the same option.
+    #[test]
+    fn fast_open_cookie_lengths_and_the_experimental_kind() {
+        for n in 0..=38usize {
+            let mut opt = vec![34, (n + 2) as u8];
+            opt.extend(std::iter::repeat_n(0xab, n));
+            let (_, o) = TcpOption::parse(&opt).unwrap();
+            let valid = n == 0 || ((4..=16).contains(&n) && n % 2 == 0);
+            assert_eq!(matches!(o, TcpOption::FastOpen(_)), valid, "length {n}");
+        }
+        let (_, o) = TcpOption::parse(&[254, 8, 0xf9, 0x89, 1, 2, 3, 4]).unwrap();
+        assert_eq!(
+            o,
+            TcpOption::FastOpen(TcpFastOpenCookie::new(&[1, 2, 3, 4]).unwrap())
+        );
+        let (_, o) = TcpOption::parse(&[254, 4, 0x12, 0x34]).unwrap();
+        assert!(matches!(o, TcpOption::Unknown { kind: 254, .. }));
+    }
+
     #[test]
     fn end_of_list_stops_iteration() {
         let bytes = [1, 0, 0xff, 0xff];
@@ -1238,6 +1414,7 @@ mod tests {
             max_seg_size in any::<Option<u16>>(), window_scale in any::<Option<u8>>(),
             sack_permitted in any::<bool>(), sack_ranges in sack_ranges(),
             timestamp in any::<Option<(u32, u32)>>(),
+            fo_len in prop::sample::select(vec![None, Some(0usize), Some(4), Some(10), Some(16)]),
         ) -> (TcpRepr<'static>, ) {
             (TcpRepr {
                 src_port: ports.0, dst_port: ports.1,
@@ -1245,6 +1422,7 @@ mod tests {
                 flags: TcpFlags::from_bits_truncate(flags), window_len, urgent_at,
                 max_seg_size, window_scale, sack_permitted, sack_ranges,
                 timestamp: timestamp.map(|(tsval, tsecr)| TcpTimestampRepr { tsval, tsecr }),
+                fast_open: fo_len.and_then(|n| TcpFastOpenCookie::new(&[0xa5; 16][..n])),
                 payload: &[],
             },)
         }

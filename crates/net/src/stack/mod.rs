@@ -352,6 +352,8 @@ pub(crate) struct Shared {
     pub tcp_overflow: Vec<crate::tcp::chan::Overflow>,
     /// The RFC 6528 secret of this stack's initial sequence numbers.
     pub isn_secret: u64,
+    /// TCP Fast Open's cookie key (derived from `isn_secret`) and client cache.
+    pub tfo: crate::tcp::fastopen::TfoState,
     /// The control plane's routing table; changes are compiled into `fib`.
     pub rib: Mutex<route::Rib>,
     /// The data path's routing table (published, read lock-free by workers).
@@ -716,6 +718,12 @@ impl Stack {
             (h ^ b as u32).wrapping_mul(0x0100_0193)
         });
         let rtbus = Arc::new(route::RtBus::new());
+        let isn_secret = cfg.isn_secret.unwrap_or_else(|| {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x6528);
+            h.finish()
+        });
         let shared = Arc::new(Shared {
             cfg: ArcSwap::from_pointee(net),
             writer: Mutex::new(()),
@@ -735,12 +743,8 @@ impl Stack {
             rib: Mutex::new(route::Rib::new(rtbus.clone(), cfg.fib_algo, cfg.max_routes)),
             fib: ArcSwap::from_pointee(route::Fib::default()),
             rtbus,
-            isn_secret: cfg.isn_secret.unwrap_or_else(|| {
-                use std::hash::{BuildHasher, Hasher};
-                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-                h.write_u64(0x6528);
-                h.finish()
-            }),
+            isn_secret,
+            tfo: crate::tcp::fastopen::TfoState::new(isn_secret),
             params: cfg,
         });
         let workers = (0..n).map(|i| Worker::new(i, shared.clone())).collect();
@@ -1081,7 +1085,12 @@ impl Stack {
     /// net.inet.tcp.*=…` on a running node): connections opened or accepted after
     /// this take them; open ones keep theirs.
     pub fn set_tcp_config(&self, tcp: crate::tcp::TcpConfig) {
-        self.shared.update(|c| c.tcp = tcp);
+        let was = self.shared.update(|c| std::mem::replace(&mut c.tcp, tcp));
+        // Fast Open's client turned off forgets the servers' cookies, as FreeBSD's
+        // net.inet.tcp.fastopen.client_enable destroys its cache.
+        if was.fastopen_client && !tcp.fastopen_client {
+            self.shared.tfo.client_flush();
+        }
     }
 
     /// How many routes there are per family: (IPv4, IPv6).
@@ -1343,6 +1352,35 @@ impl Stack {
             SocketAddr::new(src, port),
             remote,
             Some(buffers),
+        )
+    }
+
+    /// Starts a TCP connection with Fast Open (RFC 7413; FreeBSD's `sendto` on an
+    /// unconnected socket with `TCP_FASTOPEN`): `data` is queued first (the count
+    /// taken is returned, up to the send buffer), and the SYN carries it when the
+    /// stack holds a cookie from the server, else asks for one and the data goes
+    /// after the handshake (as it does when the server turns the cookie down).
+    /// Needs the stack's `fastopen_client` (on by default; off, a plain
+    /// connection). From `local_port` if given, with `buffers` if given.
+    pub fn tcp_connect_fastopen(
+        &self,
+        remote: impl Into<SocketAddr>,
+        local_port: Option<u16>,
+        buffers: Option<TcpBuffers>,
+        data: &[u8],
+    ) -> io::Result<(TcpStream, usize)> {
+        let remote = remote.into();
+        let src = self.tcp_source(remote)?;
+        let port = match local_port {
+            Some(0) | None => 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384,
+            Some(p) => p,
+        };
+        crate::stack::tcp_socket::connect_fastopen(
+            self.shared.clone(),
+            SocketAddr::new(src, port),
+            remote,
+            buffers,
+            Some(data),
         )
     }
 

@@ -77,6 +77,21 @@ impl TcpListener {
         Ok(())
     }
 
+    /// `TCP_FASTOPEN` on a listener (RFC 7413's server, with the stack's
+    /// `fastopen_server`, FreeBSD's `net.inet.tcp.fastopen.server_enable`): SYNs
+    /// get cookies, and one with a valid cookie has its data taken and its
+    /// connection ready to accept before the handshake completes, while fewer
+    /// than `qlen` such wait for it (0 turns Fast Open off).
+    pub fn set_fastopen(&self, qlen: usize) -> io::Result<()> {
+        self.l.fastopen.store(qlen, Ordering::Release);
+        Ok(())
+    }
+
+    /// The listener's Fast Open queue length (0: off).
+    pub fn fastopen(&self) -> usize {
+        self.l.fastopen.load(Ordering::Acquire)
+    }
+
     /// Connections waiting for `accept`.
     pub fn pending(&self) -> usize {
         self.l.accept_q.len()
@@ -545,6 +560,19 @@ pub(crate) fn connect(
     remote: SocketAddr,
     buffers: Option<TcpBuffers>,
 ) -> io::Result<TcpStream> {
+    connect_fastopen(stack, local, remote, buffers, None).map(|(s, _)| s)
+}
+
+/// [`connect`], with TCP Fast Open when `first` is given: its bytes (as many as
+/// the send buffer takes; how many is returned) are queued before the connection
+/// is asked for, so that the SYN can carry them.
+pub(crate) fn connect_fastopen(
+    stack: Arc<Shared>,
+    local: SocketAddr,
+    remote: SocketAddr,
+    buffers: Option<TcpBuffers>,
+    first: Option<&[u8]>,
+) -> io::Result<(TcpStream, usize)> {
     let home = crate::tcp::layer::flow_home(local, remote, stack.wake.len());
     let p = stack.cfg.load().tcp;
     let b = buffers
@@ -555,16 +583,22 @@ pub(crate) fn connect(
         .clamped();
     let s = Arc::new(StreamShared::new(local, remote, home, b.send, b.recv));
     s.opt_nodelay.store(p.nodelay, Ordering::Release);
+    s.opt_fastopen.store(first.is_some(), Ordering::Release);
     let q = stack
         .tcp_inbox
         .get(home)
         .ok_or_else(|| io::Error::other("no worker"))?;
-    if q.push(TcpMsg::Connect(s.clone())).is_err() {
+    let stream = TcpStream::new(stack.clone(), s.clone());
+    let n = match first {
+        Some(data) if !data.is_empty() => stream.write_now(data).unwrap_or(0),
+        _ => 0,
+    };
+    if q.push(TcpMsg::Connect(s)).is_err() {
         return Err(io::Error::new(
             io::ErrorKind::WouldBlock,
             "worker inbox full",
         ));
     }
     stack.notify_worker(home);
-    Ok(TcpStream::new(stack, s))
+    Ok((stream, n))
 }

@@ -324,6 +324,7 @@ impl Worker {
             listen: &cfg.tcp_listen,
             inboxes: &shared.tcp_inbox,
             tunnels: &cfg.tunnels,
+            tfo: &shared.tfo,
             handed_off: false,
         };
 

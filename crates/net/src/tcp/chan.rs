@@ -677,6 +677,9 @@ pub(crate) struct StreamShared {
     pub opt_keepinit_ns: AtomicU64,
     /// `TCP_NOOPT`: our SYN carries no options.
     pub opt_noopt: AtomicBool,
+    /// `TCP_FASTOPEN` on a client: the SYN carries the first data (RFC 7413).
+    /// Set before the connection is asked for.
+    pub opt_fastopen: AtomicBool,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -713,6 +716,7 @@ impl StreamShared {
             opt_keepalive_ns: AtomicU64::new(0),
             opt_keepinit_ns: AtomicU64::new(0),
             opt_noopt: AtomicBool::new(false),
+            opt_fastopen: AtomicBool::new(false),
             rx_peeked: AtomicUsize::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
@@ -765,6 +769,9 @@ pub(crate) struct ListenShared {
     pub half_open: AtomicUsize,
     pub backlog: usize,
     pub closed: AtomicBool,
+    /// `TCP_FASTOPEN` (RFC 7413's server): the most connections opened by a SYN's
+    /// data (a valid cookie) that may wait in SYN_RECEIVED at once; 0, off.
+    pub fastopen: AtomicUsize,
     parker: Parker,
 }
 
@@ -779,6 +786,7 @@ impl ListenShared {
             half_open: AtomicUsize::new(0),
             backlog,
             closed: AtomicBool::new(false),
+            fastopen: AtomicUsize::new(0),
             parker: Parker::default(),
         }
     }

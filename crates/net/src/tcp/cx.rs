@@ -27,6 +27,8 @@ pub(crate) struct TcpCx<'a> {
     pub inboxes: &'a [ArrayQueue<TcpMsg>],
     /// The IP tunnels, for their input.
     pub tunnels: &'a [crate::tunnel::TunnelConf],
+    /// Fast Open's cookie key and client cache (the stack's).
+    pub tfo: &'a crate::tcp::fastopen::TfoState,
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,

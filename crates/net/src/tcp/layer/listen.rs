@@ -8,8 +8,9 @@
 use super::output::{send_segment, service};
 use super::{conn_cfg, isn, ts_offset, Conn, TcpWorker, Tuple};
 use crate::stats::DropReason;
+use crate::tcp::chan::ListenShared;
 use crate::tcp::cx::TcpCx;
-use crate::tcp::tcb::{reset_for, wscale_for, CookieOpts, SegIn, SegOut, Tcb};
+use crate::tcp::tcb::{reset_for, wscale_for, CookieOpts, FoCookie, SegIn, SegOut, Tcb};
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -43,6 +44,41 @@ fn cookie_check(secret: u64, t: &Tuple, cookie: u32, now: dev::Instant) -> Optio
         }
     }
     None
+}
+
+/// RFC 7413 §4.2.2 on a listener with Fast Open (`TCP_FASTOPEN`, and
+/// `net.inet.tcp.fastopen.server_enable`), for a SYN that carried the option
+/// `asked`: a valid cookie has the SYN's data taken (while fewer than the
+/// listener's Fast Open queue length wait in SYN_RECEIVED; beyond, the three-way
+/// handshake); a request, or a cookie that does not check, gets the client's
+/// cookie on the SYN-ACK, and the data in the SYN goes unacknowledged, for the
+/// client to send again after the handshake.
+fn fastopen_accept(
+    cx: &mut TcpCx<'_>,
+    l: &ListenShared,
+    tuple: &Tuple,
+    tcb: &mut Tcb,
+    asked: FoCookie,
+    seg: &SegIn<'_>,
+) {
+    let qlen = l.fastopen.load(Ordering::Acquire);
+    if !cx.tcp_cfg.fastopen_server || qlen == 0 {
+        return;
+    }
+    let client = tuple.remote.ip();
+    let tfo = cx.tfo;
+    let st = &mut cx.stats.tcp;
+    if asked.is_empty() {
+        tcb.accept_fastopen(Some(tfo.server_cookie(client)), false, seg);
+    } else if !tfo.server_check(client, &asked) {
+        st.tfo_badcookie += 1;
+        tcb.accept_fastopen(Some(tfo.server_cookie(client)), false, seg);
+    } else if l.half_open.load(Ordering::Acquire) >= qlen {
+        st.tfo_overflow += 1;
+    } else {
+        st.tfo_passive += 1;
+        tcb.accept_fastopen(None, true, seg);
+    }
 }
 
 /// A segment for which there is no connection (none was, or a TIME_WAIT just gave
@@ -165,6 +201,9 @@ pub(super) fn tcp_listen_input(
         return;
     };
     tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+    if let Some(asked) = seg.fast_open {
+        fastopen_accept(cx, &l, &tuple, &mut tcb, asked, seg);
+    }
     l.half_open.fetch_add(1, Ordering::AcqRel);
     let i = tw.insert(Conn::passive(cx, tuple, tcb, l, true));
     service(cx, tw, i);

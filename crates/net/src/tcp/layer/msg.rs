@@ -10,8 +10,8 @@ use super::{
 };
 use crate::tcp::chan::{err, phase};
 use crate::tcp::cx::TcpCx;
-use crate::tcp::tcb::Tcb;
-use crate::tcp::tcb::TcpError;
+use crate::tcp::fastopen::TfoClient;
+use crate::tcp::tcb::{FoCookie, Tcb, TcpError};
 use std::sync::atomic::Ordering;
 
 /// Messages from applications and other workers.
@@ -59,6 +59,15 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
             let cfg = conn_cfg(cx, &tuple, (s.tx.cap(), s.rx.cap()));
             let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+            // TCP Fast Open asked for: the cached cookie and the first data go in
+            // the SYN, or the SYN asks for a cookie (RFC 7413 §4.1.3).
+            if cfg.fastopen_client && s.opt_fastopen.load(Ordering::Acquire) {
+                match cx.tfo.client_lookup(tuple.remote.ip(), cx.now) {
+                    TfoClient::Cookie(c, mss) => tcb.set_fastopen(c, Some(mss)),
+                    TfoClient::Request => tcb.set_fastopen(FoCookie::REQUEST, None),
+                    TfoClient::Off => {}
+                }
+            }
             // An active open has no listener to announce it to.
             let i = tw.insert(Conn {
                 announced: true,

@@ -144,6 +144,10 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     if moved {
         note_reader(&mut tw.readers, s);
     }
+    // What our SYN's answer said of the server's Fast Open cookie, to the cache.
+    if let Some(news) = c.tcb.take_fastopen_news() {
+        cx.tfo.client_update(c.tuple.remote.ip(), news, cx.now);
+    }
     tw.segs.clear();
     let mut segs = std::mem::take(&mut tw.segs);
     c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
@@ -158,7 +162,9 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     // What the application sees.
     match c.tcb.state() {
-        State::SynSent | State::SynReceived => {}
+        // A Fast Open connection whose SYN's data was taken is the application's
+        // at once (RFC 7413 §4.2.2), before the handshake completes.
+        State::SynSent | State::SynReceived if !c.tcb.fastopen_passive() => {}
         State::Closed => {
             let e = match c.tcb.error() {
                 None => err::NONE,

@@ -121,6 +121,15 @@ pub struct TcpConfig {
     /// receive burst, from an interface without hardware offload, go up the stack
     /// as one. On by default.
     pub lro: bool,
+    /// TCP Fast Open's client (RFC 7413; FreeBSD's
+    /// `net.inet.tcp.fastopen.client_enable`, on by default): a connection opened
+    /// with Fast Open asked for carries its first data in the SYN when the stack
+    /// holds a cookie from the server, and asks for one otherwise.
+    pub fastopen_client: bool,
+    /// TCP Fast Open's server (`net.inet.tcp.fastopen.server_enable`, off by
+    /// default): a listener with Fast Open asked for (`TCP_FASTOPEN`) gives
+    /// cookies, and takes the data of a SYN whose cookie is valid.
+    pub fastopen_server: bool,
 }
 
 /// The largest segment TCP builds for an interface without segmentation offload,
@@ -165,6 +174,8 @@ impl Default for TcpConfig {
             tso_max: 0,
             tso: true,
             lro: true,
+            fastopen_client: true,
+            fastopen_server: false,
         }
     }
 }

@@ -206,7 +206,9 @@ impl Tcb {
                     st.ecn_shs += 1;
                 }
                 self.snd_wl2 = a;
+                self.fastopen_synack(seg, a, st);
                 self.ack_advance(a, seg, now, st);
+                self.fastopen_resend();
                 self.state = State::Established;
                 st.connects += 1;
                 self.ack_now = true;

@@ -18,7 +18,8 @@
 //! timeouts (RFC 3708, RFC 3522, F-RTO's RFC 5682); ECN (RFC 3168); delayed ACKs
 //! (every second full segment, bounded delay) and Nagle, both switchable;
 //! zero-window probing; keepalive; the RST and SYN checks of RFC 5961 with challenge
-//! ACKs; SYN cookies ([`CookieOpts`]); a bounded out-of-order queue.
+//! ACKs; SYN cookies ([`CookieOpts`]); TCP Fast Open (RFC 7413), client and server;
+//! a bounded out-of-order queue.
 //!
 //! One file per concern, as FreeBSD lays out `netinet/tcp_*.c`: `seq` (sequence and
 //! timestamp arithmetic, `tcp_seq.h`), `config` ([`TcpConfig`]), `seg` (segments in
@@ -29,13 +30,15 @@
 //! and loss recovery, `tcp_sack`), `rack` (the scoreboard: segments in flight with
 //! their send times, and the losses RACK finds in them, as FreeBSD's `rack` stack,
 //! and delivery-rate samples), `pace` (pacing, and BBR's place in the block),
-//! `timer` (`tcp_timer`), `timewait` ([`TimeWait`], `tcp_timewait`) and `usrreq`
+//! `timer` (`tcp_timer`), `timewait` ([`TimeWait`], `tcp_timewait`), `fastopen`
+//! (RFC 7413's option and SYN data, `tcp_fastopen`) and `usrreq`
 //! (the application's side, `tcp_usrreq`). This file holds the control block itself and how one is opened. All of them may call `cc` and `bbr`
 //! (congestion control) and `sndbuf` (the send buffer) and count in
 //! `stats::TcpStat`; none reads a clock or does IO.
 
 mod ack;
 mod config;
+mod fastopen;
 mod input;
 mod output;
 mod pace;
@@ -49,8 +52,9 @@ mod timewait;
 mod usrreq;
 
 pub use config::{wscale_for, TcpConfig, GSO_MAX};
+pub use fastopen::TfoNews;
 pub use output::ACK_BATCH_MAX;
-pub use seg::{reset_answering, reset_for, Payload, SegIn, SegOut, PAYLOAD_PIECES};
+pub use seg::{reset_answering, reset_for, FoCookie, Payload, SegIn, SegOut, PAYLOAD_PIECES};
 pub use timewait::TimeWait;
 
 use super::cc::{CcState, HyStart};
@@ -299,6 +303,8 @@ pub struct Tcb {
     pacing_rate: u64,
     pace_at: Instant,
     pace_wait: bool,
+    /// TCP Fast Open (RFC 7413), on a connection that uses it.
+    tfo: Option<Box<fastopen::Tfo>>,
 }
 
 impl Tcb {
@@ -390,6 +396,7 @@ impl Tcb {
             pacing_rate: 0,
             pace_at: Instant::ZERO,
             pace_wait: false,
+            tfo: None,
         }
     }
 

@@ -372,10 +372,11 @@ impl Tcb {
                     seg.ece = self.ecn_ok;
                     seg.cwr = false;
                 }
+                let syn_data = self.fastopen_syn(&mut seg, st);
                 if diff(self.snd_max, self.iss) > 0 {
                     st.sndrexmitpack += 1;
                 }
-                self.snd_nxt = self.iss.wrapping_add(1);
+                self.snd_nxt = self.iss.wrapping_add(1 + syn_data);
                 if lt(self.snd_max, self.snd_nxt) {
                     self.snd_max = self.snd_nxt;
                 }
@@ -550,7 +551,8 @@ impl Tcb {
     /// all), for the caller to copy straight into a packet, or to share where they
     /// lie in a packet buffer.
     pub fn payload(&self, seg: &SegOut) -> crate::tcp::sndbuf::Pieces<'_> {
-        let off = diff(seg.seq, self.buf_seq) as usize;
+        // A SYN's data (Fast Open) follows the SYN.
+        let off = diff(seg.seq.wrapping_add(u32::from(seg.syn)), self.buf_seq) as usize;
         self.sndbuf.pieces(off, seg.data_len)
     }
 }

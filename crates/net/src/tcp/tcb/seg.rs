@@ -4,6 +4,8 @@
 //! belonging to no connection (RFC 9293 §3.10.7.1). Converts to and from
 //! `wire::TcpRepr`, and calls nothing else.
 
+pub use wire::TcpFastOpenCookie as FoCookie;
+
 /// A received segment, parsed (see `SegIn::from_repr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SegIn<'a> {
@@ -27,6 +29,8 @@ pub struct SegIn<'a> {
     pub cwr: bool,
     /// The IP header carried Congestion Experienced (set by the caller).
     pub ce: bool,
+    /// Fast Open option (RFC 7413): a cookie, or an empty one (a request).
+    pub fast_open: Option<FoCookie>,
     pub payload: Payload<'a>,
 }
 
@@ -150,6 +154,7 @@ impl<'a> SegIn<'a> {
             ece: r.flags.contains(F::ECE),
             cwr: r.flags.contains(F::CWR),
             ce: false,
+            fast_open: r.fast_open,
             payload: r.payload.into(),
         }
     }
@@ -172,6 +177,7 @@ impl<'a> SegIn<'a> {
             ece: seg.ece,
             cwr: seg.cwr,
             ce: false,
+            fast_open: seg.fast_open,
             payload: payload.into(),
         }
     }
@@ -183,7 +189,7 @@ impl<'a> SegIn<'a> {
 }
 
 /// A segment to send. Its data are `data_len` bytes of the send buffer starting at
-/// sequence number `seq` (after the SYN, if it carries one); see
+/// sequence number `seq` (after the SYN, if it carries one: Fast Open); see
 /// [`Tcb::copy_payload`](super::Tcb::copy_payload).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SegOut {
@@ -208,6 +214,8 @@ pub struct SegOut {
     /// Sent ECN-capable: ECT(0) in the IP header (new data on a connection with
     /// ECN).
     pub ect: bool,
+    /// Fast Open option (RFC 7413) on a SYN or SYN-ACK.
+    pub fast_open: Option<FoCookie>,
     pub data_len: usize,
     /// For a segment built for segmentation offload (`data_len` beyond one MSS):
     /// the data bytes of each segment the device is to cut it into; 0 otherwise.
@@ -246,6 +254,7 @@ impl SegOut {
             timestamp: self
                 .ts
                 .map(|(tsval, tsecr)| wire::TcpTimestampRepr { tsval, tsecr }),
+            fast_open: self.fast_open,
             payload,
         }
     }

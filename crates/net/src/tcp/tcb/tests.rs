@@ -56,6 +56,9 @@ struct Pair {
     lost_a_bytes: u64,
     /// The last arrival scheduled each way (B to A, A to B), for `Link::spacing`.
     last_arrival: [Instant; 2],
+    /// B listens with TCP Fast Open, and this is the cookie it gives A (what the
+    /// stack's `fastopen` and `listen` do, played here).
+    tfo_cookie: Option<FoCookie>,
 }
 
 impl Pair {
@@ -77,6 +80,7 @@ impl Pair {
             blackhole: false,
             lost_a_bytes: 0,
             last_arrival: [Instant::ZERO; 2],
+            tfo_cookie: None,
         }
     }
 
@@ -170,7 +174,11 @@ impl Pair {
                 match self.b.as_mut() {
                     Some(b) => b.input(&seg, self.now, &mut self.sb),
                     None => {
-                        if let Some(t) = Tcb::accept(self.cfg_b, 0x1234_5678, &seg) {
+                        if let Some(mut t) = Tcb::accept(self.cfg_b, 0x1234_5678, &seg) {
+                            if let (Some(valid), Some(asked)) = (self.tfo_cookie, seg.fast_open) {
+                                let ok = !asked.is_empty() && asked == valid;
+                                t.accept_fastopen((!ok).then_some(valid), ok, &seg);
+                            }
                             self.b = Some(t);
                         }
                     }
@@ -820,6 +828,9 @@ fn random_segments_never_panic_and_keep_invariants() {
                 ece: rng.chance(0.05),
                 cwr: rng.chance(0.05),
                 ce: rng.chance(0.05),
+                fast_open: rng
+                    .chance(0.05)
+                    .then(|| FoCookie::new(&[7; 8][..rng.below(2) as usize * 8]).unwrap()),
                 payload: payload[..rng.below(3000) as usize].into(),
             };
             p.a.input(&seg, now, &mut p.sa);
@@ -2086,4 +2097,122 @@ fn bbr_paces_at_the_bottleneck_and_keeps_its_queue_short() {
     // ...but BBR without the standing queue that CUBIC keeps (no loss to stop it).
     assert!(srtts[0].0 < Duration::from_millis(20), "{srtts:?}");
     assert!(srtts[1].0 > 2 * srtts[0].0, "{srtts:?}");
+}
+
+/// TCP Fast Open (RFC 7413) between two control blocks: A the client, B a
+/// listener that gives `cookie` (or none: no Fast Open); A opens with `asks`
+/// (a cookie, or the empty one, a request) and 100 bytes queued before its SYN.
+fn tfo_pair(cookie: Option<FoCookie>, asks: FoCookie) -> (Pair, Vec<u8>) {
+    let mut p = Pair::new(quick(), quick(), Link::default(), 7);
+    p.tfo_cookie = cookie;
+    p.a.set_fastopen(asks, Some(1460));
+    let data: Vec<u8> = (0..100u8).collect();
+    assert_eq!(p.a.send(&data), 100);
+    (p, data)
+}
+
+/// What B has received (reading it all).
+fn tfo_read(b: &mut Tcb) -> Vec<u8> {
+    let mut buf = vec![0u8; 4096];
+    let n = b.recv(&mut buf);
+    buf.truncate(n);
+    buf
+}
+
+const TFO_COOKIE: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+#[test]
+fn fast_open_first_connection_gets_a_cookie_and_data_goes_after_the_handshake() {
+    let valid = FoCookie::new(&TFO_COOKIE).unwrap();
+    let (mut p, data) = tfo_pair(Some(valid), FoCookie::REQUEST);
+    p.established();
+    let (_, syn) = p.log[0];
+    assert!(syn.syn && syn.fast_open == Some(FoCookie::REQUEST) && syn.data_len == 0);
+    let synack = p.log.iter().find(|(a, s)| !a && s.syn).unwrap().1;
+    assert_eq!(synack.fast_open, Some(valid));
+    assert_eq!(
+        p.a.take_fastopen_news(),
+        Some(TfoNews::Cookie {
+            cookie: valid,
+            mss: 1460
+        })
+    );
+    p.run_until(Duration::from_secs(1), |p| p.b().recv_available() == 100);
+    assert_eq!(tfo_read(p.b()), data);
+    assert_eq!(
+        (p.sa.tfo_cookiereq, p.sa.tfo_cookierecvd, p.sa.tfo_syndata),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn fast_open_with_a_cookie_delivers_the_syn_data_before_the_handshake_completes() {
+    let valid = FoCookie::new(&TFO_COOKIE).unwrap();
+    let (mut p, data) = tfo_pair(Some(valid), valid);
+    // Until the SYN has arrived.
+    p.run_until(Duration::from_secs(1), |p| p.b.is_some());
+    let (_, syn) = p.log[0];
+    assert!(syn.syn && syn.data_len == 100 && syn.fast_open == Some(valid));
+    let b = p.b();
+    assert_eq!(b.state(), State::SynReceived);
+    assert!(b.fastopen_passive());
+    assert_eq!(tfo_read(b), data, "the SYN's data is readable at once");
+    p.established();
+    // The SYN-ACK acknowledged the data: nothing went twice, the cookie stays.
+    assert_eq!(p.sa.sndrexmitpack, 0);
+    assert_eq!((p.sa.tfo_syndata, p.sa.tfo_syndata_acked), (1, 1));
+    assert_eq!(p.a.take_fastopen_news(), None);
+    assert!(p.log.iter().all(|(a, s)| !*a || s.data_len == 0 || s.syn));
+}
+
+#[test]
+fn fast_open_with_an_invalid_cookie_falls_back_and_sends_the_data_again() {
+    let valid = FoCookie::new(&TFO_COOKIE).unwrap();
+    let stale = FoCookie::new(&[9, 9, 9, 9]).unwrap();
+    let (mut p, data) = tfo_pair(Some(valid), stale);
+    p.run_until(Duration::from_secs(1), |p| p.b.is_some());
+    assert!(!p.b().fastopen_passive());
+    assert_eq!(
+        p.b().recv_available(),
+        0,
+        "the data of a SYN with a bad cookie is not taken"
+    );
+    p.established();
+    // The SYN-ACK acknowledged only the SYN, and gave the valid cookie.
+    assert_eq!(
+        p.a.take_fastopen_news(),
+        Some(TfoNews::Cookie {
+            cookie: valid,
+            mss: 1460
+        })
+    );
+    assert_eq!((p.sa.tfo_syndata, p.sa.tfo_syndata_rexmit), (1, 1));
+    p.run_until(Duration::from_secs(1), |p| p.b().recv_available() == 100);
+    assert_eq!(tfo_read(p.b()), data);
+    let again = p
+        .log
+        .iter()
+        .filter(|(a, s)| *a && !s.syn && s.data_len == 100);
+    assert_eq!(
+        again.count(),
+        1,
+        "the data went once more after the handshake"
+    );
+}
+
+#[test]
+fn fast_open_to_a_server_without_it_falls_back_and_turns_it_off() {
+    let cookie = FoCookie::new(&TFO_COOKIE).unwrap();
+    let (mut p, data) = tfo_pair(None, cookie);
+    p.established();
+    let synack = p.log.iter().find(|(a, s)| !a && s.syn).unwrap().1;
+    assert_eq!(synack.fast_open, None);
+    assert_eq!(
+        synack.ack,
+        p.log[0].1.seq.wrapping_add(1),
+        "only the SYN acknowledged"
+    );
+    assert_eq!(p.a.take_fastopen_news(), Some(TfoNews::NoFastOpen));
+    p.run_until(Duration::from_secs(1), |p| p.b().recv_available() == 100);
+    assert_eq!(tfo_read(p.b()), data);
 }
