@@ -43,7 +43,7 @@ pub use frag::FragParams;
 pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
-pub use stack::tcp_socket::{TcpBuffers, TcpListener, TcpStream};
+pub use stack::tcp_socket::{TcpBound, TcpBuffers, TcpListener, TcpStream};
 pub use stack::{BridgeOp, ConnQuery, NetConfig, Stack, StackConfig, StackError};
 pub use stats::{DropReason, Stats};
 

@@ -4,7 +4,7 @@
 use dev::packetdrill::{Errno, Host, PollFd};
 use dev::{Duration, Instant, Queue};
 use net::tcp::{ConnInfo, TcpDrop};
-use net::{ConnQuery, Stack, TcpBuffers, TcpListener, TcpStream};
+use net::{ConnQuery, Stack, TcpBound, TcpBuffers, TcpListener, TcpStream};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -97,7 +97,43 @@ struct Opts {
     /// `TCP_FASTOPEN`: on a client, `sendto` opens the connection with its data
     /// (RFC 7413); on a listener, the Fast Open queue length.
     fastopen: i32,
+    /// `IP_TTL` / `IPV6_UNICAST_HOPS` and `IP_TOS` / `IPV6_TCLASS`, where set.
+    ttl: Option<u8>,
+    tos: Option<u8>,
 }
+
+/// The IP options of the socket-option numbers: `IP_TTL`/`IPV6_UNICAST_HOPS`
+/// (`true`: a TTL) or `IP_TOS`/`IPV6_TCLASS` (`false`), each for its family
+/// only; `None` for any other.
+fn ip_opt(level: i32, name: i32, v6: bool) -> Option<bool> {
+    match (level, name, v6) {
+        (libc::IPPROTO_IP, libc::IP_TTL, false) => Some(true),
+        (libc::IPPROTO_IP, libc::IP_TOS, false) => Some(false),
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, true) => Some(true),
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS, true) => Some(false),
+        _ => None,
+    }
+}
+
+/// What a socket's IP option handle does, whichever it is.
+trait IpOptions {
+    fn set_ttl(&self, ttl: u32) -> io::Result<()>;
+    fn set_tos(&self, tos: u32) -> io::Result<()>;
+}
+
+macro_rules! ip_options {
+    ($($t:ty),*) => {$(
+        impl IpOptions for $t {
+            fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+                <$t>::set_ttl(self, ttl)
+            }
+            fn set_tos(&self, tos: u32) -> io::Result<()> {
+                <$t>::set_tos(self, tos)
+            }
+        }
+    )*};
+}
+ip_options!(TcpStream, TcpListener, TcpBound);
 
 /// FreeBSD's `TCP_KEEPINIT` and `TCP_NOOPT`, which Linux (and so packetdrill's
 /// symbol table) lacks: `scripts/packetdrill.sh` writes the numbers in their
@@ -106,8 +142,19 @@ const TCP_KEEPINIT: i32 = 128;
 const TCP_NOOPT: i32 = 8;
 
 impl Opts {
+    /// The IP options set, applied to a socket that now exists.
+    fn apply_ip(&self, s: &dyn IpOptions) {
+        if let Some(t) = self.ttl {
+            let _ = s.set_ttl(t.into());
+        }
+        if let Some(t) = self.tos {
+            let _ = s.set_tos(t.into());
+        }
+    }
+
     /// The options that take effect on a connection, applied to a new one.
     fn apply(&self, s: &TcpStream, cfg: &net::tcp::TcpConfig) {
+        self.apply_ip(s);
         if self.nodelay {
             let _ = s.set_nodelay(true);
         }
@@ -133,6 +180,10 @@ enum Sock {
     /// `socket()`, perhaps `bind()`, not yet listening or connected.
     Fresh {
         bound: Option<SocketAddr>,
+        /// The stack's bound socket, which holds the address and whose resets
+        /// carry the IP options (none where the stack refused it: a listener
+        /// holds the address, which FreeBSD's SO_REUSEADDR would allow).
+        held: Option<TcpBound>,
     },
     Listener(TcpListener),
     Stream(TcpStream),
@@ -621,7 +672,7 @@ impl Shim {
     ) -> Option<Result<usize, Errno>> {
         let mut g = self.lock();
         let f = g.fds.get(&fd)?;
-        let Sock::Fresh { bound } = f.sock else {
+        let Sock::Fresh { bound, .. } = f.sock else {
             return None;
         };
         if f.opts.fastopen == 0 {
@@ -633,6 +684,14 @@ impl Shim {
         let opts = f.opts;
         let b = g.buffers(&opts);
         let port = bound.map(|a| a.port()).filter(|p| *p != 0);
+        // The bound socket gives way to the connection.
+        if let Some(Fd {
+            sock: Sock::Fresh { held, .. },
+            ..
+        }) = g.fds.get_mut(&fd)
+        {
+            *held = None;
+        }
         let (s, n) = match g.stack().tcp_connect_fastopen(addr, port, Some(b), buf) {
             Ok(r) => r,
             Err(e) => return Some(Err(errno_of(&e))),
@@ -664,7 +723,10 @@ impl Host for Shim {
         }
         let mut g = self.lock();
         Ok(g.new_fd(Fd {
-            sock: Sock::Fresh { bound: None },
+            sock: Sock::Fresh {
+                bound: None,
+                held: None,
+            },
             v6,
             nonblock: ty & libc::SOCK_NONBLOCK != 0,
             opts: Opts::default(),
@@ -679,23 +741,29 @@ impl Host for Shim {
         if addr.is_ipv6() != f.v6 {
             return Err(libc::EAFNOSUPPORT);
         }
-        match &mut f.sock {
-            Sock::Fresh { bound: b @ None } => {
-                if !local_ok {
-                    return Err(libc::EADDRNOTAVAIL);
-                }
-                *b = Some(addr);
-                Ok(())
-            }
-            _ => Err(libc::EINVAL),
+        if !matches!(f.sock, Sock::Fresh { bound: None, .. }) {
+            return Err(libc::EINVAL);
         }
+        if !local_ok {
+            return Err(libc::EADDRNOTAVAIL);
+        }
+        let opts = f.opts;
+        let held = g.stack().tcp_bind(addr).ok();
+        if let Some(h) = &held {
+            opts.apply_ip(h);
+        }
+        g.fd(fd)?.sock = Sock::Fresh {
+            bound: Some(addr),
+            held,
+        };
+        Ok(())
     }
 
     fn listen(&self, fd: i32, backlog: i32) -> Result<(), Errno> {
         let mut g = self.lock();
         let f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
         let (r, f) = match f.sock {
-            Sock::Fresh { bound } => {
+            Sock::Fresh { bound, held } => {
                 let any: SocketAddr = if f.v6 {
                     (Ipv6Addr::UNSPECIFIED, 0).into()
                 } else {
@@ -703,9 +771,15 @@ impl Host for Shim {
                 };
                 let b = g.buffers(&f.opts);
                 let backlog = (backlog.max(1) as usize).min(MAX_BACKLOG);
-                match g.stack().tcp_listen_with(bound.unwrap_or(any), backlog, b) {
+                let l = match held {
+                    // The bound socket listens, with its IP options.
+                    Some(h) => h.listen(backlog, Some(b)),
+                    None => g.stack().tcp_listen_with(bound.unwrap_or(any), backlog, b),
+                };
+                match l {
                     Ok(l) => {
                         let _ = l.set_nonblocking(true);
+                        f.opts.apply_ip(&l);
                         let _ = l.set_fastopen(f.opts.fastopen.max(0) as usize);
                         (
                             Ok(()),
@@ -718,7 +792,7 @@ impl Host for Shim {
                     Err(e) => (
                         Err(bind_errno(e)),
                         Fd {
-                            sock: Sock::Fresh { bound },
+                            sock: Sock::Fresh { bound, held: None },
                             ..f
                         },
                     ),
@@ -757,17 +831,19 @@ impl Host for Shim {
             let mut g = self.lock();
             let f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
             let f = match f.sock {
-                Sock::Fresh { bound } => {
+                Sock::Fresh { bound, held } => {
                     if addr.is_ipv6() != f.v6 {
                         g.fds.insert(
                             fd,
                             Fd {
-                                sock: Sock::Fresh { bound },
+                                sock: Sock::Fresh { bound, held },
                                 ..f
                             },
                         );
                         return Err(libc::EAFNOSUPPORT);
                     }
+                    // The bound socket gives way to the connection.
+                    drop(held);
                     let b = g.buffers(&f.opts);
                     let port = bound.map(|a| a.port()).filter(|p| *p != 0);
                     match g.stack().tcp_connect_with(addr, port, b) {
@@ -784,7 +860,7 @@ impl Host for Shim {
                             g.fds.insert(
                                 fd,
                                 Fd {
-                                    sock: Sock::Fresh { bound },
+                                    sock: Sock::Fresh { bound, held: None },
                                     ..f
                                 },
                             );
@@ -984,6 +1060,24 @@ impl Host for Shim {
             let f = g.fd(fd)?;
             f.opts
         };
+        if let Some(is_ttl) = ip_opt(level, name, g.fd(fd)?.v6) {
+            let f = g.fd(fd)?;
+            let v = match (&f.sock, is_ttl) {
+                (Sock::Stream(s), true) => s.ttl(),
+                (Sock::Stream(s), false) => s.tos(),
+                (Sock::Listener(l), true) => l.ttl(),
+                (Sock::Listener(l), false) => l.tos(),
+                (Sock::Fresh { held: Some(h), .. }, true) => h.ttl(),
+                (Sock::Fresh { held: Some(h), .. }, false) => h.tos(),
+                (Sock::Fresh { held: None, .. }, true) => Ok(f.opts.ttl.map_or(64, u32::from)),
+                (Sock::Fresh { held: None, .. }, false) => Ok(f.opts.tos.map_or(0, u32::from)),
+            }
+            .map_err(|e| errno_of(&e))?;
+            let bytes = (v as i32).to_ne_bytes();
+            let n = val.len().min(4);
+            val[..n].copy_from_slice(&bytes[..n]);
+            return Ok(n);
+        }
         let b = g.buffers(&bufs);
         let cfg = g.stack().tcp_config();
         let f = g.fd(fd)?;
@@ -1041,6 +1135,37 @@ impl Host for Shim {
         let mut g = self.lock();
         let cfg = g.stack().tcp_config();
         let f = g.fd(fd)?;
+        if let Some(is_ttl) = ip_opt(level, name, f.v6) {
+            // -1: the default (64; a TOS of 0), as Linux and FreeBSD's IPv6
+            // options take it; then a TTL of 1 to 255 (IPv6's hop limit of 0,
+            // which FreeBSD takes, is refused) and a byte of TOS; EINVAL beyond.
+            let v = match (v, is_ttl) {
+                (-1, true) => 64,
+                (-1, false) => 0,
+                (v, _) => u32::try_from(v).map_err(|_| libc::EINVAL)?,
+            };
+            let h: Option<&dyn IpOptions> = match &f.sock {
+                Sock::Stream(s) => Some(s),
+                Sock::Listener(l) => Some(l),
+                Sock::Fresh { held: Some(h), .. } => Some(h),
+                Sock::Fresh { held: None, .. } => None,
+            };
+            let r = match (h, is_ttl) {
+                (Some(h), true) => h.set_ttl(v),
+                (Some(h), false) => h.set_tos(v),
+                (None, true) if (1..=255).contains(&v) => Ok(()),
+                (None, false) if v <= 255 => Ok(()),
+                (None, _) => return Err(libc::EINVAL),
+            };
+            r.map_err(|e| errno_of(&e))?;
+            // Remembered for the connection or listener the socket becomes.
+            if is_ttl {
+                f.opts.ttl = Some(v as u8);
+            } else {
+                f.opts.tos = Some(v as u8);
+            }
+            return Ok(());
+        }
         match (level, name) {
             (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_REUSEPORT) => {
                 f.opts.reuseaddr = v != 0
@@ -1303,7 +1428,9 @@ impl Inner {
                 }
             };
             match &f.sock {
-                Sock::Fresh { bound } => {
+                // One the stack holds is in its list already.
+                Sock::Fresh { held: Some(_), .. } => {}
+                Sock::Fresh { bound, .. } => {
                     list.push((bound.unwrap_or(any(f.v6)), any(f.v6), "CLOSED"));
                 }
                 Sock::Stream(s) => {

@@ -1795,3 +1795,192 @@ fn bbr_keeps_a_lossy_path_busy_where_cubic_backs_off() {
     assert!(bbr < Duration::from_secs(5), "BBR {bbr:?}");
     assert!(cubic > bbr * 2, "CUBIC {cubic:?} against BBR {bbr:?}");
 }
+
+/// A TCP segment seen on the wire, with the IP header fields the socket options
+/// set: (source, TTL or hop limit, TOS or traffic class, TCP flags).
+fn tcp_frames(s: &mut Sim) -> Vec<(std::net::IpAddr, u8, u8, u8)> {
+    let mut out = Vec::new();
+    for r in s.take_trace() {
+        let f = &r.frame;
+        match f.get(12..14) {
+            Some([0x08, 0x00]) if f.len() >= 34 + 14 && f[23] == 6 => {
+                let hl = usize::from(f[14] & 0xf) * 4;
+                let src = Ipv4Addr::new(f[26], f[27], f[28], f[29]);
+                out.push((src.into(), f[22], f[15], f[14 + hl + 13]));
+            }
+            Some([0x86, 0xdd]) if f.len() >= 54 + 14 && f[20] == 6 => {
+                let src: [u8; 16] = f[22..38].try_into().unwrap();
+                let tclass = (f[14] & 0x0f) << 4 | f[15] >> 4;
+                out.push((
+                    std::net::Ipv6Addr::from(src).into(),
+                    f[21],
+                    tclass,
+                    f[54 + 13],
+                ));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Hosts `a` and `b` (198.18.0.1 and .2, 2001:2::1 and ::2) on one hub, tracing.
+fn traced_pair(seed: u64) -> (Sim, HostId, HostId) {
+    let mut s = Sim::new(seed);
+    s.enable_trace();
+    let hub = s.add_hub(WireConfig::default());
+    let a = s.add_host("a", 1);
+    let b = s.add_host("b", 1);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
+        s.host(h)
+            .add_address6(net::iface::IfIndex(0), addr.parse().unwrap())
+            .unwrap();
+    }
+    // Duplicate address detection, before any connection.
+    s.run_for(Duration::from_secs(5));
+    s.take_trace();
+    (s, a, b)
+}
+
+/// `IP_TTL` and `IP_TOS` (IPv4) and `IPV6_UNICAST_HOPS` and `IPV6_TCLASS` (the same
+/// methods on an IPv6 socket) reach every segment of a connection: the client's
+/// from its SYN on, the listener's on its SYN-ACK and on the connection it
+/// accepts, which inherits them; a change takes effect on the next segments.
+/// The ECN field stays the stack's.
+fn ip_options_reach_the_wire(v6: bool) {
+    let (mut s, a, b) = traced_pair(41);
+    let (any, server): (std::net::IpAddr, std::net::IpAddr) = if v6 {
+        ("::".parse().unwrap(), "2001:2::2".parse().unwrap())
+    } else {
+        (Ipv4Addr::UNSPECIFIED.into(), ip(2).into())
+    };
+    let l = s.host(b).tcp_listen((any, 7000), 4).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l.set_ttl(7).unwrap();
+    l.set_tos(0xb8 | 0b01).unwrap(); // EF; the ECN bits are ignored
+    assert_eq!((l.ttl().unwrap(), l.tos().unwrap()), (7, 0xb8));
+    let c = s.host(a).tcp_connect_nonblocking((server, 7000)).unwrap();
+    assert_eq!((c.ttl().unwrap(), c.tos().unwrap()), (64, 0));
+    c.set_ttl(9).unwrap();
+    c.set_tos(0x20).unwrap();
+    for bad in [0, 256, 1000] {
+        assert_eq!(c.set_ttl(bad).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(l.set_ttl(bad).unwrap_err().kind(), ErrorKind::InvalidInput);
+    }
+    assert_eq!(c.set_tos(256).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(c.ttl().unwrap(), 9);
+    s.run_for(Duration::from_millis(50));
+    let (srv, _) = l.accept().unwrap();
+    assert_eq!((srv.ttl().unwrap(), srv.tos().unwrap()), (7, 0xb8));
+    srv.set_nonblocking(true).unwrap();
+    let mut c = c;
+    let mut srv = srv;
+    c.write_all(b"ping").unwrap();
+    s.run_for(Duration::from_millis(50));
+    let mut buf = [0u8; 16];
+    assert_eq!(srv.read(&mut buf).unwrap(), 4);
+    srv.write_all(b"pong").unwrap();
+    s.run_for(Duration::from_millis(50));
+    let client_ip = c.local_addr().unwrap().ip();
+    let first = tcp_frames(&mut s);
+    let ours = |fs: &[(std::net::IpAddr, u8, u8, u8)], from: std::net::IpAddr| {
+        fs.iter()
+            .filter(|f| f.0 == from)
+            .map(|&(_, ttl, tos, flags)| (ttl, tos & !0b11, flags))
+            .collect::<Vec<_>>()
+    };
+    let (cf, sf) = (ours(&first, client_ip), ours(&first, server));
+    // The client's SYN, the server's SYN-ACK, and data both ways.
+    assert!(cf.iter().any(|f| f.2 & 0x12 == 0x02), "{cf:?}");
+    assert!(sf.iter().any(|f| f.2 & 0x12 == 0x12), "{sf:?}");
+    assert!(cf.len() >= 3 && sf.len() >= 2, "{cf:?} {sf:?}");
+    assert!(cf.iter().all(|f| (f.0, f.1) == (9, 0x20)), "client: {cf:?}");
+    assert!(sf.iter().all(|f| (f.0, f.1) == (7, 0xb8)), "server: {sf:?}");
+    // A change on the accepted connection, from its next segment on.
+    srv.set_ttl(33).unwrap();
+    srv.set_tos(0x48).unwrap();
+    srv.write_all(b"again").unwrap();
+    s.run_for(Duration::from_millis(50));
+    let sf = ours(&tcp_frames(&mut s), server);
+    assert!(
+        !sf.is_empty() && sf.iter().all(|f| (f.0, f.1) == (33, 0x48)),
+        "{sf:?}"
+    );
+    // The listener's own are unchanged.
+    assert_eq!((l.ttl().unwrap(), l.tos().unwrap()), (7, 0xb8));
+}
+
+#[test]
+fn ip_ttl_and_tos_reach_every_segment_and_accepted_connections_inherit_them() {
+    ip_options_reach_the_wire(false);
+}
+
+#[test]
+fn ipv6_hop_limit_and_traffic_class_reach_every_segment_and_are_inherited() {
+    ip_options_reach_the_wire(true);
+}
+
+/// A socket bound and not listening (`Stack::tcp_bind`) refuses SYNs with resets
+/// that carry its TTL and TOS, as FreeBSD's do; once it listens, its listener
+/// answers with them.
+#[test]
+fn a_bound_socket_resets_with_its_ip_options_and_listens_with_them() {
+    let (mut s, a, b) = traced_pair(43);
+    let bound = s
+        .host(b)
+        .tcp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7001))
+        .unwrap();
+    bound.set_ttl(5).unwrap();
+    bound.set_tos(0x28).unwrap();
+    // Not a listener: a listen elsewhere on the port is not refused by it.
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 7001))
+        .unwrap();
+    s.run_for(Duration::from_millis(50));
+    assert_eq!(
+        c.take_error().unwrap().unwrap().kind(),
+        ErrorKind::ConnectionRefused
+    );
+    let frames = tcp_frames(&mut s);
+    let rst: Vec<_> = frames
+        .iter()
+        .filter(|f| f.0 == std::net::IpAddr::from(ip(2)) && f.3 & 0x04 != 0)
+        .collect();
+    assert!(!rst.is_empty(), "{frames:?}");
+    assert!(rst.iter().all(|f| (f.1, f.2) == (5, 0x28)), "{rst:?}");
+    let l = bound.listen(4, None).unwrap();
+    assert_eq!((l.ttl().unwrap(), l.tos().unwrap()), (5, 0x28));
+    l.set_nonblocking(true).unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 7001))
+        .unwrap();
+    s.run_for(Duration::from_millis(50));
+    assert!(c.is_connected());
+    let (srv, _) = l.accept().unwrap();
+    assert_eq!(srv.ttl().unwrap(), 5);
+    let synack: Vec<_> = tcp_frames(&mut s)
+        .into_iter()
+        .filter(|f| f.0 == std::net::IpAddr::from(ip(2)) && f.3 & 0x12 == 0x12)
+        .collect();
+    assert_eq!(synack.len(), 1);
+    assert_eq!((synack[0].1, synack[0].2), (5, 0x28));
+    // Without options, a closed port's reset keeps the stack's defaults.
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 7002))
+        .unwrap();
+    s.run_for(Duration::from_millis(50));
+    assert!(c.take_error().unwrap().is_some());
+    let rst: Vec<_> = tcp_frames(&mut s)
+        .into_iter()
+        .filter(|f| f.0 == std::net::IpAddr::from(ip(2)) && f.3 & 0x04 != 0)
+        .collect();
+    assert!(
+        !rst.is_empty() && rst.iter().all(|f| (f.1, f.2) == (64, 0)),
+        "{rst:?}"
+    );
+}

@@ -24,7 +24,7 @@ use crate::link::iface::{
 };
 use crate::pfil::{Dir, PfilHeads, PfilHook, PfilPoint};
 use crate::stack::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
-use crate::stack::tcp_socket::{TcpBuffers, TcpListener, TcpStream};
+use crate::stack::tcp_socket::{TcpBound, TcpBuffers, TcpListener, TcpStream};
 use crate::stack::worker::Worker;
 use crate::stats::{Stats, StatsSlot};
 use crate::tcp::chan::ListenShared;
@@ -1052,7 +1052,8 @@ impl Stack {
                         },
                         0,
                     ),
-                    state: "LISTEN",
+                    // netstat's name of a socket only bound.
+                    state: if l.bound_only { "CLOSED" } else { "LISTEN" },
                     send_q: 0,
                     recv_q: l.accept_q.len(),
                     info: None,
@@ -1231,10 +1232,39 @@ impl Stack {
         backlog: usize,
         buffers: TcpBuffers,
     ) -> Result<TcpListener, BindError> {
-        let addr: SocketAddr = addr.into();
+        let l = Self::register_tcp(&self.shared, addr.into(), backlog, buffers, false)?;
+        Ok(TcpListener::new(self.shared.clone(), l))
+    }
+
+    /// `bind(2)` of a TCP socket that is to listen (FreeBSD's socket in CLOSED):
+    /// holds `addr` (port 0: an ephemeral port) without taking connections, and
+    /// SYNs to it are answered with resets that carry the IP options set on it
+    /// ([`TcpBound::set_ttl`], [`TcpBound::set_tos`]);
+    /// [`TcpBound::listen`] then listens there, with them. Fails where a
+    /// listener or another bound socket of the family holds the address.
+    pub fn tcp_bind(&self, addr: impl Into<SocketAddr>) -> Result<TcpBound, BindError> {
+        let p = self.shared.cfg.load().tcp;
+        let b = TcpBuffers {
+            send: p.sndbuf,
+            recv: p.rcvbuf,
+        };
+        let l = Self::register_tcp(&self.shared, addr.into(), 1, b, true)?;
+        Ok(TcpBound::new(self.shared.clone(), l))
+    }
+
+    /// Enters a listener (or, `bound_only`, a socket only bound) in the
+    /// configuration: a listener conflicts with listeners, a bound socket with
+    /// listeners and bound sockets alike.
+    pub(crate) fn register_tcp(
+        shared: &Arc<Shared>,
+        addr: SocketAddr,
+        backlog: usize,
+        buffers: TcpBuffers,
+        bound_only: bool,
+    ) -> Result<Arc<ListenShared>, BindError> {
         let b = buffers.clamped();
-        let id = self.shared.next_sock_id.fetch_add(1, Ordering::Relaxed);
-        let l = self.shared.update(|c| {
+        let id = shared.next_sock_id.fetch_add(1, Ordering::Relaxed);
+        shared.update(|c| {
             if !addr.ip().is_unspecified() && !c.is_local_ip(addr.ip()) {
                 return Err(BindError::AddrNotAvailable(addr.ip()));
             }
@@ -1242,7 +1272,8 @@ impl Stack {
             let in_use = |c: &NetConfig, p: u16| {
                 c.tcp_listen.get(&p).is_some_and(|v| {
                     v.iter().any(|l| {
-                        l.local.is_ipv4() == addr.is_ipv4()
+                        (bound_only || !l.bound_only)
+                            && l.local.is_ipv4() == addr.is_ipv4()
                             && (l.local.ip().is_unspecified()
                                 || addr.ip().is_unspecified()
                                 || l.local.ip() == addr.ip())
@@ -1252,22 +1283,23 @@ impl Stack {
             let mut port = addr.port();
             if port == 0 {
                 port = (0..16384)
-                    .map(|_| 49152 + self.shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384)
+                    .map(|_| 49152 + shared.next_port.fetch_add(1, Ordering::Relaxed) % 16384)
                     .find(|p| !in_use(c, *p))
                     .ok_or(BindError::NoPorts)?;
             } else if in_use(c, port) {
                 return Err(BindError::AddrInUse(addr));
             }
-            let l = Arc::new(ListenShared::new(
+            let mut l = ListenShared::new(
                 id,
                 SocketAddr::new(addr.ip(), port),
                 backlog,
                 (b.send, b.recv),
-            ));
+            );
+            l.bound_only = bound_only;
+            let l = Arc::new(l);
             c.tcp_listen.entry(port).or_default().push(l.clone());
             Ok(l)
-        })?;
-        Ok(TcpListener::new(self.shared.clone(), l))
+        })
     }
 
     /// Opens a TCP connection and waits for the handshake (at most `timeout`; `None`:

@@ -110,5 +110,5 @@ fn tcp_reset(cx: &mut TcpCx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
     };
     let rst = crate::tcp::reset_answering(seq, ack, seg_len);
     cx.stats.tcp.sndrst += 1;
-    crate::tcp::layer::send_segment(cx, &tuple, &rst, std::iter::empty());
+    crate::tcp::layer::send_segment(cx, &tuple, &rst, std::iter::empty(), Default::default());
 }

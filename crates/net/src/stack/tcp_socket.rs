@@ -24,6 +24,115 @@ fn timeout_ns(d: Option<Duration>) -> io::Result<u64> {
     }
 }
 
+/// A TTL or hop limit the application asks for: 1 to 255 (`EINVAL` beyond,
+/// as Linux and FreeBSD's `IPV6_UNICAST_HOPS` answer).
+fn valid_ttl(ttl: u32) -> io::Result<u8> {
+    match u8::try_from(ttl) {
+        Ok(t) if t > 0 => Ok(t),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "TTL / hop limit must be 1 to 255",
+        )),
+    }
+}
+
+/// A TOS or traffic class the application asks for: a byte, of which the
+/// DSCP is kept; the ECN field is the stack's (Linux's `IP_TOS` on a stream
+/// socket keeps it so too).
+fn valid_tos(tos: u32) -> io::Result<u8> {
+    u8::try_from(tos).map(|t| t & !0b11).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "TOS / traffic class must be 0 to 255",
+        )
+    })
+}
+
+/// The TTL or hop limit a socket sends with (0 stored: the default).
+fn effective_ttl(stored: u8) -> u32 {
+    u32::from(
+        crate::tcp::chan::IpOpts {
+            ttl: stored,
+            tos: 0,
+        }
+        .ttl_or(crate::sockbuf::DEFAULT_TTL),
+    )
+}
+
+/// A TCP socket bound to an address and not yet listening
+/// ([`Stack::tcp_bind`](crate::Stack::tcp_bind)): it takes no connection, and
+/// the resets that refuse SYNs to its address carry its IP options, as a
+/// FreeBSD socket's do between `bind(2)` and `listen(2)`. Dropping it frees the
+/// address.
+#[derive(Debug)]
+pub struct TcpBound {
+    stack: Arc<Shared>,
+    l: Arc<ListenShared>,
+}
+
+impl TcpBound {
+    pub(crate) fn new(stack: Arc<Shared>, l: Arc<ListenShared>) -> Self {
+        TcpBound { stack, l }
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.l.local)
+    }
+
+    /// As [`TcpListener::set_ttl`]; the listener [`listen`](Self::listen)
+    /// makes keeps it.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.l.ttl.store(valid_ttl(ttl)?, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn ttl(&self) -> io::Result<u32> {
+        Ok(effective_ttl(self.l.ttl.load(Ordering::Acquire)))
+    }
+
+    /// As [`TcpListener::set_tos`]; the listener keeps it.
+    pub fn set_tos(&self, tos: u32) -> io::Result<()> {
+        self.l.tos.store(valid_tos(tos)?, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn tos(&self) -> io::Result<u32> {
+        Ok(u32::from(self.l.tos.load(Ordering::Acquire)))
+    }
+
+    /// `listen(2)`: a listener on the bound address (its port, if it was
+    /// ephemeral) with its IP options, `backlog` and the accepted connections'
+    /// `buffers` (`None`: the stack's). The address is free between the two
+    /// for a moment, so a listener elsewhere may take it (`AddrInUse`).
+    pub fn listen(
+        self,
+        backlog: usize,
+        buffers: Option<TcpBuffers>,
+    ) -> Result<TcpListener, crate::BindError> {
+        let p = self.stack.cfg.load().tcp;
+        let b = buffers.unwrap_or(TcpBuffers {
+            send: p.sndbuf,
+            recv: p.rcvbuf,
+        });
+        let (ttl, tos) = (
+            self.l.ttl.load(Ordering::Acquire),
+            self.l.tos.load(Ordering::Acquire),
+        );
+        let (stack, local) = (self.stack.clone(), self.l.local);
+        drop(self);
+        let l = crate::Stack::register_tcp(&stack, local, backlog, b, false)?;
+        l.ttl.store(ttl, Ordering::Release);
+        l.tos.store(tos, Ordering::Release);
+        Ok(TcpListener::new(stack, l))
+    }
+}
+
+impl Drop for TcpBound {
+    fn drop(&mut self) {
+        self.stack.tcp_unlisten(&self.l);
+    }
+}
+
 /// A listening socket.
 #[derive(Debug)]
 pub struct TcpListener {
@@ -95,6 +204,35 @@ impl TcpListener {
     /// Connections waiting for `accept`.
     pub fn pending(&self) -> usize {
         self.l.accept_q.len()
+    }
+
+    /// `IP_TTL` (IPv4) or `IPV6_UNICAST_HOPS` (IPv6), by the listener's family:
+    /// the TTL or hop limit, 1 to 255, of its SYN-ACKs and resets and of the
+    /// connections it accepts from now on, which inherit it as BSD sockets do
+    /// (each may then set its own). `InvalidInput` out of range.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.l.ttl.store(valid_ttl(ttl)?, Ordering::Release);
+        Ok(())
+    }
+
+    /// The TTL or hop limit it sends with (the stack's 64 unless set).
+    pub fn ttl(&self) -> io::Result<u32> {
+        Ok(effective_ttl(self.l.ttl.load(Ordering::Acquire)))
+    }
+
+    /// `IP_TOS` (IPv4) or `IPV6_TCLASS` (IPv6), by the listener's family: the
+    /// DSCP (the byte's upper six bits; 0 to 255, `InvalidInput` beyond) of
+    /// what it sends and of the connections it accepts from now on, which
+    /// inherit it. The ECN bits are ignored: the stack sets ECT(0) on an ECN
+    /// connection's data (RFC 3168).
+    pub fn set_tos(&self, tos: u32) -> io::Result<()> {
+        self.l.tos.store(valid_tos(tos)?, Ordering::Release);
+        Ok(())
+    }
+
+    /// The TOS or traffic class it sends with, ECN bits clear (0 unless set).
+    pub fn tos(&self) -> io::Result<u32> {
+        Ok(u32::from(self.l.tos.load(Ordering::Acquire)))
     }
 }
 
@@ -340,6 +478,41 @@ impl TcpStream {
         self.s.opts_dirty.store(true, Ordering::Release);
         self.kick();
         Ok(())
+    }
+
+    /// `IP_TTL` (IPv4) or `IPV6_UNICAST_HOPS` (IPv6), by the connection's
+    /// family, as `std::net::TcpStream::set_ttl`: the TTL or hop limit, 1 to
+    /// 255, of its segments from now on (its SYN too when set before the SYN
+    /// leaves: with `tcp_connect_with` and a non-blocking stream, at once after
+    /// it). `InvalidInput` out of range. An accepted connection starts with
+    /// its listener's.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.s.opt_ttl.store(valid_ttl(ttl)?, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// The TTL or hop limit its segments carry (the stack's 64 unless set).
+    pub fn ttl(&self) -> io::Result<u32> {
+        Ok(effective_ttl(self.s.opt_ttl.load(Ordering::Acquire)))
+    }
+
+    /// `IP_TOS` (IPv4) or `IPV6_TCLASS` (IPv6), by the connection's family: the
+    /// byte's DSCP (upper six bits; 0 to 255, `InvalidInput` beyond) on its
+    /// segments from now on. The two ECN bits are ignored: they are the stack's,
+    /// ECT(0) on an ECN connection's data, Not-ECT otherwise (RFC 3168). An
+    /// accepted connection starts with its listener's.
+    pub fn set_tos(&self, tos: u32) -> io::Result<()> {
+        self.s.opt_tos.store(valid_tos(tos)?, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// The TOS or traffic class set, ECN bits clear (0 unless set).
+    pub fn tos(&self) -> io::Result<u32> {
+        Ok(u32::from(self.s.opt_tos.load(Ordering::Acquire)))
     }
 
     /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards what

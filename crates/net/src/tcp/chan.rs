@@ -647,6 +647,28 @@ pub(crate) mod err {
     pub const UNREACHABLE: u8 = 5;
 }
 
+/// The IP header fields a connection's segments carry, set by its socket
+/// (`IP_TTL` / `IPV6_UNICAST_HOPS`, `IP_TOS` / `IPV6_TCLASS`): one pair, the
+/// connection being of one family. A `ttl` of 0 is the stack's default (64);
+/// `tos` has its ECN bits clear (ECT(0) on an ECN connection's data is the
+/// stack's, RFC 3168 §6.1.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IpOpts {
+    pub ttl: u8,
+    pub tos: u8,
+}
+
+impl IpOpts {
+    /// The TTL or hop limit to send with.
+    pub fn ttl_or(self, default: u8) -> u8 {
+        if self.ttl == 0 {
+            default
+        } else {
+            self.ttl
+        }
+    }
+}
+
 /// Shared by a `TcpStream` and its connection on the home worker.
 #[derive(Debug)]
 pub(crate) struct StreamShared {
@@ -680,6 +702,12 @@ pub(crate) struct StreamShared {
     /// `TCP_FASTOPEN` on a client: the SYN carries the first data (RFC 7413).
     /// Set before the connection is asked for.
     pub opt_fastopen: AtomicBool,
+    /// The IP header's TTL (IPv4) or hop limit (IPv6) of its segments
+    /// (`IP_TTL`, `IPV6_UNICAST_HOPS`); 0, the stack's default.
+    pub opt_ttl: AtomicU8,
+    /// The IP header's TOS (IPv4) or traffic class (IPv6) of its segments
+    /// (`IP_TOS`, `IPV6_TCLASS`), its ECN bits clear: those are the stack's.
+    pub opt_tos: AtomicU8,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -717,6 +745,8 @@ impl StreamShared {
             opt_keepinit_ns: AtomicU64::new(0),
             opt_noopt: AtomicBool::new(false),
             opt_fastopen: AtomicBool::new(false),
+            opt_ttl: AtomicU8::new(0),
+            opt_tos: AtomicU8::new(0),
             rx_peeked: AtomicUsize::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
@@ -772,6 +802,15 @@ pub(crate) struct ListenShared {
     /// `TCP_FASTOPEN` (RFC 7413's server): the most connections opened by a SYN's
     /// data (a valid cookie) that may wait in SYN_RECEIVED at once; 0, off.
     pub fastopen: AtomicUsize,
+    /// Bound, not listening (`bind(2)` before `listen(2)`): it takes no
+    /// connection, and the resets that answer SYNs to it carry its `ttl` and
+    /// `tos`, as a FreeBSD socket in CLOSED answers them (`tcp_dropwithreset`).
+    pub bound_only: bool,
+    /// `IP_TTL` / `IPV6_UNICAST_HOPS` of its SYN-ACKs and resets and of the
+    /// connections it accepts; 0, the stack's default.
+    pub ttl: AtomicU8,
+    /// `IP_TOS` / `IPV6_TCLASS` of the same, ECN bits clear.
+    pub tos: AtomicU8,
     parker: Parker,
 }
 
@@ -787,7 +826,18 @@ impl ListenShared {
             backlog,
             closed: AtomicBool::new(false),
             fastopen: AtomicUsize::new(0),
+            bound_only: false,
+            ttl: AtomicU8::new(0),
+            tos: AtomicU8::new(0),
             parker: Parker::default(),
+        }
+    }
+
+    /// The IP header fields its segments carry.
+    pub fn ip_opts(&self) -> IpOpts {
+        IpOpts {
+            ttl: self.ttl.load(Ordering::Acquire),
+            tos: self.tos.load(Ordering::Acquire),
         }
     }
 

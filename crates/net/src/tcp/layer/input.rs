@@ -258,7 +258,7 @@ fn time_wait_input(
     t: &Tuple,
     seg: &SegIn<'_>,
 ) -> bool {
-    let Some((_, rem)) = tw.tws.get_mut(j) else {
+    let Some((_, rem, ip)) = tw.tws.get_mut(j) else {
         return false;
     };
     if rem.accepts_syn(seg) {
@@ -268,7 +268,8 @@ fn time_wait_input(
     }
     if rem.input(seg, cx.now, cx.tcp_cfg.time_wait, &mut cx.stats.tcp) {
         let ack = rem.ack(cx.now, &mut cx.stats.tcp);
-        send_segment(cx, t, &ack, std::iter::empty());
+        let ip = *ip;
+        send_segment(cx, t, &ack, std::iter::empty(), ip);
     }
     false
 }

@@ -8,7 +8,7 @@
 use super::output::{send_segment, service};
 use super::{conn_cfg, isn, ts_offset, Conn, TcpWorker, Tuple};
 use crate::stats::DropReason;
-use crate::tcp::chan::ListenShared;
+use crate::tcp::chan::{IpOpts, ListenShared};
 use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::{reset_for, wscale_for, CookieOpts, FoCookie, SegIn, SegOut, Tcb};
 use std::hash::{Hash, Hasher};
@@ -92,18 +92,28 @@ pub(super) fn tcp_listen_input(
     dst: IpAddr,
     seg: &SegIn<'_>,
 ) {
-    let listener = cx.listen.get(&tuple.local.port()).and_then(|v| {
-        // A listener of the segment's family: on this address, else on the
-        // unspecified one (an IPv6 listener takes IPv6 only).
-        v.iter()
-            .find(|l| l.local.ip() == dst)
-            .or_else(|| {
-                v.iter()
-                    .find(|l| l.local.ip().is_unspecified() && l.local.is_ipv4() == dst.is_ipv4())
-            })
-            .cloned()
-    });
-    let listener = listener.filter(|l| !l.closed.load(Ordering::Acquire));
+    // A listener (or, with `bound`, a socket bound and not listening) of the
+    // segment's family: on this address, else on the unspecified one (an IPv6
+    // listener takes IPv6 only).
+    let find = |bound: bool| {
+        cx.listen.get(&tuple.local.port()).and_then(|v| {
+            let mut v = v.iter().filter(|l| l.bound_only == bound);
+            v.clone()
+                .find(|l| l.local.ip() == dst)
+                .or_else(|| {
+                    v.find(|l| l.local.ip().is_unspecified() && l.local.is_ipv4() == dst.is_ipv4())
+                })
+                .cloned()
+        })
+    };
+    let listener = find(false).filter(|l| !l.closed.load(Ordering::Acquire));
+    // What a reset answering for this port carries: the IP options of the
+    // listener, or of a socket bound to it (FreeBSD's tcp_dropwithreset with
+    // the CLOSED socket's control block), else the stack's.
+    let rst_ip = match &listener {
+        Some(l) => l.ip_opts(),
+        None => find(true).map_or_else(IpOpts::default, |b| b.ip_opts()),
+    };
     // A SYN with FIN opens a connection as FreeBSD's syncache does (its FIN and
     // data ignored: the peer sends them again), unless net.inet.tcp.drop_synfin
     // dropped it already.
@@ -118,7 +128,7 @@ pub(super) fn tcp_listen_input(
                 let rst = reset_for(seg);
                 if let Some(r) = rst {
                     cx.stats.tcp.sndrst += 1;
-                    send_segment(cx, &tuple, &r, std::iter::empty());
+                    send_segment(cx, &tuple, &r, std::iter::empty(), rst_ip);
                 }
                 return;
             }
@@ -159,7 +169,7 @@ pub(super) fn tcp_listen_input(
         DropReason::TcpNoPort.count(cx.stats);
         if let Some(r) = reset_for(seg) {
             cx.stats.tcp.sndrst += 1;
-            send_segment(cx, &tuple, &r, std::iter::empty());
+            send_segment(cx, &tuple, &r, std::iter::empty(), rst_ip);
         }
         return;
     };
@@ -192,7 +202,7 @@ pub(super) fn tcp_listen_input(
             synack.wscale = ws.map(|_| wscale_for(&cfg));
             synack.sack_perm = seg.sack_perm && cfg.sack;
         }
-        send_segment(cx, &tuple, &synack, std::iter::empty());
+        send_segment(cx, &tuple, &synack, std::iter::empty(), l.ip_opts());
         return;
     }
     let iss = isn(cx.isn_secret, &tuple, cx.now);

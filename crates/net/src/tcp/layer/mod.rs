@@ -29,7 +29,7 @@ pub(crate) use msg::{tcp_ctlinput, tcp_msg};
 pub(crate) use output::{send_segment, tcp_flush};
 pub(crate) use timer::tcp_timers;
 
-use super::chan::{ListenShared, StreamShared};
+use super::chan::{IpOpts, ListenShared, StreamShared};
 use super::tcb::{SegOut, Tcb, TcpConfig, TimeWait};
 pub(crate) use crate::inet::cx::{HardError, TcpCtl};
 use crate::inet::ip::IpInfo;
@@ -279,6 +279,8 @@ struct Conn {
     timer_at: Option<dev::Instant>,
     /// Listed in the worker's `deferred`, to be serviced at the end of the batch.
     deferred: bool,
+    /// The IP header fields its segments carry (the socket's `IP_TTL`, `IP_TOS`).
+    ip: IpOpts,
 }
 
 /// The addresses of a vacant connection.
@@ -303,6 +305,7 @@ impl Conn {
             rx_held: None,
             timer_at: None,
             deferred: false,
+            ip: IpOpts::default(),
         }
     }
 
@@ -332,9 +335,15 @@ impl Conn {
             l.buffers.1,
         ));
         s.opt_nodelay.store(p.nodelay, Ordering::Release);
+        // The listener's IP options, as a BSD socket's are copied to the
+        // connections it accepts (FreeBSD's syncache_socket).
+        let ip = l.ip_opts();
+        s.opt_ttl.store(ip.ttl, Ordering::Release);
+        s.opt_tos.store(ip.tos, Ordering::Release);
         Conn {
             listener: Some(l),
             half_open,
+            ip,
             ..Conn::new(tuple, tcb, s)
         }
     }
@@ -384,7 +393,7 @@ pub(crate) struct TcpWorker {
     vacant: Arc<StreamShared>,
     /// Connections reduced to what TIME_WAIT needs ([`TimeWait`], FreeBSD's
     /// `tcptw`) once their application is gone, with their tuples.
-    tws: Slab<(Tuple, TimeWait)>,
+    tws: Slab<(Tuple, TimeWait, IpOpts)>,
     /// The remnants' deadlines, (deadline, slot, generation), in the order they
     /// were set. Every wait is as long (the stack's `time_wait`), so this is also
     /// deadline order, and a FIFO does what the heap does for connections. A wait
@@ -459,7 +468,7 @@ impl TcpWorker {
                 info: Some(c.tcb.info()),
             });
         }
-        for (t, _) in self.tws.iter() {
+        for (t, _, _) in self.tws.iter() {
             out.push(ConnInfo {
                 local: t.local,
                 remote: t.remote,
@@ -521,9 +530,10 @@ impl TcpWorker {
         self.recycle(c);
     }
 
-    /// Keeps `t`'s TIME_WAIT as its remnant alone (its connection is gone).
-    fn insert_tw(&mut self, t: Tuple, rem: TimeWait) {
-        let j = self.tws.insert((t, rem));
+    /// Keeps `t`'s TIME_WAIT as its remnant alone (its connection is gone), with
+    /// the IP options its ACKs carry.
+    fn insert_tw(&mut self, t: Tuple, rem: TimeWait, ip: IpOpts) {
+        let j = self.tws.insert((t, rem, ip));
         self.tw_queue.push_back((rem.deadline, j, self.tws.gen(j)));
         self.conns.insert(t, Found::TimeWait(j as u32));
         // Remnants a new incarnation ended early (RFC 6191) leave their entries
@@ -537,7 +547,7 @@ impl TcpWorker {
 
     /// Forgets the TIME_WAIT remnant in slot `j`.
     fn remove_tw(&mut self, j: usize) {
-        if let Some((t, _)) = self.tws.remove(j) {
+        if let Some((t, _, _)) = self.tws.remove(j) {
             self.conns.remove(&t);
         }
     }

@@ -10,7 +10,7 @@ use super::{TcpWorker, Tuple};
 use crate::inet::ip::{self, IpOut, DEFAULT_TTL};
 use crate::inet6::ip6::Ip6Out;
 use crate::stats::DropReason;
-use crate::tcp::chan::{err, phase, Piece, StreamShared};
+use crate::tcp::chan::{err, phase, IpOpts, Piece, StreamShared};
 use crate::tcp::cx::TcpCx;
 use crate::tcp::sndbuf::Piece as SndPiece;
 use crate::tcp::tcb::{SegOut, State, TcpError, PAYLOAD_PIECES};
@@ -56,6 +56,10 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         if s.opt_noopt.load(Ordering::Acquire) {
             c.tcb.set_noopt();
         }
+        c.ip = IpOpts {
+            ttl: s.opt_ttl.load(Ordering::Acquire),
+            tos: s.opt_tos.load(Ordering::Acquire),
+        };
     }
     // What the application read since opens the window.
     c.tcb
@@ -153,7 +157,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
     for seg in &segs {
         // Straight from the send buffer into the packet.
-        send_segment(cx, &c.tuple, seg, c.tcb.payload(seg));
+        send_segment(cx, &c.tuple, seg, c.tcb.payload(seg), c.ip);
     }
     tw.segs = segs;
     if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
@@ -218,9 +222,9 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             // remnant: 48 bytes where the connection is a kilobyte (FreeBSD's
             // tcp_twstart).
             if let Some(rem) = c.tcb.time_wait() {
-                let t = c.tuple;
+                let (t, ip) = (c.tuple, c.ip);
                 tw.remove_held(i, c);
-                tw.insert_tw(t, rem);
+                tw.insert_tw(t, rem, ip);
                 return;
             }
             if sh.release_channels() {
@@ -315,7 +319,7 @@ fn build_segment<'p>(
     Some((m, by_ref))
 }
 
-/// Builds one segment and sends it down `ip_output`.
+/// Builds one segment and sends it down `ip_output`, with the IP options `ip`.
 /// `payload` is the segment's data (`seg.data_len` bytes) in pieces: copied into
 /// the header's buffer, or shared where they lie in a packet buffer
 /// ([`Mbuf::copym`], no copy).
@@ -324,6 +328,7 @@ pub(crate) fn send_segment<'p>(
     t: &Tuple,
     seg: &SegOut,
     payload: impl Iterator<Item = SndPiece<'p>> + Clone,
+    ip: IpOpts,
 ) {
     let repr = seg.to_repr(t.local.port(), t.remote.port(), &[]);
     let hlen = repr.header_len();
@@ -362,8 +367,9 @@ pub(crate) fn send_segment<'p>(
     h[16..18].copy_from_slice(&pseudo.to_be_bytes());
     m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
     m.hdr.tso_segsz = seg.tso_segsz;
-    // ECT(0) on an ECN-capable segment (RFC 3168 §5).
-    let tos = if seg.ect { 0b10 } else { 0 };
+    // The socket's DSCP; the ECN field is the stack's: ECT(0) on an ECN-capable
+    // segment (RFC 3168 §5), else Not-ECT.
+    let tos = (ip.tos & !0b11) | if seg.ect { 0b10 } else { 0 };
     let (src, dst) = match (t.local.ip(), t.remote.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
@@ -374,7 +380,7 @@ pub(crate) fn send_segment<'p>(
                     src,
                     dst,
                     proto: IpProtocol::Tcp,
-                    hlim: crate::inet6::ip6::DEFAULT_HLIM,
+                    hlim: ip.ttl_or(crate::inet6::ip6::DEFAULT_HLIM),
                     keep_unspec: false,
                     ifindex: None,
                 },
@@ -390,7 +396,7 @@ pub(crate) fn send_segment<'p>(
             src,
             dst,
             proto: IpProtocol::Tcp,
-            ttl: DEFAULT_TTL,
+            ttl: ip.ttl_or(DEFAULT_TTL),
             // Segments are sized by the MSS; Don't Fragment waits for path MTU
             // discovery (RFC 1191), which needs ICMP "fragmentation needed" handled.
             df: false,

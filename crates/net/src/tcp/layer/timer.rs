@@ -91,12 +91,12 @@ fn time_wait_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
             continue;
         }
         match tw.tws.get(j).copied() {
-            Some((_, rem)) if rem.deadline <= t => {
+            Some((_, rem, _)) if rem.deadline <= t => {
                 tw.remove_tw(j);
                 cx.stats.tcp.closed += 1;
             }
             // Restarted by a retransmitted FIN: to the back, for its new deadline.
-            Some((_, rem)) => tw.tw_queue.push_back((rem.deadline, j, g)),
+            Some((_, rem, _)) => tw.tw_queue.push_back((rem.deadline, j, g)),
             None => {}
         }
     }
