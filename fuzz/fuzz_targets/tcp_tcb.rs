@@ -9,7 +9,7 @@ use dev::Instant;
 use libfuzzer_sys::fuzz_target;
 use mpstack_fuzz::Input;
 use net::stats::TcpStat;
-use net::tcp::{Payload, SegIn, SegOut, Tcb, TcpConfig, PAYLOAD_PIECES};
+use net::tcp::{FoCookie, Payload, SegIn, SegOut, Tcb, TcpConfig, PAYLOAD_PIECES};
 
 fn to_in<'a>(s: &SegOut, data: &'a [u8]) -> SegIn<'a> {
     SegIn::from_out(s, data)
@@ -62,6 +62,11 @@ fuzz_target!(|data: &[u8]| {
             ece: ecn & 1 != 0,
             cwr: ecn & 2 != 0,
             ce: ecn & 4 != 0,
+            // A Fast Open option: a request, or a cookie of the length asked for
+            // (refused lengths: none).
+            fast_open: (ecn & 8 != 0)
+                .then(|| FoCookie::new(&[0xc0; 16][..usize::from(inp.u8() % 17)]))
+                .flatten(),
             payload: {
                 // In one piece or several, as a chained segment arrives.
                 let mut p = &payload[..usize::from(inp.u16()) % payload.len()];
