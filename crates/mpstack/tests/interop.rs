@@ -614,13 +614,14 @@ fn http_service_serves_files_to_curl() {
 }
 
 /// Bytes for a big transfer at loss `p`: 1 GiB, as issue 3 asks; at 5% loss 16 MiB
-/// and at 20% 1 MiB, where Linux's CUBIC sends at 10 and 0.2 Mbit/s (the test
+/// and at 20% 256 KiB, where Linux's CUBIC sends at 10 and 0.02-0.2 Mbit/s, its
+/// timeouts backing off for tens of seconds (one run took 416 s for 1 MiB; the test
 /// command must stay short), unless MPSTACK_INTEROP_FULL=1: then 1 GiB at 5% and
 /// 16 MiB at 20%, issue 26's sizes.
 fn big_size(p: f64) -> u64 {
     let full = std::env::var_os("MPSTACK_INTEROP_FULL").is_some();
     match (p >= 0.2, p >= 0.05, full) {
-        (true, _, false) => 1 << 20,
+        (true, _, false) => 256 << 10,
         (true, _, true) => 16 << 20,
         (false, true, false) => 16 << 20,
         _ => 1 << 30,
@@ -773,7 +774,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     let _ = std::fs::remove_file(&file);
 
     let started = std::time::Instant::now();
-    let echo_mb = 100.min((n >> 20) as usize);
+    let echo_mb = 100.min((n >> 20) as usize).max(1);
     let opt = cc_sockopt(cc);
     echo_intact_from(&run, tag, echo_mb, t as u32, &opt);
     let echo_s = started.elapsed().as_secs_f64();
