@@ -1984,3 +1984,85 @@ fn a_bound_socket_resets_with_its_ip_options_and_listens_with_them() {
         "{rst:?}"
     );
 }
+
+/// The first data of each SYN `a` sent on the wire: its length (0: none).
+fn syn_payloads(s: &mut Sim) -> Vec<usize> {
+    let mut out = Vec::new();
+    for r in s.take_trace() {
+        let f = &r.frame;
+        if f.get(12..14) != Some(&[0x08, 0x00][..]) || f.len() < 34 + 20 || f[23] != 6 {
+            continue;
+        }
+        let hl = usize::from(f[14] & 0xf) * 4;
+        let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
+        let tcp = 14 + hl;
+        let flags = f[tcp + 13];
+        // A SYN without ACK: the client's.
+        if flags & 0x12 == 0x02 {
+            let thl = usize::from(f[tcp + 12] >> 4) * 4;
+            out.push(total - hl - thl);
+        }
+    }
+    out
+}
+
+/// TCP Fast Open (RFC 7413) between two stacks: the first connection asks for a
+/// cookie and sends its data after the handshake; the second carries its data in
+/// the SYN, which the server takes (its listener's cookie check, through the real
+/// stack); a server without Fast Open gives no cookie, so both SYNs stay plain.
+#[test]
+fn fast_open_carries_data_in_the_syn_once_a_cookie_is_held() {
+    for server_on in [true, false] {
+        let tcp = net::tcp::TcpConfig {
+            fastopen_server: server_on,
+            ..net::tcp::TcpConfig::default()
+        };
+        let mut s = Sim::new(73);
+        s.enable_trace();
+        let hub = s.add_hub(WireConfig::default());
+        let mut host = |name: &str| {
+            s.add_host_with(net::StackConfig {
+                name: name.into(),
+                workers: 1,
+                tcp,
+                ..net::StackConfig::default()
+            })
+        };
+        let (a, b) = (host("a"), host("b"));
+        s.connect(a, hub, "198.18.0.1/24");
+        s.connect(b, hub, "198.18.0.2/24");
+        let l = listener(&mut s, b, 80, 8);
+        l.set_fastopen(16).unwrap();
+        let mut syns = Vec::new();
+        for round in 0..2u8 {
+            let data = vec![round + 1; 300];
+            let (c, queued) = s
+                .host(a)
+                .tcp_connect_fastopen(SocketAddrV4::new(ip(2), 80), None, None, &data)
+                .unwrap();
+            assert_eq!(queued, 300);
+            s.run_for(Duration::from_millis(50));
+            let (mut srv, _) = l.accept().expect("accepted");
+            srv.set_nonblocking(true).unwrap();
+            let mut got = vec![0u8; 1000];
+            let n = srv.read(&mut got).unwrap_or(0);
+            assert_eq!(&got[..n], &data[..], "server {server_on}, round {round}");
+            syns.extend(syn_payloads(&mut s));
+            drop((c, srv));
+            s.run_for(Duration::from_millis(50));
+        }
+        let (ca, cb) = (s.host(a).stats().tcp, s.host(b).stats().tcp);
+        if server_on {
+            // A cookie request without data, then the data in the SYN.
+            assert_eq!(syns, vec![0, 300], "{ca:?}");
+            assert_eq!(
+                (ca.tfo_cookiereq, ca.tfo_cookierecvd, ca.tfo_syndata_acked),
+                (1, 1, 1)
+            );
+            assert_eq!((cb.tfo_cookiesent, cb.tfo_passive), (1, 1), "{cb:?}");
+        } else {
+            assert_eq!(syns, vec![0, 0], "{ca:?}");
+            assert_eq!((ca.tfo_syndata, cb.tfo_passive), (0, 0));
+        }
+    }
+}
