@@ -1089,14 +1089,9 @@ mod tests {
         repr
     }
 
-    /// The layouts FreeBSD's packetdrill suite expects (tcp_addoptions).
-    #[test]
-    fn options_are_laid_out_as_freebsd_does() {
-        let ts = Some(TcpTimestampRepr {
-            tsval: 100,
-            tsecr: 0,
-        });
-        let base = TcpRepr {
+    /// A SYN with an MSS and no other option, for the option-layout tests.
+    fn syn_base() -> TcpRepr<'static> {
+        TcpRepr {
             src_port: 1,
             dst_port: 2,
             seq_number: TcpSeqNumber(0),
@@ -1111,7 +1106,17 @@ mod tests {
             timestamp: None,
             fast_open: None,
             payload: &[],
-        };
+        }
+    }
+
+    /// The layouts FreeBSD's packetdrill suite expects (tcp_addoptions).
+    #[test]
+    fn options_are_laid_out_as_freebsd_does() {
+        let ts = Some(TcpTimestampRepr {
+            tsval: 100,
+            tsecr: 0,
+        });
+        let base = syn_base();
         let options = |r: &TcpRepr<'_>| {
             let mut b = vec![0u8; r.buffer_len()];
             r.emit(&mut TcpPacket::new_unchecked(&mut b[..]), &SRC, &DST, true);
@@ -1312,20 +1317,11 @@ mod tests {
     fn fast_open_option_goes_last_as_freebsd_writes_it() {
         let cookie = TcpFastOpenCookie::new(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         let repr = TcpRepr {
-            src_port: 1,
-            dst_port: 2,
-            seq_number: TcpSeqNumber(0),
-            ack_number: TcpSeqNumber(0),
-            flags: TcpFlags::SYN,
-            window_len: 65535,
-            urgent_at: 0,
-            max_seg_size: Some(1460),
             window_scale: Some(6),
             sack_permitted: true,
-            sack_ranges: [None; 4],
             timestamp: Some(TcpTimestampRepr { tsval: 0, tsecr: 0 }),
             fast_open: Some(cookie),
-            payload: &[],
+            ..syn_base()
         };
         let mut b = vec![0u8; repr.buffer_len()];
         repr.emit(&mut TcpPacket::new_unchecked(&mut b[..]), &A, &B, true);

@@ -59,6 +59,26 @@ fn effective_ttl(stored: u8) -> u32 {
     )
 }
 
+/// A bound socket's or listener's TTL / hop limit and TOS / traffic class (one
+/// state, shared by the `TcpBound` and the `TcpListener` it becomes).
+fn listen_set_ttl(l: &ListenShared, ttl: u32) -> io::Result<()> {
+    l.ttl.store(valid_ttl(ttl)?, Ordering::Release);
+    Ok(())
+}
+
+fn listen_ttl(l: &ListenShared) -> io::Result<u32> {
+    Ok(effective_ttl(l.ttl.load(Ordering::Acquire)))
+}
+
+fn listen_set_tos(l: &ListenShared, tos: u32) -> io::Result<()> {
+    l.tos.store(valid_tos(tos)?, Ordering::Release);
+    Ok(())
+}
+
+fn listen_tos(l: &ListenShared) -> io::Result<u32> {
+    Ok(u32::from(l.tos.load(Ordering::Acquire)))
+}
+
 /// A TCP socket bound to an address and not yet listening
 /// ([`Stack::tcp_bind`](crate::Stack::tcp_bind)): it takes no connection, and
 /// the resets that refuse SYNs to its address carry its IP options, as a
@@ -82,22 +102,20 @@ impl TcpBound {
     /// As [`TcpListener::set_ttl`]; the listener [`listen`](Self::listen)
     /// makes keeps it.
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.l.ttl.store(valid_ttl(ttl)?, Ordering::Release);
-        Ok(())
+        listen_set_ttl(&self.l, ttl)
     }
 
     pub fn ttl(&self) -> io::Result<u32> {
-        Ok(effective_ttl(self.l.ttl.load(Ordering::Acquire)))
+        listen_ttl(&self.l)
     }
 
     /// As [`TcpListener::set_tos`]; the listener keeps it.
     pub fn set_tos(&self, tos: u32) -> io::Result<()> {
-        self.l.tos.store(valid_tos(tos)?, Ordering::Release);
-        Ok(())
+        listen_set_tos(&self.l, tos)
     }
 
     pub fn tos(&self) -> io::Result<u32> {
-        Ok(u32::from(self.l.tos.load(Ordering::Acquire)))
+        listen_tos(&self.l)
     }
 
     /// `listen(2)`: a listener on the bound address (its port, if it was
@@ -211,13 +229,12 @@ impl TcpListener {
     /// connections it accepts from now on, which inherit it as BSD sockets do
     /// (each may then set its own). `InvalidInput` out of range.
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.l.ttl.store(valid_ttl(ttl)?, Ordering::Release);
-        Ok(())
+        listen_set_ttl(&self.l, ttl)
     }
 
     /// The TTL or hop limit it sends with (the stack's 64 unless set).
     pub fn ttl(&self) -> io::Result<u32> {
-        Ok(effective_ttl(self.l.ttl.load(Ordering::Acquire)))
+        listen_ttl(&self.l)
     }
 
     /// `IP_TOS` (IPv4) or `IPV6_TCLASS` (IPv6), by the listener's family: the
@@ -226,13 +243,12 @@ impl TcpListener {
     /// inherit it. The ECN bits are ignored: the stack sets ECT(0) on an ECN
     /// connection's data (RFC 3168).
     pub fn set_tos(&self, tos: u32) -> io::Result<()> {
-        self.l.tos.store(valid_tos(tos)?, Ordering::Release);
-        Ok(())
+        listen_set_tos(&self.l, tos)
     }
 
     /// The TOS or traffic class it sends with, ECN bits clear (0 unless set).
     pub fn tos(&self) -> io::Result<u32> {
-        Ok(u32::from(self.l.tos.load(Ordering::Acquire)))
+        listen_tos(&self.l)
     }
 }
 

@@ -896,12 +896,7 @@ fn cubic_and_newreno_both_deliver_and_cubic_regrows_faster_on_a_long_path() {
     use crate::tcp::CongestionControl;
     let mut times = Vec::new();
     for cc in [CongestionControl::Cubic, CongestionControl::NewReno] {
-        let cfg = TcpConfig {
-            cc,
-            rcvbuf: 4 << 20,
-            sndbuf: 4 << 20,
-            ..quick()
-        };
+        let cfg = big_buffers(cc);
         let link = Link {
             delay: Duration::from_millis(40),
             loss: 0.0005,
@@ -2022,15 +2017,20 @@ fn a_lossy_short_path_recovers_by_probes_not_timeouts() {
     assert!(probes > 50, "{probes} probes");
 }
 
-/// A 10 ms path whose bottleneck takes a segment every 100 µs (about 14 MB/s),
-/// with `loss` each way; `total` bytes from A with `cc`. Returns the pair.
-fn bottleneck_transfer(cc: crate::tcp::CongestionControl, loss: f64, total: usize) -> Pair {
-    let cfg = TcpConfig {
+/// `cc` with 4 MiB buffers each way: the window is the congestion window.
+fn big_buffers(cc: crate::tcp::CongestionControl) -> TcpConfig {
+    TcpConfig {
         cc,
         rcvbuf: 4 << 20,
         sndbuf: 4 << 20,
         ..quick()
-    };
+    }
+}
+
+/// A 10 ms path whose bottleneck takes a segment every 100 µs (about 14 MB/s),
+/// with `loss` each way; `total` bytes from A with `cc`. Returns the pair.
+fn bottleneck_transfer(cc: crate::tcp::CongestionControl, loss: f64, total: usize) -> Pair {
+    let cfg = big_buffers(cc);
     let link = Link {
         delay: Duration::from_millis(5),
         loss,
