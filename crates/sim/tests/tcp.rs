@@ -2066,3 +2066,66 @@ fn fast_open_carries_data_in_the_syn_once_a_cookie_is_held() {
         }
     }
 }
+
+/// `read_with` lends the received bytes where they lie: a transfer read only
+/// through it (after a peek, whose bytes come first, and with a consumer that
+/// sometimes takes part of a piece) arrives byte-exact, and the end of the stream
+/// reads as 0.
+#[test]
+fn read_with_lends_the_bytes_in_place_byte_exact() {
+    use std::io::Write;
+    let (mut s, a, b) = pair(1, 88, Impairments::default());
+    let (_l, mut c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+    c.set_nonblocking(true).unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 509) as u8).collect();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut peeked = false;
+    let mut calls = 0u32;
+    let mut closed = false;
+    for _ in 0..100_000 {
+        if sent < data.len() {
+            sent += c.write(&data[sent..]).unwrap_or(0);
+        } else if !closed {
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            closed = true;
+        }
+        s.run_for(Duration::from_micros(200));
+        if !peeked && got.is_empty() {
+            let mut look = [0u8; 100];
+            if let Ok(n) = srv.peek(&mut look) {
+                assert_eq!(&look[..n], &data[..n]);
+                peeked = n > 0;
+            }
+        }
+        loop {
+            calls += 1;
+            // Every third call takes only half of a piece (at least a byte).
+            let half = calls.is_multiple_of(3);
+            match srv.read_with(64 * 1024, |piece| {
+                let take = if half {
+                    piece.len().div_ceil(2)
+                } else {
+                    piece.len()
+                };
+                got.extend_from_slice(&piece[..take]);
+                take
+            }) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        if got.len() == data.len() && closed {
+            break;
+        }
+    }
+    eprintln!("read_with: {} bytes in {calls} calls", got.len());
+    assert!(peeked, "a peek saw the first bytes");
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes differ");
+    s.run_for(Duration::from_millis(50));
+    assert_eq!(srv.read_with(100, |p| p.len()).unwrap(), 0, "the end");
+}

@@ -562,6 +562,84 @@ impl TcpStream {
         self.nothing_to_read()
     }
 
+    /// A read without a copy (as smoltcp's `recv(|buf| …)`): `f` is lent the bytes
+    /// waiting to be read where they lie, piece by piece (in the channel's chunks,
+    /// or in the received packets' buffers themselves, up to `max` bytes in all)
+    /// and returns how many of each piece it consumed; taking less than a whole
+    /// piece ends the call. Returns the bytes consumed. Blocks, times out and ends
+    /// as `read` does: at least one byte is lent unless the stream is over (`Ok(0)`)
+    /// or non-blocking with nothing waiting (`WouldBlock`); `Ok(0)` also when `f`
+    /// took nothing of the first piece it was lent.
+    ///
+    /// ```no_run
+    /// # fn demo(c: &net::TcpStream) -> std::io::Result<()> {
+    /// // Checksum a stream without copying it out of the stack's buffers.
+    /// let mut sum = 0u64;
+    /// loop {
+    ///     let n = c.read_with(usize::MAX, |piece| {
+    ///         sum += piece.iter().map(|&b| u64::from(b)).sum::<u64>();
+    ///         piece.len()
+    ///     })?;
+    ///     if n == 0 {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn read_with(&self, max: usize, mut f: impl FnMut(&[u8]) -> usize) -> io::Result<usize> {
+        if max == 0 {
+            return Ok(0);
+        }
+        self.read_blocking(|| self.read_with_now(max, &mut f))
+    }
+
+    fn read_with_now(&self, max: usize, f: &mut impl FnMut(&[u8]) -> usize) -> io::Result<usize> {
+        let mut offered = false;
+        let mut f = |b: &[u8]| {
+            offered = true;
+            f(b)
+        };
+        let n = {
+            let mut c = self.rx_cursor.lock().unwrap_or_else(|e| e.into_inner());
+            let mut k = 0;
+            if !c.peeked.is_empty() {
+                // What a peek took out of the channel comes first.
+                let (a, b) = c.peeked.as_slices();
+                let mut short = false;
+                for piece in [a, b] {
+                    let piece = &piece[..piece.len().min(max - k)];
+                    if piece.is_empty() {
+                        continue;
+                    }
+                    let took = f(piece).min(piece.len());
+                    k += took;
+                    if took < piece.len() {
+                        short = true;
+                        break;
+                    }
+                }
+                c.peeked.drain(..k);
+                self.s.rx_peeked.store(c.peeked.len(), Ordering::Release);
+                if short || k == max {
+                    drop(c);
+                    self.kick();
+                    return Ok(k);
+                }
+            }
+            k + self.s.rx.drain_with(&mut c.partial, max - k, &mut f)
+        };
+        if n > 0 {
+            // Room in the channel: the worker may move more and open the window.
+            self.kick();
+            return Ok(n);
+        }
+        if offered {
+            // `f` declined what it was lent: its choice, not a reason to wait.
+            return Ok(0);
+        }
+        self.nothing_to_read()
+    }
+
     /// What a read that found no bytes says: the end (or the connection's error)
     /// once the worker raised `rx_eof` after its last push and the channel is
     /// empty, else `WouldBlock`.
