@@ -60,21 +60,43 @@ impl FillBuf {
     /// a packet of one segment sharing this buffer (empty when there is no room).
     /// `NoBufs` (nothing written) when the pool has no packet record.
     pub fn fill(&mut self, data: &[u8]) -> Result<Mbuf, NoBufs> {
-        let n = data.len().min(self.room());
+        self.fill_with(data.len(), |dst| {
+            dst.copy_from_slice(&data[..dst.len()]);
+            dst.len()
+        })
+    }
+
+    /// Lends `f` up to `max` bytes of room at the mark (as much as there is) to
+    /// write into, and returns what it says it wrote (at most what it was lent)
+    /// as a packet of one segment sharing this buffer: a writer's bytes land in
+    /// the buffer with no copy of their own. The bytes lent hold whatever the
+    /// buffer held before (initialised, not necessarily zero); those `f` did not
+    /// claim stay this buffer's, for the next fill. `f` is not called when there
+    /// is no room, and `NoBufs` (nothing lent) when the pool has no packet record.
+    pub fn fill_with(
+        &mut self,
+        max: usize,
+        f: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<Mbuf, NoBufs> {
+        let n = max.min(self.room());
         let mut m = Mbuf::empty(PktHdr::default())?;
         if n == 0 {
             return Ok(m);
         }
         // SAFETY: `[mark, mark + n)` is inside the buffer (`n <= room`), and no
         // segment's window reaches it: every window of this buffer was handed out
-        // by `fill` over bytes before the mark, and windows of a shared buffer (this
-        // one holds a reference) only grow over bytes that windows covered (module
-        // documentation). So nothing reads or writes these bytes but this call.
+        // by `fill_with` over bytes before the mark, and windows of a shared buffer
+        // (this one holds a reference) only grow over bytes that windows covered
+        // (module documentation). So nothing reads or writes these bytes but `f`,
+        // within this call; the slab's bytes are initialised (zeroed when made).
         let dst = unsafe { self.buf.bytes_mut_beyond_windows(self.mark, n) };
-        dst.copy_from_slice(&data[..n]);
-        m.segs.push(Seg::new(self.buf.clone(), self.mark, n));
-        m.len = n;
-        self.mark += n;
+        let k = f(dst).min(n);
+        if k == 0 {
+            return Ok(m);
+        }
+        m.segs.push(Seg::new(self.buf.clone(), self.mark, k));
+        m.len = k;
+        self.mark += k;
         Ok(m)
     }
 }

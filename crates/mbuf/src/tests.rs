@@ -591,6 +591,42 @@ fn a_fill_buffer_hands_out_its_pieces_and_keeps_writing_after_them() {
 }
 
 #[test]
+fn a_fill_buffer_lends_its_room_and_keeps_what_was_not_claimed() {
+    let mut f = crate::FillBuf::new(2000).unwrap();
+    // Lent at most `max`; claims three bytes of the ten.
+    let a = f
+        .fill_with(10, |dst| {
+            assert_eq!(dst.len(), 10);
+            dst[..3].copy_from_slice(b"abc");
+            3
+        })
+        .unwrap();
+    assert_eq!((a.to_vec(), f.room()), (b"abc".to_vec(), MCLBYTES - 3));
+    // A claim beyond the loan is cut to it; the next piece follows the first.
+    let b = f
+        .fill_with(4, |dst| {
+            dst.copy_from_slice(b"defg");
+            100
+        })
+        .unwrap();
+    assert_eq!(b.to_vec(), b"defg");
+    // Nothing claimed: an empty packet, the room kept.
+    assert!(f.fill_with(10, |_| 0).unwrap().is_empty());
+    assert_eq!(f.room(), MCLBYTES - 7);
+    let mut ab = a.try_clone().unwrap();
+    ab.cat(b);
+    assert_eq!((ab.nsegs(), ab.to_vec()), (1, b"abcdefg".to_vec()));
+    // No room: `f` is not called.
+    let mut full = crate::FillBuf::new(100).unwrap();
+    full.fill(&vec![1u8; MCLBYTES]).unwrap();
+    assert!(full
+        .fill_with(10, |_| unreachable!("no room to lend"))
+        .unwrap()
+        .is_empty());
+    a.check();
+}
+
+#[test]
 fn pieces_are_read_on_another_thread_while_the_buffer_fills() {
     // Miri checks that the writes after the mark race with no read of a piece.
     let data = bytes(4000);

@@ -2129,3 +2129,60 @@ fn read_with_lends_the_bytes_in_place_byte_exact() {
     s.run_for(Duration::from_millis(50));
     assert_eq!(srv.read_with(100, |p| p.len()).unwrap(), 0, "the end");
 }
+
+/// `write_with` lends room in the stack's own buffer: a transfer written only
+/// through it (in pieces of varying size, some claimed only in part) and read
+/// through `read_with` arrives byte-exact, each byte written once by the
+/// application and read where it lies.
+#[test]
+fn write_with_and_read_with_carry_a_transfer_without_copies() {
+    let (mut s, a, b) = pair(1, 89, Impairments::default());
+    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+    c.set_nonblocking(true).unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..4_000_000u32)
+        .map(|i| (i * 13 + i / 1021) as u8)
+        .collect();
+    let (mut sent, mut got, mut calls) = (0usize, Vec::new(), 0usize);
+    for _ in 0..100_000 {
+        while sent < data.len() {
+            calls += 1;
+            let max = [1, 100, 70_000, usize::MAX][calls % 4].min(data.len() - sent);
+            let part = calls.is_multiple_of(5);
+            match c.write_with(max, |room| {
+                assert!(room.len() <= max && !room.is_empty());
+                let n = if part {
+                    room.len().div_ceil(2)
+                } else {
+                    room.len()
+                };
+                room[..n].copy_from_slice(&data[sent..sent + n]);
+                n
+            }) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        if sent == data.len() {
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        s.run_for(Duration::from_micros(200));
+        while let Ok(n) = srv.read_with(usize::MAX, |p| {
+            got.extend_from_slice(p);
+            p.len()
+        }) {
+            if n == 0 {
+                break;
+            }
+        }
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    eprintln!("write_with: {sent} bytes in {calls} calls");
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes differ");
+    let sa = s.host(a).stats();
+    assert_eq!(sa.tcp.sndbyte, data.len() as u64, "{:?}", sa.tcp);
+}

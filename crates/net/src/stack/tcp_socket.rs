@@ -739,6 +739,78 @@ impl TcpStream {
     /// error, `BrokenPipe` after a shutdown or close, or `WouldBlock` when the send
     /// channel is full (the home worker is told to drain it).
     pub(crate) fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+        self.writable()?;
+        let n = {
+            let mut fill = self.tx_fill.lock().unwrap_or_else(|e| e.into_inner());
+            self.s.tx.push_filling(buf, &mut fill)
+        };
+        self.kick();
+        if n > 0 || buf.is_empty() {
+            Ok(n)
+        } else {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+    }
+
+    /// A write without a copy of its own: `f` is lent room for up to `max` bytes
+    /// (one piece, as much as the send channel takes now) in the packet buffer
+    /// the connection's writes fill, writes its data there and returns how many
+    /// bytes it wrote; the segments and a receiver on this machine then take
+    /// those bytes by reference. The room lent holds old bytes (not zeroes).
+    /// Returns the bytes taken. Blocks (for room), times out and fails as `write`
+    /// does; `Ok(0)` when `f` wrote nothing.
+    ///
+    /// ```no_run
+    /// # fn demo(c: &net::TcpStream, msg: &[u8]) -> std::io::Result<()> {
+    /// // Serialize straight into the stack's buffer.
+    /// let mut at = 0;
+    /// while at < msg.len() {
+    ///     at += c.write_with(msg.len() - at, |room| {
+    ///         room.copy_from_slice(&msg[at..at + room.len()]);
+    ///         room.len()
+    ///     })?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn write_with(
+        &self,
+        max: usize,
+        mut f: impl FnMut(&mut [u8]) -> usize,
+    ) -> io::Result<usize> {
+        if max == 0 {
+            return Ok(0);
+        }
+        let s = &self.s;
+        self.blocking(
+            &self.write_timeout,
+            Interest::Write,
+            "write timed out",
+            || self.write_with_now(max, &mut f),
+            || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED,
+        )
+    }
+
+    fn write_with_now(
+        &self,
+        max: usize,
+        f: &mut impl FnMut(&mut [u8]) -> usize,
+    ) -> io::Result<usize> {
+        self.writable()?;
+        if self.s.tx.space() == 0 {
+            self.kick();
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = {
+            let mut fill = self.tx_fill.lock().unwrap_or_else(|e| e.into_inner());
+            self.s.tx.push_with(max, &mut fill, &mut *f)
+        };
+        self.kick();
+        Ok(n)
+    }
+
+    /// Whether the stream takes writes: the connection's error, or `BrokenPipe`
+    /// after a shutdown or close.
+    fn writable(&self) -> io::Result<()> {
         if self.s.wr_shut.load(Ordering::Acquire) {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
@@ -754,16 +826,7 @@ impl TcpStream {
                 "connection closed",
             ));
         }
-        let n = {
-            let mut fill = self.tx_fill.lock().unwrap_or_else(|e| e.into_inner());
-            self.s.tx.push_filling(buf, &mut fill)
-        };
-        self.kick();
-        if n > 0 || buf.is_empty() {
-            Ok(n)
-        } else {
-            Err(io::ErrorKind::WouldBlock.into())
-        }
+        Ok(())
     }
 
     fn do_write(&self, buf: &[u8]) -> io::Result<usize> {

@@ -298,6 +298,53 @@ impl ByteChan {
         done
     }
 
+    /// Producer: lends `f` room for up to `max` bytes (what the channel has room
+    /// for, in one piece) in the packet buffer `fill` is filling, as
+    /// [`ByteChan::push_filling`] writes into, or in a chunk of its own when the
+    /// pool has no buffers to spare; queues what `f` says it wrote. The writer's
+    /// bytes are written once, in place. Returns how many were queued: 0 when the
+    /// channel is full (`f` not called), when `f` wrote nothing, or, rarely, when
+    /// every queue slot is taken (what `f` wrote is then dropped; the writer
+    /// writes it again).
+    pub fn push_with(
+        &self,
+        max: usize,
+        fill: &mut Option<mbuf::FillBuf>,
+        mut f: impl FnMut(&mut [u8]) -> usize,
+    ) -> usize {
+        let room = max.min(self.space());
+        if room == 0 {
+            return 0;
+        }
+        let qs = self.queues();
+        if fill.as_ref().is_none_or(|b| b.room() == 0) {
+            let len = room.clamp(PKT_CHUNK_MIN, self.pkt_chunk_len());
+            *fill = mbuf::pool::plenty_for(len)
+                .then(|| mbuf::FillBuf::new(len).ok())
+                .flatten();
+        }
+        let from_fill = fill.as_mut().and_then(|b| b.fill_with(room, &mut f).ok());
+        let c = match from_fill {
+            Some(m) if m.is_empty() => return 0,
+            Some(m) => Chunk::Pkt(m),
+            None => {
+                // No packet buffer: a chunk of its own, lent whole.
+                let n = room.min(CHUNK);
+                let mut v = qs.take_free().unwrap_or_default();
+                v.clear();
+                v.resize(n, 0);
+                let k = f(&mut v).min(n);
+                v.truncate(k);
+                if k == 0 {
+                    qs.give_free(v);
+                    return 0;
+                }
+                Chunk::Bytes(v)
+            }
+        };
+        self.push_chunk(qs, c).unwrap_or(0)
+    }
+
     /// What of `data` the buffer being filled takes, as a chunk; a new buffer when
     /// it is full or there is none, if the pool has them to spare ([`mbuf::pool::
     /// plenty_for`]: at least half the buffers of each size are kept for
