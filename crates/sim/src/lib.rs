@@ -166,8 +166,13 @@ impl Sim {
         HostId(self.hosts.len() - 1)
     }
 
-    /// Adds a host with its own configuration (its `name` as given).
-    pub fn add_host_with(&mut self, cfg: StackConfig) -> HostId {
+    /// Adds a host with its own configuration (its `name` as given); without an
+    /// `isn_secret` of its own, one from the simulation's seed, as `add_host`
+    /// gives (else each run keyed its sequence numbers, and BBR's phases, anew).
+    pub fn add_host_with(&mut self, mut cfg: StackConfig) -> HostId {
+        if cfg.isn_secret.is_none() {
+            cfg.isn_secret = Some(self.rng.next_u64());
+        }
         self.hosts.push(Stack::new(cfg));
         HostId(self.hosts.len() - 1)
     }
