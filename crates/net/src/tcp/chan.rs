@@ -317,13 +317,9 @@ impl ByteChan {
             return 0;
         }
         let qs = self.queues();
-        if fill.as_ref().is_none_or(|b| b.room() == 0) {
-            let len = room.clamp(PKT_CHUNK_MIN, self.pkt_chunk_len());
-            *fill = mbuf::pool::plenty_for(len)
-                .then(|| mbuf::FillBuf::new(len).ok())
-                .flatten();
-        }
-        let from_fill = fill.as_mut().and_then(|b| b.fill_with(room, &mut f).ok());
+        let from_fill = self
+            .fill_buf(room, fill, &mut None)
+            .and_then(|b| b.fill_with(room, &mut f).ok());
         let c = match from_fill {
             Some(m) if m.is_empty() => return 0,
             Some(m) => Chunk::Pkt(m),
@@ -355,16 +351,27 @@ impl ByteChan {
         fill: &mut Option<mbuf::FillBuf>,
         plenty: &mut Option<bool>,
     ) -> Option<Chunk> {
+        let m = self.fill_buf(data.len(), fill, plenty)?.fill(data).ok()?;
+        (!m.is_empty()).then_some(Chunk::Pkt(m))
+    }
+
+    /// The writer's buffer being filled, with room: a new one, as large as `want`
+    /// up to the channel's chunk size, when it is full or there is none, if the
+    /// pool has them to spare (asked once per call through `plenty`).
+    fn fill_buf<'f>(
+        &self,
+        want: usize,
+        fill: &'f mut Option<mbuf::FillBuf>,
+        plenty: &mut Option<bool>,
+    ) -> Option<&'f mut mbuf::FillBuf> {
         if fill.as_ref().is_none_or(|f| f.room() == 0) {
-            // As large as the piece, up to the channel's chunk size.
-            let len = data.len().clamp(PKT_CHUNK_MIN, self.pkt_chunk_len());
+            let len = want.clamp(PKT_CHUNK_MIN, self.pkt_chunk_len());
             if !*plenty.get_or_insert_with(|| mbuf::pool::plenty_for(len)) {
                 return None;
             }
             *fill = Some(mbuf::FillBuf::new(len).ok()?);
         }
-        let m = fill.as_mut()?.fill(data).ok()?;
-        (!m.is_empty()).then_some(Chunk::Pkt(m))
+        fill.as_mut()
     }
 
     /// The largest packet-buffer chunk for this channel: a quarter of its bound,
@@ -760,6 +767,14 @@ pub(crate) struct StreamShared {
 }
 
 impl StreamShared {
+    /// The IP header fields its socket set (`opt_ttl`, `opt_tos`).
+    pub fn ip_opts(&self) -> IpOpts {
+        IpOpts {
+            ttl: self.opt_ttl.load(Ordering::Acquire),
+            tos: self.opt_tos.load(Ordering::Acquire),
+        }
+    }
+
     /// Frees both byte channels' memory: for a connection whose application is
     /// gone (the caller holds the only reference). Returns whether any was held.
     pub fn release_channels(&mut self) -> bool {

@@ -56,10 +56,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         if s.opt_noopt.load(Ordering::Acquire) {
             c.tcb.set_noopt();
         }
-        c.ip = IpOpts {
-            ttl: s.opt_ttl.load(Ordering::Acquire),
-            tos: s.opt_tos.load(Ordering::Acquire),
-        };
+        c.ip = s.ip_opts();
     }
     // What the application read since opens the window.
     c.tcb

@@ -298,9 +298,8 @@ pub struct Tcb {
     rtx_lone: bool,
     /// BBR's state, for connections that use it (`pace`).
     bbr: Option<Box<super::bbr::Bbr>>,
-    /// Pacing: bytes a second (0: not paced), when the next data segment may go,
-    /// and whether output waits for that.
-    pacing_rate: u64,
+    /// Pacing (at BBR's rate): when the next data segment may go, and whether
+    /// output waits for that.
     pace_at: Instant,
     pace_wait: bool,
     /// TCP Fast Open (RFC 7413), on a connection that uses it.
@@ -393,7 +392,6 @@ impl Tcb {
             rto_recover: None,
             rtx_lone: false,
             bbr: None,
-            pacing_rate: 0,
             pace_at: Instant::ZERO,
             pace_wait: false,
             tfo: None,

@@ -31,7 +31,6 @@ impl Tcb {
             self.ssthresh = u32::MAX;
             self.hystart.stop();
             self.rack.rate_on = true;
-            self.pacing_rate = self.bbr.as_ref().map_or(0, |b| b.pacing_rate());
         } else {
             self.cc = CcState::new(CongestionControl::Cubic);
         }
@@ -49,7 +48,7 @@ impl Tcb {
 
     /// Bytes per second this connection paces at (0: not paced).
     pub fn pacing_rate(&self) -> u64 {
-        self.pacing_rate
+        self.bbr.as_deref().map_or(0, |b| b.pacing_rate())
     }
 
     /// BBR's view of an ACK just processed: `acked_sacked` bytes newly delivered,
@@ -61,9 +60,9 @@ impl Tcb {
         pipe_before: u32,
         lost_before: u64,
     ) {
-        if self.bbr.is_none() {
+        let Some(mut bbr) = self.bbr.take() else {
             return;
-        }
+        };
         let state = if self.rto_recover.is_some() {
             CaState::Loss
         } else if self.recover.is_some() {
@@ -83,16 +82,11 @@ impl Tcb {
             state,
             srtt: self.srtt,
         };
-        let Some(bbr) = self.bbr.as_deref_mut() else {
-            return;
-        };
         bbr.on_ack(&a, &mut self.cwnd);
-        let probe_rtt = bbr.in_probe_rtt();
-        self.pacing_rate = bbr.pacing_rate();
-        if probe_rtt {
-            let pipe = self.pipe();
-            self.rack.mark_app_limited(pipe);
+        if bbr.in_probe_rtt() {
+            self.rack.mark_app_limited(a.inflight);
         }
+        self.bbr = Some(bbr);
     }
 
     /// Output found less to send than the window allows: the application, not
@@ -110,14 +104,13 @@ impl Tcb {
     pub(super) fn pace_restart(&mut self) {
         if let Some(b) = self.bbr.as_deref_mut() {
             b.on_restart_from_idle(self.rack.app_limited());
-            self.pacing_rate = b.pacing_rate();
         }
     }
 
     /// Whether the pacing schedule lets a data segment go at `now`; if not, the
     /// pacing timer is armed.
     pub(super) fn pace_ok(&mut self, now: Instant) -> bool {
-        if self.pacing_rate == 0 || self.pace_at <= now {
+        if self.pace_at <= now || self.bbr.is_none() {
             return true;
         }
         self.pace_wait = true;
@@ -126,10 +119,11 @@ impl Tcb {
 
     /// A data segment of `len` bytes went at `now`: the next waits its time.
     pub(super) fn pace_sent(&mut self, now: Instant, len: u32) {
-        if self.pacing_rate == 0 || len == 0 {
+        let rate = self.pacing_rate();
+        if rate == 0 || len == 0 {
             return;
         }
-        let ns = u64::from(len).saturating_mul(1_000_000_000) / self.pacing_rate.max(1);
+        let ns = u64::from(len).saturating_mul(1_000_000_000) / rate;
         let from = self.pace_at.max(now - PACE_CREDIT);
         self.pace_at = from + Duration::from_nanos(ns);
     }
