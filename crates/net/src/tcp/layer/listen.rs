@@ -81,6 +81,23 @@ fn fastopen_accept(
     }
 }
 
+/// A listener (or, with `bound`, a socket bound and not listening) of the
+/// segment's family for `tuple`'s port: on `dst`, else on the unspecified address
+/// (an IPv6 listener takes IPv6 only).
+fn find_listener(
+    cx: &TcpCx<'_>,
+    tuple: &Tuple,
+    dst: IpAddr,
+    bound: bool,
+) -> Option<std::sync::Arc<ListenShared>> {
+    let v = cx.listen.get(&tuple.local.port())?;
+    let mut v = v.iter().filter(|l| l.bound_only == bound);
+    v.clone()
+        .find(|l| l.local.ip() == dst)
+        .or_else(|| v.find(|l| l.local.ip().is_unspecified() && l.local.is_ipv4() == dst.is_ipv4()))
+        .cloned()
+}
+
 /// A segment for which there is no connection (none was, or a TIME_WAIT just gave
 /// way to its SYN, RFC 6191), sent to `dst`: the ACK of a SYN cookie, a listener's
 /// SYN (answered with a SYN cookie when the listener's queue is full), or, with no
@@ -92,28 +109,8 @@ pub(super) fn tcp_listen_input(
     dst: IpAddr,
     seg: &SegIn<'_>,
 ) {
-    // A listener (or, with `bound`, a socket bound and not listening) of the
-    // segment's family: on this address, else on the unspecified one (an IPv6
-    // listener takes IPv6 only).
-    let find = |bound: bool| {
-        cx.listen.get(&tuple.local.port()).and_then(|v| {
-            let mut v = v.iter().filter(|l| l.bound_only == bound);
-            v.clone()
-                .find(|l| l.local.ip() == dst)
-                .or_else(|| {
-                    v.find(|l| l.local.ip().is_unspecified() && l.local.is_ipv4() == dst.is_ipv4())
-                })
-                .cloned()
-        })
-    };
-    let listener = find(false).filter(|l| !l.closed.load(Ordering::Acquire));
-    // What a reset answering for this port carries: the IP options of the
-    // listener, or of a socket bound to it (FreeBSD's tcp_dropwithreset with
-    // the CLOSED socket's control block), else the stack's.
-    let rst_ip = match &listener {
-        Some(l) => l.ip_opts(),
-        None => find(true).map_or_else(IpOpts::default, |b| b.ip_opts()),
-    };
+    let listener =
+        find_listener(cx, &tuple, dst, false).filter(|l| !l.closed.load(Ordering::Acquire));
     // A SYN with FIN opens a connection as FreeBSD's syncache does (its FIN and
     // data ignored: the peer sends them again), unless net.inet.tcp.drop_synfin
     // dropped it already.
@@ -128,7 +125,7 @@ pub(super) fn tcp_listen_input(
                 let rst = reset_for(seg);
                 if let Some(r) = rst {
                     cx.stats.tcp.sndrst += 1;
-                    send_segment(cx, &tuple, &r, std::iter::empty(), rst_ip);
+                    send_segment(cx, &tuple, &r, std::iter::empty(), l.ip_opts());
                 }
                 return;
             }
@@ -165,13 +162,24 @@ pub(super) fn tcp_listen_input(
         cx.stats.tcp.listennosyn += 1;
         return;
     }
-    let Some(l) = listener.filter(|_| is_syn) else {
-        DropReason::TcpNoPort.count(cx.stats);
-        if let Some(r) = reset_for(seg) {
-            cx.stats.tcp.sndrst += 1;
-            send_segment(cx, &tuple, &r, std::iter::empty(), rst_ip);
+    let l = match listener {
+        Some(l) if is_syn => l,
+        listener => {
+            DropReason::TcpNoPort.count(cx.stats);
+            if let Some(r) = reset_for(seg) {
+                cx.stats.tcp.sndrst += 1;
+                // The reset carries the IP options of the listener, or of a socket
+                // bound to the port (FreeBSD's tcp_dropwithreset with the CLOSED
+                // socket's control block), else the stack's.
+                let ip = match &listener {
+                    Some(l) => l.ip_opts(),
+                    None => find_listener(cx, &tuple, dst, true)
+                        .map_or_else(IpOpts::default, |b| b.ip_opts()),
+                };
+                send_segment(cx, &tuple, &r, std::iter::empty(), ip);
+            }
+            return;
         }
-        return;
     };
     if l.half_open.load(Ordering::Acquire) >= l.backlog || tw.conns.len() >= tw.max_conns {
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
