@@ -179,7 +179,9 @@ pub struct BenchArgs {
     /// What to run, comma-separated (default: all): the throughput rows mpstack,
     /// mpstack-polled (both stacks in one thread, like smoltcp), mpstack-tso and
     /// mpstack-polled-tso (the same over a memory wire with checksum and segmentation
-    /// offload), mpstack-polled-big (512 KiB segments, as Linux's BIG TCP), smoltcp,
+    /// offload), mpstack-polled-big (512 KiB segments, as Linux's BIG TCP),
+    /// mpstack-zc, mpstack-tso-zc and mpstack-polled-big-zc (those rows with the
+    /// zero-copy calls, write_with and read_with), smoltcp,
     /// smoltcp-64k (64 KiB frames), smoltcp-64k-nocsum (the same without
     /// checksums, as over an offloading device), linux-loopback, linux-veth,
     /// tap-in and tap-out (Linux → mpstack and mpstack → Linux over an offload TAP;
@@ -191,7 +193,7 @@ pub struct BenchArgs {
         value_name = "LIST",
         value_enum,
         value_delimiter = ',',
-        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,mpstack-polled-big,smoltcp,smoltcp-64k,smoltcp-64k-nocsum,linux-loopback,linux-veth,tap-in,tap-out,tap-in-plain,tap-out-plain,smoltcp-tap-in,smoltcp-tap-out,conns,idle"
+        default_value = "mpstack,mpstack-polled,mpstack-tso,mpstack-polled-tso,mpstack-polled-big,mpstack-zc,mpstack-tso-zc,mpstack-polled-big-zc,smoltcp,smoltcp-64k,smoltcp-64k-nocsum,linux-loopback,linux-veth,tap-in,tap-out,tap-in-plain,tap-out-plain,smoltcp-tap-in,smoltcp-tap-out,conns,idle"
     )]
     pub only: Vec<bench::Impl>,
     /// Seconds of the connections-per-second workload (for each of mpstack and Linux).

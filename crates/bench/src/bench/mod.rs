@@ -70,6 +70,14 @@ pub enum Impl {
     /// `mpstack-polled-tso` with 512 KiB segments (`dev::Offloads::BIG`, Linux's BIG
     /// TCP) and 1 MiB socket buffers to carry them.
     MpstackPolledBig,
+    /// `mpstack` with the zero-copy calls: the sender writes its bytes in place
+    /// (`TcpStream::write_with`), the receiver is lent them where they lie
+    /// (`TcpStream::read_with`).
+    MpstackZc,
+    /// `mpstack-tso` with the zero-copy calls.
+    MpstackTsoZc,
+    /// `mpstack-polled-big` with the zero-copy calls.
+    MpstackPolledBigZc,
     /// Two smoltcp 0.14 interfaces in one thread over memory frame queues.
     Smoltcp,
     /// The same with 64 KiB frames (smoltcp has no segmentation offload; this is
@@ -112,6 +120,9 @@ impl Impl {
             Impl::MpstackTso => "mpstack-tso",
             Impl::MpstackPolledTso => "mpstack-polled-tso",
             Impl::MpstackPolledBig => "mpstack-polled-big",
+            Impl::MpstackZc => "mpstack-zc",
+            Impl::MpstackTsoZc => "mpstack-tso-zc",
+            Impl::MpstackPolledBigZc => "mpstack-polled-big-zc",
             Impl::Smoltcp => "smoltcp",
             Impl::Smoltcp64k => "smoltcp-64k",
             Impl::Smoltcp64kNocsum => "smoltcp-64k-nocsum",
@@ -251,6 +262,18 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
                     "mpstack, two stacks polled in one thread, 512 KiB segments (BIG TCP), 1 MiB buffers"
                         .into()
                 }
+                Impl::MpstackZc => format!(
+                    "mpstack, {} worker(s) per stack, zero-copy write_with/read_with",
+                    a.workers
+                ),
+                Impl::MpstackTsoZc => format!(
+                    "mpstack, {} worker(s) per stack, offloads, zero-copy write_with/read_with",
+                    a.workers
+                ),
+                Impl::MpstackPolledBigZc => {
+                    "mpstack, polled in one thread, 512 KiB segments, zero-copy write_with/read_with"
+                        .into()
+                }
                 Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
                 Impl::Smoltcp64k => {
                     "smoltcp 0.14, two interfaces in one thread, 64 KiB frames".into()
@@ -379,12 +402,21 @@ fn json_escape(s: &str) -> String {
 }
 
 /// The ratios printed, each of ours over each other implementation.
-const OURS: [Impl; 5] = [
+const OURS: [Impl; 8] = [
     Impl::Mpstack,
     Impl::MpstackPolled,
     Impl::MpstackTso,
     Impl::MpstackPolledTso,
     Impl::MpstackPolledBig,
+    Impl::MpstackZc,
+    Impl::MpstackTsoZc,
+    Impl::MpstackPolledBigZc,
+];
+/// Each zero-copy row beside its copying row.
+const ZERO_COPY: [(Impl, Impl); 3] = [
+    (Impl::MpstackZc, Impl::Mpstack),
+    (Impl::MpstackTsoZc, Impl::MpstackTso),
+    (Impl::MpstackPolledBigZc, Impl::MpstackPolledBig),
 ];
 const RATIOS: [Impl; 5] = [
     Impl::Smoltcp,
@@ -414,6 +446,11 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
                 .filter_map(move |&im| best(im).map(|b| (us, im, o, b)))
                 .collect::<Vec<_>>()
         })
+        .chain(
+            ZERO_COPY
+                .into_iter()
+                .filter_map(|(us, them)| Some((us, them, best(us)?, best(them)?))),
+        )
         // Over TAP, each direction beside smoltcp's.
         .chain(
             [
@@ -506,6 +543,17 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
                                        field 0, as Linux's BIG TCP) and 1 MiB socket buffers \
                                        each way"
                 .into(),
+            Impl::MpstackZc | Impl::MpstackTsoZc | Impl::MpstackPolledBigZc => format!(
+                "as {}, the sender producing its bytes in the stack's packet buffer \
+                 (TcpStream::write_with, filling what it is lent with the pattern the \
+                 copying row copies), the receiver lent them where they lie \
+                 (TcpStream::read_with, consuming them as the copying row's reader \
+                 does its copy: untouched)",
+                ZERO_COPY
+                    .iter()
+                    .find(|(zc, _)| *zc == im)
+                    .map_or("", |(_, copying)| copying.name())
+            ),
             Impl::Smoltcp => {
                 "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
             }
@@ -697,6 +745,36 @@ fn drain(mut r: impl Read) -> std::io::Result<u64> {
     }
 }
 
+/// Which socket calls a row's applications make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// `write` from the application's buffer, `read` into it: a copy each side.
+    Copy,
+    /// `write_with` (the sender fills the stack's buffer in place) and `read_with`
+    /// (the receiver is lent the bytes where they lie).
+    ZeroCopy,
+}
+
+/// What the zero-copy sender writes into the room it is lent: the byte the copying
+/// rows' buffers hold.
+pub(crate) fn produce(room: &mut [u8]) -> usize {
+    room.fill(0x5a);
+    room.len()
+}
+
+/// Reads until end of stream with `read_with`, taking every piece it is lent
+/// without touching it (as [`drain`] does with what it copies); returns the count.
+fn drain_lent(c: &net::TcpStream) -> std::io::Result<u64> {
+    let mut got = 0u64;
+    loop {
+        let n = c.read_with(usize::MAX, |piece| piece.len())?;
+        if n == 0 {
+            return Ok(got);
+        }
+        got += n as u64;
+    }
+}
+
 /// Writes `bytes` bytes in 256 KiB writes.
 fn pump(mut w: impl Write, bytes: u64) -> std::io::Result<()> {
     let chunk = vec![0x5au8; 256 * 1024];
@@ -716,6 +794,7 @@ fn send_over(
     stack: &Stack,
     to: SocketAddrV4,
     bytes: u64,
+    api: Api,
 ) -> Result<(net::TcpStream, Instant), String> {
     let c = stack
         .tcp_connect(to, Some(Duration::from_secs(10)))
@@ -723,7 +802,18 @@ fn send_over(
     c.set_write_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    pump(&c, bytes).map_err(|e| format!("write: {e}"))?;
+    match api {
+        Api::Copy => pump(&c, bytes),
+        Api::ZeroCopy => (|| {
+            let mut sent = 0u64;
+            while sent < bytes {
+                let n = ((bytes - sent) as usize).min(256 * 1024);
+                sent += c.write_with(n, produce)? as u64;
+            }
+            Ok(())
+        })(),
+    }
+    .map_err(|e| format!("write: {e}"))?;
     c.shutdown(std::net::Shutdown::Write)
         .map_err(|e| e.to_string())?;
     Ok((c, t0))
@@ -745,13 +835,29 @@ fn in_process(im: Impl, bytes: u64, workers: usize) -> Option<Result<Measurement
         })
     };
     Some(match im {
-        Impl::Mpstack => ours(bytes, workers, NO_OFFLOAD),
-        Impl::MpstackPolled => polled::transfer(bytes, NO_OFFLOAD, polled::BUFFERS),
-        Impl::MpstackTso => named(ours(bytes, workers, Offloads::ALL)),
-        Impl::MpstackPolledTso => named(polled::transfer(bytes, Offloads::ALL, polled::BUFFERS)),
-        Impl::MpstackPolledBig => {
-            named(polled::transfer(bytes, Offloads::BIG, polled::BIG_BUFFERS))
-        }
+        Impl::Mpstack => ours(bytes, workers, NO_OFFLOAD, Api::Copy),
+        Impl::MpstackPolled => polled::transfer(bytes, NO_OFFLOAD, polled::BUFFERS, Api::Copy),
+        Impl::MpstackTso => named(ours(bytes, workers, Offloads::ALL, Api::Copy)),
+        Impl::MpstackPolledTso => named(polled::transfer(
+            bytes,
+            Offloads::ALL,
+            polled::BUFFERS,
+            Api::Copy,
+        )),
+        Impl::MpstackPolledBig => named(polled::transfer(
+            bytes,
+            Offloads::BIG,
+            polled::BIG_BUFFERS,
+            Api::Copy,
+        )),
+        Impl::MpstackZc => named(ours(bytes, workers, NO_OFFLOAD, Api::ZeroCopy)),
+        Impl::MpstackTsoZc => named(ours(bytes, workers, Offloads::ALL, Api::ZeroCopy)),
+        Impl::MpstackPolledBigZc => named(polled::transfer(
+            bytes,
+            Offloads::BIG,
+            polled::BIG_BUFFERS,
+            Api::ZeroCopy,
+        )),
         Impl::Smoltcp => smol::transfer(bytes, smol::MTU, true),
         Impl::Smoltcp64k => named(smol::transfer(bytes, smol::MTU_64K, true)),
         Impl::Smoltcp64kNocsum => named(smol::transfer(bytes, smol::MTU_64K, false)),
@@ -790,7 +896,7 @@ fn child(im: Impl, a: &BenchArgs) -> Result<Measurement, String> {
     }
 }
 
-fn ours(bytes: u64, workers: usize, offload: Offloads) -> Result<Measurement, String> {
+fn ours(bytes: u64, workers: usize, offload: Offloads, api: Api) -> Result<Measurement, String> {
     let (da, db) = wire(WireConfig {
         num_queues: workers,
         queue_limit: 4096,
@@ -807,12 +913,16 @@ fn ours(bytes: u64, workers: usize, offload: Offloads) -> Result<Measurement, St
     let sink = std::thread::spawn(move || -> std::io::Result<u64> {
         let (c, _) = l.accept()?;
         c.set_read_timeout(Some(Duration::from_secs(30)))?;
-        drain(c)
+        match api {
+            Api::Copy => drain(c),
+            Api::ZeroCopy => drain_lent(&c),
+        }
     });
     let (c, t0) = send_over(
         &a,
         SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 5001),
         bytes,
+        api,
     )?;
     let got = sink
         .join()
@@ -885,6 +995,9 @@ mod tests {
                 Impl::MpstackTso,
                 Impl::MpstackPolledTso,
                 Impl::MpstackPolledBig,
+                Impl::MpstackZc,
+                Impl::MpstackTsoZc,
+                Impl::MpstackPolledBigZc,
                 Impl::Smoltcp,
                 Impl::Smoltcp64k,
                 Impl::Smoltcp64kNocsum,

@@ -7,7 +7,7 @@
 //! comparison with smoltcp that holds everything else equal: one core, no hand-off
 //! between threads, no wake-up.
 
-use super::Measurement;
+use super::{Api, Measurement};
 use dev::mem::{wire, WireConfig};
 use dev::time::{Clock, MonotonicClock};
 use std::io::{ErrorKind, Read, Write};
@@ -26,8 +26,13 @@ pub const BUFFERS: usize = 256 * 1024;
 pub const BIG_BUFFERS: usize = 1024 * 1024;
 
 /// Sends `bytes` from one stack to the other over a memory wire with `offload`,
-/// socket buffers of `buffers` bytes each way.
-pub fn transfer(bytes: u64, offload: dev::Offloads, buffers: usize) -> Result<Measurement, String> {
+/// socket buffers of `buffers` bytes each way, the applications making `api`'s calls.
+pub(crate) fn transfer(
+    bytes: u64,
+    offload: dev::Offloads,
+    buffers: usize,
+    api: Api,
+) -> Result<Measurement, String> {
     let (da, db) = wire(WireConfig {
         num_queues: 1,
         queue_limit: 4096,
@@ -81,7 +86,11 @@ pub fn transfer(bytes: u64, offload: dev::Offloads, buffers: usize) -> Result<Me
         if c.is_connected() {
             while sent < bytes {
                 let n = ((bytes - sent) as usize).min(CHUNK);
-                match (&c).write(&chunk[..n]) {
+                let wrote = match api {
+                    Api::Copy => (&c).write(&chunk[..n]),
+                    Api::ZeroCopy => c.write_with(n, super::produce),
+                };
+                match wrote {
                     Ok(0) => break,
                     Ok(w) => {
                         t0.get_or_insert_with(Instant::now);
@@ -99,7 +108,11 @@ pub fn transfer(bytes: u64, offload: dev::Offloads, buffers: usize) -> Result<Me
         }
         if let Some(s) = &server {
             loop {
-                match (&*s).read(&mut sink) {
+                let read = match api {
+                    Api::Copy => (&*s).read(&mut sink),
+                    Api::ZeroCopy => s.read_with(usize::MAX, |piece| piece.len()),
+                };
+                match read {
                     Ok(0) => {
                         let secs = t0.map_or(0.0, |t| t.elapsed().as_secs_f64());
                         if got != bytes {
@@ -129,16 +142,19 @@ pub fn transfer(bytes: u64, offload: dev::Offloads, buffers: usize) -> Result<Me
 
 #[cfg(test)]
 mod tests {
+    use super::Api;
+
     #[test]
     fn polled_transfer_delivers_every_byte() {
         // Its buffers come and go: not while the idle test counts the heap.
         let _quiet = crate::bench::heap_quiet();
-        for (offload, buffers) in [
-            (dev::Offloads::default(), super::BUFFERS),
-            (dev::Offloads::ALL, super::BUFFERS),
-            (dev::Offloads::BIG, super::BIG_BUFFERS),
+        for (offload, buffers, api) in [
+            (dev::Offloads::default(), super::BUFFERS, Api::Copy),
+            (dev::Offloads::ALL, super::BUFFERS, Api::Copy),
+            (dev::Offloads::BIG, super::BIG_BUFFERS, Api::Copy),
+            (dev::Offloads::BIG, super::BIG_BUFFERS, Api::ZeroCopy),
         ] {
-            let m = super::transfer(4 << 20, offload, buffers).unwrap();
+            let m = super::transfer(4 << 20, offload, buffers, api).unwrap();
             assert_eq!(m.bytes, 4 << 20);
             assert!(m.secs > 0.0);
         }

@@ -201,7 +201,12 @@ impl TapRows for TapLab {
     /// in the namespace.
     fn outbound(&self, bytes: u64) -> Result<Measurement, String> {
         let receiver = self.ns.receiver(SocketAddrV4::new(LINUX_IP, PORT))?;
-        let (_c, t0) = send_over(self.stack()?, SocketAddrV4::new(LINUX_IP, PORT), bytes)?;
+        let (_c, t0) = send_over(
+            self.stack()?,
+            SocketAddrV4::new(LINUX_IP, PORT),
+            bytes,
+            super::Api::Copy,
+        )?;
         let (got, end) = joined(receiver, "Linux receiver")?;
         measured(self.names.1, "Linux", got, bytes, t0, end)
     }
