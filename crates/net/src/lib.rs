@@ -13,6 +13,7 @@
 // Shared by every family: counters, header access, stage counters, parking.
 pub mod hdr;
 pub mod ifindex;
+pub mod netchan;
 mod park;
 pub mod runtime;
 pub(crate) mod sockbuf;
@@ -43,6 +44,7 @@ pub use frag::FragParams;
 pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
+pub use stack::netchannel::{NetChannel, Packet};
 pub use stack::tcp_socket::{TcpBound, TcpBuffers, TcpListener, TcpStream};
 pub use stack::{BridgeOp, ConnQuery, NetConfig, Stack, StackConfig, StackError};
 pub use stats::{DropReason, Stats};

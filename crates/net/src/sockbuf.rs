@@ -19,6 +19,8 @@ pub enum SockKind {
     Udp,
     /// ICMP echo, keyed by identifier (Linux "ping sockets").
     IcmpEcho,
+    /// A netchannel (`crate::netchan`): whole IP packets each way.
+    Netchannel,
 }
 
 /// A received datagram: the payload bytes and who sent it.

@@ -209,6 +209,16 @@ counter_group!(
     }
 );
 
+counter_group!(
+    /// Netchannels (`Stack::netchannel`): packets `delivered` to one, dropped on a
+    /// `full` receive queue, `sent` from one, and dropped as not a packet
+    /// (`badpkt`: not IPv4 or IPv6, a header that does not parse, lengths that
+    /// disagree, a transport header too short for its checksum).
+    NetchanStat, "netchan", {
+        delivered, full, sent, badpkt,
+    }
+);
+
 /// All counters of one worker, or the sum over workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -226,6 +236,7 @@ pub struct Stats {
     pub icmp6: Icmp6Stat,
     pub nd6: Nd6Stat,
     pub flow: FlowStat,
+    pub netchan: NetchanStat,
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
@@ -241,7 +252,8 @@ const NUM_COUNTERS: usize = EtherStat::NAMES.len()
     + Ip6Stat::NAMES.len()
     + Icmp6Stat::NAMES.len()
     + Nd6Stat::NAMES.len()
-    + FlowStat::NAMES.len();
+    + FlowStat::NAMES.len()
+    + NetchanStat::NAMES.len();
 
 impl Stats {
     /// Calls `f` with every counter's full name (`ip.badsum`) and value.
@@ -260,6 +272,7 @@ impl Stats {
         self.icmp6.for_each(|n, v| f(Icmp6Stat::PREFIX, n, v));
         self.nd6.for_each(|n, v| f(Nd6Stat::PREFIX, n, v));
         self.flow.for_each(|n, v| f(FlowStat::PREFIX, n, v));
+        self.netchan.for_each(|n, v| f(NetchanStat::PREFIX, n, v));
     }
 
     /// Looks a counter up by its full name, e.g. `"udp.noport"`.
@@ -321,6 +334,7 @@ impl std::ops::AddAssign for Stats {
         self.icmp6 += o.icmp6;
         self.nd6 += o.nd6;
         self.flow += o.flow;
+        self.netchan += o.netchan;
     }
 }
 
@@ -357,6 +371,7 @@ impl StatsSlot {
         s.icmp6.write_to(&self.slots, &mut i);
         s.nd6.write_to(&self.slots, &mut i);
         s.flow.write_to(&self.slots, &mut i);
+        s.netchan.write_to(&self.slots, &mut i);
     }
 
     /// Adds this slot's values into `acc`.
@@ -376,6 +391,7 @@ impl StatsSlot {
         acc.icmp6.add_from(&self.slots, &mut i);
         acc.nd6.add_from(&self.slots, &mut i);
         acc.flow.add_from(&self.slots, &mut i);
+        acc.netchan.add_from(&self.slots, &mut i);
     }
 }
 
@@ -492,6 +508,8 @@ drop_reasons! {
     UdpNoPort => udp.noport,
     UdpNoPortBcast => udp.noportbcast,
     UdpFullSock => udp.fullsock,
+    NetchanFull => netchan.full,
+    NetchanBadPkt => netchan.badpkt,
     TcpShort => tcp.rcvshort,
     TcpBadOff => tcp.rcvbadoff,
     TcpBadSum => tcp.rcvbadsum,

@@ -12,6 +12,7 @@ mod bridge;
 pub use bridge::BridgeOp;
 pub mod fpm;
 mod ifconfig;
+pub mod netchannel;
 pub(crate) mod reject;
 pub mod socket;
 pub mod tcp_socket;
@@ -147,6 +148,9 @@ pub struct NetConfig {
     pub pfil: PfilHeads,
     /// Sockets by home worker, so each worker drains only its own send queues.
     pub(crate) by_worker: Vec<Vec<Arc<SockShared>>>,
+    /// The netchannels, in the order they were opened (the first that matches a
+    /// packet takes it).
+    pub(crate) netchannels: Vec<Arc<crate::netchan::NetchanShared>>,
     /// Frames for an interface from workers that own none of its queues.
     pub(crate) handoff: Vec<Arc<ArrayQueue<Mbuf>>>,
     /// TCP listeners by port.
@@ -525,6 +529,7 @@ impl Shared {
                 SockKind::IcmpEcho => {
                     c.inet.echo.remove(&s.local.port());
                 }
+                SockKind::Netchannel => c.netchannels.retain(|x| x.sock.id != s.id),
             }
             // Datagrams still queued go out first: the home worker drops the socket
             // from its list once the queue is empty (`forget_drained`).
@@ -584,6 +589,7 @@ impl Shared {
                     })
                 }),
                 SockKind::IcmpEcho => c.inet.echo.contains_key(&p),
+                SockKind::Netchannel => false,
             };
             if port == 0 {
                 // Ephemeral range 49152-65535 (RFC 6335), scanned from a rolling cursor.
@@ -613,6 +619,7 @@ impl Shared {
                 SockKind::IcmpEcho => {
                     c.inet.echo.insert(port, s.clone());
                 }
+                SockKind::Netchannel => unreachable!("netchannels open by netchan_open"),
             }
             c.by_worker[home].push(s.clone());
             Ok(s)

@@ -22,7 +22,7 @@ use crate::link::iface::{IfIndex, Ifnet};
 use crate::pfil::{Deferred, Dir, PfilPoint};
 use crate::runtime::{ticks, Runtime, Stage};
 use crate::sockbuf::SockShared;
-use crate::stack::{NetConfig, Shared, StackEnv};
+use crate::stack::{netchannel, NetConfig, Shared, StackEnv};
 use crate::stats::{DropReason, Stats};
 use crate::tcp::cx::TcpCx;
 use crate::tcp::layer::{TcpMsg, TcpWorker};
@@ -324,6 +324,7 @@ impl Worker {
             listen: &cfg.tcp_listen,
             inboxes: &shared.tcp_inbox,
             tunnels: &cfg.tunnels,
+            netchannels: &cfg.netchannels,
             tfo: &shared.tfo,
             handed_off: false,
         };
@@ -397,6 +398,9 @@ impl Worker {
                         crate::stack::socket::SockKind::Udp => udp_send(&mut cx, s, d),
                         crate::stack::socket::SockKind::IcmpEcho => {
                             icmp::echo_output(&mut cx, s, d)
+                        }
+                        crate::stack::socket::SockKind::Netchannel => {
+                            crate::stack::netchannel::output(&mut cx, d.m)
                         }
                     }
                 }
@@ -1065,6 +1069,10 @@ static INET6SW: [ProtoSw<Input6>; 3] = [
 /// `ip_protox`: a local IPv4 datagram to its transport, or a protocol unreachable
 /// (RFC 1122 §3.2.2.1) when there is none.
 fn ip_protox(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, info: IpInfo) {
+    let (src, dst) = (info.src.into(), info.dst.into());
+    let Some(m) = netchannel::take(cx, m, info.proto.into(), src, dst, info.hlen) else {
+        return;
+    };
     match INETSW.iter().find(|p| p.proto == info.proto) {
         Some(p) => (p.input)(cx, ifp, m, info),
         None if !info.bcast => {
@@ -1089,6 +1097,10 @@ fn ip6_protox(
     proto: wire::IpProtocol,
     nh_at: usize,
 ) {
+    let (src, dst) = (info.src.into(), info.dst.into());
+    let Some(m) = netchannel::take(cx, m, proto.into(), src, dst, info.off) else {
+        return;
+    };
     match INET6SW.iter().find(|p| p.proto == proto) {
         Some(p) => (p.input)(cx, ifp, m, info),
         None => {

@@ -27,6 +27,9 @@ pub(crate) struct TcpCx<'a> {
     pub inboxes: &'a [ArrayQueue<TcpMsg>],
     /// The IP tunnels, for their input.
     pub tunnels: &'a [crate::tunnel::TunnelConf],
+    /// The netchannels, offered each locally delivered packet before the protocol
+    /// switch (the worker's; TCP code does not look at them).
+    pub netchannels: &'a [Arc<crate::netchan::NetchanShared>],
     /// Fast Open's cookie key and client cache (the stack's).
     pub tfo: &'a crate::tcp::fastopen::TfoState,
     /// Work was given to another worker this poll: whoever drives the workers must
