@@ -67,6 +67,13 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// rate and broadcast forwarding for the two bridges. `mpstack bench rfc2544
 /// [--seconds S] [--sizes 64,1518] [--senders N] [--workers N] [--every-size] [--plot FILE.svg]
 /// [--skip tester,linux-router,mpstack-router,linux-bridge,mpstack-bridge] [--json]`.
+///
+/// `netchannel`: 64-byte UDP frames from a generator device in memory into the real
+/// Stack, received by one application thread through a netchannel (the packets
+/// themselves, in batches) beside a UDP socket (recv_from, a copy of each payload)
+/// in the same run, at 1 and --workers workers: Mpps the application received,
+/// Mpps offered, drops on the full queue. `mpstack bench netchannel [--seconds S]
+/// [--rounds N] [--workers N] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -88,7 +95,8 @@ pub struct BenchArgs {
     /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
     /// --workers workers, beside bench forward's design loop), or bridge (64-byte
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
-    /// 1M learned addresses, flooding, the devices alone).
+    /// 1M learned addresses, flooding, the devices alone), or rfc2544, or netchannel
+    /// (64-byte packets received through a netchannel beside a UDP socket).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built

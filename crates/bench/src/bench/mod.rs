@@ -24,6 +24,7 @@ mod forward;
 mod fw;
 mod lpm;
 mod mbuf;
+mod netchan;
 mod polled;
 mod rfc2544;
 mod router;
@@ -163,8 +164,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "router" => router::main(&a),
         "bridge" => bridge::main(&a),
         "rfc2544" => rfc2544::main(&a),
+        "netchannel" => netchan::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544, netchannel)"
         )),
     }
 }

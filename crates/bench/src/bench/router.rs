@@ -154,7 +154,7 @@ fn gw_mac(g: u32) -> EthernetAddress {
     EthernetAddress([0x02, 0x00, 0x5e, 0x00, gw_ifindex(g) as u8, g as u8])
 }
 /// The router's MAC on interface `i`.
-fn if_mac(i: u32) -> EthernetAddress {
+pub(super) fn if_mac(i: u32) -> EthernetAddress {
     EthernetAddress([0x02, 0x00, 0x00, 0x00, 0x00, 0x10 + i as u8])
 }
 const GEN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xee, 0x01]);
@@ -253,12 +253,17 @@ fn dests6(routes: &[(Prefix6, u32)], n: usize, seed: u64) -> Vec<u128> {
 /// Ethernet + IPv4 + UDP to `dst` from a host on the generator's link, 64 bytes,
 /// every checksum valid, TTL 64.
 pub(super) fn frame4(dst: u32, i: usize) -> Vec<u8> {
+    frame4_port(dst, i, [53, 123, 443, 4789][i % 4])
+}
+
+/// [`frame4`] to UDP port `dport`.
+pub(super) fn frame4_port(dst: u32, i: usize, dport: u16) -> Vec<u8> {
     let src = Ipv4Addr::new(198, 18, 0, 2 + (i % 250) as u8);
     let dst = Ipv4Addr::from(dst);
     let payload = FRAME - 14 - 20 - 8;
     let udp = wire::UdpRepr {
         src_port: 1024 + (i % 60_000) as u16,
-        dst_port: [53, 123, 443, 4789][i % 4],
+        dst_port: dport,
     };
     let ip = wire::Ipv4Repr {
         src_addr: src,

@@ -76,6 +76,8 @@ use wire::checksum;
 
 /// Packets a netchannel's receive queue holds by default ([`Stack::netchannel`]).
 pub const NETCHANNEL_QUEUE: usize = 1024;
+/// How long a blocking receive looks at an empty queue before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
 /// The largest receive or send queue a netchannel may ask for.
 pub const NETCHANNEL_QUEUE_MAX: usize = 1 << 16;
 
@@ -256,9 +258,19 @@ impl NetChannel {
             if self.nonblocking.load(Ordering::Relaxed) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
+            // A busy channel refills within microseconds: look again for a while
+            // before going to sleep (a sleep costs the worker a wake-up, and the
+            // application the time to be scheduled).
+            let s = self.sock();
+            let spin = Instant::now();
+            while s.rxq.is_empty() && spin.elapsed() < SPIN {
+                std::hint::spin_loop();
+            }
+            if !s.rxq.is_empty() {
+                continue;
+            }
             let t = self.read_timeout.load(Ordering::Relaxed);
             let deadline = (t != 0).then(|| Instant::now() + Duration::from_nanos(t));
-            let s = self.sock();
             if !s
                 .parker
                 .wait(Interest::Read, deadline, || !s.rxq.is_empty())
