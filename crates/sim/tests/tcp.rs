@@ -2186,3 +2186,82 @@ fn write_with_and_read_with_carry_a_transfer_without_copies() {
     let sa = s.host(a).stats();
     assert_eq!(sa.tcp.sndbyte, data.len() as u64, "{:?}", sa.tcp);
 }
+
+#[test]
+fn write_mbuf_sends_the_applications_buffers_in_order_with_plain_writes() {
+    let (mut s, a, b) = pair(1, 91, Impairments::default());
+    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+    c.set_nonblocking(true).unwrap();
+    srv.set_nonblocking(true).unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 509) as u8).collect();
+    // Alternately a plain write and a chain of three packet buffers (given to
+    // the stack, not copied), of odd sizes.
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    let mut k = 0usize;
+    while at < data.len() {
+        let n = [777, 40_000, 3, 100_000][k % 4].min(data.len() - at);
+        pieces.push((k % 2 == 1, at, n));
+        at += n;
+        k += 1;
+    }
+    let chain = |bytes: &[u8]| {
+        let third = bytes.len() / 3;
+        let mut m = mbuf::Mbuf::from_slice(&bytes[..third]).unwrap();
+        m.cat(mbuf::Mbuf::from_slice(&bytes[third..2 * third]).unwrap());
+        m.cat(mbuf::Mbuf::from_slice(&bytes[2 * third..]).unwrap());
+        m
+    };
+    let (mut next, mut cur, mut by_ref, mut got) =
+        (0, None::<(bool, usize, usize, mbuf::Mbuf)>, 0, Vec::new());
+    for _ in 0..100_000 {
+        loop {
+            if cur.is_none() && next < pieces.len() {
+                let (own, at, n) = pieces[next];
+                next += 1;
+                cur = Some((own, at, n, chain(&data[at..at + n])));
+            }
+            let Some((own, at, n, m)) = cur.as_mut() else {
+                break;
+            };
+            let r = if *own {
+                let before = m.len();
+                c.write_mbuf(m).map(|k| {
+                    by_ref += k;
+                    assert_eq!(m.len(), before - k);
+                    k
+                })
+            } else {
+                let done = *n - m.len();
+                (&c).write(&data[*at + done..*at + *n]).map(|k| {
+                    m.adj(k as isize);
+                    k
+                })
+            };
+            match r {
+                Ok(_) if m.is_empty() => cur = None,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        if cur.is_none() && next == pieces.len() {
+            c.shutdown(std::net::Shutdown::Write).ok();
+        }
+        s.run_for(Duration::from_micros(200));
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match (&srv).read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(_) => break,
+            }
+        }
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes differ");
+    assert!(by_ref > data.len() / 3, "{by_ref} bytes given by reference");
+}

@@ -808,6 +808,48 @@ impl TcpStream {
         Ok(n)
     }
 
+    /// A write that gives the stack the application's packet buffer instead of
+    /// copying from it: bytes are taken off the front of `m` by reference (its
+    /// buffers become the send buffer's, then the segments'), as many as the send
+    /// channel has room for; `m` keeps the rest. Returns the bytes taken. Blocks
+    /// (for room), times out and fails as `write` does; `Ok(0)` when `m` is empty.
+    /// A packet buffer from a netchannel or a read can so go out again untouched:
+    ///
+    /// ```no_run
+    /// # fn demo(c: &net::TcpStream, p: net::Packet) -> std::io::Result<()> {
+    /// // Forward a UDP datagram's payload, taken raw, into a TCP stream.
+    /// let mut m = p.into_mbuf();
+    /// m.adj(28); // past the IPv4 and UDP headers
+    /// while !m.is_empty() {
+    ///     c.write_mbuf(&mut m)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn write_mbuf(&self, m: &mut mbuf::Mbuf) -> io::Result<usize> {
+        if m.is_empty() {
+            return Ok(0);
+        }
+        let s = &self.s;
+        self.blocking(
+            &self.write_timeout,
+            Interest::Write,
+            "write timed out",
+            || {
+                self.writable()?;
+                // The fill buffer's last piece went out as its own chunk when it
+                // was written: these bytes queue after it.
+                let n = s.tx.push_mbuf(m);
+                self.kick();
+                if n > 0 {
+                    Ok(n)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            },
+            || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED,
+        )
+    }
+
     /// Whether the stream takes writes: the connection's error, or `BrokenPipe`
     /// after a shutdown or close.
     fn writable(&self) -> io::Result<()> {

@@ -341,6 +341,36 @@ impl ByteChan {
         self.push_chunk(qs, c).unwrap_or(0)
     }
 
+    /// Producer: takes bytes off the front of `m` by reference — its buffers
+    /// become the channel's chunks, one per buffer run, nothing copied — as many
+    /// as there is room for; `m` keeps the rest. Returns how many it took.
+    pub fn push_mbuf(&self, m: &mut mbuf::Mbuf) -> usize {
+        let mut done = 0;
+        while !m.is_empty() {
+            let n = m.first().len().min(self.space());
+            if n == 0 {
+                break;
+            }
+            let Ok(rest) = m.split(n) else { break };
+            let head = std::mem::replace(m, rest);
+            match self.queues().push(Chunk::Pkt(head)) {
+                Ok(()) => {
+                    self.bytes.fetch_add(n, Ordering::AcqRel);
+                    done += n;
+                }
+                Err(c) => {
+                    // No slot after all: the bytes go back in front of the rest.
+                    if let Chunk::Pkt(head) = c {
+                        let rest = std::mem::replace(m, head);
+                        m.cat(rest);
+                    }
+                    break;
+                }
+            }
+        }
+        done
+    }
+
     /// What of `data` the buffer being filled takes, as a chunk; a new buffer when
     /// it is full or there is none, if the pool has them to spare ([`mbuf::pool::
     /// plenty_for`]: at least half the buffers of each size are kept for
@@ -1071,6 +1101,34 @@ mod tests {
             got.extend_from_slice(&out[..k]);
         }
         assert_eq!(got, [&big[..26_000], &big[..2000]].concat());
+    }
+
+    #[test]
+    fn push_mbuf_queues_the_buffers_themselves_as_far_as_there_is_room() {
+        let ch = ByteChan::new(3000);
+        let a: Vec<u8> = (0..1800u32).map(|i| i as u8).collect();
+        let b: Vec<u8> = (0..1500u32).map(|i| (i * 3) as u8).collect();
+        let mut m = mbuf::Mbuf::from_slice(&a).unwrap();
+        m.cat(mbuf::Mbuf::from_slice(&b).unwrap());
+        let (pa, pb) = {
+            let mut s = m.segments();
+            (s.next().unwrap().as_ptr(), s.next().unwrap().as_ptr())
+        };
+        // Room for 3,000 of 3,300: the first buffer whole, 1,200 of the second.
+        assert_eq!(ch.push_mbuf(&mut m), 3000);
+        assert_eq!(m.len(), 300);
+        assert_eq!(m.first(), &b[1200..]);
+        assert_eq!(ch.push_mbuf(&mut m), 0, "full");
+        assert_eq!(m.len(), 300, "kept");
+        for (ptr, want) in [(pa, &a[..]), (pb, &b[..1200])] {
+            match ch.queues().pop() {
+                Some(Chunk::Pkt(c)) => {
+                    assert_eq!(c.first(), want);
+                    assert_eq!(c.first().as_ptr(), ptr, "the application's buffer itself");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
