@@ -2226,17 +2226,14 @@ fn write_mbuf_sends_the_applications_buffers_in_order_with_plain_writes() {
             };
             let r = if *own {
                 let before = m.len();
-                c.write_mbuf(m).map(|k| {
+                c.write_mbuf(m).inspect(|&k| {
                     by_ref += k;
                     assert_eq!(m.len(), before - k);
-                    k
                 })
             } else {
                 let done = *n - m.len();
-                (&c).write(&data[*at + done..*at + *n]).map(|k| {
-                    m.adj(k as isize);
-                    k
-                })
+                (&c).write(&data[*at + done..*at + *n])
+                    .inspect(|&k| m.adj(k as isize))
             };
             match r {
                 Ok(_) if m.is_empty() => cur = None,
