@@ -381,6 +381,40 @@ pub fn standalone_host_with(
     Ok(s)
 }
 
+/// Three hosts in a line, `a` (198.18.1.2) — `r` — `b` (198.18.2.2), on two links
+/// with default wires: `r` (198.18.1.1, 198.18.2.1) forwards both families, `a`
+/// and `b` route through it by default. Each host has `workers` workers.
+pub fn routed(seed: u64, workers: usize) -> (Sim, HostId, HostId, HostId) {
+    let mut s = Sim::new(seed);
+    let a = s.add_host("a", workers);
+    let r = s.add_host("r", workers);
+    let b = s.add_host("b", workers);
+    s.link(
+        a,
+        "198.18.1.2/24",
+        r,
+        "198.18.1.1/24",
+        WireConfig::default(),
+    );
+    s.link(
+        r,
+        "198.18.2.1/24",
+        b,
+        "198.18.2.2/24",
+        WireConfig::default(),
+    );
+    for i in s.host(r).interfaces() {
+        s.host(r)
+            .set_forwarding(i.index, true, true)
+            .expect("forwarding on r's own interfaces");
+    }
+    s.host(a)
+        .set_default_gateway(Some(std::net::Ipv4Addr::new(198, 18, 1, 1)));
+    s.host(b)
+        .set_default_gateway(Some(std::net::Ipv4Addr::new(198, 18, 2, 1)));
+    (s, a, r, b)
+}
+
 impl Sim {
     /// A raw port on a hub for tests that write frames by hand (an attacker, a sniffer).
     pub fn attach_raw(&mut self, hub: HubId) -> Box<dyn Queue> {

@@ -9,31 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 /// inside (198.18.1.2) — R — outside (198.18.2.2), R running `rules`.
 fn lab(workers: usize, rules: &str) -> (Sim, HostId, HostId, HostId, std::sync::Arc<Ipfw>) {
-    let mut s = Sim::new(21);
-    let inside = s.add_host("inside", workers);
-    let r = s.add_host("r", workers);
-    let outside = s.add_host("outside", workers);
-    s.link(
-        inside,
-        "198.18.1.2/24",
-        r,
-        "198.18.1.1/24",
-        WireConfig::default(),
-    );
-    s.link(
-        r,
-        "198.18.2.1/24",
-        outside,
-        "198.18.2.2/24",
-        WireConfig::default(),
-    );
-    for i in s.host(r).interfaces() {
-        s.host(r).set_forwarding(i.index, true, true).unwrap();
-    }
-    s.host(inside)
-        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 1, 1)));
-    s.host(outside)
-        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 2, 1)));
+    let (s, inside, r, outside) = sim::routed(21, workers);
     let fw = Ipfw::new(fw::RulesetConfig::default(), workers).unwrap();
     fw.load(rules).unwrap_or_else(|e| panic!("{e}"));
     fw.attach(s.host(r));

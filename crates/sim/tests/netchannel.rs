@@ -224,36 +224,6 @@ fn a_full_netchannel_drops_and_counts_what_it_cannot_hold() {
         .is_err());
 }
 
-/// `a` (198.18.1.2) — `r` — `c` (198.18.2.2).
-fn routed(workers: usize) -> (Sim, HostId, HostId, HostId) {
-    let mut s = Sim::new(9);
-    let a = s.add_host("a", workers);
-    let r = s.add_host("r", workers);
-    let c = s.add_host("c", workers);
-    s.link(
-        a,
-        "198.18.1.2/24",
-        r,
-        "198.18.1.1/24",
-        WireConfig::default(),
-    );
-    s.link(
-        r,
-        "198.18.2.1/24",
-        c,
-        "198.18.2.2/24",
-        WireConfig::default(),
-    );
-    for i in s.host(r).interfaces() {
-        s.host(r).set_forwarding(i.index, true, true).unwrap();
-    }
-    s.host(a)
-        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 1, 1)));
-    s.host(c)
-        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 2, 1)));
-    (s, a, r, c)
-}
-
 /// A UDP datagram as an application would write it for a netchannel: source,
 /// lengths, identification and both checksums left at zero for the stack.
 fn raw_udp(dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
@@ -272,7 +242,7 @@ fn raw_udp(dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn raw_packets_cross_a_router_routed_checksummed_fragmented_and_resolved() {
     for workers in [1, 2] {
-        let (mut s, a, r, c) = routed(workers);
+        let (mut s, a, r, c) = sim::routed(9, workers);
         let ch = s
             .host(a)
             .netchannel(Classifier::udp().local_port(4444))

@@ -103,31 +103,7 @@ fn steady_state_ping_and_udp_echo_do_not_allocate() {
 /// A (198.18.1.2) — R — B (198.18.2.2, 198.19.0.1): 1,000 pings through R after a
 /// warm-up.
 fn routed(workers: usize, firewall: bool) -> u64 {
-    let mut s = Sim::new(2);
-    let a = s.add_host("a", workers);
-    let r = s.add_host("r", workers);
-    let b = s.add_host("b", workers);
-    s.link(
-        a,
-        "198.18.1.2/24",
-        r,
-        "198.18.1.1/24",
-        WireConfig::default(),
-    );
-    s.link(
-        r,
-        "198.18.2.1/24",
-        b,
-        "198.18.2.2/24",
-        WireConfig::default(),
-    );
-    for i in s.host(r).interfaces() {
-        s.host(r).set_forwarding(i.index, true, true).unwrap();
-    }
-    s.host(a)
-        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 1, 1)));
-    s.host(b)
-        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 2, 1)));
+    let (mut s, a, r, b) = sim::routed(2, workers);
     // The pings go to B's second address, through a gateway route: the next hop's
     // L2 rewrite is what R uses.
     s.host(b)
