@@ -239,36 +239,54 @@ impl fmt::Display for CertError {
 
 impl std::error::Error for CertError {}
 
-/// A server configuration with a fresh self-signed certificate for `name` (rcgen),
-/// and a client configuration that trusts that certificate and nothing else; TLS 1.3
-/// on rustls with the ring provider, ALPN [`ALPN`]. `transport` applies to both.
-pub fn self_signed(
-    name: &str,
-    transport: Arc<quinn::TransportConfig>,
-) -> Result<(quinn::ServerConfig, quinn::ClientConfig), CertError> {
-    use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-
+/// A fresh self-signed certificate for `name` (rcgen): the certificate's and the
+/// PKCS #8 private key's DER bytes.
+pub fn generate_cert(name: &str) -> Result<(Vec<u8>, Vec<u8>), CertError> {
     let ck =
         rcgen::generate_simple_self_signed(vec![name.to_string()]).map_err(CertError::Rcgen)?;
-    let cert = ck.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok((ck.cert.der().to_vec(), ck.key_pair.serialize_der()))
+}
 
-    let mut sc = rustls::ServerConfig::builder_with_provider(provider.clone())
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A server configuration presenting `cert` (DER) with `key` (PKCS #8 DER): TLS 1.3
+/// on rustls with the ring provider, ALPN [`ALPN`].
+pub fn server_config(
+    cert: &[u8],
+    key: &[u8],
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<quinn::ServerConfig, CertError> {
+    use quinn::crypto::rustls::QuicServerConfig;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.to_vec()));
+    let mut sc = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(CertError::Rustls)?
         .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
+        .with_single_cert(vec![CertificateDer::from(cert.to_vec())], key)
         .map_err(CertError::Rustls)?;
     sc.alpn_protocols = vec![ALPN.to_vec()];
     let sc = QuicServerConfig::try_from(sc).map_err(|e| CertError::Quic(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(sc));
-    server.transport_config(transport.clone());
+    server.transport_config(transport);
+    Ok(server)
+}
 
+/// A client configuration that trusts `ca` (a certificate's DER) and nothing else:
+/// TLS 1.3 on rustls with the ring provider, ALPN [`ALPN`].
+pub fn client_config(
+    ca: &[u8],
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<quinn::ClientConfig, CertError> {
+    use quinn::crypto::rustls::QuicClientConfig;
+    use rustls::pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).map_err(CertError::Rustls)?;
-    let mut cc = rustls::ClientConfig::builder_with_provider(provider)
+    roots
+        .add(CertificateDer::from(ca.to_vec()))
+        .map_err(CertError::Rustls)?;
+    let mut cc = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(CertError::Rustls)?
         .with_root_certificates(roots)
@@ -277,7 +295,22 @@ pub fn self_signed(
     let cc = QuicClientConfig::try_from(cc).map_err(|e| CertError::Quic(e.to_string()))?;
     let mut client = quinn::ClientConfig::new(Arc::new(cc));
     client.transport_config(transport);
-    Ok((server, client))
+    Ok(client)
+}
+
+/// A server configuration with a fresh self-signed certificate for `name`, and a
+/// client configuration that trusts that certificate and nothing else
+/// ([`generate_cert`], [`server_config`], [`client_config`]); `transport` applies to
+/// both.
+pub fn self_signed(
+    name: &str,
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<(quinn::ServerConfig, quinn::ClientConfig), CertError> {
+    let (cert, key) = generate_cert(name)?;
+    Ok((
+        server_config(&cert, &key, transport.clone())?,
+        client_config(&cert, transport)?,
+    ))
 }
 
 /// A transport configuration for bulk transfers on a fast, short path: stream and
