@@ -67,6 +67,13 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// rate and broadcast forwarding for the two bridges. `mpstack bench rfc2544
 /// [--seconds S] [--sizes 64,1518] [--senders N] [--workers N] [--every-size] [--plot FILE.svg]
 /// [--skip tester,linux-router,mpstack-router,linux-bridge,mpstack-bridge] [--json]`.
+///
+/// `quic`: QUIC bulk throughput of quinn 0.11 on mpstack (two stacks in one process on
+/// a memory wire, --workers each) beside quinn on Linux kernel UDP over 127.0.0.1, in
+/// the same run: --mbytes MiB client to server over one stream and over 4, every byte
+/// checked; best of --rounds; the ratios mpstack/linux-loopback. `mpstack bench quic
+/// [--mbytes N] [--rounds N] [--workers N] [--skip
+/// mpstack,linux-loopback,mpstack-4s,linux-loopback-4s] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -88,7 +95,8 @@ pub struct BenchArgs {
     /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
     /// --workers workers, beside bench forward's design loop), or bridge (64-byte
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
-    /// 1M learned addresses, flooding, the devices alone).
+    /// 1M learned addresses, flooding, the devices alone), or quic (quinn's bulk
+    /// throughput on mpstack beside quinn on Linux loopback UDP).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -144,7 +152,8 @@ pub struct BenchArgs {
     /// keep-state, design; 2w: every second worker count). bench bridge: rows to
     /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
-    /// mpstack-bridge).
+    /// mpstack-bridge). bench quic: rows to leave out (mpstack, linux-loopback,
+    /// mpstack-4s, linux-loopback-4s).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// bench rfc2544: frame sizes in bytes, FCS included (default: RFC 2544's 64,

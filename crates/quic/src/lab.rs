@@ -71,3 +71,18 @@ pub fn endpoints(
     ce.set_default_client_config(cc);
     Ok((ce, se))
 }
+
+/// The baseline's endpoints: quinn on the Linux kernel's UDP over loopback
+/// (127.0.0.1, tokio's sockets), a client and a server, with the same transport and
+/// certificate as [`endpoints`]; and the server's address. Call it inside a tokio
+/// runtime.
+pub fn loopback_endpoints() -> Result<(quinn::Endpoint, quinn::Endpoint, SocketAddr), String> {
+    let (sc, cc) =
+        crate::self_signed("localhost", crate::bulk_transport()).map_err(|e| e.to_string())?;
+    let lo = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let se = quinn::Endpoint::server(sc, lo(0)).map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+    let to = se.local_addr().map_err(|e| e.to_string())?;
+    let mut ce = quinn::Endpoint::client(lo(0)).map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+    ce.set_default_client_config(cc);
+    Ok((ce, se, to))
+}

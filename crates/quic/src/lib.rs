@@ -328,4 +328,7 @@ pub fn bulk_transport() -> Arc<quinn::TransportConfig> {
     Arc::new(t)
 }
 pub mod lab;
+
+/// The quinn this crate implements the socket of, for users that need its types.
+pub use quinn;
 pub mod xfer;

@@ -25,6 +25,7 @@ mod fw;
 mod lpm;
 mod mbuf;
 mod polled;
+mod quic;
 mod rfc2544;
 mod router;
 mod smol;
@@ -152,8 +153,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "router" => router::main(&a),
         "bridge" => bridge::main(&a),
         "rfc2544" => rfc2544::main(&a),
+        "quic" => quic::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544, quic)"
         )),
     }
 }
