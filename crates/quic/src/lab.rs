@@ -51,9 +51,9 @@ pub fn stacks(workers: usize) -> Result<(Stack, Stack), String> {
     ))
 }
 
-/// A server endpoint on `stack` at [`SERVER`] and a client endpoint on `client`, with
-/// [`crate::bulk_transport`] and a self-signed certificate for "localhost". Call it
-/// inside a tokio runtime.
+/// A client endpoint on `client` and a server endpoint on `server` at [`SERVER`], in
+/// that order, with [`crate::bulk_transport`] and a self-signed certificate for
+/// "localhost". Call it inside a tokio runtime.
 pub fn endpoints(
     client: &Stack,
     server: &Stack,

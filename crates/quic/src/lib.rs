@@ -332,3 +332,91 @@ pub mod lab;
 /// The quinn this crate implements the socket of, for users that need its types.
 pub use quinn;
 pub mod xfer;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dev::mem::{wire, WireConfig};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::task::Poll;
+
+    /// A socket on a stack whose workers are not started: nothing drains its send
+    /// queue of 8, so what quinn is told can be checked against what happens.
+    fn stopped_socket() -> (net::Stack, Arc<MpstackUdpSocket>) {
+        let (d, _peer) = wire(WireConfig::default());
+        let mut s = net::Stack::new(net::StackConfig {
+            name: "quic-unit".into(),
+            workers: 1,
+            socket_queue: 8,
+            ..net::StackConfig::default()
+        });
+        s.add_interface(
+            Box::new(d),
+            net::IfConfig {
+                addrs: vec!["198.18.0.1/24".parse().expect("an address")],
+                ..net::IfConfig::default()
+            },
+        )
+        .expect("an interface");
+        let u = s
+            .udp_bind(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 0))
+            .expect("a socket");
+        (s, Arc::new(MpstackUdpSocket::new(u)))
+    }
+
+    fn transmit(contents: &[u8], segment_size: Option<usize>) -> Transmit<'_> {
+        Transmit {
+            destination: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 4433)),
+            ecn: None,
+            contents,
+            segment_size,
+            src_ip: None,
+        }
+    }
+
+    #[test]
+    fn a_transmit_is_queued_whole_or_not_at_all() {
+        let (_stack, s) = stopped_socket();
+        // Half the queue of 8: a whole transmit always fits in an empty queue.
+        assert_eq!(s.max_transmit_segments(), 4);
+        assert_eq!(s.max_receive_segments(), 1);
+        assert!(!s.may_fragment());
+        assert!(s.socket().dont_fragment());
+        let three = [7u8; 3 * 1200];
+        s.try_send(&transmit(&three, Some(1200)))
+            .expect("3 segments fit in 8");
+        s.try_send(&transmit(&three[..2500], Some(1200)))
+            .expect("3 more (the last one short) fit in 5");
+        assert_eq!(s.socket().send_room(), 2);
+        let e = s.try_send(&transmit(&three, Some(1200))).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            s.socket().send_room(),
+            2,
+            "nothing of a refused transmit queued"
+        );
+        s.try_send(&transmit(&three[..1000], None))
+            .expect("one datagram fits");
+        let e = s
+            .try_send(&transmit(&[0u8; 5 * 100], Some(100)))
+            .unwrap_err();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::InvalidInput,
+            "more than max_transmit_segments"
+        );
+        // No room for a whole transmit: the poller waits.
+        let mut p = s.clone().create_io_poller();
+        let w = Waker::noop();
+        let mut cx = Context::from_waker(w);
+        assert!(p.as_mut().poll_writable(&mut cx).is_pending());
+        // And nothing received: the receive side waits too.
+        let mut buf = [0u8; 1500];
+        let mut bufs = [IoSliceMut::new(&mut buf)];
+        let mut meta = [QuinnRecvMeta::default()];
+        assert!(matches!(
+            s.poll_recv(&mut cx, &mut bufs, &mut meta),
+            Poll::Pending
+        ));
+    }
+}

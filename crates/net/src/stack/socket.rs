@@ -104,8 +104,8 @@ impl Handle {
     /// Queues the datagrams of `bufs` to `to` in order until the send queue is full,
     /// then pokes the home worker once (the point of a batch: one wake-up for many
     /// datagrams, as `sendmmsg(2)` and UDP GSO make one system call of them). Returns
-    /// how many were queued; `WouldBlock` if none, with the refused ones counted as
-    /// `send_to` counts its own.
+    /// how many were queued; `WouldBlock` if none fit, counted once in `tx_full` as a
+    /// refused `send_to` is.
     fn send_batch<'a>(
         &self,
         bufs: impl ExactSizeIterator<Item = &'a [u8]>,
