@@ -26,6 +26,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll, Wake, Waker};
 
+pub mod lab;
+pub mod xfer;
+
+/// The quinn this crate implements the socket of, for users that need its types.
+pub use quinn;
+
 /// Segments a transmit may carry (quinn itself asks for at most 10).
 pub const MAX_TRANSMIT_SEGMENTS: usize = 64;
 
@@ -327,11 +333,6 @@ pub fn bulk_transport() -> Arc<quinn::TransportConfig> {
         ));
     Arc::new(t)
 }
-pub mod lab;
-
-/// The quinn this crate implements the socket of, for users that need its types.
-pub use quinn;
-pub mod xfer;
 
 #[cfg(test)]
 mod tests {
