@@ -74,6 +74,13 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// in the same run, at 1 and --workers workers: Mpps the application received,
 /// Mpps offered, drops on the full queue. `mpstack bench netchannel [--seconds S]
 /// [--rounds N] [--workers N] [--json]`.
+///
+/// `quic`: QUIC bulk throughput of quinn 0.11 on mpstack (two stacks in one process on
+/// a memory wire, --workers each) beside quinn on Linux kernel UDP over 127.0.0.1, in
+/// the same run: --mbytes MiB client to server over one stream and over 4, every byte
+/// checked; best of --rounds; the ratios mpstack/linux-loopback. `mpstack bench quic
+/// [--mbytes N] [--rounds N] [--workers N] [--skip
+/// mpstack,linux-loopback,mpstack-4s,linux-loopback-4s] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -96,7 +103,8 @@ pub struct BenchArgs {
     /// --workers workers, beside bench forward's design loop), or bridge (64-byte
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
     /// 1M learned addresses, flooding, the devices alone), or rfc2544, or netchannel
-    /// (64-byte packets received through a netchannel beside a UDP socket).
+    /// (64-byte packets received through a netchannel beside a UDP socket), or quic
+    /// (quinn's bulk throughput on mpstack beside quinn on Linux loopback UDP).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -152,7 +160,8 @@ pub struct BenchArgs {
     /// keep-state, design; 2w: every second worker count). bench bridge: rows to
     /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
-    /// mpstack-bridge).
+    /// mpstack-bridge). bench quic: rows to leave out (mpstack, linux-loopback,
+    /// mpstack-4s, linux-loopback-4s).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// bench rfc2544: frame sizes in bytes, FCS included (default: RFC 2544's 64,

@@ -26,6 +26,7 @@ mod lpm;
 mod mbuf;
 mod netchan;
 mod polled;
+mod quic;
 mod rfc2544;
 mod router;
 mod smol;
@@ -165,8 +166,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "bridge" => bridge::main(&a),
         "rfc2544" => rfc2544::main(&a),
         "netchannel" => netchan::main(&a),
+        "quic" => quic::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544, netchannel)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544, netchannel, quic)"
         )),
     }
 }

@@ -2,7 +2,10 @@
 //! [`AsyncRead`] and [`AsyncWrite`]; [`TcpListener::accept_async`],
 //! [`Stack::tcp_connect_async`], [`UdpSocket::send_to_async`] and
 //! [`UdpSocket::recv_from_async`] wait without blocking the thread, and each has a
-//! `poll_*` form for hand-written futures.
+//! `poll_*` form for hand-written futures; so do the batched UDP calls
+//! ([`UdpSocket::poll_send_batch`], [`UdpSocket::poll_send_segmented`],
+//! [`UdpSocket::poll_recv_batch`], and [`UdpSocket::poll_send_ready`] for a sender that
+//! must queue a batch whole).
 //!
 //! There is no reactor and no file descriptor: a call that cannot go on registers its
 //! task's waker with the socket and re-checks, and the socket's home worker wakes the
@@ -65,10 +68,12 @@
 //! ```
 
 use crate::park::Interest;
+use crate::socket::RecvMeta;
 use crate::{Stack, TcpListener, TcpStream, UdpSocket};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::ops::DerefMut;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -259,7 +264,7 @@ impl UdpSocket {
         poll_io(
             || self.register(Interest::Write, cx.waker()),
             || {
-                if self.send_room() {
+                if self.send_room() > 0 {
                     self.send_to(buf, target)
                 } else {
                     Err(io::ErrorKind::WouldBlock.into())
@@ -279,5 +284,107 @@ impl UdpSocket {
     ) -> io::Result<usize> {
         let target = target.into();
         poll_fn(|cx| self.poll_send_to(cx, buf, target)).await
+    }
+
+    /// Polls to receive a batch (the async form of [`UdpSocket::recv_batch`]):
+    /// pending until a datagram is queued, then ready with up to
+    /// `min(bufs.len(), meta.len())` of them.
+    pub fn poll_recv_batch<B: DerefMut<Target = [u8]>>(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [B],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        poll_io(
+            || self.register(Interest::Read, cx.waker()),
+            || self.recv_batch_now(bufs, meta),
+        )
+    }
+
+    /// Waits without blocking the thread for a datagram, then receives up to
+    /// `min(bufs.len(), meta.len())` of those queued (see [`UdpSocket::recv_batch`]).
+    pub async fn recv_batch_async<B: DerefMut<Target = [u8]>>(
+        &self,
+        bufs: &mut [B],
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_recv_batch(cx, bufs, meta)).await
+    }
+
+    /// Polls until the send queue has room for `n` datagrams (at most its
+    /// capacity, [`UdpSocket::send_capacity`]): a sender that must queue a batch whole
+    /// (quinn's `UdpPoller::poll_writable`) waits here, then sends it.
+    pub fn poll_send_ready(&self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
+        let n = n.clamp(1, self.send_capacity());
+        poll_io(
+            || self.register(Interest::Write, cx.waker()),
+            || {
+                if self.send_room() >= n {
+                    Ok(())
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            },
+        )
+    }
+
+    /// Polls to queue datagrams to `target` (the async form of
+    /// [`UdpSocket::send_batch`]): pending while the send queue is full, then ready
+    /// with how many it queued, at least one unless `datagrams` is empty.
+    pub fn poll_send_batch<B: AsRef<[u8]>>(
+        &self,
+        cx: &mut Context<'_>,
+        datagrams: &[B],
+        target: SocketAddr,
+    ) -> Poll<io::Result<usize>> {
+        poll_io(
+            || self.register(Interest::Write, cx.waker()),
+            || {
+                if self.send_room() > 0 || datagrams.is_empty() {
+                    self.send_batch(datagrams, target)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            },
+        )
+    }
+
+    /// Polls to queue `buf` cut into `segment_size`-byte datagrams (the async form of
+    /// [`UdpSocket::send_segmented`]); ready with the datagrams queued, which may be
+    /// fewer than the segments: the caller sends the rest (from
+    /// `queued * segment_size`) with another call.
+    pub fn poll_send_segmented(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+        segment_size: usize,
+        target: SocketAddr,
+    ) -> Poll<io::Result<usize>> {
+        poll_io(
+            || self.register(Interest::Write, cx.waker()),
+            || {
+                if self.send_room() > 0 || buf.is_empty() {
+                    self.send_segmented(buf, segment_size, target)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            },
+        )
+    }
+
+    /// Sends every datagram of `datagrams` to `target`, waiting without blocking the
+    /// thread while the send queue is full; one wake-up of the home worker per batch
+    /// that fits. Returns `datagrams.len()`.
+    pub async fn send_batch_async<B: AsRef<[u8]>>(
+        &self,
+        datagrams: &[B],
+        target: impl Into<SocketAddr>,
+    ) -> io::Result<usize> {
+        let target = target.into();
+        let mut done = 0;
+        while done < datagrams.len() {
+            done += poll_fn(|cx| self.poll_send_batch(cx, &datagrams[done..], target)).await?;
+        }
+        Ok(done)
     }
 }

@@ -15,6 +15,7 @@ use crate::stack::Shared;
 use mbuf::Mbuf;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::ops::DerefMut;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -100,6 +101,58 @@ impl Handle {
         Ok(())
     }
 
+    /// Queues the datagrams of `bufs` to `to` in order until the send queue is full,
+    /// then pokes the home worker once (the point of a batch: one wake-up for many
+    /// datagrams, as `sendmmsg(2)` and UDP GSO make one system call of them). Returns
+    /// how many were queued; `WouldBlock` if none fit, counted once in `tx_full` as a
+    /// refused `send_to` is.
+    fn send_batch<'a>(
+        &self,
+        bufs: impl ExactSizeIterator<Item = &'a [u8]>,
+        to: SocketAddr,
+    ) -> io::Result<usize> {
+        let total = bufs.len();
+        let mut queued = 0;
+        let mut err = None;
+        for b in bufs {
+            // Checked before the copy, so a full queue costs no buffer.
+            if self.sock.txq.is_full() {
+                break;
+            }
+            let m = match Mbuf::from_slice(b) {
+                Ok(m) => m,
+                Err(_) => {
+                    err = Some(io::Error::new(
+                        io::ErrorKind::OutOfMemory,
+                        "no buffers (ENOBUFS)",
+                    ));
+                    break;
+                }
+            };
+            if let Err(d) = self.sock.txq.push(TxDatagram { m, to, seq: 0 }) {
+                // Another thread filled the queue since the check.
+                drop(d);
+                break;
+            }
+            queued += 1;
+        }
+        if queued > 0 {
+            self.stack.notify_worker(self.sock.home);
+            return Ok(queued);
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if total == 0 {
+            return Ok(0);
+        }
+        self.sock.tx_full.fetch_add(1, Ordering::Relaxed);
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "socket send queue full",
+        ))
+    }
+
     /// One receive that never blocks: a datagram or `WouldBlock`.
     fn recv_now(&self) -> io::Result<RxDatagram> {
         self.sock
@@ -179,16 +232,63 @@ impl UdpSocket {
     /// Sends `buf` to `addr`. Never blocks: a full send queue is `WouldBlock`.
     pub fn send_to(&self, buf: &[u8], addr: impl Into<SocketAddr>) -> io::Result<usize> {
         let to = same_family(self.h.sock.local, addr.into())?;
-        if buf.len() > 65_507 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "datagram too large",
-            ));
-        }
+        check_datagram_len(buf.len())?;
         let m = Mbuf::from_slice(buf)
             .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "no buffers (ENOBUFS)"))?;
         self.h.send(m, to, 0)?;
         Ok(buf.len())
+    }
+
+    /// Sends several datagrams to `addr` with one wake-up of the home worker (as
+    /// `sendmmsg(2)` does with one system call). Never blocks: it queues them in order
+    /// until the send queue is full and returns how many it queued, `WouldBlock` if
+    /// none fit. [`UdpSocket::send_room`] says beforehand how many will. A datagram
+    /// over 65,507 bytes is `InvalidInput`, and then none is sent.
+    pub fn send_batch<B: AsRef<[u8]>>(
+        &self,
+        datagrams: &[B],
+        addr: impl Into<SocketAddr>,
+    ) -> io::Result<usize> {
+        let to = same_family(self.h.sock.local, addr.into())?;
+        for d in datagrams {
+            check_datagram_len(d.as_ref().len())?;
+        }
+        self.h.send_batch(datagrams.iter().map(|d| d.as_ref()), to)
+    }
+
+    /// Sends `buf` cut into datagrams of `segment_size` bytes (the last may be
+    /// shorter) to `addr`, with one wake-up of the home worker: Linux's UDP GSO
+    /// (`UDP_SEGMENT`) without the device offload. Returns the datagrams queued, as
+    /// [`UdpSocket::send_batch`]; an empty `buf` sends nothing. A `segment_size` of 0
+    /// or over 65,507 is `InvalidInput`.
+    pub fn send_segmented(
+        &self,
+        buf: &[u8],
+        segment_size: usize,
+        addr: impl Into<SocketAddr>,
+    ) -> io::Result<usize> {
+        let to = same_family(self.h.sock.local, addr.into())?;
+        if segment_size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "segment size 0",
+            ));
+        }
+        check_datagram_len(segment_size)?;
+        self.h.send_batch(buf.chunks(segment_size), to)
+    }
+
+    /// Datagrams the send queue can take now: how many a [`UdpSocket::send_batch`]
+    /// would queue, if no other thread sends on the socket meanwhile.
+    pub fn send_room(&self) -> usize {
+        let q = &self.h.sock.txq;
+        q.capacity().saturating_sub(q.len())
+    }
+
+    /// The send queue's size in datagrams (the stack's `socket_queue`); a batch
+    /// larger than this never fits whole.
+    pub fn send_capacity(&self) -> usize {
+        self.h.sock.txq.capacity()
     }
 
     /// Receives one datagram into `buf` (truncated to fit, as `recvfrom(2)` does).
@@ -196,16 +296,71 @@ impl UdpSocket {
         copy_out(self.h.recv()?, buf)
     }
 
+    /// Receives up to `min(bufs.len(), meta.len())` datagrams in one call (as
+    /// `recvmmsg(2)`): datagram `i` is copied into `bufs[i]` (truncated to fit) and
+    /// described by `meta[i]`. Waits as [`UdpSocket::recv_from`] does (non-blocking
+    /// mode, read timeout) for the first one only, then takes those already queued
+    /// and returns their number. With no room for one it returns 0 at once.
+    pub fn recv_batch<B: DerefMut<Target = [u8]>>(
+        &self,
+        bufs: &mut [B],
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        if bufs.is_empty() || meta.is_empty() {
+            return Ok(0);
+        }
+        let first = self.h.recv()?;
+        Ok(self.recv_batch_from(first, bufs, meta))
+    }
+
+    /// `recv_batch` that never blocks: `WouldBlock` when nothing is queued.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn recv_batch_now<B: DerefMut<Target = [u8]>>(
+        &self,
+        bufs: &mut [B],
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        if bufs.is_empty() || meta.is_empty() {
+            return Ok(0);
+        }
+        let first = self.h.recv_now()?;
+        Ok(self.recv_batch_from(first, bufs, meta))
+    }
+
+    /// Fills `bufs`/`meta` with `first` and what else is queued.
+    fn recv_batch_from<B: DerefMut<Target = [u8]>>(
+        &self,
+        first: RxDatagram,
+        bufs: &mut [B],
+        meta: &mut [RecvMeta],
+    ) -> usize {
+        let mut next = Some(first);
+        let mut n = 0;
+        for (buf, meta) in bufs.iter_mut().zip(meta.iter_mut()) {
+            let Some(d) = next.take().or_else(|| self.h.sock.rxq.pop()) else {
+                break;
+            };
+            let len = d.m.len().min(buf.len());
+            // `len` is within the mbuf chain, so the copy cannot fail; if it did, the
+            // datagram is reported empty rather than with stale bytes.
+            let len = match d.m.copydata(0, &mut buf[..len]) {
+                Ok(()) => len,
+                Err(_) => 0,
+            };
+            *meta = RecvMeta {
+                len,
+                from: d.from,
+                truncated: len < d.m.len(),
+            };
+            n += 1;
+        }
+        n
+    }
+
     /// `recv_from` that never blocks: `WouldBlock` when nothing is queued.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn recv_from_now(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         copy_out(self.h.recv_now()?, buf)
-    }
-
-    /// True if the send queue has room for a datagram.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn send_room(&self) -> bool {
-        !self.h.sock.txq.is_full()
     }
 
     /// Registers a task to wake when a datagram arrives (`Read`) or the home worker
@@ -282,6 +437,40 @@ impl UdpSocket {
     /// Datagrams waiting to be read.
     pub fn pending(&self) -> usize {
         self.h.sock.rxq.len()
+    }
+}
+
+/// The largest UDP payload over IPv4 (65,535 less the IP and UDP headers).
+const MAX_DATAGRAM: usize = 65_507;
+
+fn check_datagram_len(len: usize) -> io::Result<()> {
+    if len > MAX_DATAGRAM {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "datagram too large",
+        ));
+    }
+    Ok(())
+}
+
+/// One datagram of a [`UdpSocket::recv_batch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// Bytes copied into the datagram's buffer.
+    pub len: usize,
+    /// Who sent it.
+    pub from: SocketAddr,
+    /// The datagram was longer than its buffer and was cut to `len` (`MSG_TRUNC`).
+    pub truncated: bool,
+}
+
+impl Default for RecvMeta {
+    fn default() -> Self {
+        RecvMeta {
+            len: 0,
+            from: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+            truncated: false,
+        }
     }
 }
 
