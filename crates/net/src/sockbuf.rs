@@ -92,13 +92,6 @@ impl SockShared {
         }
     }
 
-    /// True if an application thread or task waits on this socket (worker side, per
-    /// batch).
-    #[inline]
-    pub fn has_waiter(&self) -> bool {
-        self.parker.has_waiter()
-    }
-
     /// Wakes the application's parked thread and tasks, if any (worker side).
     pub fn wake(&self) {
         self.parker.wake();

@@ -257,9 +257,15 @@ impl<'a> crate::link::cx::AsLink<'a> for InetCx<'a> {
 
 impl InetCx<'_> {
     /// Schedules a socket's application for wake-up at the end of the batch.
+    /// Whether the application waits is asked then, once a socket per batch
+    /// (`SockShared::wake`, behind a fence), as TCP's readers are: not for every
+    /// datagram, whose fence cost the worker more than the rest of its delivery.
     #[inline]
     pub fn wake_socket(&mut self, s: &Arc<SockShared>) {
-        if s.has_waiter() && !self.wake.iter().any(|x| x.id == s.id) {
+        if self.wake.last().is_some_and(|x| x.id == s.id) {
+            return;
+        }
+        if !self.wake.iter().any(|x| x.id == s.id) {
             self.wake.push(s.clone());
         }
     }

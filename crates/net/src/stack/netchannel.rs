@@ -261,10 +261,14 @@ impl NetChannel {
             // A busy channel refills within microseconds: look again for a while
             // before going to sleep (a sleep costs the worker a wake-up, and the
             // application the time to be scheduled).
+            // Not too often: each look reads the line the worker writes as it
+            // queues.
             let s = self.sock();
             let spin = Instant::now();
             while s.rxq.is_empty() && spin.elapsed() < SPIN {
-                std::hint::spin_loop();
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                }
             }
             if !s.rxq.is_empty() {
                 continue;
