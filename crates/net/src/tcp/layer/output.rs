@@ -124,6 +124,11 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             s.tx.recycle(chunk);
         }
     }
+    // SO_LINGER 0: a reset now, whatever is queued either way.
+    if s.abort.load(Ordering::Acquire) && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
+    {
+        c.tcb.abort();
+    }
     let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
     if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
         c.fin_requested = true;
