@@ -194,6 +194,7 @@ pub fn start(
                 for (svc, l) in listeners {
                     tokio::spawn(accept_loop(svc, l, limits, counters.clone()));
                 }
+                tokio::spawn(give_back_memory(counters.clone()));
                 while !stop.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -229,6 +230,27 @@ async fn accept_loop(svc: Service, l: TcpListener, limits: Limits, counters: Arc
             serve(&svc, c, limits, &counters).await;
             counters.active.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+}
+
+/// Connections that must have ended since the most served at once before the heap
+/// is trimmed: at some 8 KiB each (task, HTTP buffers, the stack's control block and
+/// channels), a thousand are megabytes.
+const TRIM_AFTER: usize = 1024;
+
+/// Once a crowd has gone (a thousand connections fewer than at the peak), gives the
+/// memory it held back to the system, so the node's footprint follows its load down
+/// as well as up (`dev::heap::trim`). Checked every second.
+async fn give_back_memory(counters: Arc<Counters>) {
+    let mut peak = 0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = counters.active.load(Ordering::Relaxed);
+        peak = peak.max(now);
+        if peak >= now + TRIM_AFTER {
+            dev::heap::trim();
+            peak = now;
+        }
     }
 }
 
