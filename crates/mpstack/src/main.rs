@@ -288,8 +288,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
     /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP and
-    /// UDP 9), chargen (TCP and UDP 19), http=DIR (static files on TCP 80), or none
-    /// (no service, UDP echo included). The last --serve given counts.
+    /// UDP 9), chargen (TCP and UDP 19), http=DIR (static files on TCP 80: GET and
+    /// HEAD, keep-alive; hyper's HTTP/1.1), or none (no service, UDP echo included).
+    /// The last --serve given counts. The TCP services are tasks on a small runtime,
+    /// bounded by --serve-idle-timeout, --serve-header-timeout and --serve-max-conns.
     #[arg(
         long,
         value_name = "LIST",
