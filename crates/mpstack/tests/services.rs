@@ -264,3 +264,42 @@ fn beyond_the_limit_connections_are_reset_and_counted() {
     }
     p.echoes();
 }
+
+/// As before hyper: a missing file is 404 and an unsupported method 405 (with
+/// `Allow`), each closing the connection though the client asked to keep it; HEAD
+/// gives the length without the body.
+#[test]
+fn errors_close_the_connection_and_head_has_no_body() {
+    let p = Pair::new("errors", Limits::default());
+    for (req, want) in [
+        (
+            "GET /nothing-here HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\n",
+        ),
+        (
+            "DELETE / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HTTP/1.1 405 Method Not Allowed\r\n",
+        ),
+    ] {
+        let mut c = p.connect(80).unwrap();
+        c.write_all(req.as_bytes()).unwrap();
+        let mut resp = Vec::new();
+        // Returns only once the node closes.
+        c.read_to_end(&mut resp).expect("closed by the node");
+        let text = String::from_utf8_lossy(&resp);
+        assert!(text.starts_with(want), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        if want.contains("405") {
+            assert!(text.contains("Allow: GET, HEAD\r\n"), "{text}");
+        }
+    }
+    let mut c = p.connect(80).unwrap();
+    c.write_all(b"HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp).unwrap();
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("Content-Length: 17\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "no body after the head: {text}");
+}
