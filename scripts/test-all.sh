@@ -62,6 +62,13 @@ cargo test --workspace --lib --bins --tests -- --test-threads="${MPSTACK_TEST_TH
 say "the async sockets (feature tokio): unit, crates/net/tests/tokio.rs, the doc example"
 cargo test -p net --features tokio -- --test-threads="${MPSTACK_TEST_THREADS:-2}"
 
+# `--lib --bins --tests` above builds no example: run them (in process, no root,
+# a second or two each), which also proves they still compile.
+say "the embedding examples (crates/mpstack/examples), run"
+for ex in tokio_echo hyper_server; do
+    cargo run -q -p mpstack --example "$ex"
+done
+
 say "benchmarks, each run once as a test (criterion's test mode)"
 cargo test --workspace --bench '*'
 

@@ -15,6 +15,7 @@
 pub mod alloc_count;
 pub mod cpu;
 pub mod gen;
+pub mod heap;
 pub mod impair;
 pub mod mem;
 pub mod netns;

@@ -12,7 +12,7 @@ mod client;
 use mpstack::control;
 mod demo;
 mod run;
-mod services;
+use mpstack::services;
 use mpstack::sysctl;
 
 #[derive(Parser, Debug)]
@@ -115,6 +115,16 @@ pub struct DemoArgs {
     /// Print all counters, including zeros.
     #[arg(long)]
     pub all_counters: bool,
+}
+
+/// A time in seconds, above zero and at most a day.
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}': expected seconds, above 0 and at most 86400"
+        )),
+    }
 }
 
 fn control_levels() -> clap::builder::PossibleValuesParser {
@@ -278,8 +288,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
     /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP and
-    /// UDP 9), chargen (TCP and UDP 19), http=DIR (static files on TCP 80), or none
-    /// (no service, UDP echo included). The last --serve given counts.
+    /// UDP 9), chargen (TCP and UDP 19), http=DIR (static files on TCP 80: GET and
+    /// HEAD, keep-alive; hyper's HTTP/1.1), or none (no service, UDP echo included).
+    /// The last --serve given counts. The TCP services are tasks on a small runtime,
+    /// bounded by --serve-idle-timeout, --serve-header-timeout and --serve-max-conns.
     #[arg(
         long,
         value_name = "LIST",
@@ -287,6 +299,22 @@ pub struct RunArgs {
         overrides_with = "serve"
     )]
     pub serve: String,
+    /// Seconds a --serve TCP connection may move no byte either way before the node
+    /// closes it (counted as an idle timeout in the exit report); a silent
+    /// connection holds a slot for no longer than this.
+    #[arg(long, value_name = "SECS", default_value_t = services::Limits::DEFAULT_IDLE_SECS, value_parser = positive_secs)]
+    pub serve_idle_timeout: f64,
+    /// Seconds an HTTP client has to send a whole request head, from its connection
+    /// or from the end of the previous response on a kept-alive connection (so it is
+    /// also the idle time allowed between requests); then the node closes the
+    /// connection (counted as a header timeout).
+    #[arg(long, value_name = "SECS", default_value_t = services::Limits::DEFAULT_HEADER_SECS, value_parser = positive_secs)]
+    pub serve_header_timeout: f64,
+    /// TCP connections the --serve services serve at once, over all services;
+    /// beyond it a new connection is refused with a reset and counted as refused.
+    /// The default is as many as one worker's TCP connection table holds.
+    #[arg(long, value_name = "N", default_value_t = services::Limits::DEFAULT_MAX_CONNS, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=16_777_216), |n| n as usize))]
+    pub serve_max_conns: usize,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,

@@ -612,10 +612,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .map_err(|e| format!("signal handler: {e}"))?;
     let tcp_counters = Arc::new(crate::services::Counters::default());
-    let tcp_threads = crate::services::start(
+    let limits = crate::services::Limits {
+        max_conns: a.serve_max_conns,
+        idle_timeout: Duration::from_secs_f64(a.serve_idle_timeout),
+        header_timeout: Duration::from_secs_f64(a.serve_header_timeout),
+    };
+    let tcp_services = crate::services::start(
         &stack,
         &services,
         !inet6.is_empty(),
+        workers,
+        limits,
         stop.clone(),
         tcp_counters.clone(),
     )?;
@@ -794,15 +801,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .into_iter()
         .map(|(name, t)| (name, t.join().unwrap_or(0)))
         .collect();
-    for t in tcp_threads {
-        let _ = t.join();
-    }
+    tcp_services.join();
     stack.stop();
     println!(
-        "mpstack: TCP services: {} connection(s), {} refused (over {}), {} byte(s) in, {} out",
+        "mpstack: TCP services: {} connection(s), {} refused (over {}), {} idle timeout(s) ({}s), {} header timeout(s) ({}s), {} byte(s) in, {} out",
         tcp_counters.connections.load(Ordering::Relaxed),
         tcp_counters.refused.load(Ordering::Relaxed),
-        crate::services::MAX_CONNS,
+        limits.max_conns,
+        tcp_counters.idle_timeouts.load(Ordering::Relaxed),
+        a.serve_idle_timeout,
+        tcp_counters.header_timeouts.load(Ordering::Relaxed),
+        a.serve_header_timeout,
         tcp_counters.bytes_in.load(Ordering::Relaxed),
         tcp_counters.bytes_out.load(Ordering::Relaxed),
     );

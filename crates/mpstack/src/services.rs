@@ -1,20 +1,65 @@
 //! The small TCP services of `mpstack run --serve` (inetd's internal services):
 //! echo (RFC 862, port 7), discard (RFC 863, port 9) and chargen (RFC 864, port 19);
-//! and a small HTTP/1.1 server for the static files of a directory (port 80: GET and
-//! HEAD, keep-alive, `Content-Length`; no ranges).
-//! One thread per connection, at most [`MAX_CONNS`] at once; every thread watches the
-//! stop flag so SIGINT/SIGTERM ends them within a read timeout.
+//! and an HTTP/1.1 server (hyper) for the static files of a directory (port 80: GET
+//! and HEAD, keep-alive, `Content-Length`; no ranges).
+//!
+//! Every connection is a task on one small tokio runtime, over the stack's own
+//! sockets (net's `tokio` feature): no thread per connection and no reactor — the
+//! stack's workers wake the tasks. What an idle crowd costs is therefore a task and a
+//! connection, not a thread, and three bounds set by the operator ([`Limits`]) keep
+//! a silent crowd (a slowloris) from shutting out new clients: an idle timeout (no
+//! byte either way for that long closes the connection), a header timeout for HTTP
+//! (the request head must arrive within it), and a limit on connections served at
+//! once, beyond which a new connection is refused with a reset and counted.
 
 use net::{Stack, TcpListener, TcpStream};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::future::Future;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-/// Connections served at once, over all services.
-pub const MAX_CONNS: usize = 256;
+/// Each listener's backlog: connections half open or established and not yet taken
+/// by the accept task. Linux's `somaxconn` (4096): a burst of thousands of
+/// connections waits here for the accept task instead of being refused (at 128, a
+/// burst of 10,000 lost hundreds to resets), and the queue costs 32 KiB a listener.
+pub const LISTEN_BACKLOG: usize = 4096;
+
+/// The operator's bounds on the services (`mpstack run --serve-*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// Connections served at once, over all services; beyond it a new connection is
+    /// refused with a reset and counted in [`Counters::refused`].
+    pub max_conns: usize,
+    /// A connection that moves no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP: a request head must arrive whole within this long of the connection
+    /// (or of the end of the previous response, on a kept-alive one).
+    pub header_timeout: Duration,
+}
+
+impl Limits {
+    /// One worker's TCP connection table holds 65,536 connections
+    /// (`StackConfig::tcp_max_conns`); the services may serve as many.
+    pub const DEFAULT_MAX_CONNS: usize = 65_536;
+    pub const DEFAULT_IDLE_SECS: f64 = 120.0;
+    pub const DEFAULT_HEADER_SECS: f64 = 20.0;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_conns: Limits::DEFAULT_MAX_CONNS,
+            idle_timeout: Duration::from_secs_f64(Limits::DEFAULT_IDLE_SECS),
+            header_timeout: Duration::from_secs_f64(Limits::DEFAULT_HEADER_SECS),
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Service {
@@ -73,27 +118,50 @@ pub fn parse_list(s: &str) -> Result<Vec<Service>, String> {
     Ok(v)
 }
 
-/// Bytes moved by the services, for the exit report.
+/// What the services did, for the exit report.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Connections taken and served.
     pub connections: AtomicU64,
+    /// Connections refused with a reset: the limit was reached.
     pub refused: AtomicU64,
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// Connections closed for moving no byte for the idle timeout.
+    pub idle_timeouts: AtomicU64,
+    /// HTTP connections closed for not sending a request head within the header
+    /// timeout.
+    pub header_timeouts: AtomicU64,
+    /// Connections being served now.
+    pub active: AtomicUsize,
 }
 
-/// Starts a listener thread per service and family: IPv4 always, IPv6 (on `[::]`)
-/// with `inet6`.
+/// The running services: [`Services::join`] waits for them to end once the stop flag
+/// is up.
+#[derive(Debug)]
+pub struct Services {
+    thread: JoinHandle<()>,
+}
+
+impl Services {
+    pub fn join(self) {
+        let _ = self.thread.join();
+    }
+}
+
+/// Listens for each service and family (IPv4 always, IPv6 on `[::]` with `inet6`)
+/// and serves on a runtime of `threads` threads until `stop` is raised; then every
+/// connection is closed.
 pub fn start(
     stack: &Stack,
     services: &[Service],
     inet6: bool,
+    threads: usize,
+    limits: Limits,
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
-) -> Result<Vec<JoinHandle<()>>, String> {
-    let active = Arc::new(AtomicUsize::new(0));
-    let mut threads = Vec::new();
-    let mut listens: Vec<(Service, std::net::SocketAddr)> = Vec::new();
+) -> Result<Services, String> {
+    let mut listens: Vec<(Service, SocketAddr)> = Vec::new();
     for svc in services {
         listens.push((
             svc.clone(),
@@ -102,135 +170,250 @@ pub fn start(
         if inet6 {
             listens.push((
                 svc.clone(),
-                std::net::SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), svc.port()),
+                SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), svc.port()),
             ));
         }
     }
+    let mut listeners = Vec::new();
     for (svc, at) in listens {
         let l = stack
-            .tcp_listen(at, 128)
+            .tcp_listen(at, LISTEN_BACKLOG)
             .map_err(|e| format!("{} service (TCP {at}): {e}", svc.name()))?;
-        l.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let (stop, counters, active) = (stop.clone(), counters.clone(), active.clone());
-        let name = svc.name();
-        let t = std::thread::Builder::new()
-            .name(format!("tcp-{name}"))
-            .spawn(move || listen_loop(svc, l, stop, counters, active))
-            .map_err(|e| e.to_string())?;
-        threads.push(t);
+        listeners.push((svc, l));
     }
-    Ok(threads)
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name("svc")
+        .enable_time()
+        .build()
+        .map_err(|e| format!("services runtime: {e}"))?;
+    let thread = std::thread::Builder::new()
+        .name("services".into())
+        .spawn(move || {
+            rt.block_on(async {
+                for (svc, l) in listeners {
+                    tokio::spawn(accept_loop(svc, l, limits, counters.clone()));
+                }
+                tokio::spawn(give_back_memory(counters.clone()));
+                while !stop.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            });
+            // Dropping the tasks drops their connections: each is closed (a FIN).
+            rt.shutdown_timeout(Duration::from_secs(1));
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Services { thread })
 }
 
-fn listen_loop(
-    svc: Service,
-    l: TcpListener,
-    stop: Arc<AtomicBool>,
-    counters: Arc<Counters>,
-    active: Arc<AtomicUsize>,
-) {
-    let mut conns: Vec<JoinHandle<()>> = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        match l.accept() {
-            Ok((c, _)) => {
-                if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNS {
-                    active.fetch_sub(1, Ordering::AcqRel);
-                    counters.refused.fetch_add(1, Ordering::Relaxed);
-                    drop(c);
-                    continue;
-                }
-                counters.connections.fetch_add(1, Ordering::Relaxed);
-                let (stop2, counters2, active2) = (stop.clone(), counters.clone(), active.clone());
-                let svc2 = svc.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("{}-conn", svc.name()))
-                    .spawn(move || {
-                        serve(svc2, c, &stop2, &counters2);
-                        active2.fetch_sub(1, Ordering::AcqRel);
-                    });
-                match spawned {
-                    Ok(h) => conns.push(h),
-                    Err(_) => {
-                        active.fetch_sub(1, Ordering::AcqRel);
-                    }
-                }
-                conns.retain(|h| !h.is_finished());
+/// Takes one listener's connections; each is served by a task of its own.
+async fn accept_loop(svc: Service, l: TcpListener, limits: Limits, counters: Arc<Counters>) {
+    let svc = Arc::new(svc);
+    loop {
+        let c = match l.accept_async().await {
+            Ok((c, _)) => c,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        };
+        if counters.active.fetch_add(1, Ordering::AcqRel) >= limits.max_conns {
+            counters.active.fetch_sub(1, Ordering::AcqRel);
+            counters.refused.fetch_add(1, Ordering::Relaxed);
+            // A reset: the client learns at once, and no TIME_WAIT is kept.
+            c.abort();
+            continue;
+        }
+        counters.connections.fetch_add(1, Ordering::Relaxed);
+        let (svc, counters) = (svc.clone(), counters.clone());
+        tokio::spawn(async move {
+            serve(&svc, c, limits, &counters).await;
+            counters.active.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
+
+/// Connections that must have ended since the most served at once before the heap
+/// is trimmed: at some 8 KiB each (task, HTTP buffers, the stack's control block and
+/// channels), a thousand are megabytes.
+const TRIM_AFTER: usize = 1024;
+
+/// Once a crowd has gone (a thousand connections fewer than at the peak), gives the
+/// memory it held back to the system, so the node's footprint follows its load down
+/// as well as up (`dev::heap::trim`). Checked every second.
+async fn give_back_memory(counters: Arc<Counters>) {
+    let mut peak = 0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = counters.active.load(Ordering::Relaxed);
+        peak = peak.max(now);
+        if peak >= now + TRIM_AFTER {
+            dev::heap::trim();
+            peak = now;
         }
     }
-    for h in conns {
-        let _ = h.join();
-    }
 }
 
-fn serve(svc: Service, mut c: TcpStream, stop: &AtomicBool, counters: &Counters) {
-    let _ = c.set_read_timeout(Some(Duration::from_millis(100)));
-    let _ = c.set_write_timeout(Some(Duration::from_millis(100)));
-    let mut buf = vec![0u8; 64 * 1024];
-    match svc {
-        Service::Echo | Service::Discard => loop {
-            if stop.load(Ordering::Relaxed) {
+/// The last time a connection moved a byte, in nanoseconds from `base`.
+#[derive(Debug)]
+struct Activity {
+    base: Instant,
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            base: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+    fn touch(&self) {
+        let now = self.base.elapsed().as_nanos() as u64;
+        self.last.store(now, Ordering::Relaxed);
+    }
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_nanos(self.last.load(Ordering::Relaxed));
+        self.base.elapsed().saturating_sub(last)
+    }
+
+    /// Ready once the connection has been idle for `limit`.
+    async fn idle(&self, limit: Duration) {
+        loop {
+            let idle = self.idle_for();
+            if idle >= limit {
                 return;
             }
-            match c.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                    if svc == Service::Echo && !write_all(&mut c, &buf[..n], stop, counters) {
-                        return;
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {}
-                Err(_) => return,
-            }
-        },
-        Service::Http(dir) => http::serve(&dir, &mut c, stop, counters),
-        Service::Chargen => {
-            let mut line = 0usize;
-            loop {
-                let mut n = 0;
-                while n + 74 <= buf.len() {
-                    for k in 0..72 {
-                        buf[n + k] = b' ' + ((line + k) % 95) as u8;
-                    }
-                    buf[n + 72] = b'\r';
-                    buf[n + 73] = b'\n';
-                    n += 74;
-                    line += 1;
-                }
-                if !write_all(&mut c, &buf[..n], stop, counters) {
-                    return;
-                }
-            }
+            tokio::time::sleep(limit - idle).await;
         }
     }
-    let _ = c.shutdown(std::net::Shutdown::Write);
 }
 
-pub(crate) fn write_all(
-    c: &mut TcpStream,
-    mut data: &[u8],
-    stop: &AtomicBool,
-    counters: &Counters,
-) -> bool {
-    while !data.is_empty() {
-        if stop.load(Ordering::Relaxed) {
-            return false;
+/// A connection that counts its bytes and notes when it last moved one.
+struct Metered<'a> {
+    c: &'a TcpStream,
+    act: &'a Activity,
+    counters: &'a Counters,
+}
+
+impl AsyncRead for Metered<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let mut c = self.c;
+        let r = Pin::new(&mut c).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.act.touch();
+            self.counters
+                .bytes_in
+                .fetch_add(n as u64, Ordering::Relaxed);
         }
-        match c.write(data) {
-            Ok(n) => {
-                counters.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
-                data = &data[n..];
+        r
+    }
+}
+
+impl AsyncWrite for Metered<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut c = self.c;
+        let r = Pin::new(&mut c).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                self.act.touch();
+                self.counters
+                    .bytes_out
+                    .fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {}
-            Err(_) => return false,
+        }
+        r
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.c.shutdown(std::net::Shutdown::Write))
+    }
+}
+
+/// Serves one connection until it ends, errs or idles out; then it is closed.
+async fn serve(svc: &Service, c: TcpStream, limits: Limits, counters: &Counters) {
+    let act = Activity::new();
+    let io = Metered {
+        c: &c,
+        act: &act,
+        counters,
+    };
+    let work: Pin<Box<dyn Future<Output = ()> + Send + '_>> = match svc {
+        Service::Echo => Box::pin(echo(io, true)),
+        Service::Discard => Box::pin(echo(io, false)),
+        Service::Chargen => Box::pin(chargen(io)),
+        Service::Http(root) => Box::pin(async move {
+            if let Err(e) = http::serve(root, io, limits.header_timeout).await {
+                if e.is_timeout() {
+                    counters.header_timeouts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }),
+    };
+    tokio::select! {
+        () = work => {}
+        () = act.idle(limits.idle_timeout) => {
+            counters.idle_timeouts.fetch_add(1, Ordering::Relaxed);
         }
     }
-    true
+}
+
+/// Echo (or, without `echo`, discard) until the client's FIN, then a FIN back.
+/// An idle connection holds no buffer but a small one in its task: a big one is taken
+/// while bytes flow in fast and given back when they slow.
+async fn echo(mut io: Metered<'_>, echo: bool) {
+    const BIG: usize = 64 * 1024;
+    let mut small = [0u8; 512];
+    let mut big: Vec<u8> = Vec::new();
+    loop {
+        let buf: &mut [u8] = if big.is_empty() { &mut small } else { &mut big };
+        let n = match io.read(buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let full = n == buf.len();
+        if echo && io.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+        if big.is_empty() && full {
+            big = vec![0; BIG];
+        } else if !big.is_empty() && n < BIG / 8 {
+            big = Vec::new();
+        }
+    }
+    let _ = io.shutdown().await;
+}
+
+/// RFC 864: lines of 72 characters from the rotating printable set, until the client
+/// goes away.
+async fn chargen(mut io: Metered<'_>) {
+    let mut buf = vec![0u8; 74 * 220];
+    let mut line = 0usize;
+    loop {
+        for row in buf.chunks_exact_mut(74) {
+            for (k, b) in row[..72].iter_mut().enumerate() {
+                *b = b' ' + ((line + k) % 95) as u8;
+            }
+            row[72] = b'\r';
+            row[73] = b'\n';
+            line += 1;
+        }
+        if io.write_all(&buf).await.is_err() {
+            return;
+        }
+    }
 }
 
 mod http;

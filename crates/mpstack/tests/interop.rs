@@ -248,6 +248,16 @@ fn run_rejects_bad_arguments_clearly() {
             "unknown name 'net.inet.tcp.nosuch'",
         ),
         (&["--sysctl", "net.inet.tcp.msl"][..], "expected NAME=VALUE"),
+        // The services' bounds.
+        (
+            &["--serve-idle-timeout", "0"][..],
+            "expected seconds, above 0",
+        ),
+        (
+            &["--serve-header-timeout", "soon"][..],
+            "expected seconds, above 0",
+        ),
+        (&["--serve-max-conns", "0"][..], "--serve-max-conns"),
         // Bridges and VLANs.
         (&["--bridge", "br0"][..], "expected NAME=TAP,TAP"),
         (

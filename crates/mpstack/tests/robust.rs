@@ -26,7 +26,7 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 /// The backlog `mpstack run` gives each service's listener (its SYN queue bound).
-const BACKLOG: u64 = 128;
+const BACKLOG: u64 = mpstack::services::LISTEN_BACKLOG as u64;
 
 /// An echo connection from Linux opened before an attack, kept open through it: a
 /// Python client in the namespace that echoes 1,000 bytes at once, then 100 KB (in

@@ -434,6 +434,24 @@ fn tcp_connection_to_a_closed_port_is_refused() {
     }
 }
 
+/// `TcpStream::abort` (SO_LINGER 0): the peer is reset at once and told so by its
+/// next read, and what the aborting side had queued is not sent.
+#[test]
+fn tcp_abort_resets_the_peer() {
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 5, Impairments::default());
+        let (_l, c, srv) = connected(&mut s, a, b, 4445, Duration::from_millis(100));
+        c.set_nonblocking(true).unwrap();
+        (&srv).write_all(b"never sent").unwrap();
+        srv.abort();
+        s.run_for(Duration::from_millis(100));
+        let mut buf = [0u8; 16];
+        // The reset, and no byte before it.
+        let e = (&c).read(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "workers={workers}");
+    }
+}
+
 #[test]
 fn tcp_backlog_is_bounded() {
     let (mut s, a, b) = pair(1, 4, Impairments::default());

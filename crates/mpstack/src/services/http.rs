@@ -1,18 +1,26 @@
-//! A small HTTP/1.1 server for static files: GET and HEAD, persistent connections,
-//! `Content-Length` on every response. Requests are bounded (headers up to 16 KiB);
-//! paths are confined to the served directory.
+//! The HTTP service: static files from one directory, served by hyper's HTTP/1.1
+//! server over the stack's socket. GET and HEAD, persistent connections,
+//! `Content-Length` on every response; paths are confined to the served directory
+//! (`http_request::resolve`). Errors (404, 405) close the connection, as before
+//! hyper; request heads are bounded (16 KiB: beyond it hyper answers 431) and must
+//! arrive within the header timeout.
 
-use super::{write_all, Counters};
-use mpstack::http_request::{parse, resolve};
-use net::TcpStream;
-use std::io::{ErrorKind, Read};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::http_request::resolve;
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-/// Largest request head accepted.
+/// Largest request head accepted (hyper's read buffer; it takes no less than 8 KiB).
 const MAX_HEAD: usize = 16 * 1024;
-/// Idle time allowed on a persistent connection, in 100 ms read slices.
-const IDLE_SLICES: u32 = 50;
+/// A file is read and sent in pieces of this size.
+const PIECE: usize = 64 * 1024;
 
 fn content_type(p: &Path) -> &'static str {
     match p.extension().and_then(|e| e.to_str()).unwrap_or("") {
@@ -27,112 +35,154 @@ fn content_type(p: &Path) -> &'static str {
     }
 }
 
-fn reason(code: u16) -> &'static str {
-    match code {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        505 => "HTTP Version Not Supported",
-        _ => "Error",
+/// A response body: a short text, or a file read piece by piece as the connection
+/// takes it.
+pub(crate) enum FileBody {
+    Text(Option<Bytes>),
+    /// The file and the bytes still to send (the `Content-Length` given).
+    File(std::fs::File, u64),
+}
+
+impl Body for FileBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            FileBody::Text(t) => Poll::Ready(t.take().map(|b| Ok(Frame::data(b)))),
+            FileBody::File(_, 0) => Poll::Ready(None),
+            FileBody::File(f, left) => {
+                // A read from the page cache, on the runtime's thread: tokio::fs
+                // would hand each piece to another thread and back.
+                let mut buf = vec![0u8; PIECE.min(*left as usize)];
+                match f.read(&mut buf) {
+                    // The file shrank: the length is now wrong; an error closes.
+                    Ok(0) => Poll::Ready(Some(Err(std::io::ErrorKind::UnexpectedEof.into()))),
+                    Ok(n) => {
+                        buf.truncate(n);
+                        *left -= n as u64;
+                        Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
+                    }
+                    Err(e) => Poll::Ready(Some(Err(e))),
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, FileBody::Text(None) | FileBody::File(_, 0))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            FileBody::Text(t) => SizeHint::with_exact(t.as_ref().map_or(0, |b| b.len() as u64)),
+            FileBody::File(_, left) => SizeHint::with_exact(*left),
+        }
     }
 }
 
-fn error(c: &mut TcpStream, code: u16, stop: &AtomicBool, counters: &Counters) -> bool {
-    let body = format!("{code} {}\n", reason(code));
-    let head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
-        reason(code),
-        body.len(),
-        if code == 405 { "Allow: GET, HEAD\r\n" } else { "" }
-    );
-    write_all(c, head.as_bytes(), stop, counters) && write_all(c, body.as_bytes(), stop, counters)
+fn reason(code: StatusCode) -> &'static str {
+    code.canonical_reason().unwrap_or("Error")
 }
 
-/// Serves requests on one connection until it closes, errs or idles out.
-pub(crate) fn serve(root: &Path, c: &mut TcpStream, stop: &AtomicBool, counters: &Counters) {
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut idle = 0;
-    loop {
-        // Read one request head.
-        let end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i;
-            }
-            if buf.len() > MAX_HEAD {
-                error(c, 431, stop, counters);
-                return;
-            }
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            match c.read(&mut chunk[..4096]) {
-                Ok(0) => return,
-                Ok(n) => {
-                    idle = 0;
-                    counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
-                    idle += 1;
-                    if idle > IDLE_SLICES {
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        buf.drain(..end + 4);
-        let req = match parse(&head) {
-            Ok(r) => r,
-            Err(code) => {
-                error(c, code, stop, counters);
-                return;
-            }
-        };
-        if req.method != "GET" && req.method != "HEAD" {
-            error(c, 405, stop, counters);
-            return;
-        }
-        let file =
-            resolve(root, &req.path).and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
-        let Some((path, mut f)) = file.filter(|(_, f)| f.metadata().is_ok_and(|m| m.is_file()))
-        else {
-            if !error(c, 404, stop, counters) {
-                return;
-            }
-            return;
-        };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {len}\r\nConnection: {}\r\n\r\n",
-            content_type(&path),
-            if req.keep_alive { "keep-alive" } else { "close" }
+/// An error response, with the connection closed after it.
+fn error(code: StatusCode) -> Response<FileBody> {
+    let body = format!("{} {}\n", code.as_u16(), reason(code));
+    let mut r = Response::new(FileBody::Text(Some(Bytes::from(body))));
+    *r.status_mut() = code;
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    h.insert(CONNECTION, HeaderValue::from_static("close"));
+    if code == StatusCode::METHOD_NOT_ALLOWED {
+        h.insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    }
+    r
+}
+
+/// The answer to one request.
+pub(crate) fn respond(root: &Path, req: &Request<Incoming>) -> Response<FileBody> {
+    respond_to(root, req.method(), req.uri().path())
+}
+
+fn respond_to(root: &Path, method: &Method, path: &str) -> Response<FileBody> {
+    if method != Method::GET && method != Method::HEAD {
+        return error(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let file = resolve(root, path).and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
+    let Some((path, f, len)) = file.and_then(|(p, f)| {
+        let m = f.metadata().ok().filter(|m| m.is_file())?;
+        Some((p, f, m.len()))
+    }) else {
+        return error(StatusCode::NOT_FOUND);
+    };
+    let body = if method == Method::HEAD {
+        FileBody::Text(None)
+    } else {
+        FileBody::File(f, len)
+    };
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type(&path)));
+    h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    r
+}
+
+/// Serves requests on one connection until it closes, errs, or sends no request
+/// head within `header_timeout` (a hyper error that `is_timeout`).
+pub(crate) async fn serve<IO>(
+    root: &Path,
+    io: IO,
+    header_timeout: Duration,
+) -> Result<(), hyper::Error>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let root: PathBuf = root.to_path_buf();
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let r = respond(&root, &req);
+        async move { Ok::<_, Infallible>(r) }
+    });
+    hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_buf_size(MAX_HEAD)
+        // Header names as the server before hyper wrote them (`Content-Length`).
+        .title_case_headers(true)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_follow_the_old_server() {
+        let dir = std::env::temp_dir().join(format!("mpstack-http-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("index.html"), "<h1>x</h1>\n").unwrap();
+        let r = respond_to(&dir, &Method::GET, "/");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[CONTENT_LENGTH], "11");
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+        let r = respond_to(&dir, &Method::HEAD, "/index.html");
+        assert_eq!(r.headers()[CONTENT_LENGTH], "11");
+        assert!(r.body().is_end_stream());
+        assert_eq!(
+            respond_to(&dir, &Method::GET, "/nothing").status(),
+            StatusCode::NOT_FOUND
         );
-        if !write_all(c, head.as_bytes(), stop, counters) {
-            return;
-        }
-        if req.method == "GET" {
-            let mut left = len;
-            while left > 0 {
-                let want = chunk.len().min(left as usize);
-                match f.read(&mut chunk[..want]) {
-                    Ok(0) | Err(_) => return, // the file shrank: the length is now wrong, close
-                    Ok(n) => {
-                        if !write_all(c, &chunk[..n], stop, counters) {
-                            return;
-                        }
-                        left -= n as u64;
-                    }
-                }
-            }
-        }
-        if !req.keep_alive {
-            let _ = c.shutdown(std::net::Shutdown::Write);
-            return;
-        }
+        assert_eq!(
+            respond_to(&dir, &Method::GET, "/../etc/passwd").status(),
+            StatusCode::NOT_FOUND
+        );
+        let r = respond_to(&dir, &Method::DELETE, "/");
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers()[ALLOW], "GET, HEAD");
+        assert_eq!(r.headers()[CONNECTION], "close");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -541,6 +541,14 @@ impl TcpStream {
         Ok(())
     }
 
+    /// Closes with a reset (`close(2)` with `SO_LINGER` 0): the peer is told at once
+    /// that the connection is refused or given up, nothing queued is sent, and no
+    /// TIME_WAIT is held. What a server says to a connection it will not serve.
+    pub fn abort(self) {
+        self.s.abort.store(true, Ordering::Release);
+        // The drop that follows wakes the worker.
+    }
+
     /// One read that never blocks: bytes, 0 at the end of the stream, the
     /// connection's error once everything before it was read, or `WouldBlock`.
     pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {

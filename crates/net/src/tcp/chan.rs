@@ -769,6 +769,8 @@ pub(crate) struct StreamShared {
     pub wr_shut: AtomicBool,
     /// The application dropped its handle.
     pub dropped: AtomicBool,
+    /// The application closed with a reset (`TcpStream::abort`, SO_LINGER 0).
+    pub abort: AtomicBool,
     /// A wake-up message is already queued for the worker.
     pub queued: AtomicBool,
     /// Options the application set, applied by the worker when `opts_dirty`.
@@ -831,6 +833,7 @@ impl StreamShared {
             rx_eof: AtomicBool::new(false),
             wr_shut: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
             queued: AtomicBool::new(false),
             opt_nodelay: AtomicBool::new(false),
             opt_keepalive_ns: AtomicU64::new(0),

@@ -124,6 +124,11 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             s.tx.recycle(chunk);
         }
     }
+    // SO_LINGER 0: a reset now, whatever is queued either way.
+    if s.abort.load(Ordering::Acquire) && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
+    {
+        c.tcb.abort();
+    }
     let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
     if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
         c.fin_requested = true;
@@ -157,7 +162,13 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         send_segment(cx, &c.tuple, seg, c.tcb.payload(seg), c.ip);
     }
     tw.segs = segs;
-    if c.tcb.recv_finished() && c.tcb.recv_available() == 0 && !s.rx_eof.load(Ordering::Acquire) {
+    // A closed connection's end of stream is told below, after its error: a reader
+    // that saw the end first would take a reset for a clean close (`Ok(0)`).
+    if c.tcb.recv_finished()
+        && c.tcb.state() != State::Closed
+        && c.tcb.recv_available() == 0
+        && !s.rx_eof.load(Ordering::Acquire)
+    {
         s.rx_eof.store(true, Ordering::Release);
         s.wake();
     }

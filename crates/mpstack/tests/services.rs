@@ -1,0 +1,305 @@
+//! The `--serve` services in process, on two stacks joined by a memory wire (no
+//! root): a silent crowd larger than the old thread-per-connection limit (256) does
+//! not shut a new client out; silent connections are closed after the idle timeout;
+//! an HTTP client that sends part of a request head is closed after the header
+//! timeout; beyond the connection limit a new connection is reset and counted.
+//! Addresses are from 198.18.0.0/15.
+
+use dev::mem::{wire, MemDevice, WireConfig};
+use mpstack::services::{self, Counters, Limits, Service};
+use net::{IfConfig, Stack, StackConfig, TcpStream};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn host(name: &str, dev: MemDevice, addr: &str) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        name: name.into(),
+        workers: 1,
+        ..StackConfig::default()
+    });
+    let addrs = vec![addr.parse().unwrap()];
+    s.add_interface(
+        Box::new(dev),
+        IfConfig {
+            addrs,
+            ..IfConfig::default()
+        },
+    )
+    .unwrap();
+    s.start().unwrap();
+    s
+}
+
+/// A client stack and a server stack running the echo and HTTP services.
+struct Pair {
+    client: Stack,
+    server: Stack,
+    stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+    running: Option<services::Services>,
+    www: std::path::PathBuf,
+}
+
+const FILE: &[u8] = b"<h1>mpstack</h1>\n";
+
+impl Pair {
+    fn new(tag: &str, limits: Limits) -> Pair {
+        let www = std::env::temp_dir().join(format!("mpstack-svc-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&www).unwrap();
+        std::fs::write(www.join("index.html"), FILE).unwrap();
+        let (da, db) = wire(WireConfig::default());
+        let client = host("client", da, "198.18.0.1/24");
+        let server = host("server", db, "198.18.0.2/24");
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let running = services::start(
+            &server,
+            &[Service::Echo, Service::Http(www.clone())],
+            false,
+            1,
+            limits,
+            stop.clone(),
+            counters.clone(),
+        )
+        .unwrap();
+        Pair {
+            client,
+            server,
+            stop,
+            counters,
+            running: Some(running),
+            www,
+        }
+    }
+
+    fn connect(&self, port: u16) -> std::io::Result<TcpStream> {
+        let c = self.client.tcp_connect(
+            SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), port),
+            Some(Duration::from_secs(5)),
+        )?;
+        c.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(c)
+    }
+
+    /// A new connection's echo comes back whole.
+    fn echoes(&self) {
+        let mut c = self.connect(7).expect("connect to echo");
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        c.write_all(&data).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        c.read_to_end(&mut back).expect("the echo");
+        assert!(
+            back == data,
+            "the echo: {} byte(s) back of {}",
+            back.len(),
+            data.len()
+        );
+    }
+
+    /// A new connection gets the file over HTTP, byte-exact.
+    fn serves_the_file(&self) {
+        let mut c = self.connect(80).expect("connect to http");
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut resp = Vec::new();
+        c.read_to_end(&mut resp).expect("the response");
+        let text = String::from_utf8_lossy(&resp);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("Content-Length: 17\r\n"), "{text}");
+        assert!(resp.ends_with(b"\r\n\r\n<h1>mpstack</h1>\n"), "{text}");
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.running.take() {
+            r.join();
+        }
+        self.client.stop();
+        self.server.stop();
+        let _ = std::fs::remove_dir_all(&self.www);
+    }
+}
+
+/// Waits up to `t` for `c`'s peer to close: true if the read ended (0 bytes or an
+/// error other than a time-out).
+fn closed_within(c: &mut TcpStream, t: Duration) -> bool {
+    c.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let end = Instant::now() + t;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < end {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// 400 silent connections (the old server served 256 at once, then refused every
+/// newcomer) leave a new client its echo and its file; the crowd is closed by the
+/// idle timeout.
+#[test]
+fn a_silent_crowd_over_256_does_not_shut_out_a_new_client() {
+    let p = Pair::new(
+        "crowd",
+        Limits {
+            idle_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+    );
+    let started = Instant::now();
+    let mut crowd: Vec<TcpStream> = (0..400)
+        .map(|i| {
+            p.connect(if i % 2 == 0 { 7 } else { 80 })
+                .expect("a crowd connection")
+        })
+        .collect();
+    // Every one of them taken by the services (or refused).
+    let taken = || {
+        p.counters.connections.load(Ordering::Relaxed) + p.counters.refused.load(Ordering::Relaxed)
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while taken() < 400 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the crowd came in well within the idle timeout"
+    );
+    p.echoes();
+    p.serves_the_file();
+    assert_eq!(p.counters.connections.load(Ordering::Relaxed), 402);
+    for c in &mut crowd {
+        assert!(
+            closed_within(c, Duration::from_secs(10)),
+            "idle connection still open"
+        );
+    }
+    assert_eq!(p.counters.refused.load(Ordering::Relaxed), 0);
+    // The HTTP half may be closed by the header timeout (20 s) or the idle one (2 s):
+    // the idle one comes first.
+    assert_eq!(p.counters.idle_timeouts.load(Ordering::Relaxed), 400);
+    let end = Instant::now() + Duration::from_secs(5);
+    while p.counters.active.load(Ordering::Relaxed) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(p.counters.active.load(Ordering::Relaxed), 0);
+}
+
+/// A client that sends part of a request head and then nothing is closed after the
+/// header timeout, though its idle timeout is far off.
+#[test]
+fn a_partial_request_head_is_closed_after_the_header_timeout() {
+    let p = Pair::new(
+        "head",
+        Limits {
+            header_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(60),
+            ..Limits::default()
+        },
+    );
+    let mut c = p.connect(80).unwrap();
+    let t0 = Instant::now();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    // A trickle keeps the idle timeout away but does not finish the head.
+    let mut closed = false;
+    for _ in 0..10 {
+        if closed_within(&mut c, Duration::from_millis(300)) {
+            closed = true;
+            break;
+        }
+        let _ = c.write_all(b"X");
+    }
+    let took = t0.elapsed();
+    assert!(closed, "still open after {took:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "closed after {took:?}"
+    );
+    assert_eq!(p.counters.header_timeouts.load(Ordering::Relaxed), 1);
+    assert_eq!(p.counters.idle_timeouts.load(Ordering::Relaxed), 0);
+    // A whole request is still answered.
+    p.serves_the_file();
+}
+
+/// Beyond the connection limit a new connection is reset at once and counted; a
+/// slot freed is taken again.
+#[test]
+fn beyond_the_limit_connections_are_reset_and_counted() {
+    let p = Pair::new(
+        "limit",
+        Limits {
+            max_conns: 2,
+            ..Limits::default()
+        },
+    );
+    let a = p.connect(7).unwrap();
+    let b = p.connect(7).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while p.counters.connections.load(Ordering::Relaxed) < 2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Connected (the stack's handshake), then reset by the service.
+    let mut c = p.connect(7).unwrap();
+    let mut buf = [0u8; 16];
+    let r = c.read(&mut buf);
+    assert!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    assert_eq!(p.counters.refused.load(Ordering::Relaxed), 1);
+    drop((a, b));
+    let end = Instant::now() + Duration::from_secs(5);
+    while p.counters.active.load(Ordering::Relaxed) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.echoes();
+}
+
+/// As before hyper: a missing file is 404 and an unsupported method 405 (with
+/// `Allow`), each closing the connection though the client asked to keep it; HEAD
+/// gives the length without the body.
+#[test]
+fn errors_close_the_connection_and_head_has_no_body() {
+    let p = Pair::new("errors", Limits::default());
+    for (req, want) in [
+        (
+            "GET /nothing-here HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\n",
+        ),
+        (
+            "DELETE / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HTTP/1.1 405 Method Not Allowed\r\n",
+        ),
+    ] {
+        let mut c = p.connect(80).unwrap();
+        c.write_all(req.as_bytes()).unwrap();
+        let mut resp = Vec::new();
+        // Returns only once the node closes.
+        c.read_to_end(&mut resp).expect("closed by the node");
+        let text = String::from_utf8_lossy(&resp);
+        assert!(text.starts_with(want), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        if want.contains("405") {
+            assert!(text.contains("Allow: GET, HEAD\r\n"), "{text}");
+        }
+    }
+    let mut c = p.connect(80).unwrap();
+    c.write_all(b"HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp).unwrap();
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("Content-Length: 17\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "no body after the head: {text}");
+}
