@@ -632,18 +632,30 @@ fn prob_and_plr_drop_within_statistical_bounds_and_repeat_for_a_seed() {
     }
 }
 
-#[test]
-fn the_readme_rules_file_loads() {
-    let readme = include_str!("../../../README.md");
-    let start = readme
-        .find("# a router's stateful firewall")
-        .expect("the README's example");
-    let end = start + readme[start..].find("```").expect("its end");
+/// The rules between "```sh" after `marker` in `doc` and the block's end, loaded.
+fn doc_rules(doc: &str, marker: &str) -> std::sync::Arc<Ipfw> {
+    let start = doc.find(marker).expect("the documented example");
+    let end = start + doc[start..].find("```").expect("its end");
     let fw = Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
-    fw.load(&readme[start..end])
+    fw.load(&doc[start..end])
         .unwrap_or_else(|e| panic!("{e}"));
+    fw
+}
+
+#[test]
+fn the_documented_rules_files_load() {
+    let fw = doc_rules(
+        include_str!("../../../docs/firewall.md"),
+        "# a router's stateful firewall",
+    );
     assert_eq!(fw.pipes().len(), 1);
     assert!(fw.show().contains("00800"), "{}", fw.show());
+    let fw = doc_rules(
+        include_str!("../../../README.md"),
+        "# the inside, 198.18.1.0/24",
+    );
+    assert_eq!(fw.pipes().len(), 1);
+    assert!(fw.show().contains("00700"), "{}", fw.show());
 }
 
 #[test]
