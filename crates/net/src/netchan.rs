@@ -157,7 +157,8 @@ impl Classifier {
         self
     }
 
-    /// Parses an ipfw-style expression: `[PROTO] [from ADDR [PORT]] [to ADDR [PORT]]`,
+    /// Parses an ipfw-style expression: `[PROTO] [from ADDR [PORT]] [to ADDR [PORT]]
+    /// [ip4|ip6]`,
     /// where PROTO is `ip`, `all`, `ip4`, `ip6`, `tcp`, `udp`, `icmp`, `icmp6`
     /// (`ipv6-icmp`) or a protocol number, ADDR is `any`, `me`, an address or
     /// `address/length`, and PORT a number. `from` names the remote end (the
@@ -195,10 +196,25 @@ impl Classifier {
         }
         let mut seen = [false; 2];
         while let Some(&(at, t)) = toks.get(i) {
+            // ipfw's `ip4` / `ip6` options, after the addresses.
+            if let Some(f) = match t {
+                "ip4" | "ipv4" => Some(Family::V4),
+                "ip6" | "ipv6" => Some(Family::V6),
+                _ => None,
+            } {
+                c.family = f;
+                i += 1;
+                continue;
+            }
             let side = match t {
                 "from" => 0,
                 "to" => 1,
-                other => return Err(err(at, format!("expected 'from' or 'to', found '{other}'"))),
+                other => {
+                    return Err(err(
+                        at,
+                        format!("expected 'from', 'to', 'ip4' or 'ip6', found '{other}'"),
+                    ))
+                }
             };
             if seen[side] {
                 return Err(err(at, format!("'{t}' given twice")));
@@ -375,7 +391,12 @@ impl fmt::Display for Classifier {
             }
         };
         side(f, "from", self.remote, self.remote_port)?;
-        side(f, "to", self.local, self.local_port)
+        side(f, "to", self.local, self.local_port)?;
+        match (self.proto, self.family) {
+            (Some(_), Family::V4) => f.write_str(" ip4"),
+            (Some(_), Family::V6) => f.write_str(" ip6"),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -436,6 +457,9 @@ mod tests {
                 .local_port(53)
         );
         assert_eq!(Classifier::parse("ip6").unwrap().family, Family::V6);
+        let udp4 = Classifier::udp().family(Family::V4).local_port(53);
+        assert_eq!(udp4.to_string(), "udp from any to any 53 ip4");
+        assert_eq!(Classifier::parse(&udp4.to_string()).unwrap(), udp4);
         assert_eq!(Classifier::parse("47").unwrap().proto, Some(47));
     }
 
@@ -448,7 +472,7 @@ mod tests {
             ("udp from 198.18.0.0/33", 10, "prefix length"),
             ("udp from nowhere", 10, "not an address"),
             ("udp to any from any to any", 21, "given twice"),
-            ("udp at any", 5, "expected 'from' or 'to'"),
+            ("udp at any", 5, "expected 'from', 'to'"),
             ("icmp to me 7", 1, "ports need a protocol"),
             ("ip from 198.18.0.1 to 2001:2::1", 1, "different families"),
             ("ip6 from 198.18.0.1", 1, "other IP version"),
