@@ -146,17 +146,18 @@ fn closed_within(c: &mut TcpStream, t: Duration) -> bool {
 
 /// 400 silent connections (the old server served 256 at once, then refused every
 /// newcomer) leave a new client its echo and its file; the crowd is closed by the
-/// idle timeout.
+/// idle timeout. The timeout leaves the crowd seconds to come in on a loaded machine
+/// (a debug build on two busy cores took over a second); that it was all still open
+/// when the newcomer was served is checked, not assumed.
 #[test]
 fn a_silent_crowd_over_256_does_not_shut_out_a_new_client() {
     let p = Pair::new(
         "crowd",
         Limits {
-            idle_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(5),
             ..Limits::default()
         },
     );
-    let started = Instant::now();
     let mut crowd: Vec<TcpStream> = (0..400)
         .map(|i| {
             p.connect(if i % 2 == 0 { 7 } else { 80 })
@@ -171,13 +172,15 @@ fn a_silent_crowd_over_256_does_not_shut_out_a_new_client() {
     while taken() < 400 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "the crowd came in well within the idle timeout"
-    );
+    assert_eq!(taken(), 400, "the crowd came in");
     p.echoes();
     p.serves_the_file();
     assert_eq!(p.counters.connections.load(Ordering::Relaxed), 402);
+    assert_eq!(
+        p.counters.idle_timeouts.load(Ordering::Relaxed),
+        0,
+        "the whole crowd was still held when the newcomer was served"
+    );
     for c in &mut crowd {
         assert!(
             closed_within(c, Duration::from_secs(10)),
@@ -185,7 +188,7 @@ fn a_silent_crowd_over_256_does_not_shut_out_a_new_client() {
         );
     }
     assert_eq!(p.counters.refused.load(Ordering::Relaxed), 0);
-    // The HTTP half may be closed by the header timeout (20 s) or the idle one (2 s):
+    // The HTTP half may be closed by the header timeout (20 s) or the idle one (5 s):
     // the idle one comes first.
     assert_eq!(p.counters.idle_timeouts.load(Ordering::Relaxed), 400);
     let end = Instant::now() + Duration::from_secs(5);
