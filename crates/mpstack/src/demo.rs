@@ -127,7 +127,9 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
             "FAILED"
         }
     );
-    println!("\ntraceroute to 198.18.2.10 from alpha (UDP probes from port 33434, one per TTL):");
+    println!(
+        "\ntraceroute to 198.18.2.10 from alpha (one UDP probe per TTL, to ports 33434 and up):"
+    );
     for h in &rep.traceroute {
         let what = match h.icmp {
             (11, 0) => "time exceeded",

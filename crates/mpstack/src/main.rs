@@ -124,8 +124,9 @@ pub struct DemoArgs {
     /// lan: bytes of data in each echo request.
     #[arg(long, default_value_t = 56, value_parser = clap::value_parser!(u16).range(0..=1472))]
     pub size: u16,
-    /// router: bytes alpha sends charlie over TCP, 1 to 100000000.
-    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    /// router: bytes alpha sends charlie over TCP, 1 to 20000000 (the frames are kept
+    /// for the pcaps).
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=20_000_000))]
     pub bytes: u64,
     /// Write the frames to pcap files (readable by tcpdump and Wireshark): lan writes
     /// FILE; router writes one file per link, the link's name inserted before the

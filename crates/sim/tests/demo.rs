@@ -1,7 +1,7 @@
 //! `mpstack demo`'s router scenario: what it prints must be what happened, and the
 //! same seed must give the same run.
 
-use sim::demo::router::{self, RouterConfig, CHARLIE, PIPE_DELAY_MS, ROUTER_LAN1};
+use sim::demo::router::{self, RouterConfig, CHARLIE, PIPE_BW_MBIT, PIPE_DELAY_MS, ROUTER_LAN1};
 
 fn check(r: &router::RouterReport, what: &str) {
     assert_eq!(r.received, 2_000_000, "{what}");
@@ -30,6 +30,13 @@ fn check(r: &router::RouterReport, what: &str) {
     );
     // The second hop is past both pipes: 2 x 20 ms and a little.
     assert!(r.traceroute[1].rtt.as_secs_f64() > 2.0 * PIPE_DELAY_MS as f64 / 1e3);
+    // The constants the checks use are the ruleset's.
+    let pipes = r.fw.pipes();
+    assert_eq!(pipes.len(), 2);
+    for (_, c, _) in &pipes {
+        assert_eq!(c.delay, dev::Duration::from_millis(PIPE_DELAY_MS));
+        assert_eq!(c.bandwidth, PIPE_BW_MBIT * 1_000_000);
+    }
     let d = r.pipe_delay().expect("both pings answered").as_secs_f64();
     let want = PIPE_DELAY_MS as f64 / 1e3;
     assert!(

@@ -342,7 +342,12 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
     let (mut sent, mut received, mut intact) = (0usize, 0usize, true);
     let mut srv = None;
     let mut end = start;
-    let limit = start + Duration::from_secs(60);
+    // Twice the time the pipe needs, and some: a stalled transfer ends, and fails.
+    let limit = start
+        + Duration::from_secs(10)
+        + Duration::from_secs_f64(
+            2.0 * cfg.transfer_bytes as f64 * 8.0 / (PIPE_BW_MBIT as f64 * 1e6),
+        );
     while received < data.len() && sim.now() < limit {
         while sent < data.len() {
             match (&c).write(&data[sent..]) {
@@ -357,8 +362,8 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
                 s.set_nonblocking(true).map_err(|e| e.to_string())?;
             }
         }
-        if let Some(s) = &srv {
-            while let Ok(n) = (&*s).read(&mut buf) {
+        if let Some(mut s) = srv.as_ref() {
+            while let Ok(n) = s.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
