@@ -105,3 +105,25 @@ fn router_demo_is_the_same_for_the_same_seed() {
         "another seed, other addresses and sequence numbers"
     );
 }
+
+#[test]
+fn the_demo_describes_any_cut_or_corrupted_frame_without_panicking() {
+    let r = router::run(&RouterConfig {
+        transfer_bytes: 10_000,
+        ..RouterConfig::default()
+    })
+    .unwrap();
+    assert!(r.ok());
+    let mut rng = dev::rng::Rng::new(5);
+    for (_, f) in &r.frames {
+        for n in 0..f.frame.len().min(200) {
+            let _ = sim::describe(&f.frame[..n]);
+        }
+        for _ in 0..20 {
+            let mut g = f.frame.clone();
+            let i = rng.below(g.len() as u64) as usize;
+            g[i] = rng.next_u32() as u8;
+            let _ = sim::describe(&g);
+        }
+    }
+}
