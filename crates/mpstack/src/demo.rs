@@ -61,7 +61,9 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
     // Address resolution on the wire: duplicate address detection at start, then
     // ARP and ND as the first packets cross each LAN (the rest is in the pcaps).
     const SHOWN: usize = 24;
-    println!("ARP and ND frames (virtual time, link, sender, what):");
+    println!(
+        "ARP and ND frames: duplicate address detection, then address resolution\n  (virtual time, link, sender, what):"
+    );
     let lines: Vec<String> = rep
         .frames
         .iter()
