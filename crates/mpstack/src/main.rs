@@ -32,7 +32,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run a virtual network of three hosts: ARP, ping, UDP echo (no root needed).
+    /// Run a virtual network in one process (no root needed): by default two LANs
+    /// joined by a router with a firewall; --list names the scenarios.
     Demo(DemoArgs),
     /// Run a node on TAP devices: a host (ARP, ND, ping; echo, discard, chargen,
     /// http services); with several --tap, --route and --forwarding, a router; with
@@ -96,21 +97,41 @@ pub struct CtlArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = "Scenarios (mpstack demo --list):\n  \
+router  (the default) two LANs, 198.18.1.0/24 + 2001:2:1::/64 and 198.18.2.0/24 + \
+2001:2:2::/64, joined by a router running ipfw with a dummynet pipe each way (10 Mbit/s, \
+20 ms): ARP and ND, ping through the pipes, UDP over IPv6, a traceroute, a telnet the \
+firewall resets, a TCP transfer checked byte for byte; then the router's netstat -rn, \
+ipfw show and netstat -s\n  \
+lan     three hosts on one segment (198.18.0.0/24): ARP, ping, UDP echo, a closed port\n\n\
+Everything runs in one process in virtual time: no root, no devices, the same output for \
+the same --seed.")]
 pub struct DemoArgs {
+    /// The scenario to run: router (the default) or lan; --list names them.
+    pub scenario: Option<String>,
+    /// Name the scenarios and exit.
+    #[arg(long)]
+    pub list: bool,
     /// Seed for the virtual network's randomness; the same seed gives the same run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Workers per host.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
-    /// Echo requests from alpha to each other host.
+    /// lan: echo requests from alpha to each other host.
     #[arg(long, default_value_t = 3)]
     pub pings: u16,
-    /// Bytes of data in each echo request.
+    /// lan: bytes of data in each echo request.
     #[arg(long, default_value_t = 56, value_parser = clap::value_parser!(u16).range(0..=1472))]
     pub size: u16,
-    /// Write every frame to this pcap file (readable by tcpdump and Wireshark).
-    #[arg(long)]
+    /// router: bytes alpha sends charlie over TCP, 1 to 20000000 (the frames are kept
+    /// for the pcaps).
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=20_000_000))]
+    pub bytes: u64,
+    /// Write the frames to pcap files (readable by tcpdump and Wireshark): lan writes
+    /// FILE; router writes one file per link, the link's name inserted before the
+    /// extension (demo.pcap: demo-lan1.pcap, demo-lan2.pcap).
+    #[arg(long, value_name = "FILE")]
     pub pcap: Option<std::path::PathBuf>,
     /// Print all counters, including zeros.
     #[arg(long)]

@@ -369,8 +369,7 @@ fn demo_pcap_is_read_by_tcpdump() {
     }
     let path = std::env::temp_dir().join(format!("mpstack-demo-{}.pcap", std::process::id()));
     let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
-        .arg("demo")
-        .arg("--pcap")
+        .args(["demo", "lan", "--pcap"])
         .arg(&path)
         .output()
         .unwrap();
@@ -388,6 +387,38 @@ fn demo_pcap_is_read_by_tcpdump() {
         .filter(|l| l.contains(" IP ") || l.contains(" ARP, "))
         .count();
     assert!(packets >= 20, "tcpdump read {packets} packets:\n{out}");
+    // The router scenario: one file per link, as tcpdump on that link would see it.
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .arg("demo")
+        .arg("--pcap")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let read = |link: &str| {
+        let p = path.with_file_name(format!("mpstack-demo-{}-{link}.pcap", std::process::id()));
+        let r = sh(&format!("tcpdump -nn -r {} 2>&1", p.display()));
+        let _ = std::fs::remove_file(&p);
+        r
+    };
+    let (ok1, lan1) = read("lan1");
+    let (ok2, lan2) = read("lan2");
+    assert!(ok1 && ok2, "{lan1}\n{lan2}");
+    for want in [
+        "ARP, Request who-has 198.18.1.1 tell 198.18.1.10",
+        "ICMP6, neighbor solicitation, who has 2001:2:1::1",
+        "time exceeded in-transit",
+        "udp port 33435 unreachable",
+        "Flags [R.]",
+    ] {
+        assert!(lan1.contains(want), "lan1 lacks '{want}'");
+    }
+    // The TTL 1 probe dies at the router; the TTL 2 one crosses it.
+    assert!(lan1.contains("> 198.18.2.10.33434: UDP"), "{lan1}");
+    assert!(!lan2.contains("> 198.18.2.10.33434: UDP"), "{lan2}");
+    assert!(lan2.contains("> 198.18.2.10.33435: UDP"), "{lan2}");
+    assert!(lan2.contains("ARP, Request who-has 198.18.2.10 tell 198.18.2.1"));
+    assert!(!lan2.contains("Flags [R.]"), "the reset never reaches lan2");
 }
 
 #[test]

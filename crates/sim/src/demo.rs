@@ -1,5 +1,8 @@
-//! The demo network that `mpstack demo` runs: three hosts on one segment, ARP, ping,
-//! UDP echo, an unanswered port — deterministic for a given seed.
+//! The demo networks that `mpstack demo` runs, deterministic for a given seed: here
+//! `lan`, three hosts on one segment (ARP, ping, UDP echo, an unanswered port); in
+//! [`router`], two LANs joined by a router with a firewall and a pipe.
+
+pub mod router;
 
 use crate::{describe, Sim};
 use dev::mem::WireConfig;

@@ -34,6 +34,7 @@ pub struct HubId(pub usize);
 pub struct TraceRecord {
     pub time: Instant,
     pub host: String,
+    /// The interface it left by: the name given to `connect_named`, else the device's.
     pub ifname: String,
     pub frame: Vec<u8>,
 }
@@ -44,6 +45,8 @@ type TraceLog = Arc<Mutex<Vec<TraceRecord>>>;
 struct TraceDevice {
     inner: Box<dyn Device>,
     host: String,
+    /// The interface's name in its stack, when given (else the device's).
+    ifname: Option<String>,
     log: TraceLog,
 }
 
@@ -59,8 +62,13 @@ impl Device for TraceDevice {
         self.inner.info()
     }
     fn into_queues(self: Box<Self>) -> Vec<Box<dyn Queue>> {
-        let ifname = self.inner.info().name;
-        let TraceDevice { inner, host, log } = *self;
+        let TraceDevice {
+            inner,
+            host,
+            ifname,
+            log,
+        } = *self;
+        let ifname = ifname.unwrap_or_else(|| inner.info().name);
         inner
             .into_queues()
             .into_iter()
@@ -216,6 +224,7 @@ impl Sim {
             Some(log) => Box::new(TraceDevice {
                 inner: dev,
                 host: self.hosts[h.0].name().to_string(),
+                ifname: name.map(str::to_string),
                 log: log.clone(),
             }),
             None => dev,

@@ -162,6 +162,11 @@ impl Conn {
         }
     }
 
+    /// What was written to a [`Conn::buffer`] (nothing, for a client's connection).
+    pub fn into_output(self) -> String {
+        self.buf
+    }
+
     /// Sends output text.
     pub fn print(&mut self, s: &str) -> io::Result<()> {
         match &mut self.stream {
