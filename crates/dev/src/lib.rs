@@ -25,6 +25,7 @@ pub mod pcap;
 pub mod poll;
 pub mod rng;
 pub mod rss;
+pub mod signal;
 pub mod tap;
 pub mod time;
 

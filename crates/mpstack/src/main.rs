@@ -406,7 +406,11 @@ pub struct RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Demo(a) => demo::main(a),
+        Cmd::Demo(a) => {
+            // `mpstack demo | head` ends quietly, as a BSD command would.
+            dev::signal::default_sigpipe();
+            demo::main(a)
+        }
         Cmd::Run(a) => run::main(*a),
         Cmd::Bench(a) => bench_exec::main(a),
         Cmd::Ifconfig(a) => control::client("ifconfig", &a.args),
