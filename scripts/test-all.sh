@@ -75,6 +75,9 @@ cargo test --workspace --bench '*'
 say "doc tests"
 cargo test --workspace --doc
 
+say "BENCHMARKS.md's tables are what bench-results/ holds (scripts/bench-report.py --check)"
+python3 scripts/bench-report.py --check
+
 # packetdrill needs bison, flex and a C compiler to build (installed above as
 # root); elsewhere the suite is skipped, except in CI where it must run.
 if [ "${MPSTACK_SKIP_PACKETDRILL:-0}" != 1 ]; then

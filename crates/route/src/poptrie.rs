@@ -12,7 +12,7 @@
 //! One generic structure serves both families ([`Poptrie4`], [`Poptrie6`]); the walk
 //! shifts the address left by constant amounts, cheap even on a `u128`. The direct
 //! table's width is chosen per family on the full BGP table (`mpstack bench lpm` has
-//! rows for 16 and 20 bits; BENCHMARKS.md):
+//! rows for 16 and 20 bits; docs/benchmark-history.md):
 //!
 //! - IPv4, 18 bits (1 MiB): a /24 is a leaf of the first node, and 75% of uniform keys
 //!   end in the direct table. 16 bits needs a second node level for every /24 (twice

@@ -637,8 +637,7 @@ fn doc_rules(doc: &str, marker: &str) -> std::sync::Arc<Ipfw> {
     let start = doc.find(marker).expect("the documented example");
     let end = start + doc[start..].find("```").expect("its end");
     let fw = Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
-    fw.load(&doc[start..end])
-        .unwrap_or_else(|e| panic!("{e}"));
+    fw.load(&doc[start..end]).unwrap_or_else(|e| panic!("{e}"));
     fw
 }
 
