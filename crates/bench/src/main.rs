@@ -5,13 +5,15 @@
 //! itself, where `cargo build --release` puts both.
 //!
 //! This file owns the command line ([`BenchArgs`]) and the counting allocator; [`bench`]
-//! has the benchmarks (it may call every mpstack crate and the peers) and [`table`] finds
+//! has the benchmarks (it may call every mpstack crate and the peers), [`plot`] draws
+//! their `--plot` charts and [`table`] finds
 //! the BGP table they route on.
 
 use clap::Parser;
 use std::process::ExitCode;
 
 mod bench;
+mod plot;
 mod table;
 
 /// Counts heap bytes in use: `bench tcp`'s idle-connection figure and `bench lpm`'s
