@@ -63,6 +63,9 @@ pub fn lines(path: &Path, axes: &Axes, series: &[Series]) -> Result<(), String> 
         Some(l) => (-0.5, l.len().max(1) as f64 - 0.5),
         None => (0.0, all().map(|p| p.0).fold(0.0, f64::max).max(1.0) * 1.05),
     };
+    // Room above the highest point for the legend (about a line of it in ten of
+    // the plot's height per series), so that it hides no line.
+    let headroom = 1.15 + 0.1 * series.len() as f64;
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let mut chart = ChartBuilder::on(&root)
@@ -70,7 +73,7 @@ pub fn lines(path: &Path, axes: &Axes, series: &[Series]) -> Result<(), String> 
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, 0.0..(top * 1.1).max(1e-3))
+        .build_cartesian_2d(x0..x1, 0.0..(top * headroom).max(1e-3))
         .map_err(|x| e(&x))?;
     let label = |x: &f64| match &axes.x_labels {
         Some(l) if (x - x.round()).abs() < 1e-9 && x.round() >= 0.0 => {
