@@ -247,6 +247,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         p.rounds
     );
     println!("mathis: the Mathis et al. model, MSS/RTT * sqrt(3/2)/sqrt(p), MSS 1460, RTT 20 ms: a model, not a measurement");
+    println!("rexmt: segments the sender retransmitted, summed over the seeds");
     println!();
     print!("{:>7}", "loss%");
     for cc in &p.ccs {
