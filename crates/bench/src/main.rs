@@ -195,11 +195,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub every_size: bool,
     /// Write the results as an SVG chart. bench rfc2544: throughput against frame
-    /// size, one line a device, to FILE. bench router: two charts, FILE-workers.svg
-    /// (FILE's extension; Mpps on the wall clock against workers, a line a row
-    /// measured at more than one worker count, the design loop dashed, measured at
-    /// 1 and --workers only) and FILE-rules.svg (Mpps against ipfw rules, 0/1/10/100,
-    /// at 1 worker, v4-few without ipfw dashed). bench fw: ns a packet against rules
+    /// size, one line a device, to FILE. bench router: two charts, not FILE itself
+    /// but FILE with -workers and -rules before its extension (router.svg gives
+    /// router-workers.svg and router-rules.svg): Mpps on the wall clock against
+    /// workers, a line a row measured at more than one worker count, the design loop
+    /// dashed (measured at 1 and --workers only); and Mpps against ipfw rules,
+    /// 0/1/10/100, at 1 worker, v4-few without ipfw dashed. bench fw: ns a packet against rules
     /// in the matrix, ours beside the naive interpreter, to FILE. bench loss: goodput
     /// against loss, a line a congestion control, the Mathis model dashed, to FILE.
     #[arg(long, value_name = "FILE")]

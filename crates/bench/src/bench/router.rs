@@ -31,6 +31,11 @@
 //! (time-stamp counter) per packet on the core; the share of the run the workers had
 //! a core for.
 //!
+//! `--plot FILE` draws two charts ([`plot`]): Mpps against workers, for which the
+//! rows measured at more than one worker count are measured at every count from 1
+//! to `--workers` (only when plotting: it multiplies the run time), and Mpps against
+//! ipfw rules at 1 worker.
+//!
 //! Before timing, each stack row checks 256 forwarded frames against a radix-tree
 //! oracle built from the same routes: out of the right interface's gateway (its MAC),
 //! TTL or hop limit one less, IPv4 header checksum valid.
