@@ -5,13 +5,15 @@
 //! itself, where `cargo build --release` puts both.
 //!
 //! This file owns the command line ([`BenchArgs`]) and the counting allocator; [`bench`]
-//! has the benchmarks (it may call every mpstack crate and the peers) and [`table`] finds
+//! has the benchmarks (it may call every mpstack crate and the peers), [`plot`] draws
+//! their `--plot` charts and [`table`] finds
 //! the BGP table they route on.
 
 use clap::Parser;
 use std::process::ExitCode;
 
 mod bench;
+mod plot;
 mod table;
 
 /// Counts heap bytes in use: `bench tcp`'s idle-connection figure and `bench lpm`'s
@@ -43,14 +45,17 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// run: the 2009 dispatch-table paper's matrix with per-phase costs (entry, rule
 /// header, microinstruction; ns and TSC cycles), one allow rule, RFC 2544 §11.4,
 /// table lookups and keep-state at 1M states; targets marked met or missed.
-/// `mpstack bench fw [--seconds S] [--skip matrix,allow,rfc2544,table,state] [--json]`.
+/// `mpstack bench fw [--seconds S] [--skip matrix,allow,rfc2544,table,state] [--plot
+/// FILE.svg] [--json]`.
 ///
 /// `router`: 64-byte frames through the real Stack as a router: Mpps on the wall
 /// clock and per core (the workers' CPU time), ns and cycles a packet, the devices'
 /// own cost, and bench forward's design loop in the same run. `mpstack bench router
 /// [--seconds S] [--rounds N] [--workers N] [--flows N] [--table PATH] [--skip
 /// devices,v4-few,v4-full,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
-/// [--json]`.
+/// [--plot FILE.svg] [--json]`. With --plot, the rows measured at more than one worker
+/// count (v4-few, v4-full, v6-full, ipfw-10) are measured at every count from 1 to
+/// --workers (2 if --workers is 1), not only at 1 and --workers.
 ///
 /// `bridge`: 64-byte frames through the real Stack as a learning bridge (a generator
 /// member and four sink members, in memory): known unicast over 1k and 1M learned
@@ -81,6 +86,14 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// checked; best of --rounds; the ratios mpstack/linux-loopback. `mpstack bench quic
 /// [--mbytes N] [--rounds N] [--workers N] [--skip
 /// mpstack,linux-loopback,mpstack-4s,linux-loopback-4s] [--json]`.
+///
+/// `loss`: one TCP flow's goodput against random loss (0, 0.1, 0.5, 1, 2, 5, 10%
+/// each way) for mpstack's CUBIC, NewReno and BBR: two real Stacks in the simulator,
+/// virtual time, a 100 Mbit/s wire with a 20 ms round trip and a queue of one BDP;
+/// bytes the receiver read in --sim-secs simulated seconds, the mean of --rounds
+/// seeds; beside the Mathis et al. model (MSS/RTT * sqrt(3/2)/sqrt(p)), a model,
+/// not a measurement. Deterministic for a seed. `mpstack bench loss [--loss LIST]
+/// [--sim-secs S] [--rounds N] [--skip cubic,newreno,bbr] [--plot FILE.svg] [--json]`.
 #[derive(Parser, Debug)]
 #[command(name = "mpstack-bench", version, after_long_help = AFTER_HELP)]
 pub struct BenchArgs {
@@ -104,7 +117,9 @@ pub struct BenchArgs {
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
     /// 1M learned addresses, flooding, the devices alone), or rfc2544, or netchannel
     /// (64-byte packets received through a netchannel beside a UDP socket), or quic
-    /// (quinn's bulk throughput on mpstack beside quinn on Linux loopback UDP).
+    /// (quinn's bulk throughput on mpstack beside quinn on Linux loopback UDP), or
+    /// loss (simulated TCP goodput against random loss, per congestion control,
+    /// beside the Mathis et al. model).
     #[arg(default_value = "tcp")]
     pub what: String,
     /// bench mbuf: packets per traffic mix and strategy; bench forward: pre-built
@@ -161,7 +176,8 @@ pub struct BenchArgs {
     /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
     /// mpstack-bridge). bench quic: rows to leave out (mpstack, linux-loopback,
-    /// mpstack-4s, linux-loopback-4s).
+    /// mpstack-4s, linux-loopback-4s). bench loss: congestion controls to leave out
+    /// (cubic, newreno, bbr).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// bench rfc2544: frame sizes in bytes, FCS included (default: RFC 2544's 64,
@@ -178,14 +194,31 @@ pub struct BenchArgs {
     /// size, not only the first (a longer run: about a minute more per size).
     #[arg(long)]
     pub every_size: bool,
-    /// bench rfc2544: write the throughput against frame size, one line a device,
-    /// as an SVG plot to FILE.
+    /// Write the results as an SVG chart. bench rfc2544: throughput against frame
+    /// size, one line a device, to FILE. bench router: two charts, not FILE itself
+    /// but FILE with -workers and -rules before its extension (router.svg gives
+    /// router-workers.svg and router-rules.svg): Mpps on the wall clock against
+    /// workers, a line a row measured at more than one worker count, the design loop
+    /// dashed (measured at 1 and --workers only); and Mpps against ipfw rules,
+    /// 0/1/10/100, at 1 worker, v4-few without ipfw dashed. bench fw: ns a packet against rules
+    /// in the matrix, ours beside the naive interpreter, to FILE. bench loss: goodput
+    /// against loss, a line a congestion control, the Mathis model dashed, to FILE.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    /// bench loss: loss percentages each way, comma-separated (default 0, 0.1, 0.5,
+    /// 1, 2, 5, 10).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub loss: Vec<f64>,
+    /// bench loss: simulated seconds of each transfer (virtual time: the wall time it
+    /// takes grows with the packets carried, not with this alone).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = secs_arg)]
+    pub sim_secs: f64,
     /// MiB per transfer.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub mbytes: u64,
     /// Rounds (the best of each is compared; the machines are shared and noisy).
+    /// bench loss: seeds per point (their mean is reported; virtual time is not noisy,
+    /// the loss pattern is what varies).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Worker threads per mpstack stack; bench forward: the second worker count

@@ -292,3 +292,40 @@ fn bench_rfc2544_runs_every_device_end_to_end() {
         );
     }
 }
+
+#[test]
+fn bench_loss_prints_a_json_object_per_point_and_plots_them() {
+    let svg = std::env::temp_dir().join(format!("mpstack-loss-{}.svg", std::process::id()));
+    let out = bench_ok(&[
+        "loss",
+        "--loss",
+        "0,2",
+        "--sim-secs",
+        "0.3",
+        "--rounds",
+        "1",
+        "--skip",
+        "newreno",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    // Two controls at two loss rates, then the model at each rate.
+    assert_eq!(lines.len(), 6, "{out}");
+    assert!(
+        lines[0].contains("\"cc\":\"cubic\"") && lines[0].contains("\"loss_pct\":0,"),
+        "{out}"
+    );
+    assert!(
+        lines[3].contains("\"cc\":\"bbr\"") && lines[3].contains("\"mathis_mbps\":"),
+        "{out}"
+    );
+    assert!(
+        lines[5].contains("\"model\":\"mathis\"") && lines[5].contains("\"loss_pct\":2,"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&svg).unwrap();
+    assert!(text.trim_start().starts_with("<svg") && text.contains("mpstack bbr"));
+}

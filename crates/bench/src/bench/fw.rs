@@ -1059,8 +1059,68 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         .map_err(|_| "bench fw: the measuring thread panicked".to_string())?
     })?;
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
+    if let Some(path) = &a.plot {
+        plot(path, &rep.rows)?;
+    }
     print_report(a, &p, &rep, hz);
+    if let Some(path) = &a.plot {
+        if !a.json {
+            println!("plot: {}", path.display());
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--plot`: ns a packet against rules in the matrix, ours (`eval`) beside the naive
+/// interpreter, for rule A (one microinstruction) and rule B (five).
+fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), String> {
+    use crate::plot::{lines, Axes, Series};
+    let matrix: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.group == "matrix" && r.variant == "eval")
+        .collect();
+    if matrix.is_empty() {
+        return Err(format!(
+            "--plot {}: bench fw plots the matrix, which --skip left out",
+            path.display()
+        ));
+    }
+    let mut counts: Vec<usize> = matrix.iter().map(|r| r.rules).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let x = |n: usize| counts.iter().position(|&c| c == n).unwrap_or(0) as f64;
+    let mut series = Vec::new();
+    for (tag, what) in [("A", "1 insn"), ("B", "5 insns")] {
+        let of = |r: &&&Row| r.case.starts_with(tag);
+        series.push(Series {
+            name: format!("ours, rule {tag} ({what})"),
+            points: matrix
+                .iter()
+                .filter(of)
+                .map(|r| (x(r.rules), r.ours.ns))
+                .collect(),
+            reference: false,
+        });
+        series.push(Series {
+            name: format!("naive interpreter, rule {tag}"),
+            points: matrix
+                .iter()
+                .filter(of)
+                .filter_map(|r| Some((x(r.rules), r.naive?.ns)))
+                .collect(),
+            reference: false,
+        });
+    }
+    lines(
+        path,
+        &Axes {
+            title: "bench fw: the ipfw evaluator, N count rules the packet all matches".into(),
+            x_desc: "count rules before the default rule".into(),
+            y_desc: "ns a packet (best pass)".into(),
+            x_labels: Some(counts.iter().map(|n| n.to_string()).collect()),
+        },
+        &series,
+    )
 }
 
 /// A JSON number, or null.

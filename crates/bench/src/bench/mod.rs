@@ -22,6 +22,7 @@ mod conns;
 mod fib;
 mod forward;
 mod fw;
+mod loss;
 mod lpm;
 mod mbuf;
 mod netchan;
@@ -167,8 +168,9 @@ pub fn main(a: BenchArgs) -> Result<ExitCode, String> {
         "rfc2544" => rfc2544::main(&a),
         "netchannel" => netchan::main(&a),
         "quic" => quic::main(&a),
+        "loss" => loss::main(&a),
         other => Err(format!(
-            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544, netchannel, quic)"
+            "bench: unknown benchmark '{other}' (known: tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544, netchannel, quic, loss)"
         )),
     }
 }

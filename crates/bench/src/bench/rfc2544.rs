@@ -912,69 +912,26 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results
 }
 
 /// Throughput against frame size, one line a device, as an SVG file.
-fn plot(path: &std::path::Path, rows: &[Row], sizes: &[usize]) -> Result<(), String> {
-    use plotters::prelude::*;
-    let e = |e: &dyn std::fmt::Display| format!("--plot {}: {e}", path.display());
-    plotters::style::register_font(
-        "sans-serif",
-        FontStyle::Normal,
-        dejavu::sans_mono::regular(),
-    )
-    .map_err(|_| e(&"the plot's font"))?;
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let top = rows
+fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), String> {
+    let series: Vec<crate::plot::Series> = CASES
         .iter()
-        .map(|r| r.throughput.max(r.max_sent))
-        .fold(0.0, f64::max)
-        / 1e6;
-    let xmax = sizes.iter().copied().max().unwrap_or(1518) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "RFC 2544 throughput (no loss) over veth",
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..xmax * 1.05, 0.0..(top * 1.1).max(0.1))
-        .map_err(|x| e(&x))?;
-    chart
-        .configure_mesh()
-        .x_desc("frame size, bytes")
-        .y_desc("million frames a second")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()
-        .map_err(|x| e(&x))?;
-    let colours = [BLACK, RED, BLUE, GREEN, MAGENTA];
-    for (k, case) in CASES.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| r.case == *case)
-            .map(|r| (r.size as f64, r.throughput / 1e6))
-            .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        let c = colours[k % colours.len()];
-        chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(*case)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
-            .map_err(|x| e(&x))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
-    Ok(())
+        .map(|case| crate::plot::Series {
+            name: (*case).into(),
+            points: rows
+                .iter()
+                .filter(|r| r.case == *case)
+                .map(|r| (r.size as f64, r.throughput / 1e6))
+                .collect(),
+            reference: false,
+        })
+        .collect();
+    let axes = crate::plot::Axes {
+        title: "RFC 2544 throughput (no loss) over veth".into(),
+        x_desc: "frame size, bytes".into(),
+        y_desc: "million frames a second".into(),
+        x_labels: None,
+    };
+    crate::plot::lines(path, &axes, &series)
 }
 
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
@@ -1015,7 +972,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         res.rfc2889.extend(r.rfc2889);
     }
     if let Some(path) = &a.plot {
-        plot(path, &res.rows, &sizes)?;
+        plot(path, &res.rows)?;
     }
     let rows = &res.rows;
     if a.json {

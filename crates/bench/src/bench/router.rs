@@ -31,6 +31,11 @@
 //! (time-stamp counter) per packet on the core; the share of the run the workers had
 //! a core for.
 //!
+//! `--plot FILE` draws two charts ([`plot`]): Mpps against workers, for which the
+//! rows measured at more than one worker count are measured at every count from 1
+//! to `--workers` (only when plotting: it multiplies the run time), and Mpps against
+//! ipfw rules at 1 worker.
+//!
 //! Before timing, each stack row checks 256 forwarded frames against a radix-tree
 //! oracle built from the same routes: out of the right interface's gateway (its MAC),
 //! TTL or hop limit one less, IPv4 header checksum valid.
@@ -683,6 +688,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     let frames4: Vec<Vec<u8>> = d4.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
     let frames6: Vec<Vec<u8>> = d6.iter().enumerate().map(|(i, &d)| frame6(d, i)).collect();
 
+    let plotting = a.plot.is_some();
     let mut cases: Vec<Case> = Vec::new();
     let mut add = |name, family, routes, fw, both: bool| {
         if skip(name) {
@@ -696,13 +702,18 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             workers: 1,
         });
         if both && !skip("2w") {
-            cases.push(Case {
-                name,
-                family,
-                routes,
-                fw,
-                workers: two,
-            });
+            // With --plot, every worker count up to --workers, for the curve; without,
+            // the last one only.
+            let first = if plotting { 2 } else { two };
+            for workers in first..=two {
+                cases.push(Case {
+                    name,
+                    family,
+                    routes,
+                    fw,
+                    workers,
+                });
+            }
         }
     };
     add("v4-few", Family::V4, Routes::Few, Fw::None, true);
@@ -834,6 +845,9 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         lpm::Source::File(p) => p.display().to_string(),
         lpm::Source::Synthetic(_) => "synthetic".into(),
     };
+    if let Some(path) = &a.plot {
+        plot(path, &rows, &design, two)?;
+    }
     if a.json {
         for r in &rows {
             println!(
@@ -975,7 +989,105 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             st.ns_per_packet, dv.ns_per_packet
         );
     }
+    if let Some(p) = &a.plot {
+        let (w, r) = plot_paths(p);
+        println!("plots: {} and {}", w.display(), r.display());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where `--plot FILE` puts its two charts: FILE-workers and FILE-rules, the
+/// suffix before the extension.
+fn plot_paths(p: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    (
+        crate::plot::with_suffix(p, "workers"),
+        crate::plot::with_suffix(p, "rules"),
+    )
+}
+
+/// The two charts of `--plot`: Mpps on the wall clock against workers (1..=`two`),
+/// a line a stack row measured at more than one worker count, the design loop dashed
+/// (measured at 1 and `two` only); and Mpps against ipfw rules at 1 worker, the
+/// same stack without ipfw (v4-few) dashed beside it.
+fn plot(
+    path: &std::path::Path,
+    rows: &[Row],
+    design: &[forward::Row],
+    two: usize,
+) -> Result<(), String> {
+    use crate::plot::{lines, Axes, Series};
+    let (pw, pr) = plot_paths(path);
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if r.workers > 1 && r.name != "devices" && !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    let mut series: Vec<Series> = names
+        .iter()
+        .map(|n| Series {
+            name: (*n).into(),
+            points: rows
+                .iter()
+                .filter(|r| r.name == *n)
+                .map(|r| ((r.workers - 1) as f64, r.mpps))
+                .collect(),
+            reference: false,
+        })
+        .collect();
+    if !design.is_empty() {
+        series.push(Series {
+            name: "design loop (bench forward, not the product)".into(),
+            points: design
+                .iter()
+                .map(|r| ((r.workers - 1) as f64, r.mpps))
+                .collect(),
+            reference: true,
+        });
+    }
+    lines(
+        &pw,
+        &Axes {
+            title: "bench router: 64-byte frames through the Stack, by workers".into(),
+            x_desc: "workers".into(),
+            y_desc: "Mpps (wall clock, all workers)".into(),
+            x_labels: Some((1..=two).map(|w| w.to_string()).collect()),
+        },
+        &series,
+    )?;
+    let rules = [
+        ("ipfw-0", 0),
+        ("ipfw-1", 1),
+        ("ipfw-10", 10),
+        ("ipfw-100", 100),
+    ];
+    let at1 = |n: &str| rows.iter().find(|r| r.name == n && r.workers == 1);
+    let mut series = vec![Series {
+        name: "ipfw, N deny rules before the allow".into(),
+        points: rules
+            .iter()
+            .enumerate()
+            .filter_map(|(k, (n, _))| Some((k as f64, at1(n)?.mpps)))
+            .collect(),
+        reference: false,
+    }];
+    if let Some(base) = at1("v4-few") {
+        series.push(Series {
+            name: "v4-few, no ipfw".into(),
+            points: (0..rules.len()).map(|k| (k as f64, base.mpps)).collect(),
+            reference: true,
+        });
+    }
+    lines(
+        &pr,
+        &Axes {
+            title: "bench router: ipfw rules on the Stack's IPv4 path, 1 worker".into(),
+            x_desc: "rules before the allow (each packet passes ipfw twice)".into(),
+            y_desc: "Mpps (wall clock)".into(),
+            x_labels: Some(rules.iter().map(|(_, n)| n.to_string()).collect()),
+        },
+        &series,
+    )
 }
 
 fn table4_empty() -> Table4 {
