@@ -80,13 +80,23 @@ pub fn run(
     seed: u64,
     stop: &AtomicBool,
 ) -> Result<Report, String> {
-    // Like `nc -w`: a server that is not listening yet (refused) is tried again,
-    // for up to 30 seconds.
+    // A server that is not listening yet (refused), a network not up yet
+    // (unreachable) or a path that lost every SYN of an attempt (timed out) is
+    // tried again, for up to 30 seconds: the node may start before its peer.
     let give_up = Instant::now() + Duration::from_secs(30);
+    let again = |k: ErrorKind| {
+        matches!(
+            k,
+            ErrorKind::ConnectionRefused
+                | ErrorKind::TimedOut
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+        )
+    };
     let s = loop {
         match stack.tcp_connect(to, Some(Duration::from_secs(10))) {
             Ok(s) => break s,
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused && Instant::now() < give_up => {
+            Err(e) if again(e.kind()) && Instant::now() < give_up => {
                 if stop.load(Ordering::Relaxed) {
                     return Err("stopped".into());
                 }

@@ -339,9 +339,10 @@ pub struct RunArgs {
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
-    /// Client: connect to this TCP server once up, send `--send` bytes, shut down
-    /// the sending side, read until the peer closes, print both directions' byte
-    /// counts and SHA-256, and exit (status 1 if the transfer failed).
+    /// Client: connect to this TCP server once up (a connect refused, unreachable or
+    /// unanswered is tried again for 30 s), send `--send` bytes, shut down the
+    /// sending side, read until the peer closes, print both directions' byte counts
+    /// and SHA-256, and exit (status 1 if the transfer failed).
     #[arg(long, value_name = "ADDR:PORT")]
     pub connect: Option<String>,
     /// Bytes the client sends (a seeded pseudo-random stream): 1000, 64K, 100M, 1G.

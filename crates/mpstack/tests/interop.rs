@@ -766,6 +766,48 @@ impl Drop for Behind {
     }
 }
 
+/// Runs the listener `cmd` on the Linux side of `lab` while the node sends to it:
+/// its output, or a failure with the node's output if the node has exited and the
+/// listener still waits 30 s later (a client that gave up never closes its
+/// connection: the listener would wait out its whole timeout).
+fn listen_while_alive(lab: &mut Lab, host: &Option<Behind>, cmd: &str) -> (bool, String) {
+    let ns = host.as_ref().map_or(lab.ns.clone(), |h| h.ns.clone());
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns, "sh", "-c", cmd])
+        // A process group of its own, to end the listener's pipeline whole.
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the listener");
+    let mut gone: Option<std::time::Instant> = None;
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            let out = child.wait_with_output().expect("the listener's output");
+            let text = String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr);
+            return (out.status.success(), text);
+        }
+        if gone.is_none() && !lab.alive() {
+            gone = Some(std::time::Instant::now());
+        }
+        if gone.is_some_and(|g| g.elapsed() > Duration::from_secs(30)) {
+            // Ours to end: the group of the pipeline we started.
+            let _ = sh(&format!("kill -TERM -- -{}", child.id()));
+            let _ = child.wait();
+            while let Ok(l) = lab.lines.try_recv() {
+                lab.output.push(l);
+            }
+            panic!(
+                "the node exited while the listener still waited: {:?}",
+                lab.output
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Linux <-> mpstack over TAP at loss `p` (each way): curl downloads a big file from
 /// the HTTP service (SHA-256 compared), 100 MB through echo, Linux sends a big stream
 /// to discard; then mpstack's client sends a big stream to `nc -l` (SHA-256 compared).
@@ -797,7 +839,12 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     };
     let route: Vec<&str> = route.iter().chain(ours).copied().collect();
     let route = &route[..];
-    let args: Vec<&str> = node.iter().chain(route).copied().collect();
+    // At 20% loss a sender's backed-off retransmission timer can leave a
+    // connection silent for longer than the services' default idle timeout (120 s):
+    // these transfers have their own time limit, `t`.
+    let idle = t.to_string();
+    let patient = ["--serve-idle-timeout", idle.as_str()];
+    let args: Vec<&str> = node.iter().chain(route).chain(&patient).copied().collect();
     let mut lab = Lab::start_with(tag, 2, &args);
     let host = behind.then(|| Behind::new(&lab, p));
     if !behind {
@@ -862,7 +909,7 @@ fn big_transfers_with(tag: &str, p: f64, node: &[&str], cc: Option<&str>) {
     }
     let started = std::time::Instant::now();
     let listen = format!("sh -c 'timeout {t} nc -l {peer} 5001 | sha256sum'");
-    let (ok, out) = exec_linux(&lab, &host, &listen);
+    let (ok, out) = listen_while_alive(&mut lab, &host, &listen);
     assert!(ok, "nc: {out}");
     let got = out.split_whitespace().next().unwrap_or("").to_string();
     let line = lab
