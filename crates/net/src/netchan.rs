@@ -231,11 +231,11 @@ impl Classifier {
             i += 1;
             let mut port = None;
             if let Some(&(pat, p)) = toks.get(i) {
-                if p != "from" && p != "to" {
+                if !matches!(p, "from" | "to" | "ip4" | "ipv4" | "ip6" | "ipv6") {
                     port = Some(p.parse::<u16>().map_err(|_| {
                         err(
                             pat,
-                            format!("'{p}' is not a port (0-65535), 'from' or 'to'"),
+                            format!("'{p}' is not a port (0-65535), 'from', 'to', 'ip4' or 'ip6'"),
                         )
                     })?);
                     i += 1;
@@ -457,6 +457,9 @@ mod tests {
                 .local_port(53)
         );
         assert_eq!(Classifier::parse("ip6").unwrap().family, Family::V6);
+        let udp6 = Classifier::udp().family(Family::V6);
+        assert_eq!(udp6.to_string(), "udp from any to any ip6");
+        assert_eq!(Classifier::parse(&udp6.to_string()).unwrap(), udp6);
         let udp4 = Classifier::udp().family(Family::V4).local_port(53);
         assert_eq!(udp4.to_string(), "udp from any to any 53 ip4");
         assert_eq!(Classifier::parse(&udp4.to_string()).unwrap(), udp4);
