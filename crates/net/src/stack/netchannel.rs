@@ -250,6 +250,9 @@ impl NetChannel {
     }
 
     fn wait_for<T>(&self, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        // One deadline for the whole call, as the sockets' blocking calls have.
+        let t = self.read_timeout.load(Ordering::Relaxed);
+        let deadline = (t != 0).then(|| Instant::now() + Duration::from_nanos(t));
         loop {
             match op() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -260,9 +263,8 @@ impl NetChannel {
             }
             // A busy channel refills within microseconds: look again for a while
             // before going to sleep (a sleep costs the worker a wake-up, and the
-            // application the time to be scheduled).
-            // Not too often: each look reads the line the worker writes as it
-            // queues.
+            // application the time to be scheduled), but not too often: each look
+            // reads the line the worker writes as it queues.
             let s = self.sock();
             let spin = Instant::now();
             while s.rxq.is_empty() && spin.elapsed() < SPIN {
@@ -273,8 +275,6 @@ impl NetChannel {
             if !s.rxq.is_empty() {
                 continue;
             }
-            let t = self.read_timeout.load(Ordering::Relaxed);
-            let deadline = (t != 0).then(|| Instant::now() + Duration::from_nanos(t));
             if !s
                 .parker
                 .wait(Interest::Read, deadline, || !s.rxq.is_empty())
