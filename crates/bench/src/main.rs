@@ -115,7 +115,9 @@ pub struct BenchArgs {
     /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
     /// --workers workers, beside bench forward's design loop), or bridge (64-byte
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
-    /// 1M learned addresses, flooding, the devices alone), or rfc2544, or netchannel
+    /// 1M learned addresses, flooding, the devices alone), or rfc2544 (needs root: RFC
+    /// 2544 and RFC 2889 over veth pairs, a tester on AF_PACKET, the Linux kernel's and
+    /// mpstack's router and bridge side by side), or netchannel
     /// (64-byte packets received through a netchannel beside a UDP socket), or quic
     /// (quinn's bulk throughput on mpstack beside quinn on Linux loopback UDP), or
     /// loss (simulated TCP goodput against random loss, per congestion control,
@@ -139,9 +141,11 @@ pub struct BenchArgs {
     /// protocol: stateful ECMP's).
     #[arg(long, value_name = "MODE", default_value = "dst", value_parser = ["dst", "4tuple"])]
     pub flow_mode: String,
-    /// bench forward: seconds of each timed run (each design, each worker count,
-    /// each round). bench fw: seconds of each figure in each round (ours and naive,
-    /// per case; the rounds interleave the cases; the best ~50 us pass is kept).
+    /// Seconds of each timed run: bench forward (each design, each worker count, each
+    /// round), router, bridge and netchannel (each row, worker count and round); bench
+    /// rfc2544: of each trial of the search. bench fw: seconds of each figure in each
+    /// round (ours and naive, per case; the rounds interleave the cases; the best ~50
+    /// us pass is kept).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]
     pub seconds: f64,
     /// bench lpm: lookups per key set (uniform, inside prefixes) and round.

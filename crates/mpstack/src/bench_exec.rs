@@ -17,7 +17,8 @@ pub const BENCH_EXE: &str = "mpstack-bench";
 /// What `mpstack bench` was given, for `mpstack-bench` (`--help` included).
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// The benchmark (tcp, mbuf, lpm, forward, fw, router, bridge, quic) and its options: see
+    /// The benchmark (tcp, mbuf, lpm, fib, forward, fw, router, bridge, rfc2544,
+    /// netchannel, quic, loss) and its options: see
     /// `mpstack bench --help`.
     #[arg(
         value_name = "WHAT [ARGS]",

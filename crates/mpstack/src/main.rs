@@ -21,8 +21,10 @@ use mpstack::sysctl;
     version,
     about = "A multicore userspace TCP/IP stack, router and ipfw-style firewall",
     long_about = "mpstack runs a userspace network stack: as a virtual network inside one \
-process (`demo`), or on real TAP devices (`run`) as a host or as a router between several \
-links, with an optional ipfw-style firewall. `bench` runs its benchmarks.\n\nExamples:\n  \
+process (`demo`), or on real links (`run`: TAP devices, or Linux interfaces through AF_PACKET) \
+as a host, a router between several links or a learning bridge, with an optional ipfw-style \
+firewall. The control commands (ifconfig, route, netstat, arp, ndp, ipfw, sysctl) talk to a \
+running node. `bench` runs its benchmarks.\n\nExamples:\n  \
 mpstack demo\n  sudo mpstack run --tap mp0 --inet 198.18.0.2/24"
 )]
 struct Cli {
@@ -35,9 +37,10 @@ enum Cmd {
     /// Run a virtual network in one process (no root needed): by default two LANs
     /// joined by a router with a firewall; --list names the scenarios.
     Demo(DemoArgs),
-    /// Run a node on TAP devices: a host (ARP, ND, ping; echo, discard, chargen,
-    /// http services); with several --tap, --route and --forwarding, a router; with
-    /// --bridge, a learning bridge.
+    /// Run a node on TAP devices or (--packet) Linux interfaces through AF_PACKET: a
+    /// host (ARP, ND, ping; echo, discard, chargen, http services); with several links,
+    /// --route and --forwarding, a router; with --bridge, a learning bridge; VLANs
+    /// (--vlan) and gif/gre tunnels (--tunnel) as interfaces.
     ///
     /// A router between two links, with a static route: `mpstack run --tap r0 --inet
     /// 198.18.1.1/24 --tap r1 --inet 198.18.2.1/24 --inet6 r0=2001:2:1::1/64 --inet6
@@ -47,8 +50,8 @@ enum Cmd {
     /// `mpstack run --tap b0 --tap b1 --tap b2 --bridge bridge0=b0,b1,b2 --inet
     /// bridge0=198.18.0.254/24 --stp`.
     Run(Box<RunArgs>),
-    /// Measure mpstack beside its baseline and peers: tcp, mbuf, lpm, forward, fw,
-    /// router, bridge. Runs the `mpstack-bench` program from this program's own directory
+    /// Measure mpstack beside its baseline and peers: tcp, mbuf, lpm, fib, forward, fw,
+    /// router, bridge, rfc2544, netchannel, quic, loss. Runs the `mpstack-bench` program from this program's own directory
     /// (`cargo build --release` builds both; the benchmarks and their peer crates are
     /// kept out of this binary), with the arguments unchanged; its exit status is
     /// this command's. `mpstack bench --help` is its help: the benchmarks, their
@@ -298,11 +301,13 @@ pub struct RunArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
-    /// TAP queues (multi-queue TAP when more than 1); defaults to the worker count.
+    /// Queues of each link: a multi-queue TAP when more than 1; on a --packet interface,
+    /// that many AF_PACKET sockets in one PACKET_FANOUT group. Defaults to the worker
+    /// count.
     #[arg(long)]
     pub queues: Option<u16>,
-    /// Record every frame received and sent to this pcap file (with several TAPs,
-    /// one file per TAP: FILE.TAPNAME after the first).
+    /// Record every frame received and sent to this pcap file (with several links,
+    /// TAP or --packet, one file per link: FILE.NAME after the first).
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<std::path::PathBuf>,
     /// Link-layer address of the first TAP (default: derived from the TAP name).
