@@ -14,8 +14,16 @@ carry (a benchmark prints rows, ratios and skipped peers with different keys),
 one table per group, then the command, the commit and the machine. Everything
 outside the markers (the method) is left as written.
 
-    scripts/bench-report.py            # rewrite BENCHMARKS.md
-    scripts/bench-report.py --check    # exit 1 if BENCHMARKS.md is not what the files make
+It also writes README.md's "Performance at a glance" table, between
+
+    <!-- glance -->
+    <!-- end glance -->
+
+from the same files: the like-for-like rows listed in GLANCE below, each with the
+command, commit and date of the run it comes from.
+
+    scripts/bench-report.py            # rewrite BENCHMARKS.md and README.md's table
+    scripts/bench-report.py --check    # exit 1 if either is not what the files make
 """
 
 import json
@@ -26,6 +34,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench-results")
 PAGE = os.path.join(ROOT, "BENCHMARKS.md")
+README = os.path.join(ROOT, "README.md")
+GLANCE_BLOCK = re.compile(r"(<!-- glance -->\n)(.*?)(<!-- end glance -->)", re.S)
 BLOCK = re.compile(r"(<!-- results: ([a-z0-9-]+) -->\n)(.*?)(<!-- end results -->)", re.S)
 
 
@@ -65,7 +75,13 @@ def cell(v):
         return f"{v:,}"
     if v is None:
         return ""
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {cell(x)}" for k, x in v.items())
+    v = str(v)
+    if "/.cargo/registry/" in v:
+        # A file of a crate's sources: the crate and the file, not the home directory.
+        v = "crate " + "/".join(v.split("/")[-3:])
+    return v.replace("|", "\\|").replace("\n", " ")
 
 
 def normalize(r):
@@ -105,10 +121,19 @@ def tables(rows):
     for keys, rs in order:
         if not keys:
             continue
-        out.append("| " + " | ".join(k.replace("_", " ") for k in keys) + " |")
-        out.append("|" + "|".join("---" for _ in keys) + "|")
+        # A column with one value in every row of a table of three or more (the
+        # route table's path, the frame size) is said once, under the table.
+        same = [k for k in keys if len(rs) >= 3 and all(r.get(k) == rs[0].get(k) for r in rs)
+                and not k.startswith("ratio")]
+        cols = [k for k in keys if k not in same] or list(keys)
+        out.append("| " + " | ".join(k.replace("_", " ") for k in cols) + " |")
+        out.append("|" + "|".join("---" for _ in cols) + "|")
         for r in rs:
-            out.append("| " + " | ".join(cell(r.get(k)) for k in keys) + " |")
+            out.append("| " + " | ".join(cell(r.get(k)) for k in cols) + " |")
+        if same and cols != list(keys):
+            out.append("")
+            out.append("In every row: " + "; ".join(
+                f"{k.replace('_', ' ')} {cell(rs[0].get(k))}" for k in same) + ".")
         out.append("")
     return "\n".join(out)
 
@@ -122,6 +147,138 @@ def render(what):
         f"Data: [bench-results/{what}.jsonl](bench-results/{what}.jsonl)."
     )
     return body + "\n" + foot + "\n"
+
+
+def find(rows, **kv):
+    """The first row carrying every key of kv with that value."""
+    for r in rows:
+        if all(r.get(k) == v for k, v in kv.items()):
+            return r
+    return None
+
+
+def num(v, unit=""):
+    if v >= 100:
+        s = f"{v:,.0f}"
+    elif v >= 10:
+        s = f"{v:.1f}"
+    else:
+        s = f"{v:.2f}"
+    return s + (" " + unit if unit else "")
+
+
+def tcp_ratio(ours, peer, peer_label):
+    def f(rows):
+        key = "ratio_" + ours.replace("-", "_") + "_to_" + peer.replace("-", "_")
+        r = next((x for x in rows if key in x), None)
+        if r is None:
+            return None
+        o = r[ours.replace("-", "_") + "_gbit_per_s"]
+        p = r[peer.replace("-", "_") + "_gbit_per_s"]
+        return (f"{num(o, 'Gbit/s')} (`{ours}`)", f"{peer_label}: {num(p)}", f"{r[key]:.2f}×")
+    return f
+
+
+def tcp_conns(rows):
+    o = find(rows, what="conns_per_s", impl="mpstack")
+    p = find(rows, what="conns_per_s", impl="linux-loopback")
+    if not o or not p or "conns_per_s" not in o or "conns_per_s" not in p:
+        return None
+    return (f"{o['conns_per_s']:,.0f}/s", f"Linux loopback: {p['conns_per_s']:,.0f}/s",
+            f"{o['conns_per_s'] / p['conns_per_s']:.2f}×")
+
+
+def router_full(rows):
+    o = find(rows, case="v4-full", workers=1)
+    p = find(rows, case="design", workers=1)
+    if not o or not p:
+        return None
+    return (num(o["mpps_per_core"], "Mpps"), f"the design loop: {num(p['mpps_per_core'])}",
+            f"{o['mpps_per_core'] / p['mpps_per_core']:.2f}×")
+
+
+def fw_100(rows):
+    r = find(rows, case="A100", variant="eval")
+    if not r:
+        return None
+    return (f"{r['ours_ns_per_pkt']:,.0f} ns", f"a naive interpreter: {r['naive_ns_per_pkt']:,.0f}",
+            f"{r['naive_ns_per_pkt'] / r['ours_ns_per_pkt']:.1f}× faster")
+
+
+def rfc2544_64(rows):
+    o = find(rows, test="throughput", case="mpstack-router", frame_size=64)
+    p = find(rows, test="throughput", case="linux-router", frame_size=64)
+    if not o or not p:
+        return None
+    return (num(o["throughput_fps"] / 1e6, "Mfps"), f"Linux kernel router: {num(p['throughput_fps'] / 1e6)}",
+            f"{o['throughput_fps'] / p['throughput_fps']:.2f}×")
+
+
+def quic_1(rows):
+    r = next((x for x in rows if "ratio_mpstack_to_linux_loopback" in x), None)
+    if not r:
+        return None
+    return (num(r["mpstack_gbit_per_s"], "Gbit/s"), f"quinn on Linux loopback: {num(r['linux_loopback_gbit_per_s'])}",
+            f"{r['ratio_mpstack_to_linux_loopback']:.2f}×")
+
+
+def netchannel_2w(rows):
+    o = find(rows, row="netchannel", workers=2)
+    p = find(rows, row="udp-socket", workers=2)
+    if not o or not p:
+        return None
+    return (num(o["mpps"], "Mpps"), f"a UDP socket: {num(p['mpps'])}", f"{o['mpps'] / p['mpps']:.2f}×")
+
+
+# README's like-for-like rows: what, the benchmark's file, how to read it.
+GLANCE = [
+    ("TCP, one flow, one thread, MTU 1500, no offload", "tcp", tcp_ratio("mpstack-polled", "smoltcp", "smoltcp 0.14")),
+    ("TCP, one flow, worker threads, MTU 1500, no offload", "tcp", tcp_ratio("mpstack", "linux-loopback", "Linux loopback")),
+    ("TCP connections per second (open, 64 B each way, close)", "tcp", tcp_conns),
+    ("64-byte IPv4 forwarding, full BGP table (1.07 M routes), per core", "router", router_full),
+    ("ipfw, 100 one-test rules, ns per packet", "fw", fw_100),
+    ("RFC 2544 no-drop rate, 64 B, router over AF_PACKET/veth", "rfc2544", rfc2544_64),
+    ("64-byte packets to one application thread, 2 workers", "netchannel", netchannel_2w),
+    ("QUIC (quinn 0.11), one stream", "quic", quic_1),
+]
+
+
+def glance():
+    out = ["| what | mpstack | peer, same run | ratio | command (commit, date) |",
+           "|---|---:|---:|---:|---|"]
+    for label, what, f in GLANCE:
+        path = os.path.join(RESULTS, what + ".jsonl")
+        if not os.path.exists(path):
+            sys.exit(f"README's table needs bench-results/{what}.jsonl (run scripts/bench-run.sh {what})")
+        meta, rows = load(what)
+        got = f(rows)
+        if got is None:
+            skipped = next((r["skipped"] for r in rows if "skipped" in r), None)
+            why = f"skipped: {skipped}" if skipped else "not in the run"
+            got = (why, "", "")
+        ours, peer, ratio = got
+        out.append(f"| {label} | {ours} | {peer} | {ratio} | "
+                   f"`{meta.get('command', '?')}` ({meta.get('commit', '?')}, {meta.get('date', '?')}) |")
+    out.append("")
+    out.append(best_tcp())
+    return "\n".join(out) + "\n"
+
+
+def best_tcp():
+    """The best TCP configuration of the tcp run, labelled as such."""
+    meta, rows = load("tcp")
+    big = next((x for x in rows if "ratio_mpstack_polled_big_zc_to_mpstack_polled_big" in x), None)
+    if big is None:
+        return "Best configurations: not in the tcp run."
+    return (
+        "Best configurations, labelled as such (not like for like: smoltcp has no "
+        "segmentation offload): TCP with 512 KiB segments (BIG TCP) polled in one thread, "
+        f"{num(big['mpstack_polled_big_gbit_per_s'], 'Gbit/s')} (`mpstack-polled-big`), and "
+        f"{num(big['mpstack_polled_big_zc_gbit_per_s'], 'Gbit/s')} with the zero-copy calls "
+        f"(`mpstack-polled-big-zc`, "
+        f"{big['ratio_mpstack_polled_big_zc_to_mpstack_polled_big']:.2f}× its copying row in the same run; "
+        f"`{meta.get('command', '?')}`, {meta.get('commit', '?')})."
+    )
 
 
 def main():
@@ -140,12 +297,22 @@ def main():
     new = BLOCK.sub(sub, page)
     if missing:
         sys.exit("no results for: " + ", ".join(missing) + " (run scripts/bench-run.sh)")
+    with open(README, encoding="utf-8") as f:
+        readme = f.read()
+    if not GLANCE_BLOCK.search(readme):
+        sys.exit("README.md has no <!-- glance --> block")
+    table = glance()
+    new_readme = GLANCE_BLOCK.sub(lambda m: m.group(1) + table + m.group(3), readme)
     if check:
         if new != page:
             sys.exit("BENCHMARKS.md differs from what bench-results/ makes: run scripts/bench-report.py")
+        if new_readme != readme:
+            sys.exit("README.md's performance table differs from what bench-results/ makes: run scripts/bench-report.py")
         return
     with open(PAGE, "w", encoding="utf-8") as f:
         f.write(new)
+    with open(README, "w", encoding="utf-8") as f:
+        f.write(new_readme)
 
 
 if __name__ == "__main__":

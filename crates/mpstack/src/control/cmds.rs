@@ -156,7 +156,7 @@ pub fn help(cmd: &str) -> String {
             "usage: mpstack ipfw [-j NODE] [-q] COMMAND, as ipfw(8):\n\
              \x20 add [N] RULE, delete N..., list, show, zero [N], set ..., table N ...,\n\
              \x20 pipe N config ..., queue N config ..., pipe show\n\
-             The node must run the firewall (mpstack run --ipfw FILE).\n"
+             The node must run the firewall (mpstack run --ipfw FILE, or ipfw lines in --config FILE).\n"
         }
         "sysctl" => {
             "usage: mpstack sysctl [-j NODE] [-a | NAME[=VALUE] ...] [--json]\n\
