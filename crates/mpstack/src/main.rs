@@ -209,7 +209,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME=KIND,SRC,DST")]
     pub tunnel: Vec<String>,
     /// Addresses each bridge's table holds at most (bridge(4)'s maxaddr); when it
-    /// is full the stalest learned address is evicted.
+    /// is full a new address evicts the stalest dynamic one near its slot (of 16;
+    /// static ones never), counted.
     #[arg(long, value_name = "N", default_value_t = 2000, requires = "bridge", value_parser = clap::value_parser!(u32).range(1..=67_108_864))]
     pub bridge_maxaddr: u32,
     /// Seconds a learned address lives without a frame from it (bridge(4)'s

@@ -9,7 +9,7 @@
 //! The worker's flush hands the tunnel's queue to [`tunnel_output`] before the
 //! devices' bursts: each packet gets the outer header (and GRE's), then leaves by
 //! the outer destination's route, through the output hooks, like any packet of the
-//! host. An outer route through a tunnel is refused (`tunnel.loop`), as FreeBSD
+//! host. An outer route through a tunnel is refused (`tunnel.looped`), as FreeBSD
 //! refuses nesting by default.
 //!
 //! Inbound, the protocol switch offers IP protocols 4 and 41 (gif) and 47 (GRE) of

@@ -1376,7 +1376,7 @@ fn neighbour_list(node: &Node<'_>, v6: bool, json: bool, conn: &mut Conn) -> Res
 fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     let Some(f) = node.ipfw else {
         return Err(fail(
-            "ipfw: this node runs no firewall (start it with --ipfw FILE; an empty file gives only the default rule)",
+            "ipfw: this node runs no firewall (start it with --ipfw FILE, an empty file giving only the default rule, or with ipfw lines in --config FILE)",
         ));
     };
     let mut quiet = false;
