@@ -88,7 +88,10 @@ pub(super) struct Rack {
     retrans_high: Option<u32>,
     /// The most recently sent segment delivered: when, and its place among the
     /// transmissions (RACK.xmit_ts, and the order RACK.end_seq breaks ties with).
-    xmit: Option<(Instant, u32)>,
+    /// With the end of what it delivered: the parts of one send (an offload burst
+    /// acknowledged or SACKed in pieces) are ordered by sequence, as Linux's
+    /// RACK.end_seq orders them.
+    xmit: Option<(Instant, u32, u32)>,
     /// Transmissions so far (the next one's `order`).
     sends: u32,
     /// Its round trip (RACK.rtt).
@@ -335,11 +338,10 @@ impl Rack {
             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
         }
         self.rtt = rtt;
-        if self
-            .xmit
-            .is_none_or(|(t, o)| sent_after(s.at, s.order, t, o))
-        {
-            self.xmit = Some((s.at, s.order));
+        if self.xmit.is_none_or(|(t, o, e)| {
+            sent_after(s.at, s.order, t, o) || (s.at == t && s.order == o && lt(e, s.end))
+        }) {
+            self.xmit = Some((s.at, s.order, s.end));
         }
     }
 
@@ -420,13 +422,21 @@ impl Rack {
         while let Some(s) = self.segs.front().copied() {
             if !le(s.end, una) {
                 if lt(s.start, una) {
-                    // Partly acknowledged: the rest stays, without the part.
+                    // Partly acknowledged: the rest stays, without the part. The
+                    // part is delivered now (its bytes counted, its send a rate
+                    // sample's), as Linux's tcp_clean_rtx_queue counts a TSO
+                    // segment's acknowledged packets: an offload burst of 64 KiB
+                    // acknowledged a few segments at a time would otherwise add
+                    // to the delivered count only when its last byte is, and
+                    // BBR's bandwidth samples would fall short by up to a burst.
                     let cut = diff(una, s.start);
                     if s.flags & LOST != 0 {
                         self.lost -= cut;
                     }
                     if s.flags & SACKED != 0 {
                         self.sacked -= cut;
+                    } else {
+                        self.delivered(Sent { end: una, ..s }, now, echo, st);
                     }
                     self.segs[0].start = una;
                 }
@@ -526,7 +536,7 @@ impl Rack {
         srtt: Duration,
     ) -> (u32, u32) {
         self.deadline = None;
-        let Some((xt, xo)) = self.xmit else {
+        let Some((xt, xo, xe)) = self.xmit else {
             return (0, 0);
         };
         let reo = self.reo_wnd(recovering, mss, srtt);
@@ -536,7 +546,10 @@ impl Rack {
             if s.flags & (SACKED | LOST) != 0 {
                 continue;
             }
-            if sent_after(s.at, s.order, xt, xo) {
+            // Of the send the newest delivery came from, the bytes above it count
+            // as sent after it (the rest of a burst acknowledged in part).
+            let same_send = s.at == xt && s.order == xo;
+            if sent_after(s.at, s.order, xt, xo) || (same_send && lt(xe, s.end)) {
                 // Originals go out in sequence order: past the last retransmission,
                 // everything further was sent later still.
                 if s.flags & RETRANS == 0 && self.retrans_high.is_none_or(|h| le(h, s.start)) {
