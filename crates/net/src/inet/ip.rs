@@ -1,9 +1,11 @@
 //! IPv4 input and output (`ip_input`, `ip_output`), RFC 791 and RFC 1122 §3.2.1.
 //!
 //! Input validates the header in FreeBSD's order, one named counter per failure,
-//! reassembles fragments (`frag`), then delivers locally. Packets for other
-//! addresses go to `ip_forward` (`forward.rs`) when the arrival interface forwards,
-//! else are counted in `ip.cantforward` and dropped. Output picks the interface and
+//! walks the options (`ip_dooptions`: malformed ones answered with a parameter
+//! problem, source routes dropped), reassembles fragments (`frag`), then delivers
+//! locally. Packets for other addresses go to `ip_forward` (`forward.rs`) when the
+//! arrival interface forwards and their source is not one of our addresses, else
+//! are counted (`ip.cantforward`, `ip.localsrc`) and dropped. Output picks the interface and
 //! next hop from the FIB (connected, static and default routes), runs the output
 //! hooks, fragments what the interface's MTU cannot carry, and resolves the link
 //! address.
