@@ -2,7 +2,9 @@
 //! FreeBSD's sysctl(8) MIB gives them (`net.inet.tcp.*`), so that `--sysctl
 //! net.inet.tcp.cc.algorithm=newreno` does here what it does there. Each name maps
 //! onto a field of `net::tcp::TcpConfig`; the node applies them before it starts,
-//! to every connection.
+//! to every connection. `net.inet.ip.sourceroute` and
+//! `net.inet.ip.accept_sourceroute` are here too, to say that source routing is not
+//! supported: they take only 0.
 //!
 //! What it owns: the table of names. What it may call: nothing but `net`'s types.
 
@@ -80,6 +82,20 @@ macro_rules! bytes_knob {
                 c.$field = bytes(v)?;
                 Some(())
             },
+        }
+    };
+}
+
+/// An IP source-routing switch that is always 0: it takes nothing else, and says
+/// why.
+macro_rules! no_source_route_knob {
+    ($name:expr) => {
+        Knob {
+            name: $name,
+            takes: "0 (source routing is not supported: source-routed packets are \
+                    dropped and counted in ip.srcroute)",
+            get: |_| "0".into(),
+            set: |_, v| (v == "0").then_some(()),
         }
     };
 }
@@ -227,6 +243,11 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
+    // Source routing (LSRR, SSRR) is not supported: every source-routed packet is
+    // dropped and counted in `ip.srcroute`, forwarded or for us (FreeBSD's and
+    // Linux's defaults). The names are here so that setting them says so.
+    no_source_route_knob!("net.inet.ip.sourceroute"),
+    no_source_route_knob!("net.inet.ip.accept_sourceroute"),
     Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",
@@ -251,8 +272,8 @@ pub fn names() -> String {
 /// `--sysctl`'s `--help`: what it does and every name it takes.
 pub fn help() -> String {
     format!(
-        "A TCP setting under FreeBSD's sysctl name, for every connection of the node \
-         (repeatable); each change is printed as `NAME: OLD -> NEW`. The names:\n{}",
+        "A TCP setting under FreeBSD's sysctl name, for every connection of the node, \
+         or an IP one (repeatable); each change is printed as `NAME: OLD -> NEW`. The names:\n{}",
         names()
     )
 }
@@ -325,6 +346,24 @@ mod tests {
     }
 
     #[test]
+    fn source_routing_reads_and_takes_only_0() {
+        let mut c = TcpConfig::default();
+        for name in ["net.inet.ip.sourceroute", "net.inet.ip.accept_sourceroute"] {
+            assert!(list(&c).contains(&(name.to_string(), "0".to_string())));
+            assert_eq!(
+                apply(&mut c, &format!("{name}=0")).unwrap(),
+                format!("{name}: 0 -> 0")
+            );
+            let e = apply(&mut c, &format!("{name}=1")).unwrap_err();
+            assert!(
+                e.contains("not supported") && e.contains("ip.srcroute"),
+                "{e}"
+            );
+        }
+        assert_eq!(c, TcpConfig::default());
+    }
+
+    #[test]
     fn mistakes_are_named_and_change_nothing() {
         let mut c = TcpConfig::default();
         let e = apply(&mut c, "net.inet.tcp.cc.algorithm").unwrap_err();
@@ -349,6 +388,14 @@ mod tests {
             ),
             ("net.inet.tcp.rfc1323=4", "'4' is not 0, 1, 2 or 3"),
             ("net.inet.tcp.sack.enable=yes", "'yes' is not 0 or 1"),
+            (
+                "net.inet.ip.sourceroute=1",
+                "'1' is not 0 (source routing is not supported",
+            ),
+            (
+                "net.inet.ip.accept_sourceroute=1",
+                "'1' is not 0 (source routing is not supported",
+            ),
         ] {
             let e = apply(&mut c, arg).unwrap_err();
             assert!(e.contains(want), "{arg}: {e}");

@@ -84,6 +84,8 @@ counter_group!(
     ArpStat, "arp", {
         received, rxrequests, rxreplies, txrequests, txreplies, badlen, badproto,
         badaddr, dupips, dropped, timeouts, evicted, entries_created,
+        // ARP whose sender claims a subnet's network or broadcast address.
+        badspa,
     }
 );
 
@@ -105,6 +107,11 @@ counter_group!(
         // `timeexceed` (TTL ran out), `blackhole` and `reject` routes' drops,
         // `toobig` (DF set, larger than the next hop's MTU).
         forward, redirectsent, timeexceed, blackhole, reject, toobig,
+        // Options and sources (ip_input): `srcroute`, source-routed datagrams (LSRR,
+        // SSRR) dropped, as source routing is not supported (`badoptions` counts
+        // malformed options, answered with a parameter problem); `localsrc`,
+        // datagrams to forward whose source is one of our own addresses.
+        srcroute, localsrc,
         // Checksum offload: TCP checksums left to a device and filled in software
         // instead (`swcsum`: the device has no offload, or the packet was
         // fragmented); `tso` packets sent whole to a device that segments them;
@@ -119,7 +126,7 @@ counter_group!(
     IcmpStat, "icmp", {
         error, oldicmp, oldshort, tooshort, checksum, badlen, badcode, reflect,
         bmcastecho, ratelim, inecho, inechoreply, inunreach, intimxceed, inother,
-        outecho, outechoreply, outunreach, noport, outtimxceed,
+        outecho, outechoreply, outunreach, noport, outtimxceed, outparamprob,
     }
 );
 
@@ -142,8 +149,8 @@ counter_group!(
         // (RFC 8200 §4.5: a reassembled payload over 65535); `fragq` is a gauge.
         fragoverlap, fragoverflow, fragtoomany, badfrags, fragtiny, fragtoolong,
         atomicfrags, fragq,
-        // Forwarding (ip6_forward), as the `ip` ones.
-        forward, redirectsent, timeexceed, blackhole, reject, toobig,
+        // Forwarding (ip6_forward), as the `ip` ones; `localsrc` as `ip.localsrc`.
+        forward, redirectsent, timeexceed, blackhole, reject, toobig, localsrc,
         // As `ip.swgso`, `ip.swcsum` and `ip.tso`.
         swgso, swcsum, tso,
     }
@@ -463,6 +470,7 @@ drop_reasons! {
     ArpBadAddr => arp.badaddr,
     ArpDupIp => arp.dupips,
     ArpHoldDropped => arp.dropped,
+    ArpBadSpa => arp.badspa,
     IpTooShort => ip.tooshort,
     IpTooSmall => ip.toosmall,
     IpBadSum => ip.badsum,
@@ -487,6 +495,8 @@ drop_reasons! {
     IpBlackhole => ip.blackhole,
     IpReject => ip.reject,
     IpTooBig => ip.toobig,
+    IpSrcRoute => ip.srcroute,
+    IpLocalSrc => ip.localsrc,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,
@@ -536,6 +546,7 @@ drop_reasons! {
     Ip6Blackhole => ip6.blackhole,
     Ip6Reject => ip6.reject,
     Ip6TooBig => ip6.toobig,
+    Ip6LocalSrc => ip6.localsrc,
     Icmp6TooShort => icmp6.tooshort,
     Icmp6Checksum => icmp6.checksum,
     Icmp6BadLen => icmp6.badlen,

@@ -160,6 +160,7 @@ pub mod gre;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;
+pub mod ipv4opt;
 pub mod ipv6;
 pub mod ipv6ext;
 pub mod ndp;
@@ -181,6 +182,7 @@ pub use icmpv6::{
     Icmpv6TimeExceeded, MldAddressRecordRepr, MldRecordType, MldRecordsIter, MldRepr,
 };
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv4opt::{ipv4_options_check, Ipv4OptionError, Ipv4Options};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use ipv6ext::{
     ext_header_len, upper_layer, AhHeader, EspHeader, Ipv6AddressIter, Ipv6ExtHeader,

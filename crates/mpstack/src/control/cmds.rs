@@ -1308,15 +1308,14 @@ fn neighbours(node: &Node<'_>, v6: bool, args: &[&str], json: bool, conn: &mut C
                 )));
             };
             if let IpAddr::V4(a) = ip {
-                // Not the subnet's own network or broadcast address.
-                if let Some(x) = i.addrs.iter().find(|x| x.contains(a)) {
-                    if a == x.network() || Some(a) == x.broadcast() {
-                        return Err(fail(format!(
-                            "{cmd}: {h} is the network or broadcast address of {}/{}",
-                            x.network(),
-                            x.prefix_len
-                        )));
-                    }
+                // Not the subnet's own network or broadcast address (a /31 has
+                // neither, RFC 3021).
+                if let Some(x) = i.addrs.iter().find(|x| x.is_net_or_bcast(a)) {
+                    return Err(fail(format!(
+                        "{cmd}: {h} is the network or broadcast address of {}/{}",
+                        x.network(),
+                        x.prefix_len
+                    )));
                 }
             }
             match ip {

@@ -198,6 +198,7 @@ pub(crate) fn icmp_error_word(
     match ty {
         Icmpv4Message::DstUnreachable => cx.stats.icmp.outunreach += 1,
         Icmpv4Message::TimeExceeded => cx.stats.icmp.outtimxceed += 1,
+        Icmpv4Message::ParamProblem => cx.stats.icmp.outparamprob += 1,
         _ => {}
     }
     // From the address the datagram was sent to when it is ours; a router answering

@@ -1,9 +1,11 @@
 //! IPv4 input and output (`ip_input`, `ip_output`), RFC 791 and RFC 1122 §3.2.1.
 //!
 //! Input validates the header in FreeBSD's order, one named counter per failure,
-//! reassembles fragments (`frag`), then delivers locally. Packets for other
-//! addresses go to `ip_forward` (`forward.rs`) when the arrival interface forwards,
-//! else are counted in `ip.cantforward` and dropped. Output picks the interface and
+//! walks the options (`ip_dooptions`: malformed ones answered with a parameter
+//! problem, source routes dropped), reassembles fragments (`frag`), then delivers
+//! locally. Packets for other addresses go to `ip_forward` (`forward.rs`) when the
+//! arrival interface forwards and their source is not one of our addresses, else
+//! are counted (`ip.cantforward`, `ip.localsrc`) and dropped. Output picks the interface and
 //! next hop from the FIB (connected, static and default routes), runs the output
 //! hooks, fragments what the interface's MTU cannot carry, and resolves the link
 //! address.
@@ -19,7 +21,7 @@ use crate::stats::DropReason;
 use mbuf::Mbuf;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use wire::{IpProtocol, Ipv4Packet};
+use wire::{Icmpv4Message, IpProtocol, Ipv4Packet};
 
 pub(crate) const IP_HDR_LEN: usize = 20;
 pub(crate) use crate::sockbuf::DEFAULT_TTL;
@@ -186,6 +188,11 @@ fn ip_sort(
 ) {
     // Strong end system model would insist on the arrival interface; like FreeBSD we
     // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
+    // Options are walked before the "ours" test, for both ways on, as FreeBSD's
+    // `ip_dooptions` is.
+    let Some(m) = ip_dooptions(cx, m, &info) else {
+        return;
+    };
     let ours = if info.bcast {
         info.dst.is_broadcast() || cx.inet.is_bcast_on(info.dst, ifp.index) || is_joined(info.dst)
     } else {
@@ -193,10 +200,52 @@ fn ip_sort(
     };
     if ours {
         v.local.push((m, info));
-    } else if forwarding {
-        v.fwd.push((m, info));
-    } else {
+    } else if !forwarding {
         cx.drop_pkt(m, DropReason::IpCantForward);
+    } else if cx.inet.is_local(info.src) {
+        // Our own address as the source of a packet from the wire, to be forwarded:
+        // spoofed, or our own packet looping back (Linux drops it as a "martian
+        // source"). What we send ourselves to ourselves is for us, not forwarded.
+        cx.drop_pkt(m, DropReason::IpLocalSrc);
+    } else {
+        v.fwd.push((m, info));
+    }
+}
+
+/// `ip_dooptions`: the walk over a header's options (`wire::ipv4_options_check`).
+/// A malformed option is answered with a parameter problem pointing at its
+/// offending octet (RFC 1122 §3.2.2.5) and counted in `ip.badoptions`; a source
+/// route (LSRR, SSRR) is dropped and counted in `ip.srcroute`, whoever it is for:
+/// source routing is not supported, and Linux's and FreeBSD's defaults refuse it
+/// too (RFC 7126 §4.3, §4.4: drop by default). Record Route and Timestamp pass
+/// as they are: a router that forwards them does not add its address or time to
+/// them. The packet, or `None` when it was dropped or answered.
+#[inline]
+fn ip_dooptions(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf> {
+    if info.hlen <= IP_HDR_LEN {
+        return Some(m);
+    }
+    let walked = match crate::hdr::hdr(cx.access, &mut m, 0, info.hlen) {
+        Ok(h) => wire::ipv4_options_check(&h[IP_HDR_LEN..info.hlen]),
+        Err(_) => {
+            cx.drop_pkt(m, DropReason::IpBadHlen);
+            return None;
+        }
+    };
+    match walked {
+        Ok(o) if o.source_route.is_some() => {
+            cx.drop_pkt(m, DropReason::IpSrcRoute);
+            None
+        }
+        Ok(_) => Some(m),
+        Err(e) => {
+            cx.stats.ip.badoptions += 1;
+            // RFC 792: the pointer identifies the octet where an error was detected.
+            let ptr = u8::try_from(IP_HDR_LEN + e.offset).unwrap_or(u8::MAX);
+            let word = [ptr, 0, 0, 0];
+            crate::inet::icmp::icmp_error_word(cx, m, Icmpv4Message::ParamProblem, 0, word);
+            None
+        }
     }
 }
 

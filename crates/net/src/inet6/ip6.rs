@@ -160,6 +160,11 @@ pub(crate) fn ip6_input(
         // Weak host model, as for IPv4: any of our addresses on any interface.
         match local6(cx, h.dst) {
             Some(usable) => v.local.push((m, h, !usable)),
+            // Our own address as the source of a packet to forward: spoofed, or
+            // ours looping back (as `ip_sort` for IPv4).
+            None if forwarding && local6(cx, h.src).is_some() => {
+                cx.drop_pkt(m, DropReason::Ip6LocalSrc)
+            }
             None if forwarding => v.fwd.push((m, h)),
             None => cx.drop_pkt(m, DropReason::Ip6CantForward),
         }

@@ -396,6 +396,12 @@ pub(crate) fn arp_input(cx: &mut LinkCx<'_>, ifp: &Ifnet, mut m: Mbuf) {
         // Someone else claims one of our addresses (FreeBSD logs "duplicate IP").
         return cx.drop_pkt(m, DropReason::ArpDupIp);
     }
+    if ifp.addrs.iter().any(|a| a.is_net_or_bcast(spa)) {
+        // A sender claiming a subnet's network or broadcast address: no neighbour
+        // has it, and an entry for it would turn our broadcasts into unicasts to
+        // the claimant (FreeBSD's in_arpinput drops it too).
+        return cx.drop_pkt(m, DropReason::ArpBadSpa);
+    }
     let for_us = ifp.has_addr(tpa);
     match operation {
         ArpOperation::Request => cx.stats.arp.rxrequests += 1,

@@ -66,6 +66,15 @@ impl InetAddr {
         ))
     }
 
+    /// True if `a` is this subnet's network address (all host bits zero) or its
+    /// broadcast address: neither names a neighbour. A /31 has neither (RFC 3021:
+    /// both its addresses are hosts'), nor has a /32.
+    pub fn is_net_or_bcast(&self, a: Ipv4Addr) -> bool {
+        self.prefix_len < 31
+            && self.contains(a)
+            && (a == self.network() || Some(a) == self.broadcast())
+    }
+
     /// True if `a` is on this subnet.
     #[inline]
     pub fn contains(&self, a: Ipv4Addr) -> bool {
@@ -451,5 +460,18 @@ mod tests {
         assert!("198.18.0.1/33".parse::<InetAddr>().is_err());
         assert!("foo/24".parse::<InetAddr>().is_err());
         assert!("224.0.0.1/24".parse::<InetAddr>().is_err());
+    }
+
+    #[test]
+    fn network_and_broadcast_are_not_neighbours_except_on_a_31_or_32() {
+        let ip = |d| Ipv4Addr::new(198, 18, 0, d);
+        let a: InetAddr = "198.18.0.7/24".parse().unwrap();
+        assert!(a.is_net_or_bcast(ip(0)) && a.is_net_or_bcast(ip(255)));
+        assert!(!a.is_net_or_bcast(ip(1)) && !a.is_net_or_bcast(Ipv4Addr::new(198, 18, 1, 0)));
+        // RFC 3021: both addresses of a /31 are hosts'.
+        let p: InetAddr = "198.18.0.1/31".parse().unwrap();
+        assert!(!p.is_net_or_bcast(ip(0)) && !p.is_net_or_bcast(ip(1)));
+        let h: InetAddr = "198.18.0.1/32".parse().unwrap();
+        assert!(!h.is_net_or_bcast(ip(1)));
     }
 }

@@ -1,0 +1,335 @@
+//! What a router does with hostile IPv4 and IPv6 input (issue 29): source-routed
+//! packets are dropped and counted, malformed options are answered with a
+//! parameter problem pointing at the bad octet, well-formed Record Route still
+//! passes, packets that claim the router's own address as their source are not
+//! forwarded, and ARP that claims a subnet's network or broadcast address teaches
+//! nothing. Frames are written by hand on a raw port, as an attacker would.
+
+use dev::mem::WireConfig;
+use dev::{Duration, Queue};
+use mbuf::Mbuf;
+use net::iface::IfIndex;
+use sim::{HostId, Sim};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use wire::EthernetAddress;
+
+mod common;
+use common::ping_n;
+
+/// The attacker on the raw port: 198.18.1.2 / 2001:2:1::2.
+const X: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xaa]);
+const X4: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
+const B4: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 2);
+
+/// A raw port (X) and router R (198.18.1.1/24) on a hub; R — B over a link
+/// (198.18.2.0/24); both families, R forwarding, R knowing X's link address.
+struct Rig {
+    s: Sim,
+    port: Box<dyn Queue>,
+    r: HostId,
+    b: HostId,
+    r_mac: EthernetAddress,
+    r_if: IfIndex,
+}
+
+fn rig() -> Rig {
+    let mut s = Sim::new(29);
+    let hub = s.add_hub(WireConfig::default());
+    let r = s.add_host("r", 1);
+    let b = s.add_host("b", 1);
+    let r_if = s.connect(r, hub, "198.18.1.1/24");
+    let (r2, b2) = s.link(
+        r,
+        "198.18.2.1/24",
+        b,
+        "198.18.2.2/24",
+        WireConfig::default(),
+    );
+    let six = |h: HostId, i: IfIndex, a: &str| s.host(h).add_address6(i, a.parse().unwrap());
+    six(r, r_if, "2001:2:1::1/64").unwrap();
+    six(r, r2, "2001:2:2::1/64").unwrap();
+    six(b, b2, "2001:2:2::2/64").unwrap();
+    for i in s.host(r).interfaces() {
+        s.host(r).set_forwarding(i.index, true, true).unwrap();
+    }
+    s.host(b)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 2, 1)));
+    let port = s.attach_raw(hub);
+    let ifp = s.host(r).config().ifaces[r_if.get()].clone();
+    ifp.arp.insert_static(X4, X);
+    ifp.nd6.insert_static("2001:2:1::2".parse().unwrap(), X);
+    let r_mac = ifp.mac;
+    // Duplicate address detection.
+    s.run_for(Duration::from_secs(3));
+    let mut rig = Rig {
+        s,
+        port,
+        r,
+        b,
+        r_mac,
+        r_if,
+    };
+    sniff(&mut rig);
+    rig
+}
+
+fn ether(dst: EthernetAddress, ty: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = dst.0.to_vec();
+    f.extend_from_slice(&X.0);
+    f.extend_from_slice(&ty.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An IPv4 UDP datagram from `src` to `dst` with `opts` (a multiple of 4 bytes)
+/// after the fixed header, its header checksum right.
+fn ip4(src: Ipv4Addr, dst: Ipv4Addr, opts: &[u8]) -> Vec<u8> {
+    assert_eq!(opts.len() % 4, 0);
+    let hlen = 20 + opts.len();
+    let udp = [0x30, 0x39, 0, 9, 0, 12, 0, 0, b'h', b'e', b'y', b'!'];
+    let mut p = vec![0x40 | (hlen / 4) as u8, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0];
+    p[2..4].copy_from_slice(&((hlen + udp.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&dst.octets());
+    p.extend_from_slice(opts);
+    let sum = !wire::checksum::data(&p);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p.extend_from_slice(&udp);
+    p
+}
+
+/// An IPv6 UDP datagram from `src` to `dst` (the router does not look at its
+/// checksum).
+fn ip6(src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+    let udp = [0x30, 0x39, 0, 9, 0, 12, 0, 0, b'h', b'e', b'y', b'!'];
+    let mut p = vec![0x60, 0, 0, 0, 0, udp.len() as u8, 17, 64];
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&dst.octets());
+    p.extend_from_slice(&udp);
+    p
+}
+
+fn send(r: &mut Rig, frame: Vec<u8>) {
+    let now = r.s.now();
+    r.port
+        .tx_burst(now, &mut vec![Mbuf::from_slice(&frame).unwrap()]);
+    r.s.run_for(Duration::from_millis(20));
+}
+
+fn send4(r: &mut Rig, src: Ipv4Addr, dst: Ipv4Addr, opts: &[u8]) {
+    let f = ether(r.r_mac, 0x0800, &ip4(src, dst, opts));
+    send(r, f);
+}
+
+/// Frames the raw port received since last asked.
+fn sniff(r: &mut Rig) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while r.port.rx_burst(r.s.now(), &mut v, 256) > 0 {}
+    v.iter().map(|m| m.to_vec()).collect()
+}
+
+/// The ICMPv4 messages R sent to X: (type, code, second word, quoted source).
+fn icmp_to_x(r: &mut Rig) -> Vec<(u8, u8, [u8; 4], Ipv4Addr)> {
+    sniff(r)
+        .into_iter()
+        .filter(|f| f.len() > 14 + 20 + 8 + 20 && f[12..14] == [8, 0] && f[14 + 9] == 1)
+        .map(|f| {
+            let ip = &f[14..];
+            let hl = usize::from(ip[0] & 15) * 4;
+            let m = &ip[hl..];
+            let q = &m[8..];
+            (
+                m[0],
+                m[1],
+                [m[4], m[5], m[6], m[7]],
+                Ipv4Addr::new(q[12], q[13], q[14], q[15]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn source_routed_packets_are_dropped_and_counted_not_forwarded() {
+    let mut r = rig();
+    let b_before = r.s.host(r.b).stats().ip.total;
+    // LSRR through R towards B, B as the destination; then SSRR addressed to R
+    // naming B as the next hop; then LSRR after a NOP, for R itself (route done).
+    send4(&mut r, X4, B4, &[131, 7, 4, 198, 18, 2, 2, 0]);
+    let r1 = Ipv4Addr::new(198, 18, 1, 1);
+    send4(&mut r, X4, r1, &[137, 7, 4, 198, 18, 2, 2, 0]);
+    send4(&mut r, X4, r1, &[1, 131, 7, 8, 198, 18, 1, 1]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.srcroute, 3, "{:?}", st.ip);
+    assert_eq!(st.ip.forward, 0);
+    assert_eq!(st.ip.delivered, 0, "not delivered to R either");
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before, "B got nothing");
+    // The same datagram without the option goes through (and B's port
+    // unreachable back to X).
+    send4(&mut r, X4, B4, &[]);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before + 1);
+    assert_eq!(r.s.host(r.r).stats().ip.forward, 2);
+}
+
+#[test]
+fn malformed_options_get_a_parameter_problem_pointing_at_the_bad_octet() {
+    let mut r = rig();
+    // Record Route claiming 40 bytes in the 8 the header has: its length octet,
+    // octet 21, is wrong.
+    send4(&mut r, X4, B4, &[7, 40, 4, 0, 0, 0, 0, 0]);
+    // Record Route whose pointer (octet 22) is below 4.
+    send4(&mut r, X4, B4, &[7, 7, 3, 0, 0, 0, 0, 0]);
+    // A NOP, then an unknown option of length 1 (its length, octet 22).
+    send4(&mut r, X4, B4, &[1, 0x99, 1, 0]);
+    // Timestamp with an unknown flag (octet 23).
+    send4(&mut r, X4, B4, &[68, 8, 5, 2, 0, 0, 0, 0]);
+    let got = icmp_to_x(&mut r);
+    assert_eq!(
+        got,
+        vec![
+            (12, 0, [21, 0, 0, 0], X4),
+            (12, 0, [22, 0, 0, 0], X4),
+            (12, 0, [22, 0, 0, 0], X4),
+            (12, 0, [23, 0, 0, 0], X4),
+        ],
+        "a parameter problem for each, pointing at the offending octet"
+    );
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.badoptions, 4);
+    assert_eq!(st.icmp.outparamprob, 4);
+    assert_eq!(st.ip.forward, 0, "none forwarded");
+}
+
+#[test]
+fn well_formed_record_route_timestamp_and_nops_are_still_forwarded() {
+    let mut r = rig();
+    let b_before = r.s.host(r.b).stats().ip.total;
+    // NOP, Record Route with room for one address.
+    send4(&mut r, X4, B4, &[1, 7, 7, 4, 0, 0, 0, 0]);
+    // A full Record Route (pointer past its length), and a Timestamp with room.
+    send4(&mut r, X4, B4, &[7, 7, 8, 1, 2, 3, 4, 0]);
+    send4(&mut r, X4, B4, &[68, 8, 5, 0, 0, 0, 0, 0]);
+    // Router Alert (RFC 2113), unknown to the walk: passed.
+    send4(&mut r, X4, B4, &[0x94, 4, 0, 0]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.badoptions, 0, "{:?}", st.ip);
+    assert_eq!(
+        r.s.host(r.b).stats().ip.total,
+        b_before + 4,
+        "B got all four"
+    );
+    // What came back to X is B's port unreachables, forwarded by R.
+    let back = icmp_to_x(&mut r);
+    assert_eq!(back.len(), 4);
+    assert!(back.iter().all(|m| (m.0, m.1) == (3, 3)), "{back:?}");
+}
+
+#[test]
+fn packets_with_our_own_source_address_are_not_forwarded() {
+    let mut r = rig();
+    let b_before = r.s.host(r.b).stats();
+    // R's address on X's network, and on B's, as the source of packets to B.
+    send4(&mut r, Ipv4Addr::new(198, 18, 1, 1), B4, &[]);
+    send4(&mut r, Ipv4Addr::new(198, 18, 2, 1), B4, &[]);
+    let b6: Ipv6Addr = "2001:2:2::2".parse().unwrap();
+    for src in ["2001:2:1::1", "2001:2:2::1"] {
+        let f = ether(r.r_mac, 0x86dd, &ip6(src.parse().unwrap(), b6));
+        send(&mut r, f);
+    }
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.localsrc, 2, "{:?}", st.ip);
+    assert_eq!(st.ip6.localsrc, 2, "{:?}", st.ip6);
+    assert_eq!((st.ip.forward, st.ip6.forward), (0, 0));
+    let b_after = r.s.host(r.b).stats();
+    assert_eq!(b_after.ip.total, b_before.ip.total, "B got nothing");
+    // From X's own address both go through.
+    send4(&mut r, X4, B4, &[]);
+    let f = ether(r.r_mac, 0x86dd, &ip6("2001:2:1::2".parse().unwrap(), b6));
+    send(&mut r, f);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before.ip.total + 1);
+    // (B drops the IPv6 one for its checksum, silently: one forwarded.)
+    assert_eq!(r.s.host(r.r).stats().ip6.forward, 1);
+    // What R sends itself still works: to B, and to its own addresses.
+    let (s, rr) = (&mut r.s, r.r);
+    assert_eq!(ping_n(s, rr, B4, 2, 32), 2);
+    assert_eq!(ping_n(s, rr, Ipv4Addr::new(198, 18, 2, 1), 2, 32), 2);
+    assert_eq!(ping_n(s, rr, Ipv4Addr::new(198, 18, 1, 1), 2, 32), 2);
+    assert_eq!(r.s.host(r.r).stats().ip.localsrc, 2);
+}
+
+/// An ARP packet from X: `op` 1 request, 2 reply; sender `spa`, target `tpa`.
+fn arp(r: &Rig, op: u8, spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
+    let mut a = vec![0, 1, 8, 0, 6, 4, 0, op];
+    a.extend_from_slice(&X.0);
+    a.extend_from_slice(&spa.octets());
+    a.extend_from_slice(&if op == 1 { [0; 6] } else { r.r_mac.0 });
+    a.extend_from_slice(&tpa.octets());
+    let dst = if op == 1 {
+        EthernetAddress::BROADCAST
+    } else {
+        r.r_mac
+    };
+    ether(dst, 0x0806, &a)
+}
+
+fn arp_entry(r: &Rig, i: IfIndex, a: Ipv4Addr) -> bool {
+    r.s.host(r.r).config().ifaces[i.get()]
+        .arp
+        .entries()
+        .iter()
+        .any(|e| e.ip == a)
+}
+
+#[test]
+fn arp_claiming_a_subnets_network_or_broadcast_address_creates_no_entry() {
+    let mut r = rig();
+    let us = Ipv4Addr::new(198, 18, 1, 1);
+    let net = Ipv4Addr::new(198, 18, 1, 0);
+    let bcast = Ipv4Addr::new(198, 18, 1, 255);
+    for op in [1, 2] {
+        for spa in [net, bcast] {
+            let f = arp(&r, op, spa, us);
+            send(&mut r, f);
+        }
+    }
+    assert!(!arp_entry(&r, r.r_if, net), "no entry for the network");
+    assert!(!arp_entry(&r, r.r_if, bcast), "no entry for the broadcast");
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.arp.badspa, 4, "{:?}", st.arp);
+    assert_eq!(st.arp.txreplies, 0, "and no answer to them");
+    // An ordinary neighbour is still learnt.
+    let f = arp(&r, 1, Ipv4Addr::new(198, 18, 1, 3), us);
+    send(&mut r, f);
+    assert!(arp_entry(&r, r.r_if, Ipv4Addr::new(198, 18, 1, 3)));
+    assert_eq!(r.s.host(r.r).stats().arp.txreplies, 1);
+}
+
+#[test]
+fn on_a_slash_31_both_addresses_are_neighbours() {
+    // RFC 3021: a /31 has no network or broadcast address; the "network" address
+    // is the other end's.
+    let mut s = Sim::new(31);
+    let hub = s.add_hub(WireConfig::default());
+    let r = s.add_host("r", 1);
+    let i = s.connect(r, hub, "198.18.3.1/31");
+    let mut port = s.attach_raw(hub);
+    let r_mac = s.host(r).config().ifaces[i.get()].mac;
+    s.run_for(Duration::from_millis(100));
+    let peer = Ipv4Addr::new(198, 18, 3, 0);
+    let mut a = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    a.extend_from_slice(&X.0);
+    a.extend_from_slice(&peer.octets());
+    a.extend_from_slice(&[0; 6]);
+    a.extend_from_slice(&Ipv4Addr::new(198, 18, 3, 1).octets());
+    let mut f = EthernetAddress::BROADCAST.0.to_vec();
+    f.extend_from_slice(&X.0);
+    f.extend_from_slice(&[8, 6]);
+    f.extend_from_slice(&a);
+    let now = s.now();
+    port.tx_burst(now, &mut vec![Mbuf::from_slice(&f).unwrap()]);
+    s.run_for(Duration::from_millis(20));
+    let ifp = s.host(r).config().ifaces[i.get()].clone();
+    assert!(ifp.arp.entries().iter().any(|e| e.ip == peer));
+    assert_eq!(s.host(r).stats().arp.badspa, 0);
+    assert_eq!(s.host(r).stats().arp.txreplies, 1);
+    let _ = r_mac;
+}
