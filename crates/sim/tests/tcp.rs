@@ -481,6 +481,40 @@ fn tcp_backlog_is_bounded() {
     assert_eq!(refused, 6, "the others are reset, not left hanging");
 }
 
+/// A SYN that finds the accept queue full is dropped without an answer and
+/// counted (`tcp.listendrop`), as Linux drops it: the client is neither reset nor
+/// told it is connected, and its retransmitted SYN connects once `accept` has
+/// made room.
+#[test]
+fn tcp_a_full_accept_queue_drops_the_syn_for_the_client_to_retry() {
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 7, Impairments::default());
+        let l = listener(&mut s, b, 80, 2);
+        let connect = |s: &mut Sim| {
+            s.host(a)
+                .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+                .unwrap()
+        };
+        let first = [connect(&mut s), connect(&mut s)];
+        s.run_for(Duration::from_millis(50));
+        assert_eq!(l.pending(), 2, "the backlog is full");
+        assert!(first.iter().all(|c| c.is_connected()));
+        let late = connect(&mut s);
+        s.run_for(Duration::from_millis(500));
+        let st = s.host(b).stats().tcp;
+        assert_eq!(st.listendrop, 1, "workers={workers}: {st:?}");
+        assert_eq!(st.sndrst, 0, "no reset");
+        assert!(!late.is_connected(), "still connecting");
+        assert!(late.take_error().unwrap().is_none(), "not refused");
+        // Room: the client's SYN, sent again after its RTO (1 s), connects.
+        let _taken = l.accept().unwrap();
+        s.run_for(Duration::from_secs(2));
+        assert!(late.is_connected(), "workers={workers}");
+        assert_eq!(l.pending(), 2);
+        assert_eq!(s.host(b).stats().tcp.listendrop, 1);
+    }
+}
+
 /// How many of `h`'s connections are in `state` (netstat's name), asked of its
 /// workers while the simulation runs for a millisecond.
 fn conns_in(s: &mut Sim, h: HostId, state: &str) -> usize {
