@@ -1,11 +1,12 @@
 //! The HTTP service: static files from one directory, served by hyper's HTTP/1.1
 //! server over the stack's socket. GET and HEAD, persistent connections,
-//! `Content-Length` on every response; paths are confined to the served directory
-//! (`http_request::resolve`). Errors (404, 405) close the connection, as before
-//! hyper; request heads are bounded (16 KiB, exactly: beyond it hyper answers 431
-//! and closes) and must arrive within the header timeout.
+//! `Content-Length` on every response; paths are confined to the served directory,
+//! symbolic links included (`http_request::resolve` and `confine`: outside is
+//! 404). Errors (404, 405) close the connection, as before hyper; request heads are
+//! bounded (16 KiB, exactly: beyond it hyper answers 431 and closes) and must
+//! arrive within the header timeout.
 
-use crate::http_request::resolve;
+use crate::http_request::{confine, resolve};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
@@ -115,7 +116,13 @@ fn respond_to(root: &Path, method: &Method, path: &str) -> Response<FileBody> {
     if method != Method::GET && method != Method::HEAD {
         return error(StatusCode::METHOD_NOT_ALLOWED);
     }
-    let file = resolve(root, path).and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
+    // The name asked for gives the type; the file opened is where its links lead,
+    // if that is inside the served directory. Outside is 404, not 403: as for a
+    // path with `..`, the client learns nothing of what lies beyond the directory.
+    let file = resolve(root, path).and_then(|p| {
+        let real = confine(root, &p)?;
+        std::fs::File::open(real).ok().map(|f| (p, f))
+    });
     let Some((path, f, len)) = file.and_then(|(p, f)| {
         let m = f.metadata().ok().filter(|m| m.is_file())?;
         Some((p, f, m.len()))
@@ -237,6 +244,51 @@ mod tests {
             assert!(r.contains(TOO_LARGE), "{pipe}: {r}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Symbolic links are followed only as far as the served directory: a link to a
+    /// file outside it (or through a linked directory outside it) is 404, as a
+    /// path with `..` is; one to a file inside it is served, typed by the name
+    /// asked for.
+    #[test]
+    fn symlinks_out_of_the_served_directory_are_refused() {
+        let base = std::env::temp_dir().join(format!("mpstack-http-links-{}", std::process::id()));
+        let www = base.join("www");
+        std::fs::create_dir_all(www.join("sub")).unwrap();
+        std::fs::write(base.join("secret.txt"), "secret\n").unwrap();
+        std::fs::write(www.join("sub/page.txt"), "inside\n").unwrap();
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, www.join(name)).unwrap();
+        };
+        link("../secret.txt", "out.txt");
+        link(base.join("secret.txt").to_str().unwrap(), "abs.txt");
+        link("..", "up");
+        link("sub/page.txt", "in.html");
+        link("sub", "linked");
+        for path in ["/out.txt", "/abs.txt", "/up/secret.txt"] {
+            let r = respond_to(&www, &Method::GET, path);
+            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+        }
+        // Where the links lead is what counts: out and back in is inside.
+        for path in [
+            "/in.html",
+            "/linked/page.txt",
+            "/sub/page.txt",
+            "/up/www/in.html",
+        ] {
+            let r = respond_to(&www, &Method::GET, path);
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            assert_eq!(r.headers()[CONTENT_LENGTH], "7", "{path}");
+        }
+        let r = respond_to(&www, &Method::GET, "/in.html");
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+        // The served directory may itself be reached through a link.
+        std::os::unix::fs::symlink(&www, base.join("www-link")).unwrap();
+        let r = respond_to(&base.join("www-link"), &Method::GET, "/in.html");
+        assert_eq!(r.status(), StatusCode::OK);
+        let r = respond_to(&base.join("www-link"), &Method::GET, "/out.txt");
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
