@@ -1,5 +1,6 @@
 //! The HTTP service's path resolution: which file under the served directory a
-//! request's path (as hyper parsed it, from the network) names, kept in the library
+//! request's path (as hyper parsed it, from the network) names, and whether, its
+//! symbolic links followed, it is still under that directory; kept in the library
 //! so the fuzz targets reach it.
 
 use std::path::{Component, Path, PathBuf};
@@ -19,6 +20,18 @@ pub fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
         out.push("index.html");
     }
     Some(out)
+}
+
+/// Where `file` (as [`resolve`] named it under `root`) really is, every symbolic
+/// link followed (`realpath`), if that lies inside `root` (its own links followed
+/// too): a link inside the directory to a file inside it leads to that file; one
+/// that leads out of it (to a file, or through a directory) gives `None`, as a path
+/// with `..` does, and so does a file that does not exist. Only the directory's
+/// owner can change where a link leads between this and the open.
+pub fn confine(root: &Path, file: &Path) -> Option<PathBuf> {
+    let file = file.canonicalize().ok()?;
+    let root = root.canonicalize().ok()?;
+    file.starts_with(&root).then_some(file)
 }
 
 #[cfg(test)]

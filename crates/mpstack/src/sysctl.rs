@@ -204,6 +204,10 @@ const KNOBS: &[Knob] = &[
     // The idle time SO_KEEPALIVE probes after.
     millis_knob!("net.inet.tcp.keepidle", keep_idle, 86400000),
     millis_knob!("net.inet.tcp.keepintvl", keepalive_interval, 3600000),
+    // FIN_WAIT_2 of a closed socket: this long without a segment from the peer,
+    // or with fast_finwait2_recycle this long from the close; then dropped.
+    millis_knob!("net.inet.tcp.finwait2_timeout", finwait2_timeout, 3600000),
+    flag_knob!("net.inet.tcp.fast_finwait2_recycle", fast_finwait2_recycle),
     Knob {
         // Unanswered keepalive probes before the connection is dropped.
         name: "net.inet.tcp.keepcnt",
@@ -325,6 +329,8 @@ mod tests {
             ("net.inet.tcp.initcwnd_segments=4", "10 -> 4"),
             ("net.inet.tcp.fastopen.client_enable=0", "1 -> 0"),
             ("net.inet.tcp.fastopen.server_enable=1", "0 -> 1"),
+            ("net.inet.tcp.finwait2_timeout=30000", "60000 -> 30000"),
+            ("net.inet.tcp.fast_finwait2_recycle=1", "0 -> 1"),
         ] {
             let msg = apply(&mut c, arg).unwrap();
             assert!(msg.ends_with(said), "{arg}: {msg}");
@@ -338,6 +344,8 @@ mod tests {
         assert_eq!(c.min_rto, Duration::from_millis(30));
         assert_eq!(c.init_cwnd_segs, 4);
         assert!(!c.fastopen_client && c.fastopen_server);
+        assert_eq!(c.finwait2_timeout, Duration::from_secs(30));
+        assert!(c.fast_finwait2_recycle);
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
         assert_eq!(c.delack, TcpConfig::default().delack);

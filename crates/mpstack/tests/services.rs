@@ -306,3 +306,43 @@ fn errors_close_the_connection_and_head_has_no_body() {
     assert!(text.contains("Content-Length: 17\r\n"), "{text}");
     assert!(text.ends_with("\r\n\r\n"), "no body after the head: {text}");
 }
+
+/// A request for `/` whose head (request line, header fields, blank line) is
+/// exactly `size` bytes.
+fn head_of(size: usize) -> Vec<u8> {
+    let mut h = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: ".to_vec();
+    h.resize(size - 4, b'a');
+    h.extend_from_slice(b"\r\n\r\n");
+    h
+}
+
+/// Over the stack, the request head is held to 16 KiB exactly: one of 16,384 bytes
+/// or less is served, one a byte longer, or 17 KiB, or 20 KB, is refused with 431
+/// (`services::http`'s unit test has the kept-alive case that once got through).
+#[test]
+fn request_heads_over_16_kib_are_refused() {
+    let p = Pair::new("bighead", Limits::default());
+    for (size, served) in [
+        (15 * 1024, true),
+        (16 * 1024, true),
+        (16 * 1024 + 1, false),
+        (17 * 1024, false),
+        (20_000, false),
+    ] {
+        let mut c = p.connect(80).unwrap();
+        // The node may answer and close before the client has written it all.
+        let _ = c.write_all(&head_of(size));
+        let mut resp = Vec::new();
+        let _ = c.read_to_end(&mut resp);
+        let text = String::from_utf8_lossy(&resp);
+        if served {
+            assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{size}: {text}");
+            assert!(resp.ends_with(FILE), "{size}: {text}");
+        } else {
+            assert!(
+                text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+                "{size}: {text}"
+            );
+        }
+    }
+}

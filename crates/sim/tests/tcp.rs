@@ -481,6 +481,116 @@ fn tcp_backlog_is_bounded() {
     assert_eq!(refused, 6, "the others are reset, not left hanging");
 }
 
+/// A SYN that finds the accept queue full is dropped without an answer and
+/// counted (`tcp.listendrop`), as Linux drops it: the client is neither reset nor
+/// told it is connected, and its retransmitted SYN connects once `accept` has
+/// made room.
+#[test]
+fn tcp_a_full_accept_queue_drops_the_syn_for_the_client_to_retry() {
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 7, Impairments::default());
+        let l = listener(&mut s, b, 80, 2);
+        let connect = |s: &mut Sim| {
+            s.host(a)
+                .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+                .unwrap()
+        };
+        let first = [connect(&mut s), connect(&mut s)];
+        s.run_for(Duration::from_millis(50));
+        assert_eq!(l.pending(), 2, "the backlog is full");
+        assert!(first.iter().all(|c| c.is_connected()));
+        let late = connect(&mut s);
+        s.run_for(Duration::from_millis(500));
+        let st = s.host(b).stats().tcp;
+        assert_eq!(st.listendrop, 1, "workers={workers}: {st:?}");
+        assert_eq!(st.sndrst, 0, "no reset");
+        assert!(!late.is_connected(), "still connecting");
+        assert!(late.take_error().unwrap().is_none(), "not refused");
+        // Room: the client's SYN, sent again after its RTO (1 s), connects.
+        let _taken = l.accept().unwrap();
+        s.run_for(Duration::from_secs(2));
+        assert!(late.is_connected(), "workers={workers}");
+        assert_eq!(l.pending(), 2);
+        assert_eq!(s.host(b).stats().tcp.listendrop, 1);
+    }
+}
+
+/// How many of `h`'s connections are in `state` (netstat's name), asked of its
+/// workers while the simulation runs for a millisecond.
+fn conns_in(s: &mut Sim, h: HostId, state: &str) -> usize {
+    let q = s.host(h).tcp_connections_ask().unwrap();
+    s.run_for(Duration::from_millis(1));
+    assert!(q.ready());
+    q.into_list().iter().filter(|c| c.state == state).count()
+}
+
+/// The node (b) closes first and its peer then goes silent: b's firewall drops the
+/// peer's FIN and RST, so FIN_WAIT_2 would wait for ever. Once b's application has
+/// closed, each connection waits `net.inet.tcp.finwait2_timeout` (60 s) of silence
+/// and is then dropped and counted (`tcp.finwait2_drops`), as FreeBSD's
+/// `tcp_timer_2msl` drops it.
+#[test]
+fn tcp_fin_wait_2_of_a_closed_socket_ends_after_the_finwait2_timeout() {
+    const N: usize = 6;
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 41, Impairments::default());
+        let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), workers).unwrap();
+        fw.command("add 100 deny tcp from 198.18.0.1 to any tcpflags fin")
+            .unwrap();
+        fw.command("add 110 deny tcp from 198.18.0.1 to any tcpflags rst")
+            .unwrap();
+        fw.command("add 200 allow ip from any to any").unwrap();
+        fw.attach(s.host(b));
+        let l = listener(&mut s, b, 80, 16);
+        let clients: Vec<_> = (0..N)
+            .map(|_| {
+                s.host(a)
+                    .tcp_connect_nonblocking(SocketAddrV4::new(ip(2), 80))
+                    .unwrap()
+            })
+            .collect();
+        s.run_for(Duration::from_millis(50));
+        let servers: Vec<_> = (0..N).map(|_| l.accept().unwrap().0).collect();
+        // b closes: its FINs are acknowledged, and it waits in FIN_WAIT_2.
+        drop(servers);
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), N, "workers={workers}");
+        // The peer closes too, but b never hears its FINs.
+        drop(clients);
+        s.run_for(Duration::from_secs(59));
+        assert_eq!(
+            conns_in(&mut s, b, "FIN_WAIT_2"),
+            N,
+            "still waiting at 59 s"
+        );
+        assert_eq!(s.host(b).stats().tcp.finwait2_drops, 0);
+        s.run_for(Duration::from_secs(2));
+        assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), 0, "workers={workers}");
+        let st = s.host(b).stats().tcp;
+        assert_eq!(st.finwait2_drops, N as u64, "{st:?}");
+        assert_eq!(st.pcbcount, 0, "nothing left of them");
+    }
+}
+
+/// A half-closed socket (shut down for writing, still open) may still receive:
+/// its FIN_WAIT_2 is not limited, as on FreeBSD.
+#[test]
+fn tcp_fin_wait_2_of_a_half_closed_socket_waits_for_the_peer() {
+    let (mut s, a, b) = pair(1, 42, Impairments::default());
+    let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+    srv.shutdown(std::net::Shutdown::Write).unwrap();
+    s.run_for(Duration::from_secs(300));
+    assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), 1);
+    assert_eq!(s.host(b).stats().tcp.finwait2_drops, 0);
+    // The peer still gets through, and its FIN ends it as usual.
+    (&c).write_all(b"late").unwrap();
+    drop(c);
+    s.run_for(Duration::from_millis(100));
+    let mut buf = [0u8; 8];
+    assert_eq!((&srv).read(&mut buf).unwrap(), 4);
+    assert_eq!(conns_in(&mut s, b, "TIME_WAIT"), 1);
+}
+
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());

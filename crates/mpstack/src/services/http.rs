@@ -1,11 +1,12 @@
 //! The HTTP service: static files from one directory, served by hyper's HTTP/1.1
 //! server over the stack's socket. GET and HEAD, persistent connections,
-//! `Content-Length` on every response; paths are confined to the served directory
-//! (`http_request::resolve`). Errors (404, 405) close the connection, as before
-//! hyper; request heads are bounded (16 KiB: beyond it hyper answers 431) and must
+//! `Content-Length` on every response; paths are confined to the served directory,
+//! symbolic links included (`http_request::resolve` and `confine`: outside is
+//! 404). Errors (404, 405) close the connection, as before hyper; request heads are
+//! bounded (16 KiB, exactly: beyond it hyper answers 431 and closes) and must
 //! arrive within the header timeout.
 
-use crate::http_request::resolve;
+use crate::http_request::{confine, resolve};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
@@ -17,7 +18,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// Largest request head accepted (hyper's read buffer; it takes no less than 8 KiB).
+/// Largest request head accepted: the request line and header fields with their
+/// line ends and the blank line, in bytes. hyper's `max_header_size` holds a head
+/// to it exactly (431 beyond); its `max_buf_size`, the read buffer's bound, is set
+/// to it too, but alone let a longer head through, read whole into a buffer a
+/// previous request had grown.
 const MAX_HEAD: usize = 16 * 1024;
 /// A file is read and sent in pieces of this size.
 const PIECE: usize = 64 * 1024;
@@ -111,7 +116,13 @@ fn respond_to(root: &Path, method: &Method, path: &str) -> Response<FileBody> {
     if method != Method::GET && method != Method::HEAD {
         return error(StatusCode::METHOD_NOT_ALLOWED);
     }
-    let file = resolve(root, path).and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
+    // The name asked for gives the type; the file opened is where its links lead,
+    // if that is inside the served directory. Outside is 404, not 403: as for a
+    // path with `..`, the client learns nothing of what lies beyond the directory.
+    let file = resolve(root, path).and_then(|p| {
+        let real = confine(root, &p)?;
+        std::fs::File::open(real).ok().map(|f| (p, f))
+    });
     let Some((path, f, len)) = file.and_then(|(p, f)| {
         let m = f.metadata().ok().filter(|m| m.is_file())?;
         Some((p, f, m.len()))
@@ -148,6 +159,7 @@ where
     hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout)
+        .max_header_size(MAX_HEAD)
         .max_buf_size(MAX_HEAD)
         // Header names as the server before hyper wrote them (`Content-Length`).
         .title_case_headers(true)
@@ -158,6 +170,126 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A request for `/` whose head (request line to blank line) is `size` bytes;
+    /// the connection kept alive after it, or closed.
+    fn head_of(size: usize, keep: bool) -> Vec<u8> {
+        let close = if keep { "" } else { "Connection: close\r\n" };
+        let mut h = format!("GET / HTTP/1.1\r\nHost: x\r\n{close}X-Pad: ").into_bytes();
+        h.resize(size - 4, b'a');
+        h.extend_from_slice(b"\r\n\r\n");
+        h
+    }
+
+    /// What `serve` answers to `req`, written through a pipe that holds `pipe`
+    /// bytes (so hyper's reads return at most that much).
+    fn answer(root: &Path, req: &[u8], pipe: usize) -> String {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, server) = tokio::io::duplex(pipe);
+            let root = root.to_path_buf();
+            let served =
+                tokio::spawn(async move { serve(&root, server, Duration::from_secs(5)).await });
+            let (mut rd, mut wr) = tokio::io::split(client);
+            let mut resp = Vec::new();
+            let write = async {
+                let _ = wr.write_all(req).await;
+            };
+            let read = async {
+                let _ = rd.read_to_end(&mut resp).await;
+            };
+            tokio::join!(write, read);
+            let _ = served.await;
+            String::from_utf8_lossy(&resp).into_owned()
+        })
+    }
+
+    /// The head is held to [`MAX_HEAD`] exactly. hyper's `max_buf_size` alone
+    /// bounds its read buffer, not a head: on a kept-alive connection, with the
+    /// buffer grown and reused by the first request, a second head of 20 KB was
+    /// taken whole.
+    #[test]
+    fn request_heads_are_held_to_16_kib_exactly() {
+        const TOO_LARGE: &str = "HTTP/1.1 431 Request Header Fields Too Large\r\n";
+        let dir = std::env::temp_dir().join(format!("mpstack-http-head-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("index.html"), "<h1>x</h1>\n").unwrap();
+        for (size, served) in [
+            (15 * 1024, true),
+            (MAX_HEAD, true),
+            (MAX_HEAD + 1, false),
+            (17 * 1024, false),
+            (20_000, false),
+        ] {
+            for pipe in [1460, 4096, 64 * 1024] {
+                let r = answer(&dir, &head_of(size, false), pipe);
+                let want = if served {
+                    "HTTP/1.1 200 OK\r\n"
+                } else {
+                    TOO_LARGE
+                };
+                assert!(r.starts_with(want), "{size} through {pipe}: {r}");
+            }
+        }
+        // A short request kept alive, then a long one.
+        for pipe in [1460, 4096, 8191, 64 * 1024] {
+            let mut req = head_of(300, true);
+            req.extend_from_slice(&head_of(20_000, false));
+            let r = answer(&dir, &req, pipe);
+            assert_eq!(r.matches("HTTP/1.1 200 OK\r\n").count(), 1, "{pipe}: {r}");
+            assert!(r.contains(TOO_LARGE), "{pipe}: {r}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Symbolic links are followed only as far as the served directory: a link to a
+    /// file outside it (or through a linked directory outside it) is 404, as a
+    /// path with `..` is; one to a file inside it is served, typed by the name
+    /// asked for.
+    #[test]
+    fn symlinks_out_of_the_served_directory_are_refused() {
+        let base = std::env::temp_dir().join(format!("mpstack-http-links-{}", std::process::id()));
+        let www = base.join("www");
+        std::fs::create_dir_all(www.join("sub")).unwrap();
+        std::fs::write(base.join("secret.txt"), "secret\n").unwrap();
+        std::fs::write(www.join("sub/page.txt"), "inside\n").unwrap();
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, www.join(name)).unwrap();
+        };
+        link("../secret.txt", "out.txt");
+        link(base.join("secret.txt").to_str().unwrap(), "abs.txt");
+        link("..", "up");
+        link("sub/page.txt", "in.html");
+        link("sub", "linked");
+        for path in ["/out.txt", "/abs.txt", "/up/secret.txt"] {
+            let r = respond_to(&www, &Method::GET, path);
+            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+        }
+        // Where the links lead is what counts: out and back in is inside.
+        for path in [
+            "/in.html",
+            "/linked/page.txt",
+            "/sub/page.txt",
+            "/up/www/in.html",
+        ] {
+            let r = respond_to(&www, &Method::GET, path);
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            assert_eq!(r.headers()[CONTENT_LENGTH], "7", "{path}");
+        }
+        let r = respond_to(&www, &Method::GET, "/in.html");
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+        // The served directory may itself be reached through a link.
+        std::os::unix::fs::symlink(&www, base.join("www-link")).unwrap();
+        let r = respond_to(&base.join("www-link"), &Method::GET, "/in.html");
+        assert_eq!(r.status(), StatusCode::OK);
+        let r = respond_to(&base.join("www-link"), &Method::GET, "/out.txt");
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn responses_follow_the_old_server() {

@@ -1216,7 +1216,9 @@ impl Stack {
     }
 
     /// Listens for TCP connections on `addr` (port 0: an ephemeral port) with room for
-    /// `backlog` connections that are half open or not yet accepted.
+    /// `backlog` connections that are half open or not yet accepted. A SYN that
+    /// finds `backlog` connections waiting for `accept` is dropped unanswered (and
+    /// counted in `tcp.listendrop`), for the client to send again.
     /// IPv4 or IPv6; a listener on `[::]` takes IPv6 connections only (FreeBSD's
     /// `v6only`), so a dual-stack server listens twice.
     pub fn tcp_listen(

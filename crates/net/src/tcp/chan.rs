@@ -887,7 +887,8 @@ pub(crate) struct ListenShared {
     pub local: SocketAddr,
     /// Send and receive buffer sizes of the connections it accepts.
     pub buffers: (usize, usize),
-    /// Established connections waiting for `accept`.
+    /// Established connections waiting for `accept`; while it is full, SYNs are
+    /// dropped.
     pub accept_q: ArrayQueue<Arc<StreamShared>>,
     /// Connections in SYN_RECEIVED (the SYN queue), bounded by the backlog; beyond it
     /// SYNs are answered with cookies.

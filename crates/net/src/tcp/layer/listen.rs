@@ -1,7 +1,8 @@
 //! Segments that find no connection (the LISTEN half of FreeBSD's `tcp_input`, and
 //! its `tcp_syncache` for the cookies): a listener's SYN opens a half-open
-//! connection, or, when its queue is full, is answered with a SYN cookie (RFC 4987)
-//! and no state; the ACK of a cookie opens an established one; anything else is
+//! connection, or, when its SYN queue is full, is answered with a SYN cookie (RFC
+//! 4987) and no state, or, when its accept queue is full, is dropped (counted) for
+//! the client to retry; the ACK of a cookie opens an established one; anything else is
 //! dropped or answered with a reset (RFC 9293 §3.10.7.1–2). Calls `output` to send
 //! and to service the new connection.
 
@@ -181,6 +182,15 @@ pub(super) fn tcp_listen_input(
             return;
         }
     };
+    if l.accept_q.is_full() {
+        // Connections wait for the application's accept, as many as the queue
+        // holds: the SYN is dropped unanswered and counted, and the client sends it
+        // again after its RTO, when accept may have made room (Linux's
+        // tcp_conn_request). A SYN-ACK would have the client believe it connected,
+        // only to be reset when its ACK found the queue still full.
+        DropReason::TcpListenDrop.count(cx.stats);
+        return;
+    }
     if l.half_open.load(Ordering::Acquire) >= l.backlog || tw.conns.len() >= tw.max_conns {
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
         cx.stats.tcp.syncookiessent += 1;

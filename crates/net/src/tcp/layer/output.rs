@@ -129,7 +129,12 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     {
         c.tcb.abort();
     }
-    let app_done = s.wr_shut.load(Ordering::Acquire) || s.dropped.load(Ordering::Acquire);
+    let dropped = s.dropped.load(Ordering::Acquire);
+    if dropped {
+        // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on.
+        c.tcb.detach(cx.now);
+    }
+    let app_done = s.wr_shut.load(Ordering::Acquire) || dropped;
     if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
         c.fin_requested = true;
         c.tcb.close();

@@ -49,6 +49,17 @@ pub struct TcpConfig {
     pub syn_retries: u32,
     /// Time spent in TIME_WAIT (2 MSL).
     pub time_wait: Duration,
+    /// How long a connection whose application has closed (it can receive no more)
+    /// waits in FIN_WAIT_2 for the peer's FIN: this long without a segment from the
+    /// peer, then it is dropped and counted in `tcp.finwait2_drops`
+    /// (`net.inet.tcp.finwait2_timeout`, 60 s). FreeBSD waits this long only with
+    /// `fast_finwait2_recycle`, and otherwise `keepcnt` × `keepintvl` (10 minutes)
+    /// of silence; here it is the one limit, a minute as Linux's `tcp_fin_timeout`.
+    pub finwait2_timeout: Duration,
+    /// FreeBSD's `net.inet.tcp.fast_finwait2_recycle`: `finwait2_timeout` counts
+    /// from the close, whatever the peer sends meanwhile (off, the default: from
+    /// the last segment received, as FreeBSD's idle check).
+    pub fast_finwait2_recycle: bool,
     /// Out-of-order segments held for reassembly.
     pub ooo_max_segs: usize,
     /// Initial window in segments (RFC 6928).
@@ -153,6 +164,8 @@ impl Default for TcpConfig {
             max_retries: 12,
             syn_retries: 10,
             time_wait: Duration::from_secs(60),
+            finwait2_timeout: Duration::from_secs(60),
+            fast_finwait2_recycle: false,
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,

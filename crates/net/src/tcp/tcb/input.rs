@@ -168,6 +168,10 @@ impl Tcb {
             self.ka_probes = 0;
             self.arm_keepalive(now);
         }
+        if self.fw2_deadline.is_some() {
+            // Heard from the peer (or left FIN_WAIT_2).
+            self.arm_finwait2(now);
+        }
     }
 
     fn input_syn_sent(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
@@ -483,7 +487,10 @@ impl Tcb {
             self.fin_queued && lt(self.fin_seq(), self.snd_max) && self.snd_una == self.snd_max;
         if fin_acked {
             match self.state {
-                State::FinWait1 => self.state = State::FinWait2,
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.arm_finwait2(now);
+                }
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => {
                     st.closed += 1;

@@ -211,6 +211,12 @@ pub struct Tcb {
     persist_backoff: u32,
     delack_deadline: Option<Instant>,
     tw_deadline: Option<Instant>,
+    /// The application is gone (closed, not just shut down for writing): nothing
+    /// more can be received (FreeBSD's `SBS_CANTRCVMORE`), so FIN_WAIT_2 is
+    /// bounded.
+    detached: bool,
+    /// When FIN_WAIT_2 of a detached connection ends (`finwait2_timeout`).
+    fw2_deadline: Option<Instant>,
 
     // Congestion control (NewReno).
     cwnd: u32,
@@ -353,6 +359,8 @@ impl Tcb {
             persist_backoff: 0,
             delack_deadline: None,
             tw_deadline: None,
+            detached: false,
+            fw2_deadline: None,
             cwnd: 0,
             ssthresh: u32::MAX,
             dupacks: 0,

@@ -955,6 +955,52 @@ fn keepalive_probes_an_idle_peer_and_drops_a_dead_one() {
     assert_eq!(q.a.state(), State::Established);
 }
 
+/// FIN_WAIT_2 of a connection whose application has closed (`detach`) ends after
+/// `finwait2_timeout` of the peer's silence, closed without a reset and counted in
+/// `finwait2_drops`; a peer that keeps talking (keepalive probes here) keeps it,
+/// unless `fast_finwait2_recycle`, which counts from the close whatever arrives.
+/// Shut down for writing only, it waits for the FIN as long as that takes.
+#[test]
+fn fin_wait_2_of_a_closed_connection_is_bounded() {
+    let talky = TcpConfig {
+        keepalive: Some(Duration::from_secs(10)),
+        ..quick()
+    };
+    for recycle in [false, true] {
+        let cfg = TcpConfig {
+            fast_finwait2_recycle: recycle,
+            ..quick()
+        };
+        let mut p = Pair::new(cfg, talky, Link::default(), 34);
+        p.established();
+        p.a.close();
+        assert!(p.run_until(Duration::from_secs(5), |p| p.a.state() == State::FinWait2));
+        p.run_until(Duration::from_secs(300), |_| false);
+        assert_eq!(p.a.state(), State::FinWait2, "only shut down: no limit");
+        p.a.detach(p.now);
+        let first = p.now + Duration::from_secs(60);
+        assert_eq!(p.a.fw2_deadline, Some(first));
+        let ended = p.run_until(Duration::from_secs(300), |p| p.a.state() == State::Closed);
+        if recycle {
+            assert!(ended, "recycled");
+        } else {
+            // The peer's probes (every 10 s) moved the deadline on.
+            assert!(!ended, "the peer's probes keep it");
+            let last_heard = p.a.fw2_deadline.unwrap() - Duration::from_secs(60);
+            assert!(last_heard > first && p.now - last_heard <= Duration::from_secs(11));
+            // The peer falls silent: a minute after it was last heard, it ends.
+            p.blackhole = true;
+            assert!(p.run_until(Duration::from_secs(120), |p| p.a.state() == State::Closed));
+        }
+        assert_eq!(p.sa.finwait2_drops, 1, "recycle={recycle}");
+        assert_eq!(p.a.error(), None);
+        assert!(
+            !p.log.iter().any(|(from_a, s)| *from_a && s.rst),
+            "closed without a reset"
+        );
+    }
+}
+
 /// A pair closed from both sides, A in TIME_WAIT.
 fn closed_to_time_wait(seed: u64) -> Pair {
     let mut p = Pair::new(quick(), quick(), Link::default(), seed);

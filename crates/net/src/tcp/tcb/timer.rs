@@ -1,6 +1,7 @@
 //! The connection's timers (FreeBSD's `tcp_timer`): retransmission with exponential
 //! backoff (RFC 6298), persist (zero-window probes), keepalive (RFC 1122 §4.2.3.6),
-//! delayed ACK, the end of TIME_WAIT, and the tail loss probe (RFC 8985 §7). Only
+//! delayed ACK, the end of TIME_WAIT, the end of FIN_WAIT_2 once the application has
+//! closed (FreeBSD's `tcp_timer_2msl`), and the tail loss probe (RFC 8985 §7). Only
 //! deadlines: [`Tcb::poll_at`] says the earliest, and [`Tcb::output`] runs the ones
 //! due at the `now` it is given. Calls `output` to send the probe.
 
@@ -21,6 +22,7 @@ impl Tcb {
             self.persist_deadline,
             self.delack_deadline,
             self.tw_deadline,
+            self.fw2_deadline,
             self.ka_deadline,
             self.tlp_deadline,
             self.rack.deadline,
@@ -36,6 +38,17 @@ impl Tcb {
             self.enter_closed();
             st.closed += 1;
             return;
+        }
+        if self.fw2_deadline.is_some_and(|t| t <= now) {
+            self.fw2_deadline = None;
+            if self.state == State::FinWait2 && self.detached {
+                // No FIN came, and no application is left to read one: closed
+                // without a reset, as FreeBSD's tcp_timer_2msl closes it.
+                st.finwait2_drops += 1;
+                st.closed += 1;
+                self.enter_closed();
+                return;
+            }
         }
         if self.delack_deadline.is_some_and(|t| t <= now) {
             self.delack_deadline = None;
@@ -128,6 +141,18 @@ impl Tcb {
             }
             _ => None,
         };
+    }
+
+    /// Starts (or, hearing from the peer, restarts) the limit on FIN_WAIT_2 of a
+    /// connection whose application has closed. With `fast_finwait2_recycle` it
+    /// starts once and runs whatever the peer sends; otherwise it is the peer's
+    /// silence that is limited (FreeBSD's `t_rcvtime` check).
+    pub(super) fn arm_finwait2(&mut self, now: Instant) {
+        if self.state != State::FinWait2 || !self.detached {
+            self.fw2_deadline = None;
+        } else if self.fw2_deadline.is_none() || !self.cfg.fast_finwait2_recycle {
+            self.fw2_deadline = Some(now + self.cfg.finwait2_timeout);
+        }
     }
 
     /// Turns keepalive on (with this idle time) or off.

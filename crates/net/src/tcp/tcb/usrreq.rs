@@ -6,6 +6,7 @@
 use super::seq::{diff, lt};
 use super::{SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
+use dev::Instant;
 
 impl Tcb {
     /// Bytes the application may still queue.
@@ -147,6 +148,17 @@ impl Tcb {
         }
     }
 
+    /// The application has closed the socket (not only shut down its sending side):
+    /// nothing more can be received, so from FIN_WAIT_2 on the wait for the peer's
+    /// FIN is bounded by `finwait2_timeout` (FreeBSD's `tcp_usrclosed` and
+    /// `soisdisconnected`). Idempotent.
+    pub fn detach(&mut self, now: Instant) {
+        if !self.detached {
+            self.detached = true;
+            self.arm_finwait2(now);
+        }
+    }
+
     /// Aborts with a reset (SO_LINGER 0).
     pub fn abort(&mut self) {
         if self.state.synchronized() || self.state == State::SynReceived {
@@ -199,6 +211,7 @@ impl Tcb {
         self.persist_deadline = None;
         self.delack_deadline = None;
         self.tw_deadline = None;
+        self.fw2_deadline = None;
         self.ka_deadline = None;
         self.rack.clear();
     }
