@@ -274,3 +274,48 @@ fn following_a_route_needs_forwarding_on_the_arrival_interface() {
     let st = r.s.host(r.r).stats();
     assert_eq!((st.ip.cantforward, st.ip.forward), (1, 0), "{:?}", st.ip);
 }
+
+#[test]
+fn record_route_on_a_forwarded_packet_gets_the_outgoing_address() {
+    // Source routing off: Record Route does not depend on it.
+    let mut r = rig(SourceRouting::default());
+    // NOP, Record Route with room for two addresses.
+    send(&mut r, FAR, &[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+    // Full: passed as it is.
+    send(&mut r, FAR, &[7, 7, 8, 1, 2, 3, 4, 0]);
+    let got = at_y(&mut r);
+    assert_eq!(got.len(), 2);
+    let p = &got[0];
+    assert_eq!(&p[21..24], &[7, 11, 8], "the pointer moved on by 4");
+    assert_eq!(addr(&p[24..28]), R2, "R's outgoing address recorded");
+    assert_eq!(&p[28..32], &[0; 4], "the next slot still free");
+    assert_eq!(p[8], 63);
+    assert_eq!(
+        wire::checksum::data(&p[..32]),
+        0xffff,
+        "header checksum right"
+    );
+    let p = &got[1];
+    assert_eq!(
+        &p[20..28],
+        &[7, 7, 8, 1, 2, 3, 4, 0],
+        "a full one untouched"
+    );
+    assert_eq!(wire::checksum::data(&p[..28]), 0xffff);
+    // Behind a source route that R follows, R records its address in both.
+    r.s.host(r.r).set_source_routing(ON);
+    send(
+        &mut r,
+        R1,
+        &[131, 7, 4, 198, 18, 9, 9, 7, 7, 4, 0, 0, 0, 0, 0, 0],
+    );
+    let got = at_y(&mut r);
+    assert_eq!(got.len(), 1);
+    let p = &got[0];
+    assert_eq!(addr(&p[16..20]), FAR);
+    assert_eq!(&p[20..23], &[131, 7, 8]);
+    assert_eq!(addr(&p[23..27]), R2);
+    assert_eq!(&p[27..30], &[7, 7, 8]);
+    assert_eq!(addr(&p[30..34]), R2);
+    assert_eq!(wire::checksum::data(&p[..36]), 0xffff);
+}

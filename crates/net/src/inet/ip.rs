@@ -193,9 +193,10 @@ fn ip_sort(
     // `ip_dooptions` is; a source route it followed sends the packet on to its
     // next address whatever that is.
     let mut info = info;
-    let Some((m, routed)) = ip_dooptions(cx, forwarding, m, &mut info) else {
+    let Some((m, opts)) = ip_dooptions(cx, forwarding, m, &mut info) else {
         return;
     };
+    let routed = opts.routed;
     let ours = if routed {
         false
     } else if info.bcast {
@@ -212,28 +213,42 @@ fn ip_sort(
         // spoofed, or our own packet looping back (Linux drops it as a "martian
         // source"). What we send ourselves to ourselves is for us, not forwarded.
         cx.drop_pkt(m, DropReason::IpLocalSrc);
+    } else if opts.record_route {
+        if let Some(m) = ip_record_route(cx, m, &info) {
+            v.fwd.push((m, info));
+        }
     } else {
         v.fwd.push((m, info));
     }
 }
 
+/// What `ip_dooptions` found that the rest of input acts on.
+#[derive(Clone, Copy, Debug, Default)]
+struct OptsSeen {
+    /// A source route sent the packet on to the next address it names.
+    routed: bool,
+    /// A Record Route option (to record our address in if forwarded).
+    record_route: bool,
+}
+
 /// `ip_dooptions`: the walk over a header's options (`wire::ipv4_options_check`).
 /// A malformed option is answered with a parameter problem pointing at its
 /// offending octet (RFC 1122 §3.2.2.5) and counted in `ip.badoptions`; a source
-/// route (LSRR, SSRR) goes to [`ip_srcroute`]. Record Route and Timestamp pass
-/// as they are: a router that forwards them does not add its address or time to
-/// them. The packet, with whether a source route sent it on to the next address
-/// its route names (to forward, its header and `info` rewritten); or `None` when
-/// it was dropped or answered.
+/// route (LSRR, SSRR) goes to [`ip_srcroute`]. Record Route is recorded in when
+/// the packet is forwarded ([`ip_record_route`]); Timestamp passes as it is: a
+/// router that forwards it does not stamp its time. The packet, with what was
+/// found: whether a source route sent it on to the next address its route names
+/// (to forward, its header and `info` rewritten), and whether it carries Record
+/// Route; or `None` when it was dropped or answered.
 #[inline]
 fn ip_dooptions(
     cx: &mut InetCx<'_>,
     forwarding: bool,
     mut m: Mbuf,
     info: &mut IpInfo,
-) -> Option<(Mbuf, bool)> {
+) -> Option<(Mbuf, OptsSeen)> {
     if info.hlen <= IP_HDR_LEN {
-        return Some((m, false));
+        return Some((m, OptsSeen::default()));
     }
     let walked = match crate::hdr::hdr(cx.access, &mut m, 0, info.hlen) {
         Ok(h) => wire::ipv4_options_check(&h[IP_HDR_LEN..info.hlen]),
@@ -243,10 +258,24 @@ fn ip_dooptions(
         }
     };
     match walked {
-        Ok(o) => match o.source_route {
-            Some((ty, at)) => ip_srcroute(cx, forwarding, m, info, ty, IP_HDR_LEN + at),
-            None => Some((m, false)),
-        },
+        Ok(o) => {
+            let routed = match o.source_route {
+                Some((ty, at)) => {
+                    let (m2, routed) = ip_srcroute(cx, forwarding, m, info, ty, IP_HDR_LEN + at)?;
+                    m = m2;
+                    routed
+                }
+                None => false,
+            };
+            let record_route = o.record_route;
+            Some((
+                m,
+                OptsSeen {
+                    routed,
+                    record_route,
+                },
+            ))
+        }
         Err(e) => {
             cx.stats.ip.badoptions += 1;
             // RFC 792: the pointer identifies the octet where an error was detected.
@@ -414,6 +443,49 @@ fn rewrite_srcroute(
     h[10..12].fill(0);
     let sum = !wire::checksum::data(&h[..hlen]);
     h[10..12].copy_from_slice(&sum.to_be_bytes());
+    Some(m)
+}
+
+/// Record Route (RFC 791 §3.1) on a packet about to be forwarded, as FreeBSD's
+/// `ip_dooptions` and Linux's `ip_forward_options` record it: while the option has
+/// room, the address of the interface the route to its destination leaves by goes
+/// at the pointer, the pointer moves on by 4 and the header checksum is made again.
+/// A full option, or no route (`ip_forward` answers that), leaves the packet as it
+/// is. `None` when the header could not be written (counted).
+fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf> {
+    let Some(ours) = ip_route(cx, info.dst).and_then(|(out, _, _)| out.source_for(info.dst)) else {
+        return Some(m);
+    };
+    let hlen = info.hlen;
+    let h = match m.try_first_mut() {
+        Ok(h) if h.len() >= hlen => h,
+        _ => {
+            cx.drop_pkt(m, DropReason::IpOutDropped);
+            return None;
+        }
+    };
+    // The walk checked every option's length, and that an option with room (its
+    // pointer not past its length) has a whole address at its pointer.
+    let mut at = IP_HDR_LEN;
+    while at + 2 < hlen {
+        match h[at] {
+            wire::ipv4opt::IPOPT_EOL => break,
+            wire::ipv4opt::IPOPT_NOP => at += 1,
+            wire::ipv4opt::IPOPT_RR => {
+                let (len, ptr) = (usize::from(h[at + 1]), usize::from(h[at + 2]));
+                if ptr <= len && ptr >= 4 && at + ptr + 3 <= hlen {
+                    let slot = at + ptr - 1;
+                    h[slot..slot + 4].copy_from_slice(&ours.octets());
+                    h[at + 2] += 4;
+                    h[10..12].fill(0);
+                    let sum = !wire::checksum::data(&h[..hlen]);
+                    h[10..12].copy_from_slice(&sum.to_be_bytes());
+                }
+                break;
+            }
+            _ => at += usize::from(h[at + 1]).max(2),
+        }
+    }
     Some(m)
 }
 
