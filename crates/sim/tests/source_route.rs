@@ -319,3 +319,77 @@ fn record_route_on_a_forwarded_packet_gets_the_outgoing_address() {
     assert_eq!(addr(&p[30..34]), R2);
     assert_eq!(wire::checksum::data(&p[..36]), 0xffff);
 }
+
+#[test]
+fn a_route_with_room_for_less_than_an_address_after_ours_ends_at_the_router() {
+    let mut r = rig(SourceRouting {
+        forward: true,
+        accept: true,
+    });
+    // Three NOPs, then LSRR of length 9 ending the header: R's address, then two
+    // stray bytes, not an address: the route ends at R (FreeBSD's test, `off >
+    // optlen - 4`).
+    send(&mut r, R1, &[1, 1, 1, 131, 9, 4, 198, 18, 2, 1, 7, 7]);
+    assert!(at_y(&mut r).is_empty());
+    let st = r.s.host(r.r).stats();
+    assert_eq!((st.ip.delivered, st.ip.forward), (1, 0), "{:?}", st.ip);
+}
+
+#[test]
+fn arbitrary_routes_are_followed_answered_or_dropped_never_a_panic() {
+    let mut r = rig(SourceRouting {
+        forward: true,
+        accept: true,
+    });
+    // Options that are mostly a source route and a Record Route of every length
+    // and pointer, their addresses R's, its neighbours', or anything.
+    let addrs = [R1, R2, R1, R2, X4, Y4, FAR, NOWHERE, Ipv4Addr::BROADCAST];
+    let mut seed = 0x2929_2929_u64;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..50 {
+        let mut burst = Vec::new();
+        for _ in 0..100 {
+            let mut o = Vec::new();
+            while o.len() < 40 && rnd(3) != 0 {
+                let ty = [131, 137, 7, 1, 68][rnd(5) as usize];
+                if ty == 1 {
+                    o.push(1);
+                    continue;
+                }
+                let n = 1 + rnd(4) as usize;
+                let mut opt = vec![ty, 0, [4, 8, 12, 5, 3][rnd(5) as usize]];
+                for _ in 0..n {
+                    opt.extend_from_slice(&addrs[rnd(addrs.len() as u64) as usize].octets());
+                }
+                opt.truncate(opt.len() - rnd(3) as usize);
+                opt[1] = (opt.len() as u8).wrapping_add(rnd(3) as u8).wrapping_sub(1);
+                o.extend_from_slice(&opt);
+            }
+            o.truncate(40);
+            // Padded at the end, or with NOPs in front so that the last option
+            // ends the header.
+            let pad = (4 - o.len() % 4) % 4;
+            if rnd(2) == 0 {
+                o.splice(0..0, std::iter::repeat_n(1, pad));
+            } else {
+                o.extend(std::iter::repeat_n(0, pad));
+            }
+            o.truncate(40);
+            let dst = addrs[rnd(addrs.len() as u64) as usize];
+            burst.push(Mbuf::from_slice(&frame(&r, dst, &o)).unwrap());
+        }
+        let now = r.s.now();
+        r.x.tx_burst(now, &mut burst);
+        r.s.run_for(Duration::from_millis(20));
+        sniff(&mut r.s, &mut r.x);
+        sniff(&mut r.s, &mut r.y);
+    }
+    let st = r.s.host(r.r).stats();
+    assert!(st.ip.total >= 5000, "{:?}", st.ip);
+    assert!(st.ip.forward > 0 && st.ip.srcroute > 0 && st.ip.badoptions > 0);
+}

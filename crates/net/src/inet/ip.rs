@@ -345,11 +345,13 @@ fn ip_srcroute(
             return None;
         }
     };
-    // The walk checked both: the pointer (1-origin) is at least 4, and while it is
-    // not past the option's length a whole address is at it.
+    // The walk checked that the pointer (1-origin) is at least 4 and the option
+    // within the header. The route is used up when no whole address is left at
+    // the pointer (FreeBSD's `off > optlen - 4`).
     let len = usize::from(h[off + 1]);
     let mut ptr = usize::from(h[off + 2]);
-    if ptr > len {
+    let used_up = |ptr: usize| ptr + 3 > len;
+    if used_up(ptr) {
         // The route ends here: ours.
         if sr.accept {
             return Some((m, false));
@@ -370,7 +372,7 @@ fn ip_srcroute(
     // already recorded, as itself).
     let addr = |at: usize| Ipv4Addr::new(h[at], h[at + 1], h[at + 2], h[at + 3]);
     let mut next = None;
-    while ptr <= len {
+    while !used_up(ptr) {
         let a = addr(off + ptr - 1);
         if !cx.inet.is_local(a) {
             next = Some(a);
