@@ -393,3 +393,20 @@ fn arbitrary_routes_are_followed_answered_or_dropped_never_a_panic() {
     assert!(st.ip.total >= 5000, "{:?}", st.ip);
     assert!(st.ip.forward > 0 && st.ip.srcroute > 0 && st.ip.badoptions > 0);
 }
+
+#[test]
+fn a_followed_route_goes_through_the_firewall_by_its_new_destination() {
+    let mut r = rig(ON);
+    // Out towards Y refused; in, anything to R allowed.
+    let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
+    fw.load("add 100 deny ip from any to 198.18.2.2 out\nadd 200 allow ip from any to any\n")
+        .unwrap();
+    fw.attach(r.s.host(r.r));
+    // Addressed to R, which the input hooks let in; sent on to Y, which the
+    // output hooks refuse.
+    send(&mut r, R1, &[131, 7, 4, 198, 18, 2, 2, 0]);
+    assert!(at_y(&mut r).is_empty(), "refused on the way out");
+    // Towards FAR (the same way out, another destination): let through.
+    send(&mut r, R1, &[131, 7, 4, 198, 18, 9, 9, 0]);
+    assert_eq!(at_y(&mut r).len(), 1);
+}
