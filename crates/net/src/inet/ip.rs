@@ -291,8 +291,9 @@ fn ip_dooptions(
 /// walk having checked its length and pointer), as FreeBSD's `ip_dooptions`
 /// follows one, under the two switches of [`crate::inet::cx::SourceRouting`]:
 ///
-/// - Addressed to us with the route used up (the pointer past the option): ours,
-///   delivered when `accept` is on.
+/// - Addressed to us with the route used up (no whole address left at the
+///   pointer): ours, delivered when `accept` is on (whatever `forward` says, as
+///   FreeBSD's `ip_acceptsourceroute`).
 /// - Addressed to us with addresses left, `forward` on and the arrival interface
 ///   forwarding: the next address (past any that are ours too) becomes the
 ///   destination, and ours is recorded in its place: for SSRR the address on the
