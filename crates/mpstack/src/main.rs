@@ -404,8 +404,9 @@ pub struct RunArgs {
     /// runs already (printed at start). `none`: no control socket.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// A TCP setting under FreeBSD's sysctl name, for every connection of the node
-    /// (repeatable), e.g. net.inet.tcp.cc.algorithm=newreno.
+    /// A TCP setting under FreeBSD's sysctl name, for every connection of the node,
+    /// or an IP one (repeatable), e.g. net.inet.tcp.cc.algorithm=newreno or
+    /// net.inet.ip.sourceroute=1.
     #[arg(long, value_name = "NAME=VALUE", long_help = crate::sysctl::help())]
     pub sysctl: Vec<String>,
 }

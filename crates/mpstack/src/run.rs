@@ -416,8 +416,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
     let mut tcp = net::tcp::TcpConfig::default();
     let mut tuned = Vec::new();
+    let mut srcroute = net::SourceRouting::default();
     for s in &a.sysctl {
-        tuned.push(crate::sysctl::apply(&mut tcp, s).map_err(|e| format!("--sysctl: {e}"))?);
+        let said = match crate::sysctl::apply_ip(&mut srcroute, s) {
+            Some(said) => said,
+            None => crate::sysctl::apply(&mut tcp, s),
+        };
+        tuned.push(said.map_err(|e| format!("--sysctl: {e}"))?);
     }
 
     let mut stack = Stack::new(StackConfig {
@@ -440,6 +445,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }),
         ..StackConfig::default()
     });
+    stack.set_source_routing(srcroute);
     let mut ifindexes = Vec::new();
     // The AF_PACKET interfaces: bridge members among them are held in promiscuous
     // mode while they are members (from the start, or `ifconfig BR addm` later).

@@ -3,13 +3,14 @@
 //! net.inet.tcp.cc.algorithm=newreno` does here what it does there. Each name maps
 //! onto a field of `net::tcp::TcpConfig`; the node applies them before it starts,
 //! to every connection. `net.inet.ip.sourceroute` and
-//! `net.inet.ip.accept_sourceroute` are here too, to say that source routing is not
-//! supported: they take only 0.
+//! `net.inet.ip.accept_sourceroute` are here too, in a table of their own over
+//! `net::SourceRouting` ([`apply_ip`], [`list_ip`]).
 //!
 //! What it owns: the table of names. What it may call: nothing but `net`'s types.
 
 use dev::Duration;
 use net::tcp::{CongestionControl, TcpConfig};
+use net::SourceRouting;
 
 /// One setting: its name, what it takes, and how to read and set it.
 struct Knob {
@@ -82,20 +83,6 @@ macro_rules! bytes_knob {
                 c.$field = bytes(v)?;
                 Some(())
             },
-        }
-    };
-}
-
-/// An IP source-routing switch that is always 0: it takes nothing else, and says
-/// why.
-macro_rules! no_source_route_knob {
-    ($name:expr) => {
-        Knob {
-            name: $name,
-            takes: "0 (source routing is not supported: source-routed packets are \
-                    dropped and counted in ip.srcroute)",
-            get: |_| "0".into(),
-            set: |_, v| (v == "0").then_some(()),
         }
     };
 }
@@ -247,11 +234,6 @@ const KNOBS: &[Knob] = &[
             Some(())
         },
     },
-    // Source routing (LSRR, SSRR) is not supported: every source-routed packet is
-    // dropped and counted in `ip.srcroute`, forwarded or for us (FreeBSD's and
-    // Linux's defaults). The names are here so that setting them says so.
-    no_source_route_knob!("net.inet.ip.sourceroute"),
-    no_source_route_knob!("net.inet.ip.accept_sourceroute"),
     Knob {
         name: "net.inet.tcp.initcwnd_segments",
         takes: "segments, 1 to 1000",
@@ -263,12 +245,64 @@ const KNOBS: &[Knob] = &[
     },
 ];
 
+/// One IP setting: as [`Knob`], over the stack's source routing switches.
+struct IpKnob {
+    name: &'static str,
+    takes: &'static str,
+    get: fn(&SourceRouting) -> bool,
+    set: fn(&mut SourceRouting, bool),
+}
+
+/// Source routing (LSRR, SSRR), as FreeBSD's two switches: both 0 by default, and
+/// every source-routed packet is dropped and counted in `ip.srcroute`.
+const IP_KNOBS: &[IpKnob] = &[
+    IpKnob {
+        // Follow a source route at the hop it names (forwarding on).
+        name: "net.inet.ip.sourceroute",
+        takes: "0 or 1: forward source-routed packets, recording our address",
+        get: |s| s.forward,
+        set: |s, on| s.forward = on,
+    },
+    IpKnob {
+        // Deliver a packet whose source route ends here.
+        name: "net.inet.ip.accept_sourceroute",
+        takes: "0 or 1: accept source-routed packets whose route ends here",
+        get: |s| s.accept,
+        set: |s, on| s.accept = on,
+    },
+];
+
+/// The IP names with their values in `sr`.
+pub fn list_ip(sr: &SourceRouting) -> Vec<(String, String)> {
+    IP_KNOBS
+        .iter()
+        .map(|k| (k.name.to_string(), u8::from((k.get)(sr)).to_string()))
+        .collect()
+}
+
+/// Applies one `NAME=VALUE` to `sr` if NAME is one of the IP names (`None` if it
+/// is not: a TCP one for [`apply`], or unknown); says what changed.
+pub fn apply_ip(sr: &mut SourceRouting, arg: &str) -> Option<Result<String, String>> {
+    let (name, value) = arg.split_once('=')?;
+    let k = IP_KNOBS.iter().find(|k| k.name == name)?;
+    let old = u8::from((k.get)(sr));
+    Some(match flag(value) {
+        Some(on) => {
+            (k.set)(sr, on);
+            Ok(format!("{name}: {old} -> {}", u8::from(on)))
+        }
+        None => Err(format!("{name}: '{value}' is not 0 or 1")),
+    })
+}
+
 /// The names `--sysctl` takes, with what each takes, one a line (for `--help` and
 /// for the error naming an unknown one).
 pub fn names() -> String {
     KNOBS
         .iter()
-        .map(|k| format!("{} ({})", k.name, k.takes))
+        .map(|k| (k.name, k.takes))
+        .chain(IP_KNOBS.iter().map(|k| (k.name, k.takes)))
+        .map(|(name, takes)| format!("{name} ({takes})"))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -354,21 +388,26 @@ mod tests {
     }
 
     #[test]
-    fn source_routing_reads_and_takes_only_0() {
-        let mut c = TcpConfig::default();
-        for name in ["net.inet.ip.sourceroute", "net.inet.ip.accept_sourceroute"] {
-            assert!(list(&c).contains(&(name.to_string(), "0".to_string())));
-            assert_eq!(
-                apply(&mut c, &format!("{name}=0")).unwrap(),
-                format!("{name}: 0 -> 0")
-            );
-            let e = apply(&mut c, &format!("{name}=1")).unwrap_err();
-            assert!(
-                e.contains("not supported") && e.contains("ip.srcroute"),
-                "{e}"
-            );
-        }
-        assert_eq!(c, TcpConfig::default());
+    fn source_routing_names_set_their_switches() {
+        let mut sr = SourceRouting::default();
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        assert!(list_ip(&sr).contains(&pair("net.inet.ip.sourceroute", "0")));
+        assert!(list_ip(&sr).contains(&pair("net.inet.ip.accept_sourceroute", "0")));
+        let said = apply_ip(&mut sr, "net.inet.ip.sourceroute=1").unwrap();
+        assert_eq!(said.unwrap(), "net.inet.ip.sourceroute: 0 -> 1");
+        let said = apply_ip(&mut sr, "net.inet.ip.accept_sourceroute=1").unwrap();
+        assert_eq!(said.unwrap(), "net.inet.ip.accept_sourceroute: 0 -> 1");
+        assert!(sr.forward && sr.accept);
+        assert!(list_ip(&sr).contains(&pair("net.inet.ip.sourceroute", "1")));
+        let e = apply_ip(&mut sr, "net.inet.ip.sourceroute=yes")
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("'yes' is not 0 or 1"), "{e}");
+        assert!(sr.forward, "unchanged by a mistake");
+        // Not IP names: left to `apply`.
+        assert!(apply_ip(&mut sr, "net.inet.tcp.msl=15000").is_none());
+        assert!(apply_ip(&mut sr, "net.inet.ip.sourceroute").is_none());
+        assert!(names().contains("net.inet.ip.accept_sourceroute (0 or 1"));
     }
 
     #[test]
@@ -396,14 +435,6 @@ mod tests {
             ),
             ("net.inet.tcp.rfc1323=4", "'4' is not 0, 1, 2 or 3"),
             ("net.inet.tcp.sack.enable=yes", "'yes' is not 0 or 1"),
-            (
-                "net.inet.ip.sourceroute=1",
-                "'1' is not 0 (source routing is not supported",
-            ),
-            (
-                "net.inet.ip.accept_sourceroute=1",
-                "'1' is not 0 (source routing is not supported",
-            ),
         ] {
             let e = apply(&mut c, arg).unwrap_err();
             assert!(e.contains(want), "{arg}: {e}");

@@ -349,6 +349,17 @@ fn commands_change_a_running_router_while_tcp_goes_through_it() {
     let (code, _, err) = ctlj(&["sysctl", "net.inet.tcp.msl=15000", "net.inet.tcp.nosuch=1"]);
     assert_eq!(code, 1);
     assert!(err.contains("unknown oid"), "{err}");
+    // Source routing, an IP setting beside TCP's: on and off again.
+    let out = okj(&["sysctl", "net.inet.ip.sourceroute=1"]);
+    assert_eq!(out.trim(), "net.inet.ip.sourceroute: 0 -> 1");
+    assert_eq!(
+        okj(&["sysctl", "-n", "net.inet.ip.sourceroute"]).trim(),
+        "1"
+    );
+    let (code, _, err) = ctlj(&["sysctl", "net.inet.ip.accept_sourceroute=2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not 0 or 1"), "{err}");
+    okj(&["sysctl", "net.inet.ip.sourceroute=0"]);
 
     // The transfer went on through all of it, byte-exact.
     assert!(client.wait().unwrap().success(), "paced sender");

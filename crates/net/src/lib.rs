@@ -42,6 +42,7 @@ pub use stack::socket;
 
 pub use frag::FragParams;
 pub use iface::{AddrState, IfConfig, IfIndex, Ifnet, Inet6Addr, InetAddr};
+pub use inet::cx::SourceRouting;
 pub use pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Reject, Verdict};
 pub use socket::{BindError, EchoReply, PingSocket, UdpSocket};
 pub use stack::netchannel::{NetChannel, Packet};

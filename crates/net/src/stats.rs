@@ -108,7 +108,8 @@ counter_group!(
         // `toobig` (DF set, larger than the next hop's MTU).
         forward, redirectsent, timeexceed, blackhole, reject, toobig,
         // Options and sources (ip_input): `srcroute`, source-routed datagrams (LSRR,
-        // SSRR) dropped, as source routing is not supported (`badoptions` counts
+        // SSRR) dropped, or answered with "source route failed" when source routing
+        // is on and the route cannot be followed (`badoptions` counts
         // malformed options, answered with a parameter problem); `localsrc`,
         // datagrams to forward whose source is one of our own addresses.
         srcroute, localsrc,

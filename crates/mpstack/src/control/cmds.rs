@@ -1428,7 +1428,9 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     let mut listing: Vec<(String, String)> = Vec::new();
     let mut changes: Vec<String> = Vec::new();
     let tcp = node.stack.tcp_config();
+    let sr = node.stack.source_routing();
     let mut all = crate::sysctl::list(&tcp);
+    all.extend(crate::sysctl::list_ip(&sr));
     all.push((
         "net.inet.ip.forwarding".into(),
         u8::from(forwarding_get(node, false)).to_string(),
@@ -1456,10 +1458,13 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     }
     // Check every change before making any: all or nothing.
     let mut new_tcp = tcp;
+    let mut new_sr = sr;
     let mut fwd: Vec<(bool, bool)> = Vec::new();
     let mut log_limit: Option<u32> = None;
     for w in words.iter().filter(|w| **w != "-a") {
-        if let Some((name, value)) = w.split_once('=') {
+        if let Some(said) = crate::sysctl::apply_ip(&mut new_sr, w) {
+            changes.push(said.map_err(|e| fail(format!("sysctl: {e}")))?);
+        } else if let Some((name, value)) = w.split_once('=') {
             match name {
                 "net.inet.ip.forwarding" | "net.inet6.ip6.forwarding" => {
                     let v6 = name.starts_with("net.inet6");
@@ -1511,6 +1516,9 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     }
     if new_tcp != tcp {
         node.stack.set_tcp_config(new_tcp);
+    }
+    if new_sr != sr {
+        node.stack.set_source_routing(new_sr);
     }
     if let (Some(n), Some(f)) = (log_limit, node.ipfw) {
         f.set_log_limit(n);

@@ -43,6 +43,24 @@ pub struct InetConfig {
     pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     /// ICMP echo sockets by identifier.
     pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
+    /// What `ip_input` does with source-routed packets (`net.inet.ip.sourceroute`,
+    /// `net.inet.ip.accept_sourceroute`).
+    pub srcroute: SourceRouting,
+}
+
+/// Source routing (LSRR, SSRR; RFC 791 §3.1), as FreeBSD's two switches have it.
+/// Both off (the default, as FreeBSD's and Linux's): every source-routed packet is
+/// dropped and counted in `ip.srcroute`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceRouting {
+    /// Forward source-routed packets: at the hop the route names, its next address
+    /// becomes the destination and ours is recorded (`net.inet.ip.sourceroute`,
+    /// FreeBSD's `ip_dosourceroute`). Needs forwarding on the arrival interface.
+    pub forward: bool,
+    /// Deliver to ourselves a packet whose source route ends here
+    /// (`net.inet.ip.accept_sourceroute`). Read only when `forward` is on: with it
+    /// off every source-routed packet is dropped.
+    pub accept: bool,
 }
 
 impl InetConfig {

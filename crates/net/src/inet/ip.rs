@@ -2,7 +2,8 @@
 //!
 //! Input validates the header in FreeBSD's order, one named counter per failure,
 //! walks the options (`ip_dooptions`: malformed ones answered with a parameter
-//! problem, source routes dropped), reassembles fragments (`frag`), then delivers
+//! problem, source routes dropped unless `net.inet.ip.sourceroute` or
+//! `accept_sourceroute` says otherwise), reassembles fragments (`frag`), then delivers
 //! locally. Packets for other addresses go to `ip_forward` (`forward.rs`) when the
 //! arrival interface forwards and their source is not one of our addresses, else
 //! are counted (`ip.cantforward`, `ip.localsrc`) and dropped. Output picks the interface and
@@ -189,11 +190,16 @@ fn ip_sort(
     // Strong end system model would insist on the arrival interface; like FreeBSD we
     // accept any of our addresses (weak host model, RFC 1122 §3.3.4.2).
     // Options are walked before the "ours" test, for both ways on, as FreeBSD's
-    // `ip_dooptions` is.
-    let Some(m) = ip_dooptions(cx, m, &info) else {
+    // `ip_dooptions` is; a source route it followed sends the packet on to its
+    // next address whatever that is.
+    let mut info = info;
+    let Some((m, opts)) = ip_dooptions(cx, forwarding, m, &mut info) else {
         return;
     };
-    let ours = if info.bcast {
+    let routed = opts.routed;
+    let ours = if routed {
+        false
+    } else if info.bcast {
         info.dst.is_broadcast() || cx.inet.is_bcast_on(info.dst, ifp.index) || is_joined(info.dst)
     } else {
         cx.inet.is_local(info.dst)
@@ -207,23 +213,42 @@ fn ip_sort(
         // spoofed, or our own packet looping back (Linux drops it as a "martian
         // source"). What we send ourselves to ourselves is for us, not forwarded.
         cx.drop_pkt(m, DropReason::IpLocalSrc);
+    } else if opts.record_route {
+        if let Some(m) = ip_record_route(cx, m, &info) {
+            v.fwd.push((m, info));
+        }
     } else {
         v.fwd.push((m, info));
     }
 }
 
+/// What `ip_dooptions` found that the rest of input acts on.
+#[derive(Clone, Copy, Debug, Default)]
+struct OptsSeen {
+    /// A source route sent the packet on to the next address it names.
+    routed: bool,
+    /// A Record Route option (to record our address in if forwarded).
+    record_route: bool,
+}
+
 /// `ip_dooptions`: the walk over a header's options (`wire::ipv4_options_check`).
 /// A malformed option is answered with a parameter problem pointing at its
 /// offending octet (RFC 1122 §3.2.2.5) and counted in `ip.badoptions`; a source
-/// route (LSRR, SSRR) is dropped and counted in `ip.srcroute`, whoever it is for:
-/// source routing is not supported, and Linux's and FreeBSD's defaults refuse it
-/// too (RFC 7126 §4.3, §4.4: drop by default). Record Route and Timestamp pass
-/// as they are: a router that forwards them does not add its address or time to
-/// them. The packet, or `None` when it was dropped or answered.
+/// route (LSRR, SSRR) goes to [`ip_srcroute`]. Record Route is recorded in when
+/// the packet is forwarded ([`ip_record_route`]); Timestamp passes as it is: a
+/// router that forwards it does not stamp its time. The packet, with what was
+/// found: whether a source route sent it on to the next address its route names
+/// (to forward, its header and `info` rewritten), and whether it carries Record
+/// Route; or `None` when it was dropped or answered.
 #[inline]
-fn ip_dooptions(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf> {
+fn ip_dooptions(
+    cx: &mut InetCx<'_>,
+    forwarding: bool,
+    mut m: Mbuf,
+    info: &mut IpInfo,
+) -> Option<(Mbuf, OptsSeen)> {
     if info.hlen <= IP_HDR_LEN {
-        return Some(m);
+        return Some((m, OptsSeen::default()));
     }
     let walked = match crate::hdr::hdr(cx.access, &mut m, 0, info.hlen) {
         Ok(h) => wire::ipv4_options_check(&h[IP_HDR_LEN..info.hlen]),
@@ -233,11 +258,24 @@ fn ip_dooptions(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf>
         }
     };
     match walked {
-        Ok(o) if o.source_route.is_some() => {
-            cx.drop_pkt(m, DropReason::IpSrcRoute);
-            None
+        Ok(o) => {
+            let routed = match o.source_route {
+                Some((ty, at)) => {
+                    let (m2, routed) = ip_srcroute(cx, forwarding, m, info, ty, IP_HDR_LEN + at)?;
+                    m = m2;
+                    routed
+                }
+                None => false,
+            };
+            let record_route = o.record_route;
+            Some((
+                m,
+                OptsSeen {
+                    routed,
+                    record_route,
+                },
+            ))
         }
-        Ok(_) => Some(m),
         Err(e) => {
             cx.stats.ip.badoptions += 1;
             // RFC 792: the pointer identifies the octet where an error was detected.
@@ -247,6 +285,211 @@ fn ip_dooptions(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf>
             None
         }
     }
+}
+
+/// A source route (LSRR or SSRR, type `ty`, its option at `off` in the header, the
+/// walk having checked its length and pointer), as FreeBSD's `ip_dooptions`
+/// follows one, under the two switches of [`crate::inet::cx::SourceRouting`]:
+///
+/// - Addressed to us with the route used up (no whole address left at the
+///   pointer): ours, delivered when `accept` is on (whatever `forward` says, as
+///   FreeBSD's `ip_acceptsourceroute`).
+/// - Addressed to us with addresses left, `forward` on and the arrival interface
+///   forwarding: the next address (past any that are ours too) becomes the
+///   destination, and ours is recorded in its place: for SSRR the address on the
+///   directly connected network that holds it, for LSRR that of the interface the
+///   route to it leaves by; the pointer moves on by 4, the header checksum is made
+///   again, and the packet goes to `ip_forward` (TTL, hooks and all). No such
+///   network or route, or a broadcast or multicast next address: ICMP unreachable,
+///   source route failed (code 5).
+/// - Not addressed to us (in transit): with `forward` on, LSRR is forwarded by its
+///   destination (the option acts only at the hops it names), and SSRR is answered
+///   with source route failed: a strict route's hops are neighbours, so it reached
+///   a router it does not name.
+///
+/// Everything else is dropped and counted in `ip.srcroute` (and the failures
+/// above too). Where FreeBSD, forwarding with `sourceroute` off, answers a source
+/// route with source route failed, this drops it silently, as Linux does and RFC
+/// 7126 §4.3, §4.4 advise: an answer would go to a source that is likely spoofed.
+/// Unlike FreeBSD, an accepted route is not kept for replies to reverse
+/// (`save_rte`).
+fn ip_srcroute(
+    cx: &mut InetCx<'_>,
+    forwarding: bool,
+    mut m: Mbuf,
+    info: &mut IpInfo,
+    ty: u8,
+    off: usize,
+) -> Option<(Mbuf, bool)> {
+    let sr = cx.inet.srcroute;
+    let fail = |cx: &mut InetCx<'_>, m| {
+        cx.stats.ip.srcroute += 1;
+        crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 5, 0);
+        None
+    };
+    if !cx.inet.is_local(info.dst) {
+        return match (sr.forward, ty) {
+            (true, wire::ipv4opt::IPOPT_LSRR) => Some((m, false)),
+            // No error about a packet sent to a broadcast address (RFC 1122 §3.2.2).
+            (true, _) if !info.bcast => fail(cx, m),
+            _ => {
+                cx.drop_pkt(m, DropReason::IpSrcRoute);
+                None
+            }
+        };
+    }
+    let hlen = info.hlen;
+    let h = match crate::hdr::hdr(cx.access, &mut m, 0, hlen) {
+        Ok(h) => h,
+        Err(_) => {
+            cx.drop_pkt(m, DropReason::IpBadHlen);
+            return None;
+        }
+    };
+    // The walk checked that the pointer (1-origin) is at least 4 and the option
+    // within the header. The route is used up when no whole address is left at
+    // the pointer (FreeBSD's `off > optlen - 4`).
+    let len = usize::from(h[off + 1]);
+    let mut ptr = usize::from(h[off + 2]);
+    let used_up = |ptr: usize| ptr + 3 > len;
+    if used_up(ptr) {
+        // The route ends here: ours.
+        if sr.accept {
+            return Some((m, false));
+        }
+        cx.drop_pkt(m, DropReason::IpSrcRoute);
+        return None;
+    }
+    if !sr.forward {
+        cx.drop_pkt(m, DropReason::IpSrcRoute);
+        return None;
+    }
+    if !forwarding {
+        // FreeBSD would follow the route, then find the packet not ours.
+        cx.drop_pkt(m, DropReason::IpCantForward);
+        return None;
+    }
+    // The next address that is not ours: one of ours is a hop already made (and
+    // already recorded, as itself).
+    let addr = |at: usize| Ipv4Addr::new(h[at], h[at + 1], h[at + 2], h[at + 3]);
+    let mut next = None;
+    while !used_up(ptr) {
+        let a = addr(off + ptr - 1);
+        if !cx.inet.is_local(a) {
+            next = Some(a);
+            break;
+        }
+        ptr += 4;
+    }
+    let Some(next) = next else {
+        // Every address left was ours: the route ends here after all.
+        if !sr.accept {
+            cx.drop_pkt(m, DropReason::IpSrcRoute);
+            return None;
+        }
+        return rewrite_srcroute(cx, m, info, off, ptr, None).map(|m| (m, false));
+    };
+    let bcast = next.is_broadcast()
+        || next.is_multicast()
+        || next.is_unspecified()
+        || cx.inet.bcast4.iter().any(|&(b, _)| b == next);
+    let ifaces = cx.ifaces;
+    let recorded = if bcast {
+        None
+    } else if ty == wire::ipv4opt::IPOPT_SSRR {
+        // Strict: a neighbour, on one of our connected networks.
+        ifaces
+            .iter()
+            .flat_map(|i| i.addrs.iter())
+            .find(|a| a.contains(next))
+            .map(|a| a.addr)
+    } else {
+        ip_route(cx, next).and_then(|(out, _, _)| out.source_for(next))
+    };
+    let Some(recorded) = recorded else {
+        return fail(cx, m);
+    };
+    let m = rewrite_srcroute(cx, m, info, off, ptr, Some((recorded, next)))?;
+    Some((m, true))
+}
+
+/// A source route's header rewritten: the pointer of the option at `off` set to
+/// `ptr`, and, with `hop`, `hop.0` recorded at `ptr` (the pointer then moved past
+/// it) and `hop.1` made the destination; the header checksum made again. `None`
+/// when the header could not be written (counted).
+fn rewrite_srcroute(
+    cx: &mut InetCx<'_>,
+    mut m: Mbuf,
+    info: &mut IpInfo,
+    off: usize,
+    mut ptr: usize,
+    hop: Option<(Ipv4Addr, Ipv4Addr)>,
+) -> Option<Mbuf> {
+    let hlen = info.hlen;
+    let h = match m.try_first_mut() {
+        Ok(h) if h.len() >= hlen => h,
+        _ => {
+            cx.drop_pkt(m, DropReason::IpOutDropped);
+            return None;
+        }
+    };
+    if let Some((recorded, next)) = hop {
+        let at = off + ptr - 1;
+        h[at..at + 4].copy_from_slice(&recorded.octets());
+        ptr += 4;
+        h[16..20].copy_from_slice(&next.octets());
+        info.dst = next;
+        info.bcast = false;
+    }
+    // At most 40 + 4: the option is within the header's 40 bytes of options.
+    h[off + 2] = u8::try_from(ptr).unwrap_or(u8::MAX);
+    h[10..12].fill(0);
+    let sum = !wire::checksum::data(&h[..hlen]);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    Some(m)
+}
+
+/// Record Route (RFC 791 §3.1) on a packet about to be forwarded, as FreeBSD's
+/// `ip_dooptions` and Linux's `ip_forward_options` record it: while the option has
+/// room, the address of the interface the route to its destination leaves by goes
+/// at the pointer, the pointer moves on by 4 and the header checksum is made again.
+/// A full option, or no route (`ip_forward` answers that), leaves the packet as it
+/// is. `None` when the header could not be written (counted).
+fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf> {
+    let Some(ours) = ip_route(cx, info.dst).and_then(|(out, _, _)| out.source_for(info.dst)) else {
+        return Some(m);
+    };
+    let hlen = info.hlen;
+    let h = match m.try_first_mut() {
+        Ok(h) if h.len() >= hlen => h,
+        _ => {
+            cx.drop_pkt(m, DropReason::IpOutDropped);
+            return None;
+        }
+    };
+    // The walk checked every option's length, and that an option with room (its
+    // pointer not past its length) has a whole address at its pointer.
+    let mut at = IP_HDR_LEN;
+    while at + 2 < hlen {
+        match h[at] {
+            wire::ipv4opt::IPOPT_EOL => break,
+            wire::ipv4opt::IPOPT_NOP => at += 1,
+            wire::ipv4opt::IPOPT_RR => {
+                let (len, ptr) = (usize::from(h[at + 1]), usize::from(h[at + 2]));
+                if ptr <= len && ptr >= 4 && at + ptr + 3 <= hlen {
+                    let slot = at + ptr - 1;
+                    h[slot..slot + 4].copy_from_slice(&ours.octets());
+                    h[at + 2] += 4;
+                    h[10..12].fill(0);
+                    let sum = !wire::checksum::data(&h[..hlen]);
+                    h[10..12].copy_from_slice(&sum.to_be_bytes());
+                }
+                break;
+            }
+            _ => at += usize::from(h[at + 1]).max(2),
+        }
+    }
+    Some(m)
 }
 
 /// The start of local delivery (`ip_input`'s tail): fragments are reassembled here,

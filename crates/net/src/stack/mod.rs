@@ -1101,6 +1101,18 @@ impl Stack {
         }
     }
 
+    /// What IPv4 input does with source-routed packets
+    /// (`net.inet.ip.sourceroute`, `net.inet.ip.accept_sourceroute`).
+    pub fn source_routing(&self) -> crate::inet::cx::SourceRouting {
+        self.shared.cfg.load().inet.srcroute
+    }
+
+    /// Changes what IPv4 input does with source-routed packets, from the next batch
+    /// on (`sysctl net.inet.ip.sourceroute=1` on a running node).
+    pub fn set_source_routing(&self, sr: crate::inet::cx::SourceRouting) {
+        self.shared.update(|c| c.inet.srcroute = sr);
+    }
+
     /// How many routes there are per family: (IPv4, IPv6).
     pub fn route_counts(&self) -> (usize, usize) {
         self.shared
