@@ -2,7 +2,9 @@
 //! held from a namespace leave a new client its file and its echo, and are closed by
 //! the idle timeout, the node's memory coming back to near where it was; curl's
 //! keep-alive requests, 1,000 on 50 connections, all answered byte-exact; a
-//! request head that never ends is closed after the header timeout.
+//! request head that never ends is closed after the header timeout; connections
+//! closed first by the node whose peer goes silent leave FIN_WAIT_2 after
+//! `net.inet.tcp.finwait2_timeout`.
 //!
 //! Needs root, /dev/net/tun, python3, curl, socat and sha256sum (the README's test
 //! command installs them); elsewhere each test says why it skips (and fails in
@@ -341,4 +343,76 @@ fn a_request_head_that_never_ends_is_closed_after_the_header_timeout() {
     let line = services_line(&lab);
     assert_eq!(count_before(&line, "header timeout(s)"), 1, "{line}");
     assert_eq!(count_before(&line, "idle timeout(s)"), 0, "{line}");
+}
+
+/// `mpstack netstat -j NAME -an`'s connections in `state`.
+fn conns_in(name: &str, state: &str) -> usize {
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["netstat", "-j", name, "-an"])
+        .output()
+        .expect("run mpstack netstat");
+    assert!(
+        o.status.success(),
+        "netstat: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == state))
+        .count()
+}
+
+/// The hostile run's repro of a FIN_WAIT_2 that never ended: HTTP/1.0 requests
+/// (the node closes first), the client's namespace dropping its own FINs and
+/// resets, so each connection of the node waits in FIN_WAIT_2 for a FIN that never
+/// comes. With `net.inet.tcp.finwait2_timeout` at 3 s they are there after the
+/// transfers and gone 3 s later, each counted as a FIN_WAIT_2 drop.
+#[test]
+fn fin_wait_2_with_a_silent_peer_ends_after_the_timeout() {
+    skip_unless!("curl", "iptables");
+    let _one = serial();
+    let name = format!("fw2-{}", std::process::id());
+    let www = www_dir("f2");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("small.txt"), "x".repeat(1000)).unwrap();
+    let mut lab = Lab::start_with(
+        "f2",
+        1,
+        &[
+            "--name",
+            &name,
+            "--sysctl",
+            "net.inet.tcp.finwait2_timeout=3000",
+        ],
+    );
+    for c in [
+        "iptables -A OUTPUT -p tcp --tcp-flags FIN FIN -d 198.18.0.2 -j DROP",
+        "iptables -A OUTPUT -p tcp --tcp-flags RST RST -d 198.18.0.2 -j DROP",
+    ] {
+        let (ok, out) = lab.exec(c);
+        assert!(ok, "{c}: {out}");
+    }
+    const N: usize = 40;
+    let (ok, out) = lab.exec(&format!(
+        "sh -c 'for i in $(seq {N}); do curl -sS --http1.0 --max-time 5 -o /dev/null \
+         -w \"%{{http_code}}\\n\" http://198.18.0.2/small.txt; done'"
+    ));
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().filter(|l| *l == "200").count(), N, "{out}");
+    let t0 = Instant::now();
+    let held = conns_in(&name, "FIN_WAIT_2");
+    assert!(
+        held >= N / 2,
+        "{held} of {N} in FIN_WAIT_2 after the transfers"
+    );
+    // Past the timeout (3 s from each connection's close) and a margin.
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(t0.elapsed()));
+    let left = conns_in(&name, "FIN_WAIT_2");
+    let counters = lab.stop();
+    assert_eq!(left, 0, "FIN_WAIT_2 still held after the timeout");
+    let drops = counters.get("tcp.finwait2_drops").copied().unwrap_or(0);
+    assert!(
+        drops as usize >= held,
+        "{drops} FIN_WAIT_2 drops counted of {held} held: {counters:?}"
+    );
 }
