@@ -426,12 +426,9 @@ fn rewrite_srcroute(
     hop: Option<(Ipv4Addr, Ipv4Addr)>,
 ) -> Option<Mbuf> {
     let hlen = info.hlen;
-    let h = match m.try_first_mut() {
-        Ok(h) if h.len() >= hlen => h,
-        _ => {
-            cx.drop_pkt(m, DropReason::IpOutDropped);
-            return None;
-        }
+    let Some(h) = header_mut(&mut m, hlen) else {
+        cx.drop_pkt(m, DropReason::IpOutDropped);
+        return None;
     };
     if let Some((recorded, next)) = hop {
         let at = off + ptr - 1;
@@ -443,10 +440,24 @@ fn rewrite_srcroute(
     }
     // At most 40 + 4: the option is within the header's 40 bytes of options.
     h[off + 2] = u8::try_from(ptr).unwrap_or(u8::MAX);
-    h[10..12].fill(0);
-    let sum = !wire::checksum::data(&h[..hlen]);
-    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    header_sum(h);
     Some(m)
+}
+
+/// The IPv4 header, `hlen` bytes, writable in the packet's first buffer (`None`
+/// when it is not there whole or cannot be written).
+fn header_mut(m: &mut Mbuf, hlen: usize) -> Option<&mut [u8]> {
+    match m.try_first_mut() {
+        Ok(h) if h.len() >= hlen => Some(&mut h[..hlen]),
+        _ => None,
+    }
+}
+
+/// The header checksum of a header (all of `h`) made again after a change.
+fn header_sum(h: &mut [u8]) {
+    h[10..12].fill(0);
+    let sum = !wire::checksum::data(h);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// Record Route (RFC 791 §3.1) on a packet about to be forwarded, as FreeBSD's
@@ -460,12 +471,9 @@ fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mb
         return Some(m);
     };
     let hlen = info.hlen;
-    let h = match m.try_first_mut() {
-        Ok(h) if h.len() >= hlen => h,
-        _ => {
-            cx.drop_pkt(m, DropReason::IpOutDropped);
-            return None;
-        }
+    let Some(h) = header_mut(&mut m, hlen) else {
+        cx.drop_pkt(m, DropReason::IpOutDropped);
+        return None;
     };
     // The walk checked every option's length, and that an option with room (its
     // pointer not past its length) has a whole address at its pointer.
@@ -480,9 +488,7 @@ fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mb
                     let slot = at + ptr - 1;
                     h[slot..slot + 4].copy_from_slice(&ours.octets());
                     h[at + 2] += 4;
-                    h[10..12].fill(0);
-                    let sum = !wire::checksum::data(&h[..hlen]);
-                    h[10..12].copy_from_slice(&sum.to_be_bytes());
+                    header_sum(h);
                 }
                 break;
             }
