@@ -225,11 +225,12 @@ impl Ipfw {
         // cannot fail.
         let mut rules = String::with_capacity(text.len());
         let mut dn = Vec::new();
+        let limits = self.dn.lock().unwrap_or_else(|e| e.into_inner()).limits();
         for (i, line) in text.lines().enumerate() {
             if is_dummynet(line) {
                 let at = |e: &dyn std::fmt::Display| format!("line {}: {e}", i + 1);
                 let cmd = fw::dummynet::parse_config(line).map_err(|e| at(&e))?;
-                fw::dummynet::check_command(&cmd).map_err(|e| at(&e))?;
+                fw::dummynet::check_command(&cmd, &limits).map_err(|e| at(&e))?;
                 dn.push(cmd);
                 rules.push('\n');
             } else {
