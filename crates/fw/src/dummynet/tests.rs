@@ -659,31 +659,31 @@ fn parses_ipfw_syntax() {
 #[test]
 fn parse_errors_name_the_column_and_what_was_expected() {
     let e = parse_config("pipe 1 config bw 10Mbit/sec delay 20ms").unwrap_err();
-    assert_eq!(e.column, 18);
-    assert_eq!(e.found, "10Mbit/sec");
+    assert_eq!(e.col, 18);
+    assert_eq!(e.found, "'10Mbit/sec'");
     assert!(e.expected.contains("bandwidth"), "{e}");
     assert_eq!(
         e.to_string(),
-        "column 18: expected a bandwidth like 10Mbit/s, 512Kbit/s or 1MByte/s, found `10Mbit/sec`"
+        "1:18: expected a bandwidth like 10Mbit/s, 512Kbit/s or 1MByte/s, found '10Mbit/sec'"
     );
     let e = parse_config("pipe 1 config bw 10Mbit/s delay").unwrap_err();
-    assert_eq!((e.column, e.found.as_str()), (32, ""));
+    assert_eq!((e.col, e.found.as_str()), (32, "the end of the line"));
     let e = parse_config("pipe 0 config").unwrap_err();
-    assert_eq!(e.column, 6);
+    assert_eq!(e.col, 6);
     let e = parse_config("queue 2 config pipe 1 weight 300").unwrap_err();
-    assert_eq!((e.column, e.expected), (30, "a weight in 1..100"));
+    assert_eq!((e.col, e.expected.as_str()), (30, "a weight in 1..100"));
     let e = parse_config("queue 2 config weight 3").unwrap_err();
     assert!(e.expected.contains("pipe N"));
     let e = parse_config("queue 2 config pipe 1 mask src-ip 0xff00ff00").unwrap_err();
-    assert_eq!(e.column, 35);
+    assert_eq!(e.col, 35);
     let e = parse_config("pipe 1 config sched qfq").unwrap_err();
-    assert_eq!(e.column, 21);
+    assert_eq!(e.col, 21);
     let e = parse_config("pipe 1 config plr 1.5").unwrap_err();
-    assert_eq!(e.column, 19);
+    assert_eq!(e.col, 19);
     let e = parse_config("pipe 1 config frobnicate").unwrap_err();
-    assert_eq!((e.column, e.expected), (15, parse::PIPE_OPTION));
+    assert_eq!((e.col, e.expected.as_str()), (15, parse::PIPE_OPTION));
     let e = parse_config("pipe 1 delete now").unwrap_err();
-    assert_eq!(e.column, 15);
+    assert_eq!(e.col, 15);
 }
 
 fn any_limit() -> impl Strategy<Value = QueueLimit> {
