@@ -896,8 +896,7 @@ impl Ruleset {
                 .and_then(|i| words.get(skip + 3 + i + 1))
                 .map_or(num_col, |w| w.col)
         };
-        dummynet::check_command(&cmd, &self.dn_limits)
-            .map_err(|e| failed_at(line, num_col, e))?;
+        dummynet::check_command(&cmd, &self.dn_limits).map_err(|e| failed_at(line, num_col, e))?;
         match &cmd {
             DnCommand::Pipe(n, _) => {
                 self.pipes.insert(*n);
@@ -939,7 +938,11 @@ impl Ruleset {
                     _ => (Ref::Queue(*n), "queue", self.queues.contains_key(n)),
                 };
                 if !exists {
-                    return Err(failed_at(line, num_col, format!("{kind} {n} does not exist")));
+                    return Err(failed_at(
+                        line,
+                        num_col,
+                        format!("{kind} {n} does not exist"),
+                    ));
                 }
                 if let Some(user) = self.user_of(&what) {
                     return Err(failed_at(

@@ -208,10 +208,7 @@ fn aliases_list_in_canonical_form() {
 #[test]
 fn parse_errors_name_line_column_and_what_was_expected() {
     let e = parse_rule("100 allow tcp fro any to me", 3).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "3:15: expected 'from', found 'fro'"
-    );
+    assert_eq!(e.to_string(), "3:15: expected 'from', found 'fro'");
     let e = parse_rule("allow tcp from fro to me", 3).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -244,19 +241,12 @@ fn a_rules_file_loads_with_comments_and_fails_whole_naming_the_line() {
     let e = rs
         .load("add 300 allow ip from any to any\n\nadd 400 allow ip fro any to any\n")
         .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "3:18: expected 'from', found 'fro'"
-    );
+    assert_eq!(e.to_string(), "3:18: expected 'from', found 'fro'");
     assert_eq!(rs.list(None), before, "a failed load changes nothing");
     let e = rs.load("delete 7\n").unwrap_err();
     assert_eq!(e.to_string(), "1:8: rule 7 not found");
     let e = rs.load("frob\n").unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("1:1: expected a command"),
-        "{e}"
-    );
+    assert!(e.to_string().starts_with("1:1: expected a command"), "{e}");
 }
 
 #[test]
@@ -368,7 +358,10 @@ fn a_file_may_define_pipes_and_tables_after_the_rules_that_use_them() {
         "3:14: pipe 4 is not configured (pipe 4 config ...)"
     );
     assert_eq!(rs.list(None), before);
-    assert!(rs.take_dummynet().is_empty(), "a failed load hands nothing on");
+    assert!(
+        rs.take_dummynet().is_empty(),
+        "a failed load hands nothing on"
+    );
     assert_eq!(rs.dummynet_pipes().collect::<Vec<_>>(), [1]);
     // A rule deleted again in the file needs nothing; a queue of an undefined pipe
     // is named at its pipe.

@@ -416,8 +416,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
     let mut tcp = net::tcp::TcpConfig::default();
     let mut tuned = Vec::new();
+    let mut dn_limits = fw::dummynet::DnLimits::default();
     for s in &a.sysctl {
-        tuned.push(crate::sysctl::apply(&mut tcp, s).map_err(|e| format!("--sysctl: {e}"))?);
+        let said = match crate::sysctl::apply_dummynet(&mut dn_limits, s) {
+            Some(r) => r,
+            None => crate::sysctl::apply(&mut tcp, s),
+        };
+        tuned.push(said.map_err(|e| format!("--sysctl: {e}"))?);
     }
 
     let mut stack = Stack::new(StackConfig {
@@ -563,8 +568,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 ..fw::RulesetConfig::default()
             };
             let f = net::ipfw::Ipfw::new(cfg, workers)?;
+            f.set_dummynet_limits(dn_limits);
+            // FILE:LINE:COL: message, as a compiler says it.
             f.load(&text)
-                .map_err(|e| format!("--ipfw {}: {e}", path.display()))?;
+                .map_err(|e| format!("--ipfw {}:{e}", path.display()))?;
             f.attach(&stack);
             if a.ipfw_layer2 {
                 f.attach_layer2(&stack);
@@ -579,6 +586,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 ..fw::RulesetConfig::default()
             };
             let f = net::ipfw::Ipfw::new(cfg, workers)?;
+            f.set_dummynet_limits(dn_limits);
             f.attach(&stack);
             Some(f)
         }

@@ -397,7 +397,10 @@ pub enum DnError {
     /// A prefix length beyond the family's.
     BadMask,
     /// A queue larger than [`DnLimits`] allows.
-    QueueTooLong { asked: QueueLimit, limit: QueueLimit },
+    QueueTooLong {
+        asked: QueueLimit,
+        limit: QueueLimit,
+    },
     /// A delay beyond [`MAX_DELAY`].
     BadDelay,
 }

@@ -130,7 +130,8 @@ fn queues_beyond_freebsds_sysctl_limits_are_refused() {
         .configure_pipe(3, pipe(1000, 0, QueueLimit::Bytes((1 << 20) + 1)))
         .unwrap_err();
     assert!(
-        e.to_string().contains("net.inet.ip.dummynet.pipe_byte_limit"),
+        e.to_string()
+            .contains("net.inet.ip.dummynet.pipe_byte_limit"),
         "{e}"
     );
     let q = QueueConfig {
@@ -150,19 +151,32 @@ fn queues_beyond_freebsds_sysctl_limits_are_refused() {
         dn.configure_pipe(3, pipe(0, 10_001, DEFAULT_QUEUE)),
         Err(DnError::BadDelay)
     );
-    dn.configure_pipe(3, pipe(0, 10_000, DEFAULT_QUEUE)).unwrap();
+    dn.configure_pipe(3, pipe(0, 10_000, DEFAULT_QUEUE))
+        .unwrap();
 
     // The sysctls move the limits; what they refuse changes nothing.
-    assert!(!dn.set_limits(DnLimits { slots: 0, bytes: 1 << 20 }));
-    assert!(!dn.set_limits(DnLimits { slots: 100, bytes: 1499 }));
+    assert!(!dn.set_limits(DnLimits {
+        slots: 0,
+        bytes: 1 << 20
+    }));
+    assert!(!dn.set_limits(DnLimits {
+        slots: 100,
+        bytes: 1499
+    }));
     assert_eq!(dn.limits(), DnLimits::default());
-    assert!(dn.set_limits(DnLimits { slots: 200, bytes: 1500 }));
+    assert!(dn.set_limits(DnLimits {
+        slots: 200,
+        bytes: 1500
+    }));
     dn.configure_queue(1, q).unwrap();
     assert!(dn
         .configure_pipe(4, pipe(1000, 0, QueueLimit::Bytes(1501)))
         .is_err());
     // Lowered below what pipe 1 has: pipe 1 keeps its 100 slots.
-    assert!(dn.set_limits(DnLimits { slots: 10, bytes: 1500 }));
+    assert!(dn.set_limits(DnLimits {
+        slots: 10,
+        bytes: 1500
+    }));
     assert_eq!(dn.pipes()[0].1.queue, QueueLimit::Slots(100));
 }
 
@@ -199,7 +213,10 @@ fn a_flood_into_a_slow_pipe_holds_no_more_than_the_limit_and_counts_the_rest() {
     // 1000 bytes (+ their share of the wire).
     assert!(most <= 100 + 16 * 1048 + 1, "{most}");
     assert!(s.flows <= 16, "{s:?}");
-    assert!(s.drop_full_pkts > 150_000 && s.drop_flows_pkts > 100_000, "{s:?}");
+    assert!(
+        s.drop_full_pkts > 150_000 && s.drop_flows_pkts > 100_000,
+        "{s:?}"
+    );
     assert_eq!(s.in_pkts, 400_000);
 }
 

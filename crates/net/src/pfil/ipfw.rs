@@ -1221,14 +1221,25 @@ mod tests {
         assert_eq!(fw.pipes().len(), 1);
         assert!(fw.show().contains("00100"));
         // A command naming what does not exist, as `mpstack ipfw` sends it.
-        let e = fw.command("add 200 queue 3 ip from any to any").unwrap_err();
-        assert_eq!(e, "1:15: queue 3 is not configured (queue 3 config pipe N ...)");
+        let e = fw
+            .command("add 200 queue 3 ip from any to any")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "1:15: queue 3 is not configured (queue 3 config pipe N ...)"
+        );
         let e = fw.command("pipe 1 delete").unwrap_err();
         assert_eq!(e, "1:6: pipe 1 is in use by rule 100");
         // The limits, as the sysctls set them.
         assert!(fw.command("pipe 2 config queue 200").is_err());
-        assert!(!fw.set_dummynet_limits(fw::dummynet::DnLimits { slots: 0, bytes: 1500 }));
-        assert!(fw.set_dummynet_limits(fw::dummynet::DnLimits { slots: 200, bytes: 1500 }));
+        assert!(!fw.set_dummynet_limits(fw::dummynet::DnLimits {
+            slots: 0,
+            bytes: 1500
+        }));
+        assert!(fw.set_dummynet_limits(fw::dummynet::DnLimits {
+            slots: 200,
+            bytes: 1500
+        }));
         fw.command("pipe 2 config queue 200").unwrap();
         assert_eq!(fw.dummynet_limits().slots, 200);
         assert_eq!(fw.pipes().len(), 2);
