@@ -118,17 +118,32 @@ fn refused_run(tag: &str, rules: &str, args: &[&str]) -> (Option<i32>, String) {
     let file = dir.join("bad.rules");
     std::fs::write(&file, rules).unwrap();
     let tap = format!("mpf{tag}{}", pid % 10000);
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mpstack"))
+    let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_mpstack"))
         .args(["run", "--tap", &tap, "--inet", "198.18.0.2/24"])
         .args(["--name", "none", "--serve", "none"])
         .args(args)
         .arg("--ipfw")
         .arg(&file)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // A node that took the rules would run until stopped: give it 30 s.
+    let t = std::time::Instant::now();
+    while node.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = node.try_wait().unwrap().is_none();
+    if started {
+        let _ = node.kill();
+    }
+    let o = node.wait_with_output().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(!out.contains("up on"), "{out}");
+    assert!(
+        !started && !out.contains("up on"),
+        "the node started: {out}"
+    );
     (
         o.status.code(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
