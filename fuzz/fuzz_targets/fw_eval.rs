@@ -24,7 +24,8 @@ impl Env for Host {
 
 const BASE: &str = "table t create\ntable t add 10.0.0.0/8 100\ntable t add 2001:db8::/32 200\n\
 table i create type iface\ntable i add em0 300\ntable n create type number\ntable n add 22 400\n\
-table f create type flow:src-ip,proto,dst-port\ntable f add 10.0.0.1,6,22 500\n";
+table f create type flow:src-ip,proto,dst-port\ntable f add 10.0.0.1,6,22 500\n\
+pipe 1 config\npipe 7 config\nqueue 1 config pipe 1\n";
 
 fn addr(v6: bool, b: u8) -> IpAddr {
     if v6 {

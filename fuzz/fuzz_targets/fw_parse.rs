@@ -1,6 +1,7 @@
-//! Arbitrary text as ipfw commands (`add ...`, `table ...`, `set ...`, `delete ...`),
-//! one per line, into a `Ruleset`: no panic; every rule that parses lists in a form
-//! that parses back to the same rule; the whole `list` reloads to the same `list`.
+//! Arbitrary text as ipfw commands (`add ...`, `table ...`, `set ...`, `delete ...`,
+//! `pipe N config ...`, `queue N config ...`), one per line, into a `Ruleset`: no
+//! panic; every rule that parses lists in a form that parses back to the same rule;
+//! the whole `list` reloads to the same `list`.
 #![no_main]
 
 use fw::{parse_rule, Ruleset};
@@ -23,12 +24,21 @@ fuzz_target!(|data: &[u8]| {
     let _ = rs.program();
     let listed = rs.list(None);
     let mut again = Ruleset::default();
-    // Tables first, every one with its type (a rule naming a table that does not
-    // exist creates an addr table, and a flow or iface rule then fails to load).
+    // Tables, pipes and queues first: a rule may name only what exists.
     for name in rs.table_names() {
         if let Some(t) = rs.table(name) {
             let _ = again.table_create(name, t.ttype());
         }
+    }
+    for p in rs.dummynet_pipes() {
+        again
+            .execute::<fw::Counters>(&format!("pipe {p} config"), 1, &[])
+            .unwrap_or_else(|e| panic!("pipe {p}: {e}"));
+    }
+    for (q, p) in rs.dummynet_queues() {
+        again
+            .execute::<fw::Counters>(&format!("queue {q} config pipe {p}"), 1, &[])
+            .unwrap_or_else(|e| panic!("queue {q}: {e}"));
     }
     for l in listed.lines().filter(|l| !l.starts_with("65535 ")) {
         again

@@ -12,10 +12,12 @@
 //! The pieces, in the order a packet meets them:
 //!
 //! - [`rule`]: a rule as written; `Display` is `ipfw list`'s canonical form.
-//! - [`parse`]: the ipfw(8) language → [`Rule`], errors as `line L, column C: expected
-//!   X, found Y`.
+//! - [`parse`]: the ipfw(8) language → [`Rule`], errors as `LINE:COL: expected X,
+//!   found Y` (the one shape of every error here, dummynet's and the commands' too).
 //! - [`ruleset`]: the control plane — `add`, `delete`, `list`, `show`, `zero`, `flush`,
-//!   `set enable/disable/move/swap`, `table ...`, rules files — producing a [`Program`].
+//!   `set enable/disable/move/swap`, `table ...`, dummynet's `pipe`/`queue`/`sched`
+//!   commands, rules files — producing a [`Program`]; a rule may name only the
+//!   pipes, queues and tables that exist (in a file, by its end).
 //! - [`table`]: `addr`, `iface`, `number` and `flow` tables with values for `tablearg`.
 //! - [`program`]: the compiled rules and the evaluator, [`PacketInfo`] in,
 //!   [`Verdict`] out, [`Counters`] per worker ([`SharedCounters`] where `show` reads

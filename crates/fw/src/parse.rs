@@ -1,7 +1,10 @@
 //! The ipfw(8) rule language → [`Rule`]. Words are split at white space, and `{`/`}`
 //! stand alone even when glued to a word; lists (`22,80`, `a,b`) and `table(x,1)`
 //! are sub-parsed inside their word. Every error names the line, the column (1-based,
-//! in characters) and what was expected.
+//! in characters) and what was expected, as `LINE:COL: expected X, found Y` — the
+//! one shape of every ipfw error here: rules, tables, dummynet's pipes and queues,
+//! and the commands that fail after they parse ([`crate::CmdError`]). A file's
+//! loader puts the file's name in front (`rules.fw:3:18: ...`).
 
 use crate::rule::*;
 use crate::state::LimitMask;
@@ -21,13 +24,45 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "line {}, column {}: expected {}, found {}",
+            "{}:{}: expected {}, found {}",
             self.line, self.col, self.expected, self.found
         )
     }
 }
 
 impl std::error::Error for ParseError {}
+
+impl ParseError {
+    /// What `found` says of a word, or of the end of the line (`word` empty).
+    pub(crate) fn found_text(word: &str) -> String {
+        if word.is_empty() {
+            "the end of the line".to_string()
+        } else {
+            format!("'{word}'")
+        }
+    }
+}
+
+/// Something a rule names that must exist when it is added: a pipe, a queue, a
+/// table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Ref {
+    Pipe(u32),
+    Queue(u32),
+    Table(String),
+}
+
+/// `line` up to its comment (a `#` that starts a word), as [`tokenize`] reads it.
+pub(crate) fn strip_comment(line: &str) -> &str {
+    let mut in_word = false;
+    for (b, c) in line.char_indices() {
+        if c == '#' && !in_word {
+            return &line[..b];
+        }
+        in_word = !(c.is_whitespace() || c == '{' || c == '}');
+    }
+    line
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct Tok<'a> {
@@ -79,6 +114,9 @@ pub(crate) struct Parser<'a> {
     pub pos: usize,
     pub line: usize,
     end_col: usize,
+    /// The pipes, queues and tables the rule names, each with the column of its
+    /// first mention (for the errors of [`crate::Ruleset`]'s checks).
+    pub refs: Vec<(Ref, usize)>,
 }
 
 type PResult<T> = Result<T, ParseError>;
@@ -90,7 +128,21 @@ impl<'a> Parser<'a> {
             pos: 0,
             line,
             end_col: text.chars().count() + 1,
+            refs: Vec::new(),
         }
+    }
+
+    /// Notes that the word just taken names `r`.
+    fn note(&mut self, r: Ref) {
+        let col = self.toks.get(self.pos.wrapping_sub(1)).map_or(0, |t| t.col);
+        if !self.refs.iter().any(|(x, _)| *x == r) {
+            self.refs.push((r, col));
+        }
+    }
+
+    /// The column of word `i`, or one past the end of the line.
+    pub fn col_of(&self, i: usize) -> usize {
+        self.toks.get(i).map_or(self.end_col, |t| t.col)
     }
 
     pub fn peek(&self) -> Option<&'a str> {
@@ -107,8 +159,8 @@ impl<'a> Parser<'a> {
 
     pub fn error(&self, expected: &str) -> ParseError {
         let (col, found) = match self.toks.get(self.pos) {
-            Some(t) => (t.col, format!("'{}'", t.text)),
-            None => (self.end_col, "the end of the line".to_string()),
+            Some(t) => (t.col, ParseError::found_text(t.text)),
+            None => (self.end_col, ParseError::found_text("")),
         };
         ParseError {
             line: self.line,
@@ -285,8 +337,20 @@ fn action(p: &mut Parser<'_>) -> PResult<Action> {
         "call" => Action::Call(p.number("a rule number")?),
         "return" => Action::Return,
         "check-state" => Action::CheckState,
-        "pipe" => Action::Pipe(arg(p, "a pipe number or 'tablearg'")?),
-        "queue" => Action::Queue(arg(p, "a queue number or 'tablearg'")?),
+        "pipe" => {
+            let a = arg(p, "a pipe number or 'tablearg'")?;
+            if let Arg::Num(n) = a {
+                p.note(Ref::Pipe(n));
+            }
+            Action::Pipe(a)
+        }
+        "queue" => {
+            let a = arg(p, "a queue number or 'tablearg'")?;
+            if let Arg::Num(n) = a {
+                p.note(Ref::Queue(n));
+            }
+            Action::Queue(a)
+        }
         _ => {
             p.pos -= 1;
             return p.err(WHAT);
@@ -445,6 +509,9 @@ fn endpoint(p: &mut Parser<'_>) -> PResult<Endpoint> {
                 .or_else(|| addr_list(w).map(AddrSpec::List)),
         })?
     };
+    if let AddrSpec::Table(n, _) = &addr {
+        p.note(Ref::Table(n.clone()));
+    }
     let ports = match p.peek() {
         Some(w)
             if w.starts_with(|c: char| c.is_ascii_digit())
@@ -532,7 +599,7 @@ fn flags(p: &mut Parser<'_>, what: &str, names: &[(&str, u8)]) -> PResult<FlagSp
 }
 
 fn ifpat(p: &mut Parser<'_>) -> PResult<IfPat> {
-    p.word("an interface name, 'any' or 'table(NAME)'", |w| {
+    let i = p.word("an interface name, 'any' or 'table(NAME)'", |w| {
         if w == "any" {
             Some(IfPat::Any)
         } else if let Some((n, v)) = table_ref(w) {
@@ -540,7 +607,11 @@ fn ifpat(p: &mut Parser<'_>) -> PResult<IfPat> {
         } else {
             valid_name(w).then(|| IfPat::Name(w.to_string()))
         }
-    })
+    })?;
+    if let IfPat::Table(n) = &i {
+        p.note(Ref::Table(n.clone()));
+    }
+    Ok(i)
 }
 
 fn mac(w: &str) -> Option<MacPat> {
@@ -654,11 +725,16 @@ fn opt(p: &mut Parser<'_>) -> PResult<Opt> {
                 _ => None,
             })?;
             let t = p.word("a table name", |w| valid_name(w).then(|| w.to_string()))?;
+            p.note(Ref::Table(t.clone()));
             OptKind::Lookup(k, t)
         }
-        "flow" => OptKind::Flow(p.word("'table(NAME)'", |w| {
-            table_ref(w).and_then(|(n, v)| v.is_none().then_some(n))
-        })?),
+        "flow" => {
+            let t = p.word("'table(NAME)'", |w| {
+                table_ref(w).and_then(|(n, v)| v.is_none().then_some(n))
+            })?;
+            p.note(Ref::Table(t.clone()));
+            OptKind::Flow(t)
+        }
         "keep-state" => OptKind::KeepState,
         "limit" => {
             let mut m = LimitMask::default();

@@ -9,13 +9,34 @@
 //!
 //! Workers never see a `Ruleset`: the caller publishes [`Ruleset::program`]'s
 //! `Arc<Program>` (e.g. by swapping an `Arc` the workers load once per batch).
+//!
+//! dummynet's commands (`pipe N config ...`, `queue N config ...`, `sched N config
+//! ...`, `pipe N delete`, `queue N delete`) run here too, for their checks: the
+//! ruleset keeps which pipes and queues exist, and hands each command it took to
+//! its owner's [`Dummynet`](crate::dummynet::Dummynet) ([`Ruleset::take_dummynet`]).
+//!
+//! # References
+//!
+//! A rule may name only pipes, queues and tables that exist, and a queue only a
+//! pipe that exists: anything else is refused with the line and column of the name
+//! (`1:10: pipe 5 is not configured`), where FreeBSD takes the rule and drops its
+//! packets. A pipe, queue or table in use cannot be deleted. Within one
+//! [`Ruleset::load`] the order does not matter: the names are resolved once the
+//! whole file has run, so a file may add `pipe 1` rules before `pipe 1 config`, as
+//! ipfw scripts often do. `pipe tablearg` names no pipe until a packet matches; a
+//! table's value naming no pipe drops that packet (`NoSuchPipe`).
+//!
+//! # Errors
+//!
+//! Every error is `LINE:COL: message` ([`CmdError`]), the rule parser's shape.
 
-use crate::parse::{self, ParseError, Parser};
+use crate::dummynet::{self, DnCommand, DnLimits};
+use crate::parse::{self, ParseError, Parser, Ref};
 use crate::program::{CompileError, CounterSource, Program, RuleCounter, TableRef};
-use crate::rule::{self, AddrSpec, IfPat, OptKind, Rule};
+use crate::rule::{self, Action, AddrSpec, Arg, IfPat, OptKind, Rule};
 use crate::state::{StateConfig, StateShards};
 use crate::table::{FlowFields, Table, TableError, TableType};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write};
 use std::sync::Arc;
 
@@ -47,13 +68,19 @@ impl Default for RulesetConfig {
     }
 }
 
-/// A command that failed: where, and why.
+/// A command that failed: where, and why. Both kinds display as `LINE:COL:
+/// message`; a method called directly (not through [`Ruleset::execute`] or
+/// [`Ruleset::load`]) has no text, and its `Failed` is line 0, displayed as the
+/// message alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmdError {
     Parse(ParseError),
-    /// The command parsed but cannot be done (no such rule, table type mismatch, ...).
+    /// The command parsed but cannot be done (no such rule, table type mismatch,
+    /// a pipe that is not configured, ...): `col` is where the word it is about
+    /// starts.
     Failed {
         line: usize,
+        col: usize,
         msg: String,
     },
 }
@@ -62,7 +89,8 @@ impl fmt::Display for CmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CmdError::Parse(e) => e.fmt(f),
-            CmdError::Failed { line, msg } => write!(f, "line {line}: {msg}"),
+            CmdError::Failed { line: 0, msg, .. } => f.write_str(msg),
+            CmdError::Failed { line, col, msg } => write!(f, "{line}:{col}: {msg}"),
         }
     }
 }
@@ -77,9 +105,39 @@ impl From<ParseError> for CmdError {
 
 fn failed(msg: impl fmt::Display) -> CmdError {
     CmdError::Failed {
-        line: 1,
+        line: 0,
+        col: 0,
         msg: msg.to_string(),
     }
+}
+
+fn failed_at(line: usize, col: usize, msg: impl fmt::Display) -> CmdError {
+    CmdError::Failed {
+        line,
+        col,
+        msg: msg.to_string(),
+    }
+}
+
+/// Who named a reference left to check at the end of a load.
+#[derive(Clone, Debug)]
+enum Owner {
+    /// The rule of this id.
+    Rule(u32),
+    /// Queue `.0` configured to feed pipe `.1`.
+    Queue(u32, u32),
+}
+
+/// A name not yet defined when its line ran, in a load: checked once the whole
+/// file has run.
+#[derive(Clone, Debug)]
+struct Pending {
+    line: usize,
+    col: usize,
+    what: Ref,
+    /// A table's needed type.
+    ttype: Option<TableType>,
+    owner: Owner,
 }
 
 #[derive(Debug, Clone)]
@@ -102,6 +160,15 @@ pub struct Ruleset {
     program: Option<Arc<Program>>,
     /// Counter sums at the last `zero`, by rule id (workers own the live counters).
     zero_base: HashMap<u32, RuleCounter>,
+    /// dummynet's pipes, and its queues with the pipe each feeds, as the commands
+    /// run here left them.
+    pipes: BTreeSet<u32>,
+    queues: BTreeMap<u32, u32>,
+    dn_limits: DnLimits,
+    /// dummynet commands taken and not yet handed to the owner.
+    dn_out: Vec<DnCommand>,
+    /// In a load: the names to check once the whole file has run.
+    pending: Option<Vec<Pending>>,
 }
 
 impl Default for Ruleset {
@@ -121,7 +188,44 @@ impl Ruleset {
             states: Arc::new(StateShards::new(cfg.state_shards, cfg.states)),
             program: None,
             zero_base: HashMap::new(),
+            pipes: BTreeSet::new(),
+            queues: BTreeMap::new(),
+            dn_limits: DnLimits::default(),
+            dn_out: Vec::new(),
+            pending: None,
         }
+    }
+
+    /// The dummynet commands run since the last call, in order, for the owner to
+    /// apply to its [`Dummynet`](crate::dummynet::Dummynet): they have been checked
+    /// against the same [`DnLimits`] (set both with
+    /// [`set_dummynet_limits`](Self::set_dummynet_limits)), so `apply` takes them.
+    pub fn take_dummynet(&mut self) -> Vec<DnCommand> {
+        std::mem::take(&mut self.dn_out)
+    }
+
+    /// The queue limits dummynet's commands are checked against.
+    pub fn dummynet_limits(&self) -> DnLimits {
+        self.dn_limits
+    }
+
+    /// Sets [`dummynet_limits`](Self::dummynet_limits); false if they are not
+    /// valid (see [`DnLimits::is_valid`]).
+    pub fn set_dummynet_limits(&mut self, lim: DnLimits) -> bool {
+        if lim.is_valid() {
+            self.dn_limits = lim;
+        }
+        lim.is_valid()
+    }
+
+    /// The pipes configured, by number.
+    pub fn dummynet_pipes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pipes.iter().copied()
+    }
+
+    /// The queues configured, by number, each with the pipe it feeds.
+    pub fn dummynet_queues(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.queues.iter().map(|(q, p)| (*q, *p))
     }
 
     /// The dynamic states the rules' `keep-state`/`limit` fill; pass them to `eval`.
@@ -140,9 +244,15 @@ impl Ruleset {
     }
 
     /// Adds a rule; a rule numbered 0 gets the last rule's number plus the step.
-    /// Tables it names that do not exist are created with the type its use implies.
-    /// Returns the rule's number.
-    pub fn add(&mut self, mut r: Rule) -> Result<u16, CmdError> {
+    /// The pipes, queues and tables it names must exist (tables of the type its use
+    /// needs). Returns the rule's number.
+    pub fn add(&mut self, r: Rule) -> Result<u16, CmdError> {
+        self.add_at(r, 0, &[])
+    }
+
+    /// [`add`](Self::add) for line `line` of a text, whose parser noted where the
+    /// rule names each thing (`at`), for the errors.
+    fn add_at(&mut self, mut r: Rule, line: usize, at: &[(Ref, usize)]) -> Result<u16, CmdError> {
         if self.rules.len() >= self.cfg.max_rules {
             return Err(failed("too many rules"));
         }
@@ -154,52 +264,89 @@ impl Ruleset {
             }
             r.num = n as u16;
         }
-        self.check_tables(&r)?;
+        let col = |what: &Ref| at.iter().find(|(x, _)| x == what).map_or(0, |x| x.1);
+        let mut later = Vec::new();
+        for (what, ttype) in rule_refs(&r) {
+            let c = col(&what);
+            match self.resolve(&what, ttype) {
+                Ok(()) => {}
+                // In a load, a name not defined yet may be defined further on.
+                Err(Missing::Undefined(_)) if self.pending.is_some() => {
+                    later.push((what, ttype, c));
+                }
+                Err(e) => return Err(failed_at(line, c, e)),
+            }
+        }
+        let id = self.next_id;
+        if let Some(p) = &mut self.pending {
+            p.extend(later.into_iter().map(|(what, ttype, col)| Pending {
+                line,
+                col,
+                what,
+                ttype,
+                owner: Owner::Rule(id),
+            }));
+        }
         let pos = self.rules.partition_point(|(x, _)| x.num <= r.num);
         let num = r.num;
-        self.rules.insert(pos, (r, self.next_id));
+        self.rules.insert(pos, (r, id));
         self.next_id += 1;
         self.program = None;
         Ok(num)
     }
 
-    fn check_tables(&mut self, r: &Rule) -> Result<(), CmdError> {
-        let mut uses: Vec<(&str, TableType)> = Vec::new();
-        for ep in [&r.src, &r.dst] {
-            if let AddrSpec::Table(n, _) = &ep.addr {
-                uses.push((n, TableType::Addr));
-            }
-        }
-        for o in r.opts.iter().flatten() {
-            match &o.kind {
-                OptKind::Via(IfPat::Table(n))
-                | OptKind::Recv(IfPat::Table(n))
-                | OptKind::Xmit(IfPat::Table(n)) => uses.push((n, TableType::Iface)),
-                OptKind::Lookup(_, n) => uses.push((n, TableType::Number)),
-                OptKind::Flow(n) => uses.push((n, TableType::Flow(FlowFields::default()))),
-                _ => {}
-            }
-        }
-        for (name, want) in uses {
-            match (self.tables.get(name), want) {
-                (Some(t), TableType::Flow(_)) if matches!(t.table.ttype(), TableType::Flow(_)) => {}
-                (Some(t), TableType::Addr) if t.table.ttype() == TableType::AddrHash => {}
-                (Some(t), _) if t.table.ttype() == want => {}
-                (Some(t), _) => {
-                    return Err(failed(format!(
+    /// Whether `what` exists (a table, of a type that serves `ttype`).
+    fn resolve(&self, what: &Ref, ttype: Option<TableType>) -> Result<(), Missing> {
+        match what {
+            Ref::Pipe(n) if !self.pipes.contains(n) => Err(Missing::Undefined(format!(
+                "pipe {n} is not configured (pipe {n} config ...)"
+            ))),
+            Ref::Queue(n) if !self.queues.contains_key(n) => Err(Missing::Undefined(format!(
+                "queue {n} is not configured (queue {n} config pipe N ...)"
+            ))),
+            Ref::Table(name) => {
+                let want = ttype.unwrap_or(TableType::Addr);
+                match (self.tables.get(name), want) {
+                    (Some(t), TableType::Flow(_))
+                        if matches!(t.table.ttype(), TableType::Flow(_)) =>
+                    {
+                        Ok(())
+                    }
+                    (Some(t), TableType::Addr) if t.table.ttype() == TableType::AddrHash => Ok(()),
+                    (Some(t), _) if t.table.ttype() == want => Ok(()),
+                    (Some(t), _) => Err(Missing::Mismatch(format!(
                         "table {name} has type {}, the rule needs {want}",
                         t.table.ttype()
-                    )))
+                    ))),
+                    (None, TableType::Flow(_)) => Err(Missing::Undefined(format!(
+                        "table {name} does not exist (table {name} create type flow:FIELDS)"
+                    ))),
+                    (None, _) => Err(Missing::Undefined(format!(
+                        "table {name} does not exist (table {name} create type {want})"
+                    ))),
                 }
-                (None, TableType::Flow(_)) => {
-                    return Err(failed(format!(
-                        "flow table {name} does not exist (create it with its fields)"
-                    )))
-                }
-                (None, _) => self.table_create(name, want).map_err(failed)?,
             }
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    /// What uses pipe, queue or table `what`: a rule, or a queue feeding the pipe.
+    fn user_of(&self, what: &Ref) -> Option<String> {
+        let by_rule = self.rules.iter().find(|(r, _)| match what {
+            Ref::Table(name) => rule_uses(r, name),
+            _ => rule_refs(r).iter().any(|(x, _)| x == what),
+        });
+        if let Some((r, _)) = by_rule {
+            return Some(format!("rule {}", r.num));
+        }
+        match what {
+            Ref::Pipe(n) => self
+                .queues
+                .iter()
+                .find(|(_, p)| *p == n)
+                .map(|(q, _)| format!("queue {q}")),
+            _ => None,
+        }
     }
 
     /// Deletes every rule numbered `num` (and their states); how many went.
@@ -336,9 +483,8 @@ impl Ruleset {
 
     /// Destroys a table no rule uses.
     pub fn table_destroy(&mut self, name: &str) -> Result<(), CmdError> {
-        let used = self.rules.iter().any(|(r, _)| rule_uses(r, name));
-        if used {
-            return Err(failed(format!("table {name} is in use")));
+        if let Some(user) = self.user_of(&Ref::Table(name.to_string())) {
+            return Err(failed(format!("table {name} is in use by {user}")));
         }
         self.tables
             .remove(name)
@@ -539,20 +685,29 @@ impl Ruleset {
     ) -> Result<String, CmdError> {
         let mut p = Parser::new(text, line);
         p.eat("ipfw");
-        let at = |e: CmdError| match e {
-            CmdError::Failed { msg, .. } => CmdError::Failed { line, msg },
-            e => e,
-        };
         if p.at_end() {
             return Ok(String::new());
         }
+        // A failure without a place of its own is about the command's first
+        // argument.
+        let arg_col = p.col_of(p.pos + 1);
+        let at = |e: CmdError| match e {
+            CmdError::Failed { line: 0, msg, .. } => failed_at(line, arg_col, msg),
+            e => e,
+        };
         let cmd = p.next("a command")?;
         let out = match cmd {
             "add" => {
                 let r = parse::rule(&mut p)?;
                 p.end()?;
-                let n = self.add(r).map_err(at)?;
+                let refs = std::mem::take(&mut p.refs);
+                let n = self.add_at(r, line, &refs).map_err(at)?;
                 self.list(Some(n))
+            }
+            "pipe" | "queue" | "sched" => {
+                self.dummynet_cmd(parse::strip_comment(text), line)
+                    .map_err(at)?;
+                String::new()
             }
             "delete" => {
                 if p.eat("set") {
@@ -565,11 +720,12 @@ impl Ruleset {
                         nums.push(p.number("a rule number")?);
                     }
                     // All or none: every number must name a rule.
-                    if let Some(n) = nums
+                    if let Some(i) = nums
                         .iter()
-                        .find(|&&n| !self.rules.iter().any(|(r, _)| r.num == n))
+                        .position(|&n| !self.rules.iter().any(|(r, _)| r.num == n))
                     {
-                        return Err(at(failed(format!("rule {n} not found"))));
+                        let col = p.col_of(p.pos - nums.len() + i);
+                        return Err(failed_at(line, col, format!("rule {} not found", nums[i])));
                     }
                     for n in nums {
                         self.delete(n).map_err(at)?;
@@ -651,7 +807,10 @@ impl Ruleset {
             _ => {
                 p.pos -= 1;
                 return Err(p
-                    .error("a command (add, delete, list, show, zero, flush, set, table)")
+                    .error(
+                        "a command (add, delete, list, show, zero, flush, set, table, pipe, \
+                         queue, sched)",
+                    )
                     .into());
             }
         };
@@ -718,10 +877,99 @@ impl Ruleset {
         Ok(String::new())
     }
 
+    /// dummynet's `pipe|queue|sched N config|delete ...` (`text` without its
+    /// comment): parsed, checked, noted, and queued for [`take_dummynet`](Self::take_dummynet).
+    fn dummynet_cmd(&mut self, text: &str, line: usize) -> Result<(), CmdError> {
+        let cmd = dummynet::parse_config(text).map_err(|mut e| {
+            e.line = line;
+            CmdError::Parse(e)
+        })?;
+        let words = parse::tokenize(text);
+        let skip = usize::from(words.first().is_some_and(|w| w.text == "ipfw"));
+        // The column of the object's number, and of the word after `word`.
+        let num_col = words.get(skip + 1).map_or(0, |w| w.col);
+        let after = |word: &str| {
+            words
+                .iter()
+                .skip(skip + 3)
+                .position(|w| w.text == word)
+                .and_then(|i| words.get(skip + 3 + i + 1))
+                .map_or(num_col, |w| w.col)
+        };
+        dummynet::check_command(&cmd, &self.dn_limits).map_err(|e| failed_at(line, num_col, e))?;
+        match &cmd {
+            DnCommand::Pipe(n, _) => {
+                self.pipes.insert(*n);
+            }
+            DnCommand::Queue(n, cfg) => {
+                let what = Ref::Pipe(cfg.pipe);
+                if let Err(Missing::Undefined(e)) = self.resolve(&what, None) {
+                    let col = if words.iter().any(|w| w.text == "sched") {
+                        after("sched")
+                    } else {
+                        after("pipe")
+                    };
+                    match &mut self.pending {
+                        Some(p) => p.push(Pending {
+                            line,
+                            col,
+                            what,
+                            ttype: None,
+                            owner: Owner::Queue(*n, cfg.pipe),
+                        }),
+                        None => return Err(failed_at(line, col, e)),
+                    }
+                }
+                self.queues.insert(*n, cfg.pipe);
+            }
+            DnCommand::Sched(n, _) => {
+                // The scheduler is the pipe's: it comes after the pipe, even in a file.
+                if !self.pipes.contains(n) {
+                    return Err(failed_at(
+                        line,
+                        num_col,
+                        format!("pipe {n} is not configured (pipe {n} config ...)"),
+                    ));
+                }
+            }
+            DnCommand::DeletePipe(n) | DnCommand::DeleteQueue(n) => {
+                let (what, kind, exists) = match cmd {
+                    DnCommand::DeletePipe(_) => (Ref::Pipe(*n), "pipe", self.pipes.contains(n)),
+                    _ => (Ref::Queue(*n), "queue", self.queues.contains_key(n)),
+                };
+                if !exists {
+                    return Err(failed_at(
+                        line,
+                        num_col,
+                        format!("{kind} {n} does not exist"),
+                    ));
+                }
+                if let Some(user) = self.user_of(&what) {
+                    return Err(failed_at(
+                        line,
+                        num_col,
+                        format!("{kind} {n} is in use by {user}"),
+                    ));
+                }
+                if kind == "pipe" {
+                    self.pipes.remove(n);
+                } else {
+                    self.queues.remove(n);
+                }
+            }
+        }
+        self.dn_out.push(cmd);
+        Ok(())
+    }
+
     /// Runs a rules file: one command per line, `#` comments, blank lines. All or
-    /// nothing: on an error the ruleset is left as it was. Returns the commands run.
+    /// nothing: on an error the ruleset is left as it was. The pipes, queues and
+    /// tables the file's rules and queues name are resolved once the whole file has
+    /// run, so they may be defined after their use; the first one still undefined
+    /// is the error. Returns the commands run.
     pub fn load(&mut self, text: &str) -> Result<usize, CmdError> {
         let mut work = self.clone();
+        work.pending = Some(Vec::new());
         let mut n = 0;
         for (i, l) in text.lines().enumerate() {
             if parse::tokenize(l).is_empty() {
@@ -730,9 +978,66 @@ impl Ruleset {
             work.execute::<crate::Counters>(l, i + 1, &[])?;
             n += 1;
         }
+        let mut pending = work.pending.take().unwrap_or_default();
+        pending.sort_by_key(|p| (p.line, p.col));
+        for p in pending {
+            let live = match p.owner {
+                Owner::Rule(id) => work.rules.iter().any(|(_, x)| *x == id),
+                Owner::Queue(q, pipe) => work.queues.get(&q) == Some(&pipe),
+            };
+            if live {
+                if let Err(e) = work.resolve(&p.what, p.ttype) {
+                    return Err(failed_at(p.line, p.col, e));
+                }
+            }
+        }
         *self = work;
         Ok(n)
     }
+}
+
+/// Why a name does not resolve.
+#[derive(Debug)]
+enum Missing {
+    /// It does not exist (yet).
+    Undefined(String),
+    /// A table of another type.
+    Mismatch(String),
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::Undefined(m) | Missing::Mismatch(m) => f.write_str(m),
+        }
+    }
+}
+
+/// What rule `r` names, with the type of table each use needs.
+fn rule_refs(r: &Rule) -> Vec<(Ref, Option<TableType>)> {
+    let mut v: Vec<(Ref, Option<TableType>)> = Vec::new();
+    match r.action {
+        Action::Pipe(Arg::Num(n)) => v.push((Ref::Pipe(n), None)),
+        Action::Queue(Arg::Num(n)) => v.push((Ref::Queue(n), None)),
+        _ => {}
+    }
+    let table = |n: &str, t: TableType| (Ref::Table(n.to_string()), Some(t));
+    for ep in [&r.src, &r.dst] {
+        if let AddrSpec::Table(n, _) = &ep.addr {
+            v.push(table(n, TableType::Addr));
+        }
+    }
+    for o in r.opts.iter().flatten() {
+        match &o.kind {
+            OptKind::Via(IfPat::Table(n))
+            | OptKind::Recv(IfPat::Table(n))
+            | OptKind::Xmit(IfPat::Table(n)) => v.push(table(n, TableType::Iface)),
+            OptKind::Lookup(_, n) => v.push(table(n, TableType::Number)),
+            OptKind::Flow(n) => v.push(table(n, TableType::Flow(FlowFields::default()))),
+            _ => {}
+        }
+    }
+    v
 }
 
 fn rule_uses(r: &Rule, name: &str) -> bool {

@@ -208,14 +208,11 @@ fn aliases_list_in_canonical_form() {
 #[test]
 fn parse_errors_name_line_column_and_what_was_expected() {
     let e = parse_rule("100 allow tcp fro any to me", 3).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "line 3, column 15: expected 'from', found 'fro'"
-    );
+    assert_eq!(e.to_string(), "3:15: expected 'from', found 'fro'");
     let e = parse_rule("allow tcp from fro to me", 3).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "line 3, column 16: expected an address, 'any', 'me' or 'table(NAME)', found 'fro'"
+        "3:16: expected an address, 'any', 'me' or 'table(NAME)', found 'fro'"
     );
     let e = parse_rule("allow tcp from any to", 1).unwrap_err();
     assert_eq!((e.col, e.found.as_str()), (22, "the end of the line"));
@@ -244,19 +241,199 @@ fn a_rules_file_loads_with_comments_and_fails_whole_naming_the_line() {
     let e = rs
         .load("add 300 allow ip from any to any\n\nadd 400 allow ip fro any to any\n")
         .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "line 3, column 18: expected 'from', found 'fro'"
-    );
+    assert_eq!(e.to_string(), "3:18: expected 'from', found 'fro'");
     assert_eq!(rs.list(None), before, "a failed load changes nothing");
     let e = rs.load("delete 7\n").unwrap_err();
-    assert_eq!(e.to_string(), "line 1: rule 7 not found");
+    assert_eq!(e.to_string(), "1:8: rule 7 not found");
     let e = rs.load("frob\n").unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("line 1, column 1: expected a command"),
-        "{e}"
+    assert!(e.to_string().starts_with("1:1: expected a command"), "{e}");
+}
+
+#[test]
+fn rules_naming_undefined_pipes_queues_or_tables_are_refused_at_the_name() {
+    let mut rs = Ruleset::default();
+    for (cmd, want) in [
+        (
+            "add 100 pipe 5 ip from any to any",
+            "1:14: pipe 5 is not configured (pipe 5 config ...)",
+        ),
+        (
+            "ipfw add 100 queue 7 ip from any to any",
+            "1:20: queue 7 is not configured (queue 7 config pipe N ...)",
+        ),
+        (
+            "add 100 deny ip from table(7) to any",
+            "1:22: table 7 does not exist (table 7 create type addr)",
+        ),
+        (
+            "add 100 deny ip from any to any lookup dst-port ports",
+            "1:49: table ports does not exist (table ports create type number)",
+        ),
+        (
+            "add 100 deny ip from any to any recv table(ifs)",
+            "1:38: table ifs does not exist (table ifs create type iface)",
+        ),
+        (
+            "add 100 deny ip from any to any flow table(fl)",
+            "1:38: table fl does not exist (table fl create type flow:FIELDS)",
+        ),
+        (
+            "queue 2 config weight 5 pipe 9",
+            "1:30: pipe 9 is not configured (pipe 9 config ...)",
+        ),
+        (
+            "sched 3 config type fifo",
+            "1:7: pipe 3 is not configured (pipe 3 config ...)",
+        ),
+        ("pipe 4 delete", "1:6: pipe 4 does not exist"),
+    ] {
+        let e = rs.execute(cmd, 1, NO_COUNTERS).unwrap_err();
+        assert_eq!(e.to_string(), want, "{cmd}");
+    }
+    assert_eq!(rs.rules().count(), 0);
+    assert!(rs.take_dummynet().is_empty() && rs.table_names().next().is_none());
+    // Defined first, the same rules are taken.
+    for cmd in [
+        "pipe 5 config bw 1Mbit/s",
+        "queue 7 config pipe 5 weight 10",
+        "table 7 create",
+        "add 100 pipe 5 ip from any to any",
+        "add 200 queue 7 ip from table(7) to any",
+    ] {
+        rs.execute(cmd, 1, NO_COUNTERS).unwrap();
+    }
+    assert_eq!(rs.take_dummynet().len(), 2);
+    // What a rule or a queue uses cannot be deleted.
+    for (cmd, want) in [
+        ("pipe 5 delete", "1:6: pipe 5 is in use by rule 100"),
+        ("queue 7 delete", "1:7: queue 7 is in use by rule 200"),
+        ("table 7 destroy", "1:7: table 7 is in use by rule 200"),
+    ] {
+        let e = rs.execute(cmd, 1, NO_COUNTERS).unwrap_err();
+        assert_eq!(e.to_string(), want, "{cmd}");
+    }
+    rs.execute("delete 100 200", 1, NO_COUNTERS).unwrap();
+    let e = rs.execute("pipe 5 delete", 1, NO_COUNTERS).unwrap_err();
+    assert_eq!(e.to_string(), "1:6: pipe 5 is in use by queue 7");
+    rs.execute("queue 7 delete", 1, NO_COUNTERS).unwrap();
+    rs.execute("pipe 5 delete", 1, NO_COUNTERS).unwrap();
+    assert_eq!(rs.dummynet_pipes().count(), 0);
+}
+
+#[test]
+fn a_file_may_define_pipes_and_tables_after_the_rules_that_use_them() {
+    let mut rs = Ruleset::default();
+    let n = rs
+        .load(
+            "add 100 pipe 1 ip from table(lan) to any out\n\
+             add 200 queue 2 ip from any to any in\n\
+             queue 2 config pipe 1 weight 5\n\
+             pipe 1 config bw 10Mbit/s delay 20ms # later in the file\n\
+             table lan create type addr\n",
+        )
+        .unwrap();
+    assert_eq!(n, 5);
+    assert_eq!(rs.rules().count(), 2);
+    let dn = rs.take_dummynet();
+    assert_eq!(
+        dn.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+        [
+            "queue 2 config pipe 1 weight 5",
+            "pipe 1 config bw 10Mbit/s delay 20ms"
+        ]
     );
+    // Still undefined when the file ends: the first use is the error, and nothing
+    // of the file stays.
+    let before = rs.list(None);
+    let e = rs
+        .load(
+            "pipe 3 config\n\
+             add 300 pipe 3 ip from any to any\n\
+             add 400 pipe 4 ip from table(nope) to any\n\
+             table other create\n",
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "3:14: pipe 4 is not configured (pipe 4 config ...)"
+    );
+    assert_eq!(rs.list(None), before);
+    assert!(
+        rs.take_dummynet().is_empty(),
+        "a failed load hands nothing on"
+    );
+    assert_eq!(rs.dummynet_pipes().collect::<Vec<_>>(), [1]);
+    // A rule deleted again in the file needs nothing; a queue of an undefined pipe
+    // is named at its pipe.
+    rs.load("add 500 pipe 8 ip from any to any\ndelete 500\n")
+        .unwrap();
+    let e = rs.load("\nqueue 4 config pipe 9\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "2:21: pipe 9 is not configured (pipe 9 config ...)"
+    );
+}
+
+#[test]
+fn rule_pipe_and_table_errors_have_one_shape() {
+    let mut rs = Ruleset::default();
+    for (text, want) in [
+        // A rule that does not parse.
+        ("\nadd 100 allow tcp fro any to me\n", "2:19: expected 'from', found 'fro'"),
+        // A pipe and a queue that do not parse.
+        (
+            "\n\npipe 1 config bw 10Mbit/sec",
+            "3:18: expected a bandwidth like 10Mbit/s, 512Kbit/s or 1MByte/s, found '10Mbit/sec'",
+        ),
+        (
+            "ipfw queue 2 config pipe 1 weight 300",
+            "1:35: expected a weight in 1..100, found '300'",
+        ),
+        (
+            "pipe 1 config bw 1Mbit/s delay",
+            "1:31: expected a delay in ms, like 20 or 20ms (or with us, ns, s), found the end of the line",
+        ),
+        // A pipe over the limits.
+        (
+            "pipe 1 config bw 1Kbit/s queue 99999999",
+            "1:6: queue size 99999999 is more than 100 (at most 100 slots: \
+             net.inet.ip.dummynet.pipe_slot_limit)",
+        ),
+        // Tables.
+        (
+            "table t create type frob",
+            "1:21: expected a table type (addr, addr:hash, iface, number, flow:FIELDS), found 'frob'",
+        ),
+        ("table t add 192.0.2.0/24", "1:7: no table t"),
+        (
+            "table t create\ntable t add 192.0.2.300",
+            "2:7: bad key '192.0.2.300'",
+        ),
+        // A command that parses but cannot be done.
+        ("add 100 allow ip from any to any\ndelete 100 7", "2:12: rule 7 not found"),
+    ] {
+        let e = rs.load(text).unwrap_err();
+        assert_eq!(e.to_string(), want, "{text}");
+    }
+}
+
+#[test]
+fn queue_limits_follow_the_ruleset_limits() {
+    let mut rs = Ruleset::default();
+    assert!(rs.load("pipe 1 config queue 101").is_err());
+    assert!(rs.load("pipe 1 config queue 1025KB").is_err());
+    rs.load("pipe 1 config queue 100\nqueue 1 config pipe 1 queue 1MB")
+        .unwrap();
+    assert!(!rs.set_dummynet_limits(crate::dummynet::DnLimits {
+        slots: 0,
+        bytes: 1 << 20
+    }));
+    assert!(rs.set_dummynet_limits(crate::dummynet::DnLimits {
+        slots: 1000,
+        bytes: 1 << 20
+    }));
+    rs.load("pipe 1 config queue 1000").unwrap();
+    assert_eq!(rs.dummynet_limits().slots, 1000);
 }
 
 // ---- matching, option by option -------------------------------------------------
@@ -452,7 +629,9 @@ fn actions_give_their_decisions() {
         ("pipe 7", p, Decision::Pipe(7)),
         ("queue 9", p, Decision::Queue(9)),
     ] {
-        let mut fw = Fw::new(&format!("add 100 {action} ip from any to any"));
+        let mut fw = Fw::new(&format!(
+            "pipe 7 config\nqueue 9 config pipe 7\nadd 100 {action} ip from any to any"
+        ));
         assert_eq!(fw.decide(pkt), (want, 100), "{action}");
     }
     let mut p6 = PacketInfo::new(ip("2001:db8::7"), ip("2001:db8::1"), 17);
@@ -849,7 +1028,8 @@ fn keep_state_lets_replies_back() {
 fn the_first_keep_state_rule_checks_states_too() {
     let mut fw = Fw::new(
         "add 100 pipe 3 tcp from any to me 22 setup keep-state\n\
-         add 200 deny ip from any to any\n",
+         add 200 deny ip from any to any\n\
+         pipe 3 config bw 1Mbit/s\n",
     );
     let p = syn();
     assert_eq!(fw.decide(p), (Decision::Pipe(3), 100));
@@ -954,13 +1134,11 @@ fn hash_tables_match_host_addresses_exactly() {
 
 #[test]
 fn table_changes_reach_the_next_program() {
-    let mut fw =
-        Fw::new("add 100 deny ip from table(bad) to any\nadd 200 allow ip from any to any\n");
-    assert_eq!(
-        fw.rs.table("bad").unwrap().ttype(),
-        TableType::Addr,
-        "created on first use"
+    let mut fw = Fw::new(
+        "add 100 deny ip from table(bad) to any\nadd 200 allow ip from any to any\n\
+         table bad create\n",
     );
+    assert_eq!(fw.rs.table("bad").unwrap().ttype(), TableType::Addr);
     assert_eq!(fw.decide(syn()).0, Decision::Allow);
     fw.rs
         .execute("table bad add 192.0.2.0/25", 1, NO_COUNTERS)
@@ -985,8 +1163,10 @@ fn table_changes_reach_the_next_program() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "line 4: table bad has type addr, the rule needs iface"
+        "4:38: table bad has type addr, the rule needs iface"
     );
+    let e = fw.rs.table_destroy("bad").unwrap_err();
+    assert_eq!(e.to_string(), "table bad is in use by rule 100");
 }
 
 #[test]
@@ -1044,7 +1224,8 @@ fn sets_disable_move_and_swap() {
     let mut fw = Fw::new(
         "add 100 set 1 deny ip from any to any\n\
          add 200 set 2 pipe 2 ip from any to any\n\
-         add 300 allow ip from any to any\n",
+         add 300 allow ip from any to any\n\
+         pipe 2 config\n",
     );
     assert_eq!(fw.decide(syn()), (Decision::Deny, 100));
     fw.rs.execute("set disable 1", 1, NO_COUNTERS).unwrap();
@@ -1255,7 +1436,7 @@ fn commands_answer_like_ipfw() {
     let e = rs.execute("set frob 1", 9, NO_COUNTERS).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "line 9, column 5: expected 'enable', 'disable', 'move' or 'swap', found 'frob'"
+        "9:5: expected 'enable', 'disable', 'move' or 'swap', found 'frob'"
     );
 }
 

@@ -417,8 +417,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let mut tcp = net::tcp::TcpConfig::default();
     let mut tuned = Vec::new();
     let mut srcroute = net::SourceRouting::default();
+    let mut dn_limits = fw::dummynet::DnLimits::default();
     for s in &a.sysctl {
-        let said = match crate::sysctl::apply_ip(&mut srcroute, s) {
+        let said = match crate::sysctl::apply_ip(&mut srcroute, s)
+            .or_else(|| crate::sysctl::apply_dummynet(&mut dn_limits, s))
+        {
             Some(said) => said,
             None => crate::sysctl::apply(&mut tcp, s),
         };
@@ -569,8 +572,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 ..fw::RulesetConfig::default()
             };
             let f = net::ipfw::Ipfw::new(cfg, workers)?;
+            f.set_dummynet_limits(dn_limits);
+            // FILE:LINE:COL: message, as a compiler says it.
             f.load(&text)
-                .map_err(|e| format!("--ipfw {}: {e}", path.display()))?;
+                .map_err(|e| format!("--ipfw {}:{e}", path.display()))?;
             f.attach(&stack);
             if a.ipfw_layer2 {
                 f.attach_layer2(&stack);
@@ -585,6 +590,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 ..fw::RulesetConfig::default()
             };
             let f = net::ipfw::Ipfw::new(cfg, workers)?;
+            f.set_dummynet_limits(dn_limits);
             f.attach(&stack);
             Some(f)
         }

@@ -311,8 +311,15 @@ pub fn names() -> String {
 pub fn help() -> String {
     format!(
         "A TCP setting under FreeBSD's sysctl name, for every connection of the node, \
-         or an IP one (repeatable); each change is printed as `NAME: OLD -> NEW`. The names:\n{}",
-        names()
+         or an IP one (repeatable); each change is printed as `NAME: OLD -> NEW`. The names:\n{}\n\
+         And for the firewall's dummynet, before --ipfw loads (the largest queue a pipe \
+         or queue may have):\n{}",
+        names(),
+        DUMMYNET
+            .iter()
+            .map(|(n, t)| format!("{n} ({t})"))
+            .collect::<Vec<_>>()
+            .join("\n")
     )
 }
 
@@ -339,9 +346,75 @@ pub fn apply(cfg: &mut TcpConfig, arg: &str) -> Result<String, String> {
     Ok(format!("{name}: {old} -> {}", (k.get)(cfg)))
 }
 
+/// dummynet's queue limits (`net.inet.ip.dummynet.pipe_slot_limit`, 100, and
+/// `pipe_byte_limit`, 1048576): the largest queue a `pipe`/`queue` config may ask
+/// for; FreeBSD's sysctl takes at least 1 slot and 1500 bytes. They are the
+/// firewall's, not TCP's: `--sysctl` sets them before `--ipfw` loads, `mpstack
+/// sysctl` for the configurations to come.
+pub const DUMMYNET: [(&str, &str); 2] = [
+    ("net.inet.ip.dummynet.pipe_slot_limit", "slots, 1 or more"),
+    (
+        "net.inet.ip.dummynet.pipe_byte_limit",
+        "bytes, 1500 or more",
+    ),
+];
+
+/// The dummynet names with their values in `lim`.
+pub fn list_dummynet(lim: &fw::dummynet::DnLimits) -> Vec<(String, String)> {
+    vec![
+        (DUMMYNET[0].0.to_string(), lim.slots.to_string()),
+        (DUMMYNET[1].0.to_string(), lim.bytes.to_string()),
+    ]
+}
+
+/// Applies `NAME=VALUE` to `lim` if NAME is one of [`DUMMYNET`]'s (`None`
+/// otherwise); says what changed.
+pub fn apply_dummynet(
+    lim: &mut fw::dummynet::DnLimits,
+    arg: &str,
+) -> Option<Result<String, String>> {
+    let (name, value) = arg.split_once('=')?;
+    let (i, (_, takes)) = DUMMYNET.iter().enumerate().find(|(_, k)| k.0 == name)?;
+    let old = list_dummynet(lim)[i].1.clone();
+    let mut new = *lim;
+    let n = value.parse::<usize>().ok();
+    match (i, n) {
+        (0, Some(n)) => new.slots = n,
+        (1, Some(n)) => new.bytes = n,
+        _ => {}
+    }
+    if n.is_none() || !new.is_valid() {
+        return Some(Err(format!("{name}: '{value}' is not {takes}")));
+    }
+    *lim = new;
+    Some(Ok(format!("{name}: {old} -> {value}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dummynet_limits_take_what_freebsd_takes() {
+        let mut l = fw::dummynet::DnLimits::default();
+        assert_eq!(
+            apply_dummynet(&mut l, "net.inet.ip.dummynet.pipe_slot_limit=200"),
+            Some(Ok("net.inet.ip.dummynet.pipe_slot_limit: 100 -> 200".into()))
+        );
+        assert_eq!(l.slots, 200);
+        assert!(
+            apply_dummynet(&mut l, "net.inet.ip.dummynet.pipe_byte_limit=1499")
+                .unwrap()
+                .is_err()
+        );
+        assert!(
+            apply_dummynet(&mut l, "net.inet.ip.dummynet.pipe_slot_limit=0")
+                .unwrap()
+                .is_err()
+        );
+        assert_eq!(l.bytes, 1 << 20);
+        assert!(apply_dummynet(&mut l, "net.inet.tcp.msl=100").is_none());
+    }
 
     #[test]
     fn each_name_sets_its_field_and_reads_back_what_it_was_given() {

@@ -321,6 +321,33 @@ fn commands_change_a_running_router_while_tcp_goes_through_it() {
     assert!(!okj(&["ipfw", "show"]).contains("00200"));
     okj(&["ipfw", "delete", "100"]);
     assert!(!okj(&["ipfw", "show"]).contains("00100"));
+    // A rule naming a pipe nobody configured is refused at the name (issue 29); so
+    // is a queue beyond dummynet's limit, until the sysctl raises it.
+    let add_pipe = [
+        "ipfw", "add", "300", "pipe", "5", "ip", "from", "any", "to", "any",
+    ];
+    let (code, _, err) = ctlj(&add_pipe);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("ipfw: 1:14: pipe 5 is not configured"),
+        "{err}"
+    );
+    let pipe5 = [
+        "ipfw", "pipe", "5", "config", "bw", "1Mbit/s", "queue", "200",
+    ];
+    let (code, _, err) = ctlj(&pipe5);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("1:6: queue size 200 is more than 100"),
+        "{err}"
+    );
+    assert_eq!(
+        okj(&["sysctl", "net.inet.ip.dummynet.pipe_slot_limit=200"]).trim(),
+        "net.inet.ip.dummynet.pipe_slot_limit: 100 -> 200"
+    );
+    okj(&pipe5);
+    okj(&add_pipe);
+    okj(&["ipfw", "delete", "300"]);
 
     // Neighbours, counters, tunables.
     let arp = okj(&["arp", "-a"]);

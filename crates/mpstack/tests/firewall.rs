@@ -108,3 +108,87 @@ fn denied_ports_get_the_configured_answer_and_counters_match() {
         "count then deny"
     );
 }
+
+/// `mpstack run --ipfw FILE` with `args` (a TAP of its own, no control socket):
+/// its exit code and standard error. The node is expected to refuse to start.
+fn refused_run(tag: &str, rules: &str, args: &[&str]) -> (Option<i32>, String) {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("mpstack-fwbad-{tag}-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.rules");
+    std::fs::write(&file, rules).unwrap();
+    let tap = format!("mpf{tag}{}", pid % 10000);
+    let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["run", "--tap", &tap, "--inet", "198.18.0.2/24"])
+        .args(["--name", "none", "--serve", "none"])
+        .args(args)
+        .arg("--ipfw")
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A node that took the rules would run until stopped: give it 30 s.
+    let t = std::time::Instant::now();
+    while node.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = node.try_wait().unwrap().is_none();
+    if started {
+        let _ = node.kill();
+    }
+    let o = node.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !started && !out.contains("up on"),
+        "the node started: {out}"
+    );
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_ruleset_naming_an_undefined_pipe_or_too_long_a_queue_stops_the_node_at_its_line() {
+    skip_unless!("ip");
+    // Issue 29: a rule sending to a pipe nobody configured, and a pipe asking for
+    // a queue far beyond FreeBSD's limits.
+    let (code, err) = refused_run(
+        "a",
+        "# shaped\nadd 100 pipe 5 ip from any to any\npipe 1 config bw 1Mbit/s\n",
+        &[],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("bad.rules:2:14: pipe 5 is not configured"),
+        "{err}"
+    );
+    let (code, err) = refused_run("b", "pipe 1 config bw 1Kbit/s queue 99999999\n", &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("bad.rules:1:6: queue size 99999999 is more than 100"),
+        "{err}"
+    );
+    // The sysctl raises the limit, within what it takes: here the first error is
+    // the next line's.
+    let (_, err) = refused_run(
+        "c",
+        "pipe 1 config queue 200\nadd 100 queue 3 ip from any to any\n",
+        &["--sysctl", "net.inet.ip.dummynet.pipe_slot_limit=200"],
+    );
+    assert!(
+        err.contains("bad.rules:2:15: queue 3 is not configured"),
+        "{err}"
+    );
+    let (_, err) = refused_run(
+        "d",
+        "\n",
+        &["--sysctl", "net.inet.ip.dummynet.pipe_byte_limit=100"],
+    );
+    assert!(
+        err.contains("net.inet.ip.dummynet.pipe_byte_limit: '100' is not bytes, 1500 or more"),
+        "{err}"
+    );
+}

@@ -132,12 +132,14 @@ fn stateful_firewall_lets_replies_of_allowed_connections_in_and_nothing_else() {
     }
 }
 
-// Queues of 200 slots: more than the 256 KB windows can fill (33 packets are in
-// flight at 10 Mbit/s x 40 ms), so no loss; with 50 or 100 slots slow start
-// overflows the queue and the transfer spends its time in loss recovery.
+// Queues of 300 KB (200 full-size packets): more than the 256 KB windows can fill
+// (33 packets are in flight at 10 Mbit/s x 40 ms), so no loss; with 50 or 100
+// slots slow start overflows the queue and the transfer spends its time in loss
+// recovery. In bytes, since 200 slots are beyond FreeBSD's pipe_slot_limit (100)
+// and 300 KB within its pipe_byte_limit (1 MB).
 const SHAPED: &str = "
-pipe 1 config bw 10Mbit/s delay 20ms queue 200
-pipe 2 config bw 10Mbit/s delay 20ms queue 200
+pipe 1 config bw 10Mbit/s delay 20ms queue 300KB
+pipe 2 config bw 10Mbit/s delay 20ms queue 300KB
 add 100 pipe 1 ip from 198.18.1.0/24 to any in
 add 200 pipe 2 ip from any to 198.18.1.0/24 in
 add 300 allow ip from any to any

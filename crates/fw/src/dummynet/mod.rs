@@ -82,12 +82,21 @@
 //!
 //! # Bounds
 //!
+//! A configuration may not ask for a queue larger than the [`DnLimits`] of the
+//! instance (FreeBSD's `net.inet.ip.dummynet.pipe_slot_limit`, 100 slots, and
+//! `pipe_byte_limit`, 1 MB, which ipfw(8) checks before configuring), nor a delay
+//! beyond 10 s ([`MAX_DELAY`], ipfw(8)'s "delay must be < 10000"): `configure_pipe`
+//! and `configure_queue` refuse it with [`DnError::QueueTooLong`] or
+//! [`DnError::BadDelay`]. Changing the limits ([`Dummynet::set_limits`]) leaves
+//! what is configured as it is, as FreeBSD does.
+//!
 //! A flowset makes at most `buckets * 16` per-flow queues in its pipe (FreeBSD's
 //! `dn_max_ratio` of 16 flows per hash bucket; default 64 buckets, so 1024 flows). When
 //! the bound is reached, idle queues are expired first (the WF2Q+ idle heap is drained),
 //! then the packet is dropped ([`DnDrop::TooManyFlows`]). A queue holds at most its
 //! limit; the delay line holds what the link has sent in the last `delay`, at most
-//! `bw * delay` bytes plus one burst (unbounded with `bw 0`). An idle per-flow queue
+//! `bw * delay` bytes plus one burst (with `bw 0`, what arrived in the last `delay`,
+//! at most 10 s of it: the packets' pool bounds it, as FreeBSD's mbufs do). An idle per-flow queue
 //! (empty and, with WF2Q+, out of the idle heap) is kept for its flow's next packet,
 //! as FreeBSD keeps idle queues until its lazy expiry; idle queues are freed when
 //! their flowset reaches its bound, and at once when the flowset is deleted or
@@ -102,8 +111,7 @@
 //!
 //! Not modelled: `pipe N config mask` (dynamic pipes, a scheduler instance per flow),
 //! the `rr`, `prio` and `qfq` schedulers, RED/GRED, `profile` (extra bits per
-//! packet), `noerror`, per-queue `plr`, and FreeBSD's sysctl limits on queue sizes
-//! (100 slots, 1 MB). Beyond ipfw(8)'s API: [`DnDrop::NoSuchQueue`],
+//! packet), `noerror` and per-queue `plr`. Beyond ipfw(8)'s API: [`DnDrop::NoSuchQueue`],
 //! [`QueueConfig::buckets`], [`Dummynet::configure_sched`], [`Dummynet::apply`] and
 //! [`Dummynet::queues`].
 
@@ -131,6 +139,55 @@ pub const DEFAULT_BUCKETS: u32 = 64;
 pub const MAX_BUCKETS: u32 = 65536;
 /// The queue size of a pipe or queue unless configured: 50 slots, as in FreeBSD.
 pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Slots(50);
+/// The longest `delay`: ipfw(8) refuses more than 10000 ms ("delay must be < 10000").
+pub const MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// The largest queue a `pipe` or `queue` may be configured with: FreeBSD's
+/// `net.inet.ip.dummynet.pipe_slot_limit` and `pipe_byte_limit`, which ipfw(8)
+/// checks before it configures ("2 <= queue size <= 100", "queue size must be <
+/// 1048576B": both limits are inclusive, whatever the second message says).
+/// A queue then holds at most this much whatever the traffic offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DnLimits {
+    /// Slots of a queue sized in packets: 1 or more (FreeBSD's sysctl refuses 0).
+    pub slots: usize,
+    /// Bytes of a queue sized in bytes: 1500 or more (likewise).
+    pub bytes: usize,
+}
+
+impl DnLimits {
+    /// The smallest `bytes` FreeBSD's sysctl takes (one Ethernet MTU).
+    pub const MIN_BYTES: usize = 1500;
+
+    /// Whether these are limits FreeBSD's sysctls would take.
+    pub fn is_valid(&self) -> bool {
+        self.slots >= 1 && self.bytes >= Self::MIN_BYTES
+    }
+
+    fn check(&self, q: QueueLimit) -> Result<(), DnError> {
+        match q {
+            QueueLimit::Slots(n) if n > self.slots => Err(DnError::QueueTooLong {
+                asked: q,
+                limit: QueueLimit::Slots(self.slots),
+            }),
+            QueueLimit::Bytes(n) if n > self.bytes => Err(DnError::QueueTooLong {
+                asked: q,
+                limit: QueueLimit::Bytes(self.bytes),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Default for DnLimits {
+    /// FreeBSD's defaults: 100 slots, 1 MB.
+    fn default() -> Self {
+        DnLimits {
+            slots: 100,
+            bytes: 1 << 20,
+        }
+    }
+}
 
 /// A packet as dummynet sees it: its length on the wire and its flow.
 pub trait DnPacket {
@@ -246,6 +303,13 @@ impl QueueLimit {
     fn is_valid(self) -> bool {
         !matches!(self, QueueLimit::Slots(0) | QueueLimit::Bytes(0))
     }
+
+    /// The number of slots or bytes.
+    fn amount(self) -> usize {
+        match self {
+            QueueLimit::Slots(n) | QueueLimit::Bytes(n) => n,
+        }
+    }
 }
 
 /// A pipe's scheduler (ipfw's `sched N config type ...`).
@@ -332,6 +396,13 @@ pub enum DnError {
     BadBuckets(u32),
     /// A prefix length beyond the family's.
     BadMask,
+    /// A queue larger than [`DnLimits`] allows.
+    QueueTooLong {
+        asked: QueueLimit,
+        limit: QueueLimit,
+    },
+    /// A delay beyond [`MAX_DELAY`].
+    BadDelay,
 }
 
 impl fmt::Display for DnError {
@@ -343,6 +414,19 @@ impl fmt::Display for DnError {
             DnError::BadQueueLimit => write!(f, "queue size is 0"),
             DnError::BadBuckets(b) => write!(f, "buckets {b} is not in 1..=65536"),
             DnError::BadMask => write!(f, "mask prefix is longer than the address"),
+            DnError::QueueTooLong { asked, limit } => {
+                let (what, sysctl) = match limit {
+                    QueueLimit::Slots(_) => ("slots", "pipe_slot_limit"),
+                    QueueLimit::Bytes(_) => ("bytes", "pipe_byte_limit"),
+                };
+                write!(
+                    f,
+                    "queue size {asked} is more than {limit} (at most {} {what}: \
+                     net.inet.ip.dummynet.{sysctl})",
+                    limit.amount()
+                )
+            }
+            DnError::BadDelay => write!(f, "delay is more than 10000 ms"),
         }
     }
 }
@@ -408,6 +492,8 @@ pub struct Dummynet<T: DnPacket> {
     seq: u64,
     /// Released packets of several pipes, merged by release time.
     scratch: Vec<(u64, T)>,
+    /// The largest queue a configuration may ask for.
+    limits: DnLimits,
 }
 
 impl<T: DnPacket> fmt::Debug for Dummynet<T> {
@@ -428,18 +514,19 @@ fn check_number(n: u32) -> Result<(), DnError> {
     }
 }
 
-/// Whether [`Dummynet::apply`] would take `cmd`: its errors come from the command
-/// alone, never from what is configured, so a caller applying several can check
-/// them all first and apply all or none.
-pub fn check_command(cmd: &DnCommand) -> Result<(), DnError> {
+/// Whether a [`Dummynet`] with limits `lim` would take `cmd` in [`Dummynet::apply`]:
+/// its errors come from the command and the limits alone, never from what is
+/// configured, so a caller applying several can check them all first and apply all
+/// or none.
+pub fn check_command(cmd: &DnCommand, lim: &DnLimits) -> Result<(), DnError> {
     match cmd {
-        DnCommand::Pipe(n, cfg) => check_pipe(*n, cfg),
-        DnCommand::Queue(n, cfg) => check_queue(*n, cfg),
+        DnCommand::Pipe(n, cfg) => check_pipe(*n, cfg, lim),
+        DnCommand::Queue(n, cfg) => check_queue(*n, cfg, lim),
         DnCommand::Sched(..) | DnCommand::DeletePipe(_) | DnCommand::DeleteQueue(_) => Ok(()),
     }
 }
 
-fn check_pipe(n: u32, cfg: &PipeConfig) -> Result<(), DnError> {
+fn check_pipe(n: u32, cfg: &PipeConfig, lim: &DnLimits) -> Result<(), DnError> {
     check_number(n)?;
     if !(0.0..=1.0).contains(&cfg.plr) {
         return Err(DnError::BadPlr);
@@ -447,10 +534,14 @@ fn check_pipe(n: u32, cfg: &PipeConfig) -> Result<(), DnError> {
     if !cfg.queue.is_valid() {
         return Err(DnError::BadQueueLimit);
     }
+    lim.check(cfg.queue)?;
+    if cfg.delay > MAX_DELAY {
+        return Err(DnError::BadDelay);
+    }
     Ok(())
 }
 
-fn check_queue(n: u32, cfg: &QueueConfig) -> Result<(), DnError> {
+fn check_queue(n: u32, cfg: &QueueConfig, lim: &DnLimits) -> Result<(), DnError> {
     check_number(n)?;
     check_number(cfg.pipe)?;
     if !(1..=100).contains(&cfg.weight) {
@@ -459,6 +550,7 @@ fn check_queue(n: u32, cfg: &QueueConfig) -> Result<(), DnError> {
     if !cfg.queue.is_valid() {
         return Err(DnError::BadQueueLimit);
     }
+    lim.check(cfg.queue)?;
     if !(1..=MAX_BUCKETS).contains(&cfg.buckets) {
         return Err(DnError::BadBuckets(cfg.buckets));
     }
@@ -478,7 +570,24 @@ impl<T: DnPacket> Dummynet<T> {
             now: 0,
             seq: 0,
             scratch: Vec::new(),
+            limits: DnLimits::default(),
         }
+    }
+
+    /// The queue limits configurations are checked against.
+    pub fn limits(&self) -> DnLimits {
+        self.limits
+    }
+
+    /// Changes the queue limits (FreeBSD's `sysctl net.inet.ip.dummynet.pipe_slot_limit`
+    /// and `pipe_byte_limit`); false, and nothing changed, if they are not
+    /// [valid](DnLimits::is_valid). As in FreeBSD, pipes and queues already
+    /// configured keep their size: the limits apply to the next configuration.
+    pub fn set_limits(&mut self, lim: DnLimits) -> bool {
+        if lim.is_valid() {
+            self.limits = lim;
+        }
+        lim.is_valid()
     }
 
     /// `ipfw pipe N config ...`. Reconfiguring keeps every queued packet: a new
@@ -487,7 +596,7 @@ impl<T: DnPacket> Dummynet<T> {
     /// queued packets (to FIFO in their arrival order; to WF2Q+ as newly backlogged
     /// queues); `burst` caps the credit from the next idle period on.
     pub fn configure_pipe(&mut self, n: u32, cfg: PipeConfig) -> Result<(), DnError> {
-        check_pipe(n, &cfg)?;
+        check_pipe(n, &cfg, &self.limits)?;
         match self.pipes.get_mut(&n) {
             Some(p) => p.reconfigure(cfg),
             None => {
@@ -502,7 +611,7 @@ impl<T: DnPacket> Dummynet<T> {
     /// pipe and mask updates the weight and limit of its existing per-flow queues; with
     /// another pipe or mask, the existing queues are let drain and new ones are made.
     pub fn configure_queue(&mut self, n: u32, cfg: QueueConfig) -> Result<(), DnError> {
-        check_queue(n, &cfg)?;
+        check_queue(n, &cfg, &self.limits)?;
         if let Some(old) = self.flowsets.get(&n) {
             if let Some(p) = self.pipes.get_mut(&old.cfg.pipe) {
                 if old.cfg.pipe == cfg.pipe && old.cfg.mask == cfg.mask {

@@ -38,34 +38,19 @@ pub enum DnCommand {
     DeleteQueue(u32),
 }
 
-/// Where the text went wrong: the 1-based column of the offending word (or one past
-/// the end of the line), what was expected there and what was found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseError {
-    pub column: usize,
-    pub expected: &'static str,
-    pub found: String,
-}
+/// Where the text went wrong: the rules' error ([`crate::ParseError`]), line 1 (a
+/// caller reading a file sets the line), the 1-based column of the offending word
+/// (or one past the end of the line), what was expected there and what was found.
+pub use crate::parse::ParseError;
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.found.is_empty() {
-            write!(
-                f,
-                "column {}: expected {}, found the end of the line",
-                self.column, self.expected
-            )
-        } else {
-            write!(
-                f,
-                "column {}: expected {}, found `{}`",
-                self.column, self.expected, self.found
-            )
-        }
+fn at_end(column: usize, expected: &str) -> ParseError {
+    ParseError {
+        line: 1,
+        col: column,
+        expected: expected.to_string(),
+        found: ParseError::found_text(""),
     }
 }
-
-impl std::error::Error for ParseError {}
 
 struct Words<'a> {
     words: Vec<(usize, &'a str)>,
@@ -77,9 +62,10 @@ type Word<'a> = (usize, &'a str);
 
 fn err(w: Word<'_>, expected: &'static str) -> ParseError {
     ParseError {
-        column: w.0,
-        expected,
-        found: w.1.to_string(),
+        line: 1,
+        col: w.0,
+        expected: expected.to_string(),
+        found: ParseError::found_text(w.1),
     }
 }
 
@@ -115,11 +101,7 @@ impl<'a> Words<'a> {
 
     /// The next word; at the end of the line, an error expecting `what`.
     fn want(&mut self, what: &'static str) -> Result<Word<'a>, ParseError> {
-        let w = self.peek().ok_or(ParseError {
-            column: self.end,
-            expected: what,
-            found: String::new(),
-        })?;
+        let w = self.peek().ok_or_else(|| at_end(self.end, what))?;
         self.next += 1;
         Ok(w)
     }
@@ -135,9 +117,9 @@ pub fn parse_config(line: &str) -> Result<DnCommand, ParseError> {
     if w.peek().is_some_and(|x| x.1 == "ipfw") {
         w.next += 1;
     }
-    let what = w.want("`pipe`, `queue` or `sched`")?;
+    let what = w.want("'pipe', 'queue' or 'sched'")?;
     if !matches!(what.1, "pipe" | "queue" | "sched") {
-        return Err(err(what, "`pipe`, `queue` or `sched`"));
+        return Err(err(what, "'pipe', 'queue' or 'sched'"));
     }
     let nw = w.want("a number in 1..65535")?;
     let n = number(nw)
@@ -145,15 +127,15 @@ pub fn parse_config(line: &str) -> Result<DnCommand, ParseError> {
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| (1..=MAX_NUMBER).contains(n))
         .ok_or_else(|| err(nw, "a number in 1..65535"))?;
-    let verb = w.want("`config` or `delete`")?;
+    let verb = w.want("'config' or 'delete'")?;
     let cmd = match (what.1, verb.1) {
         ("pipe", "delete") => DnCommand::DeletePipe(n),
         ("queue", "delete") => DnCommand::DeleteQueue(n),
         ("pipe", "config") => DnCommand::Pipe(n, pipe_options(&mut w)?),
         ("queue", "config") => DnCommand::Queue(n, queue_options(&mut w)?),
         ("sched", "config") => DnCommand::Sched(n, sched_options(&mut w)?),
-        ("sched", _) => return Err(err(verb, "`config`")),
-        _ => return Err(err(verb, "`config` or `delete`")),
+        ("sched", _) => return Err(err(verb, "'config'")),
+        _ => return Err(err(verb, "'config' or 'delete'")),
     };
     match w.peek() {
         Some(x) => Err(err(x, "the end of the line")),
@@ -218,11 +200,7 @@ fn queue_options(w: &mut Words<'_>) -> Result<QueueConfig, ParseError> {
             _ => return Err(err(opt, QUEUE_OPTION)),
         }
     }
-    c.pipe = pipe.ok_or(ParseError {
-        column: w.end_col(),
-        expected: "`pipe N` (the pipe this queue feeds)",
-        found: String::new(),
-    })?;
+    c.pipe = pipe.ok_or_else(|| at_end(w.end_col(), "'pipe N' (the pipe this queue feeds)"))?;
     Ok(c)
 }
 
@@ -232,7 +210,7 @@ fn sched_options(w: &mut Words<'_>) -> Result<SchedKind, ParseError> {
         w.next += 1;
         match opt.1 {
             "type" => kind = sched_kind(w.want(KIND)?)?,
-            _ => return Err(err(opt, "`type`")),
+            _ => return Err(err(opt, "'type'")),
         }
     }
     Ok(kind)

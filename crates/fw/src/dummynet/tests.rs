@@ -103,6 +103,124 @@ fn ten_mbit_pipe_carries_back_to_back_packets_at_line_rate_plus_delay() {
 }
 
 #[test]
+fn queues_beyond_freebsds_sysctl_limits_are_refused() {
+    let mut dn: Dummynet<Pkt> = Dummynet::new(1);
+    // 100 slots and 1 MB are allowed, one more of either is not (FreeBSD's
+    // pipe_slot_limit and pipe_byte_limit, inclusive as ipfw(8) checks them).
+    dn.configure_pipe(1, pipe(1000, 0, QueueLimit::Slots(100)))
+        .unwrap();
+    dn.configure_pipe(2, pipe(1000, 0, QueueLimit::Bytes(1 << 20)))
+        .unwrap();
+    let e = dn
+        .configure_pipe(3, pipe(1000, 0, QueueLimit::Slots(99_999_999)))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        DnError::QueueTooLong {
+            asked: QueueLimit::Slots(99_999_999),
+            limit: QueueLimit::Slots(100)
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "queue size 99999999 is more than 100 (at most 100 slots: \
+         net.inet.ip.dummynet.pipe_slot_limit)"
+    );
+    let e = dn
+        .configure_pipe(3, pipe(1000, 0, QueueLimit::Bytes((1 << 20) + 1)))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("net.inet.ip.dummynet.pipe_byte_limit"),
+        "{e}"
+    );
+    let q = QueueConfig {
+        queue: QueueLimit::Slots(101),
+        ..QueueConfig::new(1)
+    };
+    assert!(matches!(
+        dn.configure_queue(1, q.clone()),
+        Err(DnError::QueueTooLong { .. })
+    ));
+    assert!(dn.pipe_stats(3).is_none() && dn.queues().is_empty());
+    // check_command says the same before anything is applied.
+    let cmd = parse_config("pipe 1 config bw 1Kbit/s queue 99999999").unwrap();
+    assert!(check_command(&cmd, &DnLimits::default()).is_err());
+    // A delay beyond ipfw(8)'s 10 s.
+    assert_eq!(
+        dn.configure_pipe(3, pipe(0, 10_001, DEFAULT_QUEUE)),
+        Err(DnError::BadDelay)
+    );
+    dn.configure_pipe(3, pipe(0, 10_000, DEFAULT_QUEUE))
+        .unwrap();
+
+    // The sysctls move the limits; what they refuse changes nothing.
+    assert!(!dn.set_limits(DnLimits {
+        slots: 0,
+        bytes: 1 << 20
+    }));
+    assert!(!dn.set_limits(DnLimits {
+        slots: 100,
+        bytes: 1499
+    }));
+    assert_eq!(dn.limits(), DnLimits::default());
+    assert!(dn.set_limits(DnLimits {
+        slots: 200,
+        bytes: 1500
+    }));
+    dn.configure_queue(1, q).unwrap();
+    assert!(dn
+        .configure_pipe(4, pipe(1000, 0, QueueLimit::Bytes(1501)))
+        .is_err());
+    // Lowered below what pipe 1 has: pipe 1 keeps its 100 slots.
+    assert!(dn.set_limits(DnLimits {
+        slots: 10,
+        bytes: 1500
+    }));
+    assert_eq!(dn.pipes()[0].1.queue, QueueLimit::Slots(100));
+}
+
+#[test]
+fn a_flood_into_a_slow_pipe_holds_no_more_than_the_limit_and_counts_the_rest() {
+    // The hostile run's pipe: 1 Kbit/s, as large a queue as the limits allow.
+    let mut dn = Dummynet::new(1);
+    let lim = dn.limits();
+    assert!(dn
+        .apply(parse_config("pipe 1 config bw 1Kbit/s queue 99999999").unwrap())
+        .is_err());
+    dn.configure_pipe(1, pipe(1000, 0, QueueLimit::Slots(lim.slots)))
+        .unwrap();
+    let q = QueueConfig {
+        mask: FlowMask::ALL,
+        queue: QueueLimit::Bytes(lim.bytes),
+        buckets: 1,
+        ..QueueConfig::new(1)
+    };
+    dn.configure_queue(1, q.clone()).unwrap();
+    let mut most = 0;
+    for i in 0..200_000u64 {
+        let now = i * 1000;
+        let _ = dn.enqueue_pipe(1, pkt(i, 1000, 1), now);
+        // 64 flows through the masked queue: each may hold 1 MB, and at most
+        // 16 of them exist.
+        let _ = dn.enqueue_queue(1, pkt(i, 1000, (i % 64) as u32), now);
+        let s = dn.pipe_stats(1).unwrap();
+        most = most.max(s.queued_pkts + s.delayed_pkts);
+    }
+    let s = dn.pipe_stats(1).unwrap();
+    check_balance(&s);
+    // Own queue: 100 slots (+1 on the wire); flows: 16 queues of 1048 packets of
+    // 1000 bytes (+ their share of the wire).
+    assert!(most <= 100 + 16 * 1048 + 1, "{most}");
+    assert!(s.flows <= 16, "{s:?}");
+    assert!(
+        s.drop_full_pkts > 150_000 && s.drop_flows_pkts > 100_000,
+        "{s:?}"
+    );
+    assert_eq!(s.in_pkts, 400_000);
+}
+
+#[test]
 fn each_packet_is_delayed_by_its_transmission_time_plus_the_delay() {
     let mut dn = Dummynet::new(1);
     dn.configure_pipe(1, pipe(10_000_000, 20, DEFAULT_QUEUE))
@@ -256,6 +374,11 @@ fn burst_leaves_at_line_rate_after_idle_then_the_rest_at_bw() {
 /// the shares are of bytes, not packets), kept backlogged on a 10 Mbit/s pipe.
 fn shares(kind: SchedKind) -> [f64; 3] {
     let mut dn = Dummynet::new(1);
+    // Queues longer than FreeBSD's default limit, as its sysctl allows.
+    assert!(dn.set_limits(DnLimits {
+        slots: 1000,
+        ..DnLimits::default()
+    }));
     let cfg = PipeConfig {
         sched: kind,
         ..pipe(10_000_000, 0, DEFAULT_QUEUE)
@@ -553,31 +676,31 @@ fn parses_ipfw_syntax() {
 #[test]
 fn parse_errors_name_the_column_and_what_was_expected() {
     let e = parse_config("pipe 1 config bw 10Mbit/sec delay 20ms").unwrap_err();
-    assert_eq!(e.column, 18);
-    assert_eq!(e.found, "10Mbit/sec");
+    assert_eq!(e.col, 18);
+    assert_eq!(e.found, "'10Mbit/sec'");
     assert!(e.expected.contains("bandwidth"), "{e}");
     assert_eq!(
         e.to_string(),
-        "column 18: expected a bandwidth like 10Mbit/s, 512Kbit/s or 1MByte/s, found `10Mbit/sec`"
+        "1:18: expected a bandwidth like 10Mbit/s, 512Kbit/s or 1MByte/s, found '10Mbit/sec'"
     );
     let e = parse_config("pipe 1 config bw 10Mbit/s delay").unwrap_err();
-    assert_eq!((e.column, e.found.as_str()), (32, ""));
+    assert_eq!((e.col, e.found.as_str()), (32, "the end of the line"));
     let e = parse_config("pipe 0 config").unwrap_err();
-    assert_eq!(e.column, 6);
+    assert_eq!(e.col, 6);
     let e = parse_config("queue 2 config pipe 1 weight 300").unwrap_err();
-    assert_eq!((e.column, e.expected), (30, "a weight in 1..100"));
+    assert_eq!((e.col, e.expected.as_str()), (30, "a weight in 1..100"));
     let e = parse_config("queue 2 config weight 3").unwrap_err();
     assert!(e.expected.contains("pipe N"));
     let e = parse_config("queue 2 config pipe 1 mask src-ip 0xff00ff00").unwrap_err();
-    assert_eq!(e.column, 35);
+    assert_eq!(e.col, 35);
     let e = parse_config("pipe 1 config sched qfq").unwrap_err();
-    assert_eq!(e.column, 21);
+    assert_eq!(e.col, 21);
     let e = parse_config("pipe 1 config plr 1.5").unwrap_err();
-    assert_eq!(e.column, 19);
+    assert_eq!(e.col, 19);
     let e = parse_config("pipe 1 config frobnicate").unwrap_err();
-    assert_eq!((e.column, e.expected), (15, parse::PIPE_OPTION));
+    assert_eq!((e.col, e.expected.as_str()), (15, parse::PIPE_OPTION));
     let e = parse_config("pipe 1 delete now").unwrap_err();
-    assert_eq!(e.column, 15);
+    assert_eq!(e.col, 15);
 }
 
 fn any_limit() -> impl Strategy<Value = QueueLimit> {
@@ -693,6 +816,10 @@ fn dummynet_bench() {
     };
     let run = |kind: SchedKind, flows: u32, via_queue: bool| {
         let mut dn = Dummynet::new(1);
+        dn.set_limits(DnLimits {
+            slots: 100_000,
+            ..DnLimits::default()
+        });
         let cfg = PipeConfig {
             bandwidth: 10_000_000_000,
             delay: Duration::from_micros(100),

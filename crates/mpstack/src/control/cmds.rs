@@ -161,7 +161,9 @@ pub fn help(cmd: &str) -> String {
         "sysctl" => {
             "usage: mpstack sysctl [-j NODE] [-a | NAME[=VALUE] ...] [--json]\n\
              A prefix (net.inet.tcp) lists what is under it. New TCP connections take the\n\
-             TCP settings; open ones keep theirs.\n"
+             TCP settings; open ones keep theirs. With a firewall,\n\
+             net.inet.ip.dummynet.pipe_slot_limit and pipe_byte_limit bound the queues of\n\
+             the pipe and queue configs to come.\n"
         }
         _ => "",
     };
@@ -1444,6 +1446,7 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
             "net.inet.ip.fw.verbose_limit".into(),
             f.log_limit().to_string(),
         ));
+        all.extend(crate::sysctl::list_dummynet(&f.dummynet_limits()));
     }
     all.sort();
     let words: Vec<&str> = args
@@ -1461,10 +1464,17 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     let mut new_sr = sr;
     let mut fwd: Vec<(bool, bool)> = Vec::new();
     let mut log_limit: Option<u32> = None;
+    let mut dn_limits = node.ipfw.map(|f| f.dummynet_limits());
     for w in words.iter().filter(|w| **w != "-a") {
         if let Some(said) = crate::sysctl::apply_ip(&mut new_sr, w) {
             changes.push(said.map_err(|e| fail(format!("sysctl: {e}")))?);
         } else if let Some((name, value)) = w.split_once('=') {
+            if let Some(lim) = &mut dn_limits {
+                if let Some(said) = crate::sysctl::apply_dummynet(lim, w) {
+                    changes.push(said.map_err(|e| fail(format!("sysctl: {e}")))?);
+                    continue;
+                }
+            }
             match name {
                 "net.inet.ip.forwarding" | "net.inet6.ip6.forwarding" => {
                     let v6 = name.starts_with("net.inet6");
@@ -1522,6 +1532,9 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     }
     if let (Some(n), Some(f)) = (log_limit, node.ipfw) {
         f.set_log_limit(n);
+    }
+    if let (Some(l), Some(f)) = (dn_limits, node.ipfw) {
+        f.set_dummynet_limits(l);
     }
     for (v6, on) in fwd {
         for i in node.stack.interfaces() {

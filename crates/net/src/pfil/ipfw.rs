@@ -217,43 +217,36 @@ impl Ipfw {
 
     /// Loads a rules file (ipfw(8) commands — rules, tables, and `pipe N config …` /
     /// `queue N config …` lines for dummynet — and `#` comments); on an error
-    /// nothing changes, and every error names the line (and, in a rule, the column).
+    /// nothing changes. A file may name pipes, queues and tables it defines further
+    /// on; one still undefined at the end is refused. Errors are `LINE:COL:
+    /// message` ([`fw::CmdError`]).
     pub fn load(&self, text: &str) -> Result<usize, String> {
-        // dummynet's lines go to dummynet; the rest, with line numbers kept (blank
-        // lines in their place), to the ruleset. The dummynet lines are all checked
-        // before the rules load, and applied after: once the rules have loaded, they
-        // cannot fail.
-        let mut rules = String::with_capacity(text.len());
-        let mut dn = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if is_dummynet(line) {
-                let at = |e: &dyn std::fmt::Display| format!("line {}: {e}", i + 1);
-                let cmd = fw::dummynet::parse_config(line).map_err(|e| at(&e))?;
-                fw::dummynet::check_command(&cmd).map_err(|e| at(&e))?;
-                dn.push(cmd);
-                rules.push('\n');
-            } else {
-                rules.push_str(line);
-                rules.push('\n');
-            }
-        }
         let mut rs = self.rules();
-        let n = rs.load(&rules).map_err(|e| e.to_string())?;
-        // The pipes before the rules that send packets to them.
-        {
-            let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
-            for cmd in dn {
-                d.apply(cmd).map_err(|e| format!("dummynet: {e}"))?;
-                self.shaping.store(true, Ordering::Relaxed);
-            }
-        }
+        let n = rs.load(text).map_err(|e| e.to_string())?;
+        self.apply_dummynet(&mut rs)?;
         self.publish(&mut rs)?;
         Ok(n)
     }
 
+    /// Hands the dummynet commands the ruleset took to the shaper (the ruleset has
+    /// checked them against the same limits: they apply).
+    fn apply_dummynet(&self, rs: &mut fw::Ruleset) -> Result<(), String> {
+        let cmds = rs.take_dummynet();
+        if cmds.is_empty() {
+            return Ok(());
+        }
+        let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+        for cmd in cmds {
+            d.apply(cmd).map_err(|e| format!("dummynet: {e}"))?;
+        }
+        self.shaping.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Runs one ipfw(8) command (`add …`, `delete N`, `list`, `show`, `zero`,
     /// `table …`, `set …`, `pipe N config …`, `queue N config …`) and returns its
-    /// output.
+    /// output. A rule may name only pipes, queues and tables that exist. Errors are
+    /// `1:COL: message`.
     pub fn command(&self, line: &str) -> Result<String, String> {
         let words: Vec<&str> = line.split_whitespace().collect();
         // `resetlog [N ...]`, and `zero` resets the log counts as FreeBSD's does.
@@ -280,18 +273,32 @@ impl Ipfw {
                 });
             }
         }
-        if is_dummynet(line) {
-            let cmd = fw::dummynet::parse_config(line).map_err(|e| e.to_string())?;
-            let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
-            d.apply(cmd).map_err(|e| e.to_string())?;
-            self.shaping.store(true, Ordering::Relaxed);
-            return Ok(String::new());
-        }
         let mut rs = self.rules();
         let refs = self.counters();
         let out = rs.execute(line, 1, &refs).map_err(|e| e.to_string())?;
+        self.apply_dummynet(&mut rs)?;
         self.publish(&mut rs)?;
         Ok(out)
+    }
+
+    /// The largest queue a pipe or queue may be configured with
+    /// (`net.inet.ip.dummynet.pipe_slot_limit` and `pipe_byte_limit`).
+    pub fn dummynet_limits(&self) -> fw::dummynet::DnLimits {
+        self.rules().dummynet_limits()
+    }
+
+    /// Sets [`Ipfw::dummynet_limits`] for the configurations to come; false, and
+    /// nothing changed, for limits FreeBSD's sysctls refuse (0 slots, under 1500
+    /// bytes).
+    pub fn set_dummynet_limits(&self, lim: fw::dummynet::DnLimits) -> bool {
+        let mut rs = self.rules();
+        if !rs.set_dummynet_limits(lim) {
+            return false;
+        }
+        self.dn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_limits(lim)
     }
 
     /// Lines `log` writes per rule by default (`net.inet.ip.fw.verbose_limit`; 0:
@@ -521,20 +528,6 @@ fn tag_word(tags: &fw::Tags) -> (u32, bool) {
     let lo = it.next().copied().unwrap_or(0);
     let hi = it.next().copied().unwrap_or(0);
     (u32::from(lo) | u32::from(hi) << 16, it.next().is_some())
-}
-
-/// `pipe N config …`, `queue N config …`, `sched N config …` (with or without a
-/// leading `ipfw`), as opposed to a rule.
-fn is_dummynet(line: &str) -> bool {
-    let mut w = line.split_whitespace();
-    let mut first = w.next();
-    if first == Some("ipfw") {
-        first = w.next();
-    }
-    matches!(first, Some("pipe" | "queue" | "sched"))
-        && w.next()
-            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        && matches!(w.next(), Some("config" | "delete"))
 }
 
 /// `me`, `verrevpath`, `antispoof` answered by the stack through its pfil
@@ -1205,19 +1198,51 @@ mod tests {
     fn a_rules_file_with_a_bad_line_changes_nothing() {
         let fw = Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
         let before = fw.show();
-        for bad in [
-            "add 100 pipe 1 ip from any to any\npipe 1 config bw 10Mbit/s\nqueue 2 config pipe 1 weight 500\n",
-            "pipe 1 config bw 10Mbit/s\nadd 100 pipe 1 ip fro any to any\n",
+        for (bad, at) in [
+            (
+                "add 100 pipe 1 ip from any to any\npipe 1 config bw 10Mbit/s\nqueue 2 config pipe 1 weight 500\n",
+                "3:30: ",
+            ),
+            (
+                "pipe 1 config bw 10Mbit/s\nadd 100 pipe 1 ip fro any to any\n",
+                "2:19: ",
+            ),
+            ("add 100 pipe 1 ip from any to any\n", "1:14: pipe 1 is not configured"),
+            ("pipe 1 config queue 99999999\n", "1:6: queue size 99999999"),
         ] {
             let e = fw.load(bad).unwrap_err();
-            assert!(e.contains("line "), "{e}");
+            assert!(e.starts_with(at), "{e}");
             assert_eq!(fw.show(), before, "{bad}");
             assert!(fw.pipes().is_empty(), "{bad}: {:?}", fw.pipes());
         }
-        fw.load("pipe 1 config bw 10Mbit/s\nadd 100 pipe 1 ip from any to any\n")
+        // The pipe after the rule that uses it, as ipfw scripts write it.
+        fw.load("add 100 pipe 1 ip from any to any\npipe 1 config bw 10Mbit/s\n")
             .unwrap();
         assert_eq!(fw.pipes().len(), 1);
         assert!(fw.show().contains("00100"));
+        // A command naming what does not exist, as `mpstack ipfw` sends it.
+        let e = fw
+            .command("add 200 queue 3 ip from any to any")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "1:15: queue 3 is not configured (queue 3 config pipe N ...)"
+        );
+        let e = fw.command("pipe 1 delete").unwrap_err();
+        assert_eq!(e, "1:6: pipe 1 is in use by rule 100");
+        // The limits, as the sysctls set them.
+        assert!(fw.command("pipe 2 config queue 200").is_err());
+        assert!(!fw.set_dummynet_limits(fw::dummynet::DnLimits {
+            slots: 0,
+            bytes: 1500
+        }));
+        assert!(fw.set_dummynet_limits(fw::dummynet::DnLimits {
+            slots: 200,
+            bytes: 1500
+        }));
+        fw.command("pipe 2 config queue 200").unwrap();
+        assert_eq!(fw.dummynet_limits().slots, 200);
+        assert_eq!(fw.pipes().len(), 2);
     }
 
     #[test]

@@ -25,10 +25,12 @@ pub const PIPE_DELAY_MS: u64 = 20;
 /// Each LAN's own one-way delay.
 pub const LAN_DELAY: Duration = Duration::from_micros(50);
 
-/// The router's ruleset: what `ipfw show` lists after the run.
+/// The router's ruleset: what `ipfw show` lists after the run. Queues of 300 KB,
+/// more than the transfer's window fills (in bytes: 200 slots would be beyond
+/// FreeBSD's pipe_slot_limit of 100).
 pub const RULES: &str = "\
-pipe 1 config bw 10Mbit/s delay 20ms queue 200
-pipe 2 config bw 10Mbit/s delay 20ms queue 200
+pipe 1 config bw 10Mbit/s delay 20ms queue 300KB
+pipe 2 config bw 10Mbit/s delay 20ms queue 300KB
 add 100 reset tcp from any to 198.18.2.0/24 23 in
 add 200 pipe 1 ip from any to any out xmit em1
 add 300 pipe 2 ip from any to any in recv em1
