@@ -1508,9 +1508,10 @@ fn hystart_leaves_slow_start_before_a_long_queue_overflows() {
         "{:?}",
         off.tcp
     );
-    // RACK repairs most of the overflow within the recovery (it once took
-    // half as long again), but not all of it.
-    assert!(t_off > t_on * 5 / 4, "{t_off:?} against {t_on:?}");
+    // RACK, with the receiver's SACK blocks naming its newest ranges however many
+    // holes it has, repairs most of the overflow within the recovery (it once took
+    // half as long again, then a quarter), but not all of it.
+    assert!(t_off > t_on * 21 / 20, "{t_off:?} against {t_on:?}");
 
     for queue in [40, 100] {
         let (on, t_on) = through_a_queue(true, queue);

@@ -60,7 +60,8 @@ pub struct TcpConfig {
     /// from the close, whatever the peer sends meanwhile (off, the default: from
     /// the last segment received, as FreeBSD's idle check).
     pub fast_finwait2_recycle: bool,
-    /// Out-of-order segments held for reassembly.
+    /// Runs of out-of-order data held for reassembly (a segment that continues a
+    /// run joins it; the bytes are bounded by the receive window).
     pub ooo_max_segs: usize,
     /// Initial window in segments (RFC 6928).
     pub init_cwnd_segs: u32,

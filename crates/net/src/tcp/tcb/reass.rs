@@ -118,31 +118,50 @@ impl Tcb {
             st.rcvoopack += 1;
             st.rcvoobyte += data.len() as u64;
             self.dupacks_owed += 1;
-            if self.ooo.len() < self.cfg.ooo_max_segs && (!data.is_empty() || fin) {
-                if !self
-                    .ooo
-                    .iter()
-                    .any(|o| o.seq == seq && o.data.len() >= data.len())
-                {
-                    let pos = self
-                        .ooo
-                        .iter()
-                        .position(|o| lt(seq, o.seq))
-                        .unwrap_or(self.ooo.len());
-                    let mut buf = self.ooo_free.pop().unwrap_or_default();
-                    buf.clear();
-                    for piece in data.pieces() {
-                        buf.extend_from_slice(piece);
-                    }
-                    self.ooo.insert(
-                        pos,
-                        OooSeg {
-                            seq,
-                            data: buf,
-                            fin,
-                        },
-                    );
+            let end = seq.wrapping_add(data.len() as u32);
+            let pos = self
+                .ooo
+                .iter()
+                .position(|o| lt(seq, o.seq))
+                .unwrap_or(self.ooo.len());
+            // What an entry already holds whole is not kept twice.
+            let held = self.ooo.iter().any(|o| {
+                le(o.seq, seq)
+                    && le(end, o.seq.wrapping_add(o.data.len() as u32))
+                    && (o.fin || !fin)
+            });
+            // A segment that continues the entry before it joins it (the common
+            // case: everything after a hole arrives in order), so the queue holds
+            // an entry per hole, not per segment, and a window of segments behind
+            // one loss fits (FreeBSD coalesces its reassembly queue likewise).
+            let joins = pos > 0 && {
+                let p = &self.ooo[pos - 1];
+                !p.fin && p.seq.wrapping_add(p.data.len() as u32) == seq
+            };
+            if held {
+            } else if joins {
+                let p = &mut self.ooo[pos - 1];
+                for piece in data.pieces() {
+                    p.data.extend_from_slice(piece);
                 }
+                p.fin = fin;
+                // Not merged with an entry it now reaches: that would copy the
+                // entry's bytes again at each such fill (a peer could make it
+                // quadratic); adjacent entries make one SACK block and drain in turn.
+            } else if self.ooo.len() < self.cfg.ooo_max_segs && (!data.is_empty() || fin) {
+                let mut buf = self.ooo_free.pop().unwrap_or_default();
+                buf.clear();
+                for piece in data.pieces() {
+                    buf.extend_from_slice(piece);
+                }
+                self.ooo.insert(
+                    pos,
+                    OooSeg {
+                        seq,
+                        data: buf,
+                        fin,
+                    },
+                );
             } else {
                 st.rcvoodrop += 1;
             }
@@ -157,17 +176,26 @@ impl Tcb {
             };
             let o = self.ooo.remove(i);
             let skip = diff(self.rcv_nxt, o.seq) as usize;
-            let (n, complete) = if skip > o.data.len() || (skip == o.data.len() && !o.fin) {
-                (0, false)
+            let (n, complete, partial) = if skip > o.data.len() || (skip == o.data.len() && !o.fin)
+            {
+                (0, false, false)
             } else {
                 let new = &o.data[skip..];
                 let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
                 let n = new.len().min(space);
                 self.rcvbuf.extend(&new[..n]);
-                (n, n == new.len())
+                (n, n == new.len(), n < new.len())
             };
             self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
             st.rcvbyte += n as u64;
+            if partial {
+                // The receive buffer took part of it: the rest waits, in place.
+                let mut o = o;
+                o.data.drain(..skip + n);
+                o.seq = self.rcv_nxt;
+                self.ooo.insert(0, o);
+                return;
+            }
             let fin = o.fin && complete;
             self.recycle_ooo(o.data);
             if fin {
@@ -181,7 +209,10 @@ impl Tcb {
     }
 
     fn recycle_ooo(&mut self, buf: Vec<u8>) {
-        if self.ooo_free.len() < self.cfg.ooo_max_segs {
+        // Buffers that grew with a run of segments are let go, not kept idle.
+        if self.ooo_free.len() < self.cfg.ooo_max_segs
+            && buf.capacity() <= 4 * usize::from(self.cfg.mss)
+        {
             self.ooo_free.push(buf);
         }
     }

@@ -230,32 +230,51 @@ impl Tcb {
         if self.ooo.is_empty() {
             return out;
         }
-        let mut ranges: [(u32, u32); 8] = [(0, 0); 8];
-        let mut n = 0;
+        // The queue's ranges (adjacent entries merged), in sequence order: which
+        // of them the reported list names (wherever they lie; with more holes than
+        // blocks the newest data is often the highest range), and the lowest few.
+        let mut found: [Option<(u32, u32)>; 6] = [None; 6];
+        let mut low: [(u32, u32); 4] = [(0, 0); 4];
+        let mut nlow = 0;
+        let mut cur: Option<(u32, u32)> = None;
+        let mut close = |r: (u32, u32)| {
+            for (i, b) in self.sack_list.iter().enumerate() {
+                if *b == Some(r) {
+                    found[i] = Some(r);
+                }
+            }
+            if nlow < low.len() {
+                low[nlow] = r;
+                nlow += 1;
+            }
+        };
         for o in self.ooo.iter().filter(|o| !o.data.is_empty()) {
             let (a, b) = (o.seq, o.seq.wrapping_add(o.data.len() as u32));
-            if n > 0 && le(a, ranges[n - 1].1) {
-                if lt(ranges[n - 1].1, b) {
-                    ranges[n - 1].1 = b;
+            match cur {
+                Some((ca, cb)) if le(a, cb) => cur = Some((ca, if lt(cb, b) { b } else { cb })),
+                Some(r) => {
+                    close(r);
+                    cur = Some((a, b));
                 }
-            } else if n < ranges.len() {
-                ranges[n] = (a, b);
-                n += 1;
+                None => cur = Some((a, b)),
             }
         }
-        let ranges = &ranges[..n];
-        let mut used = [false; 8];
-        let listed = self
-            .sack_list
-            .iter()
+        if let Some(r) = cur {
+            close(r);
+        }
+        // A D-SACK block may repeat the block holding it (RFC 2883 §4): compare
+        // only with the SACK blocks.
+        let first = k;
+        for r in found
+            .into_iter()
             .flatten()
-            .filter_map(|b| ranges.iter().position(|r| r == b));
-        for i in listed.chain(0..ranges.len()) {
+            .chain(low[..nlow].iter().copied())
+        {
             if k >= max {
                 break;
             }
-            if !std::mem::replace(&mut used[i], true) {
-                out[k] = Some(ranges[i]);
+            if !out[first..k].contains(&Some(r)) {
+                out[k] = Some(r);
                 k += 1;
             }
         }

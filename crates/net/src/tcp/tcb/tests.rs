@@ -750,6 +750,51 @@ fn out_of_order_queue_is_bounded() {
     assert_eq!(p.a.state(), State::Established);
 }
 
+/// A window of segments behind one loss, more than the queue has entries: they
+/// join the entry of the run they continue, so every one is kept (none dropped for
+/// want of an entry) and all are delivered when the hole is filled. With an entry
+/// per segment, those past `ooo_max_segs` were dropped though the window had room.
+#[test]
+fn a_window_of_segments_behind_one_hole_is_kept_whole() {
+    let mut p = quiet_pair(16);
+    let now = p.now;
+    let base = p.a.rcv_nxt;
+    let n = 2 * p.a.cfg.ooo_max_segs as u32;
+    for i in 1..=n {
+        let data = [(i % 251) as u8; 100];
+        let mut s = seg_to_a(&p);
+        s.seq = base.wrapping_add(i * 100);
+        s.payload = data[..].into();
+        p.a.input(&s, now, &mut p.sa);
+    }
+    assert_eq!(p.sa.rcvoodrop, 0, "{n} segments after the hole kept");
+    assert_eq!(p.a.ooo.len(), 1, "one run, one entry");
+    // A retransmission inside the run is not kept twice.
+    let dup = [5u8; 100];
+    let mut s = seg_to_a(&p);
+    s.seq = base.wrapping_add(500);
+    s.payload = dup[..].into();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.ooo.len(), 1);
+    let first = [0u8; 100];
+    let mut s = seg_to_a(&p);
+    s.seq = base;
+    s.payload = first[..].into();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.rcv_nxt, base.wrapping_add((n + 1) * 100));
+    assert!(p.a.ooo.is_empty());
+    let mut got = vec![0u8; ((n + 1) * 100) as usize];
+    assert_eq!(p.a.recv(&mut got), got.len());
+    for i in 1..=n as usize {
+        assert!(
+            got[i * 100..(i + 1) * 100]
+                .iter()
+                .all(|&b| b == (i % 251) as u8),
+            "segment {i}"
+        );
+    }
+}
+
 #[test]
 fn many_seeds_of_a_hostile_link_all_complete_byte_exact() {
     for seed in 0..24u64 {
@@ -1561,10 +1606,16 @@ fn sack_blocks_follow_arrival_order_and_report_duplicates_once() {
         feed(&mut p, 49, 74),
         vec![(49, 74), (599, 699), (399, 499), (199, 299)]
     );
+    // A whole held block again: D-SACK of it, then the block itself (RFC 2883 §4),
+    // now the latest.
+    assert_eq!(
+        feed(&mut p, 399, 499),
+        vec![(399, 499), (399, 499), (599, 699), (199, 299)]
+    );
     // Inside a held block: D-SACK, then that block, now the latest.
     assert_eq!(
         feed(&mut p, 199, 274),
-        vec![(199, 274), (199, 299), (599, 699), (399, 499)]
+        vec![(199, 274), (199, 299), (399, 499), (599, 699)]
     );
     // Fills a hole and repeats the next block: D-SACK of the repeat, and the merged
     // block.
@@ -1578,6 +1629,53 @@ fn sack_blocks_follow_arrival_order_and_report_duplicates_once() {
     p.a.input(&s, now, &mut p.sa);
     p.a.output(now, &mut p.sa, &mut out);
     assert!(out.iter().all(|o| o.sack.iter().all(Option::is_none)));
+}
+
+/// With more holes than an ACK has blocks, the newest arrival's block still goes
+/// first, however high it lies, and the blocks reported before it follow: the
+/// sender learns of each range as it arrives. Once, only the lowest eight ranges
+/// could be reported, so data beyond the eighth hole went unreported until the
+/// holes below it filled, and the sender retransmitted what had arrived.
+#[test]
+fn sack_blocks_name_the_newest_range_beyond_many_holes() {
+    let cfg = TcpConfig {
+        timestamps: false,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 53);
+    let now = p.now;
+    let base = p.a.rcv_nxt;
+    let data = [7u8; 100];
+    let mut last = Vec::new();
+    // Twelve ranges with a hole before each: 100..200, 300..400, ...
+    for i in 0..12u32 {
+        let mut s = seg_to_a(&p);
+        s.seq = base.wrapping_add(100 + 200 * i);
+        s.payload = data[..].into();
+        p.a.input(&s, now, &mut p.sa);
+        let mut out = Vec::new();
+        p.a.output(now, &mut p.sa, &mut out);
+        last = out.last().map(|o| o.sack.to_vec()).unwrap_or_default();
+        let first = last
+            .first()
+            .copied()
+            .flatten()
+            .map(|(a, b)| (a.wrapping_sub(base), b.wrapping_sub(base)));
+        assert_eq!(
+            first,
+            Some((100 + 200 * i, 200 + 200 * i)),
+            "arrival {i}: {last:?}"
+        );
+    }
+    let named: Vec<_> = last
+        .iter()
+        .flatten()
+        .map(|&(a, b)| (a.wrapping_sub(base), b.wrapping_sub(base)))
+        .collect();
+    assert_eq!(
+        named,
+        vec![(2300, 2400), (2100, 2200), (1900, 2000), (1700, 1800)]
+    );
 }
 
 /// FreeBSD's insecure_rst and insecure_syn: RFC 793's answers instead of RFC 5961's
