@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wire::ipv4opt::{IPOPT_EOL, IPOPT_LSRR, IPOPT_NOP, IPOPT_SSRR};
+use wire::ipv4opt::{IPOPT_EOL, IPOPT_LSRR, IPOPT_NOP, IPOPT_RR, IPOPT_SSRR};
 
 fuzz_target!(|data: &[u8]| {
     let opts = &data[..data.len().min(40)];
@@ -23,6 +23,9 @@ fuzz_target!(|data: &[u8]| {
                 let len = usize::from(opts[at + 1]);
                 assert!(len >= 2 && at + len <= opts.len(), "accepted {opts:?}");
                 at += len;
+            }
+            if let Some(at) = o.record_route {
+                assert_eq!(opts[at], IPOPT_RR);
             }
             if let Some((ty, at)) = o.source_route {
                 assert!(ty == IPOPT_LSRR || ty == IPOPT_SSRR);

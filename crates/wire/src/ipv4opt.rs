@@ -36,8 +36,9 @@ pub struct Ipv4Options {
     /// A Loose or Strict Source Route option: its type and its offset within the
     /// options.
     pub source_route: Option<(u8, usize)>,
-    /// A Record Route option.
-    pub record_route: bool,
+    /// A Record Route option: its offset within the options (the first, if
+    /// several).
+    pub record_route: Option<usize>,
     /// A Timestamp option.
     pub timestamp: bool,
 }
@@ -97,7 +98,7 @@ pub fn ipv4_options_check(opts: &[u8]) -> Result<Ipv4Options, Ipv4OptionError> {
                     return bad(at + 2);
                 }
                 if ty == IPOPT_RR {
-                    found.record_route = true;
+                    found.record_route = found.record_route.or(Some(at));
                 } else if found.source_route.is_some() {
                     return bad(at);
                 } else {
@@ -159,7 +160,7 @@ mod tests {
         // NOP, then RR with room for two addresses, pointer at the first.
         let rr = [1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0];
         let o = ipv4_options_check(&rr).unwrap();
-        assert!(o.record_route && o.source_route.is_none());
+        assert!(o.record_route == Some(1) && o.source_route.is_none());
         // Full: the pointer past the length.
         assert!(ipv4_options_check(&[7, 7, 8, 1, 2, 3, 4, 0]).is_ok());
     }

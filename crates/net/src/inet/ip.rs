@@ -213,8 +213,8 @@ fn ip_sort(
         // spoofed, or our own packet looping back (Linux drops it as a "martian
         // source"). What we send ourselves to ourselves is for us, not forwarded.
         cx.drop_pkt(m, DropReason::IpLocalSrc);
-    } else if opts.record_route {
-        if let Some(m) = ip_record_route(cx, m, &info) {
+    } else if let Some(rr) = opts.record_route {
+        if let Some(m) = ip_record_route(cx, m, &info, IP_HDR_LEN + rr) {
             v.fwd.push((m, info));
         }
     } else {
@@ -227,8 +227,9 @@ fn ip_sort(
 struct OptsSeen {
     /// A source route sent the packet on to the next address it names.
     routed: bool,
-    /// A Record Route option (to record our address in if forwarded).
-    record_route: bool,
+    /// A Record Route option's offset in the header (to record our address in if
+    /// forwarded).
+    record_route: Option<usize>,
 }
 
 /// `ip_dooptions`: the walk over a header's options (`wire::ipv4_options_check`).
@@ -453,11 +454,9 @@ fn header_mut(m: &mut Mbuf, hlen: usize) -> Option<&mut [u8]> {
     }
 }
 
-/// The header checksum of a header (all of `h`) made again after a change.
+/// The header checksum made again after a change.
 fn header_sum(h: &mut [u8]) {
-    h[10..12].fill(0);
-    let sum = !wire::checksum::data(h);
-    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    Ipv4Packet::new_unchecked(h).fill_checksum();
 }
 
 /// Record Route (RFC 791 §3.1) on a packet about to be forwarded, as FreeBSD's
@@ -466,34 +465,22 @@ fn header_sum(h: &mut [u8]) {
 /// at the pointer, the pointer moves on by 4 and the header checksum is made again.
 /// A full option, or no route (`ip_forward` answers that), leaves the packet as it
 /// is. `None` when the header could not be written (counted).
-fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo) -> Option<Mbuf> {
+fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo, at: usize) -> Option<Mbuf> {
     let Some(ours) = ip_route(cx, info.dst).and_then(|(out, _, _)| out.source_for(info.dst)) else {
         return Some(m);
     };
-    let hlen = info.hlen;
-    let Some(h) = header_mut(&mut m, hlen) else {
+    let Some(h) = header_mut(&mut m, info.hlen) else {
         cx.drop_pkt(m, DropReason::IpOutDropped);
         return None;
     };
-    // The walk checked every option's length, and that an option with room (its
-    // pointer not past its length) has a whole address at its pointer.
-    let mut at = IP_HDR_LEN;
-    while at + 2 < hlen {
-        match h[at] {
-            wire::ipv4opt::IPOPT_EOL => break,
-            wire::ipv4opt::IPOPT_NOP => at += 1,
-            wire::ipv4opt::IPOPT_RR => {
-                let (len, ptr) = (usize::from(h[at + 1]), usize::from(h[at + 2]));
-                if ptr <= len && ptr >= 4 && at + ptr + 3 <= hlen {
-                    let slot = at + ptr - 1;
-                    h[slot..slot + 4].copy_from_slice(&ours.octets());
-                    h[at + 2] += 4;
-                    header_sum(h);
-                }
-                break;
-            }
-            _ => at += usize::from(h[at + 1]).max(2),
-        }
+    // The walk checked the option's length, and that while it has room (its
+    // pointer not past its length) a whole address fits at its pointer.
+    let (len, ptr) = (usize::from(h[at + 1]), usize::from(h[at + 2]));
+    if ptr <= len {
+        let slot = at + ptr - 1;
+        h[slot..slot + 4].copy_from_slice(&ours.octets());
+        h[at + 2] += 4;
+        header_sum(h);
     }
     Some(m)
 }
