@@ -413,16 +413,20 @@ pub(crate) fn take(
         IpAddr::V4(a) => cx.inet.is_local(a),
         IpAddr::V6(a) => cx.inet6.local6(a).is_some(),
     };
-    let Some(ch) = chans
+    let Some(i) = chans
         .iter()
-        .find(|c| c.class.matches(proto, src, dst, ports, is_local))
+        .position(|c| c.class.matches(proto, src, dst, ports, is_local))
     else {
         return Some(m);
     };
+    let ch = &chans[i];
     let from = SocketAddr::new(src, ports.map_or(0, |p| p.0));
     match ch.sock.rxq.push(RxDatagram { m, from, seq: 0 }) {
         Ok(()) => {
-            ch.delivered.fetch_add(1, Ordering::Relaxed);
+            match cx.netchan_tally.iter_mut().find(|t| t.0 == i) {
+                Some(t) => t.1 += 1,
+                None => cx.netchan_tally.push((i, 1)),
+            }
             cx.stats.netchan.delivered += 1;
             cx.wake_socket(&ch.sock);
         }

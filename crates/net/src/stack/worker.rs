@@ -58,6 +58,7 @@ pub(crate) struct Worker {
     arp_snaps: Vec<ArpCache>,
     nd6_snaps: Vec<Nd6Cache>,
     wake: Vec<Arc<SockShared>>,
+    netchan_tally: Vec<(usize, u64)>,
     stats: Stats,
     /// The configuration this worker last saw; compared by pointer each poll, cloned
     /// only when a new one is published.
@@ -163,6 +164,7 @@ impl Worker {
             arp_snaps: Vec::new(),
             nd6_snaps: Vec::new(),
             wake: Vec::with_capacity(16),
+            netchan_tally: Vec::new(),
             stats: Stats::default(),
             cfg: Arc::new(NetConfig::default()),
             fib: Arc::new(route::Fib::default()),
@@ -254,6 +256,7 @@ impl Worker {
             arp_snaps,
             nd6_snaps,
             wake,
+            netchan_tally,
             stats,
             icmp_bucket,
             ip_id,
@@ -325,6 +328,7 @@ impl Worker {
             inboxes: &shared.tcp_inbox,
             tunnels: &cfg.tunnels,
             netchannels: &cfg.netchannels,
+            netchan_tally,
             tfo: &shared.tfo,
             handed_off: false,
         };
@@ -660,6 +664,9 @@ impl Worker {
                 *qpublished = now;
                 *qlen = queues.len();
             }
+        }
+        for (i, n) in cx.netchan_tally.drain(..) {
+            cx.netchannels[i].delivered.fetch_add(n, Ordering::Relaxed);
         }
         for s in cx.wake.drain(..) {
             s.wake();

@@ -30,6 +30,9 @@ pub(crate) struct TcpCx<'a> {
     /// The netchannels, offered each locally delivered packet before the protocol
     /// switch (the worker's; TCP code does not look at them).
     pub netchannels: &'a [Arc<crate::netchan::NetchanShared>],
+    /// Packets queued this batch per netchannel (its index in `netchannels`): added
+    /// to its shared count once, at the end of the batch, not per packet.
+    pub netchan_tally: &'a mut Vec<(usize, u64)>,
     /// Fast Open's cookie key and client cache (the stack's).
     pub tfo: &'a crate::tcp::fastopen::TfoState,
     /// Work was given to another worker this poll: whoever drives the workers must
