@@ -185,6 +185,17 @@ impl Sim {
         HostId(self.hosts.len() - 1)
     }
 
+    /// Adds a host whose connections take these TCP settings (as `add_host`
+    /// otherwise).
+    pub fn add_host_tcp(&mut self, name: &str, workers: usize, tcp: net::tcp::TcpConfig) -> HostId {
+        self.add_host_with(StackConfig {
+            name: name.into(),
+            workers,
+            tcp,
+            ..StackConfig::default()
+        })
+    }
+
     pub fn host(&self, h: HostId) -> &Stack {
         &self.hosts[h.0]
     }

@@ -50,15 +50,10 @@ fn pair_on_hub(
 ) -> (Sim, HostId, HostId, sim::HubId) {
     let mut s = Sim::new(seed);
     let hub = s.add_hub(wire);
-    let mut host = |name: &str| {
-        s.add_host_with(net::StackConfig {
-            name: name.into(),
-            workers,
-            tcp,
-            ..net::StackConfig::default()
-        })
-    };
-    let (a, b) = (host("a"), host("b"));
+    let (a, b) = (
+        s.add_host_tcp("a", workers, tcp),
+        s.add_host_tcp("b", workers, tcp),
+    );
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
     (s, a, b, hub)
@@ -2190,15 +2185,7 @@ fn fast_open_carries_data_in_the_syn_once_a_cookie_is_held() {
         let mut s = Sim::new(73);
         s.enable_trace();
         let hub = s.add_hub(WireConfig::default());
-        let mut host = |name: &str| {
-            s.add_host_with(net::StackConfig {
-                name: name.into(),
-                workers: 1,
-                tcp,
-                ..net::StackConfig::default()
-            })
-        };
-        let (a, b) = (host("a"), host("b"));
+        let (a, b) = (s.add_host_tcp("a", 1, tcp), s.add_host_tcp("b", 1, tcp));
         s.connect(a, hub, "198.18.0.1/24");
         s.connect(b, hub, "198.18.0.2/24");
         let l = listener(&mut s, b, 80, 8);

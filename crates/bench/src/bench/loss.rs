@@ -100,15 +100,7 @@ fn transfer(cc: CongestionControl, loss_pct: f64, secs: f64, seed: u64) -> (f64,
         rcvbuf: 4 << 20,
         ..net::tcp::TcpConfig::default()
     };
-    let mut host = |name: &str| {
-        s.add_host_with(net::StackConfig {
-            name: name.into(),
-            workers: 1,
-            tcp,
-            ..net::StackConfig::default()
-        })
-    };
-    let (a, b) = (host("a"), host("b"));
+    let (a, b) = (s.add_host_tcp("a", 1, tcp), s.add_host_tcp("b", 1, tcp));
     s.link(a, "198.18.0.1/24", b, "198.18.0.2/24", wire);
     let l = s
         .host(b)
