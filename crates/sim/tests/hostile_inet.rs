@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use wire::EthernetAddress;
 
 mod common;
-use common::ping_n;
+use common::{ip4_udp_with_options as ip4, ping_n};
 
 /// The attacker on the raw port: 198.18.1.2 / 2001:2:1::2.
 const X: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xaa]);
@@ -79,23 +79,6 @@ fn ether(dst: EthernetAddress, ty: u16, payload: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&ty.to_be_bytes());
     f.extend_from_slice(payload);
     f
-}
-
-/// An IPv4 UDP datagram from `src` to `dst` with `opts` (a multiple of 4 bytes)
-/// after the fixed header, its header checksum right.
-fn ip4(src: Ipv4Addr, dst: Ipv4Addr, opts: &[u8]) -> Vec<u8> {
-    assert_eq!(opts.len() % 4, 0);
-    let hlen = 20 + opts.len();
-    let udp = [0x30, 0x39, 0, 9, 0, 12, 0, 0, b'h', b'e', b'y', b'!'];
-    let mut p = vec![0x40 | (hlen / 4) as u8, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0];
-    p[2..4].copy_from_slice(&((hlen + udp.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&dst.octets());
-    p.extend_from_slice(opts);
-    let sum = !wire::checksum::data(&p);
-    p[10..12].copy_from_slice(&sum.to_be_bytes());
-    p.extend_from_slice(&udp);
-    p
 }
 
 /// An IPv6 UDP datagram from `src` to `dst` (the router does not look at its

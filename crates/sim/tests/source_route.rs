@@ -10,6 +10,7 @@
 //! Frames are written by hand on a raw port X on one side of router R, and what R
 //! forwards is read on a raw port Y on the other.
 
+mod common;
 use dev::mem::WireConfig;
 use dev::{Duration, Queue};
 use mbuf::Mbuf;
@@ -76,17 +77,7 @@ const ON: SourceRouting = SourceRouting {
 /// bytes) after the fixed header, TTL 64, its header checksum right, in a frame
 /// to R.
 fn frame(r: &Rig, dst: Ipv4Addr, opts: &[u8]) -> Vec<u8> {
-    assert_eq!(opts.len() % 4, 0);
-    let hlen = 20 + opts.len();
-    let udp = [0x30, 0x39, 0, 9, 0, 12, 0, 0, b'h', b'e', b'y', b'!'];
-    let mut p = vec![0x40 | (hlen / 4) as u8, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0];
-    p[2..4].copy_from_slice(&((hlen + udp.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&X4.octets());
-    p.extend_from_slice(&dst.octets());
-    p.extend_from_slice(opts);
-    let sum = !wire::checksum::data(&p);
-    p[10..12].copy_from_slice(&sum.to_be_bytes());
-    p.extend_from_slice(&udp);
+    let p = common::ip4_udp_with_options(X4, dst, opts);
     let mut f = r.r_mac.0.to_vec();
     f.extend_from_slice(&X.0);
     f.extend_from_slice(&[8, 0]);

@@ -57,3 +57,21 @@ pub fn icmp4_error_frame(
     f.extend_from_slice(&icmp);
     mbuf::Mbuf::from_slice(&f).unwrap()
 }
+
+/// An IPv4 UDP datagram (port 12345 to 9, "hey!") from `src` to `dst` with `opts`
+/// (a multiple of 4 bytes) after the fixed header, TTL 64, its header checksum
+/// right: for tests of option handling.
+pub fn ip4_udp_with_options(src: Ipv4Addr, dst: Ipv4Addr, opts: &[u8]) -> Vec<u8> {
+    assert_eq!(opts.len() % 4, 0);
+    let hlen = 20 + opts.len();
+    let udp = [0x30, 0x39, 0, 9, 0, 12, 0, 0, b'h', b'e', b'y', b'!'];
+    let mut p = vec![0x40 | (hlen / 4) as u8, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0];
+    p[2..4].copy_from_slice(&((hlen + udp.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&dst.octets());
+    p.extend_from_slice(opts);
+    let sum = !wire::checksum::data(&p);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p.extend_from_slice(&udp);
+    p
+}
