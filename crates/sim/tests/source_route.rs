@@ -175,8 +175,8 @@ fn strict_source_route_to_a_next_hop_not_on_link_fails_with_code_5() {
     // FAR is routed through Y, but not on a network of R's: a strict route fails.
     send(&mut r, R1, &[137, 7, 4, 198, 18, 9, 9, 0]);
     // A loose route to where R has no route fails too (as FreeBSD's).
-    send(&mut r, R1, &[131, 7, 4, 198, 19, 77, 7, 0]);
-    let _ = NOWHERE;
+    let [a, b, c, d] = NOWHERE.octets();
+    send(&mut r, R1, &[131, 7, 4, a, b, c, d, 0]);
     // A strict route not addressed to R reached a router it does not name.
     send(&mut r, Y4, &[137, 7, 4, 198, 18, 9, 9, 0]);
     assert_eq!(icmp_to_x(&mut r), vec![(3, 5), (3, 5), (3, 5)]);
