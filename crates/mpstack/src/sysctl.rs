@@ -12,12 +12,33 @@ use dev::Duration;
 use net::tcp::{CongestionControl, TcpConfig};
 use net::SourceRouting;
 
-/// One setting: its name, what it takes, and how to read and set it.
-struct Knob {
+/// One setting of a `T` (TCP's config, the source routing switches, dummynet's
+/// limits): its name, what it takes, and how to read and set it.
+struct Knob<T> {
     name: &'static str,
     takes: &'static str,
-    get: fn(&TcpConfig) -> String,
-    set: fn(&mut TcpConfig, &str) -> Option<()>,
+    get: fn(&T) -> String,
+    set: fn(&mut T, &str) -> Option<()>,
+}
+
+/// Every knob of `knobs` with its value in `v`, as `sysctl -a` lists them.
+fn list_of<T>(knobs: &[Knob<T>], v: &T) -> Vec<(String, String)> {
+    knobs
+        .iter()
+        .map(|k| (k.name.to_string(), (k.get)(v)))
+        .collect()
+}
+
+/// Applies `NAME=VALUE` to `v` if NAME is one of `knobs` (`None` if not, or if
+/// `arg` has no `=`); says what changed, as sysctl(8) does.
+fn apply_in<T>(knobs: &[Knob<T>], v: &mut T, arg: &str) -> Option<Result<String, String>> {
+    let (name, value) = arg.split_once('=')?;
+    let k = knobs.iter().find(|k| k.name == name)?;
+    let old = (k.get)(v);
+    Some(match (k.set)(v, value) {
+        Some(()) => Ok(format!("{name}: {old} -> {}", (k.get)(v))),
+        None => Err(format!("{name}: '{value}' is not {}", k.takes)),
+    })
 }
 
 /// Socket buffers (as `net::TcpBuffers` clamps them).
@@ -87,7 +108,7 @@ macro_rules! bytes_knob {
     };
 }
 
-const KNOBS: &[Knob] = &[
+const KNOBS: &[Knob<TcpConfig>] = &[
     Knob {
         name: "net.inet.tcp.cc.algorithm",
         takes: "cubic, newreno or bbr",
@@ -245,54 +266,40 @@ const KNOBS: &[Knob] = &[
     },
 ];
 
-/// One IP setting: as [`Knob`], over the stack's source routing switches.
-struct IpKnob {
-    name: &'static str,
-    takes: &'static str,
-    get: fn(&SourceRouting) -> bool,
-    set: fn(&mut SourceRouting, bool),
-}
-
 /// Source routing (LSRR, SSRR), as FreeBSD's two switches: both 0 by default, and
 /// every source-routed packet is dropped and counted in `ip.srcroute`.
-const IP_KNOBS: &[IpKnob] = &[
-    IpKnob {
+const IP_KNOBS: &[Knob<SourceRouting>] = &[
+    Knob {
         // Follow a source route at the hop it names (forwarding on).
         name: "net.inet.ip.sourceroute",
         takes: "0 or 1: forward source-routed packets, recording our address",
-        get: |s| s.forward,
-        set: |s, on| s.forward = on,
+        get: |s| u8::from(s.forward).to_string(),
+        set: |s, v| {
+            s.forward = flag(v)?;
+            Some(())
+        },
     },
-    IpKnob {
+    Knob {
         // Deliver a packet whose source route ends here.
         name: "net.inet.ip.accept_sourceroute",
         takes: "0 or 1: accept source-routed packets whose route ends here",
-        get: |s| s.accept,
-        set: |s, on| s.accept = on,
+        get: |s| u8::from(s.accept).to_string(),
+        set: |s, v| {
+            s.accept = flag(v)?;
+            Some(())
+        },
     },
 ];
 
 /// The IP names with their values in `sr`.
 pub fn list_ip(sr: &SourceRouting) -> Vec<(String, String)> {
-    IP_KNOBS
-        .iter()
-        .map(|k| (k.name.to_string(), u8::from((k.get)(sr)).to_string()))
-        .collect()
+    list_of(IP_KNOBS, sr)
 }
 
 /// Applies one `NAME=VALUE` to `sr` if NAME is one of the IP names (`None` if it
 /// is not: a TCP one for [`apply`], or unknown); says what changed.
 pub fn apply_ip(sr: &mut SourceRouting, arg: &str) -> Option<Result<String, String>> {
-    let (name, value) = arg.split_once('=')?;
-    let k = IP_KNOBS.iter().find(|k| k.name == name)?;
-    let old = u8::from((k.get)(sr));
-    Some(match flag(value) {
-        Some(on) => {
-            (k.set)(sr, on);
-            Ok(format!("{name}: {old} -> {}", u8::from(on)))
-        }
-        None => Err(format!("{name}: '{value}' is not 0 or 1")),
-    })
+    apply_in(IP_KNOBS, sr, arg)
 }
 
 /// The names `--sysctl` takes, with what each takes, one a line (for `--help` and
@@ -315,9 +322,9 @@ pub fn help() -> String {
          And for the firewall's dummynet, before --ipfw loads (the largest queue a pipe \
          or queue may have):\n{}",
         names(),
-        DUMMYNET
+        DN_KNOBS
             .iter()
-            .map(|(n, t)| format!("{n} ({t})"))
+            .map(|k| format!("{} ({})", k.name, k.takes))
             .collect::<Vec<_>>()
             .join("\n")
     )
@@ -325,25 +332,22 @@ pub fn help() -> String {
 
 /// Every name with its value in `cfg`, as `sysctl -a` lists them.
 pub fn list(cfg: &TcpConfig) -> Vec<(String, String)> {
-    KNOBS
-        .iter()
-        .map(|k| (k.name.to_string(), (k.get)(cfg)))
-        .collect()
+    list_of(KNOBS, cfg)
 }
 
 /// Applies one `NAME=VALUE` to `cfg`; says what changed, as sysctl(8) does
 /// (`net.inet.tcp.cc.algorithm: cubic -> newreno`).
 pub fn apply(cfg: &mut TcpConfig, arg: &str) -> Result<String, String> {
-    let (name, value) = arg
-        .split_once('=')
-        .ok_or_else(|| format!("'{arg}': expected NAME=VALUE"))?;
-    let k = KNOBS
-        .iter()
-        .find(|k| k.name == name)
-        .ok_or_else(|| format!("unknown name '{name}'; mpstack knows:\n{}", names()))?;
-    let old = (k.get)(cfg);
-    (k.set)(cfg, value).ok_or_else(|| format!("{name}: '{value}' is not {}", k.takes))?;
-    Ok(format!("{name}: {old} -> {}", (k.get)(cfg)))
+    if !arg.contains('=') {
+        return Err(format!("'{arg}': expected NAME=VALUE"));
+    }
+    apply_in(KNOBS, cfg, arg).unwrap_or_else(|| {
+        let name = arg.split_once('=').map_or(arg, |(n, _)| n);
+        Err(format!(
+            "unknown name '{name}'; mpstack knows:\n{}",
+            names()
+        ))
+    })
 }
 
 /// dummynet's queue limits (`net.inet.ip.dummynet.pipe_slot_limit`, 100, and
@@ -351,43 +355,45 @@ pub fn apply(cfg: &mut TcpConfig, arg: &str) -> Result<String, String> {
 /// for; FreeBSD's sysctl takes at least 1 slot and 1500 bytes. They are the
 /// firewall's, not TCP's: `--sysctl` sets them before `--ipfw` loads, `mpstack
 /// sysctl` for the configurations to come.
-pub const DUMMYNET: [(&str, &str); 2] = [
-    ("net.inet.ip.dummynet.pipe_slot_limit", "slots, 1 or more"),
-    (
-        "net.inet.ip.dummynet.pipe_byte_limit",
-        "bytes, 1500 or more",
-    ),
+const DN_KNOBS: &[Knob<fw::dummynet::DnLimits>] = &[
+    Knob {
+        name: "net.inet.ip.dummynet.pipe_slot_limit",
+        takes: "slots, 1 or more",
+        get: |l| l.slots.to_string(),
+        set: |l, v| {
+            let new = fw::dummynet::DnLimits {
+                slots: v.parse().ok()?,
+                ..*l
+            };
+            new.is_valid().then(|| *l = new)
+        },
+    },
+    Knob {
+        name: "net.inet.ip.dummynet.pipe_byte_limit",
+        takes: "bytes, 1500 or more",
+        get: |l| l.bytes.to_string(),
+        set: |l, v| {
+            let new = fw::dummynet::DnLimits {
+                bytes: v.parse().ok()?,
+                ..*l
+            };
+            new.is_valid().then(|| *l = new)
+        },
+    },
 ];
 
 /// The dummynet names with their values in `lim`.
 pub fn list_dummynet(lim: &fw::dummynet::DnLimits) -> Vec<(String, String)> {
-    vec![
-        (DUMMYNET[0].0.to_string(), lim.slots.to_string()),
-        (DUMMYNET[1].0.to_string(), lim.bytes.to_string()),
-    ]
+    list_of(DN_KNOBS, lim)
 }
 
-/// Applies `NAME=VALUE` to `lim` if NAME is one of [`DUMMYNET`]'s (`None`
+/// Applies `NAME=VALUE` to `lim` if NAME is one of the dummynet names (`None`
 /// otherwise); says what changed.
 pub fn apply_dummynet(
     lim: &mut fw::dummynet::DnLimits,
     arg: &str,
 ) -> Option<Result<String, String>> {
-    let (name, value) = arg.split_once('=')?;
-    let (i, (_, takes)) = DUMMYNET.iter().enumerate().find(|(_, k)| k.0 == name)?;
-    let old = list_dummynet(lim)[i].1.clone();
-    let mut new = *lim;
-    let n = value.parse::<usize>().ok();
-    match (i, n) {
-        (0, Some(n)) => new.slots = n,
-        (1, Some(n)) => new.bytes = n,
-        _ => {}
-    }
-    if n.is_none() || !new.is_valid() {
-        return Some(Err(format!("{name}: '{value}' is not {takes}")));
-    }
-    *lim = new;
-    Some(Ok(format!("{name}: {old} -> {value}")))
+    apply_in(DN_KNOBS, lim, arg)
 }
 
 #[cfg(test)]
