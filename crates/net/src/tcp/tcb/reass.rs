@@ -139,6 +139,7 @@ impl Tcb {
                 !p.fin && p.seq.wrapping_add(p.data.len() as u32) == seq
             };
             if held {
+                // A repeat (its D-SACK is owed already).
             } else if joins {
                 let p = &mut self.ooo[pos - 1];
                 for piece in data.pieces() {
@@ -174,29 +175,28 @@ impl Tcb {
             let Some(i) = self.ooo.iter().position(|o| le(o.seq, self.rcv_nxt)) else {
                 return;
             };
-            let o = self.ooo.remove(i);
+            let mut o = self.ooo.remove(i);
             let skip = diff(self.rcv_nxt, o.seq) as usize;
-            let (n, complete, partial) = if skip > o.data.len() || (skip == o.data.len() && !o.fin)
-            {
-                (0, false, false)
-            } else {
-                let new = &o.data[skip..];
-                let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
-                let n = new.len().min(space);
-                self.rcvbuf.extend(&new[..n]);
-                (n, n == new.len(), n < new.len())
-            };
+            if skip > o.data.len() || (skip == o.data.len() && !o.fin) {
+                // Nothing new in it.
+                self.recycle_ooo(o.data);
+                continue;
+            }
+            let new = &o.data[skip..];
+            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+            let n = new.len().min(space);
+            let rest = new.len() - n;
+            self.rcvbuf.extend(&new[..n]);
             self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
             st.rcvbyte += n as u64;
-            if partial {
+            if rest > 0 {
                 // The receive buffer took part of it: the rest waits, in place.
-                let mut o = o;
                 o.data.drain(..skip + n);
                 o.seq = self.rcv_nxt;
                 self.ooo.insert(0, o);
                 return;
             }
-            let fin = o.fin && complete;
+            let fin = o.fin;
             self.recycle_ooo(o.data);
             if fin {
                 self.take_fin(now);
