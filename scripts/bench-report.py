@@ -179,22 +179,31 @@ def tcp_ratio(ours, peer, peer_label):
     return f
 
 
-def tcp_conns(rows):
-    o = find(rows, what="conns_per_s", impl="mpstack")
-    p = find(rows, what="conns_per_s", impl="linux-loopback")
-    if not o or not p or "conns_per_s" not in o or "conns_per_s" not in p:
-        return None
-    return (f"{o['conns_per_s']:,.0f}/s", f"Linux loopback: {p['conns_per_s']:,.0f}/s",
-            f"{o['conns_per_s'] / p['conns_per_s']:.2f}×")
+def pair(ours, peer, key, show, label):
+    """A like-for-like row from two rows of one run: `ours` and `peer` select them
+    (as `find` takes), `key` is the figure compared, `show` formats ours (and,
+    without its unit, the peer's)."""
+    def f(rows):
+        o, p = find(rows, **ours), find(rows, **peer)
+        if not o or not p or key not in o or key not in p:
+            return None
+        return (show(o[key], True), f"{label}: {show(p[key], False)}", f"{o[key] / p[key]:.2f}×")
+    return f
 
 
-def router_full(rows):
-    o = find(rows, case="v4-full", workers=1)
-    p = find(rows, case="design", workers=1)
-    if not o or not p:
-        return None
-    return (num(o["mpps_per_core"], "Mpps"), f"the design loop: {num(p['mpps_per_core'])}",
-            f"{o['mpps_per_core'] / p['mpps_per_core']:.2f}×")
+def per_s(v, unit):
+    return f"{v:,.0f}/s"
+
+
+tcp_conns = pair(dict(what="conns_per_s", impl="mpstack"), dict(what="conns_per_s", impl="linux-loopback"),
+                 "conns_per_s", per_s, "Linux loopback")
+router_full = pair(dict(case="v4-full", workers=1), dict(case="design", workers=1),
+                   "mpps_per_core", lambda v, u: num(v, "Mpps" if u else ""), "the design loop")
+rfc2544_64 = pair(dict(test="throughput", case="mpstack-router", frame_size=64),
+                  dict(test="throughput", case="linux-router", frame_size=64),
+                  "throughput_fps", lambda v, u: num(v / 1e6, "Mfps" if u else ""), "Linux kernel router")
+netchannel_2w = pair(dict(row="netchannel", workers=2), dict(row="udp-socket", workers=2),
+                     "mpps", lambda v, u: num(v, "Mpps" if u else ""), "a UDP socket")
 
 
 def fw_100(rows):
@@ -205,29 +214,12 @@ def fw_100(rows):
             f"{r['naive_ns_per_pkt'] / r['ours_ns_per_pkt']:.1f}× faster")
 
 
-def rfc2544_64(rows):
-    o = find(rows, test="throughput", case="mpstack-router", frame_size=64)
-    p = find(rows, test="throughput", case="linux-router", frame_size=64)
-    if not o or not p:
-        return None
-    return (num(o["throughput_fps"] / 1e6, "Mfps"), f"Linux kernel router: {num(p['throughput_fps'] / 1e6)}",
-            f"{o['throughput_fps'] / p['throughput_fps']:.2f}×")
-
-
 def quic_1(rows):
     r = next((x for x in rows if "ratio_mpstack_to_linux_loopback" in x), None)
     if not r:
         return None
     return (num(r["mpstack_gbit_per_s"], "Gbit/s"), f"quinn on Linux loopback: {num(r['linux_loopback_gbit_per_s'])}",
             f"{r['ratio_mpstack_to_linux_loopback']:.2f}×")
-
-
-def netchannel_2w(rows):
-    o = find(rows, row="netchannel", workers=2)
-    p = find(rows, row="udp-socket", workers=2)
-    if not o or not p:
-        return None
-    return (num(o["mpps"], "Mpps"), f"a UDP socket: {num(p['mpps'])}", f"{o['mpps'] / p['mpps']:.2f}×")
 
 
 # README's like-for-like rows: what, the benchmark's file, how to read it.
