@@ -111,6 +111,14 @@ fn failed(msg: impl fmt::Display) -> CmdError {
     }
 }
 
+/// `e` placed at `line`:`col` if it has no place yet.
+fn place(e: CmdError, line: usize, col: usize) -> CmdError {
+    match e {
+        CmdError::Failed { line: 0, msg, .. } => failed_at(line, col, msg),
+        e => e,
+    }
+}
+
 fn failed_at(line: usize, col: usize, msg: impl fmt::Display) -> CmdError {
     CmdError::Failed {
         line,
@@ -691,10 +699,7 @@ impl Ruleset {
         // A failure without a place of its own is about the command's first
         // argument.
         let arg_col = p.col_of(p.pos + 1);
-        let at = |e: CmdError| match e {
-            CmdError::Failed { line: 0, msg, .. } => failed_at(line, arg_col, msg),
-            e => e,
-        };
+        let at = |e: CmdError| place(e, line, arg_col);
         let cmd = p.next("a command")?;
         let out = match cmd {
             "add" => {
@@ -841,6 +846,7 @@ impl Ruleset {
                 self.table_create(&name, ttype)?;
             }
             "add" => {
+                let key_col = p.col_of(p.pos);
                 let key = p.next("a table key")?;
                 let value = if p.at_end() {
                     0
@@ -848,12 +854,18 @@ impl Ruleset {
                     p.number("a value (0-2147483646)")?
                 };
                 p.end()?;
-                self.table_add(&name, key, value)?;
+                self.table_mut(&name)?;
+                // The table exists: what fails now is about the key.
+                self.table_add(&name, key, value)
+                    .map_err(|e| place(e, p.line, key_col))?;
             }
             "delete" => {
+                let key_col = p.col_of(p.pos);
                 let key = p.next("a table key")?;
                 p.end()?;
-                self.table_delete(&name, key)?;
+                self.table_mut(&name)?;
+                self.table_delete(&name, key)
+                    .map_err(|e| place(e, p.line, key_col))?;
             }
             "list" => {
                 p.end()?;

@@ -407,7 +407,11 @@ fn rule_pipe_and_table_errors_have_one_shape() {
         ("table t add 192.0.2.0/24", "1:7: no table t"),
         (
             "table t create\ntable t add 192.0.2.300",
-            "2:7: bad key '192.0.2.300'",
+            "2:13: bad key '192.0.2.300'",
+        ),
+        (
+            "table t create\ntable t delete 198.18.0.1",
+            "2:16: no such entry",
         ),
         // A command that parses but cannot be done.
         ("add 100 allow ip from any to any\ndelete 100 7", "2:12: rule 7 not found"),
