@@ -688,3 +688,25 @@ add 200 allow ip from any to any
         }
     }
 }
+
+/// A packet an outbound pipe holds has been forwarded (FreeBSD's ip_forward counts
+/// it when ip_output takes it): `ip.forward` counts it once, whether a pipe held
+/// it at the router's output, at its input, or nothing did.
+#[test]
+fn packets_through_a_pipe_are_counted_forwarded_once() {
+    for rules in [
+        "add 100 allow ip from any to any\n",
+        "pipe 1 config delay 5ms\nadd 100 pipe 1 ip from any to any out\nadd 200 allow ip from any to any\n",
+        "pipe 1 config delay 5ms\nadd 100 pipe 1 ip from any to any in\nadd 200 allow ip from any to any\n",
+    ] {
+        let (mut s, inside, r, outside, _fw) = lab(1, rules);
+        for (from, to) in [(inside, "198.18.2.2:7"), (outside, "198.18.1.2:7")] {
+            let to: SocketAddr = to.parse().unwrap();
+            let to_host = if from == inside { outside } else { inside };
+            assert_eq!(udp_exchange(&mut s, from, to_host, to), (true, true), "{rules}");
+        }
+        let st = s.host(r).stats();
+        // Two exchanges, each a datagram and its echo.
+        assert_eq!((st.ip.forward, st.ip.cantforward), (4, 0), "{rules}");
+    }
+}

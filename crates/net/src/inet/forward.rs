@@ -179,6 +179,10 @@ pub(crate) fn ip_forward(
     if !hooks {
         return;
     }
+    // A packet a hook keeps (a dummynet pipe) has been forwarded as far as this
+    // stage goes: it is counted now, as FreeBSD's ip_forward counts a packet whose
+    // ip_output took it, since its release goes straight to the link's output.
+    let kept = cx.stats.pfil.consumed;
     cx.pfil_vec(
         PfilPoint::Inet,
         Dir::Out,
@@ -187,6 +191,7 @@ pub(crate) fn ip_forward(
         &mut v.pf,
         |o| (o.out, Some(o.rcvif)),
     );
+    cx.stats.ip.forward += cx.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
         forward4_out(cx, fib, m, o, l2, direct);
     }

@@ -100,6 +100,10 @@ pub(crate) fn ip6_forward(
     if !hooks {
         return;
     }
+    // A packet a hook keeps (a dummynet pipe) has been forwarded as far as this
+    // stage goes: it is counted now, as FreeBSD's ip_forward counts a packet whose
+    // ip_output took it, since its release goes straight to the link's output.
+    let kept = cx.stats.pfil.consumed;
     cx.pfil_vec(
         PfilPoint::Inet6,
         Dir::Out,
@@ -108,6 +112,7 @@ pub(crate) fn ip6_forward(
         &mut v.pf,
         |o| (o.out, Some(o.rcvif)),
     );
+    cx.stats.ip6.forward += cx.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
         forward6_out(cx, fib, m, o, l2, direct);
     }
