@@ -111,7 +111,8 @@ counter_group!(
         // SSRR) dropped, or answered with "source route failed" when source routing
         // is on and the route cannot be followed (`badoptions` counts
         // malformed options, answered with a parameter problem); `localsrc`,
-        // datagrams to forward whose source is one of our own addresses.
+        // datagrams from a link whose source is one of our own addresses, to
+        // forward or to us (the LAND attack).
         srcroute, localsrc,
         // Checksum offload: TCP checksums left to a device and filled in software
         // instead (`swcsum`: the device has no offload, or the packet was

@@ -1,8 +1,8 @@
 //! What a router does with hostile IPv4 and IPv6 input (issue 29): source-routed
 //! packets are dropped and counted, malformed options are answered with a
 //! parameter problem pointing at the bad octet, well-formed Record Route still
-//! passes, packets that claim the router's own address as their source are not
-//! forwarded, and ARP that claims a subnet's network or broadcast address teaches
+//! passes, packets that claim the router's own address as their source are neither
+//! forwarded nor delivered to it (the LAND attack), and ARP that claims a subnet's network or broadcast address teaches
 //! nothing. Frames are written by hand on a raw port, as an attacker would.
 
 use dev::mem::WireConfig;
@@ -237,6 +237,103 @@ fn packets_with_our_own_source_address_are_not_forwarded() {
     assert_eq!(ping_n(s, rr, Ipv4Addr::new(198, 18, 2, 1), 2, 32), 2);
     assert_eq!(ping_n(s, rr, Ipv4Addr::new(198, 18, 1, 1), 2, 32), 2);
     assert_eq!(r.s.host(r.r).stats().ip.localsrc, 2);
+}
+
+/// A TCP SYN from `sport` to `dport` (sequence 1, no options), its checksum made
+/// over `pseudo` (the family's pseudo-header without the length and protocol).
+fn tcp_syn(pseudo: &[u8], sport: u16, dport: u16) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    let mut ps = pseudo.to_vec();
+    ps.extend_from_slice(&[0, 6, 0, t.len() as u8]);
+    ps.extend_from_slice(&t);
+    let sum = !wire::checksum::data(&ps);
+    t[16..18].copy_from_slice(&sum.to_be_bytes());
+    t
+}
+
+/// An IPv4 TCP SYN from `src`:`sport` to `dst`:`dport`, checksums right.
+fn syn4(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+    let pseudo = [src.octets(), dst.octets()].concat();
+    let t = tcp_syn(&pseudo, sport, dport);
+    let mut p = vec![0x45, 0, 0, 20 + t.len() as u8, 0, 1, 0, 0, 64, 6, 0, 0];
+    p.extend_from_slice(&pseudo);
+    let sum = !wire::checksum::data(&p);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p.extend_from_slice(&t);
+    p
+}
+
+/// An IPv6 TCP SYN from `src`:`sport` to `dst`:`dport`, its checksum right.
+fn syn6(src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16) -> Vec<u8> {
+    let pseudo = [src.octets(), dst.octets()].concat();
+    let t = tcp_syn(&pseudo, sport, dport);
+    let mut p = vec![0x60, 0, 0, 0, 0, t.len() as u8, 6, 64];
+    p.extend_from_slice(&pseudo);
+    p.extend_from_slice(&t);
+    p
+}
+
+#[test]
+fn a_land_syn_from_our_own_address_and_port_is_dropped_not_answered() {
+    // The LAND attack: a SYN whose source is the destination, address and port,
+    // to a listening port. R neither answers it (to itself, over and over) nor
+    // hands it to TCP; Linux drops it as a martian source, FreeBSD's tcp_input as
+    // LAND.
+    let mut r = rig();
+    let h = r.s.host(r.r);
+    let _l4 = h
+        .tcp_listen(std::net::SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4)
+        .unwrap();
+    let _l6 = h
+        .tcp_listen(
+            std::net::SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0),
+            4,
+        )
+        .unwrap();
+    let before = r.s.host(r.r).stats();
+    let r1 = Ipv4Addr::new(198, 18, 1, 1);
+    let f = ether(r.r_mac, 0x0800, &syn4(r1, 80, r1, 80));
+    send(&mut r, f);
+    let r61: Ipv6Addr = "2001:2:1::1".parse().unwrap();
+    let f = ether(r.r_mac, 0x86dd, &syn6(r61, 80, r61, 80));
+    send(&mut r, f);
+    // R's address on B's network as the source, to its address on X's.
+    let r2 = Ipv4Addr::new(198, 18, 2, 1);
+    let f = ether(r.r_mac, 0x0800, &syn4(r2, 1234, r1, 80));
+    send(&mut r, f);
+    // A broadcast claiming R's address: R's own come back, or a spoof.
+    let bcast = ip4(r1, Ipv4Addr::new(198, 18, 1, 255), &[]);
+    let f = ether(EthernetAddress::BROADCAST, 0x0800, &bcast);
+    send(&mut r, f);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.localsrc, before.ip.localsrc + 3, "{:?}", st.ip);
+    assert_eq!(st.ip6.localsrc, before.ip6.localsrc + 1, "{:?}", st.ip6);
+    assert_eq!(st.ip.delivered, before.ip.delivered, "nothing delivered");
+    assert_eq!(st.tcp.rcvtotal, before.tcp.rcvtotal, "TCP saw none");
+    assert_eq!(st.tcp.sndtotal, before.tcp.sndtotal, "and answered none");
+    assert!(sniff(&mut r).is_empty(), "nothing on the wire either");
+    // A SYN from X to the same port is answered (SYN-ACK), over both families.
+    let f = ether(r.r_mac, 0x0800, &syn4(X4, 80, r1, 80));
+    send(&mut r, f);
+    let x6: Ipv6Addr = "2001:2:1::2".parse().unwrap();
+    let f = ether(r.r_mac, 0x86dd, &syn6(x6, 80, r61, 80));
+    send(&mut r, f);
+    let got = sniff(&mut r);
+    let synack = |f: &Vec<u8>, ty: [u8; 2], at: usize| f[12..14] == ty && f[at] == 0x12;
+    assert!(got.iter().any(|f| synack(f, [8, 0], 14 + 20 + 13)), "v4");
+    assert!(
+        got.iter().any(|f| synack(f, [0x86, 0xdd], 14 + 40 + 13)),
+        "v6"
+    );
+    // What R sends itself to itself still arrives: over the loopback queue.
+    let (s, rr) = (&mut r.s, r.r);
+    assert_eq!(ping_n(s, rr, r1, 2, 32), 2);
+    assert_eq!(ping_n(s, rr, r2, 2, 32), 2);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.localsrc, before.ip.localsrc + 3, "{:?}", st.ip);
 }
 
 /// An ARP packet from X: `op` 1 request, 2 reply; sender `spa`, target `tpa`.
