@@ -112,8 +112,9 @@ counter_group!(
         // is on and the route cannot be followed (`badoptions` counts
         // malformed options, answered with a parameter problem); `localsrc`,
         // datagrams from a link whose source is one of our own addresses, to
-        // forward or to us (the LAND attack).
-        srcroute, localsrc,
+        // forward or to us (the LAND attack); `bcastfwd`, directed broadcasts (to
+        // a connected subnet's broadcast or network address) not forwarded.
+        srcroute, localsrc, bcastfwd,
         // Checksum offload: TCP checksums left to a device and filled in software
         // instead (`swcsum`: the device has no offload, or the packet was
         // fragmented); `tso` packets sent whole to a device that segments them;
@@ -499,6 +500,7 @@ drop_reasons! {
     IpTooBig => ip.toobig,
     IpSrcRoute => ip.srcroute,
     IpLocalSrc => ip.localsrc,
+    IpBcastFwd => ip.bcastfwd,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,

@@ -413,3 +413,62 @@ fn on_a_slash_31_both_addresses_are_neighbours() {
     assert_eq!(s.host(r).stats().arp.txreplies, 1);
     let _ = r_mac;
 }
+
+#[test]
+fn directed_broadcasts_are_not_forwarded_but_a_slash_31s_addresses_are() {
+    // RFC 2644: a router does not forward a directed broadcast by default. B's
+    // network 198.18.2.0/24 is on R's other link: its broadcast address, and its
+    // network address (the old all-zeros broadcast), are refused, counted.
+    let mut r = rig();
+    // C beyond two /31 links (RFC 3021: no network or broadcast address there).
+    let c = r.s.add_host("c", 1);
+    r.s.link(
+        r.r,
+        "198.18.4.1/31",
+        c,
+        "198.18.4.0/31",
+        WireConfig::default(),
+    );
+    r.s.link(
+        r.r,
+        "198.18.5.0/31",
+        c,
+        "198.18.5.1/31",
+        WireConfig::default(),
+    );
+    r.s.host(c)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 4, 1)));
+    for i in r.s.host(r.r).interfaces() {
+        r.s.host(r.r).set_forwarding(i.index, true, true).unwrap();
+    }
+    r.s.run_for(Duration::from_secs(3));
+    sniff(&mut r);
+    let b_before = r.s.host(r.b).stats().ip.total;
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 255), &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 0), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.bcastfwd, 2, "{:?}", st.ip);
+    assert_eq!(st.ip.forward, 0);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before, "B got neither");
+    assert!(icmp_to_x(&mut r).is_empty(), "and no error about them");
+    // The network address of X's own subnet is refused as well (it would go
+    // back out of the link it came in on).
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 1, 0), &[]);
+    assert_eq!(r.s.host(r.r).stats().ip.bcastfwd, 3);
+    // The broadcast of X's own subnet is a broadcast to R, as before: delivered,
+    // not forwarded (UDP port 9 is closed: counted, unanswered).
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 1, 255), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.udp.noportbcast, 1, "{:?}", st.udp);
+    assert_eq!(st.ip.bcastfwd, 3);
+    // A host on B's network is forwarded to, as ever.
+    send4(&mut r, X4, B4, &[]);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before + 1);
+    // Both addresses of a /31 are hosts': forwarded.
+    let c_before = r.s.host(c).stats().ip.total;
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 4, 0), &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 5, 1), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.bcastfwd, 3, "{:?}", st.ip);
+    assert_eq!(r.s.host(c).stats().ip.total, c_before + 2, "C got both");
+}
