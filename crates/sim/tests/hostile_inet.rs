@@ -414,6 +414,16 @@ fn on_a_slash_31_both_addresses_are_neighbours() {
     let _ = r_mac;
 }
 
+/// `p` (an IPv4 packet from [`ip4`]) with TTL `ttl`, its header checksum made again.
+fn with_ttl(mut p: Vec<u8>, ttl: u8) -> Vec<u8> {
+    p[8] = ttl;
+    p[10..12].copy_from_slice(&[0, 0]);
+    let hl = usize::from(p[0] & 15) * 4;
+    let sum = !wire::checksum::data(&p[..hl]);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p
+}
+
 #[test]
 fn directed_broadcasts_are_not_forwarded_but_a_slash_31s_addresses_are() {
     // RFC 2644: a router does not forward a directed broadcast by default. B's
@@ -471,4 +481,49 @@ fn directed_broadcasts_are_not_forwarded_but_a_slash_31s_addresses_are() {
     let st = r.s.host(r.r).stats();
     assert_eq!(st.ip.bcastfwd, 3, "{:?}", st.ip);
     assert_eq!(r.s.host(c).stats().ip.total, c_before + 2, "C got both");
+}
+
+#[test]
+fn no_icmp_error_about_a_datagram_to_a_directed_broadcast_or_from_one() {
+    // RFC 1122 §3.2.2, RFC 1812 §4.3.2.7: no ICMP error about a datagram sent to a
+    // broadcast address (a directed broadcast of any of R's subnets, not only the
+    // arrival link's) or from an address that names no single host.
+    let mut r = rig();
+    let r1 = Ipv4Addr::new(198, 18, 1, 1);
+    let f = |dst: Ipv4Addr| with_ttl(ip4(X4, dst, &[]), 1);
+    // TTL 1 to B's network's broadcast and network addresses: no time exceeded.
+    for dst in [Ipv4Addr::new(198, 18, 2, 255), Ipv4Addr::new(198, 18, 2, 0)] {
+        let p = ether(r.r_mac, 0x0800, &f(dst));
+        send(&mut r, p);
+    }
+    // A malformed option in a datagram to B's network's broadcast address: no
+    // parameter problem.
+    send4(
+        &mut r,
+        X4,
+        Ipv4Addr::new(198, 18, 2, 255),
+        &[7, 40, 4, 0, 0, 0, 0, 0],
+    );
+    // To a closed UDP port of R, from B's network's broadcast address, and sent to
+    // the broadcast address of X's: no port unreachable.
+    send4(&mut r, Ipv4Addr::new(198, 18, 2, 255), r1, &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 1, 255), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(
+        (
+            st.icmp.outtimxceed,
+            st.icmp.outparamprob,
+            st.icmp.outunreach
+        ),
+        (0, 0, 0),
+        "{:?}",
+        st.icmp
+    );
+    assert!(icmp_to_x(&mut r).is_empty());
+    // The same to a single host are answered: time exceeded, port unreachable.
+    let p = ether(r.r_mac, 0x0800, &f(B4));
+    send(&mut r, p);
+    send4(&mut r, X4, r1, &[]);
+    let got: Vec<_> = icmp_to_x(&mut r).iter().map(|m| (m.0, m.1)).collect();
+    assert_eq!(got, vec![(11, 0), (3, 3)]);
 }
