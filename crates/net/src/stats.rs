@@ -111,8 +111,10 @@ counter_group!(
         // SSRR) dropped, or answered with "source route failed" when source routing
         // is on and the route cannot be followed (`badoptions` counts
         // malformed options, answered with a parameter problem); `localsrc`,
-        // datagrams to forward whose source is one of our own addresses.
-        srcroute, localsrc,
+        // datagrams from a link whose source is one of our own addresses, to
+        // forward or to us (the LAND attack); `bcastfwd`, directed broadcasts (to
+        // a connected subnet's broadcast or network address) not forwarded.
+        srcroute, localsrc, bcastfwd,
         // Checksum offload: TCP checksums left to a device and filled in software
         // instead (`swcsum`: the device has no offload, or the packet was
         // fragmented); `tso` packets sent whole to a device that segments them;
@@ -498,6 +500,7 @@ drop_reasons! {
     IpTooBig => ip.toobig,
     IpSrcRoute => ip.srcroute,
     IpLocalSrc => ip.localsrc,
+    IpBcastFwd => ip.bcastfwd,
     IcmpTooShort => icmp.tooshort,
     IcmpChecksum => icmp.checksum,
     IcmpBadLen => icmp.badlen,

@@ -1,8 +1,8 @@
 //! What a router does with hostile IPv4 and IPv6 input (issue 29): source-routed
 //! packets are dropped and counted, malformed options are answered with a
 //! parameter problem pointing at the bad octet, well-formed Record Route still
-//! passes, packets that claim the router's own address as their source are not
-//! forwarded, and ARP that claims a subnet's network or broadcast address teaches
+//! passes, packets that claim the router's own address as their source are neither
+//! forwarded nor delivered to it (the LAND attack), and ARP that claims a subnet's network or broadcast address teaches
 //! nothing. Frames are written by hand on a raw port, as an attacker would.
 
 use dev::mem::WireConfig;
@@ -239,6 +239,103 @@ fn packets_with_our_own_source_address_are_not_forwarded() {
     assert_eq!(r.s.host(r.r).stats().ip.localsrc, 2);
 }
 
+/// A TCP SYN from `sport` to `dport` (sequence 1, no options), its checksum made
+/// over `pseudo` (the family's pseudo-header without the length and protocol).
+fn tcp_syn(pseudo: &[u8], sport: u16, dport: u16) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    let mut ps = pseudo.to_vec();
+    ps.extend_from_slice(&[0, 6, 0, t.len() as u8]);
+    ps.extend_from_slice(&t);
+    let sum = !wire::checksum::data(&ps);
+    t[16..18].copy_from_slice(&sum.to_be_bytes());
+    t
+}
+
+/// An IPv4 TCP SYN from `src`:`sport` to `dst`:`dport`, checksums right.
+fn syn4(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+    let pseudo = [src.octets(), dst.octets()].concat();
+    let t = tcp_syn(&pseudo, sport, dport);
+    let mut p = vec![0x45, 0, 0, 20 + t.len() as u8, 0, 1, 0, 0, 64, 6, 0, 0];
+    p.extend_from_slice(&pseudo);
+    let sum = !wire::checksum::data(&p);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p.extend_from_slice(&t);
+    p
+}
+
+/// An IPv6 TCP SYN from `src`:`sport` to `dst`:`dport`, its checksum right.
+fn syn6(src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16) -> Vec<u8> {
+    let pseudo = [src.octets(), dst.octets()].concat();
+    let t = tcp_syn(&pseudo, sport, dport);
+    let mut p = vec![0x60, 0, 0, 0, 0, t.len() as u8, 6, 64];
+    p.extend_from_slice(&pseudo);
+    p.extend_from_slice(&t);
+    p
+}
+
+#[test]
+fn a_land_syn_from_our_own_address_and_port_is_dropped_not_answered() {
+    // The LAND attack: a SYN whose source is the destination, address and port,
+    // to a listening port. R neither answers it (to itself, over and over) nor
+    // hands it to TCP; Linux drops it as a martian source, FreeBSD's tcp_input as
+    // LAND.
+    let mut r = rig();
+    let h = r.s.host(r.r);
+    let _l4 = h
+        .tcp_listen(std::net::SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4)
+        .unwrap();
+    let _l6 = h
+        .tcp_listen(
+            std::net::SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0),
+            4,
+        )
+        .unwrap();
+    let before = r.s.host(r.r).stats();
+    let r1 = Ipv4Addr::new(198, 18, 1, 1);
+    let f = ether(r.r_mac, 0x0800, &syn4(r1, 80, r1, 80));
+    send(&mut r, f);
+    let r61: Ipv6Addr = "2001:2:1::1".parse().unwrap();
+    let f = ether(r.r_mac, 0x86dd, &syn6(r61, 80, r61, 80));
+    send(&mut r, f);
+    // R's address on B's network as the source, to its address on X's.
+    let r2 = Ipv4Addr::new(198, 18, 2, 1);
+    let f = ether(r.r_mac, 0x0800, &syn4(r2, 1234, r1, 80));
+    send(&mut r, f);
+    // A broadcast claiming R's address: R's own come back, or a spoof.
+    let bcast = ip4(r1, Ipv4Addr::new(198, 18, 1, 255), &[]);
+    let f = ether(EthernetAddress::BROADCAST, 0x0800, &bcast);
+    send(&mut r, f);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.localsrc, before.ip.localsrc + 3, "{:?}", st.ip);
+    assert_eq!(st.ip6.localsrc, before.ip6.localsrc + 1, "{:?}", st.ip6);
+    assert_eq!(st.ip.delivered, before.ip.delivered, "nothing delivered");
+    assert_eq!(st.tcp.rcvtotal, before.tcp.rcvtotal, "TCP saw none");
+    assert_eq!(st.tcp.sndtotal, before.tcp.sndtotal, "and answered none");
+    assert!(sniff(&mut r).is_empty(), "nothing on the wire either");
+    // A SYN from X to the same port is answered (SYN-ACK), over both families.
+    let f = ether(r.r_mac, 0x0800, &syn4(X4, 80, r1, 80));
+    send(&mut r, f);
+    let x6: Ipv6Addr = "2001:2:1::2".parse().unwrap();
+    let f = ether(r.r_mac, 0x86dd, &syn6(x6, 80, r61, 80));
+    send(&mut r, f);
+    let got = sniff(&mut r);
+    let synack = |f: &Vec<u8>, ty: [u8; 2], at: usize| f[12..14] == ty && f[at] == 0x12;
+    assert!(got.iter().any(|f| synack(f, [8, 0], 14 + 20 + 13)), "v4");
+    assert!(
+        got.iter().any(|f| synack(f, [0x86, 0xdd], 14 + 40 + 13)),
+        "v6"
+    );
+    // What R sends itself to itself still arrives: over the loopback queue.
+    let (s, rr) = (&mut r.s, r.r);
+    assert_eq!(ping_n(s, rr, r1, 2, 32), 2);
+    assert_eq!(ping_n(s, rr, r2, 2, 32), 2);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.localsrc, before.ip.localsrc + 3, "{:?}", st.ip);
+}
+
 /// An ARP packet from X: `op` 1 request, 2 reply; sender `spa`, target `tpa`.
 fn arp(r: &Rig, op: u8, spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
     let mut a = vec![0, 1, 8, 0, 6, 4, 0, op];
@@ -315,4 +412,118 @@ fn on_a_slash_31_both_addresses_are_neighbours() {
     assert_eq!(s.host(r).stats().arp.badspa, 0);
     assert_eq!(s.host(r).stats().arp.txreplies, 1);
     let _ = r_mac;
+}
+
+/// `p` (an IPv4 packet from [`ip4`]) with TTL `ttl`, its header checksum made again.
+fn with_ttl(mut p: Vec<u8>, ttl: u8) -> Vec<u8> {
+    p[8] = ttl;
+    p[10..12].copy_from_slice(&[0, 0]);
+    let hl = usize::from(p[0] & 15) * 4;
+    let sum = !wire::checksum::data(&p[..hl]);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p
+}
+
+#[test]
+fn directed_broadcasts_are_not_forwarded_but_a_slash_31s_addresses_are() {
+    // RFC 2644: a router does not forward a directed broadcast by default. B's
+    // network 198.18.2.0/24 is on R's other link: its broadcast address, and its
+    // network address (the old all-zeros broadcast), are refused, counted.
+    let mut r = rig();
+    // C beyond two /31 links (RFC 3021: no network or broadcast address there).
+    let c = r.s.add_host("c", 1);
+    r.s.link(
+        r.r,
+        "198.18.4.1/31",
+        c,
+        "198.18.4.0/31",
+        WireConfig::default(),
+    );
+    r.s.link(
+        r.r,
+        "198.18.5.0/31",
+        c,
+        "198.18.5.1/31",
+        WireConfig::default(),
+    );
+    r.s.host(c)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 4, 1)));
+    for i in r.s.host(r.r).interfaces() {
+        r.s.host(r.r).set_forwarding(i.index, true, true).unwrap();
+    }
+    r.s.run_for(Duration::from_secs(3));
+    sniff(&mut r);
+    let b_before = r.s.host(r.b).stats().ip.total;
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 255), &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 0), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.bcastfwd, 2, "{:?}", st.ip);
+    assert_eq!(st.ip.forward, 0);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before, "B got neither");
+    assert!(icmp_to_x(&mut r).is_empty(), "and no error about them");
+    // The network address of X's own subnet is refused as well (it would go
+    // back out of the link it came in on).
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 1, 0), &[]);
+    assert_eq!(r.s.host(r.r).stats().ip.bcastfwd, 3);
+    // The broadcast of X's own subnet is a broadcast to R, as before: delivered,
+    // not forwarded (UDP port 9 is closed: counted, unanswered).
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 1, 255), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.udp.noportbcast, 1, "{:?}", st.udp);
+    assert_eq!(st.ip.bcastfwd, 3);
+    // A host on B's network is forwarded to, as ever.
+    send4(&mut r, X4, B4, &[]);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before + 1);
+    // Both addresses of a /31 are hosts': forwarded.
+    let c_before = r.s.host(c).stats().ip.total;
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 4, 0), &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 5, 1), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.bcastfwd, 3, "{:?}", st.ip);
+    assert_eq!(r.s.host(c).stats().ip.total, c_before + 2, "C got both");
+}
+
+#[test]
+fn no_icmp_error_about_a_datagram_to_a_directed_broadcast_or_from_one() {
+    // RFC 1122 §3.2.2, RFC 1812 §4.3.2.7: no ICMP error about a datagram sent to a
+    // broadcast address (a directed broadcast of any of R's subnets, not only the
+    // arrival link's) or from an address that names no single host.
+    let mut r = rig();
+    let r1 = Ipv4Addr::new(198, 18, 1, 1);
+    let f = |dst: Ipv4Addr| with_ttl(ip4(X4, dst, &[]), 1);
+    // TTL 1 to B's network's broadcast and network addresses: no time exceeded.
+    for dst in [Ipv4Addr::new(198, 18, 2, 255), Ipv4Addr::new(198, 18, 2, 0)] {
+        let p = ether(r.r_mac, 0x0800, &f(dst));
+        send(&mut r, p);
+    }
+    // A malformed option in a datagram to B's network's broadcast address: no
+    // parameter problem.
+    send4(
+        &mut r,
+        X4,
+        Ipv4Addr::new(198, 18, 2, 255),
+        &[7, 40, 4, 0, 0, 0, 0, 0],
+    );
+    // To a closed UDP port of R, from B's network's broadcast address, and sent to
+    // the broadcast address of X's: no port unreachable.
+    send4(&mut r, Ipv4Addr::new(198, 18, 2, 255), r1, &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 1, 255), &[]);
+    let st = r.s.host(r.r).stats();
+    assert_eq!(
+        (
+            st.icmp.outtimxceed,
+            st.icmp.outparamprob,
+            st.icmp.outunreach
+        ),
+        (0, 0, 0),
+        "{:?}",
+        st.icmp
+    );
+    assert!(icmp_to_x(&mut r).is_empty());
+    // The same to a single host are answered: time exceeded, port unreachable.
+    let p = ether(r.r_mac, 0x0800, &f(B4));
+    send(&mut r, p);
+    send4(&mut r, X4, r1, &[]);
+    let got: Vec<_> = icmp_to_x(&mut r).iter().map(|m| (m.0, m.1)).collect();
+    assert_eq!(got, vec![(11, 0), (3, 3)]);
 }

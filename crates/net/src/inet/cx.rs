@@ -39,6 +39,11 @@ pub struct InetConfig {
     /// and their one-word Bloom filter, as `local4`'s.
     pub(crate) bcast4: Vec<(Ipv4Addr, IfIndex)>,
     pub(crate) bcast4_bits: u64,
+    /// Every subnet network address of the stack's interfaces (subnets shorter
+    /// than /31), with their one-word Bloom filter: with `bcast4`, what
+    /// [`InetConfig::is_subnet_bcast`] asks.
+    pub(crate) net4: Vec<Ipv4Addr>,
+    pub(crate) net4_bits: u64,
     /// UDP sockets by port (both families: a socket is of one).
     pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     /// ICMP echo sockets by identifier.
@@ -78,13 +83,31 @@ impl InetConfig {
         self.bcast4_bits & local_bit(a) != 0 && self.bcast4.contains(&(a, ifindex))
     }
 
-    /// Sets the stack's IPv4 addresses and its interfaces' broadcast addresses (at
-    /// each publication).
-    pub(crate) fn set_local4(&mut self, addrs: Vec<Ipv4Addr>, bcasts: Vec<(Ipv4Addr, IfIndex)>) {
+    /// True if `a` is the broadcast or network address of a subnet of any of the
+    /// stack's interfaces (a /31 or /32 has neither, RFC 3021): a directed
+    /// broadcast to one of our subnets, not a single host. No ICMP error is sent
+    /// about a datagram to one (RFC 1122 §3.2.2, RFC 1812 §4.3.2.7).
+    #[inline]
+    pub fn is_subnet_bcast(&self, a: Ipv4Addr) -> bool {
+        let bit = local_bit(a);
+        (self.bcast4_bits & bit != 0 && self.bcast4.iter().any(|&(b, _)| b == a))
+            || (self.net4_bits & bit != 0 && self.net4.contains(&a))
+    }
+
+    /// Sets the stack's IPv4 addresses, its interfaces' broadcast addresses and
+    /// their subnets' network addresses (at each publication).
+    pub(crate) fn set_local4(
+        &mut self,
+        addrs: Vec<Ipv4Addr>,
+        bcasts: Vec<(Ipv4Addr, IfIndex)>,
+        nets: Vec<Ipv4Addr>,
+    ) {
         self.local4_bits = addrs.iter().fold(0, |b, &a| b | local_bit(a));
         self.local4 = addrs;
         self.bcast4_bits = bcasts.iter().fold(0, |b, &(a, _)| b | local_bit(a));
         self.bcast4 = bcasts;
+        self.net4_bits = nets.iter().fold(0, |b, &a| b | local_bit(a));
+        self.net4 = nets;
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not

@@ -18,7 +18,9 @@
 //! the interface it came in on towards a neighbour of its source. Every drop is
 //! counted (`ip.cantforward`, `ip.noroute`, `ip.blackhole`, `ip.reject`,
 //! `ip.timeexceed`, `ip.toobig`, and the `ip6` twins), and a lookup that finds no
-//! route is announced as `RTM_MISS` to routing sockets.
+//! route is announced as `RTM_MISS` to routing sockets. A directed broadcast (the
+//! broadcast or network address of a subnet on the outgoing link; a /31 has
+//! neither, RFC 3021) is not forwarded (RFC 2644): dropped, `ip.bcastfwd`.
 
 use crate::inet::cx::InetCx;
 use crate::inet::ip::{IpInfo, IP_HDR_LEN};
@@ -388,6 +390,15 @@ fn forward4_one(
         cx.drop_pkt(m, DropReason::IpNoRoute);
         return None;
     };
+    // RFC 2644, RFC 1812 §5.3.5.2: a router must not forward a directed broadcast
+    // by default: the broadcast (or, shorter than /31, the network) address of a
+    // subnet the route says is on the link (no gateway) is refused, as FreeBSD's
+    // `ip_output` does with `directed-broadcast` 0 and Linux without
+    // `bc_forwarding`. Only here, off the fast path: that takes gateway routes.
+    if nh.gateway.is_none() && outif.addrs.iter().any(|a| a.is_net_or_bcast(dst)) {
+        cx.drop_pkt(m, DropReason::IpBcastFwd);
+        return None;
+    }
     if !outif.is_up() {
         // FreeBSD's ip_forward answers ENETDOWN so.
         cx.stats.ip.cantforward += 1;

@@ -124,7 +124,9 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
 
 /// `icmp_error`: answers the datagram in `m` (which still carries its IP header)
 /// with an ICMP error of `ty`/`code`. RFC 1122 §3.2.2: never about an ICMP error,
-/// a broadcast or multicast, or a non-initial fragment; rate limited.
+/// a datagram to a broadcast (a directed broadcast of any of our subnets too) or
+/// multicast address or from one that names no single host, or a non-initial
+/// fragment; rate limited.
 pub(crate) fn icmp_error(cx: &mut InetCx<'_>, m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
     let [a, b] = mtu.to_be_bytes();
     icmp_error_word(cx, m, ty, code, [0, 0, a, b]);
@@ -154,12 +156,23 @@ pub(crate) fn icmp_error_word(
             p.frag_offset(),
         )
     };
+    // RFC 1122 §3.2.2, RFC 1812 §4.3.2.7: none about a datagram sent to a
+    // broadcast (limited, or directed to any of our subnets, its broadcast or
+    // network address) or multicast address, nor one whose source does not name a
+    // single host (unspecified, loopback, broadcast, multicast, class E).
+    let not_one_host = |a: Ipv4Addr| {
+        a.is_broadcast()
+            || a.is_multicast()
+            || a.is_unspecified()
+            || a.is_loopback()
+            || a.octets()[0] >= 240
+            || cx.inet.is_subnet_bcast(a)
+    };
     if frag_off != 0
-        || src.is_broadcast()
-        || src.is_multicast()
-        || src.is_unspecified()
+        || not_one_host(src)
         || dst.is_multicast()
         || dst.is_broadcast()
+        || cx.inet.is_subnet_bcast(dst)
     {
         return;
     }

@@ -4,12 +4,14 @@
 //! walks the options (`ip_dooptions`: malformed ones answered with a parameter
 //! problem, source routes dropped unless `net.inet.ip.sourceroute` or
 //! `accept_sourceroute` says otherwise), reassembles fragments (`frag`), then delivers
-//! locally. Packets for other addresses go to `ip_forward` (`forward.rs`) when the
-//! arrival interface forwards and their source is not one of our addresses, else
-//! are counted (`ip.cantforward`, `ip.localsrc`) and dropped. Output picks the interface and
-//! next hop from the FIB (connected, static and default routes), runs the output
-//! hooks, fragments what the interface's MTU cannot carry, and resolves the link
-//! address.
+//! locally. A packet from a link (not looped back by `ip_send`, which marks what we
+//! send ourselves `M_LOOP`) whose source is one of our addresses is dropped and
+//! counted in `ip.localsrc`, whether for us (the LAND attack, a broadcast of ours come
+//! back) or to forward. Packets for other addresses go to `ip_forward` (`forward.rs`)
+//! when the arrival interface forwards, else are counted (`ip.cantforward`) and
+//! dropped. Output picks the interface and next hop from the FIB (connected, static
+//! and default routes), runs the output hooks, fragments what the interface's MTU
+//! cannot carry, and resolves the link address.
 
 use crate::hdr::{fixed, length_field};
 use crate::inet::cx::InetCx;
@@ -205,7 +207,17 @@ fn ip_sort(
         cx.inet.is_local(info.dst)
     };
     if ours {
-        v.local.push((m, info));
+        if m.hdr.flags & mbuf::M_LOOP == 0 && cx.inet.is_local(info.src) {
+            // Our own address as the source of a packet from a link (a device or a
+            // tunnel), to us: spoofed, as the LAND attack's SYN from our address and
+            // port to themselves is, or our own broadcast come back by another
+            // interface. Linux drops it as a "martian source" (`fib_validate_source`);
+            // FreeBSD's `tcp_input` drops the LAND SYN. What we send to ourselves
+            // comes back through the loopback queue, marked `M_LOOP`.
+            cx.drop_pkt(m, DropReason::IpLocalSrc);
+        } else {
+            v.local.push((m, info));
+        }
     } else if !forwarding {
         cx.drop_pkt(m, DropReason::IpCantForward);
     } else if cx.inet.is_local(info.src) {
@@ -639,7 +651,7 @@ pub(crate) fn ip_send(
     nexthop: Ipv4Addr,
     bcast: bool,
 ) {
-    let Some(m) = cx.pfil(
+    let Some(mut m) = cx.pfil(
         PfilPoint::Inet,
         Dir::Out,
         ifp.index,
@@ -649,7 +661,9 @@ pub(crate) fn ip_send(
         return;
     };
     if cx.inet.is_local(dst) {
-        // To ourselves: loop back without touching the wire.
+        // To ourselves: loop back without touching the wire, marked so that input
+        // knows our own address as its source is no spoof.
+        m.hdr.flags |= mbuf::M_LOOP;
         cx.loopq.push((ifp.index, m));
         return;
     }

@@ -11,6 +11,10 @@
 //! have no sockets yet: their headers and checksums are checked, then a port
 //! unreachable or a reset answers.
 //!
+//! A packet from a link whose source is one of our (preferred) addresses is dropped
+//! and counted in `ip6.localsrc`: to forward, or, sent to a unicast address of
+//! ours, to deliver (the LAND attack). IPv6 to ourselves never leaves `ip6_send`.
+//!
 //! Output routes on the interfaces' prefixes and the default router, picks a source
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
 //! interface's neighbour table ([`crate::inet6::nd6`]).
@@ -159,6 +163,15 @@ pub(crate) fn ip6_input(
         }
         // Weak host model, as for IPv4: any of our addresses on any interface.
         match local6(cx, h.dst) {
+            // Our own address as the source of a unicast packet from a link, to us:
+            // spoofed (the LAND attack), as `ip_sort` has it for IPv4. IPv6 to
+            // ourselves never goes out (`ip6_send`); a tunnel's inner packet looped
+            // from our own outer one is marked `M_LOOP`. Only an address that has
+            // passed duplicate address detection: one still tentative may be a
+            // neighbour's (RFC 4862 §5.4). Multicast is left to neighbour discovery.
+            Some(_) if m.hdr.flags & mbuf::M_LOOP == 0 && local6(cx, h.src) == Some(true) => {
+                cx.drop_pkt(m, DropReason::Ip6LocalSrc)
+            }
             Some(usable) => v.local.push((m, h, !usable)),
             // Our own address as the source of a packet to forward: spoofed, or
             // ours looping back (as `ip_sort` for IPv4).

@@ -187,7 +187,14 @@ impl NetConfig {
                     .filter_map(|a| Some((a.broadcast()?, i.index)))
             })
             .collect();
-        self.inet.set_local4(local4, bcast4);
+        let net4 = self
+            .ifaces
+            .iter()
+            .flat_map(|i| i.addrs.iter())
+            .filter(|a| a.prefix_len < 31)
+            .map(|a| a.network())
+            .collect();
+        self.inet.set_local4(local4, bcast4, net4);
         let local6 = self
             .ifaces
             .iter()
