@@ -586,6 +586,75 @@ fn tcp_fin_wait_2_of_a_half_closed_socket_waits_for_the_peer() {
     assert_eq!(conns_in(&mut s, b, "TIME_WAIT"), 1);
 }
 
+/// Reads `c` (non-blocking) until it ends: the bytes read, and how it ended (`Ok` at
+/// the end of the stream, the error otherwise).
+fn read_to_end_now(c: &net::TcpStream) -> (Vec<u8>, std::io::Result<()>) {
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        match (&*c).read(&mut buf) {
+            Ok(0) => return (got, Ok(())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return (got, Err(e)),
+        }
+    }
+}
+
+/// The server closes (not only shuts down for writing) and the client goes on
+/// sending: nobody will read that, so the server resets the connection, as
+/// FreeBSD's tcp_input does (`tcps_rcvafterclose`) and RFC 1122 §4.2.2.13 asks,
+/// instead of acknowledging data into a void. The client is told at once.
+#[test]
+fn tcp_data_sent_after_the_server_closed_is_answered_with_a_reset() {
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 43, Impairments::default());
+        let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+        c.set_nonblocking(true).unwrap();
+        drop(srv);
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), 1, "workers={workers}");
+        // The client has heard the FIN, and still writes.
+        (&c).write_all(b"one more thing").unwrap();
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), 0, "workers={workers}");
+        assert_eq!(s.host(b).stats().tcp.rcvafterclose, 1, "workers={workers}");
+        assert_eq!(s.host(b).stats().tcp.pcbcount, 0);
+        assert_eq!(conns_in(&mut s, a, "CLOSE_WAIT"), 0, "the client is reset");
+        let (_, end) = read_to_end_now(&c);
+        assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    }
+}
+
+/// Closing a socket with received data unread resets the connection instead of
+/// sending a FIN (RFC 1122 §4.2.2.13, RFC 2525 §2.17, as Linux), so the peer knows
+/// its data was lost; counted in `tcp.abortonclose`. A server that read everything
+/// closes with a FIN.
+#[test]
+fn tcp_closing_with_unread_data_resets_the_peer() {
+    for read_first in [false, true] {
+        let (mut s, a, b) = pair(1, 44, Impairments::default());
+        let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+        c.set_nonblocking(true).unwrap();
+        (&c).write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        s.run_for(Duration::from_millis(50));
+        if read_first {
+            let mut buf = [0u8; 64];
+            assert_eq!((&srv).read(&mut buf).unwrap(), 18);
+        }
+        drop(srv);
+        s.run_for(Duration::from_millis(50));
+        let (_, end) = read_to_end_now(&c);
+        let st = s.host(b).stats().tcp;
+        if read_first {
+            assert!(end.is_ok(), "{end:?}");
+            assert_eq!(st.abortonclose, 0);
+        } else {
+            assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset);
+            assert_eq!(st.abortonclose, 1);
+            assert_eq!(st.pcbcount, 0);
+        }
+    }
+}
+
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());

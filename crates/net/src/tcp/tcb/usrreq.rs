@@ -151,19 +151,47 @@ impl Tcb {
     /// The application has closed the socket (not only shut down its sending side):
     /// nothing more can be received, so from FIN_WAIT_2 on the wait for the peer's
     /// FIN is bounded by `finwait2_timeout` (FreeBSD's `tcp_usrclosed` and
-    /// `soisdisconnected`). Idempotent.
-    pub fn detach(&mut self, now: Instant) {
-        if !self.detached {
-            self.detached = true;
-            self.arm_finwait2(now);
+    /// `soisdisconnected`), new data from the peer resets the connection
+    /// (`tcp.rcvafterclose`, in `input`), and a send stalled by a zero window is
+    /// bounded by `persist_orphan_timeout`. Idempotent.
+    ///
+    /// Received data the application never read (in the receive buffer, or
+    /// handed to its channel and unread there, [`Tcb::set_app_unread`]) makes the
+    /// close an abort: RFC 1122 §4.2.2.13, "if such a host issues a CLOSE call
+    /// while received data is still pending in TCP ... its TCP SHOULD send a RST
+    /// to show that data was lost" (RFC 2525 §2.17 lists the FIN instead as a
+    /// known implementation problem). Linux resets (`TCPAbortOnClose`), and so do
+    /// Apple's BSD (`tcp_disconnect`); FreeBSD discards the data and sends its
+    /// FIN. Counted in `tcp.abortonclose`.
+    pub fn detach(&mut self, now: Instant, st: &mut TcpStat) {
+        if self.detached {
+            return;
         }
+        self.detached = true;
+        let unread = self.rcvbuf.len() + self.app_unread;
+        if unread > 0 && !matches!(self.state, State::Closed | State::TimeWait | State::SynSent) {
+            st.abortonclose += 1;
+            st.drops += 1;
+            self.abort();
+            return;
+        }
+        self.arm_finwait2(now);
     }
 
-    /// Aborts with a reset (SO_LINGER 0).
+    /// Aborts with a reset (SO_LINGER 0). The reset goes at SND.NXT, or at the
+    /// right edge of the peer's window when SND.NXT lies beyond it (a window probe's
+    /// byte out into a shut window), where the peer takes it (RFC 5961 §3 wants
+    /// RCV.NXT exactly; Linux's `tcp_acceptable_seq`, FreeBSD's SND.NXT pulled back
+    /// to SND.UNA in persist).
     pub fn abort(&mut self) {
         if self.state.synchronized() || self.state == State::SynReceived {
+            let edge = self.snd_una.wrapping_add(self.snd_wnd);
             self.rst_pending = Some(Box::new(SegOut {
-                seq: self.snd_nxt,
+                seq: if self.state.synchronized() && lt(edge, self.snd_nxt) {
+                    edge
+                } else {
+                    self.snd_nxt
+                },
                 rst: true,
                 ..SegOut::default()
             }));
