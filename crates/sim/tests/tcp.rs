@@ -655,6 +655,73 @@ fn tcp_closing_with_unread_data_resets_the_peer() {
     }
 }
 
+/// How many connections `h` holds, in any state but LISTEN.
+fn conns_held(s: &mut Sim, h: HostId) -> usize {
+    let q = s.host(h).tcp_connections_ask().unwrap();
+    s.run_for(Duration::from_millis(1));
+    assert!(q.ready());
+    q.into_list().iter().filter(|c| c.state != "LISTEN").count()
+}
+
+/// A client that never reads answers every window probe with a zero window. A
+/// server that has closed its socket with data still to send is held by it only
+/// `net.inet.tcp.persist_orphan_timeout` (60 s) after the close, then dropped with
+/// a reset and counted in `tcp.persistdrop`; a server that still owns its socket
+/// probes on (RFC 1122 §4.2.2.17), the application's to end.
+#[test]
+fn tcp_a_closed_socket_facing_a_zero_window_is_dropped_after_the_persist_orphan_timeout() {
+    for closed in [false, true] {
+        let (mut s, a, b) = pair(1, 45, Impairments::default());
+        let bufs = net::TcpBuffers {
+            send: 16 * 1024,
+            recv: 16 * 1024,
+        };
+        let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+        let data = vec![5u8; 200_000];
+        let mut sent = 0;
+        for _ in 0..20 {
+            while let Ok(n) = (&srv).write(&data[sent..]) {
+                sent += n;
+            }
+            s.run_for(Duration::from_millis(100));
+        }
+        assert!(sent < data.len(), "the client's window shut");
+        let probes = s.host(b).stats().tcp.sndprobe;
+        let answers = s.host(a).stats().tcp.sndacks;
+        let srv = if closed {
+            drop(srv);
+            None
+        } else {
+            Some(srv)
+        };
+        s.run_for(Duration::from_secs(59));
+        assert_eq!(
+            conns_held(&mut s, b),
+            1,
+            "held before the bound, closed={closed}"
+        );
+        assert_eq!(s.host(b).stats().tcp.persistdrop, 0);
+        assert!(s.host(b).stats().tcp.sndprobe > probes, "probed");
+        assert!(s.host(a).stats().tcp.sndacks > answers, "and answered");
+        s.run_for(Duration::from_secs(2));
+        let st = s.host(b).stats().tcp;
+        if closed {
+            assert_eq!(conns_held(&mut s, b), 0, "gone after it");
+            assert_eq!(st.persistdrop, 1);
+            assert_eq!(st.pcbcount, 0);
+            // The client reads what it had, then the reset.
+            let (got, end) = read_to_end_now(&c);
+            assert!(!got.is_empty());
+            assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset);
+        } else {
+            s.run_for(Duration::from_secs(600));
+            assert_eq!(conns_held(&mut s, b), 1, "its application still owns it");
+            assert_eq!(s.host(b).stats().tcp.persistdrop, 0);
+            drop(srv);
+        }
+    }
+}
+
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());
