@@ -624,37 +624,6 @@ fn tcp_data_sent_after_the_server_closed_is_answered_with_a_reset() {
     }
 }
 
-/// Closing a socket with received data unread resets the connection instead of
-/// sending a FIN (RFC 1122 §4.2.2.13, RFC 2525 §2.17, as Linux), so the peer knows
-/// its data was lost; counted in `tcp.abortonclose`. A server that read everything
-/// closes with a FIN.
-#[test]
-fn tcp_closing_with_unread_data_resets_the_peer() {
-    for read_first in [false, true] {
-        let (mut s, a, b) = pair(1, 44, Impairments::default());
-        let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
-        c.set_nonblocking(true).unwrap();
-        (&c).write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
-        s.run_for(Duration::from_millis(50));
-        if read_first {
-            let mut buf = [0u8; 64];
-            assert_eq!((&srv).read(&mut buf).unwrap(), 18);
-        }
-        drop(srv);
-        s.run_for(Duration::from_millis(50));
-        let (_, end) = read_to_end_now(&c);
-        let st = s.host(b).stats().tcp;
-        if read_first {
-            assert!(end.is_ok(), "{end:?}");
-            assert_eq!(st.abortonclose, 0);
-        } else {
-            assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset);
-            assert_eq!(st.abortonclose, 1);
-            assert_eq!(st.pcbcount, 0);
-        }
-    }
-}
-
 /// How many connections `h` holds, in any state but LISTEN.
 fn conns_held(s: &mut Sim, h: HostId) -> usize {
     let q = s.host(h).tcp_connections_ask().unwrap();

@@ -131,9 +131,8 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     let dropped = s.dropped.load(Ordering::Acquire);
     if dropped {
-        // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on,
-        // and data the application left unread makes it an abort.
-        c.tcb.detach(cx.now, &mut cx.stats.tcp);
+        // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on.
+        c.tcb.detach(cx.now);
     }
     let app_done = s.wr_shut.load(Ordering::Acquire) || dropped;
     if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {

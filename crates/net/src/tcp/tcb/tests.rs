@@ -1022,7 +1022,7 @@ fn fin_wait_2_of_a_closed_connection_is_bounded() {
         assert!(p.run_until(Duration::from_secs(5), |p| p.a.state() == State::FinWait2));
         p.run_until(Duration::from_secs(300), |_| false);
         assert_eq!(p.a.state(), State::FinWait2, "only shut down: no limit");
-        p.a.detach(p.now, &mut p.sa);
+        p.a.detach(p.now);
         let first = p.now + Duration::from_secs(60);
         assert_eq!(p.a.fw2_deadline, Some(first));
         let ended = p.run_until(Duration::from_secs(300), |p| p.a.state() == State::Closed);
@@ -1057,7 +1057,7 @@ fn new_data_after_the_close_resets_the_connection() {
         p.established();
         p.a.close();
         if closed {
-            p.a.detach(p.now, &mut p.sa);
+            p.a.detach(p.now);
         }
         assert!(p.run_until(Duration::from_secs(5), |p| p.a.state() == State::FinWait2));
         // The peer still has something to say.
@@ -1075,47 +1075,6 @@ fn new_data_after_the_close_resets_the_connection() {
             assert_eq!(p.sa.rcvafterclose, 0);
             assert_eq!(p.a.recv_available(), 4);
             assert!(!p.log.iter().any(|(_, s)| s.rst));
-        }
-    }
-}
-
-/// Closing with received data unread (in the receive buffer, or handed to the
-/// application's channel and not read there) resets the connection instead of
-/// sending a FIN (RFC 1122 §4.2.2.13, RFC 2525 §2.17; Linux's TCPAbortOnClose),
-/// counted in `abortonclose`. Everything read, the close is the usual FIN.
-#[test]
-fn closing_with_unread_data_resets_the_connection() {
-    for unread in ["buffer", "channel", "none"] {
-        let mut p = Pair::new(quick(), quick(), Link::default(), 36);
-        p.established();
-        assert_eq!(p.b().send(b"request"), 7);
-        assert!(p.run_until(Duration::from_secs(1), |p| p.a.recv_available() == 7));
-        match unread {
-            "channel" => {
-                // Moved into the channel, which holds it unread.
-                assert_eq!(p.a.recv_with(7, |b| b.len()), 7);
-                p.a.set_app_unread(7);
-            }
-            "none" => {
-                let mut buf = [0u8; 16];
-                assert_eq!(p.a.recv(&mut buf), 7);
-            }
-            _ => {}
-        }
-        p.a.close();
-        p.a.detach(p.now, &mut p.sa);
-        p.run_until(Duration::from_secs(5), |_| false);
-        let a_rst = p.log.iter().any(|(from_a, s)| *from_a && s.rst);
-        let a_fin = p.log.iter().any(|(from_a, s)| *from_a && s.fin);
-        if unread == "none" {
-            assert!(!a_rst && a_fin, "a FIN");
-            assert_eq!(p.sa.abortonclose, 0);
-            assert_eq!(p.a.state(), State::FinWait2);
-        } else {
-            assert!(a_rst && !a_fin, "{unread}: a reset, no FIN");
-            assert_eq!(p.sa.abortonclose, 1, "{unread}");
-            assert_eq!(p.a.state(), State::Closed);
-            assert_eq!(p.b().error(), Some(TcpError::Reset), "{unread}");
         }
     }
 }
@@ -1143,7 +1102,7 @@ fn a_closed_connection_facing_a_zero_window_is_dropped() {
         assert_eq!(p.a.snd_wnd, 0);
         p.a.close();
         if closed {
-            p.a.detach(p.now, &mut p.sa);
+            p.a.detach(p.now);
         }
         let (t0, probes, answers) = (p.now, p.sa.sndprobe, p.sb.sndacks);
         p.run_until(Duration::from_secs(59), |_| false);

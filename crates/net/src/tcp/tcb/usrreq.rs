@@ -154,27 +154,11 @@ impl Tcb {
     /// `soisdisconnected`), new data from the peer resets the connection
     /// (`tcp.rcvafterclose`, in `input`), and a send stalled by a zero window is
     /// bounded by `persist_orphan_timeout`. Idempotent.
-    ///
-    /// Received data the application never read (in the receive buffer, or
-    /// handed to its channel and unread there, [`Tcb::set_app_unread`]) makes the
-    /// close an abort: RFC 1122 §4.2.2.13, "if such a host issues a CLOSE call
-    /// while received data is still pending in TCP ... its TCP SHOULD send a RST
-    /// to show that data was lost" (RFC 2525 §2.17 lists the FIN instead as a
-    /// known implementation problem). Linux resets (`TCPAbortOnClose`), and so do
-    /// Apple's BSD (`tcp_disconnect`); FreeBSD discards the data and sends its
-    /// FIN. Counted in `tcp.abortonclose`.
-    pub fn detach(&mut self, now: Instant, st: &mut TcpStat) {
+    pub fn detach(&mut self, now: Instant) {
         if self.detached {
             return;
         }
         self.detached = true;
-        let unread = self.rcvbuf.len() + self.app_unread;
-        if unread > 0 && !matches!(self.state, State::Closed | State::TimeWait | State::SynSent) {
-            st.abortonclose += 1;
-            st.drops += 1;
-            self.abort();
-            return;
-        }
         self.arm_finwait2(now);
     }
 
