@@ -216,6 +216,13 @@ const KNOBS: &[Knob<TcpConfig>] = &[
     // or with fast_finwait2_recycle this long from the close; then dropped.
     millis_knob!("net.inet.tcp.finwait2_timeout", finwait2_timeout, 3600000),
     flag_knob!("net.inet.tcp.fast_finwait2_recycle", fast_finwait2_recycle),
+    // A closed socket's data stalled by a shut window: this long after the window
+    // closed (or the close, if later), whatever the peer answers; then dropped.
+    millis_knob!(
+        "net.inet.tcp.persist_orphan_timeout",
+        persist_orphan_timeout,
+        3600000
+    ),
     Knob {
         // Unanswered keepalive probes before the connection is dropped.
         name: "net.inet.tcp.keepcnt",
@@ -444,6 +451,10 @@ mod tests {
             ("net.inet.tcp.fastopen.server_enable=1", "0 -> 1"),
             ("net.inet.tcp.finwait2_timeout=30000", "60000 -> 30000"),
             ("net.inet.tcp.fast_finwait2_recycle=1", "0 -> 1"),
+            (
+                "net.inet.tcp.persist_orphan_timeout=20000",
+                "60000 -> 20000",
+            ),
         ] {
             let msg = apply(&mut c, arg).unwrap();
             assert!(msg.ends_with(said), "{arg}: {msg}");
@@ -459,6 +470,7 @@ mod tests {
         assert!(!c.fastopen_client && c.fastopen_server);
         assert_eq!(c.finwait2_timeout, Duration::from_secs(30));
         assert!(c.fast_finwait2_recycle);
+        assert_eq!(c.persist_orphan_timeout, Duration::from_secs(20));
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
         assert_eq!(c.delack, TcpConfig::default().delack);

@@ -215,7 +215,7 @@ counter_group!(
         connaddrinuse, conntablefull, mturesent, sndbyteshared, rcvbyteshared,
         hystartcss, hystartresume, hystartca, lroqueued, lroflushed, rcvnoack,
         ecn_ce, ecn_ect0, ecn_rcwnd, ecn_shs, dsack_count, dsack_bytes, dsackundo,
-        frto_spurious, racklost, rackreorder, racktimeo, finwait2_drops,
+        frto_spurious, racklost, rackreorder, racktimeo, finwait2_drops, persistdrop,
     }
 );
 

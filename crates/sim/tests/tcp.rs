@@ -586,6 +586,111 @@ fn tcp_fin_wait_2_of_a_half_closed_socket_waits_for_the_peer() {
     assert_eq!(conns_in(&mut s, b, "TIME_WAIT"), 1);
 }
 
+/// Reads `c` (non-blocking) until it ends: the bytes read, and how it ended (`Ok` at
+/// the end of the stream, the error otherwise).
+fn read_to_end_now(c: &net::TcpStream) -> (Vec<u8>, std::io::Result<()>) {
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        match (&*c).read(&mut buf) {
+            Ok(0) => return (got, Ok(())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return (got, Err(e)),
+        }
+    }
+}
+
+/// The server closes (not only shuts down for writing) and the client goes on
+/// sending: nobody will read that, so the server resets the connection, as
+/// FreeBSD's tcp_input does (`tcps_rcvafterclose`) and RFC 1122 §4.2.2.13 asks,
+/// instead of acknowledging data into a void. The client is told at once.
+#[test]
+fn tcp_data_sent_after_the_server_closed_is_answered_with_a_reset() {
+    for workers in [1, 2] {
+        let (mut s, a, b) = pair(workers, 43, Impairments::default());
+        let (_l, c, srv) = connected(&mut s, a, b, 80, Duration::from_millis(50));
+        c.set_nonblocking(true).unwrap();
+        drop(srv);
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), 1, "workers={workers}");
+        // The client has heard the FIN, and still writes.
+        (&c).write_all(b"one more thing").unwrap();
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(conns_in(&mut s, b, "FIN_WAIT_2"), 0, "workers={workers}");
+        assert_eq!(s.host(b).stats().tcp.rcvafterclose, 1, "workers={workers}");
+        assert_eq!(s.host(b).stats().tcp.pcbcount, 0);
+        assert_eq!(conns_in(&mut s, a, "CLOSE_WAIT"), 0, "the client is reset");
+        let (_, end) = read_to_end_now(&c);
+        assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    }
+}
+
+/// How many connections `h` holds, in any state but LISTEN.
+fn conns_held(s: &mut Sim, h: HostId) -> usize {
+    let q = s.host(h).tcp_connections_ask().unwrap();
+    s.run_for(Duration::from_millis(1));
+    assert!(q.ready());
+    q.into_list().iter().filter(|c| c.state != "LISTEN").count()
+}
+
+/// A client that never reads answers every window probe with a zero window. A
+/// server that has closed its socket with data still to send is held by it only
+/// `net.inet.tcp.persist_orphan_timeout` (60 s) after the close, then dropped with
+/// a reset and counted in `tcp.persistdrop`; a server that still owns its socket
+/// probes on (RFC 1122 §4.2.2.17), the application's to end.
+#[test]
+fn tcp_a_closed_socket_facing_a_zero_window_is_dropped_after_the_persist_orphan_timeout() {
+    for closed in [false, true] {
+        let (mut s, a, b) = pair(1, 45, Impairments::default());
+        let bufs = net::TcpBuffers {
+            send: 16 * 1024,
+            recv: 16 * 1024,
+        };
+        let (_l, c, srv) = connected_with(&mut s, a, b, 80, Duration::from_millis(20), bufs);
+        let data = vec![5u8; 200_000];
+        let mut sent = 0;
+        for _ in 0..20 {
+            while let Ok(n) = (&srv).write(&data[sent..]) {
+                sent += n;
+            }
+            s.run_for(Duration::from_millis(100));
+        }
+        assert!(sent < data.len(), "the client's window shut");
+        let probes = s.host(b).stats().tcp.sndprobe;
+        let answers = s.host(a).stats().tcp.sndacks;
+        let srv = if closed {
+            drop(srv);
+            None
+        } else {
+            Some(srv)
+        };
+        s.run_for(Duration::from_secs(59));
+        assert_eq!(
+            conns_held(&mut s, b),
+            1,
+            "held before the bound, closed={closed}"
+        );
+        assert_eq!(s.host(b).stats().tcp.persistdrop, 0);
+        assert!(s.host(b).stats().tcp.sndprobe > probes, "probed");
+        assert!(s.host(a).stats().tcp.sndacks > answers, "and answered");
+        s.run_for(Duration::from_secs(2));
+        let st = s.host(b).stats().tcp;
+        if closed {
+            assert_eq!(conns_held(&mut s, b), 0, "gone after it");
+            assert_eq!(st.persistdrop, 1);
+            assert_eq!(st.pcbcount, 0);
+            // The client reads what it had, then the reset.
+            let (got, end) = read_to_end_now(&c);
+            assert!(!got.is_empty());
+            assert_eq!(end.unwrap_err().kind(), ErrorKind::ConnectionReset);
+        } else {
+            s.run_for(Duration::from_secs(600));
+            assert_eq!(conns_held(&mut s, b), 1, "its application still owns it");
+            assert_eq!(s.host(b).stats().tcp.persistdrop, 0);
+            drop(srv);
+        }
+    }
+}
+
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());

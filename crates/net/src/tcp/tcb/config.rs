@@ -60,6 +60,19 @@ pub struct TcpConfig {
     /// from the close, whatever the peer sends meanwhile (off, the default: from
     /// the last segment received, as FreeBSD's idle check).
     pub fast_finwait2_recycle: bool,
+    /// How long a connection whose application has closed may be unable to send
+    /// because the peer's window is shut: this long after the window closed (or
+    /// after the close, whichever is later), whatever the peer answers to the
+    /// window probes, it is dropped with a reset and counted in `tcp.persistdrop`
+    /// (`net.inet.tcp.persist_orphan_timeout`, 60 s, FreeBSD's `TCPTV_PERSMAX`).
+    /// RFC 1122 §4.2.2.17 keeps probing a zero window for as long as the peer
+    /// answers, and so does an application's own connection here; but once
+    /// nobody owns the data, a peer that answers every probe with a zero window
+    /// could hold it and its buffers for ever. FreeBSD's bound counts the peer's
+    /// silence (`t_rcvtime`), which such a peer defeats; Linux's counts the probe
+    /// backoff, which answers do not reset (`tcp_orphan_retries`); this counts
+    /// time.
+    pub persist_orphan_timeout: Duration,
     /// Runs of out-of-order data held for reassembly (a segment that continues a
     /// run joins it; the bytes are bounded by the receive window).
     pub ooo_max_segs: usize,
@@ -167,6 +180,7 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(60),
             finwait2_timeout: Duration::from_secs(60),
             fast_finwait2_recycle: false,
+            persist_orphan_timeout: Duration::from_secs(60),
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,

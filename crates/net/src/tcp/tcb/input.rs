@@ -369,6 +369,23 @@ impl Tcb {
             self.challenge = true;
             return;
         }
+        // New data for a connection whose application has closed, before the peer's
+        // FIN: nobody will ever read it, and acknowledging it would let the peer go
+        // on sending into a void. RFC 1122 §4.2.2.13: "if new data is received
+        // after CLOSE is called, its TCP SHOULD send a RST to show that data was
+        // lost". FreeBSD's tcp_input closes the connection and answers with a reset
+        // (`TF_CLOSED`, `tcps_rcvafterclose`), as Linux's tcp_rcv_state_process does
+        // in FIN_WAIT_1/2 (`TCPAbortOnData`). Data the segment repeats (below
+        // RCV.NXT) does not count. A socket only shut down for writing still reads,
+        // and keeps receiving.
+        let end = seq.wrapping_add(seg.payload.len() as u32);
+        if self.detached && !self.rcv_fin && lt(self.rcv_nxt, end) {
+            self.rst_pending = reset_for(seg).map(Box::new);
+            st.rcvafterclose += 1;
+            st.closed += 1;
+            self.enter_closed();
+            return;
+        }
         let Some(ack) = seg.ack else {
             // RFC 9293 §3.10.7.4: "if the ACK bit is off, drop the segment".
             st.rcvnoack += 1;

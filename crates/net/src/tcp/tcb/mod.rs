@@ -209,6 +209,10 @@ pub struct Tcb {
     timed: Option<(u32, Instant)>,
     persist_deadline: Option<Instant>,
     persist_backoff: u32,
+    /// Since when a detached connection has had data to send and a shut window
+    /// (the later of the window closing and the close), for
+    /// `persist_orphan_timeout`.
+    orphan_stall: Option<Instant>,
     delack_deadline: Option<Instant>,
     tw_deadline: Option<Instant>,
     /// The application is gone (closed, not just shut down for writing): nothing
@@ -357,6 +361,7 @@ impl Tcb {
             timed: None,
             persist_deadline: None,
             persist_backoff: 0,
+            orphan_stall: None,
             delack_deadline: None,
             tw_deadline: None,
             detached: false,

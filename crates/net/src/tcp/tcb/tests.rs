@@ -1046,6 +1046,93 @@ fn fin_wait_2_of_a_closed_connection_is_bounded() {
     }
 }
 
+/// New data from the peer after the application has closed (not only shut down
+/// for writing), before the peer's FIN: nobody will read it, so the connection is
+/// reset and counted in `rcvafterclose` (FreeBSD's tcp_input, RFC 1122
+/// §4.2.2.13). A socket only shut down for writing takes the data as before.
+#[test]
+fn new_data_after_the_close_resets_the_connection() {
+    for closed in [false, true] {
+        let mut p = Pair::new(quick(), quick(), Link::default(), 35);
+        p.established();
+        p.a.close();
+        if closed {
+            p.a.detach(p.now);
+        }
+        assert!(p.run_until(Duration::from_secs(5), |p| p.a.state() == State::FinWait2));
+        // The peer still has something to say.
+        assert_eq!(p.b().send(b"late"), 4);
+        p.run_until(Duration::from_secs(5), |_| false);
+        if closed {
+            assert_eq!(p.a.state(), State::Closed);
+            assert_eq!(p.sa.rcvafterclose, 1);
+            assert_eq!(p.a.recv_available(), 0, "nothing taken");
+            assert!(p.log.iter().any(|(from_a, s)| *from_a && s.rst), "A resets");
+            assert_eq!(p.b().state(), State::Closed);
+            assert_eq!(p.b().error(), Some(TcpError::Reset));
+        } else {
+            assert_eq!(p.a.state(), State::FinWait2, "half-closed: still reading");
+            assert_eq!(p.sa.rcvafterclose, 0);
+            assert_eq!(p.a.recv_available(), 4);
+            assert!(!p.log.iter().any(|(_, s)| s.rst));
+        }
+    }
+}
+
+/// A connection whose application has closed, with data left to send and a peer
+/// that answers every window probe with a zero window, is dropped with a reset
+/// `persist_orphan_timeout` (60 s) after the close, counted in `persistdrop`; the
+/// same connection still owned by its application keeps probing (RFC 1122
+/// §4.2.2.17).
+#[test]
+fn a_closed_connection_facing_a_zero_window_is_dropped() {
+    for closed in [false, true] {
+        let small = TcpConfig {
+            rcvbuf: 8192,
+            window_scaling: false,
+            ..quick()
+        };
+        let mut p = Pair::new(quick(), small, Link::default(), 37);
+        p.established();
+        let data = vec![7u8; 40_000];
+        let sent = p.a.send(&data);
+        assert_eq!(sent, data.len());
+        // B never reads: its window shuts, and A probes it.
+        assert!(p.run_until(Duration::from_secs(30), |p| p.sa.sndprobe >= 2));
+        assert_eq!(p.a.snd_wnd, 0);
+        p.a.close();
+        if closed {
+            p.a.detach(p.now);
+        }
+        let (t0, probes, answers) = (p.now, p.sa.sndprobe, p.sb.sndacks);
+        p.run_until(Duration::from_secs(59), |_| false);
+        assert_ne!(p.a.state(), State::Closed, "held before the bound");
+        assert_eq!(p.sa.persistdrop, 0);
+        assert!(
+            p.sa.sndprobe > probes && p.sb.sndacks > answers,
+            "probed, answered"
+        );
+        assert_eq!(p.a.snd_wnd, 0, "with a shut window");
+        let ended = p.run_until(Duration::from_secs(600), |p| p.a.state() == State::Closed);
+        if closed {
+            assert!(ended);
+            // At 60 s (and the few milliseconds this harness takes to notice).
+            assert!(
+                p.now - t0 <= Duration::from_millis(60_010),
+                "{:?}",
+                p.now - t0
+            );
+            assert_eq!(p.sa.persistdrop, 1);
+            assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+            assert!(p.log.iter().any(|(from_a, s)| *from_a && s.rst), "A resets");
+            assert_eq!(p.b().error(), Some(TcpError::Reset));
+        } else {
+            assert!(!ended, "the application still owns it: probed on");
+            assert_eq!(p.sa.persistdrop, 0);
+        }
+    }
+}
+
 /// A pair closed from both sides, A in TIME_WAIT.
 fn closed_to_time_wait(seed: u64) -> Pair {
     let mut p = Pair::new(quick(), quick(), Link::default(), seed);

@@ -1,7 +1,8 @@
 //! The connection's timers (FreeBSD's `tcp_timer`): retransmission with exponential
 //! backoff (RFC 6298), persist (zero-window probes), keepalive (RFC 1122 §4.2.3.6),
 //! delayed ACK, the end of TIME_WAIT, the end of FIN_WAIT_2 once the application has
-//! closed (FreeBSD's `tcp_timer_2msl`), and the tail loss probe (RFC 8985 §7). Only
+//! closed (FreeBSD's `tcp_timer_2msl`), the end of a closed connection's zero-window
+//! stall (`persist_orphan_timeout`), and the tail loss probe (RFC 8985 §7). Only
 //! deadlines: [`Tcb::poll_at`] says the earliest, and [`Tcb::output`] runs the ones
 //! due at the `now` it is given. Calls `output` to send the probe.
 
@@ -77,6 +78,17 @@ impl Tcb {
         if self.persist_deadline.is_some_and(|t| t <= now) {
             self.persist_deadline = None;
             st.persisttimeo += 1;
+            let limit = self.cfg.persist_orphan_timeout;
+            if self.detached && self.orphan_stall.is_some_and(|t| now - t >= limit) {
+                // Nobody owns the data and the peer has kept its window shut for
+                // `persist_orphan_timeout`: dropped with a reset (FreeBSD's
+                // tcp_timer_persist for a closed socket, TCPTV_PERSMAX).
+                st.persistdrop += 1;
+                st.drops += 1;
+                self.abort();
+                self.error = Some(TcpError::TimedOut);
+                return;
+            }
             self.probe_one = true;
             self.persist_backoff = (self.persist_backoff + 1).min(8);
         }
@@ -222,12 +234,25 @@ impl Tcb {
             && diff(self.snd_nxt, self.snd_una) <= 1
             && self.state.synchronized();
         if stalled {
+            // The bound on a detached connection counts from the later of the
+            // window closing and the close, and the persist timer fires at it at
+            // the latest (the probes' backoff reaches a minute).
+            let orphan_end = if self.detached {
+                let since = *self.orphan_stall.get_or_insert(now);
+                Some(since + self.cfg.persist_orphan_timeout)
+            } else {
+                None
+            };
             if self.persist_deadline.is_none() && self.rtx_deadline.is_none() {
                 let d = (self.rto * (1 << self.persist_backoff))
                     .clamp(self.cfg.min_rto, self.cfg.max_rto);
                 self.persist_deadline = Some(now + d);
             }
+            if let (Some(end), Some(at)) = (orphan_end, self.persist_deadline) {
+                self.persist_deadline = Some(at.min(end.max(now)));
+            }
         } else {
+            self.orphan_stall = None;
             self.persist_deadline = None;
             if self.snd_wnd > 0 {
                 self.persist_backoff = 0;

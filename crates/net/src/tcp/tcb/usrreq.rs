@@ -151,19 +151,31 @@ impl Tcb {
     /// The application has closed the socket (not only shut down its sending side):
     /// nothing more can be received, so from FIN_WAIT_2 on the wait for the peer's
     /// FIN is bounded by `finwait2_timeout` (FreeBSD's `tcp_usrclosed` and
-    /// `soisdisconnected`). Idempotent.
+    /// `soisdisconnected`), new data from the peer resets the connection
+    /// (`tcp.rcvafterclose`, in `input`), and a send stalled by a zero window is
+    /// bounded by `persist_orphan_timeout`. Idempotent.
     pub fn detach(&mut self, now: Instant) {
-        if !self.detached {
-            self.detached = true;
-            self.arm_finwait2(now);
+        if self.detached {
+            return;
         }
+        self.detached = true;
+        self.arm_finwait2(now);
     }
 
-    /// Aborts with a reset (SO_LINGER 0).
+    /// Aborts with a reset (SO_LINGER 0). The reset goes at SND.NXT, or at the
+    /// right edge of the peer's window when SND.NXT lies beyond it (a window probe's
+    /// byte out into a shut window), where the peer takes it (RFC 5961 §3 wants
+    /// RCV.NXT exactly; Linux's `tcp_acceptable_seq`, FreeBSD's SND.NXT pulled back
+    /// to SND.UNA in persist).
     pub fn abort(&mut self) {
         if self.state.synchronized() || self.state == State::SynReceived {
+            let edge = self.snd_una.wrapping_add(self.snd_wnd);
             self.rst_pending = Some(Box::new(SegOut {
-                seq: self.snd_nxt,
+                seq: if self.state.synchronized() && lt(edge, self.snd_nxt) {
+                    edge
+                } else {
+                    self.snd_nxt
+                },
                 rst: true,
                 ..SegOut::default()
             }));
