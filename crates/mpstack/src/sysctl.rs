@@ -63,12 +63,15 @@ fn bytes(v: &str) -> Option<usize> {
     v.parse::<usize>().ok().filter(|n| SPACE.contains(n))
 }
 
-/// A switch: `TcpConfig`'s bool `$field`, as 0 or 1.
+/// A switch: a bool `$field` (of `TcpConfig`, `SourceRouting`), as 0 or 1.
 macro_rules! flag_knob {
     ($name:expr, $field:ident) => {
+        flag_knob!($name, $field, "0 or 1")
+    };
+    ($name:expr, $field:ident, $takes:expr) => {
         Knob {
             name: $name,
-            takes: "0 or 1",
+            takes: $takes,
             get: |c| u8::from(c.$field).to_string(),
             set: |c, v| {
                 c.$field = flag(v)?;
@@ -88,6 +91,25 @@ macro_rules! millis_knob {
             set: |c, v| {
                 c.$field = millis(v, 1..=$max)?;
                 Some(())
+            },
+        }
+    };
+}
+
+/// One of dummynet's queue limits, `DnLimits`' `$field`: kept only if the limits
+/// stay valid (`DnLimits::is_valid`).
+macro_rules! limit_knob {
+    ($name:expr, $field:ident, $takes:expr) => {
+        Knob {
+            name: $name,
+            takes: $takes,
+            get: |l| l.$field.to_string(),
+            set: |l, v| {
+                let new = fw::dummynet::DnLimits {
+                    $field: v.parse().ok()?,
+                    ..*l
+                };
+                new.is_valid().then(|| *l = new)
             },
         }
     };
@@ -276,26 +298,18 @@ const KNOBS: &[Knob<TcpConfig>] = &[
 /// Source routing (LSRR, SSRR), as FreeBSD's two switches: both 0 by default, and
 /// every source-routed packet is dropped and counted in `ip.srcroute`.
 const IP_KNOBS: &[Knob<SourceRouting>] = &[
-    Knob {
-        // Follow a source route at the hop it names (forwarding on).
-        name: "net.inet.ip.sourceroute",
-        takes: "0 or 1: forward source-routed packets, recording our address",
-        get: |s| u8::from(s.forward).to_string(),
-        set: |s, v| {
-            s.forward = flag(v)?;
-            Some(())
-        },
-    },
-    Knob {
-        // Deliver a packet whose source route ends here.
-        name: "net.inet.ip.accept_sourceroute",
-        takes: "0 or 1: accept source-routed packets whose route ends here",
-        get: |s| u8::from(s.accept).to_string(),
-        set: |s, v| {
-            s.accept = flag(v)?;
-            Some(())
-        },
-    },
+    // Follow a source route at the hop it names (forwarding on).
+    flag_knob!(
+        "net.inet.ip.sourceroute",
+        forward,
+        "0 or 1: forward source-routed packets, recording our address"
+    ),
+    // Deliver a packet whose source route ends here.
+    flag_knob!(
+        "net.inet.ip.accept_sourceroute",
+        accept,
+        "0 or 1: accept source-routed packets whose route ends here"
+    ),
 ];
 
 /// The IP names with their values in `sr`.
@@ -363,30 +377,16 @@ pub fn apply(cfg: &mut TcpConfig, arg: &str) -> Result<String, String> {
 /// firewall's, not TCP's: `--sysctl` sets them before `--ipfw` loads, `mpstack
 /// sysctl` for the configurations to come.
 const DN_KNOBS: &[Knob<fw::dummynet::DnLimits>] = &[
-    Knob {
-        name: "net.inet.ip.dummynet.pipe_slot_limit",
-        takes: "slots, 1 or more",
-        get: |l| l.slots.to_string(),
-        set: |l, v| {
-            let new = fw::dummynet::DnLimits {
-                slots: v.parse().ok()?,
-                ..*l
-            };
-            new.is_valid().then(|| *l = new)
-        },
-    },
-    Knob {
-        name: "net.inet.ip.dummynet.pipe_byte_limit",
-        takes: "bytes, 1500 or more",
-        get: |l| l.bytes.to_string(),
-        set: |l, v| {
-            let new = fw::dummynet::DnLimits {
-                bytes: v.parse().ok()?,
-                ..*l
-            };
-            new.is_valid().then(|| *l = new)
-        },
-    },
+    limit_knob!(
+        "net.inet.ip.dummynet.pipe_slot_limit",
+        slots,
+        "slots, 1 or more"
+    ),
+    limit_knob!(
+        "net.inet.ip.dummynet.pipe_byte_limit",
+        bytes,
+        "bytes, 1500 or more"
+    ),
 ];
 
 /// The dummynet names with their values in `lim`.
