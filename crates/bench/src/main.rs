@@ -69,9 +69,13 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// looped to itself (its ceiling), the Linux kernel router, the mpstack router
 /// (`mpstack run --packet`), the Linux kernel bridge and the mpstack bridge, side by
 /// side; RFC 2889's forwarding rate, address caching capacity, address learning
-/// rate and broadcast forwarding for the two bridges. `mpstack bench rfc2544
+/// rate and broadcast forwarding for the two bridges; then the routers on equal CPU
+/// (`one-core`): the tester and the device pinned to one CPU together, 64-byte
+/// frames forwarded a second by the Linux kernel router, by `device-layer` (mpstack's
+/// AF_PACKET device code alone, each frame sent on with its addresses rewritten: the
+/// least an AF_PACKET router does) and by the mpstack router. `mpstack bench rfc2544
 /// [--seconds S] [--sizes 64,1518] [--senders N] [--workers N] [--every-size] [--plot FILE.svg]
-/// [--skip tester,linux-router,mpstack-router,linux-bridge,mpstack-bridge] [--json]`.
+/// [--skip tester,linux-router,mpstack-router,linux-bridge,mpstack-bridge,device-layer,one-core] [--json]`.
 ///
 /// `netchannel`: 64-byte UDP frames from a generator device in memory into the real
 /// Stack, received by one application thread through a netchannel (the packets
@@ -117,7 +121,8 @@ pub struct BenchArgs {
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
     /// 1M learned addresses, flooding, the devices alone), or rfc2544 (needs root: RFC
     /// 2544 and RFC 2889 over veth pairs, a tester on AF_PACKET, the Linux kernel's and
-    /// mpstack's router and bridge side by side), or netchannel
+    /// mpstack's router and bridge side by side, and the routers on one CPU beside
+    /// the AF_PACKET device layer alone), or netchannel
     /// (64-byte packets received through a netchannel beside a UDP socket), or quic
     /// (quinn's bulk throughput on mpstack beside quinn on Linux loopback UDP), or
     /// loss (simulated TCP goodput against random loss, per congestion control,
@@ -143,7 +148,7 @@ pub struct BenchArgs {
     pub flow_mode: String,
     /// Seconds of each timed run: bench forward (each design, each worker count, each
     /// round), router, bridge and netchannel (each row, worker count and round); bench
-    /// rfc2544: of each trial of the search. bench fw: seconds of each figure in each
+    /// rfc2544: of each trial (of the search, and of the one-core comparison). bench fw: seconds of each figure in each
     /// round (ours and naive, per case; the rounds interleave the cases; the best ~50
     /// us pass is kept).
     #[arg(long, value_name = "SECS", default_value_t = 0.5, value_parser = secs_arg)]
@@ -179,7 +184,8 @@ pub struct BenchArgs {
     /// keep-state, design; 2w: every second worker count). bench bridge: rows to
     /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
-    /// mpstack-bridge). bench quic: rows to leave out (mpstack, linux-loopback,
+    /// mpstack-bridge; a router left out is left out of the one-core comparison too,
+    /// device-layer leaves out its floor, one-core the whole comparison). bench quic: rows to leave out (mpstack, linux-loopback,
     /// mpstack-4s, linux-loopback-4s). bench loss: congestion controls to leave out
     /// (cubic, newreno, bbr).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]

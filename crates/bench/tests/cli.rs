@@ -291,6 +291,20 @@ fn bench_rfc2544_runs_every_device_end_to_end() {
             "{case}: no RFC 2889 results\n{out}"
         );
     }
+    // The routers on one CPU, and the AF_PACKET device layer alone beside them:
+    // each forwarded frames.
+    for case in ["linux-router", "device-layer", "mpstack-router"] {
+        let row = out
+            .lines()
+            .find(|l| {
+                l.contains("\"test\":\"one_core\"") && l.contains(&format!("\"case\":\"{case}\""))
+            })
+            .unwrap_or_else(|| panic!("no one-core row for {case}:\n{out}"));
+        assert!(
+            !row.contains("\"forwarded_fps\":0,"),
+            "{case} forwarded nothing on one core: {row}"
+        );
+    }
 }
 
 #[test]

@@ -44,11 +44,14 @@
 //! kernel forwards (and bridges) a veth frame in the sender's own system call, so
 //! its router costs the tester's cores, while mpstack's worker is a thread of its
 //! own and its frames cross the AF_PACKET rings both ways. The figures say what this
-//! machine does, not what either device does on hardware of its own.
+//! machine does, not what either device does on hardware of its own. Last, the
+//! routers on equal CPU ([`onecore`]): tester and device confined to one CPU
+//! together, beside the least any AF_PACKET router can do there.
 
 use super::progress;
 use rfc2889::Rfc2889;
 
+mod onecore;
 mod rfc2889;
 use crate::BenchArgs;
 use dev::packet::{PacketDevice, PacketOptions};
@@ -200,10 +203,16 @@ fn mac_of(ns: &str, dev: &str) -> Result<[u8; 6], String> {
 
 impl Topo {
     fn new(case: &str) -> Result<Topo, String> {
+        Topo::tagged(case, "")
+    }
+
+    /// As [`Topo::new`], the namespaces' names ending in `tag`, so that several
+    /// topologies can live at once.
+    fn tagged(case: &str, tag: &str) -> Result<Topo, String> {
         let id = std::process::id() % 100_000;
         let t = Topo {
-            tester: format!("rfc-t-{id}"),
-            dut: format!("rfc-d-{id}"),
+            tester: format!("rfc-t-{id}{tag}"),
+            dut: format!("rfc-d-{id}{tag}"),
             node: None,
         };
         for n in [&t.tester, &t.dut] {
@@ -763,15 +772,9 @@ fn clean((sent, got): (u64, u64)) -> bool {
     sent > 0 && got >= sent
 }
 
-fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results, String> {
-    let mut topo = Topo::new(case)?;
-    if case.starts_with("mpstack") {
-        topo.start_mpstack(bridging(case), a.workers)?;
-    }
-    let to_tb = case == "tester" || bridging(case);
-    let mut t = Tester::new(&topo, to_tb, a.senders as usize)?;
-    let secs = a.seconds;
-    // Warm up: ARP both ways, a bridge's learning, caches.
+/// Short trials until frames come back (ARP both ways, a bridge's learning,
+/// caches): the number of the next trial.
+fn warm_up(t: &mut Tester) -> u32 {
     let mut trial = 1;
     for _ in 0..20 {
         let (_, got) = t.trial(trial, 64, 10_000.0, 0.05);
@@ -780,6 +783,18 @@ fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results
             break;
         }
     }
+    trial
+}
+
+fn measure(a: &BenchArgs, case: &'static str, sizes: &[usize]) -> Result<Results, String> {
+    let mut topo = Topo::new(case)?;
+    if case.starts_with("mpstack") {
+        topo.start_mpstack(bridging(case), a.workers)?;
+    }
+    let to_tb = case == "tester" || bridging(case);
+    let mut t = Tester::new(&topo, to_tb, a.senders as usize)?;
+    let secs = a.seconds;
+    let mut trial = warm_up(&mut t);
     let mut res = Results::default();
     for (k, &size) in sizes.iter().enumerate() {
         let (sent, got) = t.trial(trial, size, 0.0, secs);
@@ -935,10 +950,12 @@ fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), String> {
 }
 
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
-    if let Some(s) = a.skip.iter().find(|s| !CASES.contains(&s.as_str())) {
+    let known = |s: &str| CASES.contains(&s) || s == onecore::SKIP || onecore::CASES.contains(&s);
+    if let Some(s) = a.skip.iter().find(|s| !known(s)) {
         return Err(format!(
-            "bench rfc2544: --skip: unknown '{s}' (known: {})",
-            CASES.join(", ")
+            "bench rfc2544: --skip: unknown '{s}' (known: {}, device-layer, {})",
+            CASES.join(", "),
+            onecore::SKIP
         ));
     }
     if let Some(why) = unavailable() {
@@ -971,6 +988,11 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         res.b2b.extend(r.b2b);
         res.rfc2889.extend(r.rfc2889);
     }
+    let one_core = if a.skip.iter().any(|s| s == onecore::SKIP) {
+        Vec::new()
+    } else {
+        onecore::run(a, &a.skip).map_err(|e| format!("bench rfc2544: {e}"))?
+    };
     if let Some(path) = &a.plot {
         plot(path, &res.rows)?;
     }
@@ -1014,50 +1036,53 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 r.broadcast_capped
             );
         }
+        onecore::print_json(&one_core);
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "RFC 2544 throughput (no loss in a {} s trial; binary search of {STEPS} steps when the unpaced rate loses frames) over veth pairs, tester on AF_PACKET with {} sending thread(s)",
-        a.seconds, a.senders
-    );
-    println!("Mfps: million frames a second; Mbit/s counts the wire's 20 bytes of preamble and gap per frame");
-    println!();
     let cases: Vec<&str> = CASES
         .iter()
         .copied()
         .filter(|c| rows.iter().any(|r| r.case == *c))
         .collect();
-    table_head("bytes", &cases, 22);
-    for &size in &sizes {
-        print!("{size:>6}");
-        for c in &cases {
-            match rows.iter().find(|r| r.case == *c && r.size == size) {
-                Some(r) => print!(
-                    "  {:>8.3} Mfps {:>6.0} Mb",
-                    r.throughput / 1e6,
-                    r.throughput * (size as f64 + 20.0) * 8.0 / 1e6
-                ),
-                None => print!("  {:>22}", "-"),
+    if !rows.is_empty() {
+        println!(
+            "RFC 2544 throughput (no loss in a {} s trial; binary search of {STEPS} steps when the unpaced rate loses frames) over veth pairs, tester on AF_PACKET with {} sending thread(s)",
+            a.seconds, a.senders
+        );
+        println!("Mfps: million frames a second; Mbit/s counts the wire's 20 bytes of preamble and gap per frame");
+        println!();
+        table_head("bytes", &cases, 22);
+        for &size in &sizes {
+            print!("{size:>6}");
+            for c in &cases {
+                match rows.iter().find(|r| r.case == *c && r.size == size) {
+                    Some(r) => print!(
+                        "  {:>8.3} Mfps {:>6.0} Mb",
+                        r.throughput / 1e6,
+                        r.throughput * (size as f64 + 20.0) * 8.0 / 1e6
+                    ),
+                    None => print!("  {:>22}", "-"),
+                }
             }
+            println!();
         }
         println!();
-    }
-    println!();
-    println!("Latency at the throughput rate, us (mean / p99 / max)");
-    table_head("bytes", &cases, 22);
-    for &size in &sizes {
-        print!("{size:>6}");
-        for c in &cases {
-            match rows
-                .iter()
-                .find(|r| r.case == *c && r.size == size)
-                .and_then(|r| r.latency)
-            {
-                Some((m, p, x)) => print!("  {:>22}", format!("{m:.0} / {p:.0} / {x:.0}")),
-                None => print!("  {:>22}", "-"),
+        println!("Latency at the throughput rate, us (mean / p99 / max)");
+        table_head("bytes", &cases, 22);
+        for &size in &sizes {
+            print!("{size:>6}");
+            for c in &cases {
+                match rows
+                    .iter()
+                    .find(|r| r.case == *c && r.size == size)
+                    .and_then(|r| r.latency)
+                {
+                    Some((m, p, x)) => print!("  {:>22}", format!("{m:.0} / {p:.0} / {x:.0}")),
+                    None => print!("  {:>22}", "-"),
+                }
             }
+            println!();
         }
-        println!();
     }
     let devices: Vec<&str> = cases.iter().copied().filter(|c| *c != "tester").collect();
     for &size in &sizes {
@@ -1140,6 +1165,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             );
         }
     }
+    onecore::print(&one_core, a.seconds);
     if let Some(p) = &a.plot {
         println!("plot: {}", p.display());
     }
