@@ -255,6 +255,15 @@ fn bench_rfc2544_runs_every_device_end_to_end() {
         return;
     }
     let has = |needle: &str| out.lines().filter(|l| l.contains(needle)).count();
+    // The JSON object of `test` for `case`.
+    let row = |test: &str, case: &str| {
+        out.lines()
+            .find(|l| {
+                l.contains(&format!("\"test\":\"{test}\""))
+                    && l.contains(&format!("\"case\":\"{case}\""))
+            })
+            .unwrap_or_else(|| panic!("no {test} row for {case}:\n{out}"))
+    };
     for case in [
         "tester",
         "linux-router",
@@ -262,12 +271,7 @@ fn bench_rfc2544_runs_every_device_end_to_end() {
         "linux-bridge",
         "mpstack-bridge",
     ] {
-        let row = out
-            .lines()
-            .find(|l| {
-                l.contains("\"test\":\"throughput\"") && l.contains(&format!("\"case\":\"{case}\""))
-            })
-            .unwrap_or_else(|| panic!("no throughput row for {case}:\n{out}"));
+        let row = row("throughput", case);
         assert!(
             !row.contains("\"throughput_fps\":0,"),
             "{case} forwarded nothing without loss: {row}"
@@ -294,12 +298,7 @@ fn bench_rfc2544_runs_every_device_end_to_end() {
     // The routers on one CPU, and the AF_PACKET device layer alone beside them:
     // each forwarded frames.
     for case in ["linux-router", "device-layer", "mpstack-router"] {
-        let row = out
-            .lines()
-            .find(|l| {
-                l.contains("\"test\":\"one_core\"") && l.contains(&format!("\"case\":\"{case}\""))
-            })
-            .unwrap_or_else(|| panic!("no one-core row for {case}:\n{out}"));
+        let row = row("one_core", case);
         assert!(
             !row.contains("\"forwarded_fps\":0,"),
             "{case} forwarded nothing on one core: {row}"

@@ -407,10 +407,44 @@ struct Tester {
     rx_trial: Arc<AtomicU64>,
     /// Latencies (ns) of the timestamped frames of the current trial.
     lat: Arc<std::sync::Mutex<Vec<u64>>>,
-    stop: Arc<AtomicBool>,
-    rx_thread: Option<std::thread::JoinHandle<()>>,
+    _rx: Background,
     dst_mac: [u8; 6],
     src_mac: [u8; 6],
+}
+
+/// A thread that runs until its owner drops it: told to stop by a flag it reads,
+/// then joined.
+struct Background {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Background {
+    /// Thread `name` running `f`, which returns once the flag it is given is set.
+    fn spawn(
+        name: &str,
+        f: impl FnOnce(Arc<AtomicBool>) + Send + 'static,
+    ) -> Result<Background, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || f(st))
+            .map_err(|e| e.to_string())?;
+        Ok(Background {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Tester {
@@ -437,75 +471,70 @@ impl Tester {
         let mut q = tx.remove(0);
         let rx_count = Arc::new(AtomicU64::new(0));
         let rx_trial = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
         let lat = Arc::new(std::sync::Mutex::new(Vec::with_capacity(LAT_SAMPLES)));
-        let (c, t, st) = (rx_count.clone(), rx_trial.clone(), stop.clone());
+        let (c, t) = (rx_count.clone(), rx_trial.clone());
         let lat2 = lat.clone();
-        let rx_thread = std::thread::Builder::new()
-            .name("rfc2544-rx".into())
-            .spawn(move || {
-                if to_tb {
-                    // A frame from `tb` to `ta`, for a bridge to learn where `tb` is
-                    // (a local experimental EtherType, IEEE 802 §9.2).
-                    let mut hello = vec![0u8; 60];
-                    hello[..6].copy_from_slice(&src_mac);
-                    hello[6..12].copy_from_slice(&tb_mac);
-                    hello[12..14].copy_from_slice(&[0x88, 0xb5]);
-                    let mut v: Vec<Mbuf> = (0..3)
-                        .filter_map(|_| Mbuf::from_slice(&hello).ok())
-                        .collect();
-                    q.tx_burst(dev::Instant::ZERO, &mut v);
+        let rx = Background::spawn("rfc2544-rx", move |st| {
+            if to_tb {
+                // A frame from `tb` to `ta`, for a bridge to learn where `tb` is
+                // (a local experimental EtherType, IEEE 802 §9.2).
+                let mut hello = vec![0u8; 60];
+                hello[..6].copy_from_slice(&src_mac);
+                hello[6..12].copy_from_slice(&tb_mac);
+                hello[12..14].copy_from_slice(&[0x88, 0xb5]);
+                let mut v: Vec<Mbuf> = (0..3)
+                    .filter_map(|_| Mbuf::from_slice(&hello).ok())
+                    .collect();
+                q.tx_burst(dev::Instant::ZERO, &mut v);
+            }
+            let mut v = Vec::with_capacity(256);
+            let mut poller = dev::poll::Poller::new();
+            let fds: Vec<_> = q.fd().into_iter().collect();
+            while !st.load(Ordering::Relaxed) {
+                let n = q.rx_burst(dev::Instant::ZERO, &mut v, 256);
+                if n == 0 {
+                    let _ = poller.wait(&fds, Some(std::time::Duration::from_millis(5)));
+                    continue;
                 }
-                let mut v = Vec::with_capacity(256);
-                let mut poller = dev::poll::Poller::new();
-                let fds: Vec<_> = q.fd().into_iter().collect();
-                while !st.load(Ordering::Relaxed) {
-                    let n = q.rx_burst(dev::Instant::ZERO, &mut v, 256);
-                    if n == 0 {
-                        let _ = poller.wait(&fds, Some(std::time::Duration::from_millis(5)));
-                        continue;
-                    }
-                    let want = t.load(Ordering::Relaxed) as u32;
-                    let mut got = 0;
-                    let mut answers = Vec::new();
-                    let arrived = now_ns();
-                    for m in v.drain(..) {
-                        let f = m.first();
-                        match trial_of(f) {
-                            Some(tr) if tr == want => {
-                                got += 1;
-                                let ts = stamp_of(f);
-                                if ts != 0 {
-                                    let mut l = lat2.lock().unwrap_or_else(|e| e.into_inner());
-                                    if l.len() < LAT_SAMPLES {
-                                        l.push(arrived.saturating_sub(ts));
-                                    }
+                let want = t.load(Ordering::Relaxed) as u32;
+                let mut got = 0;
+                let mut answers = Vec::new();
+                let arrived = now_ns();
+                for m in v.drain(..) {
+                    let f = m.first();
+                    match trial_of(f) {
+                        Some(tr) if tr == want => {
+                            got += 1;
+                            let ts = stamp_of(f);
+                            if ts != 0 {
+                                let mut l = lat2.lock().unwrap_or_else(|e| e.into_inner());
+                                if l.len() < LAT_SAMPLES {
+                                    l.push(arrived.saturating_sub(ts));
                                 }
                             }
-                            Some(_) => {}
-                            None => {
-                                if let Some(r) = arp_answer(f, tb_mac, [198, 18, 2, 2]) {
-                                    if let Ok(m) = Mbuf::from_slice(&r) {
-                                        answers.push(m);
-                                    }
+                        }
+                        Some(_) => {}
+                        None => {
+                            if let Some(r) = arp_answer(f, tb_mac, [198, 18, 2, 2]) {
+                                if let Ok(m) = Mbuf::from_slice(&r) {
+                                    answers.push(m);
                                 }
                             }
                         }
                     }
-                    c.fetch_add(got, Ordering::Relaxed);
-                    if !answers.is_empty() {
-                        q.tx_burst(dev::Instant::ZERO, &mut answers);
-                    }
                 }
-            })
-            .map_err(|e| e.to_string())?;
+                c.fetch_add(got, Ordering::Relaxed);
+                if !answers.is_empty() {
+                    q.tx_burst(dev::Instant::ZERO, &mut answers);
+                }
+            }
+        })?;
         Ok(Tester {
             tx,
             rx_count,
             rx_trial,
             lat,
-            stop,
-            rx_thread: Some(rx_thread),
+            _rx: rx,
             dst_mac,
             src_mac,
         })
@@ -691,15 +720,6 @@ fn send(
         }
     }
     sent
-}
-
-impl Drop for Tester {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.rx_thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 struct Row {

@@ -19,12 +19,11 @@
 //! AF_PACKET router on this machine; mpstack's router beside the device layer is
 //! what its stack costs on top.
 
-use super::{progress, warm_up, Tester, Topo, SINK_MAC};
+use super::{progress, warm_up, Background, Tester, Topo, SINK_MAC};
 use crate::BenchArgs;
 use dev::packet::{PacketDevice, PacketOptions};
 use dev::{Device, Mbuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The name `--skip` takes for the whole comparison.
@@ -45,84 +44,59 @@ pub struct OneCore {
     pub offered: f64,
 }
 
-/// The device-layer forwarder: a thread in the device's namespace.
-struct Forwarder {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Forwarder {
-    /// Opens `da` and `db` in namespace `ns` and forwards from the first to the
-    /// second, the destination rewritten to the tester's sink, until dropped. The
-    /// thread takes the caller's CPU affinity.
-    fn start(ns: &str) -> Result<Forwarder, String> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (ns, st) = (ns.to_string(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("rfc2544-fwd".into())
-            .spawn(move || {
-                let opened = (|| -> Result<_, String> {
-                    dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
-                    let open = |n: &str| {
-                        PacketDevice::open(n, 1, PacketOptions::default())
-                            .map_err(|e| format!("{n}: {e}"))
-                    };
-                    let (a, b) = (open("da")?, open("db")?);
-                    let src = b.info().hw_addr.ok_or("db has no link address")?;
-                    let mut head = [0u8; 12];
-                    head[..6].copy_from_slice(&SINK_MAC);
-                    head[6..].copy_from_slice(&src);
-                    let rx = Box::new(a).into_queues().remove(0);
-                    let tx = Box::new(b).into_queues().remove(0);
-                    Ok((rx, tx, head))
-                })();
-                let (mut rx, mut tx, head) = match opened {
-                    Ok(x) => {
-                        let _ = ready_tx.send(Ok(()));
-                        x
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                let fds: Vec<_> = rx.fd().into_iter().collect();
-                let mut poller = dev::poll::Poller::new();
-                let mut v: Vec<Mbuf> = Vec::with_capacity(256);
-                while !st.load(Ordering::Relaxed) {
-                    if rx.rx_burst(dev::Instant::ZERO, &mut v, 256) == 0 {
-                        let _ = poller.wait(&fds, Some(Duration::from_millis(5)));
-                        continue;
-                    }
-                    for m in v.iter_mut() {
-                        if let Some(h) = m.head_mut::<12>() {
-                            *h = head;
-                        }
-                    }
-                    tx.tx_burst(dev::Instant::ZERO, &mut v);
-                    v.clear();
-                }
-            })
-            .map_err(|e| e.to_string())?;
-        let f = Forwarder {
-            stop,
-            thread: Some(thread),
+/// The device-layer forwarder: a thread in the device's namespace. Opens `da` and
+/// `db` in namespace `ns` and forwards from the first to the second, the
+/// destination rewritten to the tester's sink, until dropped. The thread takes the
+/// caller's CPU affinity.
+fn forwarder(ns: &str) -> Result<Background, String> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let ns = ns.to_string();
+    let f = Background::spawn("rfc2544-fwd", move |st| {
+        let opened = (|| -> Result<_, String> {
+            dev::netns::enter(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
+            let open = |n: &str| {
+                PacketDevice::open(n, 1, PacketOptions::default()).map_err(|e| format!("{n}: {e}"))
+            };
+            let (a, b) = (open("da")?, open("db")?);
+            let src = b.info().hw_addr.ok_or("db has no link address")?;
+            let mut head = [0u8; 12];
+            head[..6].copy_from_slice(&SINK_MAC);
+            head[6..].copy_from_slice(&src);
+            let rx = Box::new(a).into_queues().remove(0);
+            let tx = Box::new(b).into_queues().remove(0);
+            Ok((rx, tx, head))
+        })();
+        let (mut rx, mut tx, head) = match opened {
+            Ok(x) => {
+                let _ = ready_tx.send(Ok(()));
+                x
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
         };
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(f),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err("the forwarder's thread ended".into()),
+        let fds: Vec<_> = rx.fd().into_iter().collect();
+        let mut poller = dev::poll::Poller::new();
+        let mut v: Vec<Mbuf> = Vec::with_capacity(256);
+        while !st.load(Ordering::Relaxed) {
+            if rx.rx_burst(dev::Instant::ZERO, &mut v, 256) == 0 {
+                let _ = poller.wait(&fds, Some(Duration::from_millis(5)));
+                continue;
+            }
+            for m in v.iter_mut() {
+                if let Some(h) = m.head_mut::<12>() {
+                    *h = head;
+                }
+            }
+            tx.tx_burst(dev::Instant::ZERO, &mut v);
+            v.clear();
         }
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(f),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("the forwarder's thread ended".into()),
     }
 }
 
@@ -131,7 +105,7 @@ impl Drop for Forwarder {
 struct Rig {
     case: &'static str,
     tester: Tester,
-    _fwd: Option<Forwarder>,
+    _fwd: Option<Background>,
     _topo: Topo,
     trial: u32,
     forwarded: f64,
@@ -152,7 +126,7 @@ impl Rig {
         let mut fwd = None;
         match case {
             "mpstack-router" => topo.start_mpstack(false, 1)?,
-            "device-layer" => fwd = Some(Forwarder::start(&topo.dut)?),
+            "device-layer" => fwd = Some(forwarder(&topo.dut)?),
             _ => {}
         }
         let mut tester = Tester::new(&topo, false, 1)?;
