@@ -71,6 +71,8 @@ const FLOWS: usize = 64;
 const SINK_MAC: [u8; 6] = [0x02, 0x25, 0x44, 0x00, 0x00, 0xbb];
 /// A paced sending thread's sleep between chunks, about.
 const TICK: Duration = Duration::from_micros(200);
+/// The mpstack devices' `--busy-poll`, microseconds.
+const BUSY_POLL_US: u64 = 1000;
 /// Steps of the binary search.
 const STEPS: u32 = 7;
 /// UDP port the tester's frames go to, and the mark in their payload.
@@ -320,7 +322,7 @@ impl Topo {
         }
         let mut node = cmd
             .args(["--serve", "none", "--workers", &workers.to_string()])
-            .args(["--busy-poll", "1000"])
+            .args(["--busy-poll", &BUSY_POLL_US.to_string()])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
