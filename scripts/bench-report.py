@@ -202,6 +202,8 @@ router_full = pair(dict(case="v4-full", workers=1), dict(case="design", workers=
 rfc2544_64 = pair(dict(test="throughput", case="mpstack-router", frame_size=64),
                   dict(test="throughput", case="linux-router", frame_size=64),
                   "throughput_fps", lambda v, u: num(v / 1e6, "Mfps" if u else ""), "Linux kernel router")
+rfc2544_one_core = pair(dict(test="one_core", case="mpstack-router"), dict(test="one_core", case="linux-router"),
+                        "forwarded_fps", lambda v, u: num(v / 1e6, "Mfps" if u else ""), "Linux kernel router")
 netchannel_2w = pair(dict(row="netchannel", workers=2), dict(row="udp-socket", workers=2),
                      "mpps", lambda v, u: num(v, "Mpps" if u else ""), "a UDP socket")
 
@@ -230,6 +232,7 @@ GLANCE = [
     ("64-byte IPv4 forwarding, full BGP table (1.07 M routes), per core", "router", router_full),
     ("ipfw, 100 one-test rules, ns per packet", "fw", fw_100),
     ("RFC 2544 no-drop rate, 64 B, router over AF_PACKET/veth", "rfc2544", rfc2544_64),
+    ("64 B forwarded over AF_PACKET/veth, tester and router on one core (equal CPU)", "rfc2544", rfc2544_one_core),
     ("64-byte packets to one application thread, 2 workers", "netchannel", netchannel_2w),
     ("QUIC (quinn 0.11), one stream", "quic", quic_1),
 ]
