@@ -66,7 +66,9 @@ pub struct TcpConfig {
     /// window probes, it is dropped with a reset and counted in `tcp.persistdrop`
     /// (`net.inet.tcp.persist_orphan_timeout`, 60 s, FreeBSD's `TCPTV_PERSMAX`).
     /// RFC 1122 §4.2.2.17 keeps probing a zero window for as long as the peer
-    /// answers, and so does an application's own connection here; but once
+    /// answers, and so does an application's own connection here (a peer that
+    /// stops answering is dropped after `max_retries` probes and a silence of the
+    /// RTO times the whole backoff, or `keep_idle` if less); but once
     /// nobody owns the data, a peer that answers every probe with a zero window
     /// could hold it and its buffers for ever. FreeBSD's bound counts the peer's
     /// silence (`t_rcvtime`), which such a peer defeats; Linux's counts the probe

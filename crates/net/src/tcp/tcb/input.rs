@@ -164,6 +164,9 @@ impl Tcb {
             }
             _ => self.input_synchronized(seg, now, st, direct),
         }
+        if !seg.rst {
+            self.last_heard = Some(now);
+        }
         if (self.cfg.keepalive.is_some() || self.ka_init) && !seg.rst {
             self.ka_probes = 0;
             self.arm_keepalive(now);

@@ -209,6 +209,12 @@ pub struct Tcb {
     timed: Option<(u32, Instant)>,
     persist_deadline: Option<Instant>,
     persist_backoff: u32,
+    /// Window probes sent since the window shut (FreeBSD's `t_rxtshift` in the
+    /// persist state), for the bound on a peer that has gone silent.
+    persist_probes: u32,
+    /// When a segment last came from the peer (FreeBSD's `t_rcvtime`); `None`
+    /// before the first.
+    last_heard: Option<Instant>,
     /// Since when a detached connection has had data to send and a shut window
     /// (the later of the window closing and the close), for
     /// `persist_orphan_timeout`.
@@ -361,6 +367,8 @@ impl Tcb {
             timed: None,
             persist_deadline: None,
             persist_backoff: 0,
+            persist_probes: 0,
+            last_heard: None,
             orphan_stall: None,
             delack_deadline: None,
             tw_deadline: None,

@@ -2447,3 +2447,44 @@ fn fast_open_to_a_server_without_it_falls_back_and_turns_it_off() {
     p.run_until(Duration::from_secs(1), |p| p.b().recv_available() == 100);
     assert_eq!(tfo_read(p.b()), data);
 }
+
+/// A peer whose window is shut is probed for as long as it answers (RFC 1122
+/// §4.2.2.17), for days; one that goes silent is taken for gone once `max_retries`
+/// probes are out and it has been silent for the retransmission timeout times the
+/// whole backoff (or `keep_idle`, if that is less): dropped as timed out and counted
+/// in `persistdrop`, as FreeBSD's tcp_timer_persist. Before, it was probed for ever.
+#[test]
+fn a_shut_window_is_probed_while_the_peer_answers_and_dropped_when_it_is_gone() {
+    let small = TcpConfig {
+        rcvbuf: 8192,
+        window_scaling: false,
+        ..quick()
+    };
+    let mut p = Pair::new(quick(), small, Link::default(), 33);
+    p.established();
+    let data = vec![9u8; 40_000];
+    let mut sent = p.a.send(&data);
+    // B never reads, but answers every probe: two days later A still probes.
+    p.run_until(Duration::from_secs(48 * 3600), |p| {
+        sent += p.a.send(&data[sent..]);
+        false
+    });
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.sa.persistdrop, 0);
+    assert!(p.sa.sndprobe > 2000, "probes: {}", p.sa.sndprobe);
+    // B's host goes away.
+    p.blackhole = true;
+    let limit = p.a.persist_silence_limit();
+    assert_eq!(limit, p.a.rto * 2559, "less than keep_idle here");
+    let (heard, probes) = (p.a.last_heard.expect("B answered"), p.sa.sndprobe);
+    assert!(p.run_until(Duration::from_secs(3 * 3600), |p| p.a.state()
+        == State::Closed));
+    let silent = p.now - heard;
+    assert!(
+        silent >= limit && silent <= limit + p.a.cfg.max_rto,
+        "dropped after {silent:?} of silence (limit {limit:?})"
+    );
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    assert_eq!(p.sa.persistdrop, 1);
+    assert!(p.sa.sndprobe - probes >= 5, "it kept probing meanwhile");
+}

@@ -89,7 +89,23 @@ impl Tcb {
                 self.error = Some(TcpError::TimedOut);
                 return;
             }
+            if self.persist_probes >= self.cfg.max_retries
+                && self
+                    .last_heard
+                    .is_none_or(|t| now - t >= self.persist_silence_limit())
+            {
+                // The window is shut and the peer has answered nothing for long:
+                // it is gone (FreeBSD's tcp_timer_persist). A peer that answers
+                // the probes, even with a shut window, is probed for as long as it
+                // does (RFC 1122 §4.2.2.17).
+                st.persistdrop += 1;
+                st.drops += 1;
+                self.abort();
+                self.error = Some(TcpError::TimedOut);
+                return;
+            }
             self.probe_one = true;
+            self.persist_probes = self.persist_probes.saturating_add(1);
             self.persist_backoff = (self.persist_backoff + 1).min(8);
         }
         if self.ka_deadline.is_some_and(|t| t <= now) {
@@ -256,8 +272,21 @@ impl Tcb {
             self.persist_deadline = None;
             if self.snd_wnd > 0 {
                 self.persist_backoff = 0;
+                self.persist_probes = 0;
             }
         }
+    }
+
+    /// How long a peer facing probes of its shut window may stay silent, once
+    /// `max_retries` probes have gone unanswered, before the connection is dropped:
+    /// the keepalive idle time (`keep_idle`, 2 hours, FreeBSD's
+    /// `tcp_maxpersistidle`), or the retransmission timeout times the whole
+    /// backoff of a retransmission (FreeBSD's `tcp_totbackoff`) if that is
+    /// shorter.
+    pub(super) fn persist_silence_limit(&self) -> Duration {
+        /// FreeBSD's `tcp_totbackoff`: the sum of its backoff multipliers.
+        const TOTBACKOFF: u32 = 2559;
+        self.cfg.keep_idle.min(self.rto.saturating_mul(TOTBACKOFF))
     }
 
     /// Arms the retransmission timer. A lone segment may sit in the peer's
