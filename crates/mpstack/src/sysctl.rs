@@ -239,7 +239,8 @@ const KNOBS: &[Knob<TcpConfig>] = &[
     millis_knob!("net.inet.tcp.finwait2_timeout", finwait2_timeout, 3600000),
     flag_knob!("net.inet.tcp.fast_finwait2_recycle", fast_finwait2_recycle),
     // A closed socket's data stalled by a shut window: this long after the window
-    // closed (or the close, if later), whatever the peer answers; then dropped.
+    // closed (or the close, if later), whatever the peer answers and however often
+    // it opens the window by less than a segment; then dropped.
     millis_knob!(
         "net.inet.tcp.persist_orphan_timeout",
         persist_orphan_timeout,

@@ -63,7 +63,9 @@ pub struct TcpConfig {
     /// How long a connection whose application has closed may be unable to send
     /// because the peer's window is shut: this long after the window closed (or
     /// after the close, whichever is later), whatever the peer answers to the
-    /// window probes, it is dropped with a reset and counted in `tcp.persistdrop`
+    /// window probes and however often it opens the window by a little (only a
+    /// segment acknowledged ends the stall), it is dropped with a reset and
+    /// counted in `tcp.persistdrop`
     /// (`net.inet.tcp.persist_orphan_timeout`, 60 s, FreeBSD's `TCPTV_PERSMAX`).
     /// RFC 1122 §4.2.2.17 keeps probing a zero window for as long as the peer
     /// answers, and so does an application's own connection here (a peer that

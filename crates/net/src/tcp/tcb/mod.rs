@@ -217,8 +217,10 @@ pub struct Tcb {
     last_heard: Option<Instant>,
     /// Since when a detached connection has had data to send and a shut window
     /// (the later of the window closing and the close), for
-    /// `persist_orphan_timeout`.
-    orphan_stall: Option<Instant>,
+    /// `persist_orphan_timeout`, and SND.UNA then: a window that opens only a
+    /// little does not restart the clock, only acknowledged progress does
+    /// ([`Tcb::orphan_progress`]).
+    orphan_stall: Option<(Instant, u32)>,
     delack_deadline: Option<Instant>,
     tw_deadline: Option<Instant>,
     /// The application is gone (closed, not just shut down for writing): nothing

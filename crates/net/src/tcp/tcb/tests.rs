@@ -1133,6 +1133,57 @@ fn a_closed_connection_facing_a_zero_window_is_dropped() {
     }
 }
 
+/// The same closed connection facing a peer that opens its window by a byte every
+/// 20 s (and takes the tinygram, or not) is dropped at the same bound: only
+/// acknowledged progress of a segment ends a detached connection's stall, not a
+/// window that opens a little. Before, each such opening restarted the clock, and
+/// the connection and its buffers were held for as long as the peer kept it up.
+#[test]
+fn a_closed_connection_facing_a_window_opened_a_byte_at_a_time_is_dropped() {
+    let small = TcpConfig {
+        rcvbuf: 8192,
+        window_scaling: false,
+        ..quick()
+    };
+    let mut p = Pair::new(quick(), small, Link::default(), 38);
+    p.established();
+    let data = vec![7u8; 40_000];
+    assert_eq!(p.a.send(&data), data.len());
+    assert!(p.run_until(Duration::from_secs(30), |p| p.sa.sndprobe >= 2));
+    p.a.close();
+    p.a.detach(p.now);
+    let t0 = p.now;
+    let mut openings = 0;
+    let mut next = t0 + Duration::from_secs(20);
+    let ended = p.run_until(Duration::from_secs(600), |p| {
+        if p.now >= next && p.a.state() != State::Closed {
+            // A window update from B of one byte, for what A has had acknowledged.
+            let s = SegIn {
+                ack: Some(p.a.snd_una),
+                wnd: 1,
+                ..seg_to_a(p)
+            };
+            let now = p.now;
+            p.a.input(&s, now, &mut p.sa);
+            openings += 1;
+            next = now + Duration::from_secs(20);
+        }
+        p.a.state() == State::Closed
+    });
+    assert!(ended, "held by {openings} one-byte windows");
+    assert!(
+        openings >= 2,
+        "the window opened before the bound: {openings}"
+    );
+    assert!(
+        p.now - t0 <= Duration::from_millis(60_010),
+        "{:?}",
+        p.now - t0
+    );
+    assert_eq!(p.sa.persistdrop, 1);
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+}
+
 /// A pair closed from both sides, A in TIME_WAIT.
 fn closed_to_time_wait(seed: u64) -> Pair {
     let mut p = Pair::new(quick(), quick(), Link::default(), seed);

@@ -79,7 +79,7 @@ impl Tcb {
             self.persist_deadline = None;
             st.persisttimeo += 1;
             let limit = self.cfg.persist_orphan_timeout;
-            if self.detached && self.orphan_stall.is_some_and(|t| now - t >= limit) {
+            if self.detached && self.orphan_stall.is_some_and(|(t, _)| now - t >= limit) {
                 // Nobody owns the data and the peer has kept its window shut for
                 // `persist_orphan_timeout`: dropped with a reset (FreeBSD's
                 // tcp_timer_persist for a closed socket, TCPTV_PERSMAX).
@@ -254,7 +254,7 @@ impl Tcb {
             // window closing and the close, and the persist timer fires at it at
             // the latest (the probes' backoff reaches a minute).
             let orphan_end = if self.detached {
-                let since = *self.orphan_stall.get_or_insert(now);
+                let (since, _) = *self.orphan_stall.get_or_insert((now, self.snd_una));
                 Some(since + self.cfg.persist_orphan_timeout)
             } else {
                 None
@@ -268,13 +268,29 @@ impl Tcb {
                 self.persist_deadline = Some(at.min(end.max(now)));
             }
         } else {
-            self.orphan_stall = None;
+            // The stall ends with the data, or with progress: a peer that opens
+            // its window by a few bytes now and then, taking a tinygram each time,
+            // does not hold a closed connection's buffers for ever.
+            if !pending
+                || self
+                    .orphan_stall
+                    .is_some_and(|(_, una)| diff(self.snd_una, una) >= self.orphan_progress())
+            {
+                self.orphan_stall = None;
+            }
             self.persist_deadline = None;
             if self.snd_wnd > 0 {
                 self.persist_backoff = 0;
                 self.persist_probes = 0;
             }
         }
+    }
+
+    /// What the peer must acknowledge to end a detached connection's stall: a
+    /// segment, or half the largest window it has offered if that is less (the
+    /// sender's silly-window threshold, RFC 1122 §4.2.3.4).
+    pub(super) fn orphan_progress(&self) -> u32 {
+        self.snd_mss.min(self.max_snd_wnd / 2).max(1)
     }
 
     /// How long a peer facing probes of its shut window may stay silent, once
