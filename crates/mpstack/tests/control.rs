@@ -84,7 +84,11 @@ impl Monitor {
 }
 
 fn start_router(name: &str, tmp: &std::path::Path) -> Router {
-    let id = std::process::id() % 10000;
+    // Namespaces of this call's own: tests run two at a time in one process, and
+    // two routers sharing names would delete each other's.
+    static ROUTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = ROUTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = format!("{}-{k}", std::process::id() % 10000);
     let ns = [
         format!("mpctl-r-{id}"),
         format!("mpctl-a-{id}"),
