@@ -93,7 +93,10 @@ pub struct TcpConfig {
     /// before it is dropped (FreeBSD's `net.inet.tcp.keepinit`, `TCP_KEEPINIT`).
     pub keep_init: Duration,
     /// The idle time `SO_KEEPALIVE` turns keepalive on with
-    /// (`net.inet.tcp.keepidle`, `TCP_KEEPIDLE`; 2 hours).
+    /// (`net.inet.tcp.keepidle`, `TCP_KEEPIDLE`; 2 hours); also the longest a peer
+    /// keeping its window shut may leave the probes unanswered before the
+    /// connection is dropped (FreeBSD's `tcp_maxpersistidle`; sooner if the RTO
+    /// times the whole backoff is less).
     pub keep_idle: Duration,
     /// Keepalive (`SO_KEEPALIVE` with `TCP_KEEPIDLE`): probe after this long without
     /// hearing from the peer; `None` (the default) sends none.
