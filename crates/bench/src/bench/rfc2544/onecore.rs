@@ -17,9 +17,11 @@
 //! - `mpstack-router`: `mpstack run --packet` with one worker, as in the main
 //!   tables.
 //!
-//! The ratio of the device layer to the kernel router is the ceiling of every
-//! AF_PACKET router on this machine; mpstack's router beside the device layer is
-//! what its stack costs on top.
+//! The device layer does the least work any AF_PACKET router does, so its rate
+//! beside the kernel router's says how far such a router can come on this machine
+//! (to within the run's noise: its thread and mpstack's worker are scheduled
+//! alike, not identically); mpstack's router beside the device layer is what its
+//! stack costs on top.
 
 use super::{progress, warm_up, Background, Tester, Topo, SINK_MAC};
 use crate::BenchArgs;
