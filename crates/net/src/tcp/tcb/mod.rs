@@ -208,9 +208,9 @@ pub struct Tcb {
     /// (sequence timed, when sent) when timestamps are off (Karn).
     timed: Option<(u32, Instant)>,
     persist_deadline: Option<Instant>,
-    persist_backoff: u32,
     /// Window probes sent since the window shut (FreeBSD's `t_rxtshift` in the
-    /// persist state), for the bound on a peer that has gone silent.
+    /// persist state): their backoff, and the bound on a peer that has gone
+    /// silent.
     persist_probes: u32,
     /// When a segment last came from the peer (FreeBSD's `t_rcvtime`); `None`
     /// before the first.
@@ -368,7 +368,6 @@ impl Tcb {
             rtx_count: 0,
             timed: None,
             persist_deadline: None,
-            persist_backoff: 0,
             persist_probes: 0,
             last_heard: None,
             orphan_stall: None,

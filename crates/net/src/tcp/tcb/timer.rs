@@ -79,25 +79,19 @@ impl Tcb {
             self.persist_deadline = None;
             st.persisttimeo += 1;
             let limit = self.cfg.persist_orphan_timeout;
-            if self.detached && self.orphan_stall.is_some_and(|(t, _)| now - t >= limit) {
-                // Nobody owns the data and the peer has kept its window shut for
-                // `persist_orphan_timeout`: dropped with a reset (FreeBSD's
-                // tcp_timer_persist for a closed socket, TCPTV_PERSMAX).
-                st.persistdrop += 1;
-                st.drops += 1;
-                self.abort();
-                self.error = Some(TcpError::TimedOut);
-                return;
-            }
-            if self.persist_probes >= self.cfg.max_retries
+            // Nobody owns the data and the peer has kept its window shut for
+            // `persist_orphan_timeout` (FreeBSD's TCPTV_PERSMAX for a closed
+            // socket); or the window is shut and the peer has answered nothing for
+            // long: it is gone. Either way dropped with a reset (FreeBSD's
+            // tcp_timer_persist). A peer that answers the probes of a socket still
+            // owned is probed for as long as it does (RFC 1122 §4.2.2.17).
+            let orphan_over =
+                self.detached && self.orphan_stall.is_some_and(|(t, _)| now - t >= limit);
+            let peer_gone = self.persist_probes >= self.cfg.max_retries
                 && self
                     .last_heard
-                    .is_none_or(|t| now - t >= self.persist_silence_limit())
-            {
-                // The window is shut and the peer has answered nothing for long:
-                // it is gone (FreeBSD's tcp_timer_persist). A peer that answers
-                // the probes, even with a shut window, is probed for as long as it
-                // does (RFC 1122 §4.2.2.17).
+                    .is_none_or(|t| now - t >= self.persist_silence_limit());
+            if orphan_over || peer_gone {
                 st.persistdrop += 1;
                 st.drops += 1;
                 self.abort();
@@ -106,7 +100,6 @@ impl Tcb {
             }
             self.probe_one = true;
             self.persist_probes = self.persist_probes.saturating_add(1);
-            self.persist_backoff = (self.persist_backoff + 1).min(8);
         }
         if self.ka_deadline.is_some_and(|t| t <= now) {
             self.ka_deadline = None;
@@ -260,7 +253,8 @@ impl Tcb {
                 None
             };
             if self.persist_deadline.is_none() && self.rtx_deadline.is_none() {
-                let d = (self.rto * (1 << self.persist_backoff))
+                // The probes back off doubling, up to 2^8 times the RTO.
+                let d = (self.rto * (1 << self.persist_probes.min(8)))
                     .clamp(self.cfg.min_rto, self.cfg.max_rto);
                 self.persist_deadline = Some(now + d);
             }
@@ -280,7 +274,6 @@ impl Tcb {
             }
             self.persist_deadline = None;
             if self.snd_wnd > 0 {
-                self.persist_backoff = 0;
                 self.persist_probes = 0;
             }
         }
