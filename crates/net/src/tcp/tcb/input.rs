@@ -166,10 +166,10 @@ impl Tcb {
         }
         if !seg.rst {
             self.last_heard = Some(now);
-        }
-        if (self.cfg.keepalive.is_some() || self.ka_init) && !seg.rst {
-            self.ka_probes = 0;
-            self.arm_keepalive(now);
+            if self.cfg.keepalive.is_some() || self.ka_init {
+                self.ka_probes = 0;
+                self.arm_keepalive(now);
+            }
         }
         if self.fw2_deadline.is_some() {
             // Heard from the peer (or left FIN_WAIT_2).
