@@ -49,7 +49,7 @@ pub struct OneCore {
     /// Frames that reached the tester's receiver a second, best of the rounds.
     pub forwarded: f64,
     /// Frames the sender sent a second in that round.
-    pub offered: f64,
+    pub sent: f64,
 }
 
 /// The device-layer forwarder: a thread in the device's namespace. Opens `da` and
@@ -119,18 +119,18 @@ fn forwarder(ns: &str) -> Result<Background, String> {
 /// One device under test with its tester, alive for the whole comparison. Fields
 /// drop in order: the tester's sockets, the forwarder, then the namespaces.
 struct Rig {
-    case: &'static str,
     tester: Tester,
     _fwd: Option<Background>,
     _topo: Topo,
     trial: u32,
-    forwarded: f64,
-    offered: f64,
+    /// The best round so far.
+    best: OneCore,
 }
 
 impl Rig {
-    /// Device `case`'s namespaces (named apart by `k`), the device, its tester.
-    fn new(case: &'static str, k: usize) -> Result<Rig, String> {
+    /// Device `case`'s namespaces (named apart by `k`), the device, its tester;
+    /// everything on `cpu`.
+    fn new(case: &'static str, k: usize, cpu: usize) -> Result<Rig, String> {
         let topo_case = if case == "device-layer" {
             // The namespace of an mpstack device: no kernel forwarding, its IP
             // input dropping before routing.
@@ -148,13 +148,16 @@ impl Rig {
         let mut tester = Tester::new(&topo, false, 1)?;
         let trial = warm_up(&mut tester);
         Ok(Rig {
-            case,
             tester,
             _fwd: fwd,
             _topo: topo,
             trial,
-            forwarded: 0.0,
-            offered: 0.0,
+            best: OneCore {
+                case,
+                cpu,
+                forwarded: 0.0,
+                sent: 0.0,
+            },
         })
     }
 
@@ -163,8 +166,8 @@ impl Rig {
         let (sent, got) = self.tester.trial(self.trial, 64, 0.0, secs);
         self.trial += 1;
         let f = got.min(sent) as f64 / secs;
-        if f >= self.forwarded {
-            (self.forwarded, self.offered) = (f, sent as f64 / secs);
+        if f >= self.best.forwarded {
+            (self.best.forwarded, self.best.sent) = (f, sent as f64 / secs);
         }
     }
 }
@@ -192,22 +195,14 @@ pub fn run(a: &BenchArgs, skip: &[String]) -> Result<Vec<OneCore>, String> {
                 .iter()
                 .filter(|c| !skip.iter().any(|s| s == *c))
                 .enumerate()
-                .map(|(k, c)| Rig::new(c, k).map_err(|e| format!("one core: {c}: {e}")))
+                .map(|(k, c)| Rig::new(c, k, cpu).map_err(|e| format!("one core: {c}: {e}")))
                 .collect::<Result<Vec<Rig>, String>>()?;
             for _ in 0..ROUNDS {
                 for r in rigs.iter_mut() {
                     r.round(a.seconds);
                 }
             }
-            let out: Vec<OneCore> = rigs
-                .iter()
-                .map(|r| OneCore {
-                    case: r.case,
-                    cpu,
-                    forwarded: r.forwarded,
-                    offered: r.offered,
-                })
-                .collect();
+            let out: Vec<OneCore> = rigs.into_iter().map(|r| r.best).collect();
             for r in &out {
                 progress(
                     a,
@@ -215,7 +210,7 @@ pub fn run(a: &BenchArgs, skip: &[String]) -> Result<Vec<OneCore>, String> {
                         "rfc2544: one core: {}: {:.3} Mfps forwarded (sent {:.3})",
                         r.case,
                         r.forwarded / 1e6,
-                        r.offered / 1e6
+                        r.sent / 1e6
                     ),
                 );
             }
@@ -243,7 +238,7 @@ pub fn print(rows: &[OneCore], seconds: f64) {
             "{:>16}  {:>14.3}  {:>14.3}",
             r.case,
             r.forwarded / 1e6,
-            r.offered / 1e6
+            r.sent / 1e6
         );
     }
     let at = |c: &str| rows.iter().find(|r| r.case == c).map(|r| r.forwarded);
@@ -279,7 +274,7 @@ pub fn print_json(rows: &[OneCore]) {
     for r in rows {
         println!(
             "{{\"bench\":\"rfc2544\",\"test\":\"one_core\",\"case\":\"{}\",\"cpu\":{},\"frame_size\":64,\"forwarded_fps\":{:.0},\"sent_fps\":{:.0}}}",
-            r.case, r.cpu, r.forwarded, r.offered
+            r.case, r.cpu, r.forwarded, r.sent
         );
     }
 }
