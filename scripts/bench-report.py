@@ -199,11 +199,15 @@ tcp_conns = pair(dict(what="conns_per_s", impl="mpstack"), dict(what="conns_per_
                  "conns_per_s", per_s, "Linux loopback")
 router_full = pair(dict(case="v4-full", workers=1), dict(case="design", workers=1),
                    "mpps_per_core", lambda v, u: num(v, "Mpps" if u else ""), "the design loop")
+def mfps(v, unit):
+    return num(v / 1e6, "Mfps" if unit else "")
+
+
 rfc2544_64 = pair(dict(test="throughput", case="mpstack-router", frame_size=64),
                   dict(test="throughput", case="linux-router", frame_size=64),
-                  "throughput_fps", lambda v, u: num(v / 1e6, "Mfps" if u else ""), "Linux kernel router")
+                  "throughput_fps", mfps, "Linux kernel router")
 rfc2544_one_core = pair(dict(test="one_core", case="mpstack-router"), dict(test="one_core", case="linux-router"),
-                        "forwarded_fps", lambda v, u: num(v / 1e6, "Mfps" if u else ""), "Linux kernel router")
+                        "forwarded_fps", mfps, "Linux kernel router")
 netchannel_2w = pair(dict(row="netchannel", workers=2), dict(row="udp-socket", workers=2),
                      "mpps", lambda v, u: num(v, "Mpps" if u else ""), "a UDP socket")
 
