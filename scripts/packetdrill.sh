@@ -56,9 +56,25 @@ if [ ! -x "$pd" ] || [ "$(cat "$out/build/.patch" 2>/dev/null)" != "$stamp" ]; t
         || { echo "building packetdrill failed: $out/build.log" >&2; exit 1; }
     echo "$stamp" >"$out/build/.patch"
 fi
-cargo build --release -q -p mpstack-packetdrill
-so="$root/target/release/libmpstack_packetdrill.so"
-MPSTACK_PD_CTL="$root/target/release/mpstack-pd-ctl"
+# The shared object and its control tool, built in MPSTACK_PD_PROFILE (default
+# release). scripts/test-all.sh passes `test`: it has built them already with
+# every test (`cargo build --profile test --workspace --tests`), and packetdrill
+# runs in virtual time, so the unoptimised build passes the same scripts.
+profile="${MPSTACK_PD_PROFILE:-release}"
+case "$profile" in
+    release) dir=release ;;
+    dev | test) dir=debug ;;
+    *) dir="$profile" ;;
+esac
+if [ "$profile" = test ]; then
+    # As test-all.sh builds them: with the whole workspace's tests, so that the
+    # features match that build and nothing is compiled again.
+    cargo build -q --profile test --workspace --lib --bins --tests
+else
+    cargo build -q --profile "$profile" -p mpstack-packetdrill
+fi
+so="$root/target/$dir/libmpstack_packetdrill.so"
+MPSTACK_PD_CTL="$root/target/$dir/mpstack-pd-ctl"
 
 # One script: PASS or FAIL, and packetdrill's output in $out/logs/.
 run_one() {
