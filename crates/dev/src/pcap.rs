@@ -41,7 +41,9 @@ pub fn create_private(path: &Path) -> io::Result<File> {
         })?;
     let m = f.metadata()?;
     if !m.file_type().is_file() {
-        return Err(io::Error::other("not a regular file; refusing to write to it"));
+        return Err(io::Error::other(
+            "not a regular file; refusing to write to it",
+        ));
     }
     if m.uid() != crate::unix::euid() {
         return Err(io::Error::other(format!(
