@@ -10,7 +10,7 @@
 //! runs in real time on worker threads and in virtual time in `sim`.
 //!
 //! This crate and `mbuf` are the only ones allowed `unsafe` (TAP ioctls, packet
-//! sockets and their rings, poll).
+//! sockets and their rings, poll, peer credentials).
 
 pub mod alloc_count;
 pub mod cpu;
@@ -28,6 +28,7 @@ pub mod rss;
 pub mod signal;
 pub mod tap;
 pub mod time;
+pub mod unix;
 
 pub use mbuf::Mbuf;
 pub use time::{Duration, Instant};

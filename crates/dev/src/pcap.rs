@@ -17,6 +17,54 @@ pub const LINKTYPE_ETHERNET: u32 = 1;
 /// Largest frame recorded in full.
 pub const SNAPLEN: u32 = 65_535;
 
+/// Opens `path` for writing as [`PcapWriter::create`] says: created 0600, or a
+/// regular file of ours with one link truncated; never through a symbolic link.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        // O_NONBLOCK: opening a FIFO with no reader fails instead of hanging the
+        // node; it is refused below anyway.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    e.kind(),
+                    "is a symbolic link; refusing to follow it (give the file itself)",
+                )
+            } else {
+                e
+            }
+        })?;
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(io::Error::other(
+            "not a regular file; refusing to write to it",
+        ));
+    }
+    if m.uid() != crate::unix::euid() {
+        return Err(io::Error::other(format!(
+            "owned by uid {}, not by this process's uid {}; refusing to overwrite it",
+            m.uid(),
+            crate::unix::euid()
+        )));
+    }
+    if m.nlink() != 1 {
+        return Err(io::Error::other(format!(
+            "has {} names (hard links); refusing to overwrite it",
+            m.nlink()
+        )));
+    }
+    f.set_len(0)?;
+    if m.mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(f)
+}
+
 /// A pcap file being written.
 pub struct PcapWriter {
     w: Box<dyn Write + Send>,
@@ -29,10 +77,14 @@ impl std::fmt::Debug for PcapWriter {
 }
 
 impl PcapWriter {
-    /// Creates (or truncates) `path` and writes the file header.
+    /// Creates `path` (mode 0600: a capture holds other people's traffic), or
+    /// truncates it if it is a regular file of ours with no other name, and writes
+    /// the file header. A symbolic link at `path` is refused, not followed
+    /// (`O_NOFOLLOW`), and so is anything else — another user's file, a hard link
+    /// to one, a FIFO or a device: a node often runs as root, and a path in a
+    /// shared directory must not let someone else choose which file it overwrites.
     pub fn create(path: &Path) -> io::Result<Self> {
-        let f = File::create(path)?;
-        Self::new(Box::new(BufWriter::new(f)))
+        Self::new(Box::new(BufWriter::new(create_private(path)?)))
     }
 
     /// Writes to any sink (a `Vec<u8>` in tests).
@@ -219,6 +271,47 @@ impl Queue for PcapQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capture_file_is_private_and_never_written_through_a_link() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = std::env::temp_dir().join(format!("mpstack-pcap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        // New: 0600.
+        let new = dir.join("new.pcap");
+        PcapWriter::create(&new).unwrap();
+        assert_eq!(mode(&new), 0o600);
+        // A symbolic link, dangling or not, is refused and its target untouched.
+        let target = dir.join("target");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.join("link.pcap");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = PcapWriter::create(&link).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        let dangling = dir.join("dangling.pcap");
+        std::os::unix::fs::symlink(dir.join("nowhere"), &dangling).unwrap();
+        assert!(PcapWriter::create(&dangling).is_err());
+        assert!(!dir.join("nowhere").exists());
+        // A hard link to another file: refused.
+        let hard = dir.join("hard.pcap");
+        std::fs::hard_link(&target, &hard).unwrap();
+        let e = PcapWriter::create(&hard).unwrap_err().to_string();
+        assert!(e.contains("hard links"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        // A file of ours, readable by all: truncated and made 0600.
+        let old = dir.join("old.pcap");
+        std::fs::write(&old, vec![7u8; 1000]).unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        PcapWriter::create(&old).unwrap();
+        assert_eq!(mode(&old), 0o600);
+        assert_eq!(std::fs::metadata(&old).unwrap().len(), 24);
+        // Not a regular file: refused at once (a FIFO with no reader does not hang).
+        assert!(PcapWriter::create(&dir).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[derive(Clone, Default)]
     struct Sink(Arc<Mutex<Vec<u8>>>);

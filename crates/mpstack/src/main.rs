@@ -308,7 +308,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub queues: Option<u16>,
     /// Record every frame received and sent to this pcap file (with several links,
-    /// TAP or --packet, one file per link: FILE.NAME after the first).
+    /// TAP or --packet, one file per link: FILE.NAME after the first). Created
+    /// 0600; an existing file is truncated only if it is a regular file of this
+    /// user with one name; a symbolic link is refused.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<std::path::PathBuf>,
     /// Link-layer address of the first TAP (default: derived from the TAP name).
@@ -398,8 +400,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     pub fpm: Option<String>,
     /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
-    /// is $MPSTACK_RUN_DIR or /run/mpstack), which `mpstack ifconfig|route|
-    /// netstat|arp|ndp|ipfw|sysctl -j NAME` talk to; a name in use is an error.
+    /// is $MPSTACK_RUN_DIR or /run/mpstack, which must be this user's or root's and
+    /// writable by no one else), which `mpstack ifconfig|route|netstat|arp|ndp|
+    /// ipfw|sysctl -j NAME` talk to, as root or this user only; a name in use, or
+    /// a symbolic link at the socket's path, is an error.
     /// Without it the node is `mpstack`, or `mpstack-PID` when a node of that name
     /// runs already (printed at start). `none`: no control socket.
     #[arg(long, value_name = "NAME")]

@@ -388,16 +388,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             }
         }
     };
-    // Removes the socket however this function returns.
-    struct Unlink(Option<std::path::PathBuf>);
-    impl Drop for Unlink {
-        fn drop(&mut self) {
-            if let Some(p) = &self.0 {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-    let _unlink = Unlink(control.as_ref().map(|c| c.1.clone()));
+    // The socket is removed however this function returns (`control`'s drop),
+    // if it is still the one this node made.
+    let control_stats = crate::control::ControlStats::default();
     let metrics = match &a.metrics {
         Some(m) => Some(crate::control::metrics::listen(m)?),
         None => None,
@@ -749,17 +742,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         packet: Some(&packet_links),
         clock: Some(&*clock),
     };
-    if let Some((_, path)) = &control {
+    if let Some(c) = &control {
         println!(
             "mpstack: control socket {} (mpstack route|netstat|ifconfig|arp|ndp|ipfw|sysctl -j {})",
-            path.display(),
+            c.path.display(),
             name
         );
     }
     std::thread::scope(|scope| {
-        if let Some((l, _)) = &control {
-            let (node, stop) = (&node, &stop);
-            scope.spawn(move || crate::control::serve(l, node, stop));
+        if let Some(c) = &control {
+            let (node, stop, st) = (&node, &stop, &control_stats);
+            scope.spawn(move || crate::control::serve(&c.listener, node, stop, st));
         }
         {
             let (node, stop) = (&node, &stop);
@@ -809,6 +802,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             }
         }
     });
+    if control.is_some() {
+        println!("mpstack: {}", control_stats.summary());
+    }
     let served: Vec<(String, u64)> = udp_threads
         .into_iter()
         .map(|(name, t)| (name, t.join().unwrap_or(0)))

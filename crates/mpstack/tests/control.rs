@@ -797,3 +797,491 @@ fn ipfw_log_lines_appear_up_to_the_rules_logamount_and_routing_changes_are_logge
     let _ = lab.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------
+// Who may use the control socket, and what slow or hostile clients cannot do.
+
+/// `mpstack ARGS…` run through `wrap` (`setpriv …`) with `env`: (status, stdout,
+/// stderr).
+fn ctl_as(wrap: &[&str], env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
+    let bin = env!("CARGO_BIN_EXE_mpstack");
+    let mut c = Command::new(wrap.first().copied().unwrap_or(bin));
+    if !wrap.is_empty() {
+        c.args(&wrap[1..]).arg(bin);
+    }
+    let o = c
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("run mpstack");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Stops the lab's node with SIGTERM: how long it took to exit (given up after
+/// 15 s), the rest of its output read.
+fn stop_timed(lab: &mut Lab) -> Duration {
+    let mut n = lab.node.take().expect("the node is running");
+    let t0 = std::time::Instant::now();
+    run(&format!("kill -TERM {}", n.id()));
+    loop {
+        if let Ok(Some(_)) = n.try_wait() {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            let _ = n.kill();
+            let _ = n.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = t0.elapsed();
+    while let Ok(l) = lab.lines.recv_timeout(Duration::from_millis(300)) {
+        lab.output.push(l);
+    }
+    took
+}
+
+/// A control request, as the `mpstack` commands send it.
+fn request(args: &[&str]) -> Vec<u8> {
+    let mut v = (args.len() as u32).to_le_bytes().to_vec();
+    for a in args {
+        v.extend_from_slice(&(a.len() as u32).to_le_bytes());
+        v.extend_from_slice(a.as_bytes());
+    }
+    v
+}
+
+fn mode_of(p: &std::path::Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mode() & 0o7777, m.uid())
+}
+
+fn chmod(p: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Removes a directory on drop.
+struct TmpDir(std::path::PathBuf);
+
+impl TmpDir {
+    fn new(what: &str, mode: u32) -> TmpDir {
+        let d = std::env::temp_dir().join(format!("mpstack-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        chmod(&d, mode);
+        TmpDir(d)
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const NOBODY: [&str; 4] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+];
+const OTHER: [&str; 4] = [
+    "setpriv",
+    "--reuid=65533",
+    "--regid=65533",
+    "--clear-groups",
+];
+
+#[test]
+fn only_root_and_the_nodes_user_run_commands_even_with_umask_000_and_a_shared_run_dir() {
+    skip_unless!("ip", "setpriv");
+    let (ok_exec, _) = output(
+        Command::new("setpriv")
+            .args(&NOBODY[1..])
+            .arg(env!("CARGO_BIN_EXE_mpstack"))
+            .arg("--version"),
+    );
+    if !ok_exec {
+        skip(
+            module_path!(),
+            "uid 65534 cannot run the test binary (its directory is not open to others)",
+        );
+        return;
+    }
+    let pid = std::process::id();
+    let shared = TmpDir::new("shared", 0o1777);
+    let dir = shared.0.display().to_string();
+    let env = [("MPSTACK_RUN_DIR", dir.as_str())];
+    let name = format!("guard-{pid}");
+    // A run directory anyone may write to is refused, before any interface.
+    let (code, out, err) = ctl_as(
+        &[],
+        &env,
+        &[
+            "run",
+            "--tap",
+            &format!("mpsh{}", pid % 10000),
+            "--inet",
+            "198.18.0.2/24",
+        ]
+        .into_iter()
+        .chain(["--name", &name, "--duration", "1"])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("is writable by others"), "{err}");
+    // The node's user (uid 65534, with just the capabilities for its TAP) owns the
+    // directory, which others may enter, and starts the node with umask 000.
+    run(&format!("chown 65534:65534 {dir}"));
+    chmod(&shared.0, 0o755);
+    let wrap: Vec<&str> = NOBODY
+        .iter()
+        .copied()
+        .chain([
+            "--inh-caps",
+            "+net_admin,+dac_override",
+            "--ambient-caps",
+            "+net_admin,+dac_override",
+            "sh",
+            "-c",
+            "umask 000; exec \"$0\" \"$@\"",
+        ])
+        .collect();
+    let mut lab = Lab::start_as("gd", 1, &["--name", &name], &wrap, &env);
+    let sock = shared.0.join(format!("{name}.sock"));
+    assert_eq!(
+        mode_of(&sock),
+        (0o600, 65534),
+        "the socket is its user's alone"
+    );
+    let q = ["sysctl", "-j", &name, "-n", "net.inet.tcp.msl"];
+    let (code, out, err) = ctl_as(&[], &env, &q);
+    assert_eq!(code, 0, "root: {out}{err}");
+    let (code, out, err) = ctl_as(&NOBODY, &env, &q);
+    assert_eq!(code, 0, "the node's user: {out}{err}");
+    let (code, _, err) = ctl_as(&OTHER, &env, &q);
+    assert_ne!(code, 0);
+    assert!(err.contains("permission denied"), "{err}");
+    // Even with the socket's mode widened (the moment between bind and chmod
+    // that there used to be, or an operator's mistake), the node asks the
+    // kernel who connected and refuses anyone else, on both sides.
+    chmod(&sock, 0o666);
+    let (code, out, err) = ctl_as(&OTHER, &env, &q);
+    assert_eq!(code, 77, "another user: {out}{err}");
+    assert!(
+        err.contains("permission denied") && err.contains("you are uid 65533"),
+        "{err}"
+    );
+    assert!(!out.contains("30000"), "{out}");
+    assert!(
+        lab.wait_line("refused a client: uid 65533", Duration::from_secs(5))
+            .is_some(),
+        "{:?}",
+        lab.output
+    );
+    let _ = lab.stop();
+    assert!(
+        lab.output.iter().any(|l| l.contains(" 1 refused (peer")),
+        "{:?}",
+        lab.output
+    );
+}
+
+#[test]
+fn slow_drip_clients_keep_no_command_out_and_do_not_delay_the_stop() {
+    skip_unless!("ip");
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let name = format!("ctldrip-{}", std::process::id());
+    let mut lab = Lab::start_with("dr", 1, &["--name", &name]);
+    let path = mpstack::control::socket_path(&name).unwrap();
+    // 20 clients, more than the 16 commands run at once, each sending its
+    // request a byte every 300 ms, and connecting again when cut.
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let drips: Vec<_> = (0..20)
+        .map(|_| {
+            let (path, done) = (path.clone(), done.clone());
+            std::thread::spawn(move || {
+                let req = request(&["netstat", "-rn"]);
+                while !done.load(Ordering::Relaxed) {
+                    let Ok(mut s) = std::os::unix::net::UnixStream::connect(&path) else {
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    };
+                    for b in &req {
+                        if done.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        let (code, out, err) = ctl(&["netstat", "-j", &name, "-rn"]);
+        assert_eq!(code, 0, "a command among slow clients: {out}{err}");
+        assert!(out.contains("198.18.0.0/24"), "{out}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let took = stop_timed(&mut lab);
+    done.store(true, Ordering::Relaxed);
+    for d in drips {
+        let _ = d.join();
+    }
+    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
+    assert!(
+        lab.output.iter().any(|l| l.contains("request timeout(s)")),
+        "{:?}",
+        lab.output
+    );
+}
+
+#[test]
+fn a_client_that_never_reads_its_answer_does_not_keep_the_node_from_stopping() {
+    skip_unless!("ip");
+    use std::io::Write;
+    let pid = std::process::id();
+    let dir = TmpDir::new("noread", 0o700);
+    // Enough routes that `netstat -rn` says more than a socket's buffer holds.
+    let conf = dir.0.join("routes.conf");
+    let mut text = String::new();
+    for i in 0..4000u32 {
+        text += &format!(
+            "route add 198.19.{}.{}/32 198.18.0.1\n",
+            i / 250,
+            i % 250 + 1
+        );
+    }
+    std::fs::write(&conf, text).unwrap();
+    let name = format!("ctlnoread-{pid}");
+    let c = conf.display().to_string();
+    let mut lab = Lab::start_with("nr", 1, &["--name", &name, "--config", &c]);
+    let path = mpstack::control::socket_path(&name).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        s.write_all(&request(&["netstat", "-rn"])).unwrap();
+        held.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    // The node answers others meanwhile.
+    let (code, out, err) = ctl(&["sysctl", "-j", &name, "-n", "net.inet.tcp.msl"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let took = stop_timed(&mut lab);
+    drop(held);
+    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
+}
+
+#[test]
+fn a_symlink_at_the_socket_path_is_refused_and_a_node_removes_only_its_own_socket() {
+    skip_unless!("ip");
+    let pid = std::process::id();
+    let dir = TmpDir::new("names", 0o700);
+    let d = dir.0.display().to_string();
+    let env = [("MPSTACK_RUN_DIR", d.as_str())];
+    let name = format!("lost-{pid}");
+    let sock = dir.0.join(format!("{name}.sock"));
+    let nowhere = dir.0.join("nowhere");
+    std::os::unix::fs::symlink(&nowhere, &sock).unwrap();
+    let tap = format!("mpsy{}", pid % 10000);
+    let (code, out, err) = ctl_as(
+        &[],
+        &env,
+        &[
+            "run",
+            "--tap",
+            &tap,
+            "--inet",
+            "198.18.0.2/24",
+            "--name",
+            &name,
+            "--duration",
+            "1",
+        ],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("is a symbolic link"), "{err}");
+    assert!(!nowhere.exists(), "the link was not followed");
+    std::fs::remove_file(&sock).unwrap();
+    // Node A loses its name (its socket removed), node B takes it; A's exit
+    // leaves B's socket alone.
+    let mut a = Lab::start_as("na", 1, &["--name", &name], &[], &env);
+    std::fs::remove_file(&sock).unwrap();
+    let mut b = Lab::start_as("nb", 1, &["--name", &name], &[], &env);
+    let _ = a.stop();
+    assert!(sock.exists(), "node A removed node B's socket");
+    let (code, out, err) = ctl_as(
+        &[],
+        &env,
+        &["sysctl", "-j", &name, "-n", "net.inet.tcp.msl"],
+    );
+    assert_eq!(code, 0, "node B answers: {out}{err}");
+    let _ = b.stop();
+    assert!(!sock.exists(), "node B removed its own socket");
+}
+
+#[test]
+fn a_slow_metrics_client_neither_blinds_a_scrape_nor_delays_the_stop() {
+    skip_unless!("ip");
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut lab = Lab::start_with("ms", 1, &["--name", "none", "--metrics", "127.0.0.1:0"]);
+    let url = lab
+        .output
+        .iter()
+        .find(|l| l.contains("metrics at http://"))
+        .cloned()
+        .or_else(|| lab.wait_line("metrics at http://", Duration::from_secs(5)))
+        .expect("the metrics address");
+    let at = url
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    // A client that sends its request a byte every 300 ms, connecting again
+    // when cut.
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let slow = {
+        let (at, done) = (at.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                let Ok(mut c) = std::net::TcpStream::connect(&at) else {
+                    continue;
+                };
+                for b in b"GET /metrics HTTP/1.1\r\nX-Slow: yes".iter().cycle() {
+                    if done.load(Ordering::Relaxed) || c.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        let mut c = std::net::TcpStream::connect(&at).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+        write!(c, "GET /metrics HTTP/1.1\r\nHost: {at}\r\n\r\n").unwrap();
+        let mut r = String::new();
+        let _ = c.read_to_string(&mut r);
+        assert!(
+            r.starts_with("HTTP/1.1 200 OK"),
+            "a scrape beside a slow one: {r:.80}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let took = stop_timed(&mut lab);
+    done.store(true, Ordering::Relaxed);
+    let _ = slow.join();
+    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
+}
+
+#[test]
+fn neighbour_churn_logs_the_limit_and_then_one_count_of_what_it_held_back() {
+    skip_unless!("ip", "python3");
+    let mut lab = Lab::start_with("nc", 1, &["--name", "none"]);
+    // 300 ARP requests for the node's address: 150 senders, each twice with
+    // another MAC (150 neighbours learnt, then 150 changed).
+    let mut blob = Vec::new();
+    for i in 0..300u32 {
+        let host = (i % 150 + 10) as u8;
+        let mac = [0x02, 0, 0, 0, (i / 150) as u8, host];
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&[198, 18, 0, host]);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&[198, 18, 0, 2]);
+        blob.extend_from_slice(&(f.len() as u16).to_be_bytes());
+        blob.extend_from_slice(&f);
+    }
+    let path = std::env::temp_dir().join(format!("mpstack-arp-{}.bin", std::process::id()));
+    std::fs::write(&path, &blob).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/send_frames.py");
+    let (ok_sent, out) = lab.exec(&format!("python3 {script} {} {}", lab.tap, path.display()));
+    let _ = std::fs::remove_file(&path);
+    assert!(ok_sent && out.contains("sent 300"), "{out}");
+    let said = lab.wait_line("suppressed", Duration::from_secs(12));
+    // Anything else still to come.
+    while lab.wait_line("\u{0}", Duration::from_millis(500)).is_some() {}
+    let ours = lab
+        .output
+        .iter()
+        .filter(|l| l.contains("lladdr 02:00:00:00:0"))
+        .count();
+    let counts: Vec<&String> = lab
+        .output
+        .iter()
+        .filter(|l| l.contains("suppressed"))
+        .collect();
+    assert!(
+        ours <= 20,
+        "{ours} neighbour lines logged, at most 20 expected"
+    );
+    assert_eq!(counts.len(), 1, "{said:?} {:?}", lab.output);
+    let held: usize = counts[0]
+        .split("suppressed ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", counts[0]));
+    assert!(
+        counts[0].contains("neighbour message") && ours + held >= 300,
+        "{} lines and {:?}",
+        ours,
+        counts[0]
+    );
+    let _ = lab.stop();
+}
+
+#[test]
+fn pcap_onto_a_symlink_is_refused_and_the_capture_is_created_0600() {
+    skip_unless!("ip");
+    let pid = std::process::id();
+    let dir = TmpDir::new("pcapfile", 0o755);
+    let target = dir.0.join("target");
+    std::fs::write(&target, b"keep").unwrap();
+    let link = dir.0.join("cap.pcap");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let tap = format!("mppc{}", pid % 10000);
+    let l = link.display().to_string();
+    let (code, out, err) = ctl_as(
+        &[],
+        &[],
+        &[
+            "run",
+            "--tap",
+            &tap,
+            "--inet",
+            "198.18.0.2/24",
+            "--name",
+            "none",
+            "--duration",
+            "1",
+            "--pcap",
+            &l,
+        ],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    let new = dir.0.join("new.pcap");
+    let n = new.display().to_string();
+    let mut lab = Lab::start_with("pc", 1, &["--name", "none", "--pcap", &n]);
+    assert_eq!(mode_of(&new).0, 0o600);
+    let _ = lab.stop();
+}

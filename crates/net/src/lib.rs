@@ -13,6 +13,7 @@
 // Shared by every family: counters, header access, stage counters, parking.
 pub mod hdr;
 pub mod ifindex;
+pub mod loglimit;
 pub mod netchan;
 mod park;
 pub mod runtime;

@@ -566,6 +566,7 @@ fn rtm_desc(k: route::RtmType) -> &'static str {
 
 /// `route monitor`: every routing message from now on, until the client goes.
 fn route_monitor(node: &Node<'_>, json: bool, conn: &mut Conn, stop: &AtomicBool) -> Res {
+    conn.streaming();
     let sub = node.stack.subscribe_routes(4096);
     let mut idle = 0u32;
     while !stop.load(Ordering::Relaxed) {
@@ -997,6 +998,7 @@ fn netstat_rates(
     conn: &mut Conn,
     stop: &AtomicBool,
 ) -> Res {
+    conn.streaming();
     let total = |n: &Node<'_>| {
         let mut t = dev::QueueStats::default();
         for q in if_counts(n) {

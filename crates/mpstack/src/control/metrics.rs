@@ -3,8 +3,8 @@
 //! (not the stack's) at `/metrics`: every counter of `netstat -s` (one metric each,
 //! `mpstack_<group>_<name>_total`), each stage's runtime (`mpstack_stage_*_total`
 //! by stage, VPP's `show runtime`), each interface's packets and bytes, and the
-//! routes per family. Off unless asked for; one scrape at a time, each request
-//! bounded in size and time.
+//! routes per family. Off unless asked for; scrapes served at once up to a bound,
+//! each bounded in size and, as a whole, in time; none delays the node's exit.
 //!
 //! What it owns: the listener and the format. What it may call: the stack's
 //! counters.
@@ -12,9 +12,10 @@
 use super::cmds::Node;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Bytes of a request read at most.
 const MAX_REQUEST: usize = 8192;
@@ -137,54 +138,127 @@ pub fn listen(addr: &str) -> Result<TcpListener, String> {
     Ok(l)
 }
 
-/// Answers scrapes until `stop`.
+/// Scrapes served at once; one more is answered `503` at once.
+pub const MAX_SCRAPES: usize = 8;
+/// Time a scraper has, from its connect, to send its request.
+pub const REQUEST_TIME: Duration = Duration::from_secs(2);
+/// Time a scrape has, from its connect, to send its request and take its whole
+/// answer.
+pub const SCRAPE_TIME: Duration = Duration::from_secs(5);
+
+/// Answers scrapes until `stop`: each on a thread of its own, at most
+/// [`MAX_SCRAPES`] at once, each under a deadline for the whole request and the
+/// whole answer (not for each read or write, which a scraper sending a byte now
+/// and then would stretch for ever). On `stop` the scrapes still running are cut
+/// (`shutdown(2)`), so none delays the node's exit.
 pub fn serve(l: &TcpListener, node: &Node<'_>, name: &str, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let Ok((mut c, _)) = l.accept() else {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        let _ = c.set_nonblocking(false);
-        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
-        let mut req = Vec::new();
-        let mut buf = [0u8; 1024];
-        while req.len() < MAX_REQUEST && !req.windows(4).any(|w| w == b"\r\n\r\n") {
-            match c.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(k) => req.extend_from_slice(&buf[..k]),
+    let running = AtomicUsize::new(0);
+    let active: Mutex<Vec<(u64, TcpStream)>> = Mutex::new(Vec::new());
+    let mut next_id = 0u64;
+    std::thread::scope(|s| {
+        while !stop.load(Ordering::Relaxed) {
+            let Ok((mut c, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            if running.load(Ordering::Relaxed) >= MAX_SCRAPES {
+                let _ = c.set_nonblocking(true);
+                let _ = c.write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                continue;
             }
+            let _ = c.set_nonblocking(false);
+            let id = next_id;
+            next_id += 1;
+            if let Ok(k) = c.try_clone() {
+                active
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((id, k));
+            }
+            running.fetch_add(1, Ordering::Relaxed);
+            let (running, active) = (&running, &active);
+            s.spawn(move || {
+                scrape(c, node, name);
+                active
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|(k, _)| *k != id);
+                running.fetch_sub(1, Ordering::Relaxed);
+            });
         }
-        let line = req.split(|&b| b == b'\n').next().unwrap_or(&[]);
-        let line = String::from_utf8_lossy(line);
-        let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let (status, ctype, body) = if method != "GET" && method != "HEAD" {
-            (
-                "405 Method Not Allowed",
-                "text/plain",
-                "GET /metrics\n".to_string(),
-            )
-        } else if path == "/metrics" || path.starts_with("/metrics?") {
-            (
-                "200 OK",
-                "text/plain; version=0.0.4; charset=utf-8",
-                exposition(node, name),
-            )
-        } else {
-            (
-                "404 Not Found",
-                "text/plain",
-                "the metrics are at /metrics\n".to_string(),
-            )
-        };
-        let head = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        let _ = c.write_all(head.as_bytes());
-        if method != "HEAD" {
-            let _ = c.write_all(body.as_bytes());
+        for (_, c) in active.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    });
+}
+
+/// Time left until `until`, or a timed-out error.
+fn left(until: Instant) -> std::io::Result<Duration> {
+    let d = until.saturating_duration_since(Instant::now());
+    if d.is_zero() {
+        return Err(std::io::ErrorKind::TimedOut.into());
+    }
+    Ok(d)
+}
+
+/// Answers one scrape.
+fn scrape(mut c: TcpStream, node: &Node<'_>, name: &str) {
+    let t0 = Instant::now();
+    let (read_by, done_by) = (t0 + REQUEST_TIME, t0 + SCRAPE_TIME);
+    let mut req = Vec::new();
+    let mut buf = [0u8; 1024];
+    while req.len() < MAX_REQUEST && !req.windows(4).any(|w| w == b"\r\n\r\n") {
+        let Ok(d) = left(read_by) else { return };
+        let _ = c.set_read_timeout(Some(d));
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => req.extend_from_slice(&buf[..k]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+    let line = req.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, ctype, body) = if method != "GET" && method != "HEAD" {
+        (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET /metrics\n".to_string(),
+        )
+    } else if path == "/metrics" || path.starts_with("/metrics?") {
+        (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            exposition(node, name),
+        )
+    } else {
+        (
+            "404 Not Found",
+            "text/plain",
+            "the metrics are at /metrics\n".to_string(),
+        )
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut out = head.into_bytes();
+    if method != "HEAD" {
+        out.extend_from_slice(body.as_bytes());
+    }
+    let mut at = 0;
+    while at < out.len() {
+        let Ok(d) = left(done_by) else { return };
+        let _ = c.set_write_timeout(Some(d));
+        match c.write(&out[at..]) {
+            Ok(0) => return,
+            Ok(k) => at += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The control socket of a running node, and the commands that talk to it.
 //!
 //! `mpstack run --name NAME` listens on a Unix socket, `RUNDIR/NAME.sock` (mode
-//! 0600, in a directory of mode 0700; RUNDIR is `$MPSTACK_RUN_DIR` or
-//! `/run/mpstack`). `mpstack ifconfig|route|netstat|arp|ndp|ipfw|sysctl [-j NAME]
+//! 0600 before it listens, in a directory that is the node's user's or root's and
+//! writable by no one else, made 0700 if missing; RUNDIR is `$MPSTACK_RUN_DIR` or
+//! `/run/mpstack`), and answers only root and its own user (`SO_PEERCRED`). `mpstack ifconfig|route|netstat|arp|ndp|ipfw|sysctl [-j NAME]
 //! ARGS…` sends its arguments there; the node parses and runs the command against
 //! its stack (through the embedded API, as a program embedding mpstack would) and
 //! streams the output back. So the commands' syntax, checks and errors live in
@@ -11,8 +12,11 @@
 //! The wire: the request is a count and the arguments, each a little-endian
 //! `u32` length and its bytes; the answer is a sequence of frames, a tag byte
 //! (`o` output, `e` error text, `x` the exit status, last) and a `u32` length and
-//! payload. Requests are bounded ([`MAX_ARGS`], [`MAX_REQUEST`]); so are the
-//! connections served at once ([`MAX_CLIENTS`]).
+//! payload. Requests are bounded in size ([`MAX_ARGS`], [`MAX_REQUEST`]) and in
+//! time ([`REQUEST_TIME`] for the whole request, [`ANSWER_TIME`] for the whole
+//! answer); so are the commands run at once ([`MAX_CLIENTS`]) and the clients
+//! waiting to send theirs ([`MAX_PENDING`]). See [`serve`] for why slow clients
+//! cannot keep others out, nor keep the node from stopping.
 //!
 //! What it owns: the socket, its path and the framing. What it may call: the
 //! commands ([`cmds`]), which call the stack.
@@ -22,21 +26,35 @@ pub mod config;
 pub mod log;
 pub mod metrics;
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Arguments a request may carry.
 pub const MAX_ARGS: usize = 1024;
 /// Bytes a request may carry.
 pub const MAX_REQUEST: usize = 256 * 1024;
-/// Connections served at once; more are answered with an error.
+/// Commands run at once; more are answered with an error (exit 75).
 pub const MAX_CLIENTS: usize = 16;
+/// Connections still sending their request, at most; one more evicts the
+/// oldest of them (a client of the `mpstack` commands sends its request in one
+/// write, so the oldest is the one dripping).
+pub const MAX_PENDING: usize = 64;
+/// Time a client has to send its whole request, from its connect.
+pub const REQUEST_TIME: Duration = Duration::from_secs(2);
+/// Time a command has, from its request, to run and have its whole answer taken
+/// by the client. A streaming command (`route monitor`, `netstat -w`) has
+/// instead [`WRITE_STALL`] for each write.
+pub const ANSWER_TIME: Duration = Duration::from_secs(10);
+/// Longest a streaming command waits for its client to take one write.
+pub const WRITE_STALL: Duration = Duration::from_secs(5);
 /// The node's name when `--name` is not given.
 pub const DEFAULT_NAME: &str = "mpstack";
 
@@ -71,35 +89,104 @@ pub fn socket_path(name: &str) -> Result<PathBuf, String> {
     Ok(run_dir().join(format!("{name}.sock")))
 }
 
-/// Makes the node's socket: refuses if a node of that name answers there, takes
-/// the place of a stale one.
-pub fn listen(name: &str) -> Result<(UnixListener, PathBuf), String> {
+/// Checks the directory of the sockets: a directory (not a symbolic link to
+/// one), owned by this user or root, that no one else may write to — else
+/// someone else could replace the socket between our checks and a client's
+/// connect, or have made the directory theirs before the node started.
+fn check_dir(dir: &Path) -> Result<(), String> {
+    let m = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("control socket directory {}: {e}", dir.display()))?;
+    let euid = dev::unix::euid();
+    let why = if m.file_type().is_symlink() {
+        "is a symbolic link".to_string()
+    } else if !m.is_dir() {
+        "is not a directory".to_string()
+    } else if m.uid() != euid && m.uid() != 0 {
+        format!("is owned by uid {}, not by this node's uid {euid}", m.uid())
+    } else if m.mode() & 0o022 != 0 {
+        format!(
+            "is writable by others (mode {:o}); make it 0700 (chmod go-w), or set $MPSTACK_RUN_DIR to a directory of your own",
+            m.mode() & 0o7777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "control socket directory {} {why}; refusing to put the socket there",
+        dir.display()
+    ))
+}
+
+/// A node's control socket: the listener, its path, and which file it made
+/// there (device and inode), so that on exit it removes only its own.
+#[derive(Debug)]
+pub struct Socket {
+    pub listener: UnixListener,
+    pub path: PathBuf,
+    id: (u64, u64),
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // A node that lost its name (its socket was removed and a newer node of
+        // the name made another) leaves the newer node's socket alone.
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Makes the node's socket, mode 0600 before it listens, in a directory checked
+/// by [`check_dir`] (made 0700 if missing). Refuses if a node of that name
+/// answers there, or if the path is anything but a socket (a symbolic link is
+/// not followed); takes the place of a socket nothing answers on.
+pub fn listen(name: &str) -> Result<Socket, String> {
     let path = socket_path(name)?;
     let dir = path.parent().unwrap_or(Path::new("/"));
-    if !dir.exists() {
+    if std::fs::symlink_metadata(dir).is_err() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
             .map_err(|e| format!("control socket directory {}: {e}", dir.display()))?;
     }
-    if path.exists() {
-        if UnixStream::connect(&path).is_ok() {
-            return Err(format!(
-                "a node named '{name}' is running already (its control socket is {}); give this one another --name",
-                path.display()
-            ));
+    check_dir(dir)?;
+    let here = |e: &dyn std::fmt::Display| format!("control socket {}: {e}", path.display());
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(here(&e)),
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(here(
+                &"is a symbolic link; refusing to follow it (remove it, or give this node another --name)",
+            ))
         }
-        // Left by a node that did not stop cleanly.
-        let _ = std::fs::remove_file(&path);
+        Ok(m) if !m.file_type().is_socket() => {
+            return Err(here(
+                &"exists and is not a socket; refusing to replace it (remove it, or give this node another --name)",
+            ))
+        }
+        Ok(_) => match UnixStream::connect(&path) {
+            Ok(_) => {
+                return Err(format!(
+                    "a node named '{name}' is running already (its control socket is {}); give this one another --name",
+                    path.display()
+                ))
+            }
+            // Left by a node that did not stop cleanly: nothing listens.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => return Err(here(&format!("a socket is there that cannot be tried ({e}); remove it if no node uses it"))),
+        },
     }
-    let l =
-        UnixListener::bind(&path).map_err(|e| format!("control socket {}: {e}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("control socket {}: {e}", path.display()))?;
-    l.set_nonblocking(true)
-        .map_err(|e| format!("control socket {}: {e}", path.display()))?;
-    Ok((l, path))
+    let l = dev::unix::listen_with_mode(&path, 0o600).map_err(|e| here(&e))?;
+    l.set_nonblocking(true).map_err(|e| here(&e))?;
+    let m = std::fs::symlink_metadata(&path).map_err(|e| here(&e))?;
+    Ok(Socket {
+        listener: l,
+        path,
+        id: (m.dev(), m.ino()),
+    })
 }
 
 /// Writes one answer frame.
@@ -140,16 +227,76 @@ pub fn read_request(r: &mut impl Read) -> Result<Vec<String>, String> {
     Ok(args)
 }
 
+/// A request from the bytes come so far: `None` while it is incomplete, an
+/// error as soon as the bytes break a bound.
+fn parse_request(b: &[u8]) -> Result<Option<Vec<String>>, String> {
+    let u32_at = |at: usize| {
+        b.get(at..at + 4)
+            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as usize)
+    };
+    let Some(n) = u32_at(0) else { return Ok(None) };
+    if n > MAX_ARGS {
+        return Err(format!("request of {n} arguments: at most {MAX_ARGS}"));
+    }
+    let (mut at, mut total) = (4, 0usize);
+    for _ in 0..n {
+        let Some(len) = u32_at(at) else {
+            return Ok(None);
+        };
+        total += len;
+        if total > MAX_REQUEST {
+            return Err(format!("request over {MAX_REQUEST} bytes"));
+        }
+        at += 4 + len;
+    }
+    if b.len() < at {
+        return Ok(None);
+    }
+    read_request(&mut &b[..at]).map(Some)
+}
+
+/// Bytes a complete request may take, framing included.
+const MAX_REQUEST_BYTES: usize = MAX_REQUEST + 4 * (MAX_ARGS + 1);
+
 /// Where a command writes: the client's connection, or (a config file's lines)
 /// a buffer.
 pub struct Conn {
     stream: Option<UnixStream>,
     buf: String,
+    /// When the whole answer must have been taken; `None` once the command
+    /// streams (each write then has [`WRITE_STALL`]).
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Conn")
+    }
+}
+
+/// A client's connection written under a deadline for the whole of what is
+/// written through it, not for each write: a client that takes one byte now and
+/// then cannot hold the command past it.
+struct Timed<'a> {
+    s: &'a UnixStream,
+    until: Instant,
+}
+
+impl Write for Timed<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not take its answer in time",
+            ));
+        }
+        self.s.set_write_timeout(Some(left))?;
+        (&mut &*self.s).write(b)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -159,6 +306,7 @@ impl Conn {
         Conn {
             stream: None,
             buf: String::new(),
+            deadline: None,
         }
     }
 
@@ -167,11 +315,27 @@ impl Conn {
         self.buf
     }
 
+    /// Says the command streams until its client goes (`route monitor`,
+    /// `netstat -w`): from now on each write, not the whole answer, is bounded.
+    pub fn streaming(&mut self) {
+        self.deadline = None;
+    }
+
+    fn send(&mut self, tag: u8, payload: &[u8]) -> io::Result<()> {
+        let Some(s) = &self.stream else {
+            return Ok(());
+        };
+        let until = self
+            .deadline
+            .unwrap_or_else(|| Instant::now() + WRITE_STALL);
+        frame(&mut Timed { s, until }, tag, payload)
+    }
+
     /// Sends output text.
     pub fn print(&mut self, s: &str) -> io::Result<()> {
-        match &mut self.stream {
+        match &self.stream {
             _ if s.is_empty() => Ok(()),
-            Some(st) => frame(st, b'o', s.as_bytes()),
+            Some(_) => self.send(b'o', s.as_bytes()),
             None => {
                 self.buf.push_str(s);
                 Ok(())
@@ -192,77 +356,265 @@ impl Conn {
     }
 }
 
-/// Serves the control socket until `stop`: a thread per connection (at most
-/// [`MAX_CLIENTS`]), each running one command.
-pub fn serve(listener: &UnixListener, node: &cmds::Node<'_>, stop: &AtomicBool) {
-    let busy = AtomicUsize::new(0);
+/// What the control socket did, for the node's summary when it stops.
+#[derive(Debug, Default)]
+pub struct ControlStats {
+    /// Commands run.
+    pub commands: AtomicU64,
+    /// Connections refused for their peer: not root, not the node's user.
+    pub refused: AtomicU64,
+    /// Requests not complete within [`REQUEST_TIME`].
+    pub request_timeouts: AtomicU64,
+    /// Connections waiting for their request evicted by newer ones.
+    pub evicted: AtomicU64,
+    /// Commands refused because [`MAX_CLIENTS`] were running.
+    pub busy: AtomicU64,
+    /// Answers cut because the client did not take them in time.
+    pub answer_timeouts: AtomicU64,
+}
+
+impl ControlStats {
+    /// One line for the node's summary.
+    pub fn summary(&self) -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "control socket: {} command(s), {} refused (peer not root or the node's user), {} request timeout(s) ({}s), {} evicted (over {MAX_PENDING} waiting), {} busy (over {MAX_CLIENTS}), {} answer timeout(s) ({}s)",
+            g(&self.commands),
+            g(&self.refused),
+            g(&self.request_timeouts),
+            REQUEST_TIME.as_secs(),
+            g(&self.evicted),
+            g(&self.busy),
+            g(&self.answer_timeouts),
+            ANSWER_TIME.as_secs(),
+        )
+    }
+}
+
+/// Answers a connection that will not run a command: an error and its status,
+/// written without waiting (the socket's buffer is empty, the frames are small).
+fn refuse(mut s: UnixStream, code: u8, msg: &str) {
+    let _ = s.set_nonblocking(true);
+    let _ = frame(&mut s, b'e', msg.as_bytes());
+    let _ = frame(&mut s, b'x', &[code]);
+}
+
+/// A connection whose request is still coming.
+struct Pending {
+    stream: UnixStream,
+    buf: Vec<u8>,
+    until: Instant,
+}
+
+enum Arrival {
+    Waiting,
+    Request(Vec<String>),
+    Bad(String),
+    Late,
+    Gone,
+}
+
+impl Pending {
+    /// Takes what the client has sent, without waiting.
+    fn poll(&mut self, now: Instant) -> Arrival {
+        let mut chunk = [0u8; 4096];
+        loop {
+            let room = MAX_REQUEST_BYTES - self.buf.len();
+            if room == 0 {
+                break;
+            }
+            let want = room.min(chunk.len());
+            match self.stream.read(&mut chunk[..want]) {
+                Ok(0) => return Arrival::Gone,
+                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Arrival::Gone,
+            }
+        }
+        match parse_request(&self.buf) {
+            Ok(Some(args)) => Arrival::Request(args),
+            Err(e) => Arrival::Bad(e),
+            Ok(None) if now >= self.until => Arrival::Late,
+            Ok(None) => Arrival::Waiting,
+        }
+    }
+}
+
+/// Serves the control socket until `stop`.
+///
+/// One thread takes the connections and their requests, without blocking on
+/// any: a client still sending its request holds no command slot, so clients
+/// that drip their bytes (or send nothing) cannot keep a 17th command out. They
+/// wait at most [`REQUEST_TIME`], at most [`MAX_PENDING`] of them (the oldest
+/// goes first). Each complete request runs on a thread of its own, at most
+/// [`MAX_CLIENTS`] at once, under [`ANSWER_TIME`] for its whole answer. Only root
+/// and the node's own user are served (`SO_PEERCRED`): the socket's mode says
+/// the same, and this holds even if the mode was widened. On `stop` every
+/// client still connected is cut (`shutdown(2)`), so no client delays the
+/// node's exit.
+pub fn serve(
+    listener: &UnixListener,
+    node: &cmds::Node<'_>,
+    stop: &AtomicBool,
+    stats: &ControlStats,
+) {
+    let euid = dev::unix::euid();
+    let running = AtomicUsize::new(0);
+    // The connections of the commands running, to cut on stop.
+    let active: Mutex<Vec<(u64, UnixStream)>> = Mutex::new(Vec::new());
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut next_id = 0u64;
+    let clock = std::time::Instant::now();
+    let mut refused_log = net::loglimit::LogLimit::new(5, Duration::from_secs(60));
     std::thread::scope(|s| {
         while !stop.load(Ordering::Relaxed) {
-            let stream = match listener.accept() {
-                Ok((st, _)) => st,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
+            let mut idle = true;
+            loop {
+                let stream = match listener.accept() {
+                    Ok((st, _)) => st,
+                    // Nothing waiting, or out of descriptors: the next round.
+                    Err(_) => break,
+                };
+                idle = false;
+                let _ = stream.set_nonblocking(true);
+                match dev::unix::peer_cred(&stream) {
+                    Ok(c) if c.uid == 0 || c.uid == euid => {}
+                    who => {
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        let you = who.map_or_else(
+                            |e| format!("unknown ({e})"),
+                            |c| format!("uid {} (pid {})", c.uid, c.pid),
+                        );
+                        let now = dev::Instant::from_nanos(clock.elapsed().as_nanos() as u64);
+                        if let net::loglimit::LogCheck::Log { held } = refused_log.check(now) {
+                            if held > 0 {
+                                tracing::warn!(target: "control", "suppressed {held} refused-client message(s)");
+                            }
+                            tracing::warn!(target: "control", "refused a client: {you} is not root or the node's user (uid {euid})");
+                        }
+                        refuse(
+                            stream,
+                            77,
+                            &format!("permission denied: the node answers root and its own user (uid {euid}) only; you are {you}\n"),
+                        );
+                        continue;
+                    }
                 }
-                Err(_) => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
+                if pending.len() >= MAX_PENDING {
+                    if let Some(old) = pending.pop_front() {
+                        stats.evicted.fetch_add(1, Ordering::Relaxed);
+                        refuse(old.stream, 75, "too many clients waiting to send their requests; yours was the oldest\n");
+                    }
                 }
-            };
-            let _ = stream.set_nonblocking(false);
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut stream = stream;
-            if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
-                let _ = frame(
-                    &mut stream,
-                    b'e',
-                    format!("the node serves {MAX_CLIENTS} commands at once; try again\n")
-                        .as_bytes(),
-                );
-                let _ = frame(&mut stream, b'x', &[75]);
-                continue;
+                pending.push_back(Pending {
+                    stream,
+                    buf: Vec::new(),
+                    until: Instant::now() + REQUEST_TIME,
+                });
             }
-            busy.fetch_add(1, Ordering::Relaxed);
-            let busy = &busy;
-            s.spawn(move || {
-                handle(stream, node, stop);
-                busy.fetch_sub(1, Ordering::Relaxed);
-            });
+            let now = Instant::now();
+            let mut i = 0;
+            while i < pending.len() {
+                let arrival = pending[i].poll(now);
+                if matches!(arrival, Arrival::Waiting) {
+                    i += 1;
+                    continue;
+                }
+                idle = false;
+                let Some(p) = pending.remove(i) else { break };
+                let args = match arrival {
+                    Arrival::Request(args) => args,
+                    Arrival::Bad(e) => {
+                        refuse(p.stream, 64, &format!("{e}\n"));
+                        continue;
+                    }
+                    Arrival::Late => {
+                        stats.request_timeouts.fetch_add(1, Ordering::Relaxed);
+                        refuse(
+                            p.stream,
+                            64,
+                            &format!(
+                                "the request did not arrive within {}s\n",
+                                REQUEST_TIME.as_secs()
+                            ),
+                        );
+                        continue;
+                    }
+                    Arrival::Gone | Arrival::Waiting => continue,
+                };
+                if running.load(Ordering::Relaxed) >= MAX_CLIENTS {
+                    stats.busy.fetch_add(1, Ordering::Relaxed);
+                    refuse(
+                        p.stream,
+                        75,
+                        &format!("the node serves {MAX_CLIENTS} commands at once; try again\n"),
+                    );
+                    continue;
+                }
+                let stream = p.stream;
+                let _ = stream.set_nonblocking(false);
+                let id = next_id;
+                next_id += 1;
+                if let Ok(c) = stream.try_clone() {
+                    active
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((id, c));
+                }
+                running.fetch_add(1, Ordering::Relaxed);
+                stats.commands.fetch_add(1, Ordering::Relaxed);
+                let (running, active) = (&running, &active);
+                s.spawn(move || {
+                    handle(stream, args, node, stop, stats);
+                    active
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retain(|(k, _)| *k != id);
+                    running.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+            if idle {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Stopping: a command blocked writing to (or reading from) its client
+        // returns at once, so the scope's join below waits on no client.
+        for (_, c) in active.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
         }
     });
 }
 
 /// Runs one connection's command and sends its status.
-fn handle(stream: UnixStream, node: &cmds::Node<'_>, stop: &AtomicBool) {
+fn handle(
+    stream: UnixStream,
+    args: Vec<String>,
+    node: &cmds::Node<'_>,
+    stop: &AtomicBool,
+    stats: &ControlStats,
+) {
     let mut conn = Conn {
         stream: Some(stream),
         buf: String::new(),
+        deadline: Some(Instant::now() + ANSWER_TIME),
     };
-    let req = match &mut conn.stream {
-        Some(st) => read_request(st),
-        None => return,
+    let (code, msg) = match cmds::execute(node, &args, &mut conn, stop) {
+        Ok(()) => (0, String::new()),
+        Err(f) => (f.code, f.msg),
     };
-    let (code, msg) = match req {
-        Ok(args) => {
-            if let Some(st) = &conn.stream {
-                let _ = st.set_read_timeout(None);
-            }
-            match cmds::execute(node, &args, &mut conn, stop) {
-                Ok(()) => (0, String::new()),
-                Err(f) => (f.code, f.msg),
-            }
-        }
-        Err(e) => (64, e),
-    };
-    let Some(st) = &mut conn.stream else { return };
+    let mut r = Ok(());
     if !msg.is_empty() {
         let mut m = msg;
         if !m.ends_with('\n') {
             m.push('\n');
         }
-        let _ = frame(st, b'e', m.as_bytes());
+        r = conn.send(b'e', m.as_bytes());
     }
-    let _ = frame(st, b'x', &[code]);
+    let sent = r.is_ok() && conn.send(b'x', &[code]).is_ok();
+    if !sent && conn.deadline.is_some_and(|d| Instant::now() >= d) {
+        stats.answer_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The commands the node answers, and their one-line summaries.
@@ -407,6 +759,24 @@ mod tests {
         assert!(read_request(&mut &big[..]).unwrap_err().contains("over"));
         let bad = request(&[b"\xff\xfe"]);
         assert!(read_request(&mut &bad[..]).unwrap_err().contains("UTF-8"));
+    }
+
+    #[test]
+    fn a_request_arriving_in_pieces_is_complete_only_at_its_last_byte() {
+        let r = request(&[b"netstat", b"-rn"]);
+        for cut in 0..r.len() {
+            assert_eq!(parse_request(&r[..cut]), Ok(None), "{cut} bytes");
+        }
+        assert_eq!(
+            parse_request(&r),
+            Ok(Some(vec!["netstat".into(), "-rn".into()]))
+        );
+        // A bound is broken as soon as its length is in, not after the bytes.
+        let mut big = 1u32.to_le_bytes().to_vec();
+        big.extend_from_slice(&((MAX_REQUEST + 1) as u32).to_le_bytes());
+        assert!(parse_request(&big).unwrap_err().contains("over"));
+        let many = ((MAX_ARGS + 1) as u32).to_le_bytes();
+        assert!(parse_request(&many).unwrap_err().contains("at most"));
     }
 
     #[test]

@@ -90,6 +90,19 @@ impl Lab {
 
     /// Like `start`, with more arguments for `mpstack run`.
     pub fn start_with(tag: &str, workers: u16, extra: &[&str]) -> Lab {
+        Lab::start_as(tag, workers, extra, &[], &[])
+    }
+
+    /// Like `start_with`, with the node run through `wrap` (a command and its
+    /// arguments that end by running the rest, such as `setpriv … sh -c 'umask
+    /// 000; exec "$0" "$@"'`) and with `env` set.
+    pub fn start_as(
+        tag: &str,
+        workers: u16,
+        extra: &[&str],
+        wrap: &[&str],
+        env: &[(&str, &str)],
+    ) -> Lab {
         let id = std::process::id() % 10000;
         let ns = format!("mpst-{tag}-{id}");
         let tap = format!("mp{tag}{id}");
@@ -97,7 +110,12 @@ impl Lab {
         let _ = sh(&format!("ip netns del {ns} 2>/dev/null"));
         let www = www_dir(tag);
         std::fs::create_dir_all(&www).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpstack"));
+        let bin = env!("CARGO_BIN_EXE_mpstack");
+        let mut cmd = Command::new(wrap.first().copied().unwrap_or(bin));
+        if !wrap.is_empty() {
+            cmd.args(&wrap[1..]).arg(bin);
+        }
+        cmd.envs(env.iter().copied());
         cmd.args([
             "run",
             "--tap",
