@@ -1151,3 +1151,30 @@ fn a_rogue_root_toggling_topology_change_does_not_flood_other_hosts_unicast() {
         );
     }
 }
+
+/// `-stp`: a member out of the tree forwards at once while the others listen and
+/// learn, and drops the BPDUs it hears (counted), which reach no tree.
+#[test]
+fn a_member_out_of_the_tree_forwards_at_once_and_drops_bpdus() {
+    let p = fast_stp(0x8000);
+    let mut l = lan(1, 3, p);
+    let nostp = MemberFlags {
+        stp: false,
+        ..MemberFlags::default()
+    };
+    l.s.host(l.br)
+        .bridge_set_member_flags(l.bridge, l.members[2], nostp)
+        .unwrap();
+    l.s.run_for(Duration::from_secs(1));
+    assert_eq!(member_state(&l, 2), PortState::Forwarding);
+    assert_eq!(member_state(&l, 0), PortState::Listening);
+    let mut port = l.s.attach_raw(l.hubs[2]);
+    inject(&mut l.s, &mut port, vec![bpdu(X, rogue(X))]);
+    assert_eq!(l.s.host(l.br).stats().bridge.bpdunostp, 1);
+    let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+    let st = bc.br.stp_status().unwrap();
+    assert_eq!(st.root, st.bridge_id);
+    l.s.run_for(Duration::from_secs(10));
+    assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 3, 56), 3);
+    assert_eq!(member_state(&l, 2), PortState::Forwarding);
+}
