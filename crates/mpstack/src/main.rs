@@ -209,8 +209,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME=KIND,SRC,DST")]
     pub tunnel: Vec<String>,
     /// Addresses each bridge's table holds at most (bridge(4)'s maxaddr); when it
-    /// is full a new address evicts the stalest dynamic one near its slot (of 16;
-    /// static ones never), counted.
+    /// is full a new address evicts the stalest dynamic one near its slot (of 16)
+    /// idle for 60 s at least, never a static one, or else is refused (its frames
+    /// flooded), counted in bridge.evicted and bridge.refused.
     #[arg(long, value_name = "N", default_value_t = 2000, requires = "bridge", value_parser = clap::value_parser!(u32).range(1..=67_108_864))]
     pub bridge_maxaddr: u32,
     /// Seconds a learned address lives without a frame from it (bridge(4)'s
@@ -219,8 +220,10 @@ pub struct RunArgs {
     pub bridge_timeout: u32,
     /// Run the IEEE 802.1D spanning tree on every bridge's members (loop
     /// protection; it interoperates with Linux bridges' `stp_state 1`). A member
-    /// forwards after listening and learning for twice the forward delay.
-    /// Without it BPDUs are dropped and counted (bridge.bpdunostp).
+    /// forwards after listening and learning for twice the forward delay; a
+    /// topology change ages addresses with the forward delay. Per member, on the
+    /// control socket: `ifconfig bridge0 -stp|edge|autoedge|bpduguard|rootguard
+    /// IF`. Without it BPDUs are dropped and counted (bridge.bpdunostp).
     #[arg(long, requires = "bridge")]
     pub stp: bool,
     /// The bridges' spanning-tree priority (lower wins the root election).

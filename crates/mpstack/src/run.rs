@@ -963,7 +963,7 @@ fn print_bridge(stack: &Stack, b: net::IfIndex, names: &[String], now: dev::Inst
     let Ok(bc) = stack.bridge(b) else { return };
     let name = &names[b.get()];
     for m in &bc.members {
-        let flags = m.flags.names();
+        let flags = m.flags.names(bc.br.stp_enabled());
         println!(
             "{name}: member: {} flags=<{}> port {} state {}",
             names[m.ifindex.get()],
@@ -992,14 +992,14 @@ fn print_bridge(stack: &Stack, b: net::IfIndex, names: &[String], now: dev::Inst
     let secs = (now.as_nanos() / 1_000_000_000) as u32;
     let rs = bc.br.rt.stats();
     println!(
-        "{name}: {} address(es) (max {}), learned {}, moved {}, evicted {}, expired {}, learn failures {}",
+        "{name}: {} address(es) (max {}), learned {}, moved {}, evicted {}, expired {}, refused {}",
         rs.entries,
         bc.br.rt.max(),
         rs.learned,
         rs.moved,
         rs.evicted,
         rs.expired,
-        rs.learnfail
+        rs.refused
     );
     for (vlan, mac, e, exp) in bc.br.rt.entries(secs).into_iter().take(1000) {
         let on = names.get(usize::from(e.member)).map_or("?", |s| s.as_str());

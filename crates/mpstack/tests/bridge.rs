@@ -701,3 +701,143 @@ fn bridge_members_are_added_and_removed_at_run_time() {
     assert_eq!(members, ["ra", "rb"]);
     let _ = stop_node(&mut g.node, &lines, &mut output);
 }
+
+/// A hostile host (scapy, on one member of an `mpstack run --stp` bridge) claims
+/// the root in 100 BPDUs a second with the topology change flag flipped in each,
+/// then floods 300 new source addresses into a table of 50, while two Linux hosts
+/// on the other members ping each other: none of their unicast reaches it (a
+/// topology change ages addresses with the forward delay instead of flushing
+/// them; a full table keeps the hosts that talk). The refused addresses are
+/// counted in `ifconfig bridge0`, `netstat -s` and the metrics.
+#[test]
+fn a_rogue_root_and_a_mac_flood_do_not_leak_two_linux_hosts_unicast() {
+    skip_unless!("ip", "ping");
+    let Some(py) = scapy_python() else {
+        skip(
+            "a_rogue_root_and_a_mac_flood_do_not_leak_two_linux_hosts_unicast",
+            "no Python with scapy (python3-scapy): the README's test command installs it",
+        );
+        return;
+    };
+    let id = std::process::id() % 10000;
+    let taps: Vec<String> = (0..3).map(|k| format!("mprg{k}x{id}")).collect();
+    let ns: Vec<String> = (0..3).map(|k| format!("mprg-{k}-{id}")).collect();
+    let node = format!("rogue-{id}");
+    let mut args = Vec::new();
+    for t in &taps {
+        args.extend(["--tap".to_string(), t.clone()]);
+    }
+    args.extend(strs(&[
+        "--bridge",
+        &format!("bridge0={}", taps.join(",")),
+        "--stp",
+        "--stp-fwddelay",
+        "4",
+        "--stp-hellotime",
+        "1",
+        "--stp-maxage",
+        "6",
+        "--bridge-maxaddr",
+        "50",
+        "--serve",
+        "none",
+        "--name",
+        &node,
+        "--metrics",
+        "127.0.0.1:0",
+    ]));
+    let mut net = Net::start("rogue", ns.clone(), &args);
+    for (k, (n, t)) in ns.iter().zip(&taps).enumerate() {
+        run(&format!("ip link set {t} netns {n}"));
+        if k < 2 {
+            run(&format!("ip -n {n} addr add 198.18.0.{}/24 dev {t}", k + 1));
+        }
+        run(&format!("ip -n {n} link set {t} up"));
+    }
+    let show = || ifconfig(&node, &["bridge0"]).1;
+    let start = Instant::now();
+    while show().matches("state forwarding").count() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the members never forwarded: {}",
+            show()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (ok, out) = net.exec(0, "ping -c 3 -i 0.2 -W 2 198.18.0.2");
+    assert!(ok, "{out}");
+    let pinger = Command::new("ip")
+        .args(["netns", "exec", &ns[0], "ping", "-c", "200", "-i", "0.05"])
+        .arg("198.18.0.2")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scapy/rogue.py");
+    let (ok, out) = net.exec(2, &format!("{py} {script} {} tc 4", taps[2]));
+    eprintln!("{out}");
+    assert!(
+        ok,
+        "the rogue root saw the hosts' unicast:\n{out}\n{}",
+        show()
+    );
+    let (ok, out) = net.exec(2, &format!("{py} {script} {} flood 300", taps[2]));
+    eprintln!("{out}");
+    assert!(ok, "the flooder saw the hosts' unicast:\n{out}\n{}", show());
+    let out = pinger.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("200 packets transmitted"), "{out}");
+    let br = show();
+    let count = |text: &str, word: &str| -> u64 {
+        let mut w = text.split_whitespace();
+        w.by_ref().find(|x| *x == word);
+        w.next().and_then(|x| x.parse().ok()).unwrap_or(0)
+    };
+    assert!(count(&br, "refused") >= 200, "{br}");
+    assert!(count(&br, "learned") >= 3, "{br}");
+    let (ok, st) =
+        output(Command::new(env!("CARGO_BIN_EXE_mpstack")).args(["netstat", "-j", &node, "-s"]));
+    assert!(ok, "{st}");
+    let refused = st
+        .lines()
+        .find(|l| l.ends_with(" bridge.refused"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert_eq!(refused, Some(count(&br, "refused")), "{st}");
+    let url = net
+        .output
+        .iter()
+        .find(|l| l.contains("metrics at http://"))
+        .cloned()
+        .or_else(|| {
+            wait_line(
+                &net.lines,
+                &mut net.output,
+                "metrics at http://",
+                Duration::from_secs(5),
+            )
+        })
+        .expect("the metrics address");
+    let at = url
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .expect("ADDR:PORT")
+        .to_string();
+    let body = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&at).unwrap();
+        write!(c, "GET /metrics HTTP/1.1\r\nHost: {at}\r\n\r\n").unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        r
+    };
+    let m = body
+        .lines()
+        .find(|l| l.starts_with("mpstack_bridge_refused_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert_eq!(m, refused, "metrics");
+    let c = net.stop();
+    assert!(c.get("bridge.bpdus").copied().unwrap_or(0) >= 200, "{c:?}");
+}

@@ -54,9 +54,17 @@ counter_group!(
 counter_group!(
     /// The learning bridge (`if_bridge`): frames received on members, forwarded to
     /// one member, flooded, delivered to the bridge's own interface, and the drops.
+    /// `bpduguard`: BPDUs dropped on a member with BPDU guard (the first disables
+    /// it); `rootguard`: BPDUs refused by root guard (the member is held
+    /// blocking). `learned`, `moved`, `evicted`, `refused` (a full table's new
+    /// addresses not learned), `expired`: the address tables' counts, kept by each
+    /// table under its writer's lock, not per worker, and added in when the
+    /// stack's counters are read ([`Stats::add_bridge_tables`]).
     BridgeStat, "bridge", {
         ipackets, forwarded, flooded, local, hostout, filtered, blocked, reserved,
         bpdus, bpdubad, bpdunostp, bpdusent, noclone, odropped, learnbusy,
+        bpduguard, rootguard,
+        learned, moved, evicted, refused, expired,
     }
 );
 
@@ -300,6 +308,16 @@ impl Stats {
         found
     }
 
+    /// Adds a bridge address table's counts (`bridge.learned`, `moved`, `evicted`,
+    /// `refused`, `expired`).
+    pub fn add_bridge_tables(&mut self, t: &crate::link::bridge::RtStats) {
+        self.bridge.learned += t.learned;
+        self.bridge.moved += t.moved;
+        self.bridge.evicted += t.evicted;
+        self.bridge.refused += t.refused;
+        self.bridge.expired += t.expired;
+    }
+
     /// Sum of every drop counter (all counters named by a [`DropReason`]).
     pub fn total_drops(&self) -> u64 {
         DropReason::ALL
@@ -460,6 +478,7 @@ drop_reasons! {
     BridgeReserved => bridge.reserved,
     BridgeBpduBad => bridge.bpdubad,
     BridgeBpduNoStp => bridge.bpdunostp,
+    BridgeBpduGuard => bridge.bpduguard,
     BridgeNoClone => bridge.noclone,
     BridgeOutDropped => bridge.odropped,
     VlanNoBufs => vlan.nobufs,

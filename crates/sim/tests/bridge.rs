@@ -1,6 +1,7 @@
 //! Scenario tests of the learning bridge, in the spirit of NetBSD's ATF suite for
 //! bridge(4): learning, flooding, ageing, moves, members leaving, static entries,
-//! overflow, layer-2 filtering, the spanning tree. Deterministic, in virtual time;
+//! overflow, layer-2 filtering, the spanning tree, and a hostile host on a member
+//! (rogue BPDUs, BPDU and root guard, a MAC flood). Deterministic, in virtual time;
 //! every scenario of the data path runs with 1 and with 2 workers.
 
 use dev::mem::WireConfig;
@@ -12,7 +13,8 @@ use net::IfIndex;
 use sim::{HostId, HubId, Sim};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use wire::EthernetAddress;
+use wire::stp::{BRIDGE_GROUP_ADDRESS, LLC_STP};
+use wire::{BridgeId, EthernetAddress, StpBpdu, StpConfig, StpFlags, StpRepr};
 
 mod common;
 use common::ping_n;
@@ -387,28 +389,44 @@ fn static_entries_hold_against_learning_and_ageing() {
     }
 }
 
+/// A MAC flood (1,000 new source addresses into a table of 100) leaves the
+/// hosts that were talking learned: their unicast still goes to one member, none
+/// reaches the flooder; the new addresses are refused, counted as `netstat -s`
+/// reads them (`bridge.refused`), and the table stays bounded.
 #[test]
-fn a_full_table_evicts_and_counts_and_stays_bounded() {
+fn a_mac_flood_leaves_active_hosts_learned_and_counts_refusals() {
     for workers in [1, 2] {
         let p = BridgeParams {
             max_addrs: 100,
             ..BridgeParams::default()
         };
-        let (mut l, mut ports) = lan_raw(workers, 2, p);
+        let (mut l, mut ports) = lan_raw(workers, 3, p);
+        let talk = |l: &mut Lan, ports: &mut Vec<Box<dyn Queue>>| {
+            inject(&mut l.s, &mut ports[0], vec![frame(Y, X, 0x88b5, 60)]);
+            inject(&mut l.s, &mut ports[1], vec![frame(X, Y, 0x88b5, 60)]);
+        };
+        talk(&mut l, &mut ports);
+        sniff(&l.s, &mut ports[2]);
         for burst in 0..10u8 {
             let frames = (0..100u8)
                 .map(|k| frame(X, EthernetAddress([2, 0xbb, 0, 0, burst, k]), 0x88b5, 60))
                 .collect();
-            inject(&mut l.s, &mut ports[0], frames);
+            inject(&mut l.s, &mut ports[2], frames);
+            talk(&mut l, &mut ports);
         }
+        let got = sniff(&l.s, &mut ports[2]);
+        assert_eq!(
+            from(&got, X) + from(&got, Y),
+            0,
+            "workers={workers}: the talking hosts' unicast reached the flooder"
+        );
         let rs = l.s.host(l.br).bridge(l.bridge).unwrap().br.rt.stats();
         assert!(rs.entries <= 100, "workers={workers} {rs:?}");
-        assert!(rs.evicted >= 900, "{rs:?}");
-        assert_eq!(
-            rs.learnfail, 0,
-            "only static entries refuse eviction: {rs:?}"
-        );
-        // The bridge still works: pings between the hosts.
+        assert_eq!(rs.evicted, 0, "{rs:?}");
+        let st = l.s.host(l.br).stats();
+        assert!(st.get("bridge.refused").unwrap() >= 900, "{:#?}", st.bridge);
+        assert_eq!(st.bridge.learned, rs.learned);
+        // The bridge still works for hosts it cannot learn: pings, flooded.
         assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(2), 5, 56), 5);
     }
 }
@@ -927,4 +945,236 @@ fn the_bridge_interface_routes_to_another_link() {
         assert!(st.ip.forward >= 20, "{:?}", st.ip);
         assert_eq!(st.total_drops(), 0, "{st:#?}");
     }
+}
+
+/// A configuration BPDU from `src` in its frame (802.3 length, LLC), padded to
+/// the Ethernet minimum.
+fn bpdu(src: EthernetAddress, c: StpConfig) -> Mbuf {
+    let r = StpRepr::Config(c);
+    let blen = r.buffer_len();
+    let mut f = vec![0u8; (14 + 3 + blen).max(60)];
+    f[..6].copy_from_slice(&BRIDGE_GROUP_ADDRESS.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&((3 + blen) as u16).to_be_bytes());
+    f[14..17].copy_from_slice(&LLC_STP);
+    r.emit(&mut StpBpdu::new_unchecked(&mut f[17..17 + blen]));
+    Mbuf::from_slice(&f).unwrap()
+}
+
+/// A rogue host's claim to be the root (priority 0), with fast_stp's times.
+fn rogue(src: EthernetAddress) -> StpConfig {
+    let id = BridgeId::new(0, src);
+    StpConfig {
+        flags: StpFlags::EMPTY,
+        root_id: id,
+        root_path_cost: 0,
+        bridge_id: id,
+        port_id: 0x8001,
+        message_age: 0,
+        max_age: 6 * 256,
+        hello_time: 256,
+        forward_delay: 4 * 256,
+    }
+}
+
+fn is_bpdu(f: &[u8]) -> bool {
+    f[..6] == BRIDGE_GROUP_ADDRESS.0
+}
+
+fn member_state(l: &Lan, m: usize) -> PortState {
+    let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+    bc.br
+        .port_state(bc.member(l.members[m]).unwrap().slot as usize)
+}
+
+/// Three BPDUs claiming a max age of 255 s (802.1D's range ends at 40 s) from a
+/// host on one member: the bridge takes the claimed root for 40 s at most, and
+/// its BPDUs keep leaving on its other member at hello time throughout. Armed
+/// with the raw 255 s, the information outlived the 40 s after which the bridge
+/// refuses to relay it, and the bridge sent nothing for 215 s.
+#[test]
+fn bpdus_claiming_a_max_age_of_255_do_not_silence_the_tree() {
+    let p = BridgeParams {
+        stp: Some(StpParams::default()),
+        ..BridgeParams::default()
+    };
+    let (mut l, mut ports) = lan_raw(1, 2, p);
+    l.s.run_for(Duration::from_secs(31));
+    assert_eq!(member_state(&l, 1), PortState::Forwarding);
+    let claim = StpConfig {
+        max_age: 255 * 256,
+        hello_time: 2 * 256,
+        forward_delay: 15 * 256,
+        ..rogue(X)
+    };
+    for _ in 0..3 {
+        inject(&mut l.s, &mut ports[0], vec![bpdu(X, claim)]);
+        l.s.run_for(Duration::from_secs(1));
+    }
+    let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+    assert_eq!(bc.br.stp_status().unwrap().root, claim.root_id);
+    sniff(&l.s, &mut ports[1]);
+    let (mut last, mut worst) = (l.s.now(), Duration::ZERO);
+    for _ in 0..3000 {
+        l.s.run_for(Duration::from_millis(100));
+        if sniff(&l.s, &mut ports[1]).iter().any(|f| is_bpdu(f)) {
+            worst = worst.max(l.s.now() - last);
+            last = l.s.now();
+        }
+    }
+    worst = worst.max(l.s.now() - last);
+    assert!(
+        worst <= Duration::from_millis(2500),
+        "no BPDU left for {worst:?} (hello time 2 s)"
+    );
+    let st = bc.br.stp_status().unwrap();
+    assert_eq!(st.root, st.bridge_id, "the claim aged out: root again");
+}
+
+/// BPDU guard, with and without the spanning tree: a BPDU on the guarded member
+/// disables it (its hosts unreachable, counted, the tree untouched) and keeps it
+/// disabled whatever follows, until the operator sets its flags again.
+#[test]
+fn a_bpdu_on_a_guarded_member_disables_it_until_its_flags_are_set_again() {
+    for stp in [false, true] {
+        let p = if stp {
+            fast_stp(0x8000)
+        } else {
+            BridgeParams::default()
+        };
+        let (mut l, mut ports) = lan_raw(1, 3, p);
+        let guard = MemberFlags {
+            bpduguard: true,
+            ..MemberFlags::default()
+        };
+        l.s.host(l.br)
+            .bridge_set_member_flags(l.bridge, l.members[2], guard)
+            .unwrap();
+        l.s.run_for(Duration::from_secs(10));
+        assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 3, 56), 3, "stp={stp}");
+        for _ in 0..3 {
+            inject(&mut l.s, &mut ports[2], vec![bpdu(X, rogue(X))]);
+        }
+        let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+        let slot = bc.member(l.members[2]).unwrap().slot as usize;
+        assert_eq!(member_state(&l, 2), PortState::Disabled, "stp={stp}");
+        assert!(bc.br.guard_disabled(slot));
+        assert_eq!(l.s.host(l.br).stats().bridge.bpduguard, 3, "stp={stp}");
+        if let Some(st) = bc.br.stp_status() {
+            assert_eq!(st.root, st.bridge_id, "the BPDU reached no tree");
+        }
+        l.s.run_for(Duration::from_secs(20));
+        assert_eq!(member_state(&l, 2), PortState::Disabled, "stp={stp}");
+        assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 3, 56), 0, "stp={stp}");
+        assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(2), 3, 56), 3, "stp={stp}");
+        // The operator's word: the member forwards again (after the tree's
+        // listening and learning, when it runs).
+        l.s.host(l.br)
+            .bridge_set_member_flags(l.bridge, l.members[2], guard)
+            .unwrap();
+        l.s.run_for(Duration::from_secs(10));
+        assert!(!bc.br.guard_disabled(slot));
+        assert_eq!(member_state(&l, 2), PortState::Forwarding, "stp={stp}");
+        assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 3, 56), 3, "stp={stp}");
+    }
+}
+
+/// Root guard: superior BPDUs on the guarded member are refused (the bridge stays
+/// root) and hold the member blocking while they come; max age after the last,
+/// it listens, learns and forwards again.
+#[test]
+fn root_guard_blocks_a_member_that_hears_a_better_root_and_lets_it_go() {
+    let (mut l, mut ports) = lan_raw(1, 3, fast_stp(0x8000));
+    let guard = MemberFlags {
+        rootguard: true,
+        ..MemberFlags::default()
+    };
+    l.s.host(l.br)
+        .bridge_set_member_flags(l.bridge, l.members[2], guard)
+        .unwrap();
+    l.s.run_for(Duration::from_secs(12));
+    assert_eq!(member_state(&l, 2), PortState::Forwarding);
+    for _ in 0..10 {
+        inject(&mut l.s, &mut ports[2], vec![bpdu(X, rogue(X))]);
+        l.s.run_for(Duration::from_secs(1));
+        assert_eq!(member_state(&l, 2), PortState::Blocking);
+    }
+    let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+    let st = bc.br.stp_status().unwrap();
+    assert_eq!(st.root, st.bridge_id, "the better root was refused");
+    assert_eq!(bc.br.stp_port(2), Some((false, true)), "root-inconsistent");
+    assert_eq!(l.s.host(l.br).stats().bridge.rootguard, 10);
+    assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 2, 56), 0);
+    assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(2), 2, 56), 2);
+    // Quiet: max age (6 s) after the last, then 2 × 4 s of forward delay.
+    l.s.run_for(Duration::from_secs(12));
+    assert_eq!(member_state(&l, 2), PortState::Forwarding);
+    assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 3, 56), 3);
+}
+
+/// A host on one member claims to be the root and flips the topology change flag
+/// in every BPDU, 20 a second, while two hosts on the other members talk: their
+/// unicast never reaches it. A topology change ages addresses with the forward
+/// delay (802.1D §8.3.5) instead of flushing the table at each rising flag, so
+/// hosts that talk stay learned.
+#[test]
+fn a_rogue_root_toggling_topology_change_does_not_flood_other_hosts_unicast() {
+    for workers in [1, 2] {
+        let (mut l, mut ports) = lan_raw(workers, 3, fast_stp(0x8000));
+        l.s.run_for(Duration::from_secs(12));
+        let talk = |l: &mut Lan, ports: &mut Vec<Box<dyn Queue>>| {
+            inject(&mut l.s, &mut ports[0], vec![frame(Y, X, 0x88b5, 60)]);
+            inject(&mut l.s, &mut ports[1], vec![frame(X, Y, 0x88b5, 60)]);
+        };
+        talk(&mut l, &mut ports);
+        sniff(&l.s, &mut ports[2]);
+        let z = EthernetAddress([0x02, 0xee, 0, 0, 0, 1]);
+        let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+        let mut short = 0;
+        for k in 0..200 {
+            let mut c = rogue(z);
+            c.flags.set(StpFlags::TC, k % 2 == 0);
+            inject(&mut l.s, &mut ports[2], vec![bpdu(z, c)]);
+            // The forward delay while the flag is up.
+            short += usize::from(bc.br.rt.ageing_now() == 4);
+            talk(&mut l, &mut ports);
+            l.s.run_for(Duration::from_millis(40));
+        }
+        assert_eq!(short, 100, "workers={workers}");
+        let st = bc.br.stp_status().unwrap();
+        assert_eq!(st.root, BridgeId::new(0, z), "the rogue is root");
+        let got = sniff(&l.s, &mut ports[2]);
+        let leaked = from(&got, X) + from(&got, Y);
+        assert_eq!(
+            leaked, 0,
+            "workers={workers}: {leaked} of 400 frames leaked"
+        );
+    }
+}
+
+/// `-stp`: a member out of the tree forwards at once while the others listen and
+/// learn, and drops the BPDUs it hears (counted), which reach no tree.
+#[test]
+fn a_member_out_of_the_tree_forwards_at_once_and_drops_bpdus() {
+    let p = fast_stp(0x8000);
+    let mut l = lan(1, 3, p);
+    let nostp = MemberFlags {
+        stp: false,
+        ..MemberFlags::default()
+    };
+    l.s.host(l.br)
+        .bridge_set_member_flags(l.bridge, l.members[2], nostp)
+        .unwrap();
+    l.s.run_for(Duration::from_secs(1));
+    assert_eq!(member_state(&l, 2), PortState::Forwarding);
+    assert_eq!(member_state(&l, 0), PortState::Listening);
+    let mut port = l.s.attach_raw(l.hubs[2]);
+    inject(&mut l.s, &mut port, vec![bpdu(X, rogue(X))]);
+    assert_eq!(l.s.host(l.br).stats().bridge.bpdunostp, 1);
+    let bc = l.s.host(l.br).bridge(l.bridge).unwrap();
+    let st = bc.br.stp_status().unwrap();
+    assert_eq!(st.root, st.bridge_id);
+    l.s.run_for(Duration::from_secs(10));
+    assert_eq!(ping_n(&mut l.s, l.hosts[0], ip(3), 3, 56), 3);
+    assert_eq!(member_state(&l, 2), PortState::Forwarding);
 }

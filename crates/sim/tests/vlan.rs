@@ -243,3 +243,83 @@ fn vlan_errors_are_clear() {
     assert!(st.add_vlan("x", IfIndex(40), 5).is_err());
     assert!(st.add_vlan("vlan10", em0, 11).is_err(), "the name is taken");
 }
+
+/// `frame` (destination, source, type, payload) in an 802.1Q tag of priority
+/// `pcp` and VLAN id `vid`.
+fn tagged(
+    dst: EthernetAddress,
+    src: EthernetAddress,
+    pcp: u8,
+    vid: u16,
+    ty: u16,
+    p: &[u8],
+) -> Mbuf {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&[0x81, 0x00]);
+    f.extend_from_slice(&(u16::from(pcp) << 13 | vid).to_be_bytes());
+    f.extend_from_slice(&ty.to_be_bytes());
+    f.extend_from_slice(p);
+    f.resize(f.len().max(64), 0);
+    Mbuf::from_slice(&f).unwrap()
+}
+
+/// Priority-tagged frames (VLAN id 0, priority 5) are the interface's own, as
+/// untagged ones (IEEE 802.1Q §9.6; Linux and FreeBSD take them so): an ARP
+/// request and an echo request in one get their answers. A frame tagged for a
+/// VLAN the host has not stays a counted drop.
+#[test]
+fn priority_tagged_frames_are_taken_as_untagged() {
+    for workers in [1, 2] {
+        let mut s = Sim::new(31 + workers as u64);
+        let hub = s.add_hub(WireConfig::default());
+        let h = s.add_host("h", workers);
+        s.connect(h, hub, "198.18.0.1/24");
+        let mut port = s.attach_raw(hub);
+        let hmac = s.host(h).interfaces()[0].mac;
+        let me = EthernetAddress([0x02, 0xcc, 0, 0, 0, 9]);
+        let (mine, theirs) = (a4("198.18.0.9"), a4("198.18.0.1"));
+        let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
+        arp.extend_from_slice(&me.0);
+        arp.extend_from_slice(&mine.octets());
+        arp.extend_from_slice(&[0; 6]);
+        arp.extend_from_slice(&theirs.octets());
+        let mut icmp = vec![8, 0, 0, 0, 0x4d, 0x50, 0, 1];
+        icmp.extend_from_slice(b"priority tagged");
+        let sum = !wire::checksum::data(&icmp);
+        icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+        let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 1, 0, 0];
+        ip[2..4].copy_from_slice(&((20 + icmp.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&mine.octets());
+        ip.extend_from_slice(&theirs.octets());
+        let sum = !wire::checksum::data(&ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        ip.extend_from_slice(&icmp);
+        let mut v = vec![
+            tagged(EthernetAddress::BROADCAST, me, 5, 0, 0x0806, &arp),
+            tagged(hmac, me, 5, 0, 0x0800, &ip),
+            tagged(hmac, me, 5, 7, 0x0800, &ip),
+        ];
+        let now = s.now();
+        port.tx_burst(now, &mut v);
+        s.run_for(Duration::from_millis(50));
+        let mut got = Vec::new();
+        while port.rx_burst(s.now(), &mut got, 64) > 0 {}
+        let got: Vec<Vec<u8>> = got.iter().map(|m| m.to_vec()).collect();
+        let to_me: Vec<&Vec<u8>> = got.iter().filter(|f| f[..6] == me.0).collect();
+        assert!(
+            to_me
+                .iter()
+                .any(|f| f[12..14] == [8, 6] && f[20..22] == [0, 2]),
+            "workers={workers}: no ARP reply: {to_me:?}"
+        );
+        let replies = to_me
+            .iter()
+            .filter(|f| f[12..14] == [8, 0] && f[14 + 20] == 0 && f.ends_with(b"priority tagged"))
+            .count();
+        assert_eq!(replies, 1, "workers={workers}: one echo reply: {to_me:?}");
+        let st = s.host(h).stats();
+        assert_eq!(st.ether.vlandrop, 1, "VLAN 7 is not h's");
+    }
+}

@@ -10,7 +10,7 @@
 
 mod bridge;
 
-pub use bridge::{PacketLinks, WORDS as BRIDGE_WORDS};
+pub use bridge::{PacketLinks, FLAG_WORDS as BRIDGE_FLAG_WORDS, WORDS as BRIDGE_WORDS};
 
 use super::Conn;
 use net::{IfIndex, Stack};
@@ -144,6 +144,8 @@ pub fn help(cmd: &str) -> String {
              \x20      mpstack ifconfig IF up|down                    take traffic, or drop it (counted)\n\
              \x20      mpstack ifconfig BRIDGE addm IF | deletem IF   add or remove a member (several in one command)\n\
              \x20      mpstack ifconfig BRIDGE [-]learn|[-]discover|[-]sticky IF   a member's flags\n\
+             \x20      mpstack ifconfig BRIDGE [-]stp|[-]edge|[-]autoedge IF   its spanning tree: in it or not, an edge port\n\
+             \x20      mpstack ifconfig BRIDGE [-]bpduguard|[-]rootguard IF   a BPDU disables it; a BPDU that would make it the root port blocks it\n\
              \x20      mpstack ifconfig BRIDGE static IF MAC | deladdr MAC | flush | deleteall   the address cache\n\
              \x20      mpstack ifconfig BRIDGE addr                   list the address cache\n"
         }

@@ -148,8 +148,9 @@ fn inverse(l: &Line) -> Option<Vec<String>> {
                         let _member = ws.next();
                         undo.extend(ws.next().map(|mac| ["deladdr", mac]));
                     }
-                    "learn" | "-learn" | "discover" | "-discover" | "sticky" | "-sticky"
-                    | "deladdr" => {
+                    w if w == "deladdr"
+                        || cmds::BRIDGE_FLAG_WORDS.contains(&w.trim_start_matches('-')) =>
+                    {
                         ws.next();
                     }
                     _ => {}
@@ -350,6 +351,12 @@ mod tests {
             Some("ifconfig bridge0 deladdr 02:00:00:00:00:09 deletem e2 deletem e1")
         );
         assert_eq!(inv("ifconfig bridge0 -learn e1"), None);
+        assert_eq!(
+            inv("ifconfig bridge0 addm e1 -stp e1 bpduguard e1 rootguard e1 autoedge e1")
+                .as_deref(),
+            Some("ifconfig bridge0 deletem e1")
+        );
+        assert_eq!(inv("ifconfig bridge0 bpduguard e1 -edge e1"), None);
         assert!(parse("ifconfig bridge0 addr").is_err());
     }
 }

@@ -1,5 +1,10 @@
 //! Ethernet input and output, and ARP input (`ether_input`, `ether_demux`,
 //! `ether_output`, `in_arpinput`).
+//!
+//! A priority-tagged frame (802.1Q tag with VLAN id 0) is taken as untagged, its
+//! tag control information (the priority) kept in `m.hdr.vlan_tci`, as Linux and
+//! FreeBSD take it; a frame tagged for a VLAN the interface has no VLAN interface
+//! for is dropped (`ether.vlandrop`).
 
 use crate::link::arp::{ArpOutput, Resolve};
 use crate::link::cx::LinkCx;
@@ -100,11 +105,41 @@ fn ether_demux(cx: &mut LinkCx<'_>, mut m: Mbuf, ty: EtherType, v: &mut EtherInp
         EtherType::Ipv4 => &mut v.ip4,
         EtherType::Ipv6 => &mut v.ip6,
         EtherType::Arp => &mut v.arp,
-        // No VLAN interfaces yet: tagged frames are not ours.
-        EtherType::Vlan | EtherType::QinQ => return cx.drop_pkt(m, DropReason::EtherVlan),
+        EtherType::Vlan => return ether_demux_prio(cx, m, v),
+        // Tagged for a VLAN this interface has no interface for (`vlan_input` took
+        // those it has): not ours.
+        EtherType::QinQ => return cx.drop_pkt(m, DropReason::EtherVlan),
         _ => return cx.drop_pkt(m, DropReason::EtherNoProto),
     };
     m.adj(ETHER_HDR_LEN as isize);
+    to.push(m);
+}
+
+/// An 802.1Q-tagged frame that `vlan_input` left to the interface: one with VLAN
+/// id 0 is priority-tagged, to be taken as untagged ("the frame is treated as
+/// untagged … its priority is carried", IEEE 802.1Q-2018 §9.6; Linux's
+/// `vlan_do_receive`, FreeBSD's `ether_demux` do so), its tag control
+/// information kept in `vlan_tci`; another VLAN id is not ours.
+#[cold]
+fn ether_demux_prio(cx: &mut LinkCx<'_>, mut m: Mbuf, v: &mut EtherInputVecs) {
+    let (tci, ty) = match crate::hdr::hdr(cx.access, &mut m, ETHER_HDR_LEN, 4) {
+        Ok(h) => (
+            u16::from_be_bytes([h[0], h[1]]),
+            EtherType::from(u16::from_be_bytes([h[2], h[3]])),
+        ),
+        Err(_) => return cx.drop_pkt(m, DropReason::EtherTooShort),
+    };
+    let to = match ty {
+        _ if tci & 0x0fff != 0 => return cx.drop_pkt(m, DropReason::EtherVlan),
+        EtherType::Ipv4 => &mut v.ip4,
+        EtherType::Ipv6 => &mut v.ip6,
+        EtherType::Arp => &mut v.arp,
+        // A tag in the tag: not taken apart further.
+        EtherType::Vlan | EtherType::QinQ => return cx.drop_pkt(m, DropReason::EtherVlan),
+        _ => return cx.drop_pkt(m, DropReason::EtherNoProto),
+    };
+    m.hdr.vlan_tci = Some(tci);
+    m.adj(ETHER_HDR_LEN as isize + 4);
     to.push(m);
 }
 

@@ -125,7 +125,9 @@ impl Stack {
     }
 
     /// Sets a member's flags (`learn`/`-learn`, `discover`/`-discover`,
-    /// `sticky`/`-sticky`).
+    /// `sticky`/`-sticky`, `stp`/`-stp`, `edge`/`-edge`, `autoedge`/`-autoedge`,
+    /// `bpduguard`/`-bpduguard`, `rootguard`/`-rootguard`). A member BPDU guard
+    /// disabled forwards again (through the tree's states, when it runs).
     pub fn bridge_set_member_flags(
         &self,
         bridge: IfIndex,
@@ -153,7 +155,7 @@ impl Stack {
     /// effect. The member list is published once; the address table changes after
     /// it (only a full table can still refuse a static address then).
     pub fn bridge_apply(&self, bridge: IfIndex, ops: &[BridgeOp]) -> Result<(), StackError> {
-        let (br, gone, added) = self.shared.update(|c| {
+        let (br, gone, added, flagged) = self.shared.update(|c| {
             let b = bridge_index(c, bridge)?;
             let name = |i: IfIndex| if_name(c, i);
             let bname = name(bridge);
@@ -161,7 +163,7 @@ impl Stack {
             // The address cache, read only if a `deladdr` needs it.
             let mut entries = None;
             let mut members = c.bridges.list[b].members.clone();
-            let (mut gone, mut added) = (Vec::new(), Vec::new());
+            let (mut gone, mut added, mut flagged) = (Vec::new(), Vec::new(), Vec::new());
             let not_member =
                 |m: IfIndex| StackError::Bridge(format!("{} is not a member of {bname}", name(m)));
             for op in ops {
@@ -193,11 +195,12 @@ impl Stack {
                         gone.push((m, x.slot));
                     }
                     BridgeOp::Flags(m, mflags) => {
-                        members
+                        let x = members
                             .iter_mut()
                             .find(|x| x.ifindex == m)
-                            .ok_or_else(|| not_member(m))?
-                            .flags = mflags;
+                            .ok_or_else(|| not_member(m))?;
+                        x.flags = mflags;
+                        flagged.push(x.slot);
                     }
                     BridgeOp::Static(m, mac, _) => {
                         if mac.is_multicast() {
@@ -221,19 +224,30 @@ impl Stack {
                 }
             }
             c.bridges.list[b].members = members;
-            Ok::<_, StackError>((br, gone, added))
+            flagged.retain(|s| !gone.iter().any(|g| g.1 == *s));
+            Ok::<_, StackError>((br, gone, added, flagged))
         })?;
         // The ports of members gone stop; those of new members forward at once,
         // or wait for the spanning tree (a slot may still hold a removed member's
         // state).
         let stp = br.stp_enabled();
         for &(m, slot) in &gone {
+            br.guard_reset(usize::from(slot));
             if !stp {
                 br.set_port_state(usize::from(slot), PortState::Disabled);
             }
             br.rt.delete_member(m.0, true);
         }
+        // Setting a member's flags is the operator's word that a member BPDU guard
+        // disabled may forward again (as `shutdown`/`no shutdown` of an
+        // err-disabled port elsewhere).
+        for &slot in &flagged {
+            if br.guard_reset(usize::from(slot)) && !stp {
+                br.set_port_state(usize::from(slot), PortState::Forwarding);
+            }
+        }
         for &slot in &added {
+            br.guard_reset(usize::from(slot));
             let state = if stp {
                 PortState::Disabled
             } else {
@@ -258,7 +272,7 @@ impl Stack {
                 _ => {}
             }
         }
-        if stp && !(gone.is_empty() && added.is_empty()) {
+        if stp && !(gone.is_empty() && added.is_empty() && flagged.is_empty()) {
             self.stp_changed(&br);
         }
         Ok(())
@@ -326,7 +340,8 @@ pub enum BridgeOp {
     Add(IfIndex, MemberFlags),
     /// `deletem IF`.
     Delete(IfIndex),
-    /// A member's flags (`[-]learn`, `[-]discover`, `[-]sticky`).
+    /// A member's flags (`[-]learn`, `[-]discover`, `[-]sticky`, `[-]stp`,
+    /// `[-]edge`, `[-]autoedge`, `[-]bpduguard`, `[-]rootguard`).
     Flags(IfIndex, MemberFlags),
     /// `static IF MAC`, on a VLAN (0: untagged frames).
     Static(IfIndex, EthernetAddress, u16),

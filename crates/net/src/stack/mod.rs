@@ -1487,6 +1487,9 @@ impl Stack {
         for slot in &self.shared.stats {
             slot.add_into(&mut s);
         }
+        for b in &self.shared.cfg.load().bridges.list {
+            s.add_bridge_tables(&b.br.rt.stats());
+        }
         s
     }
 

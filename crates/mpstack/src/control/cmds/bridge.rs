@@ -1,8 +1,10 @@
 //! ifconfig(8)'s bridge parameters on a running node: `addm`, `deletem`,
-//! `learn`/`-learn`, `discover`/`-discover`, `sticky`/`-sticky`, `static`,
-//! `deladdr`, `flush`, `deleteall`, and `addr` (the address cache), as
-//! FreeBSD's if_bridge(4) takes them, several in one command
-//! (`ifconfig bridge0 addm em1 addm em2 -learn em2`).
+//! `learn`/`-learn`, `discover`/`-discover`, `sticky`/`-sticky`, `stp`/`-stp`,
+//! `edge`/`-edge`, `autoedge`/`-autoedge`, `static`, `deladdr`, `flush`,
+//! `deleteall`, and `addr` (the address cache), as FreeBSD's if_bridge(4) takes
+//! them, several in one command (`ifconfig bridge0 addm em1 addm em2 -learn em2`);
+//! and `bpduguard`/`-bpduguard`, `rootguard`/`-rootguard`, which FreeBSD has not,
+//! named in its style.
 //!
 //! The words become `BridgeOp`s that `Stack::bridge_apply` checks and applies all
 //! or nothing (a member added twice, a member of another bridge, an interface with
@@ -28,11 +30,33 @@ pub const WORDS: &[&str] = &[
     "-discover",
     "sticky",
     "-sticky",
+    "stp",
+    "-stp",
+    "edge",
+    "-edge",
+    "autoedge",
+    "-autoedge",
+    "bpduguard",
+    "-bpduguard",
+    "rootguard",
+    "-rootguard",
     "static",
     "deladdr",
     "flush",
     "deleteall",
     "addr",
+];
+
+/// The member flags, each with its `-` form (a member's name follows).
+pub const FLAG_WORDS: &[&str] = &[
+    "learn",
+    "discover",
+    "sticky",
+    "stp",
+    "edge",
+    "autoedge",
+    "bpduguard",
+    "rootguard",
 ];
 
 /// A node's AF_PACKET interfaces (by the stack's index: the kernel's name) and the
@@ -128,14 +152,19 @@ pub(super) fn command(
                 ops.push(BridgeOp::Delete(ifx(need(1)?[0])?));
                 1
             }
-            "learn" | "-learn" | "discover" | "-discover" | "sticky" | "-sticky" => {
+            w if FLAG_WORDS.contains(&w.trim_start_matches('-')) => {
                 let m = ifx(need(1)?[0])?;
                 let on = !word.starts_with('-');
                 let f = flags.entry(m).or_default();
                 match word.trim_start_matches('-') {
                     "learn" => f.learning = on,
                     "discover" => f.discover = on,
-                    _ => f.sticky = on,
+                    "sticky" => f.sticky = on,
+                    "stp" => f.stp = on,
+                    "edge" => f.edge = on,
+                    "autoedge" => f.autoedge = on,
+                    "bpduguard" => f.bpduguard = on,
+                    _ => f.rootguard = on,
                 }
                 ops.push(BridgeOp::Flags(m, *f));
                 1
@@ -254,26 +283,55 @@ fn addresses(
     put(conn, &s)
 }
 
-/// The lines `ifconfig` adds for a bridge: its cache's bounds, each member with
-/// its flags, port and state.
+/// What a member's port is beyond its state: an edge, held by root guard,
+/// disabled by BPDU guard.
+fn port_notes(bc: &net::link::bridge::BridgeConf, slot: u16) -> Vec<&'static str> {
+    let slot = usize::from(slot);
+    let (edge, inconsistent) = bc.br.stp_port(slot).unwrap_or_default();
+    [
+        (edge, "edge"),
+        (inconsistent, "root-inconsistent"),
+        (bc.br.guard_disabled(slot), "bpduguard-disabled"),
+    ]
+    .iter()
+    .filter(|x| x.0)
+    .map(|x| x.1)
+    .collect()
+}
+
+/// The lines `ifconfig` adds for a bridge: its cache's bounds (and the ageing in
+/// force during a topology change, the forward delay) and counts, each member
+/// with its flags, port and state.
 pub(super) fn describe(node: &Node<'_>, bc: &net::link::bridge::BridgeConf) -> String {
+    let rs = bc.br.rt.stats();
     let mut s = format!(
-        "\tmaxaddr {} timeout {}\n",
+        "\tmaxaddr {} timeout {}{}\n\taddresses {} learned {} moved {} evicted {} refused {} expired {}\n",
         bc.br.rt.max(),
-        bc.br.rt.ageing()
+        bc.br.rt.ageing(),
+        match bc.br.rt.ageing_now() {
+            a if a != bc.br.rt.ageing() => format!(" (topology change: ageing {a})"),
+            _ => String::new(),
+        },
+        rs.entries,
+        rs.learned,
+        rs.moved,
+        rs.evicted,
+        rs.refused,
+        rs.expired,
     );
+    let stp = bc.br.stp_enabled();
     for m in &bc.members {
+        let mut notes = port_notes(bc, m.slot);
+        if node.packet.is_some_and(|p| p.promisc(m.ifindex)) {
+            notes.push("promisc");
+        }
         s += &format!(
             "\tmember: {} flags=<{}>\n\t        port {} state {}{}\n",
             super::ifname(node, u32::from(m.ifindex.0)),
-            m.flags.names().join(","),
+            m.flags.names(stp).join(","),
             m.slot + 1,
             bc.br.port_state(usize::from(m.slot)),
-            if node.packet.is_some_and(|p| p.promisc(m.ifindex)) {
-                " promisc"
-            } else {
-                ""
-            }
+            notes.iter().map(|n| format!(" {n}")).collect::<String>(),
         );
     }
     s
@@ -284,14 +342,24 @@ pub(super) fn describe_json(
     node: &Node<'_>,
     bc: &net::link::bridge::BridgeConf,
 ) -> serde_json::Value {
+    let rs = bc.br.rt.stats();
+    let stp = bc.br.stp_enabled();
     json!({
         "maxaddr": bc.br.rt.max(),
         "timeout": bc.br.rt.ageing(),
+        "ageing": bc.br.rt.ageing_now(),
+        "addresses": rs.entries,
+        "learned": rs.learned,
+        "moved": rs.moved,
+        "evicted": rs.evicted,
+        "refused": rs.refused,
+        "expired": rs.expired,
         "members": bc.members.iter().map(|m| json!({
             "interface": super::ifname(node, u32::from(m.ifindex.0)),
-            "flags": m.flags.names(),
+            "flags": m.flags.names(stp),
             "port": m.slot + 1,
             "state": bc.br.port_state(usize::from(m.slot)).to_string(),
+            "notes": port_notes(bc, m.slot),
         })).collect::<Vec<_>>(),
     })
 }

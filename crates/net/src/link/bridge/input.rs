@@ -313,11 +313,14 @@ pub(crate) fn bridge_output(cx: &mut LinkCx<'_>, bc: &BridgeConf, frames: &mut V
 }
 
 /// A BPDU received on member `mi`, to the spanning tree; what the tree sends in
-/// answer goes out at once.
+/// answer goes out at once. On a member with BPDU guard a BPDU disables the
+/// member instead (whether or not the tree runs: a bridge where none may be is
+/// the danger either way).
 fn stp_input(cx: &mut LinkCx<'_>, bc: &BridgeConf, mi: usize, mut m: Mbuf) {
     cx.stats.bridge.bpdus += 1;
     let br = &*bc.br;
-    if !br.stp_enabled() {
+    let me = bc.members[mi];
+    if !(me.flags.bpduguard || br.stp_enabled() && me.flags.stp) {
         return cx.drop_pkt(m, DropReason::BridgeBpduNoStp);
     }
     let repr = {
@@ -332,14 +335,29 @@ fn stp_input(cx: &mut LinkCx<'_>, bc: &BridgeConf, mi: usize, mut m: Mbuf) {
             None => return cx.drop_pkt(m, DropReason::BridgeBpduBad),
         }
     };
-    let slot = usize::from(bc.members[mi].slot);
+    let slot = usize::from(me.slot);
     let now = cx.now.as_nanos();
+    if me.flags.bpduguard {
+        if br.guard_trip(&bc.members, slot, now) {
+            tracing::warn!(
+                target: "bridge",
+                "bridge {}: BPDU guard: a BPDU ({repr:?}) on member {}: disabled until its flags are set again",
+                br.ifindex.0,
+                me.ifindex.0
+            );
+        }
+        return cx.drop_pkt(m, DropReason::BridgeBpduGuard);
+    }
     let mut send = Vec::new();
+    let mut got = super::Received::Taken;
     br.with_stp(
         &bc.members,
-        |stp, out| stp.input(slot, &repr, now, out),
+        |stp, out| got = stp.input(slot, &repr, now, out),
         Some(&mut send),
     );
+    if got == super::Received::RootGuard {
+        cx.stats.bridge.rootguard += 1;
+    }
     stp_send(cx, bc, &mut send);
 }
 
@@ -416,10 +434,15 @@ pub(crate) fn bridge_timer(cx: &mut LinkCx<'_>, bc: &BridgeConf) -> Option<Insta
         br.with_stp(
             members,
             |stp, out| {
-                // The member list changed: ports of new members come up, those of
-                // members gone go down.
+                // The member list changed: ports of new members (in the tree, not
+                // disabled by BPDU guard) come up, those of members gone go down;
+                // members' edge and guard settings reach their ports.
                 for slot in 0..MAX_MEMBERS {
-                    let member = members.iter().any(|m| usize::from(m.slot) == slot);
+                    let m = members.iter().find(|m| usize::from(m.slot) == slot);
+                    if let Some(m) = m {
+                        stp.set_port_options(slot, m.flags.port_options(), now, out);
+                    }
+                    let member = m.is_some_and(|m| m.flags.stp) && !br.guard_disabled(slot);
                     let up = stp.port_state(slot) != super::PortState::Disabled;
                     if member && !up {
                         stp.enable_port(slot, now, out);

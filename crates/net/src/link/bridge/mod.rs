@@ -29,17 +29,19 @@ pub mod stp;
 pub(crate) mod vlan;
 
 pub use rtable::{BridgeRtable, Learn, RtEntry, RtError, RtFlags, RtStats};
-pub use stp::{PortState, Stp, StpOut, StpTimes};
+pub use stp::{PortOptions, PortState, Received, Stp, StpOut, StpTimes};
 
 use crate::ifindex::IfIndex;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+const _: () = assert!(MAX_MEMBERS <= 64, "Bridge::guard_down is one bit a slot");
 use std::sync::{Arc, Mutex};
 use wire::EthernetAddress;
 
 /// Members a bridge holds at most (each has a slot in the spanning tree).
 pub const MAX_MEMBERS: usize = 64;
 
-/// A member's flags (bridge(4)'s `learning`, `discover`, `sticky`).
+/// A member's flags (bridge(4)'s `learning`, `discover`, `sticky`, `stp`, `edge`,
+/// `autoedge`; and `bpduguard`, `rootguard`, which FreeBSD has not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemberFlags {
     /// Source addresses of frames from the member are learned (on by default).
@@ -50,20 +52,56 @@ pub struct MemberFlags {
     /// Addresses learned on the member stay on it: they do not move to another
     /// member (they still age).
     pub sticky: bool,
+    /// The member takes part in the bridge's spanning tree, when it runs one (on
+    /// by default, `-stp`: it forwards at once and its BPDUs are dropped, counted
+    /// in `bridge.bpdunostp`).
+    pub stp: bool,
+    /// An edge port (`edge`): no bridge behind it, so it forwards without
+    /// listening and learning and its changes are no topology change; a BPDU on it
+    /// makes it an ordinary port until it is enabled again.
+    pub edge: bool,
+    /// An edge port if it hears no BPDU while it listens (`autoedge`): it skips
+    /// learning (see [`stp`]).
+    pub autoedge: bool,
+    /// BPDU guard (`bpduguard`): a BPDU on the member disables it (counted in
+    /// `bridge.bpduguard`, logged) until the operator sets its flags again.
+    pub bpduguard: bool,
+    /// Root guard (`rootguard`): a BPDU that would make the member the root port is
+    /// refused and holds it blocking until such BPDUs have stopped for max age
+    /// (counted in `bridge.rootguard`).
+    pub rootguard: bool,
 }
 
 impl MemberFlags {
-    /// The flags set, as ifconfig(8) names them (`LEARNING`, `DISCOVER`, `STICKY`).
-    pub fn names(self) -> Vec<&'static str> {
+    /// The flags set, as ifconfig(8) names them (`LEARNING`, `DISCOVER`, `STICKY`,
+    /// `STP`, `EDGE`, `AUTOEDGE`, `BPDUGUARD`, `ROOTGUARD`); `STP` only when the
+    /// bridge runs the tree (`stp`).
+    pub fn names(self, stp: bool) -> Vec<&'static str> {
         [
             (self.learning, "LEARNING"),
             (self.discover, "DISCOVER"),
             (self.sticky, "STICKY"),
+            (self.stp && stp, "STP"),
+            (self.edge, "EDGE"),
+            (self.autoedge, "AUTOEDGE"),
+            (self.bpduguard, "BPDUGUARD"),
+            (self.rootguard, "ROOTGUARD"),
         ]
         .iter()
         .filter(|x| x.0)
         .map(|x| x.1)
         .collect()
+    }
+}
+
+impl MemberFlags {
+    /// What the spanning tree takes from the flags.
+    pub fn port_options(self) -> PortOptions {
+        PortOptions {
+            edge: self.edge,
+            autoedge: self.autoedge,
+            root_guard: self.rootguard,
+        }
     }
 }
 
@@ -73,6 +111,11 @@ impl Default for MemberFlags {
             learning: true,
             discover: true,
             sticky: false,
+            stp: true,
+            edge: false,
+            autoedge: false,
+            bpduguard: false,
+            rootguard: false,
         }
     }
 }
@@ -125,8 +168,6 @@ pub(crate) struct StpState {
     pub stp: Stp,
     /// BPDUs to send, by spanning-tree port (slot).
     pub out: Vec<StpOut>,
-    /// The topology change flag as last seen, to flush the table when it rises.
-    pub tc: bool,
 }
 
 /// One bridge's state that outlives configuration changes, shared by every
@@ -147,6 +188,9 @@ pub struct Bridge {
     pub(crate) stp_next: AtomicU64,
     /// The second the table was last aged.
     pub(crate) aged: AtomicU32,
+    /// The slots BPDU guard has disabled, one bit each, until the operator sets
+    /// the member's flags again.
+    guard_down: AtomicU64,
 }
 
 fn state_byte(s: PortState) -> u8 {
@@ -185,7 +229,6 @@ impl Bridge {
             Mutex::new(StpState {
                 stp,
                 out: Vec::new(),
-                tc: false,
             })
         });
         Bridge {
@@ -196,7 +239,36 @@ impl Bridge {
             stp,
             stp_next: AtomicU64::new(now),
             aged: AtomicU32::new(0),
+            guard_down: AtomicU64::new(0),
         }
+    }
+
+    /// Whether BPDU guard has disabled the port in `slot`.
+    pub fn guard_disabled(&self, slot: usize) -> bool {
+        slot < MAX_MEMBERS && self.guard_down.load(Ordering::Relaxed) & 1 << slot != 0
+    }
+
+    /// BPDU guard trips on member `slot`: its port is disabled (blocked, its
+    /// addresses forgotten, out of the tree) until [`Bridge::guard_reset`].
+    /// Whether it was not disabled already.
+    pub(crate) fn guard_trip(&self, members: &[Member], slot: usize, now: u64) -> bool {
+        let bit = 1u64 << slot;
+        if slot >= MAX_MEMBERS || self.guard_down.fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+            return false;
+        }
+        self.set_port_state(slot, PortState::Disabled);
+        if let Some(m) = members.iter().find(|m| usize::from(m.slot) == slot) {
+            self.rt.delete_member(m.ifindex.0, false);
+        }
+        self.with_stp(members, |stp, out| stp.disable_port(slot, now, out), None);
+        true
+    }
+
+    /// The operator set the member's flags (or it left): BPDU guard lets its port
+    /// in `slot` go again. Whether it had been disabled.
+    pub(crate) fn guard_reset(&self, slot: usize) -> bool {
+        slot < MAX_MEMBERS
+            && self.guard_down.fetch_and(!(1 << slot), Ordering::Relaxed) & 1 << slot != 0
     }
 
     /// The state of the port in `slot`, as the data path sees it.
@@ -219,9 +291,12 @@ impl Bridge {
     }
 
     /// Runs `f` on the spanning tree under its lock, then publishes the ports'
-    /// states, flushes what the change made stale from the table (the addresses of
-    /// a port that stopped forwarding; every learned address when a topology change
-    /// begins, 802.1D's short ageing made simple), and notes the next deadline.
+    /// states (a member out of the tree, `-stp`, forwards; one BPDU guard disabled
+    /// does not), forgets the addresses of a port that stopped forwarding, ages
+    /// the table with the forward delay while a topology change lasts (802.1D
+    /// §8.3.5: active hosts stay learned; flushing the whole table at each change
+    /// let a rogue root toggling the TC flag turn the bridge into a hub), and notes
+    /// the next deadline.
     /// The BPDUs to send are moved to `send`; without one (the control side, which
     /// has no transmit vectors) they wait for worker 0's next timer run. Returns
     /// false when the spanning tree is off.
@@ -235,21 +310,27 @@ impl Bridge {
             return false;
         };
         let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
-        let StpState { stp, out, tc } = &mut *g;
+        let StpState { stp, out } = &mut *g;
         f(stp, out);
+        let down = self.guard_down.load(Ordering::Relaxed);
         for slot in 0..MAX_MEMBERS {
-            let s = stp.port_state(slot);
+            let m = members.iter().find(|m| usize::from(m.slot) == slot);
+            let s = match m {
+                _ if down & 1 << slot != 0 => PortState::Disabled,
+                Some(m) if !m.flags.stp => PortState::Forwarding,
+                _ => stp.port_state(slot),
+            };
             if self.port_state(slot).forwards() && !s.forwards() {
-                if let Some(m) = members.iter().find(|m| usize::from(m.slot) == slot) {
+                if let Some(m) = m {
                     self.rt.delete_member(m.ifindex.0, false);
                 }
             }
             self.set_port_state(slot, s);
         }
-        if stp.topology_change() && !*tc {
-            self.rt.flush(false);
-        }
-        *tc = stp.topology_change();
+        let short = stp
+            .topology_change()
+            .then(|| u32::from(stp.forward_delay()).div_ceil(256));
+        self.rt.set_short_ageing(short);
         if let Some(send) = send {
             send.append(out);
         }
@@ -274,6 +355,14 @@ impl Bridge {
             root_port: g.stp.root_port(),
             topology_change: g.stp.topology_change(),
         })
+    }
+
+    /// The spanning tree's view of the port in `slot`: whether it operates as an
+    /// edge, whether root guard holds it (`None` when the tree is off).
+    pub fn stp_port(&self, slot: usize) -> Option<(bool, bool)> {
+        let lock = self.stp.as_ref()?;
+        let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        Some((g.stp.port_edge(slot), g.stp.port_root_inconsistent(slot)))
     }
 }
 

@@ -22,10 +22,22 @@
 //! The table is bounded ([`BridgeRtable::new`]'s `max`, bridge(4)'s `maxaddr`, 2000
 //! by default): when it is full a learn first reclaims expired entries near the new
 //! address's slot, then evicts the dynamic entry there that was refreshed least
-//! recently (counted in [`RtStats::evicted`]); static entries are never evicted, and
-//! a learn that finds only static ones is dropped ([`RtStats::learnfail`]).
+//! recently, but only one idle for [`EVICT_IDLE_FLOOR`] seconds at least (counted in
+//! [`RtStats::evicted`]); with none, the new address is refused
+//! ([`RtStats::refused`], FreeBSD's `brtexceeded`) and its frames are flooded as any
+//! unknown address's. Static entries are never evicted. Why the floor: evicting the
+//! stalest of a window let a MAC flood (60 k/s from one port) evict hosts that were
+//! talking, whose unicast then flooded to the flooder (23% of it); FreeBSD refuses
+//! every new address once full, which keeps active hosts too but leaves a host that
+//! arrives after a flood unlearned for the whole ageing time (300 s). With the floor
+//! an active host (a frame a minute) is never evicted, and the table is open to new
+//! hosts again a minute after a flood.
+//!
+//! During a spanning-tree topology change the ageing time is the forward delay
+//! (802.1D §8.3.5, [`BridgeRtable::set_short_ageing`]): entries not refreshed within
+//! it are misses, active hosts stay learned.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use wire::EthernetAddress;
 
@@ -38,6 +50,9 @@ pub const DEFAULT_AGEING: u32 = 300;
 const REFRESH: u32 = 1;
 /// Entries a full table's learn looks at for one to reclaim or evict.
 const EVICT_WINDOW: usize = 16;
+/// Seconds an entry must have been idle (not refreshed) before a full table may
+/// evict it for a new address (see the module).
+pub const EVICT_IDLE_FLOOR: u32 = 60;
 /// The largest table (`max`): 2^26 addresses.
 const MAX_ENTRIES: usize = 1 << 26;
 
@@ -96,10 +111,12 @@ pub struct RtStats {
     pub learned: u64,
     /// Learned entries that moved to another member (a host that moved).
     pub moved: u64,
-    /// Dynamic entries evicted to make room in a full table.
+    /// Dynamic entries evicted to make room in a full table (idle for
+    /// [`EVICT_IDLE_FLOOR`] at least).
     pub evicted: u64,
-    /// Learns dropped: the table was full of static entries near the address.
-    pub learnfail: u64,
+    /// New addresses refused: the table was full, and no entry near the address
+    /// expired or idle long enough to be evicted.
+    pub refused: u64,
     /// Expired entries reclaimed.
     pub expired: u64,
 }
@@ -147,6 +164,9 @@ pub struct BridgeRtable {
     max: usize,
     ageing: u32,
     seed: u64,
+    /// Seconds taken off every dynamic entry's life (`ageing` less the short
+    /// ageing time) while a topology change lasts; 0 otherwise.
+    shorten: AtomicU32,
     books: Mutex<Books>,
 }
 
@@ -199,6 +219,7 @@ impl BridgeRtable {
             max,
             ageing,
             seed,
+            shorten: AtomicU32::new(0),
             books: Mutex::new(Books::default()),
         }
     }
@@ -211,6 +232,31 @@ impl BridgeRtable {
     /// Seconds a learned entry lives after its last refresh.
     pub fn ageing(&self) -> u32 {
         self.ageing
+    }
+
+    /// Ages learned entries after `secs` without a refresh instead of the ageing
+    /// time (`Some`: a topology change, 802.1D §8.3.5's short ageing with the
+    /// forward delay), or after the ageing time again (`None`). Entries refreshed
+    /// within `secs` stay; the others are misses at once and reclaimed by
+    /// [`BridgeRtable::age`].
+    pub fn set_short_ageing(&self, secs: Option<u32>) {
+        let cut = secs.map_or(0, |s| self.ageing.saturating_sub(s));
+        if self.shorten.load(Ordering::Relaxed) != cut {
+            self.shorten.store(cut, Ordering::Relaxed);
+        }
+    }
+
+    /// The ageing time in force: the short one during a topology change.
+    pub fn ageing_now(&self) -> u32 {
+        self.ageing - self.shorten.load(Ordering::Relaxed)
+    }
+
+    /// Whether a dynamic entry expiring at `exp` is dead at `now`, with the ageing
+    /// in force (`cut`: [`BridgeRtable::shorten`]'s value); static entries
+    /// (`u32::MAX`) never are.
+    #[inline]
+    fn dead(exp: u32, now: u32, cut: u32) -> bool {
+        exp != u32::MAX && exp <= now.saturating_add(cut)
     }
 
     fn books(&self) -> std::sync::MutexGuard<'_, Books> {
@@ -250,6 +296,7 @@ impl BridgeRtable {
     /// The entry and its expiry, as a reader sees them.
     #[inline]
     fn read(&self, id: u64, now: u32) -> Option<(RtEntry, u32)> {
+        let cut = self.shorten.load(Ordering::Relaxed);
         let mut pos = self.home(id);
         for _ in 0..=self.mask {
             let s = &self.slots[pos];
@@ -265,7 +312,7 @@ impl BridgeRtable {
                     return None;
                 }
                 let exp = expire_of(v);
-                if exp <= now {
+                if Self::dead(exp, now, cut) {
                     return None;
                 }
                 return Some((entry_of(v), exp));
@@ -373,7 +420,7 @@ impl BridgeRtable {
             {
                 b.stats.learned += 1;
             } else {
-                b.stats.learnfail += 1;
+                b.stats.refused += 1;
             }
         }
     }
@@ -454,13 +501,14 @@ impl BridgeRtable {
     /// the last call stopped (the ageing sweep: `bridge_rtage`); how many went.
     pub fn age(&self, now: u32, budget: usize) -> usize {
         let mut b = self.books();
+        let cut = self.shorten.load(Ordering::Relaxed);
         let mut n = 0;
         let mut pos = b.cursor & self.mask;
         let mut looked = 0;
         while looked < budget.min(self.mask + 1) {
             let s = &self.slots[pos];
             let k = s.key.load(Ordering::Relaxed);
-            if k & LIVE != 0 && expire_of(s.val.load(Ordering::Relaxed)) <= now {
+            if k & LIVE != 0 && Self::dead(expire_of(s.val.load(Ordering::Relaxed)), now, cut) {
                 self.remove_at(&mut b, pos);
                 b.stats.expired += 1;
                 n += 1;
@@ -475,21 +523,23 @@ impl BridgeRtable {
         n
     }
 
-    /// Every live entry at `now`: VLAN, address, entry, expiry (`u32::MAX` for a
-    /// static one), in slot order.
+    /// Every live entry at `now`: VLAN, address, entry, expiry with the ageing in
+    /// force (`u32::MAX` for a static one), in slot order.
     pub fn entries(&self, now: u32) -> Vec<(u16, EthernetAddress, RtEntry, u32)> {
         let _b = self.books();
+        let cut = self.shorten.load(Ordering::Relaxed);
         self.slots
             .iter()
             .filter_map(|s| {
                 let k = s.key.load(Ordering::Relaxed);
                 let v = s.val.load(Ordering::Relaxed);
-                (k & LIVE != 0 && expire_of(v) > now).then(|| {
+                let exp = expire_of(v);
+                (k & LIVE != 0 && !Self::dead(exp, now, cut)).then(|| {
                     (
                         ((k >> VLAN_SHIFT) & 0xfff) as u16,
                         mac_of(k),
                         entry_of(v),
-                        expire_of(v),
+                        if exp == u32::MAX { exp } else { exp - cut },
                     )
                 })
             })
@@ -550,9 +600,14 @@ impl BridgeRtable {
 
     /// Room for one more in a full table: an expired entry near `id`'s home slot
     /// reclaimed, else, of the [`EVICT_WINDOW`] entries that follow it, the dynamic
-    /// one refreshed least recently evicted (empty slots are passed over, so a full
-    /// table always finds some unless every entry is static).
+    /// one refreshed least recently evicted if it has been idle for
+    /// [`EVICT_IDLE_FLOOR`] (empty slots are passed over). False: none may go.
     fn make_room(&self, b: &mut Books, id: u64, now: u32) -> bool {
+        let cut = self.shorten.load(Ordering::Relaxed);
+        // Refreshed `EVICT_IDLE_FLOOR` ago or earlier: expiring by then.
+        let idle_by = now
+            .saturating_add(self.ageing)
+            .saturating_sub(EVICT_IDLE_FLOOR);
         let mut pos = self.home(id);
         let mut oldest: Option<(u32, usize)> = None;
         let mut seen = 0;
@@ -565,12 +620,15 @@ impl BridgeRtable {
                 seen += 1;
                 let v = s.val.load(Ordering::Relaxed);
                 let exp = expire_of(v);
-                if exp <= now {
+                if Self::dead(exp, now, cut) {
                     self.remove_at(b, pos);
                     b.stats.expired += 1;
                     return true;
                 }
-                if !entry_of(v).flags.is_static && oldest.is_none_or(|(e, _)| exp < e) {
+                if !entry_of(v).flags.is_static
+                    && exp <= idle_by
+                    && oldest.is_none_or(|(e, _)| exp < e)
+                {
                     oldest = Some((exp, pos));
                 }
             }
@@ -715,25 +773,56 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_evicts_the_stalest_dynamic_entry_and_never_a_static_one() {
+    fn a_full_table_refuses_new_addresses_while_its_entries_are_fresh() {
+        let t = BridgeRtable::new(64, 300, 3);
+        for i in 0..64 {
+            t.learn(&[learn(i, 1)], 10);
+        }
+        // A flood of new addresses 59 s later: every entry is younger than the
+        // floor, so none is evicted, every new one refused.
+        for i in 1000..1500 {
+            t.learn(&[learn(i, 2)], 10 + EVICT_IDLE_FLOOR - 1);
+        }
+        let s = t.stats();
+        assert_eq!((s.entries, s.evicted, s.refused), (64, 0, 500), "{s:?}");
+        for i in 0..64 {
+            assert_eq!(t.lookup(0, mac(i), 69).map(|e| e.member), Some(1), "{i}");
+        }
+        assert_eq!(t.lookup(0, mac(1000), 69), None);
+        // Refreshed hosts stay; idle ones may go once idle for the floor.
+        for i in 0..32 {
+            t.learn(&[learn(i, 1)], 69);
+        }
+        for i in 2000..2200 {
+            t.learn(&[learn(i, 2)], 10 + EVICT_IDLE_FLOOR);
+        }
+        let s = t.stats();
+        assert!(s.evicted > 0 && s.evicted <= 32, "{s:?}");
+        for i in 0..32 {
+            assert!(t.lookup(0, mac(i), 70).is_some(), "active host {i} evicted");
+        }
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_stalest_idle_dynamic_entry_and_never_a_static_one() {
         let t = BridgeRtable::new(64, 300, 3);
         for i in 0..64 {
             t.learn(&[learn(i, 1)], i);
         }
         assert_eq!(t.stats().entries, 64);
-        t.learn(&[learn(1000, 2)], 100);
+        t.learn(&[learn(1000, 2)], 200);
         let s = t.stats();
         assert_eq!((s.entries, s.evicted), (64, 1));
-        assert_eq!(t.lookup(0, mac(1000), 100).map(|e| e.member), Some(2));
+        assert_eq!(t.lookup(0, mac(1000), 200).map(|e| e.member), Some(2));
         // A table of static entries refuses more, and counts the refusal.
         let t = BridgeRtable::new(8, 300, 3);
         for i in 0..8 {
             t.add_static(0, mac(i), 1, 0).unwrap();
         }
         assert_eq!(t.add_static(0, mac(99), 1, 0), Err(RtError::Full));
-        t.learn(&[learn(100, 1)], 0);
-        assert_eq!(t.stats().learnfail, 1);
-        assert_eq!(t.lookup(0, mac(100), 0), None);
+        t.learn(&[learn(100, 1)], 1000);
+        assert_eq!(t.stats().refused, 1);
+        assert_eq!(t.lookup(0, mac(100), 1000), None);
         // Expired entries make room first.
         let t = BridgeRtable::new(8, 10, 3);
         for i in 0..8 {
@@ -743,6 +832,28 @@ mod tests {
         let s = t.stats();
         assert_eq!((s.entries, s.evicted), (8, 0));
         assert!(s.expired >= 1);
+    }
+
+    #[test]
+    fn short_ageing_ages_idle_entries_and_keeps_active_ones() {
+        let t = BridgeRtable::new(100, 300, 9);
+        t.learn(&[learn(1, 1), learn(2, 2)], 100);
+        t.add_static(0, mac(3), 3, 100).unwrap();
+        // 802.1D §8.3.5: during a topology change, the forward delay (15 s).
+        t.set_short_ageing(Some(15));
+        assert_eq!(t.ageing_now(), 15);
+        t.learn(&[learn(1, 1)], 110);
+        assert!(t.lookup(0, mac(1), 115).is_some());
+        assert!(t.lookup(0, mac(2), 114).is_some());
+        assert_eq!(t.lookup(0, mac(2), 115), None, "idle 15 s");
+        assert!(t.needs_learning(0, mac(2), 2, 115));
+        assert!(t.lookup(0, mac(3), 1000).is_some(), "static entries stay");
+        assert_eq!(t.age(116, usize::MAX), 1);
+        let left = t.entries(116);
+        let e1 = left.iter().find(|e| e.1 == mac(1)).unwrap();
+        assert_eq!(e1.3, 125, "expiry listed with the short ageing");
+        t.set_short_ageing(None);
+        assert_eq!(t.lookup(0, mac(1), 300).map(|e| e.member), Some(1));
     }
 
     #[derive(Clone, Debug)]

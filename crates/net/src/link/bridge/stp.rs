@@ -12,6 +12,14 @@
 //! path cost defaults to 100 (the kernel's for a link of unknown speed).
 //!
 //! Times are nanoseconds of the stack's clock; BPDU times are 1/256 s as on the wire.
+//!
+//! A port may carry settings from outside 802.1D-1998 ([`PortOptions`]): `edge`
+//! and `autoedge` (FreeBSD's bridge(4) words, from RSTP's edge ports, 802.1D-2004
+//! §17.13.1): an edge port forwards without listening and learning, and its
+//! changes are no topology change; a BPDU heard on it makes it an ordinary port
+//! again. `rootguard`: a port that must never lead to the root; a BPDU that would
+//! make it the root port is refused and holds the port blocking
+//! ("root-inconsistent") until such BPDUs have stopped for max age.
 
 use wire::stp::{BridgeId, StpConfig, StpFlags, StpRepr};
 use wire::EthernetAddress;
@@ -65,6 +73,26 @@ impl std::fmt::Display for PortState {
             PortState::Forwarding => "forwarding",
         })
     }
+}
+
+/// A port's settings beyond 802.1D-1998 (see the module).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortOptions {
+    /// An edge port by the operator's word (`edge`): no bridge behind it.
+    pub edge: bool,
+    /// An edge port if it hears no BPDU while it listens (`autoedge`).
+    pub autoedge: bool,
+    /// Refuse BPDUs that would make the port the root port (`rootguard`).
+    pub root_guard: bool,
+}
+
+/// What became of a BPDU given to [`Stp::input`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// The protocol took it (or ignored it as 802.1D says: stale, our own).
+    Taken,
+    /// Refused by root guard: the port is root-inconsistent (blocking) for max age.
+    RootGuard,
 }
 
 /// A BPDU to send on a port.
@@ -121,6 +149,13 @@ struct Port {
     message_age_timer: Option<u64>,
     forward_delay_timer: Option<u64>,
     hold_timer: Option<u64>,
+    opts: PortOptions,
+    /// Operating as an edge port now.
+    oper_edge: bool,
+    /// A BPDU was heard since the port was enabled.
+    heard: bool,
+    /// Root-inconsistent (root guard) until then.
+    inconsistent_until: Option<u64>,
 }
 
 /// One bridge's spanning tree (see the module).
@@ -183,8 +218,48 @@ impl Stp {
             message_age_timer: None,
             forward_delay_timer: None,
             hold_timer: None,
+            opts: PortOptions::default(),
+            oper_edge: false,
+            heard: false,
+            inconsistent_until: None,
         });
         n
+    }
+
+    /// Sets port `p`'s edge and guard settings (see [`PortOptions`]). An enabled
+    /// port made an edge before it heard a BPDU forwards at once; one whose root
+    /// guard goes off leaves the root-inconsistent state.
+    pub fn set_port_options(&mut self, p: usize, o: PortOptions, now: u64, out: &mut Vec<StpOut>) {
+        let Some(port) = self.ports.get_mut(p) else {
+            return;
+        };
+        if port.opts == o {
+            return;
+        }
+        port.opts = o;
+        if !o.edge && !o.autoedge {
+            port.oper_edge = false;
+        } else if o.edge && !port.heard && port.state != PortState::Disabled {
+            port.oper_edge = true;
+        }
+        if !o.root_guard {
+            port.inconsistent_until = None;
+        }
+        if port.state != PortState::Disabled {
+            self.port_state_selection(now, out);
+        }
+    }
+
+    /// Whether port `p` operates as an edge port now.
+    pub fn port_edge(&self, p: usize) -> bool {
+        self.ports.get(p).is_some_and(|p| p.oper_edge)
+    }
+
+    /// Whether port `p` is held blocking by root guard now.
+    pub fn port_root_inconsistent(&self, p: usize) -> bool {
+        self.ports
+            .get(p)
+            .is_some_and(|p| p.inconsistent_until.is_some())
     }
 
     pub fn bridge_id(&self) -> BridgeId {
@@ -231,6 +306,7 @@ impl Stp {
         }
         self.become_designated_port(p);
         self.reset_port(p, PortState::Blocking);
+        self.ports[p].oper_edge = self.ports[p].opts.edge;
         self.port_state_selection(now, out);
         self.config_bpdu_generation(now, out);
     }
@@ -260,34 +336,95 @@ impl Stp {
         port.message_age_timer = None;
         port.forward_delay_timer = None;
         port.hold_timer = None;
+        port.oper_edge = false;
+        port.heard = false;
+        port.inconsistent_until = None;
     }
 
     /// A BPDU received on port `p` (§8.7.1, §8.7.2). RST BPDUs are read as
     /// configuration BPDUs, as an 802.1D bridge reads them.
-    pub fn input(&mut self, p: usize, bpdu: &StpRepr, now: u64, out: &mut Vec<StpOut>) {
+    pub fn input(&mut self, p: usize, bpdu: &StpRepr, now: u64, out: &mut Vec<StpOut>) -> Received {
         if p >= self.ports.len() || self.ports[p].state == PortState::Disabled {
-            return;
+            return Received::Taken;
+        }
+        // 802.1D-2004 §17.19.17: a BPDU on an edge port means a bridge is there.
+        let port = &mut self.ports[p];
+        port.heard = true;
+        if port.oper_edge {
+            port.oper_edge = false;
         }
         let Some(c) = bpdu.config() else {
-            return self.received_tcn_bpdu(p, now, out);
+            self.received_tcn_bpdu(p, now, out);
+            return Received::Taken;
         };
         // Our own BPDU looped back to the port that sent it (§9.3.4 a).
         if c.bridge_id == self.bridge_id && c.port_id == self.ports[p].id {
-            return;
+            return Received::Taken;
         }
-        if c.message_age >= c.max_age {
-            return;
+        // The max age held to its range, as the message age timer is armed with
+        // it: one value for the timer and for `transmit_config`'s test.
+        if c.message_age >= StpTimes::of(c).held().max_age {
+            return Received::Taken;
+        }
+        if self.ports[p].opts.root_guard && self.would_be_root_port(p, c) {
+            // Root guard (as Cisco's): the port stays designated, blocking, until
+            // such BPDUs have stopped for max age; it is a leaf of the tree by the
+            // operator's word, so its blocking is no topology change.
+            self.ports[p].inconsistent_until = Some(now + ns(self.times.max_age));
+            if self.is_designated_port(p) {
+                self.port_state_selection(now, out);
+            } else {
+                // Root guard set on the root port: its information goes.
+                self.message_age_timer_expiry(p, now, out);
+            }
+            return Received::RootGuard;
         }
         self.received_config_bpdu(p, c, now, out);
+        Received::Taken
+    }
+
+    /// Whether the information of `c`, recorded on port `p`, would make `p` the
+    /// root port (`root_selection`'s order, §8.6.8).
+    fn would_be_root_port(&self, p: usize, c: &StpConfig) -> bool {
+        if c.root_id >= self.bridge_id {
+            return false;
+        }
+        let Some(r) = self.root_port else {
+            return true;
+        };
+        if r == p {
+            return true;
+        }
+        let port = &self.ports[p];
+        let rp = &self.ports[r];
+        let new = (
+            c.root_id,
+            c.root_path_cost.saturating_add(port.path_cost),
+            c.bridge_id,
+            c.port_id,
+            port.id,
+        );
+        let cur = (
+            rp.designated_root,
+            rp.designated_cost.saturating_add(rp.path_cost),
+            rp.designated_bridge,
+            rp.designated_port,
+            rp.id,
+        );
+        new < cur
     }
 
     /// When [`Stp::tick`] next has work, if ever.
     pub fn next_deadline(&self) -> Option<u64> {
         let bridge = [self.hello_timer, self.tcn_timer, self.topology_change_timer];
-        let ports = self
-            .ports
-            .iter()
-            .flat_map(|p| [p.message_age_timer, p.forward_delay_timer, p.hold_timer]);
+        let ports = self.ports.iter().flat_map(|p| {
+            [
+                p.message_age_timer,
+                p.forward_delay_timer,
+                p.hold_timer,
+                p.inconsistent_until,
+            ]
+        });
         bridge.into_iter().chain(ports).flatten().min()
     }
 
@@ -321,6 +458,10 @@ impl Stp {
                 if self.ports[p].config_pending {
                     self.transmit_config(p, now, out);
                 }
+            }
+            if due(self.ports[p].inconsistent_until) {
+                self.ports[p].inconsistent_until = None;
+                self.port_state_selection(now, out);
             }
         }
     }
@@ -395,7 +536,14 @@ impl Stp {
         port.designated_port = c.port_id;
         port.info_age = c.message_age;
         port.info_at = now;
-        port.message_age_timer = Some(now + ns(c.max_age.saturating_sub(c.message_age)));
+        // Armed with the max age held to its range, the one `transmit_config`
+        // compares the message age with once the port is the root port: armed with
+        // the BPDU's own (up to 255 s) the information outlived the 40 s after
+        // which we refuse to relay it, and the bridge fell silent for minutes while
+        // its neighbours aged us out and unblocked (a loop). The Linux bridge arms
+        // it with the one max age it uses for both (`br_record_config_information`).
+        let max_age = StpTimes::of(c).held().max_age;
+        port.message_age_timer = Some(now + ns(max_age.saturating_sub(c.message_age)));
     }
 
     /// The root's times, held to 802.1D's ranges (Table 8-3: max age 6-40 s, hello
@@ -565,7 +713,12 @@ impl Stp {
                 self.make_forwarding(p, now);
             } else if self.is_designated_port(p) {
                 self.ports[p].message_age_timer = None;
-                self.make_forwarding(p, now);
+                if self.ports[p].inconsistent_until.is_some() {
+                    // Root guard holds it (see `input`): no topology change.
+                    self.make_blocking(p);
+                } else {
+                    self.make_forwarding(p, now);
+                }
             } else {
                 self.ports[p].config_pending = false;
                 self.ports[p].topology_change_ack = false;
@@ -579,7 +732,11 @@ impl Stp {
 
     fn make_forwarding(&mut self, p: usize, now: u64) {
         let port = &mut self.ports[p];
-        if port.state == PortState::Blocking {
+        if port.oper_edge && port.state != PortState::Forwarding {
+            // 802.1D-2004 §17.29.3: an edge port goes to forwarding at once.
+            port.state = PortState::Forwarding;
+            port.forward_delay_timer = None;
+        } else if port.state == PortState::Blocking {
             port.state = PortState::Listening;
             port.forward_delay_timer = Some(now + ns(self.times.forward_delay));
         }
@@ -592,7 +749,9 @@ impl Stp {
         if matches!(port.state, PortState::Disabled | PortState::Blocking) {
             return false;
         }
-        let tc = matches!(port.state, PortState::Forwarding | PortState::Learning);
+        // An edge port's changes are no topology change (802.1D-2004 §17.19.18).
+        let tc =
+            matches!(port.state, PortState::Forwarding | PortState::Learning) && !port.oper_edge;
         port.state = PortState::Blocking;
         port.forward_delay_timer = None;
         tc
@@ -634,12 +793,24 @@ impl Stp {
     fn forward_delay_timer_expiry(&mut self, p: usize, now: u64, out: &mut Vec<StpOut>) {
         match self.ports[p].state {
             PortState::Listening => {
-                self.ports[p].state = PortState::Learning;
-                self.ports[p].forward_delay_timer = Some(now + ns(self.times.forward_delay));
+                let quiet = self.ports[p].opts.autoedge && !self.ports[p].heard;
+                if quiet && self.is_designated_port(p) {
+                    // `autoedge`: a forward delay of listening heard no bridge, so
+                    // the tree's information has had its time to arrive (what
+                    // listening is for); the port skips learning as an edge.
+                    let port = &mut self.ports[p];
+                    port.oper_edge = true;
+                    port.state = PortState::Forwarding;
+                } else {
+                    self.ports[p].state = PortState::Learning;
+                    self.ports[p].forward_delay_timer = Some(now + ns(self.times.forward_delay));
+                }
             }
             PortState::Learning => {
                 self.ports[p].state = PortState::Forwarding;
-                if (0..self.ports.len()).any(|q| self.is_designated_port(q)) {
+                if !self.ports[p].oper_edge
+                    && (0..self.ports.len()).any(|q| self.is_designated_port(q))
+                {
                     self.topology_change_detection(now, out);
                 }
             }
@@ -912,5 +1083,122 @@ mod tests {
         }
         assert!(b.is_root(), "max age passed: root again");
         assert!(b.next_deadline().is_some());
+    }
+
+    fn one_port(opts: PortOptions) -> Stp {
+        let mut b = Stp::new(
+            EthernetAddress([2, 0, 0, 0, 0, 5]),
+            DEFAULT_PRIORITY,
+            StpTimes::default(),
+            0,
+        );
+        let p = b.add_port(DEFAULT_PATH_COST);
+        let mut out = Vec::new();
+        b.set_port_options(p, opts, 0, &mut out);
+        b.enable_port(p, 0, &mut out);
+        b
+    }
+
+    fn superior(now_age: u16) -> StpRepr {
+        let better = BridgeId::new(0x1000, EthernetAddress([2, 0, 0, 0, 0, 9]));
+        StpRepr::Config(StpConfig {
+            flags: StpFlags::EMPTY,
+            root_id: better,
+            root_path_cost: 0,
+            bridge_id: better,
+            port_id: 0x8001,
+            message_age: now_age,
+            max_age: DEFAULT_MAX_AGE,
+            hello_time: DEFAULT_HELLO_TIME,
+            forward_delay: DEFAULT_FORWARD_DELAY,
+        })
+    }
+
+    #[test]
+    fn an_edge_port_forwards_at_once_until_it_hears_a_bpdu() {
+        let b = one_port(PortOptions {
+            edge: true,
+            ..PortOptions::default()
+        });
+        assert_eq!(b.port_state(0), PortState::Forwarding);
+        assert!(b.port_edge(0) && !b.topology_change());
+        let mut b = b;
+        let mut out = Vec::new();
+        b.input(0, &superior(0), SEC, &mut out);
+        assert!(!b.port_edge(0), "a bridge is there");
+        assert_eq!(b.root_port(), Some(0));
+    }
+
+    #[test]
+    fn an_autoedge_port_that_hears_nothing_skips_learning() {
+        let mut b = one_port(PortOptions {
+            autoedge: true,
+            ..PortOptions::default()
+        });
+        assert_eq!(b.port_state(0), PortState::Listening);
+        let mut out = Vec::new();
+        b.tick(15 * SEC, &mut out);
+        assert_eq!(b.port_state(0), PortState::Forwarding);
+        assert!(b.port_edge(0));
+        assert!(
+            !b.topology_change(),
+            "an edge's change is no topology change"
+        );
+        // One that hears a BPDU while listening learns as any port.
+        let mut b = one_port(PortOptions {
+            autoedge: true,
+            ..PortOptions::default()
+        });
+        b.input(0, &StpRepr::Tcn, SEC, &mut out);
+        b.tick(15 * SEC, &mut out);
+        assert_eq!(b.port_state(0), PortState::Learning);
+    }
+
+    #[test]
+    fn root_guard_holds_a_port_blocking_while_superior_bpdus_come() {
+        let mut b = one_port(PortOptions {
+            root_guard: true,
+            ..PortOptions::default()
+        });
+        let mut out = Vec::new();
+        let mut t = 0;
+        // Forwarding, and the topology change that made it over.
+        while t < 80 * SEC {
+            t += SEC / 10;
+            b.tick(t, &mut out);
+        }
+        assert_eq!(b.port_state(0), PortState::Forwarding);
+        assert!(!b.topology_change());
+        for _ in 0..10 {
+            assert_eq!(b.input(0, &superior(0), t, &mut out), Received::RootGuard);
+            assert!(b.is_root(), "the superior root is refused");
+            assert_eq!(b.port_state(0), PortState::Blocking);
+            assert!(b.port_root_inconsistent(0));
+            t += 2 * SEC;
+            b.tick(t, &mut out);
+        }
+        assert!(
+            !b.topology_change(),
+            "root guard's block is no topology change"
+        );
+        // Quiet for max age after the last (2 s before): listening again, then
+        // forwarding.
+        let quiet = t;
+        while t < quiet + 17 * SEC {
+            t += SEC / 10;
+            b.tick(t, &mut out);
+        }
+        assert!(b.port_root_inconsistent(0));
+        while t < quiet + 19 * SEC {
+            t += SEC / 10;
+            b.tick(t, &mut out);
+        }
+        assert!(!b.port_root_inconsistent(0));
+        assert_eq!(b.port_state(0), PortState::Listening);
+        while t < quiet + 52 * SEC {
+            t += SEC / 10;
+            b.tick(t, &mut out);
+        }
+        assert_eq!(b.port_state(0), PortState::Forwarding);
     }
 }
