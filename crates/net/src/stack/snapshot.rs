@@ -149,3 +149,74 @@ impl Stack {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{IfConfig, Stack, StackConfig};
+    use dev::mem::{wire, WireConfig};
+
+    fn stack() -> Stack {
+        let mut s = Stack::new(StackConfig::default());
+        for a in ["198.18.1.1/24", "198.18.2.1/24"] {
+            let (d, _far) = wire(WireConfig::default());
+            s.add_interface(
+                Box::new(d),
+                IfConfig {
+                    addrs: vec![a.parse().unwrap()],
+                    ..IfConfig::default()
+                },
+            )
+            .unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn a_batch_publishes_its_routes_once_at_its_end() {
+        let s = stack();
+        let g = s.fib().generation();
+        s.fib_batch(|| {
+            for k in 0..100u8 {
+                let p = format!("198.19.{k}.0/24").parse().unwrap();
+                s.add_route_via(p, "198.18.2.2".parse().unwrap()).unwrap();
+            }
+            s.fib_batch(|| s.delete_route("198.19.7.0/24".parse().unwrap(), None))
+                .unwrap();
+            assert_eq!(s.fib().generation(), g, "nothing published inside");
+        });
+        assert_ne!(s.fib().generation(), g);
+        let hit = |a: &str| s.fib().lookup4(a.parse().unwrap(), || 0).is_some();
+        assert!(hit("198.19.99.1") && !hit("198.19.7.1"));
+    }
+
+    #[test]
+    fn a_restore_puts_back_routes_addresses_and_mtu_as_they_were() {
+        let s = stack();
+        let (gw1, gw2) = ("198.18.2.2".parse().unwrap(), "198.18.2.3".parse().unwrap());
+        let p = "198.19.0.0/16".parse().unwrap();
+        s.add_route_via(p, gw1).unwrap();
+        s.add_route_via(p, gw2).unwrap();
+        let ifx = s.interfaces()[0].index;
+        let snap = s.config_snapshot();
+        let (routes, ifaces) = (s.routes(), format!("{:?}", s.interfaces()));
+        s.delete_route(p, Some(gw1)).unwrap();
+        s.add_route_via("198.20.0.0/16".parse().unwrap(), gw1)
+            .unwrap();
+        s.add_address(ifx, "198.18.3.1/24".parse().unwrap())
+            .unwrap();
+        s.set_mtu(ifx, 1400).unwrap();
+        s.set_up(ifx, false).unwrap();
+        s.set_directed_broadcast(true);
+        s.config_restore(&snap).unwrap();
+        let strip = |v: Vec<route::RouteInfo>| -> Vec<_> {
+            v.into_iter()
+                .map(|r| (r.dst, r.flags, super::paths(&r)))
+                .collect()
+        };
+        assert_eq!(strip(s.routes()), strip(routes));
+        assert_eq!(format!("{:?}", s.interfaces()), ifaces);
+        assert!(!s.directed_broadcast());
+        let hit = |a: &str| s.fib().lookup4(a.parse().unwrap(), || 0).is_some();
+        assert!(hit("198.19.1.1") && !hit("198.20.1.1") && !hit("198.18.3.9"));
+    }
+}
