@@ -241,6 +241,16 @@ impl Ruleset {
         &self.states
     }
 
+    /// Becomes `old` (a copy taken before changes that are now undone), keeping
+    /// the rule ids handed out since unused: a rule added and taken out again
+    /// leaves no counts behind for the next rule.
+    pub fn restore(&mut self, mut old: Ruleset) {
+        old.next_id = old.next_id.max(self.next_id);
+        old.dn_out.clear();
+        old.pending = None;
+        *self = old;
+    }
+
     pub fn set_default_allow(&mut self, allow: bool) {
         self.cfg.default_allow = allow;
         self.program = None;

@@ -170,9 +170,10 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
             format!("FAILED ({} of {} bytes, or wrong bytes)", rep.received, rep.transfer_bytes)
         }
     );
+    let fw = cmds::Firewall::running(rep.fw.clone(), false, false);
     let node = cmds::Node {
         stack: rep.sim.host(rep.router),
-        ipfw: Some(&rep.fw),
+        fw: &fw,
         sysctl: std::sync::Mutex::new(()),
         fpm: None,
         packet: None,

@@ -589,10 +589,15 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         }
         None => None,
     };
+    let default_allow = a.ipfw_default == "allow";
+    let firewall = match ipfw {
+        Some(f) => crate::control::cmds::Firewall::running(f, default_allow, a.ipfw_layer2),
+        None => crate::control::cmds::Firewall::off(default_allow, a.ipfw_layer2, dn_limits),
+    };
     if let Some(p) = &a.config {
         let node = crate::control::cmds::Node {
             stack: &stack,
-            ipfw: ipfw.as_ref(),
+            fw: &firewall,
             sysctl: std::sync::Mutex::new(()),
             fpm: None,
             packet: Some(&packet_links),
@@ -736,7 +741,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let mut code = ExitCode::SUCCESS;
     let node = crate::control::cmds::Node {
         stack: &stack,
-        ipfw: ipfw.as_ref(),
+        fw: &firewall,
         sysctl: std::sync::Mutex::new(()),
         fpm: fpm.as_ref().map(|(_, st)| st),
         packet: Some(&packet_links),
@@ -854,7 +859,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     for b in stack.bridges() {
         print_bridge(&stack, b, &names, now);
     }
-    if let Some(f) = &ipfw {
+    if let Some(f) = firewall.get() {
         for l in f.show().lines() {
             println!("ipfw: {l}");
         }

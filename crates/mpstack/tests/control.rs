@@ -605,15 +605,21 @@ fn a_config_file_applies_at_start_and_on_sighup_and_metrics_scrape() {
     );
 
     // A reload with a line that fails changes nothing: the arp entry it takes out
-    // is put back, the good route it adds taken out again.
+    // is put back, the good route it adds taken out again, and the sysctl, MTU and
+    // pipe it sets (lines with no inverse) are as they were.
+    let mtu_before = q(&["ifconfig", &tap]);
     let v3 = v2.replace("arp -s 198.18.0.77 02:00:00:00:00:77\n", "")
-        + "route add 198.21.0.0/16 198.18.0.1\nroute add 198.22.0.0/16 198.18.99.1\n";
+        + &format!(
+            "route add 198.21.0.0/16 198.18.0.1\nsysctl net.inet.tcp.msl=20000\n\
+             ifconfig {tap} mtu 1400\nipfw pipe 3 config bw 2Mbit/s\n\
+             route add 198.22.0.0/16 198.18.99.1\n"
+        );
     std::fs::write(&file, &v3).unwrap();
     run(&format!("kill -HUP {}", lab.pid()));
     let said = lab.wait_line("reload refused", Duration::from_secs(10));
     assert!(
         said.as_deref()
-            .is_some_and(|l| l.contains(":7: route add 198.22.0.0/16 198.18.99.1")
+            .is_some_and(|l| l.contains(":10: route add 198.22.0.0/16 198.18.99.1")
                 && l.contains("unreachable")),
         "{said:?} {:?}",
         lab.output
@@ -624,6 +630,9 @@ fn a_config_file_applies_at_start_and_on_sighup_and_metrics_scrape() {
         "{rn}"
     );
     assert!(q(&["arp", "-a"]).contains("198.18.0.77"));
+    assert_eq!(q(&["sysctl", "-n", "net.inet.tcp.msl"]).trim(), "15000");
+    assert_eq!(q(&["ifconfig", &tap]), mtu_before);
+    assert_eq!(q(&["ipfw", "pipe", "show"]), "", "pipe 3 is gone");
 
     // The metrics, scraped and parsed: every sample `name{labels} value`, each
     // metric with its TYPE, and the traffic of a ping counted.

@@ -527,3 +527,27 @@ fn no_icmp_error_about_a_datagram_to_a_directed_broadcast_or_from_one() {
     let got: Vec<_> = icmp_to_x(&mut r).iter().map(|m| (m.0, m.1)).collect();
     assert_eq!(got, vec![(11, 0), (3, 3)]);
 }
+
+#[test]
+fn directed_broadcasts_are_forwarded_as_link_broadcasts_when_the_knob_is_on() {
+    // `net.inet.ip.directed-broadcast=1`: FreeBSD's ip_output then sends a
+    // directed broadcast to the link's broadcast address. B gets both forms
+    // (it answers no ARP for them: only a link broadcast reaches it).
+    let mut r = rig();
+    r.s.host(r.r).set_directed_broadcast(true);
+    r.s.run_for(Duration::from_secs(3));
+    let b_before = r.s.host(r.b).stats().ip.total;
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 255), &[]);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 0), &[]);
+    r.s.run_for(Duration::from_millis(50));
+    let st = r.s.host(r.r).stats();
+    assert_eq!(st.ip.bcastfwd, 0, "{:?}", st.ip);
+    assert_eq!(st.ip.forward, 2, "{:?}", st.ip);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before + 2, "B got both");
+    // Off again: dropped and counted, as by default.
+    r.s.host(r.r).set_directed_broadcast(false);
+    send4(&mut r, X4, Ipv4Addr::new(198, 18, 2, 255), &[]);
+    r.s.run_for(Duration::from_millis(50));
+    assert_eq!(r.s.host(r.r).stats().ip.bcastfwd, 1);
+    assert_eq!(r.s.host(r.b).stats().ip.total, b_before + 2);
+}

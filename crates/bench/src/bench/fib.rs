@@ -21,6 +21,14 @@
 //!   compilation per change, a few hundred of them, extrapolated per second), and
 //!   the Linux kernel (`ip -batch` of `route replace`/`del`).
 //!
+//! - **config file**: a generated config file of 100,000 host routes, then one of
+//!   100,000 ipfw table entries, through the code `mpstack run --config` and
+//!   SIGHUP run (one batch: one FIB compilation, one of the firewall's program),
+//!   timed from the file's text until its last line is on the data path; beside
+//!   each, 100 more of the same lines as control commands one by one (one
+//!   compilation each, of the loaded table: the cost every line of a file had
+//!   before the batch).
+//!
 //! Only IPv4 is fed (the issue's full table); IPv6 routes would go the same way.
 
 use super::lpm::{load_table, Source, SplitMix};
@@ -41,6 +49,10 @@ use std::time::{Duration, Instant};
 const GW: [Ipv4Addr; 2] = [Ipv4Addr::new(198, 18, 1, 2), Ipv4Addr::new(198, 18, 2, 2)];
 /// Changes through the per-change compilation path (each compiles the full table).
 const SLOW_UPDATES: usize = 20;
+/// Lines of each generated config file (routes; table entries).
+const CONFIG_LINES: usize = 100_000;
+/// Lines sent one by one as control commands, beside the file (each compiles).
+const CONFIG_SINGLE: usize = 100;
 /// Keys per lookup call, as a worker's vector.
 const KEYS: usize = 256;
 
@@ -101,6 +113,106 @@ fn fpm_route(p: &Prefix4, gw: Ipv4Addr) -> FpmRoute {
             weight: 1,
         }],
     }
+}
+
+/// The config file rows: [`CONFIG_LINES`] routes, then as many ipfw table
+/// entries, from a generated file through the code `mpstack run --config` and
+/// SIGHUP run (`control::config::parse` and `apply`: one batch, one compilation of
+/// the FIB and one of the firewall's program), each timed from the file's text
+/// until its last line is on the data path; beside each, [`CONFIG_SINGLE`] more of
+/// the same lines as control commands one by one (`mpstack route add`, `mpstack
+/// ipfw table … add`: one compilation each, of the loaded table).
+fn config_rows(rows: &mut Vec<Row>) -> Result<(), String> {
+    use mpstack::control::{cmds, config, Conn};
+    let (s, _far) = stack()?;
+    let f = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1)?;
+    f.attach(&s);
+    let fw = cmds::Firewall::running(f, true, false);
+    let node = cmds::Node {
+        stack: &s,
+        fw: &fw,
+        sysctl: Mutex::new(()),
+        fpm: None,
+        packet: None,
+        clock: None,
+    };
+    let one_by_one = |lines: &str| -> Result<f64, String> {
+        let t = Instant::now();
+        for l in lines.lines() {
+            let w: Vec<String> = l.split_whitespace().map(str::to_string).collect();
+            cmds::execute(&node, &w, &mut Conn::buffer(), &AtomicBool::new(false))
+                .map_err(|e| format!("bench fib: {l}: {}", e.msg))?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    // The lines past the file's, to add one by one.
+    let more = |text: &str| -> String {
+        text.lines()
+            .filter(|l| !l.ends_with("create type addr"))
+            .skip(CONFIG_LINES)
+            .take(CONFIG_SINGLE)
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    for (what, text) in [
+        ("routes", config::generated(CONFIG_LINES + CONFIG_SINGLE, 0)),
+        (
+            "table entries",
+            config::generated(0, CONFIG_LINES + CONFIG_SINGLE),
+        ),
+    ] {
+        let file: String = text
+            .lines()
+            .take(CONFIG_LINES + usize::from(what != "routes"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let t = Instant::now();
+        let cfg = config::parse(&file)?;
+        config::apply(&node, &cfg, "bench.conf")?;
+        let secs = t.elapsed().as_secs_f64();
+        let there = if what == "routes" {
+            s.route_counts().0 >= CONFIG_LINES
+        } else {
+            fw.get()
+                .and_then(|f| f.command("table big list").ok())
+                .is_some_and(|l| l.lines().count() > CONFIG_LINES)
+        };
+        if !there {
+            return Err(format!(
+                "bench fib: the config file's {what} are not all there"
+            ));
+        }
+        rows.push(Row {
+            case: "config file",
+            imp: if what == "routes" {
+                "--config: routes"
+            } else {
+                "--config: ipfw table entries"
+            },
+            changes: CONFIG_LINES,
+            secs,
+            commits: 1,
+            compile_ms: 0.0,
+            lookups: None,
+            note: format!("{what}: parse and apply of a generated file, one batch"),
+        });
+        let single = one_by_one(&more(&text))?;
+        rows.push(Row {
+            case: "config file",
+            imp: if what == "routes" {
+                "route add, one by one"
+            } else {
+                "ipfw table add, one by one"
+            },
+            changes: CONFIG_SINGLE,
+            secs: single,
+            commits: CONFIG_SINGLE as u64,
+            compile_ms: 0.0,
+            lookups: None,
+            note: format!("{what}: control commands on the loaded table, one compilation each"),
+        });
+    }
+    Ok(())
 }
 
 /// Connects to the stack's FPM server, as zebra does, once the server has taken
@@ -449,6 +561,14 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     drop(s);
 
+    progress(
+        a,
+        &format!(
+            "fib: a config file of {CONFIG_LINES} routes, then of {CONFIG_LINES} table entries"
+        ),
+    );
+    config_rows(&mut rows)?;
+
     progress(a, "fib: the Linux kernel (ip -batch)");
     let skipped = match linux(&routes, &updates) {
         Ok((l, u)) => {
@@ -522,7 +642,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             println!("{:<11} {:<32} skipped ({why})", "", "linux (ip -batch)");
         }
         println!(
-            "\nseconds: from the first byte sent until the last change is in the FIB the workers read.\n\
+            "\nseconds: from the first byte sent until the last change is in the FIB the workers read \
+             (config file: from the file's text until its last line is on the data path).\n\
              compile: time spent compiling the FIB (Poptrie) in that span. lookups: seeded uniform keys, {KEYS} a call \
              through Stack::fib() and lookup4_raw, on another thread, alone (idle) and during the updates (busy)."
         );

@@ -23,8 +23,9 @@ use std::time::Duration;
 /// What the commands act on.
 pub struct Node<'a> {
     pub stack: &'a Stack,
-    /// The firewall, when the node runs one (`--ipfw`).
-    pub ipfw: Option<&'a Arc<net::ipfw::Ipfw>>,
+    /// The firewall: the one the node started with (`--ipfw`), or one turned on
+    /// since (`sysctl net.inet.ip.fw.enable=1`).
+    pub fw: &'a Firewall,
     /// Serialises read-modify-write of the tunables.
     pub sysctl: Mutex<()>,
     /// The routing daemon's feed's counters, when the node takes one (`--fpm`).
@@ -33,6 +34,105 @@ pub struct Node<'a> {
     pub packet: Option<&'a PacketLinks>,
     /// The workers' clock, once they run (the bridge cache's expiry times).
     pub clock: Option<&'a (dyn dev::time::Clock + Sync)>,
+}
+
+impl Node<'_> {
+    /// The firewall, if the node has one (on, or turned off since).
+    pub fn ipfw(&self) -> Option<&Arc<net::ipfw::Ipfw>> {
+        self.fw.get()
+    }
+}
+
+/// A node's firewall, which may be turned on and off at run time as FreeBSD's is
+/// (`kldload ipfw`, `net.inet.ip.fw.enable`): made the first time it is turned
+/// on, with only the default rule the node was started to use
+/// (`--ipfw-default`), and kept with its rules when turned off.
+#[derive(Debug)]
+pub struct Firewall {
+    fw: std::sync::OnceLock<Arc<net::ipfw::Ipfw>>,
+    /// A firewall made at run time as it was made (what a refused config file
+    /// that turned it on puts back).
+    blank: std::sync::OnceLock<net::ipfw::IpfwSnapshot>,
+    /// Whether its hooks are on the stack's points.
+    on: Mutex<bool>,
+    default_allow: bool,
+    layer2: bool,
+    dn_limits: fw::dummynet::DnLimits,
+}
+
+impl Firewall {
+    /// No firewall yet; one turned on gets a default rule that allows or denies as
+    /// `default_allow` says, the dummynet limits `dn_limits`, and (`layer2`) the
+    /// Ethernet points too.
+    pub fn off(default_allow: bool, layer2: bool, dn_limits: fw::dummynet::DnLimits) -> Self {
+        Firewall {
+            fw: std::sync::OnceLock::new(),
+            blank: std::sync::OnceLock::new(),
+            on: Mutex::new(false),
+            default_allow,
+            layer2,
+            dn_limits,
+        }
+    }
+
+    /// `f`, which is attached to the stack already.
+    pub fn running(f: Arc<net::ipfw::Ipfw>, default_allow: bool, layer2: bool) -> Self {
+        let fw = Firewall::off(default_allow, layer2, f.dummynet_limits());
+        let _ = fw.fw.set(f);
+        *fw.lock() = true;
+        fw
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.on.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The firewall, if it was ever turned on.
+    pub fn get(&self) -> Option<&Arc<net::ipfw::Ipfw>> {
+        self.fw.get()
+    }
+
+    /// The firewall as it was made at run time, if it was.
+    pub fn blank(&self) -> Option<&net::ipfw::IpfwSnapshot> {
+        self.blank.get()
+    }
+
+    /// Whether it filters now (`net.inet.ip.fw.enable`).
+    pub fn enabled(&self) -> bool {
+        *self.lock()
+    }
+
+    /// Turns it on (made now if it never was) or off; whether that changed
+    /// anything.
+    pub fn set_enabled(&self, stack: &Stack, on: bool) -> Result<bool, String> {
+        let mut g = self.lock();
+        if *g == on {
+            return Ok(false);
+        }
+        if on {
+            let f = match self.fw.get() {
+                Some(f) => f.clone(),
+                None => {
+                    let cfg = fw::RulesetConfig {
+                        default_allow: self.default_allow,
+                        ..fw::RulesetConfig::default()
+                    };
+                    let f = net::ipfw::Ipfw::new(cfg, stack.num_workers())?;
+                    f.set_dummynet_limits(self.dn_limits);
+                    let _ = self.blank.set(f.snapshot());
+                    self.fw.get_or_init(|| f).clone()
+                }
+            };
+            f.attach(stack);
+            if self.layer2 {
+                f.attach_layer2(stack);
+            }
+        } else if let Some(f) = self.fw.get() {
+            stack.detach_ipfw(f);
+        }
+        *g = on;
+        Ok(true)
+    }
 }
 
 impl std::fmt::Debug for Node<'_> {
@@ -156,16 +256,24 @@ pub fn help(cmd: &str) -> String {
         }
         "ipfw" => {
             "usage: mpstack ipfw [-j NODE] [-q] COMMAND, as ipfw(8):\n\
-             \x20 add [N] RULE, delete N..., list, show, zero [N], set ..., table N ...,\n\
+             \x20 add [N] RULE, delete N..., list, show, zero [N], resetlog [N], set ..., table N ...,\n\
              \x20 pipe N config ..., queue N config ..., pipe show\n\
-             The node must run the firewall (mpstack run --ipfw FILE, or ipfw lines in --config FILE).\n"
+             \x20 enable firewall | disable firewall   turn the firewall on or off (net.inet.ip.fw.enable)\n\
+             A node started without --ipfw has none until it is turned on: then it has only the\n\
+             default rule of mpstack run --ipfw-default (deny unless given allow). Turned off, it\n\
+             keeps its rules, tables and pipes, and packets pass unfiltered.\n"
         }
         "sysctl" => {
             "usage: mpstack sysctl [-j NODE] [-a | NAME[=VALUE] ...] [--json]\n\
              A prefix (net.inet.tcp) lists what is under it. New TCP connections take the\n\
              TCP settings; open ones keep theirs. With a firewall,\n\
              net.inet.ip.dummynet.pipe_slot_limit and pipe_byte_limit bound the queues of\n\
-             the pipe and queue configs to come.\n"
+             the pipe and queue configs to come.\n\
+             net.inet.ip.fw.enable=1 turns the firewall on (made with only its default rule if\n\
+             the node had none; see ipfw --help), 0 off.\n\
+             net.inet.ip.directed-broadcast=1 forwards directed broadcasts (to the broadcast or\n\
+             network address of a subnet on the outgoing link) as link broadcasts, as FreeBSD does;\n\
+             0, the default, drops them (ip.bcastfwd; RFC 2644).\n"
         }
         _ => "",
     };
@@ -1379,9 +1487,22 @@ fn neighbour_list(node: &Node<'_>, v6: bool, json: bool, conn: &mut Conn) -> Res
 // ipfw(8)
 
 fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
-    let Some(f) = node.ipfw else {
+    // `ipfw enable|disable firewall`, FreeBSD's spelling of net.inet.ip.fw.enable.
+    let words: Vec<&str> = args.iter().copied().filter(|x| *x != "-q").collect();
+    if let [w @ ("enable" | "disable"), what] = words[..] {
+        if what != "firewall" {
+            return Err(usage(format!(
+                "ipfw: {w} {what}: only the firewall itself is turned on and off here ({w} firewall)"
+            )));
+        }
+        node.fw
+            .set_enabled(node.stack, w == "enable")
+            .map_err(|e| fail(format!("ipfw: {e}")))?;
+        return Ok(());
+    }
+    let Some(f) = node.ipfw() else {
         return Err(fail(
-            "ipfw: this node runs no firewall (start it with --ipfw FILE, an empty file giving only the default rule, or with ipfw lines in --config FILE)",
+            "ipfw: this node runs no firewall (turn one on with `ipfw enable firewall` or `sysctl net.inet.ip.fw.enable=1`, or start it with --ipfw FILE or with ipfw lines in --config FILE)",
         ));
     };
     let mut quiet = false;
@@ -1397,7 +1518,11 @@ fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         return Err(usage(help("ipfw")));
     }
     let line = a.join(" ");
-    let out = f.command(&line).map_err(|e| fail(format!("ipfw: {e}")))?;
+    let out = if matches!(a[..], ["pipe" | "dummynet", "show" | "list"]) {
+        pipe_show(f)
+    } else {
+        f.command(&line).map_err(|e| fail(format!("ipfw: {e}")))?
+    };
     if json {
         let lines: Vec<&str> = out.lines().collect();
         return put_json(conn, &json!({ "command": line, "output": lines }));
@@ -1413,6 +1538,19 @@ fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         return Ok(());
     }
     put(conn, &out)
+}
+
+/// `ipfw pipe show`: each pipe's configuration and counters, as the node prints
+/// them at exit.
+fn pipe_show(f: &net::ipfw::Ipfw) -> String {
+    let mut s = String::new();
+    for (n, cfg, st) in f.pipes() {
+        s += &format!(
+            "{n:05}: {cfg}\n    in {} pkts {} bytes, out {} pkts {} bytes, dropped {} (loss) {} (queue full)\n",
+            st.in_pkts, st.in_bytes, st.out_pkts, st.out_bytes, st.drop_loss_pkts, st.drop_full_pkts
+        );
+    }
+    s
 }
 
 // ---------------------------------------------------------------------------
@@ -1445,7 +1583,15 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         "net.inet6.ip6.forwarding".into(),
         u8::from(forwarding_get(node, true)).to_string(),
     ));
-    if let Some(f) = node.ipfw {
+    all.push((
+        "net.inet.ip.directed-broadcast".into(),
+        u8::from(node.stack.directed_broadcast()).to_string(),
+    ));
+    all.push((
+        "net.inet.ip.fw.enable".into(),
+        u8::from(node.fw.enabled()).to_string(),
+    ));
+    if let Some(f) = node.ipfw() {
         all.push((
             "net.inet.ip.fw.verbose_limit".into(),
             f.log_limit().to_string(),
@@ -1468,7 +1614,9 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     let mut new_sr = sr;
     let mut fwd: Vec<(bool, bool)> = Vec::new();
     let mut log_limit: Option<u32> = None;
-    let mut dn_limits = node.ipfw.map(|f| f.dummynet_limits());
+    let mut dn_limits = node.ipfw().map(|f| f.dummynet_limits());
+    let mut dbcast: Option<bool> = None;
+    let mut fw_on: Option<bool> = None;
     for w in words.iter().filter(|w| **w != "-a") {
         if let Some(said) = crate::sysctl::apply_ip(&mut new_sr, w) {
             changes.push(said.map_err(|e| fail(format!("sysctl: {e}")))?);
@@ -1494,7 +1642,22 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
                     ));
                     fwd.push((v6, on));
                 }
-                "net.inet.ip.fw.verbose_limit" if node.ipfw.is_some() => {
+                "net.inet.ip.directed-broadcast" | "net.inet.ip.fw.enable" => {
+                    let on = match value {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(fail(format!("sysctl: {name}: '{value}' is not 0 or 1"))),
+                    };
+                    let was = if name.ends_with("enable") {
+                        fw_on = Some(on);
+                        node.fw.enabled()
+                    } else {
+                        dbcast = Some(on);
+                        node.stack.directed_broadcast()
+                    };
+                    changes.push(format!("{name}: {} -> {}", u8::from(was), u8::from(on)));
+                }
+                "net.inet.ip.fw.verbose_limit" if node.ipfw().is_some() => {
                     let n: u32 = value.parse().map_err(|_| {
                         fail(format!(
                             "sysctl: {name}: '{value}' is not a number of lines"
@@ -1502,7 +1665,7 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
                     })?;
                     changes.push(format!(
                         "{name}: {} -> {n}",
-                        node.ipfw.map_or(0, |f| f.log_limit())
+                        node.ipfw().map_or(0, |f| f.log_limit())
                     ));
                     log_limit = Some(n);
                 }
@@ -1534,11 +1697,19 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     if new_sr != sr {
         node.stack.set_source_routing(new_sr);
     }
-    if let (Some(n), Some(f)) = (log_limit, node.ipfw) {
+    if let (Some(n), Some(f)) = (log_limit, node.ipfw()) {
         f.set_log_limit(n);
     }
-    if let (Some(l), Some(f)) = (dn_limits, node.ipfw) {
+    if let (Some(l), Some(f)) = (dn_limits, node.ipfw()) {
         f.set_dummynet_limits(l);
+    }
+    if let Some(on) = dbcast {
+        node.stack.set_directed_broadcast(on);
+    }
+    if let Some(on) = fw_on {
+        node.fw
+            .set_enabled(node.stack, on)
+            .map_err(|e| fail(format!("sysctl: net.inet.ip.fw.enable: {e}")))?;
     }
     for (v6, on) in fwd {
         for i in node.stack.interfaces() {

@@ -12,7 +12,16 @@
 //! ipfw add 100 allow tcp from any to any 22
 //! ```
 //!
-//! A line is undone by its inverse: `route add` by `route delete`, an address by
+//! A file's lines run as one batch: the routes they add reach the data path in
+//! one compilation of the FIB, the rules and table entries in one of the
+//! firewall's program, when the last line has run (100,000 routes or table
+//! entries load in about a second, not in minutes). Before the first, the node's
+//! state is saved ([`net::stack::ConfigSnapshot`], [`net::ipfw::IpfwSnapshot`]); if a
+//! line fails, that state is put back whole, so a refused file or reload leaves
+//! every sysctl, MTU, address, up/down, route, rule, table, pipe and bridge member
+//! exactly as before.
+//!
+//! A line taken out of the file on a reload is undone by its inverse: `route add` by `route delete`, an address by
 //! `-alias`, `ipfw add N` by `ipfw delete N` (so rules in a config file carry their
 //! numbers), a table entry or a table by their deletion, `arp -s`/`ndp -s` by `-d`,
 //! `ifconfig IF down` by `ifconfig IF up`. The others (`sysctl`, `ifconfig mtu`,
@@ -191,27 +200,117 @@ fn run(node: &Node<'_>, words: &[String]) -> Result<(), String> {
     cmds::execute(node, words, &mut out, &stop).map_err(|f| f.msg.trim_end().to_string())
 }
 
-/// Undoes `done` (last first), as far as each line can be undone.
+/// Whether what `l` changes is outside [`Saved`] and so undone by its inverse: a
+/// neighbour entry, a bridge's members and address cache (whose AF_PACKET
+/// members' promiscuous mode the commands hold and let go).
+fn by_inverse(l: &Line) -> bool {
+    matches!(l.words[0].as_str(), "arp" | "ndp")
+        || (l.words[0] == "ifconfig"
+            && l.words
+                .get(2)
+                .is_some_and(|w| cmds::BRIDGE_WORDS.contains(&w.as_str())))
+}
+
+/// Undoes those of `done` (last first) that [`Saved`] does not hold.
 fn undo(node: &Node<'_>, done: &[&Line]) {
-    for l in done.iter().rev() {
+    for l in done.iter().rev().filter(|l| by_inverse(l)) {
         if let Some(inv) = inverse(l) {
             let _ = run(node, &inv);
         }
     }
 }
 
-/// Applies every line of `cfg` in order; if one fails, undoes those before it and
-/// says which failed.
-pub fn apply(node: &Node<'_>, cfg: &Config, file: &str) -> Result<usize, String> {
-    let mut done: Vec<&Line> = Vec::new();
-    for l in &cfg.lines {
-        if let Err(e) = run(node, &l.words) {
-            undo(node, &done);
-            return Err(format!("{file}:{}: {}: {e}", l.no, l.text()));
+/// The node as the commands may change it, taken before a file's lines run: the
+/// stack's configuration (interfaces, MTUs, addresses, up/down, bridge members,
+/// tunables, routes), the firewall's (rules, sets, tables, pipes, its tunables)
+/// and whether it is on.
+struct Saved {
+    stack: net::stack::ConfigSnapshot,
+    fw: Option<net::ipfw::IpfwSnapshot>,
+    fw_on: bool,
+}
+
+impl Saved {
+    fn take(node: &Node<'_>) -> Saved {
+        Saved {
+            stack: node.stack.config_snapshot(),
+            fw: node.ipfw().map(|f| f.snapshot()),
+            fw_on: node.fw.enabled(),
         }
-        done.push(l);
     }
-    Ok(done.len())
+
+    /// Puts the node back as it was taken: a firewall turned on since is turned off
+    /// again and emptied as it was made.
+    fn put_back(&self, node: &Node<'_>) {
+        let _ = node.fw.set_enabled(node.stack, self.fw_on);
+        let _ = node.stack.config_restore(&self.stack);
+        if let Some(f) = node.ipfw() {
+            if let Some(snap) = self.fw.as_ref().or(node.fw.blank()) {
+                let _ = f.restore(snap);
+            }
+        }
+    }
+}
+
+/// Runs `f` with the FIB's and the firewall's compilations held: the lines it
+/// runs reach the data path together, in one compilation of each, when it ends
+/// (a file of 100,000 routes or table entries costs one, not one a line). An
+/// error of the firewall's compilation then is the batch's.
+fn batch<T>(node: &Node<'_>, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    node.stack.fib_batch(|| match node.ipfw() {
+        Some(fw) => {
+            let (r, published) = fw.batch(f);
+            let v = r?;
+            published.map_err(|e| format!("the firewall's rules: {e}"))?;
+            Ok(v)
+        }
+        None => f(),
+    })
+}
+
+/// Applies every line of `cfg` in order, in one batch; if one fails (or the
+/// firewall's rules they make do not compile), the node is put back as it was
+/// before the first and the error says which failed.
+pub fn apply(node: &Node<'_>, cfg: &Config, file: &str) -> Result<usize, String> {
+    let saved = Saved::take(node);
+    let mut done: Vec<&Line> = Vec::new();
+    let r = batch(node, || {
+        for l in &cfg.lines {
+            run(node, &l.words).map_err(|e| format!("{file}:{}: {}: {e}", l.no, l.text()))?;
+            done.push(l);
+        }
+        Ok(done.len())
+    });
+    if r.is_err() {
+        undo(node, &done);
+        saved.put_back(node);
+    }
+    r.map_err(|e| {
+        if e.starts_with(file) {
+            e
+        } else {
+            format!("{file}: {e}")
+        }
+    })
+}
+
+/// A config file of `routes` host routes and `entries` entries of an ipfw table
+/// `big` (addresses counted up from 198.18.16.0, through 198.18.2.2), as the
+/// benchmark and the tests load it.
+pub fn generated(routes: usize, entries: usize) -> String {
+    let base = u32::from(std::net::Ipv4Addr::new(198, 18, 16, 0));
+    let a = |k: usize| std::net::Ipv4Addr::from(base.wrapping_add(k as u32));
+    let mut s = String::with_capacity((routes + entries) * 48);
+    for k in 0..routes {
+        s += &format!("route add {}/32 198.18.2.2\n", a(k));
+    }
+    if entries > 0 {
+        s += "ipfw table big create type addr\n";
+    }
+    for k in 0..entries {
+        s += &format!("ipfw table big add {}/32 {}\n", a(k), k % 1000);
+    }
+    s
 }
 
 /// What a reload did.
@@ -226,9 +325,10 @@ pub struct Reload {
 }
 
 /// Takes the node from `old` to `new`: the lines only `old` has are undone (last
-/// first), then the lines only `new` has applied (in order). If one fails, what
-/// this did is undone and the lines taken out put back: the node is as `old` left
-/// it, and the error names the line.
+/// first), then the lines only `new` has applied (in order), all in one batch. If
+/// one fails, the node is put back exactly as `old` left it — every sysctl, MTU,
+/// address, up/down, route, rule, table, pipe and bridge member as it was, not
+/// only what the lines' inverses undo — and the error names the line.
 pub fn reload(node: &Node<'_>, old: &Config, new: &Config, file: &str) -> Result<Reload, String> {
     // Lines match by their words, each old line at most once.
     let mut taken = vec![false; old.lines.len()];
@@ -246,33 +346,46 @@ pub fn reload(node: &Node<'_>, old: &Config, new: &Config, file: &str) -> Result
         .filter(|(_, t)| !**t)
         .map(|(l, _)| l)
         .collect();
-    let mut r = Reload::default();
+    let saved = Saved::take(node);
     let mut undone: Vec<&Line> = Vec::new();
-    for l in gone.iter().rev() {
-        match inverse(l) {
-            Some(inv) => {
-                // An inverse that fails (the route was deleted by hand since) has
-                // nothing left to undo.
-                let _ = run(node, &inv);
-                undone.push(l);
-                r.undone += 1;
-            }
-            None => r.kept += 1,
-        }
-    }
     let mut done: Vec<&Line> = Vec::new();
-    for l in &added {
-        if let Err(e) = run(node, &l.words) {
-            undo(node, &done);
-            for u in undone.iter().rev() {
-                let _ = run(node, &u.words);
+    let r = batch(node, || {
+        let mut r = Reload::default();
+        for l in gone.iter().rev() {
+            match inverse(l) {
+                Some(inv) => {
+                    // An inverse that fails (the route was deleted by hand since)
+                    // has nothing left to undo.
+                    let _ = run(node, &inv);
+                    undone.push(l);
+                    r.undone += 1;
+                }
+                None => r.kept += 1,
             }
-            return Err(format!("{file}:{}: {}: {e}", l.no, l.text()));
         }
-        done.push(l);
-        r.applied += 1;
+        for l in &added {
+            run(node, &l.words).map_err(|e| format!("{file}:{}: {}: {e}", l.no, l.text()))?;
+            done.push(l);
+            r.applied += 1;
+        }
+        Ok(r)
+    });
+    if r.is_err() {
+        undo(node, &done);
+        saved.put_back(node);
+        // Neighbour entries and bridge lines taken out are put back by running
+        // them again, once their interfaces' addresses are back.
+        for u in undone.iter().rev().filter(|l| by_inverse(l)) {
+            let _ = run(node, &u.words);
+        }
     }
-    Ok(r)
+    r.map_err(|e| {
+        if e.starts_with(file) {
+            e
+        } else {
+            format!("{file}: {e}")
+        }
+    })
 }
 
 #[cfg(test)]
@@ -358,5 +471,275 @@ mod tests {
         );
         assert_eq!(inv("ifconfig bridge0 bpduguard e1 -edge e1"), None);
         assert!(parse("ifconfig bridge0 addr").is_err());
+    }
+
+    use net::{IfConfig, Stack, StackConfig};
+
+    /// A router r1 198.18.1.1/24, r2 198.18.2.1/24; bridge0 of e1 and e2 (e3
+    /// free); a firewall with rule 200, table t1 and pipe 1; r2 down and rule 200
+    /// twice by hand, as an operator's commands leave a node beside its file.
+    fn rig() -> (Stack, cmds::Firewall) {
+        let mut s = Stack::new(StackConfig {
+            name: "r".into(),
+            workers: 1,
+            ..StackConfig::default()
+        });
+        for (name, a) in [
+            ("r1", Some("198.18.1.1/24")),
+            ("r2", Some("198.18.2.1/24")),
+            ("e1", None),
+            ("e2", None),
+            ("e3", None),
+        ] {
+            let (d, _far) = dev::mem::wire(dev::mem::WireConfig::default());
+            s.add_interface(
+                Box::new(d),
+                IfConfig {
+                    name: Some(name.into()),
+                    addrs: a.map(|a| a.parse().unwrap()).into_iter().collect(),
+                    ..IfConfig::default()
+                },
+            )
+            .unwrap();
+        }
+        s.add_bridge("bridge0", Default::default()).unwrap();
+        let f = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1).unwrap();
+        f.attach(&s);
+        (s, cmds::Firewall::running(f, false, false))
+    }
+
+    fn node<'a>(s: &'a Stack, fw: &'a cmds::Firewall) -> Node<'a> {
+        Node {
+            stack: s,
+            fw,
+            sysctl: std::sync::Mutex::new(()),
+            fpm: None,
+            packet: None,
+            clock: None,
+        }
+    }
+
+    fn out(n: &Node<'_>, cmd: &str) -> String {
+        let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+        let mut c = Conn::buffer();
+        cmds::execute(n, &words, &mut c, &AtomicBool::new(false))
+            .unwrap_or_else(|e| panic!("{cmd}: {}", e.msg));
+        c.into_output()
+    }
+
+    /// A listing, or the error it gives (a table not made yet).
+    fn listing(n: &Node<'_>, cmd: &str) -> String {
+        let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+        let mut c = Conn::buffer();
+        match cmds::execute(n, &words, &mut c, &AtomicBool::new(false)) {
+            Ok(()) => c.into_output(),
+            Err(e) => format!("error: {}", e.msg),
+        }
+    }
+
+    /// What an operator sees of the node: every listing the file's lines change.
+    fn state(n: &Node<'_>) -> String {
+        [
+            "sysctl -a",
+            "ifconfig -a",
+            "netstat -rn",
+            "ipfw show",
+            "ipfw table t1 list",
+            "ipfw pipe show",
+            "ifconfig bridge0",
+        ]
+        .iter()
+        .map(|c| format!("== {c}\n{}", listing(n, c)))
+        .collect()
+    }
+
+    const BASE: &str = "route add 198.19.1.0/24 198.18.2.2\n\
+        sysctl net.inet.tcp.msl=15000\n\
+        ipfw add 100 allow ip from any to any\n\
+        ipfw table t1 create type addr\n\
+        ipfw table t1 add 198.18.5.0/24 3\n\
+        ipfw pipe 1 config bw 1Mbit/s\n\
+        ifconfig bridge0 addm e1 addm e2\n";
+
+    /// `change` added to the base file, then a line that fails (a gateway on no
+    /// connected network): the reload is refused and every listing is as before.
+    fn refused_reload_leaves_all_as_it_was(change: &str) {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        let old = parse(BASE).unwrap();
+        apply(&n, &old, "node.conf").unwrap();
+        out(&n, "ifconfig r2 down");
+        out(&n, "ipfw add 200 count ip from any to any");
+        out(&n, "ipfw add 200 allow ip from any to any");
+        let before = state(&n);
+        let text = format!("{BASE}{change}\nroute add 198.19.9.0/24 198.18.99.1\n");
+        let new = parse(&text).unwrap();
+        let e = reload(&n, &old, &new, "node.conf").unwrap_err();
+        assert!(e.contains("198.18.99.1"), "{change}: {e}");
+        assert_eq!(state(&n), before, "{change}");
+        // And the file as it was still reloads cleanly.
+        assert_eq!(
+            reload(&n, &old, &old, "node.conf").unwrap(),
+            Reload::default()
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_sysctls() {
+        refused_reload_leaves_all_as_it_was(
+            "sysctl net.inet.tcp.msl=20000 net.inet.ip.directed-broadcast=1 net.inet.ip.dummynet.pipe_slot_limit=50",
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_mtu() {
+        refused_reload_leaves_all_as_it_was("ifconfig r1 mtu 1400");
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_addresses() {
+        // The first IPv6 address brings a link-local one with it.
+        refused_reload_leaves_all_as_it_was(
+            "ifconfig r1 inet 198.18.3.1/24 alias\nifconfig e3 inet6 2001:2:9::1/64",
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_routes() {
+        refused_reload_leaves_all_as_it_was(
+            "route add 198.19.2.0/24 198.18.1.2\nroute change 198.19.1.0/24 198.18.1.3",
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_rules() {
+        // Rule 200 is there twice by hand: `delete 200` would take both.
+        refused_reload_leaves_all_as_it_was(
+            "ipfw add 200 deny tcp from any to any 23\nipfw add 300 deny udp from any to any 53",
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_tables() {
+        // An entry there already with another value: deleting it is no undo.
+        refused_reload_leaves_all_as_it_was(
+            "ipfw table t1 add 198.18.6.0/24 4\nipfw table t1 add 198.18.5.0/24 9",
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_pipes() {
+        refused_reload_leaves_all_as_it_was(
+            "ipfw pipe 1 config bw 2Mbit/s delay 5\nipfw pipe 2 config bw 3Mbit/s",
+        );
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_bridge_members() {
+        refused_reload_leaves_all_as_it_was("ifconfig bridge0 addm e3 -learn e1 deletem e2");
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_up_and_down() {
+        // r2 was put down by hand; `up` has no inverse.
+        refused_reload_leaves_all_as_it_was("ifconfig r2 up\nifconfig r1 down");
+    }
+
+    #[test]
+    fn a_refused_start_config_leaves_the_node_as_it_was() {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        let before = state(&n);
+        let bad = format!("{BASE}ifconfig r1 mtu 1400\nroute add 198.19.9.0/24 198.18.99.1\n");
+        assert!(apply(&n, &parse(&bad).unwrap(), "node.conf").is_err());
+        assert_eq!(state(&n), before);
+    }
+
+    #[test]
+    fn a_firewall_turned_on_by_a_refused_reload_is_off_again() {
+        let mut s = Stack::new(StackConfig::default());
+        let (d, _far) = dev::mem::wire(dev::mem::WireConfig::default());
+        s.add_interface(Box::new(d), IfConfig::default()).unwrap();
+        let fw = cmds::Firewall::off(true, false, Default::default());
+        let n = node(&s, &fw);
+        let new = parse(
+            "sysctl net.inet.ip.fw.enable=1\nipfw add 100 deny ip from any to any\nroute add 198.19.9.0/24 198.18.99.1\n",
+        )
+        .unwrap();
+        assert!(reload(&n, &Config::default(), &new, "c").is_err());
+        assert!(!fw.enabled());
+        assert_eq!(
+            out(&n, "sysctl net.inet.ip.fw.enable"),
+            "net.inet.ip.fw.enable: 0\n"
+        );
+        // Turned on later, it has only its default rule, as made.
+        out(&n, "ipfw enable firewall");
+        assert_eq!(out(&n, "ipfw list"), "65535 allow ip from any to any\n");
+    }
+
+    #[test]
+    fn a_hundred_thousand_routes_and_table_entries_load_and_are_all_there() {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        let text = generated(100_000, 100_000);
+        apply(&n, &parse(&text).unwrap(), "big.conf").unwrap();
+        let (v4, _) = s.route_counts();
+        assert!(v4 >= 100_000 + 2, "{v4}");
+        // Every route in the FIB the workers read, not only in the table.
+        let fib = s.fib();
+        let base = u32::from(std::net::Ipv4Addr::new(198, 18, 16, 0));
+        for k in [0u32, 1, 54_321, 99_999] {
+            let a = std::net::Ipv4Addr::from(base + k);
+            let nh = fib.lookup4(a, || 0).expect("routed");
+            assert_eq!(nh.gateway, Some("198.18.2.2".parse().unwrap()), "{a}");
+        }
+        let beyond = std::net::Ipv4Addr::from(base + 100_000);
+        assert!(fib.lookup4(beyond, || 0).is_none(), "{beyond}");
+        let list = out(&n, "ipfw table big list");
+        assert_eq!(
+            list.lines().count(),
+            100_000 + 1,
+            "a header and every entry"
+        );
+    }
+
+    #[test]
+    fn the_firewall_is_turned_on_and_off_at_run_time() {
+        let mut s = Stack::new(StackConfig::default());
+        let (d, _far) = dev::mem::wire(dev::mem::WireConfig::default());
+        s.add_interface(Box::new(d), IfConfig::default()).unwrap();
+        let fw = cmds::Firewall::off(false, false, Default::default());
+        let n = node(&s, &fw);
+        let hooks = || s.config().pfil.inet_in.len() + s.config().pfil.inet6_out.len();
+        assert!(listing(&n, "ipfw show").contains("runs no firewall"));
+        assert_eq!(
+            out(&n, "sysctl net.inet.ip.fw.enable=1"),
+            "net.inet.ip.fw.enable: 0 -> 1\n"
+        );
+        assert_eq!(hooks(), 2);
+        // The default rule the node was started to use (--ipfw-default deny).
+        assert_eq!(out(&n, "ipfw list"), "65535 deny ip from any to any\n");
+        out(&n, "ipfw add 100 allow ip from any to any");
+        out(&n, "ipfw pipe 1 config bw 1Mbit/s");
+        assert!(out(&n, "ipfw pipe show").starts_with("00001: "));
+        out(&n, "ipfw disable firewall");
+        assert_eq!(hooks(), 0);
+        assert_eq!(out(&n, "sysctl -n net.inet.ip.fw.enable"), "0\n");
+        // Off, it keeps its rules; on again, it filters with them.
+        out(&n, "ipfw -q enable firewall");
+        assert_eq!(hooks(), 2);
+        assert!(out(&n, "ipfw list").starts_with("00100 allow"));
+        assert!(listing(&n, "ipfw enable nat").contains("only the firewall"));
+    }
+
+    #[test]
+    fn directed_broadcast_is_a_sysctl() {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        assert!(out(&n, "sysctl -a").contains("net.inet.ip.directed-broadcast: 0\n"));
+        out(&n, "sysctl net.inet.ip.directed-broadcast=1");
+        assert!(s.directed_broadcast());
+        assert!(listing(&n, "sysctl net.inet.ip.directed-broadcast=2").contains("not 0 or 1"));
+        assert!(s.directed_broadcast());
     }
 }

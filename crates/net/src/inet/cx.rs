@@ -51,6 +51,10 @@ pub struct InetConfig {
     /// What `ip_input` does with source-routed packets (`net.inet.ip.sourceroute`,
     /// `net.inet.ip.accept_sourceroute`).
     pub srcroute: SourceRouting,
+    /// Forward directed broadcasts (`net.inet.ip.directed-broadcast`): off, as
+    /// RFC 2644 wants by default, `ip_forward` drops them (`ip.bcastfwd`); on, they
+    /// leave as link-layer broadcasts, as FreeBSD's `ip_output` sends them.
+    pub directed_broadcast: bool,
 }
 
 /// Source routing (LSRR, SSRR; RFC 791 §3.1), as FreeBSD's two switches have it.

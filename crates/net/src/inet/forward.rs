@@ -20,7 +20,8 @@
 //! `ip.timeexceed`, `ip.toobig`, and the `ip6` twins), and a lookup that finds no
 //! route is announced as `RTM_MISS` to routing sockets. A directed broadcast (the
 //! broadcast or network address of a subnet on the outgoing link; a /31 has
-//! neither, RFC 3021) is not forwarded (RFC 2644): dropped, `ip.bcastfwd`.
+//! neither, RFC 3021) is not forwarded (RFC 2644): dropped, `ip.bcastfwd`, unless
+//! `net.inet.ip.directed-broadcast` is on: then it leaves as a link broadcast.
 
 use crate::inet::cx::InetCx;
 use crate::inet::ip::{IpInfo, IP_HDR_LEN};
@@ -278,9 +279,15 @@ fn forward4_out(
     // A segment from a link with offloads may be larger than this one takes, or
     // still lack its checksum; an unresolved next hop goes through ARP.
     let next = o.next;
-    let l2out = |cx: &mut InetCx<'_>, m| l2_output4(cx, out, m, nh, next);
+    // A directed broadcast let through (`net.inet.ip.directed-broadcast`) goes to
+    // the link's broadcast address, as FreeBSD's `ip_output` sends one (M_BCAST);
+    // asked only off the fast path, of on-link routes, with the knob on.
+    let bcast = nh.gateway.is_none()
+        && cx.inet.directed_broadcast
+        && out.addrs.iter().any(|a| a.is_net_or_bcast(next));
+    let l2out = |cx: &mut InetCx<'_>, m| l2_output4(cx, out, m, nh, next, bcast);
     if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
-        crate::inet::ip::ip_fragment(cx, out, m, next, false, mtu);
+        crate::inet::ip::ip_fragment(cx, out, m, next, bcast, mtu);
     }
 }
 
@@ -395,7 +402,10 @@ fn forward4_one(
     // subnet the route says is on the link (no gateway) is refused, as FreeBSD's
     // `ip_output` does with `directed-broadcast` 0 and Linux without
     // `bc_forwarding`. Only here, off the fast path: that takes gateway routes.
-    if nh.gateway.is_none() && outif.addrs.iter().any(|a| a.is_net_or_bcast(dst)) {
+    if nh.gateway.is_none()
+        && !cx.inet.directed_broadcast
+        && outif.addrs.iter().any(|a| a.is_net_or_bcast(dst))
+    {
         cx.drop_pkt(m, DropReason::IpBcastFwd);
         return None;
     }
@@ -455,13 +465,20 @@ fn forward4_one(
 
 /// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
 /// one for a gateway, else through ARP.
-fn l2_output4(cx: &mut InetCx<'_>, out: &Arc<Ifnet>, m: Mbuf, nh: &route::NextHop, next: Ipv4Addr) {
+fn l2_output4(
+    cx: &mut InetCx<'_>,
+    out: &Arc<Ifnet>,
+    m: Mbuf,
+    nh: &route::NextHop,
+    next: Ipv4Addr,
+    bcast: bool,
+) {
     if nh.gateway.is_some() {
         if let Some(mac) = nh.l2(cx.now.as_nanos()) {
             return ether_output(cx, out, m, EthernetAddress(mac), EtherType::Ipv4);
         }
     }
-    ether::arp_resolve_output(cx, out, m, next, false);
+    ether::arp_resolve_output(cx, out, m, next, bcast);
 }
 
 /// An ICMP host redirect about the packet in `m` (which is still forwarded): a copy

@@ -55,6 +55,19 @@ pub struct Ipfw {
     tags_lost: AtomicU64,
     /// What `log` has written, per rule, against its limit.
     logs: Mutex<LogState>,
+    /// Batches under way ([`Ipfw::batch`]): while any is, commands change the
+    /// ruleset without compiling it; the last to end compiles and publishes once.
+    hold: std::sync::atomic::AtomicUsize,
+}
+
+/// What [`Ipfw::snapshot`] took: the rules, sets and tables, the log limit, and
+/// the pipes' and queues' configurations.
+#[derive(Debug, Clone)]
+pub struct IpfwSnapshot {
+    ruleset: fw::Ruleset,
+    log_limit: u32,
+    pipes: Vec<(u32, fw::dummynet::PipeConfig)>,
+    queues: Vec<(u32, fw::dummynet::QueueConfig)>,
 }
 
 /// ipfw's `log`: lines written per rule, and each rule's limit (`logamount`, or
@@ -189,6 +202,7 @@ impl Ipfw {
                 amounts: Default::default(),
                 written: Default::default(),
             }),
+            hold: Default::default(),
         }))
     }
 
@@ -197,6 +211,9 @@ impl Ipfw {
     }
 
     fn publish(&self, rs: &mut fw::Ruleset) -> Result<(), String> {
+        if self.hold.load(Ordering::Acquire) > 0 {
+            return Ok(());
+        }
         let p = rs.program().map_err(|e| e.to_string())?;
         if p.needs().log {
             let mut l = self.logs.lock().unwrap_or_else(|e| e.into_inner());
@@ -279,6 +296,86 @@ impl Ipfw {
         self.apply_dummynet(&mut rs)?;
         self.publish(&mut rs)?;
         Ok(out)
+    }
+
+    /// Runs `f` with the program's compilation held: the commands `f` runs change
+    /// the rules and tables at once and reach the data path in one compilation
+    /// when the last batch under way ends (100,000 `table add` lines so cost one
+    /// compilation, not one each, which made a config file of them quadratic).
+    /// Packets are filtered by the program as it was until then. With `f`'s
+    /// result, whether the compilation took the rules (a program over its bounds
+    /// is refused then, not line by line).
+    pub fn batch<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), String>) {
+        struct Hold<'a>(&'a Ipfw);
+        impl Drop for Hold<'_> {
+            fn drop(&mut self) {
+                self.0.hold.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.hold.fetch_add(1, Ordering::AcqRel);
+        let r = {
+            let _hold = Hold(self);
+            f()
+        };
+        let published = if self.hold.load(Ordering::Acquire) == 0 {
+            let mut rs = self.rules();
+            self.publish(&mut rs)
+        } else {
+            Ok(())
+        };
+        (r, published)
+    }
+
+    /// The rules, tables, sets, log limit and pipes as they are, to put back with
+    /// [`Ipfw::restore`].
+    pub fn snapshot(&self) -> IpfwSnapshot {
+        let ruleset = self.rules().clone();
+        let d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+        IpfwSnapshot {
+            ruleset,
+            log_limit: self.log_limit(),
+            pipes: d.pipes().into_iter().map(|(n, c, _)| (n, c)).collect(),
+            queues: d.queues(),
+        }
+    }
+
+    /// Puts back what `snap` holds and publishes it (at once, or when the batch
+    /// under way ends). The rules' counters stay the workers' (a rule put back
+    /// keeps its counts); the dynamic states stay. A pipe or queue whose
+    /// configuration changed is configured again as it was (keeping its packets),
+    /// one made since is deleted (dropping its packets, as `pipe N delete` does).
+    pub fn restore(&self, snap: &IpfwSnapshot) -> Result<(), String> {
+        self.set_log_limit(snap.log_limit);
+        let mut rs = self.rules();
+        rs.restore(snap.ruleset.clone());
+        {
+            let mut d = self.dn.lock().unwrap_or_else(|e| e.into_inner());
+            d.set_limits(rs.dummynet_limits());
+            let (pipes, queues) = (d.pipes(), d.queues());
+            for (n, _, _) in &pipes {
+                if !snap.pipes.iter().any(|(m, _)| m == n) {
+                    d.delete_pipe(*n);
+                }
+            }
+            for (n, cfg) in &snap.pipes {
+                if !pipes.iter().any(|(m, c, _)| m == n && c == cfg) {
+                    d.configure_pipe(*n, cfg.clone())
+                        .map_err(|e| format!("dummynet: {e}"))?;
+                }
+            }
+            for (n, _) in &queues {
+                if !snap.queues.iter().any(|(m, _)| m == n) {
+                    d.delete_queue(*n);
+                }
+            }
+            for (n, cfg) in &snap.queues {
+                if !queues.iter().any(|(m, c)| m == n && c == cfg) {
+                    d.configure_queue(*n, cfg.clone())
+                        .map_err(|e| format!("dummynet: {e}"))?;
+                }
+            }
+        }
+        self.publish(&mut rs)
     }
 
     /// The largest queue a pipe or queue may be configured with
