@@ -173,10 +173,14 @@ counter_group!(
 );
 
 counter_group!(
-    /// IPv6 neighbour discovery: the neighbour table and duplicate address detection.
+    /// IPv6 neighbour discovery: the neighbour table, duplicate address detection,
+    /// and stateless autoconfiguration: addresses formed (`autoconf`), refused
+    /// because the interface holds all it may (`autoconffull`), removed when their
+    /// valid lifetime ended (`autoconfexpired`), and deprecated ones removed to make
+    /// room for a new prefix (`autoconfreclaimed`).
     Nd6Stat, "nd6", {
         entries_created, evicted, timeouts, txsolicit, dropped, dadsent, dadcollision,
-        dadok, autoconf, autoconffull,
+        dadok, autoconf, autoconffull, autoconfexpired, autoconfreclaimed,
     }
 );
 

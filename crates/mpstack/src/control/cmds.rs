@@ -1137,6 +1137,7 @@ fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res 
             let state = match a.state() {
                 net::AddrState::Tentative => " tentative",
                 net::AddrState::Duplicated => " duplicated",
+                net::AddrState::Deprecated => " deprecated",
                 net::AddrState::Preferred => "",
             };
             s += &format!(
