@@ -220,6 +220,10 @@ counter_group!(
         hystartcss, hystartresume, hystartca, lroqueued, lroflushed, rcvnoack,
         ecn_ce, ecn_ect0, ecn_rcwnd, ecn_shs, dsack_count, dsack_bytes, dsackundo,
         frto_spurious, racklost, rackreorder, racktimeo, finwait2_drops, persistdrop,
+        // Connections closed by their application and still live (a gauge, as
+        // `pcbcount`; Linux's "orphan" of /proc/net/sockstat), and those reset at
+        // the close because `max_orphans` were held.
+        orphans, orphandrop,
     }
 );
 

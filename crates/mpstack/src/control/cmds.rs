@@ -161,7 +161,9 @@ pub fn help(cmd: &str) -> String {
         "sysctl" => {
             "usage: mpstack sysctl [-j NODE] [-a | NAME[=VALUE] ...] [--json]\n\
              A prefix (net.inet.tcp) lists what is under it. New TCP connections take the\n\
-             TCP settings; open ones keep theirs. With a firewall,\n\
+             TCP settings; open ones keep theirs, but net.inet.tcp.maxorphans (the closed,\n\
+             still live connections the node holds; a close beyond it resets) counts from\n\
+             the next close. With a firewall,\n\
              net.inet.ip.dummynet.pipe_slot_limit and pipe_byte_limit bound the queues of\n\
              the pipe and queue configs to come.\n"
         }
