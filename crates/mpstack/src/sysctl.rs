@@ -247,6 +247,18 @@ const KNOBS: &[Knob<TcpConfig>] = &[
         3600000
     ),
     Knob {
+        // Connections closed by their application and still live (orphans) the
+        // node holds, split evenly among its workers; a close beyond them resets
+        // the connection at once (tcp.orphandrop), as Linux's tcp_max_orphans.
+        name: "net.inet.tcp.maxorphans",
+        takes: "connections, 1 to 16777216",
+        get: |c| c.max_orphans.to_string(),
+        set: |c, v| {
+            c.max_orphans = v.parse().ok().filter(|n| (1..=16_777_216).contains(n))?;
+            Some(())
+        },
+    },
+    Knob {
         // Unanswered keepalive probes before the connection is dropped.
         name: "net.inet.tcp.keepcnt",
         takes: "probes, 1 to 1000",
@@ -456,6 +468,7 @@ mod tests {
                 "net.inet.tcp.persist_orphan_timeout=20000",
                 "60000 -> 20000",
             ),
+            ("net.inet.tcp.maxorphans=100", "4096 -> 100"),
         ] {
             let msg = apply(&mut c, arg).unwrap();
             assert!(msg.ends_with(said), "{arg}: {msg}");
@@ -472,6 +485,7 @@ mod tests {
         assert_eq!(c.finwait2_timeout, Duration::from_secs(30));
         assert!(c.fast_finwait2_recycle);
         assert_eq!(c.persist_orphan_timeout, Duration::from_secs(20));
+        assert_eq!(c.max_orphans, 100);
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
         assert_eq!(c.delack, TcpConfig::default().delack);
@@ -527,6 +541,10 @@ mod tests {
             ),
             ("net.inet.tcp.rfc1323=4", "'4' is not 0, 1, 2 or 3"),
             ("net.inet.tcp.sack.enable=yes", "'yes' is not 0 or 1"),
+            (
+                "net.inet.tcp.maxorphans=0",
+                "'0' is not connections, 1 to 16777216",
+            ),
         ] {
             let e = apply(&mut c, arg).unwrap_err();
             assert!(e.contains(want), "{arg}: {e}");

@@ -181,10 +181,14 @@ counter_group!(
 );
 
 counter_group!(
-    /// IPv6 neighbour discovery: the neighbour table and duplicate address detection.
+    /// IPv6 neighbour discovery: the neighbour table, duplicate address detection,
+    /// and stateless autoconfiguration: addresses formed (`autoconf`), refused
+    /// because the interface holds all it may (`autoconffull`), removed when their
+    /// valid lifetime ended (`autoconfexpired`), and deprecated ones removed to make
+    /// room for a new prefix (`autoconfreclaimed`).
     Nd6Stat, "nd6", {
         entries_created, evicted, timeouts, txsolicit, dropped, dadsent, dadcollision,
-        dadok, autoconf, autoconffull,
+        dadok, autoconf, autoconffull, autoconfexpired, autoconfreclaimed,
     }
 );
 
@@ -224,6 +228,10 @@ counter_group!(
         hystartcss, hystartresume, hystartca, lroqueued, lroflushed, rcvnoack,
         ecn_ce, ecn_ect0, ecn_rcwnd, ecn_shs, dsack_count, dsack_bytes, dsackundo,
         frto_spurious, racklost, rackreorder, racktimeo, finwait2_drops, persistdrop,
+        // Connections closed by their application and still live (a gauge, as
+        // `pcbcount`; Linux's "orphan" of /proc/net/sockstat), and those reset at
+        // the close because `max_orphans` were held.
+        orphans, orphandrop,
     }
 );
 

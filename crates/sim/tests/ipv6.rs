@@ -748,13 +748,19 @@ fn opts(list: &[wire::NdiscOptionRepr<'_>]) -> Vec<u8> {
 }
 
 fn ra(lifetime: u16, prefix: &str, flags: u8) -> mbuf::Mbuf {
+    ra_with(lifetime, prefix, flags, 86400, 14400)
+}
+
+/// An advertisement from the router with one /64 prefix of these lifetimes
+/// (seconds: valid, preferred).
+fn ra_with(lifetime: u16, prefix: &str, flags: u8, valid: u32, preferred: u32) -> mbuf::Mbuf {
     let o = opts(&[
         wire::NdiscOptionRepr::SourceLinkLayerAddr(PEER_MAC),
         wire::NdiscOptionRepr::PrefixInformation(wire::NdiscPrefixInformation {
             prefix_len: 64,
             flags: wire::NdiscPrefixFlags::from_bits_truncate(flags),
-            valid_lifetime: 86400,
-            preferred_lifetime: 14400,
+            valid_lifetime: valid,
+            preferred_lifetime: preferred,
             prefix: a6(prefix),
         }),
     ]);
@@ -1560,4 +1566,252 @@ fn advertised_prefixes_cannot_grow_the_address_list_without_bound() {
     let st = s.host(b).stats().nd6;
     assert_eq!(st.autoconf, (net::iface::MAX_ADDRS6 - 2) as u64);
     assert_eq!(st.autoconffull, 40 - st.autoconf);
+}
+
+/// A host with SLAAC on, DAD off (addresses are usable at once), 2001:2::2/64
+/// configured by hand, and the raw port as its router.
+fn slaac_host(seed: u64) -> (Sim, HostId, Box<dyn Queue>) {
+    let mut s = Sim::new(seed);
+    let hub = s.add_hub(WireConfig::default());
+    let b = s.add_host_with(net::StackConfig {
+        name: "b".into(),
+        slaac: true,
+        dad_transmits: 0,
+        ..net::StackConfig::default()
+    });
+    s.connect(b, hub, "198.18.0.2/24");
+    let raw = s.attach_raw(hub);
+    s.host(b)
+        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(10));
+    (s, b, raw)
+}
+
+/// b's address formed from the /64 `prefix`, with its state, if it has one.
+fn slaac_of(s: &Sim, b: HostId, prefix: &str) -> Option<(Ipv6Addr, AddrState)> {
+    let p = a6(prefix);
+    s.host(b)
+        .addresses6()
+        .into_iter()
+        .find(|(_, a, _)| a.addr.segments()[..4] == p.segments()[..4])
+        .map(|(_, a, st)| (a.addr, st))
+}
+
+/// When b's address `a` stops being valid, as b holds it (`None`: never).
+fn valid_until(s: &Sim, b: HostId, a: Ipv6Addr) -> Option<dev::Instant> {
+    let cfg = s.host(b).config();
+    cfg.ifaces[0].addr6(a).expect("b has it").valid_until()
+}
+
+/// b's address `a` is valid for `d` from when an advertisement sent at `sent`
+/// arrived (within the millisecond `send` runs).
+fn ends_in(s: &Sim, b: HostId, a: Ipv6Addr, sent: dev::Instant, d: Duration) {
+    let end = valid_until(s, b, a).expect("finite");
+    assert!(
+        end >= sent + d && end <= s.now() + d,
+        "{end:?} is not {d:?} after {sent:?}"
+    );
+}
+
+/// Whether b holds any route (its connected one, or an advertised on-link prefix)
+/// to the /64 `prefix`.
+fn routes_to(s: &Sim, b: HostId, prefix: &str) -> bool {
+    let p = a6(prefix);
+    let inside = Ipv6Addr::from(u128::from(p) | 0x42);
+    let cfg = s.host(b).config();
+    let now = s.now();
+    let onlink = cfg
+        .inet6
+        .nd6
+        .prefixes
+        .iter()
+        .any(|x| x.prefix.contains(inside));
+    let connected = s
+        .host(b)
+        .route_get(inside.into())
+        .is_some_and(|r| r.dst.len() == 64);
+    onlink || connected || cfg.inet6.nd6.next_hop(inside, now, true).is_some()
+}
+
+/// Fourteen advertisements of rogue /64s with 30 s lifetimes fill the sixteen
+/// addresses (a link-local and a configured one besides) and refuse a real prefix;
+/// 30 s later every rogue address and on-link route is gone (RFC 4862 §5.5.3,
+/// RFC 4861 §6.3.4) and the real prefix gets its address. Before, they stayed
+/// until restart and every later prefix was refused (`nd6.autoconffull`).
+#[test]
+fn rogue_prefixes_expire_with_their_lifetimes_and_a_real_one_then_gets_its_address() {
+    let (mut s, b, mut raw) = slaac_host(14);
+    let rogue: Vec<String> = (0..14)
+        .map(|i| format!("2001:2:0:{:x}::", 0x100 + i))
+        .collect();
+    for p in &rogue {
+        send(&mut s, &mut raw, ra_with(1800, p, 0xc0, 30, 30));
+    }
+    assert_eq!(s.host(b).addresses6().len(), net::iface::MAX_ADDRS6);
+    assert!(rogue.iter().all(|p| routes_to(&s, b, p)));
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    assert_eq!(
+        slaac_of(&s, b, "2001:2:0:1::"),
+        None,
+        "full, none deprecated"
+    );
+    assert_eq!(s.host(b).stats().nd6.autoconffull, 1);
+    s.run_for(Duration::from_secs(30));
+    let st = s.host(b).stats().nd6;
+    assert_eq!((st.autoconf, st.autoconfexpired), (14, 14), "{st:?}");
+    let left = s.host(b).addresses6();
+    assert_eq!(
+        left.len(),
+        2,
+        "the link-local and 2001:2::2 alone: {left:?}"
+    );
+    for p in &rogue {
+        assert!(!routes_to(&s, b, p), "{p} still on-link");
+    }
+    // The real router's prefix: formed, preferred, on-link.
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    s.run_for(Duration::from_millis(10));
+    let (_, state) = slaac_of(&s, b, "2001:2:0:1::").expect("formed");
+    assert_eq!(state, AddrState::Preferred);
+    assert!(routes_to(&s, b, "2001:2:0:1::"));
+    assert_eq!(s.host(b).stats().nd6.autoconf, 15);
+}
+
+/// An unauthenticated advertisement lowers a valid lifetime to no less than two
+/// hours (RFC 4862 §5.5.3 (e)): a valid lifetime of 0 deprecates the address at
+/// once (its preferred lifetime is 0 too) and ends it two hours on; once two hours
+/// or less remain, a 0 (or any shorter lifetime) is ignored; a longer one is taken.
+#[test]
+fn a_valid_lifetime_of_zero_is_obeyed_within_the_two_hour_rule() {
+    let (mut s, b, mut raw) = slaac_host(15);
+    let two_hours = Duration::from_secs(7200);
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    let (a, state) = slaac_of(&s, b, "2001:2:0:1::").expect("formed");
+    assert_eq!(state, AddrState::Preferred);
+    // A shorter lifetime, more than two hours left: two hours.
+    let t1 = s.now();
+    send(
+        &mut s,
+        &mut raw,
+        ra_with(1800, "2001:2:0:1::", 0xc0, 600, 600),
+    );
+    ends_in(&s, b, a, t1, two_hours);
+    // A longer one is taken as it is.
+    let t2 = s.now();
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    ends_in(&s, b, a, t2, Duration::from_secs(86400));
+    // Lifetime 0: deprecated now, valid for two hours more.
+    let t3 = s.now();
+    send(&mut s, &mut raw, ra_with(1800, "2001:2:0:1::", 0xc0, 0, 0));
+    assert_eq!(
+        slaac_of(&s, b, "2001:2:0:1::"),
+        Some((a, AddrState::Deprecated))
+    );
+    ends_in(&s, b, a, t3, two_hours);
+    let end = valid_until(&s, b, a).unwrap();
+    // An hour later, with an hour left: a 0 again changes nothing.
+    s.run_for(Duration::from_secs(3600));
+    send(&mut s, &mut raw, ra_with(1800, "2001:2:0:1::", 0xc0, 0, 0));
+    assert_eq!(valid_until(&s, b, a), Some(end));
+    assert_eq!(
+        slaac_of(&s, b, "2001:2:0:1::"),
+        Some((a, AddrState::Deprecated))
+    );
+    // Gone at the end of the two hours, with its route.
+    s.run_for(end - s.now() - Duration::from_millis(1));
+    assert_eq!(
+        slaac_of(&s, b, "2001:2:0:1::"),
+        Some((a, AddrState::Deprecated))
+    );
+    s.run_for(Duration::from_millis(2));
+    assert_eq!(slaac_of(&s, b, "2001:2:0:1::"), None);
+    assert_eq!(s.host(b).stats().nd6.autoconfexpired, 1);
+    assert!(!routes_to(&s, b, "2001:2:0:1::"));
+}
+
+/// A deprecated address (its preferred lifetime over) still takes traffic, and
+/// answers from itself, but a new connection takes its source from a preferred
+/// address (RFC 4862 §5.5.4, RFC 6724 rule 3). Before, the first address was used.
+#[test]
+fn a_deprecated_address_is_not_chosen_as_the_source_of_new_connections() {
+    let (mut s, b, mut raw) = slaac_host(16);
+    // Only the link-local address and what SLAAC forms.
+    s.host(b)
+        .delete_address(IfIndex(0), a6("2001:2::2").into())
+        .unwrap();
+    let bm = b_mac(&s, b);
+    // 2001:2:0:1::/64 with a preferred lifetime of 10 s, then 2001:2:0:2::/64.
+    send(
+        &mut s,
+        &mut raw,
+        ra_with(1800, "2001:2:0:1::", 0xc0, 86400, 10),
+    );
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:2::", 0xc0));
+    let (old, _) = slaac_of(&s, b, "2001:2:0:1::").expect("formed");
+    let (new, _) = slaac_of(&s, b, "2001:2:0:2::").expect("formed");
+    s.run_for(Duration::from_secs(11));
+    assert_eq!(
+        slaac_of(&s, b, "2001:2:0:1::"),
+        Some((old, AddrState::Deprecated))
+    );
+    recv(&mut s, &mut raw);
+    // Traffic to the deprecated address is answered from it.
+    send(&mut s, &mut raw, echo_from_far(bm, old, 1));
+    let out = recv(&mut s, &mut raw);
+    let reply = out
+        .iter()
+        .find(|f| matches!(f.icmp(), Icmpv6Repr::EchoReply { .. }))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(reply.ip.src_addr, old);
+    // A new connection off-link starts from the preferred address.
+    let far = a6("2001:2:ffff::5");
+    let c = s
+        .host(b)
+        .tcp_connect_nonblocking(std::net::SocketAddrV6::new(far, 80, 0, 0))
+        .unwrap();
+    s.run_for(Duration::from_millis(10));
+    let syn = recv(&mut s, &mut raw)
+        .into_iter()
+        .find(|f| f.ip.next_header == IpProtocol::Tcp)
+        .expect("a SYN");
+    assert_eq!(syn.ip.src_addr, new, "not {old}");
+    drop(c);
+}
+
+/// With every slot taken, a new prefix takes the place of the address deprecated
+/// longest ago (which serves only the connections that still use it), one each
+/// time; with none deprecated it is refused
+/// (`advertised_prefixes_cannot_grow_the_address_list_without_bound`).
+#[test]
+fn the_oldest_deprecated_address_gives_way_to_a_new_prefix_when_the_table_is_full() {
+    let (mut s, b, mut raw) = slaac_host(17);
+    // Fourteen prefixes valid for a day, preferred for 10, 12, ... 36 s.
+    let old: Vec<String> = (0..14)
+        .map(|i| format!("2001:2:0:{:x}::", 0x100 + i))
+        .collect();
+    for (i, p) in old.iter().enumerate() {
+        send(
+            &mut s,
+            &mut raw,
+            ra_with(1800, p, 0xc0, 86400, 10 + 2 * i as u32),
+        );
+    }
+    assert_eq!(s.host(b).addresses6().len(), net::iface::MAX_ADDRS6);
+    s.run_for(Duration::from_secs(12));
+    // Two are deprecated: the first new prefix takes the first one's place.
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:1::", 0xc0));
+    assert!(slaac_of(&s, b, "2001:2:0:1::").is_some());
+    assert_eq!(slaac_of(&s, b, &old[0]), None);
+    assert!(slaac_of(&s, b, &old[1]).is_some());
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:2::", 0xc0));
+    assert!(slaac_of(&s, b, "2001:2:0:2::").is_some());
+    assert_eq!(slaac_of(&s, b, &old[1]), None);
+    // None deprecated is left: the next is refused.
+    send(&mut s, &mut raw, ra(1800, "2001:2:0:3::", 0xc0));
+    assert_eq!(slaac_of(&s, b, "2001:2:0:3::"), None);
+    let st = s.host(b).stats().nd6;
+    assert_eq!((st.autoconfreclaimed, st.autoconffull), (2, 1), "{st:?}");
+    assert_eq!(s.host(b).addresses6().len(), net::iface::MAX_ADDRS6);
+    assert!(!routes_to(&s, b, &old[0]), "its route went with it");
 }

@@ -691,6 +691,87 @@ fn tcp_a_closed_socket_facing_a_zero_window_is_dropped_after_the_persist_orphan_
     }
 }
 
+/// Four servers close with data stalled behind their clients' shut windows, on a
+/// node that holds at most two orphans (`net.inet.tcp.maxorphans=2`): the first two
+/// closes leave orphans, the next two are reset at once and freed
+/// (`tcp.orphandrop`), as Linux answers "too many orphaned sockets". Once the
+/// orphans end (`persist_orphan_timeout`), a close leaves an orphan again. Before,
+/// every closed connection was kept, up to `tcp_max_conns` of them with their send
+/// buffers, for as long as its peer acknowledged a little now and then.
+#[test]
+fn tcp_closes_beyond_maxorphans_reset_and_free_the_connection() {
+    const N: usize = 4;
+    let tcp = net::tcp::TcpConfig {
+        max_orphans: 2,
+        ..net::tcp::TcpConfig::default()
+    };
+    let (mut s, a, b) = pair_with(1, 46, WireConfig::default(), tcp);
+    let bufs = net::TcpBuffers {
+        send: 16 * 1024,
+        recv: 16 * 1024,
+    };
+    let l = s
+        .host(b)
+        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 16, bufs)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let open = |s: &mut Sim| {
+        let c = s
+            .host(a)
+            .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, bufs)
+            .unwrap();
+        c.set_nonblocking(true).unwrap();
+        c
+    };
+    let clients: Vec<_> = (0..N + 1).map(|_| open(&mut s)).collect();
+    s.run_for(Duration::from_millis(20));
+    let servers: Vec<_> = (0..N + 1)
+        .map(|_| {
+            let srv = l.accept().unwrap().0;
+            srv.set_nonblocking(true).unwrap();
+            srv
+        })
+        .collect();
+    // Each server fills its client's window, which the client never reads.
+    let data = vec![5u8; 200_000];
+    for _ in 0..20 {
+        for srv in &servers {
+            let _ = (&*srv).write(&data);
+        }
+        s.run_for(Duration::from_millis(100));
+    }
+    assert_eq!(conns_held(&mut s, b), N + 1);
+    let mut servers = servers.into_iter();
+    for srv in servers.by_ref().take(N) {
+        drop(srv);
+    }
+    s.run_for(Duration::from_millis(50));
+    let st = s.host(b).stats().tcp;
+    assert_eq!((st.orphans, st.orphandrop), (2, 2), "{st:?}");
+    assert_eq!(conns_held(&mut s, b), N + 1 - 2, "two reset and freed");
+    assert_eq!(s.host(b).stats().tcp.pcbcount, (N + 1 - 2) as u64);
+    // The clients of the last two closed hear the reset, after what they had.
+    let ends: Vec<_> = clients[..N].iter().map(|c| read_to_end_now(c).1).collect();
+    let reset = ends
+        .iter()
+        .filter(|e| {
+            e.as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset)
+        })
+        .count();
+    assert_eq!(reset, 2, "{ends:?}");
+    // The two orphans end at their bound (their clients keep the window shut);
+    // then a close leaves an orphan again.
+    s.run_for(Duration::from_secs(61));
+    let st = s.host(b).stats().tcp;
+    assert_eq!((st.orphans, st.persistdrop), (0, 2), "{st:?}");
+    drop(servers.next());
+    s.run_for(Duration::from_millis(50));
+    let st = s.host(b).stats().tcp;
+    assert_eq!((st.orphans, st.orphandrop), (1, 2), "{st:?}");
+    drop(clients);
+}
+
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());

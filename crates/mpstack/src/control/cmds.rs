@@ -266,7 +266,9 @@ pub fn help(cmd: &str) -> String {
         "sysctl" => {
             "usage: mpstack sysctl [-j NODE] [-a | NAME[=VALUE] ...] [--json]\n\
              A prefix (net.inet.tcp) lists what is under it. New TCP connections take the\n\
-             TCP settings; open ones keep theirs. With a firewall,\n\
+             TCP settings; open ones keep theirs, but net.inet.tcp.maxorphans (the closed,\n\
+             still live connections the node holds; a close beyond it resets) counts from\n\
+             the next close. With a firewall,\n\
              net.inet.ip.dummynet.pipe_slot_limit and pipe_byte_limit bound the queues of\n\
              the pipe and queue configs to come.\n\
              net.inet.ip.fw.enable=1 turns the firewall on (made with only its default rule if\n\
@@ -1249,6 +1251,7 @@ fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res 
             let state = match a.state() {
                 net::AddrState::Tentative => " tentative",
                 net::AddrState::Duplicated => " duplicated",
+                net::AddrState::Deprecated => " deprecated",
                 net::AddrState::Preferred => "",
             };
             s += &format!(

@@ -53,9 +53,19 @@ fn local6_bit(a: Ipv6Addr) -> u64 {
 /// advertisements taught, its timers' state, and addresses SLAAC forms.
 pub(crate) trait Inet6Ctl {
     fn update_nd6(&self, f: &mut dyn FnMut(&mut NdState));
-    /// Adds an address (tentative) to an interface; `Err` when the interface holds
-    /// all it may.
-    fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), ()>;
+    /// Adds an autoconfigured address (tentative) to an interface, preferred until
+    /// `preferred` and valid until `valid` (`None`: infinity); `Err` when the
+    /// interface holds all it may.
+    fn add_autoconf6(
+        &self,
+        ifindex: IfIndex,
+        a: Inet6Addr,
+        preferred: Option<dev::Instant>,
+        valid: Option<dev::Instant>,
+    ) -> Result<(), ()>;
+    /// Removes an address and, unless another address shares it, its network's
+    /// connected route (its valid lifetime ended, or its slot is reclaimed).
+    fn delete_address6(&self, ifindex: IfIndex, a: Ipv6Addr);
     /// Wakes worker `w` (worker 0 runs neighbour discovery's timers).
     fn notify_worker(&self, w: usize);
 }

@@ -362,11 +362,10 @@ pub(crate) fn upper_sum(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize)
     ])
 }
 
-/// Whether `a` is one of our addresses, and if so whether it is usable (not tentative).
+/// Whether `a` is one of our addresses, and if so whether it is usable (neither
+/// tentative nor duplicated; a deprecated one still takes traffic, RFC 4862 §5.5.4).
 fn local6(cx: &Inet6Cx<'_>, a: Ipv6Addr) -> Option<bool> {
-    cx.inet6
-        .local6(a)
-        .map(|x| x.state() == crate::link::iface::AddrState::Preferred)
+    cx.inet6.local6(a).map(|x| x.usable())
 }
 
 /// Length and next header of the options or routing header at `off`.

@@ -7,10 +7,16 @@
 //! the address stays tentative (it takes no traffic) until `DupAddrDetectTransmits`
 //! solicitations from the unspecified address went unanswered for `RetransTimer`;
 //! an advertisement for it, or another node's probe for it, marks it duplicated.
+//! It also runs router discovery and stateless autoconfiguration (RFC 4862 §5.5):
+//! default routers, on-link prefixes and redirects learnt for their lifetimes and
+//! pruned when those end; addresses formed from autonomous prefixes, deprecated
+//! when their preferred lifetime ends, removed when their valid lifetime does
+//! (the two-hour rule bounding what an advertisement may cut), and within the
+//! interface's bound of addresses; MLDv2 reports; and, on a router, advertisements.
 
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
-use crate::link::iface::{solicited_node, AddrState, IfIndex, Ifnet, ALL_NODES};
+use crate::link::iface::{solicited_node, AddrState, IfIndex, Ifnet, In6Ifaddr, ALL_NODES};
 use crate::link::lle::{LleOutput, Resolve};
 use crate::stats::DropReason;
 use dev::{Duration, Instant};
@@ -194,7 +200,7 @@ pub(crate) fn nd6_ns_input(
             return;
         }
         AddrState::Duplicated => return,
-        AddrState::Preferred => {}
+        AddrState::Preferred | AddrState::Deprecated => {}
     }
     if let (false, Some(mac)) = (from_unspec, lladdr) {
         let mut out = Vec::new();
@@ -230,7 +236,9 @@ pub(crate) fn nd6_na_input(
             // address is not unique."
             AddrState::Tentative => dad_duplicate(cx, ifp, &ours),
             // Someone claims an address we hold (FreeBSD logs "duplicate address").
-            AddrState::Preferred | AddrState::Duplicated => cx.stats.nd6.dadcollision += 1,
+            AddrState::Preferred | AddrState::Deprecated | AddrState::Duplicated => {
+                cx.stats.nd6.dadcollision += 1
+            }
         }
         return;
     }
@@ -298,6 +306,90 @@ pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
         if let Some(t) = a.dad_next() {
             next = Some(next.map_or(t, |n| n.min(t)));
         }
+    }
+    if let Some(t) = slaac_timer(cx, ifp) {
+        next = Some(next.map_or(t, |n| n.min(t)));
+    }
+    if let Some(t) = nd6_prune(cx, ifp) {
+        next = Some(next.map_or(t, |n| n.min(t)));
+    }
+    next
+}
+
+/// An autoconfigured address is deprecated from the end of its preferred lifetime
+/// until an advertisement extends it (RFC 4862 §5.5.4; a tentative or duplicated
+/// one keeps its state).
+fn slaac_state(a: &In6Ifaddr, now: Instant) {
+    let deprecated = a.preferred_until().is_some_and(|t| t <= now);
+    match (a.state(), deprecated) {
+        (AddrState::Preferred, true) => a.set_state(AddrState::Deprecated),
+        (AddrState::Deprecated, false) => a.set_state(AddrState::Preferred),
+        _ => {}
+    }
+}
+
+/// The lifetimes of the interface's autoconfigured addresses (RFC 4862 §5.5.4): one
+/// whose preferred lifetime ended is deprecated, one whose valid lifetime ended is
+/// removed with its network's connected route (`nd6.autoconfexpired`), as FreeBSD's
+/// `nd6_timer` does with `ia6_lifetime`. Returns the next end.
+fn slaac_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    let now = cx.now;
+    let mut next: Option<Instant> = None;
+    for a in ifp.addrs6.iter().filter(|a| a.is_autoconf()) {
+        if a.valid_until().is_some_and(|t| t <= now) {
+            // Worker 0 alone runs this, so the address is removed once; this
+            // batch's snapshot still lists it.
+            cx.ctl6.delete_address6(ifp.index, a.addr.addr);
+            cx.stats.nd6.autoconfexpired += 1;
+            continue;
+        }
+        slaac_state(a, now);
+        let ends = [a.preferred_until().filter(|&t| t > now), a.valid_until()];
+        for t in ends.into_iter().flatten() {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+    }
+    next
+}
+
+/// Routers, prefixes and redirects learnt on the interface whose lifetimes ended
+/// leave the published lists (RFC 4861 §6.3.4, §6.3.5: "timed out"); lookups
+/// already ignored them. Returns the next end.
+fn nd6_prune(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    let (now, idx) = (cx.now, ifp.index);
+    let nd = &cx.inet6.nd6;
+    let ends = nd
+        .routers
+        .iter()
+        .filter(|r| r.ifindex == idx)
+        .map(|r| r.expires)
+        .chain(
+            nd.prefixes
+                .iter()
+                .filter(|p| p.ifindex == idx)
+                .map(|p| p.expires),
+        )
+        .chain(
+            nd.redirects
+                .iter()
+                .filter(|r| r.ifindex == idx)
+                .map(|r| r.expires),
+        );
+    let (mut due, mut next) = (false, None::<Instant>);
+    for t in ends {
+        if t <= now {
+            due = true;
+        } else {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+    }
+    if due {
+        let live = |i: IfIndex, t: Instant| i != idx || t > now;
+        cx.ctl6.update_nd6(&mut |c| {
+            c.routers.retain(|r| live(r.ifindex, r.expires));
+            c.prefixes.retain(|p| live(p.ifindex, p.expires));
+            c.redirects.retain(|r| live(r.ifindex, r.expires));
+        });
     }
     next
 }
@@ -571,30 +663,124 @@ pub(crate) fn nd6_ra_input(
                     );
                 }
             }
-            // RFC 4862 §5.5.3: autonomous flag, preferred <= valid, a /64 for an
-            // Ethernet interface identifier.
+            // RFC 4862 §5.5.3 (a)-(c): autonomous flag, preferred <= valid ("If
+            // the preferred lifetime is greater than the valid lifetime, silently
+            // ignore the Prefix Information option"), a /64 for an Ethernet
+            // interface identifier.
             if slaac_on
                 && p.flags.contains(wire::NdiscPrefixFlags::ADDRCONF)
                 && p.preferred_lifetime <= p.valid_lifetime
-                && p.valid_lifetime > 0
                 && p.prefix_len == 64
             {
-                slaac.push(crate::link::iface::Inet6Addr::new(
-                    slaac_addr(p.prefix, ifp.mac),
-                    64,
-                ));
+                let a = crate::link::iface::Inet6Addr::new(slaac_addr(p.prefix, ifp.mac), 64);
+                slaac.push((a, p.preferred_lifetime, p.valid_lifetime));
             }
         }
     });
-    for a in slaac {
-        if cx.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
-            continue;
+    for (a, preferred, valid) in slaac {
+        slaac_prefix_input(cx, ifp, a, preferred, valid);
+    }
+}
+
+/// RFC 4862 §5.5.3 (e): "2 hours".
+const TWO_HOURS: Duration = Duration::from_secs(7200);
+
+/// The end of a lifetime of `secs` seconds from `now`; `None` for infinity (all
+/// one bits, RFC 4861 §4.6.2).
+fn lifetime_end(now: Instant, secs: u32) -> Option<Instant> {
+    (secs != u32::MAX).then(|| now + Duration::from_secs(u64::from(secs)))
+}
+
+/// An autonomous prefix advertised on `ifp` (RFC 4862 §5.5.3 (d), (e)): its address
+/// `a` formed, or, if it was formed before, its lifetimes updated by the two-hour
+/// rule. Lifetimes in seconds, as advertised.
+fn slaac_prefix_input(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    a: crate::link::iface::Inet6Addr,
+    preferred: u32,
+    valid: u32,
+) {
+    let now = cx.now;
+    let pref_end = lifetime_end(now, preferred);
+    if let Some(have) = ifp.addr6(a.addr) {
+        // An operator's own address keeps the lifetimes the operator gave it.
+        if !have.is_autoconf() {
+            return;
         }
-        match cx.ctl6.add_address6(ifp.index, a) {
-            Ok(()) => cx.stats.nd6.autoconf += 1,
-            Err(_) => DropReason::Nd6AutoconfFull.count(cx.stats),
+        // (e): "1. If the received Valid Lifetime is greater than 2 hours or
+        // greater than RemainingLifetime, set the valid lifetime of the
+        // corresponding address to the advertised Valid Lifetime. 2. If
+        // RemainingLifetime is less than or equal to 2 hours, ignore the Prefix
+        // Information option with regards to the valid lifetime, unless the Router
+        // Advertisement from which this option was obtained has been
+        // authenticated ... 3. Otherwise, reset the valid lifetime of the
+        // corresponding address to 2 hours." We authenticate none (no SEND), so a
+        // forged advertisement can shorten an address's life to two hours at the
+        // least; a valid lifetime of 0 is obeyed within that rule.
+        let remaining = have.valid_until().map(|t| t.saturating_duration_since(now));
+        let received = Duration::from_secs(u64::from(valid));
+        let valid_end =
+            if valid == u32::MAX || received > TWO_HOURS || remaining.is_some_and(|r| received > r)
+            {
+                lifetime_end(now, valid)
+            } else if remaining.is_some_and(|r| r <= TWO_HOURS) {
+                have.valid_until()
+            } else {
+                Some(now + TWO_HOURS)
+            };
+        // "The preferred lifetime of the address [is reset] to the Preferred
+        // Lifetime in the received advertisement", within the valid one.
+        let pref_end = match (pref_end, valid_end) {
+            (Some(p), Some(v)) => Some(p.min(v)),
+            (None, v) => v,
+            (p, None) => p,
+        };
+        have.set_lifetimes(pref_end, valid_end);
+        slaac_state(have, now);
+        // Worker 0's timers end lifetimes: it learns the new ends.
+        cx.ctl6.notify_worker(0);
+        return;
+    }
+    // (d): "If the prefix advertised is not equal to the prefix of an address
+    // configured by stateless autoconfiguration already in the list of addresses
+    // associated with the interface (where "equal" means the two prefix lengths
+    // are the same and the first prefix-length bits of the prefixes are
+    // identical), and if the Valid Lifetime is not 0, form an address".
+    if valid == 0 || cx.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
+        return;
+    }
+    let valid_end = lifetime_end(now, valid);
+    if cx
+        .ctl6
+        .add_autoconf6(ifp.index, a, pref_end, valid_end)
+        .is_ok()
+    {
+        cx.stats.nd6.autoconf += 1;
+        return;
+    }
+    // The interface holds all it may: the address deprecated longest ago gives way
+    // (it serves old connections only), else the new prefix is refused, so a
+    // flood of advertised prefixes cannot take a renumbered network's address.
+    let oldest = ifp
+        .addrs6
+        .iter()
+        .filter(|x| x.is_autoconf() && x.preferred_until().is_some_and(|t| t <= now))
+        .filter(|x| x.state() != AddrState::Tentative)
+        .min_by_key(|x| x.preferred_until());
+    if let Some(old) = oldest {
+        cx.ctl6.delete_address6(ifp.index, old.addr.addr);
+        cx.stats.nd6.autoconfreclaimed += 1;
+        if cx
+            .ctl6
+            .add_autoconf6(ifp.index, a, pref_end, valid_end)
+            .is_ok()
+        {
+            cx.stats.nd6.autoconf += 1;
+            return;
         }
     }
+    DropReason::Nd6AutoconfFull.count(cx.stats);
 }
 
 /// `icmp6_redirect_input`: RFC 4861 §8.1 validity checks, §8.3 processing.

@@ -184,20 +184,31 @@ impl std::str::FromStr for Inet6Addr {
     }
 }
 
-/// The state of an IPv6 address (RFC 4862 §5.4), FreeBSD's `IN6_IFF_TENTATIVE` and
-/// `IN6_IFF_DUPLICATED`.
+/// The state of an IPv6 address (RFC 4862 §5.4, §5.5.4), FreeBSD's
+/// `IN6_IFF_TENTATIVE`, `IN6_IFF_DEPRECATED` and `IN6_IFF_DUPLICATED`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddrState {
     /// Duplicate address detection runs: the address takes no traffic but ND's.
     Tentative,
     /// Unique on the link: in use.
     Preferred,
+    /// Its preferred lifetime has ended (RFC 4862 §5.5.4): it still takes traffic
+    /// and serves the connections that use it, but new ones choose another source
+    /// if there is one (RFC 6724 §5 rule 3).
+    Deprecated,
     /// Another node holds it: never used.
     Duplicated,
 }
 
+/// A lifetime's end in [`In6Ifaddr`]: nanoseconds of the stack's clock, `u64::MAX`
+/// for infinity (RFC 4861 §4.6.2's all-ones lifetime, and every address an operator
+/// configured).
+const FOREVER: u64 = u64::MAX;
+
 /// An IPv6 address configured on an interface, with its duplicate address detection
-/// state, which changes without a new configuration being published.
+/// state and, for one stateless autoconfiguration formed, its preferred and valid
+/// lifetimes (RFC 4862 §5.5.3); these change without a new configuration being
+/// published.
 #[derive(Debug)]
 pub struct In6Ifaddr {
     pub addr: Inet6Addr,
@@ -206,16 +217,57 @@ pub struct In6Ifaddr {
     /// (nanoseconds; `u64::MAX` before the first probe). Worker 0's timers only.
     dad_sent: AtomicU8,
     dad_next: AtomicU64,
+    /// Formed from an advertised prefix (SLAAC): advertisements set its lifetimes.
+    autoconf: bool,
+    /// When the preferred and valid lifetimes end ([`FOREVER`] for infinity).
+    preferred_until: AtomicU64,
+    valid_until: AtomicU64,
 }
 
 impl In6Ifaddr {
+    /// An address an operator configured: no lifetime ends.
     pub fn new(addr: Inet6Addr, state: AddrState) -> Self {
         In6Ifaddr {
             addr,
             state: AtomicU8::new(state as u8),
             dad_sent: AtomicU8::new(0),
             dad_next: AtomicU64::new(u64::MAX),
+            autoconf: false,
+            preferred_until: AtomicU64::new(FOREVER),
+            valid_until: AtomicU64::new(FOREVER),
         }
+    }
+
+    /// An address stateless autoconfiguration formed, preferred until `preferred`
+    /// and valid until `valid` (`None`: infinity).
+    pub fn autoconf(
+        addr: Inet6Addr,
+        state: AddrState,
+        preferred: Option<dev::Instant>,
+        valid: Option<dev::Instant>,
+    ) -> Self {
+        let a = In6Ifaddr {
+            autoconf: true,
+            ..In6Ifaddr::new(addr, state)
+        };
+        a.set_lifetimes(preferred, valid);
+        a
+    }
+
+    /// The same address starting duplicate address detection again (the link came
+    /// up), its lifetimes kept.
+    pub(crate) fn restarted(&self) -> Self {
+        let a = In6Ifaddr {
+            autoconf: self.autoconf,
+            ..In6Ifaddr::new(self.addr, AddrState::Tentative)
+        };
+        a.preferred_until.store(
+            self.preferred_until.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        a.valid_until
+            .store(self.valid_until.load(Ordering::Relaxed), Ordering::Relaxed);
+        a
     }
 
     pub(crate) fn dad_sent(&self) -> u8 {
@@ -239,6 +291,7 @@ impl In6Ifaddr {
         match self.state.load(Ordering::Acquire) {
             0 => AddrState::Tentative,
             1 => AddrState::Preferred,
+            2 => AddrState::Deprecated,
             _ => AddrState::Duplicated,
         }
     }
@@ -247,10 +300,40 @@ impl In6Ifaddr {
         self.state.store(s as u8, Ordering::Release);
     }
 
-    /// In use: neither tentative nor duplicated.
+    /// In use: neither tentative nor duplicated (a deprecated address is still
+    /// valid, RFC 4862 §5.5.4).
     pub fn usable(&self) -> bool {
-        self.state() == AddrState::Preferred
+        matches!(self.state(), AddrState::Preferred | AddrState::Deprecated)
     }
+
+    /// Formed by stateless autoconfiguration.
+    pub fn is_autoconf(&self) -> bool {
+        self.autoconf
+    }
+
+    /// When its preferred lifetime ends (`None`: never).
+    pub fn preferred_until(&self) -> Option<dev::Instant> {
+        until(self.preferred_until.load(Ordering::Relaxed))
+    }
+
+    /// When its valid lifetime ends and it is removed (`None`: never).
+    pub fn valid_until(&self) -> Option<dev::Instant> {
+        until(self.valid_until.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_lifetimes(
+        &self,
+        preferred: Option<dev::Instant>,
+        valid: Option<dev::Instant>,
+    ) {
+        let ns = |t: Option<dev::Instant>| t.map_or(FOREVER, |t| t.as_nanos().min(FOREVER - 1));
+        self.preferred_until.store(ns(preferred), Ordering::Relaxed);
+        self.valid_until.store(ns(valid), Ordering::Relaxed);
+    }
+}
+
+fn until(ns: u64) -> Option<dev::Instant> {
+    (ns != FOREVER).then(|| dev::Instant::from_nanos(ns))
 }
 
 /// The solicited-node multicast address of `a` (RFC 4291 §2.7.1): `ff02::1:ffXX:XXXX`.
@@ -417,8 +500,10 @@ impl Ifnet {
     }
 
     /// Source address selection (RFC 6724, reduced to what a host with a link-local
-    /// and a few global addresses needs): a usable address of the destination's scope,
-    /// preferring one on the destination's prefix.
+    /// and a few global addresses needs): a usable address of the destination's scope
+    /// (rule 2), a preferred one before a deprecated one (rule 3; RFC 4862 §5.5.4
+    /// keeps a deprecated one usable when there is no other), one on the
+    /// destination's prefix first (rule 8).
     pub fn source6_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
         let ll = is_link_local(dst) || (dst.is_multicast() && dst.segments()[0] & 0x000f <= 2);
         let usable = || self.addrs6.iter().filter(|x| x.usable());
@@ -427,10 +512,15 @@ impl Ifnet {
                 .find(|x| is_link_local(x.addr.addr))
                 .map(|x| x.addr.addr);
         }
-        usable()
-            .filter(|x| !is_link_local(x.addr.addr))
-            .find(|x| x.addr.contains(dst))
-            .or_else(|| usable().find(|x| !is_link_local(x.addr.addr)))
+        let global =
+            |s: AddrState| usable().filter(move |x| x.state() == s && !is_link_local(x.addr.addr));
+        let best = |s: AddrState| {
+            global(s)
+                .find(|x| x.addr.contains(dst))
+                .or_else(|| global(s).next())
+        };
+        best(AddrState::Preferred)
+            .or_else(|| best(AddrState::Deprecated))
             .or_else(|| usable().next())
             .map(|x| x.addr.addr)
     }
@@ -473,5 +563,48 @@ mod tests {
         assert!(!p.is_net_or_bcast(ip(0)) && !p.is_net_or_bcast(ip(1)));
         let h: InetAddr = "198.18.0.1/32".parse().unwrap();
         assert!(!h.is_net_or_bcast(ip(1)));
+    }
+
+    /// RFC 6724 rule 3 before rule 8: a preferred address, even off the
+    /// destination's prefix, before a deprecated one on it; a deprecated one when
+    /// it is all there is (RFC 4862 §5.5.4: new communication is not refused it).
+    #[test]
+    fn source_selection_avoids_a_deprecated_address_while_there_is_another() {
+        let mac = EthernetAddress([0x02, 0, 0, 0, 0, 7]);
+        let a6 = |s: &str| -> Inet6Addr { s.parse().unwrap() };
+        let ifnet = |addrs6: Vec<Arc<In6Ifaddr>>| Ifnet {
+            index: IfIndex(0),
+            name: "t0".into(),
+            mac,
+            mtu: 1500,
+            flags: flags::IFF_UP,
+            addrs: Vec::new(),
+            addrs6,
+            arp: Arc::new(ArpTable::new(Default::default())),
+            nd6: Arc::new(Nd6Table::new(Default::default())),
+            num_queues: 1,
+            forwarding: Arc::default(),
+            offload: dev::Offloads::default(),
+        };
+        let ll = Arc::new(In6Ifaddr::new(
+            Inet6Addr::link_local(mac),
+            AddrState::Preferred,
+        ));
+        let old = Arc::new(In6Ifaddr::new(
+            a6("2001:2:0:1::7/64"),
+            AddrState::Deprecated,
+        ));
+        let new = Arc::new(In6Ifaddr::new(a6("2001:2:0:2::7/64"), AddrState::Preferred));
+        let on_old: Ipv6Addr = "2001:2:0:1::99".parse().unwrap();
+        let far: Ipv6Addr = "2001:2:ffff::5".parse().unwrap();
+        let i = ifnet(vec![ll.clone(), old.clone(), new.clone()]);
+        assert_eq!(i.source6_for(far), Some(new.addr.addr));
+        assert_eq!(i.source6_for(on_old), Some(new.addr.addr));
+        let i = ifnet(vec![ll.clone(), old.clone()]);
+        assert_eq!(i.source6_for(far), Some(old.addr.addr));
+        assert_eq!(
+            i.source6_for("fe80::1".parse().unwrap()),
+            Some(ll.addr.addr)
+        );
     }
 }

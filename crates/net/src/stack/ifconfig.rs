@@ -1,23 +1,24 @@
 //! What `ifconfig` changes on a running stack beyond adding addresses: deleting
-//! an address (either family), setting an interface's MTU, and marking it up or
-//! down. Each change is one
+//! an address (either family; neighbour discovery deletes the autoconfigured ones
+//! whose lifetime ended through the same path), setting an interface's MTU, and
+//! marking it up or down. Each change is one
 //! published configuration (the workers see the old or the new interface, never a
 //! half-changed one) and is announced on the routing socket as FreeBSD does
 //! (`RTM_DELADDR`, the connected route's `RTM_DELETE`, `RTM_IFINFO`).
 
-use super::{IfIndex, Stack, StackError};
-use crate::link::iface::{flags, AddrState, Ifnet, In6Ifaddr};
+use super::{IfIndex, Shared, Stack, StackError};
+use crate::link::iface::{flags, AddrState, Ifnet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-impl Stack {
+impl Shared {
     /// Replaces interface `ifindex` by what `f` makes of a copy of it.
-    fn update_ifnet<R>(
+    pub(crate) fn update_ifnet<R>(
         &self,
         ifindex: IfIndex,
         f: impl FnOnce(&mut Ifnet) -> Result<R, StackError>,
     ) -> Result<R, StackError> {
-        self.shared.update(|c| {
+        self.update(|c| {
             let old = c
                 .ifaces
                 .get(ifindex.get())
@@ -42,10 +43,9 @@ impl Stack {
         })
     }
 
-    /// Deletes address `addr` from interface `ifindex` (`ifconfig IF inet ADDR
-    /// -alias`). The connected route of its network goes with it unless another
-    /// address of the interface is in the same network.
-    pub fn delete_address(&self, ifindex: IfIndex, addr: IpAddr) -> Result<(), StackError> {
+    /// [`Stack::delete_address`], also for neighbour discovery (an autoconfigured
+    /// address whose valid lifetime ended).
+    pub(crate) fn delete_address(&self, ifindex: IfIndex, addr: IpAddr) -> Result<(), StackError> {
         let (len, keep) = self.update_ifnet(ifindex, |n| match addr {
             IpAddr::V4(a) => {
                 let i = n
@@ -78,7 +78,7 @@ impl Stack {
         })?;
         let ifi = u32::from(ifindex.0);
         let net = route::IpPrefix::new(addr, len);
-        self.shared.rtbus.send(
+        self.rtbus.send(
             route::RtmType::DelAddr,
             net,
             Some(addr),
@@ -87,7 +87,7 @@ impl Stack {
         );
         if !keep && !net.is_host() {
             // Only the connected route of this interface, not a static one.
-            let _ = self.shared.route_update(|r| {
+            let _ = self.route_update(|r| {
                 r.delete_matching(|ri| {
                     ri.dst == net
                         && ri.flags.contains(route::RtFlags::CONNECTED)
@@ -97,12 +97,21 @@ impl Stack {
         }
         Ok(())
     }
+}
+
+impl Stack {
+    /// Deletes address `addr` from interface `ifindex` (`ifconfig IF inet ADDR
+    /// -alias`). The connected route of its network goes with it unless another
+    /// address of the interface is in the same network.
+    pub fn delete_address(&self, ifindex: IfIndex, addr: IpAddr) -> Result<(), StackError> {
+        self.shared.delete_address(ifindex, addr)
+    }
 
     /// Sets interface `ifindex`'s MTU (`ifconfig IF mtu N`): what the stack sends
     /// there from now on, and what TCP offers as its segment size on new
     /// connections. 576 to 65535 bytes (IPv6 on the interface needs 1280).
     pub fn set_mtu(&self, ifindex: IfIndex, mtu: usize) -> Result<(), StackError> {
-        self.update_ifnet(ifindex, |n| {
+        self.shared.update_ifnet(ifindex, |n| {
             let min = if n.addrs6.is_empty() { 576 } else { 1280 };
             if !(min..=65535).contains(&mtu) {
                 return Err(StackError::Invalid(format!(
@@ -125,7 +134,7 @@ impl Stack {
     /// that are not duplicated run duplicate address detection again (RFC 4862
     /// §5.4: the link may have changed). Announced as `RTM_IFINFO`.
     pub fn set_up(&self, ifindex: IfIndex, up: bool) -> Result<bool, StackError> {
-        let changed = self.update_ifnet(ifindex, |n| {
+        let changed = self.shared.update_ifnet(ifindex, |n| {
             if n.is_up() == up {
                 return Ok(false);
             }
@@ -134,7 +143,7 @@ impl Stack {
                 if !n.no_link_header() {
                     for a in n.addrs6.iter_mut() {
                         if a.state() != AddrState::Duplicated {
-                            *a = Arc::new(In6Ifaddr::new(a.addr, AddrState::Tentative));
+                            *a = Arc::new(a.restarted());
                         }
                     }
                 }

@@ -326,8 +326,18 @@ impl crate::inet6::cx::Inet6Ctl for Shared {
     fn update_nd6(&self, f: &mut dyn FnMut(&mut crate::inet6::nd6::NdState)) {
         self.update(|c| f(&mut c.inet6.nd6));
     }
-    fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), ()> {
-        Shared::add_address6(self, ifindex, a).map_err(|_| ())
+    fn add_autoconf6(
+        &self,
+        ifindex: IfIndex,
+        a: Inet6Addr,
+        preferred: Option<dev::Instant>,
+        valid: Option<dev::Instant>,
+    ) -> Result<(), ()> {
+        self.add_ifaddr6(ifindex, a, |s| In6Ifaddr::autoconf(a, s, preferred, valid))
+            .map_err(|_| ())
+    }
+    fn delete_address6(&self, ifindex: IfIndex, a: std::net::Ipv6Addr) {
+        let _ = Shared::delete_address(self, ifindex, a.into());
     }
     fn notify_worker(&self, w: usize) {
         Shared::notify_worker(self, w);
@@ -459,7 +469,17 @@ impl Shared {
     /// Adds an IPv6 address (tentative) to an interface, with the link-local one first
     /// if IPv6 was off there. Worker 0's timers run DAD.
     pub(crate) fn add_address6(&self, ifindex: IfIndex, a: Inet6Addr) -> Result<(), StackError> {
-        self.update(|c| self.add_address6_locked(c, ifindex, a))?;
+        self.add_ifaddr6(ifindex, a, |s| In6Ifaddr::new(a, s))
+    }
+
+    /// Adds address `a`, as `make` builds it in the state it starts in.
+    fn add_ifaddr6(
+        &self,
+        ifindex: IfIndex,
+        a: Inet6Addr,
+        make: impl Fn(AddrState) -> In6Ifaddr,
+    ) -> Result<(), StackError> {
+        self.update(|c| self.add_address6_locked(c, ifindex, a, make))?;
         self.address_added(ifindex, a.addr.into(), a.prefix_len);
         Ok(())
     }
@@ -469,6 +489,7 @@ impl Shared {
         c: &mut NetConfig,
         ifindex: IfIndex,
         a: Inet6Addr,
+        make: impl Fn(AddrState) -> In6Ifaddr,
     ) -> Result<(), StackError> {
         {
             if c.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
@@ -499,7 +520,7 @@ impl Shared {
                     addrs6.push(Arc::new(In6Ifaddr::new(ll, state)));
                 }
             }
-            addrs6.push(Arc::new(In6Ifaddr::new(a, state)));
+            addrs6.push(Arc::new(make(state)));
             c.ifaces[ifindex.get()] = Arc::new(Ifnet {
                 index: old.index,
                 name: old.name.clone(),

@@ -634,6 +634,7 @@ impl Worker {
         if let Some(tw) = cx.tcp.as_ref() {
             let stats = &mut *cx.ip6.ip4.link.stats;
             stats.tcp.pcbcount = tw.count() as u64;
+            stats.tcp.orphans = tw.orphans() as u64;
             stats.tcp.timerentries = tw.timer_entries() as u64;
         }
 

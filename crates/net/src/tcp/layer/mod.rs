@@ -281,6 +281,9 @@ struct Conn {
     deferred: bool,
     /// The IP header fields its segments carry (the socket's `IP_TTL`, `IP_TOS`).
     ip: IpOpts,
+    /// Counted in the worker's `orphans`: its application has closed it and it is
+    /// neither closed nor in TIME_WAIT.
+    orphan: bool,
 }
 
 /// The addresses of a vacant connection.
@@ -306,6 +309,7 @@ impl Conn {
             timer_at: None,
             deferred: false,
             ip: IpOpts::default(),
+            orphan: false,
         }
     }
 
@@ -401,6 +405,8 @@ pub(crate) struct TcpWorker {
     /// up, so each remnant has one entry (and such a one may end late, by less than
     /// the time between the FIN and its old deadline; never early).
     tw_queue: VecDeque<(dev::Instant, usize, u32)>,
+    /// Connections marked `orphan` (bounded by `TcpConfig::max_orphans`).
+    orphans: usize,
 }
 
 /// Connection boxes a worker keeps for reuse.
@@ -494,7 +500,13 @@ impl TcpWorker {
             vacant: Arc::new(StreamShared::new(VACANT_ADDR, VACANT_ADDR, 0, 0, 0)),
             tws: Slab::new(),
             tw_queue: VecDeque::new(),
+            orphans: 0,
         }
+    }
+
+    /// Orphans this worker holds (`TcpConfig::max_orphans`).
+    pub fn orphans(&self) -> usize {
+        self.orphans
     }
 
     /// Connections this worker holds: control blocks, and TIME_WAIT remnants.
@@ -563,6 +575,9 @@ impl TcpWorker {
     /// Ends a removed connection: what it holds goes now, its box is kept for the
     /// next connection while there are fewer than [`BOX_SPARE`].
     fn recycle(&mut self, mut c: Box<Conn>) {
+        if std::mem::take(&mut c.orphan) {
+            self.orphans -= 1;
+        }
         if self.boxes.len() < BOX_SPARE {
             *c = Conn::vacant(&self.vacant);
             self.boxes.push(c);

@@ -139,6 +139,22 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         c.fin_requested = true;
         c.tcb.close();
     }
+    if dropped && !c.orphan && !matches!(c.tcb.state(), State::Closed | State::TimeWait) {
+        // An orphan now. One too many (`max_orphans`, split among the workers) is
+        // reset and freed at once, as Linux's tcp_close answers "too many orphaned
+        // sockets" (LINUX_MIB_TCPABORTONMEMORY): a crowd of peers that each
+        // acknowledge just enough to outlast the orphans' time bounds cannot hold
+        // every connection's buffers.
+        let limit = (cx.tcp_cfg.max_orphans as usize).div_ceil(cx.nworkers.max(1));
+        if tw.orphans >= limit {
+            cx.stats.tcp.orphandrop += 1;
+            cx.stats.tcp.drops += 1;
+            c.tcb.abort();
+        } else {
+            c.orphan = true;
+            tw.orphans += 1;
+        }
+    }
     // Control block → application, then → wire: what the channel takes leaves the
     // receive buffer first, so the acknowledgment below carries the window it
     // opens (one segment out, not an ACK and then a window update).
@@ -167,6 +183,10 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         send_segment(cx, &c.tuple, seg, c.tcb.payload(seg), c.ip);
     }
     tw.segs = segs;
+    if c.orphan && matches!(c.tcb.state(), State::Closed | State::TimeWait) {
+        c.orphan = false;
+        tw.orphans -= 1;
+    }
     // A closed connection's end of stream is told below, after its error: a reader
     // that saw the end first would take a reset for a clean close (`Ok(0)`).
     if c.tcb.recv_finished()

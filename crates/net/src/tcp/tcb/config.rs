@@ -77,6 +77,17 @@ pub struct TcpConfig {
     /// backoff, which answers do not reset (`tcp_orphan_retries`); this counts
     /// time.
     pub persist_orphan_timeout: Duration,
+    /// Connections whose application has closed and which still have work to do
+    /// (orphans: FIN_WAIT_1, FIN_WAIT_2, CLOSING, LAST_ACK, or data left to send;
+    /// TIME_WAIT is not one) the stack holds at most (`net.inet.tcp.maxorphans`,
+    /// Linux's `tcp_max_orphans`; 4,096), split evenly among the workers. Each
+    /// bound on an orphan's time (`finwait2_timeout`, `persist_orphan_timeout`, the
+    /// retransmission limit) yields to a peer that acknowledges a little now and
+    /// then, so without this one a crowd of such peers could hold `tcp_max_conns`
+    /// connections and their send buffers. A close that would make one too many is
+    /// answered as Linux answers it ("too many orphaned sockets"): the connection
+    /// is reset and freed at once, and counted in `tcp.orphandrop`.
+    pub max_orphans: u32,
     /// Runs of out-of-order data held for reassembly (a segment that continues a
     /// run joins it; the bytes are bounded by the receive window).
     pub ooo_max_segs: usize,
@@ -188,6 +199,7 @@ impl Default for TcpConfig {
             finwait2_timeout: Duration::from_secs(60),
             fast_finwait2_recycle: false,
             persist_orphan_timeout: Duration::from_secs(60),
+            max_orphans: 4096,
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,

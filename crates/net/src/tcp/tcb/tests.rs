@@ -2527,3 +2527,86 @@ fn a_shut_window_is_probed_while_the_peer_answers_and_dropped_when_it_is_gone() 
     assert_eq!(p.sa.persistdrop, 1);
     assert!(p.sa.sndprobe - probes >= 5, "it kept probing meanwhile");
 }
+
+/// Runs A alone against a hostile peer that answers every segment A sends, 5 ms
+/// later, with an acknowledgment of `ack` and a shut window (and never takes the
+/// FIN), for at most `limit`; returns when A is closed, or the limit passed.
+fn against_a_shut_window(p: &mut Pair, ack: u32, limit: Duration) {
+    let end = p.now + limit;
+    while p.a.state() != State::Closed && p.now < end {
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        p.log.extend(out.iter().map(|s| (true, *s)));
+        if !out.is_empty() && p.a.state() != State::Closed {
+            p.now += Duration::from_millis(5);
+            let s = SegIn {
+                ack: Some(ack),
+                wnd: 0,
+                ..seg_to_a(p)
+            };
+            let now = p.now;
+            p.a.input(&s, now, &mut p.sa);
+            continue;
+        }
+        match p.a.poll_at() {
+            Some(t) => p.now = p.now.max(t),
+            None => break,
+        }
+    }
+}
+
+/// FIN_WAIT_1 of a closed connection whose FIN the peer never takes, all data
+/// acknowledged and the window shut (a FIN is not held back by the window, RFC 9293
+/// §3.10.7.4 lets the peer refuse it there, as FreeBSD's tcp_input does): the FIN
+/// is retransmitted, and the peer's answers, which acknowledge nothing new, do not
+/// reset the backoff, so after `max_retries` timeouts (some six minutes at a 200 ms
+/// RTO) the connection is dropped as timed out (`tcp.timeoutdrop`). Already so
+/// before `net.inet.tcp.maxorphans`; this proves the bound.
+#[test]
+fn fin_wait_1_with_everything_acknowledged_and_a_shut_window_ends() {
+    let mut p = quiet_pair(39);
+    p.blackhole = true;
+    assert_eq!(p.a.send(&[1u8; 1000]), 1000);
+    p.a.close();
+    p.a.detach(p.now);
+    let (t0, fin) = (p.now, p.a.fin_seq());
+    against_a_shut_window(&mut p, fin, Duration::from_secs(3600));
+    assert_eq!(p.a.state(), State::Closed);
+    let fins = p.log.iter().filter(|(a, s)| *a && s.fin).count();
+    assert_eq!(
+        fins as u32,
+        1 + p.a.cfg.max_retries,
+        "the FIN and its retransmissions"
+    );
+    assert_eq!(p.sa.timeoutdrop, 1);
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    let took = p.now - t0;
+    assert!(took <= Duration::from_secs(400), "{took:?}");
+}
+
+/// FIN_WAIT_1 of a closed connection with data still unacknowledged behind a shut
+/// window (the FIN went with the data, the peer took half and shut its window): the
+/// retransmission timer gives way to the persist timer, and the stall is bounded by
+/// `persist_orphan_timeout` (60 s) however the peer answers the probes
+/// (`tcp.persistdrop`). Already so; this proves it.
+#[test]
+fn fin_wait_1_with_data_behind_a_shut_window_ends_at_the_orphan_bound() {
+    let mut p = quiet_pair(40);
+    p.blackhole = true;
+    assert_eq!(p.a.send(&[1u8; 1000]), 1000);
+    p.a.close();
+    p.a.detach(p.now);
+    let mut out = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut out);
+    assert!(out.iter().any(|s| s.fin), "data and FIN out: {out:?}");
+    assert_eq!(p.a.state(), State::FinWait1);
+    let half = p.a.snd_una.wrapping_add(500);
+    let t0 = p.now;
+    against_a_shut_window(&mut p, half, Duration::from_secs(3600));
+    assert_eq!(p.a.state(), State::Closed);
+    assert!(p.sa.sndprobe > 0, "probed the window");
+    assert_eq!(p.sa.persistdrop, 1);
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    let took = p.now - t0;
+    assert!(took <= Duration::from_secs(61), "{took:?}");
+}
