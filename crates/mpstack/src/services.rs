@@ -747,6 +747,26 @@ mod tests {
             .contains("unknown service 'http'"));
     }
 
+    /// The start-up line says what listens: nothing with `none` (no UDP echo
+    /// either, which it once claimed), and each service's protocols otherwise.
+    #[test]
+    fn the_start_up_line_names_what_listens() {
+        assert_eq!(describe(&parse_list(DEFAULT_SERVE).unwrap(), true), "none");
+        assert_eq!(
+            describe(&parse_list("echo,chargen").unwrap(), false),
+            "echo (TCP and UDP 7), chargen (TCP and UDP 19) on IPv4"
+        );
+        let www = std::env::temp_dir();
+        let list = parse_list(&format!("discard,http={}", www.display())).unwrap();
+        assert_eq!(
+            describe(&list, true),
+            format!(
+                "discard (TCP and UDP 9), http (TCP 80, {}) on IPv4 and IPv6",
+                www.display()
+            )
+        );
+    }
+
     #[test]
     fn udp_sources_below_1024_or_not_unicast_are_refused() {
         for bad in [
