@@ -14,6 +14,7 @@
 
 pub mod alloc_count;
 pub mod cpu;
+pub mod file;
 pub mod gen;
 pub mod heap;
 pub mod impair;

@@ -38,7 +38,7 @@ enum Cmd {
     /// joined by a router with a firewall; --list names the scenarios.
     Demo(DemoArgs),
     /// Run a node on TAP devices or (--packet) Linux interfaces through AF_PACKET: a
-    /// host (ARP, ND, ping; echo, discard, chargen, http services); with several links,
+    /// host (ARP, ND, ping; with --serve, echo, discard, chargen, http services); with several links,
     /// --route and --forwarding, a router; with --bridge, a learning bridge; VLANs
     /// (--vlan) and gif/gre tunnels (--tunnel) as interfaces.
     ///
@@ -323,13 +323,17 @@ pub struct RunArgs {
     pub mac: Option<String>,
     /// Services to run, comma-separated: echo (TCP and UDP port 7), discard (TCP and
     /// UDP 9), chargen (TCP and UDP 19), http=DIR (static files on TCP 80: GET and
-    /// HEAD, keep-alive; hyper's HTTP/1.1), or none (no service, UDP echo included).
+    /// HEAD, keep-alive; hyper's HTTP/1.1; no dotfiles, no symbolic link as the
+    /// file), or none (the default: no service; pings are answered either way).
     /// The last --serve given counts. The TCP services are tasks on a small runtime,
-    /// bounded by --serve-idle-timeout, --serve-header-timeout and --serve-max-conns.
+    /// bounded by --serve-idle-timeout, --serve-header-timeout, --serve-max-conns
+    /// and (HTTP) --serve-max-conns-per-source. The UDP ones answer no datagram
+    /// from a port below 1024 (another node's echo or chargen: inetd's loop check)
+    /// and at most --serve-udp-rate a second to one source.
     #[arg(
         long,
         value_name = "LIST",
-        default_value = "echo",
+        default_value = services::DEFAULT_SERVE,
         overrides_with = "serve"
     )]
     pub serve: String,
@@ -349,6 +353,15 @@ pub struct RunArgs {
     /// The default is as many as one worker's TCP connection table holds.
     #[arg(long, value_name = "N", default_value_t = services::Limits::DEFAULT_MAX_CONNS, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=16_777_216), |n| n as usize))]
     pub serve_max_conns: usize,
+    /// HTTP connections one source address may hold at once; beyond it a new one
+    /// is refused with a reset and counted (refused for their source).
+    #[arg(long, value_name = "N", default_value_t = services::Limits::DEFAULT_MAX_CONNS_PER_SOURCE, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=16_777_216), |n| n as usize))]
+    pub serve_max_conns_per_source: usize,
+    /// Datagrams a second the UDP echo and chargen answer one source address (a
+    /// burst of twice as many; each service also answers at most 1000 a second
+    /// over all sources); beyond, counted and not answered.
+    #[arg(long, value_name = "N", default_value_t = services::UdpLimits::default().per_source_rate, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub serve_udp_rate: u32,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
@@ -401,12 +414,33 @@ pub struct RunArgs {
     pub metrics: Option<String>,
     /// Take routes from FRR's zebra (its Forwarding Plane Manager, module
     /// dplane_fpm_nl: `fpm address ADDR port PORT` and `no fpm use-next-hop-groups`
-    /// in zebra's configuration) on this TCP address of the host: zebra's BGP,
-    /// OSPF and static routes are installed (flag 2 in netstat -r), replaced and
-    /// withdrawn as it says; next hops are resolved against the node's interfaces;
-    /// a reconnecting zebra resynchronises. Off by default.
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// in zebra's configuration) on this TCP address of the host: `--fpm` alone
+    /// is 127.0.0.1:2620 (zebra's default), `--fpm PORT` on 127.0.0.1. zebra's
+    /// BGP, OSPF and static routes are installed (flag 2 in netstat -r), replaced
+    /// and withdrawn as it says; next hops are resolved against the node's
+    /// interfaces (a link-local IPv6 one on the interface zebra names), and a
+    /// route that cannot be yet is installed once an address makes it possible;
+    /// a reconnecting zebra resynchronises. One session at a time: another
+    /// connection while zebra's lives is closed at once, as is one from a peer
+    /// not allowed (--fpm-allow, --fpm-user); each is counted and logged. Off by
+    /// default.
+    #[arg(long, value_name = "[ADDR:]PORT", num_args = 0..=1, default_missing_value = "127.0.0.1:2620")]
     pub fpm: Option<String>,
+    /// Peers that may feed --fpm, a prefix (repeatable): `--fpm-allow
+    /// 198.18.5.0/24`. Without it, loopback only; needed when --fpm listens on
+    /// another address.
+    #[arg(long, value_name = "PREFIX", requires = "fpm")]
+    pub fpm_allow: Vec<String>,
+    /// A user (name or uid) whose sockets on this host may feed --fpm, besides
+    /// root (repeatable); zebra runs as frr. A connection from this host by
+    /// another user (as /proc/net/tcp says) is refused.
+    #[arg(long, value_name = "USER", default_value = "frr", requires = "fpm")]
+    pub fpm_user: Vec<String>,
+    /// The routes --fpm installs at most (and unresolved ones it keeps to retry
+    /// at most); beyond, a route is refused and counted (fpm full in netstat -s).
+    /// The default holds a full IPv4 and IPv6 table with room (some 525 MB).
+    #[arg(long, value_name = "N", default_value_t = net::fpm::FpmPolicy::DEFAULT_MAX_ROUTES, requires = "fpm", value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=2_000_000), |n| n as usize))]
+    pub fpm_max_routes: usize,
     /// The node's name: its control socket is RUNDIR/NAME.sock (mode 0600; RUNDIR
     /// is $MPSTACK_RUN_DIR or /run/mpstack, which must be this user's or root's and
     /// writable by no one else), which `mpstack ifconfig|route|netstat|arp|ndp|

@@ -2,7 +2,7 @@
 
 use crate::RunArgs;
 use net::{IfConfig, InetAddr, Stack, StackConfig};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -397,11 +397,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     };
     let fpm = match &a.fpm {
         Some(f) => {
-            let at: std::net::SocketAddr = f
-                .parse()
-                .map_err(|_| format!("--fpm '{f}': expected ADDRESS:PORT, e.g. 127.0.0.1:2620"))?;
+            let (at, policy) = fpm_policy(&a, f)?;
             let l = std::net::TcpListener::bind(at).map_err(|e| format!("--fpm {at}: {e}"))?;
-            Some((l, std::sync::Mutex::new(net::fpm::FpmStats::default())))
+            Some((
+                l,
+                std::sync::Mutex::new(net::fpm::FpmStats::default()),
+                policy,
+            ))
         }
         None => None,
     };
@@ -626,6 +628,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         max_conns: a.serve_max_conns,
         idle_timeout: Duration::from_secs_f64(a.serve_idle_timeout),
         header_timeout: Duration::from_secs_f64(a.serve_header_timeout),
+        max_conns_per_source: a.serve_max_conns_per_source,
     };
     let tcp_services = crate::services::start(
         &stack,
@@ -636,10 +639,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         stop.clone(),
         tcp_counters.clone(),
     )?;
-    let svc_names: Vec<String> = services
-        .iter()
-        .map(|s| format!("{} (TCP {})", s.name(), s.port()))
-        .collect();
+    let svc_names = crate::services::describe(&services, !inet6.is_empty());
     let ifs: Vec<String> = stack
         .interfaces()
         .iter()
@@ -685,57 +685,27 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         println!("mpstack: sysctl {t}");
     }
     println!(
-        "mpstack: up on {}{}, {} worker(s), {} queue(s); services: {} (echo, discard and chargen on UDP too); SIGINT or SIGTERM stops",
+        "mpstack: up on {}{}, {} worker(s), {} queue(s); services: {svc_names}; SIGINT or SIGTERM stops",
         ifs.join(" and "),
         if a.forwarding { ", forwarding" } else { "" },
         workers,
         queues,
-        if svc_names.is_empty() { "none".to_string() } else { svc_names.join(", ") }
     );
 
-    // UDP: echo, discard and chargen with their TCP namesakes (none with
-    // `--serve none`).
-    let mut udp = Vec::new();
-    for svc in &services {
-        if matches!(
-            svc,
-            crate::services::Service::Echo
-                | crate::services::Service::Discard
-                | crate::services::Service::Chargen
-        ) {
-            let sock = stack
-                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()))
-                .map_err(|e| format!("UDP {} service: {e}", svc.name()))?;
-            sock.set_read_timeout(Some(Duration::from_millis(100)))
-                .map_err(|e| e.to_string())?;
-            udp.push((svc.clone(), sock));
-        }
-    }
-    // With IPv6 on, each UDP service answers on [::] too (an IPv6 socket).
-    if !inet6.is_empty() {
-        let v6: Vec<crate::services::Service> = udp.iter().map(|(svc, _)| svc.clone()).collect();
-        for svc in v6 {
-            let sock = stack
-                .udp_bind(std::net::SocketAddr::new(
-                    std::net::Ipv6Addr::UNSPECIFIED.into(),
-                    svc.port(),
-                ))
-                .map_err(|e| format!("UDP {} service over IPv6: {e}", svc.name()))?;
-            sock.set_read_timeout(Some(Duration::from_millis(100)))
-                .map_err(|e| e.to_string())?;
-            udp.push((svc, sock));
-        }
-    }
-    let mut udp_threads = Vec::new();
-    for (svc, sock) in udp {
-        let stop = stop.clone();
-        let name = svc.name().to_string();
-        let t = std::thread::Builder::new()
-            .name(format!("udp-{name}"))
-            .spawn(move || udp_service(&svc, &sock, &stop))
-            .map_err(|e| e.to_string())?;
-        udp_threads.push((name, t));
-    }
+    let udp_counters = Arc::new(crate::services::UdpCounters::default());
+    let udp_limits = crate::services::UdpLimits {
+        per_source_rate: a.serve_udp_rate,
+        burst: a.serve_udp_rate.saturating_mul(2),
+        ..crate::services::UdpLimits::default()
+    };
+    let udp_services = crate::services::start_udp(
+        &stack,
+        &services,
+        !inet6.is_empty(),
+        udp_limits,
+        stop.clone(),
+        udp_counters.clone(),
+    )?;
 
     let started = std::time::Instant::now();
     let mut code = ExitCode::SUCCESS;
@@ -743,7 +713,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         stack: &stack,
         fw: &firewall,
         sysctl: std::sync::Mutex::new(()),
-        fpm: fpm.as_ref().map(|(_, st)| st),
+        fpm: fpm.as_ref().map(|(_, st, _)| st),
         packet: Some(&packet_links),
         clock: Some(&*clock),
     };
@@ -763,11 +733,25 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             let (node, stop) = (&node, &stop);
             scope.spawn(move || crate::control::log::route_events(node, stop));
         }
-        if let Some((l, st)) = &fpm {
+        if let Some((l, st, policy)) = &fpm {
             let (stack, stop) = (&stack, &stop);
-            scope.spawn(move || net::fpm::serve(stack, l, stop, st));
+            scope.spawn(move || net::fpm::serve(stack, l, stop, st, policy));
             if let Ok(at) = l.local_addr() {
-                println!("mpstack: routes from FRR (fpm) at {at}");
+                let from = if policy.allow.is_empty() {
+                    "loopback".to_string()
+                } else {
+                    policy
+                        .allow
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                println!(
+                    "mpstack: routes from FRR (fpm) at {at}, from {from} (users {}), at most {} routes",
+                    a.fpm_user.join(" "),
+                    policy.max_routes
+                );
             }
         }
         if let Some(l) = &metrics {
@@ -810,14 +794,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     if control.is_some() {
         println!("mpstack: {}", control_stats.summary());
     }
-    let served: Vec<(String, u64)> = udp_threads
-        .into_iter()
-        .map(|(name, t)| (name, t.join().unwrap_or(0)))
-        .collect();
+    udp_services.join();
     tcp_services.join();
     stack.stop();
     println!(
-        "mpstack: TCP services: {} connection(s), {} refused (over {}), {} idle timeout(s) ({}s), {} header timeout(s) ({}s), {} byte(s) in, {} out",
+        "mpstack: TCP services: {} connection(s), {} refused (over {}), {} idle timeout(s) ({}s), {} header timeout(s) ({}s), {} byte(s) in, {} out, {} refused for their source (over {} from one)",
         tcp_counters.connections.load(Ordering::Relaxed),
         tcp_counters.refused.load(Ordering::Relaxed),
         limits.max_conns,
@@ -827,17 +808,19 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         a.serve_header_timeout,
         tcp_counters.bytes_in.load(Ordering::Relaxed),
         tcp_counters.bytes_out.load(Ordering::Relaxed),
+        tcp_counters.refused_source.load(Ordering::Relaxed),
+        limits.max_conns_per_source,
     );
 
     println!(
-        "mpstack: stopping after {:.1}s; UDP services answered {} datagram(s) (echo {})",
+        "mpstack: stopping after {:.1}s; UDP services answered {} datagram(s) (echo {}), discarded {}, refused {} from a port below 1024 or no unicast source, {} over the rate ({}/s from one source)",
         started.elapsed().as_secs_f64(),
-        served.iter().map(|s| s.1).sum::<u64>(),
-        served
-            .iter()
-            .filter(|s| s.0 == "echo")
-            .map(|s| s.1)
-            .sum::<u64>()
+        udp_counters.answered.load(Ordering::Relaxed),
+        udp_counters.echoed.load(Ordering::Relaxed),
+        udp_counters.discarded.load(Ordering::Relaxed),
+        udp_counters.loop_refused.load(Ordering::Relaxed),
+        udp_counters.rate_limited.load(Ordering::Relaxed),
+        udp_limits.per_source_rate,
     );
     for (w, i, q) in stack.queue_stats() {
         println!(
@@ -897,6 +880,64 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     Ok(code)
 }
 
+/// Where `--fpm` listens and whom it takes routes from: `--fpm` alone or `--fpm
+/// PORT` on 127.0.0.1, `--fpm ADDR:PORT` elsewhere (a peer then needs
+/// `--fpm-allow` unless it is on loopback); sockets on this host only of root and
+/// the `--fpm-user`s.
+fn fpm_policy(a: &RunArgs, f: &str) -> Result<(std::net::SocketAddr, net::fpm::FpmPolicy), String> {
+    let at: std::net::SocketAddr = match f.parse::<u16>() {
+        Ok(port) => (Ipv4Addr::LOCALHOST, port).into(),
+        Err(_) => f.parse().map_err(|_| {
+            format!("--fpm '{f}': expected PORT or ADDRESS:PORT, e.g. 2620 or 127.0.0.1:2620")
+        })?,
+    };
+    let allow = a
+        .fpm_allow
+        .iter()
+        .map(|p| {
+            p.parse::<route::IpPrefix>()
+                .map_err(|e| format!("--fpm-allow '{p}': {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if !at.ip().is_loopback() && allow.is_empty() {
+        return Err(format!(
+            "--fpm {at}: not a loopback address: say which peers may feed the FIB with --fpm-allow PREFIX"
+        ));
+    }
+    let mut uids = vec![0];
+    for u in &a.fpm_user {
+        match user_id(u) {
+            Some(id) => uids.push(id),
+            None if u == "frr" && a.fpm_user.len() == 1 => {
+                println!("mpstack: --fpm: no user 'frr' on this host; only root's sockets may feed the FIB");
+            }
+            None => return Err(format!("--fpm-user '{u}': no such user")),
+        }
+    }
+    Ok((
+        at,
+        net::fpm::FpmPolicy {
+            allow,
+            local_uids: Some(uids),
+            max_routes: a.fpm_max_routes,
+            ..net::fpm::FpmPolicy::default()
+        },
+    ))
+}
+
+/// A user's id, by name (from /etc/passwd) or given as a number.
+fn user_id(u: &str) -> Option<u32> {
+    if let Ok(n) = u.parse() {
+        return Some(n);
+    }
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == u).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
+}
+
 /// SIGHUP: the config file read again and the difference applied (or nothing, if
 /// any of it fails); what happened is printed.
 fn reload_config(
@@ -923,42 +964,6 @@ fn reload_config(
         }
         Err(e) => println!("mpstack: --config: reload refused, the node is as it was: {e}"),
     }
-}
-
-/// One UDP service (RFC 862 echo, RFC 863 discard, RFC 864 chargen: each datagram is
-/// answered with 0 to 512 characters of the rotating pattern); returns the datagrams
-/// handled.
-fn udp_service(svc: &crate::services::Service, sock: &net::UdpSocket, stop: &AtomicBool) -> u64 {
-    use crate::services::Service;
-    let mut buf = vec![0u8; 65536];
-    let mut out = vec![0u8; 512];
-    let mut served = 0u64;
-    let mut line = 0usize;
-    while !stop.load(Ordering::Relaxed) {
-        let Ok((n, from)) = sock.recv_from(&mut buf) else {
-            continue;
-        };
-        match svc {
-            Service::Echo => {
-                if sock.send_to(&buf[..n], from).is_ok() {
-                    served += 1;
-                }
-            }
-            Service::Chargen => {
-                // A length that varies per request, as RFC 864 suggests.
-                let len = (served as usize * 7919 + n) % 513;
-                for (k, b) in out[..len].iter_mut().enumerate() {
-                    *b = b' ' + ((line + k) % 95) as u8;
-                }
-                line = (line + 1) % 95;
-                if sock.send_to(&out[..len], from).is_ok() {
-                    served += 1;
-                }
-            }
-            _ => served += 1,
-        }
-    }
-    served
 }
 
 /// The routing table as `netstat -rn` shows it.

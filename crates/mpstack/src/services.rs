@@ -10,12 +10,22 @@
 //! a silent crowd (a slowloris) from shutting out new clients: an idle timeout (no
 //! byte either way for that long closes the connection), a header timeout for HTTP
 //! (the request head must arrive within it), and a limit on connections served at
-//! once, beyond which a new connection is refused with a reset and counted.
+//! once, beyond which a new connection is refused with a reset and counted. HTTP
+//! also holds each source to [`Limits::max_conns_per_source`].
+//!
+//! The UDP namesakes ([`start_udp`]) answer a datagram only from a port of 1024 or
+//! above (FreeBSD inetd's `check_loop`, OpenBSD's `dg_badinput`): a datagram forged
+//! from another node's echo or chargen port would otherwise start two nodes
+//! answering each other for ever. Each source is held to a few answers a second
+//! ([`UdpLimits`], a bounded table), so a forged source cannot turn the node into
+//! an amplifier of any size. Both are counted ([`UdpCounters`]). None of the
+//! services runs unless asked for (`--serve` defaults to none).
 
-use net::{Stack, TcpListener, TcpStream};
+use net::{Stack, TcpListener, TcpStream, UdpSocket};
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -41,6 +51,9 @@ pub struct Limits {
     /// HTTP: a request head must arrive whole within this long of the connection
     /// (or of the end of the previous response, on a kept-alive one).
     pub header_timeout: Duration,
+    /// HTTP: connections one source address may hold at once; beyond, a new one
+    /// is refused with a reset and counted in [`Counters::refused_source`].
+    pub max_conns_per_source: usize,
 }
 
 impl Limits {
@@ -49,6 +62,10 @@ impl Limits {
     pub const DEFAULT_MAX_CONNS: usize = 65_536;
     pub const DEFAULT_IDLE_SECS: f64 = 120.0;
     pub const DEFAULT_HEADER_SECS: f64 = 20.0;
+    /// As many as a browser opens to one server (six) several times over, for a
+    /// few clients behind one NAT; far below what one source could hold of the
+    /// whole limit.
+    pub const DEFAULT_MAX_CONNS_PER_SOURCE: usize = 64;
 }
 
 impl Default for Limits {
@@ -57,6 +74,7 @@ impl Default for Limits {
             max_conns: Limits::DEFAULT_MAX_CONNS,
             idle_timeout: Duration::from_secs_f64(Limits::DEFAULT_IDLE_SECS),
             header_timeout: Duration::from_secs_f64(Limits::DEFAULT_HEADER_SECS),
+            max_conns_per_source: Limits::DEFAULT_MAX_CONNS_PER_SOURCE,
         }
     }
 }
@@ -89,6 +107,10 @@ impl Service {
     }
 }
 
+/// What `--serve` runs when not given: nothing. A host answers pings (ICMP echo)
+/// as any host does; echo, discard and chargen are for tests and are asked for.
+pub const DEFAULT_SERVE: &str = "none";
+
 /// Parses `echo,discard,chargen` (or `none`).
 pub fn parse_list(s: &str) -> Result<Vec<Service>, String> {
     let mut v = Vec::new();
@@ -118,6 +140,23 @@ pub fn parse_list(s: &str) -> Result<Vec<Service>, String> {
     Ok(v)
 }
 
+/// What listens, as the start-up line says it: each service with its protocols and
+/// port, and the families (`none` when nothing does).
+pub fn describe(services: &[Service], inet6: bool) -> String {
+    if services.is_empty() {
+        return "none".to_string();
+    }
+    let list: Vec<String> = services
+        .iter()
+        .map(|s| match s {
+            Service::Http(dir) => format!("http (TCP 80, {})", dir.display()),
+            s => format!("{} (TCP and UDP {})", s.name(), s.port()),
+        })
+        .collect();
+    let fam = if inet6 { "IPv4 and IPv6" } else { "IPv4" };
+    format!("{} on {fam}", list.join(", "))
+}
+
 /// What the services did, for the exit report.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -134,6 +173,36 @@ pub struct Counters {
     pub header_timeouts: AtomicU64,
     /// Connections being served now.
     pub active: AtomicUsize,
+    /// HTTP connections refused with a reset: their source held
+    /// [`Limits::max_conns_per_source`] already.
+    pub refused_source: AtomicU64,
+}
+
+/// What each source address holds now of the HTTP service (entries at zero are
+/// removed, so the table holds at most as many entries as connections).
+#[derive(Debug, Default)]
+struct PerSource(std::sync::Mutex<HashMap<IpAddr, usize>>);
+
+impl PerSource {
+    /// Takes a slot for `ip` if it holds fewer than `max`.
+    fn take(&self, ip: IpAddr, max: usize) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if *n >= max {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+    fn give(&self, ip: IpAddr) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
 }
 
 /// The running services: [`Services::join`] waits for them to end once the stop flag
@@ -191,8 +260,15 @@ pub fn start(
         .name("services".into())
         .spawn(move || {
             rt.block_on(async {
+                let sources = Arc::new(PerSource::default());
                 for (svc, l) in listeners {
-                    tokio::spawn(accept_loop(svc, l, limits, counters.clone()));
+                    tokio::spawn(accept_loop(
+                        svc,
+                        l,
+                        limits,
+                        counters.clone(),
+                        sources.clone(),
+                    ));
                 }
                 tokio::spawn(give_back_memory(counters.clone()));
                 while !stop.load(Ordering::Relaxed) {
@@ -207,28 +283,46 @@ pub fn start(
 }
 
 /// Takes one listener's connections; each is served by a task of its own.
-async fn accept_loop(svc: Service, l: TcpListener, limits: Limits, counters: Arc<Counters>) {
+async fn accept_loop(
+    svc: Service,
+    l: TcpListener,
+    limits: Limits,
+    counters: Arc<Counters>,
+    sources: Arc<PerSource>,
+) {
     let svc = Arc::new(svc);
+    let per_source = matches!(*svc, Service::Http(_));
     loop {
-        let c = match l.accept_async().await {
-            Ok((c, _)) => c,
+        let (c, peer) = match l.accept_async().await {
+            Ok(x) => x,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
+        if per_source && !sources.take(peer.ip(), limits.max_conns_per_source) {
+            counters.refused_source.fetch_add(1, Ordering::Relaxed);
+            c.abort();
+            continue;
+        }
         if counters.active.fetch_add(1, Ordering::AcqRel) >= limits.max_conns {
             counters.active.fetch_sub(1, Ordering::AcqRel);
             counters.refused.fetch_add(1, Ordering::Relaxed);
+            if per_source {
+                sources.give(peer.ip());
+            }
             // A reset: the client learns at once, and no TIME_WAIT is kept.
             c.abort();
             continue;
         }
         counters.connections.fetch_add(1, Ordering::Relaxed);
-        let (svc, counters) = (svc.clone(), counters.clone());
+        let (svc, counters, sources) = (svc.clone(), counters.clone(), sources.clone());
         tokio::spawn(async move {
             serve(&svc, c, limits, &counters).await;
             counters.active.fetch_sub(1, Ordering::AcqRel);
+            if per_source {
+                sources.give(peer.ip());
+            }
         });
     }
 }
@@ -416,6 +510,224 @@ async fn chargen(mut io: Metered<'_>) {
     }
 }
 
+/// The UDP services' bound on what each source gets (`mpstack run
+/// --serve-udp-rate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpLimits {
+    /// Answers a second one source address may have, on average…
+    pub per_source_rate: u32,
+    /// …and at most this many in a burst.
+    pub burst: u32,
+    /// Source addresses each service tracks at once: a fixed table, whose slot
+    /// a new source takes from an old one only once that one's burst is whole
+    /// again (until then the two share it).
+    pub sources: usize,
+    /// Answers a second the service gives at most, over all sources (and in a
+    /// burst): what forged sources spread over the whole table can get.
+    pub total_rate: u32,
+}
+
+impl Default for UdpLimits {
+    fn default() -> Self {
+        UdpLimits {
+            per_source_rate: 10,
+            burst: 20,
+            sources: 4096,
+            total_rate: 1000,
+        }
+    }
+}
+
+/// What the UDP services did, for the exit report.
+#[derive(Debug, Default)]
+pub struct UdpCounters {
+    /// Datagrams answered (echo and chargen), and of those by echo.
+    pub answered: AtomicU64,
+    pub echoed: AtomicU64,
+    /// Datagrams discarded (discard, as its RFC says).
+    pub discarded: AtomicU64,
+    /// Datagrams not answered for their source: a port below 1024 (another
+    /// node's service, perhaps its echo: inetd's loop), or no unicast address.
+    pub loop_refused: AtomicU64,
+    /// Datagrams not answered for their source's rate ([`UdpLimits`]).
+    pub rate_limited: AtomicU64,
+}
+
+/// Whether a datagram from `from` may be answered. FreeBSD inetd's `check_loop`
+/// refuses a datagram from the port of one of its own UDP services ("loop request
+/// REFUSED"); OpenBSD's `dg_badinput` refuses any port below IPPORT_RESERVED
+/// (1024), where every such service lives (echo 7, discard 9, daytime 13, qotd 17,
+/// chargen 19, time 37) on the far node as well as here, and a source that is no
+/// unicast address (unspecified, broadcast, multicast).
+pub fn udp_source_ok(from: SocketAddr) -> bool {
+    if from.port() < 1024 {
+        return false;
+    }
+    match from.ip() {
+        IpAddr::V4(a) => !(a.is_unspecified() || a.is_broadcast() || a.is_multicast()),
+        IpAddr::V6(a) => !(a.is_unspecified() || a.is_multicast()),
+    }
+}
+
+/// A token bucket per source address in a fixed table (see [`UdpLimits`]).
+#[derive(Debug)]
+pub struct SourceRate {
+    limits: UdpLimits,
+    hasher: std::collections::hash_map::RandomState,
+    /// (source, thousandths of an answer in the bucket, when it was filled).
+    slots: Vec<Option<(IpAddr, u64, Instant)>>,
+}
+
+impl SourceRate {
+    pub fn new(limits: UdpLimits) -> SourceRate {
+        SourceRate {
+            limits,
+            hasher: Default::default(),
+            slots: vec![None; limits.sources.max(1)],
+        }
+    }
+
+    /// Takes one answer from `ip`'s bucket at `now`: false if it is empty.
+    pub fn allow(&mut self, ip: IpAddr, now: Instant) -> bool {
+        use std::hash::BuildHasher;
+        let full = u64::from(self.limits.burst) * 1000;
+        let rate = u64::from(self.limits.per_source_rate);
+        let i = (self.hasher.hash_one(ip) % self.slots.len() as u64) as usize;
+        let refill = |tokens: u64, since: Instant| {
+            let ms = now.saturating_duration_since(since).as_millis() as u64;
+            tokens.saturating_add(ms.saturating_mul(rate)).min(full)
+        };
+        let slot = &mut self.slots[i];
+        let (tokens, since) = match *slot {
+            Some((who, t, at)) if who == ip || refill(t, at) < full => (refill(t, at), now),
+            // Empty, or another source whose burst is whole again: ip's now.
+            _ => (full, now),
+        };
+        let ok = tokens >= 1000;
+        *slot = Some((ip, if ok { tokens - 1000 } else { tokens }, since));
+        ok
+    }
+}
+
+/// The UDP services' threads: [`UdpServices::join`] waits for them once the stop
+/// flag is up.
+#[derive(Debug)]
+pub struct UdpServices {
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl UdpServices {
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Binds the UDP echo, discard and chargen of `services` (IPv4, and `[::]` with
+/// `inet6`), a thread each, until `stop`.
+pub fn start_udp(
+    stack: &Stack,
+    services: &[Service],
+    inet6: bool,
+    limits: UdpLimits,
+    stop: Arc<AtomicBool>,
+    counters: Arc<UdpCounters>,
+) -> Result<UdpServices, String> {
+    let mut socks = Vec::new();
+    for svc in services {
+        if matches!(svc, Service::Http(_)) {
+            continue;
+        }
+        let mut ats: Vec<SocketAddr> =
+            vec![SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, svc.port()).into()];
+        if inet6 {
+            ats.push(SocketAddr::new(
+                std::net::Ipv6Addr::UNSPECIFIED.into(),
+                svc.port(),
+            ));
+        }
+        for at in ats {
+            let sock = stack
+                .udp_bind(at)
+                .map_err(|e| format!("UDP {} service ({at}): {e}", svc.name()))?;
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .map_err(|e| e.to_string())?;
+            socks.push((svc.clone(), sock));
+        }
+    }
+    let mut threads = Vec::new();
+    for (svc, sock) in socks {
+        let (stop, counters) = (stop.clone(), counters.clone());
+        let t = std::thread::Builder::new()
+            .name(format!("udp-{}", svc.name()))
+            .spawn(move || udp_serve(&svc, &sock, &stop, limits, &counters))
+            .map_err(|e| e.to_string())?;
+        threads.push(t);
+    }
+    Ok(UdpServices { threads })
+}
+
+/// One UDP service (RFC 862 echo, RFC 863 discard, RFC 864 chargen: each datagram is
+/// answered with 0 to 512 characters of the rotating pattern), for sources
+/// [`udp_source_ok`] admits, within their rate.
+fn udp_serve(
+    svc: &Service,
+    sock: &UdpSocket,
+    stop: &AtomicBool,
+    limits: UdpLimits,
+    counters: &UdpCounters,
+) {
+    let mut buf = vec![0u8; 65536];
+    let mut out = vec![0u8; 512];
+    let mut line = 0usize;
+    let mut served = 0usize;
+    let mut rate = SourceRate::new(limits);
+    let mut total = SourceRate::new(UdpLimits {
+        per_source_rate: limits.total_rate,
+        burst: limits.total_rate,
+        sources: 1,
+        total_rate: limits.total_rate,
+    });
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        if *svc == Service::Discard {
+            counters.discarded.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        if !udp_source_ok(from) {
+            counters.loop_refused.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let now = Instant::now();
+        if !rate.allow(from.ip(), now) || !total.allow(Ipv4Addr::UNSPECIFIED.into(), now) {
+            counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let sent = match svc {
+            Service::Echo => sock.send_to(&buf[..n], from),
+            _ => {
+                // A length that varies per request, as RFC 864 suggests.
+                let len = (served * 7919 + n) % 513;
+                for (k, b) in out[..len].iter_mut().enumerate() {
+                    *b = b' ' + ((line + k) % 95) as u8;
+                }
+                line = (line + 1) % 95;
+                sock.send_to(&out[..len], from)
+            }
+        };
+        if sent.is_ok() {
+            served += 1;
+            counters.answered.fetch_add(1, Ordering::Relaxed);
+            if *svc == Service::Echo {
+                counters.echoed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 mod http;
 
 #[cfg(test)]
@@ -433,5 +745,85 @@ mod tests {
         assert!(parse_list("http")
             .unwrap_err()
             .contains("unknown service 'http'"));
+    }
+
+    /// The start-up line says what listens: nothing with `none` (no UDP echo
+    /// either, which it once claimed), and each service's protocols otherwise.
+    #[test]
+    fn the_start_up_line_names_what_listens() {
+        assert_eq!(describe(&parse_list(DEFAULT_SERVE).unwrap(), true), "none");
+        assert_eq!(
+            describe(&parse_list("echo,chargen").unwrap(), false),
+            "echo (TCP and UDP 7), chargen (TCP and UDP 19) on IPv4"
+        );
+        let www = std::env::temp_dir();
+        let list = parse_list(&format!("discard,http={}", www.display())).unwrap();
+        assert_eq!(
+            describe(&list, true),
+            format!(
+                "discard (TCP and UDP 9), http (TCP 80, {}) on IPv4 and IPv6",
+                www.display()
+            )
+        );
+    }
+
+    #[test]
+    fn udp_sources_below_1024_or_not_unicast_are_refused() {
+        for bad in [
+            "198.18.0.1:7",
+            "198.18.0.1:19",
+            "198.18.0.1:0",
+            "198.18.0.1:1023",
+            "0.0.0.0:40000",
+            "255.255.255.255:40000",
+            "224.0.0.1:40000",
+            "[ff02::1]:40000",
+            "[2001:2::1]:53",
+        ] {
+            assert!(!udp_source_ok(bad.parse().unwrap()), "{bad}");
+        }
+        for good in ["198.18.0.1:1024", "[2001:2::1]:40000"] {
+            assert!(udp_source_ok(good.parse().unwrap()), "{good}");
+        }
+    }
+
+    /// Each source has its own bucket: the burst, then the rate; a new source in
+    /// a full table waits for an old one's burst to be whole again and shares its
+    /// slot until then, so the table never grows.
+    #[test]
+    fn the_udp_rate_is_per_source_and_the_table_bounded() {
+        let limits = UdpLimits {
+            per_source_rate: 2,
+            burst: 3,
+            sources: 1,
+            total_rate: 1000,
+        };
+        let mut r = SourceRate::new(limits);
+        let t = Instant::now();
+        let (a, b): (IpAddr, IpAddr) =
+            ("198.18.0.1".parse().unwrap(), "198.18.0.3".parse().unwrap());
+        let took = |r: &mut SourceRate, ip, at| (0..10).filter(|_| r.allow(ip, at)).count();
+        assert_eq!(took(&mut r, a, t), 3, "the burst");
+        // a's bucket is not whole: b shares it (and finds it empty).
+        assert_eq!(took(&mut r, b, t), 0);
+        // Half a second later: one answer refilled (2 a second).
+        assert_eq!(took(&mut r, a, t + Duration::from_millis(500)), 1);
+        // Once the slot's bucket is whole again, b takes the slot with a burst.
+        assert_eq!(took(&mut r, b, t + Duration::from_secs(5)), 3);
+        assert_eq!(r.slots.len(), 1);
+        // With room in the table, two sources are apart (b picked so that its
+        // slot is not a's: the table's hash is keyed at random).
+        let mut r = SourceRate::new(UdpLimits {
+            sources: 4096,
+            ..limits
+        });
+        use std::hash::BuildHasher;
+        let slot = |r: &SourceRate, ip: IpAddr| r.hasher.hash_one(ip) % 4096;
+        let b = (3..=255u8)
+            .map(|k| IpAddr::from([198, 18, 0, k]))
+            .find(|&ip| slot(&r, ip) != slot(&r, a))
+            .unwrap();
+        assert_eq!(took(&mut r, a, t), 3);
+        assert_eq!(took(&mut r, b, t), 3);
     }
 }

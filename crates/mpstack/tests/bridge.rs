@@ -94,6 +94,8 @@ fn three_hosts(workers: u16) {
         "bridge0=198.18.0.254/24",
         "--workers",
         &workers.to_string(),
+        "--serve",
+        "echo",
     ]));
     let mut net = Net::start(&tag, ns.clone(), &args);
     for (k, (n, t)) in ns.iter().zip(&taps).enumerate() {
@@ -396,6 +398,8 @@ fn two_nodes_carry_tcp_over_a_vlan_through_a_linux_bridge() {
         &format!("v10={ta}:10"),
         "--inet",
         "v10=198.18.10.1/24",
+        "--serve",
+        "echo",
     ]);
     let mut srv = Net::start("vsrv", ns.clone(), &server);
     let n = &ns[0];

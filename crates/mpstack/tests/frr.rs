@@ -9,8 +9,10 @@
 //! from a follow them; a prefix BIRD withdraws disappears and its traffic is refused
 //! (ICMP unreachable); zebra killed leaves the routes in place (traffic flows), and
 //! a new zebra resynchronises: a prefix withdrawn while it was away is swept, a new
-//! one installed. Needs root, ip, socat, ping, FRR (zebra, bgpd) and BIRD; skips
-//! otherwise (fails in CI).
+//! one installed. Who may feed the FIB: a second connection while zebra's lives is
+//! closed at once (zebra's session goes on), and so is one from an unprivileged
+//! user on the host while zebra is away. Needs root, ip, socat, setpriv, ping, FRR
+//! (zebra, bgpd) and BIRD; skips otherwise (fails in CI).
 
 mod common;
 use common::*;
@@ -111,7 +113,7 @@ fn bird_routes(prefixes: &[&str]) -> String {
 
 #[test]
 fn frr_feeds_the_fib_withdraws_and_resynchronises() {
-    skip_unless!("ip", "socat", "ping", "bird", "birdc");
+    skip_unless!("ip", "socat", "setpriv", "ping", "bird", "birdc");
     for d in [ZEBRA, BGPD] {
         if !Path::new(d).exists() {
             let why = format!(
@@ -287,6 +289,26 @@ fn frr_feeds_the_fib_withdraws_and_resynchronises() {
     assert!(!ok && out.contains("Unreachable"), "{out}");
     run(&format!("ip netns exec {a} ping -c 1 -W 2 198.19.0.1"));
 
+    // Another connection while zebra's lives is closed at once: socat ends as soon
+    // as the node closes, and zebra's session goes on.
+    let fpm_stats = || -> serde_json::Value {
+        let (_, js) = mpstack(&["netstat", "-j", &j, "-s", "--json"]);
+        serde_json::from_str::<serde_json::Value>(&js).unwrap()["fpm"].clone()
+    };
+    let (_, out) = sh(&format!(
+        "ip netns exec {r} timeout 10 socat -T 8 - TCP:127.0.0.1:2620 < /dev/zero; echo rc=$?"
+    ));
+    assert!(!out.contains("rc=124"), "socat held on: {out}");
+    let f = fpm_stats();
+    assert_eq!(
+        (f["busy"].as_u64(), f["connected"].as_u64()),
+        (Some(1), Some(1)),
+        "{f}\n{out}"
+    );
+    assert_eq!(f["sessions"], 1, "{f}");
+    assert_eq!(f["errors"], 0, "{f}");
+    run(&format!("ip netns exec {a} ping -c 1 -W 2 198.19.0.1"));
+
     // FRR dies (zebra and bgpd, as watchfrr restarts them together): the routes
     // stay and traffic flows.
     for f in ["zebra.pid", "bgpd.pid"] {
@@ -299,6 +321,22 @@ fn frr_feeds_the_fib_withdraws_and_resynchronises() {
     ));
     let (_, s) = mpstack(&["netstat", "-j", &j, "-s"]);
     assert!(!s.contains("\t1 connected"), "{s}");
+    // No session lives now: an unprivileged user of the host reaching the port is
+    // still not zebra. It is closed at once, what it sends is not read.
+    let frame = "\\001\\001\\000\\004";
+    let frames = fpm_stats()["frames"].as_u64();
+    let (_, out) = sh(&format!(
+        "ip netns exec {r} setpriv --reuid=65534 --regid=65534 --clear-groups \
+         sh -c 'printf \"{frame}\" | timeout 10 socat -T 8 - TCP:127.0.0.1:2620; echo rc=$?'"
+    ));
+    assert!(!out.contains("rc=124"), "socat held on: {out}");
+    let f = fpm_stats();
+    assert_eq!(
+        (f["refused"].as_u64(), f["sessions"].as_u64()),
+        (Some(1), Some(1)),
+        "{f}"
+    );
+    assert_eq!(f["frames"].as_u64(), frames, "{f}");
     // While it is away, BIRD withdraws 198.19.0.0/16 and announces 198.21.0.0/16.
     write(&tmp, "bird.conf", &bird_routes(&["198.21.0.0/16"]));
     run(&format!("birdc -s {d}/bird.ctl configure"));

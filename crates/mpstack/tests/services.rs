@@ -151,10 +151,12 @@ fn closed_within(c: &mut TcpStream, t: Duration) -> bool {
 /// when the newcomer was served is checked, not assumed.
 #[test]
 fn a_silent_crowd_over_256_does_not_shut_out_a_new_client() {
+    // The crowd comes from one address, standing for many clients.
     let p = Pair::new(
         "crowd",
         Limits {
             idle_timeout: Duration::from_secs(5),
+            max_conns_per_source: usize::MAX,
             ..Limits::default()
         },
     );
@@ -345,4 +347,235 @@ fn request_heads_over_16_kib_are_refused() {
             );
         }
     }
+}
+
+/// A FIFO in the served directory (no writer: an open that waited for one would
+/// never return) is 404 at once, and the services go on: on one runtime thread, a
+/// stalled open would have stopped every TCP service.
+#[test]
+fn a_fifo_in_the_http_root_stalls_nothing() {
+    let p = Pair::new("fifo", Limits::default());
+    assert!(std::process::Command::new("mkfifo")
+        .arg(p.www.join("pipe"))
+        .status()
+        .unwrap()
+        .success());
+    let t = Instant::now();
+    let mut c = p.connect(80).unwrap();
+    c.write_all(b"GET /pipe HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp).expect("an answer, not a stall");
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 404 Not Found\r\n"), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    p.echoes();
+    p.serves_the_file();
+}
+
+/// Over the stack: a dotfile is 404, and so is a file that is a symbolic link,
+/// even to a file inside the directory.
+#[test]
+fn dotfiles_and_linked_files_are_not_served() {
+    let p = Pair::new("dots", Limits::default());
+    std::fs::write(p.www.join(".htpasswd"), "admin:x\n").unwrap();
+    std::os::unix::fs::symlink("index.html", p.www.join("alias.html")).unwrap();
+    for path in ["/.htpasswd", "/alias.html"] {
+        let mut c = p.connect(80).unwrap();
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut resp = Vec::new();
+        c.read_to_end(&mut resp).unwrap();
+        let text = String::from_utf8_lossy(&resp);
+        assert!(
+            text.starts_with("HTTP/1.1 404 Not Found\r\n"),
+            "{path}: {text}"
+        );
+        assert!(!text.contains("admin"), "{text}");
+    }
+    p.serves_the_file();
+}
+
+/// One source holds at most `max_conns_per_source` HTTP connections: the next is
+/// reset and counted, while the global limit is far off; a slot given back is
+/// taken again.
+#[test]
+fn http_connections_are_limited_per_source() {
+    let p = Pair::new(
+        "persrc",
+        Limits {
+            max_conns_per_source: 2,
+            ..Limits::default()
+        },
+    );
+    let a = p.connect(80).unwrap();
+    let b = p.connect(80).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while p.counters.connections.load(Ordering::Relaxed) < 2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut c = p.connect(80).unwrap();
+    let mut buf = [0u8; 16];
+    let r = c.read(&mut buf);
+    assert!(
+        matches!(&r, Err(e) if e.kind() == ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    assert_eq!(p.counters.refused_source.load(Ordering::Relaxed), 1);
+    assert_eq!(p.counters.refused.load(Ordering::Relaxed), 0);
+    // Echo is not HTTP: the source's HTTP connections do not count against it.
+    p.echoes();
+    drop((a, b));
+    let end = Instant::now() + Duration::from_secs(5);
+    while p.counters.active.load(Ordering::Relaxed) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.serves_the_file();
+}
+
+/// Two stacks on a wire, the second running the UDP services `list` (as `--serve`
+/// names them) with `limits`.
+struct UdpPair {
+    client: Stack,
+    server: Stack,
+    stop: Arc<AtomicBool>,
+    counters: Arc<services::UdpCounters>,
+    running: Option<services::UdpServices>,
+}
+
+impl UdpPair {
+    fn new(list: &str, limits: services::UdpLimits) -> UdpPair {
+        let (da, db) = wire(WireConfig::default());
+        let client = host("client", da, "198.18.0.1/24");
+        let server = host("server", db, "198.18.0.2/24");
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(services::UdpCounters::default());
+        let list = services::parse_list(list).unwrap();
+        let running = services::start_udp(
+            &server,
+            &list,
+            false,
+            limits,
+            stop.clone(),
+            counters.clone(),
+        )
+        .unwrap();
+        UdpPair {
+            client,
+            server,
+            stop,
+            counters,
+            running: Some(running),
+        }
+    }
+
+    /// Sends `what` from the client's port `from` to the server's `to`: the
+    /// answer, if one comes within `wait`.
+    fn ask(&self, from: u16, to: u16, what: &[u8], wait: Duration) -> Option<Vec<u8>> {
+        let s = self
+            .client
+            .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, from))
+            .unwrap();
+        s.set_read_timeout(Some(wait)).unwrap();
+        s.send_to(what, SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), to))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        s.recv_from(&mut buf).ok().map(|(n, _)| buf[..n].to_vec())
+    }
+}
+
+impl Drop for UdpPair {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.running.take() {
+            r.join();
+        }
+        self.client.stop();
+        self.server.stop();
+    }
+}
+
+/// Two nodes as they start by default run no UDP service: a datagram from one's
+/// port 7 to the other's is answered by nothing (a port unreachable), so the
+/// echo loop a forged 7 -> 7 datagram once started between two nodes cannot
+/// start.
+#[test]
+fn two_default_nodes_exchange_nothing_for_a_7_to_7_datagram() {
+    assert!(services::parse_list(services::DEFAULT_SERVE)
+        .unwrap()
+        .is_empty());
+    let p = UdpPair::new(services::DEFAULT_SERVE, services::UdpLimits::default());
+    assert_eq!(p.ask(7, 7, b"loop", Duration::from_millis(500)), None);
+    assert_eq!(p.counters.answered.load(Ordering::Relaxed), 0);
+    let noport = p.server.stats().get("udp.noport").unwrap_or(0);
+    assert_eq!(noport, 1, "the server's port 7 is closed");
+}
+
+/// With `--serve echo,chargen`, a datagram from port 7, 19 or any port below 1024
+/// (another node's service: answering it would start the loop) gets no answer and
+/// is counted; one from a high port is answered.
+#[test]
+fn udp_services_answer_no_port_below_1024() {
+    let p = UdpPair::new("echo,chargen", services::UdpLimits::default());
+    let short = Duration::from_millis(300);
+    for from in [7, 19, 9, 1023] {
+        for to in [7, 19] {
+            assert_eq!(p.ask(from, to, b"loop", short), None, "{from} -> {to}");
+        }
+    }
+    assert_eq!(p.counters.loop_refused.load(Ordering::Relaxed), 8);
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        p.ask(40000, 7, b"hello", wait).as_deref(),
+        Some(&b"hello"[..])
+    );
+    assert!(p.ask(1024, 19, b"", wait).is_some(), "chargen from 1024");
+    assert_eq!(p.counters.answered.load(Ordering::Relaxed), 2);
+}
+
+/// One source gets at most the burst at once, then the rate; what is over it is
+/// counted, not answered.
+#[test]
+fn udp_answers_are_rate_limited_per_source() {
+    let p = UdpPair::new(
+        "echo",
+        services::UdpLimits {
+            per_source_rate: 1,
+            burst: 5,
+            ..services::UdpLimits::default()
+        },
+    );
+    // Both ways resolved first (ARP), so that no datagram waits in a hold
+    // queue; that one answer is the burst's first.
+    assert!(p.ask(40001, 7, b"arp", Duration::from_secs(5)).is_some());
+    let s = p
+        .client
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 40000))
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 7);
+    for i in 0..30u8 {
+        s.send_to(&[i], to).unwrap();
+        // Paced so that no queue on the way drops one (the bucket refills at
+        // 1 a second: at most one more over the 30 ms).
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut got = 1;
+    let mut buf = [0u8; 16];
+    while s.recv_from(&mut buf).is_ok() {
+        got += 1;
+    }
+    let handled = || {
+        p.counters.answered.load(Ordering::Relaxed)
+            + p.counters.rate_limited.load(Ordering::Relaxed)
+    };
+    let end = Instant::now() + Duration::from_secs(5);
+    while handled() < 31 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let limited = p.counters.rate_limited.load(Ordering::Relaxed);
+    // The burst, and perhaps one more refilled while the 30 went out.
+    assert!((5..=6).contains(&got), "{got} answered");
+    assert_eq!(got + limited, 31, "{got} answered, {limited} limited");
 }

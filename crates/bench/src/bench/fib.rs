@@ -448,8 +448,9 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     let at = listener.local_addr().map_err(|e| e.to_string())?;
     let stats = Mutex::new(FpmStats::default());
     let stop = AtomicBool::new(false);
+    let policy = net::fpm::FpmPolicy::default();
     let result = std::thread::scope(|sc| -> Result<(), String> {
-        let server = sc.spawn(|| net::fpm::serve(&s, &listener, &stop, &stats));
+        let server = sc.spawn(|| net::fpm::serve(&s, &listener, &stop, &stats, &policy));
         let r = (|| -> Result<(), String> {
             progress(
                 a,

@@ -224,7 +224,7 @@ pub fn help(cmd: &str) -> String {
              \x20 change DEST GATEWAY                                  the route's path replaced\n\
              \x20 get|show DEST                                        the route DEST takes\n\
              \x20 show                                                 the table (as netstat -rn)\n\
-             \x20 flush [-inet|-inet6]                                 every static and gateway route\n\
+             \x20 flush [-inet|-inet6]                                 every static and gateway route but zebra's (flag 2)\n\
              \x20 monitor                                              routing messages as they come (RTM_*)\n\
              DEST: an address, a PREFIX/LEN, or `default`; -netmask MASK or -prefixlen N also give the length.\n"
         }
@@ -619,7 +619,14 @@ fn route_get(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res
     put(conn, &s)
 }
 
-/// `route flush`: every static and gateway route (not the interfaces' own).
+/// `route flush`: every static and gateway route (not the interfaces' own), but
+/// not the routing daemon's (flag 2): FPM has no way to tell zebra a route went.
+/// dplane_fpm_nl reads only `RTM_NEWROUTE` from the data plane, as a notice of
+/// whether a route it sent is offloaded (`DPLANE_OP_ROUTE_NOTIFY`), and zebra sends
+/// a route again only when it changes; a flushed route of zebra's would be gone
+/// from the FIB while zebra believed it installed, until the next change or
+/// reconnection. They are kept and counted in the answer; zebra withdraws them
+/// (`clear ip bgp`, `no network`), or `route delete` removes one knowingly.
 fn route_flush(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
     let fam = match args {
         [] => None,
@@ -627,8 +634,8 @@ fn route_flush(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> R
         ["-inet6"] => Some(true),
         _ => return Err(usage("route: flush [-inet|-inet6]")),
     };
-    let gone: Vec<route::RouteInfo> = node.stack.route_batch(|rib| {
-        let doomed: Vec<route::RouteInfo> = rib
+    let (gone, kept): (Vec<route::RouteInfo>, usize) = node.stack.route_batch(|rib| {
+        let (daemon, doomed): (Vec<route::RouteInfo>, Vec<route::RouteInfo>) = rib
             .routes()
             .into_iter()
             .filter(|r| {
@@ -637,16 +644,19 @@ fn route_flush(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> R
                     && (r.flags.contains(route::RtFlags::STATIC)
                         || r.flags.contains(route::RtFlags::GATEWAY))
             })
-            .collect();
+            .partition(|r| r.flags.contains(route::RtFlags::PROTO2));
         for r in &doomed {
             let _ = rib.delete(r.dst, None);
         }
-        doomed
+        (doomed, daemon.len())
     });
     if json {
         return put_json(
             conn,
-            &json!({ "flushed": gone.iter().map(|r| route_json(node, r)).collect::<Vec<_>>() }),
+            &json!({
+                "flushed": gone.iter().map(|r| route_json(node, r)).collect::<Vec<_>>(),
+                "kept_daemon": kept,
+            }),
         );
     }
     let mut s = String::new();
@@ -657,6 +667,11 @@ fn route_flush(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> R
             .and_then(|p| p.gateway)
             .map_or("-".to_string(), |g| g.to_string());
         s += &format!("{:<20} {:<20} done\n", r.dst.to_string(), gw);
+    }
+    if kept > 0 {
+        s += &format!(
+            "route: {kept} route(s) of the routing daemon (flag 2) kept: FPM cannot tell zebra of a removal; withdraw them in zebra, or route delete one\n"
+        );
     }
     put(conn, &s)
 }
@@ -1797,5 +1812,52 @@ mod tests {
             route::RtFlags::UP.0 | route::RtFlags::GATEWAY.0 | route::RtFlags::STATIC.0,
         );
         assert_eq!(flag_names(f), "<UP,GATEWAY,STATIC>");
+    }
+
+    /// `route flush` takes the static routes and keeps the routing daemon's
+    /// (flag 2), saying why: FPM cannot tell zebra of the removal.
+    #[test]
+    fn flush_keeps_the_routing_daemons_routes() {
+        let mut stack = Stack::new(net::StackConfig {
+            name: "flush".into(),
+            workers: 1,
+            ..net::StackConfig::default()
+        });
+        let (d, _far) = dev::mem::wire(dev::mem::WireConfig::default());
+        let ifx = stack
+            .add_interface(
+                Box::new(d),
+                net::IfConfig {
+                    addrs: vec!["198.18.1.1/24".parse().unwrap()],
+                    ..net::IfConfig::default()
+                },
+            )
+            .unwrap();
+        let gw: IpAddr = "198.18.1.2".parse().unwrap();
+        stack
+            .add_route_via("198.19.0.0/16".parse().unwrap(), gw)
+            .unwrap();
+        let mut zebra = route::RouteSpec::via("198.20.0.0/16".parse().unwrap(), gw, ifx.0.into());
+        zebra.flags = route::RtFlags::PROTO2;
+        stack.add_route(zebra).unwrap();
+        let node = Node {
+            stack: &stack,
+            ipfw: None,
+            sysctl: Mutex::new(()),
+            fpm: None,
+            packet: None,
+            clock: None,
+        };
+        let mut conn = Conn::buffer();
+        let args: Vec<String> = ["route", "flush"].iter().map(|s| s.to_string()).collect();
+        execute(&node, &args, &mut conn, &AtomicBool::new(false)).unwrap();
+        let out = conn.into_output();
+        assert!(out.contains("198.19.0.0/16"), "{out}");
+        assert!(
+            out.contains("1 route(s) of the routing daemon (flag 2) kept"),
+            "{out}"
+        );
+        assert!(stack.route_get("198.19.0.1".parse().unwrap()).is_none());
+        assert!(stack.route_get("198.20.0.1".parse().unwrap()).is_some());
     }
 }

@@ -2,7 +2,12 @@
 //! server over the stack's socket. GET and HEAD, persistent connections,
 //! `Content-Length` on every response; paths are confined to the served directory,
 //! symbolic links included (`http_request::resolve` and `confine`: outside is
-//! 404). Errors (404, 405) close the connection, as before hyper; request heads are
+//! 404). The file itself is opened without following a link and without blocking
+//! (`dev::file::open_regular`): a symbolic link, a FIFO, a device or a directory
+//! is 404, found so on the descriptor before any read, so a FIFO put in the
+//! directory cannot stall the services' threads. A path with a component that
+//! starts with a dot (`.git`, `.htpasswd`) is 404 too, as if it were not there.
+//! Errors (404, 405) close the connection, as before hyper; request heads are
 //! bounded (16 KiB, exactly: beyond it hyper answers 431 and closes) and must
 //! arrive within the header timeout.
 
@@ -116,17 +121,20 @@ fn respond_to(root: &Path, method: &Method, path: &str) -> Response<FileBody> {
     if method != Method::GET && method != Method::HEAD {
         return error(StatusCode::METHOD_NOT_ALLOWED);
     }
-    // The name asked for gives the type; the file opened is where its links lead,
-    // if that is inside the served directory. Outside is 404, not 403: as for a
-    // path with `..`, the client learns nothing of what lies beyond the directory.
+    // Dotfiles are not served (nginx's and Apache's usual `deny` of `/\.`): they
+    // are a repository's, an editor's or a password file's, not the site's.
+    if path.split('/').any(|c| c.starts_with('.')) {
+        return error(StatusCode::NOT_FOUND);
+    }
+    // The directories on the way may be links, if they lead to somewhere inside
+    // the served directory; the file itself may not be one. Outside is 404, not
+    // 403: as for a path with `..`, the client learns nothing of what lies beyond.
     let file = resolve(root, path).and_then(|p| {
-        let real = confine(root, &p)?;
-        std::fs::File::open(real).ok().map(|f| (p, f))
+        confine(root, &p)?;
+        let (f, len) = dev::file::open_regular(&p).ok()?;
+        Some((p, f, len))
     });
-    let Some((path, f, len)) = file.and_then(|(p, f)| {
-        let m = f.metadata().ok().filter(|m| m.is_file())?;
-        Some((p, f, m.len()))
-    }) else {
+    let Some((path, f, len)) = file else {
         return error(StatusCode::NOT_FOUND);
     };
     let body = if method == Method::HEAD {
@@ -248,8 +256,8 @@ mod tests {
 
     /// Symbolic links are followed only as far as the served directory: a link to a
     /// file outside it (or through a linked directory outside it) is 404, as a
-    /// path with `..` is; one to a file inside it is served, typed by the name
-    /// asked for.
+    /// path with `..` is; a linked directory inside it is followed; a file that is
+    /// itself a link is 404 wherever it leads (O_NOFOLLOW).
     #[test]
     fn symlinks_out_of_the_served_directory_are_refused() {
         let base = std::env::temp_dir().join(format!("mpstack-http-links-{}", std::process::id()));
@@ -265,26 +273,28 @@ mod tests {
         link("..", "up");
         link("sub/page.txt", "in.html");
         link("sub", "linked");
-        for path in ["/out.txt", "/abs.txt", "/up/secret.txt"] {
+        for path in [
+            "/out.txt",
+            "/abs.txt",
+            "/up/secret.txt",
+            "/in.html",
+            "/up/www/in.html",
+        ] {
             let r = respond_to(&www, &Method::GET, path);
             assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
         }
-        // Where the links lead is what counts: out and back in is inside.
-        for path in [
-            "/in.html",
-            "/linked/page.txt",
-            "/sub/page.txt",
-            "/up/www/in.html",
-        ] {
+        // Where the directories' links lead is what counts: out and back in is
+        // inside.
+        for path in ["/linked/page.txt", "/sub/page.txt", "/up/www/sub/page.txt"] {
             let r = respond_to(&www, &Method::GET, path);
             assert_eq!(r.status(), StatusCode::OK, "{path}");
             assert_eq!(r.headers()[CONTENT_LENGTH], "7", "{path}");
         }
-        let r = respond_to(&www, &Method::GET, "/in.html");
-        assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+        let r = respond_to(&www, &Method::GET, "/sub/page.txt");
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/plain; charset=utf-8");
         // The served directory may itself be reached through a link.
         std::os::unix::fs::symlink(&www, base.join("www-link")).unwrap();
-        let r = respond_to(&base.join("www-link"), &Method::GET, "/in.html");
+        let r = respond_to(&base.join("www-link"), &Method::GET, "/sub/page.txt");
         assert_eq!(r.status(), StatusCode::OK);
         let r = respond_to(&base.join("www-link"), &Method::GET, "/out.txt");
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
@@ -315,6 +325,43 @@ mod tests {
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(r.headers()[ALLOW], "GET, HEAD");
         assert_eq!(r.headers()[CONNECTION], "close");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A dotfile, or a file in a dot-directory, is not served; a FIFO, a
+    /// directory without an index and a file that is a link are 404 at once (the
+    /// FIFO has no writer: an open that waited for one would never return).
+    #[test]
+    fn dotfiles_fifos_and_linked_files_are_not_served() {
+        let dir = std::env::temp_dir().join(format!("mpstack-http-dot-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.join("empty")).unwrap();
+        std::fs::write(dir.join(".htpasswd"), "admin:x\n").unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(dir.join("page.txt"), "page\n").unwrap();
+        std::os::unix::fs::symlink("page.txt", dir.join("alias.txt")).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(dir.join("pipe"))
+            .status()
+            .unwrap()
+            .success());
+        let t = std::time::Instant::now();
+        for path in [
+            "/.htpasswd",
+            "/.git/config",
+            "/sub/../.htpasswd",
+            "/pipe",
+            "/empty",
+            "/alias.txt",
+        ] {
+            let r = respond_to(&dir, &Method::GET, path);
+            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert_eq!(
+            respond_to(&dir, &Method::GET, "/page.txt").status(),
+            StatusCode::OK
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,9 +5,14 @@
 //! [`FpmFeed`] applies what one connection sends to a [`Stack`]: `RTM_NEWROUTE`
 //! adds a route or replaces the daemon's route to the same destination (every next
 //! hop at once, multipath as ECMP), `RTM_DELROUTE` withdraws it. Next hops are
-//! resolved against the stack's own interfaces (the connected network holding the
-//! gateway); the daemon's interface indexes are its kernel's, not ours, and are not
-//! used. Routes the daemon sends are marked [`route::RtFlags::PROTO2`]: it replaces
+//! resolved against the stack's own interfaces: the connected network holding the
+//! gateway, or, for an IPv6 link-local gateway (what BGP over IPv6 sends), the
+//! interface the daemon names (`RTA_OIF`, its kernel's index, taken to our
+//! interface of the same name: a TAP or an AF_PACKET link is the kernel's
+//! interface too). A route none of whose next hops can be placed is held (bounded)
+//! and tried again whenever the stack's interfaces or addresses change, so an
+//! address that comes up after the route arrived (DAD, `ifconfig`) brings it in
+//! without zebra sending it again. Routes the daemon sends are marked [`route::RtFlags::PROTO2`]: it replaces
 //! and withdraws only those, never a connected route or one added by hand (a route
 //! it sends for such a destination is counted as shadowed and not installed).
 //!
@@ -24,17 +29,28 @@
 //! quiet for [`FpmFeed::resync_quiet`] are withdrawn. When it disconnects its
 //! routes stay (packets keep flowing while the daemon restarts).
 //!
-//! [`serve`] is the TCP side: one connection at a time on a listener of the host's
-//! (zebra's `fpm address A port P`); a newer connection replaces the older one.
+//! **Bounded.** At most [`FpmPolicy::max_routes`] of the daemon's routes are
+//! installed (and as many unresolved ones held); beyond, a route is refused and
+//! counted (`full`). The stream's buffer holds a partial frame and one read
+//! (at most some 192 KiB).
+//!
+//! **Who may feed it.** [`serve`] is the TCP side (zebra's `fpm address A port P`):
+//! a peer outside [`FpmPolicy::allow`] (loopback only by default) is closed at once
+//! and counted (`refused`), and so is a peer on this host whose socket is owned by
+//! a user not in [`FpmPolicy::local_uids`] (read from `/proc/net/tcp`: an
+//! unprivileged process on the host is not zebra). One session at a time: a second
+//! connection while the first lives is closed at once and counted (`busy`) — zebra
+//! connects again after a drop and its resynchronisation handles the gap, while a
+//! newer connection replacing the older would let any peer push zebra off.
 
 use crate::stack::Stack;
 use route::fpm::{FpmMsg, FpmRoute, FpmStream};
 use route::{IpPrefix, NhKind, RouteSpec, RtError, RtFlags};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The main routing table's number, as zebra sends it for the default VRF.
@@ -48,6 +64,10 @@ const RTPROT_KERNEL: u8 = 2;
 pub struct FpmStats {
     /// Connections accepted.
     pub sessions: u64,
+    /// Connections closed at once: a peer not allowed (address or socket owner).
+    pub refused: u64,
+    /// Connections closed at once: a session was live.
+    pub busy: u64,
     /// Whether a daemon is connected now.
     pub connected: bool,
     pub frames: u64,
@@ -60,12 +80,18 @@ pub struct FpmStats {
     pub deletes: u64,
     /// Withdrawals of routes not installed.
     pub not_found: u64,
-    /// Routes with no next hop on a network of ours (not installed).
+    /// Routes with no next hop on a network of ours when they came (held, not
+    /// installed).
     pub unresolved: u64,
+    /// Held routes installed later, when an address or interface came.
+    pub retried: u64,
+    /// Unresolved routes held now (a gauge).
+    pub held: u64,
     /// Routes not installed because a connected or static route holds the
     /// destination.
     pub shadowed: u64,
-    /// Routes refused because the table is full (`max_routes`).
+    /// Routes refused because [`FpmPolicy::max_routes`] (or the table's own
+    /// bound) was reached.
     pub full: u64,
     /// Messages not acted on: other message types, other tables, kernel routes,
     /// link-local and multicast destinations.
@@ -87,9 +113,11 @@ pub struct FpmStats {
 
 impl FpmStats {
     /// Every counter by name (`connected` as 0 or 1, `routes` a gauge).
-    pub fn fields(&self) -> [(&'static str, u64); 19] {
+    pub fn fields(&self) -> [(&'static str, u64); 23] {
         [
             ("sessions", self.sessions),
+            ("refused", self.refused),
+            ("busy", self.busy),
             ("connected", u64::from(self.connected)),
             ("frames", self.frames),
             ("bytes", self.bytes),
@@ -98,6 +126,8 @@ impl FpmStats {
             ("deletes", self.deletes),
             ("not_found", self.not_found),
             ("unresolved", self.unresolved),
+            ("retried", self.retried),
+            ("held", self.held),
             ("shadowed", self.shadowed),
             ("full", self.full),
             ("ignored", self.ignored),
@@ -112,6 +142,146 @@ impl FpmStats {
     }
 }
 
+/// The name of the daemon's kernel's interface of index `i`, if it has one.
+pub type KernelIfname = fn(u32) -> Option<String>;
+
+/// Who may feed the FIB and how much (`mpstack run --fpm-allow`, `--fpm-user`,
+/// `--fpm-max-routes`).
+#[derive(Clone, Debug)]
+pub struct FpmPolicy {
+    /// Peers allowed; empty: loopback only.
+    pub allow: Vec<IpPrefix>,
+    /// The users whose sockets on this host may feed it (zebra runs as `frr`);
+    /// `None`: any. A peer on this host whose socket's owner cannot be found is
+    /// refused.
+    pub local_uids: Option<Vec<u32>>,
+    /// The daemon's routes installed at most (and unresolved ones held at most).
+    pub max_routes: usize,
+    /// Maps the daemon's `RTA_OIF` to an interface name ([`kernel_ifname`]).
+    pub kernel_ifname: KernelIfname,
+}
+
+impl FpmPolicy {
+    /// A full IPv4 table (past a million routes) and a full IPv6 one (a quarter
+    /// of that) with room to grow; at some 350 bytes a route (60,000 routes took
+    /// 21 MB) about 525 MB, where the table's own bound (2 M routes) is 700.
+    pub const DEFAULT_MAX_ROUTES: usize = 1_500_000;
+
+    /// Whether `peer`, connected to our `local`, may feed the FIB: `Err` says why not.
+    pub fn admits(&self, local: SocketAddr, peer: SocketAddr) -> Result<(), String> {
+        let ip = canonical(peer.ip());
+        let allowed = if self.allow.is_empty() {
+            ip.is_loopback()
+        } else {
+            self.allow.iter().any(|p| p.contains(ip))
+        };
+        if !allowed {
+            return Err(if self.allow.is_empty() {
+                format!("{peer} is not on loopback (--fpm-allow admits others)")
+            } else {
+                format!("{peer} is outside --fpm-allow")
+            });
+        }
+        let Some(uids) = &self.local_uids else {
+            return Ok(());
+        };
+        match socket_owner(peer, local) {
+            Some(uid) if uids.contains(&uid) => Ok(()),
+            Some(uid) => Err(format!(
+                "{peer}: its socket belongs to uid {uid}, not a user allowed (--fpm-user)"
+            )),
+            // Not a socket of this host's (of this network namespace's): a remote
+            // peer, admitted by its address.
+            None if !ip.is_loopback() => Ok(()),
+            None => Err(format!("{peer}: the owner of its socket is unknown")),
+        }
+    }
+}
+
+impl Default for FpmPolicy {
+    fn default() -> FpmPolicy {
+        FpmPolicy {
+            allow: Vec::new(),
+            local_uids: None,
+            max_routes: FpmPolicy::DEFAULT_MAX_ROUTES,
+            kernel_ifname,
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical(a: IpAddr) -> IpAddr {
+    match a {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The name of this host's interface of index `i` (`/sys/class/net/*/ifindex`, of
+/// the network namespace the process runs in: zebra's, beside it).
+pub fn kernel_ifname(i: u32) -> Option<String> {
+    std::fs::read_dir("/sys/class/net")
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            let idx = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
+            (idx.trim().parse::<u32>().ok()? == i)
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+}
+
+/// The owner (uid) of this host's TCP socket bound to `sock` and connected to
+/// `peer`, from `/proc/net/tcp` and `tcp6` (as `ss -e` reads it; Linux has no
+/// SO_PEERCRED for TCP).
+pub fn socket_owner(sock: SocketAddr, peer: SocketAddr) -> Option<u32> {
+    let hex = |a: IpAddr, port: u16| -> String {
+        // The kernel prints each 32-bit word of the address in host order.
+        let words: Vec<u32> = match a {
+            IpAddr::V4(v4) => vec![u32::from_ne_bytes(v4.octets())],
+            IpAddr::V6(v6) => v6
+                .octets()
+                .chunks_exact(4)
+                .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+                .collect(),
+        };
+        let mut s: String = words.iter().map(|w| format!("{w:08X}")).collect();
+        s += &format!(":{port:04X}");
+        s
+    };
+    let mapped = |a: IpAddr| match a {
+        IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
+        v6 => v6,
+    };
+    let (sip, pip) = (canonical(sock.ip()), canonical(peer.ip()));
+    let wants = [
+        (
+            "/proc/net/tcp",
+            hex(sip, sock.port()),
+            hex(pip, peer.port()),
+        ),
+        (
+            "/proc/net/tcp6",
+            hex(mapped(sip), sock.port()),
+            hex(mapped(pip), peer.port()),
+        ),
+    ];
+    for (file, local, remote) in wants {
+        if matches!(sip, IpAddr::V6(_)) && file.ends_with("tcp") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for l in text.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() > 7 && f[1] == local && f[2] == remote {
+                return f[7].parse().ok();
+            }
+        }
+    }
+    None
+}
+
 /// Applies one daemon's route messages to a stack (see the module's text).
 #[derive(Debug)]
 pub struct FpmFeed {
@@ -124,6 +294,12 @@ pub struct FpmFeed {
     last_cost: Duration,
     last_msg: Instant,
     resync_quiet: Duration,
+    max_routes: usize,
+    kernel_ifname: KernelIfname,
+    /// Routes none of whose next hops could be placed, to try again.
+    held: HashMap<IpPrefix, FpmRoute>,
+    /// The interfaces the held routes were last tried against.
+    held_cfg: Option<Arc<crate::stack::NetConfig>>,
 }
 
 impl Default for FpmFeed {
@@ -146,7 +322,18 @@ impl FpmFeed {
             last_cost: Duration::ZERO,
             last_msg: Instant::now(),
             resync_quiet: Duration::from_secs(3),
+            max_routes: FpmPolicy::DEFAULT_MAX_ROUTES,
+            kernel_ifname,
+            held: HashMap::new(),
+            held_cfg: None,
         }
+    }
+
+    /// The bound and the interface names of `p`.
+    pub fn policy(mut self, p: &FpmPolicy) -> FpmFeed {
+        self.max_routes = p.max_routes;
+        self.kernel_ifname = p.kernel_ifname;
+        self
     }
 
     /// How long the daemon must be quiet after connecting before its routes not
@@ -159,6 +346,7 @@ impl FpmFeed {
     pub fn stats(&self) -> FpmStats {
         FpmStats {
             pending: self.dirty_since.is_some(),
+            held: self.held.len() as u64,
             ..self.stats
         }
     }
@@ -173,6 +361,8 @@ impl FpmFeed {
         let old = stack.route_batch_deferred(|rib| rib.destinations_with(RtFlags::PROTO2));
         self.stats.routes = old.len() as u64;
         self.stale = (!old.is_empty()).then(|| old.into_iter().collect());
+        // It sends them all again.
+        self.held.clear();
     }
 
     /// The daemon went away: what it sent is compiled; its routes stay.
@@ -219,6 +409,7 @@ impl FpmFeed {
     /// text), and withdraws the stale routes once a reconnected daemon has been
     /// quiet long enough. Call it after every read and when reads time out.
     pub fn poll(&mut self, stack: &Stack, now: Instant) {
+        self.retry(stack, now);
         if self.stats.connected && now.saturating_duration_since(self.last_msg) >= self.resync_quiet
         {
             if let Some(stale) = self.stale.take() {
@@ -267,6 +458,32 @@ impl FpmFeed {
         self.dirty_since.is_some()
     }
 
+    /// Tries the held routes again if the interfaces or their addresses changed
+    /// since they were last tried (one pointer comparison when nothing did).
+    fn retry(&mut self, stack: &Stack, now: Instant) {
+        if self.held.is_empty() {
+            return;
+        }
+        let cfg = stack.config();
+        if self.held_cfg.as_ref().is_some_and(|c| Arc::ptr_eq(c, &cfg)) {
+            return;
+        }
+        let mut ready = Vec::new();
+        for (dst, r) in &self.held {
+            let specs = resolve(&cfg, r, self.kernel_ifname);
+            if !specs.is_empty() {
+                ready.push((*dst, Some(specs)));
+            }
+        }
+        self.held_cfg = Some(cfg);
+        for (d, _) in &ready {
+            self.held.remove(d);
+        }
+        let before = self.stats.adds;
+        self.install(stack, ready, now);
+        self.stats.retried += self.stats.adds - before;
+    }
+
     fn apply(&mut self, stack: &Stack, msgs: Vec<FpmMsg>, now: Instant) {
         if msgs.is_empty() {
             return;
@@ -281,13 +498,26 @@ impl FpmFeed {
                 FpmMsg::Other(_) => self.stats.ignored += 1,
                 FpmMsg::Add(r) if !wanted(&r) => self.stats.ignored += 1,
                 FpmMsg::Delete(r) if !wanted(&r) => self.stats.ignored += 1,
-                FpmMsg::Delete(r) => todo.push((r.dst, None)),
+                FpmMsg::Delete(r) => {
+                    self.held.remove(&r.dst);
+                    todo.push((r.dst, None));
+                }
                 FpmMsg::Add(r) => {
-                    let specs = resolve(&cfg, &r);
+                    let specs = resolve(&cfg, &r, self.kernel_ifname);
                     if specs.is_empty() {
                         self.stats.unresolved += 1;
+                        let dst = r.dst;
+                        if self.held.len() < self.max_routes || self.held.contains_key(&dst) {
+                            self.held.insert(dst, r);
+                            self.held_cfg = Some(cfg.clone());
+                        } else {
+                            self.stats.full += 1;
+                        }
+                        todo.push((dst, Some(specs)));
+                    } else {
+                        self.held.remove(&r.dst);
+                        todo.push((r.dst, Some(specs)));
                     }
-                    todo.push((r.dst, Some(specs)));
                 }
             }
         }
@@ -296,6 +526,21 @@ impl FpmFeed {
                 stale.remove(d);
             }
         }
+        self.install(stack, todo, now);
+    }
+
+    /// Puts resolved routes in the table (`Some(paths)`; no paths: the daemon's
+    /// route there is withdrawn and none installed) and withdraws others (`None`).
+    fn install(
+        &mut self,
+        stack: &Stack,
+        todo: Vec<(IpPrefix, Option<Vec<RouteSpec>>)>,
+        now: Instant,
+    ) {
+        if todo.is_empty() {
+            return;
+        }
+        let max = self.max_routes as u64;
         let st = &mut self.stats;
         let changed = stack.route_batch_deferred(|rib| {
             let mut changed = false;
@@ -327,6 +572,10 @@ impl FpmFeed {
                     continue;
                 };
                 if specs.is_empty() {
+                    continue;
+                }
+                if st.routes >= max {
+                    st.full += 1;
                     continue;
                 }
                 let mut installed = false;
@@ -366,10 +615,16 @@ fn wanted(r: &FpmRoute) -> bool {
 }
 
 /// The route's paths on our interfaces: a discard route as such; each forwarding
-/// next hop through the interface whose network holds its gateway. Next hops
-/// without a gateway (an interface route of the daemon's kernel) or with an IPv6
-/// link-local one cannot be placed and are left out.
-fn resolve(cfg: &crate::stack::NetConfig, r: &FpmRoute) -> Vec<RouteSpec> {
+/// next hop through the interface whose network holds its gateway, or, for an IPv6
+/// link-local gateway, through the interface of the name the daemon's kernel gives
+/// its `RTA_OIF` (RFC 4291 §2.5.6: a link-local address means something only with
+/// its link), if that interface runs IPv6 here. Next hops without a gateway (an
+/// interface route of the daemon's kernel) cannot be placed and are left out.
+fn resolve(
+    cfg: &crate::stack::NetConfig,
+    r: &FpmRoute,
+    kernel_ifname: KernelIfname,
+) -> Vec<RouteSpec> {
     let flags = RtFlags::PROTO2;
     if r.kind != NhKind::Forward {
         let mut s = RouteSpec::discard(r.dst, r.kind);
@@ -382,51 +637,94 @@ fn resolve(cfg: &crate::stack::NetConfig, r: &FpmRoute) -> Vec<RouteSpec> {
         if gw.is_ipv6() != r.dst.is_ipv6() {
             continue;
         }
-        if let IpAddr::V6(a) = gw {
-            if (a.segments()[0] & 0xffc0) == 0xfe80 {
-                continue;
+        let ifp = match gw {
+            IpAddr::V6(a) if (a.segments()[0] & 0xffc0) == 0xfe80 => {
+                let Some(name) = (nh.oif != 0).then(|| kernel_ifname(nh.oif)).flatten() else {
+                    continue;
+                };
+                cfg.ifaces
+                    .iter()
+                    .find(|i| i.name == name && !i.addrs6.is_empty())
             }
-        }
-        let Some(ifp) = cfg.connected(gw) else {
+            _ => cfg.connected(gw),
+        };
+        let Some(ifp) = ifp else {
             continue;
         };
         let mut s = RouteSpec::via(r.dst, gw, u32::from(ifp.index.0));
         s.flags = flags;
-        if !out.iter().any(|o| o.gateway == s.gateway) {
+        if !out
+            .iter()
+            .any(|o| o.gateway == s.gateway && o.ifindex == s.ifindex)
+        {
             out.push(s);
         }
     }
     out
 }
 
-/// Serves the daemon's connections on `listener` until `stop`: one at a time, a
-/// newer one replacing the older; `stats` is updated as the feed goes.
-pub fn serve(stack: &Stack, listener: &TcpListener, stop: &AtomicBool, stats: &Mutex<FpmStats>) {
+/// Serves the daemon's connections on `listener` until `stop`, one at a time, to
+/// the peers `policy` admits (see the module's text); `stats` is updated as the
+/// feed goes.
+pub fn serve(
+    stack: &Stack,
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    stats: &Mutex<FpmStats>,
+    policy: &FpmPolicy,
+) {
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!(target: "fpm", "listener: {e}");
         return;
     }
-    let mut feed = FpmFeed::new();
+    let mut feed = FpmFeed::new().policy(policy);
     let mut conn: Option<TcpStream> = None;
     let mut buf = vec![0u8; 1 << 16];
     let publish = |f: &FpmFeed| *stats.lock().unwrap_or_else(|e| e.into_inner()) = f.stats();
     while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((s, peer)) => {
-                if conn.take().is_some() {
-                    feed.session_end(stack);
-                    tracing::info!(target: "fpm", "a newer connection replaces the daemon's");
+        // Every connection waiting is taken, so that one refused is closed at once.
+        let mut taken = false;
+        loop {
+            let (s, peer) = match listener.accept() {
+                Ok(x) => {
+                    taken = true;
+                    x
                 }
-                if s.set_nonblocking(false).is_ok()
-                    && s.set_read_timeout(Some(Duration::from_millis(20))).is_ok()
-                {
-                    tracing::info!(target: "fpm", "routing daemon connected from {peer}");
-                    feed.session_start(stack, Instant::now());
-                    conn = Some(s);
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!(target: "fpm", "accept: {e}");
+                    break;
                 }
+            };
+            let local = s.local_addr().ok();
+            if let Err(why) =
+                local.map_or(Err("no local address".into()), |l| policy.admits(l, peer))
+            {
+                feed.stats.refused += 1;
+                tracing::warn!(target: "fpm", "connection refused: {why}");
+                let _ = s.shutdown(std::net::Shutdown::Both);
+                continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => tracing::warn!(target: "fpm", "accept: {e}"),
+            if conn.is_some() {
+                feed.stats.busy += 1;
+                tracing::warn!(
+                    target: "fpm",
+                    "connection from {peer} refused: a routing daemon's session is live"
+                );
+                let _ = s.shutdown(std::net::Shutdown::Both);
+                continue;
+            }
+            if s.set_nonblocking(false).is_ok()
+                && s.set_read_timeout(Some(Duration::from_millis(20))).is_ok()
+            {
+                tracing::info!(target: "fpm", "routing daemon connected from {peer}");
+                feed.session_start(stack, Instant::now());
+                conn = Some(s);
+            }
+        }
+        if taken {
+            // A refusal is seen in the counters by the time its peer sees the close.
+            publish(&feed);
         }
         let Some(s) = conn.as_mut() else {
             feed.poll(stack, Instant::now());
@@ -468,7 +766,7 @@ mod tests {
     use route::fpm::{encode_route, FpmNexthop};
     use std::net::Ipv4Addr;
 
-    /// A stack with two interfaces, 198.18.1.1/24 and 198.18.2.1/24.
+    /// A stack with two interfaces, if0 198.18.1.1/24 and if1 198.18.2.1/24.
     fn stack() -> (Stack, Vec<dev::mem::MemDevice>) {
         let mut s = Stack::new(StackConfig {
             name: "r".into(),
@@ -476,13 +774,14 @@ mod tests {
             ..StackConfig::default()
         });
         let mut far = Vec::new();
-        for a in ["198.18.1.1/24", "198.18.2.1/24"] {
+        for (k, a) in ["198.18.1.1/24", "198.18.2.1/24"].iter().enumerate() {
             let (d, e) = wire(WireConfig::default());
             far.push(e);
             let addrs = vec![a.parse().unwrap()];
             s.add_interface(
                 Box::new(d),
                 IfConfig {
+                    name: Some(format!("if{k}")),
                     addrs,
                     ..IfConfig::default()
                 },
@@ -633,5 +932,279 @@ mod tests {
         );
         let st = f.stats();
         assert_eq!((st.stale_swept, st.routes, st.sessions), (1, 2, 2));
+    }
+
+    /// The daemon's kernel calls our if1 77 (the index the tests' routes carry).
+    fn kernel_names(i: u32) -> Option<String> {
+        (i == 77).then(|| "if1".to_string())
+    }
+
+    #[test]
+    fn the_route_bound_is_held_and_counted() {
+        let (s, _far) = stack();
+        let policy = FpmPolicy {
+            max_routes: 2,
+            ..FpmPolicy::default()
+        };
+        let mut f = FpmFeed::new().policy(&policy);
+        let t = Instant::now();
+        f.session_start(&s, t);
+        for d in ["198.19.0.0/16", "198.20.0.0/16", "198.21.0.0/16"] {
+            f.feed(&s, &encode_route(true, &route(d, &["198.18.2.2"])), t)
+                .unwrap();
+        }
+        // A replacement of one it holds is no new route; an unresolved one over
+        // the bound is not held either.
+        f.feed(
+            &s,
+            &encode_route(true, &route("198.19.0.0/16", &["198.18.1.2"])),
+            t,
+        )
+        .unwrap();
+        f.commit(&s);
+        assert_eq!(via(&s, [198, 21, 0, 1]), None);
+        assert_eq!(
+            via(&s, [198, 19, 0, 1]),
+            Some(Some("198.18.1.2".parse().unwrap()))
+        );
+        let st = f.stats();
+        assert_eq!((st.routes, st.full, st.adds, st.replaced), (2, 1, 3, 1));
+        // Room again once the daemon withdraws one.
+        f.feed(&s, &encode_route(false, &route("198.20.0.0/16", &[])), t)
+            .unwrap();
+        f.feed(
+            &s,
+            &encode_route(true, &route("198.21.0.0/16", &["198.18.2.2"])),
+            t,
+        )
+        .unwrap();
+        f.commit(&s);
+        assert!(via(&s, [198, 21, 0, 1]).is_some());
+        assert_eq!((f.stats().routes, f.stats().full), (2, 1));
+    }
+
+    /// BGP over IPv6 gives a link-local next hop with the interface it is on: the
+    /// route goes out of our interface of that name, and only if it runs IPv6.
+    #[test]
+    fn link_local_next_hops_resolve_on_their_interface() {
+        let (s, _far) = stack();
+        let policy = FpmPolicy {
+            kernel_ifname: kernel_names,
+            ..FpmPolicy::default()
+        };
+        let mut f = FpmFeed::new().policy(&policy);
+        let t = Instant::now();
+        f.session_start(&s, t);
+        let r = route("2001:2:9::/48", &["fe80::2"]);
+        f.feed(&s, &encode_route(true, &r), t).unwrap();
+        f.commit(&s);
+        assert!(s.route_get("2001:2:9::1".parse().unwrap()).is_none());
+        assert_eq!((f.stats().unresolved, f.stats().held), (1, 1));
+        // IPv6 comes up on if1 (its link-local address with it): the held route
+        // is tried again and installed, with no word from the daemon.
+        s.add_address6(net_if(&s, "if1"), "2001:2:2::1/64".parse().unwrap())
+            .unwrap();
+        f.poll(&s, t + Duration::from_millis(10));
+        f.commit(&s);
+        let info = s
+            .route_get("2001:2:9::1".parse().unwrap())
+            .expect("installed");
+        assert_eq!(info.paths[0].gateway, Some("fe80::2".parse().unwrap()));
+        assert_eq!(info.paths[0].ifindex, u32::from(net_if(&s, "if1").0));
+        let st = f.stats();
+        assert_eq!((st.retried, st.held, st.routes), (1, 0, 1));
+        // An index the daemon's kernel has no name for is not placed.
+        let mut other = route("2001:2:8::/48", &["fe80::2"]);
+        other.nexthops[0].oif = 5;
+        f.feed(&s, &encode_route(true, &other), t).unwrap();
+        f.commit(&s);
+        assert!(s.route_get("2001:2:8::1".parse().unwrap()).is_none());
+    }
+
+    /// A route whose gateway is on no network of ours comes in when that network
+    /// does (an address added), and a withdrawal meanwhile forgets it.
+    #[test]
+    fn an_unresolved_route_comes_in_when_its_network_does() {
+        let (s, _far) = stack();
+        let mut f = FpmFeed::new();
+        let t = Instant::now();
+        f.session_start(&s, t);
+        for d in ["198.19.0.0/16", "198.20.0.0/16"] {
+            f.feed(&s, &encode_route(true, &route(d, &["198.18.9.9"])), t)
+                .unwrap();
+        }
+        f.feed(&s, &encode_route(false, &route("198.20.0.0/16", &[])), t)
+            .unwrap();
+        f.poll(&s, t + Duration::from_millis(10));
+        assert_eq!(via(&s, [198, 19, 0, 1]), None);
+        assert_eq!(f.stats().held, 1);
+        s.add_address(net_if(&s, "if0"), "198.18.9.1/24".parse().unwrap())
+            .unwrap();
+        f.poll(&s, t + Duration::from_millis(20));
+        f.commit(&s);
+        assert_eq!(
+            via(&s, [198, 19, 0, 1]),
+            Some(Some("198.18.9.9".parse().unwrap()))
+        );
+        assert_eq!(via(&s, [198, 20, 0, 1]), None);
+        let st = f.stats();
+        assert_eq!(
+            (st.unresolved, st.retried, st.held, st.routes),
+            (2, 1, 0, 1)
+        );
+    }
+
+    fn net_if(s: &Stack, name: &str) -> crate::IfIndex {
+        s.interfaces()
+            .iter()
+            .find(|i| i.name == name)
+            .expect("the interface")
+            .index
+    }
+
+    /// `serve` on a loopback port of the host, for the test's connections.
+    struct Served<'a> {
+        stop: &'a AtomicBool,
+        stats: &'a Mutex<FpmStats>,
+        at: SocketAddr,
+    }
+
+    impl Served<'_> {
+        fn stats(&self) -> FpmStats {
+            *self.stats.lock().unwrap()
+        }
+        /// Waits up to 5 s for `f` to hold of the stats.
+        fn until(&self, f: impl Fn(&FpmStats) -> bool) -> FpmStats {
+            let end = Instant::now() + Duration::from_secs(5);
+            while !f(&self.stats()) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            self.stats()
+        }
+    }
+
+    fn with_serve(policy: FpmPolicy, body: impl FnOnce(&Stack, &Served<'_>)) {
+        let (s, _far) = stack();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        let stats = Mutex::new(FpmStats::default());
+        std::thread::scope(|sc| {
+            sc.spawn(|| serve(&s, &listener, &stop, &stats, &policy));
+            let served = Served {
+                stop: &stop,
+                stats: &stats,
+                at,
+            };
+            body(&s, &served);
+        });
+    }
+
+    impl Drop for Served<'_> {
+        // Also when the body panics: else the scope would wait for serve for ever.
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True once the node has closed `c` (a read ends), within 5 s.
+    fn closed(c: &mut TcpStream) -> bool {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 16];
+        match c.read(&mut b) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
+    }
+
+    fn inject(c: &mut TcpStream, dst: &str) {
+        use std::io::Write;
+        let _ = c.write_all(&encode_route(true, &route(dst, &["198.18.2.2"])));
+    }
+
+    #[test]
+    fn a_peer_outside_the_allowed_prefixes_is_refused() {
+        let policy = FpmPolicy {
+            allow: vec!["198.18.0.0/15".parse().unwrap()],
+            ..FpmPolicy::default()
+        };
+        with_serve(policy, |s, sv| {
+            let mut c = TcpStream::connect(sv.at).unwrap();
+            inject(&mut c, "198.18.7.7/32");
+            assert!(closed(&mut c), "the node kept the connection");
+            let st = sv.until(|st| st.refused == 1);
+            assert_eq!((st.refused, st.sessions, st.frames), (1, 0, 0));
+            assert!(s.route_get("198.18.7.7".parse().unwrap()).is_none());
+        });
+    }
+
+    /// A peer on this host whose socket is owned by a user not allowed (the test
+    /// allows only a uid that is not its own) is refused: an unprivileged process
+    /// reaching 127.0.0.1 is not zebra.
+    #[test]
+    fn a_local_peer_of_another_user_is_refused() {
+        let mine = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|t| {
+                let l = t.lines().find(|l| l.starts_with("Uid:"))?;
+                l.split_whitespace().nth(2)?.parse::<u32>().ok()
+            })
+            .expect("our uid");
+        let policy = FpmPolicy {
+            local_uids: Some(vec![mine.wrapping_add(1)]),
+            ..FpmPolicy::default()
+        };
+        with_serve(policy, |s, sv| {
+            let mut c = TcpStream::connect(sv.at).unwrap();
+            let local = c.local_addr().unwrap();
+            assert_eq!(socket_owner(local, sv.at), Some(mine));
+            inject(&mut c, "198.19.0.0/16");
+            assert!(closed(&mut c), "the node kept the connection");
+            assert_eq!(sv.until(|st| st.refused == 1).refused, 1);
+            assert!(s.route_get("198.19.0.1".parse().unwrap()).is_none());
+        });
+        // Its own uid allowed: served.
+        let policy = FpmPolicy {
+            local_uids: Some(vec![mine]),
+            ..FpmPolicy::default()
+        };
+        with_serve(policy, |s, sv| {
+            let mut c = TcpStream::connect(sv.at).unwrap();
+            inject(&mut c, "198.19.0.0/16");
+            let st = sv.until(|st| st.adds == 1 && !st.pending);
+            assert_eq!((st.refused, st.adds), (0, 1));
+            assert!(s.route_get("198.19.0.1".parse().unwrap()).is_some());
+        });
+    }
+
+    /// A second connection while zebra's lives is closed at once and counted, and
+    /// sends nothing that counts; zebra's session goes on, and once it has ended a
+    /// new one is taken.
+    #[test]
+    fn a_second_connection_is_refused_while_the_first_lives() {
+        with_serve(FpmPolicy::default(), |s, sv| {
+            let mut zebra = TcpStream::connect(sv.at).unwrap();
+            inject(&mut zebra, "198.19.0.0/16");
+            sv.until(|st| st.adds == 1);
+            let mut other = TcpStream::connect(sv.at).unwrap();
+            inject(&mut other, "198.20.0.0/16");
+            assert!(closed(&mut other), "the node kept the second connection");
+            let st = sv.until(|st| st.busy == 1);
+            assert_eq!((st.busy, st.sessions, st.connected), (1, 1, true));
+            inject(&mut zebra, "198.21.0.0/16");
+            let st = sv.until(|st| st.adds == 2 && !st.pending);
+            assert_eq!(st.adds, 2);
+            assert!(s.route_get("198.20.0.1".parse().unwrap()).is_none());
+            assert!(s.route_get("198.21.0.1".parse().unwrap()).is_some());
+            drop(zebra);
+            sv.until(|st| !st.connected);
+            let mut again = TcpStream::connect(sv.at).unwrap();
+            inject(&mut again, "198.20.0.0/16");
+            let st = sv.until(|st| st.sessions == 2 && st.adds == 3);
+            assert_eq!((st.sessions, st.busy, st.adds), (2, 1, 3));
+        });
     }
 }
