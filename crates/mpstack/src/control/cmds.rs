@@ -1840,9 +1840,10 @@ mod tests {
         let mut zebra = route::RouteSpec::via("198.20.0.0/16".parse().unwrap(), gw, ifx.0.into());
         zebra.flags = route::RtFlags::PROTO2;
         stack.add_route(zebra).unwrap();
+        let fw = Firewall::off(true, false, Default::default());
         let node = Node {
             stack: &stack,
-            ipfw: None,
+            fw: &fw,
             sysctl: Mutex::new(()),
             fpm: None,
             packet: None,
