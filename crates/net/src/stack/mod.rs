@@ -1477,7 +1477,7 @@ impl Stack {
         Ok(PingSocket::new(self.shared.clone(), s))
     }
 
-    /// Counters summed over all workers.
+    /// Counters summed over all workers, and the pfil hooks' own (`fw.*`).
     pub fn stats(&self) -> Stats {
         let mut s = *self
             .shared
@@ -1486,6 +1486,9 @@ impl Stack {
             .unwrap_or_else(|e| e.into_inner());
         for slot in &self.shared.stats {
             slot.add_into(&mut s);
+        }
+        for h in self.config().pfil.hooks() {
+            h.add_stats(&mut s);
         }
         s
     }
