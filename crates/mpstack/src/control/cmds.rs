@@ -153,9 +153,11 @@ pub fn help(cmd: &str) -> String {
              \x20      mpstack arp|ndp -s HOST MAC               a static entry\n"
         }
         "ipfw" => {
-            "usage: mpstack ipfw [-j NODE] [-q] COMMAND, as ipfw(8):\n\
+            "usage: mpstack ipfw [-j NODE] [-q] [-d] COMMAND, as ipfw(8):\n\
              \x20 add [N] RULE, delete N..., list, show, zero [N], set ..., table N ...,\n\
              \x20 pipe N config ..., queue N config ..., pipe show\n\
+             -d with list or show: the dynamic states after the rules (at most 65536 lines),\n\
+             \x20 each with its rule, lifetime left and flow; states keep no packet counts.\n\
              The node must run the firewall (mpstack run --ipfw FILE, or ipfw lines in --config FILE).\n"
         }
         "sysctl" => {
@@ -1381,11 +1383,13 @@ fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         ));
     };
     let mut quiet = false;
+    let mut dynamic = false;
     let mut a: Vec<&str> = Vec::with_capacity(args.len());
     for x in args {
         match *x {
             "-q" => quiet = true,
-            "-n" | "-a" | "-d" | "-t" | "-S" | "-N" => {}
+            "-d" => dynamic = true,
+            "-n" | "-a" | "-t" | "-S" | "-N" => {}
             x => a.push(x),
         }
     }
@@ -1393,7 +1397,15 @@ fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         return Err(usage(help("ipfw")));
     }
     let line = a.join(" ");
-    let out = f.command(&line).map_err(|e| fail(format!("ipfw: {e}")))?;
+    let mut out = f.command(&line).map_err(|e| fail(format!("ipfw: {e}")))?;
+    // ipfw(8) -d: the dynamic rules after the static ones, for list and show.
+    if dynamic && matches!(a[0], "list" | "show") {
+        let now = node.clock.map_or(dev::Instant::ZERO, |c| c.now());
+        for l in f.list_states(now, 65536) {
+            out += &l;
+            out.push('\n');
+        }
+    }
     if json {
         let lines: Vec<&str> = out.lines().collect();
         return put_json(conn, &json!({ "command": line, "output": lines }));
@@ -1446,6 +1458,16 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
             "net.inet.ip.fw.verbose_limit".into(),
             f.log_limit().to_string(),
         ));
+        // FreeBSD's dynamic-state gauge and bound; the bound is read-only here,
+        // the table being allocated whole when the firewall is made.
+        all.push((
+            "net.inet.ip.fw.dyn_count".into(),
+            f.state_stats().states.to_string(),
+        ));
+        all.push((
+            "net.inet.ip.fw.dyn_max".into(),
+            f.state_capacity().to_string(),
+        ));
         all.extend(crate::sysctl::list_dummynet(&f.dummynet_limits()));
     }
     all.sort();
@@ -1489,6 +1511,11 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
                         u8::from(on)
                     ));
                     fwd.push((v6, on));
+                }
+                "net.inet.ip.fw.dyn_count" | "net.inet.ip.fw.dyn_max" if node.ipfw.is_some() => {
+                    return Err(fail(format!(
+                        "sysctl: {name}: read-only (the state table is allocated whole when the firewall starts)"
+                    )));
                 }
                 "net.inet.ip.fw.verbose_limit" if node.ipfw.is_some() => {
                     let n: u32 = value.parse().map_err(|_| {
