@@ -1028,6 +1028,213 @@ fn keep_state_lets_replies_back() {
     assert_eq!(fw.decide(ack), (Decision::Deny, 300));
 }
 
+/// An ICMP message from `src` to `dst` of type `t` with identifier `id`.
+fn icmp(src: &str, dst: &str, t: u8, id: u16) -> PacketInfo {
+    let (src, dst) = (ip(src), ip(dst));
+    let mut p = PacketInfo::new(src, dst, if src.is_ipv6() { 58 } else { 1 });
+    p.icmp_type = t;
+    p.icmp_id = id;
+    p.len = 84;
+    p
+}
+
+/// A packet, and the flow it quotes if it is an ICMP error.
+type Quoted = (PacketInfo, Option<crate::state::FlowId>);
+
+/// An ICMP error of type `t` from `src` to `dst` quoting `q`, and the quoted
+/// flow as a describer gives it to the vector.
+fn icmp_error(src: &str, dst: &str, t: u8, q: Option<&PacketInfo>) -> Quoted {
+    // A quoted ICMP message's flow is its state's.
+    let quote = q.map(|q| match q.proto {
+        1 | 58 => {
+            crate::state::FlowId::icmp(q.src, q.dst, q.proto, q.icmp_type, q.icmp_id)
+                .expect("a quoted query")
+                .0
+        }
+        _ => crate::state::FlowId {
+            proto: q.proto,
+            src: q.src,
+            dst: q.dst,
+            sport: q.sport,
+            dport: q.dport,
+        },
+    });
+    (icmp(src, dst, t, 0), quote)
+}
+
+impl Fw {
+    /// `eval_vec` of `pkts` (each with an error's quote, if any) in one vector at
+    /// time `now`: their verdicts.
+    fn run_vec(&mut self, pkts: &[Quoted], now: u64) -> Vec<(Decision, u16)> {
+        let prog = self.rs.program().unwrap();
+        let mut v = PacketVec::new();
+        for (p, q) in pkts {
+            let k = v.push(p);
+            if let Some(q) = q {
+                v.set_icmp_quote(k, *q);
+            }
+        }
+        let states = self.rs.states().clone();
+        prog.eval_vec(&mut v, &Host, &states, &mut self.ctr, now, &mut self.rng);
+        (0..pkts.len())
+            .map(|k| (v.verdict(k).decision, v.verdict(k).rule))
+            .collect()
+    }
+}
+
+const ICMP_STATES: &str = "add 100 check-state\n\
+     add 200 allow icmp from 10.0.0.0/8 to any keep-state\n\
+     add 250 allow ipv6-icmp from 2001:db8::/64 to any keep-state\n\
+     add 300 allow udp from 10.0.0.0/8 to any keep-state\n\
+     add 400 deny ip from any to any\n";
+
+#[test]
+fn icmp_states_admit_the_reply_of_their_query_and_errors_about_their_flows() {
+    let ping = icmp("10.0.0.5", "192.0.2.9", 8, 7);
+    let ping8 = icmp("10.0.0.5", "192.0.2.9", 8, 8);
+    let mut dns = PacketInfo::new(ip("10.0.0.5"), ip("192.0.2.9"), 17);
+    (dns.sport, dns.dport) = (5000, 53);
+    let mut other_dns = dns;
+    other_dns.sport = 5001;
+    let mut to_other = dns;
+    to_other.src = ip("10.0.0.6");
+    let ping6 = icmp("2001:db8::5", "2001:db8:1::9", 128, 3);
+    let steps: Vec<(Quoted, (Decision, u16), &str)> = vec![
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 0, 7), None),
+            (Decision::Deny, 400),
+            "no state yet",
+        ),
+        (
+            (ping, None),
+            (Decision::Allow, 200),
+            "the ping makes the state",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 0, 7), None),
+            (Decision::Allow, 200),
+            "its reply",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 0, 9), None),
+            (Decision::Deny, 400),
+            "a reply to another id",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 13, 7), None),
+            (Decision::Deny, 400),
+            "a timestamp request",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 17, 7), None),
+            (Decision::Deny, 400),
+            "an address mask request",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 8, 7), None),
+            (Decision::Deny, 400),
+            "an echo request in",
+        ),
+        (
+            (ping8, None),
+            (Decision::Allow, 200),
+            "a ping whose id is its type",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 8, 8), None),
+            (Decision::Deny, 400),
+            "the same ports the other way",
+        ),
+        (
+            (icmp("192.0.2.9", "10.0.0.5", 0, 8), None),
+            (Decision::Allow, 200),
+            "its reply",
+        ),
+        ((dns, None), (Decision::Allow, 300), "a UDP flow's state"),
+        (
+            icmp_error("198.51.100.1", "10.0.0.5", 3, Some(&dns)),
+            (Decision::Allow, 300),
+            "an error about it",
+        ),
+        (
+            icmp_error("198.51.100.1", "10.0.0.5", 11, Some(&ping)),
+            (Decision::Allow, 200),
+            "time exceeded for the ping",
+        ),
+        (
+            icmp_error("198.51.100.1", "10.0.0.5", 3, Some(&other_dns)),
+            (Decision::Deny, 400),
+            "about no state",
+        ),
+        (
+            icmp_error("198.51.100.1", "10.0.0.6", 3, Some(&dns)),
+            (Decision::Deny, 400),
+            "to a host that did not send it",
+        ),
+        (
+            icmp_error("198.51.100.1", "10.0.0.6", 3, Some(&to_other)),
+            (Decision::Deny, 400),
+            "about a flow with no state",
+        ),
+        (
+            icmp_error("198.51.100.1", "10.0.0.5", 3, None),
+            (Decision::Deny, 400),
+            "quoting nothing readable",
+        ),
+        ((ping6, None), (Decision::Allow, 250), "an ICMPv6 echo"),
+        (
+            (icmp("2001:db8:1::9", "2001:db8::5", 129, 3), None),
+            (Decision::Allow, 250),
+            "its reply",
+        ),
+        (
+            (icmp("2001:db8:1::9", "2001:db8::5", 129, 4), None),
+            (Decision::Deny, 400),
+            "another id's",
+        ),
+        (
+            icmp_error("2001:db8:1::1", "2001:db8::5", 1, Some(&ping6)),
+            (Decision::Allow, 250),
+            "unreachable for it",
+        ),
+        (
+            icmp_error(
+                "2001:db8:1::1",
+                "2001:db8::5",
+                3,
+                Some(&icmp("2001:db8::5", "2001:db8:1::9", 128, 4)),
+            ),
+            (Decision::Deny, 400),
+            "for another",
+        ),
+    ];
+    let mut fw = Fw::new(ICMP_STATES);
+    for (k, (p, want, why)) in steps.iter().enumerate() {
+        assert_eq!(fw.run_vec(&[*p], k as u64 + 2)[0], *want, "{why}: {p:?}");
+    }
+    // Errors and replies made no state: the pings', the DNS flow's, ICMPv6's.
+    assert_eq!(fw.rs.states().len(), 4);
+    // `eval` of a packet agrees; an error as a PacketInfo carries no quote and
+    // matches no state.
+    let mut one = Fw::new(ICMP_STATES);
+    for (p, want, why) in steps.iter().filter(|s| s.0 .1.is_none()) {
+        assert_eq!(one.decide(p.0), *want, "eval: {why}");
+    }
+    let err = icmp_error("198.51.100.1", "10.0.0.5", 3, Some(&dns)).0;
+    assert_eq!(one.decide(err), (Decision::Deny, 400));
+    // The same as one vector (the states looked up together, errors left to
+    // their walks), and the same again with every state in place before it.
+    let mut batch = Fw::new(ICMP_STATES);
+    let pkts: Vec<Quoted> = steps.iter().map(|s| s.0).collect();
+    let want: Vec<(Decision, u16)> = steps.iter().map(|s| s.1).collect();
+    assert_eq!(batch.run_vec(&pkts, 2), want);
+    assert_eq!(
+        batch.run_vec(&pkts[2..], 3),
+        want[2..].to_vec(),
+        "every state in place before the vector"
+    );
+}
+
 #[test]
 fn the_first_keep_state_rule_checks_states_too() {
     let mut fw = Fw::new(

@@ -192,3 +192,81 @@ fn a_ruleset_naming_an_undefined_pipe_or_too_long_a_queue_stops_the_node_at_its_
         "{err}"
     );
 }
+
+/// `mpstack ARGS…` (a control command to a running node): its success and output.
+fn ctl(args: &[&str]) -> (bool, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(args)
+        .output()
+        .expect("run mpstack");
+    let mut out = String::from_utf8_lossy(&o.stdout).into_owned();
+    out += &String::from_utf8_lossy(&o.stderr);
+    (o.status.success(), out)
+}
+
+#[test]
+fn ipfw_d_show_lists_the_states_and_netstat_and_sysctl_count_them() {
+    skip_unless!("ip", "ping", "socat");
+    let pid = std::process::id();
+    let rules = std::env::temp_dir().join(format!("mpstack-ipfw-dyn-{pid}.rules"));
+    std::fs::write(
+        &rules,
+        "add 100 check-state\n\
+         add 200 allow udp from 198.18.0.1 to me 7 keep-state\n\
+         add 300 allow icmp from 198.18.0.1 to me keep-state\n\
+         add 65000 allow ip from any to any\n",
+    )
+    .unwrap();
+    let name = format!("fwdyn-{pid}");
+    let r = rules.display().to_string();
+    let mut lab = Lab::start_with("fd", 1, &["--name", &name, "--ipfw", &r]);
+    let (ok, out) = lab.exec("ping -c 2 -i 0.2 -W 2 198.18.0.2");
+    assert!(ok && out.contains("2 received"), "{out}");
+    let (ok, out) = lab.exec("sh -c 'echo state | timeout 3 socat -t 1 - UDP:198.18.0.2:7'");
+    assert!(ok && out.contains("state"), "{out}");
+    // ipfw(8) -d: the rules, then the states with their rule and lifetime; the
+    // ping's keyed on its identifier (as pf shows it, as both ports).
+    let (ok, show) = ctl(&["ipfw", "-j", &name, "-d", "show"]);
+    assert!(ok, "{show}");
+    let lines: Vec<&str> = show.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| *l == "## Dynamic rules (2):")
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(
+        lines[..head].iter().any(|l| l.starts_with("00200 ")),
+        "{show}"
+    );
+    let states = &lines[head + 1..];
+    assert!(
+        states.iter().any(|l| l.starts_with("00200 (")
+            && l.contains("s) STATE udp 198.18.0.1 ")
+            && l.ends_with(" <-> 198.18.0.2 7")),
+        "{show}"
+    );
+    let icmp = states
+        .iter()
+        .find(|l| l.starts_with("00300 (") && l.contains("STATE icmp 198.18.0.1 "))
+        .unwrap_or_else(|| panic!("{show}"));
+    let w: Vec<&str> = icmp.split_whitespace().collect();
+    assert_eq!((w[5], w[6], w[7]), (w[5], "<->", "198.18.0.2"), "{icmp}");
+    assert_eq!(w[5], w[8], "the identifier both sides: {icmp}");
+    let (ok, plain) = ctl(&["ipfw", "-j", &name, "show"]);
+    assert!(ok && !plain.contains("Dynamic"), "{plain}");
+    // The gauge in netstat -s and sysctl; the bound read-only.
+    let (ok, st) = ctl(&["netstat", "-j", &name, "-s"]);
+    assert!(ok, "{st}");
+    assert!(
+        st.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "fw.dyn_count"]),
+        "{st}"
+    );
+    let (ok, out) = ctl(&["sysctl", "-j", &name, "net.inet.ip.fw"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("net.inet.ip.fw.dyn_count: 2"), "{out}");
+    assert!(out.contains("net.inet.ip.fw.dyn_max: 16384"), "{out}");
+    let (ok, out) = ctl(&["sysctl", "-j", &name, "net.inet.ip.fw.dyn_max=10"]);
+    assert!(!ok && out.contains("read-only"), "{out}");
+    lab.stop();
+    let _ = std::fs::remove_file(&rules);
+}

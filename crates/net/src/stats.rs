@@ -25,10 +25,13 @@ macro_rules! counter_group {
                 $(f(stringify!($field), self.$field);)*
             }
 
+            // A group filled when the counters are read (`fw`) is never published.
+            #[allow(dead_code)]
             fn write_to(&self, slots: &[AtomicU64], i: &mut usize) {
                 $(slots[*i].store(self.$field, Ordering::Relaxed); *i += 1;)*
             }
 
+            #[allow(dead_code)]
             fn add_from(&mut self, slots: &[AtomicU64], i: &mut usize) {
                 $(self.$field += slots[*i].load(Ordering::Relaxed); *i += 1;)*
             }
@@ -245,6 +248,19 @@ counter_group!(
     }
 );
 
+counter_group!(
+    /// The ipfw firewall's dynamic states (FreeBSD's `net.inet.ip.fw.dyn_*`), as
+    /// its hook reports them when the counters are read (they are the state
+    /// table's, not a worker's): `dyn_count` is a gauge, the states held now
+    /// (expired ones not yet swept included); `dyn_created`; `dyn_expired`, dropped
+    /// for their age; refused, `dyn_full` because the table held `dyn_max` states
+    /// (FreeBSD's "Too many dynamic rules"; the packet is denied, and counted in
+    /// `pfil` too) and `dyn_limited` by a `limit` rule.
+    FwStat, "fw", {
+        dyn_count, dyn_created, dyn_expired, dyn_full, dyn_limited,
+    }
+);
+
 /// All counters of one worker, or the sum over workers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -263,6 +279,9 @@ pub struct Stats {
     pub nd6: Nd6Stat,
     pub flow: FlowStat,
     pub netchan: NetchanStat,
+    /// Filled by [`crate::pfil::PfilHook::add_stats`] when the stack's counters
+    /// are read; never in a worker's block.
+    pub fw: FwStat,
 }
 
 const NUM_COUNTERS: usize = EtherStat::NAMES.len()
@@ -299,6 +318,7 @@ impl Stats {
         self.nd6.for_each(|n, v| f(Nd6Stat::PREFIX, n, v));
         self.flow.for_each(|n, v| f(FlowStat::PREFIX, n, v));
         self.netchan.for_each(|n, v| f(NetchanStat::PREFIX, n, v));
+        self.fw.for_each(|n, v| f(FwStat::PREFIX, n, v));
     }
 
     /// Looks a counter up by its full name, e.g. `"udp.noport"`.
@@ -371,6 +391,7 @@ impl std::ops::AddAssign for Stats {
         self.nd6 += o.nd6;
         self.flow += o.flow;
         self.netchan += o.netchan;
+        self.fw += o.fw;
     }
 }
 

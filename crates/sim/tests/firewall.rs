@@ -1,11 +1,14 @@
 //! ipfw on a stack's pfil points (issue 6), in virtual time: what a stateful firewall
 //! on a router lets through, and how refused packets are answered.
 
+mod common;
+
 use dev::mem::WireConfig;
-use dev::Duration;
+use dev::{Duration, Queue};
 use net::ipfw::Ipfw;
 use sim::{HostId, Sim};
 use std::net::{Ipv4Addr, SocketAddr};
+use wire::EthernetAddress;
 
 /// inside (198.18.1.2) — R — outside (198.18.2.2), R running `rules`.
 fn lab(workers: usize, rules: &str) -> (Sim, HostId, HostId, HostId, std::sync::Arc<Ipfw>) {
@@ -709,4 +712,316 @@ fn packets_through_a_pipe_are_counted_forwarded_once() {
         // Two exchanges, each a datagram and its echo.
         assert_eq!((st.ip.forward, st.ip.cantforward), (4, 0), "{rules}");
     }
+}
+
+/// inside hub (a at 198.18.1.2, and a raw port) — R — outside hub (b at
+/// 198.18.2.2, and a raw port), R running `rules` on `workers` workers: a
+/// keep-state router with a hostile host outside, which writes its frames by hand
+/// (as 198.18.2.66, or as b), and an inside port to play an inside host that a
+/// real stack would not be (198.18.1.77).
+struct Hostile {
+    s: Sim,
+    inside: HostId,
+    r: HostId,
+    fw: std::sync::Arc<Ipfw>,
+    in_port: Box<dyn Queue>,
+    out_port: Box<dyn Queue>,
+    r_in: EthernetAddress,
+    r_out: EthernetAddress,
+}
+
+const EVIL_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x66]);
+const EVIL: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 66);
+const INSIDE: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
+const B: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 2);
+const ACCOMPLICE: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 77);
+
+fn hostile(workers: usize, cfg: fw::RulesetConfig, rules: &str) -> Hostile {
+    let mut s = Sim::new(45);
+    let inside = s.add_host("a", workers);
+    let r = s.add_host("r", workers);
+    let outside = s.add_host("b", workers);
+    let hin = s.add_hub(WireConfig::default());
+    let hout = s.add_hub(WireConfig::default());
+    s.connect(inside, hin, "198.18.1.2/24");
+    let i_in = s.connect(r, hin, "198.18.1.1/24");
+    let i_out = s.connect(r, hout, "198.18.2.1/24");
+    s.connect(outside, hout, "198.18.2.2/24");
+    for i in s.host(r).interfaces() {
+        s.host(r).set_forwarding(i.index, true, true).unwrap();
+    }
+    s.host(inside)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 1, 1)));
+    s.host(outside)
+        .set_default_gateway(Some(Ipv4Addr::new(198, 18, 2, 1)));
+    let in_port = s.attach_raw(hin);
+    let out_port = s.attach_raw(hout);
+    let mac = |s: &Sim, i: net::IfIndex| {
+        s.host(r)
+            .interfaces()
+            .iter()
+            .find(|x| x.index == i)
+            .unwrap()
+            .mac
+    };
+    let (r_in, r_out) = (mac(&s, i_in), mac(&s, i_out));
+    let fw = Ipfw::new(cfg, workers).unwrap();
+    fw.load(rules).unwrap_or_else(|e| panic!("{e}"));
+    fw.attach(s.host(r));
+    Hostile {
+        s,
+        inside,
+        r,
+        fw,
+        in_port,
+        out_port,
+        r_in,
+        r_out,
+    }
+}
+
+impl Hostile {
+    /// A packet written outside, to R; then 20 ms.
+    fn send_outside(&mut self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]) {
+        let m = common::ip4_frame(self.r_out, EVIL_MAC, src, dst, proto, payload);
+        let now = self.s.now();
+        self.out_port.tx_burst(now, &mut vec![m]);
+        self.s.run_for(Duration::from_millis(20));
+    }
+
+    /// A packet written inside, to R; then 20 ms.
+    fn send_inside(&mut self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]) {
+        let m = common::ip4_frame(self.r_in, EVIL_MAC, src, dst, proto, payload);
+        let now = self.s.now();
+        self.in_port.tx_burst(now, &mut vec![m]);
+        self.s.run_for(Duration::from_millis(20));
+    }
+
+    /// IP packets the inside host has received.
+    fn inside_got(&self) -> u64 {
+        self.s.host(self.inside).stats().ip.total
+    }
+
+    /// Packets the ruleset's `deny` (rule 700) dropped.
+    fn denied(&self) -> u64 {
+        rule_packets(&self.fw.show(), "00700").unwrap_or(0)
+    }
+}
+
+/// An ICMP message of `ty` and identifier `id` (sequence 1, no data).
+fn icmp_msg(ty: u8, id: u16) -> Vec<u8> {
+    let mut m = vec![ty, 0, 0, 0];
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&[0, 1]);
+    m
+}
+
+/// An ICMP error of `ty`/`code` quoting `quote`.
+fn icmp_err(ty: u8, code: u8, quote: &[u8]) -> Vec<u8> {
+    let mut m = vec![ty, code, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(quote);
+    m
+}
+
+/// A TCP header from `sport` to `dport` with `flags`, no options.
+fn tcp_hdr(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut h = vec![0u8; 20];
+    h[0..2].copy_from_slice(&sport.to_be_bytes());
+    h[2..4].copy_from_slice(&dport.to_be_bytes());
+    h[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    if flags & 0x10 != 0 {
+        h[8..12].copy_from_slice(&2001u32.to_be_bytes());
+    }
+    h[12] = 5 << 4;
+    h[13] = flags;
+    h[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    h
+}
+
+#[test]
+fn an_inside_pings_state_admits_its_echo_reply_and_no_other_icmp() {
+    for workers in [1, 2] {
+        let mut h = hostile(workers, fw::RulesetConfig::default(), STATEFUL);
+        let p = h.s.host(h.inside).ping_socket(0x4242).unwrap();
+        p.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 64];
+        p.send_echo(B, 1, b"ping").unwrap();
+        h.s.run_for(Duration::from_millis(100));
+        assert!(p.recv_reply(&mut buf).is_ok(), "the ping's reply came back");
+        // While the inside pings B, B's address (or anyone's) sends other ICMP in:
+        // a timestamp request, an address mask request, echo requests of this id
+        // and another, a reply to another id. None reaches the inside host.
+        for (ty, id, what) in [
+            (13, 0x4242, "timestamp request"),
+            (17, 0x4242, "address mask request"),
+            (8, 0x4242, "echo request, the ping's id"),
+            (8, 0x4243, "echo request, another id"),
+            (0, 0x4243, "echo reply to another id"),
+        ] {
+            let (got, denied) = (h.inside_got(), h.denied());
+            h.send_outside(B, INSIDE, 1, &icmp_msg(ty, id));
+            assert_eq!(h.inside_got(), got, "{workers} workers: {what} let in");
+            assert_eq!(h.denied(), denied + 1, "{workers} workers: {what} denied");
+        }
+        // The reply of the ping's id does come in (to the ping socket).
+        let got = h.inside_got();
+        h.send_outside(B, INSIDE, 1, &icmp_msg(0, 0x4242));
+        assert_eq!(h.inside_got(), got + 1, "{workers} workers: the echo reply");
+        assert!(p.recv_reply(&mut buf).is_ok());
+        let states = h.fw.list_states(h.s.now(), 10);
+        assert!(
+            states
+                .iter()
+                .any(|l| l.contains("STATE icmp 198.18.1.2 16962 <-> 198.18.2.2 16962")),
+            "{states:?}"
+        );
+    }
+}
+
+#[test]
+fn an_icmp_error_passes_only_when_it_quotes_a_live_states_packet() {
+    for workers in [1, 2] {
+        let mut h = hostile(workers, fw::RulesetConfig::default(), STATEFUL);
+        // UDP to a port B has no socket on: B's port unreachable quotes the
+        // datagram, whose state lets it in (there is no ICMP state to match).
+        let cli =
+            h.s.host(h.inside)
+                .udp_bind("0.0.0.0:0".parse::<SocketAddr>().unwrap())
+                .unwrap();
+        cli.set_nonblocking(true).unwrap();
+        let unreach = h.s.host(h.inside).stats().icmp.inunreach;
+        cli.send_to(b"hi", SocketAddr::from((B, 7))).unwrap();
+        h.s.run_for(Duration::from_millis(100));
+        assert_eq!(
+            h.s.host(h.inside).stats().icmp.inunreach,
+            unreach + 1,
+            "{workers} workers: B's port unreachable came in"
+        );
+        let sport = cli.local_addr().unwrap().port();
+        let udp = |sport: u16, dport: u16| {
+            let mut u = [0u8; 8];
+            u[0..2].copy_from_slice(&sport.to_be_bytes());
+            u[2..4].copy_from_slice(&dport.to_be_bytes());
+            u[4..6].copy_from_slice(&10u16.to_be_bytes());
+            u
+        };
+        // A router's time exceeded about the same datagram passes too...
+        let quote = common::ip4_quote(INSIDE, B, 17, udp(sport, 7));
+        let got = h.inside_got();
+        h.send_outside(EVIL, INSIDE, 1, &icmp_err(11, 0, &quote));
+        assert_eq!(h.inside_got(), got + 1, "{workers} workers: time exceeded");
+        // ...but not one about a flow with no state, even while the inside pings B
+        // (whose ICMP state is the ping's, not the address pair's), nor one sent
+        // to another host than the quoted packet's source, nor one quoting
+        // nothing.
+        let p = h.s.host(h.inside).ping_socket(0x77).unwrap();
+        p.send_echo(B, 1, b"ping").unwrap();
+        h.s.run_for(Duration::from_millis(100));
+        let no_state = common::ip4_quote(INSIDE, B, 17, udp(5555, 7));
+        let other_dst = common::ip4_quote(Ipv4Addr::new(198, 18, 1, 3), B, 17, udp(sport, 7));
+        for (src, quote, what) in [
+            (B, no_state.clone(), "from B, about no state"),
+            (EVIL, no_state, "from a router, about no state"),
+            (EVIL, other_dst, "about another host's packet"),
+            (EVIL, Vec::new(), "quoting nothing"),
+        ] {
+            let (got, denied) = (h.inside_got(), h.denied());
+            h.send_outside(src, INSIDE, 1, &icmp_err(3, 1, &quote));
+            assert_eq!(h.inside_got(), got, "{workers} workers: {what}");
+            assert_eq!(h.denied(), denied + 1, "{workers} workers: {what}");
+        }
+        assert_eq!(h.fw.states(), 2, "UDP and the ping: no error made one");
+    }
+}
+
+#[test]
+fn syns_crossing_without_a_handshake_get_the_syn_lifetime_and_a_handshake_the_long_one() {
+    for workers in [1, 2] {
+        let mut h = hostile(workers, fw::RulesetConfig::default(), STATEFUL);
+        // An inside SYN out, and an outside SYN back to its ports: no ACK either way.
+        h.send_inside(ACCOMPLICE, EVIL, 6, &tcp_hdr(40000, 443, 0x02));
+        let got = h.s.host(h.r).stats().pfil.ip_in_drop;
+        h.send_outside(EVIL, ACCOMPLICE, 6, &tcp_hdr(443, 40000, 0x02));
+        assert_eq!(
+            h.s.host(h.r).stats().pfil.ip_in_drop,
+            got,
+            "the SYN matched the state"
+        );
+        let life = |h: &Hostile| {
+            let l = h.fw.list_states(h.s.now(), 10);
+            l.iter()
+                .find(|l| l.contains("STATE tcp 198.18.1.77 40000"))
+                .map(|l| l.split(['(', 's']).nth(1).unwrap().parse::<u64>().unwrap())
+        };
+        assert!(
+            life(&h).unwrap() <= 20,
+            "{workers} workers: {:?}",
+            h.fw.list_states(h.s.now(), 10)
+        );
+        // More SYNs from outside do not restart it, and at 20 s it is gone: the
+        // outside's next packet is refused.
+        h.s.run_for(Duration::from_secs(10));
+        h.send_outside(EVIL, ACCOMPLICE, 6, &tcp_hdr(443, 40000, 0x02));
+        h.s.run_for(Duration::from_secs(11));
+        assert_eq!(
+            life(&h),
+            None,
+            "{workers} workers: the half-open state is gone"
+        );
+        let denied = h.denied();
+        h.send_outside(EVIL, ACCOMPLICE, 6, &tcp_hdr(443, 40000, 0x10));
+        assert_eq!(h.denied(), denied + 1, "{workers} workers: no pinhole left");
+
+        // A handshake completed both ways: SYN, SYN-ACK, ACK. 300 s.
+        h.send_inside(ACCOMPLICE, EVIL, 6, &tcp_hdr(40001, 443, 0x02));
+        h.send_outside(EVIL, ACCOMPLICE, 6, &tcp_hdr(443, 40001, 0x12));
+        h.send_inside(ACCOMPLICE, EVIL, 6, &tcp_hdr(40001, 443, 0x10));
+        let l = h.fw.list_states(h.s.now(), 10);
+        let line = l.iter().find(|l| l.contains("40001")).unwrap();
+        let left: u64 = line.split(['(', 's']).nth(1).unwrap().parse().unwrap();
+        assert!(left > 290, "{workers} workers: {line}");
+        h.s.run_for(Duration::from_secs(30));
+        let denied = h.denied();
+        h.send_outside(EVIL, ACCOMPLICE, 6, &tcp_hdr(443, 40001, 0x10));
+        assert_eq!(
+            h.denied(),
+            denied,
+            "{workers} workers: established, still open at 30 s"
+        );
+    }
+}
+
+#[test]
+fn a_full_state_table_counts_its_refusals_and_shows_its_count() {
+    let mut cfg = fw::RulesetConfig::default();
+    cfg.states.max_states = 2;
+    cfg.state_shards = 1;
+    let (mut s, inside, r, outside) = sim::routed(21, 1);
+    let fw = Ipfw::new(cfg, 1).unwrap();
+    fw.load(STATEFUL).unwrap();
+    fw.attach(s.host(r));
+    let to = |p: u16| SocketAddr::from(([198, 18, 2, 2], p));
+    assert_eq!(
+        udp_exchange(&mut s, inside, outside, to(7001)),
+        (true, true)
+    );
+    assert_eq!(
+        udp_exchange(&mut s, inside, outside, to(7002)),
+        (true, true)
+    );
+    assert_eq!(
+        udp_exchange(&mut s, inside, outside, to(7003)),
+        (false, false),
+        "the third flow refused"
+    );
+    let st = s.host(r).stats();
+    assert_eq!((st.fw.dyn_count, st.fw.dyn_full), (2, 1), "{:?}", st.fw);
+    assert_eq!(st.get("fw.dyn_full"), Some(1));
+    let mut text = String::new();
+    st.write_netstat(&mut text, false).unwrap();
+    assert!(text.contains("fw.dyn_count"), "{text}");
+    // A second refusal of the same flow counts again; the count stays the bound.
+    assert!(!udp_exchange(&mut s, inside, outside, to(7003)).0);
+    let st = s.host(r).stats();
+    assert_eq!((st.fw.dyn_count, st.fw.dyn_full), (2, 2));
 }

@@ -2,7 +2,7 @@
 //! [`Program::eval_batch`].
 
 use super::*;
-use crate::state::{FlowId, StateError, StateHit, StateShards};
+use crate::state::{FlowId, StateError, StateHit, StateShards, ICMP_REPLY};
 
 // ---- evaluation ------------------------------------------------------------------
 
@@ -494,7 +494,11 @@ impl Program {
             w.state_checked = true;
             let h = match w.pre.take() {
                 Some(h) => h,
-                None => states.lookup(&flow_of(p), p.tcp_flags(), now),
+                None => match state_ask(p) {
+                    StateAsk::Own(f, flags) => states.lookup(&f, flags, now),
+                    StateAsk::Quote(f) => states.peek(&f, now),
+                    StateAsk::Nothing => None,
+                },
             };
             if let Some(k) = h.and_then(|h| self.index_of_id(h.rule_id)) {
                 j = k;
@@ -511,24 +515,27 @@ impl Program {
             if !self.body_matches(r, p, tags, env, &mut targ, lk) {
                 return Step::Next(i + 1);
             }
-            let installed = match r.keep {
-                Keep::No => Ok(()),
-                Keep::State => {
-                    w.inserted = true;
-                    states.insert(&flow_of(p), r.num as u32, r.rule_id, p.tcp_flags(), now)
+            // ICMP errors and replies make no state (pf's `state_icmp`): a
+            // reply's would let through only what answers a reply.
+            let own = match (r.keep, state_ask(p)) {
+                (Keep::No, _) => None,
+                (_, StateAsk::Own(f, flags))
+                    if flags & ICMP_REPLY == 0 || !matches!(f.proto, 1 | 58) =>
+                {
+                    Some((f, flags))
                 }
-                Keep::Limit(m, l) => {
+                _ => None,
+            };
+            let installed = match (r.keep, own) {
+                (Keep::State, Some((f, flags))) => {
                     w.inserted = true;
-                    states.insert_limited(
-                        &flow_of(p),
-                        r.num as u32,
-                        r.rule_id,
-                        p.tcp_flags(),
-                        m,
-                        l,
-                        now,
-                    )
+                    states.insert(&f, r.num as u32, r.rule_id, flags, now)
                 }
+                (Keep::Limit(m, l), Some((f, flags))) => {
+                    w.inserted = true;
+                    states.insert_limited(&f, r.num as u32, r.rule_id, flags, m, l, now)
+                }
+                _ => Ok(()),
             };
             if let Err(StateError::Full | StateError::LimitReached) = installed {
                 w.count = Some(i);
@@ -622,6 +629,46 @@ pub(super) fn flow_of<P: Pkt>(p: P) -> FlowId {
         sport: p.sport(),
         dport: p.dport(),
     }
+}
+
+/// What a packet's state lookup asks.
+pub(super) enum StateAsk {
+    /// The state of the packet's own flow (for ICMP, [`FlowId::icmp`]'s), with
+    /// the lookup's flags.
+    Own(FlowId, u8),
+    /// An ICMP error's: the state of the flow it quotes, left unchanged.
+    Quote(FlowId),
+    /// An ICMP error whose quote is missing or not about its destination: none.
+    Nothing,
+}
+
+/// The lookup a packet makes: its own flow, but for ICMP and ICMPv6 the query's
+/// identifier or the quoted flow (one test of the protocol for the others).
+#[inline]
+pub(super) fn state_ask<P: Pkt>(p: P) -> StateAsk {
+    let f = flow_of(p);
+    if !matches!(f.proto, 1 | 58) {
+        return StateAsk::Own(f, p.tcp_flags());
+    }
+    match icmp_ports(p) {
+        Some((sport, dport, flags)) => StateAsk::Own(FlowId { sport, dport, ..f }, flags),
+        // pf_icmp_state_lookup: an error is about a packet its destination sent.
+        None => match p.icmp_quote() {
+            Some(q) if q.src == f.dst && q.proto != 0 => StateAsk::Quote(q),
+            _ => StateAsk::Nothing,
+        },
+    }
+}
+
+/// An ICMP or ICMPv6 packet's ports and lookup flags as its state has them
+/// ([`FlowId::icmp`]); `None` for an error.
+#[inline]
+pub(super) fn icmp_ports<P: Pkt>(p: P) -> Option<(u16, u16, u8)> {
+    if p.frag() {
+        // A later fragment has no ICMP header: the address pair's state only.
+        return Some((0, 0, 0));
+    }
+    crate::state::icmp_ports(p.proto(), p.icmp_type(), p.icmp_id())
 }
 
 /// Where a walk goes after a rule off the plain path.

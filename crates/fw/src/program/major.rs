@@ -42,7 +42,8 @@
 //! `check-state` first leaves everything to the walks.
 
 use super::eval::{
-    decision, flags_match, flow_of, table_hit, AddrLookups, OnTheSpot, VectorLookups, Walk,
+    decision, flags_match, icmp_ports, state_ask, table_hit, AddrLookups, OnTheSpot, StateAsk,
+    VectorLookups, Walk,
 };
 use super::vector::{low, Col, Cols, Pkt};
 use super::*;
@@ -260,7 +261,7 @@ impl Program {
             pre |= ((self.count_from <= s && s <= self.state_first) as u64) << k;
         }
         if pre != 0 {
-            self.lookup_states(c, pre, states, now, &mut hits);
+            pre = self.lookup_states(c, pre, states, now, &mut hits);
         }
         let mut inserted = false;
         for k in bits(h.left) {
@@ -325,22 +326,28 @@ impl Program {
         }
     }
 
-    /// The state lookups of the packets of `pre`, together.
+    /// The state lookups of the packets of `pre`, together; returns the packets
+    /// looked up: not ICMP errors, whose walks look up the flow they quote
+    /// without changing its state ([`StateShards::peek`]).
     #[inline(never)]
     fn lookup_states(
         &self,
         c: &Cols,
-        pre: u64,
+        mut pre: u64,
         states: &StateShards,
         now: u64,
         hits: &mut [Option<crate::state::StateHit>; G],
-    ) {
+    ) -> u64 {
         // IPv4 flows straight from the columns: no `FlowId` built, no array of
-        // them to fill first.
+        // them to fill first; ICMP's key and flags as `state_ask` makes them.
         if pre & (c.v6 | c.v6d) == 0 {
             let mut at = [0u8; G];
             let mut m = 0;
             for k in bits(pre) {
+                if c.proto[k] == 1 && icmp_ports(Col { c, k }).is_none() {
+                    pre &= !(1 << k);
+                    continue;
+                }
                 at[m] = k as u8;
                 m += 1;
             }
@@ -349,19 +356,26 @@ impl Program {
                 |j| {
                     let k = at[j] as usize;
                     let p = Col { c, k };
-                    (c.src4[k], c.dst4[k], p.sport(), p.dport(), p.proto())
+                    let (sp, dp, _) = match p.proto() {
+                        1 => icmp_ports(p).unwrap_or_default(),
+                        _ => (p.sport(), p.dport(), 0),
+                    };
+                    (c.src4[k], c.dst4[k], sp, dp, p.proto())
                 },
                 |j| {
-                    Col {
+                    let p = Col {
                         c,
                         k: at[j] as usize,
+                    };
+                    match p.proto() {
+                        1 => icmp_ports(p).unwrap_or_default().2,
+                        _ => p.tcp_flags(),
                     }
-                    .tcp_flags()
                 },
                 now,
                 |j, h| hits[at[j] as usize] = h,
             );
-            return;
+            return pre;
         }
         let blank = FlowId {
             proto: 0,
@@ -374,16 +388,21 @@ impl Program {
         let mut flags = [0u8; G];
         let mut m = 0;
         for k in bits(pre) {
-            let p = Col { c, k };
-            flows[m] = flow_of(p);
-            flags[m] = p.tcp_flags();
-            m += 1;
+            match state_ask(Col { c, k }) {
+                StateAsk::Own(f, fl) => {
+                    flows[m] = f;
+                    flags[m] = fl;
+                    m += 1;
+                }
+                _ => pre &= !(1 << k),
+            }
         }
         let mut got = [None; G];
         states.lookup_batch(&flows[..m], &flags[..m], now, &mut got[..m]);
         for (j, k) in bits(pre).enumerate() {
             hits[k] = got[j];
         }
+        pre
     }
 
     /// The leading run, rule-major (see the module). Decided packets get their

@@ -126,6 +126,13 @@ pub struct PacketInfo {
     pub tcp_datalen: u16,
     /// ICMP or ICMPv6 type.
     pub icmp_type: u8,
+    /// An ICMP or ICMPv6 query's or reply's identifier (echo, timestamp,
+    /// information, address mask: [`crate::state::IcmpKind::Query`]), which its
+    /// state is keyed on. (An error's quoted flow, which its state lookup uses, is
+    /// given to a [`crate::PacketVec`] only, `set_icmp_quote`: 40 bytes more here
+    /// would slow every packet `eval_batch` copies; an error evaluated as a
+    /// `PacketInfo` matches no state.)
+    pub icmp_id: u16,
     /// IP total length (IPv6: payload length + 40).
     pub ip_len: u16,
     /// TTL or hop limit.
@@ -160,6 +167,7 @@ impl PacketInfo {
             tcp_opts: 0,
             tcp_datalen: 0,
             icmp_type: 0,
+            icmp_id: 0,
             ip_len: 0,
             ttl: 0,
             tos: 0,

@@ -16,6 +16,7 @@
 //! bit masks of the vector (bit `k` for packet `k`).
 
 use super::*;
+use crate::state::FlowId;
 
 /// Packets a [`PacketVec`] holds: the vector of `eval_batch` (VPP's frame).
 pub const VECTOR: usize = 64;
@@ -61,6 +62,8 @@ pub(crate) struct Cols {
     pub(crate) dport: [u16; G],
     pub(crate) tcp_flags: [u8; G],
     pub(crate) icmp_type: [u8; G],
+    /// An ICMP query's or reply's identifier.
+    pub(crate) icmp_id: [u16; G],
     pub(crate) len: [u32; G],
     pub(crate) ip_len: [u16; G],
     pub(crate) ttl: [u8; G],
@@ -71,6 +74,10 @@ pub(crate) struct Cols {
     pub(crate) rcvif: [Option<IfRef>; G],
     pub(crate) xmitif: [Option<IfRef>; G],
     pub(crate) mac: [Option<MacHdr>; G],
+    /// Bit mask: an ICMP error whose quoted flow is in `quote` (stale elsewhere,
+    /// never read): errors are rare, so the flows are not cleared per vector.
+    pub(crate) quoted: u64,
+    pub(crate) quote: [FlowId; G],
 }
 
 /// Up to [`VECTOR`] packets in columns, with their tags and, after
@@ -97,6 +104,14 @@ impl fmt::Debug for PacketVec {
             .finish()
     }
 }
+
+const NO_FLOW: FlowId = FlowId {
+    proto: 0,
+    src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+    dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+    sport: 0,
+    dport: 0,
+};
 
 const NO_VERDICT: Verdict = Verdict {
     decision: Decision::Deny,
@@ -138,6 +153,7 @@ impl PacketVec {
                 dport: [0; G],
                 tcp_flags: [0; G],
                 icmp_type: [0; G],
+                icmp_id: [0; G],
                 len: [0; G],
                 ip_len: [0; G],
                 ttl: [0; G],
@@ -148,6 +164,8 @@ impl PacketVec {
                 rcvif: [None; G],
                 xmitif: [None; G],
                 mac: [None; G],
+                quoted: 0,
+                quote: [NO_FLOW; G],
             },
             tagged: 0,
             tags: [Tags::default(); G],
@@ -166,6 +184,7 @@ impl PacketVec {
         c.dport[..d].fill(0);
         c.tcp_flags[..d].fill(0);
         c.icmp_type[..d].fill(0);
+        c.icmp_id[..d].fill(0);
         c.ip_len[..d].fill(0);
         c.ttl[..d].fill(0);
         c.tos[..d].fill(0);
@@ -178,6 +197,7 @@ impl PacketVec {
         c.frag = 0;
         c.out = 0;
         c.layer2 = 0;
+        c.quoted = 0;
         self.tagged = 0;
         self.allowed = 0;
         self.dirty = 0;
@@ -241,6 +261,7 @@ impl PacketVec {
         self.set_tcp(k, p.tcp_flags, p.tcp_win, p.tcp_datalen);
         self.set_tcp_options(k, p.tcp_opts);
         self.set_icmp_type(k, p.icmp_type);
+        self.set_icmp_id(k, p.icmp_id);
         self.set_ip(k, p.ip_len, p.ttl, p.tos);
         if p.frag {
             self.set_frag(k);
@@ -286,6 +307,23 @@ impl PacketVec {
     #[inline]
     pub fn set_icmp_type(&mut self, k: usize, t: u8) {
         self.c.icmp_type[k] = t;
+    }
+
+    /// An ICMP or ICMPv6 query's or reply's identifier ([`PacketInfo::icmp_id`]).
+    #[inline]
+    pub fn set_icmp_id(&mut self, k: usize, id: u16) {
+        self.c.icmp_id[k] = id;
+    }
+
+    /// An ICMP or ICMPv6 error's quoted packet, as the flow its state has
+    /// ([`FlowId::icmp`] for a quoted ICMP message): the state lookup of
+    /// `check-state` (and of the first `keep-state`) is this flow's, changing
+    /// nothing, and finds it only if the error goes to the quoted packet's source.
+    /// [`PacketVec::get`] leaves it out.
+    #[inline]
+    pub fn set_icmp_quote(&mut self, k: usize, q: FlowId) {
+        self.c.quote[k] = q;
+        self.c.quoted |= 1 << k;
     }
 
     /// IP total length (IPv6: payload length + 40), TTL or hop limit, TOS or
@@ -373,6 +411,7 @@ impl PacketVec {
             tcp_opts: p.tcp_opts(),
             tcp_datalen: p.tcp_datalen(),
             icmp_type: p.icmp_type(),
+            icmp_id: p.icmp_id(),
             ip_len: p.ip_len(),
             ttl: p.ttl(),
             tos: p.tos(),
@@ -417,6 +456,8 @@ pub(crate) trait Pkt: Copy {
     fn tcp_opts(self) -> u8;
     fn tcp_datalen(self) -> u16;
     fn icmp_type(self) -> u8;
+    fn icmp_id(self) -> u16;
+    fn icmp_quote(self) -> Option<FlowId>;
     fn ip_len(self) -> u16;
     fn ttl(self) -> u8;
     fn tos(self) -> u8;
@@ -487,6 +528,14 @@ impl Pkt for &PacketInfo {
     #[inline(always)]
     fn icmp_type(self) -> u8 {
         self.icmp_type
+    }
+    #[inline(always)]
+    fn icmp_id(self) -> u16 {
+        self.icmp_id
+    }
+    #[inline(always)]
+    fn icmp_quote(self) -> Option<FlowId> {
+        None
     }
     #[inline(always)]
     fn ip_len(self) -> u16 {
@@ -597,6 +646,14 @@ impl Pkt for Col<'_> {
     #[inline(always)]
     fn icmp_type(self) -> u8 {
         self.c.icmp_type[self.k]
+    }
+    #[inline(always)]
+    fn icmp_id(self) -> u16 {
+        self.c.icmp_id[self.k]
+    }
+    #[inline(always)]
+    fn icmp_quote(self) -> Option<FlowId> {
+        self.bit(self.c.quoted).then(|| self.c.quote[self.k])
     }
     #[inline(always)]
     fn ip_len(self) -> u16 {

@@ -14,17 +14,29 @@
 //! - Lifetimes are `net.inet.ip.fw.dyn_*` ([`StateConfig::default`]); each packet that
 //!   matches a state restarts its lifetime, chosen as `dyn_update_tcp_state` does from
 //!   the TCP flags seen so far each way: SYN one way only, `dyn_syn_lifetime`; SYN both
-//!   ways (and at most one FIN), `dyn_ack_lifetime`; SYN and FIN both ways,
-//!   `dyn_fin_lifetime`; anything else (an RST either way, a state created by a packet
-//!   without SYN, "or if we use keep-state the wrong way"), `dyn_rst_lifetime`. UDP and
+//!   ways (and at most one FIN) and then an ACK each way, `dyn_ack_lifetime` (an ACK
+//!   counts only once both SYNs are seen, as FreeBSD's `ACK_FWD`/`ACK_REV`); SYN both
+//!   ways without those ACKs, the expiry the state has (FreeBSD leaves `expire`
+//!   alone until `ACK_BOTH`), so that two SYNs crossing without a handshake get no
+//!   more than the SYN lifetime; SYN and FIN both ways, `dyn_fin_lifetime`;
+//!   anything else (an RST either way, a state created by a packet without SYN, "or
+//!   if we use keep-state the wrong way"), `dyn_rst_lifetime`. FreeBSD also checks
+//!   that each ACK number moved forward; we are not given ACK numbers. UDP and
 //!   UDP-Lite: `dyn_udp_lifetime`; other protocols (ICMP...): `dyn_short_lifetime`.
-//!   Today's FreeBSD also waits for an ACK each way (`ACK_FWD | ACK_REV`) before it
-//!   gives the established lifetime; we are not given ACK numbers, so the second SYN
-//!   does it, as ipfw did before it tracked them. A hit writes the new lifetime only
+//!   A hit writes the new lifetime only
 //!   when it moves the expiry by 100 ms or more (an eighth of the lifetime, if less) or
 //!   the flags change, as FreeBSD stores `expire` only when it changes, to the second:
 //!   a flow's packets mostly read its state and write nothing. Expiries are kept to the
 //!   millisecond (rounded up).
+//! - ICMP and ICMPv6 ([`IcmpKind`], [`FlowId::icmp`]), as pf keys them rather than
+//!   as FreeBSD does (on the address pair, so that one ping lets any ICMP type
+//!   through for as long as it goes on): a query's state (echo, timestamp,
+//!   information, address mask) is keyed on its identifier and the query's type,
+//!   and lets through the query its way and only the matching reply the other (a
+//!   flag test on the hit: [`ICMP_QUERY`], [`ICMP_REPLY`]); an error makes no state
+//!   and is looked up as the flow it quotes ([`StateTable::peek`], which leaves the
+//!   state as it is, so that errors do not keep it alive); other types keep a
+//!   state of the address pair.
 //! - A state is expired when `now >= expires`; an expired state is a miss, and is
 //!   dropped by an insert of its flow, by the incremental sweep
 //!   ([`StateTable::expire`], FreeBSD's `dyn_tick`), or by a [`StateTable`]'s lookup;
@@ -65,7 +77,7 @@
 //! lock (after their shard's, never the other way round).
 //!
 //! Time is a `u64` of nanoseconds from any origin, the caller's clock; it must not go
-//! backwards for one table (expiries past 2^40 ms, 34 years, saturate there).
+//! backwards for one table (expiries past 2^39 ms, 17 years, saturate there).
 //!
 //! The files: this one has the semantics (the public types and the lifetimes); `flow`
 //! the key and its hashes; `slot` a state's line and its sequence; `table` one shard's
@@ -91,18 +103,23 @@ use std::time::Duration;
 const TH_FIN: u8 = 0x01;
 const TH_SYN: u8 = 0x02;
 const TH_RST: u8 = 0x04;
+const TH_ACK: u8 = 0x10;
 
 /// TCP flags seen, forward in the low byte and reverse in the high byte (FreeBSD's
-/// `state |= dir == MATCH_FORWARD ? flags : flags << 8`).
+/// `state |= dir == MATCH_FORWARD ? flags : flags << 8`; its `ACK_FWD`/`ACK_REV`
+/// are the ACK bits here).
 const SYN_FWD: u16 = TH_SYN as u16;
 const FIN_FWD: u16 = TH_FIN as u16;
 const FIN_REV: u16 = FIN_FWD << 8;
 const BOTH_SYN: u16 = SYN_FWD | SYN_FWD << 8;
 const BOTH_FIN: u16 = FIN_FWD | FIN_REV;
+const BOTH_ACK: u16 = TH_ACK as u16 | (TH_ACK as u16) << 8;
 
+const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 const IPPROTO_UDPLITE: u8 = 136;
+const IPPROTO_ICMPV6: u8 = 58;
 
 /// A packet's flow as the rules see it. Ports are 0 for protocols without them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,6 +132,31 @@ pub struct FlowId {
 }
 
 impl FlowId {
+    /// The flow a state of an ICMP or ICMPv6 message from `src` to `dst` has, and
+    /// the lookup's flags: for a query, the identifier and the query's type as its
+    /// source and destination ports, for the reply the other way round (pf's
+    /// virtual ports), with [`ICMP_QUERY`] (and [`ICMP_REPLY`]); otherwise ports 0
+    /// (the address pair) and no flags. `None` for an error or another protocol:
+    /// an error's state is that of the packet it quotes.
+    #[inline]
+    pub fn icmp(
+        src: IpAddr,
+        dst: IpAddr,
+        proto: u8,
+        icmp_type: u8,
+        id: u16,
+    ) -> Option<(FlowId, u8)> {
+        let (sport, dport, flags) = icmp_ports(proto, icmp_type, id)?;
+        let f = FlowId {
+            proto,
+            src,
+            dst,
+            sport,
+            dport,
+        };
+        Some((f, flags))
+    }
+
     /// The same flow, the other way.
     pub fn reversed(&self) -> FlowId {
         FlowId {
@@ -125,6 +167,63 @@ impl FlowId {
             dport: self.sport,
         }
     }
+}
+
+/// The lookup flags of an ICMP or ICMPv6 query or reply (the `tcp_flags` of a
+/// lookup whose flow's protocol is 1 or 58; [`FlowId::icmp`] gives them).
+pub const ICMP_QUERY: u8 = 0x40;
+/// With [`ICMP_QUERY`]: the packet is the reply.
+pub const ICMP_REPLY: u8 = 0x80;
+
+/// What the states make of an ICMP or ICMPv6 message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IcmpKind {
+    /// A query or its reply: echo, timestamp, information and address mask
+    /// (RFC 792, RFC 950); ICMPv6 echo (RFC 4443). `query` is the request's type.
+    /// Its state is keyed on the query's identifier and lets through, the other
+    /// way, only the matching reply, as pf and Linux conntrack do (FreeBSD keys
+    /// ICMP on the address pair alone, so that one ping lets any ICMP through).
+    Query { query: u8, reply: bool },
+    /// An error: unreachable, source quench, redirect, time exceeded, parameter
+    /// problem; ICMPv6's unreachable, packet too big, time exceeded, parameter
+    /// problem. It makes no state: the state of the packet it quotes, if any,
+    /// decides (pf's `pf_icmp_state_lookup`).
+    Error,
+    /// Anything else (router and neighbour discovery, MLD, unknown types): a
+    /// state of the address pair, as FreeBSD keys every ICMP state.
+    Other,
+}
+
+/// The kind of an ICMP (`proto` 1) or ICMPv6 (58) message of type `icmp_type`;
+/// `None` for other protocols.
+#[inline]
+pub fn icmp_kind(proto: u8, icmp_type: u8) -> Option<IcmpKind> {
+    let q = |query, reply| Some(IcmpKind::Query { query, reply });
+    match (proto, icmp_type) {
+        (1, 8 | 13 | 15 | 17) => q(icmp_type, false),
+        (1, 0) => q(8, true),
+        (1, 14 | 16 | 18) => q(icmp_type - 1, true),
+        (1, 3 | 4 | 5 | 11 | 12) => Some(IcmpKind::Error),
+        (58, 128) => q(128, false),
+        (58, 129) => q(128, true),
+        (58, 1..=4) => Some(IcmpKind::Error),
+        (1 | 58, _) => Some(IcmpKind::Other),
+        _ => None,
+    }
+}
+
+/// [`FlowId::icmp`]'s ports and flags.
+#[inline]
+pub(crate) fn icmp_ports(proto: u8, icmp_type: u8, id: u16) -> Option<(u16, u16, u8)> {
+    Some(match icmp_kind(proto, icmp_type)? {
+        IcmpKind::Query {
+            query,
+            reply: false,
+        } => (id, query as u16, ICMP_QUERY),
+        IcmpKind::Query { query, reply: true } => (query as u16, id, ICMP_QUERY | ICMP_REPLY),
+        IcmpKind::Other => (0, 0, 0),
+        IcmpKind::Error => return None,
+    })
 }
 
 /// Which way a packet goes through a state.
@@ -182,7 +281,7 @@ pub struct StateConfig {
     pub max_states: usize,
     /// SYN seen one way only (`dyn_syn_lifetime`, 20 s).
     pub syn_lifetime: Duration,
-    /// SYN seen both ways: established (`dyn_ack_lifetime`, 300 s).
+    /// SYN both ways, then an ACK each way: established (`dyn_ack_lifetime`, 300 s).
     pub ack_lifetime: Duration,
     /// SYN and FIN seen both ways (`dyn_fin_lifetime`, 2 s).
     pub fin_lifetime: Duration,
@@ -285,19 +384,25 @@ impl Lifetimes {
     }
 
     /// ip_fw_dynamic.c, `dyn_update_tcp_state` and `dyn_update_proto_state`: the
-    /// lifetime after a packet, from the TCP flags seen so far (`tcp`).
+    /// lifetime after a packet, from the TCP flags seen so far (`tcp`); `None` to
+    /// keep the expiry the state has: both SYNs seen, not yet an ACK each way
+    /// (FreeBSD leaves `expire` alone there until `ACK_BOTH`).
     #[inline]
-    fn after(&self, proto: u8, tcp: u16) -> u64 {
-        match proto {
-            IPPROTO_TCP => match tcp {
+    fn after(&self, proto: u8, tcp: u16) -> Option<u64> {
+        Some(match proto {
+            IPPROTO_TCP => match tcp & !BOTH_ACK {
                 SYN_FWD => self.syn,
-                BOTH_SYN => self.ack,
-                t if t == BOTH_SYN | FIN_FWD || t == BOTH_SYN | FIN_REV => self.ack,
+                t if t == BOTH_SYN || t == BOTH_SYN | FIN_FWD || t == BOTH_SYN | FIN_REV => {
+                    if tcp & BOTH_ACK != BOTH_ACK {
+                        return None;
+                    }
+                    self.ack
+                }
                 t if t == BOTH_SYN | BOTH_FIN => self.fin,
                 _ => self.rst,
             },
             IPPROTO_UDP | IPPROTO_UDPLITE => self.udp,
             _ => self.short,
-        }
+        })
     }
 }

@@ -148,6 +148,21 @@ impl StateShards {
         }
     }
 
+    /// [`StateTable::peek`] in the flow's shard, without a lock: an ICMP error's
+    /// lookup of the flow it quotes, which changes nothing.
+    #[inline]
+    pub fn peek(&self, f: &FlowId, now: u64) -> Option<StateHit> {
+        let (key, swapped) = Key::canonical(f);
+        let h = key.hash(self.seed);
+        let hit = self.shards[self.shard_of_hash(h)]
+            .table
+            .peek_hashed(&key, swapped, h, now);
+        if hit.is_some() {
+            self.hits.add(1);
+        }
+        hit
+    }
+
     /// [`lookup`](Self::lookup) of each of `flows` in turn, as
     /// [`StateTable::lookup_batch`] makes them: in groups of [`BATCH`], every
     /// packet's shard, hash and home slot first, then the lookups, so that the

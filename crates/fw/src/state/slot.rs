@@ -26,19 +26,22 @@ pub(super) const KW_LIMITED: u64 = KW_LIVE << 2;
 pub(super) const KW_MASK_SHIFT: u32 = 48;
 
 /// `meta`: the expiry in the low [`EXP_BITS`], in [`EXP_UNIT`]s (rounded up).
-pub(super) const EXP_BITS: u32 = 40;
+pub(super) const EXP_BITS: u32 = 39;
 pub(super) const EXP_MAX: u64 = (1 << EXP_BITS) - 1;
-/// The expiry's unit, 1 ms: 40 bits of it reach 34 years past the clock's origin
+/// The expiry's unit, 1 ms: 39 bits of it reach 17 years past the clock's origin
 /// (later expiries saturate there), and the default lifetimes are whole seconds.
 pub(super) const EXP_UNIT: u64 = 1_000_000;
-/// `meta`: the TCP flags seen, FIN, SYN and RST forward in the low three bits and
-/// reverse in the next three.
+/// `meta`: the TCP flags seen, FIN, SYN, RST and ACK forward in the low four bits
+/// and reverse in the next four ([`TCP_ACK`]).
 pub(super) const TCP_SHIFT: u32 = EXP_BITS;
-pub(super) const TCP_BITS: u64 = 0x3f;
-/// `meta`: the sequence number in the top 18 bits; odd while a writer changes the
-/// slot. 2^18 changes of one slot during one reader's few nanoseconds would be
+pub(super) const TCP_BITS: u64 = 0xff;
+/// The ACK bit of [`TCP_BITS`] (forward; `<< 4` reverse), set only once both SYNs
+/// are seen, as FreeBSD sets `ACK_FWD`/`ACK_REV`.
+pub(super) const TCP_ACK: u64 = 0x08;
+/// `meta`: the sequence number in the top 17 bits; odd while a writer changes the
+/// slot. 2^16 changes of one slot during one reader's few nanoseconds would be
 /// needed to fool it.
-pub(super) const SEQ_SHIFT: u32 = TCP_SHIFT + 6;
+pub(super) const SEQ_SHIFT: u32 = TCP_SHIFT + 8;
 pub(super) const SEQ_ONE: u64 = 1 << SEQ_SHIFT;
 /// `meta` without its sequence: what a state carries when it moves.
 pub(super) const CONTENT: u64 = SEQ_ONE - 1;
@@ -56,11 +59,12 @@ pub(super) fn expires(meta: u64) -> u64 {
 }
 
 /// `meta`'s TCP flags in the form the lifetimes take: forward in the low byte,
-/// reverse in the high byte.
+/// reverse in the high byte, each as the header's bits (FIN, SYN, RST, ACK).
 #[inline]
 pub(super) fn tcp_seen(meta: u64) -> u16 {
     let t = (meta >> TCP_SHIFT) & TCP_BITS;
-    (t & 7) as u16 | ((t >> 3) as u16) << 8
+    let one = |n: u64| (n & 7) as u16 | ((n & TCP_ACK) as u16) << 1;
+    one(t) | one(t >> 4) << 8
 }
 
 /// The sequence part of `meta`, shifted down.

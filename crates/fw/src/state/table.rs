@@ -106,16 +106,31 @@ enum Probe {
     Again,
 }
 
-/// The 6-bit form of a packet's TCP flags in `meta`, for direction `dir`.
+/// The 8-bit form of a packet's TCP flags in `meta`, for direction `dir` (FIN,
+/// SYN, RST and ACK, forward in the low nibble, reverse in the high one).
 #[inline]
 fn tcp_bits(proto: u8, tcp_flags: u8, dir: Dir) -> u64 {
     if proto != IPPROTO_TCP {
         return 0;
     }
-    let f = (tcp_flags & (TH_FIN | TH_SYN | TH_RST)) as u64;
+    let f = (tcp_flags & (TH_FIN | TH_SYN | TH_RST)) as u64
+        | if tcp_flags & TH_ACK != 0 { TCP_ACK } else { 0 };
     match dir {
         Dir::Forward => f,
-        Dir::Reverse => f << 3,
+        Dir::Reverse => f << 4,
+    }
+}
+
+/// The flags seen after `tcp` (`meta`'s form): an ACK counts only once both SYNs
+/// are seen (FreeBSD records `ACK_FWD`/`ACK_REV` in its `BOTH_SYN` cases only), so
+/// that a handshake is SYN both ways, then an ACK each way.
+#[inline]
+fn tcp_fold(tcp: u64) -> u64 {
+    const SYNS: u64 = (TH_SYN as u64) << 4 | TH_SYN as u64;
+    if tcp & SYNS == SYNS {
+        tcp
+    } else {
+        tcp & !(TCP_ACK << 4 | TCP_ACK)
     }
 }
 
@@ -158,10 +173,14 @@ impl Table {
     /// flags, and an expiry that would gain less than the refresh step.
     #[inline]
     fn after(&self, cur: u64, tcp: u64, proto: u8, now: u64) -> Option<u64> {
-        let life = self.life.after(proto, tcp_seen(tcp << TCP_SHIFT));
+        let same = tcp == (cur >> TCP_SHIFT) & TCP_BITS;
+        let Some(life) = self.life.after(proto, tcp_seen(tcp << TCP_SHIFT)) else {
+            // A handshake half done keeps its expiry: packets then restart nothing.
+            return (!same).then_some(tcp << TCP_SHIFT | cur & EXP_MAX);
+        };
         let exp = exp_units(now.saturating_add(life));
         let step = (life / EXP_UNIT / 8).clamp(1, REFRESH);
-        if tcp == (cur >> TCP_SHIFT) & TCP_BITS && exp < (cur & EXP_MAX) + step {
+        if same && exp < (cur & EXP_MAX) + step {
             return None;
         }
         Some(tcp << TCP_SHIFT | exp)
@@ -195,6 +214,15 @@ impl Table {
                     } else {
                         Dir::Reverse
                     };
+                    // An ICMP query's state lets the query through its way and
+                    // the reply the other: not a query the other way whose
+                    // identifier happens to equal the query's type.
+                    if tcp_flags & ICMP_QUERY != 0
+                        && matches!(key.proto, IPPROTO_ICMP | IPPROTO_ICMPV6)
+                        && (tcp_flags & ICMP_REPLY != 0) != (dir == Dir::Reverse)
+                    {
+                        return Found::Miss;
+                    }
                     let hit = StateHit {
                         rule: rule as u32,
                         rule_id: (rule >> 32) as u32,
@@ -207,6 +235,41 @@ impl Table {
                     seen = Some(hit);
                 }
                 Probe::Miss => return seen.map_or(Found::Miss, Found::Hit),
+                Probe::Again => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// A reader's look at the state of `key` (canonical; `swapped` if the flow
+    /// is the other way) with hash `h`, changing nothing: an ICMP error's lookup of
+    /// the flow it quotes, which must not keep that state alive.
+    #[inline]
+    pub(super) fn peek_hashed(
+        &self,
+        key: &Key,
+        swapped: bool,
+        h: u64,
+        now: u64,
+    ) -> Option<StateHit> {
+        let want = key.word() | KW_LIVE;
+        let addr = key.addrs();
+        loop {
+            match self.probe(h, want, &addr) {
+                Probe::Hit(_, kw, rule, meta) => {
+                    if now >= expires(meta) {
+                        return None;
+                    }
+                    return Some(StateHit {
+                        rule: rule as u32,
+                        rule_id: (rule >> 32) as u32,
+                        dir: if swapped == (kw & KW_SWAPPED != 0) {
+                            Dir::Forward
+                        } else {
+                            Dir::Reverse
+                        },
+                    });
+                }
+                Probe::Miss => return None,
                 Probe::Again => std::hint::spin_loop(),
             }
         }
@@ -283,7 +346,7 @@ impl Table {
     fn refresh(&self, s: &Slot, meta: u64, add: u64, proto: u8, now: u64) -> bool {
         let mut cur = meta;
         loop {
-            let tcp = (cur >> TCP_SHIFT) & TCP_BITS | add;
+            let tcp = tcp_fold((cur >> TCP_SHIFT) & TCP_BITS | add);
             let Some(content) = self.after(cur, tcp, proto, now) else {
                 return true;
             };
@@ -427,8 +490,10 @@ impl Table {
             rule: rule as u64 | (rule_id as u64) << 32,
             hash: h,
         });
-        let tcp = tcp_bits(key.proto, tcp_flags, Dir::Forward);
+        let tcp = tcp_fold(tcp_bits(key.proto, tcp_flags, Dir::Forward));
         let life = self.life.after(key.proto, tcp_seen(tcp << TCP_SHIFT));
+        // One direction's flags cannot make half a handshake.
+        let life = life.unwrap_or(self.life.syn);
         s.publish(was, tcp << TCP_SHIFT | exp_units(now.saturating_add(life)));
         b.live += 1;
         b.stats.created += 1;
@@ -566,7 +631,9 @@ impl StateTable {
 
     /// The state of `f`'s flow, either way, as `check-state` asks; a hit folds the
     /// packet's TCP flags into the state and restarts its lifetime. An expired state
-    /// is a miss, and is dropped.
+    /// is a miss, and is dropped. For an ICMP query or reply, `f` and `tcp_flags`
+    /// are [`FlowId::icmp`]'s: a query the other way, or a reply the query's way,
+    /// is a miss.
     #[inline]
     pub fn lookup(&mut self, f: &FlowId, tcp_flags: u8, now: u64) -> Option<StateHit> {
         let (key, swapped) = Key::canonical(f);
@@ -596,6 +663,14 @@ impl StateTable {
             }
             Found::Miss => None,
         }
+    }
+
+    /// The state of `f`'s flow, either way, as an ICMP error quoting a packet of
+    /// `f` asks: a hit changes nothing (the error does not keep the state alive).
+    pub fn peek(&self, f: &FlowId, now: u64) -> Option<StateHit> {
+        let (key, swapped) = Key::canonical(f);
+        let h = key.hash(self.table.seed);
+        self.table.peek_hashed(&key, swapped, h, now)
     }
 
     /// [`lookup`](Self::lookup) of each of `flows` in turn (with the TCP flags of the

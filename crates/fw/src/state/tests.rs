@@ -119,8 +119,10 @@ fn an_established_state_lives_300_idle_seconds_and_traffic_refreshes_it() {
     let mut t = table(64);
     let f = tcp(1, 2, 40000);
     t.insert(&f, 100, 1, SYN, 0).unwrap();
+    // Half the handshake: still the SYN's lifetime.
     t.lookup(&f.reversed(), SYN_ACK, SEC).unwrap();
-    assert_eq!(expires(&t), 301 * SEC);
+    assert_eq!(expires(&t), 20 * SEC);
+    // The client's ACK completes it: ACKs both ways after both SYNs.
     t.lookup(&f, ACK, 2 * SEC).unwrap();
     assert_eq!(expires(&t), 302 * SEC);
     // One FIN keeps it established.
@@ -129,6 +131,133 @@ fn an_established_state_lives_300_idle_seconds_and_traffic_refreshes_it() {
     t.lookup(&f.reversed(), ACK, 499 * SEC).unwrap();
     assert_eq!(expires(&t), 799 * SEC);
     assert_eq!(t.lookup(&f, ACK, 799 * SEC), None);
+}
+
+#[test]
+fn syns_crossing_without_a_handshake_get_only_the_syn_lifetime() {
+    // An inside SYN, then an outside host's SYN to the same ports (no ACK): FreeBSD
+    // keeps the state's expiry until an ACK has gone each way.
+    let mut t = table(64);
+    let f = tcp(1, 2, 40000);
+    t.insert(&f, 100, 1, SYN, 0).unwrap();
+    t.lookup(&f.reversed(), SYN, SEC).unwrap();
+    assert_eq!(expires(&t), 20 * SEC);
+    // More SYNs and bare ACKs from the outside alone restart nothing.
+    t.lookup(&f.reversed(), SYN, 10 * SEC).unwrap();
+    t.lookup(&f.reversed(), ACK, 15 * SEC).unwrap();
+    assert_eq!(expires(&t), 20 * SEC);
+    assert_eq!(t.lookup(&f.reversed(), ACK, 20 * SEC), None, "gone at 20 s");
+    assert!(t.is_empty());
+
+    // An ACK before the second SYN does not count: the inside's ACK must follow
+    // the outside's SYN.
+    t.insert(&f, 100, 1, SYN, 0).unwrap();
+    t.lookup(&f, ACK, SEC).unwrap();
+    assert_eq!(
+        expires(&t),
+        21 * SEC,
+        "one SYN: the SYN lifetime, restarted"
+    );
+    t.lookup(&f.reversed(), SYN_ACK, 2 * SEC).unwrap();
+    assert_eq!(expires(&t), 21 * SEC);
+    t.lookup(&f, ACK, 3 * SEC).unwrap();
+    assert_eq!(expires(&t), 303 * SEC, "the handshake completed");
+
+    // A simultaneous open is a handshake too: SYNs cross, each side then ACKs.
+    let g = tcp(1, 2, 40001);
+    let mut t = table(64);
+    t.insert(&g, 100, 1, SYN, 0).unwrap();
+    t.lookup(&g.reversed(), SYN, SEC).unwrap();
+    t.lookup(&g, SYN_ACK, 2 * SEC).unwrap();
+    assert_eq!(expires(&t), 20 * SEC);
+    t.lookup(&g.reversed(), SYN_ACK, 3 * SEC).unwrap();
+    assert_eq!(expires(&t), 303 * SEC);
+}
+
+fn icmp(src: IpAddr, dst: IpAddr, proto: u8, icmp_type: u8, id: u16) -> (FlowId, u8) {
+    FlowId::icmp(src, dst, proto, icmp_type, id).expect("a query, a reply or another type")
+}
+
+#[test]
+fn an_icmp_query_state_lets_through_only_its_own_reply() {
+    let (inside, outside) = (v4(1), v4(2));
+    for id in [7u16, 8, 13, 0] {
+        let mut t = table(64);
+        let (ping, fl) = icmp(inside, outside, 1, 8, id);
+        assert_eq!(fl, ICMP_QUERY);
+        t.insert(&ping, 400, 4, fl, 0).unwrap();
+        let look = |t: &mut StateTable, from, to, ty, id| {
+            let (f, fl) = icmp(from, to, 1, ty, id);
+            t.lookup(&f, fl, SEC)
+        };
+        // The echo reply with the ping's identifier comes back; more pings go out.
+        assert_eq!(
+            look(&mut t, outside, inside, 0, id),
+            hit(400, 4, Dir::Reverse),
+            "id {id}"
+        );
+        assert_eq!(
+            look(&mut t, inside, outside, 8, id),
+            hit(400, 4, Dir::Forward)
+        );
+        // Not a reply of another identifier, nor a timestamp, address mask or
+        // information request or reply, nor an echo request from the outside:
+        // whatever its identifier (8 and 13 are the types' own numbers, where the
+        // ports of a request one way equal those of another the other way).
+        for other in [id.wrapping_add(1), 8, 13, 0] {
+            if other != id {
+                assert_eq!(
+                    look(&mut t, outside, inside, 0, other),
+                    None,
+                    "id {id} reply {other}"
+                );
+            }
+            for ty in [8, 13, 14, 15, 16, 17, 18] {
+                assert_eq!(
+                    look(&mut t, outside, inside, ty, other),
+                    None,
+                    "id {id} type {ty} id {other}"
+                );
+            }
+        }
+        // A reply going the query's way is no answer to it.
+        assert_eq!(look(&mut t, inside, outside, 0, id), None);
+        // Another type is another state: the address pair's.
+        assert_eq!(look(&mut t, outside, inside, 9, 0), None);
+    }
+    // ICMPv6 echo likewise (and an ICMPv4 echo's reply is not ICMPv6's).
+    let (a, b): (IpAddr, IpAddr) = ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap());
+    let mut t = table(64);
+    let (ping, fl) = icmp(a, b, 58, 128, 99);
+    t.insert(&ping, 1, 1, fl, 0).unwrap();
+    let (r, rfl) = icmp(b, a, 58, 129, 99);
+    assert_eq!(t.lookup(&r, rfl, SEC), hit(1, 1, Dir::Reverse));
+    let (r, rfl) = icmp(b, a, 58, 129, 98);
+    assert_eq!(t.lookup(&r, rfl, SEC), None);
+    let (q, qfl) = icmp(b, a, 58, 128, 99);
+    assert_eq!(t.lookup(&q, qfl, SEC), None);
+    // Errors have no flow of their own.
+    assert_eq!(FlowId::icmp(a, b, 58, 1, 0), None);
+    assert_eq!(FlowId::icmp(inside, outside, 1, 3, 0), None);
+    assert_eq!(icmp_kind(1, 11), Some(IcmpKind::Error));
+    assert_eq!(icmp_kind(6, 3), None);
+}
+
+#[test]
+fn a_peek_finds_the_state_and_leaves_it_as_it_is() {
+    let mut t = table(64);
+    let f = udp(1, 2, 5353);
+    t.insert(&f, 300, 3, 0, 0).unwrap();
+    // An ICMP error about the flow, either way: found, its lifetime not restarted.
+    assert_eq!(t.peek(&f, 9 * SEC), hit(300, 3, Dir::Forward));
+    assert_eq!(t.peek(&f.reversed(), 9 * SEC), hit(300, 3, Dir::Reverse));
+    assert_eq!(expires(&t), 10 * SEC);
+    assert_eq!(t.peek(&udp(1, 2, 5354), 9 * SEC), None);
+    assert_eq!(t.peek(&f, 10 * SEC), None, "expired");
+    let s = StateShards::new(2, StateConfig::default());
+    s.insert(&f, 300, 3, 0, 0).unwrap();
+    assert_eq!(s.peek(&f.reversed(), 9 * SEC), hit(300, 3, Dir::Reverse));
+    assert_eq!(s.states()[0].2, 10 * SEC);
 }
 
 #[test]
@@ -934,19 +1063,22 @@ struct Model {
     max: usize,
 }
 
-fn model_life(proto: u8, tcp: u16) -> u64 {
+/// The lifetime after flags `tcp` (forward low byte, reverse high, ACK 0x10);
+/// `None`, the expiry kept (both SYNs, not yet an ACK each way).
+fn model_life(proto: u8, tcp: u16) -> Option<u64> {
     let s = StateConfig::default();
     let d = match proto {
-        6 => match tcp {
+        6 => match tcp & !0x1010 {
             0x0002 => s.syn_lifetime,
-            0x0202 | 0x0203 | 0x0302 => s.ack_lifetime,
+            0x0202 | 0x0203 | 0x0302 if tcp & 0x1010 == 0x1010 => s.ack_lifetime,
+            0x0202 | 0x0203 | 0x0302 => return None,
             0x0303 => s.fin_lifetime,
             _ => s.rst_lifetime,
         },
         17 => s.udp_lifetime,
         _ => s.short_lifetime,
     };
-    d.as_nanos() as u64
+    Some(d.as_nanos() as u64)
 }
 
 fn masked(f: &FlowId, m: LimitMask) -> FlowId {
@@ -992,16 +1124,31 @@ impl Model {
     fn touch(&mut self, i: usize, dir: Dir, flags: u8, now: u64) {
         let s = &mut self.states[i];
         if s.f.proto == 6 {
-            let fl = (flags & 7) as u16;
+            let fl = (flags & 0x17) as u16;
             s.tcp |= if dir == Dir::Forward { fl } else { fl << 8 };
+            if s.tcp & 0x0202 != 0x0202 {
+                s.tcp &= !0x1010;
+            }
         }
-        s.expires = now + model_life(s.f.proto, s.tcp);
+        match model_life(s.f.proto, s.tcp) {
+            Some(l) => s.expires = now + l,
+            None if s.expires == 0 => {
+                s.expires = now + StateConfig::default().syn_lifetime.as_nanos() as u64
+            }
+            None => {}
+        }
     }
 
     fn lookup(&mut self, f: &FlowId, flags: u8, now: u64) -> Option<StateHit> {
         let (i, dir) = self.find(f)?;
         if now >= self.states[i].expires {
             self.drop_state(i);
+            return None;
+        }
+        if self.states[i].f.proto == 1
+            && flags & ICMP_QUERY != 0
+            && (flags & ICMP_REPLY != 0) != (dir == Dir::Reverse)
+        {
             return None;
         }
         self.touch(i, dir, flags, now);
@@ -1110,6 +1257,17 @@ fn universe() -> Vec<FlowId> {
             }
         }
     }
+    // ICMP queries' keys (identifier, type), one whose identifier is the type: a
+    // query the other way has the same ports reversed.
+    for (id, ty) in [(7u16, 8u16), (8, 8)] {
+        v.push(FlowId {
+            proto: 1,
+            src: v4(0),
+            dst: v4(9),
+            sport: id,
+            dport: ty,
+        });
+    }
     // IPv6 on both sides for the a == 2 flows.
     for f in &mut v {
         if f.dst.is_ipv6() {
@@ -1126,7 +1284,9 @@ fn op() -> impl Strategy<Value = Op> {
         Just(SYN_ACK),
         Just(ACK),
         Just(FIN_ACK),
-        Just(RST)
+        Just(RST),
+        Just(ICMP_QUERY),
+        Just(ICMP_QUERY | ICMP_REPLY)
     ];
     prop_oneof![
         4 => (0..18usize, any::<bool>(), 1..4u32, flags.clone()).prop_map(|(f, r, rule, fl)| Op::Insert(f, r, rule, fl)),

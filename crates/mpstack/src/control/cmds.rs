@@ -255,10 +255,12 @@ pub fn help(cmd: &str) -> String {
              \x20      mpstack arp|ndp -s HOST MAC               a static entry\n"
         }
         "ipfw" => {
-            "usage: mpstack ipfw [-j NODE] [-q] COMMAND, as ipfw(8):\n\
+            "usage: mpstack ipfw [-j NODE] [-q] [-d] COMMAND, as ipfw(8):\n\
              \x20 add [N] RULE, delete N..., list, show, zero [N], resetlog [N], set ..., table N ...,\n\
              \x20 pipe N config ..., queue N config ..., pipe show\n\
              \x20 enable firewall | disable firewall   turn the firewall on or off (net.inet.ip.fw.enable)\n\
+             -d with list or show: the dynamic states after the rules (at most 65536 lines),\n\
+             \x20 each with its rule, lifetime left and flow; states keep no packet counts.\n\
              A node started without --ipfw has none until it is turned on: then it has only the\n\
              default rule of mpstack run --ipfw-default (deny unless given allow). Turned off, it\n\
              keeps its rules, tables and pipes, and packets pass unfiltered.\n"
@@ -1524,11 +1526,13 @@ fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         ));
     };
     let mut quiet = false;
+    let mut dynamic = false;
     let mut a: Vec<&str> = Vec::with_capacity(args.len());
     for x in args {
         match *x {
             "-q" => quiet = true,
-            "-n" | "-a" | "-d" | "-t" | "-S" | "-N" => {}
+            "-d" => dynamic = true,
+            "-n" | "-a" | "-t" | "-S" | "-N" => {}
             x => a.push(x),
         }
     }
@@ -1536,11 +1540,19 @@ fn ipfw(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         return Err(usage(help("ipfw")));
     }
     let line = a.join(" ");
-    let out = if matches!(a[..], ["pipe" | "dummynet", "show" | "list"]) {
+    let mut out = if matches!(a[..], ["pipe" | "dummynet", "show" | "list"]) {
         pipe_show(f)
     } else {
         f.command(&line).map_err(|e| fail(format!("ipfw: {e}")))?
     };
+    // ipfw(8) -d: the dynamic rules after the static ones, for list and show.
+    if dynamic && matches!(a[0], "list" | "show") {
+        let now = node.clock.map_or(dev::Instant::ZERO, |c| c.now());
+        for l in f.list_states(now, 65536) {
+            out += &l;
+            out.push('\n');
+        }
+    }
     if json {
         let lines: Vec<&str> = out.lines().collect();
         return put_json(conn, &json!({ "command": line, "output": lines }));
@@ -1614,6 +1626,16 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
             "net.inet.ip.fw.verbose_limit".into(),
             f.log_limit().to_string(),
         ));
+        // FreeBSD's dynamic-state gauge and bound; the bound is read-only here,
+        // the table being allocated whole when the firewall is made.
+        all.push((
+            "net.inet.ip.fw.dyn_count".into(),
+            f.state_stats().states.to_string(),
+        ));
+        all.push((
+            "net.inet.ip.fw.dyn_max".into(),
+            f.state_capacity().to_string(),
+        ));
         all.extend(crate::sysctl::list_dummynet(&f.dummynet_limits()));
     }
     all.sort();
@@ -1674,6 +1696,11 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
                         node.stack.directed_broadcast()
                     };
                     changes.push(format!("{name}: {} -> {}", u8::from(was), u8::from(on)));
+                }
+                "net.inet.ip.fw.dyn_count" | "net.inet.ip.fw.dyn_max" if node.ipfw().is_some() => {
+                    return Err(fail(format!(
+                        "sysctl: {name}: read-only (the state table is allocated whole when the firewall starts)"
+                    )));
                 }
                 "net.inet.ip.fw.verbose_limit" if node.ipfw().is_some() => {
                     let n: u32 = value.parse().map_err(|_| {

@@ -492,36 +492,52 @@ impl Ipfw {
         n
     }
 
-    /// The dynamic states as `ipfw -d list` prints them after the rules, one line
-    /// each, in rule order: `00100 (9s) STATE tcp 198.18.0.1 1024 <-> 198.18.0.2 80`,
-    /// with the lifetime left as of `now`; at most `max` lines, then a count of the
-    /// rest.
+    /// The dynamic states' counters (`fw.dyn_*` in `netstat -s`).
+    pub fn state_stats(&self) -> fw::state::StateStats {
+        self.states.stats()
+    }
+
+    /// States the table holds at most (`net.inet.ip.fw.dyn_max`).
+    pub fn state_capacity(&self) -> usize {
+        self.states.capacity()
+    }
+
+    /// The dynamic states as `ipfw -d show` prints them after the rules: a
+    /// `## Dynamic rules (N):` line, then one line a state, in rule order, as
+    /// FreeBSD writes them but for the packet and byte counts, which states do not
+    /// keep (a flow's packets would all write its state's line; they count on the
+    /// rule that made it): `00100 (9s) STATE tcp 198.18.0.1 1024 <-> 198.18.0.2 80`,
+    /// the creator's side first, with the lifetime left as of `now` (expired
+    /// states not yet swept are left out). An ICMP query's state shows its
+    /// identifier as both ports, as pf does. At most `max` lines, then a count of
+    /// the rest.
     pub fn list_states(&self, now: dev::Instant, max: usize) -> Vec<String> {
         let now = now.as_nanos();
         let mut v = self.states.states();
+        v.retain(|(_, _, expires)| *expires > now);
         v.sort_by_key(|(f, hit, _)| (hit.rule, f.proto, f.src, f.sport, f.dst, f.dport));
-        let mut out: Vec<String> = v
-            .iter()
-            .take(max)
-            .map(|(f, hit, expires)| {
-                let proto = match f.proto {
-                    1 => "icmp".to_string(),
-                    6 => "tcp".to_string(),
-                    17 => "udp".to_string(),
-                    58 => "ipv6-icmp".to_string(),
-                    n => n.to_string(),
-                };
-                format!(
-                    "{:05} ({}s) STATE {proto} {} {} <-> {} {}",
-                    hit.rule,
-                    expires.saturating_sub(now).div_ceil(1_000_000_000),
-                    f.src,
-                    f.sport,
-                    f.dst,
-                    f.dport
-                )
-            })
-            .collect();
+        let mut out = vec![format!("## Dynamic rules ({}):", v.len())];
+        out.extend(v.iter().take(max).map(|(f, hit, expires)| {
+            let proto = match f.proto {
+                1 => "icmp".to_string(),
+                6 => "tcp".to_string(),
+                17 => "udp".to_string(),
+                58 => "ipv6-icmp".to_string(),
+                n => n.to_string(),
+            };
+            // A query's state is (id, query type); the address pair's, (0, 0).
+            let (sport, dport) = match f.proto {
+                1 | 58 => (f.sport, f.sport),
+                _ => (f.sport, f.dport),
+            };
+            format!(
+                "{:05} ({}s) STATE {proto} {} {sport} <-> {} {dport}",
+                hit.rule,
+                expires.saturating_sub(now).div_ceil(1_000_000_000),
+                f.src,
+                f.dst,
+            )
+        }));
         if v.len() > max {
             out.push(format!("... and {} more", v.len() - max));
         }
@@ -677,7 +693,8 @@ fn tcp_options(opts: &[u8]) -> u8 {
 
 /// Reads the upper-layer header of protocol `proto` at `off` into packet `k` of `v`
 /// (ports, TCP flags, window and payload length, and its options if the rules read
-/// them; ICMP type).
+/// them; ICMP type, a query's identifier, and the flow an error quotes, which the
+/// states key them on).
 fn upper(
     a: crate::hdr::HdrAccess,
     m: &mut Mbuf,
@@ -719,31 +736,107 @@ fn upper(
             }
         }
         1 | 58 if left >= 1 => {
-            if let Ok(h) = crate::hdr::hdr(a, m, off, 1) {
-                v.set_icmp_type(k, h[0]);
+            let Ok(h) = crate::hdr::hdr(a, m, off, left.min(8)) else {
+                return;
+            };
+            let t = h[0];
+            v.set_icmp_type(k, t);
+            match fw::state::icmp_kind(proto, t) {
+                Some(fw::state::IcmpKind::Query { .. }) if h.len() >= 8 => {
+                    v.set_icmp_id(k, u16::from_be_bytes([h[4], h[5]]));
+                }
+                Some(fw::state::IcmpKind::Error) if h.len() >= 8 => {
+                    if let Some(q) = quoted(a, m, off + 8, proto) {
+                        v.set_icmp_quote(k, q);
+                    }
+                }
+                _ => {}
             }
         }
         _ => {}
     }
 }
 
+/// The flow of the packet an ICMP (`proto` 1) or ICMPv6 (58) error quotes at
+/// `off`: its IP header (of the error's family; IPv6 without extension headers)
+/// and the first 8 bytes past it, which RFC 792 and RFC 4443 §2.4 require an
+/// error to carry — ports, or a quoted ICMP message's type and identifier. `None`
+/// if the quote is cut short, a later fragment, or itself an ICMP error.
+fn quoted(
+    a: crate::hdr::HdrAccess,
+    m: &mut Mbuf,
+    off: usize,
+    proto: u8,
+) -> Option<fw::state::FlowId> {
+    let (src, dst, qproto, at) = if proto == 1 {
+        let h = crate::hdr::fixed::<20>(crate::hdr::hdr(a, m, off, 20).ok()?);
+        let hlen = usize::from(h[0] & 0x0f) * 4;
+        if h[0] >> 4 != 4 || hlen < 20 || u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
+            return None;
+        }
+        let src = IpAddr::from([h[12], h[13], h[14], h[15]]);
+        let dst = IpAddr::from([h[16], h[17], h[18], h[19]]);
+        (src, dst, h[9], off + hlen)
+    } else {
+        let h = crate::hdr::fixed::<40>(crate::hdr::hdr(a, m, off, 40).ok()?);
+        if h[0] >> 4 != 6 {
+            return None;
+        }
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(&h[8..24]);
+        d.copy_from_slice(&h[24..40]);
+        (IpAddr::from(s), IpAddr::from(d), h[6], off + 40)
+    };
+    let flow = |sport, dport| fw::state::FlowId {
+        proto: qproto,
+        src,
+        dst,
+        sport,
+        dport,
+    };
+    match qproto {
+        6 | 17 | 132 | 136 => {
+            let h = crate::hdr::fixed::<4>(crate::hdr::hdr(a, m, at, 4).ok()?);
+            Some(flow(
+                u16::from_be_bytes([h[0], h[1]]),
+                u16::from_be_bytes([h[2], h[3]]),
+            ))
+        }
+        1 | 58 => {
+            let h = crate::hdr::fixed::<8>(crate::hdr::hdr(a, m, at, 8).ok()?);
+            let id = u16::from_be_bytes([h[4], h[5]]);
+            fw::state::FlowId::icmp(src, dst, qproto, h[0], id).map(|(f, _)| f)
+        }
+        _ => Some(flow(0, 0)),
+    }
+}
+
 /// The common IPv4 packet, described straight from its first buffer: a 20-byte
 /// header (no options), not a fragment, a length field that is the length, and
 /// the upper-layer bytes the rules read already in that buffer (a TCP header
-/// whole, UDP's ports, ICMP's type). `None` for anything else, which [`inet`]
+/// whole, UDP's ports, ICMP's first 8 bytes: its type and a query's identifier;
+/// not an ICMP error). `None` for anything else, which [`inet`]
 /// describes the general way; what this writes is what `inet` would.
 #[inline(always)]
 fn inet_fast(m: &Mbuf, v: &mut fw::PacketVec, needs: fw::Needs) -> Option<usize> {
     let b = m.first();
     let h = b.first_chunk::<24>()?;
     let (proto, field) = (h[9], u16::from_be_bytes([h[2], h[3]]));
+    // ICMP: the type and a query's identifier (an error goes the general way,
+    // which reads the packet it quotes).
     let up = match proto {
         6 => 20,
         17 => 4,
-        1 => 1,
+        1 => 8,
         _ => 0,
     };
     if h[0] != 0x45
+        || (proto == 1
+            && matches!(
+                fw::state::icmp_kind(1, h[20]),
+                Some(fw::state::IcmpKind::Error)
+            ))
         || u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0
         || field < 20 + up
         || b.len() < 20 + usize::from(up)
@@ -774,7 +867,12 @@ fn inet_fast(m: &Mbuf, v: &mut fw::PacketVec, needs: fw::Needs) -> Option<usize>
             u16::from_be_bytes([h[20], h[21]]),
             u16::from_be_bytes([h[22], h[23]]),
         ),
-        1 => v.set_icmp_type(k, h[20]),
+        1 => {
+            v.set_icmp_type(k, h[20]);
+            if let Some(fw::state::IcmpKind::Query { .. }) = fw::state::icmp_kind(1, h[20]) {
+                v.set_icmp_id(k, u16::from_be_bytes([b[24], b[25]]));
+            }
+        }
         _ => {}
     }
     Some(k)
@@ -1052,6 +1150,17 @@ impl Ipfw {
 impl PfilHook for Ipfw {
     fn name(&self) -> &str {
         "ipfw"
+    }
+
+    /// The dynamic states' gauge and refusals, once however many points the
+    /// firewall is on.
+    fn add_stats(&self, s: &mut crate::stats::Stats) {
+        let st = self.states.stats();
+        s.fw.dyn_count += st.states;
+        s.fw.dyn_created += st.created;
+        s.fw.dyn_expired += st.expired;
+        s.fw.dyn_full += st.full;
+        s.fw.dyn_limited += st.limited;
     }
 
     fn filter(&self, mut m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {

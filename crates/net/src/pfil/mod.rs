@@ -292,6 +292,10 @@ pub trait PfilHook: Send + Sync + std::fmt::Debug {
     fn next_wakeup(&self) -> Option<Instant> {
         None
     }
+
+    /// Adds the hook's own counters (its tables', which no worker's block holds)
+    /// into `s`, when the stack's counters are read ([`crate::Stack::stats`]).
+    fn add_stats(&self, _s: &mut crate::stats::Stats) {}
 }
 
 /// A packet a hook kept and now gives back: where it was taken.
@@ -317,6 +321,27 @@ pub struct PfilHeads {
 }
 
 impl PfilHeads {
+    /// Every hook once, however many points it is on.
+    pub fn hooks(&self) -> Vec<&std::sync::Arc<dyn PfilHook>> {
+        let mut v: Vec<&std::sync::Arc<dyn PfilHook>> = Vec::new();
+        for h in [
+            &self.ether_in,
+            &self.ether_out,
+            &self.inet_in,
+            &self.inet_out,
+            &self.inet6_in,
+            &self.inet6_out,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !v.iter().any(|o| std::sync::Arc::ptr_eq(o, h)) {
+                v.push(h);
+            }
+        }
+        v
+    }
+
     pub fn head_mut(
         &mut self,
         point: PfilPoint,

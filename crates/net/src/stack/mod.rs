@@ -1555,7 +1555,7 @@ impl Stack {
         Ok(PingSocket::new(self.shared.clone(), s))
     }
 
-    /// Counters summed over all workers.
+    /// Counters summed over all workers, and the pfil hooks' own (`fw.*`).
     pub fn stats(&self) -> Stats {
         let mut s = *self
             .shared
@@ -1567,6 +1567,9 @@ impl Stack {
         }
         for b in &self.shared.cfg.load().bridges.list {
             s.add_bridge_tables(&b.br.rt.stats());
+        }
+        for h in self.config().pfil.hooks() {
+            h.add_stats(&mut s);
         }
         s
     }

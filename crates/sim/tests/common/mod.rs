@@ -75,3 +75,62 @@ pub fn ip4_udp_with_options(src: Ipv4Addr, dst: Ipv4Addr, opts: &[u8]) -> Vec<u8
     p.extend_from_slice(&udp);
     p
 }
+
+/// An Ethernet frame from MAC `from` to MAC `to` holding an IPv4 packet (TTL 64,
+/// no options) from `src` to `dst` of protocol `proto` with `payload`, its header
+/// checksum right and, for ICMP (1), TCP (6) and UDP (17), the payload's too (the
+/// payload's own checksum field zero on the way in): a hand-made packet from a
+/// raw port, as an attacker writes one.
+pub fn ip4_frame(
+    to: wire::EthernetAddress,
+    from: wire::EthernetAddress,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    payload: &[u8],
+) -> mbuf::Mbuf {
+    let mut l4 = payload.to_vec();
+    let at = match proto {
+        1 => Some(2),
+        6 => Some(16),
+        17 => Some(6),
+        _ => None,
+    };
+    if let Some(at) = at {
+        let mut sum_over = Vec::new();
+        if proto != 1 {
+            // The pseudo-header (RFC 9293 §3.1, RFC 768).
+            sum_over.extend_from_slice(&src.octets());
+            sum_over.extend_from_slice(&dst.octets());
+            sum_over.extend_from_slice(&[0, proto]);
+            sum_over.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        }
+        sum_over.extend_from_slice(&l4);
+        let sum = !wire::checksum::data(&sum_over);
+        l4[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+    let mut ip = vec![0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0];
+    ip[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+    ip.extend_from_slice(&src.octets());
+    ip.extend_from_slice(&dst.octets());
+    let sum = !wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut f = to.0.to_vec();
+    f.extend_from_slice(&from.0);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&l4);
+    mbuf::Mbuf::from_slice(&f).unwrap()
+}
+
+/// The first 28 bytes of an IPv4 packet from `src` to `dst` of protocol `proto`
+/// whose first 8 payload bytes are `head`: what an ICMP error quotes.
+pub fn ip4_quote(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, head: [u8; 8]) -> Vec<u8> {
+    let mut ip = vec![0x45u8, 0, 0, 60, 0, 0, 0, 0, 63, proto, 0, 0];
+    ip.extend_from_slice(&src.octets());
+    ip.extend_from_slice(&dst.octets());
+    let sum = !wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    ip.extend_from_slice(&head);
+    ip
+}
