@@ -62,7 +62,7 @@ counter_group!(
     /// blocking). `learned`, `moved`, `evicted`, `refused` (a full table's new
     /// addresses not learned), `expired`: the address tables' counts, kept by each
     /// table under its writer's lock, not per worker, and added in when the
-    /// stack's counters are read ([`Stats::add_bridge_tables`]).
+    /// stack's counters are read (`RtStats::add_into`).
     BridgeStat, "bridge", {
         ipackets, forwarded, flooded, local, hostout, filtered, blocked, reserved,
         bpdus, bpdubad, bpdunostp, bpdusent, noclone, odropped, learnbusy,
@@ -334,16 +334,6 @@ impl Stats {
             }
         });
         found
-    }
-
-    /// Adds a bridge address table's counts (`bridge.learned`, `moved`, `evicted`,
-    /// `refused`, `expired`).
-    pub fn add_bridge_tables(&mut self, t: &crate::link::bridge::RtStats) {
-        self.bridge.learned += t.learned;
-        self.bridge.moved += t.moved;
-        self.bridge.evicted += t.evicted;
-        self.bridge.refused += t.refused;
-        self.bridge.expired += t.expired;
     }
 
     /// Sum of every drop counter (all counters named by a [`DropReason`]).

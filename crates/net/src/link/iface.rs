@@ -384,8 +384,10 @@ pub struct IfConfig {
     pub mtu: Option<usize>,
 }
 
-/// One interface as the data path sees it.
-#[derive(Debug)]
+/// One interface as the data path sees it. A change publishes a new one, made
+/// from a clone of the current (its neighbour tables and switches are shared by
+/// every version of it).
+#[derive(Debug, Clone)]
 pub struct Ifnet {
     pub index: IfIndex,
     pub name: String,

@@ -23,20 +23,7 @@ impl Shared {
                 .ifaces
                 .get(ifindex.get())
                 .ok_or(StackError::NoInterface(ifindex))?;
-            let mut n = Ifnet {
-                index: old.index,
-                name: old.name.clone(),
-                mac: old.mac,
-                mtu: old.mtu,
-                flags: old.flags,
-                addrs: old.addrs.clone(),
-                addrs6: old.addrs6.clone(),
-                arp: old.arp.clone(),
-                nd6: old.nd6.clone(),
-                num_queues: old.num_queues,
-                forwarding: old.forwarding.clone(),
-                offload: old.offload,
-            };
+            let mut n = Ifnet::clone(old);
             let r = f(&mut n)?;
             c.ifaces[ifindex.get()] = Arc::new(n);
             Ok(r)

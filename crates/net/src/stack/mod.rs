@@ -522,18 +522,8 @@ impl Shared {
             }
             addrs6.push(Arc::new(make(state)));
             c.ifaces[ifindex.get()] = Arc::new(Ifnet {
-                index: old.index,
-                name: old.name.clone(),
-                mac: old.mac,
-                mtu: old.mtu,
-                flags: old.flags,
-                addrs: old.addrs.clone(),
                 addrs6,
-                arp: old.arp.clone(),
-                nd6: old.nd6.clone(),
-                num_queues: old.num_queues,
-                forwarding: old.forwarding.clone(),
-                offload: old.offload,
+                ..Ifnet::clone(old)
             });
             Ok(())
         }
@@ -888,18 +878,8 @@ impl Stack {
             let mut addrs = old.addrs.clone();
             addrs.push(a);
             c.ifaces[ifindex.get()] = Arc::new(Ifnet {
-                index: old.index,
-                name: old.name.clone(),
-                mac: old.mac,
-                mtu: old.mtu,
-                flags: old.flags,
                 addrs,
-                addrs6: old.addrs6.clone(),
-                arp: old.arp.clone(),
-                nd6: old.nd6.clone(),
-                num_queues: old.num_queues,
-                forwarding: old.forwarding.clone(),
-                offload: old.offload,
+                ..Ifnet::clone(old)
             });
             Ok(())
         })
@@ -1566,7 +1546,7 @@ impl Stack {
             slot.add_into(&mut s);
         }
         for b in &self.shared.cfg.load().bridges.list {
-            s.add_bridge_tables(&b.br.rt.stats());
+            b.br.rt.stats().add_into(&mut s);
         }
         for h in self.config().pfil.hooks() {
             h.add_stats(&mut s);

@@ -88,18 +88,12 @@ impl Stack {
                     // objects, shared by every version of it: keep the live ones.
                     let cur = slot.clone();
                     *slot = Arc::new(Ifnet {
-                        index: old.index,
-                        name: old.name.clone(),
-                        mac: old.mac,
-                        mtu: old.mtu,
-                        flags: old.flags,
-                        addrs: old.addrs.clone(),
-                        addrs6: old.addrs6.clone(),
                         arp: cur.arp.clone(),
                         nd6: cur.nd6.clone(),
                         num_queues: cur.num_queues,
                         forwarding: cur.forwarding.clone(),
                         offload: cur.offload,
+                        ..Ifnet::clone(old)
                     });
                 }
             }

@@ -121,6 +121,18 @@ pub struct RtStats {
     pub expired: u64,
 }
 
+impl RtStats {
+    /// Adds the table's counts into the stack's (`bridge.learned`, `moved`,
+    /// `evicted`, `refused`, `expired`), when those are read.
+    pub fn add_into(&self, s: &mut crate::stats::Stats) {
+        s.bridge.learned += self.learned;
+        s.bridge.moved += self.moved;
+        s.bridge.evicted += self.evicted;
+        s.bridge.refused += self.refused;
+        s.bridge.expired += self.expired;
+    }
+}
+
 /// Why an entry could not be added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RtError {
