@@ -10,12 +10,12 @@
 use libfuzzer_sys::fuzz_target;
 use mpstack::control::{self, cmds, config};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 struct Rig {
     sim: sim::Sim,
     host: sim::HostId,
-    ipfw: Arc<net::ipfw::Ipfw>,
+    fw: cmds::Firewall,
     packet: cmds::PacketLinks,
     runs: u32,
 }
@@ -49,7 +49,7 @@ fn rig() -> Rig {
     Rig {
         sim,
         host: r,
-        ipfw,
+        fw: cmds::Firewall::running(ipfw, true, false),
         packet: cmds::PacketLinks::new(),
         runs: 0,
     }
@@ -79,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
     rig.runs += 1;
     let node = cmds::Node {
         stack: rig.sim.host(rig.host),
-        ipfw: Some(&rig.ipfw),
+        fw: &rig.fw,
         sysctl: Mutex::new(()),
         fpm: None,
         packet: Some(&rig.packet),
