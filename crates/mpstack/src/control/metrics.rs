@@ -13,8 +13,7 @@ use super::cmds::Node;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bytes of a request read at most.
@@ -152,16 +151,14 @@ pub const SCRAPE_TIME: Duration = Duration::from_secs(5);
 /// and then would stretch for ever). On `stop` the scrapes still running are cut
 /// (`shutdown(2)`), so none delays the node's exit.
 pub fn serve(l: &TcpListener, node: &Node<'_>, name: &str, stop: &AtomicBool) {
-    let running = AtomicUsize::new(0);
-    let active: Mutex<Vec<(u64, TcpStream)>> = Mutex::new(Vec::new());
-    let mut next_id = 0u64;
+    let sessions: super::Sessions<TcpStream> = super::Sessions::new(MAX_SCRAPES);
     std::thread::scope(|s| {
         while !stop.load(Ordering::Relaxed) {
             let Ok((mut c, _)) = l.accept() else {
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             };
-            if running.load(Ordering::Relaxed) >= MAX_SCRAPES {
+            if sessions.full() {
                 let _ = c.set_nonblocking(true);
                 let _ = c.write_all(
                     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -169,28 +166,9 @@ pub fn serve(l: &TcpListener, node: &Node<'_>, name: &str, stop: &AtomicBool) {
                 continue;
             }
             let _ = c.set_nonblocking(false);
-            let id = next_id;
-            next_id += 1;
-            if let Ok(k) = c.try_clone() {
-                active
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((id, k));
-            }
-            running.fetch_add(1, Ordering::Relaxed);
-            let (running, active) = (&running, &active);
-            s.spawn(move || {
-                scrape(c, node, name);
-                active
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .retain(|(k, _)| *k != id);
-                running.fetch_sub(1, Ordering::Relaxed);
-            });
+            sessions.spawn(s, c, move |c| scrape(c, node, name));
         }
-        for (_, c) in active.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
+        sessions.cut_all();
     });
 }
 

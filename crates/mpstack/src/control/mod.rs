@@ -460,11 +460,9 @@ pub fn serve(
     stats: &ControlStats,
 ) {
     let euid = dev::unix::euid();
-    let running = AtomicUsize::new(0);
-    // The connections of the commands running, to cut on stop.
-    let active: Mutex<Vec<(u64, UnixStream)>> = Mutex::new(Vec::new());
+    // The commands running, cut on stop.
+    let sessions: Sessions<UnixStream> = Sessions::new(MAX_CLIENTS);
     let mut pending: VecDeque<Pending> = VecDeque::new();
-    let mut next_id = 0u64;
     let clock = std::time::Instant::now();
     let mut refused_log = net::loglimit::LogLimit::new(5, Duration::from_secs(60));
     std::thread::scope(|s| {
@@ -543,7 +541,7 @@ pub fn serve(
                     }
                     Arrival::Gone | Arrival::Waiting => continue,
                 };
-                if running.load(Ordering::Relaxed) >= MAX_CLIENTS {
+                if sessions.full() {
                     stats.busy.fetch_add(1, Ordering::Relaxed);
                     refuse(
                         p.stream,
@@ -554,24 +552,9 @@ pub fn serve(
                 }
                 let stream = p.stream;
                 let _ = stream.set_nonblocking(false);
-                let id = next_id;
-                next_id += 1;
-                if let Ok(c) = stream.try_clone() {
-                    active
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((id, c));
-                }
-                running.fetch_add(1, Ordering::Relaxed);
                 stats.commands.fetch_add(1, Ordering::Relaxed);
-                let (running, active) = (&running, &active);
-                s.spawn(move || {
-                    handle(stream, args, node, stop, stats);
-                    active
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .retain(|(k, _)| *k != id);
-                    running.fetch_sub(1, Ordering::Relaxed);
+                sessions.spawn(s, stream, move |stream| {
+                    handle(stream, args, node, stop, stats)
                 });
             }
             if idle {
@@ -580,10 +563,93 @@ pub fn serve(
         }
         // Stopping: a command blocked writing to (or reading from) its client
         // returns at once, so the scope's join below waits on no client.
-        for (_, c) in active.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
+        sessions.cut_all();
     });
+}
+
+/// A stream a [`Sessions`] can keep a handle of and cut.
+pub(crate) trait Cut: Sized {
+    fn handle(&self) -> io::Result<Self>;
+    /// `shutdown(2)` both ways: a thread blocked on it returns at once.
+    fn cut(&self);
+}
+
+impl Cut for UnixStream {
+    fn handle(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
+    fn cut(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Cut for std::net::TcpStream {
+    fn handle(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
+    fn cut(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The connections a surface serves (control commands, metrics scrapes), each on a
+/// thread of its own in a scope: at most `max` at once, and every one still served
+/// cut when the node stops ([`Sessions::cut_all`]), so that the scope's join waits
+/// on no client.
+pub(crate) struct Sessions<S> {
+    max: usize,
+    running: AtomicUsize,
+    live: Mutex<Vec<(u64, S)>>,
+    next: AtomicU64,
+}
+
+impl<S: Cut + Send> Sessions<S> {
+    pub(crate) fn new(max: usize) -> Self {
+        Sessions {
+            max,
+            running: AtomicUsize::new(0),
+            live: Mutex::new(Vec::new()),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `max` are being served.
+    pub(crate) fn full(&self) -> bool {
+        self.running.load(Ordering::Relaxed) >= self.max
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Vec<(u64, S)>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Serves `c` with `f` on a thread of scope `s`, kept in the list to cut
+    /// until `f` returns.
+    pub(crate) fn spawn<'scope, 'env>(
+        &'env self,
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        c: S,
+        f: impl FnOnce(S) + Send + 'scope,
+    ) where
+        S: 'scope,
+    {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Ok(h) = c.handle() {
+            self.live().push((id, h));
+        }
+        self.running.fetch_add(1, Ordering::Relaxed);
+        s.spawn(move || {
+            f(c);
+            self.live().retain(|(k, _)| *k != id);
+            self.running.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+
+    /// Cuts every connection still served.
+    pub(crate) fn cut_all(&self) {
+        for (_, c) in self.live().iter() {
+            c.cut();
+        }
+    }
 }
 
 /// Runs one connection's command and sends its status.
