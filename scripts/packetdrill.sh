@@ -3,8 +3,11 @@
 # tool, built and run beside the project, never linked into it) with the local
 # changes in scripts/packetdrill.patch, and the shared object it drives
 # (crates/packetdrill); runs every script of the groups named (default: snd-syn
-# state-event-engine rcv-icmp socket-api rcv-data-segments fast-open); prints pass/fail per
+# state-event-engine rcv-icmp socket-api rcv-data-segments fast-open mpstack); prints pass/fail per
 # group and the failures; and holds the failures to scripts/packetdrill.expect.
+# The group `mpstack` is this project's own scripts, in scripts/packetdrill/mpstack/
+# (each defect found by another suite gets one there, IPv4 and IPv6); it runs with
+# the FreeBSD groups by default.
 #
 #   scripts/packetdrill.sh [GROUP…]     every script of the groups; exit status 1
 #                                       when a script fails that the expectations
@@ -28,6 +31,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 src="${PACKETDRILL_SRC:-$root/third_party/packetdrill}"
 suite="${TCP_TESTSUITE:-$root/third_party/tcp-testsuite}"
+# This project's own scripts: the group `mpstack`.
+mine="$root/scripts/packetdrill"
 patch="$root/scripts/packetdrill.patch"
 expect="$root/scripts/packetdrill.expect"
 out="$root/target/packetdrill"
@@ -79,7 +84,10 @@ MPSTACK_PD_CTL="$root/target/$dir/mpstack-pd-ctl"
 # One script: PASS or FAIL, and packetdrill's output in $out/logs/.
 run_one() {
     local f="$1" name v6 mtu local remote sock log
-    name="${f#"$suite"/}"
+    case "$f" in
+        "$mine"/*) name="${f#"$mine"/}" ;;
+        *) name="${f#"$suite"/}" ;;
+    esac
     log="$out/logs/${name//\//_}.log"
     v6=0; grep -q -- '--ip_version=ipv6' "$f" && v6=1
     mtu=$(sed -n 's/^--mtu=\([0-9]*\).*/\1/p' "$f" | head -1)
@@ -124,7 +132,7 @@ run_one() {
     rm -f "$sock"
 }
 export -f run_one
-export out suite root pd so MPSTACK_PD_CTL
+export out suite mine root pd so MPSTACK_PD_CTL
 
 mkdir -p "$out/logs" "$out/scripts"
 if [ $# -ge 1 ] && [ -f "$1" ]; then
@@ -140,13 +148,15 @@ if [ $# -ge 1 ] && [ -f "$1" ]; then
     exit $rc
 fi
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(snd-syn state-event-engine rcv-icmp socket-api rcv-data-segments fast-open)
+[ ${#groups[@]} -gt 0 ] || groups=(snd-syn state-event-engine rcv-icmp socket-api rcv-data-segments fast-open mpstack)
 : >"$out/results.tsv"
 for g in "${groups[@]}"; do
-    [ -d "$suite/$g" ] || { echo "no group $g in $suite" >&2; exit 1; }
-    n=$(find "$suite/$g" -name '*.pkt' | wc -l)
+    dir="$suite/$g"
+    [ -d "$dir" ] || dir="$mine/$g"
+    [ -d "$dir" ] && [ "$g" != . ] || { echo "no group $g in $suite or $mine" >&2; exit 1; }
+    n=$(find "$dir" -name '*.pkt' | wc -l)
     echo "$g: $n scripts" >&2
-    find "$suite/$g" -name '*.pkt' | sort | xargs -P "$jobs" -I{} bash -c 'run_one "$1"' _ {} >>"$out/results.tsv"
+    find "$dir" -name '*.pkt' | sort | xargs -P "$jobs" -I{} bash -c 'run_one "$1"' _ {} >>"$out/results.tsv"
 done
 sort -k2 -o "$out/results.tsv" "$out/results.tsv"
 
