@@ -180,6 +180,9 @@ counter_group!(
         outecho, outechoreply, outdstunreach, outpkttoobig, outtimxceed, outparamprob,
         outroutersolicit, outrouteradvert, outneighborsolicit, outneighboradvert, outmldreport, outredirect,
         badns, badna, badrs, badra, badredirect, noerror, badpkttoobig,
+        // An error quoting a packet no socket or connection of ours sent (as
+        // `icmp.noport`).
+        noport,
     }
 );
 
@@ -235,6 +238,10 @@ counter_group!(
         // `pcbcount`; Linux's "orphan" of /proc/net/sockstat), and those reset at
         // the close because `max_orphans` were held.
         orphans, orphandrop,
+        // ICMP errors quoting a connection's segment with a sequence number outside
+        // what it has outstanding, [snd_una, snd_max) (RFC 5927 §4.1; Linux's
+        // OutOfWindowIcmps): ignored.
+        outofwindowicmps,
     }
 );
 

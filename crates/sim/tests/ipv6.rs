@@ -7,8 +7,11 @@ use dev::mem::WireConfig;
 use dev::{Duration, Queue};
 use net::iface::{AddrState, IfIndex};
 use net::lle::LleState;
+use net::pfil::{Dir, PfilCtx, PfilHook, PfilPoint, Verdict};
 use sim::{HostId, Sim};
 use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet,
     Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
@@ -1368,6 +1371,25 @@ fn tcp_over_ipv6_in_segments_past_64_kib() {
     assert_eq!(sb.tcp.rcvbadsum, 0);
 }
 
+/// Once on, drops the IPv6 packets over 1280 bytes (a narrow link behind the
+/// router that answers them with Packet Too Big).
+#[derive(Debug)]
+struct Narrow(AtomicBool);
+
+impl PfilHook for Narrow {
+    fn name(&self) -> &str {
+        "narrow"
+    }
+    fn filter(&self, m: mbuf::Mbuf, _cx: &PfilCtx<'_>) -> Verdict {
+        let mut head = [0u8; 14];
+        let v6 = m.copydata(0, &mut head).is_ok() && head[12..14] == [0x86, 0xdd];
+        if self.0.load(Ordering::Relaxed) && v6 && m.len() - 14 > 1280 {
+            return Verdict::Dropped;
+        }
+        Verdict::Pass(m)
+    }
+}
+
 #[test]
 fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
     use std::io::{Read, Write};
@@ -1382,7 +1404,15 @@ fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
         ..WireConfig::default()
     });
     let a = s.add_host("a", 1);
-    let b = s.add_host("b", 1);
+    // b merges no segments (LRO) before the narrow path's filter sees them.
+    let b = s.add_host_tcp(
+        "b",
+        1,
+        net::tcp::TcpConfig {
+            lro: false,
+            ..net::tcp::TcpConfig::default()
+        },
+    );
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
     let mut raw = s.attach_raw(hub);
@@ -1394,6 +1424,9 @@ fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
         .unwrap();
     s.run_for(Duration::from_millis(1500));
     let am = s.host(a).interfaces()[0].mac;
+    let narrow = Arc::new(Narrow(AtomicBool::new(false)));
+    s.host(b)
+        .add_pfil_hook(PfilPoint::Ether, Dir::In, narrow.clone());
     let l = s
         .host(b)
         .tcp_listen("[::]:9".parse::<std::net::SocketAddr>().unwrap(), 8)
@@ -1454,7 +1487,12 @@ fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
                 if ip_len > 1280 {
                     big_after += 1;
                 }
-            } else if !ptb_sent && got.len() > 50_000 && ip_len > 1280 {
+            } else if !ptb_sent && got.len() > 50_000 && !narrow.0.load(Ordering::Relaxed) {
+                // From now on the path is narrow: the segment the router answers
+                // never reaches b, and stays outstanding, as RFC 5927 §4.1 has a
+                // connection check before it believes the message.
+                narrow.0.store(true, Ordering::Relaxed);
+            } else if !ptb_sent && narrow.0.load(Ordering::Relaxed) && ip_len > 1280 {
                 ptb_sent = true;
                 ptb_at = s.now();
                 let quoted = &v[14..14 + ip_len.min(1232)];

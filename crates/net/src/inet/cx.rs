@@ -27,8 +27,9 @@ pub struct InetConfig {
     /// default route once it is).
     pub default_gw: Option<Ipv4Addr>,
     /// IPv4 path MTUs learnt from "fragmentation needed" (RFC 1191): destination,
-    /// MTU, expiry; bounded, aged as IPv6's.
-    pub pmtu4: Vec<(Ipv4Addr, u32, Instant)>,
+    /// MTU, expiry, and whether a connection vouched for it ([`pmtu_upsert`]);
+    /// bounded, aged as IPv6's.
+    pub pmtu4: Vec<(Ipv4Addr, u32, Instant, bool)>,
     /// Every IPv4 address of the stack, in one array: the per-packet "is it ours"
     /// test reads it, not every interface's list. Made again at each publication.
     pub(crate) local4: Vec<Ipv4Addr>,
@@ -77,6 +78,18 @@ impl InetConfig {
     #[inline]
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
         self.local4_bits & local_bit(a) != 0 && self.local4.contains(&a)
+    }
+
+    /// True if a UDP socket is bound where `local` names (its address, or the
+    /// unspecified one of its family): an ICMP error quoting a datagram from there
+    /// is about a socket that sent it.
+    pub(crate) fn udp_bound(&self, local: SocketAddr) -> bool {
+        self.udp.get(&local.port()).is_some_and(|v| {
+            v.iter().any(|s| {
+                s.local.ip() == local.ip()
+                    || (s.local.is_ipv4() == local.is_ipv4() && s.local.ip().is_unspecified())
+            })
+        })
     }
 
     /// True if `a` is a subnet broadcast address of interface `ifindex`
@@ -167,9 +180,11 @@ impl CtlInput {
 /// connection (FreeBSD's `tcp_ctlinput`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TcpCtl {
-    /// "Fragmentation needed" or "packet too big": the path takes segments of at
-    /// most this many bytes.
-    PathMtu(u32),
+    /// "Fragmentation needed" or "packet too big" about the segment starting at
+    /// `seq`: the path takes IP packets of at most `mtu` bytes. Believed only for a
+    /// live connection whose unacknowledged data `seq` lies in (RFC 5927 §4.1),
+    /// which then also teaches the host's path MTU list.
+    PathMtu { seq: u32, mtu: u32 },
     /// A hard error about the segment starting at `seq`.
     HardError { seq: u32, error: HardError },
 }
@@ -188,8 +203,14 @@ pub(crate) enum HardError {
 /// RFC 792): its connection, as (our end, theirs), and the sequence number it
 /// carried.
 pub(crate) fn quoted_tcp4(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)> {
+    quoted_l4(quoted, 6)
+}
+
+/// The ports of a quoted IPv4 datagram of protocol `proto` (TCP, UDP), as
+/// (our end, theirs), and the next four bytes (TCP's sequence number).
+pub(crate) fn quoted_l4(quoted: &[u8], proto: u8) -> Option<(SocketAddr, SocketAddr, u32)> {
     let hlen = usize::from(*quoted.first()? & 0x0f) * 4;
-    if quoted[0] >> 4 != 4 || hlen < 20 || quoted.len() < hlen + 8 || quoted[9] != 6 {
+    if quoted[0] >> 4 != 4 || hlen < 20 || quoted.len() < hlen + 8 || quoted[9] != proto {
         return None;
     }
     let a = |at: usize| Ipv4Addr::new(quoted[at], quoted[at + 1], quoted[at + 2], quoted[at + 3]);
@@ -204,7 +225,12 @@ pub(crate) fn quoted_tcp4(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)
 /// [`quoted_tcp4`] for an ICMPv6 error's quoted packet (ours carry no extension
 /// header before TCP).
 pub(crate) fn quoted_tcp6(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)> {
-    if quoted.len() < 48 || quoted[0] >> 4 != 6 || quoted[6] != 6 {
+    quoted_l4_6(quoted, 6)
+}
+
+/// [`quoted_l4`] for a quoted IPv6 packet.
+pub(crate) fn quoted_l4_6(quoted: &[u8], proto: u8) -> Option<(SocketAddr, SocketAddr, u32)> {
+    if quoted.len() < 48 || quoted[0] >> 4 != 6 || quoted[6] != proto {
         return None;
     }
     let a = |at: usize| {
@@ -218,6 +244,45 @@ pub(crate) fn quoted_tcp6(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)
         SocketAddr::new(a(24).into(), u16::from_be_bytes([t[2], t[3]])),
         u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
     ))
+}
+
+/// Records that the path towards `dst` takes `mtu` bytes until `expires`, in a
+/// path MTU list bounded by `max` (IPv4's and IPv6's). `held`: a live TCP
+/// connection vouched for the message (it quoted a sequence number the connection
+/// has outstanding, RFC 5927 §4.1); otherwise only a bound UDP port did, which any
+/// host that knows the port can quote towards any destination. So that a peer
+/// cannot flush the list at will, a full list makes room by dropping an expired
+/// entry, else the unheld entry expiring first, and only for a held newcomer the
+/// held entry expiring first: unheld messages never evict a path a connection
+/// learnt. Returns whether the entry is in the list.
+pub(crate) fn pmtu_upsert<A: PartialEq + Copy>(
+    list: &mut Vec<(A, u32, Instant, bool)>,
+    (dst, mtu, expires, held): (A, u32, Instant, bool),
+    now: Instant,
+    max: usize,
+) -> bool {
+    if let Some(e) = list.iter_mut().find(|p| p.0 == dst) {
+        // A held entry stays held while it lives.
+        let held = held || (e.3 && e.2 > now);
+        *e = (dst, mtu, expires, held);
+        return true;
+    }
+    if list.len() < max {
+        list.push((dst, mtu, expires, held));
+        return true;
+    }
+    // Expired first, then unheld, each the one expiring first.
+    let victim = list
+        .iter_mut()
+        .filter(|p| held || !p.3 || p.2 <= now)
+        .min_by_key(|p| (p.2 > now, p.3, p.2));
+    match victim {
+        Some(e) => {
+            *e = (dst, mtu, expires, held);
+            true
+        }
+        None => false,
+    }
 }
 
 /// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).
@@ -318,5 +383,61 @@ impl InetCx<'_> {
     pub fn next_ip_id(&mut self) -> u16 {
         *self.ip_id = self.ip_id.wrapping_add(1);
         *self.ip_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pmtu_upsert;
+    use dev::{Duration, Instant};
+
+    /// A full list: unheld messages (a UDP port anyone can quote) replace only
+    /// expired or unheld entries, never a path a connection vouched for; a held one
+    /// takes an expired entry first, then an unheld one, then the held one expiring
+    /// first.
+    #[test]
+    fn unheld_entries_never_evict_held_ones() {
+        let t0 = Instant::ZERO + Duration::from_secs(1000);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut list = Vec::new();
+        for d in 0..4u32 {
+            assert!(pmtu_upsert(
+                &mut list,
+                (d, 1400, at(600 + u64::from(d)), true),
+                t0,
+                4
+            ));
+        }
+        // A flood of unheld destinations changes nothing.
+        for d in 100..200u32 {
+            assert!(!pmtu_upsert(&mut list, (d, 1300, at(700), false), t0, 4));
+        }
+        assert_eq!(list.iter().map(|p| p.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        // Refreshing an existing destination keeps it held.
+        assert!(pmtu_upsert(&mut list, (2, 1300, at(650), false), t0, 4));
+        assert_eq!(list[2], (2, 1300, at(650), true));
+        // Once an entry has expired an unheld one may take its place ...
+        let later = at(600);
+        assert!(pmtu_upsert(
+            &mut list,
+            (100, 1300, at(1300), false),
+            later,
+            4
+        ));
+        assert_eq!(list[0], (100, 1300, at(1300), false));
+        // ... and unheld entries replace each other, the one expiring first.
+        assert!(pmtu_upsert(
+            &mut list,
+            (101, 1300, at(1301), false),
+            later,
+            4
+        ));
+        assert_eq!(list[0].0, 101);
+        // A held newcomer takes the unheld entry before any held one ...
+        assert!(pmtu_upsert(&mut list, (5, 1300, at(1400), true), later, 4));
+        assert_eq!(list[0], (5, 1300, at(1400), true));
+        // ... and with none left, the held one expiring first (1, at 601).
+        assert!(pmtu_upsert(&mut list, (6, 1300, at(1401), true), later, 4));
+        assert_eq!(list.iter().map(|p| p.0).collect::<Vec<_>>(), [5, 6, 2, 3]);
     }
 }

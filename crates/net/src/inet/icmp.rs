@@ -1,7 +1,7 @@
 //! ICMPv4 (RFC 792, RFC 1122 §3.2.2): echo, errors, and ping sockets.
 
 use crate::hdr::mbuf_sum;
-use crate::inet::cx::{quoted_tcp4, CtlInput, HardError, InetCx, TcpCtl};
+use crate::inet::cx::{pmtu_upsert, quoted_l4, quoted_tcp4, CtlInput, HardError, InetCx, TcpCtl};
 use crate::inet::ip::{self, IpInfo, IpOut, DEFAULT_TTL};
 use crate::link::iface::Ifnet;
 use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
@@ -282,8 +282,14 @@ const MIN_PMTU4: u32 = 552;
 const PLATEAUS: [u32; 8] = [32000, 17914, 8166, 4352, 2002, 1492, 1006, 508];
 
 /// `icmp_mtudisc`: a "fragmentation needed" quoting `quoted` (our IPv4 header and
-/// the first 8 bytes after it). The path MTU towards its destination is lowered, and
-/// a TCP connection it quotes shrinks its segments (RFC 1191 §6).
+/// the first 8 bytes after it). Believed only for what one of our sockets sent
+/// (RFC 5927 §4.1, as Linux's and FreeBSD's `pr_ctlinput`): a TCP segment goes to
+/// its connection, which checks the quoted sequence number before it shrinks its
+/// segments and lowers the path MTU towards the destination (RFC 1191 §6)
+/// through [`pmtu4_learn`]; a UDP datagram from a bound port lowers it at once.
+/// Anything else is counted in `icmp.noport` and changes nothing: a forged message
+/// quoting one of our addresses, any protocol, port or sequence number, used to
+/// lower the path MTU for ten minutes.
 fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
     if quoted.len() < 20 || quoted[0] >> 4 != 4 {
         return DropReason::IcmpBadLen.count(cx.stats);
@@ -291,6 +297,7 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
     let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
     let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
     if !cx.inet.is_local(src) {
+        cx.stats.icmp.noport += 1;
         return;
     }
     let total = u32::from(u16::from_be_bytes([quoted[2], quoted[3]]));
@@ -304,28 +311,33 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
         mtu
     }
     .max(MIN_PMTU4);
+    if let Some(c) = CtlInput::tcp(quoted_tcp4(quoted), |seq| TcpCtl::PathMtu { seq, mtu }) {
+        // For TCP, through the worker (`pr_ctlinput`).
+        cx.ctlinput.push(c);
+    } else if quoted_l4(quoted, 17).is_some_and(|(local, _, _)| cx.inet.udp_bound(local)) {
+        pmtu4_learn(cx, src, dst, mtu, false);
+    } else {
+        cx.stats.icmp.noport += 1;
+    }
+}
+
+/// Lowers the path MTU from `src` (ours) towards `dst` to `mtu`, if that is below
+/// what the list or the link says; `held`: a live connection vouched for it
+/// ([`pmtu_upsert`]).
+pub(crate) fn pmtu4_learn(cx: &mut InetCx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mtu: u32, held: bool) {
     let link = cx
         .ifaces
         .iter()
         .find(|i| i.has_addr(src))
         .map_or(1500, |i| i.mtu as u32);
-    if mtu >= cx.inet.path_mtu4(dst, cx.now).unwrap_or(link) {
+    let now = cx.now;
+    if mtu >= cx.inet.path_mtu4(dst, now).unwrap_or(link) {
         return;
     }
-    let expires = cx.now + PMTU4_LIFETIME;
+    let expires = now + PMTU4_LIFETIME;
     cx.ctl4.update_inet(&mut |c| {
-        if let Some(e) = c.pmtu4.iter_mut().find(|p| p.0 == dst) {
-            *e = (dst, mtu, expires);
-        } else if c.pmtu4.len() < MAX_PMTU4 {
-            c.pmtu4.push((dst, mtu, expires));
-        } else if let Some(e) = c.pmtu4.iter_mut().min_by_key(|p| p.2) {
-            *e = (dst, mtu, expires);
-        }
+        pmtu_upsert(&mut c.pmtu4, (dst, mtu, expires, held), now, MAX_PMTU4);
     });
-    // For TCP, through the worker (`pr_ctlinput`).
-    cx.ctlinput.extend(CtlInput::tcp(quoted_tcp4(quoted), |_| {
-        TcpCtl::PathMtu(mtu - 40)
-    }));
 }
 
 /// An ICMP hard error (FreeBSD's `PRC_UNREACH_PORT`, `_PROTOCOL`, `_ADMIN_PROHIB`,

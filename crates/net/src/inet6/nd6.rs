@@ -441,8 +441,9 @@ pub struct NdState {
     /// MLD state per interface and group: (interface, group, reports sent, next
     /// due; nanoseconds). Bounded by the interfaces' addresses.
     pub(crate) mld: Vec<(IfIndex, Ipv6Addr, u8, u64)>,
-    /// Path MTUs learnt from Packet Too Big (RFC 8201): destination, MTU, expiry.
-    pub pmtu: Vec<(Ipv6Addr, u32, Instant)>,
+    /// Path MTUs learnt from Packet Too Big (RFC 8201): destination, MTU, expiry,
+    /// and whether a connection vouched for it (`inet::cx::pmtu_upsert`).
+    pub pmtu: Vec<(Ipv6Addr, u32, Instant, bool)>,
     /// Router advertisements sent per interface (a router with them on):
     /// (interface, sent, next due, last sent; nanoseconds).
     pub(crate) rtadv: Vec<(IfIndex, u32, u64, u64)>,
@@ -466,9 +467,13 @@ impl NdState {
 }
 
 /// `icmp6_mtudisc_update`: a Packet Too Big (RFC 4443 §3.2) quoting `quoted`, the
-/// start of a packet we sent. RFC 8201: the path MTU towards its destination is
-/// lowered (never below 1280, §4), and a TCP connection it quotes shrinks its
-/// segments. The quoted packet must be ours (its source one of our addresses).
+/// start of a packet we sent (its source one of our addresses, else counted in
+/// `icmp6.badpkttoobig`). Believed only for what one of our sockets sent (RFC
+/// 5927 §4.1, as [`crate::inet::icmp`]'s "fragmentation needed"): a TCP segment
+/// goes to its connection, which checks the quoted sequence number before it
+/// shrinks its segments and lowers the path MTU towards the destination (RFC
+/// 8201, never below 1280, §4) through [`pmtu6_learn`]; a UDP datagram from a
+/// bound port lowers it at once; anything else is counted in `icmp6.noport`.
 pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
     if quoted.len() < 40 || quoted[0] >> 4 != 6 {
         return DropReason::Icmp6BadLen.count(cx.stats);
@@ -484,31 +489,41 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
         return;
     }
     let mtu = mtu.max(MIN_MTU6);
+    use crate::inet::cx::{quoted_l4_6, quoted_tcp6, CtlInput, TcpCtl};
+    if let Some(c) = CtlInput::tcp(quoted_tcp6(quoted), |seq| TcpCtl::PathMtu { seq, mtu }) {
+        // For TCP, through the worker (`pr_ctlinput`).
+        cx.ctlinput.push(c);
+    } else if quoted_l4_6(quoted, 17).is_some_and(|(local, _, _)| cx.inet.udp_bound(local)) {
+        pmtu6_learn(cx, src, dst, mtu, false);
+    } else {
+        cx.stats.icmp6.noport += 1;
+    }
+}
+
+/// Lowers the path MTU from `src` (ours) towards `dst` to `mtu`, if that is below
+/// what the list or the link says; `held`: a live connection vouched for it
+/// ([`crate::inet::cx::pmtu_upsert`]).
+pub(crate) fn pmtu6_learn(
+    cx: &mut Inet6Cx<'_>,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    mtu: u32,
+    held: bool,
+) {
     let link = cx
         .ifaces
         .iter()
         .find(|i| i.addr6(src).is_some())
         .map_or(1500, |i| i.mtu as u32);
-    let known = cx.inet6.nd6.path_mtu(dst, cx.now).unwrap_or(link);
+    let now = cx.now;
+    let known = cx.inet6.nd6.path_mtu(dst, now).unwrap_or(link);
     if mtu >= known {
         return;
     }
-    let expires = cx.now + PMTU_LIFETIME;
+    let expires = now + PMTU_LIFETIME;
     cx.ctl6.update_nd6(&mut |c| {
-        upsert(
-            &mut c.pmtu,
-            (dst, mtu, expires),
-            |p| p.0 == dst,
-            |p| p.2,
-            MAX_PMTU,
-        )
+        crate::inet::cx::pmtu_upsert(&mut c.pmtu, (dst, mtu, expires, held), now, MAX_PMTU);
     });
-    // For TCP, through the worker (`pr_ctlinput`): the connection's MSS is the path
-    // MTU less the IPv6 and TCP headers.
-    use crate::inet::cx::{quoted_tcp6, CtlInput, TcpCtl};
-    cx.ctlinput.extend(CtlInput::tcp(quoted_tcp6(quoted), |_| {
-        TcpCtl::PathMtu(mtu - 60)
-    }));
 }
 
 /// Bounds of the lists in [`NdState`].

@@ -8,36 +8,20 @@ use super::output::service;
 use super::{
     conn_cfg, flow_home, isn, ts_offset, Conn, HardError, TcpCtl, TcpMsg, TcpWorker, Tuple,
 };
+use crate::inet::icmp::pmtu4_learn;
+use crate::inet6::nd6::pmtu6_learn;
 use crate::tcp::chan::{err, phase};
 use crate::tcp::cx::TcpCx;
 use crate::tcp::fastopen::TfoClient;
 use crate::tcp::tcb::{FoCookie, Tcb, TcpError};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
 /// Messages from applications and other workers.
 pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
-        TcpMsg::Ctl(tuple, ctl) => {
-            if let Some(i) = tw.conn_slot(&tuple) {
-                let changed = tw.slab.get_mut(i).is_some_and(|c| match ctl {
-                    TcpCtl::PathMtu(mss) => {
-                        c.tcb
-                            .path_mtu(mss, tuple.remote.is_ipv6(), &mut cx.stats.tcp)
-                    }
-                    TcpCtl::HardError { seq, error } => {
-                        let error = match error {
-                            HardError::Refused => TcpError::Refused,
-                            HardError::HostUnreachable => TcpError::Unreachable,
-                        };
-                        c.tcb.icmp_hard_error(seq, error, &mut cx.stats.tcp)
-                    }
-                });
-                if changed {
-                    service(cx, tw, i);
-                }
-            }
-        }
+        TcpMsg::Ctl(tuple, ctl) => ctl_input(cx, tw, tuple, ctl),
         TcpMsg::Connect(s) => {
             let tuple = Tuple {
                 local: s.local,
@@ -94,6 +78,58 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
                 service(cx, tw, i);
             }
         }
+    }
+}
+
+/// What an ICMP error quoting our segment on `tuple` says, on the connection's
+/// home worker (`tcp_ctlinput`): believed only for a live connection and a quoted
+/// sequence number in what it has outstanding, [snd_una, snd_max) (RFC 5927 §4.1,
+/// FreeBSD's `tcp_ctlinput`, Linux's `tcp_v4_err`); otherwise counted
+/// (`icmp.noport` / `icmp6.noport`, `tcp.outofwindowicmps`) and ignored. A path MTU
+/// believed also lowers the host's path MTU towards the peer, as an entry the
+/// connection holds.
+fn ctl_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, tuple: Tuple, ctl: TcpCtl) {
+    let v6 = tuple.remote.is_ipv6();
+    let Some(i) = tw.conn_slot(&tuple) else {
+        if v6 {
+            cx.stats.icmp6.noport += 1;
+        } else {
+            cx.stats.icmp.noport += 1;
+        }
+        return;
+    };
+    let seq = match ctl {
+        TcpCtl::PathMtu { seq, .. } | TcpCtl::HardError { seq, .. } => seq,
+    };
+    let Some(c) = tw.slab.get_mut(i) else {
+        return;
+    };
+    if !c.tcb.outstanding(seq) {
+        cx.stats.tcp.outofwindowicmps += 1;
+        return;
+    }
+    let changed = match ctl {
+        TcpCtl::PathMtu { mtu, .. } => {
+            match (tuple.local.ip(), tuple.remote.ip()) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => pmtu4_learn(cx, s, d, mtu, true),
+                (IpAddr::V6(s), IpAddr::V6(d)) => pmtu6_learn(cx, s, d, mtu, true),
+                _ => {}
+            }
+            // The MSS is the path MTU less the IP and TCP headers.
+            let hdrs = if v6 { 60 } else { 40 };
+            c.tcb
+                .path_mtu(mtu.saturating_sub(hdrs), v6, &mut cx.stats.tcp)
+        }
+        TcpCtl::HardError { seq, error } => {
+            let error = match error {
+                HardError::Refused => TcpError::Refused,
+                HardError::HostUnreachable => TcpError::Unreachable,
+            };
+            c.tcb.icmp_hard_error(seq, error, &mut cx.stats.tcp)
+        }
+    };
+    if changed {
+        service(cx, tw, i);
     }
 }
 

@@ -3,7 +3,7 @@
 //! avoidance), `shutdown` and `close`, abort, `TCP_NODELAY`. Calls the send buffer,
 //! and `output` for the window.
 
-use super::seq::{diff, lt};
+use super::seq::{diff, le, lt};
 use super::{SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
 use dev::Instant;
@@ -195,6 +195,14 @@ impl Tcb {
         st.drops += 1;
         self.abort();
         self.error = Some(TcpError::Aborted);
+    }
+
+    /// Whether `seq`, the sequence number an ICMP error quotes, lies in what this
+    /// connection has sent and not had acknowledged, [snd_una, snd_max): the only
+    /// segments a router can have seen that the peer has not (RFC 5927 §4.1,
+    /// FreeBSD's `tcp_ctlinput`). A blind attacker has to guess it.
+    pub fn outstanding(&self, seq: u32) -> bool {
+        le(self.snd_una, seq) && lt(seq, self.snd_max)
     }
 
     /// An ICMP hard error (port or protocol unreachable, administratively

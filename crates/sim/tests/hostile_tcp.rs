@@ -1,0 +1,188 @@
+//! What TCP does with hostile input from a host on the link (issue 46): ICMP
+//! errors that quote no segment a connection has outstanding change nothing (no
+//! path MTU learnt, counted in `tcp.outofwindowicmps` or `icmp.noport`), both
+//! families; challenge ACKs and resets for unknown connections are rate limited.
+//! Frames are written by hand on a raw port, as an attacker would.
+
+mod common;
+
+use dev::mem::WireConfig;
+use dev::{Duration, Queue};
+use net::iface::IfIndex;
+use sim::{HostId, Sim};
+use std::io::Write;
+use std::net::{Ipv6Addr, SocketAddr};
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet,
+    Ipv6Repr,
+};
+
+/// Hosts a (198.18.0.1, 2001:2::1) and b (…2) on a hub, and a raw port on it.
+fn pair(workers: usize, seed: u64) -> (Sim, HostId, HostId, Box<dyn Queue>) {
+    let mut s = Sim::new(seed);
+    let hub = s.add_hub(WireConfig::default());
+    let a = s.add_host("a", workers);
+    let b = s.add_host("b", workers);
+    s.connect(a, hub, "198.18.0.1/24");
+    s.connect(b, hub, "198.18.0.2/24");
+    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
+        s.host(h)
+            .add_address6(IfIndex(0), addr.parse().unwrap())
+            .unwrap();
+    }
+    let raw = s.attach_raw(hub);
+    // Duplicate address detection.
+    s.run_for(Duration::from_millis(1500));
+    (s, a, b, raw)
+}
+
+/// A Packet Too Big from 2001:2::fe to a (whose MAC is `to`) quoting `quoted`.
+fn ptb6(to: EthernetAddress, mtu: u32, quoted: &[u8]) -> mbuf::Mbuf {
+    let (src, dst): (Ipv6Addr, Ipv6Addr) =
+        ("2001:2::fe".parse().unwrap(), "2001:2::1".parse().unwrap());
+    let icmp = Icmpv6Repr::PktTooBig { mtu, data: quoted };
+    let mut icmp_bytes = vec![0u8; icmp.buffer_len()];
+    icmp.emit(
+        &mut Icmpv6Packet::new_unchecked(&mut icmp_bytes[..]),
+        &src,
+        &dst,
+    );
+    let mut v = vec![0u8; 14 + 40];
+    {
+        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
+        f.set_dst_addr(to);
+        f.set_src_addr(EthernetAddress([2, 0xee, 0, 0, 0, 0xfe]));
+        f.set_ethertype(EtherType::Ipv6);
+    }
+    Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Icmpv6,
+        payload_len: icmp_bytes.len(),
+        hop_limit: 64,
+    }
+    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
+    v.extend_from_slice(&icmp_bytes);
+    mbuf::Mbuf::from_slice(&v).unwrap()
+}
+
+/// The path MTU host `h` believes towards b.
+fn pmtu(s: &Sim, h: HostId, v6: bool) -> Option<u32> {
+    let cfg = s.host(h).config();
+    let now = s.now();
+    if v6 {
+        cfg.inet6.nd6.path_mtu("2001:2::2".parse().unwrap(), now)
+    } else {
+        cfg.inet.path_mtu4("198.18.0.2".parse().unwrap(), now)
+    }
+}
+
+/// RFC 5927 §4.1: a "fragmentation needed" (or Packet Too Big) quoting a's
+/// connection with a sequence number outside what it has outstanding, or quoting
+/// a connection or UDP port that does not exist, changes no path MTU and shrinks
+/// no segment, and is counted; one quoting a segment in flight does both. Before,
+/// any message quoting one of a's addresses lowered the host-wide path MTU.
+#[test]
+fn forged_fragmentation_needed_changes_no_path_mtu() {
+    for v6 in [false, true] {
+        for workers in [1, 2] {
+            let case = format!("v6 {v6} workers {workers}");
+            let (mut s, a, b, mut raw) = pair(workers, 46);
+            let am = s.host(a).interfaces()[0].mac;
+            let (to, any): (SocketAddr, SocketAddr) = if v6 {
+                ("[2001:2::2]:9".parse().unwrap(), "[::]:9".parse().unwrap())
+            } else {
+                (
+                    "198.18.0.2:9".parse().unwrap(),
+                    "0.0.0.0:9".parse().unwrap(),
+                )
+            };
+            let l = s.host(b).tcp_listen(any, 4).unwrap();
+            let mut c = s.host(a).tcp_connect_nonblocking(to).unwrap();
+            s.run_for(Duration::from_millis(20));
+            let _srv = l.accept().unwrap();
+            // b stops hearing a's data, which so stays outstanding.
+            let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), workers).unwrap();
+            fw.command("add 100 deny tcp from any to any 9").unwrap();
+            fw.attach(s.host(b));
+            let mut got = Vec::new();
+            raw.rx_burst(s.now(), &mut got, 4096);
+            c.write_all(&[7u8; 2800]).unwrap();
+            s.run_for(Duration::from_millis(5));
+            got.clear();
+            raw.rx_burst(s.now(), &mut got, 4096);
+            let (ety, ip_len, l4) = if v6 {
+                ([0x86, 0xdd], 40, 14 + 40)
+            } else {
+                ([8, 0], 20, 14 + 20)
+            };
+            let seg = got
+                .iter()
+                .map(mbuf::Mbuf::to_vec)
+                .find(|v| v[6..12] == am.0 && v[12..14] == ety && v.len() > l4 + 40)
+                .unwrap_or_else(|| panic!("a's data segment, {case}"));
+            let mut quoted = seg[14..14 + ip_len + 8].to_vec();
+            let seq = u32::from_be_bytes(quoted[ip_len + 4..ip_len + 8].try_into().unwrap());
+            let mtu = if v6 { 1280 } else { 1200 };
+            let send = |s: &mut Sim, raw: &mut Box<dyn Queue>, quoted: &[u8]| {
+                let f = if v6 {
+                    ptb6(am, mtu, quoted)
+                } else {
+                    let [hi, lo] = (mtu as u16).to_be_bytes();
+                    common::icmp4_error_frame(am, 3, 4, [0, 0, hi, lo], quoted)
+                };
+                let now = s.now();
+                raw.tx_burst(now, &mut vec![f]);
+                s.run_for(Duration::from_millis(2));
+            };
+            // Below SND.UNA and far beyond SND.MAX.
+            for bad in [seq.wrapping_sub(100_000), seq.wrapping_add(3_000_000)] {
+                quoted[ip_len + 4..ip_len + 8].copy_from_slice(&bad.to_be_bytes());
+                send(&mut s, &mut raw, &quoted);
+            }
+            quoted[ip_len + 4..ip_len + 8].copy_from_slice(&seq.to_be_bytes());
+            // Another connection (our port changed) and a UDP port nobody bound.
+            let mut other = quoted.clone();
+            other[ip_len] ^= 0x55;
+            send(&mut s, &mut raw, &other);
+            let mut udp = quoted.clone();
+            udp[if v6 { 6 } else { 9 }] = 17;
+            send(&mut s, &mut raw, &udp);
+            let st = s.host(a).stats();
+            assert_eq!(pmtu(&s, a, v6), None, "{case}");
+            assert_eq!(st.tcp.outofwindowicmps, 2, "{case}");
+            assert_eq!(st.tcp.mturesent, 0, "{case}");
+            let noport = if v6 { st.icmp6.noport } else { st.icmp.noport };
+            assert_eq!(noport, 2, "{case}");
+            // The segment in flight: believed.
+            send(&mut s, &mut raw, &quoted);
+            assert_eq!(pmtu(&s, a, v6), Some(mtu), "{case}");
+            let st = s.host(a).stats();
+            assert_eq!(
+                (st.tcp.outofwindowicmps, st.tcp.mturesent),
+                (2, 1),
+                "{case}"
+            );
+            let held = if v6 {
+                s.host(a).config().inet6.nd6.pmtu.iter().all(|p| p.3)
+            } else {
+                s.host(a).config().inet.pmtu4.iter().all(|p| p.3)
+            };
+            assert!(held, "a connection's entry is held, {case}");
+            // And the retransmission fits the path.
+            s.run_for(Duration::from_millis(1500));
+            got.clear();
+            raw.rx_burst(s.now(), &mut got, 4096);
+            let sizes: Vec<usize> = got
+                .iter()
+                .map(mbuf::Mbuf::to_vec)
+                .filter(|v| v[6..12] == am.0 && v[12..14] == ety)
+                .map(|v| v.len() - 14)
+                .collect();
+            assert!(
+                !sizes.is_empty() && sizes.iter().all(|&n| n <= mtu as usize),
+                "{sizes:?} {case}"
+            );
+        }
+    }
+}
