@@ -268,6 +268,52 @@ const KNOBS: &[Knob<TcpConfig>] = &[
             Some(())
         },
     },
+    Knob {
+        // A connection's challenge ACKs (RFC 5961) are counted in windows this long
+        // (FreeBSD's ACK war protection); 0 turns the limit off.
+        name: "net.inet.tcp.ack_war_timewindow",
+        takes: "milliseconds, 0 to 60000",
+        get: |c| c.ack_war_time_window.as_millis().to_string(),
+        set: |c, v| {
+            c.ack_war_time_window = millis(v, 0..=60_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        // At most this many challenge ACKs per connection in each window (5); 0
+        // turns the limit off.
+        name: "net.inet.tcp.ack_war_cnt",
+        takes: "ACKs, 0 to 1000000",
+        get: |c| c.ack_war_cnt.to_string(),
+        set: |c, v| {
+            c.ack_war_cnt = v.parse().ok().filter(|n| *n <= 1_000_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        // Challenge ACKs a second for the whole node, split among the workers,
+        // each second's allowance drawn between half and all of it (RFC 5961 §7,
+        // Linux's tcp_challenge_ack_limit); 0: no limit.
+        name: "net.inet.tcp.challenge_ack_limit",
+        takes: "ACKs a second, 0 to 1000000000",
+        get: |c| c.challenge_ack_limit.to_string(),
+        set: |c, v| {
+            c.challenge_ack_limit = v.parse().ok().filter(|n| *n <= 1_000_000_000)?;
+            Some(())
+        },
+    },
+    Knob {
+        // Resets a second for segments that find no connection, split among the
+        // workers, drawn as challenge_ack_limit's (FreeBSD's badport_bandlim under
+        // net.inet.icmp.icmplim); 0: no limit.
+        name: "net.inet.tcp.rst_limit",
+        takes: "resets a second, 0 to 1000000000",
+        get: |c| c.rst_limit.to_string(),
+        set: |c, v| {
+            c.rst_limit = v.parse().ok().filter(|n| *n <= 1_000_000_000)?;
+            Some(())
+        },
+    },
     flag_knob!("net.inet.tcp.insecure_rst", insecure_rst),
     flag_knob!("net.inet.tcp.insecure_syn", insecure_syn),
     flag_knob!("net.inet.tcp.drop_synfin", drop_synfin),
@@ -469,6 +515,10 @@ mod tests {
                 "60000 -> 20000",
             ),
             ("net.inet.tcp.maxorphans=100", "4096 -> 100"),
+            ("net.inet.tcp.ack_war_timewindow=500", "1000 -> 500"),
+            ("net.inet.tcp.ack_war_cnt=0", "5 -> 0"),
+            ("net.inet.tcp.challenge_ack_limit=0", "1000 -> 0"),
+            ("net.inet.tcp.rst_limit=50", "200 -> 50"),
         ] {
             let msg = apply(&mut c, arg).unwrap();
             assert!(msg.ends_with(said), "{arg}: {msg}");
@@ -486,6 +536,11 @@ mod tests {
         assert!(c.fast_finwait2_recycle);
         assert_eq!(c.persist_orphan_timeout, Duration::from_secs(20));
         assert_eq!(c.max_orphans, 100);
+        assert_eq!(c.ack_war_time_window, Duration::from_millis(500));
+        assert_eq!(
+            (c.ack_war_cnt, c.challenge_ack_limit, c.rst_limit),
+            (0, 0, 50)
+        );
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
         assert_eq!(c.delack, TcpConfig::default().delack);

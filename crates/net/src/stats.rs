@@ -242,6 +242,10 @@ counter_group!(
         // what it has outstanding, [snd_una, snd_max) (RFC 5927 §4.1; Linux's
         // OutOfWindowIcmps): ignored.
         outofwindowicmps,
+        // Challenge ACKs skipped by the per-connection or the node's limit
+        // (`ack_war_cnt`, `challenge_ack_limit`), and resets not sent for segments
+        // that found no connection (`rst_limit`).
+        challengeack_ratelim, rst_ratelim,
     }
 );
 

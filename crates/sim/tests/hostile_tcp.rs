@@ -11,7 +11,7 @@ use dev::{Duration, Queue};
 use net::iface::IfIndex;
 use sim::{HostId, Sim};
 use std::io::Write;
-use std::net::{Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet,
     Ipv6Repr,
@@ -182,6 +182,202 @@ fn forged_fragmentation_needed_changes_no_path_mtu() {
             assert!(
                 !sizes.is_empty() && sizes.iter().all(|&n| n <= mtu as usize),
                 "{sizes:?} {case}"
+            );
+        }
+    }
+}
+
+/// An IPv4 TCP segment without options or data from the raw port, to `to`.
+fn tcp4(
+    to: EthernetAddress,
+    (src, sport): (Ipv4Addr, u16),
+    (dst, dport): (Ipv4Addr, u16),
+    (seq, ack, flags): (u32, u32, u8),
+) -> mbuf::Mbuf {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&seq.to_be_bytes());
+    t.extend_from_slice(&ack.to_be_bytes());
+    t.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    let pseudo = [src.octets(), dst.octets()].concat();
+    let mut ps = pseudo.clone();
+    ps.extend_from_slice(&[0, 6, 0, t.len() as u8]);
+    ps.extend_from_slice(&t);
+    let sum = !wire::checksum::data(&ps);
+    t[16..18].copy_from_slice(&sum.to_be_bytes());
+    let mut ip = vec![0x45, 0, 0, 20 + t.len() as u8, 0, 1, 0, 0, 64, 6, 0, 0];
+    ip.extend_from_slice(&pseudo);
+    let sum = !wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut f = to.0.to_vec();
+    f.extend_from_slice(&[2, 0xee, 0, 0, 0, 0xfe, 8, 0]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&t);
+    mbuf::Mbuf::from_slice(&f).unwrap()
+}
+
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const ACK: u8 = 0x10;
+
+/// a's IPv4 TCP frames in what the raw port saw: (flags, destination port).
+fn tcp_from(got: &[mbuf::Mbuf], mac: EthernetAddress) -> Vec<(u8, u16)> {
+    got.iter()
+        .map(mbuf::Mbuf::to_vec)
+        .filter(|v| v[6..12] == mac.0 && v[12..14] == [8, 0] && v[14 + 9] == 6)
+        .map(|v| {
+            (
+                v[14 + 20 + 13],
+                u16::from_be_bytes([v[14 + 22], v[14 + 23]]),
+            )
+        })
+        .collect()
+}
+
+/// Sends `n` copies of `f` from the raw port, `per_sec` a second in bursts every
+/// 10 ms, and returns what the raw port saw meanwhile.
+fn flood(
+    s: &mut Sim,
+    raw: &mut Box<dyn Queue>,
+    f: &mbuf::Mbuf,
+    n: usize,
+    per_sec: usize,
+) -> Vec<mbuf::Mbuf> {
+    let per_burst = per_sec / 100;
+    let mut seen = Vec::new();
+    let mut sent = 0;
+    while sent < n {
+        let k = per_burst.min(n - sent);
+        let mut b: Vec<mbuf::Mbuf> = (0..k)
+            .map(|_| mbuf::Mbuf::from_slice(&f.to_vec()).unwrap())
+            .collect();
+        let now = s.now();
+        raw.tx_burst(now, &mut b);
+        sent += k;
+        s.run_for(Duration::from_millis(10));
+        raw.rx_burst(s.now(), &mut seen, 1 << 20);
+    }
+    s.run_for(Duration::from_millis(10));
+    raw.rx_burst(s.now(), &mut seen, 1 << 20);
+    seen
+}
+
+/// RFC 5961 §7: 80,000 in-window SYNs, forged as the peer's over eight seconds,
+/// draw at most five challenge ACKs a second from the connection (FreeBSD's
+/// `ack_war_cnt`), and with that off, at most the node's `challenge_ack_limit` a
+/// second; the connection lives on and still carries data. Before, 80,000 SYNs
+/// drew 80,000 ACKs.
+#[test]
+fn an_in_window_syn_flood_draws_limited_challenge_acks() {
+    for (per_conn, node_limit, most) in [(5, 1000, 5 * 9), (0, 100, 100 * 9)] {
+        let tcp = net::tcp::TcpConfig {
+            ack_war_cnt: per_conn,
+            challenge_ack_limit: node_limit,
+            ..net::tcp::TcpConfig::default()
+        };
+        let mut s = Sim::new(47);
+        let hub = s.add_hub(WireConfig::default());
+        let a = s.add_host_tcp("a", 1, tcp);
+        let b = s.add_host_tcp("b", 1, tcp);
+        s.connect(a, hub, "198.18.0.1/24");
+        s.connect(b, hub, "198.18.0.2/24");
+        let mut raw = s.attach_raw(hub);
+        let (am, bm) = (s.host(a).interfaces()[0].mac, s.host(b).interfaces()[0].mac);
+        let l = s
+            .host(b)
+            .tcp_listen("0.0.0.0:9".parse::<SocketAddr>().unwrap(), 4)
+            .unwrap();
+        let c = s
+            .host(a)
+            .tcp_connect_nonblocking("198.18.0.2:9".parse::<SocketAddr>().unwrap())
+            .unwrap();
+        s.run_for(Duration::from_millis(20));
+        let (mut srv, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        raw.rx_burst(s.now(), &mut got, 4096);
+        // b's SYN-ACK: its initial sequence number, and a's port.
+        let synack = got
+            .iter()
+            .map(mbuf::Mbuf::to_vec)
+            .find(|v| v[6..12] == bm.0 && v[12..14] == [8, 0] && v[14 + 33] == SYN | ACK)
+            .expect("b's SYN-ACK");
+        let iss = u32::from_be_bytes(synack[14 + 24..14 + 28].try_into().unwrap());
+        let port = u16::from_be_bytes([synack[14 + 22], synack[14 + 23]]);
+        let (a4, b4) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        let syn = tcp4(am, (b4, 9), (a4, port), (iss.wrapping_add(1000), 0, SYN));
+        let seen = flood(&mut s, &mut raw, &syn, 80_000, 10_000);
+        let acks = tcp_from(&seen, am)
+            .iter()
+            .filter(|&&(f, p)| p == 9 && f & ACK != 0 && f & (SYN | RST) == 0)
+            .count();
+        let st = s.host(a).stats();
+        let case = format!("ack_war_cnt {per_conn} challenge_ack_limit {node_limit}: {acks} ACKs");
+
+        assert!(acks <= most, "{case}");
+        assert!(acks >= most / 4, "{case}");
+        assert_eq!(st.tcp.challengeack, acks as u64, "{case}");
+        assert_eq!(
+            st.tcp.challengeack + st.tcp.challengeack_ratelim,
+            80_000,
+            "{case}"
+        );
+        // The connection is whole.
+        srv.write_all(b"still here").unwrap();
+        s.run_for(Duration::from_millis(10));
+        let mut buf = [0u8; 16];
+        let mut c = c;
+        let n = std::io::Read::read(&mut c, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"still here", "{case}");
+    }
+}
+
+/// FreeBSD's `badport_bandlim`: a flood of stray ACKs, to a closed port and to a
+/// listener's port with no connection, draws at most `rst_limit` (200) resets a
+/// second, the first ones answered; the rest are counted in `tcp.rst_ratelim`.
+/// Before, 599,950 stray ACKs drew 599,033 resets.
+#[test]
+fn a_stray_ack_flood_draws_at_most_the_reset_limit() {
+    for workers in [1, 2] {
+        let (mut s, a, _b, mut raw) = pair(workers, 48);
+        let am = s.host(a).interfaces()[0].mac;
+        let _l = s
+            .host(a)
+            .tcp_listen("0.0.0.0:80".parse::<SocketAddr>().unwrap(), 4)
+            .unwrap();
+        let (x, a4) = (Ipv4Addr::new(198, 18, 0, 99), Ipv4Addr::new(198, 18, 0, 1));
+        s.host(a).config().ifaces[0]
+            .arp
+            .insert_static(x, EthernetAddress([2, 0xee, 0, 0, 0, 0xfe]));
+        for dport in [7777, 80] {
+            let before = s.host(a).stats().tcp;
+            let ack = tcp4(am, (x, 40000), (a4, dport), (1, 12345, ACK));
+            let seen = flood(&mut s, &mut raw, &ack, 30_000, 10_000);
+            let rsts = tcp_from(&seen, am)
+                .iter()
+                .filter(|&&(f, _)| f & RST != 0)
+                .count();
+            let st = s.host(a).stats().tcp;
+            let case = format!("workers {workers} port {dport}: {rsts} resets");
+            // Three seconds of flood.
+
+            assert!(rsts <= 200 * 4 && rsts >= 200, "{case}");
+            assert_eq!(st.sndrst - before.sndrst, rsts as u64, "{case}");
+            assert_eq!(
+                (st.sndrst - before.sndrst) + (st.rst_ratelim - before.rst_ratelim),
+                30_000,
+                "{case}"
+            );
+            // A second later the limit has room again.
+            s.run_for(Duration::from_secs(1));
+            let seen = flood(&mut s, &mut raw, &ack, 1, 100);
+            assert_eq!(
+                tcp_from(&seen, am)
+                    .iter()
+                    .filter(|&&(f, _)| f & RST != 0)
+                    .count(),
+                1,
+                "{case}"
             );
         }
     }

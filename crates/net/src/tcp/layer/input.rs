@@ -227,6 +227,11 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                     k
                 });
                 cx.stats.tcp.rcvbyteshared += shared as u64;
+                // A challenge ACK it decided goes only within the node's limit
+                // (RFC 5961 §7), split among the workers.
+                let (now, limit) = (cx.now, per_worker(cx.tcp_cfg.challenge_ack_limit, cx));
+                let (bucket, seed) = (&mut tw.challenge_limit, cx.isn_secret);
+                tcb.take_challenge(&mut cx.stats.tcp, || bucket.take(now, limit, seed));
                 if direct > 0 {
                     note_reader(&mut tw.readers, s);
                 }
@@ -272,4 +277,9 @@ fn time_wait_input(
         send_segment(cx, t, &ack, std::iter::empty(), ip);
     }
     false
+}
+
+/// A node-wide rate `limit` (0: none), this worker's share of it.
+pub(super) fn per_worker(limit: u32, cx: &TcpCx<'_>) -> u32 {
+    limit.div_ceil(cx.nworkers.max(1) as u32)
 }

@@ -146,6 +146,12 @@ pub(super) fn tcp_listen_input(
             );
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             tcb.input(seg, cx.now, &mut cx.stats.tcp);
+            let (now, limit) = (
+                cx.now,
+                super::input::per_worker(cx.tcp_cfg.challenge_ack_limit, cx),
+            );
+            let (bucket, seed) = (&mut tw.challenge_limit, cx.isn_secret);
+            tcb.take_challenge(&mut cx.stats.tcp, || bucket.take(now, limit, seed));
             cx.stats.tcp.accepts += 1;
             let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
             return service(cx, tw, i);
@@ -168,6 +174,13 @@ pub(super) fn tcp_listen_input(
         listener => {
             DropReason::TcpNoPort.count(cx.stats);
             if let Some(r) = reset_for(seg) {
+                // At most `rst_limit` a second (FreeBSD's badport_bandlim): a flood
+                // of stray segments draws no flood of resets.
+                let limit = super::input::per_worker(cx.tcp_cfg.rst_limit, cx);
+                if !tw.rst_limit.take(cx.now, limit, cx.isn_secret) {
+                    cx.stats.tcp.rst_ratelim += 1;
+                    return;
+                }
                 cx.stats.tcp.sndrst += 1;
                 // The reset carries the IP options of the listener, or of a socket
                 // bound to the port (FreeBSD's tcp_dropwithreset with the CLOSED

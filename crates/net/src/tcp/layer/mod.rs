@@ -18,6 +18,7 @@
 //! and drop counters.
 
 mod input;
+mod limit;
 mod listen;
 mod msg;
 mod output;
@@ -407,6 +408,9 @@ pub(crate) struct TcpWorker {
     tw_queue: VecDeque<(dev::Instant, usize, u32)>,
     /// Connections marked `orphan` (bounded by `TcpConfig::max_orphans`).
     orphans: usize,
+    /// This worker's share of `TcpConfig::challenge_ack_limit` and `rst_limit`.
+    challenge_limit: limit::RateLimit,
+    rst_limit: limit::RateLimit,
 }
 
 /// Connection boxes a worker keeps for reuse.
@@ -501,6 +505,8 @@ impl TcpWorker {
             tws: Slab::new(),
             tw_queue: VecDeque::new(),
             orphans: 0,
+            challenge_limit: limit::RateLimit::default(),
+            rst_limit: limit::RateLimit::default(),
         }
     }
 

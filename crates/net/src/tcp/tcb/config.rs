@@ -124,6 +124,28 @@ pub struct TcpConfig {
     /// connection resets it (RFC 793); off (the default), a challenge ACK (RFC 5961
     /// §4).
     pub insecure_syn: bool,
+    /// FreeBSD's `net.inet.tcp.ack_war_timewindow` and `ack_war_cnt`: a connection
+    /// sends at most `ack_war_cnt` challenge ACKs (RFC 5961 §3, §4, §5.2) in each
+    /// `ack_war_time_window`; the others are skipped and counted in
+    /// `tcp.challengeack_ratelim`, so that an attacker's in-window SYNs or resets do
+    /// not become a flood of ACKs towards the real peer (RFC 5961 §7; Linux's
+    /// per-socket `tcp_invalid_ratelimit`). 5 a second, as FreeBSD; either at zero
+    /// turns the limit off.
+    pub ack_war_time_window: Duration,
+    pub ack_war_cnt: u32,
+    /// Challenge ACKs the node sends a second, all connections together (RFC 5961
+    /// §7, Linux's `tcp_challenge_ack_limit`), split evenly among the workers; each
+    /// second's allowance is drawn between half of it and all of it, so that the
+    /// count of challenge ACKs a peer sees is no side channel (CVE-2016-5696). Those
+    /// beyond it are skipped and counted in `tcp.challengeack_ratelim`. 1,000; 0
+    /// for no limit.
+    pub challenge_ack_limit: u32,
+    /// Resets the node sends a second for segments that find no connection (a
+    /// closed port, or a stray ACK to a listener; FreeBSD's `badport_bandlim`,
+    /// which `net.inet.icmp.icmplim` bounds), split evenly among the workers, each
+    /// second's allowance drawn as `challenge_ack_limit`'s; a segment beyond them is
+    /// dropped unanswered and counted in `tcp.rst_ratelim`. 200; 0 for no limit.
+    pub rst_limit: u32,
     /// FreeBSD's `net.inet.tcp.drop_synfin`: segments with both SYN and FIN are
     /// dropped (counted as bad SYNs) in every state; off by default.
     pub drop_synfin: bool,
@@ -212,6 +234,10 @@ impl Default for TcpConfig {
             keepalive_probes: 8,
             insecure_rst: false,
             insecure_syn: false,
+            ack_war_time_window: Duration::from_secs(1),
+            ack_war_cnt: 5,
+            challenge_ack_limit: 1000,
+            rst_limit: 200,
             drop_synfin: false,
             icmp_may_rst: true,
             rexmit_drop_options: false,

@@ -127,6 +127,44 @@ pub(super) fn acceptable(nxt: u32, wnd: u32, seg: &SegIn<'_>) -> bool {
 }
 
 impl Tcb {
+    /// A challenge ACK is owed (RFC 5961 §3.2, §4.2, §5.2), sent as FreeBSD's
+    /// `tcp_send_challenge_ack` sends it: at most `ack_war_cnt` in each
+    /// `ack_war_time_window` (RFC 5961 §7); one beyond is skipped and counted. The
+    /// worker may still withdraw one it lets through, for the node-wide limit
+    /// ([`Tcb::take_challenge`]).
+    fn challenge_ack(&mut self, now: Instant, st: &mut TcpStat) {
+        let (window, most) = (self.cfg.ack_war_time_window, self.cfg.ack_war_cnt);
+        if !window.is_zero() && most > 0 {
+            if now >= self.challenge_end {
+                self.challenge_cnt = 0;
+                self.challenge_end = now + window;
+            }
+            if self.challenge_cnt >= most {
+                st.challengeack_ratelim += 1;
+                return;
+            }
+            self.challenge_cnt += 1;
+        }
+        st.challengeack += 1;
+        self.challenge_new = Some((self.ack_now, self.challenge));
+        self.ack_now = true;
+        self.challenge = true;
+    }
+
+    /// Whether the segment just input decided a challenge ACK; if so, `allow` (the
+    /// worker's node-wide limit, RFC 5961 §7) says whether it goes: if not, the
+    /// connection owes what it owed before, and the ACK is counted as skipped.
+    pub fn take_challenge(&mut self, st: &mut TcpStat, allow: impl FnOnce() -> bool) {
+        if let Some((ack_now, challenge)) = self.challenge_new.take() {
+            if !allow() {
+                self.ack_now = ack_now;
+                self.challenge = challenge;
+                st.challengeack = st.challengeack.saturating_sub(1);
+                st.challengeack_ratelim += 1;
+            }
+        }
+    }
+
     /// Processes one received segment.
     pub fn input(&mut self, seg: &SegIn<'_>, now: Instant, st: &mut TcpStat) {
         self.input_to(seg, now, st, &mut |_| 0);
@@ -300,15 +338,14 @@ impl Tcb {
                 return;
             }
             count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
-            self.ack_now = true;
             if seg.syn {
                 // RFC 5961 §4 for a SYN anywhere (FreeBSD looks at SYN before the
                 // window), in or out of the window.
                 st.rcvbadsyn += 1;
-                st.challengeack += 1;
-                self.challenge = true;
+                self.challenge_ack(now, st);
                 return;
             }
+            self.ack_now = true;
             if !lt(seg.seq, self.rcv_nxt) || seg.ack.is_none() {
                 return;
             }
@@ -343,9 +380,7 @@ impl Tcb {
                 self.enter_closed();
             } else {
                 st.rcvbadrst += 1;
-                st.challengeack += 1;
-                self.ack_now = true;
-                self.challenge = true;
+                self.challenge_ack(now, st);
             }
             return;
         }
@@ -367,9 +402,7 @@ impl Tcb {
                 self.enter_closed();
                 return;
             }
-            st.challengeack += 1;
-            self.ack_now = true;
-            self.challenge = true;
+            self.challenge_ack(now, st);
             return;
         }
         // New data for a connection whose application has closed, before the peer's
@@ -436,8 +469,7 @@ impl Tcb {
         // segment (its data too) and send a challenge ACK.
         if self.max_snd_wnd > 0 && lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
             st.rcvacktooold += 1;
-            st.challengeack += 1;
-            self.ack_now = true;
+            self.challenge_ack(now, st);
             return;
         }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;

@@ -243,6 +243,14 @@ pub struct Tcb {
     /// The ACK owed is a challenge ACK (RFC 5961), sent as BSD's `tcp_respond`
     /// sends it: at SND.NXT, never carrying our FIN again.
     challenge: bool,
+    /// Challenge ACKs sent in the window that ends at `challenge_end` (FreeBSD's
+    /// `t_challenge_ack_cnt`, `t_challenge_ack_end`; `TcpConfig::ack_war_cnt`).
+    challenge_cnt: u32,
+    challenge_end: Instant,
+    /// A challenge ACK decided by the segment just input, with what `ack_now` and
+    /// `challenge` were before it: the worker's node-wide limit may still withdraw
+    /// it ([`Tcb::take_challenge`]).
+    challenge_new: Option<(bool, bool)>,
     /// `TCP_NOOPT`: our SYN carries no options at all, not even the MSS.
     noopt: bool,
     /// Proportional Rate Reduction (RFC 6937) during SACK recovery: data the
@@ -385,6 +393,9 @@ impl Tcb {
             ka_probes: 0,
             ka_init: false,
             challenge: false,
+            challenge_cnt: 0,
+            challenge_end: Instant::ZERO,
+            challenge_new: None,
             noopt: false,
             prr_delivered: 0,
             prr_out: 0,

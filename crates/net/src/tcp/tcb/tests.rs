@@ -630,6 +630,64 @@ fn syn_on_an_established_connection_gets_a_challenge_ack() {
     assert_eq!((p.sa.rcvbadsyn, p.sa.challengeack), (1, 1));
 }
 
+/// RFC 5961 §7, FreeBSD's ACK war protection: 80,000 in-window SYNs over eight
+/// seconds draw at most `ack_war_cnt` (5) challenge ACKs in each one-second window,
+/// the first five of them one each, and the rest are counted as skipped; the
+/// connection lives on. Before, every SYN drew one (80,000 towards the real peer).
+#[test]
+fn in_window_syns_draw_at_most_five_challenge_acks_a_second() {
+    let mut p = quiet_pair(10);
+    let mut s = seg_to_a(&p);
+    s.syn = true;
+    s.ack = None;
+    let t0 = p.now;
+    let mut acks = Vec::new();
+    let mut out = Vec::new();
+    for i in 0..80_000u64 {
+        let now = t0 + Duration::from_micros(100 * i);
+        p.a.input(&s, now, &mut p.sa);
+        out.clear();
+        p.a.output(now, &mut p.sa, &mut out);
+        acks.extend(out.iter().filter(|o| o.ack_flag && !o.rst).map(|_| now));
+        if i < 5 {
+            assert_eq!(
+                acks.len() as u64,
+                i + 1,
+                "each of the first SYNs is answered"
+            );
+        }
+    }
+    assert_eq!(p.a.state(), State::Established);
+    for w in acks.windows(6) {
+        assert!(
+            w[5] - w[0] >= Duration::from_secs(1),
+            "six within a second: {w:?}"
+        );
+    }
+    assert!(acks.len() <= 5 * 8, "{} challenge ACKs", acks.len());
+    assert_eq!(p.sa.challengeack, acks.len() as u64);
+    assert_eq!(p.sa.challengeack + p.sa.challengeack_ratelim, 80_000);
+    // With the limit off, every one is answered.
+    let mut p = quiet_pair_with(
+        TcpConfig {
+            ack_war_cnt: 0,
+            ..quick()
+        },
+        10,
+    );
+    let mut s = seg_to_a(&p);
+    s.syn = true;
+    s.ack = None;
+    let now = p.now;
+    for _ in 0..100 {
+        p.a.input(&s, now, &mut p.sa);
+        out.clear();
+        p.a.output(now, &mut p.sa, &mut out);
+        assert!(out.iter().any(|o| o.ack_flag && !o.rst));
+    }
+    assert_eq!(p.sa.challengeack_ratelim, 0);
+}
+
 #[test]
 fn paws_drops_an_old_duplicate() {
     let mut p = quiet_pair(11);
