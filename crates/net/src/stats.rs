@@ -235,6 +235,12 @@ counter_group!(
         // `pcbcount`; Linux's "orphan" of /proc/net/sockstat), and those reset at
         // the close because `max_orphans` were held.
         orphans, orphandrop,
+        // TCP buffer memory (`net.inet.tcp.mem`, `tcp::mem`): bytes held by
+        // every connection's buffers and channels (a gauge; each worker's share),
+        // the state (a gauge the stack fills in: 0 normal, 1 pressure, 2 high),
+        // times pressure and high were entered, refusals (a connection's write held
+        // or its received data dropped at the clamp), orphans reset above high.
+        mem, memstate, mempressure, memhigh, memrefused, memorphandrop,
     }
 );
 

@@ -19,12 +19,14 @@
 
 mod input;
 mod listen;
+mod mem;
 mod msg;
 mod output;
 mod slab;
 mod timer;
 
 pub(crate) use input::{tcp4_input, tcp6_input};
+pub(crate) use mem::tcp_mem_tick;
 pub(crate) use msg::{tcp_ctlinput, tcp_msg};
 pub(crate) use output::{send_segment, tcp_flush};
 pub(crate) use timer::tcp_timers;
@@ -284,6 +286,9 @@ struct Conn {
     /// Counted in the worker's `orphans`: its application has closed it and it is
     /// neither closed nor in TIME_WAIT.
     orphan: bool,
+    /// Bytes its buffers and channels held when last serviced, counted in the
+    /// worker's `mem` (`tcp::mem`).
+    mem: usize,
 }
 
 /// The addresses of a vacant connection.
@@ -310,6 +315,7 @@ impl Conn {
             deferred: false,
             ip: IpOpts::default(),
             orphan: false,
+            mem: 0,
         }
     }
 
@@ -407,6 +413,15 @@ pub(crate) struct TcpWorker {
     tw_queue: VecDeque<(dev::Instant, usize, u32)>,
     /// Connections marked `orphan` (bounded by `TcpConfig::max_orphans`).
     orphans: usize,
+    /// TCP memory (`tcp::mem`): what this worker's connections hold, as their
+    /// `mem`s add up; what it last published; the state its connections are
+    /// clamped for; when it next looks at the total, and next reclaims orphans
+    /// while above high.
+    mem: usize,
+    mem_published: usize,
+    mem_state: crate::tcp::mem::MemState,
+    mem_check: Option<dev::Instant>,
+    mem_reclaim: Option<dev::Instant>,
 }
 
 /// Connection boxes a worker keeps for reuse.
@@ -501,12 +516,22 @@ impl TcpWorker {
             tws: Slab::new(),
             tw_queue: VecDeque::new(),
             orphans: 0,
+            mem: 0,
+            mem_published: 0,
+            mem_state: crate::tcp::mem::MemState::Normal,
+            mem_check: None,
+            mem_reclaim: None,
         }
     }
 
     /// Orphans this worker holds (`TcpConfig::max_orphans`).
     pub fn orphans(&self) -> usize {
         self.orphans
+    }
+
+    /// Bytes this worker's connections hold (`tcp::mem`).
+    pub fn mem(&self) -> usize {
+        self.mem
     }
 
     /// Connections this worker holds: control blocks, and TIME_WAIT remnants.
@@ -578,6 +603,7 @@ impl TcpWorker {
         if std::mem::take(&mut c.orphan) {
             self.orphans -= 1;
         }
+        self.mem -= std::mem::take(&mut c.mem);
         if self.boxes.len() < BOX_SPARE {
             *c = Conn::vacant(&self.vacant);
             self.boxes.push(c);
