@@ -165,7 +165,7 @@ impl TcpMem {
     }
 
     /// Worker `w` holds `bytes`.
-    pub fn publish(&self, w: usize, bytes: usize) {
+    pub(crate) fn publish(&self, w: usize, bytes: usize) {
         if let Some(s) = self.slots.get(w) {
             s.0.store(bytes, Ordering::Relaxed);
         }
@@ -174,7 +174,7 @@ impl TcpMem {
     /// Moves the state on from the total under `lim`; returns the state and, if
     /// this call made the change, the state it entered (one worker counts each
     /// change).
-    pub fn update(&self, lim: &TcpMemLimits) -> (MemState, Option<MemState>) {
+    pub(crate) fn update(&self, lim: &TcpMemLimits) -> (MemState, Option<MemState>) {
         let total = self.total();
         let cur = self.state.load(Ordering::Relaxed);
         let next = MemState::from_u8(cur).next(total, lim);
