@@ -264,7 +264,8 @@ const KNOBS: &[Knob<TcpConfig>] = &[
         // (low half of it, pressure two thirds). Past pressure buffers are
         // clamped to 16 KiB, past high to 4 KiB and orphans are reset.
         name: "net.inet.tcp.mem",
-        takes: "bytes: LOW PRESSURE HIGH (or LOW,PRESSURE,HIGH, or HIGH), in order, HIGH 65536 or more",
+        takes:
+            "bytes: LOW PRESSURE HIGH (or LOW,PRESSURE,HIGH, or HIGH), in order, HIGH 65536 or more",
         get: |c| format!("{} {} {}", c.mem.low, c.mem.pressure, c.mem.high),
         set: |c, v| {
             let n: Vec<usize> = v
@@ -525,7 +526,10 @@ mod tests {
         apply(&mut c, "net.inet.tcp.mem=1048576").unwrap();
         assert_eq!(c.mem, net::tcp::TcpMemLimits::from_high(1 << 20));
         for bad in ["3 2 1", "1 2", "x", "1000"] {
-            assert!(apply(&mut c, &format!("net.inet.tcp.mem={bad}")).is_err(), "{bad}");
+            assert!(
+                apply(&mut c, &format!("net.inet.tcp.mem={bad}")).is_err(),
+                "{bad}"
+            );
         }
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();

@@ -222,7 +222,9 @@ mod tests {
             let (client, server) = tokio::io::duplex(pipe);
             let root = root.to_path_buf();
             let served =
-                tokio::spawn(async move { serve(&root, server, Duration::from_secs(5), None).await });
+                tokio::spawn(
+                    async move { serve(&root, server, Duration::from_secs(5), None).await },
+                );
             let (mut rd, mut wr) = tokio::io::split(client);
             let mut resp = Vec::new();
             let write = async {

@@ -205,15 +205,17 @@ mod tests {
         use MemState::*;
         let mut s = Normal;
         let mut seen = Vec::new();
-        for total in [0, 150, 199, 201, 250, 150, 100, 99, 250, 301, 400, 250, 201, 150, 50] {
+        for total in [
+            0, 150, 199, 201, 250, 150, 100, 99, 250, 301, 400, 250, 201, 150, 50,
+        ] {
             s = s.next(total, &lim);
             seen.push(s);
         }
         assert_eq!(
             seen,
             [
-                Normal, Normal, Normal, Pressure, Pressure, Pressure, Pressure, Normal,
-                Pressure, High, High, Pressure, Pressure, Pressure, Normal
+                Normal, Normal, Normal, Pressure, Pressure, Pressure, Pressure, Normal, Pressure,
+                High, High, Pressure, Pressure, Pressure, Normal
             ]
         );
         assert_eq!(Normal.clamp(), usize::MAX);
@@ -228,7 +230,10 @@ mod tests {
         m.publish(0, 1000);
         m.publish(2, 1500);
         assert_eq!(m.total(), 2500);
-        assert_eq!(m.update(&lim), (MemState::Pressure, Some(MemState::Pressure)));
+        assert_eq!(
+            m.update(&lim),
+            (MemState::Pressure, Some(MemState::Pressure))
+        );
         assert_eq!(m.update(&lim), (MemState::Pressure, None));
         m.publish(1, 600);
         assert_eq!(m.update(&lim), (MemState::High, Some(MemState::High)));

@@ -48,9 +48,7 @@ impl Tcb {
     /// Bytes the control block's buffers hold: the send buffer, the receive
     /// buffer and the out-of-order segments (what `tcp::mem` counts of it).
     pub fn mem_held(&self) -> usize {
-        self.sndbuf.len()
-            + self.rcvbuf.len()
-            + self.ooo.iter().map(|o| o.data.len()).sum::<usize>()
+        self.sndbuf.len() + self.rcvbuf.len() + self.ooo.iter().map(|o| o.data.len()).sum::<usize>()
     }
 
     /// Queues data to send; returns how much was taken (0 when the buffer is full or
