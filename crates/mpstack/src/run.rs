@@ -410,6 +410,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let workers = a.workers as usize;
     let queues = a.queues.map(|q| q as usize).unwrap_or(workers).max(1);
     let mut tcp = net::tcp::TcpConfig::default();
+    // The TCP memory bound's default (`net.inet.tcp.mem`): half the mbuf pool,
+    // or a tenth of the machine's memory if that is less.
+    if let Some(total) = mem_total() {
+        tcp.mem = net::tcp::TcpMemLimits::for_memory(total);
+    }
     let mut tuned = Vec::new();
     let mut srcroute = net::SourceRouting::default();
     let mut dn_limits = fw::dummynet::DnLimits::default();
@@ -1049,4 +1054,17 @@ fn print_routes(stack: &Stack, taps: &[String]) {
             );
         }
     }
+}
+
+/// The machine's memory in bytes (`MemTotal` of /proc/meminfo), where there is one.
+fn mem_total() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }

@@ -256,6 +256,7 @@ pub fn start(
         .enable_time()
         .build()
         .map_err(|e| format!("services runtime: {e}"))?;
+    let mem = stack.tcp_mem_handle();
     let thread = std::thread::Builder::new()
         .name("services".into())
         .spawn(move || {
@@ -268,9 +269,10 @@ pub fn start(
                         limits,
                         counters.clone(),
                         sources.clone(),
+                        mem.clone(),
                     ));
                 }
-                tokio::spawn(give_back_memory(counters.clone()));
+                tokio::spawn(give_back_memory(counters.clone(), mem));
                 while !stop.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -289,6 +291,7 @@ async fn accept_loop(
     limits: Limits,
     counters: Arc<Counters>,
     sources: Arc<PerSource>,
+    mem: Arc<net::tcp::TcpMem>,
 ) {
     let svc = Arc::new(svc);
     let per_source = matches!(*svc, Service::Http(_));
@@ -317,8 +320,9 @@ async fn accept_loop(
         }
         counters.connections.fetch_add(1, Ordering::Relaxed);
         let (svc, counters, sources) = (svc.clone(), counters.clone(), sources.clone());
+        let mem = mem.clone();
         tokio::spawn(async move {
-            serve(&svc, c, limits, &counters).await;
+            serve(&svc, c, limits, &counters, mem).await;
             counters.active.fetch_sub(1, Ordering::AcqRel);
             if per_source {
                 sources.give(peer.ip());
@@ -331,19 +335,26 @@ async fn accept_loop(
 /// is trimmed: at some 8 KiB each (task, HTTP buffers, the stack's control block and
 /// channels), a thousand are megabytes.
 const TRIM_AFTER: usize = 1024;
+/// Or bytes the stack's TCP buffers (`net.inet.tcp.mem`) must have given up since
+/// their peak: connections end in every state, orphans and FIN_WAIT_1 long after
+/// the service let them go, and their buffers are what was large.
+const TRIM_AFTER_BYTES: usize = 16 << 20;
 
-/// Once a crowd has gone (a thousand connections fewer than at the peak), gives the
-/// memory it held back to the system, so the node's footprint follows its load down
-/// as well as up (`dev::heap::trim`). Checked every second.
-async fn give_back_memory(counters: Arc<Counters>) {
-    let mut peak = 0;
+/// Once a crowd has gone (a thousand connections fewer than at the peak, or 16 MiB
+/// less in the stack's TCP buffers), gives the memory it held back to the system,
+/// so the node's footprint follows its load down as well as up
+/// (`dev::heap::trim`). Checked every second, so at most one trim a second.
+async fn give_back_memory(counters: Arc<Counters>, mem: Arc<net::tcp::TcpMem>) {
+    let (mut peak, mut peak_bytes) = (0, 0);
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = counters.active.load(Ordering::Relaxed);
+        let bytes = mem.total();
         peak = peak.max(now);
-        if peak >= now + TRIM_AFTER {
+        peak_bytes = peak_bytes.max(bytes);
+        if peak >= now + TRIM_AFTER || peak_bytes >= bytes + TRIM_AFTER_BYTES {
             dev::heap::trim();
-            peak = now;
+            (peak, peak_bytes) = (now, bytes);
         }
     }
 }
@@ -437,7 +448,13 @@ impl AsyncWrite for Metered<'_> {
 }
 
 /// Serves one connection until it ends, errs or idles out; then it is closed.
-async fn serve(svc: &Service, c: TcpStream, limits: Limits, counters: &Counters) {
+async fn serve(
+    svc: &Service,
+    c: TcpStream,
+    limits: Limits,
+    counters: &Counters,
+    mem: Arc<net::tcp::TcpMem>,
+) {
     let act = Activity::new();
     let io = Metered {
         c: &c,
@@ -449,7 +466,7 @@ async fn serve(svc: &Service, c: TcpStream, limits: Limits, counters: &Counters)
         Service::Discard => Box::pin(echo(io, false)),
         Service::Chargen => Box::pin(chargen(io)),
         Service::Http(root) => Box::pin(async move {
-            if let Err(e) = http::serve(root, io, limits.header_timeout).await {
+            if let Err(e) = http::serve(root, io, limits.header_timeout, Some(mem)).await {
                 if e.is_timeout() {
                     counters.header_timeouts.fetch_add(1, Ordering::Relaxed);
                 }

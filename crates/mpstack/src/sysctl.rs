@@ -259,6 +259,33 @@ const KNOBS: &[Knob<TcpConfig>] = &[
         },
     },
     Knob {
+        // The bound on every connection's buffers together, in bytes (Linux's
+        // tcp_mem, in bytes rather than pages): LOW PRESSURE HIGH, or HIGH alone
+        // (low half of it, pressure two thirds). Past pressure buffers are
+        // clamped to 16 KiB, past high to 4 KiB and orphans are reset.
+        name: "net.inet.tcp.mem",
+        takes:
+            "bytes: LOW PRESSURE HIGH (or LOW,PRESSURE,HIGH, or HIGH), in order, HIGH 65536 or more",
+        get: |c| format!("{} {} {}", c.mem.low, c.mem.pressure, c.mem.high),
+        set: |c, v| {
+            let n: Vec<usize> = v
+                .split(|ch: char| ch == ',' || ch.is_whitespace())
+                .filter(|t| !t.is_empty())
+                .map(|t| t.parse().ok())
+                .collect::<Option<_>>()?;
+            let lim = match n[..] {
+                [high] => net::tcp::TcpMemLimits::from_high(high),
+                [low, pressure, high] => net::tcp::TcpMemLimits {
+                    low,
+                    pressure,
+                    high,
+                },
+                _ => return None,
+            };
+            (lim.is_valid() && lim.high >= 65_536).then(|| c.mem = lim)
+        },
+    },
+    Knob {
         // Unanswered keepalive probes before the connection is dropped.
         name: "net.inet.tcp.keepcnt",
         takes: "probes, 1 to 1000",
@@ -519,6 +546,10 @@ mod tests {
             ("net.inet.tcp.ack_war_cnt=0", "5 -> 0"),
             ("net.inet.tcp.challenge_ack_limit=0", "1000 -> 0"),
             ("net.inet.tcp.rst_limit=50", "200 -> 50"),
+            (
+                "net.inet.tcp.mem=8388608,12582912,16777216",
+                "67108864 89478484 134217728 -> 8388608 12582912 16777216",
+            ),
         ] {
             let msg = apply(&mut c, arg).unwrap();
             assert!(msg.ends_with(said), "{arg}: {msg}");
@@ -541,6 +572,20 @@ mod tests {
             (c.ack_war_cnt, c.challenge_ack_limit, c.rst_limit),
             (0, 0, 50)
         );
+        let want = net::tcp::TcpMemLimits {
+            low: 8 << 20,
+            pressure: 12 << 20,
+            high: 16 << 20,
+        };
+        assert_eq!(c.mem, want);
+        apply(&mut c, "net.inet.tcp.mem=1048576").unwrap();
+        assert_eq!(c.mem, net::tcp::TcpMemLimits::from_high(1 << 20));
+        for bad in ["3 2 1", "1 2", "x", "1000"] {
+            assert!(
+                apply(&mut c, &format!("net.inet.tcp.mem={bad}")).is_err(),
+                "{bad}"
+            );
+        }
         // Turned back on, the delay is the default one; its time is its own name.
         apply(&mut c, "net.inet.tcp.delayed_ack=1").unwrap();
         assert_eq!(c.delack, TcpConfig::default().delack);

@@ -246,6 +246,12 @@ counter_group!(
         // (`ack_war_cnt`, `challenge_ack_limit`), and resets not sent for segments
         // that found no connection (`rst_limit`).
         challengeack_ratelim, rst_ratelim,
+        // TCP buffer memory (`net.inet.tcp.mem`, `tcp::mem`): bytes held by
+        // every connection's buffers and channels (a gauge; each worker's share),
+        // the state (a gauge the stack fills in: 0 normal, 1 pressure, 2 high),
+        // times pressure and high were entered, refusals (a connection's write held
+        // or its received data dropped at the clamp), orphans reset above high.
+        mem, memstate, mempressure, memhigh, memrefused, memorphandrop,
     }
 );
 

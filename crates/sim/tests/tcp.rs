@@ -772,6 +772,117 @@ fn tcp_closes_beyond_maxorphans_reset_and_free_the_connection() {
     drop(clients);
 }
 
+/// Forty clients that never read, each asking its server for more than its
+/// buffers hold, on a server node whose TCP memory is bounded to 1 MiB
+/// (`net.inet.tcp.mem`, low 512 KiB, pressure 683 KiB): past pressure every
+/// buffer is clamped to 16 KiB, past high to 4 KiB, so the node holds about the
+/// bound, not forty connections' buffers (5 MiB, as before); the states are
+/// counted and a writer held at the clamp is counted (`tcp.memrefused`); a new
+/// client still has its answer; above high, closed connections whose data waits
+/// behind the shut windows (orphans) are reset and freed first
+/// (`tcp.memorphandrop`); once every connection is gone the total is back to 0
+/// and the state normal. Virtual time, two workers.
+#[test]
+fn tcp_memory_is_bounded_across_connections_with_pressure_states() {
+    const N: usize = 40;
+    const HIGH: usize = 1 << 20;
+    let tcp = net::tcp::TcpConfig {
+        mem: net::tcp::TcpMemLimits::from_high(HIGH),
+        ..net::tcp::TcpConfig::default()
+    };
+    let (mut s, a, b) = pair_with(2, 47, WireConfig::default(), tcp);
+    let bufs = net::TcpBuffers {
+        send: 64 * 1024,
+        recv: 64 * 1024,
+    };
+    let l = s
+        .host(b)
+        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 64, bufs)
+        .unwrap();
+    l.set_nonblocking(true).unwrap();
+    let small = net::TcpBuffers {
+        send: 16 * 1024,
+        recv: 16 * 1024,
+    };
+    let open = |s: &mut Sim| {
+        let c = s
+            .host(a)
+            .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, small)
+            .unwrap();
+        c.set_nonblocking(true).unwrap();
+        c
+    };
+    let mut clients = Vec::new();
+    let mut servers = Vec::new();
+    for _ in 0..N {
+        clients.push(open(&mut s));
+        s.run_for(Duration::from_millis(5));
+        let srv = l.accept().unwrap().0;
+        srv.set_nonblocking(true).unwrap();
+        servers.push(srv);
+    }
+    let data = vec![7u8; 400_000];
+    let mut most = 0;
+    for _ in 0..30 {
+        for srv in &servers {
+            let _ = (&*srv).write(&data);
+            s.run_for(Duration::from_millis(1));
+            most = most.max(s.host(b).stats().tcp.mem);
+        }
+        s.run_for(Duration::from_millis(50));
+    }
+    let st = s.host(b).stats().tcp;
+    // The bound, and what the clamps let each connection add once it is
+    // reached (its two buffers at the pressure clamp), and a connection's two
+    // buffers filled in the moment before the workers looked.
+    let bound = HIGH + N * 2 * 16 * 1024 + 2 * 128 * 1024;
+    println!(
+        "held at most {most} of a bound {bound}; pressure {}, high {}, refused {}",
+        st.mempressure, st.memhigh, st.memrefused
+    );
+    assert!(most as usize <= bound, "held {most} > {bound}: {st:?}");
+    assert!(st.mempressure >= 1 && st.memhigh >= 1, "{st:?}");
+    assert!(st.memrefused > 0, "{st:?}");
+    assert!(st.memstate >= 1, "{st:?}");
+    // A newcomer is answered while the crowd holds its memory.
+    let c = open(&mut s);
+    s.run_for(Duration::from_millis(20));
+    let srv = l.accept().unwrap().0;
+    (&c).write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    s.run_for(Duration::from_millis(20));
+    let mut req = [0u8; 64];
+    assert_eq!((&srv).read(&mut req).unwrap(), 18);
+    (&srv).write_all(&[1u8; 1000]).unwrap();
+    s.run_for(Duration::from_millis(50));
+    let (got, _) = read_to_end_now(&c);
+    assert_eq!(got.len(), 1000);
+    // Half the servers close: their data has no reader but the shut windows.
+    let mut servers = servers.into_iter();
+    for srv in servers.by_ref().take(N / 2) {
+        drop(srv);
+    }
+    s.run_for(Duration::from_millis(300));
+    let st = s.host(b).stats().tcp;
+    assert!(st.memorphandrop >= 1, "{st:?}");
+    let reset = clients[..N / 2]
+        .iter()
+        .filter(|c| {
+            read_to_end_now(c)
+                .1
+                .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset)
+        })
+        .count();
+    assert!(reset >= 1, "the orphans' clients are reset");
+    // Everything ends: the total goes back to nothing, the state to normal.
+    drop(servers);
+    drop(srv);
+    drop(clients);
+    drop(c);
+    s.run_for(Duration::from_secs(2));
+    let st = s.host(b).stats().tcp;
+    assert_eq!((st.mem, st.memstate), (0, 0), "{st:?}");
+}
+
 #[test]
 fn tcp_socket_options_reach_the_connection() {
     let (mut s, a, b) = pair(2, 5, Impairments::default());

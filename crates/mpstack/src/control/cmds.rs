@@ -270,7 +270,8 @@ pub fn help(cmd: &str) -> String {
              A prefix (net.inet.tcp) lists what is under it. New TCP connections take the\n\
              TCP settings; open ones keep theirs, but net.inet.tcp.maxorphans (the closed,\n\
              still live connections the node holds; a close beyond it resets) counts from\n\
-             the next close. With a firewall,\n\
+             the next close, and net.inet.tcp.mem (the bound on all TCP buffers) applies\n\
+             to open connections at once. With a firewall,\n\
              net.inet.ip.dummynet.pipe_slot_limit and pipe_byte_limit bound the queues of\n\
              the pipe and queue configs to come.\n\
              net.inet.ip.fw.enable=1 turns the firewall on (made with only its default rule if\n\

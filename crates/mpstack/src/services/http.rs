@@ -20,6 +20,7 @@ use std::convert::Infallible;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,6 +32,12 @@ use std::time::Duration;
 const MAX_HEAD: usize = 16 * 1024;
 /// A file is read and sent in pieces of this size.
 const PIECE: usize = 64 * 1024;
+/// And of this size while the stack's TCP memory is under pressure
+/// (`net.inet.tcp.mem`). hyper holds a piece until the socket takes it, and takes
+/// the next while its buffer holds less than `MAX_HEAD`: what the service buffers
+/// for a connection whose peer does not read is at most `MAX_HEAD` and a piece,
+/// 80 KiB, or 20 KiB under pressure, on top of what the stack's bound counts.
+const PIECE_TIGHT: usize = 4 * 1024;
 
 fn content_type(p: &Path) -> &'static str {
     match p.extension().and_then(|e| e.to_str()).unwrap_or("") {
@@ -49,8 +56,9 @@ fn content_type(p: &Path) -> &'static str {
 /// takes it.
 pub(crate) enum FileBody {
     Text(Option<Bytes>),
-    /// The file and the bytes still to send (the `Content-Length` given).
-    File(std::fs::File, u64),
+    /// The file and the bytes still to send (the `Content-Length` given), and the
+    /// stack's TCP memory, whose state sizes the pieces.
+    File(std::fs::File, u64, Option<Arc<net::tcp::TcpMem>>),
 }
 
 impl Body for FileBody {
@@ -63,11 +71,15 @@ impl Body for FileBody {
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
             FileBody::Text(t) => Poll::Ready(t.take().map(|b| Ok(Frame::data(b)))),
-            FileBody::File(_, 0) => Poll::Ready(None),
-            FileBody::File(f, left) => {
+            FileBody::File(_, 0, _) => Poll::Ready(None),
+            FileBody::File(f, left, mem) => {
+                let piece = match mem {
+                    Some(m) if m.state() != net::tcp::MemState::Normal => PIECE_TIGHT,
+                    _ => PIECE,
+                };
                 // A read from the page cache, on the runtime's thread: tokio::fs
                 // would hand each piece to another thread and back.
-                let mut buf = vec![0u8; PIECE.min(*left as usize)];
+                let mut buf = vec![0u8; piece.min(*left as usize)];
                 match f.read(&mut buf) {
                     // The file shrank: the length is now wrong; an error closes.
                     Ok(0) => Poll::Ready(Some(Err(std::io::ErrorKind::UnexpectedEof.into()))),
@@ -83,13 +95,13 @@ impl Body for FileBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, FileBody::Text(None) | FileBody::File(_, 0))
+        matches!(self, FileBody::Text(None) | FileBody::File(_, 0, _))
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             FileBody::Text(t) => SizeHint::with_exact(t.as_ref().map_or(0, |b| b.len() as u64)),
-            FileBody::File(_, left) => SizeHint::with_exact(*left),
+            FileBody::File(_, left, _) => SizeHint::with_exact(*left),
         }
     }
 }
@@ -113,8 +125,16 @@ fn error(code: StatusCode) -> Response<FileBody> {
 }
 
 /// The answer to one request.
-pub(crate) fn respond(root: &Path, req: &Request<Incoming>) -> Response<FileBody> {
-    respond_to(root, req.method(), req.uri().path())
+pub(crate) fn respond(
+    root: &Path,
+    req: &Request<Incoming>,
+    mem: Option<&Arc<net::tcp::TcpMem>>,
+) -> Response<FileBody> {
+    let mut r = respond_to(root, req.method(), req.uri().path());
+    if let FileBody::File(_, _, m) = r.body_mut() {
+        *m = mem.cloned();
+    }
+    r
 }
 
 fn respond_to(root: &Path, method: &Method, path: &str) -> Response<FileBody> {
@@ -140,7 +160,7 @@ fn respond_to(root: &Path, method: &Method, path: &str) -> Response<FileBody> {
     let body = if method == Method::HEAD {
         FileBody::Text(None)
     } else {
-        FileBody::File(f, len)
+        FileBody::File(f, len, None)
     };
     let mut r = Response::new(body);
     let h = r.headers_mut();
@@ -155,13 +175,14 @@ pub(crate) async fn serve<IO>(
     root: &Path,
     io: IO,
     header_timeout: Duration,
+    mem: Option<Arc<net::tcp::TcpMem>>,
 ) -> Result<(), hyper::Error>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let root: PathBuf = root.to_path_buf();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-        let r = respond(&root, &req);
+        let r = respond(&root, &req, mem.as_ref());
         async move { Ok::<_, Infallible>(r) }
     });
     hyper::server::conn::http1::Builder::new()
@@ -201,7 +222,9 @@ mod tests {
             let (client, server) = tokio::io::duplex(pipe);
             let root = root.to_path_buf();
             let served =
-                tokio::spawn(async move { serve(&root, server, Duration::from_secs(5)).await });
+                tokio::spawn(
+                    async move { serve(&root, server, Duration::from_secs(5), None).await },
+                );
             let (mut rd, mut wr) = tokio::io::split(client);
             let mut resp = Vec::new();
             let write = async {

@@ -377,6 +377,8 @@ pub(crate) struct Shared {
     pub isn_secret: u64,
     /// TCP Fast Open's cookie key (derived from `isn_secret`) and client cache.
     pub tfo: crate::tcp::fastopen::TfoState,
+    /// The bound on TCP buffer memory (`tcp::mem`): the workers' sums, the state.
+    pub tcp_mem: Arc<crate::tcp::mem::TcpMem>,
     /// The control plane's routing table; changes are compiled into `fib`.
     pub rib: Mutex<route::Rib>,
     /// The data path's routing table (published, read lock-free by workers).
@@ -778,6 +780,7 @@ impl Stack {
             fib_hold: Default::default(),
             isn_secret,
             tfo: crate::tcp::fastopen::TfoState::new(isn_secret),
+            tcp_mem: Arc::new(crate::tcp::mem::TcpMem::new(n)),
             params: cfg,
         });
         let workers = (0..n).map(|i| Worker::new(i, shared.clone())).collect();
@@ -1551,7 +1554,20 @@ impl Stack {
         for h in self.config().pfil.hooks() {
             h.add_stats(&mut s);
         }
+        s.tcp.memstate = self.shared.tcp_mem.state() as u64;
         s
+    }
+
+    /// Bytes every TCP connection's buffers hold (`net.inet.tcp.mem` counts them),
+    /// as the workers last published, and the state they put the stack in.
+    pub fn tcp_mem(&self) -> (usize, crate::tcp::MemState) {
+        (self.shared.tcp_mem.total(), self.shared.tcp_mem.state())
+    }
+
+    /// The same, to look at from elsewhere (a service sizing its own buffers by
+    /// the state).
+    pub fn tcp_mem_handle(&self) -> Arc<crate::tcp::TcpMem> {
+        self.shared.tcp_mem.clone()
     }
 
     /// Counters of one worker.

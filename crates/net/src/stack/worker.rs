@@ -330,6 +330,7 @@ impl Worker {
             netchannels: &cfg.netchannels,
             netchan_tally,
             tfo: &shared.tfo,
+            tcp_mem: &shared.tcp_mem,
             handed_off: false,
         };
 
@@ -631,8 +632,13 @@ impl Worker {
             next = Some(next.map_or(t, |n: Instant| n.min(t)));
         }
 
+        if let Some(tw) = cx.tcp.take() {
+            crate::tcp::layer::tcp_mem_tick(&mut cx, tw);
+            cx.tcp = Some(tw);
+        }
         if let Some(tw) = cx.tcp.as_ref() {
             let stats = &mut *cx.ip6.ip4.link.stats;
+            stats.tcp.mem = tw.mem() as u64;
             stats.tcp.pcbcount = tw.count() as u64;
             stats.tcp.orphans = tw.orphans() as u64;
             stats.tcp.timerentries = tw.timer_entries() as u64;

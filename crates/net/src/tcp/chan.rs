@@ -35,6 +35,10 @@ pub(crate) struct ByteChan {
     /// Grows only ([`ByteChan::grow_to`]): FreeBSD rounds a socket buffer up to
     /// whole segments once the connection knows its MSS.
     cap: AtomicUsize,
+    /// A lower bound than `cap` while the stack's TCP memory is under pressure
+    /// (`tcp::mem`; `usize::MAX` otherwise), set by the worker: the producer
+    /// finds no room beyond it. `cap` stays what the socket was given.
+    limit: AtomicUsize,
 }
 
 /// A channel's queues in two tiers. Most connections move a few small messages, and
@@ -188,6 +192,7 @@ impl ByteChan {
             qs: OnceLock::new(),
             bytes: AtomicUsize::new(0),
             cap: AtomicUsize::new(cap),
+            limit: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -224,6 +229,17 @@ impl ByteChan {
         self.cap.fetch_max(cap, Ordering::Relaxed);
     }
 
+    /// Clamps the room to `n` bytes (`usize::MAX`: no clamp); whether that
+    /// raised it (a waiting producer is to be woken).
+    pub fn set_limit(&self, n: usize) -> bool {
+        self.limit.swap(n, Ordering::Relaxed) < n
+    }
+
+    /// The bound in force: `cap`, or the clamp when lower.
+    fn bound(&self) -> usize {
+        self.cap().min(self.limit.load(Ordering::Relaxed))
+    }
+
     /// Bytes queued.
     pub fn len(&self) -> usize {
         self.bytes.load(Ordering::Acquire)
@@ -238,7 +254,7 @@ impl ByteChan {
         if self.qs.get().is_some_and(|qs| qs.is_full()) {
             return 0;
         }
-        self.cap().saturating_sub(self.len())
+        self.bound().saturating_sub(self.len())
     }
 
     /// Producer: queues as much of `data` as fits; returns how much.
@@ -410,7 +426,13 @@ impl ByteChan {
     /// (With 256 KiB chunks in a 256 KiB channel, bench tcp's mpstack-polled row
     /// lost 3%; with 64 KiB ones in the 1 MiB channels of mpstack-polled-big the
     /// 8% above.)
+    /// Under a memory clamp, no larger than the clamp: a writer's buffer is
+    /// memory too.
     fn pkt_chunk_len(&self) -> usize {
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit < self.cap() {
+            return limit.clamp(PKT_CHUNK_MIN, PKT_CHUNK);
+        }
         (self.cap() / 4).clamp(64 * 1024, PKT_CHUNK)
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct TcpCx<'a> {
     pub netchan_tally: &'a mut Vec<(usize, u64)>,
     /// Fast Open's cookie key and client cache (the stack's).
     pub tfo: &'a crate::tcp::fastopen::TfoState,
+    /// The stack's TCP memory (`tcp::mem`): the workers' sums and the state.
+    pub tcp_mem: &'a crate::tcp::mem::TcpMem,
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,

@@ -11,11 +11,13 @@ pub(crate) mod chan;
 pub(crate) mod cx;
 pub mod fastopen;
 pub(crate) mod layer;
+pub mod mem;
 pub mod sndbuf;
 pub mod tcb;
 
 pub use cc::CongestionControl;
 pub use layer::{ConnInfo, TcpDrop};
+pub use mem::{MemState, TcpMem, TcpMemLimits};
 pub use tcb::{
     reset_answering, reset_for, wscale_for, CookieOpts, FoCookie, Payload, SegIn, SegOut, State,
     Tcb, TcpConfig, TcpError, TcpInfo, TfoNews, PAYLOAD_PIECES,

@@ -20,12 +20,14 @@
 mod input;
 mod limit;
 mod listen;
+mod mem;
 mod msg;
 mod output;
 mod slab;
 mod timer;
 
 pub(crate) use input::{tcp4_input, tcp6_input};
+pub(crate) use mem::tcp_mem_tick;
 pub(crate) use msg::{tcp_ctlinput, tcp_msg};
 pub(crate) use output::{send_segment, tcp_flush};
 pub(crate) use timer::tcp_timers;
@@ -285,6 +287,9 @@ struct Conn {
     /// Counted in the worker's `orphans`: its application has closed it and it is
     /// neither closed nor in TIME_WAIT.
     orphan: bool,
+    /// Bytes its buffers and channels held when last serviced, counted in the
+    /// worker's `mem` (`tcp::mem`).
+    mem: usize,
 }
 
 /// The addresses of a vacant connection.
@@ -311,6 +316,7 @@ impl Conn {
             deferred: false,
             ip: IpOpts::default(),
             orphan: false,
+            mem: 0,
         }
     }
 
@@ -411,6 +417,15 @@ pub(crate) struct TcpWorker {
     /// This worker's share of `TcpConfig::challenge_ack_limit` and `rst_limit`.
     challenge_limit: limit::RateLimit,
     rst_limit: limit::RateLimit,
+    /// TCP memory (`tcp::mem`): what this worker's connections hold, as their
+    /// `mem`s add up; what it last published; the state its connections are
+    /// clamped for; when it next looks at the total, and next reclaims orphans
+    /// while above high.
+    mem: usize,
+    mem_published: usize,
+    mem_state: crate::tcp::mem::MemState,
+    mem_check: Option<dev::Instant>,
+    mem_reclaim: Option<dev::Instant>,
 }
 
 /// Connection boxes a worker keeps for reuse.
@@ -507,12 +522,22 @@ impl TcpWorker {
             orphans: 0,
             challenge_limit: limit::RateLimit::default(),
             rst_limit: limit::RateLimit::default(),
+            mem: 0,
+            mem_published: 0,
+            mem_state: crate::tcp::mem::MemState::Normal,
+            mem_check: None,
+            mem_reclaim: None,
         }
     }
 
     /// Orphans this worker holds (`TcpConfig::max_orphans`).
     pub fn orphans(&self) -> usize {
         self.orphans
+    }
+
+    /// Bytes this worker's connections hold (`tcp::mem`).
+    pub fn mem(&self) -> usize {
+        self.mem
     }
 
     /// Connections this worker holds: control blocks, and TIME_WAIT remnants.
@@ -584,6 +609,7 @@ impl TcpWorker {
         if std::mem::take(&mut c.orphan) {
             self.orphans -= 1;
         }
+        self.mem -= std::mem::take(&mut c.mem);
         if self.boxes.len() < BOX_SPARE {
             *c = Conn::vacant(&self.vacant);
             self.boxes.push(c);

@@ -68,6 +68,12 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         s.rx.grow_to(rcv);
         s.tx.grow_to(snd);
     }
+    // The memory clamp of the worker's state (`tcp::mem`), if it moved since.
+    let clamp = tw.mem_state.clamp();
+    if c.tcb.mem_clamp() != clamp {
+        super::mem::apply_clamp(&mut c, clamp);
+    }
+    let s = &c.s;
     // Application → control block.
     {
         let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
@@ -122,6 +128,9 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         // Acknowledged chunks go back to the channel for the writer to fill again.
         while let Some(chunk) = tcb.take_spare() {
             s.tx.recycle(chunk);
+        }
+        if !s.tx.is_empty() && tcb.send_clamped() {
+            cx.stats.tcp.memrefused += 1;
         }
     }
     // SO_LINGER 0: a reset now, whatever is queued either way.
@@ -265,6 +274,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             }
         }
     }
+    super::mem::charge(tw, &mut c);
     tw.arm(i, &mut c);
     let aborted = c.tcb.state() == State::Closed;
     tw.slab.put_back(i, c);

@@ -57,6 +57,11 @@ impl<T> Slab<T> {
         self.slots.iter().flatten()
     }
 
+    /// Slots, occupied or free: the indexes are `0..slots()`.
+    pub(super) fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
     pub(super) fn get(&self, i: usize) -> Option<&T> {
         self.slots.get(i).and_then(Option::as_ref)
     }

@@ -88,6 +88,11 @@ pub struct TcpConfig {
     /// answered as Linux answers it ("too many orphaned sockets"): the connection
     /// is reset and freed at once, and counted in `tcp.orphandrop`.
     pub max_orphans: u32,
+    /// The bound on every connection's buffers together (`net.inet.tcp.mem`,
+    /// Linux's `tcp_mem`): thresholds in bytes at which buffers are clamped
+    /// (pressure) and new memory refused (high), orphans reset first; see
+    /// `tcp::mem`. A worker-wide setting: it applies to open connections too.
+    pub mem: crate::tcp::mem::TcpMemLimits,
     /// Runs of out-of-order data held for reassembly (a segment that continues a
     /// run joins it; the bytes are bounded by the receive window).
     pub ooo_max_segs: usize,
@@ -222,6 +227,7 @@ impl Default for TcpConfig {
             fast_finwait2_recycle: false,
             persist_orphan_timeout: Duration::from_secs(60),
             max_orphans: 4096,
+            mem: crate::tcp::mem::TcpMemLimits::from_high(crate::tcp::mem::DEFAULT_HIGH),
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,

@@ -183,6 +183,10 @@ pub struct Tcb {
     /// they count against the receive buffer as `rcvbuf`'s do (FreeBSD's
     /// `sbspace`), so the window says what is really free.
     app_unread: usize,
+    /// The most each of the buffers may hold while the stack's TCP memory is
+    /// under pressure (`tcp::mem`; `usize::MAX` otherwise): growth beyond it is
+    /// refused, the configured sizes stay.
+    mem_clamp: usize,
     ooo: Vec<OooSeg>,
     /// Buffers of out-of-order segments already delivered, reused for the next ones
     /// (at most `ooo_max_segs`), so loss recovery does not allocate per segment.
@@ -360,6 +364,7 @@ impl Tcb {
             rcv_wscale,
             rcvbuf: VecDeque::new(),
             app_unread: 0,
+            mem_clamp: usize::MAX,
             ooo: Vec::new(),
             ooo_free: Vec::new(),
             rcv_fin: false,

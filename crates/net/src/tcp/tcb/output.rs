@@ -130,14 +130,14 @@ impl Tcb {
     /// Free room in the receive buffer, whatever the window field can say: what a
     /// segment may occupy and still be acceptable.
     pub(super) fn rcv_space(&self) -> u32 {
-        let free = self.cfg.rcvbuf.saturating_sub(self.rcv_held());
+        let free = self.rcvbuf_limit().saturating_sub(self.rcv_held());
         free.min(u32::MAX as usize / 2) as u32
     }
 
     /// The receive window with `held` bytes in the receive buffer: its free room, up
     /// to what the window field can say at our scale.
     pub(super) fn window_with(&self, held: usize) -> u32 {
-        let free = self.cfg.rcvbuf.saturating_sub(held);
+        let free = self.rcvbuf_limit().saturating_sub(held);
         let max = 65_535usize << self.rcv_wscale;
         free.min(max) as u32
     }

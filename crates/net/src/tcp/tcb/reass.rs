@@ -84,7 +84,7 @@ impl Tcb {
                 n = direct(data).min(data.len());
                 self.app_unread += n;
             }
-            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+            let space = self.rcvbuf_limit().saturating_sub(self.rcvbuf.len());
             let k = (data.len() - n).min(space);
             for piece in data.skip(n).take(k).pieces() {
                 self.rcvbuf.extend(piece);
@@ -97,6 +97,10 @@ impl Tcb {
             }
             if n < data.len() {
                 fin = false;
+                // Dropped for the memory clamp (`tcp::mem`), not the buffer's size.
+                if self.mem_clamp < self.cfg.rcvbuf {
+                    st.memrefused += 1;
+                }
             }
             let had_ooo = !self.ooo.is_empty();
             if fin {
@@ -183,7 +187,7 @@ impl Tcb {
                 continue;
             }
             let new = &o.data[skip..];
-            let space = self.cfg.rcvbuf.saturating_sub(self.rcvbuf.len());
+            let space = self.rcvbuf_limit().saturating_sub(self.rcvbuf.len());
             let n = new.len().min(space);
             let rest = new.len() - n;
             self.rcvbuf.extend(&new[..n]);

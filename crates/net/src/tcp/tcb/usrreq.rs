@@ -14,7 +14,41 @@ impl Tcb {
         if self.fin_queued || matches!(self.state, State::Closed | State::TimeWait) {
             return 0;
         }
-        self.cfg.sndbuf.saturating_sub(self.sndbuf.len())
+        self.sndbuf_limit().saturating_sub(self.sndbuf.len())
+    }
+
+    /// The send buffer's size, clamped under memory pressure.
+    fn sndbuf_limit(&self) -> usize {
+        self.cfg.sndbuf.min(self.mem_clamp)
+    }
+
+    /// The receive buffer's size, clamped under memory pressure: the window
+    /// offered shrinks with it (never below what was offered), and data beyond it
+    /// is dropped as data beyond a shut window is.
+    pub(super) fn rcvbuf_limit(&self) -> usize {
+        self.cfg.rcvbuf.min(self.mem_clamp)
+    }
+
+    /// Clamps each buffer to `n` bytes (`tcp::mem`'s pressure states; `usize::MAX`
+    /// lifts the clamp). What the buffers hold already stays.
+    pub fn set_mem_clamp(&mut self, n: usize) {
+        self.mem_clamp = n;
+    }
+
+    pub fn mem_clamp(&self) -> usize {
+        self.mem_clamp
+    }
+
+    /// Whether the clamp, not the configured size, keeps the send buffer from
+    /// taking more: a refusal, for `tcp.memrefused`.
+    pub fn send_clamped(&self) -> bool {
+        self.mem_clamp < self.cfg.sndbuf && self.send_space() == 0 && !self.fin_queued
+    }
+
+    /// Bytes the control block's buffers hold: the send buffer, the receive
+    /// buffer and the out-of-order segments (what `tcp::mem` counts of it).
+    pub fn mem_held(&self) -> usize {
+        self.sndbuf.len() + self.rcvbuf.len() + self.ooo.iter().map(|o| o.data.len()).sum::<usize>()
     }
 
     /// Queues data to send; returns how much was taken (0 when the buffer is full or

@@ -1,0 +1,112 @@
+//! The worker's side of the TCP memory bound (`tcp::mem`): each connection's
+//! bytes counted when it is serviced ([`charge`]), the worker's sum published and
+//! the state looked at now and then ([`tcp_mem_tick`]), connections clamped for
+//! the state ([`apply_clamp`]), and orphans reset above high.
+
+use super::output::service;
+use super::{Conn, TcpWorker};
+use crate::tcp::cx::TcpCx;
+use crate::tcp::mem::{MemState, CHECK_EVERY, QUANTUM};
+
+/// Orphans are looked for this often while above high (and on entering it).
+const RECLAIM_EVERY: dev::Duration = dev::Duration::from_millis(100);
+
+/// Counts what `c` holds now in the worker's sum: the control block's buffers, the
+/// two channels, the chunk being moved from the application. A few loads per
+/// service, nothing shared written.
+pub(super) fn charge(tw: &mut TcpWorker, c: &mut Conn) {
+    let partial = c
+        .tx_partial
+        .as_ref()
+        .map_or(0, |(ch, off)| ch.len().saturating_sub(*off));
+    let held = c.tcb.mem_held() + c.s.tx.len() + c.s.rx.len() + partial;
+    tw.mem = tw.mem - c.mem + held;
+    c.mem = held;
+}
+
+/// Clamps `c`'s buffers and channels to `clamp` bytes each; a writer waiting for
+/// room it now has is woken.
+pub(super) fn apply_clamp(c: &mut Conn, clamp: usize) {
+    c.tcb.set_mem_clamp(clamp);
+    c.s.rx.set_limit(clamp);
+    if c.s.tx.set_limit(clamp) {
+        c.s.wake_writer();
+    }
+}
+
+/// End of a worker's poll: publishes the worker's sum when it moved by a quantum
+/// (or, less, at the next check), and every [`CHECK_EVERY`] (or after such a
+/// publication) sums the workers' and moves the state on: on a change every
+/// connection of the worker is clamped anew (a rare pass over them; a connection
+/// is also clamped when next serviced), and above high the orphans holding
+/// memory are reset and freed.
+pub(crate) fn tcp_mem_tick(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
+    let now = cx.now;
+    let moved = tw.mem.abs_diff(tw.mem_published);
+    let due = tw.mem_check.is_none_or(|t| now >= t);
+    if moved >= QUANTUM || (due && moved > 0) {
+        cx.tcp_mem.publish(cx.worker, tw.mem);
+        tw.mem_published = tw.mem;
+    }
+    if moved < QUANTUM && !due {
+        return;
+    }
+    tw.mem_check = Some(now + CHECK_EVERY);
+    let (state, entered) = cx.tcp_mem.update(&cx.tcp_cfg.mem);
+    match entered {
+        Some(MemState::Pressure) if tw.mem_state == MemState::Normal => {
+            cx.stats.tcp.mempressure += 1
+        }
+        Some(MemState::High) => {
+            cx.stats.tcp.memhigh += 1;
+            // Straight from normal: it passed pressure on the way.
+            if tw.mem_state == MemState::Normal {
+                cx.stats.tcp.mempressure += 1;
+            }
+        }
+        _ => {}
+    }
+    if state != tw.mem_state {
+        tw.mem_state = state;
+        let clamp = state.clamp();
+        for i in 0..tw.slab.slots() {
+            if let Some(c) = tw.slab.get_mut(i) {
+                if c.tcb.mem_clamp() != clamp {
+                    apply_clamp(c, clamp);
+                }
+            }
+        }
+        tw.mem_reclaim = None;
+    }
+    if state == MemState::High && tw.mem_reclaim.is_none_or(|t| now >= t) {
+        tw.mem_reclaim = Some(now + RECLAIM_EVERY);
+        reclaim_orphans(cx, tw);
+    }
+}
+
+/// Resets and frees every orphan of the worker that holds memory (Linux's
+/// `tcp_out_of_resources` with `tcp_out_of_memory`: an orphan's data has no
+/// reader waiting for it, so it goes before any live connection is refused).
+fn reclaim_orphans(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
+    if tw.orphans == 0 {
+        return;
+    }
+    for i in 0..tw.slab.slots() {
+        let Some(c) = tw.slab.get_mut(i) else {
+            continue;
+        };
+        if !c.orphan || c.mem == 0 {
+            continue;
+        }
+        cx.stats.tcp.memorphandrop += 1;
+        cx.stats.tcp.drops += 1;
+        c.tcb.abort();
+        // Sends the reset and frees the slot (uncharging it).
+        service(cx, tw, i);
+    }
+    let mem = tw.mem;
+    if mem != tw.mem_published {
+        cx.tcp_mem.publish(cx.worker, mem);
+        tw.mem_published = mem;
+    }
+}
