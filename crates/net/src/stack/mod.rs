@@ -342,6 +342,9 @@ impl crate::inet6::cx::Inet6Ctl for Shared {
     fn notify_worker(&self, w: usize) {
         Shared::notify_worker(self, w);
     }
+    fn dad_log(&self) -> &crate::inet6::nd6::DadLog {
+        &self.dad_log
+    }
 }
 
 /// How a worker is woken from its sleep in `poll(2)`.
@@ -386,6 +389,8 @@ pub(crate) struct Shared {
     /// Batches under way ([`Stack::fib_batch`]): while any is, changes to the
     /// table are not compiled; the last to end compiles and publishes once.
     fib_hold: std::sync::atomic::AtomicUsize,
+    /// DAD's warnings, rate-limited.
+    dad_log: crate::inet6::nd6::DadLog,
 }
 
 impl Shared {
@@ -776,6 +781,7 @@ impl Stack {
             fib: ArcSwap::from_pointee(route::Fib::default()),
             rtbus,
             fib_hold: Default::default(),
+            dad_log: Default::default(),
             isn_secret,
             tfo: crate::tcp::fastopen::TfoState::new(isn_secret),
             params: cfg,
