@@ -150,7 +150,13 @@ impl Drop for Socket {
 /// answers there, or if the path is anything but a socket (a symbolic link is
 /// not followed); takes the place of a socket nothing answers on.
 pub fn listen(name: &str) -> Result<Socket, String> {
-    let path = socket_path(name)?;
+    listen_in(&run_dir(), name)
+}
+
+/// [`listen`] in directory `dir` instead of the run directory.
+pub fn listen_in(dir: &Path, name: &str) -> Result<Socket, String> {
+    check_name(name)?;
+    let path = dir.join(format!("{name}.sock"));
     let dir = path.parent().unwrap_or(Path::new("/"));
     if std::fs::symlink_metadata(dir).is_err() {
         std::fs::DirBuilder::new()
@@ -955,6 +961,34 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
             }
             b'x' => return Ok(ExitCode::from(p.first().copied().unwrap_or(1))),
             t => return Err(format!("{cmd}: node '{name}' sent a bad frame ({t})")),
+        }
+    }
+}
+
+/// Sends a request to the socket at `path` and takes the whole answer, as
+/// [`client`] does: (the exit status, the output, the error text). For programs
+/// that drive a node (the benchmarks).
+pub fn call(path: &Path, args: &[String], batch: Option<&str>) -> Result<(u8, String, String), String> {
+    let mut s = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    s.write_all(&encode_request(args, batch))
+        .map_err(|e| format!("sending: {e}"))?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    loop {
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head)
+            .map_err(|e| format!("the node went away ({e})"))?;
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut p = vec![0u8; len];
+        s.read_exact(&mut p)
+            .map_err(|e| format!("the node went away ({e})"))?;
+        match head[0] {
+            b'o' => out.extend_from_slice(&p),
+            b'e' => err.extend_from_slice(&p),
+            b'x' => {
+                let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+                return Ok((p.first().copied().unwrap_or(1), text(out), text(err)));
+            }
+            t => return Err(format!("the node sent a bad frame ({t})")),
         }
     }
 }
