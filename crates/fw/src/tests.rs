@@ -1082,6 +1082,29 @@ impl Fw {
     }
 }
 
+/// A vector keeps an ICMP identifier in the source port's column: no port rule
+/// and no flow table's port sees it, on either path.
+#[test]
+fn an_icmp_identifier_is_no_port() {
+    let mut fw = Fw::new(
+        "table f create type flow:src-port\ntable f add 80\n\
+         add 100 deny ip from any 80 to any\nadd 150 deny ip from any to any flow table(f)\n\
+         add 200 allow ip from any to any\n",
+    );
+    let ping = icmp("10.0.0.5", "192.0.2.9", 8, 80);
+    let mut www = PacketInfo::new(ip("10.0.0.5"), ip("192.0.2.9"), 6);
+    (www.sport, www.dport) = (80, 5000);
+    assert_eq!(
+        fw.run_vec(&[(ping, None), (www, None)], 0),
+        [(Decision::Allow, 200), (Decision::Deny, 100)]
+    );
+    assert_eq!(fw.decide(ping), (Decision::Allow, 200));
+    let mut v = PacketVec::new();
+    let k = v.push(&ping);
+    let got = v.get(k);
+    assert_eq!((got.sport, got.icmp_id), (0, 80));
+}
+
 const ICMP_STATES: &str = "add 100 check-state\n\
      add 200 allow icmp from 10.0.0.0/8 to any keep-state\n\
      add 250 allow ipv6-icmp from 2001:db8::/64 to any keep-state\n\
