@@ -574,7 +574,11 @@ impl Ruleset {
 
     /// `table NAME delete KEY KEY ...`: all of them or, if one is not there (or
     /// does not parse), none.
-    fn table_delete_all(&mut self, name: &str, keys: &[(usize, &str)]) -> Result<(), (CmdError, usize)> {
+    fn table_delete_all(
+        &mut self,
+        name: &str,
+        keys: &[(usize, &str)],
+    ) -> Result<(), (CmdError, usize)> {
         let t = self.table_mut(name).map_err(|e| (e, 0))?;
         let mut parsed = Vec::with_capacity(keys.len());
         for &(col, key) in keys {

@@ -1434,10 +1434,7 @@ fn one_table_command_adds_and_deletes_many_entries_all_or_none() {
     assert!(e.to_string().starts_with("1:26: "), "{e}");
     assert_eq!(list(&rs), three);
     run(&mut rs, "table t delete 192.0.2.1 192.0.2.0/28").unwrap();
-    assert_eq!(
-        list(&rs),
-        "--- table(t), type addr ---\n192.0.2.2/32 8\n"
-    );
+    assert_eq!(list(&rs), "--- table(t), type addr ---\n192.0.2.2/32 8\n");
 }
 
 #[test]

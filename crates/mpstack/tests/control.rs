@@ -742,28 +742,39 @@ fn batches_of_100000_routes_and_table_entries_go_through_the_control_socket() {
     std::fs::write(&tf, &table).unwrap();
     let (rf, tf) = (rf.display().to_string(), tf.display().to_string());
     let said = ok(&["config", "-j", &name, "apply", &rf]);
-    assert!(said.contains("100000 line(s) applied in one batch"), "{said}");
+    assert!(
+        said.contains("100000 line(s) applied in one batch"),
+        "{said}"
+    );
     eprintln!("{said}");
     let last = a(99_999).to_string();
     let got = ok(&["route", "-j", &name, "-n", "get", &last]);
     assert!(got.contains("198.18.0.1"), "{got}");
     ok(&["ipfw", "-j", &name, "-q", "enable", "firewall"]);
     let said = ok(&["ipfw", "-j", &name, &tf]);
-    assert!(said.contains("100001 line(s) applied in one batch"), "{said}");
+    assert!(
+        said.contains("100001 line(s) applied in one batch"),
+        "{said}"
+    );
     eprintln!("{said}");
     let list = ok(&["ipfw", "-j", &name, "table", "big", "list"]);
     assert_eq!(list.lines().count(), 100_001);
     // A batch refused at its last line: none of its 1,000 routes.
     let bad: String = (0..1000)
         .map(|k| format!("route add {}/32 198.18.0.1\n", a(200_000 + k)))
-        .chain(std::iter::once("route add 198.19.250.0/24 198.18.99.1\n".into()))
+        .chain(std::iter::once(
+            "route add 198.19.250.0/24 198.18.99.1\n".into(),
+        ))
         .collect();
     let bf = dir.join("bad.conf");
     std::fs::write(&bf, &bad).unwrap();
     let bf = bf.display().to_string();
     let (code, out, err) = ctl(&["config", "-j", &name, "apply", &bf]);
     assert_ne!(code, 0, "{out}");
-    assert!(err.contains(&format!("{bf}:1001: route add 198.19.250.0/24")), "{err}");
+    assert!(
+        err.contains(&format!("{bf}:1001: route add 198.19.250.0/24")),
+        "{err}"
+    );
     let (code, _, _) = ctl(&["route", "-j", &name, "-n", "get", &a(200_000).to_string()]);
     assert_ne!(code, 0, "the refused batch's first route is not there");
     // Standard input, and one command of many keys (FreeBSD's KEY VALUE pairs).
@@ -774,7 +785,10 @@ fn batches_of_100000_routes_and_table_entries_go_through_the_control_socket() {
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"ipfw table small create\n")?;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"ipfw table small create\n")?;
             c.wait_with_output()
         })
         .unwrap();

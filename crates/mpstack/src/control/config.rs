@@ -28,6 +28,12 @@
 //! `ifconfig up`, `route change`, `ipfw pipe … config`, `ipfw set …`) have none:
 //! taken out of the file, what they set stays.
 //!
+//! A batch from the shell (`mpstack config apply FILE`, `mpstack ipfw /FILE`:
+//! [`parse_batch`], then [`apply`]) runs the same way, with deletions besides.
+//! [`apply`] and [`reload`] hold the node alone (`Stack::changes_alone`): other
+//! changes (control commands, routes from zebra) wait, so putting the node back
+//! undoes only what the lines did.
+//!
 //! What it owns: the file's lines and the difference of two. What it may call:
 //! the commands ([`super::cmds`]).
 
@@ -810,12 +816,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.lines.len(), 4);
-        assert_eq!(c.lines[0].words, ["ipfw", "add", "allow", "ip", "from", "any", "to", "any"]);
+        assert_eq!(
+            c.lines[0].words,
+            ["ipfw", "add", "allow", "ip", "from", "any", "to", "any"]
+        );
         assert_eq!(c.lines[0].no, 2);
         assert!(parse_batch("route delete 198.19.0.0/16\n", None).is_ok());
-        assert!(parse("route delete 198.19.0.0/16\n").is_err(), "not in a config file");
+        assert!(
+            parse("route delete 198.19.0.0/16\n").is_err(),
+            "not in a config file"
+        );
         let e = parse_batch("add 1 allow ip from any to any\nshow\n", Some("ipfw")).unwrap_err();
-        assert!(e.starts_with("line 2: ") && e.contains("changes nothing"), "{e}");
+        assert!(
+            e.starts_with("line 2: ") && e.contains("changes nothing"),
+            "{e}"
+        );
         let e = parse_batch("arp -d 198.18.1.9\n", None).unwrap_err();
         assert!(e.contains("could not be put back"), "{e}");
     }
@@ -833,7 +848,10 @@ mod tests {
         }
         ipfw += "add 300 deny ip from table(big) to any\n";
         let said = request(&n, &["ipfw", "/etc/big.rules"], Some(&ipfw)).unwrap();
-        assert!(said.starts_with("ipfw: /etc/big.rules: 2002 line(s) applied in one batch"), "{said}");
+        assert!(
+            said.starts_with("ipfw: /etc/big.rules: 2002 line(s) applied in one batch"),
+            "{said}"
+        );
         assert_eq!(out(&n, "ipfw table big list").lines().count(), 2001);
         assert!(out(&n, "ipfw list").contains("00300 deny ip from table(big) to any"));
         // Routes, deletions, and a last line that fails: nothing of it stays.
@@ -846,17 +864,28 @@ mod tests {
         cfg += "ipfw delete 300\nipfw table big flush\nsysctl net.inet.tcp.msl=20000\n\
                 route add 198.19.200.0/24 198.18.99.1\n";
         let e = request(&n, &["config", "apply", "more.conf"], Some(&cfg)).unwrap_err();
-        assert!(e.starts_with("config apply: more.conf:2004: route add 198.19.200.0/24"), "{e}");
+        assert!(
+            e.starts_with("config apply: more.conf:2004: route add 198.19.200.0/24"),
+            "{e}"
+        );
         assert_eq!(state(&n), before);
         assert_eq!(out(&n, "ipfw table big list").lines().count(), 2001);
         // Without the last line, all of it; -q says nothing.
         let good = cfg.replace("route add 198.19.200.0/24 198.18.99.1\n", "");
-        assert_eq!(request(&n, &["config", "-q", "apply", "-"], Some(&good)), Ok(String::new()));
+        assert_eq!(
+            request(&n, &["config", "-q", "apply", "-"], Some(&good)),
+            Ok(String::new())
+        );
         assert!(s.route_get("198.19.7.1".parse().unwrap()).is_some());
         assert_eq!(out(&n, "ipfw table big list").lines().count(), 1);
         assert_eq!(out(&n, "sysctl -n net.inet.tcp.msl"), "20000\n");
         // A line of a form a batch does not take is refused before any runs.
-        let e = request(&n, &["config", "apply", "x"], Some("route add 198.19.201.0/24 198.18.2.2\nnetstat -rn\n")).unwrap_err();
+        let e = request(
+            &n,
+            &["config", "apply", "x"],
+            Some("route add 198.19.201.0/24 198.18.2.2\nnetstat -rn\n"),
+        )
+        .unwrap_err();
         assert!(e.contains("x: line 2: "), "{e}");
         let r = s.route_get("198.19.201.1".parse().unwrap());
         assert!(r.is_none(), "{r:?}");

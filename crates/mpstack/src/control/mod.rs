@@ -820,7 +820,12 @@ fn handle(
 /// (`Stack::changes_alone`); any other change waits for a reload or batch under
 /// way, so that one refused does not take it back. A command that streams
 /// (route monitor, netstat -w) or only reads (netstat) takes nothing.
-pub fn run_request(node: &cmds::Node<'_>, req: &Request, conn: &mut Conn, stop: &AtomicBool) -> Result<(), cmds::Fail> {
+pub fn run_request(
+    node: &cmds::Node<'_>,
+    req: &Request,
+    conn: &mut Conn,
+    stop: &AtomicBool,
+) -> Result<(), cmds::Fail> {
     if let Some(text) = &req.batch {
         return cmds::batch(node, &req.args, text, conn);
     }
@@ -910,11 +915,9 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
     let file = match (cmd, &words[..]) {
         ("ipfw", [f]) if f.starts_with('/') => Some(f.to_string()),
         ("config", ["apply", f]) => Some(f.to_string()),
-        ("config", _) => {
-            return Err(format!(
-                "config: usage: mpstack config [-j NODE] [-q] apply FILE|- (see mpstack config --help)"
-            ))
-        }
+        ("config", _) => return Err(format!(
+            "config: usage: mpstack config [-j NODE] [-q] apply FILE|- (see mpstack config --help)"
+        )),
         _ => None,
     };
     let batch = match &file {
@@ -968,7 +971,11 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
 /// Sends a request to the socket at `path` and takes the whole answer, as
 /// [`client`] does: (the exit status, the output, the error text). For programs
 /// that drive a node (the benchmarks).
-pub fn call(path: &Path, args: &[String], batch: Option<&str>) -> Result<(u8, String, String), String> {
+pub fn call(
+    path: &Path,
+    args: &[String],
+    batch: Option<&str>,
+) -> Result<(u8, String, String), String> {
     let mut s = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
     s.write_all(&encode_request(args, batch))
         .map_err(|e| format!("sending: {e}"))?;
@@ -997,7 +1004,10 @@ pub fn call(path: &Path, args: &[String], batch: Option<&str>) -> Result<(u8, St
 fn read_batch(cmd: &str, f: &str) -> Result<String, String> {
     let mut b = Vec::new();
     let r = if f == "-" {
-        io::stdin().lock().take(MAX_BATCH as u64 + 1).read_to_end(&mut b)
+        io::stdin()
+            .lock()
+            .take(MAX_BATCH as u64 + 1)
+            .read_to_end(&mut b)
     } else {
         std::fs::File::open(f).and_then(|h| h.take(MAX_BATCH as u64 + 1).read_to_end(&mut b))
     };
