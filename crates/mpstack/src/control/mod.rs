@@ -915,9 +915,10 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
     let file = match (cmd, &words[..]) {
         ("ipfw", [f]) if f.starts_with('/') => Some(f.to_string()),
         ("config", ["apply", f]) => Some(f.to_string()),
-        ("config", _) => return Err(format!(
+        ("config", _) => return Err(
             "config: usage: mpstack config [-j NODE] [-q] apply FILE|- (see mpstack config --help)"
-        )),
+                .to_string(),
+        ),
         _ => None,
     };
     let batch = match &file {

@@ -738,13 +738,13 @@ pub fn serve(
         };
         let end = match s.read(&mut buf) {
             Ok(0) => Some("closed the connection".to_string()),
-            Ok(n) => match {
-                let _c = stack.changes_shared();
-                feed.feed(stack, &buf[..n], Instant::now())
-            } {
-                Ok(()) => None,
-                Err(e) => Some(format!("sent a bad frame ({e})")),
-            },
+            Ok(n) => {
+                let fed = {
+                    let _c = stack.changes_shared();
+                    feed.feed(stack, &buf[..n], Instant::now())
+                };
+                fed.err().map(|e| format!("sent a bad frame ({e})"))
+            }
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
                     || e.kind() == std::io::ErrorKind::TimedOut =>
