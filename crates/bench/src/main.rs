@@ -109,7 +109,8 @@ pub struct BenchArgs {
     /// embedded API's one batch, a compilation per change and the Linux kernel's
     /// `ip -batch`; and a generated config file of 100,000 routes, then of 100,000
     /// ipfw table entries, through the parse and apply of `mpstack run --config`
-    /// and SIGHUP), or forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
+    /// and SIGHUP, then the same as batches over the control socket, `mpstack
+    /// config apply FILE` and `mpstack ipfw /FILE`), or forward (64-byte IPv4 forwarding through a full table in the PRESTO 2009
     /// paper's three designs, legacy, split L2/L3 and split plus flow table, at 1 and
     /// 2 workers), or fw (the ipfw evaluator on the 2009 dispatch-table paper's
     /// matrix, A: 1/10/100 one-microinstruction rules, B: 10/100 five-microinstruction

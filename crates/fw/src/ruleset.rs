@@ -35,7 +35,7 @@ use crate::parse::{self, ParseError, Parser, Ref};
 use crate::program::{CompileError, CounterSource, Program, RuleCounter, TableRef};
 use crate::rule::{self, Action, AddrSpec, Arg, IfPat, OptKind, Rule};
 use crate::state::{StateConfig, StateShards};
-use crate::table::{FlowFields, Table, TableError, TableType};
+use crate::table::{FlowFields, Table, TableError, TableKey, TableType};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write};
 use std::sync::Arc;
@@ -537,6 +537,68 @@ impl Ruleset {
         t.add(k, value).map_err(failed)
     }
 
+    /// `table NAME add KEY VALUE KEY VALUE ...` (the columns are the keys',
+    /// for errors): all the entries or, if one fails (a bad key, a full table),
+    /// none — those added before it are taken back, a value it replaced put back.
+    fn table_add_all(
+        &mut self,
+        name: &str,
+        entries: &[(&str, usize, u32)],
+    ) -> Result<(), (CmdError, usize)> {
+        let t = self.table_mut(name).map_err(|e| (e, 0))?;
+        let mut keys = Vec::with_capacity(entries.len());
+        for &(key, col, value) in entries {
+            let k = t.parse_key(key).map_err(|e| (failed(e), col))?;
+            keys.push((k, col, value));
+        }
+        let mut before: Vec<(TableKey, Option<u32>)> = Vec::with_capacity(keys.len());
+        for (k, col, value) in keys {
+            let old = t.get(&k);
+            if let Err(e) = t.add(k.clone(), value) {
+                for (k, old) in before.into_iter().rev() {
+                    match old {
+                        Some(v) => {
+                            let _ = t.add(k, v);
+                        }
+                        None => {
+                            let _ = t.delete(&k);
+                        }
+                    }
+                }
+                return Err((failed(e), col));
+            }
+            before.push((k, old));
+        }
+        Ok(())
+    }
+
+    /// `table NAME delete KEY KEY ...`: all of them or, if one is not there (or
+    /// does not parse), none.
+    fn table_delete_all(
+        &mut self,
+        name: &str,
+        keys: &[(usize, &str)],
+    ) -> Result<(), (CmdError, usize)> {
+        let t = self.table_mut(name).map_err(|e| (e, 0))?;
+        let mut parsed = Vec::with_capacity(keys.len());
+        for &(col, key) in keys {
+            parsed.push((t.parse_key(key).map_err(|e| (failed(e), col))?, col));
+        }
+        let mut gone: Vec<(TableKey, u32)> = Vec::with_capacity(parsed.len());
+        for (k, col) in parsed {
+            match t.delete(&k) {
+                Ok(v) => gone.push((k, v)),
+                Err(e) => {
+                    for (k, v) in gone.into_iter().rev() {
+                        let _ = t.add(k, v);
+                    }
+                    return Err((failed(e), col));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `table NAME delete KEY`.
     pub fn table_delete(&mut self, name: &str, key: &str) -> Result<u32, CmdError> {
         let t = self.table_mut(name)?;
@@ -856,26 +918,39 @@ impl Ruleset {
                 self.table_create(&name, ttype)?;
             }
             "add" => {
-                let key_col = p.col_of(p.pos);
-                let key = p.next("a table key")?;
-                let value = if p.at_end() {
-                    0
-                } else {
-                    p.number("a value (0-2147483646)")?
-                };
-                p.end()?;
+                // FreeBSD's `table NAME add KEY [VALUE] [KEY [VALUE]]...`: the word
+                // after a key is its value.
+                let mut entries: Vec<(&str, usize, u32)> = Vec::new();
+                loop {
+                    let key_col = p.col_of(p.pos);
+                    let key = p.next("a table key")?;
+                    let value = if p.at_end() {
+                        0
+                    } else {
+                        p.number("a value (0-2147483646)")?
+                    };
+                    entries.push((key, key_col, value));
+                    if p.at_end() {
+                        break;
+                    }
+                }
                 self.table_mut(&name)?;
-                // The table exists: what fails now is about the key.
-                self.table_add(&name, key, value)
-                    .map_err(|e| place(e, p.line, key_col))?;
+                // The table exists: what fails now is about a key.
+                self.table_add_all(&name, &entries)
+                    .map_err(|(e, col)| place(e, p.line, col))?;
             }
             "delete" => {
-                let key_col = p.col_of(p.pos);
-                let key = p.next("a table key")?;
-                p.end()?;
+                let mut keys: Vec<(usize, &str)> = Vec::new();
+                loop {
+                    let col = p.col_of(p.pos);
+                    keys.push((col, p.next("a table key")?));
+                    if p.at_end() {
+                        break;
+                    }
+                }
                 self.table_mut(&name)?;
-                self.table_delete(&name, key)
-                    .map_err(|e| place(e, p.line, key_col))?;
+                self.table_delete_all(&name, &keys)
+                    .map_err(|(e, col)| place(e, p.line, col))?;
             }
             "list" => {
                 p.end()?;

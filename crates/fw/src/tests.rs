@@ -1082,6 +1082,29 @@ impl Fw {
     }
 }
 
+/// A vector keeps an ICMP identifier in the source port's column: no port rule
+/// and no flow table's port sees it, on either path.
+#[test]
+fn an_icmp_identifier_is_no_port() {
+    let mut fw = Fw::new(
+        "table f create type flow:src-port\ntable f add 80\n\
+         add 100 deny ip from any 80 to any\nadd 150 deny ip from any to any flow table(f)\n\
+         add 200 allow ip from any to any\n",
+    );
+    let ping = icmp("10.0.0.5", "192.0.2.9", 8, 80);
+    let mut www = PacketInfo::new(ip("10.0.0.5"), ip("192.0.2.9"), 6);
+    (www.sport, www.dport) = (80, 5000);
+    assert_eq!(
+        fw.run_vec(&[(ping, None), (www, None)], 0),
+        [(Decision::Allow, 200), (Decision::Deny, 100)]
+    );
+    assert_eq!(fw.decide(ping), (Decision::Allow, 200));
+    let mut v = PacketVec::new();
+    let k = v.push(&ping);
+    let got = v.get(k);
+    assert_eq!((got.sport, got.icmp_id), (0, 80));
+}
+
 const ICMP_STATES: &str = "add 100 check-state\n\
      add 200 allow icmp from 10.0.0.0/8 to any keep-state\n\
      add 250 allow ipv6-icmp from 2001:db8::/64 to any keep-state\n\
@@ -1378,6 +1401,40 @@ fn table_changes_reach_the_next_program() {
     );
     let e = fw.rs.table_destroy("bad").unwrap_err();
     assert_eq!(e.to_string(), "table bad is in use by rule 100");
+}
+
+/// FreeBSD's `table NAME add KEY [VALUE] [KEY [VALUE]]...` and `delete KEY...`:
+/// many entries in one command, all of them or none.
+#[test]
+fn one_table_command_adds_and_deletes_many_entries_all_or_none() {
+    let mut rs = Ruleset::new(RulesetConfig {
+        table_max_entries: 4,
+        ..Default::default()
+    });
+    let run = |rs: &mut Ruleset, c: &str| rs.execute(c, 1, NO_COUNTERS).map(|_| ());
+    run(&mut rs, "table t create").unwrap();
+    run(&mut rs, "table t add 192.0.2.1 5").unwrap();
+    run(&mut rs, "table t add 192.0.2.1 7 192.0.2.2 8 192.0.2.0/28").unwrap();
+    let list = |rs: &Ruleset| rs.table_list("t").unwrap();
+    let three = "--- table(t), type addr ---\n192.0.2.0/28 0\n192.0.2.1/32 7\n192.0.2.2/32 8\n";
+    assert_eq!(list(&rs), three);
+    // A bad key, named by its column: nothing changes.
+    let e = run(&mut rs, "table t add 192.0.2.3 1 bogus 2").unwrap_err();
+    assert_eq!(e.to_string(), "1:25: bad key 'bogus'");
+    // The table holds 4: the fifth fails, and the value replaced before it is
+    // put back.
+    let e = run(&mut rs, "table t add 192.0.2.1 9 192.0.2.3 1 192.0.2.4 1").unwrap_err();
+    assert!(e.to_string().starts_with("1:37: "), "{e}");
+    assert_eq!(list(&rs), three);
+    // The word after a key is its value (FreeBSD's pairs).
+    let e = run(&mut rs, "table t add 192.0.2.5 192.0.2.6").unwrap_err();
+    assert!(e.to_string().contains("a value"), "{e}");
+    // Deletions: all, or none when one is not there.
+    let e = run(&mut rs, "table t delete 192.0.2.1 192.0.2.9").unwrap_err();
+    assert!(e.to_string().starts_with("1:26: "), "{e}");
+    assert_eq!(list(&rs), three);
+    run(&mut rs, "table t delete 192.0.2.1 192.0.2.0/28").unwrap();
+    assert_eq!(list(&rs), "--- table(t), type addr ---\n192.0.2.2/32 8\n");
 }
 
 #[test]

@@ -23,8 +23,8 @@ use mpstack::sysctl;
     long_about = "mpstack runs a userspace network stack: as a virtual network inside one \
 process (`demo`), or on real links (`run`: TAP devices, or Linux interfaces through AF_PACKET) \
 as a host, a router between several links or a learning bridge, with an optional ipfw-style \
-firewall. The control commands (ifconfig, route, netstat, arp, ndp, ipfw, sysctl) talk to a \
-running node. `bench` runs its benchmarks.\n\nExamples:\n  \
+firewall. The control commands (ifconfig, route, netstat, arp, ndp, ipfw, sysctl, config) \
+talk to a running node. `bench` runs its benchmarks.\n\nExamples:\n  \
 mpstack demo\n  sudo mpstack run --tap mp0 --inet 198.18.0.2/24"
 )]
 struct Cli {
@@ -77,13 +77,18 @@ enum Cmd {
     #[command(disable_help_flag = true)]
     Ndp(CtlArgs),
     /// A running node's firewall, as ipfw(8): add, delete, show, list, zero, set,
-    /// table, pipe, queue.
+    /// table, pipe, queue; `mpstack ipfw /FILE` runs a file of them in one batch.
     #[command(disable_help_flag = true)]
     Ipfw(CtlArgs),
     /// A running node's tunables by their FreeBSD names, as sysctl(8): NAME,
     /// NAME=VALUE, -a.
     #[command(disable_help_flag = true)]
     Sysctl(CtlArgs),
+    /// Many changes to a running node in one batch: `mpstack config apply FILE`
+    /// (or `-`, standard input) runs a file of --config's lines, route and ipfw
+    /// deletions too, in one compilation, all or nothing. `mpstack config --help`.
+    #[command(disable_help_flag = true)]
+    Config(CtlArgs),
 }
 
 /// A control command's arguments, sent as they are to the node named by `-j NODE`
@@ -474,6 +479,7 @@ fn main() -> ExitCode {
         Cmd::Ndp(a) => control::client("ndp", &a.args),
         Cmd::Ipfw(a) => control::client("ipfw", &a.args),
         Cmd::Sysctl(a) => control::client("sysctl", &a.args),
+        Cmd::Config(a) => control::client("config", &a.args),
     };
     match r {
         Ok(code) => code,

@@ -717,6 +717,94 @@ fn a_config_file_applies_at_start_and_on_sighup_and_metrics_scrape() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 45's scale through the path an operator runs (client, socket, node):
+/// 100,000 routes (`mpstack config apply FILE`) and 100,000 table entries
+/// (`mpstack ipfw /FILE`), each file's text sent by the client (far over a
+/// request's 256 KiB) and applied in one batch; a batch whose last line fails
+/// leaves none of its routes; many table entries in one command.
+#[test]
+fn batches_of_100000_routes_and_table_entries_go_through_the_control_socket() {
+    skip_unless!("ip");
+    let pid = std::process::id();
+    let name = format!("ctlbt-{pid}");
+    let dir = std::env::temp_dir().join(format!("mpstack-batch-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut lab = Lab::start_with("bt", 1, &["--name", &name]);
+    let a = |k: u32| std::net::Ipv4Addr::from(0xc612_1000 + k);
+    let routes: String = (0..100_000)
+        .map(|k| format!("route add {}/32 198.18.0.1\n", a(k)))
+        .collect();
+    let table: String = std::iter::once("table big create type addr\n".to_string())
+        .chain((0..100_000).map(|k| format!("table big add {}/32 {}\n", a(k), k % 1000)))
+        .collect();
+    let (rf, tf) = (dir.join("routes.conf"), dir.join("big.rules"));
+    std::fs::write(&rf, &routes).unwrap();
+    std::fs::write(&tf, &table).unwrap();
+    let (rf, tf) = (rf.display().to_string(), tf.display().to_string());
+    let said = ok(&["config", "-j", &name, "apply", &rf]);
+    assert!(
+        said.contains("100000 line(s) applied in one batch"),
+        "{said}"
+    );
+    eprintln!("{said}");
+    let last = a(99_999).to_string();
+    let got = ok(&["route", "-j", &name, "-n", "get", &last]);
+    assert!(got.contains("198.18.0.1"), "{got}");
+    ok(&["ipfw", "-j", &name, "-q", "enable", "firewall"]);
+    let said = ok(&["ipfw", "-j", &name, &tf]);
+    assert!(
+        said.contains("100001 line(s) applied in one batch"),
+        "{said}"
+    );
+    eprintln!("{said}");
+    let list = ok(&["ipfw", "-j", &name, "table", "big", "list"]);
+    assert_eq!(list.lines().count(), 100_001);
+    // A batch refused at its last line: none of its 1,000 routes.
+    let bad: String = (0..1000)
+        .map(|k| format!("route add {}/32 198.18.0.1\n", a(200_000 + k)))
+        .chain(std::iter::once(
+            "route add 198.19.250.0/24 198.18.99.1\n".into(),
+        ))
+        .collect();
+    let bf = dir.join("bad.conf");
+    std::fs::write(&bf, &bad).unwrap();
+    let bf = bf.display().to_string();
+    let (code, out, err) = ctl(&["config", "-j", &name, "apply", &bf]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains(&format!("{bf}:1001: route add 198.19.250.0/24")),
+        "{err}"
+    );
+    let (code, _, _) = ctl(&["route", "-j", &name, "-n", "get", &a(200_000).to_string()]);
+    assert_ne!(code, 0, "the refused batch's first route is not there");
+    // Standard input, and one command of many keys (FreeBSD's KEY VALUE pairs).
+    let o = Command::new(env!("CARGO_BIN_EXE_mpstack"))
+        .args(["config", "-j", &name, "-q", "apply", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"ipfw table small create\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(o.status.success() && o.stdout.is_empty(), "{o:?}");
+    let mut args = vec!["ipfw", "-j", &name, "table", "small", "add"];
+    let keys: Vec<String> = (0..400).map(|k| a(k).to_string()).collect();
+    for k in &keys {
+        args.extend([k.as_str(), "7"]);
+    }
+    ok(&args);
+    let list = ok(&["ipfw", "-j", &name, "table", "small", "list"]);
+    assert_eq!(list.lines().count(), 401, "{list}");
+    let _ = lab.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_config_file_with_a_failing_line_stops_the_node_before_it_starts() {
     skip_unless!("ip");

@@ -69,6 +69,15 @@ impl LogLimit {
         }
     }
 
+    /// When the lines held back may be said ([`LogLimit::lifted`]): the end of
+    /// their window; `None` when none are held.
+    pub fn lifts_at(&self) -> Option<Instant> {
+        match (self.held, self.start) {
+            (0, _) | (_, None) => None,
+            (_, Some(s)) => Some(s + self.per),
+        }
+    }
+
     /// The lines held back, once the window they were held in is over (to be
     /// logged then); `None` while it lasts or when none were.
     pub fn lifted(&mut self, now: Instant) -> Option<u64> {
@@ -100,9 +109,11 @@ mod tests {
             }
         }
         assert_eq!(logged, 20);
+        assert_eq!(l.lifts_at(), Some(Instant::from_secs(105)));
         assert_eq!(l.lifted(Instant::from_secs(104)), None, "the window lasts");
         assert_eq!(l.lifted(Instant::from_secs(105)), Some(280));
         assert_eq!(l.lifted(Instant::from_secs(106)), None, "said once");
+        assert_eq!(l.lifts_at(), None);
         // A quiet link logs every line again.
         assert_eq!(l.check(Instant::from_secs(107)), LogCheck::Log { held: 0 });
     }

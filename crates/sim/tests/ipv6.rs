@@ -416,6 +416,85 @@ fn ndp_dad_detects_a_duplicate() {
         .all(|f| !matches!(f.icmp(), Icmpv6Repr::EchoReply { .. })));
 }
 
+/// The `nd6` warnings logged on this thread (the simulation runs its workers
+/// here).
+#[derive(Default)]
+struct Warnings(std::sync::Mutex<Vec<String>>);
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        m.target() == "nd6"
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        struct Msg(String);
+        impl tracing::field::Visit for Msg {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                if f.name() == "message" {
+                    self.0 = format!("{v:?}");
+                }
+            }
+        }
+        let mut m = Msg(String::new());
+        e.record(&mut m);
+        self.0.lock().unwrap().push(m.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn dad_warnings_are_rate_limited_with_a_count_of_those_held_back() {
+    let w = std::sync::Arc::new(Warnings::default());
+    let lines = || w.0.lock().unwrap().clone();
+    tracing::subscriber::with_default(w.clone(), || {
+        let (mut s, b, mut raw) = setup(1);
+        // 15 global addresses, the interface's bound with its link-local one, every
+        // one defended by the peer while tentative: 15 duplicates.
+        for i in 3..=16u16 {
+            s.host(b)
+                .add_address6(IfIndex(0), format!("2001:2::{i:x}/64").parse().unwrap())
+                .unwrap();
+        }
+        for i in 2..=16u16 {
+            let target = a6(&format!("2001:2::{i:x}"));
+            let na = frame(
+                EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+                target,
+                a6("ff02::1"),
+                255,
+                IpProtocol::Icmpv6,
+                &[],
+                &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+                    flags: NdiscNeighborFlags::OVERRIDE,
+                    target_addr: target,
+                    lladdr: Some(PEER_MAC),
+                }),
+            );
+            send(&mut s, &mut raw, na);
+        }
+        assert_eq!(s.host(b).stats().nd6.dadcollision, 15, "every one counted");
+        let dup = |l: &[String]| l.iter().filter(|l| l.contains("DAD detected")).count();
+        assert_eq!(
+            dup(&lines()),
+            net::nd6::DAD_LOG_LINES as usize,
+            "{:?}",
+            lines()
+        );
+        assert!(!lines().iter().any(|l| l.contains("suppressed")));
+        // Once the window is over, the count of those held back, once.
+        s.run_for(net::nd6::DAD_LOG_WINDOW + Duration::from_secs(1));
+        let l = lines();
+        let said: Vec<_> = l.iter().filter(|l| l.contains("suppressed")).collect();
+        assert_eq!(said.len(), 1, "{l:?}");
+        assert!(said[0].contains("suppressed 5 DAD"), "{}", said[0]);
+    });
+}
+
 #[test]
 fn nud_goes_stale_then_delay_probe_and_back_to_reachable() {
     let (mut s, b, mut raw) = setup(1);

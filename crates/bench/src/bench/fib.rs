@@ -28,6 +28,11 @@
 //!   each, 100 more of the same lines as control commands one by one (one
 //!   compilation each, of the loaded table: the cost every line of a file had
 //!   before the batch).
+//! - **control**: the same routes and table entries through the path an operator
+//!   runs — `mpstack config apply FILE` and `mpstack ipfw /FILE`, the file's text
+//!   as one batch request over the node's control socket to `control::serve` —
+//!   timed from the first byte sent until the answer's exit status (the last
+//!   line on the data path).
 //!
 //! Only IPv4 is fed (the issue's full table); IPv6 routes would go the same way.
 
@@ -213,6 +218,97 @@ fn config_rows(rows: &mut Vec<Row>) -> Result<(), String> {
         });
     }
     Ok(())
+}
+
+/// The control socket rows: the same [`CONFIG_LINES`] routes and table entries
+/// through the path an operator runs, `mpstack config apply FILE` and `mpstack
+/// ipfw /FILE`: the client's request (the file's text, a batch) over the node's
+/// Unix socket to `control::serve`, which applies it in one batch; timed from the
+/// first byte sent until the answer's exit status, which comes once the last line
+/// is on the data path.
+fn socket_rows(rows: &mut Vec<Row>) -> Result<(), String> {
+    use mpstack::control::{self, cmds, config};
+    let (s, _far) = stack()?;
+    let f = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1)?;
+    f.attach(&s);
+    let fw = cmds::Firewall::running(f, true, false);
+    let node = cmds::Node {
+        stack: &s,
+        fw: &fw,
+        sysctl: Mutex::new(()),
+        fpm: None,
+        packet: None,
+        clock: None,
+    };
+    let dir = std::env::temp_dir().join(format!("mpstack-bench-fib-{}", std::process::id()));
+    let sock = control::listen_in(&dir, "fib")?;
+    let stop = AtomicBool::new(false);
+    let stats = control::ControlStats::default();
+    let r = std::thread::scope(|sc| {
+        sc.spawn(|| control::serve(&sock.listener, &node, &stop, &stats));
+        let call = |args: &[&str], batch: Option<&str>| -> Result<f64, String> {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let t = Instant::now();
+            let (code, _, err) = control::call(&sock.path, &args, batch)?;
+            let secs = t.elapsed().as_secs_f64();
+            if code != 0 {
+                return Err(format!("bench fib: {}: {err}", args.join(" ")));
+            }
+            Ok(secs)
+        };
+        let r = (|| {
+            let routes = config::generated(CONFIG_LINES, 0);
+            let secs = call(&["config", "-q", "apply", "routes.conf"], Some(&routes))?;
+            if s.route_counts().0 < CONFIG_LINES {
+                return Err("bench fib: the batch's routes are not all there".to_string());
+            }
+            rows.push(Row {
+                case: "control",
+                imp: "config apply FILE: routes",
+                changes: CONFIG_LINES,
+                secs,
+                commits: 1,
+                compile_ms: 0.0,
+                lookups: None,
+                note: format!(
+                    "routes: {:.1} MB of text over the control socket, one batch",
+                    routes.len() as f64 / 1e6
+                ),
+            });
+            // `ipfw /FILE`'s lines are ipfw commands without the word.
+            let table: String = config::generated(0, CONFIG_LINES)
+                .lines()
+                .map(|l| format!("{}\n", l.trim_start_matches("ipfw ")))
+                .collect();
+            let secs = call(&["ipfw", "-q", "/bench/big.rules"], Some(&table))?;
+            let there = fw
+                .get()
+                .and_then(|f| f.command("table big list").ok())
+                .is_some_and(|l| l.lines().count() > CONFIG_LINES);
+            if !there {
+                return Err("bench fib: the batch's table entries are not all there".to_string());
+            }
+            rows.push(Row {
+                case: "control",
+                imp: "ipfw /FILE: table entries",
+                changes: CONFIG_LINES,
+                secs,
+                commits: 1,
+                compile_ms: 0.0,
+                lookups: None,
+                note: format!(
+                    "table entries: {:.1} MB of text over the control socket, one batch",
+                    table.len() as f64 / 1e6
+                ),
+            });
+            Ok(())
+        })();
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    drop(sock);
+    let _ = std::fs::remove_dir(&dir);
+    r
 }
 
 /// Connects to the stack's FPM server, as zebra does, once the server has taken
@@ -569,6 +665,13 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         ),
     );
     config_rows(&mut rows)?;
+    progress(
+        a,
+        &format!(
+            "fib: {CONFIG_LINES} routes, then {CONFIG_LINES} table entries, as batches over the control socket"
+        ),
+    );
+    socket_rows(&mut rows)?;
 
     progress(a, "fib: the Linux kernel (ip -batch)");
     let skipped = match linux(&routes, &updates) {
@@ -644,7 +747,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
         println!(
             "\nseconds: from the first byte sent until the last change is in the FIB the workers read \
-             (config file: from the file's text until its last line is on the data path).\n\
+             (config file: from the file's text until its last line is on the data path; control: from the\n\
+             request's first byte until its answer, which comes once the last line is on the data path).\n\
              compile: time spent compiling the FIB (Poptrie) in that span. lookups: seeded uniform keys, {KEYS} a call \
              through Stack::fib() and lookup4_raw, on another thread, alone (idle) and during the updates (busy)."
         );

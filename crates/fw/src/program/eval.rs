@@ -194,7 +194,8 @@ impl Program {
                 self.tables[t as usize].lookup_flow(
                     p.addr(false),
                     p.proto(),
-                    p.sport(),
+                    // A vector keeps an ICMP identifier there.
+                    if p.icmp() { 0 } else { p.sport() },
                     p.addr(true),
                     p.dport(),
                 ),

@@ -344,7 +344,9 @@ impl Program {
             let mut at = [0u8; G];
             let mut m = 0;
             for k in bits(pre) {
-                if c.proto[k] == 1 && icmp_ports(Col { c, k }).is_none() {
+                // ICMPv6 too, as `state_ask` has it (an IPv4 packet of protocol
+                // 58 is no real one, but must be looked up the same way).
+                if matches!(c.proto[k], 1 | 58) && icmp_ports(Col { c, k }).is_none() {
                     pre &= !(1 << k);
                     continue;
                 }
@@ -357,7 +359,7 @@ impl Program {
                     let k = at[j] as usize;
                     let p = Col { c, k };
                     let (sp, dp, _) = match p.proto() {
-                        1 => icmp_ports(p).unwrap_or_default(),
+                        1 | 58 => icmp_ports(p).unwrap_or_default(),
                         _ => (p.sport(), p.dport(), 0),
                     };
                     (c.src4[k], c.dst4[k], sp, dp, p.proto())
@@ -368,7 +370,7 @@ impl Program {
                         k: at[j] as usize,
                     };
                     match p.proto() {
-                        1 => icmp_ports(p).unwrap_or_default().2,
+                        1 | 58 => icmp_ports(p).unwrap_or_default().2,
                         _ => p.tcp_flags(),
                     }
                 },

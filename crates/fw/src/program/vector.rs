@@ -61,9 +61,10 @@ pub(crate) struct Cols {
     pub(crate) sport: [u16; G],
     pub(crate) dport: [u16; G],
     pub(crate) tcp_flags: [u8; G],
+    /// (An ICMP query's or reply's identifier is in `sport`: ICMP has no ports,
+    /// and a column of its own cost every vector its clearing and every packet
+    /// its store.)
     pub(crate) icmp_type: [u8; G],
-    /// An ICMP query's or reply's identifier.
-    pub(crate) icmp_id: [u16; G],
     pub(crate) len: [u32; G],
     pub(crate) ip_len: [u16; G],
     pub(crate) ttl: [u8; G],
@@ -153,7 +154,6 @@ impl PacketVec {
                 dport: [0; G],
                 tcp_flags: [0; G],
                 icmp_type: [0; G],
-                icmp_id: [0; G],
                 len: [0; G],
                 ip_len: [0; G],
                 ttl: [0; G],
@@ -184,7 +184,6 @@ impl PacketVec {
         c.dport[..d].fill(0);
         c.tcp_flags[..d].fill(0);
         c.icmp_type[..d].fill(0);
-        c.icmp_id[..d].fill(0);
         c.ip_len[..d].fill(0);
         c.ttl[..d].fill(0);
         c.tos[..d].fill(0);
@@ -261,7 +260,9 @@ impl PacketVec {
         self.set_tcp(k, p.tcp_flags, p.tcp_win, p.tcp_datalen);
         self.set_tcp_options(k, p.tcp_opts);
         self.set_icmp_type(k, p.icmp_type);
-        self.set_icmp_id(k, p.icmp_id);
+        if matches!(p.proto, 1 | 58) {
+            self.set_icmp_id(k, p.icmp_id);
+        }
         self.set_ip(k, p.ip_len, p.ttl, p.tos);
         if p.frag {
             self.set_frag(k);
@@ -309,10 +310,12 @@ impl PacketVec {
         self.c.icmp_type[k] = t;
     }
 
-    /// An ICMP or ICMPv6 query's or reply's identifier ([`PacketInfo::icmp_id`]).
+    /// An ICMP or ICMPv6 query's or reply's identifier ([`PacketInfo::icmp_id`]),
+    /// kept where the source port would be: for ICMP and ICMPv6 packets only
+    /// (the port rules never read an ICMP packet's ports).
     #[inline]
     pub fn set_icmp_id(&mut self, k: usize, id: u16) {
-        self.c.icmp_id[k] = id;
+        self.c.sport[k] = id;
     }
 
     /// An ICMP or ICMPv6 error's quoted packet, as the flow its state has
@@ -404,7 +407,7 @@ impl PacketVec {
             src: p.addr(false),
             dst: p.addr(true),
             proto: p.proto(),
-            sport: p.sport(),
+            sport: if p.icmp() { 0 } else { p.sport() },
             dport: p.dport(),
             tcp_flags: p.tcp_flags(),
             tcp_win: p.tcp_win(),
@@ -472,6 +475,12 @@ pub(crate) trait Pkt: Copy {
     #[inline(always)]
     fn has_ports(self) -> bool {
         !self.frag() && matches!(self.proto(), 6 | 17 | 132)
+    }
+
+    /// ICMP or ICMPv6 (whose identifier a vector keeps as the source port).
+    #[inline(always)]
+    fn icmp(self) -> bool {
+        matches!(self.proto(), 1 | 58)
     }
 
     #[inline(always)]
@@ -649,7 +658,11 @@ impl Pkt for Col<'_> {
     }
     #[inline(always)]
     fn icmp_id(self) -> u16 {
-        self.c.icmp_id[self.k]
+        if self.icmp() {
+            self.c.sport[self.k]
+        } else {
+            0
+        }
     }
     #[inline(always)]
     fn icmp_quote(self) -> Option<FlowId> {

@@ -28,6 +28,12 @@
 //! `ifconfig up`, `route change`, `ipfw pipe … config`, `ipfw set …`) have none:
 //! taken out of the file, what they set stays.
 //!
+//! A batch from the shell (`mpstack config apply FILE`, `mpstack ipfw /FILE`:
+//! [`parse_batch`], then [`apply`]) runs the same way, with deletions besides.
+//! [`apply`] and [`reload`] hold the node alone (`Stack::changes_alone`): other
+//! changes (control commands, routes from zebra) wait, so putting the node back
+//! undoes only what the lines did.
+//!
 //! What it owns: the file's lines and the difference of two. What it may call:
 //! the commands ([`super::cmds`]).
 
@@ -64,6 +70,19 @@ impl Config {
 /// Reads `text`: the commands that change a node, each checked for its form;
 /// errors name the line.
 pub fn parse(text: &str) -> Result<Config, String> {
+    parse_as(text, None, false)
+}
+
+/// Reads a batch's text (`mpstack config apply FILE`; with `prefix` `ipfw`,
+/// `mpstack ipfw /FILE`, whose lines are ipfw commands without the word): a
+/// config file's lines, and the deletions a config file has no use for (`route
+/// delete`, `ipfw delete`, `ipfw table T delete|flush|destroy`, `ipfw flush`,
+/// rules without a number). Errors name the line.
+pub fn parse_batch(text: &str, prefix: Option<&str>) -> Result<Config, String> {
+    parse_as(text, prefix, true)
+}
+
+fn parse_as(text: &str, prefix: Option<&str>, batch: bool) -> Result<Config, String> {
     let mut lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let no = i + 1;
@@ -71,15 +90,20 @@ pub fn parse(text: &str) -> Result<Config, String> {
         if body.is_empty() || body.starts_with('#') {
             continue;
         }
-        let words: Vec<String> = body.split_whitespace().map(str::to_string).collect();
-        check(&words).map_err(|e| format!("line {no}: {e}"))?;
+        let words: Vec<String> = prefix
+            .into_iter()
+            .chain(body.split_whitespace())
+            .map(str::to_string)
+            .collect();
+        check(&words, batch).map_err(|e| format!("line {no}: {e}"))?;
         lines.push(Line { no, words });
     }
     Ok(Config { lines })
 }
 
-/// Whether `w` is a command that changes the node, in a form a config file takes.
-fn check(w: &[String]) -> Result<(), String> {
+/// Whether `w` is a command that changes the node, in a form a config file
+/// takes (or, `batch`, a batch: deletions too).
+fn check(w: &[String], batch: bool) -> Result<(), String> {
     let v: Vec<&str> = w.iter().map(String::as_str).collect();
     let listing = || {
         Err(format!(
@@ -89,6 +113,7 @@ fn check(w: &[String]) -> Result<(), String> {
     };
     match v[..] {
         ["route", "add" | "change", ..] => Ok(()),
+        ["route", "delete" | "del", _, ..] if batch => Ok(()),
         ["route", ..] => listing(),
         ["ifconfig", _, "addr"] => listing(),
         ["ifconfig", _, w, ..] if cmds::BRIDGE_WORDS.contains(&w) => Ok(()),
@@ -102,6 +127,10 @@ fn check(w: &[String]) -> Result<(), String> {
         }
         ["ifconfig", ..] => listing(),
         ["arp" | "ndp", "-s", _, _] => Ok(()),
+        ["arp" | "ndp", "-d", ..] if batch => Err(format!(
+            "'{}': a batch takes no neighbour deletion (it could not be put back if a later line failed)",
+            v.join(" ")
+        )),
         ["arp" | "ndp", ..] => listing(),
         ["sysctl", ref rest @ ..] if !rest.is_empty() && rest.iter().all(|x| x.contains('=')) => {
             Ok(())
@@ -111,6 +140,15 @@ fn check(w: &[String]) -> Result<(), String> {
             let rest: Vec<&str> = rest.iter().copied().filter(|x| *x != "-q").collect();
             match rest[..] {
                 ["add", n, ..] if n.parse::<u32>().is_ok() => Ok(()),
+                ["add", _, ..] if batch => Ok(()),
+                ["delete", _, ..]
+                | ["flush"]
+                | ["table", _, "delete" | "flush" | "destroy", ..]
+                | ["pipe" | "queue", _, "delete"]
+                    if batch =>
+                {
+                    Ok(())
+                }
                 ["add", ..] => Err(
                     "ipfw add: give the rule a number in a config file (ipfw add N …), so that a reload can take it out"
                         .into(),
@@ -185,7 +223,12 @@ fn inverse(l: &Line) -> Option<Vec<String>> {
             match rest[..] {
                 ["add", n, ..] => Some(owned(&["ipfw", "delete", n])),
                 ["table", t, "create", ..] => Some(owned(&["ipfw", "table", t, "destroy"])),
-                ["table", t, "add", k, ..] => Some(owned(&["ipfw", "table", t, "delete", k])),
+                // `add KEY VALUE KEY VALUE ...`: every key.
+                ["table", t, "add", ref kv @ ..] if !kv.is_empty() => {
+                    let mut w = owned(&["ipfw", "table", t, "delete"]);
+                    w.extend(kv.iter().step_by(2).map(|k| k.to_string()));
+                    Some(w)
+                }
                 _ => None,
             }
         }
@@ -272,6 +315,8 @@ fn batch<T>(node: &Node<'_>, f: impl FnOnce() -> Result<T, String>) -> Result<T,
 /// firewall's rules they make do not compile), the node is put back as it was
 /// before the first and the error says which failed.
 pub fn apply(node: &Node<'_>, cfg: &Config, file: &str) -> Result<usize, String> {
+    // No other change runs until the lines are in or the node is put back.
+    let _alone = node.stack.changes_alone();
     let saved = Saved::take(node);
     let mut done: Vec<&Line> = Vec::new();
     let r = batch(node, || {
@@ -346,6 +391,10 @@ pub fn reload(node: &Node<'_>, old: &Config, new: &Config, file: &str) -> Result
         .filter(|(_, t)| !**t)
         .map(|(l, _)| l)
         .collect();
+    // No other change (a control command, a route from zebra) runs until the
+    // new lines are in or the node is put back: putting it back must not take
+    // someone else's change with it.
+    let _alone = node.stack.changes_alone();
     let saved = Saved::take(node);
     let mut undone: Vec<&Line> = Vec::new();
     let mut done: Vec<&Line> = Vec::new();
@@ -449,6 +498,10 @@ mod tests {
         assert_eq!(
             inv("ipfw table t1 add 198.18.0.0/24").as_deref(),
             Some("ipfw table t1 delete 198.18.0.0/24")
+        );
+        assert_eq!(
+            inv("ipfw table t1 add 198.18.0.0/24 7 198.18.1.0/24 8 198.18.2.0/24").as_deref(),
+            Some("ipfw table t1 delete 198.18.0.0/24 198.18.1.0/24 198.18.2.0/24")
         );
         assert_eq!(
             inv("arp -s 198.18.1.9 02:00:00:00:00:09").as_deref(),
@@ -741,5 +794,134 @@ mod tests {
         assert!(s.directed_broadcast());
         assert!(listing(&n, "sysctl net.inet.ip.directed-broadcast=2").contains("not 0 or 1"));
         assert!(s.directed_broadcast());
+    }
+
+    /// A client's request, as the control socket runs it.
+    fn request(n: &Node<'_>, args: &[&str], batch: Option<&str>) -> Result<String, String> {
+        let req = crate::control::Request {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            batch: batch.map(str::to_string),
+        };
+        let mut c = Conn::buffer();
+        crate::control::run_request(n, &req, &mut c, &AtomicBool::new(false))
+            .map(|()| c.into_output())
+            .map_err(|e| e.msg)
+    }
+
+    #[test]
+    fn a_batch_takes_deletions_but_no_listing_and_no_neighbour_deletion() {
+        let c = parse_batch(
+            "# rules\nadd allow ip from any to any\ndelete 100\ntable t delete 198.18.0.1\n-q flush\n",
+            Some("ipfw"),
+        )
+        .unwrap();
+        assert_eq!(c.lines.len(), 4);
+        assert_eq!(
+            c.lines[0].words,
+            ["ipfw", "add", "allow", "ip", "from", "any", "to", "any"]
+        );
+        assert_eq!(c.lines[0].no, 2);
+        assert!(parse_batch("route delete 198.19.0.0/16\n", None).is_ok());
+        assert!(
+            parse("route delete 198.19.0.0/16\n").is_err(),
+            "not in a config file"
+        );
+        let e = parse_batch("add 1 allow ip from any to any\nshow\n", Some("ipfw")).unwrap_err();
+        assert!(
+            e.starts_with("line 2: ") && e.contains("changes nothing"),
+            "{e}"
+        );
+        let e = parse_batch("arp -d 198.18.1.9\n", None).unwrap_err();
+        assert!(e.contains("could not be put back"), "{e}");
+    }
+
+    /// `mpstack ipfw /FILE` and `mpstack config apply FILE`: every line in one
+    /// batch, or, when one fails, none (the node put back, the line named).
+    #[test]
+    fn a_batch_applies_all_its_lines_or_none() {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        let mut ipfw = String::from("table big create type addr\n");
+        for k in 0..2000u32 {
+            let a = std::net::Ipv4Addr::from(0xc612_1000 + k);
+            ipfw += &format!("table big add {a}/32 {k}\n");
+        }
+        ipfw += "add 300 deny ip from table(big) to any\n";
+        let said = request(&n, &["ipfw", "/etc/big.rules"], Some(&ipfw)).unwrap();
+        assert!(
+            said.starts_with("ipfw: /etc/big.rules: 2002 line(s) applied in one batch"),
+            "{said}"
+        );
+        assert_eq!(out(&n, "ipfw table big list").lines().count(), 2001);
+        assert!(out(&n, "ipfw list").contains("00300 deny ip from table(big) to any"));
+        // Routes, deletions, and a last line that fails: nothing of it stays.
+        let before = state(&n);
+        let mut cfg = String::new();
+        for k in 0..2000u32 {
+            let a = std::net::Ipv4Addr::from(0xc613_0000 + (k << 4));
+            cfg += &format!("route add {a}/28 198.18.2.2\n");
+        }
+        cfg += "ipfw delete 300\nipfw table big flush\nsysctl net.inet.tcp.msl=20000\n\
+                route add 198.19.200.0/24 198.18.99.1\n";
+        let e = request(&n, &["config", "apply", "more.conf"], Some(&cfg)).unwrap_err();
+        assert!(
+            e.starts_with("config apply: more.conf:2004: route add 198.19.200.0/24"),
+            "{e}"
+        );
+        assert_eq!(state(&n), before);
+        assert_eq!(out(&n, "ipfw table big list").lines().count(), 2001);
+        // Without the last line, all of it; -q says nothing.
+        let good = cfg.replace("route add 198.19.200.0/24 198.18.99.1\n", "");
+        assert_eq!(
+            request(&n, &["config", "-q", "apply", "-"], Some(&good)),
+            Ok(String::new())
+        );
+        assert!(s.route_get("198.19.7.1".parse().unwrap()).is_some());
+        assert_eq!(out(&n, "ipfw table big list").lines().count(), 1);
+        assert_eq!(out(&n, "sysctl -n net.inet.tcp.msl"), "20000\n");
+        // A line of a form a batch does not take is refused before any runs.
+        let e = request(
+            &n,
+            &["config", "apply", "x"],
+            Some("route add 198.19.201.0/24 198.18.2.2\nnetstat -rn\n"),
+        )
+        .unwrap_err();
+        assert!(e.contains("x: line 2: "), "{e}");
+        let r = s.route_get("198.19.201.1".parse().unwrap());
+        assert!(r.is_none(), "{r:?}");
+    }
+
+    /// A control command run while a reload applies waits for it, so a refused
+    /// reload, putting the node back, does not take the command's change back.
+    #[test]
+    fn a_command_during_a_refused_reload_waits_for_it_and_stays() {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        let old = parse(BASE).unwrap();
+        apply(&n, &old, "node.conf").unwrap();
+        // Many lines, so that the command comes while they run, then one that fails.
+        let mut text = String::from(BASE);
+        for k in 0..30_000u32 {
+            let a = std::net::Ipv4Addr::from(0xc612_1000 + k);
+            text += &format!("route add {a}/32 198.18.2.2\n");
+        }
+        text += "route add 198.19.9.0/24 198.18.99.1\n";
+        let new = parse(&text).unwrap();
+        let first = "198.18.16.0".parse().unwrap();
+        std::thread::scope(|sc| {
+            let cmd = sc.spawn(|| {
+                // Once the reload's lines are going in, a command of the operator's.
+                while s.route_get(first).is_none() {
+                    std::thread::yield_now();
+                }
+                request(&n, &["route", "add", "198.19.50.0/24", "198.18.1.2"], None)
+            });
+            let e = reload(&n, &old, &new, "node.conf").unwrap_err();
+            assert!(e.contains("198.18.99.1"), "{e}");
+            cmd.join().unwrap().unwrap();
+        });
+        assert!(s.route_get(first).is_none(), "the reload was put back");
+        let r = s.route_get("198.19.50.1".parse().unwrap());
+        assert!(r.is_some(), "the command's route stays");
     }
 }

@@ -3,7 +3,7 @@
 //! neighbours), one line each on standard error, at `--log-level` and above. What
 //! someone outside can cause at will — neighbour churn, routing misses, refused
 //! control clients — is rate-limited per kind, with a count of the lines held
-//! back ([`LOG_LINES`]).
+//! back ([`LOG_LINES`]; DAD's warnings by the library, `net::nd6::DAD_LOG_LINES`).
 //!
 //! What it owns: where the events go. What it may call: the stack's routing
 //! messages.

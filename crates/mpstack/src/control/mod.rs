@@ -12,7 +12,10 @@
 //! The wire: the request is a count and the arguments, each a little-endian
 //! `u32` length and its bytes; the answer is a sequence of frames, a tag byte
 //! (`o` output, `e` error text, `x` the exit status, last) and a `u32` length and
-//! payload. Requests are bounded in size ([`MAX_ARGS`], [`MAX_REQUEST`]) and in
+//! payload. A batch (`mpstack ipfw /FILE`, `mpstack config apply FILE`) sets the
+//! count's top bit ([`BATCH`]): its last argument is the file's text, which the
+//! client read and sends (the node opens no file a client names), bounded by
+//! [`MAX_BATCH`], one batch at a time. Requests are bounded in size ([`MAX_ARGS`], [`MAX_REQUEST`]) and in
 //! time ([`REQUEST_TIME`] for the whole request, [`ANSWER_TIME`] for the whole
 //! answer); so are the commands run at once ([`MAX_CLIENTS`]) and the clients
 //! waiting to send theirs ([`MAX_PENDING`]). See [`serve`] for why slow clients
@@ -41,6 +44,12 @@ use std::time::{Duration, Instant};
 pub const MAX_ARGS: usize = 1024;
 /// Bytes a request may carry.
 pub const MAX_REQUEST: usize = 256 * 1024;
+/// Bytes a batch's text may carry (the last argument of a request marked
+/// [`BATCH`]): 100,000 routes or table entries are some 4 MB. One batch is
+/// received or run at a time, so this bounds what batches hold.
+pub const MAX_BATCH: usize = 64 << 20;
+/// The request's count word's top bit: the last argument is a batch's text.
+pub const BATCH: u32 = 1 << 31;
 /// Commands run at once; more are answered with an error (exit 75).
 pub const MAX_CLIENTS: usize = 16;
 /// Connections still sending their request, at most; one more evicts the
@@ -141,7 +150,13 @@ impl Drop for Socket {
 /// answers there, or if the path is anything but a socket (a symbolic link is
 /// not followed); takes the place of a socket nothing answers on.
 pub fn listen(name: &str) -> Result<Socket, String> {
-    let path = socket_path(name)?;
+    listen_in(&run_dir(), name)
+}
+
+/// [`listen`] in directory `dir` instead of the run directory.
+pub fn listen_in(dir: &Path, name: &str) -> Result<Socket, String> {
+    check_name(name)?;
+    let path = dir.join(format!("{name}.sock"));
     let dir = path.parent().unwrap_or(Path::new("/"));
     if std::fs::symlink_metadata(dir).is_err() {
         std::fs::DirBuilder::new()
@@ -204,49 +219,81 @@ fn read_u32(r: &mut impl Read) -> io::Result<u32> {
     Ok(u32::from_le_bytes(b))
 }
 
-/// Reads a request: its arguments (a count, then each as a length and UTF-8 bytes,
-/// lengths little-endian `u32`), bounded by `MAX_ARGS` and `MAX_REQUEST`.
-pub fn read_request(r: &mut impl Read) -> Result<Vec<String>, String> {
-    let n = read_u32(r).map_err(|e| format!("reading the request: {e}"))? as usize;
+/// A request: the command's words and, for a batch, the text of its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub args: Vec<String>,
+    pub batch: Option<String>,
+}
+
+/// The count word's arguments and whether the request is a batch, checked
+/// against the bounds.
+fn count(word: u32) -> Result<(usize, bool), String> {
+    let batch = word & BATCH != 0;
+    let n = (word & !BATCH) as usize;
     if n > MAX_ARGS {
         return Err(format!("request of {n} arguments: at most {MAX_ARGS}"));
     }
+    if batch && n < 2 {
+        return Err("a batch has its command and its text".into());
+    }
+    Ok((n, batch))
+}
+
+/// Checks argument `i`'s length `len` of a request of `n`, `total` the bytes
+/// of the arguments before the batch's text.
+fn check_len(i: usize, n: usize, batch: bool, len: usize, total: &mut usize) -> Result<(), String> {
+    if batch && i + 1 == n {
+        if len > MAX_BATCH {
+            return Err(format!("a batch over {MAX_BATCH} bytes"));
+        }
+        return Ok(());
+    }
+    *total += len;
+    if *total > MAX_REQUEST {
+        return Err(format!("request over {MAX_REQUEST} bytes"));
+    }
+    Ok(())
+}
+
+/// Reads a request: its arguments (a count, then each as a length and UTF-8 bytes,
+/// lengths little-endian `u32`), bounded by `MAX_ARGS` and `MAX_REQUEST` (and a
+/// batch's text by `MAX_BATCH`).
+pub fn read_request(r: &mut impl Read) -> Result<Request, String> {
+    let word = read_u32(r).map_err(|e| format!("reading the request: {e}"))?;
+    let (n, batch) = count(word)?;
     let mut total = 0usize;
     let mut args = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
         let len = read_u32(r).map_err(|e| format!("reading the request: {e}"))? as usize;
-        total += len;
-        if total > MAX_REQUEST {
-            return Err(format!("request over {MAX_REQUEST} bytes"));
-        }
+        check_len(i, n, batch, len, &mut total)?;
         let mut b = vec![0u8; len];
         r.read_exact(&mut b)
             .map_err(|e| format!("reading the request: {e}"))?;
         args.push(String::from_utf8(b).map_err(|_| "an argument is not UTF-8".to_string())?);
     }
-    Ok(args)
+    let batch = if batch { args.pop() } else { None };
+    Ok(Request { args, batch })
 }
 
 /// A request from the bytes come so far: `None` while it is incomplete, an
 /// error as soon as the bytes break a bound.
-fn parse_request(b: &[u8]) -> Result<Option<Vec<String>>, String> {
+fn parse_request(b: &[u8]) -> Result<Option<Request>, String> {
     let u32_at = |at: usize| {
         b.get(at..at + 4)
-            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as usize)
+            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
     };
-    let Some(n) = u32_at(0) else { return Ok(None) };
-    if n > MAX_ARGS {
-        return Err(format!("request of {n} arguments: at most {MAX_ARGS}"));
-    }
+    let Some(word) = u32_at(0) else {
+        return Ok(None);
+    };
+    let (n, batch) = count(word)?;
     let (mut at, mut total) = (4, 0usize);
-    for _ in 0..n {
+    for i in 0..n {
         let Some(len) = u32_at(at) else {
             return Ok(None);
         };
-        total += len;
-        if total > MAX_REQUEST {
-            return Err(format!("request over {MAX_REQUEST} bytes"));
-        }
+        let len = len as usize;
+        check_len(i, n, batch, len, &mut total)?;
         at += 4 + len;
     }
     if b.len() < at {
@@ -255,8 +302,26 @@ fn parse_request(b: &[u8]) -> Result<Option<Vec<String>>, String> {
     read_request(&mut &b[..at]).map(Some)
 }
 
+/// The request's bytes, as a client sends them.
+pub fn encode_request(args: &[String], batch: Option<&str>) -> Vec<u8> {
+    let n = args.len() + usize::from(batch.is_some());
+    let word = n as u32 | if batch.is_some() { BATCH } else { 0 };
+    let mut req = Vec::with_capacity(16 + batch.map_or(0, str::len));
+    req.extend_from_slice(&word.to_le_bytes());
+    for a in args.iter().map(String::as_str).chain(batch) {
+        req.extend_from_slice(&(a.len() as u32).to_le_bytes());
+        req.extend_from_slice(a.as_bytes());
+    }
+    req
+}
+
 /// Bytes a complete request may take, framing included.
 const MAX_REQUEST_BYTES: usize = MAX_REQUEST + 4 * (MAX_ARGS + 1);
+
+/// Whether the bytes come so far start a batch.
+fn is_batch(b: &[u8]) -> bool {
+    b.len() >= 4 && u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & BATCH != 0
+}
 
 /// Where a command writes: the client's connection, or (a config file's lines)
 /// a buffer.
@@ -400,42 +465,89 @@ fn refuse(mut s: UnixStream, code: u8, msg: &str) {
 }
 
 /// A connection whose request is still coming.
-struct Pending {
+struct Pending<'a> {
     stream: UnixStream,
     buf: Vec<u8>,
     until: Instant,
+    /// The batch slot, once the request says it is a batch ([`BatchSlot`]).
+    batch: Option<BatchHold<'a>>,
+}
+
+/// The one batch received or run at a time ([`MAX_BATCH`] bounds what it holds).
+#[derive(Default)]
+struct BatchSlot(AtomicBool);
+
+/// The batch slot, taken; let go when dropped (the request refused, or its
+/// command over).
+struct BatchHold<'a>(&'a BatchSlot);
+
+impl BatchSlot {
+    fn take(&self) -> Option<BatchHold<'_>> {
+        (!self.0.swap(true, Ordering::AcqRel)).then_some(BatchHold(self))
+    }
+}
+
+impl Drop for BatchHold<'_> {
+    fn drop(&mut self) {
+        self.0 .0.store(false, Ordering::Release);
+    }
 }
 
 enum Arrival {
     Waiting,
-    Request(Vec<String>),
+    /// Bytes came, the request is not complete yet.
+    Moving,
+    /// A batch while another is received or run.
+    BatchBusy,
+    Request(Request),
     Bad(String),
     Late,
     Gone,
 }
 
-impl Pending {
+impl<'a> Pending<'a> {
     /// Takes what the client has sent, without waiting.
-    fn poll(&mut self, now: Instant) -> Arrival {
-        let mut chunk = [0u8; 4096];
+    fn poll(&mut self, now: Instant, slot: &'a BatchSlot) -> Arrival {
+        let mut chunk = [0u8; 65536];
+        let mut moved = false;
         loop {
-            let room = MAX_REQUEST_BYTES - self.buf.len();
+            if self.batch.is_none() && is_batch(&self.buf) {
+                match slot.take() {
+                    Some(h) => self.batch = Some(h),
+                    None => return Arrival::BatchBusy,
+                }
+            }
+            let max = if self.batch.is_some() {
+                MAX_REQUEST_BYTES + MAX_BATCH
+            } else {
+                MAX_REQUEST_BYTES
+            };
+            // Four bytes first: the count says whether the bound is a batch's.
+            let room = if self.buf.len() < 4 {
+                4 - self.buf.len()
+            } else {
+                max - self.buf.len().min(max)
+            };
             if room == 0 {
                 break;
             }
             let want = room.min(chunk.len());
             match self.stream.read(&mut chunk[..want]) {
                 Ok(0) => return Arrival::Gone,
-                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                Ok(k) => {
+                    self.buf.extend_from_slice(&chunk[..k]);
+                    moved = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Arrival::Gone,
             }
         }
         match parse_request(&self.buf) {
-            Ok(Some(args)) => Arrival::Request(args),
+            Ok(Some(req)) => Arrival::Request(req),
             Err(e) => Arrival::Bad(e),
             Ok(None) if now >= self.until => Arrival::Late,
+            Ok(None) if moved => Arrival::Moving,
             Ok(None) => Arrival::Waiting,
         }
     }
@@ -462,7 +574,8 @@ pub fn serve(
     let euid = dev::unix::euid();
     // The commands running, cut on stop.
     let sessions: Sessions<UnixStream> = Sessions::new(MAX_CLIENTS);
-    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let slot = BatchSlot::default();
+    let mut pending: VecDeque<Pending<'_>> = VecDeque::new();
     let clock = std::time::Instant::now();
     let mut refused_log = net::loglimit::LogLimit::new(5, Duration::from_secs(60));
     std::thread::scope(|s| {
@@ -509,20 +622,39 @@ pub fn serve(
                     stream,
                     buf: Vec::new(),
                     until: Instant::now() + REQUEST_TIME,
+                    batch: None,
                 });
             }
             let now = Instant::now();
             let mut i = 0;
             while i < pending.len() {
-                let arrival = pending[i].poll(now);
-                if matches!(arrival, Arrival::Waiting) {
-                    i += 1;
-                    continue;
+                let arrival = pending[i].poll(now, &slot);
+                match arrival {
+                    Arrival::Waiting => {
+                        i += 1;
+                        continue;
+                    }
+                    // A batch's bytes keep coming: no sleep before the next round.
+                    Arrival::Moving => {
+                        idle = false;
+                        i += 1;
+                        continue;
+                    }
+                    _ => {}
                 }
                 idle = false;
                 let Some(p) = pending.remove(i) else { break };
-                let args = match arrival {
-                    Arrival::Request(args) => args,
+                let req = match arrival {
+                    Arrival::Request(req) => req,
+                    Arrival::BatchBusy => {
+                        stats.busy.fetch_add(1, Ordering::Relaxed);
+                        refuse(
+                            p.stream,
+                            75,
+                            "another batch is being received or applied; try again\n",
+                        );
+                        continue;
+                    }
                     Arrival::Bad(e) => {
                         refuse(p.stream, 64, &format!("{e}\n"));
                         continue;
@@ -539,7 +671,7 @@ pub fn serve(
                         );
                         continue;
                     }
-                    Arrival::Gone | Arrival::Waiting => continue,
+                    Arrival::Gone | Arrival::Waiting | Arrival::Moving => continue,
                 };
                 if sessions.full() {
                     stats.busy.fetch_add(1, Ordering::Relaxed);
@@ -550,11 +682,12 @@ pub fn serve(
                     );
                     continue;
                 }
-                let stream = p.stream;
+                let (stream, hold) = (p.stream, p.batch);
                 let _ = stream.set_nonblocking(false);
                 stats.commands.fetch_add(1, Ordering::Relaxed);
                 sessions.spawn(s, stream, move |stream| {
-                    handle(stream, args, node, stop, stats)
+                    handle(stream, req, node, stop, stats);
+                    drop(hold);
                 });
             }
             if idle {
@@ -655,7 +788,7 @@ impl<S: Cut + Send> Sessions<S> {
 /// Runs one connection's command and sends its status.
 fn handle(
     stream: UnixStream,
-    args: Vec<String>,
+    req: Request,
     node: &cmds::Node<'_>,
     stop: &AtomicBool,
     stats: &ControlStats,
@@ -665,7 +798,7 @@ fn handle(
         buf: String::new(),
         deadline: Some(Instant::now() + ANSWER_TIME),
     };
-    let (code, msg) = match cmds::execute(node, &args, &mut conn, stop) {
+    let (code, msg) = match run_request(node, &req, &mut conn, stop) {
         Ok(()) => (0, String::new()),
         Err(f) => (f.code, f.msg),
     };
@@ -681,6 +814,28 @@ fn handle(
     if !sent && conn.deadline.is_some_and(|d| Instant::now() >= d) {
         stats.answer_timeouts.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Runs a client's request: a batch holds the node alone while it runs
+/// (`Stack::changes_alone`); any other change waits for a reload or batch under
+/// way, so that one refused does not take it back. A command that streams
+/// (route monitor, netstat -w) or only reads (netstat) takes nothing.
+pub fn run_request(
+    node: &cmds::Node<'_>,
+    req: &Request,
+    conn: &mut Conn,
+    stop: &AtomicBool,
+) -> Result<(), cmds::Fail> {
+    if let Some(text) = &req.batch {
+        return cmds::batch(node, &req.args, text, conn);
+    }
+    let reads = match req.args.first().map(String::as_str) {
+        Some("netstat") => true,
+        Some("route") => req.args.iter().any(|a| a == "monitor"),
+        _ => false,
+    };
+    let _c = (!reads).then(|| node.stack.changes_shared());
+    cmds::execute(node, &req.args, conn, stop)
 }
 
 /// The commands the node answers, and their one-line summaries.
@@ -706,6 +861,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "sysctl",
         "read and write the tunables by their FreeBSD names",
+    ),
+    (
+        "config",
+        "apply FILE: many changes (a config file's lines) in one batch, all or nothing",
     ),
 ];
 
@@ -745,6 +904,27 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
         }
         rest.push(a.to_string());
     }
+    // A batch: `ipfw [-q] /PATH` (FreeBSD's ipfw reads the commands of a file
+    // named by an absolute path), `config apply FILE|-`. The client reads the
+    // file and sends its text; the node never opens a file a client names.
+    let words: Vec<&str> = rest[1..]
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "-q")
+        .collect();
+    let file = match (cmd, &words[..]) {
+        ("ipfw", [f]) if f.starts_with('/') => Some(f.to_string()),
+        ("config", ["apply", f]) => Some(f.to_string()),
+        ("config", _) => return Err(
+            "config: usage: mpstack config [-j NODE] [-q] apply FILE|- (see mpstack config --help)"
+                .to_string(),
+        ),
+        _ => None,
+    };
+    let batch = match &file {
+        None => None,
+        Some(f) => Some(read_batch(cmd, f)?),
+    };
     let path = socket_path(&name)?;
     let mut s = UnixStream::connect(&path).map_err(|e| {
         let why = match e.kind() {
@@ -758,12 +938,7 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
         };
         format!("{cmd}: node '{name}' ({}): {why}", path.display())
     })?;
-    let mut req = Vec::new();
-    req.extend_from_slice(&(rest.len() as u32).to_le_bytes());
-    for a in &rest {
-        req.extend_from_slice(&(a.len() as u32).to_le_bytes());
-        req.extend_from_slice(a.as_bytes());
-    }
+    let req = encode_request(&rest, batch.as_deref());
     s.write_all(&req)
         .map_err(|e| format!("{cmd}: sending to node '{name}': {e}"))?;
     let out = io::stdout();
@@ -794,6 +969,59 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
     }
 }
 
+/// Sends a request to the socket at `path` and takes the whole answer, as
+/// [`client`] does: (the exit status, the output, the error text). For programs
+/// that drive a node (the benchmarks).
+pub fn call(
+    path: &Path,
+    args: &[String],
+    batch: Option<&str>,
+) -> Result<(u8, String, String), String> {
+    let mut s = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    s.write_all(&encode_request(args, batch))
+        .map_err(|e| format!("sending: {e}"))?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    loop {
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head)
+            .map_err(|e| format!("the node went away ({e})"))?;
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut p = vec![0u8; len];
+        s.read_exact(&mut p)
+            .map_err(|e| format!("the node went away ({e})"))?;
+        match head[0] {
+            b'o' => out.extend_from_slice(&p),
+            b'e' => err.extend_from_slice(&p),
+            b'x' => {
+                let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+                return Ok((p.first().copied().unwrap_or(1), text(out), text(err)));
+            }
+            t => return Err(format!("the node sent a bad frame ({t})")),
+        }
+    }
+}
+
+/// A batch's file (`-`: standard input), at most [`MAX_BATCH`] bytes of UTF-8.
+fn read_batch(cmd: &str, f: &str) -> Result<String, String> {
+    let mut b = Vec::new();
+    let r = if f == "-" {
+        io::stdin()
+            .lock()
+            .take(MAX_BATCH as u64 + 1)
+            .read_to_end(&mut b)
+    } else {
+        std::fs::File::open(f).and_then(|h| h.take(MAX_BATCH as u64 + 1).read_to_end(&mut b))
+    };
+    r.map_err(|e| format!("{cmd}: {f}: {e}"))?;
+    if b.len() > MAX_BATCH {
+        return Err(format!(
+            "{cmd}: {f}: over {} MiB; the node takes a batch of at most that (split the file)",
+            MAX_BATCH >> 20
+        ));
+    }
+    String::from_utf8(b).map_err(|_| format!("{cmd}: {f}: not UTF-8 text"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,7 +1039,7 @@ mod tests {
     fn a_request_reads_back_and_bad_ones_are_refused() {
         let r = request(&[b"route", b"add", b"default", b"198.18.0.1"]);
         assert_eq!(
-            read_request(&mut &r[..]).unwrap(),
+            read_request(&mut &r[..]).unwrap().args,
             ["route", "add", "default", "198.18.0.1"]
         );
         // Cut short, too many arguments, too many bytes, not UTF-8.
@@ -835,7 +1063,10 @@ mod tests {
         }
         assert_eq!(
             parse_request(&r),
-            Ok(Some(vec!["netstat".into(), "-rn".into()]))
+            Ok(Some(Request {
+                args: vec!["netstat".into(), "-rn".into()],
+                batch: None
+            }))
         );
         // A bound is broken as soon as its length is in, not after the bytes.
         let mut big = 1u32.to_le_bytes().to_vec();
@@ -843,6 +1074,36 @@ mod tests {
         assert!(parse_request(&big).unwrap_err().contains("over"));
         let many = ((MAX_ARGS + 1) as u32).to_le_bytes();
         assert!(parse_request(&many).unwrap_err().contains("at most"));
+    }
+
+    /// A batch's text may be larger than a request, up to its own bound; its
+    /// other arguments keep theirs.
+    #[test]
+    fn a_batch_carries_its_text_under_its_own_bound() {
+        let text = "route add 198.19.0.0/16 198.18.2.2\n".repeat(20_000);
+        assert!(text.len() > MAX_REQUEST);
+        let args = vec!["config".to_string(), "apply".into(), "f".into()];
+        let r = encode_request(&args, Some(&text));
+        assert_eq!(
+            parse_request(&r),
+            Ok(Some(Request {
+                args: args.clone(),
+                batch: Some(text.clone())
+            }))
+        );
+        assert!(is_batch(&r) && !is_batch(&request(&[b"netstat"])));
+        // The same bytes as a plain argument break the request's bound.
+        let plain = encode_request(&[args, vec![text]].concat(), None);
+        assert!(parse_request(&plain).unwrap_err().contains("over"));
+        // Past MAX_BATCH, refused as soon as the length is in.
+        let mut big = (2 | BATCH).to_le_bytes().to_vec();
+        big.extend_from_slice(&1u32.to_le_bytes());
+        big.push(b'x');
+        big.extend_from_slice(&((MAX_BATCH + 1) as u32).to_le_bytes());
+        assert!(parse_request(&big).unwrap_err().contains("batch over"));
+        // A batch of one argument has no text.
+        let one = (1 | BATCH).to_le_bytes();
+        assert!(parse_request(&one).is_err());
     }
 
     #[test]

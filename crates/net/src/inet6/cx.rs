@@ -68,6 +68,8 @@ pub(crate) trait Inet6Ctl {
     fn delete_address6(&self, ifindex: IfIndex, a: Ipv6Addr);
     /// Wakes worker `w` (worker 0 runs neighbour discovery's timers).
     fn notify_worker(&self, w: usize);
+    /// The rate limit of DAD's warnings.
+    fn dad_log(&self) -> &crate::inet6::nd6::DadLog;
 }
 
 /// What an IPv6 stage may touch while processing one batch.

@@ -18,6 +18,7 @@ use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::link::iface::{solicited_node, AddrState, IfIndex, Ifnet, In6Ifaddr, ALL_NODES};
 use crate::link::lle::{LleOutput, Resolve};
+use crate::loglimit::{LogCheck, LogLimit};
 use crate::stats::DropReason;
 use dev::{Duration, Instant};
 use mbuf::Mbuf;
@@ -259,12 +260,79 @@ fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6I
     if a.state() != AddrState::Duplicated {
         a.set_state(AddrState::Duplicated);
         cx.stats.nd6.dadcollision += 1;
+        // Anyone on the link can answer every probe: the warning is rate-limited
+        // (at most DAD_LOG_LINES a DAD_LOG_WINDOW, stack-wide), the rest counted and
+        // the count said once the window is over.
+        match cx.ctl6.dad_log().check(cx.now) {
+            LogCheck::Hold => return,
+            LogCheck::Log { held } if held > 0 => dad_suppressed(held),
+            LogCheck::Log { .. } => {}
+        }
         tracing::warn!(
             target: "nd6",
             "{}: DAD detected duplicate IPv6 address {}: tentative address not used",
             ifp.name,
             a.addr
         );
+    }
+}
+
+/// DAD warnings logged per [`DAD_LOG_WINDOW`], stack-wide ([`DadLog`]).
+pub const DAD_LOG_LINES: u32 = 10;
+/// See [`DAD_LOG_LINES`].
+pub const DAD_LOG_WINDOW: Duration = Duration::from_secs(60);
+
+fn dad_suppressed(n: u64) {
+    tracing::warn!(
+        target: "nd6",
+        "suppressed {n} DAD duplicate address message(s) (at most {DAD_LOG_LINES} every {}s)",
+        DAD_LOG_WINDOW.as_secs()
+    );
+}
+
+/// The rate limit of DAD's "duplicate address" warning, one for the stack: a host
+/// on a link answers every probe, and with rogue prefixes makes addresses to
+/// probe at will. Taken only when an address turns out duplicated, and by worker
+/// 0's timers while lines are held back.
+#[derive(Debug)]
+pub(crate) struct DadLog {
+    limit: std::sync::Mutex<LogLimit>,
+    /// Some lines are held back (worker 0's timer then looks at the lock).
+    held: std::sync::atomic::AtomicBool,
+}
+
+impl Default for DadLog {
+    fn default() -> Self {
+        DadLog {
+            limit: std::sync::Mutex::new(LogLimit::new(DAD_LOG_LINES, DAD_LOG_WINDOW)),
+            held: Default::default(),
+        }
+    }
+}
+
+impl DadLog {
+    fn check(&self, now: Instant) -> LogCheck {
+        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        let c = l.check(now);
+        self.held
+            .store(l.lifts_at().is_some(), std::sync::atomic::Ordering::Relaxed);
+        c
+    }
+
+    /// Says the count of lines held back once their window is over; returns when
+    /// that is, while some are.
+    fn timer(&self, now: Instant) -> Option<Instant> {
+        if !self.held.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = l.lifted(now) {
+            dad_suppressed(n);
+        }
+        let at = l.lifts_at();
+        self.held
+            .store(at.is_some(), std::sync::atomic::Ordering::Relaxed);
+        at
     }
 }
 
@@ -311,6 +379,9 @@ pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
         next = Some(next.map_or(t, |n| n.min(t)));
     }
     if let Some(t) = nd6_prune(cx, ifp) {
+        next = Some(next.map_or(t, |n| n.min(t)));
+    }
+    if let Some(t) = cx.ctl6.dad_log().timer(cx.now) {
         next = Some(next.map_or(t, |n| n.min(t)));
     }
     next

@@ -718,6 +718,10 @@ pub fn serve(
                 && s.set_read_timeout(Some(Duration::from_millis(20))).is_ok()
             {
                 tracing::info!(target: "fpm", "routing daemon connected from {peer}");
+                // Every change to the node waits for a reload or batch under way
+                // (`Stack::changes_alone`), so that putting the node back after a
+                // refused one does not take zebra's routes back with it.
+                let _c = stack.changes_shared();
                 feed.session_start(stack, Instant::now());
                 conn = Some(s);
             }
@@ -727,17 +731,20 @@ pub fn serve(
             publish(&feed);
         }
         let Some(s) = conn.as_mut() else {
-            feed.poll(stack, Instant::now());
+            stack_poll(&mut feed, stack);
             publish(&feed);
             std::thread::sleep(Duration::from_millis(20));
             continue;
         };
         let end = match s.read(&mut buf) {
             Ok(0) => Some("closed the connection".to_string()),
-            Ok(n) => match feed.feed(stack, &buf[..n], Instant::now()) {
-                Ok(()) => None,
-                Err(e) => Some(format!("sent a bad frame ({e})")),
-            },
+            Ok(n) => {
+                let fed = {
+                    let _c = stack.changes_shared();
+                    feed.feed(stack, &buf[..n], Instant::now())
+                };
+                fed.err().map(|e| format!("sent a bad frame ({e})"))
+            }
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
                     || e.kind() == std::io::ErrorKind::TimedOut =>
@@ -749,13 +756,24 @@ pub fn serve(
         if let Some(why) = end {
             tracing::info!(target: "fpm", "routing daemon {why}; its routes stay");
             conn = None;
+            let _c = stack.changes_shared();
             feed.session_end(stack);
         }
-        feed.poll(stack, Instant::now());
+        stack_poll(&mut feed, stack);
         publish(&feed);
     }
-    feed.commit(stack);
+    {
+        let _c = stack.changes_shared();
+        feed.commit(stack);
+    }
     publish(&feed);
+}
+
+/// The feed's timers (retries, the resync's sweep, batched commits), as a
+/// change of the node's ([`Stack::changes_shared`]).
+fn stack_poll(feed: &mut FpmFeed, stack: &Stack) {
+    let _c = stack.changes_shared();
+    feed.poll(stack, Instant::now());
 }
 
 #[cfg(test)]

@@ -342,6 +342,9 @@ impl crate::inet6::cx::Inet6Ctl for Shared {
     fn notify_worker(&self, w: usize) {
         Shared::notify_worker(self, w);
     }
+    fn dad_log(&self) -> &crate::inet6::nd6::DadLog {
+        &self.dad_log
+    }
 }
 
 /// How a worker is woken from its sleep in `poll(2)`.
@@ -388,6 +391,10 @@ pub(crate) struct Shared {
     /// Batches under way ([`Stack::fib_batch`]): while any is, changes to the
     /// table are not compiled; the last to end compiles and publishes once.
     fib_hold: std::sync::atomic::AtomicUsize,
+    /// DAD's warnings, rate-limited.
+    dad_log: crate::inet6::nd6::DadLog,
+    /// Changes made of many (a reload, a batch) against the others ([`Stack::changes_alone`]).
+    changes: std::sync::RwLock<()>,
 }
 
 impl Shared {
@@ -778,6 +785,8 @@ impl Stack {
             fib: ArcSwap::from_pointee(route::Fib::default()),
             rtbus,
             fib_hold: Default::default(),
+            dad_log: Default::default(),
+            changes: Default::default(),
             isn_secret,
             tfo: crate::tcp::fastopen::TfoState::new(isn_secret),
             tcp_mem: Arc::new(crate::tcp::mem::TcpMem::new(n)),
@@ -987,6 +996,27 @@ impl Stack {
     /// compilation of a large table per batch would cost more than the changes.
     pub fn route_batch_deferred<R>(&self, f: impl FnOnce(&mut route::Rib) -> R) -> R {
         self.shared.route_update_deferred(f)
+    }
+
+    /// Held by a change made of many commands that puts the node back as it was
+    /// if one of them fails (a config file's reload, a batch): no other change
+    /// (a control command, a route from the routing daemon) runs meanwhile, so
+    /// putting the saved state back undoes only what the batch did. Writers of
+    /// single changes take [`Stack::changes_shared`] and wait for it.
+    pub fn changes_alone(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.shared
+            .changes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Held by a single change (a control command, the routing daemon's feed)
+    /// while it runs; see [`Stack::changes_alone`].
+    pub fn changes_shared(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.shared
+            .changes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs `f` with the FIB's compilation held: every route change `f` makes
