@@ -118,6 +118,23 @@ impl Fw {
         let v = self.run(&mut p);
         (v.decision, v.rule)
     }
+
+    /// `eval` of `p` at time `now`, or `eval_error` if it quotes a flow.
+    fn decide_quoted(
+        &mut self,
+        mut p: PacketInfo,
+        q: Option<state::FlowId>,
+        now: u64,
+    ) -> (Decision, u16) {
+        let prog = self.rs.program().unwrap();
+        let states = self.rs.states().clone();
+        let (ctr, rng) = (&mut self.ctr, &mut self.rng);
+        let v = match q {
+            Some(q) => prog.eval_error(&mut p, q, &Host, &states, ctr, now, rng),
+            None => prog.eval(&mut p, &Host, &states, ctr, now, rng),
+        };
+        (v.decision, v.rule)
+    }
 }
 
 /// Whether `add 100 allow BODY` lets `p` through (the default rule denies).
@@ -1237,11 +1254,15 @@ fn icmp_states_admit_the_reply_of_their_query_and_errors_about_their_flows() {
     }
     // Errors and replies made no state: the pings', the DNS flow's, ICMPv6's.
     assert_eq!(fw.rs.states().len(), 4);
-    // `eval` of a packet agrees; an error as a PacketInfo carries no quote and
-    // matches no state.
+    // One packet at a time agrees: `eval`, and `eval_error` for the errors with
+    // their quotes. An error given to `eval` (no quote) matches no state.
     let mut one = Fw::new(ICMP_STATES);
-    for (p, want, why) in steps.iter().filter(|s| s.0 .1.is_none()) {
-        assert_eq!(one.decide(p.0), *want, "eval: {why}");
+    for (k, ((p, q), want, why)) in steps.iter().enumerate() {
+        assert_eq!(
+            one.decide_quoted(*p, *q, k as u64 + 2),
+            *want,
+            "eval: {why}"
+        );
     }
     let err = icmp_error("198.51.100.1", "10.0.0.5", 3, Some(&dns)).0;
     assert_eq!(one.decide(err), (Decision::Deny, 400));

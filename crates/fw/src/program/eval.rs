@@ -352,16 +352,38 @@ impl Program {
         rng: &mut u64,
     ) -> Verdict {
         let mut t = counters.tally(self);
-        self.eval_one(pkt, env, states, &mut t, now, rng)
+        self.eval_one(pkt, None, env, states, &mut t, now, rng)
+    }
+
+    /// `eval` of an ICMP or ICMPv6 error `pkt` that quotes the packet of flow
+    /// `quote` (as [`crate::PacketVec::set_icmp_quote`] takes it: [`FlowId::icmp`]
+    /// for a quoted ICMP message): `check-state` and `keep-state` rules find the
+    /// quoted packet's state and admit the error only if it goes back to that
+    /// packet's source, as pf does. (`eval` of an error matches no state.)
+    #[allow(clippy::too_many_arguments)]
+    pub fn eval_error<E: Env + ?Sized, C: CounterSink>(
+        &self,
+        pkt: &mut PacketInfo,
+        quote: FlowId,
+        env: &E,
+        states: &StateShards,
+        mut counters: C,
+        now: u64,
+        rng: &mut u64,
+    ) -> Verdict {
+        let mut t = counters.tally(self);
+        self.eval_one(pkt, Some(quote), env, states, &mut t, now, rng)
     }
 
     /// `eval` after the counters' sync, its lookups made on the spot. The packet is
     /// read-only during the walk (its tags are a local copy, written back at the
     /// end), so its fields are loaded once per packet rather than once per rule.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn eval_one<E: Env + ?Sized, T: Tally>(
         &self,
         pkt: &mut PacketInfo,
+        quote: Option<FlowId>,
         env: &E,
         states: &StateShards,
         t: &mut T,
@@ -376,7 +398,7 @@ impl Program {
             log: false,
         };
         self.walk(
-            &*pkt,
+            One { p: &*pkt, quote },
             &mut tags,
             env,
             states,

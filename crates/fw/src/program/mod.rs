@@ -26,7 +26,7 @@ pub use compile::{CompileError, TableRef};
 use counters::{Cells, Tally};
 pub use counters::{CounterSink, CounterSource, Counters, RuleCounter, SharedCounters};
 pub use packet::{tcpopt, Direction, Env, IfName, IfRef, MacHdr, PacketInfo, Tags};
-use vector::{Col, Cols, Pkt};
+use vector::{Col, Cols, One, Pkt};
 pub use vector::{Needs, PacketVec, VECTOR};
 
 use crate::rule::{self, Arg, FlagSpec, MacPat, Range};

@@ -129,9 +129,9 @@ pub struct PacketInfo {
     /// An ICMP or ICMPv6 query's or reply's identifier (echo, timestamp,
     /// information, address mask: [`crate::state::IcmpKind::Query`]), which its
     /// state is keyed on. (An error's quoted flow, which its state lookup uses, is
-    /// given to a [`crate::PacketVec`] only, `set_icmp_quote`: 40 bytes more here
-    /// would slow every packet `eval_batch` copies; an error evaluated as a
-    /// `PacketInfo` matches no state.)
+    /// not a field: 40 bytes more here would slow every packet `eval_batch` copies.
+    /// It goes to [`crate::PacketVec::set_icmp_quote`] or to
+    /// [`crate::Program::eval_error`]; an error given to `eval` matches no state.)
     pub icmp_id: u16,
     /// IP total length (IPv6: payload length + 40).
     pub ip_len: u16,
