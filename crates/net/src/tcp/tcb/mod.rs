@@ -239,7 +239,7 @@ pub struct Tcb {
     /// send is one these grant, and segmentation offload does not hold it.
     limited_extra: u32,
     /// When data last went out (RFC 5681 §4.1's idle period ends at a send).
-    last_data_sent: Instant,
+    last_data_sent: Option<Instant>,
     /// When the first unacknowledged segment was sent, as near as known (the
     /// scoreboard's, else when it began the flight; long ago after an ACK):
     /// segmentation offload holds a send only while an ACK is due soon.
@@ -390,7 +390,7 @@ impl Tcb {
             ssthresh: u32::MAX,
             dupacks: 0,
             limited_extra: 0,
-            last_data_sent: Instant::ZERO,
+            last_data_sent: None,
             head_sent: Instant::ZERO,
             cc: CcState::new(cfg.cc),
             hystart: HyStart::new(cfg.hystart),

@@ -545,7 +545,7 @@ impl Tcb {
                 self.rack_sent(seg.seq, len, now);
                 self.pace_sent(now, len);
                 if len > 0 {
-                    self.last_data_sent = now;
+                    self.last_data_sent = Some(now);
                 }
                 self.push(seg, st, out);
                 true
@@ -573,14 +573,17 @@ impl Tcb {
     /// at once. FreeBSD's `cc_after_idle`, Linux's `tcp_slow_start_after_idle`;
     /// `net.inet.tcp.slowstart_after_idle` turns it off. Not for BBR, which
     /// restarts from idle by its own model (`Bbr::on_restart_from_idle`, as
-    /// Linux leaves BBR's window alone there).
+    /// Linux leaves BBR's window alone there). Before the first data the window
+    /// is the initial one already.
     fn restart_after_idle(&mut self, now: Instant) {
         if !self.cfg.slowstart_after_idle
             || self.bbr.is_some()
             || self.snd_una != self.snd_max
             || !self.state.synchronized()
             || !lt(self.snd_nxt, self.fin_seq())
-            || now.saturating_duration_since(self.last_data_sent) <= self.rto
+            || self
+                .last_data_sent
+                .is_none_or(|t| now.saturating_duration_since(t) <= self.rto)
         {
             return;
         }

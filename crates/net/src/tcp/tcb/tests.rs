@@ -2803,7 +2803,7 @@ fn an_idle_connection_restarts_from_the_initial_window() {
 /// peer's window takes it, even a single segment that Nagle or the window held.
 #[test]
 fn a_tail_loss_probe_sends_new_data_when_there_is_some() {
-    for tso_max in [0, TSO_MAX] {
+    for (tso_max, short) in [(0, false), (TSO_MAX, false), (0, true), (TSO_MAX, true)] {
         let cfg = TcpConfig {
             min_rto: Duration::from_millis(200),
             tso_max,
@@ -2813,8 +2813,9 @@ fn a_tail_loss_probe_sends_new_data_when_there_is_some() {
         p.blackhole = true;
         let seg = p.a.seg_size();
         p.a.cwnd = 10 * seg;
-        // Eleven segments: one beyond the window.
-        p.a.send(&vec![3u8; 11 * seg as usize]);
+        // A segment beyond the window, or less than one (which Nagle holds).
+        let extra = if short { 500 } else { seg };
+        p.a.send(&vec![3u8; (10 * seg + extra) as usize]);
         let mut out = Vec::new();
         p.a.output(p.now, &mut p.sa, &mut out);
         let high = p.a.snd_max;
@@ -2826,7 +2827,7 @@ fn a_tail_loss_probe_sends_new_data_when_there_is_some() {
             .filter(|(a, s)| *a && s.data_len > 0)
             .map(|(_, s)| (s.seq, s.data_len))
             .collect();
-        assert_eq!(probe, vec![(high, seg as usize)], "tso {tso_max}");
+        assert_eq!(probe, vec![(high, extra as usize)], "tso {tso_max}");
         assert_eq!(p.sa.sndrexmitpack, 0);
     }
 }
