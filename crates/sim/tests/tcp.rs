@@ -1448,7 +1448,11 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     // a and b sit on 1500-byte links, so a's segments stand for 1448-byte ones, but
     // the link between the two routers, offloading too, has an MTU of 1280. Handed
     // over whole, its device would cut them into packets longer than the link
-    // takes; the first router cuts them itself, to fit.
+    // takes; the first router cuts them itself, to fit. A full segment of a's
+    // own (the last of a burst cut to whole segments, sent alone) is no offload
+    // segment: it is fragmented, as any IPv4 datagram without DF is, never
+    // handed to the device whole (which once put 1,500-byte frames on the
+    // 1,280-byte link).
     let offload = |mtu| WireConfig {
         offload: dev::Offloads::ALL,
         mtu,
@@ -1458,7 +1462,6 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
     assert!(sr.ip.swgso > 0, "the router cut them: {:?}", sr.ip);
     assert_eq!(sr.ip.tso, 0, "and handed none over whole: {:?}", sr.ip);
-    assert_eq!(sr.ip.fragmented, 0);
 }
 
 /// Two hosts on a wire that takes 512 KiB segments whole (`dev::Offloads::BIG`),

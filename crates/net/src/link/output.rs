@@ -113,7 +113,10 @@ pub(crate) fn fit_link<'a, C: AsLink<'a>>(
 /// the router cuts it itself (`gso::tcp_segment`) rather than have the device
 /// put packets longer than the link's MTU on it.
 pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
-    m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
+    // A segment without a segment size stands for itself: too long for the link,
+    // it is the caller's to fragment or refuse, never the device's to cut.
+    m.hdr.tso_segsz != 0
+        && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
         && m.len() <= ifp.offload.tso
         && headers_len(m).is_some_and(|h| h + usize::from(m.hdr.tso_segsz) <= mtu)
 }

@@ -335,8 +335,13 @@ impl Tcb {
         match self.recover {
             None if !lost => {
                 // Limited transmit (RFC 3042): each of the first two duplicate ACKs
-                // lets one new segment out, to keep the ACK clock running.
-                self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+                // lets one new segment out, to keep the ACK clock running. Only
+                // the first two: with SACK, duplicate ACKs go on without recovery
+                // until RACK finds a loss, and each letting a segment out would
+                // pour new data into the queue that is dropping it.
+                if self.dupacks <= 2 {
+                    self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+                }
             }
             None => {
                 if self.sack_perm {

@@ -458,19 +458,23 @@ impl Tcb {
                 // Whole segments wait only while an ACK is due soon (Linux: not when
                 // the first unacknowledged segment went less than half an SRTT ago,
                 // which would hold the last segments of the initial window for a
-                // round trip, or until the tail loss probe); and never what limited
-                // transmit (RFC 3042), a tail loss probe or F-RTO lets out: those
-                // grant a segment or two beside the window for the ACK they bring.
+                // round trip, or until the tail loss probe); and not what a tail
+                // loss probe, or without SACK limited transmit (RFC 3042) or F-RTO,
+                // lets out ([`Tcb::grant_ends_deferral`]): those grant a segment or
+                // two beside the window for the ACK they bring, and only that goes,
+                // not what the deferral held of the window.
                 if burst > room
                     && len < burst
                     && (len < unsent || len > room)
                     && self.flight() > 0
                     && allowance < self.snd_wnd.min(self.cwnd) / 3
                     && !fin_here
-                    && self.limited_extra == 0
                     && (len < room || self.ack_due_soon(now))
                 {
-                    return false;
+                    if !self.grant_ends_deferral() {
+                        return false;
+                    }
+                    len = len.min(self.limited_extra.max(room));
                 }
                 // Nagle: a short segment waits while data are unacknowledged, unless it
                 // ends the stream, or is a tail loss probe's.
@@ -552,6 +556,20 @@ impl Tcb {
             }
             _ => false,
         }
+    }
+
+    /// Whether what the window holds back beside a grant (`limited_extra`) goes
+    /// despite segmentation offload's deferral: a tail loss probe's always, and
+    /// limited transmit's (RFC 3042) or F-RTO's without SACK, where nothing but
+    /// the timeout would follow. With SACK the deferral may hold limited
+    /// transmit's segment, as Linux's does below its Recovery state: RACK and
+    /// the probe (RFC 8985) find the loss of a short flight without a third
+    /// duplicate ACK, and a segment let out on every early duplicate ACK,
+    /// whole bursts at 10 Mbit/s, fed the queue that was dropping them
+    /// (`hystart_leaves_slow_start_before_a_long_queue_overflows` in sim: two
+    /// timeouts with a 40-frame queue).
+    fn grant_ends_deferral(&self) -> bool {
+        self.limited_extra > 0 && (self.tlp_sending || !self.sack_perm)
     }
 
     /// Whether an ACK is due within half an SRTT: the first unacknowledged
