@@ -173,6 +173,9 @@ const KNOBS: &[Knob<TcpConfig>] = &[
     // Segments past the MSS for the device to cut, or cut in software before a
     // device that cannot (Linux's GSO); 0: one MSS a segment.
     flag_knob!("net.inet.tcp.tso", tso),
+    // RFC 5681 §4.1's restart window after an idle period (Linux's
+    // tcp_slow_start_after_idle; FreeBSD has no switch for it).
+    flag_knob!("net.inet.tcp.slowstart_after_idle", slowstart_after_idle),
     // Software LRO on interfaces without offload (FreeBSD sets it per interface,
     // `ifconfig IF lro`; here one switch for the node).
     flag_knob!("net.inet.tcp.lro", lro),
@@ -526,6 +529,7 @@ mod tests {
             ("net.inet.tcp.delayed_ack=0", "1 -> 0"),
             ("net.inet.tcp.sack.enable=0", "1 -> 0"),
             ("net.inet.tcp.tso=0", "1 -> 0"),
+            ("net.inet.tcp.slowstart_after_idle=0", "1 -> 0"),
             ("net.inet.tcp.lro=0", "1 -> 0"),
             ("net.inet.tcp.rfc1323=2", "1 -> 2"),
             ("net.inet.tcp.msl=15000", "30000 -> 15000"),

@@ -1559,7 +1559,11 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     // a and b sit on 1500-byte links, so a's segments stand for 1448-byte ones, but
     // the link between the two routers, offloading too, has an MTU of 1280. Handed
     // over whole, its device would cut them into packets longer than the link
-    // takes; the first router cuts them itself, to fit.
+    // takes; the first router cuts them itself, to fit. A full segment of a's
+    // own (the last of a burst cut to whole segments, sent alone) is no offload
+    // segment: it is fragmented, as any IPv4 datagram without DF is, never
+    // handed to the device whole (which once put 1,500-byte frames on the
+    // 1,280-byte link).
     let offload = |mtu| WireConfig {
         offload: dev::Offloads::ALL,
         mtu,
@@ -1569,7 +1573,6 @@ fn a_router_cuts_large_segments_whose_pieces_would_not_fit_the_next_link() {
     assert!(sa.ip.tso > 0, "a sent segments larger than the MTU");
     assert!(sr.ip.swgso > 0, "the router cut them: {:?}", sr.ip);
     assert_eq!(sr.ip.tso, 0, "and handed none over whole: {:?}", sr.ip);
-    assert_eq!(sr.ip.fragmented, 0);
 }
 
 /// Two hosts on a wire that takes 512 KiB segments whole (`dev::Offloads::BIG`),
@@ -2715,4 +2718,150 @@ fn write_mbuf_sends_the_applications_buffers_in_order_with_plain_writes() {
     assert_eq!(got.len(), data.len());
     assert!(got == data, "bytes differ");
     assert!(by_ref > data.len() / 3, "{by_ref} bytes given by reference");
+}
+
+/// The largest TCP segment in `frames` (Ethernet frames) sent from `src`: data plus
+/// TCP options, per segment the frame stands for (a frame past the MTU, whole for
+/// the device to cut, stands for `tso_segsz`-byte ones).
+fn largest_segment(frames: &[mbuf::Mbuf], src: std::net::IpAddr, mtu: usize) -> usize {
+    let mut most = 0;
+    for m in frames {
+        let f = m.to_vec();
+        if f.len() < 14 + 40 {
+            continue;
+        }
+        let (l3, total, from) = match (u16::from_be_bytes([f[12], f[13]]), f[14] >> 4) {
+            (0x0800, 4) if f[14 + 9] == 6 => {
+                let ihl = usize::from(f[14] & 0xf) * 4;
+                let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
+                let s: [u8; 4] = f[26..30].try_into().unwrap();
+                (ihl, total, std::net::IpAddr::from(s))
+            }
+            (0x86dd, 6) if f[14 + 6] == 6 => {
+                let total = 40 + usize::from(u16::from_be_bytes([f[18], f[19]]));
+                let s: [u8; 16] = f[22..38].try_into().unwrap();
+                (40, total, std::net::IpAddr::from(s))
+            }
+            _ => continue,
+        };
+        if from != src {
+            continue;
+        }
+        let tcp = 14 + l3;
+        let doff = usize::from(f[tcp + 12] >> 4) * 4;
+        let opts = doff - 20;
+        let data = total - l3 - doff;
+        let per = if total > mtu && m.hdr.tso_segsz != 0 {
+            usize::from(m.hdr.tso_segsz).min(data)
+        } else {
+            data
+        };
+        if data > 0 {
+            most = most.max(per + opts);
+        }
+    }
+    most
+}
+
+/// RFC 9293 §3.7.1: no segment larger than the peer's MSS (data and TCP options,
+/// RFC 6691), whatever the offload path: segments of up to 64 KiB cut in software
+/// (the default), cut by the device, or one MSS each. A peer behind a smaller link
+/// (its interface's MTU here) offers a smaller MSS than ours; `fit_link` cut only
+/// what exceeded our link's MTU, so a burst that fit it left whole: segments of
+/// up to 1,440 bytes to a peer offering 1,200. Random MSS values and write sizes,
+/// IPv4 and IPv6; the frames from the sender are read off the wire.
+#[test]
+fn no_segment_exceeds_the_peers_mss_whatever_the_offload() {
+    let mut rng = dev::rng::Rng::new(46);
+    for case in 0..12u64 {
+        let v6 = case % 2 == 1;
+        let (tso, device) = match case % 6 / 2 {
+            0 => (true, 0),
+            1 => (true, 64 * 1024),
+            _ => (false, 0),
+        };
+        let mss = match case {
+            0 | 1 => 536,
+            2 | 3 => 1200,
+            _ => 536 + rng.below(900) as usize,
+        };
+        let write = 1 + rng.below(20_000) as usize;
+        let wire = WireConfig {
+            offload: dev::Offloads {
+                csum: device > 0,
+                tso: device,
+            },
+            ..WireConfig::default()
+        };
+        let tcp = net::tcp::TcpConfig {
+            tso,
+            ..Default::default()
+        };
+        let (mut s, a, b, hub) = pair_on_hub(1, 60 + case, wire, tcp);
+        let mut sniff = s.attach_raw(hub);
+        // The peer's link: its MTU makes its MSS (IPv6's header is 20 bytes more).
+        let ip_hdr = if v6 { 40 } else { 20 };
+        s.host(b)
+            .set_mtu(net::IfIndex(0), mss + ip_hdr + 20)
+            .unwrap();
+        let (src, to): (std::net::IpAddr, std::net::SocketAddr) = if v6 {
+            for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
+                s.host(h)
+                    .add_address6(net::IfIndex(0), addr.parse().unwrap())
+                    .unwrap();
+            }
+            s.run_for(Duration::from_millis(1500));
+            (
+                "2001:2::1".parse().unwrap(),
+                "[2001:2::2]:80".parse().unwrap(),
+            )
+        } else {
+            (ip(1).into(), SocketAddrV4::new(ip(2), 80).into())
+        };
+        let l = s.host(b).tcp_listen(to, 4).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let c = s.host(a).tcp_connect_nonblocking(to).unwrap();
+        s.run_for(Duration::from_millis(50));
+        let (srv, _) = l.accept().unwrap();
+        c.set_nonblocking(true).unwrap();
+        srv.set_nonblocking(true).unwrap();
+        // Bulk (the sender's backlog cut into bursts), then messages each read
+        // before the next is written (the tail of each leaves alone, the length
+        // the application gave).
+        let mut sizes = vec![(300_000, write)];
+        for _ in 0..40 {
+            let n = 1 + rng.below(4 * mss as u64) as usize;
+            sizes.push((n, n));
+        }
+        let mut frames = Vec::new();
+        let what = format!(
+            "case {case}: v6 {v6}, tso {tso}, device {device}, mss {mss}, writes of {write}"
+        );
+        let mut buf = vec![0u8; 65536];
+        for (total, write) in sizes {
+            let data: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+            let (mut sent, mut got) = (0, 0);
+            let done = s.run_until(Duration::from_secs(60), |s| {
+                while sent < total {
+                    let n = write.min(total - sent);
+                    match (&c).write(&data[sent..sent + n]) {
+                        Ok(k) if k > 0 => sent += k,
+                        _ => break,
+                    }
+                }
+                while let Ok(n) = (&srv).read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                while sniff.rx_burst(s.now(), &mut frames, 256) > 0 {}
+                got == total
+            });
+            assert!(done, "{what}: {got} of {total}");
+        }
+        let most = largest_segment(&frames, src, 1500);
+        assert!(most > 0, "{what}: frames seen");
+        assert!(most <= mss, "{what}: a segment of {most} bytes");
+    }
 }

@@ -53,7 +53,11 @@ fn out_dropped(v6: bool) -> DropReason {
 /// The output path's offload step, shared by sending and forwarding over both
 /// families, before the link with `mtu` on `ifp` carries a packet (IPv4 or IPv6):
 /// - a segment standing for smaller ones (`tso_segsz`) that the device will not
-///   cut is cut in software (`ip.swgso` / `ip6.swgso`), each piece to `out`;
+///   cut is cut in software (`ip.swgso` / `ip6.swgso`), each piece to `out`: one
+///   longer than the MTU, and one within it whose data exceed its segment size
+///   too, since that size is the peer's MSS (RFC 9293 §3.7.1: a sender MUST NOT
+///   exceed it), which may be smaller than the link's (a peer behind PPPoE or a
+///   tunnel); a device cuts only beyond the MTU;
 /// - a TCP checksum left to a device that will not fill it is filled
 ///   ([`csum_finish`]);
 /// - what fits the MTU, or a segment the device cuts (`ip.tso` / `ip6.tso`), goes
@@ -71,7 +75,7 @@ pub(crate) fn fit_link<'a, C: AsLink<'a>>(
     let v6 = m.first().first().is_some_and(|b| b >> 4 == 6);
     // Decided once: neither the cut nor the checksum changes what it looks at.
     let whole = m.len() > mtu && tso_takes(ifp, &m, mtu);
-    if m.len() > mtu && m.hdr.tso_segsz != 0 && !whole {
+    if m.hdr.tso_segsz != 0 && !whole && (m.len() > mtu || stands_for_more(&m)) {
         // The pieces go into the worker's reused list, then out in order.
         let mut segs = std::mem::take(cx.link().gso_segs);
         match crate::link::gso::tcp_segment(&m, mtu, &mut segs) {
@@ -109,9 +113,18 @@ pub(crate) fn fit_link<'a, C: AsLink<'a>>(
 /// the router cuts it itself (`gso::tcp_segment`) rather than have the device
 /// put packets longer than the link's MTU on it.
 pub(crate) fn tso_takes(ifp: &Ifnet, m: &Mbuf, mtu: usize) -> bool {
-    m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
+    // A segment without a segment size stands for itself: too long for the link,
+    // it is the caller's to fragment or refuse, never the device's to cut.
+    m.hdr.tso_segsz != 0
+        && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
         && m.len() <= ifp.offload.tso
         && headers_len(m).is_some_and(|h| h + usize::from(m.hdr.tso_segsz) <= mtu)
+}
+
+/// Whether `m`, marked with a segment size, carries more data than one segment of
+/// it.
+fn stands_for_more(m: &Mbuf) -> bool {
+    headers_len(m).is_some_and(|h| m.len() > h + usize::from(m.hdr.tso_segsz))
 }
 
 /// The IP and TCP headers' length at the front of `m` (IPv4, or IPv6 without

@@ -71,6 +71,17 @@ impl CcState {
         }
     }
 
+    /// The window falls to the restart window after idle (RFC 5681 §4.1) from
+    /// `cwnd`: CUBIC's epoch begins again when avoidance does, with `cwnd` as
+    /// its W_max if larger (FreeBSD's `cubic_after_idle`), so the idle time does
+    /// not count as time spent growing.
+    pub fn after_idle(&mut self, cwnd: u32, mss: u32) {
+        if self.algo == CongestionControl::Cubic {
+            self.w_max = self.w_max.max(f64::from(cwnd) / f64::from(mss.max(1)));
+        }
+        self.epoch = None;
+    }
+
     /// A timeout: the epoch restarts from the collapsed window.
     pub fn on_timeout(&mut self) {
         self.epoch = None;

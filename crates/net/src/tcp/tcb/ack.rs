@@ -23,6 +23,13 @@ impl Tcb {
         let acked = diff(ack, self.snd_una);
         // Bytes of the send buffer acknowledged (the SYN and FIN are not in it).
         let data_end = self.fin_seq();
+        // The window grows by the data newly acknowledged (RFC 5681 §3.1, RFC
+        // 3465): the SYN and the FIN take a sequence number each and are not
+        // data. Counted, the SYN's ACK left the first window a byte beyond ten
+        // segments, and the first flight ended in a 1-byte segment.
+        let syn = u32::from(self.snd_una == self.iss);
+        let fin = u32::from(self.fin_queued && le(self.snd_una, data_end) && lt(data_end, ack));
+        let grow_by = acked.saturating_sub(syn + fin);
         let upto = if lt(data_end, ack) { data_end } else { ack };
         if lt(self.buf_seq, upto) {
             let n = diff(upto, self.buf_seq) as usize;
@@ -101,14 +108,17 @@ impl Tcb {
                 if self.bbr.is_some() {
                     // BBR sets the window once the scoreboard has seen the ACK.
                 } else if self.cwnd < self.ssthresh {
+                    // In segments of the size they leave with, as the initial
+                    // window ([`Tcb::initial_window`]).
+                    let seg = self.seg_size();
                     let how = self.hystart.on_ack(ack, self.snd_nxt, st);
                     if how == SlowStartAck::EnterAvoidance {
                         self.ssthresh = self.cwnd;
                     }
-                    self.cwnd = self.cwnd.saturating_add(how.growth(acked, mss));
-                } else {
+                    self.cwnd = self.cwnd.saturating_add(how.growth(grow_by, seg));
+                } else if grow_by > 0 {
                     let srtt = self.srtt.unwrap_or(Duration::ZERO);
-                    let inc = self.cc.avoid(now, self.cwnd, acked, mss, srtt);
+                    let inc = self.cc.avoid(now, self.cwnd, grow_by, mss, srtt);
                     self.cwnd = self.cwnd.saturating_add(inc);
                 }
             }
@@ -129,6 +139,10 @@ impl Tcb {
         if self.snd_una != self.snd_max {
             self.arm_rtx(now);
             self.arm_tlp(now);
+            // The new first unacknowledged segment was sent before the one just
+            // acknowledged, as far as is known without a scoreboard: its ACK is
+            // on the way ([`Tcb::ack_due_soon`]).
+            self.head_sent = Instant::ZERO;
         }
     }
 
@@ -321,8 +335,13 @@ impl Tcb {
         match self.recover {
             None if !lost => {
                 // Limited transmit (RFC 3042): each of the first two duplicate ACKs
-                // lets one new segment out, to keep the ACK clock running.
-                self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+                // lets one new segment out, to keep the ACK clock running. Only
+                // the first two: with SACK, duplicate ACKs go on without recovery
+                // until RACK finds a loss, and each letting a segment out would
+                // pour new data into the queue that is dropping it.
+                if self.dupacks <= 2 {
+                    self.limited_extra = self.limited_extra.saturating_add(self.seg_size());
+                }
             }
             None => {
                 if self.sack_perm {

@@ -181,6 +181,12 @@ pub struct TcpConfig {
     /// 0 for a segment per MSS. New data only: retransmissions and everything sent
     /// during loss recovery go an MSS at a time.
     pub tso_max: u32,
+    /// RFC 5681 §4.1's restart window (`net.inet.tcp.slowstart_after_idle`, as
+    /// Linux's `tcp_slow_start_after_idle`; FreeBSD does it always): after more
+    /// than a retransmission timeout without sending data, the window falls to
+    /// the initial window before the next send. On by default; BBR keeps its
+    /// own restart from idle either way.
+    pub slowstart_after_idle: bool,
     /// Large segments (FreeBSD's `net.inet.tcp.tso`): build segments for the
     /// interface's segmentation offload, and for an interface without it segments
     /// of up to [`GSO_MAX`] that `ip_send` cuts in software (Linux's GSO). Off,
@@ -251,6 +257,7 @@ impl Default for TcpConfig {
             ecn: 2,
             ecn_maxretries: 1,
             tso_max: 0,
+            slowstart_after_idle: true,
             tso: true,
             lro: true,
             fastopen_client: true,

@@ -239,7 +239,15 @@ pub struct Tcb {
     ssthresh: u32,
     dupacks: u32,
     /// Limited transmit's allowance beyond `cwnd`, reset by new data acknowledged.
+    /// Also what a tail loss probe and F-RTO let out: while it is not zero, the
+    /// send is one these grant, and segmentation offload does not hold it.
     limited_extra: u32,
+    /// When data last went out (RFC 5681 §4.1's idle period ends at a send).
+    last_data_sent: Option<Instant>,
+    /// When the first unacknowledged segment was sent, as near as known (the
+    /// scoreboard's, else when it began the flight; long ago after an ACK):
+    /// segmentation offload holds a send only while an ACK is due soon.
+    head_sent: Instant,
     cc: CcState,
     hystart: HyStart,
     ka_deadline: Option<Instant>,
@@ -314,6 +322,9 @@ pub struct Tcb {
     tlp_out: bool,
     /// The probe is due in the next output.
     tlp_fire: bool,
+    /// The probe's new data is going out: Nagle does not hold it (as Linux's
+    /// `tcp_send_loss_probe` sends with `TCP_NAGLE_OFF`).
+    tlp_sending: bool,
     /// Before the first timeout of an episode: (cwnd, ssthresh, our timestamp then),
     /// to undo the reduction if the timeout proves spurious (Eifel, RFC 3522).
     rto_undo: Option<(u32, u32, u32)>,
@@ -392,6 +403,8 @@ impl Tcb {
             ssthresh: u32::MAX,
             dupacks: 0,
             limited_extra: 0,
+            last_data_sent: None,
+            head_sent: Instant::ZERO,
             cc: CcState::new(cfg.cc),
             hystart: HyStart::new(cfg.hystart),
             ka_deadline: None,
@@ -425,6 +438,7 @@ impl Tcb {
             tlp_deadline: None,
             tlp_out: false,
             tlp_fire: false,
+            tlp_sending: false,
             rto_undo: None,
             rack: rack::Rack::default(),
             rto_recover: None,
@@ -511,7 +525,7 @@ impl Tcb {
         t.snd_wnd = u32::from(wnd) << t.snd_wscale;
         t.snd_wl1 = irs;
         t.snd_wl2 = t.snd_una;
-        t.cwnd = cfg.init_cwnd_segs.max(1) * t.snd_mss;
+        t.cwnd = t.initial_window();
         t.round_buffers();
         t.choose_cc();
         t
@@ -535,7 +549,7 @@ impl Tcb {
             self.ts_recent = tsval;
         }
         self.sack_perm = self.cfg.sack && syn.sack_perm;
-        self.cwnd = self.cfg.init_cwnd_segs.max(1) * self.snd_mss;
+        self.cwnd = self.initial_window();
         if self.active {
             self.round_buffers();
         }

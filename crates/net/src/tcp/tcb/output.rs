@@ -108,6 +108,16 @@ impl Tcb {
         self.snd_mss.saturating_sub(opts).max(1)
     }
 
+    /// The initial window (`init_cwnd_segs`, RFC 6928's ten by default), and the
+    /// restart window after idle (RFC 5681 §4.1), in whole segments of the size
+    /// they carry: the MSS less the options every segment carries. Counted in
+    /// MSS, it left the first flight with a runt of the options' bytes (120 with
+    /// timestamps) behind ten full segments; Linux counts the window in packets,
+    /// FreeBSD in `tcp_maxseg`, which has the options taken off.
+    pub(super) fn initial_window(&self) -> u32 {
+        self.cfg.init_cwnd_segs.max(1) * self.seg_size()
+    }
+
     /// Window still open from what we advertised (never negative).
     fn adv_room(&self) -> u32 {
         if lt(self.rcv_nxt, self.rcv_adv) {
@@ -250,6 +260,7 @@ impl Tcb {
             self.push(seg, st, out);
             self.ack_now = true;
         }
+        self.restart_after_idle(now);
         let mut sent_any = false;
         for _ in 0..4096 {
             if !self.send_one(now, st, out) {
@@ -420,6 +431,14 @@ impl Tcb {
                         len = len.min(diff(next, self.snd_nxt));
                     }
                 }
+                // A burst for segmentation offload that does not empty the buffer
+                // ends with a whole segment (FreeBSD's tcp_output: "prevent the last
+                // segment from being fractional unless the send sockbuf can be
+                // emptied"): what the window leaves of a segment waits for the
+                // ACKs in flight, rather than leaving as a runt.
+                if len > room && len < unsent {
+                    len -= len % room;
+                }
                 let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
                 if len == 0 && !(fin_here && unsent == 0) {
                     return false;
@@ -436,18 +455,35 @@ impl Tcb {
                 // application has written, the window's tail, waits to leave with what
                 // it writes next rather than alone (a small segment and its ACK per
                 // window). A single segment is left to Nagle, and a FIN never waits.
+                // Whole segments wait only while an ACK is due soon (Linux: not when
+                // the first unacknowledged segment went less than half an SRTT ago,
+                // which would hold the last segments of the initial window for a
+                // round trip, or until the tail loss probe); and not what a tail
+                // loss probe, or without SACK limited transmit (RFC 3042) or F-RTO,
+                // lets out ([`Tcb::grant_ends_deferral`]): those grant a segment or
+                // two beside the window for the ACK they bring, and only that goes,
+                // not what the deferral held of the window.
                 if burst > room
                     && len < burst
                     && (len < unsent || len > room)
                     && self.flight() > 0
                     && allowance < self.snd_wnd.min(self.cwnd) / 3
                     && !fin_here
+                    && (len < room || self.ack_due_soon(now))
                 {
-                    return false;
+                    if !self.grant_ends_deferral() {
+                        return false;
+                    }
+                    len = len.min(self.limited_extra.max(room));
                 }
                 // Nagle: a short segment waits while data are unacknowledged, unless it
-                // ends the stream.
-                if len < room && !self.cfg.nodelay && self.snd_una != self.snd_nxt && !fin_here {
+                // ends the stream, or is a tail loss probe's.
+                if len < room
+                    && !self.cfg.nodelay
+                    && self.snd_una != self.snd_nxt
+                    && !fin_here
+                    && !self.tlp_sending
+                {
                     return false;
                 }
                 // In recovery PRR opens the window by fractions of a segment: new
@@ -464,6 +500,9 @@ impl Tcb {
                 }
                 if self.flight() == 0 && len > 0 {
                     self.pace_restart();
+                }
+                if self.snd_nxt == self.snd_una {
+                    self.head_sent = now;
                 }
                 let mut seg = self.header(now, self.snd_nxt);
                 seg.data_len = len as usize;
@@ -509,10 +548,68 @@ impl Tcb {
                 }
                 self.rack_sent(seg.seq, len, now);
                 self.pace_sent(now, len);
+                if len > 0 {
+                    self.last_data_sent = Some(now);
+                }
                 self.push(seg, st, out);
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Whether what the window holds back beside a grant (`limited_extra`) goes
+    /// despite segmentation offload's deferral: a tail loss probe's always, and
+    /// limited transmit's (RFC 3042) or F-RTO's without SACK, where nothing but
+    /// the timeout would follow. With SACK the deferral may hold limited
+    /// transmit's segment, as Linux's does below its Recovery state: RACK and
+    /// the probe (RFC 8985) find the loss of a short flight without a third
+    /// duplicate ACK, and a segment let out on every early duplicate ACK,
+    /// whole bursts at 10 Mbit/s, fed the queue that was dropping them
+    /// (`hystart_leaves_slow_start_before_a_long_queue_overflows` in sim: two
+    /// timeouts with a 40-frame queue).
+    fn grant_ends_deferral(&self) -> bool {
+        self.limited_extra > 0 && (self.tlp_sending || !self.sack_perm)
+    }
+
+    /// Whether an ACK is due within half an SRTT: the first unacknowledged
+    /// segment went out at least that long ago (Linux's `tcp_tso_should_defer`:
+    /// "if next ACK is likely to come too late (half srtt), do not defer").
+    fn ack_due_soon(&self, now: Instant) -> bool {
+        let Some(srtt) = self.srtt else {
+            return false;
+        };
+        let head = self.rack.oldest_sent().unwrap_or(self.head_sent);
+        now.saturating_duration_since(head) >= srtt / 2
+    }
+
+    /// RFC 5681 §4.1: a connection that has sent no data for longer than the
+    /// retransmission timeout no longer knows what the path takes, and starts
+    /// again from the restart window, the initial window or the current one if
+    /// smaller, rather than sending a whole old window at once; `ssthresh` keeps
+    /// three quarters of the old window (RFC 2861 §2), so slow start climbs back
+    /// at once. FreeBSD's `cc_after_idle`, Linux's `tcp_slow_start_after_idle`;
+    /// `net.inet.tcp.slowstart_after_idle` turns it off. Not for BBR, which
+    /// restarts from idle by its own model (`Bbr::on_restart_from_idle`, as
+    /// Linux leaves BBR's window alone there). Before the first data the window
+    /// is the initial one already.
+    fn restart_after_idle(&mut self, now: Instant) {
+        if !self.cfg.slowstart_after_idle
+            || self.bbr.is_some()
+            || self.snd_una != self.snd_max
+            || !self.state.synchronized()
+            || !lt(self.snd_nxt, self.fin_seq())
+            || self
+                .last_data_sent
+                .is_none_or(|t| now.saturating_duration_since(t) <= self.rto)
+        {
+            return;
+        }
+        let rw = self.initial_window();
+        if self.cwnd > rw {
+            self.ssthresh = self.ssthresh.max(self.cwnd - self.cwnd / 4);
+            self.cc.after_idle(self.cwnd, self.seg_size());
+            self.cwnd = rw;
         }
     }
 

@@ -165,6 +165,11 @@ impl Rack {
         self.deadline = None;
     }
 
+    /// When the oldest segment in flight was last sent.
+    pub(super) fn oldest_sent(&self) -> Option<Instant> {
+        self.segs.front().map(|s| s.at)
+    }
+
     pub(super) fn sacked_bytes(&self) -> u32 {
         self.sacked
     }

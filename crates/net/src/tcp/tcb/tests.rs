@@ -1513,7 +1513,10 @@ fn segmentation_offload_holds_a_short_tail_while_the_window_is_nearly_spent() {
     // acknowledgments in flight, even when it is all the data queued. Sent at once,
     // it would be a small segment (and an ACK for it) in every window's worth; held,
     // it leaves with what the application adds once the ACK opens the window. A FIN
-    // is never held.
+    // is never held. It waits only while an ACK is due soon: here the first
+    // segment in flight went half an SRTT before (sent just now, as the first
+    // flight's, it would go at once: see
+    // `the_first_flight_is_ten_whole_segments_at_once`).
     let tso_max = 65_535 - 80;
     for close in [false, true] {
         let cfg = TcpConfig {
@@ -1527,9 +1530,15 @@ fn segmentation_offload_holds_a_short_tail_while_the_window_is_nearly_spent() {
         p.a.send(&[1; 100]);
         p.flush();
         assert!(p.run_until(Duration::from_secs(1), |p| p.a.snd_una == p.a.snd_nxt));
+        // A segment in flight for half an SRTT.
+        let mut first = Vec::new();
+        p.a.send(&[1; 100]);
+        p.a.output(p.now, &mut p.sa, &mut first);
+        p.send(true, first);
+        p.now += p.a.srtt.unwrap() / 2;
         let before = p.log.len();
         p.a.cwnd = 1 << 24;
-        let wnd = p.a.snd_wnd as usize;
+        let wnd = p.a.snd_wnd as usize - 100;
         let room = p.a.data_room() as usize;
         let burst = tso_max as usize / room * room;
         // Whole bursts, then more than one segment, within the window; what the
@@ -2667,4 +2676,217 @@ fn fin_wait_1_with_data_behind_a_shut_window_ends_at_the_orphan_bound() {
     assert_eq!(p.a.error(), Some(TcpError::TimedOut));
     let took = p.now - t0;
     assert!(took <= Duration::from_secs(61), "{took:?}");
+}
+
+/// The segments a segmentation-offload segment stands for, as the device (or
+/// software GSO) cuts it: `tso_segsz` bytes each, PSH and FIN on the last.
+fn cut(s: &SegOut) -> Vec<SegOut> {
+    let n = usize::from(s.tso_segsz);
+    if n == 0 || s.data_len <= n {
+        return vec![*s];
+    }
+    let mut v = Vec::new();
+    let mut off = 0;
+    while off < s.data_len {
+        let len = n.min(s.data_len - off);
+        let last = off + len == s.data_len;
+        v.push(SegOut {
+            seq: s.seq.wrapping_add(off as u32),
+            data_len: len,
+            tso_segsz: 0,
+            psh: s.psh && last,
+            fin: s.fin && last,
+            cwr: s.cwr && off == 0,
+            ..*s
+        });
+        off += len;
+    }
+    v
+}
+
+const TSO_MAX: u32 = 65_535 - 80;
+
+/// RFC 5681 §3.2 step 1, RFC 3042: each of the first two duplicate ACKs lets one
+/// new segment out, with segmentation offload as without (the offload's deferral,
+/// Linux's tcp_tso_should_defer, swallowed the allowance: nothing went until the
+/// third duplicate ACK, and without SACK, with fewer than three to come, until
+/// the timeout). With SACK and offload the deferral may hold it, RACK and the
+/// tail loss probe standing in (`Tcb::grant_ends_deferral`).
+#[test]
+fn limited_transmit_sends_a_segment_on_each_of_the_first_two_duplicate_acks() {
+    for (sack, tso_max) in [(false, TSO_MAX), (false, 0), (true, 0)] {
+        let cfg = TcpConfig {
+            tso_max,
+            sack,
+            ..window_of_ten_cfg()
+        };
+        let mut p = quiet_pair_with(cfg, 41);
+        let seg = p.a.seg_size();
+        p.a.cwnd = 10 * seg;
+        p.a.send(&vec![4u8; 20 * seg as usize]);
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        let flight: Vec<SegOut> = out.iter().flat_map(cut).collect();
+        assert_eq!(flight.len(), 10, "sack {sack}: {out:?}");
+        let high = p.a.snd_max;
+        p.now += Duration::from_millis(5);
+        // The first segment is lost; the next two draw duplicate ACKs.
+        for (k, s) in flight[1..3].iter().enumerate() {
+            let acks = deliver(&mut p, true, *s);
+            assert_eq!(acks.len(), 1);
+            p.now += Duration::from_micros(100);
+            let sent: Vec<SegOut> = deliver(&mut p, false, acks[0])
+                .into_iter()
+                .filter(|s| s.data_len > 0)
+                .collect();
+            let want = high.wrapping_add(k as u32 * seg);
+            assert_eq!(
+                sent.iter().map(|s| (s.seq, s.data_len)).collect::<Vec<_>>(),
+                vec![(want, seg as usize)],
+                "sack {sack}, tso {tso_max}: duplicate ACK {}",
+                k + 1
+            );
+        }
+        assert_eq!(p.sa.fastrexmit, 0);
+    }
+}
+
+/// The first flight at short round trips is the initial window, ten whole
+/// segments, at once: at 1 ms a runt of 121 bytes followed them (the SYN's ACK
+/// counted as a byte of data, the window counted in MSS where segments carry the
+/// MSS less the timestamps, and the offload segment's length was not cut to
+/// whole segments); at 2 to 5 ms the offload's deferral held the last segments
+/// for a round trip, waiting for ACKs that were not due (Linux defers only once
+/// the first segment out is half an SRTT old).
+#[test]
+fn the_first_flight_is_ten_whole_segments_at_once() {
+    for delay_us in [250, 500, 1000, 1500, 2500] {
+        let cfg = TcpConfig {
+            tso_max: TSO_MAX,
+            ..quick()
+        };
+        let link = Link {
+            delay: Duration::from_micros(delay_us),
+            ..Link::default()
+        };
+        let mut p = Pair::new(cfg, quick(), link, 5);
+        p.established();
+        let seg = p.a.seg_size();
+        // Both ends: ten segments of what they carry; the SYN is not data.
+        assert_eq!(p.a.cwnd, 10 * seg, "{delay_us} µs");
+        let b = p.b.as_ref().unwrap();
+        assert_eq!(b.cwnd, 10 * b.seg_size(), "{delay_us} µs");
+        p.a.send(&vec![1u8; 30 * seg as usize]);
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        let sizes: Vec<usize> = out.iter().flat_map(cut).map(|s| s.data_len).collect();
+        assert_eq!(sizes, vec![seg as usize; 10], "{delay_us} µs: {out:?}");
+    }
+}
+
+/// With a window that is not a whole number of segments, an offload segment that
+/// leaves more data behind ends at a segment's edge (FreeBSD's tcp_output); the
+/// window's fraction waits for the next ACK instead of going as a runt.
+#[test]
+fn an_offload_segment_that_leaves_data_behind_ends_with_a_whole_segment() {
+    let cfg = TcpConfig {
+        tso_max: TSO_MAX,
+        ..quick()
+    };
+    let link = Link {
+        delay: Duration::from_micros(2500),
+        ..Link::default()
+    };
+    let mut p = Pair::new(cfg, quick(), link, 6);
+    p.established();
+    let seg = p.a.seg_size();
+    p.a.cwnd = 10 * seg + 500;
+    p.a.send(&vec![2u8; 30 * seg as usize]);
+    let mut out = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut out);
+    let sizes: Vec<usize> = out.iter().flat_map(cut).map(|s| s.data_len).collect();
+    assert_eq!(sizes, vec![seg as usize; 10], "{out:?}");
+}
+
+/// RFC 5681 §4.1: after more than an RTO without sending, the window restarts
+/// from the initial window (the current one if smaller), `ssthresh` keeping
+/// three quarters of the old one; `slowstart_after_idle` off, the old window
+/// goes at once. BBR keeps its window: it restarts by its own model.
+#[test]
+fn an_idle_connection_restarts_from_the_initial_window() {
+    for (on, cc) in [
+        (true, crate::tcp::CongestionControl::Cubic),
+        (false, crate::tcp::CongestionControl::Cubic),
+        (true, crate::tcp::CongestionControl::NewReno),
+        (true, crate::tcp::CongestionControl::Bbr),
+    ] {
+        let cfg = TcpConfig {
+            slowstart_after_idle: on,
+            cc,
+            ..quick()
+        };
+        let mut p = quiet_pair_with(cfg, 43);
+        let seg = p.a.seg_size();
+        p.a.cwnd = 36 * seg;
+        let before = p.a.ssthresh;
+        // Idle for 2 s, an RTO of at most a few hundred ms.
+        assert!(p.a.rto < Duration::from_secs(1));
+        p.now += Duration::from_secs(2);
+        p.a.send(&vec![5u8; 20 * seg as usize]);
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        let n = out.iter().filter(|s| s.data_len > 0).count();
+        if cc == crate::tcp::CongestionControl::Bbr {
+            assert_eq!(p.a.cwnd, 36 * seg, "BBR: its own restart");
+            continue;
+        }
+        if on {
+            assert_eq!(n, 10, "{cc:?}: the restart window");
+            assert_eq!(p.a.cwnd, 10 * seg);
+            assert_eq!(p.a.ssthresh, before.max(27 * seg));
+        } else {
+            assert_eq!(n, 20, "off: the old window at once");
+        }
+        // Not idle for longer than the RTO: no restart.
+        let mut p = quiet_pair_with(cfg, 44);
+        p.a.cwnd = 36 * seg;
+        p.now += p.a.rto / 2;
+        p.a.send(&vec![5u8; 20 * seg as usize]);
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        assert_eq!(p.a.cwnd, 36 * seg, "{cc:?}");
+    }
+}
+
+/// RFC 8985 §7.3: a tail loss probe sends new data when there is some and the
+/// peer's window takes it, even a single segment that Nagle or the window held.
+#[test]
+fn a_tail_loss_probe_sends_new_data_when_there_is_some() {
+    for (tso_max, short) in [(0, false), (TSO_MAX, false), (0, true), (TSO_MAX, true)] {
+        let cfg = TcpConfig {
+            min_rto: Duration::from_millis(200),
+            tso_max,
+            ..quick()
+        };
+        let mut p = quiet_pair_with(cfg, 45);
+        p.blackhole = true;
+        let seg = p.a.seg_size();
+        p.a.cwnd = 10 * seg;
+        // A segment beyond the window, or less than one (which Nagle holds).
+        let extra = if short { 500 } else { seg };
+        p.a.send(&vec![3u8; (10 * seg + extra) as usize]);
+        let mut out = Vec::new();
+        p.a.output(p.now, &mut p.sa, &mut out);
+        let high = p.a.snd_max;
+        assert_eq!(seq::diff(high, p.a.snd_una), 10 * seg);
+        let start = p.log.len();
+        assert!(p.run_until(Duration::from_secs(5), |p| p.sa.tlpprobes > 0));
+        let probe: Vec<(u32, usize)> = p.log[start..]
+            .iter()
+            .filter(|(a, s)| *a && s.data_len > 0)
+            .map(|(_, s)| (s.seq, s.data_len))
+            .collect();
+        assert_eq!(probe, vec![(high, extra as usize)], "tso {tso_max}");
+        assert_eq!(p.sa.sndrexmitpack, 0);
+    }
 }

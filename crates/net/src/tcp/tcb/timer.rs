@@ -225,7 +225,8 @@ impl Tcb {
                 self.cc.on_timeout();
                 self.hystart.stop();
             }
-            self.cwnd = mss;
+            // The loss window: one segment (RFC 5681 §3.1), of the size it carries.
+            self.cwnd = self.seg_size();
         }
         self.dupacks = 0;
         self.recover = None;
@@ -348,20 +349,26 @@ impl Tcb {
     /// without waiting for the timer.
     pub(super) fn send_tlp(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
         let end = self.fin_seq();
-        // Two new segments, where RFC 8985 §7.3 sends one: a receiver holds the ACK
-        // of a lone segment for its delayed-ACK time (40 ms for Linux), and the
-        // probe exists to be answered at once. With less new data than that, the
-        // last segment goes again, which a receiver acknowledges at once too.
-        let two = 2 * self.seg_size();
+        // New data if there is any and the peer's window takes it (RFC 8985 §7.3),
+        // whatever held it (the window, segmentation offload, Nagle: Linux's probe
+        // goes with `TCP_NAGLE_OFF`). Two segments where there are two, where RFC
+        // 8985 sends one: a receiver holds the ACK of a lone segment for its
+        // delayed-ACK time (40 ms for Linux), and the probe exists to be answered
+        // at once. Without new data, the last segment goes again, which a
+        // receiver acknowledges at once too.
         let new = self.snd_nxt == self.snd_max && lt(self.snd_nxt, end);
         let unsent = if new { diff(end, self.snd_nxt) } else { 0 };
+        let seg = self.seg_size();
         let peer_room = self
             .snd_wnd
             .saturating_sub(diff(self.snd_nxt, self.snd_una));
-        if unsent >= two && peer_room >= two {
-            self.limited_extra = self.limited_extra.saturating_add(two);
+        let grant = unsent.min(2 * seg).min(peer_room);
+        if grant > 0 && grant >= unsent.min(seg) {
+            self.limited_extra = self.limited_extra.saturating_add(grant);
+            self.tlp_sending = true;
             let from = self.snd_nxt;
-            while diff(self.snd_nxt, from) < two && self.send_one(now, st, out) {}
+            while diff(self.snd_nxt, from) < grant && self.send_one(now, st, out) {}
+            self.tlp_sending = false;
             if self.snd_nxt != from {
                 return;
             }
