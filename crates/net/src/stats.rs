@@ -235,6 +235,9 @@ counter_group!(
         // `pcbcount`; Linux's "orphan" of /proc/net/sockstat), and those reset at
         // the close because `max_orphans` were held.
         orphans, orphandrop,
+        // Closes with received data unread, answered with a reset
+        // (`close_unread_rst`; Linux's TCPAbortOnClose).
+        abortonclose,
     }
 );
 

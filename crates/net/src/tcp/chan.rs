@@ -767,6 +767,14 @@ pub(crate) struct StreamShared {
     pub rx_eof: AtomicBool,
     /// The application shut down its sending side.
     pub wr_shut: AtomicBool,
+    /// The application shut down its receiving side (`shutdown(SHUT_RD)`,
+    /// FreeBSD's `socantrcvmore` and `sorflush`): reads return the end of the
+    /// stream, and the worker acknowledges and discards what arrives.
+    pub rd_shut: AtomicBool,
+    /// A read or write reported `error` to the application: from then on reads
+    /// return the end of the stream and writes `BrokenPipe`, as Linux's
+    /// `sock_error` and FreeBSD's `soreceive` clear `so_error` once told.
+    pub err_reported: AtomicBool,
     /// The application dropped its handle.
     pub dropped: AtomicBool,
     /// The application closed with a reset (`TcpStream::abort`, SO_LINGER 0).
@@ -832,6 +840,8 @@ impl StreamShared {
             error: AtomicU8::new(err::NONE),
             rx_eof: AtomicBool::new(false),
             wr_shut: AtomicBool::new(false),
+            rd_shut: AtomicBool::new(false),
+            err_reported: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             abort: AtomicBool::new(false),
             queued: AtomicBool::new(false),
