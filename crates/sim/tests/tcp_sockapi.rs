@@ -234,3 +234,92 @@ fn a_blocking_write_queues_everything() {
         assert!(got == data, "v6={v6}: {} bytes arrived", got.len());
     }
 }
+
+/// Writes on `c` (non-blocking) while the simulation runs until it takes no
+/// more for a while: how much it took.
+fn fill(s: &mut Sim, c: &net::TcpStream) -> usize {
+    let chunk = vec![3u8; 16384];
+    let mut took = 0;
+    for _ in 0..200 {
+        while let Ok(n) = (&*c).write(&chunk) {
+            took += n;
+        }
+        s.run_for(Duration::from_millis(20));
+    }
+    took
+}
+
+/// `SO_RCVBUF` and `SO_SNDBUF` set after the handshake apply: a larger receive
+/// buffer holds (and offers) more, a smaller one less once what was offered is
+/// used, and a smaller send buffer takes fewer bytes ahead of the peer. They
+/// used to be recorded and not applied.
+#[test]
+fn buffer_sizes_set_on_an_open_connection_apply() {
+    for v6 in [false, true] {
+        let (mut s, a, b) = pair(15, default_cfg());
+        let (_l, c, srv) = connected(&mut s, a, b, v6, 5007);
+        let default = srv.recv_buffer_size();
+        srv.set_recv_buffer_size(1 << 20).unwrap();
+        assert_eq!(srv.recv_buffer_size(), 1 << 20);
+        fill(&mut s, &c);
+        let held = srv.available();
+        assert!(held > 1_000_000, "v6={v6}: {held} held (default {default})");
+        // Smaller: once what was offered is read, no more than the new size.
+        srv.set_recv_buffer_size(16384).unwrap();
+        for _ in 0..4 {
+            let _ = read_all_now(&srv);
+            s.run_for(Duration::from_millis(200));
+        }
+        let held = srv.available();
+        assert!(held <= 16384 + 1500, "v6={v6}: {held} held");
+        // The writer is not stalled by it.
+        let before = read_all_now(&srv).0;
+        s.run_for(Duration::from_millis(200));
+        assert!(before + read_all_now(&srv).0 > 0);
+
+        let (_l, c, srv) = connected(&mut s, a, b, v6, 5008);
+        c.set_send_buffer_size(16384).unwrap();
+        assert_eq!(c.send_buffer_size(), 16384);
+        let took = fill(&mut s, &c);
+        let most = srv.recv_buffer_size() + 2 * 16384 + 2 * 1460;
+        assert!(took <= most, "v6={v6}: {took} taken, at most {most}");
+        assert!(took > srv.recv_buffer_size(), "v6={v6}: {took}");
+    }
+}
+
+/// `TCP_MAXSEG` before the SYN bounds the MSS offered and used (the peer sends
+/// no larger segments either); later it only lowers the one in use; `mss()`
+/// answers with the effective one.
+#[test]
+fn the_mss_is_set_and_read() {
+    for v6 in [false, true] {
+        let (mut s, a, b) = pair(17, default_cfg());
+        let any: IpAddr = if v6 {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
+        let l = s.host(b).tcp_listen(SocketAddr::new(any, 5009), 4).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let c = s.host(a).tcp_connect_nonblocking(addr_b(v6, 5009)).unwrap();
+        c.set_mss(1000).unwrap();
+        assert_eq!(c.mss(), 1000);
+        s.run_for(Duration::from_millis(50));
+        let (srv, _) = l.accept().unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!(c.mss(), 1000, "v6={v6}");
+        assert_eq!(srv.mss(), 1000, "v6={v6}: the peer takes the MSS offered");
+        let full = if v6 { 1440 } else { 1460 };
+        let (_l2, c2, srv2) = connected(&mut s, a, b, v6, 5010);
+        assert_eq!(c2.mss(), full);
+        srv2.set_mss(600).unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!(srv2.mss(), 600, "v6={v6}: lowered on the open connection");
+        assert_eq!(c2.mss(), full);
+        assert_eq!(c2.set_mss(40).unwrap_err().kind(), ErrorKind::InvalidInput);
+        // Data in segments of at most 600 bytes all arrive.
+        (&srv2).write_all(&[9u8; 6000]).unwrap();
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(read_all_now(&c2).0, 6000);
+    }
+}

@@ -339,6 +339,74 @@ impl TcpStream {
         self.s.rx.cap()
     }
 
+    /// The size a buffer set on the open connection takes: 4 KiB up to the
+    /// stack's largest (`kern.ipc.maxsockbuf`), as FreeBSD's `sbreserve` refuses
+    /// more (this clamps instead, as Linux's `sysctl_wmem_max` / `rmem_max` do).
+    fn buffer_size(&self, n: usize) -> usize {
+        let most = self.stack.cfg.load().tcp.max_sockbuf.max(4096);
+        n.clamp(4096, most)
+    }
+
+    /// `SO_SNDBUF` on the open connection (the stack's, or the one given at
+    /// connect or listen, until then): what may be queued from now on, in the
+    /// channel to the worker and again unacknowledged in the connection (see
+    /// [`TcpBuffers`]). A smaller size keeps what is queued and takes no more
+    /// until it drains. Clamped to 4 KiB ..= `kern.ipc.maxsockbuf`.
+    pub fn set_send_buffer_size(&self, n: usize) -> io::Result<()> {
+        let n = self.buffer_size(n);
+        self.s.tx.set_cap(n);
+        self.s.opt_sndbuf.store(n, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// `SO_RCVBUF` on the open connection: the receive buffer, and so the
+    /// window offered (up to what the window scale agreed in the handshake can
+    /// say; the scale covers `kern.ipc.maxsockbuf`). A larger one opens the
+    /// window at once; a smaller one closes it as the peer uses what was
+    /// already offered, never shrinking it (RFC 9293 §3.8.6). Clamped to 4 KiB
+    /// ..= `kern.ipc.maxsockbuf`.
+    pub fn set_recv_buffer_size(&self, n: usize) -> io::Result<()> {
+        let n = self.buffer_size(n);
+        self.s.rx.set_cap(n);
+        self.s.opt_rcvbuf.store(n, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// `TCP_MAXSEG`: the largest segment the connection offers in its SYN and
+    /// sends, set before the SYN leaves (as [`set_noopt`](Self::set_noopt));
+    /// later it can only lower the segment size in use (FreeBSD's
+    /// `t_maxseg`). 88 to 32,767 bytes (Linux's bounds), `InvalidInput`
+    /// beyond.
+    pub fn set_mss(&self, mss: u32) -> io::Result<()> {
+        if !(88..=32_767).contains(&mss) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "MSS must be 88 to 32767",
+            ));
+        }
+        self.s.opt_maxseg.store(mss, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// `TCP_MAXSEG`'s answer: the MSS the connection sends with (the smaller
+    /// of the peer's and ours, once the handshake told it; before, what
+    /// [`set_mss`](Self::set_mss) set, or the stack's default).
+    pub fn mss(&self) -> u32 {
+        match self.s.mss.load(Ordering::Acquire) {
+            0 => match self.s.opt_maxseg.load(Ordering::Acquire) {
+                0 => u32::from(self.stack.cfg.load().tcp.mss),
+                n => n,
+            },
+            n => n,
+        }
+    }
+
     pub(crate) fn new(stack: Arc<Shared>, s: Arc<StreamShared>) -> Self {
         TcpStream {
             stack,

@@ -15,7 +15,7 @@ use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Bytes per chunk.
@@ -216,6 +216,13 @@ impl ByteChan {
     /// The bound, in bytes.
     pub fn cap(&self) -> usize {
         self.cap.load(Ordering::Relaxed)
+    }
+
+    /// Sets the bound to `cap`, lower or higher (`SO_SNDBUF` / `SO_RCVBUF` on an
+    /// open connection). Bytes queued beyond a lowered bound stay; no more are
+    /// taken until they leave.
+    pub fn set_cap(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
     }
 
     /// Raises the bound to `cap` (never lowers it). A channel whose queues exist
@@ -802,6 +809,16 @@ pub(crate) struct StreamShared {
     /// The IP header's TOS (IPv4) or traffic class (IPv6) of its segments
     /// (`IP_TOS`, `IPV6_TCLASS`), its ECN bits clear: those are the stack's.
     pub opt_tos: AtomicU8,
+    /// `SO_SNDBUF` and `SO_RCVBUF` set on the open connection (0: not set since
+    /// it opened), for the control block's buffers.
+    pub opt_sndbuf: AtomicUsize,
+    pub opt_rcvbuf: AtomicUsize,
+    /// `TCP_MAXSEG`: the largest segment the connection offers and sends (0:
+    /// the interface's).
+    pub opt_maxseg: AtomicU32,
+    /// The MSS the connection sends with, as the worker last saw it (0 until
+    /// it knows).
+    pub mss: AtomicU32,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -853,6 +870,10 @@ impl StreamShared {
             opt_ttl: AtomicU8::new(0),
             opt_tos: AtomicU8::new(0),
             rx_peeked: AtomicUsize::new(0),
+            opt_sndbuf: AtomicUsize::new(0),
+            opt_rcvbuf: AtomicUsize::new(0),
+            opt_maxseg: AtomicU32::new(0),
+            mss: AtomicU32::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
         }

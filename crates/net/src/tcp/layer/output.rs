@@ -57,10 +57,26 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             c.tcb.set_noopt();
         }
         c.ip = s.ip_opts();
+        let maxseg = s.opt_maxseg.load(Ordering::Acquire);
+        if maxseg != 0 {
+            c.tcb.set_user_mss(maxseg.min(u32::from(u16::MAX)) as u16);
+        }
+        let (snd, rcv) = (
+            s.opt_sndbuf.load(Ordering::Acquire),
+            s.opt_rcvbuf.load(Ordering::Acquire),
+        );
+        if snd != 0 || rcv != 0 {
+            c.tcb
+                .set_buffer_sizes((snd != 0).then_some(snd), (rcv != 0).then_some(rcv));
+        }
     }
     // What the application read since opens the window.
     c.tcb
         .set_app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
+    let mss = c.tcb.mss();
+    if s.mss.load(Ordering::Relaxed) != mss {
+        s.mss.store(mss, Ordering::Release);
+    }
     // Buffers the control block rounded to whole segments (once, when it learns
     // the MSS) are what the application's channels hold too.
     let (snd, rcv) = c.tcb.buffer_sizes();

@@ -183,6 +183,9 @@ pub struct Tcb {
     /// they count against the receive buffer as `rcvbuf`'s do (FreeBSD's
     /// `sbspace`), so the window says what is really free.
     app_unread: usize,
+    /// A receive buffer size set on the open connection and not yet reached
+    /// (`set_buffer_sizes`: it shrinks as the window offered is used).
+    rcvbuf_target: Option<usize>,
     ooo: Vec<OooSeg>,
     /// Buffers of out-of-order segments already delivered, reused for the next ones
     /// (at most `ooo_max_segs`), so loss recovery does not allocate per segment.
@@ -352,6 +355,7 @@ impl Tcb {
             rcv_wscale,
             rcvbuf: VecDeque::new(),
             app_unread: 0,
+            rcvbuf_target: None,
             ooo: Vec::new(),
             ooo_free: Vec::new(),
             rcv_fin: false,
