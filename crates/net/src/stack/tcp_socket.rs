@@ -1064,6 +1064,16 @@ impl TcpStream {
         }
     }
 
+    /// Whether a read would return the end of the stream (or the error) now,
+    /// with nothing left to read: the peer's FIN, a failure, or a
+    /// `shutdown(Read)` (poll's `POLLIN` without data).
+    pub fn at_end(&self) -> bool {
+        self.s.rd_shut.load(Ordering::Acquire)
+            || (self.s.rx_eof.load(Ordering::Acquire)
+                && self.s.rx.is_empty()
+                && self.peeked_len() == 0)
+    }
+
     /// Bytes waiting to be read.
     pub fn available(&self) -> usize {
         self.s.rx.len() + self.peeked_len()
