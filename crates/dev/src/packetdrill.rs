@@ -31,6 +31,13 @@ pub struct PollFd {
     pub revents: i16,
 }
 
+/// An `epoll_event` as the stack sees it: the events, and the caller's data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpollEvent {
+    pub events: u32,
+    pub data: u64,
+}
+
 /// The stack packetdrill drives, in safe Rust. Every call comes with packetdrill's
 /// locks released; blocking calls come from packetdrill's system-call thread while
 /// its main thread goes on (it judges "blocked" by the thread sleeping, so a
@@ -72,6 +79,33 @@ pub trait Host: Send + Sync + 'static {
     fn usleep(&self, usecs: u64);
     /// The stack's clock, in microseconds.
     fn now_usecs(&self) -> i64;
+    /// `epoll_create1` (`epoll_create`'s size is only checked, as Linux does).
+    fn epoll_create1(&self, _flags: i32) -> Result<i32, Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// `epoll_ctl`; `ev` is `None` for `EPOLL_CTL_DEL` without an event.
+    fn epoll_ctl(
+        &self,
+        _epfd: i32,
+        _op: i32,
+        _fd: i32,
+        _ev: Option<EpollEvent>,
+    ) -> Result<(), Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// `epoll_wait`: at most `max` ready events.
+    fn epoll_wait(
+        &self,
+        _epfd: i32,
+        _max: usize,
+        _timeout_ms: i32,
+    ) -> Result<Vec<EpollEvent>, Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// `pipe`: the read end and the write end.
+    fn pipe(&self) -> Result<(i32, i32), Errno> {
+        Err(libc::ENOSYS)
+    }
 }
 
 type Ud = *mut c_void;
@@ -151,6 +185,10 @@ pub struct Interface {
             c_uint,
         ) -> isize,
     >,
+    /// `sendfile(out_fd, in_fd, offset, count)`: `in_fd` is a file of the real
+    /// system (packetdrill's `open` is not the stack's), `out_fd` the stack's.
+    /// Added by `scripts/packetdrill.patch`.
+    pub sendfile: Option<unsafe extern "C" fn(Ud, c_int, c_int, *mut libc::off_t, usize) -> isize>,
 }
 
 impl std::fmt::Debug for Interface {
@@ -210,11 +248,12 @@ pub unsafe fn install<H: Host>(
         netdev_receive: Some(netdev_receive::<H>),
         usleep: Some(usleep::<H>),
         gettimeofday: Some(gettimeofday::<H>),
-        epoll_create: Some(enosys1),
-        epoll_ctl: Some(enosys_epoll_ctl),
-        epoll_wait: Some(enosys_epoll_wait),
-        pipe: Some(enosys_pipe),
+        epoll_create: Some(epoll_create::<H>),
+        epoll_ctl: Some(epoll_ctl::<H>),
+        epoll_wait: Some(epoll_wait::<H>),
+        pipe: Some(pipe::<H>),
         splice: Some(enosys_splice),
+        sendfile: Some(sendfile::<H>),
     };
     // SAFETY: the caller's contract: `ifc` is writable and ours to fill.
     unsafe { ifc.write(table) };
@@ -348,6 +387,16 @@ unsafe fn sockaddr_out(a: SocketAddr, sa: *mut libc::sockaddr, len: *mut libc::s
     }
 }
 
+/// A null buffer with a length: `EFAULT`, as the kernel answers (a null
+/// pointer is the one bad address the stack can tell).
+fn fault(p: *const c_void, n: usize) -> Result<(), Errno> {
+    if p.is_null() && n > 0 {
+        Err(libc::EFAULT)
+    } else {
+        Ok(())
+    }
+}
+
 /// # Safety
 /// `p` is null with `n` 0, or points to `n` readable bytes.
 unsafe fn bytes<'a>(p: *const c_void, n: usize) -> &'a [u8] {
@@ -381,7 +430,11 @@ unsafe fn iovecs<'a>(iov: *const libc::iovec, n: c_int) -> Result<&'a [libc::iov
         return Ok(&[]);
     }
     // SAFETY: the caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts(iov, n as usize) })
+    let v = unsafe { std::slice::from_raw_parts(iov, n as usize) };
+    for x in v {
+        fault(x.iov_base, x.iov_len)?;
+    }
+    Ok(v)
 }
 
 unsafe fn gather(v: &[libc::iovec]) -> Vec<u8> {
@@ -463,6 +516,9 @@ unsafe extern "C" fn recv<H: Host>(
     n: usize,
     fl: c_int,
 ) -> isize {
+    if let Err(e) = fault(buf.cast_const(), n) {
+        return ret::<i64>(Err(e)) as isize;
+    }
     // SAFETY: as for `read`.
     let b = unsafe { bytes_mut(buf, n) };
     ret(unsafe { host::<H>(ud) }.recv(fd, b, fl).map(|r| r.0 as i64)) as isize
@@ -477,6 +533,9 @@ unsafe extern "C" fn recvfrom<H: Host>(
     sa: *mut libc::sockaddr,
     len: *mut libc::socklen_t,
 ) -> isize {
+    if let Err(e) = fault(buf.cast_const(), n) {
+        return ret::<i64>(Err(e)) as isize;
+    }
     // SAFETY: as for `read` and `accept`.
     let b = unsafe { bytes_mut(buf, n) };
     let r = unsafe { host::<H>(ud) }.recv(fd, b, fl).map(|(k, from)| {
@@ -554,6 +613,9 @@ unsafe extern "C" fn send<H: Host>(
     n: usize,
     fl: c_int,
 ) -> isize {
+    if let Err(e) = fault(buf, n) {
+        return ret::<i64>(Err(e)) as isize;
+    }
     // SAFETY: as for `write`.
     let b = unsafe { bytes(buf, n) };
     ret(unsafe { host::<H>(ud) }
@@ -570,6 +632,9 @@ unsafe extern "C" fn sendto<H: Host>(
     sa: Sockaddr,
     len: libc::socklen_t,
 ) -> isize {
+    if let Err(e) = fault(buf, n) {
+        return ret::<i64>(Err(e)) as isize;
+    }
     // SAFETY: sendto(2)'s contract.
     let b = unsafe { bytes(buf, n) };
     let to = if sa.is_null() {
@@ -779,36 +844,134 @@ unsafe extern "C" fn gettimeofday<H: Host>(
     0
 }
 
-unsafe extern "C" fn enosys1(_: Ud, _: c_int) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+unsafe extern "C" fn epoll_create<H: Host>(ud: Ud, size: c_int) -> c_int {
+    // Linux: the size only has to be positive.
+    if size <= 0 {
+        return ret::<i64>(Err(libc::EINVAL)) as c_int;
+    }
+    // SAFETY: `ud` is the host `install` made.
+    ret(unsafe { host::<H>(ud) }.epoll_create1(0)) as c_int
 }
 
-unsafe extern "C" fn enosys_epoll_ctl(
-    _: Ud,
-    _: c_int,
-    _: c_int,
-    _: c_int,
-    _: *mut libc::epoll_event,
+unsafe extern "C" fn epoll_ctl<H: Host>(
+    ud: Ud,
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    ev: *mut libc::epoll_event,
 ) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+    let e = if ev.is_null() {
+        None
+    } else {
+        // SAFETY: a non-null event points to one `epoll_event` (packed on
+        // x86-64, so read unaligned).
+        let e: libc::epoll_event = unsafe { std::ptr::read_unaligned(ev) };
+        Some(EpollEvent {
+            events: e.events,
+            data: e.u64,
+        })
+    };
+    if e.is_none() && op != libc::EPOLL_CTL_DEL {
+        return ret::<i64>(Err(libc::EFAULT)) as c_int;
+    }
+    // SAFETY: `ud` is the host `install` made.
+    ret(unsafe { host::<H>(ud) }
+        .epoll_ctl(epfd, op, fd, e)
+        .map(|()| 0)) as c_int
 }
 
-unsafe extern "C" fn enosys_epoll_wait(
-    _: Ud,
-    _: c_int,
-    _: *mut libc::epoll_event,
-    _: c_int,
-    _: c_int,
+unsafe extern "C" fn epoll_wait<H: Host>(
+    ud: Ud,
+    epfd: c_int,
+    evs: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
 ) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+    if max <= 0 || max > 1 << 16 {
+        return ret::<i64>(Err(libc::EINVAL)) as c_int;
+    }
+    if evs.is_null() {
+        return ret::<i64>(Err(libc::EFAULT)) as c_int;
+    }
+    // SAFETY: `ud` is the host `install` made.
+    let r = unsafe { host::<H>(ud) }
+        .epoll_wait(epfd, max as usize, timeout)
+        .map(|v| {
+            for (i, e) in v.iter().take(max as usize).enumerate() {
+                let out = libc::epoll_event {
+                    events: e.events,
+                    u64: e.data,
+                };
+                // SAFETY: the caller's array holds `max` events; `i < max`.
+                unsafe { std::ptr::write_unaligned(evs.add(i), out) };
+            }
+            v.len().min(max as usize) as i64
+        });
+    ret(r) as c_int
 }
 
-unsafe extern "C" fn enosys_pipe(_: Ud, _: *mut c_int) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+unsafe extern "C" fn pipe<H: Host>(ud: Ud, fds: *mut c_int) -> c_int {
+    if fds.is_null() {
+        return ret::<i64>(Err(libc::EFAULT)) as c_int;
+    }
+    // SAFETY: `ud` is the host `install` made.
+    let r = unsafe { host::<H>(ud) }.pipe().map(|(r, w)| {
+        // SAFETY: `pipe(2)`'s argument is an array of two ints.
+        unsafe {
+            *fds = r;
+            *fds.add(1) = w;
+        }
+        0
+    });
+    ret(r) as c_int
+}
+
+/// The most `sendfile` reads from the file at a time.
+const SENDFILE_CHUNK: usize = 1 << 20;
+
+unsafe extern "C" fn sendfile<H: Host>(
+    ud: Ud,
+    out_fd: c_int,
+    in_fd: c_int,
+    offset: *mut libc::off_t,
+    count: usize,
+) -> isize {
+    // Where to read: `*offset`, or the file's own position (which then moves).
+    let pos = if offset.is_null() {
+        // SAFETY: lseek on a descriptor of the real system; a bad one fails.
+        unsafe { libc::lseek(in_fd, 0, libc::SEEK_CUR) }
+    } else {
+        // SAFETY: a non-null offset points to an off_t (sendfile(2)).
+        unsafe { *offset }
+    };
+    if pos < 0 {
+        return ret::<i64>(Err(libc::EBADF)) as isize;
+    }
+    let mut data = vec![0u8; count.min(SENDFILE_CHUNK)];
+    // SAFETY: `data` is writable for its length; pread fails on a bad fd.
+    let n = unsafe { libc::pread(in_fd, data.as_mut_ptr().cast(), data.len(), pos) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        return ret::<i64>(Err(e)) as isize;
+    }
+    data.truncate(n as usize);
+    // SAFETY: `ud` is the host `install` made.
+    let r = unsafe { host::<H>(ud) }
+        .send(out_fd, &data, 0, None)
+        .map(|k| {
+            let end = pos + k as libc::off_t;
+            if offset.is_null() {
+                // SAFETY: as above.
+                unsafe { libc::lseek(in_fd, end, libc::SEEK_SET) };
+            } else {
+                // SAFETY: as above.
+                unsafe { *offset = end };
+            }
+            k as i64
+        });
+    ret(r) as isize
 }
 
 unsafe extern "C" fn enosys_splice(

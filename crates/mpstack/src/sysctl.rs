@@ -241,6 +241,9 @@ const KNOBS: &[Knob<TcpConfig>] = &[
     // or with fast_finwait2_recycle this long from the close; then dropped.
     millis_knob!("net.inet.tcp.finwait2_timeout", finwait2_timeout, 3600000),
     flag_knob!("net.inet.tcp.fast_finwait2_recycle", fast_finwait2_recycle),
+    // A close with received data unread resets (RFC 9293 §3.6.1, Linux); 0 sends
+    // the FIN, as FreeBSD.
+    flag_knob!("net.inet.tcp.close_unread_rst", close_unread_rst),
     // A closed socket's data stalled by a shut window: this long after the window
     // closed (or the close, if later), whatever the peer answers and however often
     // it opens the window by less than a segment; then dropped.

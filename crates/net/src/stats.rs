@@ -252,6 +252,9 @@ counter_group!(
         // times pressure and high were entered, refusals (a connection's write held
         // or its received data dropped at the clamp), orphans reset above high.
         mem, memstate, mempressure, memhigh, memrefused, memorphandrop,
+        // Closes with received data unread, answered with a reset
+        // (`close_unread_rst`; Linux's TCPAbortOnClose).
+        abortonclose,
     }
 );
 

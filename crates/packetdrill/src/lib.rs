@@ -7,7 +7,10 @@
 //! simulation forward; the socket calls map onto the stack's sockets, each kept
 //! non-blocking inside, a blocking call waiting on a condition variable that every
 //! step of the simulation signals (packetdrill judges a call blocked when its
-//! thread sleeps).
+//! thread sleeps). Besides sockets it has epoll instances (level, `EPOLLET`,
+//! `EPOLLONESHOT`) and pipes, numbered from 100,000 (apart from the real
+//! descriptors packetdrill closes itself), and `sendfile` from a real file;
+//! `splice` is not there (`ENOSYS`).
 //!
 //! `--so_flags` (space-separated `key=value`): `local=ADDR` (the stack's address,
 //! default 198.18.0.1, or 2001:2::1 when it is IPv6), `remote=ADDR` (packetdrill's,

@@ -1,7 +1,7 @@
 //! The stack under test behind packetdrill's calls: one simulated host, a raw
 //! port for packetdrill's side of the wire, and a table of file descriptors.
 
-use dev::packetdrill::{Errno, Host, PollFd};
+use dev::packetdrill::{EpollEvent, Errno, Host, PollFd};
 use dev::{Duration, Instant, Queue};
 use net::tcp::{ConnInfo, TcpDrop};
 use net::{ConnQuery, Stack, TcpBound, TcpBuffers, TcpListener, TcpStream};
@@ -94,6 +94,8 @@ struct Opts {
     keepidle: Option<u32>,
     /// `TCP_NOOPT`.
     noopt: bool,
+    /// `TCP_MAXSEG`, where set.
+    maxseg: Option<u32>,
     /// `TCP_FASTOPEN`: on a client, `sendto` opens the connection with its data
     /// (RFC 7413); on a listener, the Fast Open queue length.
     fastopen: i32,
@@ -167,6 +169,9 @@ impl Opts {
         if self.noopt {
             let _ = s.set_noopt(true);
         }
+        if let Some(m) = self.maxseg {
+            let _ = s.set_mss(m);
+        }
     }
 
     fn idle(&self, cfg: &net::tcp::TcpConfig) -> Duration {
@@ -187,7 +192,43 @@ enum Sock {
     },
     Listener(TcpListener),
     Stream(TcpStream),
+    /// One end of a pipe (`pipe()`), its bytes in `State::pipes[id]`.
+    Pipe {
+        id: usize,
+        write: bool,
+    },
+    /// An epoll instance: the descriptors it watches.
+    Epoll(BTreeMap<i32, Watch>),
 }
+
+/// A descriptor an epoll instance watches.
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    ev: EpollEvent,
+    /// `EPOLLONESHOT`: reported once, then off until `EPOLL_CTL_MOD`.
+    armed: bool,
+    /// `EPOLLET`: what was ready when last reported (and the bytes waiting
+    /// then), so only news is reported again.
+    seen: u32,
+    seen_avail: usize,
+}
+
+/// A pipe's bytes and how many of each end are open.
+#[derive(Debug, Default)]
+struct PipeBuf {
+    data: VecDeque<u8>,
+    readers: usize,
+    writers: usize,
+}
+
+/// What a pipe holds at most (Linux's default, 16 pages).
+const PIPE_BUF_MAX: usize = 65_536;
+
+/// The first number an epoll instance or a pipe end gets.
+const FIRST_NONSOCKET_FD: i32 = 100_000;
+
+const EPOLLET: u32 = 1 << 31;
+const EPOLLONESHOT: u32 = 1 << 30;
 
 #[derive(Debug)]
 struct Fd {
@@ -208,6 +249,8 @@ pub struct State {
     out: VecDeque<(Vec<u8>, i64)>,
     fds: BTreeMap<i32, Fd>,
     rx: Vec<mbuf::Mbuf>,
+    /// The pipes (`pipe()`), by id.
+    pipes: BTreeMap<usize, PipeBuf>,
     /// Calls of packetdrill's syscall thread parked in [`Inner::blocking`].
     blocked: usize,
     /// How many of them looked again since the clock last asked ([`Inner::run`]).
@@ -267,51 +310,107 @@ impl Drop for Shim {
     }
 }
 
+/// What `TCP_INFO` describes: a connection (its control block, `None` when it
+/// is gone), or a listener.
+enum InfoOf {
+    Conn(Option<net::tcp::TcpInfo>),
+    Listener,
+}
+
+/// Linux's `TCP_INFINITE_SSTHRESH`: the slow-start threshold before any loss.
+const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
 /// `TCP_INFO` as Linux lays out `struct tcp_info` (packetdrill, built on Linux,
-/// reads it so): the fields mpstack keeps, the rest of `out` (as long as the
-/// caller's struct) zero; a connection that is gone reads as CLOSE. The length
-/// written.
-fn linux_tcp_info(info: Option<net::tcp::TcpInfo>, out: &mut [u8]) -> usize {
+/// reads it so), in Linux's units (segments where Linux counts segments,
+/// microseconds, milliseconds for the `last_` times): the fields mpstack keeps,
+/// the rest of `out` (as long as the caller's struct) zero; a connection that is
+/// gone reads as CLOSE, a listener as LISTEN. `now` is the stack's clock. Not
+/// kept, so zero: `ato`, `retrans` (retransmitted segments in flight),
+/// `fackets`, `last_data_sent`, `last_ack_*`, `pmtu`, `rcv_ssthresh`,
+/// `rcv_rtt`, `rcv_space`, `total_retrans`, the pacing and byte counts,
+/// `busy_time`, `rwnd_limited`, `sndbuf_limited`. The length written.
+fn linux_tcp_info(what: InfoOf, now: Instant, out: &mut [u8]) -> usize {
+    use net::tcp::CaState as C;
     use net::tcp::State as S;
-    let mut b = [0u8; 104];
+    let mut b = [0u8; 232];
     out.fill(0);
-    let Some(i) = info else {
-        b[0] = 7;
-        let n = out.len().min(b.len());
-        out[..n].copy_from_slice(&b[..n]);
-        return out.len();
+    let i = match what {
+        InfoOf::Listener => {
+            b[0] = 10;
+            None
+        }
+        InfoOf::Conn(None) => {
+            b[0] = 7;
+            None
+        }
+        InfoOf::Conn(Some(i)) => Some(i),
     };
-    b[0] = match i.state {
-        S::Established => 1,
-        S::SynSent => 2,
-        S::SynReceived => 3,
-        S::FinWait1 => 4,
-        S::FinWait2 => 5,
-        S::TimeWait => 6,
-        S::Closed => 7,
-        S::CloseWait => 8,
-        S::LastAck => 9,
-        S::Closing => 11,
-    };
-    b[4] = i.backoff.min(255) as u8;
-    // TCPI_OPT_TIMESTAMPS, _SACK, _WSCALE, _ECN.
-    b[5] = u8::from(i.timestamps)
-        | u8::from(i.sack) << 1
-        | u8::from(i.wscale.is_some()) << 2
-        | u8::from(i.ecn) << 3;
-    if let Some((ours, peers)) = i.wscale {
-        b[6] = (peers & 0xf) | (ours & 0xf) << 4;
+    if let Some(i) = i {
+        b[0] = match i.state {
+            S::Established => 1,
+            S::SynSent => 2,
+            S::SynReceived => 3,
+            S::FinWait1 => 4,
+            S::FinWait2 => 5,
+            S::TimeWait => 6,
+            S::Closed => 7,
+            S::CloseWait => 8,
+            S::LastAck => 9,
+            S::Closing => 11,
+        };
+        b[1] = match i.ca_state {
+            C::Open => 0,
+            C::Disorder => 1,
+            C::Cwr => 2,
+            C::Recovery => 3,
+            C::Loss => 4,
+        };
+        b[2] = i.backoff.min(255) as u8;
+        b[3] = i.probes.min(255) as u8;
+        b[4] = i.backoff.min(255) as u8;
+        // TCPI_OPT_TIMESTAMPS, _SACK, _WSCALE, _ECN.
+        b[5] = u8::from(i.timestamps)
+            | u8::from(i.sack) << 1
+            | u8::from(i.wscale.is_some()) << 2
+            | u8::from(i.ecn) << 3;
+        if let Some((ours, peers)) = i.wscale {
+            b[6] = (peers & 0xf) | (ours & 0xf) << 4;
+        }
+        let mss = i.snd_mss.max(1);
+        let segs = |bytes: u32| bytes.div_ceil(mss);
+        let mut put = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u32;
+        put(8, us(i.rto));
+        put(16, i.snd_mss);
+        put(20, i.rcv_mss);
+        put(24, segs(i.flight));
+        put(28, segs(i.sacked));
+        put(32, segs(i.lost));
+        if let Some(t) = i.last_heard {
+            let ms = now.saturating_duration_since(t).as_millis();
+            put(52, ms.min(u128::from(u32::MAX)) as u32);
+        }
+        put(68, i.rtt.map_or(0, us));
+        put(72, us(i.rttvar));
+        // In segments, as cwnd; never set, Linux's "infinite".
+        put(
+            76,
+            if i.snd_ssthresh >= TCP_INFINITE_SSTHRESH {
+                TCP_INFINITE_SSTHRESH
+            } else {
+                i.snd_ssthresh / mss
+            },
+        );
+        put(80, i.snd_cwnd / mss);
+        put(84, i.rcv_mss);
+        // Linux's default reordering degree, more once reordering was seen.
+        put(88, if i.reordering_seen { 4 } else { 3 });
+        put(
+            192,
+            (i.delivered / u64::from(mss)).min(u64::from(u32::MAX)) as u32,
+        );
+        put(228, i.snd_wnd);
     }
-    let mut put = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-    let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u32;
-    put(8, us(i.rto));
-    put(16, i.snd_mss);
-    put(20, i.rcv_mss);
-    put(68, i.rtt.map_or(0, us));
-    put(72, us(i.rttvar));
-    put(76, i.snd_ssthresh);
-    put(80, i.snd_cwnd / i.snd_mss.max(1));
-    put(84, i.rcv_mss);
     let n = out.len().min(b.len());
     out[..n].copy_from_slice(&b[..n]);
     out.len()
@@ -415,7 +514,15 @@ impl State {
     }
 
     fn new_fd(&mut self, f: Fd) -> i32 {
-        let n = (3..).find(|n| !self.fds.contains_key(n)).unwrap_or(3);
+        // Epoll instances and pipes are numbered apart from the sockets, above
+        // the real descriptors of packetdrill's process: packetdrill closes them
+        // with the real close(2) at the end of a script (they are not sockets
+        // to it), which must not hit a descriptor of its own or of this object.
+        let from = match f.sock {
+            Sock::Epoll(_) | Sock::Pipe { .. } => FIRST_NONSOCKET_FD,
+            _ => 3,
+        };
+        let n = (from..).find(|n| !self.fds.contains_key(n)).unwrap_or(from);
         self.fds.insert(n, f);
         n
     }
@@ -494,6 +601,7 @@ impl Shim {
             out: VecDeque::new(),
             fds: BTreeMap::new(),
             rx: Vec::new(),
+            pipes: BTreeMap::new(),
             blocked: 0,
             rechecked: 0,
             returning: None,
@@ -631,10 +739,43 @@ impl Inner {
 
     /// What an entry of `poll` reports now.
     fn revents(st: &mut State, p: &PollFd) -> i16 {
-        let Some(f) = st.fds.get_mut(&p.fd) else {
-            return libc::POLLNVAL;
-        };
-        let (mut r, want) = (0i16, p.events);
+        match Inner::ready(st, p.fd) {
+            None => libc::POLLNVAL,
+            Some((r, _)) => r & (p.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL),
+        }
+    }
+
+    /// What descriptor `fd` is ready for now (`POLL*` bits, which epoll's
+    /// share), and the bytes waiting to be read; `None` when there is no such
+    /// descriptor.
+    fn ready(st: &State, fd: i32) -> Option<(i16, usize)> {
+        let f = st.fds.get(&fd)?;
+        let mut r = 0i16;
+        let mut avail = 0;
+        match &f.sock {
+            Sock::Pipe { id, write } => {
+                let p = st.pipes.get(id)?;
+                if *write {
+                    if p.data.len() < PIPE_BUF_MAX {
+                        r |= libc::POLLOUT;
+                    }
+                    if p.readers == 0 {
+                        r |= libc::POLLERR;
+                    }
+                } else {
+                    avail = p.data.len();
+                    if avail > 0 {
+                        r |= libc::POLLIN;
+                    }
+                    if p.writers == 0 {
+                        r |= libc::POLLHUP;
+                    }
+                }
+                return Some((r, avail));
+            }
+            Sock::Epoll(_) => return Some((0, 0)),
+            _ => {}
+        }
         match &f.sock {
             Sock::Fresh { .. } => r |= libc::POLLOUT | libc::POLLHUP,
             Sock::Listener(l) => {
@@ -643,19 +784,27 @@ impl Inner {
                 }
             }
             Sock::Stream(s) => {
-                let err = matches!(s.take_error(), Ok(Some(_)));
-                if s.available() > 0 || err {
+                // POLLERR while a read or write has yet to report the error;
+                // POLLHUP once the connection failed (Linux's sk_err and
+                // SHUTDOWN_MASK).
+                let failed = matches!(s.take_error(), Ok(Some(_)));
+                avail = s.available();
+                if avail > 0 || failed || s.at_end() {
                     r |= libc::POLLIN;
                 }
                 if s.is_connected() {
                     r |= libc::POLLOUT;
                 }
-                if err {
-                    r |= libc::POLLERR | libc::POLLHUP;
+                if s.pending_error().is_some() {
+                    r |= libc::POLLERR;
+                }
+                if failed {
+                    r |= libc::POLLHUP;
                 }
             }
+            Sock::Pipe { .. } | Sock::Epoll(_) => {}
         }
-        r & (want | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL)
+        Some((r, avail))
     }
 }
 
@@ -800,6 +949,7 @@ impl Host for Shim {
             }
             Sock::Listener(_) => (Ok(()), f),
             Sock::Stream(_) => (Err(libc::EINVAL), f),
+            Sock::Pipe { .. } | Sock::Epoll(_) => (Err(libc::ENOTSOCK), f),
         };
         g.fds.insert(fd, f);
         r
@@ -872,6 +1022,10 @@ impl Host for Shim {
                     g.fds.insert(fd, f);
                     return Err(libc::EISCONN);
                 }
+                Sock::Pipe { .. } | Sock::Epoll(_) => {
+                    g.fds.insert(fd, f);
+                    return Err(libc::ENOTSOCK);
+                }
                 Sock::Stream(ref s) => {
                     let r = match s.take_error() {
                         Ok(Some(e)) => Err(errno_of(&e)),
@@ -916,7 +1070,27 @@ impl Host for Shim {
         }
         let dontwait = flags & libc::MSG_DONTWAIT != 0;
         let peek = flags & libc::MSG_PEEK != 0;
-        let r = self.blocking(fd, dontwait, |_, f| match &f.sock {
+        let r = self.blocking(fd, dontwait, |st, f| match &f.sock {
+            Sock::Pipe { write: true, .. } => Err(libc::EBADF),
+            Sock::Pipe { id, .. } => {
+                let p = st.pipes.get_mut(id).ok_or(libc::EBADF)?;
+                if p.data.is_empty() {
+                    // The end once no writer is left.
+                    return if p.writers == 0 {
+                        Ok((0, None))
+                    } else {
+                        Err(libc::EAGAIN)
+                    };
+                }
+                let n = buf.len().min(p.data.len());
+                for (d, b) in buf.iter_mut().zip(p.data.iter()) {
+                    *d = *b;
+                }
+                if !peek {
+                    p.data.drain(..n);
+                }
+                Ok((n, None))
+            }
             Sock::Stream(s) => {
                 let got = if peek {
                     s.peek(buf)
@@ -951,16 +1125,48 @@ impl Host for Shim {
             }
         }
         let dontwait = flags & libc::MSG_DONTWAIT != 0;
-        let r = self.blocking(fd, dontwait, |_, f| match &f.sock {
-            Sock::Stream(s) => {
-                if let Ok(Some(e)) = s.take_error() {
-                    return Err(errno_of(&e));
+        // A blocking descriptor's write queues all of `buf` (POSIX), waiting for
+        // room as often as it takes; a short count only when it fails after
+        // part was queued (the error is the next call's).
+        let mut done = 0;
+        let r = self.blocking(fd, dontwait, |st, f| {
+            let all = !(f.nonblock || dontwait);
+            let n = match &f.sock {
+                Sock::Stream(s) => {
+                    let mut s: &TcpStream = s;
+                    match s.write(&buf[done..]) {
+                        Ok(n) => n,
+                        Err(e) if done > 0 && e.kind() != io::ErrorKind::WouldBlock => {
+                            return Ok(done);
+                        }
+                        Err(e) => return Err(errno_of(&e)),
+                    }
                 }
-                let mut s: &TcpStream = s;
-                s.write(buf).map_err(|e| errno_of(&e))
+                Sock::Pipe { write: false, .. } => return Err(libc::EBADF),
+                Sock::Pipe { id, .. } => {
+                    let p = st.pipes.get_mut(id).ok_or(libc::EBADF)?;
+                    if p.readers == 0 {
+                        return if done > 0 { Ok(done) } else { Err(libc::EPIPE) };
+                    }
+                    let n = (PIPE_BUF_MAX - p.data.len().min(PIPE_BUF_MAX)).min(buf.len() - done);
+                    p.data.extend(&buf[done..done + n]);
+                    n
+                }
+                Sock::Epoll(_) => return Err(libc::EINVAL),
+                Sock::Fresh { .. } | Sock::Listener(_) => return Err(libc::ENOTCONN),
+            };
+            done += n;
+            if done == buf.len() || (!all && n > 0) {
+                Ok(done)
+            } else {
+                // Waits (blocking) or says EAGAIN (non-blocking, nothing taken).
+                Err(libc::EAGAIN)
             }
-            Sock::Fresh { .. } | Sock::Listener(_) => Err(libc::ENOTCONN),
         });
+        let r = match r {
+            Err(libc::EAGAIN) if done > 0 => Ok(done),
+            r => r,
+        };
         self.kick();
         r
     }
@@ -992,6 +1198,24 @@ impl Host for Shim {
     fn close(&self, fd: i32) -> Result<(), Errno> {
         let mut g = self.lock();
         let f = g.fds.remove(&fd).ok_or(libc::EBADF)?;
+        if let Sock::Pipe { id, write } = f.sock {
+            if let Some(p) = g.pipes.get_mut(&id) {
+                if write {
+                    p.writers -= 1;
+                } else {
+                    p.readers -= 1;
+                }
+                if p.readers == 0 && p.writers == 0 {
+                    g.pipes.remove(&id);
+                }
+            }
+        }
+        // Epoll instances stop watching it (Linux: once its last reference goes).
+        for e in g.fds.values_mut() {
+            if let Sock::Epoll(w) = &mut e.sock {
+                w.remove(&fd);
+            }
+        }
         drop(f);
         // What closing sends (a FIN, a RST) leaves now.
         let now = g.sim.now();
@@ -1023,9 +1247,13 @@ impl Host for Shim {
         let mut g = self.lock();
         if (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO) {
             // The connection's control block, through the stack's connection list.
+            let now = g.sim.now();
             let ends = match &g.fd(fd)?.sock {
                 Sock::Stream(s) => (s.local_addr(), s.peer_addr()),
-                _ => return Err(libc::ENOTCONN),
+                // Linux answers for a listener too (its state LISTEN).
+                Sock::Listener(_) => return Ok(linux_tcp_info(InfoOf::Listener, now, val)),
+                Sock::Pipe { .. } | Sock::Epoll(_) => return Err(libc::EOPNOTSUPP),
+                Sock::Fresh { .. } => return Err(libc::ENOTCONN),
             };
             let (Ok(local), Ok(remote)) = ends else {
                 return Err(libc::ENOTCONN);
@@ -1036,7 +1264,7 @@ impl Host for Shim {
                 .iter()
                 .find(|c| c.local == local && c.remote == remote)
                 .and_then(|c| c.info);
-            return Ok(linux_tcp_info(info, val));
+            return Ok(linux_tcp_info(InfoOf::Conn(info), now, val));
         }
         // Linux's TCP_CC_INFO: nothing for a congestion control without it (as
         // Linux answers for CUBIC), which packetdrill's code blocks take.
@@ -1071,6 +1299,7 @@ impl Host for Shim {
                 (Sock::Fresh { held: Some(h), .. }, false) => h.tos(),
                 (Sock::Fresh { held: None, .. }, true) => Ok(f.opts.ttl.map_or(64, u32::from)),
                 (Sock::Fresh { held: None, .. }, false) => Ok(f.opts.tos.map_or(0, u32::from)),
+                (Sock::Pipe { .. } | Sock::Epoll(_), _) => return Err(libc::ENOTSOCK),
             }
             .map_err(|e| errno_of(&e))?;
             let bytes = (v as i32).to_ne_bytes();
@@ -1081,46 +1310,55 @@ impl Host for Shim {
         let b = g.buffers(&bufs);
         let cfg = g.stack().tcp_config();
         let f = g.fd(fd)?;
-        let v: i32 = match (level, name) {
-            (libc::SOL_SOCKET, libc::SO_ERROR) => match &f.sock {
-                Sock::Stream(s) => match s.take_error() {
-                    Ok(Some(e)) => errno_of(&e),
+        let v: i32 =
+            match (level, name) {
+                (libc::SOL_SOCKET, libc::SO_ERROR) => match &f.sock {
+                    Sock::Stream(s) => match s.take_error() {
+                        Ok(Some(e)) => errno_of(&e),
+                        _ => 0,
+                    },
                     _ => 0,
                 },
-                _ => 0,
-            },
-            (libc::SOL_SOCKET, libc::SO_TYPE) => libc::SOCK_STREAM,
-            (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
-                i32::from(matches!(f.sock, Sock::Listener(_)))
-            }
-            (libc::SOL_SOCKET, libc::SO_REUSEADDR) => i32::from(f.opts.reuseaddr),
-            (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => i32::from(f.opts.keepalive),
-            (libc::IPPROTO_TCP, TCP_KEEPINIT) => {
-                f.opts.keepinit.unwrap_or(cfg.keep_init.as_secs() as u32) as i32
-            }
-            (libc::IPPROTO_TCP, TCP_NOOPT) => i32::from(f.opts.noopt),
-            (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => match &f.sock {
-                Sock::Listener(l) => l.fastopen() as i32,
-                _ => f.opts.fastopen,
-            },
-            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => f.opts.idle(&cfg).as_secs() as i32,
-            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => cfg.keepalive_interval.as_secs() as i32,
-            (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => cfg.keepalive_probes as i32,
-            // A connection's own sizes: rounded to whole segments once it has an MSS.
-            (libc::SOL_SOCKET, libc::SO_SNDBUF) => match &f.sock {
-                Sock::Stream(s) => s.send_buffer_size() as i32,
-                _ => b.send as i32,
-            },
-            (libc::SOL_SOCKET, libc::SO_RCVBUF) => match &f.sock {
-                Sock::Stream(s) => s.recv_buffer_size() as i32,
-                _ => b.recv as i32,
-            },
-            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => match &f.sock {
-                Sock::Stream(s) => i32::from(s.nodelay().unwrap_or(false)),
-                _ => i32::from(f.opts.nodelay),
-            },
-            _ => return Err(libc::ENOPROTOOPT),
-        };
+                (libc::SOL_SOCKET, libc::SO_TYPE) => libc::SOCK_STREAM,
+                (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
+                    i32::from(matches!(f.sock, Sock::Listener(_)))
+                }
+                (libc::SOL_SOCKET, libc::SO_REUSEADDR) => i32::from(f.opts.reuseaddr),
+                (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => i32::from(f.opts.keepalive),
+                (libc::IPPROTO_TCP, TCP_KEEPINIT) => {
+                    f.opts.keepinit.unwrap_or(cfg.keep_init.as_secs() as u32) as i32
+                }
+                (libc::IPPROTO_TCP, TCP_NOOPT) => i32::from(f.opts.noopt),
+                (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => match &f.sock {
+                    Sock::Listener(l) => l.fastopen() as i32,
+                    _ => f.opts.fastopen,
+                },
+                (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => f.opts.idle(&cfg).as_secs() as i32,
+                (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => cfg.keepalive_interval.as_secs() as i32,
+                (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => cfg.keepalive_probes as i32,
+                // A connection's own sizes: rounded to whole segments once it has an MSS.
+                (libc::SOL_SOCKET, libc::SO_SNDBUF) => match &f.sock {
+                    Sock::Stream(s) => s.send_buffer_size() as i32,
+                    _ => b.send as i32,
+                },
+                (libc::SOL_SOCKET, libc::SO_RCVBUF) => match &f.sock {
+                    Sock::Stream(s) => s.recv_buffer_size() as i32,
+                    _ => b.recv as i32,
+                },
+                (libc::IPPROTO_TCP, libc::TCP_NODELAY) => match &f.sock {
+                    Sock::Stream(s) => i32::from(s.nodelay().unwrap_or(false)),
+                    _ => i32::from(f.opts.nodelay),
+                },
+                // The MSS in use (FreeBSD's t_maxseg); before a connection, what was
+                // set or the stack's for the family.
+                (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => match &f.sock {
+                    Sock::Stream(s) => s.mss() as i32,
+                    _ => f.opts.maxseg.unwrap_or_else(|| {
+                        u32::from(cfg.mss).saturating_sub(if f.v6 { 20 } else { 0 })
+                    }) as i32,
+                },
+                _ => return Err(libc::ENOPROTOOPT),
+            };
         let bytes = v.to_ne_bytes();
         let n = val.len().min(4);
         val[..n].copy_from_slice(&bytes[..n]);
@@ -1149,6 +1387,7 @@ impl Host for Shim {
                 Sock::Listener(l) => Some(l),
                 Sock::Fresh { held: Some(h), .. } => Some(h),
                 Sock::Fresh { held: None, .. } => None,
+                Sock::Pipe { .. } | Sock::Epoll(_) => return Err(libc::ENOTSOCK),
             };
             let r = match (h, is_ttl) {
                 (Some(h), true) => h.set_ttl(v),
@@ -1170,8 +1409,30 @@ impl Host for Shim {
             (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_REUSEPORT) => {
                 f.opts.reuseaddr = v != 0
             }
-            (libc::SOL_SOCKET, libc::SO_SNDBUF) => f.opts.sndbuf = Some(v.max(0) as usize),
-            (libc::SOL_SOCKET, libc::SO_RCVBUF) => f.opts.rcvbuf = Some(v.max(0) as usize),
+            // On a connection, applied to it (within kern.ipc.maxsockbuf).
+            (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+                f.opts.sndbuf = Some(v.max(0) as usize);
+                if let Sock::Stream(s) = &f.sock {
+                    s.set_send_buffer_size(v.max(0) as usize)
+                        .map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+                f.opts.rcvbuf = Some(v.max(0) as usize);
+                if let Sock::Stream(s) = &f.sock {
+                    s.set_recv_buffer_size(v.max(0) as usize)
+                        .map_err(|e| errno_of(&e))?;
+                }
+            }
+            (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
+                let m = u32::try_from(v).map_err(|_| libc::EINVAL)?;
+                match &f.sock {
+                    Sock::Stream(s) => s.set_mss(m).map_err(|e| errno_of(&e))?,
+                    _ if (88..=32_767).contains(&m) => {}
+                    _ => return Err(libc::EINVAL),
+                }
+                f.opts.maxseg = Some(m);
+            }
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
                 f.opts.keepalive = v != 0;
                 if let Sock::Stream(s) = &f.sock {
@@ -1312,6 +1573,137 @@ impl Host for Shim {
         self.cv.notify_all();
         t
     }
+
+    fn epoll_create1(&self, flags: i32) -> Result<i32, Errno> {
+        if flags & !libc::EPOLL_CLOEXEC != 0 {
+            return Err(libc::EINVAL);
+        }
+        let mut g = self.lock();
+        Ok(g.new_fd(Fd {
+            sock: Sock::Epoll(BTreeMap::new()),
+            v6: false,
+            nonblock: false,
+            opts: Opts::default(),
+            connecting: false,
+        }))
+    }
+
+    fn epoll_ctl(&self, epfd: i32, op: i32, fd: i32, ev: Option<EpollEvent>) -> Result<(), Errno> {
+        let mut g = self.lock();
+        if !g.fds.contains_key(&fd) {
+            return Err(libc::EBADF);
+        }
+        if fd == epfd || matches!(g.fds.get(&fd).map(|f| &f.sock), Some(Sock::Epoll(_))) {
+            // Nesting instances is not kept.
+            return Err(libc::EINVAL);
+        }
+        let Sock::Epoll(w) = &mut g.fd(epfd)?.sock else {
+            return Err(libc::EINVAL);
+        };
+        let watch = |ev: EpollEvent| Watch {
+            ev,
+            armed: true,
+            seen: 0,
+            seen_avail: 0,
+        };
+        match (op, ev) {
+            (libc::EPOLL_CTL_ADD, Some(ev)) => {
+                if w.contains_key(&fd) {
+                    return Err(libc::EEXIST);
+                }
+                w.insert(fd, watch(ev));
+            }
+            (libc::EPOLL_CTL_MOD, Some(ev)) => {
+                let e = w.get_mut(&fd).ok_or(libc::ENOENT)?;
+                *e = watch(ev);
+            }
+            (libc::EPOLL_CTL_DEL, _) => {
+                w.remove(&fd).ok_or(libc::ENOENT)?;
+            }
+            _ => return Err(libc::EINVAL),
+        }
+        Ok(())
+    }
+
+    /// Level-triggered: every watched descriptor ready for what it asked;
+    /// `EPOLLET`: only news since it was last reported (a readiness it did not
+    /// have, or more bytes to read); `EPOLLONESHOT`: once, until
+    /// `EPOLL_CTL_MOD` arms it again. Waits up to `timeout_ms` of the stack's
+    /// clock (-1: for ever) as `poll` does.
+    fn epoll_wait(&self, epfd: i32, max: usize, timeout_ms: i32) -> Result<Vec<EpollEvent>, Errno> {
+        let mut g = self.lock();
+        let deadline =
+            (timeout_ms >= 0).then(|| g.sim.now() + Duration::from_millis(timeout_ms as u64));
+        loop {
+            let Sock::Epoll(w) = &g.fd(epfd)?.sock else {
+                return Err(libc::EINVAL);
+            };
+            let watched: Vec<(i32, Watch)> = w.iter().map(|(k, v)| (*k, *v)).collect();
+            let mut out = Vec::new();
+            let mut changed = Vec::new();
+            for (fd, mut wt) in watched {
+                if out.len() == max {
+                    break;
+                }
+                let Some((r, avail)) = Inner::ready(&g, fd) else {
+                    continue;
+                };
+                let want = wt.ev.events & !(EPOLLET | EPOLLONESHOT);
+                let now = r as u16 as u32 & (want | libc::EPOLLERR as u32 | libc::EPOLLHUP as u32);
+                let edge = wt.ev.events & EPOLLET != 0;
+                let news = now & !wt.seen != 0 || (edge && avail > wt.seen_avail);
+                let report = wt.armed && now != 0 && (!edge || news);
+                // Edge state: what is ready now (so a readiness that goes and
+                // comes back is news).
+                wt.seen = now;
+                wt.seen_avail = avail;
+                if report {
+                    out.push(EpollEvent {
+                        events: now,
+                        data: wt.ev.data,
+                    });
+                    if wt.ev.events & EPOLLONESHOT != 0 {
+                        wt.armed = false;
+                    }
+                }
+                changed.push((fd, wt));
+            }
+            if let Sock::Epoll(w) = &mut g.fd(epfd)?.sock {
+                for (fd, wt) in changed {
+                    if let Some(e) = w.get_mut(&fd) {
+                        *e = wt;
+                    }
+                }
+            }
+            if !out.is_empty() || deadline.is_some_and(|d| g.sim.now() >= d) {
+                return Ok(out);
+            }
+            g = self.wait(g);
+        }
+    }
+
+    fn pipe(&self) -> Result<(i32, i32), Errno> {
+        let mut g = self.lock();
+        let id = g.pipes.keys().next_back().map_or(0, |k| k + 1);
+        g.pipes.insert(
+            id,
+            PipeBuf {
+                data: VecDeque::new(),
+                readers: 1,
+                writers: 1,
+            },
+        );
+        let end = |write| Fd {
+            sock: Sock::Pipe { id, write },
+            v6: false,
+            nonblock: false,
+            opts: Opts::default(),
+            connecting: false,
+        };
+        let r = g.new_fd(end(false));
+        let w = g.new_fd(end(true));
+        Ok((r, w))
+    }
 }
 
 impl Inner {
@@ -1441,7 +1833,7 @@ impl Inner {
                         list.push((l, r, "CLOSED"));
                     }
                 }
-                Sock::Listener(_) => {}
+                Sock::Listener(_) | Sock::Pipe { .. } | Sock::Epoll(_) => {}
             }
         }
         let show = |a: SocketAddr| {

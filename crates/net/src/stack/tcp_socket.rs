@@ -339,6 +339,74 @@ impl TcpStream {
         self.s.rx.cap()
     }
 
+    /// The size a buffer set on the open connection takes: 4 KiB up to the
+    /// stack's largest (`kern.ipc.maxsockbuf`), as FreeBSD's `sbreserve` refuses
+    /// more (this clamps instead, as Linux's `sysctl_wmem_max` / `rmem_max` do).
+    fn buffer_size(&self, n: usize) -> usize {
+        let most = self.stack.cfg.load().tcp.max_sockbuf.max(4096);
+        n.clamp(4096, most)
+    }
+
+    /// `SO_SNDBUF` on the open connection (the stack's, or the one given at
+    /// connect or listen, until then): what may be queued from now on, in the
+    /// channel to the worker and again unacknowledged in the connection (see
+    /// [`TcpBuffers`]). A smaller size keeps what is queued and takes no more
+    /// until it drains. Clamped to 4 KiB ..= `kern.ipc.maxsockbuf`.
+    pub fn set_send_buffer_size(&self, n: usize) -> io::Result<()> {
+        let n = self.buffer_size(n);
+        self.s.tx.set_cap(n);
+        self.s.opt_sndbuf.store(n, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// `SO_RCVBUF` on the open connection: the receive buffer, and so the
+    /// window offered (up to what the window scale agreed in the handshake can
+    /// say; the scale covers `kern.ipc.maxsockbuf`). A larger one opens the
+    /// window at once; a smaller one closes it as the peer uses what was
+    /// already offered, never shrinking it (RFC 9293 §3.8.6). Clamped to 4 KiB
+    /// ..= `kern.ipc.maxsockbuf`.
+    pub fn set_recv_buffer_size(&self, n: usize) -> io::Result<()> {
+        let n = self.buffer_size(n);
+        self.s.rx.set_cap(n);
+        self.s.opt_rcvbuf.store(n, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// `TCP_MAXSEG`: the largest segment the connection offers in its SYN and
+    /// sends, set before the SYN leaves (as [`set_noopt`](Self::set_noopt));
+    /// later it can only lower the segment size in use (FreeBSD's
+    /// `t_maxseg`). 88 to 32,767 bytes (Linux's bounds), `InvalidInput`
+    /// beyond.
+    pub fn set_mss(&self, mss: u32) -> io::Result<()> {
+        if !(88..=32_767).contains(&mss) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "MSS must be 88 to 32767",
+            ));
+        }
+        self.s.opt_maxseg.store(mss, Ordering::Release);
+        self.s.opts_dirty.store(true, Ordering::Release);
+        self.kick();
+        Ok(())
+    }
+
+    /// `TCP_MAXSEG`'s answer: the MSS the connection sends with (the smaller
+    /// of the peer's and ours, once the handshake told it; before, what
+    /// [`set_mss`](Self::set_mss) set, or the stack's default).
+    pub fn mss(&self) -> u32 {
+        match self.s.mss.load(Ordering::Acquire) {
+            0 => match self.s.opt_maxseg.load(Ordering::Acquire) {
+                0 => u32::from(self.stack.cfg.load().tcp.mss),
+                n => n,
+            },
+            n => n,
+        }
+    }
+
     pub(crate) fn new(stack: Arc<Shared>, s: Arc<StreamShared>) -> Self {
         TcpStream {
             stack,
@@ -382,6 +450,29 @@ impl TcpStream {
                 "no route to host",
             )),
         }
+    }
+
+    /// The connection's error if no read or write has reported it yet; a read
+    /// or write reports it once (`consume`), and then the stream reads as ended
+    /// and writes fail with `BrokenPipe` (Linux's `sock_error`, FreeBSD's
+    /// `soreceive` clearing `so_error`: a reset is `ECONNRESET` once, then 0).
+    fn report_error(&self, consume: bool) -> Option<io::Error> {
+        if self.s.err_reported.load(Ordering::Acquire) {
+            return None;
+        }
+        let e = self.error()?;
+        if consume && self.s.err_reported.swap(true, Ordering::AcqRel) {
+            // Another thread's read or write reported it meanwhile.
+            return None;
+        }
+        Some(e)
+    }
+
+    /// The error a read or write would report next (`None` once one has, or
+    /// while the connection is sound): `POLLERR`'s condition, where
+    /// [`take_error`](Self::take_error) keeps answering with the cause.
+    pub fn pending_error(&self) -> Option<io::Error> {
+        self.report_error(false)
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -531,14 +622,48 @@ impl TcpStream {
         Ok(u32::from(self.s.opt_tos.load(Ordering::Acquire)))
     }
 
-    /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards what
-    /// arrives from now on.
+    /// `shutdown(2)`: `Write` sends a FIN after the queued data; `Read` discards
+    /// what was received and not read, and what arrives from now on (acknowledged,
+    /// so the peer is not stalled), and every read from then on returns 0, a
+    /// blocked one included (FreeBSD's `socantrcvmore` and `sorflush`; POSIX:
+    /// "further receptions shall be disallowed").
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            self.s.rd_shut.store(true, Ordering::Release);
+            self.discard_unread();
+            // A reader parked in another thread sees the end.
+            self.s.wake();
+        }
         if matches!(how, Shutdown::Write | Shutdown::Both) {
             self.s.wr_shut.store(true, Ordering::Release);
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Drops every byte waiting to be read (after `shutdown(Read)`): what a peek
+    /// took and what the channel holds; the worker then opens the window.
+    fn discard_unread(&self) {
+        let mut c = self.rx_cursor.lock().unwrap_or_else(|e| e.into_inner());
+        c.peeked.clear();
+        self.s.rx_peeked.store(0, Ordering::Release);
+        self.s
+            .rx
+            .drain_with(&mut c.partial, usize::MAX, |b| b.len());
+    }
+
+    /// Whether the application shut down reading: what a read then says is the
+    /// end, after what came in meanwhile is dropped.
+    fn read_shut(&self) -> bool {
+        if !self.s.rd_shut.load(Ordering::Acquire) {
+            return false;
+        }
+        if !self.s.rx.is_empty() || self.peeked_len() > 0 {
+            // Pushed by the worker before it saw the shutdown.
+            self.discard_unread();
             self.kick();
         }
-        Ok(())
+        true
     }
 
     /// Closes with a reset (`close(2)` with `SO_LINGER` 0): the peer is told at once
@@ -552,6 +677,9 @@ impl TcpStream {
     /// One read that never blocks: bytes, 0 at the end of the stream, the
     /// connection's error once everything before it was read, or `WouldBlock`.
     pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.read_shut() {
+            return self.end_of_stream(true);
+        }
         let n = {
             let mut c = self.rx_cursor.lock().unwrap_or_else(|e| e.into_inner());
             let mut k = 0;
@@ -567,7 +695,7 @@ impl TcpStream {
             self.kick();
             return Ok(n);
         }
-        self.nothing_to_read()
+        self.nothing_to_read(true)
     }
 
     /// A read without a copy (as smoltcp's `recv(|buf| …)`): `f` is lent the bytes
@@ -602,6 +730,9 @@ impl TcpStream {
     }
 
     fn read_with_now(&self, max: usize, f: &mut impl FnMut(&[u8]) -> usize) -> io::Result<usize> {
+        if self.read_shut() {
+            return self.end_of_stream(true);
+        }
         let mut offered = false;
         let mut f = |b: &[u8]| {
             offered = true;
@@ -645,20 +776,26 @@ impl TcpStream {
             // `f` declined what it was lent: its choice, not a reason to wait.
             return Ok(0);
         }
-        self.nothing_to_read()
+        self.nothing_to_read(true)
     }
 
     /// What a read that found no bytes says: the end (or the connection's error)
     /// once the worker raised `rx_eof` after its last push and the channel is
-    /// empty, else `WouldBlock`.
-    fn nothing_to_read(&self) -> io::Result<usize> {
+    /// empty, else `WouldBlock`. A peek (`!consume`) leaves the error to be
+    /// reported again, as FreeBSD's `MSG_PEEK` leaves `so_error`.
+    fn nothing_to_read(&self, consume: bool) -> io::Result<usize> {
         if self.s.rx_eof.load(Ordering::Acquire) && self.s.rx.is_empty() {
-            return match self.error() {
-                Some(e) => Err(e),
-                None => Ok(0),
-            };
+            return self.end_of_stream(consume);
         }
         Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// The end of the stream: the connection's error, the first time, else 0.
+    fn end_of_stream(&self, consume: bool) -> io::Result<usize> {
+        match self.report_error(consume) {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
     }
 
     /// A read (`op`) that blocks, times out and ends as `read` does.
@@ -669,7 +806,12 @@ impl TcpStream {
             Interest::Read,
             "read timed out",
             op,
-            || !s.rx.is_empty() || s.rx_eof.load(Ordering::Acquire) || self.peeked_len() > 0,
+            || {
+                !s.rx.is_empty()
+                    || s.rx_eof.load(Ordering::Acquire)
+                    || s.rd_shut.load(Ordering::Acquire)
+                    || self.peeked_len() > 0
+            },
         )
     }
 
@@ -688,6 +830,9 @@ impl TcpStream {
     }
 
     fn peek_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.read_shut() {
+            return self.end_of_stream(false);
+        }
         let mut c = self.rx_cursor.lock().unwrap_or_else(|e| e.into_inner());
         let want = buf.len().saturating_sub(c.peeked.len());
         if want > 0 {
@@ -708,7 +853,7 @@ impl TcpStream {
         if n > 0 {
             return Ok(n);
         }
-        self.nothing_to_read()
+        self.nothing_to_read(false)
     }
 
     fn do_read(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -858,17 +1003,17 @@ impl TcpStream {
         )
     }
 
-    /// Whether the stream takes writes: the connection's error, or `BrokenPipe`
-    /// after a shutdown or close.
+    /// Whether the stream takes writes: the connection's error (once, as a read
+    /// reports it), or `BrokenPipe` after a shutdown or close.
     fn writable(&self) -> io::Result<()> {
+        if let Some(e) = self.report_error(true) {
+            return Err(e);
+        }
         if self.s.wr_shut.load(Ordering::Acquire) {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "socket shut down for writing",
             ));
-        }
-        if let Some(e) = self.error() {
-            return Err(e);
         }
         if self.s.phase.load(Ordering::Acquire) == phase::CLOSED {
             return Err(io::Error::new(
@@ -879,15 +1024,54 @@ impl TcpStream {
         Ok(())
     }
 
+    /// `write`: non-blocking, what the send channel takes now; blocking, all of
+    /// `buf`, waiting for room as often as it takes (POSIX: a blocking socket's
+    /// write "shall block until all the data is transferred"; Linux's
+    /// `sk_stream_wait_memory` loop, FreeBSD's `sosend` with `SB_WAIT`). A short
+    /// count only when the write timeout expires or the connection fails after
+    /// part of it was queued (the failure is reported by the next call).
     fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
         let s = &self.s;
-        self.blocking(
-            &self.write_timeout,
-            Interest::Write,
-            "write timed out",
-            || self.write_now(buf),
-            || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED,
-        )
+        if self.nonblocking.load(Ordering::Relaxed) {
+            return self.write_now(buf);
+        }
+        let dl = deadline(self.write_timeout.load(Ordering::Relaxed));
+        let mut done = 0;
+        loop {
+            if done > 0 && self.pending_error().is_some() {
+                // Left for the next call to report.
+                return Ok(done);
+            }
+            match self.write_now(&buf[done..]) {
+                Ok(n) => {
+                    done += n;
+                    if done == buf.len() {
+                        return Ok(done);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) if done > 0 => return Ok(done),
+                Err(e) => return Err(e),
+            }
+            let ready = || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED;
+            if !s.wait(Interest::Write, dl, ready) {
+                return if done > 0 {
+                    Ok(done)
+                } else {
+                    Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"))
+                };
+            }
+        }
+    }
+
+    /// Whether a read would return the end of the stream (or the error) now,
+    /// with nothing left to read: the peer's FIN, a failure, or a
+    /// `shutdown(Read)` (poll's `POLLIN` without data).
+    pub fn at_end(&self) -> bool {
+        self.s.rd_shut.load(Ordering::Acquire)
+            || (self.s.rx_eof.load(Ordering::Acquire)
+                && self.s.rx.is_empty()
+                && self.peeked_len() == 0)
     }
 
     /// Bytes waiting to be read.

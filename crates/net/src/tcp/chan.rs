@@ -15,7 +15,7 @@ use crate::park::{Interest, Parker};
 use crossbeam_queue::ArrayQueue;
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Bytes per chunk.
@@ -221,6 +221,13 @@ impl ByteChan {
     /// The bound, in bytes.
     pub fn cap(&self) -> usize {
         self.cap.load(Ordering::Relaxed)
+    }
+
+    /// Sets the bound to `cap`, lower or higher (`SO_SNDBUF` / `SO_RCVBUF` on an
+    /// open connection). Bytes queued beyond a lowered bound stay; no more are
+    /// taken until they leave.
+    pub fn set_cap(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
     }
 
     /// Raises the bound to `cap` (never lowers it). A channel whose queues exist
@@ -789,6 +796,14 @@ pub(crate) struct StreamShared {
     pub rx_eof: AtomicBool,
     /// The application shut down its sending side.
     pub wr_shut: AtomicBool,
+    /// The application shut down its receiving side (`shutdown(SHUT_RD)`,
+    /// FreeBSD's `socantrcvmore` and `sorflush`): reads return the end of the
+    /// stream, and the worker acknowledges and discards what arrives.
+    pub rd_shut: AtomicBool,
+    /// A read or write reported `error` to the application: from then on reads
+    /// return the end of the stream and writes `BrokenPipe`, as Linux's
+    /// `sock_error` and FreeBSD's `soreceive` clear `so_error` once told.
+    pub err_reported: AtomicBool,
     /// The application dropped its handle.
     pub dropped: AtomicBool,
     /// The application closed with a reset (`TcpStream::abort`, SO_LINGER 0).
@@ -816,6 +831,16 @@ pub(crate) struct StreamShared {
     /// The IP header's TOS (IPv4) or traffic class (IPv6) of its segments
     /// (`IP_TOS`, `IPV6_TCLASS`), its ECN bits clear: those are the stack's.
     pub opt_tos: AtomicU8,
+    /// `SO_SNDBUF` and `SO_RCVBUF` set on the open connection (0: not set since
+    /// it opened), for the control block's buffers.
+    pub opt_sndbuf: AtomicUsize,
+    pub opt_rcvbuf: AtomicUsize,
+    /// `TCP_MAXSEG`: the largest segment the connection offers and sends (0:
+    /// the interface's).
+    pub opt_maxseg: AtomicU32,
+    /// The MSS the connection sends with, as the worker last saw it (0 until
+    /// it knows).
+    pub mss: AtomicU32,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -854,6 +879,8 @@ impl StreamShared {
             error: AtomicU8::new(err::NONE),
             rx_eof: AtomicBool::new(false),
             wr_shut: AtomicBool::new(false),
+            rd_shut: AtomicBool::new(false),
+            err_reported: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             abort: AtomicBool::new(false),
             queued: AtomicBool::new(false),
@@ -865,6 +892,10 @@ impl StreamShared {
             opt_ttl: AtomicU8::new(0),
             opt_tos: AtomicU8::new(0),
             rx_peeked: AtomicUsize::new(0),
+            opt_sndbuf: AtomicUsize::new(0),
+            opt_rcvbuf: AtomicUsize::new(0),
+            opt_maxseg: AtomicU32::new(0),
+            mss: AtomicU32::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
         }

@@ -19,6 +19,6 @@ pub use cc::CongestionControl;
 pub use layer::{ConnInfo, TcpDrop};
 pub use mem::{MemState, TcpMem, TcpMemLimits};
 pub use tcb::{
-    reset_answering, reset_for, wscale_for, CookieOpts, FoCookie, Payload, SegIn, SegOut, State,
-    Tcb, TcpConfig, TcpError, TcpInfo, TfoNews, PAYLOAD_PIECES,
+    reset_answering, reset_for, wscale_for, CaState, CookieOpts, FoCookie, Payload, SegIn, SegOut,
+    State, Tcb, TcpConfig, TcpError, TcpInfo, TfoNews, PAYLOAD_PIECES,
 };

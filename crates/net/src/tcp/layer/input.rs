@@ -12,6 +12,7 @@ use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::{Payload, SegIn, PAYLOAD_PIECES};
 use mbuf::Mbuf;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use wire::{TcpPacket, TcpRepr};
 
 /// TCP's entry in the IPv4 protocol switch (`inetsw`): the worker's connections
@@ -220,7 +221,12 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                 // only producer); the rest is buffered as usual.
                 let (tcb, s, held) = (&mut c.tcb, &c.s, &mut c.rx_held);
                 let (mut direct, mut shared) = (0, 0);
+                let rd_shut = s.rd_shut.load(Ordering::Acquire);
                 tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |data| {
+                    if rd_shut {
+                        // Shut down for reading: taken and dropped.
+                        return data.len();
+                    }
                     let (k, by_ref) = s.rx.push_payload(&m, data, held);
                     direct += k;
                     shared += by_ref;

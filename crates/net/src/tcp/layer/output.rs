@@ -57,10 +57,26 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             c.tcb.set_noopt();
         }
         c.ip = s.ip_opts();
+        let maxseg = s.opt_maxseg.load(Ordering::Acquire);
+        if maxseg != 0 {
+            c.tcb.set_user_mss(maxseg.min(u32::from(u16::MAX)) as u16);
+        }
+        let (snd, rcv) = (
+            s.opt_sndbuf.load(Ordering::Acquire),
+            s.opt_rcvbuf.load(Ordering::Acquire),
+        );
+        if snd != 0 || rcv != 0 {
+            c.tcb
+                .set_buffer_sizes((snd != 0).then_some(snd), (rcv != 0).then_some(rcv));
+        }
     }
     // What the application read since opens the window.
     c.tcb
         .set_app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
+    let mss = c.tcb.mss();
+    if s.mss.load(Ordering::Relaxed) != mss {
+        s.mss.store(mss, Ordering::Release);
+    }
     // Buffers the control block rounded to whole segments (once, when it learns
     // the MSS) are what the application's channels hold too.
     let (snd, rcv) = c.tcb.buffer_sizes();
@@ -139,6 +155,19 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         c.tcb.abort();
     }
     let dropped = s.dropped.load(Ordering::Acquire);
+    if dropped
+        && !c.orphan
+        && cx.tcp_cfg.close_unread_rst
+        && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
+        && unread(&c.tcb, s) > 0
+    {
+        // Closed with received data unread: a reset, not a FIN that would tell
+        // the peer it was all consumed (RFC 9293 §3.6.1, RFC 1122 §4.2.2.13;
+        // Linux's tcp_close). What the application queued is not sent either.
+        cx.stats.tcp.abortonclose += 1;
+        cx.stats.tcp.drops += 1;
+        c.tcb.abort();
+    }
     if dropped {
         // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on.
         c.tcb.detach(cx.now);
@@ -168,6 +197,14 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     // receive buffer first, so the acknowledgment below carries the window it
     // opens (one segment out, not an ACK and then a window update).
     let mut moved = false;
+    if s.rd_shut.load(Ordering::Acquire) && c.tcb.recv_available() > 0 {
+        // Shut down for reading: acknowledged and dropped (FreeBSD's tcp_input
+        // frees what arrives for a socket that cannot receive more), the window
+        // left open.
+        c.tcb.recv_with(usize::MAX, |b| b.len());
+        c.tcb
+            .set_app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
+    }
     // Straight from the receive buffer into the channel's chunks, as much as the
     // channel takes (this worker is its only producer).
     while c.tcb.recv_available() > 0 && s.rx.space() > 0 {
@@ -281,6 +318,12 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     if aborted {
         service(cx, tw, i);
     }
+}
+
+/// Received bytes the application has not read: in the control block's
+/// receive buffer, in the channel, or taken out to be peeked at.
+fn unread(tcb: &crate::tcp::tcb::Tcb, s: &StreamShared) -> usize {
+    tcb.recv_available() + s.rx.len() + s.rx_peeked.load(Ordering::Acquire)
 }
 
 /// A stream that has new data for its reader: woken once at the end of the worker's

@@ -93,6 +93,13 @@ pub struct TcpConfig {
     /// (pressure) and new memory refused (high), orphans reset first; see
     /// `tcp::mem`. A worker-wide setting: it applies to open connections too.
     pub mem: crate::tcp::mem::TcpMemLimits,
+    /// A close with received data unread resets the connection instead of
+    /// sending a FIN (`net.inet.tcp.close_unread_rst`, on by default): RFC 9293
+    /// §3.6.1 and RFC 1122 §4.2.2.13 say it SHOULD, so the peer does not take the
+    /// FIN for "everything you sent was consumed"; Linux does (`tcp_close`,
+    /// TCPAbortOnClose). FreeBSD's `tcp_disconnect` sends the FIN; off keeps that.
+    /// Counted in `tcp.abortonclose`.
+    pub close_unread_rst: bool,
     /// Runs of out-of-order data held for reassembly (a segment that continues a
     /// run joins it; the bytes are bounded by the receive window).
     pub ooo_max_segs: usize,
@@ -234,6 +241,7 @@ impl Default for TcpConfig {
             persist_orphan_timeout: Duration::from_secs(60),
             max_orphans: 4096,
             mem: crate::tcp::mem::TcpMemLimits::from_high(crate::tcp::mem::DEFAULT_HIGH),
+            close_unread_rst: true,
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,

@@ -141,6 +141,37 @@ pub struct TcpInfo {
     pub snd_wnd: u32,
     /// Retransmission timeouts since the last acknowledgment of new data.
     pub backoff: u32,
+    /// Where loss recovery stands, as Linux's `tcpi_ca_state` counts it.
+    pub ca_state: CaState,
+    /// Bytes sent and not acknowledged; of those, selectively acknowledged, and
+    /// taken for lost (RACK, RFC 8985).
+    pub flight: u32,
+    pub sacked: u32,
+    pub lost: u32,
+    /// Whether reordering has been seen (RACK's reordering window widened).
+    pub reordering_seen: bool,
+    /// Bytes delivered to the peer over the connection's life (acknowledged
+    /// cumulatively or selectively).
+    pub delivered: u64,
+    /// Window or keepalive probes sent and not answered.
+    pub probes: u32,
+    /// When the peer was last heard from (any segment).
+    pub last_heard: Option<Instant>,
+}
+
+/// Linux's congestion-avoidance states (`tcpi_ca_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaState {
+    /// Nothing amiss.
+    Open,
+    /// Duplicate or selective acknowledgments seen, no recovery yet.
+    Disorder,
+    /// The window cut for an ECN echo (RFC 3168).
+    Cwr,
+    /// Fast recovery.
+    Recovery,
+    /// Recovering from a retransmission timeout.
+    Loss,
 }
 
 /// One TCP connection.
@@ -187,6 +218,9 @@ pub struct Tcb {
     /// under pressure (`tcp::mem`; `usize::MAX` otherwise): growth beyond it is
     /// refused, the configured sizes stay.
     mem_clamp: usize,
+    /// A receive buffer size set on the open connection and not yet reached
+    /// (`set_buffer_sizes`: it shrinks as the window offered is used).
+    rcvbuf_target: Option<usize>,
     ooo: Vec<OooSeg>,
     /// Buffers of out-of-order segments already delivered, reused for the next ones
     /// (at most `ooo_max_segs`), so loss recovery does not allocate per segment.
@@ -376,6 +410,7 @@ impl Tcb {
             rcvbuf: VecDeque::new(),
             app_unread: 0,
             mem_clamp: usize::MAX,
+            rcvbuf_target: None,
             ooo: Vec::new(),
             ooo_free: Vec::new(),
             rcv_fin: false,
@@ -612,6 +647,24 @@ impl Tcb {
             snd_ssthresh: self.ssthresh,
             snd_wnd: self.snd_wnd,
             backoff: self.rtx_count,
+            ca_state: if self.rto_recover.is_some() {
+                CaState::Loss
+            } else if self.recover.is_some() {
+                CaState::Recovery
+            } else if self.ecn_cwr {
+                CaState::Cwr
+            } else if self.dupacks > 0 || self.rack.sacked_bytes() > 0 {
+                CaState::Disorder
+            } else {
+                CaState::Open
+            },
+            flight: self.flight(),
+            sacked: self.rack.sacked_bytes(),
+            lost: self.rack.lost_bytes(),
+            reordering_seen: self.rack.reordering_seen(),
+            delivered: self.rack.delivered_total(),
+            probes: self.persist_probes.max(self.ka_probes),
+            last_heard: self.last_heard,
         }
     }
 

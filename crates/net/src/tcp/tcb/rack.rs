@@ -178,7 +178,7 @@ impl Rack {
         self.lost
     }
 
-    #[cfg(test)]
+    /// Whether reordering was seen (the reordering window widened).
     pub(super) fn reordering_seen(&self) -> bool {
         self.reordering_seen
     }

@@ -147,6 +147,7 @@ impl Tcb {
     pub fn set_app_unread(&mut self, unread: usize) {
         if unread < self.app_unread {
             self.app_unread = unread;
+            self.apply_rcvbuf_target();
             self.announce_window();
         } else {
             self.app_unread = unread;
@@ -268,6 +269,57 @@ impl Tcb {
         self.fw2_deadline = None;
         self.ka_deadline = None;
         self.rack.clear();
+    }
+
+    /// `SO_SNDBUF` / `SO_RCVBUF` on an open connection (FreeBSD's `sbreserve`
+    /// from `sosetopt`): the send buffer bounds what may be queued from now on;
+    /// the receive buffer bounds the window offered. A smaller receive buffer
+    /// takes effect as the window already offered is used up (never shrunk,
+    /// RFC 9293 §3.8.6: what was promised is still taken); a larger one opens
+    /// the window at once, up to what the window scale agreed can say. The
+    /// caller clamps the sizes.
+    pub fn set_buffer_sizes(&mut self, send: Option<usize>, recv: Option<usize>) {
+        if let Some(n) = send {
+            self.cfg.sndbuf = n;
+        }
+        if let Some(n) = recv {
+            self.rcvbuf_target = Some(n);
+            self.apply_rcvbuf_target();
+            self.announce_window();
+        }
+    }
+
+    /// Moves the receive buffer toward the size asked for: at once when it
+    /// grows, and no lower than what is held plus the window already offered
+    /// when it shrinks.
+    fn apply_rcvbuf_target(&mut self) {
+        let Some(want) = self.rcvbuf_target else {
+            return;
+        };
+        let promised = if self.state.can_receive() && lt(self.rcv_nxt, self.rcv_adv) {
+            diff(self.rcv_adv, self.rcv_nxt) as usize
+        } else {
+            0
+        };
+        self.cfg.rcvbuf = want.max(self.rcv_held_now() + promised);
+        if self.cfg.rcvbuf == want {
+            self.rcvbuf_target = None;
+        }
+    }
+
+    fn rcv_held_now(&self) -> usize {
+        self.rcvbuf.len() + self.app_unread
+    }
+
+    /// `TCP_MAXSEG` (FreeBSD's `t_maxseg`, Linux's `user_mss`): before our SYN
+    /// leaves, it bounds the MSS we offer and the segments we send; later, it
+    /// can only lower the segment size in use.
+    pub fn set_user_mss(&mut self, mss: u16) {
+        let mss = mss.max(64);
+        self.cfg.mss = self.cfg.mss.min(mss);
+        if self.state.synchronized() {
+            self.snd_mss = self.snd_mss.min(u32::from(mss));
+        }
     }
 
     /// `TCP_NODELAY`.
