@@ -2610,3 +2610,147 @@ fn fin_wait_1_with_data_behind_a_shut_window_ends_at_the_orphan_bound() {
     let took = p.now - t0;
     assert!(took <= Duration::from_secs(61), "{took:?}");
 }
+
+/// C2 of issue 46, a blind denial of service: a segment whose sequence number lies
+/// in the window but whose ACK is beyond SND.NXT, with a far-future TSval (`F. ack
+/// 9999 TS val 200000`), is answered with an ACK and dropped (RFC 9293 §3.10.7.4,
+/// RFC 5961 §5.2), and, dropped, does not change TS.Recent: else PAWS would then
+/// discard the peer's valid data until its clock passed the forged value.
+#[test]
+fn an_ack_beyond_snd_nxt_is_dropped_and_leaves_ts_recent() {
+    let mut p = quiet_pair(41);
+    assert!(p.a.ts_enabled);
+    let recent = p.a.ts_recent;
+    let before = p.a.recv_available();
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_max.wrapping_add(9999));
+    s.ts = Some((recent.wrapping_add(200_000), 0));
+    s.fin = true;
+    let now = p.now;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.rcvacktoomuch, 1);
+    assert_eq!(p.a.ts_recent, recent, "a dropped segment left TS.Recent");
+    assert_eq!(p.a.state(), State::Established, "its FIN was not taken");
+    let mut out = Vec::new();
+    p.a.output(now, &mut p.sa, &mut out);
+    assert!(
+        out.iter().any(|o| o.ack_flag && o.ack == p.a.rcv_nxt),
+        "answered with an ACK: {out:?}"
+    );
+    // The peer's next valid segment, with its own clock, is taken.
+    let payload = [7u8; 100];
+    let mut s = seg_to_a(&p);
+    s.ts = Some((recent.wrapping_add(10), 0));
+    s.payload = (&payload).into();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.pawsdrop, 0);
+    assert_eq!(p.a.recv_available(), before + 100);
+    assert_eq!(p.a.ts_recent, recent.wrapping_add(10));
+}
+
+/// The neighbours of C2: no segment that is dropped unprocessed changes TS.Recent
+/// (RFC 7323 §4.3 takes the timestamp of a segment found acceptable and covering
+/// Last.ACK.sent). An ACK too old for any window (RFC 5961 §5.2); an old duplicate
+/// that ends below what we acknowledged, whose ACK is still processed (FreeBSD
+/// keeps on "processing for RST or ACK") but whose timestamp says nothing of the
+/// edge PAWS guards; a SYN-RECEIVED connection's bad ACK, answered with a reset.
+#[test]
+fn segments_dropped_before_processing_leave_ts_recent() {
+    let mut p = quiet_pair(42);
+    p.transfer(2_000_000, false, Duration::from_secs(60));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()));
+    let recent = p.a.ts_recent;
+    let now = p.now;
+    let far = recent.wrapping_add(200_000);
+    // Too old an ACK.
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_una.wrapping_sub(p.a.max_snd_wnd).wrapping_sub(1000));
+    s.ts = Some((far, 0));
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.rcvacktooold, 1);
+    assert_eq!(p.a.ts_recent, recent, "too old an ACK");
+    // An old duplicate, wholly below RCV.NXT.
+    let payload = [5u8; 100];
+    let mut s = seg_to_a(&p);
+    s.seq = p.a.rcv_nxt.wrapping_sub(5000);
+    s.payload = (&payload).into();
+    s.ts = Some((far, 0));
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.rcvduppack, 1);
+    assert_eq!(p.a.ts_recent, recent, "an old duplicate");
+    // The peer goes on, and is heard.
+    let mut s = seg_to_a(&p);
+    s.ts = Some((recent.wrapping_add(1), 0));
+    s.payload = (&payload).into();
+    let before = p.a.recv_available();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!((p.sa.pawsdrop, p.a.recv_available()), (0, before + 100));
+
+    // SYN-RECEIVED: the handshake's ACK acknowledging what was never sent.
+    let cfg = quick();
+    let mut sa = TcpStat::default();
+    let mut a = Tcb::connect(cfg, 1000, &mut sa);
+    let mut out = Vec::new();
+    a.output(now, &mut sa, &mut out);
+    let syn = SegIn::from_out(&out[0], &[]);
+    let mut b = Tcb::accept(cfg, 5000, &syn).expect("accepted");
+    let mut sb = TcpStat::default();
+    let mut out = Vec::new();
+    b.output(now, &mut sb, &mut out);
+    assert_eq!(b.state(), State::SynReceived);
+    let recent = b.ts_recent;
+    let bad = SegIn {
+        seq: b.rcv_nxt,
+        ack: Some(b.snd_max.wrapping_add(9999)),
+        wnd: 1000,
+        ts: Some((recent.wrapping_add(200_000), 0)),
+        ..SegIn::default()
+    };
+    b.input(&bad, now, &mut sb);
+    assert_eq!(b.state(), State::SynReceived);
+    assert_eq!(b.ts_recent, recent, "SYN-RECEIVED's bad ACK");
+}
+
+/// A neighbour of C2: a segment dropped unread (out of the window, refused by PAWS,
+/// with an ACK beyond SND.NXT) is not the peer's word that it lives, so it neither
+/// restarts keepalive's idle time nor forgives its unanswered probes: a dead peer's
+/// connection is dropped on time though a blind sender keeps injecting.
+#[test]
+fn segments_dropped_unread_do_not_keep_a_dead_peer_alive() {
+    let cfg = TcpConfig {
+        keepalive: Some(Duration::from_secs(10)),
+        keepalive_interval: Duration::from_secs(2),
+        keepalive_probes: 3,
+        ..quick()
+    };
+    let mut p = Pair::new(cfg, quick(), Link::default(), 43);
+    p.established();
+    p.transfer(1000, false, Duration::from_secs(5));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()
+        && p.a.snd_una == p.a.snd_max));
+    p.blackhole = true;
+    let t0 = p.now;
+    let mut forged = 0u32;
+    assert!(p.run_until(Duration::from_secs(120), |p| {
+        if p.now - t0 >= Duration::from_secs(u64::from(forged)) && p.a.state() != State::Closed {
+            // Every second one of three forgeries.
+            let mut s = seg_to_a(p);
+            match forged % 3 {
+                0 => s.seq = s.seq.wrapping_add(10_000_000),
+                1 => s.ack = Some(p.a.snd_max.wrapping_add(9999)),
+                _ => s.ts = Some((p.a.ts_recent.wrapping_sub(1000), 0)),
+            }
+            let now = p.now;
+            p.a.input(&s, now, &mut p.sa);
+            forged += 1;
+        }
+        p.a.state() == State::Closed
+    }));
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    assert_eq!(p.sa.keepdrops, 1);
+    assert!(
+        p.now - t0 <= Duration::from_secs(10 + 3 * 2 + 2),
+        "{:?}",
+        p.now - t0
+    );
+}
