@@ -2754,3 +2754,90 @@ fn segments_dropped_unread_do_not_keep_a_dead_peer_alive() {
         p.now - t0
     );
 }
+
+/// A's output at `p.now`, logged.
+fn a_output(p: &mut Pair) -> Vec<SegOut> {
+    let mut out = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut out);
+    p.log.extend(out.iter().map(|s| (true, *s)));
+    out
+}
+
+/// C1 of issue 46, a permanent stall: the peer's window is shut; the application
+/// writes 1,000 bytes, less than a segment; the persist timer sends the probe (one
+/// byte); the peer, as a Linux receiver does, drops the byte that arrived at its
+/// shut window and later reopens with an ACK that does not cover it (`ack 1 win
+/// 2000`). Sending must resume at once, the probe byte with the rest (FreeBSD's
+/// persist probe leaves SND.NXT at SND.UNA), and what is then outstanding must be
+/// covered by the retransmission timer (RFC 6298 §5.1; RFC 9293 §3.8.6.1). Before,
+/// SND.NXT had passed the probe byte, Nagle held the 999 bytes behind it, and no
+/// timer covered it: nothing was sent for 600 s.
+#[test]
+fn a_window_reopened_without_acknowledging_the_probe_resumes_sending() {
+    for nodelay in [false, true] {
+        let cfg = TcpConfig {
+            window_scaling: false,
+            nodelay,
+            ..quick()
+        };
+        let mut p = quiet_pair_with(cfg, 44);
+        p.blackhole = true;
+        let una = p.a.snd_una;
+        // The peer shuts its window.
+        let shut = SegIn {
+            wnd: 0,
+            ..seg_to_a(&p)
+        };
+        let now = p.now;
+        p.a.input(&shut, now, &mut p.sa);
+        assert_eq!(p.a.snd_wnd, 0);
+        assert_eq!(p.a.send(&[3u8; 1000]), 1000);
+        assert!(a_output(&mut p).is_empty(), "nothing fits a shut window");
+        // The persist timer's probe: one byte at SND.UNA.
+        let at = p.a.poll_at().expect("the persist timer runs");
+        p.now = at;
+        let out = a_output(&mut p);
+        assert!(
+            out.iter().any(|s| s.seq == una && s.data_len == 1),
+            "the probe: {out:?}"
+        );
+        // The peer drops the byte and says its window is still shut; later it opens.
+        p.now += Duration::from_millis(5);
+        let now = p.now;
+        p.a.input(&shut, now, &mut p.sa);
+        assert!(a_output(&mut p).iter().all(|s| s.data_len == 0));
+        p.now += Duration::from_millis(100);
+        let open = SegIn {
+            ack: Some(una),
+            wnd: 2000,
+            ..seg_to_a(&p)
+        };
+        let now = p.now;
+        p.a.input(&open, now, &mut p.sa);
+        assert!(p.a.wants_output(), "the window opened with data queued");
+        let out = a_output(&mut p);
+        let sent: usize = out.iter().map(|s| s.data_len).sum();
+        assert!(
+            out.first().is_some_and(|s| s.seq == una) && sent == 1000,
+            "nodelay {nodelay}: the whole 1,000 bytes at once, from SND.UNA: {out:?}"
+        );
+        assert!(
+            p.a.rtx_deadline.is_some(),
+            "the retransmission timer covers them"
+        );
+        // Acknowledged, all is done within the RTO bound.
+        let done = SegIn {
+            ack: Some(una.wrapping_add(1000)),
+            wnd: 2000,
+            ..seg_to_a(&p)
+        };
+        p.now += Duration::from_millis(5);
+        let now = p.now;
+        p.a.input(&done, now, &mut p.sa);
+        assert_eq!(
+            (p.a.snd_una, p.a.snd_max),
+            (una.wrapping_add(1000), una.wrapping_add(1000))
+        );
+        assert!(p.a.rtx_deadline.is_none() && p.a.persist_deadline.is_none());
+    }
+}
