@@ -149,9 +149,19 @@ impl Pair {
 
     /// Advances to the next event (arrival or timer); false when nothing is pending.
     fn step(&mut self) -> bool {
+        self.step_by(None)
+    }
+
+    /// [`Pair::step`], with `app` the time of the applications' next action, an
+    /// event too.
+    fn step_by(&mut self, app: Option<Instant>) -> bool {
         self.flush();
         let next_arrival = self.flight.iter().map(|f| (f.0, f.1)).min();
-        let timers = [Some(self.a.poll_at()), self.b.as_ref().map(|b| b.poll_at())];
+        let timers = [
+            Some(self.a.poll_at()),
+            self.b.as_ref().map(|b| b.poll_at()),
+            Some(app),
+        ];
         let next_timer = timers.into_iter().flatten().flatten().min();
         let t = match (next_arrival.map(|x| x.0), next_timer) {
             (Some(x), Some(y)) => x.min(y),
@@ -2840,4 +2850,68 @@ fn a_window_reopened_without_acknowledging_the_probe_resumes_sending() {
         );
         assert!(p.a.rtx_deadline.is_none() && p.a.persist_deadline.is_none());
     }
+}
+
+/// Found by the randomized pair (`prop`): without SACK, a partial ACK during fast
+/// recovery that leaves less than a segment outstanding, with more data queued,
+/// had NewReno's retransmission of the "next hole" run a whole segment from
+/// SND.UNA, past SND.MAX, without moving SND.MAX: new data sent as a
+/// retransmission, whose ACK was then refused as acknowledging what was never
+/// sent (`rcvacktoomuch`), for ever. A retransmission ends at SND.MAX.
+#[test]
+fn a_newreno_partial_ack_retransmits_only_what_was_sent() {
+    let cfg = TcpConfig {
+        window_scaling: false,
+        sack: false,
+        nodelay: true,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 45);
+    p.blackhole = true;
+    let una = p.a.snd_una;
+    let peer = |p: &Pair, ack: u32| SegIn {
+        ack: Some(ack),
+        wnd: 3000,
+        ..seg_to_a(p)
+    };
+    let now = p.now;
+    let s = peer(&p, una);
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.send(&[1u8; 10_000]), 10_000);
+    a_output(&mut p);
+    let out_end = p.a.snd_max;
+    assert!(seq::lt(una.wrapping_add(1448), out_end), "segments out");
+    for _ in 0..3 {
+        p.a.input(&s, now, &mut p.sa);
+        a_output(&mut p);
+    }
+    assert!(p.a.recover.is_some(), "fast recovery");
+    // All but the last byte acknowledged, the window no further than it.
+    let s = SegIn {
+        wnd: 1,
+        ..peer(&p, out_end.wrapping_sub(1))
+    };
+    p.a.input(&s, now, &mut p.sa);
+    let out = a_output(&mut p);
+    for seg in &out {
+        let end = seg.seq.wrapping_add(seg.data_len as u32);
+        assert!(
+            seq::le(end, p.a.snd_max),
+            "sent up to {end}, beyond SND.MAX {}: {out:?}",
+            p.a.snd_max
+        );
+    }
+    assert!(
+        out.iter().any(|s| s.seq == out_end.wrapping_sub(1)),
+        "{out:?}"
+    );
+    // The peer acknowledges what it got: taken.
+    let end = out
+        .iter()
+        .map(|s| s.seq.wrapping_add(s.data_len as u32))
+        .max()
+        .unwrap();
+    let s = peer(&p, end);
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!((p.a.snd_una, p.sa.rcvacktoomuch), (end, 0));
 }
