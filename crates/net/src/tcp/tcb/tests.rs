@@ -3,6 +3,8 @@
 use super::*;
 use dev::rng::Rng;
 
+mod prop;
+
 /// A segment in flight: header plus its bytes.
 #[derive(Clone, Debug)]
 struct Wire {
