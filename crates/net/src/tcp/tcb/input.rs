@@ -98,8 +98,10 @@ pub(super) fn paws_rejects(ts_recent: Option<u32>, seg: &SegIn<'_>) -> bool {
 }
 
 /// Remembers the peer's clock (RFC 7323 §4.3): `seg`'s timestamp becomes
-/// `ts_recent` when the segment covers the last ACK we sent and the timestamp is
-/// not older. `enabled`: the connection uses timestamps.
+/// `ts_recent` when the segment covers the last ACK we sent (SEG.SEQ ≤
+/// Last.ACK.sent ≤ SEG.SEQ + SEG.LEN, as FreeBSD's tcp_input checks it) and the
+/// timestamp is not older. An old duplicate, trimmed to its end, covers it only
+/// when it ends there. `enabled`: the connection uses timestamps.
 pub(super) fn keep_ts_recent(
     enabled: bool,
     ts_recent: &mut u32,
@@ -107,7 +109,8 @@ pub(super) fn keep_ts_recent(
     seg: &SegIn<'_>,
 ) {
     if let (true, Some((tsval, _))) = (enabled, seg.ts) {
-        if le(seg.seq, last_ack_sent) && !lt(tsval, *ts_recent) {
+        let end = seg.seq.wrapping_add(seg.seg_len());
+        if le(seg.seq, last_ack_sent) && le(last_ack_sent, end) && !lt(tsval, *ts_recent) {
             *ts_recent = tsval;
         }
     }
@@ -183,9 +186,11 @@ impl Tcb {
         direct: &mut dyn FnMut(Payload<'_>) -> usize,
     ) {
         st.rcvtotal += 1;
-        match self.state {
+        // Whether the segment was the peer's: found acceptable, not dropped unread.
+        let heard = match self.state {
             State::Closed => {
                 st.rcvafterclose += 1;
+                false
             }
             State::SynSent => {
                 self.input_syn_sent(seg, now, st);
@@ -199,17 +204,24 @@ impl Tcb {
                     };
                     self.receive_data(&rest, now, st, direct);
                 }
+                true
             }
             _ => self.input_synchronized(seg, now, st, direct),
-        }
-        if !seg.rst {
+        };
+        // Only a segment found acceptable says the peer is there (Linux's
+        // rcv_tstamp, set by a valid ACK): one dropped unread, out of the window,
+        // refused by PAWS or with an impossible ACK, could be anybody's, and a
+        // blind sender must not keep a dead connection from its keepalive or
+        // persist limit (FreeBSD's tcp_input resets t_rcvtime before validation,
+        // and says "XXX: This should be done after segment validation").
+        if heard && !seg.rst {
             self.last_heard = Some(now);
             if self.cfg.keepalive.is_some() || self.ka_init {
                 self.ka_probes = 0;
                 self.arm_keepalive(now);
             }
         }
-        if self.fw2_deadline.is_some() {
+        if self.fw2_deadline.is_some() && (heard || self.state != State::FinWait2) {
             // Heard from the peer (or left FIN_WAIT_2).
             self.arm_finwait2(now);
         }
@@ -290,7 +302,7 @@ impl Tcb {
         now: Instant,
         st: &mut TcpStat,
         direct: &mut dyn FnMut(Payload<'_>) -> usize,
-    ) {
+    ) -> bool {
         // TIME_WAIT has rules of its own (FreeBSD's tcp_twcheck).
         if self.state == State::TimeWait {
             let (answer, restart) = time_wait_check(seg, self.rcv_nxt, self.snd_nxt, st);
@@ -298,7 +310,7 @@ impl Tcb {
             if restart {
                 self.tw_deadline = Some(now + self.cfg.time_wait);
             }
-            return;
+            return false;
         }
         // The SYN we have already received, again in SYN-RECEIVED (the peer's
         // SYN-ACK in a simultaneous open, or its SYN retransmitted): drop the SYN,
@@ -316,7 +328,7 @@ impl Tcb {
         if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
             st.pawsdrop += 1;
             self.ack_now = true;
-            return;
+            return false;
         }
 
         // Acceptability (RFC 9293 §3.10.7.4), against the room the receive buffer
@@ -335,7 +347,7 @@ impl Tcb {
         } else {
             if seg.rst {
                 st.rcvbadrst += 1;
-                return;
+                return false;
             }
             count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
             if seg.syn {
@@ -343,11 +355,13 @@ impl Tcb {
                 // window), in or out of the window.
                 st.rcvbadsyn += 1;
                 self.challenge_ack(now, st);
-                return;
+                return false;
             }
             self.ack_now = true;
             if !lt(seg.seq, self.rcv_nxt) || seg.ack.is_none() {
-                return;
+                // A probe of our shut window, exactly at its edge, is the peer's
+                // (Linux finds it acceptable and drops only its data).
+                return seg.seq == self.rcv_nxt && rcv_wnd == 0;
             }
             self.note_dsack(seg.seq, seg.payload.len());
             // An old duplicate: its data and FIN are dropped, but, as FreeBSD's
@@ -382,7 +396,7 @@ impl Tcb {
                 st.rcvbadrst += 1;
                 self.challenge_ack(now, st);
             }
-            return;
+            return false;
         }
 
         // SYN in a synchronized state (RFC 5961 §4): challenge ACK; or, as RFC 793
@@ -400,10 +414,10 @@ impl Tcb {
                 self.error = Some(TcpError::Reset);
                 st.drops += 1;
                 self.enter_closed();
-                return;
+                return false;
             }
             self.challenge_ack(now, st);
-            return;
+            return false;
         }
         // New data for a connection whose application has closed, before the peer's
         // FIN: nobody will ever read it, and acknowledging it would let the peer go
@@ -420,20 +434,13 @@ impl Tcb {
             st.rcvafterclose += 1;
             st.closed += 1;
             self.enter_closed();
-            return;
+            return false;
         }
         let Some(ack) = seg.ack else {
             // RFC 9293 §3.10.7.4: "if the ACK bit is off, drop the segment".
             st.rcvnoack += 1;
-            return;
+            return false;
         };
-
-        keep_ts_recent(
-            self.ts_enabled,
-            &mut self.ts_recent,
-            self.last_ack_sent,
-            seg,
-        );
 
         if self.state == State::SynReceived {
             if lt(self.snd_una, ack) && le(ack, self.snd_max) {
@@ -454,7 +461,7 @@ impl Tcb {
                 }
             } else {
                 self.rst_pending = reset_for(seg).map(Box::new);
-                return;
+                return false;
             }
         }
 
@@ -462,7 +469,7 @@ impl Tcb {
         if lt(self.snd_max, ack) {
             st.rcvacktoomuch += 1;
             self.ack_now = true;
-            return;
+            return false;
         }
         // RFC 5961 §5.2: an ACK older than anything the peer's largest window could
         // still be acknowledging is blind injection or an old duplicate: drop the
@@ -470,8 +477,19 @@ impl Tcb {
         if self.max_snd_wnd > 0 && lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
             st.rcvacktooold += 1;
             self.challenge_ack(now, st);
-            return;
+            return false;
         }
+        // Only now, the segment found acceptable and its ACK too, may its
+        // timestamp become TS.Recent (RFC 7323 §4.3): one dropped above must not
+        // move the edge PAWS guards, or a blind segment with an in-window sequence
+        // number and a far-future TSval would have PAWS discard the peer's own
+        // (Linux's 2013 fix: no tcp_replace_ts_recent from tcp_validate_incoming).
+        keep_ts_recent(
+            self.ts_enabled,
+            &mut self.ts_recent,
+            self.last_ack_sent,
+            seg,
+        );
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
         let sacked_before = self.rack.sacked_bytes();
         let (pipe_before, lost_before) = (self.pipe(), self.rack.lost_ever());
@@ -547,7 +565,7 @@ impl Tcb {
                 State::LastAck => {
                     st.closed += 1;
                     self.enter_closed();
-                    return;
+                    return true;
                 }
                 _ => {}
             }
@@ -557,12 +575,13 @@ impl Tcb {
                 self.ack_now = true;
                 self.tw_deadline = Some(now + self.cfg.time_wait);
             }
-            return;
+            return true;
         }
 
         // Data and FIN.
         if !seg.payload.is_empty() || seg.fin {
             self.receive_data(seg, now, st, direct);
         }
+        true
     }
 }

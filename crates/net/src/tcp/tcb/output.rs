@@ -614,19 +614,23 @@ impl Tcb {
     }
 
     /// A zero-window probe: the first unacknowledged byte, beyond what the peer allows.
+    /// SND.NXT stays at SND.UNA, only SND.MAX covers the byte (FreeBSD's tcp_output
+    /// in persist): the peer may drop a byte that arrives at its shut window (Linux
+    /// does) and reopen with an ACK short of it, and then the byte goes again with
+    /// the rest, as new data would; counted past SND.NXT it was neither resent nor
+    /// covered by a timer, and Nagle held what followed behind it.
     fn send_probe(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) {
         let end = self.fin_seq();
-        if !lt(self.snd_una, end) {
+        // A window opened since the timer was due: the data goes as data.
+        if !lt(self.snd_una, end) || self.snd_wnd > 0 {
             return;
         }
         let mut seg = self.header(now, self.snd_una);
         seg.data_len = 1;
         st.sndprobe += 1;
-        if diff(self.snd_nxt, self.snd_una) == 0 {
-            self.snd_nxt = self.snd_una.wrapping_add(1);
-        }
-        if lt(self.snd_max, self.snd_nxt) {
-            self.snd_max = self.snd_nxt;
+        let probed = self.snd_una.wrapping_add(1);
+        if lt(self.snd_max, probed) {
+            self.snd_max = probed;
         }
         self.rack_sent(seg.seq, 1, now);
         self.push(seg, st, out);

@@ -35,7 +35,10 @@ impl Tcb {
             if self.sack_next != self.snd_una && lt(self.snd_una, self.sack_next) {
                 return None;
             }
-            let len = limit(self.snd_una, end);
+            // What was sent, no further: a retransmission past SND.MAX would send
+            // new data that SND.MAX does not count, and the peer's ACK of it
+            // would then be refused as acknowledging what was never sent.
+            let len = limit(self.snd_una, self.snd_max);
             return (len > 0).then_some((self.snd_una, len));
         }
         let (p, e) = self.rack.first_lost()?;

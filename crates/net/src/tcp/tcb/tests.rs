@@ -3,6 +3,8 @@
 use super::*;
 use dev::rng::Rng;
 
+mod prop;
+
 /// A segment in flight: header plus its bytes.
 #[derive(Clone, Debug)]
 struct Wire {
@@ -149,9 +151,19 @@ impl Pair {
 
     /// Advances to the next event (arrival or timer); false when nothing is pending.
     fn step(&mut self) -> bool {
+        self.step_by(None)
+    }
+
+    /// [`Pair::step`], with `app` the time of the applications' next action, an
+    /// event too.
+    fn step_by(&mut self, app: Option<Instant>) -> bool {
         self.flush();
         let next_arrival = self.flight.iter().map(|f| (f.0, f.1)).min();
-        let timers = [Some(self.a.poll_at()), self.b.as_ref().map(|b| b.poll_at())];
+        let timers = [
+            Some(self.a.poll_at()),
+            self.b.as_ref().map(|b| b.poll_at()),
+            Some(app),
+        ];
         let next_timer = timers.into_iter().flatten().flatten().min();
         let t = match (next_arrival.map(|x| x.0), next_timer) {
             (Some(x), Some(y)) => x.min(y),
@@ -2889,4 +2901,299 @@ fn a_tail_loss_probe_sends_new_data_when_there_is_some() {
         assert_eq!(probe, vec![(high, extra as usize)], "tso {tso_max}");
         assert_eq!(p.sa.sndrexmitpack, 0);
     }
+}
+
+/// C2 of issue 46, a blind denial of service: a segment whose sequence number lies
+/// in the window but whose ACK is beyond SND.NXT, with a far-future TSval (`F. ack
+/// 9999 TS val 200000`), is answered with an ACK and dropped (RFC 9293 §3.10.7.4,
+/// RFC 5961 §5.2), and, dropped, does not change TS.Recent: else PAWS would then
+/// discard the peer's valid data until its clock passed the forged value.
+#[test]
+fn an_ack_beyond_snd_nxt_is_dropped_and_leaves_ts_recent() {
+    let mut p = quiet_pair(41);
+    assert!(p.a.ts_enabled);
+    let recent = p.a.ts_recent;
+    let before = p.a.recv_available();
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_max.wrapping_add(9999));
+    s.ts = Some((recent.wrapping_add(200_000), 0));
+    s.fin = true;
+    let now = p.now;
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.rcvacktoomuch, 1);
+    assert_eq!(p.a.ts_recent, recent, "a dropped segment left TS.Recent");
+    assert_eq!(p.a.state(), State::Established, "its FIN was not taken");
+    let mut out = Vec::new();
+    p.a.output(now, &mut p.sa, &mut out);
+    assert!(
+        out.iter().any(|o| o.ack_flag && o.ack == p.a.rcv_nxt),
+        "answered with an ACK: {out:?}"
+    );
+    // The peer's next valid segment, with its own clock, is taken.
+    let payload = [7u8; 100];
+    let mut s = seg_to_a(&p);
+    s.ts = Some((recent.wrapping_add(10), 0));
+    s.payload = (&payload).into();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.pawsdrop, 0);
+    assert_eq!(p.a.recv_available(), before + 100);
+    assert_eq!(p.a.ts_recent, recent.wrapping_add(10));
+}
+
+/// The neighbours of C2: no segment that is dropped unprocessed changes TS.Recent
+/// (RFC 7323 §4.3 takes the timestamp of a segment found acceptable and covering
+/// Last.ACK.sent). An ACK too old for any window (RFC 5961 §5.2); an old duplicate
+/// that ends below what we acknowledged, whose ACK is still processed (FreeBSD
+/// keeps on "processing for RST or ACK") but whose timestamp says nothing of the
+/// edge PAWS guards; a SYN-RECEIVED connection's bad ACK, answered with a reset.
+#[test]
+fn segments_dropped_before_processing_leave_ts_recent() {
+    let mut p = quiet_pair(42);
+    p.transfer(2_000_000, false, Duration::from_secs(60));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()));
+    let recent = p.a.ts_recent;
+    let now = p.now;
+    let far = recent.wrapping_add(200_000);
+    // Too old an ACK.
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_una.wrapping_sub(p.a.max_snd_wnd).wrapping_sub(1000));
+    s.ts = Some((far, 0));
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.rcvacktooold, 1);
+    assert_eq!(p.a.ts_recent, recent, "too old an ACK");
+    // An old duplicate, wholly below RCV.NXT.
+    let payload = [5u8; 100];
+    let mut s = seg_to_a(&p);
+    s.seq = p.a.rcv_nxt.wrapping_sub(5000);
+    s.payload = (&payload).into();
+    s.ts = Some((far, 0));
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.sa.rcvduppack, 1);
+    assert_eq!(p.a.ts_recent, recent, "an old duplicate");
+    // The peer goes on, and is heard.
+    let mut s = seg_to_a(&p);
+    s.ts = Some((recent.wrapping_add(1), 0));
+    s.payload = (&payload).into();
+    let before = p.a.recv_available();
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!((p.sa.pawsdrop, p.a.recv_available()), (0, before + 100));
+
+    // SYN-RECEIVED: the handshake's ACK acknowledging what was never sent.
+    let cfg = quick();
+    let mut sa = TcpStat::default();
+    let mut a = Tcb::connect(cfg, 1000, &mut sa);
+    let mut out = Vec::new();
+    a.output(now, &mut sa, &mut out);
+    let syn = SegIn::from_out(&out[0], &[]);
+    let mut b = Tcb::accept(cfg, 5000, &syn).expect("accepted");
+    let mut sb = TcpStat::default();
+    let mut out = Vec::new();
+    b.output(now, &mut sb, &mut out);
+    assert_eq!(b.state(), State::SynReceived);
+    let recent = b.ts_recent;
+    let bad = SegIn {
+        seq: b.rcv_nxt,
+        ack: Some(b.snd_max.wrapping_add(9999)),
+        wnd: 1000,
+        ts: Some((recent.wrapping_add(200_000), 0)),
+        ..SegIn::default()
+    };
+    b.input(&bad, now, &mut sb);
+    assert_eq!(b.state(), State::SynReceived);
+    assert_eq!(b.ts_recent, recent, "SYN-RECEIVED's bad ACK");
+}
+
+/// A neighbour of C2: a segment dropped unread (out of the window, refused by PAWS,
+/// with an ACK beyond SND.NXT) is not the peer's word that it lives, so it neither
+/// restarts keepalive's idle time nor forgives its unanswered probes: a dead peer's
+/// connection is dropped on time though a blind sender keeps injecting.
+#[test]
+fn segments_dropped_unread_do_not_keep_a_dead_peer_alive() {
+    let cfg = TcpConfig {
+        keepalive: Some(Duration::from_secs(10)),
+        keepalive_interval: Duration::from_secs(2),
+        keepalive_probes: 3,
+        ..quick()
+    };
+    let mut p = Pair::new(cfg, quick(), Link::default(), 43);
+    p.established();
+    p.transfer(1000, false, Duration::from_secs(5));
+    assert!(p.run_until(Duration::from_secs(1), |p| p.flight.is_empty()
+        && p.a.snd_una == p.a.snd_max));
+    p.blackhole = true;
+    let t0 = p.now;
+    let mut forged = 0u32;
+    assert!(p.run_until(Duration::from_secs(120), |p| {
+        if p.now - t0 >= Duration::from_secs(u64::from(forged)) && p.a.state() != State::Closed {
+            // Every second one of three forgeries.
+            let mut s = seg_to_a(p);
+            match forged % 3 {
+                0 => s.seq = s.seq.wrapping_add(10_000_000),
+                1 => s.ack = Some(p.a.snd_max.wrapping_add(9999)),
+                _ => s.ts = Some((p.a.ts_recent.wrapping_sub(1000), 0)),
+            }
+            let now = p.now;
+            p.a.input(&s, now, &mut p.sa);
+            forged += 1;
+        }
+        p.a.state() == State::Closed
+    }));
+    assert_eq!(p.a.error(), Some(TcpError::TimedOut));
+    assert_eq!(p.sa.keepdrops, 1);
+    assert!(
+        p.now - t0 <= Duration::from_secs(10 + 3 * 2 + 2),
+        "{:?}",
+        p.now - t0
+    );
+}
+
+/// A's output at `p.now`, logged.
+fn a_output(p: &mut Pair) -> Vec<SegOut> {
+    let mut out = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut out);
+    p.log.extend(out.iter().map(|s| (true, *s)));
+    out
+}
+
+/// C1 of issue 46, a permanent stall: the peer's window is shut; the application
+/// writes 1,000 bytes, less than a segment; the persist timer sends the probe (one
+/// byte); the peer, as a Linux receiver does, drops the byte that arrived at its
+/// shut window and later reopens with an ACK that does not cover it (`ack 1 win
+/// 2000`). Sending must resume at once, the probe byte with the rest (FreeBSD's
+/// persist probe leaves SND.NXT at SND.UNA), and what is then outstanding must be
+/// covered by the retransmission timer (RFC 6298 §5.1; RFC 9293 §3.8.6.1). Before,
+/// SND.NXT had passed the probe byte, Nagle held the 999 bytes behind it, and no
+/// timer covered it: nothing was sent for 600 s.
+#[test]
+fn a_window_reopened_without_acknowledging_the_probe_resumes_sending() {
+    for nodelay in [false, true] {
+        let cfg = TcpConfig {
+            window_scaling: false,
+            nodelay,
+            ..quick()
+        };
+        let mut p = quiet_pair_with(cfg, 44);
+        p.blackhole = true;
+        let una = p.a.snd_una;
+        // The peer shuts its window.
+        let shut = SegIn {
+            wnd: 0,
+            ..seg_to_a(&p)
+        };
+        let now = p.now;
+        p.a.input(&shut, now, &mut p.sa);
+        assert_eq!(p.a.snd_wnd, 0);
+        assert_eq!(p.a.send(&[3u8; 1000]), 1000);
+        assert!(a_output(&mut p).is_empty(), "nothing fits a shut window");
+        // The persist timer's probe: one byte at SND.UNA.
+        let at = p.a.poll_at().expect("the persist timer runs");
+        p.now = at;
+        let out = a_output(&mut p);
+        assert!(
+            out.iter().any(|s| s.seq == una && s.data_len == 1),
+            "the probe: {out:?}"
+        );
+        // The peer drops the byte and says its window is still shut; later it opens.
+        p.now += Duration::from_millis(5);
+        let now = p.now;
+        p.a.input(&shut, now, &mut p.sa);
+        assert!(a_output(&mut p).iter().all(|s| s.data_len == 0));
+        p.now += Duration::from_millis(100);
+        let open = SegIn {
+            ack: Some(una),
+            wnd: 2000,
+            ..seg_to_a(&p)
+        };
+        let now = p.now;
+        p.a.input(&open, now, &mut p.sa);
+        assert!(p.a.wants_output(), "the window opened with data queued");
+        let out = a_output(&mut p);
+        let sent: usize = out.iter().map(|s| s.data_len).sum();
+        assert!(
+            out.first().is_some_and(|s| s.seq == una) && sent == 1000,
+            "nodelay {nodelay}: the whole 1,000 bytes at once, from SND.UNA: {out:?}"
+        );
+        assert!(
+            p.a.rtx_deadline.is_some(),
+            "the retransmission timer covers them"
+        );
+        // Acknowledged, all is done within the RTO bound.
+        let done = SegIn {
+            ack: Some(una.wrapping_add(1000)),
+            wnd: 2000,
+            ..seg_to_a(&p)
+        };
+        p.now += Duration::from_millis(5);
+        let now = p.now;
+        p.a.input(&done, now, &mut p.sa);
+        assert_eq!(
+            (p.a.snd_una, p.a.snd_max),
+            (una.wrapping_add(1000), una.wrapping_add(1000))
+        );
+        assert!(p.a.rtx_deadline.is_none() && p.a.persist_deadline.is_none());
+    }
+}
+
+/// Found by the randomized pair (`prop`): without SACK, a partial ACK during fast
+/// recovery that leaves less than a segment outstanding, with more data queued,
+/// had NewReno's retransmission of the "next hole" run a whole segment from
+/// SND.UNA, past SND.MAX, without moving SND.MAX: new data sent as a
+/// retransmission, whose ACK was then refused as acknowledging what was never
+/// sent (`rcvacktoomuch`), for ever. A retransmission ends at SND.MAX.
+#[test]
+fn a_newreno_partial_ack_retransmits_only_what_was_sent() {
+    let cfg = TcpConfig {
+        window_scaling: false,
+        sack: false,
+        nodelay: true,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 45);
+    p.blackhole = true;
+    let una = p.a.snd_una;
+    let peer = |p: &Pair, ack: u32| SegIn {
+        ack: Some(ack),
+        wnd: 3000,
+        ..seg_to_a(p)
+    };
+    let now = p.now;
+    let s = peer(&p, una);
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!(p.a.send(&[1u8; 10_000]), 10_000);
+    a_output(&mut p);
+    let out_end = p.a.snd_max;
+    assert!(seq::lt(una.wrapping_add(1448), out_end), "segments out");
+    for _ in 0..3 {
+        p.a.input(&s, now, &mut p.sa);
+        a_output(&mut p);
+    }
+    assert!(p.a.recover.is_some(), "fast recovery");
+    // All but the last byte acknowledged, the window no further than it.
+    let s = SegIn {
+        wnd: 1,
+        ..peer(&p, out_end.wrapping_sub(1))
+    };
+    p.a.input(&s, now, &mut p.sa);
+    let out = a_output(&mut p);
+    for seg in &out {
+        let end = seg.seq.wrapping_add(seg.data_len as u32);
+        assert!(
+            seq::le(end, p.a.snd_max),
+            "sent up to {end}, beyond SND.MAX {}: {out:?}",
+            p.a.snd_max
+        );
+    }
+    assert!(
+        out.iter().any(|s| s.seq == out_end.wrapping_sub(1)),
+        "{out:?}"
+    );
+    // The peer acknowledges what it got: taken.
+    let end = out
+        .iter()
+        .map(|s| s.seq.wrapping_add(s.data_len as u32))
+        .max()
+        .unwrap();
+    let s = peer(&p, end);
+    p.a.input(&s, now, &mut p.sa);
+    assert_eq!((p.a.snd_una, p.sa.rcvacktoomuch), (end, 0));
 }

@@ -278,6 +278,17 @@ impl Tcb {
                 self.persist_probes = 0;
             }
         }
+        // RFC 6298 §5.1: what is outstanding is always covered by a running timer,
+        // the retransmission timer when it is not the persist timer's probe
+        // (FreeBSD's tcp_output arms TT_REXMT when neither runs).
+        if self.state.synchronized()
+            && self.state != State::TimeWait
+            && self.flight() > 0
+            && self.rtx_deadline.is_none()
+            && self.persist_deadline.is_none()
+        {
+            self.arm_rtx(now);
+        }
     }
 
     /// What the peer must acknowledge to end a detached connection's stall: a
