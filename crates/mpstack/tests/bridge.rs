@@ -138,14 +138,7 @@ fn three_hosts(workers: u16) {
         "sh -c 'head -c 2000000 /dev/urandom > /tmp/mpbr-echo-$$; timeout 30 socat -t 30 - TCP:198.18.0.254:7 < /tmp/mpbr-echo-$$ | sha256sum; sha256sum < /tmp/mpbr-echo-$$; rm -f /tmp/mpbr-echo-$$'",
     );
     assert!(ok, "{out}");
-    let sums: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(
-        sums.len() == 2 && sums[0] == sums[1],
-        "echo through the bridge: {out}"
-    );
+    assert_same_sums(&out, "echo through the bridge");
     let c = net.stop();
     assert!(
         c.get("bridge.forwarded").copied().unwrap_or(0) > 20_000,

@@ -110,14 +110,7 @@ fn new_client_served(lab: &Lab, www: &std::path::Path, file: &str) {
         www.display()
     ));
     assert!(ok, "{out}");
-    let sums: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(
-        sums.len() == 2 && sums[0] == sums[1],
-        "curl's file differs: {out}"
-    );
+    assert_same_sums(&out, "curl's file differs");
     let f = std::env::temp_dir().join(format!("mpstack-crowd-echo-{}", std::process::id()));
     run(&format!("head -c 100000 /dev/urandom > {}", f.display()));
     let (ok, out) = lab.exec(&format!(
@@ -126,14 +119,7 @@ fn new_client_served(lab: &Lab, www: &std::path::Path, file: &str) {
     ));
     let _ = std::fs::remove_file(&f);
     assert!(ok, "{out}");
-    let sums: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(
-        sums.len() == 2 && sums[0] == sums[1],
-        "the echo differs: {out}"
-    );
+    assert_same_sums(&out, "the echo differs");
 }
 
 /// 10,000 connections held open and silent (a slowloris far over the 256 that shut

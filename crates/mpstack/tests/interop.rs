@@ -1054,14 +1054,7 @@ fn no_segment_exceeds_the_peers_mss() {
         let _ = sh(&format!("kill -INT {}", dump.id()));
         let _ = dump.wait();
         assert!(ok, "MSS {mss}: {out}");
-        let sums: Vec<&str> = out
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .collect();
-        assert!(
-            sums.len() == 2 && sums[0] == sums[1],
-            "MSS {mss}: file differs: {out}"
-        );
+        assert_same_sums(&out, &format!("MSS {mss}: file differs"));
         let (ok, text) = sh(&format!("tcpdump -nn -r {} 2>/dev/null", pcap.display()));
         let _ = std::fs::remove_file(&pcap);
         assert!(ok, "tcpdump -r");

@@ -119,14 +119,7 @@ fn new_connection_echoes(lab: &Lab, n: usize) {
     ));
     let _ = std::fs::remove_file(&f);
     assert!(ok, "{out}");
-    let sums: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(
-        sums.len() == 2 && sums[0] == sums[1],
-        "a new connection's echo differs: {out}"
-    );
+    assert_same_sums(&out, "a new connection's echo differs");
 }
 
 /// Stops the node, checks that nothing panicked, prints the named counters and

@@ -333,3 +333,14 @@ pub fn socat_transfer(from_ns: &str, to_ns: &str, dst: &str, mb: u32, tmp: &Path
     let (_, y) = sh(&format!("sha256sum < {}", recv.display()));
     assert_eq!(x, y, "{what}: SHA-256 to {dst}");
 }
+
+/// `out` ends with two `sha256sum` lines (what arrived, what was sent): they agree.
+/// `what` is the message shown when they do not, with `out`.
+#[allow(dead_code)]
+pub fn assert_same_sums(out: &str, what: &str) {
+    let sums: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(sums.len() == 2 && sums[0] == sums[1], "{what}: {out}");
+}
