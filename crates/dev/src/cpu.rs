@@ -126,12 +126,17 @@ mod tests {
 
     #[test]
     fn thread_cpu_time_advances_while_spinning() {
+        // Spins until the thread has run 5 ms: on a loaded machine 20 ms of wall
+        // time gave it less than 4 ms, so the wall clock only bounds the wait.
         let a = thread_cpu_time().unwrap();
         let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(20) {
-            std::hint::spin_loop();
+        let mut b = a;
+        while b - a < Duration::from_millis(5) && t.elapsed() < Duration::from_secs(30) {
+            for _ in 0..1000 {
+                std::hint::spin_loop();
+            }
+            b = thread_cpu_time().unwrap();
         }
-        let b = thread_cpu_time().unwrap();
         assert!(b - a >= Duration::from_millis(5), "{:?}", b - a);
     }
 
