@@ -94,10 +94,13 @@ pub struct TcpConfig {
     /// `tcp::mem`. A worker-wide setting: it applies to open connections too.
     pub mem: crate::tcp::mem::TcpMemLimits,
     /// A close with received data unread resets the connection instead of
-    /// sending a FIN (`net.inet.tcp.close_unread_rst`, on by default): RFC 9293
+    /// sending a FIN (`net.inet.tcp.close_unread_rst`, off by default): RFC 9293
     /// §3.6.1 and RFC 1122 §4.2.2.13 say it SHOULD, so the peer does not take the
     /// FIN for "everything you sent was consumed"; Linux does (`tcp_close`,
-    /// TCPAbortOnClose). FreeBSD's `tcp_disconnect` sends the FIN; off keeps that.
+    /// TCPAbortOnClose). Off, as FreeBSD's `tcp_disconnect`, a FIN: a reset makes
+    /// the peer lose a response it has not read yet (the HTTP service's 431 to a
+    /// request head it stopped reading was lost so), which Linux servers answer
+    /// with a lingering close that mpstack's services do not have yet.
     /// Counted in `tcp.abortonclose`.
     pub close_unread_rst: bool,
     /// Runs of out-of-order data held for reassembly (a segment that continues a
@@ -241,7 +244,7 @@ impl Default for TcpConfig {
             persist_orphan_timeout: Duration::from_secs(60),
             max_orphans: 4096,
             mem: crate::tcp::mem::TcpMemLimits::from_high(crate::tcp::mem::DEFAULT_HIGH),
-            close_unread_rst: true,
+            close_unread_rst: false,
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,
