@@ -172,9 +172,10 @@ impl TcpMem {
     }
 
     /// Moves the state on from the total under `lim`; returns the state and, if
-    /// this call made the change, the state it entered (one worker counts each
-    /// change).
-    pub(crate) fn update(&self, lim: &TcpMemLimits) -> (MemState, Option<MemState>) {
+    /// this call made the change, the states it left and entered (one worker
+    /// counts each change, from what the stack's state was, not the worker's
+    /// last view of it).
+    pub(crate) fn update(&self, lim: &TcpMemLimits) -> (MemState, Option<(MemState, MemState)>) {
         let total = self.total();
         let cur = self.state.load(Ordering::Relaxed);
         let next = MemState::from_u8(cur).next(total, lim);
@@ -185,7 +186,7 @@ impl TcpMem {
             .state
             .compare_exchange(cur, next as u8, Ordering::Relaxed, Ordering::Relaxed)
         {
-            Ok(_) => (next, Some(next)),
+            Ok(_) => (next, Some((MemState::from_u8(cur), next))),
             Err(now) => (MemState::from_u8(now), None),
         }
     }
@@ -230,17 +231,15 @@ mod tests {
         m.publish(0, 1000);
         m.publish(2, 1500);
         assert_eq!(m.total(), 2500);
-        assert_eq!(
-            m.update(&lim),
-            (MemState::Pressure, Some(MemState::Pressure))
-        );
-        assert_eq!(m.update(&lim), (MemState::Pressure, None));
+        use MemState::*;
+        assert_eq!(m.update(&lim), (Pressure, Some((Normal, Pressure))));
+        assert_eq!(m.update(&lim), (Pressure, None));
         m.publish(1, 600);
-        assert_eq!(m.update(&lim), (MemState::High, Some(MemState::High)));
+        assert_eq!(m.update(&lim), (High, Some((Pressure, High))));
         m.publish(0, 0);
         m.publish(1, 0);
         m.publish(2, 0);
-        assert_eq!(m.update(&lim), (MemState::Normal, Some(MemState::Normal)));
+        assert_eq!(m.update(&lim), (Normal, Some((High, Normal))));
         assert_eq!(m.state(), MemState::Normal);
     }
 

@@ -52,15 +52,13 @@ pub(crate) fn tcp_mem_tick(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
         return;
     }
     tw.mem_check = Some(now + CHECK_EVERY);
-    let (state, entered) = cx.tcp_mem.update(&cx.tcp_cfg.mem);
-    match entered {
-        Some(MemState::Pressure) if tw.mem_state == MemState::Normal => {
-            cx.stats.tcp.mempressure += 1
-        }
-        Some(MemState::High) => {
+    let (state, change) = cx.tcp_mem.update(&cx.tcp_cfg.mem);
+    match change {
+        Some((MemState::Normal, MemState::Pressure)) => cx.stats.tcp.mempressure += 1,
+        Some((from, MemState::High)) => {
             cx.stats.tcp.memhigh += 1;
             // Straight from normal: it passed pressure on the way.
-            if tw.mem_state == MemState::Normal {
+            if from == MemState::Normal {
                 cx.stats.tcp.mempressure += 1;
             }
         }
