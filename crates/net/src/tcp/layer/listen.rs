@@ -146,12 +146,7 @@ pub(super) fn tcp_listen_input(
             );
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             tcb.input(seg, cx.now, &mut cx.stats.tcp);
-            let (now, limit) = (
-                cx.now,
-                super::input::per_worker(cx.tcp_cfg.challenge_ack_limit, cx),
-            );
-            let (bucket, seed) = (&mut tw.challenge_limit, cx.isn_secret);
-            tcb.take_challenge(&mut cx.stats.tcp, || bucket.take(now, limit, seed));
+            super::input::limit_challenge(cx, &mut tcb, &mut tw.challenge_limit);
             cx.stats.tcp.accepts += 1;
             let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
             return service(cx, tw, i);
