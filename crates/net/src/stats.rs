@@ -255,6 +255,9 @@ counter_group!(
         // Closes with received data unread, answered with a reset
         // (`close_unread_rst`; Linux's TCPAbortOnClose).
         abortonclose,
+        // Bytes received on a connection shut down for reading, acknowledged
+        // and dropped (`shutdown(SHUT_RD)`, FreeBSD's `sorflush`).
+        rcvshutrdbyte,
     }
 );
 

@@ -221,11 +221,12 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                 // nothing waits in the receive buffer (this worker is the channel's
                 // only producer); the rest is buffered as usual.
                 let (tcb, s, held) = (&mut c.tcb, &c.s, &mut c.rx_held);
-                let (mut direct, mut shared) = (0, 0);
+                let (mut direct, mut shared, mut shut) = (0, 0, 0);
                 let rd_shut = s.rd_shut.load(Ordering::Acquire);
                 tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |data| {
                     if rd_shut {
                         // Shut down for reading: taken and dropped.
+                        shut += data.len();
                         return data.len();
                     }
                     let (k, by_ref) = s.rx.push_payload(&m, data, held);
@@ -234,6 +235,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                     k
                 });
                 cx.stats.tcp.rcvbyteshared += shared as u64;
+                cx.stats.tcp.rcvshutrdbyte += shut as u64;
                 limit_challenge(cx, tcb, &mut tw.challenge_limit);
                 if direct > 0 {
                     note_reader(&mut tw.readers, s);

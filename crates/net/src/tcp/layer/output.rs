@@ -71,8 +71,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         }
     }
     // What the application read since opens the window.
-    c.tcb
-        .set_app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
+    c.tcb.set_app_unread(app_unread(s));
     let mss = c.tcb.mss();
     if s.mss.load(Ordering::Relaxed) != mss {
         s.mss.store(mss, Ordering::Release);
@@ -201,9 +200,9 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         // Shut down for reading: acknowledged and dropped (FreeBSD's tcp_input
         // frees what arrives for a socket that cannot receive more), the window
         // left open.
-        c.tcb.recv_with(usize::MAX, |b| b.len());
-        c.tcb
-            .set_app_unread(s.rx.len() + s.rx_peeked.load(Ordering::Acquire));
+        let gone = c.tcb.recv_with(usize::MAX, |b| b.len());
+        cx.stats.tcp.rcvshutrdbyte += gone as u64;
+        c.tcb.set_app_unread(app_unread(s));
     }
     // Straight from the receive buffer into the channel's chunks, as much as the
     // channel takes (this worker is its only producer).
@@ -321,9 +320,15 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
 }
 
 /// Received bytes the application has not read: in the control block's
-/// receive buffer, in the channel, or taken out to be peeked at.
+/// receive buffer, and what it holds ([`app_unread`]).
 fn unread(tcb: &crate::tcp::tcb::Tcb, s: &StreamShared) -> usize {
-    tcb.recv_available() + s.rx.len() + s.rx_peeked.load(Ordering::Acquire)
+    tcb.recv_available() + app_unread(s)
+}
+
+/// Received bytes past the control block the application has not read: in the
+/// channel, or taken out to be peeked at.
+fn app_unread(s: &StreamShared) -> usize {
+    s.rx.len() + s.rx_peeked.load(Ordering::Acquire)
 }
 
 /// A stream that has new data for its reader: woken once at the end of the worker's
