@@ -2,6 +2,7 @@
 //! with one and two workers and on lossy, reordering links (virtual time).
 
 mod common;
+use common::hub::{add_addresses6, pair_on_hub};
 
 use dev::impair::Impairments;
 use dev::mem::WireConfig;
@@ -39,24 +40,6 @@ fn pair_with(
 ) -> (Sim, HostId, HostId) {
     let (s, a, b, _) = pair_on_hub(workers, seed, wire, tcp);
     (s, a, b)
-}
-
-/// [`pair_with`], and the hub (for a raw port on it).
-fn pair_on_hub(
-    workers: usize,
-    seed: u64,
-    wire: WireConfig,
-    tcp: net::tcp::TcpConfig,
-) -> (Sim, HostId, HostId, sim::HubId) {
-    let mut s = Sim::new(seed);
-    let hub = s.add_hub(wire);
-    let (a, b) = (
-        s.add_host_tcp("a", workers, tcp),
-        s.add_host_tcp("b", workers, tcp),
-    );
-    s.connect(a, hub, "198.18.0.1/24");
-    s.connect(b, hub, "198.18.0.2/24");
-    (s, a, b, hub)
 }
 
 /// A non-blocking listener on `b`'s `port`.
@@ -2298,11 +2281,7 @@ fn traced_pair(seed: u64) -> (Sim, HostId, HostId) {
     let b = s.add_host("b", 1);
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
-    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
-        s.host(h)
-            .add_address6(net::iface::IfIndex(0), addr.parse().unwrap())
-            .unwrap();
-    }
+    add_addresses6(&mut s, a, b);
     // Duplicate address detection, before any connection.
     s.run_for(Duration::from_secs(5));
     s.take_trace();
@@ -2805,11 +2784,7 @@ fn no_segment_exceeds_the_peers_mss_whatever_the_offload() {
             .set_mtu(net::IfIndex(0), mss + ip_hdr + 20)
             .unwrap();
         let (src, to): (std::net::IpAddr, std::net::SocketAddr) = if v6 {
-            for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
-                s.host(h)
-                    .add_address6(net::IfIndex(0), addr.parse().unwrap())
-                    .unwrap();
-            }
+            add_addresses6(&mut s, a, b);
             s.run_for(Duration::from_millis(1500));
             (
                 "2001:2::1".parse().unwrap(),
