@@ -146,6 +146,24 @@ fn na_from_peer(b: EthernetAddress, to: Ipv6Addr, solicited: bool) -> mbuf::Mbuf
     )
 }
 
+/// The peer defends `target`, its address too (RFC 4862 §5.4.4): an unsolicited
+/// advertisement to all nodes, sent from `target`, as a node that holds it does.
+fn defending_na(target: Ipv6Addr) -> mbuf::Mbuf {
+    frame(
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        target,
+        a6("ff02::1"),
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::OVERRIDE,
+            target_addr: target,
+            lladdr: Some(PEER_MAC),
+        }),
+    )
+}
+
 /// Runs DAD to completion and checks what went on the wire.
 fn dad_completes(s: &mut Sim, b: HostId, raw: &mut Box<dyn Queue>) {
     s.run_for(Duration::from_millis(10));
@@ -338,21 +356,7 @@ fn ndp_dad_detects_a_duplicate() {
     assert!(!probes.is_empty());
     // The peer already holds 2001:2::2 and defends it (RFC 4862 §5.4.4).
     let bm = b_mac(&s, b);
-    let na = frame(
-        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
-        a6("2001:2::2"),
-        a6("ff02::1"),
-        255,
-        IpProtocol::Icmpv6,
-        &[],
-        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
-            flags: NdiscNeighborFlags::OVERRIDE,
-            target_addr: a6("2001:2::2"),
-            lladdr: Some(PEER_MAC),
-        }),
-    );
-    let _ = bm;
-    send(&mut s, &mut raw, na);
+    send(&mut s, &mut raw, defending_na(a6("2001:2::2")));
     s.run_for(Duration::from_secs(2));
     let addrs = s.host(b).addresses6();
     let global = addrs
@@ -436,20 +440,7 @@ fn dad_warnings_are_rate_limited_with_a_count_of_those_held_back() {
                 .unwrap();
         }
         for i in 2..=16u16 {
-            let target = a6(&format!("2001:2::{i:x}"));
-            let na = frame(
-                EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
-                target,
-                a6("ff02::1"),
-                255,
-                IpProtocol::Icmpv6,
-                &[],
-                &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
-                    flags: NdiscNeighborFlags::OVERRIDE,
-                    target_addr: target,
-                    lladdr: Some(PEER_MAC),
-                }),
-            );
+            let na = defending_na(a6(&format!("2001:2::{i:x}")));
             send(&mut s, &mut raw, na);
         }
         assert_eq!(s.host(b).stats().nd6.dadcollision, 15, "every one counted");
