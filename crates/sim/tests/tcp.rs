@@ -81,20 +81,42 @@ fn connected_with(
     settle: Duration,
     bufs: net::TcpBuffers,
 ) -> (net::TcpListener, net::TcpStream, net::TcpStream) {
+    let l = listener_with(s, b, port, 4, bufs);
+    let c = client_with(s, a, port, bufs);
+    s.run_for(settle);
+    let (srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    (l, c, srv)
+}
+
+/// A non-blocking listener on `b`'s `port` whose connections take `bufs`.
+fn listener_with(
+    s: &mut Sim,
+    b: HostId,
+    port: u16,
+    backlog: usize,
+    bufs: net::TcpBuffers,
+) -> net::TcpListener {
     let l = s
         .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 4, bufs)
+        .tcp_listen_with(
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+            backlog,
+            bufs,
+        )
         .unwrap();
     l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// A non-blocking connection from `a` to `b`'s (`ip(2)`) `port` with `bufs`.
+fn client_with(s: &mut Sim, a: HostId, port: u16, bufs: net::TcpBuffers) -> net::TcpStream {
     let c = s
         .host(a)
         .tcp_connect_with(SocketAddrV4::new(ip(2), port), None, bufs)
         .unwrap();
     c.set_nonblocking(true).unwrap();
-    s.run_for(settle);
-    let (srv, _) = l.accept().unwrap();
-    srv.set_nonblocking(true).unwrap();
-    (l, c, srv)
+    c
 }
 
 /// Writes `data` on `c` and reads on `srv` while the simulation runs, for at most
@@ -693,20 +715,10 @@ fn tcp_closes_beyond_maxorphans_reset_and_free_the_connection() {
         send: 16 * 1024,
         recv: 16 * 1024,
     };
-    let l = s
-        .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 16, bufs)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
-    let open = |s: &mut Sim| {
-        let c = s
-            .host(a)
-            .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, bufs)
-            .unwrap();
-        c.set_nonblocking(true).unwrap();
-        c
-    };
-    let clients: Vec<_> = (0..N + 1).map(|_| open(&mut s)).collect();
+    let l = listener_with(&mut s, b, 80, 16, bufs);
+    let clients: Vec<_> = (0..N + 1)
+        .map(|_| client_with(&mut s, a, 80, bufs))
+        .collect();
     s.run_for(Duration::from_millis(20));
     let servers: Vec<_> = (0..N + 1)
         .map(|_| {
@@ -778,23 +790,12 @@ fn tcp_memory_is_bounded_across_connections_with_pressure_states() {
         send: 64 * 1024,
         recv: 64 * 1024,
     };
-    let l = s
-        .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 64, bufs)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
+    let l = listener_with(&mut s, b, 80, 64, bufs);
     let small = net::TcpBuffers {
         send: 16 * 1024,
         recv: 16 * 1024,
     };
-    let open = |s: &mut Sim| {
-        let c = s
-            .host(a)
-            .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, small)
-            .unwrap();
-        c.set_nonblocking(true).unwrap();
-        c
-    };
+    let open = |s: &mut Sim| client_with(s, a, 80, small);
     let mut clients = Vec::new();
     let mut servers = Vec::new();
     for _ in 0..N {
