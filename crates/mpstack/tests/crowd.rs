@@ -12,9 +12,9 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::io::Write;
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// One at a time: 10,000 connections beside 50 curls on two cores would measure
@@ -102,6 +102,18 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
+/// The node's resident set size in KiB once it is below `bound`, or after `t` if
+/// it never comes below (the node gives memory back once a second).
+fn rss_below(lab: &Lab, bound: u64, t: Duration) -> u64 {
+    let end = Instant::now() + t;
+    let mut rss = lab.rss_kib();
+    while rss >= bound && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(200));
+        rss = lab.rss_kib();
+    }
+    rss
+}
+
 /// A new connection gets `file` by curl byte-exact, and a new echo connection
 /// echoes 100 KB byte-exact.
 fn new_client_served(lab: &Lab, www: &std::path::Path, file: &str) {
@@ -159,21 +171,7 @@ fn ten_thousand_idle_connections_leave_new_clients_served_and_are_closed() {
     std::thread::sleep(Duration::from_millis(500));
     let rss0 = lab.rss_kib();
 
-    let mut crowd = Command::new("ip")
-        .args(["netns", "exec", &lab.ns, "python3", "-c", CROWD])
-        .args([N.to_string(), IDLE.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the python crowd");
-    let mut stdin = crowd.stdin.take().unwrap();
-    let stdout = crowd.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let (mut crowd, mut stdin, lines) = lab.python(CROWD, &[N.to_string(), IDLE.to_string()]);
     let held = lines
         .recv_timeout(Duration::from_secs(60))
         .unwrap_or_default();
@@ -213,12 +211,7 @@ fn ten_thousand_idle_connections_leave_new_clients_served_and_are_closed() {
     // the TIME_WAIT remnants) and what the allocator keeps; a leak of 2 KiB a
     // connection would be 20 MiB.
     let bound = rss0 + 16 * 1024;
-    let end = Instant::now() + Duration::from_secs(5);
-    let mut rss2 = lab.rss_kib();
-    while rss2 >= bound && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(200));
-        rss2 = lab.rss_kib();
-    }
+    let rss2 = rss_below(&lab, bound, Duration::from_secs(5));
     new_client_served(&lab, &www, "file.bin");
     println!(
         "VmRSS idle {:.1} MiB, with {N} connections {:.1} MiB ({:.1} KiB each), after {:.1} MiB; {closed}",
@@ -325,21 +318,7 @@ fn two_thousand_zero_window_http_clients_stay_within_the_tcp_memory_bound() {
     new_client_served(&lab, &www, "small.bin");
     std::thread::sleep(Duration::from_millis(500));
     let rss0 = lab.rss_kib();
-    let mut crowd = Command::new("ip")
-        .args(["netns", "exec", &lab.ns, "python3", "-c", NO_READERS])
-        .arg(N.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the python crowd");
-    let mut stdin = crowd.stdin.take().unwrap();
-    let stdout = crowd.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let (mut crowd, mut stdin, lines) = lab.python(NO_READERS, &[N.to_string()]);
     let asked = lines
         .recv_timeout(Duration::from_secs(60))
         .unwrap_or_default();
@@ -358,12 +337,7 @@ fn two_thousand_zero_window_http_clients_stay_within_the_tcp_memory_bound() {
     let _ = crowd.wait();
     assert_eq!(closed, format!("closed {N}"));
     let back = rss0 + 16 * 1024 + 4 * BOUND / 1024;
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut rss2 = lab.rss_kib();
-    while rss2 >= back && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(200));
-        rss2 = lab.rss_kib();
-    }
+    let rss2 = rss_below(&lab, back, Duration::from_secs(10));
     new_client_served(&lab, &www, "small.bin");
     let held = rss1.saturating_sub(rss0);
     let allowed = (BOUND + N as u64 * 96 * 1024) / 1024;

@@ -13,8 +13,8 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::Write;
+use std::process::{Child, ChildStdin};
 use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -63,20 +63,7 @@ for line in sys.stdin:
 
 impl Held {
     fn open(lab: &Lab) -> Held {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &lab.ns, "python3", "-c", HELD_CLIENT])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the python echo client");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
+        let (child, stdin, lines) = lab.python(HELD_CLIENT, &[]);
         let first = lines.recv_timeout(Duration::from_secs(30));
         let port = first
             .as_deref()

@@ -5,31 +5,22 @@
 //! Frames are written by hand on a raw port, as an attacker would.
 
 mod common;
+use common::hub;
 
 use dev::mem::WireConfig;
 use dev::{Duration, Queue};
-use net::iface::IfIndex;
 use sim::{HostId, Sim};
 use std::io::Write;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use wire::{
-    EtherType, EthernetAddress, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet,
-    Ipv6Repr,
-};
+use std::net::{Ipv4Addr, SocketAddr};
+use wire::{EthernetAddress, Icmpv6Repr, IpProtocol};
+
+/// The MAC the raw port's frames come from.
+const RAW_MAC: EthernetAddress = EthernetAddress([2, 0xee, 0, 0, 0, 0xfe]);
 
 /// Hosts a (198.18.0.1, 2001:2::1) and b (…2) on a hub, and a raw port on it.
 fn pair(workers: usize, seed: u64) -> (Sim, HostId, HostId, Box<dyn Queue>) {
-    let mut s = Sim::new(seed);
-    let hub = s.add_hub(WireConfig::default());
-    let a = s.add_host("a", workers);
-    let b = s.add_host("b", workers);
-    s.connect(a, hub, "198.18.0.1/24");
-    s.connect(b, hub, "198.18.0.2/24");
-    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
-        s.host(h)
-            .add_address6(IfIndex(0), addr.parse().unwrap())
-            .unwrap();
-    }
+    let (mut s, a, b, hub) = hub::pair(workers, seed);
+    hub::add_addresses6(&mut s, a, b);
     let raw = s.attach_raw(hub);
     // Duplicate address detection.
     s.run_for(Duration::from_millis(1500));
@@ -38,32 +29,16 @@ fn pair(workers: usize, seed: u64) -> (Sim, HostId, HostId, Box<dyn Queue>) {
 
 /// A Packet Too Big from 2001:2::fe to a (whose MAC is `to`) quoting `quoted`.
 fn ptb6(to: EthernetAddress, mtu: u32, quoted: &[u8]) -> mbuf::Mbuf {
-    let (src, dst): (Ipv6Addr, Ipv6Addr) =
-        ("2001:2::fe".parse().unwrap(), "2001:2::1".parse().unwrap());
-    let icmp = Icmpv6Repr::PktTooBig { mtu, data: quoted };
-    let mut icmp_bytes = vec![0u8; icmp.buffer_len()];
-    icmp.emit(
-        &mut Icmpv6Packet::new_unchecked(&mut icmp_bytes[..]),
-        &src,
-        &dst,
-    );
-    let mut v = vec![0u8; 14 + 40];
-    {
-        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
-        f.set_dst_addr(to);
-        f.set_src_addr(EthernetAddress([2, 0xee, 0, 0, 0, 0xfe]));
-        f.set_ethertype(EtherType::Ipv6);
-    }
-    Ipv6Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header: IpProtocol::Icmpv6,
-        payload_len: icmp_bytes.len(),
-        hop_limit: 64,
-    }
-    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
-    v.extend_from_slice(&icmp_bytes);
-    mbuf::Mbuf::from_slice(&v).unwrap()
+    hub::icmp6_frame(
+        to,
+        RAW_MAC,
+        "2001:2::fe".parse().unwrap(),
+        "2001:2::1".parse().unwrap(),
+        64,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::PktTooBig { mtu, data: quoted },
+    )
 }
 
 /// The path MTU host `h` believes towards b.
@@ -200,21 +175,7 @@ fn tcp4(
     t.extend_from_slice(&seq.to_be_bytes());
     t.extend_from_slice(&ack.to_be_bytes());
     t.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-    let pseudo = [src.octets(), dst.octets()].concat();
-    let mut ps = pseudo.clone();
-    ps.extend_from_slice(&[0, 6, 0, t.len() as u8]);
-    ps.extend_from_slice(&t);
-    let sum = !wire::checksum::data(&ps);
-    t[16..18].copy_from_slice(&sum.to_be_bytes());
-    let mut ip = vec![0x45, 0, 0, 20 + t.len() as u8, 0, 1, 0, 0, 64, 6, 0, 0];
-    ip.extend_from_slice(&pseudo);
-    let sum = !wire::checksum::data(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let mut f = to.0.to_vec();
-    f.extend_from_slice(&[2, 0xee, 0, 0, 0, 0xfe, 8, 0]);
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&t);
-    mbuf::Mbuf::from_slice(&f).unwrap()
+    common::ip4_frame(to, RAW_MAC, src, dst, 6, &t)
 }
 
 const SYN: u8 = 0x02;
@@ -233,6 +194,14 @@ fn tcp_from(got: &[mbuf::Mbuf], mac: EthernetAddress) -> Vec<(u8, u16)> {
             )
         })
         .collect()
+}
+
+/// How many of a's IPv4 TCP frames in `got` are resets.
+fn resets(got: &[mbuf::Mbuf], mac: EthernetAddress) -> usize {
+    tcp_from(got, mac)
+        .iter()
+        .filter(|&&(f, _)| f & RST != 0)
+        .count()
 }
 
 /// Sends `n` copies of `f` from the raw port, `per_sec` a second in bursts every
@@ -276,12 +245,7 @@ fn an_in_window_syn_flood_draws_limited_challenge_acks() {
             challenge_ack_limit: node_limit,
             ..net::tcp::TcpConfig::default()
         };
-        let mut s = Sim::new(47);
-        let hub = s.add_hub(WireConfig::default());
-        let a = s.add_host_tcp("a", 1, tcp);
-        let b = s.add_host_tcp("b", 1, tcp);
-        s.connect(a, hub, "198.18.0.1/24");
-        s.connect(b, hub, "198.18.0.2/24");
+        let (mut s, a, b, hub) = hub::pair_on_hub(1, 47, WireConfig::default(), tcp);
         let mut raw = s.attach_raw(hub);
         let (am, bm) = (s.host(a).interfaces()[0].mac, s.host(b).interfaces()[0].mac);
         let l = s
@@ -346,17 +310,12 @@ fn a_stray_ack_flood_draws_at_most_the_reset_limit() {
             .tcp_listen("0.0.0.0:80".parse::<SocketAddr>().unwrap(), 4)
             .unwrap();
         let (x, a4) = (Ipv4Addr::new(198, 18, 0, 99), Ipv4Addr::new(198, 18, 0, 1));
-        s.host(a).config().ifaces[0]
-            .arp
-            .insert_static(x, EthernetAddress([2, 0xee, 0, 0, 0, 0xfe]));
+        s.host(a).config().ifaces[0].arp.insert_static(x, RAW_MAC);
         for dport in [7777, 80] {
             let before = s.host(a).stats().tcp;
             let ack = tcp4(am, (x, 40000), (a4, dport), (1, 12345, ACK));
             let seen = flood(&mut s, &mut raw, &ack, 30_000, 10_000);
-            let rsts = tcp_from(&seen, am)
-                .iter()
-                .filter(|&&(f, _)| f & RST != 0)
-                .count();
+            let rsts = resets(&seen, am);
             let st = s.host(a).stats().tcp;
             let case = format!("workers {workers} port {dport}: {rsts} resets");
             // Three seconds of flood.
@@ -371,14 +330,7 @@ fn a_stray_ack_flood_draws_at_most_the_reset_limit() {
             // A second later the limit has room again.
             s.run_for(Duration::from_secs(1));
             let seen = flood(&mut s, &mut raw, &ack, 1, 100);
-            assert_eq!(
-                tcp_from(&seen, am)
-                    .iter()
-                    .filter(|&&(f, _)| f & RST != 0)
-                    .count(),
-                1,
-                "{case}"
-            );
+            assert_eq!(resets(&seen, am), 1, "{case}");
         }
     }
 }

@@ -3,6 +3,9 @@
 //! extension-header rules of RFC 8200 with their Parameter Problems. A raw port on the
 //! hub plays the other node, so every frame on the wire is checked byte by byte.
 
+mod common;
+use common::hub;
+
 use dev::mem::WireConfig;
 use dev::{Duration, Queue};
 use net::iface::{AddrState, IfIndex};
@@ -97,35 +100,7 @@ fn frame(
     ext: &[u8],
     icmp: &Icmpv6Repr<'_>,
 ) -> mbuf::Mbuf {
-    let ilen = icmp.buffer_len();
-    let mut icmp_bytes = vec![0u8; ilen];
-    icmp.emit(
-        &mut Icmpv6Packet::new_unchecked(&mut icmp_bytes[..]),
-        &src,
-        &dst,
-    );
-    let mut v = vec![0u8; 14 + 40];
-    {
-        let mut f = EthernetFrame::new_unchecked(&mut v[..]);
-        f.set_dst_addr(dst_mac);
-        f.set_src_addr(PEER_MAC);
-        f.set_ethertype(EtherType::Ipv6);
-    }
-    Ipv6Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header: if ext.is_empty() {
-            IpProtocol::Icmpv6
-        } else {
-            first
-        },
-        payload_len: ext.len() + ilen,
-        hop_limit: hlim,
-    }
-    .emit(&mut Ipv6Packet::new_unchecked(&mut v[14..]));
-    v.extend_from_slice(ext);
-    v.extend_from_slice(&icmp_bytes);
-    mbuf::Mbuf::from_slice(&v).unwrap()
+    hub::icmp6_frame(dst_mac, PEER_MAC, src, dst, hlim, first, ext, icmp)
 }
 
 fn send(s: &mut Sim, raw: &mut Box<dyn Queue>, m: mbuf::Mbuf) {
@@ -166,6 +141,24 @@ fn na_from_peer(b: EthernetAddress, to: Ipv6Addr, solicited: bool) -> mbuf::Mbuf
         &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
             flags,
             target_addr: peer(),
+            lladdr: Some(PEER_MAC),
+        }),
+    )
+}
+
+/// The peer defends `target`, its address too (RFC 4862 §5.4.4): an unsolicited
+/// advertisement to all nodes, sent from `target`, as a node that holds it does.
+fn defending_na(target: Ipv6Addr) -> mbuf::Mbuf {
+    frame(
+        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        target,
+        a6("ff02::1"),
+        255,
+        IpProtocol::Icmpv6,
+        &[],
+        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::OVERRIDE,
+            target_addr: target,
             lladdr: Some(PEER_MAC),
         }),
     )
@@ -363,21 +356,7 @@ fn ndp_dad_detects_a_duplicate() {
     assert!(!probes.is_empty());
     // The peer already holds 2001:2::2 and defends it (RFC 4862 §5.4.4).
     let bm = b_mac(&s, b);
-    let na = frame(
-        EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
-        a6("2001:2::2"),
-        a6("ff02::1"),
-        255,
-        IpProtocol::Icmpv6,
-        &[],
-        &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
-            flags: NdiscNeighborFlags::OVERRIDE,
-            target_addr: a6("2001:2::2"),
-            lladdr: Some(PEER_MAC),
-        }),
-    );
-    let _ = bm;
-    send(&mut s, &mut raw, na);
+    send(&mut s, &mut raw, defending_na(a6("2001:2::2")));
     s.run_for(Duration::from_secs(2));
     let addrs = s.host(b).addresses6();
     let global = addrs
@@ -461,20 +440,7 @@ fn dad_warnings_are_rate_limited_with_a_count_of_those_held_back() {
                 .unwrap();
         }
         for i in 2..=16u16 {
-            let target = a6(&format!("2001:2::{i:x}"));
-            let na = frame(
-                EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
-                target,
-                a6("ff02::1"),
-                255,
-                IpProtocol::Icmpv6,
-                &[],
-                &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
-                    flags: NdiscNeighborFlags::OVERRIDE,
-                    target_addr: target,
-                    lladdr: Some(PEER_MAC),
-                }),
-            );
+            let na = defending_na(a6(&format!("2001:2::{i:x}")));
             send(&mut s, &mut raw, na);
         }
         assert_eq!(s.host(b).stats().nd6.dadcollision, 15, "every one counted");
@@ -1221,12 +1187,7 @@ fn udp_over_ipv6_between_two_stacks_small_and_fragmented() {
         let b = s.add_host("b", workers);
         s.connect(a, hub, "198.18.0.1/24");
         s.connect(b, hub, "198.18.0.2/24");
-        s.host(a)
-            .add_address6(IfIndex(0), "2001:2::1/64".parse().unwrap())
-            .unwrap();
-        s.host(b)
-            .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
-            .unwrap();
+        hub::add_addresses6(&mut s, a, b);
         s.run_for(Duration::from_millis(1500));
         let server = s
             .host(b)
@@ -1304,12 +1265,7 @@ fn tcp_over_ipv6_between_two_stacks_with_loss() {
         let b = s.add_host("b", workers);
         s.connect(a, hub, "198.18.0.1/24");
         s.connect(b, hub, "198.18.0.2/24");
-        s.host(a)
-            .add_address6(IfIndex(0), "2001:2::1/64".parse().unwrap())
-            .unwrap();
-        s.host(b)
-            .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
-            .unwrap();
+        hub::add_addresses6(&mut s, a, b);
         // DAD probes may be lost too: that only makes DAD succeed.
         s.run_for(Duration::from_millis(1500));
         let l = s
@@ -1402,11 +1358,7 @@ fn tcp_over_ipv6_in_segments_past_64_kib() {
     let b = s.add_host("b", 1);
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
-    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
-        s.host(h)
-            .add_address6(IfIndex(0), addr.parse().unwrap())
-            .unwrap();
-    }
+    hub::add_addresses6(&mut s, a, b);
     s.run_for(Duration::from_millis(1500));
     let bufs = net::TcpBuffers {
         send: 1 << 20,
@@ -1495,12 +1447,7 @@ fn packet_too_big_shrinks_a_tcp_connection_and_the_path_mtu() {
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
     let mut raw = s.attach_raw(hub);
-    s.host(a)
-        .add_address6(IfIndex(0), "2001:2::1/64".parse().unwrap())
-        .unwrap();
-    s.host(b)
-        .add_address6(IfIndex(0), "2001:2::2/64".parse().unwrap())
-        .unwrap();
+    hub::add_addresses6(&mut s, a, b);
     s.run_for(Duration::from_millis(1500));
     let am = s.host(a).interfaces()[0].mac;
     let narrow = Arc::new(Narrow(AtomicBool::new(false)));

@@ -4,26 +4,16 @@
 use dev::mem::WireConfig;
 use dev::Duration;
 use net::arp::LleState;
-use sim::{HostId, Sim};
+use sim::Sim;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use wire::EthernetAddress;
 
 mod common;
+use common::hub::pair;
 use common::ping_n;
 
 fn ip(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, n)
-}
-
-/// Two hosts on a hub: 198.18.0.1 and .2.
-fn pair(workers: usize, seed: u64) -> (Sim, HostId, HostId, sim::HubId) {
-    let mut s = Sim::new(seed);
-    let hub = s.add_hub(WireConfig::default());
-    let a = s.add_host("a", workers);
-    let b = s.add_host("b", workers);
-    s.connect(a, hub, "198.18.0.1/24");
-    s.connect(b, hub, "198.18.0.2/24");
-    (s, a, b, hub)
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! with one and two workers and on lossy, reordering links (virtual time).
 
 mod common;
+use common::hub::{add_addresses6, pair_on_hub};
 
 use dev::impair::Impairments;
 use dev::mem::WireConfig;
@@ -39,24 +40,6 @@ fn pair_with(
 ) -> (Sim, HostId, HostId) {
     let (s, a, b, _) = pair_on_hub(workers, seed, wire, tcp);
     (s, a, b)
-}
-
-/// [`pair_with`], and the hub (for a raw port on it).
-fn pair_on_hub(
-    workers: usize,
-    seed: u64,
-    wire: WireConfig,
-    tcp: net::tcp::TcpConfig,
-) -> (Sim, HostId, HostId, sim::HubId) {
-    let mut s = Sim::new(seed);
-    let hub = s.add_hub(wire);
-    let (a, b) = (
-        s.add_host_tcp("a", workers, tcp),
-        s.add_host_tcp("b", workers, tcp),
-    );
-    s.connect(a, hub, "198.18.0.1/24");
-    s.connect(b, hub, "198.18.0.2/24");
-    (s, a, b, hub)
 }
 
 /// A non-blocking listener on `b`'s `port`.
@@ -98,20 +81,42 @@ fn connected_with(
     settle: Duration,
     bufs: net::TcpBuffers,
 ) -> (net::TcpListener, net::TcpStream, net::TcpStream) {
+    let l = listener_with(s, b, port, 4, bufs);
+    let c = client_with(s, a, port, bufs);
+    s.run_for(settle);
+    let (srv, _) = l.accept().unwrap();
+    srv.set_nonblocking(true).unwrap();
+    (l, c, srv)
+}
+
+/// A non-blocking listener on `b`'s `port` whose connections take `bufs`.
+fn listener_with(
+    s: &mut Sim,
+    b: HostId,
+    port: u16,
+    backlog: usize,
+    bufs: net::TcpBuffers,
+) -> net::TcpListener {
     let l = s
         .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 4, bufs)
+        .tcp_listen_with(
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+            backlog,
+            bufs,
+        )
         .unwrap();
     l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// A non-blocking connection from `a` to `b`'s (`ip(2)`) `port` with `bufs`.
+fn client_with(s: &mut Sim, a: HostId, port: u16, bufs: net::TcpBuffers) -> net::TcpStream {
     let c = s
         .host(a)
         .tcp_connect_with(SocketAddrV4::new(ip(2), port), None, bufs)
         .unwrap();
     c.set_nonblocking(true).unwrap();
-    s.run_for(settle);
-    let (srv, _) = l.accept().unwrap();
-    srv.set_nonblocking(true).unwrap();
-    (l, c, srv)
+    c
 }
 
 /// Writes `data` on `c` and reads on `srv` while the simulation runs, for at most
@@ -710,20 +715,10 @@ fn tcp_closes_beyond_maxorphans_reset_and_free_the_connection() {
         send: 16 * 1024,
         recv: 16 * 1024,
     };
-    let l = s
-        .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 16, bufs)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
-    let open = |s: &mut Sim| {
-        let c = s
-            .host(a)
-            .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, bufs)
-            .unwrap();
-        c.set_nonblocking(true).unwrap();
-        c
-    };
-    let clients: Vec<_> = (0..N + 1).map(|_| open(&mut s)).collect();
+    let l = listener_with(&mut s, b, 80, 16, bufs);
+    let clients: Vec<_> = (0..N + 1)
+        .map(|_| client_with(&mut s, a, 80, bufs))
+        .collect();
     s.run_for(Duration::from_millis(20));
     let servers: Vec<_> = (0..N + 1)
         .map(|_| {
@@ -795,23 +790,12 @@ fn tcp_memory_is_bounded_across_connections_with_pressure_states() {
         send: 64 * 1024,
         recv: 64 * 1024,
     };
-    let l = s
-        .host(b)
-        .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 64, bufs)
-        .unwrap();
-    l.set_nonblocking(true).unwrap();
+    let l = listener_with(&mut s, b, 80, 64, bufs);
     let small = net::TcpBuffers {
         send: 16 * 1024,
         recv: 16 * 1024,
     };
-    let open = |s: &mut Sim| {
-        let c = s
-            .host(a)
-            .tcp_connect_with(SocketAddrV4::new(ip(2), 80), None, small)
-            .unwrap();
-        c.set_nonblocking(true).unwrap();
-        c
-    };
+    let open = |s: &mut Sim| client_with(s, a, 80, small);
     let mut clients = Vec::new();
     let mut servers = Vec::new();
     for _ in 0..N {
@@ -2298,11 +2282,7 @@ fn traced_pair(seed: u64) -> (Sim, HostId, HostId) {
     let b = s.add_host("b", 1);
     s.connect(a, hub, "198.18.0.1/24");
     s.connect(b, hub, "198.18.0.2/24");
-    for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
-        s.host(h)
-            .add_address6(net::iface::IfIndex(0), addr.parse().unwrap())
-            .unwrap();
-    }
+    add_addresses6(&mut s, a, b);
     // Duplicate address detection, before any connection.
     s.run_for(Duration::from_secs(5));
     s.take_trace();
@@ -2805,11 +2785,7 @@ fn no_segment_exceeds_the_peers_mss_whatever_the_offload() {
             .set_mtu(net::IfIndex(0), mss + ip_hdr + 20)
             .unwrap();
         let (src, to): (std::net::IpAddr, std::net::SocketAddr) = if v6 {
-            for (h, addr) in [(a, "2001:2::1/64"), (b, "2001:2::2/64")] {
-                s.host(h)
-                    .add_address6(net::IfIndex(0), addr.parse().unwrap())
-                    .unwrap();
-            }
+            add_addresses6(&mut s, a, b);
             s.run_for(Duration::from_millis(1500));
             (
                 "2001:2::1".parse().unwrap(),

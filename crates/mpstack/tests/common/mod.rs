@@ -163,6 +163,31 @@ impl Lab {
         sh(&format!("ip netns exec {} {cmd}", self.ns))
     }
 
+    /// Runs the Python `script` with `args` in the namespace: the child, its stdin,
+    /// and its stdout line by line.
+    pub fn python(
+        &self,
+        script: &str,
+        args: &[String],
+    ) -> (Child, std::process::ChildStdin, mpsc::Receiver<String>) {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "python3", "-c", script])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3 in the namespace");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        (child, stdin, lines)
+    }
+
     /// The node's process id (panics once it has been stopped).
     pub fn pid(&self) -> u32 {
         self.node.as_ref().expect("the node is running").id()

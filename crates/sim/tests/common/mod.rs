@@ -134,3 +134,5 @@ pub fn ip4_quote(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, head: [u8; 8]) -> Vec<
     ip.extend_from_slice(&head);
     ip
 }
+
+pub mod hub;

@@ -598,6 +598,14 @@ fn seg_to_a(p: &Pair) -> SegIn<'static> {
     }
 }
 
+/// A's output at `p.now`, logged.
+fn a_output(p: &mut Pair) -> Vec<SegOut> {
+    let mut out = Vec::new();
+    p.a.output(p.now, &mut p.sa, &mut out);
+    p.log.extend(out.iter().map(|s| (true, *s)));
+    out
+}
+
 #[test]
 fn rst_checks_of_rfc_5961() {
     // In the window but not exact: challenge ACK, connection kept.
@@ -2716,7 +2724,28 @@ fn cut(s: &SegOut) -> Vec<SegOut> {
     v
 }
 
+/// The data lengths of the segments `out` stands for, cut as by [`cut`].
+fn cut_sizes(out: &[SegOut]) -> Vec<usize> {
+    out.iter().flat_map(cut).map(|s| s.data_len).collect()
+}
+
 const TSO_MAX: u32 = 65_535 - 80;
+
+/// An established pair whose A sends offload segments (`tso_max` [`TSO_MAX`]), on
+/// a link of `delay` each way.
+fn offload_pair(delay: Duration, seed: u64) -> Pair {
+    let cfg = TcpConfig {
+        tso_max: TSO_MAX,
+        ..quick()
+    };
+    let link = Link {
+        delay,
+        ..Link::default()
+    };
+    let mut p = Pair::new(cfg, quick(), link, seed);
+    p.established();
+    p
+}
 
 /// RFC 5681 §3.2 step 1, RFC 3042: each of the first two duplicate ACKs lets one
 /// new segment out, with segmentation offload as without (the offload's deferral,
@@ -2736,8 +2765,7 @@ fn limited_transmit_sends_a_segment_on_each_of_the_first_two_duplicate_acks() {
         let seg = p.a.seg_size();
         p.a.cwnd = 10 * seg;
         p.a.send(&vec![4u8; 20 * seg as usize]);
-        let mut out = Vec::new();
-        p.a.output(p.now, &mut p.sa, &mut out);
+        let out = a_output(&mut p);
         let flight: Vec<SegOut> = out.iter().flat_map(cut).collect();
         assert_eq!(flight.len(), 10, "sack {sack}: {out:?}");
         let high = p.a.snd_max;
@@ -2773,26 +2801,19 @@ fn limited_transmit_sends_a_segment_on_each_of_the_first_two_duplicate_acks() {
 #[test]
 fn the_first_flight_is_ten_whole_segments_at_once() {
     for delay_us in [250, 500, 1000, 1500, 2500] {
-        let cfg = TcpConfig {
-            tso_max: TSO_MAX,
-            ..quick()
-        };
-        let link = Link {
-            delay: Duration::from_micros(delay_us),
-            ..Link::default()
-        };
-        let mut p = Pair::new(cfg, quick(), link, 5);
-        p.established();
+        let mut p = offload_pair(Duration::from_micros(delay_us), 5);
         let seg = p.a.seg_size();
         // Both ends: ten segments of what they carry; the SYN is not data.
         assert_eq!(p.a.cwnd, 10 * seg, "{delay_us} µs");
         let b = p.b.as_ref().unwrap();
         assert_eq!(b.cwnd, 10 * b.seg_size(), "{delay_us} µs");
         p.a.send(&vec![1u8; 30 * seg as usize]);
-        let mut out = Vec::new();
-        p.a.output(p.now, &mut p.sa, &mut out);
-        let sizes: Vec<usize> = out.iter().flat_map(cut).map(|s| s.data_len).collect();
-        assert_eq!(sizes, vec![seg as usize; 10], "{delay_us} µs: {out:?}");
+        let out = a_output(&mut p);
+        assert_eq!(
+            cut_sizes(&out),
+            vec![seg as usize; 10],
+            "{delay_us} µs: {out:?}"
+        );
     }
 }
 
@@ -2801,23 +2822,12 @@ fn the_first_flight_is_ten_whole_segments_at_once() {
 /// window's fraction waits for the next ACK instead of going as a runt.
 #[test]
 fn an_offload_segment_that_leaves_data_behind_ends_with_a_whole_segment() {
-    let cfg = TcpConfig {
-        tso_max: TSO_MAX,
-        ..quick()
-    };
-    let link = Link {
-        delay: Duration::from_micros(2500),
-        ..Link::default()
-    };
-    let mut p = Pair::new(cfg, quick(), link, 6);
-    p.established();
+    let mut p = offload_pair(Duration::from_micros(2500), 6);
     let seg = p.a.seg_size();
     p.a.cwnd = 10 * seg + 500;
     p.a.send(&vec![2u8; 30 * seg as usize]);
-    let mut out = Vec::new();
-    p.a.output(p.now, &mut p.sa, &mut out);
-    let sizes: Vec<usize> = out.iter().flat_map(cut).map(|s| s.data_len).collect();
-    assert_eq!(sizes, vec![seg as usize; 10], "{out:?}");
+    let out = a_output(&mut p);
+    assert_eq!(cut_sizes(&out), vec![seg as usize; 10], "{out:?}");
 }
 
 /// RFC 5681 §4.1: after more than an RTO without sending, the window restarts
@@ -2845,8 +2855,7 @@ fn an_idle_connection_restarts_from_the_initial_window() {
         assert!(p.a.rto < Duration::from_secs(1));
         p.now += Duration::from_secs(2);
         p.a.send(&vec![5u8; 20 * seg as usize]);
-        let mut out = Vec::new();
-        p.a.output(p.now, &mut p.sa, &mut out);
+        let out = a_output(&mut p);
         let n = out.iter().filter(|s| s.data_len > 0).count();
         if cc == crate::tcp::CongestionControl::Bbr {
             assert_eq!(p.a.cwnd, 36 * seg, "BBR: its own restart");
@@ -2864,8 +2873,7 @@ fn an_idle_connection_restarts_from_the_initial_window() {
         p.a.cwnd = 36 * seg;
         p.now += p.a.rto / 2;
         p.a.send(&vec![5u8; 20 * seg as usize]);
-        let mut out = Vec::new();
-        p.a.output(p.now, &mut p.sa, &mut out);
+        a_output(&mut p);
         assert_eq!(p.a.cwnd, 36 * seg, "{cc:?}");
     }
 }
@@ -2887,8 +2895,7 @@ fn a_tail_loss_probe_sends_new_data_when_there_is_some() {
         // A segment beyond the window, or less than one (which Nagle holds).
         let extra = if short { 500 } else { seg };
         p.a.send(&vec![3u8; (10 * seg + extra) as usize]);
-        let mut out = Vec::new();
-        p.a.output(p.now, &mut p.sa, &mut out);
+        a_output(&mut p);
         let high = p.a.snd_max;
         assert_eq!(seq::diff(high, p.a.snd_una), 10 * seg);
         let start = p.log.len();
@@ -2923,8 +2930,7 @@ fn an_ack_beyond_snd_nxt_is_dropped_and_leaves_ts_recent() {
     assert_eq!(p.sa.rcvacktoomuch, 1);
     assert_eq!(p.a.ts_recent, recent, "a dropped segment left TS.Recent");
     assert_eq!(p.a.state(), State::Established, "its FIN was not taken");
-    let mut out = Vec::new();
-    p.a.output(now, &mut p.sa, &mut out);
+    let out = a_output(&mut p);
     assert!(
         out.iter().any(|o| o.ack_flag && o.ack == p.a.rcv_nxt),
         "answered with an ACK: {out:?}"
@@ -3045,14 +3051,6 @@ fn segments_dropped_unread_do_not_keep_a_dead_peer_alive() {
         "{:?}",
         p.now - t0
     );
-}
-
-/// A's output at `p.now`, logged.
-fn a_output(p: &mut Pair) -> Vec<SegOut> {
-    let mut out = Vec::new();
-    p.a.output(p.now, &mut p.sa, &mut out);
-    p.log.extend(out.iter().map(|s| (true, *s)));
-    out
 }
 
 /// C1 of issue 46, a permanent stall: the peer's window is shut; the application

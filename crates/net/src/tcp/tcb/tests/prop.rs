@@ -111,21 +111,22 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-/// Whether `t` still owes its peer data or a FIN.
-fn owes(t: &Tcb) -> bool {
+/// Whether `t` is synchronized and may still send data or its FIN.
+fn sending(t: &Tcb) -> bool {
     matches!(
         t.state,
         State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck
-    ) && (t.fin_seq() != t.snd_una || t.fin_queued)
+    )
+}
+
+/// Whether `t` still owes its peer data or a FIN.
+fn owes(t: &Tcb) -> bool {
+    sending(t) && (t.fin_seq() != t.snd_una || t.fin_queued)
 }
 
 /// RFC 6298 §5.1: what is outstanding has a timer.
 fn covered(t: &Tcb) -> bool {
-    let open = matches!(
-        t.state,
-        State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck
-    );
-    !open || t.flight() == 0 || t.rtx_deadline.is_some() || t.persist_deadline.is_some()
+    !sending(t) || t.flight() == 0 || t.rtx_deadline.is_some() || t.persist_deadline.is_some()
 }
 
 fn run(c: &Case) -> Result<(), TestCaseError> {
