@@ -904,26 +904,15 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
         }
         rest.push(a.to_string());
     }
-    // A batch: `ipfw [-q] /PATH` (FreeBSD's ipfw reads the commands of a file
-    // named by an absolute path), `config apply FILE|-`. The client reads the
-    // file and sends its text; the node never opens a file a client names.
-    let words: Vec<&str> = rest[1..]
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "-q")
-        .collect();
-    let file = match (cmd, &words[..]) {
-        ("ipfw", [f]) if f.starts_with('/') => Some(f.to_string()),
-        ("config", ["apply", f]) => Some(f.to_string()),
-        ("config", _) => return Err(
+    // A batch: the client reads the file and sends its text; the node never
+    // opens a file a client names.
+    let batch = match cmds::batch_form(&rest) {
+        Some((_, _, f)) => Some(read_batch(cmd, f)?),
+        None if cmd == "config" => return Err(
             "config: usage: mpstack config [-j NODE] [-q] apply FILE|- (see mpstack config --help)"
                 .to_string(),
         ),
-        _ => None,
-    };
-    let batch = match &file {
         None => None,
-        Some(f) => Some(read_batch(cmd, f)?),
     };
     let path = socket_path(&name)?;
     let mut s = UnixStream::connect(&path).map_err(|e| {
