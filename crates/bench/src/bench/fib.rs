@@ -40,6 +40,7 @@ use super::lpm::{load_table, Source, SplitMix};
 use super::progress;
 use crate::BenchArgs;
 use dev::mem::{wire, WireConfig};
+use mpstack::control::cmds;
 use net::fpm::FpmStats;
 use net::{IfConfig, Stack, StackConfig};
 use route::fpm::{encode_route, FpmNexthop, FpmRoute};
@@ -120,6 +121,32 @@ fn fpm_route(p: &Prefix4, gw: Ipv4Addr) -> FpmRoute {
     }
 }
 
+/// A firewall attached to `s`, on, its default rule allow (`mpstack run --ipfw`'s).
+fn firewall(s: &Stack) -> Result<cmds::Firewall, String> {
+    let f = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1)?;
+    f.attach(s);
+    Ok(cmds::Firewall::running(f, true, false))
+}
+
+/// The node the control commands and config files run against: `s`, `fw`.
+fn node<'a>(s: &'a Stack, fw: &'a cmds::Firewall) -> cmds::Node<'a> {
+    cmds::Node {
+        stack: s,
+        fw,
+        sysctl: Mutex::new(()),
+        fpm: None,
+        packet: None,
+        clock: None,
+    }
+}
+
+/// Whether table `big` holds the [`CONFIG_LINES`] entries of a generated file.
+fn table_loaded(fw: &cmds::Firewall) -> bool {
+    fw.get()
+        .and_then(|f| f.command("table big list").ok())
+        .is_some_and(|l| l.lines().count() > CONFIG_LINES)
+}
+
 /// The config file rows: [`CONFIG_LINES`] routes, then as many ipfw table
 /// entries, from a generated file through the code `mpstack run --config` and
 /// SIGHUP run (`control::config::parse` and `apply`: one batch, one compilation of
@@ -128,19 +155,10 @@ fn fpm_route(p: &Prefix4, gw: Ipv4Addr) -> FpmRoute {
 /// the same lines as control commands one by one (`mpstack route add`, `mpstack
 /// ipfw table … add`: one compilation each, of the loaded table).
 fn config_rows(rows: &mut Vec<Row>) -> Result<(), String> {
-    use mpstack::control::{cmds, config, Conn};
+    use mpstack::control::{config, Conn};
     let (s, _far) = stack()?;
-    let f = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1)?;
-    f.attach(&s);
-    let fw = cmds::Firewall::running(f, true, false);
-    let node = cmds::Node {
-        stack: &s,
-        fw: &fw,
-        sysctl: Mutex::new(()),
-        fpm: None,
-        packet: None,
-        clock: None,
-    };
+    let fw = firewall(&s)?;
+    let node = node(&s, &fw);
     let one_by_one = |lines: &str| -> Result<f64, String> {
         let t = Instant::now();
         for l in lines.lines() {
@@ -178,9 +196,7 @@ fn config_rows(rows: &mut Vec<Row>) -> Result<(), String> {
         let there = if what == "routes" {
             s.route_counts().0 >= CONFIG_LINES
         } else {
-            fw.get()
-                .and_then(|f| f.command("table big list").ok())
-                .is_some_and(|l| l.lines().count() > CONFIG_LINES)
+            table_loaded(&fw)
         };
         if !there {
             return Err(format!(
@@ -227,19 +243,10 @@ fn config_rows(rows: &mut Vec<Row>) -> Result<(), String> {
 /// first byte sent until the answer's exit status, which comes once the last line
 /// is on the data path.
 fn socket_rows(rows: &mut Vec<Row>) -> Result<(), String> {
-    use mpstack::control::{self, cmds, config};
+    use mpstack::control::{self, config};
     let (s, _far) = stack()?;
-    let f = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), 1)?;
-    f.attach(&s);
-    let fw = cmds::Firewall::running(f, true, false);
-    let node = cmds::Node {
-        stack: &s,
-        fw: &fw,
-        sysctl: Mutex::new(()),
-        fpm: None,
-        packet: None,
-        clock: None,
-    };
+    let fw = firewall(&s)?;
+    let node = node(&s, &fw);
     let dir = std::env::temp_dir().join(format!("mpstack-bench-fib-{}", std::process::id()));
     let sock = control::listen_in(&dir, "fib")?;
     let stop = AtomicBool::new(false);
@@ -281,11 +288,7 @@ fn socket_rows(rows: &mut Vec<Row>) -> Result<(), String> {
                 .map(|l| format!("{}\n", l.trim_start_matches("ipfw ")))
                 .collect();
             let secs = call(&["ipfw", "-q", "/bench/big.rules"], Some(&table))?;
-            let there = fw
-                .get()
-                .and_then(|f| f.command("table big list").ok())
-                .is_some_and(|l| l.lines().count() > CONFIG_LINES);
-            if !there {
+            if !table_loaded(&fw) {
                 return Err("bench fib: the batch's table entries are not all there".to_string());
             }
             rows.push(Row {

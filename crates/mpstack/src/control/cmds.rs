@@ -222,19 +222,10 @@ pub fn execute(node: &Node<'_>, args: &[String], conn: &mut Conn, stop: &AtomicB
 /// the error names the line. No other change runs meanwhile.
 pub fn batch(node: &Node<'_>, args: &[String], text: &str, conn: &mut Conn) -> Res {
     let quiet = args.iter().any(|a| a == "-q");
-    let words: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "-q")
-        .collect();
-    let (what, prefix, file) = match words[..] {
-        ["ipfw", f] => ("ipfw", Some("ipfw"), f),
-        ["config", "apply", f] => ("config apply", None, f),
-        _ => {
-            return Err(usage(
-                "a batch is `ipfw [-q] /FILE` or `config [-q] apply FILE`",
-            ))
-        }
+    let Some((what, prefix, file)) = batch_form(args) else {
+        return Err(usage(
+            "a batch is `ipfw [-q] /FILE` or `config [-q] apply FILE`",
+        ));
     };
     let cfg = super::config::parse_batch(text, prefix)
         .map_err(|e| usage(format!("{what}: {file}: {e}")))?;
@@ -250,6 +241,24 @@ pub fn batch(node: &Node<'_>, args: &[String], text: &str, conn: &mut Conn) -> R
             t0.elapsed().as_secs_f64()
         ),
     )
+}
+
+/// Whether a request's words (the command's name first) are a batch's: `ipfw
+/// [-q] /FILE` (FreeBSD's ipfw reads the commands of a file named by an absolute
+/// path) or `config [-q] apply FILE|-`; if so, what messages call it, the word
+/// its lines go without (`ipfw`'s) and the file's name. The client reads that
+/// file and sends its text ([`batch`] runs it).
+pub fn batch_form(args: &[String]) -> Option<(&'static str, Option<&'static str>, &str)> {
+    let words: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "-q")
+        .collect();
+    match words[..] {
+        ["ipfw", f] if f.starts_with('/') => Some(("ipfw", Some("ipfw"), f)),
+        ["config", "apply", f] => Some(("config apply", None, f)),
+        _ => None,
+    }
 }
 
 /// `mpstack CMD --help`.

@@ -254,6 +254,25 @@ fn by_inverse(l: &Line) -> bool {
                 .is_some_and(|w| cmds::BRIDGE_WORDS.contains(&w.as_str())))
 }
 
+/// Runs the inverse `inv` of a line gone from the file. One that fails (the route
+/// was deleted by hand since) has nothing left to undo; but a table line's keys,
+/// whose `delete` of many is all or none, are then deleted one by one, so that a
+/// key deleted by hand does not keep the others.
+fn undo_gone(node: &Node<'_>, inv: &[String]) {
+    if run(node, inv).is_ok() {
+        return;
+    }
+    let w: Vec<&str> = inv.iter().map(String::as_str).collect();
+    if let ["ipfw", "table", t, "delete", ref keys @ ..] = w[..] {
+        if keys.len() > 1 {
+            for k in keys {
+                let one = ["ipfw", "table", t, "delete", k].map(str::to_string);
+                let _ = run(node, &one);
+            }
+        }
+    }
+}
+
 /// Undoes those of `done` (last first) that [`Saved`] does not hold.
 fn undo(node: &Node<'_>, done: &[&Line]) {
     for l in done.iter().rev().filter(|l| by_inverse(l)) {
@@ -403,9 +422,7 @@ pub fn reload(node: &Node<'_>, old: &Config, new: &Config, file: &str) -> Result
         for l in gone.iter().rev() {
             match inverse(l) {
                 Some(inv) => {
-                    // An inverse that fails (the route was deleted by hand since)
-                    // has nothing left to undo.
-                    let _ = run(node, &inv);
+                    undo_gone(node, &inv);
                     undone.push(l);
                     r.undone += 1;
                 }
@@ -794,6 +811,29 @@ mod tests {
         assert!(s.directed_broadcast());
         assert!(listing(&n, "sysctl net.inet.ip.directed-broadcast=2").contains("not 0 or 1"));
         assert!(s.directed_broadcast());
+    }
+
+    /// A table line of many keys taken out of the file: a reload deletes the
+    /// keys still there, though one was deleted by hand since (a `delete` of
+    /// many keys is all or none).
+    #[test]
+    fn a_reload_takes_out_what_is_left_of_a_table_line_of_many_keys() {
+        let (s, fw) = rig();
+        let n = node(&s, &fw);
+        let old = parse(
+            "ipfw table m create type addr\n\
+             ipfw table m add 198.18.5.1 1 198.18.5.2 2 198.18.5.3 3\n",
+        )
+        .unwrap();
+        apply(&n, &old, "node.conf").unwrap();
+        out(&n, "ipfw table m delete 198.18.5.2");
+        let new = parse("ipfw table m create type addr\n").unwrap();
+        let r = reload(&n, &old, &new, "node.conf").unwrap();
+        assert_eq!(r.undone, 1);
+        assert_eq!(
+            out(&n, "ipfw table m list"),
+            "--- table(m), type addr ---\n"
+        );
     }
 
     /// A client's request, as the control socket runs it.

@@ -904,26 +904,15 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
         }
         rest.push(a.to_string());
     }
-    // A batch: `ipfw [-q] /PATH` (FreeBSD's ipfw reads the commands of a file
-    // named by an absolute path), `config apply FILE|-`. The client reads the
-    // file and sends its text; the node never opens a file a client names.
-    let words: Vec<&str> = rest[1..]
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "-q")
-        .collect();
-    let file = match (cmd, &words[..]) {
-        ("ipfw", [f]) if f.starts_with('/') => Some(f.to_string()),
-        ("config", ["apply", f]) => Some(f.to_string()),
-        ("config", _) => return Err(
+    // A batch: the client reads the file and sends its text; the node never
+    // opens a file a client names.
+    let batch = match cmds::batch_form(&rest) {
+        Some((_, _, f)) => Some(read_batch(cmd, f)?),
+        None if cmd == "config" => return Err(
             "config: usage: mpstack config [-j NODE] [-q] apply FILE|- (see mpstack config --help)"
                 .to_string(),
         ),
-        _ => None,
-    };
-    let batch = match &file {
         None => None,
-        Some(f) => Some(read_batch(cmd, f)?),
     };
     let path = socket_path(&name)?;
     let mut s = UnixStream::connect(&path).map_err(|e| {
@@ -941,30 +930,46 @@ pub fn client(cmd: &str, args: &[OsString]) -> Result<ExitCode, String> {
     let req = encode_request(&rest, batch.as_deref());
     s.write_all(&req)
         .map_err(|e| format!("{cmd}: sending to node '{name}': {e}"))?;
-    let out = io::stdout();
-    let err = io::stderr();
+    let (out, err) = (io::stdout(), io::stderr());
+    let code = read_answer(
+        &mut s,
+        |p| {
+            let mut o = out.lock();
+            o.write_all(p).and_then(|_| o.flush()).is_ok()
+        },
+        |p| {
+            let _ = err.lock().write_all(p);
+        },
+    )
+    .map_err(|e| format!("{cmd}: node '{name}' {e}"))?;
+    Ok(ExitCode::from(code))
+}
+
+/// Reads a node's answer until its exit status: each output frame to `out`
+/// (false: whoever reads it has gone, a closed pipe, `| head`, which ends the
+/// command quietly, status 0), each error frame to `err`.
+fn read_answer(
+    s: &mut impl Read,
+    mut out: impl FnMut(&[u8]) -> bool,
+    mut err: impl FnMut(&[u8]),
+) -> Result<u8, String> {
     loop {
         let mut head = [0u8; 5];
-        if let Err(e) = s.read_exact(&mut head) {
-            return Err(format!("{cmd}: node '{name}' went away ({e})"));
-        }
+        s.read_exact(&mut head)
+            .map_err(|e| format!("went away ({e})"))?;
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         let mut p = vec![0u8; len];
         s.read_exact(&mut p)
-            .map_err(|e| format!("{cmd}: node '{name}' went away ({e})"))?;
+            .map_err(|e| format!("went away ({e})"))?;
         match head[0] {
             b'o' => {
-                let mut o = out.lock();
-                // A closed pipe (`| head`) ends the command quietly.
-                if o.write_all(&p).and_then(|_| o.flush()).is_err() {
-                    return Ok(ExitCode::SUCCESS);
+                if !out(&p) {
+                    return Ok(0);
                 }
             }
-            b'e' => {
-                let _ = err.lock().write_all(&p);
-            }
-            b'x' => return Ok(ExitCode::from(p.first().copied().unwrap_or(1))),
-            t => return Err(format!("{cmd}: node '{name}' sent a bad frame ({t})")),
+            b'e' => err(&p),
+            b'x' => return Ok(p.first().copied().unwrap_or(1)),
+            t => return Err(format!("sent a bad frame ({t})")),
         }
     }
 }
@@ -981,24 +986,17 @@ pub fn call(
     s.write_all(&encode_request(args, batch))
         .map_err(|e| format!("sending: {e}"))?;
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    loop {
-        let mut head = [0u8; 5];
-        s.read_exact(&mut head)
-            .map_err(|e| format!("the node went away ({e})"))?;
-        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        let mut p = vec![0u8; len];
-        s.read_exact(&mut p)
-            .map_err(|e| format!("the node went away ({e})"))?;
-        match head[0] {
-            b'o' => out.extend_from_slice(&p),
-            b'e' => err.extend_from_slice(&p),
-            b'x' => {
-                let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-                return Ok((p.first().copied().unwrap_or(1), text(out), text(err)));
-            }
-            t => return Err(format!("the node sent a bad frame ({t})")),
-        }
-    }
+    let code = read_answer(
+        &mut s,
+        |p| {
+            out.extend_from_slice(p);
+            true
+        },
+        |p| err.extend_from_slice(p),
+    )
+    .map_err(|e| format!("the node {e}"))?;
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    Ok((code, text(out), text(err)))
 }
 
 /// A batch's file (`-`: standard input), at most [`MAX_BATCH`] bytes of UTF-8.
@@ -1104,6 +1102,45 @@ mod tests {
         // A batch of one argument has no text.
         let one = (1 | BATCH).to_le_bytes();
         assert!(parse_request(&one).is_err());
+    }
+
+    /// The answer's frames, as the client and [`call`] read them.
+    #[test]
+    fn an_answer_reads_to_its_exit_status() {
+        let frame = |t: u8, p: &[u8]| {
+            let mut f = vec![t];
+            f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            f.extend_from_slice(p);
+            f
+        };
+        let a = [
+            frame(b'o', b"one\n"),
+            frame(b'e', b"two\n"),
+            frame(b'x', &[3]),
+        ]
+        .concat();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = read_answer(
+            &mut &a[..],
+            |p| {
+                out.extend_from_slice(p);
+                true
+            },
+            |p| err.extend_from_slice(p),
+        );
+        assert_eq!(
+            (code, &out[..], &err[..]),
+            (Ok(3), &b"one\n"[..], &b"two\n"[..])
+        );
+        // Output nobody reads ends it quietly; a bad tag and a cut answer are errors.
+        assert_eq!(read_answer(&mut &a[..], |_| false, |_| {}), Ok(0));
+        let bad = frame(b'?', b"");
+        assert!(read_answer(&mut &bad[..], |_| true, |_| {})
+            .unwrap_err()
+            .contains("bad frame"));
+        assert!(read_answer(&mut &a[..4], |_| true, |_| {})
+            .unwrap_err()
+            .contains("went away"));
     }
 
     #[test]

@@ -1588,14 +1588,10 @@ impl Stack {
         s
     }
 
-    /// Bytes every TCP connection's buffers hold (`net.inet.tcp.mem` counts them),
-    /// as the workers last published, and the state they put the stack in.
-    pub fn tcp_mem(&self) -> (usize, crate::tcp::MemState) {
-        (self.shared.tcp_mem.total(), self.shared.tcp_mem.state())
-    }
-
-    /// The same, to look at from elsewhere (a service sizing its own buffers by
-    /// the state).
+    /// The bound on TCP buffer memory (`net.inet.tcp.mem`): the bytes every
+    /// connection's buffers hold, as the workers last published, and the state
+    /// they put the stack in, to look at from elsewhere (a service sizing its own
+    /// buffers by the state).
     pub fn tcp_mem_handle(&self) -> Arc<crate::tcp::TcpMem> {
         self.shared.tcp_mem.clone()
     }
