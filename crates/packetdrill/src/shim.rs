@@ -771,12 +771,8 @@ impl Inner {
                         r |= libc::POLLHUP;
                     }
                 }
-                return Some((r, avail));
             }
-            Sock::Epoll(_) => return Some((0, 0)),
-            _ => {}
-        }
-        match &f.sock {
+            Sock::Epoll(_) => {}
             Sock::Fresh { .. } => r |= libc::POLLOUT | libc::POLLHUP,
             Sock::Listener(l) => {
                 if l.pending() > 0 {
@@ -802,7 +798,6 @@ impl Inner {
                     r |= libc::POLLHUP;
                 }
             }
-            Sock::Pipe { .. } | Sock::Epoll(_) => {}
         }
         Some((r, avail))
     }
