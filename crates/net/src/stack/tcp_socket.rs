@@ -4,11 +4,11 @@
 
 use crate::park::Interest;
 use crate::stack::Shared;
-use crate::tcp::chan::{err, phase, ListenShared, StreamShared};
+use crate::tcp::chan::{err, phase, ByteChan, ListenShared, StreamShared};
 use crate::tcp::layer::TcpMsg;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -339,26 +339,13 @@ impl TcpStream {
         self.s.rx.cap()
     }
 
-    /// The size a buffer set on the open connection takes: 4 KiB up to the
-    /// stack's largest (`kern.ipc.maxsockbuf`), as FreeBSD's `sbreserve` refuses
-    /// more (this clamps instead, as Linux's `sysctl_wmem_max` / `rmem_max` do).
-    fn buffer_size(&self, n: usize) -> usize {
-        let most = self.stack.cfg.load().tcp.max_sockbuf.max(4096);
-        n.clamp(4096, most)
-    }
-
     /// `SO_SNDBUF` on the open connection (the stack's, or the one given at
     /// connect or listen, until then): what may be queued from now on, in the
     /// channel to the worker and again unacknowledged in the connection (see
     /// [`TcpBuffers`]). A smaller size keeps what is queued and takes no more
     /// until it drains. Clamped to 4 KiB ..= `kern.ipc.maxsockbuf`.
     pub fn set_send_buffer_size(&self, n: usize) -> io::Result<()> {
-        let n = self.buffer_size(n);
-        self.s.tx.set_cap(n);
-        self.s.opt_sndbuf.store(n, Ordering::Release);
-        self.s.opts_dirty.store(true, Ordering::Release);
-        self.kick();
-        Ok(())
+        self.set_buffer_size(&self.s.tx, &self.s.opt_sndbuf, n)
     }
 
     /// `SO_RCVBUF` on the open connection: the receive buffer, and so the
@@ -368,9 +355,18 @@ impl TcpStream {
     /// already offered, never shrinking it (RFC 9293 §3.8.6). Clamped to 4 KiB
     /// ..= `kern.ipc.maxsockbuf`.
     pub fn set_recv_buffer_size(&self, n: usize) -> io::Result<()> {
-        let n = self.buffer_size(n);
-        self.s.rx.set_cap(n);
-        self.s.opt_rcvbuf.store(n, Ordering::Release);
+        self.set_buffer_size(&self.s.rx, &self.s.opt_rcvbuf, n)
+    }
+
+    /// Sets one buffer of the open connection: its channel's bound, and the size
+    /// for the worker to give the control block (`opt`). 4 KiB up to the stack's
+    /// largest (`kern.ipc.maxsockbuf`), as FreeBSD's `sbreserve` refuses more
+    /// (this clamps instead, as Linux's `sysctl_wmem_max` / `rmem_max` do).
+    fn set_buffer_size(&self, chan: &ByteChan, opt: &AtomicUsize, n: usize) -> io::Result<()> {
+        let most = self.stack.cfg.load().tcp.max_sockbuf.max(4096);
+        let n = n.clamp(4096, most);
+        chan.set_cap(n);
+        opt.store(n, Ordering::Release);
         self.s.opts_dirty.store(true, Ordering::Release);
         self.kick();
         Ok(())
