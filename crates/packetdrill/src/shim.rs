@@ -1423,7 +1423,7 @@ impl Host for Shim {
                 let m = u32::try_from(v).map_err(|_| libc::EINVAL)?;
                 match &f.sock {
                     Sock::Stream(s) => s.set_mss(m).map_err(|e| errno_of(&e))?,
-                    _ if (88..=32_767).contains(&m) => {}
+                    _ if TcpStream::MSS_RANGE.contains(&m) => {}
                     _ => return Err(libc::EINVAL),
                 }
                 f.opts.maxseg = Some(m);

@@ -372,13 +372,17 @@ impl TcpStream {
         Ok(())
     }
 
+    /// What [`set_mss`](Self::set_mss) takes (Linux's `TCP_MIN_MSS` to
+    /// `MAX_TCP_WINDOW`).
+    pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=32_767;
+
     /// `TCP_MAXSEG`: the largest segment the connection offers in its SYN and
     /// sends, set before the SYN leaves (as [`set_noopt`](Self::set_noopt));
     /// later it can only lower the segment size in use (FreeBSD's
     /// `t_maxseg`). 88 to 32,767 bytes (Linux's bounds), `InvalidInput`
     /// beyond.
     pub fn set_mss(&self, mss: u32) -> io::Result<()> {
-        if !(88..=32_767).contains(&mss) {
+        if !Self::MSS_RANGE.contains(&mss) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "MSS must be 88 to 32767",
