@@ -1031,36 +1031,37 @@ impl TcpStream {
     /// count only when the write timeout expires or the connection fails after
     /// part of it was queued (the failure is reported by the next call).
     fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
-        let s = &self.s;
         if self.nonblocking.load(Ordering::Relaxed) {
             return self.write_now(buf);
         }
-        let dl = deadline(self.write_timeout.load(Ordering::Relaxed));
+        let s = &self.s;
         let mut done = 0;
-        loop {
-            if done > 0 && self.pending_error().is_some() {
-                // Left for the next call to report.
-                return Ok(done);
-            }
-            match self.write_now(&buf[done..]) {
-                Ok(n) => {
-                    done += n;
-                    if done == buf.len() {
-                        return Ok(done);
-                    }
+        let r = self.blocking(
+            &self.write_timeout,
+            Interest::Write,
+            "write timed out",
+            || {
+                if done > 0 && self.pending_error().is_some() {
+                    // Left for the next call to report.
+                    return Ok(());
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) if done > 0 => return Ok(done),
-                Err(e) => return Err(e),
-            }
-            let ready = || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED;
-            if !s.wait(Interest::Write, dl, ready) {
-                return if done > 0 {
-                    Ok(done)
+                match self.write_now(&buf[done..]) {
+                    Ok(n) => done += n,
+                    Err(e) if done > 0 && e.kind() != io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+                if done == buf.len() {
+                    Ok(())
                 } else {
-                    Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"))
-                };
-            }
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            },
+            || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED,
+        );
+        match r {
+            // Timed out (or made non-blocking meanwhile) after part was queued.
+            Err(_) if done > 0 => Ok(done),
+            r => r.map(|()| done),
         }
     }
 
