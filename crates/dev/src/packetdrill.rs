@@ -516,12 +516,18 @@ unsafe extern "C" fn recv<H: Host>(
     n: usize,
     fl: c_int,
 ) -> isize {
-    if let Err(e) = fault(buf.cast_const(), n) {
-        return ret::<i64>(Err(e)) as isize;
+    // SAFETY: recv(2) is recvfrom(2) without an address, under the same contract.
+    unsafe {
+        recvfrom::<H>(
+            ud,
+            fd,
+            buf,
+            n,
+            fl,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
     }
-    // SAFETY: as for `read`.
-    let b = unsafe { bytes_mut(buf, n) };
-    ret(unsafe { host::<H>(ud) }.recv(fd, b, fl).map(|r| r.0 as i64)) as isize
 }
 
 unsafe extern "C" fn recvfrom<H: Host>(
@@ -613,14 +619,8 @@ unsafe extern "C" fn send<H: Host>(
     n: usize,
     fl: c_int,
 ) -> isize {
-    if let Err(e) = fault(buf, n) {
-        return ret::<i64>(Err(e)) as isize;
-    }
-    // SAFETY: as for `write`.
-    let b = unsafe { bytes(buf, n) };
-    ret(unsafe { host::<H>(ud) }
-        .send(fd, b, fl, None)
-        .map(|k| k as i64)) as isize
+    // SAFETY: send(2) is sendto(2) without an address, under the same contract.
+    unsafe { sendto::<H>(ud, fd, buf, n, fl, std::ptr::null(), 0) }
 }
 
 unsafe extern "C" fn sendto<H: Host>(

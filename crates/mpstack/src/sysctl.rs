@@ -96,6 +96,21 @@ macro_rules! millis_knob {
     };
 }
 
+/// A count: `TcpConfig`'s integer `$field`, from `$lo` to `$hi` `$unit`.
+macro_rules! count_knob {
+    ($name:expr, $field:ident, $unit:literal, $lo:literal, $hi:literal) => {
+        Knob {
+            name: $name,
+            takes: concat!($unit, ", ", stringify!($lo), " to ", stringify!($hi)),
+            get: |c| c.$field.to_string(),
+            set: |c, v| {
+                c.$field = v.parse().ok().filter(|n| ($lo..=$hi).contains(n))?;
+                Some(())
+            },
+        }
+    };
+}
+
 /// One of dummynet's queue limits, `DnLimits`' `$field`: kept only if the limits
 /// stay valid (`DnLimits::is_valid`).
 macro_rules! limit_knob {
@@ -252,18 +267,16 @@ const KNOBS: &[Knob<TcpConfig>] = &[
         persist_orphan_timeout,
         3600000
     ),
-    Knob {
-        // Connections closed by their application and still live (orphans) the
-        // node holds, split evenly among its workers; a close beyond them resets
-        // the connection at once (tcp.orphandrop), as Linux's tcp_max_orphans.
-        name: "net.inet.tcp.maxorphans",
-        takes: "connections, 1 to 16777216",
-        get: |c| c.max_orphans.to_string(),
-        set: |c, v| {
-            c.max_orphans = v.parse().ok().filter(|n| (1..=16_777_216).contains(n))?;
-            Some(())
-        },
-    },
+    // Connections closed by their application and still live (orphans) the
+    // node holds, split evenly among its workers; a close beyond them resets
+    // the connection at once (tcp.orphandrop), as Linux's tcp_max_orphans.
+    count_knob!(
+        "net.inet.tcp.maxorphans",
+        max_orphans,
+        "connections",
+        1,
+        16777216
+    ),
     Knob {
         // The bound on every connection's buffers together, in bytes (Linux's
         // tcp_mem, in bytes rather than pages): LOW PRESSURE HIGH, or HIGH alone
@@ -291,16 +304,8 @@ const KNOBS: &[Knob<TcpConfig>] = &[
             (lim.is_valid() && lim.high >= 65_536).then(|| c.mem = lim)
         },
     },
-    Knob {
-        // Unanswered keepalive probes before the connection is dropped.
-        name: "net.inet.tcp.keepcnt",
-        takes: "probes, 1 to 1000",
-        get: |c| c.keepalive_probes.to_string(),
-        set: |c, v| {
-            c.keepalive_probes = v.parse().ok().filter(|n| (1..=1000).contains(n))?;
-            Some(())
-        },
-    },
+    // Unanswered keepalive probes before the connection is dropped.
+    count_knob!("net.inet.tcp.keepcnt", keepalive_probes, "probes", 1, 1000),
     Knob {
         // A connection's challenge ACKs (RFC 5961) are counted in windows this long
         // (FreeBSD's ACK war protection); 0 turns the limit off.
@@ -312,41 +317,29 @@ const KNOBS: &[Knob<TcpConfig>] = &[
             Some(())
         },
     },
-    Knob {
-        // At most this many challenge ACKs per connection in each window (5); 0
-        // turns the limit off.
-        name: "net.inet.tcp.ack_war_cnt",
-        takes: "ACKs, 0 to 1000000",
-        get: |c| c.ack_war_cnt.to_string(),
-        set: |c, v| {
-            c.ack_war_cnt = v.parse().ok().filter(|n| *n <= 1_000_000)?;
-            Some(())
-        },
-    },
-    Knob {
-        // Challenge ACKs a second for the whole node, split among the workers,
-        // each second's allowance drawn between half and all of it (RFC 5961 §7,
-        // Linux's tcp_challenge_ack_limit); 0: no limit.
-        name: "net.inet.tcp.challenge_ack_limit",
-        takes: "ACKs a second, 0 to 1000000000",
-        get: |c| c.challenge_ack_limit.to_string(),
-        set: |c, v| {
-            c.challenge_ack_limit = v.parse().ok().filter(|n| *n <= 1_000_000_000)?;
-            Some(())
-        },
-    },
-    Knob {
-        // Resets a second for segments that find no connection, split among the
-        // workers, drawn as challenge_ack_limit's (FreeBSD's badport_bandlim under
-        // net.inet.icmp.icmplim); 0: no limit.
-        name: "net.inet.tcp.rst_limit",
-        takes: "resets a second, 0 to 1000000000",
-        get: |c| c.rst_limit.to_string(),
-        set: |c, v| {
-            c.rst_limit = v.parse().ok().filter(|n| *n <= 1_000_000_000)?;
-            Some(())
-        },
-    },
+    // At most this many challenge ACKs per connection in each window (5); 0
+    // turns the limit off.
+    count_knob!("net.inet.tcp.ack_war_cnt", ack_war_cnt, "ACKs", 0, 1000000),
+    // Challenge ACKs a second for the whole node, split among the workers,
+    // each second's allowance drawn between half and all of it (RFC 5961 §7,
+    // Linux's tcp_challenge_ack_limit); 0: no limit.
+    count_knob!(
+        "net.inet.tcp.challenge_ack_limit",
+        challenge_ack_limit,
+        "ACKs a second",
+        0,
+        1000000000
+    ),
+    // Resets a second for segments that find no connection, split among the
+    // workers, drawn as challenge_ack_limit's (FreeBSD's badport_bandlim under
+    // net.inet.icmp.icmplim); 0: no limit.
+    count_knob!(
+        "net.inet.tcp.rst_limit",
+        rst_limit,
+        "resets a second",
+        0,
+        1000000000
+    ),
     flag_knob!("net.inet.tcp.insecure_rst", insecure_rst),
     flag_knob!("net.inet.tcp.insecure_syn", insecure_syn),
     flag_knob!("net.inet.tcp.drop_synfin", drop_synfin),
@@ -366,25 +359,21 @@ const KNOBS: &[Knob<TcpConfig>] = &[
             Some(())
         },
     },
-    Knob {
-        // Retransmissions of a SYN that still ask for ECN.
-        name: "net.inet.tcp.ecn.maxretries",
-        takes: "retransmissions, 0 to 30",
-        get: |c| c.ecn_maxretries.to_string(),
-        set: |c, v| {
-            c.ecn_maxretries = v.parse().ok().filter(|n| *n <= 30)?;
-            Some(())
-        },
-    },
-    Knob {
-        name: "net.inet.tcp.initcwnd_segments",
-        takes: "segments, 1 to 1000",
-        get: |c| c.init_cwnd_segs.to_string(),
-        set: |c, v| {
-            c.init_cwnd_segs = v.parse().ok().filter(|n| (1..=1000).contains(n))?;
-            Some(())
-        },
-    },
+    // Retransmissions of a SYN that still ask for ECN.
+    count_knob!(
+        "net.inet.tcp.ecn.maxretries",
+        ecn_maxretries,
+        "retransmissions",
+        0,
+        30
+    ),
+    count_knob!(
+        "net.inet.tcp.initcwnd_segments",
+        init_cwnd_segs,
+        "segments",
+        1,
+        1000
+    ),
 ];
 
 /// Source routing (LSRR, SSRR), as FreeBSD's two switches: both 0 by default, and

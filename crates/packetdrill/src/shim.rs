@@ -771,12 +771,8 @@ impl Inner {
                         r |= libc::POLLHUP;
                     }
                 }
-                return Some((r, avail));
             }
-            Sock::Epoll(_) => return Some((0, 0)),
-            _ => {}
-        }
-        match &f.sock {
+            Sock::Epoll(_) => {}
             Sock::Fresh { .. } => r |= libc::POLLOUT | libc::POLLHUP,
             Sock::Listener(l) => {
                 if l.pending() > 0 {
@@ -802,7 +798,6 @@ impl Inner {
                     r |= libc::POLLHUP;
                 }
             }
-            Sock::Pipe { .. } | Sock::Epoll(_) => {}
         }
         Some((r, avail))
     }
@@ -1428,7 +1423,7 @@ impl Host for Shim {
                 let m = u32::try_from(v).map_err(|_| libc::EINVAL)?;
                 match &f.sock {
                     Sock::Stream(s) => s.set_mss(m).map_err(|e| errno_of(&e))?,
-                    _ if (88..=32_767).contains(&m) => {}
+                    _ if TcpStream::MSS_RANGE.contains(&m) => {}
                     _ => return Err(libc::EINVAL),
                 }
                 f.opts.maxseg = Some(m);
@@ -1635,13 +1630,14 @@ impl Host for Shim {
         let deadline =
             (timeout_ms >= 0).then(|| g.sim.now() + Duration::from_millis(timeout_ms as u64));
         loop {
-            let Sock::Epoll(w) = &g.fd(epfd)?.sock else {
-                return Err(libc::EINVAL);
+            // The watch list comes out while the descriptors it names are looked
+            // at (no instance watches an instance, itself included).
+            let mut w = match &mut g.fd(epfd)?.sock {
+                Sock::Epoll(w) => std::mem::take(w),
+                _ => return Err(libc::EINVAL),
             };
-            let watched: Vec<(i32, Watch)> = w.iter().map(|(k, v)| (*k, *v)).collect();
             let mut out = Vec::new();
-            let mut changed = Vec::new();
-            for (fd, mut wt) in watched {
+            for (&fd, wt) in w.iter_mut() {
                 if out.len() == max {
                     break;
                 }
@@ -1651,7 +1647,7 @@ impl Host for Shim {
                 let want = wt.ev.events & !(EPOLLET | EPOLLONESHOT);
                 let now = r as u16 as u32 & (want | libc::EPOLLERR as u32 | libc::EPOLLHUP as u32);
                 let edge = wt.ev.events & EPOLLET != 0;
-                let news = now & !wt.seen != 0 || (edge && avail > wt.seen_avail);
+                let news = now & !wt.seen != 0 || avail > wt.seen_avail;
                 let report = wt.armed && now != 0 && (!edge || news);
                 // Edge state: what is ready now (so a readiness that goes and
                 // comes back is news).
@@ -1666,14 +1662,9 @@ impl Host for Shim {
                         wt.armed = false;
                     }
                 }
-                changed.push((fd, wt));
             }
-            if let Sock::Epoll(w) = &mut g.fd(epfd)?.sock {
-                for (fd, wt) in changed {
-                    if let Some(e) = w.get_mut(&fd) {
-                        *e = wt;
-                    }
-                }
+            if let Sock::Epoll(slot) = &mut g.fd(epfd)?.sock {
+                *slot = w;
             }
             if !out.is_empty() || deadline.is_some_and(|d| g.sim.now() >= d) {
                 return Ok(out);

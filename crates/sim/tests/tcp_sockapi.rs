@@ -3,6 +3,8 @@
 //! a close with unread data, blocking writes that queue everything, buffer sizes
 //! set after the handshake, and the MSS.
 
+mod common;
+
 use dev::Duration;
 use sim::{HostId, Sim};
 use std::io::{ErrorKind, Read, Write};
@@ -14,14 +16,7 @@ fn pair(seed: u64, tcp: net::tcp::TcpConfig) -> (Sim, HostId, HostId) {
     let mut s = Sim::new(seed);
     let hub = s.add_hub(dev::mem::WireConfig::default());
     let (a, b) = (s.add_host_tcp("a", 1, tcp), s.add_host_tcp("b", 1, tcp));
-    let ia = s.connect(a, hub, "198.18.0.1/24");
-    let ib = s.connect(b, hub, "198.18.0.2/24");
-    s.host(a)
-        .add_address6(ia, "2001:2::1/64".parse().unwrap())
-        .unwrap();
-    s.host(b)
-        .add_address6(ib, "2001:2::2/64".parse().unwrap())
-        .unwrap();
+    common::two_on_hub(&mut s, hub, a, b);
     // Duplicate address detection.
     s.run_for(Duration::from_secs(3));
     (s, a, b)
@@ -37,6 +32,16 @@ fn addr_b(v6: bool, port: u16) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 
+/// The unspecified address of the family asked for, for a listener.
+fn any(v6: bool, port: u16) -> SocketAddr {
+    let ip: IpAddr = if v6 {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    SocketAddr::new(ip, port)
+}
+
 /// A connection from `a` to `b`: the listener, the client's end, the server's,
 /// both ends non-blocking.
 fn connected(
@@ -46,12 +51,7 @@ fn connected(
     v6: bool,
     port: u16,
 ) -> (net::TcpListener, net::TcpStream, net::TcpStream) {
-    let any: IpAddr = if v6 {
-        Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        Ipv4Addr::UNSPECIFIED.into()
-    };
-    let l = s.host(b).tcp_listen(SocketAddr::new(any, port), 4).unwrap();
+    let l = s.host(b).tcp_listen(any(v6, port), 4).unwrap();
     l.set_nonblocking(true).unwrap();
     let c = s.host(a).tcp_connect_nonblocking(addr_b(v6, port)).unwrap();
     s.run_for(Duration::from_millis(50));
@@ -294,12 +294,7 @@ fn buffer_sizes_set_on_an_open_connection_apply() {
 fn the_mss_is_set_and_read() {
     for v6 in [false, true] {
         let (mut s, a, b) = pair(17, default_cfg());
-        let any: IpAddr = if v6 {
-            Ipv6Addr::UNSPECIFIED.into()
-        } else {
-            Ipv4Addr::UNSPECIFIED.into()
-        };
-        let l = s.host(b).tcp_listen(SocketAddr::new(any, 5009), 4).unwrap();
+        let l = s.host(b).tcp_listen(any(v6, 5009), 4).unwrap();
         l.set_nonblocking(true).unwrap();
         let c = s.host(a).tcp_connect_nonblocking(addr_b(v6, 5009)).unwrap();
         c.set_mss(1000).unwrap();

@@ -4,11 +4,11 @@
 
 use crate::park::Interest;
 use crate::stack::Shared;
-use crate::tcp::chan::{err, phase, ListenShared, StreamShared};
+use crate::tcp::chan::{err, phase, ByteChan, ListenShared, StreamShared};
 use crate::tcp::layer::TcpMsg;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -339,26 +339,13 @@ impl TcpStream {
         self.s.rx.cap()
     }
 
-    /// The size a buffer set on the open connection takes: 4 KiB up to the
-    /// stack's largest (`kern.ipc.maxsockbuf`), as FreeBSD's `sbreserve` refuses
-    /// more (this clamps instead, as Linux's `sysctl_wmem_max` / `rmem_max` do).
-    fn buffer_size(&self, n: usize) -> usize {
-        let most = self.stack.cfg.load().tcp.max_sockbuf.max(4096);
-        n.clamp(4096, most)
-    }
-
     /// `SO_SNDBUF` on the open connection (the stack's, or the one given at
     /// connect or listen, until then): what may be queued from now on, in the
     /// channel to the worker and again unacknowledged in the connection (see
     /// [`TcpBuffers`]). A smaller size keeps what is queued and takes no more
     /// until it drains. Clamped to 4 KiB ..= `kern.ipc.maxsockbuf`.
     pub fn set_send_buffer_size(&self, n: usize) -> io::Result<()> {
-        let n = self.buffer_size(n);
-        self.s.tx.set_cap(n);
-        self.s.opt_sndbuf.store(n, Ordering::Release);
-        self.s.opts_dirty.store(true, Ordering::Release);
-        self.kick();
-        Ok(())
+        self.set_buffer_size(&self.s.tx, &self.s.opt_sndbuf, n)
     }
 
     /// `SO_RCVBUF` on the open connection: the receive buffer, and so the
@@ -368,13 +355,26 @@ impl TcpStream {
     /// already offered, never shrinking it (RFC 9293 §3.8.6). Clamped to 4 KiB
     /// ..= `kern.ipc.maxsockbuf`.
     pub fn set_recv_buffer_size(&self, n: usize) -> io::Result<()> {
-        let n = self.buffer_size(n);
-        self.s.rx.set_cap(n);
-        self.s.opt_rcvbuf.store(n, Ordering::Release);
+        self.set_buffer_size(&self.s.rx, &self.s.opt_rcvbuf, n)
+    }
+
+    /// Sets one buffer of the open connection: its channel's bound, and the size
+    /// for the worker to give the control block (`opt`). 4 KiB up to the stack's
+    /// largest (`kern.ipc.maxsockbuf`), as FreeBSD's `sbreserve` refuses more
+    /// (this clamps instead, as Linux's `sysctl_wmem_max` / `rmem_max` do).
+    fn set_buffer_size(&self, chan: &ByteChan, opt: &AtomicUsize, n: usize) -> io::Result<()> {
+        let most = self.stack.cfg.load().tcp.max_sockbuf.max(4096);
+        let n = n.clamp(4096, most);
+        chan.set_cap(n);
+        opt.store(n, Ordering::Release);
         self.s.opts_dirty.store(true, Ordering::Release);
         self.kick();
         Ok(())
     }
+
+    /// What [`set_mss`](Self::set_mss) takes (Linux's `TCP_MIN_MSS` to
+    /// `MAX_TCP_WINDOW`).
+    pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=32_767;
 
     /// `TCP_MAXSEG`: the largest segment the connection offers in its SYN and
     /// sends, set before the SYN leaves (as [`set_noopt`](Self::set_noopt));
@@ -382,7 +382,7 @@ impl TcpStream {
     /// `t_maxseg`). 88 to 32,767 bytes (Linux's bounds), `InvalidInput`
     /// beyond.
     pub fn set_mss(&self, mss: u32) -> io::Result<()> {
-        if !(88..=32_767).contains(&mss) {
+        if !Self::MSS_RANGE.contains(&mss) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "MSS must be 88 to 32767",
@@ -1031,36 +1031,37 @@ impl TcpStream {
     /// count only when the write timeout expires or the connection fails after
     /// part of it was queued (the failure is reported by the next call).
     fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
-        let s = &self.s;
         if self.nonblocking.load(Ordering::Relaxed) {
             return self.write_now(buf);
         }
-        let dl = deadline(self.write_timeout.load(Ordering::Relaxed));
+        let s = &self.s;
         let mut done = 0;
-        loop {
-            if done > 0 && self.pending_error().is_some() {
-                // Left for the next call to report.
-                return Ok(done);
-            }
-            match self.write_now(&buf[done..]) {
-                Ok(n) => {
-                    done += n;
-                    if done == buf.len() {
-                        return Ok(done);
-                    }
+        let r = self.blocking(
+            &self.write_timeout,
+            Interest::Write,
+            "write timed out",
+            || {
+                if done > 0 && self.pending_error().is_some() {
+                    // Left for the next call to report.
+                    return Ok(());
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) if done > 0 => return Ok(done),
-                Err(e) => return Err(e),
-            }
-            let ready = || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED;
-            if !s.wait(Interest::Write, dl, ready) {
-                return if done > 0 {
-                    Ok(done)
+                match self.write_now(&buf[done..]) {
+                    Ok(n) => done += n,
+                    Err(e) if done > 0 && e.kind() != io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+                if done == buf.len() {
+                    Ok(())
                 } else {
-                    Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"))
-                };
-            }
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            },
+            || s.tx.space() > 0 || s.phase.load(Ordering::Acquire) == phase::CLOSED,
+        );
+        match r {
+            // Timed out (or made non-blocking meanwhile) after part was queued.
+            Err(_) if done > 0 => Ok(done),
+            r => r.map(|()| done),
         }
     }
 
