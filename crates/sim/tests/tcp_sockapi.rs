@@ -13,10 +13,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr};
 /// Hosts `a` and `b` on one hub, with addresses of both families; `tcp` their
 /// TCP settings.
 fn pair(seed: u64, tcp: net::tcp::TcpConfig) -> (Sim, HostId, HostId) {
-    let mut s = Sim::new(seed);
-    let hub = s.add_hub(dev::mem::WireConfig::default());
-    let (a, b) = (s.add_host_tcp("a", 1, tcp), s.add_host_tcp("b", 1, tcp));
-    common::two_on_hub(&mut s, hub, a, b);
+    let (mut s, a, b, _) = common::hub::pair_on_hub(1, seed, dev::mem::WireConfig::default(), tcp);
+    common::hub::add_addresses6(&mut s, a, b);
     // Duplicate address detection.
     s.run_for(Duration::from_secs(3));
     (s, a, b)

@@ -2,21 +2,8 @@
 #![allow(dead_code)]
 
 use dev::Duration;
-use sim::{HostId, HubId, Sim};
+use sim::{HostId, Sim};
 use std::net::Ipv4Addr;
-
-/// Puts `a` on `hub` as 198.18.0.1/24 and 2001:2::1/64, and `b` as 198.18.0.2/24
-/// and 2001:2::2/64: two hosts of both families on one link. Duplicate address
-/// detection still has to run before the IPv6 addresses are used.
-pub fn two_on_hub(s: &mut Sim, hub: HubId, a: HostId, b: HostId) {
-    for (h, v4, v6) in [
-        (a, "198.18.0.1/24", "2001:2::1/64"),
-        (b, "198.18.0.2/24", "2001:2::2/64"),
-    ] {
-        let i = s.connect(h, hub, v4);
-        s.host(h).add_address6(i, v6.parse().unwrap()).unwrap();
-    }
-}
 
 /// Sends `n` echo requests of `size` bytes from `from` to `to`, checks each reply's
 /// data, and returns how many came back.
