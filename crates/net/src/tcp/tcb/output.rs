@@ -119,7 +119,7 @@ impl Tcb {
     }
 
     /// Window still open from what we advertised (never negative).
-    fn adv_room(&self) -> u32 {
+    pub(super) fn adv_room(&self) -> u32 {
         if lt(self.rcv_nxt, self.rcv_adv) {
             diff(self.rcv_adv, self.rcv_nxt)
         } else {
@@ -129,7 +129,7 @@ impl Tcb {
 
     /// Received bytes not yet read: in the receive buffer and in the
     /// application's channel.
-    fn rcv_held(&self) -> usize {
+    pub(super) fn rcv_held(&self) -> usize {
         self.rcvbuf.len() + self.app_unread
     }
 

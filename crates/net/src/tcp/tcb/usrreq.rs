@@ -296,19 +296,15 @@ impl Tcb {
         let Some(want) = self.rcvbuf_target else {
             return;
         };
-        let promised = if self.state.can_receive() && lt(self.rcv_nxt, self.rcv_adv) {
-            diff(self.rcv_adv, self.rcv_nxt) as usize
+        let promised = if self.state.can_receive() {
+            self.adv_room() as usize
         } else {
             0
         };
-        self.cfg.rcvbuf = want.max(self.rcv_held_now() + promised);
+        self.cfg.rcvbuf = want.max(self.rcv_held() + promised);
         if self.cfg.rcvbuf == want {
             self.rcvbuf_target = None;
         }
-    }
-
-    fn rcv_held_now(&self) -> usize {
-        self.rcvbuf.len() + self.app_unread
     }
 
     /// `TCP_MAXSEG` (FreeBSD's `t_maxseg`, Linux's `user_mss`): before our SYN
