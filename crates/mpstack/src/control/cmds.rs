@@ -169,7 +169,7 @@ fn fail(msg: impl Into<String>) -> Fail {
 type Res = Result<(), Fail>;
 
 /// Output to a client that has gone is not an error of the command.
-fn put(conn: &mut Conn, s: &str) -> Res {
+pub(super) fn put(conn: &mut Conn, s: &str) -> Res {
     conn.print(s).map_err(|e| fail(format!("writing: {e}")))
 }
 

@@ -819,7 +819,10 @@ fn handle(
 /// Runs a client's request: a batch holds the node alone while it runs
 /// (`Stack::changes_alone`); any other change waits for a reload or batch under
 /// way, so that one refused does not take it back. A command that streams
-/// (route monitor, netstat -w) or only reads (netstat) takes nothing.
+/// (route monitor, netstat -w) or only reads (netstat) takes nothing. The others'
+/// answers are kept in memory while they hold the lock and sent after it: a
+/// client slow to read its `ipfw show` cannot hold the lock for the answer's
+/// deadline, and with it a reload waiting for the lock and the FPM feed behind.
 pub fn run_request(
     node: &cmds::Node<'_>,
     req: &Request,
@@ -834,8 +837,16 @@ pub fn run_request(
         Some("route") => req.args.iter().any(|a| a == "monitor"),
         _ => false,
     };
-    let _c = (!reads).then(|| node.stack.changes_shared());
-    cmds::execute(node, &req.args, conn, stop)
+    if reads {
+        return cmds::execute(node, &req.args, conn, stop);
+    }
+    let mut answer = Conn::buffer();
+    let r = {
+        let _c = node.stack.changes_shared();
+        cmds::execute(node, &req.args, &mut answer, stop)
+    };
+    cmds::put(conn, &answer.into_output())?;
+    r
 }
 
 /// The commands the node answers, and their one-line summaries.
