@@ -78,7 +78,7 @@ def cell(v):
     if isinstance(v, dict):
         return ", ".join(f"{k} {cell(x)}" for k, x in v.items())
     v = str(v)
-    if "/.cargo/registry/" in v:
+    if "/.cargo/registry/" in v or v.startswith("$CARGO_HOME/registry/"):
         # A file of a crate's sources: the crate and the file, not the home directory.
         v = "crate " + "/".join(v.split("/")[-3:])
     return v.replace("|", "\\|").replace("\n", " ")

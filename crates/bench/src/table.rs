@@ -54,6 +54,19 @@ pub struct Found {
     pub origin: Origin,
 }
 
+impl Found {
+    /// The path as the benchmarks print and record it: as given for `--table` and the
+    /// environment; for the registry, with the registry's own folder (which names the
+    /// host it was fetched from) written as `*`, so that recorded results say which
+    /// file without saying where cargo fetched it.
+    pub fn shown(&self) -> String {
+        match self.origin {
+            Origin::Flag | Origin::Env => self.path.display().to_string(),
+            Origin::Registry => format!("$CARGO_HOME/registry/src/*/{IN_REGISTRY}"),
+        }
+    }
+}
+
 /// No step gave a table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NotFound {
@@ -179,7 +192,12 @@ mod tests {
         );
         let env = env_of(&[("CARGO_HOME", &root.join("cargo"))]);
         let f = find_with(None, &env).unwrap();
-        assert_eq!((f.path, f.origin), (in_registry, Origin::Registry));
+        assert_eq!((&f.path, f.origin), (&in_registry, Origin::Registry));
+        // Recorded results name the file, not the registry's folder (its host).
+        assert_eq!(
+            f.shown(),
+            "$CARGO_HOME/registry/src/*/iptrie-0.11.2/benches/bgpas.lpm"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 

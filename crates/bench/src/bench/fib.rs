@@ -482,7 +482,7 @@ fn linux(routes: &[Prefix4], updates: &[(bool, Prefix4, Ipv4Addr)]) -> Result<(R
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     let (table, source) = load_table(a, "fib")?;
     let table_name = match &source {
-        Source::File(p) => p.display().to_string(),
+        Source::File(p) => p.clone(),
         Source::Synthetic(s) => format!("synthetic ({s})"),
     };
     // What a daemon would send: no multicast or link-local destinations (the feed

@@ -925,7 +925,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
     let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
     let table = match &source {
-        Source::File(path) => path.display().to_string(),
+        Source::File(path) => path.clone(),
         Source::Synthetic(_) => "synthetic".into(),
     };
     let pair = |k: DesignKind| {
@@ -977,7 +977,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         match &source {
             Source::File(path) => println!(
                 "IPv4 forwarding, {FRAME}-byte Ethernet/IPv4/UDP frames: {prefixes} prefixes from {}",
-                path.display()
+                path
             ),
             Source::Synthetic(why) => println!(
                 "IPv4 forwarding, {FRAME}-byte Ethernet/IPv4/UDP frames: SYNTHETIC table ({why})"

@@ -31,7 +31,6 @@ use crate::BenchArgs;
 use route::{table, Addr, Dir248, Lookup, Poptrie, Poptrie4, Poptrie6, Prefix, Radix};
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -130,7 +129,8 @@ impl Family for u128 {
 /// Where the routes came from.
 #[derive(Clone, Debug)]
 pub enum Source {
-    File(PathBuf),
+    /// The file, as [`crate::table::Found::shown`] writes it.
+    File(String),
     Synthetic(String),
 }
 
@@ -852,6 +852,7 @@ struct Tables {
 fn load(a: &BenchArgs, bench: &str) -> Result<Tables, String> {
     Ok(match crate::table::find(a.table.as_deref()) {
         Ok(found) => {
+            let shown = found.shown();
             let path = found.path;
             let from = |e: &dyn std::fmt::Display| {
                 format!(
@@ -873,7 +874,7 @@ fn load(a: &BenchArgs, bench: &str) -> Result<Tables, String> {
             Tables {
                 v4: t.v4,
                 v6: t.v6,
-                source: Source::File(path),
+                source: Source::File(shown),
             }
         }
         Err(none) => {
@@ -948,8 +949,7 @@ fn print_table(
 ) {
     match source {
         Source::File(p) => println!(
-            "{family} longest-prefix match: {prefixes} prefixes from {} (one next hop per origin AS)",
-            p.display()
+            "{family} longest-prefix match: {prefixes} prefixes from {p} (one next hop per origin AS)"
         ),
         Source::Synthetic(why) => {
             println!("{family} longest-prefix match: SYNTHETIC table of {prefixes} prefixes ({why})")
@@ -1080,7 +1080,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         })
     };
     let table = match &t.source {
-        Source::File(p) => p.display().to_string(),
+        Source::File(p) => p.clone(),
         Source::Synthetic(_) => "synthetic".into(),
     };
     if a.json {

@@ -842,7 +842,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     }
 
     let table = match &source {
-        lpm::Source::File(p) => p.display().to_string(),
+        lpm::Source::File(p) => p.clone(),
         lpm::Source::Synthetic(_) => "synthetic".into(),
     };
     if let Some(path) = &a.plot {
@@ -892,7 +892,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     match &source {
         lpm::Source::File(p) => println!(
             "full table: {} ({} IPv4, {} IPv6 prefixes)",
-            p.display(),
+            p,
             full4.routes.len(),
             full6.routes.len()
         ),
