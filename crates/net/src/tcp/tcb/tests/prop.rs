@@ -22,7 +22,7 @@
 //!
 //! `MPSTACK_TCP_PROP_CASES` sets the number of cases (default 256, well under a second):
 //! `MPSTACK_TCP_PROP_CASES=20000 cargo test -p net --lib tcp::tcb::tests::prop`
-//! for a long run.
+//! for a long run; `scripts/fuzz-smoke.sh` runs 100,000 from a new seed each time.
 
 use super::*;
 use proptest::prelude::*;
