@@ -21,10 +21,17 @@
 //! - When the global list is empty the pool grows by one slab (64 clusters or
 //!   256 small buffers in one zeroed heap allocation), up to the limit set by
 //!   [`set_limit`]. Beyond it allocation fails with [`NoBufs`] and is counted.
-//! - Slabs are never returned to the heap: buffers are spread over every thread's
-//!   cache, so a slab is rarely entirely free, and the limit already bounds the
-//!   memory. The slabs stay listed in the global pool, so they are reachable for
-//!   the process's lifetime (Miri's leak checker agrees; no `-Zmiri-ignore-leaks`).
+//! - Slabs go back to the heap only when asked, with [`reclaim`] (FreeBSD's
+//!   `uma_reclaim`, which the page daemon calls under memory pressure): after a crowd
+//!   of connections has gone, say. It frees every slab whose buffers are all on the
+//!   global free list. Free buffers in threads' caches keep their slabs: `reclaim`
+//!   gives back the calling thread's cache and asks the others to give back theirs
+//!   at their next [`reclaim_if_asked`], which a thread calls when it goes idle (the
+//!   stack's workers before they sleep, the services' runtime when a thread
+//!   parks), and which frees the slabs that made whole. Between reclaims no slab is
+//!   freed, so the fast paths never look at slabs. The slabs in use stay listed in
+//!   the global pool, so they are reachable for the process's lifetime (Miri's leak
+//!   checker agrees; no `-Zmiri-ignore-leaks`).
 //! - A thread's cache goes back to the global list when the thread exits.
 //!
 //! Slabs are zeroed when created and bytes stay initialised from then on, so a
@@ -39,7 +46,7 @@
 //! [`MJUM256BYTES`]: crate::MJUM256BYTES
 
 use std::alloc::{self, Layout};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -202,14 +209,25 @@ struct FreePtr(NonNull<BufHdr>);
 // state; handing it to another thread's list moves that sole ownership.
 unsafe impl Send for FreePtr {}
 
-/// One slab allocation, kept for the life of the process.
+/// One slab allocation, kept until [`reclaim`] finds all its buffers free.
 struct Slab {
-    _base: NonNull<u8>,
-    _layout: Layout,
+    base: NonNull<u8>,
+    layout: Layout,
+    class: Class,
+    /// Buffers carved from it (fewer than [`Class::per_slab`] at the limit).
+    n: usize,
 }
 
-// SAFETY: the slab record is never dereferenced; it only keeps the allocation
-// reachable. The buffers inside are handed out through `FreePtr`/`Buf`.
+impl Slab {
+    /// The addresses its buffers' headers lie in.
+    fn range(&self) -> std::ops::Range<usize> {
+        let lo = self.base.as_ptr() as usize;
+        lo..lo + self.n * self.class.stride()
+    }
+}
+
+// SAFETY: the slab record is dereferenced only by `release_free_slabs`, under the
+// global lock; the buffers inside are handed out through `FreePtr`/`Buf`.
 unsafe impl Send for Slab {}
 
 struct Global {
@@ -289,10 +307,79 @@ impl Global {
         }
         self.total[c] = want;
         self.slabs.push(Slab {
-            _base: base,
-            _layout: layout,
+            base,
+            layout,
+            class,
+            n,
         });
         true
+    }
+
+    /// Frees every slab whose buffers are all on the global free list, taking them
+    /// off it; the bytes given back. Sorts the free lists and the slabs by address
+    /// (a few milliseconds for a full pool), so it is for [`reclaim`] only.
+    fn release_free_slabs(&mut self) -> usize {
+        let mut freed = 0;
+        self.slabs
+            .sort_unstable_by_key(|s| (s.class as u8, s.base.as_ptr() as usize));
+        let mut gone = vec![false; self.slabs.len()];
+        for c in 0..CLASSES {
+            let list = &mut self.free[c];
+            if list.is_empty() {
+                continue;
+            }
+            list.sort_unstable_by_key(|p| p.0.as_ptr() as usize);
+            // Slabs of this class, by address; the free buffers in each.
+            let mut whole = Vec::new();
+            let mut i = 0;
+            for (k, slab) in self.slabs.iter().enumerate() {
+                if slab.class as usize != c {
+                    continue;
+                }
+                let r = slab.range();
+                while i < list.len() && (list[i].0.as_ptr() as usize) < r.start {
+                    i += 1;
+                }
+                let first = i;
+                while i < list.len() && r.contains(&(list[i].0.as_ptr() as usize)) {
+                    i += 1;
+                }
+                // A buffer is on one list at most once, so n of them in its range
+                // are all of its buffers.
+                if i - first == slab.n {
+                    whole.push(r);
+                    gone[k] = true;
+                }
+            }
+            if whole.is_empty() {
+                continue;
+            }
+            // Both sorted by address: one pass drops the whole slabs' buffers.
+            let mut w = whole.iter().peekable();
+            list.retain(|p| {
+                let a = p.0.as_ptr() as usize;
+                while w.peek().is_some_and(|r| r.end <= a) {
+                    w.next();
+                }
+                !w.peek().is_some_and(|r| r.contains(&a))
+            });
+        }
+        let mut k = 0;
+        self.slabs.retain(|slab| {
+            let keep = !gone[k];
+            k += 1;
+            if !keep {
+                self.total[slab.class as usize] -= slab.n;
+                freed += slab.layout.size();
+                // SAFETY: every buffer of the slab was on the global free list (all
+                // `n` of them, counted above) and has been taken off it, so no
+                // `Buf`, record, cache or list refers into it any more; `base` and
+                // `layout` are what `grow` allocated it with.
+                unsafe { alloc::dealloc(slab.base.as_ptr(), slab.layout) };
+            }
+            keep
+        });
+        freed
     }
 }
 
@@ -314,6 +401,55 @@ thread_local! {
     static CACHE: RefCell<Cache> = const {
         RefCell::new(Cache { free: [Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new()] })
     };
+}
+
+/// Bumped by [`reclaim`]: a thread whose [`SEEN`] differs gives its cache back at
+/// its next [`reclaim_if_asked`].
+static RECLAIM: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The last [`RECLAIM`] this thread answered.
+    static SEEN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Gives memory back to the heap: the calling thread's cache goes back to the
+/// global list, every slab whose buffers are all free there is freed, and every
+/// other thread is asked to give its cache back at its next [`reclaim_if_asked`]
+/// (which frees the slabs that then become whole). Returns the bytes freed now.
+///
+/// Costs a sort of the free lists under the global lock (milliseconds for a full
+/// pool): call it after a bulk of frees (a crowd of connections gone), not per
+/// packet. Follow it with the C library's trim (`dev::heap::trim`) to return the
+/// freed slabs' pages to the system where the allocator keeps them.
+pub fn reclaim() -> usize {
+    let now = RECLAIM.fetch_add(1, Ordering::Relaxed) + 1;
+    let _ = SEEN.try_with(|s| s.set(now));
+    give_back_cache()
+}
+
+/// Where a thread goes idle (before it sleeps or parks): if [`reclaim`] has been
+/// called since this thread last answered, gives its cache back and frees the slabs
+/// that made whole, returning the bytes freed. Otherwise one atomic load and a
+/// thread-local read.
+#[inline]
+pub fn reclaim_if_asked() -> usize {
+    let now = RECLAIM.load(Ordering::Relaxed);
+    match SEEN.try_with(|s| s.replace(now)) {
+        Ok(seen) if seen != now => give_back_cache(),
+        _ => 0,
+    }
+}
+
+/// The calling thread's cache back to the global list, then the whole slabs freed.
+fn give_back_cache() -> usize {
+    let mut g = global();
+    let _ = CACHE.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        for c in 0..CLASSES {
+            g.free[c].append(&mut cache.free[c]);
+        }
+    });
+    g.release_free_slabs()
 }
 
 /// Takes up to [`Class::batch`] buffers from the global list into `local`, growing
@@ -628,23 +764,24 @@ pub(crate) unsafe fn free_rec(p: NonNull<u8>) {
 /// Pool-wide counters (global, not per thread).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
-    /// Clusters carved from slabs so far.
+    /// Clusters carved from the slabs the pool holds (those [`reclaim`] freed no
+    /// longer count).
     pub clusters_total: u64,
     /// Clusters on the global free list (not counting thread caches).
     pub clusters_free_global: u64,
-    /// Small buffers carved from slabs so far.
+    /// Small buffers carved from the slabs held.
     pub small_total: u64,
     /// Small buffers on the global free list (not counting thread caches).
     pub small_free_global: u64,
-    /// Jumbo clusters carved from slabs so far.
+    /// Jumbo clusters carved from the slabs held.
     pub jumbo_total: u64,
-    /// 256 KiB clusters carved from slabs so far.
+    /// 256 KiB clusters carved from the slabs held.
     pub jum256_total: u64,
-    /// Packet records carved from slabs so far.
+    /// Packet records carved from the slabs held.
     pub rec_total: u64,
     /// Allocations refused at the limit (or by the heap): ENOBUFS.
     pub alloc_fail: u64,
-    /// Slabs allocated from the heap.
+    /// Slabs held (allocated from the heap and not yet freed by [`reclaim`]).
     pub slabs: u64,
     /// The cluster limit in force (small buffers: 16× this).
     pub cluster_limit: u64,
@@ -737,6 +874,39 @@ mod tests {
         let s = stats();
         assert!(s.small_total as usize >= n);
         drop(v);
+    }
+
+    #[test]
+    fn reclaim_leaves_held_buffers_intact_and_allocation_goes_on() {
+        // Other tests share the pool meanwhile: only what this test holds is
+        // checked (under Miri, that no freed slab is touched again).
+        let mut keep = Buf::alloc(Class::Cluster).unwrap();
+        keep.bytes_mut(0, 4).unwrap().copy_from_slice(b"keep");
+        let rec = alloc_rec().unwrap();
+        let freed: Vec<Buf> = (0..2 * CLUSTERS_PER_SLAB)
+            .map(|_| Buf::alloc(Class::Cluster).unwrap())
+            .chain((0..JUMBOS_PER_SLAB).map(|_| Buf::alloc(Class::Jumbo).unwrap()))
+            .collect();
+        drop(freed);
+        reclaim();
+        assert_eq!(
+            reclaim_if_asked(),
+            0,
+            "this thread answered its own reclaim"
+        );
+        assert_eq!(keep.bytes(0, 4), b"keep");
+        // SAFETY: `rec` came from alloc_rec and holds no value.
+        unsafe { free_rec(rec) };
+        let mut again = Buf::alloc(Class::Cluster).unwrap();
+        again.bytes_mut(0, 2).unwrap().copy_from_slice(b"ok");
+        assert_eq!(again.bytes(0, 2), b"ok");
+        let other = std::thread::spawn(|| {
+            let b = Buf::alloc(Class::Small).unwrap();
+            drop(b);
+            reclaim_if_asked();
+        });
+        reclaim();
+        other.join().unwrap();
     }
 
     #[test]

@@ -253,6 +253,11 @@ pub fn start(
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .thread_name("svc")
+        // An idle thread gives its buffer cache back when a reclaim asked for it
+        // (give_back_memory below), so that its free buffers pin no slab.
+        .on_thread_park(|| {
+            mbuf::pool::reclaim_if_asked();
+        })
         .enable_time()
         .build()
         .map_err(|e| format!("services runtime: {e}"))?;
@@ -342,18 +347,29 @@ const TRIM_AFTER_BYTES: usize = 16 << 20;
 
 /// Once a crowd has gone (a thousand connections fewer than at the peak, or 16 MiB
 /// less in the stack's TCP buffers), gives the memory it held back to the system,
-/// so the node's footprint follows its load down as well as up
-/// (`dev::heap::trim`). Checked every second, so at most one trim a second.
+/// so the node's footprint follows its load down as well as up: the buffer pool's
+/// free slabs (`mbuf::pool::reclaim`; the stack's workers and the services' threads
+/// give their caches back when next idle) and then the heap's free pages
+/// (`dev::heap::trim`). Checked every second, so at most one trim a second. A
+/// trim is followed by another the next second, and again for as long as the
+/// crowd goes on shrinking: a crowd seen half gone is trimmed when all of it has
+/// gone, and what the threads' caches gave back meanwhile is trimmed too.
 async fn give_back_memory(counters: Arc<Counters>, mem: Arc<net::tcp::TcpMem>) {
     let (mut peak, mut peak_bytes) = (0, 0);
+    // What the last trim left, while a follow-up is due.
+    let mut due: Option<(usize, usize)> = None;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = counters.active.load(Ordering::Relaxed);
         let bytes = mem.total();
         peak = peak.max(now);
         peak_bytes = peak_bytes.max(bytes);
-        if peak >= now + TRIM_AFTER || peak_bytes >= bytes + TRIM_AFTER_BYTES {
+        let crowd_gone = peak >= now + TRIM_AFTER || peak_bytes >= bytes + TRIM_AFTER_BYTES;
+        if crowd_gone || due.is_some() {
+            mbuf::pool::reclaim();
             dev::heap::trim();
+            let shrinking = due.is_some_and(|(n, b)| now < n || bytes < b);
+            due = (crowd_gone || shrinking).then_some((now, bytes));
             (peak, peak_bytes) = (now, bytes);
         }
     }

@@ -765,6 +765,9 @@ impl Worker {
                 .map(|t| t.saturating_duration_since(clock.now()))
                 .unwrap_or(cap)
                 .min(cap);
+            // Asked to give memory back (`mbuf::pool::reclaim`): this worker's free
+            // buffers go back to the pool before it sleeps. One atomic load else.
+            mbuf::pool::reclaim_if_asked();
             let _ = poller.wait(&fds, Some(timeout));
             wake.sleeping.store(false, Ordering::SeqCst);
             if let Some(n) = wake.notifier.get() {
