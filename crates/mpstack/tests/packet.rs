@@ -194,8 +194,13 @@ fn an_af_packet_bridge_joins_two_veth_namespaces() {
     rig.transfer(1, 2, "198.18.1.3", "bridge a→b");
     rig.transfer(2, 1, "198.18.1.2", "bridge b→a");
     let c = stop_node(&mut rig.node, &rig.lines, &mut rig.output);
+    // The 40 MB crossed the bridge: in frames of at most 64 KiB (veth hands over
+    // GSO segments whole, and the bridge forwards them so), at least 610 of them.
+    // A frame count of 1,000 held only while the kernel's segments stayed small:
+    // CI once saw 945.
+    let least = 2 * 20_000_000 / 65_536;
     assert!(
-        c.get("bridge.forwarded").copied().unwrap_or(0) > 1_000,
+        c.get("bridge.forwarded").copied().unwrap_or(0) >= least,
         "{c:?}"
     );
 }
