@@ -287,7 +287,7 @@ pub fn socket_owner(sock: SocketAddr, peer: SocketAddr) -> Option<u32> {
 pub struct FpmFeed {
     stream: FpmStream,
     stats: FpmStats,
-    /// The daemon's routes from before this session not yet sent again.
+    /// The daemon's routes from before its current connection, not yet sent again.
     stale: Option<HashSet<IpPrefix>>,
     /// Since when changes in the table wait for a compilation (none wait: `None`).
     dirty_since: Option<Instant>,
