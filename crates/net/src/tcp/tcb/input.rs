@@ -10,7 +10,7 @@
 
 use super::reass::OooSeg;
 use super::seq::{diff, le, lt};
-use super::{reset_for, Payload, SegIn, SegOut, State, Tcb, TcpError};
+use super::{reset_for, OwedAck, Payload, SegIn, SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
 use dev::Instant;
 
@@ -136,6 +136,13 @@ impl Tcb {
     /// worker may still withdraw one it lets through, for the node-wide limit
     /// ([`Tcb::take_challenge`]).
     fn challenge_ack(&mut self, now: Instant, st: &mut TcpStat) {
+        self.limited_ack(now, st, true);
+    }
+
+    /// An ACK owed under the challenge ACK limits, sent as a challenge ACK
+    /// (`respond`: at SND.NXT, never with our FIN) or as any ACK of ours (FreeBSD's
+    /// `dropafterack`, whose `tcp_output` sends our unacknowledged FIN again).
+    fn limited_ack(&mut self, now: Instant, st: &mut TcpStat, respond: bool) {
         let (window, most) = (self.cfg.ack_war_time_window, self.cfg.ack_war_cnt);
         if !window.is_zero() && most > 0 {
             if now >= self.challenge_end {
@@ -149,20 +156,42 @@ impl Tcb {
             self.challenge_cnt += 1;
         }
         st.challengeack += 1;
-        self.challenge_new = Some((self.ack_now, self.challenge));
+        self.challenge_new = Some(OwedAck {
+            ack_now: self.ack_now,
+            challenge: self.challenge,
+            counted: true,
+        });
         self.ack_now = true;
-        self.challenge = true;
+        self.challenge |= respond;
     }
 
-    /// Whether the segment just input decided a challenge ACK; if so, `allow` (the
-    /// worker's node-wide limit, RFC 5961 §7) says whether it goes: if not, the
-    /// connection owes what it owed before, and the ACK is counted as skipped.
+    /// TIME_WAIT's answer to a segment that is not a pure duplicate ACK: anybody
+    /// may send such segments at will, so the answer goes within the node's limit
+    /// on challenge ACKs, as the remnant's does ([`TimeWait`](super::TimeWait));
+    /// nothing more is owed when an ACK already was.
+    fn time_wait_ack(&mut self) {
+        if !self.ack_now {
+            self.challenge_new = Some(OwedAck {
+                ack_now: false,
+                challenge: self.challenge,
+                counted: false,
+            });
+            self.ack_now = true;
+        }
+    }
+
+    /// Whether the segment just input decided a challenge ACK (or TIME_WAIT's
+    /// answer); if so, `allow` (the worker's node-wide limit, RFC 5961 §7) says
+    /// whether it goes: if not, the connection owes what it owed before, and the
+    /// ACK is counted as skipped (`tcp.challengeack_ratelim`).
     pub fn take_challenge(&mut self, st: &mut TcpStat, allow: impl FnOnce() -> bool) {
-        if let Some((ack_now, challenge)) = self.challenge_new.take() {
+        if let Some(owed) = self.challenge_new.take() {
             if !allow() {
-                self.ack_now = ack_now;
-                self.challenge = challenge;
-                st.challengeack = st.challengeack.saturating_sub(1);
+                self.ack_now = owed.ack_now;
+                self.challenge = owed.challenge;
+                if owed.counted {
+                    st.challengeack = st.challengeack.saturating_sub(1);
+                }
                 st.challengeack_ratelim += 1;
             }
         }
@@ -306,7 +335,9 @@ impl Tcb {
         // TIME_WAIT has rules of its own (FreeBSD's tcp_twcheck).
         if self.state == State::TimeWait {
             let (answer, restart) = time_wait_check(seg, self.rcv_nxt, self.snd_nxt, st);
-            self.ack_now |= answer;
+            if answer {
+                self.time_wait_ack();
+            }
             if restart {
                 self.tw_deadline = Some(now + self.cfg.time_wait);
             }
@@ -466,9 +497,14 @@ impl Tcb {
         }
 
         // ACK processing.
+        // RFC 9293 §3.10.7.4: "If the ACK acknowledges something not yet sent
+        // (SEG.ACK > SND.NXT), then send an ACK, drop the segment, and return"
+        // (RFC 5961 §5.2 the same). A blind sender can draw that ACK at will, so
+        // it goes within the challenge ACKs' limits and is counted as one (RFC
+        // 5961 §7; FreeBSD's `dropafterack` is limited by `tcp_ack_war_cnt` too).
         if lt(self.snd_max, ack) {
             st.rcvacktoomuch += 1;
-            self.ack_now = true;
+            self.limited_ack(now, st, false);
             return false;
         }
         // RFC 5961 §5.2: an ACK older than anything the peer's largest window could

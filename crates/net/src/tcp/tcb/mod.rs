@@ -293,10 +293,11 @@ pub struct Tcb {
     /// `t_challenge_ack_cnt`, `t_challenge_ack_end`; `TcpConfig::ack_war_cnt`).
     challenge_cnt: u32,
     challenge_end: Instant,
-    /// A challenge ACK decided by the segment just input, with what `ack_now` and
-    /// `challenge` were before it: the worker's node-wide limit may still withdraw
-    /// it ([`Tcb::take_challenge`]).
-    challenge_new: Option<(bool, bool)>,
+    /// An ACK a hostile segment drew (a challenge ACK, or TIME_WAIT's answer),
+    /// decided by the segment just input, with what `ack_now` and `challenge` were
+    /// before it and whether it counted in `tcp.challengeack`: the worker's
+    /// node-wide limit may still withdraw it ([`Tcb::take_challenge`]).
+    challenge_new: Option<OwedAck>,
     /// `TCP_NOOPT`: our SYN carries no options at all, not even the MSS.
     noopt: bool,
     /// Proportional Rate Reduction (RFC 6937) during SACK recovery: data the
@@ -379,6 +380,16 @@ pub struct Tcb {
     pace_wait: bool,
     /// TCP Fast Open (RFC 7413), on a connection that uses it.
     tfo: Option<Box<fastopen::Tfo>>,
+}
+
+/// What [`Tcb::take_challenge`] restores when the node-wide limit withdraws an
+/// ACK: `ack_now` and `challenge` as they were, and whether the ACK counted as a
+/// challenge ACK.
+#[derive(Clone, Copy, Debug)]
+struct OwedAck {
+    ack_now: bool,
+    challenge: bool,
+    counted: bool,
 }
 
 impl Tcb {

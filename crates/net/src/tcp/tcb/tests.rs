@@ -3195,3 +3195,67 @@ fn a_newreno_partial_ack_retransmits_only_what_was_sent() {
     p.a.input(&s, now, &mut p.sa);
     assert_eq!((p.a.snd_una, p.sa.rcvacktoomuch), (end, 0));
 }
+
+/// RFC 9293 §3.10.7.4 and RFC 5961 §5.2: a segment whose ACK is beyond anything
+/// sent is answered with an ACK and dropped. A blind sender can draw that ACK at
+/// will, so it goes as a challenge ACK does: at most `ack_war_cnt` (5) in each
+/// second from the connection, none that the node-wide limit withdraws, each
+/// counted. Before, 1,000 such segments in a second drew 1,000 ACKs.
+#[test]
+fn acks_beyond_snd_max_draw_at_most_five_acks_a_second() {
+    let mut p = quiet_pair(12);
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_max.wrapping_add(100_000));
+    let t0 = p.now;
+    let mut acks = 0;
+    let mut out = Vec::new();
+    for i in 0..1000u64 {
+        let now = t0 + Duration::from_micros(999 * i);
+        p.a.input(&s, now, &mut p.sa);
+        p.a.take_challenge(&mut p.sa, || true);
+        out.clear();
+        p.a.output(now, &mut p.sa, &mut out);
+        acks += out.iter().filter(|o| o.ack_flag && !o.rst).count();
+    }
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.sa.rcvacktoomuch, 1000);
+    assert_eq!(acks, 5);
+    assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (5, 995));
+    // The next second, one the connection would send, withdrawn by the node.
+    let now = t0 + Duration::from_secs(2);
+    p.a.input(&s, now, &mut p.sa);
+    p.a.take_challenge(&mut p.sa, || false);
+    out.clear();
+    p.a.output(now, &mut p.sa, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (5, 996));
+}
+
+/// TIME_WAIT answers a segment that is not a pure duplicate ACK with an ACK, which
+/// anybody can draw at will: the answer goes within the node's challenge ACK
+/// limit (as the remnant's does in the stack's TCP layer), and one the limit
+/// withdraws is not sent, counted in `tcp.challengeack_ratelim` (not as a
+/// challenge ACK). Before, the control block answered regardless.
+#[test]
+fn time_wait_answers_within_the_node_limit() {
+    let mut p = closed_to_time_wait(45);
+    let now = p.now;
+    a_output(&mut p);
+    let s = SegIn {
+        seq: p.a.rcv_nxt.wrapping_add(50_000),
+        ack: Some(p.a.snd_max),
+        ts: p.a.ts_enabled.then_some((p.a.ts_recent, 0)),
+        ..SegIn::default()
+    };
+    p.a.input(&s, now, &mut p.sa);
+    p.a.take_challenge(&mut p.sa, || true);
+    let out = a_output(&mut p);
+    assert_eq!(out.len(), 1, "answered: {out:?}");
+    assert!(out[0].ack_flag && out[0].ack == p.a.rcv_nxt);
+    p.a.input(&s, now, &mut p.sa);
+    p.a.take_challenge(&mut p.sa, || false);
+    let out = a_output(&mut p);
+    assert!(out.is_empty(), "withdrawn: {out:?}");
+    assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (0, 1));
+    assert_eq!(p.a.state(), State::TimeWait);
+}
