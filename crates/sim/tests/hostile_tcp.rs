@@ -397,3 +397,63 @@ fn a_flood_on_a_time_wait_draws_at_most_the_challenge_ack_limit() {
     );
     assert_eq!(st.pcbcount, 1, "still waiting");
 }
+
+/// FreeBSD's `badport_bandlim` for the reset that refuses a SYN cookie's ACK when
+/// there is no room for its connection: a cookie stays valid for a minute or
+/// more, and 30,000 copies of its ACK over three seconds draw at most
+/// `rst_limit` (200) resets a second, the rest counted in `tcp.rst_ratelim`.
+/// Before, every copy drew a reset.
+#[test]
+fn a_replayed_syn_cookie_ack_draws_at_most_the_reset_limit() {
+    let mut s = Sim::new(50);
+    let hub = s.add_hub(WireConfig::default());
+    // No room for any connection: every SYN is answered with a cookie, every
+    // cookie's ACK refused.
+    let a = s.add_host_with(net::stack::StackConfig {
+        name: "a".into(),
+        workers: 1,
+        tcp_max_conns: 0,
+        ..net::stack::StackConfig::default()
+    });
+    s.connect(a, hub, "198.18.0.1/24");
+    let mut raw = s.attach_raw(hub);
+    let am = s.host(a).interfaces()[0].mac;
+    let _l = s
+        .host(a)
+        .tcp_listen("0.0.0.0:80".parse::<SocketAddr>().unwrap(), 4)
+        .unwrap();
+    let (x, a4) = (Ipv4Addr::new(198, 18, 0, 99), Ipv4Addr::new(198, 18, 0, 1));
+    s.host(a).config().ifaces[0].arp.insert_static(x, RAW_MAC);
+    let syn = tcp4(am, (x, 40_000), (a4, 80), (1000, 0, SYN));
+    let seen = flood(&mut s, &mut raw, &syn, 1, 100);
+    let synack = seen
+        .iter()
+        .map(mbuf::Mbuf::to_vec)
+        .find(|v| v[6..12] == am.0 && v[12..14] == [8, 0] && v[14 + 33] == SYN | ACK)
+        .expect("a's SYN-ACK with a cookie");
+    assert_eq!(s.host(a).stats().tcp.syncookiessent, 1);
+    let cookie = u32::from_be_bytes(synack[14 + 24..14 + 28].try_into().unwrap());
+    let ack = tcp4(
+        am,
+        (x, 40_000),
+        (a4, 80),
+        (1001, cookie.wrapping_add(1), ACK),
+    );
+    let before = s.host(a).stats().tcp;
+    let seen = flood(&mut s, &mut raw, &ack, 30_000, 10_000);
+    let rsts = resets(&seen, am);
+    let st = s.host(a).stats().tcp;
+    let case = format!("{rsts} resets");
+    assert_eq!(
+        st.syncookiesrecvd - before.syncookiesrecvd,
+        30_000,
+        "{case}"
+    );
+    assert!((200..=200 * 4).contains(&rsts), "{case}");
+    assert_eq!(st.sndrst - before.sndrst, rsts as u64, "{case}");
+    assert_eq!(
+        rsts as u64 + (st.rst_ratelim - before.rst_ratelim),
+        30_000,
+        "{case}"
+    );
+}
