@@ -101,20 +101,33 @@ pub(super) fn paws_rejects(ts_recent: Option<u32>, seg: &SegIn<'_>) -> bool {
 /// `ts_recent` when the segment covers the last ACK we sent (SEG.SEQ ≤
 /// Last.ACK.sent ≤ SEG.SEQ + SEG.LEN, as FreeBSD's tcp_input checks it) and the
 /// timestamp is not older. An old duplicate, trimmed to its end, covers it only
-/// when it ends there. `enabled`: the connection uses timestamps.
+/// when it ends there. `enabled`: the connection uses timestamps; `stale`:
+/// `ts_recent` is too old to compare with (RFC 7323 §5.5), and any timestamp
+/// replaces it. Returns whether the segment's timestamp was taken.
 pub(super) fn keep_ts_recent(
     enabled: bool,
+    stale: bool,
     ts_recent: &mut u32,
     last_ack_sent: u32,
     seg: &SegIn<'_>,
-) {
+) -> bool {
     if let (true, Some((tsval, _))) = (enabled, seg.ts) {
         let end = seg.seq.wrapping_add(seg.seg_len());
-        if le(seg.seq, last_ack_sent) && le(last_ack_sent, end) && !lt(tsval, *ts_recent) {
+        if le(seg.seq, last_ack_sent) && le(last_ack_sent, end) && (stale || !lt(tsval, *ts_recent))
+        {
             *ts_recent = tsval;
+            return true;
         }
     }
+    false
 }
+
+/// RFC 7323 §5.5: a connection idle this long may hold a TS.Recent that the
+/// peer's timestamp clock (at most 1 ms a tick, the fastest §5.4 allows) has left
+/// more than 2^31 ticks behind, where every new segment looks older than it and
+/// PAWS would discard them all. FreeBSD's `TCP_PAWS_IDLE`, Linux's
+/// `TCP_PAWS_24DAYS`.
+pub(super) const PAWS_IDLE: dev::Duration = dev::Duration::from_secs(24 * 24 * 60 * 60);
 
 /// Whether `seg` is acceptable to a receiver expecting `nxt` with `wnd` open (RFC 9293
 /// §3.10.7.4): some of it lies in the window, or, empty, it is at its left edge.
@@ -277,6 +290,7 @@ impl Tcb {
             return;
         }
         self.take_syn_options(seg);
+        self.ts_recent_age = Some(now);
         self.irs = seg.seq;
         self.rcv_nxt = seg.seq.wrapping_add(1);
         self.rcv_adv = self.rcv_nxt;
@@ -356,7 +370,15 @@ impl Tcb {
         };
         self.ack_now |= trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
-        if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
+        // RFC 7323 §5.5: after more than 24 days without a timestamp taken,
+        // TS.Recent is invalid, and a segment that fails PAWS against it is
+        // accepted (its timestamp becomes TS.Recent below, if the segment is
+        // acceptable), as FreeBSD's tcp_input invalidates `ts_recent` after
+        // TCP_PAWS_IDLE.
+        let ts_stale = self
+            .ts_recent_age
+            .is_some_and(|t| now.saturating_duration_since(t) > PAWS_IDLE);
+        if !ts_stale && paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
             st.pawsdrop += 1;
             self.ack_now = true;
             return false;
@@ -520,12 +542,15 @@ impl Tcb {
         // move the edge PAWS guards, or a blind segment with an in-window sequence
         // number and a far-future TSval would have PAWS discard the peer's own
         // (Linux's 2013 fix: no tcp_replace_ts_recent from tcp_validate_incoming).
-        keep_ts_recent(
+        if keep_ts_recent(
             self.ts_enabled,
+            ts_stale,
             &mut self.ts_recent,
             self.last_ack_sent,
             seg,
-        );
+        ) {
+            self.ts_recent_age = Some(now);
+        }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
         let sacked_before = self.rack.sacked_bytes();
         let (pipe_before, lost_before) = (self.pipe(), self.rack.lost_ever());

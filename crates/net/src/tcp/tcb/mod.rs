@@ -234,6 +234,9 @@ pub struct Tcb {
     // Timestamps.
     ts_enabled: bool,
     ts_recent: u32,
+    /// When a segment's timestamp last became `ts_recent` (FreeBSD's
+    /// `ts_recent_age`), for RFC 7323 §5.5's 24 days: `None` before the first.
+    ts_recent_age: Option<Instant>,
     ts_offset: u32,
     sack_perm: bool,
 
@@ -429,6 +432,7 @@ impl Tcb {
             rcv_adv: 0,
             ts_enabled: cfg.timestamps,
             ts_recent: 0,
+            ts_recent_age: None,
             ts_offset: iss.rotate_left(13) ^ 0x5bd1_e995,
             sack_perm: false,
             rto: cfg.init_rto,

@@ -3259,3 +3259,36 @@ fn time_wait_answers_within_the_node_limit() {
     assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (0, 1));
     assert_eq!(p.a.state(), State::TimeWait);
 }
+
+/// RFC 7323 §5.5: after more than 24 days idle the peer's timestamp clock may have
+/// moved more than 2^31 ticks past TS.Recent, and its segments look older than
+/// it: PAWS would drop every one and freeze the connection. After 25 days of
+/// silence a segment failing PAWS is taken, and its timestamp becomes TS.Recent
+/// (the next segment passes PAWS against it); after 23 days it is still dropped.
+/// Before, the segment was dropped after any idle time.
+#[test]
+fn paws_takes_an_old_looking_timestamp_after_24_days_idle() {
+    for (days, taken) in [(23u64, false), (25, true)] {
+        let mut p = quiet_pair(46);
+        let now = p.now + Duration::from_secs(days * 86_400);
+        let wrapped = p.a.ts_recent.wrapping_add(0x8000_0000 + 1000);
+        let mut s = seg_to_a(&p);
+        s.ts = Some((wrapped, 0));
+        s.payload = b"after a long sleep".into();
+        let before = p.a.recv_available();
+        p.a.input(&s, now, &mut p.sa);
+        let case = format!("{days} days");
+        assert_eq!(p.a.recv_available() > before, taken, "{case}");
+        assert_eq!(p.a.ts_recent == wrapped, taken, "{case}");
+        assert_eq!(p.sa.pawsdrop, u64::from(!taken), "{case}");
+        if taken {
+            let mut next = seg_to_a(&p);
+            next.ts = Some((wrapped.wrapping_add(5), 0));
+            next.payload = b"and on".into();
+            let before = p.a.recv_available();
+            p.a.input(&next, now + Duration::from_millis(5), &mut p.sa);
+            assert!(p.a.recv_available() > before);
+            assert_eq!(p.sa.pawsdrop, 0);
+        }
+    }
+}
