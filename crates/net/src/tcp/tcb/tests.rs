@@ -3292,3 +3292,39 @@ fn paws_takes_an_old_looking_timestamp_after_24_days_idle() {
         }
     }
 }
+
+/// RFC 8985 §7.2 with `tlp_in_recovery` off: no tail loss probe is scheduled in
+/// recovery (RACK's reordering timer and the retransmission timer do its work
+/// there). The first of twenty segments is lost: while A recovers, the SACKs
+/// that come in arm no probe and none goes out. Before, every ACK that SACKed new
+/// data in recovery armed one, whatever the setting.
+#[test]
+fn no_tail_loss_probe_is_armed_in_recovery() {
+    let cfg = TcpConfig {
+        tlp_in_recovery: false,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 47);
+    let mss = p.a.seg_size() as usize;
+    p.a.send(&vec![5u8; 20 * mss]);
+    p.flush();
+    let first = p
+        .flight
+        .iter()
+        .position(|f| f.2 && f.3.seg.data_len > 0)
+        .expect("a data segment in flight");
+    p.flight.remove(first);
+    let (mut recovered, mut armed) = (false, 0);
+    let probes = p.sa.tlpprobes;
+    let done = p.run_until(Duration::from_secs(5), |p| {
+        if p.a.recover.is_some() || p.a.rto_recover.is_some() {
+            recovered = true;
+            armed += usize::from(p.a.tlp_deadline.is_some());
+        }
+        recovered && p.a.snd_una == p.a.snd_max
+    });
+    assert!(done && recovered, "recovery ran and ended");
+    assert_eq!(armed, 0, "steps in recovery with a probe armed");
+    assert_eq!(p.sa.tlpprobes, probes);
+    assert_eq!(p.sa.rexmttimeo, 0);
+}
