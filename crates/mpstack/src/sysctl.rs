@@ -185,6 +185,9 @@ const KNOBS: &[Knob<TcpConfig>] = &[
     // RFC 1122 §4.2.3.2: an ACK is delayed by less than 500 ms.
     millis_knob!("net.inet.tcp.delacktime", delack, 499),
     flag_knob!("net.inet.tcp.sack.enable", sack),
+    // Tail loss probes in recovery too (FreeBSD's RACK stack's tlp_in_recovery,
+    // on by default); 0 for RFC 8985 §7.2's none in recovery.
+    flag_knob!("net.inet.tcp.rack.tlp_in_recovery", tlp_in_recovery),
     // Segments past the MSS for the device to cut, or cut in software before a
     // device that cannot (Linux's GSO); 0: one MSS a segment.
     flag_knob!("net.inet.tcp.tso", tso),
@@ -520,6 +523,7 @@ mod tests {
             ("net.inet.tcp.recvspace=65536", "262144 -> 65536"),
             ("net.inet.tcp.delayed_ack=0", "1 -> 0"),
             ("net.inet.tcp.sack.enable=0", "1 -> 0"),
+            ("net.inet.tcp.rack.tlp_in_recovery=0", "1 -> 0"),
             ("net.inet.tcp.tso=0", "1 -> 0"),
             ("net.inet.tcp.slowstart_after_idle=0", "1 -> 0"),
             ("net.inet.tcp.lro=0", "1 -> 0"),

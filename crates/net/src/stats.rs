@@ -242,9 +242,11 @@ counter_group!(
         // what it has outstanding, [snd_una, snd_max) (RFC 5927 §4.1; Linux's
         // OutOfWindowIcmps): ignored.
         outofwindowicmps,
-        // Challenge ACKs skipped by the per-connection or the node's limit
-        // (`ack_war_cnt`, `challenge_ack_limit`), and resets not sent for segments
-        // that found no connection (`rst_limit`).
+        // Challenge ACKs (and ACKs for an ACK of data not yet sent) skipped by
+        // the per-connection or the node's limit (`ack_war_cnt`,
+        // `challenge_ack_limit`), TIME_WAIT's ACKs skipped by the node's; resets
+        // not sent for segments that found no connection or a SYN cookie's ACK
+        // that found no room (`rst_limit`).
         challengeack_ratelim, rst_ratelim,
         // TCP buffer memory (`net.inet.tcp.mem`, `tcp::mem`): bytes held by
         // every connection's buffers and channels (a gauge; each worker's share),

@@ -334,3 +334,126 @@ fn a_stray_ack_flood_draws_at_most_the_reset_limit() {
         }
     }
 }
+
+/// A connection in TIME_WAIT (its application gone: only the remnant is left)
+/// answers any segment with an ACK but a pure duplicate ACK: 30,000 such
+/// segments over three seconds, forged as the peer's, draw at most the node's
+/// `challenge_ack_limit` (100 here) a second; the rest are counted in
+/// `tcp.challengeack_ratelim`. Before, every one drew an ACK.
+#[test]
+fn a_flood_on_a_time_wait_draws_at_most_the_challenge_ack_limit() {
+    let tcp = net::tcp::TcpConfig {
+        challenge_ack_limit: 100,
+        ..net::tcp::TcpConfig::default()
+    };
+    let (mut s, a, b, hub) = hub::pair_on_hub(1, 49, WireConfig::default(), tcp);
+    let mut raw = s.attach_raw(hub);
+    let am = s.host(a).interfaces()[0].mac;
+    let l = s
+        .host(b)
+        .tcp_listen("0.0.0.0:9".parse::<SocketAddr>().unwrap(), 4)
+        .unwrap();
+    let c = s
+        .host(a)
+        .tcp_connect_nonblocking("198.18.0.2:9".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(20));
+    let (srv, _) = l.accept().unwrap();
+    let mut got = Vec::new();
+    raw.rx_burst(s.now(), &mut got, 4096);
+    let port = got
+        .iter()
+        .map(mbuf::Mbuf::to_vec)
+        .find(|v| v[6..12] == am.0 && v[12..14] == [8, 0] && v[14 + 9] == 6)
+        .map(|v| u16::from_be_bytes([v[14 + 20], v[14 + 21]]))
+        .expect("a's SYN");
+    // a closes first, so a waits in TIME_WAIT.
+    drop(c);
+    s.run_for(Duration::from_millis(10));
+    drop(srv);
+    s.run_for(Duration::from_millis(20));
+    let q = s.host(a).tcp_connections_ask().unwrap();
+    s.run_for(Duration::from_millis(1));
+    let conns: Vec<_> = q.into_list().iter().map(|c| c.state).collect();
+    assert_eq!(conns, ["TIME_WAIT"]);
+    got.clear();
+    raw.rx_burst(s.now(), &mut got, 4096);
+    let (a4, b4) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+    let seg = tcp4(am, (b4, 9), (a4, port), (12_345, 678, ACK));
+    let before = s.host(a).stats().tcp;
+    let seen = flood(&mut s, &mut raw, &seg, 30_000, 10_000);
+    let acks = tcp_from(&seen, am)
+        .iter()
+        .filter(|&&(f, p)| p == 9 && f & ACK != 0 && f & (SYN | RST) == 0)
+        .count();
+    let st = s.host(a).stats().tcp;
+    let case = format!("{acks} ACKs");
+    assert!((150..=400).contains(&acks), "{case}");
+    assert_eq!(st.sndacks - before.sndacks, acks as u64, "{case}");
+    assert_eq!(
+        acks as u64 + (st.challengeack_ratelim - before.challengeack_ratelim),
+        30_000,
+        "{case}"
+    );
+    assert_eq!(st.pcbcount, 1, "still waiting");
+}
+
+/// FreeBSD's `badport_bandlim` for the reset that refuses a SYN cookie's ACK when
+/// there is no room for its connection: a cookie stays valid for a minute or
+/// more, and 30,000 copies of its ACK over three seconds draw at most
+/// `rst_limit` (200) resets a second, the rest counted in `tcp.rst_ratelim`.
+/// Before, every copy drew a reset.
+#[test]
+fn a_replayed_syn_cookie_ack_draws_at_most_the_reset_limit() {
+    let mut s = Sim::new(50);
+    let hub = s.add_hub(WireConfig::default());
+    // No room for any connection: every SYN is answered with a cookie, every
+    // cookie's ACK refused.
+    let a = s.add_host_with(net::stack::StackConfig {
+        name: "a".into(),
+        workers: 1,
+        tcp_max_conns: 0,
+        ..net::stack::StackConfig::default()
+    });
+    s.connect(a, hub, "198.18.0.1/24");
+    let mut raw = s.attach_raw(hub);
+    let am = s.host(a).interfaces()[0].mac;
+    let _l = s
+        .host(a)
+        .tcp_listen("0.0.0.0:80".parse::<SocketAddr>().unwrap(), 4)
+        .unwrap();
+    let (x, a4) = (Ipv4Addr::new(198, 18, 0, 99), Ipv4Addr::new(198, 18, 0, 1));
+    s.host(a).config().ifaces[0].arp.insert_static(x, RAW_MAC);
+    let syn = tcp4(am, (x, 40_000), (a4, 80), (1000, 0, SYN));
+    let seen = flood(&mut s, &mut raw, &syn, 1, 100);
+    let synack = seen
+        .iter()
+        .map(mbuf::Mbuf::to_vec)
+        .find(|v| v[6..12] == am.0 && v[12..14] == [8, 0] && v[14 + 33] == SYN | ACK)
+        .expect("a's SYN-ACK with a cookie");
+    assert_eq!(s.host(a).stats().tcp.syncookiessent, 1);
+    let cookie = u32::from_be_bytes(synack[14 + 24..14 + 28].try_into().unwrap());
+    let ack = tcp4(
+        am,
+        (x, 40_000),
+        (a4, 80),
+        (1001, cookie.wrapping_add(1), ACK),
+    );
+    let before = s.host(a).stats().tcp;
+    let seen = flood(&mut s, &mut raw, &ack, 30_000, 10_000);
+    let rsts = resets(&seen, am);
+    let st = s.host(a).stats().tcp;
+    let case = format!("{rsts} resets");
+    assert_eq!(
+        st.syncookiesrecvd - before.syncookiesrecvd,
+        30_000,
+        "{case}"
+    );
+    assert!((200..=200 * 4).contains(&rsts), "{case}");
+    assert_eq!(st.sndrst - before.sndrst, rsts as u64, "{case}");
+    assert_eq!(
+        rsts as u64 + (st.rst_ratelim - before.rst_ratelim),
+        30_000,
+        "{case}"
+    );
+}

@@ -277,6 +277,14 @@ fn time_wait_input(
         return true;
     }
     if rem.input(seg, cx.now, cx.tcp_cfg.time_wait, &mut cx.stats.tcp) {
+        // Anybody can draw this ACK with any segment that carries one: it goes
+        // within the node's limit on challenge ACKs (RFC 5961 §7), as the
+        // connection's own answers do.
+        let limit = share(cx.tcp_cfg.challenge_ack_limit, cx.nworkers);
+        if !tw.challenge_limit.take(cx.now, limit, cx.isn_secret) {
+            cx.stats.tcp.challengeack_ratelim += 1;
+            return false;
+        }
         let ack = rem.ack(cx.now, &mut cx.stats.tcp);
         let ip = *ip;
         send_segment(cx, t, &ack, std::iter::empty(), ip);

@@ -123,8 +123,15 @@ pub(super) fn tcp_listen_input(
                 // No room: refuse with a reset rather than leave the client believing
                 // it is connected (Linux's tcp_abort_on_overflow).
                 DropReason::TcpListenDrop.count(cx.stats);
-                let rst = reset_for(seg);
-                if let Some(r) = rst {
+                if let Some(r) = reset_for(seg) {
+                    // A cookie stays valid for a minute or two, and its ACK can
+                    // be sent again and again: at most `rst_limit` resets a
+                    // second, as for segments that find no connection.
+                    let limit = super::input::per_worker(cx.tcp_cfg.rst_limit, cx);
+                    if !tw.rst_limit.take(cx.now, limit, cx.isn_secret) {
+                        cx.stats.tcp.rst_ratelim += 1;
+                        return;
+                    }
                     cx.stats.tcp.sndrst += 1;
                     send_segment(cx, &tuple, &r, std::iter::empty(), l.ip_opts());
                 }

@@ -376,6 +376,10 @@ impl Tcb {
             };
         }
         self.recover = Some(self.snd_max);
+        if self.no_tlp_in_recovery() {
+            // No tail loss probe in recovery (RFC 8985 §7.2, [`Tcb::arm_tlp`]).
+            self.tlp_deadline = None;
+        }
         self.sack_next = self.snd_una;
         self.rexmit_owed += 1;
         self.timed = None;

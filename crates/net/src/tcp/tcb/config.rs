@@ -110,6 +110,13 @@ pub struct TcpConfig {
     pub init_cwnd_segs: u32,
     /// Selective acknowledgments (RFC 2018), offered and used when the peer agrees.
     pub sack: bool,
+    /// Tail loss probes (RFC 8985 §7) in recovery too: on (the default), a
+    /// recovery whose last segments or their ACK go missing, with nothing sent
+    /// after them for RACK to go by, is repaired by a probe and not by the
+    /// retransmission timeout (FreeBSD's RACK stack, `rack_tlp_in_recovery`, also
+    /// on by default); off, no probe is armed in fast recovery or RTO recovery, as
+    /// RFC 8985 §7.2 and Linux have it.
+    pub tlp_in_recovery: bool,
     /// Congestion control algorithm (CUBIC by default).
     pub cc: CongestionControl,
     /// HyStart++ (RFC 9406) for the first slow start: it ends when the round-trip
@@ -248,6 +255,7 @@ impl Default for TcpConfig {
             ooo_max_segs: 256,
             init_cwnd_segs: 10,
             sack: true,
+            tlp_in_recovery: true,
             cc: CongestionControl::Cubic,
             hystart: true,
             keep_init: Duration::from_secs(75),

@@ -10,7 +10,7 @@
 
 use super::reass::OooSeg;
 use super::seq::{diff, le, lt};
-use super::{reset_for, Payload, SegIn, SegOut, State, Tcb, TcpError};
+use super::{reset_for, OwedAck, Payload, SegIn, SegOut, State, Tcb, TcpError};
 use crate::stats::TcpStat;
 use dev::Instant;
 
@@ -101,20 +101,33 @@ pub(super) fn paws_rejects(ts_recent: Option<u32>, seg: &SegIn<'_>) -> bool {
 /// `ts_recent` when the segment covers the last ACK we sent (SEG.SEQ ≤
 /// Last.ACK.sent ≤ SEG.SEQ + SEG.LEN, as FreeBSD's tcp_input checks it) and the
 /// timestamp is not older. An old duplicate, trimmed to its end, covers it only
-/// when it ends there. `enabled`: the connection uses timestamps.
+/// when it ends there. `enabled`: the connection uses timestamps; `stale`:
+/// `ts_recent` is too old to compare with (RFC 7323 §5.5), and any timestamp
+/// replaces it. Returns whether the segment's timestamp was taken.
 pub(super) fn keep_ts_recent(
     enabled: bool,
+    stale: bool,
     ts_recent: &mut u32,
     last_ack_sent: u32,
     seg: &SegIn<'_>,
-) {
+) -> bool {
     if let (true, Some((tsval, _))) = (enabled, seg.ts) {
         let end = seg.seq.wrapping_add(seg.seg_len());
-        if le(seg.seq, last_ack_sent) && le(last_ack_sent, end) && !lt(tsval, *ts_recent) {
+        if le(seg.seq, last_ack_sent) && le(last_ack_sent, end) && (stale || !lt(tsval, *ts_recent))
+        {
             *ts_recent = tsval;
+            return true;
         }
     }
+    false
 }
+
+/// RFC 7323 §5.5: a connection idle this long may hold a TS.Recent that the
+/// peer's timestamp clock (at most 1 ms a tick, the fastest §5.4 allows) has left
+/// more than 2^31 ticks behind, where every new segment looks older than it and
+/// PAWS would discard them all. FreeBSD's `TCP_PAWS_IDLE`, Linux's
+/// `TCP_PAWS_24DAYS`.
+pub(super) const PAWS_IDLE: dev::Duration = dev::Duration::from_secs(24 * 24 * 60 * 60);
 
 /// Whether `seg` is acceptable to a receiver expecting `nxt` with `wnd` open (RFC 9293
 /// §3.10.7.4): some of it lies in the window, or, empty, it is at its left edge.
@@ -136,6 +149,13 @@ impl Tcb {
     /// worker may still withdraw one it lets through, for the node-wide limit
     /// ([`Tcb::take_challenge`]).
     fn challenge_ack(&mut self, now: Instant, st: &mut TcpStat) {
+        self.limited_ack(now, st, true);
+    }
+
+    /// An ACK owed under the challenge ACK limits, sent as a challenge ACK
+    /// (`respond`: at SND.NXT, never with our FIN) or as any ACK of ours (FreeBSD's
+    /// `dropafterack`, whose `tcp_output` sends our unacknowledged FIN again).
+    fn limited_ack(&mut self, now: Instant, st: &mut TcpStat, respond: bool) {
         let (window, most) = (self.cfg.ack_war_time_window, self.cfg.ack_war_cnt);
         if !window.is_zero() && most > 0 {
             if now >= self.challenge_end {
@@ -149,20 +169,42 @@ impl Tcb {
             self.challenge_cnt += 1;
         }
         st.challengeack += 1;
-        self.challenge_new = Some((self.ack_now, self.challenge));
+        self.challenge_new = Some(OwedAck {
+            ack_now: self.ack_now,
+            challenge: self.challenge,
+            counted: true,
+        });
         self.ack_now = true;
-        self.challenge = true;
+        self.challenge |= respond;
     }
 
-    /// Whether the segment just input decided a challenge ACK; if so, `allow` (the
-    /// worker's node-wide limit, RFC 5961 §7) says whether it goes: if not, the
-    /// connection owes what it owed before, and the ACK is counted as skipped.
+    /// TIME_WAIT's answer to a segment that is not a pure duplicate ACK: anybody
+    /// may send such segments at will, so the answer goes within the node's limit
+    /// on challenge ACKs, as the remnant's does ([`TimeWait`](super::TimeWait));
+    /// nothing more is owed when an ACK already was.
+    fn time_wait_ack(&mut self) {
+        if !self.ack_now {
+            self.challenge_new = Some(OwedAck {
+                ack_now: false,
+                challenge: self.challenge,
+                counted: false,
+            });
+            self.ack_now = true;
+        }
+    }
+
+    /// Whether the segment just input decided a challenge ACK (or TIME_WAIT's
+    /// answer); if so, `allow` (the worker's node-wide limit, RFC 5961 §7) says
+    /// whether it goes: if not, the connection owes what it owed before, and the
+    /// ACK is counted as skipped (`tcp.challengeack_ratelim`).
     pub fn take_challenge(&mut self, st: &mut TcpStat, allow: impl FnOnce() -> bool) {
-        if let Some((ack_now, challenge)) = self.challenge_new.take() {
+        if let Some(owed) = self.challenge_new.take() {
             if !allow() {
-                self.ack_now = ack_now;
-                self.challenge = challenge;
-                st.challengeack = st.challengeack.saturating_sub(1);
+                self.ack_now = owed.ack_now;
+                self.challenge = owed.challenge;
+                if owed.counted {
+                    st.challengeack = st.challengeack.saturating_sub(1);
+                }
                 st.challengeack_ratelim += 1;
             }
         }
@@ -248,6 +290,7 @@ impl Tcb {
             return;
         }
         self.take_syn_options(seg);
+        self.ts_recent_age = Some(now);
         self.irs = seg.seq;
         self.rcv_nxt = seg.seq.wrapping_add(1);
         self.rcv_adv = self.rcv_nxt;
@@ -306,7 +349,9 @@ impl Tcb {
         // TIME_WAIT has rules of its own (FreeBSD's tcp_twcheck).
         if self.state == State::TimeWait {
             let (answer, restart) = time_wait_check(seg, self.rcv_nxt, self.snd_nxt, st);
-            self.ack_now |= answer;
+            if answer {
+                self.time_wait_ack();
+            }
             if restart {
                 self.tw_deadline = Some(now + self.cfg.time_wait);
             }
@@ -325,7 +370,15 @@ impl Tcb {
         };
         self.ack_now |= trimmed.is_some();
         let seg = trimmed.as_ref().unwrap_or(seg);
-        if paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
+        // RFC 7323 §5.5: after more than 24 days without a timestamp taken,
+        // TS.Recent is invalid, and a segment that fails PAWS against it is
+        // accepted (its timestamp becomes TS.Recent below, if the segment is
+        // acceptable), as FreeBSD's tcp_input invalidates `ts_recent` after
+        // TCP_PAWS_IDLE.
+        let ts_stale = self
+            .ts_recent_age
+            .is_some_and(|t| now.saturating_duration_since(t) > PAWS_IDLE);
+        if !ts_stale && paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
             st.pawsdrop += 1;
             self.ack_now = true;
             return false;
@@ -466,9 +519,14 @@ impl Tcb {
         }
 
         // ACK processing.
+        // RFC 9293 §3.10.7.4: "If the ACK acknowledges something not yet sent
+        // (SEG.ACK > SND.NXT), then send an ACK, drop the segment, and return"
+        // (RFC 5961 §5.2 the same). A blind sender can draw that ACK at will, so
+        // it goes within the challenge ACKs' limits and is counted as one (RFC
+        // 5961 §7; FreeBSD's `dropafterack` is limited by `tcp_ack_war_cnt` too).
         if lt(self.snd_max, ack) {
             st.rcvacktoomuch += 1;
-            self.ack_now = true;
+            self.limited_ack(now, st, false);
             return false;
         }
         // RFC 5961 §5.2: an ACK older than anything the peer's largest window could
@@ -484,12 +542,15 @@ impl Tcb {
         // move the edge PAWS guards, or a blind segment with an in-window sequence
         // number and a far-future TSval would have PAWS discard the peer's own
         // (Linux's 2013 fix: no tcp_replace_ts_recent from tcp_validate_incoming).
-        keep_ts_recent(
+        if keep_ts_recent(
             self.ts_enabled,
+            ts_stale,
             &mut self.ts_recent,
             self.last_ack_sent,
             seg,
-        );
+        ) {
+            self.ts_recent_age = Some(now);
+        }
         let wnd = u32::from(seg.wnd) << self.snd_wscale;
         let sacked_before = self.rack.sacked_bytes();
         let (pipe_before, lost_before) = (self.pipe(), self.rack.lost_ever());

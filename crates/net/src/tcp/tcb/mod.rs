@@ -234,6 +234,9 @@ pub struct Tcb {
     // Timestamps.
     ts_enabled: bool,
     ts_recent: u32,
+    /// When a segment's timestamp last became `ts_recent` (FreeBSD's
+    /// `ts_recent_age`), for RFC 7323 §5.5's 24 days: `None` before the first.
+    ts_recent_age: Option<Instant>,
     ts_offset: u32,
     sack_perm: bool,
 
@@ -293,10 +296,11 @@ pub struct Tcb {
     /// `t_challenge_ack_cnt`, `t_challenge_ack_end`; `TcpConfig::ack_war_cnt`).
     challenge_cnt: u32,
     challenge_end: Instant,
-    /// A challenge ACK decided by the segment just input, with what `ack_now` and
-    /// `challenge` were before it: the worker's node-wide limit may still withdraw
-    /// it ([`Tcb::take_challenge`]).
-    challenge_new: Option<(bool, bool)>,
+    /// An ACK a hostile segment drew (a challenge ACK, or TIME_WAIT's answer),
+    /// decided by the segment just input, with what `ack_now` and `challenge` were
+    /// before it and whether it counted in `tcp.challengeack`: the worker's
+    /// node-wide limit may still withdraw it ([`Tcb::take_challenge`]).
+    challenge_new: Option<OwedAck>,
     /// `TCP_NOOPT`: our SYN carries no options at all, not even the MSS.
     noopt: bool,
     /// Proportional Rate Reduction (RFC 6937) during SACK recovery: data the
@@ -381,6 +385,16 @@ pub struct Tcb {
     tfo: Option<Box<fastopen::Tfo>>,
 }
 
+/// What [`Tcb::take_challenge`] restores when the node-wide limit withdraws an
+/// ACK: `ack_now` and `challenge` as they were, and whether the ACK counted as a
+/// challenge ACK.
+#[derive(Clone, Copy, Debug)]
+struct OwedAck {
+    ack_now: bool,
+    challenge: bool,
+    counted: bool,
+}
+
 impl Tcb {
     fn new(cfg: TcpConfig, iss: u32, active: bool) -> Tcb {
         let rcv_wscale = wscale_for(&cfg);
@@ -418,6 +432,7 @@ impl Tcb {
             rcv_adv: 0,
             ts_enabled: cfg.timestamps,
             ts_recent: 0,
+            ts_recent_age: None,
             ts_offset: iss.rotate_left(13) ^ 0x5bd1_e995,
             sack_perm: false,
             rto: cfg.init_rto,

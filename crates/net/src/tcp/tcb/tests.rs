@@ -3195,3 +3195,136 @@ fn a_newreno_partial_ack_retransmits_only_what_was_sent() {
     p.a.input(&s, now, &mut p.sa);
     assert_eq!((p.a.snd_una, p.sa.rcvacktoomuch), (end, 0));
 }
+
+/// RFC 9293 §3.10.7.4 and RFC 5961 §5.2: a segment whose ACK is beyond anything
+/// sent is answered with an ACK and dropped. A blind sender can draw that ACK at
+/// will, so it goes as a challenge ACK does: at most `ack_war_cnt` (5) in each
+/// second from the connection, none that the node-wide limit withdraws, each
+/// counted. Before, 1,000 such segments in a second drew 1,000 ACKs.
+#[test]
+fn acks_beyond_snd_max_draw_at_most_five_acks_a_second() {
+    let mut p = quiet_pair(12);
+    let mut s = seg_to_a(&p);
+    s.ack = Some(p.a.snd_max.wrapping_add(100_000));
+    let t0 = p.now;
+    let mut acks = 0;
+    let mut out = Vec::new();
+    for i in 0..1000u64 {
+        let now = t0 + Duration::from_micros(999 * i);
+        p.a.input(&s, now, &mut p.sa);
+        p.a.take_challenge(&mut p.sa, || true);
+        out.clear();
+        p.a.output(now, &mut p.sa, &mut out);
+        acks += out.iter().filter(|o| o.ack_flag && !o.rst).count();
+    }
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.sa.rcvacktoomuch, 1000);
+    assert_eq!(acks, 5);
+    assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (5, 995));
+    // The next second, one the connection would send, withdrawn by the node.
+    let now = t0 + Duration::from_secs(2);
+    p.a.input(&s, now, &mut p.sa);
+    p.a.take_challenge(&mut p.sa, || false);
+    out.clear();
+    p.a.output(now, &mut p.sa, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (5, 996));
+}
+
+/// TIME_WAIT answers a segment that is not a pure duplicate ACK with an ACK, which
+/// anybody can draw at will: the answer goes within the node's challenge ACK
+/// limit (as the remnant's does in the stack's TCP layer), and one the limit
+/// withdraws is not sent, counted in `tcp.challengeack_ratelim` (not as a
+/// challenge ACK). Before, the control block answered regardless.
+#[test]
+fn time_wait_answers_within_the_node_limit() {
+    let mut p = closed_to_time_wait(45);
+    let now = p.now;
+    a_output(&mut p);
+    let s = SegIn {
+        seq: p.a.rcv_nxt.wrapping_add(50_000),
+        ack: Some(p.a.snd_max),
+        ts: p.a.ts_enabled.then_some((p.a.ts_recent, 0)),
+        ..SegIn::default()
+    };
+    p.a.input(&s, now, &mut p.sa);
+    p.a.take_challenge(&mut p.sa, || true);
+    let out = a_output(&mut p);
+    assert_eq!(out.len(), 1, "answered: {out:?}");
+    assert!(out[0].ack_flag && out[0].ack == p.a.rcv_nxt);
+    p.a.input(&s, now, &mut p.sa);
+    p.a.take_challenge(&mut p.sa, || false);
+    let out = a_output(&mut p);
+    assert!(out.is_empty(), "withdrawn: {out:?}");
+    assert_eq!((p.sa.challengeack, p.sa.challengeack_ratelim), (0, 1));
+    assert_eq!(p.a.state(), State::TimeWait);
+}
+
+/// RFC 7323 §5.5: after more than 24 days idle the peer's timestamp clock may have
+/// moved more than 2^31 ticks past TS.Recent, and its segments look older than
+/// it: PAWS would drop every one and freeze the connection. After 25 days of
+/// silence a segment failing PAWS is taken, and its timestamp becomes TS.Recent
+/// (the next segment passes PAWS against it); after 23 days it is still dropped.
+/// Before, the segment was dropped after any idle time.
+#[test]
+fn paws_takes_an_old_looking_timestamp_after_24_days_idle() {
+    for (days, taken) in [(23u64, false), (25, true)] {
+        let mut p = quiet_pair(46);
+        let now = p.now + Duration::from_secs(days * 86_400);
+        let wrapped = p.a.ts_recent.wrapping_add(0x8000_0000 + 1000);
+        let mut s = seg_to_a(&p);
+        s.ts = Some((wrapped, 0));
+        s.payload = b"after a long sleep".into();
+        let before = p.a.recv_available();
+        p.a.input(&s, now, &mut p.sa);
+        let case = format!("{days} days");
+        assert_eq!(p.a.recv_available() > before, taken, "{case}");
+        assert_eq!(p.a.ts_recent == wrapped, taken, "{case}");
+        assert_eq!(p.sa.pawsdrop, u64::from(!taken), "{case}");
+        if taken {
+            let mut next = seg_to_a(&p);
+            next.ts = Some((wrapped.wrapping_add(5), 0));
+            next.payload = b"and on".into();
+            let before = p.a.recv_available();
+            p.a.input(&next, now + Duration::from_millis(5), &mut p.sa);
+            assert!(p.a.recv_available() > before);
+            assert_eq!(p.sa.pawsdrop, 0);
+        }
+    }
+}
+
+/// RFC 8985 §7.2 with `tlp_in_recovery` off: no tail loss probe is scheduled in
+/// recovery (RACK's reordering timer and the retransmission timer do its work
+/// there). The first of twenty segments is lost: while A recovers, the SACKs
+/// that come in arm no probe and none goes out. Before, every ACK that SACKed new
+/// data in recovery armed one, whatever the setting.
+#[test]
+fn no_tail_loss_probe_is_armed_in_recovery() {
+    let cfg = TcpConfig {
+        tlp_in_recovery: false,
+        ..quick()
+    };
+    let mut p = quiet_pair_with(cfg, 47);
+    let mss = p.a.seg_size() as usize;
+    p.a.send(&vec![5u8; 20 * mss]);
+    p.flush();
+    let first = p
+        .flight
+        .iter()
+        .position(|f| f.2 && f.3.seg.data_len > 0)
+        .expect("a data segment in flight");
+    p.flight.remove(first);
+    let (mut recovered, mut armed) = (false, 0);
+    let probes = p.sa.tlpprobes;
+    let done = p.run_until(Duration::from_secs(5), |p| {
+        if p.a.recover.is_some() || p.a.rto_recover.is_some() {
+            recovered = true;
+            armed += usize::from(p.a.tlp_deadline.is_some());
+        }
+        recovered && p.a.snd_una == p.a.snd_max
+    });
+    assert!(done && recovered, "recovery ran and ended");
+    assert_eq!(armed, 0, "steps in recovery with a probe armed");
+    assert_eq!(p.sa.tlpprobes, probes);
+    assert_eq!(p.sa.rexmttimeo, 0);
+}

@@ -69,7 +69,11 @@ impl Tcb {
         }
         if self.tlp_deadline.is_some_and(|t| t <= now) {
             self.tlp_deadline = None;
-            if !self.tlp_out && self.flight() > 0 && self.state.synchronized() {
+            if !self.tlp_out
+                && !self.no_tlp_in_recovery()
+                && self.flight() > 0
+                && self.state.synchronized()
+            {
                 self.tlp_fire = true;
                 self.tlp_out = true;
                 st.tlpprobes += 1;
@@ -335,9 +339,12 @@ impl Tcb {
 
     /// Arms the tail loss probe: PTO = 2·SRTT (RFC 8985 §7.2) and 2 ms of timer
     /// slack (Linux's two jiffies), plus a delayed-ACK allowance when one segment
-    /// is out; never past the retransmission timer.
+    /// is out; never past the retransmission timer. In recovery only with
+    /// `tlp_in_recovery`: RFC 8985 §7.2 starts the PTO "unless it is already in
+    /// fast recovery, RTO recovery", leaving those to RACK's reordering timer and
+    /// the retransmission timer.
     pub(super) fn arm_tlp(&mut self, now: Instant) {
-        if self.tlp_out || !self.sack_perm {
+        if self.tlp_out || !self.sack_perm || self.no_tlp_in_recovery() {
             return;
         }
         let Some(srtt) = self.srtt else {
@@ -352,6 +359,12 @@ impl Tcb {
             Some(r) if r <= at => None,
             _ => Some(at),
         };
+    }
+
+    /// In fast recovery or in recovery after a retransmission timeout, with
+    /// probes there turned off (`TcpConfig::tlp_in_recovery`).
+    pub(super) fn no_tlp_in_recovery(&self) -> bool {
+        !self.cfg.tlp_in_recovery && (self.recover.is_some() || self.rto_recover.is_some())
     }
 
     /// The probe: two new segments if the peer's window has room (cwnd
