@@ -219,6 +219,31 @@ impl TcpListener {
         self.l.fastopen.load(Ordering::Acquire)
     }
 
+    /// `TCP_MAXSEG` on a listener: the connections its SYNs open from now on
+    /// offer at most `mss` in their SYN-ACK and send segments of at most that
+    /// (and of what the peer offers), as Linux's accepted sockets inherit
+    /// `TCP_MAXSEG`; each may then lower its own ([`TcpStream::set_mss`]).
+    /// Bounds as [`TcpStream::MSS_RANGE`], `InvalidInput` beyond.
+    pub fn set_mss(&self, mss: u32) -> io::Result<()> {
+        if !TcpStream::MSS_RANGE.contains(&mss) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "MSS must be 88 to 32767",
+            ));
+        }
+        self.l.maxseg.store(mss, Ordering::Release);
+        Ok(())
+    }
+
+    /// The listener's `TCP_MAXSEG`: what [`set_mss`](Self::set_mss) set, else
+    /// the stack's MSS (the route's decides per connection).
+    pub fn mss(&self) -> u32 {
+        match self.l.maxseg.load(Ordering::Acquire) {
+            0 => u32::from(self.stack.cfg.load().tcp.mss),
+            m => m,
+        }
+    }
+
     /// Connections waiting for `accept`.
     pub fn pending(&self) -> usize {
         self.l.accept_q.len()

@@ -960,6 +960,9 @@ pub(crate) struct ListenShared {
     pub ttl: AtomicU8,
     /// `IP_TOS` / `IPV6_TCLASS` of the same, ECN bits clear.
     pub tos: AtomicU8,
+    /// `TCP_MAXSEG` of the connections it accepts: the most their SYN-ACK
+    /// offers and they send; 0, the route's.
+    pub maxseg: AtomicU32,
     parker: Parker,
 }
 
@@ -978,6 +981,7 @@ impl ListenShared {
             bound_only: false,
             ttl: AtomicU8::new(0),
             tos: AtomicU8::new(0),
+            maxseg: AtomicU32::new(0),
             parker: Parker::default(),
         }
     }
@@ -987,6 +991,14 @@ impl ListenShared {
         IpOpts {
             ttl: self.ttl.load(Ordering::Acquire),
             tos: self.tos.load(Ordering::Acquire),
+        }
+    }
+
+    /// The `TCP_MAXSEG` its connections take, where set.
+    pub fn user_mss(&self) -> Option<u16> {
+        match self.maxseg.load(Ordering::Acquire) {
+            0 => None,
+            m => Some(m.min(u32::from(u16::MAX)) as u16),
         }
     }
 
