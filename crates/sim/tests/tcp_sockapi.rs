@@ -270,6 +270,7 @@ fn buffer_sizes_set_on_an_open_connection_apply() {
         }
         let held = srv.available();
         assert!(held <= 16384 + 1500, "v6={v6}: {held} held");
+        assert_eq!(srv.recv_buffer_size(), 16384, "v6={v6}: the size set");
         // The writer is not stalled by it.
         let before = read_all_now(&srv).0;
         s.run_for(Duration::from_millis(200));
@@ -282,6 +283,23 @@ fn buffer_sizes_set_on_an_open_connection_apply() {
         let most = srv.recv_buffer_size() + 2 * 16384 + 2 * 1460;
         assert!(took <= most, "v6={v6}: {took} taken, at most {most}");
         assert!(took > srv.recv_buffer_size(), "v6={v6}: {took}");
+
+        // Smaller while the whole default window is still offered: the size
+        // set is what it reports at once and after (it used to grow back to
+        // the old size, and stay there, while the window offered drained).
+        let (_l, c, srv) = connected(&mut s, a, b, v6, 5013);
+        let default = srv.recv_buffer_size();
+        assert!(default > 8192);
+        srv.set_recv_buffer_size(8192).unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!(srv.recv_buffer_size(), 8192, "v6={v6}");
+        fill(&mut s, &c);
+        let _ = read_all_now(&srv);
+        s.run_for(Duration::from_millis(200));
+        let _ = read_all_now(&srv);
+        fill(&mut s, &c);
+        assert!(srv.available() <= 8192 + 1500, "v6={v6}: {}", srv.available());
+        assert_eq!(srv.recv_buffer_size(), 8192, "v6={v6}");
     }
 }
 

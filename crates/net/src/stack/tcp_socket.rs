@@ -359,9 +359,13 @@ impl TcpStream {
         self.s.tx.cap()
     }
 
-    /// The receive buffer's size (`SO_RCVBUF`).
+    /// The receive buffer's size (`SO_RCVBUF`): a smaller one set on the open
+    /// connection at once, while the window already offered drains.
     pub fn recv_buffer_size(&self) -> usize {
-        self.s.rx.cap()
+        match self.s.rcvbuf.load(Ordering::Acquire) {
+            0 => self.s.rx.cap(),
+            n => n,
+        }
     }
 
     /// `SO_SNDBUF` on the open connection (the stack's, or the one given at
@@ -380,7 +384,10 @@ impl TcpStream {
     /// already offered, never shrinking it (RFC 9293 §3.8.6). Clamped to 4 KiB
     /// ..= `kern.ipc.maxsockbuf`.
     pub fn set_recv_buffer_size(&self, n: usize) -> io::Result<()> {
-        self.set_buffer_size(&self.s.rx, &self.s.opt_rcvbuf, n)
+        self.set_buffer_size(&self.s.rx, &self.s.opt_rcvbuf, n)?;
+        // Answered at once, before the worker takes it.
+        self.s.rcvbuf.store(self.s.rx.cap(), Ordering::Release);
+        Ok(())
     }
 
     /// Sets one buffer of the open connection: its channel's bound, and the size

@@ -841,6 +841,9 @@ pub(crate) struct StreamShared {
     /// The MSS the connection sends with, as the worker last saw it (0 until
     /// it knows).
     pub mss: AtomicU32,
+    /// `SO_RCVBUF` as the worker last saw it (0 until it has looked): the
+    /// receive channel may be larger while a smaller size takes effect.
+    pub rcvbuf: AtomicUsize,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -896,6 +899,7 @@ impl StreamShared {
             opt_rcvbuf: AtomicUsize::new(0),
             opt_maxseg: AtomicU32::new(0),
             mss: AtomicU32::new(0),
+            rcvbuf: AtomicUsize::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
         }

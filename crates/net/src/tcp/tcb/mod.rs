@@ -607,9 +607,19 @@ impl Tcb {
         }
     }
 
-    /// The send and receive buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`) as they stand.
+    /// The send and receive buffer sizes as they stand: as set, or rounded to
+    /// whole segments with the MSS; a receive buffer set smaller stays as
+    /// large as what it holds and the window already offered, until those
+    /// drain ([`Tcb::set_buffer_sizes`]).
     pub fn buffer_sizes(&self) -> (usize, usize) {
         (self.cfg.sndbuf, self.cfg.rcvbuf)
+    }
+
+    /// `SO_RCVBUF`'s answer: the receive buffer's size, or the smaller one set
+    /// while the window already offered drains (FreeBSD's `sb_hiwat`, which
+    /// `sbreserve` sets at once, while `tcp_output` never shrinks the window).
+    pub fn recv_buffer_size(&self) -> usize {
+        self.rcvbuf_target.unwrap_or(self.cfg.rcvbuf)
     }
 
     /// Sets the offset of our timestamp clock (before the first segment goes out);
