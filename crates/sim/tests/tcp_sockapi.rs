@@ -298,7 +298,11 @@ fn buffer_sizes_set_on_an_open_connection_apply() {
         s.run_for(Duration::from_millis(200));
         let _ = read_all_now(&srv);
         fill(&mut s, &c);
-        assert!(srv.available() <= 8192 + 1500, "v6={v6}: {}", srv.available());
+        assert!(
+            srv.available() <= 8192 + 1500,
+            "v6={v6}: {}",
+            srv.available()
+        );
         assert_eq!(srv.recv_buffer_size(), 8192, "v6={v6}");
     }
 }
