@@ -324,12 +324,16 @@ const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 /// reads it so), in Linux's units (segments where Linux counts segments,
 /// microseconds, milliseconds for the `last_` times): the fields mpstack keeps,
 /// the rest of `out` (as long as the caller's struct) zero; a connection that is
-/// gone reads as CLOSE, a listener as LISTEN. `now` is the stack's clock. Not
-/// kept, so zero: `ato`, `retrans` (retransmitted segments in flight),
-/// `fackets`, `last_data_sent`, `last_ack_*`, `pmtu`, `rcv_ssthresh`,
-/// `rcv_rtt`, `rcv_space`, `total_retrans`, the pacing and byte counts,
-/// `busy_time`, `rwnd_limited`, `sndbuf_limited`. The length written.
-fn linux_tcp_info(what: InfoOf, now: Instant, out: &mut [u8]) -> usize {
+/// gone reads as CLOSE, a listener as LISTEN. `now` is the stack's clock, `v6`
+/// the connection's family (for the path MTU). `last_data_recv` and
+/// `last_ack_recv` are both when the peer was last heard from. Not kept, so
+/// zero: `ato`, `retrans` (retransmitted segments in flight), `fackets`,
+/// `last_ack_sent` (Linux keeps none either), `rcv_ssthresh`, `rcv_rtt`,
+/// `rcv_space`, the pacing rates, `segs_out`, `segs_in`, `notsent_bytes`,
+/// `min_rtt`, `data_segs_in`, `data_segs_out`, `delivery_rate`, `busy_time`,
+/// `rwnd_limited`, `sndbuf_limited`, `delivered_ce`, `bytes_sent`,
+/// `dsack_dups`, `reord_seen`, `rcv_ooopack`. The length written.
+fn linux_tcp_info(what: InfoOf, now: Instant, v6: bool, out: &mut [u8]) -> usize {
     use net::tcp::CaState as C;
     use net::tcp::State as S;
     let mut b = [0u8; 232];
@@ -378,18 +382,30 @@ fn linux_tcp_info(what: InfoOf, now: Instant, out: &mut [u8]) -> usize {
         }
         let mss = i.snd_mss.max(1);
         let segs = |bytes: u32| bytes.div_ceil(mss);
+        b[120..128].copy_from_slice(&i.bytes_acked.to_ne_bytes());
+        b[128..136].copy_from_slice(&i.bytes_received.to_ne_bytes());
+        b[208..216].copy_from_slice(&i.bytes_retrans.to_ne_bytes());
         let mut put = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u32;
+        let ago = |t: Instant| {
+            let ms = now.saturating_duration_since(t).as_millis();
+            ms.min(u128::from(u32::MAX)) as u32
+        };
         put(8, us(i.rto));
         put(16, i.snd_mss);
         put(20, i.rcv_mss);
         put(24, segs(i.flight));
         put(28, segs(i.sacked));
         put(32, segs(i.lost));
-        if let Some(t) = i.last_heard {
-            let ms = now.saturating_duration_since(t).as_millis();
-            put(52, ms.min(u128::from(u32::MAX)) as u32);
+        if let Some(t) = i.last_data_sent {
+            put(44, ago(t));
         }
+        if let Some(t) = i.last_heard {
+            put(52, ago(t));
+            put(56, ago(t));
+        }
+        // The MTU: the largest segment the path takes and the fixed headers.
+        put(60, i.path_mss + if v6 { 60 } else { 40 });
         put(68, i.rtt.map_or(0, us));
         put(72, us(i.rttvar));
         // In segments, as cwnd; never set, Linux's "infinite".
@@ -405,6 +421,7 @@ fn linux_tcp_info(what: InfoOf, now: Instant, out: &mut [u8]) -> usize {
         put(84, i.rcv_mss);
         // Linux's default reordering degree, more once reordering was seen.
         put(88, if i.reordering_seen { 4 } else { 3 });
+        put(100, i.total_retrans);
         put(
             192,
             (i.delivered / u64::from(mss)).min(u64::from(u32::MAX)) as u32,
@@ -925,6 +942,9 @@ impl Host for Shim {
                         let _ = l.set_nonblocking(true);
                         f.opts.apply_ip(&l);
                         let _ = l.set_fastopen(f.opts.fastopen.max(0) as usize);
+                        if let Some(m) = f.opts.maxseg {
+                            let _ = l.set_mss(m);
+                        }
                         (
                             Ok(()),
                             Fd {
@@ -1243,10 +1263,11 @@ impl Host for Shim {
         if (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO) {
             // The connection's control block, through the stack's connection list.
             let now = g.sim.now();
+            let v6 = g.fd(fd)?.v6;
             let ends = match &g.fd(fd)?.sock {
                 Sock::Stream(s) => (s.local_addr(), s.peer_addr()),
                 // Linux answers for a listener too (its state LISTEN).
-                Sock::Listener(_) => return Ok(linux_tcp_info(InfoOf::Listener, now, val)),
+                Sock::Listener(_) => return Ok(linux_tcp_info(InfoOf::Listener, now, false, val)),
                 Sock::Pipe { .. } | Sock::Epoll(_) => return Err(libc::EOPNOTSUPP),
                 Sock::Fresh { .. } => return Err(libc::ENOTCONN),
             };
@@ -1259,7 +1280,7 @@ impl Host for Shim {
                 .iter()
                 .find(|c| c.local == local && c.remote == remote)
                 .and_then(|c| c.info);
-            return Ok(linux_tcp_info(InfoOf::Conn(info), now, val));
+            return Ok(linux_tcp_info(InfoOf::Conn(info), now, v6, val));
         }
         // Linux's TCP_CC_INFO: nothing for a congestion control without it (as
         // Linux answers for CUBIC), which packetdrill's code blocks take.
@@ -1423,6 +1444,8 @@ impl Host for Shim {
                 let m = u32::try_from(v).map_err(|_| libc::EINVAL)?;
                 match &f.sock {
                     Sock::Stream(s) => s.set_mss(m).map_err(|e| errno_of(&e))?,
+                    // The connections it accepts from now on take it.
+                    Sock::Listener(l) => l.set_mss(m).map_err(|e| errno_of(&e))?,
                     _ if TcpStream::MSS_RANGE.contains(&m) => {}
                     _ => return Err(libc::EINVAL),
                 }

@@ -270,6 +270,7 @@ fn buffer_sizes_set_on_an_open_connection_apply() {
         }
         let held = srv.available();
         assert!(held <= 16384 + 1500, "v6={v6}: {held} held");
+        assert_eq!(srv.recv_buffer_size(), 16384, "v6={v6}: the size set");
         // The writer is not stalled by it.
         let before = read_all_now(&srv).0;
         s.run_for(Duration::from_millis(200));
@@ -282,6 +283,27 @@ fn buffer_sizes_set_on_an_open_connection_apply() {
         let most = srv.recv_buffer_size() + 2 * 16384 + 2 * 1460;
         assert!(took <= most, "v6={v6}: {took} taken, at most {most}");
         assert!(took > srv.recv_buffer_size(), "v6={v6}: {took}");
+
+        // Smaller while the whole default window is still offered: the size
+        // set is what it reports at once and after (it used to grow back to
+        // the old size, and stay there, while the window offered drained).
+        let (_l, c, srv) = connected(&mut s, a, b, v6, 5013);
+        let default = srv.recv_buffer_size();
+        assert!(default > 8192);
+        srv.set_recv_buffer_size(8192).unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!(srv.recv_buffer_size(), 8192, "v6={v6}");
+        fill(&mut s, &c);
+        let _ = read_all_now(&srv);
+        s.run_for(Duration::from_millis(200));
+        let _ = read_all_now(&srv);
+        fill(&mut s, &c);
+        assert!(
+            srv.available() <= 8192 + 1500,
+            "v6={v6}: {}",
+            srv.available()
+        );
+        assert_eq!(srv.recv_buffer_size(), 8192, "v6={v6}");
     }
 }
 
@@ -314,5 +336,47 @@ fn the_mss_is_set_and_read() {
         (&srv2).write_all(&[9u8; 6000]).unwrap();
         s.run_for(Duration::from_millis(100));
         assert_eq!(read_all_now(&c2).0, 6000);
+    }
+}
+
+/// `TCP_MAXSEG` on a listener is inherited by the connections it accepts, from
+/// their SYN-ACK on: the MSS offered there, and so the peer's, is the
+/// listener's, and so is the accepted end's (Linux's `user_mss`). Set later,
+/// it applies to the connections accepted after; those accepted keep theirs.
+/// It used to be taken by the packetdrill object only, and applied after
+/// `accept`, when the SYN-ACK had offered the route's MSS.
+#[test]
+fn a_listeners_mss_is_inherited() {
+    for v6 in [false, true] {
+        let (mut s, a, b) = pair(19, default_cfg());
+        let l = s.host(b).tcp_listen(any(v6, 5011), 4).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let full = if v6 { 1440 } else { 1460 };
+        assert_eq!(l.mss(), 1460, "the stack's, before it is set");
+        assert_eq!(l.set_mss(40).unwrap_err().kind(), ErrorKind::InvalidInput);
+        l.set_mss(900).unwrap();
+        assert_eq!(l.mss(), 900);
+        let c = s.host(a).tcp_connect_nonblocking(addr_b(v6, 5011)).unwrap();
+        s.run_for(Duration::from_millis(50));
+        let (srv, _) = l.accept().unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!(srv.mss(), 900, "v6={v6}: the accepted end's");
+        assert_eq!(c.mss(), 900, "v6={v6}: the SYN-ACK offered it");
+        l.set_mss(700).unwrap();
+        let c2 = s.host(a).tcp_connect_nonblocking(addr_b(v6, 5011)).unwrap();
+        s.run_for(Duration::from_millis(50));
+        let (srv2, _) = l.accept().unwrap();
+        s.run_for(Duration::from_millis(10));
+        assert_eq!((srv2.mss(), c2.mss()), (700, 700), "v6={v6}");
+        assert_eq!(srv.mss(), 900, "v6={v6}: accepted before, unchanged");
+        // A connection elsewhere keeps the route's.
+        let (_l3, c3, srv3) = connected(&mut s, a, b, v6, 5012);
+        assert_eq!((c3.mss(), srv3.mss()), (full, full));
+        // Data in segments of at most 900 bytes all arrive.
+        c.set_nonblocking(true).unwrap();
+        srv.set_nonblocking(true).unwrap();
+        (&srv).write_all(&[7u8; 9000]).unwrap();
+        s.run_for(Duration::from_millis(100));
+        assert_eq!(read_all_now(&c).0, 9000);
     }
 }

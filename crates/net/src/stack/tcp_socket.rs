@@ -219,6 +219,31 @@ impl TcpListener {
         self.l.fastopen.load(Ordering::Acquire)
     }
 
+    /// `TCP_MAXSEG` on a listener: the connections its SYNs open from now on
+    /// offer at most `mss` in their SYN-ACK and send segments of at most that
+    /// (and of what the peer offers), as Linux's accepted sockets inherit
+    /// `TCP_MAXSEG`; each may then lower its own ([`TcpStream::set_mss`]).
+    /// Bounds as [`TcpStream::MSS_RANGE`], `InvalidInput` beyond.
+    pub fn set_mss(&self, mss: u32) -> io::Result<()> {
+        if !TcpStream::MSS_RANGE.contains(&mss) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "MSS must be 88 to 32767",
+            ));
+        }
+        self.l.maxseg.store(mss, Ordering::Release);
+        Ok(())
+    }
+
+    /// The listener's `TCP_MAXSEG`: what [`set_mss`](Self::set_mss) set, else
+    /// the stack's MSS (the route's decides per connection).
+    pub fn mss(&self) -> u32 {
+        match self.l.maxseg.load(Ordering::Acquire) {
+            0 => u32::from(self.stack.cfg.load().tcp.mss),
+            m => m,
+        }
+    }
+
     /// Connections waiting for `accept`.
     pub fn pending(&self) -> usize {
         self.l.accept_q.len()
@@ -334,9 +359,13 @@ impl TcpStream {
         self.s.tx.cap()
     }
 
-    /// The receive buffer's size (`SO_RCVBUF`).
+    /// The receive buffer's size (`SO_RCVBUF`): a smaller one set on the open
+    /// connection at once, while the window already offered drains.
     pub fn recv_buffer_size(&self) -> usize {
-        self.s.rx.cap()
+        match self.s.rcvbuf.load(Ordering::Acquire) {
+            0 => self.s.rx.cap(),
+            n => n,
+        }
     }
 
     /// `SO_SNDBUF` on the open connection (the stack's, or the one given at
@@ -355,7 +384,10 @@ impl TcpStream {
     /// already offered, never shrinking it (RFC 9293 §3.8.6). Clamped to 4 KiB
     /// ..= `kern.ipc.maxsockbuf`.
     pub fn set_recv_buffer_size(&self, n: usize) -> io::Result<()> {
-        self.set_buffer_size(&self.s.rx, &self.s.opt_rcvbuf, n)
+        self.set_buffer_size(&self.s.rx, &self.s.opt_rcvbuf, n)?;
+        // Answered at once, before the worker takes it.
+        self.s.rcvbuf.store(self.s.rx.cap(), Ordering::Release);
+        Ok(())
     }
 
     /// Sets one buffer of the open connection: its channel's bound, and the size

@@ -841,6 +841,9 @@ pub(crate) struct StreamShared {
     /// The MSS the connection sends with, as the worker last saw it (0 until
     /// it knows).
     pub mss: AtomicU32,
+    /// `SO_RCVBUF` as the worker last saw it (0 until it has looked): the
+    /// receive channel may be larger while a smaller size takes effect.
+    pub rcvbuf: AtomicUsize,
     pub opts_dirty: AtomicBool,
     parker: Parker,
 }
@@ -896,6 +899,7 @@ impl StreamShared {
             opt_rcvbuf: AtomicUsize::new(0),
             opt_maxseg: AtomicU32::new(0),
             mss: AtomicU32::new(0),
+            rcvbuf: AtomicUsize::new(0),
             opts_dirty: AtomicBool::new(false),
             parker: Parker::default(),
         }
@@ -960,6 +964,9 @@ pub(crate) struct ListenShared {
     pub ttl: AtomicU8,
     /// `IP_TOS` / `IPV6_TCLASS` of the same, ECN bits clear.
     pub tos: AtomicU8,
+    /// `TCP_MAXSEG` of the connections it accepts: the most their SYN-ACK
+    /// offers and they send; 0, the route's.
+    pub maxseg: AtomicU32,
     parker: Parker,
 }
 
@@ -978,6 +985,7 @@ impl ListenShared {
             bound_only: false,
             ttl: AtomicU8::new(0),
             tos: AtomicU8::new(0),
+            maxseg: AtomicU32::new(0),
             parker: Parker::default(),
         }
     }
@@ -987,6 +995,14 @@ impl ListenShared {
         IpOpts {
             ttl: self.ttl.load(Ordering::Acquire),
             tos: self.tos.load(Ordering::Acquire),
+        }
+    }
+
+    /// The `TCP_MAXSEG` its connections take, where set.
+    pub fn user_mss(&self) -> Option<u16> {
+        match self.maxseg.load(Ordering::Acquire) {
+            0 => None,
+            m => Some(m.min(u32::from(u16::MAX)) as u16),
         }
     }
 

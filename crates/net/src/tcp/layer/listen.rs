@@ -151,6 +151,9 @@ pub(super) fn tcp_listen_input(
                 seg.wnd,
                 opts,
             );
+            if let Some(m) = l.user_mss() {
+                tcb.set_user_mss(m);
+            }
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             tcb.input(seg, cx.now, &mut cx.stats.tcp);
             super::input::limit_challenge(cx, &mut tcb, &mut tw.challenge_limit);
@@ -217,7 +220,7 @@ pub(super) fn tcp_listen_input(
             ack_flag: true,
             syn: true,
             wnd: cfg.rcvbuf.min(65_535) as u16,
-            mss: Some(cfg.mss),
+            mss: Some(l.user_mss().map_or(cfg.mss, |m| cfg.mss.min(m.max(64)))),
             ..SegOut::default()
         };
         // With timestamps the cookie keeps the SYN's other options too: the low six
@@ -243,6 +246,11 @@ pub(super) fn tcp_listen_input(
     let Some(mut tcb) = Tcb::accept(cfg, iss, seg) else {
         return;
     };
+    // The listener's TCP_MAXSEG bounds what the SYN-ACK offers and what the
+    // connection sends, from the start.
+    if let Some(m) = l.user_mss() {
+        tcb.set_user_mss(m);
+    }
     tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
     if let Some(asked) = seg.fast_open {
         fastopen_accept(cx, &l, &tuple, &mut tcb, asked, seg);

@@ -78,6 +78,10 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     // Buffers the control block rounded to whole segments (once, when it learns
     // the MSS) are what the application's channels hold too.
+    let rcv_set = c.tcb.recv_buffer_size();
+    if s.rcvbuf.load(Ordering::Relaxed) != rcv_set {
+        s.rcvbuf.store(rcv_set, Ordering::Release);
+    }
     let (snd, rcv) = c.tcb.buffer_sizes();
     if s.rx.cap() < rcv || s.tx.cap() < snd {
         s.rx.grow_to(rcv);

@@ -124,6 +124,10 @@ impl Tcb {
             }
         }
 
+        // The SYN of a passive open is not counted (Linux's tcp_snd_una_update
+        // is not called for it).
+        let syn_acked = !self.active && self.snd_una == self.iss;
+        self.bytes_acked += u64::from(diff(ack, self.snd_una).saturating_sub(u32::from(syn_acked)));
         self.snd_una = ack;
         if self.rto_recover.is_some_and(|h| le(h, ack)) {
             self.rto_recover = None;

@@ -95,7 +95,7 @@ impl Tcb {
             for piece in syn.payload.take(room).pieces() {
                 self.rcvbuf.extend(piece);
             }
-            self.rcv_nxt = self.rcv_nxt.wrapping_add(self.rcvbuf.len() as u32);
+            self.rcv_advance(self.rcvbuf.len() as u32);
             self.rcv_adv = self.rcv_nxt;
             self.last_ack_sent = self.rcv_nxt;
         }

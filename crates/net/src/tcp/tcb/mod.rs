@@ -155,8 +155,25 @@ pub struct TcpInfo {
     pub delivered: u64,
     /// Window or keepalive probes sent and not answered.
     pub probes: u32,
-    /// When the peer was last heard from (any segment).
+    /// When the peer was last heard from (any segment acceptable in the
+    /// window, which after the handshake always carries an ACK).
     pub last_heard: Option<Instant>,
+    /// When data last went out.
+    pub last_data_sent: Option<Instant>,
+    /// The largest segment the path takes: the route's MTU, or a smaller path
+    /// MTU learnt from ICMP, less the fixed IP and TCP headers (`TCP_MAXSEG`
+    /// aside). The path MTU is this plus 40 bytes (IPv4) or 60 (IPv6).
+    pub path_mss: u32,
+    /// Sequence space the peer acknowledged, and received in order, over the
+    /// connection's life, as Linux's `tcpi_bytes_acked` and
+    /// `tcpi_bytes_received` count it: our SYN counts on an active open, the
+    /// peer's FIN counts, the SYN of a passive open and the peer's SYN do not.
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    /// Retransmissions: segments (Linux's `tcpi_total_retrans`, a SYN or FIN
+    /// counting one) and data bytes (`tcpi_bytes_retrans`).
+    pub total_retrans: u32,
+    pub bytes_retrans: u64,
 }
 
 /// Linux's congestion-avoidance states (`tcpi_ca_state`).
@@ -199,6 +216,14 @@ pub struct Tcb {
     wscale_ok: bool,
     /// Largest segment we send.
     snd_mss: u32,
+    /// The largest segment the path takes, `TCP_MAXSEG` aside
+    /// ([`TcpInfo::path_mss`]).
+    path_mss: u32,
+    /// `TCP_INFO`'s life totals ([`TcpInfo`]).
+    bytes_acked: u64,
+    bytes_received: u64,
+    total_retrans: u32,
+    bytes_retrans: u64,
     /// Sequence number of `sndbuf[0]`.
     buf_seq: u32,
     sndbuf: super::sndbuf::SndBuf,
@@ -415,6 +440,11 @@ impl Tcb {
             snd_wscale: 0,
             wscale_ok: false,
             snd_mss: 536.min(mss),
+            path_mss: mss,
+            bytes_acked: 0,
+            bytes_received: 0,
+            total_retrans: 0,
+            bytes_retrans: 0,
             buf_seq: iss.wrapping_add(1),
             sndbuf: super::sndbuf::SndBuf::default(),
             fin_queued: false,
@@ -622,9 +652,19 @@ impl Tcb {
         }
     }
 
-    /// The send and receive buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`) as they stand.
+    /// The send and receive buffer sizes as they stand: as set, or rounded to
+    /// whole segments with the MSS; a receive buffer set smaller stays as
+    /// large as what it holds and the window already offered, until those
+    /// drain ([`Tcb::set_buffer_sizes`]).
     pub fn buffer_sizes(&self) -> (usize, usize) {
         (self.cfg.sndbuf, self.cfg.rcvbuf)
+    }
+
+    /// `SO_RCVBUF`'s answer: the receive buffer's size, or the smaller one set
+    /// while the window already offered drains (FreeBSD's `sb_hiwat`, which
+    /// `sbreserve` sets at once, while `tcp_output` never shrinks the window).
+    pub fn recv_buffer_size(&self) -> usize {
+        self.rcvbuf_target.unwrap_or(self.cfg.rcvbuf)
     }
 
     /// Sets the offset of our timestamp clock (before the first segment goes out);
@@ -680,7 +720,30 @@ impl Tcb {
             delivered: self.rack.delivered_total(),
             probes: self.persist_probes.max(self.ka_probes),
             last_heard: self.last_heard,
+            last_data_sent: self.last_data_sent,
+            path_mss: self.path_mss,
+            bytes_acked: self.bytes_acked,
+            bytes_received: self.bytes_received,
+            total_retrans: self.total_retrans,
+            bytes_retrans: self.bytes_retrans,
         }
+    }
+
+    /// Counts a retransmission of `len` data bytes (0: a SYN or a FIN), in the
+    /// stack's counters (one packet) and the connection's own (in segments of
+    /// the MSS, as Linux counts what offload sends at once).
+    fn count_rexmit(&mut self, len: u32, st: &mut TcpStat) {
+        st.sndrexmitpack += 1;
+        st.sndrexmitbyte += u64::from(len);
+        let segs = len.div_ceil(self.snd_mss.max(1)).max(1);
+        self.total_retrans = self.total_retrans.saturating_add(segs);
+        self.bytes_retrans += u64::from(len);
+    }
+
+    /// Received sequence space taken in order: RCV.NXT moves on by `n`.
+    fn rcv_advance(&mut self, n: u32) {
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(n);
+        self.bytes_received += u64::from(n);
     }
 
     pub fn rto(&self) -> Duration {

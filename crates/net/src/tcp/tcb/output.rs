@@ -34,11 +34,16 @@ impl Tcb {
             // the segment size, still tcp_mssdflt (536) before the SYN-ACK.
             if v6 && mss < u32::from(self.cfg.mss) {
                 self.cfg.mss = mss as u16;
+                self.path_mss = self.path_mss.min(mss);
                 self.snd_mss = self.snd_mss.min(mss);
             }
             return false;
         }
-        if mss >= self.snd_mss || !self.state.synchronized() {
+        if !self.state.synchronized() {
+            return false;
+        }
+        self.path_mss = self.path_mss.min(mss);
+        if mss >= self.snd_mss {
             return false;
         }
         self.snd_mss = mss;
@@ -385,7 +390,7 @@ impl Tcb {
                 }
                 let syn_data = self.fastopen_syn(&mut seg, st);
                 if diff(self.snd_max, self.iss) > 0 {
-                    st.sndrexmitpack += 1;
+                    self.count_rexmit(0, st);
                 }
                 self.snd_nxt = self.iss.wrapping_add(1 + syn_data);
                 if lt(self.snd_max, self.snd_nxt) {
@@ -520,8 +525,7 @@ impl Tcb {
                     st.ecn_ect0 += 1;
                 }
                 if rexmit {
-                    st.sndrexmitpack += 1;
-                    st.sndrexmitbyte += u64::from(len);
+                    self.count_rexmit(len, st);
                 } else if len > 0 {
                     st.sndpack += 1;
                     st.sndbyte += u64::from(len);

@@ -90,7 +90,7 @@ impl Tcb {
                 self.rcvbuf.extend(piece);
             }
             n += k;
-            self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            self.rcv_advance(n as u32);
             if n > 0 {
                 st.rcvpack += 1;
                 st.rcvbyte += n as u64;
@@ -191,7 +191,7 @@ impl Tcb {
             let n = new.len().min(space);
             let rest = new.len() - n;
             self.rcvbuf.extend(&new[..n]);
-            self.rcv_nxt = self.rcv_nxt.wrapping_add(n as u32);
+            self.rcv_advance(n as u32);
             st.rcvbyte += n as u64;
             if rest > 0 {
                 // The receive buffer took part of it: the rest waits, in place.
@@ -222,7 +222,7 @@ impl Tcb {
     }
 
     fn take_fin(&mut self, now: Instant) {
-        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+        self.rcv_advance(1);
         self.rcv_fin = true;
         self.ack_now = true;
         self.state = match self.state {

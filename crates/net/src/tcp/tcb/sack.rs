@@ -63,7 +63,7 @@ impl Tcb {
             if self.fin_queued && self.snd_una == end && lt(end, self.snd_max) {
                 let mut seg = self.header(now, end);
                 seg.fin = true;
-                st.sndrexmitpack += 1;
+                self.count_rexmit(0, st);
                 self.push(seg, st, out);
                 self.arm_rtx(now);
                 return true;
@@ -72,8 +72,7 @@ impl Tcb {
         };
         let mut seg = self.header(now, p);
         seg.data_len = len as usize;
-        st.sndrexmitpack += 1;
-        st.sndrexmitbyte += u64::from(len);
+        self.count_rexmit(len, st);
         // Retransmissions of the recovery that D-SACK may prove unneeded: the fast
         // retransmit and the holes the scoreboard shows (not the segment at
         // SND.UNA that a partial ACK with an empty scoreboard sends on a guess).

@@ -409,8 +409,7 @@ impl Tcb {
         let len = out_bytes.min(self.data_room());
         let mut seg = self.header(now, hi.wrapping_sub(len));
         seg.data_len = len as usize;
-        st.sndrexmitpack += 1;
-        st.sndrexmitbyte += u64::from(len);
+        self.count_rexmit(len, st);
         self.rack_sent(seg.seq, len, now);
         self.push(seg, st, out);
         self.arm_rtx(now);

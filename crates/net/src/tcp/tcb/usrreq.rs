@@ -308,12 +308,18 @@ impl Tcb {
     }
 
     /// `TCP_MAXSEG` (FreeBSD's `t_maxseg`, Linux's `user_mss`): before our SYN
-    /// leaves, it bounds the MSS we offer and the segments we send; later, it
-    /// can only lower the segment size in use.
+    /// or SYN-ACK leaves, it bounds the MSS we offer and the segments we send
+    /// (a listener's, given to the connection its SYN opens, as Linux's child
+    /// inherits `user_mss`); later, it can only lower the segment size in use.
     pub fn set_user_mss(&mut self, mss: u16) {
         let mss = mss.max(64);
         self.cfg.mss = self.cfg.mss.min(mss);
-        if self.state.synchronized() {
+        if self.state == State::SynReceived {
+            // The peer's SYN set the segment size and the initial window from
+            // it; both follow the smaller size.
+            self.snd_mss = self.snd_mss.min(u32::from(mss));
+            self.cwnd = self.initial_window();
+        } else if self.state.synchronized() {
             self.snd_mss = self.snd_mss.min(u32::from(mss));
         }
     }
