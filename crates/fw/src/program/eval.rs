@@ -372,7 +372,7 @@ impl Program {
         rng: &mut u64,
     ) -> Verdict {
         let mut t = counters.tally(self);
-        self.eval_one(pkt, Some(quote), env, states, &mut t, now, rng)
+        self.eval_one(pkt, Some(&quote), env, states, &mut t, now, rng)
     }
 
     /// `eval` after the counters' sync, its lookups made on the spot. The packet is
@@ -383,7 +383,7 @@ impl Program {
     fn eval_one<E: Env + ?Sized, T: Tally>(
         &self,
         pkt: &mut PacketInfo,
-        quote: Option<FlowId>,
+        quote: Option<&FlowId>,
         env: &E,
         states: &StateShards,
         t: &mut T,
