@@ -232,6 +232,56 @@ fn flood(
     seen
 }
 
+/// a connected to b's port 9 over a hub, both with `tcp`, and a raw port on the
+/// hub: the simulation, the hosts, their MACs, the raw port, the two ends (a's,
+/// b's), and what the raw port saw of the handshake.
+struct Watched {
+    s: Sim,
+    a: HostId,
+    am: EthernetAddress,
+    bm: EthernetAddress,
+    raw: Box<dyn Queue>,
+    client: net::TcpStream,
+    server: net::TcpStream,
+    handshake: Vec<mbuf::Mbuf>,
+}
+
+fn watched_connection(seed: u64, tcp: net::tcp::TcpConfig) -> Watched {
+    let (mut s, a, b, hub) = hub::pair_on_hub(1, seed, WireConfig::default(), tcp);
+    let mut raw = s.attach_raw(hub);
+    let (am, bm) = (s.host(a).interfaces()[0].mac, s.host(b).interfaces()[0].mac);
+    let l = s
+        .host(b)
+        .tcp_listen("0.0.0.0:9".parse::<SocketAddr>().unwrap(), 4)
+        .unwrap();
+    let client = s
+        .host(a)
+        .tcp_connect_nonblocking("198.18.0.2:9".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    s.run_for(Duration::from_millis(20));
+    let (server, _) = l.accept().unwrap();
+    let mut handshake = Vec::new();
+    raw.rx_burst(s.now(), &mut handshake, 4096);
+    Watched {
+        s,
+        a,
+        am,
+        bm,
+        raw,
+        client,
+        server,
+        handshake,
+    }
+}
+
+/// The ACKs without SYN or RST that `mac` sent to port 9.
+fn plain_acks_to_9(got: &[mbuf::Mbuf], mac: EthernetAddress) -> usize {
+    tcp_from(got, mac)
+        .iter()
+        .filter(|&&(f, p)| p == 9 && f & ACK != 0 && f & (SYN | RST) == 0)
+        .count()
+}
+
 /// RFC 5961 §7: 80,000 in-window SYNs, forged as the peer's over eight seconds,
 /// draw at most five challenge ACKs a second from the connection (FreeBSD's
 /// `ack_war_cnt`), and with that off, at most the node's `challenge_ack_limit` a
@@ -245,21 +295,16 @@ fn an_in_window_syn_flood_draws_limited_challenge_acks() {
             challenge_ack_limit: node_limit,
             ..net::tcp::TcpConfig::default()
         };
-        let (mut s, a, b, hub) = hub::pair_on_hub(1, 47, WireConfig::default(), tcp);
-        let mut raw = s.attach_raw(hub);
-        let (am, bm) = (s.host(a).interfaces()[0].mac, s.host(b).interfaces()[0].mac);
-        let l = s
-            .host(b)
-            .tcp_listen("0.0.0.0:9".parse::<SocketAddr>().unwrap(), 4)
-            .unwrap();
-        let c = s
-            .host(a)
-            .tcp_connect_nonblocking("198.18.0.2:9".parse::<SocketAddr>().unwrap())
-            .unwrap();
-        s.run_for(Duration::from_millis(20));
-        let (mut srv, _) = l.accept().unwrap();
-        let mut got = Vec::new();
-        raw.rx_burst(s.now(), &mut got, 4096);
+        let Watched {
+            mut s,
+            a,
+            am,
+            bm,
+            mut raw,
+            client: c,
+            server: mut srv,
+            handshake: got,
+        } = watched_connection(47, tcp);
         // b's SYN-ACK: its initial sequence number, and a's port.
         let synack = got
             .iter()
@@ -271,10 +316,7 @@ fn an_in_window_syn_flood_draws_limited_challenge_acks() {
         let (a4, b4) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
         let syn = tcp4(am, (b4, 9), (a4, port), (iss.wrapping_add(1000), 0, SYN));
         let seen = flood(&mut s, &mut raw, &syn, 80_000, 10_000);
-        let acks = tcp_from(&seen, am)
-            .iter()
-            .filter(|&&(f, p)| p == 9 && f & ACK != 0 && f & (SYN | RST) == 0)
-            .count();
+        let acks = plain_acks_to_9(&seen, am);
         let st = s.host(a).stats();
         let case = format!("ack_war_cnt {per_conn} challenge_ack_limit {node_limit}: {acks} ACKs");
 
@@ -346,21 +388,16 @@ fn a_flood_on_a_time_wait_draws_at_most_the_challenge_ack_limit() {
         challenge_ack_limit: 100,
         ..net::tcp::TcpConfig::default()
     };
-    let (mut s, a, b, hub) = hub::pair_on_hub(1, 49, WireConfig::default(), tcp);
-    let mut raw = s.attach_raw(hub);
-    let am = s.host(a).interfaces()[0].mac;
-    let l = s
-        .host(b)
-        .tcp_listen("0.0.0.0:9".parse::<SocketAddr>().unwrap(), 4)
-        .unwrap();
-    let c = s
-        .host(a)
-        .tcp_connect_nonblocking("198.18.0.2:9".parse::<SocketAddr>().unwrap())
-        .unwrap();
-    s.run_for(Duration::from_millis(20));
-    let (srv, _) = l.accept().unwrap();
-    let mut got = Vec::new();
-    raw.rx_burst(s.now(), &mut got, 4096);
+    let Watched {
+        mut s,
+        a,
+        am,
+        mut raw,
+        client: c,
+        server: srv,
+        handshake: mut got,
+        ..
+    } = watched_connection(49, tcp);
     let port = got
         .iter()
         .map(mbuf::Mbuf::to_vec)
@@ -382,10 +419,7 @@ fn a_flood_on_a_time_wait_draws_at_most_the_challenge_ack_limit() {
     let seg = tcp4(am, (b4, 9), (a4, port), (12_345, 678, ACK));
     let before = s.host(a).stats().tcp;
     let seen = flood(&mut s, &mut raw, &seg, 30_000, 10_000);
-    let acks = tcp_from(&seen, am)
-        .iter()
-        .filter(|&&(f, p)| p == 9 && f & ACK != 0 && f & (SYN | RST) == 0)
-        .count();
+    let acks = plain_acks_to_9(&seen, am);
     let st = s.host(a).stats().tcp;
     let case = format!("{acks} ACKs");
     assert!((150..=400).contains(&acks), "{case}");
