@@ -225,12 +225,7 @@ impl TcpListener {
     /// `TCP_MAXSEG`; each may then lower its own ([`TcpStream::set_mss`]).
     /// Bounds as [`TcpStream::MSS_RANGE`], `InvalidInput` beyond.
     pub fn set_mss(&self, mss: u32) -> io::Result<()> {
-        if !TcpStream::MSS_RANGE.contains(&mss) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "MSS must be 88 to 32767",
-            ));
-        }
+        TcpStream::check_mss(mss)?;
         self.l.maxseg.store(mss, Ordering::Release);
         Ok(())
     }
@@ -408,18 +403,25 @@ impl TcpStream {
     /// `MAX_TCP_WINDOW`).
     pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=32_767;
 
+    /// `InvalidInput` for an MSS outside [`MSS_RANGE`](Self::MSS_RANGE).
+    fn check_mss(mss: u32) -> io::Result<()> {
+        if Self::MSS_RANGE.contains(&mss) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "MSS must be 88 to 32767",
+            ))
+        }
+    }
+
     /// `TCP_MAXSEG`: the largest segment the connection offers in its SYN and
     /// sends, set before the SYN leaves (as [`set_noopt`](Self::set_noopt));
     /// later it can only lower the segment size in use (FreeBSD's
     /// `t_maxseg`). 88 to 32,767 bytes (Linux's bounds), `InvalidInput`
     /// beyond.
     pub fn set_mss(&self, mss: u32) -> io::Result<()> {
-        if !Self::MSS_RANGE.contains(&mss) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "MSS must be 88 to 32767",
-            ));
-        }
+        Self::check_mss(mss)?;
         self.s.opt_maxseg.store(mss, Ordering::Release);
         self.s.opts_dirty.store(true, Ordering::Release);
         self.kick();
