@@ -213,14 +213,17 @@ pub(super) fn tcp_listen_input(
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
         cx.stats.tcp.syncookiessent += 1;
         let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
-        let cfg = conn_cfg(cx, &tuple, l.buffers);
+        let mut cfg = conn_cfg(cx, &tuple, l.buffers);
+        if let Some(m) = l.user_mss() {
+            cfg.limit_mss(m);
+        }
         let mut synack = SegOut {
             seq: cookie,
             ack: seg.seq.wrapping_add(1),
             ack_flag: true,
             syn: true,
             wnd: cfg.rcvbuf.min(65_535) as u16,
-            mss: Some(l.user_mss().map_or(cfg.mss, |m| cfg.mss.min(m.max(64)))),
+            mss: Some(cfg.mss),
             ..SegOut::default()
         };
         // With timestamps the cookie keeps the SYN's other options too: the low six

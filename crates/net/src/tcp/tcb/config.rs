@@ -229,6 +229,13 @@ pub struct TcpConfig {
 /// cut in software before the device (Linux's `GSO_LEGACY_MAX_SIZE`).
 pub const GSO_MAX: usize = 65_535;
 
+impl TcpConfig {
+    /// `TCP_MAXSEG`'s bound on the MSS offered and sent (at least 64 bytes).
+    pub(crate) fn limit_mss(&mut self, mss: u16) {
+        self.mss = self.mss.min(mss.max(64));
+    }
+}
+
 impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {

@@ -312,15 +312,13 @@ impl Tcb {
     /// (a listener's, given to the connection its SYN opens, as Linux's child
     /// inherits `user_mss`); later, it can only lower the segment size in use.
     pub fn set_user_mss(&mut self, mss: u16) {
-        let mss = mss.max(64);
-        self.cfg.mss = self.cfg.mss.min(mss);
+        self.cfg.limit_mss(mss);
+        if self.state.synchronized() || self.state == State::SynReceived {
+            self.snd_mss = self.snd_mss.min(u32::from(self.cfg.mss));
+        }
         if self.state == State::SynReceived {
-            // The peer's SYN set the segment size and the initial window from
-            // it; both follow the smaller size.
-            self.snd_mss = self.snd_mss.min(u32::from(mss));
+            // The peer's SYN set the initial window from the segment size.
             self.cwnd = self.initial_window();
-        } else if self.state.synchronized() {
-            self.snd_mss = self.snd_mss.min(u32::from(mss));
         }
     }
 
