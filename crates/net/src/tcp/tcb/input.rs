@@ -375,9 +375,13 @@ impl Tcb {
         // accepted (its timestamp becomes TS.Recent below, if the segment is
         // acceptable), as FreeBSD's tcp_input invalidates `ts_recent` after
         // TCP_PAWS_IDLE.
-        let ts_stale = self
-            .ts_recent_age
-            .is_some_and(|t| now.saturating_duration_since(t) > PAWS_IDLE);
+        // Asked only of a timestamp older than TS.Recent: a newer one is taken
+        // whatever TS.Recent's age.
+        let older = self.ts_enabled && seg.ts.is_some_and(|(v, _)| lt(v, self.ts_recent));
+        let ts_stale = older
+            && self
+                .ts_recent_age
+                .is_some_and(|t| now.saturating_duration_since(t) > PAWS_IDLE);
         if !ts_stale && paws_rejects(self.ts_enabled.then_some(self.ts_recent), seg) {
             st.pawsdrop += 1;
             self.ack_now = true;
