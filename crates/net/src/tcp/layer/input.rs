@@ -280,7 +280,7 @@ fn time_wait_input(
         // Anybody can draw this ACK with any segment that carries one: it goes
         // within the node's limit on challenge ACKs (RFC 5961 §7), as the
         // connection's own answers do.
-        let limit = share(cx.tcp_cfg.challenge_ack_limit, cx.nworkers);
+        let limit = per_worker(cx.tcp_cfg.challenge_ack_limit, cx);
         if !tw.challenge_limit.take(cx.now, limit, cx.isn_secret) {
             cx.stats.tcp.challengeack_ratelim += 1;
             return false;

@@ -99,6 +99,19 @@ fn find_listener(
         .cloned()
 }
 
+/// Whether a reset for a segment that found no connection may go: at most
+/// `rst_limit` a second (FreeBSD's badport_bandlim), this worker's share, so that
+/// a flood of stray segments draws no flood of resets; the others are counted in
+/// `tcp.rst_ratelim`.
+fn reset_allowed(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) -> bool {
+    let limit = super::input::per_worker(cx.tcp_cfg.rst_limit, cx);
+    let ok = tw.rst_limit.take(cx.now, limit, cx.isn_secret);
+    if !ok {
+        cx.stats.tcp.rst_ratelim += 1;
+    }
+    ok
+}
+
 /// A segment for which there is no connection (none was, or a TIME_WAIT just gave
 /// way to its SYN, RFC 6191), sent to `dst`: the ACK of a SYN cookie, a listener's
 /// SYN (answered with a SYN cookie when the listener's queue is full), or, with no
@@ -123,15 +136,10 @@ pub(super) fn tcp_listen_input(
                 // No room: refuse with a reset rather than leave the client believing
                 // it is connected (Linux's tcp_abort_on_overflow).
                 DropReason::TcpListenDrop.count(cx.stats);
-                if let Some(r) = reset_for(seg) {
-                    // A cookie stays valid for a minute or two, and its ACK can
-                    // be sent again and again: at most `rst_limit` resets a
-                    // second, as for segments that find no connection.
-                    let limit = super::input::per_worker(cx.tcp_cfg.rst_limit, cx);
-                    if !tw.rst_limit.take(cx.now, limit, cx.isn_secret) {
-                        cx.stats.tcp.rst_ratelim += 1;
-                        return;
-                    }
+                // A cookie stays valid for a minute or two, and its ACK can be
+                // sent again and again: at most `rst_limit` resets a second, as
+                // for segments that find no connection.
+                if let Some(r) = reset_for(seg).filter(|_| reset_allowed(cx, tw)) {
                     cx.stats.tcp.sndrst += 1;
                     send_segment(cx, &tuple, &r, std::iter::empty(), l.ip_opts());
                 }
@@ -178,14 +186,7 @@ pub(super) fn tcp_listen_input(
         Some(l) if is_syn => l,
         listener => {
             DropReason::TcpNoPort.count(cx.stats);
-            if let Some(r) = reset_for(seg) {
-                // At most `rst_limit` a second (FreeBSD's badport_bandlim): a flood
-                // of stray segments draws no flood of resets.
-                let limit = super::input::per_worker(cx.tcp_cfg.rst_limit, cx);
-                if !tw.rst_limit.take(cx.now, limit, cx.isn_secret) {
-                    cx.stats.tcp.rst_ratelim += 1;
-                    return;
-                }
+            if let Some(r) = reset_for(seg).filter(|_| reset_allowed(cx, tw)) {
                 cx.stats.tcp.sndrst += 1;
                 // The reset carries the IP options of the listener, or of a socket
                 // bound to the port (FreeBSD's tcp_dropwithreset with the CLOSED
