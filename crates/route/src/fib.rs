@@ -14,7 +14,7 @@
 use crate::nexthop::{NextHop, NhKey, NhKind, RtFlags};
 use crate::rtmsg::{RtBus, RtmType};
 use crate::{
-    Bsearch, Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix4, Prefix6, Radix,
+    Addr, Bsearch, Dir248, EcmpGroup, IpPrefix, Lookup, Poptrie4, Poptrie6, Prefix4, Prefix6, Radix,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -168,6 +168,10 @@ struct RouteEnt {
     /// Next-hop indices; more than one: multipath.
     paths: Vec<u32>,
     group: Option<EcmpGroup>,
+    /// A connected IPv4 route shorter than /31: the next hop of its network and
+    /// broadcast addresses (an [`NhKind::Broadcast`] one on its interface), which
+    /// the compiled FIB holds as host entries beside it.
+    bcast: Option<u32>,
 }
 
 /// One path of a route, as `netstat -r` shows it.
@@ -348,11 +352,35 @@ impl Rib {
             return Err(RtError::Full);
         }
         let i = self.nh_ref(key)?;
+        let bcast = match spec.dst {
+            IpPrefix::V4(p)
+                if p.len <= 30
+                    && spec.kind == NhKind::Forward
+                    && spec.gateway.is_none()
+                    && spec.flags.contains(RtFlags::CONNECTED) =>
+            {
+                let key = NhKey {
+                    kind: NhKind::Broadcast,
+                    ifindex: spec.ifindex,
+                    gateway: None,
+                    mtu: 0,
+                };
+                match self.nh_ref(key) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        self.nh_unref(i);
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         let flags = self.flags_of(spec.flags, spec.dst, &[i]);
         let ent = RouteEnt {
             flags,
             paths: vec![i],
             group: None,
+            bcast,
         };
         match spec.dst {
             IpPrefix::V4(p) => {
@@ -398,6 +426,10 @@ impl Rib {
             }
         };
         let empty = ent.paths.is_empty();
+        let bcast = if empty { ent.bcast.take() } else { None };
+        if let Some(b) = bcast {
+            self.nh_unref(b);
+        }
         for &i in &gone {
             let (gw, ifi) = self.nhs[i as usize]
                 .as_ref()
@@ -543,6 +575,26 @@ impl Rib {
         self.generation
     }
 
+    /// The host entries the FIB holds beside the connected IPv4 routes: each
+    /// subnet's network and broadcast address to its interface's
+    /// [`NhKind::Broadcast`] next hop (a /31 or /32 has neither, RFC 3021), as VPP
+    /// installs them with an interface address, so that forwarding's lookup tells a
+    /// directed broadcast from a host. A route of anyone's to exactly such an
+    /// address is left to win; two subnets sharing an address give it once.
+    fn subnet_broadcasts(&self) -> Vec<(Prefix4, u32)> {
+        let mut out: Vec<(Prefix4, u32)> = Vec::new();
+        for (p, e) in &self.v4 {
+            let Some(b) = e.bcast else { continue };
+            for a in [p.addr, p.addr.last(p.len)] {
+                let host = Prefix4::new(a, 32);
+                if !self.v4.contains_key(&host) && !out.iter().any(|(q, _)| *q == host) {
+                    out.push((host, b));
+                }
+            }
+        }
+        out
+    }
+
     /// Compiles the table into a [`Fib`] for the data path.
     pub fn compile(&self) -> Fib {
         let mut groups = Vec::new();
@@ -555,7 +607,8 @@ impl Rib {
                 _ => e.paths[0],
             }
         };
-        let r4: Vec<(Prefix4, u32)> = self.v4.iter().map(|(p, e)| (*p, value(e))).collect();
+        let mut r4: Vec<(Prefix4, u32)> = self.v4.iter().map(|(p, e)| (*p, value(e))).collect();
+        r4.extend(self.subnet_broadcasts());
         let r6: Vec<(Prefix6, u32)> = self.v6.iter().map(|(p, e)| (*p, value(e))).collect();
         let pick = |n: usize| match self.algo {
             FibAlgo::Auto if n <= AUTO_BSEARCH_MAX => FibAlgo::Bsearch,
@@ -846,6 +899,44 @@ mod tests {
         assert_eq!(
             r.delete(p("2001:2:2::/48"), None),
             Err(RtError::NotFound(p("2001:2:2::/48")))
+        );
+    }
+
+    #[test]
+    fn a_connected_subnets_network_and_broadcast_are_fib_entries() {
+        let mut r = rib();
+        r.add(RouteSpec::connected(p("198.18.1.0/24"), 2)).unwrap();
+        r.add(RouteSpec::connected(p("198.18.4.0/31"), 3)).unwrap();
+        r.add(RouteSpec::via(p("198.19.0.0/16"), ip("198.18.1.1"), 2))
+            .unwrap();
+        // A static route to a host that happens to be a subnet's broadcast wins.
+        r.add(RouteSpec::via(p("198.19.0.255/32"), ip("198.18.1.1"), 2))
+            .unwrap();
+        let f = r.compile();
+        let kind = |a: &str| {
+            f.lookup4(a.parse().unwrap(), || 0)
+                .map(|n| (n.kind, n.ifindex))
+        };
+        assert_eq!(kind("198.18.1.0"), Some((NhKind::Broadcast, 2)));
+        assert_eq!(kind("198.18.1.255"), Some((NhKind::Broadcast, 2)));
+        assert_eq!(kind("198.18.1.7"), Some((NhKind::Forward, 2)));
+        assert_eq!(kind("198.18.1.254"), Some((NhKind::Forward, 2)));
+        // RFC 3021: a /31 has neither.
+        assert_eq!(kind("198.18.4.0"), Some((NhKind::Forward, 3)));
+        assert_eq!(kind("198.18.4.1"), Some((NhKind::Forward, 3)));
+        // Only connected routes; not shown as routes.
+        assert_eq!(kind("198.19.0.0"), Some((NhKind::Forward, 2)));
+        assert_eq!(kind("198.19.0.255"), Some((NhKind::Forward, 2)));
+        assert_eq!(r.counts(), (4, 0));
+        assert!(r.route(p("198.18.1.255/32")).is_none());
+        // They go with the route, and so does their next hop.
+        r.delete(p("198.18.1.0/24"), None).unwrap();
+        let f = r.compile();
+        assert!(f.nexthops().all(|n| n.kind != NhKind::Broadcast));
+        assert_eq!(
+            f.lookup4("198.18.1.255".parse().unwrap(), || 0)
+                .map(|n| n.kind),
+            None
         );
     }
 

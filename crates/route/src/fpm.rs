@@ -32,6 +32,7 @@ const RTA_TABLE: u16 = 15;
 const RTA_VIA: u16 = 18;
 const RTN_UNSPEC: u8 = 0;
 const RTN_UNICAST: u8 = 1;
+const RTN_BROADCAST: u8 = 3;
 const RTN_BLACKHOLE: u8 = 6;
 const RTN_UNREACHABLE: u8 = 7;
 const RTN_PROHIBIT: u8 = 8;
@@ -332,6 +333,7 @@ pub fn encode_route(add: bool, r: &FpmRoute) -> Vec<u8> {
             NhKind::Blackhole => RTN_BLACKHOLE,
             NhKind::Reject => RTN_UNREACHABLE,
             NhKind::Prohibit => RTN_PROHIBIT,
+            NhKind::Broadcast => RTN_BROADCAST,
         },
         0,
         0,

@@ -125,6 +125,13 @@ pub enum NhKind {
     Reject,
     /// Drop it and answer "administratively prohibited".
     Prohibit,
+    /// The network or broadcast address of a subnet on the interface's link: a
+    /// directed broadcast (Linux's `RTN_BROADCAST`; VPP installs these with the
+    /// interface address). Not a route anyone adds: the FIB holds one for each
+    /// such address of a connected route ([`crate::Rib::compile`]). Forwarded only
+    /// where directed broadcasts are (RFC 2644), then as a link broadcast; our own
+    /// datagrams to it leave as one.
+    Broadcast,
 }
 
 /// What identifies a next hop: routes with equal keys share one.
@@ -252,6 +259,7 @@ impl NextHop {
             NhKind::Blackhole => f = f | RtFlags::BLACKHOLE,
             NhKind::Reject => f = f | RtFlags::REJECT,
             NhKind::Prohibit => f = f | RtFlags::REJECT | RtFlags::PROHIBIT,
+            NhKind::Broadcast => {}
         }
         f
     }

@@ -19,9 +19,14 @@
 //! counted (`ip.cantforward`, `ip.noroute`, `ip.blackhole`, `ip.reject`,
 //! `ip.timeexceed`, `ip.toobig`, and the `ip6` twins), and a lookup that finds no
 //! route is announced as `RTM_MISS` to routing sockets. A directed broadcast (the
-//! broadcast or network address of a subnet on the outgoing link; a /31 has
-//! neither, RFC 3021) is not forwarded (RFC 2644): dropped, `ip.bcastfwd`, unless
-//! `net.inet.ip.directed-broadcast` is on: then it leaves as a link broadcast.
+//! broadcast or network address of a connected subnet; a /31 has neither, RFC
+//! 3021) is not forwarded (RFC 2644): dropped, `ip.bcastfwd`, unless
+//! `net.inet.ip.directed-broadcast` is on: then it leaves as a link broadcast. The
+//! lookup decides it, as every other case: those addresses are FIB entries of
+//! their own ([`NhKind::Broadcast`]), installed with the address's connected
+//! route, so no packet scans an interface's addresses. Connected destinations take
+//! the fast path as gateways do, their link address from the neighbour table's
+//! snapshot.
 
 use crate::inet::cx::InetCx;
 use crate::inet::ip::{IpInfo, IP_HDR_LEN};
@@ -104,6 +109,8 @@ pub(crate) struct FwdOut {
     /// The address it goes to on that link (gateway, or the destination).
     next: Ipv4Addr,
     mtu: u32,
+    /// A directed broadcast let through: it leaves as a link broadcast.
+    bcast: bool,
 }
 
 /// `ip_forward`'s vectors and scratch.
@@ -202,11 +209,15 @@ pub(crate) fn ip_forward(
 
 /// The common case of one forwarded packet, done at once (VPP's `ip4-rewrite`
 /// behind `ip4-lookup`): a forward route through a gateway whose link address the
-/// next hop holds, a packet that fits the link and leaves nothing for a device to
-/// finish, not going back out of the interface it came in on, and no hook at the IP
-/// or link output points (the caller checked): TTL - 1 with the checksum updated
-/// (RFC 1624), the link header written into the headroom, onto the interface's
-/// transmit vector. Anything else comes back for the general path, untouched.
+/// next hop holds, or to a connected subnet whose destination the link's neighbour
+/// table has resolved (its snapshot, lock-free); a packet that fits the link and
+/// leaves nothing for a device to finish, not going back out of the interface it
+/// came in on, and no hook at the IP or link output points (the caller checked):
+/// TTL - 1 with the checksum updated (RFC 1624), the link header written into the
+/// headroom, onto the interface's transmit vector. Anything else comes back for
+/// the general path, untouched. (A subnet's network and broadcast addresses are
+/// FIB entries of their own, [`NhKind::Broadcast`]: a connected route's next hop
+/// here is a host.)
 #[inline]
 fn forward4_fast(
     cx: &mut InetCx<'_>,
@@ -216,7 +227,7 @@ fn forward4_fast(
     nh: &route::NextHop,
     now: u64,
 ) -> Result<(), Mbuf> {
-    if nh.kind != NhKind::Forward || nh.gateway.is_none() {
+    if nh.kind != NhKind::Forward {
         return Err(m);
     }
     let ifaces = cx.ifaces;
@@ -236,7 +247,11 @@ fn forward4_fast(
     {
         return Err(m);
     }
-    let Some(mac) = nh.l2(now) else {
+    let mac = match nh.gateway {
+        Some(_) => nh.l2(now),
+        None => cx.link.arp_lookup(out.index, info.dst).map(|a| a.0),
+    };
+    let Some(mac) = mac else {
         return Err(m);
     };
     if !ttl_decrement(&mut m, info.ttl) {
@@ -268,23 +283,23 @@ fn forward4_out(
     };
     let mtu = o.mtu as usize;
     // The common case: it fits, nothing is left to a device, and the route's
-    // gateway has its link address written in the next hop.
-    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
-        if let Some(mac) = nh.gateway.and_then(|_| nh.l2(cx.now.as_nanos())) {
-            let dst = EthernetAddress(mac);
+    // gateway has its link address written in the next hop (or the neighbour
+    // table the connected destination's).
+    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 && !o.bcast {
+        let mac = match nh.gateway {
+            Some(_) => nh.l2(cx.now.as_nanos()).map(EthernetAddress),
+            None => cx.link.arp_lookup(out.index, o.next),
+        };
+        if let Some(dst) = mac {
             let ty = EtherType::Ipv4;
             return ether::ether_output_known(&mut cx.link, out, m, dst, ty, l2, direct);
         }
     }
     // A segment from a link with offloads may be larger than this one takes, or
-    // still lack its checksum; an unresolved next hop goes through ARP.
-    let next = o.next;
-    // A directed broadcast let through (`net.inet.ip.directed-broadcast`) goes to
-    // the link's broadcast address, as FreeBSD's `ip_output` sends one (M_BCAST);
-    // asked only off the fast path, of on-link routes, with the knob on.
-    let bcast = nh.gateway.is_none()
-        && cx.inet.directed_broadcast
-        && out.addrs.iter().any(|a| a.is_net_or_bcast(next));
+    // still lack its checksum; an unresolved next hop goes through ARP. A directed
+    // broadcast let through (`net.inet.ip.directed-broadcast`) goes to the link's
+    // broadcast address, as FreeBSD's `ip_output` sends one (M_BCAST).
+    let (next, bcast) = (o.next, o.bcast);
     let l2out = |cx: &mut InetCx<'_>, m| l2_output4(cx, out, m, nh, next, bcast);
     if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
         crate::inet::ip::ip_fragment(cx, out, m, next, bcast, mtu);
@@ -375,8 +390,18 @@ fn forward4_one(
         crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 0, 0);
         return None;
     };
-    match nh.kind {
-        NhKind::Forward => {}
+    let bcast = match nh.kind {
+        NhKind::Forward => false,
+        // RFC 2644, RFC 1812 §5.3.5.2: a router must not forward a directed
+        // broadcast by default: the broadcast (or, shorter than /31, the network)
+        // address of a subnet on the link is refused, as FreeBSD's `ip_output`
+        // does with `directed-broadcast` 0 and Linux without `bc_forwarding`. The
+        // lookup tells: such addresses are FIB entries of their own.
+        NhKind::Broadcast if !cx.inet.directed_broadcast => {
+            cx.drop_pkt(m, DropReason::IpBcastFwd);
+            return None;
+        }
+        NhKind::Broadcast => true,
         NhKind::Blackhole => {
             cx.drop_pkt(m, DropReason::IpBlackhole);
             return None;
@@ -391,24 +416,12 @@ fn forward4_one(
             crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 13, 0);
             return None;
         }
-    }
+    };
     let ifaces = cx.ifaces;
     let Some(outif) = ifaces.get(nh.ifindex as usize) else {
         cx.drop_pkt(m, DropReason::IpNoRoute);
         return None;
     };
-    // RFC 2644, RFC 1812 §5.3.5.2: a router must not forward a directed broadcast
-    // by default: the broadcast (or, shorter than /31, the network) address of a
-    // subnet the route says is on the link (no gateway) is refused, as FreeBSD's
-    // `ip_output` does with `directed-broadcast` 0 and Linux without
-    // `bc_forwarding`. Only here, off the fast path: that takes gateway routes.
-    if nh.gateway.is_none()
-        && !cx.inet.directed_broadcast
-        && outif.addrs.iter().any(|a| a.is_net_or_bcast(dst))
-    {
-        cx.drop_pkt(m, DropReason::IpBcastFwd);
-        return None;
-    }
     if !outif.is_up() {
         // FreeBSD's ip_forward answers ENETDOWN so.
         cx.stats.ip.cantforward += 1;
@@ -459,6 +472,7 @@ fn forward4_one(
             nh: nh.index,
             next,
             mtu: mtu as u32,
+            bcast,
         },
     ))
 }

@@ -539,27 +539,23 @@ pub(crate) fn ip_route<'a>(
             .find(|i| !i.addrs.is_empty())
             .map(|i| (i, dst, dst.is_broadcast()));
     }
-    for i in ifs {
-        for a in &i.addrs {
-            if a.broadcast() == Some(dst) {
-                return Some((i, dst, true));
-            }
-        }
-    }
-    // The FIB: connected networks, static and default routes. Our own datagrams
-    // to a multipath route spread by destination.
+    // The FIB: connected networks, static and default routes; a subnet's network
+    // and broadcast addresses are entries of their own, sent to as link
+    // broadcasts. Our own datagrams to a multipath route spread by destination.
     let fib: &'a route::Fib = cx.fib;
     let hash = || route::flow_hash4(0, u32::from(dst), 0, 0, 0, cx.isn_secret);
     if let Some(nh) = fib.lookup4(dst, hash) {
-        if nh.kind != route::NhKind::Forward {
-            return None;
-        }
+        let bcast = match nh.kind {
+            route::NhKind::Forward => false,
+            route::NhKind::Broadcast => true,
+            _ => return None,
+        };
         let out = ifs.get(nh.ifindex as usize)?;
         let next = match nh.gateway {
             Some(std::net::IpAddr::V4(g)) => g,
             _ => dst,
         };
-        return Some((out, next, false));
+        return Some((out, next, bcast));
     }
     // A default gateway set before its network was configured. (Connected networks
     // are routes of the FIB: every address added installs one.)

@@ -118,9 +118,10 @@ pub(crate) fn ip6_forward(
     }
 }
 
-/// The common case of one forwarded IPv6 packet, done at once (as `forward4_fast`):
-/// hop limit - 1, the link header written, onto the transmit vector; anything else
-/// comes back, untouched, for the general path.
+/// The common case of one forwarded IPv6 packet, done at once (as `forward4_fast`,
+/// gateways and connected destinations alike): hop limit - 1, the link header
+/// written, onto the transmit vector; anything else comes back, untouched, for the
+/// general path.
 #[inline]
 fn forward6_fast(
     cx: &mut Inet6Cx<'_>,
@@ -130,7 +131,7 @@ fn forward6_fast(
     nh: &route::NextHop,
     now: u64,
 ) -> Result<(), Mbuf> {
-    if nh.kind != NhKind::Forward || nh.gateway.is_none() {
+    if nh.kind != NhKind::Forward {
         return Err(m);
     }
     let ifaces = cx.ifaces;
@@ -150,7 +151,13 @@ fn forward6_fast(
     {
         return Err(m);
     }
-    let Some(mac) = nh.l2(now) else {
+    // A gateway's link address is in its next hop; a connected destination's in
+    // the link's neighbour table (its snapshot, lock-free).
+    let mac = match nh.gateway {
+        Some(_) => nh.l2(now),
+        None => cx.link.nd6_lookup(out.index, h.dst).map(|a| a.0),
+    };
+    let Some(mac) = mac else {
         return Err(m);
     };
     match m
@@ -185,8 +192,12 @@ fn forward6_out(
     let mtu = o.mtu as usize;
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
         let now = cx.now.as_nanos();
-        if let Some(mac) = nh.filter(|n| n.gateway.is_some()).and_then(|n| n.l2(now)) {
-            let dst = EthernetAddress(mac);
+        let mac = match nh {
+            Some(n) if n.gateway.is_some() => n.l2(now).map(EthernetAddress),
+            Some(_) => cx.link.nd6_lookup(out.index, o.next),
+            None => None,
+        };
+        if let Some(dst) = mac {
             let ty = EtherType::Ipv6;
             return ether::ether_output_known(&mut cx.link, out, m, dst, ty, l2, direct);
         }
@@ -274,6 +285,11 @@ fn forward6_one(
                 NhKind::Forward => {}
                 NhKind::Blackhole => {
                     cx.drop_pkt(m, DropReason::Ip6Blackhole);
+                    return None;
+                }
+                // IPv6 has no broadcast; no such entry is made for it.
+                NhKind::Broadcast => {
+                    cx.drop_pkt(m, DropReason::Ip6NoRoute);
                     return None;
                 }
                 NhKind::Reject | NhKind::Prohibit => {
