@@ -467,6 +467,9 @@ impl Worker {
                         inet_input(&mut cx, rt, v, ifp, &mut one, ticks());
                     }
                     v.one = one;
+                } else {
+                    // Looped back or off a tunnel whose interface has gone since.
+                    cx.drop_pkt(m, DropReason::EtherNoIf);
                 }
             }
             flush_tcp(&mut cx);
@@ -1137,7 +1140,8 @@ fn ip6_protox(
 fn reinject(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, d: Deferred) {
     let ifaces = cx.ifaces;
     let Some(ifp) = ifaces.get(d.ifindex.get()) else {
-        return;
+        // Released by a pipe after its interface went away.
+        return cx.drop_pkt(d.m, DropReason::EtherNoIf);
     };
     let skip = std::mem::replace(&mut cx.pfil_skip, true);
     let mut m = d.m;
