@@ -27,6 +27,17 @@
 //! route, so no packet scans an interface's addresses. Connected destinations take
 //! the fast path as gateways do, their link address from the neighbour table's
 //! snapshot.
+//!
+//! # Stage contract (`ip_forward`)
+//! - **Uses**: each packet's `IpInfo` (`dst` as the lookup's key, `src`, TTL, DF,
+//!   header length, ports for a multipath hash); the batch's FIB, flow table and
+//!   interfaces; the neighbour tables' snapshots; the pfil hooks (`Inet`, out;
+//!   `Ether`, out).
+//! - **Sets**: TTL - 1 and the header checksum; the link header when the next
+//!   hop's address is known.
+//! - **Next**: the out-interface's transmit vector (fast path), `L2Out` to
+//!   `ether_output`'s hooks, ARP's hold queue, fragmentation, or an ICMP error;
+//!   drops counted (`ip.*`).
 
 use crate::inet::cx::InetCx;
 use crate::inet::ip::{IpInfo, IP_HDR_LEN};

@@ -12,6 +12,19 @@
 //! dropped. Output picks the interface and next hop from the FIB (connected, static
 //! and default routes), runs the output hooks, fragments what the interface's MTU
 //! cannot carry, and resolves the link address.
+//!
+//! # Stage contract (`ip_input`)
+//! - **Uses**: the packet from its IPv4 header; `m.hdr.rcvif`, `m.hdr.flags`
+//!   (`M_LOOP`); the batch's `InetConfig` (local and broadcast addresses), the
+//!   interface's forwarding switch; the pfil hooks (`Inet`, in).
+//! - **Sets**: an `IpInfo` beside each packet (addresses, protocol, header length,
+//!   TTL, DF, fragment fields, broadcast), read again after the hooks when they
+//!   ran, so a hook that rewrote the header sends the packet where it now says;
+//!   an `ipfw fwd` next hop replaces `dst` as forwarding's key. Link padding
+//!   trimmed.
+//! - **Next**: `IpInputVecs::local` to reassembly and the protocol switch
+//!   (`ip_protox`), `fwd` to `ip_forward`; every other packet dropped and counted
+//!   (`ip.*`).
 
 use crate::hdr::{fixed, length_field};
 use crate::inet::cx::InetCx;

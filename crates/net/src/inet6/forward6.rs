@@ -2,6 +2,14 @@
 //! `ip_forward` (`inet::forward`): a vector stage whose lookups go back to back,
 //! router errors as ICMPv6 (time exceeded, unreachable, packet too big — routers do
 //! not fragment), and redirects towards a neighbour of the source.
+//!
+//! # Stage contract (`ip6_forward`)
+//! - **Uses**: each packet's `Ip6Hdr` (`dst` as the lookup's key, `src` for
+//!   scope, hop limit); the batch's FIB, flow table, interfaces, the neighbour
+//!   tables' snapshots, ND's routers; the pfil hooks (`Inet6`, out; `Ether`, out).
+//! - **Sets**: hop limit - 1; the link header when the next hop's address is known.
+//! - **Next**: as `ip_forward`'s (no fragmentation: Packet Too Big); drops
+//!   counted (`ip6.*`).
 
 use crate::inet::forward::{miss, ports, NO_NH};
 use crate::inet6::cx::Inet6Cx;

@@ -18,6 +18,15 @@
 //! Output routes on the interfaces' prefixes and the default router, picks a source
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
 //! interface's neighbour table ([`crate::inet6::nd6`]).
+//!
+//! # Stage contract (`ip6_input`)
+//! - **Uses**: the packet from its IPv6 header; `m.hdr.rcvif`, `m.hdr.flags`;
+//!   the batch's addresses and groups, the interface's forwarding switch; the pfil
+//!   hooks (`Inet6`, in).
+//! - **Sets**: an `Ip6Hdr` beside each packet, read again after the hooks when
+//!   they ran; an `ipfw fwd` next hop replaces `dst` as forwarding's key.
+//! - **Next**: `Ip6InputVecs::local` to the extension-header walk and the upper
+//!   layers, `fwd` to `ip6_forward`; drops counted (`ip6.*`).
 
 use crate::hdr::{hdr, HdrAccess};
 use crate::inet6::cx::Inet6Cx;

@@ -5,6 +5,14 @@
 //! tag control information (the priority) kept in `m.hdr.vlan_tci`, as Linux and
 //! FreeBSD take it; a frame tagged for a VLAN the interface has no VLAN interface
 //! for is dropped (`ether.vlandrop`).
+//!
+//! # Stage contract (`ether_input`)
+//! - **Uses**: the frame from its first byte; the arrival interface (its MAC,
+//!   promiscuity, VLAN interfaces); the link's pfil hooks (`Ether`, in).
+//! - **Sets**: `m.hdr.rcvif`, `m.hdr.vlan_tci` for a priority tag; the link
+//!   header is stripped (the packet starts at the network header).
+//! - **Next**: `EtherInputVecs::ip4` to `ip_input`, `ip6` to `ip6_input`, `arp`
+//!   to `in_arpinput`; anything else dropped and counted (`ether.*`).
 
 use crate::link::arp::{ArpOutput, Resolve};
 use crate::link::cx::LinkCx;
