@@ -406,6 +406,7 @@ fn compile_rule(
         rule::Action::CheckState => Act::CheckState,
         rule::Action::Pipe(a) => Act::Pipe(*a),
         rule::Action::Queue(a) => Act::Queue(*a),
+        rule::Action::Fwd(a, port) => Act::Fwd(*a, *port),
     };
     Ok(RuleHdr {
         slow: 0,

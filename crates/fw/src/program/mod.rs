@@ -68,6 +68,10 @@ pub enum Decision {
     Pipe(u32),
     /// Hand to dummynet queue `n`.
     Queue(u32),
+    /// Accepted, to leave by this next hop (and port) instead of the route's
+    /// gateway, or to be delivered locally when the address is the node's own:
+    /// FreeBSD's `ipfw fwd` (the `PACKET_TAG_IPFORWARD` tag).
+    Fwd(std::net::IpAddr, Option<u16>),
 }
 
 /// The decision and the rule that made it.
@@ -186,6 +190,7 @@ enum Act {
     CheckState,
     Pipe(Arg),
     Queue(Arg),
+    Fwd(std::net::IpAddr, Option<u16>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
