@@ -442,6 +442,8 @@ impl Ipfw {
             }
             Decision::Pipe(n) => format!("Pipe {n}"),
             Decision::Queue(n) => format!("Queue {n}"),
+            Decision::Fwd(a, Some(p)) => format!("Forward to {a}:{p}"),
+            Decision::Fwd(a, None) => format!("Forward to {a}"),
         };
         let ep = |a: IpAddr, port: u16, ports: bool| match (a, ports) {
             (IpAddr::V6(a), true) => format!("[{a}]:{port}"),
@@ -1065,6 +1067,9 @@ fn apply(
     match v.decision {
         Decision::Allow => {}
         Decision::Deny => b.set(at, PfilAct::Drop),
+        // The port is kept for a transparent proxy's socket lookup, which the
+        // stack does not do yet: the address alone decides where the packet goes.
+        Decision::Fwd(nh, _) => b.set(at, PfilAct::Fwd(nh)),
         Decision::Reject(k) => b.set(
             at,
             PfilAct::Reject(match k {
@@ -1172,7 +1177,8 @@ impl PfilHook for Ipfw {
         let mut act = [PfilAct::Pass];
         self.filter_batch(&mut crate::pfil::PfilBatch::new(&mut one, &mut act), cx);
         match act[0] {
-            PfilAct::Pass => Verdict::Pass(m),
+            // One packet's hook has no place for a next hop: it passes as routed.
+            PfilAct::Pass | PfilAct::Fwd(_) => Verdict::Pass(m),
             // `m` is the stand-in the batch left: the firewall has the packet.
             PfilAct::Consumed => Verdict::Consumed,
             PfilAct::Reject(how) => Verdict::Reject(m, how),
