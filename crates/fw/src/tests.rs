@@ -2205,20 +2205,28 @@ fn fwd_verdict_carries_the_next_hop_and_a_miss_goes_on() {
          add 200 fwd 2001:2::1 ip6 from any to any\n\
          add 300 allow ip from any to any\n",
     );
-    assert_eq!(
-        fw.decide(syn()),
-        (Decision::Fwd(ip("198.18.1.2"), Some(8080)), 100)
-    );
+    let hop = |fw: &mut Fw, d: Decision| match d {
+        Decision::Fwd(i) => fw.rs.program().unwrap().fwd_hop(i),
+        _ => None,
+    };
+    let (d, rule) = fw.decide(syn());
+    assert_eq!(rule, 100);
+    assert_eq!(hop(&mut fw, d), Some((ip("198.18.1.2"), Some(8080))));
     let mut other = syn();
     other.dport = 23;
     assert_eq!(fw.decide(other), (Decision::Allow, 300));
     let mut p6 = PacketInfo::new(ip("2001:2::7"), ip("2001:2:5::9"), 17);
     p6.ip_len = 48;
     p6.len = 48;
-    assert_eq!(fw.decide(p6), (Decision::Fwd(ip("2001:2::1"), None), 200));
+    let (d, rule) = fw.decide(p6);
+    assert_eq!(rule, 200);
+    assert_eq!(hop(&mut fw, d), Some((ip("2001:2::1"), None)));
     // The batch evaluator gives the same verdict as the one-packet walk.
     let mut batch = [syn(), other];
     let v = fw.run_batch(&mut batch, 10);
-    assert_eq!(v[0].decision, Decision::Fwd(ip("198.18.1.2"), Some(8080)));
+    assert_eq!(
+        hop(&mut fw, v[0].decision),
+        Some((ip("198.18.1.2"), Some(8080)))
+    );
     assert_eq!(v[1].decision, Decision::Allow);
 }

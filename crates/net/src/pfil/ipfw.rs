@@ -442,8 +442,11 @@ impl Ipfw {
             }
             Decision::Pipe(n) => format!("Pipe {n}"),
             Decision::Queue(n) => format!("Queue {n}"),
-            Decision::Fwd(a, Some(p)) => format!("Forward to {a}:{p}"),
-            Decision::Fwd(a, None) => format!("Forward to {a}"),
+            Decision::Fwd(i) => match self.program.load().fwd_hop(i) {
+                Some((a, Some(p))) => format!("Forward to {a}:{p}"),
+                Some((a, None)) => format!("Forward to {a}"),
+                None => "Forward".to_string(),
+            },
         };
         let ep = |a: IpAddr, port: u16, ports: bool| match (a, ports) {
             (IpAddr::V6(a), true) => format!("[{a}]:{port}"),
@@ -1057,6 +1060,7 @@ fn describe(
 /// denied or refused.
 fn apply(
     fw: &Ipfw,
+    program: &fw::Program,
     b: &mut crate::pfil::PfilBatch<'_>,
     at: usize,
     vec: &fw::PacketVec,
@@ -1069,7 +1073,10 @@ fn apply(
         Decision::Deny => b.set(at, PfilAct::Drop),
         // The port is kept for a transparent proxy's socket lookup, which the
         // stack does not do yet: the address alone decides where the packet goes.
-        Decision::Fwd(nh, _) => b.set(at, PfilAct::Fwd(nh)),
+        Decision::Fwd(i) => match program.fwd_hop(i) {
+            Some((nh, _)) => b.set(at, PfilAct::Fwd(nh)),
+            None => b.set(at, PfilAct::Drop),
+        },
         Decision::Reject(k) => b.set(
             at,
             PfilAct::Reject(match k {
@@ -1146,7 +1153,7 @@ impl Ipfw {
         while todo != 0 {
             let k = todo.trailing_zeros() as usize;
             todo &= todo - 1;
-            apply(self, b, wf.at[k] as usize, v, k, cx);
+            apply(self, &program, b, wf.at[k] as usize, v, k, cx);
         }
         v.clear();
     }
