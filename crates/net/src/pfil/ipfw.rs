@@ -1153,7 +1153,7 @@ impl Ipfw {
         while todo != 0 {
             let k = todo.trailing_zeros() as usize;
             todo &= todo - 1;
-            apply(self, &program, b, wf.at[k] as usize, v, k, cx);
+            apply(self, program, b, wf.at[k] as usize, v, k, cx);
         }
         v.clear();
     }
