@@ -323,7 +323,7 @@ fn arg(p: &mut Parser<'_>, what: &str) -> PResult<Arg> {
 
 fn action(p: &mut Parser<'_>) -> PResult<Action> {
     const WHAT: &str = "an action (allow, deny, reject, unreach, reset, count, skipto, call, \
-                        return, check-state, pipe, queue)";
+                        return, check-state, pipe, queue, fwd)";
     let w = p.next(WHAT)?;
     Ok(match w {
         "allow" | "accept" | "pass" | "permit" => Action::Allow,
@@ -351,10 +351,28 @@ fn action(p: &mut Parser<'_>) -> PResult<Action> {
             }
             Action::Queue(a)
         }
+        "fwd" | "forward" => fwd_addr(p)?,
         _ => {
             p.pos -= 1;
             return p.err(WHAT);
         }
+    })
+}
+
+/// `fwd`'s operand, `ADDR[,PORT]` as ipfw(8) writes it (the comma also for IPv6,
+/// whose address has colons): a unicast next hop of either family.
+fn fwd_addr(p: &mut Parser<'_>) -> PResult<Action> {
+    p.word("a next-hop address (ADDR[,PORT])", |w| {
+        let (a, port) = match w.split_once(',') {
+            Some((a, port)) => (a, Some(port.parse::<u16>().ok()?)),
+            None => (w, None),
+        };
+        let a: IpAddr = a.parse().ok()?;
+        let unicast = match a {
+            IpAddr::V4(a) => !a.is_unspecified() && !a.is_multicast() && !a.is_broadcast(),
+            IpAddr::V6(a) => !a.is_unspecified() && !a.is_multicast(),
+        };
+        unicast.then_some(Action::Fwd(a, port))
     })
 }
 

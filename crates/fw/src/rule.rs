@@ -60,6 +60,11 @@ pub enum Action {
     CheckState,
     Pipe(Arg),
     Queue(Arg),
+    /// `fwd ADDR[,PORT]` (alias `forward`): accept the packet and hand it to the
+    /// next hop `ADDR` instead of the route's gateway, or to the local stack when
+    /// `ADDR` is one of this node's addresses (FreeBSD's `O_FORWARD_IP`/`O_FORWARD_IP6`,
+    /// carried to the stack as the `PACKET_TAG_IPFORWARD` tag is).
+    Fwd(IpAddr, Option<u16>),
 }
 
 /// The protocol field.
@@ -479,6 +484,13 @@ impl fmt::Display for Action {
             Action::Queue(a) => {
                 f.write_str("queue ")?;
                 write_arg(f, *a)
+            }
+            Action::Fwd(a, port) => {
+                write!(f, "fwd {a}")?;
+                match port {
+                    Some(p) => write!(f, ",{p}"),
+                    None => Ok(()),
+                }
             }
         }
     }

@@ -2148,3 +2148,85 @@ fn the_vector_of_eval_batch_keeps_no_room_for_quotes() {
     let size = std::mem::size_of::<PacketVec>();
     assert!(size <= 11 * 1024, "PacketVec is {size} bytes");
 }
+
+#[test]
+fn fwd_parses_in_freebsd_form_with_its_alias_and_lists_back() {
+    for text in [
+        "00100 fwd 198.18.1.2 ip from any to 198.18.5.0/24",
+        "00200 fwd 198.18.1.2,8080 tcp from any to any 80",
+        "00300 fwd 2001:2::1 ip6 from any to 2001:2:5::/48",
+        "00400 fwd 2001:2::1,3128 tcp from any to any 80",
+    ] {
+        let r = parse_rule(text, 1).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(r.to_string(), text);
+    }
+    let r = parse_rule("100 forward 198.18.1.2 ip from any to any", 1).unwrap();
+    assert_eq!(r.action, Action::Fwd(ip("198.18.1.2"), None));
+    assert_eq!(
+        r.to_string(),
+        "00100 fwd 198.18.1.2 ip from any to any",
+        "the alias lists as fwd"
+    );
+}
+
+#[test]
+fn fwd_without_a_usable_next_hop_is_refused() {
+    for bad in [
+        "fwd ip from any to any",
+        "fwd",
+        "fwd 198.18.1 ip from any to any",
+        "fwd 198.18.1.2,http ip from any to any",
+        "fwd 198.18.1.2,70000 ip from any to any",
+        "fwd 198.18.1.2, ip from any to any",
+        "fwd 0.0.0.0 ip from any to any",
+        "fwd 224.0.0.1 ip from any to any",
+        "fwd 255.255.255.255 ip from any to any",
+        "fwd :: ip6 from any to any",
+        "fwd ff02::1 ip6 from any to any",
+        "fwd [2001:2::1]:80 ip6 from any to any",
+    ] {
+        let e = parse_rule(bad, 1).unwrap_err();
+        assert!(
+            e.expected.contains("next-hop address") || e.expected.contains("an action"),
+            "{bad}: {e}"
+        );
+    }
+    let e = parse_rule("fwd 198.18.1 ip from any to any", 2).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "2:5: expected a next-hop address (ADDR[,PORT]), found '198.18.1'"
+    );
+}
+
+#[test]
+fn fwd_verdict_carries_the_next_hop_and_a_miss_goes_on() {
+    let mut fw = Fw::new(
+        "add 100 fwd 198.18.1.2,8080 tcp from any to 10.0.0.1 22\n\
+         add 200 fwd 2001:2::1 ip6 from any to any\n\
+         add 300 allow ip from any to any\n",
+    );
+    let hop = |fw: &mut Fw, d: Decision| match d {
+        Decision::Fwd(i) => fw.rs.program().unwrap().fwd_hop(i),
+        _ => None,
+    };
+    let (d, rule) = fw.decide(syn());
+    assert_eq!(rule, 100);
+    assert_eq!(hop(&mut fw, d), Some((ip("198.18.1.2"), Some(8080))));
+    let mut other = syn();
+    other.dport = 23;
+    assert_eq!(fw.decide(other), (Decision::Allow, 300));
+    let mut p6 = PacketInfo::new(ip("2001:2::7"), ip("2001:2:5::9"), 17);
+    p6.ip_len = 48;
+    p6.len = 48;
+    let (d, rule) = fw.decide(p6);
+    assert_eq!(rule, 200);
+    assert_eq!(hop(&mut fw, d), Some((ip("2001:2::1"), None)));
+    // The batch evaluator gives the same verdict as the one-packet walk.
+    let mut batch = [syn(), other];
+    let v = fw.run_batch(&mut batch, 10);
+    assert_eq!(
+        hop(&mut fw, v[0].decision),
+        Some((ip("198.18.1.2"), Some(8080)))
+    );
+    assert_eq!(v[1].decision, Decision::Allow);
+}

@@ -120,7 +120,7 @@ fn eval_never_allocates() {
             let v = prog.eval(&mut p, &Host, &states, &mut ctr, round, &mut rng);
             let _ = prog.eval(&mut p.clone(), &Host, &states, &shared, round, &mut rng);
             seen[match v.decision {
-                Decision::Allow => 0,
+                Decision::Allow | Decision::Fwd(_) => 0,
                 Decision::Pipe(_) | Decision::Queue(_) => 1,
                 Decision::Deny => 2,
                 Decision::Reject(_) => 3,

@@ -50,6 +50,7 @@ struct Builder {
     ifnames: Vec<IfName>,
     macs: Vec<(MacPat, MacPat)>,
     icmp6: Vec<[u64; 4]>,
+    fwds: Vec<(IpAddr, Option<u16>)>,
 }
 
 impl Builder {
@@ -182,6 +183,7 @@ impl Program {
             ifnames: b.ifnames,
             macs: b.macs,
             icmp6: b.icmp6,
+            fwds: b.fwds,
             tables: tables.iter().map(|t| t.table.clone()).collect(),
             by_id,
         })
@@ -406,6 +408,10 @@ fn compile_rule(
         rule::Action::CheckState => Act::CheckState,
         rule::Action::Pipe(a) => Act::Pipe(*a),
         rule::Action::Queue(a) => Act::Queue(*a),
+        rule::Action::Fwd(a, port) => {
+            b.fwds.push((*a, *port));
+            Act::Fwd(b.fwds.len() as u32 - 1)
+        }
     };
     Ok(RuleHdr {
         slow: 0,

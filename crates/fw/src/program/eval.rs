@@ -640,6 +640,7 @@ pub(super) fn decision<P: Pkt>(act: Act, p: P, targ: u32) -> Option<Decision> {
         Act::Reset => Decision::Deny,
         Act::Pipe(a) => Decision::Pipe(arg(a)),
         Act::Queue(a) => Decision::Queue(arg(a)),
+        Act::Fwd(i) => Decision::Fwd(i),
     })
 }
 

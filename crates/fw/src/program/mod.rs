@@ -68,6 +68,11 @@ pub enum Decision {
     Pipe(u32),
     /// Hand to dummynet queue `n`.
     Queue(u32),
+    /// Accepted, to leave by this next hop (and port) instead of the route's
+    /// gateway, or to be delivered locally when the address is the node's own:
+    /// FreeBSD's `ipfw fwd` (the `PACKET_TAG_IPFORWARD` tag). The next hop (and
+    /// port) is [`Program::fwd_hop`] of this index, so that a verdict stays small.
+    Fwd(u32),
 }
 
 /// The decision and the rule that made it.
@@ -186,6 +191,8 @@ enum Act {
     CheckState,
     Pipe(Arg),
     Queue(Arg),
+    /// `fwd`: the index of its next hop in [`Program::fwd_hop`].
+    Fwd(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,6 +264,8 @@ pub struct Program {
     ifnames: Vec<IfName>,
     macs: Vec<(MacPat, MacPat)>,
     icmp6: Vec<[u64; 4]>,
+    /// The next hops (and ports) of the `fwd` rules, by [`Decision::Fwd`]'s index.
+    fwds: Vec<(IpAddr, Option<u16>)>,
     tables: Vec<Arc<CompiledTable>>,
     /// `(rule_id, index)` sorted by id: where a state's rule is.
     by_id: Vec<(u32, u32)>,
@@ -273,6 +282,13 @@ pub struct Program {
     needs: Needs,
     /// Some instruction looks up an address table in a [`VectorLookups`] slot.
     has_slots: bool,
+}
+
+impl Program {
+    /// The next hop and port of a [`Decision::Fwd`] of this program.
+    pub fn fwd_hop(&self, i: u32) -> Option<(IpAddr, Option<u16>)> {
+        self.fwds.get(i as usize).copied()
+    }
 }
 
 fn addr_bits(a: IpAddr) -> (u128, bool) {

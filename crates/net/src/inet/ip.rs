@@ -47,6 +47,8 @@ pub(crate) use crate::sockbuf::DEFAULT_TTL;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct IpInfo {
     pub src: Ipv4Addr,
+    /// The header's destination; for a packet to forward with an `ipfw fwd` next
+    /// hop, that next hop (what the route is looked up for).
     pub dst: Ipv4Addr,
     pub hlen: usize,
     pub proto: IpProtocol,
@@ -186,10 +188,62 @@ pub(crate) fn ip_input(
         &mut v.pf,
         |_| at,
     );
-    for (m, info) in checked.drain(..) {
-        ip_sort(cx, ifp, forwarding, m, info, v);
+    for (k, (mut m, info)) in checked.drain(..).enumerate() {
+        let info = ip_reread(cx, ifp, &mut m, info);
+        match v.pf.nexthop(k) {
+            Some(std::net::IpAddr::V4(nh)) => ip_fwd_sort(cx, forwarding, m, info, nh, v),
+            _ => ip_sort(cx, ifp, forwarding, m, info, v),
+        }
     }
     v.checked = checked;
+}
+
+/// The header fields that decide where a packet goes, read again after the input
+/// hooks (FreeBSD's `ip_input` compares `ip_dst` with `odst`, "dchg"): a hook that
+/// rewrote the addresses or the protocol (NAT) sends the packet where the header
+/// now says. Nothing is read when the header's fields are as they were.
+#[inline]
+fn ip_reread(cx: &InetCx<'_>, ifp: &Ifnet, m: &mut Mbuf, mut info: IpInfo) -> IpInfo {
+    let Ok(h) = crate::hdr::hdr(cx.access, m, 0, IP_HDR_LEN) else {
+        return info;
+    };
+    let p = Ipv4Packet::new_unchecked(fixed::<IP_HDR_LEN>(h));
+    let (src, dst, proto) = (p.src_addr(), p.dst_addr(), p.next_header());
+    if dst != info.dst {
+        info.bcast =
+            dst.is_broadcast() || dst.is_multicast() || cx.inet.is_bcast_on(dst, ifp.index);
+        info.dst = dst;
+    }
+    info.src = src;
+    info.proto = proto;
+    info
+}
+
+/// A packet past the input hooks: one an `ipfw fwd` rule tagged with a next hop
+/// (`PACKET_TAG_IPFORWARD`) is delivered here when the next hop is one of our
+/// addresses (a transparent proxy's socket gets it, as in FreeBSD), else forwarded
+/// with the next hop as its route lookup's key (FreeBSD's `ip_fastfwd` looks the
+/// route up for the tag's address) and the header as it is; any other to
+/// [`ip_sort`] (the caller's choice).
+#[inline]
+fn ip_fwd_sort(
+    cx: &mut InetCx<'_>,
+    forwarding: bool,
+    m: Mbuf,
+    mut info: IpInfo,
+    nh: Ipv4Addr,
+    v: &mut IpInputVecs,
+) {
+    if cx.inet.is_local(nh) {
+        return v.local.push((m, info));
+    }
+    if !forwarding {
+        return cx.drop_pkt(m, DropReason::IpCantForward);
+    }
+    // Forwarding reads `dst` only as the lookup's key and the link's next address.
+    info.dst = nh;
+    info.bcast = false;
+    v.fwd.push((m, info));
 }
 
 /// A checked packet (past the input hooks) to local delivery or forwarding.

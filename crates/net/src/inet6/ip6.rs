@@ -113,6 +113,18 @@ fn ip6_check(access: HdrAccess, m: &mut Mbuf) -> Result<Ip6Hdr, DropReason> {
     Ok(h)
 }
 
+/// The fixed header's addresses and next header read again after the input hooks.
+#[inline]
+fn ip6_reread(access: HdrAccess, m: &mut Mbuf, mut h: Ip6Hdr) -> Ip6Hdr {
+    if let Ok(b) = hdr(access, m, 0, IP6_HDR_LEN) {
+        let p = Ipv6Packet::new_unchecked(crate::hdr::fixed::<IP6_HDR_LEN>(b));
+        h.src = p.src_addr();
+        h.dst = p.dst_addr();
+        h.nxt = p.next_header();
+    }
+    h
+}
+
 /// Where `ip6_input` sends the packets of a vector, and its scratch.
 #[derive(Debug, Default)]
 pub(crate) struct Ip6InputVecs {
@@ -158,7 +170,28 @@ pub(crate) fn ip6_input(
         |_| at,
     );
     let forwarding = ifp.forwarding.inet6();
-    for (m, h) in v.checked.drain(..) {
+    let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::In);
+    for (k, (mut m, h)) in v.checked.drain(..).enumerate() {
+        // The header as the hooks left it: one that rewrote the destination (NAT)
+        // sends the packet there, as FreeBSD's `ip6_input` re-reads `ip6_dst`.
+        let mut h = if hooks {
+            ip6_reread(cx.access, &mut m, h)
+        } else {
+            h
+        };
+        if let Some(std::net::IpAddr::V6(nh)) = v.pf.nexthop(k) {
+            // `ipfw fwd` (`PACKET_TAG_IPFORWARD`): delivered here when the next hop
+            // is ours, else forwarded with it as the route's key, the header as it is.
+            if local6(cx, nh).is_some() {
+                v.local.push((m, h, false));
+            } else if forwarding {
+                h.dst = nh;
+                v.fwd.push((m, h));
+            } else {
+                cx.drop_pkt(m, DropReason::Ip6CantForward);
+            }
+            continue;
+        }
         if h.dst.is_multicast() {
             // Interface-local multicast never arrives from a link (RFC 4291 §2.7).
             if h.dst.segments()[0] & 0x000f == 1 {

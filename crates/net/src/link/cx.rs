@@ -42,6 +42,9 @@ pub(crate) struct Rejected {
 pub(crate) struct PfilScratch<M> {
     acts: Vec<PfilAct>,
     sort: Vec<(Mbuf, M)>,
+    /// The next hops `ipfw fwd` set (FreeBSD's `PACKET_TAG_IPFORWARD`), by the
+    /// packet's place in the vector the hooks handed back; empty when none did.
+    nexthops: Vec<(usize, std::net::IpAddr)>,
 }
 
 impl<M> Default for PfilScratch<M> {
@@ -49,7 +52,22 @@ impl<M> Default for PfilScratch<M> {
         PfilScratch {
             acts: Vec::new(),
             sort: Vec::new(),
+            nexthops: Vec::new(),
         }
+    }
+}
+
+impl<M> PfilScratch<M> {
+    /// The next hop a hook set for packet `k` of the vector it handed back.
+    #[inline]
+    pub(crate) fn nexthop(&self, k: usize) -> Option<std::net::IpAddr> {
+        if self.nexthops.is_empty() {
+            return None;
+        }
+        self.nexthops
+            .iter()
+            .find(|&&(i, _)| i == k)
+            .map(|&(_, a)| a)
     }
 }
 
@@ -206,6 +224,7 @@ impl LinkCx<'_> {
     ) {
         s.acts.clear();
         s.acts.resize(pkts.len(), PfilAct::Pass);
+        s.nexthops.clear();
         let (ifindex, rcvif) = ifs(&pkts[0].1);
         let pcx = PfilCtx {
             point,
@@ -231,6 +250,10 @@ impl LinkCx<'_> {
         for ((m, x), &act) in s.sort.drain(..).zip(&s.acts) {
             match act {
                 PfilAct::Pass => pkts.push((m, x)),
+                PfilAct::Fwd(nh) => {
+                    s.nexthops.push((pkts.len(), nh));
+                    pkts.push((m, x));
+                }
                 // The hook has the packet; this is the stand-in it left.
                 PfilAct::Consumed => self.stats.pfil.consumed += 1,
                 PfilAct::Reject(how) => {

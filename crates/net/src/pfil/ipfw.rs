@@ -442,6 +442,11 @@ impl Ipfw {
             }
             Decision::Pipe(n) => format!("Pipe {n}"),
             Decision::Queue(n) => format!("Queue {n}"),
+            Decision::Fwd(i) => match self.program.load().fwd_hop(i) {
+                Some((a, Some(p))) => format!("Forward to {a}:{p}"),
+                Some((a, None)) => format!("Forward to {a}"),
+                None => "Forward".to_string(),
+            },
         };
         let ep = |a: IpAddr, port: u16, ports: bool| match (a, ports) {
             (IpAddr::V6(a), true) => format!("[{a}]:{port}"),
@@ -1055,6 +1060,7 @@ fn describe(
 /// denied or refused.
 fn apply(
     fw: &Ipfw,
+    program: &fw::Program,
     b: &mut crate::pfil::PfilBatch<'_>,
     at: usize,
     vec: &fw::PacketVec,
@@ -1065,6 +1071,12 @@ fn apply(
     match v.decision {
         Decision::Allow => {}
         Decision::Deny => b.set(at, PfilAct::Drop),
+        // The port is kept for a transparent proxy's socket lookup, which the
+        // stack does not do yet: the address alone decides where the packet goes.
+        Decision::Fwd(i) => match program.fwd_hop(i) {
+            Some((nh, _)) => b.set(at, PfilAct::Fwd(nh)),
+            None => b.set(at, PfilAct::Drop),
+        },
         Decision::Reject(k) => b.set(
             at,
             PfilAct::Reject(match k {
@@ -1141,7 +1153,7 @@ impl Ipfw {
         while todo != 0 {
             let k = todo.trailing_zeros() as usize;
             todo &= todo - 1;
-            apply(self, b, wf.at[k] as usize, v, k, cx);
+            apply(self, program, b, wf.at[k] as usize, v, k, cx);
         }
         v.clear();
     }
@@ -1172,7 +1184,8 @@ impl PfilHook for Ipfw {
         let mut act = [PfilAct::Pass];
         self.filter_batch(&mut crate::pfil::PfilBatch::new(&mut one, &mut act), cx);
         match act[0] {
-            PfilAct::Pass => Verdict::Pass(m),
+            // One packet's hook has no place for a next hop: it passes as routed.
+            PfilAct::Pass | PfilAct::Fwd(_) => Verdict::Pass(m),
             // `m` is the stand-in the batch left: the firewall has the packet.
             PfilAct::Consumed => Verdict::Consumed,
             PfilAct::Reject(how) => Verdict::Reject(m, how),

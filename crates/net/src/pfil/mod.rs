@@ -112,6 +112,9 @@ pub enum PfilAct {
     Consumed,
     /// Refused with an answer to its source.
     Reject(Reject),
+    /// On to the stage, with the next hop an `ipfw fwd` rule chose (the stage's
+    /// [`crate::link::cx::PfilScratch::nexthop`]); later hooks leave it alone.
+    Fwd(std::net::IpAddr),
 }
 
 /// The packets of a stage's vector, in place, as the hooks see them: a stage
