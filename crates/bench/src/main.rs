@@ -8,6 +8,7 @@
 //! has the benchmarks (it may call every mpstack crate and the peers), [`plot`] draws
 //! their `--plot` charts and [`table`] finds
 //! the BGP table they route on.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -3,6 +3,7 @@
 //! service's request parser, the control socket and its commands, the tunables; and
 //! the services of `mpstack run --serve`, so that tests can run them in process.
 //! The command itself is `src/main.rs`.
+#![forbid(unsafe_code)]
 
 pub mod control;
 pub mod host;

@@ -3,6 +3,7 @@
 //! socket (`control`). `mpstack bench` runs the
 //! benchmarks, which are a program of their own (`mpstack-bench`, crates/bench), so
 //! that this binary carries neither their peer crates nor a counting allocator.
+#![forbid(unsafe_code)]
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;

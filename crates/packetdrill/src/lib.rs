@@ -22,6 +22,7 @@
 //! stack's counters after it, to standard error.
 //!
 //! The C side (the table, raw pointers, `errno`) is `dev::packetdrill`.
+#![forbid(unsafe_code)]
 
 pub mod shim;
 pub mod sysctl;

@@ -16,6 +16,7 @@
 //! [`endpoint`] builds a `quinn::Endpoint` on such a socket; [`self_signed`] makes the
 //! rustls (ring provider) configurations of a server with a self-signed certificate
 //! and of a client that trusts it, for tests, examples and benchmarks.
+#![forbid(unsafe_code)]
 
 use quinn::udp::{RecvMeta as QuinnRecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};

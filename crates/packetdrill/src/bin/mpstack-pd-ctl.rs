@@ -4,6 +4,7 @@
 //! Unix socket `$MPSTACK_PD_SYSCTL` ([`mpstack_packetdrill::sysctl::serve`]), and
 //! its answer is printed. Exit status 1 when the stack refused (an unknown name,
 //! or a value mpstack does not behave as), 2 when it could not be asked.
+#![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

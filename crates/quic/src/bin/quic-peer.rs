@@ -10,6 +10,7 @@
 //! The server prints `listening on ADDR` once it is ready and `served N bytes` at the
 //! end; the client prints `moved UP up and DOWN down in S s`. Any failure, a byte that
 //! differs from the pattern included, exits with status 1 and a message.
+#![forbid(unsafe_code)]
 
 use mpstack_quic::xfer;
 use std::net::SocketAddr;
