@@ -38,6 +38,8 @@ use std::sync::Arc;
 /// one per poll and each stage takes its own family's.
 pub(crate) type Cx<'a> = TcpCx<'a>;
 
+mod timers;
+
 struct OwnedQueue {
     ifindex: IfIndex,
     q: Box<dyn Queue>,
@@ -478,77 +480,8 @@ impl Worker {
             more = true;
         }
 
-        // 5. Timers: fragment reassembly, then the neighbour tables (run by worker 0).
-        let mut next: Option<Instant> = None;
-        if cx.frag.poll_at().is_some_and(|t| t <= now) {
-            let ip4 = &mut cx.ip6.ip4;
-            ip4.frag.timer(now, ip4.link.stats);
-            while let Some(m) = cx.frag.pop_expired4() {
-                crate::inet::icmp::icmp_error(&mut cx, m, wire::Icmpv4Message::TimeExceeded, 1, 0);
-            }
-            // RFC 8200 §4.5: "an ICMP Time Exceeded -- Fragment Reassembly Time
-            // Exceeded message should be sent to the source of that fragment" when
-            // the first fragment had come.
-            while let Some(m) = cx.frag.pop_expired6() {
-                crate::inet6::icmp6::icmp6_error(
-                    &mut cx,
-                    m,
-                    crate::inet6::icmp6::Error6::TimeExceeded(
-                        wire::Icmpv6TimeExceeded::FragReassemExceeded,
-                    ),
-                );
-            }
-        }
-        if let Some(t) = cx.frag.poll_at() {
-            next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        }
-        // Packets a hook held (dummynet) and releases now, resumed past the hooks.
-        if cfg.pfil.has_deferring() {
-            let mut due = Vec::new();
-            for h in cfg.pfil.unique() {
-                h.poll(now, &mut due);
-                if let Some(t) = h.next_wakeup() {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-            }
-            for d in due {
-                reinject(&mut cx, rt, v, d);
-            }
-        }
-        if *id == 0 {
-            for bc in cfg.bridges.list.iter() {
-                if let Some(t) = crate::link::bridge::input::bridge_timer(&mut cx, bc) {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-            }
-            // A tunnel's interface has no neighbours and runs no neighbour
-            // discovery.
-            for ifp in cfg.ifaces.iter().filter(|i| !i.no_link_header()) {
-                if let Some(t) = ifp.arp.poll_at() {
-                    if t <= now {
-                        let mut out = std::mem::take(cx.arp_out);
-                        ifp.arp.timer(now, cx.stats, &mut out);
-                        ether::arp_flush(&mut cx, ifp, &mut out);
-                        *cx.arp_out = out;
-                    }
-                }
-                if let Some(t) = ifp.arp.poll_at() {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-                if let Some(t) = crate::inet6::nd6::nd6_timer(&mut cx, ifp) {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-                if let Some(t) = crate::inet6::nd6::nd6_rtsol_timer(&mut cx, ifp) {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-                if let Some(t) = crate::inet6::nd6::mld_timer(&mut cx, ifp) {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-                if let Some(t) = crate::inet6::nd6::nd6_rtadv_timer(&mut cx, ifp) {
-                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
-                }
-            }
-        }
+        // 5. Every protocol's timers but TCP's, as they registered them.
+        let mut next = timers::run(&mut cx, rt, v, *id, now);
 
         // What the timers' and sockets' output left for the layers above.
         upcalls(&mut cx);
