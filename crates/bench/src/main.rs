@@ -53,7 +53,7 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// clock and per core (the workers' CPU time), ns and cycles a packet, the devices'
 /// own cost, and bench forward's design loop in the same run. `mpstack bench router
 /// [--seconds S] [--rounds N] [--workers N] [--flows N] [--table PATH] [--skip
-/// devices,v4-few,v4-full,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
+/// devices,v4-few,v4-full,v4-connected,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
 /// [--plot FILE.svg] [--json]`. With --plot, the rows measured at more than one worker
 /// count (v4-few, v4-full, v6-full, ipfw-10) are measured at every count from 1 to
 /// --workers (2 if --workers is 1), not only at 1 and --workers.

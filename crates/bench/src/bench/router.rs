@@ -11,6 +11,9 @@
 //!   it, as a NIC's DMA would; a count). Every other row pays it too.
 //! - `v4-few`, `v4-full`: IPv4 forwarding with 4 routes, and with the full BGP table
 //!   (`--table`, else the one `bench lpm` finds), at 1 worker and at `--workers`.
+//! - `v4-connected`: IPv4 to 1,024 hosts on a /16 connected to out1 (their
+//!   neighbour entries static), beside the 4 routes: forwarding decided by the
+//!   connected route, each packet's link address from the neighbour table.
 //! - `v6-few`, `v6-full`: the same for IPv6 (64-byte frames: 40 bytes of IPv6
 //!   header, UDP, 2 bytes of data).
 //! - `ipfw-0`, `ipfw-1`, `ipfw-10`, `ipfw-100`: IPv4 with 4 routes and ipfw on the
@@ -69,10 +72,11 @@ const CHECKED: usize = 256;
 const STACK_NAME: &str = "rtr";
 
 /// The rows' names, for `--skip`.
-pub const CASES: [&str; 12] = [
+pub const CASES: [&str; 13] = [
     "devices",
     "v4-few",
     "v4-full",
+    "v4-connected",
     "v6-few",
     "v6-full",
     "ipfw-0",
@@ -94,6 +98,25 @@ enum Family {
 enum Routes {
     Few,
     Full,
+    /// The four routes and a connected /16 on out1 ([`CONNECTED_NET`]) whose
+    /// [`CONNECTED_HOSTS`] hosts the frames go to, their neighbour entries static.
+    Connected,
+}
+
+/// `v4-connected`'s subnet, on out1: 198.19.0.0/16, the router 198.19.0.1.
+const CONNECTED_NET: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 0);
+/// Hosts of `v4-connected` (the neighbour table's default bound, 1,024).
+const CONNECTED_HOSTS: u32 = 1024;
+/// The oracle's value for a destination on the connected subnet.
+const CONNECTED: u32 = u32::MAX - 1;
+/// Host `k` of the connected subnet (198.19.0.2 onwards, spread over the /16).
+fn connected_host(k: u32) -> u32 {
+    u32::from(CONNECTED_NET) | ((k * 61 + 2) % 0xfffe).max(2)
+}
+/// The MAC of a host on the connected subnet, from its address.
+fn connected_mac(a: u32) -> EthernetAddress {
+    let b = a.to_be_bytes();
+    EthernetAddress([0x02, 0x00, 0x5f, b[1], b[2], b[3]])
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -404,6 +427,23 @@ fn router(
     Ok(stack)
 }
 
+/// `v4-connected`'s subnet on out1, and its hosts' neighbour entries.
+fn connect(stack: &Stack) -> Result<(), String> {
+    let out1 = stack.config().ifaces[1].index;
+    let a = InetAddr::new(Ipv4Addr::from(u32::from(CONNECTED_NET) | 1), 16);
+    stack
+        .add_address(out1, a)
+        .map_err(|e| format!("bench router: v4-connected: {e}"))?;
+    let cfg = stack.config();
+    for k in 0..CONNECTED_HOSTS {
+        let h = connected_host(k);
+        cfg.ifaces[1]
+            .arp
+            .insert_static(Ipv4Addr::from(h), connected_mac(h));
+    }
+    Ok(())
+}
+
 /// The firewall of a row, attached to `stack`.
 fn firewall(stack: &Stack, fw: Fw, workers: usize) -> Result<(), String> {
     let rules = match fw {
@@ -469,6 +509,19 @@ fn check(frames: &[Vec<u8>], t4: &Radix<u32>, t6: &Radix<u128>) -> Result<usize,
         let Some(g) = g else {
             return Err("a frame forwarded to a destination with no route".into());
         };
+        if g == CONNECTED {
+            let ip = wire::Ipv4Packet::new_checked(p).map_err(|e| format!("{e}"))?;
+            let want = connected_mac(u32::from(ip.dst_addr()));
+            if eth.dst_addr() != want || eth.src_addr() != if_mac(1) || ttl != 63 {
+                return Err(format!(
+                    "a frame to {} (want {want}) from {}, TTL {ttl}, for a connected host",
+                    eth.dst_addr(),
+                    eth.src_addr()
+                ));
+            }
+            n += 1;
+            continue;
+        }
         if eth.dst_addr() != gw_mac(g) {
             return Err(format!(
                 "a frame to {} where the route says {} (gateway {g})",
@@ -661,6 +714,11 @@ fn what(c: &Case, routes: usize) -> String {
         Fw::Rules(n) => format!(", ipfw: {n} rules + allow"),
         Fw::KeepState => format!(", ipfw keep-state, {STATE_FLOWS} states"),
     };
+    if c.routes == Routes::Connected {
+        return format!(
+            "{fam} forwarding to {CONNECTED_HOSTS} hosts on a connected /16 (neighbours resolved), {routes} routes{fw}"
+        );
+    }
     format!("{fam} forwarding, {routes} routes{fw}")
 }
 
@@ -687,6 +745,14 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     let d6 = dests6(&full6.routes, flows, 0x666c_6f77);
     let frames4: Vec<Vec<u8>> = d4.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
     let frames6: Vec<Vec<u8>> = d6.iter().enumerate().map(|(i, &d)| frame6(d, i)).collect();
+    // v4-connected: the four routes, and the connected /16 in the oracle.
+    let mut conn4 = table4(&few4());
+    conn4
+        .oracle
+        .insert(Prefix4::new(u32::from(CONNECTED_NET), 16), CONNECTED);
+    let frames_conn: Vec<Vec<u8>> = (0..flows as u32)
+        .map(|i| frame4(connected_host(i % CONNECTED_HOSTS), i as usize))
+        .collect();
 
     let plotting = a.plot.is_some();
     let mut cases: Vec<Case> = Vec::new();
@@ -718,6 +784,13 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     };
     add("v4-few", Family::V4, Routes::Few, Fw::None, true);
     add("v4-full", Family::V4, Routes::Full, Fw::None, true);
+    add(
+        "v4-connected",
+        Family::V4,
+        Routes::Connected,
+        Fw::None,
+        false,
+    );
     add("v6-few", Family::V6, Routes::Few, Fw::None, false);
     add("v6-full", Family::V6, Routes::Full, Fw::None, true);
     add("ipfw-0", Family::V4, Routes::Few, Fw::Rules(0), false);
@@ -748,6 +821,8 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         let (t4, t6): (&Table4, &Table6) = match (c.family, c.routes) {
             (Family::V4, Routes::Few) => (&few4t, &table6_empty()),
             (Family::V4, Routes::Full) => (&full4, &table6_empty()),
+            (Family::V4, Routes::Connected) => (&conn4, &table6_empty()),
+            (Family::V6, Routes::Connected) => unreachable!("no IPv6 connected row"),
             (Family::V6, Routes::Few) => (&table4_empty(), &few6t),
             (Family::V6, Routes::Full) => (&table4_empty(), &full6),
         };
@@ -761,6 +836,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 }
                 &state_frames
             }
+            (Family::V4, _) if c.routes == Routes::Connected => &frames_conn,
             (Family::V4, _) => &frames4,
             (Family::V6, _) => &frames6,
         };
@@ -773,6 +849,9 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         );
         let gen = PktGen::new(c.workers, 1500);
         let mut stack = router(&gen, frames, c.workers, &t4.routes, &t6.routes)?;
+        if c.routes == Routes::Connected {
+            connect(&stack)?;
+        }
         firewall(&stack, c.fw, c.workers)?;
         stack
             .start()
@@ -981,6 +1060,12 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             (st.core_mpps) / d.core_mpps.max(1e-9),
             st.ns_per_packet,
             d.ns_per_packet
+        );
+    }
+    if let (Some(c), Some(f)) = (find("v4-connected", 1), find("v4-few", 1)) {
+        println!(
+            "v4-connected, 1 worker: {:.2}x v4-few per core (to hosts on a connected subnet vs through gateways)",
+            c.core_mpps / f.core_mpps.max(1e-9)
         );
     }
     if let (Some(st), Some(dv)) = (find("v4-few", 1), find("devices", 1)) {
