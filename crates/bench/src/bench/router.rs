@@ -43,15 +43,20 @@
 //! oracle built from the same routes: out of the right interface's gateway (its MAC),
 //! TTL or hop limit one less, IPv4 header checksum valid.
 
+mod connected;
+mod oracle;
+
 use super::forward::{self, DesignKind};
 use super::lpm::{self, SplitMix};
 use super::progress;
 use crate::BenchArgs;
+use connected::{connect, CONNECTED_HOSTS};
 use dev::gen::PktGen;
 use dev::Device;
 use net::iface::{IfConfig, Inet6Addr, InetAddr};
 use net::{Stack, StackConfig};
-use route::{IpPrefix, Lookup, Prefix4, Prefix6, Radix, RouteSpec};
+use oracle::check;
+use route::{IpPrefix, Prefix4, Prefix6, Radix, RouteSpec};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::ExitCode;
@@ -101,22 +106,6 @@ enum Routes {
     /// The four routes and a connected /16 on out1 ([`CONNECTED_NET`]) whose
     /// [`CONNECTED_HOSTS`] hosts the frames go to, their neighbour entries static.
     Connected,
-}
-
-/// `v4-connected`'s subnet, on out1: 198.19.0.0/16, the router 198.19.0.1.
-const CONNECTED_NET: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 0);
-/// Hosts of `v4-connected` (the neighbour table's default bound, 1,024).
-const CONNECTED_HOSTS: u32 = 1024;
-/// The oracle's value for a destination on the connected subnet.
-const CONNECTED: u32 = u32::MAX - 1;
-/// Host `k` of the connected subnet (198.19.0.2 onwards, spread over the /16).
-fn connected_host(k: u32) -> u32 {
-    u32::from(CONNECTED_NET) | ((k * 61 + 2) % 0xfffe).max(2)
-}
-/// The MAC of a host on the connected subnet, from its address.
-fn connected_mac(a: u32) -> EthernetAddress {
-    let b = a.to_be_bytes();
-    EthernetAddress([0x02, 0x00, 0x5f, b[1], b[2], b[3]])
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -427,23 +416,6 @@ fn router(
     Ok(stack)
 }
 
-/// `v4-connected`'s subnet on out1, and its hosts' neighbour entries.
-fn connect(stack: &Stack) -> Result<(), String> {
-    let out1 = stack.config().ifaces[1].index;
-    let a = InetAddr::new(Ipv4Addr::from(u32::from(CONNECTED_NET) | 1), 16);
-    stack
-        .add_address(out1, a)
-        .map_err(|e| format!("bench router: v4-connected: {e}"))?;
-    let cfg = stack.config();
-    for k in 0..CONNECTED_HOSTS {
-        let h = connected_host(k);
-        cfg.ifaces[1]
-            .arp
-            .insert_static(Ipv4Addr::from(h), connected_mac(h));
-    }
-    Ok(())
-}
-
 /// The firewall of a row, attached to `stack`.
 fn firewall(stack: &Stack, fw: Fw, workers: usize) -> Result<(), String> {
     let rules = match fw {
@@ -471,77 +443,6 @@ fn firewall(stack: &Stack, fw: Fw, workers: usize) -> Result<(), String> {
         .map_err(|e| format!("bench router: ipfw rules: {e}"))?;
     f.attach(stack);
     Ok(())
-}
-
-/// Checks forwarded frames against the oracles: the gateway's MAC on the way out,
-/// TTL/hop limit 63, a valid IPv4 header checksum. Returns the first problem.
-fn check(frames: &[Vec<u8>], t4: &Radix<u32>, t6: &Radix<u128>) -> Result<usize, String> {
-    let mut n = 0;
-    for f in frames {
-        let Ok(eth) = EthernetFrame::new_checked(&f[..]) else {
-            return Err(format!("a runt frame of {} bytes", f.len()));
-        };
-        let p = eth.payload();
-        let (g, ttl) = match eth.ethertype() {
-            EtherType::Ipv4 => {
-                let ip = wire::Ipv4Packet::new_checked(p).map_err(|e| format!("{e}"))?;
-                if wire::checksum::data(&p[..20]) != 0xffff {
-                    return Err("an IPv4 header checksum is wrong".into());
-                }
-                let dst = u32::from(ip.dst_addr());
-                (t4.lookup(dst), ip.hop_limit())
-            }
-            EtherType::Ipv6 => {
-                if p.len() < 40 || p[0] >> 4 != 6 {
-                    return Err("a malformed IPv6 header".into());
-                }
-                let mut d = [0u8; 16];
-                d.copy_from_slice(&p[24..40]);
-                // ND and MLD of the stack's own addresses are not forwarded frames.
-                if p[6] == 58 {
-                    continue;
-                }
-                (t6.lookup(u128::from_be_bytes(d)), p[7])
-            }
-            // The stack's own ARP or ND traffic.
-            _ => continue,
-        };
-        let Some(g) = g else {
-            return Err("a frame forwarded to a destination with no route".into());
-        };
-        if g == CONNECTED {
-            let ip = wire::Ipv4Packet::new_checked(p).map_err(|e| format!("{e}"))?;
-            let want = connected_mac(u32::from(ip.dst_addr()));
-            if eth.dst_addr() != want || eth.src_addr() != if_mac(1) || ttl != 63 {
-                return Err(format!(
-                    "a frame to {} (want {want}) from {}, TTL {ttl}, for a connected host",
-                    eth.dst_addr(),
-                    eth.src_addr()
-                ));
-            }
-            n += 1;
-            continue;
-        }
-        if eth.dst_addr() != gw_mac(g) {
-            return Err(format!(
-                "a frame to {} where the route says {} (gateway {g})",
-                eth.dst_addr(),
-                gw_mac(g)
-            ));
-        }
-        if eth.src_addr() != if_mac(gw_ifindex(g)) {
-            return Err(format!(
-                "a frame from {} on the interface of {}",
-                eth.src_addr(),
-                if_mac(gw_ifindex(g))
-            ));
-        }
-        if ttl != 63 {
-            return Err(format!("a frame with TTL {ttl}, not 63"));
-        }
-        n += 1;
-    }
-    Ok(n)
 }
 
 /// CPU time of the workers of the stack named `name`, per worker, from /proc.
@@ -722,39 +623,9 @@ fn what(c: &Case, routes: usize) -> String {
     format!("{fam} forwarding, {routes} routes{fw}")
 }
 
-pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
-    if let Some(s) = a.skip.iter().find(|s| !CASES.contains(&s.as_str())) {
-        return Err(format!(
-            "bench router: --skip: unknown '{s}' (known: {})",
-            CASES.join(", ")
-        ));
-    }
-    let skip = |n: &str| a.skip.iter().any(|s| s == n);
-    let two = if a.workers > 1 { a.workers as usize } else { 2 };
-    let secs = a.seconds;
-    let rounds = a.rounds;
-    let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
-    let (raw4, raw6, source) = lpm::load_tables(a, "router")?;
-    progress(a, "router: building the oracles");
-    let full4 = table4(&raw4);
-    let full6 = table6(&raw6);
-    let few4t = table4(&few4());
-    let few6t = table6(&few6());
-    let flows = a.flows as usize;
-    let d4 = dests4(&full4.routes, flows, 0x666c_6f77);
-    let d6 = dests6(&full6.routes, flows, 0x666c_6f77);
-    let frames4: Vec<Vec<u8>> = d4.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
-    let frames6: Vec<Vec<u8>> = d6.iter().enumerate().map(|(i, &d)| frame6(d, i)).collect();
-    // v4-connected: the four routes, and the connected /16 in the oracle.
-    let mut conn4 = table4(&few4());
-    conn4
-        .oracle
-        .insert(Prefix4::new(u32::from(CONNECTED_NET), 16), CONNECTED);
-    let frames_conn: Vec<Vec<u8>> = (0..flows as u32)
-        .map(|i| frame4(connected_host(i % CONNECTED_HOSTS), i as usize))
-        .collect();
-
-    let plotting = a.plot.is_some();
+/// The stack rows to measure, each at 1 worker and, for those that scale, at
+/// `two` (with `plotting`, at every count up to it); `--skip`'s left out.
+fn cases(skip: &dyn Fn(&str) -> bool, plotting: bool, two: usize) -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     let mut add = |name, family, routes, fw, both: bool| {
         if skip(name) {
@@ -798,7 +669,36 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     add("ipfw-10", Family::V4, Routes::Few, Fw::Rules(10), true);
     add("ipfw-100", Family::V4, Routes::Few, Fw::Rules(100), false);
     add("keep-state", Family::V4, Routes::Few, Fw::KeepState, false);
+    cases
+}
 
+pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
+    if let Some(s) = a.skip.iter().find(|s| !CASES.contains(&s.as_str())) {
+        return Err(format!(
+            "bench router: --skip: unknown '{s}' (known: {})",
+            CASES.join(", ")
+        ));
+    }
+    let skip = |n: &str| a.skip.iter().any(|s| s == n);
+    let two = if a.workers > 1 { a.workers as usize } else { 2 };
+    let secs = a.seconds;
+    let rounds = a.rounds;
+    let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
+    let (raw4, raw6, source) = lpm::load_tables(a, "router")?;
+    progress(a, "router: building the oracles");
+    let full4 = table4(&raw4);
+    let full6 = table6(&raw6);
+    let few4t = table4(&few4());
+    let few6t = table6(&few6());
+    let flows = a.flows as usize;
+    let d4 = dests4(&full4.routes, flows, 0x666c_6f77);
+    let d6 = dests6(&full6.routes, flows, 0x666c_6f77);
+    let frames4: Vec<Vec<u8>> = d4.iter().enumerate().map(|(i, &d)| frame4(d, i)).collect();
+    let frames6: Vec<Vec<u8>> = d6.iter().enumerate().map(|(i, &d)| frame6(d, i)).collect();
+    let (conn4, frames_conn) = connected::table_and_frames(flows);
+
+    let plotting = a.plot.is_some();
+    let cases = cases(&skip, plotting, two);
     let mut rows: Vec<Row> = Vec::new();
     if !skip("devices") {
         for w in [1, two] {
@@ -1062,12 +962,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             d.ns_per_packet
         );
     }
-    if let (Some(c), Some(f)) = (find("v4-connected", 1), find("v4-few", 1)) {
-        println!(
-            "v4-connected, 1 worker: {:.2}x v4-few per core (to hosts on a connected subnet vs through gateways)",
-            c.core_mpps / f.core_mpps.max(1e-9)
-        );
-    }
+    connected::summary(find("v4-connected", 1), find("v4-few", 1));
     if let (Some(st), Some(dv)) = (find("v4-few", 1), find("devices", 1)) {
         println!(
             "v4-few, 1 worker: {:.1} ns a packet on the core, of which the devices {:.1}",
