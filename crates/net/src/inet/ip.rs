@@ -190,7 +190,7 @@ pub(crate) fn ip_input(
     );
     for (k, (mut m, info)) in checked.drain(..).enumerate() {
         let info = ip_reread(cx, ifp, &mut m, info);
-        match v.pf.nexthop(k) {
+        match v.pf.take_nexthop(k) {
             Some(std::net::IpAddr::V4(nh)) => ip_fwd_sort(cx, forwarding, m, info, nh, v),
             _ => ip_sort(cx, ifp, forwarding, m, info, v),
         }
@@ -201,7 +201,8 @@ pub(crate) fn ip_input(
 /// The header fields that decide where a packet goes, read again after the input
 /// hooks (FreeBSD's `ip_input` compares `ip_dst` with `odst`, "dchg"): a hook that
 /// rewrote the addresses or the protocol (NAT) sends the packet where the header
-/// now says. Nothing is read when the header's fields are as they were.
+/// now says. Only after hooks ran; the broadcast test is redone only for a
+/// changed destination.
 #[inline]
 fn ip_reread(cx: &InetCx<'_>, ifp: &Ifnet, m: &mut Mbuf, mut info: IpInfo) -> IpInfo {
     let Ok(h) = crate::hdr::hdr(cx.access, m, 0, IP_HDR_LEN) else {

@@ -179,7 +179,7 @@ pub(crate) fn ip6_input(
         } else {
             h
         };
-        if let Some(std::net::IpAddr::V6(nh)) = v.pf.nexthop(k) {
+        if let Some(std::net::IpAddr::V6(nh)) = v.pf.take_nexthop(k) {
             // `ipfw fwd` (`PACKET_TAG_IPFORWARD`): delivered here when the next hop
             // is ours, else forwarded with it as the route's key, the header as it is.
             if local6(cx, nh).is_some() {

@@ -43,7 +43,8 @@ pub(crate) struct PfilScratch<M> {
     acts: Vec<PfilAct>,
     sort: Vec<(Mbuf, M)>,
     /// The next hops `ipfw fwd` set (FreeBSD's `PACKET_TAG_IPFORWARD`), by the
-    /// packet's place in the vector the hooks handed back; empty when none did.
+    /// packet's place in the vector the hooks handed back, last place first;
+    /// empty when none did.
     nexthops: Vec<(usize, std::net::IpAddr)>,
 }
 
@@ -58,16 +59,18 @@ impl<M> Default for PfilScratch<M> {
 }
 
 impl<M> PfilScratch<M> {
-    /// The next hop a hook set for packet `k` of the vector it handed back.
+    /// The next hop a hook set for packet `k` of the vector it handed back, asked
+    /// for each packet in order (`k` rising): taken from the end of a list kept in
+    /// reverse, so each packet costs one comparison.
     #[inline]
-    pub(crate) fn nexthop(&self, k: usize) -> Option<std::net::IpAddr> {
-        if self.nexthops.is_empty() {
-            return None;
+    pub(crate) fn take_nexthop(&mut self, k: usize) -> Option<std::net::IpAddr> {
+        match self.nexthops.last() {
+            Some(&(i, a)) if i == k => {
+                self.nexthops.pop();
+                Some(a)
+            }
+            _ => None,
         }
-        self.nexthops
-            .iter()
-            .find(|&&(i, _)| i == k)
-            .map(|&(_, a)| a)
     }
 }
 
@@ -263,6 +266,8 @@ impl LinkCx<'_> {
                 PfilAct::Drop => dropped.count(self.stats),
             }
         }
+        // Taken from the end, in the vector's order.
+        s.nexthops.reverse();
     }
 
     /// Counts a drop and frees the packet.

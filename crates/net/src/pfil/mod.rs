@@ -113,7 +113,7 @@ pub enum PfilAct {
     /// Refused with an answer to its source.
     Reject(Reject),
     /// On to the stage, with the next hop an `ipfw fwd` rule chose (the stage's
-    /// [`crate::link::cx::PfilScratch::nexthop`]); later hooks leave it alone.
+    /// [`crate::link::cx::PfilScratch::take_nexthop`]); later hooks leave it alone.
     Fwd(std::net::IpAddr),
 }
 
