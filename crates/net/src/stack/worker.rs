@@ -564,9 +564,7 @@ impl Worker {
         if drained_closed {
             shared.forget_drained(*id);
         }
-        if let Some(t) = cx.tcp.as_ref().and_then(|tw| tw.poll_at()) {
-            next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        }
+        next = timers::earliest(next, cx.tcp.as_ref().and_then(|tw| tw.poll_at()));
 
         if let Some(tw) = cx.tcp.take() {
             crate::tcp::layer::tcp_mem_tick(&mut cx, tw);
@@ -619,9 +617,7 @@ impl Worker {
         }
 
         for oq in queues.iter() {
-            if let Some(t) = oq.q.poll_at() {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
+            next = timers::earliest(next, oq.q.poll_at());
         }
         if more || cx.handed_off {
             return Some(now);

@@ -73,25 +73,29 @@ pub(super) fn run(
     now: Instant,
 ) -> Option<Instant> {
     let mut next: Option<Instant> = None;
-    let mut at = |t: Option<Instant>| {
-        if let Some(t) = t {
-            next = Some(next.map_or(t, |n| n.min(t)));
-        }
-    };
     let ifaces = cx.ifaces;
     for (_, t) in TIMERS {
         match t {
-            Timer::Each(f) => at(f(cx, rt, v, now)),
-            Timer::Worker0(f) if id == 0 => at(f(cx, rt, v, now)),
+            Timer::Each(f) => next = earliest(next, f(cx, rt, v, now)),
+            Timer::Worker0(f) if id == 0 => next = earliest(next, f(cx, rt, v, now)),
             Timer::Link(f) if id == 0 => {
                 for ifp in ifaces.iter().filter(|i| !i.no_link_header()) {
-                    at(f(cx, ifp, now));
+                    next = earliest(next, f(cx, ifp, now));
                 }
             }
             _ => {}
         }
     }
     next
+}
+
+/// The earlier of two wake-ups, either of which may be none.
+pub(super) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
 }
 
 /// Reassembly queues that ran out of time: their first fragments answered with
@@ -131,9 +135,7 @@ fn pfil_deferred(
     let mut due = Vec::new();
     for h in pfil.unique() {
         h.poll(now, &mut due);
-        if let Some(t) = h.next_wakeup() {
-            next = Some(next.map_or(t, |n| n.min(t)));
-        }
+        next = earliest(next, h.next_wakeup());
     }
     for d in due {
         reinject(cx, rt, v, d);
@@ -146,9 +148,7 @@ fn bridge(cx: &mut Cx<'_>, _: &mut Runtime, _: &mut Vectors, _: Instant) -> Opti
     let bridges = cx.bridges;
     let mut next: Option<Instant> = None;
     for bc in bridges.list.iter() {
-        if let Some(t) = crate::link::bridge::input::bridge_timer(cx, bc) {
-            next = Some(next.map_or(t, |n| n.min(t)));
-        }
+        next = earliest(next, crate::link::bridge::input::bridge_timer(cx, bc));
     }
     next
 }
