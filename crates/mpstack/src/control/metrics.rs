@@ -61,14 +61,7 @@ pub fn exposition(node: &Node<'_>, name: &str) -> String {
     let mut per_if = vec![dev::QueueStats::default(); ifs.len()];
     for (_, ifx, q) in node.stack.queue_stats() {
         if let Some(t) = per_if.get_mut(ifx.get()) {
-            t.ipackets += q.ipackets;
-            t.ibytes += q.ibytes;
-            t.idrops += q.idrops;
-            t.ierrors += q.ierrors;
-            t.opackets += q.opackets;
-            t.obytes += q.obytes;
-            t.odrops += q.odrops;
-            t.oerrors += q.oerrors;
+            *t += q;
         }
     }
     type Get = fn(&dev::QueueStats) -> u64;

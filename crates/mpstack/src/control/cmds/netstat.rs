@@ -255,14 +255,7 @@ pub(super) fn if_counts(node: &Node<'_>) -> Vec<dev::QueueStats> {
     let mut v = vec![dev::QueueStats::default(); n];
     for (_, ifx, q) in node.stack.queue_stats() {
         if let Some(t) = v.get_mut(ifx.get()) {
-            t.ipackets += q.ipackets;
-            t.ibytes += q.ibytes;
-            t.idrops += q.idrops;
-            t.ierrors += q.ierrors;
-            t.opackets += q.opackets;
-            t.obytes += q.obytes;
-            t.odrops += q.odrops;
-            t.oerrors += q.oerrors;
+            *t += q;
         }
     }
     v
@@ -351,13 +344,7 @@ pub(super) fn netstat_rates(
     let total = |n: &Node<'_>| {
         let mut t = dev::QueueStats::default();
         for q in if_counts(n) {
-            t.ipackets += q.ipackets;
-            t.ibytes += q.ibytes;
-            t.idrops += q.idrops;
-            t.ierrors += q.ierrors;
-            t.opackets += q.opackets;
-            t.obytes += q.obytes;
-            t.oerrors += q.oerrors;
+            t += q;
         }
         t
     };
