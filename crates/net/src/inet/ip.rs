@@ -166,7 +166,7 @@ pub(crate) fn ip_input(
     v: &mut IpInputVecs,
 ) {
     cx.stats.ip.total += pkts.len() as u64;
-    let hooks = cx.pfil_active(PfilPoint::Inet, Dir::In);
+    let hooks = cx.pfil_active_on(PfilPoint::Inet, Dir::In, ifp.index);
     let forwarding = ifp.forwarding.inet();
     for mut m in pkts.drain(..) {
         match ip_check(cx.access, cx.inet, ifp, &mut m) {

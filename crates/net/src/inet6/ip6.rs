@@ -170,7 +170,7 @@ pub(crate) fn ip6_input(
         |_| at,
     );
     let forwarding = ifp.forwarding.inet6();
-    let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::In);
+    let hooks = cx.pfil_active_on(PfilPoint::Inet6, Dir::In, ifp.index);
     for (k, (mut m, h)) in v.checked.drain(..).enumerate() {
         // The header as the hooks left it: one that rewrote the destination (NAT)
         // sends the packet there, as FreeBSD's `ip6_input` re-reads `ip6_dst`.

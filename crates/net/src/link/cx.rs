@@ -10,6 +10,7 @@ use crate::ifindex::IfIndex;
 use crate::link::arp::{ArpOutput, ArpSnapshot};
 use crate::link::iface::Ifnet;
 use crate::link::lle::LleSnapshot;
+use crate::pfil::arcs::{arc_of, Shape};
 use crate::pfil::{
     Dir, PfilAct, PfilBatch, PfilCtx, PfilEnv, PfilHeads, PfilItems, PfilPoint, Reject, Verdict,
 };
@@ -153,7 +154,7 @@ impl LinkCx<'_> {
         m: Mbuf,
         dropped: DropReason,
     ) -> Option<Mbuf> {
-        if self.pfil_skip || self.pfil.is_empty(point, dir) {
+        if self.pfil_skip || self.pfil.is_empty_on(point, dir, ifindex) {
             return Some(m);
         }
         let rcvif = (dir == Dir::In).then_some(ifindex);
@@ -184,11 +185,18 @@ impl LinkCx<'_> {
         }
     }
 
-    /// Whether a packet at (`point`, `dir`) meets a hook: a stage with none there
-    /// moves its packets straight on.
+    /// Whether a packet at (`point`, `dir`) may meet a hook, on whatever interface:
+    /// a stage with none there moves its packets straight on.
     #[inline]
     pub(crate) fn pfil_active(&self, point: PfilPoint, dir: Dir) -> bool {
         !self.pfil_skip && !self.pfil.is_empty(point, dir)
+    }
+
+    /// Whether a packet at (`point`, `dir`) on interface `i` meets a hook (interface
+    /// `i`'s arc there is not empty).
+    #[inline]
+    pub(crate) fn pfil_active_on(&self, point: PfilPoint, dir: Dir, i: IfIndex) -> bool {
+        !self.pfil_skip && !self.pfil.is_empty_on(point, dir, i)
     }
 
     /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
@@ -215,6 +223,9 @@ impl LinkCx<'_> {
     /// The hooks over the stage's own vector, in place (`PfilItems`): nothing is
     /// copied when they pass everything (a copy of the vector out for the hooks and
     /// back cost about 15 cycles a packet a pass, `mpstack bench router`, ipfw).
+    /// Each packet meets its own interface's arc: the whole vector at once when every
+    /// interface runs the same hooks, else each run of packets whose interfaces run
+    /// the same list through that list.
     #[inline(never)]
     fn pfil_vec_slow<M: Copy>(
         &mut self,
@@ -228,23 +239,54 @@ impl LinkCx<'_> {
         s.acts.clear();
         s.acts.resize(pkts.len(), PfilAct::Pass);
         s.nexthops.clear();
-        let (ifindex, rcvif) = ifs(&pkts[0].1);
-        let pcx = PfilCtx {
+        let arc = arc_of(point, dir);
+        let arcs = &self.pfil.arcs;
+        let (worker, now, env) = (self.worker, self.now, self.pfil_env);
+        let pcx = |(ifindex, rcvif): (IfIndex, Option<IfIndex>)| PfilCtx {
             point,
             dir,
             ifindex,
             rcvif,
-            worker: self.worker,
-            now: self.now,
-            env: self.pfil_env,
+            worker,
+            now,
+            env,
         };
-        let mut items = StageItems {
-            v: &mut pkts[..],
-            ifs: &ifs,
-        };
-        let mut b = PfilBatch::new(&mut items, &mut s.acts);
-        self.pfil.run_batch(&mut b, &pcx);
-        if !b.changed() {
+        let mut changed = false;
+        match arcs.shape(arc) {
+            Shape::Empty => return,
+            Shape::Uniform(id) => {
+                let cx0 = pcx(ifs(&pkts[0].1));
+                let mut items = StageItems {
+                    v: &mut pkts[..],
+                    ifs: &ifs,
+                };
+                let mut b = PfilBatch::new(&mut items, &mut s.acts);
+                PfilHeads::run_batch(arcs.list(id), &mut b, &cx0);
+                changed = b.changed();
+            }
+            Shape::Mixed => {
+                let mut k = 0;
+                while k < pkts.len() {
+                    let id = arcs.of(arc, ifs(&pkts[k].1).0);
+                    let mut end = k + 1;
+                    while end < pkts.len() && arcs.of(arc, ifs(&pkts[end].1).0) == id {
+                        end += 1;
+                    }
+                    if id != 0 {
+                        let cxk = pcx(ifs(&pkts[k].1));
+                        let mut items = StageItems {
+                            v: &mut pkts[k..end],
+                            ifs: &ifs,
+                        };
+                        let mut b = PfilBatch::new(&mut items, &mut s.acts[k..end]);
+                        PfilHeads::run_batch(arcs.list(id), &mut b, &cxk);
+                        changed |= b.changed();
+                    }
+                    k = end;
+                }
+            }
+        }
+        if !changed {
             return;
         }
         // Some packet was dropped, kept or refused: the vector sorted by verdict.

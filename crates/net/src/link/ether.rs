@@ -77,7 +77,7 @@ pub(crate) fn ether_input(
 ) {
     cx.stats.ether.ipackets += pkts.len() as u64;
     let rcvif = ifp.index.0;
-    let hooks = !filtered && cx.pfil_active(PfilPoint::Ether, Dir::In);
+    let hooks = !filtered && cx.pfil_active_on(PfilPoint::Ether, Dir::In, ifp.index);
     for mut m in pkts.drain(..) {
         m.hdr.rcvif = rcvif;
         match ether_check(cx.access, ifp, &mut m) {

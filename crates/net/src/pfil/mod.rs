@@ -6,6 +6,7 @@
 //! Hooks are part of the published configuration, read without locks; a hook that keeps
 //! per-worker state indexes it with [`PfilCtx::worker`].
 
+pub mod arcs;
 pub mod ipfw;
 
 use crate::ifindex::IfIndex;
@@ -310,7 +311,10 @@ pub struct Deferred {
     pub ifindex: IfIndex,
 }
 
-/// The hooks at each point, in order.
+/// The hooks every interface runs, at each point, in order (FreeBSD's pfil heads,
+/// where `ipfw` attaches), and each interface's arcs resolved from them and from its
+/// own hooks ([`arcs`]). The data path reads the arcs; the heads are what they are
+/// made from.
 #[derive(Clone, Debug, Default)]
 pub struct PfilHeads {
     pub ether_in: Vec<std::sync::Arc<dyn PfilHook>>,
@@ -321,28 +325,16 @@ pub struct PfilHeads {
     pub inet6_out: Vec<std::sync::Arc<dyn PfilHook>>,
     /// Some hook defers packets (set by whoever adds such a hook).
     pub deferring: bool,
+    /// The interfaces' arcs: their own hooks, the heads' hooks some do not run, and
+    /// what each interface runs (remade by [`PfilHeads::resolve`] at each
+    /// publication of the configuration).
+    pub arcs: arcs::Arcs,
 }
 
 impl PfilHeads {
-    /// Every hook once, however many points it is on.
+    /// Every hook once, however many points or interfaces it is on.
     pub fn hooks(&self) -> Vec<&std::sync::Arc<dyn PfilHook>> {
-        let mut v: Vec<&std::sync::Arc<dyn PfilHook>> = Vec::new();
-        for h in [
-            &self.ether_in,
-            &self.ether_out,
-            &self.inet_in,
-            &self.inet_out,
-            &self.inet6_in,
-            &self.inet6_out,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if !v.iter().any(|o| std::sync::Arc::ptr_eq(o, h)) {
-                v.push(h);
-            }
-        }
-        v
+        self.arcs.unique().iter().collect()
     }
 
     pub fn head_mut(
@@ -360,22 +352,40 @@ impl PfilHeads {
         }
     }
 
-    #[inline]
-    fn head(&self, point: PfilPoint, dir: Dir) -> &[std::sync::Arc<dyn PfilHook>] {
-        match (point, dir) {
-            (PfilPoint::Ether, Dir::In) => &self.ether_in,
-            (PfilPoint::Ether, Dir::Out) => &self.ether_out,
-            (PfilPoint::Inet, Dir::In) => &self.inet_in,
-            (PfilPoint::Inet, Dir::Out) => &self.inet_out,
-            (PfilPoint::Inet6, Dir::In) => &self.inet6_in,
-            (PfilPoint::Inet6, Dir::Out) => &self.inet6_out,
-        }
+    /// The heads, by arc ([`arcs::arc_of`]).
+    fn heads(&self) -> [&[std::sync::Arc<dyn PfilHook>]; arcs::ARCS] {
+        [
+            &self.ether_in,
+            &self.ether_out,
+            &self.inet_in,
+            &self.inet_out,
+            &self.inet6_in,
+            &self.inet6_out,
+        ]
     }
 
-    /// Runs the hooks of one point over a packet (`pfil_run_hooks`).
+    /// Remakes every interface's arcs, for `n` interfaces (before a publication).
+    pub fn resolve(&mut self, n: usize) {
+        let mut arcs = std::mem::take(&mut self.arcs);
+        arcs.forget_from(n);
+        arcs.resolve(n, self.heads());
+        self.arcs = arcs;
+    }
+
+    /// Takes the hook named `name` off interface `i`'s arc at (`point`, `dir`):
+    /// its own hook of that name, else one of the heads' (for this interface only).
+    /// Whether the arc had such a hook. Takes effect at the next publication.
+    pub fn disable_on(&mut self, i: IfIndex, point: PfilPoint, dir: Dir, name: &str) -> bool {
+        let a = arcs::arc_of(point, dir);
+        let global = self.heads()[a].to_vec();
+        self.arcs.disable(i, a, name, &global)
+    }
+
+    /// Runs the hooks of packet's interface at one point over a packet
+    /// (`pfil_run_hooks`).
     #[inline]
     pub fn run(&self, m: Mbuf, cx: &PfilCtx<'_>) -> Verdict {
-        let hooks = self.head(cx.point, cx.dir);
+        let hooks = self.arcs.hooks(arcs::arc_of(cx.point, cx.dir), cx.ifindex);
         let mut m = m;
         for h in hooks {
             match h.filter(m, cx) {
@@ -386,17 +396,29 @@ impl PfilHeads {
         Verdict::Pass(m)
     }
 
-    /// Runs the hooks of one point over a batch (`pfil_run_hooks` for a vector):
+    /// Runs `hooks` (an arc's list) over a batch (`pfil_run_hooks` for a vector):
     /// each hook sees the whole vector before the next one does.
-    pub fn run_batch(&self, b: &mut PfilBatch<'_>, cx: &PfilCtx<'_>) {
-        for h in self.head(cx.point, cx.dir) {
+    #[inline]
+    pub fn run_batch(
+        hooks: &[std::sync::Arc<dyn PfilHook>],
+        b: &mut PfilBatch<'_>,
+        cx: &PfilCtx<'_>,
+    ) {
+        for h in hooks {
             h.filter_batch(b, cx);
         }
     }
 
+    /// No interface runs a hook at (`point`, `dir`).
     #[inline]
     pub fn is_empty(&self, point: PfilPoint, dir: Dir) -> bool {
-        self.head(point, dir).is_empty()
+        self.arcs.shape(arcs::arc_of(point, dir)) == arcs::Shape::Empty
+    }
+
+    /// Interface `i` runs no hook at (`point`, `dir`).
+    #[inline]
+    pub fn is_empty_on(&self, point: PfilPoint, dir: Dir, i: IfIndex) -> bool {
+        self.arcs.of(arcs::arc_of(point, dir), i) == 0
     }
 
     /// Whether any hook may hold packets for later (checked per poll, cheaply).
@@ -404,25 +426,8 @@ impl PfilHeads {
         self.deferring
     }
 
-    /// Every hook once (a hook may sit at several points).
+    /// Every hook once (a hook may sit at several points and interfaces).
     pub fn unique(&self) -> impl Iterator<Item = &std::sync::Arc<dyn PfilHook>> {
-        let all = [
-            &self.ether_in,
-            &self.ether_out,
-            &self.inet_in,
-            &self.inet_out,
-            &self.inet6_in,
-            &self.inet6_out,
-        ];
-        // A hook is "seen" if an earlier slot of the walk holds the same one (no
-        // allocation: the heads are short and this runs every poll).
-        let flat = move || all.into_iter().flatten();
-        flat().enumerate().filter_map(move |(i, h)| {
-            let p = std::sync::Arc::as_ptr(h) as *const ();
-            let earlier = flat()
-                .take(i)
-                .any(|e| std::sync::Arc::as_ptr(e) as *const () == p);
-            (!earlier).then_some(h)
-        })
+        self.arcs.unique().iter()
     }
 }

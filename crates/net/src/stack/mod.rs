@@ -11,6 +11,7 @@ pub mod async_io;
 mod bridge;
 pub use bridge::BridgeOp;
 pub mod fpm;
+mod hooks;
 mod ifconfig;
 mod snapshot;
 pub use snapshot::ConfigSnapshot;
@@ -25,7 +26,7 @@ use crate::link::arp::{ArpParams, ArpTable};
 use crate::link::iface::{
     flags, AddrState, IfConfig, IfIndex, Ifnet, In6Ifaddr, Inet6Addr, InetAddr,
 };
-use crate::pfil::{Dir, PfilHeads, PfilHook, PfilPoint};
+use crate::pfil::PfilHeads;
 use crate::stack::socket::{BindError, PingSocket, SockKind, SockShared, UdpSocket};
 use crate::stack::tcp_socket::{TcpBound, TcpBuffers, TcpListener, TcpStream};
 use crate::stack::worker::Worker;
@@ -204,6 +205,7 @@ impl NetConfig {
             .collect();
         self.inet6.set_local6(local6);
         self.bridges.reindex(self.ifaces.len());
+        self.pfil.resolve(self.ifaces.len());
     }
 
     /// The path MTU towards `dst` if a "fragmentation needed" taught one that has not
@@ -1193,24 +1195,6 @@ impl Stack {
         self.shared.update(|c| c.inet.directed_broadcast = on);
     }
 
-    /// Takes ipfw `fw`'s hooks off every point it is on (`net.inet.ip.fw.enable=0`):
-    /// packets pass unfiltered from the next batch on. Whether it was on any.
-    pub fn detach_ipfw(&self, fw: &Arc<crate::pfil::ipfw::Ipfw>) -> bool {
-        let me = Arc::as_ptr(fw) as *const ();
-        self.shared.update(|c| {
-            let mut gone = false;
-            for point in [PfilPoint::Ether, PfilPoint::Inet, PfilPoint::Inet6] {
-                for dir in [Dir::In, Dir::Out] {
-                    let head = c.pfil.head_mut(point, dir);
-                    let n = head.len();
-                    head.retain(|h| Arc::as_ptr(h) as *const () != me);
-                    gone |= head.len() != n;
-                }
-            }
-            gone
-        })
-    }
-
     /// How many routes there are per family: (IPv4, IPv6).
     pub fn route_counts(&self) -> (usize, usize) {
         self.shared
@@ -1273,39 +1257,6 @@ impl Stack {
         ifp.forwarding.inet.store(inet, Ordering::Relaxed);
         ifp.forwarding.inet6.store(inet6, Ordering::Relaxed);
         Ok(())
-    }
-
-    /// Appends a packet filter hook at one point.
-    pub fn add_pfil_hook(&self, point: PfilPoint, dir: Dir, hook: Arc<dyn PfilHook>) {
-        self.shared
-            .update(|c| c.pfil.head_mut(point, dir).push(hook));
-    }
-
-    /// Puts an ipfw firewall on the stack's IPv4 and IPv6 points, in and out
-    /// (also `Ipfw::attach`).
-    pub fn attach_ipfw(&self, fw: &Arc<crate::pfil::ipfw::Ipfw>) {
-        for point in [PfilPoint::Inet, PfilPoint::Inet6] {
-            for dir in [Dir::In, Dir::Out] {
-                self.add_pfil_hook(point, dir, fw.clone());
-            }
-        }
-        self.set_pfil_deferring();
-    }
-
-    /// Also runs an ipfw firewall's rules on whole Ethernet frames, arriving and
-    /// leaving (FreeBSD's `net.link.ether.ipfw=1`): the pass where `layer2`, `mac`
-    /// and `mac-type` match.
-    pub fn attach_ipfw_layer2(&self, fw: &Arc<crate::pfil::ipfw::Ipfw>) {
-        for dir in [Dir::In, Dir::Out] {
-            self.add_pfil_hook(PfilPoint::Ether, dir, fw.clone());
-        }
-        self.set_pfil_deferring();
-    }
-
-    /// Marks that a hook holds packets for later ([`crate::pfil::PfilHook::poll`]):
-    /// the workers then ask the hooks for due packets every poll.
-    pub fn set_pfil_deferring(&self) {
-        self.shared.update(|c| c.pfil.deferring = true);
     }
 
     /// The configuration as workers see it now.

@@ -86,7 +86,7 @@ pub(crate) fn bridge_input(
     let me = bc.members[mi];
     let state = br.port_state(me.slot as usize);
     let now_s = now_secs(cx.now);
-    let hooks = cx.pfil_active(PfilPoint::Ether, Dir::In);
+    let hooks = cx.pfil_active_on(PfilPoint::Ether, Dir::In, ifp.index);
     let out_hooks = cx.pfil_active(PfilPoint::Ether, Dir::Out);
     let rcvif = ifp.index.0;
     if br.rt.is_large() {
