@@ -513,6 +513,63 @@ fn ifconfig_down_stops_an_interface_and_up_brings_it_back() {
 }
 
 #[test]
+fn ifconfig_hook_turns_the_firewall_off_one_interface_and_back_on() {
+    skip_unless!("ip", "ping");
+    let pid = std::process::id();
+    let na = format!("ctlhk-{pid}");
+    let tmp = std::env::temp_dir().join(format!("mpstack-hook-{pid}"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut r = start_router(&na, &tmp);
+    let [_, ns_a, _] = r.ns.clone();
+    let okj = |args: &[&str]| {
+        let mut v = vec![args[0], "-j", &na];
+        v.extend(&args[1..]);
+        ok(&v)
+    };
+    let ping = |ns: &str, to: &str| sh(&format!("ip netns exec {ns} ping -c 2 -i 0.3 -W 1 {to}"));
+    okj(&[
+        "ipfw", "add", "100", "deny", "icmp", "from", "any", "to", "any", "in",
+    ]);
+    let (fine, out) = ping(&ns_a, "198.18.2.2");
+    assert!(!fine, "denied: {out}");
+    let ifc = okj(&["ifconfig", "ra"]);
+    assert!(
+        ifc.contains("hooks: ") && ifc.contains("inet-in ipfw"),
+        "{ifc}"
+    );
+
+    // Off ra's and rb's IPv4 input: the echo and its reply pass.
+    okj(&["ifconfig", "ra", "-hook", "ipfw", "inet-in"]);
+    okj(&["ifconfig", "rb", "-hook", "ipfw", "inet-in"]);
+    let ifc = okj(&["ifconfig", "ra"]);
+    assert!(
+        !ifc.contains("inet-in ipfw") && ifc.contains("inet-out ipfw"),
+        "{ifc}"
+    );
+    let js: serde_json::Value = serde_json::from_str(&okj(&["ifconfig", "ra", "--json"])).unwrap();
+    assert!(
+        js["interfaces"][0]["hooks"].get("inet-in").is_none(),
+        "{js}"
+    );
+    assert_eq!(js["interfaces"][0]["hooks"]["inet-out"][0], "ipfw", "{js}");
+    let (fine, out) = ping(&ns_a, "198.18.2.2");
+    assert!(fine, "ipfw off the inputs: {out}");
+
+    // Back on ra: denied again.
+    okj(&["ifconfig", "ra", "hook", "ipfw", "inet-in"]);
+    let (fine, out) = ping(&ns_a, "198.18.2.2");
+    assert!(!fine, "back on: {out}");
+
+    let (code, _, err) = ctl(&["ifconfig", "-j", &na, "ra", "-hook", "ipfw", "inet9-in"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not an arc"), "{err}");
+    let (code, _, err) = ctl(&["ifconfig", "-j", &na, "ra", "-hook", "nat"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no hook nat"), "{err}");
+    let _ = stop_node(&mut r.node, &r.lines, &mut r.output);
+}
+
+#[test]
 fn a_second_node_of_the_same_name_is_refused() {
     skip_unless!("ip");
     let name = format!("ctldup-{}", std::process::id());

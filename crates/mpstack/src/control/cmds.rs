@@ -297,6 +297,9 @@ pub fn help(cmd: &str) -> String {
              \x20      mpstack ifconfig IF inet6 ADDR -alias|delete   delete it\n\
              \x20      mpstack ifconfig IF mtu N                      set the MTU\n\
              \x20      mpstack ifconfig IF up|down                    take traffic, or drop it (counted)\n\
+             \x20      mpstack ifconfig IF -hook NAME [ARC...]        a hook (ipfw) off this interface's arcs\n\
+             \x20      mpstack ifconfig IF hook NAME [ARC...]         back on (ARC: ether-in, ether-out, inet-in,\n\
+             \x20                                                     inet-out, inet6-in, inet6-out; none: all)\n\
              \x20      mpstack ifconfig BRIDGE addm IF | deletem IF   add or remove a member (several in one command)\n\
              \x20      mpstack ifconfig BRIDGE [-]learn|[-]discover|[-]sticky IF   a member's flags\n\
              \x20      mpstack ifconfig BRIDGE [-]stp|[-]edge|[-]autoedge IF   its spanning tree: in it or not, an edge port\n\

@@ -24,7 +24,7 @@
 //! A line taken out of the file on a reload is undone by its inverse: `route add` by `route delete`, an address by
 //! `-alias`, `ipfw add N` by `ipfw delete N` (so rules in a config file carry their
 //! numbers), a table entry or a table by their deletion, `arp -s`/`ndp -s` by `-d`,
-//! `ifconfig IF down` by `ifconfig IF up`. The others (`sysctl`, `ifconfig mtu`,
+//! `ifconfig IF down` by `ifconfig IF up`, `ifconfig IF -hook …` by `hook …`. The others (`sysctl`, `ifconfig mtu`,
 //! `ifconfig up`, `route change`, `ipfw pipe … config`, `ipfw set …`) have none:
 //! taken out of the file, what they set stays.
 //!
@@ -117,6 +117,7 @@ fn check(w: &[String], batch: bool) -> Result<(), String> {
         ["route", ..] => listing(),
         ["ifconfig", _, "addr"] => listing(),
         ["ifconfig", _, w, ..] if cmds::BRIDGE_WORDS.contains(&w) => Ok(()),
+        ["ifconfig", _, "hook" | "-hook", _, ..] => Ok(()),
         ["ifconfig", _, "inet" | "inet6", _, ..]
         | ["ifconfig", _, "mtu", _]
         | ["ifconfig", _, "up" | "down"] => {
@@ -182,6 +183,11 @@ fn inverse(l: &Line) -> Option<Vec<String>> {
             Some(w)
         }
         ["ifconfig", i, "down"] => Some(owned(&["ifconfig", i, "up"])),
+        ["ifconfig", i, "-hook", ref rest @ ..] => {
+            let mut w = owned(&["ifconfig", i, "hook"]);
+            w.extend(rest.iter().map(|s| s.to_string()));
+            Some(w)
+        }
         ["ifconfig", br, w, ref rest @ ..] if cmds::BRIDGE_WORDS.contains(&w) => {
             // Members added are taken out, static addresses deleted, members taken
             // out put back; in the reverse order.

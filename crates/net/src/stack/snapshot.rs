@@ -33,6 +33,8 @@ pub struct ConfigSnapshot {
     default_gw: Option<std::net::Ipv4Addr>,
     default_gw6: Option<(std::net::Ipv6Addr, crate::IfIndex)>,
     routes: Vec<route::RouteInfo>,
+    /// The interfaces' hooks: their own, and the global ones turned off on some.
+    arcs: crate::pfil::arcs::Arcs,
 }
 
 /// A route's paths as a route is added again: what the table compares them by
@@ -74,6 +76,7 @@ impl Stack {
             default_gw: cfg.inet.default_gw,
             default_gw6: cfg.inet6.default_gw6,
             routes: self.routes(),
+            arcs: cfg.pfil.arcs.clone(),
         }
     }
 
@@ -103,6 +106,7 @@ impl Stack {
             c.inet.directed_broadcast = snap.directed_broadcast;
             c.inet.default_gw = snap.default_gw;
             c.inet6.default_gw6 = snap.default_gw6;
+            c.pfil.arcs = snap.arcs.clone();
         });
         for (i, &(f4, f6, ra)) in snap.forwarding.iter().enumerate() {
             let ifx = crate::IfIndex(i as u16);

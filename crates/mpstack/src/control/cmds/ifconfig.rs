@@ -27,6 +27,7 @@ pub(super) fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Co
                     "name": i.name, "flags": if_flags(i.flags), "mtu": i.mtu,
                     "ether": i.mac.to_string(),
                     "bridge": node.stack.bridge(i.index).ok().map(|bc| bridge::describe_json(node, &bc)),
+                    "hooks": node.stack.if_hooks(i.index).into_iter().collect::<std::collections::BTreeMap<_, _>>(),
                     "inet": i.addrs.iter().map(|a| json!({"address": a.addr.to_string(), "prefixlen": a.prefix_len, "broadcast": a.broadcast().map(|b| b.to_string())})).collect::<Vec<_>>(),
                     "inet6": i.addrs6.iter().map(|a| json!({"address": a.addr.addr.to_string(), "prefixlen": a.addr.prefix_len, "state": format!("{:?}", a.state()).to_lowercase()})).collect::<Vec<_>>(),
                 })
@@ -81,6 +82,7 @@ pub(super) fn ifconfig(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Co
                 }
             );
         }
+        s += &hooks_line(node, i.index);
         if let Ok(bc) = node.stack.bridge(i.index) {
             s += &bridge::describe(node, &bc);
         }
@@ -104,7 +106,7 @@ pub(super) fn if_flags(f: u32) -> Vec<&'static str> {
 }
 
 /// `ifconfig IF inet|inet6 ADDR[/LEN] [alias|-alias|delete]`, `ifconfig IF mtu N`,
-/// `ifconfig IF up|down`.
+/// `ifconfig IF up|down`, `ifconfig IF [-]hook NAME [ARC...]`.
 pub(super) fn ifconfig_set(node: &Node<'_>, name: &str, args: &[&str], conn: &mut Conn) -> Res {
     let i = iface(node, name).map_err(|e| fail(format!("ifconfig: {}", e.msg)))?;
     let ifx: IfIndex = i.index;
@@ -167,11 +169,67 @@ pub(super) fn ifconfig_set(node: &Node<'_>, name: &str, args: &[&str], conn: &mu
             r.map_err(|e| fail(format!("ifconfig: {e}")))?;
             put(conn, "")
         }
+        [w @ ("hook" | "-hook"), hook, arcs @ ..] => if_hook(node, ifx, *w == "hook", hook, arcs, conn),
         _ => Err(usage(format!(
-            "ifconfig: {name} {}: expected inet|inet6 ADDR/LEN [alias|-alias|delete], mtu N, up or down",
+            "ifconfig: {name} {}: expected inet|inet6 ADDR/LEN [alias|-alias|delete], mtu N, up, down or [-]hook NAME [ARC...]",
             args.join(" ")
         ))),
     }
+}
+
+/// `ifconfig IF -hook NAME [ARC...]`: the hook `NAME` off interface `IF`'s arcs (all
+/// six, or those named: `ether-in` … `inet6-out`): its own hook of that name, or one
+/// every interface runs (`ipfw`) for this interface only; `hook` puts the latter
+/// back. An error if no named arc had (or, `hook`, had turned off) such a hook.
+fn if_hook(
+    node: &Node<'_>,
+    ifx: IfIndex,
+    on: bool,
+    hook: &str,
+    arcs: &[&str],
+    conn: &mut Conn,
+) -> Res {
+    use net::pfil::arcs::{arc_by_name, arc_name, point_of, ARCS};
+    let which: Vec<usize> = if arcs.is_empty() {
+        (0..ARCS).collect()
+    } else {
+        arcs.iter()
+            .map(|a| {
+                arc_by_name(a).ok_or_else(|| {
+                    let all: Vec<&str> = (0..ARCS).map(arc_name).collect();
+                    usage(format!("ifconfig: {a}: not an arc ({})", all.join(", ")))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let mut changed = false;
+    for a in which {
+        let (point, dir) = point_of(a);
+        changed |= node
+            .stack
+            .set_if_hook(ifx, point, dir, hook, on)
+            .map_err(|e| fail(format!("ifconfig: {e}")))?;
+    }
+    if !changed {
+        return Err(fail(format!(
+            "ifconfig: no hook {hook} {} there",
+            if on { "turned off" } else { "runs" }
+        )));
+    }
+    put(conn, "")
+}
+
+/// The hooks interface `i` runs, a line for `ifconfig`: `\thooks: inet-in ipfw, …`.
+fn hooks_line(node: &Node<'_>, i: IfIndex) -> String {
+    let arcs = node.stack.if_hooks(i);
+    if arcs.is_empty() {
+        return String::new();
+    }
+    let v: Vec<String> = arcs
+        .iter()
+        .map(|(a, hooks)| format!("{a} {}", hooks.join(" ")))
+        .collect();
+    format!("\thooks: {}\n", v.join(", "))
 }
 
 // ---------------------------------------------------------------------------
