@@ -7,9 +7,9 @@
 //! header (type 0 refused per RFC 5095, any unknown type per §4.4), the fragment
 //! header (atomic fragments, RFC 6946, go on at once), and counting AH and ESP. A
 //! Parameter Problem points at the offending byte where §4 asks for one. Then the
-//! upper layer: ICMPv6 ([`crate::inet6::icmp6`]); UDP and TCP over IPv6 ([`crate::inet6`])
-//! have no sockets yet: their headers and checksums are checked, then a port
-//! unreachable or a reset answers.
+//! upper layer: ICMPv6 ([`crate::inet6::icmp6`]), UDP ([`crate::inet6::udp6`]) and TCP
+//! (the one TCP layer both families share) to their sockets; a datagram or segment
+//! no socket takes is answered with a port unreachable or a reset.
 //!
 //! A packet from a link whose source is one of our (preferred) addresses is dropped
 //! and counted in `ip6.localsrc`: to forward, or, sent to a unicast address of
