@@ -1,6 +1,9 @@
 //! IP fragment reassembly for both families (RFC 791, RFC 815, RFC 8200 §4.5) and
 //! IPv4 fragmentation on output.
 //!
+//! The table is here, shared by both families; IPv6's checks of a fragment and the
+//! removal of its Fragment header are in `frag6`, the fragmenter in `output`.
+//!
 //! What it owns: one reassembly table per worker ([`Reass`]). RSS hashes fragments on
 //! their addresses only (`dev::rss`), so every fragment of a datagram reaches the same
 //! worker and the table needs no lock. It is sans-IO: `now` comes in, [`Reass::poll_at`]

@@ -13,6 +13,9 @@
 //! when their preferred lifetime ends, removed when their valid lifetime does
 //! (the two-hour rule bounding what an advertisement may cut), and within the
 //! interface's bound of addresses; MLDv2 reports; and, on a router, advertisements.
+//! Those three are modules of their own, as FreeBSD's `nd6_rtr.c` and `mld6.c` are:
+//! `rtr` (router discovery, SLAAC, redirects), `mld` and `rtadv` (advertisements
+//! sent).
 
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out};

@@ -18,6 +18,8 @@
 //! taken, past the firewall (FreeBSD's `one_pass`): an inbound packet into
 //! `ip_input`/`ip6_input`, an outbound one to its route's link output. In a
 //! simulation a pipe is therefore exact in virtual time.
+//!
+//! How a packet is described for the rules is in `describe`.
 
 use crate::ifindex::IfIndex;
 use crate::pfil::{Deferred, Dir, PfilAct, PfilCtx, PfilEnv, PfilHook, PfilPoint, Reject, Verdict};

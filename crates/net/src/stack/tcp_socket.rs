@@ -1,6 +1,9 @@
 //! `TcpListener` and `TcpStream`, mirroring `std::net`. A handle never touches protocol
 //! state: it moves bytes through its connection's channels and tells the home worker
 //! through that worker's inbox (one wake-up message outstanding at a time).
+//!
+//! `TcpBound` and `TcpListener` are in `listener`, a stream's reads and writes in
+//! `read` and `write`; its options, errors and shutdown are here.
 
 use crate::park::Interest;
 use crate::stack::Shared;

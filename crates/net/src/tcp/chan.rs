@@ -8,6 +8,9 @@
 //! nobody takes a lock: the worker is the only consumer of `tx` and the only
 //! producer of `rx`; the application (one reader, one writer at a time, serialised
 //! by the handle) is the other side.
+//!
+//! The flags and options shared beside the channels (`StreamShared`, `ListenShared`)
+//! are in `shared`.
 
 use super::sndbuf::Chunk;
 use super::tcb::Payload;
