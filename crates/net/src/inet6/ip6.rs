@@ -257,36 +257,8 @@ pub(crate) fn ip6_deliver(
                     param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
                     return None;
                 }
-                let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
-                    cx.drop_pkt(m, DropReason::Ip6TooShort);
-                    return None;
-                };
-                match options(cx.access, &mut m, off, hlen) {
-                    Opts::Ok => {}
-                    Opts::Drop => {
-                        cx.drop_pkt(m, DropReason::Ip6BadOptions);
-                        return None;
-                    }
-                    Opts::Problem(at) => {
-                        cx.stats.ip6.badoptions += 1;
-                        param_problem_mcast(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
-                        return None;
-                    }
-                    Opts::Malformed(at) => {
-                        cx.stats.ip6.badoptions += 1;
-                        param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
-                        return None;
-                    }
-                    Opts::ProblemUnicast(at) => {
-                        cx.stats.ip6.badoptions += 1;
-                        if mcast {
-                            cx.drop_pkt(m, DropReason::Ip6BadOptions);
-                            return None;
-                        }
-                        param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
-                        return None;
-                    }
-                }
+                let (kept, next, hlen) = ip6_opts_input(cx, m, off, mcast)?;
+                m = kept;
                 nh_at = off;
                 off += hlen;
                 proto = next;
@@ -387,6 +359,49 @@ pub(crate) fn ip6_deliver(
     }
     cx.stats.ip6.delivered += 1;
     Some((m, info, proto, nh_at))
+}
+
+/// A Hop-by-Hop or Destination Options header at `off` (RFC 8200 §4.3, §4.6), its
+/// options processed for `ip6_deliver`: the packet back with the header's Next
+/// Header and length, or `None` when it was dropped or answered with a Parameter
+/// Problem.
+fn ip6_opts_input(
+    cx: &mut Inet6Cx<'_>,
+    mut m: Mbuf,
+    off: usize,
+    mcast: bool,
+) -> Option<(Mbuf, IpProtocol, usize)> {
+    let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
+        cx.drop_pkt(m, DropReason::Ip6TooShort);
+        return None;
+    };
+    match options(cx.access, &mut m, off, hlen) {
+        Opts::Ok => {}
+        Opts::Drop => {
+            cx.drop_pkt(m, DropReason::Ip6BadOptions);
+            return None;
+        }
+        Opts::Problem(at) => {
+            cx.stats.ip6.badoptions += 1;
+            param_problem_mcast(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
+            return None;
+        }
+        Opts::Malformed(at) => {
+            cx.stats.ip6.badoptions += 1;
+            param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
+            return None;
+        }
+        Opts::ProblemUnicast(at) => {
+            cx.stats.ip6.badoptions += 1;
+            if mcast {
+                cx.drop_pkt(m, DropReason::Ip6BadOptions);
+                return None;
+            }
+            param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
+            return None;
+        }
+    }
+    Some((m, next, hlen))
 }
 
 /// The one's complement sum of the upper-layer message (`len` bytes at `info.off`,

@@ -3,6 +3,7 @@
 
 use super::*;
 use dev::rng::Rng;
+use wire::{Ipv6FragHeader, Ipv6Packet};
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);

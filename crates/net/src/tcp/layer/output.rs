@@ -6,7 +6,7 @@
 //! TIME_WAIT remnant. `tcp_flush` services the connections whose output waited for
 //! the end of the batch.
 
-use super::{TcpWorker, Tuple};
+use super::{Conn, TcpWorker, Tuple};
 use crate::inet::ip::{self, IpOut, DEFAULT_TTL};
 use crate::inet6::ip6::Ip6Out;
 use crate::stats::DropReason;
@@ -40,162 +40,10 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         return;
     };
     c.deferred = false;
-    // Borrowed, not cloned: the stream's reference count is shared with the
-    // application thread.
+    take_options(cx, tw, &mut c);
+    app_to_tcb(cx, &mut c);
+    app_close(cx, tw, &mut c);
     let s = &c.s;
-    // Looked at before it is cleared: no write to the application's line per call.
-    if s.opts_dirty.load(Ordering::Acquire) && s.opts_dirty.swap(false, Ordering::AcqRel) {
-        c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
-        let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
-        c.tcb
-            .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
-        let ki = s.opt_keepinit_ns.load(Ordering::Acquire);
-        if ki != 0 {
-            c.tcb.set_keep_init(dev::Duration::from_nanos(ki), cx.now);
-        }
-        if s.opt_noopt.load(Ordering::Acquire) {
-            c.tcb.set_noopt();
-        }
-        c.ip = s.ip_opts();
-        let maxseg = s.opt_maxseg.load(Ordering::Acquire);
-        if maxseg != 0 {
-            c.tcb.set_user_mss(maxseg.min(u32::from(u16::MAX)) as u16);
-        }
-        let (snd, rcv) = (
-            s.opt_sndbuf.load(Ordering::Acquire),
-            s.opt_rcvbuf.load(Ordering::Acquire),
-        );
-        if snd != 0 || rcv != 0 {
-            c.tcb
-                .set_buffer_sizes((snd != 0).then_some(snd), (rcv != 0).then_some(rcv));
-        }
-    }
-    // What the application read since opens the window.
-    c.tcb.set_app_unread(app_unread(s));
-    let mss = c.tcb.mss();
-    if s.mss.load(Ordering::Relaxed) != mss {
-        s.mss.store(mss, Ordering::Release);
-    }
-    // Buffers the control block rounded to whole segments (once, when it learns
-    // the MSS) are what the application's channels hold too.
-    let rcv_set = c.tcb.recv_buffer_size();
-    if s.rcvbuf.load(Ordering::Relaxed) != rcv_set {
-        s.rcvbuf.store(rcv_set, Ordering::Release);
-    }
-    let (snd, rcv) = c.tcb.buffer_sizes();
-    if s.rx.cap() < rcv || s.tx.cap() < snd {
-        s.rx.grow_to(rcv);
-        s.tx.grow_to(snd);
-    }
-    // The memory clamp of the worker's state (`tcp::mem`), if it moved since.
-    let clamp = tw.mem_state.clamp();
-    if c.tcb.mem_clamp() != clamp {
-        super::mem::apply_clamp(&mut c, clamp);
-    }
-    let s = &c.s;
-    // Application → control block.
-    {
-        let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
-        let space = tcb.send_space();
-        if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
-            // Large chunks move into the send buffer whole (no copy), and so does a
-            // small one into an empty buffer (a request: nothing to allocate); other
-            // small ones are copied, so that small writes share chunks.
-            let whole = if tcb.send_buffered() == 0 {
-                1
-            } else {
-                MOVE_CHUNK
-            };
-            let took = s.tx.drain_moving(tx_partial, space, whole, |p| match p {
-                // Offered only when it fits in `space`, so it is taken whole.
-                Piece::Whole(c) => {
-                    let n = c.len();
-                    match tcb.send_chunk(c) {
-                        Ok(()) => n,
-                        Err(c) => {
-                            let took = tcb.send(&c);
-                            debug_assert_eq!(took, n, "a whole chunk beyond send_space");
-                            took
-                        }
-                    }
-                }
-                // Bytes in a packet buffer: the send buffer keeps a reference, and
-                // segments share it. A piece that continues the send buffer's last
-                // chunk in the same buffer joins it, whatever its length (no copy,
-                // no new chunk: as acknowledgments open room a segment or two at a
-                // time, a buffer's pieces would otherwise make a long list of tiny
-                // chunks); another starts a chunk unless it is short enough that
-                // a copy costs less than a reference.
-                Piece::InPkt { m, off, data }
-                    if data.len() >= crate::tcp::chan::HOLD_MIN || tcb.send_continues(m, off) =>
-                {
-                    match m.copym(off, data.len()).map(|c| tcb.send_mbuf(c)) {
-                        Ok(Ok(())) => data.len(),
-                        // No record in the pool, or no room for a shared chunk: copy.
-                        _ => tcb.send(data),
-                    }
-                }
-                Piece::Part(b) | Piece::InPkt { data: b, .. } => tcb.send(b),
-            });
-            // A writer may be waiting for room: wake it once a quarter of the channel
-            // is free (or all of it), not for every segment's worth, so a bulk writer
-            // and the worker do not trade a wake-up per burst.
-            if took > 0 && (s.tx.is_empty() || s.tx.space() >= s.tx.cap() / 4) {
-                s.wake_writer();
-            }
-        }
-        // Acknowledged chunks go back to the channel for the writer to fill again.
-        while let Some(chunk) = tcb.take_spare() {
-            s.tx.recycle(chunk);
-        }
-        if !s.tx.is_empty() && tcb.send_clamped() {
-            cx.stats.tcp.memrefused += 1;
-        }
-    }
-    // SO_LINGER 0: a reset now, whatever is queued either way.
-    if s.abort.load(Ordering::Acquire) && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
-    {
-        c.tcb.abort();
-    }
-    let dropped = s.dropped.load(Ordering::Acquire);
-    if dropped
-        && !c.orphan
-        && cx.tcp_cfg.close_unread_rst
-        && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
-        && unread(&c.tcb, s) > 0
-    {
-        // Closed with received data unread: a reset, not a FIN that would tell
-        // the peer it was all consumed (RFC 9293 §3.6.1, RFC 1122 §4.2.2.13;
-        // Linux's tcp_close). What the application queued is not sent either.
-        cx.stats.tcp.abortonclose += 1;
-        cx.stats.tcp.drops += 1;
-        c.tcb.abort();
-    }
-    if dropped {
-        // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on.
-        c.tcb.detach(cx.now);
-    }
-    let app_done = s.wr_shut.load(Ordering::Acquire) || dropped;
-    if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
-        c.fin_requested = true;
-        c.tcb.close();
-    }
-    if dropped && !c.orphan && !matches!(c.tcb.state(), State::Closed | State::TimeWait) {
-        // An orphan now. One too many (`max_orphans`, split among the workers) is
-        // reset and freed at once, as Linux's tcp_close answers "too many orphaned
-        // sockets" (LINUX_MIB_TCPABORTONMEMORY): a crowd of peers that each
-        // acknowledge just enough to outlast the orphans' time bounds cannot hold
-        // every connection's buffers.
-        let limit = (cx.tcp_cfg.max_orphans as usize).div_ceil(cx.nworkers.max(1));
-        if tw.orphans >= limit {
-            cx.stats.tcp.orphandrop += 1;
-            cx.stats.tcp.drops += 1;
-            c.tcb.abort();
-        } else {
-            c.orphan = true;
-            tw.orphans += 1;
-        }
-    }
     // Control block → application, then → wire: what the channel takes leaves the
     // receive buffer first, so the acknowledgment below carries the window it
     // opens (one segment out, not an ACK and then a window update).
@@ -320,6 +168,180 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     tw.slab.put_back(i, c);
     if aborted {
         service(cx, tw, i);
+    }
+}
+
+/// The socket options and buffer sizes the application set since (`opts_dirty`),
+/// into the control block; what the control block settled (MSS, buffers rounded
+/// to whole segments), back to the application; the worker's memory clamp.
+#[inline]
+fn take_options(cx: &mut TcpCx<'_>, tw: &TcpWorker, c: &mut Conn) {
+    // Borrowed, not cloned: the stream's reference count is shared with the
+    // application thread.
+    let s = &c.s;
+    // Looked at before it is cleared: no write to the application's line per call.
+    if s.opts_dirty.load(Ordering::Acquire) && s.opts_dirty.swap(false, Ordering::AcqRel) {
+        c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
+        let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
+        c.tcb
+            .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
+        let ki = s.opt_keepinit_ns.load(Ordering::Acquire);
+        if ki != 0 {
+            c.tcb.set_keep_init(dev::Duration::from_nanos(ki), cx.now);
+        }
+        if s.opt_noopt.load(Ordering::Acquire) {
+            c.tcb.set_noopt();
+        }
+        c.ip = s.ip_opts();
+        let maxseg = s.opt_maxseg.load(Ordering::Acquire);
+        if maxseg != 0 {
+            c.tcb.set_user_mss(maxseg.min(u32::from(u16::MAX)) as u16);
+        }
+        let (snd, rcv) = (
+            s.opt_sndbuf.load(Ordering::Acquire),
+            s.opt_rcvbuf.load(Ordering::Acquire),
+        );
+        if snd != 0 || rcv != 0 {
+            c.tcb
+                .set_buffer_sizes((snd != 0).then_some(snd), (rcv != 0).then_some(rcv));
+        }
+    }
+    // What the application read since opens the window.
+    c.tcb.set_app_unread(app_unread(s));
+    let mss = c.tcb.mss();
+    if s.mss.load(Ordering::Relaxed) != mss {
+        s.mss.store(mss, Ordering::Release);
+    }
+    // Buffers the control block rounded to whole segments (once, when it learns
+    // the MSS) are what the application's channels hold too.
+    let rcv_set = c.tcb.recv_buffer_size();
+    if s.rcvbuf.load(Ordering::Relaxed) != rcv_set {
+        s.rcvbuf.store(rcv_set, Ordering::Release);
+    }
+    let (snd, rcv) = c.tcb.buffer_sizes();
+    if s.rx.cap() < rcv || s.tx.cap() < snd {
+        s.rx.grow_to(rcv);
+        s.tx.grow_to(snd);
+    }
+    // The memory clamp of the worker's state (`tcp::mem`), if it moved since.
+    let clamp = tw.mem_state.clamp();
+    if c.tcb.mem_clamp() != clamp {
+        super::mem::apply_clamp(c, clamp);
+    }
+}
+
+/// Application → control block: the send channel's bytes into the send buffer,
+/// and the buffers it acknowledged back to the channel.
+#[inline]
+fn app_to_tcb(cx: &mut TcpCx<'_>, c: &mut Conn) {
+    let s = &c.s;
+    // Application → control block.
+    let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
+    let space = tcb.send_space();
+    if space > 0 && (!s.tx.is_empty() || tx_partial.is_some()) {
+        // Large chunks move into the send buffer whole (no copy), and so does a
+        // small one into an empty buffer (a request: nothing to allocate); other
+        // small ones are copied, so that small writes share chunks.
+        let whole = if tcb.send_buffered() == 0 {
+            1
+        } else {
+            MOVE_CHUNK
+        };
+        let took = s.tx.drain_moving(tx_partial, space, whole, |p| match p {
+            // Offered only when it fits in `space`, so it is taken whole.
+            Piece::Whole(c) => {
+                let n = c.len();
+                match tcb.send_chunk(c) {
+                    Ok(()) => n,
+                    Err(c) => {
+                        let took = tcb.send(&c);
+                        debug_assert_eq!(took, n, "a whole chunk beyond send_space");
+                        took
+                    }
+                }
+            }
+            // Bytes in a packet buffer: the send buffer keeps a reference, and
+            // segments share it. A piece that continues the send buffer's last
+            // chunk in the same buffer joins it, whatever its length (no copy,
+            // no new chunk: as acknowledgments open room a segment or two at a
+            // time, a buffer's pieces would otherwise make a long list of tiny
+            // chunks); another starts a chunk unless it is short enough that
+            // a copy costs less than a reference.
+            Piece::InPkt { m, off, data }
+                if data.len() >= crate::tcp::chan::HOLD_MIN || tcb.send_continues(m, off) =>
+            {
+                match m.copym(off, data.len()).map(|c| tcb.send_mbuf(c)) {
+                    Ok(Ok(())) => data.len(),
+                    // No record in the pool, or no room for a shared chunk: copy.
+                    _ => tcb.send(data),
+                }
+            }
+            Piece::Part(b) | Piece::InPkt { data: b, .. } => tcb.send(b),
+        });
+        // A writer may be waiting for room: wake it once a quarter of the channel
+        // is free (or all of it), not for every segment's worth, so a bulk writer
+        // and the worker do not trade a wake-up per burst.
+        if took > 0 && (s.tx.is_empty() || s.tx.space() >= s.tx.cap() / 4) {
+            s.wake_writer();
+        }
+    }
+    // Acknowledged chunks go back to the channel for the writer to fill again.
+    while let Some(chunk) = tcb.take_spare() {
+        s.tx.recycle(chunk);
+    }
+    if !s.tx.is_empty() && tcb.send_clamped() {
+        cx.stats.tcp.memrefused += 1;
+    }
+}
+
+/// What the application's `close`, `shutdown` and `SO_LINGER` 0 ask of the
+/// connection: a reset, a FIN once the send channel is empty, or an orphan.
+#[inline]
+fn app_close(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, c: &mut Conn) {
+    let s = &c.s;
+    // SO_LINGER 0: a reset now, whatever is queued either way.
+    if s.abort.load(Ordering::Acquire) && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
+    {
+        c.tcb.abort();
+    }
+    let dropped = s.dropped.load(Ordering::Acquire);
+    if dropped
+        && !c.orphan
+        && cx.tcp_cfg.close_unread_rst
+        && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
+        && unread(&c.tcb, s) > 0
+    {
+        // Closed with received data unread: a reset, not a FIN that would tell
+        // the peer it was all consumed (RFC 9293 §3.6.1, RFC 1122 §4.2.2.13;
+        // Linux's tcp_close). What the application queued is not sent either.
+        cx.stats.tcp.abortonclose += 1;
+        cx.stats.tcp.drops += 1;
+        c.tcb.abort();
+    }
+    if dropped {
+        // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on.
+        c.tcb.detach(cx.now);
+    }
+    let app_done = s.wr_shut.load(Ordering::Acquire) || dropped;
+    if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
+        c.fin_requested = true;
+        c.tcb.close();
+    }
+    if dropped && !c.orphan && !matches!(c.tcb.state(), State::Closed | State::TimeWait) {
+        // An orphan now. One too many (`max_orphans`, split among the workers) is
+        // reset and freed at once, as Linux's tcp_close answers "too many orphaned
+        // sockets" (LINUX_MIB_TCPABORTONMEMORY): a crowd of peers that each
+        // acknowledge just enough to outlast the orphans' time bounds cannot hold
+        // every connection's buffers.
+        let limit = (cx.tcp_cfg.max_orphans as usize).div_ceil(cx.nworkers.max(1));
+        if tw.orphans >= limit {
+            cx.stats.tcp.orphandrop += 1;
+            cx.stats.tcp.drops += 1;
+            c.tcb.abort();
+        } else {
+            c.orphan = true;
+            tw.orphans += 1;
+        }
     }
 }
 

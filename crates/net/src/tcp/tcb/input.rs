@@ -402,78 +402,26 @@ impl Tcb {
         let seg = if acceptable(self.rcv_nxt, rcv_wnd, seg) {
             seg
         } else {
-            if seg.rst {
-                st.rcvbadrst += 1;
-                return false;
+            match self.unacceptable(seg, rcv_wnd, now, st) {
+                Ok(o) => {
+                    old = o;
+                    &old
+                }
+                Err(accept) => return accept,
             }
-            count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
-            if seg.syn {
-                // RFC 5961 §4 for a SYN anywhere (FreeBSD looks at SYN before the
-                // window), in or out of the window.
-                st.rcvbadsyn += 1;
-                self.challenge_ack(now, st);
-                return false;
-            }
-            self.ack_now = true;
-            if !lt(seg.seq, self.rcv_nxt) || seg.ack.is_none() {
-                // A probe of our shut window, exactly at its edge, is the peer's
-                // (Linux finds it acceptable and drops only its data).
-                return seg.seq == self.rcv_nxt && rcv_wnd == 0;
-            }
-            self.note_dsack(seg.seq, seg.payload.len());
-            // An old duplicate: its data and FIN are dropped, but, as FreeBSD's
-            // tcp_input ("keep on processing for RST or ACK"), its ACK still
-            // counts: in a simultaneous close each side's ACK of the other's FIN
-            // repeats its own FIN, below the other's window.
-            old = SegIn {
-                seq: seg.seq.wrapping_add(seg.payload.len() as u32),
-                fin: false,
-                payload: Payload::default(),
-                ..*seg
-            };
-            &old
         };
         let seq = seg.seq;
 
         // RST (RFC 5961 §3, or RFC 793's with insecure_rst).
         if seg.rst {
-            if seq == self.rcv_nxt || self.cfg.insecure_rst {
-                if self.state == State::SynReceived && !self.active {
-                    st.drops += 1;
-                } else if self.state == State::SynReceived {
-                    // A simultaneous open refused (RFC 9293 §3.10.7.4).
-                    self.error = Some(TcpError::Refused);
-                    st.drops += 1;
-                } else {
-                    self.error = Some(TcpError::Reset);
-                    st.drops += 1;
-                }
-                self.enter_closed();
-            } else {
-                st.rcvbadrst += 1;
-                self.challenge_ack(now, st);
-            }
+            self.rst_input(seq, now, st);
             return false;
         }
 
         // SYN in a synchronized state (RFC 5961 §4): challenge ACK; or, as RFC 793
         // had it (`insecure_syn`), a reset that ends the connection.
         if seg.syn && self.state != State::SynReceived {
-            st.rcvbadsyn += 1;
-            if self.cfg.insecure_syn {
-                self.rst_pending = Some(Box::new(SegOut {
-                    seq: self.snd_nxt,
-                    ack: self.rcv_nxt,
-                    ack_flag: true,
-                    rst: true,
-                    ..SegOut::default()
-                }));
-                self.error = Some(TcpError::Reset);
-                st.drops += 1;
-                self.enter_closed();
-                return false;
-            }
-            self.challenge_ack(now, st);
+            self.syn_input(now, st);
             return false;
         }
         // New data for a connection whose application has closed, before the peer's
@@ -499,30 +447,180 @@ impl Tcb {
             return false;
         };
 
-        if self.state == State::SynReceived {
-            if lt(self.snd_una, ack) && le(ack, self.snd_max) {
-                self.state = State::Established;
-                st.accepts += 1;
-                self.round_buffers();
-                self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
-                self.max_snd_wnd = self.snd_wnd;
-                self.snd_wl1 = seq;
-                self.snd_wl2 = ack;
-                if self.ecn_ok {
-                    st.ecn_shs += 1;
-                }
-                // Data that came with the peer's SYN in a simultaneous open.
-                if !self.ooo.is_empty() {
-                    self.drain_ooo(now, st);
-                    self.delack_deadline.get_or_insert(now + self.cfg.delack);
-                }
-            } else {
-                self.rst_pending = reset_for(seg).map(Box::new);
-                return false;
-            }
+        if self.state == State::SynReceived && !self.syn_received_ack(seg, ack, now, st) {
+            return false;
         }
 
         // ACK processing.
+        if !self.ack_input(seg, ack, ts_stale, now, st) {
+            return false;
+        }
+
+        // Our FIN acknowledged?
+        let fin_acked =
+            self.fin_queued && lt(self.fin_seq(), self.snd_max) && self.snd_una == self.snd_max;
+        if fin_acked {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.arm_finwait2(now);
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    st.closed += 1;
+                    self.enter_closed();
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait {
+            if seg.fin {
+                self.ack_now = true;
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
+            return true;
+        }
+
+        // Data and FIN.
+        if !seg.payload.is_empty() || seg.fin {
+            self.receive_data(seg, now, st, direct);
+        }
+        true
+    }
+
+    /// `input_synchronized`'s answer to a SYN in a synchronized state.
+    #[inline]
+    fn syn_input(&mut self, now: Instant, st: &mut TcpStat) {
+        st.rcvbadsyn += 1;
+        if self.cfg.insecure_syn {
+            self.rst_pending = Some(Box::new(SegOut {
+                seq: self.snd_nxt,
+                ack: self.rcv_nxt,
+                ack_flag: true,
+                rst: true,
+                ..SegOut::default()
+            }));
+            self.error = Some(TcpError::Reset);
+            st.drops += 1;
+            self.enter_closed();
+            return;
+        }
+        self.challenge_ack(now, st);
+    }
+
+    /// The ACK that completes the handshake in SYN-RECEIVED: ESTABLISHED, or a
+    /// reset for an ACK of nothing we sent (false: the segment is dropped).
+    #[inline]
+    fn syn_received_ack(
+        &mut self,
+        seg: &SegIn<'_>,
+        ack: u32,
+        now: Instant,
+        st: &mut TcpStat,
+    ) -> bool {
+        let seq = seg.seq;
+        if lt(self.snd_una, ack) && le(ack, self.snd_max) {
+            self.state = State::Established;
+            st.accepts += 1;
+            self.round_buffers();
+            self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+            self.max_snd_wnd = self.snd_wnd;
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+            if self.ecn_ok {
+                st.ecn_shs += 1;
+            }
+            // Data that came with the peer's SYN in a simultaneous open.
+            if !self.ooo.is_empty() {
+                self.drain_ooo(now, st);
+                self.delack_deadline.get_or_insert(now + self.cfg.delack);
+            }
+            true
+        } else {
+            self.rst_pending = reset_for(seg).map(Box::new);
+            false
+        }
+    }
+
+    /// A segment `input_synchronized` found outside the receive window
+    /// (`rcv_wnd`): the old duplicate whose ACK still counts, its data and FIN
+    /// dropped; or, when the whole segment is dropped, `Err` with what
+    /// `input_synchronized` returns (true only for a probe of a shut window).
+    #[inline]
+    fn unacceptable<'a>(
+        &mut self,
+        seg: &SegIn<'a>,
+        rcv_wnd: u32,
+        now: Instant,
+        st: &mut TcpStat,
+    ) -> Result<SegIn<'a>, bool> {
+        if seg.rst {
+            st.rcvbadrst += 1;
+            return Err(false);
+        }
+        count_unacceptable(st, self.rcv_nxt, rcv_wnd, seg);
+        if seg.syn {
+            // RFC 5961 §4 for a SYN anywhere (FreeBSD looks at SYN before the
+            // window), in or out of the window.
+            st.rcvbadsyn += 1;
+            self.challenge_ack(now, st);
+            return Err(false);
+        }
+        self.ack_now = true;
+        if !lt(seg.seq, self.rcv_nxt) || seg.ack.is_none() {
+            // A probe of our shut window, exactly at its edge, is the peer's
+            // (Linux finds it acceptable and drops only its data).
+            return Err(seg.seq == self.rcv_nxt && rcv_wnd == 0);
+        }
+        self.note_dsack(seg.seq, seg.payload.len());
+        // An old duplicate: its data and FIN are dropped, but, as FreeBSD's
+        // tcp_input ("keep on processing for RST or ACK"), its ACK still
+        // counts: in a simultaneous close each side's ACK of the other's FIN
+        // repeats its own FIN, below the other's window.
+        Ok(SegIn {
+            seq: seg.seq.wrapping_add(seg.payload.len() as u32),
+            fin: false,
+            payload: Payload::default(),
+            ..*seg
+        })
+    }
+
+    /// An acceptable RST at `seq` in a synchronized state: the connection reset,
+    /// or a challenge ACK when it is not exactly at RCV.NXT (RFC 5961 §3).
+    #[inline]
+    fn rst_input(&mut self, seq: u32, now: Instant, st: &mut TcpStat) {
+        if seq == self.rcv_nxt || self.cfg.insecure_rst {
+            if self.state == State::SynReceived && !self.active {
+                st.drops += 1;
+            } else if self.state == State::SynReceived {
+                // A simultaneous open refused (RFC 9293 §3.10.7.4).
+                self.error = Some(TcpError::Refused);
+                st.drops += 1;
+            } else {
+                self.error = Some(TcpError::Reset);
+                st.drops += 1;
+            }
+            self.enter_closed();
+        } else {
+            st.rcvbadrst += 1;
+            self.challenge_ack(now, st);
+        }
+    }
+
+    /// ACK processing of an acceptable segment carrying `ack`: the checks RFC 9293
+    /// and RFC 5961 ask of it, TS.Recent, SND.UNA, SACK, loss recovery, congestion
+    /// control and the send window. False when the segment is dropped.
+    #[inline]
+    fn ack_input(
+        &mut self,
+        seg: &SegIn<'_>,
+        ack: u32,
+        ts_stale: bool,
+        now: Instant,
+        st: &mut TcpStat,
+    ) -> bool {
+        let seq = seg.seq;
         // RFC 9293 §3.10.7.4: "If the ACK acknowledges something not yet sent
         // (SEG.ACK > SND.NXT), then send an ACK, drop the segment, and return"
         // (RFC 5961 §5.2 the same). A blind sender can draw that ACK at will, so
@@ -615,37 +713,6 @@ impl Tcb {
             self.max_snd_wnd = self.max_snd_wnd.max(wnd);
             self.snd_wl1 = seq;
             self.snd_wl2 = ack;
-        }
-
-        // Our FIN acknowledged?
-        let fin_acked =
-            self.fin_queued && lt(self.fin_seq(), self.snd_max) && self.snd_una == self.snd_max;
-        if fin_acked {
-            match self.state {
-                State::FinWait1 => {
-                    self.state = State::FinWait2;
-                    self.arm_finwait2(now);
-                }
-                State::Closing => self.enter_time_wait(now),
-                State::LastAck => {
-                    st.closed += 1;
-                    self.enter_closed();
-                    return true;
-                }
-                _ => {}
-            }
-        }
-        if self.state == State::TimeWait {
-            if seg.fin {
-                self.ack_now = true;
-                self.tw_deadline = Some(now + self.cfg.time_wait);
-            }
-            return true;
-        }
-
-        // Data and FIN.
-        if !seg.payload.is_empty() || seg.fin {
-            self.receive_data(seg, now, st, direct);
         }
         true
     }

@@ -351,158 +351,15 @@ impl Tcb {
         out: &mut Vec<SegOut>,
     ) -> bool {
         match self.state {
-            State::SynSent | State::SynReceived => {
-                if self.snd_nxt != self.iss {
-                    return false;
-                }
-                let mut seg = self.header(now, self.iss);
-                seg.syn = true;
-                seg.mss = Some(self.cfg.mss);
-                // A SYN offers SACK; it reports no blocks (data held from the
-                // peer's SYN in a simultaneous open waits for the handshake).
-                seg.sack = [None; 4];
-                if self.state == State::SynSent {
-                    seg.ack_flag = false;
-                    seg.ack = 0;
-                    if self.cfg.rexmit_drop_options && self.rtx_count >= 3 {
-                        self.drop_syn_options();
-                    }
-                    if self.noopt {
-                        seg.mss = None;
-                    }
-                    // An ECN-setup SYN (RFC 3168 §6.1.1), for the first tries only:
-                    // a path may drop such SYNs.
-                    let ask = self.cfg.ecn == 1 && self.rtx_count <= self.cfg.ecn_maxretries;
-                    seg.ece = ask;
-                    seg.cwr = ask;
-                    seg.ts = self.cfg.timestamps.then(|| (self.tsval(now), 0));
-                    seg.wscale = self.cfg.window_scaling.then_some(self.rcv_wscale);
-                    seg.sack_perm = self.cfg.sack;
-                    seg.wnd = self.rcv_window().min(65_535) as u16;
-                } else {
-                    seg.wscale =
-                        (self.cfg.window_scaling && self.wscale_ok).then_some(self.rcv_wscale);
-                    seg.sack_perm = self.sack_perm;
-                    seg.wnd = self.rcv_window().min(65_535) as u16;
-                    // ECN granted: ECE alone.
-                    seg.ece = self.ecn_ok;
-                    seg.cwr = false;
-                }
-                let syn_data = self.fastopen_syn(&mut seg, st);
-                if diff(self.snd_max, self.iss) > 0 {
-                    self.count_rexmit(0, st);
-                }
-                self.snd_nxt = self.iss.wrapping_add(1 + syn_data);
-                if lt(self.snd_max, self.snd_nxt) {
-                    self.snd_max = self.snd_nxt;
-                }
-                if self.timed.is_none() && self.rtx_count == 0 {
-                    self.timed = Some((self.iss, now));
-                }
-                self.arm_rtx(now);
-                self.push(seg, st, out);
-                true
-            }
+            State::SynSent | State::SynReceived => self.send_syn(now, st, out),
             State::Established
             | State::CloseWait
             | State::FinWait1
             | State::Closing
             | State::LastAck => {
-                // A go-back-N passes over what the peer has SACKed.
-                self.snd_nxt = self.rack.past_sacked(self.snd_nxt);
-                let end = self.fin_seq();
-                let unsent = diff(end, self.snd_nxt);
-                if lt(end, self.snd_nxt) {
-                    // Only the FIN is beyond, and it has been sent.
+                let Some((len, fin_here, room, end)) = self.data_len(now) else {
                     return false;
-                }
-                let allowance = self.send_allowance();
-                let room = self.data_room();
-                // With segmentation offload, whole segments up to what the device
-                // takes, for new data outside recovery ([`Tcb::tso_burst`]; the send
-                // window and cwnd still bound it below).
-                let burst = if self.cfg.tso_max > room
-                    && self.recover.is_none()
-                    && self.snd_nxt == self.snd_max
-                {
-                    self.tso_burst(room)
-                } else {
-                    room
                 };
-                let mut len = unsent.min(burst).min(allowance);
-                // Resending after a timeout: not what the peer has SACKed.
-                if lt(self.snd_nxt, self.snd_max) {
-                    if let Some(next) = self.rack.next_sacked(self.snd_nxt) {
-                        len = len.min(diff(next, self.snd_nxt));
-                    }
-                }
-                // A burst for segmentation offload that does not empty the buffer
-                // ends with a whole segment (FreeBSD's tcp_output: "prevent the last
-                // segment from being fractional unless the send sockbuf can be
-                // emptied"): what the window leaves of a segment waits for the
-                // ACKs in flight, rather than leaving as a runt.
-                if len > room && len < unsent {
-                    len -= len % room;
-                }
-                let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
-                if len == 0 && !(fin_here && unsent == 0) {
-                    return false;
-                }
-                if len > 0 && !self.pace_ok(now) {
-                    return false;
-                }
-                // Segmentation offload: while the window (the peer's or the
-                // congestion window) leaves less than a third of itself, a send of less
-                // than a burst waits for the acknowledgments in flight to open more
-                // (Linux's tcp_tso_should_defer, with its tso_win_divisor of 3). So
-                // segments stay large instead of each echoing the size of the ACK that
-                // made room for it; and the last few segments' worth of what the
-                // application has written, the window's tail, waits to leave with what
-                // it writes next rather than alone (a small segment and its ACK per
-                // window). A single segment is left to Nagle, and a FIN never waits.
-                // Whole segments wait only while an ACK is due soon (Linux: not when
-                // the first unacknowledged segment went less than half an SRTT ago,
-                // which would hold the last segments of the initial window for a
-                // round trip, or until the tail loss probe); and not what a tail
-                // loss probe, or without SACK limited transmit (RFC 3042) or F-RTO,
-                // lets out ([`Tcb::grant_ends_deferral`]): those grant a segment or
-                // two beside the window for the ACK they bring, and only that goes,
-                // not what the deferral held of the window.
-                if burst > room
-                    && len < burst
-                    && (len < unsent || len > room)
-                    && self.flight() > 0
-                    && allowance < self.snd_wnd.min(self.cwnd) / 3
-                    && !fin_here
-                    && (len < room || self.ack_due_soon(now))
-                {
-                    if !self.grant_ends_deferral() {
-                        return false;
-                    }
-                    len = len.min(self.limited_extra.max(room));
-                }
-                // Nagle: a short segment waits while data are unacknowledged, unless it
-                // ends the stream, or is a tail loss probe's.
-                if len < room
-                    && !self.cfg.nodelay
-                    && self.snd_una != self.snd_nxt
-                    && !fin_here
-                    && !self.tlp_sending
-                {
-                    return false;
-                }
-                // In recovery PRR opens the window by fractions of a segment: new
-                // data with more behind it waits for a whole one (the ACKs in flight
-                // bring it), as FreeBSD's tcp_output sends no short segment while
-                // more is buffered, TCP_NODELAY or not.
-                if self.recover.is_some()
-                    && len < room
-                    && len < unsent
-                    && self.flight() > 0
-                    && !fin_here
-                {
-                    return false;
-                }
                 if self.flight() == 0 && len > 0 {
                     self.pace_restart();
                 }
@@ -560,6 +417,158 @@ impl Tcb {
             }
             _ => false,
         }
+    }
+
+    /// The SYN (or SYN-ACK) of the handshake, sent or resent: `send_one` in SYN_SENT
+    /// and SYN_RECEIVED.
+    #[inline]
+    fn send_syn(&mut self, now: Instant, st: &mut TcpStat, out: &mut Vec<SegOut>) -> bool {
+        if self.snd_nxt != self.iss {
+            return false;
+        }
+        let mut seg = self.header(now, self.iss);
+        seg.syn = true;
+        seg.mss = Some(self.cfg.mss);
+        // A SYN offers SACK; it reports no blocks (data held from the
+        // peer's SYN in a simultaneous open waits for the handshake).
+        seg.sack = [None; 4];
+        if self.state == State::SynSent {
+            seg.ack_flag = false;
+            seg.ack = 0;
+            if self.cfg.rexmit_drop_options && self.rtx_count >= 3 {
+                self.drop_syn_options();
+            }
+            if self.noopt {
+                seg.mss = None;
+            }
+            // An ECN-setup SYN (RFC 3168 §6.1.1), for the first tries only:
+            // a path may drop such SYNs.
+            let ask = self.cfg.ecn == 1 && self.rtx_count <= self.cfg.ecn_maxretries;
+            seg.ece = ask;
+            seg.cwr = ask;
+            seg.ts = self.cfg.timestamps.then(|| (self.tsval(now), 0));
+            seg.wscale = self.cfg.window_scaling.then_some(self.rcv_wscale);
+            seg.sack_perm = self.cfg.sack;
+            seg.wnd = self.rcv_window().min(65_535) as u16;
+        } else {
+            seg.wscale = (self.cfg.window_scaling && self.wscale_ok).then_some(self.rcv_wscale);
+            seg.sack_perm = self.sack_perm;
+            seg.wnd = self.rcv_window().min(65_535) as u16;
+            // ECN granted: ECE alone.
+            seg.ece = self.ecn_ok;
+            seg.cwr = false;
+        }
+        let syn_data = self.fastopen_syn(&mut seg, st);
+        if diff(self.snd_max, self.iss) > 0 {
+            self.count_rexmit(0, st);
+        }
+        self.snd_nxt = self.iss.wrapping_add(1 + syn_data);
+        if lt(self.snd_max, self.snd_nxt) {
+            self.snd_max = self.snd_nxt;
+        }
+        if self.timed.is_none() && self.rtx_count == 0 {
+            self.timed = Some((self.iss, now));
+        }
+        self.arm_rtx(now);
+        self.push(seg, st, out);
+        true
+    }
+
+    /// How much of the send buffer `send_one` sends now, and whether the FIN goes
+    /// with it, as the windows, segmentation offload's deferral, Nagle and PRR
+    /// allow: `(len, fin_here, room, end)`, `room` one segment's data and `end` the
+    /// FIN's sequence number; `None` when nothing goes.
+    #[inline]
+    fn data_len(&mut self, now: Instant) -> Option<(u32, bool, u32, u32)> {
+        // A go-back-N passes over what the peer has SACKed.
+        self.snd_nxt = self.rack.past_sacked(self.snd_nxt);
+        let end = self.fin_seq();
+        let unsent = diff(end, self.snd_nxt);
+        if lt(end, self.snd_nxt) {
+            // Only the FIN is beyond, and it has been sent.
+            return None;
+        }
+        let allowance = self.send_allowance();
+        let room = self.data_room();
+        // With segmentation offload, whole segments up to what the device
+        // takes, for new data outside recovery ([`Tcb::tso_burst`]; the send
+        // window and cwnd still bound it below).
+        let burst =
+            if self.cfg.tso_max > room && self.recover.is_none() && self.snd_nxt == self.snd_max {
+                self.tso_burst(room)
+            } else {
+                room
+            };
+        let mut len = unsent.min(burst).min(allowance);
+        // Resending after a timeout: not what the peer has SACKed.
+        if lt(self.snd_nxt, self.snd_max) {
+            if let Some(next) = self.rack.next_sacked(self.snd_nxt) {
+                len = len.min(diff(next, self.snd_nxt));
+            }
+        }
+        // A burst for segmentation offload that does not empty the buffer
+        // ends with a whole segment (FreeBSD's tcp_output: "prevent the last
+        // segment from being fractional unless the send sockbuf can be
+        // emptied"): what the window leaves of a segment waits for the
+        // ACKs in flight, rather than leaving as a runt.
+        if len > room && len < unsent {
+            len -= len % room;
+        }
+        let fin_here = self.fin_queued && self.snd_nxt.wrapping_add(len) == end;
+        if len == 0 && !(fin_here && unsent == 0) {
+            return None;
+        }
+        if len > 0 && !self.pace_ok(now) {
+            return None;
+        }
+        // Segmentation offload: while the window (the peer's or the
+        // congestion window) leaves less than a third of itself, a send of less
+        // than a burst waits for the acknowledgments in flight to open more
+        // (Linux's tcp_tso_should_defer, with its tso_win_divisor of 3). So
+        // segments stay large instead of each echoing the size of the ACK that
+        // made room for it; and the last few segments' worth of what the
+        // application has written, the window's tail, waits to leave with what
+        // it writes next rather than alone (a small segment and its ACK per
+        // window). A single segment is left to Nagle, and a FIN never waits.
+        // Whole segments wait only while an ACK is due soon (Linux: not when
+        // the first unacknowledged segment went less than half an SRTT ago,
+        // which would hold the last segments of the initial window for a
+        // round trip, or until the tail loss probe); and not what a tail
+        // loss probe, or without SACK limited transmit (RFC 3042) or F-RTO,
+        // lets out ([`Tcb::grant_ends_deferral`]): those grant a segment or
+        // two beside the window for the ACK they bring, and only that goes,
+        // not what the deferral held of the window.
+        if burst > room
+            && len < burst
+            && (len < unsent || len > room)
+            && self.flight() > 0
+            && allowance < self.snd_wnd.min(self.cwnd) / 3
+            && !fin_here
+            && (len < room || self.ack_due_soon(now))
+        {
+            if !self.grant_ends_deferral() {
+                return None;
+            }
+            len = len.min(self.limited_extra.max(room));
+        }
+        // Nagle: a short segment waits while data are unacknowledged, unless it
+        // ends the stream, or is a tail loss probe's.
+        if len < room
+            && !self.cfg.nodelay
+            && self.snd_una != self.snd_nxt
+            && !fin_here
+            && !self.tlp_sending
+        {
+            return None;
+        }
+        // In recovery PRR opens the window by fractions of a segment: new
+        // data with more behind it waits for a whole one (the ACKs in flight
+        // bring it), as FreeBSD's tcp_output sends no short segment while
+        // more is buffered, TCP_NODELAY or not.
+        if self.recover.is_some() && len < room && len < unsent && self.flight() > 0 && !fin_here {
+            return None;
+        }
+        Some((len, fin_here, room, end))
     }
 
     /// Whether what the window holds back beside a grant (`limited_extra`) goes
