@@ -14,6 +14,10 @@ such siblings. Test code is not looked at (as scripts/check-sizes.py: files name
 `tests.rs` or `*_tests.rs`, files under `tests/`, `benches/`, `fuzz/`, items under
 `#[cfg(test)]` and the files of `#[cfg(test)] mod NAME;`).
 
+The order of the families at the crate's top (`pfil` < `link` < ... < `stack`) is
+crates/net/tests/layering.rs's to check; this script looks at every level, a
+family's modules among themselves included.
+
 The dependencies inside the circles of today are listed in scripts/cycle-allow.txt,
 one a line, by crate:
 
@@ -74,9 +78,13 @@ def strip_tests(toks):
                 k += 1
             if k + 2 < len(toks) and toks[k][1] == "mod" and toks[k + 2][1] == ";":
                 test_mods.append(toks[k + 1][1])
+            # The item (or field, or statement) the attribute is on: up to its `;`,
+            # its closing brace or a `,` at its level, or the end of what holds it.
             braces = parens = 0
             while j < len(toks):
                 t = toks[j][1] if toks[j][0] == "p" else None
+                if t in (")", "]", "}") and braces == 0 and parens == 0:
+                    break
                 j += 1
                 if t in ("(", "["):
                     parens += 1
@@ -88,7 +96,7 @@ def strip_tests(toks):
                     braces -= 1
                     if braces == 0 and parens == 0:
                         break
-                elif t == ";" and braces == 0 and parens == 0:
+                elif t in (";", ",") and braces == 0 and parens == 0:
                     break
             i = j
             continue
