@@ -42,7 +42,14 @@ pub fn point_of(a: usize) -> (PfilPoint, Dir) {
         1 => PfilPoint::Inet,
         _ => PfilPoint::Inet6,
     };
-    (point, if a.is_multiple_of(2) { Dir::In } else { Dir::Out })
+    (
+        point,
+        if a.is_multiple_of(2) {
+            Dir::In
+        } else {
+            Dir::Out
+        },
+    )
 }
 
 /// An arc's name, as `ifconfig` prints and takes it: `ether-in`, `inet6-out`.

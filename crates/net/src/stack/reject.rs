@@ -4,7 +4,7 @@
 //! ICMPv6, or a TCP reset), as FreeBSD's `send_reject` does from ipfw.
 
 use crate::pfil::{PfilPoint, Reject};
-use crate::tcp::cx::TcpCx;
+use crate::tcp::layer::TcpCx;
 use mbuf::Mbuf;
 use std::net::IpAddr;
 

@@ -8,7 +8,6 @@
 pub mod bbr;
 pub mod cc;
 pub(crate) mod chan;
-pub(crate) mod cx;
 pub mod fastopen;
 pub(crate) mod layer;
 pub mod mem;

@@ -1,17 +1,21 @@
-//! The worker's timer registry: each protocol that keeps timers outside TCP's
-//! wheel names them here once, with where they run, and the poll loop runs the
+//! The worker's timer registry: each protocol that keeps timers names them here
+//! once, with where they run, and the poll loop runs the
 //! list ([`run`]) without knowing what is in it. A new protocol adds a line to
 //! [`TIMERS`]; the loop does not change.
 //!
 //! A timer runs on every worker (its state is the worker's own: reassembly
-//! queues, hooks' held packets) or on worker 0 only (state shared by the stack:
+//! queues, hooks' held packets, TCP's connections) or on worker 0 only (state shared by the stack:
 //! the bridges' address tables, each interface's neighbour tables, router
 //! discovery, MLD); a per-link timer runs for each interface with a link header
 //! (a tunnel has no neighbours). Each returns when it next wants to run, and the
-//! earliest of them bounds the worker's sleep. TCP's timers are its own wheel,
-//! run with its input (`TcpWorker`), not here.
+//! earliest of them bounds the worker's sleep. TCP's (its connections' deadlines
+//! and TIME_WAIT ends, a heap in `TcpWorker`) run first: the inbox's output,
+//! which waits for the end of the batch, leaves with what they send. A deadline
+//! that input later in the poll can move earlier (TCP's, armed by every segment
+//! looped back) is also asked for as the poll ends ([`LATE`]).
 
-use super::{reinject, Cx, Vectors};
+use super::input::reinject;
+use super::{Cx, Vectors};
 use crate::link::ether;
 use crate::link::iface::Ifnet;
 use crate::runtime::Runtime;
@@ -33,8 +37,12 @@ enum Timer {
     Link(LinkTimer),
 }
 
+/// When a protocol's timers want to run next, asked as the poll ends.
+type Late = fn(&Cx<'_>) -> Option<Instant>;
+
 /// Every protocol's timers, in the order they run (`name`, where and what).
 static TIMERS: &[(&str, Timer)] = &[
+    ("tcp", Timer::Each(tcp)),
     ("frag", Timer::Each(frag)),
     ("pfil-deferred", Timer::Each(pfil_deferred)),
     ("bridge", Timer::Worker0(bridge)),
@@ -56,6 +64,10 @@ static TIMERS: &[(&str, Timer)] = &[
         Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_rtadv_timer(cx, ifp)),
     ),
 ];
+
+/// The timers whose next deadline input after them can move earlier, asked again
+/// as the poll ends ([`late`]).
+static LATE: &[(&str, Late)] = &[("tcp", |cx| cx.tcp.as_ref().and_then(|tw| tw.poll_at()))];
 
 /// The names of the registered timers, in order.
 #[cfg(test)]
@@ -89,6 +101,11 @@ pub(super) fn run(
     next
 }
 
+/// The earliest time a timer in [`LATE`] wants to run, asked as the poll ends.
+pub(super) fn late(cx: &Cx<'_>) -> Option<Instant> {
+    LATE.iter().fold(None, |next, (_, f)| earliest(next, f(cx)))
+}
+
 /// The earlier of two wake-ups, either of which may be none.
 pub(super) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
@@ -96,6 +113,17 @@ pub(super) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant
         (a, None) => a,
         (None, b) => b,
     }
+}
+
+/// TCP's: the connections' deadlines and the TIME_WAIT ends that are due, then
+/// the output TCP input deferred to the end of the batch.
+fn tcp(cx: &mut Cx<'_>, _: &mut Runtime, _: &mut Vectors, _: Instant) -> Option<Instant> {
+    let tw = cx.tcp.take()?;
+    crate::tcp::layer::tcp_timers(cx, tw);
+    crate::tcp::layer::tcp_flush(cx, tw);
+    let next = tw.poll_at();
+    cx.tcp = Some(tw);
+    next
 }
 
 /// Reassembly queues that ran out of time: their first fragments answered with
@@ -173,7 +201,11 @@ mod tests {
         u.sort_unstable();
         u.dedup();
         assert_eq!(u.len(), n.len(), "{n:?}");
+        // TCP's first: the inbox's deferred output leaves with its timers', as
+        // before the registry had them.
+        assert_eq!(n.first(), Some(&"tcp"), "{n:?}");
         for want in [
+            "tcp",
             "frag",
             "pfil-deferred",
             "bridge",

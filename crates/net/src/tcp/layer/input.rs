@@ -4,13 +4,13 @@
 //! remnant); one with no connection goes to `listen`. Output for in-order data and
 //! ACKs may wait for the end of the batch (`output`'s `tcp_flush`).
 
-use super::limit::RateLimit;
+use super::limit::{limit_challenge, per_worker};
 use super::listen::tcp_listen_input;
 use super::output::{note_reader, send_segment, service};
+use super::TcpCx;
 use super::{flow_home, Found, TcpIn, TcpMsg, TcpWorker, Tuple};
 use crate::stats::DropReason;
-use crate::tcp::cx::TcpCx;
-use crate::tcp::tcb::{Payload, SegIn, Tcb, PAYLOAD_PIECES};
+use crate::tcp::tcb::{Payload, SegIn, PAYLOAD_PIECES};
 use mbuf::Mbuf;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -290,24 +290,4 @@ fn time_wait_input(
         send_segment(cx, t, &ack, std::iter::empty(), ip);
     }
     false
-}
-
-/// A node-wide rate `limit` (0: none), this worker's share of it.
-pub(super) fn per_worker(limit: u32, cx: &TcpCx<'_>) -> u32 {
-    share(limit, cx.nworkers)
-}
-
-fn share(limit: u32, workers: usize) -> u32 {
-    limit.div_ceil(workers.max(1) as u32)
-}
-
-/// A challenge ACK that `tcb`'s input just decided goes only within the node's
-/// limit (RFC 5961 §7), this worker's share of it in `bucket`: asked only when
-/// the input decided one, nothing for the other segments.
-pub(super) fn limit_challenge(cx: &mut TcpCx<'_>, tcb: &mut Tcb, bucket: &mut RateLimit) {
-    let (now, seed) = (cx.now, cx.isn_secret);
-    let (limit, workers) = (cx.tcp_cfg.challenge_ack_limit, cx.nworkers);
-    tcb.take_challenge(&mut cx.stats.tcp, || {
-        bucket.take(now, share(limit, workers), seed)
-    });
 }

@@ -2,6 +2,8 @@
 //! challenge ACKs, FreeBSD's `badport_bandlim` for resets): a per-second
 //! allowance, asked only where such an answer is about to be sent.
 
+use super::TcpCx;
+use crate::tcp::tcb::Tcb;
 use dev::{Duration, Instant};
 
 /// At most about `limit` answers a second. Each second's allowance is drawn
@@ -37,6 +39,26 @@ impl RateLimit {
         self.left -= 1;
         true
     }
+}
+
+/// A node-wide rate `limit` (0: none), this worker's share of it.
+pub(super) fn per_worker(limit: u32, cx: &TcpCx<'_>) -> u32 {
+    share(limit, cx.nworkers)
+}
+
+fn share(limit: u32, workers: usize) -> u32 {
+    limit.div_ceil(workers.max(1) as u32)
+}
+
+/// A challenge ACK that `tcb`'s input just decided goes only within the node's
+/// limit (RFC 5961 §7), this worker's share of it in `bucket`: asked only when
+/// the input decided one, nothing for the other segments.
+pub(super) fn limit_challenge(cx: &mut TcpCx<'_>, tcb: &mut Tcb, bucket: &mut RateLimit) {
+    let (now, seed) = (cx.now, cx.isn_secret);
+    let (limit, workers) = (cx.tcp_cfg.challenge_ack_limit, cx.nworkers);
+    tcb.take_challenge(&mut cx.stats.tcp, || {
+        bucket.take(now, share(limit, workers), seed)
+    });
 }
 
 fn splitmix64(x: u64) -> u64 {

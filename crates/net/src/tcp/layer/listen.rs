@@ -7,10 +7,10 @@
 //! and to service the new connection.
 
 use super::output::{send_segment, service};
+use super::TcpCx;
 use super::{conn_cfg, isn, ts_offset, Conn, TcpWorker, Tuple};
 use crate::stats::DropReason;
 use crate::tcp::chan::{IpOpts, ListenShared};
-use crate::tcp::cx::TcpCx;
 use crate::tcp::tcb::{reset_for, wscale_for, CookieOpts, FoCookie, SegIn, SegOut, Tcb};
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
@@ -104,7 +104,7 @@ fn find_listener(
 /// a flood of stray segments draws no flood of resets; the others are counted in
 /// `tcp.rst_ratelim`.
 fn reset_allowed(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) -> bool {
-    let limit = super::input::per_worker(cx.tcp_cfg.rst_limit, cx);
+    let limit = super::limit::per_worker(cx.tcp_cfg.rst_limit, cx);
     let ok = tw.rst_limit.take(cx.now, limit, cx.isn_secret);
     if !ok {
         cx.stats.tcp.rst_ratelim += 1;
@@ -164,7 +164,7 @@ pub(super) fn tcp_listen_input(
             }
             tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
             tcb.input(seg, cx.now, &mut cx.stats.tcp);
-            super::input::limit_challenge(cx, &mut tcb, &mut tw.challenge_limit);
+            super::limit::limit_challenge(cx, &mut tcb, &mut tw.challenge_limit);
             cx.stats.tcp.accepts += 1;
             let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
             return service(cx, tw, i);

@@ -1,36 +1,40 @@
 //! The worker's side of the TCP memory bound (`tcp::mem`): each connection's
-//! bytes counted when it is serviced ([`charge`]), the worker's sum published and
+//! bytes counted when it is serviced (`TcpWorker::charge`), the worker's sum published and
 //! the state looked at now and then ([`tcp_mem_tick`]), connections clamped for
-//! the state ([`apply_clamp`]), and orphans reset above high.
+//! the state (`Conn::apply_clamp`), and orphans reset above high.
 
 use super::output::service;
+use super::TcpCx;
 use super::{Conn, TcpWorker};
-use crate::tcp::cx::TcpCx;
 use crate::tcp::mem::{MemState, CHECK_EVERY, QUANTUM};
 
 /// Orphans are looked for this often while above high (and on entering it).
 const RECLAIM_EVERY: dev::Duration = dev::Duration::from_millis(100);
 
-/// Counts what `c` holds now in the worker's sum: the control block's buffers, the
-/// two channels, the chunk being moved from the application. A few loads per
-/// service, nothing shared written.
-pub(super) fn charge(tw: &mut TcpWorker, c: &mut Conn) {
-    let partial = c
-        .tx_partial
-        .as_ref()
-        .map_or(0, |(ch, off)| ch.len().saturating_sub(*off));
-    let held = c.tcb.mem_held() + c.s.tx.len() + c.s.rx.len() + partial;
-    tw.mem = tw.mem - c.mem + held;
-    c.mem = held;
+impl TcpWorker {
+    /// Counts what `c` holds now in the worker's sum: the control block's buffers,
+    /// the two channels, the chunk being moved from the application. A few loads
+    /// per service, nothing shared written.
+    pub(super) fn charge(&mut self, c: &mut Conn) {
+        let partial = c
+            .tx_partial
+            .as_ref()
+            .map_or(0, |(ch, off)| ch.len().saturating_sub(*off));
+        let held = c.tcb.mem_held() + c.s.tx.len() + c.s.rx.len() + partial;
+        self.mem = self.mem - c.mem + held;
+        c.mem = held;
+    }
 }
 
-/// Clamps `c`'s buffers and channels to `clamp` bytes each; a writer waiting for
-/// room it now has is woken.
-pub(super) fn apply_clamp(c: &mut Conn, clamp: usize) {
-    c.tcb.set_mem_clamp(clamp);
-    c.s.rx.set_limit(clamp);
-    if c.s.tx.set_limit(clamp) {
-        c.s.wake_writer();
+impl Conn {
+    /// Clamps the connection's buffers and channels to `clamp` bytes each; a
+    /// writer waiting for room it now has is woken.
+    pub(super) fn apply_clamp(&mut self, clamp: usize) {
+        self.tcb.set_mem_clamp(clamp);
+        self.s.rx.set_limit(clamp);
+        if self.s.tx.set_limit(clamp) {
+            self.s.wake_writer();
+        }
     }
 }
 
@@ -70,7 +74,7 @@ pub(crate) fn tcp_mem_tick(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
         for i in 0..tw.slab.slots() {
             if let Some(c) = tw.slab.get_mut(i) {
                 if c.tcb.mem_clamp() != clamp {
-                    apply_clamp(c, clamp);
+                    c.apply_clamp(clamp);
                 }
             }
         }

@@ -12,11 +12,14 @@
 //! `output` (`service`: application to control block to wire and back, and
 //! `send_segment` down to `ip_output`), `timer` (the worker's deadlines), `msg`
 //! (what applications and other workers ask), `slab` (slots that keep their
-//! indexes). This file holds the worker's tables and what a new connection starts
+//! indexes), `cx` (TCP's batch context, which holds the worker's tables: here, so
+//! that the context and the layer that takes it are not two modules importing
+//! each other). This file holds the worker's tables and what a new connection starts
 //! with. They call the control block (`tcb`), the application's channels (`chan`),
 //! `ip` and `ip6` for routes and output, and the worker's context (`Cx`) for handoff
 //! and drop counters.
 
+mod cx;
 mod input;
 mod limit;
 mod listen;
@@ -26,6 +29,7 @@ mod output;
 mod slab;
 mod timer;
 
+pub(crate) use cx::TcpCx;
 pub(crate) use input::{tcp4_input, tcp6_input};
 pub(crate) use mem::tcp_mem_tick;
 pub(crate) use msg::{tcp_ctlinput, tcp_msg};
@@ -36,7 +40,6 @@ use super::chan::{IpOpts, ListenShared, StreamShared};
 use super::tcb::{SegOut, Tcb, TcpConfig, TimeWait};
 pub(crate) use crate::inet::cx::{HardError, TcpCtl};
 use crate::inet::ip::IpInfo;
-use crate::tcp::cx::TcpCx;
 use crate::FxBuild;
 use mbuf::Mbuf;
 use slab::Slab;
@@ -451,7 +454,7 @@ impl TcpWorker {
     /// `out`.
     pub(crate) fn drop_conns(
         &mut self,
-        cx: &mut crate::tcp::cx::TcpCx<'_>,
+        cx: &mut TcpCx<'_>,
         which: &TcpDrop,
         out: &mut Vec<ConnInfo>,
     ) {

@@ -5,13 +5,13 @@
 
 use super::input::tcp_input_local;
 use super::output::service;
+use super::TcpCx;
 use super::{
     conn_cfg, flow_home, isn, ts_offset, Conn, HardError, TcpCtl, TcpMsg, TcpWorker, Tuple,
 };
 use crate::inet::icmp::pmtu4_learn;
 use crate::inet6::nd6::pmtu6_learn;
 use crate::tcp::chan::{err, phase};
-use crate::tcp::cx::TcpCx;
 use crate::tcp::fastopen::TfoClient;
 use crate::tcp::tcb::{FoCookie, Tcb, TcpError};
 use std::net::IpAddr;

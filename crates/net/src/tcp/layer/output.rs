@@ -6,12 +6,12 @@
 //! TIME_WAIT remnant. `tcp_flush` services the connections whose output waited for
 //! the end of the batch.
 
+use super::TcpCx;
 use super::{Conn, TcpWorker, Tuple};
 use crate::inet::ip::{self, IpOut, DEFAULT_TTL};
 use crate::inet6::ip6::Ip6Out;
 use crate::stats::DropReason;
 use crate::tcp::chan::{err, phase, IpOpts, Piece, StreamShared};
-use crate::tcp::cx::TcpCx;
 use crate::tcp::sndbuf::Piece as SndPiece;
 use crate::tcp::tcb::{SegOut, State, TcpError, PAYLOAD_PIECES};
 use mbuf::Mbuf;
@@ -162,7 +162,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
             }
         }
     }
-    super::mem::charge(tw, &mut c);
+    tw.charge(&mut c);
     tw.arm(i, &mut c);
     let aborted = c.tcb.state() == State::Closed;
     tw.slab.put_back(i, c);
@@ -226,7 +226,7 @@ fn take_options(cx: &mut TcpCx<'_>, tw: &TcpWorker, c: &mut Conn) {
     // The memory clamp of the worker's state (`tcp::mem`), if it moved since.
     let clamp = tw.mem_state.clamp();
     if c.tcb.mem_clamp() != clamp {
-        super::mem::apply_clamp(c, clamp);
+        c.apply_clamp(clamp);
     }
 }
 

@@ -4,8 +4,8 @@
 //! (`Tcb::poll_at`); what it does then is `output`'s `service`.
 
 use super::output::service;
+use super::TcpCx;
 use super::{Conn, TcpWorker};
-use crate::tcp::cx::TcpCx;
 use std::cmp::Reverse;
 
 impl TcpWorker {

@@ -3,10 +3,10 @@
 //! workers' inboxes (a segment or a wake-up for a connection homed elsewhere goes
 //! there).
 
+use super::{TcpMsg, TcpWorker};
 use crate::inet6::cx::Inet6Cx;
 use crate::stats::DropReason;
 use crate::tcp::chan::ListenShared;
-use crate::tcp::layer::{TcpMsg, TcpWorker};
 use crate::tcp::TcpConfig;
 use crate::FxBuild;
 use crossbeam_queue::ArrayQueue;
