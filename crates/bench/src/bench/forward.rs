@@ -364,21 +364,6 @@ fn ip_rewrite(inp: &Frame, out: &mut Frame, (ifindex, mac): L2Next) {
     Ipv4Packet::new_unchecked(f.payload_mut()).decrement_hop_limit();
 }
 
-/// One packet through the whole path (the tests' entry; the workers use
-/// [`forward_batch`]); returns the outgoing interface.
-#[cfg(test)]
-fn ip_forward<D: Design>(
-    d: &mut D,
-    inp: &Frame,
-    out: &mut Frame,
-    now: u64,
-) -> Result<u32, DropReason> {
-    let dst = ip_input(inp)?;
-    let next = d.next_hop(inp, dst, now).ok_or(DropReason::NoRoute)?;
-    ip_rewrite(inp, out, next);
-    Ok(next.0)
-}
-
 /// A worker's transmit side: a ring of frames and a count per interface.
 struct Tx {
     ring: Vec<Frame>,
@@ -483,11 +468,11 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
 
 /// One flow: a UDP 4-tuple.
 #[derive(Clone, Copy, Debug)]
-struct Flow {
-    src: u32,
-    dst: u32,
-    sport: u16,
-    dport: u16,
+pub struct Flow {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
 }
 
 /// `n` flows to destinations inside announced prefixes, from 198.18.0.0/15.
@@ -840,15 +825,18 @@ pub struct Params {
     pub flow_mode: FlowMode,
 }
 
-/// Builds the tables, checks every design, and measures each at 1 and
-/// `p.workers` workers; rows in design order, 1 worker first.
+/// Builds the tables, checks every design, and measures each at 1 and `p.workers`
+/// workers over `given` flows (`p.flows` of them), else `p.flows` of its own; rows
+/// in design order, 1 worker first.
 pub fn measure(
     raw: &[(Prefix4, u32)],
     p: Params,
+    given: Option<&[Flow]>,
     mut progress: impl FnMut(&str),
 ) -> Result<(Vec<Row>, usize, Vec<usize>), String> {
     let t = Tables::build(raw, p.nexthops, p.flow_mode, &mut progress)?;
-    let flows = make_flows(&t.routes, p.flows, 0x666c_6f77);
+    let own = || make_flows(&t.routes, p.flows, 0x666c_6f77);
+    let flows = given.map_or_else(own, <[Flow]>::to_vec);
     let configs: Vec<Vec<Vec<Frame>>> = [1, p.workers]
         .iter()
         .map(|&n| {
@@ -923,7 +911,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         },
     };
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
-    let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
+    let (rows, prefixes, cpus) = measure(&raw, p, None, |m| progress(a, &format!("forward: {m}")))?;
     let table = match &source {
         Source::File(path) => path.clone(),
         Source::Synthetic(_) => "synthetic".into(),
@@ -1085,6 +1073,20 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
 mod tests {
     use super::*;
 
+    /// One packet through the whole path (the workers use [`forward_batch`]);
+    /// returns the outgoing interface.
+    fn ip_forward<D: Design>(
+        d: &mut D,
+        inp: &Frame,
+        out: &mut Frame,
+        now: u64,
+    ) -> Result<u32, DropReason> {
+        let dst = ip_input(inp)?;
+        let next = d.next_hop(inp, dst, now).ok_or(DropReason::NoRoute)?;
+        ip_rewrite(inp, out, next);
+        Ok(next.0)
+    }
+
     #[test]
     fn frames_are_valid_and_split_over_workers() {
         let _quiet = crate::bench::heap_quiet();
@@ -1117,7 +1119,7 @@ mod tests {
             nexthops: 8,
             flow_mode: FlowMode::FourTuple,
         };
-        let (rows, _, _) = measure(&raw, p, |_| {}).unwrap();
+        let (rows, _, _) = measure(&raw, p, None, |_| {}).unwrap();
         assert_eq!(rows.len(), 6);
         for r in &rows {
             assert_eq!(r.drops, 0, "{r:?}");
