@@ -51,12 +51,16 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 ///
 /// `router`: 64-byte frames through the real Stack as a router: Mpps on the wall
 /// clock and per core (the workers' CPU time), ns and cycles a packet, the devices'
-/// own cost, and bench forward's design loop in the same run. `mpstack bench router
-/// [--seconds S] [--rounds N] [--workers N] [--flows N] [--table PATH] [--skip
-/// devices,v4-few,v4-full,v4-connected,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,2w]
+/// own cost, and bench forward's design loop in the same run (design on --flows
+/// flows of its own, design-1m on v4-full-1m's). v4-full-1m sends 1,048,576
+/// destinations over the whole table, each its own; pool has the sinks free each
+/// buffer to the mbuf pool and the generator allocate from it, where every other row
+/// recycles the buffers from sink to generator. `mpstack bench router [--seconds S]
+/// [--rounds N] [--workers N] [--flows N] [--table PATH] [--case LIST] [--skip
+/// devices,v4-few,pool,v4-full,v4-full-1m,v4-connected,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,design-1m,2w]
 /// [--plot FILE.svg] [--json]`. With --plot, the rows measured at more than one worker
-/// count (v4-few, v4-full, v6-full, ipfw-10) are measured at every count from 1 to
-/// --workers (2 if --workers is 1), not only at 1 and --workers.
+/// count (v4-few, pool, v4-full, v4-full-1m, v6-full, ipfw-10) are measured at every
+/// count from 1 to --workers (2 if --workers is 1), not only at 1 and --workers.
 ///
 /// `bridge`: 64-byte frames through the real Stack as a learning bridge (a generator
 /// member and four sink members, in memory): known unicast over 1k and 1M learned
@@ -119,9 +123,10 @@ pub struct BenchArgs {
     /// Mpps through one allow rule at 1 and 2 threads; RFC 2544 §11.4 with 25 filters;
     /// table lookups at 0, 1k, 100k entries; keep-state with 1M states), or router
     /// (64-byte frames through the real Stack as a router, generator and sinks in
-    /// memory: devices alone, IPv4 and IPv6 with 4 routes and the full table, ipfw
-    /// with 0/1/10/100 rules before an allow, keep-state with 1M states, at 1 and
-    /// --workers workers, beside bench forward's design loop), or bridge (64-byte
+    /// memory: devices alone, IPv4 and IPv6 with 4 routes and the full table, the
+    /// full IPv4 table over 1M destinations, hosts on a connected subnet, ipfw with
+    /// 0/1/10/100 rules before an allow, keep-state with 1M states, buffers from the
+    /// pool, at 1 and --workers workers, beside bench forward's design loop), or bridge (64-byte
     /// frames through the real Stack as a learning bridge: known unicast with 1k and
     /// 1M learned addresses, flooding, the devices alone), or rfc2544 (needs root: RFC
     /// 2544 and RFC 2889 over veth pairs, a tester on AF_PACKET, the Linux kernel's and
@@ -138,7 +143,8 @@ pub struct BenchArgs {
     /// turn, so make it at least --flows to have every flow in the buffer).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub packets: u64,
-    /// bench forward, router: flows (destinations) in the workload, split over the workers.
+    /// bench forward, router: flows (destinations) in the workload, split over the workers
+    /// (bench router's v4-full-1m and keep-state rows have 1,048,576 of their own).
     #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub flows: u64,
     /// bench forward: next hops (gateways, spread over 4 interfaces) the routes use;
@@ -184,8 +190,9 @@ pub struct BenchArgs {
     /// ip_network_table6; or a whole family, ipv4 or ipv6. bench forward: designs to
     /// leave out (legacy, split, split+flowtable). bench fw: case groups to leave out
     /// (matrix, allow, rfc2544, table, state). bench router: rows to leave out
-    /// (devices, v4-few, v4-full, v6-few, v6-full, ipfw-0, ipfw-1, ipfw-10, ipfw-100,
-    /// keep-state, design; 2w: every second worker count). bench bridge: rows to
+    /// (devices, v4-few, pool, v4-full, v4-full-1m, v4-connected, v6-few, v6-full,
+    /// ipfw-0, ipfw-1, ipfw-10, ipfw-100, keep-state, design, design-1m; 2w: every
+    /// second worker count). bench bridge: rows to
     /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
     /// mpstack-bridge; a router left out is left out of the one-core comparison too,
@@ -194,6 +201,12 @@ pub struct BenchArgs {
     /// (cubic, newreno, bbr).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub skip: Vec<String>,
+    /// bench router: the rows to run, comma-separated, the names --skip takes (default:
+    /// all); a design loop comes with the row it is compared with (design with v4-full,
+    /// design-1m with v4-full-1m), and a row that scales is measured at --workers too
+    /// unless --skip 2w.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub case: Vec<String>,
     /// bench rfc2544: frame sizes in bytes, FCS included (default: RFC 2544's 64,
     /// 128, 256, 512, 1024, 1280, 1518).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]

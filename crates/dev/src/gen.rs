@@ -19,6 +19,12 @@
 //! locked once per burst by each side (the same thread, so never contended).
 //! `mpstack bench router` measures this cost alone in its "devices only" row.
 //!
+//! With [`Buffers::Pool`] ([`PktGen::with_buffers`]) there is no recycling list: a
+//! sink frees each buffer to the mbuf pool (the worker's per-thread cache) and the
+//! generator allocates a cluster from it for each frame, as a driver refills its
+//! receive ring with `m_getcl`; what the pool's allocation and free add is then in
+//! every packet's cost.
+//!
 //! Call order: build a [`PktGen`] for a number of queues, make its devices
 //! ([`PktGen::generator`], [`PktGen::sink`]), attach them to a stack, and read
 //! [`PktGen::counts`] while it runs.
@@ -30,6 +36,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Buffers a recycling list keeps at most: beyond, the sink frees them (a sink
 /// that transmits more than its generator receives does not grow without bound).
 const RECYCLE_MAX: usize = 8192;
+
+/// Where the sinks put the buffers they are done with, and where the generator gets
+/// the buffers it fills.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Buffers {
+    /// Straight back to the generator queue of the same index (a recycling list per
+    /// queue), reset and refilled there: no allocation and no free once the lists
+    /// hold a burst's worth.
+    #[default]
+    Recycled,
+    /// Freed to the mbuf pool by the sink, allocated from it by the generator, one
+    /// cluster a frame: a driver's receive refill and transmit completion.
+    Pool,
+}
 
 /// Counters of one queue index, written once per burst by its owner; a cache line
 /// pair of its own, so that two workers' queues share no line (as two NIC queues
@@ -46,6 +66,7 @@ struct QueueCounts {
 #[derive(Debug)]
 struct Shared {
     queues: usize,
+    buffers: Buffers,
     recycle: Vec<Padded<Mutex<Vec<Mbuf>>>>,
     counts: Vec<QueueCounts>,
     mtu: usize,
@@ -90,10 +111,16 @@ impl PktGen {
     /// A setup whose devices have `queues` queue pairs each (one per worker) and
     /// carry packets up to `mtu` bytes.
     pub fn new(queues: usize, mtu: usize) -> PktGen {
+        PktGen::with_buffers(queues, mtu, Buffers::Recycled)
+    }
+
+    /// [`PktGen::new`] with the buffers handled as `buffers` says.
+    pub fn with_buffers(queues: usize, mtu: usize, buffers: Buffers) -> PktGen {
         let queues = queues.max(1);
         PktGen {
             shared: Arc::new(Shared {
                 queues,
+                buffers,
                 recycle: (0..queues)
                     .map(|_| Padded(Mutex::new(Vec::with_capacity(RECYCLE_MAX))))
                     .collect(),
@@ -304,7 +331,7 @@ impl Queue for GenQueue {
         if self.templates.list.is_empty() {
             return 0;
         }
-        if self.spare.len() < max {
+        if self.spare.len() < max && self.shared.buffers == Buffers::Recycled {
             let mut r = lock(&self.shared.recycle[self.queue]);
             let take = r.len().min(max.saturating_mul(2));
             let at = r.len() - take;
@@ -420,11 +447,12 @@ impl Queue for SinkQueue {
                 c.push(m.to_vec());
             }
         }
-        {
+        if self.shared.buffers == Buffers::Recycled {
             let mut r = lock(&self.shared.recycle[self.queue]);
             let room = RECYCLE_MAX.saturating_sub(r.len()).min(n);
             r.extend(pkts.drain(..room));
         }
+        // What is left (all of it with `Buffers::Pool`) goes back to the pool.
         pkts.clear();
         self.stats.opackets += n as u64;
         self.stats.obytes += bytes;
@@ -477,6 +505,26 @@ mod tests {
         }
         let c = g.counts();
         assert_eq!((c.generated, c.sunk, c.sunk_bytes), (24, 12, 12 * 64));
+    }
+
+    #[test]
+    fn with_the_pool_the_sink_frees_and_the_generator_allocates() {
+        let g = PktGen::with_buffers(1, 1500, Buffers::Pool);
+        let fr = frames();
+        let mut gq = Box::new(g.generator("gen", &fr)).into_queues();
+        let mut sq = Box::new(g.sink("sink")).into_queues();
+        let mut v = Vec::new();
+        for round in 0..3 {
+            assert_eq!(gq[0].rx_burst(Instant::ZERO, &mut v, 12), 12);
+            for (i, m) in v.iter().enumerate() {
+                assert_eq!(m.to_vec(), fr[(12 * round + i) % fr.len()]);
+            }
+            assert_eq!(sq[0].tx_burst(Instant::ZERO, &mut v), 12);
+            assert!(v.is_empty());
+        }
+        assert!(lock(&g.shared.recycle[0]).is_empty());
+        let c = g.counts();
+        assert_eq!((c.generated, c.sunk), (36, 36));
     }
 
     #[test]

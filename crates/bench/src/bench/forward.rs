@@ -37,8 +37,9 @@
 //! input is never written.
 //!
 //! Before timing, every design forwards every packet once (twice for the flow table:
-//! misses, then hits), and each output frame is checked against the radix-tree oracle
-//! (interface and destination MAC of the right next hop, TTL 63, valid checksum).
+//! misses, then hits; of flows `bench router` gives, a sample), and each output frame
+//! is checked against the radix-tree oracle (interface and destination MAC of the
+//! right next hop, TTL 63, valid checksum).
 
 use super::lpm::{self, Source, SplitMix};
 use super::progress;
@@ -70,6 +71,8 @@ pub const MAX_GATEWAYS: u32 = 250;
 const BATCH: usize = 256;
 /// Slots of a worker's transmit ring.
 const TX_SLOTS: usize = 1024;
+/// Packets checked against the oracle before timing given flows ([`measure`]).
+const CHECK_GIVEN: usize = 1 << 16;
 /// The RSS hash's seed (which worker a flow goes to).
 const RSS_SEED: u64 = 0x5253_5321;
 
@@ -364,21 +367,6 @@ fn ip_rewrite(inp: &Frame, out: &mut Frame, (ifindex, mac): L2Next) {
     Ipv4Packet::new_unchecked(f.payload_mut()).decrement_hop_limit();
 }
 
-/// One packet through the whole path (the tests' entry; the workers use
-/// [`forward_batch`]); returns the outgoing interface.
-#[cfg(test)]
-fn ip_forward<D: Design>(
-    d: &mut D,
-    inp: &Frame,
-    out: &mut Frame,
-    now: u64,
-) -> Result<u32, DropReason> {
-    let dst = ip_input(inp)?;
-    let next = d.next_hop(inp, dst, now).ok_or(DropReason::NoRoute)?;
-    ip_rewrite(inp, out, next);
-    Ok(next.0)
-}
-
 /// A worker's transmit side: a ring of frames and a count per interface.
 struct Tx {
     ring: Vec<Frame>,
@@ -483,11 +471,11 @@ fn worker<D: Design>(mut d: D, pkts: &[Frame], secs: f64, start: &Barrier) -> Wo
 
 /// One flow: a UDP 4-tuple.
 #[derive(Clone, Copy, Debug)]
-struct Flow {
-    src: u32,
-    dst: u32,
-    sport: u16,
-    dport: u16,
+pub struct Flow {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
 }
 
 /// `n` flows to destinations inside announced prefixes, from 198.18.0.0/15.
@@ -840,15 +828,18 @@ pub struct Params {
     pub flow_mode: FlowMode,
 }
 
-/// Builds the tables, checks every design, and measures each at 1 and
-/// `p.workers` workers; rows in design order, 1 worker first.
+/// Builds the tables, checks every design, and measures each at 1 and `p.workers`
+/// workers over `given` flows (`p.flows` of them), else `p.flows` of its own; rows
+/// in design order, 1 worker first.
 pub fn measure(
     raw: &[(Prefix4, u32)],
     p: Params,
+    given: Option<&[Flow]>,
     mut progress: impl FnMut(&str),
 ) -> Result<(Vec<Row>, usize, Vec<usize>), String> {
     let t = Tables::build(raw, p.nexthops, p.flow_mode, &mut progress)?;
-    let flows = make_flows(&t.routes, p.flows, 0x666c_6f77);
+    let own = || make_flows(&t.routes, p.flows, 0x666c_6f77);
+    let flows = given.map_or_else(own, <[Flow]>::to_vec);
     let configs: Vec<Vec<Vec<Frame>>> = [1, p.workers]
         .iter()
         .map(|&n| {
@@ -857,12 +848,17 @@ pub fn measure(
                 .collect()
         })
         .collect();
+    // The radix oracle takes microseconds a packet: given flows (`bench router`'s
+    // million) are checked on a sample, the first packets of their shuffled order.
+    let all = &configs[0][0];
+    let sample = &all[..all.len().min(given.map_or(usize::MAX, |_| CHECK_GIVEN))];
     for &k in p.designs {
+        let n = sample.len();
         progress(&format!(
-            "{}: checking every packet against the radix oracle",
+            "{}: checking {n} packets against the radix oracle",
             k.name()
         ));
-        let (bad, first) = check(&t, k, &configs[0][0], p.flows);
+        let (bad, first) = check(&t, k, sample, p.flows);
         if bad > 0 {
             return Err(format!(
                 "bench forward: {}: {bad} packets forwarded differently from the oracle; first: {}",
@@ -923,7 +919,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         },
     };
     let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
-    let (rows, prefixes, cpus) = measure(&raw, p, |m| progress(a, &format!("forward: {m}")))?;
+    let (rows, prefixes, cpus) = measure(&raw, p, None, |m| progress(a, &format!("forward: {m}")))?;
     let table = match &source {
         Source::File(path) => path.clone(),
         Source::Synthetic(_) => "synthetic".into(),
@@ -1085,6 +1081,20 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
 mod tests {
     use super::*;
 
+    /// One packet through the whole path (the workers use [`forward_batch`]);
+    /// returns the outgoing interface.
+    fn ip_forward<D: Design>(
+        d: &mut D,
+        inp: &Frame,
+        out: &mut Frame,
+        now: u64,
+    ) -> Result<u32, DropReason> {
+        let dst = ip_input(inp)?;
+        let next = d.next_hop(inp, dst, now).ok_or(DropReason::NoRoute)?;
+        ip_rewrite(inp, out, next);
+        Ok(next.0)
+    }
+
     #[test]
     fn frames_are_valid_and_split_over_workers() {
         let _quiet = crate::bench::heap_quiet();
@@ -1117,7 +1127,7 @@ mod tests {
             nexthops: 8,
             flow_mode: FlowMode::FourTuple,
         };
-        let (rows, _, _) = measure(&raw, p, |_| {}).unwrap();
+        let (rows, _, _) = measure(&raw, p, None, |_| {}).unwrap();
         assert_eq!(rows.len(), 6);
         for r in &rows {
             assert_eq!(r.drops, 0, "{r:?}");

@@ -1,7 +1,8 @@
 //! `bench router`'s `v4-connected` row: 1,024 hosts on a /16 connected to out1,
 //! their neighbour entries static, beside the four routes of `v4-few`.
 
-use super::{few4, frame4, if_mac, table4, Row, Table4};
+use super::frames::{few4, frame4, if_mac, table4, Table4};
+use super::Row;
 use net::iface::InetAddr;
 use net::Stack;
 use route::Prefix4;

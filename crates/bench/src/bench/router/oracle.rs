@@ -2,7 +2,7 @@
 //! oracle built from the same routes.
 
 use super::connected::{check_frame, CONNECTED};
-use super::{gw_ifindex, gw_mac, if_mac};
+use super::frames::{gw_ifindex, gw_mac, if_mac};
 use route::{Lookup, Radix};
 use wire::{EtherType, EthernetFrame};
 
