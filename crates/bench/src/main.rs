@@ -55,9 +55,11 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// flows of its own, design-1m on v4-full-1m's). v4-full-1m sends 1,048,576
 /// destinations over the whole table, each its own; pool has the sinks free each
 /// buffer to the mbuf pool and the generator allocate from it, where every other row
-/// recycles the buffers from sink to generator. `mpstack bench router [--seconds S]
+/// recycles the buffers from sink to generator; arc-other is v4-few with a hook on
+/// the generator's out arcs, which no packet leaves by (what a feature on one
+/// interface costs the others). `mpstack bench router [--seconds S]
 /// [--rounds N] [--workers N] [--flows N] [--table PATH] [--case LIST] [--skip
-/// devices,v4-few,pool,v4-full,v4-full-1m,v4-connected,v6-few,v6-full,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,design-1m,2w]
+/// devices,v4-few,pool,v4-full,v4-full-1m,v4-connected,v6-few,v6-full,arc-other,ipfw-0,ipfw-1,ipfw-10,ipfw-100,keep-state,design,design-1m,2w]
 /// [--plot FILE.svg] [--json]`. With --plot, the rows measured at more than one worker
 /// count (v4-few, pool, v4-full, v4-full-1m, v6-full, ipfw-10) are measured at every
 /// count from 1 to --workers (2 if --workers is 1), not only at 1 and --workers.
@@ -191,7 +193,7 @@ pub struct BenchArgs {
     /// leave out (legacy, split, split+flowtable). bench fw: case groups to leave out
     /// (matrix, allow, rfc2544, table, state). bench router: rows to leave out
     /// (devices, v4-few, pool, v4-full, v4-full-1m, v4-connected, v6-few, v6-full,
-    /// ipfw-0, ipfw-1, ipfw-10, ipfw-100, keep-state, design, design-1m; 2w: every
+    /// arc-other, ipfw-0, ipfw-1, ipfw-10, ipfw-100, keep-state, design, design-1m; 2w: every
     /// second worker count). bench bridge: rows to
     /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,

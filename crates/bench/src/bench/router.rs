@@ -92,7 +92,7 @@ const CHECKED: usize = 256;
 const STACK_NAME: &str = "rtr";
 
 /// The rows' names, for `--skip` and `--case`.
-pub const CASES: [&str; 16] = [
+pub const CASES: [&str; 17] = [
     "devices",
     "v4-few",
     "pool",
@@ -101,6 +101,7 @@ pub const CASES: [&str; 16] = [
     "v4-connected",
     "v6-few",
     "v6-full",
+    "arc-other",
     "ipfw-0",
     "ipfw-1",
     "ipfw-10",
@@ -133,6 +134,10 @@ enum Fw {
     /// This many non-matching rules before the allow.
     Rules(usize),
     KeepState,
+    /// No firewall; a hook that passes everything on the generator's (in0's)
+    /// layer-2 and layer-3 out arcs, which no forwarded packet leaves by: what an
+    /// interface with no feature pays while another interface has one.
+    OtherIf,
 }
 
 /// The frames a row sends.
@@ -196,6 +201,7 @@ fn what(c: &Case, routes: usize) -> String {
         Fw::Rules(0) => ", ipfw: allow only".into(),
         Fw::Rules(n) => format!(", ipfw: {n} rules + allow"),
         Fw::KeepState => format!(", ipfw keep-state, {STATE_FLOWS} states"),
+        Fw::OtherIf => ", a hook on in0's out arcs only".into(),
     };
     let load = match c.load {
         Load::Spread => format!(", {SPREAD_FLOWS} destinations over the whole table"),
@@ -269,6 +275,7 @@ fn cases(sel: &dyn Fn(&str) -> bool, plotting: bool, two: Option<usize>) -> Vec<
         ),
         (row("v6-few", V6, Few, Fw::None), false),
         (row("v6-full", V6, Full, Fw::None), true),
+        (row("arc-other", V4, Few, Fw::OtherIf), false),
         (row("ipfw-0", V4, Few, Fw::Rules(0)), false),
         (row("ipfw-1", V4, Few, Fw::Rules(1)), false),
         (row("ipfw-10", V4, Few, Fw::Rules(10)), true),

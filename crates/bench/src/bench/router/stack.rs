@@ -14,6 +14,7 @@ use net::iface::{IfConfig, Inet6Addr, InetAddr};
 use net::{Stack, StackConfig};
 use route::{IpPrefix, Prefix4, Prefix6, RouteSpec};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Frames in a row's set from which on the warm-up sends each of them once before
@@ -88,10 +89,34 @@ pub(super) fn router(
     Ok(stack)
 }
 
+/// A hook that passes every packet (`arc-other`: it sits where no packet goes).
+#[derive(Debug)]
+struct PassHook;
+
+impl net::PfilHook for PassHook {
+    fn name(&self) -> &str {
+        "pass"
+    }
+    fn filter(&self, m: mbuf::Mbuf, _cx: &net::PfilCtx<'_>) -> net::Verdict {
+        net::Verdict::Pass(m)
+    }
+}
+
 /// The firewall of a row, attached to `stack`.
 pub(super) fn firewall(stack: &Stack, fw: Fw, workers: usize) -> Result<(), String> {
     let rules = match fw {
         Fw::None => return Ok(()),
+        Fw::OtherIf => {
+            for (point, dir) in [
+                (net::PfilPoint::Inet, net::Dir::Out),
+                (net::PfilPoint::Ether, net::Dir::Out),
+            ] {
+                stack
+                    .add_if_hook(net::IfIndex(0), point, dir, 0, Arc::new(PassHook))
+                    .map_err(|e| format!("bench router: arc-other: {e}"))?;
+            }
+            return Ok(());
+        }
         Fw::Rules(n) => {
             let mut s = String::new();
             for i in 0..n {
