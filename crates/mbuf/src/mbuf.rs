@@ -701,6 +701,22 @@ impl Mbuf {
         })
     }
 
+    /// `n` copies of this packet, as `n` calls of [`Mbuf::try_clone`] would make
+    /// them (every buffer shared, written only after a copy), but with one atomic
+    /// add per segment for all of them instead of one per segment and copy: a
+    /// bridge's flood. The copies come from the iterator, each `NoBufs` when the
+    /// pool has no record for it; the references of copies never taken go back
+    /// when it is dropped.
+    pub fn shares(&self, n: usize) -> Shares<'_> {
+        let left = u32::try_from(n).unwrap_or(u32::MAX);
+        if left > 0 {
+            for s in self.segs.as_slice() {
+                s.buf.add_refs(left);
+            }
+        }
+        Shares { pkt: self, left }
+    }
+
     /// `m_copym`: a packet holding bytes `[off, off + len)` of this one (clamped to
     /// its length), with a copy of the header. Nothing is copied: every segment of
     /// the range is shared (reference counts), so both packets see the same bytes
@@ -771,6 +787,67 @@ impl Mbuf {
         }
         for s in segs {
             assert!(s.end() <= s.buf.cap());
+        }
+    }
+}
+
+/// The copies of a packet that [`Mbuf::shares`] made room for.
+///
+/// Invariant: every buffer of `pkt`'s segments holds `left` references, taken by
+/// `shares`, that no handle holds; the borrow keeps the segments as they were.
+pub struct Shares<'a> {
+    pkt: &'a Pkt,
+    left: u32,
+}
+
+impl Shares<'_> {
+    /// Copies not yet taken.
+    pub fn left(&self) -> usize {
+        self.left as usize
+    }
+}
+
+impl Iterator for Shares<'_> {
+    type Item = Result<Mbuf, NoBufs>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Mbuf, NoBufs>> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut segs = SegList::new();
+        if self.pkt.segs.len() > crate::seglist::INLINE {
+            segs = SegList::Heap(Vec::with_capacity(self.pkt.segs.len()));
+        }
+        for s in self.pkt.segs.as_slice() {
+            // SAFETY: one of the `left` unclaimed references of this segment's
+            // buffer (type invariant), claimed once: this copy takes one of every
+            // segment, and `left` goes down by one below.
+            segs.push(unsafe { s.claim_share() });
+        }
+        self.left -= 1;
+        // Without a record the segments' drop gives their references back.
+        Some(Mbuf::with_rec(Pkt {
+            hdr: self.pkt.hdr,
+            len: self.pkt.len,
+            segs,
+        }))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl Drop for Shares<'_> {
+    fn drop(&mut self) {
+        if self.left == 0 {
+            return;
+        }
+        for s in self.pkt.segs.as_slice() {
+            // SAFETY: `left` references of every segment's buffer are unclaimed
+            // (type invariant), and none is claimed after this.
+            unsafe { s.buf.unref(self.left) };
         }
     }
 }

@@ -121,6 +121,20 @@ impl Seg {
         debug_assert!(from + len <= self.len());
         Seg::new(self.buf.clone(), self.off() + from, len)
     }
+    /// A segment over the same window, holding a reference that
+    /// [`Buf::add_refs`] took on this segment's buffer.
+    ///
+    /// # Safety
+    /// As [`Buf::claim`]: that reference is unclaimed, and given to this segment only.
+    #[inline]
+    pub(crate) unsafe fn claim_share(&self) -> Seg {
+        Seg {
+            // SAFETY: the caller's contract is `claim`'s.
+            buf: unsafe { self.buf.claim() },
+            off: self.off,
+            len: self.len,
+        }
+    }
     /// Where byte `from` of this segment lies: its buffer and offset in it, for
     /// [`Seg::continued_by`] (no reference taken).
     #[inline]
