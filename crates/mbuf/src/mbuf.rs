@@ -795,6 +795,7 @@ impl Mbuf {
 ///
 /// Invariant: every buffer of `pkt`'s segments holds `left` references, taken by
 /// `shares`, that no handle holds; the borrow keeps the segments as they were.
+#[derive(Debug)]
 pub struct Shares<'a> {
     pkt: &'a Pkt,
     left: u32,
@@ -815,16 +816,10 @@ impl Iterator for Shares<'_> {
         if self.left == 0 {
             return None;
         }
-        let mut segs = SegList::new();
-        if self.pkt.segs.len() > crate::seglist::INLINE {
-            segs = SegList::Heap(Vec::with_capacity(self.pkt.segs.len()));
-        }
-        for s in self.pkt.segs.as_slice() {
-            // SAFETY: one of the `left` unclaimed references of this segment's
-            // buffer (type invariant), claimed once: this copy takes one of every
-            // segment, and `left` goes down by one below.
-            segs.push(unsafe { s.claim_share() });
-        }
+        // SAFETY: one of the `left` unclaimed references of every segment's buffer
+        // (type invariant), claimed once: this copy takes one of each, and `left`
+        // goes down by one below.
+        let segs = unsafe { self.pkt.segs.claim_shares() };
         self.left -= 1;
         // Without a record the segments' drop gives their references back.
         Some(Mbuf::with_rec(Pkt {

@@ -314,6 +314,35 @@ impl SegList {
     }
 }
 
+impl SegList {
+    /// A list of the same windows, each holding a reference that
+    /// [`Buf::add_refs`] took on its buffer: for an inline list a bitwise copy of
+    /// the entries, with no push and no count touched.
+    ///
+    /// # Safety
+    /// As [`Seg::claim_share`], for every segment of the list.
+    #[inline]
+    pub(crate) unsafe fn claim_shares(&self) -> SegList {
+        match self {
+            SegList::Inline { len, segs } => SegList::Inline {
+                len: *len,
+                // SAFETY: a bitwise copy of the array: the first `len` entries are
+                // initialised (type invariant) and each copy owns the unclaimed
+                // reference the caller provides for it (`claim_share`'s contract,
+                // which is all `claim_share` does beyond the copy); the rest stay
+                // uninitialised, as `MaybeUninit` allows.
+                segs: unsafe { std::ptr::read(segs) },
+            },
+            SegList::Heap(v) => SegList::Heap(
+                v.iter()
+                    // SAFETY: the caller's contract, for each segment once.
+                    .map(|s| unsafe { s.claim_share() })
+                    .collect(),
+            ),
+        }
+    }
+}
+
 impl Clone for SegList {
     fn clone(&self) -> SegList {
         let mut l = SegList::new();
