@@ -808,6 +808,38 @@ impl Shares<'_> {
     }
 }
 
+impl Shares<'_> {
+    /// The next copy of a packet whose segments are inline: its record is a bitwise
+    /// copy of the packet's, straight from record to record (a `Pkt` built on the
+    /// stack and then moved stalled on the store forwarding of its 112 bytes).
+    #[inline]
+    fn next_inline(&mut self) -> Result<Mbuf, NoBufs> {
+        debug_assert!(self.left > 0 && self.pkt.segs.is_inline());
+        let rec = match pool::alloc_rec() {
+            Ok(r) => r.cast::<Pkt>(),
+            Err(e) => {
+                for s in self.pkt.segs.as_slice() {
+                    // SAFETY: one of the `left` unclaimed references (type
+                    // invariant), given back once: `left` goes down by one below.
+                    unsafe { s.buf.unref(1) };
+                }
+                self.left -= 1;
+                return Err(e);
+            }
+        };
+        // SAFETY: `rec` is a free record slot of `REC_CAP` bytes aligned to 16, owned
+        // by nobody (as in `Mbuf::with_rec`), and does not overlap the packet's
+        // record. The copy initialises it with a valid `Pkt`: the header and length
+        // are plain data, and an inline segment list's bitwise copy holds the same
+        // windows, each copy of a segment owning one of the `left` unclaimed
+        // references of its buffer (type invariant), which `left` going down by one
+        // below gives up, exactly as `SegList::claim_shares` does.
+        unsafe { std::ptr::copy_nonoverlapping(std::ptr::from_ref(self.pkt), rec.as_ptr(), 1) };
+        self.left -= 1;
+        Ok(Mbuf { rec })
+    }
+}
+
 impl Iterator for Shares<'_> {
     type Item = Result<Mbuf, NoBufs>;
 
@@ -815,6 +847,9 @@ impl Iterator for Shares<'_> {
     fn next(&mut self) -> Option<Result<Mbuf, NoBufs>> {
         if self.left == 0 {
             return None;
+        }
+        if self.pkt.segs.is_inline() {
+            return Some(self.next_inline());
         }
         // SAFETY: one of the `left` unclaimed references of every segment's buffer
         // (type invariant), claimed once: this copy takes one of each, and `left`

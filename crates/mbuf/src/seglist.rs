@@ -208,6 +208,12 @@ impl SegList {
         }
     }
 
+    /// Whether the segments are held inline (no heap allocation).
+    #[inline]
+    pub(crate) fn is_inline(&self) -> bool {
+        matches!(self, SegList::Inline { .. })
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> usize {
         match self {
