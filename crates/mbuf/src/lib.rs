@@ -40,7 +40,7 @@ pub mod stats;
 mod tests;
 
 pub use crate::fill::FillBuf;
-pub use crate::mbuf::{Mbuf, Pkt};
+pub use crate::mbuf::{Mbuf, Pkt, Shares};
 pub use crate::pool::{BufId, PoolStats};
 pub use crate::stats::{MbufStats, PullStats};
 

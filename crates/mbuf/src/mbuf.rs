@@ -701,6 +701,22 @@ impl Mbuf {
         })
     }
 
+    /// `n` copies of this packet, as `n` calls of [`Mbuf::try_clone`] would make
+    /// them (every buffer shared, written only after a copy), but with one atomic
+    /// add per segment for all of them instead of one per segment and copy: a
+    /// bridge's flood. The copies come from the iterator, each `NoBufs` when the
+    /// pool has no record for it; the references of copies never taken go back
+    /// when it is dropped.
+    pub fn shares(&self, n: usize) -> Shares<'_> {
+        let left = u32::try_from(n).unwrap_or(u32::MAX);
+        if left > 0 {
+            for s in self.segs.as_slice() {
+                s.buf.add_refs(left);
+            }
+        }
+        Shares { pkt: self, left }
+    }
+
     /// `m_copym`: a packet holding bytes `[off, off + len)` of this one (clamped to
     /// its length), with a copy of the header. Nothing is copied: every segment of
     /// the range is shared (reference counts), so both packets see the same bytes
@@ -771,6 +787,97 @@ impl Mbuf {
         }
         for s in segs {
             assert!(s.end() <= s.buf.cap());
+        }
+    }
+}
+
+/// The copies of a packet that [`Mbuf::shares`] made room for.
+///
+/// Invariant: every buffer of `pkt`'s segments holds `left` references, taken by
+/// `shares`, that no handle holds; the borrow keeps the segments as they were.
+#[derive(Debug)]
+pub struct Shares<'a> {
+    pkt: &'a Pkt,
+    left: u32,
+}
+
+impl Shares<'_> {
+    /// Copies not yet taken.
+    pub fn left(&self) -> usize {
+        self.left as usize
+    }
+}
+
+impl Shares<'_> {
+    /// The next copy of a packet whose segments are inline: its record is a bitwise
+    /// copy of the packet's, straight from record to record (a `Pkt` built on the
+    /// stack and then moved stalled on the store forwarding of its 112 bytes).
+    #[inline]
+    fn next_inline(&mut self) -> Result<Mbuf, NoBufs> {
+        debug_assert!(self.left > 0 && self.pkt.segs.is_inline());
+        let rec = match pool::alloc_rec() {
+            Ok(r) => r.cast::<Pkt>(),
+            Err(e) => {
+                for s in self.pkt.segs.as_slice() {
+                    // SAFETY: one of the `left` unclaimed references (type
+                    // invariant), given back once: `left` goes down by one below.
+                    unsafe { s.buf.unref(1) };
+                }
+                self.left -= 1;
+                return Err(e);
+            }
+        };
+        // SAFETY: `rec` is a free record slot of `REC_CAP` bytes aligned to 16, owned
+        // by nobody (as in `Mbuf::with_rec`), and does not overlap the packet's
+        // record. The copy initialises it with a valid `Pkt`: the header and length
+        // are plain data, and an inline segment list's bitwise copy holds the same
+        // windows, each copy of a segment owning one of the `left` unclaimed
+        // references of its buffer (type invariant), which `left` going down by one
+        // below gives up, exactly as `SegList::claim_shares` does.
+        unsafe { std::ptr::copy_nonoverlapping(std::ptr::from_ref(self.pkt), rec.as_ptr(), 1) };
+        self.left -= 1;
+        Ok(Mbuf { rec })
+    }
+}
+
+impl Iterator for Shares<'_> {
+    type Item = Result<Mbuf, NoBufs>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Mbuf, NoBufs>> {
+        if self.left == 0 {
+            return None;
+        }
+        if self.pkt.segs.is_inline() {
+            return Some(self.next_inline());
+        }
+        // SAFETY: one of the `left` unclaimed references of every segment's buffer
+        // (type invariant), claimed once: this copy takes one of each, and `left`
+        // goes down by one below.
+        let segs = unsafe { self.pkt.segs.claim_shares() };
+        self.left -= 1;
+        // Without a record the segments' drop gives their references back.
+        Some(Mbuf::with_rec(Pkt {
+            hdr: self.pkt.hdr,
+            len: self.pkt.len,
+            segs,
+        }))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl Drop for Shares<'_> {
+    fn drop(&mut self) {
+        if self.left == 0 {
+            return;
+        }
+        for s in self.pkt.segs.as_slice() {
+            // SAFETY: `left` references of every segment's buffer are unclaimed
+            // (type invariant), and none is claimed after this.
+            unsafe { s.buf.unref(self.left) };
         }
     }
 }

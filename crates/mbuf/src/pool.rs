@@ -703,6 +703,43 @@ impl Clone for Buf {
     }
 }
 
+impl Buf {
+    /// Takes `k` more references to the buffer with one atomic add, for `k` handles
+    /// made later by [`Buf::claim`] (a flood's copies: one add for all of them, where
+    /// `k` clones make `k`). References not claimed go back with [`Buf::unref`].
+    #[inline]
+    pub(crate) fn add_refs(&self, k: u32) {
+        // Relaxed, as in `clone`: the new references are made from an existing one.
+        let old = self.hdr().refcnt.fetch_add(k, Ordering::Relaxed);
+        if old > MAX_REFS || k > MAX_REFS {
+            std::process::abort();
+        }
+    }
+
+    /// A handle holding one of the references [`Buf::add_refs`] took.
+    ///
+    /// # Safety
+    /// The caller took a reference with `add_refs` on this buffer that no handle
+    /// holds yet, and hands each such reference to one handle only.
+    #[inline]
+    pub(crate) unsafe fn claim(&self) -> Buf {
+        Buf(self.0)
+    }
+
+    /// Gives back `k` references that [`Buf::add_refs`] took and no handle claimed.
+    ///
+    /// # Safety
+    /// At least `k` such references are unclaimed. Since `self` holds a reference
+    /// of its own, the count stays at 1 or more: the buffer is never freed here.
+    #[inline]
+    pub(crate) unsafe fn unref(&self, k: u32) {
+        // Release, as a handle's drop: nothing was read through these references,
+        // but it costs nothing on this rare path to keep the drop's ordering.
+        let old = self.hdr().refcnt.fetch_sub(k, Ordering::Release);
+        debug_assert!(old > k, "unref below the caller's own reference");
+    }
+}
+
 impl Drop for Buf {
     fn drop(&mut self) {
         // The only reference (FreeBSD's `mb_free_ext` tests the same before its
@@ -829,6 +866,29 @@ pub fn plenty_for(len: usize) -> bool {
 /// free buffers.
 pub fn set_limit(max_clusters: usize) {
     global().cluster_limit = max_clusters;
+}
+
+/// Times buffer `id` is on a free list, the calling thread's cache or the global
+/// list: 1 once its last reference went, 0 while it is held (tests).
+#[cfg(test)]
+pub(crate) fn times_free(id: BufId) -> usize {
+    let is = |p: &FreePtr| p.0.as_ptr() as usize == id.0;
+    let cached = CACHE.with(|c| c.borrow().free.iter().flatten().filter(|p| is(p)).count());
+    cached + global().free.iter().flatten().filter(|p| is(p)).count()
+}
+
+/// Free buffers of each class in the calling thread's cache (tests).
+#[cfg(test)]
+pub(crate) fn cached() -> [usize; CLASSES] {
+    CACHE.with(|c| c.borrow().free.each_ref().map(Vec::len))
+}
+
+#[cfg(test)]
+impl Buf {
+    /// The buffer's reference count.
+    pub(crate) fn refs(&self) -> u32 {
+        self.hdr().refcnt.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,20 @@ impl Seg {
         debug_assert!(from + len <= self.len());
         Seg::new(self.buf.clone(), self.off() + from, len)
     }
+    /// A segment over the same window, holding a reference that
+    /// [`Buf::add_refs`] took on this segment's buffer.
+    ///
+    /// # Safety
+    /// As [`Buf::claim`]: that reference is unclaimed, and given to this segment only.
+    #[inline]
+    pub(crate) unsafe fn claim_share(&self) -> Seg {
+        Seg {
+            // SAFETY: the caller's contract is `claim`'s.
+            buf: unsafe { self.buf.claim() },
+            off: self.off,
+            len: self.len,
+        }
+    }
     /// Where byte `from` of this segment lies: its buffer and offset in it, for
     /// [`Seg::continued_by`] (no reference taken).
     #[inline]
@@ -192,6 +206,12 @@ impl SegList {
             },
             SegList::Heap(v) => v,
         }
+    }
+
+    /// Whether the segments are held inline (no heap allocation).
+    #[inline]
+    pub(crate) fn is_inline(&self) -> bool {
+        matches!(self, SegList::Inline { .. })
     }
 
     #[inline]
@@ -297,6 +317,35 @@ impl SegList {
     #[inline]
     pub(crate) fn last_mut(&mut self) -> Option<&mut Seg> {
         self.as_mut_slice().last_mut()
+    }
+}
+
+impl SegList {
+    /// A list of the same windows, each holding a reference that
+    /// [`Buf::add_refs`] took on its buffer: for an inline list a bitwise copy of
+    /// the entries, with no push and no count touched.
+    ///
+    /// # Safety
+    /// As [`Seg::claim_share`], for every segment of the list.
+    #[inline]
+    pub(crate) unsafe fn claim_shares(&self) -> SegList {
+        match self {
+            SegList::Inline { len, segs } => SegList::Inline {
+                len: *len,
+                // SAFETY: a bitwise copy of the array: the first `len` entries are
+                // initialised (type invariant) and each copy owns the unclaimed
+                // reference the caller provides for it (`claim_share`'s contract,
+                // which is all `claim_share` does beyond the copy); the rest stay
+                // uninitialised, as `MaybeUninit` allows.
+                segs: unsafe { std::ptr::read(segs) },
+            },
+            SegList::Heap(v) => SegList::Heap(
+                v.iter()
+                    // SAFETY: the caller's contract, for each segment once.
+                    .map(|s| unsafe { s.claim_share() })
+                    .collect(),
+            ),
+        }
     }
 }
 

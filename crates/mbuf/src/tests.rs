@@ -450,6 +450,107 @@ fn try_clone_shares_buffers() {
 }
 
 #[test]
+fn shares_take_the_references_of_every_copy_at_once() {
+    let data = bytes(3000);
+    let mut m = Mbuf::from_slice(&data).unwrap();
+    m.hdr.rss_hash = 42;
+    assert_eq!(m.nsegs(), 2);
+    let mut s = m.shares(3);
+    assert_eq!(s.left(), 3);
+    for seg in m.segs.as_slice() {
+        assert_eq!(
+            seg.buf.refs(),
+            4,
+            "one add took all three copies' references"
+        );
+    }
+    let mut copies: Vec<Mbuf> = s.by_ref().map(Result::unwrap).collect();
+    assert_eq!((copies.len(), s.left()), (3, 0));
+    assert!(s.next().is_none());
+    drop(s);
+    for c in &copies {
+        assert_eq!((c.hdr.rss_hash, c.to_vec()), (42, data.clone()));
+        assert_eq!(c.headroom(), 0, "shared: no headroom to write into");
+        c.check();
+    }
+    for seg in m.segs.as_slice() {
+        assert_eq!(seg.buf.refs(), 4);
+    }
+    // A write copies the segment first, as for try_clone's copies.
+    copies[0].head_mut::<1>().unwrap()[0] ^= 0xff;
+    assert!(copies[0].segs.as_slice()[0].buf.is_unique());
+    assert_eq!(m.segs.as_slice()[0].buf.refs(), 3);
+    assert_eq!(m.to_vec(), data);
+    assert_eq!(copies[1].to_vec(), data);
+    drop(copies);
+    for seg in m.segs.as_slice() {
+        assert!(seg.buf.is_unique());
+    }
+}
+
+#[test]
+fn shares_not_taken_give_their_references_back() {
+    let m = Mbuf::from_slice(&bytes(100)).unwrap();
+    let refs = || m.segs.as_slice()[0].buf.refs();
+    let mut s = m.shares(5);
+    let a = s.next().unwrap().unwrap();
+    let b = s.next().unwrap().unwrap();
+    assert_eq!(refs(), 6);
+    drop(s);
+    assert_eq!(refs(), 3, "the three copies never made gave theirs back");
+    drop((a, b));
+    assert_eq!(refs(), 1);
+    assert!(m.shares(0).next().is_none());
+    assert_eq!(refs(), 1);
+}
+
+#[test]
+fn shares_of_a_long_chain_hold_every_segment() {
+    let data = bytes(1000);
+    let parts: Vec<&[u8]> = data.chunks(50).collect();
+    let m = Mbuf::from_parts(&parts).unwrap();
+    let copies: Vec<Mbuf> = m.shares(2).map(Result::unwrap).collect();
+    for c in &copies {
+        assert_eq!((c.nsegs(), c.to_vec()), (20, data.clone()));
+        c.check();
+    }
+    for seg in m.segs.as_slice() {
+        assert_eq!(seg.buf.refs(), 3);
+    }
+}
+
+#[test]
+fn shared_buffers_are_freed_once_and_records_go_back() {
+    // A thread of its own: its pool cache counts only what this test does.
+    std::thread::spawn(|| {
+        let m = Mbuf::from_slice(&bytes(3000)).unwrap();
+        drop((0..8).map(|_| m.try_clone().unwrap()).collect::<Vec<_>>());
+        let before = crate::pool::cached();
+        let ids: Vec<_> = m.segs.as_slice().iter().map(|s| s.buf.id()).collect();
+        for _ in 0..3 {
+            let copies: Vec<Mbuf> = m.shares(4).map(Result::unwrap).collect();
+            drop(copies);
+            assert_eq!(crate::pool::cached(), before, "records back, buffers held");
+        }
+        for &id in &ids {
+            assert_eq!(crate::pool::times_free(id), 0);
+        }
+        drop(m.shares(4));
+        let last = m.shares(1).next().unwrap().unwrap();
+        drop(m);
+        for &id in &ids {
+            assert_eq!(crate::pool::times_free(id), 0, "the last copy holds it");
+        }
+        drop(last);
+        for &id in &ids {
+            assert_eq!(crate::pool::times_free(id), 1, "freed once");
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn first_mut_of_no_segment_is_empty() {
     let mut m = Mbuf::from_parts(&[]).unwrap();
     assert_eq!(m.try_first_mut().unwrap().len(), 0);

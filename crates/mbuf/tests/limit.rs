@@ -53,6 +53,25 @@ fn allocation_beyond_the_limit_fails_and_is_counted() {
         assert!(smalls.len() <= 1600);
     }
     assert_eq!(pool::stats().small_total, 1600);
+
+    // Packet records are bounded too (17x): the copies of a flood past the limit
+    // fail one by one, and their references go back.
+    let room = m.headroom();
+    assert!(room > 0, "an unshared first buffer has headroom");
+    let (mut copies, mut failed) = (Vec::new(), 0);
+    for c in m.shares(200) {
+        match c {
+            Ok(c) => copies.push(c),
+            Err(_) => failed += 1,
+        }
+    }
+    assert!(failed > 0 && !copies.is_empty(), "{failed} failed");
+    assert_eq!(copies.len() + failed, 200);
+    assert_eq!(m.headroom(), 0, "shared with the copies");
+    assert!(copies.iter().all(|c| c.to_vec() == m.to_vec()));
+    drop(copies);
+    assert_eq!(m.headroom(), room, "every reference went back");
+    m.prepend(4).unwrap();
     pool::set_limit(pool::DEFAULT_CLUSTER_LIMIT);
     assert!(Mbuf::devget(&[0u8; 10]).is_ok());
 }

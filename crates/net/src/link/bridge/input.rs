@@ -245,7 +245,8 @@ fn enqueue(cx: &mut LinkCx<'_>, to: IfIndex, m: Mbuf, hooks: bool) {
 /// `bridge_broadcast`: a frame to every forwarding member that is up but the one
 /// it came from (only to those that `discover` when it is unknown unicast, not `group`),
 /// and to the bridge itself when it is a group frame from a member. The copies
-/// share the frame's buffers.
+/// share the frame's buffers, whose references are taken for all of them at once
+/// ([`Mbuf::shares`]); the frame itself goes to the bridge or the last member.
 #[allow(clippy::too_many_arguments)]
 fn bridge_broadcast(
     cx: &mut LinkCx<'_>,
@@ -258,7 +259,8 @@ fn bridge_broadcast(
 ) {
     let br = &*bc.br;
     let hooks = from.is_some() && out_hooks;
-    let mut pending: Option<IfIndex> = None;
+    let mut to = [IfIndex(0); MAX_MEMBERS];
+    let mut n = 0;
     for (k, mb) in bc.members.iter().enumerate() {
         if Some(k) == from
             || !(group || mb.flags.discover)
@@ -267,32 +269,30 @@ fn bridge_broadcast(
         {
             continue;
         }
-        if let Some(p) = pending.replace(mb.ifindex) {
-            match m.try_clone() {
-                Ok(c) => enqueue(cx, p, c, hooks),
-                Err(_) => DropReason::BridgeNoClone.count(cx.stats),
-            }
+        // A bridge has at most MAX_MEMBERS members (`bridge_add_member`).
+        if let Some(t) = to.get_mut(n) {
+            *t = mb.ifindex;
+            n += 1;
         }
     }
     cx.stats.bridge.flooded += 1;
     let up = group && from.is_some();
-    match (pending, up) {
-        (Some(p), true) => {
-            match m.try_clone() {
-                Ok(c) => enqueue(cx, p, c, hooks),
-                Err(_) => DropReason::BridgeNoClone.count(cx.stats),
-            }
-            cx.stats.bridge.local += 1;
-            local.push(m);
+    let copies = if up { n } else { n.saturating_sub(1) };
+    let mut shares = m.shares(copies);
+    for &p in &to[..copies] {
+        match shares.next() {
+            Some(Ok(c)) => enqueue(cx, p, c, hooks),
+            _ => DropReason::BridgeNoClone.count(cx.stats),
         }
-        (Some(p), false) => enqueue(cx, p, m, hooks),
-        (None, true) => {
-            cx.stats.bridge.local += 1;
-            local.push(m);
-        }
-        // No other member: nowhere to go, as on a hub with one port.
-        (None, false) => drop(m),
     }
+    drop(shares);
+    if up {
+        cx.stats.bridge.local += 1;
+        local.push(m);
+    } else if let Some(&p) = to[..n].last() {
+        enqueue(cx, p, m, hooks);
+    }
+    // Else no other member: nowhere to go, as on a hub with one port (`m` dropped).
 }
 
 /// `bridge_output`: frames the host sent on the bridge's interface (link header
