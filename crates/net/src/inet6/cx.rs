@@ -101,9 +101,9 @@ impl<'a> std::ops::DerefMut for Inet6Cx<'a> {
     }
 }
 
-impl<'a> crate::link::cx::AsLink<'a> for Inet6Cx<'a> {
+impl<'a> crate::link::AsLink<'a> for Inet6Cx<'a> {
     #[inline(always)]
-    fn link(&mut self) -> &mut crate::link::cx::LinkCx<'a> {
+    fn link(&mut self) -> &mut crate::link::LinkCx<'a> {
         &mut self.ip4.link
     }
 }
