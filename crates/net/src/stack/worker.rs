@@ -9,8 +9,8 @@
 //! once per poll. Nothing here takes a lock on the fast path or allocates per packet.
 
 use crate::inet::cx::{CtlInput, InetCx, TokenBucket};
+use crate::inet::forward;
 use crate::inet::frag::Reass;
-use crate::inet::{forward, ip};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6;
 use crate::link::arp::ArpOutput;
@@ -120,7 +120,7 @@ const QSTATS_EVERY: Duration = Duration::from_millis(100);
 #[derive(Debug, Default)]
 struct Vectors {
     ether: ether::EtherInputVecs,
-    ip: ip::IpInputVecs,
+    ip: crate::inet::input::IpInputVecs,
     fwd: forward::IpForwardVecs,
     ip6: ip6::Ip6InputVecs,
     fwd6: crate::inet6::forward6::Ip6ForwardVecs,

@@ -6,6 +6,7 @@
 use super::protosw::{ip6_protox, ip_protox};
 use super::upcalls::flush_tcp;
 use super::{Cx, Poll, Vectors};
+use crate::inet::input::{ip_input, ip_reass};
 use crate::inet::{forward, ip};
 use crate::inet6::ip6;
 use crate::link::ether;
@@ -245,7 +246,7 @@ pub(super) fn inet_input(
     t: u64,
 ) -> u64 {
     let n = pkts.len();
-    ip::ip_input(cx, ifp, pkts, &mut v.ip);
+    ip_input(cx, ifp, pkts, &mut v.ip);
     let mut t = rt.count(Stage::IpInput, n, t);
     if !v.ip.fwd.is_empty() {
         let n = v.ip.fwd.len();
@@ -257,7 +258,7 @@ pub(super) fn inet_input(
         let n = v.ip.local.len();
         let mut local = std::mem::take(&mut v.ip.local);
         for (m, info) in local.drain(..) {
-            if let Some((m, info)) = ip::ip_reass(cx, m, info) {
+            if let Some((m, info)) = ip_reass(cx, m, info) {
                 ip_protox(cx, ifp, m, info);
             }
         }
