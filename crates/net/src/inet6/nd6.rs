@@ -21,7 +21,7 @@ use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::link::iface::{solicited_node, AddrState, IfIndex, Ifnet, In6Ifaddr, ALL_NODES};
 use crate::link::lle::{LleOutput, Resolve};
-use crate::loglimit::{LogCheck, LogLimit};
+use crate::loglimit::LogCheck;
 use crate::stats::DropReason;
 use dev::{Duration, Instant};
 use mbuf::Mbuf;
@@ -35,11 +35,13 @@ mod mld;
 mod rtadv;
 mod rtr;
 
+pub(crate) use crate::inet6::cx::{dad_suppressed, DadLog};
+pub use crate::inet6::cx::{NdState, Prefix6, Redirect6, Router6, DAD_LOG_LINES, DAD_LOG_WINDOW};
 pub(crate) use mld::{mld_query_input, mld_timer};
 pub(crate) use rtadv::{nd6_rs_input, nd6_rtadv_timer};
 use rtr::{nd6_prune, slaac_timer};
 pub(crate) use rtr::{nd6_ra_input, nd6_redirect_input, nd6_rtsol_timer};
-pub use rtr::{Prefix6, Redirect6, Router6, MAX_PREFIXES, MAX_REDIRECTS, MAX_ROUTERS};
+pub use rtr::{MAX_PREFIXES, MAX_REDIRECTS, MAX_ROUTERS};
 
 pub use crate::link::lle::{Inet6, Nd6Entry, Nd6Table};
 type Nd6Output = LleOutput<Ipv6Addr>;
@@ -290,65 +292,6 @@ fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6I
     }
 }
 
-/// DAD warnings logged per [`DAD_LOG_WINDOW`], stack-wide ([`DadLog`]).
-pub const DAD_LOG_LINES: u32 = 10;
-/// See [`DAD_LOG_LINES`].
-pub const DAD_LOG_WINDOW: Duration = Duration::from_secs(60);
-
-fn dad_suppressed(n: u64) {
-    tracing::warn!(
-        target: "nd6",
-        "suppressed {n} DAD duplicate address message(s) (at most {DAD_LOG_LINES} every {}s)",
-        DAD_LOG_WINDOW.as_secs()
-    );
-}
-
-/// The rate limit of DAD's "duplicate address" warning, one for the stack: a host
-/// on a link answers every probe, and with rogue prefixes makes addresses to
-/// probe at will. Taken only when an address turns out duplicated, and by worker
-/// 0's timers while lines are held back.
-#[derive(Debug)]
-pub(crate) struct DadLog {
-    limit: std::sync::Mutex<LogLimit>,
-    /// Some lines are held back (worker 0's timer then looks at the lock).
-    held: std::sync::atomic::AtomicBool,
-}
-
-impl Default for DadLog {
-    fn default() -> Self {
-        DadLog {
-            limit: std::sync::Mutex::new(LogLimit::new(DAD_LOG_LINES, DAD_LOG_WINDOW)),
-            held: Default::default(),
-        }
-    }
-}
-
-impl DadLog {
-    fn check(&self, now: Instant) -> LogCheck {
-        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
-        let c = l.check(now);
-        self.held
-            .store(l.lifts_at().is_some(), std::sync::atomic::Ordering::Relaxed);
-        c
-    }
-
-    /// Says the count of lines held back once their window is over; returns when
-    /// that is, while some are.
-    fn timer(&self, now: Instant) -> Option<Instant> {
-        if !self.held.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = l.lifted(now) {
-            dad_suppressed(n);
-        }
-        let at = l.lifts_at();
-        self.held
-            .store(at.is_some(), std::sync::atomic::Ordering::Relaxed);
-        at
-    }
-}
-
 /// Worker 0's neighbour-discovery timers for one interface: the table's state
 /// machine, and duplicate address detection. Returns the next deadline.
 pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
@@ -405,28 +348,6 @@ pub fn entries(ifs: &[Arc<Ifnet>]) -> Vec<(IfIndex, Nd6Entry)> {
     ifs.iter()
         .flat_map(|i| i.nd6.entries().into_iter().map(move |e| (i.index, e)))
         .collect()
-}
-
-/// Routers, prefixes and redirects from neighbour discovery, in the published
-/// configuration (read lock-free by `ip6_route`, replaced by the rare message that
-/// changes them). Each list is bounded; an expired entry is ignored by lookups and
-/// replaced first.
-#[derive(Clone, Debug, Default)]
-pub struct NdState {
-    pub routers: Vec<Router6>,
-    pub prefixes: Vec<Prefix6>,
-    pub redirects: Vec<Redirect6>,
-    /// Router solicitation per interface: (interface, sent, next due; nanoseconds).
-    pub(crate) rtsol: Vec<(IfIndex, u8, u64)>,
-    /// MLD state per interface and group: (interface, group, reports sent, next
-    /// due; nanoseconds). Bounded by the interfaces' addresses.
-    pub(crate) mld: Vec<(IfIndex, Ipv6Addr, u8, u64)>,
-    /// Path MTUs learnt from Packet Too Big (RFC 8201): destination, MTU, expiry,
-    /// and whether a connection vouched for it (`inet::cx::pmtu_upsert`).
-    pub pmtu: Vec<(Ipv6Addr, u32, Instant, bool)>,
-    /// Router advertisements sent per interface (a router with them on):
-    /// (interface, sent, next due, last sent; nanoseconds).
-    pub(crate) rtadv: Vec<(IfIndex, u32, u64, u64)>,
 }
 
 /// Bound of the path MTU list; RFC 8201 §5.3's aging: an estimate is forgotten after
