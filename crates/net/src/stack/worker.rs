@@ -12,7 +12,7 @@ use crate::inet::cx::{CtlInput, InetCx, TokenBucket};
 use crate::inet::forward;
 use crate::inet::frag::Reass;
 use crate::inet6::cx::Inet6Cx;
-use crate::inet6::ip6;
+use crate::inet6::input6;
 use crate::link::arp::ArpOutput;
 use crate::link::cx::{ArpCache, Nd6Cache, Rejected};
 use crate::link::ether;
@@ -122,7 +122,7 @@ struct Vectors {
     ether: ether::EtherInputVecs,
     ip: crate::inet::input::IpInputVecs,
     fwd: forward::IpForwardVecs,
-    ip6: ip6::Ip6InputVecs,
+    ip6: input6::Ip6InputVecs,
     fwd6: crate::inet6::forward6::Ip6ForwardVecs,
     l2: Vec<ether::L2Out>,
     eout: ether::EtherOutputVecs,
