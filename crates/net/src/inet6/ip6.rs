@@ -3,17 +3,25 @@
 //!
 //! Output routes on the interfaces' prefixes and the default router, picks a source
 //! (RFC 6724, reduced), builds the header and resolves the next hop through the
-//! interface's neighbour table ([`crate::inet6::nd6`]). IPv6 to ourselves never
+//! interface's neighbour table: the published snapshot, else the table's slow
+//! path, which may hold the packet and ask for a solicitation. Those solicitations
+//! and the packets the table releases are sent here too (`nd6_resolve_output`,
+//! `nd6_flush`, `nd6_ns_output`, and `icmp6_send` under them), so that output
+//! needs nothing above it; the rest of neighbour discovery (its input, DAD, its
+//! timers, [`crate::inet6::nd6`]) sends through these. IPv6 to ourselves never
 //! leaves `ip6_send`. Input is `input6`'s.
 
 use crate::inet6::cx::Inet6Cx;
-use crate::link::iface::{is_link_local, Ifnet};
+use crate::link::iface::{is_link_local, solicited_node, Ifnet};
+use crate::link::lle::{LleOutput, Resolve};
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
-use wire::{EtherType, EthernetAddress, IpProtocol, Ipv6Packet};
+use wire::{
+    EtherType, EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv6Packet, NdiscRepr,
+};
 
 pub(crate) const IP6_HDR_LEN: usize = 40;
 pub(crate) const DEFAULT_HLIM: u8 = 64;
@@ -245,7 +253,109 @@ fn ip6_link_output(
     if dst.is_multicast() {
         return crate::link::ether::ether_output(cx, ifp, m, multicast_mac6(dst), EtherType::Ipv6);
     }
-    crate::inet6::nd6::nd6_resolve_output(cx, ifp, m, nexthop);
+    nd6_resolve_output(cx, ifp, m, nexthop);
+}
+
+/// What the neighbour table asks to send (`nd6`'s slow path and timers).
+pub(crate) type Nd6Output = LleOutput<Ipv6Addr>;
+
+/// RFC 4861 §6.1.2 / §7.1: ND messages travel with hop limit 255, so that a receiver
+/// knows they come from the link.
+pub(crate) const ND_HLIM: u8 = 255;
+/// Sends what the neighbour table asked for: solicitations and released packets.
+pub(crate) fn nd6_flush(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
+    for o in out.drain(..) {
+        match o {
+            LleOutput::Packet { m, mac } => {
+                crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
+            }
+            LleOutput::Request { target, unicast } => {
+                nd6_ns_output(cx, ifp, target, unicast, false)
+            }
+        }
+    }
+}
+
+/// `nd6_resolve`: sends an IPv6 packet (header built) to `nexthop` on `ifp`, through
+/// the published snapshot when the neighbour is reachable, else through the table's
+/// slow path, which may hold the packet and solicit.
+pub(crate) fn nd6_resolve_output(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    m: Mbuf,
+    nexthop: Ipv6Addr,
+) {
+    if ifp.no_link_header() {
+        return crate::link::ether::p2p_output(cx, ifp, m);
+    }
+    let mac = cx.nd6_lookup(ifp.index, nexthop);
+    if let Some(mac) = mac {
+        return crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    }
+    let mut out = Vec::new();
+    if let Resolve::Now(m, mac) = ifp.nd6.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
+        crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    }
+    nd6_flush(cx, ifp, &mut out);
+}
+
+/// Builds an ICMPv6 message and sends it with `ip6_output`. `src` unspecified picks
+/// one (unless `keep_unspec`, for DAD probes).
+pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
+    let Some((ifp, _)) = ip6_route(cx, o.dst, o.ifindex) else {
+        return DropReason::Ip6NoRoute.count(cx.stats);
+    };
+    let src = if o.src.is_unspecified() && !o.keep_unspec {
+        match ifp.source6_for(o.dst) {
+            Some(s) => s,
+            None => return DropReason::Ip6NoRoute.count(cx.stats),
+        }
+    } else {
+        o.src
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), &src, &o.dst);
+    let Ok(m) = Mbuf::from_slice(&buf) else {
+        return DropReason::Ip6OutDropped.count(cx.stats);
+    };
+    ip6_output(cx, m, Ip6Out { src, ..o });
+}
+
+/// `nd6_ns_output`: a neighbour solicitation for `target`: to its solicited-node
+/// group, or unicast to `unicast` when probing reachability; from the unspecified
+/// address without a source link-layer option for a DAD probe (RFC 4862 §5.4.2).
+pub(crate) fn nd6_ns_output(
+    cx: &mut Inet6Cx<'_>,
+    ifp: &Arc<Ifnet>,
+    target: Ipv6Addr,
+    unicast: Option<EthernetAddress>,
+    dad: bool,
+) {
+    let dst = if unicast.is_some() {
+        target
+    } else {
+        solicited_node(target)
+    };
+    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: target,
+        lladdr: (!dad).then_some(ifp.mac),
+    });
+    cx.stats.icmp6.outneighborsolicit += 1;
+    if dad {
+        cx.stats.nd6.dadsent += 1;
+    }
+    icmp6_send(
+        cx,
+        &repr,
+        Ip6Out {
+            src: Ipv6Addr::UNSPECIFIED,
+            dst,
+            proto: IpProtocol::Icmpv6,
+            hlim: ND_HLIM,
+            keep_unspec: dad,
+            ifindex: Some(ifp.index),
+        },
+    );
 }
 
 /// RFC 8200 §4.5: a packet of ours too big for the link goes out in fragments. The
