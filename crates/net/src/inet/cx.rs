@@ -11,7 +11,7 @@
 
 use crate::ifindex::IfIndex;
 use crate::inet::frag::Reass;
-use crate::link::cx::LinkCx;
+use crate::link::LinkCx;
 use crate::sockbuf::SockShared;
 use crate::FxBuild;
 use dev::{Duration, Instant};
@@ -358,7 +358,7 @@ impl<'a> std::ops::DerefMut for InetCx<'a> {
     }
 }
 
-impl<'a> crate::link::cx::AsLink<'a> for InetCx<'a> {
+impl<'a> crate::link::AsLink<'a> for InetCx<'a> {
     #[inline(always)]
     fn link(&mut self) -> &mut LinkCx<'a> {
         &mut self.link

@@ -8,5 +8,6 @@ pub mod cx;
 pub(crate) mod forward;
 pub mod frag;
 pub(crate) mod icmp;
+pub(crate) mod input;
 pub(crate) mod ip;
 pub(crate) mod udp;

@@ -1,12 +1,16 @@
 //! IPv6's batch context and published state: [`Inet6Config`] (the static default
-//! router, and what neighbour discovery learnt: routers, prefixes, redirects, path
-//! MTUs, its own timers' state), and [`Inet6Cx`], the IPv4 context below it
-//! (reached through `Deref`) with IPv6's configuration and switches.
+//! router, and what neighbour discovery learnt, [`NdState`]: routers, prefixes,
+//! redirects, path MTUs, its own timers' state), [`Inet6Ctl`] with the stack-wide
+//! rate limit of DAD's warnings ([`DadLog`]), and [`Inet6Cx`], the IPv4 context
+//! below it (reached through `Deref`) with IPv6's configuration and switches. The
+//! types are here, below every IPv6 module; neighbour discovery (`nd6`), which
+//! fills them, keeps their methods and re-exports them.
 
 use crate::ifindex::IfIndex;
 use crate::inet::cx::InetCx;
-use crate::inet6::nd6::NdState;
 use crate::link::iface::{In6Ifaddr, Inet6Addr};
+use crate::loglimit::{LogCheck, LogLimit};
+use dev::{Duration, Instant};
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
@@ -69,7 +73,7 @@ pub(crate) trait Inet6Ctl {
     /// Wakes worker `w` (worker 0 runs neighbour discovery's timers).
     fn notify_worker(&self, w: usize);
     /// The rate limit of DAD's warnings.
-    fn dad_log(&self) -> &crate::inet6::nd6::DadLog;
+    fn dad_log(&self) -> &DadLog;
 }
 
 /// What an IPv6 stage may touch while processing one batch.
@@ -101,9 +105,117 @@ impl<'a> std::ops::DerefMut for Inet6Cx<'a> {
     }
 }
 
-impl<'a> crate::link::cx::AsLink<'a> for Inet6Cx<'a> {
+impl<'a> crate::link::AsLink<'a> for Inet6Cx<'a> {
     #[inline(always)]
-    fn link(&mut self) -> &mut crate::link::cx::LinkCx<'a> {
+    fn link(&mut self) -> &mut crate::link::LinkCx<'a> {
         &mut self.ip4.link
+    }
+}
+
+/// Routers, prefixes and redirects from neighbour discovery, in the published
+/// configuration (read lock-free by `ip6_route`, replaced by the rare message that
+/// changes them). Each list is bounded; an expired entry is ignored by lookups and
+/// replaced first.
+#[derive(Clone, Debug, Default)]
+pub struct NdState {
+    pub routers: Vec<Router6>,
+    pub prefixes: Vec<Prefix6>,
+    pub redirects: Vec<Redirect6>,
+    /// Router solicitation per interface: (interface, sent, next due; nanoseconds).
+    pub(crate) rtsol: Vec<(IfIndex, u8, u64)>,
+    /// MLD state per interface and group: (interface, group, reports sent, next
+    /// due; nanoseconds). Bounded by the interfaces' addresses.
+    pub(crate) mld: Vec<(IfIndex, Ipv6Addr, u8, u64)>,
+    /// Path MTUs learnt from Packet Too Big (RFC 8201): destination, MTU, expiry,
+    /// and whether a connection vouched for it (`inet::cx::pmtu_upsert`).
+    pub pmtu: Vec<(Ipv6Addr, u32, Instant, bool)>,
+    /// Router advertisements sent per interface (a router with them on):
+    /// (interface, sent, next due, last sent; nanoseconds).
+    pub(crate) rtadv: Vec<(IfIndex, u32, u64, u64)>,
+}
+
+/// A default router learnt from an advertisement (RFC 4861 §6.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Router6 {
+    pub addr: Ipv6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// An on-link prefix learnt from an advertisement (the L flag, RFC 4861 §6.3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prefix6 {
+    pub prefix: crate::link::iface::Inet6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// A redirect received (RFC 4861 §8.3): traffic to `dst` goes to `target` instead
+/// (`target == dst`: the destination is on-link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Redirect6 {
+    pub dst: Ipv6Addr,
+    pub target: Ipv6Addr,
+    pub ifindex: IfIndex,
+    pub expires: Instant,
+}
+
+/// DAD warnings logged per [`DAD_LOG_WINDOW`], stack-wide ([`DadLog`]).
+pub const DAD_LOG_LINES: u32 = 10;
+/// See [`DAD_LOG_LINES`].
+pub const DAD_LOG_WINDOW: Duration = Duration::from_secs(60);
+
+/// Says how many DAD warnings were held back.
+pub(crate) fn dad_suppressed(n: u64) {
+    tracing::warn!(
+        target: "nd6",
+        "suppressed {n} DAD duplicate address message(s) (at most {DAD_LOG_LINES} every {}s)",
+        DAD_LOG_WINDOW.as_secs()
+    );
+}
+
+/// The rate limit of DAD's "duplicate address" warning, one for the stack: a host
+/// on a link answers every probe, and with rogue prefixes makes addresses to
+/// probe at will. Taken only when an address turns out duplicated, and by worker
+/// 0's timers while lines are held back.
+#[derive(Debug)]
+pub(crate) struct DadLog {
+    limit: std::sync::Mutex<LogLimit>,
+    /// Some lines are held back (worker 0's timer then looks at the lock).
+    held: std::sync::atomic::AtomicBool,
+}
+
+impl Default for DadLog {
+    fn default() -> Self {
+        DadLog {
+            limit: std::sync::Mutex::new(LogLimit::new(DAD_LOG_LINES, DAD_LOG_WINDOW)),
+            held: Default::default(),
+        }
+    }
+}
+
+impl DadLog {
+    pub(crate) fn check(&self, now: Instant) -> LogCheck {
+        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        let c = l.check(now);
+        self.held
+            .store(l.lifts_at().is_some(), std::sync::atomic::Ordering::Relaxed);
+        c
+    }
+
+    /// Says the count of lines held back once their window is over; returns when
+    /// that is, while some are.
+    pub(crate) fn timer(&self, now: Instant) -> Option<Instant> {
+        if !self.held.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = l.lifted(now) {
+            dad_suppressed(n);
+        }
+        let at = l.lifts_at();
+        self.held
+            .store(at.is_some(), std::sync::atomic::Ordering::Relaxed);
+        at
     }
 }

@@ -7,6 +7,7 @@
 pub mod cx;
 pub(crate) mod forward6;
 pub(crate) mod icmp6;
+pub(crate) mod input6;
 pub(crate) mod ip6;
 pub mod nd6;
 pub(crate) mod udp6;

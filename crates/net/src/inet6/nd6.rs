@@ -1,9 +1,12 @@
 //! IPv6 neighbour discovery (RFC 4861) and duplicate address detection (RFC 4862).
 //!
 //! Each interface has its own neighbour table, the IPv6 instance of [`crate::link::lle`]
-//! (the split L2/L3 design: no neighbour entry in any route). This module sends and
-//! receives neighbour solicitations and advertisements, resolves next hops for
-//! `ip6::ip6_send`, and runs DAD for every address an interface gets:
+//! (the split L2/L3 design: no neighbour entry in any route). This module receives
+//! neighbour solicitations and advertisements and answers them, and runs DAD for
+//! every address an interface gets. Resolving a next hop is IPv6 output's
+//! (`ip6::nd6_resolve_output`, which also sends the solicitations the table asks
+//! for, `nd6_ns_output`, and re-exported here), so output needs nothing above it.
+//! DAD:
 //! the address stays tentative (it takes no traffic) until `DupAddrDetectTransmits`
 //! solicitations from the unspecified address went unanswered for `RetransTimer`;
 //! an advertisement for it, or another node's probe for it, marks it duplicated.
@@ -20,133 +23,35 @@
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::link::iface::{solicited_node, AddrState, IfIndex, Ifnet, In6Ifaddr, ALL_NODES};
-use crate::link::lle::{LleOutput, Resolve};
-use crate::loglimit::{LogCheck, LogLimit};
+use crate::loglimit::LogCheck;
 use crate::stats::DropReason;
 use dev::{Duration, Instant};
 use mbuf::Mbuf;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
-use wire::{
-    EtherType, EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpProtocol, NdiscNeighborFlags, NdiscRepr,
-};
+use wire::{EthernetAddress, Icmpv6Packet, Icmpv6Repr, IpProtocol, NdiscNeighborFlags, NdiscRepr};
 
 mod mld;
 mod rtadv;
 mod rtr;
 
+pub(crate) use crate::inet6::cx::{dad_suppressed, DadLog};
+pub use crate::inet6::cx::{NdState, Prefix6, Redirect6, Router6, DAD_LOG_LINES, DAD_LOG_WINDOW};
+pub(crate) use crate::inet6::ip6::{
+    icmp6_send, nd6_flush, nd6_ns_output, nd6_resolve_output, ND_HLIM,
+};
 pub(crate) use mld::{mld_query_input, mld_timer};
 pub(crate) use rtadv::{nd6_rs_input, nd6_rtadv_timer};
 use rtr::{nd6_prune, slaac_timer};
 pub(crate) use rtr::{nd6_ra_input, nd6_redirect_input, nd6_rtsol_timer};
-pub use rtr::{Prefix6, Redirect6, Router6, MAX_PREFIXES, MAX_REDIRECTS, MAX_ROUTERS};
+pub use rtr::{MAX_PREFIXES, MAX_REDIRECTS, MAX_ROUTERS};
 
 pub use crate::link::lle::{Inet6, Nd6Entry, Nd6Table};
-type Nd6Output = LleOutput<Ipv6Addr>;
 
-/// RFC 4861 §6.1.2 / §7.1: ND messages travel with hop limit 255, so that a receiver
-/// knows they come from the link.
-const ND_HLIM: u8 = 255;
 /// RFC 4862 §5.1: `DupAddrDetectTransmits`, default 1 (`StackConfig::dad_transmits`).
 pub const DAD_TRANSMITS: u8 = 1;
 /// RFC 4861 §10: `RETRANS_TIMER`, 1 s.
 pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
-
-/// Sends what the neighbour table asked for: solicitations and released packets.
-pub(crate) fn nd6_flush(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
-    for o in out.drain(..) {
-        match o {
-            LleOutput::Packet { m, mac } => {
-                crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
-            }
-            LleOutput::Request { target, unicast } => {
-                nd6_ns_output(cx, ifp, target, unicast, false)
-            }
-        }
-    }
-}
-
-/// `nd6_resolve`: sends an IPv6 packet (header built) to `nexthop` on `ifp`, through
-/// the published snapshot when the neighbour is reachable, else through the table's
-/// slow path, which may hold the packet and solicit.
-pub(crate) fn nd6_resolve_output(
-    cx: &mut Inet6Cx<'_>,
-    ifp: &Arc<Ifnet>,
-    m: Mbuf,
-    nexthop: Ipv6Addr,
-) {
-    if ifp.no_link_header() {
-        return crate::link::ether::p2p_output(cx, ifp, m);
-    }
-    let mac = cx.nd6_lookup(ifp.index, nexthop);
-    if let Some(mac) = mac {
-        return crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
-    }
-    let mut out = Vec::new();
-    if let Resolve::Now(m, mac) = ifp.nd6.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
-        crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
-    }
-    nd6_flush(cx, ifp, &mut out);
-}
-
-/// Builds an ICMPv6 message and sends it with `ip6_output`. `src` unspecified picks
-/// one (unless `keep_unspec`, for DAD probes).
-pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
-    let Some((ifp, _)) = crate::inet6::ip6::ip6_route(cx, o.dst, o.ifindex) else {
-        return DropReason::Ip6NoRoute.count(cx.stats);
-    };
-    let src = if o.src.is_unspecified() && !o.keep_unspec {
-        match ifp.source6_for(o.dst) {
-            Some(s) => s,
-            None => return DropReason::Ip6NoRoute.count(cx.stats),
-        }
-    } else {
-        o.src
-    };
-    let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), &src, &o.dst);
-    let Ok(m) = Mbuf::from_slice(&buf) else {
-        return DropReason::Ip6OutDropped.count(cx.stats);
-    };
-    crate::inet6::ip6::ip6_output(cx, m, Ip6Out { src, ..o });
-}
-
-/// `nd6_ns_output`: a neighbour solicitation for `target`: to its solicited-node
-/// group, or unicast to `unicast` when probing reachability; from the unspecified
-/// address without a source link-layer option for a DAD probe (RFC 4862 §5.4.2).
-pub(crate) fn nd6_ns_output(
-    cx: &mut Inet6Cx<'_>,
-    ifp: &Arc<Ifnet>,
-    target: Ipv6Addr,
-    unicast: Option<EthernetAddress>,
-    dad: bool,
-) {
-    let dst = if unicast.is_some() {
-        target
-    } else {
-        solicited_node(target)
-    };
-    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
-        target_addr: target,
-        lladdr: (!dad).then_some(ifp.mac),
-    });
-    cx.stats.icmp6.outneighborsolicit += 1;
-    if dad {
-        cx.stats.nd6.dadsent += 1;
-    }
-    icmp6_send(
-        cx,
-        &repr,
-        Ip6Out {
-            src: Ipv6Addr::UNSPECIFIED,
-            dst,
-            proto: IpProtocol::Icmpv6,
-            hlim: ND_HLIM,
-            keep_unspec: dad,
-            ifindex: Some(ifp.index),
-        },
-    );
-}
 
 /// `nd6_na_output`: advertises our `target` to `dst`.
 fn nd6_na_output(
@@ -290,65 +195,6 @@ fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6I
     }
 }
 
-/// DAD warnings logged per [`DAD_LOG_WINDOW`], stack-wide ([`DadLog`]).
-pub const DAD_LOG_LINES: u32 = 10;
-/// See [`DAD_LOG_LINES`].
-pub const DAD_LOG_WINDOW: Duration = Duration::from_secs(60);
-
-fn dad_suppressed(n: u64) {
-    tracing::warn!(
-        target: "nd6",
-        "suppressed {n} DAD duplicate address message(s) (at most {DAD_LOG_LINES} every {}s)",
-        DAD_LOG_WINDOW.as_secs()
-    );
-}
-
-/// The rate limit of DAD's "duplicate address" warning, one for the stack: a host
-/// on a link answers every probe, and with rogue prefixes makes addresses to
-/// probe at will. Taken only when an address turns out duplicated, and by worker
-/// 0's timers while lines are held back.
-#[derive(Debug)]
-pub(crate) struct DadLog {
-    limit: std::sync::Mutex<LogLimit>,
-    /// Some lines are held back (worker 0's timer then looks at the lock).
-    held: std::sync::atomic::AtomicBool,
-}
-
-impl Default for DadLog {
-    fn default() -> Self {
-        DadLog {
-            limit: std::sync::Mutex::new(LogLimit::new(DAD_LOG_LINES, DAD_LOG_WINDOW)),
-            held: Default::default(),
-        }
-    }
-}
-
-impl DadLog {
-    fn check(&self, now: Instant) -> LogCheck {
-        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
-        let c = l.check(now);
-        self.held
-            .store(l.lifts_at().is_some(), std::sync::atomic::Ordering::Relaxed);
-        c
-    }
-
-    /// Says the count of lines held back once their window is over; returns when
-    /// that is, while some are.
-    fn timer(&self, now: Instant) -> Option<Instant> {
-        if !self.held.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        let mut l = self.limit.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = l.lifted(now) {
-            dad_suppressed(n);
-        }
-        let at = l.lifts_at();
-        self.held
-            .store(at.is_some(), std::sync::atomic::Ordering::Relaxed);
-        at
-    }
-}
-
 /// Worker 0's neighbour-discovery timers for one interface: the table's state
 /// machine, and duplicate address detection. Returns the next deadline.
 pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
@@ -405,28 +251,6 @@ pub fn entries(ifs: &[Arc<Ifnet>]) -> Vec<(IfIndex, Nd6Entry)> {
     ifs.iter()
         .flat_map(|i| i.nd6.entries().into_iter().map(move |e| (i.index, e)))
         .collect()
-}
-
-/// Routers, prefixes and redirects from neighbour discovery, in the published
-/// configuration (read lock-free by `ip6_route`, replaced by the rare message that
-/// changes them). Each list is bounded; an expired entry is ignored by lookups and
-/// replaced first.
-#[derive(Clone, Debug, Default)]
-pub struct NdState {
-    pub routers: Vec<Router6>,
-    pub prefixes: Vec<Prefix6>,
-    pub redirects: Vec<Redirect6>,
-    /// Router solicitation per interface: (interface, sent, next due; nanoseconds).
-    pub(crate) rtsol: Vec<(IfIndex, u8, u64)>,
-    /// MLD state per interface and group: (interface, group, reports sent, next
-    /// due; nanoseconds). Bounded by the interfaces' addresses.
-    pub(crate) mld: Vec<(IfIndex, Ipv6Addr, u8, u64)>,
-    /// Path MTUs learnt from Packet Too Big (RFC 8201): destination, MTU, expiry,
-    /// and whether a connection vouched for it (`inet::cx::pmtu_upsert`).
-    pub pmtu: Vec<(Ipv6Addr, u32, Instant, bool)>,
-    /// Router advertisements sent per interface (a router with them on):
-    /// (interface, sent, next due, last sent; nanoseconds).
-    pub(crate) rtadv: Vec<(IfIndex, u32, u64, u64)>,
 }
 
 /// Bound of the path MTU list; RFC 8201 §5.3's aging: an estimate is forgotten after

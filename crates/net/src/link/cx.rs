@@ -1,22 +1,18 @@
-//! The link layer's batch context: what a link stage may read for a batch (the
-//! time, the interfaces, the hooks) and where it writes (the transmit vectors, the
-//! counters, the answers the hooks asked for). The contexts of the families above
-//! (`inet::InetCx`, `inet6::Inet6Cx`, `tcp::TcpCx`) hold this one and reach its
-//! fields through `Deref`, so a stage takes the context of its own family and calls
-//! down with it; nothing here knows a family above.
+//! The link layer's batch context at work (its type, [`LinkCx`], is the link
+//! module's): the pfil hooks run over one packet or over a stage's vector, and the
+//! scratch a stage keeps for them; the packets the hooks refused, kept for the
+//! worker to answer; and the lock-free neighbour lookups.
 
-use crate::hdr::HdrAccess;
 use crate::ifindex::IfIndex;
-use crate::link::arp::{ArpOutput, ArpSnapshot};
-use crate::link::iface::Ifnet;
+use crate::link::arp::ArpSnapshot;
 use crate::link::lle::LleSnapshot;
+use crate::link::LinkCx;
 use crate::pfil::arcs::{arc_of, Shape};
 use crate::pfil::{
-    Dir, PfilAct, PfilBatch, PfilCtx, PfilEnv, PfilHeads, PfilItems, PfilPoint, Reject, Verdict,
+    Dir, PfilAct, PfilBatch, PfilCtx, PfilHeads, PfilItems, PfilPoint, Reject, Verdict,
 };
-use crate::stats::{DropReason, Stats};
+use crate::stats::DropReason;
 use arc_swap::{ArcSwap, Cache};
-use dev::Instant;
 use mbuf::Mbuf;
 use std::sync::Arc;
 
@@ -95,50 +91,6 @@ impl<M, F: Fn(&M) -> (IfIndex, Option<IfIndex>)> PfilItems for StageItems<'_, M,
     fn ifs(&self, k: usize) -> (IfIndex, Option<IfIndex>) {
         (self.ifs)(&self.v[k].1)
     }
-}
-
-/// A context that holds the link context (every family's does): what the link's
-/// helpers that call back into a family take, so the callback gets its own
-/// context back.
-pub(crate) trait AsLink<'a> {
-    fn link(&mut self) -> &mut LinkCx<'a>;
-}
-
-impl<'a> AsLink<'a> for LinkCx<'a> {
-    #[inline(always)]
-    fn link(&mut self) -> &mut LinkCx<'a> {
-        self
-    }
-}
-
-/// What a link stage may touch while processing one batch.
-pub(crate) struct LinkCx<'a> {
-    pub now: Instant,
-    pub worker: usize,
-    pub stats: &'a mut Stats,
-    /// How input code makes headers contiguous.
-    pub access: HdrAccess,
-    /// The interfaces, by index, as published for this batch.
-    pub ifaces: &'a [Arc<Ifnet>],
-    /// Frames to transmit, per interface index.
-    pub tx: &'a mut [Vec<Mbuf>],
-    pub arp_out: &'a mut Vec<ArpOutput>,
-    /// The segments software segmentation cuts a packet into (`fit_link`), reused
-    /// from packet to packet.
-    pub gso_segs: &'a mut Vec<Mbuf>,
-    pub arp_snaps: &'a mut [ArpCache],
-    /// The same for the IPv6 neighbour tables.
-    pub nd6_snaps: &'a mut [Nd6Cache],
-    /// The hooks at each point, and what they may ask of the stack.
-    pub pfil: &'a PfilHeads,
-    pub pfil_env: &'a dyn PfilEnv,
-    /// The packets being sent are a hook's own answers (a firewall's reject): they
-    /// skip the hooks (FreeBSD's M_SKIP_FIREWALL).
-    pub pfil_skip: bool,
-    /// Packets the hooks refused, for the worker to answer.
-    pub rejects: &'a mut Vec<Rejected>,
-    /// The bridges and their members, as published for this batch.
-    pub bridges: &'a crate::link::bridge::Bridges,
 }
 
 impl LinkCx<'_> {

@@ -15,8 +15,8 @@
 //!   to `in_arpinput`; anything else dropped and counted (`ether.*`).
 
 use crate::link::arp::{ArpOutput, Resolve};
-use crate::link::cx::LinkCx;
 use crate::link::iface::Ifnet;
+use crate::link::LinkCx;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use mbuf::Mbuf;

@@ -7,8 +7,8 @@
 //! What it may call: `link::gso` and the shared modules.
 
 use crate::hdr::mbuf_sum;
-use crate::link::cx::{AsLink, LinkCx};
 use crate::link::iface::Ifnet;
+use crate::link::{AsLink, LinkCx};
 use crate::stats::{DropReason, Stats};
 use mbuf::Mbuf;
 use wire::{IpProtocol, Ipv4Packet, TcpPacket};

@@ -9,14 +9,15 @@
 //! once per poll. Nothing here takes a lock on the fast path or allocates per packet.
 
 use crate::inet::cx::{CtlInput, InetCx, TokenBucket};
+use crate::inet::forward;
 use crate::inet::frag::Reass;
-use crate::inet::{forward, ip};
 use crate::inet6::cx::Inet6Cx;
-use crate::inet6::ip6;
+use crate::inet6::input6;
 use crate::link::arp::ArpOutput;
-use crate::link::cx::{ArpCache, LinkCx, Nd6Cache, Rejected};
+use crate::link::cx::{ArpCache, Nd6Cache, Rejected};
 use crate::link::ether;
 use crate::link::iface::IfIndex;
+use crate::link::LinkCx;
 use crate::runtime::Runtime;
 use crate::sockbuf::SockShared;
 use crate::stack::{NetConfig, Shared, StackEnv};
@@ -119,9 +120,9 @@ const QSTATS_EVERY: Duration = Duration::from_millis(100);
 #[derive(Debug, Default)]
 struct Vectors {
     ether: ether::EtherInputVecs,
-    ip: ip::IpInputVecs,
+    ip: crate::inet::input::IpInputVecs,
     fwd: forward::IpForwardVecs,
-    ip6: ip6::Ip6InputVecs,
+    ip6: input6::Ip6InputVecs,
     fwd6: crate::inet6::forward6::Ip6ForwardVecs,
     l2: Vec<ether::L2Out>,
     eout: ether::EtherOutputVecs,

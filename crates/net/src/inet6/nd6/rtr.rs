@@ -86,31 +86,7 @@ pub(super) fn nd6_prune(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
     }
     next
 }
-/// A default router learnt from an advertisement (RFC 4861 §6.3.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Router6 {
-    pub addr: Ipv6Addr,
-    pub ifindex: IfIndex,
-    pub expires: Instant,
-}
 
-/// An on-link prefix learnt from an advertisement (the L flag, RFC 4861 §6.3.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Prefix6 {
-    pub prefix: crate::link::iface::Inet6Addr,
-    pub ifindex: IfIndex,
-    pub expires: Instant,
-}
-
-/// A redirect received (RFC 4861 §8.3): traffic to `dst` goes to `target` instead
-/// (`target == dst`: the destination is on-link).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Redirect6 {
-    pub dst: Ipv6Addr,
-    pub target: Ipv6Addr,
-    pub ifindex: IfIndex,
-    pub expires: Instant,
-}
 /// Bounds of the lists in [`NdState`].
 pub const MAX_ROUTERS: usize = 8;
 pub const MAX_PREFIXES: usize = 16;

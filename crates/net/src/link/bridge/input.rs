@@ -12,8 +12,9 @@
 //! bridge's interface reach the members through [`bridge_output`].
 
 use super::{BridgeConf, Learn, StpOut, MAX_MEMBERS};
-use crate::link::cx::{LinkCx, PfilScratch};
+use crate::link::cx::PfilScratch;
 use crate::link::iface::{IfIndex, Ifnet};
+use crate::link::LinkCx;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use dev::Instant;

@@ -7,7 +7,7 @@
 
 use super::VlanConf;
 use crate::ifindex::IfIndex;
-use crate::link::cx::LinkCx;
+use crate::link::LinkCx;
 use crate::stats::DropReason;
 use mbuf::Mbuf;
 

@@ -6,7 +6,9 @@
 use super::protosw::{ip6_protox, ip_protox};
 use super::upcalls::flush_tcp;
 use super::{Cx, Poll, Vectors};
+use crate::inet::input::{ip_input, ip_reass};
 use crate::inet::{forward, ip};
+use crate::inet6::input6::{ip6_deliver, ip6_input};
 use crate::inet6::ip6;
 use crate::link::ether;
 use crate::link::iface::{IfIndex, Ifnet};
@@ -245,7 +247,7 @@ pub(super) fn inet_input(
     t: u64,
 ) -> u64 {
     let n = pkts.len();
-    ip::ip_input(cx, ifp, pkts, &mut v.ip);
+    ip_input(cx, ifp, pkts, &mut v.ip);
     let mut t = rt.count(Stage::IpInput, n, t);
     if !v.ip.fwd.is_empty() {
         let n = v.ip.fwd.len();
@@ -257,7 +259,7 @@ pub(super) fn inet_input(
         let n = v.ip.local.len();
         let mut local = std::mem::take(&mut v.ip.local);
         for (m, info) in local.drain(..) {
-            if let Some((m, info)) = ip::ip_reass(cx, m, info) {
+            if let Some((m, info)) = ip_reass(cx, m, info) {
                 ip_protox(cx, ifp, m, info);
             }
         }
@@ -278,7 +280,7 @@ pub(super) fn inet6_input(
     t: u64,
 ) -> u64 {
     let n = pkts.len();
-    ip6::ip6_input(cx, ifp, pkts, &mut v.ip6);
+    ip6_input(cx, ifp, pkts, &mut v.ip6);
     let mut t = rt.count(Stage::Ip6Input, n, t);
     if !v.ip6.fwd.is_empty() {
         let n = v.ip6.fwd.len();
@@ -290,7 +292,7 @@ pub(super) fn inet6_input(
         let n = v.ip6.local.len();
         let mut local = std::mem::take(&mut v.ip6.local);
         for (m, h, tentative) in local.drain(..) {
-            if let Some((m, info, proto, nh_at)) = ip6::ip6_deliver(cx, m, h, tentative) {
+            if let Some((m, info, proto, nh_at)) = ip6_deliver(cx, m, h, tentative) {
                 ip6_protox(cx, ifp, m, info, proto, nh_at);
             }
         }

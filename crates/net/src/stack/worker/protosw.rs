@@ -5,7 +5,7 @@
 use super::Cx;
 use crate::inet::ip::IpInfo;
 use crate::inet::{icmp, udp};
-use crate::inet6::ip6;
+use crate::inet6::input6;
 use crate::inet6::ip6::Ip6Info;
 use crate::link::iface::Ifnet;
 use crate::stack::netchannel;
@@ -100,7 +100,7 @@ pub(super) fn ip6_protox(
                 return;
             };
             cx.stats.ip6.unknownhdr += 1;
-            ip6::param_problem(cx, m, wire::Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
+            input6::param_problem(cx, m, wire::Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
         }
     }
 }

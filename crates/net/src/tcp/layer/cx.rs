@@ -57,9 +57,9 @@ impl<'a> std::ops::DerefMut for TcpCx<'a> {
     }
 }
 
-impl<'a> crate::link::cx::AsLink<'a> for TcpCx<'a> {
+impl<'a> crate::link::AsLink<'a> for TcpCx<'a> {
     #[inline(always)]
-    fn link(&mut self) -> &mut crate::link::cx::LinkCx<'a> {
+    fn link(&mut self) -> &mut crate::link::LinkCx<'a> {
         &mut self.ip6.ip4.link
     }
 }
