@@ -63,11 +63,7 @@ fn masked_eq(a: IpAddr, net: IpAddr, mask: IpAddr) -> bool {
 }
 
 impl Cond {
-    fn eval(
-        &self,
-        p: &PacketInfo,
-        tables: &HashMap<String, HashMap<IpAddr, u32>>,
-    ) -> bool {
+    fn eval(&self, p: &PacketInfo, tables: &HashMap<String, HashMap<IpAddr, u32>>) -> bool {
         let ports = !p.frag && matches!(p.proto, 6 | 17 | 132);
         match self {
             Cond::Proto(l) => l.contains(&p.proto),
