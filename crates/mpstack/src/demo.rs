@@ -58,6 +58,21 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
     }
     println!();
     let rep = router::run(&cfg)?;
+    router_frames(a, &rep)?;
+    router_results(&rep);
+    router_tables(a, &rep);
+    if rep.ok() {
+        println!("\ndemo: OK");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("\ndemo: FAILED");
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// The router demo's ARP and ND frames, the first of them shown; with `--pcap`,
+/// every frame written, a file per link.
+fn router_frames(a: &DemoArgs, rep: &router::RouterReport) -> Result<(), String> {
     // Address resolution on the wire: duplicate address detection at start, then
     // ARP and ND as the first packets cross each LAN (the rest is in the pcaps).
     const SHOWN: usize = 24;
@@ -102,6 +117,12 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
             );
         }
     }
+    Ok(())
+}
+
+/// The router demo's results: ping, UDP over IPv6, traceroute, the firewall's
+/// reset, the TCP transfer through a pipe.
+fn router_results(rep: &router::RouterReport) {
     let ms = |d: Option<dev::Duration>| {
         d.map_or("no reply".to_string(), |d| {
             format!("{:.3} ms", d.as_secs_f64() * 1e3)
@@ -170,6 +191,10 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
             format!("FAILED ({} of {} bytes, or wrong bytes)", rep.received, rep.transfer_bytes)
         }
     );
+}
+
+/// The router's tables and counters, as its control commands print them.
+fn router_tables(a: &DemoArgs, rep: &router::RouterReport) {
     let fw = cmds::Firewall::running(rep.fw.clone(), false, false);
     let node = cmds::Node {
         stack: rep.sim.host(rep.router),
@@ -229,13 +254,6 @@ fn router_main(a: &DemoArgs) -> Result<ExitCode, String> {
             }
             Err(f) => println!("  ({})", f.msg.trim_end()),
         }
-    }
-    if rep.ok() {
-        println!("\ndemo: OK");
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!("\ndemo: FAILED");
-        Ok(ExitCode::from(1))
     }
 }
 

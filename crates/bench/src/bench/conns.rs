@@ -377,6 +377,44 @@ pub fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// The idle workload's accepting thread: takes the connections of every listener
+/// until `stop` (taking is cheap), sleeping a millisecond when none waits so as not
+/// to compete with the stacks; an accept error ends it, kept in `accept_error`.
+fn accept_all(
+    listeners: &[TcpListener],
+    servers: &Mutex<Vec<TcpStream>>,
+    accepted: &AtomicUsize,
+    stop: &AtomicBool,
+    accept_error: &Mutex<Option<String>>,
+) {
+    for l in listeners {
+        l.set_nonblocking(true).ok();
+    }
+    while !stop.load(Ordering::Acquire) {
+        let mut took = 0;
+        for l in listeners {
+            loop {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        servers.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+                        accepted.fetch_add(1, Ordering::Release);
+                        took += 1;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        *accept_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(e.to_string());
+                        return;
+                    }
+                }
+            }
+        }
+        if took == 0 {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Opens `n` connections between two mpstack stacks within `limit`, keeps them idle,
 /// and measures the heap and RSS they take. `progress` gets a line every 10,000.
 pub fn idle(
@@ -407,34 +445,7 @@ pub fn idle(
         // sleeps a millisecond when none waits, so as not to compete with the stacks.
         let (listeners, servers, accepted, stop, accept_error) =
             (&listeners, &servers, &accepted, &stop, &accept_error);
-        sc.spawn(move || {
-            for l in listeners {
-                l.set_nonblocking(true).ok();
-            }
-            while !stop.load(Ordering::Acquire) {
-                let mut took = 0;
-                for l in listeners {
-                    loop {
-                        match l.accept() {
-                            Ok((s, _)) => {
-                                servers.lock().unwrap_or_else(|p| p.into_inner()).push(s);
-                                accepted.fetch_add(1, Ordering::Release);
-                                took += 1;
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) => {
-                                *accept_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                                    Some(e.to_string());
-                                return;
-                            }
-                        }
-                    }
-                }
-                if took == 0 {
-                    thread::sleep(Duration::from_millis(1));
-                }
-            }
-        });
+        sc.spawn(move || accept_all(listeners, servers, accepted, stop, accept_error));
         thread::sleep(Duration::from_millis(100));
         let heap0 = dev::alloc_count::live_bytes();
         let rss0 = rss_bytes();
@@ -571,6 +582,44 @@ struct PolledServer {
     sent: usize,
 }
 
+/// The polled workload's servers: each reads the request, answers, and is closed
+/// (dropped) once it has.
+fn serve_polled(
+    servers: &mut Vec<PolledServer>,
+    req: &[u8; MSG],
+    buf: &mut [u8; MSG],
+    tally: &Tally,
+) {
+    let would_block = |e: &io::Error| e.kind() == io::ErrorKind::WouldBlock;
+    servers.retain_mut(|c| {
+        while c.got < MSG {
+            match (&c.s).read(&mut buf[..MSG - c.got]) {
+                Ok(0) => {
+                    tally.fail("server", &"end of stream before the request");
+                    return false;
+                }
+                Ok(n) => c.got += n,
+                Err(e) if would_block(&e) => return true,
+                Err(e) => {
+                    tally.fail("server", &e);
+                    return false;
+                }
+            }
+        }
+        while c.sent < MSG {
+            match (&c.s).write(&req[c.sent..]) {
+                Ok(n) => c.sent += n,
+                Err(e) if would_block(&e) => return true,
+                Err(e) => {
+                    tally.fail("server", &e);
+                    return false;
+                }
+            }
+        }
+        false
+    });
+}
+
 /// Connections per second with both stacks and every application in one thread
 /// (`Stack::poll`, non-blocking streams), the way the smoltcp row runs: the same
 /// exchange as [`rate_mpstack`] (open, 64 bytes each way, the server closes first,
@@ -649,33 +698,7 @@ pub fn rate_polled(secs: f64) -> Result<ConnRate, String> {
             }
         }
         // Server: read the request, answer, close (by dropping the stream).
-        servers.retain_mut(|c| {
-            while c.got < MSG {
-                match (&c.s).read(&mut buf[..MSG - c.got]) {
-                    Ok(0) => {
-                        tally.fail("server", &"end of stream before the request");
-                        return false;
-                    }
-                    Ok(n) => c.got += n,
-                    Err(e) if would_block(&e) => return true,
-                    Err(e) => {
-                        tally.fail("server", &e);
-                        return false;
-                    }
-                }
-            }
-            while c.sent < MSG {
-                match (&c.s).write(&req[c.sent..]) {
-                    Ok(n) => c.sent += n,
-                    Err(e) if would_block(&e) => return true,
-                    Err(e) => {
-                        tally.fail("server", &e);
-                        return false;
-                    }
-                }
-            }
-            false
-        });
+        serve_polled(&mut servers, &req, &mut buf, &tally);
         // Client: once connected send the request, read the answer and the end of
         // stream, then close.
         clients.retain_mut(|c| {

@@ -513,123 +513,11 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
 
     // The embedded API's one batch: the floor.
     progress(a, &format!("fib: {n} routes in one route_batch"));
-    {
-        let (s, _far) = stack()?;
-        let t = Instant::now();
-        let bad = s.route_batch(|rib| {
-            let mut bad = 0usize;
-            for (i, p) in routes.iter().enumerate() {
-                let mut r = RouteSpec::via(prefix(p), IpAddr::V4(GW[i % 2]), (i % 2) as u32);
-                r.flags = route::RtFlags::PROTO2;
-                bad += usize::from(rib.add(r).is_err());
-            }
-            bad
-        });
-        let secs = t.elapsed().as_secs_f64();
-        if bad > 0 {
-            return Err(format!("bench fib: {bad} routes refused by route_batch"));
-        }
-        rows.push(Row {
-            case: "full table",
-            imp: "route_batch (one compilation)",
-            changes: n,
-            secs,
-            commits: 1,
-            compile_ms: 0.0,
-            lookups: None,
-            note: "the embedded API: every route, then one compilation".into(),
-        });
-    }
+    rows.push(batch_row(&routes)?);
 
     // The product's path: FPM frames over TCP into net::fpm::serve.
     let (s, _far) = stack()?;
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bench fib: {e}"))?;
-    let at = listener.local_addr().map_err(|e| e.to_string())?;
-    let stats = Mutex::new(FpmStats::default());
-    let stop = AtomicBool::new(false);
-    let policy = net::fpm::FpmPolicy::default();
-    let result = std::thread::scope(|sc| -> Result<(), String> {
-        let server = sc.spawn(|| net::fpm::serve(&s, &listener, &stop, &stats, &policy));
-        let r = (|| -> Result<(), String> {
-            progress(
-                a,
-                &format!("fib: {n} routes through FPM (TCP) into the stack"),
-            );
-            let mut bytes = Vec::with_capacity(n * 64);
-            for (i, p) in routes.iter().enumerate() {
-                bytes.extend(encode_route(true, &fpm_route(p, GW[i % 2])));
-            }
-            let mut zebra = connect(at, &stats)?;
-            let (secs, st) = feed(&mut zebra, &bytes, &stats, |st| st.adds >= n as u64)?;
-            if st.routes != n as u64 || st.errors + st.unresolved + st.full > 0 {
-                return Err(format!("bench fib: the table did not load whole: {st:?}"));
-            }
-            rows.push(Row {
-                case: "full table",
-                imp: "mpstack fpm",
-                changes: n,
-                secs,
-                commits: st.commits,
-                compile_ms: st.commit_ns as f64 / 1e6,
-                lookups: None,
-                note: format!(
-                    "{} compilations, the last {:.0} ms",
-                    st.commits,
-                    st.last_commit_ns as f64 / 1e6
-                ),
-            });
-            let check = s.fib();
-            let mut out = [None; 1];
-            let p = routes[n / 2];
-            fib_check(&check, p, &mut out)?;
-
-            progress(
-                a,
-                &format!("fib: lookups alone, then during {nupd} updates"),
-            );
-            let (idle, _) = lookup_rate(&s, &keys, || {
-                std::thread::sleep(Duration::from_secs(2));
-                Ok(())
-            })?;
-            let mut bytes = Vec::with_capacity(nupd * 64);
-            for (add, p, gw) in &updates {
-                bytes.extend(encode_route(*add, &fpm_route(p, *gw)));
-            }
-            let before = *stats.lock().unwrap_or_else(|e| e.into_inner());
-            let adds = updates.iter().filter(|u| u.0).count() as u64;
-            let dels = updates.len() as u64 - adds;
-            let mut fed = None;
-            let (busy, _) = lookup_rate(&s, &keys, || {
-                fed = Some(feed(&mut zebra, &bytes, &stats, |st| {
-                    st.adds >= before.adds + adds && st.deletes >= before.deletes + dels
-                })?);
-                Ok(())
-            })?;
-            let (secs, st) = fed.expect("fed");
-            if st.routes != n as u64 {
-                return Err(format!("bench fib: routes lost in the updates: {st:?}"));
-            }
-            rows.push(Row {
-                case: "updates",
-                imp: "mpstack fpm",
-                changes: updates.len(),
-                secs,
-                commits: st.commits - before.commits,
-                compile_ms: (st.commit_ns - before.commit_ns) as f64 / 1e6,
-                lookups: Some((idle, busy)),
-                note: format!(
-                    "{} compilations; changes waited at most 4x the last ({:.0} ms)",
-                    st.commits - before.commits,
-                    st.last_commit_ns as f64 / 1e6
-                ),
-            });
-            Ok(())
-        })();
-        stop.store(true, Ordering::Relaxed);
-        let _ = server.join();
-        r
-    });
-    result?;
+    fpm_rows(a, &s, &routes, &updates, &keys, &mut rows)?;
 
     // route add/delete's path: one compilation per change.
     progress(
@@ -686,8 +574,152 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         Err(why) => Some(why),
     };
 
+    print_rows(a, &rows, &table_name, n, updates.len(), skipped.as_deref());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The embedded API's one batch of every route: the floor.
+fn batch_row(routes: &[Prefix4]) -> Result<Row, String> {
+    let n = routes.len();
+    let (s, _far) = stack()?;
+    let t = Instant::now();
+    let bad = s.route_batch(|rib| {
+        let mut bad = 0usize;
+        for (i, p) in routes.iter().enumerate() {
+            let mut r = RouteSpec::via(prefix(p), IpAddr::V4(GW[i % 2]), (i % 2) as u32);
+            r.flags = route::RtFlags::PROTO2;
+            bad += usize::from(rib.add(r).is_err());
+        }
+        bad
+    });
+    let secs = t.elapsed().as_secs_f64();
+    if bad > 0 {
+        return Err(format!("bench fib: {bad} routes refused by route_batch"));
+    }
+    Ok(Row {
+        case: "full table",
+        imp: "route_batch (one compilation)",
+        changes: n,
+        secs,
+        commits: 1,
+        compile_ms: 0.0,
+        lookups: None,
+        note: "the embedded API: every route, then one compilation".into(),
+    })
+}
+
+/// The product's path: FPM frames over TCP into `net::fpm::serve`, the whole table
+/// then the updates, lookups measured alone and during them.
+fn fpm_rows(
+    a: &BenchArgs,
+    s: &Stack,
+    routes: &[Prefix4],
+    updates: &[(bool, Prefix4, Ipv4Addr)],
+    keys: &[u32],
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let n = routes.len();
+    let nupd = (a.updates as usize).max(2);
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bench fib: {e}"))?;
+    let at = listener.local_addr().map_err(|e| e.to_string())?;
+    let stats = Mutex::new(FpmStats::default());
+    let stop = AtomicBool::new(false);
+    let policy = net::fpm::FpmPolicy::default();
+    let result = std::thread::scope(|sc| -> Result<(), String> {
+        let server = sc.spawn(|| net::fpm::serve(s, &listener, &stop, &stats, &policy));
+        let r = (|| -> Result<(), String> {
+            progress(
+                a,
+                &format!("fib: {n} routes through FPM (TCP) into the stack"),
+            );
+            let mut bytes = Vec::with_capacity(n * 64);
+            for (i, p) in routes.iter().enumerate() {
+                bytes.extend(encode_route(true, &fpm_route(p, GW[i % 2])));
+            }
+            let mut zebra = connect(at, &stats)?;
+            let (secs, st) = feed(&mut zebra, &bytes, &stats, |st| st.adds >= n as u64)?;
+            if st.routes != n as u64 || st.errors + st.unresolved + st.full > 0 {
+                return Err(format!("bench fib: the table did not load whole: {st:?}"));
+            }
+            rows.push(Row {
+                case: "full table",
+                imp: "mpstack fpm",
+                changes: n,
+                secs,
+                commits: st.commits,
+                compile_ms: st.commit_ns as f64 / 1e6,
+                lookups: None,
+                note: format!(
+                    "{} compilations, the last {:.0} ms",
+                    st.commits,
+                    st.last_commit_ns as f64 / 1e6
+                ),
+            });
+            let check = s.fib();
+            let mut out = [None; 1];
+            let p = routes[n / 2];
+            fib_check(&check, p, &mut out)?;
+
+            progress(
+                a,
+                &format!("fib: lookups alone, then during {nupd} updates"),
+            );
+            let (idle, _) = lookup_rate(s, keys, || {
+                std::thread::sleep(Duration::from_secs(2));
+                Ok(())
+            })?;
+            let mut bytes = Vec::with_capacity(nupd * 64);
+            for (add, p, gw) in updates {
+                bytes.extend(encode_route(*add, &fpm_route(p, *gw)));
+            }
+            let before = *stats.lock().unwrap_or_else(|e| e.into_inner());
+            let adds = updates.iter().filter(|u| u.0).count() as u64;
+            let dels = updates.len() as u64 - adds;
+            let mut fed = None;
+            let (busy, _) = lookup_rate(s, keys, || {
+                fed = Some(feed(&mut zebra, &bytes, &stats, |st| {
+                    st.adds >= before.adds + adds && st.deletes >= before.deletes + dels
+                })?);
+                Ok(())
+            })?;
+            let (secs, st) = fed.expect("fed");
+            if st.routes != n as u64 {
+                return Err(format!("bench fib: routes lost in the updates: {st:?}"));
+            }
+            rows.push(Row {
+                case: "updates",
+                imp: "mpstack fpm",
+                changes: updates.len(),
+                secs,
+                commits: st.commits - before.commits,
+                compile_ms: (st.commit_ns - before.commit_ns) as f64 / 1e6,
+                lookups: Some((idle, busy)),
+                note: format!(
+                    "{} compilations; changes waited at most 4x the last ({:.0} ms)",
+                    st.commits - before.commits,
+                    st.last_commit_ns as f64 / 1e6
+                ),
+            });
+            Ok(())
+        })();
+        stop.store(true, Ordering::Relaxed);
+        let _ = server.join();
+        r
+    });
+    result
+}
+
+/// The rows, as JSON lines (`--json`) or a table.
+fn print_rows(
+    a: &BenchArgs,
+    rows: &[Row],
+    table_name: &str,
+    n: usize,
+    updates: usize,
+    skipped: Option<&str>,
+) {
     if a.json {
-        for r in &rows {
+        for r in rows {
             let (li, lb) = r.lookups.unwrap_or((0.0, 0.0));
             println!(
                 "{{\"bench\":\"fib\",\"case\":\"{}\",\"impl\":\"{}\",\"table\":\"{}\",\"changes\":{},\"secs\":{:.4},\"per_sec\":{:.0},\"compilations\":{},\"compile_ms\":{:.1},\"lookups_idle_mlps\":{:.2},\"lookups_during_mlps\":{:.2}}}",
@@ -703,17 +735,14 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 lb / 1e6
             );
         }
-        if let Some(why) = &skipped {
+        if let Some(why) = skipped {
             println!(
                 "{{\"bench\":\"fib\",\"impl\":\"linux (ip -batch)\",\"skipped\":\"{}\"}}",
                 why.replace('"', "'")
             );
         }
     } else {
-        println!(
-            "table: {table_name}, {n} IPv4 routes; {} updates\n",
-            updates.len()
-        );
+        println!("table: {table_name}, {n} IPv4 routes; {updates} updates\n");
         println!(
             "{:<11} {:<32} {:>9} {:>9} {:>12} {:>9} {:>23}  note",
             "case",
@@ -724,7 +753,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             "compile",
             "lookups Mlps idle/busy"
         );
-        for r in &rows {
+        for r in rows {
             let l = r.lookups.map_or("-".to_string(), |(i, b)| {
                 format!("{:.1} / {:.1} ({:.2}x)", i / 1e6, b / 1e6, b / i)
             });
@@ -745,7 +774,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
                 r.note
             );
         }
-        if let Some(why) = &skipped {
+        if let Some(why) = skipped {
             println!("{:<11} {:<32} skipped ({why})", "", "linux (ip -batch)");
         }
         println!(
@@ -756,7 +785,6 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
              through Stack::fib() and lookup4_raw, on another thread, alone (idle) and during the updates (busy)."
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn fib_check(fib: &route::Fib, p: Prefix4, out: &mut [Option<u32>; 1]) -> Result<(), String> {

@@ -38,6 +38,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod naive;
+mod report;
+use naive::Naive;
+use report::{plot, print_report};
+
 /// The paper's per-phase costs (ns): entry, rule header, microinstruction.
 const PAPER: (f64, f64, f64) = (100.0, 50.0, 12.0);
 const RULE_A: &str = "count icmp from any to any";
@@ -98,229 +103,6 @@ fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     *s
-}
-
-// ---- the naive interpreter -------------------------------------------------------
-
-/// A condition tree.
-enum Cond {
-    Proto(Vec<u8>),
-    Ip4,
-    Ip6,
-    In,
-    Out,
-    Frag,
-    Layer2,
-    Addr {
-        dst: bool,
-        nets: Vec<(IpAddr, IpAddr)>,
-    },
-    Table {
-        dst: bool,
-        name: String,
-    },
-    Ports {
-        dst: bool,
-        ranges: Vec<(u32, u32)>,
-    },
-    Not(Box<Cond>),
-    Or(Vec<Cond>),
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum NAct {
-    Allow,
-    Deny,
-    Count,
-    CheckState,
-}
-
-struct NRule {
-    num: u16,
-    act: NAct,
-    keep: bool,
-    // Deliberately boxed: each condition its own heap node, as a naive AST has.
-    #[allow(clippy::vec_box)]
-    conds: Vec<Box<Cond>>,
-}
-
-type FlowKey = (u8, IpAddr, u16, IpAddr, u16);
-
-struct Naive {
-    rules: Vec<NRule>,
-    tables: HashMap<String, HashMap<IpAddr, u32>>,
-    states: HashMap<FlowKey, usize>,
-    counts: Vec<u64>,
-}
-
-fn masked_eq(a: IpAddr, net: IpAddr, mask: IpAddr) -> bool {
-    match (a, net, mask) {
-        (IpAddr::V4(a), IpAddr::V4(n), IpAddr::V4(m)) => a.to_bits() & m.to_bits() == n.to_bits(),
-        (IpAddr::V6(a), IpAddr::V6(n), IpAddr::V6(m)) => a.to_bits() & m.to_bits() == n.to_bits(),
-        _ => false,
-    }
-}
-
-impl Cond {
-    fn eval(&self, p: &PacketInfo, tables: &HashMap<String, HashMap<IpAddr, u32>>) -> bool {
-        let ports = !p.frag && matches!(p.proto, 6 | 17 | 132);
-        match self {
-            Cond::Proto(l) => l.contains(&p.proto),
-            Cond::Ip4 => p.src.is_ipv4(),
-            Cond::Ip6 => p.src.is_ipv6(),
-            Cond::In => p.dir == fw::Direction::In,
-            Cond::Out => p.dir == fw::Direction::Out,
-            Cond::Frag => p.frag,
-            Cond::Layer2 => p.layer2,
-            Cond::Addr { dst, nets } => {
-                let a = if *dst { p.dst } else { p.src };
-                nets.iter().any(|&(n, m)| masked_eq(a, n, m))
-            }
-            Cond::Table { dst, name } => tables
-                .get(name)
-                .is_some_and(|t| t.contains_key(&if *dst { p.dst } else { p.src })),
-            Cond::Ports { dst, ranges } => {
-                let v = if *dst { p.dport } else { p.sport } as u32;
-                ports && ranges.iter().any(|&(lo, hi)| lo <= v && v <= hi)
-            }
-            Cond::Not(c) => !c.eval(p, tables),
-            Cond::Or(l) => l.iter().any(|c| c.eval(p, tables)),
-        }
-    }
-}
-
-fn flow_key(p: &PacketInfo) -> FlowKey {
-    let (a, b) = ((p.src, p.sport), (p.dst, p.dport));
-    let (x, y) = if a <= b { (a, b) } else { (b, a) };
-    (p.proto, x.0, x.1, y.0, y.1)
-}
-
-impl Naive {
-    /// The naive form of `rs`'s rules (the subset the bench uses) and its tables.
-    fn new(rs: &Ruleset, tables: HashMap<String, HashMap<IpAddr, u32>>) -> Result<Self, String> {
-        use fw::rule::{Action, AddrSpec, OptKind, Proto};
-        let mut rules = Vec::new();
-        for (r, _) in rs.rules() {
-            let mut conds: Vec<Box<Cond>> = Vec::new();
-            match &r.proto {
-                Proto::Any => {}
-                Proto::Ip4 => conds.push(Box::new(Cond::Ip4)),
-                Proto::Ip6 => conds.push(Box::new(Cond::Ip6)),
-                Proto::List(l) => conds.push(Box::new(Cond::Proto(l.clone()))),
-            }
-            for (ep, dst) in [(&r.src, false), (&r.dst, true)] {
-                let c = match &ep.addr {
-                    AddrSpec::Any => None,
-                    AddrSpec::Table(n, None) => Some(Cond::Table {
-                        dst,
-                        name: n.clone(),
-                    }),
-                    AddrSpec::List(l) => Some(Cond::Addr {
-                        dst,
-                        nets: l.iter().map(|m| (m.addr, m.mask)).collect(),
-                    }),
-                    other => return Err(format!("naive: address {other:?} not supported")),
-                };
-                if let Some(c) = c {
-                    conds.push(Box::new(if ep.not { Cond::Not(Box::new(c)) } else { c }));
-                }
-                if let Some(ps) = &ep.ports {
-                    conds.push(Box::new(Cond::Ports {
-                        dst,
-                        ranges: ps.iter().map(|r| (r.lo, r.hi)).collect(),
-                    }));
-                }
-            }
-            let mut keep = false;
-            for block in &r.opts {
-                let mut alts = Vec::new();
-                for o in block {
-                    let c = match &o.kind {
-                        OptKind::KeepState => {
-                            keep = true;
-                            continue;
-                        }
-                        OptKind::Ip4 => Cond::Ip4,
-                        OptKind::Ip6 => Cond::Ip6,
-                        OptKind::In => Cond::In,
-                        OptKind::Out => Cond::Out,
-                        OptKind::Frag => Cond::Frag,
-                        OptKind::Layer2 => Cond::Layer2,
-                        other => return Err(format!("naive: option {other:?} not supported")),
-                    };
-                    alts.push(if o.not { Cond::Not(Box::new(c)) } else { c });
-                }
-                match alts.len() {
-                    0 => {}
-                    1 => conds.push(Box::new(alts.pop().expect("one"))),
-                    _ => conds.push(Box::new(Cond::Or(alts))),
-                }
-            }
-            let act = match r.action {
-                Action::Allow => NAct::Allow,
-                Action::Deny => NAct::Deny,
-                Action::Count => NAct::Count,
-                Action::CheckState => NAct::CheckState,
-                ref other => return Err(format!("naive: action {other:?} not supported")),
-            };
-            rules.push(NRule {
-                num: r.num,
-                act,
-                keep,
-                conds,
-            });
-        }
-        let n = rules.len();
-        Ok(Naive {
-            rules,
-            tables,
-            states: HashMap::new(),
-            counts: vec![0; n + 1],
-        })
-    }
-
-    /// (allow, rule number); the default rule denies.
-    fn eval(&mut self, p: &PacketInfo) -> (bool, u16) {
-        let mut checked = false;
-        let mut i = 0;
-        while i < self.rules.len() {
-            let r = &self.rules[i];
-            if (r.act == NAct::CheckState || r.keep) && !checked {
-                checked = true;
-                if let Some(&j) = self.states.get(&flow_key(p)) {
-                    self.counts[j] += 1;
-                    match self.rules[j].act {
-                        NAct::Allow => return (true, self.rules[j].num),
-                        NAct::Deny => return (false, self.rules[j].num),
-                        _ => {
-                            i = j + 1;
-                            continue;
-                        }
-                    }
-                }
-            }
-            if r.act == NAct::CheckState {
-                i += 1;
-                continue;
-            }
-            // Every condition evaluated, into a fresh vector.
-            let results: Vec<bool> = r.conds.iter().map(|c| c.eval(p, &self.tables)).collect();
-            if results.iter().all(|&b| b) {
-                if r.keep {
-                    self.states.insert(flow_key(p), i);
-                }
-                self.counts[i] += 1;
-                match r.act {
-                    NAct::Allow => return (true, r.num),
-                    NAct::Deny => return (false, r.num),
-                    _ => {}
-                }
-            }
-            i += 1;
-        }
-        *self.counts.last_mut().expect("default") += 1;
-        (false, fw::rule::DEFAULT_RULE)
-    }
 }
 
 // ---- a case: a ruleset, its packets, both evaluators -------------------------------
@@ -948,6 +730,17 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
             }
         }
     }
+    let targets = targets(p, &rows, &fits);
+    Ok(Report {
+        rows,
+        fits,
+        threads2,
+        targets,
+    })
+}
+
+/// The targets, against what the rows and the matrix's fits measured.
+fn targets(p: &Params, rows: &[Row], fits: &[(&str, &str, Phases)]) -> Vec<Target> {
     let ours_fit = fits
         .iter()
         .find(|f| f.0 == "ours" && f.1 == "ns")
@@ -975,7 +768,7 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
         })
         .min_by(|a, b| a.0.total_cmp(&b.0));
     let states = best_mpps(&format!("keep-state-{}", p.states));
-    let targets = vec![
+    vec![
         Target {
             what: "microinstruction",
             via: None,
@@ -1016,13 +809,7 @@ fn run(p: &Params, groups: &[&str], progress: &dyn Fn(&str)) -> Result<Report, S
             limit: 5.0,
             at_most: false,
         },
-    ];
-    Ok(Report {
-        rows,
-        fits,
-        threads2,
-        targets,
-    })
+    ]
 }
 
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
@@ -1069,210 +856,6 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--plot`: ns a packet against rules in the matrix, ours (`eval`) beside the naive
-/// interpreter, for rule A (one microinstruction) and rule B (five).
-fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), String> {
-    use crate::plot::{lines, Axes, Series};
-    let matrix: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.group == "matrix" && r.variant == "eval")
-        .collect();
-    if matrix.is_empty() {
-        return Err(format!(
-            "--plot {}: bench fw plots the matrix, which --skip left out",
-            path.display()
-        ));
-    }
-    let mut counts: Vec<usize> = matrix.iter().map(|r| r.rules).collect();
-    counts.sort_unstable();
-    counts.dedup();
-    let x = |n: usize| counts.iter().position(|&c| c == n).unwrap_or(0) as f64;
-    let mut series = Vec::new();
-    for (tag, what) in [("A", "1 insn"), ("B", "5 insns")] {
-        let of = |r: &&&Row| r.case.starts_with(tag);
-        series.push(Series {
-            name: format!("ours, rule {tag} ({what})"),
-            points: matrix
-                .iter()
-                .filter(of)
-                .map(|r| (x(r.rules), r.ours.ns))
-                .collect(),
-            reference: false,
-        });
-        series.push(Series {
-            name: format!("naive interpreter, rule {tag}"),
-            points: matrix
-                .iter()
-                .filter(of)
-                .filter_map(|r| Some((x(r.rules), r.naive?.ns)))
-                .collect(),
-            reference: false,
-        });
-    }
-    lines(
-        path,
-        &Axes {
-            title: "bench fw: the ipfw evaluator, N count rules the packet all matches".into(),
-            x_desc: "count rules before the default rule".into(),
-            y_desc: "ns a packet (best pass)".into(),
-            x_labels: Some(counts.iter().map(|n| n.to_string()).collect()),
-        },
-        &series,
-    )
-}
-
-/// A JSON number, or null.
-fn jnum(v: Option<f64>, prec: usize) -> String {
-    v.filter(|v| v.is_finite())
-        .map_or("null".into(), |v| format!("{v:.prec$}"))
-}
-
-fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or("-".into(), |v| format!("{v:.prec$}"))
-}
-
-fn print_report(a: &BenchArgs, p: &Params, rep: &Report, hz: Option<f64>) {
-    if a.json {
-        for r in &rep.rows {
-            let naive = r
-                .naive
-                .map(|n| {
-                    format!(
-                        ",\"naive_ns_per_pkt\":{:.3},\"naive_cycles_per_pkt\":{},\"ratio_naive_to_ours\":{:.3}",
-                        n.ns,
-                        jnum(n.cycles, 2),
-                        n.ns / r.ours.ns
-                    )
-                })
-                .unwrap_or_default();
-            println!(
-                "{{\"bench\":\"fw\",\"group\":\"{}\",\"case\":\"{}\",\"variant\":\"{}\",\"rules\":{},\"insns\":{},\"rule_text\":\"{}\",\"ours_ns_per_pkt\":{:.3},\"ours_cycles_per_pkt\":{},\"ours_mpps\":{:.3}{naive},\"agree\":{}}}",
-                r.group,
-                r.case,
-                r.variant,
-                r.rules,
-                r.insns,
-                super::json_escape(&r.rule_text),
-                r.ours.ns,
-                jnum(r.ours.cycles, 2),
-                r.ours.mpps(),
-                r.agree
-            );
-        }
-        if let Some((one, two)) = rep.threads2 {
-            println!(
-                "{{\"bench\":\"fw\",\"group\":\"allow\",\"case\":\"allow-1rule\",\"variant\":\"threads\",\"mpps_1_thread\":{one:.3},\"mpps_2_threads\":{two:.3},\"ratio\":{:.3}}}",
-                two / one.max(1e-9)
-            );
-        }
-        for (imp, unit, f) in &rep.fits {
-            println!(
-                "{{\"bench\":\"fw\",\"what\":\"phase_costs\",\"impl\":\"{imp}\",\"unit\":\"{unit}\",\"entry\":{:.3},\"rule_header\":{:.3},\"microinstruction\":{:.3},\"paper_ns\":[{},{},{}]}}",
-                f.entry, f.rule, f.insn, PAPER.0, PAPER.1, PAPER.2
-            );
-        }
-        for t in &rep.targets {
-            println!(
-                "{{\"bench\":\"fw\",\"target\":\"{}\",\"via\":{},\"value\":{},\"unit\":\"{}\",\"limit\":{},\"at_most\":{},\"met\":{}}}",
-                t.what,
-                t.via.map_or("null".into(), |v| format!("\"{v}\"")),
-                jnum(t.value, 3),
-                t.unit,
-                t.limit,
-                t.at_most,
-                t.met().map_or("null".into(), |m| m.to_string())
-            );
-        }
-        return;
-    }
-    println!(
-        "{:<20} {:<10} {:>5} {:>6} {:>10} {:>9} {:>8} {:>11} {:>9}",
-        "case",
-        "variant",
-        "rules",
-        "insns",
-        "ours ns",
-        "ours cyc",
-        "Mpps",
-        "naive ns",
-        "naive/ours"
-    );
-    for r in &rep.rows {
-        println!(
-            "{:<20} {:<10} {:>5} {:>6} {:>10.2} {:>9} {:>8.2} {:>11} {:>9}",
-            r.case,
-            r.variant,
-            r.rules,
-            r.insns,
-            r.ours.ns,
-            opt(r.ours.cycles, 1),
-            r.ours.mpps(),
-            opt(r.naive.map(|n| n.ns), 2),
-            opt(r.naive.map(|n| n.ns / r.ours.ns), 1),
-        );
-    }
-    if let Some((one, two)) = rep.threads2 {
-        println!(
-            "allow-1rule, eval on pinned threads (mean rate over the run, not best pass): 1 thread {one:.2} Mpps, 2 threads {two:.2} Mpps (x{:.2})",
-            two / one.max(1e-9)
-        );
-    }
-    println!("\nrules used:");
-    let mut seen = Vec::new();
-    for r in &rep.rows {
-        if !seen.contains(&r.case) {
-            println!("  {:<20} {}", r.case, r.rule_text);
-            seen.push(r.case.clone());
-        }
-    }
-    if !rep.fits.is_empty() {
-        println!(
-            "\nper-phase costs (least squares over the matrix; paper: entry {} ns, rule {} ns, microinstruction {} ns on 2009 hardware):",
-            PAPER.0, PAPER.1, PAPER.2
-        );
-        println!(
-            "{:<8} {:<7} {:>10} {:>12} {:>17}",
-            "impl", "unit", "entry", "rule header", "microinstruction"
-        );
-        for (imp, unit, f) in &rep.fits {
-            println!(
-                "{imp:<8} {unit:<7} {:>10.2} {:>12.2} {:>17.2}",
-                f.entry, f.rule, f.insn
-            );
-        }
-    }
-    println!("\ntargets:");
-    for t in &rep.targets {
-        println!(
-            "  {:<40} {:>9} {:<5} (target {} {}) {}",
-            match t.via {
-                // The better of eval and eval_batch: which one it was.
-                Some(v) => format!("{}, {v}", t.what),
-                None => t.what.to_string(),
-            },
-            opt(t.value, 2),
-            t.unit,
-            if t.at_most { "<=" } else { ">=" },
-            t.limit,
-            match t.met() {
-                Some(true) => "met",
-                Some(false) => "MISSED",
-                None => "not measured",
-            }
-        );
-    }
-    println!(
-        "(best ~50 us pass over arrays of {} packets (table: {}, keep-state: {} random flows) within {} s per figure in each of {} interleaved rounds; table entries are hosts of 198.18.0.0/15; {} states; TSC {} MHz; ours and naive agreed on every verdict and counter)",
-        p.pkts,
-        p.pkts.max(p.table_big.min(1 << 16)),
-        p.states.clamp(p.pkts, 1 << 18),
-        p.secs,
-        p.rounds,
-        p.states,
-        opt(hz.map(|h| h / 1e6), 0)
-    );
 }
 
 #[cfg(test)]

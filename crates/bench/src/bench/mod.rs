@@ -253,50 +253,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             if !im.is_throughput() || skipped.iter().any(|(s, _)| *s == im) {
                 continue;
             }
-            let what = match im {
-                Impl::Mpstack => format!("mpstack, {} worker(s) per stack", a.workers),
-                Impl::MpstackPolled => "mpstack, two stacks polled in one thread".into(),
-                Impl::MpstackTso => format!(
-                    "mpstack, {} worker(s) per stack, checksum and segmentation offload",
-                    a.workers
-                ),
-                Impl::MpstackPolledTso => {
-                    "mpstack, two stacks polled in one thread, checksum and segmentation offload"
-                        .into()
-                }
-                Impl::MpstackPolledBig => {
-                    "mpstack, two stacks polled in one thread, 512 KiB segments (BIG TCP), 1 MiB buffers"
-                        .into()
-                }
-                Impl::MpstackZc => format!(
-                    "mpstack, {} worker(s) per stack, zero-copy write_with/read_with",
-                    a.workers
-                ),
-                Impl::MpstackTsoZc => format!(
-                    "mpstack, {} worker(s) per stack, offloads, zero-copy write_with/read_with",
-                    a.workers
-                ),
-                Impl::MpstackPolledBigZc => {
-                    "mpstack, polled in one thread, 512 KiB segments, zero-copy write_with/read_with"
-                        .into()
-                }
-                Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
-                Impl::Smoltcp64k => {
-                    "smoltcp 0.14, two interfaces in one thread, 64 KiB frames".into()
-                }
-                Impl::Smoltcp64kNocsum => {
-                    "smoltcp 0.14, two interfaces in one thread, 64 KiB frames, no checksums".into()
-                }
-                Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
-                Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
-                Impl::TapIn => "Linux -> mpstack over an offload TAP".into(),
-                Impl::TapOut => "mpstack -> Linux over an offload TAP".into(),
-                Impl::TapInPlain => "Linux -> mpstack over a plain TAP".into(),
-                Impl::TapOutPlain => "mpstack -> Linux over a plain TAP".into(),
-                Impl::SmoltcpTapIn => "Linux -> smoltcp 0.14 over its TAP".into(),
-                Impl::SmoltcpTapOut => "smoltcp 0.14 -> Linux over its TAP".into(),
-                Impl::Conns | Impl::Idle => unreachable!("not a throughput row"),
-            };
+            let what = row_what(im, a);
             progress(
                 a,
                 &format!("round {round}/{}: {what}, {} MiB", a.rounds, a.mbytes),
@@ -346,6 +303,58 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     drop(lab);
     drop(tap_labs);
+    let figs = conn_figures(a, &only)?;
+    report(a, &only, &results, &skipped);
+    report_conns(a, &figs);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a throughput row measures, for its progress line.
+fn row_what(im: Impl, a: &BenchArgs) -> String {
+    match im {
+        Impl::Mpstack => format!("mpstack, {} worker(s) per stack", a.workers),
+        Impl::MpstackPolled => "mpstack, two stacks polled in one thread".into(),
+        Impl::MpstackTso => format!(
+            "mpstack, {} worker(s) per stack, checksum and segmentation offload",
+            a.workers
+        ),
+        Impl::MpstackPolledTso => {
+            "mpstack, two stacks polled in one thread, checksum and segmentation offload".into()
+        }
+        Impl::MpstackPolledBig => {
+            "mpstack, two stacks polled in one thread, 512 KiB segments (BIG TCP), 1 MiB buffers"
+                .into()
+        }
+        Impl::MpstackZc => format!(
+            "mpstack, {} worker(s) per stack, zero-copy write_with/read_with",
+            a.workers
+        ),
+        Impl::MpstackTsoZc => format!(
+            "mpstack, {} worker(s) per stack, offloads, zero-copy write_with/read_with",
+            a.workers
+        ),
+        Impl::MpstackPolledBigZc => {
+            "mpstack, polled in one thread, 512 KiB segments, zero-copy write_with/read_with".into()
+        }
+        Impl::Smoltcp => "smoltcp 0.14, two interfaces in one thread".into(),
+        Impl::Smoltcp64k => "smoltcp 0.14, two interfaces in one thread, 64 KiB frames".into(),
+        Impl::Smoltcp64kNocsum => {
+            "smoltcp 0.14, two interfaces in one thread, 64 KiB frames, no checksums".into()
+        }
+        Impl::LinuxLoopback => "Linux kernel TCP over loopback".into(),
+        Impl::LinuxVeth => "Linux kernel TCP over veth between namespaces (iperf3)".into(),
+        Impl::TapIn => "Linux -> mpstack over an offload TAP".into(),
+        Impl::TapOut => "mpstack -> Linux over an offload TAP".into(),
+        Impl::TapInPlain => "Linux -> mpstack over a plain TAP".into(),
+        Impl::TapOutPlain => "mpstack -> Linux over a plain TAP".into(),
+        Impl::SmoltcpTapIn => "Linux -> smoltcp 0.14 over its TAP".into(),
+        Impl::SmoltcpTapOut => "smoltcp 0.14 -> Linux over its TAP".into(),
+        Impl::Conns | Impl::Idle => unreachable!("not a throughput row"),
+    }
+}
+
+/// The connection rows (`conns`, `idle`) among `only`, measured.
+fn conn_figures(a: &BenchArgs, only: &[Impl]) -> Result<ConnFigures, String> {
     let mut figs = ConnFigures::default();
     if only.contains(&Impl::Conns) {
         progress(
@@ -388,9 +397,7 @@ fn tcp(a: &BenchArgs) -> Result<ExitCode, String> {
             &p,
         )?);
     }
-    report(a, &only, &results, &skipped);
-    report_conns(a, &figs);
-    Ok(ExitCode::SUCCESS)
+    Ok(figs)
 }
 
 /// `s` as the inside of a JSON string.
@@ -529,78 +536,85 @@ fn report(a: &BenchArgs, only: &[Impl], results: &[Measurement], skipped: &[(Imp
         println!("ratios: {}", r.join(", "));
     }
     for &im in only {
-        let setup = match im {
-            Impl::Mpstack => format!(
-                "two stacks, {} worker thread(s) each, MTU 1500 memory wire",
-                a.workers
-            ),
-            Impl::MpstackPolled => {
-                "two stacks and both applications polled in one thread, MTU 1500 memory wire".into()
-            }
-            Impl::MpstackTso => format!(
-                "as mpstack, the wire with checksum offload and TSO up to 64 KiB (segments \
-                 received whole), {} worker thread(s) each",
-                a.workers
-            ),
-            Impl::MpstackPolledTso => {
-                "as mpstack-polled, the wire with checksum offload and TSO up to 64 KiB".into()
-            }
-            Impl::MpstackPolledBig => "as mpstack-polled-tso, TSO up to 512 KiB (IP length \
-                                       field 0, as Linux's BIG TCP) and 1 MiB socket buffers \
-                                       each way"
-                .into(),
-            Impl::MpstackZc | Impl::MpstackTsoZc | Impl::MpstackPolledBigZc => format!(
-                "as {}, the sender producing its bytes in the stack's packet buffer \
-                 (TcpStream::write_with, filling what it is lent with the pattern the \
-                 copying row copies), the receiver lent them where they lie \
-                 (TcpStream::read_with, consuming them as the copying row's reader \
-                 does its copy: untouched)",
-                ZERO_COPY
-                    .iter()
-                    .find(|(zc, _)| *zc == im)
-                    .map_or("", |(_, copying)| copying.name())
-            ),
-            Impl::Smoltcp => {
-                "two interfaces polled in one thread, MTU 1500 memory frame queues".into()
-            }
-            Impl::Smoltcp64k => {
-                "two interfaces polled in one thread, MTU 65521 memory frame queues".into()
-            }
-            Impl::Smoltcp64kNocsum => "as smoltcp-64k, checksums neither computed nor \
-                                       verified (ChecksumCapabilities::ignored)"
-                .into(),
-            Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
-            Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
-            Impl::TapIn | Impl::TapOut | Impl::TapInPlain | Impl::TapOutPlain => format!(
-                "an mpstack stack ({} worker thread(s)) on a TAP {}, MTU 1500; Linux's end a \
-                 thread of this process in the TAP's namespace (setns), kernel sockets, no \
-                 pipe; {}",
-                a.workers,
-                if matches!(im, Impl::TapIn | Impl::TapOut) {
-                    "with the virtio-net header's checksum and segmentation offload"
-                } else {
-                    "without offload"
-                },
-                if matches!(im, Impl::TapIn | Impl::TapInPlain) {
-                    "Linux sends, mpstack receives"
-                } else {
-                    "mpstack sends, Linux receives"
-                }
-            ),
-            Impl::SmoltcpTapIn | Impl::SmoltcpTapOut => format!(
-                "smoltcp 0.14 on its own TAP (phy::TunTapInterface, MTU 1500, no offload), \
-                 256 KiB socket buffers, polled in one thread sleeping in phy::wait for its \
-                 poll delay; Linux's end as for the tap rows; {}",
-                if im == Impl::SmoltcpTapIn {
-                    "Linux sends, smoltcp receives"
-                } else {
-                    "smoltcp sends, Linux receives"
-                }
-            ),
-            Impl::Conns | Impl::Idle => continue,
+        let Some(setup) = row_setup(im, a) else {
+            continue;
         };
         println!("({}: {setup})", im.name());
     }
+}
+
+/// How a row was measured, for the notes under the table; none for the
+/// connection rows.
+fn row_setup(im: Impl, a: &BenchArgs) -> Option<String> {
+    let setup: String = match im {
+        Impl::Mpstack => format!(
+            "two stacks, {} worker thread(s) each, MTU 1500 memory wire",
+            a.workers
+        ),
+        Impl::MpstackPolled => {
+            "two stacks and both applications polled in one thread, MTU 1500 memory wire".into()
+        }
+        Impl::MpstackTso => format!(
+            "as mpstack, the wire with checksum offload and TSO up to 64 KiB (segments \
+             received whole), {} worker thread(s) each",
+            a.workers
+        ),
+        Impl::MpstackPolledTso => {
+            "as mpstack-polled, the wire with checksum offload and TSO up to 64 KiB".into()
+        }
+        Impl::MpstackPolledBig => "as mpstack-polled-tso, TSO up to 512 KiB (IP length \
+                                   field 0, as Linux's BIG TCP) and 1 MiB socket buffers \
+                                   each way"
+            .into(),
+        Impl::MpstackZc | Impl::MpstackTsoZc | Impl::MpstackPolledBigZc => format!(
+            "as {}, the sender producing its bytes in the stack's packet buffer \
+             (TcpStream::write_with, filling what it is lent with the pattern the \
+             copying row copies), the receiver lent them where they lie \
+             (TcpStream::read_with, consuming them as the copying row's reader \
+             does its copy: untouched)",
+            ZERO_COPY
+                .iter()
+                .find(|(zc, _)| *zc == im)
+                .map_or("", |(_, copying)| copying.name())
+        ),
+        Impl::Smoltcp => "two interfaces polled in one thread, MTU 1500 memory frame queues".into(),
+        Impl::Smoltcp64k => {
+            "two interfaces polled in one thread, MTU 65521 memory frame queues".into()
+        }
+        Impl::Smoltcp64kNocsum => "as smoltcp-64k, checksums neither computed nor \
+                                   verified (ChecksumCapabilities::ignored)"
+            .into(),
+        Impl::LinuxLoopback => "127.0.0.1, MTU 65536, std::net".into(),
+        Impl::LinuxVeth => "two namespaces, veth MTU 1500, iperf3 (receiver's rate)".into(),
+        Impl::TapIn | Impl::TapOut | Impl::TapInPlain | Impl::TapOutPlain => format!(
+            "an mpstack stack ({} worker thread(s)) on a TAP {}, MTU 1500; Linux's end a \
+             thread of this process in the TAP's namespace (setns), kernel sockets, no \
+             pipe; {}",
+            a.workers,
+            if matches!(im, Impl::TapIn | Impl::TapOut) {
+                "with the virtio-net header's checksum and segmentation offload"
+            } else {
+                "without offload"
+            },
+            if matches!(im, Impl::TapIn | Impl::TapInPlain) {
+                "Linux sends, mpstack receives"
+            } else {
+                "mpstack sends, Linux receives"
+            }
+        ),
+        Impl::SmoltcpTapIn | Impl::SmoltcpTapOut => format!(
+            "smoltcp 0.14 on its own TAP (phy::TunTapInterface, MTU 1500, no offload), \
+             256 KiB socket buffers, polled in one thread sleeping in phy::wait for its \
+             poll delay; Linux's end as for the tap rows; {}",
+            if im == Impl::SmoltcpTapIn {
+                "Linux sends, smoltcp receives"
+            } else {
+                "smoltcp sends, Linux receives"
+            }
+        ),
+        Impl::Conns | Impl::Idle => return None,
+    };
+    Some(setup)
 }
 
 /// The connection figures: lines for people, or one JSON object per result.

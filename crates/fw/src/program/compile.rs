@@ -1,7 +1,7 @@
 //! The compiler: rules as written to a [`Program`]'s flat arrays.
 
 use super::*;
-use crate::rule::{AddrSpec, IfPat, LookupKey, OptKind, Proto, Rule};
+use crate::rule::{AddrSpec, IfPat, LookupKey, Opt, OptKind, Proto, Rule};
 use crate::table::TableType;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -296,100 +296,8 @@ fn compile_rule(
         let n = block.len();
         for (k, o) in block.iter().enumerate() {
             let or = k + 1 < n;
-            let op = match &o.kind {
-                OptKind::KeepState => {
-                    keep = Keep::State;
-                    continue;
-                }
-                OptKind::Limit(m, l) => {
-                    keep = Keep::Limit(*m, *l);
-                    continue;
-                }
-                OptKind::Tag(a) => {
-                    tag = Some((false, *a));
-                    continue;
-                }
-                OptKind::Untag(a) => {
-                    tag = Some((true, *a));
-                    continue;
-                }
-                OptKind::In => Op::In,
-                OptKind::Out => Op::Out,
-                OptKind::Via(p) | OptKind::Recv(p) | OptKind::Xmit(p) => {
-                    let which = match o.kind {
-                        OptKind::Via(_) => IfWhich::Via,
-                        OptKind::Recv(_) => IfWhich::Recv,
-                        _ => IfWhich::Xmit,
-                    };
-                    let operand = match p {
-                        IfPat::Any => IfOperand::Any,
-                        IfPat::Name(nm) => {
-                            let name = IfName::new(nm).ok_or_else(|| {
-                                CompileError::Invalid(format!("interface name too long: {nm}"))
-                            })?;
-                            b.ifnames.push(name);
-                            IfOperand::Name(b.ifnames.len() as u32 - 1)
-                        }
-                        IfPat::Table(t) => {
-                            IfOperand::Table(table_idx(tables, t, "iface", is_iface)?)
-                        }
-                    };
-                    Op::Iface(which, operand)
-                }
-                OptKind::Setup => Op::Setup,
-                OptKind::Established => Op::Established,
-                OptKind::TcpFlags(f) => Op::TcpFlags(*f),
-                OptKind::Frag => Op::Frag,
-                OptKind::IcmpTypes(rs) => {
-                    let mut bits = 0u32;
-                    for x in rs {
-                        for t in x.lo..=x.hi.min(31) {
-                            bits |= 1 << t;
-                        }
-                    }
-                    Op::IcmpTypes(bits)
-                }
-                OptKind::Icmp6Types(rs) => {
-                    let mut bits = [0u64; 4];
-                    for x in rs {
-                        for t in x.lo..=x.hi.min(255) {
-                            bits[t as usize / 64] |= 1 << (t % 64);
-                        }
-                    }
-                    b.icmp6.push(bits);
-                    Op::Icmp6Types(b.icmp6.len() as u32 - 1)
-                }
-                OptKind::Ip4 => Op::Ip4,
-                OptKind::Ip6 => Op::Ip6,
-                OptKind::Tagged(rs) => Op::Tagged(b.span(rs)),
-                OptKind::IpLen(rs) => Op::IpLen(b.span(rs)),
-                OptKind::IpTtl(rs) => Op::IpTtl(b.span(rs)),
-                OptKind::IpTos(f) => Op::IpTos(*f),
-                OptKind::Dscp(rs) => {
-                    let mut bits = 0u64;
-                    for x in rs {
-                        for t in x.lo..=x.hi.min(63) {
-                            bits |= 1 << t;
-                        }
-                    }
-                    Op::Dscp(bits)
-                }
-                OptKind::TcpOptions(f) => Op::TcpOptions(*f),
-                OptKind::TcpWin(rs) => Op::TcpWin(b.span(rs)),
-                OptKind::TcpDataLen(rs) => Op::TcpDataLen(b.span(rs)),
-                OptKind::Mac(d, s) => {
-                    b.macs.push((*d, *s));
-                    Op::Mac(b.macs.len() as u32 - 1)
-                }
-                OptKind::MacType(rs) => Op::MacType(b.span(rs)),
-                OptKind::Layer2 => Op::Layer2,
-                OptKind::Antispoof => Op::Antispoof,
-                OptKind::Verrevpath => Op::Verrevpath,
-                OptKind::Lookup(k, t) => Op::LookupPort {
-                    dst: *k == LookupKey::DstPort,
-                    table: table_idx(tables, t, "number", is_number)?,
-                },
-                OptKind::Flow(t) => Op::Flow(table_idx(tables, t, "flow", is_flow)?),
+            let Some(op) = opt_op(b, o, tables, &mut keep, &mut tag)? else {
+                continue;
             };
             b.push(op, o.not, or);
         }
@@ -433,4 +341,109 @@ fn compile_rule(
             _ => 0,
         },
     })
+}
+
+/// Option `o`'s instruction; `None` for the options that are not a match but set
+/// the rule's `keep` (keep-state, limit) or `tag` (tag, untag).
+fn opt_op(
+    b: &mut Builder,
+    o: &Opt,
+    tables: &[TableRef],
+    keep: &mut Keep,
+    tag: &mut Option<(bool, Arg)>,
+) -> Result<Option<Op>, CompileError> {
+    let op = match &o.kind {
+        OptKind::KeepState => {
+            *keep = Keep::State;
+            return Ok(None);
+        }
+        OptKind::Limit(m, l) => {
+            *keep = Keep::Limit(*m, *l);
+            return Ok(None);
+        }
+        OptKind::Tag(a) => {
+            *tag = Some((false, *a));
+            return Ok(None);
+        }
+        OptKind::Untag(a) => {
+            *tag = Some((true, *a));
+            return Ok(None);
+        }
+        OptKind::In => Op::In,
+        OptKind::Out => Op::Out,
+        OptKind::Via(p) | OptKind::Recv(p) | OptKind::Xmit(p) => {
+            let which = match o.kind {
+                OptKind::Via(_) => IfWhich::Via,
+                OptKind::Recv(_) => IfWhich::Recv,
+                _ => IfWhich::Xmit,
+            };
+            let operand = match p {
+                IfPat::Any => IfOperand::Any,
+                IfPat::Name(nm) => {
+                    let name = IfName::new(nm).ok_or_else(|| {
+                        CompileError::Invalid(format!("interface name too long: {nm}"))
+                    })?;
+                    b.ifnames.push(name);
+                    IfOperand::Name(b.ifnames.len() as u32 - 1)
+                }
+                IfPat::Table(t) => IfOperand::Table(table_idx(tables, t, "iface", is_iface)?),
+            };
+            Op::Iface(which, operand)
+        }
+        OptKind::Setup => Op::Setup,
+        OptKind::Established => Op::Established,
+        OptKind::TcpFlags(f) => Op::TcpFlags(*f),
+        OptKind::Frag => Op::Frag,
+        OptKind::IcmpTypes(rs) => {
+            let mut bits = 0u32;
+            for x in rs {
+                for t in x.lo..=x.hi.min(31) {
+                    bits |= 1 << t;
+                }
+            }
+            Op::IcmpTypes(bits)
+        }
+        OptKind::Icmp6Types(rs) => {
+            let mut bits = [0u64; 4];
+            for x in rs {
+                for t in x.lo..=x.hi.min(255) {
+                    bits[t as usize / 64] |= 1 << (t % 64);
+                }
+            }
+            b.icmp6.push(bits);
+            Op::Icmp6Types(b.icmp6.len() as u32 - 1)
+        }
+        OptKind::Ip4 => Op::Ip4,
+        OptKind::Ip6 => Op::Ip6,
+        OptKind::Tagged(rs) => Op::Tagged(b.span(rs)),
+        OptKind::IpLen(rs) => Op::IpLen(b.span(rs)),
+        OptKind::IpTtl(rs) => Op::IpTtl(b.span(rs)),
+        OptKind::IpTos(f) => Op::IpTos(*f),
+        OptKind::Dscp(rs) => {
+            let mut bits = 0u64;
+            for x in rs {
+                for t in x.lo..=x.hi.min(63) {
+                    bits |= 1 << t;
+                }
+            }
+            Op::Dscp(bits)
+        }
+        OptKind::TcpOptions(f) => Op::TcpOptions(*f),
+        OptKind::TcpWin(rs) => Op::TcpWin(b.span(rs)),
+        OptKind::TcpDataLen(rs) => Op::TcpDataLen(b.span(rs)),
+        OptKind::Mac(d, s) => {
+            b.macs.push((*d, *s));
+            Op::Mac(b.macs.len() as u32 - 1)
+        }
+        OptKind::MacType(rs) => Op::MacType(b.span(rs)),
+        OptKind::Layer2 => Op::Layer2,
+        OptKind::Antispoof => Op::Antispoof,
+        OptKind::Verrevpath => Op::Verrevpath,
+        OptKind::Lookup(k, t) => Op::LookupPort {
+            dst: *k == LookupKey::DstPort,
+            table: table_idx(tables, t, "number", is_number)?,
+        },
+        OptKind::Flow(t) => Op::Flow(table_idx(tables, t, "flow", is_flow)?),
+    };
+    Ok(Some(op))
 }

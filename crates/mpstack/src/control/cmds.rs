@@ -551,14 +551,15 @@ fn forwarding_get(node: &Node<'_>, v6: bool) -> bool {
     })
 }
 
-fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
-    let _g = node.sysctl.lock().unwrap_or_else(|e| e.into_inner());
-    let mut listing: Vec<(String, String)> = Vec::new();
-    let mut changes: Vec<String> = Vec::new();
-    let tcp = node.stack.tcp_config();
-    let sr = node.stack.source_routing();
-    let mut all = crate::sysctl::list(&tcp);
-    all.extend(crate::sysctl::list_ip(&sr));
+/// Every tunable the node has and its value, sorted: TCP's, IP's, forwarding,
+/// the firewall's and dummynet's.
+fn sysctl_all(
+    node: &Node<'_>,
+    tcp: &net::tcp::TcpConfig,
+    sr: &net::SourceRouting,
+) -> Vec<(String, String)> {
+    let mut all = crate::sysctl::list(tcp);
+    all.extend(crate::sysctl::list_ip(sr));
     all.push((
         "net.inet.ip.forwarding".into(),
         u8::from(forwarding_get(node, false)).to_string(),
@@ -593,6 +594,28 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         all.extend(crate::sysctl::list_dummynet(&f.dummynet_limits()));
     }
     all.sort();
+    all
+}
+
+/// The changes a `sysctl` command asks for, all checked before any is made.
+struct SysctlChanges {
+    tcp: net::tcp::TcpConfig,
+    sr: net::SourceRouting,
+    /// IP forwarding, (IPv6, on), on every interface.
+    fwd: Vec<(bool, bool)>,
+    log_limit: Option<u32>,
+    dn_limits: Option<fw::dummynet::DnLimits>,
+    dbcast: Option<bool>,
+    fw_on: Option<bool>,
+}
+
+fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
+    let _g = node.sysctl.lock().unwrap_or_else(|e| e.into_inner());
+    let mut listing: Vec<(String, String)> = Vec::new();
+    let mut changes: Vec<String> = Vec::new();
+    let tcp = node.stack.tcp_config();
+    let sr = node.stack.source_routing();
+    let all = sysctl_all(node, &tcp, &sr);
     let words: Vec<&str> = args
         .iter()
         .copied()
@@ -604,81 +627,20 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         listing = all.clone();
     }
     // Check every change before making any: all or nothing.
-    let mut new_tcp = tcp;
-    let mut new_sr = sr;
-    let mut fwd: Vec<(bool, bool)> = Vec::new();
-    let mut log_limit: Option<u32> = None;
-    let mut dn_limits = node.ipfw().map(|f| f.dummynet_limits());
-    let mut dbcast: Option<bool> = None;
-    let mut fw_on: Option<bool> = None;
+    let mut ch = SysctlChanges {
+        tcp,
+        sr,
+        fwd: Vec::new(),
+        log_limit: None,
+        dn_limits: node.ipfw().map(|f| f.dummynet_limits()),
+        dbcast: None,
+        fw_on: None,
+    };
     for w in words.iter().filter(|w| **w != "-a") {
-        if let Some(said) = crate::sysctl::apply_ip(&mut new_sr, w) {
+        if let Some(said) = crate::sysctl::apply_ip(&mut ch.sr, w) {
             changes.push(said.map_err(|e| fail(format!("sysctl: {e}")))?);
         } else if let Some((name, value)) = w.split_once('=') {
-            if let Some(lim) = &mut dn_limits {
-                if let Some(said) = crate::sysctl::apply_dummynet(lim, w) {
-                    changes.push(said.map_err(|e| fail(format!("sysctl: {e}")))?);
-                    continue;
-                }
-            }
-            match name {
-                "net.inet.ip.forwarding" | "net.inet6.ip6.forwarding" => {
-                    let v6 = name.starts_with("net.inet6");
-                    let on = match value {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(fail(format!("sysctl: {name}: '{value}' is not 0 or 1"))),
-                    };
-                    changes.push(format!(
-                        "{name}: {} -> {}",
-                        u8::from(forwarding_get(node, v6)),
-                        u8::from(on)
-                    ));
-                    fwd.push((v6, on));
-                }
-                "net.inet.ip.directed-broadcast" | "net.inet.ip.fw.enable" => {
-                    let on = match value {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(fail(format!("sysctl: {name}: '{value}' is not 0 or 1"))),
-                    };
-                    let was = if name.ends_with("enable") {
-                        fw_on = Some(on);
-                        node.fw.enabled()
-                    } else {
-                        dbcast = Some(on);
-                        node.stack.directed_broadcast()
-                    };
-                    changes.push(format!("{name}: {} -> {}", u8::from(was), u8::from(on)));
-                }
-                "net.inet.ip.fw.dyn_count" | "net.inet.ip.fw.dyn_max" if node.ipfw().is_some() => {
-                    return Err(fail(format!(
-                        "sysctl: {name}: read-only (the state table is allocated whole when the firewall starts)"
-                    )));
-                }
-                "net.inet.ip.fw.verbose_limit" if node.ipfw().is_some() => {
-                    let n: u32 = value.parse().map_err(|_| {
-                        fail(format!(
-                            "sysctl: {name}: '{value}' is not a number of lines"
-                        ))
-                    })?;
-                    changes.push(format!(
-                        "{name}: {} -> {n}",
-                        node.ipfw().map_or(0, |f| f.log_limit())
-                    ));
-                    log_limit = Some(n);
-                }
-                _ => {
-                    let said = crate::sysctl::apply(&mut new_tcp, w).map_err(|e| {
-                        if e.starts_with("unknown name") {
-                            fail(format!("sysctl: unknown oid '{name}'"))
-                        } else {
-                            fail(format!("sysctl: {e}"))
-                        }
-                    })?;
-                    changes.push(said);
-                }
-            }
+            changes.push(sysctl_set(node, w, name, value, &mut ch)?);
         } else {
             let hits: Vec<&(String, String)> = all
                 .iter()
@@ -690,35 +652,7 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
             listing.extend(hits.into_iter().cloned());
         }
     }
-    if new_tcp != tcp {
-        node.stack.set_tcp_config(new_tcp);
-    }
-    if new_sr != sr {
-        node.stack.set_source_routing(new_sr);
-    }
-    if let (Some(n), Some(f)) = (log_limit, node.ipfw()) {
-        f.set_log_limit(n);
-    }
-    if let (Some(l), Some(f)) = (dn_limits, node.ipfw()) {
-        f.set_dummynet_limits(l);
-    }
-    if let Some(on) = dbcast {
-        node.stack.set_directed_broadcast(on);
-    }
-    if let Some(on) = fw_on {
-        node.fw
-            .set_enabled(node.stack, on)
-            .map_err(|e| fail(format!("sysctl: net.inet.ip.fw.enable: {e}")))?;
-    }
-    for (v6, on) in fwd {
-        for i in node.stack.interfaces() {
-            let (f4, f6) = (i.forwarding.inet(), i.forwarding.inet6());
-            let (n4, n6) = if v6 { (f4, on) } else { (on, f6) };
-            node.stack
-                .set_forwarding(i.index, n4, n6)
-                .map_err(|e| fail(format!("sysctl: {e}")))?;
-        }
-    }
+    sysctl_apply(node, &tcp, &sr, ch)?;
     if json {
         let mut m = serde_json::Map::new();
         for (n, v) in &listing {
@@ -744,6 +678,116 @@ fn sysctl(node: &Node<'_>, args: &[&str], json: bool, conn: &mut Conn) -> Res {
         }
     }
     put(conn, &s)
+}
+
+/// `NAME=VALUE` (`w`) checked and taken into `ch`: what it will change, said.
+fn sysctl_set(
+    node: &Node<'_>,
+    w: &str,
+    name: &str,
+    value: &str,
+    ch: &mut SysctlChanges,
+) -> Result<String, Fail> {
+    if let Some(lim) = &mut ch.dn_limits {
+        if let Some(said) = crate::sysctl::apply_dummynet(lim, w) {
+            return said.map_err(|e| fail(format!("sysctl: {e}")));
+        }
+    }
+    match name {
+        "net.inet.ip.forwarding" | "net.inet6.ip6.forwarding" => {
+            let v6 = name.starts_with("net.inet6");
+            let on = match value {
+                "0" => false,
+                "1" => true,
+                _ => return Err(fail(format!("sysctl: {name}: '{value}' is not 0 or 1"))),
+            };
+            ch.fwd.push((v6, on));
+            Ok(format!(
+                "{name}: {} -> {}",
+                u8::from(forwarding_get(node, v6)),
+                u8::from(on)
+            ))
+        }
+        "net.inet.ip.directed-broadcast" | "net.inet.ip.fw.enable" => {
+            let on = match value {
+                "0" => false,
+                "1" => true,
+                _ => return Err(fail(format!("sysctl: {name}: '{value}' is not 0 or 1"))),
+            };
+            let was = if name.ends_with("enable") {
+                ch.fw_on = Some(on);
+                node.fw.enabled()
+            } else {
+                ch.dbcast = Some(on);
+                node.stack.directed_broadcast()
+            };
+            Ok(format!("{name}: {} -> {}", u8::from(was), u8::from(on)))
+        }
+        "net.inet.ip.fw.dyn_count" | "net.inet.ip.fw.dyn_max" if node.ipfw().is_some() => {
+            Err(fail(format!(
+                "sysctl: {name}: read-only (the state table is allocated whole when the firewall starts)"
+            )))
+        }
+        "net.inet.ip.fw.verbose_limit" if node.ipfw().is_some() => {
+            let n: u32 = value.parse().map_err(|_| {
+                fail(format!(
+                    "sysctl: {name}: '{value}' is not a number of lines"
+                ))
+            })?;
+            ch.log_limit = Some(n);
+            Ok(format!(
+                "{name}: {} -> {n}",
+                node.ipfw().map_or(0, |f| f.log_limit())
+            ))
+        }
+        _ => crate::sysctl::apply(&mut ch.tcp, w).map_err(|e| {
+            if e.starts_with("unknown name") {
+                fail(format!("sysctl: unknown oid '{name}'"))
+            } else {
+                fail(format!("sysctl: {e}"))
+            }
+        }),
+    }
+}
+
+/// The changes of `ch` made, those that differ from the tunables as they were
+/// (`tcp`, `sr`).
+fn sysctl_apply(
+    node: &Node<'_>,
+    tcp: &net::tcp::TcpConfig,
+    sr: &net::SourceRouting,
+    ch: SysctlChanges,
+) -> Res {
+    if ch.tcp != *tcp {
+        node.stack.set_tcp_config(ch.tcp);
+    }
+    if ch.sr != *sr {
+        node.stack.set_source_routing(ch.sr);
+    }
+    if let (Some(n), Some(f)) = (ch.log_limit, node.ipfw()) {
+        f.set_log_limit(n);
+    }
+    if let (Some(l), Some(f)) = (ch.dn_limits, node.ipfw()) {
+        f.set_dummynet_limits(l);
+    }
+    if let Some(on) = ch.dbcast {
+        node.stack.set_directed_broadcast(on);
+    }
+    if let Some(on) = ch.fw_on {
+        node.fw
+            .set_enabled(node.stack, on)
+            .map_err(|e| fail(format!("sysctl: net.inet.ip.fw.enable: {e}")))?;
+    }
+    for (v6, on) in ch.fwd {
+        for i in node.stack.interfaces() {
+            let (f4, f6) = (i.forwarding.inet(), i.forwarding.inet6());
+            let (n4, n6) = if v6 { (f4, on) } else { (on, f6) };
+            node.stack
+                .set_forwarding(i.index, n4, n6)
+                .map_err(|e| fail(format!("sysctl: {e}")))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

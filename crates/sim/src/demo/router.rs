@@ -159,10 +159,68 @@ pub const HOSTS: [(&str, &str, &str, &str); 5] = [
     ("charlie", "lan2", "198.18.2.10/24", "2001:2:2::10/64"),
 ];
 
+/// The demo's four hosts.
+#[derive(Clone, Copy)]
+struct Hosts {
+    alpha: HostId,
+    bravo: HostId,
+    router: HostId,
+    charlie: HostId,
+}
+
+/// (host, interface name) -> link, for sorting frames by link.
+type Links = Vec<(String, String, &'static str)>;
+
 /// Runs the demo.
 pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
     let mut sim = Sim::new(cfg.seed);
     sim.enable_trace();
+    let (h, links) = topology(&mut sim, cfg)?;
+    let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), cfg.workers)?;
+    fw.load(RULES)?;
+    sim.host(h.router).attach_ipfw(&fw);
+
+    let mut frames: Vec<TraceRecord> = Vec::new();
+    // Duplicate address detection: the IPv6 addresses are usable once it is done.
+    sim.run_for(Duration::from_secs(2));
+    let (rtt_router, rtt_far) = pings(&mut sim, h)?;
+    let udp6_echoed = udp6_echo(&mut sim, h)?;
+    frames.extend(sim.take_trace());
+    let traceroute = traceroute(&mut sim, h, &mut frames)?;
+    let telnet = telnet(&mut sim, h)?;
+    let (received, intact, transfer_time) = transfer(&mut sim, h, cfg)?;
+    frames.extend(sim.take_trace());
+
+    let frames = frames
+        .into_iter()
+        .map(|r| {
+            let link = links
+                .iter()
+                .find(|l| l.0 == r.host && l.1 == r.ifname)
+                .map_or("?", |l| l.2);
+            (link, r)
+        })
+        .collect();
+    Ok(RouterReport {
+        sim,
+        router: h.router,
+        fw,
+        frames,
+        rtt_router,
+        rtt_far,
+        udp6_echoed,
+        traceroute,
+        telnet,
+        received,
+        intact,
+        transfer_time,
+        transfer_bytes: cfg.transfer_bytes,
+    })
+}
+
+/// The LANs and hosts, their addresses, the router's forwarding and the others'
+/// default routes through it.
+fn topology(sim: &mut Sim, cfg: &RouterConfig) -> Result<(Hosts, Links), String> {
     let lan = || WireConfig {
         impair: dev::impair::Impairments {
             delay: LAN_DELAY,
@@ -171,20 +229,21 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
         ..WireConfig::default()
     };
     let lans = [("lan1", sim.add_hub(lan())), ("lan2", sim.add_hub(lan()))];
-    let alpha = sim.add_host("alpha", cfg.workers);
-    let bravo = sim.add_host("bravo", cfg.workers);
-    let router = sim.add_host("router", cfg.workers);
-    let charlie = sim.add_host("charlie", cfg.workers);
-    let by_name = |n: &str| match n {
-        "alpha" => alpha,
-        "bravo" => bravo,
-        "router" => router,
-        _ => charlie,
+    let h = Hosts {
+        alpha: sim.add_host("alpha", cfg.workers),
+        bravo: sim.add_host("bravo", cfg.workers),
+        router: sim.add_host("router", cfg.workers),
+        charlie: sim.add_host("charlie", cfg.workers),
     };
-    // (host, interface name) -> link, for sorting frames by link.
-    let mut links: Vec<(String, String, &'static str)> = Vec::new();
+    let by_name = |n: &str| match n {
+        "alpha" => h.alpha,
+        "bravo" => h.bravo,
+        "router" => h.router,
+        _ => h.charlie,
+    };
+    let mut links: Links = Vec::new();
     for (host, lan_name, v4, v6) in HOSTS {
-        let h = by_name(host);
+        let hid = by_name(host);
         let hub = lans
             .iter()
             .find(|l| l.0 == lan_name)
@@ -194,15 +253,15 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
         } else {
             "em0"
         };
-        let i = sim.connect_named(h, hub, v4, ifname);
+        let i = sim.connect_named(hid, hub, v4, ifname);
         let a6 = v6.parse().map_err(|e| format!("{v6}: {e}"))?;
-        sim.host(h)
+        sim.host(hid)
             .add_address6(i, a6)
             .map_err(|e| format!("{host} {v6}: {e}"))?;
         links.push((host.to_string(), ifname.to_string(), lan_name));
     }
-    for i in sim.host(router).interfaces() {
-        sim.host(router)
+    for i in sim.host(h.router).interfaces() {
+        sim.host(h.router)
             .set_forwarding(i.index, true, true)
             .map_err(|e| e.to_string())?;
     }
@@ -213,26 +272,22 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
             .add_route_via(d, g)
             .map_err(|e| format!("{dst} via {gw}: {e}"))
     };
-    for (h, gw4, gw6) in [
-        (alpha, "198.18.1.1", "2001:2:1::1"),
-        (bravo, "198.18.1.1", "2001:2:1::1"),
-        (charlie, "198.18.2.1", "2001:2:2::1"),
+    for (host, gw4, gw6) in [
+        (h.alpha, "198.18.1.1", "2001:2:1::1"),
+        (h.bravo, "198.18.1.1", "2001:2:1::1"),
+        (h.charlie, "198.18.2.1", "2001:2:2::1"),
     ] {
-        via(&sim, h, "0.0.0.0/0", gw4)?;
-        via(&sim, h, "::/0", gw6)?;
+        via(sim, host, "0.0.0.0/0", gw4)?;
+        via(sim, host, "::/0", gw6)?;
     }
-    let fw = net::ipfw::Ipfw::new(fw::RulesetConfig::default(), cfg.workers)?;
-    fw.load(RULES)?;
-    sim.host(router).attach_ipfw(&fw);
+    Ok((h, links))
+}
 
-    let mut frames: Vec<TraceRecord> = Vec::new();
-    // Duplicate address detection: the IPv6 addresses are usable once it is done.
-    sim.run_for(Duration::from_secs(2));
-
-    // Ping: the router's near address, then charlie through both pipes. The first
-    // echo of each resolves the neighbours; the second is the one measured.
+/// Ping: the router's near address, then charlie through both pipes. The first
+/// echo of each resolves the neighbours; the second is the one measured.
+fn pings(sim: &mut Sim, h: Hosts) -> Result<(Option<Duration>, Option<Duration>), String> {
     let ping = sim
-        .host(alpha)
+        .host(h.alpha)
         .ping_socket(0x4d50)
         .map_err(|e| e.to_string())?;
     ping.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -250,36 +305,40 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
         sim.run_for(Duration::from_millis(100));
         rtt
     };
-    rtt(&mut sim, ROUTER_LAN1, 1);
-    rtt(&mut sim, CHARLIE, 2);
-    let rtt_router = rtt(&mut sim, ROUTER_LAN1, 3);
-    let rtt_far = rtt(&mut sim, CHARLIE, 4);
+    rtt(sim, ROUTER_LAN1, 1);
+    rtt(sim, CHARLIE, 2);
+    let rtt_router = rtt(sim, ROUTER_LAN1, 3);
+    let rtt_far = rtt(sim, CHARLIE, 4);
+    Ok((rtt_router, rtt_far))
+}
 
-    // UDP over IPv6: alpha to charlie's echo port, and back.
+/// UDP over IPv6: alpha to charlie's echo port, and back.
+fn udp6_echo(sim: &mut Sim, h: Hosts) -> Result<bool, String> {
     let echo = sim
-        .host(charlie)
+        .host(h.charlie)
         .udp_bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 7)))
         .map_err(|e| e.to_string())?;
     echo.set_nonblocking(true).map_err(|e| e.to_string())?;
     let c6 = sim
-        .host(alpha)
+        .host(h.alpha)
         .udp_bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)))
         .map_err(|e| e.to_string())?;
     c6.set_nonblocking(true).map_err(|e| e.to_string())?;
     let msg = b"hello over IPv6";
     let _ = c6.send_to(msg, SocketAddr::from((CHARLIE6, 7)));
-    let udp6_echoed = sim.run_until(Duration::from_secs(2), |_| {
+    Ok(sim.run_until(Duration::from_secs(2), |_| {
         let mut b = [0u8; 64];
         while let Ok((n, from)) = echo.recv_from(&mut b) {
             let _ = echo.send_to(&b[..n], from);
         }
         matches!(c6.recv_from(&mut b), Ok((n, _)) if &b[..n] == msg)
-    });
+    }))
+}
 
-    // traceroute: one UDP probe per TTL to an unused port, until one reaches it.
-    frames.extend(sim.take_trace());
+/// traceroute: one UDP probe per TTL to an unused port, until one reaches it.
+fn traceroute(sim: &mut Sim, h: Hosts, frames: &mut Vec<TraceRecord>) -> Result<Vec<Hop>, String> {
     let probe = sim
-        .host(alpha)
+        .host(h.alpha)
         .udp_bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))
         .map_err(|e| e.to_string())?;
     let mut traceroute = Vec::new();
@@ -306,17 +365,20 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
             break;
         }
     }
+    Ok(traceroute)
+}
 
-    // The firewall: bravo's telnet to charlie (who listens) is reset by rule 100.
+/// The firewall: bravo's telnet to charlie (who listens) is reset by rule 100.
+fn telnet(sim: &mut Sim, h: Hosts) -> Result<Option<std::io::ErrorKind>, String> {
     let telnet_srv = sim
-        .host(charlie)
+        .host(h.charlie)
         .tcp_listen(SocketAddr::from((CHARLIE, 23)), 8)
         .map_err(|e| e.to_string())?;
     telnet_srv
         .set_nonblocking(true)
         .map_err(|e| e.to_string())?;
     let telnet_cli = sim
-        .host(bravo)
+        .host(h.bravo)
         .tcp_connect_nonblocking(SocketAddr::from((CHARLIE, 23)))
         .map_err(|e| e.to_string())?;
     let mut telnet = None;
@@ -324,23 +386,32 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
         telnet = telnet_cli.take_error().ok().flatten().map(|e| e.kind());
         telnet.is_some()
     });
+    Ok(telnet)
+}
 
-    // TCP: alpha sends charlie a seeded pattern through pipe 1.
+/// TCP: alpha sends charlie a seeded pattern through pipe 1: the bytes received,
+/// whether they are those sent, all of them, and the time they took.
+fn transfer(
+    sim: &mut Sim,
+    h: Hosts,
+    cfg: &RouterConfig,
+) -> Result<(usize, bool, Duration), String> {
     let mut rng = dev::rng::Rng::new(cfg.seed ^ 0x7472_616e_7366_6572);
     let data: Vec<u8> = (0..cfg.transfer_bytes)
         .map(|_| rng.next_u32() as u8)
         .collect();
     let l = sim
-        .host(charlie)
+        .host(h.charlie)
         .tcp_listen(SocketAddr::from((CHARLIE, 5001)), 8)
         .map_err(|e| e.to_string())?;
     l.set_nonblocking(true).map_err(|e| e.to_string())?;
     let start = sim.now();
     let c = sim
-        .host(alpha)
+        .host(h.alpha)
         .tcp_connect_nonblocking(SocketAddr::from((CHARLIE, 5001)))
         .map_err(|e| e.to_string())?;
     c.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 65536];
     let (mut sent, mut received, mut intact) = (0usize, 0usize, true);
     let mut srv = None;
     let mut end = start;
@@ -377,33 +448,11 @@ pub fn run(cfg: &RouterConfig) -> Result<RouterReport, String> {
     }
     let _ = c.shutdown(std::net::Shutdown::Both);
     sim.run_for(Duration::from_millis(500));
-    frames.extend(sim.take_trace());
-
-    let frames = frames
-        .into_iter()
-        .map(|r| {
-            let link = links
-                .iter()
-                .find(|l| l.0 == r.host && l.1 == r.ifname)
-                .map_or("?", |l| l.2);
-            (link, r)
-        })
-        .collect();
-    Ok(RouterReport {
-        sim,
-        router,
-        fw,
-        frames,
-        rtt_router,
-        rtt_far,
-        udp6_echoed,
-        traceroute,
-        telnet,
+    Ok((
         received,
-        intact: intact && received == data.len(),
-        transfer_time: end.saturating_duration_since(start),
-        transfer_bytes: cfg.transfer_bytes,
-    })
+        intact && received == data.len(),
+        end.saturating_duration_since(start),
+    ))
 }
 
 /// A frame the router sends alpha on lan1 answering the probe to `port`: when it

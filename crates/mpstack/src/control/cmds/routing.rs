@@ -30,27 +30,34 @@ pub(super) fn route(
     }
 }
 
-/// `route add|delete|change`.
-pub(super) fn route_change(node: &Node<'_>, sub: &str, args: &[&str], conn: &mut Conn) -> Res {
-    let sub = if sub == "del" { "delete" } else { sub };
-    let (mut v6, mut host, mut net) = (false, false, false);
-    let mut kind = None;
-    let mut via_if: Option<&str> = None;
-    let mut mask: Option<u8> = None;
-    let mut words: Vec<&str> = Vec::new();
+/// The options and words of `route add|delete|change`.
+#[derive(Default)]
+struct RouteOpts<'a> {
+    v6: bool,
+    host: bool,
+    net: bool,
+    kind: Option<route::NhKind>,
+    via_if: Option<&'a str>,
+    mask: Option<u8>,
+    /// DEST [GATEWAY].
+    words: Vec<&'a str>,
+}
+
+fn route_opts<'a>(args: &[&'a str]) -> Result<RouteOpts<'a>, Fail> {
+    let mut o = RouteOpts::default();
     let mut k = 0;
     while k < args.len() {
         match args[k] {
-            "-inet" => v6 = false,
-            "-inet6" => v6 = true,
-            "-net" => net = true,
-            "-host" => host = true,
-            "-blackhole" => kind = Some(route::NhKind::Blackhole),
-            "-reject" => kind = Some(route::NhKind::Reject),
+            "-inet" => o.v6 = false,
+            "-inet6" => o.v6 = true,
+            "-net" => o.net = true,
+            "-host" => o.host = true,
+            "-blackhole" => o.kind = Some(route::NhKind::Blackhole),
+            "-reject" => o.kind = Some(route::NhKind::Reject),
             "-static" => {}
             "-interface" | "-iface" => {
                 k += 1;
-                via_if = Some(
+                o.via_if = Some(
                     args.get(k)
                         .copied()
                         .ok_or_else(|| usage("route: -interface needs an interface"))?,
@@ -61,7 +68,7 @@ pub(super) fn route_change(node: &Node<'_>, sub: &str, args: &[&str], conn: &mut
                 let m = args
                     .get(k)
                     .ok_or_else(|| usage("route: -netmask needs a mask"))?;
-                mask =
+                o.mask =
                     Some(len_of_mask(m).ok_or_else(|| usage(format!("route: {m}: bad netmask")))?);
             }
             "-prefixlen" => {
@@ -69,7 +76,7 @@ pub(super) fn route_change(node: &Node<'_>, sub: &str, args: &[&str], conn: &mut
                 let m = args
                     .get(k)
                     .ok_or_else(|| usage("route: -prefixlen needs a length"))?;
-                mask = Some(
+                o.mask = Some(
                     m.parse()
                         .map_err(|_| usage(format!("route: {m}: bad prefix length")))?,
                 );
@@ -77,10 +84,25 @@ pub(super) fn route_change(node: &Node<'_>, sub: &str, args: &[&str], conn: &mut
             w if w.starts_with('-') => {
                 return Err(usage(format!("route: unknown option '{w}'")));
             }
-            w => words.push(w),
+            w => o.words.push(w),
         }
         k += 1;
     }
+    Ok(o)
+}
+
+/// `route add|delete|change`.
+pub(super) fn route_change(node: &Node<'_>, sub: &str, args: &[&str], conn: &mut Conn) -> Res {
+    let sub = if sub == "del" { "delete" } else { sub };
+    let RouteOpts {
+        mut v6,
+        host,
+        net,
+        kind,
+        via_if,
+        mask,
+        words,
+    } = route_opts(args)?;
     let Some(&d) = words.first() else {
         return Err(usage(format!("route: {sub}: no destination")));
     };
