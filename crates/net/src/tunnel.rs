@@ -106,56 +106,66 @@ pub struct TunnelConf {
 /// outer header (the inner packet's DSCP, ECN not-ECT, Don't Fragment clear) is IP
 /// output's, on that route unless it is a tunnel's.
 pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec<Mbuf>) {
+    let ttl = TUNNEL_TTL;
     match (tc.src, tc.dst) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            let route = crate::inet::ip::ip_route(cx, dst);
-            for m in out.drain(..) {
-                let Some((m, proto, dscp)) = wrap(cx, tc, m) else {
-                    continue;
+            let route = crate::inet::ip::ip_route(cx, dst).map(|r| (r.0.no_link_header(), r));
+            let send = |cx: &mut Inet6Cx<'_>, m, proto, tos, r| {
+                let o = IpOut {
+                    src,
+                    dst,
+                    proto,
+                    ttl,
+                    df: false,
                 };
-                match route {
-                    Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
-                    Some(r) => {
-                        let ttl = TUNNEL_TTL;
-                        let o = IpOut {
-                            src,
-                            dst,
-                            proto,
-                            ttl,
-                            df: false,
-                        };
-                        crate::inet::ip::ip_output_on(cx, m, o, dscp << 2, r);
-                    }
-                    None => cx.drop_pkt(m, DropReason::IpNoRoute),
-                }
-            }
+                crate::inet::ip::ip_output_on(cx, m, o, tos, r);
+            };
+            encap_out(cx, tc, out, route, DropReason::IpNoRoute, send);
         }
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
             let route = crate::inet6::ip6::ip6_route(cx, dst, None);
-            for m in out.drain(..) {
-                let Some((m, proto, dscp)) = wrap(cx, tc, m) else {
-                    continue;
+            let route = route.map(|r| (r.0.no_link_header(), r));
+            let send = |cx: &mut Inet6Cx<'_>, m, proto, tos, r| {
+                let o = Ip6Out {
+                    src,
+                    dst,
+                    proto,
+                    hlim: ttl,
+                    keep_unspec: false,
+                    ifindex: None,
                 };
-                match route {
-                    Some(r) if r.0.no_link_header() => cx.drop_pkt(m, DropReason::TunnelLoop),
-                    Some(r) => {
-                        let hlim = TUNNEL_TTL;
-                        let o = Ip6Out {
-                            src,
-                            dst,
-                            proto,
-                            hlim,
-                            keep_unspec: false,
-                            ifindex: None,
-                        };
-                        crate::inet6::ip6::ip6_output_on(cx, m, o, dscp << 2, r);
-                    }
-                    None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
-                }
-            }
+                crate::inet6::ip6::ip6_output_on(cx, m, o, tos, r);
+            };
+            encap_out(cx, tc, out, route, DropReason::Ip6NoRoute, send);
         }
         // `Stack::add_tunnel` makes no tunnel of two families.
         _ => DropReason::TunnelOutDropped.count_n(cx.stats, out.drain(..).count() as u64),
+    }
+}
+
+/// [`tunnel_output`]'s body, one for both outer families (each caller's copy is
+/// its own, monomorphised): each packet wrapped, then sent by `send` on the outer
+/// destination's route (the inner DSCP as the outer TOS or traffic class), or
+/// dropped when there is none (`no_route`) or it leads into a tunnel (the flag
+/// beside it).
+#[inline(always)]
+fn encap_out<R: Copy>(
+    cx: &mut Inet6Cx<'_>,
+    tc: &TunnelConf,
+    out: &mut Vec<Mbuf>,
+    route: Option<(bool, R)>,
+    no_route: DropReason,
+    mut send: impl FnMut(&mut Inet6Cx<'_>, Mbuf, IpProtocol, u8, R),
+) {
+    for m in out.drain(..) {
+        let Some((m, proto, dscp)) = wrap(cx, tc, m) else {
+            continue;
+        };
+        match route {
+            Some((true, _)) => cx.drop_pkt(m, DropReason::TunnelLoop),
+            Some((false, r)) => send(cx, m, proto, dscp << 2, r),
+            None => cx.drop_pkt(m, no_route),
+        }
     }
 }
 
