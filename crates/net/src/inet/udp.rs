@@ -1,4 +1,10 @@
 //! UDP (RFC 768, RFC 1122 §4.1): input demultiplexing to sockets, output from them.
+//!
+//! What UDP does alike over both families is here once, for `inet6::udp6` too:
+//! the socket a datagram goes to ([`udp_sock`]), its delivery ([`udp_deliver`]),
+//! and the header an output datagram gets ([`udp_prepend`]). Each takes the
+//! family's addresses as they are, so an inlined call tests no family per packet
+//! that the caller had not already fixed.
 
 use crate::hdr::mbuf_sum;
 use crate::inet::cx::InetCx;
@@ -6,19 +12,14 @@ use crate::inet::ip::{self, IpInfo, IpOut};
 use crate::link::iface::Ifnet;
 use crate::sockbuf::{RxDatagram, SockShared, TxDatagram};
 use crate::stats::DropReason;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use wire::{IpProtocol, UdpPacket};
 
 pub(crate) const UDP_HDR_LEN: usize = 8;
 
-fn pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
-    wire::checksum::pseudo_header(
-        &IpAddr::V4(src),
-        &IpAddr::V4(dst),
-        IpProtocol::Udp,
-        len as u32,
-    )
+fn pseudo_sum(src: IpAddr, dst: IpAddr, len: usize) -> u16 {
+    wire::checksum::pseudo_header(&src, &dst, IpProtocol::Udp, len as u32)
 }
 
 fn add(a: u16, b: u16) -> u16 {
@@ -51,7 +52,7 @@ pub(crate) fn udp_input<'a>(
     if csum != 0 {
         let s = add(
             mbuf_sum(&m, info.hlen, ulen),
-            pseudo_sum(info.src, info.dst, ulen),
+            pseudo_sum(IpAddr::V4(info.src), IpAddr::V4(info.dst), ulen),
         );
         if s != 0xffff {
             return cx.drop_pkt(m, DropReason::UdpBadSum);
@@ -59,30 +60,46 @@ pub(crate) fn udp_input<'a>(
     } else {
         cx.stats.udp.nosum += 1;
     }
-    // Borrowed from the batch's configuration, not from `cx`: no reference count is
-    // touched per datagram.
     let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
-    let sock = cfg.udp.get(&dport).and_then(|v| {
-        v.iter()
-            .find(|s| s.local.ip() == IpAddr::V4(info.dst))
-            .or_else(|| {
-                v.iter()
-                    .find(|s| s.local.is_ipv4() && s.local.ip().is_unspecified())
-            })
-    });
-    let Some(s) = sock else {
+    let Some(s) = udp_sock(cfg, dport, IpAddr::V4(info.dst)) else {
         if info.bcast {
             return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
         }
         DropReason::UdpNoPort.count(cx.stats);
         return crate::inet::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 3, 0);
     };
-    m.adj((info.hlen + UDP_HDR_LEN) as isize);
-    let d = RxDatagram {
-        m,
-        from: SocketAddr::V4(SocketAddrV4::new(info.src, sport)),
-        seq: 0,
-    };
+    let from = SocketAddr::V4(SocketAddrV4::new(info.src, sport));
+    udp_deliver(cx, s, m, info.hlen, from);
+}
+
+/// The socket bound to `dst` (an address of ours) and `dport`, else the one bound
+/// to the unspecified address of `dst`'s family. Borrowed from the batch's
+/// configuration, not from `cx`: no reference count is touched per datagram.
+#[inline(always)]
+pub(crate) fn udp_sock(
+    cfg: &crate::inet::cx::InetConfig,
+    dport: u16,
+    dst: IpAddr,
+) -> Option<&Arc<SockShared>> {
+    let v = cfg.udp.get(&dport)?;
+    v.iter().find(|s| s.local.ip() == dst).or_else(|| {
+        v.iter()
+            .find(|s| s.local.is_ipv4() == dst.is_ipv4() && s.local.ip().is_unspecified())
+    })
+}
+
+/// A checked datagram (its UDP header at `off`) to socket `s`'s receive queue, as
+/// from `from`; counted as delivered, or dropped when the queue is full.
+#[inline(always)]
+pub(crate) fn udp_deliver(
+    cx: &mut InetCx<'_>,
+    s: &Arc<SockShared>,
+    mut m: mbuf::Mbuf,
+    off: usize,
+    from: SocketAddr,
+) {
+    m.adj((off + UDP_HDR_LEN) as isize);
+    let d = RxDatagram { m, from, seq: 0 };
     match s.rxq.push(d) {
         Ok(()) => {
             cx.stats.udp.delivered += 1;
@@ -93,6 +110,36 @@ pub(crate) fn udp_input<'a>(
             DropReason::UdpFullSock.count(cx.stats);
         }
     }
+}
+
+/// The UDP header in front of a payload of `m`, with the checksum over it and the
+/// pseudo-header of `src` and `dst` (RFC 768; RFC 8200 §8.1): a computed zero is
+/// sent as all ones. False when there was no room for it (the caller drops).
+#[inline(always)]
+pub(crate) fn udp_prepend(
+    m: &mut mbuf::Mbuf,
+    (sport, dport): (u16, u16),
+    src: IpAddr,
+    dst: IpAddr,
+) -> bool {
+    let ulen = m.len() + UDP_HDR_LEN;
+    let Ok(h) = m.prepend(UDP_HDR_LEN) else {
+        return false;
+    };
+    {
+        let mut p = UdpPacket::new_unchecked(&mut h[..]);
+        p.set_src_port(sport);
+        p.set_dst_port(dport);
+        p.set_len(ulen as u16);
+        p.set_checksum(0);
+    }
+    let sum = !add(mbuf_sum(m, 0, ulen), pseudo_sum(src, dst, ulen));
+    let sum = if sum == 0 { 0xffff } else { sum };
+    let Some(h) = m.head_mut::<8>() else {
+        return false;
+    };
+    h[6..8].copy_from_slice(&sum.to_be_bytes());
+    true
 }
 
 /// `udp_output`: one datagram from an IPv4 socket's send queue (an IPv6 socket's
@@ -116,23 +163,10 @@ pub(crate) fn udp_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
     if ulen > 65535 - ip::IP_HDR_LEN {
         return cx.drop_pkt(m, DropReason::IpTooLong);
     }
-    let Ok(h) = m.prepend(UDP_HDR_LEN) else {
+    let ports = (s.local.port(), to.port());
+    if !udp_prepend(&mut m, ports, IpAddr::V4(src), IpAddr::V4(dst)) {
         return cx.drop_pkt(m, DropReason::IpOutDropped);
-    };
-    {
-        let mut p = UdpPacket::new_unchecked(&mut h[..]);
-        p.set_src_port(s.local.port());
-        p.set_dst_port(to.port());
-        p.set_len(ulen as u16);
-        p.set_checksum(0);
     }
-    let sum = !add(mbuf_sum(&m, 0, ulen), pseudo_sum(src, dst, ulen));
-    // RFC 768: a computed zero is sent as all ones.
-    let sum = if sum == 0 { 0xffff } else { sum };
-    let Some(h) = m.head_mut::<8>() else {
-        return cx.drop_pkt(m, DropReason::IpOutDropped);
-    };
-    h[6..8].copy_from_slice(&sum.to_be_bytes());
     cx.stats.udp.opackets += 1;
     ip::ip_output(
         cx,

@@ -6,16 +6,14 @@
 //! segments go on to the TCP layer, which serves both families.
 
 use crate::hdr::hdr;
+use crate::inet::udp::{udp_deliver, udp_prepend, udp_sock, UDP_HDR_LEN};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::icmp6::{icmp6_error, Error6};
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
 use crate::stats::DropReason;
 use mbuf::Mbuf;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
-use wire::checksum;
 use wire::{IpProtocol, UdpPacket};
-
-const UDP_HDR_LEN: usize = 8;
 
 /// `udp6_input`.
 pub(crate) fn udp6_input<'a>(
@@ -48,18 +46,8 @@ pub(crate) fn udp6_input<'a>(
         return cx.drop_pkt(m, DropReason::UdpBadSum);
     }
     // An IPv6 socket bound to this address, else to [::].
-    // Borrowed from the batch's configuration, as udp_input does: no reference count
-    // is touched per datagram.
     let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
-    let sock = cfg.udp.get(&dport).and_then(|v| {
-        v.iter()
-            .find(|s| s.local.ip() == IpAddr::V6(info.dst))
-            .or_else(|| {
-                v.iter()
-                    .find(|s| s.local.is_ipv6() && s.local.ip().is_unspecified())
-            })
-    });
-    let Some(s) = sock else {
+    let Some(s) = udp_sock(cfg, dport, IpAddr::V6(info.dst)) else {
         if info.mcast {
             return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
         }
@@ -70,22 +58,8 @@ pub(crate) fn udp6_input<'a>(
             Error6::Unreach(wire::Icmpv6DstUnreachable::PortUnreachable),
         );
     };
-    m.adj((info.off + UDP_HDR_LEN) as isize);
-    let d = crate::sockbuf::RxDatagram {
-        m,
-        from: SocketAddr::V6(SocketAddrV6::new(info.src, sport, 0, 0)),
-        seq: 0,
-    };
-    match s.rxq.push(d) {
-        Ok(()) => {
-            cx.stats.udp.delivered += 1;
-            cx.wake_socket(s);
-        }
-        Err(d) => {
-            drop(d);
-            DropReason::UdpFullSock.count(cx.stats);
-        }
-    }
+    let from = SocketAddr::V6(SocketAddrV6::new(info.src, sport, 0, 0));
+    udp_deliver(cx, s, m, info.off, from);
 }
 
 /// `udp6_output`: one datagram from an IPv6 socket's send queue; the source is the
@@ -112,31 +86,10 @@ pub(crate) fn udp6_output(
     if ulen > 65535 {
         return cx.drop_pkt(m, DropReason::Ip6TooLong);
     }
-    let Ok(h) = m.prepend(UDP_HDR_LEN) else {
+    let ports = (s.local.port(), to.port());
+    if !udp_prepend(&mut m, ports, IpAddr::V6(src), IpAddr::V6(dst)) {
         return cx.drop_pkt(m, DropReason::Ip6OutDropped);
-    };
-    {
-        let mut p = UdpPacket::new_unchecked(&mut h[..]);
-        p.set_src_port(s.local.port());
-        p.set_dst_port(to.port());
-        p.set_len(ulen as u16);
-        p.set_checksum(0);
     }
-    let sum = !checksum::combine(&[
-        crate::hdr::mbuf_sum(&m, 0, ulen),
-        checksum::pseudo_header(
-            &IpAddr::V6(src),
-            &IpAddr::V6(dst),
-            IpProtocol::Udp,
-            ulen as u32,
-        ),
-    ]);
-    // RFC 8200 §8.1: a computed zero is sent as all ones.
-    let sum = if sum == 0 { 0xffff } else { sum };
-    let Some(h) = m.head_mut::<8>() else {
-        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
-    };
-    h[6..8].copy_from_slice(&sum.to_be_bytes());
     cx.stats.udp.opackets += 1;
     crate::inet6::ip6::ip6_output(
         cx,
