@@ -185,15 +185,22 @@ pub(crate) fn ip_forward(
     for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
         let m = match nh {
-            Some(nh) if fast => match forward4_fast(cx, ifp, m, &info, nh, now) {
-                Ok(()) => continue,
-                Err(m) => m,
-            },
+            Some(nh) if fast || cx.out_clear(PfilPoint::Inet, nh.ifindex) => {
+                match forward4_fast(cx, ifp, m, &info, nh, now) {
+                    Ok(()) => continue,
+                    Err(m) => m,
+                }
+            }
             _ => m,
         };
         match forward4_one(cx, ifp, m, info, nh) {
-            Some(p) if hooks => v.out.push(p),
-            Some((m, o)) => forward4_out(cx, fib, m, o, l2, direct),
+            Some(p) if hooks && cx.pfil_active_on(PfilPoint::Inet, Dir::Out, p.1.out) => {
+                v.out.push(p)
+            }
+            Some((m, o)) => {
+                let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
+                forward4_out(cx, fib, m, o, l2, direct)
+            }
             None => {}
         }
     }
@@ -214,6 +221,7 @@ pub(crate) fn ip_forward(
     );
     cx.stats.ip.forward += cx.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
+        let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
         forward4_out(cx, fib, m, o, l2, direct);
     }
 }

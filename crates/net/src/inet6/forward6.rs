@@ -93,15 +93,22 @@ pub(crate) fn ip6_forward(
     for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
         let m = match nh {
-            Some(nh) if fast => match forward6_fast(cx, ifp, m, &h, nh, now) {
-                Ok(()) => continue,
-                Err(m) => m,
-            },
+            Some(nh) if fast || cx.out_clear(PfilPoint::Inet6, nh.ifindex) => {
+                match forward6_fast(cx, ifp, m, &h, nh, now) {
+                    Ok(()) => continue,
+                    Err(m) => m,
+                }
+            }
             _ => m,
         };
         match forward6_one(cx, ifp, m, h, nh) {
-            Some(p) if hooks => v.out.push(p),
-            Some((m, o)) => forward6_out(cx, fib, m, o, l2, direct),
+            Some(p) if hooks && cx.pfil_active_on(PfilPoint::Inet6, Dir::Out, p.1.out) => {
+                v.out.push(p)
+            }
+            Some((m, o)) => {
+                let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
+                forward6_out(cx, fib, m, o, l2, direct)
+            }
             None => {}
         }
     }
@@ -122,6 +129,7 @@ pub(crate) fn ip6_forward(
     );
     cx.stats.ip6.forward += cx.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
+        let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
         forward6_out(cx, fib, m, o, l2, direct);
     }
 }

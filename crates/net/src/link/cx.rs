@@ -151,6 +151,15 @@ impl LinkCx<'_> {
         !self.pfil_skip && !self.pfil.is_empty_on(point, dir, i)
     }
 
+    /// Whether a packet leaving by interface `i` (an index as a next hop holds it)
+    /// meets no hook there, at layer 3 (`l3`) or 2: the forwarding fast path may
+    /// take it even while other interfaces have hooks on their out arcs.
+    #[inline]
+    pub(crate) fn out_clear(&self, l3: PfilPoint, i: u32) -> bool {
+        let i = IfIndex(i.min(u16::MAX as u32) as u16);
+        !self.pfil_active_on(l3, Dir::Out, i) && !self.pfil_active_on(PfilPoint::Ether, Dir::Out, i)
+    }
+
     /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
     /// once for the whole vector; `ifs` gives each packet's interface and arrival
     /// interface): what they pass stays in `pkts`, in order; what they drop is
