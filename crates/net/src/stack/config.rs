@@ -38,7 +38,7 @@ pub struct NetConfig {
     /// The IP tunnels (`gif`, `gre`).
     pub tunnels: Vec<crate::tunnel::TunnelConf>,
     /// The settings new TCP connections take (`StackConfig::tcp` until
-    /// [`Stack::set_tcp_config`] changes them at run time).
+    /// [`Stack::set_tcp_config`](super::Stack::set_tcp_config) changes them at run time).
     pub tcp: crate::tcp::TcpConfig,
 }
 
