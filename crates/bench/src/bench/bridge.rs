@@ -223,19 +223,9 @@ fn check(captured: &[Vec<u8>], sent: &HashSet<&[u8]>) -> Result<usize, String> {
     Ok(captured.len())
 }
 
-pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
-    if let Some(s) = a.skip.iter().find(|s| !CASES.contains(&s.as_str())) {
-        return Err(format!(
-            "bench bridge: --skip: unknown '{s}' (known: {})",
-            CASES.join(", ")
-        ));
-    }
-    let skip = |n: &str| a.skip.iter().any(|s| s == n);
-    let two = if a.workers > 1 { a.workers as usize } else { 2 };
-    let (secs, rounds) = (a.seconds, a.rounds);
-    let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
-    let flows = a.flows as usize;
-    let mut cases: Vec<(&'static str, Kind, usize)> = Vec::new();
+/// The stack rows to measure, `(name, kind, workers)`, without the skipped ones.
+fn cases(skip: &dyn Fn(&str) -> bool, two: usize) -> Vec<(&'static str, Kind, usize)> {
+    let mut cases = Vec::new();
     for (name, kind, both) in [
         ("learned-1k", Kind::Learned(1024), true),
         ("learned-1m", Kind::Learned(1 << 20), true),
@@ -249,102 +239,162 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             cases.push((name, kind, two));
         }
     }
-    let mut rows = Vec::new();
-    if !skip("devices") {
-        let f = frames(Kind::Learned(1024), flows);
-        for w in [1, two] {
-            if w > 1 && skip("2w") {
-                continue;
-            }
-            progress(a, &format!("bridge: devices only, {w} worker(s)"));
-            let win = devices(w, secs, rounds, &f);
-            rows.push(row_of(
-                "devices",
-                "generator -> sink, no stack".into(),
-                &win,
-                1,
-                hz,
-            ));
-        }
-    }
-    for (name, kind, workers) in cases {
-        let (table, n, copies) = match kind {
-            Kind::Learned(t) if t >= 1 << 20 => (t, t as usize, 1),
-            Kind::Learned(t) => (t, flows, 1),
-            Kind::Flood => (1024, flows, u64::from(OUTS)),
-        };
-        progress(
-            a,
-            &format!(
-                "bridge: {name}, {workers} worker(s): building the bridge ({table} addresses)"
-            ),
-        );
-        let fr = frames(kind, n);
-        let gen = PktGen::new(workers, 1500);
-        let mut stack = bridge(&gen, &fr, workers, table)?;
-        stack
-            .start()
-            .map_err(|e| format!("bench bridge: starting the workers: {e}"))?;
-        std::thread::sleep(Duration::from_millis(200));
-        gen.capture(CHECKED);
-        let t0 = Instant::now();
-        while gen.captured().len() < CHECKED && t0.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let sent: HashSet<&[u8]> = fr.iter().map(|f| &f[..]).collect();
-        let checked = check(&gen.captured(), &sent);
-        let st = stack.stats();
-        let checked = match checked {
-            Ok(n) if matches!(kind, Kind::Learned(_)) && st.bridge.flooded > 0 => {
-                stack.stop();
-                return Err(format!(
-                    "bench bridge: {name}: {} of {n} frames flooded though every destination is known",
-                    st.bridge.flooded
-                ));
-            }
-            Ok(n) => n,
-            Err(e) => {
-                stack.stop();
-                let mut counters = String::new();
-                let _ = stack.stats().write_netstat(&mut counters, false);
-                return Err(format!("bench bridge: {name}: {e}; counters:\n{counters}"));
-            }
-        };
-        progress(
-            a,
-            &format!("bridge: {name}, {workers} worker(s): {checked} frames checked; {rounds} x {secs} s"),
-        );
-        let win = time_stack_named(&stack, STACK_NAME, &gen, workers, secs, rounds);
-        stack.stop();
-        let what = match kind {
-            Kind::Learned(t) => format!("known unicast, {t} learned addresses"),
-            Kind::Flood => format!("unknown unicast, flooded to {OUTS} members"),
-        };
-        rows.push(row_of(name, what, &win, copies, hz));
-    }
+    cases
+}
 
-    if a.json {
-        for r in &rows {
-            println!(
-                "{{\"bench\":\"bridge\",\"case\":\"{}\",\"what\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"mpps_per_core\":{:.3},\"ns_per_packet\":{:.2},\"cycles_per_packet\":{},\"core_share\":{:.3},\"frames_in\":{},\"stage_cycles_per_packet\":{{{}}}}}",
-                r.name,
-                r.what,
-                r.workers,
-                r.mpps,
-                r.core_mpps / r.workers as f64,
-                r.ns,
-                r.cycles.map_or("null".into(), |c| format!("{c:.1}")),
-                r.share,
-                r.frames_in,
-                r.stages
-                    .iter()
-                    .map(|(n, c)| format!("\"{n}\":{c:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-        }
-        return Ok(ExitCode::SUCCESS);
+/// The `devices` rows: generator -> sink, no stack, at 1 worker and at `two`.
+fn device_rows(
+    a: &BenchArgs,
+    skip: &dyn Fn(&str) -> bool,
+    two: usize,
+    hz: Option<f64>,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    if skip("devices") {
+        return rows;
     }
+    let f = frames(Kind::Learned(1024), a.flows as usize);
+    for w in [1, two] {
+        if w > 1 && skip("2w") {
+            continue;
+        }
+        progress(a, &format!("bridge: devices only, {w} worker(s)"));
+        let win = devices(w, a.seconds, a.rounds, &f);
+        rows.push(row_of(
+            "devices",
+            "generator -> sink, no stack".into(),
+            &win,
+            1,
+            hz,
+        ));
+    }
+    rows
+}
+
+/// Checks a sample of what the running bridge `stack` forwards; the number of frames
+/// checked. Stops the stack on a failure.
+fn check_running(
+    stack: &mut Stack,
+    gen: &PktGen,
+    fr: &[Vec<u8>],
+    name: &str,
+    kind: Kind,
+) -> Result<usize, String> {
+    std::thread::sleep(Duration::from_millis(200));
+    gen.capture(CHECKED);
+    let t0 = Instant::now();
+    while gen.captured().len() < CHECKED && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent: HashSet<&[u8]> = fr.iter().map(|f| &f[..]).collect();
+    let checked = check(&gen.captured(), &sent);
+    let st = stack.stats();
+    match checked {
+        Ok(n) if matches!(kind, Kind::Learned(_)) && st.bridge.flooded > 0 => {
+            stack.stop();
+            Err(format!(
+                "bench bridge: {name}: {} of {n} frames flooded though every destination is known",
+                st.bridge.flooded
+            ))
+        }
+        Ok(n) => Ok(n),
+        Err(e) => {
+            stack.stop();
+            let mut counters = String::new();
+            let _ = stack.stats().write_netstat(&mut counters, false);
+            Err(format!("bench bridge: {name}: {e}; counters:\n{counters}"))
+        }
+    }
+}
+
+/// One stack row: builds the bridge, checks it, times it.
+fn stack_row(
+    a: &BenchArgs,
+    (name, kind, workers): (&'static str, Kind, usize),
+    hz: Option<f64>,
+) -> Result<Row, String> {
+    let (secs, rounds, flows) = (a.seconds, a.rounds, a.flows as usize);
+    let (table, n, copies) = match kind {
+        Kind::Learned(t) if t >= 1 << 20 => (t, t as usize, 1),
+        Kind::Learned(t) => (t, flows, 1),
+        Kind::Flood => (1024, flows, u64::from(OUTS)),
+    };
+    progress(
+        a,
+        &format!("bridge: {name}, {workers} worker(s): building the bridge ({table} addresses)"),
+    );
+    let fr = frames(kind, n);
+    let gen = PktGen::new(workers, 1500);
+    let mut stack = bridge(&gen, &fr, workers, table)?;
+    stack
+        .start()
+        .map_err(|e| format!("bench bridge: starting the workers: {e}"))?;
+    let checked = check_running(&mut stack, &gen, &fr, name, kind)?;
+    progress(
+        a,
+        &format!(
+            "bridge: {name}, {workers} worker(s): {checked} frames checked; {rounds} x {secs} s"
+        ),
+    );
+    let win = time_stack_named(&stack, STACK_NAME, &gen, workers, secs, rounds);
+    stack.stop();
+    let what = match kind {
+        Kind::Learned(t) => format!("known unicast, {t} learned addresses"),
+        Kind::Flood => format!("unknown unicast, flooded to {OUTS} members"),
+    };
+    Ok(row_of(name, what, &win, copies, hz))
+}
+
+pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
+    if let Some(s) = a.skip.iter().find(|s| !CASES.contains(&s.as_str())) {
+        return Err(format!(
+            "bench bridge: --skip: unknown '{s}' (known: {})",
+            CASES.join(", ")
+        ));
+    }
+    let skip = |n: &str| a.skip.iter().any(|s| s == n);
+    let two = if a.workers > 1 { a.workers as usize } else { 2 };
+    let hz = dev::cpu::tsc_hz(Duration::from_millis(50));
+    let cases = cases(&skip, two);
+    let mut rows = device_rows(a, &skip, two, hz);
+    for case in cases {
+        rows.push(stack_row(a, case, hz)?);
+    }
+    if a.json {
+        print_json(&rows);
+    } else {
+        print_table(a, &rows, hz);
+        print_summary(&rows, two);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rows as JSON, one object a line.
+fn print_json(rows: &[Row]) {
+    for r in rows {
+        println!(
+            "{{\"bench\":\"bridge\",\"case\":\"{}\",\"what\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"mpps_per_core\":{:.3},\"ns_per_packet\":{:.2},\"cycles_per_packet\":{},\"core_share\":{:.3},\"frames_in\":{},\"stage_cycles_per_packet\":{{{}}}}}",
+            r.name,
+            r.what,
+            r.workers,
+            r.mpps,
+            r.core_mpps / r.workers as f64,
+            r.ns,
+            r.cycles.map_or("null".into(), |c| format!("{c:.1}")),
+            r.share,
+            r.frames_in,
+            r.stages
+                .iter()
+                .map(|(n, c)| format!("\"{n}\":{c:.1}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+}
+
+/// The heading, the table of rows and the stages of the 1-worker rows.
+fn print_table(a: &BenchArgs, rows: &[Row], hz: Option<f64>) {
+    let (secs, rounds) = (a.seconds, a.rounds);
     println!(
         "64-byte frames through the real Stack as a bridge (generator -> in0 -> bridge0 -> out1..out{OUTS} -> sinks, in memory); best of {rounds} windows of {secs} s"
     );
@@ -357,7 +407,7 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         "{:<12} {:>2} {:>8} {:>10} {:>8} {:>8} {:>6}  what",
         "row", "w", "Mpps", "Mpps/core", "ns/pkt", "cyc/pkt", "core%"
     );
-    for r in &rows {
+    for r in rows {
         println!(
             "{:<12} {:>2} {:>8.2} {:>10.2} {:>8.1} {:>8} {:>6.0}  {}",
             r.name,
@@ -384,6 +434,10 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
         println!("  {:<12} {}", r.name, parts.join(", "));
     }
     println!();
+}
+
+/// Scaling, flooding against known unicast, the stack against the devices.
+fn print_summary(rows: &[Row], two: usize) {
     let find = |n: &str, w: usize| rows.iter().find(|r| r.name == n && r.workers == w);
     for n in ["learned-1k", "learned-1m"] {
         if let (Some(one), Some(many)) = (find(n, 1), find(n, two)) {
@@ -410,7 +464,6 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
             l.ns, d.ns
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
