@@ -157,7 +157,8 @@ impl LinkCx<'_> {
     #[inline]
     pub(crate) fn out_clear(&self, l3: PfilPoint, i: u32) -> bool {
         let i = IfIndex(i.min(u16::MAX as u32) as u16);
-        !self.pfil_active_on(l3, Dir::Out, i) && !self.pfil_active_on(PfilPoint::Ether, Dir::Out, i)
+        let arcs = (1 << arc_of(l3, Dir::Out)) | (1 << arc_of(PfilPoint::Ether, Dir::Out));
+        self.pfil_skip || !self.pfil.arcs.any_on(i, arcs)
     }
 
     /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`

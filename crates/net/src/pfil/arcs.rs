@@ -103,6 +103,8 @@ pub struct Arcs {
     /// Each interface's list, per arc.
     by_if: Vec<[u16; ARCS]>,
     shape: [Shape; ARCS],
+    /// Each interface's arcs that hold a hook, a bit per arc (`1 << arc`).
+    mask: Vec<u8>,
     /// Every hook once, on whatever arc (for the hooks' timers and counters).
     unique: Vec<Arc<dyn PfilHook>>,
 }
@@ -115,6 +117,7 @@ impl Default for Arcs {
             lists: vec![Arc::from(Vec::new())],
             by_if: Vec::new(),
             shape: [Shape::Empty; ARCS],
+            mask: Vec::new(),
             unique: Vec::new(),
         }
     }
@@ -192,6 +195,7 @@ impl Arcs {
     pub fn resolve(&mut self, n: usize, global: [&[Arc<dyn PfilHook>]; ARCS]) {
         self.lists.truncate(1);
         self.by_if.clear();
+        self.mask.clear();
         self.unique.clear();
         let mut list: Vec<(i32, Arc<dyn PfilHook>)> = Vec::new();
         for i in 0..n {
@@ -217,6 +221,11 @@ impl Arcs {
             }
             self.by_if.push(ids);
         }
+        self.mask = self
+            .by_if
+            .iter()
+            .map(|ids| (0..ARCS).fold(0, |m, a| m | (((ids[a] != 0) as u8) << a)))
+            .collect();
         for (a, shape) in self.shape.iter_mut().enumerate() {
             let mut ids = self.by_if.iter().map(|v| v[a]);
             *shape = match ids.next() {
@@ -278,6 +287,13 @@ impl Arcs {
             Shape::Uniform(id) => id,
             Shape::Mixed => self.by_if.get(i.get()).map_or(0, |v| v[arc]),
         }
+    }
+
+    /// Whether interface `i` has a hook on any of the arcs of `arcs` (a bit per
+    /// arc, `1 << arc`): one load, for a packet's way out.
+    #[inline(always)]
+    pub fn any_on(&self, i: IfIndex, arcs: u8) -> bool {
+        self.mask.get(i.get()).is_some_and(|m| m & arcs != 0)
     }
 
     /// The hooks of list `id`.
@@ -407,6 +423,10 @@ mod tests {
         );
         assert_eq!(names(&a, arc, 0), ["ipfw"]);
         assert_eq!(names(&a, arc, 3), ["ipfw"]);
+        assert!(a.any_on(IfIndex(2), 1 << arc));
+        assert!(a.any_on(IfIndex(0), 1 << arc), "the global hook");
+        assert!(!a.any_on(IfIndex(2), !(1u8 << arc)), "no other arc");
+        assert!(!a.any_on(IfIndex(9), 0xff), "no such interface");
         // Interfaces with the same hooks share one list.
         assert_eq!(a.of(arc, IfIndex(0)), a.of(arc, IfIndex(3)));
         assert_ne!(a.of(arc, IfIndex(0)), a.of(arc, IfIndex(2)));
