@@ -85,7 +85,7 @@ pub enum Shape {
     /// No interface runs a hook on this arc.
     Empty,
     /// Every interface runs the same hooks: list `id` ([`Arcs::list`]).
-    Uniform(u16),
+    Uniform(u32),
     /// Interfaces differ: each packet's interface says ([`Arcs::of`]).
     Mixed,
 }
@@ -101,7 +101,7 @@ pub struct Arcs {
     /// The distinct hook lists; list 0 is empty.
     lists: Vec<Arc<[Arc<dyn PfilHook>]>>,
     /// Each interface's list, per arc.
-    by_if: Vec<[u16; ARCS]>,
+    by_if: Vec<[u32; ARCS]>,
     shape: [Shape; ARCS],
     /// Each interface's arcs that hold a hook, a bit per arc (`1 << arc`).
     mask: Vec<u8>,
@@ -200,7 +200,7 @@ impl Arcs {
         let mut list: Vec<(i32, Arc<dyn PfilHook>)> = Vec::new();
         for i in 0..n {
             let ifindex = IfIndex(i as u16);
-            let mut ids = [0u16; ARCS];
+            let mut ids = [0u32; ARCS];
             for (a, id) in ids.iter_mut().enumerate() {
                 list.clear();
                 for h in global[a] {
@@ -254,7 +254,7 @@ impl Arcs {
 
     /// The id of the list of `hooks` (as they are ordered), a new one if no
     /// interface's arc had it yet.
-    fn intern(&mut self, hooks: &[(i32, Arc<dyn PfilHook>)]) -> u16 {
+    fn intern(&mut self, hooks: &[(i32, Arc<dyn PfilHook>)]) -> u32 {
         if hooks.is_empty() {
             return 0;
         }
@@ -262,13 +262,13 @@ impl Arcs {
             l.len() == hooks.len() && l.iter().zip(hooks).all(|(a, (_, b))| same(a, b))
         });
         match found {
-            Some(id) => id as u16,
+            Some(id) => id as u32,
             None => {
                 let l: Vec<Arc<dyn PfilHook>> = hooks.iter().map(|(_, h)| h.clone()).collect();
                 self.lists.push(Arc::from(l));
-                // Distinct lists are bounded by interfaces × arcs, which fit u16
-                // (interface indices are u16); saturate rather than wrap.
-                (self.lists.len() - 1).min(u16::MAX as usize) as u16
+                // At most one list an interface (a u16 index) and arc, and the empty
+                // one: an id fits u32.
+                (self.lists.len() - 1) as u32
             }
         }
     }
@@ -281,7 +281,7 @@ impl Arcs {
 
     /// The list id interface `i` runs on arc `arc` (0: none).
     #[inline(always)]
-    pub fn of(&self, arc: usize, i: IfIndex) -> u16 {
+    pub fn of(&self, arc: usize, i: IfIndex) -> u32 {
         match self.shape[arc] {
             Shape::Empty => 0,
             Shape::Uniform(id) => id,
@@ -298,7 +298,7 @@ impl Arcs {
 
     /// The hooks of list `id`.
     #[inline(always)]
-    pub fn list(&self, id: u16) -> &[Arc<dyn PfilHook>] {
+    pub fn list(&self, id: u32) -> &[Arc<dyn PfilHook>] {
         self.lists.get(id as usize).map_or(&[], |l| &l[..])
     }
 
