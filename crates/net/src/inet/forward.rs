@@ -177,10 +177,10 @@ pub(crate) fn ip_forward(
         (&mut v.dsts, &mut v.raw),
     );
     let hooks = cx.pfil_active(PfilPoint::Inet, Dir::Out);
-    // Whether a hook waits at the link's output: without, a packet's link header
-    // is written as soon as its next hop is known.
-    let direct = !cx.pfil_active(PfilPoint::Ether, Dir::Out);
-    let fast = !hooks && direct;
+    // No hook on any interface's way out: every packet may take the fast path,
+    // its link header written as soon as its next hop is known; else each packet's
+    // out interface says (`out_clear`, `ether_direct`).
+    let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
     let now = cx.now.as_nanos();
     for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
@@ -198,7 +198,7 @@ pub(crate) fn ip_forward(
                 v.out.push(p)
             }
             Some((m, o)) => {
-                let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
+                let direct = cx.ether_direct(o.out);
                 forward4_out(cx, fib, m, o, l2, direct)
             }
             None => {}
@@ -221,7 +221,7 @@ pub(crate) fn ip_forward(
     );
     cx.stats.ip.forward += cx.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
-        let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
+        let direct = cx.ether_direct(o.out);
         forward4_out(cx, fib, m, o, l2, direct);
     }
 }

@@ -86,9 +86,8 @@ pub(crate) fn ip6_forward(
         (&mut v.dsts, &mut v.raw),
     );
     let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::Out);
-    // As in `ip_forward`: no hook at the link's output, the link header at once.
-    let direct = !cx.pfil_active(PfilPoint::Ether, Dir::Out);
-    let fast = !hooks && direct;
+    // As in `ip_forward`: no hook on any way out, every packet the fast path.
+    let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
     let now = cx.now.as_nanos();
     for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
@@ -106,7 +105,7 @@ pub(crate) fn ip6_forward(
                 v.out.push(p)
             }
             Some((m, o)) => {
-                let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
+                let direct = cx.ether_direct(o.out);
                 forward6_out(cx, fib, m, o, l2, direct)
             }
             None => {}
@@ -129,7 +128,7 @@ pub(crate) fn ip6_forward(
     );
     cx.stats.ip6.forward += cx.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
-        let direct = direct || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, o.out);
+        let direct = cx.ether_direct(o.out);
         forward6_out(cx, fib, m, o, l2, direct);
     }
 }

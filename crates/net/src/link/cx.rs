@@ -161,6 +161,13 @@ impl LinkCx<'_> {
         self.pfil_skip || !self.pfil.arcs.any_on(i, arcs)
     }
 
+    /// Whether a packet leaving by interface `i` meets no layer-2 output hook there,
+    /// so that its link header is written as soon as its next hop is known.
+    #[inline]
+    pub(crate) fn ether_direct(&self, i: IfIndex) -> bool {
+        !self.pfil_active_on(PfilPoint::Ether, Dir::Out, i)
+    }
+
     /// Runs the pfil hooks at (`point`, `dir`) over a stage's vector (`pfil_run_hooks`
     /// once for the whole vector; `ifs` gives each packet's interface and arrival
     /// interface): what they pass stays in `pkts`, in order; what they drop is

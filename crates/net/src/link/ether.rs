@@ -186,10 +186,7 @@ pub(crate) fn ether_output_vec(
         };
         // Straight out where this interface's arc is empty (its packets keep their
         // order: all of them go one way), through the hooks after the loop else.
-        if !hooks
-            || ifp.no_link_header()
-            || !cx.pfil_active_on(PfilPoint::Ether, Dir::Out, ifp.index)
-        {
+        if !hooks || ifp.no_link_header() || cx.ether_direct(ifp.index) {
             ether_output_now(cx, ifp, m, o.dst, o.ty);
             continue;
         }
@@ -210,9 +207,6 @@ pub(crate) fn ether_output_vec(
         &mut v.pf,
         |&i| (i, None),
     );
-    if v.out.is_empty() {
-        return;
-    }
     cx.stats.ether.opackets += v.out.len() as u64;
     for (m, i) in v.out.drain(..) {
         match cx.tx.get_mut(i.get()) {
