@@ -24,6 +24,30 @@ pub(crate) struct Window {
     pub runtime: Option<net::runtime::Runtime>,
 }
 
+impl Window {
+    /// Packets a second, all workers.
+    fn rate(&self) -> f64 {
+        self.packets.iter().sum::<u64>() as f64 / self.secs
+    }
+
+    /// Becomes `best` if it is the first window or faster than `best`.
+    fn keep_if_best(self, best: &mut Option<Window>) {
+        if best.as_ref().is_none_or(|b| self.rate() > b.rate()) {
+            *best = Some(self);
+        }
+    }
+
+    /// No window measured (no rounds).
+    fn empty() -> Window {
+        Window {
+            packets: vec![0],
+            cpu: vec![Duration::ZERO],
+            secs: 1.0,
+            runtime: None,
+        }
+    }
+}
+
 /// The row of window `w`: recycled buffers and no flow count, for the caller to set.
 pub(super) fn row_of(name: &str, what: String, routes: usize, w: &Window, hz: Option<f64>) -> Row {
     let packets: u64 = w.packets.iter().sum();
@@ -103,17 +127,9 @@ pub(crate) fn time_stack_named(
             secs: (w1 - w0).as_secs_f64(),
             runtime: Some(r1.since(&r0)),
         };
-        let rate = |w: &Window| w.packets.iter().sum::<u64>() as f64 / w.secs;
-        if best.as_ref().is_none_or(|b| rate(&w) > rate(b)) {
-            best = Some(w);
-        }
+        w.keep_if_best(&mut best);
     }
-    best.unwrap_or(Window {
-        packets: vec![0],
-        cpu: vec![Duration::ZERO],
-        secs: 1.0,
-        runtime: None,
-    })
+    best.unwrap_or_else(Window::empty)
 }
 
 /// The devices-only row: one thread per queue runs its generator into a sink.
@@ -164,15 +180,7 @@ pub(crate) fn devices(workers: usize, secs: f64, rounds: u32, frames: &[Vec<u8>]
             secs: w0.elapsed().as_secs_f64(),
             runtime: None,
         };
-        let rate = |w: &Window| w.packets.iter().sum::<u64>() as f64 / w.secs;
-        if best.as_ref().is_none_or(|b| rate(&w) > rate(b)) {
-            best = Some(w);
-        }
+        w.keep_if_best(&mut best);
     }
-    best.unwrap_or(Window {
-        packets: vec![0],
-        cpu: vec![Duration::ZERO],
-        secs: 1.0,
-        runtime: None,
-    })
+    best.unwrap_or_else(Window::empty)
 }
