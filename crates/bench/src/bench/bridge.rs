@@ -421,19 +421,10 @@ fn print_table(a: &BenchArgs, rows: &[Row], hz: Option<f64>) {
         );
     }
     println!();
-    println!("cycles a frame in each stage of the stack (its runtime counters), 1 worker:");
-    for r in rows
-        .iter()
-        .filter(|r| r.workers == 1 && !r.stages.is_empty())
-    {
-        let parts: Vec<String> = r
-            .stages
-            .iter()
-            .map(|(n, c)| format!("{n} {c:.0}"))
-            .collect();
-        println!("  {:<12} {}", r.name, parts.join(", "));
-    }
-    println!();
+    crate::bench::stages::print_stages(
+        "cycles a frame in each stage of the stack (its runtime counters), 1 worker:",
+        rows.iter().map(|r| (r.name, r.workers, &r.stages[..])),
+    );
 }
 
 /// Scaling, flooding against known unicast, the stack against the devices.

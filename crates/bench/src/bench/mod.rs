@@ -32,6 +32,7 @@ mod rfc2544;
 mod router;
 mod smol;
 mod smol_tap;
+mod stages;
 mod tap;
 mod veth;
 

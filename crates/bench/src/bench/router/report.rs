@@ -110,19 +110,10 @@ pub(super) fn table(h: &Heading<'_>, rows: &[Row], two: usize) {
         );
     }
     println!();
-    println!("cycles a packet in each stage of the stack (its runtime counters, VPP's `show runtime`), 1 worker:");
-    for r in rows
-        .iter()
-        .filter(|r| r.workers == 1 && !r.stages.is_empty())
-    {
-        let parts: Vec<String> = r
-            .stages
-            .iter()
-            .map(|(n, c)| format!("{n} {c:.0}"))
-            .collect();
-        println!("  {:<12} {}", r.name, parts.join(", "));
-    }
-    println!();
+    crate::bench::stages::print_stages(
+        "cycles a packet in each stage of the stack (its runtime counters, VPP's `show runtime`), 1 worker:",
+        rows.iter().map(|r| (r.name.as_str(), r.workers, &r.stages[..])),
+    );
     comparisons(rows, two);
 }
 
