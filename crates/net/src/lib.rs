@@ -26,6 +26,8 @@ pub mod stats;
 // `stack` (the Stack, its workers and the sockets), which drives the others.
 pub mod inet;
 pub mod inet6;
+pub(crate) mod ip;
+pub(crate) mod ip46;
 pub mod link;
 pub mod pfil;
 pub mod stack;

@@ -34,8 +34,8 @@
 
 use crate::hdr::mbuf_sum;
 use crate::inet::ip::{IpInfo, IpOut};
-use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
+use crate::ip46::Ip46Cx;
 use crate::link::iface::IfIndex;
 use crate::stats::DropReason;
 use mbuf::Mbuf;
@@ -105,12 +105,13 @@ pub struct TunnelConf {
 /// sends each by the outer destination's route, looked up once for the vector: the
 /// outer header (the inner packet's DSCP, ECN not-ECT, Don't Fragment clear) is IP
 /// output's, on that route unless it is a tunnel's.
-pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec<Mbuf>) {
+pub(crate) fn tunnel_output(cx: &mut Ip46Cx<'_, '_>, tc: &TunnelConf, out: &mut Vec<Mbuf>) {
     let ttl = TUNNEL_TTL;
     match (tc.src, tc.dst) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            let route = crate::inet::ip::ip_route(cx, dst).map(|r| (r.0.no_link_header(), r));
-            let send = |cx: &mut Inet6Cx<'_>, m, proto, tos, r| {
+            let route =
+                crate::inet::ip::ip_route(&cx.inet(), dst).map(|r| (r.0.no_link_header(), r));
+            let send = |cx: &mut Ip46Cx<'_, '_>, m, proto, tos, r| {
                 let o = IpOut {
                     src,
                     dst,
@@ -118,14 +119,14 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
                     ttl,
                     df: false,
                 };
-                crate::inet::ip::ip_output_on(cx, m, o, tos, r);
+                crate::inet::ip::ip_output_on(&mut cx.inet(), m, o, tos, r);
             };
             encap_out(cx, tc, out, route, DropReason::IpNoRoute, send);
         }
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            let route = crate::inet6::ip6::ip6_route(cx, dst, None);
+            let route = crate::inet6::ip6::ip6_route(&cx.inet6(), dst, None);
             let route = route.map(|r| (r.0.no_link_header(), r));
-            let send = |cx: &mut Inet6Cx<'_>, m, proto, tos, r| {
+            let send = |cx: &mut Ip46Cx<'_, '_>, m, proto, tos, r| {
                 let o = Ip6Out {
                     src,
                     dst,
@@ -134,12 +135,12 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
                     keep_unspec: false,
                     ifindex: None,
                 };
-                crate::inet6::ip6::ip6_output_on(cx, m, o, tos, r);
+                crate::inet6::ip6::ip6_output_on(&mut cx.inet6(), m, o, tos, r);
             };
             encap_out(cx, tc, out, route, DropReason::Ip6NoRoute, send);
         }
         // `Stack::add_tunnel` makes no tunnel of two families.
-        _ => DropReason::TunnelOutDropped.count_n(cx.stats, out.drain(..).count() as u64),
+        _ => DropReason::TunnelOutDropped.count_n(cx.link.stats, out.drain(..).count() as u64),
     }
 }
 
@@ -150,21 +151,21 @@ pub(crate) fn tunnel_output(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, out: &mut Vec
 /// beside it).
 #[inline(always)]
 fn encap_out<R: Copy>(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Ip46Cx<'_, '_>,
     tc: &TunnelConf,
     out: &mut Vec<Mbuf>,
     route: Option<(bool, R)>,
     no_route: DropReason,
-    mut send: impl FnMut(&mut Inet6Cx<'_>, Mbuf, IpProtocol, u8, R),
+    mut send: impl FnMut(&mut Ip46Cx<'_, '_>, Mbuf, IpProtocol, u8, R),
 ) {
     for m in out.drain(..) {
         let Some((m, proto, dscp)) = wrap(cx, tc, m) else {
             continue;
         };
         match route {
-            Some((true, _)) => cx.drop_pkt(m, DropReason::TunnelLoop),
+            Some((true, _)) => cx.link.drop_pkt(m, DropReason::TunnelLoop),
             Some((false, r)) => send(cx, m, proto, dscp << 2, r),
-            None => cx.drop_pkt(m, no_route),
+            None => cx.link.drop_pkt(m, no_route),
         }
     }
 }
@@ -173,7 +174,7 @@ fn encap_out<R: Copy>(
 /// is final: checksums filled, cut to the tunnel's MTU), GRE's header in front for
 /// a GRE tunnel; with the outer header's protocol and the inner DSCP. `None` if it
 /// was dropped (counted).
-fn wrap(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, mut m: Mbuf) -> Option<(Mbuf, IpProtocol, u8)> {
+fn wrap(cx: &mut Ip46Cx<'_, '_>, tc: &TunnelConf, mut m: Mbuf) -> Option<(Mbuf, IpProtocol, u8)> {
     m.hdr.csum_flags = 0;
     m.hdr.tso_segsz = 0;
     m.hdr.vlan_tci = None;
@@ -182,7 +183,7 @@ fn wrap(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, mut m: Mbuf) -> Option<(Mbuf, IpP
         [b0, b1, ..] if b0 >> 4 == 4 => (false, b1 >> 2),
         [b0, b1, ..] if b0 >> 4 == 6 => (true, ((b0 & 0x0f) << 2) | (b1 >> 6)),
         _ => {
-            cx.drop_pkt(m, DropReason::TunnelOutDropped);
+            cx.link.drop_pkt(m, DropReason::TunnelOutDropped);
             return None;
         }
     };
@@ -199,14 +200,14 @@ fn wrap(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, mut m: Mbuf) -> Option<(Mbuf, IpP
             match m.prepend(g.buffer_len()) {
                 Ok(h) => g.emit(&mut GrePacket::new_unchecked(h)),
                 Err(_) => {
-                    cx.drop_pkt(m, DropReason::TunnelOutDropped);
+                    cx.link.drop_pkt(m, DropReason::TunnelOutDropped);
                     return None;
                 }
             }
             IpProtocol::Gre
         }
     };
-    cx.stats.tunnel.opackets += 1;
+    cx.link.stats.tunnel.opackets += 1;
     Some((m, proto, dscp))
 }
 
@@ -214,7 +215,7 @@ fn wrap(cx: &mut Inet6Cx<'_>, tc: &TunnelConf, mut m: Mbuf) -> Option<(Mbuf, IpP
 /// protocol 4, 41 or 47 (`info.proto`): to the tunnel it belongs to. Handed back when
 /// no tunnel claims it (the caller answers as for an unknown protocol).
 pub(crate) fn tunnel_input4(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Ip46Cx<'_, '_>,
     tunnels: &[TunnelConf],
     m: Mbuf,
     info: &IpInfo,
@@ -226,7 +227,7 @@ pub(crate) fn tunnel_input4(
 /// An IPv6 packet for this host whose upper layer (at `info.off`) is protocol 4,
 /// 41 or 47: as [`tunnel_input4`].
 pub(crate) fn tunnel_input6(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Ip46Cx<'_, '_>,
     tunnels: &[TunnelConf],
     m: Mbuf,
     info: &Ip6Info,
@@ -242,7 +243,7 @@ pub(crate) fn tunnel_input6(
 /// The tunnel with these endpoints takes the packet: the outer headers (`off`
 /// bytes, and GRE's) stripped, the inner one queued as arrived on its interface.
 fn decap(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Ip46Cx<'_, '_>,
     tunnels: &[TunnelConf],
     mut m: Mbuf,
     proto: IpProtocol,
@@ -258,17 +259,17 @@ fn decap(
     };
     let (tc, inner_at, inner_v6) = if proto == IpProtocol::Gre {
         // The GRE header: its flags say how long it is.
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, off, wire::gre::HEADER_LEN) else {
-            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, off, wire::gre::HEADER_LEN) else {
+            cx.link.drop_pkt(m, DropReason::TunnelBadHdr);
             return None;
         };
         let need = GrePacket::new_unchecked(h).header_len();
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, off, need) else {
-            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, off, need) else {
+            cx.link.drop_pkt(m, DropReason::TunnelBadHdr);
             return None;
         };
         let Ok(g) = GrePacket::new_checked(h).and_then(|p| GreRepr::parse(&p)) else {
-            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+            cx.link.drop_pkt(m, DropReason::TunnelBadHdr);
             return None;
         };
         let Some(tc) = std::iter::once(first)
@@ -276,18 +277,18 @@ fn decap(
             .find(|t| t.kind == TunnelKind::Gre { key: g.key })
         else {
             // The endpoints are a tunnel's but not the key: not ours.
-            cx.drop_pkt(m, DropReason::TunnelNoMatch);
+            cx.link.drop_pkt(m, DropReason::TunnelNoMatch);
             return None;
         };
         if g.checksum && mbuf_sum(&m, off, m.len() - off) != 0xffff {
-            cx.drop_pkt(m, DropReason::TunnelBadHdr);
+            cx.link.drop_pkt(m, DropReason::TunnelBadHdr);
             return None;
         }
         let v6 = match g.protocol {
             EtherType::Ipv4 => false,
             EtherType::Ipv6 => true,
             _ => {
-                cx.drop_pkt(m, DropReason::TunnelNoProto);
+                cx.link.drop_pkt(m, DropReason::TunnelNoProto);
                 return None;
             }
         };
@@ -296,11 +297,11 @@ fn decap(
         (first, off, proto == IpProtocol::Ipv6)
     };
     // The inner packet's version must be what the outer header said.
-    let version = crate::hdr::hdr(cx.access, &mut m, inner_at, 1)
+    let version = crate::hdr::hdr(cx.link.access, &mut m, inner_at, 1)
         .ok()
         .map(|h| h[0] >> 4);
     if version != Some(if inner_v6 { 6 } else { 4 }) {
-        cx.drop_pkt(m, DropReason::TunnelBadHdr);
+        cx.link.drop_pkt(m, DropReason::TunnelBadHdr);
         return None;
     }
     m.adj(inner_at as isize);
@@ -310,7 +311,7 @@ fn decap(
     m.hdr.vlan_tci = None;
     m.hdr.flags &= !(mbuf::M_BCAST | mbuf::M_MCAST);
     m.hdr.rcvif = tc.ifindex.0;
-    cx.stats.tunnel.ipackets += 1;
-    cx.loopq.push((tc.ifindex, m));
+    cx.link.stats.tunnel.ipackets += 1;
+    cx.ip.loopq.push((tc.ifindex, m));
     None
 }

@@ -1,21 +1,21 @@
 //! IPv4's batch context and published state.
 //!
 //! [`InetConfig`] is IPv4's part of the stack's published configuration (the
-//! default gateway, learnt path MTUs, the stack's own addresses, the UDP and echo
-//! sockets by port). [`InetCx`] is what an IPv4 stage may touch for a batch: the link
-//! context below it (reached through `Deref`), that configuration, the FIB, and the
-//! state IPv4 owns on a worker (reassembly, the ICMP rate limit, the IP id, the
-//! flow table). What IPv4 learns for the layers above it (an ICMP error about a TCP
-//! segment) it leaves in [`InetCx::ctlinput`] for the worker to hand up: IPv4 never
-//! names a transport above it.
+//! default gateway, learnt path MTUs, the stack's own addresses, the ICMP echo
+//! sockets by identifier). [`Inet4`] is the state IPv4 owns on a worker (the ICMP rate
+//! limit, the IP id); [`InetCx`] is what an IPv4 stage is given for a batch: the
+//! link's context, what both families share (`crate::ip::IpCx`: the FIB,
+//! reassembly, the flow table) and IPv4's own state, as separate borrows. What
+//! IPv4 learns for the layers above it (an ICMP error about a TCP segment) it
+//! leaves in `IpCx::ctlinput` for the worker to hand up: IPv4 never names a
+//! transport above it.
 
 use crate::ifindex::IfIndex;
-use crate::inet::frag::Reass;
+pub(crate) use crate::ip::{CtlInput, HardError, IpCx, TcpCtl, TokenBucket};
 use crate::link::LinkCx;
 use crate::sockbuf::SockShared;
 use crate::FxBuild;
-use dev::{Duration, Instant};
-use mbuf::Mbuf;
+use dev::Instant;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -45,8 +45,6 @@ pub struct InetConfig {
     /// [`InetConfig::is_subnet_bcast`] asks.
     pub(crate) net4: Vec<Ipv4Addr>,
     pub(crate) net4_bits: u64,
-    /// UDP sockets by port (both families: a socket is of one).
-    pub(crate) udp: HashMap<u16, Vec<Arc<SockShared>>, FxBuild>,
     /// ICMP echo sockets by identifier.
     pub(crate) echo: HashMap<u16, Arc<SockShared>, FxBuild>,
     /// What `ip_input` does with source-routed packets (`net.inet.ip.sourceroute`,
@@ -78,18 +76,6 @@ impl InetConfig {
     #[inline]
     pub fn is_local(&self, a: Ipv4Addr) -> bool {
         self.local4_bits & local_bit(a) != 0 && self.local4.contains(&a)
-    }
-
-    /// True if a UDP socket is bound where `local` names (its address, or the
-    /// unspecified one of its family): an ICMP error quoting a datagram from there
-    /// is about a socket that sent it.
-    pub(crate) fn udp_bound(&self, local: SocketAddr) -> bool {
-        self.udp.get(&local.port()).is_some_and(|v| {
-            v.iter().any(|s| {
-                s.local.ip() == local.ip()
-                    || (s.local.is_ipv4() == local.is_ipv4() && s.local.ip().is_unspecified())
-            })
-        })
     }
 
     /// True if `a` is a subnet broadcast address of interface `ifindex`
@@ -147,56 +133,6 @@ fn local_bit(a: Ipv4Addr) -> u64 {
 /// the stack publishes the change as any other.
 pub(crate) trait InetCtl {
     fn update_inet(&self, f: &mut dyn FnMut(&mut InetConfig));
-}
-
-/// What an ICMP or ICMPv6 error says to the transport of the packet it quotes
-/// (FreeBSD's `pr_ctlinput`), left for the worker to hand up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CtlInput {
-    /// About a TCP segment between `local` and `remote`.
-    Tcp {
-        local: SocketAddr,
-        remote: SocketAddr,
-        ctl: TcpCtl,
-    },
-}
-
-impl CtlInput {
-    /// For the TCP segment a quoted packet names (from [`quoted_tcp4`] or
-    /// [`quoted_tcp6`]), what `ctl` makes of its sequence number.
-    pub(crate) fn tcp(
-        quoted: Option<(SocketAddr, SocketAddr, u32)>,
-        ctl: impl FnOnce(u32) -> TcpCtl,
-    ) -> Option<CtlInput> {
-        quoted.map(|(local, remote, seq)| CtlInput::Tcp {
-            local,
-            remote,
-            ctl: ctl(seq),
-        })
-    }
-}
-
-/// What an ICMP or ICMPv6 error quoting one of our TCP segments says to its
-/// connection (FreeBSD's `tcp_ctlinput`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TcpCtl {
-    /// "Fragmentation needed" or "packet too big" about the segment starting at
-    /// `seq`: the path takes IP packets of at most `mtu` bytes. Believed only for a
-    /// live connection whose unacknowledged data `seq` lies in (RFC 5927 §4.1),
-    /// which then also teaches the host's path MTU list.
-    PathMtu { seq: u32, mtu: u32 },
-    /// A hard error about the segment starting at `seq`.
-    HardError { seq: u32, error: HardError },
-}
-
-/// The hard errors TCP hears of (FreeBSD's `inetctlerrmap`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HardError {
-    /// Port or protocol unreachable, administratively prohibited
-    /// (`ECONNREFUSED`).
-    Refused,
-    /// Time exceeded in transit (`EHOSTUNREACH`).
-    HostUnreachable,
 }
 
 /// The TCP segment an ICMP error quotes (an IPv4 header with the 8 bytes after it,
@@ -285,104 +221,36 @@ pub(crate) fn pmtu_upsert<A: PartialEq + Copy>(
     }
 }
 
-/// A token bucket for ICMP error rate limiting (FreeBSD `badport_bandlim`).
-#[derive(Debug)]
-pub(crate) struct TokenBucket {
-    per_sec: u32,
-    tokens: u32,
-    last: Instant,
-}
-
-impl TokenBucket {
-    pub(crate) fn new(per_sec: u32) -> Self {
-        TokenBucket {
-            per_sec,
-            tokens: per_sec,
-            last: Instant::ZERO,
-        }
-    }
-
-    pub fn take(&mut self, now: Instant) -> bool {
-        if now.saturating_duration_since(self.last) >= Duration::from_secs(1) {
-            self.tokens = self.per_sec;
-            self.last = now;
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
-}
-
-/// What an IPv4 stage may touch while processing one batch.
-pub(crate) struct InetCx<'a> {
-    pub link: LinkCx<'a>,
+/// IPv4's own state on a worker for a batch: its part of the published
+/// configuration, the IP id counter, ICMP's rate limit, and how it changes what is
+/// published. IPv6 has its own ([`crate::inet6::cx::Inet6`]), beside this one.
+pub(crate) struct Inet4<'a> {
     pub inet: &'a InetConfig,
-    /// The routing table, read lock-free for the whole batch.
-    pub fib: &'a route::Fib,
-    /// This worker's flow table (stateful forwarding), if the stack keeps one.
-    pub flows: Option<&'a mut route::FlowTable>,
-    /// Packets input again after the batch, on the interface given: IPv4 addressed
-    /// to ourselves, and either family taken off a tunnel.
-    pub loopq: &'a mut Vec<(IfIndex, Mbuf)>,
-    /// Sockets whose applications wait for what the batch delivered.
-    pub wake: &'a mut Vec<Arc<SockShared>>,
     pub icmp_bucket: &'a mut TokenBucket,
     pub ip_id: &'a mut u16,
-    /// This worker's fragment reassembly table (both families).
-    pub frag: &'a mut Reass,
-    /// The stack's secret: flow hashes and initial sequence numbers.
-    pub isn_secret: u64,
-    /// Send redirects when a forwarded packet leaves by its arrival interface.
-    pub send_redirects: bool,
-    /// Where routing messages go (`RTM_MISS`).
-    pub rtbus: &'a route::RtBus,
     pub ctl4: &'a dyn InetCtl,
-    /// What ICMP learnt for the transports, for the worker to hand up.
-    pub ctlinput: &'a mut Vec<CtlInput>,
 }
 
-impl<'a> std::ops::Deref for InetCx<'a> {
-    type Target = LinkCx<'a>;
-    #[inline(always)]
-    fn deref(&self) -> &LinkCx<'a> {
-        &self.link
-    }
-}
-
-impl<'a> std::ops::DerefMut for InetCx<'a> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut LinkCx<'a> {
-        &mut self.link
-    }
-}
-
-impl<'a> crate::link::AsLink<'a> for InetCx<'a> {
-    #[inline(always)]
-    fn link(&mut self) -> &mut LinkCx<'a> {
-        &mut self.link
-    }
-}
-
-impl InetCx<'_> {
-    /// Schedules a socket's application for wake-up at the end of the batch.
-    /// Whether the application waits is asked then, once a socket per batch
-    /// (`SockShared::wake`, behind a fence), as TCP's readers are: not for every
-    /// datagram, whose fence cost the worker more than the rest of its delivery.
-    #[inline]
-    pub fn wake_socket(&mut self, s: &Arc<SockShared>) {
-        if self.wake.last().is_some_and(|x| x.id == s.id) {
-            return;
-        }
-        if !self.wake.iter().any(|x| x.id == s.id) {
-            self.wake.push(s.clone());
-        }
-    }
-
+impl Inet4<'_> {
     pub fn next_ip_id(&mut self) -> u16 {
         *self.ip_id = self.ip_id.wrapping_add(1);
         *self.ip_id
+    }
+}
+
+/// What an IPv4 stage is given for one batch: the link's context, what both IP
+/// families share, and IPv4's own state, side by side (separate borrows of the
+/// worker's parts; nothing of IPv6's).
+pub(crate) struct InetCx<'b, 'a> {
+    pub link: &'b mut LinkCx<'a>,
+    pub ip: &'b mut IpCx<'a>,
+    pub v4: &'b mut Inet4<'a>,
+}
+
+impl<'a> crate::link::AsLink<'a> for InetCx<'_, 'a> {
+    #[inline(always)]
+    fn link(&mut self) -> &mut LinkCx<'a> {
+        self.link
     }
 }
 

@@ -67,8 +67,8 @@ pub(crate) fn ports(
 }
 
 /// `RTM_MISS` for a destination without a route (only built when someone listens).
-pub(crate) fn miss(cx: &InetCx<'_>, dst: IpAddr, ifp: &Ifnet) {
-    let bus = cx.rtbus;
+pub(crate) fn miss(ip: &crate::ip::IpCx<'_>, dst: IpAddr, ifp: &Ifnet) {
+    let bus = ip.rtbus;
     if bus.has_subscribers() {
         bus.send(
             RtmType::Miss,
@@ -144,7 +144,7 @@ pub(crate) struct IpForwardVecs {
 /// those whose next hop's link address is known go to `l2` for `ether_output`,
 /// the others through the neighbour table. Errors answer as a router does.
 pub(crate) fn ip_forward(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
     pkts: &mut Vec<(Mbuf, IpInfo)>,
     v: &mut IpForwardVecs,
@@ -157,9 +157,9 @@ pub(crate) fn ip_forward(
     };
     for (m, info) in pkts.drain(..) {
         if info.bcast || martian(info.dst) || martian(info.src) {
-            cx.drop_pkt(m, DropReason::IpCantForward);
+            cx.link.drop_pkt(m, DropReason::IpCantForward);
         } else if info.ttl <= 1 {
-            cx.stats.ip.timeexceed += 1;
+            cx.link.stats.ip.timeexceed += 1;
             crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::TimeExceeded, 0, 0);
         } else {
             v.checked.push((m, info));
@@ -168,7 +168,7 @@ pub(crate) fn ip_forward(
     // The lookups of the whole vector back to back, so that their cache misses
     // overlap (VPP's `ip4_lookup`): with a table larger than the caches each is a
     // miss or two, and nothing in between waits for it.
-    let fib: &route::Fib = cx.fib;
+    let fib: &route::Fib = cx.ip.fib;
     lookup4_vec(
         cx,
         fib,
@@ -176,16 +176,16 @@ pub(crate) fn ip_forward(
         &mut v.nhs,
         (&mut v.dsts, &mut v.raw),
     );
-    let hooks = cx.pfil_active(PfilPoint::Inet, Dir::Out);
+    let hooks = cx.link.pfil_active(PfilPoint::Inet, Dir::Out);
     // No hook on any interface's way out: every packet may take the fast path,
     // its link header written as soon as its next hop is known; else each packet's
     // out interface says (`out_clear`, `ether_direct`).
-    let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
-    let now = cx.now.as_nanos();
+    let fast = !hooks && !cx.link.pfil_active(PfilPoint::Ether, Dir::Out);
+    let now = cx.link.now.as_nanos();
     for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
         let m = match nh {
-            Some(nh) if fast || cx.out_clear(PfilPoint::Inet, nh.ifindex) => {
+            Some(nh) if fast || cx.link.out_clear(PfilPoint::Inet, nh.ifindex) => {
                 match forward4_fast(cx, ifp, m, &info, nh, now) {
                     Ok(()) => continue,
                     Err(m) => m,
@@ -194,11 +194,11 @@ pub(crate) fn ip_forward(
             _ => m,
         };
         match forward4_one(cx, ifp, m, info, nh) {
-            Some(p) if hooks && cx.pfil_active_on(PfilPoint::Inet, Dir::Out, p.1.out) => {
+            Some(p) if hooks && cx.link.pfil_active_on(PfilPoint::Inet, Dir::Out, p.1.out) => {
                 v.out.push(p)
             }
             Some((m, o)) => {
-                let direct = cx.ether_direct(o.out);
+                let direct = cx.link.ether_direct(o.out);
                 forward4_out(cx, fib, m, o, l2, direct)
             }
             None => {}
@@ -210,8 +210,8 @@ pub(crate) fn ip_forward(
     // A packet a hook keeps (a dummynet pipe) has been forwarded as far as this
     // stage goes: it is counted now, as FreeBSD's ip_forward counts a packet whose
     // ip_output took it, since its release goes straight to the link's output.
-    let kept = cx.stats.pfil.consumed;
-    cx.pfil_vec(
+    let kept = cx.link.stats.pfil.consumed;
+    cx.link.pfil_vec(
         PfilPoint::Inet,
         Dir::Out,
         DropReason::PfilIpOut,
@@ -219,9 +219,9 @@ pub(crate) fn ip_forward(
         &mut v.pf,
         |o| (o.out, Some(o.rcvif)),
     );
-    cx.stats.ip.forward += cx.stats.pfil.consumed - kept;
+    cx.link.stats.ip.forward += cx.link.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
-        let direct = cx.ether_direct(o.out);
+        let direct = cx.link.ether_direct(o.out);
         forward4_out(cx, fib, m, o, l2, direct);
     }
 }
@@ -239,7 +239,7 @@ pub(crate) fn ip_forward(
 /// here is a host.)
 #[inline]
 fn forward4_fast(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
     mut m: Mbuf,
     info: &IpInfo,
@@ -249,7 +249,7 @@ fn forward4_fast(
     if nh.kind != NhKind::Forward {
         return Err(m);
     }
-    let ifaces = cx.ifaces;
+    let ifaces = cx.link.ifaces;
     let Some(out) = ifaces.get(nh.ifindex as usize) else {
         return Err(m);
     };
@@ -276,9 +276,9 @@ fn forward4_fast(
     if !ttl_decrement(&mut m, info.ttl) {
         return Err(m);
     }
-    cx.stats.ip.forward += 1;
+    cx.link.stats.ip.forward += 1;
     let dst = EthernetAddress(mac);
-    crate::link::ether::ether_output_now(&mut cx.link, out, m, dst, EtherType::Ipv4);
+    crate::link::ether::ether_output_now(cx.link, out, m, dst, EtherType::Ipv4);
     Ok(())
 }
 
@@ -288,17 +288,17 @@ fn forward4_fast(
 /// the others through the offload step and ARP.
 #[inline]
 fn forward4_out(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     fib: &route::Fib,
     m: Mbuf,
     o: FwdOut,
     l2: &mut Vec<L2Out>,
     direct: bool,
 ) {
-    cx.stats.ip.forward += 1;
-    let ifaces = cx.ifaces;
+    cx.link.stats.ip.forward += 1;
+    let ifaces = cx.link.ifaces;
     let (Some(nh), Some(out)) = (fib.nexthop(o.nh), ifaces.get(o.out.get())) else {
-        return cx.drop_pkt(m, DropReason::IpNoRoute);
+        return cx.link.drop_pkt(m, DropReason::IpNoRoute);
     };
     let mtu = o.mtu as usize;
     // The common case: it fits, nothing is left to a device, and the route's
@@ -306,12 +306,12 @@ fn forward4_out(
     // table the connected destination's).
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 && !o.bcast {
         let mac = match nh.gateway {
-            Some(_) => nh.l2(cx.now.as_nanos()).map(EthernetAddress),
+            Some(_) => nh.l2(cx.link.now.as_nanos()).map(EthernetAddress),
             None => cx.link.arp_lookup(out.index, o.next),
         };
         if let Some(dst) = mac {
             let ty = EtherType::Ipv4;
-            return ether::ether_output_known(&mut cx.link, out, m, dst, ty, l2, direct);
+            return ether::ether_output_known(cx.link, out, m, dst, ty, l2, direct);
         }
     }
     // A segment from a link with offloads may be larger than this one takes, or
@@ -319,7 +319,7 @@ fn forward4_out(
     // broadcast let through (`net.inet.ip.directed-broadcast`) goes to the link's
     // broadcast address, as FreeBSD's `ip_output` sends one (M_BCAST).
     let (next, bcast) = (o.next, o.bcast);
-    let l2out = |cx: &mut InetCx<'_>, m| l2_output4(cx, out, m, nh, next, bcast);
+    let l2out = |cx: &mut InetCx<'_, '_>, m| l2_output4(cx, out, m, nh, next, bcast);
     if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
         crate::inet::ip::ip_fragment(cx, out, m, next, bcast, mtu);
     }
@@ -330,17 +330,17 @@ fn forward4_out(
 /// while that lives.
 #[inline]
 fn lookup4_vec(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     fib: &route::Fib,
     pkts: &mut [(Mbuf, IpInfo)],
     nhs: &mut Vec<u32>,
     (dsts, raw): (&mut Vec<u32>, &mut Vec<Option<u32>>),
 ) {
     nhs.clear();
-    let seed = cx.isn_secret;
-    let access = cx.access;
-    let now = cx.now.as_nanos();
-    match cx.flows.as_deref_mut() {
+    let seed = cx.ip.isn_secret;
+    let access = cx.link.access;
+    let now = cx.link.now.as_nanos();
+    match cx.ip.flows.as_deref_mut() {
         // Stateful: the flow keeps the next hop it was given while that lives.
         Some(ft) => {
             for (m, info) in pkts.iter_mut() {
@@ -396,7 +396,7 @@ fn lookup4_vec(
 /// TTL - 1; on to `out` for the output hooks, or answered with an ICMP error.
 #[inline]
 fn forward4_one(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
     mut m: Mbuf,
     info: IpInfo,
@@ -404,8 +404,8 @@ fn forward4_one(
 ) -> Option<(Mbuf, FwdOut)> {
     let (src, dst) = (info.src, info.dst);
     let Some(nh) = nh else {
-        miss(cx, dst.into(), ifp);
-        cx.stats.ip.noroute += 1;
+        miss(cx.ip, dst.into(), ifp);
+        cx.link.stats.ip.noroute += 1;
         crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 0, 0);
         return None;
     };
@@ -416,34 +416,34 @@ fn forward4_one(
         // address of a subnet on the link is refused, as FreeBSD's `ip_output`
         // does with `directed-broadcast` 0 and Linux without `bc_forwarding`. The
         // lookup tells: such addresses are FIB entries of their own.
-        NhKind::Broadcast if !cx.inet.directed_broadcast => {
-            cx.drop_pkt(m, DropReason::IpBcastFwd);
+        NhKind::Broadcast if !cx.v4.inet.directed_broadcast => {
+            cx.link.drop_pkt(m, DropReason::IpBcastFwd);
             return None;
         }
         NhKind::Broadcast => true,
         NhKind::Blackhole => {
-            cx.drop_pkt(m, DropReason::IpBlackhole);
+            cx.link.drop_pkt(m, DropReason::IpBlackhole);
             return None;
         }
         NhKind::Reject => {
-            cx.stats.ip.reject += 1;
+            cx.link.stats.ip.reject += 1;
             crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 1, 0);
             return None;
         }
         NhKind::Prohibit => {
-            cx.stats.ip.reject += 1;
+            cx.link.stats.ip.reject += 1;
             crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 13, 0);
             return None;
         }
     };
-    let ifaces = cx.ifaces;
+    let ifaces = cx.link.ifaces;
     let Some(outif) = ifaces.get(nh.ifindex as usize) else {
-        cx.drop_pkt(m, DropReason::IpNoRoute);
+        cx.link.drop_pkt(m, DropReason::IpNoRoute);
         return None;
     };
     if !outif.is_up() {
         // FreeBSD's ip_forward answers ENETDOWN so.
-        cx.stats.ip.cantforward += 1;
+        cx.link.stats.ip.cantforward += 1;
         crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 1, 0);
         return None;
     }
@@ -459,7 +459,7 @@ fn forward4_one(
     // A segment that stands for smaller ones is cut to fit later, whatever its DF.
     if m.len() > mtu && info.df && m.hdr.tso_segsz == 0 {
         // RFC 1191: fragmentation needed, with the next hop's MTU.
-        cx.stats.ip.toobig += 1;
+        cx.link.stats.ip.toobig += 1;
         let mtu = mtu.min(65535) as u16;
         crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 4, mtu);
         return None;
@@ -468,7 +468,7 @@ fn forward4_one(
     // neighbour of the source that the source could have used itself: say so (and
     // forward it anyway). Not for source-routed (here: any option-carrying) packets.
     if outif.index == ifp.index
-        && cx.send_redirects
+        && cx.ip.send_redirects
         && info.hlen == IP_HDR_LEN
         && ifp
             .addrs
@@ -480,7 +480,7 @@ fn forward4_one(
     // TTL - 1, checksum updated incrementally (RFC 1624). `ip_input` left the
     // header in the first buffer; a shared one is copied first.
     if !ttl_decrement(&mut m, info.ttl) {
-        cx.drop_pkt(m, DropReason::IpOutDropped);
+        cx.link.drop_pkt(m, DropReason::IpOutDropped);
         return None;
     }
     Some((
@@ -499,7 +499,7 @@ fn forward4_one(
 /// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
 /// one for a gateway, else through ARP.
 fn l2_output4(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     out: &Arc<Ifnet>,
     m: Mbuf,
     nh: &route::NextHop,
@@ -507,16 +507,16 @@ fn l2_output4(
     bcast: bool,
 ) {
     if nh.gateway.is_some() {
-        if let Some(mac) = nh.l2(cx.now.as_nanos()) {
-            return ether_output(cx, out, m, EthernetAddress(mac), EtherType::Ipv4);
+        if let Some(mac) = nh.l2(cx.link.now.as_nanos()) {
+            return ether_output(cx.link, out, m, EthernetAddress(mac), EtherType::Ipv4);
         }
     }
-    ether::arp_resolve_output(cx, out, m, next, bcast);
+    ether::arp_resolve_output(cx.link, out, m, next, bcast);
 }
 
 /// An ICMP host redirect about the packet in `m` (which is still forwarded): a copy
 /// of its header and first 8 data bytes goes back to the source.
-fn redirect4(cx: &mut InetCx<'_>, m: &Mbuf, gateway: Ipv4Addr) {
+fn redirect4(cx: &mut InetCx<'_, '_>, m: &Mbuf, gateway: Ipv4Addr) {
     let n = m.len().min(IP_HDR_LEN + 8);
     let mut quote = [0u8; IP_HDR_LEN + 8];
     if m.copydata(0, &mut quote[..n]).is_err() {
@@ -525,7 +525,7 @@ fn redirect4(cx: &mut InetCx<'_>, m: &Mbuf, gateway: Ipv4Addr) {
     let Ok(copy) = Mbuf::from_slice(&quote[..n]) else {
         return;
     };
-    cx.stats.ip.redirectsent += 1;
+    cx.link.stats.ip.redirectsent += 1;
     crate::inet::icmp::icmp_error_word(cx, copy, Icmpv4Message::Redirect, 1, gateway.octets());
 }
 

@@ -16,27 +16,32 @@ pub(crate) const ICMP_HDR_LEN: usize = 8;
 const ICMP_ERR_MAX: usize = 576;
 
 /// `icmp_input`.
-pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf, info: IpInfo) {
+pub(crate) fn icmp_input<'a>(
+    cx: &mut InetCx<'_, 'a>,
+    _ifp: &Arc<Ifnet>,
+    mut m: Mbuf,
+    info: IpInfo,
+) {
     let icmplen = m.len() - info.hlen;
     if icmplen < ICMP_HDR_LEN {
-        return cx.drop_pkt(m, DropReason::IcmpTooShort);
+        return cx.link.drop_pkt(m, DropReason::IcmpTooShort);
     }
     if mbuf_sum(&m, info.hlen, icmplen) != 0xffff {
-        return cx.drop_pkt(m, DropReason::IcmpChecksum);
+        return cx.link.drop_pkt(m, DropReason::IcmpChecksum);
     }
     let (ty, ident, seq) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::IcmpTooShort);
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, info.hlen, ICMP_HDR_LEN) else {
+            return cx.link.drop_pkt(m, DropReason::IcmpTooShort);
         };
         let p = Icmpv4Packet::new_unchecked(h);
         (p.msg_type(), p.echo_ident(), p.echo_seq_no())
     };
     match ty {
         Icmpv4Message::EchoRequest => {
-            cx.stats.icmp.inecho += 1;
+            cx.link.stats.icmp.inecho += 1;
             // RFC 1122 §3.2.2.6 allows silence for broadcast echo; FreeBSD's default.
             if info.bcast {
-                return cx.drop_pkt(m, DropReason::IcmpBmcastEcho);
+                return cx.link.drop_pkt(m, DropReason::IcmpBmcastEcho);
             }
             // Reflect in place: drop the old IP header (and its options), turn the
             // request into a reply with an incremental checksum update (RFC 1624),
@@ -44,15 +49,15 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
             m.adj(info.hlen as isize);
             {
                 let Some(h) = m.head_mut::<ICMP_HDR_LEN>() else {
-                    return cx.drop_pkt(m, DropReason::IcmpTooShort);
+                    return cx.link.drop_pkt(m, DropReason::IcmpTooShort);
                 };
                 let mut p = Icmpv4Packet::new_unchecked(h);
                 let old = p.checksum();
                 p.set_msg_type(Icmpv4Message::EchoReply);
                 p.set_checksum(wire::checksum::update(old, 0x0800, 0x0000));
             }
-            cx.stats.icmp.reflect += 1;
-            cx.stats.icmp.outechoreply += 1;
+            cx.link.stats.icmp.reflect += 1;
+            cx.link.stats.icmp.outechoreply += 1;
             ip::ip_output(
                 cx,
                 m,
@@ -66,11 +71,11 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
             );
         }
         Icmpv4Message::EchoReply => {
-            cx.stats.icmp.inechoreply += 1;
+            cx.link.stats.icmp.inechoreply += 1;
             // Borrowed from the batch's configuration: no reference count per reply.
-            let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
+            let cfg: &'a crate::inet::cx::InetConfig = cx.v4.inet;
             let Some(s) = cfg.echo.get(&ident) else {
-                return cx.drop_pkt(m, DropReason::IcmpNoPort);
+                return cx.link.drop_pkt(m, DropReason::IcmpNoPort);
             };
             m.adj((info.hlen + ICMP_HDR_LEN) as isize);
             let d = RxDatagram {
@@ -80,31 +85,31 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
             };
             if let Err(d) = s.rxq.push(d) {
                 drop(d);
-                DropReason::UdpFullSock.count(cx.stats);
+                DropReason::UdpFullSock.count(cx.link.stats);
             } else {
-                cx.wake_socket(s);
+                cx.ip.wake_socket(s);
             }
         }
         Icmpv4Message::DstUnreachable | Icmpv4Message::TimeExceeded => {
             let unreach = ty == Icmpv4Message::DstUnreachable;
             if unreach {
-                cx.stats.icmp.inunreach += 1;
+                cx.link.stats.icmp.inunreach += 1;
             } else {
-                cx.stats.icmp.intimxceed += 1;
+                cx.link.stats.icmp.intimxceed += 1;
             }
             // The code, for "fragmentation needed" (RFC 1191) the next-hop MTU in
             // bytes 6-8, then the quoted header (with its options) and 8 bytes more.
-            let Ok((code, mtu)) = crate::hdr::hdr(cx.access, &mut m, info.hlen, ICMP_HDR_LEN)
+            let Ok((code, mtu)) = crate::hdr::hdr(cx.link.access, &mut m, info.hlen, ICMP_HDR_LEN)
                 .map(|h| (h[1], u16::from_be_bytes([h[6], h[7]])))
             else {
-                return cx.drop_pkt(m, DropReason::IcmpTooShort);
+                return cx.link.drop_pkt(m, DropReason::IcmpTooShort);
             };
             let n = (icmplen - ICMP_HDR_LEN).min(68);
             let mut quoted = [0u8; 68];
             if m.copydata(info.hlen + ICMP_HDR_LEN, &mut quoted[..n])
                 .is_err()
             {
-                return cx.drop_pkt(m, DropReason::IcmpBadLen);
+                return cx.link.drop_pkt(m, DropReason::IcmpBadLen);
             }
             drop(m);
             let quoted = &quoted[..n];
@@ -118,7 +123,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
                 _ => {}
             }
         }
-        _ => cx.drop_pkt(m, DropReason::IcmpOther),
+        _ => cx.link.drop_pkt(m, DropReason::IcmpOther),
     }
 }
 
@@ -127,7 +132,7 @@ pub(crate) fn icmp_input<'a>(cx: &mut InetCx<'a>, _ifp: &Arc<Ifnet>, mut m: Mbuf
 /// a datagram to a broadcast (a directed broadcast of any of our subnets too) or
 /// multicast address or from one that names no single host, or a non-initial
 /// fragment; rate limited.
-pub(crate) fn icmp_error(cx: &mut InetCx<'_>, m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
+pub(crate) fn icmp_error(cx: &mut InetCx<'_, '_>, m: Mbuf, ty: Icmpv4Message, code: u8, mtu: u16) {
     let [a, b] = mtu.to_be_bytes();
     icmp_error_word(cx, m, ty, code, [0, 0, a, b]);
 }
@@ -135,16 +140,16 @@ pub(crate) fn icmp_error(cx: &mut InetCx<'_>, m: Mbuf, ty: Icmpv4Message, code: 
 /// [`icmp_error`] with the message's second word given: a redirect's gateway, or
 /// the next-hop MTU of "fragmentation needed" (RFC 1191) in its low half.
 pub(crate) fn icmp_error_word(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     mut m: Mbuf,
     ty: Icmpv4Message,
     code: u8,
     word: [u8; 4],
 ) {
-    cx.stats.icmp.error += 1;
+    cx.link.stats.icmp.error += 1;
     let (src, dst, hlen, proto, frag_off) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, ip::IP_HDR_LEN) else {
-            cx.stats.icmp.oldshort += 1;
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, 0, ip::IP_HDR_LEN) else {
+            cx.link.stats.icmp.oldshort += 1;
             return;
         };
         let p = Ipv4Packet::new_unchecked(h);
@@ -166,28 +171,28 @@ pub(crate) fn icmp_error_word(
             || a.is_unspecified()
             || a.is_loopback()
             || a.octets()[0] >= 240
-            || cx.inet.is_subnet_bcast(a)
+            || cx.v4.inet.is_subnet_bcast(a)
     };
     if frag_off != 0
         || not_one_host(src)
         || dst.is_multicast()
         || dst.is_broadcast()
-        || cx.inet.is_subnet_bcast(dst)
+        || cx.v4.inet.is_subnet_bcast(dst)
     {
         return;
     }
     if proto == IpProtocol::Icmp {
-        let inner_type = crate::hdr::hdr(cx.access, &mut m, hlen, 1)
+        let inner_type = crate::hdr::hdr(cx.link.access, &mut m, hlen, 1)
             .map(|b| b[0])
             .unwrap_or(0);
         // Errors (not queries) are never answered with errors.
         if !matches!(inner_type, 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18) {
-            cx.stats.icmp.oldicmp += 1;
+            cx.link.stats.icmp.oldicmp += 1;
             return;
         }
     }
-    if !cx.icmp_bucket.take(cx.now) {
-        cx.stats.icmp.ratelim += 1;
+    if !cx.v4.icmp_bucket.take(cx.link.now) {
+        cx.link.stats.icmp.ratelim += 1;
         return;
     }
     m.truncate(m.len().min(ICMP_ERR_MAX - ip::IP_HDR_LEN - ICMP_HDR_LEN));
@@ -205,19 +210,19 @@ pub(crate) fn icmp_error_word(
     h[4..8].copy_from_slice(&word);
     let sum = !mbuf_sum(&m, 0, m.len());
     let Some(h) = m.head_mut::<4>() else {
-        return DropReason::IpOutDropped.count(cx.stats);
+        return DropReason::IpOutDropped.count(cx.link.stats);
     };
     h[2..4].copy_from_slice(&sum.to_be_bytes());
     match ty {
-        Icmpv4Message::DstUnreachable => cx.stats.icmp.outunreach += 1,
-        Icmpv4Message::TimeExceeded => cx.stats.icmp.outtimxceed += 1,
-        Icmpv4Message::ParamProblem => cx.stats.icmp.outparamprob += 1,
+        Icmpv4Message::DstUnreachable => cx.link.stats.icmp.outunreach += 1,
+        Icmpv4Message::TimeExceeded => cx.link.stats.icmp.outtimxceed += 1,
+        Icmpv4Message::ParamProblem => cx.link.stats.icmp.outparamprob += 1,
         _ => {}
     }
     // From the address the datagram was sent to when it is ours; a router answering
     // about a datagram in transit speaks from its interface towards the source
     // (RFC 1812 §4.3.2.4).
-    let from = if cx.inet.is_local(dst) {
+    let from = if cx.v4.inet.is_local(dst) {
         dst
     } else {
         Ipv4Addr::UNSPECIFIED
@@ -236,13 +241,13 @@ pub(crate) fn icmp_error_word(
 }
 
 /// Sends an echo request from a ping socket.
-pub(crate) fn echo_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
+pub(crate) fn echo_output(cx: &mut InetCx<'_, '_>, s: &SockShared, d: TxDatagram) {
     let TxDatagram { mut m, to, seq } = d;
     let std::net::IpAddr::V4(dst) = to.ip() else {
-        return cx.drop_pkt(m, DropReason::IpNoRoute);
+        return cx.link.drop_pkt(m, DropReason::IpNoRoute);
     };
     let Ok(h) = m.prepend(ICMP_HDR_LEN) else {
-        return cx.drop_pkt(m, DropReason::IpOutDropped);
+        return cx.link.drop_pkt(m, DropReason::IpOutDropped);
     };
     {
         let mut p = Icmpv4Packet::new_unchecked(&mut h[..]);
@@ -254,10 +259,10 @@ pub(crate) fn echo_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
     }
     let sum = !mbuf_sum(&m, 0, m.len());
     let Some(h) = m.head_mut::<4>() else {
-        return cx.drop_pkt(m, DropReason::IpOutDropped);
+        return cx.link.drop_pkt(m, DropReason::IpOutDropped);
     };
     h[2..4].copy_from_slice(&sum.to_be_bytes());
-    cx.stats.icmp.outecho += 1;
+    cx.link.stats.icmp.outecho += 1;
     ip::ip_output(
         cx,
         m,
@@ -290,14 +295,14 @@ const PLATEAUS: [u32; 8] = [32000, 17914, 8166, 4352, 2002, 1492, 1006, 508];
 /// Anything else is counted in `icmp.noport` and changes nothing: a forged message
 /// quoting one of our addresses, any protocol, port or sequence number, used to
 /// lower the path MTU for ten minutes.
-fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
+fn pmtu4_input(cx: &mut InetCx<'_, '_>, mtu: u32, quoted: &[u8]) {
     if quoted.len() < 20 || quoted[0] >> 4 != 4 {
-        return DropReason::IcmpBadLen.count(cx.stats);
+        return DropReason::IcmpBadLen.count(cx.link.stats);
     }
     let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
     let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
-    if !cx.inet.is_local(src) {
-        cx.stats.icmp.noport += 1;
+    if !cx.v4.inet.is_local(src) {
+        cx.link.stats.icmp.noport += 1;
         return;
     }
     let total = u32::from(u16::from_be_bytes([quoted[2], quoted[3]]));
@@ -313,29 +318,38 @@ fn pmtu4_input(cx: &mut InetCx<'_>, mtu: u32, quoted: &[u8]) {
     .max(MIN_PMTU4);
     if let Some(c) = CtlInput::tcp(quoted_tcp4(quoted), |seq| TcpCtl::PathMtu { seq, mtu }) {
         // For TCP, through the worker (`pr_ctlinput`).
-        cx.ctlinput.push(c);
-    } else if quoted_l4(quoted, 17).is_some_and(|(local, _, _)| cx.inet.udp_bound(local)) {
+        cx.ip.ctlinput.push(c);
+    } else if quoted_l4(quoted, 17)
+        .is_some_and(|(local, _, _)| crate::ip::udp_bound(cx.ip.udp, local))
+    {
         pmtu4_learn(cx, src, dst, mtu, false);
     } else {
-        cx.stats.icmp.noport += 1;
+        cx.link.stats.icmp.noport += 1;
     }
 }
 
 /// Lowers the path MTU from `src` (ours) towards `dst` to `mtu`, if that is below
 /// what the list or the link says; `held`: a live connection vouched for it
 /// ([`pmtu_upsert`]).
-pub(crate) fn pmtu4_learn(cx: &mut InetCx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mtu: u32, held: bool) {
+pub(crate) fn pmtu4_learn(
+    cx: &mut InetCx<'_, '_>,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    mtu: u32,
+    held: bool,
+) {
     let link = cx
+        .link
         .ifaces
         .iter()
         .find(|i| i.has_addr(src))
         .map_or(1500, |i| i.mtu as u32);
-    let now = cx.now;
-    if mtu >= cx.inet.path_mtu4(dst, now).unwrap_or(link) {
+    let now = cx.link.now;
+    if mtu >= cx.v4.inet.path_mtu4(dst, now).unwrap_or(link) {
         return;
     }
     let expires = now + PMTU4_LIFETIME;
-    cx.ctl4.update_inet(&mut |c| {
+    cx.v4.ctl4.update_inet(&mut |c| {
         pmtu_upsert(&mut c.pmtu4, (dst, mtu, expires, held), now, MAX_PMTU4);
     });
 }
@@ -344,8 +358,9 @@ pub(crate) fn pmtu4_learn(cx: &mut InetCx<'_>, src: Ipv4Addr, dst: Ipv4Addr, mtu
 /// `PRC_TIMXCEED_INTRANS`) quoting one of our TCP segments, for its connection
 /// to judge (`tcp_ctlinput`). Soft errors (net or host unreachable, source route
 /// failed, …) say nothing a retransmission would not find out.
-fn hard_error4(cx: &mut InetCx<'_>, quoted: &[u8], error: HardError) {
-    cx.ctlinput
+fn hard_error4(cx: &mut InetCx<'_, '_>, quoted: &[u8], error: HardError) {
+    cx.ip
+        .ctlinput
         .extend(CtlInput::tcp(quoted_tcp4(quoted), |seq| {
             TcpCtl::HardError { seq, error }
         }));

@@ -123,19 +123,19 @@ pub(crate) struct IpInputVecs {
 /// forwards; every drop counted. Nothing here calls a transport: the worker
 /// delivers `v.local` through the protocol switch.
 pub(crate) fn ip_input(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
     pkts: &mut Vec<Mbuf>,
     v: &mut IpInputVecs,
 ) {
-    cx.stats.ip.total += pkts.len() as u64;
-    let hooks = cx.pfil_active_on(PfilPoint::Inet, Dir::In, ifp.index);
+    cx.link.stats.ip.total += pkts.len() as u64;
+    let hooks = cx.link.pfil_active_on(PfilPoint::Inet, Dir::In, ifp.index);
     let forwarding = ifp.forwarding.inet();
     for mut m in pkts.drain(..) {
-        match ip_check(cx.access, cx.inet, ifp, &mut m) {
+        match ip_check(cx.link.access, cx.v4.inet, ifp, &mut m) {
             Ok(info) if hooks => v.checked.push((m, info)),
             Ok(info) => ip_sort(cx, ifp, forwarding, m, info, v),
-            Err(why) => cx.drop_pkt(m, why),
+            Err(why) => cx.link.drop_pkt(m, why),
         }
     }
     if !hooks {
@@ -143,7 +143,7 @@ pub(crate) fn ip_input(
     }
     let at = (ifp.index, Some(ifp.index));
     let mut checked = std::mem::take(&mut v.checked);
-    cx.pfil_vec(
+    cx.link.pfil_vec(
         PfilPoint::Inet,
         Dir::In,
         DropReason::PfilIpIn,
@@ -167,15 +167,15 @@ pub(crate) fn ip_input(
 /// now says. Only after hooks ran; the broadcast test is redone only for a
 /// changed destination.
 #[inline]
-fn ip_reread(cx: &InetCx<'_>, ifp: &Ifnet, m: &mut Mbuf, mut info: IpInfo) -> IpInfo {
-    let Ok(h) = crate::hdr::hdr(cx.access, m, 0, IP_HDR_LEN) else {
+fn ip_reread(cx: &InetCx<'_, '_>, ifp: &Ifnet, m: &mut Mbuf, mut info: IpInfo) -> IpInfo {
+    let Ok(h) = crate::hdr::hdr(cx.link.access, m, 0, IP_HDR_LEN) else {
         return info;
     };
     let p = Ipv4Packet::new_unchecked(fixed::<IP_HDR_LEN>(h));
     let (src, dst, proto) = (p.src_addr(), p.dst_addr(), p.next_header());
     if dst != info.dst {
         info.bcast =
-            dst.is_broadcast() || dst.is_multicast() || cx.inet.is_bcast_on(dst, ifp.index);
+            dst.is_broadcast() || dst.is_multicast() || cx.v4.inet.is_bcast_on(dst, ifp.index);
         info.dst = dst;
     }
     info.src = src;
@@ -191,18 +191,18 @@ fn ip_reread(cx: &InetCx<'_>, ifp: &Ifnet, m: &mut Mbuf, mut info: IpInfo) -> Ip
 /// [`ip_sort`] (the caller's choice).
 #[inline]
 fn ip_fwd_sort(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     forwarding: bool,
     m: Mbuf,
     mut info: IpInfo,
     nh: Ipv4Addr,
     v: &mut IpInputVecs,
 ) {
-    if cx.inet.is_local(nh) {
+    if cx.v4.inet.is_local(nh) {
         return v.local.push((m, info));
     }
     if !forwarding {
-        return cx.drop_pkt(m, DropReason::IpCantForward);
+        return cx.link.drop_pkt(m, DropReason::IpCantForward);
     }
     // Forwarding reads `dst` only as the lookup's key and the link's next address.
     info.dst = nh;
@@ -213,7 +213,7 @@ fn ip_fwd_sort(
 /// A checked packet (past the input hooks) to local delivery or forwarding.
 #[inline(always)]
 fn ip_sort(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
     forwarding: bool,
     m: Mbuf,
@@ -233,29 +233,31 @@ fn ip_sort(
     let ours = if routed {
         false
     } else if info.bcast {
-        info.dst.is_broadcast() || cx.inet.is_bcast_on(info.dst, ifp.index) || is_joined(info.dst)
+        info.dst.is_broadcast()
+            || cx.v4.inet.is_bcast_on(info.dst, ifp.index)
+            || is_joined(info.dst)
     } else {
-        cx.inet.is_local(info.dst)
+        cx.v4.inet.is_local(info.dst)
     };
     if ours {
-        if m.hdr.flags & mbuf::M_LOOP == 0 && cx.inet.is_local(info.src) {
+        if m.hdr.flags & mbuf::M_LOOP == 0 && cx.v4.inet.is_local(info.src) {
             // Our own address as the source of a packet from a link (a device or a
             // tunnel), to us: spoofed, as the LAND attack's SYN from our address and
             // port to themselves is, or our own broadcast come back by another
             // interface. Linux drops it as a "martian source" (`fib_validate_source`);
             // FreeBSD's `tcp_input` drops the LAND SYN. What we send to ourselves
             // comes back through the loopback queue, marked `M_LOOP`.
-            cx.drop_pkt(m, DropReason::IpLocalSrc);
+            cx.link.drop_pkt(m, DropReason::IpLocalSrc);
         } else {
             v.local.push((m, info));
         }
     } else if !forwarding {
-        cx.drop_pkt(m, DropReason::IpCantForward);
-    } else if cx.inet.is_local(info.src) {
+        cx.link.drop_pkt(m, DropReason::IpCantForward);
+    } else if cx.v4.inet.is_local(info.src) {
         // Our own address as the source of a packet from the wire, to be forwarded:
         // spoofed, or our own packet looping back (Linux drops it as a "martian
         // source"). What we send ourselves to ourselves is for us, not forwarded.
-        cx.drop_pkt(m, DropReason::IpLocalSrc);
+        cx.link.drop_pkt(m, DropReason::IpLocalSrc);
     } else if let Some(rr) = opts.record_route {
         if let Some(m) = ip_record_route(cx, m, &info, IP_HDR_LEN + rr) {
             v.fwd.push((m, info));
@@ -286,7 +288,7 @@ struct OptsSeen {
 /// Route; or `None` when it was dropped or answered.
 #[inline]
 fn ip_dooptions(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     forwarding: bool,
     mut m: Mbuf,
     info: &mut IpInfo,
@@ -294,10 +296,10 @@ fn ip_dooptions(
     if info.hlen <= IP_HDR_LEN {
         return Some((m, OptsSeen::default()));
     }
-    let walked = match crate::hdr::hdr(cx.access, &mut m, 0, info.hlen) {
+    let walked = match crate::hdr::hdr(cx.link.access, &mut m, 0, info.hlen) {
         Ok(h) => wire::ipv4_options_check(&h[IP_HDR_LEN..info.hlen]),
         Err(_) => {
-            cx.drop_pkt(m, DropReason::IpBadHlen);
+            cx.link.drop_pkt(m, DropReason::IpBadHlen);
             return None;
         }
     };
@@ -321,7 +323,7 @@ fn ip_dooptions(
             ))
         }
         Err(e) => {
-            cx.stats.ip.badoptions += 1;
+            cx.link.stats.ip.badoptions += 1;
             // RFC 792: the pointer identifies the octet where an error was detected.
             let ptr = u8::try_from(IP_HDR_LEN + e.offset).unwrap_or(u8::MAX);
             let word = [ptr, 0, 0, 0];
@@ -358,35 +360,35 @@ fn ip_dooptions(
 /// Unlike FreeBSD, an accepted route is not kept for replies to reverse
 /// (`save_rte`).
 fn ip_srcroute(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     forwarding: bool,
     mut m: Mbuf,
     info: &mut IpInfo,
     ty: u8,
     off: usize,
 ) -> Option<(Mbuf, bool)> {
-    let sr = cx.inet.srcroute;
-    let fail = |cx: &mut InetCx<'_>, m| {
-        cx.stats.ip.srcroute += 1;
+    let sr = cx.v4.inet.srcroute;
+    let fail = |cx: &mut InetCx<'_, '_>, m| {
+        cx.link.stats.ip.srcroute += 1;
         crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::DstUnreachable, 5, 0);
         None
     };
-    if !cx.inet.is_local(info.dst) {
+    if !cx.v4.inet.is_local(info.dst) {
         return match (sr.forward, ty) {
             (true, wire::ipv4opt::IPOPT_LSRR) => Some((m, false)),
             // No error about a packet sent to a broadcast address (RFC 1122 §3.2.2).
             (true, _) if !info.bcast => fail(cx, m),
             _ => {
-                cx.drop_pkt(m, DropReason::IpSrcRoute);
+                cx.link.drop_pkt(m, DropReason::IpSrcRoute);
                 None
             }
         };
     }
     let hlen = info.hlen;
-    let h = match crate::hdr::hdr(cx.access, &mut m, 0, hlen) {
+    let h = match crate::hdr::hdr(cx.link.access, &mut m, 0, hlen) {
         Ok(h) => h,
         Err(_) => {
-            cx.drop_pkt(m, DropReason::IpBadHlen);
+            cx.link.drop_pkt(m, DropReason::IpBadHlen);
             return None;
         }
     };
@@ -401,16 +403,16 @@ fn ip_srcroute(
         if sr.accept {
             return Some((m, false));
         }
-        cx.drop_pkt(m, DropReason::IpSrcRoute);
+        cx.link.drop_pkt(m, DropReason::IpSrcRoute);
         return None;
     }
     if !sr.forward {
-        cx.drop_pkt(m, DropReason::IpSrcRoute);
+        cx.link.drop_pkt(m, DropReason::IpSrcRoute);
         return None;
     }
     if !forwarding {
         // FreeBSD would follow the route, then find the packet not ours.
-        cx.drop_pkt(m, DropReason::IpCantForward);
+        cx.link.drop_pkt(m, DropReason::IpCantForward);
         return None;
     }
     // The next address that is not ours: one of ours is a hop already made (and
@@ -419,7 +421,7 @@ fn ip_srcroute(
     let mut next = None;
     while !used_up(ptr) {
         let a = addr(off + ptr - 1);
-        if !cx.inet.is_local(a) {
+        if !cx.v4.inet.is_local(a) {
             next = Some(a);
             break;
         }
@@ -428,7 +430,7 @@ fn ip_srcroute(
     let Some(next) = next else {
         // Every address left was ours: the route ends here after all.
         if !sr.accept {
-            cx.drop_pkt(m, DropReason::IpSrcRoute);
+            cx.link.drop_pkt(m, DropReason::IpSrcRoute);
             return None;
         }
         return rewrite_srcroute(cx, m, info, off, ptr, None).map(|m| (m, false));
@@ -436,8 +438,8 @@ fn ip_srcroute(
     let bcast = next.is_broadcast()
         || next.is_multicast()
         || next.is_unspecified()
-        || cx.inet.bcast4.iter().any(|&(b, _)| b == next);
-    let ifaces = cx.ifaces;
+        || cx.v4.inet.bcast4.iter().any(|&(b, _)| b == next);
+    let ifaces = cx.link.ifaces;
     let recorded = if bcast {
         None
     } else if ty == wire::ipv4opt::IPOPT_SSRR {
@@ -462,7 +464,7 @@ fn ip_srcroute(
 /// it) and `hop.1` made the destination; the header checksum made again. `None`
 /// when the header could not be written (counted).
 fn rewrite_srcroute(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     mut m: Mbuf,
     info: &mut IpInfo,
     off: usize,
@@ -471,7 +473,7 @@ fn rewrite_srcroute(
 ) -> Option<Mbuf> {
     let hlen = info.hlen;
     let Some(h) = header_mut(&mut m, hlen) else {
-        cx.drop_pkt(m, DropReason::IpOutDropped);
+        cx.link.drop_pkt(m, DropReason::IpOutDropped);
         return None;
     };
     if let Some((recorded, next)) = hop {
@@ -508,12 +510,12 @@ fn header_sum(h: &mut [u8]) {
 /// at the pointer, the pointer moves on by 4 and the header checksum is made again.
 /// A full option, or no route (`ip_forward` answers that), leaves the packet as it
 /// is. `None` when the header could not be written (counted).
-fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo, at: usize) -> Option<Mbuf> {
+fn ip_record_route(cx: &mut InetCx<'_, '_>, mut m: Mbuf, info: &IpInfo, at: usize) -> Option<Mbuf> {
     let Some(ours) = ip_route(cx, info.dst).and_then(|(out, _, _)| out.source_for(info.dst)) else {
         return Some(m);
     };
     let Some(h) = header_mut(&mut m, info.hlen) else {
-        cx.drop_pkt(m, DropReason::IpOutDropped);
+        cx.link.drop_pkt(m, DropReason::IpOutDropped);
         return None;
     };
     // The walk checked the option's length, and that while it has room (its
@@ -531,23 +533,27 @@ fn ip_record_route(cx: &mut InetCx<'_>, mut m: Mbuf, info: &IpInfo, at: usize) -
 /// The start of local delivery (`ip_input`'s tail): fragments are reassembled here,
 /// after each passed the hooks and the "ours" test, as FreeBSD orders it (RFC 1122
 /// §3.3.2: a host MUST reassemble). The whole datagram, or `None` while it is not.
-pub(crate) fn ip_reass(cx: &mut InetCx<'_>, m: Mbuf, mut info: IpInfo) -> Option<(Mbuf, IpInfo)> {
+pub(crate) fn ip_reass(
+    cx: &mut InetCx<'_, '_>,
+    m: Mbuf,
+    mut info: IpInfo,
+) -> Option<(Mbuf, IpInfo)> {
     if !info.frag {
-        cx.stats.ip.delivered += 1;
+        cx.link.stats.ip.delivered += 1;
         return Some((m, info));
     }
-    let mut m = cx.frag.input4(cx.link.now, m, cx.link.stats)?;
+    let mut m = cx.ip.frag.input4(cx.link.now, m, cx.link.stats)?;
     // The datagram carries the first fragment's header, options and all.
-    match crate::hdr::hdr(cx.access, &mut m, 0, IP_HDR_LEN) {
+    match crate::hdr::hdr(cx.link.access, &mut m, 0, IP_HDR_LEN) {
         Ok(h) => info.hlen = usize::from(Ipv4Packet::new_unchecked(h).header_len()),
         Err(_) => {
-            cx.drop_pkt(m, DropReason::IpTooSmall);
+            cx.link.drop_pkt(m, DropReason::IpTooSmall);
             return None;
         }
     }
     info.frag = false;
     info.frag_off = 0;
-    cx.stats.ip.delivered += 1;
+    cx.link.stats.ip.delivered += 1;
     Some((m, info))
 }
 

@@ -54,10 +54,10 @@ pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
 /// interface is borrowed from the batch's configuration: no reference count is
 /// touched per packet.
 pub(crate) fn ip_route<'a>(
-    cx: &InetCx<'a>,
+    cx: &InetCx<'_, 'a>,
     dst: Ipv4Addr,
 ) -> Option<(&'a Arc<Ifnet>, Ipv4Addr, bool)> {
-    let ifs: &'a [Arc<Ifnet>] = cx.ifaces;
+    let ifs: &'a [Arc<Ifnet>] = cx.link.ifaces;
     if dst.is_broadcast() || dst.is_multicast() {
         return ifs
             .iter()
@@ -67,8 +67,8 @@ pub(crate) fn ip_route<'a>(
     // The FIB: connected networks, static and default routes; a subnet's network
     // and broadcast addresses are entries of their own, sent to as link
     // broadcasts. Our own datagrams to a multipath route spread by destination.
-    let fib: &'a route::Fib = cx.fib;
-    let hash = || route::flow_hash4(0, u32::from(dst), 0, 0, 0, cx.isn_secret);
+    let fib: &'a route::Fib = cx.ip.fib;
+    let hash = || route::flow_hash4(0, u32::from(dst), 0, 0, 0, cx.ip.isn_secret);
     if let Some(nh) = fib.lookup4(dst, hash) {
         let bcast = match nh.kind {
             route::NhKind::Forward => false,
@@ -84,7 +84,7 @@ pub(crate) fn ip_route<'a>(
     }
     // A default gateway set before its network was configured. (Connected networks
     // are routes of the FIB: every address added installs one.)
-    let gw = cx.inet.default_gw?;
+    let gw = cx.v4.inet.default_gw?;
     ifs.iter()
         .find(|i| i.addrs.iter().any(|a| a.contains(gw)))
         .map(|i| (i, gw, false))
@@ -105,23 +105,23 @@ pub(crate) struct IpOut {
 
 /// `ip_output` for a payload without an IPv4 header: routes, builds the header, sends.
 /// Returns the source address used (for transport checksums computed before).
-pub(crate) fn ip_output(cx: &mut InetCx<'_>, m: Mbuf, o: IpOut) {
+pub(crate) fn ip_output(cx: &mut InetCx<'_, '_>, m: Mbuf, o: IpOut) {
     ip_output_tos(cx, m, o, 0)
 }
 
 /// [`ip_output`] with `tos` as the header's type-of-service byte (DSCP and ECN:
 /// TCP's ECN-capable segments).
-pub(crate) fn ip_output_tos(cx: &mut InetCx<'_>, m: Mbuf, o: IpOut, tos: u8) {
+pub(crate) fn ip_output_tos(cx: &mut InetCx<'_, '_>, m: Mbuf, o: IpOut, tos: u8) {
     match ip_route(cx, o.dst) {
         Some(route) => ip_output_on(cx, m, o, tos, route),
-        None => cx.drop_pkt(m, DropReason::IpNoRoute),
+        None => cx.link.drop_pkt(m, DropReason::IpNoRoute),
     }
 }
 
 /// [`ip_output`] by a route already looked up (`ifp`, the next hop, broadcast),
 /// with `tos` in the header (a tunnel copies its inner packet's DSCP).
 pub(crate) fn ip_output_on(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     mut m: Mbuf,
     o: IpOut,
     tos: u8,
@@ -130,16 +130,16 @@ pub(crate) fn ip_output_on(
     let src = if o.src.is_unspecified() {
         match ifp.source_for(o.dst) {
             Some(s) => s,
-            None => return cx.drop_pkt(m, DropReason::IpNoRoute),
+            None => return cx.link.drop_pkt(m, DropReason::IpNoRoute),
         }
     } else {
         o.src
     };
     let total = m.len() + IP_HDR_LEN;
     if too_long(&m, total, total, ifp) {
-        return cx.drop_pkt(m, DropReason::IpTooLong);
+        return cx.link.drop_pkt(m, DropReason::IpTooLong);
     }
-    let id = cx.next_ip_id();
+    let id = cx.v4.next_ip_id();
     match m.prepend(IP_HDR_LEN) {
         Ok(h) => {
             let mut p = Ipv4Packet::new_unchecked(h);
@@ -158,21 +158,21 @@ pub(crate) fn ip_output_on(
             p.set_dst_addr(o.dst);
             p.fill_checksum();
         }
-        Err(_) => return cx.drop_pkt(m, DropReason::IpOutDropped),
+        Err(_) => return cx.link.drop_pkt(m, DropReason::IpOutDropped),
     }
-    cx.stats.ip.localout += 1;
+    cx.link.stats.ip.localout += 1;
     ip_send(cx, ifp, m, o.dst, nexthop, bcast);
 }
 
 pub(crate) fn ip_send(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     dst: Ipv4Addr,
     nexthop: Ipv4Addr,
     bcast: bool,
 ) {
-    let Some(mut m) = cx.pfil(
+    let Some(mut m) = cx.link.pfil(
         PfilPoint::Inet,
         Dir::Out,
         ifp.index,
@@ -181,23 +181,24 @@ pub(crate) fn ip_send(
     ) else {
         return;
     };
-    if cx.inet.is_local(dst) {
+    if cx.v4.inet.is_local(dst) {
         // To ourselves: loop back without touching the wire, marked so that input
         // knows our own address as its source is no spoof.
         m.hdr.flags |= mbuf::M_LOOP;
-        cx.loopq.push((ifp.index, m));
+        cx.ip.loopq.push((ifp.index, m));
         return;
     }
     // The link's MTU, or a smaller one a "fragmentation needed" taught for this path.
     let mtu = cx
+        .v4
         .inet
-        .path_mtu4(dst, cx.now)
+        .path_mtu4(dst, cx.link.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
     // The link address looked up once for all the pieces a segment is cut into.
     let dst_mac = ip_link_dst(cx, ifp, nexthop, bcast);
-    let out = |cx: &mut InetCx<'_>, m| match dst_mac {
-        Some(mac) => ether::ether_output(cx, ifp, m, mac, wire::EtherType::Ipv4),
-        None => ether::arp_resolve_output(cx, ifp, m, nexthop, bcast),
+    let out = |cx: &mut InetCx<'_, '_>, m| match dst_mac {
+        Some(mac) => ether::ether_output(cx.link, ifp, m, mac, wire::EtherType::Ipv4),
+        None => ether::arp_resolve_output(cx.link, ifp, m, nexthop, bcast),
     };
     if let Some(m) = fit_link(cx, ifp, m, mtu, out) {
         ip_fragment(cx, ifp, m, nexthop, bcast, mtu);
@@ -208,7 +209,7 @@ pub(crate) fn ip_send(
 /// broadcast address, a multicast group's, or a fresh neighbour entry
 /// (`arp_resolve_output`'s fast path, for a caller sending several packets).
 fn ip_link_dst(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
     nexthop: Ipv4Addr,
     bcast: bool,
@@ -218,7 +219,7 @@ fn ip_link_dst(
     } else if nexthop.is_multicast() {
         Some(ether::multicast_mac(nexthop))
     } else {
-        cx.arp_lookup(ifp.index, nexthop)
+        cx.link.arp_lookup(ifp.index, nexthop)
     }
 }
 
@@ -227,7 +228,7 @@ fn ip_link_dst(
 /// Fragment set it is dropped and counted in `ip.cantfrag` (FreeBSD's `ip_output`
 /// answers EMSGSIZE; our sockets send asynchronously, so the counter is the answer).
 pub(crate) fn ip_fragment(
-    cx: &mut InetCx<'_>,
+    cx: &mut InetCx<'_, '_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     nexthop: Ipv4Addr,
@@ -236,20 +237,20 @@ pub(crate) fn ip_fragment(
 ) {
     match frag::fragment4(m, mtu) {
         Ok(frags) => {
-            cx.stats.ip.fragmented += 1;
+            cx.link.stats.ip.fragmented += 1;
             for f in frags {
                 match f {
                     Ok(f) => {
-                        cx.stats.ip.ofragments += 1;
-                        ether::arp_resolve_output(cx, ifp, f, nexthop, bcast);
+                        cx.link.stats.ip.ofragments += 1;
+                        ether::arp_resolve_output(cx.link, ifp, f, nexthop, bcast);
                     }
-                    Err(_) => DropReason::IpOutDropped.count(cx.stats),
+                    Err(_) => DropReason::IpOutDropped.count(cx.link.stats),
                 }
             }
         }
-        Err((m, FragError::Malformed)) => cx.drop_pkt(m, DropReason::IpOutDropped),
+        Err((m, FragError::Malformed)) => cx.link.drop_pkt(m, DropReason::IpOutDropped),
         Err((m, FragError::DontFrag | FragError::MtuTooSmall)) => {
-            cx.drop_pkt(m, DropReason::IpCantFrag)
+            cx.link.drop_pkt(m, DropReason::IpCantFrag)
         }
     }
 }

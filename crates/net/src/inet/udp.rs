@@ -29,22 +29,22 @@ fn add(a: u16, b: u16) -> u16 {
 
 /// `udp_input`.
 pub(crate) fn udp_input<'a>(
-    cx: &mut InetCx<'a>,
+    cx: &mut InetCx<'_, 'a>,
     _ifp: &Arc<Ifnet>,
     mut m: mbuf::Mbuf,
     info: IpInfo,
 ) {
-    cx.stats.udp.ipackets += 1;
+    cx.link.stats.udp.ipackets += 1;
     let iplen = m.len() - info.hlen;
     let (sport, dport, ulen, csum) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.hlen, UDP_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::UdpHdrops);
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, info.hlen, UDP_HDR_LEN) else {
+            return cx.link.drop_pkt(m, DropReason::UdpHdrops);
         };
         let p = UdpPacket::new_unchecked(h);
         (p.src_port(), p.dst_port(), p.len() as usize, p.checksum())
     };
     if ulen < UDP_HDR_LEN || ulen > iplen {
-        return cx.drop_pkt(m, DropReason::UdpBadLen);
+        return cx.link.drop_pkt(m, DropReason::UdpBadLen);
     }
     if ulen < iplen {
         m.adj(-((iplen - ulen) as isize));
@@ -55,21 +55,21 @@ pub(crate) fn udp_input<'a>(
             pseudo_sum(IpAddr::V4(info.src), IpAddr::V4(info.dst), ulen),
         );
         if s != 0xffff {
-            return cx.drop_pkt(m, DropReason::UdpBadSum);
+            return cx.link.drop_pkt(m, DropReason::UdpBadSum);
         }
     } else {
-        cx.stats.udp.nosum += 1;
+        cx.link.stats.udp.nosum += 1;
     }
-    let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
-    let Some(s) = udp_sock(cfg, dport, IpAddr::V4(info.dst)) else {
+    let udp: &'a crate::ip::UdpPorts = cx.ip.udp;
+    let Some(s) = udp_sock(udp, dport, IpAddr::V4(info.dst)) else {
         if info.bcast {
-            return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
+            return cx.link.drop_pkt(m, DropReason::UdpNoPortBcast);
         }
-        DropReason::UdpNoPort.count(cx.stats);
+        DropReason::UdpNoPort.count(cx.link.stats);
         return crate::inet::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 3, 0);
     };
     let from = SocketAddr::V4(SocketAddrV4::new(info.src, sport));
-    udp_deliver(cx, s, m, info.hlen, from);
+    udp_deliver(cx.link, cx.ip, s, m, info.hlen, from);
 }
 
 /// The socket bound to `dst` (an address of ours) and `dport`, else the one bound
@@ -77,11 +77,11 @@ pub(crate) fn udp_input<'a>(
 /// configuration, not from `cx`: no reference count is touched per datagram.
 #[inline(always)]
 pub(crate) fn udp_sock(
-    cfg: &crate::inet::cx::InetConfig,
+    udp: &crate::ip::UdpPorts,
     dport: u16,
     dst: IpAddr,
 ) -> Option<&Arc<SockShared>> {
-    let v = cfg.udp.get(&dport)?;
+    let v = udp.get(&dport)?;
     v.iter().find(|s| s.local.ip() == dst).or_else(|| {
         v.iter()
             .find(|s| s.local.is_ipv4() == dst.is_ipv4() && s.local.ip().is_unspecified())
@@ -92,7 +92,8 @@ pub(crate) fn udp_sock(
 /// from `from`; counted as delivered, or dropped when the queue is full.
 #[inline(always)]
 pub(crate) fn udp_deliver(
-    cx: &mut InetCx<'_>,
+    link: &mut crate::link::LinkCx<'_>,
+    ip: &mut crate::ip::IpCx<'_>,
     s: &Arc<SockShared>,
     mut m: mbuf::Mbuf,
     off: usize,
@@ -102,12 +103,12 @@ pub(crate) fn udp_deliver(
     let d = RxDatagram { m, from, seq: 0 };
     match s.rxq.push(d) {
         Ok(()) => {
-            cx.stats.udp.delivered += 1;
-            cx.wake_socket(s);
+            link.stats.udp.delivered += 1;
+            ip.wake_socket(s);
         }
         Err(d) => {
             drop(d);
-            DropReason::UdpFullSock.count(cx.stats);
+            DropReason::UdpFullSock.count(link.stats);
         }
     }
 }
@@ -144,30 +145,30 @@ pub(crate) fn udp_prepend(
 
 /// `udp_output`: one datagram from an IPv4 socket's send queue (an IPv6 socket's
 /// go to `udp6_output`).
-pub(crate) fn udp_output(cx: &mut InetCx<'_>, s: &SockShared, d: TxDatagram) {
+pub(crate) fn udp_output(cx: &mut InetCx<'_, '_>, s: &SockShared, d: TxDatagram) {
     let TxDatagram { mut m, to, .. } = d;
     let (dst, local) = match (to, s.local) {
         (SocketAddr::V4(to), SocketAddr::V4(l)) => (*to.ip(), *l.ip()),
         // The socket layer refuses the other family.
-        _ => return cx.drop_pkt(m, DropReason::IpNoRoute),
+        _ => return cx.link.drop_pkt(m, DropReason::IpNoRoute),
     };
     let src = if local.is_unspecified() {
         match ip::ip_route(cx, dst).and_then(|(ifp, _, _)| ifp.source_for(dst)) {
             Some(a) => a,
-            None => return cx.drop_pkt(m, DropReason::IpNoRoute),
+            None => return cx.link.drop_pkt(m, DropReason::IpNoRoute),
         }
     } else {
         local
     };
     let ulen = m.len() + UDP_HDR_LEN;
     if ulen > 65535 - ip::IP_HDR_LEN {
-        return cx.drop_pkt(m, DropReason::IpTooLong);
+        return cx.link.drop_pkt(m, DropReason::IpTooLong);
     }
     let ports = (s.local.port(), to.port());
     if !udp_prepend(&mut m, ports, IpAddr::V4(src), IpAddr::V4(dst)) {
-        return cx.drop_pkt(m, DropReason::IpOutDropped);
+        return cx.link.drop_pkt(m, DropReason::IpOutDropped);
     }
-    cx.stats.udp.opackets += 1;
+    cx.link.stats.udp.opackets += 1;
     ip::ip_output(
         cx,
         m,

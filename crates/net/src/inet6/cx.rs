@@ -1,14 +1,16 @@
 //! IPv6's batch context and published state: [`Inet6Config`] (the static default
 //! router, and what neighbour discovery learnt, [`NdState`]: routers, prefixes,
 //! redirects, path MTUs, its own timers' state), [`Inet6Ctl`] with the stack-wide
-//! rate limit of DAD's warnings ([`DadLog`]), and [`Inet6Cx`], the IPv4 context
-//! below it (reached through `Deref`) with IPv6's configuration and switches. The
+//! rate limit of DAD's warnings ([`DadLog`]), [`Inet6`], the state IPv6 owns on a
+//! worker, and [`Inet6Cx`], what an IPv6 stage is given: the link's context, what
+//! both families share (`crate::ip::IpCx`) and IPv6's own state, side by side. The
 //! types are here, below every IPv6 module; neighbour discovery (`nd6`), which
 //! fills them, keeps their methods and re-exports them.
 
 use crate::ifindex::IfIndex;
-use crate::inet::cx::InetCx;
+use crate::ip::{IpCx, TokenBucket};
 use crate::link::iface::{In6Ifaddr, Inet6Addr};
+use crate::link::LinkCx;
 use crate::loglimit::{LogCheck, LogLimit};
 use dev::{Duration, Instant};
 use std::net::Ipv6Addr;
@@ -76,10 +78,11 @@ pub(crate) trait Inet6Ctl {
     fn dad_log(&self) -> &DadLog;
 }
 
-/// What an IPv6 stage may touch while processing one batch.
-pub(crate) struct Inet6Cx<'a> {
-    /// IPv4's context, below this one.
-    pub ip4: InetCx<'a>,
+/// IPv6's own state on a worker for a batch: its part of the published
+/// configuration and its switches, ICMPv6's rate limit (its own, as FreeBSD's
+/// `icmp6errppslim` is), the counter fragment ids are drawn from, and how it
+/// changes what is published. IPv4's is [`crate::inet::cx::Inet4`], beside it.
+pub(crate) struct Inet6<'a> {
     pub inet6: &'a Inet6Config,
     pub ctl6: &'a dyn Inet6Ctl,
     /// Duplicate address detection's probes per address (0: off).
@@ -88,27 +91,24 @@ pub(crate) struct Inet6Cx<'a> {
     pub accept_rtadv: bool,
     /// Form addresses from advertised prefixes.
     pub slaac: bool,
+    pub icmp_bucket: &'a mut TokenBucket,
+    /// Counts the fragment headers this worker sent (their ids are this, keyed).
+    pub frag_count: &'a mut u32,
 }
 
-impl<'a> std::ops::Deref for Inet6Cx<'a> {
-    type Target = InetCx<'a>;
-    #[inline(always)]
-    fn deref(&self) -> &InetCx<'a> {
-        &self.ip4
-    }
+/// What an IPv6 stage is given for one batch: the link's context, what both IP
+/// families share, and IPv6's own state, side by side (separate borrows of the
+/// worker's parts; nothing of IPv4's).
+pub(crate) struct Inet6Cx<'b, 'a> {
+    pub link: &'b mut LinkCx<'a>,
+    pub ip: &'b mut IpCx<'a>,
+    pub v6: &'b mut Inet6<'a>,
 }
 
-impl<'a> std::ops::DerefMut for Inet6Cx<'a> {
+impl<'a> crate::link::AsLink<'a> for Inet6Cx<'_, 'a> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut InetCx<'a> {
-        &mut self.ip4
-    }
-}
-
-impl<'a> crate::link::AsLink<'a> for Inet6Cx<'a> {
-    #[inline(always)]
-    fn link(&mut self) -> &mut crate::link::LinkCx<'a> {
-        &mut self.ip4.link
+    fn link(&mut self) -> &mut LinkCx<'a> {
+        self.link
     }
 }
 

@@ -54,7 +54,7 @@ pub(crate) struct Ip6ForwardVecs {
 /// lookups of a chunk back to back, each packet's hop limit and next hop, the
 /// output hooks over the vector, then `l2` or neighbour discovery.
 pub(crate) fn ip6_forward(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Ifnet,
     pkts: &mut Vec<(Mbuf, Ip6Hdr)>,
     v: &mut Ip6ForwardVecs,
@@ -63,21 +63,21 @@ pub(crate) fn ip6_forward(
     let ll = crate::link::iface::is_link_local;
     for (m, h) in pkts.drain(..) {
         if h.dst.is_multicast() || h.src.is_unspecified() || ll(h.dst) {
-            cx.drop_pkt(m, DropReason::Ip6CantForward);
+            cx.link.drop_pkt(m, DropReason::Ip6CantForward);
         } else if ll(h.src) {
             // RFC 4443 §3.1 code 2: the destination is beyond the source's scope.
-            cx.stats.ip6.cantforward += 1;
+            cx.link.stats.ip6.cantforward += 1;
             let e = Error6::Unreach(Icmpv6DstUnreachable::BeyondScope);
             crate::inet6::icmp6::icmp6_error(cx, m, e);
         } else if h.hlim <= 1 {
-            cx.stats.ip6.timeexceed += 1;
+            cx.link.stats.ip6.timeexceed += 1;
             let e = Error6::TimeExceeded(Icmpv6TimeExceeded::HopLimitExceeded);
             crate::inet6::icmp6::icmp6_error(cx, m, e);
         } else {
             v.checked.push((m, h));
         }
     }
-    let fib: &route::Fib = cx.fib;
+    let fib: &route::Fib = cx.ip.fib;
     lookup6_vec(
         cx,
         fib,
@@ -85,14 +85,14 @@ pub(crate) fn ip6_forward(
         &mut v.nhs,
         (&mut v.dsts, &mut v.raw),
     );
-    let hooks = cx.pfil_active(PfilPoint::Inet6, Dir::Out);
+    let hooks = cx.link.pfil_active(PfilPoint::Inet6, Dir::Out);
     // As in `ip_forward`: no hook on any way out, every packet the fast path.
-    let fast = !hooks && !cx.pfil_active(PfilPoint::Ether, Dir::Out);
-    let now = cx.now.as_nanos();
+    let fast = !hooks && !cx.link.pfil_active(PfilPoint::Ether, Dir::Out);
+    let now = cx.link.now.as_nanos();
     for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
         let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
         let m = match nh {
-            Some(nh) if fast || cx.out_clear(PfilPoint::Inet6, nh.ifindex) => {
+            Some(nh) if fast || cx.link.out_clear(PfilPoint::Inet6, nh.ifindex) => {
                 match forward6_fast(cx, ifp, m, &h, nh, now) {
                     Ok(()) => continue,
                     Err(m) => m,
@@ -101,11 +101,11 @@ pub(crate) fn ip6_forward(
             _ => m,
         };
         match forward6_one(cx, ifp, m, h, nh) {
-            Some(p) if hooks && cx.pfil_active_on(PfilPoint::Inet6, Dir::Out, p.1.out) => {
+            Some(p) if hooks && cx.link.pfil_active_on(PfilPoint::Inet6, Dir::Out, p.1.out) => {
                 v.out.push(p)
             }
             Some((m, o)) => {
-                let direct = cx.ether_direct(o.out);
+                let direct = cx.link.ether_direct(o.out);
                 forward6_out(cx, fib, m, o, l2, direct)
             }
             None => {}
@@ -117,8 +117,8 @@ pub(crate) fn ip6_forward(
     // A packet a hook keeps (a dummynet pipe) has been forwarded as far as this
     // stage goes: it is counted now, as FreeBSD's ip_forward counts a packet whose
     // ip_output took it, since its release goes straight to the link's output.
-    let kept = cx.stats.pfil.consumed;
-    cx.pfil_vec(
+    let kept = cx.link.stats.pfil.consumed;
+    cx.link.pfil_vec(
         PfilPoint::Inet6,
         Dir::Out,
         DropReason::PfilIp6Out,
@@ -126,9 +126,9 @@ pub(crate) fn ip6_forward(
         &mut v.pf,
         |o| (o.out, Some(o.rcvif)),
     );
-    cx.stats.ip6.forward += cx.stats.pfil.consumed - kept;
+    cx.link.stats.ip6.forward += cx.link.stats.pfil.consumed - kept;
     for (m, o) in v.out.drain(..) {
-        let direct = cx.ether_direct(o.out);
+        let direct = cx.link.ether_direct(o.out);
         forward6_out(cx, fib, m, o, l2, direct);
     }
 }
@@ -139,7 +139,7 @@ pub(crate) fn ip6_forward(
 /// general path.
 #[inline]
 fn forward6_fast(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Ifnet,
     mut m: Mbuf,
     h: &Ip6Hdr,
@@ -149,7 +149,7 @@ fn forward6_fast(
     if nh.kind != NhKind::Forward {
         return Err(m);
     }
-    let ifaces = cx.ifaces;
+    let ifaces = cx.link.ifaces;
     let Some(out) = ifaces.get(nh.ifindex as usize) else {
         return Err(m);
     };
@@ -182,31 +182,31 @@ fn forward6_fast(
         Ok(Some(b)) => b[7] = h.hlim - 1,
         _ => return Err(m),
     }
-    cx.stats.ip6.forward += 1;
+    cx.link.stats.ip6.forward += 1;
     let dst = EthernetAddress(mac);
-    crate::link::ether::ether_output_now(&mut cx.link, out, m, dst, EtherType::Ipv6);
+    crate::link::ether::ether_output_now(cx.link, out, m, dst, EtherType::Ipv6);
     Ok(())
 }
 
 /// A forwarded IPv6 packet past the output hooks to its link (as `forward4_out`).
 #[inline]
 fn forward6_out(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     fib: &route::Fib,
     m: Mbuf,
     o: Fwd6Out,
     l2: &mut Vec<L2Out>,
     direct: bool,
 ) {
-    cx.stats.ip6.forward += 1;
-    let ifaces = cx.ifaces;
+    cx.link.stats.ip6.forward += 1;
+    let ifaces = cx.link.ifaces;
     let Some(out) = ifaces.get(o.out.get()) else {
-        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
+        return cx.link.drop_pkt(m, DropReason::Ip6NoRoute);
     };
     let nh = o.nh.and_then(|i| fib.nexthop(i));
     let mtu = o.mtu as usize;
     if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
-        let now = cx.now.as_nanos();
+        let now = cx.link.now.as_nanos();
         let mac = match nh {
             Some(n) if n.gateway.is_some() => n.l2(now).map(EthernetAddress),
             Some(_) => cx.link.nd6_lookup(out.index, o.next),
@@ -214,17 +214,17 @@ fn forward6_out(
         };
         if let Some(dst) = mac {
             let ty = EtherType::Ipv6;
-            return ether::ether_output_known(&mut cx.link, out, m, dst, ty, l2, direct);
+            return ether::ether_output_known(cx.link, out, m, dst, ty, l2, direct);
         }
     }
     // A segment from a link with offloads may be larger than this one takes, or
     // still lack its checksum.
     let next = o.next;
-    let l2out = |cx: &mut Inet6Cx<'_>, m| l2_output6(cx, out, m, nh, next);
+    let l2out = |cx: &mut Inet6Cx<'_, '_>, m| l2_output6(cx, out, m, nh, next);
     if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
         // Routers do not fragment (`forward6_one` answered those without a
         // segment size): Packet Too Big, as there.
-        cx.stats.ip6.toobig += 1;
+        cx.link.stats.ip6.toobig += 1;
         crate::inet6::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
     }
 }
@@ -232,17 +232,17 @@ fn forward6_out(
 /// The next hops of a vector of IPv6 packets, looked up back to back.
 #[inline]
 fn lookup6_vec(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     fib: &route::Fib,
     pkts: &mut [(Mbuf, Ip6Hdr)],
     nhs: &mut Vec<u32>,
     (dsts, raw): (&mut Vec<u128>, &mut Vec<Option<u32>>),
 ) {
     nhs.clear();
-    let seed = cx.isn_secret;
-    let access = cx.access;
-    let now = cx.now.as_nanos();
-    match cx.flows.as_deref_mut() {
+    let seed = cx.ip.isn_secret;
+    let access = cx.link.access;
+    let now = cx.link.now.as_nanos();
+    match cx.ip.flows.as_deref_mut() {
         Some(ft) => {
             for (m, h) in pkts.iter_mut() {
                 let (s128, d128, nxt) = (u128::from(h.src), u128::from(h.dst), u8::from(h.nxt));
@@ -286,7 +286,7 @@ fn lookup6_vec(
 /// One IPv6 packet's forwarding after its lookup (as `forward4_one`).
 #[inline]
 fn forward6_one(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Ifnet,
     mut m: Mbuf,
     h: Ip6Hdr,
@@ -299,16 +299,16 @@ fn forward6_one(
             match nh.kind {
                 NhKind::Forward => {}
                 NhKind::Blackhole => {
-                    cx.drop_pkt(m, DropReason::Ip6Blackhole);
+                    cx.link.drop_pkt(m, DropReason::Ip6Blackhole);
                     return None;
                 }
                 // IPv6 has no broadcast; no such entry is made for it.
                 NhKind::Broadcast => {
-                    cx.drop_pkt(m, DropReason::Ip6NoRoute);
+                    cx.link.drop_pkt(m, DropReason::Ip6NoRoute);
                     return None;
                 }
                 NhKind::Reject | NhKind::Prohibit => {
-                    cx.stats.ip6.reject += 1;
+                    cx.link.stats.ip6.reject += 1;
                     let code = if nh.kind == NhKind::Reject {
                         Icmpv6DstUnreachable::RejectRoute
                     } else {
@@ -318,9 +318,9 @@ fn forward6_one(
                     return None;
                 }
             }
-            let ifaces = cx.ifaces;
+            let ifaces = cx.link.ifaces;
             let Some(outif) = ifaces.get(nh.ifindex as usize) else {
-                cx.drop_pkt(m, DropReason::Ip6NoRoute);
+                cx.link.drop_pkt(m, DropReason::Ip6NoRoute);
                 return None;
             };
             let next = match nh.gateway {
@@ -333,8 +333,8 @@ fn forward6_one(
         None => match crate::inet6::ip6::ip6_route(cx, dst, None) {
             Some((outif, next)) => (outif, next, None),
             None => {
-                miss(cx, dst.into(), ifp);
-                cx.stats.ip6.noroute += 1;
+                miss(cx.ip, dst.into(), ifp);
+                cx.link.stats.ip6.noroute += 1;
                 let e = Error6::Unreach(Icmpv6DstUnreachable::NoRoute);
                 crate::inet6::icmp6::icmp6_error(cx, m, e);
                 return None;
@@ -343,7 +343,7 @@ fn forward6_one(
     };
     if !outif.is_up() {
         // As FreeBSD's ip6_forward answers an output error.
-        cx.stats.ip6.cantforward += 1;
+        cx.link.stats.ip6.cantforward += 1;
         let e = Error6::Unreach(Icmpv6DstUnreachable::AddrUnreachable);
         crate::inet6::icmp6::icmp6_error(cx, m, e);
         return None;
@@ -355,7 +355,7 @@ fn forward6_one(
     if m.len() > mtu && m.hdr.tso_segsz == 0 {
         // RFC 8200 §5: routers do not fragment; Packet Too Big with the MTU. (A
         // segment that stands for smaller ones is cut to fit later.)
-        cx.stats.ip6.toobig += 1;
+        cx.link.stats.ip6.toobig += 1;
         let e = Error6::PktTooBig(mtu as u32);
         crate::inet6::icmp6::icmp6_error(cx, m, e);
         return None;
@@ -364,7 +364,7 @@ fn forward6_one(
     // source. The target must be the router's link-local address, or the destination
     // itself when it is on the link.
     if outif.index == ifp.index
-        && cx.send_redirects
+        && cx.ip.send_redirects
         && (next == dst || ll(next))
         && ifp.addrs6.iter().any(|a| a.addr.contains(src))
     {
@@ -373,7 +373,7 @@ fn forward6_one(
     match m.try_first_mut() {
         Ok(b) if b.len() >= IP6_HDR_LEN => b[7] = h.hlim - 1,
         _ => {
-            cx.drop_pkt(m, DropReason::Ip6OutDropped);
+            cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
             return None;
         }
     }
@@ -392,15 +392,15 @@ fn forward6_one(
 /// A forwarded IPv6 packet to its next hop's link-layer address: the route's cached
 /// one for a gateway, else through neighbour discovery.
 fn l2_output6(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     out: &Arc<Ifnet>,
     m: Mbuf,
     nh: Option<&Arc<route::NextHop>>,
     next: Ipv6Addr,
 ) {
     if let Some(nh) = nh.filter(|n| n.gateway.is_some()) {
-        if let Some(mac) = nh.l2(cx.now.as_nanos()) {
-            return ether_output(cx, out, m, EthernetAddress(mac), EtherType::Ipv6);
+        if let Some(mac) = nh.l2(cx.link.now.as_nanos()) {
+            return ether_output(cx.link, out, m, EthernetAddress(mac), EtherType::Ipv6);
         }
     }
     crate::inet6::nd6::nd6_resolve_output(cx, out, m, next);
@@ -410,7 +410,7 @@ fn l2_output6(
 /// the target's link-layer address when known and as much of the packet as fits in
 /// the minimum MTU.
 fn redirect6(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Ifnet,
     m: &Mbuf,
     src: Ipv6Addr,
@@ -420,7 +420,7 @@ fn redirect6(
     let Some(from) = ifp.addrs6.first().map(|a| a.addr.addr) else {
         return;
     };
-    let tlla = cx.nd6_lookup(ifp.index, target);
+    let tlla = cx.link.nd6_lookup(ifp.index, target);
     // 40 IPv6 + 40 redirect + 8 TLLA + 8 option header: the rest of 1280 for data.
     let room = 1280 - IP6_HDR_LEN - 40 - 8 - 8;
     let n = m.len().min(room) / 8 * 8;
@@ -444,8 +444,8 @@ fn redirect6(
     let Ok(r) = Mbuf::from_slice(&msg) else {
         return;
     };
-    cx.stats.ip6.redirectsent += 1;
-    cx.stats.icmp6.outredirect += 1;
+    cx.link.stats.ip6.redirectsent += 1;
+    cx.link.stats.icmp6.outredirect += 1;
     crate::inet6::ip6::ip6_output(
         cx,
         r,

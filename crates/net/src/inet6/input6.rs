@@ -105,26 +105,26 @@ pub(crate) struct Ip6InputVecs {
 /// into `v.local` or `v.fwd`, or dropped and counted. The extension headers of
 /// local packets are walked by [`ip6_deliver`].
 pub(crate) fn ip6_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Ifnet,
     pkts: &mut Vec<Mbuf>,
     v: &mut Ip6InputVecs,
 ) {
-    cx.stats.ip6.total += pkts.len() as u64;
+    cx.link.stats.ip6.total += pkts.len() as u64;
     if !ifp.inet6() {
         for m in pkts.drain(..) {
-            cx.drop_pkt(m, DropReason::EtherNoProto);
+            cx.link.drop_pkt(m, DropReason::EtherNoProto);
         }
         return;
     }
     for mut m in pkts.drain(..) {
-        match ip6_check(cx.access, &mut m) {
+        match ip6_check(cx.link.access, &mut m) {
             Ok(h) => v.checked.push((m, h)),
-            Err(why) => cx.drop_pkt(m, why),
+            Err(why) => cx.link.drop_pkt(m, why),
         }
     }
     let at = (ifp.index, Some(ifp.index));
-    cx.pfil_vec(
+    cx.link.pfil_vec(
         PfilPoint::Inet6,
         Dir::In,
         DropReason::PfilIp6In,
@@ -133,12 +133,12 @@ pub(crate) fn ip6_input(
         |_| at,
     );
     let forwarding = ifp.forwarding.inet6();
-    let hooks = cx.pfil_active_on(PfilPoint::Inet6, Dir::In, ifp.index);
+    let hooks = cx.link.pfil_active_on(PfilPoint::Inet6, Dir::In, ifp.index);
     for (k, (mut m, h)) in v.checked.drain(..).enumerate() {
         // The header as the hooks left it: one that rewrote the destination (NAT)
         // sends the packet there, as FreeBSD's `ip6_input` re-reads `ip6_dst`.
         let mut h = if hooks {
-            ip6_reread(cx.access, &mut m, h)
+            ip6_reread(cx.link.access, &mut m, h)
         } else {
             h
         };
@@ -151,16 +151,16 @@ pub(crate) fn ip6_input(
                 h.dst = nh;
                 v.fwd.push((m, h));
             } else {
-                cx.drop_pkt(m, DropReason::Ip6CantForward);
+                cx.link.drop_pkt(m, DropReason::Ip6CantForward);
             }
             continue;
         }
         if h.dst.is_multicast() {
             // Interface-local multicast never arrives from a link (RFC 4291 §2.7).
             if h.dst.segments()[0] & 0x000f == 1 {
-                cx.drop_pkt(m, DropReason::Ip6BadScope);
+                cx.link.drop_pkt(m, DropReason::Ip6BadScope);
             } else if !ifp.in6_joined(h.dst) {
-                cx.drop_pkt(m, DropReason::Ip6NotMember);
+                cx.link.drop_pkt(m, DropReason::Ip6NotMember);
             } else {
                 v.local.push((m, h, false));
             }
@@ -175,16 +175,16 @@ pub(crate) fn ip6_input(
             // passed duplicate address detection: one still tentative may be a
             // neighbour's (RFC 4862 §5.4). Multicast is left to neighbour discovery.
             Some(_) if m.hdr.flags & mbuf::M_LOOP == 0 && local6(cx, h.src) == Some(true) => {
-                cx.drop_pkt(m, DropReason::Ip6LocalSrc)
+                cx.link.drop_pkt(m, DropReason::Ip6LocalSrc)
             }
             Some(usable) => v.local.push((m, h, !usable)),
             // Our own address as the source of a packet to forward: spoofed, or
             // ours looping back (as `ip_sort` for IPv4).
             None if forwarding && local6(cx, h.src).is_some() => {
-                cx.drop_pkt(m, DropReason::Ip6LocalSrc)
+                cx.link.drop_pkt(m, DropReason::Ip6LocalSrc)
             }
             None if forwarding => v.fwd.push((m, h)),
-            None => cx.drop_pkt(m, DropReason::Ip6CantForward),
+            None => cx.link.drop_pkt(m, DropReason::Ip6CantForward),
         }
     }
 }
@@ -194,7 +194,7 @@ pub(crate) fn ip6_input(
 /// the worker's protocol switch, or `None` when the packet was answered, dropped or
 /// kept for reassembly.
 pub(crate) fn ip6_deliver(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     mut m: Mbuf,
     h: Ip6Hdr,
     tentative: bool,
@@ -227,19 +227,19 @@ pub(crate) fn ip6_deliver(
                 proto = next;
             }
             IpProtocol::Ipv6Route => {
-                let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
-                    cx.drop_pkt(m, DropReason::Ip6TooShort);
+                let Some((next, hlen)) = ext_len(cx.link.access, &mut m, off) else {
+                    cx.link.drop_pkt(m, DropReason::Ip6TooShort);
                     return None;
                 };
-                let (rtype, segleft) = match hdr(cx.access, &mut m, off, 4) {
+                let (rtype, segleft) = match hdr(cx.link.access, &mut m, off, 4) {
                     Ok(h) => (h[2], h[3]),
                     Err(_) => {
-                        cx.drop_pkt(m, DropReason::Ip6TooShort);
+                        cx.link.drop_pkt(m, DropReason::Ip6TooShort);
                         return None;
                     }
                 };
                 if rtype == 0 {
-                    cx.stats.ip6.rthdr0 += 1;
+                    cx.link.stats.ip6.rthdr0 += 1;
                 }
                 // RFC 5095 §3: type 0 is processed as an unrecognised routing type.
                 // RFC 8200 §4.4: an unrecognised type with Segments Left 0 is ignored;
@@ -263,11 +263,7 @@ pub(crate) fn ip6_deliver(
                     hdr_off: off,
                     nxt_off: nh_at,
                 };
-                match cx
-                    .ip4
-                    .frag
-                    .input6(cx.ip4.link.now, m, pos, cx.ip4.link.stats)
-                {
+                match cx.ip.frag.input6(cx.link.now, m, pos, cx.link.stats) {
                     crate::inet::frag::Frag6::Done {
                         m: whole,
                         off: o,
@@ -286,23 +282,23 @@ pub(crate) fn ip6_deliver(
             }
             IpProtocol::Ah => {
                 // No IPsec: recognised, counted, and not something we can check.
-                cx.drop_pkt(m, DropReason::Ip6Ah);
+                cx.link.drop_pkt(m, DropReason::Ip6Ah);
                 return None;
             }
             IpProtocol::Esp => {
-                cx.drop_pkt(m, DropReason::Ip6Esp);
+                cx.link.drop_pkt(m, DropReason::Ip6Esp);
                 return None;
             }
             IpProtocol::Ipv6NoNxt => {
                 // RFC 8200 §4.7: nothing follows; whatever does is ignored.
-                cx.stats.ip6.delivered += 1;
+                cx.link.stats.ip6.delivered += 1;
                 return None;
             }
             _ => break,
         }
         walked += 1;
         if walked > MAX_EXT_HDRS {
-            cx.drop_pkt(m, DropReason::Ip6TooManyHdr);
+            cx.link.drop_pkt(m, DropReason::Ip6TooManyHdr);
             return None;
         }
     }
@@ -317,10 +313,10 @@ pub(crate) fn ip6_deliver(
     if tentative && proto != IpProtocol::Icmpv6 {
         // RFC 4862 §5.4: "... packets addressed to a tentative address ... should be
         // silently discarded" (neighbour discovery aside).
-        cx.drop_pkt(m, DropReason::Ip6CantForward);
+        cx.link.drop_pkt(m, DropReason::Ip6CantForward);
         return None;
     }
-    cx.stats.ip6.delivered += 1;
+    cx.link.stats.ip6.delivered += 1;
     Some((m, info, proto, nh_at))
 }
 
@@ -329,35 +325,35 @@ pub(crate) fn ip6_deliver(
 /// Header and length, or `None` when it was dropped or answered with a Parameter
 /// Problem.
 fn ip6_opts_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     mut m: Mbuf,
     off: usize,
     mcast: bool,
 ) -> Option<(Mbuf, IpProtocol, usize)> {
-    let Some((next, hlen)) = ext_len(cx.access, &mut m, off) else {
-        cx.drop_pkt(m, DropReason::Ip6TooShort);
+    let Some((next, hlen)) = ext_len(cx.link.access, &mut m, off) else {
+        cx.link.drop_pkt(m, DropReason::Ip6TooShort);
         return None;
     };
-    match options(cx.access, &mut m, off, hlen) {
+    match options(cx.link.access, &mut m, off, hlen) {
         Opts::Ok => {}
         Opts::Drop => {
-            cx.drop_pkt(m, DropReason::Ip6BadOptions);
+            cx.link.drop_pkt(m, DropReason::Ip6BadOptions);
             return None;
         }
         Opts::Problem(at) => {
-            cx.stats.ip6.badoptions += 1;
+            cx.link.stats.ip6.badoptions += 1;
             param_problem_mcast(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
             return None;
         }
         Opts::Malformed(at) => {
-            cx.stats.ip6.badoptions += 1;
+            cx.link.stats.ip6.badoptions += 1;
             param_problem(cx, m, Icmpv6ParamProblem::ErroneousHdrField, at);
             return None;
         }
         Opts::ProblemUnicast(at) => {
-            cx.stats.ip6.badoptions += 1;
+            cx.link.stats.ip6.badoptions += 1;
             if mcast {
-                cx.drop_pkt(m, DropReason::Ip6BadOptions);
+                cx.link.drop_pkt(m, DropReason::Ip6BadOptions);
                 return None;
             }
             param_problem(cx, m, Icmpv6ParamProblem::UnrecognizedOption, at);
@@ -419,12 +415,17 @@ fn options(a: HdrAccess, m: &mut Mbuf, off: usize, hlen: usize) -> Opts {
     Opts::Ok
 }
 
-pub(crate) fn param_problem(cx: &mut Inet6Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+pub(crate) fn param_problem(
+    cx: &mut Inet6Cx<'_, '_>,
+    m: Mbuf,
+    code: Icmpv6ParamProblem,
+    at: usize,
+) {
     icmp6_error(cx, m, Error6::Param(code, at as u32, false));
 }
 
 /// A Parameter Problem sent even if the packet went to a multicast group (option
 /// action bits 10).
-fn param_problem_mcast(cx: &mut Inet6Cx<'_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
+fn param_problem_mcast(cx: &mut Inet6Cx<'_, '_>, m: Mbuf, code: Icmpv6ParamProblem, at: usize) {
     icmp6_error(cx, m, Error6::Param(code, at as u32, true));
 }

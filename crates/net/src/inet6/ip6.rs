@@ -70,8 +70,8 @@ pub(crate) fn upper_sum(m: &Mbuf, info: &Ip6Info, proto: IpProtocol, len: usize)
 
 /// Whether `a` is one of our addresses, and if so whether it is usable (neither
 /// tentative nor duplicated; a deprecated one still takes traffic, RFC 4862 §5.5.4).
-pub(crate) fn local6(cx: &Inet6Cx<'_>, a: Ipv6Addr) -> Option<bool> {
-    cx.inet6.local6(a).map(|x| x.usable())
+pub(crate) fn local6(cx: &Inet6Cx<'_, '_>, a: Ipv6Addr) -> Option<bool> {
+    cx.v6.inet6.local6(a).map(|x| x.usable())
 }
 
 /// RFC 2464 §7: an IPv6 multicast group maps onto 33:33 and its low 32 bits.
@@ -97,12 +97,12 @@ pub(crate) struct Ip6Out {
 
 /// The interface and next hop towards `dst`.
 pub(crate) fn ip6_route<'a>(
-    cx: &Inet6Cx<'a>,
+    cx: &Inet6Cx<'_, 'a>,
     dst: Ipv6Addr,
     scope_if: Option<crate::link::iface::IfIndex>,
 ) -> Option<(&'a Arc<Ifnet>, Ipv6Addr)> {
-    let ifs: &'a [Arc<Ifnet>] = cx.ifaces;
-    let cfg: &'a crate::inet6::cx::Inet6Config = cx.inet6;
+    let ifs: &'a [Arc<Ifnet>] = cx.link.ifaces;
+    let cfg: &'a crate::inet6::cx::Inet6Config = cx.v6.inet6;
     if dst.is_multicast() || is_link_local(dst) {
         let by_index = scope_if
             .and_then(|i| ifs.get(i.get()))
@@ -121,7 +121,7 @@ pub(crate) fn ip6_route<'a>(
         .nd6
         .redirects
         .iter()
-        .find(|r| r.dst == dst && r.expires > cx.now)
+        .find(|r| r.dst == dst && r.expires > cx.link.now)
     {
         return by((r.target, r.ifindex));
     }
@@ -134,8 +134,8 @@ pub(crate) fn ip6_route<'a>(
         }
     }
     // The FIB: static routes (connected ones were found above).
-    let fib: &'a route::Fib = cx.fib;
-    let hash = || route::flow_hash6(0, u128::from(dst), 0, 0, 0, cx.isn_secret);
+    let fib: &'a route::Fib = cx.ip.fib;
+    let hash = || route::flow_hash6(0, u128::from(dst), 0, 0, 0, cx.ip.isn_secret);
     if let Some(nh) = fib.lookup6(dst, hash) {
         if nh.kind != route::NhKind::Forward {
             return None;
@@ -146,34 +146,34 @@ pub(crate) fn ip6_route<'a>(
         };
         return ifs.get(nh.ifindex as usize).map(|i| (i, next));
     }
-    if let Some(hop) = cfg.nd6.next_hop(dst, cx.now, true) {
+    if let Some(hop) = cfg.nd6.next_hop(dst, cx.link.now, true) {
         return by(hop);
     }
     if let Some(hop) = cfg.default_gw6 {
         return by(hop);
     }
-    cfg.nd6.next_hop(dst, cx.now, false).and_then(by)
+    cfg.nd6.next_hop(dst, cx.link.now, false).and_then(by)
 }
 
 /// `ip6_output` for a payload without an IPv6 header (`m` starts with the upper
 /// layer or the first extension header): routes, builds the header, sends.
-pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_>, m: Mbuf, o: Ip6Out) {
+pub(crate) fn ip6_output(cx: &mut Inet6Cx<'_, '_>, m: Mbuf, o: Ip6Out) {
     ip6_output_tclass(cx, m, o, 0)
 }
 
 /// [`ip6_output`] with traffic class `tclass` (DSCP and ECN: TCP's ECN-capable
 /// segments).
-pub(crate) fn ip6_output_tclass(cx: &mut Inet6Cx<'_>, m: Mbuf, o: Ip6Out, tclass: u8) {
+pub(crate) fn ip6_output_tclass(cx: &mut Inet6Cx<'_, '_>, m: Mbuf, o: Ip6Out, tclass: u8) {
     match ip6_route(cx, o.dst, o.ifindex) {
         Some(route) => ip6_output_on(cx, m, o, tclass, route),
-        None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
+        None => cx.link.drop_pkt(m, DropReason::Ip6NoRoute),
     }
 }
 
 /// [`ip6_output`] by a route already looked up (`ifp`, the next hop), with traffic
 /// class `tclass` (a tunnel copies its inner packet's DSCP).
 pub(crate) fn ip6_output_on(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     mut m: Mbuf,
     o: Ip6Out,
     tclass: u8,
@@ -182,14 +182,14 @@ pub(crate) fn ip6_output_on(
     let src = if o.src.is_unspecified() && !o.keep_unspec {
         match ifp.source6_for(o.dst) {
             Some(s) => s,
-            None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
+            None => return cx.link.drop_pkt(m, DropReason::Ip6NoRoute),
         }
     } else {
         o.src
     };
     let plen = m.len();
     if crate::inet::ip::too_long(&m, plen, IP6_HDR_LEN + plen, ifp) {
-        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+        return cx.link.drop_pkt(m, DropReason::Ip6TooLong);
     }
     match m.prepend(IP6_HDR_LEN) {
         Ok(h) => {
@@ -203,15 +203,15 @@ pub(crate) fn ip6_output_on(
             p.set_src_addr(src);
             p.set_dst_addr(o.dst);
         }
-        Err(_) => return cx.drop_pkt(m, DropReason::Ip6OutDropped),
+        Err(_) => return cx.link.drop_pkt(m, DropReason::Ip6OutDropped),
     }
-    cx.stats.ip6.localout += 1;
+    cx.link.stats.ip6.localout += 1;
     ip6_send(cx, ifp, m, o.dst, nexthop);
 }
 
 /// Sends an IPv6 packet (header built) towards `nexthop` on `ifp`.
 pub(crate) fn ip6_send(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     dst: Ipv6Addr,
@@ -220,9 +220,9 @@ pub(crate) fn ip6_send(
     if !dst.is_multicast() && local6(cx, dst).is_some() {
         // To ourselves: IPv6 is not looped back (the loopback queue carries only
         // what tunnels take off in that family); drop, counted.
-        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+        return cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
     }
-    let Some(m) = cx.pfil(
+    let Some(m) = cx.link.pfil(
         PfilPoint::Inet6,
         Dir::Out,
         ifp.index,
@@ -233,25 +233,32 @@ pub(crate) fn ip6_send(
     };
     // The link's MTU, or a smaller one a Packet Too Big taught for this path.
     let mtu = cx
+        .v6
         .inet6
         .nd6
-        .path_mtu(dst, cx.now)
+        .path_mtu(dst, cx.link.now)
         .map_or(ifp.mtu, |p| (p as usize).min(ifp.mtu));
-    let out = |cx: &mut Inet6Cx<'_>, m| ip6_link_output(cx, ifp, m, dst, nexthop);
+    let out = |cx: &mut Inet6Cx<'_, '_>, m| ip6_link_output(cx, ifp, m, dst, nexthop);
     if let Some(m) = crate::link::output::fit_link(cx, ifp, m, mtu, out) {
         ip6_fragment(cx, ifp, m, dst, nexthop, mtu);
     }
 }
 
 fn ip6_link_output(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     dst: Ipv6Addr,
     nexthop: Ipv6Addr,
 ) {
     if dst.is_multicast() {
-        return crate::link::ether::ether_output(cx, ifp, m, multicast_mac6(dst), EtherType::Ipv6);
+        return crate::link::ether::ether_output(
+            cx.link,
+            ifp,
+            m,
+            multicast_mac6(dst),
+            EtherType::Ipv6,
+        );
     }
     nd6_resolve_output(cx, ifp, m, nexthop);
 }
@@ -263,11 +270,11 @@ pub(crate) type Nd6Output = LleOutput<Ipv6Addr>;
 /// knows they come from the link.
 pub(crate) const ND_HLIM: u8 = 255;
 /// Sends what the neighbour table asked for: solicitations and released packets.
-pub(crate) fn nd6_flush(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
+pub(crate) fn nd6_flush(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd6Output>) {
     for o in out.drain(..) {
         match o {
             LleOutput::Packet { m, mac } => {
-                crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6)
+                crate::link::ether::ether_output(cx.link, ifp, m, mac, EtherType::Ipv6)
             }
             LleOutput::Request { target, unicast } => {
                 nd6_ns_output(cx, ifp, target, unicast, false)
@@ -280,35 +287,38 @@ pub(crate) fn nd6_flush(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, out: &mut Vec<Nd
 /// the published snapshot when the neighbour is reachable, else through the table's
 /// slow path, which may hold the packet and solicit.
 pub(crate) fn nd6_resolve_output(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     m: Mbuf,
     nexthop: Ipv6Addr,
 ) {
     if ifp.no_link_header() {
-        return crate::link::ether::p2p_output(cx, ifp, m);
+        return crate::link::ether::p2p_output(cx.link, ifp, m);
     }
-    let mac = cx.nd6_lookup(ifp.index, nexthop);
+    let mac = cx.link.nd6_lookup(ifp.index, nexthop);
     if let Some(mac) = mac {
-        return crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+        return crate::link::ether::ether_output(cx.link, ifp, m, mac, EtherType::Ipv6);
     }
     let mut out = Vec::new();
-    if let Resolve::Now(m, mac) = ifp.nd6.resolve_slow(cx.now, nexthop, m, cx.stats, &mut out) {
-        crate::link::ether::ether_output(cx, ifp, m, mac, EtherType::Ipv6);
+    if let Resolve::Now(m, mac) =
+        ifp.nd6
+            .resolve_slow(cx.link.now, nexthop, m, cx.link.stats, &mut out)
+    {
+        crate::link::ether::ether_output(cx.link, ifp, m, mac, EtherType::Ipv6);
     }
     nd6_flush(cx, ifp, &mut out);
 }
 
 /// Builds an ICMPv6 message and sends it with `ip6_output`. `src` unspecified picks
 /// one (unless `keep_unspec`, for DAD probes).
-pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
+pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_, '_>, repr: &Icmpv6Repr<'_>, o: Ip6Out) {
     let Some((ifp, _)) = ip6_route(cx, o.dst, o.ifindex) else {
-        return DropReason::Ip6NoRoute.count(cx.stats);
+        return DropReason::Ip6NoRoute.count(cx.link.stats);
     };
     let src = if o.src.is_unspecified() && !o.keep_unspec {
         match ifp.source6_for(o.dst) {
             Some(s) => s,
-            None => return DropReason::Ip6NoRoute.count(cx.stats),
+            None => return DropReason::Ip6NoRoute.count(cx.link.stats),
         }
     } else {
         o.src
@@ -316,7 +326,7 @@ pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out)
     let mut buf = vec![0u8; repr.buffer_len()];
     repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), &src, &o.dst);
     let Ok(m) = Mbuf::from_slice(&buf) else {
-        return DropReason::Ip6OutDropped.count(cx.stats);
+        return DropReason::Ip6OutDropped.count(cx.link.stats);
     };
     ip6_output(cx, m, Ip6Out { src, ..o });
 }
@@ -325,7 +335,7 @@ pub(crate) fn icmp6_send(cx: &mut Inet6Cx<'_>, repr: &Icmpv6Repr<'_>, o: Ip6Out)
 /// group, or unicast to `unicast` when probing reachability; from the unspecified
 /// address without a source link-layer option for a DAD probe (RFC 4862 §5.4.2).
 pub(crate) fn nd6_ns_output(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     target: Ipv6Addr,
     unicast: Option<EthernetAddress>,
@@ -340,9 +350,9 @@ pub(crate) fn nd6_ns_output(
         target_addr: target,
         lladdr: (!dad).then_some(ifp.mac),
     });
-    cx.stats.icmp6.outneighborsolicit += 1;
+    cx.link.stats.icmp6.outneighborsolicit += 1;
     if dad {
-        cx.stats.nd6.dadsent += 1;
+        cx.link.stats.nd6.dadsent += 1;
     }
     icmp6_send(
         cx,
@@ -364,7 +374,7 @@ pub(crate) fn nd6_ns_output(
 /// units as fit in the MTU, and shares the original's payload buffers (no copy).
 /// The identification is unpredictable (RFC 7739): a keyed mix of a per-worker count.
 fn ip6_fragment(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     mut m: Mbuf,
     dst: Ipv6Addr,
@@ -373,28 +383,29 @@ fn ip6_fragment(
 ) {
     let mut hdr = [0u8; IP6_HDR_LEN];
     if m.copydata(0, &mut hdr).is_err() || mtu < 1280 {
-        cx.stats.ip6.cantfrag += 1;
-        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+        cx.link.stats.ip6.cantfrag += 1;
+        return cx.link.drop_pkt(m, DropReason::Ip6TooLong);
     }
     let next = hdr[6];
     if next == u8::from(IpProtocol::HopByHop) || next == u8::from(IpProtocol::Ipv6Route) {
-        cx.stats.ip6.cantfrag += 1;
-        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+        cx.link.stats.ip6.cantfrag += 1;
+        return cx.link.drop_pkt(m, DropReason::Ip6TooLong);
     }
     let Ok(mut rest) = m.split(IP6_HDR_LEN) else {
-        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+        return cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
     };
     drop(m);
     let per = (mtu - IP6_HDR_LEN - 8) / 8 * 8;
-    let count = (u64::from(cx.next_ip_id()) << 16) | u64::from(cx.next_ip_id());
-    let id = splitmix64(cx.isn_secret ^ count ^ u64::from(cx.worker as u32) << 48) as u32;
+    *cx.v6.frag_count = cx.v6.frag_count.wrapping_add(1);
+    let count = u64::from(*cx.v6.frag_count);
+    let id = splitmix64(cx.ip.isn_secret ^ count ^ u64::from(cx.link.worker as u32) << 48) as u32;
     let total = rest.len();
     let mut off = 0;
-    cx.stats.ip6.fragmented += 1;
+    cx.link.stats.ip6.fragmented += 1;
     while off < total {
         let n = per.min(total - off);
         let Ok(tail) = rest.split(n) else {
-            return DropReason::Ip6OutDropped.count(cx.stats);
+            return DropReason::Ip6OutDropped.count(cx.link.stats);
         };
         let mut piece = std::mem::replace(&mut rest, tail);
         let more = off + n < total;
@@ -410,9 +421,9 @@ fn ip6_fragment(
                 f[2..4].copy_from_slice(&offm.to_be_bytes());
                 f[4..8].copy_from_slice(&id.to_be_bytes());
             }
-            Err(_) => return cx.drop_pkt(piece, DropReason::Ip6OutDropped),
+            Err(_) => return cx.link.drop_pkt(piece, DropReason::Ip6OutDropped),
         }
-        cx.stats.ip6.ofragments += 1;
+        cx.link.stats.ip6.ofragments += 1;
         ip6_link_output(cx, ifp, piece, dst, nexthop);
         off += n;
     }

@@ -55,7 +55,7 @@ pub const RETRANS_TIMER: Duration = Duration::from_secs(1);
 
 /// `nd6_na_output`: advertises our `target` to `dst`.
 fn nd6_na_output(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     target: Ipv6Addr,
     dst: Ipv6Addr,
@@ -70,7 +70,7 @@ fn nd6_na_output(
         target_addr: target,
         lladdr: Some(ifp.mac),
     });
-    cx.stats.icmp6.outneighboradvert += 1;
+    cx.link.stats.icmp6.outneighboradvert += 1;
     icmp6_send(
         cx,
         &repr,
@@ -88,7 +88,7 @@ fn nd6_na_output(
 /// `nd6_ns_input`: RFC 4861 §7.1.1 validity checks, §7.2.3 processing; RFC 4862
 /// §5.4.3 for a target that is tentative here.
 pub(crate) fn nd6_ns_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     target: Ipv6Addr,
@@ -101,7 +101,7 @@ pub(crate) fn nd6_ns_input(
     if target.is_multicast()
         || (from_unspec && (info.dst != solicited_node(target) || lladdr.is_some()))
     {
-        return DropReason::Icmp6BadNs.count(cx.stats);
+        return DropReason::Icmp6BadNs.count(cx.link.stats);
     }
     let Some(ours) = ifp.addr6(target).cloned() else {
         // Not for us (we are no proxy): nothing to answer.
@@ -123,7 +123,8 @@ pub(crate) fn nd6_ns_input(
     }
     if let (false, Some(mac)) = (from_unspec, lladdr) {
         let mut out = Vec::new();
-        ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
+        ifp.nd6
+            .nd_learn(cx.link.now, info.src, mac, cx.link.stats, &mut out);
         nd6_flush(cx, ifp, &mut out);
     }
     if from_unspec {
@@ -137,7 +138,7 @@ pub(crate) fn nd6_ns_input(
 /// `nd6_na_input`: RFC 4861 §7.1.2 validity checks, §7.2.5 processing; an
 /// advertisement for one of our addresses means another node holds it.
 pub(crate) fn nd6_na_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     flags: NdiscNeighborFlags,
@@ -147,7 +148,7 @@ pub(crate) fn nd6_na_input(
     let solicited = flags.contains(NdiscNeighborFlags::SOLICITED);
     // §7.1.2: target not multicast; Solicited clear when sent to a multicast group.
     if target.is_multicast() || (info.mcast && solicited) {
-        return DropReason::Icmp6BadNa.count(cx.stats);
+        return DropReason::Icmp6BadNa.count(cx.link.stats);
     }
     if let Some(ours) = ifp.addr6(target).cloned() {
         match ours.state() {
@@ -156,32 +157,32 @@ pub(crate) fn nd6_na_input(
             AddrState::Tentative => dad_duplicate(cx, ifp, &ours),
             // Someone claims an address we hold (FreeBSD logs "duplicate address").
             AddrState::Preferred | AddrState::Deprecated | AddrState::Duplicated => {
-                cx.stats.nd6.dadcollision += 1
+                cx.link.stats.nd6.dadcollision += 1
             }
         }
         return;
     }
     let mut out = Vec::new();
     ifp.nd6.nd_advert(
-        cx.now,
+        cx.link.now,
         target,
         lladdr,
         solicited,
         flags.contains(NdiscNeighborFlags::OVERRIDE),
-        cx.stats,
+        cx.link.stats,
         &mut out,
     );
     nd6_flush(cx, ifp, &mut out);
 }
 
-fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6Ifaddr) {
+fn dad_duplicate(cx: &mut Inet6Cx<'_, '_>, ifp: &Ifnet, a: &crate::link::iface::In6Ifaddr) {
     if a.state() != AddrState::Duplicated {
         a.set_state(AddrState::Duplicated);
-        cx.stats.nd6.dadcollision += 1;
+        cx.link.stats.nd6.dadcollision += 1;
         // Anyone on the link can answer every probe: the warning is rate-limited
         // (at most DAD_LOG_LINES a DAD_LOG_WINDOW, stack-wide), the rest counted and
         // the count said once the window is over.
-        match cx.ctl6.dad_log().check(cx.now) {
+        match cx.v6.ctl6.dad_log().check(cx.link.now) {
             LogCheck::Hold => return,
             LogCheck::Log { held } if held > 0 => dad_suppressed(held),
             LogCheck::Log { .. } => {}
@@ -197,13 +198,13 @@ fn dad_duplicate(cx: &mut Inet6Cx<'_>, ifp: &Ifnet, a: &crate::link::iface::In6I
 
 /// Worker 0's neighbour-discovery timers for one interface: the table's state
 /// machine, and duplicate address detection. Returns the next deadline.
-pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !ifp.inet6() {
         return None;
     }
-    if ifp.nd6.poll_at().is_some_and(|t| t <= cx.now) {
+    if ifp.nd6.poll_at().is_some_and(|t| t <= cx.link.now) {
         let mut out = Vec::new();
-        ifp.nd6.timer(cx.now, cx.stats, &mut out);
+        ifp.nd6.timer(cx.link.now, cx.link.stats, &mut out);
         nd6_flush(cx, ifp, &mut out);
     }
     let mut next = ifp.nd6.poll_at();
@@ -218,16 +219,16 @@ pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
                 // its addresses configured sends it at once.
                 true
             }
-            Some(t) => t <= cx.now,
+            Some(t) => t <= cx.link.now,
         };
         if due {
-            if a.dad_sent() >= cx.dad_transmits {
+            if a.dad_sent() >= cx.v6.dad_transmits {
                 // §5.4.5: no answer within RetransTimer of the last probe: unique.
                 a.set_state(AddrState::Preferred);
-                cx.stats.nd6.dadok += 1;
+                cx.link.stats.nd6.dadok += 1;
                 continue;
             }
-            a.dad_probe(cx.now + RETRANS_TIMER);
+            a.dad_probe(cx.link.now + RETRANS_TIMER);
             nd6_ns_output(cx, ifp, a.addr.addr, None, true);
         }
         if let Some(t) = a.dad_next() {
@@ -240,7 +241,7 @@ pub(crate) fn nd6_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
     if let Some(t) = nd6_prune(cx, ifp) {
         next = Some(next.map_or(t, |n| n.min(t)));
     }
-    if let Some(t) = cx.ctl6.dad_log().timer(cx.now) {
+    if let Some(t) = cx.v6.ctl6.dad_log().timer(cx.link.now) {
         next = Some(next.map_or(t, |n| n.min(t)));
     }
     next
@@ -278,9 +279,9 @@ impl NdState {
 /// shrinks its segments and lowers the path MTU towards the destination (RFC
 /// 8201, never below 1280, §4) through [`pmtu6_learn`]; a UDP datagram from a
 /// bound port lowers it at once; anything else is counted in `icmp6.noport`.
-pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
+pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_, '_>, mtu: u32, quoted: &[u8]) {
     if quoted.len() < 40 || quoted[0] >> 4 != 6 {
-        return DropReason::Icmp6BadLen.count(cx.stats);
+        return DropReason::Icmp6BadLen.count(cx.link.stats);
     }
     let o = |at: usize| {
         let mut b = [0u8; 16];
@@ -288,19 +289,21 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
         Ipv6Addr::from(b)
     };
     let (src, dst) = (o(8), o(24));
-    if !cx.ifaces.iter().any(|i| i.addr6(src).is_some()) || dst.is_multicast() {
-        cx.stats.icmp6.badpkttoobig += 1;
+    if !cx.link.ifaces.iter().any(|i| i.addr6(src).is_some()) || dst.is_multicast() {
+        cx.link.stats.icmp6.badpkttoobig += 1;
         return;
     }
     let mtu = mtu.max(MIN_MTU6);
     use crate::inet::cx::{quoted_l4_6, quoted_tcp6, CtlInput, TcpCtl};
     if let Some(c) = CtlInput::tcp(quoted_tcp6(quoted), |seq| TcpCtl::PathMtu { seq, mtu }) {
         // For TCP, through the worker (`pr_ctlinput`).
-        cx.ctlinput.push(c);
-    } else if quoted_l4_6(quoted, 17).is_some_and(|(local, _, _)| cx.inet.udp_bound(local)) {
+        cx.ip.ctlinput.push(c);
+    } else if quoted_l4_6(quoted, 17)
+        .is_some_and(|(local, _, _)| crate::ip::udp_bound(cx.ip.udp, local))
+    {
         pmtu6_learn(cx, src, dst, mtu, false);
     } else {
-        cx.stats.icmp6.noport += 1;
+        cx.link.stats.icmp6.noport += 1;
     }
 }
 
@@ -308,24 +311,25 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_>, mtu: u32, quoted: &[u8]) {
 /// what the list or the link says; `held`: a live connection vouched for it
 /// ([`crate::inet::cx::pmtu_upsert`]).
 pub(crate) fn pmtu6_learn(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     src: Ipv6Addr,
     dst: Ipv6Addr,
     mtu: u32,
     held: bool,
 ) {
     let link = cx
+        .link
         .ifaces
         .iter()
         .find(|i| i.addr6(src).is_some())
         .map_or(1500, |i| i.mtu as u32);
-    let now = cx.now;
-    let known = cx.inet6.nd6.path_mtu(dst, now).unwrap_or(link);
+    let now = cx.link.now;
+    let known = cx.v6.inet6.nd6.path_mtu(dst, now).unwrap_or(link);
     if mtu >= known {
         return;
     }
     let expires = now + PMTU_LIFETIME;
-    cx.ctl6.update_nd6(&mut |c| {
+    cx.v6.ctl6.update_nd6(&mut |c| {
         crate::inet::cx::pmtu_upsert(&mut c.pmtu, (dst, mtu, expires, held), now, MAX_PMTU);
     });
 }

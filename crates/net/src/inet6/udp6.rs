@@ -17,16 +17,16 @@ use wire::{IpProtocol, UdpPacket};
 
 /// `udp6_input`.
 pub(crate) fn udp6_input<'a>(
-    cx: &mut Inet6Cx<'a>,
+    cx: &mut Inet6Cx<'_, 'a>,
     _ifp: &std::sync::Arc<crate::link::iface::Ifnet>,
     mut m: Mbuf,
     info: Ip6Info,
 ) {
-    cx.stats.udp.ipackets += 1;
+    cx.link.stats.udp.ipackets += 1;
     let plen = m.len() - info.off;
     let (sport, dport, ulen, csum) = {
-        let Ok(h) = hdr(cx.access, &mut m, info.off, UDP_HDR_LEN) else {
-            return cx.drop_pkt(m, DropReason::UdpHdrops);
+        let Ok(h) = hdr(cx.link.access, &mut m, info.off, UDP_HDR_LEN) else {
+            return cx.link.drop_pkt(m, DropReason::UdpHdrops);
         };
         let p = UdpPacket::new_unchecked(h);
         (
@@ -38,20 +38,20 @@ pub(crate) fn udp6_input<'a>(
     };
     // RFC 8200 §8.1 (with RFC 2675's jumbograms left out): the UDP length matches.
     if ulen < UDP_HDR_LEN || ulen != plen {
-        return cx.drop_pkt(m, DropReason::UdpBadLen);
+        return cx.link.drop_pkt(m, DropReason::UdpBadLen);
     }
     // RFC 8200 §8.1: "IPv6 receivers must discard UDP packets containing a zero
     // checksum".
     if csum == 0 || crate::inet6::ip6::upper_sum(&m, &info, IpProtocol::Udp, ulen) != 0xffff {
-        return cx.drop_pkt(m, DropReason::UdpBadSum);
+        return cx.link.drop_pkt(m, DropReason::UdpBadSum);
     }
     // An IPv6 socket bound to this address, else to [::].
-    let cfg: &'a crate::inet::cx::InetConfig = cx.inet;
-    let Some(s) = udp_sock(cfg, dport, IpAddr::V6(info.dst)) else {
+    let udp: &'a crate::ip::UdpPorts = cx.ip.udp;
+    let Some(s) = udp_sock(udp, dport, IpAddr::V6(info.dst)) else {
         if info.mcast {
-            return cx.drop_pkt(m, DropReason::UdpNoPortBcast);
+            return cx.link.drop_pkt(m, DropReason::UdpNoPortBcast);
         }
-        DropReason::UdpNoPort.count(cx.stats);
+        DropReason::UdpNoPort.count(cx.link.stats);
         return icmp6_error(
             cx,
             m,
@@ -59,13 +59,13 @@ pub(crate) fn udp6_input<'a>(
         );
     };
     let from = SocketAddr::V6(SocketAddrV6::new(info.src, sport, 0, 0));
-    udp_deliver(cx, s, m, info.off, from);
+    udp_deliver(cx.link, cx.ip, s, m, info.off, from);
 }
 
 /// `udp6_output`: one datagram from an IPv6 socket's send queue; the source is the
 /// socket's address, else the one source selection picks towards `to`.
 pub(crate) fn udp6_output(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     s: &crate::sockbuf::SockShared,
     mut m: Mbuf,
     local: Ipv6Addr,
@@ -77,20 +77,20 @@ pub(crate) fn udp6_output(
         match crate::inet6::ip6::ip6_route(cx, dst, scope).and_then(|(ifp, _)| ifp.source6_for(dst))
         {
             Some(a) => a,
-            None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
+            None => return cx.link.drop_pkt(m, DropReason::Ip6NoRoute),
         }
     } else {
         local
     };
     let ulen = m.len() + UDP_HDR_LEN;
     if ulen > 65535 {
-        return cx.drop_pkt(m, DropReason::Ip6TooLong);
+        return cx.link.drop_pkt(m, DropReason::Ip6TooLong);
     }
     let ports = (s.local.port(), to.port());
     if !udp_prepend(&mut m, ports, IpAddr::V6(src), IpAddr::V6(dst)) {
-        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+        return cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
     }
-    cx.stats.udp.opackets += 1;
+    cx.link.stats.udp.opackets += 1;
     crate::inet6::ip6::ip6_output(
         cx,
         m,

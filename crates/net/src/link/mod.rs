@@ -7,12 +7,12 @@
 //!
 //! The layer's batch context, [`LinkCx`], is here: what a link stage may read for
 //! a batch (the time, the interfaces, the bridges, the hooks) and where it writes
-//! (the transmit vectors, the counters, the answers the hooks asked for). Every
-//! link module takes it, the bridge's data path included, and it holds the
-//! bridges' table, so it lives above both (its methods are in `cx`). The contexts
-//! of the families above (`inet::InetCx`, `inet6::Inet6Cx`, `tcp::TcpCx`) hold this
-//! one and reach its fields through `Deref`, so a stage takes the context of its
-//! own family and calls down with it; nothing here knows a family above.
+//! (the transmit vectors, the counters, the neighbour caches, the answers the hooks
+//! asked for). Every link module takes it, the bridge's data path included, and it
+//! holds the bridges' table, so it lives above both (its methods are in `cx`). The
+//! families above are given it beside their own state (`inet::cx::InetCx` holds a
+//! borrow of it next to `ip::IpCx` and `inet::cx::Inet4`), and call down with
+//! `cx.link`; nothing here knows a family above.
 
 pub mod arp;
 pub mod bridge;

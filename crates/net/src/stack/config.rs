@@ -18,9 +18,11 @@ use std::sync::Arc;
 pub struct NetConfig {
     pub generation: u64,
     pub ifaces: Vec<Arc<Ifnet>>,
-    /// IPv4's part: the default gateway, path MTUs, the stack's addresses, the UDP
-    /// and echo sockets.
+    /// IPv4's part: the default gateway, path MTUs, the stack's addresses, the
+    /// echo sockets.
     pub inet: crate::inet::cx::InetConfig,
+    /// UDP sockets by port (both families').
+    pub(crate) udp: crate::ip::UdpPorts,
     /// IPv6's part: the static default router and what neighbour discovery learnt.
     pub inet6: crate::inet6::cx::Inet6Config,
     pub pfil: PfilHeads,

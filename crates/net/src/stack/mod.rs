@@ -8,6 +8,7 @@
 
 #[cfg(feature = "tokio")]
 pub mod async_io;
+pub(crate) mod batch;
 mod bridge;
 pub use bridge::BridgeOp;
 mod config;

@@ -63,9 +63,9 @@ use crate::inet6::ip6;
 use crate::netchan::{has_ports, Classifier, NetchanShared, ICMP, ICMPV6, TCP, UDP};
 use crate::park::Interest;
 use crate::sockbuf::{RxDatagram, SockKind, SockShared, TxDatagram};
+use crate::stack::batch::Cx;
 use crate::stack::{Shared, Stack};
 use crate::stats::DropReason;
-use crate::tcp::layer::TcpCx as Cx;
 use mbuf::Mbuf;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -410,8 +410,8 @@ pub(crate) fn take(
         }
     }
     let is_local = |a: IpAddr| match a {
-        IpAddr::V4(a) => cx.inet.is_local(a),
-        IpAddr::V6(a) => cx.inet6.local6(a).is_some(),
+        IpAddr::V4(a) => cx.v4.inet.is_local(a),
+        IpAddr::V6(a) => cx.v6.inet6.local6(a).is_some(),
     };
     let Some(i) = chans
         .iter()
@@ -427,12 +427,12 @@ pub(crate) fn take(
                 Some(t) => t.1 += 1,
                 None => cx.netchan_tally.push((i, 1)),
             }
-            cx.stats.netchan.delivered += 1;
-            cx.wake_socket(&ch.sock);
+            cx.link.stats.netchan.delivered += 1;
+            cx.ip.wake_socket(&ch.sock);
         }
         Err(d) => {
             ch.overflow.fetch_add(1, Ordering::Relaxed);
-            cx.drop_pkt(d.m, DropReason::NetchanFull);
+            cx.link.drop_pkt(d.m, DropReason::NetchanFull);
         }
     }
     None
@@ -444,7 +444,7 @@ pub(crate) fn output(cx: &mut Cx<'_>, m: Mbuf) {
     match m.first().first().map(|b| b >> 4) {
         Some(4) => output4(cx, m),
         Some(6) => output6(cx, m),
-        _ => cx.drop_pkt(m, DropReason::NetchanBadPkt),
+        _ => cx.link.drop_pkt(m, DropReason::NetchanBadPkt),
     }
 }
 
@@ -491,7 +491,7 @@ fn fill_l4(m: &mut Mbuf, proto: u8, v6: bool, src: IpAddr, dst: IpAddr, l4: usiz
 
 fn output4(cx: &mut Cx<'_>, mut m: Mbuf) {
     let len = m.len();
-    let fields = hdr(cx.access, &mut m, 0, IP_HDR).ok().and_then(|h| {
+    let fields = hdr(cx.link.access, &mut m, 0, IP_HDR).ok().and_then(|h| {
         let hl = usize::from(h[0] & 0x0f) * 4;
         let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
         let frag = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
@@ -502,33 +502,33 @@ fn output4(cx: &mut Cx<'_>, mut m: Mbuf) {
         ok.then_some((hl, frag, ident, h[9], src, dst))
     });
     let Some((hl, frag, ident, proto, src, dst)) = fields else {
-        return cx.drop_pkt(m, DropReason::NetchanBadPkt);
+        return cx.link.drop_pkt(m, DropReason::NetchanBadPkt);
     };
-    if hdr(cx.access, &mut m, 0, hl).is_err() {
-        return cx.drop_pkt(m, DropReason::NetchanBadPkt);
+    if hdr(cx.link.access, &mut m, 0, hl).is_err() {
+        return cx.link.drop_pkt(m, DropReason::NetchanBadPkt);
     }
-    let Some((ifp, nexthop, bcast)) = ip::ip_route(cx, dst) else {
-        return cx.drop_pkt(m, DropReason::IpNoRoute);
+    let Some((ifp, nexthop, bcast)) = ip::ip_route(&cx.inet(), dst) else {
+        return cx.link.drop_pkt(m, DropReason::IpNoRoute);
     };
     let src = if src.is_unspecified() {
         match ifp.source_for(dst) {
             Some(s) => s,
-            None => return cx.drop_pkt(m, DropReason::IpNoRoute),
+            None => return cx.link.drop_pkt(m, DropReason::IpNoRoute),
         }
     } else {
         src
     };
     let ident = if ident == 0 && !frag {
-        cx.next_ip_id()
+        cx.v4.next_ip_id()
     } else {
         ident
     };
     if !frag && !fill_l4(&mut m, proto, false, src.into(), dst.into(), hl) {
-        return cx.drop_pkt(m, DropReason::NetchanBadPkt);
+        return cx.link.drop_pkt(m, DropReason::NetchanBadPkt);
     }
     {
         let Ok(b) = m.try_first_mut() else {
-            return cx.drop_pkt(m, DropReason::IpOutDropped);
+            return cx.link.drop_pkt(m, DropReason::IpOutDropped);
         };
         let mut p = wire::Ipv4Packet::new_unchecked(&mut b[..hl]);
         p.set_total_len(len as u16);
@@ -536,14 +536,14 @@ fn output4(cx: &mut Cx<'_>, mut m: Mbuf) {
         p.set_src_addr(src);
         p.fill_checksum();
     }
-    cx.stats.ip.localout += 1;
-    cx.stats.netchan.sent += 1;
-    ip::ip_send(cx, ifp, m, dst, nexthop, bcast);
+    cx.link.stats.ip.localout += 1;
+    cx.link.stats.netchan.sent += 1;
+    ip::ip_send(&mut cx.inet(), ifp, m, dst, nexthop, bcast);
 }
 
 fn output6(cx: &mut Cx<'_>, mut m: Mbuf) {
     let len = m.len();
-    let fields = hdr(cx.access, &mut m, 0, IP6_HDR).ok().and_then(|h| {
+    let fields = hdr(cx.link.access, &mut m, 0, IP6_HDR).ok().and_then(|h| {
         let plen = usize::from(u16::from_be_bytes([h[4], h[5]]));
         let mut a = [0u8; 16];
         a.copy_from_slice(&h[8..24]);
@@ -554,15 +554,15 @@ fn output6(cx: &mut Cx<'_>, mut m: Mbuf) {
         ok.then_some((h[6], src, dst))
     });
     let Some((next, src, dst)) = fields else {
-        return cx.drop_pkt(m, DropReason::NetchanBadPkt);
+        return cx.link.drop_pkt(m, DropReason::NetchanBadPkt);
     };
-    let Some((ifp, nexthop)) = ip6::ip6_route(cx, dst, None) else {
-        return cx.drop_pkt(m, DropReason::Ip6NoRoute);
+    let Some((ifp, nexthop)) = ip6::ip6_route(&cx.inet6(), dst, None) else {
+        return cx.link.drop_pkt(m, DropReason::Ip6NoRoute);
     };
     let src = if src.is_unspecified() {
         match ifp.source6_for(dst) {
             Some(s) => s,
-            None => return cx.drop_pkt(m, DropReason::Ip6NoRoute),
+            None => return cx.link.drop_pkt(m, DropReason::Ip6NoRoute),
         }
     } else {
         src
@@ -572,12 +572,12 @@ fn output6(cx: &mut Cx<'_>, mut m: Mbuf) {
     h[2..].copy_from_slice(&src.octets());
     // Payload length, then (past next header and hop limit) the source.
     if m.copyback(4, &h[..2]).is_err() || m.copyback(8, &h[2..]).is_err() {
-        return cx.drop_pkt(m, DropReason::Ip6OutDropped);
+        return cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
     }
     if !fill_l4(&mut m, next, true, src.into(), dst.into(), IP6_HDR) {
-        return cx.drop_pkt(m, DropReason::NetchanBadPkt);
+        return cx.link.drop_pkt(m, DropReason::NetchanBadPkt);
     }
-    cx.stats.ip6.localout += 1;
-    cx.stats.netchan.sent += 1;
-    ip6::ip6_send(cx, ifp, m, dst, nexthop);
+    cx.link.stats.ip6.localout += 1;
+    cx.link.stats.netchan.sent += 1;
+    ip6::ip6_send(&mut cx.inet6(), ifp, m, dst, nexthop);
 }

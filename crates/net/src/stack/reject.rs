@@ -3,8 +3,8 @@
 //! the worker, above them all, builds the answer with the family that can (ICMP,
 //! ICMPv6, or a TCP reset), as FreeBSD's `send_reject` does from ipfw.
 
+use crate::ip46::Ip46Cx;
 use crate::pfil::{PfilPoint, Reject};
-use crate::tcp::layer::TcpCx;
 use mbuf::Mbuf;
 use std::net::IpAddr;
 
@@ -13,19 +13,19 @@ use std::net::IpAddr;
 /// acknowledging it), else ICMP or ICMPv6 destination unreachable with the code
 /// asked for (port unreachable for a reset asked of a non-TCP packet). Never about a
 /// reset.
-pub(crate) fn send_reject(cx: &mut TcpCx<'_>, m: Mbuf, point: PfilPoint, how: Reject) {
-    cx.stats.pfil.rejected += 1;
+pub(crate) fn send_reject(cx: &mut Ip46Cx<'_, '_>, m: Mbuf, point: PfilPoint, how: Reject) {
+    cx.link.stats.pfil.rejected += 1;
     // The answer does not pass the hooks again (FreeBSD's M_SKIP_FIREWALL).
-    let skip = std::mem::replace(&mut cx.pfil_skip, true);
+    let skip = std::mem::replace(&mut cx.link.pfil_skip, true);
     reject_answer(cx, m, point, how);
-    cx.pfil_skip = skip;
+    cx.link.pfil_skip = skip;
 }
 
-fn reject_answer(cx: &mut TcpCx<'_>, mut m: Mbuf, point: PfilPoint, how: Reject) {
+fn reject_answer(cx: &mut Ip46Cx<'_, '_>, mut m: Mbuf, point: PfilPoint, how: Reject) {
     let mut v6 = point == PfilPoint::Inet6;
     if point == PfilPoint::Ether {
         // A refused frame is answered at the IP layer it carries, if any.
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 14) else {
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, 0, 14) else {
             return;
         };
         match u16::from_be_bytes([h[12], h[13]]) {
@@ -36,12 +36,12 @@ fn reject_answer(cx: &mut TcpCx<'_>, mut m: Mbuf, point: PfilPoint, how: Reject)
         m.adj(14);
     }
     let (hlen, proto) = if v6 {
-        match crate::hdr::hdr(cx.access, &mut m, 0, 40) {
+        match crate::hdr::hdr(cx.link.access, &mut m, 0, 40) {
             Ok(h) => (40, h[6]),
             Err(_) => return,
         }
     } else {
-        match crate::hdr::hdr(cx.access, &mut m, 0, 20) {
+        match crate::hdr::hdr(cx.link.access, &mut m, 0, 20) {
             Ok(h) => (usize::from(h[0] & 0x0f) * 4, h[9]),
             Err(_) => return,
         }
@@ -61,16 +61,22 @@ fn reject_answer(cx: &mut TcpCx<'_>, mut m: Mbuf, point: PfilPoint, how: Reject)
     };
     if v6 {
         let e = crate::inet6::icmp6::Error6::Unreach(wire::Icmpv6DstUnreachable::from(code));
-        crate::inet6::icmp6::icmp6_error(cx, m, e);
+        crate::inet6::icmp6::icmp6_error(&mut cx.inet6(), m, e);
     } else {
-        crate::inet::icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, code, 0);
+        crate::inet::icmp::icmp_error(
+            &mut cx.inet(),
+            m,
+            wire::Icmpv4Message::DstUnreachable,
+            code,
+            0,
+        );
     }
 }
 
-fn tcp_reset(cx: &mut TcpCx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
+fn tcp_reset(cx: &mut Ip46Cx<'_, '_>, mut m: Mbuf, hlen: usize, v6: bool) {
     let total = m.len();
     let (src, dst) = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, hlen) else {
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, 0, hlen) else {
             return;
         };
         if v6 {
@@ -86,7 +92,7 @@ fn tcp_reset(cx: &mut TcpCx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
             )
         }
     };
-    let Ok(t) = crate::hdr::hdr(cx.access, &mut m, hlen, 20) else {
+    let Ok(t) = crate::hdr::hdr(cx.link.access, &mut m, hlen, 20) else {
         return;
     };
     let flags = t[13];
@@ -109,6 +115,6 @@ fn tcp_reset(cx: &mut TcpCx<'_>, mut m: Mbuf, hlen: usize, v6: bool) {
         remote: std::net::SocketAddr::new(src, sport),
     };
     let rst = crate::tcp::reset_answering(seq, ack, seg_len);
-    cx.stats.tcp.sndrst += 1;
+    cx.link.stats.tcp.sndrst += 1;
     crate::tcp::layer::send_segment(cx, &tuple, &rst, std::iter::empty(), Default::default());
 }

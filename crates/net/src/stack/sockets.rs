@@ -17,10 +17,10 @@ impl Shared {
         self.update(|c| {
             match s.kind {
                 SockKind::Udp => {
-                    if let Some(v) = c.inet.udp.get_mut(&s.local.port()) {
+                    if let Some(v) = c.udp.get_mut(&s.local.port()) {
                         v.retain(|x| x.id != s.id);
                         if v.is_empty() {
-                            c.inet.udp.remove(&s.local.port());
+                            c.udp.remove(&s.local.port());
                         }
                     }
                 }
@@ -78,7 +78,7 @@ impl Shared {
             let mut port = local.port();
             // A port is taken per family: an IPv4 and an IPv6 socket may share it.
             let in_use = |c: &NetConfig, p: u16| match kind {
-                SockKind::Udp => c.inet.udp.get(&p).is_some_and(|v| {
+                SockKind::Udp => c.udp.get(&p).is_some_and(|v| {
                     v.iter().any(|s| {
                         s.local.is_ipv4() == local.is_ipv4()
                             && (s.local.ip().is_unspecified()
@@ -113,7 +113,7 @@ impl Shared {
                 self.params.socket_queue,
             ));
             match kind {
-                SockKind::Udp => c.inet.udp.entry(port).or_default().push(s.clone()),
+                SockKind::Udp => c.udp.entry(port).or_default().push(s.clone()),
                 SockKind::IcmpEcho => {
                     c.inet.echo.insert(port, s.clone());
                 }

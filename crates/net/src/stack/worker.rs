@@ -8,11 +8,12 @@
 //! loaded once per poll (an RCU read section); counters are plain fields published
 //! once per poll. Nothing here takes a lock on the fast path or allocates per packet.
 
-use crate::inet::cx::{CtlInput, InetCx, TokenBucket};
+use crate::inet::cx::{CtlInput, Inet4, TokenBucket};
 use crate::inet::forward;
 use crate::inet::frag::Reass;
-use crate::inet6::cx::Inet6Cx;
+use crate::inet6::cx::Inet6;
 use crate::inet6::input6;
+use crate::ip::IpCx;
 use crate::link::arp::ArpOutput;
 use crate::link::cx::{ArpCache, Nd6Cache, Rejected};
 use crate::link::ether;
@@ -22,7 +23,7 @@ use crate::runtime::Runtime;
 use crate::sockbuf::SockShared;
 use crate::stack::{NetConfig, Shared, StackEnv};
 use crate::stats::Stats;
-use crate::tcp::layer::TcpCx;
+use crate::tcp::layer::cx::TcpLayer;
 use crate::tcp::layer::TcpWorker;
 use arc_swap::Cache;
 use dev::time::Clock;
@@ -31,10 +32,7 @@ use mbuf::Mbuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// What the worker's stages run with: the contexts of the families nest (TCP's
-/// holds IPv6's, which holds IPv4's, which holds the link's), so the worker builds
-/// one per poll and each stage takes its own family's.
-pub(crate) type Cx<'a> = TcpCx<'a>;
+pub(crate) use crate::stack::batch::Cx;
 
 mod input;
 mod protosw;
@@ -75,7 +73,11 @@ pub(crate) struct Worker {
     /// This worker's flow table, when the stack keeps one.
     flows: Option<route::FlowTable>,
     icmp_bucket: TokenBucket,
+    /// ICMPv6's own rate limit (FreeBSD's `icmp6errppslim`).
+    icmp6_bucket: TokenBucket,
     ip_id: u16,
+    /// IPv6 fragment headers sent (their ids are drawn from it, keyed).
+    frag6_count: u32,
     reass: Reass,
     tcp: TcpWorker,
     /// The stages' vectors, reused from batch to batch.
@@ -202,7 +204,9 @@ impl Worker {
             fib: Arc::new(route::Fib::default()),
             flows,
             icmp_bucket: TokenBucket::new(icmp_limit),
+            icmp6_bucket: TokenBucket::new(icmp_limit),
             ip_id: (id as u16).wrapping_mul(0x2f1d),
+            frag6_count: (id as u32).wrapping_mul(0x2f1d_3b5d),
             reass: Reass::new(frag),
             tcp: TcpWorker::new(shared_max_conns),
             v: Vectors::default(),
@@ -295,7 +299,7 @@ impl Worker {
             for oq in w.queues.iter() {
                 next = timers::earliest(next, oq.q.poll_at());
             }
-            if w.more || cx.handed_off {
+            if w.more || cx.tcp.handed_off {
                 return Some(now);
             }
             next
@@ -317,8 +321,10 @@ impl Worker {
         }
     }
 
-    /// Builds the stages' context for one poll at `now` from the worker's state,
-    /// and runs `f` with it and the rest of that state ([`Poll`]).
+    /// Lends the worker's parts for one poll at `now` ([`Cx`]: borrows of its own
+    /// fields, and of the configuration and FIB it holds, side by side; nothing is
+    /// copied or allocated), and runs `f` with them and the rest of its state
+    /// ([`Poll`]).
     fn with_cx<R>(&mut self, now: Instant, f: impl FnOnce(&mut Cx<'_>, &mut Poll<'_>) -> R) -> R {
         let burst = self.shared.params.burst;
         let Worker {
@@ -336,7 +342,9 @@ impl Worker {
             netchan_tally,
             stats,
             icmp_bucket,
+            icmp6_bucket,
             ip_id,
+            frag6_count,
             reass,
             tcp,
             shared,
@@ -359,56 +367,63 @@ impl Worker {
         let shared: &Shared = shared;
         let env = StackEnv { cfg, fib };
         let mut cx = Cx {
-            ip6: Inet6Cx {
-                ip4: InetCx {
-                    link: LinkCx {
-                        now,
-                        worker: *id,
-                        stats,
-                        access: shared.params.hdr_access,
-                        ifaces: &cfg.ifaces,
-                        tx,
-                        arp_out,
-                        gso_segs,
-                        arp_snaps,
-                        nd6_snaps,
-                        pfil: &cfg.pfil,
-                        pfil_env: &env,
-                        pfil_skip: false,
-                        rejects,
-                        bridges: &cfg.bridges,
-                    },
-                    inet: &cfg.inet,
-                    fib,
-                    flows: flows.as_mut(),
-                    loopq,
-                    wake,
-                    icmp_bucket,
-                    ip_id,
-                    frag: reass,
-                    isn_secret: shared.isn_secret,
-                    send_redirects: shared.params.send_redirects,
-                    rtbus: &shared.rtbus,
-                    ctl4: shared,
-                    ctlinput,
-                },
+            link: LinkCx {
+                now,
+                worker: *id,
+                stats,
+                access: shared.params.hdr_access,
+                ifaces: &cfg.ifaces,
+                tx,
+                arp_out,
+                gso_segs,
+                arp_snaps,
+                nd6_snaps,
+                pfil: &cfg.pfil,
+                pfil_env: &env,
+                pfil_skip: false,
+                rejects,
+                bridges: &cfg.bridges,
+            },
+            ip: IpCx {
+                fib,
+                flows: flows.as_mut(),
+                loopq,
+                wake,
+                frag: reass,
+                isn_secret: shared.isn_secret,
+                send_redirects: shared.params.send_redirects,
+                rtbus: &shared.rtbus,
+                ctlinput,
+                udp: &cfg.udp,
+            },
+            v4: Inet4 {
+                inet: &cfg.inet,
+                icmp_bucket,
+                ip_id,
+                ctl4: shared,
+            },
+            v6: Inet6 {
                 inet6: &cfg.inet6,
                 ctl6: shared,
                 dad_transmits: shared.params.dad_transmits,
                 accept_rtadv: shared.params.accept_rtadv,
                 slaac: shared.params.slaac,
+                icmp_bucket: icmp6_bucket,
+                frag_count: frag6_count,
             },
-            tcp: Some(tcp),
-            tcp_cfg: cfg.tcp,
-            nworkers: shared.wake.len(),
-            listen: &cfg.tcp_listen,
-            inboxes: &shared.tcp_inbox,
+            tcp: TcpLayer {
+                cfg: cfg.tcp,
+                nworkers: shared.wake.len(),
+                listen: &cfg.tcp_listen,
+                inboxes: &shared.tcp_inbox,
+                tfo: &shared.tfo,
+                mem: &shared.tcp_mem,
+                handed_off: false,
+            },
+            tw: tcp,
             tunnels: &cfg.tunnels,
             netchannels: &cfg.netchannels,
             netchan_tally,
-            tfo: &shared.tfo,
-            tcp_mem: &shared.tcp_mem,
-            handed_off: false,
         };
 
         let mut w = Poll {

@@ -36,7 +36,7 @@ fn mld_groups(ifp: &Ifnet) -> Vec<Ipv6Addr> {
 /// all-MLDv2-routers, hop limit 1, with a router alert in a hop-by-hop header; from
 /// the link-local address, or the unspecified one while it is tentative (RFC 3590 §4).
 pub(crate) fn mld_report(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     groups: &[Ipv6Addr],
     ty: wire::MldRecordType,
@@ -74,9 +74,9 @@ pub(crate) fn mld_report(
     let mut pkt = vec![u8::from(IpProtocol::Icmpv6), 0, 5, 2, 0, 0, 1, 0];
     pkt.extend_from_slice(&msg);
     let Ok(m) = Mbuf::from_slice(&pkt) else {
-        return DropReason::Ip6OutDropped.count(cx.stats);
+        return DropReason::Ip6OutDropped.count(cx.link.stats);
     };
-    cx.stats.icmp6.outmldreport += 1;
+    cx.link.stats.icmp6.outmldreport += 1;
     crate::inet6::ip6::ip6_output(
         cx,
         m,
@@ -93,11 +93,11 @@ pub(crate) fn mld_report(
 
 /// Worker 0's MLD timer for one interface: a newly joined group is reported
 /// `MLD_ROBUSTNESS` times, a second apart (RFC 3810 §6.1). Returns the next deadline.
-pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !ifp.inet6() {
         return None;
     }
-    let now = cx.now.as_nanos();
+    let now = cx.link.now.as_nanos();
     // Worker 0 runs this every poll: the common case (every group reported
     // `MLD_ROBUSTNESS` times) is answered without building a list.
     let settled = ifp
@@ -106,7 +106,8 @@ pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
         .filter(|a| a.state() != AddrState::Duplicated)
         .all(|a| {
             let g = solicited_node(a.addr.addr);
-            cx.inet6
+            cx.v6
+                .inet6
                 .nd6
                 .mld
                 .iter()
@@ -117,6 +118,7 @@ pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
     }
     let groups = mld_groups(ifp);
     let known: Vec<(Ipv6Addr, u8, u64)> = cx
+        .v6
         .inet6
         .nd6
         .mld
@@ -136,7 +138,7 @@ pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
     if !due.is_empty() {
         mld_report(cx, ifp, &due, wire::MldRecordType::ChangeToExclude);
         let idx = ifp.index;
-        cx.ctl6.update_nd6(&mut |c| {
+        cx.v6.ctl6.update_nd6(&mut |c| {
             let mld = &mut c.mld;
             // Groups the interface left are forgotten (their addresses went).
             mld.retain(|m| m.0 != idx || groups.contains(&m.1));
@@ -171,7 +173,7 @@ pub(crate) fn mld_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
 /// every group queried (all of ours for a general query). The answer goes at once,
 /// the low end of the random delay the RFC allows.
 pub(crate) fn mld_query_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     group: Ipv6Addr,
@@ -179,7 +181,7 @@ pub(crate) fn mld_query_input(
     // §5.1.14: a query from a non-link-local source, or with a hop limit other than
     // 1, is ignored.
     if !crate::link::iface::is_link_local(info.src) || info.hlim != 1 {
-        return DropReason::Icmp6Other.count(cx.stats);
+        return DropReason::Icmp6Other.count(cx.link.stats);
     }
     let mut groups = mld_groups(ifp);
     if !group.is_unspecified() {

@@ -33,7 +33,7 @@ fn jitter(ifp: &Ifnet, n: u32) -> f64 {
 /// solicitation. Each names this router (lifetime 1800 s while it forwards IPv6),
 /// the link MTU, its link-layer address, and the interface's prefixes (on-link;
 /// autonomous for /64s, so hosts form addresses). Worker 0's timers.
-pub(crate) fn nd6_rtadv_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+pub(crate) fn nd6_rtadv_timer(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
     if !ifp.forwarding.rtadv() {
         return None;
     }
@@ -44,8 +44,8 @@ pub(crate) fn nd6_rtadv_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<
     if !ll.usable() {
         return None;
     }
-    let now = cx.now.as_nanos();
-    let (sent, due) = match cx.inet6.nd6.rtadv.iter().find(|r| r.0 == ifp.index) {
+    let now = cx.link.now.as_nanos();
+    let (sent, due) = match cx.v6.inet6.nd6.rtadv.iter().find(|r| r.0 == ifp.index) {
         Some(r) => (r.1, r.2),
         None => (0, now),
     };
@@ -59,7 +59,7 @@ pub(crate) fn nd6_rtadv_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<
         MIN_RTR_ADV_INTERVAL + (span * jitter(ifp, sent)) as u64
     };
     let next = now + wait;
-    cx.ctl6.update_nd6(&mut |c| {
+    cx.v6.ctl6.update_nd6(&mut |c| {
         c.rtadv.retain(|r| r.0 != ifp.index);
         c.rtadv.push((ifp.index, sent + 1, next, now));
     });
@@ -69,30 +69,31 @@ pub(crate) fn nd6_rtadv_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<
 
 /// A router solicitation arrived on `ifp`: answer with the next advertisement soon
 /// (after a random delay, and never sooner than 3 s after the last).
-pub(crate) fn nd6_rs_input(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) {
+pub(crate) fn nd6_rs_input(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) {
     if !ifp.forwarding.rtadv() {
         return;
     }
-    let now = cx.now.as_nanos();
-    let n = cx.stats.icmp6.inroutersolicit as u32;
+    let now = cx.link.now.as_nanos();
+    let n = cx.link.stats.icmp6.inroutersolicit as u32;
     let soon = now + (MAX_RA_DELAY_TIME as f64 * jitter(ifp, n)) as u64;
-    let Some(&(_, sent, due, last)) = cx.inet6.nd6.rtadv.iter().find(|r| r.0 == ifp.index) else {
+    let Some(&(_, sent, due, last)) = cx.v6.inet6.nd6.rtadv.iter().find(|r| r.0 == ifp.index)
+    else {
         // None sent yet: the first goes out at once anyway.
         return;
     };
     let at = soon.max(last + MIN_DELAY_BETWEEN_RAS);
     if at < due {
-        cx.ctl6.update_nd6(&mut |c| {
+        cx.v6.ctl6.update_nd6(&mut |c| {
             if let Some(r) = c.rtadv.iter_mut().find(|r| r.0 == ifp.index) {
                 *r = (ifp.index, sent, at, last);
             }
         });
-        cx.ctl6.notify_worker(0);
+        cx.v6.ctl6.notify_worker(0);
     }
 }
 
 /// One advertisement to all-nodes from the link-local address `src`.
-fn nd6_ra_output(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
+fn nd6_ra_output(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
     let mut opts = Vec::with_capacity(64);
     // Source link-layer address (§4.6.1).
     opts.extend_from_slice(&[1, 1]);
@@ -127,7 +128,7 @@ fn nd6_ra_output(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>, src: Ipv6Addr) {
     } else {
         0
     };
-    cx.stats.icmp6.outrouteradvert += 1;
+    cx.link.stats.icmp6.outrouteradvert += 1;
     icmp6_send(
         cx,
         &Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {

@@ -25,15 +25,15 @@ fn slaac_state(a: &In6Ifaddr, now: Instant) {
 /// whose preferred lifetime ended is deprecated, one whose valid lifetime ended is
 /// removed with its network's connected route (`nd6.autoconfexpired`), as FreeBSD's
 /// `nd6_timer` does with `ia6_lifetime`. Returns the next end.
-pub(super) fn slaac_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
-    let now = cx.now;
+pub(super) fn slaac_timer(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    let now = cx.link.now;
     let mut next: Option<Instant> = None;
     for a in ifp.addrs6.iter().filter(|a| a.is_autoconf()) {
         if a.valid_until().is_some_and(|t| t <= now) {
             // Worker 0 alone runs this, so the address is removed once; this
             // batch's snapshot still lists it.
-            cx.ctl6.delete_address6(ifp.index, a.addr.addr);
-            cx.stats.nd6.autoconfexpired += 1;
+            cx.v6.ctl6.delete_address6(ifp.index, a.addr.addr);
+            cx.link.stats.nd6.autoconfexpired += 1;
             continue;
         }
         slaac_state(a, now);
@@ -48,9 +48,9 @@ pub(super) fn slaac_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Inst
 /// Routers, prefixes and redirects learnt on the interface whose lifetimes ended
 /// leave the published lists (RFC 4861 §6.3.4, §6.3.5: "timed out"); lookups
 /// already ignored them. Returns the next end.
-pub(super) fn nd6_prune(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
-    let (now, idx) = (cx.now, ifp.index);
-    let nd = &cx.inet6.nd6;
+pub(super) fn nd6_prune(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    let (now, idx) = (cx.link.now, ifp.index);
+    let nd = &cx.v6.inet6.nd6;
     let ends = nd
         .routers
         .iter()
@@ -78,7 +78,7 @@ pub(super) fn nd6_prune(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instan
     }
     if due {
         let live = |i: IfIndex, t: Instant| i != idx || t > now;
-        cx.ctl6.update_nd6(&mut |c| {
+        cx.v6.ctl6.update_nd6(&mut |c| {
             c.routers.retain(|r| live(r.ifindex, r.expires));
             c.prefixes.retain(|p| live(p.ifindex, p.expires));
             c.redirects.retain(|r| live(r.ifindex, r.expires));
@@ -160,7 +160,7 @@ fn slaac_addr(prefix: Ipv6Addr, mac: EthernetAddress) -> Ipv6Addr {
 /// `nd6_ra_input`: RFC 4861 §6.1.2 validity checks (hop limit 255 and code 0 were
 /// checked by the caller), §6.3.4 processing.
 pub(crate) fn nd6_ra_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     router_lifetime: u16,
@@ -168,7 +168,7 @@ pub(crate) fn nd6_ra_input(
 ) {
     // "IP Source Address is a link-local address."
     if !crate::link::iface::is_link_local(info.src) {
-        return DropReason::Icmp6BadRa.count(cx.stats);
+        return DropReason::Icmp6BadRa.count(cx.link.stats);
     }
     let mut lladdr = None;
     let mut prefixes = Vec::new();
@@ -178,21 +178,22 @@ pub(crate) fn nd6_ra_input(
             Ok(wire::NdiscOptionRepr::PrefixInformation(p)) => prefixes.push(p),
             Ok(_) => {}
             // "All included options have a length that is greater than zero."
-            Err(_) => return DropReason::Icmp6BadRa.count(cx.stats),
+            Err(_) => return DropReason::Icmp6BadRa.count(cx.link.stats),
         }
     }
     if let Some(mac) = lladdr {
         let mut out = Vec::new();
-        ifp.nd6.nd_learn(cx.now, info.src, mac, cx.stats, &mut out);
+        ifp.nd6
+            .nd_learn(cx.link.now, info.src, mac, cx.link.stats, &mut out);
         nd6_flush(cx, ifp, &mut out);
     }
-    if !cx.accept_rtadv {
+    if !cx.v6.accept_rtadv {
         return;
     }
-    let slaac_on = cx.slaac;
-    let now = cx.now;
+    let slaac_on = cx.v6.slaac;
+    let now = cx.link.now;
     let mut slaac = Vec::new();
-    cx.ctl6.update_nd6(&mut |c| {
+    cx.v6.ctl6.update_nd6(&mut |c| {
         let st = &mut *c;
         st.rtsol.retain(|r| r.0 != ifp.index);
         let r = Router6 {
@@ -271,13 +272,13 @@ fn lifetime_end(now: Instant, secs: u32) -> Option<Instant> {
 /// `a` formed, or, if it was formed before, its lifetimes updated by the two-hour
 /// rule. Lifetimes in seconds, as advertised.
 fn slaac_prefix_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     a: crate::link::iface::Inet6Addr,
     preferred: u32,
     valid: u32,
 ) {
-    let now = cx.now;
+    let now = cx.link.now;
     let pref_end = lifetime_end(now, preferred);
     if let Some(have) = ifp.addr6(a.addr) {
         // An operator's own address keeps the lifetimes the operator gave it.
@@ -315,7 +316,7 @@ fn slaac_prefix_input(
         have.set_lifetimes(pref_end, valid_end);
         slaac_state(have, now);
         // Worker 0's timers end lifetimes: it learns the new ends.
-        cx.ctl6.notify_worker(0);
+        cx.v6.ctl6.notify_worker(0);
         return;
     }
     // (d): "If the prefix advertised is not equal to the prefix of an address
@@ -323,16 +324,17 @@ fn slaac_prefix_input(
     // associated with the interface (where "equal" means the two prefix lengths
     // are the same and the first prefix-length bits of the prefixes are
     // identical), and if the Valid Lifetime is not 0, form an address".
-    if valid == 0 || cx.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
+    if valid == 0 || cx.link.ifaces.iter().any(|i| i.addr6(a.addr).is_some()) {
         return;
     }
     let valid_end = lifetime_end(now, valid);
     if cx
+        .v6
         .ctl6
         .add_autoconf6(ifp.index, a, pref_end, valid_end)
         .is_ok()
     {
-        cx.stats.nd6.autoconf += 1;
+        cx.link.stats.nd6.autoconf += 1;
         return;
     }
     // The interface holds all it may: the address deprecated longest ago gives way
@@ -345,23 +347,24 @@ fn slaac_prefix_input(
         .filter(|x| x.state() != AddrState::Tentative)
         .min_by_key(|x| x.preferred_until());
     if let Some(old) = oldest {
-        cx.ctl6.delete_address6(ifp.index, old.addr.addr);
-        cx.stats.nd6.autoconfreclaimed += 1;
+        cx.v6.ctl6.delete_address6(ifp.index, old.addr.addr);
+        cx.link.stats.nd6.autoconfreclaimed += 1;
         if cx
+            .v6
             .ctl6
             .add_autoconf6(ifp.index, a, pref_end, valid_end)
             .is_ok()
         {
-            cx.stats.nd6.autoconf += 1;
+            cx.link.stats.nd6.autoconf += 1;
             return;
         }
     }
-    DropReason::Nd6AutoconfFull.count(cx.stats);
+    DropReason::Nd6AutoconfFull.count(cx.link.stats);
 }
 
 /// `icmp6_redirect_input`: RFC 4861 §8.1 validity checks, §8.3 processing.
 pub(crate) fn nd6_redirect_input(
-    cx: &mut Inet6Cx<'_>,
+    cx: &mut Inet6Cx<'_, '_>,
     ifp: &Arc<Ifnet>,
     info: Ip6Info,
     target: Ipv6Addr,
@@ -380,20 +383,21 @@ pub(crate) fn nd6_redirect_input(
         || !(crate::link::iface::is_link_local(target) || target == dst)
         || current != Some(info.src)
     {
-        return DropReason::Icmp6BadRedirect.count(cx.stats);
+        return DropReason::Icmp6BadRedirect.count(cx.link.stats);
     }
     if let Some(mac) = lladdr {
         let mut out = Vec::new();
-        ifp.nd6.nd_learn(cx.now, target, mac, cx.stats, &mut out);
+        ifp.nd6
+            .nd_learn(cx.link.now, target, mac, cx.link.stats, &mut out);
         nd6_flush(cx, ifp, &mut out);
     }
     let e = Redirect6 {
         dst,
         target,
         ifindex: ifp.index,
-        expires: cx.now + REDIRECT_LIFETIME,
+        expires: cx.link.now + REDIRECT_LIFETIME,
     };
-    cx.ctl6.update_nd6(&mut |c| {
+    cx.v6.ctl6.update_nd6(&mut |c| {
         upsert(
             &mut c.redirects,
             e,
@@ -407,8 +411,8 @@ pub(crate) fn nd6_redirect_input(
 /// Router solicitation (RFC 4861 §6.3.7), with SLAAC on: up to three, four seconds
 /// apart, from the link-local address once it is usable, until an advertisement
 /// comes. Worker 0's timers; returns the next deadline.
-pub(crate) fn nd6_rtsol_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
-    if !cx.slaac {
+pub(crate) fn nd6_rtsol_timer(cx: &mut Inet6Cx<'_, '_>, ifp: &Arc<Ifnet>) -> Option<Instant> {
+    if !cx.v6.slaac {
         return None;
     }
     let ll = ifp
@@ -418,8 +422,9 @@ pub(crate) fn nd6_rtsol_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<
     if !ll.usable() {
         return None;
     }
-    let now = cx.now.as_nanos();
+    let now = cx.link.now.as_nanos();
     let st = cx
+        .v6
         .inet6
         .nd6
         .rtsol
@@ -429,10 +434,18 @@ pub(crate) fn nd6_rtsol_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<
     let (sent, due) = match st {
         // Not yet started: a delay in [0, 1 s) from the MAC, so that hosts brought up
         // together do not all ask at once (§6.3.7's random delay, reproducible).
-        None if !cx.inet6.nd6.routers.iter().any(|r| r.ifindex == ifp.index) => {
+        None if !cx
+            .v6
+            .inet6
+            .nd6
+            .routers
+            .iter()
+            .any(|r| r.ifindex == ifp.index) =>
+        {
             let delay = u64::from(ifp.mac.0[5]) * 1_000_000_000 / 256;
             let at = now + delay;
-            cx.ctl6
+            cx.v6
+                .ctl6
                 .update_nd6(&mut |c| c.rtsol.push((ifp.index, 0, at)));
             return Some(Instant::from_nanos(at));
         }
@@ -446,13 +459,13 @@ pub(crate) fn nd6_rtsol_timer(cx: &mut Inet6Cx<'_>, ifp: &Arc<Ifnet>) -> Option<
         return Some(Instant::from_nanos(due));
     }
     let next = now + RTR_SOLICITATION_INTERVAL.as_nanos() as u64;
-    cx.ctl6.update_nd6(&mut |c| {
+    cx.v6.ctl6.update_nd6(&mut |c| {
         if let Some(r) = c.rtsol.iter_mut().find(|r| r.0 == ifp.index) {
             r.1 += 1;
             r.2 = next;
         }
     });
-    cx.stats.icmp6.outroutersolicit += 1;
+    cx.link.stats.icmp6.outroutersolicit += 1;
     icmp6_send(
         cx,
         &Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit {

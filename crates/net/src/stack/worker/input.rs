@@ -37,21 +37,21 @@ pub(super) fn receive(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
         }
         let Some(ifp) = cfg.ifaces.get(oq.ifindex.get()) else {
             // A queue whose interface is gone from the configuration.
-            DropReason::EtherNoIf.count_n(cx.stats, rx.len() as u64);
+            DropReason::EtherNoIf.count_n(cx.link.stats, rx.len() as u64);
             rx.clear();
             continue;
         };
         if !ifp.is_up() {
             // `ifconfig IF down`: the interface takes nothing in.
-            DropReason::EtherIfDown.count_n(cx.stats, rx.len() as u64);
+            DropReason::EtherIfDown.count_n(cx.link.stats, rx.len() as u64);
             rx.clear();
             continue;
         }
         // Software LRO for a device that does not merge segments itself, when
         // the burst holds TCP at all.
-        let t = if cx.tcp_cfg.lro
+        let t = if cx.tcp.cfg.lro
             && ifp.offload.tso == 0
-            && cx.bridges.member_of(ifp.index).is_none()
+            && cx.link.bridges.member_of(ifp.index).is_none()
             && rx.iter().any(crate::link::lro::candidate)
         {
             lro(cx, ifp, rx, &mut w.v.lro);
@@ -69,15 +69,15 @@ pub(super) fn receive(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
 pub(super) fn loopback(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     let (cfg, rt, v) = (w.cfg, &mut *w.rt, &mut *w.v);
     let mut rounds = 0;
-    while !cx.loopq.is_empty() && rounds < 4 {
+    while !cx.ip.loopq.is_empty() && rounds < 4 {
         rounds += 1;
-        let n = cx.loopq.len();
+        let n = cx.ip.loopq.len();
         for k in 0..n {
-            let (ifi, m) = cx.loopq.swap_remove(n - 1 - k);
+            let (ifi, m) = cx.ip.loopq.swap_remove(n - 1 - k);
             if let Some(ifp) = cfg.ifaces.get(ifi.get()) {
                 if ifp.no_link_header() && !ifp.is_up() {
                     // Taken off a tunnel whose interface is down.
-                    cx.drop_pkt(m, DropReason::EtherIfDown);
+                    cx.link.drop_pkt(m, DropReason::EtherIfDown);
                     continue;
                 }
                 // IPv4 looped back, or either family taken off a tunnel.
@@ -92,12 +92,12 @@ pub(super) fn loopback(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
                 v.one = one;
             } else {
                 // Looped back or off a tunnel whose interface has gone since.
-                cx.drop_pkt(m, DropReason::EtherNoIf);
+                cx.link.drop_pkt(m, DropReason::EtherNoIf);
             }
         }
         flush_tcp(cx);
     }
-    if !cx.loopq.is_empty() {
+    if !cx.ip.loopq.is_empty() {
         w.more = true;
     }
 }
@@ -118,11 +118,11 @@ fn lro(cx: &mut Cx<'_>, ifp: &Ifnet, rx: &mut Vec<Mbuf>, out: &mut Vec<Mbuf>) {
         lro.flush(&mut up);
     }
     std::mem::swap(rx, out);
-    cx.stats.tcp.lroqueued += lro.stats.queued;
+    cx.link.stats.tcp.lroqueued += lro.stats.queued;
     // Frames received, as a driver counts them: those merged into another never
     // reach `ether_input`'s count.
-    cx.stats.ether.ipackets += lro.stats.queued;
-    cx.stats.tcp.lroflushed += lro.stats.flushed;
+    cx.link.stats.ether.ipackets += lro.stats.queued;
+    cx.link.stats.tcp.lroflushed += lro.stats.flushed;
 }
 
 /// A vector of frames received on `ifp` through the stages: `ether_input`, then
@@ -138,7 +138,7 @@ pub(super) fn input_frames(
 ) {
     let mut t = t;
     let mut ifp = ifp;
-    let bridges = cx.bridges;
+    let bridges = cx.link.bridges;
     let trunk = bridges.trunk(ifp.index);
     if !trunk.is_empty() {
         vlan_split(cx, rt, v, trunk, pkts);
@@ -149,7 +149,7 @@ pub(super) fn input_frames(
     let mut n = pkts.len();
     let bridged = bridges.member_of(ifp.index);
     if let Some((bc, mi)) = bridged {
-        crate::link::bridge::input::bridge_input(cx, ifp, bc, mi, pkts, &mut v.br);
+        crate::link::bridge::input::bridge_input(&mut cx.link, ifp, bc, mi, pkts, &mut v.br);
         t = rt.count(Stage::BridgeInput, n, t);
         if v.br.local.is_empty() {
             return;
@@ -157,23 +157,23 @@ pub(super) fn input_frames(
         // The frames for the bridge itself, on through its interface.
         std::mem::swap(pkts, &mut v.br.local);
         n = pkts.len();
-        let ifaces = cx.ifaces;
+        let ifaces = cx.link.ifaces;
         match ifaces.get(bc.br.ifindex.get()) {
             Some(b) => ifp = b,
             None => {
-                DropReason::EtherNoIf.count_n(cx.stats, n as u64);
+                DropReason::EtherNoIf.count_n(cx.link.stats, n as u64);
                 pkts.clear();
                 return;
             }
         }
     }
-    ether::ether_input(cx, ifp, pkts, &mut v.ether, bridged.is_some());
+    ether::ether_input(&mut cx.link, ifp, pkts, &mut v.ether, bridged.is_some());
     t = rt.count(Stage::EtherInput, n, t);
     if !v.ether.arp.is_empty() {
         let n = v.ether.arp.len();
         let mut arp = std::mem::take(&mut v.ether.arp);
         for m in arp.drain(..) {
-            ether::arp_input(cx, ifp, m);
+            ether::arp_input(&mut cx.link, ifp, m);
         }
         v.ether.arp = arp;
         t = rt.count(Stage::ArpInput, n, t);
@@ -202,10 +202,10 @@ fn vlan_split(
 ) {
     let mut tagged = std::mem::take(&mut v.vlan_tagged);
     let mut rest = std::mem::take(&mut v.vlan_rest);
-    crate::link::bridge::vlan::vlan_input(cx, trunk, pkts, &mut tagged, &mut rest);
+    crate::link::bridge::vlan::vlan_input(&mut cx.link, trunk, pkts, &mut tagged, &mut rest);
     v.vlan_rest = rest;
     let mut one = std::mem::take(&mut v.vlan_one);
-    let ifaces = cx.ifaces;
+    let ifaces = cx.link.ifaces;
     for &(_, ifv) in trunk {
         if tagged.is_empty() {
             break;
@@ -226,7 +226,7 @@ fn vlan_split(
         match ifaces.get(ifv.get()) {
             Some(c) => input_frames(cx, rt, v, c, &mut one, ticks()),
             None => {
-                DropReason::EtherNoIf.count_n(cx.stats, one.len() as u64);
+                DropReason::EtherNoIf.count_n(cx.link.stats, one.len() as u64);
                 one.clear();
             }
         }
@@ -247,11 +247,11 @@ pub(super) fn inet_input(
     t: u64,
 ) -> u64 {
     let n = pkts.len();
-    ip_input(cx, ifp, pkts, &mut v.ip);
+    ip_input(&mut cx.inet(), ifp, pkts, &mut v.ip);
     let mut t = rt.count(Stage::IpInput, n, t);
     if !v.ip.fwd.is_empty() {
         let n = v.ip.fwd.len();
-        forward::ip_forward(cx, ifp, &mut v.ip.fwd, &mut v.fwd, &mut v.l2);
+        forward::ip_forward(&mut cx.inet(), ifp, &mut v.ip.fwd, &mut v.fwd, &mut v.l2);
         t = rt.count(Stage::IpForward, n, t);
     }
     t = link_output(cx, rt, v, t);
@@ -259,7 +259,7 @@ pub(super) fn inet_input(
         let n = v.ip.local.len();
         let mut local = std::mem::take(&mut v.ip.local);
         for (m, info) in local.drain(..) {
-            if let Some((m, info)) = ip_reass(cx, m, info) {
+            if let Some((m, info)) = ip_reass(&mut cx.inet(), m, info) {
                 ip_protox(cx, ifp, m, info);
             }
         }
@@ -280,11 +280,17 @@ pub(super) fn inet6_input(
     t: u64,
 ) -> u64 {
     let n = pkts.len();
-    ip6_input(cx, ifp, pkts, &mut v.ip6);
+    ip6_input(&mut cx.inet6(), ifp, pkts, &mut v.ip6);
     let mut t = rt.count(Stage::Ip6Input, n, t);
     if !v.ip6.fwd.is_empty() {
         let n = v.ip6.fwd.len();
-        crate::inet6::forward6::ip6_forward(cx, ifp, &mut v.ip6.fwd, &mut v.fwd6, &mut v.l2);
+        crate::inet6::forward6::ip6_forward(
+            &mut cx.inet6(),
+            ifp,
+            &mut v.ip6.fwd,
+            &mut v.fwd6,
+            &mut v.l2,
+        );
         t = rt.count(Stage::Ip6Forward, n, t);
     }
     t = link_output(cx, rt, v, t);
@@ -292,7 +298,7 @@ pub(super) fn inet6_input(
         let n = v.ip6.local.len();
         let mut local = std::mem::take(&mut v.ip6.local);
         for (m, h, tentative) in local.drain(..) {
-            if let Some((m, info, proto, nh_at)) = ip6_deliver(cx, m, h, tentative) {
+            if let Some((m, info, proto, nh_at)) = ip6_deliver(&mut cx.inet6(), m, h, tentative) {
                 ip6_protox(cx, ifp, m, info, proto, nh_at);
             }
         }
@@ -308,7 +314,7 @@ fn link_output(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, t: u64) -> u6
         return t;
     }
     let n = v.l2.len();
-    ether::ether_output_vec(cx, &mut v.l2, &mut v.eout);
+    ether::ether_output_vec(&mut cx.link, &mut v.l2, &mut v.eout);
     rt.count(Stage::EtherOutput, n, t)
 }
 
@@ -316,12 +322,12 @@ fn link_output(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, t: u64) -> u6
 /// (ipfw's `one_pass`): an inbound one into the input stages, an outbound one to
 /// its route's link output.
 pub(super) fn reinject(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, d: Deferred) {
-    let ifaces = cx.ifaces;
+    let ifaces = cx.link.ifaces;
     let Some(ifp) = ifaces.get(d.ifindex.get()) else {
         // Released by a pipe after its interface went away.
-        return cx.drop_pkt(d.m, DropReason::EtherNoIf);
+        return cx.link.drop_pkt(d.m, DropReason::EtherNoIf);
     };
-    let skip = std::mem::replace(&mut cx.pfil_skip, true);
+    let skip = std::mem::replace(&mut cx.link.pfil_skip, true);
     let mut m = d.m;
     let mut one = std::mem::take(&mut v.one);
     match (d.point, d.dir) {
@@ -339,30 +345,32 @@ pub(super) fn reinject(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, d: De
         }
         (PfilPoint::Inet, Dir::Out) => {
             // Out again by its route (the next hop was not kept with the packet).
-            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 20) {
+            if let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, 0, 20) {
                 let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
-                match ip::ip_route(cx, dst) {
-                    Some((out, next, bcast)) => ip::ip_send(cx, out, m, dst, next, bcast),
-                    None => cx.drop_pkt(m, DropReason::IpNoRoute),
+                match ip::ip_route(&cx.inet(), dst) {
+                    Some((out, next, bcast)) => {
+                        ip::ip_send(&mut cx.inet(), out, m, dst, next, bcast)
+                    }
+                    None => cx.link.drop_pkt(m, DropReason::IpNoRoute),
                 }
             }
         }
         (PfilPoint::Inet6, Dir::Out) => {
-            if let Ok(h) = crate::hdr::hdr(cx.access, &mut m, 0, 40) {
+            if let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, 0, 40) {
                 let mut d6 = [0u8; 16];
                 d6.copy_from_slice(&h[24..40]);
                 let dst = std::net::Ipv6Addr::from(d6);
-                match ip6::ip6_route(cx, dst, Some(ifp.index)) {
-                    Some((out, next)) => ip6::ip6_send(cx, out, m, dst, next),
-                    None => cx.drop_pkt(m, DropReason::Ip6NoRoute),
+                match ip6::ip6_route(&cx.inet6(), dst, Some(ifp.index)) {
+                    Some((out, next)) => ip6::ip6_send(&mut cx.inet6(), out, m, dst, next),
+                    None => cx.link.drop_pkt(m, DropReason::Ip6NoRoute),
                 }
             }
         }
         (PfilPoint::Ether, Dir::Out) => {
-            cx.stats.ether.opackets += 1;
-            cx.tx[ifp.index.get()].push(m);
+            cx.link.stats.ether.opackets += 1;
+            cx.link.tx[ifp.index.get()].push(m);
         }
     }
     v.one = one;
-    cx.pfil_skip = skip;
+    cx.link.pfil_skip = skip;
 }

@@ -29,15 +29,18 @@ struct ProtoSw<F> {
 static INETSW: [ProtoSw<Input4>; 3] = [
     ProtoSw {
         proto: wire::IpProtocol::Icmp,
-        input: |cx, ifp, m, info| icmp::icmp_input(cx, ifp, m, info),
+        input: |cx, ifp, m, info| icmp::icmp_input(&mut cx.inet(), ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Udp,
-        input: |cx, ifp, m, info| udp::udp_input(cx, ifp, m, info),
+        input: |cx, ifp, m, info| udp::udp_input(&mut cx.inet(), ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Tcp,
-        input: crate::tcp::layer::tcp4_input,
+        input: |cx, ifp, m, info| {
+            let (mut t, tw) = cx.tcp();
+            crate::tcp::layer::tcp4_input(&mut t, tw, ifp, m, info)
+        },
     },
 ];
 
@@ -45,15 +48,18 @@ static INETSW: [ProtoSw<Input4>; 3] = [
 static INET6SW: [ProtoSw<Input6>; 3] = [
     ProtoSw {
         proto: wire::IpProtocol::Icmpv6,
-        input: |cx, ifp, m, info| crate::inet6::icmp6::icmp6_input(cx, ifp, m, info),
+        input: |cx, ifp, m, info| crate::inet6::icmp6::icmp6_input(&mut cx.inet6(), ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Udp,
-        input: |cx, ifp, m, info| crate::inet6::udp6::udp6_input(cx, ifp, m, info),
+        input: |cx, ifp, m, info| crate::inet6::udp6::udp6_input(&mut cx.inet6(), ifp, m, info),
     },
     ProtoSw {
         proto: wire::IpProtocol::Tcp,
-        input: crate::tcp::layer::tcp6_input,
+        input: |cx, ifp, m, info| {
+            let (mut t, tw) = cx.tcp();
+            crate::tcp::layer::tcp6_input(&mut t, tw, ifp, m, info)
+        },
     },
 ];
 
@@ -68,13 +74,13 @@ pub(super) fn ip_protox(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, m: Mbuf, info: IpInfo
         Some(p) => (p.input)(cx, ifp, m, info),
         None if !info.bcast => {
             let tunnels = cx.tunnels;
-            let Some(m) = crate::tunnel::tunnel_input4(cx, tunnels, m, &info) else {
+            let Some(m) = crate::tunnel::tunnel_input4(&mut cx.ip46(), tunnels, m, &info) else {
                 return;
             };
-            cx.stats.ip.noproto += 1;
-            icmp::icmp_error(cx, m, wire::Icmpv4Message::DstUnreachable, 2, 0);
+            cx.link.stats.ip.noproto += 1;
+            icmp::icmp_error(&mut cx.inet(), m, wire::Icmpv4Message::DstUnreachable, 2, 0);
         }
-        None => cx.drop_pkt(m, DropReason::IpNoProto),
+        None => cx.link.drop_pkt(m, DropReason::IpNoProto),
     }
 }
 
@@ -96,11 +102,17 @@ pub(super) fn ip6_protox(
         Some(p) => (p.input)(cx, ifp, m, info),
         None => {
             let tunnels = cx.tunnels;
-            let Some(m) = crate::tunnel::tunnel_input6(cx, tunnels, m, &info, proto) else {
+            let Some(m) = crate::tunnel::tunnel_input6(&mut cx.ip46(), tunnels, m, &info, proto)
+            else {
                 return;
             };
-            cx.stats.ip6.unknownhdr += 1;
-            input6::param_problem(cx, m, wire::Icmpv6ParamProblem::UnrecognizedNxtHdr, nh_at);
+            cx.link.stats.ip6.unknownhdr += 1;
+            input6::param_problem(
+                &mut cx.inet6(),
+                m,
+                wire::Icmpv6ParamProblem::UnrecognizedNxtHdr,
+                nh_at,
+            );
         }
     }
 }

@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 #[inline]
 pub(super) fn publish(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     let (now, id, shared) = (w.now, w.id, w.shared);
-    if let Some(ft) = cx.flows.as_deref_mut() {
+    if let Some(ft) = cx.ip.flows.as_deref_mut() {
         // An incremental sweep: a few sets per poll keep idle entries from
         // lingering without a pass over the whole table.
         ft.expire_some(now.as_nanos(), 16);
         let f = ft.stats();
-        cx.stats.flow = crate::stats::FlowStat {
+        cx.link.stats.flow = crate::stats::FlowStat {
             hits: f.hits,
             misses: f.misses,
             stale: f.stale,
@@ -22,9 +22,9 @@ pub(super) fn publish(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
             evictions: f.evictions,
         };
     }
-    let saturated = w.throttle && (w.more || cx.handed_off);
+    let saturated = w.throttle && (w.more || cx.tcp.handed_off);
     if !saturated || now.saturating_duration_since(*w.published) >= PUBLISH_EVERY {
-        shared.stats[id].publish(cx.stats);
+        shared.stats[id].publish(cx.link.stats);
         shared.runtime[id].publish(w.rt);
         *w.published = now;
         let queues = &*w.queues;
@@ -39,10 +39,8 @@ pub(super) fn publish(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     for (i, n) in cx.netchan_tally.drain(..) {
         cx.netchannels[i].delivered.fetch_add(n, Ordering::Relaxed);
     }
-    for s in cx.wake.drain(..) {
+    for s in cx.ip.wake.drain(..) {
         s.wake();
     }
-    if let Some(tw) = cx.tcp.as_mut() {
-        tw.wake_readers();
-    }
+    cx.tw.wake_readers();
 }

@@ -22,13 +22,13 @@ pub(super) fn drain(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
             *w.worked = true;
             match s.kind {
                 SockKind::Udp => udp_send(cx, s, d),
-                SockKind::IcmpEcho => icmp::echo_output(cx, s, d),
+                SockKind::IcmpEcho => icmp::echo_output(&mut cx.inet(), s, d),
                 SockKind::Netchannel => crate::stack::netchannel::output(cx, d.m),
             }
         }
         if sent {
             // A task may wait for room in the send queue.
-            cx.wake_socket(s);
+            cx.ip.wake_socket(s);
         }
         if !s.txq.is_empty() {
             w.more = true;
@@ -42,8 +42,8 @@ pub(super) fn drain(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
 fn udp_send(cx: &mut Cx<'_>, s: &SockShared, d: crate::sockbuf::TxDatagram) {
     match (s.local, d.to) {
         (std::net::SocketAddr::V6(l), std::net::SocketAddr::V6(to)) => {
-            crate::inet6::udp6::udp6_output(cx, s, d.m, *l.ip(), to)
+            crate::inet6::udp6::udp6_output(&mut cx.inet6(), s, d.m, *l.ip(), to)
         }
-        _ => udp::udp_output(cx, s, d),
+        _ => udp::udp_output(&mut cx.inet(), s, d),
     }
 }

@@ -11,14 +11,12 @@ use crate::tcp::layer::{tcp_mem_tick, tcp_msg, TcpMsg};
 /// the end of the batch: TCP's timer, which the registry runs next, sends it.
 #[inline]
 pub(super) fn inbox(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
-    let Some(tw) = cx.tcp.take() else {
-        return;
-    };
+    let (mut cx, tw) = cx.tcp();
     if let Some(inbox) = w.shared.tcp_inbox.get(w.id) {
         for _ in 0..w.burst * 4 {
             let Some(msg) = inbox.pop() else { break };
             *w.worked = true;
-            tcp_msg(cx, tw, msg);
+            tcp_msg(&mut cx, tw, msg);
         }
         if !inbox.is_empty() {
             w.more = true;
@@ -26,25 +24,20 @@ pub(super) fn inbox(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     }
     if let Some(o) = w.shared.tcp_overflow.get(w.id).filter(|o| o.pending()) {
         for s in o.take() {
-            tcp_msg(cx, tw, TcpMsg::Wake(s));
+            tcp_msg(&mut cx, tw, TcpMsg::Wake(s));
         }
     }
-    cx.tcp = Some(tw);
 }
 
 /// End of the poll: the memory bound's tick, then the gauges of the worker's
 /// connections.
 #[inline]
 pub(super) fn end_of_poll(cx: &mut Cx<'_>) {
-    if let Some(tw) = cx.tcp.take() {
-        tcp_mem_tick(cx, tw);
-        cx.tcp = Some(tw);
-    }
-    if let Some(tw) = cx.tcp.as_ref() {
-        let stats = &mut *cx.ip6.ip4.link.stats;
-        stats.tcp.mem = tw.mem() as u64;
-        stats.tcp.pcbcount = tw.count() as u64;
-        stats.tcp.orphans = tw.orphans() as u64;
-        stats.tcp.timerentries = tw.timer_entries() as u64;
-    }
+    let (mut t, tw) = cx.tcp();
+    tcp_mem_tick(&mut t, tw);
+    let stats = &mut *t.link.stats;
+    stats.tcp.mem = tw.mem() as u64;
+    stats.tcp.pcbcount = tw.count() as u64;
+    stats.tcp.orphans = tw.orphans() as u64;
+    stats.tcp.timerentries = tw.timer_entries() as u64;
 }

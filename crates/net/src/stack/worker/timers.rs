@@ -49,25 +49,25 @@ static TIMERS: &[(&str, Timer)] = &[
     ("arp", Timer::Link(arp)),
     (
         "nd6",
-        Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_timer(cx, ifp)),
+        Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_timer(&mut cx.inet6(), ifp)),
     ),
     (
         "rtsol",
-        Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_rtsol_timer(cx, ifp)),
+        Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_rtsol_timer(&mut cx.inet6(), ifp)),
     ),
     (
         "mld",
-        Timer::Link(|cx, ifp, _| crate::inet6::nd6::mld_timer(cx, ifp)),
+        Timer::Link(|cx, ifp, _| crate::inet6::nd6::mld_timer(&mut cx.inet6(), ifp)),
     ),
     (
         "rtadv",
-        Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_rtadv_timer(cx, ifp)),
+        Timer::Link(|cx, ifp, _| crate::inet6::nd6::nd6_rtadv_timer(&mut cx.inet6(), ifp)),
     ),
 ];
 
 /// The timers whose next deadline input after them can move earlier, asked again
 /// as the poll ends ([`late`]).
-static LATE: &[(&str, Late)] = &[("tcp", |cx| cx.tcp.as_ref().and_then(|tw| tw.poll_at()))];
+static LATE: &[(&str, Late)] = &[("tcp", |cx| cx.tw.poll_at())];
 
 /// The names of the registered timers, in order.
 #[cfg(test)]
@@ -85,7 +85,7 @@ pub(super) fn run(
     now: Instant,
 ) -> Option<Instant> {
     let mut next: Option<Instant> = None;
-    let ifaces = cx.ifaces;
+    let ifaces = cx.link.ifaces;
     for (_, t) in TIMERS {
         match t {
             Timer::Each(f) => next = earliest(next, f(cx, rt, v, now)),
@@ -118,34 +118,37 @@ pub(super) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant
 /// TCP's: the connections' deadlines and the TIME_WAIT ends that are due, then
 /// the output TCP input deferred to the end of the batch.
 fn tcp(cx: &mut Cx<'_>, _: &mut Runtime, _: &mut Vectors, _: Instant) -> Option<Instant> {
-    let tw = cx.tcp.take()?;
-    crate::tcp::layer::tcp_timers(cx, tw);
-    crate::tcp::layer::tcp_flush(cx, tw);
-    let next = tw.poll_at();
-    cx.tcp = Some(tw);
-    next
+    let (mut t, tw) = cx.tcp();
+    crate::tcp::layer::tcp_timers(&mut t, tw);
+    crate::tcp::layer::tcp_flush(&mut t, tw);
+    tw.poll_at()
 }
 
 /// Reassembly queues that ran out of time: their first fragments answered with
 /// time exceeded, both families.
 fn frag(cx: &mut Cx<'_>, _: &mut Runtime, _: &mut Vectors, now: Instant) -> Option<Instant> {
-    if cx.frag.poll_at().is_some_and(|t| t <= now) {
-        let ip4 = &mut cx.ip6.ip4;
-        ip4.frag.timer(now, ip4.link.stats);
-        while let Some(m) = cx.frag.pop_expired4() {
-            crate::inet::icmp::icmp_error(cx, m, wire::Icmpv4Message::TimeExceeded, 1, 0);
+    if cx.ip.frag.poll_at().is_some_and(|t| t <= now) {
+        cx.ip.frag.timer(now, cx.link.stats);
+        while let Some(m) = cx.ip.frag.pop_expired4() {
+            crate::inet::icmp::icmp_error(
+                &mut cx.inet(),
+                m,
+                wire::Icmpv4Message::TimeExceeded,
+                1,
+                0,
+            );
         }
         // RFC 8200 §4.5: "an ICMP Time Exceeded -- Fragment Reassembly Time
         // Exceeded message should be sent to the source of that fragment" when
         // the first fragment had come.
-        while let Some(m) = cx.frag.pop_expired6() {
+        while let Some(m) = cx.ip.frag.pop_expired6() {
             let e = crate::inet6::icmp6::Error6::TimeExceeded(
                 wire::Icmpv6TimeExceeded::FragReassemExceeded,
             );
-            crate::inet6::icmp6::icmp6_error(cx, m, e);
+            crate::inet6::icmp6::icmp6_error(&mut cx.inet6(), m, e);
         }
     }
-    cx.frag.poll_at()
+    cx.ip.frag.poll_at()
 }
 
 /// Packets a hook held (dummynet) and releases now, resumed past the hooks.
@@ -155,7 +158,7 @@ fn pfil_deferred(
     v: &mut Vectors,
     now: Instant,
 ) -> Option<Instant> {
-    let pfil = cx.pfil;
+    let pfil = cx.link.pfil;
     if !pfil.has_deferring() {
         return None;
     }
@@ -173,10 +176,13 @@ fn pfil_deferred(
 
 /// The bridges' address tables: entries aged out.
 fn bridge(cx: &mut Cx<'_>, _: &mut Runtime, _: &mut Vectors, _: Instant) -> Option<Instant> {
-    let bridges = cx.bridges;
+    let bridges = cx.link.bridges;
     let mut next: Option<Instant> = None;
     for bc in bridges.list.iter() {
-        next = earliest(next, crate::link::bridge::input::bridge_timer(cx, bc));
+        next = earliest(
+            next,
+            crate::link::bridge::input::bridge_timer(&mut cx.link, bc),
+        );
     }
     next
 }
@@ -184,10 +190,10 @@ fn bridge(cx: &mut Cx<'_>, _: &mut Runtime, _: &mut Vectors, _: Instant) -> Opti
 /// ARP's table of one interface: retransmissions, reachability, expiry.
 fn arp(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, now: Instant) -> Option<Instant> {
     if ifp.arp.poll_at().is_some_and(|t| t <= now) {
-        let mut out = std::mem::take(cx.arp_out);
-        ifp.arp.timer(now, cx.stats, &mut out);
-        ether::arp_flush(cx, ifp, &mut out);
-        *cx.arp_out = out;
+        let mut out = std::mem::take(cx.link.arp_out);
+        ifp.arp.timer(now, cx.link.stats, &mut out);
+        ether::arp_flush(&mut cx.link, ifp, &mut out);
+        *cx.link.arp_out = out;
     }
     ifp.arp.poll_at()
 }

@@ -18,7 +18,7 @@ pub(super) fn handed_over(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     for (i, hq) in w.cfg.handoff.iter().enumerate() {
         for _ in 0..w.burst {
             match hq.pop() {
-                Some(m) => cx.tx[i].push(m),
+                Some(m) => cx.link.tx[i].push(m),
                 None => break,
             }
         }
@@ -33,7 +33,7 @@ pub(super) fn handed_over(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
 pub(super) fn flush(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     let cfg = w.cfg;
     {
-        let link = &mut cx.ip6.ip4.link;
+        let link = &mut cx.link;
         for (ifp, q) in cfg.ifaces.iter().zip(link.tx.iter_mut()) {
             if !q.is_empty() && !ifp.is_up() {
                 DropReason::EtherIfDown.count_n(link.stats, q.len() as u64);
@@ -43,7 +43,7 @@ pub(super) fn flush(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     }
     virtual_output(cx, w);
     // Then one tx burst per interface, or hand over to the queue's owner.
-    let link = &mut cx.ip6.ip4.link;
+    let link = &mut cx.link;
     for (i, out) in link.tx.iter_mut().enumerate() {
         if out.is_empty() {
             continue;
@@ -70,7 +70,7 @@ pub(super) fn flush(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
                     }
                 }
                 // Queue 0 of every interface belongs to worker 0.
-                cx.handed_off = true;
+                cx.tcp.handed_off = true;
                 w.shared.notify_worker(0);
             }
         }
@@ -85,30 +85,30 @@ fn virtual_output(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
     // the outer destination's route (which may be a bridge or a VLAN).
     for tc in cfg.tunnels.iter() {
         let i = tc.ifindex.get();
-        if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
-            let mut out = std::mem::take(&mut cx.tx[i]);
-            crate::tunnel::tunnel_output(cx, tc, &mut out);
-            cx.tx[i] = out;
+        if cx.link.tx.get(i).is_some_and(|q| !q.is_empty()) {
+            let mut out = std::mem::take(&mut cx.link.tx[i]);
+            crate::tunnel::tunnel_output(&mut cx.ip46(), tc, &mut out);
+            cx.link.tx[i] = out;
         }
     }
     // Then what the host sent on a bridge's interface, to the bridge's members
     // (a bridge has no device of its own).
     for bc in cfg.bridges.list.iter() {
         let i = bc.br.ifindex.get();
-        if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
-            let mut out = std::mem::take(&mut cx.tx[i]);
-            crate::link::bridge::input::bridge_output(cx, bc, &mut out);
-            cx.tx[i] = out;
+        if cx.link.tx.get(i).is_some_and(|q| !q.is_empty()) {
+            let mut out = std::mem::take(&mut cx.link.tx[i]);
+            crate::link::bridge::input::bridge_output(&mut cx.link, bc, &mut out);
+            cx.link.tx[i] = out;
         }
     }
     // Then what was sent on a VLAN interface (by the host or a bridge), tagged,
     // to its parent.
     for vc in cfg.bridges.vlans.iter() {
         let i = vc.ifindex.get();
-        if cx.tx.get(i).is_some_and(|q| !q.is_empty()) {
-            let mut out = std::mem::take(&mut cx.tx[i]);
-            crate::link::bridge::vlan::vlan_output(cx, vc, &mut out);
-            cx.tx[i] = out;
+        if cx.link.tx.get(i).is_some_and(|q| !q.is_empty()) {
+            let mut out = std::mem::take(&mut cx.link.tx[i]);
+            crate::link::bridge::vlan::vlan_output(&mut cx.link, vc, &mut out);
+            cx.link.tx[i] = out;
         }
     }
 }

@@ -8,10 +8,8 @@ use crate::inet::cx::CtlInput;
 /// Runs the TCP output that waited for the end of a batch of segments.
 pub(super) fn flush_tcp(cx: &mut Cx<'_>) {
     upcalls(cx);
-    if let Some(tw) = cx.tcp.take() {
-        crate::tcp::layer::tcp_flush(cx, tw);
-        cx.tcp = Some(tw);
-    }
+    let (mut t, tw) = cx.tcp();
+    crate::tcp::layer::tcp_flush(&mut t, tw);
     upcalls(cx);
 }
 
@@ -19,23 +17,24 @@ pub(super) fn flush_tcp(cx: &mut Cx<'_>) {
 /// refused, and what ICMP learnt for TCP (`pr_ctlinput`). The stages never call up;
 /// the worker does, here, after them.
 pub(super) fn upcalls(cx: &mut Cx<'_>) {
-    if !cx.rejects.is_empty() {
-        let mut rejects = std::mem::take(&mut *cx.ip6.ip4.link.rejects);
+    if !cx.link.rejects.is_empty() {
+        let mut rejects = std::mem::take(&mut *cx.link.rejects);
         for r in rejects.drain(..) {
-            crate::stack::reject::send_reject(cx, r.m, r.point, r.how);
+            crate::stack::reject::send_reject(&mut cx.ip46(), r.m, r.point, r.how);
         }
-        *cx.ip6.ip4.link.rejects = rejects;
+        *cx.link.rejects = rejects;
     }
-    if !cx.ctlinput.is_empty() {
-        let mut ctl = std::mem::take(&mut *cx.ip6.ip4.ctlinput);
+    if !cx.ip.ctlinput.is_empty() {
+        let mut ctl = std::mem::take(&mut *cx.ip.ctlinput);
         for c in ctl.drain(..) {
             match c {
                 CtlInput::Tcp { local, remote, ctl } => {
                     let tuple = crate::tcp::layer::Tuple { local, remote };
-                    crate::tcp::layer::tcp_ctlinput(cx, tuple, ctl);
+                    let (mut t, tw) = cx.tcp();
+                    crate::tcp::layer::tcp_ctlinput(&mut t, tw, tuple, ctl);
                 }
             }
         }
-        *cx.ip6.ip4.ctlinput = ctl;
+        *cx.ip.ctlinput = ctl;
     }
 }

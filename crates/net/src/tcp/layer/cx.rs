@@ -1,10 +1,14 @@
-//! TCP's batch context: the IPv6 context below it (reached through `Deref`), the
-//! worker's connections, TCP's settings, the listeners by port, and the other
-//! workers' inboxes (a segment or a wake-up for a connection homed elsewhere goes
-//! there).
+//! TCP's batch context: the link's context and both IP families' (IPv4 and IPv6
+//! side by side: a connection is of either), and TCP's own part of the batch
+//! ([`TcpLayer`]: its settings, the listeners by port, the other workers' inboxes,
+//! Fast Open's key and the memory bound). The worker's connections
+//! ([`TcpWorker`](super::TcpWorker)) are not in it: the worker lends them beside it.
 
-use super::{TcpMsg, TcpWorker};
-use crate::inet6::cx::Inet6Cx;
+use super::TcpMsg;
+use crate::inet::cx::{Inet4, InetCx};
+use crate::inet6::cx::{Inet6, Inet6Cx};
+use crate::ip::IpCx;
+use crate::link::LinkCx;
 use crate::stats::DropReason;
 use crate::tcp::chan::ListenShared;
 use crate::tcp::TcpConfig;
@@ -13,69 +17,83 @@ use crossbeam_queue::ArrayQueue;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// What TCP code may touch while processing one batch.
-pub(crate) struct TcpCx<'a> {
-    /// IPv6's context (and so IPv4's and the link's), below this one.
-    pub ip6: Inet6Cx<'a>,
-    /// This worker's TCP connections; taken out while TCP code runs.
-    pub tcp: Option<&'a mut TcpWorker>,
-    pub tcp_cfg: TcpConfig,
+/// TCP's own part of a batch on a worker.
+pub(crate) struct TcpLayer<'a> {
+    pub cfg: TcpConfig,
     pub nworkers: usize,
     /// TCP listeners by port.
     pub listen: &'a HashMap<u16, Vec<Arc<ListenShared>>, FxBuild>,
     /// Per worker: TCP work from applications and other workers.
     pub inboxes: &'a [ArrayQueue<TcpMsg>],
-    /// The IP tunnels, for their input.
-    pub tunnels: &'a [crate::tunnel::TunnelConf],
-    /// The netchannels, offered each locally delivered packet before the protocol
-    /// switch (the worker's; TCP code does not look at them).
-    pub netchannels: &'a [Arc<crate::netchan::NetchanShared>],
-    /// Packets queued this batch per netchannel (its index in `netchannels`): added
-    /// to its shared count once, at the end of the batch, not per packet.
-    pub netchan_tally: &'a mut Vec<(usize, u64)>,
     /// Fast Open's cookie key and client cache (the stack's).
     pub tfo: &'a crate::tcp::fastopen::TfoState,
     /// The stack's TCP memory (`tcp::mem`): the workers' sums and the state.
-    pub tcp_mem: &'a crate::tcp::mem::TcpMem,
+    pub mem: &'a crate::tcp::mem::TcpMem,
     /// Work was given to another worker this poll: whoever drives the workers must
     /// run them again (a simulation may have polled that worker already).
     pub handed_off: bool,
 }
 
-impl<'a> std::ops::Deref for TcpCx<'a> {
-    type Target = Inet6Cx<'a>;
+/// What TCP code is given for one batch: the link's context, what both IP
+/// families share, each family's own state and TCP's, side by side.
+pub(crate) struct TcpCx<'b, 'a> {
+    pub link: &'b mut LinkCx<'a>,
+    pub ip: &'b mut IpCx<'a>,
+    pub v4: &'b mut Inet4<'a>,
+    pub v6: &'b mut Inet6<'a>,
+    pub tcp: &'b mut TcpLayer<'a>,
+}
+
+impl<'a> crate::link::AsLink<'a> for TcpCx<'_, 'a> {
     #[inline(always)]
-    fn deref(&self) -> &Inet6Cx<'a> {
-        &self.ip6
+    fn link(&mut self) -> &mut LinkCx<'a> {
+        self.link
     }
 }
 
-impl<'a> std::ops::DerefMut for TcpCx<'a> {
+impl<'a> TcpCx<'_, 'a> {
+    /// IPv4's context, for a segment that leaves by IPv4.
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Inet6Cx<'a> {
-        &mut self.ip6
+    pub fn inet(&mut self) -> InetCx<'_, 'a> {
+        InetCx {
+            link: self.link,
+            ip: self.ip,
+            v4: self.v4,
+        }
     }
-}
 
-impl<'a> crate::link::AsLink<'a> for TcpCx<'a> {
+    /// IPv6's context, for a segment that leaves by IPv6.
     #[inline(always)]
-    fn link(&mut self) -> &mut crate::link::LinkCx<'a> {
-        &mut self.ip6.ip4.link
+    pub fn inet6(&mut self) -> Inet6Cx<'_, 'a> {
+        Inet6Cx {
+            link: self.link,
+            ip: self.ip,
+            v6: self.v6,
+        }
     }
-}
 
-impl TcpCx<'_> {
+    /// Both families' borrows.
+    #[inline(always)]
+    pub fn ip46(&mut self) -> crate::ip46::Ip46Cx<'_, 'a> {
+        crate::ip46::Ip46Cx {
+            link: self.link,
+            ip: self.ip,
+            v4: self.v4,
+            v6: self.v6,
+        }
+    }
+
     /// Hands TCP work to worker `w` (its inbox) and wakes it.
     pub(crate) fn handoff_tcp(&mut self, w: usize, msg: TcpMsg) {
-        match self.inboxes.get(w) {
+        match self.tcp.inboxes.get(w) {
             Some(q) => {
                 if q.push(msg).is_err() {
-                    DropReason::TcpHandoffDrop.count(self.ip6.ip4.link.stats);
+                    DropReason::TcpHandoffDrop.count(self.link.stats);
                 }
-                self.handed_off = true;
-                self.ip6.ctl6.notify_worker(w);
+                self.tcp.handed_off = true;
+                self.v6.ctl6.notify_worker(w);
             }
-            None => DropReason::TcpHandoffDrop.count(self.ip6.ip4.link.stats),
+            None => DropReason::TcpHandoffDrop.count(self.link.stats),
         }
     }
 }

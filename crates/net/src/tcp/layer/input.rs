@@ -16,21 +16,16 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use wire::{TcpPacket, TcpRepr};
 
-/// TCP's entry in the IPv4 protocol switch (`inetsw`): the worker's connections
-/// are lent to `tcp_input`.
+/// TCP's entry in the IPv4 protocol switch (`inetsw`), with the worker's
+/// connections lent beside the context.
 pub(crate) fn tcp4_input(
-    cx: &mut TcpCx<'_>,
+    cx: &mut TcpCx<'_, '_>,
+    tw: &mut TcpWorker,
     _ifp: &std::sync::Arc<crate::link::iface::Ifnet>,
     m: Mbuf,
     info: crate::inet::ip::IpInfo,
 ) {
-    match cx.tcp.take() {
-        Some(tw) => {
-            tcp_input(cx, tw, m, info.into());
-            cx.tcp = Some(tw);
-        }
-        None => cx.drop_pkt(m, DropReason::IpNoProto),
-    }
+    tcp_input(cx, tw, m, info.into());
 }
 
 /// `tcp6_input`: the header and its options made contiguous (the m_pulldown
@@ -38,26 +33,28 @@ pub(crate) fn tcp4_input(
 /// connections, listeners, SYN cookies, and a reset for a closed port (RFC 9293
 /// §3.10.7.1).
 pub(crate) fn tcp6_input(
-    cx: &mut TcpCx<'_>,
+    cx: &mut TcpCx<'_, '_>,
+    tw: &mut TcpWorker,
     _ifp: &std::sync::Arc<crate::link::iface::Ifnet>,
     mut m: Mbuf,
     info: crate::inet6::ip6::Ip6Info,
 ) {
     let plen = m.len() - info.off;
     if plen < 20 {
-        cx.stats.tcp.rcvtotal += 1;
-        return cx.drop_pkt(m, DropReason::TcpShort);
+        cx.link.stats.tcp.rcvtotal += 1;
+        return cx.link.drop_pkt(m, DropReason::TcpShort);
     }
     let doff = {
-        let Ok(h) = crate::hdr::hdr(cx.access, &mut m, info.off, 20) else {
-            cx.stats.tcp.rcvtotal += 1;
-            return cx.drop_pkt(m, DropReason::TcpShort);
+        let Ok(h) = crate::hdr::hdr(cx.link.access, &mut m, info.off, 20) else {
+            cx.link.stats.tcp.rcvtotal += 1;
+            return cx.link.drop_pkt(m, DropReason::TcpShort);
         };
         usize::from(h[12] >> 4) * 4
     };
-    if doff < 20 || doff > plen || crate::hdr::hdr(cx.access, &mut m, info.off, doff).is_err() {
-        cx.stats.tcp.rcvtotal += 1;
-        return cx.drop_pkt(m, DropReason::TcpBadOff);
+    if doff < 20 || doff > plen || crate::hdr::hdr(cx.link.access, &mut m, info.off, doff).is_err()
+    {
+        cx.link.stats.tcp.rcvtotal += 1;
+        return cx.link.drop_pkt(m, DropReason::TcpBadOff);
     }
     let tin = TcpIn {
         src: std::net::IpAddr::V6(info.src),
@@ -65,24 +62,18 @@ pub(crate) fn tcp6_input(
         off: info.off,
         bcast: info.mcast,
     };
-    match cx.tcp.take() {
-        Some(tw) => {
-            tcp_input(cx, tw, m, tin);
-            cx.tcp = Some(tw);
-        }
-        None => cx.drop_pkt(m, DropReason::TcpNoPort),
-    }
+    tcp_input(cx, tw, m, tin);
 }
 
 /// `tcp_input` from `ip_input`: validates, then processes here or hands to the home.
-pub(crate) fn tcp_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
+pub(crate) fn tcp_input(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
     let len = m.len().saturating_sub(info.off);
     if len < 20 {
-        return cx.drop_pkt(m, DropReason::TcpShort);
+        return cx.link.drop_pkt(m, DropReason::TcpShort);
     }
     let mut ports = [0u8; 4];
     if m.copydata(info.off, &mut ports).is_err() {
-        return cx.drop_pkt(m, DropReason::TcpShort);
+        return cx.link.drop_pkt(m, DropReason::TcpShort);
     }
     let sport = u16::from_be_bytes([ports[0], ports[1]]);
     let dport = u16::from_be_bytes([ports[2], ports[3]]);
@@ -90,13 +81,13 @@ pub(crate) fn tcp_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, info: T
     let remote = SocketAddr::new(info.src, sport);
     // The device's RSS hash is the flow's hash when it has one (the symmetric key
     // makes both directions agree); otherwise compute it.
-    let home = if m.hdr.rss_hash != 0 && cx.nworkers > 1 {
-        dev::rss::queue_of(m.hdr.rss_hash, cx.nworkers)
+    let home = if m.hdr.rss_hash != 0 && cx.tcp.nworkers > 1 {
+        dev::rss::queue_of(m.hdr.rss_hash, cx.tcp.nworkers)
     } else {
-        flow_home(local, remote, cx.nworkers)
+        flow_home(local, remote, cx.tcp.nworkers)
     };
-    if home != cx.worker {
-        cx.stats.tcp.handoff += 1;
+    if home != cx.link.worker {
+        cx.link.stats.tcp.handoff += 1;
         cx.handoff_tcp(home, TcpMsg::Segment(m, info));
         return;
     }
@@ -124,7 +115,7 @@ fn header_and_data(m: &Mbuf, off: usize) -> Option<(&[u8], Payload<'_>)> {
 }
 
 /// Processes a segment of a flow homed on this worker.
-pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
+pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, m: Mbuf, info: TcpIn) {
     let len = m.len() - info.off;
     let mut scratch = std::mem::take(&mut tw.scratch);
     // Checked by the device, or never filled in: made by a stack on this machine
@@ -147,7 +138,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
         }
         if m.copydata(info.off, &mut scratch[..len]).is_err() {
             tw.scratch = scratch;
-            return cx.drop_pkt(m, DropReason::TcpShort);
+            return cx.link.drop_pkt(m, DropReason::TcpShort);
         }
         &scratch[..len]
     };
@@ -165,7 +156,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
     let repr = match parsed {
         Ok(r) => r,
         Err(why) => {
-            why.count(cx.stats);
+            why.count(cx.link.stats);
             tw.scratch = scratch;
             return;
         }
@@ -182,9 +173,9 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
         [b0, b1, ..] if b0 >> 4 == 6 => (b1 >> 4) & 3 == 3,
         _ => false,
     };
-    if seg.syn && seg.fin && cx.tcp_cfg.drop_synfin {
+    if seg.syn && seg.fin && cx.tcp.cfg.drop_synfin {
         // FreeBSD's net.inet.tcp.drop_synfin: SYN and FIN together, in any state.
-        cx.stats.tcp.rcvbadsyn += 1;
+        cx.link.stats.tcp.rcvbadsyn += 1;
         tw.scratch = scratch;
         return;
     }
@@ -197,7 +188,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
     };
     if info.bcast {
         tw.scratch = scratch;
-        return DropReason::TcpNoPort.count(cx.stats);
+        return DropReason::TcpNoPort.count(cx.link.stats);
     }
     let found = tw.conns.get(&tuple).copied();
     if let Some(Found::TimeWait(j)) = found {
@@ -213,7 +204,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
             .is_some_and(|c| c.tcb.time_wait_accepts_syn(&seg));
         if reuse {
             // A new incarnation of the 4-tuple ends the old TIME_WAIT early.
-            cx.stats.tcp.timewaitreuse += 1;
+            cx.link.stats.tcp.timewaitreuse += 1;
             tw.remove(i, &tuple);
         } else {
             if let Some(c) = tw.slab.get_mut(i) {
@@ -223,7 +214,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                 let (tcb, s, held) = (&mut c.tcb, &c.s, &mut c.rx_held);
                 let (mut direct, mut shared, mut shut) = (0, 0, 0);
                 let rd_shut = s.rd_shut.load(Ordering::Acquire);
-                tcb.input_to(&seg, cx.now, &mut cx.stats.tcp, &mut |data| {
+                tcb.input_to(&seg, cx.link.now, &mut cx.link.stats.tcp, &mut |data| {
                     if rd_shut {
                         // Shut down for reading: taken and dropped.
                         shut += data.len();
@@ -234,8 +225,8 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
                     shared += by_ref;
                     k
                 });
-                cx.stats.tcp.rcvbyteshared += shared as u64;
-                cx.stats.tcp.rcvshutrdbyte += shut as u64;
+                cx.link.stats.tcp.rcvbyteshared += shared as u64;
+                cx.link.stats.tcp.rcvshutrdbyte += shut as u64;
                 limit_challenge(cx, tcb, &mut tw.challenge_limit);
                 if direct > 0 {
                     note_reader(&mut tw.readers, s);
@@ -262,7 +253,7 @@ pub(crate) fn tcp_input_local(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, m: Mbuf, i
 /// as the connection would have; returns true when it is a SYN that ended the wait
 /// (RFC 6191), for a listener to take.
 fn time_wait_input(
-    cx: &mut TcpCx<'_>,
+    cx: &mut TcpCx<'_, '_>,
     tw: &mut TcpWorker,
     j: usize,
     t: &Tuple,
@@ -272,22 +263,30 @@ fn time_wait_input(
         return false;
     };
     if rem.accepts_syn(seg) {
-        cx.stats.tcp.timewaitreuse += 1;
+        cx.link.stats.tcp.timewaitreuse += 1;
         tw.remove_tw(j);
         return true;
     }
-    if rem.input(seg, cx.now, cx.tcp_cfg.time_wait, &mut cx.stats.tcp) {
+    if rem.input(
+        seg,
+        cx.link.now,
+        cx.tcp.cfg.time_wait,
+        &mut cx.link.stats.tcp,
+    ) {
         // Anybody can draw this ACK with any segment that carries one: it goes
         // within the node's limit on challenge ACKs (RFC 5961 §7), as the
         // connection's own answers do.
-        let limit = per_worker(cx.tcp_cfg.challenge_ack_limit, cx);
-        if !tw.challenge_limit.take(cx.now, limit, cx.isn_secret) {
-            cx.stats.tcp.challengeack_ratelim += 1;
+        let limit = per_worker(cx.tcp.cfg.challenge_ack_limit, cx);
+        if !tw
+            .challenge_limit
+            .take(cx.link.now, limit, cx.ip.isn_secret)
+        {
+            cx.link.stats.tcp.challengeack_ratelim += 1;
             return false;
         }
-        let ack = rem.ack(cx.now, &mut cx.stats.tcp);
+        let ack = rem.ack(cx.link.now, &mut cx.link.stats.tcp);
         let ip = *ip;
-        send_segment(cx, t, &ack, std::iter::empty(), ip);
+        send_segment(&mut cx.ip46(), t, &ack, std::iter::empty(), ip);
     }
     false
 }

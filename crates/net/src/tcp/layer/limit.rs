@@ -42,8 +42,8 @@ impl RateLimit {
 }
 
 /// A node-wide rate `limit` (0: none), this worker's share of it.
-pub(super) fn per_worker(limit: u32, cx: &TcpCx<'_>) -> u32 {
-    share(limit, cx.nworkers)
+pub(super) fn per_worker(limit: u32, cx: &TcpCx<'_, '_>) -> u32 {
+    share(limit, cx.tcp.nworkers)
 }
 
 fn share(limit: u32, workers: usize) -> u32 {
@@ -53,10 +53,10 @@ fn share(limit: u32, workers: usize) -> u32 {
 /// A challenge ACK that `tcb`'s input just decided goes only within the node's
 /// limit (RFC 5961 §7), this worker's share of it in `bucket`: asked only when
 /// the input decided one, nothing for the other segments.
-pub(super) fn limit_challenge(cx: &mut TcpCx<'_>, tcb: &mut Tcb, bucket: &mut RateLimit) {
-    let (now, seed) = (cx.now, cx.isn_secret);
-    let (limit, workers) = (cx.tcp_cfg.challenge_ack_limit, cx.nworkers);
-    tcb.take_challenge(&mut cx.stats.tcp, || {
+pub(super) fn limit_challenge(cx: &mut TcpCx<'_, '_>, tcb: &mut Tcb, bucket: &mut RateLimit) {
+    let (now, seed) = (cx.link.now, cx.ip.isn_secret);
+    let (limit, workers) = (cx.tcp.cfg.challenge_ack_limit, cx.tcp.nworkers);
+    tcb.take_challenge(&mut cx.link.stats.tcp, || {
         bucket.take(now, share(limit, workers), seed)
     });
 }

@@ -55,7 +55,7 @@ fn cookie_check(secret: u64, t: &Tuple, cookie: u32, now: dev::Instant) -> Optio
 /// cookie on the SYN-ACK, and the data in the SYN goes unacknowledged, for the
 /// client to send again after the handshake.
 fn fastopen_accept(
-    cx: &mut TcpCx<'_>,
+    cx: &mut TcpCx<'_, '_>,
     l: &ListenShared,
     tuple: &Tuple,
     tcb: &mut Tcb,
@@ -63,12 +63,12 @@ fn fastopen_accept(
     seg: &SegIn<'_>,
 ) {
     let qlen = l.fastopen.load(Ordering::Acquire);
-    if !cx.tcp_cfg.fastopen_server || qlen == 0 {
+    if !cx.tcp.cfg.fastopen_server || qlen == 0 {
         return;
     }
     let client = tuple.remote.ip();
-    let tfo = cx.tfo;
-    let st = &mut cx.stats.tcp;
+    let tfo = cx.tcp.tfo;
+    let st = &mut cx.link.stats.tcp;
     if asked.is_empty() {
         tcb.accept_fastopen(Some(tfo.server_cookie(client)), false, seg);
     } else if !tfo.server_check(client, &asked) {
@@ -86,12 +86,12 @@ fn fastopen_accept(
 /// segment's family for `tuple`'s port: on `dst`, else on the unspecified address
 /// (an IPv6 listener takes IPv6 only).
 fn find_listener(
-    cx: &TcpCx<'_>,
+    cx: &TcpCx<'_, '_>,
     tuple: &Tuple,
     dst: IpAddr,
     bound: bool,
 ) -> Option<std::sync::Arc<ListenShared>> {
-    let v = cx.listen.get(&tuple.local.port())?;
+    let v = cx.tcp.listen.get(&tuple.local.port())?;
     let mut v = v.iter().filter(|l| l.bound_only == bound);
     v.clone()
         .find(|l| l.local.ip() == dst)
@@ -103,11 +103,11 @@ fn find_listener(
 /// `rst_limit` a second (FreeBSD's badport_bandlim), this worker's share, so that
 /// a flood of stray segments draws no flood of resets; the others are counted in
 /// `tcp.rst_ratelim`.
-fn reset_allowed(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) -> bool {
-    let limit = super::limit::per_worker(cx.tcp_cfg.rst_limit, cx);
-    let ok = tw.rst_limit.take(cx.now, limit, cx.isn_secret);
+fn reset_allowed(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker) -> bool {
+    let limit = super::limit::per_worker(cx.tcp.cfg.rst_limit, cx);
+    let ok = tw.rst_limit.take(cx.link.now, limit, cx.ip.isn_secret);
     if !ok {
-        cx.stats.tcp.rst_ratelim += 1;
+        cx.link.stats.tcp.rst_ratelim += 1;
     }
     ok
 }
@@ -117,7 +117,7 @@ fn reset_allowed(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) -> bool {
 /// SYN (answered with a SYN cookie when the listener's queue is full), or, with no
 /// listener to take it, a reset.
 pub(super) fn tcp_listen_input(
-    cx: &mut TcpCx<'_>,
+    cx: &mut TcpCx<'_, '_>,
     tw: &mut TcpWorker,
     tuple: Tuple,
     dst: IpAddr,
@@ -130,18 +130,19 @@ pub(super) fn tcp_listen_input(
     // dropped it already.
     let is_syn = seg.syn && seg.ack.is_none() && !seg.rst;
     if let (Some(l), false, false, Some(ack)) = (&listener, seg.syn, seg.rst, seg.ack) {
-        if let Some(mss) = cookie_check(cx.isn_secret, &tuple, ack.wrapping_sub(1), cx.now) {
-            cx.stats.tcp.syncookiesrecvd += 1;
+        if let Some(mss) = cookie_check(cx.ip.isn_secret, &tuple, ack.wrapping_sub(1), cx.link.now)
+        {
+            cx.link.stats.tcp.syncookiesrecvd += 1;
             if l.accept_q.is_full() || tw.conns.len() >= tw.max_conns {
                 // No room: refuse with a reset rather than leave the client believing
                 // it is connected (Linux's tcp_abort_on_overflow).
-                DropReason::TcpListenDrop.count(cx.stats);
+                DropReason::TcpListenDrop.count(cx.link.stats);
                 // A cookie stays valid for a minute or two, and its ACK can be
                 // sent again and again: at most `rst_limit` resets a second, as
                 // for segments that find no connection.
                 if let Some(r) = reset_for(seg).filter(|_| reset_allowed(cx, tw)) {
-                    cx.stats.tcp.sndrst += 1;
-                    send_segment(cx, &tuple, &r, std::iter::empty(), l.ip_opts());
+                    cx.link.stats.tcp.sndrst += 1;
+                    send_segment(&mut cx.ip46(), &tuple, &r, std::iter::empty(), l.ip_opts());
                 }
                 return;
             }
@@ -162,10 +163,10 @@ pub(super) fn tcp_listen_input(
             if let Some(m) = l.user_mss() {
                 tcb.set_user_mss(m);
             }
-            tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
-            tcb.input(seg, cx.now, &mut cx.stats.tcp);
+            tcb.set_ts_offset(ts_offset(cx.ip.isn_secret, &tuple));
+            tcb.input(seg, cx.link.now, &mut cx.link.stats.tcp);
             super::limit::limit_challenge(cx, &mut tcb, &mut tw.challenge_limit);
-            cx.stats.tcp.accepts += 1;
+            cx.link.stats.tcp.accepts += 1;
             let i = tw.insert(Conn::passive(cx, tuple, tcb, l.clone(), false));
             return service(cx, tw, i);
         }
@@ -173,21 +174,21 @@ pub(super) fn tcp_listen_input(
     if listener.is_some() && seg.syn && seg.ack.is_some() && !seg.rst {
         // A SYN-ACK to a listener is dropped without a reset, as FreeBSD's
         // tcp_input does (a listener answering forged SYN-ACKs would reflect them).
-        cx.stats.tcp.rcvbadsyn += 1;
+        cx.link.stats.tcp.rcvbadsyn += 1;
         return;
     }
     if listener.is_some() && !is_syn && seg.ack.is_none() {
         // LISTEN, "other control or text" without SYN or ACK (a FIN, Xmas or null
         // probe), or a RST: drop silently (RFC 9293 §3.10.7.2), as BSD and Linux do.
-        cx.stats.tcp.listennosyn += 1;
+        cx.link.stats.tcp.listennosyn += 1;
         return;
     }
     let l = match listener {
         Some(l) if is_syn => l,
         listener => {
-            DropReason::TcpNoPort.count(cx.stats);
+            DropReason::TcpNoPort.count(cx.link.stats);
             if let Some(r) = reset_for(seg).filter(|_| reset_allowed(cx, tw)) {
-                cx.stats.tcp.sndrst += 1;
+                cx.link.stats.tcp.sndrst += 1;
                 // The reset carries the IP options of the listener, or of a socket
                 // bound to the port (FreeBSD's tcp_dropwithreset with the CLOSED
                 // socket's control block), else the stack's.
@@ -196,7 +197,7 @@ pub(super) fn tcp_listen_input(
                     None => find_listener(cx, &tuple, dst, true)
                         .map_or_else(IpOpts::default, |b| b.ip_opts()),
                 };
-                send_segment(cx, &tuple, &r, std::iter::empty(), ip);
+                send_segment(&mut cx.ip46(), &tuple, &r, std::iter::empty(), ip);
             }
             return;
         }
@@ -207,13 +208,18 @@ pub(super) fn tcp_listen_input(
         // again after its RTO, when accept may have made room (Linux's
         // tcp_conn_request). A SYN-ACK would have the client believe it connected,
         // only to be reset when its ACK found the queue still full.
-        DropReason::TcpListenDrop.count(cx.stats);
+        DropReason::TcpListenDrop.count(cx.link.stats);
         return;
     }
     if l.half_open.load(Ordering::Acquire) >= l.backlog || tw.conns.len() >= tw.max_conns {
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
-        cx.stats.tcp.syncookiessent += 1;
-        let cookie = cookie_make(cx.isn_secret, &tuple, cx.now, seg.mss.unwrap_or(536));
+        cx.link.stats.tcp.syncookiessent += 1;
+        let cookie = cookie_make(
+            cx.ip.isn_secret,
+            &tuple,
+            cx.link.now,
+            seg.mss.unwrap_or(536),
+        );
         let mut cfg = conn_cfg(cx, &tuple, l.buffers);
         if let Some(m) = l.user_mss() {
             cfg.limit_mss(m);
@@ -234,7 +240,8 @@ pub(super) fn tcp_listen_input(
             let ws = seg.wscale.filter(|_| cfg.window_scaling);
             let bits = u32::from(ws.map_or(0xf, |w| w.min(14)))
                 | (u32::from(seg.sack_perm && cfg.sack) << 4);
-            let clock = (cx.now.as_millis() as u32).wrapping_add(ts_offset(cx.isn_secret, &tuple));
+            let clock =
+                (cx.link.now.as_millis() as u32).wrapping_add(ts_offset(cx.ip.isn_secret, &tuple));
             // At or below the clock, so later timestamps never run backwards.
             let tsval =
                 ((clock & !0x3f) | bits).wrapping_sub(if bits > (clock & 0x3f) { 64 } else { 0 });
@@ -242,10 +249,16 @@ pub(super) fn tcp_listen_input(
             synack.wscale = ws.map(|_| wscale_for(&cfg));
             synack.sack_perm = seg.sack_perm && cfg.sack;
         }
-        send_segment(cx, &tuple, &synack, std::iter::empty(), l.ip_opts());
+        send_segment(
+            &mut cx.ip46(),
+            &tuple,
+            &synack,
+            std::iter::empty(),
+            l.ip_opts(),
+        );
         return;
     }
-    let iss = isn(cx.isn_secret, &tuple, cx.now);
+    let iss = isn(cx.ip.isn_secret, &tuple, cx.link.now);
     let cfg = conn_cfg(cx, &tuple, l.buffers);
     let Some(mut tcb) = Tcb::accept(cfg, iss, seg) else {
         return;
@@ -255,7 +268,7 @@ pub(super) fn tcp_listen_input(
     if let Some(m) = l.user_mss() {
         tcb.set_user_mss(m);
     }
-    tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+    tcb.set_ts_offset(ts_offset(cx.ip.isn_secret, &tuple));
     if let Some(asked) = seg.fast_open {
         fastopen_accept(cx, &l, &tuple, &mut tcb, asked, seg);
     }

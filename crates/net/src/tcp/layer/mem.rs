@@ -44,26 +44,26 @@ impl Conn {
 /// connection of the worker is clamped anew (a rare pass over them; a connection
 /// is also clamped when next serviced), and above high the orphans holding
 /// memory are reset and freed.
-pub(crate) fn tcp_mem_tick(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
-    let now = cx.now;
+pub(crate) fn tcp_mem_tick(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker) {
+    let now = cx.link.now;
     let moved = tw.mem.abs_diff(tw.mem_published);
     let due = tw.mem_check.is_none_or(|t| now >= t);
     if moved >= QUANTUM || (due && moved > 0) {
-        cx.tcp_mem.publish(cx.worker, tw.mem);
+        cx.tcp.mem.publish(cx.link.worker, tw.mem);
         tw.mem_published = tw.mem;
     }
     if moved < QUANTUM && !due {
         return;
     }
     tw.mem_check = Some(now + CHECK_EVERY);
-    let (state, change) = cx.tcp_mem.update(&cx.tcp_cfg.mem);
+    let (state, change) = cx.tcp.mem.update(&cx.tcp.cfg.mem);
     match change {
-        Some((MemState::Normal, MemState::Pressure)) => cx.stats.tcp.mempressure += 1,
+        Some((MemState::Normal, MemState::Pressure)) => cx.link.stats.tcp.mempressure += 1,
         Some((from, MemState::High)) => {
-            cx.stats.tcp.memhigh += 1;
+            cx.link.stats.tcp.memhigh += 1;
             // Straight from normal: it passed pressure on the way.
             if from == MemState::Normal {
-                cx.stats.tcp.mempressure += 1;
+                cx.link.stats.tcp.mempressure += 1;
             }
         }
         _ => {}
@@ -89,7 +89,7 @@ pub(crate) fn tcp_mem_tick(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
 /// Resets and frees every orphan of the worker that holds memory (Linux's
 /// `tcp_out_of_resources` with `tcp_out_of_memory`: an orphan's data has no
 /// reader waiting for it, so it goes before any live connection is refused).
-fn reclaim_orphans(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
+fn reclaim_orphans(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker) {
     if tw.orphans == 0 {
         return;
     }
@@ -100,15 +100,15 @@ fn reclaim_orphans(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
         if !c.orphan || c.mem == 0 {
             continue;
         }
-        cx.stats.tcp.memorphandrop += 1;
-        cx.stats.tcp.drops += 1;
+        cx.link.stats.tcp.memorphandrop += 1;
+        cx.link.stats.tcp.drops += 1;
         c.tcb.abort();
         // Sends the reset and frees the slot (uncharging it).
         service(cx, tw, i);
     }
     let mem = tw.mem;
     if mem != tw.mem_published {
-        cx.tcp_mem.publish(cx.worker, mem);
+        cx.tcp.mem.publish(cx.link.worker, mem);
         tw.mem_published = mem;
     }
 }

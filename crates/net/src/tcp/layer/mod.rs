@@ -19,7 +19,7 @@
 //! `ip` and `ip6` for routes and output, and the worker's context (`Cx`) for handoff
 //! and drop counters.
 
-mod cx;
+pub(crate) mod cx;
 mod input;
 mod limit;
 mod listen;
@@ -186,12 +186,15 @@ impl From<IpInfo> for TcpIn {
 
 /// A new connection's settings: the stack's, with its buffer sizes (send, receive),
 /// and the MSS of its family and of the interface its route leaves by.
-fn conn_cfg(cx: &TcpCx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
-    let base = cx.tcp_cfg;
+fn conn_cfg(cx: &mut TcpCx<'_, '_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
+    let base = cx.tcp.cfg;
     let (ifp, ip_hdr) = match t.remote.ip() {
-        IpAddr::V4(d) => (crate::inet::ip::ip_route(cx, d).map(|(ifp, _, _)| ifp), 20),
+        IpAddr::V4(d) => (
+            crate::inet::ip::ip_route(&cx.inet(), d).map(|(ifp, _, _)| ifp),
+            20,
+        ),
         IpAddr::V6(d) => (
-            crate::inet6::ip6::ip6_route(cx, d, None).map(|(ifp, _)| ifp),
+            crate::inet6::ip6::ip6_route(&cx.inet6(), d, None).map(|(ifp, _)| ifp),
             40,
         ),
     };
@@ -208,8 +211,8 @@ fn conn_cfg(cx: &TcpCx<'_>, t: &Tuple, buffers: (usize, usize)) -> TcpConfig {
             // A path MTU learnt from ICMP counts too (FreeBSD's tcp_mssopt reads
             // it from the host cache).
             let path = match t.remote.ip() {
-                IpAddr::V4(d) => cx.inet.path_mtu4(d, cx.now),
-                IpAddr::V6(d) => cx.inet6.nd6.path_mtu(d, cx.now),
+                IpAddr::V4(d) => cx.v4.inet.path_mtu4(d, cx.link.now),
+                IpAddr::V6(d) => cx.v6.inet6.nd6.path_mtu(d, cx.link.now),
             };
             let mtu = path.map_or(ifp.mtu, |p| ifp.mtu.min(p as usize));
             let link_mss = u16::try_from(mtu.saturating_sub(ip_hdr + 20)).unwrap_or(u16::MAX);
@@ -334,17 +337,17 @@ impl Conn {
 
     /// A connection a listener's SYN (`half_open`) or a SYN cookie created.
     fn passive(
-        cx: &TcpCx<'_>,
+        cx: &TcpCx<'_, '_>,
         tuple: Tuple,
         tcb: Tcb,
         l: Arc<ListenShared>,
         half_open: bool,
     ) -> Conn {
-        let p = &cx.tcp_cfg;
+        let p = &cx.tcp.cfg;
         let s = Arc::new(StreamShared::new(
             tuple.local,
             tuple.remote,
-            cx.worker,
+            cx.link.worker,
             l.buffers.0,
             l.buffers.1,
         ));
@@ -454,7 +457,7 @@ impl TcpWorker {
     /// `out`.
     pub(crate) fn drop_conns(
         &mut self,
-        cx: &mut TcpCx<'_>,
+        cx: &mut TcpCx<'_, '_>,
         which: &TcpDrop,
         out: &mut Vec<ConnInfo>,
     ) {
@@ -469,13 +472,13 @@ impl TcpWorker {
                 Some(Found::Conn(i)) => {
                     let i = i as usize;
                     if let Some(c) = self.slab.get_mut(i) {
-                        c.tcb.drop_conn(&mut cx.stats.tcp);
+                        c.tcb.drop_conn(&mut cx.link.stats.tcp);
                     }
                     // Sends the reset, tells the application, frees the slot.
                     output::service(cx, self, i);
                 }
                 Some(Found::TimeWait(j)) => {
-                    cx.stats.tcp.closed += 1;
+                    cx.link.stats.tcp.closed += 1;
                     self.remove_tw(j as usize);
                 }
                 None => continue,

@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
 /// Messages from applications and other workers.
-pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
+pub(crate) fn tcp_msg(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, msg: TcpMsg) {
     match msg {
         TcpMsg::Segment(m, info) => tcp_input_local(cx, tw, m, info),
         TcpMsg::Ctl(tuple, ctl) => ctl_input(cx, tw, tuple, ctl),
@@ -30,23 +30,23 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
             let in_use = tw.conns.contains_key(&tuple);
             if in_use || tw.conns.len() >= tw.max_conns {
                 if in_use {
-                    cx.stats.tcp.connaddrinuse += 1;
+                    cx.link.stats.tcp.connaddrinuse += 1;
                 } else {
-                    cx.stats.tcp.conntablefull += 1;
+                    cx.link.stats.tcp.conntablefull += 1;
                 }
                 s.error.store(err::REFUSED, Ordering::Release);
                 s.phase.store(phase::CLOSED, Ordering::Release);
                 s.wake();
                 return;
             }
-            let iss = isn(cx.isn_secret, &tuple, cx.now);
+            let iss = isn(cx.ip.isn_secret, &tuple, cx.link.now);
             let cfg = conn_cfg(cx, &tuple, (s.tx.cap(), s.rx.cap()));
-            let mut tcb = Tcb::connect(cfg, iss, &mut cx.stats.tcp);
-            tcb.set_ts_offset(ts_offset(cx.isn_secret, &tuple));
+            let mut tcb = Tcb::connect(cfg, iss, &mut cx.link.stats.tcp);
+            tcb.set_ts_offset(ts_offset(cx.ip.isn_secret, &tuple));
             // TCP Fast Open asked for: the cached cookie and the first data go in
             // the SYN, or the SYN asks for a cookie (RFC 7413 §4.1.3).
             if cfg.fastopen_client && s.opt_fastopen.load(Ordering::Acquire) {
-                match cx.tfo.client_lookup(tuple.remote.ip(), cx.now) {
+                match cx.tcp.tfo.client_lookup(tuple.remote.ip(), cx.link.now) {
                     TfoClient::Cookie(c, mss) => tcb.set_fastopen(c, Some(mss)),
                     TfoClient::Request => tcb.set_fastopen(FoCookie::REQUEST, None),
                     TfoClient::Off => {}
@@ -88,13 +88,13 @@ pub(crate) fn tcp_msg(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, msg: TcpMsg) {
 /// (`icmp.noport` / `icmp6.noport`, `tcp.outofwindowicmps`) and ignored. A path MTU
 /// believed also lowers the host's path MTU towards the peer, as an entry the
 /// connection holds.
-fn ctl_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, tuple: Tuple, ctl: TcpCtl) {
+fn ctl_input(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, tuple: Tuple, ctl: TcpCtl) {
     let v6 = tuple.remote.is_ipv6();
     let Some(i) = tw.conn_slot(&tuple) else {
         if v6 {
-            cx.stats.icmp6.noport += 1;
+            cx.link.stats.icmp6.noport += 1;
         } else {
-            cx.stats.icmp.noport += 1;
+            cx.link.stats.icmp.noport += 1;
         }
         return;
     };
@@ -105,27 +105,27 @@ fn ctl_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, tuple: Tuple, ctl: TcpCtl) 
         return;
     };
     if !c.tcb.outstanding(seq) {
-        cx.stats.tcp.outofwindowicmps += 1;
+        cx.link.stats.tcp.outofwindowicmps += 1;
         return;
     }
     let changed = match ctl {
         TcpCtl::PathMtu { mtu, .. } => {
             match (tuple.local.ip(), tuple.remote.ip()) {
-                (IpAddr::V4(s), IpAddr::V4(d)) => pmtu4_learn(cx, s, d, mtu, true),
-                (IpAddr::V6(s), IpAddr::V6(d)) => pmtu6_learn(cx, s, d, mtu, true),
+                (IpAddr::V4(s), IpAddr::V4(d)) => pmtu4_learn(&mut cx.inet(), s, d, mtu, true),
+                (IpAddr::V6(s), IpAddr::V6(d)) => pmtu6_learn(&mut cx.inet6(), s, d, mtu, true),
                 _ => {}
             }
             // The MSS is the path MTU less the IP and TCP headers.
             let hdrs = if v6 { 60 } else { 40 };
             c.tcb
-                .path_mtu(mtu.saturating_sub(hdrs), v6, &mut cx.stats.tcp)
+                .path_mtu(mtu.saturating_sub(hdrs), v6, &mut cx.link.stats.tcp)
         }
         TcpCtl::HardError { seq, error } => {
             let error = match error {
                 HardError::Refused => TcpError::Refused,
                 HardError::HostUnreachable => TcpError::Unreachable,
             };
-            c.tcb.icmp_hard_error(seq, error, &mut cx.stats.tcp)
+            c.tcb.icmp_hard_error(seq, error, &mut cx.link.stats.tcp)
         }
     };
     if changed {
@@ -135,13 +135,10 @@ fn ctl_input(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, tuple: Tuple, ctl: TcpCtl) 
 
 /// An ICMP error quoting a segment of ours on `tuple`, to the connection on its
 /// home worker.
-pub(crate) fn tcp_ctlinput(cx: &mut TcpCx<'_>, tuple: Tuple, ctl: TcpCtl) {
-    let home = flow_home(tuple.local, tuple.remote, cx.nworkers);
-    if home != cx.worker {
+pub(crate) fn tcp_ctlinput(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, tuple: Tuple, ctl: TcpCtl) {
+    let home = flow_home(tuple.local, tuple.remote, cx.tcp.nworkers);
+    if home != cx.link.worker {
         return cx.handoff_tcp(home, TcpMsg::Ctl(tuple, ctl));
     }
-    if let Some(tw) = cx.tcp.take() {
-        tcp_msg(cx, tw, TcpMsg::Ctl(tuple, ctl));
-        cx.tcp = Some(tw);
-    }
+    tcp_msg(cx, tw, TcpMsg::Ctl(tuple, ctl));
 }

@@ -23,7 +23,7 @@ use wire::{IpProtocol, TcpPacket};
 /// Services the connections whose output waited for the end of the batch
 /// ([`Tcb::output_may_wait`](crate::tcp::Tcb::output_may_wait)). Called by the
 /// worker after each stage that delivers segments.
-pub(crate) fn tcp_flush(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
+pub(crate) fn tcp_flush(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker) {
     let mut list = std::mem::take(&mut tw.deferred);
     for i in list.drain(..) {
         service(cx, tw, i);
@@ -35,7 +35,7 @@ pub(crate) fn tcp_flush(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
 
 /// Moves bytes between a connection and its application, sends what is due, updates
 /// what the application sees, and frees a finished connection.
-pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
+pub(super) fn service(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, i: usize) {
     let Some(mut c) = tw.slab.take(i) else {
         return;
     };
@@ -53,7 +53,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
         // frees what arrives for a socket that cannot receive more), the window
         // left open.
         let gone = c.tcb.recv_with(usize::MAX, |b| b.len());
-        cx.stats.tcp.rcvshutrdbyte += gone as u64;
+        cx.link.stats.tcp.rcvshutrdbyte += gone as u64;
         c.tcb.set_app_unread(app_unread(s));
     }
     // Straight from the receive buffer into the channel's chunks, as much as the
@@ -70,14 +70,16 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
     }
     // What our SYN's answer said of the server's Fast Open cookie, to the cache.
     if let Some(news) = c.tcb.take_fastopen_news() {
-        cx.tfo.client_update(c.tuple.remote.ip(), news, cx.now);
+        cx.tcp
+            .tfo
+            .client_update(c.tuple.remote.ip(), news, cx.link.now);
     }
     tw.segs.clear();
     let mut segs = std::mem::take(&mut tw.segs);
-    c.tcb.output(cx.now, &mut cx.stats.tcp, &mut segs);
+    c.tcb.output(cx.link.now, &mut cx.link.stats.tcp, &mut segs);
     for seg in &segs {
         // Straight from the send buffer into the packet.
-        send_segment(cx, &c.tuple, seg, c.tcb.payload(seg), c.ip);
+        send_segment(&mut cx.ip46(), &c.tuple, seg, c.tcb.payload(seg), c.ip);
     }
     tw.segs = segs;
     if c.orphan && matches!(c.tcb.state(), State::Closed | State::TimeWait) {
@@ -133,7 +135,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
                     }
                     if l.accept_q.push(s.clone()).is_err() {
                         // The accept queue is full: refuse, as a full listen queue does.
-                        DropReason::TcpListenDrop.count(cx.stats);
+                        DropReason::TcpListenDrop.count(cx.link.stats);
                         c.tcb.abort();
                     } else {
                         l.wake();
@@ -175,7 +177,7 @@ pub(super) fn service(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, i: usize) {
 /// into the control block; what the control block settled (MSS, buffers rounded
 /// to whole segments), back to the application; the worker's memory clamp.
 #[inline]
-fn take_options(cx: &mut TcpCx<'_>, tw: &TcpWorker, c: &mut Conn) {
+fn take_options(cx: &mut TcpCx<'_, '_>, tw: &TcpWorker, c: &mut Conn) {
     // Borrowed, not cloned: the stream's reference count is shared with the
     // application thread.
     let s = &c.s;
@@ -183,11 +185,14 @@ fn take_options(cx: &mut TcpCx<'_>, tw: &TcpWorker, c: &mut Conn) {
     if s.opts_dirty.load(Ordering::Acquire) && s.opts_dirty.swap(false, Ordering::AcqRel) {
         c.tcb.set_nodelay(s.opt_nodelay.load(Ordering::Acquire));
         let ka = s.opt_keepalive_ns.load(Ordering::Acquire);
-        c.tcb
-            .set_keepalive((ka != 0).then(|| dev::Duration::from_nanos(ka)), cx.now);
+        c.tcb.set_keepalive(
+            (ka != 0).then(|| dev::Duration::from_nanos(ka)),
+            cx.link.now,
+        );
         let ki = s.opt_keepinit_ns.load(Ordering::Acquire);
         if ki != 0 {
-            c.tcb.set_keep_init(dev::Duration::from_nanos(ki), cx.now);
+            c.tcb
+                .set_keep_init(dev::Duration::from_nanos(ki), cx.link.now);
         }
         if s.opt_noopt.load(Ordering::Acquire) {
             c.tcb.set_noopt();
@@ -233,7 +238,7 @@ fn take_options(cx: &mut TcpCx<'_>, tw: &TcpWorker, c: &mut Conn) {
 /// Application → control block: the send channel's bytes into the send buffer,
 /// and the buffers it acknowledged back to the channel.
 #[inline]
-fn app_to_tcb(cx: &mut TcpCx<'_>, c: &mut Conn) {
+fn app_to_tcb(cx: &mut TcpCx<'_, '_>, c: &mut Conn) {
     let s = &c.s;
     // Application → control block.
     let (tcb, tx_partial) = (&mut c.tcb, &mut c.tx_partial);
@@ -290,14 +295,14 @@ fn app_to_tcb(cx: &mut TcpCx<'_>, c: &mut Conn) {
         s.tx.recycle(chunk);
     }
     if !s.tx.is_empty() && tcb.send_clamped() {
-        cx.stats.tcp.memrefused += 1;
+        cx.link.stats.tcp.memrefused += 1;
     }
 }
 
 /// What the application's `close`, `shutdown` and `SO_LINGER` 0 ask of the
 /// connection: a reset, a FIN once the send channel is empty, or an orphan.
 #[inline]
-fn app_close(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, c: &mut Conn) {
+fn app_close(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker, c: &mut Conn) {
     let s = &c.s;
     // SO_LINGER 0: a reset now, whatever is queued either way.
     if s.abort.load(Ordering::Acquire) && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
@@ -307,20 +312,20 @@ fn app_close(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, c: &mut Conn) {
     let dropped = s.dropped.load(Ordering::Acquire);
     if dropped
         && !c.orphan
-        && cx.tcp_cfg.close_unread_rst
+        && cx.tcp.cfg.close_unread_rst
         && !matches!(c.tcb.state(), State::Closed | State::TimeWait)
         && unread(&c.tcb, s) > 0
     {
         // Closed with received data unread: a reset, not a FIN that would tell
         // the peer it was all consumed (RFC 9293 §3.6.1, RFC 1122 §4.2.2.13;
         // Linux's tcp_close). What the application queued is not sent either.
-        cx.stats.tcp.abortonclose += 1;
-        cx.stats.tcp.drops += 1;
+        cx.link.stats.tcp.abortonclose += 1;
+        cx.link.stats.tcp.drops += 1;
         c.tcb.abort();
     }
     if dropped {
         // Closed, not only shut down: FIN_WAIT_2 waits a bounded time from now on.
-        c.tcb.detach(cx.now);
+        c.tcb.detach(cx.link.now);
     }
     let app_done = s.wr_shut.load(Ordering::Acquire) || dropped;
     if app_done && !c.fin_requested && s.tx.is_empty() && c.tx_partial.is_none() {
@@ -333,10 +338,10 @@ fn app_close(cx: &mut TcpCx<'_>, tw: &mut TcpWorker, c: &mut Conn) {
         // sockets" (LINUX_MIB_TCPABORTONMEMORY): a crowd of peers that each
         // acknowledge just enough to outlast the orphans' time bounds cannot hold
         // every connection's buffers.
-        let limit = (cx.tcp_cfg.max_orphans as usize).div_ceil(cx.nworkers.max(1));
+        let limit = (cx.tcp.cfg.max_orphans as usize).div_ceil(cx.tcp.nworkers.max(1));
         if tw.orphans >= limit {
-            cx.stats.tcp.orphandrop += 1;
-            cx.stats.tcp.drops += 1;
+            cx.link.stats.tcp.orphandrop += 1;
+            cx.link.stats.tcp.drops += 1;
             c.tcb.abort();
         } else {
             c.orphan = true;
@@ -441,7 +446,7 @@ fn build_segment<'p>(
 /// the header's buffer, or shared where they lie in a packet buffer
 /// ([`Mbuf::copym`], no copy).
 pub(crate) fn send_segment<'p>(
-    cx: &mut TcpCx<'_>,
+    cx: &mut crate::ip46::Ip46Cx<'_, '_>,
     t: &Tuple,
     seg: &SegOut,
     payload: impl Iterator<Item = SndPiece<'p>> + Clone,
@@ -463,9 +468,9 @@ pub(crate) fn send_segment<'p>(
         .filter(|(m, _)| m.nsegs() <= PAYLOAD_PIECES)
         .or_else(|| build_segment(&hdr[..hlen], payload, false))
     else {
-        return DropReason::IpOutDropped.count(cx.stats);
+        return DropReason::IpOutDropped.count(cx.link.stats);
     };
-    cx.stats.tcp.sndbyteshared += by_ref as u64;
+    cx.link.stats.tcp.sndbyteshared += by_ref as u64;
     // What the send buffer held of it (a probe may find less than it asked for).
     let total = m.len();
     let pseudo =
@@ -479,7 +484,7 @@ pub(crate) fn send_segment<'p>(
         } else {
             DropReason::Ip6OutDropped
         };
-        return cx.drop_pkt(m, why);
+        return cx.link.drop_pkt(m, why);
     };
     h[16..18].copy_from_slice(&pseudo.to_be_bytes());
     m.hdr.csum_flags |= mbuf::CSUM_L4_NEEDED;
@@ -491,7 +496,7 @@ pub(crate) fn send_segment<'p>(
         (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
             return crate::inet6::ip6::ip6_output_tclass(
-                cx,
+                &mut cx.inet6(),
                 m,
                 Ip6Out {
                     src,
@@ -504,10 +509,10 @@ pub(crate) fn send_segment<'p>(
                 tos,
             );
         }
-        _ => return DropReason::IpOutDropped.count(cx.stats),
+        _ => return DropReason::IpOutDropped.count(cx.link.stats),
     };
     ip::ip_output_tos(
-        cx,
+        &mut cx.inet(),
         m,
         IpOut {
             src,

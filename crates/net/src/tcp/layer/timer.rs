@@ -44,12 +44,12 @@ impl TcpWorker {
 }
 
 /// Runs the timers that are due, earliest first, from the worker's heap.
-pub(crate) fn tcp_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
+pub(crate) fn tcp_timers(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker) {
     time_wait_timers(cx, tw);
     // Bounded per poll, so a burst of expiries cannot starve the rest of the loop.
     for _ in 0..4096 {
         match tw.timers.peek() {
-            Some(Reverse((t, _, _))) if *t <= cx.now => {}
+            Some(Reverse((t, _, _))) if *t <= cx.link.now => {}
             _ => return,
         }
         let Some(Reverse((t, i, g))) = tw.timers.pop() else {
@@ -67,7 +67,7 @@ pub(crate) fn tcp_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
             _ => continue,
         };
         match due {
-            Some(d) if d <= cx.now => service(cx, tw, i),
+            Some(d) if d <= cx.link.now => service(cx, tw, i),
             Some(d) => {
                 // Came up early (the deadline moved later): wait for the real one.
                 if let Some(c) = tw.slab.get_mut(i) {
@@ -81,9 +81,9 @@ pub(crate) fn tcp_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
 }
 
 /// Ends the TIME_WAIT remnants whose wait is over (at most 4096 a poll).
-fn time_wait_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
+fn time_wait_timers(cx: &mut TcpCx<'_, '_>, tw: &mut TcpWorker) {
     for _ in 0..4096 {
-        let Some(&(t, j, g)) = tw.tw_queue.front().filter(|(t, _, _)| *t <= cx.now) else {
+        let Some(&(t, j, g)) = tw.tw_queue.front().filter(|(t, _, _)| *t <= cx.link.now) else {
             return;
         };
         tw.tw_queue.pop_front();
@@ -93,7 +93,7 @@ fn time_wait_timers(cx: &mut TcpCx<'_>, tw: &mut TcpWorker) {
         match tw.tws.get(j).copied() {
             Some((_, rem, _)) if rem.deadline <= t => {
                 tw.remove_tw(j);
-                cx.stats.tcp.closed += 1;
+                cx.link.stats.tcp.closed += 1;
             }
             // Restarted by a retransmitted FIN: to the back, for its new deadline.
             Some((_, rem, _)) => tw.tw_queue.push_back((rem.deadline, j, g)),
