@@ -34,8 +34,8 @@ pub mod stack;
 pub mod tcp;
 pub mod tunnel;
 
-pub use inet::frag;
 pub use inet6::nd6;
+pub use ip::frag;
 pub use link::{arp, gso, iface, lle, lro};
 pub use pfil::ipfw;
 #[cfg(feature = "tokio")]

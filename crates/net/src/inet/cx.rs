@@ -11,13 +11,15 @@
 //! transport above it.
 
 use crate::ifindex::IfIndex;
-pub(crate) use crate::ip::{CtlInput, HardError, IpCx, TcpCtl, TokenBucket};
+pub(crate) use crate::ip::{
+    pmtu_upsert, quoted_l4, quoted_tcp4, CtlInput, HardError, IpCx, TcpCtl, TokenBucket,
+};
 use crate::link::LinkCx;
 use crate::sockbuf::SockShared;
 use crate::FxBuild;
 use dev::Instant;
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 /// IPv4's part of the published configuration.
@@ -133,92 +135,6 @@ fn local_bit(a: Ipv4Addr) -> u64 {
 /// the stack publishes the change as any other.
 pub(crate) trait InetCtl {
     fn update_inet(&self, f: &mut dyn FnMut(&mut InetConfig));
-}
-
-/// The TCP segment an ICMP error quotes (an IPv4 header with the 8 bytes after it,
-/// RFC 792): its connection, as (our end, theirs), and the sequence number it
-/// carried.
-pub(crate) fn quoted_tcp4(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)> {
-    quoted_l4(quoted, 6)
-}
-
-/// The ports of a quoted IPv4 datagram of protocol `proto` (TCP, UDP), as
-/// (our end, theirs), and the next four bytes (TCP's sequence number).
-pub(crate) fn quoted_l4(quoted: &[u8], proto: u8) -> Option<(SocketAddr, SocketAddr, u32)> {
-    let hlen = usize::from(*quoted.first()? & 0x0f) * 4;
-    if quoted[0] >> 4 != 4 || hlen < 20 || quoted.len() < hlen + 8 || quoted[9] != proto {
-        return None;
-    }
-    let a = |at: usize| Ipv4Addr::new(quoted[at], quoted[at + 1], quoted[at + 2], quoted[at + 3]);
-    let t = &quoted[hlen..hlen + 8];
-    Some((
-        SocketAddr::new(a(12).into(), u16::from_be_bytes([t[0], t[1]])),
-        SocketAddr::new(a(16).into(), u16::from_be_bytes([t[2], t[3]])),
-        u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
-    ))
-}
-
-/// [`quoted_tcp4`] for an ICMPv6 error's quoted packet (ours carry no extension
-/// header before TCP).
-pub(crate) fn quoted_tcp6(quoted: &[u8]) -> Option<(SocketAddr, SocketAddr, u32)> {
-    quoted_l4_6(quoted, 6)
-}
-
-/// [`quoted_l4`] for a quoted IPv6 packet.
-pub(crate) fn quoted_l4_6(quoted: &[u8], proto: u8) -> Option<(SocketAddr, SocketAddr, u32)> {
-    if quoted.len() < 48 || quoted[0] >> 4 != 6 || quoted[6] != proto {
-        return None;
-    }
-    let a = |at: usize| {
-        let mut b = [0u8; 16];
-        b.copy_from_slice(&quoted[at..at + 16]);
-        std::net::Ipv6Addr::from(b)
-    };
-    let t = &quoted[40..48];
-    Some((
-        SocketAddr::new(a(8).into(), u16::from_be_bytes([t[0], t[1]])),
-        SocketAddr::new(a(24).into(), u16::from_be_bytes([t[2], t[3]])),
-        u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
-    ))
-}
-
-/// Records that the path towards `dst` takes `mtu` bytes until `expires`, in a
-/// path MTU list bounded by `max` (IPv4's and IPv6's). `held`: a live TCP
-/// connection vouched for the message (it quoted a sequence number the connection
-/// has outstanding, RFC 5927 §4.1); otherwise only a bound UDP port did, which any
-/// host that knows the port can quote towards any destination. So that a peer
-/// cannot flush the list at will, a full list makes room by dropping an expired
-/// entry, else the unheld entry expiring first, and only for a held newcomer the
-/// held entry expiring first: unheld messages never evict a path a connection
-/// learnt. Returns whether the entry is in the list.
-pub(crate) fn pmtu_upsert<A: PartialEq + Copy>(
-    list: &mut Vec<(A, u32, Instant, bool)>,
-    (dst, mtu, expires, held): (A, u32, Instant, bool),
-    now: Instant,
-    max: usize,
-) -> bool {
-    if let Some(e) = list.iter_mut().find(|p| p.0 == dst) {
-        // A held entry stays held while it lives.
-        let held = held || (e.3 && e.2 > now);
-        *e = (dst, mtu, expires, held);
-        return true;
-    }
-    if list.len() < max {
-        list.push((dst, mtu, expires, held));
-        return true;
-    }
-    // Expired first, then unheld, each the one expiring first.
-    let victim = list
-        .iter_mut()
-        .filter(|p| held || !p.3 || p.2 <= now)
-        .min_by_key(|p| (p.2 > now, p.3, p.2));
-    match victim {
-        Some(e) => {
-            *e = (dst, mtu, expires, held);
-            true
-        }
-        None => false,
-    }
 }
 
 /// IPv4's own state on a worker for a batch: its part of the published

@@ -41,44 +41,16 @@
 
 use crate::inet::cx::InetCx;
 use crate::inet::ip::{IpInfo, IP_HDR_LEN};
+pub(crate) use crate::ip::{miss, ports, NO_NH};
 use crate::link::ether::{self, ether_output, L2Out, ETHER_HDR_LEN};
 use crate::link::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};
 use crate::stats::DropReason;
 use mbuf::Mbuf;
-use route::{IpPrefix, NhKind, RtFlags, RtmType};
+use route::NhKind;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use wire::{EtherType, EthernetAddress, Icmpv4Message, IpProtocol};
-
-/// The ports of a TCP/UDP header at `off`, or 0.
-pub(crate) fn ports(
-    cx_access: crate::hdr::HdrAccess,
-    m: &mut Mbuf,
-    off: usize,
-    proto: IpProtocol,
-) -> u32 {
-    if !matches!(proto, IpProtocol::Tcp | IpProtocol::Udp) {
-        return 0;
-    }
-    crate::hdr::hdr(cx_access, m, off, 4)
-        .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
-        .unwrap_or(0)
-}
-
-/// `RTM_MISS` for a destination without a route (only built when someone listens).
-pub(crate) fn miss(ip: &crate::ip::IpCx<'_>, dst: IpAddr, ifp: &Ifnet) {
-    let bus = ip.rtbus;
-    if bus.has_subscribers() {
-        bus.send(
-            RtmType::Miss,
-            IpPrefix::host(dst),
-            None,
-            u32::from(ifp.index.0),
-            RtFlags::default(),
-        );
-    }
-}
+use wire::{EtherType, EthernetAddress, Icmpv4Message};
 
 /// RFC 1624 incremental update of a header checksum for a 16-bit word changing from
 /// `old` to `new`.
@@ -104,9 +76,6 @@ fn ttl_decrement(m: &mut Mbuf, ttl: u8) -> bool {
     h[10..12].copy_from_slice(&sum.to_be_bytes());
     true
 }
-
-/// No next hop, in a vector of next-hop indices.
-pub(crate) const NO_NH: u32 = u32::MAX;
 
 /// A forwarded packet between `ip_forward`'s decision and the link: where it goes.
 #[derive(Clone, Copy, Debug)]

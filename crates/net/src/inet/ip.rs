@@ -7,7 +7,7 @@
 //! to ICMP for its errors, and ICMP down to here for its output.
 
 use crate::inet::cx::InetCx;
-use crate::inet::frag::{self, FragError};
+use crate::ip::frag::{self, FragError};
 use crate::link::ether;
 use crate::link::iface::Ifnet;
 use crate::link::output::fit_link;
@@ -40,14 +40,6 @@ pub(crate) struct IpInfo {
     pub frag: bool,
     /// The fragment offset (non-zero: not the first fragment, so no ports).
     pub frag_off: u16,
-}
-
-/// Whether `len` bytes, what an IP header's length field counts of `m`, are more
-/// than it can say and more than a length of 0 may stand for: only a large TCP
-/// segment (Linux's BIG TCP) for a device whose segmentation offload takes the
-/// `wire` bytes of the whole packet goes out with 0 there.
-pub(crate) fn too_long(m: &Mbuf, len: usize, wire: usize, ifp: &Ifnet) -> bool {
-    len > 65535 && !(m.hdr.tso_segsz != 0 && wire <= ifp.offload.tso)
 }
 
 /// The route to `dst`: interface, next hop, and whether it is a broadcast. The
@@ -136,7 +128,7 @@ pub(crate) fn ip_output_on(
         o.src
     };
     let total = m.len() + IP_HDR_LEN;
-    if too_long(&m, total, total, ifp) {
+    if crate::ip::too_long(&m, total, total, ifp) {
         return cx.link.drop_pkt(m, DropReason::IpTooLong);
     }
     let id = cx.v4.next_ip_id();

@@ -11,10 +11,10 @@
 //! - **Next**: as `ip_forward`'s (no fragmentation: Packet Too Big); drops
 //!   counted (`ip6.*`).
 
-use crate::inet::forward::{miss, ports, NO_NH};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::icmp6::Error6;
 use crate::inet6::ip6::{Ip6Hdr, IP6_HDR_LEN};
+use crate::ip::{miss, ports, NO_NH};
 use crate::link::ether::{self, ether_output, L2Out, ETHER_HDR_LEN};
 use crate::link::iface::Ifnet;
 use crate::pfil::{Dir, PfilPoint};

@@ -1,10 +1,10 @@
 //! ICMPv6 (RFC 4443): input, echo, and rate-limited error generation; neighbour
 //! discovery messages go to [`crate::inet6::nd6`].
 
-use crate::inet::cx::{quoted_tcp6, CtlInput, HardError, TcpCtl};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::ip6::icmp6_send;
 use crate::inet6::ip6::{Ip6Info, Ip6Out, IP6_HDR_LEN};
+use crate::ip::{quoted_tcp6, CtlInput, HardError, TcpCtl};
 use crate::link::iface::Ifnet;
 use crate::stats::DropReason;
 use mbuf::Mbuf;

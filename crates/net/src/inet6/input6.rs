@@ -259,12 +259,12 @@ pub(crate) fn ip6_deliver(
                 // fragment (RFC 6946) comes back at once; the fragment that completes
                 // a datagram brings it back whole, its Fragment header gone and the
                 // Next Header byte at `nh_at` naming what followed it.
-                let pos = crate::inet::frag::Frag6Pos {
+                let pos = crate::ip::frag::Frag6Pos {
                     hdr_off: off,
                     nxt_off: nh_at,
                 };
                 match cx.ip.frag.input6(cx.link.now, m, pos, cx.link.stats) {
-                    crate::inet::frag::Frag6::Done {
+                    crate::ip::frag::Frag6::Done {
                         m: whole,
                         off: o,
                         next,
@@ -273,8 +273,8 @@ pub(crate) fn ip6_deliver(
                         off = o;
                         proto = next;
                     }
-                    crate::inet::frag::Frag6::Consumed => return None,
-                    crate::inet::frag::Frag6::ParamProblem { m, code, pointer } => {
+                    crate::ip::frag::Frag6::Consumed => return None,
+                    crate::ip::frag::Frag6::ParamProblem { m, code, pointer } => {
                         param_problem(cx, m, Icmpv6ParamProblem::from(code), pointer as usize);
                         return None;
                     }

@@ -188,7 +188,7 @@ pub(crate) fn ip6_output_on(
         o.src
     };
     let plen = m.len();
-    if crate::inet::ip::too_long(&m, plen, IP6_HDR_LEN + plen, ifp) {
+    if crate::ip::too_long(&m, plen, IP6_HDR_LEN + plen, ifp) {
         return cx.link.drop_pkt(m, DropReason::Ip6TooLong);
     }
     match m.prepend(IP6_HDR_LEN) {

@@ -294,7 +294,7 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_, '_>, mtu: u32, quoted: &[u8]) {
         return;
     }
     let mtu = mtu.max(MIN_MTU6);
-    use crate::inet::cx::{quoted_l4_6, quoted_tcp6, CtlInput, TcpCtl};
+    use crate::ip::{quoted_l4_6, quoted_tcp6, CtlInput, TcpCtl};
     if let Some(c) = CtlInput::tcp(quoted_tcp6(quoted), |seq| TcpCtl::PathMtu { seq, mtu }) {
         // For TCP, through the worker (`pr_ctlinput`).
         cx.ip.ctlinput.push(c);
@@ -309,7 +309,7 @@ pub(crate) fn pmtu6_input(cx: &mut Inet6Cx<'_, '_>, mtu: u32, quoted: &[u8]) {
 
 /// Lowers the path MTU from `src` (ours) towards `dst` to `mtu`, if that is below
 /// what the list or the link says; `held`: a live connection vouched for it
-/// ([`crate::inet::cx::pmtu_upsert`]).
+/// ([`crate::ip::pmtu_upsert`]).
 pub(crate) fn pmtu6_learn(
     cx: &mut Inet6Cx<'_, '_>,
     src: Ipv6Addr,
@@ -330,6 +330,6 @@ pub(crate) fn pmtu6_learn(
     }
     let expires = now + PMTU_LIFETIME;
     cx.v6.ctl6.update_nd6(&mut |c| {
-        crate::inet::cx::pmtu_upsert(&mut c.pmtu, (dst, mtu, expires, held), now, MAX_PMTU);
+        crate::ip::pmtu_upsert(&mut c.pmtu, (dst, mtu, expires, held), now, MAX_PMTU);
     });
 }

@@ -6,10 +6,10 @@
 //! segments go on to the TCP layer, which serves both families.
 
 use crate::hdr::hdr;
-use crate::inet::udp::{udp_deliver, udp_prepend, udp_sock, UDP_HDR_LEN};
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::icmp6::{icmp6_error, Error6};
 use crate::inet6::ip6::{Ip6Info, Ip6Out};
+use crate::ip::udp::{udp_deliver, udp_prepend, udp_sock, UDP_HDR_LEN};
 use crate::stats::DropReason;
 use mbuf::Mbuf;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};

@@ -79,7 +79,7 @@ pub struct StackConfig {
     /// Zero sleeps at once (least CPU when idle, slowest request-response).
     pub busy_poll: std::time::Duration,
     /// Bounds and time-outs of each worker's fragment reassembly table.
-    pub frag: crate::inet::frag::FragParams,
+    pub frag: crate::ip::frag::FragParams,
     /// Neighbour solicitations sent by duplicate address detection before an IPv6
     /// address is used (RFC 4862 `DupAddrDetectTransmits`, FreeBSD's
     /// `net.inet6.ip6.dad_count`), one a second; 0 turns DAD off.
@@ -125,7 +125,7 @@ impl Default for StackConfig {
             tcp_inbox: 4096,
             isn_secret: None,
             busy_poll: std::time::Duration::from_micros(200),
-            frag: crate::inet::frag::FragParams::default(),
+            frag: crate::ip::frag::FragParams::default(),
             dad_transmits: crate::inet6::nd6::DAD_TRANSMITS,
             hdr_access: crate::hdr::HdrAccess::Pulldown,
             accept_rtadv: true,

@@ -10,9 +10,9 @@
 
 use crate::inet::cx::{CtlInput, Inet4, TokenBucket};
 use crate::inet::forward;
-use crate::inet::frag::Reass;
 use crate::inet6::cx::Inet6;
 use crate::inet6::input6;
+use crate::ip::frag::Reass;
 use crate::ip::IpCx;
 use crate::link::arp::ArpOutput;
 use crate::link::cx::{ArpCache, Nd6Cache, Rejected};

@@ -213,50 +213,7 @@ pub(super) fn tcp_listen_input(
     }
     if l.half_open.load(Ordering::Acquire) >= l.backlog || tw.conns.len() >= tw.max_conns {
         // The queue is full: answer with a SYN cookie and keep no state (RFC 4987).
-        cx.link.stats.tcp.syncookiessent += 1;
-        let cookie = cookie_make(
-            cx.ip.isn_secret,
-            &tuple,
-            cx.link.now,
-            seg.mss.unwrap_or(536),
-        );
-        let mut cfg = conn_cfg(cx, &tuple, l.buffers);
-        if let Some(m) = l.user_mss() {
-            cfg.limit_mss(m);
-        }
-        let mut synack = SegOut {
-            seq: cookie,
-            ack: seg.seq.wrapping_add(1),
-            ack_flag: true,
-            syn: true,
-            wnd: cfg.rcvbuf.min(65_535) as u16,
-            mss: Some(cfg.mss),
-            ..SegOut::default()
-        };
-        // With timestamps the cookie keeps the SYN's other options too: the low six
-        // bits of our TSval carry the peer's window scale and SACK permitted, and the
-        // ACK echoes them back (as Linux does).
-        if let (true, Some((peer_ts, _))) = (cfg.timestamps, seg.ts) {
-            let ws = seg.wscale.filter(|_| cfg.window_scaling);
-            let bits = u32::from(ws.map_or(0xf, |w| w.min(14)))
-                | (u32::from(seg.sack_perm && cfg.sack) << 4);
-            let clock =
-                (cx.link.now.as_millis() as u32).wrapping_add(ts_offset(cx.ip.isn_secret, &tuple));
-            // At or below the clock, so later timestamps never run backwards.
-            let tsval =
-                ((clock & !0x3f) | bits).wrapping_sub(if bits > (clock & 0x3f) { 64 } else { 0 });
-            synack.ts = Some((tsval, peer_ts));
-            synack.wscale = ws.map(|_| wscale_for(&cfg));
-            synack.sack_perm = seg.sack_perm && cfg.sack;
-        }
-        send_segment(
-            &mut cx.ip46(),
-            &tuple,
-            &synack,
-            std::iter::empty(),
-            l.ip_opts(),
-        );
-        return;
+        return syn_cookie_answer(cx, &l, &tuple, seg);
     }
     let iss = isn(cx.ip.isn_secret, &tuple, cx.link.now);
     let cfg = conn_cfg(cx, &tuple, l.buffers);
@@ -275,4 +232,52 @@ pub(super) fn tcp_listen_input(
     l.half_open.fetch_add(1, Ordering::AcqRel);
     let i = tw.insert(Conn::passive(cx, tuple, tcb, l, true));
     service(cx, tw, i);
+}
+
+/// A SYN-ACK whose sequence number is a SYN cookie (RFC 4987), for a listener
+/// whose queue of half-open connections is full: no state is kept.
+fn syn_cookie_answer(
+    cx: &mut TcpCx<'_, '_>,
+    l: &std::sync::Arc<ListenShared>,
+    tuple: &Tuple,
+    seg: &SegIn<'_>,
+) {
+    cx.link.stats.tcp.syncookiessent += 1;
+    let cookie = cookie_make(cx.ip.isn_secret, tuple, cx.link.now, seg.mss.unwrap_or(536));
+    let mut cfg = conn_cfg(cx, tuple, l.buffers);
+    if let Some(m) = l.user_mss() {
+        cfg.limit_mss(m);
+    }
+    let mut synack = SegOut {
+        seq: cookie,
+        ack: seg.seq.wrapping_add(1),
+        ack_flag: true,
+        syn: true,
+        wnd: cfg.rcvbuf.min(65_535) as u16,
+        mss: Some(cfg.mss),
+        ..SegOut::default()
+    };
+    // With timestamps the cookie keeps the SYN's other options too: the low six
+    // bits of our TSval carry the peer's window scale and SACK permitted, and the
+    // ACK echoes them back (as Linux does).
+    if let (true, Some((peer_ts, _))) = (cfg.timestamps, seg.ts) {
+        let ws = seg.wscale.filter(|_| cfg.window_scaling);
+        let bits =
+            u32::from(ws.map_or(0xf, |w| w.min(14))) | (u32::from(seg.sack_perm && cfg.sack) << 4);
+        let clock =
+            (cx.link.now.as_millis() as u32).wrapping_add(ts_offset(cx.ip.isn_secret, tuple));
+        // At or below the clock, so later timestamps never run backwards.
+        let tsval =
+            ((clock & !0x3f) | bits).wrapping_sub(if bits > (clock & 0x3f) { 64 } else { 0 });
+        synack.ts = Some((tsval, peer_ts));
+        synack.wscale = ws.map(|_| wscale_for(&cfg));
+        synack.sack_perm = seg.sack_perm && cfg.sack;
+    }
+    send_segment(
+        &mut cx.ip46(),
+        tuple,
+        &synack,
+        std::iter::empty(),
+        l.ip_opts(),
+    );
 }
