@@ -85,9 +85,9 @@ pub(super) fn loopback(cx: &mut Cx<'_>, w: &mut Poll<'_>) {
                 v.one.push(m);
                 let mut one = std::mem::take(&mut v.one);
                 if v6 {
-                    inet6_input(cx, rt, v, ifp, &mut one, ticks());
+                    family_input::<V6>(cx, rt, v, ifp, &mut one, ticks());
                 } else {
-                    inet_input(cx, rt, v, ifp, &mut one, ticks());
+                    family_input::<V4>(cx, rt, v, ifp, &mut one, ticks());
                 }
                 v.one = one;
             } else {
@@ -180,12 +180,12 @@ pub(super) fn input_frames(
     }
     if !v.ether.ip4.is_empty() {
         let mut ip4 = std::mem::take(&mut v.ether.ip4);
-        t = inet_input(cx, rt, v, ifp, &mut ip4, t);
+        t = family_input::<V4>(cx, rt, v, ifp, &mut ip4, t);
         v.ether.ip4 = ip4;
     }
     if !v.ether.ip6.is_empty() {
         let mut ip6 = std::mem::take(&mut v.ether.ip6);
-        inet6_input(cx, rt, v, ifp, &mut ip6, t);
+        family_input::<V6>(cx, rt, v, ifp, &mut ip6, t);
         v.ether.ip6 = ip6;
     }
 }
@@ -235,28 +235,50 @@ fn vlan_split(
     v.vlan_tagged = tagged;
 }
 
-/// IPv4 packets (no link header) arrived on `ifp` through the stages: `ip_input`,
-/// `ip_forward` and `ether_output` for those to forward, then local delivery
-/// through the protocol switch. Returns the time it ended.
-pub(super) fn inet_input(
-    cx: &mut Cx<'_>,
-    rt: &mut Runtime,
-    v: &mut Vectors,
-    ifp: &Arc<Ifnet>,
-    pkts: &mut Vec<Mbuf>,
-    t: u64,
-) -> u64 {
-    let n = pkts.len();
-    ip_input(&mut cx.inet(), ifp, pkts, &mut v.ip);
-    let mut t = rt.count(Stage::IpInput, n, t);
-    if !v.ip.fwd.is_empty() {
-        let n = v.ip.fwd.len();
-        forward::ip_forward(&mut cx.inet(), ifp, &mut v.ip.fwd, &mut v.fwd, &mut v.l2);
-        t = rt.count(Stage::IpForward, n, t);
+/// What the input phase does per family: its three stages (input, forwarding,
+/// local delivery), their runtime counters, and where each leaves its packets in
+/// the worker's vectors. [`family_input`] is the one body both run, monomorphised
+/// per family.
+trait InputFamily {
+    const INPUT: Stage;
+    const FORWARD: Stage;
+    const DELIVER: Stage;
+    /// The family's input stage over `pkts`: into the forward and local vectors.
+    fn input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, pkts: &mut Vec<Mbuf>, v: &mut Vectors);
+    /// Packets `input` left to forward.
+    fn forwarding(v: &Vectors) -> usize;
+    /// Forwards them: into the link output vector.
+    fn forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, v: &mut Vectors);
+    /// Packets `input` left for this host.
+    fn local(v: &Vectors) -> usize;
+    /// Reassembles and delivers them through the protocol switch.
+    fn deliver(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, v: &mut Vectors);
+}
+
+struct V4;
+struct V6;
+
+impl InputFamily for V4 {
+    const INPUT: Stage = Stage::IpInput;
+    const FORWARD: Stage = Stage::IpForward;
+    const DELIVER: Stage = Stage::IpDeliver;
+    #[inline(always)]
+    fn input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, pkts: &mut Vec<Mbuf>, v: &mut Vectors) {
+        ip_input(&mut cx.inet(), ifp, pkts, &mut v.ip);
     }
-    t = link_output(cx, rt, v, t);
-    if !v.ip.local.is_empty() {
-        let n = v.ip.local.len();
+    #[inline(always)]
+    fn forwarding(v: &Vectors) -> usize {
+        v.ip.fwd.len()
+    }
+    #[inline(always)]
+    fn forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, v: &mut Vectors) {
+        forward::ip_forward(&mut cx.inet(), ifp, &mut v.ip.fwd, &mut v.fwd, &mut v.l2);
+    }
+    #[inline(always)]
+    fn local(v: &Vectors) -> usize {
+        v.ip.local.len()
+    }
+    fn deliver(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, v: &mut Vectors) {
         let mut local = std::mem::take(&mut v.ip.local);
         for (m, info) in local.drain(..) {
             if let Some((m, info)) = ip_reass(&mut cx.inet(), m, info) {
@@ -264,14 +286,46 @@ pub(super) fn inet_input(
             }
         }
         v.ip.local = local;
-        t = rt.count(Stage::IpDeliver, n, t);
     }
-    t
 }
 
-/// IPv6 packets (no link header) arrived on `ifp` through the stages, as
-/// [`inet_input`]. Returns the time it ended.
-pub(super) fn inet6_input(
+impl InputFamily for V6 {
+    const INPUT: Stage = Stage::Ip6Input;
+    const FORWARD: Stage = Stage::Ip6Forward;
+    const DELIVER: Stage = Stage::Ip6Deliver;
+    #[inline(always)]
+    fn input(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, pkts: &mut Vec<Mbuf>, v: &mut Vectors) {
+        ip6_input(&mut cx.inet6(), ifp, pkts, &mut v.ip6);
+    }
+    #[inline(always)]
+    fn forwarding(v: &Vectors) -> usize {
+        v.ip6.fwd.len()
+    }
+    #[inline(always)]
+    fn forward(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, v: &mut Vectors) {
+        let (fwd, out) = (&mut v.ip6.fwd, &mut v.fwd6);
+        crate::inet6::forward6::ip6_forward(&mut cx.inet6(), ifp, fwd, out, &mut v.l2);
+    }
+    #[inline(always)]
+    fn local(v: &Vectors) -> usize {
+        v.ip6.local.len()
+    }
+    fn deliver(cx: &mut Cx<'_>, ifp: &Arc<Ifnet>, v: &mut Vectors) {
+        let mut local = std::mem::take(&mut v.ip6.local);
+        for (m, h, tentative) in local.drain(..) {
+            if let Some((m, info, proto, nh_at)) = ip6_deliver(&mut cx.inet6(), m, h, tentative) {
+                ip6_protox(cx, ifp, m, info, proto, nh_at);
+            }
+        }
+        v.ip6.local = local;
+    }
+}
+
+/// IP packets of family `F` (no link header) arrived on `ifp` through the
+/// stages: input, forwarding and `ether_output` for those to forward, then local
+/// delivery through the protocol switch. Returns the time it ended.
+#[inline(always)]
+fn family_input<F: InputFamily>(
     cx: &mut Cx<'_>,
     rt: &mut Runtime,
     v: &mut Vectors,
@@ -280,30 +334,18 @@ pub(super) fn inet6_input(
     t: u64,
 ) -> u64 {
     let n = pkts.len();
-    ip6_input(&mut cx.inet6(), ifp, pkts, &mut v.ip6);
-    let mut t = rt.count(Stage::Ip6Input, n, t);
-    if !v.ip6.fwd.is_empty() {
-        let n = v.ip6.fwd.len();
-        crate::inet6::forward6::ip6_forward(
-            &mut cx.inet6(),
-            ifp,
-            &mut v.ip6.fwd,
-            &mut v.fwd6,
-            &mut v.l2,
-        );
-        t = rt.count(Stage::Ip6Forward, n, t);
+    F::input(cx, ifp, pkts, v);
+    let mut t = rt.count(F::INPUT, n, t);
+    let n = F::forwarding(v);
+    if n != 0 {
+        F::forward(cx, ifp, v);
+        t = rt.count(F::FORWARD, n, t);
     }
     t = link_output(cx, rt, v, t);
-    if !v.ip6.local.is_empty() {
-        let n = v.ip6.local.len();
-        let mut local = std::mem::take(&mut v.ip6.local);
-        for (m, h, tentative) in local.drain(..) {
-            if let Some((m, info, proto, nh_at)) = ip6_deliver(&mut cx.inet6(), m, h, tentative) {
-                ip6_protox(cx, ifp, m, info, proto, nh_at);
-            }
-        }
-        v.ip6.local = local;
-        t = rt.count(Stage::Ip6Deliver, n, t);
+    let n = F::local(v);
+    if n != 0 {
+        F::deliver(cx, ifp, v);
+        t = rt.count(F::DELIVER, n, t);
     }
     t
 }
@@ -333,11 +375,11 @@ pub(super) fn reinject(cx: &mut Cx<'_>, rt: &mut Runtime, v: &mut Vectors, d: De
     match (d.point, d.dir) {
         (PfilPoint::Inet, Dir::In) => {
             one.push(m);
-            inet_input(cx, rt, v, ifp, &mut one, ticks());
+            family_input::<V4>(cx, rt, v, ifp, &mut one, ticks());
         }
         (PfilPoint::Inet6, Dir::In) => {
             one.push(m);
-            inet6_input(cx, rt, v, ifp, &mut one, ticks());
+            family_input::<V6>(cx, rt, v, ifp, &mut one, ticks());
         }
         (PfilPoint::Ether, Dir::In) => {
             one.push(m);
