@@ -109,6 +109,9 @@ fn ranges_mask(col: &[u16; G], rs: &[Range]) -> u64 {
 struct Derived {
     ports: Option<u64>,
     tcp: Option<u64>,
+    /// The AND and the OR of the vector's IPv4 source (`[0]`) and destination
+    /// (`[1]`) address columns ([`Derived::span4`]).
+    span4: [Option<(u32, u32)>; 2],
 }
 
 impl Derived {
@@ -127,6 +130,24 @@ impl Derived {
             .tcp
             .get_or_insert_with(|| !c.frag & mask(&c.proto, |p| p == 6))
     }
+
+    /// The bits every packet's IPv4 address (`dst` or source) has, and the bits some
+    /// packet's has, over the vector's entries (an IPv6 packet's stale entry among
+    /// them only widens the span): no packet `a & mk == x` holds for if `x` has a bit
+    /// of `mk` that none has, or lacks one that all have.
+    #[inline(always)]
+    fn span4(&mut self, c: &Cols, dst: bool) -> (u32, u32) {
+        *self.span4[dst as usize].get_or_insert_with(|| {
+            let col = if dst { &c.dst4[..c.n] } else { &c.src4[..c.n] };
+            col.iter().fold((!0, 0), |(and, or), &a| (and & a, or | a))
+        })
+    }
+}
+
+/// No address of the span `(and, or)` ([`Derived::span4`]) is `x` under `mk`.
+#[inline(always)]
+fn outside_span(x: u32, mk: u32, (and, or): (u32, u32)) -> bool {
+    x & mk & !or != 0 || !x & mk & and != 0
 }
 
 /// What the run hands to the walks: the packets it left, where each stands, and
@@ -659,7 +680,7 @@ impl Program {
             Op::Proto(n) => mask(&c.proto, |x| x == n),
             Op::Ip4 => !c.v6,
             Op::Ip6 => c.v6,
-            Op::Addrs { dst, span } => self.addrs_mask(c, dst, span, e),
+            Op::Addrs { dst, span } => self.addrs_mask(c, dst, span, e, d),
             Op::Ports { dst, span } => {
                 let col = if dst { &c.dport } else { &c.sport };
                 d.ports(c) & ranges_mask(col, self.ranges(span))
@@ -692,9 +713,11 @@ impl Program {
     }
 
     /// An address list down the columns: IPv4 entries over the `u32` column (IPv6
-    /// packets masked off), IPv6 entries over the IPv6 packets of `e` only.
+    /// packets masked off; an entry no address of the vector's span can be, not at
+    /// all: a rule for traffic the vector has none of costs a compare, not a
+    /// column), IPv6 entries over the IPv6 packets of `e` only.
     #[inline(always)]
-    fn addrs_mask(&self, c: &Cols, dst: bool, span: Span, e: u64) -> u64 {
+    fn addrs_mask(&self, c: &Cols, dst: bool, span: Span, e: u64, d: &mut Derived) -> u64 {
         let (a4, a6, fam) = if dst {
             (&c.dst4, &c.dst6, c.v6d)
         } else {
@@ -709,6 +732,9 @@ impl Program {
             } else {
                 // An IPv4 entry's bits are the low 32 (`addr_bits`).
                 let (x, mk) = (x as u32, mk as u32);
+                if outside_span(x, mk, d.span4(c, dst)) {
+                    continue;
+                }
                 m |= mask(a4, |a| a & mk == x) & !fam;
             }
         }
