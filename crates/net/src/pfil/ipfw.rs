@@ -34,6 +34,10 @@ mod describe;
 
 use describe::describe;
 
+/// Packets ahead of the one being described whose first bytes `filter_batch`
+/// prefetches (their records twice as far ahead).
+const AHEAD: usize = 4;
+
 /// A firewall for one stack.
 #[derive(Debug)]
 pub struct Ipfw {
@@ -831,12 +835,28 @@ impl PfilHook for Ipfw {
             wf.ifrefs(cx.env);
         }
         wf.vec.clear();
-        for k in 0..b.len() {
+        let n = b.len();
+        for k in 0..n {
+            // The records of the packets a few ahead, then their first bytes, asked
+            // of the cache now: their misses overlap this one's description instead
+            // of stalling their own.
+            if k + 2 * AHEAD < n {
+                b.mbuf(k + 2 * AHEAD).prefetch_record();
+            }
+            if k + AHEAD < n {
+                b.mbuf(k + AHEAD).prefetch_data();
+            }
             if b.act(k) != PfilAct::Pass {
                 continue;
             }
+            // Each packet's interfaces only for rules that name some (a call into
+            // the stage a packet otherwise).
+            let (ifindex, rcvif) = if needs.interfaces {
+                b.ifs(k)
+            } else {
+                (cx.ifindex, cx.rcvif)
+            };
             // What cannot be described (no IP header to read) passes, as before.
-            let (ifindex, rcvif) = b.ifs(k);
             let Some(j) = describe(
                 b.mbuf(k),
                 cx.point,
