@@ -780,3 +780,80 @@ impl Ahead for VectorLookups<'_> {
         self.ahead = ahead;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Counters, Env, PacketInfo, PacketVec, Ruleset};
+    use std::net::IpAddr;
+
+    struct Host;
+    impl Env for Host {
+        fn is_local(&self, _a: IpAddr) -> bool {
+            false
+        }
+        fn verrevpath(&self, _src: IpAddr, _rcvif: u32) -> bool {
+            true
+        }
+        fn antispoof(&self, _src: IpAddr, _rcvif: u32) -> bool {
+            true
+        }
+    }
+
+    /// An address rule the span of a vector rules out is passed over, one it does
+    /// not is tested: either way each packet's verdict and every rule's counters
+    /// are `eval`'s, IPv6 packets (whose IPv4 entries are stale) among them.
+    #[test]
+    fn address_rules_outside_the_vectors_span_decide_as_eval_does() {
+        let rules = "add 100 deny ip from 192.0.2.1 to any\n\
+                     add 110 deny ip from 198.18.3.0/24 to any\n\
+                     add 120 deny ip from any to 198.19.0.0/16\n\
+                     add 130 deny ip from 2001:2::/48 to any\n\
+                     add 140 deny ip from 198.18.1.1,10.0.0.0/8 to any\n\
+                     add 150 count ip from not 198.18.0.0/15 to any\n\
+                     add 200 allow ip from any to any\n";
+        let sets: [&[(&str, &str)]; 4] = [
+            // All in 198.18/15: rule 100's entry is outside the span.
+            &[("198.18.2.1", "198.18.0.1"), ("198.18.2.9", "198.18.0.7")],
+            // One matches 110, one 120, one 140's second entry.
+            &[
+                ("198.18.2.1", "198.18.0.1"),
+                ("198.18.3.77", "198.18.0.1"),
+                ("198.18.2.1", "198.19.4.4"),
+                ("10.1.2.3", "198.18.0.1"),
+            ],
+            // IPv6 beside IPv4, a stale IPv4 entry under each.
+            &[
+                ("2001:2::1", "2001:2::2"),
+                ("198.18.2.1", "198.18.0.1"),
+                ("2001:db8::1", "2001:2::2"),
+            ],
+            // The span's bits cover 198.18.3.x (2 | 1) but no packet is one.
+            &[("198.18.2.1", "198.18.0.1"), ("198.18.1.1", "198.18.0.1")],
+        ];
+        for set in sets {
+            let mut rs = Ruleset::default();
+            rs.load(rules).unwrap();
+            let prog = rs.program().unwrap();
+            let states = rs.states().clone();
+            let (mut one, mut vec_ctr) = (Counters::new(), Counters::new());
+            let (mut r1, mut r2) = (1u64, 1u64);
+            let mut v = PacketVec::new();
+            let mut want = Vec::new();
+            for (i, (s, d)) in set.iter().enumerate() {
+                let mut p = PacketInfo::new(s.parse().unwrap(), d.parse().unwrap(), 17);
+                p.len = 60 + i as u32;
+                v.push(&p);
+                let got = prog.eval(&mut p, &Host, &states, &mut one, 5, &mut r1);
+                want.push((got.decision, got.rule));
+            }
+            prog.eval_vec(&mut v, &Host, &states, &mut vec_ctr, 5, &mut r2);
+            let got: Vec<_> = (0..set.len())
+                .map(|k| (v.verdict(k).decision, v.verdict(k).rule))
+                .collect();
+            assert_eq!(got, want, "{set:?}");
+            for id in prog.rule_ids() {
+                assert_eq!(vec_ctr.get(id), one.get(id), "{set:?}: rule id {id}");
+            }
+        }
+    }
+}
