@@ -34,10 +34,6 @@ mod describe;
 
 use describe::describe;
 
-/// Packets ahead of the one being described whose first bytes `filter_batch`
-/// prefetches (their records twice as far ahead).
-const AHEAD: usize = 4;
-
 /// A firewall for one stack.
 #[derive(Debug)]
 pub struct Ipfw {
@@ -835,17 +831,7 @@ impl PfilHook for Ipfw {
             wf.ifrefs(cx.env);
         }
         wf.vec.clear();
-        let n = b.len();
-        for k in 0..n {
-            // The records of the packets a few ahead, then their first bytes, asked
-            // of the cache now: their misses overlap this one's description instead
-            // of stalling their own.
-            if k + 2 * AHEAD < n {
-                b.mbuf(k + 2 * AHEAD).prefetch_record();
-            }
-            if k + AHEAD < n {
-                b.mbuf(k + AHEAD).prefetch_data();
-            }
+        for k in 0..b.len() {
             if b.act(k) != PfilAct::Pass {
                 continue;
             }
