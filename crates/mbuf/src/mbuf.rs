@@ -347,24 +347,6 @@ impl Mbuf {
         self.segs.as_slice().iter().map(Seg::data)
     }
 
-    /// Hints the CPU to bring the packet's record (its header, length and segment
-    /// list: two cache lines) into the cache, reading nothing: a caller about to
-    /// read the records of a vector of packets in turn issues it a few packets
-    /// ahead, so that the misses overlap its work instead of stalling it.
-    #[inline(always)]
-    pub fn prefetch_record(&self) {
-        let p = self.rec.as_ptr().cast::<i8>();
-        prefetch(p);
-        prefetch(p.wrapping_add(64));
-    }
-
-    /// Hints the CPU to bring the first bytes of the packet's data into the cache
-    /// (this reads the record: prefetch that first).
-    #[inline(always)]
-    pub fn prefetch_data(&self) {
-        prefetch(self.first().as_ptr().cast());
-    }
-
     /// The data of the first segment (`mtod`); empty if there is none, or if the
     /// first segment only carries headroom — use [`Mbuf::pulldown`] to reach
     /// bytes wherever they are.
@@ -934,18 +916,4 @@ impl fmt::Debug for Mbuf {
             .field("segs(off,len,cap)", &Segs(self.segs.as_slice()))
             .finish()
     }
-}
-
-/// A cache hint for the line holding `p`: no read the program sees, no fault
-/// whatever `p` is (it need not point into anything).
-#[inline(always)]
-fn prefetch(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` only hints the cache; it reads nothing the program
-    // sees and does not fault on any address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
