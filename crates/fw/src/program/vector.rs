@@ -98,6 +98,12 @@ pub struct PacketVec {
     pub(crate) allowed: u64,
     /// Entries of the scalar columns that may be non-zero (cleared up to here).
     dirty: usize,
+    /// Some entry of the interface columns (`set_ifaces`) or of the MAC column
+    /// (`set_mac`) may be other than `None` since the last clear: those columns
+    /// are `None` but where set, cleared only when some was (a describer that
+    /// leaves them out pays no store a packet for them).
+    ifaces_set: bool,
+    mac_set: bool,
 }
 
 impl fmt::Debug for PacketVec {
@@ -175,6 +181,8 @@ impl PacketVec {
             verdicts: [NO_VERDICT; G],
             allowed: 0,
             dirty: 0,
+            ifaces_set: false,
+            mac_set: false,
         }
     }
 
@@ -193,6 +201,15 @@ impl PacketVec {
         c.tcp_win[..d].fill(0);
         c.tcp_opts[..d].fill(0);
         c.tcp_datalen[..d].fill(0);
+        if self.ifaces_set {
+            c.rcvif[..d].fill(None);
+            c.xmitif[..d].fill(None);
+            self.ifaces_set = false;
+        }
+        if self.mac_set {
+            c.mac[..d].fill(None);
+            self.mac_set = false;
+        }
         c.n = 0;
         c.v6 = 0;
         c.v6d = 0;
@@ -248,9 +265,6 @@ impl PacketVec {
         c.dst4[k] = dst;
         c.proto[k] = proto;
         c.len[k] = len;
-        c.rcvif[k] = None;
-        c.xmitif[k] = None;
-        c.mac[k] = None;
         c.n = k + 1;
         self.dirty = self.dirty.max(k + 1);
         k
@@ -360,12 +374,14 @@ impl PacketVec {
     pub fn set_ifaces(&mut self, k: usize, rcvif: Option<IfRef>, xmitif: Option<IfRef>) {
         self.c.rcvif[k] = rcvif;
         self.c.xmitif[k] = xmitif;
+        self.ifaces_set = true;
     }
 
     /// The Ethernet header (it does not make this the layer-2 pass).
     #[inline]
     pub fn set_mac(&mut self, k: usize, mac: MacHdr) {
         self.c.mac[k] = Some(mac);
+        self.mac_set = true;
     }
 
     /// Packet `k` is on the layer-2 pass.

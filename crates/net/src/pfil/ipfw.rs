@@ -835,8 +835,14 @@ impl PfilHook for Ipfw {
             if b.act(k) != PfilAct::Pass {
                 continue;
             }
+            // Each packet's interfaces only for rules that name some (a call into
+            // the stage a packet otherwise).
+            let (ifindex, rcvif) = if needs.interfaces {
+                b.ifs(k)
+            } else {
+                (cx.ifindex, cx.rcvif)
+            };
             // What cannot be described (no IP header to read) passes, as before.
-            let (ifindex, rcvif) = b.ifs(k);
             let Some(j) = describe(
                 b.mbuf(k),
                 cx.point,
