@@ -40,7 +40,8 @@ const REFRESH: u64 = 100;
 /// measured the same within noise on `mpstack bench fw`'s keep-state case at 1M
 /// states (32 a little ahead) when they were loads, which had to be issued in a loop
 /// of their own; prefetches, which hold no place in the core's window, go out as
-/// each hash is known (10% fewer cycles a lookup there: 252 → 215).
+/// each hash is known (252 → 215 cycles a lookup there on a quiet machine, level
+/// with the loads when other work contends for memory).
 pub const BATCH: usize = 32;
 
 /// A table of more slots is not needed (three per state at most) and keeps the
