@@ -58,7 +58,7 @@
 //! directions hash to the same slot. A lookup reads the entry's own line (and the next
 //! ones of its run, on a collision): no index to go through first, so one dependent
 //! cache miss, not two, on a table larger than the caches; [`StateTable::lookup_batch`]
-//! issues those reads for a vector of packets before it uses them, so that the misses
+//! prefetches those lines for a vector of packets before it reads them, so that the misses
 //! overlap. Lookups, inserts, sweeps, `remove_rule` and `flush` never allocate. How a
 //! lookup reads a slot that a writer may be changing, and proves a miss while states
 //! move (FreeBSD 12's lockless states, in an open-addressing table), is in `table` and

@@ -227,19 +227,16 @@ impl StateShards {
         while start < n {
             let m = (n - start).min(BATCH);
             let mut keys = [(Key::default(), false, 0u64, 0usize); BATCH];
+            // Each home slot prefetched as soon as its hash is known: the misses
+            // of the group in flight together while the rest is hashed (a load
+            // here would hold the core's window until its line came).
             for (j, k) in keys[..m].iter_mut().enumerate() {
                 let (key, s) = key_of(start + j);
                 let h = key.hash(self.seed);
-                *k = (key, s, h, self.shard_of_hash(h));
+                let sh = self.shard_of_hash(h);
+                self.shards[sh].table.prefetch(h);
+                *k = (key, s, h, sh);
             }
-            // The loads alone, in a loop of a few instructions each: all of them in
-            // flight at once (after the hashing above, the core's window would hold
-            // only a few).
-            let mut touched = 0u64;
-            for &(_, _, h, sh) in &keys[..m] {
-                touched ^= self.shards[sh].table.touch(h);
-            }
-            std::hint::black_box(touched);
             for (j, &(k, s, h, sh)) in keys[..m].iter().enumerate() {
                 let t = &self.shards[sh].table;
                 let got = match t.lookup_hashed(&k, s, h, tcp_flags(start + j), now) {

@@ -1533,3 +1533,102 @@ fn shared_mlookups(s: &StateShards, flows: &[FlowId], threads: usize) -> f64 {
     }
     best
 }
+
+/// Not a check: what a batched lookup costs at 1M states (CPU time of this thread,
+/// `/proc/thread-self/schedstat`, Linux only): a pass over random flows in groups
+/// of 64 as the router's in pass makes them, the same groups twice (the out pass
+/// finding its lines cached), and one group over and over (the compute alone).
+/// `cargo test --release -p fw --lib batched_lookup_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn batched_lookup_cost_at_1m_states() {
+    let n: u32 = 1 << 20;
+    let sh = StateShards::new(
+        1,
+        StateConfig {
+            max_states: n as usize + n as usize / 4,
+            ..StateConfig::default()
+        },
+    );
+    let flow = |i: u32| {
+        (
+            0xc612_0000u32 | (i & 0xffff),
+            0xc613_0000u32 | (i >> 16),
+            1000 + (i % 7) as u16,
+            53u16,
+            17u8,
+        )
+    };
+    for i in 0..n {
+        let (s, d, sp, dp, p) = flow(i);
+        let f = FlowId {
+            proto: p,
+            src: IpAddr::V4(Ipv4Addr::from(s)),
+            dst: IpAddr::V4(Ipv4Addr::from(d)),
+            sport: sp,
+            dport: dp,
+        };
+        sh.insert(&f, 200, 2, 0, 1).unwrap();
+    }
+    let mut rng = 0x1234_5678_9abc_def0u64;
+    let order: Vec<u32> = (0..(1u32 << 20))
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as u32
+        })
+        .collect();
+    let cpu = || -> u128 {
+        let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        s.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let mut hits = 0u64;
+    let mut now = 2_000_000_000u64;
+    for round in 0..6 {
+        let twice = round % 2 == 1;
+        let c0 = cpu();
+        for chunk in order.chunks(64) {
+            now += 300_000_000 / 16384;
+            sh.lookup_batch_v4(
+                chunk.len(),
+                |j| flow(chunk[j]),
+                |_| 0,
+                now,
+                |_, h| hits += h.is_some() as u64,
+            );
+            if twice {
+                sh.lookup_batch_v4(
+                    chunk.len(),
+                    |j| flow(chunk[j]),
+                    |_| 0,
+                    now,
+                    |_, h| hits += h.is_some() as u64,
+                );
+            }
+        }
+        let c1 = cpu();
+        eprintln!(
+            "round {round} (twice {twice}): {:.1} ns/pkt cpu",
+            (c1 - c0) as f64 / order.len() as f64
+        );
+    }
+    let c0 = cpu();
+    let chunk = &order[..64];
+    for _ in 0..16384 {
+        now += 300_000_000 / 16384;
+        sh.lookup_batch_v4(
+            chunk.len(),
+            |j| flow(chunk[j]),
+            |_| 0,
+            now,
+            |_, h| hits += h.is_some() as u64,
+        );
+    }
+    let c1 = cpu();
+    eprintln!(
+        "cached: {:.1} ns/pkt cpu",
+        (c1 - c0) as f64 / order.len() as f64
+    );
+    assert_eq!(hits, 10 * order.len() as u64);
+}
