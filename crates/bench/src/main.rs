@@ -67,8 +67,12 @@ static ALLOC: dev::alloc_count::CountingAlloc = dev::alloc_count::CountingAlloc;
 /// `bridge`: 64-byte frames through the real Stack as a learning bridge (a generator
 /// member and four sink members, in memory): known unicast over 1k and 1M learned
 /// addresses, unknown unicast flooded to four members, and the devices alone, at 1
-/// and --workers workers. `mpstack bench bridge [--seconds S] [--rounds N]
-/// [--workers N] [--flows N] [--skip devices,learned-1k,learned-1m,flood,2w] [--json]`.
+/// and --workers workers, with the sinks' buffers recycled to the generator; and
+/// learned-1k-pool and flood-pool, the 1k and flood rows with buffers freed to and
+/// allocated from the mbuf pool as a driver does (flooding's rate against known
+/// unicast printed for both). `mpstack bench bridge [--seconds S] [--rounds N]
+/// [--workers N] [--flows N] [--skip
+/// devices,learned-1k,learned-1m,flood,learned-1k-pool,flood-pool,2w] [--json]`.
 ///
 /// `rfc2544` (needs root): RFC 2544 over veth pairs in namespaces it makes, a
 /// tester on AF_PACKET: throughput and latency at the standard frame sizes, the
@@ -195,7 +199,8 @@ pub struct BenchArgs {
     /// (devices, v4-few, pool, v4-full, v4-full-1m, v4-connected, v6-few, v6-full,
     /// arc-other, ipfw-0, ipfw-1, ipfw-10, ipfw-100, keep-state, design, design-1m; 2w: every
     /// second worker count). bench bridge: rows to
-    /// leave out (devices, learned-1k, learned-1m, flood, 2w). bench rfc2544:
+    /// leave out (devices, learned-1k, learned-1m, flood, learned-1k-pool, flood-pool,
+    /// 2w). bench rfc2544:
     /// devices to leave out (tester, linux-router, mpstack-router, linux-bridge,
     /// mpstack-bridge; a router left out is left out of the one-core comparison too,
     /// device-layer leaves out its floor, one-core the whole comparison). bench quic: rows to leave out (mpstack, linux-loopback,

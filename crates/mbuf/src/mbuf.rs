@@ -13,7 +13,7 @@ use std::fmt;
 use std::ptr::NonNull;
 
 use crate::pool::{self, Buf, BufId, Class};
-use crate::seglist::{Seg, SegList};
+use crate::seglist::{Seg, SegList, INLINE};
 use crate::{
     NoBufs, PktHdr, PullError, DEFAULT_HEADROOM, LINK_HEADROOM, MCLBYTES, MHLEN, MH_OFF, MLEN,
 };
@@ -30,6 +30,13 @@ pub struct Mbuf {
 }
 
 /// A packet's record: what an [`Mbuf`] points to.
+///
+/// Laid out in this order (`repr(C)`) so that a packet of one segment has all it
+/// uses in the record's first 64 bytes, one cache line (records start on one,
+/// [`pool::REC_CAP`]): the header (24 bytes), the length, the segment list's tag
+/// and count, and its first segment; a flood's copies ([`Mbuf::shares`]) copy and
+/// later read that line alone.
+#[repr(C)]
 pub struct Pkt {
     /// The packet header; copied by `split` and `try_clone`.
     pub hdr: PktHdr,
@@ -69,13 +76,20 @@ impl std::ops::DerefMut for Mbuf {
 }
 
 impl Drop for Mbuf {
+    /// Lets go of the segments' references and gives back the record together
+    /// with the buffers whose last reference went, under one borrow of the pool's
+    /// thread cache (not one for the record and one for each buffer).
     #[inline]
     fn drop(&mut self) {
+        let mut freed = [const { None }; INLINE];
+        // SAFETY: as in `deref_mut` (the record is this handle's until the end).
+        unsafe { self.rec.as_mut() }.segs.release_inline(&mut freed);
         // SAFETY: the record was initialised by `with_rec` and is dropped exactly once,
-        // here; after this nothing reads it, and it goes back to the pool.
+        // here (what is left of it: a heap segment list); after this nothing reads
+        // it, and it goes back to the pool.
         unsafe {
             std::ptr::drop_in_place(self.rec.as_ptr());
-            pool::free_rec(self.rec.cast());
+            pool::free_rec_with(self.rec.cast(), &mut freed);
         }
     }
 }
@@ -834,7 +848,13 @@ impl Shares<'_> {
         // windows, each copy of a segment owning one of the `left` unclaimed
         // references of its buffer (type invariant), which `left` going down by one
         // below gives up, exactly as `SegList::claim_shares` does.
-        unsafe { std::ptr::copy_nonoverlapping(std::ptr::from_ref(self.pkt), rec.as_ptr(), 1) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                std::ptr::from_ref(self.pkt).cast::<u8>(),
+                rec.as_ptr().cast::<u8>(),
+                self.pkt.used_bytes(),
+            );
+        };
         self.left -= 1;
         Ok(Mbuf { rec })
     }
@@ -878,6 +898,22 @@ impl Drop for Shares<'_> {
             // SAFETY: `left` references of every segment's buffer are unclaimed
             // (type invariant), and none is claimed after this.
             unsafe { s.buf.unref(self.left) };
+        }
+    }
+}
+
+impl Pkt {
+    /// Bytes of this record from its start to the end of its last inline segment
+    /// when the inline list's room for segments ends the record (its layout, checked
+    /// here rather than assumed: then every byte after is an unused, uninitialised
+    /// entry, which a copy need not carry); else the whole record.
+    #[inline]
+    pub(crate) fn used_bytes(&self) -> usize {
+        let base = std::ptr::from_ref(self) as usize;
+        let whole = std::mem::size_of::<Pkt>();
+        match self.segs.inline_ends() {
+            Some((used, room)) if room == base + whole => used - base,
+            _ => whole,
         }
     }
 }

@@ -78,8 +78,13 @@ const JUM256S_PER_SLAB: usize = 4;
 const RECS_PER_SLAB: usize = 256;
 /// Bytes of a packet record's stride: a packet header record takes two cache lines.
 const REC_STRIDE: usize = 128;
-/// Bytes a packet record may hold (after the buffer header).
-pub(crate) const REC_CAP: usize = REC_STRIDE - HDR;
+/// Bytes a packet record may hold: its whole stride. A record needs no buffer
+/// header while it is in use (no reference count: it has one owner, its handle;
+/// its class is known), so it lies over its slot's header, which only the free
+/// lists' bookkeeping has (and nothing reads but `grow`'s writes): a record then
+/// starts on a cache line, and a packet of one segment has all of its record in
+/// that line ([`crate::Pkt`]'s layout).
+pub(crate) const REC_CAP: usize = REC_STRIDE;
 /// Classes of buffers.
 const CLASSES: usize = 5;
 /// Buffers of the small classes (small, cluster, packet record) moved between a
@@ -493,18 +498,24 @@ fn take(class: Class) -> Option<FreePtr> {
     }
 }
 
+/// A free buffer of `class` onto `local`, a thread cache's list of that class,
+/// [`Class::batch`] of them to the global list when it reaches
+/// [`Class::cache_high`].
+#[inline]
+fn put(local: &mut Vec<FreePtr>, p: FreePtr, class: Class) {
+    local.push(p);
+    if local.len() >= class.cache_high() {
+        let at = local.len() - class.batch();
+        global().free[class as usize].extend(local.drain(at..));
+    }
+}
+
 #[inline]
 fn give(p: FreePtr, class: Class) {
     let mut p = Some(p);
     let _ = CACHE.try_with(|cache| {
-        let mut cache = cache.borrow_mut();
-        let local = &mut cache.free[class as usize];
         if let Some(p) = p.take() {
-            local.push(p);
-        }
-        if local.len() >= class.cache_high() {
-            let at = local.len() - class.batch();
-            global().free[class as usize].extend(local.drain(at..));
+            put(&mut cache.borrow_mut().free[class as usize], p, class);
         }
     });
     if let Some(p) = p {
@@ -759,6 +770,61 @@ impl Drop for Buf {
     }
 }
 
+impl Buf {
+    /// Lets go of this handle's reference as its drop does, but gives a buffer whose
+    /// last reference this was to the caller instead of to the thread's cache, so
+    /// that a packet's drop gives back its record and its buffers under one borrow
+    /// of the cache ([`free_rec_with`]).
+    #[inline]
+    pub(crate) fn release(self) -> Option<Freed> {
+        let p = self.0;
+        // As in `drop`: no atomic read-modify-write for the only reference.
+        let last = self.hdr().refcnt.load(Ordering::Acquire) == 1
+            || self.hdr().refcnt.fetch_sub(1, Ordering::Release) == 1;
+        std::mem::forget(self);
+        if !last {
+            return None;
+        }
+        // As in `drop`: the other holders' accesses happen before the reuse.
+        fence(Ordering::Acquire);
+        // SAFETY: the last reference is gone, so nobody else reads the header.
+        let class = Class::from_u8(unsafe { p.as_ref() }.class);
+        Some(Freed(FreePtr(p), class))
+    }
+}
+
+/// A buffer whose last reference went ([`Buf::release`]), not yet back in a cache.
+pub(crate) struct Freed(FreePtr, Class);
+
+/// Gives back record `p` and the buffers in `freed` under one borrow of the
+/// thread's cache: a packet's drop.
+///
+/// # Safety
+/// `p` came from [`alloc_rec`], is not used again, and whatever value it held has
+/// been dropped.
+#[inline]
+pub(crate) unsafe fn free_rec_with(p: NonNull<u8>, freed: &mut [Option<Freed>]) {
+    let mut rec = Some(rec_slot(p));
+    let _ = CACHE.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        for f in freed.iter_mut() {
+            if let Some(Freed(b, class)) = f.take() {
+                put(&mut cache.free[class as usize], b, class);
+            }
+        }
+        if let Some(r) = rec.take() {
+            put(&mut cache.free[Class::Rec as usize], r, Class::Rec);
+        }
+    });
+    // The thread's cache is gone (its exit): the global list.
+    for Freed(b, class) in freed.iter_mut().filter_map(Option::take) {
+        give(b, class);
+    }
+    if let Some(r) = rec {
+        give(r, Class::Rec);
+    }
+}
+
 impl std::fmt::Debug for Buf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Buf")
@@ -775,9 +841,8 @@ impl std::fmt::Debug for Buf {
 #[inline]
 pub(crate) fn alloc_rec() -> Result<NonNull<u8>, NoBufs> {
     match take(Class::Rec) {
-        // SAFETY: the data area starts right after the header, inside the slab
-        // allocation (HDR + REC_CAP == REC_STRIDE); the pointer is non-null.
-        Some(FreePtr(p)) => Ok(unsafe { NonNull::new_unchecked(p.as_ptr().cast::<u8>().add(HDR)) }),
+        // The record is the whole slot, from its start (REC_CAP == REC_STRIDE).
+        Some(FreePtr(p)) => Ok(p.cast::<u8>()),
         None => {
             ALLOC_FAIL.fetch_add(1, Ordering::Relaxed);
             Err(NoBufs)
@@ -785,17 +850,22 @@ pub(crate) fn alloc_rec() -> Result<NonNull<u8>, NoBufs> {
     }
 }
 
-/// Returns a record from [`alloc_rec`] to the thread's cache.
+/// Returns a record from [`alloc_rec`] to the thread's cache (the tests'; a
+/// packet's drop gives its record back with its buffers, [`free_rec_with`]).
 ///
 /// # Safety
 /// `p` came from [`alloc_rec`], is not used again, and whatever value it held has
 /// been dropped.
-#[inline]
+#[cfg(test)]
 pub(crate) unsafe fn free_rec(p: NonNull<u8>) {
-    // SAFETY: `p` is HDR bytes into a record's slot (the caller's contract), so
-    // the header is HDR bytes before it, inside the same slab.
-    let hdr = unsafe { NonNull::new_unchecked(p.as_ptr().sub(HDR).cast::<BufHdr>()) };
-    give(FreePtr(hdr), Class::Rec);
+    give(rec_slot(p), Class::Rec);
+}
+
+/// The free-list entry of record `p` from [`alloc_rec`]: its slot, which starts
+/// where the record does.
+#[inline]
+fn rec_slot(p: NonNull<u8>) -> FreePtr {
+    FreePtr(p.cast::<BufHdr>())
 }
 
 /// Pool-wide counters (global, not per thread).

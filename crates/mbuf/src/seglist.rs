@@ -4,7 +4,7 @@
 
 use std::mem::MaybeUninit;
 
-use crate::pool::Buf;
+use crate::pool::{Buf, Freed};
 
 /// Segments held without a heap allocation.
 pub(crate) const INLINE: usize = 4;
@@ -209,6 +209,20 @@ impl SegList {
     }
 
     /// Whether the segments are held inline (no heap allocation).
+    /// For an inline list, the addresses where its initialised entries end and
+    /// where its room for entries ends.
+    #[inline]
+    pub(crate) fn inline_ends(&self) -> Option<(usize, usize)> {
+        match self {
+            SegList::Inline { len, segs } => {
+                let start = segs.as_ptr() as usize;
+                let size = std::mem::size_of::<Seg>();
+                Some((start + *len * size, start + INLINE * size))
+            }
+            SegList::Heap(_) => None,
+        }
+    }
+
     #[inline]
     pub(crate) fn is_inline(&self) -> bool {
         matches!(self, SegList::Inline { .. })
@@ -359,6 +373,25 @@ impl Clone for SegList {
             l.push(s.clone());
         }
         l
+    }
+}
+
+impl SegList {
+    /// Empties an inline list, letting go of each segment's reference and putting
+    /// the buffers whose last reference that was into `freed`, for the caller to
+    /// give back with the packet's record under one borrow of the pool's cache
+    /// ([`crate::pool::free_rec_with`]). A heap list is left as it is.
+    #[inline]
+    pub(crate) fn release_inline(&mut self, freed: &mut [Option<Freed>; INLINE]) {
+        if let SegList::Inline { len, segs } = self {
+            let n = std::mem::take(len);
+            for (seg, out) in segs[..n].iter().zip(freed.iter_mut()) {
+                // SAFETY: the first `n` entries were initialised and `len` is now 0,
+                // so each is outside the initialised prefix and moved out once.
+                let s = unsafe { seg.assume_init_read() };
+                *out = s.buf.release();
+            }
+        }
     }
 }
 

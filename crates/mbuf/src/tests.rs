@@ -746,3 +746,27 @@ fn pieces_are_read_on_another_thread_while_the_buffer_fills() {
     drop(tx);
     assert_eq!(reader.join().unwrap(), data);
 }
+
+#[test]
+fn a_one_segment_packets_record_is_one_cache_line_and_its_copies_too() {
+    let m = Mbuf::from_slice(&[7u8; 64]).unwrap();
+    let rec = std::ptr::from_ref::<crate::Pkt>(&m) as usize;
+    assert_eq!(rec % 64, 0, "a record starts on a cache line");
+    assert!(m.used_bytes() <= 64, "{} bytes", m.used_bytes());
+    let mut copies: Vec<Mbuf> = m.shares(3).map(Result::unwrap).collect();
+    for c in &copies {
+        assert_eq!(c.to_vec(), m.to_vec());
+        assert_eq!(c.hdr, m.hdr);
+        c.check();
+    }
+    // A copy written is copied first; the others keep the frame.
+    copies[0].copyback(0, &[1, 2]).unwrap();
+    assert_eq!(&copies[0].to_vec()[..3], &[1, 2, 7]);
+    assert_eq!(copies[1].to_vec(), vec![7u8; 64]);
+    // Four segments fill the inline list: the whole record is copied.
+    let parts: [&[u8]; 4] = [&[1; 8], &[2; 8], &[3; 8], &[4; 8]];
+    let m4 = Mbuf::from_parts(&parts).unwrap();
+    assert_eq!(m4.used_bytes(), std::mem::size_of::<crate::Pkt>());
+    let c4: Vec<Mbuf> = m4.shares(2).map(Result::unwrap).collect();
+    assert!(c4.iter().all(|c| c.to_vec() == m4.to_vec()));
+}

@@ -16,6 +16,16 @@
 //! - `flood`: unknown unicast: no destination is in the table, each frame is sent
 //!   to all four outputs (the copies share the frame's buffer). Its Mpps counts
 //!   frames in; four times as many leave.
+//! - `learned-1k-pool`, `flood-pool`: `learned-1k` and `flood` with the buffers a
+//!   driver has ([`dev::gen::Buffers::Pool`]): each sink frees what it sent to the
+//!   mbuf pool and the generator allocates each frame's record and cluster from it.
+//!   The rows above are *recycled*: the sinks hand their buffers straight back to
+//!   the generator, which rewrites them. That favours known unicast: a flooded
+//!   frame's copies come back still sharing one cluster, so the generator finds
+//!   three of every four shared and allocates a new cluster for them, which
+//!   `flood`'s rx stage pays and `learned-1k`'s does not; in the pool rows both
+//!   pay one record and one cluster a frame in, and flooding its copies' records
+//!   and references on top, as with a real NIC.
 //!
 //! Figures as in `bench router`: Mpps on the wall clock, Mpps per core (the
 //! workers' CPU time), ns and cycles a frame on the core, the core share.
@@ -25,7 +35,7 @@
 use super::progress;
 use super::router::{devices, frame4, time_stack_named, Window};
 use crate::BenchArgs;
-use dev::gen::PktGen;
+use dev::gen::{Buffers, PktGen};
 use net::iface::IfConfig;
 use net::link::bridge::{BridgeParams, Learn, MemberFlags};
 use net::{Stack, StackConfig};
@@ -44,7 +54,15 @@ const STACK_NAME: &str = "brg";
 const CHECKED: usize = 256;
 
 /// The rows' names, for `--skip`.
-pub const CASES: [&str; 5] = ["devices", "learned-1k", "learned-1m", "flood", "2w"];
+pub const CASES: [&str; 7] = [
+    "devices",
+    "learned-1k",
+    "learned-1m",
+    "flood",
+    "learned-1k-pool",
+    "flood-pool",
+    "2w",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -167,6 +185,7 @@ fn bridge(gen: &PktGen, frames: &[Vec<u8>], workers: usize, table: u32) -> Resul
 struct Row {
     name: &'static str,
     workers: usize,
+    buffers: Buffers,
     what: String,
     mpps: f64,
     core_mpps: f64,
@@ -178,7 +197,13 @@ struct Row {
 }
 
 /// A row from a window whose packets were `copies` frames out for each in.
-fn row_of(name: &'static str, what: String, w: &Window, copies: u64, hz: Option<f64>) -> Row {
+fn row_of(
+    (name, buffers): (&'static str, Buffers),
+    what: String,
+    w: &Window,
+    copies: u64,
+    hz: Option<f64>,
+) -> Row {
     let frames: Vec<u64> = w.packets.iter().map(|p| p / copies.max(1)).collect();
     let total: u64 = frames.iter().sum();
     let cpu: f64 = w.cpu.iter().map(Duration::as_secs_f64).sum();
@@ -186,6 +211,7 @@ fn row_of(name: &'static str, what: String, w: &Window, copies: u64, hz: Option<
     Row {
         name,
         workers: frames.len().max(1),
+        buffers,
         what,
         mpps: total as f64 / w.secs.max(1e-9) / 1e6,
         core_mpps: frames
@@ -197,14 +223,19 @@ fn row_of(name: &'static str, what: String, w: &Window, copies: u64, hz: Option<
         cycles: hz.map(|h| ns * h / 1e9),
         share: cpu / (w.secs * frames.len().max(1) as f64).max(1e-9),
         frames_in: total,
-        stages: w
-            .runtime
-            .iter()
-            .flat_map(|r| r.iter())
-            .filter(|(_, s)| s.packets > 0)
-            .map(|(st, s)| (st.name(), s.cycles_per_packet() * copies as f64))
-            .collect(),
+        stages: w.runtime.iter().flat_map(stage_cycles).collect(),
     }
+}
+
+/// Cycles a frame in of each stage of worker runtime `r` that had packets: its
+/// cycles over the frames the worker received (its rx stage's packets), so that a
+/// stage after a flood, which counts each copy, is charged per frame like the rx
+/// stage before it.
+fn stage_cycles(r: &net::runtime::Runtime) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+    let rx = r.get(net::runtime::Stage::Rx).packets.max(1) as f64;
+    r.iter()
+        .filter(|(_, s)| s.packets > 0)
+        .map(move |(st, s)| (st.name(), s.cycles as f64 / rx))
 }
 
 /// What the sinks took is what was generated, byte for byte.
@@ -223,20 +254,38 @@ fn check(captured: &[Vec<u8>], sent: &HashSet<&[u8]>) -> Result<usize, String> {
     Ok(captured.len())
 }
 
-/// The stack rows to measure, `(name, kind, workers)`, without the skipped ones.
-fn cases(skip: &dyn Fn(&str) -> bool, two: usize) -> Vec<(&'static str, Kind, usize)> {
+/// A stack row to measure.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    name: &'static str,
+    kind: Kind,
+    buffers: Buffers,
+    workers: usize,
+}
+
+/// The stack rows to measure, without the skipped ones.
+fn cases(skip: &dyn Fn(&str) -> bool, two: usize) -> Vec<Case> {
+    use Buffers::{Pool, Recycled};
     let mut cases = Vec::new();
-    for (name, kind, both) in [
-        ("learned-1k", Kind::Learned(1024), true),
-        ("learned-1m", Kind::Learned(1 << 20), true),
-        ("flood", Kind::Flood, false),
+    for (name, kind, buffers, both) in [
+        ("learned-1k", Kind::Learned(1024), Recycled, true),
+        ("learned-1m", Kind::Learned(1 << 20), Recycled, true),
+        ("flood", Kind::Flood, Recycled, false),
+        ("learned-1k-pool", Kind::Learned(1024), Pool, false),
+        ("flood-pool", Kind::Flood, Pool, false),
     ] {
         if skip(name) {
             continue;
         }
-        cases.push((name, kind, 1));
+        let c = Case {
+            name,
+            kind,
+            buffers,
+            workers: 1,
+        };
+        cases.push(c);
         if both && !skip("2w") {
-            cases.push((name, kind, two));
+            cases.push(Case { workers: two, ..c });
         }
     }
     cases
@@ -261,7 +310,7 @@ fn device_rows(
         progress(a, &format!("bridge: devices only, {w} worker(s)"));
         let win = devices(w, a.seconds, a.rounds, &f);
         rows.push(row_of(
-            "devices",
+            ("devices", Buffers::Recycled),
             "generator -> sink, no stack".into(),
             &win,
             1,
@@ -308,11 +357,13 @@ fn check_running(
 }
 
 /// One stack row: builds the bridge, checks it, times it.
-fn stack_row(
-    a: &BenchArgs,
-    (name, kind, workers): (&'static str, Kind, usize),
-    hz: Option<f64>,
-) -> Result<Row, String> {
+fn stack_row(a: &BenchArgs, c: Case, hz: Option<f64>) -> Result<Row, String> {
+    let Case {
+        name,
+        kind,
+        buffers,
+        workers,
+    } = c;
     let (secs, rounds, flows) = (a.seconds, a.rounds, a.flows as usize);
     let (table, n, copies) = match kind {
         Kind::Learned(t) if t >= 1 << 20 => (t, t as usize, 1),
@@ -324,7 +375,7 @@ fn stack_row(
         &format!("bridge: {name}, {workers} worker(s): building the bridge ({table} addresses)"),
     );
     let fr = frames(kind, n);
-    let gen = PktGen::new(workers, 1500);
+    let gen = PktGen::with_buffers(workers, 1500, buffers);
     let mut stack = bridge(&gen, &fr, workers, table)?;
     stack
         .start()
@@ -342,7 +393,7 @@ fn stack_row(
         Kind::Learned(t) => format!("known unicast, {t} learned addresses"),
         Kind::Flood => format!("unknown unicast, flooded to {OUTS} members"),
     };
-    Ok(row_of(name, what, &win, copies, hz))
+    Ok(row_of((name, buffers), what, &win, copies, hz))
 }
 
 pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
@@ -369,12 +420,21 @@ pub fn main(a: &BenchArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A row's buffers as the output names them.
+fn buffers(b: Buffers) -> &'static str {
+    match b {
+        Buffers::Recycled => "recycled",
+        Buffers::Pool => "pool",
+    }
+}
+
 /// The rows as JSON, one object a line.
 fn print_json(rows: &[Row]) {
     for r in rows {
         println!(
-            "{{\"bench\":\"bridge\",\"case\":\"{}\",\"what\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"mpps_per_core\":{:.3},\"ns_per_packet\":{:.2},\"cycles_per_packet\":{},\"core_share\":{:.3},\"frames_in\":{},\"stage_cycles_per_packet\":{{{}}}}}",
+            "{{\"bench\":\"bridge\",\"case\":\"{}\",\"buffers\":\"{}\",\"what\":\"{}\",\"workers\":{},\"mpps\":{:.3},\"mpps_per_core\":{:.3},\"ns_per_packet\":{:.2},\"cycles_per_packet\":{},\"core_share\":{:.3},\"frames_in\":{},\"stage_cycles_per_packet\":{{{}}}}}",
             r.name,
+            buffers(r.buffers),
             r.what,
             r.workers,
             r.mpps,
@@ -398,18 +458,21 @@ fn print_table(a: &BenchArgs, rows: &[Row], hz: Option<f64>) {
     println!(
         "64-byte frames through the real Stack as a bridge (generator -> in0 -> bridge0 -> out1..out{OUTS} -> sinks, in memory); best of {rounds} windows of {secs} s"
     );
-    println!("Mpps counts frames in (the flood row sends {OUTS} out for each)");
+    println!("Mpps counts frames in (the flood rows send {OUTS} out for each)");
+    println!(
+        "buffers: recycled = each sink hands its buffers straight back to the generator, which rewrites them (a flooded frame's copies come back sharing one cluster: the generator allocates a new one for three of each four); pool = each sink frees its buffers to the mbuf pool and the generator allocates from it, as a driver does"
+    );
     if let Some(h) = hz {
         println!("cycles: time-stamp counter ticks ({:.3} GHz)", h / 1e9);
     }
     println!();
     println!(
-        "{:<12} {:>2} {:>8} {:>10} {:>8} {:>8} {:>6}  what",
-        "row", "w", "Mpps", "Mpps/core", "ns/pkt", "cyc/pkt", "core%"
+        "{:<15} {:>2} {:>8} {:>10} {:>8} {:>8} {:>6} {:>8}  what",
+        "row", "w", "Mpps", "Mpps/core", "ns/pkt", "cyc/pkt", "core%", "buffers"
     );
     for r in rows {
         println!(
-            "{:<12} {:>2} {:>8.2} {:>10.2} {:>8.1} {:>8} {:>6.0}  {}",
+            "{:<15} {:>2} {:>8.2} {:>10.2} {:>8.1} {:>8} {:>6.0} {:>8}  {}",
             r.name,
             r.workers,
             r.mpps,
@@ -417,6 +480,7 @@ fn print_table(a: &BenchArgs, rows: &[Row], hz: Option<f64>) {
             r.ns,
             r.cycles.map_or("-".into(), |c| format!("{c:.0}")),
             r.share * 100.0,
+            buffers(r.buffers),
             r.what
         );
     }
@@ -439,15 +503,20 @@ fn print_summary(rows: &[Row], two: usize) {
             );
         }
     }
-    if let (Some(f), Some(l)) = (find("flood", 1), find("learned-1k", 1)) {
-        println!(
-            "flooding, 1 worker: {:.2} Mpps in ({:.2} out), {:.2}x the rate of known unicast; {:.1} ns a frame against {:.1}",
-            f.mpps,
-            f.mpps * f64::from(OUTS),
-            f.core_mpps / l.core_mpps.max(1e-9),
-            f.ns,
-            l.ns
-        );
+    for (f, l, mode) in [
+        ("flood", "learned-1k", "recycled"),
+        ("flood-pool", "learned-1k-pool", "pool"),
+    ] {
+        if let (Some(f), Some(l)) = (find(f, 1), find(l, 1)) {
+            println!(
+                "flooding, 1 worker, {mode} buffers: {:.2} Mpps in ({:.2} out), {:.2}x the rate of known unicast (flood/learned-1k); {:.1} ns a frame against {:.1}",
+                f.mpps,
+                f.mpps * f64::from(OUTS),
+                f.core_mpps / l.core_mpps.max(1e-9),
+                f.ns,
+                l.ns
+            );
+        }
     }
     if let (Some(l), Some(d)) = (find("learned-1k", 1), find("devices", 1)) {
         println!(
