@@ -274,8 +274,9 @@ fn forward_fast<F: FwdFamily>(
 /// address is known and nothing is left to do to it: at once when `direct` (no
 /// hook at the link's output), else by way of `l2` and `ether_output`'s hooks; the
 /// others through the offload step and the neighbour table, and what is too long
-/// for the link to the family (fragmentation, or Packet Too Big).
-#[inline(always)]
+/// for the link to the family (fragmentation, or Packet Too Big). Out of line:
+/// the body calls it from two places, neither the fast path.
+#[inline]
 fn forward_out<'a, F: FwdFamily>(
     cx: &mut F::Cx<'_, 'a>,
     fib: &'a route::Fib,
