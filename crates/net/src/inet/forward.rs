@@ -39,13 +39,16 @@
 //!   `ether_output`'s hooks, ARP's hold queue, fragmentation, or an ICMP error;
 //!   drops counted (`ip.*`).
 
+use crate::ifindex::IfIndex;
 use crate::inet::cx::InetCx;
 use crate::inet::ip::{IpInfo, IP_HDR_LEN};
+use crate::ip::forward::{FwdFamily, FwdVecs};
 pub(crate) use crate::ip::{miss, ports, NO_NH};
-use crate::link::ether::{self, ether_output, L2Out, ETHER_HDR_LEN};
+use crate::link::ether::{self, L2Out};
 use crate::link::iface::Ifnet;
-use crate::pfil::{Dir, PfilPoint};
-use crate::stats::DropReason;
+use crate::link::LinkCx;
+use crate::pfil::PfilPoint;
+use crate::stats::{DropReason, Stats};
 use mbuf::Mbuf;
 use route::NhKind;
 use std::net::{IpAddr, Ipv4Addr};
@@ -77,33 +80,109 @@ fn ttl_decrement(m: &mut Mbuf, ttl: u8) -> bool {
     true
 }
 
-/// A forwarded packet between `ip_forward`'s decision and the link: where it goes.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FwdOut {
-    /// The interface it arrived on.
-    rcvif: crate::link::iface::IfIndex,
-    /// The interface it leaves by.
-    out: crate::link::iface::IfIndex,
-    /// The next hop's index in the batch's FIB.
-    nh: u32,
-    /// The address it goes to on that link (gateway, or the destination).
-    next: Ipv4Addr,
-    mtu: u32,
-    /// A directed broadcast let through: it leaves as a link broadcast.
-    bcast: bool,
-}
+/// A forwarded IPv4 packet between `ip_forward`'s decision and the link.
+pub(crate) type FwdOut = crate::ip::forward::FwdOut<Ipv4Addr>;
 
 /// `ip_forward`'s vectors and scratch.
+pub(crate) type IpForwardVecs = FwdVecs<V4>;
+
+/// IPv4 as the forwarding body (`crate::ip::forward`) takes it.
 #[derive(Debug, Default)]
-pub(crate) struct IpForwardVecs {
-    checked: Vec<(Mbuf, IpInfo)>,
-    /// The next hop of each checked packet (its index in the batch's FIB).
-    nhs: Vec<u32>,
-    /// The lookups' scratch: the destinations, and the routes' raw values.
-    dsts: Vec<u32>,
-    raw: Vec<Option<u32>>,
-    out: Vec<(Mbuf, FwdOut)>,
-    pf: crate::link::cx::PfilScratch<FwdOut>,
+pub(crate) struct V4;
+
+impl FwdFamily for V4 {
+    type Cx<'b, 'a: 'b> = InetCx<'b, 'a>;
+    type Info = IpInfo;
+    type Addr = Ipv4Addr;
+    type Key = u32;
+    const PFIL: PfilPoint = PfilPoint::Inet;
+    const PFIL_DROP: DropReason = DropReason::PfilIpOut;
+    const NO_ROUTE: DropReason = DropReason::IpNoRoute;
+    const NEEDS_NH: bool = true;
+    const ETHER: EtherType = EtherType::Ipv4;
+
+    #[inline(always)]
+    fn fib<'a>(cx: &Self::Cx<'_, 'a>) -> &'a route::Fib {
+        cx.ip.fib
+    }
+
+    /// RFC 1812 §4.2.2.11, §5.3.7; RFC 3927 §7: never forward broadcast,
+    /// multicast (no multicast routing here), loopback, "this network", link-local
+    /// or class E; nor a packet whose TTL runs out here.
+    #[inline(always)]
+    fn check(cx: &mut InetCx<'_, '_>, m: Mbuf, info: &IpInfo) -> Option<Mbuf> {
+        let martian = |a: Ipv4Addr| {
+            a.is_loopback() || a.octets()[0] == 0 || a.is_link_local() || a.octets()[0] >= 240
+        };
+        if info.bcast || martian(info.dst) || martian(info.src) {
+            cx.link.drop_pkt(m, DropReason::IpCantForward);
+        } else if info.ttl <= 1 {
+            cx.link.stats.ip.timeexceed += 1;
+            crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::TimeExceeded, 0, 0);
+        } else {
+            return Some(m);
+        }
+        None
+    }
+
+    #[inline(always)]
+    fn lookup_vec(
+        cx: &mut InetCx<'_, '_>,
+        fib: &route::Fib,
+        pkts: &mut [(Mbuf, IpInfo)],
+        nhs: &mut Vec<u32>,
+        scratch: (&mut Vec<u32>, &mut Vec<Option<u32>>),
+    ) {
+        lookup4_vec(cx, fib, pkts, nhs, scratch)
+    }
+
+    #[inline(always)]
+    fn dst(info: &IpInfo) -> Ipv4Addr {
+        info.dst
+    }
+
+    #[inline(always)]
+    fn hop_decrement(m: &mut Mbuf, info: &IpInfo) -> bool {
+        ttl_decrement(m, info.ttl)
+    }
+
+    #[inline(always)]
+    fn neighbour(link: &mut LinkCx<'_>, i: IfIndex, a: Ipv4Addr) -> Option<EthernetAddress> {
+        link.arp_lookup(i, a)
+    }
+
+    #[inline(always)]
+    fn one(
+        cx: &mut InetCx<'_, '_>,
+        ifp: &Ifnet,
+        m: Mbuf,
+        info: IpInfo,
+        nh: Option<&Arc<route::NextHop>>,
+    ) -> Option<(Mbuf, FwdOut)> {
+        forward4_one(cx, ifp, m, info, nh)
+    }
+
+    #[inline(always)]
+    fn resolve(cx: &mut InetCx<'_, '_>, out: &Arc<Ifnet>, m: Mbuf, next: Ipv4Addr, bcast: bool) {
+        ether::arp_resolve_output(cx.link, out, m, next, bcast);
+    }
+
+    #[inline(always)]
+    fn too_long(
+        cx: &mut InetCx<'_, '_>,
+        out: &Arc<Ifnet>,
+        m: Mbuf,
+        next: Ipv4Addr,
+        bcast: bool,
+        mtu: usize,
+    ) {
+        crate::inet::ip::ip_fragment(cx, out, m, next, bcast, mtu);
+    }
+
+    #[inline(always)]
+    fn forwarded(stats: &mut Stats) -> &mut u64 {
+        &mut stats.ip.forward
+    }
 }
 
 /// `ip_forward` over the packets of one burst from `ifp` that are for other hosts
@@ -111,7 +190,8 @@ pub(crate) struct IpForwardVecs {
 /// then the lookups of a chunk of them back to back so their cache misses overlap,
 /// then each packet's TTL and next hop; the output hooks over the vector; then
 /// those whose next hop's link address is known go to `l2` for `ether_output`,
-/// the others through the neighbour table. Errors answer as a router does.
+/// the others through the neighbour table. Errors answer as a router does. The
+/// body is `crate::ip::forward`'s, IPv6's too.
 pub(crate) fn ip_forward(
     cx: &mut InetCx<'_, '_>,
     ifp: &Ifnet,
@@ -119,179 +199,7 @@ pub(crate) fn ip_forward(
     v: &mut IpForwardVecs,
     l2: &mut Vec<L2Out>,
 ) {
-    // RFC 1812 §4.2.2.11, §5.3.7; RFC 3927 §7: never forward broadcast, multicast
-    // (no multicast routing here), loopback, "this network", link-local or class E.
-    let martian = |a: Ipv4Addr| {
-        a.is_loopback() || a.octets()[0] == 0 || a.is_link_local() || a.octets()[0] >= 240
-    };
-    for (m, info) in pkts.drain(..) {
-        if info.bcast || martian(info.dst) || martian(info.src) {
-            cx.link.drop_pkt(m, DropReason::IpCantForward);
-        } else if info.ttl <= 1 {
-            cx.link.stats.ip.timeexceed += 1;
-            crate::inet::icmp::icmp_error(cx, m, Icmpv4Message::TimeExceeded, 0, 0);
-        } else {
-            v.checked.push((m, info));
-        }
-    }
-    // The lookups of the whole vector back to back, so that their cache misses
-    // overlap (VPP's `ip4_lookup`): with a table larger than the caches each is a
-    // miss or two, and nothing in between waits for it.
-    let fib: &route::Fib = cx.ip.fib;
-    lookup4_vec(
-        cx,
-        fib,
-        &mut v.checked,
-        &mut v.nhs,
-        (&mut v.dsts, &mut v.raw),
-    );
-    let hooks = cx.link.pfil_active(PfilPoint::Inet, Dir::Out);
-    // No hook on any interface's way out: every packet may take the fast path,
-    // its link header written as soon as its next hop is known; else each packet's
-    // out interface says (`out_clear`, `ether_direct`).
-    let fast = !hooks && !cx.link.pfil_active(PfilPoint::Ether, Dir::Out);
-    let now = cx.link.now.as_nanos();
-    for ((m, info), &nh) in v.checked.drain(..).zip(&v.nhs) {
-        let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
-        let m = match nh {
-            Some(nh) if fast || cx.link.out_clear(PfilPoint::Inet, nh.ifindex) => {
-                match forward4_fast(cx, ifp, m, &info, nh, now) {
-                    Ok(()) => continue,
-                    Err(m) => m,
-                }
-            }
-            _ => m,
-        };
-        match forward4_one(cx, ifp, m, info, nh) {
-            Some(p) if hooks && cx.link.pfil_active_on(PfilPoint::Inet, Dir::Out, p.1.out) => {
-                v.out.push(p)
-            }
-            Some((m, o)) => {
-                let direct = cx.link.ether_direct(o.out);
-                forward4_out(cx, fib, m, o, l2, direct)
-            }
-            None => {}
-        }
-    }
-    if !hooks {
-        return;
-    }
-    // A packet a hook keeps (a dummynet pipe) has been forwarded as far as this
-    // stage goes: it is counted now, as FreeBSD's ip_forward counts a packet whose
-    // ip_output took it, since its release goes straight to the link's output.
-    let kept = cx.link.stats.pfil.consumed;
-    cx.link.pfil_vec(
-        PfilPoint::Inet,
-        Dir::Out,
-        DropReason::PfilIpOut,
-        &mut v.out,
-        &mut v.pf,
-        |o| (o.out, Some(o.rcvif)),
-    );
-    cx.link.stats.ip.forward += cx.link.stats.pfil.consumed - kept;
-    for (m, o) in v.out.drain(..) {
-        let direct = cx.link.ether_direct(o.out);
-        forward4_out(cx, fib, m, o, l2, direct);
-    }
-}
-
-/// The common case of one forwarded packet, done at once (VPP's `ip4-rewrite`
-/// behind `ip4-lookup`): a forward route through a gateway whose link address the
-/// next hop holds, or to a connected subnet whose destination the link's neighbour
-/// table has resolved (its snapshot, lock-free); a packet that fits the link and
-/// leaves nothing for a device to finish, not going back out of the interface it
-/// came in on, and no hook at the IP or link output points (the caller checked):
-/// TTL - 1 with the checksum updated (RFC 1624), the link header written into the
-/// headroom, onto the interface's transmit vector. Anything else comes back for
-/// the general path, untouched. (A subnet's network and broadcast addresses are
-/// FIB entries of their own, [`NhKind::Broadcast`]: a connected route's next hop
-/// here is a host.)
-#[inline]
-fn forward4_fast(
-    cx: &mut InetCx<'_, '_>,
-    ifp: &Ifnet,
-    mut m: Mbuf,
-    info: &IpInfo,
-    nh: &route::NextHop,
-    now: u64,
-) -> Result<(), Mbuf> {
-    if nh.kind != NhKind::Forward {
-        return Err(m);
-    }
-    let ifaces = cx.link.ifaces;
-    let Some(out) = ifaces.get(nh.ifindex as usize) else {
-        return Err(m);
-    };
-    let mtu = if nh.mtu != 0 {
-        (nh.mtu as usize).min(out.mtu)
-    } else {
-        out.mtu
-    };
-    if out.index == ifp.index
-        || !out.is_up()
-        || m.len() > mtu
-        || m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
-        || m.headroom() < ETHER_HDR_LEN
-    {
-        return Err(m);
-    }
-    let mac = match nh.gateway {
-        Some(_) => nh.l2(now),
-        None => cx.link.arp_lookup(out.index, info.dst).map(|a| a.0),
-    };
-    let Some(mac) = mac else {
-        return Err(m);
-    };
-    if !ttl_decrement(&mut m, info.ttl) {
-        return Err(m);
-    }
-    cx.link.stats.ip.forward += 1;
-    let dst = EthernetAddress(mac);
-    crate::link::ether::ether_output_now(cx.link, out, m, dst, EtherType::Ipv4);
-    Ok(())
-}
-
-/// A forwarded IPv4 packet past the output hooks to its link when its next hop's
-/// link address is known and nothing is left to do to it: at once when `direct`
-/// (no hook at the link's output), else by way of `l2` and `ether_output`'s hooks;
-/// the others through the offload step and ARP.
-#[inline]
-fn forward4_out(
-    cx: &mut InetCx<'_, '_>,
-    fib: &route::Fib,
-    m: Mbuf,
-    o: FwdOut,
-    l2: &mut Vec<L2Out>,
-    direct: bool,
-) {
-    cx.link.stats.ip.forward += 1;
-    let ifaces = cx.link.ifaces;
-    let (Some(nh), Some(out)) = (fib.nexthop(o.nh), ifaces.get(o.out.get())) else {
-        return cx.link.drop_pkt(m, DropReason::IpNoRoute);
-    };
-    let mtu = o.mtu as usize;
-    // The common case: it fits, nothing is left to a device, and the route's
-    // gateway has its link address written in the next hop (or the neighbour
-    // table the connected destination's).
-    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 && !o.bcast {
-        let mac = match nh.gateway {
-            Some(_) => nh.l2(cx.link.now.as_nanos()).map(EthernetAddress),
-            None => cx.link.arp_lookup(out.index, o.next),
-        };
-        if let Some(dst) = mac {
-            let ty = EtherType::Ipv4;
-            return ether::ether_output_known(cx.link, out, m, dst, ty, l2, direct);
-        }
-    }
-    // A segment from a link with offloads may be larger than this one takes, or
-    // still lack its checksum; an unresolved next hop goes through ARP. A directed
-    // broadcast let through (`net.inet.ip.directed-broadcast`) goes to the link's
-    // broadcast address, as FreeBSD's `ip_output` sends one (M_BCAST).
-    let (next, bcast) = (o.next, o.bcast);
-    let l2out = |cx: &mut InetCx<'_, '_>, m| l2_output4(cx, out, m, nh, next, bcast);
-    if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
-        crate::inet::ip::ip_fragment(cx, out, m, next, bcast, mtu);
-    }
+    crate::ip::forward::forward::<V4>(cx, ifp, pkts, v, l2)
 }
 
 /// The next hops of a vector of packets (their indices, or [`NO_NH`]), looked up
@@ -463,24 +371,6 @@ fn forward4_one(
             bcast,
         },
     ))
-}
-
-/// A forwarded IPv4 packet to its next hop's link-layer address: the route's cached
-/// one for a gateway, else through ARP.
-fn l2_output4(
-    cx: &mut InetCx<'_, '_>,
-    out: &Arc<Ifnet>,
-    m: Mbuf,
-    nh: &route::NextHop,
-    next: Ipv4Addr,
-    bcast: bool,
-) {
-    if nh.gateway.is_some() {
-        if let Some(mac) = nh.l2(cx.link.now.as_nanos()) {
-            return ether_output(cx.link, out, m, EthernetAddress(mac), EtherType::Ipv4);
-        }
-    }
-    ether::arp_resolve_output(cx.link, out, m, next, bcast);
 }
 
 /// An ICMP host redirect about the packet in `m` (which is still forwarded): a copy

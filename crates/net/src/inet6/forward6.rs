@@ -11,57 +11,57 @@
 //! - **Next**: as `ip_forward`'s (no fragmentation: Packet Too Big); drops
 //!   counted (`ip6.*`).
 
+use crate::ifindex::IfIndex;
 use crate::inet6::cx::Inet6Cx;
 use crate::inet6::icmp6::Error6;
 use crate::inet6::ip6::{Ip6Hdr, IP6_HDR_LEN};
+use crate::ip::forward::{FwdFamily, FwdVecs};
 use crate::ip::{miss, ports, NO_NH};
-use crate::link::ether::{self, ether_output, L2Out, ETHER_HDR_LEN};
+use crate::link::ether::L2Out;
 use crate::link::iface::Ifnet;
-use crate::pfil::{Dir, PfilPoint};
-use crate::stats::DropReason;
+use crate::link::LinkCx;
+use crate::pfil::PfilPoint;
+use crate::stats::{DropReason, Stats};
 use mbuf::Mbuf;
 use route::NhKind;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use wire::{EtherType, EthernetAddress, Icmpv6DstUnreachable, Icmpv6TimeExceeded, IpProtocol};
 
-/// A forwarded IPv6 packet between `ip6_forward`'s decision and the link.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Fwd6Out {
-    rcvif: crate::link::iface::IfIndex,
-    out: crate::link::iface::IfIndex,
-    /// The next hop's index in the batch's FIB; none for a router learnt from
-    /// neighbour discovery or the static default router.
-    nh: Option<u32>,
-    next: Ipv6Addr,
-    mtu: u32,
-}
+/// A forwarded IPv6 packet between `ip6_forward`'s decision and the link (its
+/// next hop [`NO_NH`] for a router learnt from neighbour discovery or the static
+/// default router; never a broadcast).
+pub(crate) type Fwd6Out = crate::ip::forward::FwdOut<Ipv6Addr>;
 
 /// `ip6_forward`'s vectors and scratch.
-#[derive(Debug, Default)]
-pub(crate) struct Ip6ForwardVecs {
-    checked: Vec<(Mbuf, Ip6Hdr)>,
-    nhs: Vec<u32>,
-    /// The lookups' scratch: the destinations, and the routes' raw values.
-    dsts: Vec<u128>,
-    raw: Vec<Option<u32>>,
-    out: Vec<(Mbuf, Fwd6Out)>,
-    pf: crate::link::cx::PfilScratch<Fwd6Out>,
-}
+pub(crate) type Ip6ForwardVecs = FwdVecs<V6>;
 
-/// `ip6_forward` over the packets of one burst from `ifp` that are for other hosts
-/// (their fixed headers validated by `ip6_input`), as `ip_forward` does it: checks,
-/// lookups of a chunk back to back, each packet's hop limit and next hop, the
-/// output hooks over the vector, then `l2` or neighbour discovery.
-pub(crate) fn ip6_forward(
-    cx: &mut Inet6Cx<'_, '_>,
-    ifp: &Ifnet,
-    pkts: &mut Vec<(Mbuf, Ip6Hdr)>,
-    v: &mut Ip6ForwardVecs,
-    l2: &mut Vec<L2Out>,
-) {
-    let ll = crate::link::iface::is_link_local;
-    for (m, h) in pkts.drain(..) {
+/// IPv6 as the forwarding body (`crate::ip::forward`) takes it.
+#[derive(Debug, Default)]
+pub(crate) struct V6;
+
+impl FwdFamily for V6 {
+    type Cx<'b, 'a: 'b> = Inet6Cx<'b, 'a>;
+    type Info = Ip6Hdr;
+    type Addr = Ipv6Addr;
+    type Key = u128;
+    const PFIL: PfilPoint = PfilPoint::Inet6;
+    const PFIL_DROP: DropReason = DropReason::PfilIp6Out;
+    const NO_ROUTE: DropReason = DropReason::Ip6NoRoute;
+    const NEEDS_NH: bool = false;
+    const ETHER: EtherType = EtherType::Ipv6;
+
+    #[inline(always)]
+    fn fib<'a>(cx: &Self::Cx<'_, 'a>) -> &'a route::Fib {
+        cx.ip.fib
+    }
+
+    /// Never multicast (no multicast routing here), from the unspecified address,
+    /// to or (answered) from a link-local one; nor a packet whose hop limit runs
+    /// out here.
+    #[inline(always)]
+    fn check(cx: &mut Inet6Cx<'_, '_>, m: Mbuf, h: &Ip6Hdr) -> Option<Mbuf> {
+        let ll = crate::link::iface::is_link_local;
         if h.dst.is_multicast() || h.src.is_unspecified() || ll(h.dst) {
             cx.link.drop_pkt(m, DropReason::Ip6CantForward);
         } else if ll(h.src) {
@@ -74,159 +74,96 @@ pub(crate) fn ip6_forward(
             let e = Error6::TimeExceeded(Icmpv6TimeExceeded::HopLimitExceeded);
             crate::inet6::icmp6::icmp6_error(cx, m, e);
         } else {
-            v.checked.push((m, h));
+            return Some(m);
         }
+        None
     }
-    let fib: &route::Fib = cx.ip.fib;
-    lookup6_vec(
-        cx,
-        fib,
-        &mut v.checked,
-        &mut v.nhs,
-        (&mut v.dsts, &mut v.raw),
-    );
-    let hooks = cx.link.pfil_active(PfilPoint::Inet6, Dir::Out);
-    // As in `ip_forward`: no hook on any way out, every packet the fast path.
-    let fast = !hooks && !cx.link.pfil_active(PfilPoint::Ether, Dir::Out);
-    let now = cx.link.now.as_nanos();
-    for ((m, h), &nh) in v.checked.drain(..).zip(&v.nhs) {
-        let nh = if nh == NO_NH { None } else { fib.nexthop(nh) };
-        let m = match nh {
-            Some(nh) if fast || cx.link.out_clear(PfilPoint::Inet6, nh.ifindex) => {
-                match forward6_fast(cx, ifp, m, &h, nh, now) {
-                    Ok(()) => continue,
-                    Err(m) => m,
-                }
-            }
-            _ => m,
-        };
-        match forward6_one(cx, ifp, m, h, nh) {
-            Some(p) if hooks && cx.link.pfil_active_on(PfilPoint::Inet6, Dir::Out, p.1.out) => {
-                v.out.push(p)
-            }
-            Some((m, o)) => {
-                let direct = cx.link.ether_direct(o.out);
-                forward6_out(cx, fib, m, o, l2, direct)
-            }
-            None => {}
-        }
-    }
-    if !hooks {
-        return;
-    }
-    // A packet a hook keeps (a dummynet pipe) has been forwarded as far as this
-    // stage goes: it is counted now, as FreeBSD's ip_forward counts a packet whose
-    // ip_output took it, since its release goes straight to the link's output.
-    let kept = cx.link.stats.pfil.consumed;
-    cx.link.pfil_vec(
-        PfilPoint::Inet6,
-        Dir::Out,
-        DropReason::PfilIp6Out,
-        &mut v.out,
-        &mut v.pf,
-        |o| (o.out, Some(o.rcvif)),
-    );
-    cx.link.stats.ip6.forward += cx.link.stats.pfil.consumed - kept;
-    for (m, o) in v.out.drain(..) {
-        let direct = cx.link.ether_direct(o.out);
-        forward6_out(cx, fib, m, o, l2, direct);
-    }
-}
 
-/// The common case of one forwarded IPv6 packet, done at once (as `forward4_fast`,
-/// gateways and connected destinations alike): hop limit - 1, the link header
-/// written, onto the transmit vector; anything else comes back, untouched, for the
-/// general path.
-#[inline]
-fn forward6_fast(
-    cx: &mut Inet6Cx<'_, '_>,
-    ifp: &Ifnet,
-    mut m: Mbuf,
-    h: &Ip6Hdr,
-    nh: &route::NextHop,
-    now: u64,
-) -> Result<(), Mbuf> {
-    if nh.kind != NhKind::Forward {
-        return Err(m);
+    #[inline(always)]
+    fn lookup_vec(
+        cx: &mut Inet6Cx<'_, '_>,
+        fib: &route::Fib,
+        pkts: &mut [(Mbuf, Ip6Hdr)],
+        nhs: &mut Vec<u32>,
+        scratch: (&mut Vec<u128>, &mut Vec<Option<u32>>),
+    ) {
+        lookup6_vec(cx, fib, pkts, nhs, scratch)
     }
-    let ifaces = cx.link.ifaces;
-    let Some(out) = ifaces.get(nh.ifindex as usize) else {
-        return Err(m);
-    };
-    let mtu = if nh.mtu != 0 {
-        (nh.mtu as usize).min(out.mtu)
-    } else {
-        out.mtu
-    };
-    if out.index == ifp.index
-        || !out.is_up()
-        || m.len() > mtu
-        || m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED != 0
-        || m.headroom() < ETHER_HDR_LEN
-    {
-        return Err(m);
-    }
-    // A gateway's link address is in its next hop; a connected destination's in
-    // the link's neighbour table (its snapshot, lock-free).
-    let mac = match nh.gateway {
-        Some(_) => nh.l2(now),
-        None => cx.link.nd6_lookup(out.index, h.dst).map(|a| a.0),
-    };
-    let Some(mac) = mac else {
-        return Err(m);
-    };
-    match m
-        .try_first_mut()
-        .map(|b| b.first_chunk_mut::<IP6_HDR_LEN>())
-    {
-        Ok(Some(b)) => b[7] = h.hlim - 1,
-        _ => return Err(m),
-    }
-    cx.link.stats.ip6.forward += 1;
-    let dst = EthernetAddress(mac);
-    crate::link::ether::ether_output_now(cx.link, out, m, dst, EtherType::Ipv6);
-    Ok(())
-}
 
-/// A forwarded IPv6 packet past the output hooks to its link (as `forward4_out`).
-#[inline]
-fn forward6_out(
-    cx: &mut Inet6Cx<'_, '_>,
-    fib: &route::Fib,
-    m: Mbuf,
-    o: Fwd6Out,
-    l2: &mut Vec<L2Out>,
-    direct: bool,
-) {
-    cx.link.stats.ip6.forward += 1;
-    let ifaces = cx.link.ifaces;
-    let Some(out) = ifaces.get(o.out.get()) else {
-        return cx.link.drop_pkt(m, DropReason::Ip6NoRoute);
-    };
-    let nh = o.nh.and_then(|i| fib.nexthop(i));
-    let mtu = o.mtu as usize;
-    if m.len() <= mtu && m.hdr.csum_flags & mbuf::CSUM_L4_NEEDED == 0 {
-        let now = cx.link.now.as_nanos();
-        let mac = match nh {
-            Some(n) if n.gateway.is_some() => n.l2(now).map(EthernetAddress),
-            Some(_) => cx.link.nd6_lookup(out.index, o.next),
-            None => None,
-        };
-        if let Some(dst) = mac {
-            let ty = EtherType::Ipv6;
-            return ether::ether_output_known(cx.link, out, m, dst, ty, l2, direct);
+    #[inline(always)]
+    fn dst(h: &Ip6Hdr) -> Ipv6Addr {
+        h.dst
+    }
+
+    #[inline(always)]
+    fn hop_decrement(m: &mut Mbuf, h: &Ip6Hdr) -> bool {
+        match m
+            .try_first_mut()
+            .map(|b| b.first_chunk_mut::<IP6_HDR_LEN>())
+        {
+            Ok(Some(b)) => {
+                b[7] = h.hlim - 1;
+                true
+            }
+            _ => false,
         }
     }
-    // A segment from a link with offloads may be larger than this one takes, or
-    // still lack its checksum.
-    let next = o.next;
-    let l2out = |cx: &mut Inet6Cx<'_, '_>, m| l2_output6(cx, out, m, nh, next);
-    if let Some(m) = crate::link::output::fit_link(cx, out, m, mtu, l2out) {
-        // Routers do not fragment (`forward6_one` answered those without a
-        // segment size): Packet Too Big, as there.
+
+    #[inline(always)]
+    fn neighbour(link: &mut LinkCx<'_>, i: IfIndex, a: Ipv6Addr) -> Option<EthernetAddress> {
+        link.nd6_lookup(i, a)
+    }
+
+    #[inline(always)]
+    fn one(
+        cx: &mut Inet6Cx<'_, '_>,
+        ifp: &Ifnet,
+        m: Mbuf,
+        h: Ip6Hdr,
+        nh: Option<&Arc<route::NextHop>>,
+    ) -> Option<(Mbuf, Fwd6Out)> {
+        forward6_one(cx, ifp, m, h, nh)
+    }
+
+    #[inline(always)]
+    fn resolve(cx: &mut Inet6Cx<'_, '_>, out: &Arc<Ifnet>, m: Mbuf, next: Ipv6Addr, _: bool) {
+        crate::inet6::nd6::nd6_resolve_output(cx, out, m, next);
+    }
+
+    /// Routers do not fragment (`forward6_one` answered those without a segment
+    /// size): Packet Too Big, as there.
+    #[inline(always)]
+    fn too_long(
+        cx: &mut Inet6Cx<'_, '_>,
+        _: &Arc<Ifnet>,
+        m: Mbuf,
+        _: Ipv6Addr,
+        _: bool,
+        mtu: usize,
+    ) {
         cx.link.stats.ip6.toobig += 1;
         crate::inet6::icmp6::icmp6_error(cx, m, Error6::PktTooBig(mtu as u32));
     }
+
+    #[inline(always)]
+    fn forwarded(stats: &mut Stats) -> &mut u64 {
+        &mut stats.ip6.forward
+    }
+}
+
+/// `ip6_forward` over the packets of one burst from `ifp` that are for other hosts
+/// (their fixed headers validated by `ip6_input`), as `ip_forward` does it (the
+/// same body, `crate::ip::forward`'s): checks, lookups of the vector back to back,
+/// each packet's hop limit and next hop, the output hooks over the vector, then
+/// `l2` or neighbour discovery.
+pub(crate) fn ip6_forward(
+    cx: &mut Inet6Cx<'_, '_>,
+    ifp: &Ifnet,
+    pkts: &mut Vec<(Mbuf, Ip6Hdr)>,
+    v: &mut Ip6ForwardVecs,
+    l2: &mut Vec<L2Out>,
+) {
+    crate::ip::forward::forward::<V6>(cx, ifp, pkts, v, l2)
 }
 
 /// The next hops of a vector of IPv6 packets, looked up back to back.
@@ -370,40 +307,21 @@ fn forward6_one(
     {
         redirect6(cx, ifp, &m, src, dst, next);
     }
-    match m.try_first_mut() {
-        Ok(b) if b.len() >= IP6_HDR_LEN => b[7] = h.hlim - 1,
-        _ => {
-            cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
-            return None;
-        }
+    if !V6::hop_decrement(&mut m, &h) {
+        cx.link.drop_pkt(m, DropReason::Ip6OutDropped);
+        return None;
     }
     Some((
         m,
         Fwd6Out {
             rcvif: ifp.index,
             out: outif.index,
-            nh: nh.map(|n| n.index),
+            nh: nh.map_or(NO_NH, |n| n.index),
             next,
             mtu: mtu as u32,
+            bcast: false,
         },
     ))
-}
-
-/// A forwarded IPv6 packet to its next hop's link-layer address: the route's cached
-/// one for a gateway, else through neighbour discovery.
-fn l2_output6(
-    cx: &mut Inet6Cx<'_, '_>,
-    out: &Arc<Ifnet>,
-    m: Mbuf,
-    nh: Option<&Arc<route::NextHop>>,
-    next: Ipv6Addr,
-) {
-    if let Some(nh) = nh.filter(|n| n.gateway.is_some()) {
-        if let Some(mac) = nh.l2(cx.link.now.as_nanos()) {
-            return ether_output(cx.link, out, m, EthernetAddress(mac), EtherType::Ipv6);
-        }
-    }
-    crate::inet6::nd6::nd6_resolve_output(cx, out, m, next);
 }
 
 /// A redirect (RFC 4861 §4.5) telling `src` to reach `dst` through `target`, with

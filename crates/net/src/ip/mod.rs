@@ -9,6 +9,7 @@
 //! (`inet::cx::InetCx`, `inet6::cx::Inet6Cx`), and cannot reach the other family's.
 //! Nothing here names a family: both sit above this module.
 
+pub(crate) mod forward;
 pub mod frag;
 pub(crate) mod udp;
 
