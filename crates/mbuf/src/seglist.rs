@@ -208,7 +208,6 @@ impl SegList {
         }
     }
 
-    /// Whether the segments are held inline (no heap allocation).
     /// For an inline list, the addresses where its initialised entries end and
     /// where its room for entries ends.
     #[inline]
@@ -223,6 +222,7 @@ impl SegList {
         }
     }
 
+    /// Whether the segments are held inline (no heap allocation).
     #[inline]
     pub(crate) fn is_inline(&self) -> bool {
         matches!(self, SegList::Inline { .. })
