@@ -24,10 +24,10 @@ impl<'a> crate::link::AsLink<'a> for Ip46Cx<'_, 'a> {
     }
 }
 
-impl<'a> Ip46Cx<'_, 'a> {
-    /// IPv4's borrows.
+impl<'b, 'a> Ip46Cx<'b, 'a> {
+    /// IPv4's borrows, for as long as these were given.
     #[inline(always)]
-    pub fn inet(&mut self) -> InetCx<'_, 'a> {
+    pub fn into_inet(self) -> InetCx<'b, 'a> {
         InetCx {
             link: self.link,
             ip: self.ip,
@@ -35,12 +35,35 @@ impl<'a> Ip46Cx<'_, 'a> {
         }
     }
 
-    /// IPv6's borrows.
+    /// IPv6's borrows, for as long as these were given.
     #[inline(always)]
-    pub fn inet6(&mut self) -> Inet6Cx<'_, 'a> {
+    pub fn into_inet6(self) -> Inet6Cx<'b, 'a> {
         Inet6Cx {
             link: self.link,
             ip: self.ip,
+            v6: self.v6,
+        }
+    }
+
+    /// IPv4's borrows, for a call.
+    #[inline(always)]
+    pub fn inet(&mut self) -> InetCx<'_, 'a> {
+        self.re().into_inet()
+    }
+
+    /// IPv6's borrows, for a call.
+    #[inline(always)]
+    pub fn inet6(&mut self) -> Inet6Cx<'_, 'a> {
+        self.re().into_inet6()
+    }
+
+    /// The same borrows for a shorter while.
+    #[inline(always)]
+    fn re(&mut self) -> Ip46Cx<'_, 'a> {
+        Ip46Cx {
+            link: self.link,
+            ip: self.ip,
+            v4: self.v4,
             v6: self.v6,
         }
     }

@@ -39,21 +39,13 @@ impl<'a> Cx<'a> {
     /// IPv4's stages' borrows.
     #[inline(always)]
     pub fn inet(&mut self) -> InetCx<'_, 'a> {
-        InetCx {
-            link: &mut self.link,
-            ip: &mut self.ip,
-            v4: &mut self.v4,
-        }
+        self.ip46().into_inet()
     }
 
     /// IPv6's stages' borrows.
     #[inline(always)]
     pub fn inet6(&mut self) -> Inet6Cx<'_, 'a> {
-        Inet6Cx {
-            link: &mut self.link,
-            ip: &mut self.ip,
-            v6: &mut self.v6,
-        }
+        self.ip46().into_inet6()
     }
 
     /// Both IP families' borrows (tunnels, the firewall's answers).

@@ -55,21 +55,13 @@ impl<'a> TcpCx<'_, 'a> {
     /// IPv4's context, for a segment that leaves by IPv4.
     #[inline(always)]
     pub fn inet(&mut self) -> InetCx<'_, 'a> {
-        InetCx {
-            link: self.link,
-            ip: self.ip,
-            v4: self.v4,
-        }
+        self.ip46().into_inet()
     }
 
     /// IPv6's context, for a segment that leaves by IPv6.
     #[inline(always)]
     pub fn inet6(&mut self) -> Inet6Cx<'_, 'a> {
-        Inet6Cx {
-            link: self.link,
-            ip: self.ip,
-            v6: self.v6,
-        }
+        self.ip46().into_inet6()
     }
 
     /// Both families' borrows.
