@@ -60,7 +60,8 @@ pub struct StackConfig {
     pub socket_queue: usize,
     /// Frames received per burst.
     pub burst: usize,
-    /// ICMP errors per second per worker (FreeBSD `net.inet.icmp.icmplim`).
+    /// ICMP errors per second per worker (FreeBSD `net.inet.icmp.icmplim`), and as
+    /// many ICMPv6 errors, counted apart (as FreeBSD's `icmp6errppslim` is).
     pub icmp_limit: u32,
     /// Frames waiting to be handed to the worker that owns an interface's queue.
     pub handoff_queue: usize,
